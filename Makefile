@@ -1,0 +1,40 @@
+# sandlot: the two README commands are `make run` and `make test`.
+GO      ?= go
+BIN     := $(CURDIR)/bin
+DATA    ?= $(CURDIR)/.sandlot
+PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
+TESTFLAGS ?= -count=1 -timeout 40m
+
+.PHONY: run test build deps test-deps bench vet fmt clean
+
+## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback)
+run: deps build
+	$(BIN)/sandlot serve --data-dir $(DATA)
+
+## test: install what the tests need (runtime, Postgres, npm packages), build, and run every test
+test: test-deps build
+	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot SANDLOT_TEST_POSTGRES='$(PGURL)' \
+		$(GO) test $(TESTFLAGS) ./...
+
+## build: build bin/sandlot and the static bin/sandlot-agent
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
+	$(GO) build -o $(BIN)/sandlot ./cmd/sandlot
+
+## bench: run the benchmark suite on the real runtime and print a table
+bench: deps build
+	$(BIN)/sandlot bench
+
+deps:
+	scripts/deps.sh run
+
+test-deps:
+	scripts/deps.sh test
+
+## vet: go vet and gofmt check
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+
+clean:
+	rm -rf $(BIN)

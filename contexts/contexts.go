@@ -1,0 +1,219 @@
+// Package contexts owns execution contexts: the identity (tenant,
+// conversation, path), the sandbox behind it and its lifecycle.
+//
+// The state machine, documented here and nowhere else:
+//
+//	creating ──► ready ──► terminated
+//	    │
+//	    └──────► error
+//
+// A context is active while it is creating or ready; at most one context is
+// active per identity. Terminated and error rows stay in the store for audit,
+// with a Reason. Nothing ever leaves terminated or error.
+//
+// The package declares the interfaces it consumes (Store, Provider, Sandbox,
+// Guard); implementations live in store/..., provider/... and guard.
+package contexts
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+)
+
+// DefaultPath is the path id used when a request names none.
+const DefaultPath = "main"
+
+// Identity keys an execution context.
+type Identity struct {
+	TenantID       string `json:"tenantId"`
+	ConversationID string `json:"conversationId"`
+	PathID         string `json:"pathId"`
+}
+
+// State of a context.
+type State string
+
+const (
+	StateCreating   State = "creating"
+	StateReady      State = "ready"
+	StateTerminated State = "terminated"
+	StateError      State = "error"
+)
+
+// Active reports whether s counts against limits and uniqueness.
+func (s State) Active() bool { return s == StateCreating || s == StateReady }
+
+// Reason records why a context left the active states.
+type Reason string
+
+const (
+	ReasonExpired  Reason = "expired"
+	ReasonError    Reason = "error"
+	ReasonManual   Reason = "manual"
+	ReasonMerged   Reason = "merged"
+	ReasonDeleted  Reason = "deleted"
+	ReasonArchived Reason = "archived"
+	ReasonRotated  Reason = "rotated"
+)
+
+// ResourceUsage is the last sampled usage of the sandbox.
+type ResourceUsage struct {
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
+	DiskBytes   int64 `json:"diskBytes,omitempty"`
+	PIDs        int64 `json:"pids,omitempty"`
+}
+
+// Record is the stored form of a context.
+type Record struct {
+	ID string `json:"id"` // context id (UUID); stable for the record's life
+	Identity
+	State                State             `json:"status"`
+	Reason               Reason            `json:"terminationReason,omitempty"`
+	SandboxID            string            `json:"sandboxId,omitempty"`
+	Provider             string            `json:"provider,omitempty"`
+	Template             string            `json:"template,omitempty"`
+	CreatedAt            time.Time         `json:"createdAt"`
+	LastUsedAt           time.Time         `json:"lastUsedAt"`
+	ExpiresAt            time.Time         `json:"expiresAt"`
+	TerminatedAt         *time.Time        `json:"terminatedAt,omitempty"`
+	ExecutionCount       int64             `json:"executionCount"`
+	TotalExecutionTimeMs int64             `json:"totalExecutionTimeMs"`
+	LastError            string            `json:"lastError,omitempty"` // sanitized
+	ResourceUsage        ResourceUsage     `json:"resourceUsage"`
+	Metadata             map[string]string `json:"metadata,omitempty"` // caller labels (E2B metadata)
+}
+
+// Filter selects records for List. Zero fields match everything.
+type Filter struct {
+	TenantID       string
+	ConversationID string
+	PathID         string
+	States         []State
+	Metadata       map[string]string // every pair must match
+	Limit          int               // 0: 100
+	After          string            // paging cursor: the last ID of the previous page
+}
+
+// Store persists records. Implementations: store/memory, store/sqlite,
+// store/postgres; store/storetest is the conformance suite.
+//
+// Tenant scoping: when ctx carries a tenant (tenant.FromContext), a store
+// that enforces row-level security (Postgres) restricts every statement to
+// that tenant. System work (cleanup, reconcile) runs with no tenant in ctx.
+type Store interface {
+	// Create inserts rec (state creating). It fails with
+	// errdefs.ErrAlreadyExists when an active context exists for rec.Identity.
+	Create(ctx context.Context, rec *Record) error
+	// Get loads a record by context id (errdefs.ErrNotFound when absent).
+	Get(ctx context.Context, id string) (*Record, error)
+	// GetActive loads the active record of an identity (ErrNotFound if none).
+	GetActive(ctx context.Context, id Identity) (*Record, error)
+	// Update saves the mutable fields of rec (state, sandbox, times,
+	// counters, error, usage, metadata). It never moves a record out of a
+	// final state (ErrFailedPrecondition).
+	Update(ctx context.Context, rec *Record) error
+	// RecordExecution atomically adds one execution of dur, sets
+	// lastUsedAt=now and expiresAt, and returns the new record.
+	RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*Record, error)
+	// Touch sets lastUsedAt and expiresAt.
+	Touch(ctx context.Context, id string, now, expiresAt time.Time) error
+	// Terminate moves an active record to terminated (or error when reason
+	// is ReasonError) with reason and time. It reports false when the
+	// record was not active (already ended by someone else): the caller
+	// that gets true owns the teardown, so two managers never double-clean.
+	Terminate(ctx context.Context, id string, reason Reason, at time.Time, lastErr string) (bool, error)
+	// ListExpired returns active records with expiresAt <= cutoff.
+	ListExpired(ctx context.Context, cutoff time.Time, limit int) ([]*Record, error)
+	// ListActive returns every active record (all tenants, for reconcile).
+	ListActive(ctx context.Context) ([]*Record, error)
+	// CountActive counts active records of a tenant, and of one
+	// conversation of it when conversationID is not empty.
+	CountActive(ctx context.Context, tenantID, conversationID string) (int, error)
+	// List returns records matching f ordered by ID, for paging.
+	List(ctx context.Context, f Filter) ([]*Record, error)
+	// Close releases the store.
+	Close() error
+}
+
+// Limits for one sandbox. Zero values mean the provider's defaults.
+type Limits struct {
+	MemoryBytes int64   // default 2 GiB
+	PIDs        int64   // default 256
+	CPUs        float64 // CPU quota in cores; default 1
+	DiskBytes   int64   // tmpfs size for /home/user and /tmp; default 512 MiB
+}
+
+// Spec describes a sandbox to create.
+type Spec struct {
+	Template string
+	Limits   Limits
+	Env      map[string]string
+	Labels   map[string]string // tenant, context id: for reconcile and E2B metadata
+	TTL      time.Duration     // providers with their own expiry (E2B) use it
+}
+
+// Provider creates and finds sandboxes. Implementations: provider/local
+// (OCI), provider/e2b, provider/chain.
+type Provider interface {
+	// Name is the provider's name as stored in Record.Provider.
+	Name() string
+	// Create starts a sandbox and returns it connected and healthy.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Attach reconnects to a running sandbox by id (after a daemon
+	// restart). errdefs.ErrNotFound when it is gone.
+	Attach(ctx context.Context, sandboxID string) (Sandbox, error)
+	// List returns the ids of the sandboxes this provider runs for sandlot.
+	List(ctx context.Context) ([]string, error)
+	// Destroy stops and removes a sandbox and everything it left on the
+	// host. Destroying an unknown id is not an error.
+	Destroy(ctx context.Context, sandboxID string) error
+}
+
+// OutputFunc receives streamed output of a running call. It must not block
+// for long: the sandbox connection waits for it.
+type OutputFunc func(agent.OutputEvent)
+
+// Sandbox is a connected sandbox. Methods are safe for concurrent use; the
+// Manager serializes RunCode per context. The agent.Client implements it.
+type Sandbox interface {
+	ID() string
+	Ping(ctx context.Context) error
+	RunCode(ctx context.Context, p agent.RunCodeParams, out OutputFunc) (*agent.RunCodeResult, error)
+	RestartKernel(ctx context.Context, p agent.KernelParams) error
+	Exec(ctx context.Context, p agent.ExecParams, out OutputFunc) (*agent.ExecResult, error)
+	Signal(ctx context.Context, p agent.SignalParams) error
+	Stdin(ctx context.Context, p agent.StdinParams) error
+	Processes(ctx context.Context) ([]agent.Process, error)
+	ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error)
+	WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error)
+	EditFile(ctx context.Context, p agent.EditParams) (*agent.EditResult, error)
+	List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error)
+	Stat(ctx context.Context, path string) (*agent.FileInfo, error)
+	Mkdir(ctx context.Context, path string) (*agent.FileInfo, error)
+	Remove(ctx context.Context, p agent.RemoveParams) error
+	Move(ctx context.Context, p agent.MoveParams) (*agent.FileInfo, error)
+	Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResult, error)
+	Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error)
+	// Close drops the connection and leaves the sandbox running.
+	Close() error
+}
+
+// Guard redacts what leaves a sandbox. The guard package implements it; a
+// nil Guard in Config passes everything through (tests only).
+type Guard interface {
+	// Text redacts a complete string (results, errors, file contents).
+	Text(ctx context.Context, tenantID, s string) string
+	// Stream returns a redactor for one output stream of one call. Write
+	// returns what may be emitted now (it holds back a tail so a secret
+	// split across chunks is still caught); Flush returns the rest.
+	Stream(ctx context.Context, tenantID string) StreamRedactor
+}
+
+// StreamRedactor is one stream's redaction state.
+type StreamRedactor interface {
+	Write(chunk string) string
+	Flush() string
+}

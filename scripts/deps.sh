@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what sandlot needs on a fresh Debian machine. Idempotent: it only
+# installs what is missing.
+#   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
+#   scripts/deps.sh test  the same, plus what the tests need, and starts Postgres
+set -euo pipefail
+mode=${1:-run}
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pandas python3-matplotlib nodejs; do
+  have_pkg "$p" || need+=("$p")
+done
+if [ "$mode" = test ]; then
+  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client npm; do
+    have_pkg "$p" || need+=("$p")
+  done
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "sandlot needs these Debian packages (run as root to install): ${need[*]}" >&2
+    exit 1
+  fi
+  echo "installing: ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if [ "$mode" = test ]; then
+  scripts/postgres.sh
+fi

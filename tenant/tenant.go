@@ -1,0 +1,93 @@
+// Package tenant holds tenants, their API keys and the request-scoped tenant
+// identity that stores use for row-level security.
+//
+// Keys are shaped "e2b_<40 hex>" so the E2B SDKs accept them; only their
+// SHA-256 is stored.
+package tenant
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Guard modes.
+const (
+	GuardOff     = "off"
+	GuardReport  = "report"
+	GuardEnforce = "enforce"
+)
+
+// Tenant owns API keys and contexts.
+type Tenant struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	GuardMode string    `json:"guardMode"` // off | report | enforce (default)
+	Admin     bool      `json:"admin"`     // may override guard mode per request
+	CreatedAt time.Time `json:"createdAt"`
+	KeyPrefix string    `json:"keyPrefix"` // first characters of the key, for display
+}
+
+// Store persists tenants and key hashes. The context stores implement it too.
+type Store interface {
+	CreateTenant(ctx context.Context, t *Tenant, keyHash string) error
+	// TenantByKeyHash finds the tenant owning a key (errdefs.ErrNotFound).
+	TenantByKeyHash(ctx context.Context, keyHash string) (*Tenant, error)
+	GetTenant(ctx context.Context, id string) (*Tenant, error)
+	ListTenants(ctx context.Context) ([]*Tenant, error)
+	// SetKey replaces the tenant's key hash (rotation).
+	SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
+	UpdateTenant(ctx context.Context, t *Tenant) error
+	DeleteTenant(ctx context.Context, id string) error
+}
+
+var keyPattern = regexp.MustCompile(`^e2b_[0-9a-f]{40}$`)
+
+// NewKey returns a fresh API key.
+func NewKey() (string, error) {
+	b := make([]byte, 20)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate key: %w", err)
+	}
+	return "e2b_" + hex.EncodeToString(b), nil
+}
+
+// HashKey returns the stored form of a key.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// ValidKey reports whether key has the sandlot key shape.
+func ValidKey(key string) bool { return keyPattern.MatchString(key) }
+
+// Prefix is the displayable start of a key.
+func Prefix(key string) string {
+	if len(key) < 10 {
+		return key
+	}
+	return key[:10]
+}
+
+type ctxKey struct{}
+
+// WithID returns ctx scoped to tenant id. Stores with row-level security
+// apply it to every statement.
+func WithID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, id)
+}
+
+// FromContext returns the tenant id ctx is scoped to, if any.
+func FromContext(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(ctxKey{}).(string)
+	return id, ok && id != ""
+}
+
+// ErrBadKey is returned for a malformed or unknown key.
+var ErrBadKey = fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
