@@ -359,4 +359,3 @@ func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, m)
 }
-
