@@ -24,6 +24,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+func errorStatus(err error) int {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return errdefs.HTTPStatus(err)
+}
+
 func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {

@@ -181,12 +181,10 @@ func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCal
 		body, err = withIdentity(res, call.Identity)
 	}
 	if err != nil {
-		if !sw.close(nil) {
-			s.writeError(w, r, err)
-			return
-		}
 		_, e := s.errorBody(r, err)
-		sw.close(&api.Event{Type: api.EventError, Code: e.Code, Message: e.Message})
+		if !sw.close(&api.Event{Type: api.EventError, Code: e.Code, Message: e.Message}) {
+			writeJSON(w, errorStatus(err), e)
+		}
 		return
 	}
 	sw.send(api.Event{Type: api.EventFinal, Result: body})
@@ -209,16 +207,21 @@ type eventWriter struct {
 const writeWait = 30 * time.Second
 
 func (e *eventWriter) send(ev api.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		e.writeLocked(ev)
+	}
+}
+
+// writeLocked writes one event, starting the response on the first.
+// e.mu must be held.
+func (e *eventWriter) writeLocked(ev api.Event) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}
 	b = append(b, '\n')
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return
-	}
 	if !e.started {
 		e.started = true
 		h := e.w.Header()
@@ -235,18 +238,18 @@ func (e *eventWriter) send(ev api.Event) {
 	_ = e.rc.Flush()
 }
 
-// close sends a last event (when not nil and the stream has started) and
-// stops the stream. It reports whether the stream had started.
+// close ends the stream: later events are dropped. When the stream has
+// started, last (if any) is written as its final line. close reports
+// whether the stream had started; if not, the caller still owns the
+// response.
 func (e *eventWriter) close(last *api.Event) bool {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	started := e.started
-	e.mu.Unlock()
-	if started && last != nil {
-		e.send(*last)
+	if started && last != nil && !e.closed {
+		e.writeLocked(*last)
 	}
-	e.mu.Lock()
 	e.closed = true
-	e.mu.Unlock()
 	return started
 }
 
