@@ -397,10 +397,10 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 	cases := map[string]func(t *testing.T){
-		"GET /healthz":          func(t *testing.T) {}, // public, no tenant data
-		"GET /readyz":           func(t *testing.T) {},
-		"GET /v1/openapi.json":  func(t *testing.T) {},
-		"GET /v1/tools":         func(t *testing.T) {}, // schemas only
+		"GET /healthz":         func(t *testing.T) {}, // public, no tenant data
+		"GET /readyz":          func(t *testing.T) {},
+		"GET /v1/openapi.json": func(t *testing.T) {},
+		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
 		"GET /v1/metrics/sessions": func(t *testing.T) {
 			// Aggregates only: no ids, no identities.
 			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.keyB})
