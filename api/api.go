@@ -75,10 +75,13 @@ type RunCodeResult struct {
 	ExitCode        int                `json:"exitCode"`
 	ExecutionTimeMs int64              `json:"executionTimeMs"`
 	SandboxID       string             `json:"sandboxId"`
+	ContextID       string             `json:"contextId,omitempty"`
 	Results         []agent.RichResult `json:"results"`
 	Error           *agent.ExecError   `json:"error"`
 	Truncated       bool               `json:"truncated"`
 	TimedOut        bool               `json:"timedOut,omitempty"`
+	KernelRestarted bool               `json:"kernelRestarted,omitempty"`
+	OutputType      string             `json:"outputType,omitempty"` // json | table | text
 	ConversationID  string             `json:"conversationId"`
 	PathID          string             `json:"pathId"`
 }

@@ -115,7 +115,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	call := ToolCall{Name: r.PathValue("name"), Identity: id, Args: args, Tenant: t}
+	call := ToolCall{Name: r.PathValue("name"), Identity: id, Args: args, Tenant: t, Forced: true}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
 		return

@@ -46,6 +46,9 @@ type ToolCall struct {
 	Identity contexts.Identity
 	Args     json.RawMessage // never empty: "{}" when the request had none
 	Tenant   *tenant.Tenant
+	// Forced marks a direct invocation (the HTTP tool route always is),
+	// not a model's choice; tools report it in spans and logs.
+	Forced bool
 }
 
 // Tools is the part of the tool registry the server uses.
