@@ -55,11 +55,3 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		t.Errorf("documented (-) vs routed (+):\n%s", d)
 	}
 }
-
-func TestOpenAPIServed(t *testing.T) {
-	e := newEnv(t, nil)
-	w := e.do(t, req{method: "GET", path: "/v1/openapi.json"})
-	if w.Code != 200 || w.Body.String() != string(api.OpenAPI) {
-		t.Fatalf("%d", w.Code)
-	}
-}

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bufio"
@@ -11,39 +11,31 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/api/server/servertest"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
 type env struct {
-	srv     *Server
-	h       http.Handler
-	ctxs    *fakeContexts
-	tools   *fakeTools
-	tenants *fakeTenants
-	keyA    string
-	keyB    string
+	*servertest.Env
 }
 
-func newEnv(t *testing.T, mod func(*Config)) *env {
+func newEnv(t *testing.T, mod func(*server.Config)) *env {
 	t.Helper()
-	e := &env{ctxs: newFakeContexts(), tenants: newFakeTenants()}
-	e.tools = &fakeTools{ctxs: e.ctxs}
-	e.keyA = e.tenants.add("tenant-a")
-	e.keyB = e.tenants.add("tenant-b")
-	cfg := Config{Contexts: e.ctxs, Tools: e.tools, Tenants: e.tenants, MaxBodyBytes: 256 << 10, MaxUploadBytes: 3 << 20}
-	if mod != nil {
-		mod(&cfg)
-	}
-	e.srv = New(cfg)
-	e.h = e.srv.Handler()
-	return e
+	return &env{servertest.NewEnv(func(c *server.Config) {
+		c.MaxBodyBytes, c.MaxUploadBytes = 256<<10, 3<<20
+		if mod != nil {
+			mod(c)
+		}
+	})}
 }
 
 type req struct {
@@ -76,7 +68,7 @@ func (e *env) do(t *testing.T, r req) *httptest.ResponseRecorder {
 		hr.Header.Set(k, v)
 	}
 	w := httptest.NewRecorder()
-	e.h.ServeHTTP(w, hr)
+	e.Handler.ServeHTTP(w, hr)
 	return w
 }
 
@@ -118,10 +110,10 @@ func TestAuth(t *testing.T) {
 	}{
 		{"none", nil, 401},
 		{"malformed bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
-		{"basic scheme", map[string]string{"Authorization": "Basic " + e.keyA}, 401},
+		{"basic scheme", map[string]string{"Authorization": "Basic " + e.KeyA}, 401},
 		{"unknown key", map[string]string{"X-API-KEY": unknown}, 401},
-		{"bearer", map[string]string{"Authorization": "Bearer " + e.keyA}, 200},
-		{"x-api-key", map[string]string{"X-API-KEY": e.keyA}, 200},
+		{"bearer", map[string]string{"Authorization": "Bearer " + e.KeyA}, 200},
+		{"x-api-key", map[string]string{"X-API-KEY": e.KeyA}, 200},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,20 +129,20 @@ func TestAuth(t *testing.T) {
 		})
 	}
 	t.Run("every authenticated route", func(t *testing.T) {
-		for _, rt := range e.srv.routes() {
-			if !rt.auth {
+		for _, rt := range e.Server.RouteInfos() {
+			if !rt.Auth {
 				continue
 			}
-			p := strings.NewReplacer("{name}", "run_code", "{id}", "x", "{conversationId}", "c", "{pathId}", "p").Replace(rt.path)
-			if w := e.do(t, req{method: rt.method, path: p + "?path=a"}); w.Code != 401 {
-				t.Errorf("%s %s without key: %d", rt.method, rt.path, w.Code)
+			p := strings.NewReplacer("{name}", "run_code", "{id}", "x", "{conversationId}", "c", "{pathId}", "p").Replace(rt.Path)
+			if w := e.do(t, req{method: rt.Method, path: p + "?path=a"}); w.Code != 401 {
+				t.Errorf("%s %s without key: %d", rt.Method, rt.Path, w.Code)
 			}
 		}
 	})
 	t.Run("store down is not a 401 and leaks nothing", func(t *testing.T) {
-		e.tenants.fail = errors.New("dial tcp 10.0.0.1:5432: refused")
-		defer func() { e.tenants.fail = nil }()
-		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.keyA})
+		e.Tenants.Fail = errors.New("dial tcp 10.0.0.1:5432: refused")
+		defer func() { e.Tenants.Fail = nil }()
+		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
 		if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.1") {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
@@ -158,16 +150,16 @@ func TestAuth(t *testing.T) {
 }
 
 func TestPublicRoutes(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
-		c.Ready = map[string]Check{"store": func(context.Context) error { return nil }}
+	e := newEnv(t, func(c *server.Config) {
+		c.Ready = map[string]server.Check{"store": func(context.Context) error { return nil }}
 	})
 	for _, p := range []string{"/healthz", "/readyz", "/v1/openapi.json"} {
 		if w := e.do(t, req{method: "GET", path: p}); w.Code != 200 {
 			t.Errorf("%s: %d", p, w.Code)
 		}
 	}
-	e2 := newEnv(t, func(c *Config) {
-		c.Ready = map[string]Check{"store": func(context.Context) error { return errors.New("postgres://u:pw@h/db down") }}
+	e2 := newEnv(t, func(c *server.Config) {
+		c.Ready = map[string]server.Check{"store": func(context.Context) error { return errors.New("postgres://u:pw@h/db down") }}
 	})
 	w := e2.do(t, req{method: "GET", path: "/readyz"})
 	if w.Code != 503 || strings.Contains(w.Body.String(), "pw@") {
@@ -177,27 +169,27 @@ func TestPublicRoutes(t *testing.T) {
 
 func TestToolCall(t *testing.T) {
 	e := newEnv(t, nil)
-	r1 := e.runCode(t, e.keyA, "c1", "", "x=41")
+	r1 := e.runCode(t, e.KeyA, "c1", "", "x=41")
 	if r1.ConversationID != "c1" || r1.PathID != "main" {
 		t.Fatalf("identity: %+v", r1)
 	}
-	r2 := e.runCode(t, e.keyA, "c1", "main", "print(x)")
+	r2 := e.runCode(t, e.KeyA, "c1", "main", "print(x)")
 	if r2.Stdout != "41\n" || r2.SandboxID != r1.SandboxID {
 		t.Fatalf("state across calls: %+v", r2)
 	}
 
 	t.Run("generated conversation id", func(t *testing.T) {
-		r := e.runCode(t, e.keyA, "", "", "hi")
+		r := e.runCode(t, e.KeyA, "", "", "hi")
 		if len(r.ConversationID) != 36 {
 			t.Fatalf("conversationId %q", r.ConversationID)
 		}
-		again := e.runCode(t, e.keyA, r.ConversationID, "", "hi")
+		again := e.runCode(t, e.KeyA, r.ConversationID, "", "hi")
 		if again.SandboxID != r.SandboxID {
 			t.Fatal("the generated conversation is not reusable")
 		}
 	})
 	t.Run("taskId stands in", func(t *testing.T) {
-		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.keyA, body: map[string]any{
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{
 			"taskId": "task-9", "args": map[string]any{"language": "python", "code": "x"},
 		}})
 		var r api.RunCodeResult
@@ -208,7 +200,7 @@ func TestToolCall(t *testing.T) {
 	})
 	t.Run("list tools", func(t *testing.T) {
 		for _, f := range []string{"", "openai", "anthropic", "mcp"} {
-			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.keyA}); w.Code != 200 {
+			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.KeyA}); w.Code != 200 {
 				t.Errorf("format %q: %d", f, w.Code)
 			}
 		}
@@ -217,9 +209,9 @@ func TestToolCall(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	e := newEnv(t, nil)
-	ctxID := e.runCode(t, e.keyA, "c", "main", "x=1").SandboxID
+	ctxID := e.runCode(t, e.KeyA, "c", "main", "x=1").SandboxID
 	_ = ctxID
-	recs, _ := e.ctxs.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
 	id := recs[0].ID
 	run := func(args any) map[string]any { return map[string]any{"conversationId": "c", "args": args} }
 	big := strings.Repeat("x", 100<<10+1)
@@ -265,7 +257,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.r.key = e.keyA
+			tt.r.key = e.KeyA
 			w := e.do(t, tt.r)
 			if w.Code != tt.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
@@ -278,22 +270,22 @@ func TestBadInput(t *testing.T) {
 	t.Run("streamed upload over the limit leaves no file", func(t *testing.T) {
 		hr := httptest.NewRequest("PUT", "/v1/contexts/"+id+"/files?path=big2", io.MultiReader(bytes.NewReader(make([]byte, 3<<20)), strings.NewReader("xx")))
 		hr.ContentLength = -1
-		hr.Header.Set("X-API-KEY", e.keyA)
+		hr.Header.Set("X-API-KEY", e.KeyA)
 		w := httptest.NewRecorder()
-		e.h.ServeHTTP(w, hr)
+		e.Handler.ServeHTTP(w, hr)
 		if w.Code != 413 {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
-		if _, ok := e.ctxs.sbs[id].files["/home/user/big2"]; ok {
+		if _, ok := e.Contexts.File(id, "/home/user/big2"); ok {
 			t.Fatal("partial upload left behind")
 		}
 	})
 	t.Run("terminated context has no files", func(t *testing.T) {
-		rid := e.runCode(t, e.keyB, "gone", "main", "x").SandboxID
+		rid := e.runCode(t, e.KeyB, "gone", "main", "x").SandboxID
 		_ = rid
-		recs, _ := e.ctxs.List(context.Background(), contexts.Filter{TenantID: "tenant-b", ConversationID: "gone"})
-		e.ctxs.Terminate(context.Background(), "tenant-b", recs[0].ID, contexts.ReasonManual)
-		w := e.do(t, req{method: "GET", path: "/v1/contexts/" + recs[0].ID + "/files/list", key: e.keyB})
+		recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-b", ConversationID: "gone"})
+		e.Contexts.Terminate(context.Background(), "tenant-b", recs[0].ID, contexts.ReasonManual)
+		w := e.do(t, req{method: "GET", path: "/v1/contexts/" + recs[0].ID + "/files/list", key: e.KeyB})
 		if w.Code != 412 {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
@@ -304,26 +296,26 @@ func TestBadInput(t *testing.T) {
 // nothing about it.
 func TestServerFaults(t *testing.T) {
 	e := newEnv(t, nil)
-	e.tools.fail = errors.New("open /var/lib/sandlot/secret.db: permission denied")
-	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.keyA, body: `{}`})
+	e.Tools.Fail = errors.New("open /var/lib/sandlot/secret.db: permission denied")
+	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`})
 	if w.Code != 500 || strings.Contains(w.Body.String(), "secret") {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	if got := decodeErr(t, w); got.Message != "internal error" {
 		t.Fatalf("%+v", got)
 	}
-	e.tools.fail = nil
-	w = e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.keyA, body: map[string]any{"args": map[string]any{"language": "python", "code": "fail"}}})
+	e.Tools.Fail = nil
+	w = e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{"args": map[string]any{"language": "python", "code": "fail"}}})
 	if w.Code != 500 || strings.Contains(w.Body.String(), "/var/lib") {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	e.ctxs.failAll = errors.New("sql: database is locked at /data/x.db")
-	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.keyA})
+	e.Contexts.FailAll = errors.New("sql: database is locked at /data/x.db")
+	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
 	if w.Code != 500 || strings.Contains(w.Body.String(), "locked") {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	e.ctxs.failAll = fmtErr("provider down", errdefs.ErrUnavailable)
-	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.keyA})
+	e.Contexts.FailAll = fmtErr("provider down", errdefs.ErrUnavailable)
+	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
 	if w.Code != 503 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
@@ -333,31 +325,31 @@ func fmtErr(msg string, cat error) error { return errors.Join(errors.New(msg), c
 
 func TestFiles(t *testing.T) {
 	e := newEnv(t, nil)
-	e.runCode(t, e.keyA, "c", "main", "x=1")
-	recs, _ := e.ctxs.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	e.runCode(t, e.KeyA, "c", "main", "x=1")
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
 	id := recs[0].ID
 	// Bigger than one chunk, so the upload takes several offset writes.
 	data := bytes.Repeat([]byte("0123456789abcdef"), (2<<20+123)/16)
-	w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=data/in.bin", key: e.keyA, body: data})
+	w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=data/in.bin", key: e.KeyA, body: data})
 	if w.Code != 200 {
 		t.Fatalf("upload: %d %s", w.Code, w.Body)
 	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files?path=/home/user/data/in.bin", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files?path=/home/user/data/in.bin", key: e.KeyA})
 	if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), data) {
 		t.Fatalf("download: %d, %d bytes", w.Code, w.Body.Len())
 	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files/list?path=data", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files/list?path=data", key: e.KeyA})
 	var fl api.FileList
 	json.Unmarshal(w.Body.Bytes(), &fl)
 	if w.Code != 200 || len(fl.Entries) != 1 || fl.Entries[0].Size != int64(len(data)) {
 		t.Fatalf("list: %d %s", w.Code, w.Body)
 	}
 	// The conversation-addressed routes reach the same sandbox.
-	w = e.do(t, req{method: "GET", path: "/v1/conversations/c/paths/main/files?path=data/in.bin", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/conversations/c/paths/main/files?path=data/in.bin", key: e.KeyA})
 	if w.Code != 200 || w.Body.Len() != len(data) {
 		t.Fatalf("by conversation: %d", w.Code)
 	}
-	w = e.do(t, req{method: "PUT", path: "/v1/conversations/new/paths/main/files?path=/tmp/empty", key: e.keyA, body: ""})
+	w = e.do(t, req{method: "PUT", path: "/v1/conversations/new/paths/main/files?path=/tmp/empty", key: e.KeyA, body: ""})
 	if w.Code != 200 {
 		t.Fatalf("empty upload: %d %s", w.Code, w.Body)
 	}
@@ -368,22 +360,22 @@ func TestFiles(t *testing.T) {
 // without a case here.
 func TestTenantIsolation(t *testing.T) {
 	e := newEnv(t, nil)
-	a := e.runCode(t, e.keyA, "conv-a", "main", "secret=hunter2")
-	recs, _ := e.ctxs.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
 	idA := recs[0].ID
-	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.keyA, body: "A's file"}); w.Code != 200 {
+	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
 		t.Fatal(w.Body)
 	}
 	stillIntact := func(t *testing.T) {
 		t.Helper()
-		rec, err := e.ctxs.Get(context.Background(), "tenant-a", idA)
+		rec, err := e.Contexts.Get(context.Background(), "tenant-a", idA)
 		if err != nil || !rec.State.Active() {
 			t.Fatalf("A's context was touched: %+v %v", rec, err)
 		}
-		if r := e.runCode(t, e.keyA, "conv-a", "main", "print(secret)"); r.Stdout != "hunter2\n" || r.SandboxID != a.SandboxID {
+		if r := e.runCode(t, e.KeyA, "conv-a", "main", "print(secret)"); r.Stdout != "hunter2\n" || r.SandboxID != a.SandboxID {
 			t.Fatalf("A's state was touched: %+v", r)
 		}
-		if got := string(e.ctxs.sbs[idA].files["/home/user/a.txt"]); got != "A's file" {
+		if got, _ := e.Contexts.File(idA, "/home/user/a.txt"); string(got) != "A's file" {
 			t.Fatalf("A's file is now %q", got)
 		}
 	}
@@ -403,17 +395,17 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
 		"GET /v1/metrics/sessions": func(t *testing.T) {
 			// Aggregates only: no ids, no identities.
-			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.keyB})
+			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})
 			if w.Code != 200 || strings.Contains(w.Body.String(), "conv-a") || strings.Contains(w.Body.String(), idA) {
 				t.Fatalf("%d %s", w.Code, w.Body)
 			}
 		},
 		"POST /v1/tools/{name}": func(t *testing.T) {
-			r := e.runCode(t, e.keyB, "conv-a", "main", "print(secret)")
+			r := e.runCode(t, e.KeyB, "conv-a", "main", "print(secret)")
 			if r.Stdout != "\n" || r.SandboxID == a.SandboxID {
 				t.Fatalf("B reached A's kernel: %+v", r)
 			}
-			w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.keyB, header: map[string]string{"Accept": api.ContentTypeNDJSON},
+			w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyB, header: map[string]string{"Accept": api.ContentTypeNDJSON},
 				body: map[string]any{"conversationId": "conv-a", "args": map[string]any{"language": "python", "code": "print(secret)"}}})
 			if strings.Contains(w.Body.String(), "hunter2") {
 				t.Fatalf("streamed leak: %s", w.Body)
@@ -421,50 +413,50 @@ func TestTenantIsolation(t *testing.T) {
 		},
 		"GET /v1/contexts": func(t *testing.T) {
 			for _, q := range []string{"", "?conversationId=conv-a", "?status=ready"} {
-				w := e.do(t, req{method: "GET", path: "/v1/contexts" + q, key: e.keyB})
+				w := e.do(t, req{method: "GET", path: "/v1/contexts" + q, key: e.KeyB})
 				if w.Code != 200 || strings.Contains(w.Body.String(), idA) {
 					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
 				}
 			}
 		},
 		"GET /v1/contexts/{id}": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.keyB}))
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.KeyB}))
 		},
 		"DELETE /v1/contexts/{id}": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.keyB}))
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
 		},
 		"PUT /v1/contexts/{id}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.keyB, body: "B was here"}))
+			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB, body: "B was here"}))
 		},
 		"GET /v1/contexts/{id}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.keyB}))
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB}))
 		},
 		"GET /v1/contexts/{id}/files/list": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.keyB}))
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.KeyB}))
 		},
 		"POST /v1/conversations/{conversationId}/paths/{pathId}/events": func(t *testing.T) {
 			// B's "deleted" applies to B's own (conv-a, main), never A's.
-			e.do(t, req{method: "POST", path: "/v1/conversations/conv-a/paths/main/events", key: e.keyB, body: map[string]any{"type": "deleted"}})
+			e.do(t, req{method: "POST", path: "/v1/conversations/conv-a/paths/main/events", key: e.KeyB, body: map[string]any{"type": "deleted"}})
 		},
 		"PUT /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
-			e.do(t, req{method: "PUT", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.keyB, body: "B was here"})
+			e.do(t, req{method: "PUT", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB, body: "B was here"})
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/side/files?path=a.txt", key: e.keyB}))
-			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.keyB})
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/side/files?path=a.txt", key: e.KeyB}))
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB})
 			if strings.Contains(w.Body.String(), "A's file") {
 				t.Fatalf("B read A's file: %s", w.Body)
 			}
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
-			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.keyB})
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})
 			if strings.Contains(w.Body.String(), "A's file") {
 				t.Fatalf("B listed A's files: %s", w.Body)
 			}
 		},
 	}
-	for _, rt := range e.srv.routes() {
-		name := rt.method + " " + rt.path
+	for _, rt := range e.Server.RouteInfos() {
+		name := rt.Method + " " + rt.Path
 		fn, ok := cases[name]
 		if !ok {
 			t.Errorf("route %s has no tenant-isolation case", name)
@@ -479,23 +471,23 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestPathEvent(t *testing.T) {
 	e := newEnv(t, nil)
-	e.runCode(t, e.keyA, "c", "p1", "x=1")
-	w := e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p1/events", key: e.keyA, body: map[string]any{"type": "deleted"}})
+	e.runCode(t, e.KeyA, "c", "p1", "x=1")
+	w := e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p1/events", key: e.KeyA, body: map[string]any{"type": "deleted"}})
 	if w.Code != 204 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: e.KeyA})
 	var l api.ContextList
 	json.Unmarshal(w.Body.Bytes(), &l)
 	if len(l.Contexts) != 0 {
 		t.Fatalf("still active: %s", w.Body)
 	}
-	w = e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p2/events", key: e.keyA, body: map[string]any{"type": "branched", "sourcePathId": "p1"}})
+	w = e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p2/events", key: e.KeyA, body: map[string]any{"type": "branched", "sourcePathId": "p1"}})
 	if w.Code != 204 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 	want := []api.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
-	if d := cmp.Diff(want, e.ctxs.events); d != "" {
+	if d := cmp.Diff(want, e.Contexts.Events); d != "" {
 		t.Fatal(d)
 	}
 }
@@ -503,30 +495,30 @@ func TestPathEvent(t *testing.T) {
 func TestContexts(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, c := range []string{"c1", "c2", "c3"} {
-		e.runCode(t, e.keyA, c, "", "x=1")
+		e.runCode(t, e.KeyA, c, "", "x=1")
 	}
-	w := e.do(t, req{method: "GET", path: "/v1/contexts?limit=2", key: e.keyA})
+	w := e.do(t, req{method: "GET", path: "/v1/contexts?limit=2", key: e.KeyA})
 	var l api.ContextList
 	json.Unmarshal(w.Body.Bytes(), &l)
 	if len(l.Contexts) != 2 || l.Next == "" {
 		t.Fatalf("%s", w.Body)
 	}
 	id := l.Contexts[0].ID
-	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id, key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id, key: e.KeyA})
 	var rec contexts.Record
 	json.Unmarshal(w.Body.Bytes(), &rec)
 	if w.Code != 200 || rec.ID != id || rec.State != contexts.StateReady {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if w = e.do(t, req{method: "DELETE", path: "/v1/contexts/" + id, key: e.keyA}); w.Code != 204 {
+	if w = e.do(t, req{method: "DELETE", path: "/v1/contexts/" + id, key: e.KeyA}); w.Code != 204 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts?status=terminated", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/contexts?status=terminated", key: e.KeyA})
 	json.Unmarshal(w.Body.Bytes(), &l)
 	if len(l.Contexts) != 1 || l.Contexts[0].Reason != contexts.ReasonManual {
 		t.Fatalf("%s", w.Body)
 	}
-	w = e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.keyA})
+	w = e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
 	var m map[string]any
 	json.Unmarshal(w.Body.Bytes(), &m)
 	for _, k := range []string{"active_sessions", "total_created", "total_reused", "total_cleaned", "health_check_failures", "per_template"} {
@@ -540,12 +532,12 @@ func TestContexts(t *testing.T) {
 // stdout lines arrive in order, then exactly one final event.
 func TestStreaming(t *testing.T) {
 	e := newEnv(t, nil)
-	ts := httptest.NewServer(e.h)
+	ts := httptest.NewServer(e.Handler)
 	defer ts.Close()
 	call := func(code string) (*http.Response, []api.Event) {
 		body, _ := json.Marshal(map[string]any{"conversationId": "s", "args": map[string]any{"language": "python", "code": code}})
 		hr, _ := http.NewRequest("POST", ts.URL+"/v1/tools/run_code", bytes.NewReader(body))
-		hr.Header.Set("X-API-KEY", e.keyA)
+		hr.Header.Set("X-API-KEY", e.KeyA)
 		hr.Header.Set("Accept", api.ContentTypeNDJSON)
 		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
@@ -605,11 +597,11 @@ func TestRequestID(t *testing.T) {
 }
 
 func TestE2BMatcherFirst(t *testing.T) {
-	e := newEnv(t, func(c *Config) {
+	e := newEnv(t, func(c *server.Config) {
 		c.E2B = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 		c.E2BMatch = func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/sandboxes") }
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if id, _ := TenantFromContext(r.Context()); id == nil {
+			if id, _ := server.TenantFromContext(r.Context()); id == nil {
 				t.Error("MCP without tenant")
 			}
 			w.WriteHeader(298)
@@ -621,7 +613,7 @@ func TestE2BMatcherFirst(t *testing.T) {
 	if w := e.do(t, req{method: "POST", path: "/mcp"}); w.Code != 401 {
 		t.Fatalf("mcp without key: %d", w.Code)
 	}
-	if w := e.do(t, req{method: "POST", path: "/mcp", key: e.keyA}); w.Code != 298 {
+	if w := e.do(t, req{method: "POST", path: "/mcp", key: e.KeyA}); w.Code != 298 {
 		t.Fatalf("mcp: %d", w.Code)
 	}
 }
@@ -630,22 +622,24 @@ func TestE2BMatcherFirst(t *testing.T) {
 // completes; the listener stops accepting.
 func TestGracefulShutdown(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
-	e := newEnv(t, func(c *Config) { c.ShutdownTimeout = 5 * time.Second })
-	e.tools.fail = nil
-	slow := &slowTools{fakeTools: e.tools, started: started, release: release}
-	e.srv.cfg.Tools = slow
+	e := newEnv(t, func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
+	var once sync.Once
+	e.Tools.Hook = func() {
+		once.Do(func() { close(started) })
+		<-release
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.srv.Serve(ctx, ln) }()
+	go func() { done <- e.Server.Serve(ctx, ln) }()
 	url := "http://" + ln.Addr().String()
 	respc := make(chan *http.Response, 1)
 	go func() {
 		hr, _ := http.NewRequest("POST", url+"/v1/tools/run_code", strings.NewReader(`{"args":{"language":"python","code":"x"}}`))
-		hr.Header.Set("X-API-KEY", e.keyA)
+		hr.Header.Set("X-API-KEY", e.KeyA)
 		resp, err := http.DefaultClient.Do(hr)
 		if err != nil {
 			t.Error(err)
@@ -668,13 +662,10 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-type slowTools struct {
-	*fakeTools
-	started, release chan struct{}
-}
-
-func (s *slowTools) Call(ctx context.Context, c ToolCall, out contexts.OutputFunc) (any, error) {
-	close(s.started)
-	<-s.release
-	return s.fakeTools.Call(ctx, c, out)
+func TestOpenAPIServed(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.do(t, req{method: "GET", path: "/v1/openapi.json"})
+	if w.Code != 200 || w.Body.String() != string(api.OpenAPI) {
+		t.Fatalf("%d", w.Code)
+	}
 }

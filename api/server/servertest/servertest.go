@@ -1,10 +1,16 @@
-package server
+// Package servertest holds hand-written in-memory fakes of what api/server
+// consumes (tenant store, contexts manager, sandbox, tool registry), for
+// tests of the server, the client and the CLI. The fake run_code kernel
+// understands "x=v" (set), "print(x)" (print), "fail" (an internal error);
+// any other line is echoed. Each output line is one streamed event.
+package servertest
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -12,24 +18,25 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// fakeTenants is an in-memory tenant.Store.
-type fakeTenants struct {
+// Tenants is an in-memory tenant.Store.
+type Tenants struct {
 	mu     sync.Mutex
 	byHash map[string]*tenant.Tenant
-	fail   error // returned by every lookup when set
+	Fail   error // returned by every lookup when set
 }
 
-var _ tenant.Store = (*fakeTenants)(nil)
+var _ tenant.Store = (*Tenants)(nil)
 
-func newFakeTenants() *fakeTenants { return &fakeTenants{byHash: map[string]*tenant.Tenant{}} }
+func NewTenants() *Tenants { return &Tenants{byHash: map[string]*tenant.Tenant{}} }
 
-// add creates a tenant and returns its key.
-func (f *fakeTenants) add(id string) string {
+// Add creates a tenant and returns its key.
+func (f *Tenants) Add(id string) string {
 	key, err := tenant.NewKey()
 	if err != nil {
 		panic(err)
@@ -40,18 +47,18 @@ func (f *fakeTenants) add(id string) string {
 	return key
 }
 
-func (f *fakeTenants) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
+func (f *Tenants) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.byHash[keyHash] = t
 	return nil
 }
 
-func (f *fakeTenants) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
+func (f *Tenants) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.fail != nil {
-		return nil, f.fail
+	if f.Fail != nil {
+		return nil, f.Fail
 	}
 	t, ok := f.byHash[keyHash]
 	if !ok {
@@ -60,32 +67,32 @@ func (f *fakeTenants) TenantByKeyHash(ctx context.Context, keyHash string) (*ten
 	return t, nil
 }
 
-func (f *fakeTenants) GetTenant(ctx context.Context, id string) (*tenant.Tenant, error) {
+func (f *Tenants) GetTenant(ctx context.Context, id string) (*tenant.Tenant, error) {
 	return nil, errdefs.ErrNotFound
 }
-func (f *fakeTenants) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) { return nil, nil }
-func (f *fakeTenants) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error {
+func (f *Tenants) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) { return nil, nil }
+func (f *Tenants) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error {
 	return nil
 }
-func (f *fakeTenants) UpdateTenant(ctx context.Context, t *tenant.Tenant) error { return nil }
-func (f *fakeTenants) DeleteTenant(ctx context.Context, id string) error        { return nil }
+func (f *Tenants) UpdateTenant(ctx context.Context, t *tenant.Tenant) error { return nil }
+func (f *Tenants) DeleteTenant(ctx context.Context, id string) error        { return nil }
 
-// fakeSandbox keeps files in memory; the methods the server does not use
+// Sandbox keeps files in memory; the methods the server does not use
 // panic through the nil embedded interface.
-type fakeSandbox struct {
+type Sandbox struct {
 	contexts.Sandbox
 	id    string
 	mu    sync.Mutex
-	files map[string][]byte
+	Files map[string][]byte
 	vars  map[string]string // the fake kernel's state
 }
 
-func (s *fakeSandbox) ID() string { return s.id }
+func (s *Sandbox) ID() string { return s.id }
 
-func (s *fakeSandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
+func (s *Sandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.files[p.Path]
+	cur := s.Files[p.Path]
 	if p.Offset == 0 && !p.Append {
 		cur = nil
 	}
@@ -93,14 +100,14 @@ func (s *fakeSandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agen
 		return nil, fmt.Errorf("write past the end: %w", errdefs.ErrInvalidArgument)
 	}
 	cur = append(cur[:p.Offset:p.Offset], p.Data...)
-	s.files[p.Path] = cur
+	s.Files[p.Path] = cur
 	return &agent.FileInfo{Name: p.Path[strings.LastIndex(p.Path, "/")+1:], Path: p.Path, Type: "file", Size: int64(len(cur))}, nil
 }
 
-func (s *fakeSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
+func (s *Sandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.files[p.Path]
+	b, ok := s.Files[p.Path]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", p.Path, errdefs.ErrNotFound)
 	}
@@ -112,11 +119,11 @@ func (s *fakeSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.
 	return &agent.ReadResult{Data: b[p.Offset:end], Size: int64(len(b)), EOF: end == int64(len(b))}, nil
 }
 
-func (s *fakeSandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error) {
+func (s *Sandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []agent.FileInfo
-	for name, b := range s.files {
+	for name, b := range s.Files {
 		if strings.HasPrefix(name, p.Path+"/") {
 			out = append(out, agent.FileInfo{Name: name[len(p.Path)+1:], Path: name, Type: "file", Size: int64(len(b))})
 		}
@@ -125,34 +132,34 @@ func (s *fakeSandbox) List(ctx context.Context, p agent.ListParams) ([]agent.Fil
 	return out, nil
 }
 
-func (s *fakeSandbox) Remove(ctx context.Context, p agent.RemoveParams) error {
+func (s *Sandbox) Remove(ctx context.Context, p agent.RemoveParams) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.files, p.Path)
+	delete(s.Files, p.Path)
 	return nil
 }
 
-// fakeContexts is a tenant-scoped in-memory manager.
-type fakeContexts struct {
-	mu      sync.Mutex
-	recs    map[string]*contexts.Record
-	sbs     map[string]*fakeSandbox // by context id
-	events  []api.PathEvent
-	n       int
-	failAll error
+// Contexts is a tenant-scoped in-memory manager.
+type Contexts struct {
+	mu        sync.Mutex
+	recs      map[string]*contexts.Record
+	Sandboxes map[string]*Sandbox // by context id
+	Events    []api.PathEvent
+	n         int
+	FailAll   error
 }
 
-var _ Contexts = (*fakeContexts)(nil)
+var _ server.Contexts = (*Contexts)(nil)
 
-func newFakeContexts() *fakeContexts {
-	return &fakeContexts{recs: map[string]*contexts.Record{}, sbs: map[string]*fakeSandbox{}}
+func NewContexts() *Contexts {
+	return &Contexts{recs: map[string]*contexts.Record{}, Sandboxes: map[string]*Sandbox{}}
 }
 
-func (f *fakeContexts) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+func (f *Contexts) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failAll != nil {
-		return nil, f.failAll
+	if f.FailAll != nil {
+		return nil, f.FailAll
 	}
 	r, ok := f.recs[id]
 	if !ok || r.TenantID != tenantID {
@@ -162,11 +169,11 @@ func (f *fakeContexts) Get(ctx context.Context, tenantID, id string) (*contexts.
 	return &cp, nil
 }
 
-func (f *fakeContexts) List(ctx context.Context, flt contexts.Filter) ([]*contexts.Record, error) {
+func (f *Contexts) List(ctx context.Context, flt contexts.Filter) ([]*contexts.Record, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.failAll != nil {
-		return nil, f.failAll
+	if f.FailAll != nil {
+		return nil, f.FailAll
 	}
 	var out []*contexts.Record
 	for _, r := range f.recs {
@@ -201,7 +208,7 @@ func containsState(ss []contexts.State, s contexts.State) bool {
 	return false
 }
 
-func (f *fakeContexts) Terminate(ctx context.Context, tenantID, id string, reason contexts.Reason) error {
+func (f *Contexts) Terminate(ctx context.Context, tenantID, id string, reason contexts.Reason) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, ok := f.recs[id]
@@ -212,7 +219,7 @@ func (f *fakeContexts) Terminate(ctx context.Context, tenantID, id string, reaso
 	return nil
 }
 
-func (f *fakeContexts) active(id contexts.Identity) *contexts.Record {
+func (f *Contexts) active(id contexts.Identity) *contexts.Record {
 	for _, r := range f.recs {
 		if r.Identity == id && r.State.Active() {
 			return r
@@ -221,10 +228,10 @@ func (f *fakeContexts) active(id contexts.Identity) *contexts.Record {
 	return nil
 }
 
-func (f *fakeContexts) PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error {
+func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, ev)
+	f.Events = append(f.Events, ev)
 	if ev.Type == api.PathDeleted {
 		if r := f.active(id); r != nil {
 			r.State, r.Reason = contexts.StateTerminated, contexts.ReasonDeleted
@@ -233,11 +240,11 @@ func (f *fakeContexts) PathEvent(ctx context.Context, id contexts.Identity, ev a
 	return nil
 }
 
-func (f *fakeContexts) Use(ctx context.Context, id contexts.Identity, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
+func (f *Contexts) Use(ctx context.Context, id contexts.Identity, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
 	f.mu.Lock()
-	if f.failAll != nil {
+	if f.FailAll != nil {
 		f.mu.Unlock()
-		return f.failAll
+		return f.FailAll
 	}
 	r := f.active(id)
 	if r == nil {
@@ -245,31 +252,48 @@ func (f *fakeContexts) Use(ctx context.Context, id contexts.Identity, fn func(co
 		r = &contexts.Record{ID: fmt.Sprintf("ctx-%04d", f.n), Identity: id, State: contexts.StateReady,
 			SandboxID: fmt.Sprintf("sb-%04d", f.n), CreatedAt: time.Now()}
 		f.recs[r.ID] = r
-		f.sbs[r.ID] = &fakeSandbox{id: r.SandboxID, files: map[string][]byte{}, vars: map[string]string{}}
+		f.Sandboxes[r.ID] = &Sandbox{id: r.SandboxID, Files: map[string][]byte{}, vars: map[string]string{}}
 	}
 	cp := *r
-	sb := f.sbs[r.ID]
+	sb := f.Sandboxes[r.ID]
 	f.mu.Unlock()
 	return fn(ctx, &cp, sb)
 }
 
-func (f *fakeContexts) Stats() api.SessionMetrics {
+// File returns a file of a context's fake sandbox.
+func (f *Contexts) File(contextID, path string) ([]byte, bool) {
+	f.mu.Lock()
+	sb := f.Sandboxes[contextID]
+	f.mu.Unlock()
+	if sb == nil {
+		return nil, false
+	}
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	b, ok := sb.Files[path]
+	return b, ok
+}
+
+func (f *Contexts) Stats() api.SessionMetrics {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return api.SessionMetrics{SessionStats: api.SessionStats{TotalCreated: int64(f.n)}}
 }
 
-// fakeTools implements run_code the way the registry and manager validate
+// Tools implements run_code the way the registry and manager validate
 // it, on a toy kernel: "x=v" sets a variable, "print(x)" prints it, any
 // other line is echoed; each line is one streamed stdout chunk.
-type fakeTools struct {
-	ctxs *fakeContexts
-	fail error // returned by Call when set
+type Tools struct {
+	Contexts *Contexts
+	// Fail, when set, is returned by Call.
+	Fail error
+	// Hook, when set, runs at the start of Call (to hold a call in flight).
+	Hook func()
 }
 
-var _ Tools = (*fakeTools)(nil)
+var _ server.Tools = (*Tools)(nil)
 
-func (t *fakeTools) Export(format string) (any, error) {
+func (t *Tools) Export(format string) (any, error) {
 	switch format {
 	case "", "openai", "anthropic", "mcp":
 		return []map[string]string{{"name": "run_code", "format": format}}, nil
@@ -277,9 +301,12 @@ func (t *fakeTools) Export(format string) (any, error) {
 	return nil, fmt.Errorf("unknown format %q: %w", format, errdefs.ErrInvalidArgument)
 }
 
-func (t *fakeTools) Call(ctx context.Context, c ToolCall, out contexts.OutputFunc) (any, error) {
-	if t.fail != nil {
-		return nil, t.fail
+func (t *Tools) Call(ctx context.Context, c server.ToolCall, out contexts.OutputFunc) (any, error) {
+	if t.Hook != nil {
+		t.Hook()
+	}
+	if t.Fail != nil {
+		return nil, t.Fail
 	}
 	if c.Name != "run_code" {
 		return nil, fmt.Errorf("tool %q: %w", c.Name, errdefs.ErrNotFound)
@@ -299,8 +326,8 @@ func (t *fakeTools) Call(ctx context.Context, c ToolCall, out contexts.OutputFun
 		return nil, fmt.Errorf("timeout out of range: %w", errdefs.ErrInvalidArgument)
 	}
 	var res *api.RunCodeResult
-	err := t.ctxs.Use(ctx, c.Identity, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
-		fs := sb.(*fakeSandbox)
+	err := t.Contexts.Use(ctx, c.Identity, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		fs := sb.(*Sandbox)
 		var stdout strings.Builder
 		for _, line := range strings.Split(a.Code, "\n") {
 			var o string
@@ -330,4 +357,31 @@ func (t *fakeTools) Call(ctx context.Context, c ToolCall, out contexts.OutputFun
 		return nil, err
 	}
 	return res, nil
+}
+
+// Env is a server over fresh fakes, with two tenants: "tenant-a" (KeyA)
+// and "tenant-b" (KeyB).
+type Env struct {
+	Server   *server.Server
+	Handler  http.Handler
+	Contexts *Contexts
+	Tools    *Tools
+	Tenants  *Tenants
+	KeyA     string
+	KeyB     string
+}
+
+// NewEnv builds an Env; mod (may be nil) adjusts the config first.
+func NewEnv(mod func(*server.Config)) *Env {
+	e := &Env{Contexts: NewContexts(), Tenants: NewTenants()}
+	e.Tools = &Tools{Contexts: e.Contexts}
+	e.KeyA = e.Tenants.Add("tenant-a")
+	e.KeyB = e.Tenants.Add("tenant-b")
+	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Tenants: e.Tenants}
+	if mod != nil {
+		mod(&cfg)
+	}
+	e.Server = server.New(cfg)
+	e.Handler = e.Server.Handler()
+	return e
 }
