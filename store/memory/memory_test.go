@@ -8,7 +8,9 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/store/storetest"
 )
 
 func TestSmoke(t *testing.T) {
@@ -26,4 +28,8 @@ func TestSmoke(t *testing.T) {
 	if err != nil || got.ID != rec.ID {
 		t.Fatalf("GetActive = %v, %v", got, err)
 	}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Backend { return memory.New() })
 }
