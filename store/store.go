@@ -25,6 +25,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -44,7 +45,10 @@ type Backend interface {
 	ListAudit(ctx context.Context, tenantID string, limit int) ([]AuditEvent, error)
 }
 
-var _ Backend = (*memory.Store)(nil)
+var (
+	_ Backend = (*memory.Store)(nil)
+	_ Backend = (*sqlite.Store)(nil)
+)
 
 // Open returns the backend named by url:
 //
@@ -60,6 +64,12 @@ func Open(ctx context.Context, url string) (Backend, error) {
 	case url == "":
 		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
 	default:
-		return nil, fmt.Errorf("store %q: sqlite not built yet: %w", url, errdefs.ErrUnavailable)
+		path := url
+		if p, ok := strings.CutPrefix(url, "sqlite://"); ok {
+			path = p // sqlite:///abs/path -> /abs/path
+		} else if p, ok := strings.CutPrefix(url, "sqlite:"); ok {
+			path = p
+		}
+		return sqlite.Open(ctx, path, sqlite.Config{})
 	}
 }
