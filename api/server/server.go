@@ -194,7 +194,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
-	s.log.Info("shutting down", slog.Duration("timeout", s.cfg.ShutdownTimeout))
+	s.log.Info("shutting down", slog.String("timeout", s.cfg.ShutdownTimeout.String()))
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
