@@ -88,10 +88,16 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 	if lang == "" {
 		lang = agent.Python
 	}
-	params, err := json.Marshal(args["parameters"])
-	if err != nil {
+	// The raw parameters, not the decoded map: object key order matters
+	// (column order in data_analysis) and maps would sort it.
+	var raw struct {
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal(call.Args, &raw); err != nil {
 		return nil, fmt.Errorf("run_analysis: parameters: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
+	params := raw.Parameters
+	var err error
 	code := str(args, "code")
 	builtin := code == ""
 	if builtin {

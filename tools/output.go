@@ -52,10 +52,18 @@ func DetectOutputType(s string) string {
 	if len(lines) < 2 {
 		return OutputText
 	}
-	if isMarkdownTable(lines) || isDelimited(lines, '\t') || isDelimited(lines, ',') || isAligned(lines) {
+	if isTable(lines) {
+		return OutputTable
+	}
+	// A caption line ("Results:") before a table.
+	if len(lines) >= 3 && isTable(lines[1:]) {
 		return OutputTable
 	}
 	return OutputText
+}
+
+func isTable(lines []string) bool {
+	return isMarkdownTable(lines) || isDelimited(lines, '\t') || isDelimited(lines, ',') || isAligned(lines)
 }
 
 func nonEmptyLines(s string) []string {
@@ -103,38 +111,53 @@ func isDelimited(lines []string, d rune) bool {
 	return true
 }
 
-var columnGap = regexp.MustCompile(`\S(\s{2,})\S`)
+var (
+	columnGap = regexp.MustCompile(`\s{2,}\S`)          // a gap, then a column starts
+	columnEnd = regexp.MustCompile(`\S(\s{2,}\S|\s*$)`) // a column ends at a gap or the line end
+)
 
 // isAligned reports whether the lines are columns separated by runs of two
-// or more spaces at the same positions (pandas' DataFrame.to_string, ps,
-// ls -l style), with at least two columns.
+// or more spaces (pandas' to_string and describe, ps, ls -l style): every
+// line has a gap, and some column starts (left-aligned) or ends
+// (right-aligned) at the same position in every line.
 func isAligned(lines []string) bool {
-	var common map[int]bool
+	starts := make([]map[int]bool, 0, len(lines))
+	ends := make([]map[int]bool, 0, len(lines))
 	for _, l := range lines {
 		if strings.Contains(l, "\t") {
 			return false
 		}
-		gaps := map[int]bool{}
-		for _, m := range columnGap.FindAllStringSubmatchIndex(l, -1) {
-			gaps[m[3]] = true // end of the gap = start of the next column
+		s := map[int]bool{}
+		for _, m := range columnGap.FindAllStringIndex(l, -1) {
+			s[m[1]-1] = true
 		}
-		if len(gaps) == 0 {
+		if len(s) == 0 {
 			return false
 		}
-		if common == nil {
-			common = gaps
-			continue
+		e := map[int]bool{}
+		for _, m := range columnEnd.FindAllStringIndex(l, -1) {
+			e[m[0]] = true
 		}
-		for k := range common {
-			if !gaps[k] {
-				delete(common, k)
+		starts, ends = append(starts, s), append(ends, e)
+	}
+	return shareKey(starts) || shareKey(ends)
+}
+
+// shareKey reports whether some key is in every set.
+func shareKey(sets []map[int]bool) bool {
+	if len(sets) == 0 {
+		return false
+	}
+next:
+	for k := range sets[0] {
+		for _, s := range sets[1:] {
+			if !s[k] {
+				continue next
 			}
 		}
-		if len(common) == 0 {
-			return false
-		}
+		return true
 	}
-	return len(common) > 0
+	return false
 }
 
 // parseOutput parses program output in format (json, csv or text). For text
