@@ -112,7 +112,7 @@ func isDelimited(lines []string, d rune) bool {
 }
 
 var (
-	columnGap = regexp.MustCompile(`\s{2,}\S`)          // a gap, then a column starts
+	columnGap = regexp.MustCompile(`\s{2,}\S`)        // a gap, then a column starts
 	columnEnd = regexp.MustCompile(`\S(\s{2,}|\s*$)`) // a column ends at a gap or the line end
 )
 
