@@ -113,7 +113,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 	} else {
 		code = paramsPrelude(lang, params, format) + code
 	}
-	req := executeRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond}
+	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {
 		return nil, fmt.Errorf("run_analysis: %w", err)

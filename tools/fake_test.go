@@ -26,7 +26,7 @@ type fakeContexts struct {
 	canned *agent.RunCodeResult
 
 	mu       sync.Mutex
-	requests []executeRequest
+	requests []contexts.ExecuteRequest
 	sb       *fakeSandbox
 }
 
@@ -36,11 +36,11 @@ func newFake(t *testing.T) *fakeContexts {
 	return &fakeContexts{t: t, sb: &fakeSandbox{files: map[string][]byte{}}}
 }
 
-func (f *fakeContexts) Execute(ctx context.Context, id contexts.Identity, req executeRequest, out contexts.OutputFunc) (*executeResult, error) {
+func (f *fakeContexts) Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error) {
 	f.mu.Lock()
 	f.requests = append(f.requests, req)
 	f.mu.Unlock()
-	res := &executeResult{SandboxID: "fake-sb", ContextID: "fake-ctx", Identity: id}
+	res := &contexts.ExecuteResult{SandboxID: "fake-sb", ContextID: "fake-ctx", Identity: id}
 	if f.canned != nil {
 		res.RunCodeResult = *f.canned
 		return res, nil
@@ -75,7 +75,7 @@ func runPython(ctx context.Context, code string) agent.RunCodeResult {
 	return r
 }
 
-func (f *fakeContexts) Use(ctx context.Context, id contexts.Identity, opts createOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
+func (f *fakeContexts) Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
 	return fn(ctx, &contexts.Record{ID: "fake-ctx", Identity: id, SandboxID: "fake-sb"}, f.sb)
 }
 

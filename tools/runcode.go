@@ -49,7 +49,7 @@ type BashResult struct {
 }
 
 func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
-	req := executeRequest{
+	req := contexts.ExecuteRequest{
 		Language: str(args, "language"),
 		Code:     str(args, "code"),
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
@@ -62,7 +62,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 }
 
 // codeResult converts and bounds an execute result.
-func (r *Registry) codeResult(res *executeResult) *RunCodeResult {
+func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 	max := r.cfg.MaxOutput
 	out := &RunCodeResult{
 		Success:         res.Success,

@@ -31,8 +31,8 @@ import (
 // Contexts is what tools need of the execution-context manager
 // (contexts.Manager implements it).
 type Contexts interface {
-	Execute(ctx context.Context, id contexts.Identity, req executeRequest, out contexts.OutputFunc) (*executeResult, error)
-	Use(ctx context.Context, id contexts.Identity, opts createOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error)
+	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
 }
 
 // DefaultMaxOutput is the number of characters kept of one output field.
@@ -45,7 +45,7 @@ type Config struct {
 	MaxOutput int
 	// Create is passed to Contexts.Use and applies when a call creates
 	// its context. Zero: the manager's defaults.
-	Create createOptions
+	Create contexts.CreateOptions
 	// Logger receives one debug line per call. nil: slog.Default().
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
