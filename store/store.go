@@ -25,6 +25,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/store/postgres"
 	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -48,6 +49,7 @@ type Backend interface {
 var (
 	_ Backend = (*memory.Store)(nil)
 	_ Backend = (*sqlite.Store)(nil)
+	_ Backend = (*postgres.Store)(nil)
 )
 
 // Open returns the backend named by url:
@@ -60,7 +62,7 @@ func Open(ctx context.Context, url string) (Backend, error) {
 	case url == "memory:" || url == "memory":
 		return memory.New(), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("store %q: postgres not built yet: %w", url, errdefs.ErrUnavailable)
+		return postgres.Open(ctx, url, postgres.Config{})
 	case url == "":
 		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
 	default:
