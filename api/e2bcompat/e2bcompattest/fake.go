@@ -189,12 +189,12 @@ type Sandbox struct {
 	id  string
 	env map[string]string
 
-	mu    sync.Mutex
-	files map[string][]byte   // absolute path -> content
-	dirs  map[string]bool     // absolute directories
-	procs map[int]*exec.Cmd   // running execs
+	mu     sync.Mutex
+	files  map[string][]byte // absolute path -> content
+	dirs   map[string]bool   // absolute directories
+	procs  map[int]*exec.Cmd // running execs
 	stdinW map[int]writeCloser
-	count int
+	count  int
 }
 
 var _ contexts.Sandbox = (*Sandbox)(nil)
@@ -326,7 +326,10 @@ type writeCloser interface {
 
 type writerFunc struct{ fn func([]byte) }
 
-func (w *writerFunc) Write(b []byte) (int, error) { w.fn(append([]byte(nil), b...)); return len(b), nil }
+func (w *writerFunc) Write(b []byte) (int, error) {
+	w.fn(append([]byte(nil), b...))
+	return len(b), nil
+}
 
 func (s *Sandbox) Signal(ctx context.Context, p agent.SignalParams) error {
 	s.mu.Lock()
