@@ -372,4 +372,3 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return base.RoundTrip(r)
 }
-
