@@ -76,25 +76,6 @@ func checkID(field, v string) error {
 	return nil
 }
 
-// resolve applies the identity rules of contexts.Resolve: pathId defaults
-// to "main", taskId stands in for a missing conversationId, and with
-// neither a new conversation id is generated.
-func resolve(tenantID, conversationID, pathID, taskID string) (contexts.Identity, bool) {
-	id := contexts.Identity{TenantID: tenantID, ConversationID: conversationID, PathID: pathID}
-	if id.PathID == "" {
-		id.PathID = contexts.DefaultPath
-	}
-	generated := false
-	if id.ConversationID == "" {
-		id.ConversationID = taskID
-	}
-	if id.ConversationID == "" {
-		id.ConversationID = newID()
-		generated = true
-	}
-	return id, generated
-}
-
 func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	t := mustTenant(r)
 	var req api.ToolRequest
@@ -110,7 +91,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id, _ := resolve(t.ID, req.ConversationID, req.PathID, req.TaskID)
+	id, _ := contexts.Resolve(t.ID, req.ConversationID, req.PathID, req.TaskID)
 	args := req.Args
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
