@@ -155,4 +155,3 @@ func (a registryTools) Export(format string) (any, error) {
 	}
 	return a.r.Export(format)
 }
-
