@@ -27,6 +27,7 @@ type serveConfig struct {
 	addr            string
 	store           storeFlags
 	runtime         string
+	stateDir        string
 	providers       string
 	shutdownTimeout time.Duration
 	logLevel        string
@@ -46,6 +47,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&cfg.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
 	cfg.store.register(fs)
 	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.StringVar(&cfg.stateDir, "state-dir", "", "runtime state (bundles, agent sockets); default /run/sandlot")
 	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn, error")
