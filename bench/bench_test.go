@@ -3,7 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
-		"strings"
+	"strings"
 	"testing"
 	"time"
 
