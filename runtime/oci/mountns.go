@@ -30,6 +30,7 @@ type nsLauncher struct {
 	once sync.Once
 	err  error
 	reqs chan nsReq
+	tid  int // the namespaced thread, for tests
 }
 
 type nsReq struct {
@@ -73,6 +74,7 @@ func (l *nsLauncher) loop(ready chan<- error) {
 		ready <- fmt.Errorf("unmount %s: %w", hybridUnified, err)
 		return
 	}
+	l.tid = unix.Gettid()
 	ready <- nil
 	for r := range l.reqs {
 		r.done <- r.cmd.Start()

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -73,6 +74,9 @@ type Runtime struct {
 	rootfs   string
 	log      *slog.Logger
 	ns       *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
+	// seccompBPF is the default profile compiled by crun once (base64),
+	// passed to later containers so crun skips libseccomp; "" otherwise.
+	seccompBPF string
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -127,7 +131,16 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	switch kind {
 	case KindCrun, KindRunc, KindRunsc:
-		return mk(kind)
+		r, err := mk(kind)
+		if err != nil {
+			return nil, err
+		}
+		if kind == KindCrun {
+			if err := r.probe(ctx); err != nil {
+				return nil, fmt.Errorf("runtime crun: %w", err)
+			}
+		}
+		return r, nil
 	case KindAuto:
 		var errs []error
 		for _, k := range autoOrder {
@@ -294,10 +307,10 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	if err := runtime.CheckID(spec.ID); err != nil {
 		return err
 	}
-	return r.create(ctx, r.bundle(spec.ID), spec, true)
+	return r.create(ctx, r.bundle(spec.ID), spec, "run")
 }
 
-func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, detach bool) (err error) {
+func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub string) (err error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
@@ -314,7 +327,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, det
 			}
 		}
 	}()
-	sp, err := buildSpec(spec, r.rootfs, r.kind)
+	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF)
 	if err != nil {
 		return err
 	}
@@ -329,8 +342,8 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, det
 		return err
 	}
 	logPath := filepath.Join(dir, "log")
-	args := []string{"run", "--bundle", dir}
-	if detach {
+	args := []string{sub, "--bundle", dir}
+	if sub == "run" {
 		args = append(args, "--detach")
 	}
 	if err := d.detached(ctx, logPath, append(args, spec.ID)...); err != nil {
@@ -339,7 +352,9 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, det
 	return nil
 }
 
-// probe runs /usr/bin/true in a throwaway container in the foreground.
+// probe creates (without starting) a throwaway container, which exercises
+// namespaces, mounts and cgroups. With crun it also keeps the seccomp
+// filter crun compiled for it (the profile is the same for every sandbox).
 func (r *Runtime) probe(ctx context.Context) error {
 	dir := filepath.Join(r.stateDir, "probe")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -351,8 +366,13 @@ func (r *Runtime) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	bdir := filepath.Join(dir, id)
-	if err := r.create(ctx, bdir, runtime.Spec{ID: id, Args: []string{"/usr/bin/true"}}, false); err != nil {
+	if err := r.create(ctx, bdir, runtime.Spec{ID: id, Args: []string{"/usr/bin/true"}}, "create"); err != nil {
 		return err
+	}
+	if r.kind == KindCrun && r.seccompBPF == "" {
+		if b, err := os.ReadFile(filepath.Join(r.stateDir, r.kind, id, "seccomp.bpf")); err == nil && len(b) > 0 && len(b)%8 == 0 {
+			r.seccompBPF = base64.StdEncoding.EncodeToString(b)
+		}
 	}
 	return r.deleteBundle(ctx, r.driver(""), id, bdir)
 }

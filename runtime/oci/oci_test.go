@@ -28,11 +28,21 @@ func newRuntime(t testing.TB, kind string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	r, err := New(context.Background(), Config{Runtime: kind, StateDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		os.RemoveAll(dir)
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// Whatever a failed test left running goes too.
+		ids, _ := r.List(context.Background())
+		for _, id := range ids {
+			if err := r.Delete(context.Background(), id); err != nil {
+				t.Errorf("cleanup %s: %v", id, err)
+			}
+		}
+		os.RemoveAll(dir)
+	})
 	return r
 }
 

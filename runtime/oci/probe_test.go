@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -37,6 +39,9 @@ func TestMain(m *testing.M) {
 
 func probeMain() {
 	signal.Ignore(syscall.SIGTERM) // like an init: only SIGKILL ends it
+	// Like the real agent: same uid as user code, so it must not be
+	// dumpable or /proc/1/mem would let user code rewrite it.
+	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	l, err := net.Listen("unix", "/run/sandlot/agent.sock")
 	if err != nil {
 		os.Exit(3)

@@ -85,6 +85,13 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	if _, err := os.Stat(filepath.Join(hostRoot, "usr/lib/os-release")); err == nil {
 		s.link("etc/os-release", "../usr/lib/os-release")
 	}
+	// Debian's matplotlib reads its defaults from /etc/matplotlibrc only.
+	const mplrc = "/usr/share/matplotlib/mpl-data/matplotlibrc"
+	if _, err := os.Stat(filepath.Join(hostRoot, mplrc)); err == nil {
+		s.link("etc/matplotlibrc", mplrc)
+	}
+	s.dir("etc/fonts", 0o755, 0)
+	s.file("etc/fonts/fonts.conf", fontsConf, 0o644)
 	if err := s.addCerts(hostRoot); err != nil {
 		return nil, err
 	}
@@ -217,3 +224,14 @@ func (s *skeleton) materialize(dir string) (string, error) {
 	}
 	return final, nil
 }
+
+// fontsConf is a minimal fontconfig setup (matplotlib, PIL): the fonts
+// under /usr and a cache in the writable home.
+const fontsConf = `<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <dir>/usr/share/fonts</dir>
+  <dir>/usr/local/share/fonts</dir>
+  <cachedir prefix="xdg">fontconfig</cachedir>
+</fontconfig>
+`
