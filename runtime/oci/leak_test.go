@@ -15,7 +15,6 @@ import (
 	"github.com/sandlot/sandlot/runtime"
 )
 
-
 // footprint is what a sandbox can leave on the host.
 type footprint struct {
 	SandboxProcs  int // processes in the cgroup of one of our sandboxes
