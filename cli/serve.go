@@ -15,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -100,13 +101,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	return errors.Join(serr, cerr)
 }
 
-func newLogger(std IO, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(std.Err, &slog.HandlerOptions{Level: l}))
-}
+func newLogger(std IO, level string) *slog.Logger { return telemetry.NewLogger(std.Err, level) }
 
 // bootstrapTenant creates the default tenant when the store has none,
 // prints its key once and writes it to DATA/api-key (0600), where the CLI

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/mcp"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -59,6 +61,11 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
+	tel, err := telemetry.Setup(ctx, telemetry.Config{})
+	if err != nil {
+		m.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
 	w := &wired{
@@ -81,7 +88,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			}
 			return "", fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
 		}),
-		close: m.Close,
+		metrics: tel.Handler(),
+		close: func(ctx context.Context) error {
+			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
+		},
 	}
 	return w, nil
 }
