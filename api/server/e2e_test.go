@@ -251,6 +251,38 @@ func TestE2E(t *testing.T) {
 	defer os.RemoveAll(dir)
 	d := startDaemon(t, dir)
 	ctx := context.Background()
+	// Bad input needs no sandbox: validation comes first.
+	t.Run("bad input", func(t *testing.T) {
+		big := strings.Repeat("#", 100<<10+10)
+		bigBody, _ := json.Marshal(map[string]any{"args": map[string]any{"language": "python", "code": big}})
+		hugeBody := `{"args":{"language":"python","code":"` + strings.Repeat("#", 9<<20) + `"}}`
+		tests := []struct {
+			name, method, path, body string
+			want                     int
+		}{
+			{"malformed JSON", "POST", "/v1/tools/run_code", `{"args":`, 400},
+			{"unknown tool", "POST", "/v1/tools/nope", `{}`, 404},
+			{"unknown language", "POST", "/v1/tools/run_code", `{"args":{"language":"cobol","code":"1"}}`, 400},
+			{"code over 100 KB", "POST", "/v1/tools/run_code", string(bigBody), 400},
+			{"timeout too small", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":10}}`, 400},
+			{"timeout too big", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":600001}}`, 400},
+			{"unknown context", "GET", "/v1/contexts/00000000-0000-0000-0000-000000000000", "", 404},
+			{"delete unknown context", "DELETE", "/v1/contexts/nope", "", 404},
+			{"body over the limit", "POST", "/v1/tools/run_code", hugeBody, 413},
+			{"path traversal", "GET", "/v1/conversations/e2e/paths/main/files?path=../../etc/passwd", "", 400},
+			{"bad event", "POST", "/v1/conversations/e2e/paths/main/events", `{"type":"forked"}`, 400},
+		}
+		for _, tt := range tests {
+			code, body := raw(t, tt.method, d.url+tt.path, d.key, tt.body)
+			var e api.Error
+			if code != tt.want || json.Unmarshal([]byte(body), &e) != nil || e.Code == "" {
+				t.Errorf("%s: %d %.200s", tt.name, code, body)
+			}
+		}
+		if code, _ := raw(t, "GET", d.url+"/v1/contexts", "", ""); code != 401 {
+			t.Errorf("no key: %d", code)
+		}
+	})
 	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
 		needRuntime(t, "the server's runtime is not ready: "+body)
 	}
@@ -320,37 +352,6 @@ func TestE2E(t *testing.T) {
 		}
 		if r, _ := a.RunCode(ctx, py("e2e", "main", "x")); mainText(r) != "41" {
 			t.Fatalf("A's state changed: %+v", r)
-		}
-	})
-	t.Run("bad input", func(t *testing.T) {
-		big := strings.Repeat("#", 100<<10+10)
-		bigBody, _ := json.Marshal(map[string]any{"args": map[string]any{"language": "python", "code": big}})
-		hugeBody := `{"args":{"language":"python","code":"` + strings.Repeat("#", 9<<20) + `"}}`
-		tests := []struct {
-			name, method, path, body string
-			want                     int
-		}{
-			{"malformed JSON", "POST", "/v1/tools/run_code", `{"args":`, 400},
-			{"unknown tool", "POST", "/v1/tools/nope", `{}`, 404},
-			{"unknown language", "POST", "/v1/tools/run_code", `{"args":{"language":"cobol","code":"1"}}`, 400},
-			{"code over 100 KB", "POST", "/v1/tools/run_code", string(bigBody), 400},
-			{"timeout too small", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":10}}`, 400},
-			{"timeout too big", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":600001}}`, 400},
-			{"unknown context", "GET", "/v1/contexts/00000000-0000-0000-0000-000000000000", "", 404},
-			{"delete unknown context", "DELETE", "/v1/contexts/nope", "", 404},
-			{"body over the limit", "POST", "/v1/tools/run_code", hugeBody, 413},
-			{"path traversal", "GET", "/v1/conversations/e2e/paths/main/files?path=../../etc/passwd", "", 400},
-			{"bad event", "POST", "/v1/conversations/e2e/paths/main/events", `{"type":"forked"}`, 400},
-		}
-		for _, tt := range tests {
-			code, body := raw(t, tt.method, d.url+tt.path, d.key, tt.body)
-			var e api.Error
-			if code != tt.want || json.Unmarshal([]byte(body), &e) != nil || e.Code == "" {
-				t.Errorf("%s: %d %.200s", tt.name, code, body)
-			}
-		}
-		if code, _ := raw(t, "GET", d.url+"/v1/contexts", "", ""); code != 401 {
-			t.Errorf("no key: %d", code)
 		}
 	})
 	t.Run("streaming order", func(t *testing.T) {
