@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
@@ -96,13 +97,42 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	return w, nil
 }
 
-// newProvider builds the providers named by --providers. Until a provider
-// is built into this binary, sandboxes are unavailable and /readyz says so.
+// newProvider builds the providers named by --providers. When none can
+// be built (no runtime, no agent binary), sandboxes are unavailable: the
+// server still starts, and /readyz and every tool call say why.
 func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
-	names := strings.Split(cfg.providers, ",")
-	err := fmt.Errorf("provider %q is not built into this binary: %w", cfg.providers, errdefs.ErrUnavailable)
-	log.Warn("no sandbox provider; tool calls answer 503", slog.String("providers", strings.Join(names, ",")))
+	var errs []error
+	for _, name := range strings.Split(cfg.providers, ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "local":
+			p, err := local.New(local.Config{
+				Runtime:  runtimeName(cfg.runtime),
+				StateDir: cfg.stateDir,
+				Limits:   contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+				Logger:   log,
+			})
+			if err == nil {
+				log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
+				return p, nil
+			}
+			errs = append(errs, fmt.Errorf("provider local: %w", err))
+		default:
+			errs = append(errs, fmt.Errorf("provider %q is not built into this binary: %w", name, errdefs.ErrInvalidArgument))
+		}
+	}
+	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
+	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
 	return noProvider{err}, err
+}
+
+const keyErr = "error"
+
+// runtimeName maps --runtime to local.Config.Runtime ("" is auto).
+func runtimeName(s string) string {
+	if s == "auto" {
+		return ""
+	}
+	return s
 }
 
 // noProvider fails every sandbox operation with its error.
