@@ -495,40 +495,50 @@ func loadTest(t *testing.T, c *client.Client, conversations, calls int) {
 }
 
 // TestE2EWarmLatency measures the warm run_code python `1+1` round trip
-// over HTTP on loopback and reports p50/p99 (reported, not asserted).
+// over HTTP on loopback and reports p50/p90/p99 (reported, not asserted),
+// with the default SQLite store and with the memory store, to show what
+// the store's per-execution write costs.
 func TestE2EWarmLatency(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	runtimePreconditions(t)
-	dir, err := os.MkdirTemp("", "sl-lat-")
-	if err != nil {
-		t.Fatal(err)
+	for _, st := range []string{"sqlite", "memory:"} {
+		t.Run(strings.TrimSuffix(st, ":"), func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "sl-lat-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			args := []string{"--log-level", "warn"}
+			if st != "sqlite" {
+				args = append(args, "--store", st)
+			}
+			d := startDaemon(t, dir, args...)
+			if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
+				needRuntime(t, "the server's runtime is not ready: "+body)
+			}
+			defer func() { d.cleanup(t, d.key); d.stop(t) }()
+			c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
+			ctx := context.Background()
+			for i := 0; i < 50; i++ { // create and warm
+				if _, err := c.RunCode(ctx, py("lat", "", "1+1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const n = 1000
+			lat := make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				t0 := time.Now()
+				r, err := c.RunCode(ctx, py("lat", "", "1+1"))
+				lat = append(lat, time.Since(t0))
+				if err != nil || mainText(r) != "2" {
+					t.Fatalf("%+v %v", r, err)
+				}
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			t.Logf("warm run_code python 1+1 over HTTP (loopback, keep-alive, store %s), %d calls: p50 %v p90 %v p99 %v",
+				st, n, lat[n/2], lat[n*9/10], lat[n*99/100])
+		})
 	}
-	defer os.RemoveAll(dir)
-	d := startDaemon(t, dir, "--log-level", "warn")
-	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
-		needRuntime(t, "the server's runtime is not ready: "+body)
-	}
-	defer func() { d.cleanup(t, d.key); d.stop(t) }()
-	c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
-	ctx := context.Background()
-	for i := 0; i < 50; i++ { // create and warm
-		if _, err := c.RunCode(ctx, py("lat", "", "1+1")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const n = 1000
-	lat := make([]time.Duration, 0, n)
-	for i := 0; i < n; i++ {
-		t0 := time.Now()
-		r, err := c.RunCode(ctx, py("lat", "", "1+1"))
-		lat = append(lat, time.Since(t0))
-		if err != nil || mainText(r) != "2" {
-			t.Fatalf("%+v %v", r, err)
-		}
-	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	t.Logf("warm run_code python 1+1 over HTTP (loopback, keep-alive), %d calls: p50 %v p90 %v p99 %v",
-		n, lat[n/2], lat[n*9/10], lat[n*99/100])
 }
