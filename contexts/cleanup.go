@@ -1,0 +1,290 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Start reconciles the store with the provider, warms the pools and starts
+// the cleanup loop.
+//
+// Reconciliation after a crash or restart: an active record whose sandbox
+// the provider still runs is adopted and reattached lazily, on its next use;
+// a ready record whose sandbox is gone is terminated (reason error, "sandbox
+// lost") and its identity gets a fresh context on the next call; a running
+// sandbox that no active record names is destroyed. Records stuck in
+// creating are left to the cleanup loop's orphan rule. A store or provider
+// failure is logged and skips the step that needs it.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	switch {
+	case m.closed:
+		m.mu.Unlock()
+		return errClosed
+	case m.started:
+		m.mu.Unlock()
+		return fmt.Errorf("context manager already started: %w", errdefs.ErrFailedPrecondition)
+	}
+	m.mu.Unlock()
+
+	m.reconcile(ctx)
+
+	m.mu.Lock()
+	m.started = true
+	m.mu.Unlock()
+	m.poolEnsure(m.cfg.DefaultTemplate)
+	for t := range m.cfg.PoolSizes {
+		m.poolEnsure(t)
+	}
+	m.wg.Add(1)
+	go m.cleanupLoop()
+	return nil
+}
+
+func (m *Manager) reconcile(ctx context.Context) {
+	running, perr := m.provider.List(ctx)
+	if perr != nil {
+		m.log.Warn("reconcile: list sandboxes; skipping the sandbox checks", logErr, perr)
+	}
+	recs, err := m.store.ListActive(ctx)
+	if err != nil {
+		m.log.Warn("reconcile: list active contexts; skipping reconciliation", logErr, err)
+		return
+	}
+	isRunning := map[string]bool{}
+	for _, id := range running {
+		isRunning[id] = true
+	}
+	adopted, lost := 0, 0
+	for _, rec := range recs {
+		switch {
+		case rec.State != StateReady || rec.SandboxID == "":
+			// creating: the orphan rule decides.
+		case perr != nil || isRunning[rec.SandboxID]:
+			m.adopt(rec)
+			adopted++
+		default:
+			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				lost++
+			}
+		}
+	}
+	killed := 0
+	if perr == nil {
+		killed = m.sweep(ctx, running, recs, false)
+	}
+	m.log.Info("reconciled contexts", "adopted", adopted, "lost", lost, "killed", killed)
+}
+
+func (m *Manager) cleanupLoop() {
+	defer m.wg.Done()
+	ctx, cancel := m.loopCtx()
+	defer cancel()
+	t := time.NewTicker(m.cfg.CleanupInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := m.Cleanup(ctx); err != nil && ctx.Err() == nil {
+				m.log.Warn("cleanup", logErr, err)
+			}
+		}
+	}
+}
+
+// Cleanup runs one pass of the cleanup loop: it terminates expired
+// contexts (reason expired) and orphans stuck in creating past
+// CreatingTimeout (reason error), destroying their sandboxes, and destroys
+// running sandboxes that no active record names and that were already
+// unknown at the previous pass (the grace protects creations in flight).
+// With two managers on one store, only the one whose Store.Terminate
+// succeeds tears a context down.
+func (m *Manager) Cleanup(ctx context.Context) error {
+	now := m.now()
+	var errs []error
+
+	// Expired contexts this manager serves (the in-memory copy is the
+	// newest when store writes failed).
+	m.mu.Lock()
+	var mine []*Record
+	for _, e := range m.byID {
+		if !e.rec.ExpiresAt.After(now) {
+			mine = append(mine, cloneRecord(e.rec))
+		}
+	}
+	m.mu.Unlock()
+	for _, rec := range mine {
+		m.expire(ctx, rec, now)
+	}
+	for {
+		recs, err := m.store.ListExpired(ctx, now, 200)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list expired contexts: %w", err))
+			break
+		}
+		progress := false
+		for _, rec := range recs {
+			if m.expire(ctx, rec, now) {
+				progress = true
+			}
+		}
+		if len(recs) < 200 || !progress || ctx.Err() != nil {
+			break
+		}
+	}
+
+	// Sandboxes first, then records: a sandbox created after the list is
+	// simply not seen; one created before it is named by a record or an
+	// entry by the time we read them, or survives thanks to the grace.
+	running, perr := m.provider.List(ctx)
+	recs, err := m.store.ListActive(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list active contexts: %w", err))
+		return errors.Join(errs...)
+	}
+	for _, rec := range recs {
+		if rec.State != StateCreating || now.Before(rec.CreatedAt.Add(m.cfg.CreatingTimeout)) {
+			continue
+		}
+		m.mu.Lock()
+		mineNow := m.creating[rec.ID]
+		m.mu.Unlock()
+		if !mineNow {
+			m.terminateRecord(ctx, rec, ReasonError, "stuck in creating")
+		}
+	}
+	if perr != nil {
+		errs = append(errs, fmt.Errorf("list sandboxes: %w", perr))
+	} else {
+		m.sweep(ctx, running, recs, true)
+	}
+	return errors.Join(errs...)
+}
+
+// expire terminates rec when it is still expired and not executing. It
+// reports whether rec left the active states.
+func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
+	unlock, err := m.idLocks.lock(ctx, rec.Identity)
+	if err != nil {
+		return false
+	}
+	defer unlock()
+	m.mu.Lock()
+	e := m.byID[rec.ID]
+	m.mu.Unlock()
+	if e == nil {
+		return m.terminateRecord(ctx, rec, ReasonExpired, "")
+	}
+	select {
+	case e.exec <- struct{}{}:
+		defer e.exec.unlock()
+	default:
+		return false // executing: it is touched when the call ends
+	}
+	m.mu.Lock()
+	ended, exp := e.ended, e.rec.ExpiresAt
+	m.mu.Unlock()
+	if ended || exp.After(now) {
+		return ended
+	}
+	return m.end(ctx, e, ReasonExpired, "")
+}
+
+// sweep destroys running sandboxes that no active record, entry or pool
+// names. With grace, a sandbox must be unknown at two passes in a row.
+// It returns how many it destroyed.
+func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, grace bool) int {
+	known := map[string]bool{}
+	for _, r := range recs {
+		if r.SandboxID != "" {
+			known[r.SandboxID] = true
+		}
+	}
+	m.mu.Lock()
+	for _, e := range m.byID {
+		if e.rec.SandboxID != "" {
+			known[e.rec.SandboxID] = true
+		}
+		if e.sb != nil {
+			known[e.sb.ID()] = true
+		}
+	}
+	for _, p := range m.pools {
+		for _, sb := range p.ready {
+			known[sb.ID()] = true
+		}
+	}
+	prev := m.suspects
+	m.mu.Unlock()
+
+	next := map[string]bool{}
+	killed := 0
+	for _, id := range running {
+		if known[id] {
+			continue
+		}
+		if grace && !prev[id] {
+			next[id] = true
+			continue
+		}
+		m.log.Info("destroying a sandbox no context owns", logSandbox, id)
+		m.destroy(ctx, nil, id)
+		killed++
+	}
+	m.mu.Lock()
+	m.suspects = next
+	m.mu.Unlock()
+	return killed
+}
+
+// Close stops the loops, destroys the warm pools (pooled sandboxes have no
+// record and would leak) and detaches every context sandbox, leaving it
+// running for the next Start to reattach. Later calls fail with
+// ErrUnavailable.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.stopCh)
+	m.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("close context manager: %w", ctx.Err())
+	}
+
+	m.mu.Lock()
+	var warm, attached []Sandbox
+	for _, p := range m.pools {
+		warm = append(warm, p.ready...)
+		p.ready = nil
+	}
+	for _, e := range m.byID {
+		if e.sb != nil {
+			attached = append(attached, e.sb)
+			e.sb = nil
+		}
+		e.ended = true
+	}
+	m.byID, m.byIdent = map[string]*entry{}, map[Identity]*entry{}
+	m.mu.Unlock()
+	for _, sb := range warm {
+		m.destroy(ctx, sb, sb.ID())
+	}
+	for _, sb := range attached {
+		sb.Close()
+	}
+	return nil
+}

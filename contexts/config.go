@@ -1,0 +1,163 @@
+package contexts
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config tunes a Manager. Every zero value means the documented default, so
+// Config{} is a working configuration.
+type Config struct {
+	// TTL is how long an idle context lives; every use extends expiresAt to
+	// now + TTL. Zero: 30 minutes. CreateOptions.TTL overrides it per context.
+	TTL time.Duration
+	// DefaultTimeout applies to Execute calls without a timeout. Zero: 60 s.
+	DefaultTimeout time.Duration
+	// MinTimeout and MaxTimeout bound ExecuteRequest.Timeout; a timeout
+	// outside them is invalid_argument. Zero: 1 s and 600 s.
+	MinTimeout time.Duration
+	MaxTimeout time.Duration
+	// MaxCodeBytes bounds ExecuteRequest.Code. Zero: 100 KB (102400 bytes).
+	MaxCodeBytes int
+	// MaxPerTenant and MaxPerConversation bound active contexts; hitting
+	// them is resource_exhausted. Zero: 10 and 5. Negative: unlimited.
+	MaxPerTenant       int
+	MaxPerConversation int
+	// MaxExecutionsPerContext rotates a context: the call that brings its
+	// count to this number is answered, then the context is terminated with
+	// reason rotated and the next call gets a fresh sandbox. Zero: 100.
+	// Negative: never rotate.
+	MaxExecutionsPerContext int64
+	// CleanupInterval is the period of the cleanup loop. Zero: 60 s.
+	CleanupInterval time.Duration
+	// CreatingTimeout is how long a record may stay in creating before the
+	// cleanup loop treats it as an orphan. Zero: 2 minutes.
+	CreatingTimeout time.Duration
+	// HealthCheckTimeout bounds the ping done on every reuse. Zero: 2 s.
+	HealthCheckTimeout time.Duration
+	// PoolSize is the number of warm sandboxes kept per template. Zero: 2.
+	// Negative: no pool. PoolSizes overrides it per template (a value <= 0
+	// there disables that template's pool). The default template and every
+	// template named in PoolSizes are warmed at Start; other templates get
+	// a pool after their first successful creation.
+	PoolSize  int
+	PoolSizes map[string]int
+	// DefaultTemplate is used when CreateOptions.Template is empty.
+	// Zero: "default".
+	DefaultTemplate string
+	// Limits are passed to the provider for every sandbox.
+	Limits Limits
+	// Guard redacts everything that leaves a sandbox. Nil passes
+	// everything through (tests only).
+	Guard Guard
+	// Clock returns the current time. Nil: time.Now. Tests inject one to
+	// drive expiry.
+	Clock func() time.Time
+	// Logger receives the manager's logs. Nil: discarded.
+	Logger *slog.Logger
+	// Metrics receives telemetry events. Nil: none.
+	Metrics Metrics
+}
+
+// Metrics receives the manager's telemetry events. The telemetry package
+// implements it; methods must be cheap and must not block.
+type Metrics interface {
+	ContextCreated(template, provider string)
+	ContextReused(template string)
+	ContextTerminated(template string, reason Reason)
+	// Execution reports one Execute call; err is nil for a completed run,
+	// including a timed-out one.
+	Execution(language string, dur time.Duration, timedOut bool, err error)
+	PoolHit(template string)
+	PoolMiss(template string)
+	HealthCheckFailed(template string)
+}
+
+// Defaults.
+const (
+	DefaultTTL                = 30 * time.Minute
+	DefaultExecuteTimeout     = 60 * time.Second
+	DefaultMinTimeout         = time.Second
+	DefaultMaxTimeout         = 600 * time.Second
+	DefaultMaxCodeBytes       = 100 * 1024
+	DefaultMaxPerTenant       = 10
+	DefaultMaxPerConversation = 5
+	DefaultMaxExecutions      = 100
+	DefaultCleanupInterval    = 60 * time.Second
+	DefaultCreatingTimeout    = 2 * time.Minute
+	DefaultHealthCheckTimeout = 2 * time.Second
+	DefaultPoolSize           = 2
+	DefaultTemplate           = "default"
+)
+
+// withDefaults returns c with every zero value replaced by its default.
+func (c Config) withDefaults() Config {
+	setDur := func(d *time.Duration, def time.Duration) {
+		if *d == 0 {
+			*d = def
+		}
+	}
+	setDur(&c.TTL, DefaultTTL)
+	setDur(&c.DefaultTimeout, DefaultExecuteTimeout)
+	setDur(&c.MinTimeout, DefaultMinTimeout)
+	setDur(&c.MaxTimeout, DefaultMaxTimeout)
+	setDur(&c.CleanupInterval, DefaultCleanupInterval)
+	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
+	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
+	if c.MaxCodeBytes == 0 {
+		c.MaxCodeBytes = DefaultMaxCodeBytes
+	}
+	if c.MaxPerTenant == 0 {
+		c.MaxPerTenant = DefaultMaxPerTenant
+	}
+	if c.MaxPerConversation == 0 {
+		c.MaxPerConversation = DefaultMaxPerConversation
+	}
+	if c.MaxExecutionsPerContext == 0 {
+		c.MaxExecutionsPerContext = DefaultMaxExecutions
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = DefaultPoolSize
+	}
+	if c.DefaultTemplate == "" {
+		c.DefaultTemplate = DefaultTemplate
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = nopMetrics{}
+	}
+	return c
+}
+
+// poolSize is the warm pool size of template.
+func (c Config) poolSize(template string) int {
+	if n, ok := c.PoolSizes[template]; ok {
+		return max(n, 0)
+	}
+	return max(c.PoolSize, 0)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) ContextCreated(string, string)                {}
+func (nopMetrics) ContextReused(string)                         {}
+func (nopMetrics) ContextTerminated(string, Reason)             {}
+func (nopMetrics) Execution(string, time.Duration, bool, error) {}
+func (nopMetrics) PoolHit(string)                               {}
+func (nopMetrics) PoolMiss(string)                              {}
+func (nopMetrics) HealthCheckFailed(string)                     {}
+
+// Log attribute keys.
+const (
+	logContext  = "context_id"
+	logTenant   = "tenant_id"
+	logSandbox  = "sandbox_id"
+	logTemplate = "template"
+	logReason   = "reason"
+	logErr      = "err"
+)

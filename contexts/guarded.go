@@ -1,0 +1,389 @@
+package contexts
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// GuardSandbox wraps sb so that everything it returns passes g for
+// tenantID: streamed and final output, rich results, error messages, file
+// contents, names and paths. With a nil g it returns sb unchanged.
+//
+// What is not guarded, on purpose: binary data (file bytes that are not
+// UTF-8 text, PNG/JPEG results) passes as is, because a redactor that
+// rewrites bytes would corrupt it without finding text secrets in it.
+// ReadFile guards each chunk on its own: a secret split across two chunks
+// of a chunked read is not caught. Close on the wrapper is a no-op: the
+// Manager owns the connection.
+func GuardSandbox(sb Sandbox, g Guard, tenantID string) Sandbox {
+	if g == nil {
+		return sb
+	}
+	return &guardedSandbox{sb: sb, g: g, tenant: tenantID}
+}
+
+type guardedSandbox struct {
+	sb     Sandbox
+	g      Guard
+	tenant string
+}
+
+var _ Sandbox = (*guardedSandbox)(nil)
+
+func (s *guardedSandbox) text(ctx context.Context, v string) string {
+	if v == "" {
+		return v
+	}
+	return s.g.Text(ctx, s.tenant, v)
+}
+
+func (s *guardedSandbox) err(ctx context.Context, err error) error {
+	return guardError(ctx, s.g, s.tenant, err)
+}
+
+func (s *guardedSandbox) info(ctx context.Context, fi *agent.FileInfo) {
+	if fi == nil {
+		return
+	}
+	fi.Name = s.text(ctx, fi.Name)
+	fi.Path = s.text(ctx, fi.Path)
+	fi.Target = s.text(ctx, fi.Target)
+}
+
+func (s *guardedSandbox) ID() string { return s.sb.ID() }
+
+func (s *guardedSandbox) Ping(ctx context.Context) error { return s.err(ctx, s.sb.Ping(ctx)) }
+
+func (s *guardedSandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out OutputFunc) (*agent.RunCodeResult, error) {
+	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	res, err := s.sb.RunCode(ctx, p, sg.fn())
+	sg.flush()
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	return guardRunResult(ctx, s.g, s.tenant, res), nil
+}
+
+func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams) error {
+	return s.err(ctx, s.sb.RestartKernel(ctx, p))
+}
+
+func (s *guardedSandbox) Exec(ctx context.Context, p agent.ExecParams, out OutputFunc) (*agent.ExecResult, error) {
+	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	res, err := s.sb.Exec(ctx, p, sg.fn())
+	sg.flush()
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	c := *res
+	c.Stdout = s.text(ctx, c.Stdout)
+	c.Stderr = s.text(ctx, c.Stderr)
+	return &c, nil
+}
+
+func (s *guardedSandbox) Signal(ctx context.Context, p agent.SignalParams) error {
+	return s.err(ctx, s.sb.Signal(ctx, p))
+}
+
+func (s *guardedSandbox) Stdin(ctx context.Context, p agent.StdinParams) error {
+	return s.err(ctx, s.sb.Stdin(ctx, p))
+}
+
+func (s *guardedSandbox) Processes(ctx context.Context) ([]agent.Process, error) {
+	ps, err := s.sb.Processes(ctx)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	out := make([]agent.Process, len(ps))
+	for i, p := range ps {
+		p.Argv = slices.Clone(p.Argv)
+		for j, a := range p.Argv {
+			p.Argv[j] = s.text(ctx, a)
+		}
+		p.Cwd, p.Tag = s.text(ctx, p.Cwd), s.text(ctx, p.Tag)
+		out[i] = p
+	}
+	return out, nil
+}
+
+func (s *guardedSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
+	r, err := s.sb.ReadFile(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	c := *r
+	c.Data = guardBytes(ctx, s.g, s.tenant, r.Data)
+	return &c, nil
+}
+
+func (s *guardedSandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
+	fi, err := s.sb.WriteFile(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	s.info(ctx, fi)
+	return fi, nil
+}
+
+func (s *guardedSandbox) EditFile(ctx context.Context, p agent.EditParams) (*agent.EditResult, error) {
+	r, err := s.sb.EditFile(ctx, p)
+	return r, s.err(ctx, err)
+}
+
+func (s *guardedSandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error) {
+	fis, err := s.sb.List(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	out := slices.Clone(fis)
+	for i := range out {
+		s.info(ctx, &out[i])
+	}
+	return out, nil
+}
+
+func (s *guardedSandbox) Stat(ctx context.Context, path string) (*agent.FileInfo, error) {
+	fi, err := s.sb.Stat(ctx, path)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	s.info(ctx, fi)
+	return fi, nil
+}
+
+func (s *guardedSandbox) Mkdir(ctx context.Context, path string) (*agent.FileInfo, error) {
+	fi, err := s.sb.Mkdir(ctx, path)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	s.info(ctx, fi)
+	return fi, nil
+}
+
+func (s *guardedSandbox) Remove(ctx context.Context, p agent.RemoveParams) error {
+	return s.err(ctx, s.sb.Remove(ctx, p))
+}
+
+func (s *guardedSandbox) Move(ctx context.Context, p agent.MoveParams) (*agent.FileInfo, error) {
+	fi, err := s.sb.Move(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	s.info(ctx, fi)
+	return fi, nil
+}
+
+func (s *guardedSandbox) Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResult, error) {
+	r, err := s.sb.Glob(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	c := *r
+	c.Paths = make([]string, len(r.Paths))
+	for i, v := range r.Paths {
+		c.Paths[i] = s.text(ctx, v)
+	}
+	return &c, nil
+}
+
+func (s *guardedSandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error) {
+	r, err := s.sb.Grep(ctx, p)
+	if err != nil {
+		return nil, s.err(ctx, err)
+	}
+	c := *r
+	c.Matches = make([]agent.GrepMatch, len(r.Matches))
+	for i, m := range r.Matches {
+		m.Path, m.Text = s.text(ctx, m.Path), s.text(ctx, m.Text)
+		c.Matches[i] = m
+	}
+	return &c, nil
+}
+
+// Close is a no-op: the Manager owns the connection.
+func (s *guardedSandbox) Close() error { return nil }
+
+// guardedError carries a redacted message and keeps the error's category
+// (and context cancellation) for errors.Is, but not the original chain,
+// whose text could hold unredacted output.
+type guardedError struct {
+	msg   string
+	cause []error
+}
+
+func (e *guardedError) Error() string   { return e.msg }
+func (e *guardedError) Unwrap() []error { return e.cause }
+
+// guardError redacts err's message. Nil g or err returns err unchanged.
+func guardError(ctx context.Context, g Guard, tenantID string, err error) error {
+	if err == nil || g == nil {
+		return err
+	}
+	ge := &guardedError{msg: g.Text(ctx, tenantID, err.Error())}
+	if errdefs.IsClientFault(err) {
+		ge.cause = append(ge.cause, errdefs.FromCode(errdefs.CodeOf(err)))
+	}
+	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, c) {
+			ge.cause = append(ge.cause, c)
+		}
+	}
+	return ge
+}
+
+// guardBytes redacts data when it is UTF-8 text. A chunk may start or end
+// inside a multi-byte character; those edge bytes are kept as they are and
+// the middle is judged and redacted.
+func guardBytes(ctx context.Context, g Guard, tenantID string, data []byte) []byte {
+	if g == nil || len(data) == 0 {
+		return data
+	}
+	head := 0
+	for head < len(data) && head < 3 && !utf8.RuneStart(data[head]) {
+		head++
+	}
+	tail := len(data)
+	for i := len(data) - 1; i >= head && i >= len(data)-3; i-- {
+		if utf8.RuneStart(data[i]) {
+			if !utf8.FullRune(data[i:]) {
+				tail = i
+			}
+			break
+		}
+	}
+	mid := data[head:tail]
+	if !utf8.Valid(mid) || slices.Contains(mid, 0) {
+		return data // binary: passes, see GuardSandbox
+	}
+	red := g.Text(ctx, tenantID, string(mid))
+	out := make([]byte, 0, head+len(red)+len(data)-tail)
+	out = append(out, data[:head]...)
+	out = append(out, red...)
+	return append(out, data[tail:]...)
+}
+
+// guardRunResult returns a redacted copy of r.
+func guardRunResult(ctx context.Context, g Guard, tenantID string, r *agent.RunCodeResult) *agent.RunCodeResult {
+	if g == nil || r == nil {
+		return r
+	}
+	t := func(s string) string {
+		if s == "" {
+			return s
+		}
+		return g.Text(ctx, tenantID, s)
+	}
+	c := *r
+	c.Stdout, c.Stderr = t(r.Stdout), t(r.Stderr)
+	if r.Results != nil {
+		c.Results = make([]agent.RichResult, len(r.Results))
+		for i := range r.Results {
+			c.Results[i] = guardRich(ctx, g, tenantID, r.Results[i])
+		}
+	}
+	if r.Error != nil {
+		e := agent.ExecError{Name: t(r.Error.Name), Value: t(r.Error.Value), Traceback: t(r.Error.Traceback)}
+		c.Error = &e
+	}
+	return &c
+}
+
+// guardRich redacts the text formats of a rich result; PNG and JPEG are
+// base64 images and pass.
+func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult) agent.RichResult {
+	t := func(s string) string {
+		if s == "" {
+			return s
+		}
+		return g.Text(ctx, tenantID, s)
+	}
+	r.Text, r.HTML, r.Markdown = t(r.Text), t(r.HTML), t(r.Markdown)
+	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
+	if len(r.JSON) > 0 {
+		red := t(string(r.JSON))
+		if red != string(r.JSON) {
+			if json.Valid([]byte(red)) {
+				r.JSON = json.RawMessage(red)
+			} else {
+				// Redaction broke the document: return it as a JSON string.
+				b, _ := json.Marshal(red)
+				r.JSON = b
+			}
+		}
+	}
+	return r
+}
+
+// streamGuard redacts one call's streamed output: one StreamRedactor per
+// stream, created on first use, flushed at the end of the call.
+type streamGuard struct {
+	ctx    context.Context
+	g      Guard
+	tenant string
+	out    OutputFunc
+
+	mu   sync.Mutex
+	ref  uint64
+	reds map[string]StreamRedactor // by stream name
+	keys []string                  // streams in first-seen order
+}
+
+func newStreamGuard(ctx context.Context, g Guard, tenantID string, out OutputFunc) *streamGuard {
+	return &streamGuard{ctx: ctx, g: g, tenant: tenantID, out: out, reds: map[string]StreamRedactor{}}
+}
+
+// fn returns the OutputFunc to hand to the sandbox (nil when the caller
+// wants no stream).
+func (s *streamGuard) fn() OutputFunc {
+	if s.out == nil {
+		return nil
+	}
+	if s.g == nil {
+		return s.out
+	}
+	return s.write
+}
+
+func (s *streamGuard) write(ev agent.OutputEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ref = ev.Ref
+	switch {
+	case ev.Result != nil:
+		r := guardRich(s.ctx, s.g, s.tenant, *ev.Result)
+		ev.Result = &r
+	case ev.Data != "":
+		red, ok := s.reds[ev.Stream]
+		if !ok {
+			red = s.g.Stream(s.ctx, s.tenant)
+			s.reds[ev.Stream] = red
+			s.keys = append(s.keys, ev.Stream)
+		}
+		ev.Data = red.Write(ev.Data)
+		if ev.Data == "" {
+			return
+		}
+	}
+	s.out(ev)
+}
+
+// flush emits what the redactors held back.
+func (s *streamGuard) flush() {
+	if s.out == nil || s.g == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.keys {
+		if rest := s.reds[k].Flush(); rest != "" {
+			s.out(agent.OutputEvent{Ref: s.ref, Stream: k, Data: rest})
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package contexts
+
+import (
+	"context"
+	"time"
+)
+
+// pool keeps warm sandboxes of one template. A pooled sandbox has never
+// run user code and has no record: the manager knows it only in memory,
+// so Close destroys the pool.
+type pool struct {
+	template string
+	size     int
+	kick     chan struct{} // wakes the worker to refill
+	ready    []Sandbox     // guarded by Manager.mu; oldest first
+	filling  int           // sandboxes being created; guarded by Manager.mu
+}
+
+// poolEnsure makes sure template has a pool (when its size is positive and
+// the manager runs) and asks it to refill.
+func (m *Manager) poolEnsure(template string) {
+	size := m.cfg.poolSize(template)
+	if size <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started || m.closed {
+		return
+	}
+	p := m.pools[template]
+	if p == nil {
+		p = &pool{template: template, size: size, kick: make(chan struct{}, 1)}
+		m.pools[template] = p
+		m.wg.Add(1)
+		go m.poolWorker(p)
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// poolTake returns a warm, healthy sandbox of template, or nil (a miss,
+// counted when the template is pooled and the manager runs).
+func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
+	if m.cfg.poolSize(template) <= 0 {
+		return nil
+	}
+	defer m.poolEnsure(template)
+	for {
+		m.mu.Lock()
+		if !m.started {
+			m.mu.Unlock()
+			return nil
+		}
+		p := m.pools[template]
+		if p == nil || len(p.ready) == 0 {
+			m.ts(template).PoolMisses++
+			m.mu.Unlock()
+			m.cfg.Metrics.PoolMiss(template)
+			return nil
+		}
+		sb := p.ready[0]
+		p.ready = p.ready[1:]
+		m.mu.Unlock()
+
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+		err := sb.Ping(pctx)
+		cancel()
+		if err != nil {
+			m.log.Warn("warm sandbox unhealthy; discarding it", logSandbox, sb.ID(), logErr, err)
+			go m.destroy(context.Background(), sb, sb.ID())
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue
+		}
+		m.count(template, func(s *TemplateStats) { s.PoolHits++ })
+		m.cfg.Metrics.PoolHit(template)
+		return sb
+	}
+}
+
+// poolWorker keeps p full, one creation at a time (the machine is small),
+// backing off while the provider fails.
+func (m *Manager) poolWorker(p *pool) {
+	defer m.wg.Done()
+	ctx, cancel := m.loopCtx()
+	defer cancel()
+	backoff := time.Duration(0)
+	for {
+		for {
+			m.mu.Lock()
+			need := !m.closed && len(p.ready)+p.filling < p.size
+			if need {
+				p.filling++
+			}
+			m.mu.Unlock()
+			if !need {
+				break
+			}
+			sb, err := m.provider.Create(ctx, Spec{
+				Template: p.template,
+				Limits:   m.cfg.Limits,
+				Labels:   map[string]string{"sandlot.pool": p.template},
+			})
+			m.mu.Lock()
+			p.filling--
+			closed := m.closed
+			if err == nil && !closed {
+				p.ready = append(p.ready, sb)
+			}
+			m.mu.Unlock()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+				m.log.Warn("warm pool: create sandbox", logTemplate, p.template, logErr, err, "retry_in", backoff)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				continue
+			}
+			backoff = 0
+			if closed {
+				m.destroy(context.Background(), sb, sb.ID())
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		}
+	}
+}
+
+// loopCtx returns a context that ends when the manager closes.
+func (m *Manager) loopCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-m.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
