@@ -1,0 +1,206 @@
+package e2b
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// need reports a missing precondition: a skip on a developer machine, a
+// failure in CI.
+func need(t *testing.T, ok bool, what string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("precondition missing: %s", what)
+	}
+	t.Skipf("precondition missing: %s", what)
+}
+
+// npmReady makes sure node_modules matches package-lock.json.
+func npmReady(t *testing.T) {
+	t.Helper()
+	_, errNode := exec.LookPath("node")
+	need(t, errNode == nil, "node")
+	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
+		return
+	}
+	_, errNpm := exec.LookPath("npm")
+	need(t, errNpm == nil, "npm")
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+}
+
+// agentBinary returns the sandlot-agent to run sandboxes with:
+// SANDLOT_AGENT_BIN (set by make test) or a fresh build.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("SANDLOT_AGENT_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "sandlot-agent")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/sandlot/sandlot/cmd/sandlot-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sandlot-agent: %v\n%s", err, b)
+	}
+	return out
+}
+
+// hostAgent is a provider that runs the real sandlot-agent as a host
+// process per sandbox (no container): real kernels, real processes and a
+// per-sandbox home, without needing an OCI runtime.
+type hostAgent struct {
+	bin, dir string
+
+	mu    sync.Mutex
+	n     int
+	procs map[string]*exec.Cmd
+}
+
+func (h *hostAgent) Name() string { return "hostagent" }
+
+func (h *hostAgent) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	h.mu.Lock()
+	h.n++
+	id := fmt.Sprintf("sb%d", h.n)
+	h.mu.Unlock()
+	root := filepath.Join(h.dir, id)
+	home := filepath.Join(root, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(root, "agent.sock")
+	cmd := exec.Command(h.bin, "--socket", sock, "--home", home)
+	cmd.Dir = home
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.procs[id] = cmd
+	h.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: id})
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			h.Destroy(ctx, id)
+			return nil, fmt.Errorf("agent %s: %v: %w", id, err, errdefs.ErrUnavailable)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *hostAgent) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
+	return agent.Dial(ctx, filepath.Join(h.dir, id, "agent.sock"), agent.ClientConfig{SandboxID: id})
+}
+
+func (h *hostAgent) List(ctx context.Context) ([]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id := range h.procs {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (h *hostAgent) Destroy(ctx context.Context, id string) error {
+	h.mu.Lock()
+	cmd := h.procs[id]
+	delete(h.procs, id)
+	h.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	return os.RemoveAll(filepath.Join(h.dir, id))
+}
+
+// server starts sandlot's E2B surface over a real contexts.Manager.
+func server(t *testing.T, provider contexts.Provider) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m := contexts.NewManager(memory.New(), provider, contexts.Config{PoolSize: -1, MaxPerTenant: 50, MaxPerConversation: 5, Logger: log})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Authenticate: func(ctx context.Context, key string) (string, error) {
+		if key == apiKey {
+			return "tenant-e2e", nil
+		}
+		return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// TestOfficialSDK runs the node:test suite (*.test.mjs) with the official
+// SDKs, configured only through E2B_API_KEY, E2B_API_URL and
+// E2B_SANDBOX_URL.
+func TestOfficialSDK(t *testing.T) {
+	npmReady(t)
+	dir := t.TempDir()
+	p := &hostAgent{bin: agentBinary(t), dir: dir, procs: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			p.Destroy(context.Background(), id)
+		}
+	})
+	url := server(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// --test-force-exit: the SDK leaves a 60 s request timer armed when a
+	// runCode call fails (as the tests provoke on purpose).
+	args := []string{"--test", "--test-concurrency=1", "--test-force-exit", "--test-reporter=spec"}
+	if f := os.Getenv("E2E_FILTER"); f != "" {
+		args = append(args, "--test-name-pattern="+f)
+	}
+	files, _ := filepath.Glob("*.test.mjs")
+	cmd := exec.CommandContext(ctx, "node", append(args, files...)...)
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+apiKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test output:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+	if !strings.Contains(string(out), "fail 0") {
+		t.Fatal("node --test reported failures")
+	}
+}
