@@ -23,6 +23,38 @@ import (
 
 const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 
+// secret is what the test guard redacts: the E2B routes must only hand out
+// guarded output (Manager.Execute results and Use's guarded sandbox).
+const secret = "sk-live-0123456789SECRET"
+
+// redactGuard is a hand-written contexts.Guard that redacts secret.
+type redactGuard struct{}
+
+func (redactGuard) Text(ctx context.Context, tenantID, s string) string {
+	return strings.ReplaceAll(s, secret, "[REDACTED]")
+}
+
+func (redactGuard) Stream(ctx context.Context, tenantID string) contexts.StreamRedactor {
+	return &redactStream{}
+}
+
+// redactStream holds back a tail shorter than secret so a secret split
+// across chunks is still caught.
+type redactStream struct{ pending string }
+
+func (r *redactStream) Write(chunk string) string {
+	s := strings.ReplaceAll(r.pending+chunk, secret, "[REDACTED]")
+	keep := min(len(secret)-1, len(s))
+	r.pending = s[len(s)-keep:]
+	return s[:len(s)-keep]
+}
+
+func (r *redactStream) Flush() string {
+	s := r.pending
+	r.pending = ""
+	return s
+}
+
 // need reports a missing precondition: a skip on a developer machine, a
 // failure in CI.
 func need(t *testing.T, ok bool, what string) {
@@ -148,7 +180,7 @@ func (h *hostAgent) Destroy(ctx context.Context, id string) error {
 func server(t *testing.T, provider contexts.Provider) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := contexts.NewManager(memory.New(), provider, contexts.Config{PoolSize: -1, MaxPerTenant: 50, MaxPerConversation: 5, Logger: log})
+	m := contexts.NewManager(memory.New(), provider, contexts.Config{PoolSize: -1, MaxPerTenant: 50, MaxPerConversation: 5, Guard: redactGuard{}, Logger: log})
 	ctx := context.Background()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -194,7 +226,7 @@ func TestOfficialSDK(t *testing.T) {
 	}
 	files, _ := filepath.Glob("*.test.mjs")
 	cmd := exec.CommandContext(ctx, "node", append(args, files...)...)
-	cmd.Env = append(os.Environ(), "E2B_API_KEY="+apiKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=")
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+apiKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "E2E_SECRET="+secret)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test output:\n%s", out)
 	if err != nil {

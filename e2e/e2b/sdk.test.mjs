@@ -193,3 +193,17 @@ test('code contexts: create, isolate, list, restart, remove', async () => {
   await sbx.removeCodeContext(ctx)
   await assert.rejects(sbx.runCode('1', { context: ctx }))
 })
+
+test('egress guard applies to commands, files and runCode', async () => {
+  const secret = process.env.E2E_SECRET
+  assert.ok(secret, 'E2E_SECRET not set')
+  const half = secret.slice(0, 8)
+  const rest = secret.slice(8)
+  // the secret is assembled inside the sandbox, so only the guard can hide it
+  const r = await sbx.commands.run(`A=${half}; B=${rest}; echo "key=$A$B"`)
+  assert.equal(r.stdout, 'key=[REDACTED]\n')
+  await sbx.commands.run(`A=${half}; B=${rest}; echo "$A$B" > ${home}/secret.txt`)
+  assert.equal(await sbx.files.read(`${home}/secret.txt`), '[REDACTED]\n')
+  const e = await sbx.runCode(`print(${JSON.stringify(half)} + ${JSON.stringify(rest)})`)
+  assert.deepEqual(e.logs.stdout, ['[REDACTED]\n'])
+})
