@@ -41,8 +41,10 @@ func TestContainment(t *testing.T) {
 		if err == nil {
 			t.Logf("fork bomb: exit %d, timed out %v, after %v", r.ExitCode, r.TimedOut, time.Since(start))
 		}
-		if err == nil && r.ExitCode == 0 && !r.TimedOut {
-			t.Errorf("fork bomb succeeded: %+v", r)
+		// bash retries a failed fork a few times, then reports it; the
+		// call either times out or ends with that error.
+		if err == nil && r.ExitCode == 0 && !r.TimedOut && !strings.Contains(r.Stderr, "Resource temporarily unavailable") {
+			t.Errorf("fork bomb ran without hitting the pids limit: %+v", r)
 		}
 		alive(t)
 	})
