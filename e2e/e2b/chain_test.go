@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -20,17 +19,9 @@ import (
 // provider chain starts with the e2b provider, pointed at a second sandlot
 // (E2B surface, real Manager, real sandlot-agent processes) over HTTP.
 func TestSandlotBehindSandlot(t *testing.T) {
-	agentBin := agentBinary(t)
-	inner := &hostAgent{bin: agentBin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		ids, _ := inner.List(context.Background())
-		for _, id := range ids {
-			inner.Destroy(context.Background(), id)
-		}
-	})
-	url := server(t, inner)
+	url := server(t, sandboxProvider(t))
 	remote := e2b.New(e2b.Config{APIKey: apiKey, APIURL: url, SandboxURL: url, ConnectTimeout: 5 * time.Second})
-	local := &hostAgent{bin: agentBin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	local := sandboxProvider(t)
 	var mu sync.Mutex
 	var fallbacks []string
 	quota := chain.NewQuota(chain.QuotaConfig{Plans: map[string]chain.Plan{"e2b": {Creations: 1}}})
@@ -110,12 +101,12 @@ func TestSandlotBehindSandlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(res.SandboxID, "hostagent:") || res.Stdout != "local\n" {
+	if !strings.HasPrefix(res.SandboxID, local.Name()+":") || res.Stdout != "local\n" {
 		t.Fatalf("fallback result %+v", res)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Contains(fallbacks, "e2b->hostagent: E2B API key not configured") {
+	if !slices.Contains(fallbacks, "e2b->"+local.Name()+": E2B API key not configured") {
 		t.Fatalf("fallbacks %q", fallbacks)
 	}
 	m2.Close(ctx)

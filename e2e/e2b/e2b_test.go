@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -176,6 +177,49 @@ func (h *hostAgent) Destroy(ctx context.Context, id string) error {
 	return os.RemoveAll(filepath.Join(h.dir, id))
 }
 
+// sandboxProvider returns the provider sandboxes run on: the real local
+// (OCI) provider when running as root with a runtime, which CI always
+// does; elsewhere real sandlot-agent processes on the host (hostAgent).
+// E2E_PROVIDER=hostagent forces the latter.
+func sandboxProvider(t *testing.T) contexts.Provider {
+	t.Helper()
+	bin := agentBinary(t)
+	if os.Getenv("E2E_PROVIDER") != "hostagent" {
+		if os.Geteuid() == 0 {
+			dir, err := os.MkdirTemp("", "sl-e2b-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := local.New(local.Config{StateDir: dir, AgentPath: bin, Logger: slog.New(slog.DiscardHandler)})
+			if err == nil {
+				t.Cleanup(func() {
+					ids, _ := p.List(context.Background())
+					for _, id := range ids {
+						p.Destroy(context.Background(), id)
+					}
+					os.RemoveAll(dir)
+				})
+				return p
+			}
+			os.RemoveAll(dir)
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("local provider: %v", err)
+			}
+			t.Logf("local provider unavailable (%v); using host agent processes", err)
+		} else if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs the E2B suite as root on the local provider")
+		}
+	}
+	p := &hostAgent{bin: bin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			p.Destroy(context.Background(), id)
+		}
+	})
+	return p
+}
+
 // server starts sandlot's E2B surface over a real contexts.Manager.
 func server(t *testing.T, provider contexts.Provider) string {
 	t.Helper()
@@ -207,14 +251,8 @@ func server(t *testing.T, provider contexts.Provider) string {
 // E2B_SANDBOX_URL.
 func TestOfficialSDK(t *testing.T) {
 	npmReady(t)
-	dir := t.TempDir()
-	p := &hostAgent{bin: agentBinary(t), dir: dir, procs: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-	})
+	p := sandboxProvider(t)
+	t.Logf("sandboxes on provider %s", p.Name())
 	url := server(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -218,3 +218,24 @@ test('egress guard applies to commands, files and runCode', async () => {
   const e = await sbx.runCode(`print(${JSON.stringify(half)} + ${JSON.stringify(rest)})`)
   assert.deepEqual(e.logs.stdout, ['[REDACTED]\n'])
 })
+
+test('timings (reported, not asserted)', async () => {
+  const median = async (n, fn) => {
+    const ts = []
+    for (let i = 0; i < n; i++) {
+      const t0 = performance.now()
+      await fn()
+      ts.push(performance.now() - t0)
+    }
+    ts.sort((a, b) => a - b)
+    return ts[Math.floor(n / 2)].toFixed(1)
+  }
+  const create = await median(3, async () => {
+    const s = await BaseSandbox.create('base', { metadata: { suite: run } })
+    await s.kill()
+  })
+  const cmd = await median(20, () => sbx.commands.run('true'))
+  const py = await median(20, () => sbx.runCode('1'))
+  const write = await median(20, () => sbx.files.write(`${home}/t.txt`, 'x'))
+  console.log(`TIMINGS create+kill=${create}ms commands.run=${cmd}ms runCode(py)=${py}ms files.write=${write}ms`)
+})
