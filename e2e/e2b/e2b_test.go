@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -248,12 +249,110 @@ func server(t *testing.T, provider contexts.Provider) string {
 
 // TestOfficialSDK runs the node:test suite (*.test.mjs) with the official
 // SDKs, configured only through E2B_API_KEY, E2B_API_URL and
-// E2B_SANDBOX_URL.
+// E2B_SANDBOX_URL: against the E2B handler over a real Manager in this
+// process, and against a real `sandlot serve` when SANDLOT_BIN is set (as
+// `make test` does).
 func TestOfficialSDK(t *testing.T) {
 	npmReady(t)
-	p := sandboxProvider(t)
-	t.Logf("sandboxes on provider %s", p.Name())
-	url := server(t, p)
+	t.Run("inprocess", func(t *testing.T) {
+		p := sandboxProvider(t)
+		t.Logf("sandboxes on provider %s", p.Name())
+		url := server(t, p)
+		runNode(t, url, apiKey, "E2E_SECRET="+secret)
+	})
+	t.Run("serve", func(t *testing.T) {
+		bin := os.Getenv("SANDLOT_BIN")
+		need(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
+		need(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
+		url, key := serve(t, bin)
+		runNode(t, url, key)
+	})
+}
+
+// serve starts `sandlot serve` on a free port with a fresh data dir and
+// returns its URL and the bootstrap tenant's key.
+func serve(t *testing.T, bin string) (string, string) {
+	t.Helper()
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--pool-size", "0", "--providers", "local")
+	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+		if t.Failed() {
+			t.Logf("sandlot serve stderr:\n%s", stderr.String())
+		}
+	})
+	urlc := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 0, 4096)
+		tmp := make([]byte, 1024)
+		for {
+			n, err := stdout.Read(tmp)
+			buf = append(buf, tmp[:n]...)
+			if i := strings.Index(string(buf), "listening on "); i >= 0 {
+				rest := string(buf[i+len("listening on "):])
+				if j := strings.IndexByte(rest, '\n'); j >= 0 {
+					urlc <- strings.TrimSpace(rest[:j])
+					io.Copy(io.Discard, stdout)
+					return
+				}
+			}
+			if err != nil {
+				close(urlc)
+				return
+			}
+		}
+	}()
+	var url string
+	select {
+	case u, ok := <-urlc:
+		if !ok {
+			t.Fatalf("sandlot serve exited: %s", stderr.String())
+		}
+		url = u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sandlot serve did not start: %s", stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatalf("bootstrap key: %v", err)
+	}
+	key := strings.TrimSpace(string(b))
+	req, _ := http.NewRequest("GET", url+"/v2/sandboxes", nil)
+	req.Header.Set("X-API-KEY", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	need(t, resp.StatusCode == 200 && strings.HasPrefix(strings.TrimSpace(string(body)), "["),
+		fmt.Sprintf("sandlot serve mounts the E2B handler (GET /v2/sandboxes: %d %.100s)", resp.StatusCode, body))
+	return url, key
+}
+
+// runNode runs node --test on *.test.mjs against url.
+func runNode(t *testing.T, url, key string, env ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// --test-force-exit: the SDK leaves a 60 s request timer armed when a
@@ -264,7 +363,8 @@ func TestOfficialSDK(t *testing.T) {
 	}
 	files, _ := filepath.Glob("*.test.mjs")
 	cmd := exec.CommandContext(ctx, "node", append(args, files...)...)
-	cmd.Env = append(os.Environ(), "E2B_API_KEY="+apiKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "E2E_SECRET="+secret)
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+key, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=")
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("node --test output:\n%s", out)
 	if err != nil {
