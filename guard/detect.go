@@ -1,0 +1,493 @@
+package guard
+
+import (
+	"encoding/base64"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/publicsuffix"
+)
+
+// emails finds local@domain where the domain ends in an ICANN public
+// suffix (so icon@2x.png and lodash@4.17.21 are not addresses).
+func (sc *scanner) emails() {
+	s := sc.s
+	from := 0
+	for {
+		k := strings.IndexByte(s[from:], '@')
+		if k < 0 {
+			return
+		}
+		at := from + k
+		from = at + 1
+		a := at
+		for a > 0 && at-a < 64 && is(s[a-1], cLocal) {
+			a--
+		}
+		for a < at && s[a] == '.' {
+			a++
+		}
+		if a == at {
+			continue
+		}
+		e := at + 1
+		for e < len(s) && e-at < 254 && is(s[e], cHost) {
+			e++
+		}
+		for e > at+1 && (s[e-1] == '.' || s[e-1] == '-') {
+			e--
+		}
+		dom := s[at+1 : e]
+		dot := strings.LastIndexByte(dom, '.')
+		if dot <= 0 || len(dom)-dot < 3 {
+			continue
+		}
+		tld := dom[dot+1:]
+		if !letters(tld) {
+			continue
+		}
+		low := strings.ToLower(dom)
+		suffix, icann := publicsuffix.PublicSuffix(low)
+		if !icann || suffix == low || strings.Contains(low, "..") {
+			continue
+		}
+		sc.add(TypeEmail, a, e, 0.9)
+		from = e
+	}
+}
+
+func letters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !is(s[i], cAlpha) {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// dbSchemes are URL schemes of databases and brokers.
+var dbSchemes = map[string]bool{
+	"postgres": true, "postgresql": true, "mysql": true, "mariadb": true, "mongodb": true,
+	"mongodb+srv": true, "redis": true, "rediss": true, "amqp": true, "amqps": true, "mssql": true,
+	"sqlserver": true, "cockroachdb": true, "clickhouse": true, "couchdb": true, "neo4j": true,
+	"neo4j+s": true, "bolt": true, "cassandra": true, "memcached": true, "nats": true, "kafka": true,
+	"oracle": true, "db2": true, "snowflake": true, "elasticsearch": true, "influxdb": true,
+}
+
+// urls finds scheme://user:password@host... A database scheme gives
+// DATABASE_URL, any other URL_CREDENTIALS. The whole URL is the finding
+// (host and database names are internal details too). A placeholder
+// password (${VAR}, <password>, ...) is not a secret.
+func (sc *scanner) urls() {
+	s := sc.s
+	from := 0
+	for {
+		k := strings.Index(s[from:], "://")
+		if k < 0 {
+			return
+		}
+		p := from + k
+		from = p + 3
+		a := p
+		for a > 0 && p-a < 20 && (is(s[a-1], cAlnum) || s[a-1] == '+' || s[a-1] == '.' || s[a-1] == '-') {
+			a--
+		}
+		if a == p || !is(s[a], cAlpha) {
+			continue
+		}
+		scheme := strings.ToLower(s[a:p])
+		e := p + 3
+		for e < len(s) && urlChar(s[e]) {
+			e++
+		}
+		tok := s[p+3 : e]
+		first := strings.IndexByte(tok, '@')
+		if first < 0 {
+			continue
+		}
+		auth := tok
+		if x := strings.IndexAny(tok[first:], "/?#"); x >= 0 {
+			auth = tok[:first+x]
+		}
+		at := strings.LastIndexByte(auth, '@')
+		user, pass, ok := strings.Cut(auth[:at], ":")
+		if !ok || pass == "" || user == "" && pass == "" || placeholder(pass) {
+			continue
+		}
+		for e > p+3 && strings.IndexByte(".,;:!?)]}'\"", s[e-1]) >= 0 {
+			e--
+		}
+		typ := TypeURLCredentials
+		if dbSchemes[scheme] {
+			typ = TypeDatabaseURL
+		}
+		sc.add(typ, a, e, 0.95)
+		from = e
+	}
+}
+
+func urlChar(c byte) bool {
+	return c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", c) < 0
+}
+
+// maxPEM bounds a private key block.
+const maxPEM = 64 << 10
+
+// pems finds PEM private key blocks: BEGIN line through END line, or when
+// the END line is missing, through the base64 body that follows.
+func (sc *scanner) pems() {
+	s := sc.s
+	from := 0
+	for {
+		k := strings.Index(s[from:], "-----BEGIN ")
+		if k < 0 {
+			return
+		}
+		b := from + k
+		from = b + 11
+		le := strings.Index(s[from:], "-----")
+		if le < 0 || le > 64 {
+			continue
+		}
+		label := s[from : from+le]
+		if !strings.Contains(label, "PRIVATE KEY") {
+			continue
+		}
+		hdrEnd := from + le + 5
+		if x := strings.Index(s[hdrEnd:], "-----END "); x >= 0 && x < maxPEM {
+			e := hdrEnd + x + 9
+			if y := strings.Index(s[e:], "-----"); y >= 0 && y < 64 {
+				e += y + 5
+				sc.add(TypePrivateKey, b, e, 0.99)
+				from = e
+				continue
+			}
+		}
+		e := pemBody(s, hdrEnd)
+		sc.add(TypePrivateKey, b, e, 0.9)
+		from = e
+	}
+}
+
+// pemBody returns the end of the base64 and header lines after i.
+func pemBody(s string, i int) int {
+	e := i
+	for p := i; p < len(s) && p-i < maxPEM; {
+		nl := strings.IndexByte(s[p:], '\n')
+		line := s[p:]
+		next := len(s)
+		if nl >= 0 {
+			line = s[p : p+nl]
+			next = p + nl + 1
+		}
+		t := strings.TrimSpace(line)
+		ok := t == "" && p == i || strings.Contains(t, ": ") && p-i < 256
+		if !ok && t != "" {
+			ok = true
+			for k := 0; k < len(t); k++ {
+				if !is(t[k], cAlnum) && t[k] != '+' && t[k] != '/' && t[k] != '=' {
+					ok = false
+					break
+				}
+			}
+		}
+		if !ok {
+			break
+		}
+		e = p + len(strings.TrimRight(line, " \r\t"))
+		if nl < 0 {
+			e = len(s)
+		}
+		p = next
+	}
+	return e
+}
+
+// Key names in assignments.
+func keyKind(key string) string {
+	switch {
+	case strings.Contains(key, "password"), strings.Contains(key, "passwd"), strings.Contains(key, "passphrase"),
+		key == "pwd", strings.HasSuffix(key, "_pwd"), key == "pass", strings.HasSuffix(key, "_pass"):
+		return TypePassword
+	case strings.Contains(key, "secret") && (strings.Contains(key, "aws") || strings.Contains(key, "access")):
+		return TypeAWSSecretKey
+	case strings.Contains(key, "secret"), strings.Contains(key, "token"), strings.Contains(key, "apikey"),
+		strings.Contains(key, "api_key"), strings.Contains(key, "access_key"), strings.Contains(key, "private_key"),
+		strings.Contains(key, "auth"), strings.Contains(key, "credential"), strings.HasSuffix(key, "_key"), key == "key":
+		return TypeAPIKey
+	}
+	return ""
+}
+
+// assignments looks at every '=' and ':' for key=value, key: value and
+// "key": "value" where the key names a secret, and at every ':' for IPv6.
+func (sc *scanner) assignments() {
+	s := sc.s
+	n := len(s)
+	v6end := 0
+	for i := 0; i < n; i++ {
+		c := s[i]
+		if c != '=' && c != ':' {
+			continue
+		}
+		if c == ':' && i >= v6end {
+			if e := sc.ipv6(i); e > 0 {
+				v6end = e
+				i = e - 1
+				continue
+			}
+		}
+		if c == '=' && (i+1 < n && (s[i+1] == '=' || s[i+1] == '>') || i > 0 && s[i-1] == ':') {
+			continue
+		}
+		// the key
+		p := i
+		if p > 0 && (s[p-1] == '"' || s[p-1] == '\'') {
+			p--
+		}
+		q := p
+		for q > 0 && p-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.') {
+			q--
+		}
+		if q == p || p-q < 3 {
+			continue
+		}
+		key := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(s[q:p]))
+		kind := keyKind(key)
+		if kind == "" {
+			continue
+		}
+		sc.value(kind, i+1)
+	}
+}
+
+// value checks the value of a secret-named key that starts at i.
+func (sc *scanner) value(kind string, i int) {
+	s := sc.s
+	n := len(s)
+	if i < n && s[i] == '=' { // :=
+		i++
+	}
+	for k := 0; k < 4 && i < n && (s[i] == ' ' || s[i] == '\t'); k++ {
+		i++
+	}
+	if i >= n {
+		return
+	}
+	if kind == TypeAPIKey {
+		for _, scheme := range []string{"Bearer ", "Basic ", "Token "} {
+			if hasPrefixFold(s[i:], scheme) {
+				i += len(scheme)
+				break
+			}
+		}
+	}
+	var a, e int
+	if q := s[i]; q == '"' || q == '\'' || q == '`' {
+		a = i + 1
+		x := strings.IndexByte(s[a:min(n, a+1024)], q)
+		if x < 0 {
+			return
+		}
+		e = a + x
+	} else {
+		a = i
+		e = a
+		for e < n && e-a < 1024 && s[e] > ' ' && strings.IndexByte(",;&)}]\"'`", s[e]) < 0 {
+			e++
+		}
+	}
+	v := s[a:e]
+	if placeholder(v) || strings.ContainsAny(v, "([ ") || strings.Contains(v, "://") {
+		return
+	}
+	switch kind {
+	case TypePassword:
+		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) {
+			return
+		}
+		sc.add(TypePassword, a, e, 0.7)
+	case TypeAWSSecretKey:
+		if len(v) == 40 && awsSecretShape(v) {
+			sc.add(TypeAWSSecretKey, a, e, 0.9)
+			return
+		}
+		fallthrough
+	case TypeAPIKey:
+		d, u, l := mix(v)
+		if len(v) < 16 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
+			strings.HasPrefix(v, "sha256:") || strings.HasPrefix(v, "sha512:") || v[0] == '/' {
+			return
+		}
+		sc.add(TypeAPIKey, a, e, 0.6)
+	}
+}
+
+// identPath reports code-like values: self.password, os.environ, config.x.
+func identPath(v string) bool {
+	if !strings.Contains(v, ".") {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !is(v[i], cAlpha) && v[i] != '_' && v[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// awsSecretShape: 40 of [A-Za-z0-9/+], not hex (a SHA-1), not AWS's
+// documented example, random-looking.
+func awsSecretShape(v string) bool {
+	hex := true
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !is(c, cAlnum) && c != '/' && c != '+' {
+			return false
+		}
+		hex = hex && is(c, cHex)
+	}
+	return !hex && !strings.Contains(v, "EXAMPLEKEY") && entropy(v) >= 3.5
+}
+
+func isUUID(v string) bool {
+	if len(v) != 36 {
+		return false
+	}
+	for i := 0; i < 36; i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if v[i] != '-' {
+				return false
+			}
+		} else if !is(v[i], cHex) {
+			return false
+		}
+	}
+	return true
+}
+
+// ipv6 checks the run of hex digits, ':' and '.' around the ':' at i. It
+// returns the run's end if it is an address: netip parses it, it stands
+// alone (not std::x or a[1::2]), it has a digit, and a "::" form has a
+// group of 3+ hex digits (so abc::def and 1::2 are code). Loopback and
+// unspecified addresses are not findings.
+func (sc *scanner) ipv6(i int) int {
+	s := sc.s
+	a := i
+	for a > 0 && i-a < 40 && (is(s[a-1], cHex) || s[a-1] == ':') {
+		a--
+	}
+	e := i
+	for e < len(s) && e-a < 46 && (is(s[e], cHex) || s[e] == ':' || s[e] == '.') {
+		e++
+	}
+	for e > i && s[e-1] == '.' {
+		e--
+	}
+	if a > 0 && (is(s[a-1], cAlnum) || s[a-1] == '_' || s[a-1] == '.') {
+		return 0
+	}
+	if e < len(s) && (is(s[e], cAlnum) || s[e] == '_') {
+		return 0
+	}
+	run := s[a:e]
+	if strings.Count(run, ":") < 2 {
+		return 0
+	}
+	digit := false
+	long := false
+	g := 0
+	for k := 0; k <= len(run); k++ {
+		if k == len(run) || run[k] == ':' {
+			if g >= 3 {
+				long = true
+			}
+			g = 0
+			continue
+		}
+		g++
+		digit = digit || is(run[k], cDigit)
+	}
+	if !digit || strings.Contains(run, "::") && !long {
+		return 0
+	}
+	addr, err := netip.ParseAddr(run)
+	if err != nil || !addr.Is6() || addr.IsLoopback() || addr.IsUnspecified() {
+		return 0
+	}
+	sc.add(TypeIPAddress, a, e, 0.8)
+	return e
+}
+
+// minBase64 is the shortest run worth decoding (18 bytes of text).
+const minBase64 = 24
+
+// base64Runs decodes runs of base64 (standard or URL alphabet) that look
+// like encoded text and scans the text; if it holds a finding, the whole
+// run is one finding of that type.
+func (sc *scanner) base64Runs() {
+	s := sc.s
+	n := len(s)
+	for i := 0; i < n; {
+		if !is(s[i], cB64) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && is(s[j], cB64) {
+			j++
+		}
+		if j-i >= minBase64 {
+			sc.base64Run(i, j)
+		}
+		i = j
+	}
+}
+
+func (sc *scanner) base64Run(i, j int) {
+	run := sc.s[i:j]
+	body := strings.TrimRight(run, "=")
+	if strings.IndexByte(body, '=') >= 0 {
+		return
+	}
+	// encoded text has both cases and isn't one identifier
+	_, u, l := mix(body)
+	if !u || !l {
+		return
+	}
+	url := strings.ContainsAny(body, "-_")
+	if url && strings.ContainsAny(body, "+/") {
+		return
+	}
+	enc := base64.RawStdEncoding
+	if url {
+		enc = base64.RawURLEncoding
+	}
+	if len(body)%4 == 1 {
+		body = body[:len(body)-1]
+	}
+	dec, err := enc.DecodeString(body)
+	if err != nil || !texty(dec) {
+		return
+	}
+	fs := sc.g.scanView(string(dec), sc.depth+1)
+	if len(fs) == 0 {
+		return
+	}
+	sc.add(fs[0].Type, i, j, fs[0].Confidence*0.9)
+}
+
+// texty reports whether b is mostly printable UTF-8 text.
+func texty(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	bad := 0
+	for _, c := range b {
+		if c < ' ' && c != '\n' && c != '\r' && c != '\t' || c == 0x7f {
+			bad++
+		}
+	}
+	return bad*20 <= len(b)
+}

@@ -1,0 +1,243 @@
+// Package guard is the egress guard: it finds personal data and secrets in
+// text that leaves a sandbox and reports or redacts them.
+//
+// Detection runs hand-written scanners, one cheap pass per trigger (digits,
+// '@', "://", '=' and ':', word prefixes, base64 runs, PEM headers), and only
+// calls the expensive validators (checksums, libphonenumber, public
+// suffixes, netip) around candidates. Matching runs on the NFKC form of the
+// text; findings are mapped back to byte offsets in the original text, so
+// redaction leaves everything else untouched. docs/guard.md lists the rules.
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/nyaruka/phonenumbers"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Modes.
+const (
+	ModeOff     = "off"     // pass everything through
+	ModeReport  = "report"  // pass through, audit findings
+	ModeEnforce = "enforce" // replace findings with [REDACTED:<TYPE>]
+)
+
+// Finding types.
+const (
+	TypeEmail          = "EMAIL"
+	TypePhone          = "PHONE"
+	TypeSSN            = "SSN"
+	TypePPSN           = "PPSN"
+	TypeCreditCard     = "CREDIT_CARD"
+	TypeIBAN           = "IBAN"
+	TypeIPAddress      = "IP_ADDRESS"
+	TypeAPIKey         = "API_KEY"
+	TypeGitHubToken    = "GITHUB_TOKEN"
+	TypeJWT            = "JWT"
+	TypeAWSAccessKey   = "AWS_ACCESS_KEY"
+	TypeAWSSecretKey   = "AWS_SECRET_KEY"
+	TypeDatabaseURL    = "DATABASE_URL"
+	TypeURLCredentials = "URL_CREDENTIALS"
+	TypePassword       = "PASSWORD"
+	TypePrivateKey     = "PRIVATE_KEY"
+)
+
+// Finding is one detected value. Start and End are byte offsets into the
+// text as given (not its NFKC form); the value is never kept.
+type Finding struct {
+	Type       string  `json:"type"`
+	Start      int     `json:"start"`
+	End        int     `json:"end"`
+	Confidence float64 `json:"confidence"`
+}
+
+// Event is what Audit receives for each finding: never the value, only an
+// HMAC-SHA256 of it under Config.HMACKey, so equal values can be correlated.
+type Event struct {
+	TenantID string
+	Mode     string
+	Type     string
+	Start    int // byte offset in the text, or in the whole stream for Stream
+	End      int
+	HMAC     string // hex
+}
+
+// Config configures a Guard. The zero value is usable.
+type Config struct {
+	// Mode is the default mode; "" means enforce.
+	Mode string
+	// Regions are the default regions for phone numbers written without a
+	// country code; nil means IE and US.
+	Regions []string
+	// ModeFor returns a tenant's mode ("" or nil: Mode). An unknown mode
+	// is treated as enforce.
+	ModeFor func(ctx context.Context, tenantID string) string
+	// Audit, if set, receives one event per finding in report and enforce
+	// mode. It must not block for long.
+	Audit func(ctx context.Context, ev Event)
+	// HMACKey keys the audit HMACs; nil means a random key per Guard, so
+	// HMACs only correlate within one daemon run.
+	HMACKey []byte
+	// OnFinding, if set, is called with the type of each finding (metrics).
+	OnFinding func(typ string)
+}
+
+// Guard finds and redacts. It is safe for concurrent use.
+type Guard struct {
+	mode      string
+	regions   []string
+	modeFor   func(ctx context.Context, tenantID string) string
+	audit     func(ctx context.Context, ev Event)
+	key       []byte
+	onFinding func(typ string)
+}
+
+var _ contexts.Guard = (*Guard)(nil)
+
+// New returns a Guard for cfg.
+func New(cfg Config) (*Guard, error) {
+	g := &Guard{
+		mode:      cfg.Mode,
+		modeFor:   cfg.ModeFor,
+		audit:     cfg.Audit,
+		key:       cfg.HMACKey,
+		onFinding: cfg.OnFinding,
+	}
+	if g.mode == "" {
+		g.mode = ModeEnforce
+	}
+	if !validMode(g.mode) {
+		return nil, fmt.Errorf("guard mode %q: %w", cfg.Mode, errdefs.ErrInvalidArgument)
+	}
+	regions := cfg.Regions
+	if regions == nil {
+		regions = []string{"IE", "US"}
+	}
+	supported := phonenumbers.GetSupportedRegions()
+	for _, r := range regions {
+		r = strings.ToUpper(strings.TrimSpace(r))
+		if !supported[r] {
+			return nil, fmt.Errorf("guard phone region %q: %w", r, errdefs.ErrInvalidArgument)
+		}
+		g.regions = append(g.regions, r)
+	}
+	if len(g.key) == 0 {
+		g.key = make([]byte, 32)
+		if _, err := rand.Read(g.key); err != nil {
+			return nil, fmt.Errorf("guard hmac key: %w", err)
+		}
+	}
+	return g, nil
+}
+
+func validMode(m string) bool { return m == ModeOff || m == ModeReport || m == ModeEnforce }
+
+type modeKey struct{}
+
+// WithMode returns a context whose requests use mode, overriding the
+// tenant's mode (for a tenant admin's per-request override; the caller
+// checks the permission). An invalid mode is ignored.
+func WithMode(ctx context.Context, mode string) context.Context {
+	return context.WithValue(ctx, modeKey{}, mode)
+}
+
+// ModeOf returns the mode that applies to tenantID's request in ctx.
+func (g *Guard) ModeOf(ctx context.Context, tenantID string) string {
+	if m, ok := ctx.Value(modeKey{}).(string); ok && validMode(m) {
+		return m
+	}
+	if g.modeFor != nil {
+		m := g.modeFor(ctx, tenantID)
+		switch {
+		case m == "":
+		case validMode(m):
+			return m
+		default:
+			return ModeEnforce // fail closed
+		}
+	}
+	return g.mode
+}
+
+// Scan returns the findings in text, ordered by Start, not overlapping.
+func (g *Guard) Scan(text string) []Finding {
+	return g.scan(text)
+}
+
+// Redact applies mode to text and returns the result and the findings
+// (nil in off mode). It calls no Audit or OnFinding hooks.
+func (g *Guard) Redact(mode, text string) (string, []Finding) {
+	if mode == ModeOff {
+		return text, nil
+	}
+	fs := g.scan(text)
+	if mode == ModeReport {
+		return text, fs
+	}
+	return apply(text, fs), fs
+}
+
+// Text implements contexts.Guard.
+func (g *Guard) Text(ctx context.Context, tenantID, s string) string {
+	mode := g.ModeOf(ctx, tenantID)
+	if mode == ModeOff || s == "" {
+		return s
+	}
+	fs := g.scan(s)
+	for _, f := range fs {
+		g.record(ctx, tenantID, mode, f, s[f.Start:f.End], 0)
+	}
+	if mode == ModeReport {
+		return s
+	}
+	return apply(s, fs)
+}
+
+// record feeds one finding to the hooks; base shifts offsets for streams.
+func (g *Guard) record(ctx context.Context, tenantID, mode string, f Finding, value string, base int) {
+	if g.onFinding != nil {
+		g.onFinding(f.Type)
+	}
+	if g.audit == nil {
+		return
+	}
+	m := hmac.New(sha256.New, g.key)
+	m.Write([]byte(value))
+	g.audit(ctx, Event{
+		TenantID: tenantID,
+		Mode:     mode,
+		Type:     f.Type,
+		Start:    base + f.Start,
+		End:      base + f.End,
+		HMAC:     hex.EncodeToString(m.Sum(nil)),
+	})
+}
+
+// Marker returns the replacement text for a finding type.
+func Marker(typ string) string { return "[REDACTED:" + typ + "]" }
+
+// apply replaces each finding (ordered, not overlapping) with its marker.
+func apply(s string, fs []Finding) string {
+	if len(fs) == 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for _, f := range fs {
+		b.WriteString(s[last:f.Start])
+		b.WriteString(Marker(f.Type))
+		last = f.End
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}

@@ -1,0 +1,210 @@
+package guard
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+const (
+	// window is the tail held back between writes, longer than any
+	// single-token secret we match except PEM blocks and long JWTs, which
+	// the token and finding rules below hold back instead.
+	window = 256
+	// maxToken bounds how far the cut moves back to keep a token whole.
+	maxToken = 4 << 10
+	// maxHold bounds the held-back text; past it everything is emitted
+	// (findings still redacted whole).
+	maxHold = maxPEM
+	// keep is how much already-emitted text stays as context for the next
+	// scan (context words for SSNs and AWS secrets).
+	keep = 64
+)
+
+// Stream implements contexts.Guard. The mode is fixed when the stream
+// starts.
+func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamRedactor {
+	mode := g.ModeOf(ctx, tenantID)
+	if mode == ModeOff {
+		return passStream{}
+	}
+	// The redactor lives for one call; it keeps the call's ctx for the
+	// Audit hook because the contexts.StreamRedactor contract has no ctx.
+	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode}
+}
+
+type passStream struct{}
+
+func (passStream) Write(chunk string) string { return chunk }
+func (passStream) Flush() string             { return "" }
+
+// stream is one output stream's state. Not safe for concurrent use (one
+// stream is written by one goroutine).
+type stream struct {
+	g      *Guard
+	ctx    context.Context
+	tenant string
+	mode   string
+
+	pending string // raw text not yet emitted
+	prev    string // the tail of emitted raw text, context for the next scan
+	base    int    // stream offset of pending[0]
+	inPEM   bool   // swallowing the rest of a private key block
+	pemLine string // partial line while inPEM
+}
+
+var _ contexts.StreamRedactor = (*stream)(nil)
+
+// Write implements contexts.StreamRedactor.
+func (st *stream) Write(chunk string) string {
+	out := st.process(chunk, false)
+	if st.mode == ModeReport {
+		return chunk
+	}
+	return out
+}
+
+// Flush implements contexts.StreamRedactor.
+func (st *stream) Flush() string {
+	out := st.process("", true)
+	if st.mode == ModeReport {
+		return ""
+	}
+	return out
+}
+
+func (st *stream) process(chunk string, final bool) string {
+	var b strings.Builder
+	if st.inPEM {
+		chunk = st.skipPEM(chunk, final)
+		if st.inPEM {
+			return ""
+		}
+	}
+	st.pending += chunk
+	if st.pending == "" || !final && len(st.pending) < 2*window {
+		return ""
+	}
+	view := st.prev + st.pending
+	off := len(st.prev)
+	fs := st.g.scan(view)
+	cut := len(view)
+	force := false
+	if !final {
+		cut = st.cut(view, off, fs)
+		if cut <= off && len(st.pending) > maxHold {
+			cut, force = len(view), true
+		}
+		if cut <= off {
+			return ""
+		}
+	}
+	last := off
+	for _, f := range fs {
+		if f.End <= off || f.Start >= cut {
+			continue
+		}
+		a := max(f.Start, off)
+		b.WriteString(view[last:a])
+		b.WriteString(Marker(f.Type))
+		last = f.End
+		st.g.record(st.ctx, st.tenant, st.mode, Finding{Type: f.Type, Start: a - off, End: f.End - off, Confidence: f.Confidence}, view[f.Start:f.End], st.base)
+		if force && f.Type == TypePrivateKey && f.End == len(view) {
+			st.inPEM = true
+		}
+	}
+	b.WriteString(view[last:cut])
+	st.base += cut - off
+	st.pending = view[cut:]
+	p := max(0, cut-keep)
+	for p < cut && !utf8.RuneStart(view[p]) {
+		p++
+	}
+	st.prev = view[p:cut]
+	return b.String()
+}
+
+// cut picks where to stop emitting: window bytes before the end, moved back
+// to the start of a token that straddles it and to the start of a finding
+// that straddles it, at a normalization (and so UTF-8) boundary.
+func (st *stream) cut(view string, off int, fs []Finding) int {
+	cut := len(view) - window
+	if cut <= off {
+		return off
+	}
+	for w := cut; w > off && cut-w < maxToken; w-- {
+		if isSpace(view[w-1]) {
+			cut = w
+			break
+		}
+	}
+	for _, f := range fs {
+		if f.Start < cut && f.End > cut {
+			cut = f.Start
+			break
+		}
+	}
+	if cut <= off {
+		return off
+	}
+	if lb := norm.NFKC.LastBoundary([]byte(view[off:cut])); lb >= 0 {
+		cut = off + lb
+	} else {
+		return off
+	}
+	return cut
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
+
+// skipPEM drops the body and END line of a private key block whose BEGIN
+// was already redacted, and returns what follows it.
+func (st *stream) skipPEM(chunk string, final bool) string {
+	buf := st.pemLine + chunk
+	st.pemLine = ""
+	for {
+		nl := strings.IndexByte(buf, '\n')
+		if nl < 0 {
+			t := strings.TrimSpace(buf)
+			if final {
+				st.inPEM = false
+				if pemBodyLine(t) || strings.HasPrefix(t, "-----END") {
+					st.base += len(buf)
+					return ""
+				}
+				return buf
+			}
+			if len(buf) > maxToken && pemBodyLine(t) {
+				st.base += len(buf)
+				buf = ""
+			}
+			st.pemLine = buf
+			return ""
+		}
+		t := strings.TrimSpace(buf[:nl])
+		if strings.HasPrefix(t, "-----END") {
+			st.inPEM = false
+			st.base += nl
+			return buf[nl:]
+		}
+		if !pemBodyLine(t) {
+			st.inPEM = false
+			return buf
+		}
+		st.base += nl + 1
+		buf = buf[nl+1:]
+	}
+}
+
+func pemBodyLine(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if !is(t[i], cAlnum) && t[i] != '+' && t[i] != '/' && t[i] != '=' {
+			return false
+		}
+	}
+	return true
+}

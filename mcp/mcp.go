@@ -1,0 +1,255 @@
+// Package mcp serves the tool registry over the Model Context Protocol,
+// with the official Go SDK: stdio for `sandlot mcp` and streamable HTTP at
+// /mcp inside `sandlot serve`.
+//
+// Identity of a call: the tenant comes from the authenticated HTTP request
+// (every request, not only the one that opened the session) or, over
+// stdio, from Config.Tenant. The conversation defaults to the MCP session
+// (its id over HTTP, a UUID per connection over stdio) and the path to
+// "main". A call may name others: the tools' MCP schemas carry two extra
+// optional properties, conversationId and pathId, which are removed from
+// the arguments before the registry validates them.
+//
+// Results are returned twice, as the MCP spec suggests: as text content
+// holding the JSON and as structured content. Registry errors become tool
+// errors (isError) carrying errdefs.PublicMessage, so internals never leak.
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tools"
+)
+
+// tenantHeader carries the authenticated tenant from HTTPHandler to the
+// tool handlers (the SDK hands handlers the request headers). HTTPHandler
+// always overwrites it, so a client cannot set it.
+const tenantHeader = "X-Sandlot-Internal-Tenant"
+
+// Identity argument names accepted in every tool's MCP arguments.
+const (
+	ArgConversationID = "conversationId"
+	ArgPathID         = "pathId"
+)
+
+// Config tunes a Server. Zero values are documented per field.
+type Config struct {
+	// Tenant is the tenant of sessions without HTTP authentication
+	// (stdio, in-memory). Empty: such calls fail.
+	Tenant string
+	// Name and Version are reported to clients. "": "sandlot", "dev".
+	Name, Version string
+	// SessionTimeout closes idle HTTP sessions. 0: 30 minutes.
+	SessionTimeout time.Duration
+	// Logger: nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is an MCP server over a tool registry. It is safe for concurrent
+// use; one Server serves any number of sessions on any transports.
+type Server struct {
+	reg *tools.Registry
+	cfg Config
+	log *slog.Logger
+	srv *sdk.Server
+
+	mu    sync.Mutex
+	convs map[*sdk.ServerSession]string // conversation ids of sessions without an id (stdio)
+}
+
+// New returns a server exposing every tool of reg.
+func New(reg *tools.Registry, cfg Config) *Server {
+	if cfg.Name == "" {
+		cfg.Name = "sandlot"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 30 * time.Minute
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
+		Instructions: "Tools run in an isolated, stateful sandbox per conversation: run_code keeps variables " +
+			"between calls, files persist under /home/user, and there is no network access.",
+		Capabilities: &sdk.ServerCapabilities{},
+	})
+	for _, t := range reg.Tools() {
+		s.srv.AddTool(&sdk.Tool{
+			Name:        t.Name,
+			Description: t.Description,
+			InputSchema: withIdentityArgs(t.InputSchema),
+		}, s.handler(t.Name))
+	}
+	return s
+}
+
+// withIdentityArgs adds the optional conversationId and pathId properties
+// to a tool's input schema.
+func withIdentityArgs(schema json.RawMessage) json.RawMessage {
+	var m map[string]any
+	if err := json.Unmarshal(schema, &m); err != nil {
+		panic(fmt.Sprintf("mcp: tool schema: %v", err)) // registry schemas are embedded and tested
+	}
+	props, _ := m["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+		m["properties"] = props
+	}
+	props[ArgConversationID] = map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+		"description": "Conversation whose sandbox to use (default: this MCP session)."}
+	props[ArgPathID] = map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+		"description": "Path (branch) of the conversation (default: main)."}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: tool schema: %v", err))
+	}
+	return b
+}
+
+// Run serves one session on t until the client disconnects or ctx ends.
+// Calls are made for Config.Tenant.
+func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
+	return s.srv.Run(ctx, t)
+}
+
+// ServeStdio serves one session on stdin/stdout.
+func (s *Server) ServeStdio(ctx context.Context) error {
+	return s.Run(ctx, &sdk.StdioTransport{})
+}
+
+// HTTPHandler serves streamable HTTP. auth authenticates every request
+// and returns its tenant; an error answers with the error's HTTP status
+// (errdefs) and its public message.
+func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err error)) http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+		SessionTimeout: s.cfg.SessionTimeout,
+		Logger:         s.log,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, err := auth(r)
+		if err == nil && tenant == "" {
+			err = fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
+		}
+		if err != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(errdefs.HTTPStatus(err))
+			json.NewEncoder(w).Encode(map[string]string{"code": string(errdefs.CodeOf(err)), "message": errdefs.PublicMessage(err)})
+			return
+		}
+		r.Header.Del(tenantHeader)
+		r.Header.Set(tenantHeader, tenant)
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handler(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		id, args, err := s.identity(req)
+		if err != nil {
+			return toolError(err), nil
+		}
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, nil)
+		if err != nil {
+			if !errdefs.IsClientFault(err) {
+				s.log.ErrorContext(ctx, "mcp tool call failed", "tool", name, "tenant", id.TenantID, "err", err)
+			}
+			return toolError(err), nil
+		}
+		b, err := json.Marshal(res)
+		if err != nil {
+			s.log.ErrorContext(ctx, "mcp tool result", "tool", name, "err", err)
+			return toolError(err), nil
+		}
+		return &sdk.CallToolResult{
+			Content:           []sdk.Content{&sdk.TextContent{Text: string(b)}},
+			StructuredContent: json.RawMessage(b),
+		}, nil
+	}
+}
+
+func toolError(err error) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: errdefs.PublicMessage(err)}}}
+}
+
+// identity resolves the call's identity and returns the arguments without
+// the identity fields.
+func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.RawMessage, error) {
+	var id contexts.Identity
+	if req.Extra != nil && req.Extra.Header != nil {
+		// HTTP: only the header HTTPHandler set counts.
+		id.TenantID = req.Extra.Header.Get(tenantHeader)
+	} else {
+		id.TenantID = s.cfg.Tenant
+	}
+	if id.TenantID == "" {
+		return id, nil, fmt.Errorf("no tenant for this MCP session: %w", errdefs.ErrUnauthenticated)
+	}
+	args := req.Params.Arguments
+	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] == '{' {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(args, &m); err != nil {
+			return id, nil, fmt.Errorf("arguments are not valid JSON: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		for key, dst := range map[string]*string{ArgConversationID: &id.ConversationID, ArgPathID: &id.PathID} {
+			raw, ok := m[key]
+			if !ok {
+				continue
+			}
+			if err := json.Unmarshal(raw, dst); err != nil || *dst == "" || len(*dst) > 256 {
+				return id, nil, fmt.Errorf("%s must be a non-empty string of at most 256 characters: %w", key, errdefs.ErrInvalidArgument)
+			}
+			delete(m, key)
+		}
+		var err error
+		if args, err = json.Marshal(m); err != nil {
+			return id, nil, errors.Join(err, errdefs.ErrInvalidArgument)
+		}
+	}
+	if id.ConversationID == "" {
+		id.ConversationID = s.sessionConversation(req.Session)
+	}
+	if id.PathID == "" {
+		id.PathID = contexts.DefaultPath
+	}
+	return id, args, nil
+}
+
+// sessionConversation is the session's id, or a UUID kept for the life of
+// a session that has none (stdio, in-memory).
+func (s *Server) sessionConversation(ss *sdk.ServerSession) string {
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.convs[ss]; ok {
+		return c
+	}
+	c := uuid.NewString()
+	s.convs[ss] = c
+	go func() {
+		ss.Wait()
+		s.mu.Lock()
+		delete(s.convs, ss)
+		s.mu.Unlock()
+	}()
+	return c
+}

@@ -1,0 +1,292 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tools"
+)
+
+// runResult decodes a run_code tool result, checking that the text content
+// and the structured content agree.
+func runResult(t *testing.T, res *sdk.CallToolResult) tools.RunCodeResult {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(res))
+	}
+	var fromText, fromStructured tools.RunCodeResult
+	if err := json.Unmarshal([]byte(text(res)), &fromText); err != nil {
+		t.Fatalf("text content %q: %v", text(res), err)
+	}
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &fromStructured); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	if fromText.Stdout != fromStructured.Stdout || fromText.Success != fromStructured.Success {
+		t.Errorf("text %+v and structured %+v differ", fromText, fromStructured)
+	}
+	return fromStructured
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func runCode(t *testing.T, cs *sdk.ClientSession, args map[string]any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool: %v", err)
+	}
+	return res
+}
+
+// fakeSecret builds an OpenAI-shaped key at test time, so no real-looking
+// secret is committed.
+func fakeSecret(t *testing.T) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 48)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return "sk-proj-" + string(b)
+}
+
+// exercise runs the scenario every transport must pass: list the tools,
+// keep state across two calls, redact a secret, report errors as tool
+// errors, and honour pathId.
+func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) contexts.Identity {
+	ctx := context.Background()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]*sdk.Tool{}
+	for _, tl := range lt.Tools {
+		names[tl.Name] = tl
+	}
+	for _, want := range s.reg.Tools() {
+		tl, ok := names[want.Name]
+		if !ok {
+			t.Errorf("tool %s not listed", want.Name)
+			continue
+		}
+		schema, _ := json.Marshal(tl.InputSchema)
+		if !strings.Contains(string(schema), `"conversationId"`) || !strings.Contains(string(schema), `"additionalProperties":false`) {
+			t.Errorf("tool %s schema lacks identity args or strictness: %s", tl.Name, schema)
+		}
+	}
+	if len(lt.Tools) != len(s.reg.Tools()) {
+		t.Errorf("%d tools listed, want %d", len(lt.Tools), len(s.reg.Tools()))
+	}
+
+	// State persists between calls of one session.
+	r1 := runResult(t, runCode(t, cs, map[string]any{"language": "python", "code": "x = 41"}))
+	if !r1.Success {
+		t.Fatalf("first call: %+v", r1)
+	}
+	first := s.lastCall(t)
+	r2 := runResult(t, runCode(t, cs, map[string]any{"language": "python", "code": "print(x + 1)"}))
+	if !r2.Success || r2.Stdout != "42\n" {
+		t.Fatalf("second call: %+v (error %+v)", r2, r2.Error)
+	}
+	second := s.lastCall(t)
+	if first.Identity != second.Identity || first.Identity.TenantID != tenant ||
+		first.Identity.ConversationID == "" || first.Identity.PathID != contexts.DefaultPath {
+		t.Errorf("identities %+v, %+v; want tenant %s, one conversation, path main", first.Identity, second.Identity, tenant)
+	}
+	if first.Forced {
+		t.Error("an MCP call was recorded as forced")
+	}
+
+	// Another path of the conversation is another context: no x there.
+	r3 := runResult(t, runCode(t, cs, map[string]any{"language": "python", "code": "print(x)", "pathId": "branch-b"}))
+	if r3.Success || r3.Error == nil || r3.Error.Name != "NameError" {
+		t.Errorf("pathId branch-b saw main's state: %+v", r3)
+	}
+	if ev := s.lastCall(t); ev.Identity.PathID != "branch-b" || ev.Identity.ConversationID != first.Identity.ConversationID {
+		t.Errorf("branch identity = %+v", ev.Identity)
+	}
+
+	// A secret printed by the code comes back redacted.
+	secret := fakeSecret(t)
+	if got := s.guard.Text(ctx, tenant, secret); got == secret {
+		t.Fatalf("precondition: the guard does not redact %s", secret)
+	}
+	half := len(secret) / 2
+	code := "k = " + jsonString(secret[:half]) + " + " + jsonString(secret[half:]) + "\nprint('key:', k)"
+	r4 := runResult(t, runCode(t, cs, map[string]any{"language": "python", "code": code}))
+	if strings.Contains(r4.Stdout, secret) || !strings.Contains(r4.Stdout, "[REDACTED:") {
+		t.Errorf("secret not redacted: %q", r4.Stdout)
+	}
+
+	// Bad arguments are a tool error with the public message.
+	res := runCode(t, cs, map[string]any{"language": "cobol", "code": "x"})
+	if !res.IsError || !strings.Contains(text(res), "run_code: language must be one of python, javascript, typescript, bash, sh") {
+		t.Errorf("bad language: isError=%v %q", res.IsError, text(res))
+	}
+	res = runCode(t, cs, map[string]any{"language": "python", "code": "1", "pathId": ""})
+	if !res.IsError || !strings.Contains(text(res), "pathId must be a non-empty string") {
+		t.Errorf("empty pathId: isError=%v %q", res.IsError, text(res))
+	}
+	t.Logf("redacted output: %q", r4.Stdout)
+	return first.Identity
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func TestInMemory(t *testing.T) {
+	s := newStack(t)
+	srv := New(s.reg, Config{Tenant: "tenant-stdio"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, ct := sdk.NewInMemoryTransports()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, st) }()
+	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := exercise(t, s, cs, "tenant-stdio")
+
+	// A second session is a second conversation: it does not see x.
+	st2, ct2 := sdk.NewInMemoryTransports()
+	go srv.Run(ctx, st2)
+	cs2, err := client.Connect(ctx, ct2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runResult(t, runCode(t, cs2, map[string]any{"language": "python", "code": "print(x)"})); r.Success {
+		t.Errorf("second session shares the first one's conversation: %+v", r)
+	}
+	// Unless it names the conversation.
+	r := runResult(t, runCode(t, cs2, map[string]any{"language": "python", "code": "print(x)", "conversationId": id.ConversationID}))
+	if !r.Success || r.Stdout != "41\n" {
+		t.Errorf("naming the conversation: %+v", r)
+	}
+	cs.Close()
+	cs2.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("server did not stop after the client closed")
+	}
+}
+
+func TestNoTenant(t *testing.T) {
+	s := newStack(t)
+	srv := New(s.reg, Config{})
+	ctx := context.Background()
+	st, ct := sdk.NewInMemoryTransports()
+	go srv.Run(ctx, st)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := runCode(t, cs, map[string]any{"language": "python", "code": "1"})
+	if !res.IsError || !strings.Contains(text(res), "no tenant") {
+		t.Errorf("no tenant: %v %q", res.IsError, text(res))
+	}
+}
+
+// headerTransport adds the API key to every request.
+type headerTransport struct{ key string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-API-Key", h.key)
+	r.Header.Set(tenantHeader, "spoofed") // must be overwritten by the server
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func apiKeyAuth(r *http.Request) (string, error) {
+	switch r.Header.Get("X-API-Key") {
+	case "key-1":
+		return "tenant-http", nil
+	case "key-2":
+		return "tenant-other", nil
+	}
+	return "", errors.Join(errors.New("invalid API key"), errdefs.ErrUnauthenticated)
+}
+
+func TestStreamableHTTP(t *testing.T) {
+	s := newStack(t)
+	srv := New(s.reg, Config{Tenant: "must-not-be-used"})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv.HTTPHandler(apiKeyAuth))
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+
+	ctx := context.Background()
+	connect := func(key string) (*sdk.ClientSession, error) {
+		tr := &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{key}}}
+		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	}
+	cs, err := connect("key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	exercise(t, s, cs, "tenant-http")
+	if ev := s.lastCall(t); ev.Identity.ConversationID != cs.ID() {
+		t.Errorf("conversation %q, want the MCP session id %q", ev.Identity.ConversationID, cs.ID())
+	}
+
+	// No key, or a wrong one: 401 with a JSON error, before any MCP.
+	if _, err := connect("wrong"); err == nil {
+		t.Error("connect with a wrong key succeeded")
+	}
+	resp, err := http.Post(hs.URL+"/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]string
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || body["code"] != "unauthenticated" {
+		t.Errorf("no key: %d %v", resp.StatusCode, body)
+	}
+
+	// Another tenant reusing the session id runs as itself, in its own
+	// context: the first tenant's state is not reachable.
+	cs2, err := connect("key-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	r := runResult(t, runCode(t, cs2, map[string]any{"language": "python", "code": "print(x)", "conversationId": cs.ID()}))
+	if r.Success {
+		t.Errorf("tenant-other reached tenant-http's conversation: %+v", r)
+	}
+	if ev := s.lastCall(t); ev.Identity.TenantID != "tenant-other" || ev.Identity.ConversationID != cs.ID() {
+		t.Errorf("identity = %+v", ev.Identity)
+	}
+}

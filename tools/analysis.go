@@ -1,0 +1,169 @@
+package tools
+
+import (
+	"context"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+//go:embed analysis/*.py
+var analysisFS embed.FS
+
+// AnalysisResult is the result of run_analysis.
+type AnalysisResult struct {
+	Success      bool   `json:"success"`
+	AnalysisType string `json:"analysisType"`
+	OutputFormat string `json:"outputFormat"`
+	// Builtin is set when a built-in program ran (code omitted).
+	Builtin  bool   `json:"builtin"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	ExitCode int    `json:"exitCode"`
+	// Result is the value of the program's last expression (its JSON
+	// when the kernel provides it, else its text), or null.
+	Result any `json:"result"`
+	// ParsedOutput is stdout parsed as OutputFormat: json gives the
+	// value, csv an array of objects keyed by the header row (values are
+	// strings), text the trimmed text. It is null when the run failed or
+	// the output did not parse; ParseError then says why.
+	ParsedOutput    any              `json:"parsedOutput"`
+	ParseError      string           `json:"parseError,omitempty"`
+	Error           *agent.ExecError `json:"error,omitempty"`
+	TimedOut        bool             `json:"timedOut,omitempty"`
+	ExecutionTimeMs int64            `json:"executionTimeMs"`
+	SandboxID       string           `json:"sandboxId"`
+	Truncated       bool             `json:"truncated"`
+	OutputType      string           `json:"outputType"`
+}
+
+// AnalysisProgram returns the python program run_analysis runs for a
+// built-in analysis type with the given parameters and output format
+// (exported for tests and for callers that want to show the code).
+func AnalysisProgram(analysisType string, params json.RawMessage, outputFormat string) (string, error) {
+	body, err := analysisFS.ReadFile("analysis/" + analysisType + ".py")
+	if err != nil {
+		return "", fmt.Errorf("run_analysis: no built-in program for %s: %w", analysisType, errdefs.ErrInvalidArgument)
+	}
+	emit, err := analysisFS.ReadFile("analysis/emit.py")
+	if err != nil {
+		return "", fmt.Errorf("run_analysis: emit.py: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString(paramsPrelude("python", params, outputFormat))
+	b.Write(emit)
+	b.WriteString("\n")
+	b.Write(body)
+	// Run in a try so the helpers never stay in the user's kernel namespace.
+	b.WriteString("\ntry:\n    _sandlot_emit(_sandlot_run(params), output_format)\nfinally:\n    del _sandlot_run, _sandlot_emit\n")
+	return b.String(), nil
+}
+
+// paramsPrelude defines params and output_format for code in language.
+// The JSON travels base64-encoded so no quoting of user data can break out
+// of the literal. JavaScript uses globalThis so that a persistent kernel
+// accepts the prelude twice.
+func paramsPrelude(language string, params json.RawMessage, outputFormat string) string {
+	enc := base64.StdEncoding.EncodeToString(params)
+	if language == agent.JavaScript {
+		return fmt.Sprintf("globalThis.params = JSON.parse(Buffer.from(%q, 'base64').toString('utf8'));\nglobalThis.output_format = %q;\n", enc, outputFormat)
+	}
+	return fmt.Sprintf("import json as _sandlot_json, base64 as _sandlot_b64\nparams = _sandlot_json.loads(_sandlot_b64.b64decode(%q).decode('utf-8'))\noutput_format = %q\ndel _sandlot_json, _sandlot_b64\n", enc, outputFormat)
+}
+
+func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	typ := str(args, "analysisType")
+	format := str(args, "outputFormat")
+	if format == "" {
+		format = "json"
+	}
+	lang := str(args, "language")
+	if lang == "" {
+		lang = agent.Python
+	}
+	// The raw parameters, not the decoded map: object key order matters
+	// (column order in data_analysis) and maps would sort it.
+	var raw struct {
+		Parameters json.RawMessage `json:"parameters"`
+	}
+	if err := json.Unmarshal(call.Args, &raw); err != nil {
+		return nil, fmt.Errorf("run_analysis: parameters: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	params := raw.Parameters
+	var err error
+	code := str(args, "code")
+	builtin := code == ""
+	if builtin {
+		if typ == "custom" {
+			return nil, fmt.Errorf("run_analysis: analysisType custom requires code: %w", errdefs.ErrInvalidArgument)
+		}
+		if lang != agent.Python {
+			return nil, fmt.Errorf("run_analysis: the built-in %s program is python; language %s needs code: %w", typ, lang, errdefs.ErrInvalidArgument)
+		}
+		if code, err = AnalysisProgram(typ, params, format); err != nil {
+			return nil, err
+		}
+	} else {
+		code = paramsPrelude(lang, params, format) + code
+	}
+	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond}
+	res, err := r.c.Execute(ctx, call.Identity, req, out)
+	if err != nil {
+		return nil, fmt.Errorf("run_analysis: %w", err)
+	}
+	cr := r.codeResult(res)
+	ar := &AnalysisResult{
+		Success:         cr.Success,
+		AnalysisType:    typ,
+		OutputFormat:    format,
+		Builtin:         builtin,
+		Stdout:          cr.Stdout,
+		Stderr:          cr.Stderr,
+		ExitCode:        cr.ExitCode,
+		Error:           cr.Error,
+		TimedOut:        cr.TimedOut,
+		ExecutionTimeMs: cr.ExecutionTimeMs,
+		SandboxID:       cr.SandboxID,
+		Truncated:       cr.Truncated,
+		OutputType:      cr.OutputType,
+		Result:          mainValue(cr.Results),
+	}
+	if ar.Success {
+		switch {
+		case res.Truncated || len(res.Stdout) > r.cfg.MaxOutput && cr.Stdout != res.Stdout:
+			ar.ParseError = fmt.Sprintf("output was truncated (over %d characters); it cannot be parsed as %s", r.cfg.MaxOutput, format)
+		case format == "text":
+			ar.ParsedOutput = strings.TrimSpace(res.Stdout)
+		default:
+			ar.ParsedOutput, ar.ParseError = parseOutput(format, res.Stdout)
+		}
+	}
+	return ar, nil
+}
+
+// mainValue returns the last expression's value: its JSON when present,
+// else its text.
+func mainValue(results []agent.RichResult) any {
+	for _, rr := range results {
+		if !rr.Main {
+			continue
+		}
+		if len(rr.JSON) > 0 {
+			var v any
+			if json.Unmarshal(rr.JSON, &v) == nil {
+				return v
+			}
+		}
+		if rr.Text != "" {
+			return rr.Text
+		}
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// RunCodeResult is the result of run_code. The HTTP layer adds the
+// conversation and path ids.
+type RunCodeResult struct {
+	Success         bool               `json:"success"`
+	Stdout          string             `json:"stdout"`
+	Stderr          string             `json:"stderr"`
+	ExitCode        int                `json:"exitCode"`
+	ExecutionTimeMs int64              `json:"executionTimeMs"`
+	SandboxID       string             `json:"sandboxId"`
+	ContextID       string             `json:"contextId,omitempty"`
+	Results         []agent.RichResult `json:"results"`
+	Error           *agent.ExecError   `json:"error"`
+	TimedOut        bool               `json:"timedOut,omitempty"`
+	KernelRestarted bool               `json:"kernelRestarted,omitempty"`
+	// Truncated is set when any field was cut to MaxOutput characters
+	// (here or by the agent's own output bound).
+	Truncated bool `json:"truncated"`
+	// OutputType classifies stdout (or the main result's text when stdout
+	// is empty): json, table or text. A result carrying an HTML table
+	// (a pandas DataFrame) is a table.
+	OutputType string `json:"outputType"`
+}
+
+// BashResult is the result of the bash tool.
+type BashResult struct {
+	Success         bool   `json:"success"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	ExitCode        int    `json:"exitCode"`
+	Signal          string `json:"signal,omitempty"`
+	TimedOut        bool   `json:"timedOut,omitempty"`
+	ExecutionTimeMs int64  `json:"executionTimeMs"`
+	SandboxID       string `json:"sandboxId"`
+	Truncated       bool   `json:"truncated"`
+	OutputType      string `json:"outputType"`
+}
+
+func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	req := contexts.ExecuteRequest{
+		Language: str(args, "language"),
+		Code:     str(args, "code"),
+		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
+	}
+	res, err := r.c.Execute(ctx, call.Identity, req, out)
+	if err != nil {
+		return nil, fmt.Errorf("run_code: %w", err)
+	}
+	return r.codeResult(res), nil
+}
+
+// codeResult converts and bounds an execute result.
+func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
+	max := r.cfg.MaxOutput
+	out := &RunCodeResult{
+		Success:         res.Success,
+		ExitCode:        res.ExitCode,
+		ExecutionTimeMs: res.DurationMs,
+		SandboxID:       res.SandboxID,
+		ContextID:       res.ContextID,
+		TimedOut:        res.TimedOut,
+		KernelRestarted: res.KernelRestarted,
+		Truncated:       res.Truncated,
+		Results:         []agent.RichResult{},
+	}
+	var t1, t2 bool
+	out.Stdout, t1 = truncate(res.Stdout, max)
+	out.Stderr, t2 = truncate(res.Stderr, max)
+	out.Truncated = out.Truncated || t1 || t2
+	if res.Error != nil {
+		e := *res.Error
+		var t3, t4 bool
+		e.Value, t3 = truncate(e.Value, max)
+		e.Traceback, t4 = truncate(e.Traceback, max)
+		out.Truncated = out.Truncated || t3 || t4
+		out.Error = &e
+	}
+	for _, rr := range res.Results {
+		b, t := boundResult(rr, max)
+		out.Truncated = out.Truncated || t
+		out.Results = append(out.Results, b)
+	}
+	out.OutputType = resultOutputType(res.Stdout, out.Results)
+	return out
+}
+
+// boundResult truncates the text formats of a rich result. JSON over the
+// bound cannot be cut and stay JSON, so it moves into Text, truncated.
+// Images (PNG, JPEG, SVG) are kept whole: they are not text for a model
+// and the agent already bounds frames.
+func boundResult(rr agent.RichResult, max int) (agent.RichResult, bool) {
+	var cutAny bool
+	cut := func(s *string) {
+		var t bool
+		*s, t = truncate(*s, max)
+		cutAny = cutAny || t
+	}
+	cut(&rr.Text)
+	cut(&rr.HTML)
+	cut(&rr.Markdown)
+	cut(&rr.LaTeX)
+	cut(&rr.JavaScript)
+	if len(rr.JSON) > max {
+		if rr.Text == "" {
+			rr.Text, _ = truncate(string(rr.JSON), max)
+		}
+		rr.JSON = nil
+		cutAny = true
+	}
+	return rr, cutAny
+}
+
+func resultOutputType(stdout string, results []agent.RichResult) string {
+	if strings.TrimSpace(stdout) != "" {
+		return DetectOutputType(stdout)
+	}
+	for _, rr := range results {
+		if !rr.Main {
+			continue
+		}
+		switch {
+		case len(rr.JSON) > 0:
+			return OutputJSON
+		case strings.Contains(rr.HTML, "<table"):
+			return OutputTable
+		case rr.Text != "":
+			return DetectOutputType(rr.Text)
+		}
+	}
+	return OutputText
+}
+
+func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	p := agent.ExecParams{
+		Shell:     str(args, "command"),
+		Cwd:       str(args, "cwd"),
+		TimeoutMs: integer(args, "timeout"),
+		Tag:       "tool:bash",
+		Stream:    out != nil,
+	}
+	var res *BashResult
+	err := r.c.Use(ctx, call.Identity, r.cfg.Create, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		er, err := sb.Exec(ctx, p, out)
+		if err != nil {
+			return err
+		}
+		max := r.cfg.MaxOutput
+		res = &BashResult{
+			Success:         er.ExitCode == 0 && !er.TimedOut && er.Signal == "",
+			ExitCode:        er.ExitCode,
+			Signal:          er.Signal,
+			TimedOut:        er.TimedOut,
+			ExecutionTimeMs: er.DurationMs,
+			SandboxID:       sb.ID(),
+			Truncated:       er.Truncated,
+			OutputType:      DetectOutputType(er.Stdout),
+		}
+		var t1, t2 bool
+		res.Stdout, t1 = truncate(er.Stdout, max)
+		res.Stderr, t2 = truncate(er.Stderr, max)
+		res.Truncated = res.Truncated || t1 || t2
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bash: %w", err)
+	}
+	return res, nil
+}
+
+// rawJSON marshals v for embedding in generated code.
+func rawJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "null"
+	}
+	return string(b)
+}

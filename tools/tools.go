@@ -1,0 +1,251 @@
+// Package tools is the tool registry agents call: run_code, run_analysis,
+// bash and the file tools, each with a JSON Schema (draft 2020-12) that is
+// enforced on every call and exported for OpenAI function calling,
+// Anthropic tool use and MCP.
+//
+// Tools reach sandboxes only through Contexts (the execution-context
+// manager). The manager guards what comes back (Execute results and the
+// sandbox passed to Use), so tools do not call the guard; they bound what
+// they return (MaxOutput characters per field, truncated: true).
+//
+// bash vs run_code with language bash: the bash tool runs each command in a
+// fresh `bash -c` process through Sandbox.Exec (it honours cwd, and nothing
+// survives the call), while run_code language bash runs in the context's
+// persistent bash kernel, where variables, functions and the working
+// directory carry over between calls.
+package tools
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Contexts is what tools need of the execution-context manager
+// (contexts.Manager implements it).
+type Contexts interface {
+	Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error)
+	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+}
+
+// DefaultMaxOutput is the number of characters kept of one output field.
+const DefaultMaxOutput = 50000
+
+// Config tunes a Registry. The zero value is ready to use.
+type Config struct {
+	// MaxOutput bounds each returned text field (stdout, stderr, file
+	// content, ...) in characters. 0: DefaultMaxOutput.
+	MaxOutput int
+	// Create is passed to Contexts.Use and applies when a call creates
+	// its context. Zero: the manager's defaults.
+	Create contexts.CreateOptions
+	// Logger receives one debug line per call. nil: slog.Default().
+	Logger *slog.Logger
+	// OnCall, when set, is called after every call (for telemetry spans
+	// and metrics). It must not block.
+	OnCall func(ctx context.Context, ev CallEvent)
+}
+
+// CallEvent describes one finished call.
+type CallEvent struct {
+	Tool     string
+	Identity contexts.Identity
+	// Forced is set when the call came from a direct invocation (forceTool:
+	// a UI button or the HTTP tool route) rather than a model's choice.
+	Forced   bool
+	Duration time.Duration
+	Err      error // nil on success; a tool-level failure (success: false) is not an error
+}
+
+// Tool describes one tool.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+// Call is one invocation.
+type Call struct {
+	Name     string
+	Identity contexts.Identity
+	Args     json.RawMessage
+	// Forced marks a direct invocation by a caller (forceTool) rather
+	// than a model's choice; it is reported in CallEvent and the log.
+	Forced bool
+}
+
+// handler runs a tool with validated args.
+type handler func(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error)
+
+type entry struct {
+	tool   Tool
+	schema *schema
+	run    handler
+}
+
+// Registry holds the tools. It is safe for concurrent use; it has no
+// mutable state after New.
+type Registry struct {
+	c       Contexts
+	cfg     Config
+	log     *slog.Logger
+	entries map[string]*entry
+	order   []string
+}
+
+//go:embed schemas/*.json
+var schemaFS embed.FS
+
+// descriptions are the model-facing tool descriptions.
+var descriptions = map[string]string{
+	"run_code": "Run code in this conversation's sandbox. python, javascript, typescript and bash keep state between calls " +
+		"(variables, imports, files); sh runs once. Returns stdout, stderr, the value of the last expression and any " +
+		"figures. Files persist under /home/user. There is no network access.",
+	"run_analysis": "Run a structured analysis in the sandbox. Built-in programs (when code is omitted): tax_calculation " +
+		"(progressive brackets), compliance_check (rules against a record) and data_analysis (summary statistics of " +
+		"rows or a CSV file). custom runs your code, which receives the parameters as params. The output is parsed " +
+		"according to outputFormat into parsedOutput.",
+	"bash": "Run one shell command (bash -c) in the sandbox and return its stdout, stderr and exit code. Each call is a " +
+		"fresh process; use run_code with language bash for a persistent shell.",
+	"read_file":  "Read a text file from the sandbox, by lines (offset is the first line, counting from 1). Binary files are refused.",
+	"write_file": "Create or overwrite a text file in the sandbox. Parent directories are created.",
+	"edit_file": "Replace an exact string in a sandbox file. old_string must occur exactly once, unless replace_all " +
+		"is true; include surrounding context to make it unique.",
+	"list_files": "List a directory in the sandbox (name, type, size), optionally a few levels deep.",
+	"glob":       "Find files in the sandbox whose paths match a glob pattern (** matches any depth).",
+	"grep":       "Search sandbox files for a regular expression (RE2) and return matching lines with their paths and line numbers.",
+}
+
+// New returns a registry over c.
+func New(c Contexts, cfg Config) *Registry {
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = DefaultMaxOutput
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}}
+	handlers := map[string]handler{
+		"run_code":     r.runCode,
+		"run_analysis": r.runAnalysis,
+		"bash":         r.bash,
+		"read_file":    r.readFile,
+		"write_file":   r.writeFile,
+		"edit_file":    r.editFile,
+		"list_files":   r.listFiles,
+		"glob":         r.glob,
+		"grep":         r.grep,
+	}
+	for name, h := range handlers {
+		raw, err := schemaFS.ReadFile("schemas/" + name + ".json")
+		if err != nil {
+			panic(fmt.Sprintf("tools: schema of %s: %v", name, err)) // embedded: a build defect
+		}
+		var s schema
+		if err := json.Unmarshal(raw, &s); err != nil {
+			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+		}
+		compact, err := compactJSON(raw)
+		if err != nil {
+			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+		}
+		r.entries[name] = &entry{
+			tool:   Tool{Name: name, Description: descriptions[name], InputSchema: compact},
+			schema: &s,
+			run:    h,
+		}
+		r.order = append(r.order, name)
+	}
+	sort.Strings(r.order)
+	return r
+}
+
+// Tools lists the tools, sorted by name.
+func (r *Registry) Tools() []Tool {
+	out := make([]Tool, 0, len(r.order))
+	for _, n := range r.order {
+		out = append(out, r.entries[n].tool)
+	}
+	return out
+}
+
+// Validate checks args against the schema of tool name without running it.
+func (r *Registry) Validate(name string, args json.RawMessage) error {
+	e, ok := r.entries[name]
+	if !ok {
+		return fmt.Errorf("tool %q: %w", name, errdefs.ErrNotFound)
+	}
+	_, err := e.schema.validate(name, args)
+	return err
+}
+
+// Call validates call.Args against the tool's schema and runs it. The
+// result is the tool's JSON result struct (e.g. *RunCodeResult). Errors are
+// errdefs categories: an unknown tool is ErrNotFound, bad arguments
+// ErrInvalidArgument; a program that fails is a result with success false,
+// not an error.
+func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc) (any, error) {
+	start := time.Now()
+	res, err := r.call(ctx, call, out)
+	d := time.Since(start)
+	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,
+		"conversation", call.Identity.ConversationID, "path", call.Identity.PathID,
+		"forced", call.Forced, "duration_ms", d.Milliseconds(), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
+	if r.cfg.OnCall != nil {
+		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})
+	}
+	return res, err
+}
+
+func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc) (any, error) {
+	e, ok := r.entries[call.Name]
+	if !ok {
+		return nil, fmt.Errorf("tool %q: %w", call.Name, errdefs.ErrNotFound)
+	}
+	args, err := e.schema.validate(call.Name, call.Args)
+	if err != nil {
+		return nil, err
+	}
+	return e.run(ctx, call, args, out)
+}
+
+func compactJSON(raw []byte) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// Argument accessors. The schema has been enforced, so types are known;
+// absent fields give the zero value.
+
+func str(args map[string]any, k string) string {
+	s, _ := args[k].(string)
+	return s
+}
+
+func integer(args map[string]any, k string) int64 {
+	n, ok := args[k].(json.Number)
+	if !ok {
+		return 0
+	}
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	f, _ := n.Float64()
+	return int64(f)
+}
+
+func boolean(args map[string]any, k string) bool {
+	b, _ := args[k].(bool)
+	return b
+}
