@@ -345,8 +345,17 @@ func serve(t *testing.T, bin string) (string, string) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	need(t, resp.StatusCode == 200 && strings.HasPrefix(strings.TrimSpace(string(body)), "["),
-		fmt.Sprintf("sandlot serve mounts the E2B handler (GET /v2/sandboxes: %d %.100s)", resp.StatusCode, body))
+	if resp.StatusCode != 200 || !strings.HasPrefix(strings.TrimSpace(string(body)), "[") {
+		t.Fatalf("sandlot serve does not mount the E2B handler: GET /v2/sandboxes: %d %.200s", resp.StatusCode, body)
+	}
+	// The suite needs sandboxes: serve must have a usable provider.
+	resp, err = http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	need(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
 	return url, key
 }
 
