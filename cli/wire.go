@@ -69,7 +69,15 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
+	e2bH, e2bMatch, err := e2bWire(cfg.store.dataDir, m, st, log)
+	if err != nil {
+		m.Close(context.WithoutCancel(ctx))
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	w := &wired{
+		e2b:      e2bH,
+		e2bMatch: e2bMatch,
 		contexts: managerContexts{m},
 		tools:    registryTools{reg},
 		ready: map[string]server.Check{

@@ -84,10 +84,14 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	installed, err := installAgent(agentPath, rt.StateDir())
+	if err != nil {
+		return nil, err
+	}
 	p := &Provider{
 		rt:        rt,
 		stateDir:  rt.StateDir(),
-		agentPath: agentPath,
+		agentPath: installed,
 		limits:    cfg.Limits,
 		ready:     cfg.ReadyTimeout,
 		log:       log,
