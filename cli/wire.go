@@ -105,10 +105,12 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	return w, nil
 }
 
-// newProvider builds the providers named by --providers. When none can
-// be built (no runtime, no agent binary), sandboxes are unavailable: the
-// server still starts, and /readyz and every tool call say why.
+// newProvider builds the providers named by --providers, in fallback
+// order (a chain when there are several). When none can be built (no
+// runtime, no agent binary), sandboxes are unavailable: the server still
+// starts, and /readyz and every tool call say why.
 func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
+	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
 		switch name = strings.TrimSpace(name); name {
@@ -119,14 +121,23 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 				Limits:   contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
 				Logger:   log,
 			})
-			if err == nil {
-				log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
-				return p, nil
+			if err != nil {
+				errs = append(errs, fmt.Errorf("provider local: %w", err))
+				continue
 			}
-			errs = append(errs, fmt.Errorf("provider local: %w", err))
+			log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
+			ps = append(ps, p)
+		case "e2b":
+			ps = append(ps, e2bProvider(log))
 		default:
-			errs = append(errs, fmt.Errorf("provider %q is not built into this binary: %w", name, errdefs.ErrInvalidArgument))
+			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
 		}
+	}
+	if len(ps) > 0 {
+		for _, err := range errs {
+			log.Warn("provider skipped", slog.String(keyErr, err.Error()))
+		}
+		return providerChain(ps, log, nil), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
 	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
