@@ -422,7 +422,20 @@ func TestE2E(t *testing.T) {
 	})
 	t.Run("restart keeps state", func(t *testing.T) {
 		before, _ := a.RunCode(ctx, py("e2e", "", "x"))
+		// SIGTERM while an execution is in flight: it finishes first.
+		inflight := make(chan error, 1)
+		go func() {
+			r, err := a.RunCode(ctx, py("e2e", "slow", "import time\ntime.sleep(1.5)\n'done'"))
+			if err == nil && mainText(r) != "'done'" {
+				err = fmt.Errorf("result %+v", r)
+			}
+			inflight <- err
+		}()
+		time.Sleep(700 * time.Millisecond)
 		d.stop(t)
+		if err := <-inflight; err != nil {
+			t.Fatalf("in-flight execution across SIGTERM: %v", err)
+		}
 		d2 := startDaemon(top, dir)
 		d = d2
 		a2 := d2.client(d2.key)

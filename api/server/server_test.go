@@ -606,6 +606,10 @@ func TestRequestID(t *testing.T) {
 	if w.Header().Get("X-Request-Id") != "abc-123" {
 		t.Fatal(w.Header())
 	}
+	w = e.do(t, req{method: "GET", path: "/v1//contexts"})
+	if w.Code/100 != 3 || w.Header().Get("Location") != "/v1/contexts" { // the mux's redirect to the clean path
+		t.Fatalf("unclean path: %d %v", w.Code, w.Header())
+	}
 	w = e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "bad id\x01"}})
 	if got := w.Header().Get("X-Request-Id"); len(got) != 36 {
 		t.Fatalf("%q", got)
