@@ -35,7 +35,7 @@ var (
 	buildErr  error
 )
 
-func sandlotBin(t *testing.T) string {
+func sandlotBin(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("SANDLOT_BIN"); b != "" {
 		return b
@@ -60,7 +60,7 @@ func sandlotBin(t *testing.T) string {
 
 // needRuntime skips (or, with CI=true, fails) when this machine cannot run
 // sandboxes.
-func needRuntime(t *testing.T, why string) {
+func needRuntime(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("precondition missing in CI: %s", why)
@@ -68,7 +68,7 @@ func needRuntime(t *testing.T, why string) {
 	t.Skipf("skipping: %s", why)
 }
 
-func runtimePreconditions(t *testing.T) {
+func runtimePreconditions(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		needRuntime(t, "needs root")
@@ -107,7 +107,7 @@ func (f *fileLog) String() string {
 var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
 
 // startDaemon starts serve on a free loopback port over dataDir.
-func startDaemon(t *testing.T, dataDir string, extra ...string) *daemon {
+func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s"}, extra...)
@@ -176,7 +176,7 @@ func tail(s string, n int) string {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (d *daemon) stop(t *testing.T) {
+func (d *daemon) stop(t testing.TB) {
 	t.Helper()
 	if d.exited {
 		t.Fatal("serve already stopped")
@@ -200,7 +200,7 @@ func (d *daemon) client(key string) *client.Client {
 
 // cleanup terminates every active context of key's tenant, so no sandbox
 // outlives the test.
-func (d *daemon) cleanup(t *testing.T, keys ...string) {
+func (d *daemon) cleanup(t testing.TB, keys ...string) {
 	t.Helper()
 	for _, k := range keys {
 		c := d.client(k)
@@ -217,7 +217,7 @@ func (d *daemon) cleanup(t *testing.T, keys ...string) {
 }
 
 // raw does one HTTP call and returns the status and body.
-func raw(t *testing.T, method, url, key, body string, header ...string) (int, string) {
+func raw(t testing.TB, method, url, key, body string, header ...string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	if key != "" {
@@ -553,5 +553,31 @@ func TestE2EWarmLatency(t *testing.T) {
 			t.Logf("warm run_code python 1+1 over HTTP (loopback, keep-alive, store %s), %d calls: p50 %v p90 %v p99 %v",
 				st, n, lat[n/2], lat[n*9/10], lat[n*99/100])
 		})
+	}
+}
+
+// BenchmarkE2EWarmRunCode is the warm run_code python `1+1` round trip over
+// HTTP on loopback against a serve subprocess (SQLite store).
+func BenchmarkE2EWarmRunCode(b *testing.B) {
+	runtimePreconditions(b)
+	dir, err := os.MkdirTemp("", "sl-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	d := startDaemon(b, dir, "--log-level", "warn")
+	defer func() { d.cleanup(b, d.key); d.stop(b) }()
+	c := d.client(d.key)
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		if _, err := c.RunCode(ctx, py("bench", "", "1+1")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.RunCode(ctx, py("bench", "", "1+1")); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
