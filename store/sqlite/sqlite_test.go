@@ -130,3 +130,13 @@ func TestTwoStoresOneFile(t *testing.T) {
 		t.Fatalf("%d Terminates returned true, want 1", terminated.Load())
 	}
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "sandlot.db"), sqlite.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}
