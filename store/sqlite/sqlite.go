@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -56,12 +58,22 @@ var (
 	_ tenant.Store   = (*Store)(nil)
 )
 
-// Open opens (creating if needed) the database file at path and migrates
-// it to the current schema.
+// Open opens the database file at path, creating it (mode 0600) and its
+// directory when missing, and migrates it to the current schema.
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite: a database file path is required: %w", errdefs.ErrInvalidArgument)
 	}
+	// The file holds key hashes: create it (and its directory) private.
+	// SQLite gives the -wal and -shm files the database file's mode.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	f.Close()
 	if cfg.BusyTimeout == 0 {
 		cfg.BusyTimeout = 5 * time.Second
 	}

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -139,4 +140,20 @@ func BenchmarkStore(b *testing.B) {
 		}
 		return s
 	})
+}
+
+func TestCreatesPrivateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "sandlot.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database file mode %v, want 0600", fi.Mode().Perm())
+	}
 }
