@@ -115,6 +115,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
+	if latest := ms[len(ms)-1].Version; cur > latest {
+		return fmt.Errorf("database schema is at version %d, newer than this binary's %d: %w", cur, latest, errdefs.ErrFailedPrecondition)
+	}
 	for _, m := range ms {
 		if m.Version <= cur {
 			continue

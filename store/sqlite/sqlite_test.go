@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -155,5 +156,27 @@ func TestCreatesPrivateFile(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("database file mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// TestNewerSchema refuses a database migrated by a newer binary.
+func TestNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sandlot.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := sqlite.Open(ctx, path, sqlite.Config{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Open of a newer schema: %v, want failed_precondition", err)
 	}
 }

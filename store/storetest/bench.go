@@ -11,12 +11,30 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// Bench runs the store benchmarks: the manager's two hot calls,
-// RecordExecution (after every execution) and GetActive (on every request),
-// serially and in parallel, unscoped (system) and tenant-scoped. open must
+// Bench runs the store benchmarks: the API's key lookup (every request)
+// and the manager's two hot calls, RecordExecution (after every execution)
+// and GetActive (every request), serially and in parallel, unscoped
+// (system) and tenant-scoped. open must
 // return a fresh, empty backend.
 func Bench(b *testing.B, open func(b *testing.B) store.Backend) {
 	bg := context.Background()
+	b.Run("TenantByKeyHash", func(b *testing.B) {
+		s := open(b)
+		defer s.Close()
+		hashes := make([]string, 100)
+		for i := range hashes {
+			hashes[i] = tenant.HashKey(fmt.Sprint("e2b_bench_", i))
+			if err := s.CreateTenant(bg, &tenant.Tenant{Name: fmt.Sprint("t", i)}, hashes[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if _, err := s.TenantByKeyHash(bg, hashes[i%len(hashes)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, scoped := range []bool{false, true} {
 		ctx, suffix := bg, ""
 		if scoped {
