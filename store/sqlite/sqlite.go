@@ -50,7 +50,7 @@ type Config struct {
 type Store struct {
 	w, r *sql.DB // w: the one writer connection; r: readers (query_only)
 
-	getStmt, getActiveStmt, recordStmt, touchStmt, terminateStmt *sql.Stmt
+	getStmt, getActiveStmt, recordStmt, touchStmt, terminateStmt, keyStmt *sql.Stmt
 }
 
 var (
@@ -195,6 +195,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.terminateStmt = prep(s.w, `UPDATE execution_contexts SET state = ?3, reason = ?4, terminated_at = ?5,
 		last_error = CASE WHEN ?6 = '' THEN last_error ELSE ?6 END, updated_at = ?7
 		WHERE id = ?2 AND state IN ('creating', 'ready')`+scopeCond)
+	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix
+		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`)
 	return err
 }
 
@@ -488,7 +490,7 @@ func (s *Store) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record
 
 // Close implements contexts.Store.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.getStmt, s.getActiveStmt, s.recordStmt, s.touchStmt, s.terminateStmt} {
+	for _, st := range []*sql.Stmt{s.getStmt, s.getActiveStmt, s.recordStmt, s.touchStmt, s.terminateStmt, s.keyStmt} {
 		if st != nil {
 			st.Close()
 		}
@@ -547,8 +549,7 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 
 // TenantByKeyHash implements tenant.Store.
 func (s *Store) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
-	t, err := scanTenant(s.r.QueryRowContext(ctx, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix
-		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`, keyHash))
+	t, err := scanTenant(s.keyStmt.QueryRowContext(ctx, keyHash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("key: %w", errdefs.ErrNotFound)
 	}
