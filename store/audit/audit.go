@@ -1,0 +1,29 @@
+// Package audit declares the event of the audit trail that every store
+// keeps. It is its own package so that the store implementations and the
+// store package (which opens them) do not import each other; callers use it
+// as store.AuditEvent.
+package audit
+
+import "time"
+
+// Well-known event kinds. Kind is free-form; these are the ones sandlot
+// writes.
+const (
+	KindContextCreated    = "context.created"
+	KindContextTerminated = "context.terminated"
+	KindGuardFinding      = "guard.finding"
+	KindTenantCreated     = "tenant.created"
+	KindTenantDeleted     = "tenant.deleted"
+	KindKeyRotated        = "tenant.key_rotated"
+)
+
+// Event is one audit record. ID and (when zero) At are assigned by the
+// store on append; At is kept at millisecond precision in UTC.
+type Event struct {
+	ID        int64             `json:"id"`
+	TenantID  string            `json:"tenantId,omitempty"`
+	ContextID string            `json:"contextId,omitempty"`
+	Kind      string            `json:"kind"`
+	Detail    map[string]string `json:"detail,omitempty"`
+	At        time.Time         `json:"at"`
+}

@@ -1,0 +1,167 @@
+// Package rules holds the record rules every store applies the same way,
+// so that the conformance suite can hold them all to one behaviour.
+package rules
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// DefaultListLimit is the page size of List and ListAudit when none is given.
+const DefaultListLimit = 100
+
+// Time truncates t to the stored precision (milliseconds, UTC). The zero
+// time stays zero.
+func Time(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// PrepareCreate validates rec for Create and fills its defaults in place:
+// a new UUID when ID is empty (a given ID must be a UUID), state creating when State is empty,
+// CreatedAt/LastUsedAt of now when zero, and times truncated.
+func PrepareCreate(ctx context.Context, rec *contexts.Record, now time.Time) error {
+	if rec.TenantID == "" || rec.ConversationID == "" || rec.PathID == "" {
+		return fmt.Errorf("create context: identity %+v is incomplete: %w", rec.Identity, errdefs.ErrInvalidArgument)
+	}
+	if rec.State == "" {
+		rec.State = contexts.StateCreating
+	}
+	if !rec.State.Active() {
+		return fmt.Errorf("create context: state %q is not active: %w", rec.State, errdefs.ErrInvalidArgument)
+	}
+	if err := CheckTenant(ctx, rec.TenantID); err != nil {
+		return err
+	}
+	if rec.ID == "" {
+		rec.ID = uuid.NewString()
+	} else if u, err := uuid.Parse(rec.ID); err != nil || len(rec.ID) != 36 {
+		return fmt.Errorf("create context: id %q is not a UUID: %w", rec.ID, errdefs.ErrInvalidArgument)
+	} else {
+		rec.ID = u.String() // canonical lower case: IDs order the same in every store
+	}
+	now = Time(now)
+	if rec.CreatedAt.IsZero() {
+		rec.CreatedAt = now
+	}
+	if rec.LastUsedAt.IsZero() {
+		rec.LastUsedAt = rec.CreatedAt
+	}
+	Normalize(rec)
+	return nil
+}
+
+// Normalize truncates rec's times and turns an empty metadata map into nil,
+// the form every store returns.
+func Normalize(rec *contexts.Record) {
+	rec.CreatedAt = Time(rec.CreatedAt)
+	rec.LastUsedAt = Time(rec.LastUsedAt)
+	rec.ExpiresAt = Time(rec.ExpiresAt)
+	if rec.TerminatedAt != nil {
+		t := Time(*rec.TerminatedAt)
+		rec.TerminatedAt = &t
+	}
+	if len(rec.Metadata) == 0 {
+		rec.Metadata = nil
+	}
+}
+
+// CheckUpdate reports whether a record in state from may be saved with
+// state to: to must be a known state, and nothing leaves a final state.
+func CheckUpdate(id string, from, to contexts.State) error {
+	switch to {
+	case contexts.StateCreating, contexts.StateReady, contexts.StateTerminated, contexts.StateError:
+	default:
+		return fmt.Errorf("context %s: unknown state %q: %w", id, to, errdefs.ErrInvalidArgument)
+	}
+	if !from.Active() && from != to {
+		return fmt.Errorf("context %s is %s and cannot become %s: %w", id, from, to, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// CheckTenant rejects writing a row of tenantID when ctx is scoped to
+// another tenant.
+func CheckTenant(ctx context.Context, tenantID string) error {
+	if scope, ok := tenant.FromContext(ctx); ok && scope != tenantID {
+		return fmt.Errorf("tenant %s may not write rows of tenant %s: %w", scope, tenantID, errdefs.ErrPermissionDenied)
+	}
+	return nil
+}
+
+// Visible reports whether a row of tenantID is visible to ctx.
+func Visible(ctx context.Context, tenantID string) bool {
+	scope, ok := tenant.FromContext(ctx)
+	return !ok || scope == tenantID
+}
+
+// FinalState is the state Terminate moves a record to for reason.
+func FinalState(reason contexts.Reason) contexts.State {
+	if reason == contexts.ReasonError {
+		return contexts.StateError
+	}
+	return contexts.StateTerminated
+}
+
+// PrepareTenant validates t for CreateTenant and fills its defaults.
+func PrepareTenant(t *tenant.Tenant, now time.Time) error {
+	if t.ID == "" {
+		t.ID = uuid.NewString()
+	}
+	if t.GuardMode == "" {
+		t.GuardMode = tenant.GuardEnforce
+	}
+	if err := CheckGuardMode(t.GuardMode); err != nil {
+		return err
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = now
+	}
+	t.CreatedAt = Time(t.CreatedAt)
+	return nil
+}
+
+// CheckGuardMode rejects an unknown guard mode.
+func CheckGuardMode(m string) error {
+	switch m {
+	case tenant.GuardOff, tenant.GuardReport, tenant.GuardEnforce:
+		return nil
+	}
+	return fmt.Errorf("guard mode %q: %w", m, errdefs.ErrInvalidArgument)
+}
+
+// PrepareAudit validates ev for AppendAudit and fills its defaults.
+func PrepareAudit(ctx context.Context, ev *audit.Event, now time.Time) error {
+	if ev.Kind == "" {
+		return fmt.Errorf("audit event without kind: %w", errdefs.ErrInvalidArgument)
+	}
+	if err := CheckTenant(ctx, ev.TenantID); err != nil {
+		return err
+	}
+	if ev.At.IsZero() {
+		ev.At = now
+	}
+	ev.At = Time(ev.At)
+	if len(ev.Detail) == 0 {
+		ev.Detail = nil
+	}
+	return nil
+}
+
+// AuditLimit applies the default page size.
+func AuditLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultListLimit
+	}
+	return limit
+}

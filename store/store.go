@@ -1,0 +1,77 @@
+// Package store opens the persistence backend named by a URL. The
+// implementations live in store/memory, store/sqlite and store/postgres and
+// all pass one conformance suite, store/storetest; docs/stores.md records the
+// schema, the row-level-security design and the migration rules.
+//
+// Semantics shared by every backend, beyond the doc comments of
+// contexts.Store and tenant.Store:
+//   - Times are stored at millisecond precision in UTC; records come back
+//     that way.
+//   - When ctx carries a tenant (tenant.FromContext), context and audit
+//     statements only see that tenant's rows: other tenants' records are
+//     ErrNotFound, and writing a row of another tenant is
+//     ErrPermissionDenied. Tenant and key methods are system tables and are
+//     not scoped.
+//   - RecordExecution and Touch apply to active records only
+//     (ErrFailedPrecondition otherwise).
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/store/postgres"
+	"github.com/sandlot/sandlot/store/sqlite"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// AuditEvent is one entry of the audit trail.
+type AuditEvent = audit.Event
+
+// Backend is what the daemon needs from a store: contexts, tenants and the
+// audit trail.
+type Backend interface {
+	contexts.Store
+	tenant.Store
+	// AppendAudit adds ev to the trail (ID assigned by the store, At
+	// defaults to now).
+	AppendAudit(ctx context.Context, ev AuditEvent) error
+	// ListAudit returns the newest events first, of one tenant or of all
+	// when tenantID is empty; limit <= 0 means 100.
+	ListAudit(ctx context.Context, tenantID string, limit int) ([]AuditEvent, error)
+}
+
+var (
+	_ Backend = (*memory.Store)(nil)
+	_ Backend = (*sqlite.Store)(nil)
+	_ Backend = (*postgres.Store)(nil)
+)
+
+// Open returns the backend named by url:
+//
+//	memory:                       in-process, lost on exit
+//	sqlite:///abs/path/sandlot.db SQLite (also sqlite:relative.db or a bare file path)
+//	postgres://... postgresql://  Postgres
+func Open(ctx context.Context, url string) (Backend, error) {
+	switch {
+	case url == "memory:" || url == "memory":
+		return memory.New(), nil
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return postgres.Open(ctx, url, postgres.Config{})
+	case url == "":
+		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
+	default:
+		path := url
+		if p, ok := strings.CutPrefix(url, "sqlite://"); ok {
+			path = p // sqlite:///abs/path -> /abs/path
+		} else if p, ok := strings.CutPrefix(url, "sqlite:"); ok {
+			path = p
+		}
+		return sqlite.Open(ctx, path, sqlite.Config{})
+	}
+}
