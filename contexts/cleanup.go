@@ -188,9 +188,9 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 		return false // executing: it is touched when the call ends
 	}
 	m.mu.Lock()
-	ended, exp := e.ended, e.rec.ExpiresAt
+	ended, exp, users := e.ended, e.rec.ExpiresAt, e.users
 	m.mu.Unlock()
-	if ended || exp.After(now) {
+	if ended || exp.After(now) || users > 0 {
 		return ended
 	}
 	return m.end(ctx, e, ReasonExpired, "")

@@ -128,6 +128,7 @@ type entry struct {
 	sb      Sandbox       // nil until attached (after reconcile)
 	ttl     time.Duration // extension applied on every use
 	ended   bool          // terminated; callers holding it must start over
+	users   int           // Use callbacks running; expiry waits for them
 	unsaved bool          // Store.Create failed: the record lives only here
 }
 
@@ -885,7 +886,13 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	}
 	m.mu.Lock()
 	rec, sb := cloneRecord(e.rec), e.sb
+	e.users++
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		e.users--
+		m.mu.Unlock()
+	}()
 	if sb == nil {
 		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)
 	}
