@@ -271,8 +271,8 @@ func (m *Manager) load(ctx context.Context, id Identity) *entry {
 // the entry already registered for it.
 func (m *Manager) adopt(rec *Record) *entry {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if e := m.byID[rec.ID]; e != nil {
+		m.mu.Unlock()
 		return e
 	}
 	ttl := rec.ExpiresAt.Sub(rec.LastUsedAt)
@@ -280,12 +280,16 @@ func (m *Manager) adopt(rec *Record) *entry {
 		ttl = m.cfg.TTL
 	}
 	e := &entry{exec: make(sem, 1), rec: rec, ttl: ttl}
+	var stale Sandbox
 	if old := m.byIdent[rec.Identity]; old != nil {
-		old.ended = true
-		delete(m.byID, old.rec.ID)
+		stale = m.unlink(old) // ended elsewhere: the store moved on
 	}
 	m.byID[rec.ID] = e
 	m.byIdent[rec.Identity] = e
+	m.mu.Unlock()
+	if stale != nil {
+		stale.Close()
+	}
 	return e
 }
 

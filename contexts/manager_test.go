@@ -989,3 +989,43 @@ func TestWithoutStart(t *testing.T) {
 		t.Fatalf("created %d, streamed %d", p.Created(), n.Load())
 	}
 }
+
+func TestPoolOnlyForTemplatesThatWork(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	e.p.CreateErr = errors.New("no such template")
+	_, err := e.m.GetOrCreate(e.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{Template: "bogus"})
+	wantCategory(t, err, errdefs.ErrUnavailable)
+	e.p.CreateErr = nil
+	before := e.p.Created()
+	time.Sleep(20 * time.Millisecond)
+	if got := e.p.Created(); got != before {
+		t.Fatalf("a pool was started for a failing template (%d creations)", got-before)
+	}
+	if _, err := e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{Template: "data"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the data pool to fill", func() bool { return e.m.Stats().PerTemplate["data"].PoolSize == 1 })
+	if st := e.m.Stats(); st.PoolSize != 2 || st.PerTemplate["data"].PoolMisses != 1 || st.PerTemplate["bogus"].PoolMisses != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestRotationBeforeNextCall(t *testing.T) {
+	e1 := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	var first *contexts.ExecuteResult
+	for range 3 {
+		first = e1.exec(id, "1")
+	}
+	e1.m.Close(e1.ctx)
+	// A restart with a lower limit: the context is over it already.
+	e2 := e1.second(contexts.Config{MaxExecutionsPerContext: 2})
+	res := e2.exec(id, "1")
+	if res.ContextID == first.ContextID {
+		t.Fatal("context over the limit was reused")
+	}
+	if r := e2.record(first.ContextID); r.Reason != contexts.ReasonRotated || e2.running(first.SandboxID) {
+		t.Fatalf("old context: %+v", r)
+	}
+}

@@ -41,13 +41,25 @@ func (m *Manager) poolEnsure(template string) {
 	}
 }
 
+// poolKick asks template's pool, if it has one, to refill.
+func (m *Manager) poolKick(template string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[template]; p != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // poolTake returns a warm, healthy sandbox of template, or nil (a miss,
 // counted when the template is pooled and the manager runs).
 func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 	if m.cfg.poolSize(template) <= 0 {
 		return nil
 	}
-	defer m.poolEnsure(template)
+	defer m.poolKick(template)
 	for {
 		m.mu.Lock()
 		if !m.started {
