@@ -258,13 +258,9 @@ func (m *metrics) get(k string) int {
 func (m *metrics) ContextCreated(template, provider string) {
 	m.add("created:" + template + ":" + provider)
 }
-func (m *metrics) ContextReused(template string) { m.add("reused:" + template) }
-func (m *metrics) ContextTerminated(template string, r contexts.Reason) {
-	m.add("terminated:" + string(r))
+func (m *metrics) ContextReused(template string)   { m.add("reused:" + template) }
+func (m *metrics) ContextTerminated(reason string) { m.add("terminated:" + reason) }
+func (m *metrics) Execution(lang, outcome string, d time.Duration) {
+	m.add("exec:" + lang + ":" + outcome)
 }
-func (m *metrics) Execution(lang string, d time.Duration, timedOut bool, err error) {
-	m.add(fmt.Sprintf("exec:%s:timedout=%v:err=%v", lang, timedOut, err != nil))
-}
-func (m *metrics) PoolHit(template string)           { m.add("hit:" + template) }
-func (m *metrics) PoolMiss(template string)          { m.add("miss:" + template) }
-func (m *metrics) HealthCheckFailed(template string) { m.add("health:" + template) }
+func (m *metrics) HealthCheckFailed() { m.add("health") }

@@ -410,7 +410,7 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	template := e.rec.Template
 	m.ts(template).HealthCheckFailures++
 	m.mu.Unlock()
-	m.cfg.Metrics.HealthCheckFailed(template)
+	m.cfg.Metrics.HealthCheckFailed()
 	m.log.Warn("context sandbox unhealthy; recreating", logContext, e.rec.ID, logErr, msg)
 	m.end(ctx, e, ReasonError, msg)
 }
@@ -637,7 +637,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		sid = sb.ID()
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
-	m.cfg.Metrics.ContextTerminated(rec.Template, reason)
+	m.cfg.Metrics.ContextTerminated(string(reason))
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }
@@ -661,7 +661,7 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	}
 	m.count(rec.Template, func(s *TemplateStats) { s.TotalCleaned++ })
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
-	m.cfg.Metrics.ContextTerminated(rec.Template, reason)
+	m.cfg.Metrics.ContextTerminated(string(reason))
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }
@@ -760,7 +760,9 @@ func (m *Manager) Execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	for range 4 {
 		e, err := m.acquire(ctx, id, CreateOptions{})
 		if err != nil {
-			m.cfg.Metrics.Execution(req.Language, 0, false, err)
+			if errors.Is(err, errdefs.ErrUnavailable) {
+				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
+			}
 			return nil, err
 		}
 		if err := e.exec.lock(ctx); err != nil {
@@ -802,7 +804,6 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			m.cfg.Metrics.Execution(req.Language, wall, false, ctx.Err())
 			return nil, fmt.Errorf("execute in context %s: %w", rec.ID, ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
 			// The agent did not answer within the timeout and its grace:
@@ -814,7 +815,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				DurationMs: wall.Milliseconds(),
 			}
 		case errdefs.IsClientFault(err):
-			m.cfg.Metrics.Execution(req.Language, wall, false, err)
+			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
 			// A transport failure: the sandbox may be gone.
@@ -824,7 +825,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			if perr != nil {
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
-			m.cfg.Metrics.Execution(req.Language, wall, false, err)
+			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
 			return nil, fmt.Errorf("execute in context %s: the sandbox failed (the next call gets a fresh one): %w: %w",
 				rec.ID, errdefs.ErrUnavailable, guardError(ctx, g, rec.TenantID, err))
 		}
@@ -834,7 +835,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		dur = time.Duration(res.DurationMs) * time.Millisecond
 	}
 	m.recordExecution(ctx, e, dur)
-	m.cfg.Metrics.Execution(req.Language, dur, res.TimedOut, nil)
+	m.cfg.Metrics.Execution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
 	after := cloneRecord(e.rec)
@@ -848,6 +849,16 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		SandboxID:     sb.ID(),
 		Identity:      rec.Identity,
 	}, nil
+}
+
+func outcome(r *agent.RunCodeResult) string {
+	switch {
+	case r.TimedOut:
+		return OutcomeTimeout
+	case !r.Success || r.Error != nil:
+		return OutcomeError
+	}
+	return OutcomeOK
 }
 
 // recordExecution counts one execution of dur on e and extends its

@@ -70,7 +70,6 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 		if p == nil || len(p.ready) == 0 {
 			m.ts(template).PoolMisses++
 			m.mu.Unlock()
-			m.cfg.Metrics.PoolMiss(template)
 			return nil
 		}
 		sb := p.ready[0]
@@ -89,7 +88,6 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 			continue
 		}
 		m.count(template, func(s *TemplateStats) { s.PoolHits++ })
-		m.cfg.Metrics.PoolHit(template)
 		return sb
 	}
 }
