@@ -1025,3 +1025,17 @@ func TestRotationBeforeNextCall(t *testing.T) {
 		t.Fatalf("old context: %+v", r)
 	}
 }
+
+func TestCleanupSamplesResourceUsage(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	e.exec(id, "1")
+	res := e.exec(id, "2")
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.record(res.ContextID)
+	if r.ResourceUsage != (contexts.ResourceUsage{MemoryBytes: 2 << 20, PIDs: 1}) || r.ExecutionCount != 2 {
+		t.Fatalf("record = %+v", r)
+	}
+}

@@ -75,6 +75,16 @@ func (r *recorder) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	return sb, err
 }
 
+// Usage samples cgroup usage: what provider/local could offer as
+// contexts.UsageSampler.
+func (r *recorder) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	st, err := r.Runtime().Stats(ctx, id)
+	if err != nil {
+		return contexts.ResourceUsage{}, err
+	}
+	return contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}, nil
+}
+
 func (r *recorder) created() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -212,6 +222,14 @@ func TestRealStateBranchesAndMerge(t *testing.T) {
 	e.exec(main, "bash", "export B=bee")
 	if got := e.exec(main, "bash", "echo $B"); got.Stdout != "bee\n" {
 		t.Fatalf("bash state: %+v", got)
+	}
+	// The cleanup pass samples usage onto the record.
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ = e.m.Get(e.ctx, "t1", first.ContextID)
+	if u := rec.ResourceUsage; u.MemoryBytes <= 0 || u.PIDs < 2 {
+		t.Fatalf("resource usage = %+v", u)
 	}
 }
 

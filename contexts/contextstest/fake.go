@@ -51,7 +51,24 @@ type box struct {
 	runs  int
 }
 
-var _ contexts.Provider = (*Provider)(nil)
+var (
+	_ contexts.Provider     = (*Provider)(nil)
+	_ contexts.UsageSampler = (*Provider)(nil)
+)
+
+// Usage implements contexts.UsageSampler: MemoryBytes is 1 MiB per
+// RunCode the sandbox served, PIDs is 1.
+func (p *Provider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		return contexts.ResourceUsage{}, fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return contexts.ResourceUsage{MemoryBytes: int64(b.runs) << 20, PIDs: 1}, nil
+}
 
 // NewProvider returns an empty fake provider.
 func NewProvider() *Provider { return &Provider{boxes: map[string]*box{}} }
