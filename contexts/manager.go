@@ -407,11 +407,11 @@ func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
 
 func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	m.mu.Lock()
-	template := e.rec.Template
+	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
 	m.ts(template).HealthCheckFailures++
 	m.mu.Unlock()
 	m.cfg.Metrics.HealthCheckFailed()
-	m.log.Warn("context sandbox unhealthy; recreating", logContext, e.rec.ID, logErr, msg)
+	m.log.Warn("context sandbox unhealthy; recreating", logContext, id, logErr, m.sanitize(ctx, tid, msg))
 	m.end(ctx, e, ReasonError, msg)
 }
 
