@@ -60,6 +60,16 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 	}
 }
 
+// mixedCtx scopes every other caller of a race to tenant tn, so races mix
+// system and tenant-scoped statements (which take different paths in a
+// store with row-level security).
+func mixedCtx(i int, tn string) context.Context {
+	if i%2 == 1 {
+		return tenant.WithID(context.Background(), tn)
+	}
+	return context.Background()
+}
+
 func ident(tn, conv, path string) contexts.Identity {
 	return contexts.Identity{TenantID: tn, ConversationID: conv, PathID: path}
 }
@@ -166,6 +176,8 @@ func testCreateInvalid(t *testing.T, s store.Backend) {
 		{"no conversation", &contexts.Record{Identity: ident("t", "", "main")}},
 		{"no path", &contexts.Record{Identity: ident("t", "c", "")}},
 		{"terminated", &contexts.Record{Identity: ident("t", "c", "main"), State: contexts.StateTerminated}},
+		{"unknown state", &contexts.Record{Identity: ident("t", "c", "main"), State: "bogus"}},
+		{"id not a uuid", &contexts.Record{ID: "ctx-1", Identity: ident("t", "c", "main")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, "Create", s.Create(ctx, tc.rec), errdefs.ErrInvalidArgument)
@@ -182,6 +194,10 @@ func testNotFound(t *testing.T, s store.Backend) {
 	missing := "6f1d1a8e-0000-4000-8000-000000000000"
 	_, err := s.Get(ctx, missing)
 	wantErr(t, "Get", err, errdefs.ErrNotFound)
+	_, err = s.Get(ctx, "not-a-uuid")
+	wantErr(t, "Get of a malformed id", err, errdefs.ErrNotFound)
+	_, err = s.Terminate(ctx, "not-a-uuid", contexts.ReasonManual, base, "")
+	wantErr(t, "Terminate of a malformed id", err, errdefs.ErrNotFound)
 	_, err = s.GetActive(ctx, ident("t", "c", "main"))
 	wantErr(t, "GetActive", err, errdefs.ErrNotFound)
 	wantErr(t, "Update", s.Update(ctx, &contexts.Record{ID: missing, State: contexts.StateReady}), errdefs.ErrNotFound)
@@ -222,7 +238,7 @@ func testConcurrentCreate(t *testing.T, s store.Backend) {
 			defer wg.Done()
 			<-start
 			rec := newRec(id)
-			err := s.Create(context.Background(), rec)
+			err := s.Create(mixedCtx(i, "t"), rec)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -362,7 +378,7 @@ func testConcurrentRecordExecution(t *testing.T, s store.Backend) {
 			defer wg.Done()
 			for i := 0; i < calls; i++ {
 				d := time.Duration(g*calls+i+1) * time.Millisecond
-				if _, err := s.RecordExecution(context.Background(), rec.ID, d, base, base.Add(time.Hour)); err != nil {
+				if _, err := s.RecordExecution(mixedCtx(g, "t"), rec.ID, d, base, base.Add(time.Hour)); err != nil {
 					errs <- err
 					return
 				}
@@ -443,7 +459,7 @@ func testConcurrentTerminate(t *testing.T, s store.Backend) {
 		go func() {
 			defer wg.Done()
 			<-start
-			ok, err := s.Terminate(context.Background(), rec.ID, contexts.ReasonExpired, base, "")
+			ok, err := s.Terminate(mixedCtx(i, "t"), rec.ID, contexts.ReasonExpired, base, "")
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
