@@ -723,8 +723,8 @@ func TestCleanupExactlyOnceAcrossManagers(t *testing.T) {
 	wg.Go(func() { e1.m.Cleanup(e1.ctx) })
 	wg.Go(func() { e2.m.Cleanup(e2.ctx) })
 	wg.Wait()
-	if got := e1.p.Destroyed(); got != 3 {
-		t.Fatalf("destroyed %d sandboxes, want 3 (each once)", got)
+	if got, calls := e1.p.Destroyed(), e1.p.DestroyCalls(); got != 3 || calls != 3 {
+		t.Fatalf("destroyed %d sandboxes in %d calls, want 3 in 3 (each once)", got, calls)
 	}
 	if c1, c2 := e1.m.Stats().TotalCleaned, e2.m.Stats().TotalCleaned; c1+c2 != 3 {
 		t.Fatalf("cleaned %d + %d, want 3 in all", c1, c2)

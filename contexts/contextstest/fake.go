@@ -36,7 +36,8 @@ type Provider struct {
 	boxes    map[string]*box // running sandboxes by id
 	created  []contexts.Spec // every successful Create, in order
 	seq      int
-	destroys int
+	destroys int // running sandboxes removed
+	calls    int // Destroy calls
 	failNext int // Creates left to fail
 }
 
@@ -135,6 +136,7 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.calls++
 	if b := p.boxes[id]; b != nil {
 		b.mu.Lock()
 		b.dead = true
@@ -143,6 +145,13 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.destroys++
 	}
 	return nil
+}
+
+// DestroyCalls returns how many times Destroy was called, known id or not.
+func (p *Provider) DestroyCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
 }
 
 // Kill makes sandbox id die behind everyone's back: it stays listed (a
