@@ -3,6 +3,8 @@ package contexts_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -29,10 +32,24 @@ func (l latencies) report(b *testing.B, floor time.Duration) {
 	}
 }
 
+// benchStore is the store benchmarks run on: memory, or SQLite (the
+// default backend) when SANDLOT_BENCH_STORE=sqlite.
+func benchStore(b *testing.B) contexts.Store {
+	if os.Getenv("SANDLOT_BENCH_STORE") != "sqlite" {
+		return memory.New()
+	}
+	s, err := store.Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
 func benchManager(b *testing.B, p contexts.Provider, cfg contexts.Config) *contexts.Manager {
 	cfg.MaxPerTenant, cfg.MaxPerConversation = -1, -1
 	cfg.CleanupInterval = time.Hour
-	m := contexts.NewManager(memory.New(), p, cfg)
+	m := contexts.NewManager(benchStore(b), p, cfg)
 	if err := m.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
