@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
@@ -404,4 +405,41 @@ func BenchmarkLocalExecutePython(b *testing.B) {
 	e := newRealEnv(b, contexts.Config{})
 	e.m.Close(e.ctx)
 	benchExecute(b, e.p, "python", "x = 1")
+}
+
+func TestRealExpiryRotationAndLimits(t *testing.T) {
+	clk := newClock()
+	e := newRealEnv(t, contexts.Config{Clock: clk.Now, TTL: 10 * time.Minute, MaxExecutionsPerContext: 2, MaxPerConversation: 2})
+	id := ident("t1", "c1", "main")
+	first := e.exec(id, "python", "x = 1")
+	clk.Advance(8 * time.Minute)
+	e.exec(id, "python", "x") // second call: rotates
+	rec, _ := e.m.Get(e.ctx, "t1", first.ContextID)
+	if rec.Reason != contexts.ReasonRotated || e.running(first.SandboxID) {
+		t.Fatalf("after 2 calls: %+v (running %v)", rec, e.running(first.SandboxID))
+	}
+	fresh := e.exec(id, "python", "x")
+	if fresh.Error == nil || fresh.Error.Name != "NameError" {
+		t.Fatalf("rotated context kept state: %+v", fresh)
+	}
+	// Limits: a second path fits, a third does not.
+	e.exec(ident("t1", "c1", "b1"), "bash", "true")
+	_, err := e.m.Execute(e.ctx, ident("t1", "c1", "b2"), contexts.ExecuteRequest{Language: "bash", Code: "true"}, nil)
+	wantCategory(t, err, errdefs.ErrResourceExhausted)
+	// Expiry: TTL runs from the last use.
+	clk.Advance(9 * time.Minute)
+	e.m.Cleanup(e.ctx)
+	if !e.running(fresh.SandboxID) {
+		t.Fatal("context expired before its TTL")
+	}
+	clk.Advance(2 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := e.m.Get(e.ctx, "t1", fresh.ContextID); rec.Reason != contexts.ReasonExpired || e.running(fresh.SandboxID) {
+		t.Fatalf("after TTL: %+v (running %v)", rec, e.running(fresh.SandboxID))
+	}
+	if ids, _ := e.p.List(e.ctx); len(ids) != 0 {
+		t.Fatalf("sandboxes left: %v", ids)
+	}
 }
