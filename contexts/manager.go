@@ -406,6 +406,11 @@ func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
 }
 
 func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
+	if m.isClosed() {
+		// Close detached the sandbox under this call: that is no evidence
+		// against it, and it must stay running for the next Start.
+		return
+	}
 	m.mu.Lock()
 	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
 	m.ts(template).HealthCheckFailures++

@@ -1039,3 +1039,40 @@ func TestCleanupSamplesResourceUsage(t *testing.T) {
 		t.Fatalf("record = %+v", r)
 	}
 }
+
+func TestCloseDuringExecuteKeepsContext(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	first := e.exec(id, "x = 1")
+	started, release := make(chan struct{}), make(chan struct{})
+	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		close(started)
+		<-release
+		if err := sb.Ping(ctx); err != nil { // the connection was closed under the call
+			return nil, err
+		}
+		return &agent.RunCodeResult{Success: true}, nil
+	}
+	done := make(chan error)
+	go func() {
+		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1"}, nil)
+		done <- err
+	}()
+	<-started
+	closed := make(chan error)
+	go func() { closed <- e.m.Close(e.ctx) }()
+	waitFor(t, "Close to detach", func() bool {
+		_, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{})
+		return errors.Is(err, errdefs.ErrUnavailable)
+	})
+	close(release)
+	if err := <-done; !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("Execute during Close: %v, want unavailable", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(first.ContextID); r.State != contexts.StateReady || !e.running(first.SandboxID) {
+		t.Fatalf("Close during Execute ended the context: %+v (running %v)", r, e.running(first.SandboxID))
+	}
+}
