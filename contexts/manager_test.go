@@ -1076,3 +1076,36 @@ func TestCloseDuringExecuteKeepsContext(t *testing.T) {
 		t.Fatalf("Close during Execute ended the context: %+v (running %v)", r, e.running(first.SandboxID))
 	}
 }
+
+func TestWaitsForContextAnotherManagerIsCreating(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	rec := &contexts.Record{Identity: id, State: contexts.StateCreating, Provider: "fake", Template: "default",
+		CreatedAt: e.clock.Now(), LastUsedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Hour)}
+	if err := e.store.Create(e.ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := e.p.Create(e.ctx, contexts.Spec{})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		r, _ := e.store.Get(e.ctx, rec.ID)
+		r.State, r.SandboxID = contexts.StateReady, sb.ID()
+		e.store.Update(e.ctx, r)
+	}()
+	got := e.getOrCreate(id)
+	if got.ID != rec.ID || got.SandboxID != sb.ID() || e.p.Created() != 1 {
+		t.Fatalf("got %+v, want the other manager's context on %s", got, sb.ID())
+	}
+	// An orphan (its creator died) is ended and replaced.
+	orphan := &contexts.Record{Identity: ident("t1", "c2", "main"), State: contexts.StateCreating,
+		CreatedAt: e.clock.Now().Add(-3 * time.Minute), ExpiresAt: e.clock.Now().Add(time.Hour)}
+	if err := e.store.Create(e.ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.getOrCreate(orphan.Identity); got.ID == orphan.ID || got.State != contexts.StateReady {
+		t.Fatalf("orphan reused: %+v", got)
+	}
+	if r := e.record(orphan.ID); r.State != contexts.StateError || r.LastError != "stuck in creating" {
+		t.Fatalf("orphan: %+v", r)
+	}
+}
