@@ -819,11 +819,13 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				Error:      &agent.ExecError{Name: "TimeoutError", Value: fmt.Sprintf("execution exceeded %s", timeout)},
 				DurationMs: wall.Milliseconds(),
 			}
-		case errdefs.IsClientFault(err):
+		case errdefs.IsClientFault(err) && !errors.Is(err, errdefs.ErrUnavailable):
+			// The request was refused (bad kernel name, ...): the sandbox is fine.
 			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
-			// A transport failure: the sandbox may be gone.
+			// A transport failure (the agent client reports them as
+			// unavailable): the sandbox may be gone.
 			pctx, pcancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
 			perr := sb.Ping(pctx)
 			pcancel()

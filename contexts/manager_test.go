@@ -3,6 +3,7 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -400,10 +401,13 @@ func TestSandboxLostDuringExecution(t *testing.T) {
 	first := e.exec(id, "x = 1")
 	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
 		e.p.Vanish(sb.ID())
-		return nil, errors.New("connection reset")
+		return nil, fmt.Errorf("sandbox %s: agent connection lost: EOF: %w", sb.ID(), errdefs.ErrUnavailable)
 	}
 	_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "boom"}, nil)
 	wantCategory(t, err, errdefs.ErrUnavailable)
+	if st := e.m.Stats(); st.HealthCheckFailures != 1 || st.Active != 0 {
+		t.Fatalf("after the loss: %+v", st)
+	}
 	e.p.Run = nil
 	res := e.exec(id, "print('again')")
 	if res.ContextID == first.ContextID || res.Stdout != "again\n" {
@@ -1107,5 +1111,23 @@ func TestWaitsForContextAnotherManagerIsCreating(t *testing.T) {
 	}
 	if r := e.record(orphan.ID); r.State != contexts.StateError || r.LastError != "stuck in creating" {
 		t.Fatalf("orphan: %+v", r)
+	}
+}
+
+func TestAgentRefusalKeepsContext(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	first := e.exec(id, "x = 1")
+	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		return nil, fmt.Errorf("kernel name %q is not valid: %w", p.Kernel, errdefs.ErrInvalidArgument)
+	}
+	_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1", Kernel: "bad name"}, nil)
+	wantCategory(t, err, errdefs.ErrInvalidArgument)
+	e.p.Run = nil
+	if res := e.exec(id, "print(x)"); res.ContextID != first.ContextID || res.Stdout != "1\n" {
+		t.Fatalf("after a refused call: %+v", res)
+	}
+	if st := e.m.Stats(); st.HealthCheckFailures != 0 {
+		t.Fatalf("stats = %+v", st)
 	}
 }
