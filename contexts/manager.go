@@ -833,8 +833,11 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
 			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
-			return nil, fmt.Errorf("execute in context %s: the sandbox failed (the next call gets a fresh one): %w: %w",
-				rec.ID, errdefs.ErrUnavailable, guardError(ctx, g, rec.TenantID, err))
+			err = guardError(ctx, g, rec.TenantID, err)
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
+			}
+			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
 		}
 	}
 	dur := wall

@@ -261,6 +261,33 @@ func TestRealHealthCheckRecreate(t *testing.T) {
 	if st := e.m.Stats(); st.HealthCheckFailures != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
+
+	// Killed in the middle of a call: the call fails with unavailable at
+	// once, and the next one gets a fresh sandbox.
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "import time; time.sleep(30)", Timeout: 60 * time.Second}, nil)
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if err := e.p.Runtime().Kill(e.ctx, res.SandboxID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		wantCategory(t, err, errdefs.ErrUnavailable)
+		t.Logf("call failed %s after the kill: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Execute did not notice its sandbox died")
+	}
+	again := e.exec(id, "python", "print('again')")
+	if again.SandboxID == res.SandboxID || again.Stdout != "again\n" {
+		t.Fatalf("after a kill mid-call: %+v", again)
+	}
+	if st := e.m.Stats(); st.HealthCheckFailures != 2 || st.Active != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
 }
 
 func TestRealReconcileAfterCrash(t *testing.T) {
