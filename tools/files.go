@@ -114,19 +114,21 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	var res *ReadFileResult
 	err := r.use(ctx, "read_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		var buf []byte
-		var size int64
+		var size, pos int64 // pos: raw file offset (the guard may change chunk lengths)
 		eof := false
-		for !eof && bytes.Count(buf, []byte("\n")) < want && len(buf) < maxReadScan {
-			rr, err := sb.ReadFile(ctx, agent.ReadParams{Path: path, Offset: int64(len(buf)), Limit: agent.ChunkSize})
+		for !eof && bytes.Count(buf, []byte("\n")) < want && pos < maxReadScan {
+			rr, err := sb.ReadFile(ctx, agent.ReadParams{Path: path, Offset: pos, Limit: agent.ChunkSize})
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
-			if len(buf) == 0 && looksBinary(rr.Data, rr.EOF) {
+			if pos == 0 && looksBinary(rr.Data, rr.EOF) {
 				return fmt.Errorf("%s is a binary file (%d bytes); process it with run_code instead: %w",
 					path, rr.Size, errdefs.ErrInvalidArgument)
 			}
 			buf = append(buf, rr.Data...)
 			size = rr.Size
+			// The agent returns a full chunk unless the file ends.
+			pos += agent.ChunkSize
 			eof = rr.EOF || len(rr.Data) == 0
 		}
 		res = sliceLines(buf, eof, first, limit)
@@ -198,7 +200,8 @@ func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any
 		for off := 0; off == 0 || off < len(data); {
 			end := min(off+agent.ChunkSize, len(data))
 			var err error
-			fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off), Append: off > 0})
+			// Offset 0 truncates; later chunks write at their offset.
+			fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off)})
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
