@@ -52,7 +52,18 @@ const (
 
 	// NotifyOutput carries OutputEvent for a running call.
 	NotifyOutput = "output"
+
+	// MethodCancel is a host→agent notification (no id): the caller of call
+	// Ref gave up. The agent stops the work (kills the exec's process group,
+	// interrupts the kernel) and still answers call Ref, which the host
+	// ignores.
+	MethodCancel = "cancel" // CancelParams, notification
 )
+
+// CancelParams is the params of a MethodCancel notification.
+type CancelParams struct {
+	Ref uint64 `json:"ref"`
+}
 
 // Request is a JSON-RPC 2.0 request or notification (ID absent).
 type Request struct {

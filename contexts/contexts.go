@@ -173,8 +173,11 @@ type Provider interface {
 }
 
 // OutputFunc receives streamed output of a running call. It must not block
-// for long: the sandbox connection waits for it.
-type OutputFunc func(agent.OutputEvent)
+// for long: the sandbox connection waits for it. It is an alias (not a
+// defined type) so that *agent.Client, whose methods take a plain
+// func(agent.OutputEvent), satisfies Sandbox: Go requires identical method
+// signatures, and a defined func type is not identical to its literal.
+type OutputFunc = func(agent.OutputEvent)
 
 // Sandbox is a connected sandbox. Methods are safe for concurrent use; the
 // Manager serializes RunCode per context. The agent.Client implements it.

@@ -2,4 +2,38 @@
 // the agent protocol (package agent) on a unix socket.
 package main
 
-func main() {}
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/server"
+)
+
+func main() {
+	def := filepath.Join(agent.SocketDir, agent.SocketName)
+	if v := os.Getenv("SANDLOT_AGENT_SOCKET"); v != "" {
+		def = v
+	}
+	home := "/home/user"
+	if v := os.Getenv("SANDLOT_AGENT_HOME"); v != "" {
+		home = v
+	}
+	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
+	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := server.Run(ctx, server.Config{Socket: *socket, Home: home, Logger: log}); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
+		os.Exit(1)
+	}
+}

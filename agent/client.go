@@ -1,0 +1,509 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// ClientConfig configures a Client. The zero value is usable.
+type ClientConfig struct {
+	// SandboxID is returned by ID and names the sandbox in errors.
+	SandboxID string
+	// MaxCallOutput bounds the streamed output bytes the agent may send for
+	// one call before the connection counts as hostile. 0: 64 MiB, or
+	// 4×MaxOutput+16 MiB when a call asks for more than 1 MiB per stream.
+	MaxCallOutput int64
+	// WriteTimeout bounds one frame write; an agent that stops reading is
+	// hostile. 0: 30 s.
+	WriteTimeout time.Duration
+	// Logger receives protocol violations. nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrProtocol marks a protocol violation by the agent. The connection is
+// closed and every pending call fails with an error wrapping both this and
+// errdefs.ErrUnavailable.
+var ErrProtocol = errors.New("agent protocol violation")
+
+// Client is the host side of one connection to a sandlot-agent. Calls are
+// safe for concurrent use and multiplexed by id. Every frame from the agent
+// is treated as hostile: any violation closes the connection.
+type Client struct {
+	id       string
+	conn     net.Conn
+	cfg      ClientConfig
+	log      *slog.Logger
+	nextID   atomic.Uint64
+	done     chan struct{}
+	closeErr error // set before done is closed
+
+	wmu sync.Mutex // serializes frame writes on conn
+
+	mu        sync.Mutex
+	pending   map[uint64]*call    // calls waiting for their response
+	abandoned map[uint64]struct{} // calls whose caller gave up; their frames are dropped
+	closed    bool
+}
+
+type call struct {
+	method string
+	out    func(OutputEvent) // may be nil
+	budget int64             // streamed bytes left before the agent counts as hostile
+	resp   chan *Frame       // buffered 1: the final response
+}
+
+// Dial connects to the agent socket at socketPath.
+func Dial(ctx context.Context, socketPath string, cfg ClientConfig) (*Client, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: dial agent: %v: %w", cfg.SandboxID, err, errdefs.ErrUnavailable)
+	}
+	return NewClient(conn, cfg), nil
+}
+
+// NewClient runs the protocol over conn, which the Client owns from now on.
+func NewClient(conn net.Conn, cfg ClientConfig) *Client {
+	if cfg.MaxCallOutput <= 0 {
+		cfg.MaxCallOutput = 64 << 20
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
+	c := &Client{
+		id:        cfg.SandboxID,
+		conn:      conn,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		done:      make(chan struct{}),
+		pending:   make(map[uint64]*call),
+		abandoned: make(map[uint64]struct{}),
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	go c.readLoop()
+	return c
+}
+
+// ID returns the sandbox id given in ClientConfig.
+func (c *Client) ID() string { return c.id }
+
+// Done is closed when the connection is gone.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection is gone, or nil while it is up.
+func (c *Client) Err() error {
+	select {
+	case <-c.done:
+		return c.closeErr
+	default:
+		return nil
+	}
+}
+
+// Close drops the connection; the agent and the sandbox keep running.
+func (c *Client) Close() error {
+	c.shutdown(fmt.Errorf("sandbox %s: client closed: %w", c.id, errdefs.ErrUnavailable))
+	return nil
+}
+
+// shutdown closes the connection once and fails every pending call with err.
+func (c *Client) shutdown(err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.closeErr = err
+	pending := c.pending
+	c.pending = nil
+	c.abandoned = nil
+	c.mu.Unlock()
+	_ = c.conn.Close()
+	close(c.done)
+	for _, cl := range pending {
+		cl.resp <- nil // buffered; nil means "connection gone"
+	}
+}
+
+// violation reports a hostile or broken agent and kills the connection.
+func (c *Client) violation(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	c.log.Warn("agent protocol violation", "sandbox", c.id, "reason", msg)
+	c.shutdown(fmt.Errorf("sandbox %s: %w: %s: %w", c.id, ErrProtocol, msg, errdefs.ErrUnavailable))
+}
+
+func (c *Client) readLoop() {
+	fr := newFrameReader(c.conn, MaxFrame)
+	for {
+		line, err := fr.next()
+		if err != nil {
+			if errors.Is(err, errFrameTooLarge) {
+				c.violation("frame larger than %d bytes", MaxFrame)
+			} else {
+				c.shutdown(fmt.Errorf("sandbox %s: agent connection lost: %v: %w", c.id, err, errdefs.ErrUnavailable))
+			}
+			return
+		}
+		if len(line) == 0 {
+			continue
+		}
+		f, err := DecodeFrame(line)
+		if err != nil {
+			c.violation("%v", err)
+			return
+		}
+		if !c.dispatch(f) {
+			return
+		}
+	}
+}
+
+// dispatch routes one decoded frame. It reports false when the connection
+// was closed because of it.
+func (c *Client) dispatch(f *Frame) bool {
+	if f.Method != "" {
+		if f.Method != NotifyOutput {
+			return true // unknown notifications are ignored (forward compatible)
+		}
+		var ev OutputEvent
+		if err := json.Unmarshal(f.Params, &ev); err != nil {
+			c.violation("bad output params: %v", err)
+			return false
+		}
+		n := int64(len(ev.Data))
+		if ev.Result != nil {
+			n += richSize(ev.Result)
+		}
+		c.mu.Lock()
+		cl, ok := c.pending[ev.Ref]
+		if !ok {
+			_, dropped := c.abandoned[ev.Ref]
+			c.mu.Unlock()
+			if dropped {
+				return true
+			}
+			c.violation("output for unknown or finished call %d", ev.Ref)
+			return false
+		}
+		cl.budget -= n
+		over := cl.budget < 0
+		c.mu.Unlock()
+		if over {
+			c.violation("call %d streamed more output than allowed", ev.Ref)
+			return false
+		}
+		if cl.out != nil {
+			cl.out(ev)
+		}
+		return true
+	}
+	id := *f.ID
+	c.mu.Lock()
+	cl, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+	} else if _, dropped := c.abandoned[id]; dropped {
+		delete(c.abandoned, id)
+		c.mu.Unlock()
+		return true
+	}
+	c.mu.Unlock()
+	if !ok {
+		c.violation("response for unknown or finished call %d", id)
+		return false
+	}
+	cl.resp <- f
+	return true
+}
+
+func richSize(r *RichResult) int64 {
+	return int64(len(r.Text) + len(r.HTML) + len(r.Markdown) + len(r.SVG) + len(r.PNG) +
+		len(r.JPEG) + len(r.LaTeX) + len(r.JSON) + len(r.JavaScript))
+}
+
+// call sends method(params) and decodes the result into result (which may
+// be nil). out receives the call's output notifications.
+func (c *Client) call(ctx context.Context, method string, params, result any, out func(OutputEvent), maxOutput int64) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sandbox %s: %s: %w", c.id, method, err)
+	}
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %s: encode params: %v: %w", c.id, method, err, errdefs.ErrInvalidArgument)
+	}
+	id := c.nextID.Add(1)
+	frame := make([]byte, 0, len(p)+len(method)+48)
+	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
+	frame = strconv.AppendUint(frame, id, 10)
+	frame = append(frame, `,"method":`...)
+	frame = strconv.AppendQuote(frame, method)
+	frame = append(frame, `,"params":`...)
+	frame = append(frame, p...)
+	frame = append(frame, "}\n"...)
+	if len(frame) > MaxFrame {
+		return fmt.Errorf("sandbox %s: %s: request of %d bytes exceeds the frame limit: %w", c.id, method, len(frame), errdefs.ErrInvalidArgument)
+	}
+
+	budget := c.cfg.MaxCallOutput
+	if maxOutput > 1<<20 {
+		budget = max(budget, 4*maxOutput+16<<20)
+	}
+	cl := &call{method: method, out: out, budget: budget, resp: make(chan *Frame, 1)}
+	c.mu.Lock()
+	if c.closed {
+		err := c.closeErr
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.pending[id] = cl
+	c.mu.Unlock()
+
+	if err := c.write(frame); err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+
+	select {
+	case f := <-cl.resp:
+		return c.finish(method, f, result)
+	case <-ctx.Done():
+	}
+	// The caller gave up. Stop waiting; a response that still arrives is
+	// dropped. Work that keeps running in the sandbox is told to stop.
+	c.mu.Lock()
+	if _, ok := c.pending[id]; ok {
+		delete(c.pending, id)
+		c.abandoned[id] = struct{}{}
+		c.mu.Unlock()
+		if method == MethodExec || method == MethodRunCode {
+			c.notify(MethodCancel, CancelParams{Ref: id})
+		}
+		return fmt.Errorf("sandbox %s: %s: %w", c.id, method, ctx.Err())
+	}
+	c.mu.Unlock()
+	// The response raced the cancellation (or the connection closed).
+	return c.finish(method, <-cl.resp, result)
+}
+
+func (c *Client) finish(method string, f *Frame, result any) error {
+	if f == nil {
+		return fmt.Errorf("%s: %w", method, c.closeErr)
+	}
+	if f.Error != nil {
+		return c.rpcError(method, f.Error)
+	}
+	if result == nil {
+		return nil
+	}
+	if err := json.Unmarshal(f.Result, result); err != nil {
+		c.violation("bad %s result: %v", method, err)
+		return fmt.Errorf("%s: %w", method, c.closeErr)
+	}
+	return nil
+}
+
+// rpcError maps an agent error back to its errdefs category.
+func (c *Client) rpcError(method string, e *RPCError) error {
+	var sentinel error
+	switch {
+	case e.Data != nil && e.Data.Category != "":
+		sentinel = errdefs.FromCode(errdefs.Code(e.Data.Category))
+	case e.Code == CodeInvalidParams || e.Code == CodeMethodNotFound || e.Code == CodeInvalidRequest:
+		sentinel = errdefs.ErrInvalidArgument
+	default:
+		sentinel = errdefs.ErrInternal
+	}
+	msg := e.Message
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	return fmt.Errorf("sandbox %s: %s: %s: %w", c.id, method, msg, sentinel)
+}
+
+func (c *Client) notify(method string, params any) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return
+	}
+	frame := make([]byte, 0, len(p)+64)
+	frame = append(frame, `{"jsonrpc":"2.0","method":`...)
+	frame = strconv.AppendQuote(frame, method)
+	frame = append(frame, `,"params":`...)
+	frame = append(frame, p...)
+	frame = append(frame, "}\n"...)
+	_ = c.write(frame)
+}
+
+// write sends one whole frame. A failed or stalled write kills the connection.
+func (c *Client) write(frame []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return c.closeErr
+	default:
+	}
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+	if _, err := c.conn.Write(frame); err != nil {
+		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
+		return c.closeErr
+	}
+	return nil
+}
+
+// Ping checks that the agent answers.
+func (c *Client) Ping(ctx context.Context) error {
+	var r PingResult
+	return c.call(ctx, MethodPing, Empty{}, &r, nil, 0)
+}
+
+// PingInfo is Ping with the agent's answer.
+func (c *Client) PingInfo(ctx context.Context) (*PingResult, error) {
+	var r PingResult
+	if err := c.call(ctx, MethodPing, Empty{}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RunCode runs code in a persistent kernel. out (may be nil) receives
+// output notifications when p.Stream is set.
+func (c *Client) RunCode(ctx context.Context, p RunCodeParams, out func(OutputEvent)) (*RunCodeResult, error) {
+	var r RunCodeResult
+	if err := c.call(ctx, MethodRunCode, p, &r, out, p.MaxOutput); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RestartKernel kills a kernel; the next RunCode starts a fresh one.
+func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
+	return c.call(ctx, MethodKernelRestart, p, nil, nil, 0)
+}
+
+// Exec runs a process. out (may be nil) receives output notifications when
+// p.Stream is set.
+func (c *Client) Exec(ctx context.Context, p ExecParams, out func(OutputEvent)) (*ExecResult, error) {
+	var r ExecResult
+	if err := c.call(ctx, MethodExec, p, &r, out, p.MaxOutput); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Signal signals a running exec's process group.
+func (c *Client) Signal(ctx context.Context, p SignalParams) error {
+	return c.call(ctx, MethodSignal, p, nil, nil, 0)
+}
+
+// Stdin writes to (or closes) a running exec's stdin.
+func (c *Client) Stdin(ctx context.Context, p StdinParams) error {
+	return c.call(ctx, MethodStdin, p, nil, nil, 0)
+}
+
+// Processes lists running execs.
+func (c *Client) Processes(ctx context.Context) ([]Process, error) {
+	var r ProcessList
+	if err := c.call(ctx, MethodProcesses, Empty{}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return r.Processes, nil
+}
+
+// ReadFile reads one chunk of a file.
+func (c *Client) ReadFile(ctx context.Context, p ReadParams) (*ReadResult, error) {
+	var r ReadResult
+	if err := c.call(ctx, MethodReadFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// WriteFile writes one chunk of a file.
+func (c *Client) WriteFile(ctx context.Context, p WriteParams) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodWriteFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// EditFile replaces an exact string in a file.
+func (c *Client) EditFile(ctx context.Context, p EditParams) (*EditResult, error) {
+	var r EditResult
+	if err := c.call(ctx, MethodEditFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// List lists a directory.
+func (c *Client) List(ctx context.Context, p ListParams) ([]FileInfo, error) {
+	var r ListResult
+	if err := c.call(ctx, MethodList, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return r.Entries, nil
+}
+
+// Stat describes one path.
+func (c *Client) Stat(ctx context.Context, path string) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodStat, PathParams{Path: path}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Mkdir creates a directory and its parents.
+func (c *Client) Mkdir(ctx context.Context, path string) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodMkdir, PathParams{Path: path}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Remove removes a path.
+func (c *Client) Remove(ctx context.Context, p RemoveParams) error {
+	return c.call(ctx, MethodRemove, p, nil, nil, 0)
+}
+
+// Move renames a path.
+func (c *Client) Move(ctx context.Context, p MoveParams) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodMove, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Glob matches paths.
+func (c *Client) Glob(ctx context.Context, p GlobParams) (*GlobResult, error) {
+	var r GlobResult
+	if err := c.call(ctx, MethodGlob, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Grep searches files.
+func (c *Client) Grep(ctx context.Context, p GrepParams) (*GrepResult, error) {
+	var r GrepResult
+	if err := c.call(ctx, MethodGrep, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,217 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// fakeAgent listens on a unix socket and hands each request to reply,
+// which writes whatever raw bytes it likes back.
+func fakeAgent(t *testing.T, reply func(w io.Writer, req Request)) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "a.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				var wmu sync.Mutex
+				sc := bufio.NewScanner(conn)
+				sc.Buffer(make([]byte, 1<<20), MaxFrame)
+				for sc.Scan() {
+					var req Request
+					if json.Unmarshal(sc.Bytes(), &req) != nil {
+						return
+					}
+					go func() {
+						wmu.Lock()
+						defer wmu.Unlock()
+						reply(conn, req)
+					}()
+				}
+			}()
+		}
+	}()
+	return sock
+}
+
+func dialFake(t *testing.T, sock string) *Client {
+	t.Helper()
+	c, err := Dial(context.Background(), sock, ClientConfig{SandboxID: "sb1", Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestClientHostileFrames(t *testing.T) {
+	huge := `{"jsonrpc":"2.0","id":1,"result":{"stdout":"` + strings.Repeat("a", MaxFrame+10) + `"}}` + "\n"
+	cases := []struct {
+		name  string
+		reply func(w io.Writer, req Request) string
+	}{
+		{"garbage", func(io.Writer, Request) string { return "\x00\x01garbage{{{\n" }},
+		{"huge frame", func(io.Writer, Request) string { return huge }},
+		{"huge frame without newline", func(io.Writer, Request) string { return strings.Repeat("x", MaxFrame+100) }},
+		{"unknown id", func(io.Writer, Request) string { return `{"jsonrpc":"2.0","id":999,"result":{}}` + "\n" }},
+		{"wrong version", func(_ io.Writer, r Request) string { return `{"jsonrpc":"1.0","id":1,"result":{}}` + "\n" }},
+		{"result and error", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}` + "\n"
+		}},
+		{"output for unknown call", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","method":"output","params":{"ref":12345,"stream":"stdout","data":"x"}}` + "\n"
+		}},
+		{"bad result type", func(io.Writer, Request) string { return `{"jsonrpc":"2.0","id":1,"result":[1,2]}` + "\n" }},
+		{"request from agent", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"method":"exec","params":{}}` + "\n"
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := fakeAgent(t, func(w io.Writer, req Request) {
+				_, _ = io.WriteString(w, tc.reply(w, req))
+			})
+			c := dialFake(t, sock)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// A second call stays pending and must fail too.
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c.RunCode(ctx, RunCodeParams{Language: "python", Code: "1"}, nil)
+				errc <- err
+			}()
+			_, err := c.Exec(ctx, ExecParams{Shell: "true"}, nil)
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("Exec error = %v, want unavailable", err)
+			}
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Fatal("client did not close")
+			}
+			if !errors.Is(c.Err(), errdefs.ErrUnavailable) {
+				t.Fatalf("Err() = %v", c.Err())
+			}
+			if err := <-errc; !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("pending call error = %v, want unavailable", err)
+			}
+			if err := c.Ping(ctx); !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("call after close = %v", err)
+			}
+		})
+	}
+}
+
+func TestClientDuplicateResponse(t *testing.T) {
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		line := `{"jsonrpc":"2.0","id":` + jsonID(req) + `,"result":{"version":"1"}}` + "\n"
+		_, _ = io.WriteString(w, line+line)
+	})
+	c := dialFake(t, sock)
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatalf("first ping: %v", err)
+	}
+	select {
+	case <-c.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a response to a finished call did not close the client")
+	}
+}
+
+func jsonID(req Request) string {
+	b, _ := json.Marshal(req.ID)
+	return string(b)
+}
+
+func TestClientErrorCategories(t *testing.T) {
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		var cat string
+		_ = json.Unmarshal(req.Params, &struct {
+			Path *string `json:"path"`
+		}{&cat})
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+jsonID(req)+`,"error":{"code":-32000,"message":"nope","data":{"category":"`+cat+`"}}}`+"\n")
+	})
+	c := dialFake(t, sock)
+	for _, tc := range []struct {
+		cat  string
+		want error
+	}{
+		{"not_found", errdefs.ErrNotFound},
+		{"already_exists", errdefs.ErrAlreadyExists},
+		{"failed_precondition", errdefs.ErrFailedPrecondition},
+		{"invalid_argument", errdefs.ErrInvalidArgument},
+		{"bogus", errdefs.ErrInternal},
+	} {
+		_, err := c.Stat(context.Background(), tc.cat)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("category %s: err = %v, want %v", tc.cat, err, tc.want)
+		}
+	}
+	if c.Err() != nil {
+		t.Fatalf("application errors closed the client: %v", c.Err())
+	}
+}
+
+func TestClientCancelAbandonsCall(t *testing.T) {
+	var mu sync.Mutex
+	var cancels []uint64
+	release := make(chan struct{})
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		switch req.Method {
+		case MethodCancel:
+			var p CancelParams
+			_ = json.Unmarshal(req.Params, &p)
+			mu.Lock()
+			cancels = append(cancels, p.Ref)
+			mu.Unlock()
+			close(release)
+		case MethodExec:
+			go func() {
+				<-release
+				_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+jsonID(req)+`,"result":{"exitCode":137}}`+"\n")
+			}()
+		default:
+			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+jsonID(req)+`,"result":{}}`+"\n")
+		}
+	})
+	c := dialFake(t, sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Exec(ctx, ExecParams{Shell: "sleep 100"}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, errdefs.ErrDeadlineExceeded) && errdefs.CodeOf(err) != errdefs.CodeDeadlineExceeded {
+		t.Fatalf("err = %v", err)
+	}
+	// The late response to the abandoned call must not kill the client.
+	time.Sleep(100 * time.Millisecond)
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatalf("ping after abandoned call: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cancels) != 1 || cancels[0] != 1 {
+		t.Fatalf("cancel notifications = %v, want [1]", cancels)
+	}
+}

@@ -1,0 +1,124 @@
+// Package agenttest starts a real sandlot-agent as a host process on a unix
+// socket in a temp dir, for tests and benchmarks that drive it through the
+// Client.
+package agenttest
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary returns the agent binary: $SANDLOT_AGENT_BIN, or a static build of
+// ./cmd/sandlot-agent made once per test process.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	if p := os.Getenv("SANDLOT_AGENT_BIN"); p != "" {
+		return p
+	}
+	buildOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
+		dir, err := os.MkdirTemp("", "sandlot-agent-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "sandlot-agent")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sandlot-agent")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if buildErr != nil {
+		tb.Fatalf("build agent: %v", buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// Agent is a running agent process.
+type Agent struct {
+	Socket string
+	Home   string
+	Cmd    *exec.Cmd
+}
+
+// Start runs the agent with a fresh home and socket; it is killed at the
+// end of the test.
+func Start(tb testing.TB) *Agent {
+	tb.Helper()
+	dir := tb.TempDir()
+	a := &Agent{Socket: filepath.Join(dir, "run", "agent.sock"), Home: filepath.Join(dir, "home")}
+	if err := os.MkdirAll(a.Home, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	a.Cmd = exec.Command(Binary(tb), "--socket", a.Socket, "--home", a.Home)
+	a.Cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
+	if testing.Verbose() {
+		a.Cmd.Stderr = os.Stderr
+	}
+	if err := a.Cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = a.Cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = a.Cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = a.Cmd.Process.Kill()
+			<-done
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(a.Socket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("agent socket did not appear")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return a
+}
+
+// Dial connects a Client that is closed at the end of the test.
+func (a *Agent) Dial(tb testing.TB) *agent.Client {
+	tb.Helper()
+	c, err := agent.Dial(context.Background(), a.Socket, agent.ClientConfig{SandboxID: "test"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// StartClient starts an agent and dials it.
+func StartClient(tb testing.TB) (*agent.Client, *Agent) {
+	a := Start(tb)
+	return a.Dial(tb), a
+}

@@ -1,0 +1,165 @@
+// sandlot node kernel driver. Run as: node --expose-internals -e <this file>.
+// fd 1/2: user output (pipes: synchronous writes on Linux)
+// fd 3: commands, one JSON object per line: {"id", "code", "env"}
+// fd 4: results, one JSON object per line: {"id", "results", "error"}
+// User code runs in this process's global context (vm.runInThisContext), so
+// globals persist; the driver's own bindings live in this function scope,
+// out of reach of user code.
+(function sandlotDriver() {
+  'use strict';
+  const fs = require('fs');
+  const net = require('net');
+  const path = require('path');
+  const util = require('util');
+  const vm = require('vm');
+  const { createRequire } = require('module');
+  const writeSync = fs.writeSync;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  let processTLA = null;
+  try {
+    processTLA = require('internal/repl/await').processTopLevelAwait;
+  } catch (e) {
+    processTLA = null;
+  }
+  const home = process.env.HOME || process.cwd();
+  globalThis.require = createRequire(path.join(process.cwd(), '[sandlot]'));
+  globalThis.module = { exports: {} };
+  globalThis.exports = globalThis.module.exports;
+  globalThis.__dirname = home;
+  globalThis.__filename = path.join(home, '[sandlot]');
+
+  const report = (e) => {
+    try {
+      process.stderr.write(String((e && e.stack) || e) + '\n');
+    } catch (_) {
+      // nothing left to report to
+    }
+  };
+  process.on('uncaughtException', report);
+  process.on('unhandledRejection', report);
+  let interrupt = null;
+  process.on('SIGINT', () => {
+    if (interrupt) interrupt();
+  });
+
+  const MAXTEXT = 1 << 20;
+  let results = null;
+  globalThis.display = (...objs) => {
+    if (results) for (const o of objs) results.push(rich(o, false));
+  };
+
+  function rich(v, main) {
+    let text;
+    try {
+      text = typeof v === 'string' ? util.inspect(v) : util.inspect(v, { depth: 4 });
+    } catch (e) {
+      text = '<inspect failed>';
+    }
+    if (text.length > MAXTEXT) text = text.slice(0, MAXTEXT) + '...';
+    const r = { text };
+    if (main) r.main = true;
+    return r;
+  }
+
+  function errorOf(e) {
+    if (e === null || (typeof e !== 'object' && typeof e !== 'function')) {
+      return { name: 'Error', value: String(e), traceback: 'Uncaught ' + util.inspect(e) };
+    }
+    let stack = typeof e.stack === 'string' ? e.stack : String(e);
+    stack = stack
+      .split('\n')
+      .filter((l) => !/\[eval\]|node:vm|node:internal|sandlotDriver/.test(l))
+      .join('\n');
+    let value;
+    try {
+      value = e.message === undefined ? String(e) : String(e.message);
+    } catch (_) {
+      value = '<unprintable>';
+    }
+    return { name: String(e.name || 'Error'), value, traceback: stack };
+  }
+
+  function withInterrupt(p) {
+    return Promise.race([
+      p,
+      new Promise((_, reject) => {
+        interrupt = () => reject(new Error('Script execution interrupted.'));
+      }),
+    ]);
+  }
+
+  async function run(req) {
+    if (req.env) Object.assign(process.env, req.env);
+    const filename = 'cell-' + req.n + '.js';
+    results = [];
+    const out = results;
+    let error = null;
+    try {
+      let script;
+      let wrapped = false;
+      try {
+        script = new vm.Script(req.code, { filename });
+      } catch (e) {
+        const src = e instanceof SyntaxError && processTLA && /\bawait\b/.test(req.code) ? processTLA(req.code) : null;
+        if (!src) throw e;
+        script = new vm.Script(src, { filename });
+        wrapped = true;
+      }
+      let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
+      if (wrapped) {
+        const r = await withInterrupt(value);
+        value = r && typeof r === 'object' && 'value' in r ? r.value : undefined;
+      }
+      if (value !== undefined) {
+        globalThis._ = value;
+        out.push(rich(value, true));
+      }
+    } catch (e) {
+      error = errorOf(e);
+    } finally {
+      interrupt = null;
+      results = null;
+    }
+    return { id: req.id, results: out, error };
+  }
+
+  let buf = '';
+  const queue = [];
+  let busy = false;
+  async function pump() {
+    if (busy) return;
+    busy = true;
+    while (queue.length) {
+      const line = queue.shift();
+      let resp;
+      try {
+        resp = await run(parse(line));
+      } catch (e) {
+        resp = { id: null, results: [], error: errorOf(e) };
+      }
+      let data;
+      try {
+        data = stringify(resp) + '\n';
+      } catch (e) {
+        data = stringify({ id: resp.id, results: [], error: errorOf(e) }) + '\n';
+      }
+      const b = Buffer.from(data);
+      let off = 0;
+      while (off < b.length) off += writeSync(4, b, off, b.length - off);
+    }
+    busy = false;
+  }
+  const input = new net.Socket({ fd: 3, readable: true, writable: false });
+  input.setEncoding('utf8');
+  input.on('data', (chunk) => {
+    buf += chunk;
+    let i;
+    while ((i = buf.indexOf('\n')) >= 0) {
+      queue.push(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+    }
+    pump();
+  });
+  input.on('end', () => process.exit(0));
+})();

@@ -1,0 +1,198 @@
+# sandlot python kernel driver. Run as: python3 -u -c <this file>.
+# fd 1/2: user output (pipes, so subprocess output lands there too)
+# fd 3: commands, one JSON object per line: {"id", "code", "env"}
+# fd 4: results, one JSON object per line: {"id", "results", "error"}
+# All of a run's output is written before its result line, so the agent
+# drains fd 1/2 after reading the result. Keep imports light: startup time
+# is on the first call's path.
+import ast
+import builtins
+import json
+import os
+import signal
+import sys
+import types
+import warnings
+
+
+def _sandlot_main():
+    os.set_inheritable(3, False)
+    os.set_inheritable(4, False)
+    rin = open(3, "rb")
+    warnings.filterwarnings("ignore", message=".*non-interactive.*")
+    warnings.filterwarnings("ignore", message=".*FigureCanvasAgg.*")
+
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    ns = main.__dict__
+    driver_file = sys._getframe().f_code.co_filename
+    state = {"running": False, "results": None}
+    FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    CO_COROUTINE = 0x80
+    MAXTEXT = 1 << 20
+
+    def on_sigint(signum, frame):
+        # Only user code is interrupted; a late signal must not break the loop.
+        if state["running"]:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+
+    def rich(v, main_result):
+        try:
+            text = repr(v)
+        except BaseException as e:  # a broken __repr__ is the user's problem
+            text = "<repr failed: %s>" % type(e).__name__
+        if len(text) > MAXTEXT:
+            text = text[:MAXTEXT] + "..."
+        r = {"text": text}
+        if main_result:
+            r["main"] = True
+        if isinstance(v, type):
+            return r
+        for attr, key in (
+            ("_repr_html_", "html"),
+            ("_repr_markdown_", "markdown"),
+            ("_repr_svg_", "svg"),
+            ("_repr_png_", "png"),
+            ("_repr_jpeg_", "jpeg"),
+            ("_repr_latex_", "latex"),
+            ("_repr_json_", "json"),
+        ):
+            try:
+                m = getattr(v, attr, None)
+                if m is None or not callable(m):
+                    continue
+                x = m()
+                if x is None:
+                    continue
+                if isinstance(x, tuple):
+                    x = x[0]
+                if isinstance(x, (bytes, bytearray)):
+                    import base64
+
+                    x = base64.b64encode(x).decode()
+                elif key == "json":
+                    x = x  # any JSON value
+                elif not isinstance(x, str):
+                    x = str(x)
+                r[key] = x
+            except BaseException:
+                pass
+        return r
+
+    def display(*objs, **kwargs):
+        for o in objs:
+            if state["results"] is not None:
+                state["results"].append(rich(o, False))
+
+    builtins.display = display
+
+    def figures(results):
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        try:
+            nums = plt.get_fignums()
+            if not nums:
+                return
+            import base64
+            import io
+
+            for n in nums:
+                fig = plt.figure(n)
+                buf = io.BytesIO()
+                fig.savefig(buf, format="png", bbox_inches="tight")
+                results.append({"png": base64.b64encode(buf.getvalue()).decode(), "text": repr(fig)})
+            plt.close("all")
+        except BaseException as e:
+            sys.stderr.write("sandlot: could not capture figures: %r\n" % (e,))
+
+    def error_of(e):
+        import traceback
+
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == driver_file:
+            tb = tb.tb_next
+        try:
+            lines = traceback.format_exception(type(e), e, tb)
+        except BaseException:
+            lines = [repr(e)]
+        try:
+            value = str(e)
+        except BaseException:
+            value = "<str failed>"
+        return {"name": type(e).__name__, "value": value, "traceback": "".join(lines)}
+
+    def execute(co):
+        state["running"] = True
+        try:
+            v = eval(co, ns)
+            if co.co_flags & CO_COROUTINE:
+                import asyncio
+
+                v = asyncio.get_event_loop_policy().get_event_loop().run_until_complete(v)
+        finally:
+            state["running"] = False
+        return v
+
+    def run(req, count):
+        env = req.get("env")
+        if env:
+            os.environ.update(env)
+        code = req.get("code", "")
+        fname = "<cell-%d>" % count
+        import linecache
+
+        linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+        results = []
+        state["results"] = results
+        err = None
+        try:
+            try:
+                co = compile(code, fname, "eval", FLAGS)
+            except SyntaxError:
+                co = None
+            if co is not None:
+                v = execute(co)
+                if v is not None:
+                    ns["_"] = v
+                    results.append(rich(v, True))
+            else:
+                tree = ast.parse(code, fname, "exec")
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                execute(compile(tree, fname, "exec", FLAGS))
+                if last is not None:
+                    v = execute(compile(last, fname, "eval", FLAGS))
+                    if v is not None:
+                        ns["_"] = v
+                        results.append(rich(v, True))
+        except BaseException as e:
+            err = error_of(e)
+        state["results"] = None
+        figures(results)
+        return {"id": req.get("id"), "results": results, "error": err}
+
+    count = 0
+    while True:
+        try:
+            line = rin.readline()
+            if not line:
+                return
+            count += 1
+            resp = run(json.loads(line), count)
+            out = (json.dumps(resp) + "\n").encode()
+        except KeyboardInterrupt:
+            continue
+        except BaseException as e:
+            out = (json.dumps({"id": None, "error": {"name": type(e).__name__, "value": str(e), "traceback": ""}}) + "\n").encode()
+        view = memoryview(out)
+        while view:
+            n = os.write(4, view)
+            view = view[n:]
+
+
+_sandlot_main()

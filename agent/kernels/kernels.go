@@ -1,0 +1,466 @@
+// Package kernels runs sandlot's persistent code kernels inside the sandbox:
+// python (embedded driver, /usr/bin/python3 -u), javascript and typescript
+// (embedded node driver; typescript is transpiled with esbuild first), a
+// persistent bash session, and one-shot sh.
+//
+// A kernel is a child process with user output on its fd 1 and 2 (pipes,
+// so subprocesses' output is captured in order), commands on fd 3 and
+// results on fd 4. Kernels start lazily on first use, one per (language,
+// name); runs on one kernel are serialized.
+package kernels
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/internal/outbuf"
+)
+
+//go:embed driver.py
+var pythonDriver string
+
+//go:embed driver.js
+var nodeDriver string
+
+// bashDriver reads "<id>\0<code>\0" from fd 3, evals the code at top level
+// (so variables, functions, cwd and exports persist) and reports the exit
+// status on fd 4. Builtins are called through `builtin` so user functions
+// named printf or read cannot break the loop.
+const bashDriver = `while builtin read -r -d '' __sandlot_id <&3 && builtin read -r -d '' __sandlot_code <&3; do
+eval "$__sandlot_code"
+__sandlot_rc=$?
+builtin printf '{"id":%s,"exitCode":%d}\n' "$__sandlot_id" "$__sandlot_rc" >&4
+done
+`
+
+// Defaults.
+const (
+	DefaultTimeout = 60 * time.Second
+	MaxTimeout     = 600 * time.Second
+	interruptGrace = 2 * time.Second
+)
+
+// ShellFunc runs a one-shot shell command (the server's exec); sh uses it.
+type ShellFunc func(ctx context.Context, p agent.ExecParams, out func(agent.OutputEvent)) (*agent.ExecResult, error)
+
+// Config configures a Manager. Zero values are documented per field.
+type Config struct {
+	Home   string   // working directory of new kernels; "": /home/user
+	Env    []string // base environment of kernels; nil: os.Environ()
+	Python string   // "": /usr/bin/python3, else python3 on PATH
+	Node   string   // "": /usr/bin/node, else node on PATH
+	Bash   string   // "": /bin/bash
+	Shell  ShellFunc
+	Logger *slog.Logger // nil: slog.Default()
+}
+
+// Manager owns the kernels of one agent.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	kernels map[key]*kernel
+}
+
+type key struct{ lang, name string }
+
+// kernel is one (language, name) instance; its session is started lazily.
+type kernel struct {
+	lang string
+	mu   sync.Mutex // serializes runs and guards the fields below
+	s    *session   // nil until started, and after a restart
+	// cur mirrors s for Restart, which must reach a busy kernel without
+	// waiting for kn.mu (the run holding it may be the reason for restarting).
+	cur   atomic.Pointer[session]
+	count int   // executions since start
+	id    int64 // last command id
+}
+
+// New returns a Manager.
+func New(cfg Config) *Manager {
+	if cfg.Home == "" {
+		cfg.Home = "/home/user"
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	cfg.Python = findBinary(cfg.Python, "/usr/bin/python3", "python3")
+	cfg.Node = findBinary(cfg.Node, "/usr/bin/node", "node")
+	cfg.Bash = findBinary(cfg.Bash, "/bin/bash", "bash")
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, kernels: make(map[key]*kernel)}
+}
+
+func findBinary(configured, def, name string) string {
+	if configured != "" {
+		return configured
+	}
+	if _, err := os.Stat(def); err == nil {
+		return def
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return def
+}
+
+// kernelLang maps a request language to the kernel that runs it:
+// typescript runs in the javascript kernel after transpiling.
+func kernelLang(lang string) string {
+	if lang == agent.TypeScript {
+		return agent.JavaScript
+	}
+	return lang
+}
+
+func (m *Manager) get(lang, name string) *kernel {
+	k := key{kernelLang(lang), name}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kn := m.kernels[k]
+	if kn == nil {
+		kn = &kernel{lang: k.lang}
+		m.kernels[k] = kn
+	}
+	return kn
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Error is a categorised failure of a run (not an error of user code, which
+// is a result).
+type Error struct {
+	Category string // an errdefs code name
+	Msg      string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func invalid(format string, args ...any) error {
+	return &Error{Category: "invalid_argument", Msg: fmt.Sprintf(format, args...)}
+}
+
+// Run executes p in its kernel. cancel, when closed, interrupts the run.
+// out (may be nil) receives output events (Ref is left to the caller).
+func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
+	for k := range p.Env {
+		if !envName.MatchString(k) {
+			return nil, invalid("bad environment variable name %q", k)
+		}
+	}
+	timeout := DefaultTimeout
+	if p.TimeoutMs > 0 {
+		timeout = min(time.Duration(p.TimeoutMs)*time.Millisecond, MaxTimeout)
+	}
+	switch p.Language {
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.Sh:
+		return m.runSh(ctx, p, timeout, out)
+	default:
+		return nil, invalid("unknown language %q (want python, javascript, typescript, bash or sh)", p.Language)
+	}
+	code := p.Code
+	if p.Language == agent.TypeScript {
+		js, err := transpile(code)
+		if err != nil {
+			return &agent.RunCodeResult{
+				Success: false,
+				Error:   &agent.ExecError{Name: "TypeScriptError", Value: err.Error(), Traceback: err.Error()},
+			}, nil
+		}
+		code = js
+	}
+	kn := m.get(p.Language, p.Kernel)
+	kn.mu.Lock()
+	defer kn.mu.Unlock()
+	return m.runLocked(ctx, kn, p, code, timeout, out)
+}
+
+// runLocked runs code on kn. Precondition: kn.mu is held.
+func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodeParams, code string, timeout time.Duration, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
+	start := time.Now()
+	restarted := false
+	if kn.s != nil && (kn.s.dead || kn.s.p.Exited()) {
+		kn.s.kill()
+		kn.s = nil
+		kn.cur.Store(nil)
+		restarted = true
+	}
+	if kn.s == nil {
+		s, err := m.start(kn.lang)
+		if err != nil {
+			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+		}
+		kn.s = s
+		kn.cur.Store(s)
+		kn.count = 0
+	}
+	s := kn.s
+	s.discard()
+	kn.id++
+	kn.count++
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.send(cmd); err != nil {
+		// The kernel died between runs: start over once.
+		s.kill()
+		kn.s = nil
+		kn.cur.Store(nil)
+		if restarted {
+			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("%s kernel: %v", kn.lang, err)}
+		}
+		return m.runLocked(ctx, kn, p, code, timeout, out)
+	}
+
+	stdout, stderr := outbuf.New(p.MaxOutput), outbuf.New(p.MaxOutput)
+	var emit func(stream, data string)
+	if p.Stream && out != nil {
+		emit = func(stream, data string) { out(agent.OutputEvent{Stream: stream, Data: data}) }
+	}
+	spec := waitSpec{
+		id:       kn.id,
+		deadline: start.Add(timeout),
+		grace:    interruptGrace,
+		cancel:   ctx.Done(),
+		stdout:   stdout,
+		stderr:   stderr,
+		emit:     emit,
+	}
+	if kn.lang != agent.Bash {
+		spec.interrupt = syscall.SIGINT
+	}
+	o := s.wait(spec)
+
+	r := &agent.RunCodeResult{
+		Stdout:          stdout.String(),
+		Stderr:          stderr.String(),
+		Truncated:       stdout.Truncated() || stderr.Truncated(),
+		ExecutionCount:  kn.count,
+		TimedOut:        o.timedOut,
+		KernelRestarted: restarted,
+	}
+	if o.res != nil {
+		r.Results = o.res.Results
+		r.Error = o.res.Error
+		r.ExitCode = o.res.ExitCode
+	}
+	if o.killed {
+		kn.s = nil
+		kn.cur.Store(nil)
+		r.KernelRestarted = true
+		if o.res == nil && !o.timedOut && !o.canceled {
+			// The kernel died under the user's code (exit, os._exit, crash).
+			st := o.exit
+			switch {
+			case st.Exited():
+				r.ExitCode = st.ExitStatus()
+			case st.Signaled():
+				r.ExitCode = 128 + int(st.Signal())
+			}
+			if kn.lang != agent.Bash || st.Signaled() {
+				r.Error = &agent.ExecError{Name: "KernelDied", Value: fmt.Sprintf("the %s kernel exited (%s); its state is gone", kn.lang, describe(st))}
+			}
+		}
+	}
+	if o.timedOut {
+		msg := fmt.Sprintf("execution timed out after %s", timeout)
+		if o.killed {
+			msg += "; the kernel was restarted and its state is gone"
+		}
+		tb := ""
+		if r.Error != nil {
+			tb = r.Error.Traceback
+		}
+		r.Error = &agent.ExecError{Name: "TimeoutError", Value: msg, Traceback: tb}
+		if r.ExitCode == 0 {
+			r.ExitCode = 124
+		}
+	}
+	if o.canceled {
+		r.Error = &agent.ExecError{Name: "Canceled", Value: "execution canceled"}
+	}
+	if emit != nil {
+		for i := range r.Results {
+			rr := r.Results[i]
+			out(agent.OutputEvent{Stream: agent.Result, Result: &rr})
+		}
+	}
+	r.Success = r.Error == nil && r.ExitCode == 0 && !r.TimedOut
+	r.DurationMs = time.Since(start).Milliseconds()
+	return r, nil
+}
+
+func describe(st syscall.WaitStatus) string {
+	switch {
+	case st.Exited():
+		return "exit status " + strconv.Itoa(st.ExitStatus())
+	case st.Signaled():
+		return "signal " + st.Signal().String()
+	}
+	return "unknown status"
+}
+
+func (m *Manager) start(lang string) (*session, error) {
+	env := append([]string(nil), m.cfg.Env...)
+	var argv []string
+	switch lang {
+	case agent.Python:
+		env = append(env, "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8")
+		argv = []string{m.cfg.Python, "-u", "-c", pythonDriver}
+	case agent.JavaScript:
+		env = append(env, "NODE_NO_WARNINGS=1")
+		argv = []string{m.cfg.Node, "--expose-internals", "-e", nodeDriver}
+	case agent.Bash:
+		argv = []string{m.cfg.Bash, "--noprofile", "--norc", "-c", bashDriver}
+	default:
+		return nil, fmt.Errorf("no kernel for %q", lang)
+	}
+	return startSession(argv, env, m.cfg.Home)
+}
+
+func encodeCommand(lang string, id int64, n int, code string, env map[string]string) ([]byte, error) {
+	if lang == agent.Bash {
+		code = strings.ReplaceAll(code, "\x00", "")
+		var b strings.Builder
+		b.WriteString(strconv.FormatInt(id, 10))
+		b.WriteByte(0)
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			b.WriteString("export " + k + "=" + shellQuote(strings.ReplaceAll(env[k], "\x00", "")) + "\n")
+		}
+		b.WriteString(code)
+		b.WriteByte(0)
+		return []byte(b.String()), nil
+	}
+	b, err := json.Marshal(struct {
+		ID   int64             `json:"id"`
+		N    int               `json:"n"`
+		Code string            `json:"code"`
+		Env  map[string]string `json:"env,omitempty"`
+	}{id, n, code, env})
+	if err != nil {
+		return nil, invalid("encode: %v", err)
+	}
+	return append(b, '\n'), nil
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// transpile turns TypeScript into JavaScript that keeps top-level await and
+// the last expression statement (so the kernel can report its value).
+func transpile(code string) (string, error) {
+	r := api.Transform(code, api.TransformOptions{
+		Loader:     api.LoaderTS,
+		Target:     api.ESNext,
+		Sourcefile: "cell.ts",
+	})
+	if len(r.Errors) > 0 {
+		msgs := api.FormatMessages(r.Errors, api.FormatMessagesOptions{Kind: api.ErrorMessage})
+		return "", fmt.Errorf("%s", strings.TrimSpace(strings.Join(msgs, "\n")))
+	}
+	return string(r.Code), nil
+}
+
+func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time.Duration, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
+	if m.cfg.Shell == nil {
+		return nil, &Error{Category: "unavailable", Msg: "sh is not available"}
+	}
+	sh := "/bin/sh"
+	er, err := m.cfg.Shell(ctx, agent.ExecParams{
+		Argv:      []string{sh, "-c", p.Code},
+		Env:       p.Env,
+		TimeoutMs: timeout.Milliseconds(),
+		MaxOutput: p.MaxOutput,
+		Stream:    p.Stream,
+	}, func(ev agent.OutputEvent) {
+		if ev.Stream != agent.Start && out != nil {
+			out(ev)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &agent.RunCodeResult{
+		Stdout:         er.Stdout,
+		Stderr:         er.Stderr,
+		ExitCode:       er.ExitCode,
+		TimedOut:       er.TimedOut,
+		Truncated:      er.Truncated,
+		ExecutionCount: 1,
+		DurationMs:     er.DurationMs,
+	}
+	if er.TimedOut {
+		r.Error = &agent.ExecError{Name: "TimeoutError", Value: fmt.Sprintf("execution timed out after %s", timeout)}
+	}
+	r.Success = r.ExitCode == 0 && !r.TimedOut
+	return r, nil
+}
+
+// Restart kills a kernel; the next run starts a fresh one.
+func (m *Manager) Restart(p agent.KernelParams) error {
+	switch p.Language {
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.Sh:
+		return nil
+	default:
+		return invalid("unknown language %q", p.Language)
+	}
+	kn := m.get(p.Language, p.Kernel)
+	if s := kn.cur.Load(); s != nil {
+		_ = s.p.SignalGroup(syscall.SIGKILL) // a run in progress sees its kernel die
+	}
+	kn.mu.Lock()
+	defer kn.mu.Unlock()
+	if kn.s != nil {
+		kn.s.kill()
+		kn.s = nil
+		kn.cur.Store(nil)
+	}
+	return nil
+}
+
+// Close kills every kernel.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	ks := make([]*kernel, 0, len(m.kernels))
+	for _, k := range m.kernels {
+		ks = append(ks, k)
+	}
+	m.mu.Unlock()
+	for _, kn := range ks {
+		kn.mu.Lock()
+		if kn.s != nil {
+			kn.s.kill()
+			kn.s = nil
+			kn.cur.Store(nil)
+		}
+		kn.mu.Unlock()
+	}
+}

@@ -1,0 +1,342 @@
+package kernels
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/internal/outbuf"
+	"github.com/sandlot/sandlot/agent/internal/proc"
+)
+
+// session is one running kernel process and the agent's ends of its pipes:
+// ctrl (fd 3 in the child) carries commands, res (fd 4) carries results,
+// out and err are the child's fd 1 and 2. The read ends are non-blocking
+// and are only touched by the goroutine running a call (under kernel.mu),
+// which polls them directly: no goroutine per pipe, no channel hop on the
+// hot path.
+type session struct {
+	p      *proc.Process
+	ctrl   int // write end, blocking
+	out    int // read ends, non-blocking
+	err    int
+	res    int
+	resBuf []byte
+	dead   bool
+}
+
+// startSession forks argv with fresh pipes on fds 1..4 and /dev/null on 0.
+func startSession(argv, env []string, dir string) (*session, error) {
+	var fds [4][2]int // ctrl, out, err, res: [read, write]
+	var opened []int
+	closeAll := func() {
+		for _, fd := range opened {
+			_ = unix.Close(fd)
+		}
+	}
+	for i := range fds {
+		if err := unix.Pipe2(fds[i][:], unix.O_CLOEXEC); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("pipe: %w", err)
+		}
+		opened = append(opened, fds[i][0], fds[i][1])
+	}
+	null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("open /dev/null: %w", err)
+	}
+	opened = append(opened, null)
+	// Larger pipes mean fewer wakeups under output floods; best effort.
+	for _, fd := range []int{fds[1][0], fds[2][0]} {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
+	}
+	p, err := proc.Start(argv, proc.Attr{
+		Dir:   dir,
+		Env:   env,
+		Files: []uintptr{uintptr(null), uintptr(fds[1][1]), uintptr(fds[2][1]), uintptr(fds[0][0]), uintptr(fds[3][1])},
+	})
+	// The child holds its ends now (or failed to start).
+	for _, fd := range []int{null, fds[1][1], fds[2][1], fds[0][0], fds[3][1]} {
+		_ = unix.Close(fd)
+	}
+	if err != nil {
+		for _, fd := range []int{fds[0][1], fds[1][0], fds[2][0], fds[3][0]} {
+			_ = unix.Close(fd)
+		}
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	s := &session{p: p, ctrl: fds[0][1], out: fds[1][0], err: fds[2][0], res: fds[3][0]}
+	for _, fd := range []int{s.out, s.err, s.res} {
+		_ = unix.SetNonblock(fd, true)
+	}
+	return s, nil
+}
+
+// kill ends the process group and releases the pipes. It waits briefly for
+// the reaper so that a restarted kernel does not overlap the old one.
+func (s *session) kill() {
+	_ = s.p.SignalGroup(syscall.SIGKILL)
+	select {
+	case <-s.p.Done():
+	case <-time.After(2 * time.Second):
+	}
+	for _, fd := range []int{s.ctrl, s.out, s.err, s.res} {
+		_ = unix.Close(fd)
+	}
+	s.dead = true
+}
+
+// discard drops output left over from earlier runs (background writers,
+// timers) so it is not attributed to the next run.
+func (s *session) discard() {
+	var buf [32 << 10]byte
+	for _, fd := range []int{s.out, s.err} {
+		for i := 0; i < 64; i++ {
+			n, err := unix.Read(fd, buf[:])
+			if n <= 0 || err != nil {
+				break
+			}
+		}
+	}
+	for {
+		n, err := unix.Read(s.res, buf[:])
+		if n <= 0 || err != nil {
+			break
+		}
+	}
+	s.resBuf = s.resBuf[:0]
+}
+
+// send writes one command. A dead reader shows up as EPIPE.
+func (s *session) send(b []byte) error {
+	for len(b) > 0 {
+		n, err := unix.Write(s.ctrl, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// driverResult is the result line of the python and node drivers.
+type driverResult struct {
+	ID       *int64             `json:"id"`
+	Results  []agent.RichResult `json:"results"`
+	Error    *agent.ExecError   `json:"error"`
+	ExitCode int                `json:"exitCode"` // bash
+}
+
+// outcome of waiting for one run.
+type outcome struct {
+	res         *driverResult // nil when the kernel died or was killed
+	timedOut    bool
+	canceled    bool
+	interrupted bool // an interrupt was sent
+	killed      bool
+	exit        syscall.WaitStatus
+}
+
+// waitSpec tells wait how to treat a run.
+type waitSpec struct {
+	id        int64
+	deadline  time.Time
+	grace     time.Duration  // after the interrupt, before the kill
+	interrupt syscall.Signal // 0: kill at the deadline
+	cancel    <-chan struct{}
+	stdout    *outbuf.Buffer
+	stderr    *outbuf.Buffer
+	emit      func(stream, data string) // may be nil
+}
+
+const maxResultLine = 2 * agent.MaxFrame
+
+// wait polls the session's pipes until the result of spec.id arrives, the
+// kernel dies, or the deadline (plus grace) passes. Output read before the
+// result is collected (and streamed); after the result line the pipes are
+// drained without blocking, which is complete because the driver writes
+// all output before its result.
+func (s *session) wait(spec waitSpec) outcome {
+	var o outcome
+	fds := []unix.PollFd{
+		{Fd: int32(s.res), Events: unix.POLLIN},
+		{Fd: int32(s.out), Events: unix.POLLIN},
+		{Fd: int32(s.err), Events: unix.POLLIN},
+	}
+	buf := make([]byte, 64<<10)
+	var killAt time.Time
+	for {
+		timeout := 100 * time.Millisecond
+		now := time.Now()
+		if !o.interrupted && !spec.deadline.IsZero() {
+			if d := spec.deadline.Sub(now); d < timeout {
+				timeout = max(d, 0)
+			}
+		}
+		if !killAt.IsZero() {
+			if d := killAt.Sub(now); d < timeout {
+				timeout = max(d, 0)
+			}
+		}
+		n, err := unix.Poll(fds, int(timeout/time.Millisecond)+boolInt(timeout%time.Millisecond != 0))
+		if err != nil && err != unix.EINTR {
+			o.killed = true
+			s.kill()
+			return o
+		}
+		if n > 0 {
+			// Output first: it was written before any result in the same wakeup.
+			s.readOutput(&fds[1], buf, spec.stdout, spec.emit, agent.Stdout)
+			s.readOutput(&fds[2], buf, spec.stderr, spec.emit, agent.Stderr)
+			if fds[0].Revents != 0 {
+				r, eof, bad := s.readResult(buf, spec.id)
+				if r != nil {
+					s.drain(buf, spec)
+					o.res = r
+					return o
+				}
+				if eof || bad {
+					fds[0].Fd = -1
+				}
+			}
+		}
+		if fds[0].Fd < 0 || s.p.Exited() {
+			// Kernel gone (exit in user code, crash, closed fd 4).
+			s.drain(buf, spec)
+			o.killed = true
+			s.kill()
+			o.exit = s.p.Status()
+			return o
+		}
+		now = time.Now()
+		select {
+		case <-spec.cancel:
+			if !o.canceled {
+				o.canceled = true
+				spec.deadline = now // interrupt now
+			}
+		default:
+		}
+		if !o.interrupted && !spec.deadline.IsZero() && !now.Before(spec.deadline) {
+			o.timedOut = !o.canceled
+			o.interrupted = true
+			if spec.interrupt == 0 {
+				s.drain(buf, spec)
+				o.killed = true
+				s.kill()
+				return o
+			}
+			_ = s.p.SignalGroup(spec.interrupt)
+			killAt = now.Add(spec.grace)
+		}
+		if !killAt.IsZero() && !now.Before(killAt) {
+			s.drain(buf, spec)
+			o.killed = true
+			s.kill()
+			return o
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *session) readOutput(pfd *unix.PollFd, buf []byte, ob *outbuf.Buffer, emit func(string, string), stream string) {
+	if pfd.Revents == 0 || pfd.Fd < 0 {
+		return
+	}
+	n, err := unix.Read(int(pfd.Fd), buf)
+	if n > 0 {
+		kept := ob.Write(buf[:n])
+		if emit != nil && kept != "" {
+			emit(stream, kept)
+		}
+		return
+	}
+	if err == unix.EAGAIN || err == unix.EINTR {
+		return
+	}
+	pfd.Fd = -1 // EOF or error: stop polling it (a negative fd is ignored)
+}
+
+// drain reads what is left in the output pipes without blocking.
+func (s *session) drain(buf []byte, spec waitSpec) {
+	for _, x := range []struct {
+		fd     int
+		ob     *outbuf.Buffer
+		stream string
+	}{{s.out, spec.stdout, agent.Stdout}, {s.err, spec.stderr, agent.Stderr}} {
+		for i := 0; i < 1024; i++ { // bounded: a writer that keeps writing cannot hold us
+			n, _ := unix.Read(x.fd, buf)
+			if n <= 0 {
+				break
+			}
+			kept := x.ob.Write(buf[:n])
+			if spec.emit != nil && kept != "" {
+				spec.emit(x.stream, kept)
+			}
+		}
+		if tail := x.ob.Flush(); tail != "" && spec.emit != nil {
+			spec.emit(x.stream, tail)
+		}
+	}
+}
+
+// readResult reads from the result pipe and returns the result for id when
+// a complete line for it has arrived. Lines for other ids (late results of
+// abandoned runs) are skipped. eof reports a closed pipe; bad an oversized
+// line.
+func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bool) {
+	for {
+		n, err := unix.Read(s.res, buf)
+		if n > 0 {
+			s.resBuf = append(s.resBuf, buf[:n]...)
+		}
+		if n == 0 && err == nil {
+			eof = true
+			break
+		}
+		if err != nil {
+			if err != unix.EAGAIN && err != unix.EINTR {
+				eof = true
+			}
+			break
+		}
+	}
+	for {
+		i := bytes.IndexByte(s.resBuf, '\n')
+		if i < 0 {
+			break
+		}
+		line := s.resBuf[:i]
+		var dr driverResult
+		jerr := json.Unmarshal(line, &dr)
+		s.resBuf = s.resBuf[i+1:]
+		if jerr == nil && dr.ID != nil && *dr.ID == id {
+			if len(s.resBuf) == 0 {
+				s.resBuf = nil
+			}
+			return &dr, false, false
+		}
+	}
+	if len(s.resBuf) > maxResultLine {
+		return nil, eof, true
+	}
+	return nil, eof, false
+}
+
+var errDead = errors.New("kernel is not running")

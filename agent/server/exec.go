@@ -1,0 +1,418 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/internal/outbuf"
+	"github.com/sandlot/sandlot/agent/internal/proc"
+)
+
+const (
+	defaultExecTimeout = 60 * time.Second
+	maxExecTimeout     = 600 * time.Second
+	// pipeGrace is how long output may keep flowing after the process
+	// exited (background jobs holding the pipe). Then the pipe is closed.
+	pipeGrace = 200 * time.Millisecond
+)
+
+// running is one exec in flight.
+type running struct {
+	p    *proc.Process
+	argv []string
+	cwd  string
+	tag  string
+
+	mu    sync.Mutex // guards stdin
+	stdin *os.File   // nil once closed
+}
+
+type procTable struct {
+	mu    sync.Mutex
+	procs map[int]*running
+}
+
+func newProcTable() *procTable { return &procTable{procs: map[int]*running{}} }
+
+func (t *procTable) add(r *running) {
+	t.mu.Lock()
+	t.procs[r.p.Pid] = r
+	t.mu.Unlock()
+}
+
+func (t *procTable) del(pid int) {
+	t.mu.Lock()
+	delete(t.procs, pid)
+	t.mu.Unlock()
+}
+
+func (t *procTable) get(pid int) *running {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.procs[pid]
+}
+
+func (t *procTable) list() []agent.Process {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]agent.Process, 0, len(t.procs))
+	for _, r := range t.procs {
+		out = append(out, agent.Process{PID: r.p.Pid, Argv: r.argv, Cwd: r.cwd, Tag: r.tag})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
+	return out
+}
+
+// resolve makes p absolute against the home directory.
+func (s *Server) resolve(p string) string {
+	if p == "" {
+		return s.cfg.Home
+	}
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		p = filepath.Join(s.cfg.Home, p[1:])
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(s.cfg.Home, p)
+	}
+	return filepath.Clean(p)
+}
+
+func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	env := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := extra[k]; !ok {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return env
+}
+
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		f := filepath.Join(dir, name)
+		if st, err := os.Stat(f); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return f, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// exec runs one process to completion. out receives start and output
+// events when p.Stream is set.
+func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.OutputEvent)) (*agent.ExecResult, error) {
+	start := time.Now()
+	var argv []string
+	switch {
+	case len(p.Argv) > 0 && p.Shell != "":
+		return nil, errf("invalid_argument", "exec: set argv or shell, not both")
+	case len(p.Argv) > 0:
+		argv = append([]string(nil), p.Argv...)
+	case p.Shell != "":
+		sh := s.bash
+		if sh == "" {
+			sh = "/bin/sh"
+		}
+		argv = []string{sh, "-c", p.Shell}
+	default:
+		return nil, errf("invalid_argument", "exec: argv or shell is required")
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, errf("invalid_argument", "exec: bad environment variable name %q", k)
+		}
+	}
+	timeout := defaultExecTimeout
+	if p.TimeoutMs > 0 {
+		timeout = min(time.Duration(p.TimeoutMs)*time.Millisecond, maxExecTimeout)
+	}
+	env := mergeEnv(s.cfg.Env, p.Env)
+	path, err := lookPath(argv[0], env)
+	if err != nil {
+		return nil, errf("not_found", "exec: %s: command not found", argv[0])
+	}
+	argv0 := argv[0]
+	argv[0] = path
+	cwd := s.resolve(p.Cwd)
+	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+		return nil, errf("not_found", "exec: working directory %s does not exist", cwd)
+	}
+
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		outR.Close()
+		outW.Close()
+		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+	}
+	pr, err := proc.Start(append([]string{path}, argv[1:]...), proc.Attr{
+		Dir:   cwd,
+		Env:   env,
+		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+	})
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		errR.Close()
+		cat := "internal"
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) {
+			cat = "not_found"
+		}
+		return nil, errf(cat, "exec %s: %v", argv0, err)
+	}
+	argv[0] = argv0
+	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW}
+	s.procs.add(r)
+	defer s.procs.del(pr.Pid)
+
+	var emitMu sync.Mutex // keeps events of both streams whole and ordered per stream
+	emit := func(ev agent.OutputEvent) {
+		if p.Stream && out != nil {
+			emitMu.Lock()
+			out(ev)
+			emitMu.Unlock()
+		}
+	}
+	emit(agent.OutputEvent{Stream: agent.Start, PID: pr.Pid})
+
+	// Stdin is written by its own goroutine so a process that never reads
+	// cannot block us.
+	if p.Stdin != "" || !p.KeepStdin {
+		go func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.stdin == nil {
+				return
+			}
+			if p.Stdin != "" {
+				_, _ = io.WriteString(r.stdin, p.Stdin)
+			}
+			if !p.KeepStdin {
+				r.stdin.Close()
+				r.stdin = nil
+			}
+		}()
+	}
+
+	stdout, stderr := outbuf.New(p.MaxOutput), outbuf.New(p.MaxOutput)
+	var wg sync.WaitGroup
+	pump := func(f *os.File, ob *outbuf.Buffer, stream string) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				if kept := ob.Write(buf[:n]); kept != "" {
+					emit(agent.OutputEvent{Stream: stream, Data: kept})
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if tail := ob.Flush(); tail != "" {
+			emit(agent.OutputEvent{Stream: stream, Data: tail})
+		}
+	}
+	wg.Add(2)
+	go pump(outR, stdout, agent.Stdout)
+	go pump(errR, stderr, agent.Stderr)
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	timedOut := false
+	select {
+	case <-pr.Done():
+	case <-timer.C:
+		timedOut = true
+		_ = pr.SignalGroup(syscall.SIGKILL)
+		<-pr.Done()
+	case <-ctx.Done():
+		_ = pr.SignalGroup(syscall.SIGKILL)
+		<-pr.Done()
+	}
+	// Let the pipes drain; background jobs that keep them open are cut off.
+	pumped := make(chan struct{})
+	go func() { wg.Wait(); close(pumped) }()
+	select {
+	case <-pumped:
+	case <-time.After(pipeGrace):
+		_ = outR.SetReadDeadline(time.Now())
+		_ = errR.SetReadDeadline(time.Now())
+		<-pumped
+	}
+	outR.Close()
+	errR.Close()
+	r.mu.Lock()
+	if r.stdin != nil {
+		r.stdin.Close()
+		r.stdin = nil
+	}
+	r.mu.Unlock()
+
+	st := pr.Status()
+	res := &agent.ExecResult{
+		PID:        pr.Pid,
+		TimedOut:   timedOut,
+		Stdout:     stdout.String(),
+		Stderr:     stderr.String(),
+		Truncated:  stdout.Truncated() || stderr.Truncated(),
+		DurationMs: time.Since(start).Milliseconds(),
+	}
+	switch {
+	case st.Exited():
+		res.ExitCode = st.ExitStatus()
+	case st.Signaled():
+		res.ExitCode = 128 + int(st.Signal())
+		res.Signal = signalName(st.Signal())
+	}
+	return res, nil
+}
+
+var signals = map[string]syscall.Signal{
+	"SIGTERM": syscall.SIGTERM, "SIGKILL": syscall.SIGKILL, "SIGINT": syscall.SIGINT,
+	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1,
+	"SIGUSR2": syscall.SIGUSR2, "SIGSTOP": syscall.SIGSTOP, "SIGCONT": syscall.SIGCONT,
+}
+
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return sig.String()
+}
+
+func (s *Server) signal(p agent.SignalParams) error {
+	name := strings.ToUpper(p.Signal)
+	if name == "" {
+		name = "SIGTERM"
+	}
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig, ok := signals[name]
+	if !ok {
+		return errf("invalid_argument", "unknown signal %q", p.Signal)
+	}
+	r := s.procs.get(p.PID)
+	if r == nil {
+		return errf("not_found", "no running process %d", p.PID)
+	}
+	if err := r.p.SignalGroup(sig); err != nil && err != syscall.ESRCH {
+		return errf("internal", "signal %d: %v", p.PID, err)
+	}
+	return nil
+}
+
+func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
+	r := s.procs.get(p.PID)
+	if r == nil {
+		return errf("not_found", "no running process %d", p.PID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stdin == nil {
+		return errf("failed_precondition", "stdin of process %d is closed", p.PID)
+	}
+	if p.Data != "" {
+		deadline := time.Now().Add(10 * time.Second)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		_ = r.stdin.SetWriteDeadline(deadline)
+		if _, err := io.WriteString(r.stdin, p.Data); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return errf("deadline_exceeded", "process %d is not reading its stdin", p.PID)
+			}
+			return errf("failed_precondition", "write stdin of %d: %v", p.PID, err)
+		}
+	}
+	if p.EOF {
+		r.stdin.Close()
+		r.stdin = nil
+	}
+	return nil
+}
+
+// lineReader splits frames for the agent side (same bounds as the host).
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+var errTooLarge = errors.New("frame too large")
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+func (lr *lineReader) next() ([]byte, error) {
+	lr.buf = lr.buf[:0]
+	for {
+		line, err := lr.r.ReadSlice('\n')
+		if err == nil && len(lr.buf) == 0 {
+			return line[:len(line)-1], nil
+		}
+		lr.buf = append(lr.buf, line...)
+		if len(lr.buf) > lr.max+1 {
+			return nil, errTooLarge
+		}
+		if err == nil {
+			return lr.buf[:len(lr.buf)-1], nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return nil, err
+		}
+	}
+}

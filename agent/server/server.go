@@ -1,0 +1,468 @@
+// Package server is the in-sandbox side of the agent protocol: it listens on
+// a unix socket, serves concurrent connections and calls, runs processes
+// (exec), kernels (package kernels) and file operations, and reaps every
+// child as PID 1.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/internal/proc"
+	"github.com/sandlot/sandlot/agent/kernels"
+)
+
+// Config configures the agent. Zero values are documented per field.
+type Config struct {
+	// Socket is the unix socket path. "": /run/sandlot/agent.sock.
+	Socket string
+	// Home is the user's home, the base of relative paths and the default
+	// working directory. "": /home/user.
+	Home string
+	// Env is the base environment of processes and kernels. nil: a minimal
+	// one (HOME, PATH, LANG, USER, TERM, TMPDIR) plus SANDLOT_* from the
+	// agent's own environment.
+	Env []string
+	// Python, Node and Bash override interpreter paths (tests).
+	Python, Node, Bash string
+	// Logger: nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a running agent.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	started time.Time
+	kernels *kernels.Manager
+	procs   *procTable
+	bash    string
+}
+
+// New prepares an agent without listening.
+func New(cfg Config) *Server {
+	if cfg.Socket == "" {
+		cfg.Socket = filepath.Join(agent.SocketDir, agent.SocketName)
+	}
+	if cfg.Home == "" {
+		cfg.Home = "/home/user"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Env == nil {
+		cfg.Env = defaultEnv(cfg.Home)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable()}
+	s.bash = "/bin/bash"
+	if cfg.Bash != "" {
+		s.bash = cfg.Bash
+	}
+	if _, err := os.Stat(s.bash); err != nil {
+		s.bash = ""
+	}
+	s.kernels = kernels.New(kernels.Config{
+		Home:   cfg.Home,
+		Env:    cfg.Env,
+		Python: cfg.Python,
+		Node:   cfg.Node,
+		Bash:   cfg.Bash,
+		Shell:  s.exec,
+		Logger: cfg.Logger,
+	})
+	return s
+}
+
+func defaultEnv(home string) []string {
+	env := []string{
+		"HOME=" + home,
+		"USER=user",
+		"LOGNAME=user",
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+		"LC_ALL=C.UTF-8",
+		"TERM=xterm-256color",
+		"TMPDIR=/tmp",
+		"SHELL=/bin/bash",
+		"MPLCONFIGDIR=/tmp/.sandlot-mpl",
+	}
+	for _, kv := range os.Environ() {
+		if len(kv) > 8 && kv[:8] == "SANDLOT_" {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Run listens on cfg.Socket and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	return New(cfg).Serve(ctx)
+}
+
+// Serve listens and serves until ctx ends; it then kills the kernels.
+func (s *Server) Serve(ctx context.Context) error {
+	proc.StartReaper()
+	_ = os.MkdirAll(s.cfg.Home, 0o755)
+	if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
+		return fmt.Errorf("socket dir: %w", err)
+	}
+	if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale socket: %w", err)
+	}
+	ln, err := net.Listen("unix", s.cfg.Socket)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// uid 1000 inside and root outside both connect.
+	if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {
+		ln.Close()
+		return fmt.Errorf("chmod socket: %w", err)
+	}
+	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]struct{}{}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Error("accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		mu.Lock()
+		conns[c] = struct{}{}
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, c)
+			mu.Lock()
+			delete(conns, c)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	s.kernels.Close()
+	return nil
+}
+
+// conn is one host connection.
+type conn struct {
+	s   *Server
+	c   net.Conn
+	wmu sync.Mutex // serializes frame writes
+
+	mu      sync.Mutex
+	running map[uint64]context.CancelFunc // calls in flight, for "cancel"
+}
+
+func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a dropped connection stops its calls
+	c := &conn{s: s, c: nc, running: map[uint64]context.CancelFunc{}}
+	fr := newLineReader(nc, agent.MaxFrame)
+	for {
+		line, err := fr.next()
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				c.writeError(nil, agent.CodeInvalidRequest, "frame too large", "invalid_argument")
+			}
+			return
+		}
+		if len(line) == 0 {
+			continue
+		}
+		var req agent.Request
+		if err := json.Unmarshal(line, &req); err != nil {
+			c.writeError(nil, agent.CodeParseError, "parse error: "+err.Error(), "invalid_argument")
+			continue
+		}
+		if req.ID == nil {
+			c.notification(&req)
+			continue
+		}
+		if req.Method == agent.MethodPing {
+			// Inline: the cheapest possible health check.
+			c.reply(*req.ID, agent.PingResult{Version: agent.Version, UptimeMs: time.Since(s.started).Milliseconds(), PID: os.Getpid()}, nil)
+			continue
+		}
+		id := *req.ID
+		cctx, ccancel := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.running[id] = ccancel
+		c.mu.Unlock()
+		go func() {
+			res, err := c.handle(cctx, id, &req)
+			c.mu.Lock()
+			delete(c.running, id)
+			c.mu.Unlock()
+			ccancel()
+			c.reply(id, res, err)
+		}()
+	}
+}
+
+func (c *conn) notification(req *agent.Request) {
+	if req.Method != agent.MethodCancel {
+		return
+	}
+	var p agent.CancelParams
+	if json.Unmarshal(req.Params, &p) != nil {
+		return
+	}
+	c.mu.Lock()
+	cancel := c.running[p.Ref]
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// appError is an error with an errdefs category name.
+type appError struct {
+	code     int
+	category string
+	msg      string
+}
+
+func (e *appError) Error() string { return e.msg }
+
+func errf(category, format string, args ...any) error {
+	return &appError{code: agent.CodeAppError, category: category, msg: fmt.Sprintf(format, args...)}
+}
+
+func badParams(err error) error {
+	return &appError{code: agent.CodeInvalidParams, category: "invalid_argument", msg: "invalid params: " + err.Error()}
+}
+
+func decode[T any](raw json.RawMessage) (T, error) {
+	var v T
+	if len(raw) == 0 {
+		return v, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, badParams(err)
+	}
+	return v, nil
+}
+
+func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, error) {
+	s := c.s
+	switch req.Method {
+	case agent.MethodRunCode:
+		p, err := decode[agent.RunCodeParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.kernels.Run(ctx, p, c.emitter(id))
+		if err != nil {
+			var ke *kernels.Error
+			if errors.As(err, &ke) {
+				return nil, errf(ke.Category, "%s", ke.Msg)
+			}
+			return nil, err
+		}
+		fitRunCode(r)
+		return r, nil
+	case agent.MethodKernelRestart:
+		p, err := decode[agent.KernelParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.kernels.Restart(p); err != nil {
+			var ke *kernels.Error
+			if errors.As(err, &ke) {
+				return nil, errf(ke.Category, "%s", ke.Msg)
+			}
+			return nil, err
+		}
+		return agent.Empty{}, nil
+	case agent.MethodExec:
+		p, err := decode[agent.ExecParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		r, err := s.exec(ctx, p, c.emitter(id))
+		if err != nil {
+			return nil, err
+		}
+		fitExec(r)
+		return r, nil
+	case agent.MethodSignal:
+		p, err := decode[agent.SignalParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		return agent.Empty{}, s.signal(p)
+	case agent.MethodStdin:
+		p, err := decode[agent.StdinParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		return agent.Empty{}, s.stdin(ctx, p)
+	case agent.MethodProcesses:
+		return agent.ProcessList{Processes: s.procs.list()}, nil
+	case agent.MethodReadFile:
+		return call(req.Params, s.readFile)
+	case agent.MethodWriteFile:
+		return call(req.Params, s.writeFile)
+	case agent.MethodEditFile:
+		return call(req.Params, s.editFile)
+	case agent.MethodList:
+		return call(req.Params, s.list)
+	case agent.MethodStat:
+		return call(req.Params, s.stat)
+	case agent.MethodMkdir:
+		return call(req.Params, s.mkdir)
+	case agent.MethodRemove:
+		return call(req.Params, s.remove)
+	case agent.MethodMove:
+		return call(req.Params, s.move)
+	case agent.MethodGlob:
+		return call(req.Params, s.glob)
+	case agent.MethodGrep:
+		return call(req.Params, s.grep)
+	}
+	return nil, &appError{code: agent.CodeMethodNotFound, category: "invalid_argument", msg: "unknown method " + strconv.Quote(req.Method)}
+}
+
+func call[P, R any](raw json.RawMessage, f func(P) (R, error)) (any, error) {
+	p, err := decode[P](raw)
+	if err != nil {
+		return nil, err
+	}
+	r, err := f(p)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// emitter returns the output callback of call id.
+func (c *conn) emitter(id uint64) func(agent.OutputEvent) {
+	return func(ev agent.OutputEvent) {
+		ev.Ref = id
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return
+		}
+		frame := make([]byte, 0, len(b)+48)
+		frame = append(frame, `{"jsonrpc":"2.0","method":"output","params":`...)
+		frame = append(frame, b...)
+		frame = append(frame, "}\n"...)
+		if len(frame) > agent.MaxFrame {
+			return // never send what the host must reject
+		}
+		c.write(frame)
+	}
+}
+
+func (c *conn) reply(id uint64, res any, err error) {
+	if err != nil {
+		var ae *appError
+		if !errors.As(err, &ae) {
+			ae = &appError{code: agent.CodeAppError, category: categoryOf(err), msg: err.Error()}
+		}
+		c.writeError(&id, ae.code, ae.msg, ae.category)
+		return
+	}
+	b, merr := json.Marshal(res)
+	if merr != nil {
+		c.writeError(&id, agent.CodeInternalError, "encode result: "+merr.Error(), "internal")
+		return
+	}
+	frame := make([]byte, 0, len(b)+48)
+	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
+	frame = strconv.AppendUint(frame, id, 10)
+	frame = append(frame, `,"result":`...)
+	frame = append(frame, b...)
+	frame = append(frame, "}\n"...)
+	if len(frame) > agent.MaxFrame {
+		c.writeError(&id, agent.CodeAppError, "result too large for one frame", "resource_exhausted")
+		return
+	}
+	c.write(frame)
+}
+
+func (c *conn) writeError(id *uint64, code int, msg, category string) {
+	if len(msg) > 8192 {
+		msg = msg[:8192]
+	}
+	resp := agent.Response{JSONRPC: "2.0", ID: id, Error: &agent.RPCError{Code: code, Message: msg}}
+	if category != "" {
+		resp.Error.Data = &agent.ErrorData{Category: category}
+	}
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return
+	}
+	c.write(append(b, '\n'))
+}
+
+// write sends one frame. A host that stops reading for a minute is gone.
+func (c *conn) write(frame []byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_ = c.c.SetWriteDeadline(time.Now().Add(time.Minute))
+	if _, err := c.c.Write(frame); err != nil {
+		c.c.Close()
+	}
+}
+
+// categoryOf maps OS errors to errdefs category names.
+func categoryOf(err error) string {
+	var errno syscall.Errno
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "not_found"
+	case errors.Is(err, fs.ErrExist):
+		return "already_exists"
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return "permission_denied"
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EMFILE),
+		errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
+		return "resource_exhausted"
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY),
+		errors.Is(err, syscall.EXDEV), errors.Is(err, syscall.EBUSY):
+		return "failed_precondition"
+	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP):
+		return "invalid_argument"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, context.Canceled):
+		return "unavailable"
+	case errors.As(err, &errno):
+		return "internal"
+	}
+	return "internal"
+}
