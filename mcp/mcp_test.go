@@ -2,8 +2,7 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/json"
+		"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tools"
+	"github.com/sandlot/sandlot/tools/toolstest"
 )
 
 // runResult decodes a run_code tool result, checking that the text content
@@ -61,18 +61,6 @@ func runCode(t *testing.T, cs *sdk.ClientSession, args map[string]any) *sdk.Call
 		t.Fatalf("CallTool: %v", err)
 	}
 	return res
-}
-
-// fakeSecret builds an OpenAI-shaped key at test time, so no real-looking
-// secret is committed.
-func fakeSecret(t *testing.T) string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 48)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "sk-proj-" + string(b)
 }
 
 // exercise runs the scenario every transport must pass: list the tools,
@@ -132,7 +120,7 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 	}
 
 	// A secret printed by the code comes back redacted.
-	secret := fakeSecret(t)
+	secret := toolstest.FakeOpenAIKey()
 	if got := s.guard.Text(ctx, tenant, secret); got == secret {
 		t.Fatalf("precondition: the guard does not redact %s", secret)
 	}

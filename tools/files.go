@@ -256,10 +256,10 @@ func (r *Registry) editFile(ctx context.Context, call Call, args map[string]any,
 
 func (r *Registry) listFiles(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
 	path := str(args, "path")
+	p := agent.ListParams{Path: path, Depth: int(integer(args, "depth"))} // "": the home directory
 	if path == "" {
 		path = "/home/user"
 	}
-	p := agent.ListParams{Path: path, Depth: int(integer(args, "depth"))}
 	res := &ListFilesResult{Path: path, Entries: []FileEntry{}}
 	err := r.use(ctx, "list_files", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		infos, err := sb.List(ctx, p)
