@@ -2,7 +2,7 @@ package mcp
 
 import (
 	"context"
-		"encoding/json"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
