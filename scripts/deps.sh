@@ -12,7 +12,7 @@ for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pan
   have_pkg "$p" || need+=("$p")
 done
 if [ "$mode" = test ]; then
-  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client npm; do
+  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client npm protobuf-compiler; do
     have_pkg "$p" || need+=("$p")
   done
 fi

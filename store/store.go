@@ -25,6 +25,8 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/store/postgres"
+	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -44,7 +46,11 @@ type Backend interface {
 	ListAudit(ctx context.Context, tenantID string, limit int) ([]AuditEvent, error)
 }
 
-var _ Backend = (*memory.Store)(nil)
+var (
+	_ Backend = (*memory.Store)(nil)
+	_ Backend = (*sqlite.Store)(nil)
+	_ Backend = (*postgres.Store)(nil)
+)
 
 // Open returns the backend named by url:
 //
@@ -56,10 +62,16 @@ func Open(ctx context.Context, url string) (Backend, error) {
 	case url == "memory:" || url == "memory":
 		return memory.New(), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return nil, fmt.Errorf("store %q: postgres not built yet: %w", url, errdefs.ErrUnavailable)
+		return postgres.Open(ctx, url, postgres.Config{})
 	case url == "":
 		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
 	default:
-		return nil, fmt.Errorf("store %q: sqlite not built yet: %w", url, errdefs.ErrUnavailable)
+		path := url
+		if p, ok := strings.CutPrefix(url, "sqlite://"); ok {
+			path = p // sqlite:///abs/path -> /abs/path
+		} else if p, ok := strings.CutPrefix(url, "sqlite:"); ok {
+			path = p
+		}
+		return sqlite.Open(ctx, path, sqlite.Config{})
 	}
 }

@@ -166,6 +166,8 @@ func testCreateInvalid(t *testing.T, s store.Backend) {
 		{"no conversation", &contexts.Record{Identity: ident("t", "", "main")}},
 		{"no path", &contexts.Record{Identity: ident("t", "c", "")}},
 		{"terminated", &contexts.Record{Identity: ident("t", "c", "main"), State: contexts.StateTerminated}},
+		{"unknown state", &contexts.Record{Identity: ident("t", "c", "main"), State: "bogus"}},
+		{"id not a uuid", &contexts.Record{ID: "ctx-1", Identity: ident("t", "c", "main")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantErr(t, "Create", s.Create(ctx, tc.rec), errdefs.ErrInvalidArgument)
@@ -182,6 +184,10 @@ func testNotFound(t *testing.T, s store.Backend) {
 	missing := "6f1d1a8e-0000-4000-8000-000000000000"
 	_, err := s.Get(ctx, missing)
 	wantErr(t, "Get", err, errdefs.ErrNotFound)
+	_, err = s.Get(ctx, "not-a-uuid")
+	wantErr(t, "Get of a malformed id", err, errdefs.ErrNotFound)
+	_, err = s.Terminate(ctx, "not-a-uuid", contexts.ReasonManual, base, "")
+	wantErr(t, "Terminate of a malformed id", err, errdefs.ErrNotFound)
 	_, err = s.GetActive(ctx, ident("t", "c", "main"))
 	wantErr(t, "GetActive", err, errdefs.ErrNotFound)
 	wantErr(t, "Update", s.Update(ctx, &contexts.Record{ID: missing, State: contexts.StateReady}), errdefs.ErrNotFound)

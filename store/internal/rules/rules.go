@@ -28,7 +28,7 @@ func Time(t time.Time) time.Time {
 }
 
 // PrepareCreate validates rec for Create and fills its defaults in place:
-// a new UUID when ID is empty, state creating when State is empty,
+// a new UUID when ID is empty (a given ID must be a UUID), state creating when State is empty,
 // CreatedAt/LastUsedAt of now when zero, and times truncated.
 func PrepareCreate(ctx context.Context, rec *contexts.Record, now time.Time) error {
 	if rec.TenantID == "" || rec.ConversationID == "" || rec.PathID == "" {
@@ -45,6 +45,10 @@ func PrepareCreate(ctx context.Context, rec *contexts.Record, now time.Time) err
 	}
 	if rec.ID == "" {
 		rec.ID = uuid.NewString()
+	} else if u, err := uuid.Parse(rec.ID); err != nil || len(rec.ID) != 36 {
+		return fmt.Errorf("create context: id %q is not a UUID: %w", rec.ID, errdefs.ErrInvalidArgument)
+	} else {
+		rec.ID = u.String() // canonical lower case: IDs order the same in every store
 	}
 	now = Time(now)
 	if rec.CreatedAt.IsZero() {

@@ -1,0 +1,464 @@
+package e2bcompat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// Metadata keys with meaning to sandlot. Keys under MetadataReserved are
+// sandlot's own and are never shown to E2B callers.
+const (
+	MetaConversation = "conversationId"
+	MetaPath         = "pathId"
+	MetadataReserved = "sandlot."
+	metaTemplate     = MetadataReserved + "e2bTemplate"
+)
+
+// maxListLimit bounds one page of GET /v2/sandboxes.
+const maxListLimit = 100
+
+func (h *Handler) controlMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /sandboxes", h.authed(h.create))
+	mux.HandleFunc("POST /v2/sandboxes", h.authed(h.create))
+	mux.HandleFunc("GET /sandboxes", h.authed(h.listAll))
+	mux.HandleFunc("GET /v2/sandboxes", h.authed(h.list))
+	mux.HandleFunc("GET /sandboxes/{id}", h.authed(h.info))
+	mux.HandleFunc("DELETE /sandboxes/{id}", h.authed(h.kill))
+	mux.HandleFunc("POST /sandboxes/{id}/timeout", h.authed(h.setTimeout))
+	mux.HandleFunc("POST /sandboxes/{id}/refreshes", h.authed(h.refresh))
+	mux.HandleFunc("POST /sandboxes/{id}/connect", h.authed(h.connect))
+	mux.HandleFunc("POST /v2/sandboxes/{id}/connect", h.authed(h.connect))
+	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.connect))
+	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
+	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metrics))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
+
+// authed authenticates a control-plane call by its X-API-KEY.
+func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		fn(w, r.WithContext(tenant.WithID(r.Context(), t)), t)
+	}
+}
+
+// createBody is the body of POST /sandboxes and /v2/sandboxes. Fields the
+// SDKs send that sandlot does not model (network, autoPause, secure, ...)
+// are accepted and ignored.
+type createBody struct {
+	TemplateID string            `json:"templateID"`
+	Timeout    *int64            `json:"timeout"`
+	Metadata   map[string]string `json:"metadata"`
+	EnvVars    map[string]string `json:"envVars"`
+}
+
+// sandboxBody answers create and connect.
+type sandboxBody struct {
+	SandboxID       string  `json:"sandboxID"`
+	TemplateID      string  `json:"templateID"`
+	Alias           string  `json:"alias,omitempty"`
+	ClientID        string  `json:"clientID"`
+	EnvdVersion     string  `json:"envdVersion"`
+	EnvdAccessToken string  `json:"envdAccessToken"`
+	Domain          *string `json:"domain"`
+}
+
+// detailBody answers GET /sandboxes/{id} and is one item of the lists.
+type detailBody struct {
+	SandboxID       string            `json:"sandboxID"`
+	TemplateID      string            `json:"templateID"`
+	Alias           string            `json:"alias,omitempty"`
+	ClientID        string            `json:"clientID"`
+	StartedAt       time.Time         `json:"startedAt"`
+	EndAt           time.Time         `json:"endAt"`
+	CPUCount        int               `json:"cpuCount"`
+	MemoryMB        int               `json:"memoryMB"`
+	DiskSizeMB      int               `json:"diskSizeMB"`
+	EnvdVersion     string            `json:"envdVersion"`
+	State           string            `json:"state"`
+	Metadata        map[string]string `json:"metadata"`
+	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
+	Domain          *string           `json:"domain"`
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body createBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if body.TemplateID == "" {
+		body.TemplateID = "base"
+	}
+	tmpl, ok := h.cfg.Templates[body.TemplateID]
+	if !ok {
+		tmpl = body.TemplateID
+	}
+	id := contexts.Identity{TenantID: tenantID, ConversationID: body.Metadata[MetaConversation], PathID: body.Metadata[MetaPath]}
+	if id.ConversationID == "" {
+		id.ConversationID = uuid.NewString()
+	}
+	if id.PathID == "" {
+		id.PathID = contexts.DefaultPath
+	}
+	meta := map[string]string{}
+	for k, v := range body.Metadata {
+		if !strings.HasPrefix(k, MetadataReserved) {
+			meta[k] = v
+		}
+	}
+	meta[metaTemplate] = body.TemplateID
+	ttl := h.cfg.DefaultTimeout
+	if body.Timeout != nil && *body.Timeout > 0 {
+		ttl = time.Duration(*body.Timeout) * time.Second
+	}
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars})
+	if err != nil {
+		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
+		writeAPIError(w, err)
+		return
+	}
+	h.remember(rec.ID, tenantID)
+	writeJSON(w, http.StatusCreated, h.sandboxBody(tenantID, rec))
+}
+
+func (h *Handler) sandboxBody(tenantID string, rec *contexts.Record) sandboxBody {
+	return sandboxBody{
+		SandboxID:       rec.ID,
+		TemplateID:      templateOf(rec),
+		ClientID:        ClientID,
+		EnvdVersion:     EnvdVersion,
+		EnvdAccessToken: h.accessToken(tenantID, rec.ID),
+	}
+}
+
+func templateOf(rec *contexts.Record) string {
+	if t := rec.Metadata[metaTemplate]; t != "" {
+		return t
+	}
+	if rec.Template != "" {
+		return rec.Template
+	}
+	return "base"
+}
+
+func (h *Handler) detail(tenantID string, rec *contexts.Record, withToken bool) detailBody {
+	meta := map[string]string{}
+	for k, v := range rec.Metadata {
+		if !strings.HasPrefix(k, MetadataReserved) {
+			meta[k] = v
+		}
+	}
+	meta[MetaConversation] = rec.ConversationID
+	meta[MetaPath] = rec.PathID
+	d := detailBody{
+		SandboxID:   rec.ID,
+		TemplateID:  templateOf(rec),
+		ClientID:    ClientID,
+		StartedAt:   rec.CreatedAt.UTC(),
+		EndAt:       rec.ExpiresAt.UTC(),
+		CPUCount:    1,
+		MemoryMB:    2048,
+		DiskSizeMB:  512,
+		EnvdVersion: EnvdVersion,
+		State:       "running",
+		Metadata:    meta,
+	}
+	if withToken {
+		d.EnvdAccessToken = h.accessToken(tenantID, rec.ID)
+	}
+	return d
+}
+
+// active loads the active record of sandbox id, or a not_found error.
+func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
+	if err == nil && !rec.State.Active() {
+		err = errdefs.ErrNotFound
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound)
+	}
+	return rec, err
+}
+
+func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) {
+	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	h.remember(rec.ID, tenantID)
+	writeJSON(w, http.StatusOK, h.detail(tenantID, rec, true))
+}
+
+func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenantID string) {
+	id := r.PathValue("id")
+	if _, err := h.active(r.Context(), tenantID, id); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if err := h.cfg.Manager.Terminate(r.Context(), tenantID, id, contexts.ReasonManual); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			err = fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound)
+		}
+		writeAPIError(w, err)
+		return
+	}
+	h.forget(id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type timeoutBody struct {
+	Timeout  *int64 `json:"timeout"`
+	Duration *int64 `json:"duration"`
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body timeoutBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if body.Timeout == nil || *body.Timeout < 0 {
+		writeAPIError(w, fmt.Errorf("timeout (seconds) is required: %w", errdefs.ErrInvalidArgument))
+		return
+	}
+	h.extend(w, r, tenantID, time.Duration(*body.Timeout)*time.Second, false)
+}
+
+// refresh extends the sandbox's life by duration seconds from now; it never
+// shortens it.
+func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body timeoutBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	d := time.Duration(0)
+	if body.Duration != nil && *body.Duration > 0 {
+		d = time.Duration(*body.Duration) * time.Second
+	}
+	h.extend(w, r, tenantID, d, true)
+}
+
+func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string, ttl time.Duration, onlyLonger bool) {
+	id := r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if ttl > 0 && (!onlyLonger || time.Now().Add(ttl).After(rec.ExpiresAt)) {
+		if _, err := h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
+			writeAPIError(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body timeoutBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if body.Timeout != nil && *body.Timeout > 0 {
+		ttl := time.Duration(*body.Timeout) * time.Second
+		if time.Now().Add(ttl).After(rec.ExpiresAt) {
+			if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
+				writeAPIError(w, err)
+				return
+			}
+		}
+	}
+	h.remember(rec.ID, tenantID)
+	writeJSON(w, http.StatusOK, h.sandboxBody(tenantID, rec))
+}
+
+// pause is not supported: sandlot sandboxes keep their kernels in memory
+// and have no snapshot. 501 makes the SDK throw rather than pretend.
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string) {
+	if _, err := h.active(r.Context(), tenantID, r.PathValue("id")); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: "pause is not supported by sandlot"})
+}
+
+type metricBody struct {
+	Timestamp  time.Time `json:"timestamp"`
+	CPUCount   int       `json:"cpuCount"`
+	CPUUsedPct float64   `json:"cpuUsedPct"`
+	MemUsed    int64     `json:"memUsed"`
+	MemTotal   int64     `json:"memTotal"`
+	DiskUsed   int64     `json:"diskUsed"`
+	DiskTotal  int64     `json:"diskTotal"`
+}
+
+func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenantID string) {
+	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	u := rec.ResourceUsage
+	writeJSON(w, http.StatusOK, []metricBody{{
+		Timestamp: rec.LastUsedAt.UTC(), CPUCount: 1, MemUsed: u.MemoryBytes, MemTotal: 2 << 30,
+		DiskUsed: u.DiskBytes, DiskTotal: 512 << 20,
+	}})
+}
+
+// listQuery parses the list filters. metadata is "k=v&k2=v2" with keys and
+// values URL-encoded once more (as the SDKs send it).
+func listQuery(r *http.Request, tenantID string) (contexts.Filter, bool, error) {
+	q := r.URL.Query()
+	f := contexts.Filter{TenantID: tenantID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}}
+	if m := q.Get("metadata"); m != "" {
+		pairs, err := url.ParseQuery(m)
+		if err != nil {
+			return f, false, fmt.Errorf("metadata filter: %w", errdefs.ErrInvalidArgument)
+		}
+		f.Metadata = map[string]string{}
+		for k, vs := range pairs {
+			key, err1 := url.QueryUnescape(k)
+			val, err2 := url.QueryUnescape(vs[len(vs)-1])
+			if err1 != nil || err2 != nil {
+				return f, false, fmt.Errorf("metadata filter: %w", errdefs.ErrInvalidArgument)
+			}
+			f.Metadata[key] = val
+		}
+	}
+	running := true
+	if s := q.Get("state"); s != "" {
+		running = false
+		for _, st := range strings.Split(strings.Join(q["state"], ","), ",") {
+			if st == "running" {
+				running = true
+			}
+		}
+	}
+	f.Limit = maxListLimit
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return f, false, fmt.Errorf("limit must be a positive integer: %w", errdefs.ErrInvalidArgument)
+		}
+		f.Limit = min(n, maxListLimit)
+	}
+	f.After = q.Get("nextToken")
+	return f, running, nil
+}
+
+// conversation and path are shown as metadata; filtering on them maps to
+// the identity columns rather than stored labels.
+func identityFilter(f *contexts.Filter) {
+	if v, ok := f.Metadata[MetaConversation]; ok {
+		f.ConversationID = v
+		delete(f.Metadata, MetaConversation)
+	}
+	if v, ok := f.Metadata[MetaPath]; ok {
+		f.PathID = v
+		delete(f.Metadata, MetaPath)
+	}
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) {
+	f, running, err := listQuery(r, tenantID)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	identityFilter(&f)
+	out := []detailBody{}
+	if running {
+		limit := f.Limit
+		f.Limit = limit + 1
+		recs, err := h.cfg.Manager.List(r.Context(), f)
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		if len(recs) > limit {
+			recs = recs[:limit]
+			w.Header().Set(HeaderNextToken, recs[limit-1].ID)
+		}
+		for _, rec := range recs {
+			out = append(out, h.detail(tenantID, rec, false))
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listAll is the v1 list: every running sandbox, no paging.
+func (h *Handler) listAll(w http.ResponseWriter, r *http.Request, tenantID string) {
+	f, running, err := listQuery(r, tenantID)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	identityFilter(&f)
+	f.Limit = maxListLimit
+	out := []detailBody{}
+	for running {
+		recs, err := h.cfg.Manager.List(r.Context(), f)
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		for _, rec := range recs {
+			out = append(out, h.detail(tenantID, rec, false))
+		}
+		if len(recs) < f.Limit {
+			break
+		}
+		f.After = recs[len(recs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// decodeBody decodes an optional JSON body.
+func decodeBody(r *http.Request, v any) error {
+	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("read body: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}

@@ -1,0 +1,585 @@
+package e2bcompat_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
+	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+const key1, key2 = "e2b_1111111111111111111111111111111111111111", "e2b_2222222222222222222222222222222222222222"
+
+func authenticate(ctx context.Context, key string) (string, error) {
+	switch key {
+	case key1:
+		return "tenant-1", nil
+	case key2:
+		return "tenant-2", nil
+	}
+	return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+}
+
+type env struct {
+	t   *testing.T
+	srv *httptest.Server
+	m   *e2bcompattest.Manager
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	m := e2bcompattest.NewManager()
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv, m: m}
+}
+
+// do sends a request; hdr is pairs of header names and values.
+func (e *env) do(method, path string, body io.Reader, hdr ...string) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func decode[T any](t *testing.T, resp *http.Response) T {
+	t.Helper()
+	var v T
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
+	}
+	return v
+}
+
+type created struct {
+	SandboxID, TemplateID, ClientID, EnvdVersion, EnvdAccessToken string
+}
+
+func (e *env) create(key string, body string) created {
+	e.t.Helper()
+	resp := e.do("POST", "/v2/sandboxes", strings.NewReader(body), "X-API-KEY", key, "Content-Type", "application/json")
+	if resp.StatusCode != 201 {
+		b, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	return decode[created](e.t, resp)
+}
+
+type apiErr struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func TestMatch(t *testing.T) {
+	for _, tc := range []struct {
+		path, sid string
+		want      bool
+	}{
+		{"/sandboxes", "", true},
+		{"/sandboxes/abc/timeout", "", true},
+		{"/v2/sandboxes", "", true},
+		{"/v2/sandboxes/abc/connect", "", true},
+		{"/process.Process/Start", "abc", true},
+		{"/files", "abc", true},
+		{"/files", "", false},
+		{"/sandboxesX", "", false},
+		{"/v1/contexts", "", false},
+	} {
+		r := httptest.NewRequest("GET", tc.path, nil)
+		if tc.sid != "" {
+			r.Header.Set("E2b-Sandbox-Id", tc.sid)
+		}
+		if got := e2bcompat.Match(r); got != tc.want {
+			t.Errorf("Match(%s, sid=%q) = %v, want %v", tc.path, tc.sid, got, tc.want)
+		}
+	}
+}
+
+func TestControlPlane(t *testing.T) {
+	e := newEnv(t)
+	t.Run("auth", func(t *testing.T) {
+		for _, key := range []string{"", "e2b_bad"} {
+			resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{"templateID":"base"}`), "X-API-KEY", key)
+			if resp.StatusCode != 401 {
+				t.Fatalf("key %q: status %d", key, resp.StatusCode)
+			}
+			if got := decode[apiErr](t, resp); got.Code != 401 || got.Message == "" {
+				t.Fatalf("key %q: body %+v", key, got)
+			}
+		}
+	})
+	sb := e.create(key1, `{"templateID":"code-interpreter-v1","timeout":60,"metadata":{"team":"a"}}`)
+	if sb.SandboxID == "" || sb.TemplateID != "code-interpreter-v1" || sb.ClientID == "" || sb.EnvdVersion != e2bcompat.EnvdVersion || sb.EnvdAccessToken == "" {
+		t.Fatalf("create answer %+v", sb)
+	}
+	t.Run("v1 create", func(t *testing.T) {
+		resp := e.do("POST", "/sandboxes", strings.NewReader(`{"templateID":"base","metadata":{"team":"b"}}`), "X-API-KEY", key1)
+		if resp.StatusCode != 201 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	})
+	t.Run("identity from metadata", func(t *testing.T) {
+		a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+		b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+		if a.SandboxID != b.SandboxID {
+			t.Fatalf("same identity gave two sandboxes %s %s", a.SandboxID, b.SandboxID)
+		}
+	})
+	t.Run("info", func(t *testing.T) {
+		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		got := decode[struct {
+			SandboxID, State string
+			Metadata         map[string]string
+		}](t, resp)
+		if got.SandboxID != sb.SandboxID || got.State != "running" || got.Metadata["team"] != "a" || got.Metadata["sandlot.e2bTemplate"] != "" {
+			t.Fatalf("info %+v", got)
+		}
+		if resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
+			t.Fatalf("other tenant sees the sandbox: %d", resp.StatusCode)
+		}
+	})
+	t.Run("list paging and metadata", func(t *testing.T) {
+		for i := 0; i < 3; i++ {
+			e.create(key1, `{"metadata":{"team":"page"}}`)
+		}
+		seen := map[string]bool{}
+		next := ""
+		for pages := 0; ; pages++ {
+			q := "/v2/sandboxes?limit=2&metadata=team%3Dpage"
+			if next != "" {
+				q += "&nextToken=" + next
+			}
+			resp := e.do("GET", q, nil, "X-API-KEY", key1)
+			items := decode[[]struct{ SandboxID string }](t, resp)
+			for _, it := range items {
+				seen[it.SandboxID] = true
+			}
+			next = resp.Header.Get("X-Next-Token")
+			if next == "" {
+				break
+			}
+			if pages > 3 {
+				t.Fatal("paging does not end")
+			}
+		}
+		if len(seen) != 3 {
+			t.Fatalf("listed %d sandboxes, want 3", len(seen))
+		}
+		resp := e.do("GET", "/v2/sandboxes?state=paused", nil, "X-API-KEY", key1)
+		if items := decode[[]any](t, resp); len(items) != 0 {
+			t.Fatalf("paused list: %v", items)
+		}
+	})
+	t.Run("timeout and refresh", func(t *testing.T) {
+		for _, p := range []string{"/timeout", "/refreshes"} {
+			resp := e.do("POST", "/sandboxes/"+sb.SandboxID+p, strings.NewReader(`{"timeout":120,"duration":30}`), "X-API-KEY", key1)
+			if resp.StatusCode != 204 {
+				t.Fatalf("%s: %d", p, resp.StatusCode)
+			}
+		}
+	})
+	t.Run("connect", func(t *testing.T) {
+		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":30}`), "X-API-KEY", key1)
+		if got := decode[created](t, resp); resp.StatusCode != 200 || got.EnvdAccessToken != sb.EnvdAccessToken {
+			t.Fatalf("connect %d %+v", resp.StatusCode, got)
+		}
+	})
+	t.Run("pause", func(t *testing.T) {
+		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, "X-API-KEY", key1); resp.StatusCode != 501 {
+			t.Fatalf("pause %d", resp.StatusCode)
+		}
+	})
+	t.Run("kill twice", func(t *testing.T) {
+		if resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 204 {
+			t.Fatalf("first kill %d", resp.StatusCode)
+		}
+		resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("second kill %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if got := decode[apiErr](t, resp); got.Code != 404 || got.Message == "" {
+			t.Fatalf("404 body %+v", got)
+		}
+		// sandbox calls to a killed sandbox: the proxy's 502
+		resp = e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
+		if resp.StatusCode != 502 {
+			t.Fatalf("health of killed sandbox: %d", resp.StatusCode)
+		}
+	})
+}
+
+func (e *env) sbHeaders(sb created, port string) []string {
+	return []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken}
+}
+
+func TestSandboxAuth(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	other := e.create(key2, `{}`)
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+		want int
+	}{
+		{"token", e.sbHeaders(sb, "49983"), 204},
+		{"api key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key1}, 204},
+		{"nothing", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983"}, 401},
+		{"token of another sandbox", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", other.EnvdAccessToken}, 401},
+		{"other tenant key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key2}, 502},
+		{"unknown port", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "8080", "X-Access-Token", sb.EnvdAccessToken}, 502},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.do("GET", "/health", nil, tc.hdr...)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want >= 400 {
+				if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+					t.Fatalf("error content type %q", ct)
+				}
+			}
+		})
+	}
+}
+
+// envelope is one Connect streaming frame.
+type envelope struct {
+	Flag byte
+	Body string
+}
+
+func readEnvelopes(t *testing.T, r io.Reader) []envelope {
+	t.Helper()
+	var out []envelope
+	for {
+		var hdr [5]byte
+		if _, err := io.ReadFull(r, hdr[:]); err == io.EOF {
+			return out
+		} else if err != nil {
+			t.Fatalf("envelope header: %v", err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+		if _, err := io.ReadFull(r, body); err != nil {
+			t.Fatalf("envelope body: %v", err)
+		}
+		out = append(out, envelope{hdr[0], string(body)})
+	}
+}
+
+func frame(msg string) io.Reader {
+	var b bytes.Buffer
+	b.WriteByte(0)
+	binary.Write(&b, binary.BigEndian, uint32(len(msg)))
+	b.WriteString(msg)
+	return &b
+}
+
+func TestProcessStartFraming(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{"envVars":{"FROM_CREATE":"c"}}`)
+	body := `{"process":{"cmd":"/bin/bash","args":["-c","echo out-$FOO-$FROM_CREATE; echo err >&2; exit 3"],"envs":{"FOO":"bar"}},"stdin":false}`
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
+	resp := e.do("POST", "/process.Process/Start", frame(body), hdr...)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+json" {
+		t.Fatalf("status %d content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	envs := readEnvelopes(t, resp.Body)
+	if len(envs) < 3 {
+		t.Fatalf("envelopes %+v", envs)
+	}
+	type event struct {
+		Event struct {
+			Start *struct{ Pid int }
+			Data  *struct{ Stdout, Stderr string }
+			End   *struct {
+				ExitCode int
+				Exited   bool
+				Status   string
+			}
+		}
+	}
+	var stdout, stderr string
+	var evs []event
+	for i, env := range envs[:len(envs)-1] {
+		if env.Flag != 0 {
+			t.Fatalf("envelope %d flag %d", i, env.Flag)
+		}
+		var ev event
+		if err := json.Unmarshal([]byte(env.Body), &ev); err != nil {
+			t.Fatalf("envelope %d: %v", i, err)
+		}
+		evs = append(evs, ev)
+		if d := ev.Event.Data; d != nil {
+			o, _ := base64.StdEncoding.DecodeString(d.Stdout)
+			e, _ := base64.StdEncoding.DecodeString(d.Stderr)
+			stdout, stderr = stdout+string(o), stderr+string(e)
+		}
+	}
+	if evs[0].Event.Start == nil || evs[0].Event.Start.Pid == 0 {
+		t.Fatalf("first event is not start: %s", envs[0].Body)
+	}
+	end := evs[len(evs)-1].Event.End
+	if end == nil || end.ExitCode != 3 || !end.Exited || end.Status != "exit status 3" {
+		t.Fatalf("last event is not end: %s", envs[len(envs)-2].Body)
+	}
+	if stdout != "out-bar-c\n" || stderr != "err\n" {
+		t.Fatalf("stdout %q stderr %q", stdout, stderr)
+	}
+	if last := envs[len(envs)-1]; last.Flag != 2 || last.Body != "{}" {
+		t.Fatalf("end-of-stream envelope %+v", last)
+	}
+}
+
+// The generated Connect client (JSON codec) drives a background process:
+// start with stdin, list, send input, close stdin, reconnect, kill.
+func TestProcessClient(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	hdr := func(r connect.AnyRequest) {
+		r.Header().Set("E2b-Sandbox-Id", sb.SandboxID)
+		r.Header().Set("E2b-Sandbox-Port", "49983")
+		r.Header().Set("X-Access-Token", sb.EnvdAccessToken)
+	}
+	c := processconnect.NewProcessClient(http.DefaultClient, e.srv.URL, connect.WithProtoJSON())
+	ctx := context.Background()
+	req := connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", "read x; echo got-$x; sleep 30"}}, Stdin: ptr(true)})
+	hdr(req)
+	st, err := c.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Receive() || st.Msg().GetEvent().GetStart() == nil {
+		t.Fatalf("no start event: %v", st.Err())
+	}
+	pid := st.Msg().GetEvent().GetStart().GetPid()
+	lreq := connect.NewRequest(&pb.ListRequest{})
+	hdr(lreq)
+	list, err := c.List(ctx, lreq)
+	if err != nil || len(list.Msg.GetProcesses()) != 1 || list.Msg.GetProcesses()[0].GetPid() != pid {
+		t.Fatalf("list %v %v", list, err)
+	}
+	in := connect.NewRequest(&pb.SendInputRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}, Input: &pb.ProcessInput{Input: &pb.ProcessInput_Stdin{Stdin: []byte("hello\n")}}})
+	hdr(in)
+	if _, err := c.SendInput(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	for !strings.Contains(out, "got-hello") && st.Receive() {
+		out += string(st.Msg().GetEvent().GetData().GetStdout())
+	}
+	st.Close() // the process keeps running
+	creq := connect.NewRequest(&pb.ConnectRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}})
+	hdr(creq)
+	cs, err := c.Connect(ctx, creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cs.Receive() || cs.Msg().GetEvent().GetStart().GetPid() != pid {
+		t.Fatalf("connect: no start event %v", cs.Err())
+	}
+	kill := connect.NewRequest(&pb.SendSignalRequest{Process: &pb.ProcessSelector{Selector: &pb.ProcessSelector_Pid{Pid: pid}}, Signal: pb.Signal_SIGNAL_SIGKILL})
+	hdr(kill)
+	if _, err := c.SendSignal(ctx, kill); err != nil {
+		t.Fatal(err)
+	}
+	var end *pb.ProcessEvent_EndEvent
+	for cs.Receive() {
+		if e := cs.Msg().GetEvent().GetEnd(); e != nil {
+			end = e
+		}
+	}
+	if end == nil || end.GetExitCode() == 0 || !strings.HasPrefix(end.GetStatus(), "signal:") {
+		t.Fatalf("end after kill: %v (%v)", end, cs.Err())
+	}
+	// signalling a gone process: not_found
+	if _, err := c.SendSignal(ctx, kill); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("kill of a gone process: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestFilesystemErrors(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	unary := func(method, body string) (int, map[string]any, string) {
+		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
+	}
+	for _, tc := range []struct {
+		name, method, body string
+		status             int
+		code               string
+	}{
+		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found"},
+		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, ""},
+		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists"},
+		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, ""},
+		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, ""},
+		{"remove missing", "Remove", `{"path":"/home/user/zz"}`, 404, "not_found"},
+		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found"},
+		{"watch", "CreateWatcher", `{"path":"/home/user"}`, 501, "unimplemented"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body, ct := unary(tc.method, tc.body)
+			if status != tc.status || ct != "application/json" {
+				t.Fatalf("status %d (%s) body %v", status, ct, body)
+			}
+			if tc.code != "" && (body["code"] != tc.code || body["message"] == "") {
+				t.Fatalf("error body %v", body)
+			}
+			if tc.name == "stat dir" {
+				entry := body["entry"].(map[string]any)
+				if entry["type"] != "FILE_TYPE_DIRECTORY" || entry["name"] != "d" || entry["permissions"] != "drwxr-xr-x" {
+					t.Fatalf("entry %v", entry)
+				}
+			}
+		})
+	}
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for name, content := range map[string]string{"/home/user/a/one.txt": "1", "two.bin": "\x00\x01"} {
+		fw, _ := mw.CreateFormFile("file", name)
+		fw.Write([]byte(content))
+	}
+	mw.Close()
+	resp := e.do("POST", "/files", &buf, append(e.sbHeaders(sb, "49983"), "Content-Type", mw.FormDataContentType())...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("upload %d", resp.StatusCode)
+	}
+	got := decode[[]map[string]string](t, resp)
+	if len(got) != 2 {
+		t.Fatalf("upload answer %v", got)
+	}
+	for _, f := range got {
+		if f["type"] != "file" || !strings.HasPrefix(f["path"], "/home/user/") || f["name"] == "" {
+			t.Fatalf("upload item %v", f)
+		}
+	}
+	resp = e.do("POST", "/files?path=big.bin", bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20)), append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream")...)
+	if resp.StatusCode != 200 {
+		t.Fatalf("octet-stream upload %d", resp.StatusCode)
+	}
+	for p, want := range map[string]int{"/home/user/two.bin": 2, "big.bin": 3 << 20} {
+		resp = e.do("GET", "/files?path="+p, nil, e.sbHeaders(sb, "49983")...)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || len(b) != want {
+			t.Fatalf("read %s: %d, %d bytes", p, resp.StatusCode, len(b))
+		}
+	}
+	resp = e.do("GET", "/files?path=/missing", nil, e.sbHeaders(sb, "49983")...)
+	if resp.StatusCode != 404 || decode[apiErr](t, resp).Message == "" {
+		t.Fatalf("missing file: %d", resp.StatusCode)
+	}
+}
+
+func TestExecuteNDJSON(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	run := func(body string) []map[string]any {
+		resp := e.do("POST", "/execute", strings.NewReader(body), e.sbHeaders(sb, "49999")...)
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("execute %d %s", resp.StatusCode, b)
+		}
+		var out []map[string]any
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "" {
+				t.Fatal("blank line in NDJSON")
+			}
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	types := func(lines []map[string]any) []string {
+		var ts []string
+		for _, l := range lines {
+			ts = append(ts, l["type"].(string))
+		}
+		return ts
+	}
+	lines := run(`{"code":"1+1","language":"python"}`)
+	if diff := cmp.Diff([]string{"stdout", "result", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
+		t.Fatalf("line types (-want +got):\n%s", diff)
+	}
+	if lines[1]["is_main_result"] != true || lines[1]["text"] != "1+1@" {
+		t.Fatalf("result line %v", lines[1])
+	}
+	lines = run(`{"code":"raise x"}`)
+	if diff := cmp.Diff([]string{"stdout", "error", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
+		t.Fatalf("error types (-want +got):\n%s", diff)
+	}
+	if lines[1]["name"] != "ValueError" || lines[1]["value"] != "boom" || lines[1]["traceback"] == "" {
+		t.Fatalf("error line %v", lines[1])
+	}
+	// code contexts: create (no credentials, as the SDK sends it), use, list, restart, delete
+	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999")
+	cc := decode[map[string]string](t, resp)
+	if resp.StatusCode != 200 || cc["id"] == "" || cc["language"] != "javascript" || cc["cwd"] != "/tmp" {
+		t.Fatalf("create context %d %v", resp.StatusCode, cc)
+	}
+	lines = run(`{"code":"x","context_id":"` + cc["id"] + `"}`)
+	if lines[1]["text"] != "x@"+cc["id"] {
+		t.Fatalf("context run %v", lines)
+	}
+	resp = e.do("GET", "/contexts", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999")
+	if l := decode[[]map[string]string](t, resp); len(l) != 1 {
+		t.Fatalf("list contexts %v", l)
+	}
+	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 204 {
+		t.Fatalf("restart %d", resp.StatusCode)
+	}
+	if resp := e.do("DELETE", "/contexts/"+cc["id"], nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 204 {
+		t.Fatalf("delete %d", resp.StatusCode)
+	}
+	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
+		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
+	}
+	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","language":"cobol"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 400 {
+		t.Fatalf("unknown language: %d", resp.StatusCode)
+	}
+	// /execute requires the token even though /contexts may go bare
+	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
+		t.Fatalf("execute without token: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,507 @@
+// Package e2bcompattest holds hand-written fakes of the Manager and of a
+// sandbox for unit tests of the E2B surface and of the e2b provider. The
+// fake sandbox keeps files in memory, runs Exec as a real host process
+// (bash) and answers RunCode with a scripted echo; it is no substitute for
+// the real manager and agent in the tests that matter.
+package e2bcompattest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Manager is a fake e2bcompat.Manager.
+type Manager struct {
+	mu      sync.Mutex
+	recs    map[string]*contexts.Record
+	sbs     map[string]*Sandbox
+	Creates int
+	TTL     time.Duration // default TTL; 0: 5 min
+}
+
+var _ e2bcompat.Manager = (*Manager)(nil)
+
+// NewManager returns an empty fake manager.
+func NewManager() *Manager {
+	return &Manager{recs: map[string]*contexts.Record{}, sbs: map[string]*Sandbox{}}
+}
+
+func (m *Manager) activeLocked(id contexts.Identity) *contexts.Record {
+	for _, r := range m.recs {
+		if r.Identity == id && r.State.Active() {
+			return r
+		}
+	}
+	return nil
+}
+
+// GetOrCreate implements e2bcompat.Manager.
+func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions) (*contexts.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r := m.activeLocked(id); r != nil {
+		c := *r
+		return &c, nil
+	}
+	if opts.Template == "missing" {
+		return nil, fmt.Errorf("template %q: %w", opts.Template, errdefs.ErrNotFound)
+	}
+	ttl := opts.TTL
+	if ttl == 0 {
+		ttl = m.TTL
+	}
+	if ttl == 0 {
+		ttl = 5 * time.Minute
+	}
+	now := time.Now()
+	r := &contexts.Record{ID: uuid.NewString(), Identity: id, State: contexts.StateReady, Provider: "fake",
+		Template: opts.Template, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(ttl), Metadata: opts.Metadata}
+	r.SandboxID = "fake-" + r.ID
+	m.recs[r.ID] = r
+	m.sbs[r.ID] = NewSandbox(r.SandboxID, opts.Env)
+	m.Creates++
+	c := *r
+	return &c, nil
+}
+
+// Execute implements e2bcompat.Manager.
+func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcompat.ExecuteRequest, out contexts.OutputFunc) (*e2bcompat.ExecuteResult, error) {
+	var res *e2bcompat.ExecuteResult
+	err := m.Use(ctx, id, e2bcompat.CreateOptions{}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		r, err := sb.RunCode(ctx, agent.RunCodeParams{Language: req.Language, Code: req.Code, Kernel: req.Kernel, Env: req.Env, Stream: out != nil}, out)
+		if err != nil {
+			return err
+		}
+		res = &e2bcompat.ExecuteResult{RunCodeResult: *r, ContextID: rec.ID, SandboxID: rec.SandboxID, Identity: rec.Identity}
+		return nil
+	})
+	return res, err
+}
+
+// Use implements e2bcompat.Manager (creating the context when absent).
+func (m *Manager) Use(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
+	rec, err := m.GetOrCreate(ctx, id, opts)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	sb := m.sbs[rec.ID]
+	m.mu.Unlock()
+	return fn(ctx, rec, sb)
+}
+
+// Get implements e2bcompat.Manager.
+func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	c := *r
+	return &c, nil
+}
+
+// List implements e2bcompat.Manager: ordered by ID, paged by After.
+func (m *Manager) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []*contexts.Record
+	for _, r := range m.recs {
+		if f.TenantID != "" && r.TenantID != f.TenantID || f.ConversationID != "" && r.ConversationID != f.ConversationID ||
+			f.PathID != "" && r.PathID != f.PathID || f.After != "" && r.ID <= f.After {
+			continue
+		}
+		if len(f.States) > 0 {
+			ok := false
+			for _, s := range f.States {
+				ok = ok || s == r.State
+			}
+			if !ok {
+				continue
+			}
+		}
+		ok := true
+		for k, v := range f.Metadata {
+			ok = ok && r.Metadata[k] == v
+		}
+		if ok {
+			c := *r
+			out = append(out, &c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Terminate implements e2bcompat.Manager.
+func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID {
+		return fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	if r.State.Active() {
+		now := time.Now()
+		r.State, r.Reason, r.TerminatedAt = contexts.StateTerminated, reason, &now
+	}
+	return nil
+}
+
+// SetTTL implements e2bcompat.Manager.
+func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	r.ExpiresAt = time.Now().Add(ttl)
+	c := *r
+	return &c, nil
+}
+
+// Sandbox is a fake contexts.Sandbox.
+type Sandbox struct {
+	id  string
+	env map[string]string
+
+	mu     sync.Mutex
+	files  map[string][]byte // absolute path -> content
+	dirs   map[string]bool   // absolute directories
+	procs  map[int]*exec.Cmd // running execs
+	stdinW map[int]writeCloser
+	count  int
+}
+
+var _ contexts.Sandbox = (*Sandbox)(nil)
+
+// NewSandbox returns a fake sandbox with /home/user.
+func NewSandbox(id string, env map[string]string) *Sandbox {
+	return &Sandbox{id: id, env: env, files: map[string][]byte{}, dirs: map[string]bool{"/": true, "/home": true, "/home/user": true},
+		procs: map[int]*exec.Cmd{}, stdinW: map[int]writeCloser{}}
+}
+
+func abs(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = "/home/user/" + p
+	}
+	return path.Clean(p)
+}
+
+func (s *Sandbox) ID() string                     { return s.id }
+func (s *Sandbox) Ping(ctx context.Context) error { return nil }
+func (s *Sandbox) Close() error                   { return nil }
+
+// RunCode echoes: stdout gets "out:<code>", the main result is the code;
+// code starting with "raise" yields an error, "sleep" sleeps 200 ms.
+func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+	if p.Language != agent.Python && p.Language != agent.JavaScript && p.Language != agent.Bash && p.Language != agent.TypeScript {
+		return nil, fmt.Errorf("language %q: %w", p.Language, errdefs.ErrInvalidArgument)
+	}
+	s.mu.Lock()
+	s.count++
+	n := s.count
+	s.mu.Unlock()
+	res := &agent.RunCodeResult{Success: true, ExecutionCount: n, Stdout: "out:" + p.Code + "\n"}
+	if out != nil {
+		out(agent.OutputEvent{Stream: agent.Stdout, Data: res.Stdout})
+	}
+	if strings.HasPrefix(p.Code, "raise") {
+		res.Success = false
+		res.Error = &agent.ExecError{Name: "ValueError", Value: "boom", Traceback: "Traceback...\nValueError: boom"}
+		return res, nil
+	}
+	if strings.HasPrefix(p.Code, "sleep") {
+		time.Sleep(200 * time.Millisecond)
+	}
+	res.Results = []agent.RichResult{{Main: true, Text: p.Code + "@" + p.Kernel}}
+	return res, nil
+}
+
+func (s *Sandbox) RestartKernel(ctx context.Context, p agent.KernelParams) error { return nil }
+
+// Exec runs p on the host with bash.
+func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.OutputFunc) (*agent.ExecResult, error) {
+	argv := p.Argv
+	if p.Shell != "" {
+		argv = []string{"/bin/bash", "-c", p.Shell}
+	}
+	if p.TimeoutMs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(p.TimeoutMs)*time.Millisecond)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	for k, v := range s.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	for k, v := range p.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
+	var stdout, stderr bytes.Buffer
+	emit := func(stream string, buf *bytes.Buffer) *writerFunc {
+		return &writerFunc{fn: func(b []byte) {
+			buf.Write(b)
+			if out != nil {
+				out(agent.OutputEvent{Stream: stream, Data: string(b)})
+			}
+		}}
+	}
+	cmd.Stdout, cmd.Stderr = emit(agent.Stdout, &stdout), emit(agent.Stderr, &stderr)
+	var stdinW interface{ Close() error }
+	if p.KeepStdin {
+		w, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, err
+		}
+		stdinW = w
+		defer w.Close()
+	} else {
+		cmd.Stdin = strings.NewReader(p.Stdin)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	pid := cmd.Process.Pid
+	s.mu.Lock()
+	s.procs[pid] = cmd
+	s.mu.Unlock()
+	if stdinW != nil {
+		s.mu.Lock()
+		s.stdinW[pid] = stdinW.(writeCloser)
+		s.mu.Unlock()
+	}
+	if out != nil {
+		out(agent.OutputEvent{Stream: agent.Start, PID: pid})
+	}
+	err := cmd.Wait()
+	s.mu.Lock()
+	delete(s.procs, pid)
+	delete(s.stdinW, pid)
+	s.mu.Unlock()
+	res := &agent.ExecResult{PID: pid, Stdout: stdout.String(), Stderr: stderr.String(), DurationMs: time.Since(start).Milliseconds()}
+	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
+		res.Signal = st.Signal().String()
+		res.ExitCode = -1
+	} else if cmd.ProcessState != nil {
+		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	if ctx.Err() != nil {
+		res.TimedOut = true
+	}
+	_ = err
+	return res, nil
+}
+
+type writeCloser interface {
+	Write([]byte) (int, error)
+	Close() error
+}
+
+type writerFunc struct{ fn func([]byte) }
+
+func (w *writerFunc) Write(b []byte) (int, error) {
+	w.fn(append([]byte(nil), b...))
+	return len(b), nil
+}
+
+func (s *Sandbox) Signal(ctx context.Context, p agent.SignalParams) error {
+	s.mu.Lock()
+	cmd := s.procs[p.PID]
+	s.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("process %d: %w", p.PID, errdefs.ErrNotFound)
+	}
+	sig := syscall.SIGTERM
+	if p.Signal == "SIGKILL" {
+		sig = syscall.SIGKILL
+	}
+	return cmd.Process.Signal(sig)
+}
+
+func (s *Sandbox) Stdin(ctx context.Context, p agent.StdinParams) error {
+	s.mu.Lock()
+	w := s.stdinW[p.PID]
+	s.mu.Unlock()
+	if w == nil {
+		return fmt.Errorf("process %d: %w", p.PID, errdefs.ErrNotFound)
+	}
+	if p.Data != "" {
+		if _, err := w.Write([]byte(p.Data)); err != nil {
+			return err
+		}
+	}
+	if p.EOF {
+		return w.Close()
+	}
+	return nil
+}
+
+func (s *Sandbox) Processes(ctx context.Context) ([]agent.Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []agent.Process
+	for pid, c := range s.procs {
+		out = append(out, agent.Process{PID: pid, Argv: c.Args})
+	}
+	return out, nil
+}
+
+func (s *Sandbox) info(p string) *agent.FileInfo {
+	if s.dirs[p] {
+		return &agent.FileInfo{Name: path.Base(p), Path: p, Type: "dir", Mode: 0o755, ModTime: time.Now().UnixMilli()}
+	}
+	if b, ok := s.files[p]; ok {
+		return &agent.FileInfo{Name: path.Base(p), Path: p, Type: "file", Size: int64(len(b)), Mode: 0o644, ModTime: time.Now().UnixMilli()}
+	}
+	return nil
+}
+
+func (s *Sandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.files[abs(p.Path)]
+	if !ok {
+		return nil, fmt.Errorf("file %s: %w", p.Path, errdefs.ErrNotFound)
+	}
+	limit := p.Limit
+	if limit == 0 || limit > agent.ChunkSize {
+		limit = agent.ChunkSize
+	}
+	end := min(p.Offset+limit, int64(len(b)))
+	return &agent.ReadResult{Data: append([]byte(nil), b[min(p.Offset, end):end]...), Size: int64(len(b)), EOF: end == int64(len(b))}, nil
+}
+
+func (s *Sandbox) mkdirs(p string) {
+	for d := p; d != "/"; d = path.Dir(d) {
+		s.dirs[d] = true
+	}
+}
+
+func (s *Sandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ap := abs(p.Path)
+	if s.dirs[ap] {
+		return nil, fmt.Errorf("%s is a directory: %w", ap, errdefs.ErrInvalidArgument)
+	}
+	s.mkdirs(path.Dir(ap))
+	if p.Append {
+		s.files[ap] = append(s.files[ap], p.Data...)
+	} else {
+		s.files[ap] = append([]byte(nil), p.Data...)
+	}
+	return s.info(ap), nil
+}
+
+func (s *Sandbox) EditFile(ctx context.Context, p agent.EditParams) (*agent.EditResult, error) {
+	return nil, fmt.Errorf("edit: %w", errdefs.ErrInvalidArgument)
+}
+
+func (s *Sandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dir := abs(p.Path)
+	if !s.dirs[dir] {
+		return nil, fmt.Errorf("dir %s: %w", dir, errdefs.ErrNotFound)
+	}
+	var out []agent.FileInfo
+	add := func(name string) {
+		if path.Dir(name) == dir && name != dir {
+			out = append(out, *s.info(name))
+		}
+	}
+	for d := range s.dirs {
+		add(d)
+	}
+	for f := range s.files {
+		add(f)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func (s *Sandbox) Stat(ctx context.Context, p string) (*agent.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fi := s.info(abs(p)); fi != nil {
+		return fi, nil
+	}
+	return nil, fmt.Errorf("path %s: %w", p, errdefs.ErrNotFound)
+}
+
+func (s *Sandbox) Mkdir(ctx context.Context, p string) (*agent.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mkdirs(abs(p))
+	return s.info(abs(p)), nil
+}
+
+func (s *Sandbox) Remove(ctx context.Context, p agent.RemoveParams) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ap := abs(p.Path)
+	if s.info(ap) == nil {
+		return fmt.Errorf("path %s: %w", p.Path, errdefs.ErrNotFound)
+	}
+	delete(s.files, ap)
+	for d := range s.dirs {
+		if d == ap || strings.HasPrefix(d, ap+"/") {
+			delete(s.dirs, d)
+		}
+	}
+	for f := range s.files {
+		if strings.HasPrefix(f, ap+"/") {
+			delete(s.files, f)
+		}
+	}
+	return nil
+}
+
+func (s *Sandbox) Move(ctx context.Context, p agent.MoveParams) (*agent.FileInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	from, to := abs(p.From), abs(p.To)
+	b, ok := s.files[from]
+	if !ok {
+		return nil, fmt.Errorf("path %s: %w", p.From, errdefs.ErrNotFound)
+	}
+	delete(s.files, from)
+	s.mkdirs(path.Dir(to))
+	s.files[to] = b
+	return s.info(to), nil
+}
+
+func (s *Sandbox) Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResult, error) {
+	return &agent.GlobResult{}, nil
+}
+
+func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error) {
+	return &agent.GrepResult{}, nil
+}

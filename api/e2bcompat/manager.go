@@ -1,0 +1,20 @@
+package e2bcompat
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// Manager is what the E2B surface needs from contexts.Manager. The
+// *contexts.Manager satisfies it; tests use a hand-written fake.
+type Manager interface {
+	GetOrCreate(ctx context.Context, id contexts.Identity, opts CreateOptions) (*contexts.Record, error)
+	Execute(ctx context.Context, id contexts.Identity, req ExecuteRequest, out contexts.OutputFunc) (*ExecuteResult, error)
+	Use(ctx context.Context, id contexts.Identity, opts CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
+	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
+	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
+	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+}

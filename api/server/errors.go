@@ -1,0 +1,88 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func newID() string { return uuid.NewString() }
+
+// writeError is the one place an error becomes an HTTP response. Client
+// faults keep their message; anything uncategorised is logged here and
+// answered 500 "internal error".
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := s.errorBody(r, err)
+	writeJSON(w, status, body)
+}
+
+func errorStatus(err error) int {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge
+	}
+	return errdefs.HTTPStatus(err)
+}
+
+func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return http.StatusRequestEntityTooLarge, api.Error{
+			Code:    errdefs.CodeResourceExhausted,
+			Message: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit),
+		}
+	}
+	status := errdefs.HTTPStatus(err)
+	if !errdefs.IsClientFault(err) {
+		s.log.Error("server fault", slog.String(keyRequestID, r.Header.Get(api.HeaderRequestID)),
+			slog.String(keyRoute, r.Pattern), slog.String(keyError, err.Error()))
+	}
+	return status, api.Error{Code: errdefs.CodeOf(err), Message: errdefs.PublicMessage(err)}
+}
+
+// decodeJSON reads a JSON body of at most Config.MaxBodyBytes into v.
+// Unknown fields are rejected, so a misspelt "conversationID" is an error
+// instead of a silently new conversation. An empty body decodes as {}.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return err
+		case errors.Is(err, io.EOF):
+			return nil
+		}
+		return fmt.Errorf("malformed JSON body: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument)
+	}
+	if dec.More() {
+		return fmt.Errorf("malformed JSON body: trailing data after the object: %w", errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// jsonErrText keeps encoding/json's message but not its Go type names.
+func jsonErrText(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("field %q has the wrong type (got JSON %s)", te.Field, te.Value)
+		}
+		return fmt.Sprintf("wrong type (got JSON %s)", te.Value)
+	}
+	return err.Error()
+}
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
+}

@@ -1,0 +1,345 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/contexts"
+)
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
+}
+
+// readyz runs every probe with a short deadline. Probe errors are logged,
+// not returned: they may carry DSNs or paths.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	h := api.Health{Status: "ok", Checks: map[string]string{}}
+	if s.draining.Load() {
+		h.Status = "unavailable"
+		h.Checks["server"] = "shutting down"
+	}
+	for name, check := range s.cfg.Ready {
+		if err := check(ctx); err != nil {
+			s.log.Warn("readiness check failed", slog.String("check", name), slog.String(keyError, err.Error()))
+			h.Checks[name] = "unavailable"
+			h.Status = "unavailable"
+			continue
+		}
+		h.Checks[name] = "ok"
+	}
+	status := http.StatusOK
+	if h.Status != "ok" {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	w.Header().Set("Content-Length", strconv.Itoa(len(api.OpenAPI)))
+	_, _ = w.Write(api.OpenAPI)
+}
+
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	v, err := s.cfg.Tools.Export(r.URL.Query().Get("format"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// maxIDLen bounds caller-chosen ids (conversation, path, task).
+const maxIDLen = 256
+
+func checkID(field, v string) error {
+	if len(v) > maxIDLen {
+		return invalid("%s is longer than %d bytes", field, maxIDLen)
+	}
+	for _, c := range v {
+		if c < 0x20 || c == 0x7f {
+			return invalid("%s contains a control character", field)
+		}
+	}
+	return nil
+}
+
+func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
+	t := mustTenant(r)
+	var req api.ToolRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for _, f := range []struct{ name, v string }{
+		{"conversationId", req.ConversationID}, {"pathId", req.PathID}, {"taskId", req.TaskID},
+	} {
+		if err := checkID(f.name, f.v); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	id, _ := contexts.Resolve(t.ID, req.ConversationID, req.PathID, req.TaskID)
+	args := req.Args
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	call := ToolCall{Name: r.PathValue("name"), Identity: id, Args: args, Tenant: t, Forced: true}
+	if wantsNDJSON(r) {
+		s.streamTool(w, r, call)
+		return
+	}
+	res, err := s.cfg.Tools.Call(r.Context(), call, nil)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	body, err := withIdentity(res, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func wantsNDJSON(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), api.ContentTypeNDJSON)
+}
+
+// withIdentity adds conversationId and pathId to an object result, so a
+// caller that sent neither learns the generated conversation.
+func withIdentity(res any, id contexts.Identity) (json.RawMessage, error) {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode tool result: %w", err)
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return b, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode tool result: %w", err)
+	}
+	m["conversationId"], _ = json.Marshal(id.ConversationID)
+	m["pathId"], _ = json.Marshal(id.PathID)
+	return json.Marshal(m)
+}
+
+// streamTool answers a tool call as NDJSON: output events as they happen,
+// each flushed, then one final (or error) event. The status line waits for
+// the first event, so a call that fails before any output still gets its
+// proper 4xx.
+func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCall) {
+	sw := &eventWriter{w: w, rc: http.NewResponseController(w)}
+	out := func(ev agent.OutputEvent) {
+		switch ev.Stream {
+		case agent.Stdout, agent.Stderr:
+			sw.send(api.Event{Type: ev.Stream, Data: ev.Data})
+		case agent.Result:
+			if ev.Result != nil {
+				b, err := json.Marshal(ev.Result)
+				if err == nil {
+					sw.send(api.Event{Type: api.EventResult, Result: b})
+				}
+			}
+		}
+	}
+	res, err := s.cfg.Tools.Call(r.Context(), call, out)
+	var body json.RawMessage
+	if err == nil {
+		body, err = withIdentity(res, call.Identity)
+	}
+	if err != nil {
+		_, e := s.errorBody(r, err)
+		if !sw.close(&api.Event{Type: api.EventError, Code: e.Code, Message: e.Message}) {
+			writeJSON(w, errorStatus(err), e)
+		}
+		return
+	}
+	sw.send(api.Event{Type: api.EventFinal, Result: body})
+	sw.close(nil)
+}
+
+// eventWriter serializes NDJSON events from the sandbox's output callback
+// and the handler.
+type eventWriter struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+
+	mu      sync.Mutex
+	started bool // header written
+	closed  bool // no more events
+}
+
+// writeWait bounds one event write, so a stalled client cannot hold the
+// sandbox connection that feeds the output callback.
+const writeWait = 30 * time.Second
+
+func (e *eventWriter) send(ev api.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.closed {
+		e.writeLocked(ev)
+	}
+}
+
+// writeLocked writes one event, starting the response on the first.
+// e.mu must be held.
+func (e *eventWriter) writeLocked(ev api.Event) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	b = append(b, '\n')
+	if !e.started {
+		e.started = true
+		h := e.w.Header()
+		h.Set("Content-Type", api.ContentTypeNDJSON)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
+		e.w.WriteHeader(http.StatusOK)
+	}
+	_ = e.rc.SetWriteDeadline(time.Now().Add(writeWait))
+	if _, err := e.w.Write(b); err != nil {
+		e.closed = true
+		return
+	}
+	_ = e.rc.Flush()
+}
+
+// close ends the stream: later events are dropped. When the stream has
+// started, last (if any) is written as its final line. close reports
+// whether the stream had started; if not, the caller still owns the
+// response.
+func (e *eventWriter) close(last *api.Event) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	started := e.started
+	if started && last != nil && !e.closed {
+		e.writeLocked(*last)
+	}
+	e.closed = true
+	return started
+}
+
+var validStates = map[contexts.State]bool{
+	contexts.StateCreating: true, contexts.StateReady: true,
+	contexts.StateTerminated: true, contexts.StateError: true,
+}
+
+func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
+	t := mustTenant(r)
+	q := r.URL.Query()
+	f := contexts.Filter{
+		TenantID:       t.ID,
+		ConversationID: q.Get("conversationId"),
+		PathID:         q.Get("pathId"),
+		After:          q.Get("after"),
+		Limit:          100,
+	}
+	if v := q.Get("status"); v != "" {
+		for _, st := range strings.Split(v, ",") {
+			st := contexts.State(strings.TrimSpace(st))
+			if st == "active" {
+				f.States = append(f.States, contexts.StateCreating, contexts.StateReady)
+				continue
+			}
+			if !validStates[st] {
+				s.writeError(w, r, invalid("unknown status %q (creating, ready, terminated, error, active)", st))
+				return
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, invalid("limit must be an integer from 1 to 1000"))
+			return
+		}
+		f.Limit = n
+	}
+	recs, err := s.cfg.Contexts.List(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.ContextList{Contexts: recs}
+	if out.Contexts == nil {
+		out.Contexts = []*contexts.Record{}
+	}
+	if len(recs) == f.Limit {
+		out.Next = recs[len(recs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.cfg.Contexts.Get(r.Context(), mustTenant(r).ID, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.Contexts.Terminate(r.Context(), mustTenant(r).ID, r.PathValue("id"), contexts.ReasonManual); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+var pathEventTypes = map[string]bool{
+	api.PathBranched: true, api.PathEdited: true, api.PathMerged: true,
+	api.PathDeleted: true, api.PathArchived: true,
+}
+
+func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
+	t := mustTenant(r)
+	var ev api.PathEvent
+	if err := s.decodeJSON(w, r, &ev); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !pathEventTypes[ev.Type] {
+		s.writeError(w, r, invalid("unknown path event type %q (branched, edited, merged, deleted, archived)", ev.Type))
+		return
+	}
+	id := contexts.Identity{TenantID: t.ID, ConversationID: r.PathValue("conversationId"), PathID: r.PathValue("pathId")}
+	for _, f := range []struct{ name, v string }{
+		{"conversationId", id.ConversationID}, {"pathId", id.PathID},
+		{"sourcePathId", ev.SourcePathID}, {"targetPathId", ev.TargetPathID},
+	} {
+		if err := checkID(f.name, f.v); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if err := s.cfg.Contexts.PathEvent(r.Context(), id, ev); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
+	m := s.cfg.Contexts.Stats()
+	if m.PerTemplate == nil {
+		m.PerTemplate = map[string]api.SessionStats{}
+	}
+	writeJSON(w, http.StatusOK, m)
+}

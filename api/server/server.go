@@ -1,0 +1,367 @@
+// Package server is sandlot's HTTP API (/v1): authentication by tenant API
+// key, tool calls (plain JSON or streamed NDJSON), contexts, path events,
+// files, health and the OpenAPI document.
+//
+// The server declares the small interfaces it consumes (Contexts, Tools) and
+// is wired to the real manager and tool registry by `sandlot serve`. Every
+// error leaves through writeError, which maps errdefs categories to HTTP
+// once; an uncategorised error is a server fault and is reported as a 500
+// without its text.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// Contexts is the part of *contexts.Manager the server uses. Tenant-scoped
+// methods answer errdefs.ErrNotFound for another tenant's context, which is
+// how the API hides other tenants' contexts (404, never 403).
+type Contexts interface {
+	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
+	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
+	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
+	PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error
+	// Use runs fn with the (guarded) sandbox of id's active context,
+	// creating the context when there is none.
+	Use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Stats() api.SessionMetrics
+}
+
+// ToolCall is one call of a named tool for a resolved identity.
+type ToolCall struct {
+	Name     string
+	Identity contexts.Identity
+	Args     json.RawMessage // never empty: "{}" when the request had none
+	Tenant   *tenant.Tenant
+	// Forced marks a direct invocation (the HTTP tool route always is),
+	// not a model's choice; tools report it in spans and logs.
+	Forced bool
+}
+
+// Tools is the part of the tool registry the server uses.
+type Tools interface {
+	// Call runs a tool. out (nil when the caller does not stream)
+	// receives guarded output while it runs. An unknown tool is
+	// errdefs.ErrNotFound; bad args are errdefs.ErrInvalidArgument.
+	Call(ctx context.Context, c ToolCall, out contexts.OutputFunc) (any, error)
+	// Export lists the tools' schemas in a format (openai, anthropic,
+	// mcp; "" is the registry's own). Unknown formats are
+	// errdefs.ErrInvalidArgument.
+	Export(format string) (any, error)
+}
+
+// Check is a named readiness probe for /readyz.
+type Check func(ctx context.Context) error
+
+// Defaults for the zero values of Config.
+const (
+	DefaultMaxBodyBytes    = 8 << 20
+	DefaultMaxUploadBytes  = 256 << 20
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config configures a Server. Contexts, Tools and Tenants are required.
+type Config struct {
+	Contexts Contexts
+	Tools    Tools
+	Tenants  tenant.Store
+	// Logger receives one line per request and every server fault;
+	// nil discards.
+	Logger *slog.Logger
+	// MaxBodyBytes bounds JSON request bodies (0: 8 MiB); more is a 413.
+	MaxBodyBytes int64
+	// MaxUploadBytes bounds one file upload (0: 256 MiB); more is a 413.
+	MaxUploadBytes int64
+	// Ready holds the probes of /readyz by name ("store", "runtime").
+	Ready map[string]Check
+	// ShutdownTimeout bounds how long Serve waits for in-flight requests
+	// after its context ends (0: 30 s).
+	ShutdownTimeout time.Duration
+	// MCP, when set, is mounted at /mcp behind the same API-key auth.
+	MCP http.Handler
+	// E2B, when set, gets every request E2BMatch accepts, before routing
+	// and without sandlot's auth (the E2B wire authenticates itself).
+	E2B      http.Handler
+	E2BMatch func(r *http.Request) bool
+	// Metrics, when set, is mounted unauthenticated at GET /metrics.
+	Metrics http.Handler
+}
+
+// Server is the HTTP API. Its methods are safe for concurrent use.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	draining atomic.Bool
+}
+
+// New returns a server for cfg.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	for _, rt := range s.routes() {
+		h := http.Handler(rt.h)
+		if rt.auth {
+			h = s.requireKey(h)
+		}
+		s.mux.Handle(rt.method+" "+rt.path, h)
+	}
+	if cfg.MCP != nil {
+		s.mux.Handle("/mcp", s.requireKey(cfg.MCP))
+		s.mux.Handle("/mcp/", s.requireKey(cfg.MCP))
+	}
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics)
+	}
+	return s
+}
+
+// route is one documented JSON route. routes() is the single list that is
+// both registered and checked against the OpenAPI document.
+type route struct {
+	method, path string
+	auth         bool
+	h            http.HandlerFunc
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/healthz", false, s.healthz},
+		{"GET", "/readyz", false, s.readyz},
+		{"GET", "/v1/openapi.json", false, s.openapi},
+		{"GET", "/v1/tools", true, s.listTools},
+		{"POST", "/v1/tools/{name}", true, s.callTool},
+		{"GET", "/v1/contexts", true, s.listContexts},
+		{"GET", "/v1/contexts/{id}", true, s.getContext},
+		{"DELETE", "/v1/contexts/{id}", true, s.deleteContext},
+		{"PUT", "/v1/contexts/{id}/files", true, s.upload},
+		{"GET", "/v1/contexts/{id}/files", true, s.download},
+		{"GET", "/v1/contexts/{id}/files/list", true, s.listFiles},
+		{"POST", "/v1/conversations/{conversationId}/paths/{pathId}/events", true, s.pathEvent},
+		{"PUT", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.upload},
+		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.download},
+		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files/list", true, s.listFiles},
+		{"GET", "/v1/metrics/sessions", true, s.sessionMetrics},
+	}
+}
+
+// Handler returns the server's root handler: request ids, logging, panic
+// recovery, the E2B matcher, then the routes.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets in-flight requests (executions, streams) finish for up to
+// Config.ShutdownTimeout, and then closes what is left. It returns nil after
+// a shutdown caused by ctx. The caller closes the manager afterwards.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Requests outlive ctx on purpose: shutdown lets them finish.
+		BaseContext: func(net.Listener) context.Context { return context.Background() },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	s.log.Info("shutting down", slog.String("timeout", s.cfg.ShutdownTimeout.String()))
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(keyError, err.Error()))
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// Log attribute keys.
+const (
+	keyRequestID = "request_id"
+	keyMethod    = "method"
+	keyRoute     = "route"
+	keyStatus    = "status"
+	keyDuration  = "duration_ms"
+	keyTenant    = "tenant_id"
+	keyError     = "error"
+	keyBytes     = "bytes"
+)
+
+// logWriter records what the handler wrote, for the access log. It keeps
+// Flush and Unwrap so streaming and http.ResponseController work through it.
+type logWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+	tenant string
+}
+
+func (w *logWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *logWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *logWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *logWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type logKey struct{}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rid := requestID(r.Header.Get(api.HeaderRequestID))
+	w.Header().Set(api.HeaderRequestID, rid)
+	lw := &logWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), logKey{}, lw))
+	route := "e2b"
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic", slog.String(keyRequestID, rid), slog.Any(keyError, v))
+			if lw.status == 0 {
+				s.writeError(lw, r, fmt.Errorf("panic: %v", v))
+			}
+		}
+		status := lw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		s.log.LogAttrs(r.Context(), level, "request",
+			slog.String(keyRequestID, rid), slog.String(keyMethod, r.Method),
+			slog.String(keyRoute, route), slog.Int(keyStatus, status),
+			slog.Float64(keyDuration, float64(time.Since(start).Microseconds())/1000),
+			slog.String(keyTenant, lw.tenant), slog.Int64(keyBytes, lw.bytes))
+	}()
+	if s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r) {
+		s.cfg.E2B.ServeHTTP(lw, r)
+		return
+	}
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		route = "none"
+		s.noRoute(lw, r)
+		return
+	}
+	route = pattern
+	s.mux.ServeHTTP(lw, r)
+}
+
+// noRoute answers an unrouted request with the mux's status (404, or 405
+// with Allow) in the JSON error shape.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	rec := &statusOnly{header: http.Header{}}
+	s.mux.ServeHTTP(rec, r)
+	if allow := rec.header.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	code := rec.status
+	if code == 0 || code == http.StatusOK {
+		code = http.StatusNotFound
+	}
+	apiErr := api.Error{Code: "not_found", Message: "no route for " + r.Method + " " + r.URL.Path}
+	if code == http.StatusMethodNotAllowed {
+		apiErr = api.Error{Code: "invalid_argument", Message: "method " + r.Method + " not allowed on " + r.URL.Path}
+	}
+	writeJSON(w, code, apiErr)
+}
+
+type statusOnly struct {
+	header http.Header
+	status int
+}
+
+func (s *statusOnly) Header() http.Header         { return s.header }
+func (s *statusOnly) Write(b []byte) (int, error) { return len(b), nil }
+func (s *statusOnly) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+}
+
+// requestID keeps a caller's request id when it is short and printable,
+// else makes one.
+func requestID(in string) string {
+	if in != "" && len(in) <= 128 {
+		ok := true
+		for i := 0; i < len(in); i++ {
+			if in[i] < 0x21 || in[i] > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return in
+		}
+	}
+	return newID()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"code":"internal","message":"internal error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", api.ContentTypeJSON)
+	h.Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+}
+
+var _ io.Writer = (*logWriter)(nil)

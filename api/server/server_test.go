@@ -1,0 +1,671 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/api/server/servertest"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+type env struct {
+	*servertest.Env
+}
+
+func newEnv(t *testing.T, mod func(*server.Config)) *env {
+	t.Helper()
+	return &env{servertest.NewEnv(func(c *server.Config) {
+		c.MaxBodyBytes, c.MaxUploadBytes = 256<<10, 3<<20
+		if mod != nil {
+			mod(c)
+		}
+	})}
+}
+
+type req struct {
+	method, path, key string
+	body              any // string, []byte or a value to encode
+	header            map[string]string
+}
+
+func (e *env) do(t *testing.T, r req) *httptest.ResponseRecorder {
+	t.Helper()
+	var body io.Reader
+	switch b := r.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = bytes.NewReader(j)
+	}
+	hr := httptest.NewRequest(r.method, r.path, body)
+	if r.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.key)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	e.Handler.ServeHTTP(w, hr)
+	return w
+}
+
+// runCode calls run_code for tenant key and returns the decoded result.
+func (e *env) runCode(t *testing.T, key, conv, path, code string) api.RunCodeResult {
+	t.Helper()
+	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: key, body: map[string]any{
+		"conversationId": conv, "pathId": path, "args": map[string]any{"language": "python", "code": code},
+	}})
+	if w.Code != 200 {
+		t.Fatalf("run_code: %d %s", w.Code, w.Body)
+	}
+	var res api.RunCodeResult
+	if err := json.Unmarshal(w.Body.Bytes(), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func decodeErr(t *testing.T, w *httptest.ResponseRecorder) api.Error {
+	t.Helper()
+	var e api.Error
+	if ct := w.Header().Get("Content-Type"); ct != api.ContentTypeJSON {
+		t.Fatalf("error content type %q, body %s", ct, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Code == "" || e.Message == "" {
+		t.Fatalf("error body %q is not {code,message}: %v", w.Body, err)
+	}
+	return e
+}
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t, nil)
+	unknown := "e2b_" + strings.Repeat("ab", 20)
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"none", nil, 401},
+		{"malformed bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"basic scheme", map[string]string{"Authorization": "Basic " + e.KeyA}, 401},
+		{"unknown key", map[string]string{"X-API-KEY": unknown}, 401},
+		{"bearer", map[string]string{"Authorization": "Bearer " + e.KeyA}, 200},
+		{"x-api-key", map[string]string{"X-API-KEY": e.KeyA}, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/contexts", header: tt.header})
+			if w.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if tt.want == 401 {
+				if got := decodeErr(t, w).Code; got != errdefs.CodeUnauthenticated {
+					t.Errorf("code %q", got)
+				}
+			}
+		})
+	}
+	t.Run("every authenticated route", func(t *testing.T) {
+		for _, rt := range e.Server.RouteInfos() {
+			if !rt.Auth {
+				continue
+			}
+			p := strings.NewReplacer("{name}", "run_code", "{id}", "x", "{conversationId}", "c", "{pathId}", "p").Replace(rt.Path)
+			if w := e.do(t, req{method: rt.Method, path: p + "?path=a"}); w.Code != 401 {
+				t.Errorf("%s %s without key: %d", rt.Method, rt.Path, w.Code)
+			}
+		}
+	})
+	t.Run("store down is not a 401 and leaks nothing", func(t *testing.T) {
+		e.Tenants.Fail = errors.New("dial tcp 10.0.0.1:5432: refused")
+		defer func() { e.Tenants.Fail = nil }()
+		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+		if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.1") {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
+}
+
+func TestPublicRoutes(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) {
+		c.Ready = map[string]server.Check{"store": func(context.Context) error { return nil }}
+	})
+	for _, p := range []string{"/healthz", "/readyz", "/v1/openapi.json"} {
+		if w := e.do(t, req{method: "GET", path: p}); w.Code != 200 {
+			t.Errorf("%s: %d", p, w.Code)
+		}
+	}
+	e2 := newEnv(t, func(c *server.Config) {
+		c.Ready = map[string]server.Check{"store": func(context.Context) error { return errors.New("postgres://u:pw@h/db down") }}
+	})
+	w := e2.do(t, req{method: "GET", path: "/readyz"})
+	if w.Code != 503 || strings.Contains(w.Body.String(), "pw@") {
+		t.Fatalf("readyz with a failing check: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestToolCall(t *testing.T) {
+	e := newEnv(t, nil)
+	r1 := e.runCode(t, e.KeyA, "c1", "", "x=41")
+	if r1.ConversationID != "c1" || r1.PathID != "main" {
+		t.Fatalf("identity: %+v", r1)
+	}
+	r2 := e.runCode(t, e.KeyA, "c1", "main", "print(x)")
+	if r2.Stdout != "41\n" || r2.SandboxID != r1.SandboxID {
+		t.Fatalf("state across calls: %+v", r2)
+	}
+
+	t.Run("generated conversation id", func(t *testing.T) {
+		r := e.runCode(t, e.KeyA, "", "", "hi")
+		if len(r.ConversationID) != 36 {
+			t.Fatalf("conversationId %q", r.ConversationID)
+		}
+		again := e.runCode(t, e.KeyA, r.ConversationID, "", "hi")
+		if again.SandboxID != r.SandboxID {
+			t.Fatal("the generated conversation is not reusable")
+		}
+	})
+	t.Run("taskId stands in", func(t *testing.T) {
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{
+			"taskId": "task-9", "args": map[string]any{"language": "python", "code": "x"},
+		}})
+		var r api.RunCodeResult
+		json.Unmarshal(w.Body.Bytes(), &r)
+		if r.ConversationID != "task-9" {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
+	t.Run("list tools", func(t *testing.T) {
+		for _, f := range []string{"", "openai", "anthropic", "mcp"} {
+			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.KeyA}); w.Code != 200 {
+				t.Errorf("format %q: %d", f, w.Code)
+			}
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, nil)
+	ctxID := e.runCode(t, e.KeyA, "c", "main", "x=1").SandboxID
+	_ = ctxID
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	id := recs[0].ID
+	run := func(args any) map[string]any { return map[string]any{"conversationId": "c", "args": args} }
+	big := strings.Repeat("x", 100<<10+1)
+	tests := []struct {
+		name   string
+		r      req
+		status int
+		code   errdefs.Code
+	}{
+		{"malformed JSON", req{method: "POST", path: "/v1/tools/run_code", body: `{"args": `}, 400, errdefs.CodeInvalidArgument},
+		{"not an object", req{method: "POST", path: "/v1/tools/run_code", body: `[1]`}, 400, errdefs.CodeInvalidArgument},
+		{"trailing data", req{method: "POST", path: "/v1/tools/run_code", body: `{} {}`}, 400, errdefs.CodeInvalidArgument},
+		{"unknown field", req{method: "POST", path: "/v1/tools/run_code", body: `{"conversation_id":"c"}`}, 400, errdefs.CodeInvalidArgument},
+		{"wrong type", req{method: "POST", path: "/v1/tools/run_code", body: `{"conversationId":5}`}, 400, errdefs.CodeInvalidArgument},
+		{"control char in id", req{method: "POST", path: "/v1/tools/run_code", body: map[string]any{"conversationId": "a\x01"}}, 400, errdefs.CodeInvalidArgument},
+		{"id too long", req{method: "POST", path: "/v1/tools/run_code", body: map[string]any{"pathId": strings.Repeat("p", 300)}}, 400, errdefs.CodeInvalidArgument},
+		{"unknown tool", req{method: "POST", path: "/v1/tools/nope", body: run(map[string]any{})}, 404, errdefs.CodeNotFound},
+		{"unknown language", req{method: "POST", path: "/v1/tools/run_code", body: run(map[string]any{"language": "cobol", "code": "x"})}, 400, errdefs.CodeInvalidArgument},
+		{"code over 100 KB", req{method: "POST", path: "/v1/tools/run_code", body: run(map[string]any{"language": "python", "code": big})}, 400, errdefs.CodeInvalidArgument},
+		{"timeout too small", req{method: "POST", path: "/v1/tools/run_code", body: run(map[string]any{"language": "python", "code": "x", "timeout": 5})}, 400, errdefs.CodeInvalidArgument},
+		{"timeout too big", req{method: "POST", path: "/v1/tools/run_code", body: run(map[string]any{"language": "python", "code": "x", "timeout": 600001})}, 400, errdefs.CodeInvalidArgument},
+		{"body over the limit", req{method: "POST", path: "/v1/tools/run_code", body: run(map[string]any{"language": "python", "code": strings.Repeat("x", 300<<10)})}, 413, errdefs.CodeResourceExhausted},
+		{"unknown context", req{method: "GET", path: "/v1/contexts/nope"}, 404, errdefs.CodeNotFound},
+		{"delete unknown context", req{method: "DELETE", path: "/v1/contexts/nope"}, 404, errdefs.CodeNotFound},
+		{"bad status filter", req{method: "GET", path: "/v1/contexts?status=sleeping"}, 400, errdefs.CodeInvalidArgument},
+		{"bad limit", req{method: "GET", path: "/v1/contexts?limit=0"}, 400, errdefs.CodeInvalidArgument},
+		{"bad event type", req{method: "POST", path: "/v1/conversations/c/paths/main/events", body: map[string]any{"type": "forked"}}, 400, errdefs.CodeInvalidArgument},
+		{"malformed event", req{method: "POST", path: "/v1/conversations/c/paths/main/events", body: `{`}, 400, errdefs.CodeInvalidArgument},
+		{"bad tools format", req{method: "GET", path: "/v1/tools?format=yaml"}, 400, errdefs.CodeInvalidArgument},
+		{"upload without path", req{method: "PUT", path: "/v1/contexts/" + id + "/files", body: "x"}, 400, errdefs.CodeInvalidArgument},
+		{"upload traversal", req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=../../etc/passwd", body: "x"}, 400, errdefs.CodeInvalidArgument},
+		{"upload absolute outside", req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=/etc/passwd", body: "x"}, 400, errdefs.CodeInvalidArgument},
+		{"upload prefix trick", req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=/home/username/x", body: "x"}, 400, errdefs.CodeInvalidArgument},
+		{"download traversal", req{method: "GET", path: "/v1/contexts/" + id + "/files?path=/tmp/../proc/1/environ"}, 400, errdefs.CodeInvalidArgument},
+		{"list traversal", req{method: "GET", path: "/v1/contexts/" + id + "/files/list?path=/"}, 400, errdefs.CodeInvalidArgument},
+		{"conversation traversal", req{method: "GET", path: "/v1/conversations/c/paths/main/files?path=../../../etc/shadow"}, 400, errdefs.CodeInvalidArgument},
+		{"bad depth", req{method: "GET", path: "/v1/contexts/" + id + "/files/list?depth=99"}, 400, errdefs.CodeInvalidArgument},
+		{"upload over the limit", req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=big", body: bytes.Repeat([]byte("x"), 3<<20+1)}, 413, errdefs.CodeResourceExhausted},
+		{"download missing file", req{method: "GET", path: "/v1/contexts/" + id + "/files?path=nope.txt"}, 404, errdefs.CodeNotFound},
+		{"files of unknown context", req{method: "GET", path: "/v1/contexts/nope/files/list"}, 404, errdefs.CodeNotFound},
+		{"unknown route", req{method: "GET", path: "/v1/nothing"}, 404, errdefs.CodeNotFound},
+		{"wrong method", req{method: "PATCH", path: "/v1/contexts/" + id}, 405, errdefs.CodeInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.r.key = e.KeyA
+			w := e.do(t, tt.r)
+			if w.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.status, w.Body)
+			}
+			if got := decodeErr(t, w).Code; got != tt.code {
+				t.Errorf("code %q, want %q", got, tt.code)
+			}
+		})
+	}
+	t.Run("streamed upload over the limit leaves no file", func(t *testing.T) {
+		hr := httptest.NewRequest("PUT", "/v1/contexts/"+id+"/files?path=big2", io.MultiReader(bytes.NewReader(make([]byte, 3<<20)), strings.NewReader("xx")))
+		hr.ContentLength = -1
+		hr.Header.Set("X-API-KEY", e.KeyA)
+		w := httptest.NewRecorder()
+		e.Handler.ServeHTTP(w, hr)
+		if w.Code != 413 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		if _, ok := e.Contexts.File(id, "/home/user/big2"); ok {
+			t.Fatal("partial upload left behind")
+		}
+	})
+	t.Run("terminated context has no files", func(t *testing.T) {
+		rid := e.runCode(t, e.KeyB, "gone", "main", "x").SandboxID
+		_ = rid
+		recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-b", ConversationID: "gone"})
+		e.Contexts.Terminate(context.Background(), "tenant-b", recs[0].ID, contexts.ReasonManual)
+		w := e.do(t, req{method: "GET", path: "/v1/contexts/" + recs[0].ID + "/files/list", key: e.KeyB})
+		if w.Code != 412 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
+}
+
+// TestServerFaults: an uncategorised error is a 500 whose body says
+// nothing about it.
+func TestServerFaults(t *testing.T) {
+	e := newEnv(t, nil)
+	e.Tools.Fail = errors.New("open /var/lib/sandlot/secret.db: permission denied")
+	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`})
+	if w.Code != 500 || strings.Contains(w.Body.String(), "secret") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if got := decodeErr(t, w); got.Message != "internal error" {
+		t.Fatalf("%+v", got)
+	}
+	e.Tools.Fail = nil
+	w = e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{"args": map[string]any{"language": "python", "code": "fail"}}})
+	if w.Code != 500 || strings.Contains(w.Body.String(), "/var/lib") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	e.Contexts.FailAll = errors.New("sql: database is locked at /data/x.db")
+	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+	if w.Code != 500 || strings.Contains(w.Body.String(), "locked") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	e.Contexts.FailAll = fmtErr("provider down", errdefs.ErrUnavailable)
+	w = e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+	if w.Code != 503 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func fmtErr(msg string, cat error) error { return errors.Join(errors.New(msg), cat) }
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t, nil)
+	e.runCode(t, e.KeyA, "c", "main", "x=1")
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	id := recs[0].ID
+	// Bigger than one chunk, so the upload takes several offset writes.
+	data := bytes.Repeat([]byte("0123456789abcdef"), (2<<20+123)/16)
+	w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + id + "/files?path=data/in.bin", key: e.KeyA, body: data})
+	if w.Code != 200 {
+		t.Fatalf("upload: %d %s", w.Code, w.Body)
+	}
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files?path=/home/user/data/in.bin", key: e.KeyA})
+	if w.Code != 200 || !bytes.Equal(w.Body.Bytes(), data) {
+		t.Fatalf("download: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id + "/files/list?path=data", key: e.KeyA})
+	var fl api.FileList
+	json.Unmarshal(w.Body.Bytes(), &fl)
+	if w.Code != 200 || len(fl.Entries) != 1 || fl.Entries[0].Size != int64(len(data)) {
+		t.Fatalf("list: %d %s", w.Code, w.Body)
+	}
+	// The conversation-addressed routes reach the same sandbox.
+	w = e.do(t, req{method: "GET", path: "/v1/conversations/c/paths/main/files?path=data/in.bin", key: e.KeyA})
+	if w.Code != 200 || w.Body.Len() != len(data) {
+		t.Fatalf("by conversation: %d", w.Code)
+	}
+	w = e.do(t, req{method: "PUT", path: "/v1/conversations/new/paths/main/files?path=/tmp/empty", key: e.KeyA, body: ""})
+	if w.Code != 200 {
+		t.Fatalf("empty upload: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestTenantIsolation sends tenant B's key at every route, aimed at tenant
+// A's context, conversation and files. It fails when a route is added
+// without a case here.
+func TestTenantIsolation(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	idA := recs[0].ID
+	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	stillIntact := func(t *testing.T) {
+		t.Helper()
+		rec, err := e.Contexts.Get(context.Background(), "tenant-a", idA)
+		if err != nil || !rec.State.Active() {
+			t.Fatalf("A's context was touched: %+v %v", rec, err)
+		}
+		if r := e.runCode(t, e.KeyA, "conv-a", "main", "print(secret)"); r.Stdout != "hunter2\n" || r.SandboxID != a.SandboxID {
+			t.Fatalf("A's state was touched: %+v", r)
+		}
+		if got, _ := e.Contexts.File(idA, "/home/user/a.txt"); string(got) != "A's file" {
+			t.Fatalf("A's file is now %q", got)
+		}
+	}
+	notFound := func(t *testing.T, w *httptest.ResponseRecorder) {
+		t.Helper()
+		if w.Code != 404 {
+			t.Fatalf("status %d, want 404: %s", w.Code, w.Body)
+		}
+		if strings.Contains(w.Body.String(), "hunter2") || strings.Contains(w.Body.String(), "tenant-a") {
+			t.Fatalf("leak: %s", w.Body)
+		}
+	}
+	cases := map[string]func(t *testing.T){
+		"GET /healthz":         func(t *testing.T) {}, // public, no tenant data
+		"GET /readyz":          func(t *testing.T) {},
+		"GET /v1/openapi.json": func(t *testing.T) {},
+		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
+		"GET /v1/metrics/sessions": func(t *testing.T) {
+			// Aggregates only: no ids, no identities.
+			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), "conv-a") || strings.Contains(w.Body.String(), idA) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"POST /v1/tools/{name}": func(t *testing.T) {
+			r := e.runCode(t, e.KeyB, "conv-a", "main", "print(secret)")
+			if r.Stdout != "\n" || r.SandboxID == a.SandboxID {
+				t.Fatalf("B reached A's kernel: %+v", r)
+			}
+			w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyB, header: map[string]string{"Accept": api.ContentTypeNDJSON},
+				body: map[string]any{"conversationId": "conv-a", "args": map[string]any{"language": "python", "code": "print(secret)"}}})
+			if strings.Contains(w.Body.String(), "hunter2") {
+				t.Fatalf("streamed leak: %s", w.Body)
+			}
+		},
+		"GET /v1/contexts": func(t *testing.T) {
+			for _, q := range []string{"", "?conversationId=conv-a", "?status=ready"} {
+				w := e.do(t, req{method: "GET", path: "/v1/contexts" + q, key: e.KeyB})
+				if w.Code != 200 || strings.Contains(w.Body.String(), idA) {
+					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+				}
+			}
+		},
+		"GET /v1/contexts/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.KeyB}))
+		},
+		"DELETE /v1/contexts/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
+		},
+		"PUT /v1/contexts/{id}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB, body: "B was here"}))
+		},
+		"GET /v1/contexts/{id}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB}))
+		},
+		"GET /v1/contexts/{id}/files/list": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.KeyB}))
+		},
+		"POST /v1/conversations/{conversationId}/paths/{pathId}/events": func(t *testing.T) {
+			// B's "deleted" applies to B's own (conv-a, main), never A's.
+			e.do(t, req{method: "POST", path: "/v1/conversations/conv-a/paths/main/events", key: e.KeyB, body: map[string]any{"type": "deleted"}})
+		},
+		"PUT /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
+			e.do(t, req{method: "PUT", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB, body: "B was here"})
+		},
+		"GET /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/side/files?path=a.txt", key: e.KeyB}))
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB})
+			if strings.Contains(w.Body.String(), "A's file") {
+				t.Fatalf("B read A's file: %s", w.Body)
+			}
+		},
+		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})
+			if strings.Contains(w.Body.String(), "A's file") {
+				t.Fatalf("B listed A's files: %s", w.Body)
+			}
+		},
+	}
+	for _, rt := range e.Server.RouteInfos() {
+		name := rt.Method + " " + rt.Path
+		fn, ok := cases[name]
+		if !ok {
+			t.Errorf("route %s has no tenant-isolation case", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			fn(t)
+			stillIntact(t)
+		})
+	}
+}
+
+func TestPathEvent(t *testing.T) {
+	e := newEnv(t, nil)
+	e.runCode(t, e.KeyA, "c", "p1", "x=1")
+	w := e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p1/events", key: e.KeyA, body: map[string]any{"type": "deleted"}})
+	if w.Code != 204 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: e.KeyA})
+	var l api.ContextList
+	json.Unmarshal(w.Body.Bytes(), &l)
+	if len(l.Contexts) != 0 {
+		t.Fatalf("still active: %s", w.Body)
+	}
+	w = e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p2/events", key: e.KeyA, body: map[string]any{"type": "branched", "sourcePathId": "p1"}})
+	if w.Code != 204 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	want := []api.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
+	if d := cmp.Diff(want, e.Contexts.Events); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestContexts(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, c := range []string{"c1", "c2", "c3"} {
+		e.runCode(t, e.KeyA, c, "", "x=1")
+	}
+	w := e.do(t, req{method: "GET", path: "/v1/contexts?limit=2", key: e.KeyA})
+	var l api.ContextList
+	json.Unmarshal(w.Body.Bytes(), &l)
+	if len(l.Contexts) != 2 || l.Next == "" {
+		t.Fatalf("%s", w.Body)
+	}
+	id := l.Contexts[0].ID
+	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id, key: e.KeyA})
+	var rec contexts.Record
+	json.Unmarshal(w.Body.Bytes(), &rec)
+	if w.Code != 200 || rec.ID != id || rec.State != contexts.StateReady {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w = e.do(t, req{method: "DELETE", path: "/v1/contexts/" + id, key: e.KeyA}); w.Code != 204 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	w = e.do(t, req{method: "GET", path: "/v1/contexts?status=terminated", key: e.KeyA})
+	json.Unmarshal(w.Body.Bytes(), &l)
+	if len(l.Contexts) != 1 || l.Contexts[0].Reason != contexts.ReasonManual {
+		t.Fatalf("%s", w.Body)
+	}
+	w = e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
+	var m map[string]any
+	json.Unmarshal(w.Body.Bytes(), &m)
+	for _, k := range []string{"active_sessions", "total_created", "total_reused", "total_cleaned", "health_check_failures", "per_template"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s: %s", k, w.Body)
+		}
+	}
+}
+
+// TestStreaming runs over a real listener so flushing is exercised: the
+// stdout lines arrive in order, then exactly one final event.
+func TestStreaming(t *testing.T) {
+	e := newEnv(t, nil)
+	ts := httptest.NewServer(e.Handler)
+	defer ts.Close()
+	call := func(code string) (*http.Response, []api.Event) {
+		body, _ := json.Marshal(map[string]any{"conversationId": "s", "args": map[string]any{"language": "python", "code": code}})
+		hr, _ := http.NewRequest("POST", ts.URL+"/v1/tools/run_code", bytes.NewReader(body))
+		hr.Header.Set("X-API-KEY", e.KeyA)
+		hr.Header.Set("Accept", api.ContentTypeNDJSON)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var evs []api.Event
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var ev api.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Fatalf("line %q: %v", sc.Text(), err)
+			}
+			evs = append(evs, ev)
+		}
+		return resp, evs
+	}
+	resp, evs := call("one\ntwo\nthree")
+	if resp.Header.Get("Content-Type") != api.ContentTypeNDJSON {
+		t.Fatal(resp.Header)
+	}
+	var got []string
+	for _, ev := range evs {
+		got = append(got, ev.Type+":"+ev.Data)
+	}
+	want := []string{"stdout:one\n", "stdout:two\n", "stdout:three\n", "final:"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatal(d)
+	}
+	var final api.RunCodeResult
+	json.Unmarshal(evs[3].Result, &final)
+	if final.Stdout != "one\ntwo\nthree\n" || final.ConversationID != "s" {
+		t.Fatalf("%+v", final)
+	}
+	// A failure before any output keeps its status.
+	resp, _ = call(strings.Repeat("x", 100<<10+1))
+	if resp.StatusCode != 400 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	// A failure after output is the last event, without internals.
+	resp, evs = call("one\nfail")
+	if resp.StatusCode != 200 || len(evs) != 2 || evs[1].Type != api.EventError || evs[1].Code != errdefs.CodeInternal || strings.Contains(evs[1].Message, "/var") {
+		t.Fatalf("%d %+v", resp.StatusCode, evs)
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "abc-123"}})
+	if w.Header().Get("X-Request-Id") != "abc-123" {
+		t.Fatal(w.Header())
+	}
+	w = e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "bad id\x01"}})
+	if got := w.Header().Get("X-Request-Id"); len(got) != 36 {
+		t.Fatalf("%q", got)
+	}
+}
+
+func TestE2BMatcherFirst(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) {
+		c.E2B = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
+		c.E2BMatch = func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/sandboxes") }
+		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if id, _ := server.TenantFromContext(r.Context()); id == nil {
+				t.Error("MCP without tenant")
+			}
+			w.WriteHeader(298)
+		})
+	})
+	if w := e.do(t, req{method: "POST", path: "/sandboxes"}); w.Code != 299 {
+		t.Fatalf("e2b: %d", w.Code)
+	}
+	if w := e.do(t, req{method: "POST", path: "/mcp"}); w.Code != 401 {
+		t.Fatalf("mcp without key: %d", w.Code)
+	}
+	if w := e.do(t, req{method: "POST", path: "/mcp", key: e.KeyA}); w.Code != 298 {
+		t.Fatalf("mcp: %d", w.Code)
+	}
+}
+
+// TestGracefulShutdown: a request in flight when Serve's context ends
+// completes; the listener stops accepting.
+func TestGracefulShutdown(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	e := newEnv(t, func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
+	var once sync.Once
+	e.Tools.Hook = func() {
+		once.Do(func() { close(started) })
+		<-release
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Server.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	respc := make(chan *http.Response, 1)
+	go func() {
+		hr, _ := http.NewRequest("POST", url+"/v1/tools/run_code", strings.NewReader(`{"args":{"language":"python","code":"x"}}`))
+		hr.Header.Set("X-API-KEY", e.KeyA)
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Error(err)
+		}
+		respc <- resp
+	}()
+	<-started
+	cancel()
+	time.Sleep(100 * time.Millisecond)
+	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+		t.Error("still accepting after shutdown began")
+	}
+	close(release)
+	resp := <-respc
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("in-flight request: %+v", resp)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenAPIServed(t *testing.T) {
+	e := newEnv(t, nil)
+	w := e.do(t, req{method: "GET", path: "/v1/openapi.json"})
+	if w.Code != 200 || w.Body.String() != string(api.OpenAPI) {
+		t.Fatalf("%d", w.Code)
+	}
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func init() {
+	commands["exec"] = command{summary: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh)", run: runExec}
+}
+
+// runExec streams the code's output as it happens. The exit status is 0
+// when the code succeeded and 5 (failed_precondition) when it raised,
+// timed out or (bash) exited nonzero.
+func runExec(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("exec", std)
+	var r remote
+	r.register(fs)
+	conv := fs.String("conversation", "", "conversation id (default: a new one, printed on stderr)")
+	path := fs.String("path", "", "path id (default main)")
+	task := fs.String("task", "", "task id, used when there is no conversation id")
+	lang := fs.String("lang", "python", "language: python, javascript, typescript, bash, sh")
+	file := fs.String("file", "", "read the code from a file (- for stdin)")
+	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
+	fs.Usage = func() {
+		fmt.Fprintln(std.Err, "usage: sandlot exec [flags] CODE...   or   sandlot exec [flags] --file F")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	code := strings.Join(fs.Args(), " ")
+	switch {
+	case *file != "" && code != "":
+		return usageErr("exec: give CODE or --file, not both")
+	case *file == "-":
+		b, err := io.ReadAll(std.In)
+		if err != nil {
+			return fmt.Errorf("exec: read stdin: %w", err)
+		}
+		code = string(b)
+	case *file != "":
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return fmt.Errorf("exec: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		code = string(b)
+	case code == "":
+		fs.Usage()
+		return usageErr("exec: no code")
+	}
+	req := client.RunCodeRequest{
+		Target:   client.Target{ConversationID: *conv, PathID: *path, TaskID: *task},
+		Language: *lang, Code: code, Timeout: *timeout,
+	}
+	c := r.client()
+	var res *api.RunCodeResult
+	var err error
+	if r.json {
+		sp := startSpinner(std, "running", nil)
+		res, err = c.RunCode(ctx, req)
+		sp.stop()
+		if err != nil {
+			return err
+		}
+		if err := printJSON(std.Out, res); err != nil {
+			return err
+		}
+	} else {
+		sp := startSpinner(std, "running", nil)
+		res, err = c.RunCodeStream(ctx, req, func(ev api.Event) error {
+			sp.stop()
+			switch ev.Type {
+			case api.EventStdout:
+				io.WriteString(std.Out, ev.Data)
+			case api.EventStderr:
+				io.WriteString(std.Err, ev.Data)
+			}
+			return nil
+		})
+		sp.stop()
+		if err != nil {
+			return err
+		}
+		printResult(std, res)
+		if *conv == "" && *task == "" {
+			fmt.Fprintf(std.Err, "conversation: %s\n", res.ConversationID)
+		}
+	}
+	if !res.Success {
+		what := "failed"
+		switch {
+		case res.TimedOut:
+			what = "timed out"
+		case res.Error != nil:
+			what = "raised " + res.Error.Name
+		case res.ExitCode != 0:
+			what = fmt.Sprintf("exited %d", res.ExitCode)
+		}
+		return fmt.Errorf("code %s: %w", what, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// printResult shows what streaming did not: the value of the last
+// expression and the error, Jupyter style.
+func printResult(std IO, res *api.RunCodeResult) {
+	for _, rr := range res.Results {
+		switch {
+		case rr.Main && rr.Text != "":
+			fmt.Fprintln(std.Out, rr.Text)
+		case rr.PNG != "" || rr.SVG != "" || rr.JPEG != "":
+			fmt.Fprintln(std.Err, "[figure; use --json to get it]")
+		}
+	}
+	if res.Error != nil {
+		if res.Error.Traceback != "" {
+			fmt.Fprintln(std.Err, strings.TrimRight(res.Error.Traceback, "\n"))
+		} else {
+			fmt.Fprintf(std.Err, "%s: %s\n", res.Error.Name, res.Error.Value)
+		}
+	}
+	if res.TimedOut {
+		fmt.Fprintf(std.Err, "timed out after %s\n", time.Duration(res.ExecutionTimeMs)*time.Millisecond)
+	}
+}

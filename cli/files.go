@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sync/atomic"
+	"time"
+
+	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func init() {
+	commands["files"] = command{summary: "copy files into and out of a sandbox, and list them (put, get, ls)", run: runFiles}
+}
+
+// runFiles addresses a sandbox by --context ID, or by --conversation and
+// --path (whose context is created when absent, like a tool call).
+func runFiles(ctx context.Context, args []string, std IO) error {
+	if len(args) == 0 {
+		fmt.Fprintln(std.Err, "usage: sandlot files put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [DIR]   (--context ID | --conversation C [--path P])")
+		return usageErr("files: missing subcommand")
+	}
+	verb := args[0]
+	fs := newFlags("files "+verb, std)
+	var r remote
+	r.register(fs)
+	var t client.FileTarget
+	fs.StringVar(&t.ContextID, "context", "", "context id")
+	fs.StringVar(&t.ConversationID, "conversation", "", "conversation id (instead of --context)")
+	fs.StringVar(&t.PathID, "path", "", "path id (default main)")
+	depth := 1
+	if verb == "ls" {
+		fs.IntVar(&depth, "depth", 1, "levels to list, 1 to 10")
+	}
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if t.ContextID == "" && t.ConversationID == "" {
+		return usageErr("files: give --context or --conversation")
+	}
+	c := r.client()
+	switch verb {
+	case "put":
+		return filesPut(ctx, c, t, fs, r, std)
+	case "get":
+		return filesGet(ctx, c, t, fs, std)
+	case "ls", "list":
+		dir := ""
+		if fs.NArg() > 1 {
+			return usageErr("files ls: at most one directory")
+		}
+		if fs.NArg() == 1 {
+			dir = fs.Arg(0)
+		}
+		l, err := c.ListFiles(ctx, t, dir, depth)
+		if err != nil {
+			return err
+		}
+		if r.json {
+			return printJSON(std.Out, l)
+		}
+		rows := make([][]string, 0, len(l.Entries))
+		for _, e := range l.Entries {
+			rows = append(rows, []string{fmt.Sprintf("%04o", e.Mode), e.Type, humanBytes(e.Size), time.UnixMilli(e.ModTime).Format("2006-01-02 15:04"), e.Path})
+		}
+		return table(std.Out, []string{"MODE", "TYPE", "SIZE", "MODIFIED", "PATH"}, rows)
+	}
+	return usageErr("files: unknown subcommand %q (put, get, ls)", verb)
+}
+
+func filesPut(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error {
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return usageErr("files put: LOCAL [REMOTE]")
+	}
+	local := fs.Arg(0)
+	remotePath := path.Base(local)
+	if fs.NArg() == 2 {
+		remotePath = fs.Arg(1)
+	}
+	var in io.Reader
+	var total int64 = -1
+	if local == "-" {
+		if fs.NArg() != 2 {
+			return usageErr("files put -: name the REMOTE path")
+		}
+		in = std.In
+	} else {
+		f, err := os.Open(local)
+		if err != nil {
+			return fmt.Errorf("files put: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			total = st.Size()
+		}
+		in = f
+	}
+	cr := &countingReader{r: in}
+	sp := startSpinner(std, "uploading", func() string { return progress(cr.count(), total) })
+	fi, err := c.Upload(ctx, t, remotePath, cr)
+	sp.stop()
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return printJSON(std.Out, fi)
+	}
+	fmt.Fprintf(std.Out, "%s  %s\n", fi.Path, humanBytes(fi.Size))
+	return nil
+}
+
+func filesGet(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, std IO) error {
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		return usageErr("files get: REMOTE [LOCAL|-]")
+	}
+	remotePath := fs.Arg(0)
+	local := path.Base(remotePath)
+	if fs.NArg() == 2 {
+		local = fs.Arg(1)
+	}
+	var out io.Writer = std.Out
+	var tmp *os.File
+	if local != "-" {
+		// Write beside the target and rename, so a failed download
+		// never leaves a truncated file under the real name.
+		f, err := os.CreateTemp(dirOf(local), ".sandlot-get-*")
+		if err != nil {
+			return fmt.Errorf("files get: %w", err)
+		}
+		defer os.Remove(f.Name())
+		defer f.Close()
+		tmp, out = f, f
+	}
+	cw := &countingWriter{w: out}
+	var total atomic.Int64
+	total.Store(-1)
+	sp := startSpinner(std, "downloading", func() string { return progress(cw.n.Load(), total.Load()) })
+	_, err := c.Download(ctx, t, remotePath, cw, func(n int64) { total.Store(n) })
+	sp.stop()
+	if err != nil {
+		return err
+	}
+	if tmp != nil {
+		if err := tmp.Close(); err != nil {
+			return fmt.Errorf("files get: %w", err)
+		}
+		if err := os.Rename(tmp.Name(), local); err != nil {
+			return fmt.Errorf("files get: %w", err)
+		}
+		fmt.Fprintf(std.Err, "%s  %s\n", local, humanBytes(cw.n.Load()))
+	}
+	return nil
+}
+
+func dirOf(p string) string {
+	d := path.Dir(p)
+	if d == "" {
+		return "."
+	}
+	return d
+}
+
+func progress(n, total int64) string {
+	if total > 0 {
+		return fmt.Sprintf("%s / %s (%d%%)", humanBytes(n), humanBytes(total), n*100/total)
+	}
+	return humanBytes(n)
+}
+
+// countingWriter counts bytes written, for progress.
+type countingWriter struct {
+	w io.Writer
+	n atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mattn/go-isatty"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Environment variables the client commands read.
+const (
+	envURL     = "SANDLOT_URL"
+	envAPIKey  = "SANDLOT_API_KEY"
+	envDataDir = "SANDLOT_DATA_DIR"
+)
+
+// keyFile is the name of the default tenant's key file in the data dir.
+const keyFile = "api-key"
+
+// defaultDataDir is $SANDLOT_DATA_DIR, else .sandlot in the working
+// directory (where `make run` keeps it).
+func defaultDataDir() string {
+	if d := os.Getenv(envDataDir); d != "" {
+		return d
+	}
+	return ".sandlot"
+}
+
+// remote holds the flags every client command shares.
+type remote struct {
+	url, key, dataDir string
+	json              bool
+}
+
+func (r *remote) register(fs *flag.FlagSet) {
+	def := os.Getenv(envURL)
+	if def == "" {
+		def = "http://" + api.DefaultAddr
+	}
+	fs.StringVar(&r.url, "url", def, "server URL ($"+envURL+")")
+	fs.StringVar(&r.key, "api-key", os.Getenv(envAPIKey), "API key ($"+envAPIKey+"; default: the key file in --data-dir)")
+	fs.StringVar(&r.dataDir, "data-dir", defaultDataDir(), "data dir whose api-key file is the fallback key ($"+envDataDir+")")
+	fs.BoolVar(&r.json, "json", false, "print JSON for scripts")
+}
+
+func (r *remote) client() *client.Client {
+	key := r.key
+	if key == "" {
+		if b, err := os.ReadFile(filepath.Join(r.dataDir, keyFile)); err == nil {
+			key = strings.TrimSpace(string(b))
+		}
+	}
+	return client.New(r.url, client.WithAPIKey(key), client.WithUserAgent("sandlot-cli"))
+}
+
+// newFlags returns a FlagSet whose errors are invalid_argument and whose
+// usage goes to std.Err.
+func newFlags(name string, std IO) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(std.Err)
+	return fs
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return fmt.Errorf("%s: %v: %w", fs.Name(), err, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func usageErr(format string, a ...any) error {
+	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table writes aligned columns.
+func table(w io.Writer, header []string, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// spinner draws on std.Err while something long runs, only when stdout
+// is a terminal (never in pipes or scripts). stop erases it; status, when
+// set, adds text such as a byte count.
+type spinner struct {
+	w      io.Writer
+	label  string
+	mu     sync.Mutex
+	status func() string
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+func startSpinner(std IO, label string, status func() string) *spinner {
+	s := &spinner{w: std.Err, label: label, status: status}
+	if !isTTY(std.Out) || !isTTY(std.Err) {
+		return s
+	}
+	s.done = make(chan struct{})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		frames := `|/-\`
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		start := time.Now()
+		for i := 0; ; i++ {
+			select {
+			case <-s.done:
+				fmt.Fprint(s.w, "\r\033[K")
+				return
+			case <-t.C:
+			}
+			if time.Since(start) < 300*time.Millisecond {
+				continue // quick calls never flash a spinner
+			}
+			extra := ""
+			if s.status != nil {
+				extra = " " + s.status()
+			}
+			fmt.Fprintf(s.w, "\r\033[K%c %s%s %.1fs", frames[i%4], s.label, extra, time.Since(start).Seconds())
+		}
+	}()
+	return s
+}
+
+func (s *spinner) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		close(s.done)
+		s.wg.Wait()
+		s.done = nil
+	}
+}
+
+// countingReader counts bytes for progress.
+type countingReader struct {
+	r  io.Reader
+	mu sync.Mutex
+	n  int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.mu.Lock()
+	c.n += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingReader) count() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

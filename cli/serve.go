@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+func init() {
+	commands["serve"] = command{summary: "run the sandlot daemon (HTTP API, MCP, E2B wire) on " + api.DefaultAddr, run: runServe}
+}
+
+// serveConfig is what `sandlot serve` is told by its flags.
+type serveConfig struct {
+	addr            string
+	store           storeFlags
+	runtime         string
+	providers       string
+	shutdownTimeout time.Duration
+	logLevel        string
+	maxPerTenant    int
+	maxPerConv      int
+	memoryMiB       int64
+	poolSize        int
+}
+
+func runServe(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("serve", std)
+	var cfg serveConfig
+	addr := os.Getenv("SANDLOT_ADDR")
+	if addr == "" {
+		addr = api.DefaultAddr
+	}
+	fs.StringVar(&cfg.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
+	cfg.store.register(fs)
+	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn, error")
+	fs.IntVar(&cfg.maxPerTenant, "max-contexts-per-tenant", 0, "active contexts per tenant (0: the manager default, 10)")
+	fs.IntVar(&cfg.maxPerConv, "max-contexts-per-conversation", 0, "active contexts per conversation (0: the manager default, 5)")
+	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
+	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log := newLogger(std, cfg.logLevel)
+
+	st, err := cfg.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, std); err != nil {
+		return err
+	}
+	w, err := wire(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	srv := server.New(server.Config{
+		Contexts:        w.contexts,
+		Tools:           w.tools,
+		Tenants:         st,
+		Logger:          log,
+		ShutdownTimeout: cfg.shutdownTimeout,
+		Ready:           w.ready,
+		MCP:             w.mcp,
+		E2B:             w.e2b,
+		E2BMatch:        w.e2bMatch,
+		Metrics:         w.metrics,
+	})
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		w.close(context.Background())
+		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
+	}
+	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir))
+	fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
+	serr := srv.Serve(ctx, ln)
+	// Detach: sandboxes keep running and the next start reattaches them.
+	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cerr := w.close(cctx)
+	log.Info("stopped")
+	return errors.Join(serr, cerr)
+}
+
+func newLogger(std IO, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(std.Err, &slog.HandlerOptions{Level: l}))
+}
+
+// bootstrapTenant creates the default tenant when the store has none,
+// prints its key once and writes it to DATA/api-key (0600), where the CLI
+// and scripts find it.
+func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, std IO) error {
+	ts, err := st.ListTenants(ctx)
+	if err != nil {
+		return fmt.Errorf("list tenants: %w", err)
+	}
+	if len(ts) > 0 {
+		return nil
+	}
+	t, key, err := createTenant(ctx, st, "default", tenant.GuardEnforce, true)
+	if err != nil {
+		return fmt.Errorf("create the default tenant: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	path := filepath.Join(dataDir, keyFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write the key file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write the key file: %w", err)
+	}
+	fmt.Fprintf(std.Out, "created the default tenant %s\nAPI key (shown once; also in %s): %s\n", t.ID, path, key)
+	return nil
+}
+
+// wired is what wire assembles for the server.
+type wired struct {
+	contexts server.Contexts
+	tools    server.Tools
+	ready    map[string]server.Check
+	mcp      http.Handler
+	e2b      http.Handler
+	e2bMatch func(*http.Request) bool
+	metrics  http.Handler
+	close    func(ctx context.Context) error
+}
+
+// storeCheck is the readiness probe of the store: a cheap read.
+func storeCheck(st store.Backend) server.Check {
+	return func(ctx context.Context) error {
+		_, err := st.ListTenants(ctx)
+		return err
+	}
+}

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+func init() {
+	commands["tenant"] = command{summary: "manage tenants and API keys in the store (create, list, rotate-key, delete)", run: runTenant}
+}
+
+// storeFlags are the flags of commands that open the store directly.
+type storeFlags struct {
+	dataDir, url string
+}
+
+func (s *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.dataDir, "data-dir", defaultDataDir(), "data dir ($"+envDataDir+")")
+	fs.StringVar(&s.url, "store", "", "store URL: sqlite:///path, postgres://..., memory: (default: SQLite in --data-dir)")
+}
+
+// storeURL is --store, or the SQLite database in the data dir.
+func (s *storeFlags) storeURL() string {
+	if s.url != "" {
+		return s.url
+	}
+	abs, err := filepath.Abs(filepath.Join(s.dataDir, "sandlot.db"))
+	if err != nil {
+		abs = filepath.Join(s.dataDir, "sandlot.db")
+	}
+	return "sqlite://" + abs
+}
+
+func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
+	if s.url == "" {
+		if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("data dir: %w", err)
+		}
+	}
+	return store.Open(ctx, s.storeURL())
+}
+
+// runTenant administers tenants. These are admin operations, so they work
+// on the store itself (--data-dir or --store) rather than over HTTP: whoever
+// can read the store owns every tenant anyway. A running server sees the
+// changes at once (it looks keys up on every request).
+func runTenant(ctx context.Context, args []string, std IO) error {
+	if len(args) == 0 {
+		fmt.Fprintln(std.Err, "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID")
+		return usageErr("tenant: missing subcommand")
+	}
+	verb := args[0]
+	fs := newFlags("tenant "+verb, std)
+	var sf storeFlags
+	sf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	admin := false
+	guard := tenant.GuardEnforce
+	if verb == "create" {
+		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request")
+		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
+	}
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch verb {
+	case "create":
+		if fs.NArg() != 1 {
+			return usageErr("tenant create: give one NAME")
+		}
+		if guard != tenant.GuardOff && guard != tenant.GuardReport && guard != tenant.GuardEnforce {
+			return usageErr("tenant create: --guard-mode must be off, report or enforce")
+		}
+		t, key, err := createTenant(ctx, st, fs.Arg(0), guard, admin)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(std.Out, struct {
+				*tenant.Tenant
+				APIKey string `json:"apiKey"`
+			}{t, key})
+		}
+		fmt.Fprintf(std.Out, "tenant %s (%s)\napi key: %s\nThe key is shown once; only its hash is stored.\n", t.ID, t.Name, key)
+		return nil
+	case "list", "ls":
+		ts, err := st.ListTenants(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			if ts == nil {
+				ts = []*tenant.Tenant{}
+			}
+			return printJSON(std.Out, ts)
+		}
+		rows := make([][]string, 0, len(ts))
+		for _, t := range ts {
+			rows = append(rows, []string{t.ID, t.Name, t.KeyPrefix + "…", t.GuardMode, fmt.Sprint(t.Admin), t.CreatedAt.Format(time.RFC3339)})
+		}
+		return table(std.Out, []string{"ID", "NAME", "KEY", "GUARD", "ADMIN", "CREATED"}, rows)
+	case "rotate-key":
+		if fs.NArg() != 1 {
+			return usageErr("tenant rotate-key: give one tenant ID")
+		}
+		t, err := st.GetTenant(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		key, err := tenant.NewKey()
+		if err != nil {
+			return err
+		}
+		if err := st.SetKey(ctx, t.ID, tenant.HashKey(key), tenant.Prefix(key)); err != nil {
+			return err
+		}
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindKeyRotated})
+		if *asJSON {
+			return printJSON(std.Out, map[string]string{"id": t.ID, "apiKey": key})
+		}
+		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key no longer works.\n", t.ID, key)
+		return nil
+	case "delete", "rm":
+		if fs.NArg() != 1 {
+			return usageErr("tenant delete: give one tenant ID")
+		}
+		if err := st.DeleteTenant(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: fs.Arg(0), Kind: audit.KindTenantDeleted})
+		if !*asJSON {
+			fmt.Fprintf(std.Out, "deleted tenant %s; its key no longer works\n", fs.Arg(0))
+		}
+		return nil
+	}
+	return usageErr("tenant: unknown subcommand %q (create, list, rotate-key, delete)", verb)
+}
+
+// createTenant makes a tenant with a fresh key and returns the key, which
+// exists nowhere else afterwards.
+func createTenant(ctx context.Context, st store.Backend, name, guard string, admin bool) (*tenant.Tenant, string, error) {
+	if name == "" {
+		return nil, "", fmt.Errorf("tenant name is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	key, err := tenant.NewKey()
+	if err != nil {
+		return nil, "", err
+	}
+	t := &tenant.Tenant{Name: name, GuardMode: guard, Admin: admin, KeyPrefix: tenant.Prefix(key)}
+	if err := st.CreateTenant(ctx, t, tenant.HashKey(key)); err != nil {
+		return nil, "", err
+	}
+	_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindTenantCreated, Detail: map[string]string{"name": name}})
+	return t, key, nil
+}

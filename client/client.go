@@ -1,0 +1,488 @@
+// Package client is the public Go SDK of sandlot's HTTP API.
+//
+//	c := client.New("http://127.0.0.1:7423", client.WithAPIKey(os.Getenv("SANDLOT_API_KEY")))
+//	res, err := c.RunCode(ctx, client.RunCodeRequest{
+//		Target: client.Target{ConversationID: "c1"}, Language: "python", Code: "1+1"})
+//	if client.IsNotFound(err) { ... }
+//
+// Every method takes a context and returns errors that wrap *api.Error
+// (the server's {code, message}); the Is* helpers test its category.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Client talks to one sandlot server. It is safe for concurrent use.
+type Client struct {
+	base   string
+	err    error // from New: reported by every call
+	key    string
+	hc     *http.Client
+	agent  string
+	header http.Header
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithAPIKey sets the tenant API key (sent as Authorization: Bearer).
+func WithAPIKey(key string) Option { return func(c *Client) { c.key = key } }
+
+// WithHTTPClient replaces http.DefaultClient. Streaming calls need a client
+// without an overall Timeout; use contexts for deadlines instead.
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.hc = h } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.agent = ua } }
+
+// WithHeader adds a header to every request (a request id, a proxy token).
+func WithHeader(key, value string) Option {
+	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// New returns a client for the server at baseURL (e.g.
+// "http://127.0.0.1:7423"). A malformed baseURL is reported by every call.
+func New(baseURL string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: http.DefaultClient, agent: "sandlot-go", header: http.Header{}}
+	if u, err := url.Parse(c.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.err = fmt.Errorf("client: base URL %q must be http(s)://host[:port]: %w", baseURL, errdefs.ErrInvalidArgument)
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Target names the context a call runs in. PathID defaults to "main";
+// TaskID stands in for a missing ConversationID; with neither the server
+// generates a conversation id and returns it in the result.
+type Target struct {
+	ConversationID string
+	PathID         string
+	TaskID         string
+}
+
+// FileTarget names the context of a file call: ContextID, or else the
+// active context of (ConversationID, PathID), created when absent.
+type FileTarget struct {
+	ContextID      string
+	ConversationID string
+	PathID         string // default "main"
+}
+
+func (f FileTarget) prefix() (string, error) {
+	if f.ContextID != "" {
+		return "/v1/contexts/" + url.PathEscape(f.ContextID), nil
+	}
+	if f.ConversationID == "" {
+		return "", fmt.Errorf("file target needs a context id or a conversation id: %w", errdefs.ErrInvalidArgument)
+	}
+	p := f.PathID
+	if p == "" {
+		p = contexts.DefaultPath
+	}
+	return "/v1/conversations/" + url.PathEscape(f.ConversationID) + "/paths/" + url.PathEscape(p), nil
+}
+
+// RunCodeRequest is a run_code call.
+type RunCodeRequest struct {
+	Target
+	Language string        // python | javascript | typescript | bash | sh
+	Code     string        // at most 100 KB
+	Timeout  time.Duration // 0: the server default; else 1 s to 600 s
+}
+
+func (r RunCodeRequest) args() api.RunCodeArgs {
+	return api.RunCodeArgs{Language: r.Language, Code: r.Code, Timeout: r.Timeout.Milliseconds()}
+}
+
+// RunCode runs code in the target's persistent kernel.
+func (c *Client) RunCode(ctx context.Context, req RunCodeRequest) (*api.RunCodeResult, error) {
+	var res api.RunCodeResult
+	if err := c.Tool(ctx, "run_code", req.Target, req.args(), &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// RunCodeStream is RunCode with output delivered to fn as it happens
+// (stdout, stderr and result events, in order). An error from fn stops
+// the call.
+func (c *Client) RunCodeStream(ctx context.Context, req RunCodeRequest, fn func(api.Event) error) (*api.RunCodeResult, error) {
+	var res api.RunCodeResult
+	if err := c.ToolStream(ctx, "run_code", req.Target, req.args(), fn, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Tool calls a tool by name with args (any JSON-encodable value) and
+// decodes its result into out (nil discards it).
+func (c *Client) Tool(ctx context.Context, name string, t Target, args, out any) error {
+	body, err := toolBody(t, args)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, "POST", "/v1/tools/"+url.PathEscape(name), nil, body, api.ContentTypeJSON, out)
+}
+
+func toolBody(t Target, args any) ([]byte, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encode args: %w", err)
+	}
+	if string(raw) == "null" {
+		raw = nil
+	}
+	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw})
+}
+
+// ToolStream calls a tool with Accept: application/x-ndjson. fn (may be
+// nil) gets every stdout, stderr and result event; the final event's
+// result is decoded into out.
+func (c *Client) ToolStream(ctx context.Context, name string, t Target, args any, fn func(api.Event) error, out any) error {
+	body, err := toolBody(t, args)
+	if err != nil {
+		return err
+	}
+	req, err := c.request(ctx, "POST", "/v1/tools/"+url.PathEscape(name), nil, bytes.NewReader(body), api.ContentTypeJSON)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", api.ContentTypeNDJSON)
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeNDJSON) {
+		return decodeInto(resp, out)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev api.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("decode event: %w", err)
+		}
+		switch ev.Type {
+		case api.EventFinal:
+			if out != nil {
+				if err := json.Unmarshal(ev.Result, out); err != nil {
+					return fmt.Errorf("decode result: %w", err)
+				}
+			}
+			return nil
+		case api.EventError:
+			return &api.Error{Code: ev.Code, Message: ev.Message}
+		default:
+			if fn != nil {
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read stream: %w", err)
+	}
+	return fmt.Errorf("stream ended without a final event: %w", errdefs.ErrUnavailable)
+}
+
+// Tools returns the tool schemas in a format: "openai", "anthropic",
+// "mcp", or "" for the registry's own.
+func (c *Client) Tools(ctx context.Context, format string) (json.RawMessage, error) {
+	var out json.RawMessage
+	q := url.Values{}
+	if format != "" {
+		q.Set("format", format)
+	}
+	err := c.do(ctx, "GET", "/v1/tools", q, nil, "", &out)
+	return out, err
+}
+
+// ListOptions filters ListContexts. Status takes creating, ready,
+// terminated, error or active.
+type ListOptions struct {
+	ConversationID string
+	PathID         string
+	Status         []string
+	Limit          int
+	After          string
+}
+
+// ListContexts returns one page of the tenant's contexts; pass the
+// returned Next as After for the next page.
+func (c *Client) ListContexts(ctx context.Context, o ListOptions) (*api.ContextList, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("conversationId", o.ConversationID)
+	set("pathId", o.PathID)
+	set("status", strings.Join(o.Status, ","))
+	set("after", o.After)
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var out api.ContextList
+	if err := c.do(ctx, "GET", "/v1/contexts", q, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetContext returns one context by id.
+func (c *Client) GetContext(ctx context.Context, id string) (*contexts.Record, error) {
+	var out contexts.Record
+	if err := c.do(ctx, "GET", "/v1/contexts/"+url.PathEscape(id), nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeleteContext terminates a context (its record stays, for audit).
+func (c *Client) DeleteContext(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/v1/contexts/"+url.PathEscape(id), nil, nil, "", nil)
+}
+
+// PathEvent reports a conversation path event (branched, edited, merged,
+// deleted, archived).
+func (c *Client) PathEvent(ctx context.Context, conversationID, pathID string, ev api.PathEvent) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	p := "/v1/conversations/" + url.PathEscape(conversationID) + "/paths/" + url.PathEscape(pathID) + "/events"
+	return c.do(ctx, "POST", p, nil, body, api.ContentTypeJSON, nil)
+}
+
+// Upload streams r into the file at path (relative paths resolve against
+// /home/user) and returns the written file's info.
+func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Reader) (*agent.FileInfo, error) {
+	prefix, err := t.prefix()
+	if err != nil {
+		return nil, err
+	}
+	req, err := c.request(ctx, "PUT", prefix+"/files", url.Values{"path": {path}}, r, "application/octet-stream")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var fi agent.FileInfo
+	if err := decodeInto(resp, &fi); err != nil {
+		return nil, err
+	}
+	return &fi, nil
+}
+
+// Download streams the file at path into w and returns the bytes written.
+// size, when not nil, is called once with the file's size in the sandbox
+// before the bytes flow (for progress; the guard may change the count).
+func (c *Client) Download(ctx context.Context, t FileTarget, path string, w io.Writer, size func(int64)) (int64, error) {
+	prefix, err := t.prefix()
+	if err != nil {
+		return 0, err
+	}
+	req, err := c.request(ctx, "GET", prefix+"/files", url.Values{"path": {path}}, nil, "")
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if size != nil {
+		if n, err := strconv.ParseInt(resp.Header.Get("X-File-Size"), 10, 64); err == nil {
+			size(n)
+		}
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("download %s: %w", path, err)
+	}
+	return n, nil
+}
+
+// ListFiles lists a directory ("" is /home/user) to depth (0 means 1).
+func (c *Client) ListFiles(ctx context.Context, t FileTarget, path string, depth int) (*api.FileList, error) {
+	prefix, err := t.prefix()
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if path != "" {
+		q.Set("path", path)
+	}
+	if depth > 0 {
+		q.Set("depth", strconv.Itoa(depth))
+	}
+	var out api.FileList
+	if err := c.do(ctx, "GET", prefix+"/files/list", q, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SessionMetrics returns the context counters, in total and per template.
+func (c *Client) SessionMetrics(ctx context.Context) (*api.SessionMetrics, error) {
+	var out api.SessionMetrics
+	if err := c.do(ctx, "GET", "/v1/metrics/sessions", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Ready returns nil when the server answers /readyz with 200.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, "GET", "/readyz", nil, nil, "", nil)
+}
+
+func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) (*http.Request, error) {
+	if c.err != nil {
+		return nil, c.err
+	}
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("User-Agent", c.agent)
+	return req, nil
+}
+
+// send does req and turns a non-2xx answer into an error.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ctxErr)
+		}
+		return nil, fmt.Errorf("%s %s: %v: %w", req.Method, req.URL.Path, err, errdefs.ErrUnavailable)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, errorFrom(resp)
+	}
+	return resp, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte, contentType string, out any) error {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := c.request(ctx, method, path, q, r, contentType)
+	if err != nil {
+		return err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decodeInto(resp, out)
+}
+
+func decodeInto(resp *http.Response, out any) error {
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode %s response: %w", resp.Request.URL.Path, err)
+	}
+	return nil
+}
+
+// errorFrom decodes {code, message}; a body that is not one (a proxy's
+// page) still gets a category from the status.
+func errorFrom(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e api.Error
+	if json.Unmarshal(b, &e) == nil && e.Code != "" {
+		return &e
+	}
+	code := errdefs.CodeInternal
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		code = errdefs.CodeNotFound
+	case resp.StatusCode == http.StatusUnauthorized:
+		code = errdefs.CodeUnauthenticated
+	case resp.StatusCode == http.StatusForbidden:
+		code = errdefs.CodePermissionDenied
+	case resp.StatusCode == http.StatusRequestEntityTooLarge, resp.StatusCode == http.StatusTooManyRequests:
+		code = errdefs.CodeResourceExhausted
+	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusBadGateway:
+		code = errdefs.CodeUnavailable
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		code = errdefs.CodeInvalidArgument
+	}
+	return &api.Error{Code: code, Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))}
+}
+
+// IsNotFound reports whether err is a not_found error (an unknown id, or
+// another tenant's context).
+func IsNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }
+
+// IsInvalidArgument reports whether err is an invalid_argument error.
+func IsInvalidArgument(err error) bool { return errors.Is(err, errdefs.ErrInvalidArgument) }
+
+// IsResourceExhausted reports whether err is a resource_exhausted error
+// (a limit, or a body over the size limit).
+func IsResourceExhausted(err error) bool { return errors.Is(err, errdefs.ErrResourceExhausted) }
+
+// IsUnauthenticated reports whether err is an unauthenticated error.
+func IsUnauthenticated(err error) bool { return errors.Is(err, errdefs.ErrUnauthenticated) }
+
+// IsUnavailable reports whether err is an unavailable error (the server
+// or its runtime cannot be reached).
+func IsUnavailable(err error) bool { return errors.Is(err, errdefs.ErrUnavailable) }
+
+// Code returns the wire code of err ("" for nil).
+func Code(err error) errdefs.Code {
+	if err == nil {
+		return ""
+	}
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return errdefs.CodeOf(err)
+}

@@ -1,0 +1,174 @@
+package chain
+
+import (
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Plan is a provider's plan limit per tenant. Zero fields are unlimited.
+type Plan struct {
+	Creations      int64
+	ComputeMinutes float64
+}
+
+// QuotaConfig configures quota tracking.
+type QuotaConfig struct {
+	// Plans by provider name.
+	Plans map[string]Plan
+	// Thresholds are fractions of a limit that trigger a warning once
+	// each. Nil: 0.8 and 1.0.
+	Thresholds []float64
+	// OnThreshold is called when usage crosses a threshold (a metric).
+	OnThreshold func(QuotaEvent)
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// QuotaEvent reports a crossed threshold.
+type QuotaEvent struct {
+	Tenant, Provider string
+	Resource         string  // "creations" or "compute_minutes"
+	Threshold        float64 // the fraction crossed
+	Used, Limit      float64
+}
+
+// Usage of one tenant on one provider.
+type Usage struct {
+	Creations      int64
+	ComputeMinutes float64
+}
+
+// Quota counts sandbox creations and compute minutes (sandbox wall time
+// from create to destroy) per tenant and provider since it was made, and
+// warns at thresholds of the providers' plans. It lives in memory: a
+// restart starts the counts again. Safe for concurrent use.
+type Quota struct {
+	cfg QuotaConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	usage   map[key]*Usage
+	running map[string]run // provider/sandbox id -> start
+	warned  map[warnKey]bool
+}
+
+type key struct{ tenant, provider string }
+
+type run struct {
+	key
+	start time.Time
+}
+
+type warnKey struct {
+	key
+	resource  string
+	threshold float64
+}
+
+// NewQuota returns a tracker.
+func NewQuota(cfg QuotaConfig) *Quota {
+	if cfg.Thresholds == nil {
+		cfg.Thresholds = []float64{0.8, 1.0}
+	}
+	sort.Float64s(cfg.Thresholds)
+	q := &Quota{cfg: cfg, log: cfg.Logger, usage: map[key]*Usage{}, running: map[string]run{}, warned: map[warnKey]bool{}}
+	if q.log == nil {
+		q.log = slog.New(slog.DiscardHandler)
+	}
+	return q
+}
+
+// Started records a creation.
+func (q *Quota) Started(tenant, provider, sandboxID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := key{tenant, provider}
+	u := q.usageLocked(k)
+	u.Creations++
+	q.running[provider+"/"+sandboxID] = run{k, now()}
+	q.checkLocked(k)
+}
+
+// Stopped adds the sandbox's lifetime to its tenant's compute minutes.
+func (q *Quota) Stopped(provider, sandboxID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r, ok := q.running[provider+"/"+sandboxID]
+	if !ok {
+		return
+	}
+	delete(q.running, provider+"/"+sandboxID)
+	q.usageLocked(r.key).ComputeMinutes += now().Sub(r.start).Minutes()
+	q.checkLocked(r.key)
+}
+
+// Usage returns a tenant's usage on a provider, running sandboxes included.
+func (q *Quota) Usage(tenant, provider string) Usage {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.currentLocked(key{tenant, provider})
+}
+
+// Check re-evaluates thresholds with running sandboxes' time (call it
+// periodically so a long-lived sandbox warns before it stops).
+func (q *Quota) Check() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	seen := map[key]bool{}
+	for _, r := range q.running {
+		if !seen[r.key] {
+			seen[r.key] = true
+			q.checkLocked(r.key)
+		}
+	}
+}
+
+func (q *Quota) usageLocked(k key) *Usage {
+	u, ok := q.usage[k]
+	if !ok {
+		u = &Usage{}
+		q.usage[k] = u
+	}
+	return u
+}
+
+func (q *Quota) currentLocked(k key) Usage {
+	u := *q.usageLocked(k)
+	t := now()
+	for _, r := range q.running {
+		if r.key == k {
+			u.ComputeMinutes += t.Sub(r.start).Minutes()
+		}
+	}
+	return u
+}
+
+func (q *Quota) checkLocked(k key) {
+	plan, ok := q.cfg.Plans[k.provider]
+	if !ok {
+		return
+	}
+	u := q.currentLocked(k)
+	q.crossLocked(k, "creations", float64(u.Creations), float64(plan.Creations))
+	q.crossLocked(k, "compute_minutes", u.ComputeMinutes, plan.ComputeMinutes)
+}
+
+func (q *Quota) crossLocked(k key, resource string, used, limit float64) {
+	if limit <= 0 {
+		return
+	}
+	for _, th := range q.cfg.Thresholds {
+		wk := warnKey{k, resource, th}
+		if used < th*limit || q.warned[wk] {
+			continue
+		}
+		q.warned[wk] = true
+		q.log.Warn("provider quota threshold reached", "tenant", k.tenant, "provider", k.provider,
+			"resource", resource, "threshold", th, "used", used, "limit", limit)
+		if q.cfg.OnThreshold != nil {
+			q.cfg.OnThreshold(QuotaEvent{Tenant: k.tenant, Provider: k.provider, Resource: resource, Threshold: th, Used: used, Limit: limit})
+		}
+	}
+}

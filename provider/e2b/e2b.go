@@ -1,0 +1,374 @@
+// Package e2b is a contexts.Provider backed by E2B: a Go client for the E2B
+// REST API (sandbox lifecycle) and for envd (processes and files, Connect
+// RPC with the JSON codec) plus the code interpreter (/execute NDJSON). It
+// works against E2B's cloud or any E2B-compatible server, sandlot itself
+// included.
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Defaults.
+const (
+	DefaultAPIURL         = "https://api.e2b.app"
+	DefaultDomain         = "e2b.app"
+	DefaultTemplate       = "code-interpreter-v1"
+	DefaultConnectTimeout = 10 * time.Second
+	DefaultExtendEvery    = 30 * time.Second
+	DefaultTTL            = 15 * time.Minute
+
+	envdPort        = "49983"
+	interpreterPort = "49999"
+
+	// labelManaged marks the sandboxes sandlot created, for List.
+	labelManaged = "managedBy"
+	managedValue = "sandlot"
+)
+
+// ErrNoAPIKey is returned by Create when no API key is configured. Its
+// message is exactly "E2B API key not configured"; it is in the
+// errdefs.ErrUnavailable category so a provider chain falls back.
+var ErrNoAPIKey error = noKeyError{}
+
+type noKeyError struct{}
+
+func (noKeyError) Error() string { return "E2B API key not configured" }
+func (noKeyError) Unwrap() error { return errdefs.ErrUnavailable }
+
+// Config configures the provider. Zero values are documented per field.
+type Config struct {
+	// APIKey is the E2B API key (E2B_API_KEY). Empty: Create fails with
+	// ErrNoAPIKey.
+	APIKey string
+	// APIURL is the control plane. Empty: DefaultAPIURL.
+	APIURL string
+	// SandboxURL, when set, receives every sandbox call with the
+	// E2b-Sandbox-Id and E2b-Sandbox-Port headers (as E2B_SANDBOX_URL does
+	// for the SDKs; sandlot's own E2B surface works this way). Empty:
+	// https://<port>-<sandboxID>.<Domain>.
+	SandboxURL string
+	// Domain of sandbox hosts. Empty: DefaultDomain.
+	Domain string
+	// Template is the E2B template to start. Empty: DefaultTemplate.
+	Template string
+	// ConnectTimeout bounds connecting to E2B and the create call, so an
+	// unreachable or silent service fails fast. Zero: 10 s.
+	ConnectTimeout time.Duration
+	// CPU and MemoryMB are recorded as sandbox metadata. E2B's create API
+	// takes no resource fields (the template fixes them), so they only
+	// document the intent; see docs/e2b.md.
+	CPU      int
+	MemoryMB int
+	// ExtendEvery throttles the sandbox timeout extension done on each
+	// operation. Zero: 30 s.
+	ExtendEvery time.Duration
+	// HTTPClient for all calls. Nil: one with ConnectTimeout as dial bound.
+	HTTPClient *http.Client
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Provider creates E2B sandboxes. It is safe for concurrent use.
+type Provider struct {
+	cfg  Config
+	http *http.Client
+	log  *slog.Logger
+}
+
+var _ contexts.Provider = (*Provider)(nil)
+
+// New returns an E2B provider.
+func New(cfg Config) *Provider {
+	if cfg.APIURL == "" {
+		cfg.APIURL = DefaultAPIURL
+	}
+	cfg.APIURL = strings.TrimRight(cfg.APIURL, "/")
+	cfg.SandboxURL = strings.TrimRight(cfg.SandboxURL, "/")
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain
+	}
+	if cfg.Template == "" {
+		cfg.Template = DefaultTemplate
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = DefaultConnectTimeout
+	}
+	if cfg.ExtendEvery <= 0 {
+		cfg.ExtendEvery = DefaultExtendEvery
+	}
+	p := &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
+	if p.http == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+		tr.TLSHandshakeTimeout = cfg.ConnectTimeout
+		p.http = &http.Client{Transport: tr}
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p
+}
+
+// Name implements contexts.Provider.
+func (p *Provider) Name() string { return "e2b" }
+
+type createBody struct {
+	TemplateID string            `json:"templateID"`
+	Timeout    int64             `json:"timeout,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+	EnvVars    map[string]string `json:"envVars,omitempty"`
+}
+
+type sandboxBody struct {
+	SandboxID       string `json:"sandboxID"`
+	TemplateID      string `json:"templateID"`
+	EnvdVersion     string `json:"envdVersion"`
+	EnvdAccessToken string `json:"envdAccessToken"`
+	Domain          string `json:"domain"`
+}
+
+// Create implements contexts.Provider: it starts a sandbox whose E2B
+// timeout is spec.TTL and waits until envd answers.
+func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	if p.cfg.APIKey == "" {
+		return nil, ErrNoAPIKey
+	}
+	ttl := spec.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	tmpl := spec.Template
+	if tmpl == "" {
+		tmpl = p.cfg.Template
+	}
+	meta := map[string]string{labelManaged: managedValue}
+	for k, v := range spec.Labels {
+		meta[k] = v
+	}
+	if p.cfg.CPU > 0 {
+		meta["cpuCount"] = fmt.Sprint(p.cfg.CPU)
+	}
+	if p.cfg.MemoryMB > 0 {
+		meta["memoryMB"] = fmt.Sprint(p.cfg.MemoryMB)
+	}
+	body := createBody{TemplateID: tmpl, Timeout: int64(ttl / time.Second), Metadata: meta, EnvVars: spec.Env}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+	defer cancel()
+	var sb sandboxBody
+	if err := p.api(cctx, http.MethodPost, "/v2/sandboxes", body, &sb); err != nil {
+		return nil, fmt.Errorf("e2b create: %w", err)
+	}
+	s := p.sandbox(sb, ttl)
+	if err := s.waitHealthy(cctx); err != nil {
+		p.destroyQuietly(sb.SandboxID)
+		return nil, fmt.Errorf("e2b sandbox %s: %w", sb.SandboxID, err)
+	}
+	p.log.Info("e2b sandbox created", "sandbox", sb.SandboxID, "template", tmpl)
+	return s, nil
+}
+
+func (p *Provider) destroyQuietly(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
+	defer cancel()
+	if err := p.Destroy(ctx, id); err != nil {
+		p.log.Warn("e2b destroy after failed create", "sandbox", id, "err", err)
+	}
+}
+
+// Attach implements contexts.Provider.
+func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandbox, error) {
+	if p.cfg.APIKey == "" {
+		return nil, ErrNoAPIKey
+	}
+	var sb sandboxBody
+	if err := p.api(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(sandboxID)+"/connect", map[string]any{}, &sb); err != nil {
+		return nil, fmt.Errorf("e2b attach %s: %w", sandboxID, err)
+	}
+	if sb.SandboxID == "" {
+		sb.SandboxID = sandboxID
+	}
+	return p.sandbox(sb, 0), nil
+}
+
+// List implements contexts.Provider: the running sandboxes sandlot made.
+func (p *Provider) List(ctx context.Context) ([]string, error) {
+	if p.cfg.APIKey == "" {
+		return nil, ErrNoAPIKey
+	}
+	var ids []string
+	next := ""
+	for {
+		q := url.Values{"metadata": {labelManaged + "=" + managedValue}, "limit": {"100"}}
+		if next != "" {
+			q.Set("nextToken", next)
+		}
+		var items []struct {
+			SandboxID string `json:"sandboxID"`
+		}
+		hdr, err := p.apiHeader(ctx, http.MethodGet, "/v2/sandboxes?"+q.Encode(), nil, &items)
+		if err != nil {
+			return nil, fmt.Errorf("e2b list: %w", err)
+		}
+		for _, it := range items {
+			ids = append(ids, it.SandboxID)
+		}
+		if next = hdr.Get("X-Next-Token"); next == "" || len(items) == 0 {
+			return ids, nil
+		}
+	}
+}
+
+// Destroy implements contexts.Provider; an unknown id is not an error.
+func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
+	if p.cfg.APIKey == "" {
+		return ErrNoAPIKey
+	}
+	err := p.api(ctx, http.MethodDelete, "/sandboxes/"+url.PathEscape(sandboxID), nil, nil)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("e2b destroy %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// setTimeout sets the sandbox's E2B timeout to ttl from now.
+func (p *Provider) setTimeout(ctx context.Context, id string, ttl time.Duration) error {
+	return p.api(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", map[string]int64{"timeout": int64(ttl / time.Second)}, nil)
+}
+
+func (p *Provider) api(ctx context.Context, method, path string, in, out any) error {
+	_, err := p.apiHeader(ctx, method, path, in, out)
+	return err
+}
+
+// apiHeader calls the control plane and decodes the JSON answer.
+func (p *Provider) apiHeader(ctx context.Context, method, path string, in, out any) (http.Header, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("bad API URL: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	req.Header.Set("X-API-KEY", p.cfg.APIKey)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, transportError(p.cfg.APIURL, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, transportError(p.cfg.APIURL, err)
+	}
+	if resp.StatusCode >= 300 {
+		return nil, statusError(resp.StatusCode, b)
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return nil, fmt.Errorf("decode %s %s answer: %v: %w", method, path, err, errdefs.ErrUnavailable)
+		}
+	}
+	return resp.Header, nil
+}
+
+// transportError: E2B could not be reached or did not answer in time.
+func transportError(target string, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("cannot reach E2B at %s: %v: %w", target, err, errdefs.ErrUnavailable)
+}
+
+// statusError maps an E2B HTTP error to a category. A rejected key and a
+// rate or concurrency limit make E2B unavailable to sandlot, so a chain
+// falls back.
+func statusError(status int, body []byte) error {
+	var e struct {
+		Message string `json:"message"`
+	}
+	_ = json.Unmarshal(body, &e)
+	msg := e.Message
+	if msg == "" {
+		msg = strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+	}
+	var cat error
+	switch {
+	case status == http.StatusNotFound:
+		cat = errdefs.ErrNotFound
+	case status == http.StatusBadRequest:
+		cat = errdefs.ErrInvalidArgument
+	case status == http.StatusConflict:
+		cat = errdefs.ErrAlreadyExists
+	case status == http.StatusNotImplemented:
+		cat = errdefs.ErrFailedPrecondition
+	default: // 401, 403, 429, 5xx
+		cat = errdefs.ErrUnavailable
+	}
+	return fmt.Errorf("E2B answered %d: %s: %w", status, msg, cat)
+}
+
+// sandbox builds the client of one sandbox.
+func (p *Provider) sandbox(sb sandboxBody, ttl time.Duration) *Sandbox {
+	s := &Sandbox{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, ttl: ttl, lastExtend: time.Now(), kernels: map[string]string{}}
+	domain := sb.Domain
+	if domain == "" {
+		domain = p.cfg.Domain
+	}
+	base := func(port string) string {
+		if p.cfg.SandboxURL != "" {
+			return p.cfg.SandboxURL
+		}
+		return "https://" + port + "-" + sb.SandboxID + "." + domain
+	}
+	s.envdURL, s.interpURL = base(envdPort), base(interpreterPort)
+	s.envd = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(envdPort)}}
+	s.interp = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(interpreterPort)}}
+	s.initRPC()
+	return s
+}
+
+// headerTransport adds the sandbox routing and auth headers to every call.
+type headerTransport struct {
+	base http.RoundTripper
+	hdr  http.Header
+}
+
+func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.hdr {
+		r.Header[k] = v
+	}
+	base := t.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
