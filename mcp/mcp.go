@@ -18,6 +18,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tools"
@@ -179,10 +181,49 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 			return toolError(err), nil
 		}
 		return &sdk.CallToolResult{
-			Content:           []sdk.Content{&sdk.TextContent{Text: string(b)}},
+			Content:           content(res, b),
 			StructuredContent: json.RawMessage(b),
 		}, nil
 	}
+}
+
+// content is the unstructured form of a result: its JSON, except that
+// figures (PNG/JPEG results of run_code) become image content, and their
+// base64 in the text is replaced by a note, so a model sees the picture
+// rather than a wall of base64. The structured content keeps everything.
+func content(res any, full []byte) []sdk.Content {
+	rc, ok := res.(*tools.RunCodeResult)
+	if !ok {
+		return []sdk.Content{&sdk.TextContent{Text: string(full)}}
+	}
+	var images []sdk.Content
+	slim := *rc
+	slim.Results = make([]agent.RichResult, len(rc.Results))
+	for i, rr := range rc.Results {
+		for _, img := range []struct {
+			data *string
+			mime string
+		}{{&rr.PNG, "image/png"}, {&rr.JPEG, "image/jpeg"}} {
+			if *img.data == "" {
+				continue
+			}
+			raw, err := base64.StdEncoding.DecodeString(*img.data)
+			if err != nil {
+				continue
+			}
+			images = append(images, &sdk.ImageContent{Data: raw, MIMEType: img.mime})
+			*img.data = fmt.Sprintf("[%s: image content %d]", img.mime, len(images))
+		}
+		slim.Results[i] = rr
+	}
+	if len(images) == 0 {
+		return []sdk.Content{&sdk.TextContent{Text: string(full)}}
+	}
+	b, err := json.Marshal(slim)
+	if err != nil {
+		b = full
+	}
+	return append([]sdk.Content{&sdk.TextContent{Text: string(b)}}, images...)
 }
 
 func toolError(err error) *sdk.CallToolResult {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -141,6 +142,20 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 		t.Errorf("empty pathId: isError=%v %q", res.IsError, text(res))
 	}
 	t.Logf("redacted output: %q", r4.Stdout)
+
+	// A matplotlib figure arrives as image content; the text drops its base64.
+	res = runCode(t, cs, map[string]any{"language": "python", "code": "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"})
+	var img *sdk.ImageContent
+	for _, c := range res.Content {
+		if ic, ok := c.(*sdk.ImageContent); ok {
+			img = ic
+		}
+	}
+	if res.IsError || img == nil || img.MIMEType != "image/png" || !bytes.HasPrefix(img.Data, []byte("\x89PNG")) {
+		t.Errorf("figure: isError=%v image=%v text=%.300s", res.IsError, img != nil, text(res))
+	} else if strings.Contains(text(res), "iVBOR") {
+		t.Errorf("text content still carries the base64 PNG")
+	}
 	return first.Identity
 }
 
