@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -72,6 +73,25 @@ func TestRealAgent(t *testing.T) {
 	stats := ar.ParsedOutput.(map[string]any)["stats"].(map[string]any)
 	if mean := stats["units"].(map[string]any)["mean"].(json.Number).String(); mean != "4.0" {
 		t.Errorf("units mean = %s", mean)
+	}
+
+	// Large parameters (over the manager's code size limit if inlined)
+	// travel as a file that the program removes.
+	var rows strings.Builder
+	rows.WriteString(`[`)
+	for i := 0; i < 5000; i++ {
+		if i > 0 {
+			rows.WriteString(",")
+		}
+		rows.WriteString(`{"i":` + strconv.Itoa(i) + `,"label":"row number ` + strconv.Itoa(i) + `"}`)
+	}
+	rows.WriteString(`]`)
+	ar = do("run_analysis", `{"analysisType":"data_analysis","parameters":{"rows":`+rows.String()+`}}`).(*tools.AnalysisResult)
+	if !ar.Success || ar.ParsedOutput.(map[string]any)["rowCount"].(json.Number).String() != "5000" {
+		t.Fatalf("large params: %+v %+v", ar.ParsedOutput, ar.Error)
+	}
+	if res := code("python", "import glob; print(len(glob.glob('/tmp/.sandlot-params-*')))"); res.Stdout != "0\n" {
+		t.Errorf("params file left behind: %q", res.Stdout)
 	}
 
 	// Custom javascript sees params, twice in the same persistent kernel.

@@ -195,20 +195,9 @@ func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any
 	var res *WriteFileResult
 	err := r.use(ctx, "write_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		data := []byte(content)
-		var fi *agent.FileInfo
-		// Frames are bounded: write in chunks, the first replacing the file.
-		for off := 0; off == 0 || off < len(data); {
-			end := min(off+agent.ChunkSize, len(data))
-			var err error
-			// Offset 0 truncates; later chunks write at their offset.
-			fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off)})
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if end == len(data) {
-				break
-			}
-			off = end
+		fi, err := writeAll(ctx, sb, path, data, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		res = &WriteFileResult{Success: true, Path: fi.Path, Size: int64(len(data))}
 		if res.Path == "" {
@@ -220,6 +209,24 @@ func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any
 		return nil, err
 	}
 	return res, nil
+}
+
+// writeAll replaces the file at path with data, in frames of at most
+// agent.ChunkSize: the first truncates, later ones write at their offset.
+func writeAll(ctx context.Context, sb contexts.Sandbox, path string, data []byte, mode uint32) (*agent.FileInfo, error) {
+	var fi *agent.FileInfo
+	for off := 0; ; {
+		end := min(off+agent.ChunkSize, len(data))
+		var err error
+		fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off), Mode: mode})
+		if err != nil {
+			return nil, err
+		}
+		if end == len(data) {
+			return fi, nil
+		}
+		off = end
+	}
 }
 
 func (r *Registry) editFile(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
