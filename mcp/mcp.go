@@ -168,7 +168,9 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return toolError(err), nil
 		}
-		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, nil)
+		out, stop := progress(ctx, req)
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, out)
+		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
 				s.log.ErrorContext(ctx, "mcp tool call failed", "tool", name, "tenant", id.TenantID, "err", err)
@@ -224,6 +226,56 @@ func content(res any, full []byte) []sdk.Content {
 		b = full
 	}
 	return append([]sdk.Content{&sdk.TextContent{Text: string(b)}}, images...)
+}
+
+// maxProgressQueue bounds the output chunks waiting to be sent as
+// progress; beyond it chunks are dropped (the result has all the output).
+const maxProgressQueue = 256
+
+// progress streams a call's (guarded) stdout and stderr to the client as
+// progress notifications when the request carries a progress token. The
+// returned func is nil otherwise. stop must be called when the call ends;
+// it waits for the queued notifications.
+func progress(ctx context.Context, req *sdk.CallToolRequest) (out contexts.OutputFunc, stop func()) {
+	tok := req.Params.GetProgressToken()
+	if tok == nil || req.Session == nil {
+		return nil, func() {}
+	}
+	var mu sync.Mutex
+	closed := false
+	ch := make(chan string, maxProgressQueue)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n := 0
+		for msg := range ch {
+			n++
+			// Best effort: a client that went away only loses progress.
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
+		}
+	}()
+	out = func(ev agent.OutputEvent) {
+		if (ev.Stream != agent.Stdout && ev.Stream != agent.Stderr) || ev.Data == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case ch <- ev.Data:
+		default: // never block the sandbox connection
+		}
+	}
+	stop = func() {
+		mu.Lock()
+		closed = true
+		close(ch)
+		mu.Unlock()
+		<-done
+	}
+	return out, stop
 }
 
 func toolError(err error) *sdk.CallToolResult {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,8 +133,14 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 		t.Errorf("secret not redacted: %q", r4.Stdout)
 	}
 
+	// With a progress token, output streams as progress notifications.
+	res := runCodeWithProgress(t, cs, map[string]any{"language": "python", "code": "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"})
+	if r := runResult(t, res); r.Stdout != "tick 0\ntick 1\ntick 2\n" {
+		t.Errorf("progress run: %+v", r)
+	}
+
 	// Bad arguments are a tool error with the public message.
-	res := runCode(t, cs, map[string]any{"language": "cobol", "code": "x"})
+	res = runCode(t, cs, map[string]any{"language": "cobol", "code": "x"})
 	if !res.IsError || !strings.Contains(text(res), "run_code: language must be one of python, javascript, typescript, bash, sh") {
 		t.Errorf("bad language: isError=%v %q", res.IsError, text(res))
 	}
@@ -159,6 +166,52 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 	return first.Identity
 }
 
+// progressMessages collects progress notifications per client session.
+var progressMessages = struct {
+	sync.Mutex
+	m map[*sdk.ClientSession][]string
+}{m: map[*sdk.ClientSession][]string{}}
+
+func onProgress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+	progressMessages.Lock()
+	defer progressMessages.Unlock()
+	progressMessages.m[req.Session] = append(progressMessages.m[req.Session], req.Params.Message)
+}
+
+func clientOptions() *sdk.ClientOptions {
+	return &sdk.ClientOptions{ProgressNotificationHandler: onProgress}
+}
+
+// runCodeWithProgress calls run_code with a progress token and checks that
+// the streamed output arrived as progress before the result.
+func runCodeWithProgress(t *testing.T, cs *sdk.ClientSession, args map[string]any) *sdk.CallToolResult {
+	t.Helper()
+	progressMessages.Lock()
+	delete(progressMessages.m, cs)
+	progressMessages.Unlock()
+	p := &sdk.CallToolParams{Name: "run_code", Arguments: args}
+	p.SetProgressToken("tok-1")
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		progressMessages.Lock()
+		got := strings.Join(progressMessages.m[cs], "")
+		progressMessages.Unlock()
+		if got == "tick 0\ntick 1\ntick 2\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("progress messages = %q", got)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return res
+}
+
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -172,7 +225,7 @@ func TestInMemory(t *testing.T) {
 	st, ct := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, st) }()
-	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions())
 	cs, err := client.Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +262,7 @@ func TestNoTenant(t *testing.T) {
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
 	go srv.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions()).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +304,7 @@ func TestStreamableHTTP(t *testing.T) {
 	ctx := context.Background()
 	connect := func(key string) (*sdk.ClientSession, error) {
 		tr := &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{key}}}
-		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions()).Connect(ctx, tr, nil)
 	}
 	cs, err := connect("key-1")
 	if err != nil {
