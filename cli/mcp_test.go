@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -91,5 +93,33 @@ func TestMCPCommand(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("sandlot mcp did not stop when stdin closed")
+	}
+}
+
+// TestMCPBinary runs the built sandlot binary as an MCP server over real
+// stdio with the SDK's CommandTransport.
+func TestMCPBinary(t *testing.T) {
+	bin := os.Getenv("SANDLOT_BIN")
+	if bin == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("SANDLOT_BIN is not set in CI (make test sets it)")
+		}
+		t.Skip("SANDLOT_BIN not set; run through make test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", t.TempDir())
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v (stderr: %s)", err, stderr.String())
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil || len(lt.Tools) != 9 {
+		t.Fatalf("list tools: %v, %d tools (stderr: %s)", err, len(lt.Tools), stderr.String())
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v (stderr: %s)", err, stderr.String())
 	}
 }
