@@ -15,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -27,6 +28,7 @@ type serveConfig struct {
 	addr            string
 	store           storeFlags
 	runtime         string
+	stateDir        string
 	providers       string
 	shutdownTimeout time.Duration
 	logLevel        string
@@ -46,6 +48,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&cfg.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
 	cfg.store.register(fs)
 	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.StringVar(&cfg.stateDir, "state-dir", "", "runtime state (bundles, agent sockets); default /run/sandlot")
 	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn, error")
@@ -98,13 +101,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	return errors.Join(serr, cerr)
 }
 
-func newLogger(std IO, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
-	}
-	return slog.New(slog.NewJSONHandler(std.Err, &slog.HandlerOptions{Level: l}))
-}
+func newLogger(std IO, level string) *slog.Logger { return telemetry.NewLogger(std.Err, level) }
 
 // bootstrapTenant creates the default tenant when the store has none,
 // prints its key once and writes it to DATA/api-key (0600), where the CLI

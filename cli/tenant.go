@@ -52,7 +52,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 // runTenant administers tenants. These are admin operations, so they work
 // on the store itself (--data-dir or --store) rather than over HTTP: whoever
 // can read the store owns every tenant anyway. A running server sees the
-// changes at once (it looks keys up on every request).
+// changes within a second (its key cache TTL).
 func runTenant(ctx context.Context, args []string, std IO) error {
 	if len(args) == 0 {
 		fmt.Fprintln(std.Err, "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID")

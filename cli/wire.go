@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,8 +14,10 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -59,9 +62,22 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
+	tel, err := telemetry.Setup(ctx, telemetry.Config{})
+	if err != nil {
+		m.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
+	e2bH, e2bMatch, err := e2bWire(cfg.store.dataDir, m, st, log)
+	if err != nil {
+		m.Close(context.WithoutCancel(ctx))
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	w := &wired{
+		e2b:      e2bH,
+		e2bMatch: e2bMatch,
 		contexts: managerContexts{m},
 		tools:    registryTools{reg},
 		ready: map[string]server.Check{
@@ -81,18 +97,61 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			}
 			return "", fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
 		}),
-		close: m.Close,
+		metrics: tel.Handler(),
+		close: func(ctx context.Context) error {
+			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
+		},
 	}
 	return w, nil
 }
 
-// newProvider builds the providers named by --providers. Until a provider
-// is built into this binary, sandboxes are unavailable and /readyz says so.
+// newProvider builds the providers named by --providers, in fallback
+// order (a chain when there are several). When none can be built (no
+// runtime, no agent binary), sandboxes are unavailable: the server still
+// starts, and /readyz and every tool call say why.
 func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
-	names := strings.Split(cfg.providers, ",")
-	err := fmt.Errorf("provider %q is not built into this binary: %w", cfg.providers, errdefs.ErrUnavailable)
-	log.Warn("no sandbox provider; tool calls answer 503", slog.String("providers", strings.Join(names, ",")))
+	var ps []contexts.Provider
+	var errs []error
+	for _, name := range strings.Split(cfg.providers, ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "local":
+			p, err := local.New(local.Config{
+				Runtime:  runtimeName(cfg.runtime),
+				StateDir: cfg.stateDir,
+				Limits:   contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+				Logger:   log,
+			})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("provider local: %w", err))
+				continue
+			}
+			log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
+			ps = append(ps, p)
+		case "e2b":
+			ps = append(ps, e2bProvider(log))
+		default:
+			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
+		}
+	}
+	if len(ps) > 0 {
+		for _, err := range errs {
+			log.Warn("provider skipped", slog.String(keyErr, err.Error()))
+		}
+		return providerChain(ps, log, nil), nil
+	}
+	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
+	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
 	return noProvider{err}, err
+}
+
+const keyErr = "error"
+
+// runtimeName maps --runtime to local.Config.Runtime ("" is auto).
+func runtimeName(s string) string {
+	if s == "auto" {
+		return ""
+	}
+	return s
 }
 
 // noProvider fails every sandbox operation with its error.

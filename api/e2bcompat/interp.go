@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,6 +95,69 @@ func (n *ndjson) send(v any) {
 	}
 }
 
+// coalescer joins the kernel's output chunks into lines, as Jupyter's
+// stream messages do ("hello" and "\n" from one print become one
+// "hello\n"), and flushes a partial line after coalesceWait.
+type coalescer struct {
+	out *ndjson
+
+	mu     sync.Mutex
+	stream string
+	buf    strings.Builder
+	timer  *time.Timer
+	closed bool
+}
+
+const coalesceWait = 50 * time.Millisecond
+
+func (c *coalescer) add(stream, text string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if stream != c.stream {
+		c.flushLocked()
+		c.stream = stream
+	}
+	c.buf.WriteString(text)
+	if strings.HasSuffix(text, "\n") {
+		c.flushLocked()
+		return
+	}
+	if c.timer == nil {
+		c.timer = time.AfterFunc(coalesceWait, c.flush)
+	}
+}
+
+func (c *coalescer) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.flushLocked()
+	}
+}
+
+// close flushes and stops: nothing is written after it returns.
+func (c *coalescer) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flushLocked()
+	c.closed = true
+}
+
+func (c *coalescer) flushLocked() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.buf.Len() == 0 {
+		return
+	}
+	c.out.send(outputLine{Type: c.stream, Text: c.buf.String(), Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
+	c.buf.Reset()
+}
+
 type outputLine struct {
 	Type      string `json:"type"`
 	Text      string `json:"text"`
@@ -153,23 +217,25 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		req.Language = lang
 	}
 	out := &ndjson{w: w}
-	now := func() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+	logs := &coalescer{out: out}
 	var streamedOut, streamedErr, streamedRes bool
 	res, err := h.cfg.Manager.Execute(r.Context(), ref.rec.Identity, req, func(ev agent.OutputEvent) {
 		switch ev.Stream {
 		case agent.Stdout:
 			streamedOut = true
-			out.send(outputLine{Type: "stdout", Text: ev.Data, Timestamp: now()})
+			logs.add("stdout", ev.Data)
 		case agent.Stderr:
 			streamedErr = true
-			out.send(outputLine{Type: "stderr", Text: ev.Data, Timestamp: now()})
+			logs.add("stderr", ev.Data)
 		case agent.Result:
 			if ev.Result != nil {
 				streamedRes = true
+				logs.flush()
 				out.send(resultOf(ev.Result))
 			}
 		}
 	})
+	logs.close()
 	if err != nil {
 		if !out.started {
 			writeAPIError(w, err)
@@ -182,10 +248,10 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !streamedOut && res.Stdout != "" {
-		out.send(outputLine{Type: "stdout", Text: res.Stdout, Timestamp: now()})
+		out.send(outputLine{Type: "stdout", Text: res.Stdout, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 	if !streamedErr && res.Stderr != "" {
-		out.send(outputLine{Type: "stderr", Text: res.Stderr, Timestamp: now()})
+		out.send(outputLine{Type: "stderr", Text: res.Stderr, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
 	}
 	if !streamedRes {
 		for i := range res.Results {

@@ -18,3 +18,5 @@ type Manager interface {
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
 }
+
+var _ Manager = (*contexts.Manager)(nil)

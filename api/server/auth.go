@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
@@ -43,14 +45,62 @@ func (s *Server) Authenticate(r *http.Request) (*tenant.Tenant, error) {
 	if !tenant.ValidKey(key) {
 		return nil, tenant.ErrBadKey
 	}
-	t, err := s.cfg.Tenants.TenantByKeyHash(r.Context(), tenant.HashKey(key))
+	hash := tenant.HashKey(key)
+	if t, ok := s.keys.get(hash); ok {
+		return t, nil
+	}
+	t, err := s.cfg.Tenants.TenantByKeyHash(r.Context(), hash)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, tenant.ErrBadKey
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up API key: %w", err)
 	}
+	s.keys.put(hash, t)
 	return t, nil
+}
+
+// keyCache remembers successful key lookups for a short TTL: the lookup
+// is a third of the HTTP layer's CPU on SQLite. A rotated or deleted key
+// keeps working for at most the TTL. Failures are never cached.
+type keyCache struct {
+	ttl time.Duration // <= 0: disabled
+
+	mu sync.Mutex
+	m  map[string]keyEntry
+}
+
+type keyEntry struct {
+	t       *tenant.Tenant
+	expires time.Time
+}
+
+// maxCachedKeys bounds the cache; when full it starts over.
+const maxCachedKeys = 4096
+
+func (c *keyCache) get(hash string) (*tenant.Tenant, bool) {
+	if c.ttl <= 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[hash]
+	if !ok || time.Now().After(e.expires) {
+		return nil, false
+	}
+	return e.t, true
+}
+
+func (c *keyCache) put(hash string, t *tenant.Tenant) {
+	if c.ttl <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedKeys {
+		c.m = map[string]keyEntry{}
+	}
+	c.m[hash] = keyEntry{t: t, expires: time.Now().Add(c.ttl)}
 }
 
 // requireKey authenticates, then scopes the request context to the tenant

@@ -14,3 +14,6 @@ func (s *Server) RouteInfos() []RouteInfo {
 	}
 	return out
 }
+
+// WithIdentity exports withIdentity for tests.
+var WithIdentity = withIdentity

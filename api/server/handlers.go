@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -119,21 +120,34 @@ func wantsNDJSON(r *http.Request) bool {
 }
 
 // withIdentity adds conversationId and pathId to an object result, so a
-// caller that sent neither learns the generated conversation.
+// caller that sent neither learns the generated conversation. The common
+// case (the result has neither key) splices them in without re-decoding.
 func withIdentity(res any, id contexts.Identity) (json.RawMessage, error) {
 	b, err := json.Marshal(res)
 	if err != nil {
 		return nil, fmt.Errorf("encode tool result: %w", err)
 	}
-	if len(b) == 0 || b[0] != '{' {
+	if len(b) < 2 || b[0] != '{' {
 		return b, nil
+	}
+	conv, _ := json.Marshal(id.ConversationID)
+	path, _ := json.Marshal(id.PathID)
+	if !bytes.Contains(b, []byte(`"conversationId":`)) && !bytes.Contains(b, []byte(`"pathId":`)) {
+		out := make([]byte, 0, len(b)+len(conv)+len(path)+32)
+		out = append(out, `{"conversationId":`...)
+		out = append(out, conv...)
+		out = append(out, `,"pathId":`...)
+		out = append(out, path...)
+		if len(b) > 2 {
+			out = append(out, ',')
+		}
+		return append(out, b[1:]...), nil
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("decode tool result: %w", err)
 	}
-	m["conversationId"], _ = json.Marshal(id.ConversationID)
-	m["pathId"], _ = json.Marshal(id.PathID)
+	m["conversationId"], m["pathId"] = conv, path
 	return json.Marshal(m)
 }
 

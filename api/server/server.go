@@ -71,6 +71,7 @@ const (
 	DefaultMaxBodyBytes    = 8 << 20
 	DefaultMaxUploadBytes  = 256 << 20
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultKeyCacheTTL     = time.Second
 )
 
 // Config configures a Server. Contexts, Tools and Tenants are required.
@@ -90,6 +91,10 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (0: 30 s).
 	ShutdownTimeout time.Duration
+	// KeyCacheTTL is how long a successful key lookup is reused (0: 1 s;
+	// negative: never). A rotated or deleted key works for at most this
+	// long.
+	KeyCacheTTL time.Duration
 	// MCP, when set, is mounted at /mcp behind the same API-key auth.
 	MCP http.Handler
 	// E2B, when set, gets every request E2BMatch accepts, before routing
@@ -105,6 +110,7 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	mux      *http.ServeMux
+	keys     *keyCache
 	draining atomic.Bool
 }
 
@@ -122,7 +128,10 @@ func New(cfg Config) *Server {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	if cfg.KeyCacheTTL == 0 {
+		cfg.KeyCacheTTL = DefaultKeyCacheTTL
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), keys: &keyCache{ttl: cfg.KeyCacheTTL}}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
 		if rt.auth {

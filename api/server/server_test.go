@@ -142,11 +142,27 @@ func TestAuth(t *testing.T) {
 	t.Run("store down is not a 401 and leaks nothing", func(t *testing.T) {
 		e.Tenants.Fail = errors.New("dial tcp 10.0.0.1:5432: refused")
 		defer func() { e.Tenants.Fail = nil }()
-		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyB}) // not cached yet
 		if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.1") {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 	})
+}
+
+// TestKeyCache: a deleted key stops working once the cache TTL passes.
+func TestKeyCache(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.KeyCacheTTL = 50 * time.Millisecond })
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	e.Tenants.Fail = errors.New("store down")
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
+		t.Fatalf("cached key: %d", w.Code)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 500 {
+		t.Fatalf("after the TTL: %d", w.Code)
+	}
 }
 
 func TestPublicRoutes(t *testing.T) {
@@ -590,6 +606,10 @@ func TestRequestID(t *testing.T) {
 	if w.Header().Get("X-Request-Id") != "abc-123" {
 		t.Fatal(w.Header())
 	}
+	w = e.do(t, req{method: "GET", path: "/v1//contexts"})
+	if w.Code/100 != 3 || w.Header().Get("Location") != "/v1/contexts" { // the mux's redirect to the clean path
+		t.Fatalf("unclean path: %d %v", w.Code, w.Header())
+	}
 	w = e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "bad id\x01"}})
 	if got := w.Header().Get("X-Request-Id"); len(got) != 36 {
 		t.Fatalf("%q", got)
@@ -667,5 +687,27 @@ func TestOpenAPIServed(t *testing.T) {
 	w := e.do(t, req{method: "GET", path: "/v1/openapi.json"})
 	if w.Code != 200 || w.Body.String() != string(api.OpenAPI) {
 		t.Fatalf("%d", w.Code)
+	}
+}
+
+func TestWithIdentity(t *testing.T) {
+	id := contexts.Identity{ConversationID: `c"1`, PathID: "p"}
+	for _, tt := range []struct {
+		res  any
+		want string
+	}{
+		{map[string]int{"a": 1}, `{"conversationId":"c\"1","pathId":"p","a":1}`},
+		{struct{}{}, `{"conversationId":"c\"1","pathId":"p"}`},
+		{map[string]string{"pathId": "old"}, `{"conversationId":"c\"1","pathId":"p"}`},
+		{[]int{1}, `[1]`},
+		{"text", `"text"`},
+	} {
+		got, err := server.WithIdentity(tt.res, id)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%v: %s %v, want %s", tt.res, got, err, tt.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("invalid JSON %s", got)
+		}
 	}
 }

@@ -27,7 +27,8 @@ type Config struct {
 	// Quota, when set, counts creations and compute time per tenant and
 	// provider.
 	Quota *Quota
-	// TenantLabel is the Spec.Labels key naming the tenant. Empty: "tenant".
+	// TenantLabel is the Spec.Labels key naming the tenant. Empty:
+	// "sandlot.tenant" (what contexts.Manager sets).
 	TenantLabel string
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -54,7 +55,7 @@ func New(providers []contexts.Provider, cfg Config) *Chain {
 		}
 	}
 	if cfg.TenantLabel == "" {
-		cfg.TenantLabel = "tenant"
+		cfg.TenantLabel = "sandlot.tenant"
 	}
 	c := &Chain{providers: providers, cfg: cfg, log: cfg.Logger}
 	if c.log == nil {

@@ -186,7 +186,7 @@ func TestQuotaThresholds(t *testing.T) {
 	ctx := context.Background()
 	var ids []string
 	for i := 0; i < 5; i++ {
-		sb, err := c.Create(ctx, contexts.Spec{Labels: map[string]string{"tenant": "t1"}})
+		sb, err := c.Create(ctx, contexts.Spec{Labels: map[string]string{"sandlot.tenant": "t1"}})
 		if err != nil {
 			t.Fatal(err)
 		}

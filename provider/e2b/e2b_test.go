@@ -211,7 +211,7 @@ func testSandbox(t *testing.T, sb contexts.Sandbox) {
 	}
 	var outs []string
 	rc, err := sb.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "1+1", Stream: true}, func(ev agent.OutputEvent) { outs = append(outs, ev.Stream) })
-	if err != nil || !rc.Success || len(rc.Results) != 1 || !rc.Results[0].Main || rc.ExecutionCount == 0 {
+	if err != nil || !rc.Success || len(rc.Results) != 1 || !rc.Results[0].Main || rc.Results[0].Text == "" || rc.ExecutionCount == 0 {
 		t.Fatalf("run code %+v %v", rc, err)
 	}
 	if len(outs) == 0 {

@@ -306,7 +306,7 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 			}
 		case "result":
 			r := m.RichResult
-			r.Main = m.IsMainResult
+			r.Main, r.Text = m.IsMainResult, m.Text // Text is shadowed by the log lines' field
 			res.Results = append(res.Results, r)
 			if out != nil {
 				out(agent.OutputEvent{Stream: agent.Result, Result: &r})

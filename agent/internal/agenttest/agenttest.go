@@ -109,7 +109,14 @@ func Start(tb testing.TB) *Agent {
 // Dial connects a Client that is closed at the end of the test.
 func (a *Agent) Dial(tb testing.TB) *agent.Client {
 	tb.Helper()
-	c, err := agent.Dial(context.Background(), a.Socket, agent.ClientConfig{SandboxID: "test"})
+	var c *agent.Client
+	var err error
+	for i := 0; i < 200; i++ { // the socket file appears just before listen(2)
+		if c, err = agent.Dial(context.Background(), a.Socket, agent.ClientConfig{SandboxID: "test"}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}

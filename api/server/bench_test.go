@@ -1,0 +1,49 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/api/server/servertest"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// BenchmarkToolCallOverhead measures the HTTP layer alone (auth against a
+// real SQLite tenant store, JSON in and out, routing, logging to a
+// discarding handler) over loopback, with the fake tool.
+func BenchmarkToolCallOverhead(b *testing.B) {
+	st, err := store.Open(context.Background(), "sqlite://"+b.TempDir()+"/t.db")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	key, _ := tenant.NewKey()
+	tn := &tenant.Tenant{Name: "bench", KeyPrefix: tenant.Prefix(key)}
+	if err := st.CreateTenant(context.Background(), tn, tenant.HashKey(key)); err != nil {
+		b.Fatal(err)
+	}
+	e := servertest.NewEnv(func(c *server.Config) { c.Tenants = st })
+	ts := httptest.NewServer(e.Handler)
+	defer ts.Close()
+	body := []byte(`{"conversationId":"b","args":{"language":"python","code":"1+1"}}`)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		req, _ := http.NewRequest("POST", ts.URL+"/v1/tools/run_code", bytes.NewReader(body))
+		req.Header.Set("X-API-KEY", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf bytes.Buffer
+		buf.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%d %s", resp.StatusCode, buf.String())
+		}
+	}
+}

@@ -1,0 +1,583 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/client"
+)
+
+// These tests run `sandlot serve` as a subprocess ($SANDLOT_BIN, else a
+// fresh go build) over real HTTP, with the real store, manager and runtime.
+// They need root, an OCI runtime and the agent binary ($SANDLOT_AGENT_BIN);
+// without them they skip, unless CI=true, where that is a failure.
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+func sandlotBin(t testing.TB) string {
+	t.Helper()
+	if b := os.Getenv("SANDLOT_BIN"); b != "" {
+		return b
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sandlot-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "sandlot")
+		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/sandlot/sandlot/cmd/sandlot").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// needRuntime skips (or, with CI=true, fails) when this machine cannot run
+// sandboxes.
+func needRuntime(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("precondition missing in CI: %s", why)
+	}
+	t.Skipf("skipping: %s", why)
+}
+
+func runtimePreconditions(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		needRuntime(t, "needs root")
+	}
+	if _, err := exec.LookPath("crun"); err != nil {
+		if _, err := exec.LookPath("runc"); err != nil {
+			needRuntime(t, "no OCI runtime (crun or runc)")
+		}
+	}
+	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
+		needRuntime(t, "SANDLOT_AGENT_BIN is not set (make test sets it)")
+	} else if _, err := os.Stat(a); err != nil {
+		needRuntime(t, "SANDLOT_AGENT_BIN: "+err.Error())
+	}
+}
+
+// daemon is one `sandlot serve` process.
+type daemon struct {
+	cmd     *exec.Cmd
+	url     string
+	key     string
+	dataDir string
+	logs    *fileLog
+	done    chan error
+	exited  bool
+}
+
+// fileLog is a daemon's stderr, read back for failure reports.
+type fileLog struct{ path string }
+
+func (f *fileLog) String() string {
+	b, _ := os.ReadFile(f.path)
+	return string(b)
+}
+
+var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
+
+// startDaemon starts serve on a free loopback port over dataDir.
+func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
+		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s"}, extra...)
+	cmd := exec.Command(sandlotBin(t), args...)
+	// Files, not pipes: sandboxes outlive the daemon by design, and a
+	// child holding a pipe would keep cmd.Wait copying forever.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.CreateTemp(dataDir, "serve-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	cmd.Stderr = logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	logf.Close()
+	logs := &fileLog{path: logf.Name()}
+	d := &daemon{cmd: cmd, dataDir: dataDir, logs: logs, done: make(chan error, 1)}
+	go func() { d.done <- cmd.Wait() }()
+	urlc := make(chan string, 1)
+	go func() {
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+				return
+			}
+		}
+	}()
+	select {
+	case d.url = <-urlc:
+	case err := <-d.done:
+		t.Fatalf("serve exited: %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("serve did not start\n%s", logs)
+	}
+	b, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.key = strings.TrimSpace(string(b))
+	t.Cleanup(func() {
+		if !d.exited {
+			d.cmd.Process.Kill()
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("serve logs (last 4 KB):\n%s", tail(d.logs.String(), 4096))
+		}
+	})
+	return d
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop(t testing.TB) {
+	t.Helper()
+	if d.exited {
+		t.Fatal("serve already stopped")
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		d.exited = true
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, tail(d.logs.String(), 4096))
+		}
+	case <-time.After(60 * time.Second):
+		d.cmd.Process.Kill()
+		t.Fatal("serve did not stop within 60 s of SIGTERM")
+	}
+}
+
+func (d *daemon) client(key string) *client.Client {
+	return client.New(d.url, client.WithAPIKey(key))
+}
+
+// cleanup terminates every active context of key's tenant, so no sandbox
+// outlives the test.
+func (d *daemon) cleanup(t testing.TB, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		c := d.client(k)
+		for {
+			l, err := c.ListContexts(context.Background(), client.ListOptions{Status: []string{"active"}, Limit: 1000})
+			if err != nil || len(l.Contexts) == 0 {
+				break
+			}
+			for _, r := range l.Contexts {
+				c.DeleteContext(context.Background(), r.ID)
+			}
+		}
+	}
+}
+
+// raw does one HTTP call and returns the status and body.
+func raw(t testing.TB, method, url, key, body string, header ...string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("X-API-KEY", key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func py(conv, path, code string) client.RunCodeRequest {
+	return client.RunCodeRequest{Target: client.Target{ConversationID: conv, PathID: path}, Language: "python", Code: code}
+}
+
+func mainText(r *api.RunCodeResult) string {
+	for _, x := range r.Results {
+		if x.Main {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func TestE2E(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	runtimePreconditions(t)
+	dir, err := os.MkdirTemp("", "sl-e2e-") // short: sockets live under it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	top := t // daemons started in subtests must outlive them
+	d := startDaemon(t, dir)
+	ctx := context.Background()
+	// Bad input needs no sandbox: validation comes first.
+	t.Run("bad input", func(t *testing.T) {
+		big := strings.Repeat("#", 100<<10+10)
+		bigBody, _ := json.Marshal(map[string]any{"args": map[string]any{"language": "python", "code": big}})
+		hugeBody := `{"args":{"language":"python","code":"` + strings.Repeat("#", 9<<20) + `"}}`
+		tests := []struct {
+			name, method, path, body string
+			want                     int
+		}{
+			{"malformed JSON", "POST", "/v1/tools/run_code", `{"args":`, 400},
+			{"unknown tool", "POST", "/v1/tools/nope", `{}`, 404},
+			{"unknown language", "POST", "/v1/tools/run_code", `{"args":{"language":"cobol","code":"1"}}`, 400},
+			{"code over 100 KB", "POST", "/v1/tools/run_code", string(bigBody), 400},
+			{"timeout too small", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":10}}`, 400},
+			{"timeout too big", "POST", "/v1/tools/run_code", `{"args":{"language":"python","code":"1","timeout":600001}}`, 400},
+			{"unknown context", "GET", "/v1/contexts/00000000-0000-0000-0000-000000000000", "", 404},
+			{"delete unknown context", "DELETE", "/v1/contexts/nope", "", 404},
+			{"body over the limit", "POST", "/v1/tools/run_code", hugeBody, 413},
+			{"path traversal", "GET", "/v1/conversations/e2e/paths/main/files?path=../../etc/passwd", "", 400},
+			{"bad event", "POST", "/v1/conversations/e2e/paths/main/events", `{"type":"forked"}`, 400},
+		}
+		for _, tt := range tests {
+			code, body := raw(t, tt.method, d.url+tt.path, d.key, tt.body)
+			var e api.Error
+			if code != tt.want || json.Unmarshal([]byte(body), &e) != nil || e.Code == "" {
+				t.Errorf("%s: %d %.200s", tt.name, code, body)
+			}
+		}
+		if code, _ := raw(t, "GET", d.url+"/v1/contexts", "", ""); code != 401 {
+			t.Errorf("no key: %d", code)
+		}
+	})
+	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
+		needRuntime(t, "the server's runtime is not ready: "+body)
+	}
+	a := d.client(d.key)
+	out, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
+	if err != nil {
+		t.Fatalf("tenant create: %v", err)
+	}
+	var other struct{ APIKey string }
+	json.Unmarshal(out, &other)
+	b := d.client(other.APIKey)
+	// No sandbox may outlive the test, even when a subtest failed or the
+	// daemon died: a fresh daemon on the same data dir reattaches them,
+	// and terminating their contexts destroys them.
+	defer func() {
+		if d.exited {
+			d = startDaemon(top, dir)
+		}
+		d.cleanup(t, d.key, other.APIKey)
+		d.stop(t)
+	}()
+
+	t.Run("state across calls", func(t *testing.T) {
+		if _, err := a.RunCode(ctx, py("e2e", "", "x = 41")); err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.RunCode(ctx, py("e2e", "", "x + 1"))
+		if err != nil || !r.Success || mainText(r) != "42" {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+	t.Run("branch isolation", func(t *testing.T) {
+		if err := a.PathEvent(ctx, "e2e", "side", api.PathEvent{Type: api.PathBranched, SourcePathID: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.RunCode(ctx, py("e2e", "side", "x"))
+		if err != nil || r.Success || r.Error == nil || r.Error.Name != "NameError" {
+			t.Fatalf("x leaked into the branch: %+v %v", r, err)
+		}
+		r, _ = a.RunCode(ctx, py("e2e", "main", "x"))
+		if mainText(r) != "41" {
+			t.Fatalf("main lost x: %+v", r)
+		}
+		if err := a.PathEvent(ctx, "e2e", "side", api.PathEvent{Type: api.PathMerged, TargetPathID: "main"}); err != nil {
+			t.Fatal(err)
+		}
+		l, _ := a.ListContexts(ctx, client.ListOptions{ConversationID: "e2e", PathID: "side", Status: []string{"terminated"}})
+		if l == nil || len(l.Contexts) != 1 || l.Contexts[0].Reason != "merged" {
+			t.Fatalf("merge did not terminate the source: %+v", l)
+		}
+	})
+	t.Run("tenant isolation", func(t *testing.T) {
+		l, err := a.ListContexts(ctx, client.ListOptions{ConversationID: "e2e", PathID: "main", Status: []string{"active"}})
+		if err != nil || len(l.Contexts) != 1 {
+			t.Fatalf("%+v %v", l, err)
+		}
+		idA := l.Contexts[0].ID
+		if _, err := b.GetContext(ctx, idA); !client.IsNotFound(err) {
+			t.Errorf("get: %v", err)
+		}
+		if err := b.DeleteContext(ctx, idA); !client.IsNotFound(err) {
+			t.Errorf("delete: %v", err)
+		}
+		if _, err := b.ListFiles(ctx, client.FileTarget{ContextID: idA}, "", 0); !client.IsNotFound(err) {
+			t.Errorf("files: %v", err)
+		}
+		lb, _ := b.ListContexts(ctx, client.ListOptions{})
+		for _, r := range lb.Contexts {
+			if r.ID == idA {
+				t.Error("B lists A's context")
+			}
+		}
+		r, err := b.RunCode(ctx, py("e2e", "main", "x"))
+		if err != nil || r.Success {
+			t.Fatalf("B sees A's state: %+v %v", r, err)
+		}
+		if r, _ := a.RunCode(ctx, py("e2e", "main", "x")); mainText(r) != "41" {
+			t.Fatalf("A's state changed: %+v", r)
+		}
+	})
+	t.Run("streaming order", func(t *testing.T) {
+		var evs []api.Event
+		var at []time.Time
+		// Lines of 1 KB: the egress guard holds back a short tail of each
+		// stream (a secret may straddle two chunks), so tiny lines only
+		// show up at the end.
+		r, err := a.RunCodeStream(ctx, py("stream", "", "import time\nfor i in range(5):\n    print(i, '.' * 1000, flush=True)\n    time.sleep(0.1)"),
+			func(ev api.Event) error { evs = append(evs, ev); at = append(at, time.Now()); return nil })
+		if err != nil || !r.Success {
+			t.Fatalf("%+v %v", r, err)
+		}
+		var got string
+		for _, ev := range evs {
+			if ev.Type != api.EventStdout {
+				t.Fatalf("unexpected event %+v", ev)
+			}
+			got += ev.Data
+		}
+		var want string
+		for i := 0; i < 5; i++ {
+			want += fmt.Sprintf("%d %s\n", i, strings.Repeat(".", 1000))
+		}
+		if got != want || len(evs) < 3 {
+			t.Fatalf("stdout events %.300q (%d events)", got, len(evs))
+		}
+		if r.Stdout != want {
+			t.Errorf("final stdout differs from the streamed one")
+		}
+		if at[len(at)-1].Sub(at[0]) < 200*time.Millisecond {
+			t.Errorf("events were not streamed as they happened: spread %v", at[len(at)-1].Sub(at[0]))
+		}
+	})
+	t.Run("files", func(t *testing.T) {
+		data := bytes.Repeat([]byte("sandlot,"), 300000) // 2.4 MB: several chunks
+		ft := client.FileTarget{ConversationID: "e2e"}
+		if _, err := a.Upload(ctx, ft, "data/in.csv", bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		r, err := a.RunCode(ctx, py("e2e", "", "len(open('/home/user/data/in.csv').read())"))
+		if err != nil || mainText(r) != fmt.Sprint(len(data)) {
+			t.Fatalf("%+v %v", r, err)
+		}
+		var buf bytes.Buffer
+		if _, err := a.Download(ctx, ft, "/home/user/data/in.csv", &buf, nil); err != nil || !bytes.Equal(buf.Bytes(), data) {
+			t.Fatalf("download: %d bytes, %v", buf.Len(), err)
+		}
+	})
+	t.Run("restart keeps state", func(t *testing.T) {
+		before, _ := a.RunCode(ctx, py("e2e", "", "x"))
+		// SIGTERM while an execution is in flight: it finishes first.
+		inflight := make(chan error, 1)
+		go func() {
+			r, err := a.RunCode(ctx, py("e2e", "slow", "import time\ntime.sleep(1.5)\n'done'"))
+			if err == nil && mainText(r) != "'done'" {
+				err = fmt.Errorf("result %+v", r)
+			}
+			inflight <- err
+		}()
+		time.Sleep(700 * time.Millisecond)
+		d.stop(t)
+		if err := <-inflight; err != nil {
+			t.Fatalf("in-flight execution across SIGTERM: %v", err)
+		}
+		d2 := startDaemon(top, dir)
+		d = d2
+		a2 := d2.client(d2.key)
+		r, err := a2.RunCode(ctx, py("e2e", "", "x"))
+		if err != nil || mainText(r) != "41" {
+			t.Fatalf("state lost across restart: %+v %v", r, err)
+		}
+		if r.SandboxID != before.SandboxID {
+			t.Errorf("sandbox changed across restart: %s -> %s", before.SandboxID, r.SandboxID)
+		}
+		a = a2
+		b = d2.client(other.APIKey)
+	})
+	t.Run("load", func(t *testing.T) {
+		d.cleanup(t, d.key, other.APIKey)
+		d.stop(t)
+		d = startDaemon(top, dir, "--max-contexts-per-tenant", "60", "--max-contexts-per-conversation", "2", "--sandbox-memory", "256")
+		loadTest(t, d.client(d.key), 50, 20)
+	})
+}
+
+// loadTest runs conversations × calls run_code calls, each conversation in
+// its own goroutine, each call checking the state it built, and reports
+// latency percentiles. Nothing may be lost and no 5xx may come back.
+func loadTest(t *testing.T, c *client.Client, conversations, calls int) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	var lat, warm []time.Duration
+	var fails []string
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < conversations; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			conv := fmt.Sprintf("load-%d", i)
+			for j := 0; j < calls; j++ {
+				code := fmt.Sprintf("n = globals().get('n', 0) + 1\nn * 1000 + %d", j)
+				t0 := time.Now()
+				r, err := c.RunCode(ctx, py(conv, "", code))
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				if j > 0 {
+					warm = append(warm, d)
+				}
+				switch {
+				case err != nil:
+					fails = append(fails, fmt.Sprintf("%s call %d: %v", conv, j, err))
+				case mainText(r) != fmt.Sprint((j+1)*1000+j):
+					fails = append(fails, fmt.Sprintf("%s call %d: got %q (lost state?)", conv, j, mainText(r)))
+				}
+				mu.Unlock()
+			}
+		}(i)
+	}
+	wg.Wait()
+	total := time.Since(start)
+	pct := func(l []time.Duration, p float64) time.Duration {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return l[int(float64(len(l)-1)*p)]
+	}
+	t.Logf("load: %d conversations x %d calls = %d calls in %v (%.0f calls/s, GOMAXPROCS %d); all calls p50 %v p90 %v p99 %v; "+
+		"warm calls (not a conversation's first) p50 %v p99 %v",
+		conversations, calls, len(lat), total.Round(time.Millisecond), float64(len(lat))/total.Seconds(), runtime.GOMAXPROCS(0),
+		pct(lat, 0.5), pct(lat, 0.9), pct(lat, 0.99), pct(warm, 0.5), pct(warm, 0.99))
+	if len(fails) > 0 {
+		t.Errorf("%d of %d calls failed; first: %s", len(fails), len(lat), strings.Join(fails[:min(5, len(fails))], "; "))
+	}
+}
+
+// TestE2EWarmLatency measures the warm run_code python `1+1` round trip
+// over HTTP on loopback and reports p50/p90/p99 (reported, not asserted),
+// with the default SQLite store and with the memory store, to show what
+// the store's per-execution write costs.
+func TestE2EWarmLatency(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	runtimePreconditions(t)
+	for _, st := range []string{"sqlite", "memory:"} {
+		t.Run(strings.TrimSuffix(st, ":"), func(t *testing.T) {
+			dir, err := os.MkdirTemp("", "sl-lat-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			args := []string{"--log-level", "warn"}
+			if st != "sqlite" {
+				args = append(args, "--store", st)
+			}
+			d := startDaemon(t, dir, args...)
+			if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
+				needRuntime(t, "the server's runtime is not ready: "+body)
+			}
+			defer func() { d.cleanup(t, d.key); d.stop(t) }()
+			c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
+			ctx := context.Background()
+			for i := 0; i < 50; i++ { // create and warm
+				if _, err := c.RunCode(ctx, py("lat", "", "1+1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const n = 1000
+			lat := make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				t0 := time.Now()
+				r, err := c.RunCode(ctx, py("lat", "", "1+1"))
+				lat = append(lat, time.Since(t0))
+				if err != nil || mainText(r) != "2" {
+					t.Fatalf("%+v %v", r, err)
+				}
+			}
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			t.Logf("warm run_code python 1+1 over HTTP (loopback, keep-alive, store %s), %d calls: p50 %v p90 %v p99 %v",
+				st, n, lat[n/2], lat[n*9/10], lat[n*99/100])
+		})
+	}
+}
+
+// BenchmarkE2EWarmRunCode is the warm run_code python `1+1` round trip over
+// HTTP on loopback against a serve subprocess (SQLite store).
+func BenchmarkE2EWarmRunCode(b *testing.B) {
+	runtimePreconditions(b)
+	dir, err := os.MkdirTemp("", "sl-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	d := startDaemon(b, dir, "--log-level", "warn")
+	defer func() { d.cleanup(b, d.key); d.stop(b) }()
+	c := d.client(d.key)
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		if _, err := c.RunCode(ctx, py("bench", "", "1+1")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.RunCode(ctx, py("bench", "", "1+1")); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

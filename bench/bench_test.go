@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+func TestLatencyPercentiles(t *testing.T) {
+	var s []time.Duration
+	for i := 1; i <= 100; i++ {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+	f := Latency("x", s)
+	if f.N != 100 || f.P50 != 50 || f.P95 != 95 || f.P99 != 99 {
+		t.Fatalf("got n=%d p50=%v p95=%v p99=%v", f.N, f.P50, f.P95, f.P99)
+	}
+}
+
+func TestRunnerRatiosAndReport(t *testing.T) {
+	testenv.RequireBinary(t, HostPython)
+	r := Runner{Cases: []Case{
+		{Name: "fixed", Group: "g", Run: func(ctx context.Context) ([]Figure, error) {
+			f := Figure{Name: "fixed", P50: 1}
+			return []Figure{f}, nil
+		}},
+		{Name: "broken", Group: "g", Run: func(ctx context.Context) ([]Figure, error) {
+			return nil, context.DeadlineExceeded
+		}},
+	}}
+	rep, err := r.Run(context.Background(), 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FloorP50 <= 0 || rep.FloorP50 > 50 {
+		t.Fatalf("floor p50 = %v ms", rep.FloorP50)
+	}
+	if len(rep.Figures) != 3 {
+		t.Fatalf("figures = %+v", rep.Figures)
+	}
+	if got := rep.Figures[1].Ratio; got <= 0 {
+		t.Errorf("ratio not computed: %v", got)
+	}
+	if !strings.Contains(rep.Figures[2].Note, "not measured") {
+		t.Errorf("broken case note = %q", rep.Figures[2].Note)
+	}
+	var tab, md bytes.Buffer
+	rep.Table(&tab)
+	rep.Markdown(&md)
+	if !strings.Contains(tab.String(), "fixed") || !strings.Contains(md.String(), "| g | fixed |") {
+		t.Errorf("table:\n%s\nmarkdown:\n%s", tab.String(), md.String())
+	}
+}
+
+func TestBwrapPeer(t *testing.T) {
+	testenv.RequireBinary(t, "bwrap")
+	figs, err := BwrapPeer(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if figs[0].N != 3 || figs[0].P50 <= 0 {
+		t.Fatalf("bwrap figure = %+v", figs[0])
+	}
+}

@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/chain"
+	"github.com/sandlot/sandlot/provider/e2b"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// e2bSecretFile holds the key that signs E2B envdAccessTokens, so tokens
+// handed out survive a restart.
+const e2bSecretFile = "e2b-secret"
+
+// e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
+// handler and its matcher for server.Config.E2B and E2BMatch.
+func e2bWire(dataDir string, m *contexts.Manager, tenants tenant.Store, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+	secret, err := e2bSecret(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := e2bcompat.New(e2bcompat.Config{
+		Manager: m,
+		Secret:  secret,
+		Logger:  log,
+		Authenticate: func(ctx context.Context, key string) (string, error) {
+			if !tenant.ValidKey(key) {
+				return "", tenant.ErrBadKey
+			}
+			t, err := tenants.TenantByKeyHash(ctx, tenant.HashKey(key))
+			if errors.Is(err, errdefs.ErrNotFound) {
+				return "", tenant.ErrBadKey
+			}
+			if err != nil {
+				return "", err
+			}
+			return t.ID, nil
+		},
+	})
+	return h, e2bcompat.Match, nil
+}
+
+// e2bSecret reads DATA/e2b-secret, creating it (32 random bytes, 0600) on
+// first start.
+func e2bSecret(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, e2bSecretFile)
+	if b, err := os.ReadFile(path); err == nil && len(b) >= 32 {
+		return b, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("e2b secret: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("write the e2b secret: %w", err)
+	}
+	return b, nil
+}
+
+// e2bProvider is the "e2b" entry of --providers, configured like the E2B
+// SDKs: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, plus
+// SANDLOT_E2B_TEMPLATE and SANDLOT_E2B_CONNECT_TIMEOUT. Without a key it
+// still builds: Create fails with "E2B API key not configured" and a
+// chain falls back.
+func e2bProvider(log *slog.Logger) contexts.Provider {
+	cfg := e2b.Config{
+		APIKey:     os.Getenv("E2B_API_KEY"),
+		APIURL:     os.Getenv("E2B_API_URL"),
+		SandboxURL: os.Getenv("E2B_SANDBOX_URL"),
+		Domain:     os.Getenv("E2B_DOMAIN"),
+		Template:   os.Getenv("SANDLOT_E2B_TEMPLATE"),
+		Logger:     log,
+	}
+	if d, err := time.ParseDuration(os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT")); err == nil {
+		cfg.ConnectTimeout = d
+	}
+	return e2b.New(cfg)
+}
+
+// providerChain puts several providers in fallback order; onFallback
+// counts fallbacks (telemetry).
+func providerChain(ps []contexts.Provider, log *slog.Logger, onFallback func(from, to string, err error)) contexts.Provider {
+	if len(ps) == 1 {
+		return ps[0]
+	}
+	return chain.New(ps, chain.Config{Logger: log, OnFallback: onFallback})
+}

@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/runtime/oci"
+)
+
+func init() {
+	commands["run"] = command{
+		summary: "run code in a fresh local sandbox (no server needed)",
+		run:     lrunMain,
+	}
+}
+
+// lrunStateDir keeps the CLI's sandboxes apart from a daemon's, whose
+// reconcile would otherwise take them for orphans.
+var lrunStateDir = filepath.Join(oci.DefaultStateDir, "cli")
+
+const lrunUsage = `usage: sandlot run [flags] [CODE | --file F | -i]
+
+Runs CODE in a fresh, isolated local sandbox, prints its output and
+results, and destroys the sandbox. The exit status is 0 only when the code
+succeeded.
+
+flags:
+`
+
+func lrunMain(ctx context.Context, args []string, std IO) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(std.Err)
+	fs.Usage = func() { io.WriteString(std.Err, lrunUsage); fs.PrintDefaults() }
+	lang := fs.String("lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
+	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
+	file := fs.String("file", "", "read the code from this file ('-' for stdin)")
+	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox)")
+	sandbox := fs.String("sandbox", "", "run in this kept sandbox instead of a fresh one (it stays unless --destroy)")
+	destroy := fs.Bool("destroy", false, "with --sandbox: destroy the sandbox afterwards")
+	repl := fs.Bool("i", false, "interactive: read cells from stdin (a line each; end a line with \\ to continue it), state persists")
+	timeout := fs.Duration("timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
+	stateDir := fs.String("state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
+	verbose := fs.Bool("v", false, "log the runtime choice and timings to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("run: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if *timeout < time.Second || *timeout > 600*time.Second {
+		return fmt.Errorf("run: --timeout must be between 1s and 600s: %w", errdefs.ErrInvalidArgument)
+	}
+
+	var code string
+	switch {
+	case *repl:
+		if *file != "" || fs.NArg() > 0 {
+			return fmt.Errorf("run: -i takes no code: %w", errdefs.ErrInvalidArgument)
+		}
+	case *file != "":
+		if fs.NArg() > 0 {
+			return fmt.Errorf("run: both --file and CODE given: %w", errdefs.ErrInvalidArgument)
+		}
+		var b []byte
+		var err error
+		if *file == "-" {
+			b, err = io.ReadAll(std.In)
+		} else {
+			b, err = os.ReadFile(*file)
+		}
+		if err != nil {
+			return fmt.Errorf("run: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		code = string(b)
+		if *lang == "" {
+			*lang = lrunLangOf(*file)
+		}
+	case fs.NArg() > 0:
+		code = strings.Join(fs.Args(), " ")
+	default:
+		fs.Usage()
+		return fmt.Errorf("run: no code: %w", errdefs.ErrInvalidArgument)
+	}
+	if *lang == "" {
+		*lang = agent.Python
+	}
+	switch *lang {
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh:
+	case "js", "node":
+		*lang = agent.JavaScript
+	case "ts":
+		*lang = agent.TypeScript
+	case "py":
+		*lang = agent.Python
+	default:
+		return fmt.Errorf("run: unknown language %q: %w", *lang, errdefs.ErrInvalidArgument)
+	}
+
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level}))
+	start := time.Now()
+	p, err := local.New(local.Config{Runtime: *rt, StateDir: *stateDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	var sb contexts.Sandbox
+	if *sandbox != "" {
+		sb, err = p.Attach(ctx, *sandbox)
+	} else {
+		sb, err = p.Create(ctx, contexts.Spec{Labels: map[string]string{"origin": "cli"}})
+	}
+	if err != nil {
+		return err
+	}
+	log.Debug("sandbox ready", "sandbox", sb.ID(), "runtime", p.Runtime().Name(), "elapsed", time.Since(start))
+	defer sb.Close()
+	if (*sandbox == "" && !*keep) || (*sandbox != "" && *destroy) {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			if derr := p.Destroy(dctx, sb.ID()); derr != nil {
+				log.Warn("destroy sandbox", "sandbox", sb.ID(), "err", derr)
+			}
+		}()
+	} else if *sandbox == "" {
+		fmt.Fprintf(std.Err, "sandbox: %s\n", sb.ID())
+	}
+
+	exec := func(code string) error {
+		return lrunOnce(ctx, sb, std, agent.RunCodeParams{Language: *lang, Code: code, TimeoutMs: timeout.Milliseconds(), Stream: true})
+	}
+	if !*repl {
+		return exec(code)
+	}
+	return lrunREPL(ctx, std, *lang, exec)
+}
+
+// lrunOnce runs one cell, streaming its output, and prints its results.
+func lrunOnce(ctx context.Context, sb contexts.Sandbox, std IO, p agent.RunCodeParams) error {
+	res, err := sb.RunCode(ctx, p, func(ev agent.OutputEvent) {
+		switch ev.Stream {
+		case agent.Stdout:
+			io.WriteString(std.Out, ev.Data)
+		case agent.Stderr:
+			io.WriteString(std.Err, ev.Data)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Results {
+		lrunPrintResult(std.Out, r)
+	}
+	if res.Truncated {
+		fmt.Fprintln(std.Err, "[output truncated]")
+	}
+	if res.KernelRestarted {
+		fmt.Fprintln(std.Err, "[kernel restarted: its state is gone]")
+	}
+	if res.Error != nil {
+		if res.Error.Traceback != "" {
+			fmt.Fprintln(std.Err, strings.TrimRight(res.Error.Traceback, "\n"))
+		} else {
+			fmt.Fprintf(std.Err, "%s: %s\n", res.Error.Name, res.Error.Value)
+		}
+	}
+	if res.Success {
+		return nil
+	}
+	switch {
+	case res.TimedOut:
+		return fmt.Errorf("code timed out after %d ms: %w", p.TimeoutMs, errdefs.ErrDeadlineExceeded)
+	case res.Error != nil:
+		return fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition)
+	default:
+		return fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition)
+	}
+}
+
+func lrunPrintResult(w io.Writer, r agent.RichResult) {
+	switch { // a figure's text is only its repr: show the image instead
+	case r.PNG != "":
+		fmt.Fprintf(w, "[image/png, %d base64 bytes]\n", len(r.PNG))
+	case r.JPEG != "":
+		fmt.Fprintf(w, "[image/jpeg, %d base64 bytes]\n", len(r.JPEG))
+	case r.SVG != "":
+		fmt.Fprintf(w, "[image/svg+xml, %d bytes]\n", len(r.SVG))
+	case r.Text != "":
+		fmt.Fprintln(w, r.Text)
+	case r.HTML != "":
+		fmt.Fprintf(w, "[text/html, %d bytes]\n", len(r.HTML))
+	case len(r.JSON) > 0:
+		fmt.Fprintln(w, string(r.JSON))
+	}
+}
+
+// lrunREPL reads cells from std.In until EOF. A failing cell is reported
+// and the loop goes on; the exit status reflects the last cell.
+func lrunREPL(ctx context.Context, std IO, lang string, exec func(string) error) error {
+	in := bufio.NewScanner(std.In)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	var last error
+	var cell strings.Builder
+	prompt := func() { fmt.Fprintf(std.Err, "%s> ", lang) }
+	prompt()
+	for in.Scan() {
+		line := in.Text()
+		if strings.HasSuffix(line, "\\") {
+			cell.WriteString(strings.TrimSuffix(line, "\\") + "\n")
+			fmt.Fprint(std.Err, "... ")
+			continue
+		}
+		cell.WriteString(line)
+		code := cell.String()
+		cell.Reset()
+		if strings.TrimSpace(code) != "" {
+			last = exec(code)
+			if last != nil && !errdefs.IsClientFault(last) && ctx.Err() == nil {
+				return last // the sandbox is gone
+			}
+			if last != nil {
+				fmt.Fprintln(std.Err, "error:", errdefs.PublicMessage(last))
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		prompt()
+	}
+	fmt.Fprintln(std.Err)
+	return last
+}
+
+func lrunLangOf(file string) string {
+	switch filepath.Ext(file) {
+	case ".js", ".mjs", ".cjs":
+		return agent.JavaScript
+	case ".ts":
+		return agent.TypeScript
+	case ".sh", ".bash":
+		return agent.Bash
+	default:
+		return agent.Python
+	}
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+var (
+	lrunAgentOnce sync.Once
+	lrunAgentErr  error
+)
+
+// lrunNeedAgent makes sure $SANDLOT_AGENT_BIN names a static agent,
+// building one when make test has not.
+func lrunNeedAgent(t *testing.T) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "crun")
+	if os.Getenv("SANDLOT_AGENT_BIN") != "" {
+		return
+	}
+	lrunAgentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sl-agent-")
+		if err != nil {
+			lrunAgentErr = err
+			return
+		}
+		bin := filepath.Join(dir, "sandlot-agent")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			lrunAgentErr = errors.New(string(out))
+			return
+		}
+		os.Setenv("SANDLOT_AGENT_BIN", bin)
+	})
+	if lrunAgentErr != nil {
+		t.Fatal(lrunAgentErr)
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	lrunNeedAgent(t)
+	state := t.TempDir()
+	src := filepath.Join(t.TempDir(), "x.js")
+	os.WriteFile(src, []byte("const a = 20;\na * 2"), 0o644)
+	tests := []struct {
+		name    string
+		args    []string
+		stdin   string
+		wantOut string
+		wantErr error
+	}{
+		{"python", []string{"print('hi'); 1+1"}, "", "hi\n2\n", nil},
+		{"bash exit", []string{"--lang", "bash", "echo out; exit 3"}, "", "out\n", errdefs.ErrFailedPrecondition},
+		{"python error", []string{"1/0"}, "", "", errdefs.ErrFailedPrecondition},
+		{"file js", []string{"--file", src}, "", "40\n", nil},
+		{"runc", []string{"--runtime", "runc", "--lang", "sh", "id -u"}, "", "1000\n", nil},
+		{"repl keeps state", []string{"-i"}, "x = 41\nx += 1\nx\n", "42\n", nil},
+		{"bad lang", []string{"--lang", "cobol", "x"}, "", "", errdefs.ErrInvalidArgument},
+		{"no code", nil, "", "", errdefs.ErrInvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			args := append([]string{"run", "--state-dir", state}, tc.args...)
+			err := Run(context.Background(), args, strings.NewReader(tc.stdin), &out, &errb)
+			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
+				t.Fatalf("err = %v, want %v; stderr: %s", err, tc.wantErr, errb.String())
+			}
+			if out.String() != tc.wantOut {
+				t.Errorf("stdout = %q, want %q; stderr: %s", out.String(), tc.wantOut, errb.String())
+			}
+		})
+	}
+	// Every sandbox was ephemeral.
+	for _, d := range []string{"sandboxes", "bundles"} {
+		if ents, _ := os.ReadDir(filepath.Join(state, d)); len(ents) != 0 {
+			t.Errorf("%s left in %s", d, state)
+		}
+	}
+}

@@ -1,0 +1,385 @@
+package e2b
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// secret is what the test guard redacts: the E2B routes must only hand out
+// guarded output (Manager.Execute results and Use's guarded sandbox).
+const secret = "sk-live-0123456789SECRET"
+
+// redactGuard is a hand-written contexts.Guard that redacts secret.
+type redactGuard struct{}
+
+func (redactGuard) Text(ctx context.Context, tenantID, s string) string {
+	return strings.ReplaceAll(s, secret, "[REDACTED]")
+}
+
+func (redactGuard) Stream(ctx context.Context, tenantID string) contexts.StreamRedactor {
+	return &redactStream{}
+}
+
+// redactStream holds back a tail shorter than secret so a secret split
+// across chunks is still caught.
+type redactStream struct{ pending string }
+
+func (r *redactStream) Write(chunk string) string {
+	s := strings.ReplaceAll(r.pending+chunk, secret, "[REDACTED]")
+	keep := min(len(secret)-1, len(s))
+	r.pending = s[len(s)-keep:]
+	return s[:len(s)-keep]
+}
+
+func (r *redactStream) Flush() string {
+	s := r.pending
+	r.pending = ""
+	return s
+}
+
+// need reports a missing precondition: a skip on a developer machine, a
+// failure in CI.
+func need(t *testing.T, ok bool, what string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("precondition missing: %s", what)
+	}
+	t.Skipf("precondition missing: %s", what)
+}
+
+// npmReady makes sure node_modules matches package-lock.json.
+func npmReady(t *testing.T) {
+	t.Helper()
+	_, errNode := exec.LookPath("node")
+	need(t, errNode == nil, "node")
+	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
+		return
+	}
+	_, errNpm := exec.LookPath("npm")
+	need(t, errNpm == nil, "npm")
+	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci: %v\n%s", err, out)
+	}
+}
+
+// agentBinary returns the sandlot-agent to run sandboxes with:
+// SANDLOT_AGENT_BIN (set by make test) or a fresh build.
+func agentBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("SANDLOT_AGENT_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "sandlot-agent")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/sandlot/sandlot/cmd/sandlot-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sandlot-agent: %v\n%s", err, b)
+	}
+	return out
+}
+
+// hostAgent is a provider that runs the real sandlot-agent as a host
+// process per sandbox (no container): real kernels, real processes and a
+// per-sandbox home, without needing an OCI runtime.
+type hostAgent struct {
+	bin, dir string
+
+	mu    sync.Mutex
+	n     int
+	procs map[string]*exec.Cmd
+}
+
+func (h *hostAgent) Name() string { return "hostagent" }
+
+func (h *hostAgent) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	h.mu.Lock()
+	h.n++
+	id := fmt.Sprintf("sb%d", h.n)
+	h.mu.Unlock()
+	root := filepath.Join(h.dir, id)
+	home := filepath.Join(root, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	sock := filepath.Join(root, "agent.sock")
+	cmd := exec.Command(h.bin, "--socket", sock, "--home", home)
+	cmd.Dir = home
+	for k, v := range spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.procs[id] = cmd
+	h.mu.Unlock()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: id})
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			h.Destroy(ctx, id)
+			return nil, fmt.Errorf("agent %s: %v: %w", id, err, errdefs.ErrUnavailable)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *hostAgent) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
+	return agent.Dial(ctx, filepath.Join(h.dir, id, "agent.sock"), agent.ClientConfig{SandboxID: id})
+}
+
+func (h *hostAgent) List(ctx context.Context) ([]string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id := range h.procs {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (h *hostAgent) Destroy(ctx context.Context, id string) error {
+	h.mu.Lock()
+	cmd := h.procs[id]
+	delete(h.procs, id)
+	h.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+	return os.RemoveAll(filepath.Join(h.dir, id))
+}
+
+// sandboxProvider returns the provider sandboxes run on: the real local
+// (OCI) provider when running as root with a runtime, which CI always
+// does; elsewhere real sandlot-agent processes on the host (hostAgent).
+// E2E_PROVIDER=hostagent forces the latter.
+func sandboxProvider(t *testing.T) contexts.Provider {
+	t.Helper()
+	bin := agentBinary(t)
+	if os.Getenv("E2E_PROVIDER") != "hostagent" {
+		if os.Geteuid() == 0 {
+			dir, err := os.MkdirTemp("", "sl-e2b-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := local.New(local.Config{StateDir: dir, AgentPath: bin, Logger: slog.New(slog.DiscardHandler)})
+			if err == nil {
+				t.Cleanup(func() {
+					ids, _ := p.List(context.Background())
+					for _, id := range ids {
+						p.Destroy(context.Background(), id)
+					}
+					os.RemoveAll(dir)
+				})
+				return p
+			}
+			os.RemoveAll(dir)
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("local provider: %v", err)
+			}
+			t.Logf("local provider unavailable (%v); using host agent processes", err)
+		} else if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs the E2B suite as root on the local provider")
+		}
+	}
+	p := &hostAgent{bin: bin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			p.Destroy(context.Background(), id)
+		}
+	})
+	return p
+}
+
+// server starts sandlot's E2B surface over a real contexts.Manager.
+func server(t *testing.T, provider contexts.Provider) string {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	m := contexts.NewManager(memory.New(), provider, contexts.Config{PoolSize: -1, MaxPerTenant: 50, MaxPerConversation: 5, Guard: redactGuard{}, Logger: log})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Authenticate: func(ctx context.Context, key string) (string, error) {
+		if key == apiKey {
+			return "tenant-e2e", nil
+		}
+		return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
+	}})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// TestOfficialSDK runs the node:test suite (*.test.mjs) with the official
+// SDKs, configured only through E2B_API_KEY, E2B_API_URL and
+// E2B_SANDBOX_URL: against the E2B handler over a real Manager in this
+// process, and against a real `sandlot serve` when SANDLOT_BIN is set (as
+// `make test` does).
+func TestOfficialSDK(t *testing.T) {
+	npmReady(t)
+	t.Run("inprocess", func(t *testing.T) {
+		p := sandboxProvider(t)
+		t.Logf("sandboxes on provider %s", p.Name())
+		url := server(t, p)
+		runNode(t, url, apiKey, "E2E_SECRET="+secret)
+	})
+	t.Run("serve", func(t *testing.T) {
+		bin := os.Getenv("SANDLOT_BIN")
+		need(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
+		need(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
+		url, key := serve(t, bin)
+		runNode(t, url, key)
+	})
+}
+
+// serve starts `sandlot serve` on a free port with a fresh data dir and
+// returns its URL and the bootstrap tenant's key.
+func serve(t *testing.T, bin string) (string, string) {
+	t.Helper()
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--pool-size", "0", "--providers", "local")
+	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cancel()
+			<-done
+		}
+		cancel()
+		if t.Failed() {
+			t.Logf("sandlot serve stderr:\n%s", stderr.String())
+		}
+	})
+	urlc := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 0, 4096)
+		tmp := make([]byte, 1024)
+		for {
+			n, err := stdout.Read(tmp)
+			buf = append(buf, tmp[:n]...)
+			if i := strings.Index(string(buf), "listening on "); i >= 0 {
+				rest := string(buf[i+len("listening on "):])
+				if j := strings.IndexByte(rest, '\n'); j >= 0 {
+					urlc <- strings.TrimSpace(rest[:j])
+					io.Copy(io.Discard, stdout)
+					return
+				}
+			}
+			if err != nil {
+				close(urlc)
+				return
+			}
+		}
+	}()
+	var url string
+	select {
+	case u, ok := <-urlc:
+		if !ok {
+			t.Fatalf("sandlot serve exited: %s", stderr.String())
+		}
+		url = u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("sandlot serve did not start: %s", stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatalf("bootstrap key: %v", err)
+	}
+	key := strings.TrimSpace(string(b))
+	req, _ := http.NewRequest("GET", url+"/v2/sandboxes", nil)
+	req.Header.Set("X-API-KEY", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(strings.TrimSpace(string(body)), "[") {
+		t.Fatalf("sandlot serve does not mount the E2B handler: GET /v2/sandboxes: %d %.200s", resp.StatusCode, body)
+	}
+	// The suite needs sandboxes: serve must have a usable provider.
+	resp, err = http.Get(url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	need(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
+	return url, key
+}
+
+// runNode runs node --test on *.test.mjs against url.
+func runNode(t *testing.T, url, key string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// --test-force-exit: the SDK leaves a 60 s request timer armed when a
+	// runCode call fails (as the tests provoke on purpose).
+	args := []string{"--test", "--test-concurrency=1", "--test-force-exit", "--test-reporter=spec"}
+	if f := os.Getenv("E2E_FILTER"); f != "" {
+		args = append(args, "--test-name-pattern="+f)
+	}
+	files, _ := filepath.Glob("*.test.mjs")
+	cmd := exec.CommandContext(ctx, "node", append(args, files...)...)
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+key, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test output:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+	if !strings.Contains(string(out), "fail 0") {
+		t.Fatal("node --test reported failures")
+	}
+}

@@ -1,0 +1,151 @@
+package local
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+func p50(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkColdCreate measures create → agent ready → first python `1+1`
+// result on a fresh sandbox. Destroy is not timed. Reported: p50 of the
+// whole, and p50 of create-to-ready (ready-ms).
+func BenchmarkColdCreate(b *testing.B) {
+	for _, kind := range []string{"crun", "runc"} {
+		b.Run(kind, func(b *testing.B) {
+			p := newProvider(b, kind, contexts.Limits{})
+			ctx := context.Background()
+			var total, ready []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				sb, err := p.Create(ctx, contexts.Spec{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ready = append(ready, time.Since(start))
+				r, err := sb.RunCode(ctx, agentRun("python", "1+1"), nil)
+				if err != nil || mainText(r) != "2" {
+					b.Fatalf("1+1 = %+v, %v", r, err)
+				}
+				total = append(total, time.Since(start))
+				b.StopTimer()
+				sb.Close()
+				if err := p.Destroy(ctx, sb.ID()); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(ms(p50(total)), "p50-ms")
+			b.ReportMetric(ms(p50(ready)), "ready-p50-ms")
+		})
+	}
+}
+
+// BenchmarkFloorHostPython is the floor for both benchmarks above and
+// below, measured in the same run: a host python started cold to `1+1`
+// (cold-ms), and a warm python REPL over a pipe answering `1+1` (ns/op).
+func BenchmarkFloorHostPython(b *testing.B) {
+	py := testenv.RequireBinary(b, "python3")
+	var cold []time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		if out, err := exec.Command(py, "-c", "print(1+1)").Output(); err != nil || string(out) != "2\n" {
+			b.Fatalf("python: %q %v", out, err)
+		}
+		cold = append(cold, time.Since(start))
+	}
+	cmd := exec.Command(py, "-u", "-c", "import sys\nfor l in sys.stdin:\n    print(eval(l), flush=True)")
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { in.Close(); cmd.Wait() }()
+	rd := bufio.NewReader(outp)
+	var warm []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		io.WriteString(in, "1+1\n")
+		if l, err := rd.ReadString('\n'); err != nil || l != "2\n" {
+			b.Fatalf("repl: %q %v", l, err)
+		}
+		warm = append(warm, time.Since(start))
+	}
+	b.ReportMetric(ms(p50(cold)), "cold-p50-ms")
+	b.ReportMetric(float64(p50(warm).Nanoseconds())/1000, "warm-p50-us")
+}
+
+// BenchmarkIdleMemory reports the memory of one idle sandbox: its cgroup's
+// usage (which includes page cache and tmpfs) and the PSS of its processes
+// (smaps_rollup), with only the agent running and after the python kernel
+// has started.
+func BenchmarkIdleMemory(b *testing.B) {
+	p := newProvider(b, "auto", contexts.Limits{})
+	ctx := context.Background()
+	var cg0, pss0, cg1, pss1 float64
+	for i := 0; i < b.N; i++ {
+		c := create(b, p, contexts.Spec{})
+		time.Sleep(100 * time.Millisecond)
+		cg0, pss0 = sandboxMemory(b, p, c)
+		if r := runCode(b, c, "python", "1+1"); mainText(r) != "2" {
+			b.Fatalf("1+1 = %+v", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+		cg1, pss1 = sandboxMemory(b, p, c)
+		c.Close()
+		p.Destroy(ctx, c.ID())
+	}
+	b.ReportMetric(cg0, "agent-cgroup-MiB")
+	b.ReportMetric(pss0, "agent-pss-MiB")
+	b.ReportMetric(cg1, "python-cgroup-MiB")
+	b.ReportMetric(pss1, "python-pss-MiB")
+}
+
+// sandboxMemory returns (cgroup usage, summed PSS) in MiB.
+func sandboxMemory(b *testing.B, p *Provider, c *agent.Client) (float64, float64) {
+	b.Helper()
+	st, err := p.Runtime().Stats(context.Background(), c.ID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	procs, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory/sandlot", c.ID(), "cgroup.procs"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pss int64
+	for _, pid := range strings.Fields(string(procs)) {
+		f, err := os.ReadFile(fmt.Sprintf("/proc/%s/smaps_rollup", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(f), "\n") {
+			if rest, ok := strings.CutPrefix(l, "Pss:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+				pss += kb << 10
+			}
+		}
+	}
+	return float64(st.MemoryBytes) / (1 << 20), float64(pss) / (1 << 20)
+}

@@ -1,0 +1,78 @@
+package local
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// TestContainment: a fork bomb, a memory bomb and a tmpfs fill each end in
+// a clear error, and the same sandbox answers the next call.
+func TestContainment(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 32 << 20})
+	ctx := context.Background()
+	c := create(t, p, contexts.Spec{})
+	alive := func(t *testing.T) {
+		t.Helper()
+		// The next call works, possibly once the bomb's leftovers are gone.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r, err := c.RunCode(ctx, agentRun("python", "1+1"), nil)
+			if err == nil && mainText(r) == "2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox unusable after the bomb: %+v, %v", r, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		if r := sh(t, c, "echo ok"); r.Stdout != "ok\n" {
+			t.Fatalf("exec after the bomb: %+v", r)
+		}
+	}
+
+	t.Run("fork bomb", func(t *testing.T) {
+		start := time.Now()
+		r, err := c.Exec(ctx, agent.ExecParams{Shell: "bomb() { bomb | bomb & }; bomb; wait", TimeoutMs: 3000}, nil)
+		if err == nil {
+			t.Logf("fork bomb: exit %d, timed out %v, after %v", r.ExitCode, r.TimedOut, time.Since(start))
+		}
+		// bash retries a failed fork a few times, then reports it; the
+		// call either times out or ends with that error.
+		if err == nil && r.ExitCode == 0 && !r.TimedOut && !strings.Contains(r.Stderr, "Resource temporarily unavailable") {
+			t.Errorf("fork bomb ran without hitting the pids limit: %+v", r)
+		}
+		alive(t)
+	})
+
+	t.Run("memory bomb", func(t *testing.T) {
+		r, err := c.RunCode(ctx, agentRun("python", "x = b'a' * (1 << 30)\nlen(x)"), nil)
+		if err == nil {
+			t.Logf("memory bomb: exit %d, error %+v, kernel restarted %v", r.ExitCode, r.Error, r.KernelRestarted)
+		}
+		if err == nil && r.Success {
+			t.Errorf("memory bomb succeeded: %+v", r)
+		}
+		alive(t)
+		st, err := p.Runtime().Stats(ctx, c.ID())
+		if err != nil || st.MemoryBytes > 256<<20 {
+			t.Errorf("stats after memory bomb: %+v, %v", st, err)
+		}
+	})
+
+	t.Run("tmpfs fill", func(t *testing.T) {
+		r := sh(t, c, "dd if=/dev/zero of=$HOME/big bs=1M count=100")
+		t.Logf("tmpfs fill: exit %d: %s", r.ExitCode, r.Stderr)
+		if r.ExitCode == 0 || !strings.Contains(r.Stderr, "No space left on device") {
+			t.Errorf("filling /home/user: exit %d, %q", r.ExitCode, r.Stderr)
+		}
+		if r := sh(t, c, "rm $HOME/big && df -k /tmp | tail -1"); r.ExitCode != 0 {
+			t.Errorf("rm: %+v", r)
+		}
+		alive(t)
+	})
+}

@@ -1,0 +1,95 @@
+package local
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// TestIsolation runs hostile commands through the real agent, as user code
+// would, and checks that each is refused.
+func TestIsolation(t *testing.T) {
+	for _, kind := range []string{"crun", "runc"} {
+		t.Run(kind, func(t *testing.T) { testIsolation(t, kind) })
+	}
+}
+
+func testIsolation(t *testing.T, kind string) {
+	p := newProvider(t, kind, contexts.Limits{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	c := create(t, p, contexts.Spec{})
+	py := func(code string) string { return fmt.Sprintf("python3 -c %q", code) }
+
+	mustFail := []struct{ name, cmd string }{
+		{"read /etc/shadow", "cat /etc/shadow"},
+		{"read host /root", "ls /root/"},
+		{"read host /work", "ls /work"},
+		{"read host /var/lib", "ls /var/lib"},
+		{"read host state dir", "ls " + p.stateDir},
+		{"write /usr", "touch /usr/x"},
+		{"write /usr/bin", "cp /bin/sh /usr/bin/sh2"},
+		{"write /etc", "echo x >> /etc/passwd"},
+		{"write agent binary", "echo x >> /opt/sandlot/sandlot-agent"},
+		{"read agent binary", "head -c 4 /opt/sandlot/sandlot-agent"},
+		{"connect host 127.0.0.1", py(fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=2)", port))},
+		{"connect outside", py("import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)")},
+		{"unshare -U", "unshare -U true"},
+		{"python os.unshare(CLONE_NEWUSER)", py("import os; os.unshare(os.CLONE_NEWUSER)")},
+		{"unshare -m", "unshare -m true"},
+		{"mount", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m"},
+		{"ptrace agent", py("import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.ptrace(16,1,0,0)==0 else 1)")},
+		{"agent memory", py("open('/proc/1/mem','rb')")},
+		{"setuid 0", py("import os; os.setuid(0)")},
+		{"raw socket", py("import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")},
+		{"mknod", "mknod /tmp/null c 1 3"},
+	}
+	for _, tc := range mustFail {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := sh(t, c, tc.cmd); r.ExitCode == 0 {
+				t.Errorf("%q succeeded inside the sandbox: %s%s", tc.cmd, r.Stdout, r.Stderr)
+			}
+		})
+	}
+
+	mustPass := []struct{ name, cmd, want string }{
+		{"uid 1000", "id -u; id -g", "1000\n1000\n"},
+		{"seccomp and no_new_privs", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\\t' ' '", "NoNewPrivs: 1\nSeccomp: 2\n"},
+		{"no capabilities", "grep -E '^CapEff:' /proc/self/status | tr -s '\\t' ' '", "CapEff: 0000000000000000\n"},
+		{"only lo", "ls /sys/class/net | tr '\\n' ' '", "lo "},
+		{"pid 1 is the agent", "tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1", "/opt/sandlot/sandlot-agent\n"},
+		{"write home and tmp", "echo a > ~/f && echo b > /tmp/f && cat ~/f /tmp/f", "a\nb\n"},
+	}
+	for _, tc := range mustPass {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sh(t, c, tc.cmd)
+			if r.ExitCode != 0 || r.Stdout != tc.want {
+				t.Errorf("%q = %q (exit %d, %s), want %q", tc.cmd, r.Stdout, r.ExitCode, r.Stderr, tc.want)
+			}
+		})
+	}
+	t.Run("ps shows only the sandbox", func(t *testing.T) {
+		r := sh(t, c, "ps -e -o pid= | wc -l; ps -e -o comm=")
+		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(r.Stdout, "\n", 2)[0]))
+		if r.ExitCode != 0 || n == 0 || n > 6 {
+			t.Errorf("ps sees %d processes: %s%s", n, r.Stdout, r.Stderr)
+		}
+	})
+}

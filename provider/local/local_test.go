@@ -1,0 +1,114 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func TestCreateRunDestroy(t *testing.T) {
+	for _, kind := range []string{"crun", "runc"} {
+		t.Run(kind, func(t *testing.T) {
+			p := newProvider(t, kind, contexts.Limits{})
+			if p.Runtime().Name() != kind {
+				t.Fatalf("runtime = %s", p.Runtime().Name())
+			}
+			ctx := context.Background()
+			c := create(t, p, contexts.Spec{Labels: map[string]string{"tenant": "t1"}})
+			r := runCode(t, c, "python", "1+1")
+			if !r.Success || mainText(r) != "2" {
+				t.Fatalf("python 1+1 = %+v", r)
+			}
+			if got := sh(t, c, "id -u"); got.Stdout != "1000\n" {
+				t.Errorf("id -u: %+v", got)
+			}
+			ids, err := p.List(ctx)
+			if err != nil || !slices.Contains(ids, c.ID()) {
+				t.Errorf("list = %v, %v; want %s", ids, err, c.ID())
+			}
+			st, err := p.Runtime().State(ctx, c.ID())
+			if err != nil || st.Labels["tenant"] != "t1" {
+				t.Errorf("state = %+v, %v", st, err)
+			}
+			if err := p.Destroy(ctx, c.ID()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.Attach(ctx, c.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("attach after destroy: %v, want not_found", err)
+			}
+			if err := p.Destroy(ctx, c.ID()); err != nil {
+				t.Errorf("destroy twice: %v", err)
+			}
+			ids, _ = p.List(ctx)
+			if slices.Contains(ids, c.ID()) {
+				t.Errorf("list after destroy still has %s", c.ID())
+			}
+		})
+	}
+}
+
+func TestAutoPicksCrun(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	if p.Runtime().Name() != "crun" {
+		t.Errorf("auto picked %s, want crun (installed and working here)", p.Runtime().Name())
+	}
+}
+
+// TestRestart drops the daemon-side connection, reattaches from a fresh
+// Provider (as a restarted daemon would) and finds the kernel state intact.
+func TestRestart(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	ctx := context.Background()
+	c := create(t, p, contexts.Spec{})
+	if r := runCode(t, c, "python", "x = 42"); !r.Success {
+		t.Fatalf("x = 42: %+v", r)
+	}
+	id := c.ID()
+	c.Close()
+
+	p2, err := New(Config{StateDir: p.stateDir, AgentPath: agentBin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := p2.List(ctx)
+	if err != nil || !slices.Contains(ids, id) {
+		t.Fatalf("fresh provider lists %v, %v; want %s", ids, err, id)
+	}
+	sb, err := p2.Attach(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	r, err := sb.RunCode(ctx, agentRun("python", "x"), nil)
+	if err != nil || mainText(r) != "42" {
+		t.Fatalf("x after reattach = %+v, %v", r, err)
+	}
+	if _, err := p2.Attach(ctx, "sb-000000000000"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("attach unknown: %v", err)
+	}
+	if _, err := p2.Attach(ctx, "../etc"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("attach bad id: %v", err)
+	}
+}
+
+// TestAttachStopped: a sandbox whose agent died is not found (and Destroy
+// cleans it).
+func TestAttachStopped(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	ctx := context.Background()
+	c := create(t, p, contexts.Spec{})
+	c.Close()
+	if err := p.Stop(ctx, c.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Attach(ctx, c.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("attach stopped: %v, want not_found", err)
+	}
+	if err := p.Destroy(ctx, c.ID()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,125 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// agentBin is the static agent the tests mount: $SANDLOT_AGENT_BIN (make
+// test builds it) or one built here.
+var agentBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	agentBin = os.Getenv(AgentEnv)
+	if agentBin == "" && os.Geteuid() == 0 {
+		dir, err := os.MkdirTemp("", "sl-agent-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		agentBin = filepath.Join(dir, "sandlot-agent")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", agentBin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build sandlot-agent:", err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+// newProvider returns a provider on runtime kind with a private state dir;
+// it destroys whatever is left when the test ends.
+func newProvider(t testing.TB, kind string, lim contexts.Limits) *Provider {
+	t.Helper()
+	testenv.RequireRoot(t)
+	if kind != "" && kind != "auto" {
+		testenv.RequireBinary(t, kind)
+	}
+	dir, err := os.MkdirTemp("", "sl-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: agentBin, Limits: lim, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			if err := p.Destroy(context.Background(), id); err != nil {
+				t.Errorf("destroy %s: %v", id, err)
+			}
+		}
+		os.RemoveAll(dir)
+	})
+	return p
+}
+
+// create makes a sandbox and closes its client at the end of the test.
+func create(t testing.TB, p *Provider, spec contexts.Spec) *agent.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sb, err := p.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close() })
+	return sb.(*agent.Client)
+}
+
+// sh runs a shell command in the sandbox.
+func sh(t testing.TB, c *agent.Client, cmd string) *agent.ExecResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := c.Exec(ctx, agent.ExecParams{Shell: cmd, TimeoutMs: 30000}, nil)
+	if err != nil {
+		t.Fatalf("exec %q: %v", cmd, err)
+	}
+	return r
+}
+
+// runCode runs code in a kernel.
+func runCode(t testing.TB, c *agent.Client, lang, code string) *agent.RunCodeResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r, err := c.RunCode(ctx, agent.RunCodeParams{Language: lang, Code: code, TimeoutMs: 20000}, nil)
+	if err != nil {
+		t.Fatalf("run %s %q: %v", lang, code, err)
+	}
+	return r
+}
+
+// mainText is the text of the main result, or "".
+func mainText(r *agent.RunCodeResult) string {
+	for _, x := range r.Results {
+		if x.Main {
+			return x.Text
+		}
+	}
+	return ""
+}
+
+func agentRun(lang, code string) agent.RunCodeParams {
+	return agent.RunCodeParams{Language: lang, Code: code, TimeoutMs: 20000}
+}

@@ -1,0 +1,43 @@
+package oci
+
+import (
+	"context"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/runtime"
+)
+
+// BenchmarkCreateReady measures create+start until the probe's socket
+// accepts a connection, then delete (not timed).
+func BenchmarkCreateReady(b *testing.B) {
+	for _, kind := range []string{KindCrun, KindRunc} {
+		b.Run(kind, func(b *testing.B) {
+			r := newRuntime(b, kind)
+			ctx := context.Background()
+			var ds []time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				id := runtime.NewID()
+				sp := probeSpec(b, id, sockDir(b, r.StateDir(), id))
+				b.StartTimer()
+				start := time.Now()
+				if err := r.Create(ctx, sp); err != nil {
+					b.Fatal(err)
+				}
+				p := dialProbe(b, ctx, filepath.Join(r.StateDir(), "sock", id))
+				ds = append(ds, time.Since(start))
+				b.StopTimer()
+				p.c.Close()
+				if err := r.Delete(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package oci
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/runtime"
+)
+
+// TestIsolation runs hostile commands as the sandbox user (from the
+// sandbox's PID 1, like the agent) and checks each is refused.
+func TestIsolation(t *testing.T) {
+	for _, kind := range []string{KindCrun, KindRunc} {
+		t.Run(kind, func(t *testing.T) { testIsolation(t, kind) })
+	}
+}
+
+func testIsolation(t *testing.T, kind string) {
+	r := newRuntime(t, kind)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	_, p := startProbe(t, r, runtime.Limits{})
+
+	py := func(code string) string { return fmt.Sprintf("python3 -c %q", code) }
+	mustFail := []struct{ name, cmd string }{
+		{"read /etc/shadow", "cat /etc/shadow"},
+		{"read host root home", "ls /root/"},
+		{"read host /work", "ls /work"},
+		{"read host /var", "ls /var/lib"},
+		{"write /usr", "touch /usr/x"},
+		{"write /usr/bin", "cp /bin/sh /usr/bin/sh2"},
+		{"write /etc", "echo x >> /etc/passwd"},
+		{"write /", "mkdir /x"},
+		{"write /sys", "echo 1 > /sys/kernel/mm/ksm/run"},
+		{"connect host loopback", py(fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=2)", port))},
+		{"connect outside", py("import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)")},
+		{"unshare user ns", "unshare -U true"},
+		{"python unshare user ns", py("import os; os.unshare(os.CLONE_NEWUSER)")},
+		{"unshare mount ns", "unshare -m true"},
+		{"mount tmpfs", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m"},
+		{"ptrace pid 1", py("import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.ptrace(16,1,0,0)==0 else 1)")},
+		{"read pid 1 memory", py("open('/proc/1/mem','rb')")},
+		{"setuid root", py("import os; os.setuid(0)")},
+		{"chown", "touch /tmp/f && chown 0 /tmp/f"},
+		{"raw socket", py("import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")},
+		{"kernel keyring", py("import ctypes,sys; l=ctypes.CDLL(None); sys.exit(0 if l.syscall(250,0,0,0,0,0)>=0 else 1)")}, // keyctl
+		{"mknod", "mknod /tmp/null c 1 3"},
+	}
+	for _, tc := range mustFail {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := p.sh(t, tc.cmd); got.Code == 0 {
+				t.Errorf("%q succeeded inside the sandbox: %s", tc.cmd, got.Out)
+			}
+		})
+	}
+
+	mustPass := []struct{ name, cmd, want string }{
+		{"uid", "id -u", "1000\n"},
+		{"user name", "whoami", "user\n"},
+		{"home", "echo $HOME && cd && pwd", "/home/user\n/home/user\n"},
+		{"write home", "echo hi > ~/f && cat ~/f", "hi\n"},
+		{"write tmp", "echo hi > /tmp/f && cat /tmp/f", "hi\n"},
+		{"curated passwd", "cut -d: -f1 /etc/passwd | tr '\\n' ' '", "root user nobody "},
+		{"seccomp filter", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\\t' ' '", "NoNewPrivs: 1\nSeccomp: 2\n"},
+		{"no capabilities", "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status | tr -s '\\t' ' '", "CapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\n"},
+		{"only lo", "ls /sys/class/net | tr '\\n' ' '", "lo "},
+		{"no route", "tail -n +2 /proc/net/route | wc -l", "0\n"},
+		{"loopback works", py("import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); s.listen(); c=socket.create_connection(s.getsockname()); print('ok')"), "ok\n"},
+		{"pid 1 is the agent", "cat /proc/1/cmdline | tr '\\0' ' '", AgentPath + " "},
+		{"usr readable", "test -x /usr/bin/python3 && echo ok", "ok\n"},
+		{"ca certs", "test -s /etc/ssl/certs/ca-certificates.crt && echo ok", "ok\n"},
+		{"alternatives", "awk 'BEGIN{print \"ok\"}'", "ok\n"},
+		{"numpy", py("import numpy; print(numpy.arange(3).sum())"), "3\n"},
+		{"matplotlib", py("import matplotlib.pyplot as plt; plt.plot([1,2]); plt.savefig('/tmp/a.png'); print(plt.get_backend())"), "agg\n"},
+		{"node", "node -e 'console.log(1+1)'", "2\n"},
+		{"empty resolv.conf", "wc -c < /etc/resolv.conf", "0\n"},
+	}
+	for _, tc := range mustPass {
+		t.Run(tc.name, func(t *testing.T) {
+			got := p.sh(t, tc.cmd)
+			if got.Code != 0 {
+				t.Fatalf("%q: exit %d: %s", tc.cmd, got.Code, got.Out)
+			}
+			if tc.want != "" && !strings.EqualFold(got.Out, tc.want) {
+				t.Errorf("%q = %q, want %q", tc.cmd, got.Out, tc.want)
+			}
+		})
+	}
+	// The probe, sh and ls: a handful of pids, none of the host's.
+	got := p.sh(t, "ls /proc | grep -c '^[0-9]'")
+	if n, err := strconv.Atoi(strings.TrimSpace(got.Out)); err != nil || n > 5 {
+		t.Errorf("sandbox sees %q processes", got.Out)
+	}
+}

@@ -1,0 +1,92 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	goruntime "runtime"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// hybridUnified is where a hybrid cgroup host mounts cgroup v2 beside the v1
+// controllers. crun refuses to create containers while it sees this mount
+// ("cgroups in hybrid mode not supported"), so crun runs in a mount
+// namespace of our own in which it is unmounted.
+const hybridUnified = "/sys/fs/cgroup/unified"
+
+// nsLauncher starts processes from one OS thread that lives in a private
+// mount namespace without hybridUnified. A mount namespace is a per-thread
+// attribute (unshare(CLONE_NEWNS) copies only the caller's fs_struct), and a
+// child forked from that thread inherits it, so crun is started directly,
+// with no helper process (unshare(1), sh, umount) per call. Measured on the
+// dev machine this saves about 3 ms per runtime invocation over
+// `unshare -m sh -c 'umount ... && exec crun'`.
+//
+// The thread stays locked for the life of the process; the goroutine never
+// unlocks it, so Go never reuses it for other work.
+type nsLauncher struct {
+	once sync.Once
+	err  error
+	reqs chan nsReq
+	tid  int // the namespaced thread, for tests
+}
+
+type nsReq struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// needsHybridWorkaround reports whether the host has the hybrid layout.
+func needsHybridWorkaround() bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(hybridUnified, &st); err != nil {
+		return false
+	}
+	return st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+func (l *nsLauncher) init() error {
+	l.once.Do(func() {
+		l.reqs = make(chan nsReq)
+		ready := make(chan error, 1)
+		go l.loop(ready)
+		l.err = <-ready
+	})
+	return l.err
+}
+
+func (l *nsLauncher) loop(ready chan<- error) {
+	goruntime.LockOSThread()
+	// Never UnlockOSThread: the thread's mount namespace differs from the
+	// process's, and a locked goroutine that returns takes its thread down.
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+		ready <- fmt.Errorf("unshare mount namespace: %w", err)
+		return
+	}
+	// Keep seeing the host's mounts come and go, but never send ours back.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		ready <- fmt.Errorf("make / rslave: %w", err)
+		return
+	}
+	if err := unix.Unmount(hybridUnified, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		ready <- fmt.Errorf("unmount %s: %w", hybridUnified, err)
+		return
+	}
+	l.tid = unix.Gettid()
+	ready <- nil
+	for r := range l.reqs {
+		r.done <- r.cmd.Start()
+	}
+}
+
+// start starts cmd from the namespaced thread.
+func (l *nsLauncher) start(cmd *exec.Cmd) error {
+	if err := l.init(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	l.reqs <- nsReq{cmd: cmd, done: done}
+	return <-done
+}

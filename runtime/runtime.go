@@ -1,0 +1,148 @@
+// Package runtime declares what sandlot needs from a container runtime: start
+// an isolated sandbox from a Spec, find it again by id (also from a fresh
+// process, after a daemon restart), stop it, and remove every trace of it.
+//
+// The implementation is runtime/oci (crun, runc, runsc). Providers
+// (provider/local) consume this interface; they never talk to an OCI runtime
+// binary themselves.
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"syscall"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Runtime runs sandboxes. Methods are safe for concurrent use.
+type Runtime interface {
+	// Name is the runtime in use ("crun", "runc", "runsc").
+	Name() string
+	// Create creates and starts a sandbox. It returns once the sandbox's
+	// process runs; it does not wait for anything inside to be ready. An id
+	// that already exists fails with errdefs.ErrAlreadyExists. On failure
+	// nothing is left behind.
+	Create(ctx context.Context, spec Spec) error
+	// Kill sends sig to the sandbox's init process.
+	Kill(ctx context.Context, id string, sig syscall.Signal) error
+	// Delete stops the sandbox if it runs and removes its processes,
+	// mounts, cgroups and bundle. Deleting an unknown id is not an error.
+	Delete(ctx context.Context, id string) error
+	// State reports the sandbox's status (errdefs.ErrNotFound if unknown).
+	State(ctx context.Context, id string) (*State, error)
+	// List returns the ids of every sandbox this runtime's state directory
+	// holds, running or not, including those created by an earlier process.
+	List(ctx context.Context) ([]string, error)
+	// Stats samples the sandbox's resource usage from its cgroups.
+	Stats(ctx context.Context, id string) (*Stats, error)
+}
+
+// Spec describes a sandbox to create.
+type Spec struct {
+	ID string // see NewID; must match ValidID
+	// Args is the init process's argv inside the sandbox (PID 1).
+	Args []string
+	// Env is added to the default environment (PATH, HOME, LANG, ...).
+	Env map[string]string
+	// Mounts are extra bind mounts (the agent binary, the socket dir).
+	Mounts []Mount
+	Limits Limits
+	// Labels are kept with the sandbox (bundle annotations) for reconcile.
+	Labels map[string]string
+}
+
+// Mount is a bind mount of a host path into the sandbox.
+type Mount struct {
+	Source      string // host path
+	Destination string // absolute path inside the sandbox
+	ReadOnly    bool
+}
+
+// Limits bounds one sandbox. Zero fields mean the defaults below.
+type Limits struct {
+	MemoryBytes int64   // memory, no swap
+	PIDs        int64   // processes and threads
+	CPUs        float64 // CPU quota in cores
+	DiskBytes   int64   // size of each writable tmpfs (/home/user, /tmp)
+}
+
+// Defaults for Limits.
+const (
+	DefaultMemoryBytes = 2 << 30
+	DefaultPIDs        = 256
+	DefaultCPUs        = 1.0
+	DefaultDiskBytes   = 512 << 20
+)
+
+// WithDefaults returns l with zero fields set to the defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.PIDs <= 0 {
+		l.PIDs = DefaultPIDs
+	}
+	if l.CPUs <= 0 {
+		l.CPUs = DefaultCPUs
+	}
+	if l.DiskBytes <= 0 {
+		l.DiskBytes = DefaultDiskBytes
+	}
+	return l
+}
+
+// Status of a sandbox.
+type Status string
+
+const (
+	StatusCreated Status = "created" // created, init not started
+	StatusRunning Status = "running"
+	StatusStopped Status = "stopped" // init exited; Delete cleans up
+)
+
+// State is a sandbox's runtime state.
+type State struct {
+	ID      string
+	Status  Status
+	PID     int // init's pid on the host; 0 when stopped
+	Created time.Time
+	Labels  map[string]string
+}
+
+// Stats is a sample of a sandbox's resource usage.
+type Stats struct {
+	MemoryBytes int64 // cgroup memory usage (includes tmpfs and page cache)
+	CPUTime     time.Duration
+	PIDs        int64
+}
+
+// IDPrefix starts every sandbox id.
+const IDPrefix = "sb-"
+
+var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidID reports whether id is safe to use as a container id and a path
+// element.
+func ValidID(id string) bool { return validID.MatchString(id) }
+
+// CheckID returns an invalid_argument error for an unusable id.
+func CheckID(id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// NewID returns a fresh sandbox id: "sb-" and 12 hex digits.
+func NewID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return IDPrefix + hex.EncodeToString(b[:])
+}
