@@ -18,6 +18,7 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,7 @@ import (
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tools"
@@ -166,7 +168,9 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return toolError(err), nil
 		}
-		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, nil)
+		out, stop := progress(ctx, req)
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, out)
+		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
 				s.log.ErrorContext(ctx, "mcp tool call failed", "tool", name, "tenant", id.TenantID, "err", err)
@@ -179,10 +183,99 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 			return toolError(err), nil
 		}
 		return &sdk.CallToolResult{
-			Content:           []sdk.Content{&sdk.TextContent{Text: string(b)}},
+			Content:           content(res, b),
 			StructuredContent: json.RawMessage(b),
 		}, nil
 	}
+}
+
+// content is the unstructured form of a result: its JSON, except that
+// figures (PNG/JPEG results of run_code) become image content, and their
+// base64 in the text is replaced by a note, so a model sees the picture
+// rather than a wall of base64. The structured content keeps everything.
+func content(res any, full []byte) []sdk.Content {
+	rc, ok := res.(*tools.RunCodeResult)
+	if !ok {
+		return []sdk.Content{&sdk.TextContent{Text: string(full)}}
+	}
+	var images []sdk.Content
+	slim := *rc
+	slim.Results = make([]agent.RichResult, len(rc.Results))
+	for i, rr := range rc.Results {
+		for _, img := range []struct {
+			data *string
+			mime string
+		}{{&rr.PNG, "image/png"}, {&rr.JPEG, "image/jpeg"}} {
+			if *img.data == "" {
+				continue
+			}
+			raw, err := base64.StdEncoding.DecodeString(*img.data)
+			if err != nil {
+				continue
+			}
+			images = append(images, &sdk.ImageContent{Data: raw, MIMEType: img.mime})
+			*img.data = fmt.Sprintf("[%s: image content %d]", img.mime, len(images))
+		}
+		slim.Results[i] = rr
+	}
+	if len(images) == 0 {
+		return []sdk.Content{&sdk.TextContent{Text: string(full)}}
+	}
+	b, err := json.Marshal(slim)
+	if err != nil {
+		b = full
+	}
+	return append([]sdk.Content{&sdk.TextContent{Text: string(b)}}, images...)
+}
+
+// maxProgressQueue bounds the output chunks waiting to be sent as
+// progress; beyond it chunks are dropped (the result has all the output).
+const maxProgressQueue = 256
+
+// progress streams a call's (guarded) stdout and stderr to the client as
+// progress notifications when the request carries a progress token. The
+// returned func is nil otherwise. stop must be called when the call ends;
+// it waits for the queued notifications.
+func progress(ctx context.Context, req *sdk.CallToolRequest) (out contexts.OutputFunc, stop func()) {
+	tok := req.Params.GetProgressToken()
+	if tok == nil || req.Session == nil {
+		return nil, func() {}
+	}
+	var mu sync.Mutex
+	closed := false
+	ch := make(chan string, maxProgressQueue)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n := 0
+		for msg := range ch {
+			n++
+			// Best effort: a client that went away only loses progress.
+			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(n), Message: msg})
+		}
+	}()
+	out = func(ev agent.OutputEvent) {
+		if (ev.Stream != agent.Stdout && ev.Stream != agent.Stderr) || ev.Data == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		select {
+		case ch <- ev.Data:
+		default: // never block the sandbox connection
+		}
+	}
+	stop = func() {
+		mu.Lock()
+		closed = true
+		close(ch)
+		mu.Unlock()
+		<-done
+	}
+	return out, stop
 }
 
 func toolError(err error) *sdk.CallToolResult {

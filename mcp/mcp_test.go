@@ -1,13 +1,14 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tools"
+	"github.com/sandlot/sandlot/tools/toolstest"
 )
 
 // runResult decodes a run_code tool result, checking that the text content
@@ -61,18 +63,6 @@ func runCode(t *testing.T, cs *sdk.ClientSession, args map[string]any) *sdk.Call
 		t.Fatalf("CallTool: %v", err)
 	}
 	return res
-}
-
-// fakeSecret builds an OpenAI-shaped key at test time, so no real-looking
-// secret is committed.
-func fakeSecret(t *testing.T) string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, 48)
-	rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "sk-proj-" + string(b)
 }
 
 // exercise runs the scenario every transport must pass: list the tools,
@@ -132,7 +122,7 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 	}
 
 	// A secret printed by the code comes back redacted.
-	secret := fakeSecret(t)
+	secret := toolstest.FakeOpenAIKey()
 	if got := s.guard.Text(ctx, tenant, secret); got == secret {
 		t.Fatalf("precondition: the guard does not redact %s", secret)
 	}
@@ -143,8 +133,14 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 		t.Errorf("secret not redacted: %q", r4.Stdout)
 	}
 
+	// With a progress token, output streams as progress notifications.
+	res := runCodeWithProgress(t, cs, map[string]any{"language": "python", "code": "import time\nfor i in range(3):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"})
+	if r := runResult(t, res); r.Stdout != "tick 0\ntick 1\ntick 2\n" {
+		t.Errorf("progress run: %+v", r)
+	}
+
 	// Bad arguments are a tool error with the public message.
-	res := runCode(t, cs, map[string]any{"language": "cobol", "code": "x"})
+	res = runCode(t, cs, map[string]any{"language": "cobol", "code": "x"})
 	if !res.IsError || !strings.Contains(text(res), "run_code: language must be one of python, javascript, typescript, bash, sh") {
 		t.Errorf("bad language: isError=%v %q", res.IsError, text(res))
 	}
@@ -153,7 +149,67 @@ func exercise(t *testing.T, s *stack, cs *sdk.ClientSession, tenant string) cont
 		t.Errorf("empty pathId: isError=%v %q", res.IsError, text(res))
 	}
 	t.Logf("redacted output: %q", r4.Stdout)
+
+	// A matplotlib figure arrives as image content; the text drops its base64.
+	res = runCode(t, cs, map[string]any{"language": "python", "code": "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()"})
+	var img *sdk.ImageContent
+	for _, c := range res.Content {
+		if ic, ok := c.(*sdk.ImageContent); ok {
+			img = ic
+		}
+	}
+	if res.IsError || img == nil || img.MIMEType != "image/png" || !bytes.HasPrefix(img.Data, []byte("\x89PNG")) {
+		t.Errorf("figure: isError=%v image=%v text=%.300s", res.IsError, img != nil, text(res))
+	} else if strings.Contains(text(res), "iVBOR") {
+		t.Errorf("text content still carries the base64 PNG")
+	}
 	return first.Identity
+}
+
+// progressMessages collects progress notifications per client session.
+var progressMessages = struct {
+	sync.Mutex
+	m map[*sdk.ClientSession][]string
+}{m: map[*sdk.ClientSession][]string{}}
+
+func onProgress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+	progressMessages.Lock()
+	defer progressMessages.Unlock()
+	progressMessages.m[req.Session] = append(progressMessages.m[req.Session], req.Params.Message)
+}
+
+func clientOptions() *sdk.ClientOptions {
+	return &sdk.ClientOptions{ProgressNotificationHandler: onProgress}
+}
+
+// runCodeWithProgress calls run_code with a progress token and checks that
+// the streamed output arrived as progress before the result.
+func runCodeWithProgress(t *testing.T, cs *sdk.ClientSession, args map[string]any) *sdk.CallToolResult {
+	t.Helper()
+	progressMessages.Lock()
+	delete(progressMessages.m, cs)
+	progressMessages.Unlock()
+	p := &sdk.CallToolParams{Name: "run_code", Arguments: args}
+	p.SetProgressToken("tok-1")
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		progressMessages.Lock()
+		got := strings.Join(progressMessages.m[cs], "")
+		progressMessages.Unlock()
+		if got == "tick 0\ntick 1\ntick 2\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("progress messages = %q", got)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return res
 }
 
 func jsonString(s string) string {
@@ -169,7 +225,7 @@ func TestInMemory(t *testing.T) {
 	st, ct := sdk.NewInMemoryTransports()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, st) }()
-	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	client := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions())
 	cs, err := client.Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +262,7 @@ func TestNoTenant(t *testing.T) {
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
 	go srv.Run(ctx, st)
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions()).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +304,7 @@ func TestStreamableHTTP(t *testing.T) {
 	ctx := context.Background()
 	connect := func(key string) (*sdk.ClientSession, error) {
 		tr := &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp", HTTPClient: &http.Client{Transport: headerTransport{key}}}
-		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+		return sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions()).Connect(ctx, tr, nil)
 	}
 	cs, err := connect("key-1")
 	if err != nil {

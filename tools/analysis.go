@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -48,6 +50,11 @@ type AnalysisResult struct {
 // built-in analysis type with the given parameters and output format
 // (exported for tests and for callers that want to show the code).
 func AnalysisProgram(analysisType string, params json.RawMessage, outputFormat string) (string, error) {
+	return program(analysisType, paramsPrelude(agent.Python, params, outputFormat))
+}
+
+// program is the built-in program of analysisType after prelude.
+func program(analysisType, prelude string) (string, error) {
 	body, err := analysisFS.ReadFile("analysis/" + analysisType + ".py")
 	if err != nil {
 		return "", fmt.Errorf("run_analysis: no built-in program for %s: %w", analysisType, errdefs.ErrInvalidArgument)
@@ -57,7 +64,7 @@ func AnalysisProgram(analysisType string, params json.RawMessage, outputFormat s
 		return "", fmt.Errorf("run_analysis: emit.py: %w", err)
 	}
 	var b strings.Builder
-	b.WriteString(paramsPrelude("python", params, outputFormat))
+	b.WriteString(prelude)
 	b.Write(emit)
 	b.WriteString("\n")
 	b.Write(body)
@@ -76,6 +83,33 @@ func paramsPrelude(language string, params json.RawMessage, outputFormat string)
 		return fmt.Sprintf("globalThis.params = JSON.parse(Buffer.from(%q, 'base64').toString('utf8'));\nglobalThis.output_format = %q;\n", enc, outputFormat)
 	}
 	return fmt.Sprintf("import json as _sandlot_json, base64 as _sandlot_b64\nparams = _sandlot_json.loads(_sandlot_b64.b64decode(%q).decode('utf-8'))\noutput_format = %q\ndel _sandlot_json, _sandlot_b64\n", enc, outputFormat)
+}
+
+// inlineParamsMax is the largest parameters document inlined in the code;
+// bigger ones (data_analysis rows) travel as a file, so the code stays
+// under the manager's code size limit (100 KiB by default).
+const inlineParamsMax = 16 << 10
+
+// paramsFilePrelude loads params from a file in the sandbox and removes it.
+func paramsFilePrelude(path, outputFormat string) string {
+	return fmt.Sprintf("import json as _sandlot_json, os as _sandlot_os\nwith open(%q, encoding='utf-8') as _sandlot_f:\n    params = _sandlot_json.load(_sandlot_f)\n_sandlot_os.remove(%q)\noutput_format = %q\ndel _sandlot_json, _sandlot_os, _sandlot_f\n", path, path, outputFormat)
+}
+
+// prelude defines params for code in lang, through a file when they are
+// large and the language is python.
+func (r *Registry) prelude(ctx context.Context, call Call, lang string, params json.RawMessage, format string) (string, error) {
+	if lang != agent.Python || len(params) <= inlineParamsMax {
+		return paramsPrelude(lang, params, format), nil
+	}
+	path := "/tmp/.sandlot-params-" + uuid.NewString() + ".json"
+	err := r.c.Use(ctx, call.Identity, r.cfg.Create, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		_, err := writeAll(ctx, sb, path, params, 0o600)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("run_analysis: pass parameters: %w", err)
+	}
+	return paramsFilePrelude(path, format), nil
 }
 
 func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
@@ -97,7 +131,6 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 		return nil, fmt.Errorf("run_analysis: parameters: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	params := raw.Parameters
-	var err error
 	code := str(args, "code")
 	builtin := code == ""
 	if builtin {
@@ -107,11 +140,17 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 		if lang != agent.Python {
 			return nil, fmt.Errorf("run_analysis: the built-in %s program is python; language %s needs code: %w", typ, lang, errdefs.ErrInvalidArgument)
 		}
-		if code, err = AnalysisProgram(typ, params, format); err != nil {
+	}
+	prelude, err := r.prelude(ctx, call, lang, params, format)
+	if err != nil {
+		return nil, err
+	}
+	if builtin {
+		if code, err = program(typ, prelude); err != nil {
 			return nil, err
 		}
 	} else {
-		code = paramsPrelude(lang, params, format) + code
+		code = prelude + code
 	}
 	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)

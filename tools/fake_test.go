@@ -120,10 +120,20 @@ func (s *fakeSandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agen
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
-	if p.Append {
+	switch {
+	case p.Append && p.Offset > 0:
+		return nil, fmt.Errorf("append and offset exclude each other: %w", errdefs.ErrInvalidArgument)
+	case p.Append:
 		s.files[p.Path] = append(s.files[p.Path], p.Data...)
-	} else {
+	case p.Offset == 0:
 		s.files[p.Path] = bytes.Clone(p.Data)
+	default:
+		old := s.files[p.Path]
+		if int64(len(old)) < p.Offset+int64(len(p.Data)) {
+			old = append(old, make([]byte, p.Offset+int64(len(p.Data))-int64(len(old)))...)
+		}
+		copy(old[p.Offset:], p.Data)
+		s.files[p.Path] = old
 	}
 	return &agent.FileInfo{Path: "/home/user/" + strings.TrimPrefix(p.Path, "/home/user/"), Size: int64(len(s.files[p.Path]))}, nil
 }

@@ -114,19 +114,21 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	var res *ReadFileResult
 	err := r.use(ctx, "read_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		var buf []byte
-		var size int64
+		var size, pos int64 // pos: raw file offset (the guard may change chunk lengths)
 		eof := false
-		for !eof && bytes.Count(buf, []byte("\n")) < want && len(buf) < maxReadScan {
-			rr, err := sb.ReadFile(ctx, agent.ReadParams{Path: path, Offset: int64(len(buf)), Limit: agent.ChunkSize})
+		for !eof && bytes.Count(buf, []byte("\n")) < want && pos < maxReadScan {
+			rr, err := sb.ReadFile(ctx, agent.ReadParams{Path: path, Offset: pos, Limit: agent.ChunkSize})
 			if err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
-			if len(buf) == 0 && looksBinary(rr.Data, rr.EOF) {
+			if pos == 0 && looksBinary(rr.Data, rr.EOF) {
 				return fmt.Errorf("%s is a binary file (%d bytes); process it with run_code instead: %w",
 					path, rr.Size, errdefs.ErrInvalidArgument)
 			}
 			buf = append(buf, rr.Data...)
 			size = rr.Size
+			// The agent returns a full chunk unless the file ends.
+			pos += agent.ChunkSize
 			eof = rr.EOF || len(rr.Data) == 0
 		}
 		res = sliceLines(buf, eof, first, limit)
@@ -193,19 +195,9 @@ func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any
 	var res *WriteFileResult
 	err := r.use(ctx, "write_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		data := []byte(content)
-		var fi *agent.FileInfo
-		// Frames are bounded: write in chunks, the first replacing the file.
-		for off := 0; off == 0 || off < len(data); {
-			end := min(off+agent.ChunkSize, len(data))
-			var err error
-			fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off), Append: off > 0})
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if end == len(data) {
-				break
-			}
-			off = end
+		fi, err := writeAll(ctx, sb, path, data, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		res = &WriteFileResult{Success: true, Path: fi.Path, Size: int64(len(data))}
 		if res.Path == "" {
@@ -217,6 +209,24 @@ func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any
 		return nil, err
 	}
 	return res, nil
+}
+
+// writeAll replaces the file at path with data, in frames of at most
+// agent.ChunkSize: the first truncates, later ones write at their offset.
+func writeAll(ctx context.Context, sb contexts.Sandbox, path string, data []byte, mode uint32) (*agent.FileInfo, error) {
+	var fi *agent.FileInfo
+	for off := 0; ; {
+		end := min(off+agent.ChunkSize, len(data))
+		var err error
+		fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: data[off:end], Offset: int64(off), Mode: mode})
+		if err != nil {
+			return nil, err
+		}
+		if end == len(data) {
+			return fi, nil
+		}
+		off = end
+	}
 }
 
 func (r *Registry) editFile(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
@@ -253,10 +263,10 @@ func (r *Registry) editFile(ctx context.Context, call Call, args map[string]any,
 
 func (r *Registry) listFiles(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
 	path := str(args, "path")
+	p := agent.ListParams{Path: path, Depth: int(integer(args, "depth"))} // "": the home directory
 	if path == "" {
 		path = "/home/user"
 	}
-	p := agent.ListParams{Path: path, Depth: int(integer(args, "depth"))}
 	res := &ListFilesResult{Path: path, Entries: []FileEntry{}}
 	err := r.use(ctx, "list_files", call, func(ctx context.Context, sb contexts.Sandbox) error {
 		infos, err := sb.List(ctx, p)

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+func init() {
+	commands["mcp"] = command{summary: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", run: runMCP}
+}
+
+// runMCP serves one MCP session on stdin/stdout with the same store,
+// provider, guard and manager as `serve` (see wire). Stdout carries the
+// protocol only: logs and the first-start key notice go to stderr. The
+// session runs as one tenant (--tenant, or the default tenant); its
+// conversation is the session unless a call names one.
+func runMCP(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("mcp", std)
+	var cfg serveConfig
+	var tenantID string
+	cfg.store.register(fs)
+	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
+	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
+	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
+	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
+	fs.IntVar(&cfg.poolSize, "pool-size", 0, "warm sandboxes kept per template (0: none, as one session needs one sandbox)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
+	log := newLogger(diag, cfg.logLevel)
+
+	st, err := cfg.store.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, diag); err != nil {
+		return err
+	}
+	t, err := sessionTenant(ctx, st, tenantID)
+	if err != nil {
+		return err
+	}
+	w, err := wire(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Detach: sandboxes keep running until their TTL, like after serve.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.close(cctx)
+	}()
+	rt, ok := w.tools.(registryTools)
+	if !ok {
+		return fmt.Errorf("mcp: the tool registry is not wired: %w", errdefs.ErrInternal)
+	}
+	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Logger: log})
+	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
+	if ctx.Err() != nil {
+		return nil // interrupted: a normal end for a stdio server
+	}
+	return err
+}
+
+// sessionTenant is the tenant named id, or with id empty the tenant named
+// "default" (created on first start), or the only tenant.
+func sessionTenant(ctx context.Context, st store.Backend, id string) (*tenant.Tenant, error) {
+	if id != "" {
+		t, err := st.GetTenant(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s: %w", id, err)
+		}
+		return t, nil
+	}
+	ts, err := st.ListTenants(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	for _, t := range ts {
+		if t.Name == "default" {
+			return t, nil
+		}
+	}
+	if len(ts) == 1 {
+		return ts[0], nil
+	}
+	return nil, fmt.Errorf("%d tenants and none named default; pass --tenant: %w", len(ts), errdefs.ErrInvalidArgument)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
