@@ -243,6 +243,9 @@ func (sc *scanner) assignments() {
 		}
 		// the key
 		p := i
+		for p > 0 && i-p < 3 && (s[p-1] == ' ' || s[p-1] == '\t') {
+			p--
+		}
 		if p > 0 && (s[p-1] == '"' || s[p-1] == '\'') {
 			p--
 		}
@@ -309,9 +312,11 @@ func (sc *scanner) value(kind string, i int) {
 		}
 		sc.add(TypePassword, a, e, 0.7)
 	case TypeAWSSecretKey:
-		if len(v) == 40 && awsSecretShape(v) {
-			sc.add(TypeAWSSecretKey, a, e, 0.9)
-			return
+		if len(v) == 40 {
+			if awsSecretShape(v) {
+				sc.add(TypeAWSSecretKey, a, e, 0.9)
+			}
+			return // a SHA-1 or the documented example is not a secret
 		}
 		fallthrough
 	case TypeAPIKey:
@@ -436,6 +441,9 @@ func (sc *scanner) base64Runs() {
 		}
 		j := i + 1
 		for j < n && is(s[j], cB64) {
+			j++
+		}
+		for k := 0; k < 2 && j < n && s[j] == '='; k++ {
 			j++
 		}
 		if j-i >= minBase64 {

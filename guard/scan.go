@@ -14,7 +14,7 @@ const (
 	cUpper
 	cLower
 	cWord  // [A-Za-z0-9_-]
-	cB64   // [A-Za-z0-9+/=_-]
+	cB64   // [A-Za-z0-9+/_-]
 	cHex   // [0-9A-Fa-f]
 	cLocal // email local part [A-Za-z0-9._%+-]
 	cHost  // host name [A-Za-z0-9.-]
@@ -49,7 +49,7 @@ func init() {
 			k |= cWord | cB64 | cLocal | cHost
 		case '+':
 			k |= cB64 | cLocal
-		case '/', '=':
+		case '/':
 			k |= cB64
 		case '.':
 			k |= cLocal | cHost
