@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/publicsuffix"
@@ -165,15 +166,21 @@ func (sc *scanner) pems() {
 			}
 		}
 		e := pemBody(s, hdrEnd)
+		if x := strings.IndexFunc(s[e:], func(r rune) bool { return !unicode.IsSpace(r) }); x >= 0 && strings.HasPrefix(s[e+x:], "-----END ") {
+			if y := strings.Index(s[e+x+9:], "-----"); y >= 0 && y < 64 {
+				e += x + 9 + y + 5
+			}
+		}
 		sc.add(TypePrivateKey, b, e, 0.9)
 		from = e
 	}
 }
 
-// pemBody returns the end of the base64 and header lines after i.
+// pemBody returns the end of the base64 and header lines after i (not
+// bounded: a body is redacted however long it runs).
 func pemBody(s string, i int) int {
 	e := i
-	for p := i; p < len(s) && p-i < maxPEM; {
+	for p := i; p < len(s); {
 		nl := strings.IndexByte(s[p:], '\n')
 		line := s[p:]
 		next := len(s)

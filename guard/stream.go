@@ -167,36 +167,42 @@ func (st *stream) skipPEM(chunk string, final bool) string {
 	buf := st.pemLine + chunk
 	st.pemLine = ""
 	for {
-		nl := strings.IndexByte(buf, '\n')
+		// buf starts at a line, or at the newline that ended a dropped line
+		lead := 0
+		if strings.HasPrefix(buf, "\n") {
+			lead = 1
+		}
+		nl := strings.IndexByte(buf[lead:], '\n')
 		if nl < 0 {
-			t := strings.TrimSpace(buf)
-			if final {
+			t := strings.TrimSpace(buf[lead:])
+			body := t != "" && pemBodyLine(t) || strings.HasPrefix(t, "-----END")
+			switch {
+			case final && body:
 				st.inPEM = false
-				if pemBodyLine(t) || strings.HasPrefix(t, "-----END") {
-					st.base += len(buf)
-					return ""
-				}
-				return buf
-			}
-			if len(buf) > maxToken && pemBodyLine(t) {
 				st.base += len(buf)
-				buf = ""
+				return ""
+			case final:
+				st.inPEM = false
+				return buf
+			case len(buf) > maxToken && body:
+				st.base += len(buf) - lead
+				buf = buf[:lead]
 			}
 			st.pemLine = buf
 			return ""
 		}
-		t := strings.TrimSpace(buf[:nl])
+		t := strings.TrimSpace(buf[lead : lead+nl])
 		if strings.HasPrefix(t, "-----END") {
 			st.inPEM = false
-			st.base += nl
-			return buf[nl:]
+			st.base += lead + nl
+			return buf[lead+nl:]
 		}
-		if !pemBodyLine(t) {
+		if t == "" || !pemBodyLine(t) {
 			st.inPEM = false
 			return buf
 		}
-		st.base += nl + 1
-		buf = buf[nl+1:]
+		st.base += lead + nl
+		buf = buf[lead+nl:]
 	}
 }
 
