@@ -211,6 +211,40 @@ func pemBody(s string, i int) int {
 	return e
 }
 
+// maybeKey is a cheap prefilter for keyKind: a secret-like key name holds
+// one of these letters pairs.
+func maybeKey(k string) bool {
+	for i := 0; i+1 < len(k); i++ {
+		switch n := k[i+1]; k[i] {
+		case 'p':
+			if n == 'a' || n == 'w' {
+				return true
+			}
+		case 's':
+			if n == 'e' {
+				return true
+			}
+		case 't':
+			if n == 'o' {
+				return true
+			}
+		case 'k':
+			if n == 'e' {
+				return true
+			}
+		case 'a':
+			if n == 'u' {
+				return true
+			}
+		case 'c':
+			if n == 'r' {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Key names in assignments.
 func keyKind(key string) string {
 	switch {
@@ -263,17 +297,34 @@ func (sc *scanner) assignments() {
 		if q == p || p-q < 3 {
 			continue
 		}
-		key := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(s[q:p]))
+		var kb [64]byte
+		for k := q; k < p; k++ {
+			c := s[k]
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c == '-' || c == '.':
+				c = '_'
+			}
+			kb[k-q] = c
+		}
+		key := string(kb[:p-q])
+		if !maybeKey(key) {
+			continue
+		}
 		kind := keyKind(key)
 		if kind == "" {
 			continue
 		}
-		sc.value(kind, i+1)
+		weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
+			!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
+		sc.value(kind, weak, i+1)
 	}
 }
 
-// value checks the value of a secret-named key that starts at i.
-func (sc *scanner) value(kind string, i int) {
+// value checks the value of a secret-named key that starts at i. A weak
+// key name (key, sort_key, auth) needs a value with no separators.
+func (sc *scanner) value(kind string, weak bool, i int) {
 	s := sc.s
 	n := len(s)
 	if i < n && s[i] == '=' { // :=
@@ -328,12 +379,31 @@ func (sc *scanner) value(kind string, i int) {
 		fallthrough
 	case TypeAPIKey:
 		d, u, l := mix(v)
-		if len(v) < 16 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
+		if !tokenChars(v, weak) {
+			return
+		}
+		if len(v) < 16 || weak && len(v) < 20 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
 			strings.HasPrefix(v, "sha256:") || strings.HasPrefix(v, "sha512:") || v[0] == '/' {
 			return
 		}
 		sc.add(TypeAPIKey, a, e, 0.6)
 	}
+}
+
+// tokenChars reports whether v is made of token characters; strict
+// allows no separators.
+func tokenChars(v string, strict bool) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if is(c, cAlnum) || c == '+' || c == '/' || c == '=' {
+			continue
+		}
+		if !strict && (c == '-' || c == '_' || c == '.' || c == '~') {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // identPath reports code-like values: self.password, os.environ, config.x.

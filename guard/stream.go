@@ -53,6 +53,7 @@ type stream struct {
 	pending string // raw text not yet emitted
 	prev    string // the tail of emitted raw text, context for the next scan
 	base    int    // stream offset of pending[0]
+	next    int    // don't rescan before pending reaches this length
 	inPEM   bool   // swallowing the rest of a private key block
 	pemLine string // partial line while inPEM
 }
@@ -86,9 +87,12 @@ func (st *stream) process(chunk string, final bool) string {
 		}
 	}
 	st.pending += chunk
-	if st.pending == "" || !final && len(st.pending) < 2*window {
+	if st.pending == "" || !final && len(st.pending) < max(2*window, st.next) {
 		return ""
 	}
+	// Held-back text is rescanned only after it grew by half, so a long
+	// hold (an open PEM block) costs O(n log n), not O(n^2).
+	defer func() { st.next = len(st.pending) + max(window, len(st.pending)/2) }()
 	view := st.prev + st.pending
 	off := len(st.prev)
 	fs := st.g.scan(view)
