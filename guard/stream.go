@@ -87,12 +87,19 @@ func (st *stream) process(chunk string, final bool) string {
 		}
 	}
 	st.pending += chunk
-	if st.pending == "" || !final && len(st.pending) < max(2*window, st.next) {
+	// Scan when a window's worth is pending, or a line is complete (so
+	// line-oriented output flows), but rescan held-back text only after it
+	// grew by half, so a long hold (an open PEM block) costs O(n log n).
+	if st.pending == "" || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
+		len(st.pending) < 2*window && strings.IndexByte(chunk, '\n') < 0) {
 		return ""
 	}
-	// Held-back text is rescanned only after it grew by half, so a long
-	// hold (an open PEM block) costs O(n log n), not O(n^2).
-	defer func() { st.next = len(st.pending) + max(window, len(st.pending)/2) }()
+	defer func() {
+		st.next = 0
+		if len(st.pending) > 2*window {
+			st.next = len(st.pending) + len(st.pending)/2
+		}
+	}()
 	view := st.prev + st.pending
 	off := len(st.prev)
 	fs := st.g.scan(view)
@@ -117,7 +124,7 @@ func (st *stream) process(chunk string, final bool) string {
 		b.WriteString(Marker(f.Type))
 		last = f.End
 		st.g.record(st.ctx, st.tenant, st.mode, Finding{Type: f.Type, Start: a - off, End: f.End - off, Confidence: f.Confidence}, view[f.Start:f.End], st.base)
-		if force && f.Type == TypePrivateKey && f.End == len(view) {
+		if force && openPEM(view, f) {
 			st.inPEM = true
 		}
 	}
@@ -132,11 +139,21 @@ func (st *stream) process(chunk string, final bool) string {
 	return b.String()
 }
 
-// cut picks where to stop emitting: window bytes before the end, moved back
+// endArrived reports whether the last n bytes of pending (and a few
+// before, for a split marker) hold a PEM END marker.
+func (st *stream) endArrived(n int) bool {
+	return strings.Contains(st.pending[max(0, len(st.pending)-n-8):], "-----END")
+}
+
+// cut picks where to stop emitting: window bytes before the end or after the
+// last newline, whichever is later, moved back
 // to the start of a token that straddles it and to the start of a finding
 // that straddles it, at a normalization (and so UTF-8) boundary.
 func (st *stream) cut(view string, off int, fs []Finding) int {
 	cut := len(view) - window
+	if nl := strings.LastIndexByte(view, '\n'); nl+1 > cut {
+		cut = nl + 1 // no single-line value spans a newline; PEM blocks are findings
+	}
 	if cut <= off {
 		return off
 	}
@@ -147,7 +164,7 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 		}
 	}
 	for _, f := range fs {
-		if f.Start < cut && f.End > cut {
+		if f.Start < cut && (f.End > cut || openPEM(view, f)) {
 			cut = f.Start
 			break
 		}
@@ -155,12 +172,23 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 	if cut <= off {
 		return off
 	}
+	if view[cut-1] == '\n' {
+		return cut // a newline never composes with what follows
+	}
 	if lb := norm.NFKC.LastBoundary([]byte(view[off:cut])); lb >= 0 {
 		cut = off + lb
 	} else {
 		return off
 	}
 	return cut
+}
+
+// openPEM reports a private key block that has no END line yet and is
+// followed by no complete line: more of its body, or its END line, may
+// follow.
+func openPEM(view string, f Finding) bool {
+	return f.Type == TypePrivateKey && !strings.Contains(view[f.Start:f.End], "-----END") &&
+		strings.IndexByte(strings.TrimLeft(view[f.End:], " \t\r\n"), '\n') < 0
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }

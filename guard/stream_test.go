@@ -144,3 +144,30 @@ func TestStreamReportAndOff(t *testing.T) {
 		t.Errorf("off stream changed text")
 	}
 }
+
+func TestStreamLinesFlow(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 11))
+	g := newTestGuard(t, Config{})
+	st := g.Stream(context.Background(), "t")
+	if got := st.Write("step 1 of 3\n"); got != "step 1 of 3\n" {
+		t.Errorf("a complete line was held: %q", got)
+	}
+	if got := st.Write("partial sk-"); got != "" {
+		t.Errorf("a partial line was emitted: %q", got)
+	}
+	key := fakeOpenAI(r)
+	if got := st.Write(key + " done\n"); got != "partial [REDACTED:API_KEY] done\n" {
+		t.Errorf("split key: %q", got)
+	}
+	// a key block written line by line is held until its END line
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(pemBlock(r, 10)+"\nafter\n", "\n") {
+		out.WriteString(st.Write(line))
+	}
+	if got := out.String(); got != "[REDACTED:PRIVATE_KEY]\nafter\n" {
+		t.Errorf("line-by-line key: %q", got)
+	}
+	if f := st.Flush(); f != "" {
+		t.Errorf("Flush = %q", f)
+	}
+}
