@@ -39,6 +39,9 @@ func (sc *scanner) emails() {
 		for e > at+1 && (s[e-1] == '.' || s[e-1] == '-') {
 			e--
 		}
+		if e+1 < len(s) && s[e] == ':' && (is(s[e+1], cAlpha) || s[e+1] == '/' || s[e+1] == '~') {
+			continue // an scp-style git remote, git@github.com:org/repo
+		}
 		dom := s[at+1 : e]
 		dot := strings.LastIndexByte(dom, '.')
 		if dot <= 0 || len(dom)-dot < 3 {
@@ -98,23 +101,30 @@ func (sc *scanner) urls() {
 			continue
 		}
 		scheme := strings.ToLower(s[a:p])
-		e := p + 3
-		for e < len(s) && urlChar(s[e]) {
+		// userinfo: up to the first '@', with no '/' before it
+		q := p + 3
+		for q < len(s) && q-p < maxURL && urlChar(s[q]) && s[q] != '@' && s[q] != '/' {
+			q++
+		}
+		if q >= len(s) || s[q] != '@' {
+			continue
+		}
+		// the authority ends at the first "/?#" after that '@'; the
+		// password ends at its last '@'
+		e := q
+		at := q
+		for e < len(s) && e-p < maxURL && urlChar(s[e]) && s[e] != '/' && s[e] != '?' && s[e] != '#' {
+			if s[e] == '@' {
+				at = e
+			}
 			e++
 		}
-		tok := s[p+3 : e]
-		first := strings.IndexByte(tok, '@')
-		if first < 0 {
-			continue
-		}
-		auth := tok
-		if x := strings.IndexAny(tok[first:], "/?#"); x >= 0 {
-			auth = tok[:first+x]
-		}
-		at := strings.LastIndexByte(auth, '@')
-		user, pass, ok := strings.Cut(auth[:at], ":")
+		user, pass, ok := strings.Cut(s[p+3:at], ":")
 		if !ok || pass == "" || user == "" && pass == "" || placeholder(pass) {
 			continue
+		}
+		for e < len(s) && e-p < maxURL && urlChar(s[e]) {
+			e++
 		}
 		for e > p+3 && strings.IndexByte(".,;:!?)]}'\"", s[e-1]) >= 0 {
 			e--
@@ -128,9 +138,10 @@ func (sc *scanner) urls() {
 	}
 }
 
-func urlChar(c byte) bool {
-	return c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", c) < 0
-}
+// maxURL bounds the URL token examined after "://".
+const maxURL = 2048
+
+func urlChar(c byte) bool { return is(c, cURL) }
 
 // maxPEM bounds a private key block.
 const maxPEM = 64 << 10
@@ -140,6 +151,7 @@ const maxPEM = 64 << 10
 func (sc *scanner) pems() {
 	s := sc.s
 	from := 0
+	end := 0 // the next "-----END " at or after from; -1: none left
 	for {
 		k := strings.Index(s[from:], "-----BEGIN ")
 		if k < 0 {
@@ -147,8 +159,8 @@ func (sc *scanner) pems() {
 		}
 		b := from + k
 		from = b + 11
-		le := strings.Index(s[from:], "-----")
-		if le < 0 || le > 64 {
+		le := strings.Index(s[from:min(len(s), from+69)], "-----")
+		if le < 0 {
 			continue
 		}
 		label := s[from : from+le]
@@ -156,9 +168,16 @@ func (sc *scanner) pems() {
 			continue
 		}
 		hdrEnd := from + le + 5
-		if x := strings.Index(s[hdrEnd:], "-----END "); x >= 0 && x < maxPEM {
-			e := hdrEnd + x + 9
-			if y := strings.Index(s[e:], "-----"); y >= 0 && y < 64 {
+		if end >= 0 && end < hdrEnd {
+			if x := strings.Index(s[hdrEnd:], "-----END "); x >= 0 {
+				end = hdrEnd + x
+			} else {
+				end = -1
+			}
+		}
+		if end >= 0 && end-hdrEnd < maxPEM {
+			e := end + 9
+			if y := strings.Index(s[e:min(len(s), e+69)], "-----"); y >= 0 {
 				e += y + 5
 				sc.add(TypePrivateKey, b, e, 0.99)
 				from = e
@@ -167,7 +186,7 @@ func (sc *scanner) pems() {
 		}
 		e := pemBody(s, hdrEnd)
 		if x := strings.IndexFunc(s[e:], func(r rune) bool { return !unicode.IsSpace(r) }); x >= 0 && strings.HasPrefix(s[e+x:], "-----END ") {
-			if y := strings.Index(s[e+x+9:], "-----"); y >= 0 && y < 64 {
+			if y := strings.Index(s[e+x+9:min(len(s), e+x+9+69)], "-----"); y >= 0 {
 				e += x + 9 + y + 5
 			}
 		}
@@ -318,13 +337,15 @@ func (sc *scanner) assignments() {
 		}
 		weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
 			!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
-		sc.value(kind, weak, i+1)
+		if e := sc.value(kind, weak, i+1); e > i {
+			i = e - 1 // the value is examined once, even if it holds '=' or ':'
+		}
 	}
 }
 
 // value checks the value of a secret-named key that starts at i. A weak
 // key name (key, sort_key, auth) needs a value with no separators.
-func (sc *scanner) value(kind string, weak bool, i int) {
+func (sc *scanner) value(kind string, weak bool, i int) int {
 	s := sc.s
 	n := len(s)
 	if i < n && s[i] == '=' { // :=
@@ -334,7 +355,7 @@ func (sc *scanner) value(kind string, weak bool, i int) {
 		i++
 	}
 	if i >= n {
-		return
+		return 0
 	}
 	if kind == TypeAPIKey {
 		for _, scheme := range []string{"Bearer ", "Basic ", "Token "} {
@@ -349,7 +370,7 @@ func (sc *scanner) value(kind string, weak bool, i int) {
 		a = i + 1
 		x := strings.IndexByte(s[a:min(n, a+1024)], q)
 		if x < 0 {
-			return
+			return 0
 		}
 		e = a + x
 	} else {
@@ -360,13 +381,14 @@ func (sc *scanner) value(kind string, weak bool, i int) {
 		}
 	}
 	v := s[a:e]
+	end := e
 	if placeholder(v) || strings.ContainsAny(v, "([ ") || strings.Contains(v, "://") {
-		return
+		return end
 	}
 	switch kind {
 	case TypePassword:
 		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) {
-			return
+			return end
 		}
 		sc.add(TypePassword, a, e, 0.7)
 	case TypeAWSSecretKey:
@@ -374,20 +396,21 @@ func (sc *scanner) value(kind string, weak bool, i int) {
 			if awsSecretShape(v) {
 				sc.add(TypeAWSSecretKey, a, e, 0.9)
 			}
-			return // a SHA-1 or the documented example is not a secret
+			return end // a SHA-1 or the documented example is not a secret
 		}
 		fallthrough
 	case TypeAPIKey:
 		d, u, l := mix(v)
 		if !tokenChars(v, weak) {
-			return
+			return end
 		}
 		if len(v) < 16 || weak && len(v) < 20 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
 			strings.HasPrefix(v, "sha256:") || strings.HasPrefix(v, "sha512:") || v[0] == '/' {
-			return
+			return end
 		}
 		sc.add(TypeAPIKey, a, e, 0.6)
 	}
+	return end
 }
 
 // tokenChars reports whether v is made of token characters; strict

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 func newTestGuard(t testing.TB, cfg Config) *Guard {
@@ -319,6 +320,38 @@ func TestOverlaps(t *testing.T) {
 	for i := 1; i < len(fs); i++ {
 		if fs[i].Start < fs[i-1].End {
 			t.Fatalf("overlapping findings %v", fs)
+		}
+	}
+}
+
+func TestGitRemoteIsNotEmail(t *testing.T) {
+	runCases(t, []detCase{
+		neg("scp remote", "git clone git@github.com:sandlot/sandlot.git"),
+		pos("email then colon space", TypeEmail, "from: %s: hi", "bob@example.org"),
+	})
+}
+
+// TestAdversarialLinear feeds inputs built to make a naive scanner
+// quadratic; each must scan in well under a second.
+func TestAdversarialLinear(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	const n = 1 << 20
+	for name, unit := range map[string]string{
+		"urls":   "a://",
+		"urls@":  "a://b@",
+		"begins": "-----BEGIN " + "RSA PRIVATE KEY-----\n",
+		"ends":   "-----END ",
+		"ats":    "a@",
+		"colons": "1:",
+		"assign": "token=",
+		"digits": "1 ",
+		"b64":    "QUJD",
+	} {
+		text := strings.Repeat(unit, n/len(unit))
+		start := time.Now()
+		g.Scan(text)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s: %v for 1 MiB", name, d)
 		}
 	}
 }

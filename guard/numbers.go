@@ -77,7 +77,7 @@ func (sc *scanner) number(i int) int {
 		for q < n && q-p < 2 && strings.IndexByte(" -./()", s[q]) >= 0 {
 			q++
 		}
-		if q == p || q >= n || !is(s[q], cDigit) || strings.Count(s[p:q], " ") > 1 {
+		if t.ng == maxGroups || q == p || q >= n || !is(s[q], cDigit) || strings.Count(s[p:q], " ") > 1 {
 			break
 		}
 		t.seps[t.ng] = s[p:q]

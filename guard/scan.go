@@ -18,6 +18,7 @@ const (
 	cHex   // [0-9A-Fa-f]
 	cLocal // email local part [A-Za-z0-9._%+-]
 	cHost  // host name [A-Za-z0-9.-]
+	cURL   // printable ASCII but "'<>`\ and space
 
 	cAlpha = cUpper | cLower
 	cAlnum = cAlpha | cDigit
@@ -55,6 +56,9 @@ func init() {
 			k |= cLocal | cHost
 		case '%':
 			k |= cLocal
+		}
+		if c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", byte(c)) < 0 {
+			k |= cURL
 		}
 		class[c] = k
 	}
