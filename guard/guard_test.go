@@ -145,3 +145,20 @@ func TestSanitizeError(t *testing.T) {
 		}
 	}
 }
+
+func TestConcurrentUse(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	text, _ := logCorpus(64<<10, 3)
+	want := g.Text(context.Background(), "t", text)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := g.Text(context.Background(), "t", text); got != want {
+				t.Errorf("concurrent Text differs")
+			}
+		}()
+	}
+	wg.Wait()
+}
