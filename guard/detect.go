@@ -232,7 +232,7 @@ func pemBody(s string, i int) int {
 
 // maybeKey is a cheap prefilter for keyKind: a secret-like key name holds
 // one of these letters pairs.
-func maybeKey(k string) bool {
+func maybeKey(k []byte) bool {
 	for i := 0; i+1 < len(k); i++ {
 		switch n := k[i+1]; k[i] {
 		case 'p':
@@ -280,15 +280,17 @@ func keyKind(key string) string {
 	return ""
 }
 
-// assignments looks at every '=' and ':' for key=value, key: value and
-// "key": "value" where the key names a secret, and at every ':' for IPv6.
+// assignments looks at every '=' and ':' for key=value, key: value,
+// "key": "value", key := / ::= / ?= / .= "value", "key" => "value", at
+// every ',' for ("KEY", "value"), at every '>' for <key>value</key>, and at
+// every ':' for IPv6.
 func (sc *scanner) assignments() {
 	s := sc.s
 	n := len(s)
 	v6end := 0
 	for i := 0; i < n; i++ {
 		c := s[i]
-		if c != '=' && c != ':' {
+		if class[c]&cOp == 0 {
 			continue
 		}
 		if c == ':' && i >= v6end {
@@ -298,49 +300,138 @@ func (sc *scanner) assignments() {
 				continue
 			}
 		}
-		if c == '=' && (i+1 < n && (s[i+1] == '=' || s[i+1] == '>') || i > 0 && s[i-1] == ':') {
-			continue
-		}
-		// the key
-		p := i
-		for p > 0 && i-p < 3 && (s[p-1] == ' ' || s[p-1] == '\t') {
-			p--
-		}
-		if p > 0 && (s[p-1] == '"' || s[p-1] == '\'') {
-			p--
-		}
-		q := p
-		for q > 0 && p-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.') {
-			q--
-		}
-		if q == p || p-q < 3 {
+		var p, val int // where the key ends (before the operator), where the value starts
+		switch c {
+		case ':':
+			if i+1 < n && (s[i+1] == ':' || s[i+1] == '=') {
+				continue // part of := or ::=, handled at the '='
+			}
+			p, val = i, i+1
+		case '=':
+			if i+1 < n && s[i+1] == '=' || i > 0 && (s[i-1] == '=' || s[i-1] == '!' || s[i-1] == '<' || s[i-1] == '>') {
+				continue // a comparison
+			}
+			p, val = i, i+1
+			if i+1 < n && s[i+1] == '>' {
+				val++ // =>
+			}
+			for p > 0 && i-p < 3 && strings.IndexByte(":?.+", s[p-1]) >= 0 {
+				p-- // :=, ::=, :::=, ?=, .=, +=
+			}
+		case ',':
+			// ("KEY", "value"): a quoted key right before
+			if i == 0 || s[i-1] != '"' && s[i-1] != '\'' {
+				continue
+			}
+			p, val = i, i+1
+		case '>':
+			// <key>value</key>
+			if e := sc.xmlValue(i); e > i {
+				i = e - 1
+			}
 			continue
 		}
 		var kb [64]byte
-		for k := q; k < p; k++ {
+		kbs, ok := keyBefore(s, p, &kb)
+		if !ok || !maybeKey(kbs) {
+			continue
+		}
+		if e := sc.keyValue(string(kbs), val); e > i {
+			i = e - 1 // the value is examined once, even if it holds '=' or ':'
+		}
+	}
+}
+
+// keyBefore returns the lowercased key name ending before p (skipping
+// blanks and a closing quote), with - and . as _; a type word between the
+// name and the operator (var name string = ...) is skipped.
+func keyBefore(s string, p int, kb *[64]byte) ([]byte, bool) {
+	for tries := 0; tries < 2; tries++ {
+		e := p
+		for e > 0 && p-e < 3 && (s[e-1] == ' ' || s[e-1] == '\t') {
+			e--
+		}
+		if e > 0 && (s[e-1] == '"' || s[e-1] == '\'') {
+			e--
+		}
+		q := e
+		for q > 0 && e-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.' || s[q-1] == '$') {
+			q--
+		}
+		if e-q < 3 {
+			return nil, false
+		}
+		for k := q; k < e; k++ {
 			c := s[k]
 			switch {
 			case c >= 'A' && c <= 'Z':
 				c += 'a' - 'A'
-			case c == '-' || c == '.':
+			case c == '-' || c == '.' || c == '$':
 				c = '_'
 			}
 			kb[k-q] = c
 		}
-		key := string(kb[:p-q])
-		if !maybeKey(key) {
+		key := kb[:e-q]
+		switch string(key) {
+		case "string", "str", "bytes", "char":
+			p = q // a type: the name is before it
 			continue
 		}
-		kind := keyKind(key)
-		if kind == "" {
-			continue
-		}
-		weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
-			!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
-		if e := sc.value(kind, weak, i+1); e > i {
-			i = e - 1 // the value is examined once, even if it holds '=' or ':'
-		}
+		return key, true
 	}
+	return nil, false
+}
+
+// keyValue checks the value at val if key names a secret.
+func (sc *scanner) keyValue(key string, val int) int {
+	kind := keyKind(key)
+	if kind == "" {
+		return 0
+	}
+	weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
+		!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
+	return sc.value(kind, weak, val)
+}
+
+// xmlValue handles the '>' at i closing <key>: the value runs, trimmed,
+// to the next '<'.
+func (sc *scanner) xmlValue(i int) int {
+	s := sc.s
+	q := i
+	for q > 0 && i-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.' || s[q-1] == ':') {
+		q--
+	}
+	if q == 0 || s[q-1] != '<' || i-q < 3 {
+		return 0
+	}
+	var kb [64]byte
+	kbs, ok := keyBefore(s, i, &kb)
+	if !ok || !maybeKey(kbs) {
+		return 0
+	}
+	key := string(kbs)
+	if keyKind(key) == "" {
+		return 0
+	}
+	a := i + 1
+	for a < len(s) && a-i < 64 && isSpace(s[a]) {
+		a++
+	}
+	e := strings.IndexByte(s[a:min(len(s), a+1024)], '<')
+	if e < 0 {
+		return 0
+	}
+	v := strings.TrimRight(s[a:a+e], " \t\r\n")
+	if v == "" || strings.ContainsAny(v, " \n") {
+		return 0
+	}
+	// reuse the value rules on the bare text
+	sub := scanner{g: sc.g, s: v, depth: sc.depth}
+	sub.keyValue(key, 0)
+	for _, f := range sub.out {
+		sc.add(f.Type, a+f.Start, a+f.End, f.Confidence)
+	}
+	return a + e
 }
 
 // value checks the value of a secret-named key that starts at i. A weak
@@ -348,7 +439,7 @@ func (sc *scanner) assignments() {
 func (sc *scanner) value(kind string, weak bool, i int) int {
 	s := sc.s
 	n := len(s)
-	if i < n && s[i] == '=' { // :=
+	for k := 0; k < 3 && i < n && (s[i] == '=' || s[i] == ':'); k++ {
 		i++
 	}
 	for k := 0; k < 4 && i < n && (s[i] == ' ' || s[i] == '\t'); k++ {
@@ -376,7 +467,7 @@ func (sc *scanner) value(kind string, weak bool, i int) int {
 	} else {
 		a = i
 		e = a
-		for e < n && e-a < 1024 && s[e] > ' ' && strings.IndexByte(",;&)}]\"'`", s[e]) < 0 {
+		for e < n && e-a < 1024 && s[e] > ' ' && strings.IndexByte(",;&)}]\"'`\\<", s[e]) < 0 {
 			e++
 		}
 	}

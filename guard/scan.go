@@ -19,6 +19,7 @@ const (
 	cLocal // email local part [A-Za-z0-9._%+-]
 	cHost  // host name [A-Za-z0-9.-]
 	cURL   // printable ASCII but "'<>`\ and space
+	cOp    // = : , > (assignment operators)
 
 	cAlpha = cUpper | cLower
 	cAlnum = cAlpha | cDigit
@@ -56,6 +57,9 @@ func init() {
 			k |= cLocal | cHost
 		case '%':
 			k |= cLocal
+		}
+		if c == '=' || c == ':' || c == ',' || c == '>' {
+			k |= cOp
 		}
 		if c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", byte(c)) < 0 {
 			k |= cURL
