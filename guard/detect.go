@@ -164,7 +164,7 @@ func (sc *scanner) pems() {
 			continue
 		}
 		label := s[from : from+le]
-		if !strings.Contains(label, "PRIVATE KEY") {
+		if !strings.Contains(label, "PRIVATE KEY") || strings.ContainsAny(label, "\r\n") {
 			continue
 		}
 		hdrEnd := from + le + 5
@@ -198,8 +198,14 @@ func (sc *scanner) pems() {
 // pemBody returns the end of the base64 and header lines after i (not
 // bounded: a body is redacted however long it runs).
 func pemBody(s string, i int) int {
-	e := i
-	for p := i; p < len(s); {
+	// the rest of the BEGIN line belongs to the block
+	nl := strings.IndexByte(s[i:], '\n')
+	if nl < 0 {
+		return len(s)
+	}
+	e := i + len(strings.TrimRight(s[i:i+nl], " \r\t"))
+	first := i + nl + 1
+	for p := first; p < len(s); {
 		nl := strings.IndexByte(s[p:], '\n')
 		line := s[p:]
 		next := len(s)
@@ -208,15 +214,9 @@ func pemBody(s string, i int) int {
 			next = p + nl + 1
 		}
 		t := strings.TrimSpace(line)
-		ok := t == "" && p == i || strings.Contains(t, ": ") && p-i < 256
+		ok := t == "" && p == first || strings.Contains(t, ": ") && p-first < 256
 		if !ok && t != "" {
-			ok = true
-			for k := 0; k < len(t); k++ {
-				if !is(t[k], cAlnum) && t[k] != '+' && t[k] != '/' && t[k] != '=' {
-					ok = false
-					break
-				}
-			}
+			ok = pemBodyLine(t)
 		}
 		if !ok {
 			break
