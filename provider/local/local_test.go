@@ -127,3 +127,37 @@ func TestAttachStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestConcurrentCreate fills a pool's worth of sandboxes at once.
+func TestConcurrentCreate(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	ctx := context.Background()
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			sb, err := p.Create(ctx, contexts.Spec{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sb.Close()
+			r, err := sb.RunCode(ctx, agentRun("python", "1+1"), nil)
+			if err == nil && mainText(r) != "2" {
+				err = errors.New("1+1 != 2")
+			}
+			if derr := p.Destroy(ctx, sb.ID()); err == nil {
+				err = derr
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if ids, _ := p.List(ctx); len(ids) != 0 {
+		t.Errorf("left behind: %v", ids)
+	}
+}
