@@ -136,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 		if kind == KindCrun {
-			if err := r.probe(ctx); err != nil {
+			if err := r.probeCached(ctx); err != nil {
 				return nil, fmt.Errorf("runtime crun: %w", err)
 			}
 		}
@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			r, err := mk(k)
 			if err == nil {
 				start := time.Now()
-				err = r.probe(ctx)
+				err = r.probeCached(ctx)
 				if err == nil {
 					log.Info("runtime selected", "runtime", k, "binary", r.bin, "probe", time.Since(start))
 					return r, nil
