@@ -99,7 +99,14 @@ func New(cfg Config) (*Provider, error) {
 	if p.ready <= 0 {
 		p.ready = 15 * time.Second
 	}
-	if err := os.MkdirAll(filepath.Join(p.stateDir, "sandboxes"), 0o711); err != nil {
+	// 0700: the sandbox user is uid 1000 on the host too; host processes
+	// of that uid must not reach the sockets. Sandboxes see only their own
+	// directory, through the bind mount.
+	sbDir := filepath.Join(p.stateDir, "sandboxes")
+	if err := os.MkdirAll(sbDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if err := os.Chmod(sbDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	return p, nil
