@@ -199,7 +199,7 @@ func TestKernelTimeoutRecovery(t *testing.T) {
 	c, _ := agenttest.StartClient(t)
 	cases := []struct {
 		name, lang, setup, hang, check, want string
-		keepsState                            bool
+		keepsState                           bool
 	}{
 		{"python sleep", agent.Python, "kept = 'yes'", "import time\ntime.sleep(30)", "kept", "'yes'", true},
 		{"python busy loop", agent.Python, "kept = 'yes'", "while True:\n    pass", "kept", "'yes'", true},
