@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -322,4 +324,27 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 // reconcile of wedged sandboxes).
 func (p *Provider) Stop(ctx context.Context, sandboxID string) error {
 	return p.rt.Kill(ctx, sandboxID, syscall.SIGKILL)
+}
+
+// Usage samples a sandbox's resource usage (contexts' UsageSampler): memory,
+// CPU time and pids from its cgroups, and the bytes used on its writable
+// tmpfs mounts, seen through its init's root.
+func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.ResourceUsage, error) {
+	if err := runtime.CheckID(sandboxID); err != nil {
+		return contexts.ResourceUsage{}, err
+	}
+	st, err := p.rt.Stats(ctx, sandboxID)
+	if err != nil {
+		return contexts.ResourceUsage{}, err
+	}
+	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
+	if s, err := p.rt.State(ctx, sandboxID); err == nil && s.PID > 0 {
+		for _, m := range []string{oci.HomeDir, "/tmp"} {
+			var sfs unix.Statfs_t
+			if unix.Statfs(fmt.Sprintf("/proc/%d/root%s", s.PID, m), &sfs) == nil {
+				u.DiskBytes += int64(sfs.Blocks-sfs.Bfree) * sfs.Bsize
+			}
+		}
+	}
+	return u, nil
 }

@@ -37,6 +37,11 @@ func TestCreateRunDestroy(t *testing.T) {
 			if err != nil || st.Labels["tenant"] != "t1" {
 				t.Errorf("state = %+v, %v", st, err)
 			}
+			sh(t, c, "head -c 3000000 /dev/zero > ~/f")
+			u, err := p.Usage(ctx, c.ID())
+			if err != nil || u.MemoryBytes == 0 || u.PIDs == 0 || u.DiskBytes < 3000000 || u.DiskBytes > 64<<20 {
+				t.Errorf("usage = %+v, %v", u, err)
+			}
 			if err := p.Destroy(ctx, c.ID()); err != nil {
 				t.Fatal(err)
 			}
