@@ -128,7 +128,7 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 	if err != nil {
 		return err
 	}
-	log.Debug("sandbox ready", "sandbox", sb.ID(), "runtime", p.Runtime().Name(), "elapsed", time.Since(start))
+	log.Debug("sandbox attached", "sandbox", sb.ID(), "runtime", p.Runtime().Name(), "elapsed", time.Since(start))
 	defer sb.Close()
 	if (*sandbox == "" && !*keep) || (*sandbox != "" && *destroy) {
 		defer func() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // installAgent copies the agent binary into the state directory as
@@ -15,25 +16,31 @@ import (
 // makes a process started from an unreadable binary non-dumpable: user
 // code (same uid as the agent) then cannot open /proc/1/mem or ptrace the
 // agent even if the agent forgets to protect itself.
+//
+// The copy is named by the source's identity (path, inode, size, mtime) so
+// a restart finds it without reading the binary again.
 func installAgent(src, stateDir string) (string, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("agent binary: %w", err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		return "", fmt.Errorf("agent binary: %w", err)
 	}
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d", src, ino, fi.Size(), fi.ModTime().UnixNano())
 	dir := filepath.Join(stateDir, "agent")
 	dst := filepath.Join(dir, "sandlot-agent-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 {
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
-		return "", err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return "", err
 	}
 	tmp, err := os.CreateTemp(dir, ".agent-")

@@ -3,7 +3,10 @@ package local
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
@@ -34,6 +37,11 @@ func TestCreateRunDestroy(t *testing.T) {
 			if err != nil || st.Labels["tenant"] != "t1" {
 				t.Errorf("state = %+v, %v", st, err)
 			}
+			sh(t, c, "head -c 3000000 /dev/zero > ~/f")
+			u, err := p.Usage(ctx, c.ID())
+			if err != nil || u.MemoryBytes == 0 || u.PIDs == 0 || u.DiskBytes < 3000000 || u.DiskBytes > 64<<20 {
+				t.Errorf("usage = %+v, %v", u, err)
+			}
 			if err := p.Destroy(ctx, c.ID()); err != nil {
 				t.Fatal(err)
 			}
@@ -58,39 +66,51 @@ func TestAutoPicksCrun(t *testing.T) {
 	}
 }
 
-// TestRestart drops the daemon-side connection, reattaches from a fresh
-// Provider (as a restarted daemon would) and finds the kernel state intact.
+// TestRestart creates a sandbox from another process (a "daemon" that then
+// exits), reattaches by id from a fresh Provider here, and finds the kernel
+// state intact: nothing ties the sandbox to the process that made it.
 func TestRestart(t *testing.T) {
 	p := newProvider(t, "auto", contexts.Limits{})
 	ctx := context.Background()
-	c := create(t, p, contexts.Spec{})
-	if r := runCode(t, c, "python", "x = 42"); !r.Success {
-		t.Fatalf("x = 42: %+v", r)
-	}
-	id := c.ID()
-	c.Close()
-
-	p2, err := New(Config{StateDir: p.stateDir, AgentPath: agentBin})
+	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids, err := p2.List(ctx)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"="+p.stateDir, AgentEnv+"="+agentBin)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper daemon: %v", err)
+	}
+	id := strings.TrimSpace(string(out))
+
+	ids, err := p.List(ctx)
 	if err != nil || !slices.Contains(ids, id) {
 		t.Fatalf("fresh provider lists %v, %v; want %s", ids, err, id)
 	}
-	sb, err := p2.Attach(ctx, id)
+	sb, err := p.Attach(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sb.Close()
 	r, err := sb.RunCode(ctx, agentRun("python", "x"), nil)
 	if err != nil || mainText(r) != "42" {
 		t.Fatalf("x after reattach = %+v, %v", r, err)
 	}
-	if _, err := p2.Attach(ctx, "sb-000000000000"); !errors.Is(err, errdefs.ErrNotFound) {
+	// Drop this connection too, and attach once more.
+	sb.Close()
+	sb, err = p.Attach(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if r, err := sb.RunCode(ctx, agentRun("python", "x + 1"), nil); err != nil || mainText(r) != "43" {
+		t.Fatalf("x + 1 after second attach = %+v, %v", r, err)
+	}
+	if _, err := p.Attach(ctx, "sb-000000000000"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("attach unknown: %v", err)
 	}
-	if _, err := p2.Attach(ctx, "../etc"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := p.Attach(ctx, "../etc"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("attach bad id: %v", err)
 	}
 }
@@ -110,5 +130,39 @@ func TestAttachStopped(t *testing.T) {
 	}
 	if err := p.Destroy(ctx, c.ID()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentCreate fills a pool's worth of sandboxes at once.
+func TestConcurrentCreate(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	ctx := context.Background()
+	const n = 6
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			sb, err := p.Create(ctx, contexts.Spec{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer sb.Close()
+			r, err := sb.RunCode(ctx, agentRun("python", "1+1"), nil)
+			if err == nil && mainText(r) != "2" {
+				err = errors.New("1+1 != 2")
+			}
+			if derr := p.Destroy(ctx, sb.ID()); err == nil {
+				err = derr
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if ids, _ := p.List(ctx); len(ids) != 0 {
+		t.Errorf("left behind: %v", ids)
 	}
 }

@@ -20,7 +20,36 @@ import (
 var agentBin string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) != "" {
+		os.Exit(helperMain())
+	}
 	os.Exit(run(m))
+}
+
+// helperEnv makes the test binary a short-lived "daemon" for TestRestart:
+// it creates a sandbox in the state dir named by the variable, sets
+// x = 42 in python, prints the sandbox id and exits.
+const helperEnv = "SANDLOT_LOCAL_TEST_HELPER"
+
+func helperMain() int {
+	p, err := New(Config{StateDir: os.Getenv(helperEnv), AgentPath: os.Getenv(AgentEnv)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx := context.Background()
+	sb, err := p.Create(ctx, contexts.Spec{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	r, err := sb.RunCode(ctx, agentRun("python", "x = 42"), nil)
+	if err != nil || !r.Success {
+		fmt.Fprintln(os.Stderr, "x = 42:", r, err)
+		return 1
+	}
+	fmt.Println(sb.ID())
+	return 0
 }
 
 func run(m *testing.M) int {

@@ -17,9 +17,18 @@ import (
 // cgroupRoot is where the v1 controllers are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
 
+// unifiedOnly reports a pure cgroup v2 host.
+func unifiedOnly() bool {
+	_, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers"))
+	return err == nil
+}
+
 // cgroupDirs returns the sandbox's cgroup directory in every mounted
 // hierarchy (whether it exists or not).
 func cgroupDirs(id string) []string {
+	if unifiedOnly() {
+		return []string{filepath.Join(cgroupRoot, cgroupParent, id)}
+	}
 	ents, err := os.ReadDir(cgroupRoot)
 	if err != nil {
 		return nil
@@ -61,8 +70,11 @@ func readInt(p string) (int64, error) {
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
-// readStats samples the v1 memory, cpuacct and pids controllers.
+// readStats samples the memory, cpu and pids controllers.
 func readStats(id string) (*runtime.Stats, error) {
+	if unifiedOnly() {
+		return readStatsV2(filepath.Join(cgroupRoot, cgroupParent, id))
+	}
 	dir := func(ctl string) string { return filepath.Join(cgroupRoot, ctl, cgroupParent, id) }
 	mem, err := readInt(filepath.Join(dir("memory"), "memory.usage_in_bytes"))
 	if err != nil {
@@ -74,6 +86,26 @@ func readStats(id string) (*runtime.Stats, error) {
 	}
 	if n, err := readInt(filepath.Join(dir("pids"), "pids.current")); err == nil {
 		st.PIDs = n
+	}
+	return st, nil
+}
+
+func readStatsV2(dir string) (*runtime.Stats, error) {
+	mem, err := readInt(filepath.Join(dir, "memory.current"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup stats: %w", err)
+	}
+	st := &runtime.Stats{MemoryBytes: mem}
+	if n, err := readInt(filepath.Join(dir, "pids.current")); err == nil {
+		st.PIDs = n
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cpu.stat")); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(v, 10, 64)
+				st.CPUTime = time.Duration(us) * time.Microsecond
+			}
+		}
 	}
 	return st, nil
 }

@@ -82,9 +82,10 @@ type Runtime struct {
 var _ runtime.Runtime = (*Runtime)(nil)
 
 // New prepares the state directory and the root skeleton and selects the
-// runtime. With auto it probes crun then runc by running a trivial
-// container and keeps the first that works. A named runtime that is not
-// installed fails with errdefs.ErrFailedPrecondition.
+// runtime. With auto it probes crun then runc by creating (not starting) a
+// throwaway container and keeps the first that works; a successful probe
+// is remembered in the state dir. A named runtime that is not installed
+// fails with errdefs.ErrFailedPrecondition.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -136,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, err
 		}
 		if kind == KindCrun {
-			if err := r.probe(ctx); err != nil {
+			if err := r.probeCached(ctx); err != nil {
 				return nil, fmt.Errorf("runtime crun: %w", err)
 			}
 		}
@@ -147,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			r, err := mk(k)
 			if err == nil {
 				start := time.Now()
-				err = r.probe(ctx)
+				err = r.probeCached(ctx)
 				if err == nil {
 					log.Info("runtime selected", "runtime", k, "binary", r.bin, "probe", time.Since(start))
 					return r, nil
@@ -228,8 +229,8 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 }
 
 func (d driver) start(c *exec.Cmd) error {
-	if d.kind == KindCrun && d.r.ns != nil {
-		return d.r.ns.start(c)
+	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
+		return launcher.start(c) // also for crun bundles found by a runc Runtime
 	}
 	return c.Start()
 }

@@ -172,9 +172,14 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 		sp.Linux.Seccomp = nil
 	}
 	if kind == KindRunsc {
-		// gVisor has its own cgroup emulation and rejects a swap limit
-		// equal to memory on v1 hosts without swap accounting.
+		// gVisor rejects a swap limit on v1 hosts without swap accounting,
+		// and its own threads count against the pids limit (DESIGN.md:
+		// it needs at least 512).
 		sp.Linux.Resources.Memory.Swap = nil
+		if *sp.Linux.Resources.Pids.Limit < runscMinPIDs {
+			l := int64(runscMinPIDs)
+			sp.Linux.Resources.Pids.Limit = &l
+		}
 	}
 	return sp, nil
 }

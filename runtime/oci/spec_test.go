@@ -1,0 +1,121 @@
+package oci
+
+import (
+	"slices"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/runtime"
+)
+
+func TestBuildSpec(t *testing.T) {
+	s := runtime.Spec{
+		ID:     "sb-0123456789ab",
+		Args:   []string{AgentPath},
+		Env:    map[string]string{"A": "1", "HOME": "/elsewhere"},
+		Mounts: []runtime.Mount{{Source: "/x", Destination: "/run/sandlot"}, {Source: "/a", Destination: AgentPath, ReadOnly: true}},
+		Labels: map[string]string{"tenant": "t"},
+	}
+	sp, err := buildSpec(s, "/rootfs", KindCrun, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sp.Root.Readonly || sp.Process.User.UID != UID || !sp.Process.NoNewPrivileges {
+		t.Errorf("root/user/nnp: %+v %+v %v", sp.Root, sp.Process.User, sp.Process.NoNewPrivileges)
+	}
+	if len(sp.Process.Capabilities.Bounding) != 0 || len(sp.Process.Capabilities.Effective) != 0 {
+		t.Errorf("capabilities: %+v", sp.Process.Capabilities)
+	}
+	if !slices.Contains(sp.Process.Env, "A=1") || !slices.Contains(sp.Process.Env, "HOME=/elsewhere") || !slices.Contains(sp.Process.Env, "MPLBACKEND=Agg") {
+		t.Errorf("env: %v", sp.Process.Env)
+	}
+	var ns []specs.LinuxNamespaceType
+	for _, n := range sp.Linux.Namespaces {
+		ns = append(ns, n.Type)
+	}
+	for _, want := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace} {
+		if !slices.Contains(ns, want) {
+			t.Errorf("namespace %s missing", want)
+		}
+	}
+	if slices.Contains(ns, specs.UserNamespace) {
+		t.Error("user namespace")
+	}
+	r := sp.Linux.Resources
+	if *r.Memory.Limit != runtime.DefaultMemoryBytes || *r.Pids.Limit != runtime.DefaultPIDs || *r.CPU.Quota != 100000 || *r.CPU.Period != 100000 {
+		t.Errorf("limits: mem %d pids %d cpu %d/%d", *r.Memory.Limit, *r.Pids.Limit, *r.CPU.Quota, *r.CPU.Period)
+	}
+	if sp.Linux.CgroupsPath != "/sandlot/sb-0123456789ab" || sp.Annotations[labelPrefix+"tenant"] != "t" {
+		t.Errorf("cgroup %q annotations %v", sp.Linux.CgroupsPath, sp.Annotations)
+	}
+	mounts := map[string]specs.Mount{}
+	for _, m := range sp.Mounts {
+		mounts[m.Destination] = m
+	}
+	if !slices.Contains(mounts["/usr"].Options, "ro") || !slices.Contains(mounts[AgentPath].Options, "ro") || slices.Contains(mounts["/run/sandlot"].Options, "ro") {
+		t.Errorf("mount options: %+v", mounts)
+	}
+	if !slices.Contains(mounts[HomeDir].Options, "size=536870912") || !slices.Contains(mounts["/tmp"].Options, "size=536870912") {
+		t.Errorf("tmpfs sizes: %v %v", mounts[HomeDir].Options, mounts["/tmp"].Options)
+	}
+	if sp.Linux.Seccomp == nil || sp.Linux.Seccomp.DefaultAction != specs.ActErrno {
+		t.Fatalf("seccomp: %+v", sp.Linux.Seccomp)
+	}
+	for _, sc := range sp.Linux.Seccomp.Syscalls {
+		if sc.Action != specs.ActAllow {
+			continue
+		}
+		for _, n := range sc.Names {
+			if slices.Contains([]string{"ptrace", "unshare", "mount", "setns", "process_vm_writev", "bpf", "clone3"}, n) {
+				t.Errorf("seccomp allows %s", n)
+			}
+		}
+	}
+
+	// A precompiled filter replaces the profile (crun compiles it otherwise).
+	sp, _ = buildSpec(s, "/rootfs", KindCrun, "AAAA")
+	if sp.Linux.Seccomp != nil || sp.Annotations[annoSeccompBPF] != "AAAA" {
+		t.Errorf("bpf: %v %v", sp.Linux.Seccomp, sp.Annotations)
+	}
+	sp, _ = buildSpec(s, "/rootfs", KindRunsc, "")
+	if *sp.Linux.Resources.Pids.Limit < runscMinPIDs || sp.Linux.Resources.Memory.Swap != nil {
+		t.Errorf("runsc resources: %+v", sp.Linux.Resources)
+	}
+	if _, err := buildSpec(runtime.Spec{ID: "x"}, "/rootfs", KindCrun, ""); err == nil {
+		t.Error("no args accepted")
+	}
+	if _, err := buildSpec(runtime.Spec{ID: "x", Args: []string{"a"}, Mounts: []runtime.Mount{{Source: "/a", Destination: "rel"}}}, "/rootfs", KindCrun, ""); err == nil {
+		t.Error("relative mount accepted")
+	}
+}
+
+func TestSkeleton(t *testing.T) {
+	testenv.RequireRoot(t) // chown of /home/user
+	s, err := newSkeleton("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p1, err := s.materialize(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.materialize(dir)
+	if err != nil || p1 != p2 {
+		t.Fatalf("second materialize: %s %v", p2, err)
+	}
+	byPath := map[string]skelEntry{}
+	for _, e := range s.files {
+		byPath[e.path] = e
+	}
+	if byPath["bin"].data != "usr/bin" || byPath["etc/resolv.conf"].kind != 'f' || byPath["etc/resolv.conf"].data != "" {
+		t.Errorf("bin %+v resolv %+v", byPath["bin"], byPath["etc/resolv.conf"])
+	}
+	for p := range byPath {
+		if p == "etc/shadow" || p == "etc/gshadow" || p == "etc/sudoers" || p == "etc/ssh" {
+			t.Errorf("host secret %s copied", p)
+		}
+	}
+}
