@@ -28,4 +28,6 @@ fi
 
 if [ "$mode" = test ]; then
   scripts/postgres.sh
+  # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
+  (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
 fi

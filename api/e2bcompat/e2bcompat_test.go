@@ -545,6 +545,17 @@ func TestExecuteNDJSON(t *testing.T) {
 	if lines[1]["is_main_result"] != true || lines[1]["text"] != "1+1@" {
 		t.Fatalf("result line %v", lines[1])
 	}
+	// kernel chunks are joined into lines; a trailing partial line still comes out
+	lines = run(`{"code":"chunks:a|b\n|c|d"}`)
+	var stdout []any
+	for _, l := range lines {
+		if l["type"] == "stdout" {
+			stdout = append(stdout, l["text"])
+		}
+	}
+	if diff := cmp.Diff([]any{"ab\n", "cd"}, stdout); diff != "" {
+		t.Fatalf("coalesced stdout (-want +got):\n%s", diff)
+	}
 	lines = run(`{"code":"raise x"}`)
 	if diff := cmp.Diff([]string{"stdout", "error", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
 		t.Fatalf("error types (-want +got):\n%s", diff)

@@ -2,9 +2,11 @@ package e2b_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -219,5 +221,44 @@ func testSandbox(t *testing.T, sb contexts.Sandbox) {
 	}
 	if err := sb.RestartKernel(ctx, agent.KernelParams{Language: agent.Python}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Each operation extends the E2B timeout to the TTL from now (throttled by
+// ExtendEvery, here 1 ms).
+func TestTimeoutExtended(t *testing.T) {
+	srv := sandlotE2B(t)
+	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: srv.URL, SandboxURL: srv.URL, ExtendEvery: time.Millisecond})
+	ctx := context.Background()
+	sb, err := p.Create(ctx, contexts.Spec{TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endAt := func() time.Time {
+		req, _ := http.NewRequest("GET", srv.URL+"/sandboxes/"+sb.ID(), nil)
+		req.Header.Set("X-API-KEY", testKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var d struct{ EndAt time.Time }
+		json.NewDecoder(resp.Body).Decode(&d)
+		return d.EndAt
+	}
+	first := endAt()
+	if d := time.Until(first); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("timeout at create: ends in %v, want the 1 h TTL", d)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if _, err := sb.Stat(ctx, "/home/user"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !endAt().After(first) {
+		if time.Now().After(deadline) {
+			t.Fatal("the operation did not extend the sandbox timeout")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

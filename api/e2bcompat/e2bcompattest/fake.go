@@ -217,7 +217,8 @@ func (s *Sandbox) Ping(ctx context.Context) error { return nil }
 func (s *Sandbox) Close() error                   { return nil }
 
 // RunCode echoes: stdout gets "out:<code>", the main result is the code;
-// code starting with "raise" yields an error, "sleep" sleeps 200 ms.
+// code starting with "raise" yields an error, "sleep" sleeps 200 ms, and
+// "chunks:a|b" streams a and b as separate stdout chunks.
 func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
 	if p.Language != agent.Python && p.Language != agent.JavaScript && p.Language != agent.Bash && p.Language != agent.TypeScript {
 		return nil, fmt.Errorf("language %q: %w", p.Language, errdefs.ErrInvalidArgument)
@@ -227,6 +228,16 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 	n := s.count
 	s.mu.Unlock()
 	res := &agent.RunCodeResult{Success: true, ExecutionCount: n, Stdout: "out:" + p.Code + "\n"}
+	if chunks, ok := strings.CutPrefix(p.Code, "chunks:"); ok {
+		// "chunks:a|b\n|c" streams a, b\n and c as separate chunks.
+		res.Stdout = strings.ReplaceAll(chunks, "|", "")
+		for _, c := range strings.Split(chunks, "|") {
+			if out != nil {
+				out(agent.OutputEvent{Stream: agent.Stdout, Data: c})
+			}
+		}
+		return res, nil
+	}
 	if out != nil {
 		out(agent.OutputEvent{Stream: agent.Stdout, Data: res.Stdout})
 	}
