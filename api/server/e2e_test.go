@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand"
 	"net/http"
 	"os"
 	"os/exec"
@@ -418,6 +419,20 @@ func TestE2E(t *testing.T) {
 		var buf bytes.Buffer
 		if _, err := a.Download(ctx, ft, "/home/user/data/in.csv", &buf, nil); err != nil || !bytes.Equal(buf.Bytes(), data) {
 			t.Fatalf("download: %d bytes, %v", buf.Len(), err)
+		}
+		// Binary survives both ways byte for byte.
+		bin := make([]byte, 1<<20+4321)
+		rand.New(rand.NewSource(1)).Read(bin)
+		if _, err := a.Upload(ctx, ft, "/tmp/blob.bin", bytes.NewReader(bin)); err != nil {
+			t.Fatal(err)
+		}
+		buf.Reset()
+		if _, err := a.Download(ctx, ft, "/tmp/blob.bin", &buf, nil); err != nil || !bytes.Equal(buf.Bytes(), bin) {
+			t.Fatalf("binary download: %d bytes, %v", buf.Len(), err)
+		}
+		fl, err := a.ListFiles(ctx, ft, "/tmp", 1)
+		if err != nil || !strings.Contains(fmt.Sprint(fl.Entries), "blob.bin") {
+			t.Fatalf("list: %+v %v", fl, err)
 		}
 	})
 	t.Run("restart keeps state", func(t *testing.T) {
