@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -158,52 +159,83 @@ func toolBody(t Target, args any) ([]byte, error) {
 // nil) gets every stdout, stderr and result event; the final event's
 // result is decoded into out.
 func (c *Client) ToolStream(ctx context.Context, name string, t Target, args any, fn func(api.Event) error, out any) error {
-	body, err := toolBody(t, args)
-	if err != nil {
-		return err
-	}
-	req, err := c.request(ctx, "POST", "/v1/tools/"+url.PathEscape(name), nil, bytes.NewReader(body), api.ContentTypeJSON)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", api.ContentTypeNDJSON)
-	resp, err := c.send(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeNDJSON) {
-		return decodeInto(resp, out)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		var ev api.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return fmt.Errorf("decode event: %w", err)
+	for ev, err := range c.ToolEvents(ctx, name, t, args) {
+		if err != nil {
+			return err
 		}
-		switch ev.Type {
-		case api.EventFinal:
+		if ev.Type == api.EventFinal {
 			if out != nil {
 				if err := json.Unmarshal(ev.Result, out); err != nil {
 					return fmt.Errorf("decode result: %w", err)
 				}
 			}
 			return nil
-		case api.EventError:
-			return &api.Error{Code: ev.Code, Message: ev.Message}
-		default:
-			if fn != nil {
-				if err := fn(ev); err != nil {
-					return err
-				}
+		}
+		if fn != nil {
+			if err := fn(ev); err != nil {
+				return err
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read stream: %w", err)
-	}
 	return fmt.Errorf("stream ended without a final event: %w", errdefs.ErrUnavailable)
+}
+
+// ToolEvents calls a tool with Accept: application/x-ndjson and yields its
+// events as they arrive: stdout, stderr and result events, then one final
+// event whose Result is the tool's result. A failure (before or during the
+// stream, including an error event) is yielded as an error, last.
+// Breaking out of the loop cancels the call's response.
+func (c *Client) ToolEvents(ctx context.Context, name string, t Target, args any) iter.Seq2[api.Event, error] {
+	return func(yield func(api.Event, error) bool) {
+		body, err := toolBody(t, args)
+		if err != nil {
+			yield(api.Event{}, err)
+			return
+		}
+		req, err := c.request(ctx, "POST", "/v1/tools/"+url.PathEscape(name), nil, bytes.NewReader(body), api.ContentTypeJSON)
+		if err != nil {
+			yield(api.Event{}, err)
+			return
+		}
+		req.Header.Set("Accept", api.ContentTypeNDJSON)
+		resp, err := c.send(req)
+		if err != nil {
+			yield(api.Event{}, err)
+			return
+		}
+		defer resp.Body.Close()
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.ContentTypeNDJSON) {
+			// A server that does not stream answers with the plain result.
+			var res json.RawMessage
+			if err := decodeInto(resp, &res); err != nil {
+				yield(api.Event{}, err)
+				return
+			}
+			yield(api.Event{Type: api.EventFinal, Result: res}, nil)
+			return
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 64<<20)
+		for sc.Scan() {
+			var ev api.Event
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				yield(api.Event{}, fmt.Errorf("decode event: %w", err))
+				return
+			}
+			if ev.Type == api.EventError {
+				yield(api.Event{}, &api.Error{Code: ev.Code, Message: ev.Message})
+				return
+			}
+			if !yield(ev, nil) || ev.Type == api.EventFinal {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(api.Event{}, fmt.Errorf("read stream: %w", err))
+			return
+		}
+		yield(api.Event{}, fmt.Errorf("stream ended without a final event: %w", errdefs.ErrUnavailable))
+	}
 }
 
 // Tools returns the tool schemas in a format: "openai", "anthropic",

@@ -67,6 +67,31 @@ func TestRunCodeStream(t *testing.T) {
 	}
 }
 
+func TestToolEvents(t *testing.T) {
+	_, c, _ := setup(t)
+	var types []string
+	for ev, err := range c.ToolEvents(context.Background(), "run_code", client.Target{ConversationID: "it"}, api.RunCodeArgs{Language: "python", Code: "a\nb"}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, ev.Type)
+	}
+	if d := cmp.Diff([]string{"stdout", "stdout", "final"}, types); d != "" {
+		t.Fatal(d)
+	}
+	// Breaking early is fine.
+	for range c.ToolEvents(context.Background(), "run_code", client.Target{ConversationID: "it"}, api.RunCodeArgs{Language: "python", Code: "a\nb"}) {
+		break
+	}
+	var last error
+	for _, err := range c.ToolEvents(context.Background(), "nope", client.Target{}, nil) {
+		last = err
+	}
+	if !client.IsNotFound(last) {
+		t.Fatalf("%v", last)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	e, c, ts := setup(t)
 	ctx := context.Background()
