@@ -164,7 +164,68 @@ func (m *Manager) Cleanup(ctx context.Context) error {
 	} else {
 		m.sweep(ctx, running, recs, true)
 	}
+	m.sampleUsage(ctx)
 	return errors.Join(errs...)
+}
+
+// UsageSampler is implemented by providers that can sample a sandbox's
+// resource usage. The cleanup loop stores the sample on the records of the
+// contexts this manager serves.
+type UsageSampler interface {
+	Usage(ctx context.Context, sandboxID string) (ResourceUsage, error)
+}
+
+// sampleUsage records the resource usage of every attached, idle context.
+// It reads the record fresh from the store and writes it back right away,
+// under the context's exec lock, so the counters it saves are current.
+func (m *Manager) sampleUsage(ctx context.Context) {
+	us, ok := m.provider.(UsageSampler)
+	if !ok {
+		return
+	}
+	m.mu.Lock()
+	var es []*entry
+	for _, e := range m.byID {
+		if e.sb != nil && e.rec.State == StateReady {
+			es = append(es, e)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range es {
+		select {
+		case e.exec <- struct{}{}:
+		default:
+			continue // executing: next pass
+		}
+		m.mu.Lock()
+		id, tid, sid, unsaved, ended := e.rec.ID, e.rec.TenantID, e.rec.SandboxID, e.unsaved, e.ended
+		m.mu.Unlock()
+		if !ended {
+			if u, err := us.Usage(ctx, sid); err != nil {
+				m.log.Debug("sample usage", logSandbox, sid, logErr, err)
+			} else {
+				m.mu.Lock()
+				e.rec.ResourceUsage = u
+				m.mu.Unlock()
+				if !unsaved {
+					m.saveUsage(ctx, id, tid, u)
+				}
+			}
+		}
+		e.exec.unlock()
+	}
+}
+
+func (m *Manager) saveUsage(ctx context.Context, id, tenantID string, u ResourceUsage) {
+	sctx := tctx(ctx, tenantID)
+	rec, err := m.store.Get(sctx, id)
+	if err != nil || !rec.State.Active() {
+		return
+	}
+	rec.ResourceUsage = u
+	if err := m.store.Update(sctx, rec); err != nil {
+		m.log.Warn("store: save resource usage", logContext, id, logErr, err)
+	}
 }
 
 // expire terminates rec when it is still expired and not executing. It
@@ -188,9 +249,9 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 		return false // executing: it is touched when the call ends
 	}
 	m.mu.Lock()
-	ended, exp := e.ended, e.rec.ExpiresAt
+	ended, exp, users := e.ended, e.rec.ExpiresAt, e.users
 	m.mu.Unlock()
-	if ended || exp.After(now) {
+	if ended || exp.After(now) || users > 0 {
 		return ended
 	}
 	return m.end(ctx, e, ReasonExpired, "")

@@ -60,18 +60,28 @@ type Config struct {
 }
 
 // Metrics receives the manager's telemetry events. The telemetry package
-// implements it; methods must be cheap and must not block.
+// implements it (*telemetry.Metrics satisfies it as is); methods must be
+// cheap and must not block. Pool size, hits and misses are not events:
+// read them from Manager.Stats (a gauge callback).
 type Metrics interface {
 	ContextCreated(template, provider string)
 	ContextReused(template string)
-	ContextTerminated(template string, reason Reason)
-	// Execution reports one Execute call; err is nil for a completed run,
-	// including a timed-out one.
-	Execution(language string, dur time.Duration, timedOut bool, err error)
-	PoolHit(template string)
-	PoolMiss(template string)
-	HealthCheckFailed(template string)
+	// ContextTerminated reports a context this manager tore down; reason
+	// is a Reason.
+	ContextTerminated(reason string)
+	// Execution reports one Execute call that reached the sandbox; outcome
+	// is one of the Outcome constants.
+	Execution(language, outcome string, d time.Duration)
+	HealthCheckFailed()
 }
+
+// Execution outcomes reported to Metrics.
+const (
+	OutcomeOK      = "ok"      // ran to completion
+	OutcomeError   = "error"   // user code raised or exited nonzero
+	OutcomeTimeout = "timeout" // the run hit its timeout
+	OutcomeFault   = "fault"   // the system failed (sandbox lost, creation failed)
+)
 
 // Defaults.
 const (
@@ -144,13 +154,11 @@ func (c Config) poolSize(template string) int {
 
 type nopMetrics struct{}
 
-func (nopMetrics) ContextCreated(string, string)                {}
-func (nopMetrics) ContextReused(string)                         {}
-func (nopMetrics) ContextTerminated(string, Reason)             {}
-func (nopMetrics) Execution(string, time.Duration, bool, error) {}
-func (nopMetrics) PoolHit(string)                               {}
-func (nopMetrics) PoolMiss(string)                              {}
-func (nopMetrics) HealthCheckFailed(string)                     {}
+func (nopMetrics) ContextCreated(string, string)           {}
+func (nopMetrics) ContextReused(string)                    {}
+func (nopMetrics) ContextTerminated(string)                {}
+func (nopMetrics) Execution(string, string, time.Duration) {}
+func (nopMetrics) HealthCheckFailed()                      {}
 
 // Log attribute keys.
 const (

@@ -128,6 +128,7 @@ type entry struct {
 	sb      Sandbox       // nil until attached (after reconcile)
 	ttl     time.Duration // extension applied on every use
 	ended   bool          // terminated; callers holding it must start over
+	users   int           // Use callbacks running; expiry waits for them
 	unsaved bool          // Store.Create failed: the record lives only here
 }
 
@@ -270,8 +271,8 @@ func (m *Manager) load(ctx context.Context, id Identity) *entry {
 // the entry already registered for it.
 func (m *Manager) adopt(rec *Record) *entry {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if e := m.byID[rec.ID]; e != nil {
+		m.mu.Unlock()
 		return e
 	}
 	ttl := rec.ExpiresAt.Sub(rec.LastUsedAt)
@@ -279,12 +280,16 @@ func (m *Manager) adopt(rec *Record) *entry {
 		ttl = m.cfg.TTL
 	}
 	e := &entry{exec: make(sem, 1), rec: rec, ttl: ttl}
+	var stale Sandbox
 	if old := m.byIdent[rec.Identity]; old != nil {
-		old.ended = true
-		delete(m.byID, old.rec.ID)
+		stale = m.unlink(old) // ended elsewhere: the store moved on
 	}
 	m.byID[rec.ID] = e
 	m.byIdent[rec.Identity] = e
+	m.mu.Unlock()
+	if stale != nil {
+		stale.Close()
+	}
 	return e
 }
 
@@ -401,12 +406,17 @@ func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
 }
 
 func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
+	if m.isClosed() {
+		// Close detached the sandbox under this call: that is no evidence
+		// against it, and it must stay running for the next Start.
+		return
+	}
 	m.mu.Lock()
-	template := e.rec.Template
+	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
 	m.ts(template).HealthCheckFailures++
 	m.mu.Unlock()
-	m.cfg.Metrics.HealthCheckFailed(template)
-	m.log.Warn("context sandbox unhealthy; recreating", logContext, e.rec.ID, logErr, msg)
+	m.cfg.Metrics.HealthCheckFailed()
+	m.log.Warn("context sandbox unhealthy; recreating", logContext, id, logErr, m.sanitize(ctx, tid, msg))
 	m.end(ctx, e, ReasonError, msg)
 }
 
@@ -632,7 +642,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		sid = sb.ID()
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
-	m.cfg.Metrics.ContextTerminated(rec.Template, reason)
+	m.cfg.Metrics.ContextTerminated(string(reason))
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }
@@ -656,7 +666,7 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	}
 	m.count(rec.Template, func(s *TemplateStats) { s.TotalCleaned++ })
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
-	m.cfg.Metrics.ContextTerminated(rec.Template, reason)
+	m.cfg.Metrics.ContextTerminated(string(reason))
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }
@@ -755,7 +765,9 @@ func (m *Manager) Execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	for range 4 {
 		e, err := m.acquire(ctx, id, CreateOptions{})
 		if err != nil {
-			m.cfg.Metrics.Execution(req.Language, 0, false, err)
+			if errors.Is(err, errdefs.ErrUnavailable) {
+				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
+			}
 			return nil, err
 		}
 		if err := e.exec.lock(ctx); err != nil {
@@ -797,7 +809,6 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			m.cfg.Metrics.Execution(req.Language, wall, false, ctx.Err())
 			return nil, fmt.Errorf("execute in context %s: %w", rec.ID, ctx.Err())
 		case errors.Is(err, context.DeadlineExceeded):
 			// The agent did not answer within the timeout and its grace:
@@ -808,20 +819,25 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				Error:      &agent.ExecError{Name: "TimeoutError", Value: fmt.Sprintf("execution exceeded %s", timeout)},
 				DurationMs: wall.Milliseconds(),
 			}
-		case errdefs.IsClientFault(err):
-			m.cfg.Metrics.Execution(req.Language, wall, false, err)
+		case errdefs.IsClientFault(err) && !errors.Is(err, errdefs.ErrUnavailable):
+			// The request was refused (bad kernel name, ...): the sandbox is fine.
+			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
-			// A transport failure: the sandbox may be gone.
+			// A transport failure (the agent client reports them as
+			// unavailable): the sandbox may be gone.
 			pctx, pcancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
 			perr := sb.Ping(pctx)
 			pcancel()
 			if perr != nil {
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
-			m.cfg.Metrics.Execution(req.Language, wall, false, err)
-			return nil, fmt.Errorf("execute in context %s: the sandbox failed (the next call gets a fresh one): %w: %w",
-				rec.ID, errdefs.ErrUnavailable, guardError(ctx, g, rec.TenantID, err))
+			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
+			err = guardError(ctx, g, rec.TenantID, err)
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
+			}
+			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
 		}
 	}
 	dur := wall
@@ -829,7 +845,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		dur = time.Duration(res.DurationMs) * time.Millisecond
 	}
 	m.recordExecution(ctx, e, dur)
-	m.cfg.Metrics.Execution(req.Language, dur, res.TimedOut, nil)
+	m.cfg.Metrics.Execution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
 	after := cloneRecord(e.rec)
@@ -843,6 +859,16 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		SandboxID:     sb.ID(),
 		Identity:      rec.Identity,
 	}, nil
+}
+
+func outcome(r *agent.RunCodeResult) string {
+	switch {
+	case r.TimedOut:
+		return OutcomeTimeout
+	case !r.Success || r.Error != nil:
+		return OutcomeError
+	}
+	return OutcomeOK
 }
 
 // recordExecution counts one execution of dur on e and extends its
@@ -885,7 +911,13 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	}
 	m.mu.Lock()
 	rec, sb := cloneRecord(e.rec), e.sb
+	e.users++
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		e.users--
+		m.mu.Unlock()
+	}()
 	if sb == nil {
 		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)
 	}

@@ -41,13 +41,25 @@ func (m *Manager) poolEnsure(template string) {
 	}
 }
 
+// poolKick asks template's pool, if it has one, to refill.
+func (m *Manager) poolKick(template string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[template]; p != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // poolTake returns a warm, healthy sandbox of template, or nil (a miss,
 // counted when the template is pooled and the manager runs).
 func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 	if m.cfg.poolSize(template) <= 0 {
 		return nil
 	}
-	defer m.poolEnsure(template)
+	defer m.poolKick(template)
 	for {
 		m.mu.Lock()
 		if !m.started {
@@ -58,7 +70,6 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 		if p == nil || len(p.ready) == 0 {
 			m.ts(template).PoolMisses++
 			m.mu.Unlock()
-			m.cfg.Metrics.PoolMiss(template)
 			return nil
 		}
 		sb := p.ready[0]
@@ -77,7 +88,6 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 			continue
 		}
 		m.count(template, func(s *TemplateStats) { s.PoolHits++ })
-		m.cfg.Metrics.PoolHit(template)
 		return sb
 	}
 }

@@ -443,6 +443,8 @@ func (c *conn) write(frame []byte) {
 func categoryOf(err error) string {
 	var errno syscall.Errno
 	switch {
+	case errors.Is(err, syscall.ENOTEMPTY): // before ErrExist, which also matches ENOTEMPTY
+		return "failed_precondition"
 	case errors.Is(err, fs.ErrNotExist):
 		return "not_found"
 	case errors.Is(err, fs.ErrExist):

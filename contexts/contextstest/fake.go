@@ -36,7 +36,8 @@ type Provider struct {
 	boxes    map[string]*box // running sandboxes by id
 	created  []contexts.Spec // every successful Create, in order
 	seq      int
-	destroys int
+	destroys int // running sandboxes removed
+	calls    int // Destroy calls
 	failNext int // Creates left to fail
 }
 
@@ -51,7 +52,24 @@ type box struct {
 	runs  int
 }
 
-var _ contexts.Provider = (*Provider)(nil)
+var (
+	_ contexts.Provider     = (*Provider)(nil)
+	_ contexts.UsageSampler = (*Provider)(nil)
+)
+
+// Usage implements contexts.UsageSampler: MemoryBytes is 1 MiB per
+// RunCode the sandbox served, PIDs is 1.
+func (p *Provider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		return contexts.ResourceUsage{}, fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return contexts.ResourceUsage{MemoryBytes: int64(b.runs) << 20, PIDs: 1}, nil
+}
 
 // NewProvider returns an empty fake provider.
 func NewProvider() *Provider { return &Provider{boxes: map[string]*box{}} }
@@ -118,6 +136,7 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 func (p *Provider) Destroy(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.calls++
 	if b := p.boxes[id]; b != nil {
 		b.mu.Lock()
 		b.dead = true
@@ -126,6 +145,13 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.destroys++
 	}
 	return nil
+}
+
+// DestroyCalls returns how many times Destroy was called, known id or not.
+func (p *Provider) DestroyCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
 }
 
 // Kill makes sandbox id die behind everyone's back: it stays listed (a

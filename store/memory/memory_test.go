@@ -33,3 +33,7 @@ func TestSmoke(t *testing.T) {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Backend { return memory.New() })
 }
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Backend { return memory.New() })
+}

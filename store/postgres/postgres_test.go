@@ -309,13 +309,13 @@ func TestRLSNonOwner(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, a := visible(tc.setting)
 			if fmt.Sprint(c) != fmt.Sprint(tc.ctxs) || fmt.Sprint(a) != fmt.Sprint(tc.aud) {
-				t.Fatalf("visible contexts %v, audit %v; want %v and %v", c, a, tc.ctxs, tc.aud)
+				t.Fatalf("visible contexts %q, audit %q; want %q and %q", c, a, tc.ctxs, tc.aud)
 			}
 		})
 	}
 	// The setting from a committed transaction does not linger.
 	if c, a := visible(nil); len(c)+len(a) != 0 {
-		t.Fatalf("after scoped transactions, an unscoped one sees %v %v", c, a)
+		t.Fatalf("after scoped transactions, an unscoped one sees %q %q", c, a)
 	}
 
 	// Writes are confined too: A can neither insert B's row nor touch B's rows.
@@ -371,4 +371,14 @@ func TestScopedStatementsRunAsAppRole(t *testing.T) {
 			t.Fatalf("pooled connection left as %s with app.tenant_id=%q", role, setting)
 		}
 	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		s, err := postgres.Open(context.Background(), freshSchema(b), postgres.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
 }

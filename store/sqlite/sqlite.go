@@ -18,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,7 +50,7 @@ type Config struct {
 type Store struct {
 	w, r *sql.DB // w: the one writer connection; r: readers (query_only)
 
-	getStmt, getActiveStmt, recordStmt, touchStmt, terminateStmt *sql.Stmt
+	getStmt, getActiveStmt, recordStmt, touchStmt, terminateStmt, keyStmt *sql.Stmt
 }
 
 var (
@@ -56,12 +58,22 @@ var (
 	_ tenant.Store   = (*Store)(nil)
 )
 
-// Open opens (creating if needed) the database file at path and migrates
-// it to the current schema.
+// Open opens the database file at path, creating it (mode 0600) and its
+// directory when missing, and migrates it to the current schema.
 func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, fmt.Errorf("sqlite: a database file path is required: %w", errdefs.ErrInvalidArgument)
 	}
+	// The file holds key hashes: create it (and its directory) private.
+	// SQLite gives the -wal and -shm files the database file's mode.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	f.Close()
 	if cfg.BusyTimeout == 0 {
 		cfg.BusyTimeout = 5 * time.Second
 	}
@@ -131,6 +143,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
+	if latest := ms[len(ms)-1].Version; cur > latest {
+		return fmt.Errorf("database schema is at version %d, newer than this binary's %d: %w", cur, latest, errdefs.ErrFailedPrecondition)
+	}
 	for _, m := range ms {
 		if m.Version <= cur {
 			continue
@@ -180,6 +195,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.terminateStmt = prep(s.w, `UPDATE execution_contexts SET state = ?3, reason = ?4, terminated_at = ?5,
 		last_error = CASE WHEN ?6 = '' THEN last_error ELSE ?6 END, updated_at = ?7
 		WHERE id = ?2 AND state IN ('creating', 'ready')`+scopeCond)
+	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix
+		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`)
 	return err
 }
 
@@ -473,7 +490,7 @@ func (s *Store) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record
 
 // Close implements contexts.Store.
 func (s *Store) Close() error {
-	for _, st := range []*sql.Stmt{s.getStmt, s.getActiveStmt, s.recordStmt, s.touchStmt, s.terminateStmt} {
+	for _, st := range []*sql.Stmt{s.getStmt, s.getActiveStmt, s.recordStmt, s.touchStmt, s.terminateStmt, s.keyStmt} {
 		if st != nil {
 			st.Close()
 		}
@@ -532,8 +549,7 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 
 // TenantByKeyHash implements tenant.Store.
 func (s *Store) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
-	t, err := scanTenant(s.r.QueryRowContext(ctx, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix
-		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`, keyHash))
+	t, err := scanTenant(s.keyStmt.QueryRowContext(ctx, keyHash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("key: %w", errdefs.ErrNotFound)
 	}

@@ -2,7 +2,9 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -128,5 +130,53 @@ func TestTwoStoresOneFile(t *testing.T) {
 	wg.Wait()
 	if terminated.Load() != 1 {
 		t.Fatalf("%d Terminates returned true, want 1", terminated.Load())
+	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "sandlot.db"), sqlite.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestCreatesPrivateFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data", "sandlot.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("database file mode %v, want 0600", fi.Mode().Perm())
+	}
+}
+
+// TestNewerSchema refuses a database migrated by a newer binary.
+func TestNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "sandlot.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := sqlite.Open(ctx, path, sqlite.Config{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("Open of a newer schema: %v, want failed_precondition", err)
 	}
 }

@@ -91,7 +91,15 @@ EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL; -- created concurrently by a daemon on another database of this cluster
 END
 $$;
-GRANT sandlot_app TO CURRENT_USER;
+DO $$
+BEGIN
+    -- A DBA may have created the role and granted it already (managed
+    -- Postgres without CREATEROLE); only grant when needed.
+    IF NOT pg_has_role(current_user, 'sandlot_app', 'MEMBER') THEN
+        GRANT sandlot_app TO CURRENT_USER;
+    END IF;
+END
+$$;
 DO $$
 BEGIN
     EXECUTE format('GRANT USAGE ON SCHEMA %I TO sandlot_app', current_schema());

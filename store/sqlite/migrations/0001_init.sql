@@ -33,12 +33,8 @@ CREATE INDEX execution_contexts_tenant_active
 CREATE INDEX execution_contexts_conversation
     ON execution_contexts (tenant_id, conversation_id);
 
-CREATE TRIGGER execution_contexts_updated_at
-    AFTER UPDATE ON execution_contexts
-    FOR EACH ROW WHEN NEW.updated_at = OLD.updated_at
-BEGIN
-    UPDATE execution_contexts SET updated_at = CAST(unixepoch('subsec') * 1000 AS INTEGER) WHERE id = NEW.id;
-END;
+-- updated_at is set by every UPDATE statement of the store (no trigger: a
+-- trigger would cost a second write on the hot RecordExecution path).
 
 CREATE TABLE tenants (
     id         TEXT PRIMARY KEY,

@@ -1,0 +1,43 @@
+package migrate
+
+import (
+	"testing"
+	"testing/fstest"
+)
+
+func TestLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   map[string]string
+		want    []int
+		wantErr bool
+	}{
+		{"ordered by version", map[string]string{"m/0010_b.sql": "b", "m/0002_a.sql": "a", "m/README": "x"}, []int{2, 10}, false},
+		{"bad name", map[string]string{"m/init.sql": ""}, nil, true},
+		{"zero version", map[string]string{"m/0000_x.sql": ""}, nil, true},
+		{"duplicate version", map[string]string{"m/0001_a.sql": "", "m/1_b.sql": ""}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{}
+			for p, s := range tc.files {
+				fsys[p] = &fstest.MapFile{Data: []byte(s)}
+			}
+			ms, err := Load(fsys, "m")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			var got []int
+			for _, m := range ms {
+				got = append(got, m.Version)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("versions %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("versions %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
