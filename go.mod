@@ -29,38 +29,103 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
+	dario.cat/mergo v1.0.1
+	github.com/BobuSumisu/aho-corasick v1.0.3
+	github.com/Masterminds/goutils v1.1.1
+	github.com/Masterminds/semver/v3 v3.3.0
+	github.com/Masterminds/sprig/v3 v3.3.0
+	github.com/STARRY-S/zip v0.2.1
+	github.com/andybalholm/brotli v1.1.2-0.20250424173009-453214e765f3
+	github.com/aymanbagabas/go-osc52/v2 v2.0.1
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bodgit/plumbing v1.3.0
+	github.com/bodgit/sevenzip v1.6.0
+	github.com/bodgit/windows v1.0.1
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/charmbracelet/lipgloss v0.5.0
+	github.com/dsnet/compress v0.0.2-0.20230904184137-39efe44ab707
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/fatih/semgroup v1.2.0
+	github.com/fsnotify/fsnotify v1.8.0
+	github.com/gitleaks/go-gitdiff v0.9.1
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
-	github.com/google/jsonschema-go v0.4.3 // indirect
+	github.com/google/jsonschema-go v0.4.3
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/h2non/filetype v1.1.3
+	github.com/hashicorp/errwrap v1.1.0
+	github.com/hashicorp/go-multierror v1.1.1
+	github.com/hashicorp/go-version v1.7.0
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/hashicorp/hcl v1.0.0
+	github.com/huandu/xstrings v1.5.0
+	github.com/inconshreveable/mousetrap v1.1.0
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	github.com/klauspost/compress v1.20.1
+	github.com/klauspost/pgzip v1.2.6
+	github.com/lucasb-eyer/go-colorful v1.2.0
+	github.com/lucasjones/reggen v0.0.0-20200904144131-37ba4fa293bb
+	github.com/magiconair/properties v1.8.9
+	github.com/mattn/go-colorable v0.1.14
+	github.com/mattn/go-runewidth v0.0.14
+	github.com/mholt/archives v0.1.2
+	github.com/minio/minlz v1.0.0
+	github.com/mitchellh/copystructure v1.2.0
+	github.com/mitchellh/mapstructure v1.5.0
+	github.com/mitchellh/reflectwalk v1.0.2
+	github.com/muesli/reflow v0.2.1-0.20210115123740-9e1d0d53df68
+	github.com/muesli/termenv v0.15.1
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
+	github.com/nwaples/rardecode/v2 v2.1.0
+	github.com/pelletier/go-toml/v2 v2.2.3
+	github.com/pierrec/lz4/v4 v4.1.21
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/rivo/uniseg v0.2.0
+	github.com/rs/zerolog v1.33.0
+	github.com/sagikazarmark/locafero v0.7.0
+	github.com/sagikazarmark/slog-shim v0.1.0
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/shopspring/decimal v1.4.0
+	github.com/sorairolake/lzip-go v0.3.5
+	github.com/sourcegraph/conc v0.3.0
+	github.com/spf13/afero v1.12.0
+	github.com/spf13/cast v1.7.1
+	github.com/spf13/cobra v1.9.1
+	github.com/spf13/pflag v1.0.6
+	github.com/spf13/viper v1.19.0
+	github.com/subosito/gotenv v1.6.0
+	github.com/tetratelabs/wazero v1.9.0
+	github.com/therootcompany/xz v1.0.1
+	github.com/ulikunitz/xz v0.5.12
+	github.com/wasilibs/go-re2 v1.9.0
+	github.com/wasilibs/wazero-helpers v0.0.0-20240620070341-3dff1577cd52
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
+	github.com/zricethezav/gitleaks/v8 v8.30.1
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.uber.org/multierr v1.11.0
+	go4.org v0.0.0-20230225012048-214862532bf5
+	golang.org/x/crypto v0.58.0
+	golang.org/x/exp v0.0.0-20250218142911-aa4b98e5adaa
 	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
+	gopkg.in/ini.v1 v1.67.0
+	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect

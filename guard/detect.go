@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/net/publicsuffix"
@@ -37,6 +38,9 @@ func (sc *scanner) emails() {
 		}
 		for e > at+1 && (s[e-1] == '.' || s[e-1] == '-') {
 			e--
+		}
+		if e+1 < len(s) && s[e] == ':' && (is(s[e+1], cAlpha) || s[e+1] == '/' || s[e+1] == '~') {
+			continue // an scp-style git remote, git@github.com:org/repo
 		}
 		dom := s[at+1 : e]
 		dot := strings.LastIndexByte(dom, '.')
@@ -97,23 +101,30 @@ func (sc *scanner) urls() {
 			continue
 		}
 		scheme := strings.ToLower(s[a:p])
-		e := p + 3
-		for e < len(s) && urlChar(s[e]) {
+		// userinfo: up to the first '@', with no '/' before it
+		q := p + 3
+		for q < len(s) && q-p < maxURL && urlChar(s[q]) && s[q] != '@' && s[q] != '/' {
+			q++
+		}
+		if q >= len(s) || s[q] != '@' {
+			continue
+		}
+		// the authority ends at the first "/?#" after that '@'; the
+		// password ends at its last '@'
+		e := q
+		at := q
+		for e < len(s) && e-p < maxURL && urlChar(s[e]) && s[e] != '/' && s[e] != '?' && s[e] != '#' {
+			if s[e] == '@' {
+				at = e
+			}
 			e++
 		}
-		tok := s[p+3 : e]
-		first := strings.IndexByte(tok, '@')
-		if first < 0 {
-			continue
-		}
-		auth := tok
-		if x := strings.IndexAny(tok[first:], "/?#"); x >= 0 {
-			auth = tok[:first+x]
-		}
-		at := strings.LastIndexByte(auth, '@')
-		user, pass, ok := strings.Cut(auth[:at], ":")
+		user, pass, ok := strings.Cut(s[p+3:at], ":")
 		if !ok || pass == "" || user == "" && pass == "" || placeholder(pass) {
 			continue
+		}
+		for e < len(s) && e-p < maxURL && urlChar(s[e]) {
+			e++
 		}
 		for e > p+3 && strings.IndexByte(".,;:!?)]}'\"", s[e-1]) >= 0 {
 			e--
@@ -127,9 +138,10 @@ func (sc *scanner) urls() {
 	}
 }
 
-func urlChar(c byte) bool {
-	return c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", c) < 0
-}
+// maxURL bounds the URL token examined after "://".
+const maxURL = 2048
+
+func urlChar(c byte) bool { return is(c, cURL) }
 
 // maxPEM bounds a private key block.
 const maxPEM = 64 << 10
@@ -139,6 +151,7 @@ const maxPEM = 64 << 10
 func (sc *scanner) pems() {
 	s := sc.s
 	from := 0
+	end := 0 // the next "-----END " at or after from; -1: none left
 	for {
 		k := strings.Index(s[from:], "-----BEGIN ")
 		if k < 0 {
@@ -146,18 +159,25 @@ func (sc *scanner) pems() {
 		}
 		b := from + k
 		from = b + 11
-		le := strings.Index(s[from:], "-----")
-		if le < 0 || le > 64 {
+		le := strings.Index(s[from:min(len(s), from+69)], "-----")
+		if le < 0 {
 			continue
 		}
 		label := s[from : from+le]
-		if !strings.Contains(label, "PRIVATE KEY") {
+		if !strings.Contains(label, "PRIVATE KEY") || strings.ContainsAny(label, "\r\n") {
 			continue
 		}
 		hdrEnd := from + le + 5
-		if x := strings.Index(s[hdrEnd:], "-----END "); x >= 0 && x < maxPEM {
-			e := hdrEnd + x + 9
-			if y := strings.Index(s[e:], "-----"); y >= 0 && y < 64 {
+		if end >= 0 && end < hdrEnd {
+			if x := strings.Index(s[hdrEnd:], "-----END "); x >= 0 {
+				end = hdrEnd + x
+			} else {
+				end = -1
+			}
+		}
+		if end >= 0 && end-hdrEnd < maxPEM {
+			e := end + 9
+			if y := strings.Index(s[e:min(len(s), e+69)], "-----"); y >= 0 {
 				e += y + 5
 				sc.add(TypePrivateKey, b, e, 0.99)
 				from = e
@@ -165,15 +185,27 @@ func (sc *scanner) pems() {
 			}
 		}
 		e := pemBody(s, hdrEnd)
+		if x := strings.IndexFunc(s[e:], func(r rune) bool { return !unicode.IsSpace(r) }); x >= 0 && strings.HasPrefix(s[e+x:], "-----END ") {
+			if y := strings.Index(s[e+x+9:min(len(s), e+x+9+69)], "-----"); y >= 0 {
+				e += x + 9 + y + 5
+			}
+		}
 		sc.add(TypePrivateKey, b, e, 0.9)
 		from = e
 	}
 }
 
-// pemBody returns the end of the base64 and header lines after i.
+// pemBody returns the end of the base64 and header lines after i (not
+// bounded: a body is redacted however long it runs).
 func pemBody(s string, i int) int {
-	e := i
-	for p := i; p < len(s) && p-i < maxPEM; {
+	// the rest of the BEGIN line belongs to the block
+	nl := strings.IndexByte(s[i:], '\n')
+	if nl < 0 {
+		return len(s)
+	}
+	e := i + len(strings.TrimRight(s[i:i+nl], " \r\t"))
+	first := i + nl + 1
+	for p := first; p < len(s); {
 		nl := strings.IndexByte(s[p:], '\n')
 		line := s[p:]
 		next := len(s)
@@ -182,15 +214,9 @@ func pemBody(s string, i int) int {
 			next = p + nl + 1
 		}
 		t := strings.TrimSpace(line)
-		ok := t == "" && p == i || strings.Contains(t, ": ") && p-i < 256
+		ok := t == "" && p == first || strings.Contains(t, ": ") && p-first < 256
 		if !ok && t != "" {
-			ok = true
-			for k := 0; k < len(t); k++ {
-				if !is(t[k], cAlnum) && t[k] != '+' && t[k] != '/' && t[k] != '=' {
-					ok = false
-					break
-				}
-			}
+			ok = pemBodyLine(t)
 		}
 		if !ok {
 			break
@@ -202,6 +228,40 @@ func pemBody(s string, i int) int {
 		p = next
 	}
 	return e
+}
+
+// maybeKey is a cheap prefilter for keyKind: a secret-like key name holds
+// one of these letters pairs.
+func maybeKey(k []byte) bool {
+	for i := 0; i+1 < len(k); i++ {
+		switch n := k[i+1]; k[i] {
+		case 'p':
+			if n == 'a' || n == 'w' {
+				return true
+			}
+		case 's':
+			if n == 'e' {
+				return true
+			}
+		case 't':
+			if n == 'o' {
+				return true
+			}
+		case 'k':
+			if n == 'e' {
+				return true
+			}
+		case 'a':
+			if n == 'u' {
+				return true
+			}
+		case 'c':
+			if n == 'r' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Key names in assignments.
@@ -220,15 +280,17 @@ func keyKind(key string) string {
 	return ""
 }
 
-// assignments looks at every '=' and ':' for key=value, key: value and
-// "key": "value" where the key names a secret, and at every ':' for IPv6.
+// assignments looks at every '=' and ':' for key=value, key: value,
+// "key": "value", key := / ::= / ?= / .= "value", "key" => "value", at
+// every ',' for ("KEY", "value"), at every '>' for <key>value</key>, and at
+// every ':' for IPv6.
 func (sc *scanner) assignments() {
 	s := sc.s
 	n := len(s)
 	v6end := 0
 	for i := 0; i < n; i++ {
 		c := s[i]
-		if c != '=' && c != ':' {
+		if class[c]&cOp == 0 {
 			continue
 		}
 		if c == ':' && i >= v6end {
@@ -238,42 +300,153 @@ func (sc *scanner) assignments() {
 				continue
 			}
 		}
-		if c == '=' && (i+1 < n && (s[i+1] == '=' || s[i+1] == '>') || i > 0 && s[i-1] == ':') {
+		var p, val int // where the key ends (before the operator), where the value starts
+		switch c {
+		case ':':
+			if i+1 < n && (s[i+1] == ':' || s[i+1] == '=') {
+				continue // part of := or ::=, handled at the '='
+			}
+			p, val = i, i+1
+		case '=':
+			if i+1 < n && s[i+1] == '=' || i > 0 && (s[i-1] == '=' || s[i-1] == '!' || s[i-1] == '<' || s[i-1] == '>') {
+				continue // a comparison
+			}
+			p, val = i, i+1
+			if i+1 < n && s[i+1] == '>' {
+				val++ // =>
+			}
+			for p > 0 && i-p < 3 && strings.IndexByte(":?.+", s[p-1]) >= 0 {
+				p-- // :=, ::=, :::=, ?=, .=, +=
+			}
+		case ',':
+			// ("KEY", "value"): a quoted key right before
+			if i == 0 || s[i-1] != '"' && s[i-1] != '\'' {
+				continue
+			}
+			p, val = i, i+1
+		case '>':
+			// <key>value</key>
+			if e := sc.xmlValue(i); e > i {
+				i = e - 1
+			}
 			continue
 		}
-		// the key
-		p := i
-		if p > 0 && (s[p-1] == '"' || s[p-1] == '\'') {
-			p--
-		}
-		q := p
-		for q > 0 && p-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.') {
-			q--
-		}
-		if q == p || p-q < 3 {
+		var kb [64]byte
+		kbs, ok := keyBefore(s, p, &kb)
+		if !ok || !maybeKey(kbs) {
 			continue
 		}
-		key := strings.ToLower(strings.NewReplacer("-", "_", ".", "_").Replace(s[q:p]))
-		kind := keyKind(key)
-		if kind == "" {
-			continue
+		if e := sc.keyValue(string(kbs), val); e > i {
+			i = e - 1 // the value is examined once, even if it holds '=' or ':'
 		}
-		sc.value(kind, i+1)
 	}
 }
 
-// value checks the value of a secret-named key that starts at i.
-func (sc *scanner) value(kind string, i int) {
+// keyBefore returns the lowercased key name ending before p (skipping
+// blanks and a closing quote), with - and . as _; a type word between the
+// name and the operator (var name string = ...) is skipped.
+func keyBefore(s string, p int, kb *[64]byte) ([]byte, bool) {
+	for tries := 0; tries < 2; tries++ {
+		e := p
+		for e > 0 && p-e < 3 && (s[e-1] == ' ' || s[e-1] == '\t') {
+			e--
+		}
+		if e > 0 && (s[e-1] == '"' || s[e-1] == '\'') {
+			e--
+		}
+		q := e
+		for q > 0 && e-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.' || s[q-1] == '$') {
+			q--
+		}
+		if e-q < 3 {
+			return nil, false
+		}
+		for k := q; k < e; k++ {
+			c := s[k]
+			switch {
+			case c >= 'A' && c <= 'Z':
+				c += 'a' - 'A'
+			case c == '-' || c == '.' || c == '$':
+				c = '_'
+			}
+			kb[k-q] = c
+		}
+		key := kb[:e-q]
+		switch string(key) {
+		case "string", "str", "bytes", "char":
+			p = q // a type: the name is before it
+			continue
+		}
+		return key, true
+	}
+	return nil, false
+}
+
+// keyValue checks the value at val if key names a secret.
+func (sc *scanner) keyValue(key string, val int) int {
+	kind := keyKind(key)
+	if kind == "" {
+		return 0
+	}
+	weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
+		!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
+	return sc.value(kind, weak, val)
+}
+
+// xmlValue handles the '>' at i closing <key>: the value runs, trimmed,
+// to the next '<'.
+func (sc *scanner) xmlValue(i int) int {
+	s := sc.s
+	q := i
+	for q > 0 && i-q < 64 && (is(s[q-1], cWord) || s[q-1] == '.' || s[q-1] == ':') {
+		q--
+	}
+	if q == 0 || s[q-1] != '<' || i-q < 3 {
+		return 0
+	}
+	var kb [64]byte
+	kbs, ok := keyBefore(s, i, &kb)
+	if !ok || !maybeKey(kbs) {
+		return 0
+	}
+	key := string(kbs)
+	if keyKind(key) == "" {
+		return 0
+	}
+	a := i + 1
+	for a < len(s) && a-i < 64 && isSpace(s[a]) {
+		a++
+	}
+	e := strings.IndexByte(s[a:min(len(s), a+1024)], '<')
+	if e < 0 {
+		return 0
+	}
+	v := strings.TrimRight(s[a:a+e], " \t\r\n")
+	if v == "" || strings.ContainsAny(v, " \n") {
+		return 0
+	}
+	// reuse the value rules on the bare text
+	sub := scanner{g: sc.g, s: v, depth: sc.depth}
+	sub.keyValue(key, 0)
+	for _, f := range sub.out {
+		sc.add(f.Type, a+f.Start, a+f.End, f.Confidence)
+	}
+	return a + e
+}
+
+// value checks the value of a secret-named key that starts at i. A weak
+// key name (key, sort_key, auth) needs a value with no separators.
+func (sc *scanner) value(kind string, weak bool, i int) int {
 	s := sc.s
 	n := len(s)
-	if i < n && s[i] == '=' { // :=
+	for k := 0; k < 3 && i < n && (s[i] == '=' || s[i] == ':'); k++ {
 		i++
 	}
 	for k := 0; k < 4 && i < n && (s[i] == ' ' || s[i] == '\t'); k++ {
 		i++
 	}
 	if i >= n {
-		return
+		return 0
 	}
 	if kind == TypeAPIKey {
 		for _, scheme := range []string{"Bearer ", "Basic ", "Token "} {
@@ -288,40 +461,63 @@ func (sc *scanner) value(kind string, i int) {
 		a = i + 1
 		x := strings.IndexByte(s[a:min(n, a+1024)], q)
 		if x < 0 {
-			return
+			return 0
 		}
 		e = a + x
 	} else {
 		a = i
 		e = a
-		for e < n && e-a < 1024 && s[e] > ' ' && strings.IndexByte(",;&)}]\"'`", s[e]) < 0 {
+		for e < n && e-a < 1024 && s[e] > ' ' && strings.IndexByte(",;&)}]\"'`\\<", s[e]) < 0 {
 			e++
 		}
 	}
 	v := s[a:e]
+	end := e
 	if placeholder(v) || strings.ContainsAny(v, "([ ") || strings.Contains(v, "://") {
-		return
+		return end
 	}
 	switch kind {
 	case TypePassword:
 		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) {
-			return
+			return end
 		}
 		sc.add(TypePassword, a, e, 0.7)
 	case TypeAWSSecretKey:
-		if len(v) == 40 && awsSecretShape(v) {
-			sc.add(TypeAWSSecretKey, a, e, 0.9)
-			return
+		if len(v) == 40 {
+			if awsSecretShape(v) {
+				sc.add(TypeAWSSecretKey, a, e, 0.9)
+			}
+			return end // a SHA-1 or the documented example is not a secret
 		}
 		fallthrough
 	case TypeAPIKey:
 		d, u, l := mix(v)
-		if len(v) < 16 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
+		if !tokenChars(v, weak) {
+			return end
+		}
+		if len(v) < 16 || weak && len(v) < 20 || !d || !(u || l) || entropy(v) < 3.3 || identPath(v) || isUUID(v) ||
 			strings.HasPrefix(v, "sha256:") || strings.HasPrefix(v, "sha512:") || v[0] == '/' {
-			return
+			return end
 		}
 		sc.add(TypeAPIKey, a, e, 0.6)
 	}
+	return end
+}
+
+// tokenChars reports whether v is made of token characters; strict
+// allows no separators.
+func tokenChars(v string, strict bool) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if is(c, cAlnum) || c == '+' || c == '/' || c == '=' {
+			continue
+		}
+		if !strict && (c == '-' || c == '_' || c == '.' || c == '~') {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // identPath reports code-like values: self.password, os.environ, config.x.
@@ -436,6 +632,9 @@ func (sc *scanner) base64Runs() {
 		}
 		j := i + 1
 		for j < n && is(s[j], cB64) {
+			j++
+		}
+		for k := 0; k < 2 && j < n && s[j] == '='; k++ {
 			j++
 		}
 		if j-i >= minBase64 {

@@ -77,7 +77,7 @@ func (sc *scanner) number(i int) int {
 		for q < n && q-p < 2 && strings.IndexByte(" -./()", s[q]) >= 0 {
 			q++
 		}
-		if q == p || q >= n || !is(s[q], cDigit) || strings.Count(s[p:q], " ") > 1 {
+		if t.ng == maxGroups || q == p || q >= n || !is(s[q], cDigit) || strings.Count(s[p:q], " ") > 1 {
 			break
 		}
 		t.seps[t.ng] = s[p:q]
@@ -390,7 +390,11 @@ func (sc *scanner) phone(t *numTok, k, digits int) bool {
 		}
 		dots := 0
 		for g := 0; g < k; g++ {
-			if l := t.groups[g].b - t.groups[g].a; l > 4 || g > 0 && l < 2 {
+			l := t.groups[g].b - t.groups[g].a
+			// "087 1234567": a long subscriber number after a trunk
+			// prefix or a parenthesized area code
+			long := k == 2 && g == 1 && l <= 8 && (s[t.groups[0].a] == '0' || t.paren)
+			if l > 4 && !long || g > 0 && l < 2 {
 				return false
 			}
 			if g > 0 && t.seps[g] == "." {
@@ -412,6 +416,9 @@ func (sc *scanner) phone(t *numTok, k, digits int) bool {
 		raw = s[start-1 : end]
 	}
 	if intl {
+		if !t.plus {
+			raw = "+" + strings.TrimPrefix(raw, "00") // 00 is the international prefix in most of the world
+		}
 		num, err := phonenumbers.Parse(raw, "US")
 		if err != nil || !phonenumbers.IsValidNumber(num) {
 			return false

@@ -14,10 +14,12 @@ const (
 	cUpper
 	cLower
 	cWord  // [A-Za-z0-9_-]
-	cB64   // [A-Za-z0-9+/=_-]
+	cB64   // [A-Za-z0-9+/_-]
 	cHex   // [0-9A-Fa-f]
 	cLocal // email local part [A-Za-z0-9._%+-]
 	cHost  // host name [A-Za-z0-9.-]
+	cURL   // printable ASCII but "'<>`\ and space
+	cOp    // = : , > (assignment operators)
 
 	cAlpha = cUpper | cLower
 	cAlnum = cAlpha | cDigit
@@ -49,12 +51,18 @@ func init() {
 			k |= cWord | cB64 | cLocal | cHost
 		case '+':
 			k |= cB64 | cLocal
-		case '/', '=':
+		case '/':
 			k |= cB64
 		case '.':
 			k |= cLocal | cHost
 		case '%':
 			k |= cLocal
+		}
+		if c == '=' || c == ':' || c == ',' || c == '>' {
+			k |= cOp
+		}
+		if c > ' ' && c < 0x7f && strings.IndexByte("\"'<>`\\", byte(c)) < 0 {
+			k |= cURL
 		}
 		class[c] = k
 	}

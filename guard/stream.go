@@ -53,6 +53,7 @@ type stream struct {
 	pending string // raw text not yet emitted
 	prev    string // the tail of emitted raw text, context for the next scan
 	base    int    // stream offset of pending[0]
+	next    int    // don't rescan before pending reaches this length
 	inPEM   bool   // swallowing the rest of a private key block
 	pemLine string // partial line while inPEM
 }
@@ -86,9 +87,19 @@ func (st *stream) process(chunk string, final bool) string {
 		}
 	}
 	st.pending += chunk
-	if st.pending == "" || !final && len(st.pending) < 2*window {
+	// Scan when a window's worth is pending, or a line is complete (so
+	// line-oriented output flows), but rescan held-back text only after it
+	// grew by half, so a long hold (an open PEM block) costs O(n log n).
+	if st.pending == "" || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
+		len(st.pending) < 2*window && strings.IndexByte(chunk, '\n') < 0) {
 		return ""
 	}
+	defer func() {
+		st.next = 0
+		if len(st.pending) > 2*window {
+			st.next = len(st.pending) + len(st.pending)/2
+		}
+	}()
 	view := st.prev + st.pending
 	off := len(st.prev)
 	fs := st.g.scan(view)
@@ -97,7 +108,7 @@ func (st *stream) process(chunk string, final bool) string {
 	if !final {
 		cut = st.cut(view, off, fs)
 		if cut <= off && len(st.pending) > maxHold {
-			cut, force = len(view), true
+			cut, force = forcedCut(view, fs), true
 		}
 		if cut <= off {
 			return ""
@@ -113,7 +124,7 @@ func (st *stream) process(chunk string, final bool) string {
 		b.WriteString(Marker(f.Type))
 		last = f.End
 		st.g.record(st.ctx, st.tenant, st.mode, Finding{Type: f.Type, Start: a - off, End: f.End - off, Confidence: f.Confidence}, view[f.Start:f.End], st.base)
-		if force && f.Type == TypePrivateKey && f.End == len(view) {
+		if force && openPEM(view, f) {
 			st.inPEM = true
 		}
 	}
@@ -128,11 +139,41 @@ func (st *stream) process(chunk string, final bool) string {
 	return b.String()
 }
 
-// cut picks where to stop emitting: window bytes before the end, moved back
+// forcedCut is the cut when the hold bound is hit: everything but an
+// incomplete last rune, unless a finding covers it (findings go out whole).
+func forcedCut(view string, fs []Finding) int {
+	cut := len(view)
+	for r := len(view) - 1; r >= 0 && r >= len(view)-utf8.UTFMax; r-- {
+		if utf8.RuneStart(view[r]) {
+			if !utf8.FullRuneInString(view[r:]) {
+				cut = r
+			}
+			break
+		}
+	}
+	for _, f := range fs {
+		if f.Start < cut && f.End > cut {
+			cut = f.End
+		}
+	}
+	return cut
+}
+
+// endArrived reports whether the last n bytes of pending (and a few
+// before, for a split marker) hold a PEM END marker.
+func (st *stream) endArrived(n int) bool {
+	return strings.Contains(st.pending[max(0, len(st.pending)-n-8):], "-----END")
+}
+
+// cut picks where to stop emitting: window bytes before the end or after the
+// last newline, whichever is later, moved back
 // to the start of a token that straddles it and to the start of a finding
 // that straddles it, at a normalization (and so UTF-8) boundary.
 func (st *stream) cut(view string, off int, fs []Finding) int {
 	cut := len(view) - window
+	if nl := strings.LastIndexByte(view, '\n'); nl+1 > cut {
+		cut = nl + 1 // no single-line value spans a newline; PEM blocks are findings
+	}
 	if cut <= off {
 		return off
 	}
@@ -143,7 +184,7 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 		}
 	}
 	for _, f := range fs {
-		if f.Start < cut && f.End > cut {
+		if f.Start < cut && (f.End > cut || openPEM(view, f)) {
 			cut = f.Start
 			break
 		}
@@ -151,12 +192,23 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 	if cut <= off {
 		return off
 	}
+	if view[cut-1] == '\n' {
+		return cut // a newline never composes with what follows
+	}
 	if lb := norm.NFKC.LastBoundary([]byte(view[off:cut])); lb >= 0 {
 		cut = off + lb
 	} else {
 		return off
 	}
 	return cut
+}
+
+// openPEM reports a private key block that has no END line yet and is
+// followed by no complete line: more of its body, or its END line, may
+// follow.
+func openPEM(view string, f Finding) bool {
+	return f.Type == TypePrivateKey && !strings.Contains(view[f.Start:f.End], "-----END") &&
+		strings.IndexByte(strings.TrimLeft(view[f.End:], " \t\r\n"), '\n') < 0
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
@@ -167,36 +219,42 @@ func (st *stream) skipPEM(chunk string, final bool) string {
 	buf := st.pemLine + chunk
 	st.pemLine = ""
 	for {
-		nl := strings.IndexByte(buf, '\n')
+		// buf starts at a line, or at the newline that ended a dropped line
+		lead := 0
+		if strings.HasPrefix(buf, "\n") {
+			lead = 1
+		}
+		nl := strings.IndexByte(buf[lead:], '\n')
 		if nl < 0 {
-			t := strings.TrimSpace(buf)
-			if final {
+			t := strings.TrimSpace(buf[lead:])
+			body := t != "" && pemBodyLine(t) || strings.HasPrefix(t, "-----END")
+			switch {
+			case final && body:
 				st.inPEM = false
-				if pemBodyLine(t) || strings.HasPrefix(t, "-----END") {
-					st.base += len(buf)
-					return ""
-				}
-				return buf
-			}
-			if len(buf) > maxToken && pemBodyLine(t) {
 				st.base += len(buf)
-				buf = ""
+				return ""
+			case final:
+				st.inPEM = false
+				return buf
+			case len(buf) > maxToken && body:
+				st.base += len(buf) - lead
+				buf = buf[:lead]
 			}
 			st.pemLine = buf
 			return ""
 		}
-		t := strings.TrimSpace(buf[:nl])
+		t := strings.TrimSpace(buf[lead : lead+nl])
 		if strings.HasPrefix(t, "-----END") {
 			st.inPEM = false
-			st.base += nl
-			return buf[nl:]
+			st.base += lead + nl
+			return buf[lead+nl:]
 		}
-		if !pemBodyLine(t) {
+		if t == "" || !pemBodyLine(t) {
 			st.inPEM = false
 			return buf
 		}
-		st.base += nl + 1
-		buf = buf[nl+1:]
+		st.base += lead + nl
+		buf = buf[lead+nl:]
 	}
 }
 

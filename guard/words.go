@@ -38,10 +38,8 @@ func (sc *scanner) word(i, j int) int {
 	switch c := w[0]; {
 	case c == 's' && strings.HasPrefix(w, "sk-"):
 		sc.openAI(i, w)
-	case (c == 's' || c == 'r') && (strings.HasPrefix(w, "sk_live_") || strings.HasPrefix(w, "rk_live_")):
-		if body := w[8:]; len(body) >= 16 && alnumOnly(body) {
-			sc.add(TypeAPIKey, i, j, 0.95)
-		}
+	case (c == 's' || c == 'r') && len(w) > 8 && w[1] == 'k' && w[2] == '_':
+		sc.stripe(i, w)
 	case c == 'x' && len(w) >= 15 && strings.HasPrefix(w, "xox") && strings.IndexByte("abprse", w[3]) >= 0 && w[4] == '-':
 		if d, _, _ := mix(w[5:]); d {
 			sc.add(TypeAPIKey, i, j, 0.9)
@@ -89,6 +87,25 @@ func (sc *scanner) openAI(i int, w string) {
 	}
 }
 
+// stripe matches secret and restricted keys: sk_live_/rk_live_ (and
+// sk_prod_), and test-mode sk_test_/rk_test_ at lower confidence. Publishable
+// pk_ keys are public.
+func (sc *scanner) stripe(i int, w string) {
+	conf := 0.95
+	var body string
+	switch {
+	case strings.HasPrefix(w[3:], "live_"), strings.HasPrefix(w[3:], "prod_"):
+		body = w[8:]
+	case strings.HasPrefix(w[3:], "test_"):
+		body, conf = w[8:], 0.8
+	default:
+		return
+	}
+	if len(body) >= 16 && alnumOnly(body) && entropy(body) >= 3 {
+		sc.add(TypeAPIKey, i, i+len(w), conf)
+	}
+}
+
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // githubChecksum is the 6-character base62 CRC32 of a token's random part.
@@ -106,7 +123,7 @@ func githubChecksum(random string) string {
 // A wrong checksum still counts (someone's typo of a token is still
 // sensitive) at lower confidence.
 func (sc *scanner) github(i int, w string) {
-	if len(w) == 40 && w[1] == 'h' && strings.IndexByte("pousr", w[2]) >= 0 && w[3] == '_' && alnumOnly(w[4:]) {
+	if len(w) == 40 && w[1] == 'h' && strings.IndexByte("pousr", w[2]) >= 0 && w[3] == '_' && alnumOnly(w[4:]) && entropy(w[4:]) >= 3 {
 		conf := 0.6
 		if githubChecksum(w[4:34]) == w[34:] {
 			conf = 0.99
@@ -114,7 +131,7 @@ func (sc *scanner) github(i int, w string) {
 		sc.add(TypeGitHubToken, i, i+40, conf)
 		return
 	}
-	if strings.HasPrefix(w, "github_pat_") && len(w) >= 70 {
+	if strings.HasPrefix(w, "github_pat_") && len(w) >= 70 && entropy(w[11:]) >= 3 {
 		sc.add(TypeGitHubToken, i, i+len(w), 0.95)
 	}
 }
@@ -142,8 +159,9 @@ func (sc *scanner) awsKeyID(i int, w string) {
 	sc.add(TypeAWSAccessKey, i, i+20, 0.95)
 }
 
-// jwt matches eyJ<header>.eyJ<payload>.<signature> whose header decodes to
-// a JSON object with "alg".
+// jwt matches eyJ<header>.eyJ<payload>.<signature>: at confidence 0.95
+// when the header decodes to a JSON object with "alg", else 0.7 when both
+// parts are 17+ characters (a mangled header is still a token).
 func (sc *scanner) jwt(i, j int) int {
 	s := sc.s
 	n := len(s)
@@ -161,18 +179,19 @@ func (sc *scanner) jwt(i, j int) int {
 	for e < n && is(s[e], cWord) {
 		e++
 	}
-	hdr, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s[i:j], "="))
-	if err != nil {
+	conf := 0.7 // the eyJ.eyJ. shape alone is specific
+	if hdr, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s[i:j], "=")); err == nil {
+		var h map[string]any
+		if json.Unmarshal(hdr, &h) == nil {
+			if _, ok := h["alg"]; ok {
+				conf = 0.95
+			}
+		}
+	}
+	if conf < 0.9 && (j-i < 17 || k-j-1 < 17) {
 		return 0
 	}
-	var h map[string]any
-	if json.Unmarshal(hdr, &h) != nil {
-		return 0
-	}
-	if _, ok := h["alg"]; !ok {
-		return 0
-	}
-	sc.add(TypeJWT, i, e, 0.95)
+	sc.add(TypeJWT, i, e, conf)
 	return e
 }
 

@@ -1,0 +1,52 @@
+package guard
+
+import (
+	"context"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzGuard checks the invariants on any input: no panic, findings in
+// bounds, ordered and disjoint, and a stream split anywhere gives Text's
+// output.
+func FuzzGuard(f *testing.F) {
+	for _, s := range []string{
+		"mail alice@example.com, ip 10.1.2.3, card 4111 1111 1111 1111",
+		"ssn: 536221234 ppsn 6433435F +353 87 123 4567 (212) 555-0123",
+		"postgres://u:p@h/db token=abcdEF1234567890ghij password=hunter22",
+		"-----BEGIN " + "RSA PRIVATE KEY-----\nQUJD\n-----END RSA PRIVATE KEY-----",
+		"ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ ali\u200bce@x.com",
+		"2001:db8::1 abc::def 1.3.6.1.4.1 version 1.2.3.4",
+		"YWxpY2VAZXhhbXBsZS5jb20= eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",
+		"<apiToken>\n x \n</apiToken> (\"K\", \"v\") a ::= b",
+	} {
+		f.Add(s, uint16(len(s)/2))
+	}
+	g, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, s string, split uint16) {
+		fs := g.Scan(s)
+		last := 0
+		for _, x := range fs {
+			if x.Start < last || x.End <= x.Start || x.End > len(s) {
+				t.Fatalf("bad finding %+v (last end %d, len %d) in %q", x, last, len(s), s)
+			}
+			last = x.End
+		}
+		want := g.Text(ctx, "t", s)
+		i := int(split) % (len(s) + 1)
+		st := g.Stream(ctx, "t")
+		a := st.Write(s[:i])
+		b := st.Write(s[i:])
+		c := st.Flush()
+		if utf8.ValidString(s) && (!utf8.ValidString(a) || !utf8.ValidString(b)) {
+			t.Fatalf("stream split UTF-8: %q %q", a, b)
+		}
+		if got := a + b + c; got != want {
+			t.Fatalf("split at %d: stream %q, Text %q", i, got, want)
+		}
+	})
+}

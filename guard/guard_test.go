@@ -1,0 +1,164 @@
+package guard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func TestNewValidates(t *testing.T) {
+	for _, cfg := range []Config{{Mode: "loud"}, {Regions: []string{"XX"}}} {
+		if _, err := New(cfg); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("New(%+v) = %v, want invalid argument", cfg, err)
+		}
+	}
+	g := newTestGuard(t, Config{})
+	if g.mode != ModeEnforce || !cmp.Equal(g.regions, []string{"IE", "US"}) {
+		t.Errorf("defaults: mode %q regions %v", g.mode, g.regions)
+	}
+}
+
+type auditLog struct {
+	mu     sync.Mutex
+	events []Event
+	types  []string
+}
+
+func (a *auditLog) audit(_ context.Context, ev Event) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.events = append(a.events, ev)
+}
+
+func (a *auditLog) finding(typ string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.types = append(a.types, typ)
+}
+
+func TestModes(t *testing.T) {
+	const text = "mail alice@example.com now"
+	key := []byte("k")
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("alice@example.com"))
+	wantMAC := hex.EncodeToString(mac.Sum(nil))
+
+	tenantModes := map[string]string{"quiet": ModeOff, "watch": ModeReport, "bogus": "nonsense"}
+	var log auditLog
+	g := newTestGuard(t, Config{
+		Mode:      ModeEnforce,
+		HMACKey:   key,
+		Audit:     log.audit,
+		OnFinding: log.finding,
+		ModeFor:   func(_ context.Context, tenant string) string { return tenantModes[tenant] },
+	})
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, tenant string
+		ctx          context.Context
+		want         string
+		events       int
+	}{
+		{"default enforce", "t1", ctx, "mail [REDACTED:EMAIL] now", 1},
+		{"tenant off", "quiet", ctx, text, 0},
+		{"tenant report", "watch", ctx, text, 1},
+		{"unknown tenant mode fails closed", "bogus", ctx, "mail [REDACTED:EMAIL] now", 1},
+		{"request override beats tenant", "quiet", WithMode(ctx, ModeEnforce), "mail [REDACTED:EMAIL] now", 1},
+		{"request override to off", "t1", WithMode(ctx, ModeOff), text, 0},
+		{"invalid override ignored", "watch", WithMode(ctx, "loud"), text, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log.events, log.types = nil, nil
+			if got := g.Text(c.ctx, c.tenant, text); got != c.want {
+				t.Errorf("Text = %q, want %q", got, c.want)
+			}
+			if len(log.events) != c.events || len(log.types) != c.events {
+				t.Fatalf("events %v types %v, want %d", log.events, log.types, c.events)
+			}
+			for _, ev := range log.events {
+				want := Event{TenantID: c.tenant, Mode: ev.Mode, Type: TypeEmail, Start: 5, End: 22, HMAC: wantMAC}
+				if diff := cmp.Diff(want, ev); diff != "" {
+					t.Errorf("event (-want +got):\n%s", diff)
+				}
+				if strings.Contains(ev.HMAC, "alice") {
+					t.Errorf("event holds the value")
+				}
+			}
+		})
+	}
+}
+
+func TestRedactModes(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	in := "ip 10.0.0.7"
+	if out, fs := g.Redact(ModeOff, in); out != in || fs != nil {
+		t.Errorf("off: %q %v", out, fs)
+	}
+	if out, fs := g.Redact(ModeReport, in); out != in || len(fs) != 1 {
+		t.Errorf("report: %q %v", out, fs)
+	}
+	if out, _ := g.Redact(ModeEnforce, in); out != "ip [REDACTED:IP_ADDRESS]" {
+		t.Errorf("enforce: %q", out)
+	}
+}
+
+func TestRandomHMACKey(t *testing.T) {
+	a, b := newTestGuard(t, Config{}), newTestGuard(t, Config{})
+	if string(a.key) == string(b.key) || len(a.key) != 32 {
+		t.Errorf("keys not random per guard")
+	}
+}
+
+func TestSanitizeError(t *testing.T) {
+	in := strings.Join([]string{
+		"open /run/sandlot/ctx-1/agent.sock: connection refused",
+		"state at /var/lib/sandlot/db.sqlite, user alice@example.com",
+		"panic: boom",
+		"",
+		"goroutine 17 [running]:",
+		"main.run(0xc000012345)",
+		"\t/home/builder/sandlot/cmd/sandlot/main.go:42 +0x1d",
+		"created by main.main in goroutine 1",
+		"\t/home/builder/sandlot/cmd/sandlot/main.go:12 +0x25",
+		"",
+		"at server.go:123 in handler",
+		"python: can't open file '/home/user/x.py': [Errno 2]",
+	}, "\n")
+	got := SanitizeError(in)
+	for _, bad := range []string{"/run/sandlot", "/var/lib/sandlot", "goroutine", "main.go", "server.go:123", "0xc000012345", "alice@"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("sanitized error still holds %q:\n%s", bad, got)
+		}
+	}
+	for _, keep := range []string{"connection refused", "panic: boom", "/home/user/x.py", "[REDACTED:EMAIL]", "in handler"} {
+		if !strings.Contains(got, keep) {
+			t.Errorf("sanitized error lost %q:\n%s", keep, got)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	text, _ := logCorpus(64<<10, 3)
+	want := g.Text(context.Background(), "t", text)
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := g.Text(context.Background(), "t", text); got != want {
+				t.Errorf("concurrent Text differs")
+			}
+		}()
+	}
+	wg.Wait()
+}
