@@ -215,3 +215,56 @@ func TestClientCancelAbandonsCall(t *testing.T) {
 		t.Fatalf("cancel notifications = %v, want [1]", cancels)
 	}
 }
+
+func TestClientOutputBudget(t *testing.T) {
+	chunk := strings.Repeat("x", 64<<10)
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		// Stream far more than the budget allows, never answering.
+		for i := 0; i < 40; i++ {
+			if _, err := io.WriteString(w, `{"jsonrpc":"2.0","method":"output","params":{"ref":`+jsonID(req)+`,"stream":"stdout","data":"`+chunk+`"}}`+"\n"); err != nil {
+				return
+			}
+		}
+	})
+	c, err := Dial(context.Background(), sock, ClientConfig{SandboxID: "sb", MaxCallOutput: 1 << 20, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var got int
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.RunCode(ctx, RunCodeParams{Language: "python", Code: "flood()", Stream: true}, func(ev OutputEvent) { got += len(ev.Data) })
+	if !errors.Is(err, errdefs.ErrUnavailable) || !errors.Is(err, ErrProtocol) {
+		t.Fatalf("err = %v", err)
+	}
+	if got > 1<<20 {
+		t.Fatalf("delivered %d bytes past a 1 MiB budget", got)
+	}
+}
+
+func TestClientRoutesOutputToCaller(t *testing.T) {
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		var p RunCodeParams
+		_ = json.Unmarshal(req.Params, &p)
+		id := jsonID(req)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","method":"output","params":{"ref":`+id+`,"stream":"stdout","data":"`+p.Code+`"}}`+"\n")
+		time.Sleep(10 * time.Millisecond)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+id+`,"result":{"success":true,"stdout":"`+p.Code+`"}}`+"\n")
+	})
+	c := dialFake(t, sock)
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code := "c" + strings.Repeat("i", i)
+			var streamed string
+			r, err := c.RunCode(context.Background(), RunCodeParams{Code: code, Stream: true}, func(ev OutputEvent) { streamed += ev.Data })
+			if err != nil || r.Stdout != code || streamed != code {
+				t.Errorf("call %d: %v %+v streamed %q", i, err, r, streamed)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -91,7 +91,8 @@
 
   async function run(req) {
     if (req.env) Object.assign(process.env, req.env);
-    const filename = 'cell-' + req.n + '.js';
+    // One filename for all cells lets V8's compilation cache serve repeated code.
+    const filename = 'cell.js';
     results = [];
     const out = results;
     let error = null;

@@ -39,7 +39,14 @@ def _sandlot_main():
 
     signal.signal(signal.SIGINT, on_sigint)
 
+    plain = (int, float, str, bool, bytes, list, tuple, dict, set, complex, type(None))
+
     def rich(v, main_result):
+        if type(v) in plain:  # fast path: no rich reprs to look for
+            text = repr(v)
+            if len(text) > MAXTEXT:
+                text = text[:MAXTEXT] + "..."
+            return {"text": text, "main": True} if main_result else {"text": text}
         try:
             text = repr(v)
         except BaseException as e:  # a broken __repr__ is the user's problem
@@ -109,8 +116,14 @@ def _sandlot_main():
         except BaseException as e:
             sys.stderr.write("sandlot: could not capture figures: %r\n" % (e,))
 
+    cells = {}
+
     def error_of(e):
+        import linecache
         import traceback
+
+        for fname, code in cells.items():
+            linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
 
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == driver_file:
@@ -143,9 +156,9 @@ def _sandlot_main():
             os.environ.update(env)
         code = req.get("code", "")
         fname = "<cell-%d>" % count
-        import linecache
-
-        linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+        cells[fname] = code  # for tracebacks; linecache is filled on error
+        if len(cells) > 1000:
+            del cells[next(iter(cells))]
         results = []
         state["results"] = results
         err = None

@@ -42,7 +42,7 @@ var nodeDriver string
 // (so variables, functions, cwd and exports persist) and reports the exit
 // status on fd 4. Builtins are called through `builtin` so user functions
 // named printf or read cannot break the loop.
-const bashDriver = `while builtin read -r -d '' __sandlot_id <&3 && builtin read -r -d '' __sandlot_code <&3; do
+const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3; do
 eval "$__sandlot_code"
 __sandlot_rc=$?
 builtin printf '{"id":%s,"exitCode":%d}\n' "$__sandlot_id" "$__sandlot_rc" >&4

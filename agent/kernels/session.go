@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -22,6 +23,12 @@ import (
 // which polls them directly: no goroutine per pipe, no channel hop on the
 // hot path.
 type session struct {
+	// ep is an epoll instance over out, err and res, registered with Go's
+	// netpoller: a run waits for its kernel without holding an OS thread
+	// in a blocking syscall (which costs a thread handoff per wakeup).
+	ep     *os.File
+	rc     syscall.RawConn
+	epfd   int
 	p      *proc.Process
 	ctrl   int // write end, blocking
 	out    int // read ends, non-blocking
@@ -76,7 +83,73 @@ func startSession(argv, env []string, dir string) (*session, error) {
 	for _, fd := range []int{s.out, s.err, s.res} {
 		_ = unix.SetNonblock(fd, true)
 	}
+	if err := s.initEpoll(); err != nil {
+		s.kill()
+		return nil, err
+	}
 	return s, nil
+}
+
+func (s *session) initEpoll() error {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("epoll: %w", err)
+	}
+	for _, fd := range []int{s.out, s.err, s.res} {
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}); err != nil {
+			_ = unix.Close(epfd)
+			return fmt.Errorf("epoll add: %w", err)
+		}
+	}
+	_ = unix.SetNonblock(epfd, true)
+	s.epfd = epfd
+	s.ep = os.NewFile(uintptr(epfd), "kernel-epoll")
+	rc, err := s.ep.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("epoll conn: %w", err)
+	}
+	s.rc = rc
+	return nil
+}
+
+// pollWait waits up to timeout for any of fds (a subset of out, err, res;
+// negative ones ignored) to be readable and sets their Revents.
+func (s *session) pollWait(fds []unix.PollFd, timeout time.Duration) (int, error) {
+	for i := range fds {
+		fds[i].Revents = 0
+	}
+	var evs [3]unix.EpollEvent
+	n := 0
+	var werr error
+	_ = s.ep.SetReadDeadline(time.Now().Add(timeout))
+	err := s.rc.Read(func(uintptr) bool {
+		k, err := unix.EpollWait(s.epfd, evs[:], 0)
+		if err != nil && err != unix.EINTR {
+			werr = err
+			return true
+		}
+		for _, ev := range evs[:max(k, 0)] {
+			for i := range fds {
+				if fds[i].Fd == ev.Fd {
+					fds[i].Revents = int16(ev.Events)
+					n++
+				}
+			}
+		}
+		return k > 0
+	})
+	if werr != nil {
+		return 0, werr
+	}
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return 0, err
+	}
+	return n, nil
+}
+
+// unwatch stops watching fd (at EOF: a hung-up pipe would always be ready).
+func (s *session) unwatch(fd int32) {
+	_ = unix.EpollCtl(s.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
 }
 
 // kill ends the process group and releases the pipes. It waits briefly for
@@ -90,25 +163,30 @@ func (s *session) kill() {
 	for _, fd := range []int{s.ctrl, s.out, s.err, s.res} {
 		_ = unix.Close(fd)
 	}
+	if s.ep != nil {
+		_ = s.ep.Close()
+	}
 	s.dead = true
 }
 
 // discard drops output left over from earlier runs (background writers,
-// timers) so it is not attributed to the next run.
+// timers) so it is not attributed to the next run. One poll(2) answers the
+// common case (nothing left) without a read per pipe.
 func (s *session) discard() {
+	fds := []unix.PollFd{{Fd: int32(s.out), Events: unix.POLLIN}, {Fd: int32(s.err), Events: unix.POLLIN}, {Fd: int32(s.res), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); n <= 0 || err != nil {
+		return
+	}
 	var buf [32 << 10]byte
-	for _, fd := range []int{s.out, s.err} {
-		for i := 0; i < 64; i++ {
+	for i, fd := range []int{s.out, s.err, s.res} {
+		if fds[i].Revents == 0 {
+			continue
+		}
+		for j := 0; j < 64; j++ {
 			n, err := unix.Read(fd, buf[:])
 			if n <= 0 || err != nil {
 				break
 			}
-		}
-	}
-	for {
-		n, err := unix.Read(s.res, buf[:])
-		if n <= 0 || err != nil {
-			break
 		}
 	}
 	s.resBuf = s.resBuf[:0]
@@ -188,8 +266,8 @@ func (s *session) wait(spec waitSpec) outcome {
 				timeout = max(d, 0)
 			}
 		}
-		n, err := unix.Poll(fds, int(timeout/time.Millisecond)+boolInt(timeout%time.Millisecond != 0))
-		if err != nil && err != unix.EINTR {
+		n, err := s.pollWait(fds, timeout)
+		if err != nil {
 			o.killed = true
 			s.kill()
 			return o
@@ -206,6 +284,7 @@ func (s *session) wait(spec waitSpec) outcome {
 					return o
 				}
 				if eof || bad {
+					s.unwatch(fds[0].Fd)
 					fds[0].Fd = -1
 				}
 			}
@@ -248,13 +327,6 @@ func (s *session) wait(spec waitSpec) outcome {
 	}
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 func (s *session) readOutput(pfd *unix.PollFd, buf []byte, ob *outbuf.Buffer, emit func(string, string), stream string) {
 	if pfd.Revents == 0 || pfd.Fd < 0 {
 		return
@@ -270,11 +342,17 @@ func (s *session) readOutput(pfd *unix.PollFd, buf []byte, ob *outbuf.Buffer, em
 	if err == unix.EAGAIN || err == unix.EINTR {
 		return
 	}
+	s.unwatch(pfd.Fd)
 	pfd.Fd = -1 // EOF or error: stop polling it (a negative fd is ignored)
 }
 
 // drain reads what is left in the output pipes without blocking.
 func (s *session) drain(buf []byte, spec waitSpec) {
+	fds := []unix.PollFd{{Fd: int32(s.out), Events: unix.POLLIN}, {Fd: int32(s.err), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, 0); n == 0 && err == nil {
+		s.flush(spec)
+		return
+	}
 	for _, x := range []struct {
 		fd     int
 		ob     *outbuf.Buffer
@@ -293,6 +371,15 @@ func (s *session) drain(buf []byte, spec waitSpec) {
 		if tail := x.ob.Flush(); tail != "" && spec.emit != nil {
 			spec.emit(x.stream, tail)
 		}
+	}
+}
+
+func (s *session) flush(spec waitSpec) {
+	if tail := spec.stdout.Flush(); tail != "" && spec.emit != nil {
+		spec.emit(agent.Stdout, tail)
+	}
+	if tail := spec.stderr.Flush(); tail != "" && spec.emit != nil {
+		spec.emit(agent.Stderr, tail)
 	}
 }
 

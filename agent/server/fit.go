@@ -12,6 +12,17 @@ const frameBudget = agent.MaxFrame - 4096
 // fitRunCode shrinks r until its JSON fits one frame: JSON escaping can
 // grow binary output up to six times, and rich results can be large.
 func fitRunCode(r *agent.RunCodeResult) {
+	// Cheap bound first: escaping grows a byte to at most 6.
+	n := len(r.Stdout) + len(r.Stderr)
+	if r.Error != nil {
+		n += len(r.Error.Name) + len(r.Error.Value) + len(r.Error.Traceback)
+	}
+	for i := range r.Results {
+		n += len(r.Results[i].JSON) + richLen(&r.Results[i])
+	}
+	if 6*n+64*len(r.Results) < frameBudget-1024 {
+		return
+	}
 	for i := 0; i < 8; i++ {
 		b, err := json.Marshal(r)
 		if err != nil || len(b) <= frameBudget {
@@ -39,7 +50,14 @@ func fitRunCode(r *agent.RunCodeResult) {
 	}
 }
 
+func richLen(r *agent.RichResult) int {
+	return len(r.Text) + len(r.HTML) + len(r.Markdown) + len(r.SVG) + len(r.PNG) + len(r.JPEG) + len(r.LaTeX) + len(r.JavaScript)
+}
+
 func fitExec(r *agent.ExecResult) {
+	if 6*(len(r.Stdout)+len(r.Stderr)) < frameBudget-1024 {
+		return
+	}
 	for i := 0; i < 8; i++ {
 		b, err := json.Marshal(r)
 		if err != nil || len(b) <= frameBudget {

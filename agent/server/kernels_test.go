@@ -304,7 +304,7 @@ func TestKernelStreamingAndSubprocessOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Stdout != "a\nb\nc\n" {
-		t.Fatalf("stdout = %q", r.Stdout)
+		t.Fatalf("stdout = %q stderr = %q", r.Stdout, r.Stderr)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -347,5 +347,13 @@ func TestKernelRunCancel(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("next run waited %s", d)
+	}
+}
+
+func TestBashKeepsWhitespaceAndHeredocs(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	r := run(t, c, agent.Bash, "cat <<'EOF'\n  indented \\n kept  \nEOF\n")
+	if r.Stdout != "  indented \\n kept  \n" || r.Stderr != "" {
+		t.Fatalf("stdout = %q stderr = %q", r.Stdout, r.Stderr)
 	}
 }

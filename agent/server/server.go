@@ -177,26 +177,39 @@ func (s *Server) Serve(ctx context.Context) error {
 
 // conn is one host connection.
 type conn struct {
-	s   *Server
-	c   net.Conn
-	wmu sync.Mutex // serializes frame writes
+	s      *Server
+	c      net.Conn
+	cancel context.CancelFunc // ends the connection and its calls
+	wmu    sync.Mutex         // serializes frame writes
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc // calls in flight, for "cancel"
 }
 
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
-	defer nc.Close()
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // a dropped connection stops its calls
-	c := &conn{s: s, c: nc, running: map[uint64]context.CancelFunc{}}
-	fr := newLineReader(nc, agent.MaxFrame)
+	defer cancel()
+	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelFunc{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go c.readLoop(ctx, newLineReader(nc, agent.MaxFrame), &wg)
+	<-ctx.Done() // the agent stops, or the host hung up (readLoop cancels)
+	nc.Close()
+	wg.Wait()
+}
+
+// readLoop reads requests. To keep a thread handoff off the hot path, a
+// request that needs its own goroutine is handled by the goroutine that read
+// it, after it starts a fresh reader for the rest of the stream.
+func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup) {
+	defer wg.Done()
 	for {
 		line, err := fr.next()
 		if err != nil {
 			if errors.Is(err, errTooLarge) {
 				c.writeError(nil, agent.CodeInvalidRequest, "frame too large", "invalid_argument")
 			}
+			c.cancel() // a dropped connection stops its calls
 			return
 		}
 		if len(line) == 0 {
@@ -213,7 +226,7 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		}
 		if req.Method == agent.MethodPing {
 			// Inline: the cheapest possible health check.
-			c.reply(*req.ID, agent.PingResult{Version: agent.Version, UptimeMs: time.Since(s.started).Milliseconds(), PID: os.Getpid()}, nil)
+			c.reply(*req.ID, agent.PingResult{Version: agent.Version, UptimeMs: time.Since(c.s.started).Milliseconds(), PID: os.Getpid()}, nil)
 			continue
 		}
 		id := *req.ID
@@ -221,14 +234,15 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 		c.mu.Lock()
 		c.running[id] = ccancel
 		c.mu.Unlock()
-		go func() {
-			res, err := c.handle(cctx, id, &req)
-			c.mu.Lock()
-			delete(c.running, id)
-			c.mu.Unlock()
-			ccancel()
-			c.reply(id, res, err)
-		}()
+		wg.Add(1)
+		go c.readLoop(ctx, fr, wg)
+		res, err := c.handle(cctx, id, &req)
+		c.mu.Lock()
+		delete(c.running, id)
+		c.mu.Unlock()
+		ccancel()
+		c.reply(id, res, err)
+		return
 	}
 }
 

@@ -76,6 +76,9 @@ func Start(tb testing.TB) *Agent {
 	}
 	a.Cmd = exec.Command(Binary(tb), "--socket", a.Socket, "--home", a.Home)
 	a.Cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
+	if g := os.Getenv("SANDLOT_T_GMP"); g != "" {
+		a.Cmd.Env = append(a.Cmd.Env, "GOMAXPROCS="+g)
+	}
 	if testing.Verbose() {
 		a.Cmd.Stderr = os.Stderr
 	}
