@@ -26,6 +26,7 @@ func lrunNeedAgent(t *testing.T) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
+	testenv.RequireBinary(t, "runc")
 	if os.Getenv("SANDLOT_AGENT_BIN") != "" {
 		return
 	}
