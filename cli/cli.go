@@ -4,6 +4,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -39,8 +40,15 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) 
 		usage(errw)
 		return fmt.Errorf("unknown command %q: %w", args[0], errdefs.ErrInvalidArgument)
 	}
-	return c.run(ctx, args[1:], std)
+	if err := c.run(ctx, args[1:], std); !errors.Is(err, errHelp) {
+		return err
+	}
+	return nil
 }
+
+// errHelp ends a subcommand after its flags printed their usage (-h): the
+// command does nothing and exits 0.
+var errHelp = errors.New("help requested")
 
 func usage(w io.Writer) {
 	names := make([]string, 0, len(commands))

@@ -76,7 +76,7 @@ func newFlags(name string, std IO) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return nil
+			return errHelp
 		}
 		return fmt.Errorf("%s: %v: %w", fs.Name(), err, errdefs.ErrInvalidArgument)
 	}
