@@ -408,7 +408,14 @@ func TestRealSoak(t *testing.T) {
 	if len(ids) < n {
 		t.Fatalf("recorded %d sandboxes for %d cycles", len(ids), n)
 	}
-	if procs, mounts, cgroups := footprint(t, e.stateDir, ids); procs+mounts+cgroups != 0 {
+	// A killed init is reparented to the host's PID 1, which may reap it
+	// lazily: give the zombies a bounded moment to go.
+	procs, mounts, cgroups := footprint(t, e.stateDir, ids)
+	for deadline := time.Now().Add(15 * time.Second); procs+mounts+cgroups != 0 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		procs, mounts, cgroups = footprint(t, e.stateDir, ids)
+	}
+	if procs+mounts+cgroups != 0 {
 		t.Fatalf("left behind: %d processes, %d mounts, %d cgroup dirs", procs, mounts, cgroups)
 	}
 	if st.Active != 0 || st.TotalCreated != int64(n) || st.TotalCleaned != int64(n) {
