@@ -8,13 +8,17 @@ mode=${1:-run}
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+# Node.js may come from a vendor package that bundles npm; a Debian npm
+# package would conflict with it, so npm is checked as a command.
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
 for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pandas python3-matplotlib nodejs; do
   have_pkg "$p" || need+=("$p")
 done
 if [ "$mode" = test ]; then
-  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client npm protobuf-compiler; do
+  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client protobuf-compiler; do
     have_pkg "$p" || need+=("$p")
   done
+  have_cmd npm || need+=(npm)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
