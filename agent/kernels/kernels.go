@@ -42,7 +42,7 @@ var nodeDriver string
 // (so variables, functions, cwd and exports persist) and reports the exit
 // status on fd 4. Builtins are called through `builtin` so user functions
 // named printf or read cannot break the loop.
-const bashDriver = `while builtin read -r -d '' __sandlot_id <&3 && builtin read -r -d '' __sandlot_code <&3; do
+const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3; do
 eval "$__sandlot_code"
 __sandlot_rc=$?
 builtin printf '{"id":%s,"exitCode":%d}\n' "$__sandlot_id" "$__sandlot_rc" >&4
@@ -54,6 +54,7 @@ const (
 	DefaultTimeout = 60 * time.Second
 	MaxTimeout     = 600 * time.Second
 	interruptGrace = 2 * time.Second
+	nodeGrace      = 500 * time.Millisecond
 )
 
 // ShellFunc runs a one-shot shell command (the server's exec); sh uses it.
@@ -247,8 +248,13 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		stderr:   stderr,
 		emit:     emit,
 	}
-	if kn.lang != agent.Bash {
+	switch kn.lang {
+	case agent.Python:
 		spec.interrupt = syscall.SIGINT
+	case agent.JavaScript:
+		// Only an await answers SIGINT; a busy loop is killed soon after.
+		spec.interrupt = syscall.SIGINT
+		spec.grace = nodeGrace
 	}
 	o := s.wait(spec)
 
@@ -421,6 +427,31 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 	}
 	r.Success = r.ExitCode == 0 && !r.TimedOut
 	return r, nil
+}
+
+// Prestart starts the default kernel of lang now instead of on first use,
+// so that the first run does not pay the interpreter's start-up. A run that
+// arrives meanwhile waits for this start instead of starting its own.
+func (m *Manager) Prestart(lang string) error {
+	switch lang {
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	default:
+		return invalid("cannot prestart %q", lang)
+	}
+	kn := m.get(lang, "")
+	kn.mu.Lock()
+	defer kn.mu.Unlock()
+	if kn.s != nil {
+		return nil
+	}
+	s, err := m.start(kn.lang)
+	if err != nil {
+		return &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+	}
+	kn.s = s
+	kn.cur.Store(s)
+	kn.count = 0
+	return nil
 }
 
 // Restart kills a kernel; the next run starts a fresh one.

@@ -203,7 +203,7 @@ func TestKernelTimeoutRecovery(t *testing.T) {
 	}{
 		{"python sleep", agent.Python, "kept = 'yes'", "import time\ntime.sleep(30)", "kept", "'yes'", true},
 		{"python busy loop", agent.Python, "kept = 'yes'", "while True:\n    pass", "kept", "'yes'", true},
-		{"javascript busy loop", agent.JavaScript, "var kept = 'yes'", "while (true) {}", "kept", "'yes'", true},
+		{"javascript busy loop", agent.JavaScript, "var kept = 'yes'", "while (true) {}", "typeof kept", "'undefined'", false},
 		{"javascript await", agent.JavaScript, "var kept2 = 'yes'", "await new Promise(() => {})", "kept2", "'yes'", true},
 		{"bash sleep", agent.Bash, "KEPT=yes", "sleep 30", "echo ok", "", false},
 	}
@@ -304,7 +304,7 @@ func TestKernelStreamingAndSubprocessOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Stdout != "a\nb\nc\n" {
-		t.Fatalf("stdout = %q", r.Stdout)
+		t.Fatalf("stdout = %q stderr = %q", r.Stdout, r.Stderr)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -347,5 +347,31 @@ func TestKernelRunCancel(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("next run waited %s", d)
+	}
+}
+
+func TestBashKeepsWhitespaceAndHeredocs(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	r := run(t, c, agent.Bash, "cat <<'EOF'\n  indented \\n kept  \nEOF\n")
+	if r.Stdout != "  indented \\n kept  \n" || r.Stderr != "" {
+		t.Fatalf("stdout = %q stderr = %q", r.Stdout, r.Stderr)
+	}
+}
+
+func TestPrestart(t *testing.T) {
+	a := agenttest.Start(t, "--prestart", "python")
+	deadline := time.Now().Add(10 * time.Second)
+	for childrenNamed(t, a.Cmd.Process.Pid, "python3") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("python kernel was not prestarted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := a.Dial(t)
+	if r := run(t, c, agent.Python, "1+1"); mainText(r) != "2" || r.ExecutionCount != 1 {
+		t.Fatalf("first run on prestarted kernel: %+v", r)
+	}
+	if n := childrenNamed(t, a.Cmd.Process.Pid, "python3"); n != 1 {
+		t.Fatalf("%d python kernels, want 1", n)
 	}
 }
