@@ -108,7 +108,7 @@ func (st *stream) process(chunk string, final bool) string {
 	if !final {
 		cut = st.cut(view, off, fs)
 		if cut <= off && len(st.pending) > maxHold {
-			cut, force = len(view), true
+			cut, force = forcedCut(view, fs), true
 		}
 		if cut <= off {
 			return ""
@@ -137,6 +137,26 @@ func (st *stream) process(chunk string, final bool) string {
 	}
 	st.prev = view[p:cut]
 	return b.String()
+}
+
+// forcedCut is the cut when the hold bound is hit: everything but an
+// incomplete last rune, unless a finding covers it (findings go out whole).
+func forcedCut(view string, fs []Finding) int {
+	cut := len(view)
+	for r := len(view) - 1; r >= 0 && r >= len(view)-utf8.UTFMax; r-- {
+		if utf8.RuneStart(view[r]) {
+			if !utf8.FullRuneInString(view[r:]) {
+				cut = r
+			}
+			break
+		}
+	}
+	for _, f := range fs {
+		if f.Start < cut && f.End > cut {
+			cut = f.End
+		}
+	}
+	return cut
 }
 
 // endArrived reports whether the last n bytes of pending (and a few

@@ -171,3 +171,17 @@ func TestStreamLinesFlow(t *testing.T) {
 		t.Errorf("Flush = %q", f)
 	}
 }
+
+func TestStreamLongRunesNoSpaces(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	text := strings.Repeat("é日", 30000) // 150 KB, no spaces, no newlines
+	var chunks []string
+	for rest := text; rest != ""; {
+		n := min(len(rest), 999)
+		chunks = append(chunks, rest[:n])
+		rest = rest[n:]
+	}
+	if got := collect(g.Stream(context.Background(), "t"), chunks, t); got != text {
+		t.Fatalf("text changed (len %d vs %d)", len(got), len(text))
+	}
+}

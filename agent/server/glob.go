@@ -74,5 +74,6 @@ func matchSegs(pat, names []string, partial bool) bool {
 		}
 		pat, names = pat[1:], names[1:]
 	}
-	return len(names) == 0
+	// The pattern is used up: names must be too, and nothing below can match.
+	return len(names) == 0 && !partial
 }

@@ -17,12 +17,7 @@ import (
 // own choosing) and that it serves on the socket given by flags.
 func TestStaticBinaryServes(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "sandlot-agent")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildStatic(t, dir)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -44,17 +39,7 @@ func TestStaticBinaryServes(t *testing.T) {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 	}()
-	var c *agent.Client
-	for i := 0; i < 500; i++ {
-		if c, err = agent.Dial(context.Background(), sock, agent.ClientConfig{SandboxID: "main-test"}); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, sock)
 	info, err := c.PingInfo(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -68,5 +53,126 @@ func TestStaticBinaryServes(t *testing.T) {
 	}
 	if st, err := os.Stat(home); err != nil || !st.IsDir() {
 		t.Fatalf("home not created: %v", err)
+	}
+}
+
+func buildStatic(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "sandlot-agent")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func dial(t *testing.T, sock string) *agent.Client {
+	t.Helper()
+	var c *agent.Client
+	var err error
+	for i := 0; i < 500; i++ {
+		if c, err = agent.Dial(context.Background(), sock, agent.ClientConfig{SandboxID: "main-test"}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// requireBwrap skips when bubblewrap is missing, except in CI (make test
+// installs it), where a missing precondition fails the test.
+func requireBwrap(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("bwrap")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("bwrap is required in CI (scripts/deps.sh test installs bubblewrap)")
+		}
+		t.Skip("bwrap not installed")
+	}
+	return p
+}
+
+// TestReadOnlyRootAsPID1 runs the static agent the way a sandbox does: PID 1
+// of a new pid namespace, uid 1000, the host's / read-only, and only
+// /home/user, /tmp and the socket dir writable. The runtime's own container
+// tests cover the real OCI setup; this pins the agent's side of it.
+func TestReadOnlyRootAsPID1(t *testing.T) {
+	bwrap := requireBwrap(t)
+	dir := t.TempDir()
+	bin := buildStatic(t, dir)
+	home, run := filepath.Join(dir, "home"), filepath.Join(dir, "run")
+	for _, d := range []string{home, run} {
+		if err := os.MkdirAll(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bwrap,
+		"--ro-bind", "/", "/",
+		"--tmpfs", "/tmp", "--tmpfs", "/home", "--tmpfs", "/run",
+		"--bind", home, "/home/user",
+		"--bind", run, agent.SocketDir,
+		"--ro-bind", bin, "/tmp/sandlot-agent",
+		"--dev", "/dev", "--proc", "/proc",
+		"--unshare-pid", "--as-pid-1", "--unshare-user", "--uid", "1000", "--gid", "1000",
+		"--die-with-parent", "--chdir", "/home/user",
+		"/tmp/sandlot-agent")
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	c := dial(t, filepath.Join(run, agent.SocketName))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	info, err := c.PingInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.PID != 1 {
+		t.Fatalf("agent pid = %d, want 1", info.PID)
+	}
+	for _, tc := range []struct{ lang, code, want string }{
+		{agent.Python, "import os\nos.getuid(), os.getcwd()", "(1000, '/home/user')"},
+		{agent.Python, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nlen(plt.get_fignums())", "1"},
+		{agent.JavaScript, "process.getuid()", "1000"},
+		{agent.TypeScript, "const n: number = 2; n * 21", "42"},
+	} {
+		r, err := c.RunCode(ctx, agent.RunCodeParams{Language: tc.lang, Code: tc.code}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Success || len(r.Results) == 0 || r.Results[0].Text != tc.want {
+			t.Fatalf("%s %q: %+v %+v", tc.lang, tc.code, r, r.Error)
+		}
+	}
+	r, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Bash, Code: "touch /usr/sandlot-x"}, nil)
+	if err != nil || r.Success {
+		t.Fatalf("writing /usr succeeded: %+v %v", r, err)
+	}
+	// Orphans reparent to the agent as PID 1 and must be reaped.
+	if _, err := c.Exec(ctx, agent.ExecParams{Shell: "for i in 1 2 3; do (sleep 0.2 &); done"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	e, err := c.Exec(ctx, agent.ExecParams{Shell: "grep -l zombie /proc/[0-9]*/status 2>/dev/null | wc -l; cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Stdout != "0\n0\n" {
+		t.Fatalf("zombies in the sandbox: %q", e.Stdout)
 	}
 }
