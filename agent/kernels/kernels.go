@@ -423,6 +423,31 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 	return r, nil
 }
 
+// Prestart starts the default kernel of lang now instead of on first use,
+// so that the first run does not pay the interpreter's start-up. A run that
+// arrives meanwhile waits for this start instead of starting its own.
+func (m *Manager) Prestart(lang string) error {
+	switch lang {
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	default:
+		return invalid("cannot prestart %q", lang)
+	}
+	kn := m.get(lang, "")
+	kn.mu.Lock()
+	defer kn.mu.Unlock()
+	if kn.s != nil {
+		return nil
+	}
+	s, err := m.start(kn.lang)
+	if err != nil {
+		return &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+	}
+	kn.s = s
+	kn.cur.Store(s)
+	kn.count = 0
+	return nil
+}
+
 // Restart kills a kernel; the next run starts a fresh one.
 func (m *Manager) Restart(p agent.KernelParams) error {
 	switch p.Language {

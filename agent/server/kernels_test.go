@@ -357,3 +357,21 @@ func TestBashKeepsWhitespaceAndHeredocs(t *testing.T) {
 		t.Fatalf("stdout = %q stderr = %q", r.Stdout, r.Stderr)
 	}
 }
+
+func TestPrestart(t *testing.T) {
+	a := agenttest.Start(t, "--prestart", "python")
+	deadline := time.Now().Add(10 * time.Second)
+	for childrenNamed(t, a.Cmd.Process.Pid, "python3") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("python kernel was not prestarted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := a.Dial(t)
+	if r := run(t, c, agent.Python, "1+1"); mainText(r) != "2" || r.ExecutionCount != 1 {
+		t.Fatalf("first run on prestarted kernel: %+v", r)
+	}
+	if n := childrenNamed(t, a.Cmd.Process.Pid, "python3"); n != 1 {
+		t.Fatalf("%d python kernels, want 1", n)
+	}
+}

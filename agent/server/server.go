@@ -37,6 +37,9 @@ type Config struct {
 	Env []string
 	// Python, Node and Bash override interpreter paths (tests).
 	Python, Node, Bash string
+	// Prestart lists languages whose default kernel starts with the agent
+	// rather than on first use (warm pools). nil: none.
+	Prestart []string
 	// Logger: nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -131,6 +134,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		return fmt.Errorf("chmod socket: %w", err)
 	}
 	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
+	for _, lang := range s.cfg.Prestart {
+		go func() {
+			if err := s.kernels.Prestart(lang); err != nil {
+				s.log.Warn("prestart kernel", "language", lang, "err", err)
+			}
+		}()
+	}
 
 	var wg sync.WaitGroup
 	var mu sync.Mutex

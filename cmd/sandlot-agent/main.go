@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/sandlot/sandlot/agent"
@@ -28,7 +29,14 @@ func main() {
 	}
 	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
 	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
+	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
 	flag.Parse()
+	var langs []string
+	for _, l := range strings.Split(*prestart, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			langs = append(langs, l)
+		}
+	}
 
 	// The agent only multiplexes I/O (kernel and exec pipes wait on the
 	// netpoller). More Ps only add thread handoffs and spinning threads that
@@ -41,7 +49,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := server.Run(ctx, server.Config{Socket: *socket, Home: home, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Home: home, Prestart: langs, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}

@@ -66,15 +66,15 @@ type Agent struct {
 }
 
 // Start runs the agent with a fresh home and socket; it is killed at the
-// end of the test.
-func Start(tb testing.TB) *Agent {
+// end of the test. args are extra command-line flags.
+func Start(tb testing.TB, args ...string) *Agent {
 	tb.Helper()
 	dir := tb.TempDir()
 	a := &Agent{Socket: filepath.Join(dir, "run", "agent.sock"), Home: filepath.Join(dir, "home")}
 	if err := os.MkdirAll(a.Home, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	a.Cmd = exec.Command(Binary(tb), "--socket", a.Socket, "--home", a.Home)
+	a.Cmd = exec.Command(Binary(tb), append([]string{"--socket", a.Socket, "--home", a.Home}, args...)...)
 	a.Cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
 	if g := os.Getenv("SANDLOT_T_GMP"); g != "" {
 		a.Cmd.Env = append(a.Cmd.Env, "GOMAXPROCS="+g)
