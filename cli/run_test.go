@@ -8,45 +8,29 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-var (
-	lrunAgentOnce sync.Once
-	lrunAgentErr  error
-)
-
 // lrunNeedAgent makes sure $SANDLOT_AGENT_BIN names a static agent,
-// building one when make test has not.
+// building one for this test when make test has not.
 func lrunNeedAgent(t *testing.T) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
+	testenv.RequireBinary(t, "runc")
 	if os.Getenv("SANDLOT_AGENT_BIN") != "" {
 		return
 	}
-	lrunAgentOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sl-agent-")
-		if err != nil {
-			lrunAgentErr = err
-			return
-		}
-		bin := filepath.Join(dir, "sandlot-agent")
-		cmd := exec.Command("go", "build", "-o", bin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			lrunAgentErr = errors.New(string(out))
-			return
-		}
-		os.Setenv("SANDLOT_AGENT_BIN", bin)
-	})
-	if lrunAgentErr != nil {
-		t.Fatal(lrunAgentErr)
+	bin := filepath.Join(t.TempDir(), "sandlot-agent")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build sandlot-agent: %v\n%s", err, out)
 	}
+	t.Setenv("SANDLOT_AGENT_BIN", bin)
 }
 
 func TestRunCommand(t *testing.T) {

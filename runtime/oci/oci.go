@@ -361,6 +361,7 @@ func (r *Runtime) probe(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	r.removeStaleProbes(ctx, dir)
 	var b [4]byte
 	rand.Read(b[:])
 	id := "probe-" + hex.EncodeToString(b[:])
@@ -376,6 +377,24 @@ func (r *Runtime) probe(ctx context.Context) error {
 		}
 	}
 	return r.deleteBundle(ctx, r.driver(""), id, bdir)
+}
+
+// removeStaleProbes deletes probe containers that a process which died
+// mid-probe left behind (a created container waits forever). Fresh ones
+// may belong to a concurrent process and are left alone.
+func (r *Runtime) removeStaleProbes(ctx context.Context, dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < time.Minute {
+			continue
+		}
+		bdir := filepath.Join(dir, e.Name())
+		kind, _ := os.ReadFile(filepath.Join(bdir, "runtime"))
+		if err := r.deleteBundle(ctx, r.driver(strings.TrimSpace(string(kind))), e.Name(), bdir); err != nil {
+			r.log.Warn("remove stale probe", "probe", e.Name(), "err", err)
+		}
+	}
 }
 
 // Kill implements runtime.Runtime.

@@ -70,7 +70,21 @@ func startProbe(t testing.TB, r *Runtime, lim runtime.Limits) (string, *probeCon
 func TestSelectAuto(t *testing.T) {
 	r := newRuntime(t, KindAuto)
 	if _, err := os.Stat("/usr/bin/crun"); err == nil && r.Name() != KindCrun {
-		t.Errorf("auto picked %s; crun is installed and works here", r.Name())
+		t.Fatalf("auto picked %s; crun is installed and works here", r.Name())
+	}
+	if r.seccompBPF == "" {
+		t.Error("crun's compiled seccomp filter was not kept")
+	}
+	// A second process finds the probe's record and skips the probe.
+	r2, err := New(context.Background(), Config{StateDir: r.StateDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.Name() != r.Name() || r2.seccompBPF != r.seccompBPF {
+		t.Errorf("second New: %s, bpf kept %v", r2.Name(), r2.seccompBPF == r.seccompBPF)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(r.StateDir(), "probe")); len(ents) != 0 {
+		t.Errorf("probe bundles left: %v", ents)
 	}
 }
 
