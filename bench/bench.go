@@ -33,6 +33,9 @@ type Figure struct {
 	Target string  `json:"target,omitempty"`
 	Met    *bool   `json:"met,omitempty"`
 	Note   string  `json:"note,omitempty"`
+	// MaxRatio, when set, is a target on Ratio: the Runner fills Met once
+	// the floor is known.
+	MaxRatio float64 `json:"-"`
 }
 
 // Report is one run.
@@ -87,6 +90,10 @@ func (r *Runner) Run(ctx context.Context, floorN int) (*Report, error) {
 			}
 			if f.P50 > 0 && rep.FloorP50 > 0 {
 				f.Ratio = round(f.P50/rep.FloorP50, 2)
+				if f.MaxRatio > 0 {
+					met := f.Ratio < f.MaxRatio
+					f.Met = &met
+				}
 			}
 			rep.Figures = append(rep.Figures, f)
 		}

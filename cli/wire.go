@@ -60,12 +60,13 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		return nil, err
 	}
 	mcfg := contexts.Config{
-		Metrics:            tel.Metrics,
-		Guard:              g,
-		Logger:             log,
-		MaxPerTenant:       cfg.maxPerTenant,
-		MaxPerConversation: cfg.maxPerConv,
-		Limits:             contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+		Metrics:                 tel.Metrics,
+		Guard:                   g,
+		Logger:                  log,
+		MaxPerTenant:            cfg.maxPerTenant,
+		MaxPerConversation:      cfg.maxPerConv,
+		MaxExecutionsPerContext: cfg.maxExecutions,
+		Limits:                  contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
 	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
