@@ -50,7 +50,7 @@ type Sizes struct {
 	Throughput  time.Duration // per concurrency level
 	Concurrency []int         // concurrent contexts
 	GuardMB     int           // guard corpus size
-	Peer        int           // Jupyter and bwrap samples
+	Peer        int           // Jupyter samples (bwrap: a tenth); 0 skips the peers
 }
 
 // DefaultSizes is what `sandlot bench` runs without flags.
@@ -77,11 +77,13 @@ func Cases(env Env, sz Sizes) []Case {
 		{Name: "GetOrCreate from the warm pool", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return pool(ctx, env, sz) }},
 		{Name: "throughput and density", Group: "throughput", Run: func(ctx context.Context) ([]Figure, error) { return throughput(ctx, env, sz) }},
 		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
-		{Name: "peer: Jupyter", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return JupyterPeer(ctx, sz.Peer) }},
-		{Name: "peer: bwrap", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return BwrapPeer(ctx, max(sz.Peer/10, 5)) }},
-		{Name: "reference: E2B", Group: "peer", Run: func(context.Context) ([]Figure, error) { return []Figure{E2BReference()}, nil }},
 	}
-	return cs
+	if sz.Peer > 0 {
+		cs = append(cs,
+			Case{Name: "peer: Jupyter", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return JupyterPeer(ctx, sz.Peer) }},
+			Case{Name: "peer: bwrap", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return BwrapPeer(ctx, max(sz.Peer/10, 5)) }})
+	}
+	return append(cs, Case{Name: "reference: E2B", Group: "peer", Run: func(context.Context) ([]Figure, error) { return []Figure{E2BReference()}, nil }})
 }
 
 // manager starts a Manager over env's provider and a memory store with no
