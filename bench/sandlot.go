@@ -311,7 +311,7 @@ func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		return nil, fmt.Errorf("pool hits %d of %d acquisitions", st.PoolHits, sz.Pool)
 	}
 	fa := Latency("GetOrCreate from the warm pool", acq)
-	ff := Latency("warm pool to first result: python 1+1 (kernel starts)", first)
+	ff := Latency("warm pool to first result: python 1+1 (kernel prestarted)", first)
 	return []Figure{WithTarget(fa, fmt.Sprintf("p50 < %g ms", targetPoolMs), fa.P50 < targetPoolMs), ff}, nil
 }
 

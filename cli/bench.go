@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		memMiB     int64
 		conc       string
 		throughput time.Duration
+		cpuProfile string
 	)
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
@@ -54,6 +56,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&conc, "concurrency", "10,50", "throughput levels: concurrent contexts, comma-separated")
 	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -104,6 +107,17 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		}
 	}
 
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	r := bench.Runner{Cases: bench.Cases(env, sz), Logger: log, Progress: std.Err}
 	rep, err := r.Run(ctx, sz.Floor)
 	if rep == nil {
