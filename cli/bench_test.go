@@ -33,7 +33,7 @@ func TestBenchCommand(t *testing.T) {
 	want := []string{"warm run_code python (1+1), Go API", "warm run_code javascript (1+1), Go API", "warm run_code bash (echo 2), Go API",
 		"warm run_code python (1+1), HTTP loopback keep-alive", "cold create to first result: python 1+1, no pool",
 		"GetOrCreate from the warm pool", "throughput: python 1+1 on 2 contexts at once (latency)",
-		"density: idle contexts per 2 GiB (by PSS)", "guard: redact mixed log text (1 MiB, best of 3)"}
+		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)"}
 	got := map[string]bench.Figure{}
 	for _, f := range rep.Figures {
 		got[f.Name] = f
