@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandlot/sandlot/api/server"
@@ -168,7 +169,8 @@ type localDaemon struct {
 
 // startDaemon wires the daemon over cfg (a memory store unless
 // cfg.store.url says otherwise), creates a tenant and serves on
-// 127.0.0.1:0 until stop, which terminates every context it served.
+// 127.0.0.1:0 until stop (idempotent), which terminates every context it
+// served.
 func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*localDaemon, error) {
 	if cfg.store.url == "" {
 		cfg.store.url = "memory:"
@@ -209,7 +211,10 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
 	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, w: w, st: st}
-	d.stop = func() {
+	var stop func()
+	var once sync.Once
+	d.stop = func() { once.Do(stop) }
+	stop = func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
 		recs, _ := w.contexts.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})

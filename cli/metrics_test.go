@@ -2,18 +2,20 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // TestMetricsAfterRealCalls serves the daemon as serve wires it (real
@@ -23,9 +25,10 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	lrunNeedAgent(t)
 	ctx := context.Background()
 	dir := t.TempDir()
+	logs := &syncBuffer{}
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 1, shutdownTimeout: 5 * time.Second},
-		slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		telemetry.NewLogger(logs, "debug"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +41,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 			req.Header.Set("X-API-KEY", d.key)
 		}
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.HeaderRequestID, "obs-test-"+strconv.Itoa(len(body)))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +124,42 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	if t.Failed() {
 		t.Logf("metrics:\n%s", m.dump())
 	}
+
+	// The JSON logs carry request ids and never the code, its output or
+	// the key (debug level, the most verbose).
+	d.stop()
+	out := logs.String()
+	if !strings.Contains(out, `"request_id":"obs-test-`) {
+		t.Errorf("no request ids in the logs:\n%s", out)
+	}
+	for _, secret := range []string{"alice@example.com", "write to", d.key} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the logs contain %q:\n%s", secret, out)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+		}
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // metrics is a scraped Prometheus text exposition: "name{labels}" → value,
