@@ -3,6 +3,7 @@
 # installs what is missing.
 #   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
 #   scripts/deps.sh test  the same, plus what the tests need, and starts Postgres
+#   scripts/deps.sh bench the run needs plus the benchmark peers (bwrap, Jupyter)
 set -euo pipefail
 mode=${1:-run}
 
@@ -13,6 +14,11 @@ for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pan
 done
 if [ "$mode" = test ]; then
   for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client npm protobuf-compiler; do
+    have_pkg "$p" || need+=("$p")
+  done
+fi
+if [ "$mode" = bench ]; then
+  for p in bubblewrap python3-ipykernel python3-jupyter-client; do
     have_pkg "$p" || need+=("$p")
   done
 fi
