@@ -54,7 +54,7 @@ type Sizes struct {
 }
 
 // DefaultSizes is what `sandlot bench` runs without flags.
-var DefaultSizes = Sizes{Floor: 2000, Warm: 2000, HTTP: 2000, Cold: 15, Pool: 15,
+var DefaultSizes = Sizes{Floor: 3000, Warm: 3000, HTTP: 3000, Cold: 30, Pool: 30,
 	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200}
 
 // Targets, reported beside the figures and never asserted.
@@ -263,8 +263,8 @@ func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	return []Figure{fc, WithTarget(ff, fmt.Sprintf("p50 < %g ms", targetColdMs), ff.P50 < targetColdMs)}, nil
 }
 
-// pool measures GetOrCreate of new identities served from a full warm
-// pool; the refill and the teardown are not timed.
+// pool measures GetOrCreate of new identities served from a full, settled
+// warm pool; the refill and the teardown are not timed.
 func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	const size = 2
 	m, stop, err := manager(ctx, env, contexts.Config{PoolSize: size})
@@ -280,6 +280,9 @@ func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
+		// A pool normally sits idle between requests: let the refill's
+		// prestarted kernel come up and its CPU settle (not timed).
+		time.Sleep(150 * time.Millisecond)
 		return nil
 	}
 	var acq, first []time.Duration
