@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/mcp"
 	"github.com/sandlot/sandlot/store"
@@ -26,9 +29,12 @@ func init() {
 func runMCP(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("mcp", std)
 	var cfg serveConfig
-	var tenantID string
+	var tenantID, conversation string
 	cfg.store.register(fs)
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
+	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
+		"(default: a new one, whose sandboxes end with the session)")
+	fs.StringVar(&cfg.stateDir, "state-dir", "", "runtime state (bundles, agent sockets); default /run/sandlot")
 	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
 	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
@@ -66,12 +72,41 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	if !ok {
 		return fmt.Errorf("mcp: the tool registry is not wired: %w", errdefs.ErrInternal)
 	}
-	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Logger: log})
+	ephemeral := conversation == ""
+	if ephemeral {
+		conversation = uuid.NewString()
+	}
+	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Conversation: conversation, Logger: log})
 	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
 	if ctx.Err() != nil {
-		return nil // interrupted: a normal end for a stdio server
+		err = nil // interrupted: a normal end for a stdio server
+	}
+	if ephemeral {
+		// Nobody can name this conversation again: end its contexts now
+		// rather than leave them to the TTL.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		defer cancel()
+		if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
+			log.Warn("ending the session's contexts", "error", terr.Error())
+		}
 	}
 	return err
+}
+
+// endConversation terminates the active contexts of one conversation.
+func endConversation(ctx context.Context, w *wired, tenantID, conversation string) error {
+	recs, err := w.contexts.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
+		States: []contexts.State{contexts.StateCreating, contexts.StateReady}})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rec := range recs {
+		if err := w.contexts.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sessionTenant is the tenant named id, or with id empty the tenant named

@@ -3,15 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandlot/sandlot/provider/local"
 )
 
 // lockedBuffer is a goroutine-safe stderr sink.
@@ -43,7 +48,8 @@ func TestMCPCommand(t *testing.T) {
 	var stderr lockedBuffer
 	done := make(chan error, 1)
 	go func() {
-		err := Run(ctx, []string{"mcp", "--store", "memory:", "--data-dir", t.TempDir()}, inR, outW, &stderr)
+		dir := t.TempDir()
+		err := Run(ctx, []string{"mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run")}, inR, outW, &stderr)
 		outW.Close()
 		done <- err
 	}()
@@ -108,7 +114,8 @@ func TestMCPBinary(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", t.TempDir())
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run"))
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
@@ -122,4 +129,105 @@ func TestMCPBinary(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v (stderr: %s)", err, stderr.String())
 	}
+}
+
+// TestMCPLocal runs `sandlot mcp` with the local provider: real sandboxes
+// on the OCI runtime. State persists between calls, a secret comes back
+// redacted, and the session's sandboxes end with it.
+func TestMCPLocal(t *testing.T) {
+	if os.Geteuid() != 0 {
+		mcpPrecondition(t, "needs root")
+	}
+	if _, err := exec.LookPath("crun"); err != nil {
+		if _, err := exec.LookPath("runc"); err != nil {
+			mcpPrecondition(t, "no OCI runtime (crun or runc)")
+		}
+	}
+	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
+		mcpPrecondition(t, "SANDLOT_AGENT_BIN is not set (make test sets it)")
+	}
+	bin := os.Getenv("SANDLOT_BIN")
+	if bin == "" {
+		mcpPrecondition(t, "SANDLOT_BIN is not set (make test sets it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	stateDir := filepath.Join(dir, "run")
+	// Whatever happens, no sandbox of this test outlives it.
+	t.Cleanup(func() {
+		p, err := local.New(local.Config{StateDir: stateDir})
+		if err != nil {
+			t.Logf("cleanup: %v", err)
+			return
+		}
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			p.Destroy(context.Background(), id)
+		}
+	})
+
+	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", stateDir, "--log-level", "info")
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	tr := &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Minute}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	call := func(code string) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": code}})
+		if err != nil {
+			t.Fatalf("run_code: %v\n%s", err, stderr.String())
+		}
+		m, _ := res.StructuredContent.(map[string]any)
+		if res.IsError || m == nil {
+			t.Fatalf("run_code %q: isError=%v %+v\n%s", code, res.IsError, res.Content, stderr.String())
+		}
+		return m
+	}
+	call("x = 41")
+	if got := call("print(x + 1)"); got["stdout"] != "42\n" {
+		t.Errorf("state: %+v", got)
+	}
+	key := "sk-proj-" + randomKeyBody()
+	if got := call("print(" + strconv.Quote(key[:20]) + " + " + strconv.Quote(key[20:]) + ")"); strings.Contains(got["stdout"].(string), key) ||
+		!strings.Contains(got["stdout"].(string), "[REDACTED:") {
+		t.Errorf("secret not redacted: %q", got["stdout"])
+	}
+
+	p, err := local.New(local.Config{StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := p.List(ctx); err != nil || len(ids) != 1 {
+		t.Errorf("sandboxes during the session: %v %v", ids, err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v\n%s", err, stderr.String())
+	}
+	if ids, err := p.List(ctx); err != nil || len(ids) != 0 {
+		t.Errorf("sandboxes left after the session: %v %v\n%s", ids, err, stderr.String())
+	}
+}
+
+func mcpPrecondition(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("precondition missing in CI: %s", why)
+	}
+	t.Skipf("skipping: %s", why)
+}
+
+// randomKeyBody is 48 random alphanumerics, so no real-looking secret is
+// committed.
+func randomKeyBody() string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 48)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
 }

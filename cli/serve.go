@@ -92,6 +92,10 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 	}
 	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir))
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
+			slog.String("addr", ln.Addr().String()))
+	}
 	fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
 	serr := srv.Serve(ctx, ln)
 	// Detach: sandboxes keep running and the next start reattaches them.

@@ -52,6 +52,9 @@ type Config struct {
 	// Tenant is the tenant of sessions without HTTP authentication
 	// (stdio, in-memory). Empty: such calls fail.
 	Tenant string
+	// Conversation is the default conversation of sessions without a
+	// session id (stdio, in-memory). Empty: a UUID per session.
+	Conversation string
 	// Name and Version are reported to clients. "": "sandlot", "dev".
 	Name, Version string
 	// SessionTimeout closes idle HTTP sessions. 0: 30 minutes.
@@ -330,6 +333,9 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 func (s *Server) sessionConversation(ss *sdk.ServerSession) string {
 	if id := ss.ID(); id != "" {
 		return id
+	}
+	if s.cfg.Conversation != "" {
+		return s.cfg.Conversation
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,6 +2,8 @@
 // fd 1/2: user output (pipes: synchronous writes on Linux)
 // fd 3: commands, one JSON object per line: {"id", "code", "env"}
 // fd 4: results, one JSON object per line: {"id", "results", "error"}
+// On SIGINT a pending await rejects; synchronous code cannot be interrupted
+// cheaply, so the agent kills the kernel when SIGINT gets no answer.
 // User code runs in this process's global context (vm.runInThisContext), so
 // globals persist; the driver's own bindings live in this function scope,
 // out of reach of user code.
@@ -107,7 +109,10 @@
         script = new vm.Script(src, { filename });
         wrapped = true;
       }
-      let value = script.runInThisContext({ breakOnSigint: true, displayErrors: false });
+      // No breakOnSigint: its watchdog costs ~45 us per run. A synchronous
+      // endless loop is ended by the agent killing and restarting the kernel;
+      // an await is interrupted by the SIGINT handler below.
+      let value = script.runInThisContext({ displayErrors: false });
       if (wrapped) {
         const r = await withInterrupt(value);
         value = r && typeof r === 'object' && 'value' in r ? r.value : undefined;

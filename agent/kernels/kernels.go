@@ -54,6 +54,7 @@ const (
 	DefaultTimeout = 60 * time.Second
 	MaxTimeout     = 600 * time.Second
 	interruptGrace = 2 * time.Second
+	nodeGrace      = 500 * time.Millisecond
 )
 
 // ShellFunc runs a one-shot shell command (the server's exec); sh uses it.
@@ -247,8 +248,13 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		stderr:   stderr,
 		emit:     emit,
 	}
-	if kn.lang != agent.Bash {
+	switch kn.lang {
+	case agent.Python:
 		spec.interrupt = syscall.SIGINT
+	case agent.JavaScript:
+		// Only an await answers SIGINT; a busy loop is killed soon after.
+		spec.interrupt = syscall.SIGINT
+		spec.grace = nodeGrace
 	}
 	o := s.wait(spec)
 

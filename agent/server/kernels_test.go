@@ -203,7 +203,7 @@ func TestKernelTimeoutRecovery(t *testing.T) {
 	}{
 		{"python sleep", agent.Python, "kept = 'yes'", "import time\ntime.sleep(30)", "kept", "'yes'", true},
 		{"python busy loop", agent.Python, "kept = 'yes'", "while True:\n    pass", "kept", "'yes'", true},
-		{"javascript busy loop", agent.JavaScript, "var kept = 'yes'", "while (true) {}", "kept", "'yes'", true},
+		{"javascript busy loop", agent.JavaScript, "var kept = 'yes'", "while (true) {}", "typeof kept", "'undefined'", false},
 		{"javascript await", agent.JavaScript, "var kept2 = 'yes'", "await new Promise(() => {})", "kept2", "'yes'", true},
 		{"bash sleep", agent.Bash, "KEPT=yes", "sleep 30", "echo ok", "", false},
 	}

@@ -360,6 +360,19 @@ func TestE2E(t *testing.T) {
 		if _, err := b.ListFiles(ctx, client.FileTarget{ContextID: idA}, "", 0); !client.IsNotFound(err) {
 			t.Errorf("files: %v", err)
 		}
+		if _, err := b.Upload(ctx, client.FileTarget{ContextID: idA}, "x.txt", strings.NewReader("B")); !client.IsNotFound(err) {
+			t.Errorf("upload: %v", err)
+		}
+		if _, err := b.Download(ctx, client.FileTarget{ContextID: idA}, "/etc/hostname", io.Discard, nil); err == nil {
+			t.Errorf("download from A's context worked")
+		}
+		// B's path events name B's own (conversation, path), never A's.
+		if err := b.PathEvent(ctx, "e2e", "main", api.PathEvent{Type: api.PathDeleted}); err != nil && !client.IsNotFound(err) {
+			t.Errorf("event: %v", err)
+		}
+		if rec, err := a.GetContext(ctx, idA); err != nil || rec.State != "ready" {
+			t.Fatalf("A's context after B's calls: %+v %v", rec, err)
+		}
 		lb, _ := b.ListContexts(ctx, client.ListOptions{})
 		for _, r := range lb.Contexts {
 			if r.ID == idA {
