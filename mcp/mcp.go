@@ -41,6 +41,9 @@ import (
 // always overwrites it, so a client cannot set it.
 const tenantHeader = "X-Sandlot-Internal-Tenant"
 
+// maxRequestBody bounds one MCP HTTP request.
+const maxRequestBody = 32 << 20
+
 // Identity argument names accepted in every tool's MCP arguments.
 const (
 	ArgConversationID = "conversationId"
@@ -147,6 +150,13 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 		SessionTimeout: s.cfg.SessionTimeout,
 		Logger:         s.log,
+		// write_file takes up to 10 MiB of content; leave room for JSON escaping.
+		MaxRequestBodyBytes: maxRequestBody,
+		// The SDK's DNS-rebinding guard rejects a loopback request whose
+		// Host is not loopback, which breaks a reverse proxy in front of
+		// the daemon. Every request here carries an API key that a
+		// rebinding page cannot know, so the guard adds nothing.
+		DisableLocalhostProtection: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant, err := auth(r)

@@ -45,6 +45,9 @@ func runResult(t *testing.T, res *sdk.CallToolResult) tools.RunCodeResult {
 }
 
 func text(res *sdk.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(*sdk.TextContent); ok {
@@ -329,6 +332,28 @@ func TestStreamableHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || body["code"] != "unauthenticated" {
 		t.Errorf("no key: %d %v", resp.StatusCode, body)
+	}
+
+	// A large write fits in one request (the SDK's default cap is 4 MiB).
+	big := strings.Repeat("0123456789abcdef\n", 6<<20/17)
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": "big.txt", "content": big}})
+	if err != nil || res.IsError {
+		t.Fatalf("6 MiB write_file: %v %s", err, text(res))
+	}
+
+	// Behind a reverse proxy the Host is not loopback; the API key still rules.
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+	req.Host = "sandlot.example.com"
+	req.Header.Set("X-API-Key", "key-1")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("proxied initialize: %d", resp.StatusCode)
 	}
 
 	// Another tenant reusing the session id runs as itself, in its own

@@ -35,6 +35,8 @@ type Contexts interface {
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
 }
 
+var _ Contexts = (*contexts.Manager)(nil)
+
 // DefaultMaxOutput is the number of characters kept of one output field.
 const DefaultMaxOutput = 50000
 
