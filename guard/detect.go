@@ -393,8 +393,8 @@ func (sc *scanner) keyValue(key string, val int) int {
 	return sc.value(kind, weak, val)
 }
 
-// xmlValue handles the '>' at i closing <key>: the value runs, trimmed,
-// to the next '<'.
+// xmlValue handles the '>' at i closing <key>: the value starts after
+// blank space and runs to the next '<' or line end.
 func (sc *scanner) xmlValue(i int) int {
 	s := sc.s
 	q := i
@@ -417,11 +417,13 @@ func (sc *scanner) xmlValue(i int) int {
 	for a < len(s) && a-i < 64 && isSpace(s[a]) {
 		a++
 	}
-	e := strings.IndexByte(s[a:min(len(s), a+1024)], '<')
+	// to the closing tag or the end of the line, so a stream that has the
+	// value line but not yet the closing tag already sees it
+	e := strings.IndexAny(s[a:min(len(s), a+1024)], "<\r\n")
 	if e < 0 {
 		return 0
 	}
-	v := strings.TrimRight(s[a:a+e], " \t\r\n")
+	v := strings.TrimRight(s[a:a+e], " \t")
 	if v == "" || strings.ContainsAny(v, " \n") {
 		return 0
 	}

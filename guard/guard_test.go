@@ -5,7 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -161,4 +163,36 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestJSONStaysValid: redacting a JSON result leaves it parseable, with
+// the secrets gone.
+func TestJSONStaysValid(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	secrets := map[string]string{
+		"email":  "alice@example.com",
+		"dsn":    "postgres://app:S3cretpw@db:5432/app",
+		"card":   group4(fakeCard(r, "4", 16), " "),
+		"key":    pemBlock(r, 3),
+		"token":  fakeGitHubToken(r, "ghp_"),
+		"jwt":    fakeJWT(r, `{"sub":"1"}`),
+		"phone":  "(212) 555-0123",
+		"aws":    fakeAWSKeyID(r),
+		"nested": "password=" + randKey(r, 12),
+	}
+	raw, err := json.Marshal(map[string]any{"result": secrets, "list": []string{secrets["email"], secrets["token"]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newTestGuard(t, Config{})
+	out := g.Text(context.Background(), "t", string(raw))
+	if !json.Valid([]byte(out)) {
+		t.Fatalf("redacted JSON is invalid: %s", out)
+	}
+	for name, v := range secrets {
+		enc, _ := json.Marshal(v)
+		if strings.Contains(out, strings.Trim(string(enc), `"`)) {
+			t.Errorf("%s survived: %s", name, out)
+		}
+	}
 }

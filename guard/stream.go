@@ -91,7 +91,7 @@ func (st *stream) process(chunk string, final bool) string {
 	// line-oriented output flows), but rescan held-back text only after it
 	// grew by half, so a long hold (an open PEM block) costs O(n log n).
 	if st.pending == "" || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
-		len(st.pending) < 2*window && strings.IndexByte(chunk, '\n') < 0) {
+		len(st.pending) < 2*window && strings.IndexAny(chunk, "\n\r") < 0) {
 		return ""
 	}
 	defer func() {
@@ -171,8 +171,8 @@ func (st *stream) endArrived(n int) bool {
 // that straddles it, at a normalization (and so UTF-8) boundary.
 func (st *stream) cut(view string, off int, fs []Finding) int {
 	cut := len(view) - window
-	if nl := strings.LastIndexByte(view, '\n'); nl+1 > cut {
-		cut = nl + 1 // no single-line value spans a newline; PEM blocks are findings
+	if nl := strings.LastIndexAny(view, "\n\r"); nl+1 > cut {
+		cut = nl + 1 // no single-line value spans a line end; PEM blocks are findings
 	}
 	if cut <= off {
 		return off
@@ -192,8 +192,8 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 	if cut <= off {
 		return off
 	}
-	if view[cut-1] == '\n' {
-		return cut // a newline never composes with what follows
+	if view[cut-1] == '\n' || view[cut-1] == '\r' {
+		return cut // a line end never composes with what follows
 	}
 	if lb := norm.NFKC.LastBoundary([]byte(view[off:cut])); lb >= 0 {
 		cut = off + lb

@@ -167,7 +167,20 @@ func TestStreamLinesFlow(t *testing.T) {
 	if got := out.String(); got != "[REDACTED:PRIVATE_KEY]\nafter\n" {
 		t.Errorf("line-by-line key: %q", got)
 	}
-	if f := st.Flush(); f != "" {
+	// progress bars redraw with \r
+	if got := st.Write("\r 45%|####  |"); got != "\r" {
+		t.Errorf("progress line: %q", got)
+	}
+	if got := st.Write("\r 46%|####  |\r"); got != " 45%|####  |\r 46%|####  |\r" {
+		t.Errorf("progress redraw held: %q", got)
+	}
+	// an XML value line is redacted before its closing tag arrives
+	tok := randKey(r, 32)
+	if got := st.Write("<apiToken>\n    " + tok + "\n"); strings.Contains(got, tok) {
+		t.Errorf("XML value leaked: %q", got)
+	}
+	st.Write("</apiToken>\n")
+	if f := st.Flush(); strings.Contains(f, tok) {
 		t.Errorf("Flush = %q", f)
 	}
 }
