@@ -425,5 +425,3 @@ func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bo
 	}
 	return nil, eof, false
 }
-
-var errDead = errors.New("kernel is not running")
