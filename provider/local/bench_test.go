@@ -34,9 +34,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // cold to `print(1+1)`, and the ratio of the two p50s.
 func BenchmarkColdCreate(b *testing.B) {
 	py := testenv.RequireBinary(b, "/usr/bin/python3")
-	for _, kind := range []string{"crun", "runc"} {
-		b.Run(kind, func(b *testing.B) {
-			p := newProvider(b, kind, contexts.Limits{})
+	for _, tc := range []struct {
+		name, kind string
+		prestart   []string
+	}{{"crun", "crun", nil}, {"runc", "runc", nil}, {"crun-prestart", "crun", []string{"python"}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := newProvider(b, tc.kind, contexts.Limits{}, tc.prestart...)
 			ctx := context.Background()
 			var total, ready, floor []time.Duration
 			b.ResetTimer()

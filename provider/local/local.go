@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,6 +51,10 @@ type Config struct {
 	// zero fields here mean runtime's defaults (2 GiB, 256 pids, 1 CPU,
 	// 512 MiB tmpfs).
 	Limits contexts.Limits
+	// Prestart names kernels the agent starts at boot ("python",
+	// "javascript", ...), so the first call does not wait for one. Each
+	// costs its idle memory in every sandbox; nil starts none.
+	Prestart []string
 	// ReadyTimeout bounds create-to-healthy; 0: 15 s.
 	ReadyTimeout time.Duration
 	// Logger; nil: slog.Default().
@@ -62,6 +67,7 @@ type Provider struct {
 	stateDir  string
 	agentPath string
 	limits    contexts.Limits
+	prestart  []string
 	ready     time.Duration
 	log       *slog.Logger
 }
@@ -95,6 +101,7 @@ func New(cfg Config) (*Provider, error) {
 		stateDir:  rt.StateDir(),
 		agentPath: installed,
 		limits:    cfg.Limits,
+		prestart:  cfg.Prestart,
 		ready:     cfg.ReadyTimeout,
 		log:       log,
 	}
@@ -195,9 +202,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		labels["template"] = spec.Template
 	}
 	sock := agent.SocketDir + "/" + agent.SocketName
+	args := []string{oci.AgentPath, "--socket", sock, "--home", oci.HomeDir}
+	if len(p.prestart) > 0 {
+		args = append(args, "--prestart", strings.Join(p.prestart, ","))
+	}
 	rs := runtime.Spec{
 		ID:   id,
-		Args: []string{oci.AgentPath, "--socket", sock, "--home", oci.HomeDir},
+		Args: args,
 		Env:  spec.Env,
 		Mounts: []runtime.Mount{
 			{Source: p.agentPath, Destination: oci.AgentPath, ReadOnly: true},

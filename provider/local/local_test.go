@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -164,5 +165,24 @@ func TestConcurrentCreate(t *testing.T) {
 	}
 	if ids, _ := p.List(ctx); len(ids) != 0 {
 		t.Errorf("left behind: %v", ids)
+	}
+}
+
+// TestPrestart: with Prestart the python kernel runs before the first call.
+func TestPrestart(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{}, "python")
+	c := create(t, p, contexts.Spec{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r := sh(t, c, "ps -e -o comm="); strings.Contains(r.Stdout, "python3") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no python kernel after boot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := runCode(t, c, "python", "1+1"); mainText(r) != "2" || r.KernelRestarted {
+		t.Fatalf("1+1 = %+v", r)
 	}
 }

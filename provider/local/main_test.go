@@ -75,7 +75,7 @@ func run(m *testing.M) int {
 
 // newProvider returns a provider on runtime kind with a private state dir;
 // it destroys whatever is left when the test ends.
-func newProvider(t testing.TB, kind string, lim contexts.Limits) *Provider {
+func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...string) *Provider {
 	t.Helper()
 	testenv.RequireRoot(t)
 	if kind != "" && kind != "auto" {
@@ -85,7 +85,7 @@ func newProvider(t testing.TB, kind string, lim contexts.Limits) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: agentBin, Limits: lim, Logger: slog.New(slog.DiscardHandler)})
+	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: agentBin, Limits: lim, Prestart: prestart, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatal(err)
