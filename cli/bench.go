@@ -43,6 +43,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		conc       string
 		throughput time.Duration
 		cpuProfile string
+		httpStore  string
 	)
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
@@ -57,6 +58,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&conc, "concurrency", "10,50", "throughput levels: concurrent contexts, comma-separated")
 	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
+	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -97,7 +99,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	if perr == nil {
-		d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: rt,
+		d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data"), url: httpStore}, runtime: rt,
 			stateDir: filepath.Join(dir, "http"), providers: "local", memoryMiB: memMiB, poolSize: 0, maxExecutions: -1,
 			shutdownTimeout: 5 * time.Second}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 		if err != nil {
