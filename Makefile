@@ -5,7 +5,7 @@ DATA    ?= $(CURDIR)/.sandlot
 PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
 TESTFLAGS ?= -count=1 -timeout 40m
 
-.PHONY: run test build deps test-deps bench vet fmt clean
+.PHONY: run test build deps test-deps bench bench-deps benchmarks vet fmt clean
 
 ## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback)
 run: deps build
@@ -21,9 +21,17 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
 	$(GO) build -o $(BIN)/sandlot ./cmd/sandlot
 
-## bench: run the benchmark suite on the real runtime and print a table
-bench: deps build
+## bench: run the benchmark suite on the real runtime and print a table (installs the Jupyter and bwrap peers)
+bench: bench-deps build
 	$(BIN)/sandlot bench
+
+## benchmarks: run the suite and regenerate BENCHMARKS.md from its JSON (keeps the file's Notes section)
+benchmarks: bench-deps build
+	$(BIN)/sandlot bench --json > $(BIN)/bench.json
+	$(BIN)/sandlot bench --markdown BENCHMARKS.md < $(BIN)/bench.json
+
+bench-deps:
+	scripts/deps.sh bench
 
 deps:
 	scripts/deps.sh run

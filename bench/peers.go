@@ -129,6 +129,6 @@ func BwrapPeer(ctx context.Context, n int) ([]Figure, error) {
 
 // E2BReference is the create time E2B publishes, quoted as a reference line.
 func E2BReference() Figure {
-	return Figure{Name: "reference: E2B published sandbox create time", Group: "peer", P50: 150,
+	return Figure{Name: "reference: E2B published sandbox create time", Group: "peer", Value: 150, Unit: "ms",
 		Note: "quoted from E2B's documentation, not measured here"}
 }

@@ -36,6 +36,7 @@ type serveConfig struct {
 	maxPerConv      int
 	memoryMiB       int64
 	poolSize        int
+	maxExecutions   int64 // contexts.Config.MaxExecutionsPerContext (no flag; the bench sets -1)
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {

@@ -26,7 +26,19 @@ import (
 // tools and MCP. It starts the manager (reconcile, pools, cleanup); close
 // detaches it, leaving sandboxes running for the next start.
 func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
-	prov, provErr := newProvider(ctx, cfg, log)
+	// Telemetry first: the guard, the provider chain and the manager
+	// report to its metrics. The gauges read the manager once it exists.
+	var m *contexts.Manager
+	tel, err := telemetry.Setup(ctx, telemetry.Config{Stats: func() telemetry.Snapshot {
+		if m == nil {
+			return telemetry.Snapshot{}
+		}
+		return statsSnapshot(m.Stats())
+	}})
+	if err != nil {
+		return nil, err
+	}
+	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics)
 	g, err := guard.New(guard.Config{
 		ModeFor: func(ctx context.Context, tenantID string) string {
 			if t, ok := server.TenantFromContext(ctx); ok && t.ID == tenantID {
@@ -37,20 +49,24 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			}
 			return tenant.GuardEnforce
 		},
+		OnFinding: tel.Metrics.GuardFinding,
 		Audit: func(ctx context.Context, ev guard.Event) {
 			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC}})
 		},
 	})
 	if err != nil {
+		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	mcfg := contexts.Config{
-		Guard:              g,
-		Logger:             log,
-		MaxPerTenant:       cfg.maxPerTenant,
-		MaxPerConversation: cfg.maxPerConv,
-		Limits:             contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+		Metrics:                 tel.Metrics,
+		Guard:                   g,
+		Logger:                  log,
+		MaxPerTenant:            cfg.maxPerTenant,
+		MaxPerConversation:      cfg.maxPerConv,
+		MaxExecutionsPerContext: cfg.maxExecutions,
+		Limits:                  contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
 	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
@@ -58,14 +74,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			mcfg.PoolSize = -1
 		}
 	}
-	m := contexts.NewManager(st, prov, mcfg)
+	m = contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
+		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
-	}
-	tel, err := telemetry.Setup(ctx, telemetry.Config{})
-	if err != nil {
-		m.Close(context.WithoutCancel(ctx))
-		return nil, err
 	}
 	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
@@ -109,7 +121,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
 // starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *telemetry.Metrics) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
@@ -137,7 +149,9 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 		for _, err := range errs {
 			log.Warn("provider skipped", slog.String(keyErr, err.Error()))
 		}
-		return providerChain(ps, log, nil), nil
+		return providerChain(ps, log, func(from, _ string, err error) {
+			met.ProviderFallback(from, string(errdefs.CodeOf(err)))
+		}), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
 	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
@@ -213,4 +227,13 @@ func (a registryTools) Export(format string) (any, error) {
 		return a.r.Tools(), nil
 	}
 	return a.r.Export(format)
+}
+
+// statsSnapshot converts the manager's counters for the telemetry gauges.
+func statsSnapshot(s contexts.Stats) telemetry.Snapshot {
+	out := telemetry.Snapshot{Active: s.Active, PerPool: make(map[string]telemetry.PoolSnapshot, len(s.PerTemplate))}
+	for name, t := range s.PerTemplate {
+		out.PerPool[name] = telemetry.PoolSnapshot{Size: t.PoolSize, Hits: t.PoolHits, Misses: t.PoolMisses}
+	}
+	return out
 }

@@ -105,7 +105,9 @@ func (m *Manager) cleanupLoop() {
 // unknown at the previous pass (the grace protects creations in flight).
 // With two managers on one store, only the one whose Store.Terminate
 // succeeds tears a context down.
-func (m *Manager) Cleanup(ctx context.Context) error {
+func (m *Manager) Cleanup(ctx context.Context) (err error) {
+	ctx, span := startSpan(ctx, spanCleanup, Identity{})
+	defer func() { endSpan(span, err) }()
 	now := m.now()
 	var errs []error
 

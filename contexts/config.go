@@ -42,6 +42,11 @@ type Config struct {
 	// a pool after their first successful creation.
 	PoolSize  int
 	PoolSizes map[string]int
+	// PoolPrestart names the kernels a pooled sandbox starts at boot, so
+	// the first call of a context served from the pool does not wait for
+	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
+	// Passed as the agent's SANDLOT_AGENT_PRESTART environment variable.
+	PoolPrestart []string
 	// DefaultTemplate is used when CreateOptions.Template is empty.
 	// Zero: "default".
 	DefaultTemplate string
@@ -128,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PoolSize == 0 {
 		c.PoolSize = DefaultPoolSize
+	}
+	if c.PoolPrestart == nil {
+		c.PoolPrestart = []string{"python"}
 	}
 	if c.DefaultTemplate == "" {
 		c.DefaultTemplate = DefaultTemplate

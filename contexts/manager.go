@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -206,8 +207,17 @@ func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptio
 	return m.snapshot(e), nil
 }
 
-// acquire returns the ready, health-checked and touched entry of id.
+// acquire returns the ready, health-checked and touched entry of id,
+// inside a get_or_create span.
 func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+	ctx, span := startSpan(ctx, spanGetOrCreate, id)
+	e, err := m.acquireEntry(ctx, id, opts)
+	m.sandboxAttr(span, e)
+	endSpan(span, err)
+	return e, err
+}
+
+func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
 	id, err := normalize(id)
 	if err != nil {
 		return nil, err
@@ -758,6 +768,19 @@ const timeoutGrace = 15 * time.Second
 // MaxExecutionsPerContext is answered normally, then the context is
 // terminated with reason rotated; the next call gets a fresh sandbox.
 func (m *Manager) Execute(ctx context.Context, id Identity, req ExecuteRequest, out OutputFunc) (*ExecuteResult, error) {
+	ctx, span := startSpan(ctx, spanExecute, id, telemetry.AttrLanguage.String(req.Language))
+	res, err := m.execute(ctx, id, req, out)
+	if res != nil && span.IsRecording() {
+		span.SetAttributes(telemetry.AttrSandbox.String(res.SandboxID))
+		if res.TimedOut {
+			span.SetAttributes(attrTimedOut)
+		}
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, out OutputFunc) (*ExecuteResult, error) {
 	timeout, err := m.validate(req)
 	if err != nil {
 		return nil, err
@@ -986,7 +1009,9 @@ func (m *Manager) List(ctx context.Context, f Filter) ([]*Record, error) {
 // Terminate ends a context of tenantID with reason (empty: manual) and
 // destroys its sandbox. Terminating an ended context is a no-op; a context
 // of another tenant is ErrNotFound.
-func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason Reason) error {
+func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason Reason) (err error) {
+	ctx, span := startSpan(ctx, spanTerminate, Identity{TenantID: tenantID}, attrContext.String(contextID), attrReason.String(string(reason)))
+	defer func() { endSpan(span, err) }()
 	if reason == "" {
 		reason = ReasonManual
 	}
@@ -1080,6 +1105,8 @@ func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) erro
 	m.mu.Lock()
 	e := m.byIdent[id]
 	m.mu.Unlock()
+	ctx, span := startSpan(ctx, spanTerminate, id, attrReason.String(string(reason)))
+	defer span.End()
 	if e != nil {
 		m.end(ctx, e, reason, "")
 	}

@@ -3,6 +3,7 @@
 # installs what is missing.
 #   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
 #   scripts/deps.sh test  the same, plus what the tests need, and starts Postgres
+#   scripts/deps.sh bench the run needs plus the benchmark peers (bwrap, Jupyter)
 set -euo pipefail
 mode=${1:-run}
 
@@ -19,6 +20,11 @@ if [ "$mode" = test ]; then
     have_pkg "$p" || need+=("$p")
   done
   have_cmd npm || need+=(npm)
+fi
+if [ "$mode" = bench ]; then
+  for p in bubblewrap python3-ipykernel python3-jupyter-client; do
+    have_pkg "$p" || need+=("$p")
+  done
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

@@ -100,11 +100,13 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 			return nil, fmt.Errorf("otlp trace exporter: %w", err)
 		}
 	}
-	if spanExp != nil {
-		topts = append(topts, sdktrace.WithBatcher(spanExp))
-	}
 	t.tp = sdktrace.NewTracerProvider(topts...)
-	otel.SetTracerProvider(t.tp)
+	if spanExp != nil {
+		// Without an exporter the global tracer stays the no-op one: spans
+		// nobody reads would cost every execution a few allocations.
+		t.tp.RegisterSpanProcessor(sdktrace.NewBatchSpanProcessor(spanExp))
+		otel.SetTracerProvider(t.tp)
+	}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
 	t.Metrics, err = newMetrics(t.mp.Meter(ScopeName), cfg.Stats)

@@ -196,7 +196,9 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 // not an error.
 func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc) (any, error) {
 	start := time.Now()
+	ctx, span := startSpan(ctx, call)
 	res, err := r.call(ctx, call, out)
+	endSpan(span, err)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,
 		"conversation", call.Identity.ConversationID, "path", call.Identity.PathID,

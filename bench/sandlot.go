@@ -1,0 +1,584 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+// Env is what the sandlot cases run on. Provider is a real provider
+// (provider/local); every case builds its own Manager over it and a memory
+// store, and tears down what it created.
+type Env struct {
+	Provider contexts.Provider
+	// Usage samples a sandbox's cgroup (provider/local implements it); nil
+	// leaves the cgroup figure out of the density case.
+	Usage contexts.UsageSampler
+	// Guard is the egress guard the managers use (nil: none).
+	Guard *guard.Guard
+	// HTTPURL and APIKey reach an in-process `sandlot serve` (same wiring)
+	// on loopback; "" skips the HTTP figure.
+	HTTPURL, APIKey string
+	// Limits apply to every sandbox (memory: modest, so 50 fit).
+	Limits contexts.Limits
+}
+
+// Sizes are the sample counts. The defaults (DefaultSizes) keep a full
+// run under three minutes on two cores.
+type Sizes struct {
+	Floor       int           // floor samples
+	Warm        int           // warm round trips per language (Go API)
+	HTTP        int           // warm round trips over HTTP
+	Cold        int           // cold creates
+	Pool        int           // pool acquisitions
+	Throughput  time.Duration // per concurrency level
+	Concurrency []int         // concurrent contexts
+	GuardMB     int           // guard corpus size
+	Peer        int           // Jupyter samples (bwrap: a tenth); 0 skips the peers
+}
+
+// DefaultSizes is what `sandlot bench` runs without flags.
+var DefaultSizes = Sizes{Floor: 3000, Warm: 3000, HTTP: 3000, Cold: 30, Pool: 30,
+	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200}
+
+// Targets, reported beside the figures and never asserted.
+const (
+	targetWarmRatio   = 3.0
+	targetHTTPMs      = 1.0
+	targetColdMs      = 60.0
+	targetPoolMs      = 5.0
+	targetDensity     = 400.0
+	targetGuardMBs    = 50.0
+	densityBudgetByte = 2 << 30
+)
+
+// Cases returns the sandlot figures and the peers, in report order.
+func Cases(env Env, sz Sizes) []Case {
+	cs := []Case{
+		{Name: "warm round trip, Go API", Group: "warm", Run: func(ctx context.Context) ([]Figure, error) { return warmAPI(ctx, env, sz) }},
+		{Name: "warm round trip, HTTP", Group: "warm", Run: func(ctx context.Context) ([]Figure, error) { return warmHTTP(ctx, env, sz) }},
+		{Name: "cold create to first result", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return cold(ctx, env, sz) }},
+		{Name: "GetOrCreate from the warm pool", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return pool(ctx, env, sz) }},
+		{Name: "throughput and density", Group: "throughput", Run: func(ctx context.Context) ([]Figure, error) { return throughput(ctx, env, sz) }},
+		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
+	}
+	if sz.Peer > 0 {
+		cs = append(cs,
+			Case{Name: "peer: Jupyter", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return JupyterPeer(ctx, sz.Peer) }},
+			Case{Name: "peer: bwrap", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return BwrapPeer(ctx, max(sz.Peer/10, 5)) }})
+	}
+	return append(cs, Case{Name: "reference: E2B", Group: "peer", Run: func(context.Context) ([]Figure, error) { return []Figure{E2BReference()}, nil }})
+}
+
+// manager starts a Manager over env's provider and a memory store with no
+// per-tenant limits and no rotation. The returned stop terminates every
+// context it created (destroying the sandboxes) and closes it.
+func manager(ctx context.Context, env Env, cfg contexts.Config) (*contexts.Manager, func(), error) {
+	if env.Provider == nil {
+		return nil, nil, errors.New("no sandbox provider (needs root, an OCI runtime and sandlot-agent)")
+	}
+	cfg.MaxPerTenant, cfg.MaxPerConversation, cfg.MaxExecutionsPerContext = -1, -1, -1
+	cfg.CleanupInterval = time.Hour
+	cfg.Limits = env.Limits
+	if env.Guard != nil {
+		cfg.Guard = env.Guard
+	}
+	m := contexts.NewManager(memory.New(), env.Provider, cfg)
+	if err := m.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	stop := func() {
+		c := context.WithoutCancel(ctx)
+		terminateAll(c, m)
+		m.Close(c)
+	}
+	return m, stop, nil
+}
+
+const benchTenant = "bench"
+
+func terminateAll(ctx context.Context, m *contexts.Manager) {
+	recs, _ := m.List(ctx, contexts.Filter{TenantID: benchTenant, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for _, r := range recs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			m.Terminate(ctx, benchTenant, r.ID, contexts.ReasonDeleted)
+		}()
+	}
+	wg.Wait()
+}
+
+func ident(conv string) contexts.Identity {
+	return contexts.Identity{TenantID: benchTenant, ConversationID: conv, PathID: "main"}
+}
+
+// snippets are the warm round trips: the smallest call that returns a
+// value, per language.
+var snippets = []struct{ lang, code, want string }{
+	{"python", "1+1", "2"},
+	{"javascript", "1+1", "2"},
+	{"bash", "echo 2", "2\n"},
+}
+
+func check(res *contexts.ExecuteResult, want string) error {
+	if !res.Success {
+		return fmt.Errorf("execution failed: %+v", res.Error)
+	}
+	got := res.Stdout
+	for _, r := range res.Results {
+		if r.Main {
+			got = r.Text
+		}
+	}
+	if got != want {
+		return fmt.Errorf("got %q, want %q", got, want)
+	}
+	return nil
+}
+
+func warmAPI(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	m, stop, err := manager(ctx, env, contexts.Config{PoolSize: -1})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var out []Figure
+	for _, s := range snippets {
+		id := ident("warm-" + s.lang)
+		req := contexts.ExecuteRequest{Language: s.lang, Code: s.code}
+		samples, err := Time(ctx, 50, sz.Warm, func(ctx context.Context) error {
+			res, err := m.Execute(ctx, id, req, nil)
+			if err != nil {
+				return err
+			}
+			return check(res, s.want)
+		})
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", s.lang, err)
+		}
+		f := Latency(fmt.Sprintf("warm run_code %s (%s), Go API", s.lang, s.code), samples)
+		if s.lang == "python" {
+			f.MaxRatio = targetWarmRatio
+			f.Target = fmt.Sprintf("< %gx floor", targetWarmRatio)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func warmHTTP(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	if env.HTTPURL == "" {
+		return nil, errors.New("no HTTP server")
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
+	defer hc.CloseIdleConnections()
+	body := []byte(`{"conversationId":"bench-http","args":{"language":"python","code":"1+1"}}`)
+	url := env.HTTPURL + "/v1/tools/run_code"
+	var buf bytes.Buffer
+	samples, err := Time(ctx, 50, sz.HTTP, func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-KEY", env.APIKey)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		_, err = io.Copy(&buf, resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST /v1/tools/run_code: %s: %s", resp.Status, buf.Bytes())
+		}
+		if !bytes.Contains(buf.Bytes(), []byte(`"success":true`)) {
+			return fmt.Errorf("run_code over HTTP: %s", buf.Bytes())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := Latency("warm run_code python (1+1), HTTP loopback keep-alive", samples)
+	return []Figure{WithTarget(f, fmt.Sprintf("p50 < %g ms", targetHTTPMs), f.P50 < targetHTTPMs)}, nil
+}
+
+// cold measures GetOrCreate + the first python result with no pool: a new
+// sandbox, the agent's handshake and the python kernel's start. The
+// teardown is not timed.
+func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	m, stop, err := manager(ctx, env, contexts.Config{PoolSize: -1})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var create, first []time.Duration
+	for i := 0; i < sz.Cold+1; i++ {
+		id := ident(fmt.Sprintf("cold-%d", i))
+		t0 := time.Now()
+		rec, err := m.GetOrCreate(ctx, id, contexts.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		res, err := m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1+1"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(res, "2"); err != nil {
+			return nil, err
+		}
+		t2 := time.Now()
+		if i > 0 { // the first warms the host's page cache
+			create = append(create, t1.Sub(t0))
+			first = append(first, t2.Sub(t0))
+		}
+		if err := m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted); err != nil {
+			return nil, err
+		}
+	}
+	fc := Latency("cold create: GetOrCreate, no pool (sandbox + agent ready)", create)
+	ff := Latency("cold create to first result: python 1+1, no pool", first)
+	return []Figure{fc, WithTarget(ff, fmt.Sprintf("p50 < %g ms", targetColdMs), ff.P50 < targetColdMs)}, nil
+}
+
+// pool measures GetOrCreate of new identities served from a full, settled
+// warm pool; the refill and the teardown are not timed.
+func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	const size = 2
+	m, stop, err := manager(ctx, env, contexts.Config{PoolSize: size})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	full := func() error {
+		deadline := time.Now().Add(time.Minute)
+		for m.Stats().PoolSize < size {
+			if time.Now().After(deadline) {
+				return errors.New("the warm pool does not refill")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		// A pool normally sits idle between requests: let the refill's
+		// prestarted kernel come up and its CPU settle (not timed).
+		time.Sleep(150 * time.Millisecond)
+		return nil
+	}
+	var acq, first []time.Duration
+	for i := 0; i < sz.Pool; i++ {
+		if err := full(); err != nil {
+			return nil, err
+		}
+		id := ident(fmt.Sprintf("pool-%d", i))
+		t0 := time.Now()
+		rec, err := m.GetOrCreate(ctx, id, contexts.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		res, err := m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1+1"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		if err := check(res, "2"); err != nil {
+			return nil, err
+		}
+		acq = append(acq, t1.Sub(t0))
+		first = append(first, time.Since(t0))
+		if err := m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted); err != nil {
+			return nil, err
+		}
+	}
+	if st := m.Stats(); st.PoolHits < int64(sz.Pool) {
+		return nil, fmt.Errorf("pool hits %d of %d acquisitions", st.PoolHits, sz.Pool)
+	}
+	fa := Latency("GetOrCreate from the warm pool", acq)
+	ff := Latency("warm pool to first result: python 1+1 (kernel prestarted)", first)
+	return []Figure{WithTarget(fa, fmt.Sprintf("p50 < %g ms", targetPoolMs), fa.P50 < targetPoolMs), ff}, nil
+}
+
+// throughput runs python 1+1 in a loop on each of n contexts at once and
+// counts executions per second; after the largest level it measures the
+// density of those contexts, idle with their python kernel started.
+func throughput(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	m, stop, err := manager(ctx, env, contexts.Config{PoolSize: -1})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	var out []Figure
+	var ids []contexts.Identity
+	req := contexts.ExecuteRequest{Language: "python", Code: "1+1"}
+	for _, n := range sz.Concurrency {
+		// Grow to n contexts, two creations at a time, each with its kernel up.
+		var mu sync.Mutex
+		var firstErr error
+		sem := make(chan struct{}, 2)
+		var wg sync.WaitGroup
+		for i := len(ids); i < n; i++ {
+			id := ident(fmt.Sprintf("tp-%d", i))
+			ids = append(ids, id)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if _, err := m.Execute(ctx, id, req, nil); err != nil {
+					mu.Lock()
+					firstErr = cmp(firstErr, err)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return out, fmt.Errorf("create %d contexts: %w", n, firstErr)
+		}
+		var (
+			count   int64
+			samples []time.Duration
+		)
+		deadline := time.Now().Add(sz.Throughput)
+		start := time.Now()
+		for _, id := range ids[:n] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var local []time.Duration
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					t0 := time.Now()
+					res, err := m.Execute(ctx, id, req, nil)
+					if err == nil {
+						err = check(res, "2")
+					}
+					if err != nil {
+						mu.Lock()
+						firstErr = cmp(firstErr, err)
+						mu.Unlock()
+						return
+					}
+					local = append(local, time.Since(t0))
+				}
+				mu.Lock()
+				count += int64(len(local))
+				samples = append(samples, local...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		el := time.Since(start)
+		if firstErr != nil {
+			return out, fmt.Errorf("throughput with %d contexts: %w", n, firstErr)
+		}
+		f := Latency(fmt.Sprintf("throughput: python 1+1 on %d contexts at once (latency)", n), samples)
+		f.Value, f.Unit = round(float64(count)/el.Seconds(), 0), "exec/s"
+		out = append(out, f)
+	}
+	ds, err := density(ctx, m, env, ids)
+	return append(out, ds...), err
+}
+
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// density sums, over idle contexts, the proportional set size of every
+// process in each sandbox's cgroup (smaps_rollup Pss) and, when the
+// provider samples it, the cgroup's memory usage (which adds page cache
+// and the tmpfs home). Contexts per 2 GiB divides by the PSS.
+func density(ctx context.Context, m *contexts.Manager, env Env, ids []contexts.Identity) ([]Figure, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	time.Sleep(500 * time.Millisecond) // let the last calls settle
+	var pss, cg, nCg int64
+	for _, id := range ids {
+		rec, err := m.Lookup(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		p, err := sandboxPss(rec.SandboxID)
+		if err != nil {
+			return nil, fmt.Errorf("density: %w", err)
+		}
+		pss += p
+		if env.Usage != nil {
+			if u, err := env.Usage.Usage(ctx, rec.SandboxID); err == nil {
+				cg += u.MemoryBytes
+				nCg++
+			}
+		}
+	}
+	per := float64(pss) / float64(len(ids))
+	const mib = 1 << 20
+	out := []Figure{{Name: fmt.Sprintf("density: PSS per idle context (python kernel up, mean of %d)", len(ids)),
+		Value: round(per/mib, 1), Unit: "MiB"}}
+	if nCg > 0 {
+		out = append(out, Figure{Name: "density: cgroup memory per idle context (incl. page cache, tmpfs)",
+			Value: round(float64(cg)/float64(nCg)/mib, 1), Unit: "MiB"})
+	}
+	fit := float64(densityBudgetByte) / per
+	out = append(out, WithTarget(Figure{Name: "density: idle contexts per 2 GiB (by PSS, python kernel up)", Value: round(fit, 0), Unit: "contexts"},
+		fmt.Sprintf(">= %g", targetDensity), fit >= targetDensity))
+
+	// The same for contexts that never ran code: the agent alone (kernels
+	// start on first use).
+	k := min(10, len(ids))
+	pss = 0
+	for i := 0; i < k; i++ {
+		rec, err := m.GetOrCreate(ctx, ident(fmt.Sprintf("idle-%d", i)), contexts.CreateOptions{})
+		if err != nil {
+			return out, err
+		}
+		defer m.Terminate(context.WithoutCancel(ctx), benchTenant, rec.ID, contexts.ReasonDeleted)
+		p, err := sandboxPss(rec.SandboxID)
+		if err != nil {
+			return out, fmt.Errorf("density: %w", err)
+		}
+		pss += p
+	}
+	per = float64(pss) / float64(k)
+	out = append(out,
+		Figure{Name: fmt.Sprintf("density: PSS per idle context, no kernel started (mean of %d)", k), Value: round(per/mib, 1), Unit: "MiB"},
+		Figure{Name: "density: idle contexts per 2 GiB (by PSS, no kernel started)", Value: round(float64(densityBudgetByte)/per, 0), Unit: "contexts"})
+	return out, nil
+}
+
+// sandboxPss is the summed Pss of the processes in sandbox id's cgroup.
+func sandboxPss(id string) (int64, error) {
+	var procs []byte
+	var err error
+	for _, d := range []string{"/sys/fs/cgroup/pids/sandlot", "/sys/fs/cgroup/memory/sandlot", "/sys/fs/cgroup/sandlot", "/sys/fs/cgroup/unified/sandlot"} {
+		procs, err = os.ReadFile(filepath.Join(d, id, "cgroup.procs"))
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s: no cgroup.procs: %w", id, err)
+	}
+	var total int64
+	for _, f := range strings.Fields(string(procs)) {
+		p, err := pss(f)
+		if err != nil {
+			continue // exited
+		}
+		total += p
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("sandbox %s: no processes", id)
+	}
+	return total, nil
+}
+
+func pss(pid string) (int64, error) {
+	f, err := os.Open("/proc/" + pid + "/smaps_rollup")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Pss:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no Pss line")
+}
+
+// guardScan measures the guard redacting mixed log text (mostly clean
+// lines, a finding every few hundred): Text in enforce mode.
+func guardScan(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
+	g := env.Guard
+	if g == nil {
+		var err error
+		if g, err = guard.New(guard.Config{}); err != nil {
+			return nil, err
+		}
+	}
+	text := LogCorpus(sz.GuardMB<<20, 7)
+	g.Text(ctx, benchTenant, text[:min(len(text), 1<<20)]) // warm up
+	var best time.Duration
+	for i := 0; i < 3; i++ {
+		t0 := time.Now()
+		g.Text(ctx, benchTenant, text)
+		if d := time.Since(t0); best == 0 || d < best {
+			best = d
+		}
+	}
+	mbs := float64(len(text)) / (1 << 20) / best.Seconds()
+	f := Figure{Name: fmt.Sprintf("guard: redact mixed log text (%d MiB, best of 3)", sz.GuardMB), Value: round(mbs, 1), Unit: "MB/s"}
+	return []Figure{WithTarget(f, fmt.Sprintf(">= %g MB/s", targetGuardMBs), mbs >= targetGuardMBs)}, nil
+}
+
+// LogCorpus returns about n bytes of application log lines: timestamps,
+// levels, paths, JSON fragments and numbers, with an email, a phone number
+// or an API key about every 200 lines.
+func LogCorpus(n int, seed int64) string {
+	r := rand.New(rand.NewSource(seed))
+	levels := []string{"INFO", "DEBUG", "WARN", "ERROR"}
+	paths := []string{"/v1/orders", "/v1/users/42/profile", "/healthz", "/static/app.js", "/v1/search?q=shoes&page=3"}
+	var b strings.Builder
+	b.Grow(n + 256)
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for i := 0; b.Len() < n; i++ {
+		ts = ts.Add(time.Duration(r.Intn(900)) * time.Millisecond)
+		fmt.Fprintf(&b, "%s %-5s req=%08x %s %d %dms ", ts.Format(time.RFC3339Nano), levels[r.Intn(len(levels))],
+			r.Uint32(), paths[r.Intn(len(paths))], 200+r.Intn(4)*100, r.Intn(900))
+		switch {
+		case i%200 == 17:
+			fmt.Fprintf(&b, "notify user%d@example.org\n", r.Intn(1000))
+		case i%200 == 91:
+			fmt.Fprintf(&b, "callback +1 415 555 %04d\n", r.Intn(10000))
+		case i%200 == 150:
+			fmt.Fprintf(&b, "token=sk-proj-%s\n", randAlnum(r, 48))
+		case i%3 == 0:
+			fmt.Fprintf(&b, `{"user_id":%d,"items":[%d,%d],"total":%.2f,"currency":"EUR"}`+"\n", r.Intn(1e6), r.Intn(100), r.Intn(100), r.Float64()*500)
+		default:
+			fmt.Fprintf(&b, "cache hit ratio %.3f, queue depth %d, build 4.%d.%d\n", r.Float64(), r.Intn(64), r.Intn(20), r.Intn(100))
+		}
+	}
+	return b.String()
+}
+
+func randAlnum(r *rand.Rand, n int) string {
+	const abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = abc[r.Intn(len(abc))]
+	}
+	return string(b)
+}
+
+// ReadReport decodes a JSON report (the output of `sandlot bench --json`).
+func ReadReport(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("read the JSON report: %w", err)
+	}
+	return &rep, nil
+}

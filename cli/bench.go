@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/bench"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+func init() {
+	commands["bench"] = command{summary: "run the benchmark suite on the real runtime (--json; --markdown FILE regenerates BENCHMARKS.md from JSON on stdin)", run: runBench}
+}
+
+func runBench(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("bench", std)
+	sz := bench.DefaultSizes
+	var (
+		asJSON     bool
+		markdown   string
+		rt         string
+		memMiB     int64
+		conc       string
+		throughput time.Duration
+		cpuProfile string
+		httpStore  string
+	)
+	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
+	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
+	fs.StringVar(&rt, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.Int64Var(&memMiB, "sandbox-memory", 256, "memory limit per sandbox in MiB")
+	fs.IntVar(&sz.Floor, "floor-n", sz.Floor, "floor samples")
+	fs.IntVar(&sz.Warm, "warm-n", sz.Warm, "warm round trips per language through the Go API")
+	fs.IntVar(&sz.HTTP, "http-n", sz.HTTP, "warm round trips over HTTP")
+	fs.IntVar(&sz.Cold, "cold-n", sz.Cold, "cold creates")
+	fs.IntVar(&sz.Pool, "pool-n", sz.Pool, "warm pool acquisitions")
+	fs.DurationVar(&throughput, "throughput", sz.Throughput, "duration of each throughput level")
+	fs.StringVar(&conc, "concurrency", "10,50", "throughput levels: concurrent contexts, comma-separated")
+	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
+	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
+	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if markdown != "" {
+		return writeMarkdown(std, markdown)
+	}
+	sz.Throughput = throughput
+	sz.Concurrency = nil
+	for _, f := range strings.Split(conc, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return usageErr("--concurrency %q", conc)
+		}
+		sz.Concurrency = append(sz.Concurrency, n)
+	}
+
+	dir, err := os.MkdirTemp("", "sandlot-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	log := telemetry.NewLogger(std.Err, "error")
+	limits := contexts.Limits{MemoryBytes: memMiB << 20}
+	env := bench.Env{Limits: limits}
+	rtName := ""
+	prov, perr := local.New(local.Config{Runtime: runtimeName(rt), StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
+	if perr == nil {
+		env.Provider, env.Usage = prov, prov
+		rtName = prov.Runtime().Name()
+	} else {
+		fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
+	}
+	if env.Guard, err = guard.New(guard.Config{}); err != nil {
+		return err
+	}
+	if perr == nil {
+		d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data"), url: httpStore}, runtime: rt,
+			stateDir: filepath.Join(dir, "http"), providers: "local", memoryMiB: memMiB, poolSize: 0, maxExecutions: -1,
+			shutdownTimeout: 5 * time.Second}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		if err != nil {
+			fmt.Fprintf(std.Err, "bench: no HTTP server, the HTTP figure is skipped: %v\n", err)
+		} else {
+			defer d.stop()
+			env.HTTPURL, env.APIKey = d.url, d.key
+		}
+	}
+
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	r := bench.Runner{Cases: bench.Cases(env, sz), Logger: log, Progress: std.Err}
+	rep, err := r.Run(ctx, sz.Floor)
+	if rep == nil {
+		return err
+	}
+	rep.Runtime = rtName
+	if asJSON {
+		enc := json.NewEncoder(std.Out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return jerr
+		}
+	} else {
+		rep.Table(std.Out)
+	}
+	return err
+}
+
+// writeMarkdown renders the JSON report on stdin into path, keeping the
+// hand-written "## Notes" section of the file it replaces.
+func writeMarkdown(std IO, path string) error {
+	rep, err := bench.ReadReport(std.In)
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var b bytes.Buffer
+	rep.Markdown(&b)
+	if path == "-" {
+		_, err := std.Out.Write(b.Bytes())
+		return err
+	}
+	if old, err := os.ReadFile(path); err == nil {
+		if i := bytes.Index(old, []byte("\n## Notes")); i >= 0 {
+			b.Write(old[i:])
+		}
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}
+
+// localDaemon is `sandlot serve` in-process on a loopback port, wired
+// exactly as serve wires it (the bench and tests use it).
+type localDaemon struct {
+	url, key string
+	w        *wired
+	st       store.Backend
+	stop     func()
+}
+
+// startDaemon wires the daemon over cfg (a memory store unless
+// cfg.store.url says otherwise), creates a tenant and serves on
+// 127.0.0.1:0 until stop (idempotent), which terminates every context it
+// served.
+func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*localDaemon, error) {
+	if cfg.store.url == "" {
+		cfg.store.url = "memory:"
+	}
+	st, err := cfg.store.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, key, err := createTenant(ctx, st, "bench", tenant.GuardEnforce, false)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	w, err := wire(ctx, cfg, st, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	srv := server.New(server.Config{
+		Contexts:        w.contexts,
+		Tools:           w.tools,
+		Tenants:         st,
+		Logger:          log,
+		ShutdownTimeout: cfg.shutdownTimeout,
+		Ready:           w.ready,
+		MCP:             w.mcp,
+		E2B:             w.e2b,
+		E2BMatch:        w.e2bMatch,
+		Metrics:         w.metrics,
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		w.close(context.WithoutCancel(ctx))
+		st.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, w: w, st: st}
+	var stop func()
+	var once sync.Once
+	d.stop = func() { once.Do(stop) }
+	stop = func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		recs, _ := w.contexts.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
+		for _, r := range recs {
+			w.contexts.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
+		}
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("bench server", slog.String(keyErr, err.Error()))
+		}
+		w.close(cctx)
+		st.Close()
+	}
+	return d, nil
+}

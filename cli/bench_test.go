@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/bench"
+)
+
+// TestBenchCommand runs `sandlot bench --json` in a tiny configuration on
+// the real runtime, then regenerates a markdown file from its JSON.
+func TestBenchCommand(t *testing.T) {
+	lrunNeedAgent(t)
+	var out, errw bytes.Buffer
+	err := Run(context.Background(), []string{"bench", "--json", "--floor-n", "50", "--warm-n", "20", "--http-n", "20",
+		"--cold-n", "2", "--pool-n", "2", "--throughput", "300ms", "--concurrency", "2", "--guard-mb", "1", "--peer-n", "0"},
+		nil, &out, &errw)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errw.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bench --json output: %v\n%s", err, out.String())
+	}
+	if rep.FloorP50 <= 0 || rep.Runtime == "" {
+		t.Errorf("floor %v, runtime %q", rep.FloorP50, rep.Runtime)
+	}
+	want := []string{"warm run_code python (1+1), Go API", "warm run_code javascript (1+1), Go API", "warm run_code bash (echo 2), Go API",
+		"warm run_code python (1+1), HTTP loopback keep-alive", "cold create to first result: python 1+1, no pool",
+		"GetOrCreate from the warm pool", "throughput: python 1+1 on 2 contexts at once (latency)",
+		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)"}
+	got := map[string]bench.Figure{}
+	for _, f := range rep.Figures {
+		got[f.Name] = f
+		if f.Group != "peer" && strings.HasPrefix(f.Note, "not measured") {
+			t.Errorf("%s: %s", f.Name, f.Note)
+		}
+	}
+	for _, name := range want {
+		f, ok := got[name]
+		if !ok {
+			t.Errorf("no figure %q", name)
+			continue
+		}
+		if f.P50 <= 0 && f.Value <= 0 {
+			t.Errorf("%s: nothing measured: %+v", name, f)
+		}
+		if f.P50 > 0 && f.Ratio <= 0 {
+			t.Errorf("%s: no ratio to the floor", name)
+		}
+	}
+
+	// --markdown keeps the notes of the file it regenerates.
+	md := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	os.WriteFile(md, []byte("# old\n\n## Notes\n\nhand-written\n"), 0o644)
+	if err := Run(context.Background(), []string{"bench", "--markdown", md}, bytes.NewReader(out.Bytes()), &out, &errw); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(md)
+	if !strings.HasPrefix(string(b), "# Benchmarks") || !strings.Contains(string(b), "| warm | warm run_code python (1+1), Go API |") ||
+		!strings.HasSuffix(string(b), "## Notes\n\nhand-written\n") || strings.Contains(string(b), "# old") {
+		t.Errorf("markdown:\n%s", b)
+	}
+}

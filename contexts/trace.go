@@ -1,0 +1,69 @@
+package contexts
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sandlot/sandlot/telemetry"
+)
+
+// Span names of the manager's operations (docs/observability.md).
+const (
+	spanGetOrCreate = "execution_context.get_or_create"
+	spanExecute     = "execution_context.execute_code"
+	spanTerminate   = "execution_context.terminate"
+	spanCleanup     = "execution_context.cleanup"
+)
+
+// startSpan starts a manager span carrying id (as far as it is known).
+// The tracer is the global one: a no-op until telemetry.Setup installs a
+// provider, so untraced callers pay almost nothing.
+func startSpan(ctx context.Context, name string, id Identity, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, span := telemetry.Tracer().Start(ctx, name)
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	if id.TenantID != "" {
+		attrs = append(attrs, telemetry.AttrTenant.String(id.TenantID))
+	}
+	if id.ConversationID != "" {
+		attrs = append(attrs, telemetry.AttrConversation.String(id.ConversationID))
+	}
+	if id.PathID != "" {
+		attrs = append(attrs, telemetry.AttrPath.String(id.PathID))
+	}
+	span.SetAttributes(attrs...)
+	return ctx, span
+}
+
+// endSpan records err (if any) on span and ends it.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
+
+// sandboxAttr sets sandbox.id on span from e. Precondition: mu not held.
+func (m *Manager) sandboxAttr(span trace.Span, e *entry) {
+	if e == nil || !span.IsRecording() {
+		return
+	}
+	m.mu.Lock()
+	sid := e.rec.SandboxID
+	m.mu.Unlock()
+	if sid != "" {
+		span.SetAttributes(telemetry.AttrSandbox.String(sid))
+	}
+}
+
+// Manager-specific span attributes.
+var (
+	attrContext  = attribute.Key("execution_context.id")
+	attrReason   = attribute.Key("execution_context.reason")
+	attrTimedOut = attribute.Bool("code.timed_out", true)
+)

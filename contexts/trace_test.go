@@ -1,0 +1,130 @@
+package contexts_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+var (
+	spansOnce sync.Once
+	spansExp  *tracetest.InMemoryExporter
+)
+
+// spanRecorder installs (once per process) a global tracer provider that
+// records into memory, and returns the spans whose app.tenant.id is tenant
+// (tests sharing the process use distinct tenants).
+func spanRecorder(t *testing.T) func(tenant string) []sdktrace.ReadOnlySpan {
+	spansOnce.Do(func() {
+		spansExp = tracetest.NewInMemoryExporter()
+		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spansExp)))
+	})
+	return func(tenant string) []sdktrace.ReadOnlySpan {
+		var out []sdktrace.ReadOnlySpan
+		for _, s := range spansExp.GetSpans().Snapshots() {
+			for _, a := range s.Attributes() {
+				if a.Key == "app.tenant.id" && a.Value.AsString() == tenant {
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, a := range s.Attributes() {
+		m[a.Key] = a.Value.Emit()
+	}
+	return m
+}
+
+func TestSpans(t *testing.T) {
+	spans := spanRecorder(t)
+	e := newEnv(t, contexts.Config{})
+	id := ident("t-spans", "conv", "main")
+	res := e.exec(id, "1+1")
+	if err := e.m.Terminate(e.ctx, id.TenantID, res.ContextID, contexts.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	// An error is recorded on the span.
+	_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "cobol", Code: "x"}, nil)
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Fatalf("Execute(cobol) = %v, want invalid_argument", err)
+	}
+
+	got := spans("t-spans")
+	byName := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range got {
+		byName[s.Name()] = append(byName[s.Name()], s)
+	}
+	exec := byName["execution_context.execute_code"]
+	if len(exec) != 2 {
+		t.Fatalf("execute_code spans = %d, want 2 (all: %v)", len(exec), names(got))
+	}
+	ok, bad := exec[0], exec[1]
+	want := map[attribute.Key]string{"app.tenant.id": "t-spans", "app.conversation.id": "conv", "app.path.id": "main",
+		"code.language": "python", "sandbox.id": res.SandboxID}
+	a := attrs(ok)
+	for k, v := range want {
+		if a[k] != v {
+			t.Errorf("execute_code %s = %q, want %q", k, a[k], v)
+		}
+	}
+	if ok.Status().Code == codes.Error {
+		t.Errorf("successful execute_code has status %v", ok.Status())
+	}
+	if bad.Status().Code != codes.Error || len(bad.Events()) == 0 || bad.Events()[0].Name != "exception" {
+		t.Errorf("failed execute_code: status %v, events %v; want an error status and a recorded exception", bad.Status(), bad.Events())
+	}
+
+	goc := byName["execution_context.get_or_create"]
+	if len(goc) != 1 {
+		t.Fatalf("get_or_create spans = %d, want 1 (all: %v)", len(goc), names(got))
+	}
+	if goc[0].Parent().SpanID() != ok.SpanContext().SpanID() {
+		t.Error("get_or_create is not a child of execute_code")
+	}
+	if a := attrs(goc[0]); a["sandbox.id"] != res.SandboxID || a["app.conversation.id"] != "conv" {
+		t.Errorf("get_or_create attributes %v", a)
+	}
+	term := byName["execution_context.terminate"]
+	if len(term) != 1 || attrs(term[0])["execution_context.reason"] != "manual" || attrs(term[0])["execution_context.id"] != res.ContextID {
+		t.Errorf("terminate spans %v", term)
+	}
+}
+
+func TestCleanupSpan(t *testing.T) {
+	spanRecorder(t)
+	e := newEnv(t, contexts.Config{})
+	ctx, root := otel.Tracer("test").Start(context.Background(), "root")
+	if err := e.m.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	for _, s := range spansExp.GetSpans().Snapshots() {
+		if s.Name() == "execution_context.cleanup" && s.Parent().SpanID() == root.SpanContext().SpanID() {
+			return
+		}
+	}
+	t.Fatal("no execution_context.cleanup span under the caller's span")
+}
+
+func names(ss []sdktrace.ReadOnlySpan) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Name())
+	}
+	return out
+}
