@@ -26,7 +26,8 @@ type Config struct {
 	// MaxExecutionsPerContext rotates a context: the call that brings its
 	// count to this number is answered, then the context is terminated with
 	// reason rotated and the next call gets a fresh sandbox. Zero: 100.
-	// Negative: never rotate.
+	// Negative: never rotate. CreateOptions.MaxExecutions overrides it per
+	// context.
 	MaxExecutionsPerContext int64
 	// CleanupInterval is the period of the cleanup loop. Zero: 60 s.
 	CleanupInterval time.Duration

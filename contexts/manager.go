@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,25 @@ type CreateOptions struct {
 	// Env is the sandbox environment. A context with Env is never served
 	// from the warm pool (pooled sandboxes started without it).
 	Env map[string]string
+	// MaxExecutions overrides Config.MaxExecutionsPerContext for this
+	// context: 0 = the config's, negative = never rotate (E2B sandboxes,
+	// whose lifecycle is timeout and kill). A nonzero value is kept on the
+	// record (Metadata[MetaMaxExecutions]) so it survives a restart.
+	MaxExecutions int64
+}
+
+// MetaMaxExecutions is the record metadata key that holds a context's own
+// rotation limit (CreateOptions.MaxExecutions).
+const MetaMaxExecutions = "sandlot.maxExecutions"
+
+// maxExecutions is rec's rotation limit; <= 0 never rotates.
+func (m *Manager) maxExecutions(rec *Record) int64 {
+	if v, ok := rec.Metadata[MetaMaxExecutions]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n != 0 {
+			return n
+		}
+	}
+	return m.cfg.MaxExecutionsPerContext
 }
 
 // ExecuteRequest is one Execute call.
@@ -330,7 +350,7 @@ func (m *Manager) revive(ctx context.Context, e *entry) bool {
 	case !rec.ExpiresAt.After(now):
 		m.end(ctx, e, ReasonExpired, "")
 		return false
-	case m.cfg.MaxExecutionsPerContext > 0 && rec.ExecutionCount >= m.cfg.MaxExecutionsPerContext:
+	case m.maxExecutions(rec) > 0 && rec.ExecutionCount >= m.maxExecutions(rec):
 		m.end(ctx, e, ReasonRotated, "")
 		return false
 	}
@@ -487,6 +507,12 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		LastUsedAt: now,
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
+	}
+	if opts.MaxExecutions != 0 {
+		if rec.Metadata == nil {
+			rec.Metadata = map[string]string{}
+		}
+		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
 	}
 	sctx := tctx(ctx, id.TenantID)
 
@@ -873,7 +899,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.mu.Lock()
 	after := cloneRecord(e.rec)
 	m.mu.Unlock()
-	if max := m.cfg.MaxExecutionsPerContext; max > 0 && after.ExecutionCount >= max {
+	if max := m.maxExecutions(after); max > 0 && after.ExecutionCount >= max {
 		m.end(ctx, e, ReasonRotated, "")
 	}
 	return &ExecuteResult{

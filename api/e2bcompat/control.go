@@ -136,7 +136,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if body.Timeout != nil && *body.Timeout > 0 {
 		ttl = time.Duration(*body.Timeout) * time.Second
 	}
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars})
+	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
+	// manager's rotation would end it under a running session.
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
 	if err != nil {
 		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
 		writeAPIError(w, err)

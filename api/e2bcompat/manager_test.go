@@ -1,0 +1,54 @@
+package e2bcompat_test
+
+import (
+	"context"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+// newManagerEnv serves the E2B surface over a real contexts.Manager (memory
+// store, fake provider) configured by cfg.
+func newManagerEnv(t *testing.T, cfg contexts.Config) (*env, *contextstest.Provider) {
+	t.Helper()
+	p := contextstest.NewProvider()
+	if cfg.PoolSize == 0 {
+		cfg.PoolSize = -1
+	}
+	m := contexts.NewManager(memory.New(), p, cfg)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &env{t: t, srv: srv}, p
+}
+
+// TestSandboxNotRotated: the manager's MaxExecutionsPerContext must not end
+// an E2B sandbox under a running session; its lifecycle is timeout and kill.
+func TestSandboxNotRotated(t *testing.T) {
+	e, _ := newManagerEnv(t, contexts.Config{MaxExecutionsPerContext: 3})
+	sb := e.create(key1, `{}`)
+	for i := range 10 {
+		resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1","language":"python"}`), e.sbHeaders(sb, "49999")...)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "end_of_execution") || strings.Contains(string(b), `"type":"error"`) {
+			t.Fatalf("runCode %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+	if resp.StatusCode != 200 {
+		t.Fatalf("sandbox after 10 runCode calls with a rotation limit of 3: getInfo %d", resp.StatusCode)
+	}
+	if resp := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); resp.StatusCode != 204 {
+		t.Fatalf("envd after 10 runCode calls: %d", resp.StatusCode)
+	}
+}
