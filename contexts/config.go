@@ -51,6 +51,11 @@ type Config struct {
 	// DefaultTemplate is used when CreateOptions.Template is empty.
 	// Zero: "default".
 	DefaultTemplate string
+	// Templates are the template names the provider can start; creating a
+	// context with any other is not_found ("template NAME not found").
+	// Empty: DefaultTemplate and the keys of PoolSizes. The local provider
+	// has one template, "default" (python, node and bash kernels).
+	Templates []string
 	// Limits are passed to the provider for every sandbox.
 	Limits Limits
 	// Guard redacts everything that leaves a sandbox. Nil passes

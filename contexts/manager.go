@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,23 @@ type CreateOptions struct {
 // MetaMaxExecutions is the record metadata key that holds a context's own
 // rotation limit (CreateOptions.MaxExecutions).
 const MetaMaxExecutions = "sandlot.maxExecutions"
+
+// templateNotFound is the error for a template the manager does not know:
+// "template NAME not found", category not_found.
+type templateNotFound string
+
+func (e templateNotFound) Error() string { return "template " + string(e) + " not found" }
+func (templateNotFound) Unwrap() error   { return errdefs.ErrNotFound }
+
+// hasTemplate reports whether name is one of Config.Templates (by default
+// DefaultTemplate and the keys of PoolSizes).
+func (m *Manager) hasTemplate(name string) bool {
+	if len(m.cfg.Templates) == 0 {
+		_, pooled := m.cfg.PoolSizes[name]
+		return name == m.cfg.DefaultTemplate || pooled
+	}
+	return slices.Contains(m.cfg.Templates, name)
+}
 
 // maxExecutions is rec's rotation limit; <= 0 never rotates.
 func (m *Manager) maxExecutions(rec *Record) int64 {
@@ -491,6 +509,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	template := opts.Template
 	if template == "" {
 		template = m.cfg.DefaultTemplate
+	}
+	if !m.hasTemplate(template) {
+		return nil, templateNotFound(template)
 	}
 	ttl := opts.TTL
 	if ttl <= 0 {

@@ -553,7 +553,7 @@ func TestSetTTL(t *testing.T) {
 }
 
 func TestCreateOptions(t *testing.T) {
-	e := newEnv(t, contexts.Config{})
+	e := newEnv(t, contexts.Config{Templates: []string{"default", "data"}})
 	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{
 		Template: "data", TTL: 5 * time.Minute, Metadata: map[string]string{"k": "v"}, Env: map[string]string{"A": "1"},
 	})
@@ -991,7 +991,7 @@ func TestWithoutStart(t *testing.T) {
 }
 
 func TestPoolOnlyForTemplatesThatWork(t *testing.T) {
-	e := newEnv(t, contexts.Config{PoolSize: 1})
+	e := newEnv(t, contexts.Config{PoolSize: 1, Templates: []string{"default", "data", "bogus"}})
 	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
 	e.p.CreateErr = errors.New("no such template")
 	_, err := e.m.GetOrCreate(e.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{Template: "bogus"})

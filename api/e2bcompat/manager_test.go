@@ -52,3 +52,33 @@ func TestSandboxNotRotated(t *testing.T) {
 		t.Fatalf("envd after 10 runCode calls: %d", resp.StatusCode)
 	}
 }
+
+// TestUnknownTemplate: E2B's template names map to sandlot's default
+// template; any other name the manager does not know is a 404 with a JSON
+// body, as E2B's cloud answers.
+func TestUnknownTemplate(t *testing.T) {
+	e, p := newManagerEnv(t, contexts.Config{})
+	for _, tmpl := range []string{"", "base", "code-interpreter-v1", "code-interpreter", "default"} {
+		sb := e.create(key1, `{"templateID":"`+tmpl+`"}`)
+		want := tmpl
+		if want == "" {
+			want = "base"
+		}
+		if sb.TemplateID != want {
+			t.Fatalf("templateID %q reported as %q", tmpl, sb.TemplateID)
+		}
+	}
+	before := p.Created()
+	for _, path := range []string{"/v2/sandboxes", "/sandboxes"} {
+		resp := e.do("POST", path, strings.NewReader(`{"templateID":"nope"}`), "X-API-KEY", key1, "Content-Type", "application/json")
+		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s nope: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		if body := decode[apiErr](t, resp); body.Code != 404 || body.Message != "template nope not found" {
+			t.Fatalf("%s nope: body %+v", path, body)
+		}
+	}
+	if p.Created() != before {
+		t.Fatal("a sandbox was created for an unknown template")
+	}
+}

@@ -2,7 +2,7 @@
 // E2B_API_URL and E2B_SANDBOX_URL; the programs below are plain SDK usage.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox as BaseSandbox, CommandExitError } from 'e2b'
+import { Sandbox as BaseSandbox, CommandExitError, SandboxError } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const run = `run-${process.pid}-${Date.now()}`
@@ -45,6 +45,17 @@ test('control plane: v1 create (POST /sandboxes) and kill twice', async () => {
   assert.equal(body.templateID, 'base')
   assert.equal(await BaseSandbox.kill(body.sandboxID), true)
   assert.equal(await BaseSandbox.kill(body.sandboxID), false)
+})
+
+test('control plane: an unknown template is rejected', async () => {
+  for (const create of [() => BaseSandbox.create('nope'), () => Sandbox.create('nope')]) {
+    await assert.rejects(create(), (e) => {
+      // the SDK reports a failed create as SandboxError("404: <message>")
+      assert.ok(e instanceof SandboxError, `got ${e}`)
+      assert.match(e.message, /^404: template nope not found/)
+      return true
+    })
+  }
 })
 
 test('control plane: list with metadata filter and paging', async () => {

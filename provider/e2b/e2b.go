@@ -64,7 +64,9 @@ type Config struct {
 	SandboxURL string
 	// Domain of sandbox hosts. Empty: DefaultDomain.
 	Domain string
-	// Template is the E2B template to start. Empty: DefaultTemplate.
+	// Template is the E2B template started for sandlot's default template
+	// (contexts.DefaultTemplate, "default") and for an empty Spec.Template;
+	// any other Spec.Template is sent as is. Empty: DefaultTemplate.
 	Template string
 	// ConnectTimeout bounds connecting to E2B and the create call, so an
 	// unreachable or silent service fails fast. Zero: 10 s.
@@ -152,8 +154,10 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
+	// sandlot's default template (what the manager names when a caller
+	// names none) is the configured E2B template; other names are E2B's.
 	tmpl := spec.Template
-	if tmpl == "" {
+	if tmpl == "" || tmpl == contexts.DefaultTemplate {
 		tmpl = p.cfg.Template
 	}
 	meta := map[string]string{labelManaged: managedValue}

@@ -1,0 +1,46 @@
+package contexts_test
+
+import (
+	"testing"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// TestUnknownTemplate: a template the manager does not know is not_found,
+// before any record or sandbox is created.
+func TestUnknownTemplate(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSizes: map[string]int{"data": 0}})
+	_, err := e.m.GetOrCreate(e.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{Template: "nope"})
+	wantCategory(t, err, errdefs.ErrNotFound)
+	if err.Error() != "template nope not found" {
+		t.Fatalf("err = %q", err)
+	}
+	if e.p.Created() != 0 {
+		t.Fatalf("%d sandboxes created for an unknown template", e.p.Created())
+	}
+	if n, err := e.store.CountActive(e.ctx, "t1", ""); err != nil || n != 0 {
+		t.Fatalf("active records %d, %v", n, err)
+	}
+	recs, err := e.store.List(e.ctx, contexts.Filter{TenantID: "t1"})
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("records %+v, %v", recs, err)
+	}
+	// The default template, "" and the pooled templates exist.
+	for i, tmpl := range []string{"", "default", "data"} {
+		rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "c"+string(rune('2'+i)), "main"), contexts.CreateOptions{Template: tmpl})
+		if err != nil {
+			t.Fatalf("template %q: %v", tmpl, err)
+		}
+		if want := map[string]string{"": "default"}[tmpl]; rec.Template != tmpl && rec.Template != want {
+			t.Fatalf("template %q: record template %q", tmpl, rec.Template)
+		}
+	}
+	// Config.Templates replaces the default set.
+	e2 := newEnv(t, contexts.Config{Templates: []string{"default", "gpu"}})
+	if _, err := e2.m.GetOrCreate(e2.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{Template: "gpu"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e2.m.GetOrCreate(e2.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{Template: "data"})
+	wantCategory(t, err, errdefs.ErrNotFound)
+}
