@@ -61,6 +61,13 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	log := newLogger(std, cfg.logLevel)
+	if usesLocal(cfg.providers) {
+		unlock, err := lockStateDir(cfg.stateDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 
 	st, err := cfg.store.open(ctx)
 	if err != nil {

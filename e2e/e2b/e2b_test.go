@@ -274,8 +274,15 @@ func TestOfficialSDK(t *testing.T) {
 func serve(t *testing.T, bin string) (string, string) {
 	t.Helper()
 	data := t.TempDir()
+	// Its own state dir: one state dir belongs to one daemon (serve locks
+	// it). A short path, as agent socket paths are bounded.
+	state, err := os.MkdirTemp("", "sl-serve-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--pool-size", "0", "--providers", "local")
+	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
+		"--pool-size", "0", "--providers", "local")
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -300,6 +307,7 @@ func serve(t *testing.T, bin string) (string, string) {
 		if t.Failed() {
 			t.Logf("sandlot serve stderr:\n%s", stderr.String())
 		}
+		os.RemoveAll(state)
 	})
 	urlc := make(chan string, 1)
 	go func() {
