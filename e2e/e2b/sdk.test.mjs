@@ -98,6 +98,22 @@ test('commands: output, envs, cwd, streaming callbacks', async () => {
   assert.equal(err.join(''), 'warn\n')
 })
 
+test('envVars given at create reach commands and runCode', async () => {
+  const s = await Sandbox.create({ envs: { SANDLOT_E2E_VAR: 'from-create' }, metadata: { suite: run } })
+  try {
+    assert.equal((await s.commands.run('echo "v=$SANDLOT_E2E_VAR"')).stdout, 'v=from-create\n')
+    // per-command envs add to and override the sandbox's
+    const r = await s.commands.run('echo "$SANDLOT_E2E_VAR $OTHER"', { envs: { OTHER: 'cmd' } })
+    assert.equal(r.stdout, 'from-create cmd\n')
+    const e = await s.runCode('import os\nos.environ.get("SANDLOT_E2E_VAR")')
+    assert.equal(e.text, "'from-create'")
+    const js = await s.runCode('process.env.SANDLOT_E2E_VAR', { language: 'javascript' })
+    assert.equal(js.text, "'from-create'")
+  } finally {
+    await s.kill()
+  }
+})
+
 test('commands: nonzero exit throws CommandExitError', async () => {
   await assert.rejects(sbx.commands.run('echo bad >&2; exit 7'), (e) => {
     assert.ok(e instanceof CommandExitError, `got ${e}`)
