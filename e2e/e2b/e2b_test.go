@@ -265,7 +265,9 @@ func TestOfficialSDK(t *testing.T) {
 		need(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
 		need(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
 		url, key := serve(t, bin)
-		runNode(t, url, key)
+		// The real guard (the bootstrap tenant enforces) finds an AWS
+		// access key id assembled inside the sandbox.
+		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]")
 	})
 }
 
