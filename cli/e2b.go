@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
@@ -92,10 +94,72 @@ func e2bProvider(log *slog.Logger) contexts.Provider {
 }
 
 // providerChain puts several providers in fallback order; onFallback
-// counts fallbacks (telemetry).
-func providerChain(ps []contexts.Provider, log *slog.Logger, onFallback func(from, to string, err error)) contexts.Provider {
-	if len(ps) == 1 {
+// counts fallbacks (telemetry). A non-nil quota counts creations and
+// compute minutes per tenant and provider (a chain of one is kept for it).
+func providerChain(ps []contexts.Provider, log *slog.Logger, onFallback func(from, to string, err error), quota *chain.Quota) contexts.Provider {
+	if len(ps) == 1 && quota == nil {
 		return ps[0]
 	}
-	return chain.New(ps, chain.Config{Logger: log, OnFallback: onFallback})
+	return chain.New(ps, chain.Config{Logger: log, OnFallback: onFallback, Quota: quota})
+}
+
+// Environment of the e2b provider's plan limits, per tenant.
+const (
+	envE2BPlanCreations = "SANDLOT_E2B_PLAN_CREATIONS"       // sandbox creations
+	envE2BPlanMinutes   = "SANDLOT_E2B_PLAN_COMPUTE_MINUTES" // sandbox wall-clock minutes
+	envQuotaThresholds  = "SANDLOT_QUOTA_THRESHOLDS"         // fractions, e.g. "0.5,0.8,1" (default 0.8,1)
+)
+
+// e2bQuota builds the quota tracker of the e2b provider from the
+// environment: nil when no plan limit is set. Crossing a threshold logs a
+// warning and calls record with the used share (the sandlot.quota.usage
+// gauge); compute minutes of running sandboxes are re-checked every
+// minute for the life of the process.
+func e2bQuota(log *slog.Logger, record func(tenant, provider, kind string, ratio float64)) (*chain.Quota, error) {
+	var plan chain.Plan
+	if v := os.Getenv(envE2BPlanCreations); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s=%q: want a count: %w", envE2BPlanCreations, v, errdefs.ErrInvalidArgument)
+		}
+		plan.Creations = n
+	}
+	if v := os.Getenv(envE2BPlanMinutes); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return nil, fmt.Errorf("%s=%q: want minutes: %w", envE2BPlanMinutes, v, errdefs.ErrInvalidArgument)
+		}
+		plan.ComputeMinutes = f
+	}
+	if plan == (chain.Plan{}) {
+		return nil, nil
+	}
+	var ths []float64
+	if v := os.Getenv(envQuotaThresholds); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			th, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil || th <= 0 {
+				return nil, fmt.Errorf("%s=%q: want fractions such as 0.8,1: %w", envQuotaThresholds, v, errdefs.ErrInvalidArgument)
+			}
+			ths = append(ths, th)
+		}
+	}
+	q := chain.NewQuota(chain.QuotaConfig{
+		Plans:      map[string]chain.Plan{"e2b": plan},
+		Thresholds: ths,
+		Logger:     log,
+		OnThreshold: func(e chain.QuotaEvent) {
+			if record != nil && e.Limit > 0 {
+				record(e.Tenant, e.Provider, e.Resource, e.Used/e.Limit)
+			}
+		},
+	})
+	if plan.ComputeMinutes > 0 {
+		go func() {
+			for range time.Tick(time.Minute) {
+				q.Check()
+			}
+		}()
+	}
+	return q, nil
 }

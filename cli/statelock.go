@@ -53,10 +53,13 @@ func lockStateDir(dir string) (release func(), err error) {
 }
 
 // usesLocal reports whether a --providers list names the local provider.
-func usesLocal(providers string) bool {
+func usesLocal(providers string) bool { return usesProvider(providers, "local") }
+
+// usesProvider reports whether a --providers list names provider.
+func usesProvider(providers, provider string) bool {
 	names := strings.Split(providers, ",")
 	for i := range names {
 		names[i] = strings.TrimSpace(names[i])
 	}
-	return slices.Contains(names, "local")
+	return slices.Contains(names, provider)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
@@ -149,9 +150,17 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *te
 		for _, err := range errs {
 			log.Warn("provider skipped", slog.String(keyErr, err.Error()))
 		}
+		var quota *chain.Quota
+		if usesProvider(cfg.providers, "e2b") {
+			q, err := e2bQuota(log, met.QuotaUsage)
+			if err != nil {
+				log.Warn("e2b quota tracking off", slog.String(keyErr, err.Error()))
+			}
+			quota = q
+		}
 		return providerChain(ps, log, func(from, _ string, err error) {
 			met.ProviderFallback(from, string(errdefs.CodeOf(err)))
-		}), nil
+		}, quota), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
 	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))

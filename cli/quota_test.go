@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+)
+
+// e2bNamed is the fake provider under the name the quota plans use.
+type e2bNamed struct{ *contextstest.Provider }
+
+func (e2bNamed) Name() string { return "e2b" }
+
+// TestE2BQuotaWired: with a plan in the environment, serve's provider chain
+// counts e2b creations per tenant, logs a warning at each threshold and
+// reports the used share to the quota metric.
+func TestE2BQuotaWired(t *testing.T) {
+	t.Setenv(envE2BPlanCreations, "4")
+	t.Setenv(envQuotaThresholds, "0.5,1")
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
+	var got []string
+	q, err := e2bQuota(log, func(tenant, provider, kind string, ratio float64) {
+		mu.Lock()
+		got = append(got, fmt.Sprintf("%s %s %s %.2f", tenant, provider, kind, ratio))
+		mu.Unlock()
+	})
+	if err != nil || q == nil {
+		t.Fatalf("quota %v, %v", q, err)
+	}
+	p := providerChain([]contexts.Provider{e2bNamed{contextstest.NewProvider()}}, log, nil, q)
+	for range 4 {
+		if _, err := p.Create(context.Background(), contexts.Spec{Labels: map[string]string{"sandlot.tenant": "t1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "t1 e2b creations 0.50,t1 e2b creations 1.00"; strings.Join(got, ",") != want {
+		t.Fatalf("metric %q, want %q", got, want)
+	}
+	if n := strings.Count(logs.String(), "provider quota threshold reached"); n != 2 {
+		t.Fatalf("%d threshold warnings logged:\n%s", n, logs.String())
+	}
+	if u := q.Usage("t1", "e2b"); u.Creations != 4 {
+		t.Fatalf("usage %+v", u)
+	}
+
+	t.Setenv(envE2BPlanCreations, "")
+	if q, err := e2bQuota(log, nil); q != nil || err != nil {
+		t.Fatalf("without a plan: %v, %v", q, err)
+	}
+	t.Setenv(envE2BPlanCreations, "lots")
+	if _, err := e2bQuota(log, nil); err == nil {
+		t.Fatal("a bad plan was accepted")
+	}
+}
+
+type syncWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
