@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/provider/e2b"
@@ -47,5 +48,28 @@ func TestTemplateMapping(t *testing.T) {
 		if last != tc.want {
 			t.Fatalf("config %q, spec %q: templateID %q, want %q", tc.cfg, tc.spec, last, tc.want)
 		}
+	}
+}
+
+// TestCreateBody: the create call carries the TTL as timeout, the env as
+// envVars, the labels and the CPU and memory intent as metadata.
+func TestCreateBody(t *testing.T) {
+	var body struct {
+		TemplateID string            `json:"templateID"`
+		Timeout    int64             `json:"timeout"`
+		Metadata   map[string]string `json:"metadata"`
+		EnvVars    map[string]string `json:"envVars"`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewDecoder(r.Body).Decode(&body)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: srv.URL, CPU: 2, MemoryMB: 1024})
+	p.Create(context.Background(), contexts.Spec{TTL: 90 * time.Second, Env: map[string]string{"A": "1"},
+		Labels: map[string]string{"sandlot.tenant": "t1"}})
+	if body.Timeout != 90 || body.EnvVars["A"] != "1" || body.Metadata["sandlot.tenant"] != "t1" ||
+		body.Metadata["cpuCount"] != "2" || body.Metadata["memoryMB"] != "1024" {
+		t.Fatalf("create body %+v", body)
 	}
 }
