@@ -29,6 +29,9 @@ type CreateOptions struct {
 	// Env is the sandbox environment. A context with Env is never served
 	// from the warm pool (pooled sandboxes started without it).
 	Env map[string]string
+	// ID is the new context's id (a UUID); "" = a fresh one. The E2B
+	// surface makes a sandbox's id its conversation's.
+	ID string
 	// MaxExecutions overrides Config.MaxExecutionsPerContext for this
 	// context: 0 = the config's, negative = never rotate (E2B sandboxes,
 	// whose lifecycle is timeout and kill). A nonzero value is kept on the
@@ -518,8 +521,14 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		ttl = m.cfg.TTL
 	}
 	now := m.now()
+	recID := opts.ID
+	if recID == "" {
+		recID = uuid.NewString()
+	} else if _, err := uuid.Parse(recID); err != nil {
+		return nil, fmt.Errorf("context id %q is not a UUID: %w", recID, errdefs.ErrInvalidArgument)
+	}
 	rec := &Record{
-		ID:         uuid.NewString(),
+		ID:         recID,
 		Identity:   id,
 		State:      StateCreating,
 		Provider:   m.provider.Name(),

@@ -44,3 +44,15 @@ func TestUnknownTemplate(t *testing.T) {
 	_, err = e2.m.GetOrCreate(e2.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{Template: "data"})
 	wantCategory(t, err, errdefs.ErrNotFound)
 }
+
+// TestCreateOptionsID: a caller may choose the new context's id (a UUID).
+func TestCreateOptionsID(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	const want = "0b7c5f0e-3f7e-4f43-9d0a-2d7c1b8a9e11"
+	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", want, "main"), contexts.CreateOptions{ID: want})
+	if err != nil || rec.ID != want || e.record(want).ConversationID != want {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	_, err = e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{ID: "nope"})
+	wantCategory(t, err, errdefs.ErrInvalidArgument)
+}

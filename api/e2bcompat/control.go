@@ -119,8 +119,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		tmpl = body.TemplateID
 	}
 	id := contexts.Identity{TenantID: tenantID, ConversationID: body.Metadata[MetaConversation], PathID: body.Metadata[MetaPath]}
+	var ctxID string
 	if id.ConversationID == "" {
+		// no conversation named: the sandbox is its own conversation
 		id.ConversationID = uuid.NewString()
+		ctxID = id.ConversationID
 	}
 	if id.PathID == "" {
 		id.PathID = contexts.DefaultPath
@@ -138,7 +141,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
 	if err != nil {
 		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
 		writeAPIError(w, err)

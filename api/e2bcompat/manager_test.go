@@ -82,3 +82,26 @@ func TestUnknownTemplate(t *testing.T) {
 		t.Fatal("a sandbox was created for an unknown template")
 	}
 }
+
+// TestSandboxIsItsConversation: without a conversationId in metadata the
+// sandbox id is the conversation; with one, the metadata sets the identity.
+func TestSandboxIsItsConversation(t *testing.T) {
+	e, _ := newManagerEnv(t, contexts.Config{})
+	info := func(sb created) map[string]string {
+		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		return decode[struct{ Metadata map[string]string }](t, resp).Metadata
+	}
+	sb := e.create(key1, `{}`)
+	if m := info(sb); m["conversationId"] != sb.SandboxID || m["pathId"] != "main" {
+		t.Fatalf("metadata %v of sandbox %s", m, sb.SandboxID)
+	}
+	a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+	b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+	c := e.create(key1, `{"metadata":{"conversationId":"conv-x"}}`)
+	if a.SandboxID != b.SandboxID || a.SandboxID == c.SandboxID {
+		t.Fatalf("sandboxes %s %s %s", a.SandboxID, b.SandboxID, c.SandboxID)
+	}
+	if m := info(c); m["conversationId"] != "conv-x" || m["pathId"] != "main" {
+		t.Fatalf("metadata %v", m)
+	}
+}

@@ -47,6 +47,22 @@ test('control plane: v1 create (POST /sandboxes) and kill twice', async () => {
   assert.equal(await BaseSandbox.kill(body.sandboxID), false)
 })
 
+test('control plane: metadata conversationId/pathId set the identity', async () => {
+  assert.equal((await sbx.getInfo()).metadata.conversationId, sbx.sandboxId)
+  const conv = `conv-${run}`
+  const a = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv, pathId: 'p1' } })
+  try {
+    const b = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv, pathId: 'p1' } })
+    assert.equal(b.sandboxId, a.sandboxId)
+    const c = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv } })
+    assert.notEqual(c.sandboxId, a.sandboxId)
+    assert.equal((await c.getInfo()).metadata.pathId, 'main')
+    await c.kill()
+  } finally {
+    await a.kill()
+  }
+})
+
 test('control plane: an unknown template is rejected', async () => {
   for (const create of [() => BaseSandbox.create('nope'), () => Sandbox.create('nope')]) {
     await assert.rejects(create(), (e) => {
