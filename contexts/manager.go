@@ -32,6 +32,11 @@ type CreateOptions struct {
 	// ID is the new context's id (a UUID); "" = a fresh one. The E2B
 	// surface makes a sandbox's id its conversation's.
 	ID string
+	// ContextID, when set, confines the call to that context: it is never
+	// created or replaced, and when the identity's live context is another
+	// one or none (ended, expired, its sandbox lost) the call fails with
+	// not_found. The E2B surface addresses sandboxes this way.
+	ContextID string
 	// MaxExecutions overrides Config.MaxExecutionsPerContext for this
 	// context: 0 = the config's, negative = never rotate (E2B sandboxes,
 	// whose lifecycle is timeout and kill). A nonzero value is kept on the
@@ -77,6 +82,9 @@ type ExecuteRequest struct {
 	Timeout  time.Duration // 0 = Config.DefaultTimeout; MinTimeout..MaxTimeout, else invalid_argument
 	Kernel   string        // named kernel (E2B code contexts); "" = default
 	Env      map[string]string
+	// ContextID, when set, runs only in that context (see
+	// CreateOptions.ContextID): never in a fresh one.
+	ContextID string
 }
 
 // ExecuteResult is a guarded run result and where it ran.
@@ -279,6 +287,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		if e == nil {
 			e = m.load(ctx, id)
 		}
+		if e != nil && opts.ContextID != "" && m.snapshot(e).ID != opts.ContextID {
+			e = nil // the identity moved on to another context
+		}
 		if e != nil {
 			if m.revive(ctx, e) {
 				m.mu.Lock()
@@ -291,6 +302,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+		}
+		if opts.ContextID != "" {
+			return nil, fmt.Errorf("context %s is not active: %w", opts.ContextID, errdefs.ErrNotFound)
 		}
 		e, err = m.create(ctx, id, opts)
 		if errors.Is(err, errLostRace) {
@@ -842,7 +856,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		return nil, err
 	}
 	for range 4 {
-		e, err := m.acquire(ctx, id, CreateOptions{})
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID})
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) {
 				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)

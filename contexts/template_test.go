@@ -1,7 +1,9 @@
 package contexts_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -55,4 +57,37 @@ func TestCreateOptionsID(t *testing.T) {
 	}
 	_, err = e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{ID: "nope"})
 	wantCategory(t, err, errdefs.ErrInvalidArgument)
+}
+
+// TestContextIDNeverCreates: a call confined to a context id fails with
+// not_found once that context has ended (expired, terminated) instead of
+// running in a fresh context.
+func TestContextIDNeverCreates(t *testing.T) {
+	e := newEnv(t, contexts.Config{TTL: time.Minute})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	run := func() error {
+		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1", ContextID: rec.ID}, nil)
+		return err
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute) // expired, cleanup has not run
+	wantCategory(t, run(), errdefs.ErrNotFound)
+	err := e.m.Use(e.ctx, id, contexts.CreateOptions{ContextID: rec.ID}, func(context.Context, *contexts.Record, contexts.Sandbox) error { return nil })
+	wantCategory(t, err, errdefs.ErrNotFound)
+	if got := e.p.Created(); got != 1 {
+		t.Fatalf("%d sandboxes created, want 1 (no fresh context behind the caller)", got)
+	}
+	// Without ContextID the identity gets a fresh context, as before; a
+	// call confined to the old id still fails.
+	fresh := e.getOrCreate(id)
+	if fresh.ID == rec.ID {
+		t.Fatal("expired context reused")
+	}
+	wantCategory(t, run(), errdefs.ErrNotFound)
+	if _, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1", ContextID: fresh.ID}, nil); err != nil {
+		t.Fatal(err)
+	}
 }

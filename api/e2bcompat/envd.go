@@ -45,16 +45,28 @@ func (h *Handler) envdMux() http.Handler {
 	return mux
 }
 
-// use runs fn with the guarded sandbox of the request's context. It fails
-// with not_found if the identity's active context is no longer the one the
-// call addressed (killed and re-created in between).
+// use runs fn with the guarded sandbox of the request's context, never a
+// fresh one (CreateOptions.ContextID). When that context is no longer live
+// (killed, expired, its sandbox lost) it fails with unavailable, which the
+// SDKs read as "sandbox not running", as E2B's edge answers.
 func (h *Handler) use(ctx context.Context, ref *sandboxRef, fn func(ctx context.Context, sb contexts.Sandbox) error) error {
-	return h.cfg.Manager.Use(ctx, ref.rec.Identity, CreateOptions{}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+	called := false
+	err := h.cfg.Manager.Use(ctx, ref.rec.Identity, CreateOptions{ContextID: ref.rec.ID}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		called = true
 		if rec.ID != ref.rec.ID {
-			return fmt.Errorf("sandbox %s: %w", ref.rec.ID, errdefs.ErrNotFound)
+			return sandboxGone(ref.rec.ID)
 		}
 		return fn(ctx, sb)
 	})
+	if err != nil && !called && errors.Is(err, errdefs.ErrNotFound) {
+		return sandboxGone(ref.rec.ID)
+	}
+	return err
+}
+
+// sandboxGone is the error of a call on a sandbox that ended under it.
+func sandboxGone(id string) error {
+	return fmt.Errorf("sandbox %s is not running anymore: %w", id, errdefs.ErrUnavailable)
 }
 
 // connectError maps an errdefs category to its Connect code (the names are

@@ -3,6 +3,7 @@ package e2bcompat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -200,7 +201,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	req := ExecuteRequest{Code: body.Code, Env: body.EnvVars}
+	req := ExecuteRequest{Code: body.Code, Env: body.EnvVars, ContextID: ref.rec.ID}
 	if body.ContextID != "" {
 		cc := h.codeContext(ref.rec.ID, body.ContextID)
 		if cc == nil {
@@ -238,6 +239,10 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	logs.close()
 	if err != nil {
 		if !out.started {
+			if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended under this call
+				writeProxyError(w, http.StatusBadGateway, ref.rec.ID, "The sandbox was not found")
+				return
+			}
 			writeAPIError(w, err)
 			return
 		}
@@ -319,7 +324,7 @@ func (h *Handler) chdir(ctx context.Context, ref *sandboxRef, cc *codeContext) e
 	case agent.Bash:
 		code = "mkdir -p " + shellQuote(cc.Cwd) + " && cd " + shellQuote(cc.Cwd)
 	}
-	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.ID}, nil)
+	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.ID, ContextID: ref.rec.ID}, nil)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
@@ -103,5 +105,34 @@ func TestSandboxIsItsConversation(t *testing.T) {
 	}
 	if m := info(c); m["conversationId"] != "conv-x" || m["pathId"] != "main" {
 		t.Fatalf("metadata %v", m)
+	}
+}
+
+// TestExpiredSandboxIsGone: once a sandbox's timeout has passed (before the
+// cleanup loop ends its record), runCode and envd calls answer "sandbox
+// gone" instead of silently running in a fresh sandbox.
+func TestExpiredSandboxIsGone(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e, p := newManagerEnv(t, contexts.Config{Clock: clock, CleanupInterval: time.Hour})
+	sb := e.create(key1, `{"timeout":60}`)
+	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 200 {
+		t.Fatalf("runCode: %d", resp.StatusCode)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 502 {
+		t.Fatalf("runCode on an expired sandbox: %d %s", resp.StatusCode, b)
+	}
+	resp = e.do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
+		append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json")...)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode == 200 {
+		t.Fatalf("envd call on an expired sandbox: %d %s", resp.StatusCode, b)
+	}
+	if p.Created() != 1 {
+		t.Fatalf("%d sandboxes created: a call on an expired sandbox started a fresh one", p.Created())
 	}
 }

@@ -82,7 +82,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2
 // Execute implements e2bcompat.Manager.
 func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcompat.ExecuteRequest, out contexts.OutputFunc) (*e2bcompat.ExecuteResult, error) {
 	var res *e2bcompat.ExecuteResult
-	err := m.Use(ctx, id, e2bcompat.CreateOptions{}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+	err := m.Use(ctx, id, e2bcompat.CreateOptions{ContextID: req.ContextID}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		r, err := sb.RunCode(ctx, agent.RunCodeParams{Language: req.Language, Code: req.Code, Kernel: req.Kernel, Env: req.Env, Stream: out != nil}, out)
 		if err != nil {
 			return err
@@ -93,8 +93,17 @@ func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcomp
 	return res, err
 }
 
-// Use implements e2bcompat.Manager (creating the context when absent).
+// Use implements e2bcompat.Manager (creating the context when absent,
+// unless opts.ContextID confines it to a context).
 func (m *Manager) Use(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
+	if opts.ContextID != "" {
+		m.mu.Lock()
+		r := m.activeLocked(id)
+		m.mu.Unlock()
+		if r == nil || r.ID != opts.ContextID {
+			return fmt.Errorf("context %s is not active: %w", opts.ContextID, errdefs.ErrNotFound)
+		}
+	}
 	rec, err := m.GetOrCreate(ctx, id, opts)
 	if err != nil {
 		return err
