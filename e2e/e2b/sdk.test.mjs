@@ -220,6 +220,18 @@ test('runCode: javascript and bash keep state', async () => {
   assert.deepEqual(sh.logs.stdout.join(''), 'hi there\n')
 })
 
+test('runCode: a sandbox outlives the manager rotation limit (100 runs)', async () => {
+  const s = await Sandbox.create({ metadata: { suite: run } })
+  try {
+    await s.runCode('n = 0')
+    for (let i = 0; i < 110; i++) await s.runCode('n += 1')
+    assert.equal((await s.runCode('n')).text, '110')
+    assert.equal((await s.commands.run('echo alive')).stdout, 'alive\n')
+  } finally {
+    await s.kill()
+  }
+})
+
 test('runCode: matplotlib PNG result', async () => {
   const e = await sbx.runCode(
     'import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()',
