@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -174,5 +175,28 @@ func TestReadOnlyRootAsPID1(t *testing.T) {
 	}
 	if e.Stdout != "0\n0\n" {
 		t.Fatalf("zombies in the sandbox: %q", e.Stdout)
+	}
+}
+
+// TestNoNetHTTPFromSandlot keeps net/http (and its TLS/HTTP/2 init) out of
+// the agent's own dependency graph: the agent speaks JSON-RPC on a unix
+// socket and needs none of it. esbuild's pkg/api is the one importer left
+// (its serve mode); that edge goes only when TypeScript is transpiled
+// outside the agent.
+func TestNoNetHTTPFromSandlot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "net/http") || strings.HasPrefix(f[0], "github.com/evanw/esbuild/") {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if imp == "net/http" || strings.HasPrefix(imp, "net/http/") {
+				t.Errorf("%s imports %s into the agent binary", f[0], imp)
+			}
+		}
 	}
 }
