@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,7 +34,8 @@ type Config struct {
 	Home string
 	// Env is the base environment of processes and kernels. nil: a minimal
 	// one (HOME, PATH, LANG, USER, TERM, TMPDIR) plus SANDLOT_* from the
-	// agent's own environment.
+	// agent's own environment, overridden by the sandbox's environment
+	// (agent.EnvPrefix variables, prefix removed).
 	Env []string
 	// Python, Node and Bash override interpreter paths (tests).
 	Python, Node, Bash string
@@ -101,12 +103,17 @@ func defaultEnv(home string) []string {
 		"SHELL=/bin/bash",
 		"MPLCONFIGDIR=/tmp/.sandlot-mpl",
 	}
+	user := map[string]string{}
 	for _, kv := range os.Environ() {
-		if len(kv) > 8 && kv[:8] == "SANDLOT_" {
+		if rest, ok := strings.CutPrefix(kv, agent.EnvPrefix); ok {
+			if k, v, ok := strings.Cut(rest, "="); ok && k != "" {
+				user[k] = v
+			}
+		} else if strings.HasPrefix(kv, "SANDLOT_") {
 			env = append(env, kv)
 		}
 	}
-	return env
+	return mergeEnv(env, user)
 }
 
 // Run listens on cfg.Socket and serves until ctx ends.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -184,5 +185,32 @@ func TestPrestart(t *testing.T) {
 	}
 	if r := runCode(t, c, "python", "1+1"); mainText(r) != "2" || r.KernelRestarted {
 		t.Fatalf("1+1 = %+v", r)
+	}
+}
+
+// TestSpecEnv: the sandbox's environment (contexts.Spec.Env) is the base
+// environment of every exec and kernel; per-call env still wins, and the
+// variables do not reach the agent's own settings.
+func TestSpecEnv(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	c := create(t, p, contexts.Spec{Env: map[string]string{"FOO": "bar", "LANG": "en_US.UTF-8", "GOMAXPROCS": "7"}})
+	if r := runCode(t, c, "python", "import os\nos.environ['FOO']"); mainText(r) != "'bar'" {
+		t.Errorf("python FOO: %+v", r)
+	}
+	if r := runCode(t, c, "bash", "echo $FOO $LANG"); r.Stdout != "bar en_US.UTF-8\n" {
+		t.Errorf("bash FOO: %+v", r)
+	}
+	if r := runCode(t, c, "javascript", "process.env.FOO"); mainText(r) != "'bar'" {
+		t.Errorf("javascript FOO: %+v", r)
+	}
+	if got := sh(t, c, "echo $FOO; echo $GOMAXPROCS; env | grep -c SANDLOT_ENV_"); got.Stdout != "bar\n7\n0\n" {
+		t.Errorf("exec env: %+v", got)
+	}
+	e, err := c.Exec(context.Background(), agent.ExecParams{Shell: "echo $FOO", Env: map[string]string{"FOO": "call"}}, nil)
+	if err != nil || e.Stdout != "call\n" {
+		t.Errorf("per-call env: %+v %v", e, err)
+	}
+	if _, err := p.Create(context.Background(), contexts.Spec{Env: map[string]string{"A=B": "x"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("bad env name: %v, want invalid_argument", err)
 	}
 }
