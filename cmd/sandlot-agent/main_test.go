@@ -255,3 +255,22 @@ func TestNotDumpable(t *testing.T) {
 		t.Fatalf("child /proc/self/mem owner: %+v %v", e, err)
 	}
 }
+
+// TestImportsNothingFromTheDaemon: the agent links only the protocol
+// (agent/...) and the error taxonomy (errdefs) of this module.
+func TestImportsNothingFromTheDaemon(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/sandlot/sandlot/"
+	for _, p := range strings.Fields(string(out)) {
+		rest, ok := strings.CutPrefix(p, mod)
+		if !ok {
+			continue
+		}
+		if rest != "errdefs" && rest != "agent" && !strings.HasPrefix(rest, "agent/") && rest != "cmd/sandlot-agent" {
+			t.Errorf("the agent imports %s", p)
+		}
+	}
+}
