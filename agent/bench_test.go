@@ -4,7 +4,11 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,7 +136,7 @@ func BenchmarkKernelRoundTrip(b *testing.B) {
 // load at the same moment; on a shared, noisy machine this ratio is the
 // steadier one. ns/op counts both; kernel-ns/op only the kernel call.
 func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
-	c, _ := agenttest.StartClient(b)
+	c, a := agenttest.StartClient(b)
 	floor := startFloor(b)
 	for _, tc := range roundTripCases {
 		b.Run(tc.lang, func(b *testing.B) {
@@ -140,6 +144,7 @@ func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
 			p := agent.RunCodeParams{Language: tc.lang, Code: tc.code}
 			warm(b, c, p)
 			var kernelT, floorT time.Duration
+			agentCPU0, selfCPU0 := cpuNs(a.Cmd.Process.Pid), cpuNs(os.Getpid())
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
@@ -154,6 +159,10 @@ func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
 			b.ReportMetric(float64(kernelT.Nanoseconds())/float64(b.N), "kernel-ns/op")
 			b.ReportMetric(float64(floorT.Nanoseconds())/float64(b.N), "floor-ns/op")
 			b.ReportMetric(float64(kernelT)/float64(floorT), "x-floor")
+			// CPU time (all threads) per iteration: steadier than wall time on
+			// a loaded machine. The host side includes the floor's client.
+			b.ReportMetric(float64(cpuNs(a.Cmd.Process.Pid)-agentCPU0)/float64(b.N)/1e3, "agent-cpu-us/op")
+			b.ReportMetric(float64(cpuNs(os.Getpid())-selfCPU0)/float64(b.N)/1e3, "host-cpu-us/op")
 		})
 	}
 }
@@ -168,4 +177,22 @@ func BenchmarkPing(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// cpuNs is the CPU time so far of every thread of process pid, from
+// /proc/<pid>/task/*/schedstat (ns on CPU is the first field).
+func cpuNs(pid int) int64 {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += n
+		}
+	}
+	return total
 }

@@ -24,7 +24,8 @@ type ClientConfig struct {
 	// 4×MaxOutput+16 MiB when a call asks for more than 1 MiB per stream.
 	MaxCallOutput int64
 	// WriteTimeout bounds one frame write; an agent that stops reading is
-	// hostile. 0: 30 s.
+	// hostile. The deadline is re-armed lazily, so a stalled write fails
+	// after between WriteTimeout/2 and WriteTimeout. 0: 30 s.
 	WriteTimeout time.Duration
 	// Logger receives protocol violations. nil: slog.Default().
 	Logger *slog.Logger
@@ -47,7 +48,8 @@ type Client struct {
 	done     chan struct{}
 	closeErr error // set before done is closed
 
-	wmu sync.Mutex // serializes frame writes on conn
+	wmu       sync.Mutex // serializes frame writes on conn
+	wdeadline time.Time  // write deadline set on conn; under wmu
 
 	mu        sync.Mutex
 	pending   map[uint64]*call    // calls waiting for their response
@@ -275,10 +277,14 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		return fmt.Errorf("%s: %w", method, err)
 	}
 
+	done := ctx.Done()
+	if done == nil { // context.Background and friends: one plain receive
+		return c.finish(method, <-cl.resp, result)
+	}
 	select {
 	case f := <-cl.resp:
 		return c.finish(method, f, result)
-	case <-ctx.Done():
+	case <-done:
 	}
 	// The caller gave up. Stop waiting; a response that still arrives is
 	// dropped. Work that keeps running in the sandbox is told to stop.
@@ -355,7 +361,13 @@ func (c *Client) write(frame []byte) error {
 		return c.closeErr
 	default:
 	}
-	_ = c.conn.SetWriteDeadline(time.Now().Add(c.cfg.WriteTimeout))
+	// Re-arming the deadline costs a timer update per frame; refresh it
+	// only once half of it is used up, so a write still gets at least
+	// WriteTimeout/2.
+	if now := time.Now(); c.wdeadline.Sub(now) < c.cfg.WriteTimeout/2 {
+		c.wdeadline = now.Add(c.cfg.WriteTimeout)
+		_ = c.conn.SetWriteDeadline(c.wdeadline)
+	}
 	if _, err := c.conn.Write(frame); err != nil {
 		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
 		return c.closeErr

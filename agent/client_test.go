@@ -268,3 +268,41 @@ func TestClientRoutesOutputToCaller(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// deadlineCounter counts write-deadline updates on a connection.
+type deadlineCounter struct {
+	net.Conn
+	n int
+}
+
+func (d *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	d.n++
+	return d.Conn.SetWriteDeadline(t)
+}
+
+// TestClientWriteDeadlineNotPerCall: the write timeout is armed once and
+// refreshed only when half of it is used, not re-armed (a timer update) on
+// every call.
+func TestClientWriteDeadlineNotPerCall(t *testing.T) {
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+jsonID(req)+`,"result":{"version":"1"}}`+"\n")
+	})
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := &deadlineCounter{Conn: conn}
+	c := NewClient(dc, ClientConfig{Logger: discardLogger()})
+	defer c.Close()
+	for i := 0; i < 100; i++ {
+		if err := c.Ping(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.wmu.Lock()
+	n := dc.n
+	c.wmu.Unlock()
+	if n > 2 {
+		t.Errorf("100 calls set the write deadline %d times", n)
+	}
+}

@@ -49,6 +49,7 @@ func TestRunCommand(t *testing.T) {
 		{"bash exit", []string{"--lang", "bash", "echo out; exit 3"}, "", "out\n", errdefs.ErrFailedPrecondition},
 		{"python error", []string{"1/0"}, "", "", errdefs.ErrFailedPrecondition},
 		{"file js", []string{"--file", src}, "", "40\n", nil},
+		{"typescript", []string{"--lang", "typescript", "const n: number = 21;\nconsole.log('ts'); n * 2"}, "", "ts\n42\n", nil},
 		{"runc", []string{"--runtime", "runc", "--lang", "sh", "id -u"}, "", "1000\n", nil},
 		{"repl keeps state", []string{"-i"}, "x = 41\nx += 1\nx\n", "42\n", nil},
 		{"bad lang", []string{"--lang", "cobol", "x"}, "", "", errdefs.ErrInvalidArgument},

@@ -10,7 +10,6 @@ package errdefs
 import (
 	"context"
 	"errors"
-	"net/http"
 )
 
 // Categories. Compare with errors.Is, never by text.
@@ -53,15 +52,15 @@ type category struct {
 
 // table is the single mapping from category to edge codes.
 var table = []category{
-	{ErrNotFound, CodeNotFound, http.StatusNotFound, 3},
-	{ErrInvalidArgument, CodeInvalidArgument, http.StatusBadRequest, 2},
-	{ErrAlreadyExists, CodeAlreadyExists, http.StatusConflict, 4},
-	{ErrFailedPrecondition, CodeFailedPrecondition, http.StatusPreconditionFailed, 5},
-	{ErrResourceExhausted, CodeResourceExhausted, http.StatusTooManyRequests, 6},
-	{ErrUnavailable, CodeUnavailable, http.StatusServiceUnavailable, 7},
-	{ErrDeadlineExceeded, CodeDeadlineExceeded, http.StatusGatewayTimeout, 8},
-	{ErrPermissionDenied, CodePermissionDenied, http.StatusForbidden, 9},
-	{ErrUnauthenticated, CodeUnauthenticated, http.StatusUnauthorized, 10},
+	{ErrNotFound, CodeNotFound, 404, 3},
+	{ErrInvalidArgument, CodeInvalidArgument, 400, 2},
+	{ErrAlreadyExists, CodeAlreadyExists, 409, 4},
+	{ErrFailedPrecondition, CodeFailedPrecondition, 412, 5},
+	{ErrResourceExhausted, CodeResourceExhausted, 429, 6},
+	{ErrUnavailable, CodeUnavailable, 503, 7},
+	{ErrDeadlineExceeded, CodeDeadlineExceeded, 504, 8},
+	{ErrPermissionDenied, CodePermissionDenied, 403, 9},
+	{ErrUnauthenticated, CodeUnauthenticated, 401, 10},
 }
 
 func lookup(err error) (category, bool) {
@@ -93,7 +92,7 @@ func HTTPStatus(err error) int {
 	if c, ok := lookup(err); ok {
 		return c.status
 	}
-	return http.StatusInternalServerError
+	return 500
 }
 
 // ExitCode returns the CLI exit code for err (0 for nil, 1 for internal).

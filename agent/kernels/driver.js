@@ -24,6 +24,56 @@
   } catch (e) {
     processTLA = null;
   }
+  let acorn = null;
+  try {
+    acorn = require('internal/deps/acorn/acorn/dist/acorn');
+  } catch (e) {
+    acorn = null;
+  }
+
+  // Cells are re-run all the time, so top-level declarations must be
+  // re-declarable: parse the cell (node's own acorn) and rewrite top-level
+  // `let`/`const` to `var` (a declarator without initialiser gets
+  // `= undefined`, as a fresh `let` would) and `class X {}` to
+  // `var X = class X {};`. Only the keywords change, so the completion
+  // value (last expression) and top-level await work as before, and code
+  // acorn cannot parse runs untouched.
+  const lexicalRE = /\b(?:const|let|class)\b/;
+  function redeclarable(code) {
+    if (!acorn || !lexicalRE.test(code)) return code;
+    let ast;
+    try {
+      ast = acorn.parse(code, {
+        ecmaVersion: 'latest',
+        sourceType: 'script',
+        allowAwaitOutsideFunction: true,
+        allowHashBang: true,
+      });
+    } catch (e) {
+      return code;
+    }
+    const edits = []; // [at, deleteCount, insert], ascending
+    for (const n of ast.body) {
+      if (n.type === 'VariableDeclaration' && (n.kind === 'let' || n.kind === 'const')) {
+        edits.push([n.start, n.kind.length, 'var']);
+        for (const d of n.declarations) {
+          if (d.init === null && d.id.type === 'Identifier') edits.push([d.end, 0, ' = undefined']);
+        }
+      } else if (n.type === 'ClassDeclaration' && n.id) {
+        edits.push([n.start, 0, 'var ' + n.id.name + ' = ']);
+        edits.push([n.end, 0, ';']);
+      }
+    }
+    if (edits.length === 0) return code;
+    let out = '';
+    let pos = 0;
+    for (const [at, del, ins] of edits) {
+      out += code.slice(pos, at) + ins;
+      pos = at + del;
+    }
+    return out + code.slice(pos);
+  }
+
   const home = process.env.HOME || process.cwd();
   globalThis.require = createRequire(path.join(process.cwd(), '[sandlot]'));
   globalThis.module = { exports: {} };
@@ -99,12 +149,13 @@
     const out = results;
     let error = null;
     try {
+      const code = redeclarable(req.code);
       let script;
       let wrapped = false;
       try {
-        script = new vm.Script(req.code, { filename });
+        script = new vm.Script(code, { filename });
       } catch (e) {
-        const src = e instanceof SyntaxError && processTLA && /\bawait\b/.test(req.code) ? processTLA(req.code) : null;
+        const src = e instanceof SyntaxError && processTLA && /\bawait\b/.test(code) ? processTLA(code) : null;
         if (!src) throw e;
         script = new vm.Script(src, { filename });
         wrapped = true;

@@ -160,6 +160,19 @@ func invalid(format string, args ...any) error {
 	return &Error{Category: "invalid_argument", Msg: fmt.Sprintf(format, args...)}
 }
 
+// Timeout is the wall-clock limit of one execution (kernel run or exec)
+// asked for with timeoutMs: DefaultTimeout for 0 or less, at most
+// MaxTimeout.
+func Timeout(ms int64) time.Duration {
+	switch {
+	case ms <= 0:
+		return DefaultTimeout
+	case ms >= MaxTimeout.Milliseconds():
+		return MaxTimeout
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // Run executes p in its kernel. cancel, when closed, interrupts the run.
 // out (may be nil) receives output events (Ref is left to the caller).
 func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
@@ -168,10 +181,7 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 			return nil, invalid("bad environment variable name %q", k)
 		}
 	}
-	timeout := DefaultTimeout
-	if p.TimeoutMs > 0 {
-		timeout = min(time.Duration(p.TimeoutMs)*time.Millisecond, MaxTimeout)
-	}
+	timeout := Timeout(p.TimeoutMs)
 	switch p.Language {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
 	case agent.Sh:

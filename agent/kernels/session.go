@@ -35,6 +35,7 @@ type session struct {
 	err    int
 	res    int
 	resBuf []byte
+	rbuf   []byte // read buffer of wait, reused across runs (runs are serialized)
 	dead   bool
 }
 
@@ -177,7 +178,7 @@ func (s *session) discard() {
 	if n, err := unix.Poll(fds, 0); n <= 0 || err != nil {
 		return
 	}
-	var buf [32 << 10]byte
+	buf := s.buf()
 	for i, fd := range []int{s.out, s.err, s.res} {
 		if fds[i].Revents == 0 {
 			continue
@@ -190,6 +191,17 @@ func (s *session) discard() {
 		}
 	}
 	s.resBuf = s.resBuf[:0]
+}
+
+// buf is the session's read buffer, made once: runs are serialized, and a
+// fresh 32-64 KiB buffer per run (on the stack, it grew the handler
+// goroutine's stack by copying on every request) measured as a fifth of
+// the agent's CPU on the warm round trip.
+func (s *session) buf() []byte {
+	if s.rbuf == nil {
+		s.rbuf = make([]byte, 64<<10)
+	}
+	return s.rbuf
 }
 
 // send writes one command. A dead reader shows up as EPIPE.
@@ -251,7 +263,7 @@ func (s *session) wait(spec waitSpec) outcome {
 		{Fd: int32(s.out), Events: unix.POLLIN},
 		{Fd: int32(s.err), Events: unix.POLLIN},
 	}
-	buf := make([]byte, 64<<10)
+	buf := s.buf()
 	var killAt time.Time
 	for {
 		timeout := 100 * time.Millisecond

@@ -19,11 +19,10 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/outbuf"
 	"github.com/sandlot/sandlot/agent/internal/proc"
+	"github.com/sandlot/sandlot/agent/kernels"
 )
 
 const (
-	defaultExecTimeout = 60 * time.Second
-	maxExecTimeout     = 600 * time.Second
 	// pipeGrace is how long output may keep flowing after the process
 	// exited (background jobs holding the pipe). Then the pipe is closed.
 	pipeGrace = 200 * time.Millisecond
@@ -158,10 +157,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			return nil, errf("invalid_argument", "exec: bad environment variable name %q", k)
 		}
 	}
-	timeout := defaultExecTimeout
-	if p.TimeoutMs > 0 {
-		timeout = min(time.Duration(p.TimeoutMs)*time.Millisecond, maxExecTimeout)
-	}
+	timeout := kernels.Timeout(p.TimeoutMs)
 	env := mergeEnv(s.cfg.Env, p.Env)
 	path, err := lookPath(argv[0], env)
 	if err != nil {

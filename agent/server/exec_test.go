@@ -41,6 +41,9 @@ func TestExec(t *testing.T) {
 		{"argv", agent.ExecParams{Argv: []string{"echo", "a b"}}, func(r *agent.ExecResult) error {
 			return want(r.Stdout == "a b\n" && r.ExitCode == 0, r)
 		}},
+		{"huge timeout is capped, not overflowed", agent.ExecParams{Shell: "echo ok", TimeoutMs: 9223372036855}, func(r *agent.ExecResult) error {
+			return want(r.Stdout == "ok\n" && r.ExitCode == 0 && !r.TimedOut, r)
+		}},
 		{"shell env cwd", agent.ExecParams{Shell: `echo "$FOO"; pwd`, Env: map[string]string{"FOO": "bar"}, Cwd: "work"}, func(r *agent.ExecResult) error {
 			return want(r.Stdout == "bar\n"+filepath.Join(a.Home, "work")+"\n", r)
 		}},

@@ -375,3 +375,35 @@ func TestPrestart(t *testing.T) {
 		t.Fatalf("%d python kernels, want 1", n)
 	}
 }
+
+// TestJavaScriptRedeclare: re-running a cell that declares a top-level
+// const/let/class works, in javascript and typescript, with and without
+// top-level await, and the last expression is still the result.
+func TestJavaScriptRedeclare(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	for _, lang := range []string{agent.JavaScript, agent.TypeScript} {
+		t.Run(lang, func(t *testing.T) {
+			steps := []struct{ code, want string }{
+				{"const x = 1", ""},
+				{"const x = 2; x", "2"},
+				{"let y = 3; let z; [y, z]", "[ 3, undefined ]"},
+				{"let y = 4, z = 5; y + z", "9"},
+				{"let z; typeof z", "'undefined'"},
+				{"class K { v() { return 1 } }", ""},
+				{"class K { v() { return 2 } }; new K().v()", "2"},
+				{"const w = await Promise.resolve(6); w", "6"},
+				{"const w = await Promise.resolve(7); w * x", "14"},
+				{"for (let i = 0; i < 2; i++) { const x = 9 }\nconst s = `const x = 1; let q`; x", "2"},
+			}
+			for _, s := range steps {
+				r := run(t, c, lang, s.code)
+				if !r.Success {
+					t.Fatalf("%q failed: %+v", s.code, r.Error)
+				}
+				if got := mainText(r); got != s.want {
+					t.Fatalf("%q = %q, want %q", s.code, got, s.want)
+				}
+			}
+		})
+	}
+}

@@ -14,11 +14,20 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/server"
 )
 
 func main() {
+	// Defence in depth: user code runs with the agent's uid, so make the
+	// agent non-dumpable (no ptrace, no /proc/1/mem, no core) even when the
+	// binary is readable. The runtime's execute-only mount already does
+	// this; children regain dumpability at execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-agent: prctl(PR_SET_DUMPABLE):", err)
+	}
 	def := filepath.Join(agent.SocketDir, agent.SocketName)
 	if v := os.Getenv("SANDLOT_AGENT_SOCKET"); v != "" {
 		def = v

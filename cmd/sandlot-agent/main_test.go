@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -174,5 +177,100 @@ func TestReadOnlyRootAsPID1(t *testing.T) {
 	}
 	if e.Stdout != "0\n0\n" {
 		t.Fatalf("zombies in the sandbox: %q", e.Stdout)
+	}
+}
+
+// TestNoNetHTTPFromSandlot keeps net/http (and its TLS/HTTP/2 init) out of
+// the agent's own dependency graph: the agent speaks JSON-RPC on a unix
+// socket and needs none of it. esbuild's pkg/api is the one importer left
+// (its serve mode); that edge goes only when TypeScript is transpiled
+// outside the agent.
+func TestNoNetHTTPFromSandlot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "net/http") || strings.HasPrefix(f[0], "github.com/evanw/esbuild/") {
+			continue
+		}
+		for _, imp := range f[1:] {
+			if imp == "net/http" || strings.HasPrefix(imp, "net/http/") {
+				t.Errorf("%s imports %s into the agent binary", f[0], imp)
+			}
+		}
+	}
+}
+
+// TestNotDumpable runs the agent from a readable binary as uid 1000 (so the
+// kernel alone would leave it dumpable) and checks that it made itself
+// non-dumpable: /proc/<pid>/mem then belongs to root, not to the agent's
+// uid, and a same-uid process cannot ptrace or read it.
+func TestNotDumpable(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("root is required in CI")
+		}
+		t.Skip("needs root to run the agent as uid 1000")
+	}
+	dir := t.TempDir()
+	bin := buildStatic(t, dir)
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(dir, "run", "agent.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(sock), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--socket", sock, "--home", filepath.Join(dir, "home"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000, Gid: 1000}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	c := dial(t, sock)
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+		t.Fatalf("/proc/<agent>/mem owned by uid %d: the agent is dumpable", uid)
+	}
+	// Its children are dumpable again (execve resets it): user code keeps
+	// working normally.
+	e, err := c.Exec(context.Background(), agent.ExecParams{Shell: "stat -c %u /proc/self/mem"}, nil)
+	if err != nil || e.Stdout != "1000\n" {
+		t.Fatalf("child /proc/self/mem owner: %+v %v", e, err)
+	}
+}
+
+// TestImportsNothingFromTheDaemon: the agent links only the protocol
+// (agent/...) and the error taxonomy (errdefs) of this module.
+func TestImportsNothingFromTheDaemon(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/sandlot/sandlot/"
+	for _, p := range strings.Fields(string(out)) {
+		rest, ok := strings.CutPrefix(p, mod)
+		if !ok {
+			continue
+		}
+		if rest != "errdefs" && rest != "agent" && !strings.HasPrefix(rest, "agent/") && rest != "cmd/sandlot-agent" {
+			t.Errorf("the agent imports %s", p)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package local
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,6 +86,18 @@ func testIsolation(t *testing.T, kind string) {
 			}
 		})
 	}
+	t.Run("own namespaces", func(t *testing.T) {
+		for _, ns := range []string{"pid", "mnt", "ipc", "uts", "net"} {
+			host, err := os.Readlink("/proc/self/ns/" + ns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := sh(t, c, "readlink /proc/self/ns/"+ns)
+			if in := strings.TrimSpace(r.Stdout); r.ExitCode != 0 || !strings.HasPrefix(in, ns+":[") || in == host {
+				t.Errorf("%s namespace inside = %q (exit %d), host %q", ns, in, r.ExitCode, host)
+			}
+		}
+	})
 	t.Run("ps shows only the sandbox", func(t *testing.T) {
 		r := sh(t, c, "ps -e -o pid= | wc -l; ps -e -o comm=")
 		n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(r.Stdout, "\n", 2)[0]))

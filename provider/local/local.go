@@ -176,6 +176,10 @@ func (p *Provider) limitsFor(l contexts.Limits) runtime.Limits {
 // Create implements contexts.Provider: it starts a sandbox, waits for its
 // agent and returns the connected *agent.Client.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
+	env, err := agent.SandboxEnv(spec.Env)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
 	id := runtime.NewID()
 	start := time.Now()
 	dir := p.sockDir(id)
@@ -209,7 +213,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	rs := runtime.Spec{
 		ID:   id,
 		Args: args,
-		Env:  spec.Env,
+		Env:  env,
 		Mounts: []runtime.Mount{
 			{Source: p.agentPath, Destination: oci.AgentPath, ReadOnly: true},
 			{Source: dir, Destination: agent.SocketDir},

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -184,5 +186,91 @@ func TestPrestart(t *testing.T) {
 	}
 	if r := runCode(t, c, "python", "1+1"); mainText(r) != "2" || r.KernelRestarted {
 		t.Fatalf("1+1 = %+v", r)
+	}
+}
+
+// TestSpecEnv: the sandbox's environment (contexts.Spec.Env) is the base
+// environment of every exec and kernel; per-call env still wins, and the
+// variables do not reach the agent's own settings.
+func TestSpecEnv(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	c := create(t, p, contexts.Spec{Env: map[string]string{"FOO": "bar", "LANG": "en_US.UTF-8", "GOMAXPROCS": "7"}})
+	if r := runCode(t, c, "python", "import os\nos.environ['FOO']"); mainText(r) != "'bar'" {
+		t.Errorf("python FOO: %+v", r)
+	}
+	if r := runCode(t, c, "bash", "echo $FOO $LANG"); r.Stdout != "bar en_US.UTF-8\n" {
+		t.Errorf("bash FOO: %+v", r)
+	}
+	if r := runCode(t, c, "javascript", "process.env.FOO"); mainText(r) != "'bar'" {
+		t.Errorf("javascript FOO: %+v", r)
+	}
+	if got := sh(t, c, "echo $FOO; echo $GOMAXPROCS; env | grep -c SANDLOT_ENV_"); got.Stdout != "bar\n7\n0\n" {
+		t.Errorf("exec env: %+v", got)
+	}
+	e, err := c.Exec(context.Background(), agent.ExecParams{Shell: "echo $FOO", Env: map[string]string{"FOO": "call"}}, nil)
+	if err != nil || e.Stdout != "call\n" {
+		t.Errorf("per-call env: %+v %v", e, err)
+	}
+	if _, err := p.Create(context.Background(), contexts.Spec{Env: map[string]string{"A=B": "x"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("bad env name: %v, want invalid_argument", err)
+	}
+}
+
+// TestDefaultsAndReaping checks, on a real container, the default limits
+// as the kernel enforces them (memory 2 GiB without swap, 256 pids, one
+// CPU, 512 MiB tmpfs) and that the agent as PID 1 reaps orphaned children.
+func TestDefaultsAndReaping(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	c := create(t, p, contexts.Spec{})
+	read := func(parts ...string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(append([]string{"/sys/fs/cgroup"}, parts...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	id := c.ID()
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil { // cgroup v2 host
+		if got := read("sandlot", id, "memory.max"); got != "2147483648" {
+			t.Errorf("memory.max = %s", got)
+		}
+		if got := read("sandlot", id, "pids.max"); got != "256" {
+			t.Errorf("pids.max = %s", got)
+		}
+		if got := read("sandlot", id, "cpu.max"); got != "100000 100000" {
+			t.Errorf("cpu.max = %s", got)
+		}
+	} else {
+		if got := read("memory", "sandlot", id, "memory.limit_in_bytes"); got != "2147483648" {
+			t.Errorf("memory.limit_in_bytes = %s", got)
+		}
+		if got := read("pids", "sandlot", id, "pids.max"); got != "256" {
+			t.Errorf("pids.max = %s", got)
+		}
+		if got := read("cpu", "sandlot", id, "cpu.cfs_quota_us"); got != "100000" {
+			t.Errorf("cpu.cfs_quota_us = %s", got)
+		}
+	}
+	if got := sh(t, c, "df -k --output=size /home/user /tmp | tail -n +2 | tr -d ' '"); got.Stdout != "524288\n524288\n" {
+		t.Errorf("tmpfs sizes: %+v", got)
+	}
+
+	// Orphans reparent to the agent (PID 1 of the container) and must be
+	// reaped: no zombie may be left once they exit.
+	if got := sh(t, c, "for i in 1 2 3 4 5; do (sleep 0.2 &); done; sh -c 'sleep 0.1 & exec true'"); got.ExitCode != 0 {
+		t.Fatalf("spawn orphans: %+v", got)
+	}
+	time.Sleep(600 * time.Millisecond) // the orphans have exited by now
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := sh(t, c, "cat /proc/[0-9]*/stat 2>/dev/null | awk '$3 == \"Z\"' | wc -l; ps -e -o stat= | grep -c Z || true")
+		if got.Stdout == "0\n0\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("zombies left in the sandbox: %q", got.Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		if bin == "" || kind == KindAuto {
 			bin, err = exec.LookPath(k)
 			if err != nil {
-				return nil, fmt.Errorf("runtime %s not installed: %w", k, errdefs.ErrFailedPrecondition)
+				return nil, fmt.Errorf("runtime %s not installed (no %q in PATH; install it or use --runtime auto): %w", k, k, errdefs.ErrFailedPrecondition)
 			}
 		}
 		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, log: log}

@@ -95,6 +95,16 @@ func TestUnknownRuntime(t *testing.T) {
 	}
 }
 
+// TestRuntimeNotInstalled: naming a runtime that is not installed (runsc,
+// here) fails at once with a clear failed_precondition, not at first create.
+func TestRuntimeNotInstalled(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := New(context.Background(), Config{Runtime: KindRunsc, StateDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "runsc not installed") {
+		t.Fatalf("err = %v, want failed_precondition naming runsc", err)
+	}
+}
+
 func TestLifecycle(t *testing.T) {
 	for _, kind := range []string{KindCrun, KindRunc} {
 		t.Run(kind, func(t *testing.T) {
