@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
@@ -35,6 +36,9 @@ type serveConfig struct {
 	maxPerTenant    int
 	maxPerConv      int
 	memoryMiB       int64
+	pids            int64
+	cpus            float64
+	diskMiB         int64
 	poolSize        int
 	maxExecutions   int64 // contexts.Config.MaxExecutionsPerContext (no flag; the bench sets -1)
 }
@@ -55,7 +59,10 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn, error")
 	fs.IntVar(&cfg.maxPerTenant, "max-contexts-per-tenant", 0, "active contexts per tenant (0: the manager default, 10)")
 	fs.IntVar(&cfg.maxPerConv, "max-contexts-per-conversation", 0, "active contexts per conversation (0: the manager default, 5)")
-	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
+	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default, 2048)")
+	fs.Int64Var(&cfg.pids, "sandbox-pids", 0, "process limit per sandbox (0: the provider default, 256)")
+	fs.Float64Var(&cfg.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
+	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
 	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -163,4 +170,10 @@ func storeCheck(st store.Backend) server.Check {
 		_, err := st.ListTenants(ctx)
 		return err
 	}
+}
+
+// limits are the per-sandbox limits the flags set; zero fields keep the
+// provider's defaults.
+func (c serveConfig) limits() contexts.Limits {
+	return contexts.Limits{MemoryBytes: c.memoryMiB << 20, PIDs: c.pids, CPUs: c.cpus, DiskBytes: c.diskMiB << 20}
 }

@@ -67,7 +67,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		MaxPerTenant:            cfg.maxPerTenant,
 		MaxPerConversation:      cfg.maxPerConv,
 		MaxExecutionsPerContext: cfg.maxExecutions,
-		Limits:                  contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+		Limits:                  cfg.limits(),
 	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
@@ -131,7 +131,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *te
 			p, err := local.New(local.Config{
 				Runtime:  runtimeName(cfg.runtime),
 				StateDir: cfg.stateDir,
-				Limits:   contexts.Limits{MemoryBytes: cfg.memoryMiB << 20},
+				Limits:   cfg.limits(),
 				Logger:   log,
 			})
 			if err != nil {
