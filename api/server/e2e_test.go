@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // These tests run `sandlot serve` as a subprocess ($SANDLOT_BIN, else a
@@ -59,30 +60,20 @@ func sandlotBin(t testing.TB) string {
 	return builtBin
 }
 
-// needRuntime skips (or, with CI=true, fails) when this machine cannot run
-// sandboxes.
-func needRuntime(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing in CI: %s", why)
-	}
-	t.Skipf("skipping: %s", why)
-}
-
 func runtimePreconditions(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		needRuntime(t, "needs root")
+		testenv.Require(t, false, "needs root")
 	}
 	if _, err := exec.LookPath("crun"); err != nil {
 		if _, err := exec.LookPath("runc"); err != nil {
-			needRuntime(t, "no OCI runtime (crun or runc)")
+			testenv.Require(t, false, "no OCI runtime (crun or runc)")
 		}
 	}
 	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
-		needRuntime(t, "SANDLOT_AGENT_BIN is not set (make test sets it)")
+		testenv.Require(t, false, "SANDLOT_AGENT_BIN is not set (make test sets it)")
 	} else if _, err := os.Stat(a); err != nil {
-		needRuntime(t, "SANDLOT_AGENT_BIN: "+err.Error())
+		testenv.Require(t, false, "SANDLOT_AGENT_BIN: "+err.Error())
 	}
 }
 
@@ -295,7 +286,7 @@ func TestE2E(t *testing.T) {
 		}
 	})
 	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
-		needRuntime(t, "the server's runtime is not ready: "+body)
+		testenv.Require(t, false, "the server's runtime is not ready: "+body)
 	}
 	a := d.client(d.key)
 	out, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
@@ -557,7 +548,7 @@ func TestE2EWarmLatency(t *testing.T) {
 			}
 			d := startDaemon(t, dir, args...)
 			if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
-				needRuntime(t, "the server's runtime is not ready: "+body)
+				testenv.Require(t, false, "the server's runtime is not ready: "+body)
 			}
 			defer func() { d.cleanup(t, d.key); d.stop(t) }()
 			c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
