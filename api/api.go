@@ -22,6 +22,10 @@ const DefaultAddr = "127.0.0.1:7423"
 const (
 	HeaderAPIKey    = "X-API-KEY"
 	HeaderRequestID = "X-Request-Id"
+	// HeaderGuardMode overrides the egress guard's mode (off, report,
+	// enforce) for one request. Only admin tenants may send it; anyone
+	// else gets 403.
+	HeaderGuardMode = "X-Sandlot-Guard-Mode"
 )
 
 // Media types.
