@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
@@ -84,6 +85,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		E2B:             w.e2b,
 		E2BMatch:        w.e2bMatch,
 		Metrics:         w.metrics,
+		Guard:           w.guard,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -146,6 +148,7 @@ type wired struct {
 	e2b      http.Handler
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
+	guard    contexts.Guard
 	close    func(ctx context.Context) error
 }
 

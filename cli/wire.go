@@ -79,6 +79,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		e2b:      e2bH,
 		e2bMatch: e2bMatch,
 		contexts: managerContexts{m},
+		guard:    g,
 		tools:    registryTools{reg},
 		ready: map[string]server.Check{
 			"store": storeCheck(st),

@@ -161,3 +161,77 @@ func TestGuardModeHeader(t *testing.T) {
 		})
 	}
 }
+
+// TestDownloadSecretAcrossChunks: a secret that straddles the 1 MiB
+// boundary between two ReadFile chunks is redacted whole, in enforce mode,
+// and audited once at its offset in the file in report mode.
+func TestDownloadSecretAcrossChunks(t *testing.T) {
+	e := newGuardEnv(t, true)
+	secret := "alice.murphy@example.org"
+	line := strings.Repeat("lorem ipsum dolor sit amet ", 3) + "\n"
+	var b strings.Builder
+	for b.Len() < agent.ChunkSize-10 {
+		b.WriteString(line)
+	}
+	head := b.String()[:agent.ChunkSize-10]
+	head = head[:len(head)-1] + " "
+	file := head + secret + " tail\n" + strings.Repeat(line, 100)
+	if !(len(head) < agent.ChunkSize && len(head)+len(secret) > agent.ChunkSize) {
+		t.Fatalf("the secret does not straddle the chunk boundary: %d", len(head))
+	}
+	const files = "/v1/conversations/c/paths/main/files?path=big.txt"
+	e.put(t, "admin", "/home/user/big.txt", file)
+	for len(e.audit) > 0 {
+		<-e.audit
+	}
+	w := e.do(t, "GET", files, e.keyAdmin, "", nil)
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	want := head + "[REDACTED:EMAIL]" + " tail\n" + strings.Repeat(line, 100)
+	if got := w.Body.String(); got != want {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("download differs at byte %d: got %q, want %q", i, got[max(0, i-20):min(len(got), i+40)], want[max(0, i-20):min(len(want), i+40)])
+	}
+
+	for len(e.audit) > 0 {
+		<-e.audit
+	}
+	w = e.do(t, "GET", files, e.keyAdmin, "", map[string]string{api.HeaderGuardMode: "report"})
+	if w.Code != 200 || w.Body.String() != file {
+		t.Fatalf("report mode changed the file: %d, %d bytes", w.Code, w.Body.Len())
+	}
+	if len(e.audit) != 1 {
+		t.Fatalf("%d audit events, want 1", len(e.audit))
+	}
+	ev := <-e.audit
+	if ev.Type != "EMAIL" || ev.Start != len(head) || ev.End != len(head)+len(secret) || ev.Mode != "report" || ev.TenantID != "admin" {
+		t.Fatalf("audit event %+v, want EMAIL at %d", ev, len(head))
+	}
+
+	t.Run("binary files pass unchanged", func(t *testing.T) {
+		bin := "\x00\x01" + secret + strings.Repeat("\xff", agent.ChunkSize)
+		const p = "/v1/conversations/c/paths/main/files?path=blob.bin"
+		e.put(t, "admin", "/home/user/blob.bin", bin)
+		if w := e.do(t, "GET", p, e.keyAdmin, "", nil); w.Body.String() != bin {
+			t.Fatalf("binary file changed: %d bytes", w.Body.Len())
+		}
+	})
+	t.Run("multi-byte characters across the boundary", func(t *testing.T) {
+		s := strings.Repeat("é", agent.ChunkSize/2+7) + " " + secret + "\n"
+		const p = "/v1/conversations/c/paths/main/files?path=utf8.txt"
+		e.put(t, "admin", "/home/user/utf8.txt", s)
+		want := strings.Repeat("é", agent.ChunkSize/2+7) + " [REDACTED:EMAIL]\n"
+		if w := e.do(t, "GET", p, e.keyAdmin, "", nil); w.Body.String() != want {
+			t.Fatalf("utf-8 file: %d bytes, want %d", w.Body.Len(), len(want))
+		}
+	})
+	t.Run("missing file is a 404", func(t *testing.T) {
+		if w := e.do(t, "GET", "/v1/conversations/c/paths/main/files?path=nope", e.keyAdmin, "", nil); w.Code != 404 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
+}

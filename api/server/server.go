@@ -103,6 +103,12 @@ type Config struct {
 	E2BMatch func(r *http.Request) bool
 	// Metrics, when set, is mounted unauthenticated at GET /metrics.
 	Metrics http.Handler
+	// Guard, when set, must be the guard of the sandboxes Contexts.Use
+	// hands out (a *guard.Guard). File downloads then read raw chunks
+	// (guard mode off for the read) and redact them as one stream, so a
+	// secret split across two 1 MiB chunks is still caught. Without it,
+	// each chunk is redacted on its own by the guarded sandbox.
+	Guard contexts.Guard
 }
 
 // Server is the HTTP API. Its methods are safe for concurrent use.
