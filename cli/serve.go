@@ -86,6 +86,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		E2BMatch:        w.e2bMatch,
 		Metrics:         w.metrics,
 		Guard:           w.guard,
+		Audit:           w.audit,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -149,6 +150,7 @@ type wired struct {
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
 	guard    contexts.Guard
+	audit    func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
 	close    func(ctx context.Context) error
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sandlot/sandlot/api"
@@ -39,7 +40,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
 			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
-				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC}})
+				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
+					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
 	})
 	if err != nil {
@@ -80,6 +82,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		e2bMatch: e2bMatch,
 		contexts: managerContexts{m},
 		guard:    g,
+		audit:    st.ListAudit,
 		tools:    registryTools{reg},
 		ready: map[string]server.Check{
 			"store": storeCheck(st),

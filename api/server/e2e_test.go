@@ -439,6 +439,50 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("list: %+v %v", fl, err)
 		}
 	})
+	t.Run("guard", func(t *testing.T) {
+		// The value is made at test time, so no real-looking secret is
+		// committed.
+		email := fmt.Sprintf("user%d.e2e@example.org", rand.Int63())
+		r, err := a.RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email)))
+		if err != nil || strings.Contains(r.Stdout, email) || !strings.Contains(r.Stdout, "[REDACTED:EMAIL]") {
+			t.Fatalf("stdout not redacted: %+v %v", r, err)
+		}
+		// The default tenant is an admin: it may switch the guard off for
+		// a request; the other tenant may not.
+		body := `{"conversationId":"e2e","args":{"language":"python","code":"print('` + email + `')"}}`
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
+			t.Errorf("admin override off: %d %.300s", code, out)
+		}
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
+			t.Errorf("non-admin override: %d %.300s", code, out)
+		}
+		// A value straddling the 1 MiB chunk boundary of a download.
+		head := strings.Repeat(strings.Repeat("z", 99)+"\n", 1<<20/100+1)[:1<<20-8] + " "
+		ft := client.FileTarget{ConversationID: "e2e"}
+		if _, err := a.Upload(ctx, ft, "straddle.txt", strings.NewReader(head+email+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := a.Download(ctx, ft, "straddle.txt", &buf, nil); err != nil || buf.String() != head+"[REDACTED:EMAIL]\n" {
+			t.Fatalf("download across chunks: %v, tail %q", err, buf.String()[max(0, buf.Len()-60):])
+		}
+		// Findings are in the audit trail, without the value.
+		code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
+		var al api.AuditList
+		if code != 200 || json.Unmarshal([]byte(out), &al) != nil || len(al.Events) == 0 {
+			t.Fatalf("audit: %d %.300s", code, out)
+		}
+		if strings.Contains(out, email) || strings.Contains(out, strings.Split(email, "@")[0]) {
+			t.Fatalf("the audit trail holds the value: %.500s", out)
+		}
+		ev := al.Events[0]
+		if ev.Detail["type"] != "EMAIL" || len(ev.Detail["hmac"]) != 64 || ev.Detail["start"] == "" || ev.Detail["end"] == "" {
+			t.Errorf("audit event %+v", ev)
+		}
+		if code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
+			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
+		}
+	})
 	t.Run("restart keeps state", func(t *testing.T) {
 		before, _ := a.RunCode(ctx, py("e2e", "", "x"))
 		// SIGTERM while an execution is in flight: it finishes first.
