@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -763,5 +764,22 @@ func TestAudit(t *testing.T) {
 	noAudit := newEnv(t, func(c *server.Config) { c.Audit = nil })
 	if w := noAudit.do(t, req{method: "GET", path: "/v1/audit", key: noAudit.KeyA}); w.Code != 503 {
 		t.Errorf("without a trail: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestErrorMessagesSanitized: a client-fault message leaves without host
+// paths, Go source positions or secrets, on plain and streamed calls.
+func TestErrorMessagesSanitized(t *testing.T) {
+	e := newEnv(t, nil)
+	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@example.org: %w", errdefs.ErrUnavailable)
+	for _, accept := range []string{"", api.ContentTypeNDJSON} {
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`, header: map[string]string{"Accept": accept}})
+		body := w.Body.String()
+		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@example.org") {
+			t.Fatalf("accept %q: %d %s", accept, w.Code, body)
+		}
+		if msg := decodeErr(t, w).Message; !strings.Contains(msg, "start sandbox: open [internal]") || !strings.Contains(msg, "[REDACTED:EMAIL]") {
+			t.Errorf("accept %q: message %q", accept, msg)
+		}
 	}
 }
