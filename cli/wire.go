@@ -69,7 +69,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		m.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	reg := tools.New(m, tools.Config{Logger: log})
+	reg := tools.New(m, tools.Config{Logger: log, Guard: g})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
 	e2bH, e2bMatch, err := e2bWire(cfg.store.dataDir, m, st, log)
 	if err != nil {
