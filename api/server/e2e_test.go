@@ -14,12 +14,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
@@ -225,6 +228,15 @@ func raw(t testing.TB, method, url, key, body string, header ...string) (int, st
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// bearer is an http.RoundTripper that adds an API key.
+type bearer string
+
+func (k bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(k))
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func py(conv, path, code string) client.RunCodeRequest {
@@ -481,6 +493,47 @@ func TestE2E(t *testing.T) {
 		}
 		if code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
 			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
+		}
+	})
+	t.Run("mcp over /mcp", func(t *testing.T) {
+		if code, _ := raw(t, "POST", d.url+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Content-Type", "application/json"); code != 401 {
+			t.Fatalf("/mcp without a key: %d", code)
+		}
+		tr := &sdk.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearer(d.key)}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		tl, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range tl.Tools {
+			names = append(names, tool.Name)
+		}
+		if !slices.Contains(names, "run_code") || !slices.Contains(names, "run_analysis") || !slices.Contains(names, "read_file") {
+			t.Fatalf("tools: %v", names)
+		}
+		run := func(code string) map[string]any {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": code}})
+			if err != nil || res.IsError {
+				t.Fatalf("run_code %q: %v %+v", code, err, res)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			var out map[string]any
+			json.Unmarshal(b, &out)
+			return out
+		}
+		run("y = 20")
+		if out := run("print(y + 1)"); out["stdout"] != "21\n" {
+			t.Fatalf("state across MCP calls: %+v", out)
+		}
+		email := fmt.Sprintf("mcp%d.e2e@example.org", rand.Int63())
+		if out := run(fmt.Sprintf("print(%q)", email)); strings.Contains(fmt.Sprint(out), email) || !strings.Contains(fmt.Sprint(out["stdout"]), "[REDACTED:EMAIL]") {
+			t.Fatalf("secret over MCP: %+v", out)
 		}
 	})
 	t.Run("restart keeps state", func(t *testing.T) {
