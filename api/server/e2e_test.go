@@ -495,6 +495,39 @@ func TestE2E(t *testing.T) {
 			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
 		}
 	})
+	t.Run("tool schemas", func(t *testing.T) {
+		// The real registry's schemas in each format, over the tool-list
+		// route: OpenAI {type: function, function: {name, parameters}},
+		// Anthropic {name, input_schema}, MCP {name, inputSchema}.
+		want := []string{"run_code", "run_analysis", "bash", "read_file", "write_file", "edit_file", "list_files", "glob", "grep"}
+		for _, f := range []struct{ format, schema string }{{"openai", "parameters"}, {"anthropic", "input_schema"}, {"mcp", "inputSchema"}, {"", "inputSchema"}} {
+			code, out := raw(t, "GET", d.url+"/v1/tools?format="+f.format, d.key, "")
+			var list []map[string]any
+			if err := json.Unmarshal([]byte(out), &list); code != 200 || err != nil {
+				var wrapped map[string][]map[string]any
+				if json.Unmarshal([]byte(out), &wrapped) != nil || len(wrapped["tools"]) == 0 {
+					t.Fatalf("format %q: %d %.300s", f.format, code, out)
+				}
+				list = wrapped["tools"]
+			}
+			var names []string
+			for _, tool := range list {
+				if fn, ok := tool["function"].(map[string]any); ok && f.format == "openai" {
+					tool = fn
+				}
+				name, _ := tool["name"].(string)
+				names = append(names, name)
+				if _, ok := tool[f.schema].(map[string]any); !ok {
+					t.Errorf("format %q: %s has no %s: %.200v", f.format, name, f.schema, tool)
+				}
+			}
+			for _, n := range want {
+				if !slices.Contains(names, n) {
+					t.Errorf("format %q: %s missing from %v", f.format, n, names)
+				}
+			}
+		}
+	})
 	t.Run("mcp over /mcp", func(t *testing.T) {
 		if code, _ := raw(t, "POST", d.url+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Content-Type", "application/json"); code != 401 {
 			t.Fatalf("/mcp without a key: %d", code)
