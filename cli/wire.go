@@ -28,7 +28,12 @@ import (
 // detaches it, leaving sandboxes running for the next start.
 func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
 	prov, provErr := newProvider(ctx, cfg, log)
+	hmacKey, err := guardKey(cfg.store.dataDir)
+	if err != nil {
+		return nil, err
+	}
 	g, err := guard.New(guard.Config{
+		HMACKey: hmacKey,
 		ModeFor: func(ctx context.Context, tenantID string) string {
 			if t, ok := server.TenantFromContext(ctx); ok && t.ID == tenantID {
 				return t.GuardMode
