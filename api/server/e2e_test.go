@@ -465,6 +465,14 @@ func TestE2E(t *testing.T) {
 		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
 			t.Errorf("admin override off: %d %.300s", code, out)
 		}
+		// Report mode: the output passes unchanged and the finding is
+		// audited as a report.
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "report"); code != 200 || !strings.Contains(out, email) {
+			t.Errorf("admin override report: %d %.300s", code, out)
+		}
+		if al, err := a.Audit(ctx, "guard.finding", 10); err != nil || len(al.Events) == 0 || al.Events[0].Detail["mode"] != "report" {
+			t.Errorf("report-mode finding not audited: %+v %v", al, err)
+		}
 		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
 		}
