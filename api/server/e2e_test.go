@@ -476,6 +476,16 @@ func TestE2E(t *testing.T) {
 		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
 		}
+		// A tenant's own mode: report passes the output unchanged.
+		repOut, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--guard-mode", "report", "--json", "reporter").Output()
+		var rep struct{ APIKey string }
+		if err != nil || json.Unmarshal(repOut, &rep) != nil {
+			t.Fatalf("tenant create: %v", err)
+		}
+		defer d.cleanup(t, rep.APIKey)
+		if r, err := d.client(rep.APIKey).RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email))); err != nil || r.Stdout != email+"\n" {
+			t.Errorf("report-mode tenant: %+v %v", r, err)
+		}
 		// A value straddling the 1 MiB chunk boundary of a download.
 		head := strings.Repeat(strings.Repeat("z", 99)+"\n", 1<<20/100+1)[:1<<20-8] + " "
 		ft := client.FileTarget{ConversationID: "e2e"}
