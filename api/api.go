@@ -12,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 )
 
 // DefaultAddr is where `sandlot serve` listens unless told otherwise:
@@ -22,6 +23,10 @@ const DefaultAddr = "127.0.0.1:7423"
 const (
 	HeaderAPIKey    = "X-API-KEY"
 	HeaderRequestID = "X-Request-Id"
+	// HeaderGuardMode overrides the egress guard's mode (off, report,
+	// enforce) for one request. Only admin tenants may send it; anyone
+	// else gets 403.
+	HeaderGuardMode = "X-Sandlot-Guard-Mode"
 )
 
 // Media types.
@@ -160,4 +165,10 @@ type SessionMetrics struct {
 type Health struct {
 	Status string            `json:"status"` // ok | unavailable
 	Checks map[string]string `json:"checks,omitempty"`
+}
+
+// AuditList is the body of GET /v1/audit: the tenant's events, newest
+// first.
+type AuditList struct {
+	Events []audit.Event `json:"events"`
 }

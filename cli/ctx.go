@@ -29,7 +29,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		status := fs.String("status", "active", "comma-separated: creating, ready, terminated, error, active; empty for all")
 		limit := fs.Int("limit", 100, "page size")
 		after := fs.String("after", "", "paging cursor")
-		if err := parseFlags(fs, args[1:]); err != nil {
+		if err := parseInterleaved(fs, args[1:]); err != nil {
 			return err
 		}
 		var st []string
@@ -55,7 +55,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		}
 		return nil
 	case "get", "show":
-		if err := parseFlags(fs, args[1:]); err != nil {
+		if err := parseInterleaved(fs, args[1:]); err != nil {
 			return err
 		}
 		if fs.NArg() != 1 {
@@ -81,7 +81,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		}
 		return table(std.Out, []string{"FIELD", "VALUE"}, rows)
 	case "rm", "delete", "terminate":
-		if err := parseFlags(fs, args[1:]); err != nil {
+		if err := parseInterleaved(fs, args[1:]); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {

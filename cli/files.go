@@ -37,7 +37,7 @@ func runFiles(ctx context.Context, args []string, std IO) error {
 	if verb == "ls" {
 		fs.IntVar(&depth, "depth", 1, "levels to list, 1 to 10")
 	}
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseInterleaved(fs, args[1:]); err != nil {
 		return err
 	}
 	if t.ContextID == "" && t.ConversationID == "" {

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 )
 
@@ -105,13 +106,7 @@ func TestMCPCommand(t *testing.T) {
 // TestMCPBinary runs the built sandlot binary as an MCP server over real
 // stdio with the SDK's CommandTransport.
 func TestMCPBinary(t *testing.T) {
-	bin := os.Getenv("SANDLOT_BIN")
-	if bin == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SANDLOT_BIN is not set in CI (make test sets it)")
-		}
-		t.Skip("SANDLOT_BIN not set; run through make test")
-	}
+	bin := testenv.Env(t, "SANDLOT_BIN")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
@@ -136,19 +131,19 @@ func TestMCPBinary(t *testing.T) {
 // redacted, and the session's sandboxes end with it.
 func TestMCPLocal(t *testing.T) {
 	if os.Geteuid() != 0 {
-		mcpPrecondition(t, "needs root")
+		testenv.Require(t, false, "needs root")
 	}
 	if _, err := exec.LookPath("crun"); err != nil {
 		if _, err := exec.LookPath("runc"); err != nil {
-			mcpPrecondition(t, "no OCI runtime (crun or runc)")
+			testenv.Require(t, false, "no OCI runtime (crun or runc)")
 		}
 	}
 	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
-		mcpPrecondition(t, "SANDLOT_AGENT_BIN is not set (make test sets it)")
+		testenv.Require(t, false, "SANDLOT_AGENT_BIN is not set (make test sets it)")
 	}
 	bin := os.Getenv("SANDLOT_BIN")
 	if bin == "" {
-		mcpPrecondition(t, "SANDLOT_BIN is not set (make test sets it)")
+		testenv.Require(t, false, "SANDLOT_BIN is not set (make test sets it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -210,14 +205,6 @@ func TestMCPLocal(t *testing.T) {
 	if ids, err := p.List(ctx); err != nil || len(ids) != 0 {
 		t.Errorf("sandboxes left after the session: %v %v\n%s", ids, err, stderr.String())
 	}
-}
-
-func mcpPrecondition(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing in CI: %s", why)
-	}
-	t.Skipf("skipping: %s", why)
 }
 
 // randomKeyBody is 48 random alphanumerics, so no real-looking secret is

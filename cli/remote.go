@@ -83,6 +83,30 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseInterleaved is parseFlags that also takes flags after positional
+// arguments ("tenant create acme --json"), as users write them. "--" ends
+// the flags. Commands whose positional arguments are free text (exec's
+// CODE) keep parseFlags.
+func parseInterleaved(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	return parseFlags(fs, append([]string{"--"}, pos...))
+}
+
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
 }

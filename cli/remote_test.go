@@ -114,6 +114,21 @@ func TestTenantCommands(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &created) != nil || !tenant.ValidKey(created.APIKey) {
 		t.Fatalf("create: %q %v", out, err)
 	}
+	// Flags may follow the positional arguments, as in the README.
+	out, _, err = run(t, "", "tenant", "create", "acme2", "--data-dir", dir, "--admin", "--json")
+	var created2 struct {
+		Name  string `json:"name"`
+		Admin bool   `json:"admin"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &created2) != nil || created2.Name != "acme2" || !created2.Admin {
+		t.Fatalf("create with trailing flags: %q %v", out, err)
+	}
+	if _, _, err := run(t, "", "tenant", "create", "--data-dir", dir, "--", "-dash"); err != nil {
+		t.Fatalf("create after --: %v", err)
+	}
+	if _, _, err := run(t, "", "tenant", "create", "a", "b", "--data-dir", dir); errdefs.ExitCode(err) != 2 {
+		t.Fatalf("two names: %v", err)
+	}
 	out, _, err = run(t, "", "tenant", "list", "--data-dir", dir)
 	if err != nil || !strings.Contains(out, "acme") || !strings.Contains(out, created.ID) || strings.Contains(out, created.APIKey) {
 		t.Fatalf("list: %q %v", out, err)

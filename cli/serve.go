@@ -99,6 +99,8 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		E2B:             w.e2b,
 		E2BMatch:        w.e2bMatch,
 		Metrics:         w.metrics,
+		Guard:           w.guard,
+		Audit:           w.audit,
 	})
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
@@ -161,6 +163,8 @@ type wired struct {
 	e2b      http.Handler
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
+	guard    contexts.Guard
+	audit    func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
 	close    func(ctx context.Context) error
 }
 

@@ -54,9 +54,14 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 // can read the store owns every tenant anyway. A running server sees the
 // changes within a second (its key cache TTL).
 func runTenant(ctx context.Context, args []string, std IO) error {
+	const use = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
 	if len(args) == 0 {
-		fmt.Fprintln(std.Err, "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID")
+		fmt.Fprintln(std.Err, use)
 		return usageErr("tenant: missing subcommand")
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(std.Out, use)
+		return nil
 	}
 	verb := args[0]
 	fs := newFlags("tenant "+verb, std)
@@ -69,7 +74,7 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request")
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
 	}
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseInterleaved(fs, args[1:]); err != nil {
 		return err
 	}
 	st, err := sf.open(ctx)
@@ -132,7 +137,7 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		if *asJSON {
 			return printJSON(std.Out, map[string]string{"id": t.ID, "apiKey": key})
 		}
-		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key no longer works.\n", t.ID, key)
+		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key stops working at once here, and within a second on a running server (its key cache).\n", t.ID, key)
 		return nil
 	case "delete", "rm":
 		if fs.NArg() != 1 {
@@ -143,7 +148,7 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		}
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: fs.Arg(0), Kind: audit.KindTenantDeleted})
 		if !*asJSON {
-			fmt.Fprintf(std.Out, "deleted tenant %s; its key no longer works\n", fs.Arg(0))
+			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key within a second\n", fs.Arg(0))
 		}
 		return nil
 	}

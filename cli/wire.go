@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/sandlot/sandlot/api"
@@ -40,7 +41,13 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		return nil, err
 	}
 	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics)
+	hmacKey, err := guardKey(cfg.store.dataDir)
+	if err != nil {
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	g, err := guard.New(guard.Config{
+		HMACKey: hmacKey,
 		ModeFor: func(ctx context.Context, tenantID string) string {
 			if t, ok := server.TenantFromContext(ctx); ok && t.ID == tenantID {
 				return t.GuardMode
@@ -53,7 +60,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		OnFinding: tel.Metrics.GuardFinding,
 		Audit: func(ctx context.Context, ev guard.Event) {
 			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
-				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC}})
+				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
+					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
 	})
 	if err != nil {
@@ -80,7 +88,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
-	reg := tools.New(m, tools.Config{Logger: log})
+	reg := tools.New(m, tools.Config{Logger: log, Guard: g})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
 	e2bH, e2bMatch, err := e2bWire(cfg.store.dataDir, m, st, log)
 	if err != nil {
@@ -92,6 +100,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		e2b:      e2bH,
 		e2bMatch: e2bMatch,
 		contexts: managerContexts{m},
+		guard:    g,
+		audit:    st.ListAudit,
 		tools:    registryTools{reg},
 		ready: map[string]server.Check{
 			"store": storeCheck(st),

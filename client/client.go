@@ -389,6 +389,25 @@ func (c *Client) SessionMetrics(ctx context.Context) (*api.SessionMetrics, error
 	return &out, nil
 }
 
+// Audit returns the caller's audit trail, newest first: guard findings
+// (kind "guard.finding", detail type, mode, start, end and hmac; never the
+// value) and tenant changes. kind "" means every kind; limit 0 means the
+// server's default (100).
+func (c *Client) Audit(ctx context.Context, kind string, limit int) (*api.AuditList, error) {
+	q := url.Values{}
+	if kind != "" {
+		q.Set("kind", kind)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out api.AuditList
+	if err := c.do(ctx, "GET", "/v1/audit", q, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Ready returns nil when the server answers /readyz with 200.
 func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, "GET", "/readyz", nil, nil, "", nil)
@@ -502,6 +521,10 @@ func IsResourceExhausted(err error) bool { return errors.Is(err, errdefs.ErrReso
 
 // IsUnauthenticated reports whether err is an unauthenticated error.
 func IsUnauthenticated(err error) bool { return errors.Is(err, errdefs.ErrUnauthenticated) }
+
+// IsPermissionDenied reports whether err is a permission_denied error
+// (e.g. a guard-mode override from a tenant that is not an admin).
+func IsPermissionDenied(err error) bool { return errors.Is(err, errdefs.ErrPermissionDenied) }
 
 // IsUnavailable reports whether err is an unavailable error (the server
 // or its runtime cannot be reached).

@@ -16,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/api/server/servertest"
 	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 )
 
 func setup(t *testing.T) (*servertest.Env, *client.Client, *httptest.Server) {
@@ -120,7 +121,26 @@ func TestErrors(t *testing.T) {
 	if _, err := client.New(plain.URL).GetContext(ctx, "x"); !client.IsNotFound(err) {
 		t.Errorf("plain 404: %v", err)
 	}
-	_ = e
+	// The guard-mode override is for admin tenants: tenant-a is not one.
+	override := client.New(ts.URL, client.WithAPIKey(e.KeyA), client.WithHeader(api.HeaderGuardMode, "off"))
+	if _, err := override.ListContexts(ctx, client.ListOptions{}); !client.IsPermissionDenied(err) || client.Code(err) != errdefs.CodePermissionDenied {
+		t.Errorf("non-admin override: %v", err)
+	}
+}
+
+func TestAudit(t *testing.T) {
+	e, c, _ := setup(t)
+	e.Audit = append(e.Audit,
+		audit.Event{ID: 1, TenantID: "tenant-a", Kind: audit.KindGuardFinding, Detail: map[string]string{"type": "EMAIL"}},
+		audit.Event{ID: 2, TenantID: "tenant-a", Kind: audit.KindKeyRotated},
+		audit.Event{ID: 3, TenantID: "tenant-b", Kind: audit.KindGuardFinding})
+	l, err := c.Audit(context.Background(), audit.KindGuardFinding, 10)
+	if err != nil || len(l.Events) != 1 || l.Events[0].Detail["type"] != "EMAIL" {
+		t.Fatalf("%+v %v", l, err)
+	}
+	if l, err := c.Audit(context.Background(), "", 0); err != nil || len(l.Events) != 2 || l.Events[0].ID != 2 {
+		t.Fatalf("%+v %v", l, err)
+	}
 }
 
 func TestContextsAndFiles(t *testing.T) {

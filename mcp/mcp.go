@@ -33,6 +33,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -166,7 +167,7 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 		if err != nil {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(errdefs.HTTPStatus(err))
-			json.NewEncoder(w).Encode(map[string]string{"code": string(errdefs.CodeOf(err)), "message": errdefs.PublicMessage(err)})
+			json.NewEncoder(w).Encode(map[string]string{"code": string(errdefs.CodeOf(err)), "message": guard.SanitizeError(errdefs.PublicMessage(err))})
 			return
 		}
 		r.Header.Del(tenantHeader)
@@ -292,7 +293,7 @@ func progress(ctx context.Context, req *sdk.CallToolRequest) (out contexts.Outpu
 }
 
 func toolError(err error) *sdk.CallToolResult {
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: errdefs.PublicMessage(err)}}}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: guard.SanitizeError(errdefs.PublicMessage(err))}}}
 }
 
 // identity resolves the call's identity and returns the arguments without

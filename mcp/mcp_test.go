@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -369,5 +370,16 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 	if ev := s.lastCall(t); ev.Identity.TenantID != "tenant-other" || ev.Identity.ConversationID != cs.ID() {
 		t.Errorf("identity = %+v", ev.Identity)
+	}
+}
+
+// TestToolErrorSanitized: a tool error leaves without host paths, Go
+// source positions or secrets.
+func TestToolErrorSanitized(t *testing.T) {
+	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@example.org: %w", errdefs.ErrUnavailable)
+	got := text(toolError(err))
+	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@example.org") ||
+		!strings.Contains(got, "[internal]") || !strings.Contains(got, "[REDACTED:EMAIL]") {
+		t.Fatalf("tool error %q", got)
 	}
 }

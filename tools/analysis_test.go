@@ -15,24 +15,17 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // requirePython skips without python3 unless CI=true, where it fails.
 func requirePython(t *testing.T, modules ...string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("python3 missing in CI: %v", err)
-		}
-		t.Skip("no /usr/bin/python3")
-	}
+	_, err := os.Stat("/usr/bin/python3")
+	testenv.Require(t, err == nil, "/usr/bin/python3")
 	for _, m := range modules {
-		if err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run(); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("python3 module %s missing in CI: %v", m, err)
-			}
-			t.Skipf("python3 has no %s", m)
-		}
+		err := exec.Command("/usr/bin/python3", "-c", "import "+m).Run()
+		testenv.Require(t, err == nil, "python3 module "+m)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 )
 
 // File tool limits.
@@ -113,13 +114,23 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	want := first + limit - 1 // last line wanted
 	var res *ReadFileResult
 	err := r.use(ctx, "read_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
+		g := r.cfg.Guard
+		readCtx := ctx
+		if g != nil {
+			// Raw chunks; the text is redacted whole below.
+			readCtx = guard.WithMode(ctx, guard.ModeOff)
+		}
 		var buf []byte
 		var size, pos int64 // pos: raw file offset (the guard may change chunk lengths)
 		eof := false
 		for !eof && bytes.Count(buf, []byte("\n")) < want && pos < maxReadScan {
-			rr, err := sb.ReadFile(ctx, agent.ReadParams{Path: path, Offset: pos, Limit: agent.ChunkSize})
+			rr, err := sb.ReadFile(readCtx, agent.ReadParams{Path: path, Offset: pos, Limit: agent.ChunkSize})
 			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				err = fmt.Errorf("%s: %w", path, err)
+				if g != nil {
+					err = &redactedError{msg: g.Text(ctx, call.Identity.TenantID, err.Error()), err: err}
+				}
+				return err
 			}
 			if pos == 0 && looksBinary(rr.Data, rr.EOF) {
 				return fmt.Errorf("%s is a binary file (%d bytes); process it with run_code instead: %w",
@@ -130,6 +141,9 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 			// The agent returns a full chunk unless the file ends.
 			pos += agent.ChunkSize
 			eof = rr.EOF || len(rr.Data) == 0
+		}
+		if g != nil {
+			buf = guardText(ctx, g, call.Identity.TenantID, buf)
 		}
 		res = sliceLines(buf, eof, first, limit)
 		res.Path, res.Size = path, size
@@ -143,6 +157,32 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	}
 	return res, nil
 }
+
+// guardText redacts buf (UTF-8 text, possibly cut inside a character at
+// its end) as one text.
+func guardText(ctx context.Context, g contexts.Guard, tenantID string, buf []byte) []byte {
+	cut := len(buf)
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	red := g.Text(ctx, tenantID, string(buf[:cut]))
+	return append([]byte(red), buf[cut:]...)
+}
+
+// redactedError is err with a redacted message; errors.Is still sees its
+// category.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // sliceLines returns lines first..first+limit-1 of buf. eof says buf is the
 // whole file.

@@ -12,33 +12,23 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tools"
 	"github.com/sandlot/sandlot/tools/toolstest"
 )
 
-func precondition(t *testing.T, ok bool, why string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing in CI: %s", why)
-	}
-	t.Skipf("skipping: %s", why)
-}
-
 // TestLocalSandbox runs the analysis and file tools in a real sandbox (the
 // local provider on the OCI runtime): pandas from the sandbox image, the
 // parameters file on the sandbox's /tmp, the home at /home/user.
 func TestLocalSandbox(t *testing.T) {
-	precondition(t, os.Geteuid() == 0, "needs root")
+	testenv.Require(t, os.Geteuid() == 0, "needs root")
 	_, crunErr := exec.LookPath("crun")
 	_, runcErr := exec.LookPath("runc")
-	precondition(t, crunErr == nil || runcErr == nil, "no OCI runtime (crun or runc)")
+	testenv.Require(t, crunErr == nil || runcErr == nil, "no OCI runtime (crun or runc)")
 	agentBin := os.Getenv("SANDLOT_AGENT_BIN")
-	precondition(t, agentBin != "", "SANDLOT_AGENT_BIN is not set (make test sets it)")
+	testenv.Require(t, agentBin != "", "SANDLOT_AGENT_BIN is not set (make test sets it)")
 
 	ctx := context.Background()
 	stateDir := filepath.Join(t.TempDir(), "run")

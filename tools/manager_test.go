@@ -5,9 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
@@ -93,4 +95,58 @@ func randomAlnum(n int) string {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestReadFileSecretAcrossChunks: with Config.Guard, read_file redacts a
+// secret that straddles the 1 MiB boundary of two ReadFile chunks; without
+// it, each chunk is redacted alone and the secret's halves get through.
+func TestReadFileSecretAcrossChunks(t *testing.T) {
+	g, err := guard.New(guard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := contexts.NewManager(memory.New(), contextstest.NewProvider(), contexts.Config{Guard: g, PoolSize: -1})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	email := "carol.straddle@example.org"
+	line := strings.Repeat("q", 63) + "\n"
+	head := strings.Repeat(line, agent.ChunkSize/len(line)+1)[:agent.ChunkSize-9] + " "
+	file := head + email + "\nlast line\n"
+	// The fake sandbox ignores write offsets: append instead.
+	err = m.Use(ctx, testID, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		if _, err := sb.WriteFile(ctx, agent.WriteParams{Path: "/home/user/big.txt", Data: []byte(file[:agent.ChunkSize/2])}); err != nil {
+			return err
+		}
+		_, err := sb.WriteFile(ctx, agent.WriteParams{Path: "/home/user/big.txt", Data: []byte(file[agent.ChunkSize/2:]), Append: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Count(head, "\n")
+	args := json.RawMessage(fmt.Sprintf(`{"path":"big.txt","offset":%d,"limit":3}`, lines))
+	r := New(m, Config{Guard: g})
+	v, err := r.Call(ctx, Call{Name: "read_file", Identity: testID, Args: args}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := v.(*ReadFileResult).Content
+	if strings.Contains(got, "carol") || !strings.Contains(got, "[REDACTED:EMAIL]") || !strings.Contains(got, "last line") {
+		t.Fatalf("read_file across chunks: %q", got)
+	}
+	// Without the guard in Config the chunks are redacted apart: this is
+	// what the option is for.
+	v, err = New(m, Config{}).Call(ctx, Call{Name: "read_file", Identity: testID, Args: args}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.(*ReadFileResult).Content; !strings.Contains(got, "carol") {
+		t.Logf("per-chunk redaction caught it anyway: %q", got)
+	}
+	if _, err := r.Call(ctx, Call{Name: "read_file", Identity: testID, Args: json.RawMessage(`{"path":"nope.txt"}`)}, nil); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("missing file: %v", err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
 )
 
 func TestDetectOutputType(t *testing.T) {
@@ -132,5 +133,29 @@ func TestForcedIsReported(t *testing.T) {
 	}
 	if events[2].Err == nil || events[0].Err != nil {
 		t.Errorf("errors in events: %+v", events)
+	}
+}
+
+func TestTrimKernelFrames(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"Error: boom\n    at f (cell.js:2:9)\n    at cell.js:5:1\n    at Socket.emit (node:events:524:28)\n    at Socket.emit (node:domain:489:12)",
+			"Error: boom\n    at f (cell.js:2:9)\n    at cell.js:5:1"},
+		{"Error: ENOENT\n    at Object.openSync (node:fs:573:18)\n    at cell.js:1:28\n    at Socket.emit (node:events:524:28)",
+			"Error: ENOENT\n    at Object.openSync (node:fs:573:18)\n    at cell.js:1:28"},
+		{"Traceback (most recent call last):\n  File \"<cell-1>\", line 1, in <module>\nZeroDivisionError: division by zero\n",
+			"Traceback (most recent call last):\n  File \"<cell-1>\", line 1, in <module>\nZeroDivisionError: division by zero\n"},
+		{"SyntaxError: Unexpected token", "SyntaxError: Unexpected token"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := trimKernelFrames(tt.in); got != tt.want {
+			t.Errorf("trimKernelFrames(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	r := New(nil, Config{})
+	res := r.codeResult(&contexts.ExecuteResult{RunCodeResult: agent.RunCodeResult{Error: &agent.ExecError{Name: "Error", Value: "boom",
+		Traceback: "Error: boom\n    at cell.js:1:7\n    at Socket.emit (node:events:524:28)"}}})
+	if res.Error.Traceback != "Error: boom\n    at cell.js:1:7" {
+		t.Errorf("run_code traceback %q", res.Error.Traceback)
 	}
 }

@@ -83,7 +83,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		e := *res.Error
 		var t3, t4 bool
 		e.Value, t3 = truncate(e.Value, max)
-		e.Traceback, t4 = truncate(e.Traceback, max)
+		e.Traceback, t4 = truncate(trimKernelFrames(e.Traceback), max)
 		out.Truncated = out.Truncated || t3 || t4
 		out.Error = &e
 	}
@@ -95,6 +95,34 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 	out.OutputType = resultOutputType(res.Stdout, out.Results)
 	return out
 }
+
+// trimKernelFrames drops the JavaScript kernel's own stack frames from a
+// traceback: the "at ..." lines after the last frame in the user's cell
+// (cell.js), which are the kernel's event plumbing (Socket.emit in
+// node:events), not the user's code. Frames inside the cell, including
+// Node's own between them (node:fs), stay. Other tracebacks (Python's
+// kernel already hides its frames) pass unchanged.
+func trimKernelFrames(tb string) string {
+	lines := strings.Split(tb, "\n")
+	last := -1
+	for i, l := range lines {
+		if isFrame(l) && strings.Contains(l, "cell.js:") {
+			last = i
+		}
+	}
+	if last < 0 || last == len(lines)-1 {
+		return tb
+	}
+	out := append([]string(nil), lines[:last+1]...)
+	for _, l := range lines[last+1:] {
+		if !isFrame(l) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func isFrame(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "at ") }
 
 // boundResult truncates the text formats of a rich result. JSON over the
 // bound cannot be cut and stay JSON, so it moves into Text, truncated.

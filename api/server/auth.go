@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -119,8 +120,29 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			lw.tenant = t.ID
 		}
 		ctx := context.WithValue(tenant.WithID(r.Context(), t.ID), tenantKey{}, t)
+		if mode := r.Header.Get(api.HeaderGuardMode); mode != "" {
+			if err := guardOverride(t, mode); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			ctx = guard.WithMode(ctx, mode)
+		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// guardOverride checks a per-request guard mode: a tenant admin's right
+// only (403 for anyone else, so a leaked ordinary key cannot switch the
+// guard off), and one of the three modes (400).
+func guardOverride(t *tenant.Tenant, mode string) error {
+	if !t.Admin {
+		return fmt.Errorf("%s is for admin tenants only: %w", api.HeaderGuardMode, errdefs.ErrPermissionDenied)
+	}
+	switch mode {
+	case tenant.GuardOff, tenant.GuardReport, tenant.GuardEnforce:
+		return nil
+	}
+	return invalid("%s must be off, report or enforce, not %q", api.HeaderGuardMode, mode)
 }
 
 // mustTenant returns the authenticated tenant; routes behind requireKey

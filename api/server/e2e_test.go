@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,8 +22,11 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // These tests run `sandlot serve` as a subprocess ($SANDLOT_BIN, else a
@@ -59,30 +63,20 @@ func sandlotBin(t testing.TB) string {
 	return builtBin
 }
 
-// needRuntime skips (or, with CI=true, fails) when this machine cannot run
-// sandboxes.
-func needRuntime(t testing.TB, why string) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing in CI: %s", why)
-	}
-	t.Skipf("skipping: %s", why)
-}
-
 func runtimePreconditions(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		needRuntime(t, "needs root")
+		testenv.Require(t, false, "needs root")
 	}
 	if _, err := exec.LookPath("crun"); err != nil {
 		if _, err := exec.LookPath("runc"); err != nil {
-			needRuntime(t, "no OCI runtime (crun or runc)")
+			testenv.Require(t, false, "no OCI runtime (crun or runc)")
 		}
 	}
 	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
-		needRuntime(t, "SANDLOT_AGENT_BIN is not set (make test sets it)")
+		testenv.Require(t, false, "SANDLOT_AGENT_BIN is not set (make test sets it)")
 	} else if _, err := os.Stat(a); err != nil {
-		needRuntime(t, "SANDLOT_AGENT_BIN: "+err.Error())
+		testenv.Require(t, false, "SANDLOT_AGENT_BIN: "+err.Error())
 	}
 }
 
@@ -236,6 +230,15 @@ func raw(t testing.TB, method, url, key, body string, header ...string) (int, st
 	return resp.StatusCode, string(b)
 }
 
+// bearer is an http.RoundTripper that adds an API key.
+type bearer string
+
+func (k bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(k))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 func py(conv, path, code string) client.RunCodeRequest {
 	return client.RunCodeRequest{Target: client.Target{ConversationID: conv, PathID: path}, Language: "python", Code: code}
 }
@@ -295,7 +298,7 @@ func TestE2E(t *testing.T) {
 		}
 	})
 	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
-		needRuntime(t, "the server's runtime is not ready: "+body)
+		testenv.Require(t, false, "the server's runtime is not ready: "+body)
 	}
 	a := d.client(d.key)
 	out, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
@@ -448,6 +451,142 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("list: %+v %v", fl, err)
 		}
 	})
+	t.Run("guard", func(t *testing.T) {
+		// The value is made at test time, so no real-looking secret is
+		// committed.
+		email := fmt.Sprintf("user%d.e2e@example.org", rand.Int63())
+		r, err := a.RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email)))
+		if err != nil || strings.Contains(r.Stdout, email) || !strings.Contains(r.Stdout, "[REDACTED:EMAIL]") {
+			t.Fatalf("stdout not redacted: %+v %v", r, err)
+		}
+		// The default tenant is an admin: it may switch the guard off for
+		// a request; the other tenant may not.
+		body := `{"conversationId":"e2e","args":{"language":"python","code":"print('` + email + `')"}}`
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
+			t.Errorf("admin override off: %d %.300s", code, out)
+		}
+		// Report mode: the output passes unchanged and the finding is
+		// audited as a report.
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "report"); code != 200 || !strings.Contains(out, email) {
+			t.Errorf("admin override report: %d %.300s", code, out)
+		}
+		if al, err := a.Audit(ctx, "guard.finding", 10); err != nil || len(al.Events) == 0 || al.Events[0].Detail["mode"] != "report" {
+			t.Errorf("report-mode finding not audited: %+v %v", al, err)
+		}
+		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
+			t.Errorf("non-admin override: %d %.300s", code, out)
+		}
+		// A tenant's own mode: report passes the output unchanged.
+		repOut, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--guard-mode", "report", "--json", "reporter").Output()
+		var rep struct{ APIKey string }
+		if err != nil || json.Unmarshal(repOut, &rep) != nil {
+			t.Fatalf("tenant create: %v", err)
+		}
+		defer d.cleanup(t, rep.APIKey)
+		if r, err := d.client(rep.APIKey).RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email))); err != nil || r.Stdout != email+"\n" {
+			t.Errorf("report-mode tenant: %+v %v", r, err)
+		}
+		// A value straddling the 1 MiB chunk boundary of a download.
+		head := strings.Repeat(strings.Repeat("z", 99)+"\n", 1<<20/100+1)[:1<<20-8] + " "
+		ft := client.FileTarget{ConversationID: "e2e"}
+		if _, err := a.Upload(ctx, ft, "straddle.txt", strings.NewReader(head+email+"\n")); err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if _, err := a.Download(ctx, ft, "straddle.txt", &buf, nil); err != nil || buf.String() != head+"[REDACTED:EMAIL]\n" {
+			t.Fatalf("download across chunks: %v, tail %q", err, buf.String()[max(0, buf.Len()-60):])
+		}
+		// Findings are in the audit trail, without the value.
+		code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
+		var al api.AuditList
+		if code != 200 || json.Unmarshal([]byte(out), &al) != nil || len(al.Events) == 0 {
+			t.Fatalf("audit: %d %.300s", code, out)
+		}
+		if strings.Contains(out, email) || strings.Contains(out, strings.Split(email, "@")[0]) {
+			t.Fatalf("the audit trail holds the value: %.500s", out)
+		}
+		ev := al.Events[0]
+		if ev.Detail["type"] != "EMAIL" || len(ev.Detail["hmac"]) != 64 || ev.Detail["start"] == "" || ev.Detail["end"] == "" {
+			t.Errorf("audit event %+v", ev)
+		}
+		if code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
+			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
+		}
+	})
+	t.Run("tool schemas", func(t *testing.T) {
+		// The real registry's schemas in each format, over the tool-list
+		// route: OpenAI {type: function, function: {name, parameters}},
+		// Anthropic {name, input_schema}, MCP {name, inputSchema}.
+		want := []string{"run_code", "run_analysis", "bash", "read_file", "write_file", "edit_file", "list_files", "glob", "grep"}
+		for _, f := range []struct{ format, schema string }{{"openai", "parameters"}, {"anthropic", "input_schema"}, {"mcp", "inputSchema"}, {"", "inputSchema"}} {
+			code, out := raw(t, "GET", d.url+"/v1/tools?format="+f.format, d.key, "")
+			var list []map[string]any
+			if err := json.Unmarshal([]byte(out), &list); code != 200 || err != nil {
+				var wrapped map[string][]map[string]any
+				if json.Unmarshal([]byte(out), &wrapped) != nil || len(wrapped["tools"]) == 0 {
+					t.Fatalf("format %q: %d %.300s", f.format, code, out)
+				}
+				list = wrapped["tools"]
+			}
+			var names []string
+			for _, tool := range list {
+				if fn, ok := tool["function"].(map[string]any); ok && f.format == "openai" {
+					tool = fn
+				}
+				name, _ := tool["name"].(string)
+				names = append(names, name)
+				if _, ok := tool[f.schema].(map[string]any); !ok {
+					t.Errorf("format %q: %s has no %s: %.200v", f.format, name, f.schema, tool)
+				}
+			}
+			for _, n := range want {
+				if !slices.Contains(names, n) {
+					t.Errorf("format %q: %s missing from %v", f.format, n, names)
+				}
+			}
+		}
+	})
+	t.Run("mcp over /mcp", func(t *testing.T) {
+		if code, _ := raw(t, "POST", d.url+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Content-Type", "application/json"); code != 401 {
+			t.Fatalf("/mcp without a key: %d", code)
+		}
+		tr := &sdk.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearer(d.key)}}
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		tl, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range tl.Tools {
+			names = append(names, tool.Name)
+		}
+		if !slices.Contains(names, "run_code") || !slices.Contains(names, "run_analysis") || !slices.Contains(names, "read_file") {
+			t.Fatalf("tools: %v", names)
+		}
+		run := func(code string) map[string]any {
+			t.Helper()
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": code}})
+			if err != nil || res.IsError {
+				t.Fatalf("run_code %q: %v %+v", code, err, res)
+			}
+			b, _ := json.Marshal(res.StructuredContent)
+			var out map[string]any
+			json.Unmarshal(b, &out)
+			return out
+		}
+		run("y = 20")
+		if out := run("print(y + 1)"); out["stdout"] != "21\n" {
+			t.Fatalf("state across MCP calls: %+v", out)
+		}
+		email := fmt.Sprintf("mcp%d.e2e@example.org", rand.Int63())
+		if out := run(fmt.Sprintf("print(%q)", email)); strings.Contains(fmt.Sprint(out), email) || !strings.Contains(fmt.Sprint(out["stdout"]), "[REDACTED:EMAIL]") {
+			t.Fatalf("secret over MCP: %+v", out)
+		}
+	})
 	t.Run("restart keeps state", func(t *testing.T) {
 		before, _ := a.RunCode(ctx, py("e2e", "", "x"))
 		// SIGTERM while an execution is in flight: it finishes first.
@@ -557,7 +696,7 @@ func TestE2EWarmLatency(t *testing.T) {
 			}
 			d := startDaemon(t, dir, args...)
 			if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
-				needRuntime(t, "the server's runtime is not ready: "+body)
+				testenv.Require(t, false, "the server's runtime is not ready: "+body)
 			}
 			defer func() { d.cleanup(t, d.key); d.stop(t) }()
 			c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 )
 
 func newID() string { return uuid.NewString() }
@@ -45,7 +46,10 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 		s.log.Error("server fault", slog.String(keyRequestID, r.Header.Get(api.HeaderRequestID)),
 			slog.String(keyRoute, r.Pattern), slog.String(keyError, err.Error()))
 	}
-	return status, api.Error{Code: errdefs.CodeOf(err), Message: errdefs.PublicMessage(err)}
+	// A categorised message can still carry host details (a runtime's
+	// state path in an unavailable error, a Go source position) or a
+	// value the guard should redact: it leaves sanitized.
+	return status, api.Error{Code: errdefs.CodeOf(err), Message: guard.SanitizeError(errdefs.PublicMessage(err))}
 }
 
 // decodeJSON reads a JSON body of at most Config.MaxBodyBytes into v.

@@ -15,6 +15,8 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -356,4 +358,37 @@ func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
 		m.PerTemplate = map[string]api.SessionStats{}
 	}
 	writeJSON(w, http.StatusOK, m)
+}
+
+// listAudit returns the authenticated tenant's audit trail. The store
+// filters by tenant (and, on Postgres, row-level security confines it);
+// kind is filtered here, over the newest limit events.
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Audit == nil {
+		s.writeError(w, r, fmt.Errorf("this server keeps no audit trail: %w", errdefs.ErrUnavailable))
+		return
+	}
+	q := r.URL.Query()
+	limit := 100
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			s.writeError(w, r, invalid("limit must be an integer from 1 to 1000"))
+			return
+		}
+		limit = n
+	}
+	evs, err := s.cfg.Audit(r.Context(), mustTenant(r).ID, limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AuditList{Events: []audit.Event{}}
+	kind := q.Get("kind")
+	for _, ev := range evs {
+		if kind == "" || ev.Kind == kind {
+			out.Events = append(out.Events, ev)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -103,6 +104,16 @@ type Config struct {
 	E2BMatch func(r *http.Request) bool
 	// Metrics, when set, is mounted unauthenticated at GET /metrics.
 	Metrics http.Handler
+	// Guard, when set, must be the guard of the sandboxes Contexts.Use
+	// hands out (a *guard.Guard). File downloads then read raw chunks
+	// (guard mode off for the read) and redact them as one stream, so a
+	// secret split across two 1 MiB chunks is still caught. Without it,
+	// each chunk is redacted on its own by the guarded sandbox.
+	Guard contexts.Guard
+	// Audit, when set, lists a tenant's audit trail, newest first, for
+	// GET /v1/audit (store.Backend.ListAudit); without it the route
+	// answers 503.
+	Audit func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error)
 }
 
 // Server is the HTTP API. Its methods are safe for concurrent use.
@@ -175,6 +186,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.download},
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files/list", true, s.listFiles},
 		{"GET", "/v1/metrics/sessions", true, s.sessionMetrics},
+		{"GET", "/v1/audit", true, s.listAudit},
 	}
 }
 

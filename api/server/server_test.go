@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/api/server/servertest"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 )
 
 type env struct {
@@ -376,6 +378,7 @@ func TestFiles(t *testing.T) {
 // without a case here.
 func TestTenantIsolation(t *testing.T) {
 	e := newEnv(t, nil)
+	e.Audit = append(e.Audit, audit.Event{ID: 1, TenantID: "tenant-a", Kind: audit.KindGuardFinding, Detail: map[string]string{"hmac": "a-hmac"}})
 	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
 	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
 	idA := recs[0].ID
@@ -413,6 +416,12 @@ func TestTenantIsolation(t *testing.T) {
 			// Aggregates only: no ids, no identities.
 			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})
 			if w.Code != 200 || strings.Contains(w.Body.String(), "conv-a") || strings.Contains(w.Body.String(), idA) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"GET /v1/audit": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/audit", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), "tenant-a") || strings.Contains(w.Body.String(), "a-hmac") {
 				t.Fatalf("%d %s", w.Code, w.Body)
 			}
 		},
@@ -708,6 +717,69 @@ func TestWithIdentity(t *testing.T) {
 		}
 		if !json.Valid(got) {
 			t.Errorf("invalid JSON %s", got)
+		}
+	}
+}
+
+func TestAudit(t *testing.T) {
+	e := newEnv(t, nil)
+	for i, k := range []string{audit.KindGuardFinding, audit.KindKeyRotated, audit.KindGuardFinding} {
+		e.Audit = append(e.Audit, audit.Event{ID: int64(i + 1), TenantID: "tenant-a", Kind: k,
+			Detail: map[string]string{"type": "EMAIL", "start": "3", "end": "20", "hmac": "ab"}})
+	}
+	e.Audit = append(e.Audit, audit.Event{ID: 9, TenantID: "tenant-b", Kind: audit.KindGuardFinding})
+	get := func(q string) (int, api.AuditList) {
+		w := e.do(t, req{method: "GET", path: "/v1/audit" + q, key: e.KeyA})
+		var l api.AuditList
+		if w.Code == 200 {
+			if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return w.Code, l
+	}
+	ids := func(l api.AuditList) (out []int64) {
+		for _, ev := range l.Events {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	if code, l := get(""); code != 200 || !cmp.Equal(ids(l), []int64{3, 2, 1}) || l.Events[0].Detail["start"] != "3" {
+		t.Fatalf("all: %d %+v", code, l)
+	}
+	if code, l := get("?kind=guard.finding"); code != 200 || !cmp.Equal(ids(l), []int64{3, 1}) {
+		t.Fatalf("kind: %d %+v", code, l)
+	}
+	if code, l := get("?limit=1"); code != 200 || !cmp.Equal(ids(l), []int64{3}) {
+		t.Fatalf("limit: %d %+v", code, l)
+	}
+	if code, l := get("?kind=nothing"); code != 200 || l.Events == nil || len(l.Events) != 0 {
+		t.Fatalf("empty: %d %+v", code, l)
+	}
+	for _, q := range []string{"?limit=0", "?limit=x", "?limit=1001"} {
+		if code, _ := get(q); code != 400 {
+			t.Errorf("%s: %d", q, code)
+		}
+	}
+	noAudit := newEnv(t, func(c *server.Config) { c.Audit = nil })
+	if w := noAudit.do(t, req{method: "GET", path: "/v1/audit", key: noAudit.KeyA}); w.Code != 503 {
+		t.Errorf("without a trail: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestErrorMessagesSanitized: a client-fault message leaves without host
+// paths, Go source positions or secrets, on plain and streamed calls.
+func TestErrorMessagesSanitized(t *testing.T) {
+	e := newEnv(t, nil)
+	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@example.org: %w", errdefs.ErrUnavailable)
+	for _, accept := range []string{"", api.ContentTypeNDJSON} {
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`, header: map[string]string{"Accept": accept}})
+		body := w.Body.String()
+		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@example.org") {
+			t.Fatalf("accept %q: %d %s", accept, w.Code, body)
+		}
+		if msg := decodeErr(t, w).Message; !strings.Contains(msg, "start sandbox: open [internal]") || !strings.Contains(msg, "[REDACTED:EMAIL]") {
+			t.Errorf("accept %q: message %q", accept, msg)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 var (
@@ -61,12 +62,8 @@ func AgentBinary(tb testing.TB) string {
 // CI=true, where that is a failure.
 func RequirePython(tb testing.TB) {
 	tb.Helper()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("python3 missing in CI: %v", err)
-		}
-		tb.Skip("no /usr/bin/python3")
-	}
+	_, err := os.Stat("/usr/bin/python3")
+	testenv.Require(tb, err == nil, "/usr/bin/python3")
 }
 
 // HostProvider runs each sandbox as a sandlot-agent host process.

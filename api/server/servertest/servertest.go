@@ -21,6 +21,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -369,6 +370,9 @@ type Env struct {
 	Tenants  *Tenants
 	KeyA     string
 	KeyB     string
+	// Audit is the trail GET /v1/audit lists (all tenants; the server's
+	// Config.Audit filters by tenant, newest last here, newest first out).
+	Audit []audit.Event
 }
 
 // NewEnv builds an Env; mod (may be nil) adjusts the config first.
@@ -377,7 +381,16 @@ func NewEnv(mod func(*server.Config)) *Env {
 	e.Tools = &Tools{Contexts: e.Contexts}
 	e.KeyA = e.Tenants.Add("tenant-a")
 	e.KeyB = e.Tenants.Add("tenant-b")
-	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Tenants: e.Tenants}
+	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Tenants: e.Tenants,
+		Audit: func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+			var out []audit.Event
+			for i := len(e.Audit) - 1; i >= 0 && len(out) < limit; i-- {
+				if e.Audit[i].TenantID == tenantID {
+					out = append(out, e.Audit[i])
+				}
+			}
+			return out, nil
+		}}
 	if mod != nil {
 		mod(&cfg)
 	}
