@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,6 +28,10 @@ func init() {
 // protocol only: logs and the first-start key notice go to stderr. The
 // session runs as one tenant (--tenant, or the default tenant); its
 // conversation is the session unless a call names one.
+// mcpStateDir keeps MCP sessions' sandboxes apart from a daemon's, whose
+// reconcile would otherwise take them for orphans (and the reverse).
+var mcpStateDir = filepath.Join(oci.DefaultStateDir, "mcp")
+
 func runMCP(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("mcp", std)
 	var cfg serveConfig
@@ -34,7 +40,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
-	fs.StringVar(&cfg.stateDir, "state-dir", "", "runtime state (bundles, agent sockets); default /run/sandlot")
+	fs.StringVar(&cfg.stateDir, "state-dir", mcpStateDir, "runtime state (bundles, agent sockets); one MCP session at a time per state dir")
 	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
 	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
@@ -45,6 +51,16 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	}
 	diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
 	log := newLogger(diag, cfg.logLevel)
+	if usesLocal(cfg.providers) {
+		// The session's manager destroys sandboxes its store does not
+		// know, so it must not share a state dir with a daemon or with
+		// another session.
+		unlock, err := lockStateDir(cfg.stateDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 
 	st, err := cfg.store.open(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 // TestServeLocksStateDir: a second `sandlot serve` on a state dir another
@@ -73,4 +75,25 @@ func TestServeLocksStateDir(t *testing.T) {
 	waitListening(&out3, done3)
 	cancel3()
 	<-done3
+}
+
+// TestMCPLocksStateDir: an MCP session must not share a state dir with a
+// daemon (or another session), whose sandboxes its reconcile would destroy.
+func TestMCPLocksStateDir(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "run")
+	release, err := lockStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	var out, errw bytes.Buffer
+	err = Run(context.Background(), []string{"mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", state},
+		strings.NewReader(""), &out, &errw)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("mcp on a locked state dir: err = %v, want failed_precondition", err)
+	}
+	if mcpStateDir == oci.DefaultStateDir {
+		t.Fatalf("mcp's default state dir is the daemon's (%s)", mcpStateDir)
+	}
 }
