@@ -18,12 +18,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -281,7 +289,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := requestID(r.Header.Get(api.HeaderRequestID))
 	w.Header().Set(api.HeaderRequestID, rid)
 	lw := &logWriter{ResponseWriter: w}
-	r = r.WithContext(context.WithValue(r.Context(), logKey{}, lw))
+	// Join the caller's trace (W3C traceparent) so the execution_context.*
+	// and tool.* spans below hang off the client's span.
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := telemetry.Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	r = r.WithContext(context.WithValue(ctx, logKey{}, lw))
 	route := "e2b"
 	defer func() {
 		if v := recover(); v != nil {
@@ -301,6 +313,18 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			level = slog.LevelError
 		}
+		// Mux patterns carry their method ("GET /v1/contexts").
+		path := route
+		if _, p, ok := strings.Cut(route, " "); ok {
+			path = p
+		}
+		span.SetName(r.Method + " " + path)
+		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", path),
+			attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		span.End()
 		s.log.LogAttrs(r.Context(), level, "request",
 			slog.String(keyRequestID, rid), slog.String(keyMethod, r.Method),
 			slog.String(keyRoute, route), slog.Int(keyStatus, status),
