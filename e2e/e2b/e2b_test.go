@@ -19,6 +19,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
 )
@@ -57,49 +58,20 @@ func (r *redactStream) Flush() string {
 	return s
 }
 
-// need reports a missing precondition: a skip on a developer machine, a
-// failure in CI.
-func need(t *testing.T, ok bool, what string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing: %s", what)
-	}
-	t.Skipf("precondition missing: %s", what)
-}
-
 // npmReady makes sure node_modules matches package-lock.json.
 func npmReady(t *testing.T) {
 	t.Helper()
 	_, errNode := exec.LookPath("node")
-	need(t, errNode == nil, "node")
+	testenv.Require(t, errNode == nil, "node")
 	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
 		return
 	}
 	_, errNpm := exec.LookPath("npm")
-	need(t, errNpm == nil, "npm")
+	testenv.Require(t, errNpm == nil, "npm")
 	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
-}
-
-// agentBinary returns the sandlot-agent to run sandboxes with:
-// SANDLOT_AGENT_BIN (set by make test) or a fresh build.
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("SANDLOT_AGENT_BIN"); b != "" {
-		return b
-	}
-	out := filepath.Join(t.TempDir(), "sandlot-agent")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sandlot-agent: %v\n%s", err, b)
-	}
-	return out
 }
 
 // hostAgent is a provider that runs the real sandlot-agent as a host
@@ -184,7 +156,7 @@ func (h *hostAgent) Destroy(ctx context.Context, id string) error {
 // E2E_PROVIDER=hostagent forces the latter.
 func sandboxProvider(t *testing.T) contexts.Provider {
 	t.Helper()
-	bin := agentBinary(t)
+	bin := testenv.AgentBinary(t)
 	if os.Getenv("E2E_PROVIDER") != "hostagent" {
 		if os.Geteuid() == 0 {
 			dir, err := os.MkdirTemp("", "sl-e2b-")
@@ -203,11 +175,11 @@ func sandboxProvider(t *testing.T) contexts.Provider {
 				return p
 			}
 			os.RemoveAll(dir)
-			if os.Getenv("CI") == "true" {
+			if testenv.InCI() {
 				t.Fatalf("local provider: %v", err)
 			}
 			t.Logf("local provider unavailable (%v); using host agent processes", err)
-		} else if os.Getenv("CI") == "true" {
+		} else if testenv.InCI() {
 			t.Fatal("CI runs the E2B suite as root on the local provider")
 		}
 	}
@@ -262,8 +234,8 @@ func TestOfficialSDK(t *testing.T) {
 	})
 	t.Run("serve", func(t *testing.T) {
 		bin := os.Getenv("SANDLOT_BIN")
-		need(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
-		need(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
+		testenv.Require(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
+		testenv.Require(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
 		url, key := serve(t, bin)
 		// The real guard (the bootstrap tenant enforces) finds an AWS
 		// access key id assembled inside the sandbox.
@@ -365,7 +337,7 @@ func serve(t *testing.T, bin string) (string, string) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	need(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
+	testenv.Require(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
 	return url, key
 }
 

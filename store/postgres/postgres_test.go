@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,24 +16,17 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/postgres"
 	"github.com/sandlot/sandlot/store/storetest"
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// baseURL returns SANDLOT_TEST_POSTGRES. Without it the test is skipped,
-// except in CI, where Postgres is a precondition and its absence fails.
+// baseURL returns SANDLOT_TEST_POSTGRES, a precondition of these tests.
 func baseURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SANDLOT_TEST_POSTGRES")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SANDLOT_TEST_POSTGRES is not set (required in CI)")
-		}
-		t.Skip("SANDLOT_TEST_POSTGRES is not set")
-	}
-	return u
+	return testenv.Env(t, "SANDLOT_TEST_POSTGRES")
 }
 
 // freshSchema creates an empty, uniquely named schema and returns a URL
