@@ -19,7 +19,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 )
 
-// lockedBuffer is a goroutine-safe stderr sink.
+// lockedBuffer is an output or log sink safe for concurrent writes.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
