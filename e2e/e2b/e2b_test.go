@@ -61,14 +61,11 @@ func (r *redactStream) Flush() string {
 // npmReady makes sure node_modules matches package-lock.json.
 func npmReady(t *testing.T) {
 	t.Helper()
-	_, errNode := exec.LookPath("node")
-	testenv.Require(t, errNode == nil, "node")
+	testenv.RequireBinary(t, "node")
 	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
 		return
 	}
-	_, errNpm := exec.LookPath("npm")
-	testenv.Require(t, errNpm == nil, "npm")
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	cmd := exec.Command(testenv.RequireBinary(t, "npm"), "ci", "--no-audit", "--no-fund")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
