@@ -11,17 +11,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/tools/toolstest"
 )
 
 const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
@@ -71,85 +70,10 @@ func npmReady(t *testing.T) {
 	}
 }
 
-// hostAgent is a provider that runs the real sandlot-agent as a host
-// process per sandbox (no container): real kernels, real processes and a
-// per-sandbox home, without needing an OCI runtime.
-type hostAgent struct {
-	bin, dir string
-
-	mu    sync.Mutex
-	n     int
-	procs map[string]*exec.Cmd
-}
-
-func (h *hostAgent) Name() string { return "hostagent" }
-
-func (h *hostAgent) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
-	h.mu.Lock()
-	h.n++
-	id := fmt.Sprintf("sb%d", h.n)
-	h.mu.Unlock()
-	root := filepath.Join(h.dir, id)
-	home := filepath.Join(root, "home")
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return nil, err
-	}
-	sock := filepath.Join(root, "agent.sock")
-	cmd := exec.Command(h.bin, "--socket", sock, "--home", home)
-	cmd.Dir = home
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	h.procs[id] = cmd
-	h.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: id})
-		if err == nil {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			h.Destroy(ctx, id)
-			return nil, fmt.Errorf("agent %s: %v: %w", id, err, errdefs.ErrUnavailable)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (h *hostAgent) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
-	return agent.Dial(ctx, filepath.Join(h.dir, id, "agent.sock"), agent.ClientConfig{SandboxID: id})
-}
-
-func (h *hostAgent) List(ctx context.Context) ([]string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var ids []string
-	for id := range h.procs {
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
-
-func (h *hostAgent) Destroy(ctx context.Context, id string) error {
-	h.mu.Lock()
-	cmd := h.procs[id]
-	delete(h.procs, id)
-	h.mu.Unlock()
-	if cmd != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}
-	return os.RemoveAll(filepath.Join(h.dir, id))
-}
-
 // sandboxProvider returns the provider sandboxes run on: the real local
 // (OCI) provider when running as root with a runtime, which CI always
-// does; elsewhere real sandlot-agent processes on the host (hostAgent).
+// does; elsewhere real sandlot-agent processes on the host
+// (toolstest.HostProvider).
 // E2E_PROVIDER=hostagent forces the latter.
 func sandboxProvider(t *testing.T) contexts.Provider {
 	t.Helper()
@@ -180,14 +104,7 @@ func sandboxProvider(t *testing.T) contexts.Provider {
 			t.Fatal("CI runs the E2B suite as root on the local provider")
 		}
 	}
-	p := &hostAgent{bin: bin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-	})
-	return p
+	return toolstest.NewHostProvider(t)
 }
 
 // server starts sandlot's E2B surface over a real contexts.Manager.

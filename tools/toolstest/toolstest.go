@@ -94,6 +94,9 @@ func (p *HostProvider) Create(ctx context.Context, spec contexts.Spec) (contexts
 	}
 	a.cmd = exec.Command(p.bin, "--socket", a.socket, "--home", a.home)
 	a.cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
+	for k, v := range spec.Env {
+		a.cmd.Env = append(a.cmd.Env, k+"="+v)
+	}
 	if testing.Verbose() {
 		a.cmd.Stderr = os.Stderr
 	}
