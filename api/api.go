@@ -72,8 +72,11 @@ type RunCodeArgs struct {
 	Timeout     int64  `json:"timeout,omitempty"`
 }
 
-// RunCodeResult is the result of the run_code tool over HTTP.
-type RunCodeResult struct {
+// CodeResult is the result of the run_code tool as the tools package
+// returns it (tools.RunCodeResult) and MCP sends it. It lives here, not in
+// tools, so that the client SDK can decode it without importing the tools
+// and their dependencies.
+type CodeResult struct {
 	Success         bool               `json:"success"`
 	Stdout          string             `json:"stdout"`
 	Stderr          string             `json:"stderr"`
@@ -83,12 +86,23 @@ type RunCodeResult struct {
 	ContextID       string             `json:"contextId,omitempty"`
 	Results         []agent.RichResult `json:"results"`
 	Error           *agent.ExecError   `json:"error"`
-	Truncated       bool               `json:"truncated"`
 	TimedOut        bool               `json:"timedOut,omitempty"`
 	KernelRestarted bool               `json:"kernelRestarted,omitempty"`
-	OutputType      string             `json:"outputType,omitempty"` // json | table | text
-	ConversationID  string             `json:"conversationId"`
-	PathID          string             `json:"pathId"`
+	// Truncated is set when any field was cut to the tools' MaxOutput
+	// characters (or by the agent's own output bound).
+	Truncated bool `json:"truncated"`
+	// OutputType classifies stdout (or the main result's text when stdout
+	// is empty): json, table or text. A result carrying an HTML table
+	// (a pandas DataFrame) is a table.
+	OutputType string `json:"outputType"`
+}
+
+// RunCodeResult is the result of the run_code tool over HTTP: the tool's
+// result plus the identity the server resolved.
+type RunCodeResult struct {
+	CodeResult
+	ConversationID string `json:"conversationId"`
+	PathID         string `json:"pathId"`
 }
 
 // Event types of a streamed tool call (Accept: application/x-ndjson).

@@ -191,18 +191,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		st.Close()
 		return nil, err
 	}
-	srv := server.New(server.Config{
-		Contexts:        w.contexts,
-		Tools:           w.tools,
-		Tenants:         st,
-		Logger:          log,
-		ShutdownTimeout: cfg.shutdownTimeout,
-		Ready:           w.ready,
-		MCP:             w.mcp,
-		E2B:             w.e2b,
-		E2BMatch:        w.e2bMatch,
-		Metrics:         w.metrics,
-	})
+	srv := server.New(w.serverConfig(cfg, st, log))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		w.close(context.WithoutCancel(ctx))

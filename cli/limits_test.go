@@ -23,7 +23,7 @@ func TestServeLimitsReachSandbox(t *testing.T) {
 	dir := t.TempDir()
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, pids: 48, diskMiB: 24, cpus: 0.5,
-		poolSize: 0, shutdownTimeout: 5 * time.Second}, telemetry.NewLogger(&syncBuffer{}, "error"))
+		poolSize: 0, shutdownTimeout: 5 * time.Second}, telemetry.NewLogger(&lockedBuffer{}, "error"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,7 +19,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 )
 
-// lockedBuffer is a goroutine-safe stderr sink.
+// lockedBuffer is an output or log sink safe for concurrent writes.
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -130,21 +129,9 @@ func TestMCPBinary(t *testing.T) {
 // on the OCI runtime. State persists between calls, a secret comes back
 // redacted, and the session's sandboxes end with it.
 func TestMCPLocal(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.Require(t, false, "needs root")
-	}
-	if _, err := exec.LookPath("crun"); err != nil {
-		if _, err := exec.LookPath("runc"); err != nil {
-			testenv.Require(t, false, "no OCI runtime (crun or runc)")
-		}
-	}
-	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
-		testenv.Require(t, false, "SANDLOT_AGENT_BIN is not set (make test sets it)")
-	}
-	bin := os.Getenv("SANDLOT_BIN")
-	if bin == "" {
-		testenv.Require(t, false, "SANDLOT_BIN is not set (make test sets it)")
-	}
+	testenv.RequireOCIRuntime(t)
+	testenv.Env(t, "SANDLOT_AGENT_BIN") // for the sandlot mcp subprocess
+	bin := testenv.Env(t, "SANDLOT_BIN")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +23,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	lrunNeedAgent(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	logs := &syncBuffer{}
+	logs := &lockedBuffer{}
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 1, shutdownTimeout: 5 * time.Second},
 		telemetry.NewLogger(logs, "debug"))
@@ -142,24 +140,6 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 			t.Errorf("log line is not JSON: %s", line)
 		}
 	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // metrics is a scraped Prometheus text exposition: "name{labels}" → value,

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,22 +14,13 @@ import (
 )
 
 // lrunNeedAgent makes sure $SANDLOT_AGENT_BIN names a static agent,
-// building one for this test when make test has not.
+// building one when make test has not.
 func lrunNeedAgent(t *testing.T) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
 	testenv.RequireBinary(t, "runc")
-	if os.Getenv("SANDLOT_AGENT_BIN") != "" {
-		return
-	}
-	bin := filepath.Join(t.TempDir(), "sandlot-agent")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sandlot-agent: %v\n%s", err, out)
-	}
-	t.Setenv("SANDLOT_AGENT_BIN", bin)
+	t.Setenv("SANDLOT_AGENT_BIN", testenv.AgentBinary(t))
 }
 
 func TestRunCommand(t *testing.T) {

@@ -88,20 +88,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(server.Config{
-		Contexts:        w.contexts,
-		Tools:           w.tools,
-		Tenants:         st,
-		Logger:          log,
-		ShutdownTimeout: cfg.shutdownTimeout,
-		Ready:           w.ready,
-		MCP:             w.mcp,
-		E2B:             w.e2b,
-		E2BMatch:        w.e2bMatch,
-		Metrics:         w.metrics,
-		Guard:           w.guard,
-		Audit:           w.audit,
-	})
+	srv := server.New(w.serverConfig(cfg, st, log))
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		w.close(context.Background())
@@ -166,6 +153,25 @@ type wired struct {
 	guard    contexts.Guard
 	audit    func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
 	close    func(ctx context.Context) error
+}
+
+// serverConfig is the HTTP server over w, the same for serve and the
+// in-process daemon of the bench and tests.
+func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger) server.Config {
+	return server.Config{
+		Contexts:        w.contexts,
+		Tools:           w.tools,
+		Tenants:         st,
+		Logger:          log,
+		ShutdownTimeout: cfg.shutdownTimeout,
+		Ready:           w.ready,
+		MCP:             w.mcp,
+		E2B:             w.e2b,
+		E2BMatch:        w.e2bMatch,
+		Metrics:         w.metrics,
+		Guard:           w.guard,
+		Audit:           w.audit,
+	}
 }
 
 // storeCheck is the readiness probe of the store: a cheap read.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,38 +24,6 @@ import (
 // These tests run the manager on the real local provider (an OCI runtime
 // with sandlot-agent as PID 1). They need root and a runtime; they skip
 // without them unless CI=true.
-
-var agentOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-// agentBinary returns $SANDLOT_AGENT_BIN or a static agent built once.
-func agentBinary(t testing.TB) string {
-	t.Helper()
-	agentOnce.Do(func() {
-		if p := os.Getenv(local.AgentEnv); p != "" {
-			agentOnce.path = p
-			return
-		}
-		dir, err := os.MkdirTemp("", "slm-agent-")
-		if err != nil {
-			agentOnce.err = err
-			return
-		}
-		agentOnce.path = filepath.Join(dir, "sandlot-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", agentOnce.path, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentOnce.err = fmt.Errorf("build sandlot-agent: %v\n%s", err, out)
-		}
-	})
-	if agentOnce.err != nil {
-		t.Fatal(agentOnce.err)
-	}
-	return agentOnce.path
-}
 
 // recorder remembers every sandbox id its provider created, pooled ones
 // included, for the leak checks.
@@ -106,11 +73,8 @@ type realEnv struct {
 // with a private state directory; everything left is destroyed at the end.
 func newRealEnv(t testing.TB, cfg contexts.Config) *realEnv {
 	t.Helper()
-	testenv.RequireRoot(t)
-	_, crunErr := exec.LookPath("crun")
-	_, runcErr := exec.LookPath("runc")
-	testenv.Require(t, crunErr == nil || runcErr == nil, "crun or runc installed")
-	e := &realEnv{t: t, ctx: context.Background(), agent: agentBinary(t), store: memory.New()}
+	testenv.RequireOCIRuntime(t)
+	e := &realEnv{t: t, ctx: context.Background(), agent: testenv.AgentBinary(t), store: memory.New()}
 	dir, err := os.MkdirTemp("", "slm-") // short: socket paths are bounded
 	if err != nil {
 		t.Fatal(err)

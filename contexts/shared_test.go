@@ -2,55 +2,16 @@ package contexts_test
 
 import (
 	"context"
-	"net/url"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
 )
-
-// pgSchemaURL returns a URL of SANDLOT_TEST_POSTGRES whose search_path is
-// a new, empty schema, dropped when t ends: the test owns every row it sees.
-func pgSchemaURL(t *testing.T) string {
-	t.Helper()
-	base := testenv.Env(t, "SANDLOT_TEST_POSTGRES")
-	ctx := context.Background()
-	schema := "mgr_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop schema: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // TestTwoManagersOnSharedStore runs two managers, each with its own store
 // connection (two daemons), over SQLite and Postgres: concurrent first
@@ -63,7 +24,7 @@ func TestTwoManagersOnSharedStore(t *testing.T) {
 			if backend == "sqlite" {
 				u = "sqlite://" + filepath.Join(t.TempDir(), "sandlot.db")
 			} else {
-				u = pgSchemaURL(t)
+				u = pgtest.SchemaURL(t)
 			}
 			ctx := context.Background()
 			openStore := func() contexts.Store {

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandlot/sandlot/telemetry"
@@ -26,27 +25,13 @@ func startSpan(ctx context.Context, name string, id Identity, attrs ...attribute
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	if id.TenantID != "" {
-		attrs = append(attrs, telemetry.AttrTenant.String(id.TenantID))
-	}
-	if id.ConversationID != "" {
-		attrs = append(attrs, telemetry.AttrConversation.String(id.ConversationID))
-	}
-	if id.PathID != "" {
-		attrs = append(attrs, telemetry.AttrPath.String(id.PathID))
-	}
+	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.ConversationID, id.PathID)
 	span.SetAttributes(attrs...)
 	return ctx, span
 }
 
 // endSpan records err (if any) on span and ends it.
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
+func endSpan(span trace.Span, err error) { telemetry.EndSpan(span, err) }
 
 // sandboxAttr sets sandbox.id on span from e. Precondition: mu not held.
 func (m *Manager) sandboxAttr(span trace.Span, e *entry) {

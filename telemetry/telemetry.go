@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
@@ -48,6 +49,30 @@ const (
 // Tracer returns sandlot's tracer from the global provider (a no-op until
 // Setup runs).
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+
+// IdentityAttrs appends the tenant, conversation and path ids that are
+// known (not empty) to attrs.
+func IdentityAttrs(attrs []attribute.KeyValue, tenant, conversation, path string) []attribute.KeyValue {
+	if tenant != "" {
+		attrs = append(attrs, AttrTenant.String(tenant))
+	}
+	if conversation != "" {
+		attrs = append(attrs, AttrConversation.String(conversation))
+	}
+	if path != "" {
+		attrs = append(attrs, AttrPath.String(path))
+	}
+	return attrs
+}
+
+// EndSpan records err (if any) on span and ends it.
+func EndSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
 
 // Config configures Setup. The zero value is usable.
 type Config struct {

@@ -3,8 +3,6 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,12 +21,8 @@ import (
 // local provider on the OCI runtime): pandas from the sandbox image, the
 // parameters file on the sandbox's /tmp, the home at /home/user.
 func TestLocalSandbox(t *testing.T) {
-	testenv.Require(t, os.Geteuid() == 0, "needs root")
-	_, crunErr := exec.LookPath("crun")
-	_, runcErr := exec.LookPath("runc")
-	testenv.Require(t, crunErr == nil || runcErr == nil, "no OCI runtime (crun or runc)")
-	agentBin := os.Getenv("SANDLOT_AGENT_BIN")
-	testenv.Require(t, agentBin != "", "SANDLOT_AGENT_BIN is not set (make test sets it)")
+	testenv.RequireOCIRuntime(t)
+	agentBin := testenv.AgentBinary(t)
 
 	ctx := context.Background()
 	stateDir := filepath.Join(t.TempDir(), "run")

@@ -8,31 +8,14 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 )
 
-// RunCodeResult is the result of run_code. The HTTP layer adds the
-// conversation and path ids.
-type RunCodeResult struct {
-	Success         bool               `json:"success"`
-	Stdout          string             `json:"stdout"`
-	Stderr          string             `json:"stderr"`
-	ExitCode        int                `json:"exitCode"`
-	ExecutionTimeMs int64              `json:"executionTimeMs"`
-	SandboxID       string             `json:"sandboxId"`
-	ContextID       string             `json:"contextId,omitempty"`
-	Results         []agent.RichResult `json:"results"`
-	Error           *agent.ExecError   `json:"error"`
-	TimedOut        bool               `json:"timedOut,omitempty"`
-	KernelRestarted bool               `json:"kernelRestarted,omitempty"`
-	// Truncated is set when any field was cut to MaxOutput characters
-	// (here or by the agent's own output bound).
-	Truncated bool `json:"truncated"`
-	// OutputType classifies stdout (or the main result's text when stdout
-	// is empty): json, table or text. A result carrying an HTML table
-	// (a pandas DataFrame) is a table.
-	OutputType string `json:"outputType"`
-}
+// RunCodeResult is the result of run_code. The wire type is declared in
+// api, which the client SDK imports; the HTTP layer adds the conversation
+// and path ids (api.RunCodeResult).
+type RunCodeResult = api.CodeResult
 
 // BashResult is the result of the bash tool.
 type BashResult struct {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Contexts is what tools need of the execution-context manager
@@ -204,7 +205,7 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	start := time.Now()
 	ctx, span := startSpan(ctx, call)
 	res, err := r.call(ctx, call, out)
-	endSpan(span, err)
+	telemetry.EndSpan(span, err)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,
 		"conversation", call.Identity.ConversationID, "path", call.Identity.PathID,

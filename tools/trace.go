@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandlot/sandlot/telemetry"
@@ -23,15 +22,7 @@ func startSpan(ctx context.Context, call Call) (context.Context, trace.Span) {
 		telemetry.AttrToolForced.Bool(call.Forced),
 	}
 	id := call.Identity
-	if id.TenantID != "" {
-		attrs = append(attrs, telemetry.AttrTenant.String(id.TenantID))
-	}
-	if id.ConversationID != "" {
-		attrs = append(attrs, telemetry.AttrConversation.String(id.ConversationID))
-	}
-	if id.PathID != "" {
-		attrs = append(attrs, telemetry.AttrPath.String(id.PathID))
-	}
+	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.ConversationID, id.PathID)
 	var a struct {
 		Language string `json:"language"`
 	}
@@ -40,12 +31,4 @@ func startSpan(ctx context.Context, call Call) (context.Context, trace.Span) {
 	}
 	span.SetAttributes(attrs...)
 	return ctx, span
-}
-
-func endSpan(span trace.Span, err error) {
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
 }

@@ -34,50 +34,12 @@ import (
 // They need root, an OCI runtime and the agent binary ($SANDLOT_AGENT_BIN);
 // without them they skip, unless CI=true, where that is a failure.
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-func sandlotBin(t testing.TB) string {
-	t.Helper()
-	if b := os.Getenv("SANDLOT_BIN"); b != "" {
-		return b
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sandlot-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "sandlot")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/sandlot/sandlot/cmd/sandlot").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
-
 func runtimePreconditions(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		testenv.Require(t, false, "needs root")
-	}
-	if _, err := exec.LookPath("crun"); err != nil {
-		if _, err := exec.LookPath("runc"); err != nil {
-			testenv.Require(t, false, "no OCI runtime (crun or runc)")
-		}
-	}
-	if a := os.Getenv("SANDLOT_AGENT_BIN"); a == "" {
-		testenv.Require(t, false, "SANDLOT_AGENT_BIN is not set (make test sets it)")
-	} else if _, err := os.Stat(a); err != nil {
-		testenv.Require(t, false, "SANDLOT_AGENT_BIN: "+err.Error())
-	}
+	testenv.RequireOCIRuntime(t)
+	// The daemon finds the agent through the environment.
+	_, err := os.Stat(testenv.Env(t, "SANDLOT_AGENT_BIN"))
+	testenv.Require(t, err == nil, fmt.Sprintf("SANDLOT_AGENT_BIN: %v", err))
 }
 
 // daemon is one `sandlot serve` process.
@@ -106,7 +68,7 @@ func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s"}, extra...)
-	cmd := exec.Command(sandlotBin(t), args...)
+	cmd := exec.Command(testenv.SandlotBinary(t), args...)
 	// Files, not pipes: sandboxes outlive the daemon by design, and a
 	// child holding a pipe would keep cmd.Wait copying forever.
 	pr, pw, err := os.Pipe()
@@ -301,7 +263,7 @@ func TestE2E(t *testing.T) {
 		testenv.Require(t, false, "the server's runtime is not ready: "+body)
 	}
 	a := d.client(d.key)
-	out, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
+	out, err := exec.Command(testenv.SandlotBinary(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
 	if err != nil {
 		t.Fatalf("tenant create: %v", err)
 	}
@@ -477,7 +439,7 @@ func TestE2E(t *testing.T) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
 		}
 		// A tenant's own mode: report passes the output unchanged.
-		repOut, err := exec.Command(sandlotBin(t), "tenant", "create", "--data-dir", dir, "--guard-mode", "report", "--json", "reporter").Output()
+		repOut, err := exec.Command(testenv.SandlotBinary(t), "tenant", "create", "--data-dir", dir, "--guard-mode", "report", "--json", "reporter").Output()
 		var rep struct{ APIKey string }
 		if err != nil || json.Unmarshal(repOut, &rep) != nil {
 			t.Fatalf("tenant create: %v", err)

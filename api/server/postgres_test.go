@@ -4,22 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/guard"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/postgres"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -30,31 +28,8 @@ import (
 // (execution_contexts) and a guard finding (audit_events), and GET
 // /v1/audit reads the finding back through the scoped store.
 func TestPostgresRLSFromRequest(t *testing.T) {
-	base := testenv.Env(t, "SANDLOT_TEST_POSTGRES")
 	ctx := context.Background()
-	schema := "sandlot_srv_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	st, err := postgres.Open(ctx, u.String(), postgres.Config{})
+	st, err := postgres.Open(ctx, pgtest.SchemaURL(t), postgres.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

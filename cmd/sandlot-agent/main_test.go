@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestStaticBinaryServes builds the agent the way the Makefile does and
@@ -87,26 +88,12 @@ func dial(t *testing.T, sock string) *agent.Client {
 	return c
 }
 
-// requireBwrap skips when bubblewrap is missing, except in CI (make test
-// installs it), where a missing precondition fails the test.
-func requireBwrap(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("bwrap")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("bwrap is required in CI (scripts/deps.sh test installs bubblewrap)")
-		}
-		t.Skip("bwrap not installed")
-	}
-	return p
-}
-
 // TestReadOnlyRootAsPID1 runs the static agent the way a sandbox does: PID 1
 // of a new pid namespace, uid 1000, the host's / read-only, and only
 // /home/user, /tmp and the socket dir writable. The runtime's own container
 // tests cover the real OCI setup; this pins the agent's side of it.
 func TestReadOnlyRootAsPID1(t *testing.T) {
-	bwrap := requireBwrap(t)
+	bwrap := testenv.RequireBinary(t, "bwrap") // scripts/deps.sh test installs bubblewrap
 	dir := t.TempDir()
 	bin := buildStatic(t, dir)
 	home, run := filepath.Join(dir, "home"), filepath.Join(dir, "run")
@@ -208,12 +195,7 @@ func TestNoNetHTTPFromSandlot(t *testing.T) {
 // non-dumpable: /proc/<pid>/mem then belongs to root, not to the agent's
 // uid, and a same-uid process cannot ptrace or read it.
 func TestNotDumpable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("root is required in CI")
-		}
-		t.Skip("needs root to run the agent as uid 1000")
-	}
+	testenv.RequireRoot(t) // to run the agent as uid 1000
 	dir := t.TempDir()
 	bin := buildStatic(t, dir)
 	for _, d := range []string{filepath.Dir(dir), dir} {

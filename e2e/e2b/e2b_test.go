@@ -11,16 +11,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/tools/toolstest"
 )
 
 const apiKey = "e2b_0123456789abcdef0123456789abcdef01234567"
@@ -57,134 +57,27 @@ func (r *redactStream) Flush() string {
 	return s
 }
 
-// need reports a missing precondition: a skip on a developer machine, a
-// failure in CI.
-func need(t *testing.T, ok bool, what string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("precondition missing: %s", what)
-	}
-	t.Skipf("precondition missing: %s", what)
-}
-
 // npmReady makes sure node_modules matches package-lock.json.
 func npmReady(t *testing.T) {
 	t.Helper()
-	_, errNode := exec.LookPath("node")
-	need(t, errNode == nil, "node")
+	testenv.RequireBinary(t, "node")
 	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
 		return
 	}
-	_, errNpm := exec.LookPath("npm")
-	need(t, errNpm == nil, "npm")
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
+	cmd := exec.Command(testenv.RequireBinary(t, "npm"), "ci", "--no-audit", "--no-fund")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
 }
 
-// agentBinary returns the sandlot-agent to run sandboxes with:
-// SANDLOT_AGENT_BIN (set by make test) or a fresh build.
-func agentBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("SANDLOT_AGENT_BIN"); b != "" {
-		return b
-	}
-	out := filepath.Join(t.TempDir(), "sandlot-agent")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build sandlot-agent: %v\n%s", err, b)
-	}
-	return out
-}
-
-// hostAgent is a provider that runs the real sandlot-agent as a host
-// process per sandbox (no container): real kernels, real processes and a
-// per-sandbox home, without needing an OCI runtime.
-type hostAgent struct {
-	bin, dir string
-
-	mu    sync.Mutex
-	n     int
-	procs map[string]*exec.Cmd
-}
-
-func (h *hostAgent) Name() string { return "hostagent" }
-
-func (h *hostAgent) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
-	h.mu.Lock()
-	h.n++
-	id := fmt.Sprintf("sb%d", h.n)
-	h.mu.Unlock()
-	root := filepath.Join(h.dir, id)
-	home := filepath.Join(root, "home")
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return nil, err
-	}
-	sock := filepath.Join(root, "agent.sock")
-	cmd := exec.Command(h.bin, "--socket", sock, "--home", home)
-	cmd.Dir = home
-	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Env = append(cmd.Env, "PATH=/usr/local/bin:/usr/bin:/bin")
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	h.procs[id] = cmd
-	h.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: id})
-		if err == nil {
-			return c, nil
-		}
-		if time.Now().After(deadline) {
-			h.Destroy(ctx, id)
-			return nil, fmt.Errorf("agent %s: %v: %w", id, err, errdefs.ErrUnavailable)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (h *hostAgent) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
-	return agent.Dial(ctx, filepath.Join(h.dir, id, "agent.sock"), agent.ClientConfig{SandboxID: id})
-}
-
-func (h *hostAgent) List(ctx context.Context) ([]string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var ids []string
-	for id := range h.procs {
-		ids = append(ids, id)
-	}
-	return ids, nil
-}
-
-func (h *hostAgent) Destroy(ctx context.Context, id string) error {
-	h.mu.Lock()
-	cmd := h.procs[id]
-	delete(h.procs, id)
-	h.mu.Unlock()
-	if cmd != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}
-	return os.RemoveAll(filepath.Join(h.dir, id))
-}
-
 // sandboxProvider returns the provider sandboxes run on: the real local
 // (OCI) provider when running as root with a runtime, which CI always
-// does; elsewhere real sandlot-agent processes on the host (hostAgent).
+// does; elsewhere real sandlot-agent processes on the host
+// (toolstest.HostProvider).
 // E2E_PROVIDER=hostagent forces the latter.
 func sandboxProvider(t *testing.T) contexts.Provider {
 	t.Helper()
-	bin := agentBinary(t)
+	bin := testenv.AgentBinary(t)
 	if os.Getenv("E2E_PROVIDER") != "hostagent" {
 		if os.Geteuid() == 0 {
 			dir, err := os.MkdirTemp("", "sl-e2b-")
@@ -203,22 +96,15 @@ func sandboxProvider(t *testing.T) contexts.Provider {
 				return p
 			}
 			os.RemoveAll(dir)
-			if os.Getenv("CI") == "true" {
+			if testenv.InCI() {
 				t.Fatalf("local provider: %v", err)
 			}
 			t.Logf("local provider unavailable (%v); using host agent processes", err)
-		} else if os.Getenv("CI") == "true" {
+		} else if testenv.InCI() {
 			t.Fatal("CI runs the E2B suite as root on the local provider")
 		}
 	}
-	p := &hostAgent{bin: bin, dir: t.TempDir(), procs: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-	})
-	return p
+	return toolstest.NewHostProvider(t)
 }
 
 // server starts sandlot's E2B surface over a real contexts.Manager.
@@ -262,8 +148,8 @@ func TestOfficialSDK(t *testing.T) {
 	})
 	t.Run("serve", func(t *testing.T) {
 		bin := os.Getenv("SANDLOT_BIN")
-		need(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
-		need(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
+		testenv.Require(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
+		testenv.Require(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
 		url, key := serve(t, bin)
 		// The real guard (the bootstrap tenant enforces) finds an AWS
 		// access key id assembled inside the sandbox.
@@ -365,7 +251,7 @@ func serve(t *testing.T, bin string) (string, string) {
 	}
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	need(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
+	testenv.Require(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
 	return url, key
 }
 

@@ -5,8 +5,11 @@
 package testenv
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -46,4 +49,64 @@ func Env(t testing.TB, name string) string {
 	v := os.Getenv(name)
 	Require(t, v != "", name+" set")
 	return v
+}
+
+// RequireOCIRuntime requires what the local provider needs to run a
+// sandbox: root, and crun or runc on PATH.
+func RequireOCIRuntime(t testing.TB) {
+	t.Helper()
+	RequireRoot(t)
+	_, crunErr := exec.LookPath("crun")
+	_, runcErr := exec.LookPath("runc")
+	Require(t, crunErr == nil || runcErr == nil, "crun or runc installed")
+}
+
+var agentBuild, sandlotBuild build
+
+// AgentBinary returns the static sandlot-agent that sandboxes run:
+// $SANDLOT_AGENT_BIN (make test sets it), else a build of cmd/sandlot-agent
+// made once per test process. A failed build fails t.
+func AgentBinary(t testing.TB) string {
+	t.Helper()
+	return agentBuild.binary(t, "SANDLOT_AGENT_BIN", "sandlot-agent", "CGO_ENABLED=0")
+}
+
+// SandlotBinary returns the sandlot binary: $SANDLOT_BIN (make test sets
+// it), else a build of cmd/sandlot made once per test process.
+func SandlotBinary(t testing.TB) string {
+	t.Helper()
+	return sandlotBuild.binary(t, "SANDLOT_BIN", "sandlot")
+}
+
+// build is one command of this module, built at most once per process. The
+// binary stays in a temp dir for the life of the process (a test helper has
+// no hook at process exit).
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *build) binary(t testing.TB, env, cmd string, buildEnv ...string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", cmd+"-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, cmd)
+		c := exec.Command("go", "build", "-trimpath", "-o", b.path, "github.com/sandlot/sandlot/cmd/"+cmd)
+		c.Env = append(os.Environ(), buildEnv...)
+		if out, err := c.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", cmd, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

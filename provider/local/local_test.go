@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 func TestCreateRunDestroy(t *testing.T) {
@@ -80,7 +81,7 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), helperEnv+"="+p.stateDir, AgentEnv+"="+agentBin)
+	cmd.Env = append(os.Environ(), helperEnv+"="+p.stateDir, AgentEnv+"="+testenv.AgentBinary(t))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

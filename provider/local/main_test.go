@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,15 +13,11 @@ import (
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// agentBin is the static agent the tests mount: $SANDLOT_AGENT_BIN (make
-// test builds it) or one built here.
-var agentBin string
-
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(helperMain())
 	}
-	os.Exit(run(m))
+	os.Exit(m.Run())
 }
 
 // helperEnv makes the test binary a short-lived "daemon" for TestRestart:
@@ -52,27 +46,6 @@ func helperMain() int {
 	return 0
 }
 
-func run(m *testing.M) int {
-	agentBin = os.Getenv(AgentEnv)
-	if agentBin == "" && os.Geteuid() == 0 {
-		dir, err := os.MkdirTemp("", "sl-agent-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		agentBin = filepath.Join(dir, "sandlot-agent")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", agentBin, "github.com/sandlot/sandlot/cmd/sandlot-agent")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build sandlot-agent:", err)
-			return 1
-		}
-	}
-	return m.Run()
-}
-
 // newProvider returns a provider on runtime kind with a private state dir;
 // it destroys whatever is left when the test ends.
 func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...string) *Provider {
@@ -85,7 +58,7 @@ func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: agentBin, Limits: lim, Prestart: prestart, Logger: slog.New(slog.DiscardHandler)})
+	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Limits: lim, Prestart: prestart, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		os.RemoveAll(dir)
 		t.Fatal(err)

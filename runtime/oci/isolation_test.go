@@ -1,13 +1,12 @@
 package oci
 
 import (
-	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/runtimetest"
 )
 
 // TestIsolation runs hostile commands as the sandbox user (from the
@@ -20,52 +19,14 @@ func TestIsolation(t *testing.T) {
 
 func testIsolation(t *testing.T, kind string) {
 	r := newRuntime(t, kind)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := runtimetest.ListenLoopback(t)
 	_, p := startProbe(t, r, runtime.Limits{})
 
-	py := func(code string) string { return fmt.Sprintf("python3 -c %q", code) }
-	mustFail := []struct{ name, cmd string }{
-		{"read /etc/shadow", "cat /etc/shadow"},
-		{"read host root home", "ls /root/"},
-		{"read host /work", "ls /work"},
-		{"read host /var", "ls /var/lib"},
-		{"write /usr", "touch /usr/x"},
-		{"write /usr/bin", "cp /bin/sh /usr/bin/sh2"},
-		{"write /etc", "echo x >> /etc/passwd"},
-		{"write /", "mkdir /x"},
-		{"write /sys", "echo 1 > /sys/kernel/mm/ksm/run"},
-		{"connect host loopback", py(fmt.Sprintf("import socket; socket.create_connection(('127.0.0.1', %d), timeout=2)", port))},
-		{"connect outside", py("import socket; socket.create_connection(('1.1.1.1', 53), timeout=2)")},
-		{"unshare user ns", "unshare -U true"},
-		{"python unshare user ns", py("import os; os.unshare(os.CLONE_NEWUSER)")},
-		{"unshare mount ns", "unshare -m true"},
-		{"mount tmpfs", "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m"},
-		{"ptrace pid 1", py("import ctypes,sys; l=ctypes.CDLL(None,use_errno=True); sys.exit(0 if l.ptrace(16,1,0,0)==0 else 1)")},
-		{"read pid 1 memory", py("open('/proc/1/mem','rb')")},
-		{"setuid root", py("import os; os.setuid(0)")},
-		{"chown", "touch /tmp/f && chown 0 /tmp/f"},
-		{"raw socket", py("import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")},
-		{"kernel keyring", py("import ctypes,sys; l=ctypes.CDLL(None); sys.exit(0 if l.syscall(250,0,0,0,0,0)>=0 else 1)")}, // keyctl
-		{"mknod", "mknod /tmp/null c 1 3"},
-	}
-	for _, tc := range mustFail {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := p.sh(t, tc.cmd); got.Code == 0 {
-				t.Errorf("%q succeeded inside the sandbox: %s", tc.cmd, got.Out)
+	py := runtimetest.Py
+	for _, tc := range runtimetest.Hostile(port) {
+		t.Run(tc.Name, func(t *testing.T) {
+			if got := p.sh(t, tc.Cmd); got.Code == 0 {
+				t.Errorf("%q succeeded inside the sandbox: %s", tc.Cmd, got.Out)
 			}
 		})
 	}

@@ -150,7 +150,7 @@ func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duratio
 		return nil, err
 	}
 	if !r.State.Active() {
-		return nil, fmt.Errorf("context %s is %s: %w", id, r.State, errdefs.ErrFailedPrecondition)
+		return nil, rules.Ended(id, r.State)
 	}
 	r.ExecutionCount++
 	r.TotalExecutionTimeMs += dur.Milliseconds()
@@ -167,7 +167,7 @@ func (s *Store) Touch(ctx context.Context, id string, now, expiresAt time.Time) 
 		return err
 	}
 	if !r.State.Active() {
-		return fmt.Errorf("context %s is %s: %w", id, r.State, errdefs.ErrFailedPrecondition)
+		return rules.Ended(id, r.State)
 	}
 	r.LastUsedAt, r.ExpiresAt = rules.Time(now), rules.Time(expiresAt)
 	return nil

@@ -434,16 +434,6 @@ func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.
 	return r, nil
 }
 
-// whyNot explains why a conditional write on an active record changed no
-// row: the record is absent (or invisible), or it has ended.
-func (s *Store) whyNot(ctx context.Context, id string) error {
-	r, err := s.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("context %s is %s: %w", id, r.State, errdefs.ErrFailedPrecondition)
-}
-
 // Update implements contexts.Store. The state guard is in the WHERE
 // clause, so a concurrent Terminate cannot be undone by a stale Update.
 func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
@@ -495,7 +485,7 @@ func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duratio
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, s.whyNot(ctx, id)
+		return nil, rules.WhyNot(ctx, s.Get, id)
 	}
 	if err != nil {
 		return nil, mapErr(err, "record execution on "+id)
@@ -519,7 +509,7 @@ func (s *Store) Touch(ctx context.Context, id string, now, expiresAt time.Time) 
 		return mapErr(err, "touch "+id)
 	}
 	if n == 0 {
-		return s.whyNot(ctx, id)
+		return rules.WhyNot(ctx, s.Get, id)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,53 +16,18 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/postgres"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
 	"github.com/sandlot/sandlot/store/storetest"
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// baseURL returns SANDLOT_TEST_POSTGRES. Without it the test is skipped,
-// except in CI, where Postgres is a precondition and its absence fails.
+// baseURL returns SANDLOT_TEST_POSTGRES, a precondition of these tests.
 func baseURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("SANDLOT_TEST_POSTGRES")
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("SANDLOT_TEST_POSTGRES is not set (required in CI)")
-		}
-		t.Skip("SANDLOT_TEST_POSTGRES is not set")
-	}
-	return u
-}
-
-// freshSchema creates an empty, uniquely named schema and returns a URL
-// whose search_path points at it; the schema is dropped when t ends.
-func freshSchema(t testing.TB) string {
-	t.Helper()
-	base := baseURL(t)
-	ctx := context.Background()
-	schema := "sandlot_test_" + strings(uuid.NewString())
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect %s: %v", base, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("drop schema %s: %v", schema, err)
-		}
-	})
-	return withParam(t, base, "search_path", schema)
+	return testenv.Env(t, "SANDLOT_TEST_POSTGRES")
 }
 
 func strings(id string) string {
@@ -74,17 +38,6 @@ func strings(id string) string {
 		}
 	}
 	return string(out[:16])
-}
-
-func withParam(t testing.TB, raw, k, v string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set(k, v)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 func open(t testing.TB, u string) *postgres.Store {
@@ -99,11 +52,11 @@ func open(t testing.TB, u string) *postgres.Store {
 
 func TestConformance(t *testing.T) {
 	baseURL(t)
-	storetest.Run(t, func(t *testing.T) store.Backend { return open(t, freshSchema(t)) })
+	storetest.Run(t, func(t *testing.T) store.Backend { return open(t, pgtest.SchemaURL(t)) })
 }
 
 func TestOpenURL(t *testing.T) {
-	u := freshSchema(t)
+	u := pgtest.SchemaURL(t)
 	b, err := store.Open(context.Background(), u)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +70,7 @@ func TestOpenURL(t *testing.T) {
 // TestConcurrentMigrate opens two stores on one empty schema at once: the
 // advisory lock lets one migrate and the other find the work done.
 func TestConcurrentMigrate(t *testing.T) {
-	u := freshSchema(t)
+	u := pgtest.SchemaURL(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	stores := make([]*postgres.Store, 3)
@@ -148,7 +101,7 @@ func TestConcurrentMigrate(t *testing.T) {
 // TestTwoDaemons stands in for two managers sharing one database: two
 // separate pools race to create one identity and to terminate one context.
 func TestTwoDaemons(t *testing.T) {
-	u := freshSchema(t)
+	u := pgtest.SchemaURL(t)
 	a, b := open(t, u), open(t, u)
 	daemons := []*postgres.Store{a, b}
 	ctx := context.Background()
@@ -221,7 +174,7 @@ func TestTwoDaemons(t *testing.T) {
 // setting never sees tenant B's rows, and no setting sees nothing.
 func TestRLSNonOwner(t *testing.T) {
 	ctx := context.Background()
-	u := freshSchema(t)
+	u := pgtest.SchemaURL(t)
 	s := open(t, u)
 	for _, tn := range []string{"A", "B"} {
 		for _, p := range []string{"main", "branch"} {
@@ -348,7 +301,7 @@ func TestRLSNonOwner(t *testing.T) {
 // daemon connects as the owner) and the role does not outlive the call.
 func TestScopedStatementsRunAsAppRole(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, freshSchema(t))
+	s := open(t, pgtest.SchemaURL(t))
 	b := &contexts.Record{Identity: contexts.Identity{TenantID: "B", ConversationID: "c", PathID: "main"}}
 	if err := s.Create(ctx, b); err != nil {
 		t.Fatal(err)
@@ -375,7 +328,7 @@ func TestScopedStatementsRunAsAppRole(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Backend {
-		s, err := postgres.Open(context.Background(), freshSchema(b), postgres.Config{})
+		s, err := postgres.Open(context.Background(), pgtest.SchemaURL(b), postgres.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,13 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
 )
 
 // TestUpdatedAtTrigger: the BEFORE UPDATE trigger moves updated_at on every
 // change, whichever statement makes it (Update, Touch, RecordExecution,
 // Terminate).
 func TestUpdatedAtTrigger(t *testing.T) {
-	u := freshSchema(t)
+	u := pgtest.SchemaURL(t)
 	s := open(t, u)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, u)

@@ -313,16 +313,6 @@ func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.
 	return r, nil
 }
 
-// whyNot explains why a conditional write on an active record changed no
-// row: the record is absent (or invisible), or it has ended.
-func (s *Store) whyNot(ctx context.Context, id string) error {
-	r, err := s.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("context %s is %s: %w", id, r.State, errdefs.ErrFailedPrecondition)
-}
-
 // Update implements contexts.Store.
 func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.CheckUpdate(rec.ID, contexts.StateReady, rec.State); err != nil {
@@ -354,7 +344,7 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
 	r, err := scanRecord(s.recordStmt.QueryRowContext(ctx, scope(ctx), id, dur.Milliseconds(), ms(now), ms(expiresAt), nowMs()))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, s.whyNot(ctx, id)
+		return nil, rules.WhyNot(ctx, s.Get, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("record execution on %s: %w", id, err)
@@ -369,7 +359,7 @@ func (s *Store) Touch(ctx context.Context, id string, now, expiresAt time.Time) 
 		return fmt.Errorf("touch %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return s.whyNot(ctx, id)
+		return rules.WhyNot(ctx, s.Get, id)
 	}
 	return nil
 }

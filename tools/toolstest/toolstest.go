@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -22,41 +21,6 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// AgentBinary returns $SANDLOT_AGENT_BIN, or a static build of
-// ./cmd/sandlot-agent made once per test process.
-func AgentBinary(tb testing.TB) string {
-	tb.Helper()
-	if p := os.Getenv("SANDLOT_AGENT_BIN"); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "sandlot-agent-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sandlot-agent")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sandlot-agent")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("build sandlot-agent: %v", buildErr)
-	}
-	return binPath
-}
 
 // RequirePython skips the test when /usr/bin/python3 is absent, unless
 // CI=true, where that is a failure.
@@ -89,7 +53,7 @@ var _ contexts.Provider = (*HostProvider)(nil)
 // NewHostProvider returns a provider whose agents are stopped at the end
 // of the test.
 func NewHostProvider(tb testing.TB) *HostProvider {
-	p := &HostProvider{tb: tb, bin: AgentBinary(tb), dir: tb.TempDir(), procs: map[string]*hostAgent{}}
+	p := &HostProvider{tb: tb, bin: testenv.AgentBinary(tb), dir: tb.TempDir(), procs: map[string]*hostAgent{}}
 	tb.Cleanup(func() {
 		p.mu.Lock()
 		ids := make([]string, 0, len(p.procs))
@@ -130,6 +94,9 @@ func (p *HostProvider) Create(ctx context.Context, spec contexts.Spec) (contexts
 	}
 	a.cmd = exec.Command(p.bin, "--socket", a.socket, "--home", a.home)
 	a.cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
+	for k, v := range spec.Env {
+		a.cmd.Env = append(a.cmd.Env, k+"="+v)
+	}
 	if testing.Verbose() {
 		a.cmd.Stderr = os.Stderr
 	}

@@ -8,55 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// Binary returns the agent binary: $SANDLOT_AGENT_BIN, or a static build of
-// ./cmd/sandlot-agent made once per test process.
-func Binary(tb testing.TB) string {
-	tb.Helper()
-	if p := os.Getenv("SANDLOT_AGENT_BIN"); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-		dir, err := os.MkdirTemp("", "sandlot-agent-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sandlot-agent")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sandlot-agent")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		tb.Fatalf("build agent: %v", buildErr)
-	}
-	return binPath
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // Agent is a running agent process.
 type Agent struct {
@@ -74,7 +31,7 @@ func Start(tb testing.TB, args ...string) *Agent {
 	if err := os.MkdirAll(a.Home, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	a.Cmd = exec.Command(Binary(tb), append([]string{"--socket", a.Socket, "--home", a.Home}, args...)...)
+	a.Cmd = exec.Command(testenv.AgentBinary(tb), append([]string{"--socket", a.Socket, "--home", a.Home}, args...)...)
 	a.Cmd.Env = append(os.Environ(), "MPLCONFIGDIR="+filepath.Join(dir, "mpl"))
 	if g := os.Getenv("SANDLOT_T_GMP"); g != "" {
 		a.Cmd.Env = append(a.Cmd.Env, "GOMAXPROCS="+g)

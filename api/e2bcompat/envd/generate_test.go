@@ -7,19 +7,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestGeneratedCurrent regenerates the Go code from the .proto files with
 // protoc and the plugin versions pinned in go.mod, and compares it with
 // the committed files. protoc's own version line is ignored.
 func TestGeneratedCurrent(t *testing.T) {
-	protoc, err := exec.LookPath("protoc")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("protoc is not installed (Debian package protobuf-compiler)")
-		}
-		t.Skip("protoc is not installed")
-	}
+	protoc := testenv.RequireBinary(t, "protoc") // Debian package protobuf-compiler
 	bin := t.TempDir()
 	for _, pkg := range []string{"google.golang.org/protobuf/cmd/protoc-gen-go", "connectrpc.com/connect/cmd/protoc-gen-connect-go"} {
 		cmd := exec.Command("go", "build", "-o", bin, pkg)

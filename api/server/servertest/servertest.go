@@ -351,7 +351,7 @@ func (t *Tools) Call(ctx context.Context, c server.ToolCall, out contexts.Output
 				out(agent.OutputEvent{Stream: agent.Stdout, Data: o})
 			}
 		}
-		res = &api.RunCodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID}
+		res = &api.RunCodeResult{CodeResult: api.CodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID}}
 		return nil
 	})
 	if err != nil {

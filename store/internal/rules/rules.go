@@ -165,3 +165,20 @@ func AuditLimit(limit int) int {
 	}
 	return limit
 }
+
+// Ended is the error of a write that needs an active record when record id
+// is in state.
+func Ended(id string, state contexts.State) error {
+	return fmt.Errorf("context %s is %s: %w", id, state, errdefs.ErrFailedPrecondition)
+}
+
+// WhyNot explains why a conditional write on the active record id changed
+// no row: get's error when the record is absent (or invisible), else that it
+// has ended.
+func WhyNot(ctx context.Context, get func(context.Context, string) (*contexts.Record, error), id string) error {
+	r, err := get(ctx, id)
+	if err != nil {
+		return err
+	}
+	return Ended(id, r.State)
+}
