@@ -249,7 +249,7 @@ func cloneRecord(r *Record) *Record {
 // sandbox is gone it is terminated (reason error) and replaced
 // transparently. Every call extends expiresAt to now + TTL.
 func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptions) (*Record, error) {
-	e, err := m.acquire(ctx, id, opts)
+	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -258,15 +258,21 @@ func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptio
 
 // acquire returns the ready, health-checked and touched entry of id,
 // inside a get_or_create span.
-func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+//
+// recordWithin > 0 says the caller records the use itself (Execute:
+// Store.RecordExecution sets lastUsedAt and expiresAt after the call) and
+// that its call ends within recordWithin: a reused context whose expiresAt
+// is further away than that is not touched first, saving one store write
+// per call. Zero touches on reuse (GetOrCreate, Use).
+func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
 	ctx, span := startSpan(ctx, spanGetOrCreate, id)
-	e, err := m.acquireEntry(ctx, id, opts)
+	e, err := m.acquireEntry(ctx, id, opts, recordWithin)
 	m.sandboxAttr(span, e)
 	endSpan(span, err)
 	return e, err
 }
 
-func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
 	id, err := normalize(id)
 	if err != nil {
 		return nil, err
@@ -291,7 +297,7 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			e = nil // the identity moved on to another context
 		}
 		if e != nil {
-			if m.revive(ctx, e) {
+			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
 				template := e.rec.Template
 				m.ts(template).TotalReused++
@@ -360,9 +366,10 @@ func (m *Manager) adopt(rec *Record) *entry {
 
 // revive makes e usable: it waits for a record another process is
 // creating, rotates or expires it when due, attaches and pings its sandbox
-// and touches it. It reports false when e was ended instead (the caller
-// creates a new context). Precondition: the identity lock is held.
-func (m *Manager) revive(ctx context.Context, e *entry) bool {
+// and touches it (see acquire for recordWithin). It reports false when e
+// was ended instead (the caller creates a new context). Precondition: the
+// identity lock is held.
+func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) bool {
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	sb, ttl, ended := e.sb, e.ttl, e.ended
@@ -417,6 +424,15 @@ func (m *Manager) revive(ctx context.Context, e *entry) bool {
 		}
 		m.healthFailed(ctx, e, "health check failed: "+err.Error())
 		return false
+	}
+	if recordWithin > 0 && rec.ExpiresAt.After(now.Add(recordWithin)) {
+		// The record stays unexpired for the whole call, for every process
+		// (cleanup here skips an executing context anyway), and the call's
+		// Store.RecordExecution extends it and reports a record another
+		// process ended (recordExecution drops the entry then). A sandbox
+		// that process tore down is caught before the call by the health
+		// check (its connection is closed).
+		return true
 	}
 	return m.touch(ctx, e, now, ttl)
 }
@@ -856,7 +872,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		return nil, err
 	}
 	for range 4 {
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID})
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) {
 				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
@@ -941,9 +957,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.cfg.Metrics.Execution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
-	after := cloneRecord(e.rec)
+	after, ended := cloneRecord(e.rec), e.ended
 	m.mu.Unlock()
-	if max := m.maxExecutions(after); max > 0 && after.ExecutionCount >= max {
+	if max := m.maxExecutions(after); !ended && max > 0 && after.ExecutionCount >= max {
 		m.end(ctx, e, ReasonRotated, "")
 	}
 	return &ExecuteResult{
@@ -966,7 +982,8 @@ func outcome(r *agent.RunCodeResult) string {
 
 // recordExecution counts one execution of dur on e and extends its
 // expiry, atomically in the store; a store failure is logged and the
-// in-memory copy is updated instead.
+// in-memory copy is updated instead. A record the store reports ended (by
+// another process) drops e, as touch does: the next call starts over.
 func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
 	now := m.now()
 	m.mu.Lock()
@@ -981,6 +998,11 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 				e.rec = r
 			}
 			m.mu.Unlock()
+			return
+		}
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			m.log.Info("context ended elsewhere; dropping it", logContext, id, logErr, err)
+			m.drop(e)
 			return
 		}
 		m.log.Warn("store: record execution", logContext, id, logErr, err)
@@ -998,7 +1020,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 // handles concurrent calls. fn must not keep sb after it returns, and
 // sb.Close is a no-op.
 func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn func(ctx context.Context, rec *Record, sb Sandbox) error) error {
-	e, err := m.acquire(ctx, id, opts)
+	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
 		return err
 	}
