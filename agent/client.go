@@ -36,6 +36,12 @@ type ClientConfig struct {
 // errdefs.ErrUnavailable.
 var ErrProtocol = errors.New("agent protocol violation")
 
+// ErrNotSent marks a call that failed before any byte of its request was
+// written to the connection (the connection was already closed, or the
+// write failed having written nothing): the agent never saw it, so the
+// call had no effect in the sandbox. It comes with errdefs.ErrUnavailable.
+var ErrNotSent = errors.New("request not sent")
+
 // Client is the host side of one connection to a sandlot-agent. Calls are
 // safe for concurrent use and multiplexed by id. Every frame from the agent
 // is treated as hostile: any violation closes the connection.
@@ -268,12 +274,15 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	if c.closed {
 		err := c.closeErr
 		c.mu.Unlock()
-		return fmt.Errorf("%s: %w", method, err)
+		return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	if err := c.write(frame); err != nil {
+	if n, err := c.write(frame); err != nil {
+		if n == 0 {
+			return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
+		}
 		return fmt.Errorf("%s: %w", method, err)
 	}
 
@@ -349,16 +358,17 @@ func (c *Client) notify(method string, params any) {
 	frame = append(frame, `,"params":`...)
 	frame = append(frame, p...)
 	frame = append(frame, "}\n"...)
-	_ = c.write(frame)
+	_, _ = c.write(frame)
 }
 
-// write sends one whole frame. A failed or stalled write kills the connection.
-func (c *Client) write(frame []byte) error {
+// write sends one whole frame and reports how many of its bytes reached
+// the connection. A failed or stalled write kills the connection.
+func (c *Client) write(frame []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
 	case <-c.done:
-		return c.closeErr
+		return 0, c.closeErr
 	default:
 	}
 	// Re-arming the deadline costs a timer update per frame; refresh it
@@ -368,11 +378,12 @@ func (c *Client) write(frame []byte) error {
 		c.wdeadline = now.Add(c.cfg.WriteTimeout)
 		_ = c.conn.SetWriteDeadline(c.wdeadline)
 	}
-	if _, err := c.conn.Write(frame); err != nil {
+	n, err := c.conn.Write(frame)
+	if err != nil {
 		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
-		return c.closeErr
+		return n, c.closeErr
 	}
-	return nil
+	return n, nil
 }
 
 // Ping checks that the agent answers.

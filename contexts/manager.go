@@ -180,6 +180,39 @@ type entry struct {
 	ended   bool          // terminated; callers holding it must start over
 	users   int           // Use callbacks running; expiry waits for them
 	unsaved bool          // Store.Create failed: the record lives only here
+	alive   time.Time     // when sb last answered (wall clock, monotonic)
+}
+
+// doner is a sandbox connection that reports its closing (*agent.Client).
+type doner interface{ Done() <-chan struct{} }
+
+// provedAlive reports whether sb answered within HealthCheckInterval and
+// its connection is still open, which counts as a passed health check.
+func (m *Manager) provedAlive(e *entry, sb Sandbox) bool {
+	if m.cfg.HealthCheckInterval < 0 {
+		return false
+	}
+	d, ok := sb.(doner)
+	if !ok {
+		return false
+	}
+	select {
+	case <-d.Done():
+		return false
+	default:
+	}
+	m.mu.Lock()
+	at := e.alive
+	m.mu.Unlock()
+	return !at.IsZero() && time.Since(at) < m.cfg.HealthCheckInterval
+}
+
+// markAlive records that e's sandbox just answered.
+func (m *Manager) markAlive(e *entry) {
+	now := time.Now()
+	m.mu.Lock()
+	e.alive = now
+	m.mu.Unlock()
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool
@@ -415,15 +448,18 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		e.sb = sb
 		m.mu.Unlock()
 	}
-	pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
-	err := sb.Ping(pctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
+	if !m.provedAlive(e, sb) {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+		err := sb.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			m.healthFailed(ctx, e, "health check failed: "+err.Error())
 			return false
 		}
-		m.healthFailed(ctx, e, "health check failed: "+err.Error())
-		return false
+		m.markAlive(e)
 	}
 	if recordWithin > 0 && rec.ExpiresAt.After(now.Add(recordWithin)) {
 		// The record stays unexpired for the whole call, for every process
@@ -871,6 +907,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	if err != nil {
 		return nil, err
 	}
+	resent := false
 	for range 4 {
 		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
@@ -889,15 +926,26 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 			e.exec.unlock()
 			continue
 		}
-		res, err := m.run(ctx, e, sb, req, timeout, out)
+		res, err := m.run(ctx, e, sb, req, timeout, out, !resent)
 		e.exec.unlock()
+		if errors.Is(err, errResend) {
+			resent = true
+			continue // the sandbox died before the request left: run it in a fresh one
+		}
 		return res, err
 	}
 	return nil, fmt.Errorf("context of %s/%s kept ending under this call: %w", id.ConversationID, id.PathID, errdefs.ErrUnavailable)
 }
 
+// errResend is run's answer when the call never reached a sandbox that
+// turned out dead (agent.ErrNotSent, then a failed ping): the context is
+// ended and the call may go to a fresh one, as if the health check before
+// it had failed.
+var errResend = errors.New("request not sent to a dead sandbox")
+
 // run executes one call on e. Precondition: e's exec lock is held.
-func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc) (*ExecuteResult, error) {
+// mayResend allows errResend.
+func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc, mayResend bool) (*ExecuteResult, error) {
 	rec := m.snapshot(e)
 	g := m.cfg.Guard
 	sg := newStreamGuard(ctx, g, rec.TenantID, out)
@@ -930,6 +978,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			}
 		case errdefs.IsClientFault(err) && !errors.Is(err, errdefs.ErrUnavailable):
 			// The request was refused (bad kernel name, ...): the sandbox is fine.
+			m.markAlive(e)
 			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
@@ -939,6 +988,12 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			perr := sb.Ping(pctx)
 			pcancel()
 			if perr != nil {
+				if mayResend && errors.Is(err, agent.ErrNotSent) && !m.isClosed() {
+					// Provably never reached the agent: nothing ran, so
+					// this is the failed health check of a reuse.
+					m.healthFailed(ctx, e, "health check failed: "+err.Error())
+					return nil, errResend
+				}
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
 			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
@@ -948,6 +1003,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			}
 			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
 		}
+	}
+	if err == nil {
+		m.markAlive(e) // the agent answered
 	}
 	dur := wall
 	if res.DurationMs > 0 {
