@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,12 @@ type ClientConfig struct {
 // errdefs.ErrUnavailable.
 var ErrProtocol = errors.New("agent protocol violation")
 
+// ErrNotSent marks a call that failed before any byte of its request was
+// written to the connection (the connection was already closed, or the
+// write failed having written nothing): the agent never saw it, so the
+// call had no effect in the sandbox. It comes with errdefs.ErrUnavailable.
+var ErrNotSent = errors.New("request not sent")
+
 // Client is the host side of one connection to a sandlot-agent. Calls are
 // safe for concurrent use and multiplexed by id. Every frame from the agent
 // is treated as hostile: any violation closes the connection.
@@ -61,7 +68,17 @@ type call struct {
 	method string
 	out    func(OutputEvent) // may be nil
 	budget int64             // streamed bytes left before the agent counts as hostile
-	resp   chan *Frame       // buffered 1: the final response
+	result any               // where the result goes (a pointer), or nil
+	resp   chan *reply       // buffered 1: the final response
+}
+
+// reply is a call's final response: an error, a result already decoded
+// into call.result, or (a frame not in the agent's own layout) the raw
+// result still to decode.
+type reply struct {
+	err     *RPCError
+	raw     json.RawMessage
+	decoded bool
 }
 
 // Dial connects to the agent socket at socketPath.
@@ -162,6 +179,20 @@ func (c *Client) readLoop() {
 		if len(line) == 0 {
 			continue
 		}
+		// The agent's own layouts are parsed once, straight into the
+		// caller's type; anything else takes the general path.
+		if id, ok := resultHead(line); ok {
+			if !c.dispatchResult(id, line) {
+				return
+			}
+			continue
+		}
+		if bytes.HasPrefix(line, outputHead) {
+			if !c.dispatchOutput(line) {
+				return
+			}
+			continue
+		}
 		f, err := DecodeFrame(line)
 		if err != nil {
 			c.violation("%v", err)
@@ -171,6 +202,128 @@ func (c *Client) readLoop() {
 			return
 		}
 	}
+}
+
+// The agent writes its successful responses and its output notifications
+// with these exact heads (agent/server): frames that start so are decoded
+// in one pass into their final types. The shape checks are DecodeFrame's.
+var (
+	respHead   = []byte(`{"jsonrpc":"2.0","id":`)
+	resultKey  = []byte(`,"result":`)
+	outputHead = []byte(`{"jsonrpc":"2.0","method":"` + NotifyOutput + `","params":`)
+)
+
+// resultHead returns N when line starts {"jsonrpc":"2.0","id":N,"result":
+// with N a plain decimal that fits a uint64.
+func resultHead(line []byte) (uint64, bool) {
+	if !bytes.HasPrefix(line, respHead) {
+		return 0, false
+	}
+	rest := line[len(respHead):]
+	var id uint64
+	i := 0
+	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		if i == 19 { // 20 digits may overflow: leave it to the general path
+			return 0, false
+		}
+		id = id*10 + uint64(rest[i]-'0')
+	}
+	if i == 0 || !bytes.HasPrefix(rest[i:], resultKey) {
+		return 0, false
+	}
+	return id, true
+}
+
+// resultFrame is a response decoded with its result going straight into
+// the call's result.
+type resultFrame struct {
+	JSONRPC string    `json:"jsonrpc"`
+	ID      *uint64   `json:"id"`
+	Method  string    `json:"method"`
+	Result  any       `json:"result"` // a pointer to the destination
+	Error   *RPCError `json:"error"`
+}
+
+// dispatchResult routes a frame whose head (resultHead) says it is the
+// result of call id, decoding it once. It reports false when the
+// connection was closed because of it.
+func (c *Client) dispatchResult(id uint64, line []byte) bool {
+	c.mu.Lock()
+	cl, ok := c.pending[id]
+	dropped := false
+	if ok {
+		delete(c.pending, id)
+	} else if _, dropped = c.abandoned[id]; dropped {
+		delete(c.abandoned, id)
+	}
+	c.mu.Unlock()
+	var dst any = new(json.RawMessage) // validated, not kept
+	if ok && cl.result != nil {
+		dst = cl.result
+	}
+	rf := resultFrame{Result: dst}
+	err := json.Unmarshal(line, &rf)
+	var bad string
+	switch {
+	case err != nil:
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && ok {
+			bad = fmt.Sprintf("bad %s result: %v", cl.method, err)
+		} else {
+			bad = fmt.Sprintf("bad frame: %v", err)
+		}
+	case rf.JSONRPC != "2.0":
+		bad = fmt.Sprintf("bad frame: jsonrpc %q", rf.JSONRPC)
+	case rf.ID == nil || *rf.ID != id || rf.Method != "":
+		bad = "bad frame: neither a response nor a notification"
+	case rf.Error != nil:
+		bad = "bad frame: response needs exactly one of result and error"
+	case !ok && !dropped:
+		bad = fmt.Sprintf("response for unknown or finished call %d", id)
+	}
+	if bad != "" {
+		c.violation("%s", bad)
+		if ok {
+			cl.resp <- nil // no longer pending: fail it here
+		}
+		return false
+	}
+	if ok {
+		cl.resp <- &reply{decoded: true}
+	}
+	return true
+}
+
+// outputFrame is an output notification decoded in one pass.
+type outputFrame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      *uint64         `json:"id"`
+	Method  string          `json:"method"`
+	Params  OutputEvent     `json:"params"`
+	Result  json.RawMessage `json:"result"`
+	Error   *RPCError       `json:"error"`
+}
+
+// dispatchOutput routes a frame whose head says it is an output
+// notification. It reports false when the connection was closed.
+func (c *Client) dispatchOutput(line []byte) bool {
+	var of outputFrame
+	if err := json.Unmarshal(line, &of); err != nil {
+		c.violation("bad frame: %v", err)
+		return false
+	}
+	switch {
+	case of.JSONRPC != "2.0":
+		c.violation("bad frame: jsonrpc %q", of.JSONRPC)
+		return false
+	case of.ID != nil || of.Method != NotifyOutput:
+		c.violation("bad frame: neither a response nor a notification")
+		return false
+	case len(of.Result) > 0 || of.Error != nil:
+		c.violation("bad frame: notification with result or error")
+		return false
+	}
+	return c.output(&of.Params)
 }
 
 // dispatch routes one decoded frame. It reports false when the connection
@@ -185,32 +338,7 @@ func (c *Client) dispatch(f *Frame) bool {
 			c.violation("bad output params: %v", err)
 			return false
 		}
-		n := int64(len(ev.Data))
-		if ev.Result != nil {
-			n += richSize(ev.Result)
-		}
-		c.mu.Lock()
-		cl, ok := c.pending[ev.Ref]
-		if !ok {
-			_, dropped := c.abandoned[ev.Ref]
-			c.mu.Unlock()
-			if dropped {
-				return true
-			}
-			c.violation("output for unknown or finished call %d", ev.Ref)
-			return false
-		}
-		cl.budget -= n
-		over := cl.budget < 0
-		c.mu.Unlock()
-		if over {
-			c.violation("call %d streamed more output than allowed", ev.Ref)
-			return false
-		}
-		if cl.out != nil {
-			cl.out(ev)
-		}
-		return true
+		return c.output(&ev)
 	}
 	id := *f.ID
 	c.mu.Lock()
@@ -227,7 +355,38 @@ func (c *Client) dispatch(f *Frame) bool {
 		c.violation("response for unknown or finished call %d", id)
 		return false
 	}
-	cl.resp <- f
+	cl.resp <- &reply{err: f.Error, raw: f.Result}
+	return true
+}
+
+// output routes one output notification to its call. It reports false
+// when the connection was closed because of it.
+func (c *Client) output(ev *OutputEvent) bool {
+	n := int64(len(ev.Data))
+	if ev.Result != nil {
+		n += richSize(ev.Result)
+	}
+	c.mu.Lock()
+	cl, ok := c.pending[ev.Ref]
+	if !ok {
+		_, dropped := c.abandoned[ev.Ref]
+		c.mu.Unlock()
+		if dropped {
+			return true
+		}
+		c.violation("output for unknown or finished call %d", ev.Ref)
+		return false
+	}
+	cl.budget -= n
+	over := cl.budget < 0
+	c.mu.Unlock()
+	if over {
+		c.violation("call %d streamed more output than allowed", ev.Ref)
+		return false
+	}
+	if cl.out != nil {
+		cl.out(*ev)
+	}
 	return true
 }
 
@@ -263,17 +422,20 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	if maxOutput > 1<<20 {
 		budget = max(budget, 4*maxOutput+16<<20)
 	}
-	cl := &call{method: method, out: out, budget: budget, resp: make(chan *Frame, 1)}
+	cl := &call{method: method, out: out, budget: budget, result: result, resp: make(chan *reply, 1)}
 	c.mu.Lock()
 	if c.closed {
 		err := c.closeErr
 		c.mu.Unlock()
-		return fmt.Errorf("%s: %w", method, err)
+		return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
 	}
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	if err := c.write(frame); err != nil {
+	if n, err := c.write(frame); err != nil {
+		if n == 0 {
+			return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
+		}
 		return fmt.Errorf("%s: %w", method, err)
 	}
 
@@ -303,17 +465,17 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	return c.finish(method, <-cl.resp, result)
 }
 
-func (c *Client) finish(method string, f *Frame, result any) error {
-	if f == nil {
+func (c *Client) finish(method string, r *reply, result any) error {
+	if r == nil {
 		return fmt.Errorf("%s: %w", method, c.closeErr)
 	}
-	if f.Error != nil {
-		return c.rpcError(method, f.Error)
+	if r.err != nil {
+		return c.rpcError(method, r.err)
 	}
-	if result == nil {
+	if result == nil || r.decoded {
 		return nil
 	}
-	if err := json.Unmarshal(f.Result, result); err != nil {
+	if err := json.Unmarshal(r.raw, result); err != nil {
 		c.violation("bad %s result: %v", method, err)
 		return fmt.Errorf("%s: %w", method, c.closeErr)
 	}
@@ -349,16 +511,17 @@ func (c *Client) notify(method string, params any) {
 	frame = append(frame, `,"params":`...)
 	frame = append(frame, p...)
 	frame = append(frame, "}\n"...)
-	_ = c.write(frame)
+	_, _ = c.write(frame)
 }
 
-// write sends one whole frame. A failed or stalled write kills the connection.
-func (c *Client) write(frame []byte) error {
+// write sends one whole frame and reports how many of its bytes reached
+// the connection. A failed or stalled write kills the connection.
+func (c *Client) write(frame []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
 	case <-c.done:
-		return c.closeErr
+		return 0, c.closeErr
 	default:
 	}
 	// Re-arming the deadline costs a timer update per frame; refresh it
@@ -368,11 +531,12 @@ func (c *Client) write(frame []byte) error {
 		c.wdeadline = now.Add(c.cfg.WriteTimeout)
 		_ = c.conn.SetWriteDeadline(c.wdeadline)
 	}
-	if _, err := c.conn.Write(frame); err != nil {
+	n, err := c.conn.Write(frame)
+	if err != nil {
 		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
-		return c.closeErr
+		return n, c.closeErr
 	}
-	return nil
+	return n, nil
 }
 
 // Ping checks that the agent answers.

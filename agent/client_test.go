@@ -88,6 +88,47 @@ func TestClientHostileFrames(t *testing.T) {
 		{"request from agent", func(io.Writer, Request) string {
 			return `{"jsonrpc":"2.0","id":1,"method":"exec","params":{}}` + "\n"
 		}},
+		// Frames in the agent's own layout (parsed in one pass) with a
+		// hostile tail: every shape check still applies.
+		{"result then another id", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"id":2}` + "\n"
+		}},
+		{"result then null id", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"id":null}` + "\n"
+		}},
+		{"result then a method", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"method":"exec"}` + "\n"
+		}},
+		{"result then another version", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"jsonrpc":"1.0"}` + "\n"
+		}},
+		{"result with a leading zero id", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":01,"result":{}}` + "\n"
+		}},
+		{"result with trailing garbage", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{}}}` + "\n"
+		}},
+		{"result of the wrong type", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":"yes"}` + "\n"
+		}},
+		{"result field of the wrong type", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{"success":"yes","exitCode":"0"}}` + "\n"
+		}},
+		{"result and a later error", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}` + "\n"
+		}},
+		{"output with an id", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","method":"output","params":{"ref":1,"stream":"stdout","data":"x"},"id":1}` + "\n"
+		}},
+		{"output with a result", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","method":"output","params":{"ref":1,"stream":"stdout","data":"x"},"result":{}}` + "\n"
+		}},
+		{"output then another method", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","method":"output","params":{"ref":1,"stream":"stdout","data":"x"},"method":"exec"}` + "\n"
+		}},
+		{"output with bad params", func(io.Writer, Request) string {
+			return `{"jsonrpc":"2.0","method":"output","params":{"ref":"one"}}` + "\n"
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

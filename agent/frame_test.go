@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"strings"
@@ -25,6 +26,10 @@ var frameSeeds = []string{
 	`null`,
 	"\xff\xfe{",
 	`{"jsonrpc":"2.0","id":1,"method":"exec","params":{}}`,
+	`{"jsonrpc":"2.0","id":1,"result":{"version":"1"},"id":2}`,
+	`{"jsonrpc":"2.0","id":1,"result":{"version":7}}`,
+	`{"jsonrpc":"2.0","id":99999999999999999999,"result":{}}`,
+	`{"jsonrpc":"2.0","method":"output","params":{"ref":1,"stream":"stdout","data":"hi"},"id":1}`,
 }
 
 // FuzzDecodeFrame feeds arbitrary bytes through the host-side frame reader
@@ -89,4 +94,41 @@ func fuzzClient(t *testing.T, data []byte) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("client hung on hostile input")
 	}
+}
+
+// runCodeResponse is a warm python 1+1 answer as the agent writes it.
+const runCodeResponse = `{"jsonrpc":"2.0","id":12345,"result":{"success":true,"stdout":"","stderr":"","results":[{"text":"2","isMainResult":true}],"executionCount":7,"durationMs":0}}`
+
+// BenchmarkDecodeResponse compares the general path (DecodeFrame, then the
+// result decoded from the raw bytes) with the one-pass path the client
+// takes for the agent's own layout.
+func BenchmarkDecodeResponse(b *testing.B) {
+	line := []byte(runCodeResponse)
+	b.Run("general", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			f, err := DecodeFrame(line)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var r RunCodeResult
+			if err := json.Unmarshal(f.Result, &r); err != nil || !r.Success {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("onepass", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			id, ok := resultHead(line)
+			if !ok || id != 12345 {
+				b.Fatal("head")
+			}
+			var r RunCodeResult
+			rf := resultFrame{Result: &r}
+			if err := json.Unmarshal(line, &rf); err != nil || !r.Success || *rf.ID != id {
+				b.Fatal(err)
+			}
+		}
+	})
 }

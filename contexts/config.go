@@ -36,6 +36,13 @@ type Config struct {
 	CreatingTimeout time.Duration
 	// HealthCheckTimeout bounds the ping done on every reuse. Zero: 2 s.
 	HealthCheckTimeout time.Duration
+	// HealthCheckInterval lets a reuse skip the ping when the sandbox
+	// answered a call (or a ping) less than this long ago and its
+	// connection is still open: that answer counts as the passed health
+	// check. Only sandboxes whose connection reports its closing (a
+	// Done() <-chan struct{} method, as *agent.Client has) qualify; others
+	// are pinged every time. Zero: 1 s. Negative: ping on every reuse.
+	HealthCheckInterval time.Duration
 	// PoolSize is the number of warm sandboxes kept per template. Zero: 2.
 	// Negative: no pool. PoolSizes overrides it per template (a value <= 0
 	// there disables that template's pool). The default template and every
@@ -96,19 +103,20 @@ const (
 
 // Defaults.
 const (
-	DefaultTTL                = 30 * time.Minute
-	DefaultExecuteTimeout     = 60 * time.Second
-	DefaultMinTimeout         = time.Second
-	DefaultMaxTimeout         = 600 * time.Second
-	DefaultMaxCodeBytes       = 100 * 1024
-	DefaultMaxPerTenant       = 10
-	DefaultMaxPerConversation = 5
-	DefaultMaxExecutions      = 100
-	DefaultCleanupInterval    = 60 * time.Second
-	DefaultCreatingTimeout    = 2 * time.Minute
-	DefaultHealthCheckTimeout = 2 * time.Second
-	DefaultPoolSize           = 2
-	DefaultTemplate           = "default"
+	DefaultTTL                 = 30 * time.Minute
+	DefaultExecuteTimeout      = 60 * time.Second
+	DefaultMinTimeout          = time.Second
+	DefaultMaxTimeout          = 600 * time.Second
+	DefaultMaxCodeBytes        = 100 * 1024
+	DefaultMaxPerTenant        = 10
+	DefaultMaxPerConversation  = 5
+	DefaultMaxExecutions       = 100
+	DefaultCleanupInterval     = 60 * time.Second
+	DefaultCreatingTimeout     = 2 * time.Minute
+	DefaultHealthCheckTimeout  = 2 * time.Second
+	DefaultHealthCheckInterval = time.Second
+	DefaultPoolSize            = 2
+	DefaultTemplate            = "default"
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -125,6 +133,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CleanupInterval, DefaultCleanupInterval)
 	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
+	setDur(&c.HealthCheckInterval, DefaultHealthCheckInterval)
 	if c.MaxCodeBytes == 0 {
 		c.MaxCodeBytes = DefaultMaxCodeBytes
 	}

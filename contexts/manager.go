@@ -180,6 +180,39 @@ type entry struct {
 	ended   bool          // terminated; callers holding it must start over
 	users   int           // Use callbacks running; expiry waits for them
 	unsaved bool          // Store.Create failed: the record lives only here
+	alive   time.Time     // when sb last answered (wall clock, monotonic)
+}
+
+// doner is a sandbox connection that reports its closing (*agent.Client).
+type doner interface{ Done() <-chan struct{} }
+
+// provedAlive reports whether sb answered within HealthCheckInterval and
+// its connection is still open, which counts as a passed health check.
+func (m *Manager) provedAlive(e *entry, sb Sandbox) bool {
+	if m.cfg.HealthCheckInterval < 0 {
+		return false
+	}
+	d, ok := sb.(doner)
+	if !ok {
+		return false
+	}
+	select {
+	case <-d.Done():
+		return false
+	default:
+	}
+	m.mu.Lock()
+	at := e.alive
+	m.mu.Unlock()
+	return !at.IsZero() && time.Since(at) < m.cfg.HealthCheckInterval
+}
+
+// markAlive records that e's sandbox just answered.
+func (m *Manager) markAlive(e *entry) {
+	now := time.Now()
+	m.mu.Lock()
+	e.alive = now
+	m.mu.Unlock()
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool
@@ -249,7 +282,7 @@ func cloneRecord(r *Record) *Record {
 // sandbox is gone it is terminated (reason error) and replaced
 // transparently. Every call extends expiresAt to now + TTL.
 func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptions) (*Record, error) {
-	e, err := m.acquire(ctx, id, opts)
+	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -258,15 +291,21 @@ func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptio
 
 // acquire returns the ready, health-checked and touched entry of id,
 // inside a get_or_create span.
-func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+//
+// recordWithin > 0 says the caller records the use itself (Execute:
+// Store.RecordExecution sets lastUsedAt and expiresAt after the call) and
+// that its call ends within recordWithin: a reused context whose expiresAt
+// is further away than that is not touched first, saving one store write
+// per call. Zero touches on reuse (GetOrCreate, Use).
+func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
 	ctx, span := startSpan(ctx, spanGetOrCreate, id)
-	e, err := m.acquireEntry(ctx, id, opts)
+	e, err := m.acquireEntry(ctx, id, opts, recordWithin)
 	m.sandboxAttr(span, e)
 	endSpan(span, err)
 	return e, err
 }
 
-func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
 	id, err := normalize(id)
 	if err != nil {
 		return nil, err
@@ -291,7 +330,7 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			e = nil // the identity moved on to another context
 		}
 		if e != nil {
-			if m.revive(ctx, e) {
+			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
 				template := e.rec.Template
 				m.ts(template).TotalReused++
@@ -360,9 +399,10 @@ func (m *Manager) adopt(rec *Record) *entry {
 
 // revive makes e usable: it waits for a record another process is
 // creating, rotates or expires it when due, attaches and pings its sandbox
-// and touches it. It reports false when e was ended instead (the caller
-// creates a new context). Precondition: the identity lock is held.
-func (m *Manager) revive(ctx context.Context, e *entry) bool {
+// and touches it (see acquire for recordWithin). It reports false when e
+// was ended instead (the caller creates a new context). Precondition: the
+// identity lock is held.
+func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) bool {
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	sb, ttl, ended := e.sb, e.ttl, e.ended
@@ -408,15 +448,27 @@ func (m *Manager) revive(ctx context.Context, e *entry) bool {
 		e.sb = sb
 		m.mu.Unlock()
 	}
-	pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
-	err := sb.Ping(pctx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
+	if !m.provedAlive(e, sb) {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+		err := sb.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			m.healthFailed(ctx, e, "health check failed: "+err.Error())
 			return false
 		}
-		m.healthFailed(ctx, e, "health check failed: "+err.Error())
-		return false
+		m.markAlive(e)
+	}
+	if recordWithin > 0 && rec.ExpiresAt.After(now.Add(recordWithin)) {
+		// The record stays unexpired for the whole call, for every process
+		// (cleanup here skips an executing context anyway), and the call's
+		// Store.RecordExecution extends it and reports a record another
+		// process ended (recordExecution drops the entry then). A sandbox
+		// that process tore down is caught before the call by the health
+		// check (its connection is closed).
+		return true
 	}
 	return m.touch(ctx, e, now, ttl)
 }
@@ -855,8 +907,9 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	if err != nil {
 		return nil, err
 	}
+	resent := false
 	for range 4 {
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID})
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) {
 				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
@@ -873,15 +926,26 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 			e.exec.unlock()
 			continue
 		}
-		res, err := m.run(ctx, e, sb, req, timeout, out)
+		res, err := m.run(ctx, e, sb, req, timeout, out, !resent)
 		e.exec.unlock()
+		if errors.Is(err, errResend) {
+			resent = true
+			continue // the sandbox died before the request left: run it in a fresh one
+		}
 		return res, err
 	}
 	return nil, fmt.Errorf("context of %s/%s kept ending under this call: %w", id.ConversationID, id.PathID, errdefs.ErrUnavailable)
 }
 
+// errResend is run's answer when the call never reached a sandbox that
+// turned out dead (agent.ErrNotSent, then a failed ping): the context is
+// ended and the call may go to a fresh one, as if the health check before
+// it had failed.
+var errResend = errors.New("request not sent to a dead sandbox")
+
 // run executes one call on e. Precondition: e's exec lock is held.
-func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc) (*ExecuteResult, error) {
+// mayResend allows errResend.
+func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc, mayResend bool) (*ExecuteResult, error) {
 	rec := m.snapshot(e)
 	g := m.cfg.Guard
 	sg := newStreamGuard(ctx, g, rec.TenantID, out)
@@ -914,6 +978,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			}
 		case errdefs.IsClientFault(err) && !errors.Is(err, errdefs.ErrUnavailable):
 			// The request was refused (bad kernel name, ...): the sandbox is fine.
+			m.markAlive(e)
 			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
@@ -923,6 +988,12 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			perr := sb.Ping(pctx)
 			pcancel()
 			if perr != nil {
+				if mayResend && errors.Is(err, agent.ErrNotSent) && !m.isClosed() {
+					// Provably never reached the agent: nothing ran, so
+					// this is the failed health check of a reuse.
+					m.healthFailed(ctx, e, "health check failed: "+err.Error())
+					return nil, errResend
+				}
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
 			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
@@ -933,6 +1004,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
 		}
 	}
+	if err == nil {
+		m.markAlive(e) // the agent answered
+	}
 	dur := wall
 	if res.DurationMs > 0 {
 		dur = time.Duration(res.DurationMs) * time.Millisecond
@@ -941,9 +1015,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.cfg.Metrics.Execution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
-	after := cloneRecord(e.rec)
+	after, ended := cloneRecord(e.rec), e.ended
 	m.mu.Unlock()
-	if max := m.maxExecutions(after); max > 0 && after.ExecutionCount >= max {
+	if max := m.maxExecutions(after); !ended && max > 0 && after.ExecutionCount >= max {
 		m.end(ctx, e, ReasonRotated, "")
 	}
 	return &ExecuteResult{
@@ -966,7 +1040,8 @@ func outcome(r *agent.RunCodeResult) string {
 
 // recordExecution counts one execution of dur on e and extends its
 // expiry, atomically in the store; a store failure is logged and the
-// in-memory copy is updated instead.
+// in-memory copy is updated instead. A record the store reports ended (by
+// another process) drops e, as touch does: the next call starts over.
 func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
 	now := m.now()
 	m.mu.Lock()
@@ -981,6 +1056,11 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 				e.rec = r
 			}
 			m.mu.Unlock()
+			return
+		}
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			m.log.Info("context ended elsewhere; dropping it", logContext, id, logErr, err)
+			m.drop(e)
 			return
 		}
 		m.log.Warn("store: record execution", logContext, id, logErr, err)
@@ -998,7 +1078,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 // handles concurrent calls. fn must not keep sb after it returns, and
 // sb.Close is a no-op.
 func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn func(ctx context.Context, rec *Record, sb Sandbox) error) error {
-	e, err := m.acquire(ctx, id, opts)
+	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
 		return err
 	}

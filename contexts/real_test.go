@@ -254,6 +254,56 @@ func TestRealHealthCheckRecreate(t *testing.T) {
 	}
 }
 
+// TestRealKillRightAfterAnswer: a sandbox killed right after it answered.
+// With HealthCheckInterval < 0 every reuse pings and the next call is
+// always served by a fresh context. With an interval the reuse may count
+// the recent answer as the health check: the next call is then either
+// served fresh (the death already showed on the connection, or the request
+// could not be written) or fails with unavailable like a call the kill
+// interrupted, and the call after it is fresh. Never a hang or a stale
+// context.
+func TestRealKillRightAfterAnswer(t *testing.T) {
+	for _, interval := range []time.Duration{-1, time.Minute} {
+		e := newRealEnv(t, contexts.Config{HealthCheckInterval: interval})
+		id := ident("t1", "c1", "main")
+		prev := e.exec(id, "python", "x = 1")
+		transparent := 0
+		for range 5 {
+			if err := e.p.Runtime().Kill(e.ctx, prev.SandboxID, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := e.p.Runtime().State(e.ctx, prev.SandboxID)
+				if err != nil || st.Status != "running" || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(e.ctx, time.Minute)
+			res, err := e.m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print('fresh')"}, nil)
+			cancel()
+			if err != nil {
+				if interval < 0 {
+					t.Fatalf("interval %s: call after a kill: %v", interval, err)
+				}
+				wantCategory(t, err, errdefs.ErrUnavailable)
+				res = e.exec(id, "python", "print('fresh')")
+			} else {
+				transparent++
+			}
+			if res.ContextID == prev.ContextID || res.Stdout != "fresh\n" {
+				t.Fatalf("interval %s: after a kill: %+v", interval, res)
+			}
+			prev = res
+		}
+		if st := e.m.Stats(); st.HealthCheckFailures != 5 || st.Active != 1 {
+			t.Fatalf("interval %s: stats = %+v", interval, st)
+		}
+		t.Logf("interval %s: %d of 5 calls right after a kill were served fresh at once", interval, transparent)
+	}
+}
+
 func TestRealReconcileAfterCrash(t *testing.T) {
 	e := newRealEnv(t, contexts.Config{})
 	a, b := ident("t1", "a", "main"), ident("t1", "b", "main")

@@ -44,6 +44,11 @@ func TestStoreFailureIsLogged(t *testing.T) {
 	if res := e.exec(id, "print(x)"); res.Stdout != "1\n" {
 		t.Fatalf("with the store down: %+v", res)
 	}
+	// Execute records its use after the call (one write); GetOrCreate
+	// touches on reuse.
+	if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.exec(ident("t1", "c2", "main"), "1") // created in memory
 	out := logs.String()
 	for _, want := range []string{
