@@ -53,7 +53,7 @@ type Config struct {
 	// PoolPrestart names the kernels a pooled sandbox starts at boot, so
 	// the first call of a context served from the pool does not wait for
 	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
-	// Passed as the agent's SANDLOT_AGENT_PRESTART environment variable.
+	// Passed to the provider as Spec.Prestart.
 	PoolPrestart []string
 	// DefaultTemplate is used when CreateOptions.Template is empty.
 	// Zero: "default".

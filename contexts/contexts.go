@@ -151,6 +151,7 @@ type Spec struct {
 	Template string
 	Limits   Limits
 	Env      map[string]string
+	Prestart []string          // kernels the sandbox starts at boot (a pooled sandbox's python); providers without kernels ignore it
 	Labels   map[string]string // tenant, context id: for reconcile and E2B metadata
 	TTL      time.Duration     // providers with their own expiry (E2B) use it
 }

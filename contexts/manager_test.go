@@ -645,6 +645,11 @@ func TestPoolHitMissRefill(t *testing.T) {
 	if fsb.Runs() != 0 || fsb.Spec().Labels["sandlot.pool"] != "default" {
 		t.Fatalf("pooled sandbox: runs %d, spec %+v", fsb.Runs(), fsb.Spec())
 	}
+	// It asked for python at boot (Config.PoolPrestart's default), as a
+	// Spec field: user env stays the user's.
+	if sp := fsb.Spec(); len(sp.Prestart) != 1 || sp.Prestart[0] != "python" || len(sp.Env) != 0 {
+		t.Fatalf("pooled sandbox spec: prestart %v, env %v", sp.Prestart, sp.Env)
+	}
 	if s, _ := e.p.Attach(e.ctx, miss.SandboxID); s.(*contextstest.Sandbox).Spec().Labels["sandlot.context"] != miss.ID {
 		t.Fatal("the missed context's sandbox was not created for it")
 	}

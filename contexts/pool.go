@@ -2,7 +2,6 @@ package contexts
 
 import (
 	"context"
-	"strings"
 	"time"
 )
 
@@ -115,7 +114,7 @@ func (m *Manager) poolWorker(p *pool) {
 				Template: p.template,
 				Limits:   m.cfg.Limits,
 				Labels:   map[string]string{"sandlot.pool": p.template},
-				Env:      m.prestartEnv(),
+				Prestart: m.cfg.PoolPrestart,
 			})
 			m.mu.Lock()
 			p.filling--
@@ -162,17 +161,4 @@ func (m *Manager) loopCtx() (context.Context, context.CancelFunc) {
 		}
 	}()
 	return ctx, cancel
-}
-
-// PrestartEnv is the agent's environment variable naming the kernels it
-// starts at boot (cmd/sandlot-agent --prestart).
-const PrestartEnv = "SANDLOT_AGENT_PRESTART"
-
-// prestartEnv is the environment of a pooled sandbox: its agent starts
-// Config.PoolPrestart at boot.
-func (m *Manager) prestartEnv() map[string]string {
-	if len(m.cfg.PoolPrestart) == 0 {
-		return nil
-	}
-	return map[string]string{PrestartEnv: strings.Join(m.cfg.PoolPrestart, ",")}
 }

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -207,8 +208,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	sock := agent.SocketDir + "/" + agent.SocketName
 	args := []string{oci.AgentPath, "--socket", sock, "--home", oci.HomeDir}
-	if len(p.prestart) > 0 {
-		args = append(args, "--prestart", strings.Join(p.prestart, ","))
+	if prestart := mergePrestart(p.prestart, spec.Prestart); len(prestart) > 0 {
+		args = append(args, "--prestart", strings.Join(prestart, ","))
 	}
 	rs := runtime.Spec{
 		ID:   id,
@@ -362,4 +363,15 @@ func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.Resour
 		}
 	}
 	return u, nil
+}
+
+// mergePrestart is the provider's boot kernels plus the spec's, once each.
+func mergePrestart(base, extra []string) []string {
+	out := append([]string(nil), base...)
+	for _, k := range extra {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }

@@ -275,3 +275,23 @@ func TestDefaultsAndReaping(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestSpecPrestart: Spec.Prestart (how the manager's warm pool asks for a
+// booted python) starts the kernel at boot and is not user environment.
+func TestSpecPrestart(t *testing.T) {
+	p := newProvider(t, "auto", contexts.Limits{})
+	c := create(t, p, contexts.Spec{Prestart: []string{"python"}})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if r := sh(t, c, "ps -e -o comm="); strings.Contains(r.Stdout, "python3") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Spec.Prestart: no python kernel after boot")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := sh(t, c, "env"); strings.Contains(r.Stdout, "PRESTART") {
+		t.Errorf("the prestart request leaked into user env: %q", r.Stdout)
+	}
+}
