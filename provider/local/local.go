@@ -92,7 +92,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	installed, err := installAgent(agentPath, rt.StateDir())
+	installed, err := installAgent(agentPath, rt.StateDir(), rt.AgentMode())
 	if err != nil {
 		return nil, err
 	}
