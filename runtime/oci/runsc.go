@@ -1,12 +1,23 @@
 package oci
 
-import "os"
+import (
+	"os"
+	"slices"
+	"sync"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
 
 // runscFlags are gVisor's global flags. systrap works without KVM; the
 // agent listens on a unix socket in a bind-mounted host directory, which
 // gVisor only allows with host-UDS enabled; network=none leaves only lo.
 // overlay2=none keeps the read-only root read-only (no memory overlay).
+// oci-seccomp applies the config's seccomp profile to the sandboxed
+// processes inside gVisor (without it runsc ignores the profile and user
+// code could, e.g., unshare a user namespace, which the sandbox contract
+// refuses); gVisor's own host filter guards the sentry in any case.
 var runscFlags = []string{
+	"--oci-seccomp",
 	"--platform=systrap",
 	"--network=none",
 	"--host-uds=all",
@@ -30,4 +41,42 @@ func (r *Runtime) AgentMode() os.FileMode {
 		return 0o755
 	}
 	return 0o711
+}
+
+var (
+	runscProfileOnce sync.Once
+	runscProfile     *specs.LinuxSeccomp
+	runscProfileErr  error
+)
+
+// seccompProfileRunsc is seccompProfile with clone3 allowed. gVisor's OCI
+// seccomp returns EPERM for every errno rule (it ignores errnoRet), so
+// moby's "clone3 -> ENOSYS" became EPERM, and glibc falls back to clone
+// only on ENOSYS: every pthread_create failed ("pthread_create failed:
+// Operation not permitted"). clone3's flags live in a struct a filter
+// cannot read, so this lets a namespace-creating clone3 through; such a
+// namespace exists only inside gVisor's sentry, and unshare(2), setns and
+// clone with namespace flags stay refused.
+func seccompProfileRunsc() (*specs.LinuxSeccomp, error) {
+	runscProfileOnce.Do(func() {
+		p, err := seccompProfile()
+		if err != nil {
+			runscProfileErr = err
+			return
+		}
+		out := *p
+		out.Syscalls = nil
+		for _, sc := range p.Syscalls {
+			if sc.Action != specs.ActAllow && slices.Contains(sc.Names, "clone3") {
+				sc.Names = slices.DeleteFunc(slices.Clone(sc.Names), func(n string) bool { return n == "clone3" })
+				if len(sc.Names) == 0 {
+					continue
+				}
+			}
+			out.Syscalls = append(out.Syscalls, sc)
+		}
+		out.Syscalls = append(out.Syscalls, specs.LinuxSyscall{Names: []string{"clone3"}, Action: specs.ActAllow})
+		runscProfile = &out
+	})
+	return runscProfile, runscProfileErr
 }

@@ -72,7 +72,11 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 	}
 	sort.Strings(envList)
 
-	sc, err := seccompProfile()
+	profile := seccompProfile
+	if kind == KindRunsc {
+		profile = seccompProfileRunsc
+	}
+	sc, err := profile()
 	if err != nil {
 		return nil, err
 	}

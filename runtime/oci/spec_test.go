@@ -83,6 +83,22 @@ func TestBuildSpec(t *testing.T) {
 	if *sp.Linux.Resources.Pids.Limit < runscMinPIDs || sp.Linux.Resources.Memory.Swap != nil {
 		t.Errorf("runsc resources: %+v", sp.Linux.Resources)
 	}
+	// runsc: clone3 allowed (gVisor turns every errno rule into EPERM and
+	// glibc falls back to clone only on ENOSYS); the rest as for crun.
+	allowed := map[string]bool{}
+	for _, sc := range sp.Linux.Seccomp.Syscalls {
+		for _, n := range sc.Names {
+			if sc.Action == specs.ActAllow && len(sc.Args) == 0 {
+				allowed[n] = true
+			} else if n == "clone3" {
+				t.Errorf("runsc profile: clone3 in a %s rule", sc.Action)
+			}
+		}
+	}
+	if !allowed["clone3"] || allowed["unshare"] || allowed["setns"] || allowed["ptrace"] || allowed["mount"] {
+		t.Errorf("runsc profile allows clone3 %v, unshare %v, setns %v, ptrace %v, mount %v",
+			allowed["clone3"], allowed["unshare"], allowed["setns"], allowed["ptrace"], allowed["mount"])
+	}
 	if _, err := buildSpec(runtime.Spec{ID: "x"}, "/rootfs", KindCrun, ""); err == nil {
 		t.Error("no args accepted")
 	}
