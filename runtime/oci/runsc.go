@@ -10,17 +10,24 @@ import (
 
 // runscFlags are gVisor's global flags. systrap works without KVM; the
 // agent listens on a unix socket in a bind-mounted host directory, which
-// gVisor only allows with host-UDS enabled; network=none leaves only lo.
+// gVisor only allows with host-UDS: "create" (bind and listen) is all the
+// agent needs, so sandboxed code cannot connect to host sockets it may
+// find in a mount; network=none leaves only lo.
 // overlay2=none keeps the read-only root read-only (no memory overlay).
 // oci-seccomp applies the config's seccomp profile to the sandboxed
 // processes inside gVisor (without it runsc ignores the profile and user
 // code could, e.g., unshare a user namespace, which the sandbox contract
 // refuses); gVisor's own host filter guards the sentry in any case.
+// gofer-network-namespace=new gives each gofer its own empty network
+// namespace; the default shares one that runsc bind-mounts at
+// <root>/null-netns in the host's mount namespace and never unmounts (a
+// mount left on the host, and a state dir that cannot be removed).
 var runscFlags = []string{
 	"--oci-seccomp",
+	"--gofer-network-namespace=new",
 	"--platform=systrap",
 	"--network=none",
-	"--host-uds=all",
+	"--host-uds=create",
 	"--overlay2=none",
 }
 
