@@ -1,11 +1,20 @@
 package oci
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime"
 )
 
 // runscFlags are gVisor's global flags. systrap works without KVM; the
@@ -86,4 +95,55 @@ func seccompProfileRunsc() (*specs.LinuxSeccomp, error) {
 		runscProfile = &out
 	})
 	return runscProfile, runscProfileErr
+}
+
+// DiskUsage returns the bytes used in the sandbox's filesystems mounted at
+// paths (its tmpfs mounts). With crun and runc they are host tmpfs mounts
+// in the container's mount namespace, read with statfs through
+// /proc/<init>/root. Under gVisor they live in the sentry's memory and the
+// host sees only the sentry's empty chroot there, so df runs inside the
+// sandbox (runsc exec, ~50 ms).
+func (r *Runtime) DiskUsage(ctx context.Context, id string, paths ...string) (int64, error) {
+	st, err := r.State(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	if st.Status != runtime.StatusRunning || st.PID <= 0 {
+		return 0, fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	d := r.driverFor(id)
+	if d.kind != KindRunsc {
+		var total int64
+		for _, m := range paths {
+			var sfs unix.Statfs_t
+			if err := unix.Statfs(fmt.Sprintf("/proc/%d/root%s", st.PID, m), &sfs); err != nil {
+				return 0, fmt.Errorf("sandbox %s: statfs %s: %w", id, m, err)
+			}
+			total += int64(sfs.Blocks-sfs.Bfree) * sfs.Bsize
+		}
+		return total, nil
+	}
+	args := append([]string{"exec", "--user", fmt.Sprintf("%d:%d", UID, GID), id, "/usr/bin/df", "-k", "--output=used"}, paths...)
+	out, err := d.output(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return parseDFUsed(out, len(paths))
+}
+
+// parseDFUsed sums `df -k --output=used`: a header, then one KiB count a line.
+func parseDFUsed(out []byte, n int) (int64, error) {
+	lines := strings.Split(string(bytes.TrimSpace(out)), "\n")
+	if len(lines) != n+1 {
+		return 0, fmt.Errorf("df: unexpected output %q", out)
+	}
+	var total int64
+	for _, l := range lines[1:] {
+		k, err := strconv.ParseInt(strings.TrimSpace(l), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("df: unexpected output %q", out)
+		}
+		total += k << 10
+	}
+	return total, nil
 }

@@ -135,3 +135,15 @@ func TestSkeleton(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDFUsed(t *testing.T) {
+	n, err := parseDFUsed([]byte(" Used\n 2932\n    0\n"), 2)
+	if err != nil || n != 2932<<10 {
+		t.Errorf("parse = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", " Used\n 1\n", " Used\n x\n 1\n"} {
+		if _, err := parseDFUsed([]byte(bad), 2); err == nil {
+			t.Errorf("parse %q: no error", bad)
+		}
+	}
+}
