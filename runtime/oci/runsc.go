@@ -43,6 +43,22 @@ var runscFlags = []string{
 // runscMinPIDs is the smallest pids limit gVisor's sentry runs with.
 const runscMinPIDs = 512
 
+// runscLimitTasks moves the task limit into gVisor. Sandboxed tasks are
+// not host processes under gVisor: the host pids cgroup counts the
+// sentry's threads and systrap's stub processes, and a fork bomb that ran
+// it out made the sentry fail and took the whole sandbox down (the
+// containment test's "same sandbox answers the next call" failed). The
+// sentry enforces RLIMIT_NPROC per uid in its own kernel, so set to the
+// sandbox's pids limit it refuses fork with EAGAIN inside the sandbox
+// (every process there runs as the sandbox user). The host limit becomes
+// a backstop with room for the sentry: twice the tasks plus 256, at
+// least runscMinPIDs.
+func runscLimitTasks(sp *specs.Spec, pids int64) {
+	sp.Process.Rlimits = append(sp.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: uint64(pids), Soft: uint64(pids)})
+	host := max(2*pids+256, runscMinPIDs)
+	sp.Linux.Resources.Pids.Limit = &host
+}
+
 // AgentMode is the file mode the agent binary needs under this runtime.
 // 0711 (execute-only) everywhere the host kernel loads it: a process
 // started from a binary its user cannot read is non-dumpable, so user code

@@ -83,6 +83,9 @@ func TestBuildSpec(t *testing.T) {
 	if *sp.Linux.Resources.Pids.Limit < runscMinPIDs || sp.Linux.Resources.Memory.Swap != nil {
 		t.Errorf("runsc resources: %+v", sp.Linux.Resources)
 	}
+	if !slices.Contains(sp.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: 256, Soft: 256}) {
+		t.Errorf("runsc rlimits (want NPROC = the pids limit, 256): %+v", sp.Process.Rlimits)
+	}
 	// runsc: clone3 allowed (gVisor turns every errno rule into EPERM and
 	// glibc falls back to clone only on ENOSYS); the rest as for crun.
 	allowed := map[string]bool{}
