@@ -2,7 +2,7 @@
 # Installs what sandlot needs on a fresh Debian machine. Idempotent: it only
 # installs what is missing.
 #   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
-#   scripts/deps.sh test  the same, plus what the tests need, and starts Postgres
+#   scripts/deps.sh test  the same, plus what the tests need (also gVisor's runsc), and starts Postgres
 #   scripts/deps.sh bench the run needs plus the benchmark peers (bwrap, Jupyter)
 set -euo pipefail
 mode=${1:-run}
@@ -34,6 +34,20 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# gVisor's runsc, for the runtime tests that cover it (sandlot uses it only
+# when named). Built from source: gVisor publishes its Go module on the
+# "go" branch as pseudo-versions; this one builds with Go 1.26 in about
+# 2 minutes on 2 cores (cold cache). Only when missing.
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+if [ "$mode" = test ] && ! have_cmd runsc; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "the tests need gVisor's runsc (run as root to install it)" >&2
+    exit 1
+  fi
+  echo "installing runsc@$RUNSC_VERSION (go install, a few minutes)"
+  CGO_ENABLED=0 GOBIN=/usr/local/bin "${GO:-go}" install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION"
 fi
 
 if [ "$mode" = test ]; then

@@ -11,7 +11,8 @@ import (
 )
 
 // installAgent copies the agent binary into the state directory as
-// root-owned and execute-only (0711), named by its digest, and returns the
+// root-owned and execute-only (0711; mode is 0755 only for runsc, see
+// oci.Runtime.AgentMode), named by its digest, and returns the
 // copy's path. The sandbox user can run it but not read it, and the kernel
 // makes a process started from an unreadable binary non-dumpable: user
 // code (same uid as the agent) then cannot open /proc/1/mem or ptrace the
@@ -19,7 +20,7 @@ import (
 //
 // The copy is named by the source's identity (path, inode, size, mtime) so
 // a restart finds it without reading the binary again.
-func installAgent(src, stateDir string) (string, error) {
+func installAgent(src, stateDir string, mode os.FileMode) (string, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("agent binary: %w", err)
@@ -35,9 +36,12 @@ func installAgent(src, stateDir string) (string, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d", src, ino, fi.Size(), fi.ModTime().UnixNano())
+	if mode != 0o711 {
+		fmt.Fprintf(h, "\x00%o", mode) // runsc's readable copy sits beside the 0711 one
+	}
 	dir := filepath.Join(stateDir, "agent")
 	dst := filepath.Join(dir, "sandlot-agent-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 {
+	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == mode {
 		return dst, nil
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
@@ -52,7 +56,7 @@ func installAgent(src, stateDir string) (string, error) {
 		tmp.Close()
 		return "", err
 	}
-	if err := tmp.Chmod(0o711); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		tmp.Close()
 		return "", err
 	}

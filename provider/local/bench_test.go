@@ -37,7 +37,7 @@ func BenchmarkColdCreate(b *testing.B) {
 	for _, tc := range []struct {
 		name, kind string
 		prestart   []string
-	}{{"crun", "crun", nil}, {"runc", "runc", nil}, {"crun-prestart", "crun", []string{"python"}}} {
+	}{{"crun", "crun", nil}, {"runc", "runc", nil}, {"runsc", "runsc", nil}, {"crun-prestart", "crun", []string{"python"}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			p := newProvider(b, tc.kind, contexts.Limits{}, tc.prestart...)
 			ctx := context.Background()
@@ -117,7 +117,13 @@ func BenchmarkFloorHostPython(b *testing.B) {
 // (smaps_rollup), with only the agent running and after the python kernel
 // has started.
 func BenchmarkIdleMemory(b *testing.B) {
-	p := newProvider(b, "auto", contexts.Limits{})
+	for _, kind := range []string{"crun", "runsc"} {
+		b.Run(kind, func(b *testing.B) { benchIdleMemory(b, kind) })
+	}
+}
+
+func benchIdleMemory(b *testing.B, kind string) {
+	p := newProvider(b, kind, contexts.Limits{})
 	ctx := context.Background()
 	var cg0, pss0, cg1, pss1 float64
 	for i := 0; i < b.N; i++ {
@@ -163,4 +169,30 @@ func sandboxMemory(b *testing.B, p *Provider, c *agent.Client) (float64, float64
 		}
 	}
 	return float64(st.MemoryBytes) / (1 << 20), float64(pss) / (1 << 20)
+}
+
+// BenchmarkWarmRunCode measures a warm python `1+1` round trip through the
+// agent (kernel already running), per runtime.
+func BenchmarkWarmRunCode(b *testing.B) {
+	for _, kind := range []string{"crun", "runsc"} {
+		b.Run(kind, func(b *testing.B) {
+			p := newProvider(b, kind, contexts.Limits{})
+			c := create(b, p, contexts.Spec{})
+			if r := runCode(b, c, "python", "1+1"); mainText(r) != "2" {
+				b.Fatalf("1+1 = %+v", r)
+			}
+			ctx := context.Background()
+			var ds []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				r, err := c.RunCode(ctx, agentRun("python", "1+1"), nil)
+				if err != nil || mainText(r) != "2" {
+					b.Fatalf("1+1 = %+v, %v", r, err)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			b.ReportMetric(ms(p50(ds)), "p50-ms")
+		})
+	}
 }

@@ -8,14 +8,25 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/runtime"
 )
 
 // TestContainment: a fork bomb, a memory bomb and a tmpfs fill each end in
-// a clear error, and the same sandbox answers the next call.
+// a clear error, and the same sandbox answers the next call. Under runsc
+// a memory bomb ends the whole sandbox instead (see docs/runtime.md): the
+// host's memory cgroup OOM-kills gVisor's sentry, which holds all of the
+// sandbox's memory; the test checks that it ends cleanly.
 func TestContainment(t *testing.T) {
-	p := newProvider(t, "auto", contexts.Limits{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 32 << 20})
+	for _, kind := range []string{"auto", "runsc"} {
+		t.Run(kind, func(t *testing.T) { testContainment(t, kind) })
+	}
+}
+
+func testContainment(t *testing.T, kind string) {
+	p := newProvider(t, kind, contexts.Limits{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 32 << 20})
 	ctx := context.Background()
 	c := create(t, p, contexts.Spec{})
+	outer := t // owns the sandboxes (a subtest's cleanup would close them)
 	alive := func(t *testing.T) {
 		t.Helper()
 		// The next call works, possibly once the bomb's leftovers are gone.
@@ -43,7 +54,21 @@ func TestContainment(t *testing.T) {
 		}
 		// bash retries a failed fork a few times, then reports it; the
 		// call either times out or ends with that error.
-		if err == nil && r.ExitCode == 0 && !r.TimedOut && !strings.Contains(r.Stderr, "Resource temporarily unavailable") {
+		if kind == "runsc" {
+			// The bomb's fork errors ("Cannot fork") come after the call
+			// returned; once it is gone, check that the task limit (gVisor
+			// enforces RLIMIT_NPROC) is the sandbox's.
+			alive(t)
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				r, err := c.Exec(ctx, agent.ExecParams{Shell: "ulimit -u"}, nil)
+				if err == nil && r.Stdout == "64\n" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("ulimit -u under runsc: %+v, %v", r, err)
+				}
+			}
+		} else if err == nil && r.ExitCode == 0 && !r.TimedOut && !strings.Contains(r.Stderr, "Resource temporarily unavailable") {
 			t.Errorf("fork bomb ran without hitting the pids limit: %+v", r)
 		}
 		alive(t)
@@ -56,6 +81,23 @@ func TestContainment(t *testing.T) {
 		}
 		if err == nil && r.Success {
 			t.Errorf("memory bomb succeeded: %+v", r)
+		}
+		if kind == "runsc" {
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				st, err := p.Runtime().State(ctx, c.ID())
+				if err == nil && st.Status == runtime.StatusStopped {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("runsc sandbox after the memory bomb: %+v, %v; want stopped", st, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := p.Destroy(ctx, c.ID()); err != nil {
+				t.Fatal(err)
+			}
+			c = create(outer, p, contexts.Spec{})
 		}
 		alive(t)
 		st, err := p.Runtime().Stats(ctx, c.ID())

@@ -54,7 +54,13 @@ func footprintOf(p *Provider, ids []string) hostFootprint {
 // TestNoLeaks: 50 create/use/destroy cycles with the real agent leave no
 // process, mount, cgroup, bundle, socket dir or runtime state behind.
 func TestNoLeaks(t *testing.T) {
-	p := newProvider(t, "auto", contexts.Limits{})
+	for _, kind := range []string{"auto", "runsc"} {
+		t.Run(kind, func(t *testing.T) { testNoLeaks(t, kind) })
+	}
+}
+
+func testNoLeaks(t *testing.T, kind string) {
+	p := newProvider(t, kind, contexts.Limits{})
 	ctx := context.Background()
 	before := footprintOf(p, nil)
 	var ids []string

@@ -22,8 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -93,7 +91,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	installed, err := installAgent(agentPath, rt.StateDir())
+	installed, err := installAgent(agentPath, rt.StateDir(), rt.AgentMode())
 	if err != nil {
 		return nil, err
 	}
@@ -354,12 +352,13 @@ func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.Resour
 		return contexts.ResourceUsage{}, err
 	}
 	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
-	if s, err := p.rt.State(ctx, sandboxID); err == nil && s.PID > 0 {
-		for _, m := range []string{oci.HomeDir, "/tmp"} {
-			var sfs unix.Statfs_t
-			if unix.Statfs(fmt.Sprintf("/proc/%d/root%s", s.PID, m), &sfs) == nil {
-				u.DiskBytes += int64(sfs.Blocks-sfs.Bfree) * sfs.Bsize
-			}
+	// The runtime knows where the tmpfs mounts can be read (under runsc
+	// only from inside the sandbox).
+	if du, ok := p.rt.(interface {
+		DiskUsage(ctx context.Context, id string, paths ...string) (int64, error)
+	}); ok {
+		if n, err := du.DiskUsage(ctx, sandboxID, oci.HomeDir, "/tmp"); err == nil {
+			u.DiskBytes = n
 		}
 	}
 	return u, nil

@@ -18,7 +18,7 @@ import (
 )
 
 func TestCreateRunDestroy(t *testing.T) {
-	for _, kind := range []string{"crun", "runc"} {
+	for _, kind := range testKinds {
 		t.Run(kind, func(t *testing.T) {
 			p := newProvider(t, kind, contexts.Limits{})
 			if p.Runtime().Name() != kind {
@@ -74,14 +74,20 @@ func TestAutoPicksCrun(t *testing.T) {
 // exits), reattaches by id from a fresh Provider here, and finds the kernel
 // state intact: nothing ties the sandbox to the process that made it.
 func TestRestart(t *testing.T) {
-	p := newProvider(t, "auto", contexts.Limits{})
+	for _, kind := range []string{"auto", "runsc"} {
+		t.Run(kind, func(t *testing.T) { testRestart(t, kind) })
+	}
+}
+
+func testRestart(t *testing.T, kind string) {
+	p := newProvider(t, kind, contexts.Limits{})
 	ctx := context.Background()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), helperEnv+"="+p.stateDir, AgentEnv+"="+testenv.AgentBinary(t))
+	cmd.Env = append(os.Environ(), helperEnv+"="+p.stateDir, helperRuntimeEnv+"="+kind, AgentEnv+"="+testenv.AgentBinary(t))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {

@@ -25,8 +25,11 @@ func TestMain(m *testing.M) {
 // x = 42 in python, prints the sandbox id and exits.
 const helperEnv = "SANDLOT_LOCAL_TEST_HELPER"
 
+// helperRuntimeEnv is the helper daemon's runtime (default auto).
+const helperRuntimeEnv = "SANDLOT_LOCAL_TEST_HELPER_RUNTIME"
+
 func helperMain() int {
-	p, err := New(Config{StateDir: os.Getenv(helperEnv), AgentPath: os.Getenv(AgentEnv)})
+	p, err := New(Config{Runtime: os.Getenv(helperRuntimeEnv), StateDir: os.Getenv(helperEnv), AgentPath: os.Getenv(AgentEnv)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -45,6 +48,11 @@ func helperMain() int {
 	fmt.Println(sb.ID())
 	return 0
 }
+
+// testKinds are the runtimes the per-runtime tests cover. newProvider skips
+// a kind that is not installed (in CI, where scripts/deps.sh installs all
+// three, it fails).
+var testKinds = []string{"crun", "runc", "runsc"}
 
 // newProvider returns a provider on runtime kind with a private state dir;
 // it destroys whatever is left when the test ends.

@@ -13,7 +13,7 @@ import (
 // BenchmarkCreateReady measures create+start until the probe's socket
 // accepts a connection, then delete (not timed).
 func BenchmarkCreateReady(b *testing.B) {
-	for _, kind := range []string{KindCrun, KindRunc} {
+	for _, kind := range testKinds {
 		b.Run(kind, func(b *testing.B) {
 			r := newRuntime(b, kind)
 			ctx := context.Background()

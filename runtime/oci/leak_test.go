@@ -88,7 +88,7 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 // TestNoLeaks runs 50 create/use/delete cycles and checks that nothing
 // (processes, mounts, cgroups, bundles, runtime state) is left behind.
 func TestNoLeaks(t *testing.T) {
-	for _, kind := range []string{KindCrun, KindRunc} {
+	for _, kind := range testKinds {
 		t.Run(kind, func(t *testing.T) {
 			r := newRuntime(t, kind)
 			ctx := context.Background()

@@ -72,7 +72,11 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 	}
 	sort.Strings(envList)
 
-	sc, err := seccompProfile()
+	profile := seccompProfile
+	if kind == KindRunsc {
+		profile = seccompProfileRunsc
+	}
+	sc, err := profile()
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +180,7 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 		// and its own threads count against the pids limit (DESIGN.md:
 		// it needs at least 512).
 		sp.Linux.Resources.Memory.Swap = nil
-		if *sp.Linux.Resources.Pids.Limit < runscMinPIDs {
-			l := int64(runscMinPIDs)
-			sp.Linux.Resources.Pids.Limit = &l
-		}
+		runscLimitTasks(sp, lim.PIDs)
 	}
 	return sp, nil
 }

@@ -83,6 +83,25 @@ func TestBuildSpec(t *testing.T) {
 	if *sp.Linux.Resources.Pids.Limit < runscMinPIDs || sp.Linux.Resources.Memory.Swap != nil {
 		t.Errorf("runsc resources: %+v", sp.Linux.Resources)
 	}
+	if !slices.Contains(sp.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: 256, Soft: 256}) {
+		t.Errorf("runsc rlimits (want NPROC = the pids limit, 256): %+v", sp.Process.Rlimits)
+	}
+	// runsc: clone3 allowed (gVisor turns every errno rule into EPERM and
+	// glibc falls back to clone only on ENOSYS); the rest as for crun.
+	allowed := map[string]bool{}
+	for _, sc := range sp.Linux.Seccomp.Syscalls {
+		for _, n := range sc.Names {
+			if sc.Action == specs.ActAllow && len(sc.Args) == 0 {
+				allowed[n] = true
+			} else if n == "clone3" {
+				t.Errorf("runsc profile: clone3 in a %s rule", sc.Action)
+			}
+		}
+	}
+	if !allowed["clone3"] || allowed["unshare"] || allowed["setns"] || allowed["ptrace"] || allowed["mount"] {
+		t.Errorf("runsc profile allows clone3 %v, unshare %v, setns %v, ptrace %v, mount %v",
+			allowed["clone3"], allowed["unshare"], allowed["setns"], allowed["ptrace"], allowed["mount"])
+	}
 	if _, err := buildSpec(runtime.Spec{ID: "x"}, "/rootfs", KindCrun, ""); err == nil {
 		t.Error("no args accepted")
 	}
@@ -116,6 +135,18 @@ func TestSkeleton(t *testing.T) {
 	for p := range byPath {
 		if p == "etc/shadow" || p == "etc/gshadow" || p == "etc/sudoers" || p == "etc/ssh" {
 			t.Errorf("host secret %s copied", p)
+		}
+	}
+}
+
+func TestParseDFUsed(t *testing.T) {
+	n, err := parseDFUsed([]byte(" Used\n 2932\n    0\n"), 2)
+	if err != nil || n != 2932<<10 {
+		t.Errorf("parse = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", " Used\n 1\n", " Used\n x\n 1\n"} {
+		if _, err := parseDFUsed([]byte(bad), 2); err == nil {
+			t.Errorf("parse %q: no error", bad)
 		}
 	}
 }
