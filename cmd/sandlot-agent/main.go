@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -54,6 +55,7 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
+	reserveThreads(threadReserve)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -62,4 +64,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}
+}
+
+// threadReserve is how many OS threads the agent starts before it serves:
+// enough for its blocking system calls (the reaper's wait4, file
+// operations, forks) to run concurrently without a new thread.
+const threadReserve = 16
+
+// reserveThreads makes the Go runtime start n OS threads now and keep them
+// idle for later use. User code shares the sandbox's pids limit with the
+// agent, and a fork bomb fills it; if the agent then needed a new thread,
+// the failed clone would abort the Go runtime and, the agent being PID 1,
+// end the sandbox. The runtime never retires idle threads, so the reserve
+// lasts for the agent's life.
+func reserveThreads(n int) {
+	var started, release sync.WaitGroup
+	started.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread() // each parked goroutine holds its own thread
+			started.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	started.Wait()
+	release.Done()
 }

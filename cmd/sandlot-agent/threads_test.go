@@ -1,0 +1,19 @@
+package main
+
+import (
+	"os"
+	"testing"
+)
+
+// TestReserveThreads: after the reserve, the process has at least that many
+// threads, so a full pids limit cannot stop the agent's blocking calls.
+func TestReserveThreads(t *testing.T) {
+	reserveThreads(threadReserve)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tasks) < threadReserve {
+		t.Fatalf("%d threads after reserving %d", len(tasks), threadReserve)
+	}
+}
