@@ -201,8 +201,13 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		outR.Close()
 		errR.Close()
 		cat := "internal"
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES) {
+		switch {
+		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
 			cat = "not_found"
+		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM):
+			// The sandbox's pids or memory limit is full (a fork bomb's
+			// leftovers, say): the caller's fault, and it may pass.
+			cat = "resource_exhausted"
 		}
 		return nil, errf(cat, "exec %s: %v", argv0, err)
 	}
