@@ -17,7 +17,9 @@ func main() {
 	err := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sandlot:", errdefs.PublicMessage(err))
+		// The whole error: stderr is the operator's own terminal, and errors
+		// from a server arrive already reduced to their public message.
+		fmt.Fprintln(os.Stderr, "sandlot:", err)
 	}
 	os.Exit(errdefs.ExitCode(err))
 }
