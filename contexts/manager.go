@@ -65,6 +65,12 @@ func (m *Manager) hasTemplate(name string) bool {
 	return slices.Contains(m.cfg.Templates, name)
 }
 
+// rotationDue reports whether rec has used up its executions and must rotate.
+func (m *Manager) rotationDue(rec *Record) bool {
+	max := m.maxExecutions(rec)
+	return max > 0 && rec.ExecutionCount >= max
+}
+
 // maxExecutions is rec's rotation limit; <= 0 never rotates.
 func (m *Manager) maxExecutions(rec *Record) int64 {
 	if v, ok := rec.Metadata[MetaMaxExecutions]; ok {
@@ -425,7 +431,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 	case !rec.ExpiresAt.After(now):
 		m.end(ctx, e, ReasonExpired, "")
 		return false
-	case m.maxExecutions(rec) > 0 && rec.ExecutionCount >= m.maxExecutions(rec):
+	case m.rotationDue(rec):
 		m.end(ctx, e, ReasonRotated, "")
 		return false
 	}
@@ -1017,7 +1023,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.mu.Lock()
 	after, ended := cloneRecord(e.rec), e.ended
 	m.mu.Unlock()
-	if max := m.maxExecutions(after); !ended && max > 0 && after.ExecutionCount >= max {
+	if !ended && m.rotationDue(after) {
 		m.end(ctx, e, ReasonRotated, "")
 	}
 	return &ExecuteResult{

@@ -9,12 +9,10 @@ import "time"
 // Well-known event kinds. Kind is free-form; these are the ones sandlot
 // writes.
 const (
-	KindContextCreated    = "context.created"
-	KindContextTerminated = "context.terminated"
-	KindGuardFinding      = "guard.finding"
-	KindTenantCreated     = "tenant.created"
-	KindTenantDeleted     = "tenant.deleted"
-	KindKeyRotated        = "tenant.key_rotated"
+	KindGuardFinding  = "guard.finding"
+	KindTenantCreated = "tenant.created"
+	KindTenantDeleted = "tenant.deleted"
+	KindKeyRotated    = "tenant.key_rotated"
 )
 
 // Event is one audit record. ID and (when zero) At are assigned by the
