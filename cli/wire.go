@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -99,7 +98,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	w := &wired{
 		e2b:      e2bH,
 		e2bMatch: e2bMatch,
-		contexts: managerContexts{m},
+		contexts: server.ManagerContexts{M: m},
 		guard:    g,
 		audit:    st.ListAudit,
 		tools:    registryTools{reg},
@@ -197,41 +196,6 @@ func (p noProvider) Create(context.Context, contexts.Spec) (contexts.Sandbox, er
 func (p noProvider) Attach(context.Context, string) (contexts.Sandbox, error) { return nil, p.err }
 func (p noProvider) List(context.Context) ([]string, error)                   { return nil, p.err }
 func (p noProvider) Destroy(context.Context, string) error                    { return nil }
-
-// managerContexts adapts *contexts.Manager to server.Contexts.
-type managerContexts struct{ m *contexts.Manager }
-
-var _ server.Contexts = managerContexts{}
-
-func (a managerContexts) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
-	return a.m.Get(ctx, tenantID, id)
-}
-func (a managerContexts) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
-	return a.m.List(ctx, f)
-}
-func (a managerContexts) Terminate(ctx context.Context, tenantID, id string, r contexts.Reason) error {
-	return a.m.Terminate(ctx, tenantID, id, r)
-}
-func (a managerContexts) PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error {
-	return a.m.PathEvent(ctx, id, contexts.PathEvent{Type: ev.Type, SourcePathID: ev.SourcePathID, TargetPathID: ev.TargetPathID})
-}
-func (a managerContexts) Use(ctx context.Context, id contexts.Identity, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
-	return a.m.Use(ctx, id, contexts.CreateOptions{}, fn)
-}
-func (a managerContexts) Stats() api.SessionMetrics {
-	s := a.m.Stats()
-	out := api.SessionMetrics{
-		SessionStats: api.SessionStats{ActiveSessions: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
-			TotalCleaned: s.TotalCleaned, HealthCheckFailures: s.HealthCheckFailures},
-		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
-		PerTemplate: map[string]api.SessionStats{},
-	}
-	for name, t := range s.PerTemplate {
-		out.PerTemplate[name] = api.SessionStats{ActiveSessions: t.Active, TotalCreated: t.TotalCreated, TotalReused: t.TotalReused,
-			TotalCleaned: t.TotalCleaned, HealthCheckFailures: t.HealthCheckFailures}
-	}
-	return out
-}
 
 // registryTools adapts *tools.Registry to server.Tools.
 type registryTools struct{ r *tools.Registry }

@@ -29,25 +29,6 @@ type guardEnv struct {
 	keyAdmin string // tenant "admin", Admin
 }
 
-type managerAdapter struct{ m *contexts.Manager }
-
-func (a managerAdapter) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
-	return a.m.Get(ctx, tenantID, id)
-}
-func (a managerAdapter) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
-	return a.m.List(ctx, f)
-}
-func (a managerAdapter) Terminate(ctx context.Context, tenantID, id string, r contexts.Reason) error {
-	return a.m.Terminate(ctx, tenantID, id, r)
-}
-func (a managerAdapter) PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error {
-	return a.m.PathEvent(ctx, id, contexts.PathEvent{Type: ev.Type, SourcePathID: ev.SourcePathID, TargetPathID: ev.TargetPathID})
-}
-func (a managerAdapter) Use(ctx context.Context, id contexts.Identity, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
-	return a.m.Use(ctx, id, contexts.CreateOptions{}, fn)
-}
-func (a managerAdapter) Stats() api.SessionMetrics { return api.SessionMetrics{} }
-
 type noTools struct{}
 
 func (noTools) Call(context.Context, server.ToolCall, contexts.OutputFunc) (any, error) {
@@ -79,7 +60,7 @@ func newGuardEnv(t *testing.T, withGuard bool) *guardEnv {
 		t.Fatal(err)
 	}
 	tenants.CreateTenant(context.Background(), &tenant.Tenant{ID: "admin", Name: "admin", Admin: true}, tenant.HashKey(e.keyAdmin))
-	cfg := server.Config{Contexts: managerAdapter{m}, Tools: noTools{}, Tenants: tenants, KeyCacheTTL: -1}
+	cfg := server.Config{Contexts: server.ManagerContexts{M: m}, Tools: noTools{}, Tenants: tenants, KeyCacheTTL: -1}
 	if withGuard {
 		cfg.Guard = g
 	}
