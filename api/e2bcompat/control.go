@@ -128,12 +128,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if id.PathID == "" {
 		id.PathID = contexts.DefaultPath
 	}
-	meta := map[string]string{}
-	for k, v := range body.Metadata {
-		if !strings.HasPrefix(k, MetadataReserved) {
-			meta[k] = v
-		}
-	}
+	meta := publicMetadata(body.Metadata)
 	meta[metaTemplate] = body.TemplateID
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
@@ -161,6 +156,18 @@ func (h *Handler) sandboxBody(tenantID string, rec *contexts.Record) sandboxBody
 	}
 }
 
+// publicMetadata copies m without the keys under MetadataReserved: a
+// caller may neither set them nor see them.
+func publicMetadata(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+2)
+	for k, v := range m {
+		if !strings.HasPrefix(k, MetadataReserved) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 func templateOf(rec *contexts.Record) string {
 	if t := rec.Metadata[metaTemplate]; t != "" {
 		return t
@@ -172,12 +179,7 @@ func templateOf(rec *contexts.Record) string {
 }
 
 func (h *Handler) detail(tenantID string, rec *contexts.Record, withToken bool) detailBody {
-	meta := map[string]string{}
-	for k, v := range rec.Metadata {
-		if !strings.HasPrefix(k, MetadataReserved) {
-			meta[k] = v
-		}
-	}
+	meta := publicMetadata(rec.Metadata)
 	meta[MetaConversation] = rec.ConversationID
 	meta[MetaPath] = rec.PathID
 	d := detailBody{

@@ -212,13 +212,9 @@ func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, erro
 	if tenantID == "" {
 		return nil, fmt.Errorf("missing access token: %w", errdefs.ErrUnauthenticated)
 	}
-	ctx := tenant.WithID(r.Context(), tenantID)
-	rec, err := h.cfg.Manager.Get(ctx, tenantID, sid)
+	rec, err := h.active(tenant.WithID(r.Context(), tenantID), tenantID, sid)
 	if err != nil {
 		return nil, err
-	}
-	if !rec.State.Active() {
-		return nil, fmt.Errorf("sandbox %s: %w", sid, errdefs.ErrNotFound)
 	}
 	h.remember(sid, tenantID)
 	return &sandboxRef{tenantID: tenantID, rec: rec}, nil

@@ -136,8 +136,8 @@ func server(t *testing.T, provider contexts.Provider) string {
 // TestOfficialSDK runs the node:test suite (*.test.mjs) with the official
 // SDKs, configured only through E2B_API_KEY, E2B_API_URL and
 // E2B_SANDBOX_URL: against the E2B handler over a real Manager in this
-// process, and against a real `sandlot serve` when SANDLOT_BIN is set (as
-// `make test` does).
+// process, and against a real `sandlot serve` (SANDLOT_BIN, as `make test`
+// sets it, or a build of cmd/sandlot).
 func TestOfficialSDK(t *testing.T) {
 	npmReady(t)
 	t.Run("inprocess", func(t *testing.T) {
@@ -147,10 +147,8 @@ func TestOfficialSDK(t *testing.T) {
 		runNode(t, url, apiKey, "E2E_SECRET="+secret)
 	})
 	t.Run("serve", func(t *testing.T) {
-		bin := os.Getenv("SANDLOT_BIN")
-		testenv.Require(t, bin != "", "SANDLOT_BIN (a built sandlot binary)")
-		testenv.Require(t, os.Geteuid() == 0, "root (sandlot serve runs the local provider)")
-		url, key := serve(t, bin)
+		testenv.RequireRoot(t) // sandlot serve runs the local provider
+		url, key := serve(t, testenv.SandlotBinary(t))
 		// The real guard (the bootstrap tenant enforces) finds an AWS
 		// access key id assembled inside the sandbox.
 		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]")

@@ -8,10 +8,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api/e2bcompat"
@@ -260,5 +264,48 @@ func TestTimeoutExtended(t *testing.T) {
 			t.Fatal("the operation did not extend the sandbox timeout")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Grep runs grep in the sandbox (here the fake's host process) and parses
+// its path:line:text output; --include and -i must reach grep.
+func TestGrep(t *testing.T) {
+	srv := sandlotE2B(t)
+	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: srv.URL, SandboxURL: srv.URL, ConnectTimeout: 2 * time.Second})
+	ctx := context.Background()
+	sb, err := p.Create(ctx, contexts.Spec{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, text := range map[string]string{"a.go": "x\nNeedle here\n", "b.txt": "needle too\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		p    agent.GrepParams
+		want []agent.GrepMatch
+	}{
+		{"case", agent.GrepParams{Pattern: "needle", Path: dir}, []agent.GrepMatch{{Path: filepath.Join(dir, "b.txt"), Line: 1, Text: "needle too"}}},
+		{"ignore case, glob", agent.GrepParams{Pattern: "needle", Path: dir, IgnoreCase: true, Glob: "*.go"}, []agent.GrepMatch{{Path: filepath.Join(dir, "a.go"), Line: 2, Text: "Needle here"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := sb.Grep(ctx, tc.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, res.Matches); diff != "" {
+				t.Fatalf("matches (-want +got):\n%s", diff)
+			}
+			if res.Truncated {
+				t.Fatal("truncated under the limit")
+			}
+		})
+	}
+	res, err := sb.Grep(ctx, agent.GrepParams{Pattern: "needle", Path: dir, IgnoreCase: true, Limit: 1})
+	if err != nil || len(res.Matches) != 1 || !res.Truncated {
+		t.Fatalf("grep with limit 1 of 2 matches: %+v %v", res, err)
 	}
 }

@@ -777,13 +777,14 @@ func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResu
 	if where == "" {
 		where = "/home/user"
 	}
-	argv := []string{"grep", "-rnIE", "--", p.Pattern, where}
+	argv := []string{"grep", "-rnIE"}
 	if p.IgnoreCase {
-		argv = []string{"grep", "-rniIE", "--", p.Pattern, where}
+		argv[1] = "-rniIE"
 	}
 	if p.Glob != "" {
-		argv = append(argv[:2], append([]string{"--include=" + p.Glob}, argv[2:]...)...)
+		argv = append(argv, "--include="+p.Glob)
 	}
+	argv = append(argv, "--", p.Pattern, where)
 	res, err := s.Exec(ctx, agent.ExecParams{Argv: argv, TimeoutMs: 60000}, nil)
 	if err != nil {
 		return nil, err
