@@ -41,7 +41,10 @@ type Config struct {
 	// connection is still open: that answer counts as the passed health
 	// check. Only sandboxes whose connection reports its closing (a
 	// Done() <-chan struct{} method, as *agent.Client has) qualify; others
-	// are pinged every time. Zero: 1 s. Negative: ping on every reuse.
+	// are pinged every time. Zero or negative: ping on every reuse, so a
+	// sandbox killed just before a call is always replaced transparently;
+	// a positive interval trades that (the call fails, the next one gets a
+	// fresh sandbox) for ~45 µs per warm call.
 	HealthCheckInterval time.Duration
 	// PoolSize is the number of warm sandboxes kept per template. Zero: 2.
 	// Negative: no pool. PoolSizes overrides it per template (a value <= 0
@@ -103,20 +106,19 @@ const (
 
 // Defaults.
 const (
-	DefaultTTL                 = 30 * time.Minute
-	DefaultExecuteTimeout      = 60 * time.Second
-	DefaultMinTimeout          = time.Second
-	DefaultMaxTimeout          = 600 * time.Second
-	DefaultMaxCodeBytes        = 100 * 1024
-	DefaultMaxPerTenant        = 10
-	DefaultMaxPerConversation  = 5
-	DefaultMaxExecutions       = 100
-	DefaultCleanupInterval     = 60 * time.Second
-	DefaultCreatingTimeout     = 2 * time.Minute
-	DefaultHealthCheckTimeout  = 2 * time.Second
-	DefaultHealthCheckInterval = time.Second
-	DefaultPoolSize            = 2
-	DefaultTemplate            = "default"
+	DefaultTTL                = 30 * time.Minute
+	DefaultExecuteTimeout     = 60 * time.Second
+	DefaultMinTimeout         = time.Second
+	DefaultMaxTimeout         = 600 * time.Second
+	DefaultMaxCodeBytes       = 100 * 1024
+	DefaultMaxPerTenant       = 10
+	DefaultMaxPerConversation = 5
+	DefaultMaxExecutions      = 100
+	DefaultCleanupInterval    = 60 * time.Second
+	DefaultCreatingTimeout    = 2 * time.Minute
+	DefaultHealthCheckTimeout = 2 * time.Second
+	DefaultPoolSize           = 2
+	DefaultTemplate           = "default"
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -133,7 +135,6 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CleanupInterval, DefaultCleanupInterval)
 	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
-	setDur(&c.HealthCheckInterval, DefaultHealthCheckInterval)
 	if c.MaxCodeBytes == 0 {
 		c.MaxCodeBytes = DefaultMaxCodeBytes
 	}

@@ -195,7 +195,7 @@ type doner interface{ Done() <-chan struct{} }
 // provedAlive reports whether sb answered within HealthCheckInterval and
 // its connection is still open, which counts as a passed health check.
 func (m *Manager) provedAlive(e *entry, sb Sandbox) bool {
-	if m.cfg.HealthCheckInterval < 0 {
+	if m.cfg.HealthCheckInterval <= 0 {
 		return false
 	}
 	d, ok := sb.(doner)
