@@ -1,39 +1,99 @@
 #!/usr/bin/env bash
-# Installs what sandlot needs on a fresh Debian machine. Idempotent: it only
-# installs what is missing.
-#   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
-#   scripts/deps.sh test  the same, plus what the tests need (also gVisor's runsc), and starts Postgres
-#   scripts/deps.sh bench the run needs plus the benchmark peers (bwrap, Jupyter)
+# Installs what sandlot needs on a fresh Debian machine, then verifies that
+# every piece is present. Idempotent: it installs only what is missing.
+#   scripts/deps.sh run    what the daemon needs (OCI runtimes, python3 + data libs, node)
+#   scripts/deps.sh test   the same, plus what the tests need; starts Postgres
+#   scripts/deps.sh bench  the run needs plus the benchmark peers (bwrap, Jupyter)
+#   scripts/deps.sh check MODE   verify only: install nothing, fail naming what is missing
+#
+# Every precondition of the product and of its tests is a row of the table
+# below: a check that passes when the thing is present, and the Debian
+# package that provides it. Packages are installed by name with
+# --no-install-recommends, so a row must name the package that holds the file
+# itself, never one that only recommends it. A test that needs something new
+# gets a row here, or a fresh machine fails where a developer's did not
+# (internal/testenv's TestDepsCoverTestBinaries checks the binaries).
 set -euo pipefail
-mode=${1:-run}
+cd "$(dirname "$0")/.."
 
-need=()
-have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-# Node.js may come from a vendor package that bundles npm; a Debian npm
-# package would conflict with it, so npm is checked as a command.
-have_cmd() { command -v "$1" >/dev/null 2>&1; }
-for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pandas python3-matplotlib nodejs; do
-  have_pkg "$p" || need+=("$p")
-done
-if [ "$mode" = test ]; then
-  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client protobuf-compiler; do
-    have_pkg "$p" || need+=("$p")
-  done
-  have_cmd npm || need+=(npm)
+mode=${1:-run}
+install=1
+if [ "$mode" = check ]; then
+  install=0
+  mode=${2:-test}
 fi
-if [ "$mode" = bench ]; then
-  for p in bubblewrap python3-ipykernel python3-jupyter-client; do
-    have_pkg "$p" || need+=("$p")
-  done
-fi
-if [ ${#need[@]} -gt 0 ]; then
+case "$mode" in run | test | bench) ;; *)
+  echo "usage: scripts/deps.sh run|test|bench|check MODE" >&2
+  exit 2
+  ;;
+esac
+
+# Python modules are checked with the interpreter sandboxes run (Debian's),
+# not whatever python3 comes first on PATH.
+PY=/usr/bin/python3
+
+# modes (r: run, t: test, b: bench)  check  package
+# npm is checked as a command: it ships inside some Node.js vendor packages,
+# and a Debian npm would conflict with those.
+rows() {
+  cat <<'EOF'
+rtb cmd:crun                                          crun
+rtb cmd:runc                                          runc
+rtb glob:/usr/lib/*/libseccomp.so.2                   libseccomp2
+rtb file:/etc/ssl/certs/ca-certificates.crt           ca-certificates
+rtb cmd:/usr/bin/python3                              python3
+rtb py:numpy                                          python3-numpy
+rtb py:pandas                                         python3-pandas
+rtb py:matplotlib                                     python3-matplotlib
+rtb py:PIL                                            python3-pil
+rtb cmd:node                                          nodejs
+t   cmd:npm                                           npm
+tb  cmd:bwrap                                         bubblewrap
+tb  py:ipykernel                                      python3-ipykernel
+tb  py:jupyter_client                                 python3-jupyter-client
+t   cmd:protoc                                        protobuf-compiler
+t   file:/usr/include/google/protobuf/timestamp.proto libprotobuf-dev
+t   cmd:pg_ctlcluster                                 postgresql-common
+t   glob:/usr/lib/postgresql/*/bin/postgres           postgresql
+t   cmd:psql                                          postgresql-client
+t   cmd:su                                            util-linux
+t   cmd:git                                           git
+EOF
+}
+
+present() {
+  local check=$1
+  case "$check" in
+  cmd:*) command -v "${check#cmd:}" >/dev/null 2>&1 ;;
+  file:*) [ -e "${check#file:}" ] ;;
+  glob:*) compgen -G "${check#glob:}" >/dev/null ;;
+  py:*) [ -x "$PY" ] && "$PY" -c "import ${check#py:}" >/dev/null 2>&1 ;;
+  *)
+    echo "deps.sh: unknown check $check" >&2
+    return 2
+    ;;
+  esac
+}
+
+# missing prints "check package" for each row of this mode that fails.
+missing() {
+  local letter=${mode:0:1} modes check pkg
+  while read -r modes check pkg; do
+    [[ "$modes" == *"$letter"* ]] || continue
+    present "$check" || echo "$check $pkg"
+  done < <(rows)
+}
+
+mapfile -t gaps < <(missing)
+if [ ${#gaps[@]} -gt 0 ] && [ "$install" = 1 ]; then
+  mapfile -t pkgs < <(printf '%s\n' "${gaps[@]##* }" | sort -u)
   if [ "$(id -u)" != 0 ]; then
-    echo "sandlot needs these Debian packages (run as root to install): ${need[*]}" >&2
+    echo "sandlot needs these Debian packages (run as root to install them): ${pkgs[*]}" >&2
     exit 1
   fi
-  echo "installing: ${need[*]}"
+  echo "installing: ${pkgs[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
 
 # gVisor's runsc, for the runtime tests that cover it (sandlot uses it only
@@ -41,7 +101,7 @@ fi
 # "go" branch as pseudo-versions; this one builds with Go 1.26 in about
 # 2 minutes on 2 cores (cold cache). Only when missing.
 RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
-if [ "$mode" = test ] && ! have_cmd runsc; then
+if [ "$mode" = test ] && [ "$install" = 1 ] && ! command -v runsc >/dev/null 2>&1; then
   if [ "$(id -u)" != 0 ]; then
     echo "the tests need gVisor's runsc (run as root to install it)" >&2
     exit 1
@@ -50,8 +110,33 @@ if [ "$mode" = test ] && ! have_cmd runsc; then
   CGO_ENABLED=0 GOBIN=/usr/local/bin "${GO:-go}" install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION"
 fi
 
-if [ "$mode" = test ]; then
+if [ "$mode" = test ] && [ "$install" = 1 ]; then
   scripts/postgres.sh
   # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
   (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+# Verify: whatever is still missing fails here, named with its package,
+# instead of as a puzzling test failure later.
+fail=0
+while read -r check pkg; do
+  [ -n "$check" ] || continue
+  echo "missing: ${check#*:} (Debian package $pkg)" >&2
+  fail=1
+done < <(missing)
+if [ "$mode" = test ]; then
+  command -v runsc >/dev/null 2>&1 ||
+    { echo "missing: runsc (go install gvisor.dev/gvisor/runsc@$RUNSC_VERSION)" >&2; fail=1; }
+  for m in e2b @e2b/code-interpreter; do
+    [ -f "e2e/e2b/node_modules/$m/package.json" ] ||
+      { echo "missing: npm package $m (cd e2e/e2b && npm ci)" >&2; fail=1; }
+  done
+  if [ "$install" = 1 ]; then
+    su postgres -c "pg_isready -q" ||
+      { echo "missing: a running Postgres cluster (scripts/postgres.sh)" >&2; fail=1; }
+  fi
+fi
+if [ "$fail" = 1 ]; then
+  echo "scripts/deps.sh $mode: preconditions missing (above)" >&2
+  exit 1
 fi

@@ -43,6 +43,14 @@ func RequireBinary(t testing.TB, name string) string {
 	return p
 }
 
+// RequireFile requires a file (a header, a data file) a test reads from
+// the host; scripts/deps.sh must have a file: row for it.
+func RequireFile(t testing.TB, path string) {
+	t.Helper()
+	_, err := os.Stat(path)
+	Require(t, err == nil, path+" present (see scripts/deps.sh for its package)")
+}
+
 // Env requires an environment variable and returns its value.
 func Env(t testing.TB, name string) string {
 	t.Helper()

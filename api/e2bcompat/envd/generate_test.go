@@ -16,6 +16,8 @@ import (
 // the committed files. protoc's own version line is ignored.
 func TestGeneratedCurrent(t *testing.T) {
 	protoc := testenv.RequireBinary(t, "protoc") // Debian package protobuf-compiler
+	// the well-known types the protos import; Debian package libprotobuf-dev
+	testenv.RequireFile(t, "/usr/include/google/protobuf/timestamp.proto")
 	bin := t.TempDir()
 	for _, pkg := range []string{"google.golang.org/protobuf/cmd/protoc-gen-go", "connectrpc.com/connect/cmd/protoc-gen-connect-go"} {
 		cmd := exec.Command("go", "build", "-o", bin, pkg)
