@@ -210,3 +210,26 @@ func (e *Effective) HeadersFor(name string) map[string]string {
 	}
 	return best.Headers
 }
+
+// KernelReach returns the IPv4 ranges the operator opened, for the
+// kernel's forward rules, with the metadata addresses cut out of wider
+// ranges (they open only when listed exactly).
+func (e *Effective) KernelReach() []netip.Prefix {
+	if e == nil {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, p := range e.Reachable {
+		if !p.Addr().Is4() {
+			continue
+		}
+		ps := []netip.Prefix{p}
+		for _, m := range Metadata {
+			if m.Is4() && !(p.IsSingleIP() && p.Addr() == m) {
+				ps = subtract(ps, []netip.Prefix{netip.PrefixFrom(m, 32)})
+			}
+		}
+		out = append(out, ps...)
+	}
+	return out
+}

@@ -382,3 +382,26 @@ func TestPolicyJSON(t *testing.T) {
 		t.Errorf("bad rule in JSON: %v", err)
 	}
 }
+
+func TestKernelReach(t *testing.T) {
+	e := &Effective{Reachable: []netip.Prefix{
+		netip.MustParsePrefix("169.254.0.0/16"),
+		netip.MustParsePrefix("10.9.9.0/24"),
+		netip.MustParsePrefix("fd00::/8"),
+	}}
+	var meta, private bool
+	for _, p := range e.KernelReach() {
+		meta = meta || p.Contains(netip.MustParseAddr("169.254.169.254"))
+		private = private || p.Contains(netip.MustParseAddr("10.9.9.9"))
+		if p.Addr().Is6() {
+			t.Errorf("IPv6 range %s in the kernel's reach", p)
+		}
+	}
+	if meta || !private {
+		t.Errorf("KernelReach = %v: metadata %v, 10.9.9.9 %v", e.KernelReach(), meta, private)
+	}
+	exact := &Effective{Reachable: []netip.Prefix{netip.MustParsePrefix("169.254.169.254/32")}}
+	if got := exact.KernelReach(); len(got) != 1 || !got[0].Contains(netip.MustParseAddr("169.254.169.254")) {
+		t.Errorf("exact metadata: %v", got)
+	}
+}
