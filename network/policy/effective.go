@@ -52,26 +52,35 @@ func (e *Effective) CheckAddr(a netip.Addr, internal Internal) Decision {
 	if !a.IsValid() {
 		return deny("no destination address")
 	}
-	why := ForbiddenReason(a)
-	if why == "" && internal != nil {
+	// The host's and the sandboxes' own addresses first: they are the
+	// likelier target, and their reason is the more telling one.
+	why, exact := "", false
+	if internal != nil {
 		why = internal(a)
+		exact = why != ""
+	}
+	if why == "" {
+		why = ForbiddenReason(a)
+		exact = IsMetadata(a)
 	}
 	if why == "" {
 		return allow("")
 	}
-	if e.reachable(a) {
+	if e.reachable(a, exact) {
 		return allow("operator-opened range")
 	}
 	return deny(why + " " + a.String())
 }
 
-func (e *Effective) reachable(a netip.Addr) bool {
+// reachable reports whether the operator opened a. Metadata and the
+// daemon's internal addresses open only when listed exactly (a /32 or
+// /128), never through a wider range that happens to hold them.
+func (e *Effective) reachable(a netip.Addr, exact bool) bool {
 	if e == nil {
 		return false
 	}
-	meta := IsMetadata(a)
 	for _, p := range e.Reachable {
-		if meta && !(p.IsSingleIP() && p.Addr() == a) {
+		if exact && !(p.IsSingleIP() && p.Addr() == a) {
 			continue
 		}
 		if p.Contains(a) {
@@ -152,22 +161,6 @@ func (e *Effective) AllowName(name string) bool {
 			if r.Domain != "" && MatchDomain(r.Domain, name) {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// AllowsAddrRule reports whether an address allow rule covers a (on some
-// port): the resolver then answers a name whose addresses it covers, so
-// an allowlist of addresses works with names too.
-func (e *Effective) AllowsAddrRule(a netip.Addr) bool {
-	if e.Mode() != Allowlist {
-		return false
-	}
-	a = a.Unmap()
-	for _, r := range e.Policy.Allow {
-		if r.Net.IsValid() && r.Net.Contains(a) {
-			return true
 		}
 	}
 	return false

@@ -21,8 +21,9 @@ type TenantCap struct {
 	Nets []netip.Prefix `json:"nets,omitempty"`
 	// Reachable opens internal ranges (private, link-local, the host's
 	// addresses) to this tenant's sandboxes. They still need an allow rule
-	// in allowlist mode. A metadata address opens only when listed exactly
-	// (169.254.169.254/32), never through a wider range.
+	// in allowlist mode. A metadata address, an address of the host and a
+	// sandbox address open only when listed exactly (169.254.169.254/32),
+	// never through a wider range that happens to hold them.
 	Reachable []netip.Prefix `json:"reachable,omitempty"`
 	// NoPublicPorts forbids Ingress.Public: every port request needs the
 	// traffic access token.

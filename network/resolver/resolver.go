@@ -315,14 +315,14 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	ev.Host = name
-	byName := sb.Policy.AllowName(name)
-	byAddr := !byName && hasAddrRules(sb.Policy)
 	switch {
 	case strings.HasSuffix(name, ".in-addr.arpa") || strings.HasSuffix(name, ".ip6.arpa"):
 		m.Rcode = dns.RcodeNameError
 		ev.Reason = "reverse lookups are not answered"
 		return
-	case !byName && !byAddr:
+	case !sb.Policy.AllowName(name):
+		// Never forwarded: a question for a name outside the allowlist is
+		// itself a way out (to whoever serves that name).
 		m.Rcode = dns.RcodeNameError
 		ev.Reason = "name not allowed"
 		return
@@ -332,10 +332,6 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	case q.Qtype == dns.TypeAAAA || q.Qtype == dns.TypeHTTPS || q.Qtype == dns.TypeSVCB:
 		ev.Allowed, ev.Reason = true, "empty: the sandbox network is IPv4"
-		return
-	case byAddr && q.Qtype != dns.TypeA:
-		m.Rcode = dns.RcodeNameError
-		ev.Reason = "name not allowed"
 		return
 	}
 
@@ -361,7 +357,7 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		case *dns.A:
 			ip, _ := netip.AddrFromSlice(v.A)
 			ip = ip.Unmap()
-			if !r.answerable(sb.Policy, ip, byAddr) {
+			if !r.answerable(sb.Policy, ip) {
 				dropped++
 				continue
 			}
@@ -371,22 +367,12 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		case *dns.AAAA:
 			// IPv4 network; never returned.
 		default:
-			if !byAddr {
-				m.Answer = append(m.Answer, rr)
-			}
+			m.Answer = append(m.Answer, rr)
 		}
 	}
-	switch {
-	case byAddr && len(kept) == 0:
-		m.Answer, m.Rcode = nil, dns.RcodeNameError
-		ev.Reason = "no address of the name is allowed"
-	case dropped > 0 && len(kept) == 0:
-		ev.Allowed, ev.Reason = true, "every address is forbidden; answered empty"
-	default:
-		ev.Allowed, ev.Reason = true, "name allowed"
-		if byAddr {
-			ev.Reason = "address allowed"
-		}
+	ev.Allowed, ev.Reason = true, "name allowed"
+	if dropped > 0 && len(kept) == 0 {
+		ev.Reason = "every address is forbidden; answered empty"
 	}
 	if len(kept) > 0 {
 		r.remember(sb.ID, name, kept, ttl)
@@ -394,7 +380,7 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 }
 
 // answerable reports whether ip may be handed to the sandbox.
-func (r *Resolver) answerable(p *policy.Effective, ip netip.Addr, byAddr bool) bool {
+func (r *Resolver) answerable(p *policy.Effective, ip netip.Addr) bool {
 	if !p.CheckAddr(ip, r.cfg.Internal).Allow {
 		return false
 	}
@@ -403,19 +389,7 @@ func (r *Resolver) answerable(p *policy.Effective, ip netip.Addr, byAddr bool) b
 			return false
 		}
 	}
-	return !byAddr || p.AllowsAddrRule(ip)
-}
-
-func hasAddrRules(p *policy.Effective) bool {
-	if p.Mode() != policy.Allowlist {
-		return false
-	}
-	for _, r := range p.Policy.Allow {
-		if r.Net.IsValid() {
-			return true
-		}
-	}
-	return false
+	return true
 }
 
 func addrOf(a net.Addr) (netip.Addr, bool) {
