@@ -35,6 +35,8 @@ PY=/usr/bin/python3
 # modes (r: run, t: test, b: bench)  check  package
 # npm is checked as a command: it ships inside some Node.js vendor packages,
 # and a Debian npm would conflict with those.
+# curl, nsenter and unshare: the network tests run curl inside a sandbox's
+# network namespace.
 rows() {
   cat <<'EOF'
 rtb cmd:crun                                          crun
@@ -58,6 +60,9 @@ t   glob:/usr/lib/postgresql/*/bin/postgres           postgresql
 t   cmd:psql                                          postgresql-client
 t   cmd:su                                            util-linux
 t   cmd:git                                           git
+t   cmd:curl                                          curl
+t   cmd:nsenter                                       util-linux
+t   cmd:unshare                                       util-linux
 EOF
 }
 
