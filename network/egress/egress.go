@@ -107,8 +107,8 @@ type Config struct {
 	// DialTimeout bounds an upstream dial and TLS handshake (default 10s).
 	DialTimeout time.Duration
 	// MaxBody is the largest request body (with a Content-Length, not
-	// compressed) in which placeholders are replaced (default 1 MiB);
-	// larger or streamed bodies pass unchanged.
+	// compressed) in which placeholders are replaced (default 256 KiB; it
+	// is held in memory); larger or streamed bodies pass unchanged.
 	MaxBody int64
 	// MaxConns bounds a sandbox's concurrent connections (default 512).
 	MaxConns int
@@ -148,7 +148,7 @@ func New(reg *Registry, cfg Config) (*Proxy, error) {
 		cfg.DialTimeout = 10 * time.Second
 	}
 	if cfg.MaxBody == 0 {
-		cfg.MaxBody = 1 << 20
+		cfg.MaxBody = 256 << 10
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = 512

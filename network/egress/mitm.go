@@ -63,7 +63,10 @@ func (p *Proxy) mitm(ctx context.Context, sb *Sandbox, raw net.Conn, prefix []by
 	headers := sb.Policy.HeadersFor(name)
 	head := &io.LimitedReader{R: client, N: maxHead}
 	cr := bufio.NewReader(head)
-	ur := bufio.NewReader(up)
+	// The server's heads are bounded too (1 MiB): an allowed host is not a
+	// trusted one.
+	upHead := &io.LimitedReader{R: up, N: math.MaxInt64}
+	ur := bufio.NewReader(upHead)
 	for {
 		client.SetReadDeadline(time.Now().Add(p.cfg.IdleTimeout))
 		head.N = maxHead
@@ -103,7 +106,9 @@ func (p *Proxy) mitm(ctx context.Context, sb *Sandbox, raw net.Conn, prefix []by
 		if err := req.Write(up); err != nil {
 			return
 		}
+		upHead.N = maxUpstreamHead
 		resp, err := readResponse(ur, req, client, scrub)
+		upHead.N = math.MaxInt64
 		if err != nil {
 			writeError(client, http.StatusBadGateway, "sandlot: no response from "+name)
 			return
@@ -136,6 +141,8 @@ func (p *Proxy) mitm(ctx context.Context, sb *Sandbox, raw net.Conn, prefix []by
 		}
 	}
 }
+
+const maxUpstreamHead = 1 << 20
 
 // injectRequest replaces placeholders in the request's target, headers
 // and (bounded, uncompressed, sized) body. It returns the number of
