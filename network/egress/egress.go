@@ -269,6 +269,7 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	defer up.Close()
 	p.trackUp(up, c)
+	defer p.untrackUp(up)
 	prefix, _ := br.Peek(br.Buffered())
 	if k == kindTLS && pl.name != "" && p.intercepts(sb, pl.name) {
 		ev.Proto = audit.ProtoMITM
@@ -286,6 +287,12 @@ func (p *Proxy) trackUp(up, c net.Conn) {
 	if _, ok := p.conns[c]; ok {
 		p.conns[up] = struct{}{}
 	}
+	p.mu.Unlock()
+}
+
+func (p *Proxy) untrackUp(up net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, up)
 	p.mu.Unlock()
 }
 

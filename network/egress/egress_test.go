@@ -1,10 +1,12 @@
 package egress
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/sandlot/sandlot/network/nettest"
@@ -120,6 +122,7 @@ func TestAllowlist(t *testing.T) {
 			}
 		}
 	})
+	t.Run("every connection released", func(t *testing.T) { e.idle(t) })
 	t.Run("audit", func(t *testing.T) {
 		var allowed, denied bool
 		for _, ev := range e.eventsFor("allow") {
@@ -254,4 +257,44 @@ func TestSecretsAtTheEdge(t *testing.T) {
 			t.Error("the value is in the audit trail or the logs")
 		}
 	})
+}
+
+func TestConnectionLimit(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxConns = 3 })
+	sb := e.sandbox(t, "greedy", "t1", policy.Policy{Mode: policy.Allowlist, Allow: rules("203.0.113.20/32:7")})
+	var held []net.Conn
+	for range 3 {
+		c, err := sb.dial(t, "203.0.113.20:7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte("x"))
+		buf := make([]byte, 1)
+		if _, err := c.Read(buf); err != nil {
+			t.Fatalf("held connection: %v", err)
+		}
+		held = append(held, c)
+	}
+	if sb.echo(t, "203.0.113.20:7") {
+		t.Error("a fourth connection passed a limit of three")
+	}
+	held[0].Close()
+	ok := false
+	for deadline := time.Now().Add(5 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ok = sb.echo(t, "203.0.113.20:7")
+	}
+	if !ok {
+		t.Error("no connection after one was released")
+	}
+	for _, c := range held[1:] {
+		c.Close()
+	}
+	e.idle(t)
+	var limited bool
+	for _, ev := range e.eventsFor("greedy") {
+		limited = limited || ev.Reason == "too many connections"
+	}
+	if !limited {
+		t.Errorf("the refusal is not in the audit trail: %s", e.allEvents())
+	}
 }

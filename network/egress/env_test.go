@@ -59,7 +59,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB, mut ...func(*Config)) *env {
 	t.Helper()
 	nettest.Require(t)
 	ctx := context.Background()
@@ -109,14 +109,18 @@ func newEnv(t testing.TB) *env {
 	}
 	e.res.Serve(pc, dl)
 	t.Cleanup(func() { e.res.Shutdown(ctx) })
-	e.px, err = New(e.reg, Config{
+	cfg := Config{
 		Resolve:  e.res.LookupIP,
 		Names:    e.res.NameFor,
 		Internal: m.Internal,
 		RootCAs:  e.world.CA,
 		Audit:    auditf,
 		Log:      log,
-	})
+	}
+	for _, f := range mut {
+		f(&cfg)
+	}
+	e.px, err = New(e.reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,4 +296,23 @@ func writeTemp(t testing.TB, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// idle waits until the proxy holds no connection (every one it opened was
+// released) and fails the test if that does not happen.
+func (e *env) idle(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.px.mu.Lock()
+		n, c := len(e.px.conns), len(e.px.counts)
+		e.px.mu.Unlock()
+		if n == 0 && c == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still tracks %d connections and %d sandboxes after its clients left", n, c)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
