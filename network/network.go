@@ -67,7 +67,11 @@ type Config struct {
 	Table, IfPrefix string
 	// CAValidity is the lifetime of a sandbox CA (default ca.DefaultValidity).
 	CAValidity time.Duration
-	Log        *slog.Logger
+	// Spares is how many networks to keep built ahead of need (namespace,
+	// veth, addresses, CA), so Setup only adds the rules and the record.
+	// Zero builds every network on demand.
+	Spares int
+	Log    *slog.Logger
 }
 
 // Net is one sandbox's network. Treat it as read-only: Update returns a
@@ -105,7 +109,11 @@ type Manager struct {
 	log     *slog.Logger
 	host    hostAddrs
 
+	stop, done chan struct{} // the spare filler's; nil without spares
+	refill     chan struct{}
+
 	mu     sync.Mutex
+	spares []spare
 	byID   map[string]*Net
 	bySlot map[uint32]string // slot → sandbox id ("" while being built)
 	byAddr map[netip.Addr]*Net
@@ -140,6 +148,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Spares < 0 {
+		return nil, fmt.Errorf("network: negative spares: %w", errdefs.ErrInvalidArgument)
+	}
 	size := uint32(1) << (32 - cfg.Pool.Bits())
 	gw := cfg.Pool.Addr().Next()
 	tab, err := nft.New(nft.Config{
@@ -152,6 +163,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, gateway: gw, first: 2, last: size - 2, tab: tab, log: cfg.Log,
 		byID: map[string]*Net{}, bySlot: map[uint32]string{}, byAddr: map[netip.Addr]*Net{}, next: 2,
+		refill: make(chan struct{}, 1),
 	}, nil
 }
 

@@ -96,8 +96,12 @@ func originalDst(t *testing.T, c net.Conn) netip.AddrPort {
 	return ap
 }
 
-func dialFrom(n *Net, addr string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+// dialFrom connects from inside n. Expected failures (a drop) end at the
+// short timeout; successes get a long one, for a loaded machine.
+func dialFrom(n *Net, addr string) error { return dialFromWithin(n, addr, 10*time.Second) }
+
+func dialFromWithin(n *Net, addr string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	c, err := netns.Dialer(n.Path)(ctx, "tcp4", addr)
 	if err == nil {
@@ -289,7 +293,7 @@ func TestKernelRules(t *testing.T) {
 		expectNone(t, got, "udp from one sandbox to another")
 	})
 	t.Run("mode none opens nothing", func(t *testing.T) {
-		if err := dialFrom(b, "203.0.113.10:443"); err == nil {
+		if err := dialFromWithin(b, "203.0.113.10:443", 400*time.Millisecond); err == nil {
 			t.Error("a sandbox in mode none connected out")
 		}
 		udpFrom(t, b, netip.Addr{}, "9.9.9.9:53")
@@ -348,7 +352,7 @@ func TestKernelRules(t *testing.T) {
 		if _, err := m.Update(ctx, b.SandboxID, noneP); err != nil {
 			t.Fatal(err)
 		}
-		if err := dialFrom(b, "203.0.113.10:443"); err == nil {
+		if err := dialFromWithin(b, "203.0.113.10:443", 400*time.Millisecond); err == nil {
 			t.Error("connected after the update back to none")
 		}
 	})
@@ -364,6 +368,9 @@ func takeSnapshot(t *testing.T, m *Manager) snapshot {
 	t.Helper()
 	var s snapshot
 	links, err := netlink.LinkList()
+	for i := 0; errors.Is(err, netlink.ErrDumpInterrupted) && i < 10; i++ {
+		links, err = netlink.LinkList() // a concurrent change (the spare filler)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,11 +571,14 @@ func TestSetupErrors(t *testing.T) {
 	if err := m.Teardown(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(d.netns, "squatter"), nil, 0o600)
+	m.mu.Lock()
+	squatted := m.nsPath(m.next)
+	m.mu.Unlock()
+	os.WriteFile(squatted, nil, 0o600)
 	if _, err := m.Setup(ctx, "squatter", noneP); err == nil {
 		t.Fatal("Setup over an existing file succeeded")
 	}
-	os.Remove(filepath.Join(d.netns, "squatter"))
+	os.Remove(squatted)
 	for _, id := range ids[1:] {
 		m.Teardown(ctx, id)
 	}
@@ -580,5 +590,51 @@ func TestSetupErrors(t *testing.T) {
 	}
 	if err := m.Teardown(ctx, "nope"); err != nil {
 		t.Errorf("Teardown of an unknown sandbox: %v", err)
+	}
+}
+
+func TestSpares(t *testing.T) {
+	nettest.Require(t)
+	ctx := context.Background()
+	m := newManager(t, newDirs(t), func(c *Config) { c.Spares = 2 })
+	waitLinks := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for len(takeSnapshot(t, m).Links) != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d veths, want %d", len(takeSnapshot(t, m).Links), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLinks(2) // the spares, built in the background
+	if snap := takeSnapshot(t, m); len(snap.Guards) != 0 || len(snap.Files) != 2 {
+		t.Errorf("spares must have no rules and no records: %+v", snap)
+	}
+	proxied := redirected(t, m)
+	var nets []*Net
+	for i := range 3 {
+		n, err := m.Setup(ctx, fmt.Sprintf("sb-%d", i), allowlistP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nets = append(nets, n)
+		if err := dialFrom(n, "203.0.113.10:443"); err != nil {
+			t.Fatalf("sandbox %d: %v", i, err)
+		}
+		expectOne(t, proxied, "a sandbox on a spare network")
+	}
+	waitLinks(5) // three sandboxes, two spares again
+	for _, n := range nets {
+		if err := m.Teardown(ctx, n.SandboxID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := takeSnapshot(t, m)
+	if len(snap.Links)+len(snap.Mounts)+len(snap.Files)+len(snap.Guards) != 0 {
+		t.Errorf("after Close: %+v", snap)
 	}
 }

@@ -82,6 +82,10 @@ func (m *Manager) Start(ctx context.Context, keep func(sandboxID string) bool) (
 		m.cleanup(r.Slot, r.SandboxID, r.Path)
 	}
 	m.sweep(restored)
+	if m.cfg.Spares > 0 {
+		m.stop, m.done = make(chan struct{}), make(chan struct{})
+		go m.fill()
+	}
 	return restored, nil
 }
 
@@ -89,7 +93,7 @@ func (m *Manager) restore(r record) (*Net, error) {
 	if r.Policy == nil {
 		return nil, errors.New("record without a policy")
 	}
-	if r.Path != filepath.Join(m.cfg.NetnsDir, r.SandboxID) || !netns.IsNetNS(r.Path) {
+	if r.Path != m.nsPath(r.Slot) || !netns.IsNetNS(r.Path) {
 		return nil, errors.New("network namespace is gone")
 	}
 	if _, err := netlink.LinkByName(m.iface(r.Slot)); err != nil {
@@ -146,17 +150,33 @@ func (m *Manager) Setup(ctx context.Context, sandboxID string, p *policy.Effecti
 		m.mu.Unlock()
 		return nil, fmt.Errorf("network of sandbox %s: %w", sandboxID, errdefs.ErrAlreadyExists)
 	}
-	slot, err := m.allocate()
-	if err != nil {
-		m.mu.Unlock()
-		return nil, err
+	var sp *spare
+	var slot uint32
+	if k := len(m.spares); k > 0 {
+		sp = &m.spares[k-1]
+		m.spares = m.spares[:k-1]
+		slot = sp.slot
+	} else {
+		var err error
+		if slot, err = m.allocate(); err != nil {
+			m.mu.Unlock()
+			return nil, err
+		}
+		m.bySlot[slot] = ""
 	}
-	m.bySlot[slot] = ""
 	m.mu.Unlock()
 
-	n := &Net{SandboxID: sandboxID, Path: filepath.Join(m.cfg.NetnsDir, sandboxID), Addr: m.addr(slot),
+	n := &Net{SandboxID: sandboxID, Path: m.nsPath(slot), Addr: m.addr(slot),
 		Gateway: m.gateway, Iface: m.iface(slot), Policy: p, slot: slot}
-	if err := m.build(ctx, n); err != nil {
+	var err error
+	if sp != nil {
+		m.wantSpare()
+		n.CA = sp.ca
+		err = m.finish(n)
+	} else {
+		err = m.build(ctx, n)
+	}
+	if err != nil {
 		m.cleanup(slot, sandboxID, n.Path)
 		m.mu.Lock()
 		delete(m.bySlot, slot)
@@ -171,8 +191,14 @@ func (m *Manager) Setup(ctx context.Context, sandboxID string, p *policy.Effecti
 	return n, nil
 }
 
+// nsPath is where a slot's namespace is mounted. It is named after the
+// slot, not the sandbox, so a network can be built before its sandbox is
+// known (spares).
+func (m *Manager) nsPath(slot uint32) string { return filepath.Join(m.cfg.NetnsDir, m.iface(slot)) }
+
+// build makes a network from nothing: the kernel side and, meanwhile,
+// the CA; then the rules and the record.
 func (m *Manager) build(ctx context.Context, n *Net) error {
-	// The CA's key is generated while the kernel builds the rest.
 	type caResult struct {
 		ca  *ca.CA
 		err error
@@ -191,10 +217,19 @@ func (m *Manager) build(ctx context.Context, n *Net) error {
 		return r.err
 	}
 	n.CA = r.ca
+	return m.finish(n)
+}
+
+// finish gives a plumbed network its rules and its record.
+func (m *Manager) finish(n *Net) error {
+	if err := m.tab.Add(m.kernel(n)); err != nil {
+		return err
+	}
 	return m.writeRecord(n)
 }
 
-// plumb builds the kernel side: namespace, veth, addresses, routes, rules.
+// plumb builds the kernel side but the rules: namespace, veth, addresses
+// and routes.
 func (m *Manager) plumb(n *Net) error {
 	if err := netns.New(n.Path); err != nil {
 		return err
@@ -227,10 +262,7 @@ func (m *Manager) plumb(n *Net) error {
 		Scope: netlink.SCOPE_LINK, Src: net.IP(m.gateway.AsSlice())}); err != nil {
 		return fmt.Errorf("route to %s: %w", n.Addr, err)
 	}
-	if err := m.inside(nsh, n); err != nil {
-		return err
-	}
-	return m.tab.Add(m.kernel(n))
+	return m.inside(nsh, n)
 }
 
 // inside configures the sandbox's side: loopback up, eth0 with the
@@ -345,6 +377,7 @@ func (m *Manager) cleanup(slot uint32, sandboxID, path string) error {
 // Purge tears down every sandbox network and deletes the table: for
 // uninstalling, and for tests.
 func (m *Manager) Purge(ctx context.Context) error {
+	m.Close(ctx)
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.byID))
 	for id := range m.byID {
@@ -364,34 +397,40 @@ func ipnet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }
 
-// hostAddrs caches the addresses of the daemon's namespace. A miss
-// refreshes the cache (at most once a second), so an address that appears
-// later (DHCP, a new interface) is known within a second.
+// hostAddrs tells the daemon's own addresses by asking the kernel how it
+// would route to an address (RTM_GETROUTE): a local or broadcast route
+// means the host itself. Unlike a list of the interfaces' addresses, the
+// answer cannot be stale or cut short by a concurrent change. Answers are
+// cached a second.
 type hostAddrs struct {
 	mu    sync.Mutex
+	cache map[netip.Addr]hostAnswer
+}
+
+type hostAnswer struct {
+	local bool
 	at    time.Time
-	addrs map[netip.Addr]bool
 }
 
 func (h *hostAddrs) has(a netip.Addr) bool {
+	now := time.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.addrs[a] {
-		return true
+	if ans, ok := h.cache[a]; ok && now.Sub(ans.at) < time.Second {
+		h.mu.Unlock()
+		return ans.local
 	}
-	if time.Since(h.at) < time.Second && h.addrs != nil {
-		return false
-	}
-	h.at = time.Now()
-	h.addrs = map[netip.Addr]bool{}
-	list, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return false
-	}
-	for _, x := range list {
-		if ip, ok := netip.AddrFromSlice(x.IP); ok {
-			h.addrs[ip.Unmap()] = true
+	h.mu.Unlock()
+	local := false
+	if routes, err := netlink.RouteGet(net.IP(a.AsSlice())); err == nil {
+		for _, r := range routes {
+			local = local || r.Type == unix.RTN_LOCAL || r.Type == unix.RTN_BROADCAST
 		}
 	}
-	return h.addrs[a]
+	h.mu.Lock()
+	if h.cache == nil || len(h.cache) > 4096 {
+		h.cache = map[netip.Addr]hostAnswer{}
+	}
+	h.cache[a] = hostAnswer{local, now}
+	h.mu.Unlock()
+	return local
 }

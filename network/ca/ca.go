@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -40,7 +41,8 @@ type CA struct {
 	leaves map[string]*tls.Certificate // by name; at most maxLeaves
 }
 
-// New generates a CA (ECDSA P-256) named after the sandbox.
+// New generates a CA (ECDSA P-256) named after the sandbox (which may be
+// unknown yet: "").
 func New(sandboxID string, validity time.Duration) (*CA, error) {
 	if validity <= 0 {
 		validity = DefaultValidity
@@ -52,7 +54,7 @@ func New(sandboxID string, validity time.Duration) (*CA, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{Organization: []string{"sandlot"}, CommonName: "sandlot sandbox " + sandboxID},
+		Subject:               pkix.Name{Organization: []string{"sandlot"}, CommonName: strings.TrimSpace("sandlot sandbox " + sandboxID)},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
