@@ -36,7 +36,7 @@ PY=/usr/bin/python3
 # npm is checked as a command: it ships inside some Node.js vendor packages,
 # and a Debian npm would conflict with those.
 # curl, nsenter and unshare: the network tests run curl inside a sandbox's
-# network namespace.
+# network namespace; ip runs inside a container joined to one.
 rows() {
   cat <<'EOF'
 rtb cmd:crun                                          crun
@@ -63,6 +63,7 @@ t   cmd:git                                           git
 t   cmd:curl                                          curl
 t   cmd:nsenter                                       util-linux
 t   cmd:unshare                                       util-linux
+t   cmd:ip                                            iproute2
 EOF
 }
 
