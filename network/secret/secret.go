@@ -262,11 +262,14 @@ func (r *Replacer) Reader(src io.Reader) io.Reader {
 type streamReplacer struct {
 	r    *Replacer
 	src  io.Reader
-	pend []byte // read, not yet matched
+	base []byte // backing of pend, reused
+	pend []byte // read, not yet matched; always base[:len(pend)]
+	obuf []byte // backing of out, reused
 	out  []byte // replaced, not yet returned
 	err  error
-	buf  [32 << 10]byte
 }
+
+const streamChunk = 32 << 10
 
 func (s *streamReplacer) Read(p []byte) (int, error) {
 	for len(s.out) == 0 {
@@ -278,8 +281,12 @@ func (s *streamReplacer) Read(p []byte) (int, error) {
 			}
 			return 0, s.err
 		}
-		n, err := s.src.Read(s.buf[:])
-		s.pend = append(s.pend, s.buf[:n]...)
+		if s.base == nil {
+			s.base = make([]byte, streamChunk+s.r.max)
+			s.pend = s.base[:0]
+		}
+		n, err := s.src.Read(s.base[len(s.pend):])
+		s.pend = s.base[:len(s.pend)+n]
 		s.err = err
 		s.drain()
 	}
@@ -288,27 +295,34 @@ func (s *streamReplacer) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// drain moves to out everything of pend that no match can still span.
+// drain moves to out everything of pend that no match can still span,
+// and the rest to the front of base.
 func (s *streamReplacer) drain() {
+	s.obuf = s.obuf[:0]
+	pend := s.pend
+	held := false
 	for {
-		at, w := s.r.first(s.pend)
+		at, w := s.r.first(pend)
 		if at < 0 {
 			break
 		}
-		if s.err == nil && s.r.longerMayFollow(s.pend[at:], w) {
+		if s.err == nil && s.r.longerMayFollow(pend[at:], w) {
 			// A longer pattern may match here once more arrives.
-			s.out = append(s.out, s.pend[:at]...)
-			s.pend = append(s.pend[:0:0], s.pend[at:]...)
-			return
+			s.obuf = append(s.obuf, pend[:at]...)
+			pend = pend[at:]
+			held = true
+			break
 		}
-		s.out = append(append(s.out, s.pend[:at]...), s.r.new[w]...)
-		s.pend = s.pend[at+len(s.r.old[w]):]
+		s.obuf = append(append(s.obuf, pend[:at]...), s.r.new[w]...)
+		pend = pend[at+len(s.r.old[w]):]
 	}
-	if keep := s.r.max - 1; len(s.pend) > keep {
-		cut := len(s.pend) - keep
-		s.out = append(s.out, s.pend[:cut]...)
-		s.pend = append(s.pend[:0:0], s.pend[cut:]...)
+	if keep := s.r.max - 1; !held && len(pend) > keep {
+		cut := len(pend) - keep
+		s.obuf = append(s.obuf, pend[:cut]...)
+		pend = pend[cut:]
 	}
+	s.pend = s.base[:copy(s.base, pend)]
+	s.out = s.obuf
 }
 
 func invalid(format string, args ...any) error {
