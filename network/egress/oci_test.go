@@ -23,6 +23,7 @@ import (
 // CAP_NET_ADMIN: the namespace belongs to the host's user namespace.
 func TestOCIRuntimeJoinsByPath(t *testing.T) {
 	runc := testenv.RequireBinary(t, "runc")
+	testenv.RequireBinary(t, "ip") // runs inside the container, from the host's /usr
 	e := newEnv(t)
 	const value = "oci-real-value-42"
 	sec := secret.Secret{ID: "oci", Hosts: []string{"api.example.test"}, Value: value}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // Result is what a command run in a sandbox's namespace produced.
@@ -40,12 +42,7 @@ func Run(t testing.TB, ns string, resolvConf []byte, name string, args ...string
 // RequireTools requires the binaries the sandbox clients use.
 func RequireTools(t testing.TB) {
 	t.Helper()
-	for _, b := range []string{"nsenter", "unshare", "curl"} {
-		if _, err := exec.LookPath(b); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("precondition missing in CI: %s installed", b)
-			}
-			t.Skipf("precondition missing: %s installed", b)
-		}
-	}
+	testenv.RequireBinary(t, "nsenter")
+	testenv.RequireBinary(t, "unshare")
+	testenv.RequireBinary(t, "curl")
 }

@@ -244,7 +244,7 @@ func TestWebSocket(t *testing.T) {
 // (python3 -m http.server) with a plain HTTP client.
 func TestRealServerInTheSandbox(t *testing.T) {
 	f := newFixture(t)
-	py := testenv.RequireBinary(t, "python3")
+	py := testenv.RequireBinary(t, "/usr/bin/python3")
 	n := f.nets["public"]
 	dir := t.TempDir()
 	cmd := exec.Command("nsenter", "--net="+n.Path, "--", py, "-m", "http.server", "8000", "--bind", "0.0.0.0", "--directory", dir)
