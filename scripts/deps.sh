@@ -35,6 +35,8 @@ PY=/usr/bin/python3
 # modes (r: run, t: test, b: bench)  check  package
 # npm is checked as a command: it ships inside some Node.js vendor packages,
 # and a Debian npm would conflict with those.
+# curl, nsenter and unshare: the network tests run curl inside a sandbox's
+# network namespace; ip runs inside a container joined to one.
 rows() {
   cat <<'EOF'
 rtb cmd:crun                                          crun
@@ -58,6 +60,10 @@ t   glob:/usr/lib/postgresql/*/bin/postgres           postgresql
 t   cmd:psql                                          postgresql-client
 t   cmd:su                                            util-linux
 t   cmd:git                                           git
+t   cmd:curl                                          curl
+t   cmd:nsenter                                       util-linux
+t   cmd:unshare                                       util-linux
+t   cmd:ip                                            iproute2
 EOF
 }
 

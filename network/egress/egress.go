@@ -1,0 +1,433 @@
+// Package egress is the daemon-side proxy every TCP connection of a
+// sandbox is redirected to (by the kernel rules of package nft). It tells
+// the sandbox by the connection's source address, recovers the original
+// destination (SO_ORIGINAL_DST), reads the TLS SNI or the HTTP Host the
+// sandbox sent, and decides against the sandbox's policy:
+//
+//   - a destination address that an address rule (or mode open) allows is
+//     dialed as the sandbox asked;
+//   - otherwise a name the policy allows is resolved by the proxy itself
+//     and one of its addresses dialed, so a sandbox cannot pair an allowed
+//     name with an address of its choice, and every address is checked
+//     against the forbidden ranges again (DNS rebinding);
+//   - a connection without a name is named by the resolver's earlier
+//     answer to this sandbox for that address, if any.
+//
+// Allowed bytes are spliced (the kernel's splice(2) through io.Copy).
+// When the destination name has secrets or header rules, the proxy
+// instead terminates TLS with a certificate from the sandbox's CA, swaps
+// placeholders for secret values in the requests (headers, target, and
+// bodies up to Config.MaxBody), re-encrypts to the real server (verifying
+// its certificate), and swaps the values back out of the responses.
+// Every connection ends in one audit event.
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/network/audit"
+	"github.com/sandlot/sandlot/network/ca"
+	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/network/secret"
+)
+
+// Sandbox is what the proxy knows of the sandbox at one address.
+type Sandbox struct {
+	ID, Tenant string
+	Policy     *policy.Effective
+	Secrets    *secret.Set // may be nil
+	CA         *ca.CA      // required when Secrets or Policy.Headers are set
+}
+
+// Registry maps sandbox addresses to sandboxes. It is safe for concurrent
+// use; a Register replaces the entry, so a policy update takes effect on
+// the next connection.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[netip.Addr]*Sandbox
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: map[netip.Addr]*Sandbox{}} }
+
+// Register sets the sandbox at addr.
+func (r *Registry) Register(addr netip.Addr, sb *Sandbox) {
+	r.mu.Lock()
+	r.m[addr.Unmap()] = sb
+	r.mu.Unlock()
+}
+
+// Unregister removes the sandbox at addr.
+func (r *Registry) Unregister(addr netip.Addr) {
+	r.mu.Lock()
+	delete(r.m, addr.Unmap())
+	r.mu.Unlock()
+}
+
+// Lookup returns the sandbox at addr.
+func (r *Registry) Lookup(addr netip.Addr) (*Sandbox, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	sb, ok := r.m[addr.Unmap()]
+	return sb, ok
+}
+
+// Config configures a Proxy. Resolve is required.
+type Config struct {
+	// Resolve returns the IPv4 addresses of a name (resolver.LookupIP).
+	Resolve func(ctx context.Context, name string) ([]netip.Addr, error)
+	// Names returns the name the resolver answered for an address to a
+	// sandbox (resolver.NameFor); nil: connections without SNI or Host
+	// are judged by address only.
+	Names func(sandboxID string, a netip.Addr) (string, bool)
+	// Internal names the host's and the pool's addresses (network.Manager.Internal).
+	Internal policy.Internal
+	// Dial opens upstream connections (default: a net.Dialer).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// RootCAs verifies upstream servers on the TLS-terminating path (nil:
+	// the host's trust store).
+	RootCAs *x509.CertPool
+	Audit   audit.Func
+	Log     *slog.Logger
+	// PeekTimeout bounds the wait for a sandbox's first bytes (default 1s);
+	// protocols where the server speaks first wait this long, then are
+	// judged by address.
+	PeekTimeout time.Duration
+	// DialTimeout bounds an upstream dial and TLS handshake (default 10s).
+	DialTimeout time.Duration
+	// MaxBody is the largest request body (with a Content-Length, not
+	// compressed) in which placeholders are replaced (default 256 KiB; it
+	// is held in memory); larger or streamed bodies pass unchanged.
+	MaxBody int64
+	// MaxConns bounds a sandbox's concurrent connections (default 512).
+	MaxConns int
+	// IdleTimeout closes a TLS-terminated connection idle between
+	// requests this long (default 5m).
+	IdleTimeout time.Duration
+}
+
+// Proxy is the egress proxy.
+type Proxy struct {
+	reg *Registry
+	cfg Config
+	log *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	counts map[string]int // open connections per sandbox
+	closed bool
+}
+
+// New returns a Proxy over reg.
+func New(reg *Registry, cfg Config) (*Proxy, error) {
+	if reg == nil || cfg.Resolve == nil {
+		return nil, errors.New("egress: a registry and Resolve are required")
+	}
+	if cfg.Dial == nil {
+		var d net.Dialer
+		cfg.Dial = d.DialContext
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PeekTimeout == 0 {
+		cfg.PeekTimeout = time.Second
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = 256 << 10
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 512
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 5 * time.Minute
+	}
+	return &Proxy{reg: reg, cfg: cfg, log: cfg.Log, conns: map[net.Conn]struct{}{}, counts: map[string]int{}}, nil
+}
+
+// Serve accepts redirected connections on l until l is closed.
+func (p *Proxy) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go p.handle(c)
+	}
+}
+
+// Close closes every open connection; Serve stops when its listener is
+// closed by the caller.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Proxy) track(c net.Conn, sandboxID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.counts[sandboxID] >= p.cfg.MaxConns {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	p.counts[sandboxID]++
+	return true
+}
+
+func (p *Proxy) untrack(c net.Conn, sandboxID string) {
+	p.mu.Lock()
+	delete(p.conns, c)
+	if p.counts[sandboxID]--; p.counts[sandboxID] <= 0 {
+		delete(p.counts, sandboxID)
+	}
+	p.mu.Unlock()
+}
+
+func (p *Proxy) handle(c net.Conn) {
+	defer c.Close()
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+	sb, ok := p.reg.Lookup(src)
+	if !ok || sb.Policy == nil {
+		p.log.Debug("egress: connection from an unknown address", "src", src.String())
+		return
+	}
+	dst, err := originalDst(tc)
+	if err != nil {
+		p.log.Warn("egress: no original destination", "sandbox", sb.ID, "err", err)
+		return
+	}
+	ev := audit.Event{SandboxID: sb.ID, Tenant: sb.Tenant, Proto: audit.ProtoTCP, Addr: dst.Addr(), Port: dst.Port(), Start: time.Now()}
+	defer func() {
+		if p.cfg.Audit != nil {
+			ev.Duration = time.Since(ev.Start)
+			p.cfg.Audit(ev)
+		}
+	}()
+	if !p.track(c, sb.ID) {
+		ev.Reason = "too many connections"
+		return
+	}
+	defer p.untrack(c, sb.ID)
+
+	br := bufio.NewReaderSize(c, peekBuffer)
+	k, claimed := sniff(c, br, time.Now().Add(p.cfg.PeekTimeout))
+	switch k {
+	case kindTLS:
+		ev.Proto = audit.ProtoTLS
+	case kindHTTP:
+		ev.Proto = audit.ProtoHTTP
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
+	defer cancel()
+	pl := p.decide(ctx, sb, dst, claimed)
+	ev.Host, ev.Reason, ev.Allowed = pl.name, pl.reason, pl.allow
+	if !pl.allow {
+		if k == kindHTTP {
+			refuse(c, pl.reason)
+		}
+		return
+	}
+	ev.Addr = pl.target.Addr()
+	up, err := p.cfg.Dial(ctx, "tcp4", pl.target.String())
+	if err != nil {
+		ev.Reason = pl.reason + "; dial failed: " + dialError(err)
+		if k == kindHTTP {
+			refuse(c, "cannot reach "+pl.target.String())
+		}
+		return
+	}
+	defer up.Close()
+	p.trackUp(up, c)
+	defer p.untrackUp(up)
+	prefix, _ := br.Peek(br.Buffered())
+	if k == kindTLS && pl.name != "" && p.intercepts(sb, pl.name) {
+		ev.Proto = audit.ProtoMITM
+		p.mitm(ctx, sb, c, prefix, up, pl.name, &ev)
+		return
+	}
+	keepAlive(c)
+	keepAlive(up)
+	ev.BytesUp, ev.BytesDown = splice(c, up, prefix)
+}
+
+// trackUp closes the upstream too when Close closes the client side.
+func (p *Proxy) trackUp(up, c net.Conn) {
+	p.mu.Lock()
+	if _, ok := p.conns[c]; ok {
+		p.conns[up] = struct{}{}
+	}
+	p.mu.Unlock()
+}
+
+func (p *Proxy) untrackUp(up net.Conn) {
+	p.mu.Lock()
+	delete(p.conns, up)
+	p.mu.Unlock()
+}
+
+// intercepts reports whether the proxy terminates TLS to name: only to
+// inject a secret or a header there.
+func (p *Proxy) intercepts(sb *Sandbox, name string) bool {
+	if sb.CA == nil {
+		return false
+	}
+	return sb.Secrets.For(name) != nil || sb.Policy.HeadersFor(name) != nil
+}
+
+// splice copies both ways until both sides are done, replaying prefix (the
+// peeked bytes) upstream first. io.Copy between two TCP connections uses
+// splice(2).
+func splice(c, up net.Conn, prefix []byte) (upBytes, downBytes int64) {
+	done := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(c, up)
+		closeWrite(c)
+		done <- n
+	}()
+	if len(prefix) > 0 {
+		if n, err := up.Write(prefix); err == nil {
+			upBytes += int64(n)
+		}
+	}
+	n, _ := io.Copy(up, c)
+	upBytes += n
+	closeWrite(up)
+	downBytes = <-done
+	return upBytes, downBytes
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	} else {
+		c.Close()
+	}
+}
+
+// refuse answers a plain HTTP request the proxy will not forward, so the
+// program in the sandbox (and the agent reading its output) learns why.
+func refuse(c net.Conn, reason string) {
+	body := "sandlot: egress denied: " + reason + "\n"
+	c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}
+
+func dialError(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Err != nil {
+		return op.Err.Error()
+	}
+	return err.Error()
+}
+
+// plan is the decision on one connection.
+type plan struct {
+	allow  bool
+	reason string
+	name   string // the name the decision used ("" if none)
+	target netip.AddrPort
+}
+
+// decide applies the rules in the package comment.
+func (p *Proxy) decide(ctx context.Context, sb *Sandbox, dst netip.AddrPort, claimed string) plan {
+	port := dst.Port()
+	pol := sb.Policy
+	name := ""
+	if claimed != "" {
+		host := claimed
+		if h, _, err := net.SplitHostPort(claimed); err == nil {
+			host = h
+		}
+		if _, err := netip.ParseAddr(host); err != nil {
+			if n, ok := policy.CanonicalName(host); ok {
+				name = n
+			} else {
+				return plan{reason: "malformed name " + strconv.Quote(trim(host))}
+			}
+		}
+	}
+	if name == "" {
+		// No name on the wire: the resolver's answer names the address, if
+		// it gave one to this sandbox (it only answers allowed names).
+		if p.cfg.Names != nil {
+			name, _ = p.cfg.Names(sb.ID, dst.Addr())
+		}
+		d := pol.Check(policy.Dest{Name: name, Addr: dst.Addr(), Port: port}, p.cfg.Internal)
+		return plan{allow: d.Allow, reason: d.Reason, name: name, target: dst}
+	}
+	// The sandbox's own choice of address, when the address alone is
+	// allowed and the name is not denied.
+	// (With the address allowed, only a deny rule can refuse the name.)
+	if byAddr := pol.Check(policy.Dest{Addr: dst.Addr(), Port: port}, p.cfg.Internal); byAddr.Allow {
+		d := pol.Check(policy.Dest{Name: name, Addr: dst.Addr(), Port: port}, p.cfg.Internal)
+		return plan{allow: d.Allow, reason: d.Reason, name: name, target: dst}
+	}
+	switch {
+	case pol.Mode() == policy.None:
+		return plan{reason: "network mode none", name: name}
+	case !pol.AllowName(name):
+		// Not resolved at all: the name does not even reach the upstream
+		// name server.
+		return plan{reason: "name not allowed: " + name, name: name}
+	}
+	addrs, err := p.cfg.Resolve(ctx, name)
+	if err != nil || len(addrs) == 0 {
+		return plan{reason: "cannot resolve " + name, name: name}
+	}
+	// Prefer the address the sandbox chose, when the name has it.
+	for i, a := range addrs {
+		if a == dst.Addr() {
+			addrs[0], addrs[i] = addrs[i], addrs[0]
+			break
+		}
+	}
+	first := ""
+	for _, a := range addrs {
+		d := pol.Check(policy.Dest{Name: name, Addr: a, Port: port}, p.cfg.Internal)
+		if d.Allow {
+			return plan{allow: true, reason: d.Reason, name: name, target: netip.AddrPortFrom(a, port)}
+		}
+		if first == "" {
+			first = d.Reason
+		}
+	}
+	return plan{reason: first, name: name}
+}
+
+func trim(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,257 @@
+// Package ports exposes the TCP ports of sandboxes through the daemon's
+// HTTP listener, as E2B does: by host name, <port>-<sandboxId>.<domain>
+// (the default domain, sandlot.localhost, resolves to loopback), and by
+// path for local use, <prefix><sandboxId>/ports/<port>/<path>. It proxies
+// HTTP and WebSocket (the upgrade passes through) to the sandbox's address
+// on its veth. A request needs the sandbox's traffic access token in the
+// e2b-traffic-access-token header unless the sandbox asked for public
+// ports; the token is checked by a callback and never reaches the sandbox.
+package ports
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// DefaultDomain is a name under .localhost (RFC 6761), which browsers and
+// many resolvers send to loopback, so <port>-<id>.sandlot.localhost works
+// on a laptop without DNS setup.
+const DefaultDomain = "sandlot.localhost"
+
+// DefaultPathPrefix starts the path form: /v1/contexts/<id>/ports/<port>/...
+const DefaultPathPrefix = "/v1/contexts/"
+
+// TokenHeader carries the traffic access token (E2B's name for it).
+const TokenHeader = "E2b-Traffic-Access-Token"
+
+// Target is where a sandbox's ports are, and how they may be reached.
+type Target struct {
+	Addr    netip.Addr
+	Ingress policy.Ingress
+}
+
+// Config configures a Handler. Lookup and Authorize are required.
+type Config struct {
+	Domain     string // default DefaultDomain
+	PathPrefix string // default DefaultPathPrefix
+	// Lookup returns a sandbox's target; an error wrapping
+	// errdefs.ErrNotFound answers 404.
+	Lookup func(ctx context.Context, sandboxID string) (Target, error)
+	// Authorize checks a traffic access token for a sandbox (constant
+	// time, please); nil means allowed.
+	Authorize func(ctx context.Context, sandboxID, token string) error
+	// Dial reaches the sandbox (default: a net.Dialer).
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
+	Log  *slog.Logger
+}
+
+// Handler routes requests to sandbox ports.
+type Handler struct {
+	cfg   Config
+	proxy *httputil.ReverseProxy
+	log   *slog.Logger
+}
+
+type routeKey struct{}
+
+type route struct {
+	id     string
+	port   int
+	path   string // upstream path (path form), "" to keep the request's
+	target Target
+}
+
+// New returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Lookup == nil || cfg.Authorize == nil {
+		return nil, errors.New("ports: Lookup and Authorize are required")
+	}
+	if cfg.Domain == "" {
+		cfg.Domain = DefaultDomain
+	}
+	cfg.Domain = strings.ToLower(strings.TrimSuffix(cfg.Domain, "."))
+	if cfg.PathPrefix == "" {
+		cfg.PathPrefix = DefaultPathPrefix
+	}
+	if !strings.HasPrefix(cfg.PathPrefix, "/") || !strings.HasSuffix(cfg.PathPrefix, "/") {
+		return nil, fmt.Errorf("ports: path prefix %q must start and end with /", cfg.PathPrefix)
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 5 * time.Second}
+		cfg.Dial = d.DialContext
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handler{cfg: cfg, log: cfg.Log}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite: h.rewrite,
+		Transport: &http.Transport{
+			DialContext:         cfg.Dial,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     30 * time.Second,
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			rt := r.Context().Value(routeKey{}).(*route)
+			h.log.Debug("ports: upstream failed", "sandbox", rt.id, "port", rt.port, "err", err)
+			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
+		},
+		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
+	}
+	return h, nil
+}
+
+// Host returns the host name that reaches port of a sandbox.
+func Host(domain, sandboxID string, port int) string {
+	return strconv.Itoa(port) + "-" + sandboxID + "." + domain
+}
+
+// Match reports whether r is for a sandbox port (by host or by path).
+func (h *Handler) Match(r *http.Request) bool {
+	if _, _, ok := h.parseHost(r.Host); ok {
+		return true
+	}
+	_, _, _, ok := h.parsePath(r.URL.Path)
+	return ok
+}
+
+// parseHost reads <port>-<id>.<domain>.
+func (h *Handler) parseHost(hostport string) (string, string, bool) {
+	host := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		host = hh
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	label, ok := strings.CutSuffix(host, "."+h.cfg.Domain)
+	if !ok || strings.Contains(label, ".") {
+		return "", "", false
+	}
+	port, id, ok := strings.Cut(label, "-")
+	return id, port, ok
+}
+
+// parsePath reads <prefix><id>/ports/<port>[/rest].
+func (h *Handler) parsePath(p string) (id, port, rest string, ok bool) {
+	tail, ok := strings.CutPrefix(p, h.cfg.PathPrefix)
+	if !ok {
+		return "", "", "", false
+	}
+	id, tail, ok = strings.Cut(tail, "/ports/")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", "", "", false
+	}
+	port, rest, _ = strings.Cut(tail, "/")
+	return id, port, "/" + rest, port != ""
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := &route{}
+	id, port, ok := h.parseHost(r.Host)
+	if !ok {
+		id, port, rt.path, ok = h.parsePath(r.URL.Path)
+	}
+	if !ok {
+		writeJSON(w, http.StatusNotFound, "not_found", "not a sandbox port address")
+		return
+	}
+	if err := validID(id); err != nil {
+		writeJSON(w, http.StatusBadRequest, "invalid_argument", err.Error())
+		return
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
+		writeJSON(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("bad port %q", trim(port)))
+		return
+	}
+	rt.id, rt.port = id, n
+	t, err := h.cfg.Lookup(r.Context(), id)
+	if err != nil {
+		status := errdefs.HTTPStatus(err)
+		if status >= 500 {
+			h.log.Warn("ports: lookup failed", "sandbox", id, "err", err)
+		}
+		writeJSON(w, status, string(errdefs.CodeOf(err)), errdefs.PublicMessage(err))
+		return
+	}
+	if !t.Addr.IsValid() {
+		writeJSON(w, http.StatusBadGateway, "unavailable", "the sandbox has no network")
+		return
+	}
+	rt.target = t
+	if !t.Ingress.Public {
+		token := r.Header.Get(TokenHeader)
+		if token == "" {
+			writeJSON(w, http.StatusForbidden, "permission_denied", "missing traffic access token (header "+strings.ToLower(TokenHeader)+")")
+			return
+		}
+		if err := h.cfg.Authorize(r.Context(), id, token); err != nil {
+			writeJSON(w, http.StatusForbidden, "permission_denied", "invalid traffic access token")
+			return
+		}
+	}
+	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+}
+
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(routeKey{}).(*route)
+	pr.SetURL(&url.URL{Scheme: "http", Host: netip.AddrPortFrom(rt.target.Addr, uint16(rt.port)).String()})
+	if rt.path != "" {
+		pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, ""
+		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
+	}
+	pr.Out.Header.Del(TokenHeader)
+	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
+	// TLS terminator, and a wrong scheme breaks more apps than none.
+	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+		if prior := pr.Out.Header.Get("X-Forwarded-For"); prior != "" {
+			ip = prior + ", " + ip
+		}
+		pr.Out.Header.Set("X-Forwarded-For", ip)
+	}
+	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
+	if masked := rt.target.Ingress.MaskedHost(rt.port); masked != "" {
+		pr.Out.Host = masked
+	} else {
+		pr.Out.Host = pr.In.Host
+	}
+}
+
+func validID(id string) error {
+	if id == "" || len(id) > 128 {
+		return errors.New("bad sandbox id")
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return errors.New("bad sandbox id")
+		}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+}
+
+func trim(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
