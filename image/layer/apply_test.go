@@ -168,7 +168,7 @@ func TestApplyAttacks(t *testing.T) {
 	tests := []struct {
 		name    string
 		ents    func(layer string) []ent
-		wantErr error                        // category, nil: no error
+		wantErr error                          // category, nil: no error
 		want    func(string) map[string]string // tree of the layer, nil: not checked
 	}{
 		{
