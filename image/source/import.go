@@ -265,4 +265,3 @@ func importDocker(ctx context.Context, s *image.Store, path string, opt ImportOp
 	}
 	return out, nil
 }
-
