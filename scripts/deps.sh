@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what sandlot needs on a fresh Debian machine. Idempotent: it only
 # installs what is missing.
-#   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node)
+#   scripts/deps.sh run   runtime needs (OCI runtime, python3 + data libs, node,
+#                         mmdebstrap for the Debian base image)
 #   scripts/deps.sh test  the same, plus what the tests need (also gVisor's runsc), and starts Postgres
 #   scripts/deps.sh bench the run needs plus the benchmark peers (bwrap, Jupyter)
 set -euo pipefail
@@ -15,8 +16,15 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 for p in runc crun libseccomp2 ca-certificates python3 python3-numpy python3-pandas python3-matplotlib nodejs; do
   have_pkg "$p" || need+=("$p")
 done
+# The Debian base image (image/debian) is built with mmdebstrap from the
+# Debian mirror; gpg, libdpkg-perl and the archive keyring are only
+# Recommends of mmdebstrap but it uses them to find and check the keys.
+for p in mmdebstrap gpg libdpkg-perl debian-archive-keyring; do
+  have_pkg "$p" || need+=("$p")
+done
 if [ "$mode" = test ]; then
-  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client protobuf-compiler; do
+  # busybox-static: the image builder's tests build on a busybox image
+  for p in postgresql bubblewrap python3-ipykernel python3-jupyter-client protobuf-compiler busybox-static; do
     have_pkg "$p" || need+=("$p")
   done
   have_cmd npm || need+=(npm)
@@ -34,6 +42,12 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# verify what the image packages run
+have_cmd mmdebstrap || { echo "mmdebstrap is missing (Debian package mmdebstrap)" >&2; exit 1; }
+if [ "$mode" = test ]; then
+  have_cmd busybox || { echo "busybox is missing (Debian package busybox-static)" >&2; exit 1; }
 fi
 
 # gVisor's runsc, for the runtime tests that cover it (sandlot uses it only
