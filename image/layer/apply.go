@@ -94,7 +94,8 @@ func Apply(ctx context.Context, dir string, r io.Reader, lim Limits) (Stats, err
 		return Stats{}, fmt.Errorf("layer: open %s: %w", dir, err)
 	}
 	defer unix.Close(root)
-	a := &applier{root: root, lim: lim}
+	a := &applier{root: root, lim: lim, lastFD: -1}
+	defer a.forget()
 	tr := tar.NewReader(r)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -136,6 +137,37 @@ type applier struct {
 	lim      Limits
 	st       Stats
 	dirTimes []dirTime
+
+	// lastDir/lastFD cache the parent directory of the previous entry:
+	// tarballs list a directory's entries together, and resolving the
+	// parent anew for each was most of the cost. Any entry that could
+	// change what a path resolves to (a symlink, a removed or replaced
+	// directory) drops the cache.
+	lastDir string
+	lastFD  int
+	stale   bool // set mid-entry; the cache is dropped before the next entry
+}
+
+func (a *applier) forget() {
+	if a.lastFD >= 0 {
+		unix.Close(a.lastFD)
+	}
+	a.lastDir, a.lastFD, a.stale = "", -1, false
+}
+
+// parent returns an fd of the directory dir (created if missing), owned by
+// the cache: the caller does not close it.
+func (a *applier) parent(dir string) (int, error) {
+	if a.lastFD >= 0 && a.lastDir == dir && !a.stale {
+		return a.lastFD, nil
+	}
+	a.forget()
+	fd, err := a.mkdirAll(dir)
+	if err != nil {
+		return -1, err
+	}
+	a.lastDir, a.lastFD = dir, fd
+	return fd, nil
 }
 
 type dirTime struct {
@@ -176,11 +208,10 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 		return a.meta(a.root, "", hdr)
 	}
 	dir, base := path.Split(rel)
-	parent, err := a.mkdirAll(strings.TrimSuffix(dir, "/"))
+	parent, err := a.parent(strings.TrimSuffix(dir, "/"))
 	if err != nil {
 		return fmt.Errorf("layer: entry %q: %w", hdr.Name, err)
 	}
-	defer unix.Close(parent)
 
 	if strings.HasPrefix(base, whiteoutPrefix) {
 		return a.whiteout(parent, rel, base)
@@ -197,6 +228,7 @@ func (a *applier) entry(hdr *tar.Header, r io.Reader) error {
 		if err := unix.Symlinkat(hdr.Linkname, parent, base); err != nil {
 			return fmt.Errorf("layer: symlink %q: %w", rel, err)
 		}
+		a.stale = true // a path through base now means something else
 		return a.meta(parent, base, hdr)
 	case tar.TypeLink:
 		return a.link(parent, rel, base, hdr)
@@ -281,6 +313,7 @@ func (a *applier) replace(parent int, base string) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		a.stale = true // the cached directory may have been inside
 		return removeAllAt(parent, base)
 	}
 	return unix.Unlinkat(parent, base, 0)
@@ -295,6 +328,7 @@ func (a *applier) dir(parent int, rel, base string, hdr *tar.Header) error {
 		if err := unix.Unlinkat(parent, base, 0); err != nil {
 			return err
 		}
+		a.stale = true // base was a symlink or file; a path through it changes
 		fallthrough
 	case errors.Is(err, unix.ENOENT):
 		if err := unix.Mkdirat(parent, base, 0o700); err != nil {
