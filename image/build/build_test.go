@@ -364,3 +364,42 @@ RUN ln -s %s /leak && mknod /mem c 1 1 && mkdir /d && ln -s %s /d/up && chmod 47
 		t.Errorf("setuid busybox = %.30s", got)
 	}
 }
+
+// gcRunner runs a GC in the middle of a RUN step, when the build's
+// intermediate image is stored but not named.
+type gcRunner struct {
+	s     *image.Store
+	gcErr error
+}
+
+func (r *gcRunner) Run(ctx context.Context, req RunRequest) (RunResult, error) {
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, r.gcErr = r.s.GC(short)
+	return chrootRunner{}.Run(ctx, req)
+}
+
+// TestBuildHoldsOffGC: a GC that runs while a build is under way cannot
+// sweep the build's unnamed layers; it waits (here: gives up) instead.
+func TestBuildHoldsOffGC(t *testing.T) {
+	_, s := newBuilder(t)
+	ctxDir := writeContext(t, map[string]string{"f": "from the context"})
+	rec, err := recipe.ParseDockerfile(strings.NewReader("FROM base\nCOPY f /f\nRUN cat /f > /g\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &gcRunner{s: s}
+	res, err := New(Config{Store: s, Runner: r}).Build(context.Background(), rec, Options{Name: "gc", ContextDir: ctxDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(r.gcErr, errdefs.ErrUnavailable) {
+		t.Errorf("GC during the build = %v, want unavailable (waiting for the build's lease)", r.gcErr)
+	}
+	if _, err := s.GC(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeFile(t, mounted(t, res.Image), "g"); got != `file 0:0 0644 "from the context"` {
+		t.Errorf("g = %s", got)
+	}
+}
