@@ -70,6 +70,9 @@ func realBuild(t *testing.T) (*image.Store, image.Image) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "mmdebstrap")
+	// The real build downloads from the Debian mirror and takes minutes:
+	// -short skips it on a developer machine (and fails in CI).
+	testenv.Require(t, !testing.Short(), "no -short: the Debian base build takes minutes")
 	real.once.Do(func() {
 		dir, err := os.MkdirTemp("", "debian-base-test-")
 		if err != nil {
