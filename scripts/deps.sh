@@ -35,6 +35,9 @@ PY=/usr/bin/python3
 # modes (r: run, t: test, b: bench)  check  package
 # npm is checked as a command: it ships inside some Node.js vendor packages,
 # and a Debian npm would conflict with those.
+# mmdebstrap builds the Debian base image (image/debian); it uses gpg,
+# libdpkg-perl and the archive keyring but only recommends them.
+# busybox: the image builder's tests build on a busybox image.
 # curl, nsenter and unshare: the network tests run curl inside a sandbox's
 # network namespace; ip runs inside a container joined to one.
 rows() {
@@ -49,6 +52,10 @@ rtb py:pandas                                         python3-pandas
 rtb py:matplotlib                                     python3-matplotlib
 rtb py:PIL                                            python3-pil
 rtb cmd:node                                          nodejs
+rtb cmd:mmdebstrap                                    mmdebstrap
+rtb cmd:gpg                                           gpg
+rtb file:/usr/share/perl5/Dpkg.pm                     libdpkg-perl
+rtb file:/usr/share/keyrings/debian-archive-keyring.gpg debian-archive-keyring
 t   cmd:npm                                           npm
 tb  cmd:bwrap                                         bubblewrap
 tb  py:ipykernel                                      python3-ipykernel
@@ -60,6 +67,8 @@ t   glob:/usr/lib/postgresql/*/bin/postgres           postgresql
 t   cmd:psql                                          postgresql-client
 t   cmd:su                                            util-linux
 t   cmd:git                                           git
+t   cmd:busybox                                       busybox-static
+t   cmd:chroot                                        coreutils
 t   cmd:curl                                          curl
 t   cmd:nsenter                                       util-linux
 t   cmd:unshare                                       util-linux

@@ -1,0 +1,293 @@
+// Package debian builds sandlot's base image from Debian's package mirror
+// alone, no registry: mmdebstrap makes a root file system of the given
+// packages, which becomes a single-layer image in the image store, cached
+// under a key of suite, mirror and package list. It is the `default`
+// template's image: python3 with numpy, pandas and matplotlib, node, bash,
+// coreutils, git, curl and CA certificates, and a user "user" (1000:1000,
+// home /home/user) as the sandboxes expect. The sandbox agent is not in
+// the image: the runtime bind-mounts it.
+//
+// mmdebstrap runs on the host as root: it is the trusted tool that turns
+// signed Debian packages into a tree (maintainer scripts run in a chroot of
+// that tree). No recipe command runs here.
+package debian
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/source"
+)
+
+// DefaultPackages is what the default image holds beyond Debian's
+// essential set and apt: the agent's kernels need python3 (standard
+// library only) at /usr/bin/python3, node at /usr/bin/node (its REPL
+// internals, present in Debian's nodejs) and bash at /bin/bash.
+var DefaultPackages = []string{
+	"bash", "ca-certificates", "coreutils", "curl", "git", "nodejs",
+	"python3", "python3-matplotlib", "python3-numpy", "python3-pandas",
+}
+
+// Defaults.
+const (
+	DefaultSuite  = "bookworm"
+	DefaultMirror = "http://deb.debian.org/debian"
+	// DefaultEpoch is SOURCE_DATE_EPOCH when none is given: 2023-11-14, a
+	// fixed time so two builds from the same package versions give the same
+	// tarball and digest.
+	DefaultEpoch = 1700000000
+	// recipeVersion changes when the way the image is made changes, so an
+	// old cached image is not taken for a new one.
+	recipeVersion = "1"
+	// CachePrefix names cached base images: CachePrefix + key.
+	CachePrefix = "sandlot/debian-base:"
+)
+
+// Config says what to build. Zero values are documented per field.
+type Config struct {
+	Suite    string    // "": DefaultSuite
+	Mirror   string    // "": DefaultMirror
+	Packages []string  // nil: DefaultPackages
+	Epoch    time.Time // zero: DefaultEpoch
+	// Mmdebstrap is the mmdebstrap binary; "": mmdebstrap on PATH.
+	Mmdebstrap string
+	Logger     *slog.Logger // nil: slog.Default()
+}
+
+func (c Config) withDefaults() Config {
+	if c.Suite == "" {
+		c.Suite = DefaultSuite
+	}
+	if c.Mirror == "" {
+		c.Mirror = DefaultMirror
+	}
+	if c.Packages == nil {
+		c.Packages = DefaultPackages
+	}
+	c.Packages = slices.Clone(c.Packages)
+	slices.Sort(c.Packages)
+	c.Packages = slices.Compact(c.Packages)
+	if c.Epoch.IsZero() {
+		c.Epoch = time.Unix(DefaultEpoch, 0)
+	}
+	if c.Mmdebstrap == "" {
+		c.Mmdebstrap = "mmdebstrap"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Key is the cache key of what Config builds: suite, mirror, sorted
+// packages, epoch and the recipe version.
+func (c Config) Key() string {
+	c = c.withDefaults()
+	h := sha256.New()
+	fmt.Fprintf(h, "v%s\n%s\n%s\n%d\n%s\n", recipeVersion, c.Suite, c.Mirror, c.Epoch.Unix(), strings.Join(c.Packages, ","))
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
+// Progress reports a build: Step of Steps (for a bar) and what it does.
+type Progress struct {
+	Step, Steps int
+	Phase       string
+}
+
+// phases are mmdebstrap's info lines, in order, and then the store's work.
+var phases = []struct{ prefix, phase string }{
+	{"I: running apt-get update", "updating package lists"},
+	{"I: downloading packages", "downloading packages"},
+	{"I: extracting archives", "extracting packages"},
+	{"I: installing essential packages", "installing essential packages"},
+	{"I: installing remaining packages", "installing packages"},
+	{"I: cleaning package lists", "cleaning up"},
+	{"I: creating tarball", "packing the root file system"},
+	{"", "unpacking into the image store"},
+	{"", "done"},
+}
+
+// Ensure returns the base image for cfg, building it only when the store
+// holds none under its key. When name is set (e.g. "default") it is
+// tagged to the image too.
+func Ensure(ctx context.Context, s *image.Store, cfg Config, name string, progress func(Progress)) (image.Image, error) {
+	img, err := s.Get(ctx, CachePrefix+cfg.Key())
+	if errors.Is(err, errdefs.ErrNotFound) {
+		img, err = Build(ctx, s, cfg, progress)
+	}
+	if err != nil {
+		return image.Image{}, err
+	}
+	if name != "" {
+		if err := s.Tag(ctx, name, img.Digest); err != nil {
+			return image.Image{}, err
+		}
+	}
+	return img, nil
+}
+
+// Build builds the image with mmdebstrap and stores it as
+// CachePrefix+cfg.Key(). It takes minutes: mmdebstrap downloads and
+// installs every package.
+func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progress)) (image.Image, error) {
+	cfg = cfg.withDefaults()
+	if progress == nil {
+		progress = func(Progress) {}
+	}
+	report := func(i int) { progress(Progress{Step: i + 1, Steps: len(phases), Phase: phases[i].phase}) }
+	bin, err := exec.LookPath(cfg.Mmdebstrap)
+	if err != nil {
+		return image.Image{}, fmt.Errorf("debian: mmdebstrap is needed to build the base image (apt-get install mmdebstrap): %w", errdefs.ErrFailedPrecondition)
+	}
+	lease, err := s.Lease(ctx)
+	if err != nil {
+		return image.Image{}, err
+	}
+	defer lease.Release()
+
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		return image.Image{}, fmt.Errorf("debian: unshare (util-linux) is needed: %w", errdefs.ErrFailedPrecondition)
+	}
+	scratch, err := os.MkdirTemp(filepath.Join(s.Root(), "tmp"), "debian-")
+	if err != nil {
+		return image.Image{}, err
+	}
+	defer os.RemoveAll(scratch)
+
+	start := time.Now()
+	var stderrTail strings.Builder
+	layer, err := s.NewLayer(ctx, func(w io.Writer) error {
+		// mmdebstrap mounts /proc, /sys and /dev into its chroot: in a
+		// mount namespace of its own those mounts die with it, even when a
+		// cancelled build kills it midway. Its process group is killed as a
+		// whole (apt and dpkg included), and its temporary tree lives in the
+		// store's tmp/, which GC empties.
+		cmd := exec.CommandContext(ctx, unshare, append([]string{"--mount", "--propagation", "private", "--", bin}, args(cfg)...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8",
+			"TMPDIR=" + scratch, "SOURCE_DATE_EPOCH=" + strconv.FormatInt(cfg.Epoch.Unix(), 10)}
+		cmd.Stdout = w // the root file system as a tarball
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(stderr)
+		next := 0
+		for sc.Scan() {
+			line := sc.Text()
+			cfg.Logger.Debug("mmdebstrap", "line", line)
+			for i := next; i < len(phases); i++ {
+				if phases[i].prefix != "" && strings.HasPrefix(line, phases[i].prefix) {
+					report(i)
+					next = i + 1
+					break
+				}
+			}
+			if stderrTail.Len() < 8<<10 && !strings.HasPrefix(line, "I: ") {
+				stderrTail.WriteString(line + "\n")
+			}
+		}
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("debian: mmdebstrap: %v\n%s: %w", err, stderrTail.String(), errdefs.ErrUnavailable)
+		}
+		return nil
+	})
+	if err != nil {
+		return image.Image{}, err
+	}
+	defer layer.Close()
+	report(len(phases) - 2)
+
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return image.Image{}, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return image.Image{}, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = source.Platform.OS, source.Platform.Architecture
+	cf.Created = v1.Time{Time: cfg.Epoch.UTC()}
+	cf.Config = v1.Config{
+		Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8"},
+		Cmd:        []string{"/bin/bash"},
+		WorkingDir: "/home/user",
+		Labels: map[string]string{
+			"org.sandlot.debian.key":      cfg.Key(),
+			"org.sandlot.debian.suite":    cfg.Suite,
+			"org.sandlot.debian.mirror":   cfg.Mirror,
+			"org.sandlot.debian.packages": strings.Join(cfg.Packages, ","),
+		},
+	}
+	cf.History = []v1.History{{Created: cf.Created, CreatedBy: "mmdebstrap " + cfg.Suite + " " + strings.Join(cfg.Packages, ",")}}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return image.Image{}, err
+	}
+	stored, err := s.Put(ctx, img, image.PutOptions{Name: CachePrefix + cfg.Key()})
+	if err != nil {
+		return image.Image{}, err
+	}
+	size, _ := layer.Size()
+	cfg.Logger.Info("debian base image built", "digest", stored.Digest.String(), "suite", cfg.Suite,
+		"packages", len(cfg.Packages), "compressed_bytes", size, "duration", time.Since(start).Round(time.Second))
+	report(len(phases) - 1)
+	return stored, nil
+}
+
+// customize adds the sandbox user (1000:1000, home /home/user, bash), as
+// E2B's images and sandlot's sandboxes have it.
+const customize = `set -e
+echo 'user:x:1000:1000:user:/home/user:/bin/bash' >> "$1/etc/passwd"
+echo 'user:x:1000:' >> "$1/etc/group"
+echo 'user:*:19000:0:99999:7:::' >> "$1/etc/shadow"
+mkdir -p "$1/home/user"
+chown 1000:1000 "$1/home/user"
+chmod 0750 "$1/home/user"
+`
+
+// args is the mmdebstrap command line: the tarball goes to stdout.
+// Recommends are not installed; documentation, manuals and translations
+// are left out (copyright files stay).
+func args(c Config) []string {
+	return []string{
+		"--variant=apt", "--mode=root", "--format=tar",
+		"--aptopt=APT::Install-Recommends \"false\"",
+		// No fsync per unpacked file: a build that dies is thrown away whole.
+		"--dpkgopt=force-unsafe-io",
+		"--dpkgopt=path-exclude=/usr/share/man/*",
+		"--dpkgopt=path-exclude=/usr/share/locale/*",
+		"--dpkgopt=path-include=/usr/share/locale/locale.alias",
+		"--dpkgopt=path-exclude=/usr/share/doc/*",
+		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
+		"--include=" + strings.Join(c.Packages, ","),
+		"--customize-hook=" + customize,
+		c.Suite, "-", c.Mirror,
+	}
+}

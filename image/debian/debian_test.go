@@ -1,0 +1,224 @@
+package debian
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+func TestKey(t *testing.T) {
+	base := Config{}.Key()
+	tests := []struct {
+		name string
+		cfg  Config
+		same bool
+	}{
+		{"defaults spelled out", Config{Suite: DefaultSuite, Mirror: DefaultMirror, Packages: DefaultPackages, Epoch: time.Unix(DefaultEpoch, 0)}, true},
+		{"package order and duplicates", Config{Packages: append([]string{"python3", "bash"}, DefaultPackages...)}, true},
+		{"another package", Config{Packages: append([]string{"jq"}, DefaultPackages...)}, false},
+		{"another suite", Config{Suite: "trixie"}, false},
+		{"another mirror", Config{Mirror: "http://mirror.example/debian"}, false},
+		{"another epoch", Config{Epoch: time.Unix(1, 0)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cfg.Key() == base; got != tt.same {
+				t.Errorf("same key = %v, want %v", got, tt.same)
+			}
+		})
+	}
+}
+
+func TestBuildWithoutMmdebstrap(t *testing.T) {
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Build(context.Background(), s, Config{Mmdebstrap: "/nonexistent/mmdebstrap"}, nil)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("err = %v, want failed precondition", err)
+	}
+}
+
+// The real build runs once per test process: it downloads and installs
+// every package from the Debian mirror (minutes). Tests share its store.
+var real struct {
+	once     sync.Once
+	store    *image.Store
+	img      image.Image
+	phases   []string
+	duration time.Duration
+	err      error
+}
+
+func realBuild(t *testing.T) (*image.Store, image.Image) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "mmdebstrap")
+	// The real build downloads from the Debian mirror and takes minutes:
+	// -short skips it on a developer machine (and fails in CI).
+	testenv.Require(t, !testing.Short(), "no -short: the Debian base build takes minutes")
+	real.once.Do(func() {
+		dir, err := os.MkdirTemp("", "debian-base-test-")
+		if err != nil {
+			real.err = err
+			return
+		}
+		real.store, real.err = image.Open(dir, image.Config{Logger: slog.New(slog.DiscardHandler)})
+		if real.err != nil {
+			return
+		}
+		start := time.Now()
+		real.img, real.err = Ensure(context.Background(), real.store, Config{}, "default", func(p Progress) {
+			real.phases = append(real.phases, fmt.Sprintf("%d/%d %s at %s", p.Step, p.Steps, p.Phase, time.Since(start).Round(time.Second)))
+		})
+		real.duration = time.Since(start)
+	})
+	if real.err != nil {
+		t.Fatal(real.err)
+	}
+	return real.store, real.img
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if real.store != nil {
+		os.RemoveAll(real.store.Root())
+	}
+	os.Exit(code)
+}
+
+// inImage runs script with /bin/sh inside img (read-only, /tmp a tmpfs)
+// in a throwaway mount and pid namespace, and returns its output.
+func inImage(t *testing.T, img image.Image, script string) string {
+	t.Helper()
+	m := t.TempDir()
+	lower := strings.Join(append(img.LowerDirs(), t.TempDir()), ":")
+	if err := unix.Mount("overlay", m, "overlay", unix.MS_RDONLY, "lowerdir="+lower); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Unmount(m, unix.MNT_DETACH)
+	chroot := testenv.RequireBinary(t, "chroot")
+	wrap := `set -e
+mount -t proc proc "$1/proc"
+mount -t tmpfs tmpfs "$1/tmp"
+mount -t tmpfs tmpfs "$1/dev"
+for d in null zero urandom; do : > "$1/dev/$d"; mount --bind "/dev/$d" "$1/dev/$d"; done
+exec "$2" "$1" /bin/sh -c "$3"`
+	cmd := exec.Command("unshare", "--mount", "--pid", "--fork", "--propagation", "private", "/bin/sh", "-c", wrap, "sh", m, chroot, script)
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "HOME=/tmp"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("in image: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// TestDebianBase builds the default image from the Debian mirror for real
+// (minutes; CI runs it) and checks that it holds what sandboxes need.
+func TestDebianBase(t *testing.T) {
+	s, img := realBuild(t)
+	var size int64
+	for _, l := range img.Layers {
+		size += l.Size
+	}
+	t.Logf("built in %s: %s, %d layer(s), %.1f MiB compressed; phases %q",
+		real.duration.Round(time.Second), img.Digest, len(img.Layers), float64(size)/(1<<20), real.phases)
+	if len(img.Layers) != 1 {
+		t.Errorf("%d layers, want 1", len(img.Layers))
+	}
+	t.Logf("unpacked: %.1f MiB in %d files", float64(du(t, img.Layers[0].Dir))/(1<<20), countFiles(t, img.Layers[0].Dir))
+	if got := real.phases[len(real.phases)-1]; !strings.HasPrefix(got, "9/9 done") {
+		t.Errorf("last progress = %q", got)
+	}
+	if d, err := s.Resolve(context.Background(), "default"); err != nil || d != img.Digest {
+		t.Errorf("default = %s, %v", d, err)
+	}
+	out := inImage(t, img, `
+python3 -c "
+import ast, asyncio, json, numpy, pandas, matplotlib
+matplotlib.use('agg')
+import matplotlib.pyplot as plt
+plt.plot([1, 2]); plt.savefig('/tmp/a.png')
+print('python ok', pandas.DataFrame({'a': [1, 2]}).a.sum())
+"
+node --expose-internals -e "require('internal/repl/await'); require('internal/deps/acorn/acorn/dist/acorn'); console.log('node ok')"
+bash -c 'echo bash ok'
+git --version >/dev/null && echo git ok
+curl --version >/dev/null && echo curl ok
+test -s /etc/ssl/certs/ca-certificates.crt && echo certs ok
+id user
+stat -c '%u:%g %a' /home/user
+`)
+	for _, want := range []string{"python ok 3\n", "node ok\n", "bash ok\n", "git ok\n", "curl ok\n", "certs ok\n",
+		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	c := img.Config.Config
+	if c.Labels["org.sandlot.debian.key"] != (Config{}).Key() || !img.Config.Created.Time.Equal(time.Unix(DefaultEpoch, 0)) {
+		t.Errorf("config labels %v created %v", c.Labels, img.Config.Created)
+	}
+}
+
+// TestEnsureUsesCache: a second Ensure with the same key takes the stored
+// image and never runs mmdebstrap (here a binary that would fail).
+func TestEnsureUsesCache(t *testing.T) {
+	s, img := realBuild(t)
+	got, err := Ensure(context.Background(), s, Config{Mmdebstrap: "/bin/false"}, "python-template", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != img.Digest {
+		t.Errorf("digest %s, want the cached %s", got.Digest, img.Digest)
+	}
+	if d, err := s.Resolve(context.Background(), "python-template"); err != nil || d != img.Digest {
+		t.Errorf("python-template = %s, %v", d, err)
+	}
+	// Another key is another image: with no mmdebstrap it cannot be built.
+	_, err = Ensure(context.Background(), s, Config{Packages: []string{"bash"}, Mmdebstrap: "/nonexistent"}, "", nil)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("uncached key: %v", err)
+	}
+}
+
+func du(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func countFiles(t *testing.T, dir string) int {
+	t.Helper()
+	n := 0
+	_ = filepath.WalkDir(dir, func(string, fs.DirEntry, error) error { n++; return nil })
+	return n
+}
