@@ -71,9 +71,17 @@ type Config struct {
 	// DefaultTimeout is the sandbox TTL when a create request names none.
 	// Zero: the manager's default TTL.
 	DefaultTimeout time.Duration
+	// MaxMessageBytes bounds one envd Connect message, after
+	// decompression (a larger one is resource_exhausted). Zero:
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
+
+// DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
+// messages are small (paths, argv, stdin chunks); files travel over /files.
+const DefaultMaxMessageBytes = 8 << 20
 
 // DefaultTemplates maps E2B's default template names to sandlot's default
 // template (which has python, node and bash kernels).
@@ -112,6 +120,9 @@ func New(cfg Config) *Handler {
 	if cfg.Templates == nil {
 		cfg.Templates = DefaultTemplates
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
 	h := &Handler{
 		cfg:      cfg,
 		log:      cfg.Logger,
@@ -142,6 +153,13 @@ func Match(r *http.Request) bool {
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(HeaderSandboxID)
+	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
+		// Only Connect decodes compressed bodies (bounded); anywhere else
+		// the bytes would be taken as they are, so refuse them.
+		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Code: http.StatusUnsupportedMediaType,
+			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported here; send the body uncompressed"})
+		return
+	}
 	if sid == "" {
 		h.control.ServeHTTP(w, r)
 		return
@@ -166,6 +184,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.WithID(r.Context(), sb.tenantID), sb)))
+}
+
+// connectRoute reports whether r is an envd Connect call, whose
+// compression Connect handles within Config.MaxMessageBytes.
+func connectRoute(r *http.Request) bool {
+	return r.Header.Get(HeaderSandboxPort) == EnvdPort &&
+		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
+}
+
+func identityEncoding(enc string) bool {
+	enc = strings.TrimSpace(enc)
+	return enc == "" || strings.EqualFold(enc, "identity")
 }
 
 // sandboxRef is the sandbox a sandbox call addresses.

@@ -1,9 +1,11 @@
 package e2bcompat
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -32,10 +34,21 @@ const maxExec = time.Hour
 
 func (h *Handler) envdMux() http.Handler {
 	mux := http.NewServeMux()
-	p, ph := processconnect.NewProcessHandler(&processService{h: h})
-	mux.Handle(p, ph)
-	f, fh := filesystemconnect.NewFilesystemHandler(&filesystemService{h: h})
-	mux.Handle(f, fh)
+	// Every Connect message is bounded before and after decompression, and
+	// the whole body before it is read: a small gzip body must not expand
+	// into the daemon's memory.
+	limit := h.cfg.MaxMessageBytes
+	opts := connect.WithHandlerOptions(
+		connect.WithReadMaxBytes(int(limit)),
+		connect.WithCompression(compressionGzip,
+			func() connect.Decompressor { return &boundedGzip{limit: limit + 1} },
+			func() connect.Compressor { return gzip.NewWriter(nil) }),
+	)
+	bodyLimit := limit + limit/64 + 1024 // gzip of incompressible data, envelope
+	p, ph := processconnect.NewProcessHandler(&processService{h: h}, opts)
+	mux.Handle(p, http.MaxBytesHandler(ph, bodyLimit))
+	f, fh := filesystemconnect.NewFilesystemHandler(&filesystemService{h: h}, opts)
+	mux.Handle(f, http.MaxBytesHandler(fh, bodyLimit))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", h.readFile)
 	mux.HandleFunc("POST /files", h.writeFiles)
@@ -43,6 +56,55 @@ func (h *Handler) envdMux() http.Handler {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+const compressionGzip = "gzip"
+
+// boundedGzip is a gzip Decompressor that fails once it has produced more
+// than limit bytes. Connect stops reading at its own limit, but then drains
+// the rest of the stream to report the full size; without this bound that
+// drain would inflate a whole bomb, costing CPU though not memory.
+type boundedGzip struct {
+	zr    *gzip.Reader
+	n     int64
+	limit int64
+}
+
+var errInflated = errors.New("decompressed message is too large")
+
+func (d *boundedGzip) Read(p []byte) (int, error) {
+	if d.zr == nil {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if d.n >= d.limit {
+		return 0, errInflated
+	}
+	if rest := d.limit - d.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := d.zr.Read(p)
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *boundedGzip) Close() error {
+	if d.zr == nil {
+		return nil
+	}
+	return d.zr.Close()
+}
+
+func (d *boundedGzip) Reset(r io.Reader) error {
+	d.n = 0
+	if d.zr == nil {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return err
+		}
+		d.zr = zr
+		return nil
+	}
+	return d.zr.Reset(r)
 }
 
 // use runs fn with the guarded sandbox of the request's context, never a
