@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 )
@@ -133,4 +136,89 @@ func TestCompressedBodyOutsideConnect(t *testing.T) {
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
 	}
+}
+
+// A command that writes 256 MiB to a stream whose client does not read:
+// the daemon's queue for that stream is bounded, and once the client reads
+// again it gets a notice of the gap, the tail of the output and an end
+// event that says output was dropped. Before the bound the queue held the
+// whole flood.
+func TestProcessOutputFlood(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
+	const cmd = `head -c 268435456 /dev/zero; echo THE-END`
+	body := `{"process":{"cmd":"/bin/bash","args":["-c",` + strconv.Quote(cmd) + `]}}`
+	var resp *http.Response
+	grew := e2bcompattest.PeakRSSGrowth(t, func() {
+		resp = e.do("POST", "/process.Process/Start", frame(body), hdr...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		// Read nothing until the process is gone.
+		waitNoProcess(t, e, sb)
+	})
+	t.Logf("peak RSS growth while the client stalled: %d MiB", grew>>20)
+	if grew > 100<<20 {
+		t.Errorf("peak RSS grew by %d MiB while a client stalled on a 256 MiB flood", grew>>20)
+	}
+	envs := readEnvelopes(t, resp.Body)
+	var stdout, stderr []byte
+	var end *struct {
+		ExitCode int
+		Error    string
+	}
+	for _, env := range envs {
+		var ev struct {
+			Event struct {
+				Data *struct{ Stdout, Stderr []byte }
+				End  *struct {
+					ExitCode int
+					Error    string
+				}
+			}
+		}
+		if env.Flag != 0 {
+			continue
+		}
+		if err := json.Unmarshal([]byte(env.Body), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if d := ev.Event.Data; d != nil {
+			stdout, stderr = append(stdout, d.Stdout...), append(stderr, d.Stderr...)
+		}
+		if ev.Event.End != nil {
+			end = ev.Event.End
+		}
+	}
+	if !bytes.HasSuffix(stdout, []byte("THE-END\n")) {
+		t.Errorf("the tail was lost: stdout ends %q", stdout[max(0, len(stdout)-32):])
+	}
+	if len(stdout) >= 256<<20 {
+		t.Errorf("all %d bytes were queued", len(stdout))
+	}
+	if !strings.Contains(string(stderr), "bytes of output dropped here") {
+		t.Errorf("no notice of the gap in stderr %.200q", stderr)
+	}
+	if end == nil || end.ExitCode != 0 || !strings.Contains(end.Error, "bytes dropped") {
+		t.Errorf("end event %+v does not report the drop", end)
+	}
+}
+
+// waitNoProcess polls Process.List until the sandbox runs no process.
+func waitNoProcess(t *testing.T, e *env, sb created) {
+	t.Helper()
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	for range 600 {
+		resp := e.do("POST", "/process.Process/List", strings.NewReader(`{}`), hdr...)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("list: %d %s", resp.StatusCode, b)
+		}
+		if !strings.Contains(string(b), "pid") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the flood did not end within a minute")
 }

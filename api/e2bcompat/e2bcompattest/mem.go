@@ -22,7 +22,7 @@ func PeakRSSGrowth(t testing.TB, fn func()) int64 {
 	}
 	before := procStatusKB(t, "VmRSS")
 	fn()
-	return (procStatusKB(t, "VmHWM") - before) << 10
+	return (procStatusKB(t, "VmHWM") - before) << 10 / raceScale
 }
 
 func procStatusKB(t testing.TB, field string) int64 {
