@@ -3,16 +3,21 @@ package e2bcompat_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // gzipBomb returns about size bytes of gzip that expand to a JSON object
@@ -221,4 +226,32 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatal("the flood did not end within a minute")
+}
+
+// A tenant over its in-flight limit (Config.Admit) gets 429 with
+// Retry-After on the control plane and on sandbox calls.
+func TestAdmitRefuses(t *testing.T) {
+	m := e2bcompattest.NewManager()
+	full := false
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("s"),
+		Admit: func(ctx context.Context, tenantID string) (func(), error) {
+			if full {
+				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
+			}
+			return func() {}, nil
+		}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, m: m}
+	sb := e.create(key1, `{}`)
+	full = true
+	for _, resp := range []*http.Response{
+		e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
+		e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...),
+		e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.sbHeaders(sb, "49999")...),
+	} {
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d Retry-After=%q", resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
 }

@@ -261,6 +261,25 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
+// WriteError answers r, a request Match accepts, with err in the shape
+// its route speaks: a Connect error on envd's Connect routes, the control
+// plane's {code:int, message} elsewhere. The server uses it for requests it
+// refuses before the handler (admission).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if !connectRoute(r) {
+		writeAPIError(w, err)
+		return
+	}
+	status := errdefs.HTTPStatus(err)
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, struct {
+		Code    errdefs.Code `json:"code"`
+		Message string       `json:"message"`
+	}{errdefs.CodeOf(err), errdefs.PublicMessage(err)})
+}
+
 // writeAPIError writes err as {code, message} with its category's status.
 func writeAPIError(w http.ResponseWriter, err error) {
 	status := errdefs.HTTPStatus(err)
