@@ -2,6 +2,7 @@ package e2b_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -164,6 +165,47 @@ func TestExecuteBounds(t *testing.T) {
 				t.Fatalf("err %v (%d results kept), want resource_exhausted", err, n)
 			}
 			t.Logf("%v", err)
+		})
+	}
+}
+
+// An envd that answers a Connect call with a huge or gzip-inflated message
+// (the remote server is sandbox-controlled ground) is refused with a
+// bounded read. Before, the client read any size and inflated any gzip.
+func TestEnvdAnswerBounds(t *testing.T) {
+	huge := `{"entries":[{"name":"` + strings.Repeat("a", 100<<20) + `"}]}`
+	for _, tc := range []struct {
+		name  string
+		write func(w http.ResponseWriter)
+	}{
+		{"plain", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, huge)
+		}},
+		{"gzip", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, huge)
+			zw.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/filesystem.Filesystem/ListDir", func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				tc.write(w)
+			})
+			var err error
+			grew := e2bcompattest.PeakRSSGrowth(t, func() {
+				_, err = sb.List(context.Background(), agent.ListParams{Path: "/home/user"})
+			})
+			t.Logf("%v; peak RSS growth %d MiB", err, grew>>20)
+			if err == nil {
+				t.Fatal("a 100 MiB listing was accepted")
+			}
+			if grew > 100<<20 {
+				t.Fatalf("peak RSS grew by %d MiB", grew>>20)
+			}
 		})
 	}
 }

@@ -58,9 +58,17 @@ func (s *Sandbox) headers(port string) http.Header {
 	return h
 }
 
+// maxEnvdAnswer bounds one Connect message from envd (a listing of about
+// 150 000 entries). envd runs inside the sandbox: its answers are bounded
+// like any sandbox output, and compressed answers are not accepted, so
+// none can inflate.
+const maxEnvdAnswer = 32 << 20
+
 func (s *Sandbox) initRPC() {
-	s.proc = processconnect.NewProcessClient(s.envd, s.envdURL, connect.WithProtoJSON())
-	s.fs = filesystemconnect.NewFilesystemClient(s.envd, s.envdURL, connect.WithProtoJSON())
+	opts := connect.WithClientOptions(connect.WithProtoJSON(), connect.WithReadMaxBytes(maxEnvdAnswer),
+		connect.WithAcceptCompression("gzip", nil, nil))
+	s.proc = processconnect.NewProcessClient(s.envd, s.envdURL, opts)
+	s.fs = filesystemconnect.NewFilesystemClient(s.envd, s.envdURL, opts)
 }
 
 // ID implements contexts.Sandbox.
