@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,10 +233,10 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 // Retry-After on the control plane and on sandbox calls.
 func TestAdmitRefuses(t *testing.T) {
 	m := e2bcompattest.NewManager()
-	full := false
+	var full atomic.Bool
 	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("s"),
 		Admit: func(ctx context.Context, tenantID string) (func(), error) {
-			if full {
+			if full.Load() {
 				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
 			}
 			return func() {}, nil
@@ -244,7 +245,7 @@ func TestAdmitRefuses(t *testing.T) {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, m: m}
 	sb := e.create(key1, `{}`)
-	full = true
+	full.Store(true)
 	for _, resp := range []*http.Response{
 		e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
 		e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...),
