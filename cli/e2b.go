@@ -26,16 +26,21 @@ import (
 const e2bSecretFile = "e2b-secret"
 
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
-// handler and its matcher for server.Config.E2B and E2BMatch.
-func e2bWire(dataDir string, m *contexts.Manager, tenants tenant.Store, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
-	secret, err := e2bSecret(dataDir)
+// handler and its matcher for server.Config.E2B and E2BMatch. admit is the
+// per-tenant in-flight limit the server applies to its own routes.
+func e2bWire(cfg serveConfig, m *contexts.Manager, tenants tenant.Store, admit func(context.Context, string) (func(), error), log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+	secret, err := e2bSecret(cfg.store.dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	h := e2bcompat.New(e2bcompat.Config{
-		Manager: m,
-		Secret:  secret,
-		Logger:  log,
+		Manager:    m,
+		Secret:     secret,
+		Logger:     log,
+		Tenant:     tenants.GetTenant,
+		TokenTTL:   cfg.e2bTokenTTL,
+		MaxTimeout: cfg.e2bMaxTimeout,
+		Admit:      admit,
 		Authenticate: func(ctx context.Context, key string) (string, error) {
 			if !tenant.ValidKey(key) {
 				return "", tenant.ErrBadKey

@@ -67,7 +67,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, diag); err != nil {
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.bootstrapAdmin, diag); err != nil {
 		return err
 	}
 	t, err := sessionTenant(ctx, st, tenantID)

@@ -18,7 +18,8 @@ import (
 
 // TestMetricsAfterRealCalls serves the daemon as serve wires it (real
 // runtime, memory store), makes real calls over HTTP, then scrapes
-// /metrics without a key and reads /v1/metrics/sessions.
+// /metrics with the metrics token (and is refused without it) and reads
+// /v1/metrics/sessions.
 func TestMetricsAfterRealCalls(t *testing.T) {
 	lrunNeedAgent(t)
 	ctx := context.Background()
@@ -37,6 +38,9 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
 		if key {
 			req.Header.Set("X-API-KEY", d.key)
+			if path == "/metrics" {
+				req.Header.Set("Authorization", "Bearer "+d.w.metricsToken)
+			}
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set(api.HeaderRequestID, "obs-test-"+strconv.Itoa(len(body)))
@@ -84,11 +88,14 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		t.Errorf("sessions without a key: %d, want 401", st)
 	}
 
+	if st, b := call("GET", "/metrics", "", false); st != http.StatusUnauthorized || strings.Contains(string(b), "sandlot_") {
+		t.Errorf("/metrics without the metrics token: %d %.200s", st, b)
+	}
 	// The pool refills in the background; wait for it before scraping.
 	deadline := time.Now().Add(30 * time.Second)
 	var m metrics
 	for {
-		st, b := call("GET", "/metrics", "", false) // unauthenticated
+		st, b := call("GET", "/metrics", "", true)
 		if st != http.StatusOK {
 			t.Fatalf("/metrics: %d %s", st, b)
 		}

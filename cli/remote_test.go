@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/api/server/servertest"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
@@ -158,31 +161,48 @@ func TestTenantCommands(t *testing.T) {
 	}
 }
 
+// The key printed at first start is an ordinary tenant's: it cannot switch
+// the guard off per request (403), unless --bootstrap-admin asked for an
+// admin. Before, the bootstrap tenant was always an admin.
 func TestBootstrapTenant(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(context.Background(), "memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	std := IO{Out: &out, Err: &out}
-	if err := bootstrapTenant(context.Background(), st, dir, std); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, keyFile))
-	key := strings.TrimSpace(string(b))
-	if err != nil || !tenant.ValidKey(key) || !strings.Contains(out.String(), key) {
-		t.Fatalf("%q %v", out.String(), err)
-	}
-	if fi, _ := os.Stat(filepath.Join(dir, keyFile)); fi.Mode().Perm() != 0o600 {
-		t.Fatalf("mode %v", fi.Mode())
-	}
-	if tn, err := st.TenantByKeyHash(context.Background(), tenant.HashKey(key)); err != nil || !tn.Admin {
-		t.Fatalf("%+v %v", tn, err)
-	}
-	// A second start creates nothing and prints nothing.
-	out.Reset()
-	if err := bootstrapTenant(context.Background(), st, dir, std); err != nil || out.Len() != 0 {
-		t.Fatalf("%q %v", out.String(), err)
+	for _, admin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("admin=%v", admin), func(t *testing.T) {
+			dir := t.TempDir()
+			st, err := store.Open(context.Background(), "memory:")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			std := IO{Out: &out, Err: &out}
+			if err := bootstrapTenant(context.Background(), st, dir, admin, std); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, keyFile))
+			key := strings.TrimSpace(string(b))
+			if err != nil || !tenant.ValidKey(key) || !strings.Contains(out.String(), key) {
+				t.Fatalf("%q %v", out.String(), err)
+			}
+			if fi, _ := os.Stat(filepath.Join(dir, keyFile)); fi.Mode().Perm() != 0o600 {
+				t.Fatalf("mode %v", fi.Mode())
+			}
+			if tn, err := st.TenantByKeyHash(context.Background(), tenant.HashKey(key)); err != nil || tn.Admin != admin {
+				t.Fatalf("%+v %v, want admin %v", tn, err, admin)
+			}
+			// The guard override with the bootstrap key.
+			e := servertest.NewEnv(func(c *server.Config) { c.Tenants = st })
+			req := httptest.NewRequest("GET", "/v1/tools", nil)
+			req.Header.Set("X-API-KEY", key)
+			req.Header.Set(api.HeaderGuardMode, tenant.GuardOff)
+			w := httptest.NewRecorder()
+			e.Handler.ServeHTTP(w, req)
+			if want := map[bool]int{false: 403, true: 200}[admin]; w.Code != want {
+				t.Fatalf("guard off with the bootstrap key: %d %s, want %d", w.Code, w.Body, want)
+			}
+			// A second start creates nothing and prints nothing.
+			out.Reset()
+			if err := bootstrapTenant(context.Background(), st, dir, admin, std); err != nil || out.Len() != 0 {
+				t.Fatalf("%q %v", out.String(), err)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -41,6 +42,13 @@ type serveConfig struct {
 	diskMiB         int64
 	poolSize        int
 	maxExecutions   int64 // contexts.Config.MaxExecutionsPerContext (no flag; the bench sets -1)
+
+	maxInFlight          int           // server.AdmissionConfig.MaxInFlight
+	maxInFlightPerTenant int           // server.AdmissionConfig.MaxInFlightPerTenant
+	bodyReadTimeout      time.Duration // server.Config.BodyReadTimeout
+	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
+	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
+	bootstrapAdmin       bool          // the first start's tenant may override the guard
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -64,6 +72,12 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.Float64Var(&cfg.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
 	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
 	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
+	fs.IntVar(&cfg.maxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
+	fs.IntVar(&cfg.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
+	fs.DurationVar(&cfg.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
+	fs.DurationVar(&cfg.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
+	fs.DurationVar(&cfg.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
+	fs.BoolVar(&cfg.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,7 +95,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, std); err != nil {
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.bootstrapAdmin, std); err != nil {
 		return err
 	}
 	w, err := wire(ctx, cfg, st, log)
@@ -113,8 +127,10 @@ func newLogger(std IO, level string) *slog.Logger { return telemetry.NewLogger(s
 
 // bootstrapTenant creates the default tenant when the store has none,
 // prints its key once and writes it to DATA/api-key (0600), where the CLI
-// and scripts find it.
-func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, std IO) error {
+// and scripts find it. The tenant is an admin (it may switch the guard off
+// per request) only when asked: the key printed at first start ends up in
+// shells and scripts.
+func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admin bool, std IO) error {
 	ts, err := st.ListTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("list tenants: %w", err)
@@ -122,7 +138,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, std 
 	if len(ts) > 0 {
 		return nil
 	}
-	t, key, err := createTenant(ctx, st, "default", tenant.GuardEnforce, true)
+	t, key, err := createTenant(ctx, st, "default", tenant.GuardEnforce, admin)
 	if err != nil {
 		return fmt.Errorf("create the default tenant: %w", err)
 	}
@@ -151,8 +167,12 @@ type wired struct {
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
 	guard    contexts.Guard
-	audit    func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
-	close    func(ctx context.Context) error
+	// admission is shared by the server and the E2B handler, so one
+	// tenant's in-flight limit covers every surface.
+	admission    *server.Admission
+	metricsToken string
+	audit        func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
+	close        func(ctx context.Context) error
 }
 
 // serverConfig is the HTTP server over w, the same for serve and the
@@ -169,6 +189,10 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 		E2B:             w.e2b,
 		E2BMatch:        w.e2bMatch,
 		Metrics:         w.metrics,
+		MetricsToken:    w.metricsToken,
+		Admission:       w.admission,
+		BodyReadTimeout: cfg.bodyReadTimeout,
+		E2BError:        e2bcompat.WriteError,
 		Guard:           w.guard,
 		Audit:           w.audit,
 	}

@@ -52,7 +52,8 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 // runTenant administers tenants. These are admin operations, so they work
 // on the store itself (--data-dir or --store) rather than over HTTP: whoever
 // can read the store owns every tenant anyway. A running server sees the
-// changes within a second (its key cache TTL).
+// changes within a second (its key cache TTL); it ends a deleted tenant's
+// contexts within seconds (its tenant reaper).
 func runTenant(ctx context.Context, args []string, std IO) error {
 	const use = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
 	if len(args) == 0 {
@@ -137,7 +138,7 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		if *asJSON {
 			return printJSON(std.Out, map[string]string{"id": t.ID, "apiKey": key})
 		}
-		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key stops working at once here, and within a second on a running server (its key cache).\n", t.ID, key)
+		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key and the E2B access tokens issued under it stop working at once here, and within a second on a running server (its caches).\n", t.ID, key)
 		return nil
 	case "delete", "rm":
 		if fs.NArg() != 1 {
@@ -148,7 +149,7 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		}
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: fs.Arg(0), Kind: audit.KindTenantDeleted})
 		if !*asJSON {
-			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key within a second\n", fs.Arg(0))
+			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key and tokens within a second and ends its contexts within seconds\n", fs.Arg(0))
 		}
 		return nil
 	}

@@ -83,25 +83,36 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		}
 	}
 	m = contexts.NewManager(st, prov, mcfg)
+	w := &wired{}
 	if err := m.Start(ctx); err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	reg := tools.New(m, tools.Config{Logger: log, Guard: g})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
-	e2bH, e2bMatch, err := e2bWire(cfg.store.dataDir, m, st, log)
+	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant})
+	e2bH, e2bMatch, err := e2bWire(cfg, m, st, adm.Tenant, log)
+	if err == nil {
+		w.metricsToken, err = metricsToken(cfg.store.dataDir)
+	}
 	if err != nil {
 		m.Close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	w := &wired{
-		e2b:      e2bH,
-		e2bMatch: e2bMatch,
-		contexts: server.ManagerContexts{M: m},
-		guard:    g,
-		audit:    st.ListAudit,
-		tools:    registryTools{reg},
+	rctx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
+	reaper := &tenantReaper{st: st, m: m, log: log}
+	reaped := make(chan struct{})
+	go func() { defer close(reaped); reaper.run(rctx) }()
+	*w = wired{
+		metricsToken: w.metricsToken,
+		admission:    adm,
+		e2b:          e2bH,
+		e2bMatch:     e2bMatch,
+		contexts:     server.ManagerContexts{M: m},
+		guard:        g,
+		audit:        st.ListAudit,
+		tools:        registryTools{reg},
 		ready: map[string]server.Check{
 			"store": storeCheck(st),
 			"runtime": func(ctx context.Context) error {
@@ -121,6 +132,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		}),
 		metrics: tel.Handler(),
 		close: func(ctx context.Context) error {
+			stopReaper()
+			<-reaped
 			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
 		},
 	}

@@ -32,6 +32,10 @@ type Tenant struct {
 	Admin     bool      `json:"admin"`     // may override guard mode per request
 	CreatedAt time.Time `json:"createdAt"`
 	KeyPrefix string    `json:"keyPrefix"` // first characters of the key, for display
+	// KeyGeneration counts the tenant's keys: 1 at creation, one more at
+	// every SetKey. Tokens the daemon signs for a tenant (E2B access
+	// tokens) name the generation, so rotating the key revokes them.
+	KeyGeneration int64 `json:"keyGeneration"`
 }
 
 // Store persists tenants and key hashes. The context stores implement it too.
@@ -41,8 +45,10 @@ type Store interface {
 	TenantByKeyHash(ctx context.Context, keyHash string) (*Tenant, error)
 	GetTenant(ctx context.Context, id string) (*Tenant, error)
 	ListTenants(ctx context.Context) ([]*Tenant, error)
-	// SetKey replaces the tenant's key hash (rotation).
+	// SetKey replaces the tenant's key hash (rotation) and moves its
+	// KeyGeneration on by one.
 	SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
+	// UpdateTenant saves Name, GuardMode and Admin.
 	UpdateTenant(ctx context.Context, t *Tenant) error
 	DeleteTenant(ctx context.Context, id string) error
 }

@@ -54,7 +54,8 @@ func (h *Handler) controlMux() *http.ServeMux {
 
 type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
 
-// authed authenticates a control-plane call by its X-API-KEY.
+// authed authenticates a control-plane call by its X-API-KEY and admits
+// it under the tenant's in-flight limit.
 func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
@@ -62,8 +63,34 @@ func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 			writeAPIError(w, err)
 			return
 		}
+		release, err := h.admit(r.Context(), t)
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		defer release()
 		fn(w, r.WithContext(tenant.WithID(r.Context(), t)), t)
 	}
+}
+
+// timeoutOf converts a timeout in seconds from a request, refusing one
+// above Config.MaxTimeout as E2B does (400).
+func (h *Handler) timeoutOf(seconds int64) (time.Duration, error) {
+	if seconds > int64(h.cfg.MaxTimeout/time.Second) {
+		return 0, fmt.Errorf("timeout cannot be greater than %s (%d seconds): %w", durationText(h.cfg.MaxTimeout), int64(h.cfg.MaxTimeout/time.Second), errdefs.ErrInvalidArgument)
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+// durationText says 24h0m0s as "24 hours".
+func durationText(d time.Duration) string {
+	if d%time.Hour == 0 {
+		if d == time.Hour {
+			return "1 hour"
+		}
+		return strconv.FormatInt(int64(d/time.Hour), 10) + " hours"
+	}
+	return d.String()
 }
 
 // createBody is the body of POST /sandboxes and /v2/sandboxes. Fields the
@@ -78,13 +105,14 @@ type createBody struct {
 
 // sandboxBody answers create and connect.
 type sandboxBody struct {
-	SandboxID       string  `json:"sandboxID"`
-	TemplateID      string  `json:"templateID"`
-	Alias           string  `json:"alias,omitempty"`
-	ClientID        string  `json:"clientID"`
-	EnvdVersion     string  `json:"envdVersion"`
-	EnvdAccessToken string  `json:"envdAccessToken"`
-	Domain          *string `json:"domain"`
+	SandboxID          string  `json:"sandboxID"`
+	TemplateID         string  `json:"templateID"`
+	Alias              string  `json:"alias,omitempty"`
+	ClientID           string  `json:"clientID"`
+	EnvdVersion        string  `json:"envdVersion"`
+	EnvdAccessToken    string  `json:"envdAccessToken"`
+	TrafficAccessToken string  `json:"trafficAccessToken"`
+	Domain             *string `json:"domain"`
 }
 
 // detailBody answers GET /sandboxes/{id} and is one item of the lists.
@@ -132,7 +160,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	meta[metaTemplate] = body.TemplateID
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
-		ttl = time.Duration(*body.Timeout) * time.Second
+		var err error
+		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
+			writeAPIError(w, err)
+			return
+		}
 	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
@@ -142,18 +174,34 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
-	h.remember(rec.ID, tenantID)
-	writeJSON(w, http.StatusCreated, h.sandboxBody(tenantID, rec))
+	body2, err := h.sandboxBody(r.Context(), tenantID, rec)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, body2)
 }
 
-func (h *Handler) sandboxBody(tenantID string, rec *contexts.Record) sandboxBody {
-	return sandboxBody{
-		SandboxID:       rec.ID,
-		TemplateID:      templateOf(rec),
-		ClientID:        ClientID,
-		EnvdVersion:     EnvdVersion,
-		EnvdAccessToken: h.accessToken(tenantID, rec.ID),
+// sandboxBody answers create and connect, with fresh tokens: the envd
+// token for every sandbox call, and the traffic token the code
+// interpreter SDK sends on its calls to port 49999.
+func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *contexts.Record) (sandboxBody, error) {
+	envd, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
+	if err != nil {
+		return sandboxBody{}, err
 	}
+	traffic, err := h.issueToken(ctx, purposeTraffic, tenantID, rec.ID)
+	if err != nil {
+		return sandboxBody{}, err
+	}
+	return sandboxBody{
+		SandboxID:          rec.ID,
+		TemplateID:         templateOf(rec),
+		ClientID:           ClientID,
+		EnvdVersion:        EnvdVersion,
+		EnvdAccessToken:    envd,
+		TrafficAccessToken: traffic,
+	}, nil
 }
 
 // publicMetadata copies m without the keys under MetadataReserved: a
@@ -178,7 +226,7 @@ func templateOf(rec *contexts.Record) string {
 	return "base"
 }
 
-func (h *Handler) detail(tenantID string, rec *contexts.Record, withToken bool) detailBody {
+func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Record, withToken bool) (detailBody, error) {
 	meta := publicMetadata(rec.Metadata)
 	meta[MetaConversation] = rec.ConversationID
 	meta[MetaPath] = rec.PathID
@@ -196,9 +244,13 @@ func (h *Handler) detail(tenantID string, rec *contexts.Record, withToken bool) 
 		Metadata:    meta,
 	}
 	if withToken {
-		d.EnvdAccessToken = h.accessToken(tenantID, rec.ID)
+		tok, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
+		if err != nil {
+			return d, err
+		}
+		d.EnvdAccessToken = tok
 	}
-	return d
+	return d, nil
 }
 
 // active loads the active record of sandbox id, or a not_found error.
@@ -219,8 +271,12 @@ func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) 
 		writeAPIError(w, err)
 		return
 	}
-	h.remember(rec.ID, tenantID)
-	writeJSON(w, http.StatusOK, h.detail(tenantID, rec, true))
+	d, err := h.detail(r.Context(), tenantID, rec, true)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -255,7 +311,12 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenantID st
 		writeAPIError(w, fmt.Errorf("timeout (seconds) is required: %w", errdefs.ErrInvalidArgument))
 		return
 	}
-	h.extend(w, r, tenantID, time.Duration(*body.Timeout)*time.Second, false)
+	ttl, err := h.timeoutOf(*body.Timeout)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	h.extend(w, r, tenantID, ttl, false)
 }
 
 // refresh extends the sandbox's life by duration seconds from now; it never
@@ -268,7 +329,11 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, tenantID strin
 	}
 	d := time.Duration(0)
 	if body.Duration != nil && *body.Duration > 0 {
-		d = time.Duration(*body.Duration) * time.Second
+		var err error
+		if d, err = h.timeoutOf(*body.Duration); err != nil {
+			writeAPIError(w, err)
+			return
+		}
 	}
 	h.extend(w, r, tenantID, d, true)
 }
@@ -302,7 +367,11 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 		return
 	}
 	if body.Timeout != nil && *body.Timeout > 0 {
-		ttl := time.Duration(*body.Timeout) * time.Second
+		ttl, err := h.timeoutOf(*body.Timeout)
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
 		if time.Now().Add(ttl).After(rec.ExpiresAt) {
 			if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 				writeAPIError(w, err)
@@ -310,8 +379,12 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 			}
 		}
 	}
-	h.remember(rec.ID, tenantID)
-	writeJSON(w, http.StatusOK, h.sandboxBody(tenantID, rec))
+	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
 }
 
 // pause is not supported: sandlot sandboxes keep their kernels in memory
@@ -422,7 +495,8 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) 
 			w.Header().Set(HeaderNextToken, recs[limit-1].ID)
 		}
 		for _, rec := range recs {
-			out = append(out, h.detail(tenantID, rec, false))
+			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error
+			out = append(out, d)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -445,7 +519,8 @@ func (h *Handler) listAll(w http.ResponseWriter, r *http.Request, tenantID strin
 			return
 		}
 		for _, rec := range recs {
-			out = append(out, h.detail(tenantID, rec, false))
+			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error
+			out = append(out, d)
 		}
 		if len(recs) < f.Limit {
 			break

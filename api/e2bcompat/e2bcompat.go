@@ -13,10 +13,7 @@ package e2bcompat
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,8 +39,11 @@ const (
 	HeaderSandboxID   = "E2b-Sandbox-Id"
 	HeaderSandboxPort = "E2b-Sandbox-Port"
 	HeaderAccessToken = "X-Access-Token"
-	HeaderAPIKey      = "X-API-KEY"
-	HeaderNextToken   = "X-Next-Token"
+	// HeaderTrafficToken carries the trafficAccessToken; the code
+	// interpreter SDK sends it (and only it) on its /contexts calls.
+	HeaderTrafficToken = "E2B-Traffic-Access-Token"
+	HeaderAPIKey       = "X-API-KEY"
+	HeaderNextToken    = "X-Next-Token"
 )
 
 // EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
@@ -61,19 +61,54 @@ type Config struct {
 	// Authenticate maps an API key to its tenant (errdefs.ErrUnauthenticated
 	// for an unknown key).
 	Authenticate func(ctx context.Context, apiKey string) (tenantID string, err error)
-	// Secret signs envdAccessTokens (HMAC-SHA256 of tenant and sandbox id).
-	// Empty: a random secret per process, so tokens die with the process;
-	// the server should pass a persistent one.
+	// Tenant looks a tenant up by id (errdefs.ErrNotFound when it was
+	// deleted). Access tokens name the tenant's key generation and
+	// creation time, and a token is honoured only while both still match:
+	// rotating the key or deleting the tenant revokes it. Nil (tests):
+	// tokens are checked for signature and expiry only.
+	Tenant func(ctx context.Context, id string) (*tenant.Tenant, error)
+	// Secret signs access tokens (HMAC-SHA256). Empty: a random secret
+	// per process, so tokens die with the process; the server should pass
+	// a persistent one.
 	Secret []byte
+	// TokenTTL is how long an access token is valid after it is issued
+	// (create, connect, getInfo issue fresh ones). Zero: DefaultTokenTTL.
+	TokenTTL time.Duration
+	// MaxTimeout bounds the sandbox timeout a caller may ask for (create,
+	// setTimeout, connect, refreshes); more is a 400, as on E2B. Zero:
+	// DefaultMaxTimeout.
+	MaxTimeout time.Duration
+	// Admit, when set, admits one request of a tenant once it is
+	// authenticated (the per-tenant in-flight limit); the request calls
+	// release when it ends. An error (resource_exhausted) answers 429.
+	Admit func(ctx context.Context, tenantID string) (release func(), err error)
+	// Clock returns the time; nil: time.Now. Tests move it to expire tokens.
+	Clock func() time.Time
 	// Templates maps E2B template names to sandlot templates. Names not in
 	// the map pass through unchanged. Nil: DefaultTemplates.
 	Templates map[string]string
 	// DefaultTimeout is the sandbox TTL when a create request names none.
 	// Zero: the manager's default TTL.
 	DefaultTimeout time.Duration
+	// MaxMessageBytes bounds one envd Connect message, after
+	// decompression (a larger one is resource_exhausted). Zero:
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
+
+// Defaults of Config. E2B's own sandbox timeout cap is 24 h on its Pro
+// plan (1 h on Hobby); sandlot takes the larger, so programs written for
+// either keep working, and a token lives as long as the longest timeout.
+const (
+	DefaultTokenTTL   = 24 * time.Hour
+	DefaultMaxTimeout = 24 * time.Hour
+)
+
+// DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
+// messages are small (paths, argv, stdin chunks); files travel over /files.
+const DefaultMaxMessageBytes = 8 << 20
 
 // DefaultTemplates maps E2B's default template names to sandlot's default
 // template (which has python, node and bash kernels).
@@ -92,11 +127,9 @@ type Handler struct {
 	interp  *http.ServeMux
 	procs   *procTable
 
+	tenants *tenantCache
+
 	mu sync.Mutex
-	// tenants remembers which tenant owns a sandbox id, learned from
-	// authenticated calls: the code interpreter SDK sends no credentials
-	// on its /contexts calls.
-	tenants map[string]string
 	// codeCtxs holds the code contexts of each sandbox.
 	codeCtxs map[string]map[string]*codeContext
 }
@@ -112,11 +145,23 @@ func New(cfg Config) *Handler {
 	if cfg.Templates == nil {
 		cfg.Templates = DefaultTemplates
 	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.MaxTimeout <= 0 {
+		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	h := &Handler{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		procs:    newProcTable(),
-		tenants:  map[string]string{},
+		tenants:  &tenantCache{},
 		codeCtxs: map[string]map[string]*codeContext{},
 	}
 	if h.log == nil {
@@ -142,6 +187,13 @@ func Match(r *http.Request) bool {
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(HeaderSandboxID)
+	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
+		// Only Connect decodes compressed bodies (bounded); anywhere else
+		// the bytes would be taken as they are, so refuse them.
+		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Code: http.StatusUnsupportedMediaType,
+			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported here; send the body uncompressed"})
+		return
+	}
 	if sid == "" {
 		h.control.ServeHTTP(w, r)
 		return
@@ -165,7 +217,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
+	release, err := h.admit(r.Context(), sb.tenantID)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	defer release()
 	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.WithID(r.Context(), sb.tenantID), sb)))
+}
+
+// connectRoute reports whether r is an envd Connect call, whose
+// compression Connect handles within Config.MaxMessageBytes.
+func connectRoute(r *http.Request) bool {
+	return r.Header.Get(HeaderSandboxPort) == EnvdPort &&
+		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
+}
+
+func identityEncoding(enc string) bool {
+	enc = strings.TrimSpace(enc)
+	return enc == "" || strings.EqualFold(enc, "identity")
 }
 
 // sandboxRef is the sandbox a sandbox call addresses.
@@ -185,106 +255,37 @@ func sandboxFrom(ctx context.Context) *sandboxRef {
 	return s
 }
 
-// resolveSandbox authenticates a sandbox call and loads its active record.
-// Credentials, in order: X-Access-Token, X-API-KEY, and for the code
-// interpreter's /contexts calls (which the SDK sends bare) the tenant
-// learned from an earlier authenticated call on the same sandbox id.
-func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, error) {
-	var tenantID string
-	switch {
-	case r.Header.Get(HeaderAccessToken) != "":
-		t, ok := h.verifyToken(r.Header.Get(HeaderAccessToken), sid)
-		if !ok {
-			return nil, fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
-		}
-		tenantID = t
-	case r.Header.Get(HeaderAPIKey) != "":
-		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
-		if err != nil {
-			return nil, err
-		}
-		tenantID = t
-	case r.Header.Get(HeaderSandboxPort) == InterpreterPort && strings.HasPrefix(r.URL.Path, "/contexts"):
-		h.mu.Lock()
-		tenantID = h.tenants[sid]
-		h.mu.Unlock()
-	}
-	if tenantID == "" {
-		return nil, fmt.Errorf("missing access token: %w", errdefs.ErrUnauthenticated)
-	}
-	rec, err := h.active(tenant.WithID(r.Context(), tenantID), tenantID, sid)
-	if err != nil {
-		return nil, err
-	}
-	h.remember(sid, tenantID)
-	return &sandboxRef{tenantID: tenantID, rec: rec}, nil
-}
-
-func (h *Handler) remember(sid, tenantID string) {
-	h.mu.Lock()
-	h.tenants[sid] = tenantID
-	h.mu.Unlock()
-}
-
-func (h *Handler) forget(sid string) {
-	h.mu.Lock()
-	delete(h.tenants, sid)
-	delete(h.codeCtxs, sid)
-	h.mu.Unlock()
-}
-
-func (h *Handler) authenticate(ctx context.Context, key string) (string, error) {
-	if key == "" {
-		return "", fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
-	}
-	t, err := h.cfg.Authenticate(ctx, key)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return "", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
-		}
-		return "", err
-	}
-	return t, nil
-}
-
-// accessToken is the envdAccessToken of a sandbox: the tenant id and an
-// HMAC over tenant and sandbox id, so a sandbox call proves both without
-// a lookup.
-func (h *Handler) accessToken(tenantID, sid string) string {
-	return "sl1." + base64.RawURLEncoding.EncodeToString([]byte(tenantID)) + "." + h.tokenMAC(tenantID, sid)
-}
-
-func (h *Handler) tokenMAC(tenantID, sid string) string {
-	m := hmac.New(sha256.New, h.cfg.Secret)
-	m.Write([]byte("e2b-envd\x00" + tenantID + "\x00" + sid))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-func (h *Handler) verifyToken(tok, sid string) (string, bool) {
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 || parts[0] != "sl1" {
-		return "", false
-	}
-	t, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil || len(t) == 0 {
-		return "", false
-	}
-	want := h.tokenMAC(string(t), sid)
-	if !hmac.Equal([]byte(want), []byte(parts[2])) {
-		return "", false
-	}
-	return string(t), true
-}
-
 // apiError is the control plane's error body.
 type apiError struct {
 	Code    int    `json:"code"`
 	Message string `json:"message"`
 }
 
+// WriteError answers r, a request Match accepts, with err in the shape
+// its route speaks: a Connect error on envd's Connect routes, the control
+// plane's {code:int, message} elsewhere. The server uses it for requests it
+// refuses before the handler (admission).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if !connectRoute(r) {
+		writeAPIError(w, err)
+		return
+	}
+	status := errdefs.HTTPStatus(err)
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, struct {
+		Code    errdefs.Code `json:"code"`
+		Message string       `json:"message"`
+	}{errdefs.CodeOf(err), errdefs.PublicMessage(err)})
+}
+
 // writeAPIError writes err as {code, message} with its category's status.
 func writeAPIError(w http.ResponseWriter, err error) {
 	status := errdefs.HTTPStatus(err)
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, status, apiError{Code: status, Message: errdefs.PublicMessage(err)})
 }
 

@@ -81,7 +81,7 @@ func decode[T any](t *testing.T, resp *http.Response) T {
 }
 
 type created struct {
-	SandboxID, TemplateID, ClientID, EnvdVersion, EnvdAccessToken string
+	SandboxID, TemplateID, ClientID, EnvdVersion, EnvdAccessToken, TrafficAccessToken string
 }
 
 func (e *env) create(key string, body string) created {
@@ -209,7 +209,7 @@ func TestControlPlane(t *testing.T) {
 	})
 	t.Run("connect", func(t *testing.T) {
 		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":30}`), "X-API-KEY", key1)
-		if got := decode[created](t, resp); resp.StatusCode != 200 || got.EnvdAccessToken != sb.EnvdAccessToken {
+		if got := decode[created](t, resp); resp.StatusCode != 200 || got.EnvdAccessToken == "" || got.TrafficAccessToken == "" {
 			t.Fatalf("connect %d %+v", resp.StatusCode, got)
 		}
 	})
@@ -563,8 +563,10 @@ func TestExecuteNDJSON(t *testing.T) {
 	if lines[1]["name"] != "ValueError" || lines[1]["value"] != "boom" || lines[1]["traceback"] == "" {
 		t.Fatalf("error line %v", lines[1])
 	}
-	// code contexts: create (no credentials, as the SDK sends it), use, list, restart, delete
-	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999")
+	// code contexts: create (with the traffic token only, as the SDK sends
+	// it), use, list, restart, delete
+	traffic := []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}
+	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), traffic...)
 	cc := decode[map[string]string](t, resp)
 	if resp.StatusCode != 200 || cc["id"] == "" || cc["language"] != "javascript" || cc["cwd"] != "/tmp" {
 		t.Fatalf("create context %d %v", resp.StatusCode, cc)
@@ -573,14 +575,14 @@ func TestExecuteNDJSON(t *testing.T) {
 	if lines[1]["text"] != "x@"+cc["id"] {
 		t.Fatalf("context run %v", lines)
 	}
-	resp = e.do("GET", "/contexts", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999")
+	resp = e.do("GET", "/contexts", nil, traffic...)
 	if l := decode[[]map[string]string](t, resp); len(l) != 1 {
 		t.Fatalf("list contexts %v", l)
 	}
-	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 204 {
+	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("restart %d", resp.StatusCode)
 	}
-	if resp := e.do("DELETE", "/contexts/"+cc["id"], nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 204 {
+	if resp := e.do("DELETE", "/contexts/"+cc["id"], nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("delete %d", resp.StatusCode)
 	}
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
@@ -589,7 +591,7 @@ func TestExecuteNDJSON(t *testing.T) {
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","language":"cobol"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 400 {
 		t.Fatalf("unknown language: %d", resp.StatusCode)
 	}
-	// /execute requires the token even though /contexts may go bare
+	// /execute without any credential
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
 		t.Fatalf("execute without token: %d", resp.StatusCode)
 	}

@@ -1,9 +1,11 @@
 package e2bcompat
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"path"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sandlot/sandlot/agent"
@@ -32,10 +35,21 @@ const maxExec = time.Hour
 
 func (h *Handler) envdMux() http.Handler {
 	mux := http.NewServeMux()
-	p, ph := processconnect.NewProcessHandler(&processService{h: h})
-	mux.Handle(p, ph)
-	f, fh := filesystemconnect.NewFilesystemHandler(&filesystemService{h: h})
-	mux.Handle(f, fh)
+	// Every Connect message is bounded before and after decompression, and
+	// the whole body before it is read: a small gzip body must not expand
+	// into the daemon's memory.
+	limit := h.cfg.MaxMessageBytes
+	opts := connect.WithHandlerOptions(
+		connect.WithReadMaxBytes(int(limit)),
+		connect.WithCompression(compressionGzip,
+			func() connect.Decompressor { return &boundedGzip{limit: limit + 1} },
+			func() connect.Compressor { return gzip.NewWriter(nil) }),
+	)
+	bodyLimit := limit + limit/64 + 1024 // gzip of incompressible data, envelope
+	p, ph := processconnect.NewProcessHandler(&processService{h: h}, opts)
+	mux.Handle(p, http.MaxBytesHandler(ph, bodyLimit))
+	f, fh := filesystemconnect.NewFilesystemHandler(&filesystemService{h: h}, opts)
+	mux.Handle(f, http.MaxBytesHandler(fh, bodyLimit))
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", h.readFile)
 	mux.HandleFunc("POST /files", h.writeFiles)
@@ -43,6 +57,55 @@ func (h *Handler) envdMux() http.Handler {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+const compressionGzip = "gzip"
+
+// boundedGzip is a gzip Decompressor that fails once it has produced more
+// than limit bytes. Connect stops reading at its own limit, but then drains
+// the rest of the stream to report the full size; without this bound that
+// drain would inflate a whole bomb, costing CPU though not memory.
+type boundedGzip struct {
+	zr    *gzip.Reader
+	n     int64
+	limit int64
+}
+
+var errInflated = errors.New("decompressed message is too large")
+
+func (d *boundedGzip) Read(p []byte) (int, error) {
+	if d.zr == nil {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if d.n >= d.limit {
+		return 0, errInflated
+	}
+	if rest := d.limit - d.n; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := d.zr.Read(p)
+	d.n += int64(n)
+	return n, err
+}
+
+func (d *boundedGzip) Close() error {
+	if d.zr == nil {
+		return nil
+	}
+	return d.zr.Close()
+}
+
+func (d *boundedGzip) Reset(r io.Reader) error {
+	d.n = 0
+	if d.zr == nil {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return err
+		}
+		d.zr = zr
+		return nil
+	}
+	return d.zr.Reset(r)
 }
 
 // use runs fn with the guarded sandbox of the request's context, never a
@@ -428,21 +491,45 @@ func (p *proc) finish(end *pb.ProcessEvent, err error) {
 	}
 }
 
-// subscriber is an unbounded queue: the sandbox's output callback must
-// never block on a slow client.
+// maxQueuedOutput bounds the output bytes queued for one subscriber (one
+// Start or Connect stream) that reads slower than its process writes.
+const maxQueuedOutput = 4 << 20
+
+// eventOverhead is what one queued event costs beyond its output bytes.
+const eventOverhead = 64
+
+// subscriber is one stream's queue of a process's events. The sandbox's
+// output callback never blocks on a slow client, so the queue is bounded
+// instead: past maxQueuedOutput the oldest queued output is dropped, and
+// the stream says so where the gap is (a stderr line) and at the end (the
+// end event's error). The newest output, the tail, is always delivered.
 type subscriber struct {
 	wake chan struct{}
 
-	mu    sync.Mutex
-	queue []*pb.ProcessEvent
-	done  bool
-	err   error
+	mu      sync.Mutex
+	queue   []*pb.ProcessEvent
+	bytes   int64 // output bytes (plus overhead) in queue
+	dropped int64 // output bytes dropped since the last take
+	lost    int64 // output bytes dropped in all
+	done    bool
+	err     error
+}
+
+func eventSize(ev *pb.ProcessEvent) int64 {
+	d := ev.GetData()
+	if d == nil {
+		return 0
+	}
+	return int64(len(d.GetStdout())+len(d.GetStderr())+len(d.GetPty())) + eventOverhead
 }
 
 func (s *subscriber) push(ev *pb.ProcessEvent, done bool, err error) {
 	s.mu.Lock()
 	if ev != nil {
+		size := eventSize(ev)
 		s.queue = append(s.queue, ev)
+		s.bytes += size
+		s.shed()
 	}
 	if done {
 		s.done, s.err = true, err
@@ -454,12 +541,64 @@ func (s *subscriber) push(ev *pb.ProcessEvent, done bool, err error) {
 	}
 }
 
+// shed drops the oldest output events until the queue is within bounds.
+// Events without output (start, end) are kept. Precondition: s.mu held.
+func (s *subscriber) shed() {
+	if s.bytes <= maxQueuedOutput {
+		return
+	}
+	kept := s.queue[:0]
+	for i, ev := range s.queue {
+		size := eventSize(ev)
+		if size == 0 || s.bytes <= maxQueuedOutput || i == len(s.queue)-1 {
+			kept = append(kept, ev)
+			continue
+		}
+		s.bytes -= size
+		s.dropped += size - eventOverhead
+		s.lost += size - eventOverhead
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+}
+
+// take returns the queued events, preceded by a notice of the output
+// dropped before them, if any.
 func (s *subscriber) take() ([]*pb.ProcessEvent, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.queue
-	s.queue = nil
+	s.queue, s.bytes = nil, 0
+	if s.dropped > 0 {
+		note := fmt.Sprintf("\n[sandlot: %d bytes of output dropped here: the client read slower than the process wrote]\n", s.dropped)
+		q = append([]*pb.ProcessEvent{{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{
+			Output: &pb.ProcessEvent_DataEvent_Stderr{Stderr: []byte(note)}}}}}, q...)
+		s.dropped = 0
+	}
+	if s.done && s.lost > 0 {
+		q = withLossNote(q, s.lost)
+		s.lost = 0
+	}
 	return q, s.done, s.err
+}
+
+// withLossNote records lost output bytes on the end event in q (a copy;
+// other subscribers share the event).
+func withLossNote(q []*pb.ProcessEvent, lost int64) []*pb.ProcessEvent {
+	for i, ev := range q {
+		end := ev.GetEnd()
+		if end == nil {
+			continue
+		}
+		c := proto.Clone(end).(*pb.ProcessEvent_EndEvent)
+		note := fmt.Sprintf("output incomplete: %d bytes dropped because the client read too slowly", lost)
+		if c.Error != nil && *c.Error != "" {
+			note = *c.Error + "; " + note
+		}
+		c.Error = &note
+		q[i] = &pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: c}}
+	}
+	return q
 }
 
 // filesystemService implements envd's filesystem.Filesystem.

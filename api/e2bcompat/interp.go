@@ -111,6 +111,10 @@ type coalescer struct {
 
 const coalesceWait = 50 * time.Millisecond
 
+// maxCoalesced bounds a partial line held back for coalescing: output
+// without newlines is sent in pieces of about this size.
+const maxCoalesced = 64 << 10
+
 func (c *coalescer) add(stream, text string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -122,7 +126,7 @@ func (c *coalescer) add(stream, text string) {
 		c.stream = stream
 	}
 	c.buf.WriteString(text)
-	if strings.HasSuffix(text, "\n") {
+	if strings.HasSuffix(text, "\n") || c.buf.Len() >= maxCoalesced {
 		c.flushLocked()
 		return
 	}

@@ -104,7 +104,8 @@ func (c *keyCache) put(hash string, t *tenant.Tenant) {
 	c.m[hash] = keyEntry{t: t, expires: time.Now().Add(c.ttl)}
 }
 
-// requireKey authenticates, then scopes the request context to the tenant
+// requireKey authenticates, admits the request under the tenant's
+// in-flight limit, then scopes the request context to the tenant
 // (tenant.WithID, which the Postgres store turns into its RLS setting).
 func (s *Server) requireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -119,6 +120,12 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 		if lw, ok := r.Context().Value(logKey{}).(*logWriter); ok {
 			lw.tenant = t.ID
 		}
+		release, err := s.cfg.Admission.Tenant(r.Context(), t.ID)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
 		ctx := context.WithValue(tenant.WithID(r.Context(), t.ID), tenantKey{}, t)
 		if mode := r.Header.Get(api.HeaderGuardMode); mode != "" {
 			if err := guardOverride(t, mode); err != nil {

@@ -66,8 +66,10 @@ var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
 // startDaemon starts serve on a free loopback port over dataDir.
 func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	t.Helper()
+	// --bootstrap-admin: the guard subtest switches the guard off with the
+	// first start's key, which is an ordinary tenant's unless asked.
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
-		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s"}, extra...)
+		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin"}, extra...)
 	cmd := exec.Command(testenv.SandlotBinary(t), args...)
 	// Files, not pipes: sandboxes outlive the daemon by design, and a
 	// child holding a pipe would keep cmd.Wait copying forever.
@@ -421,8 +423,8 @@ func TestE2E(t *testing.T) {
 		if err != nil || strings.Contains(r.Stdout, email) || !strings.Contains(r.Stdout, "[REDACTED:EMAIL]") {
 			t.Fatalf("stdout not redacted: %+v %v", r, err)
 		}
-		// The default tenant is an admin: it may switch the guard off for
-		// a request; the other tenant may not.
+		// The default tenant is an admin (--bootstrap-admin): it may switch
+		// the guard off for a request; the other tenant may not.
 		body := `{"conversationId":"e2e","args":{"language":"python","code":"print('` + email + `')"}}`
 		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
 			t.Errorf("admin override off: %d %.300s", code, out)

@@ -22,6 +22,9 @@ func newID() string { return uuid.NewString() }
 // answered 500 "internal error".
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := s.errorBody(r, err)
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	writeJSON(w, status, body)
 }
 
@@ -29,6 +32,9 @@ func errorStatus(err error) int {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return http.StatusRequestEntityTooLarge
+	}
+	if isBodyTimeout(err) {
+		return http.StatusRequestTimeout
 	}
 	return errdefs.HTTPStatus(err)
 }
@@ -40,6 +46,9 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 			Code:    errdefs.CodeResourceExhausted,
 			Message: fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit),
 		}
+	}
+	if isBodyTimeout(err) {
+		return http.StatusRequestTimeout, bodyTimeoutError()
 	}
 	status := errdefs.HTTPStatus(err)
 	if !errdefs.IsClientFault(err) {
@@ -62,7 +71,7 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		switch {
-		case errors.As(err, &tooBig):
+		case errors.As(err, &tooBig), isBodyTimeout(err):
 			return err
 		case errors.Is(err, io.EOF):
 			return nil

@@ -81,6 +81,8 @@ const (
 	DefaultMaxUploadBytes  = 256 << 20
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultKeyCacheTTL     = time.Second
+	DefaultBodyReadTimeout = 30 * time.Second
+	DefaultMinBodyRate     = 32 << 10
 )
 
 // Config configures a Server. Contexts, Tools and Tenants are required.
@@ -110,8 +112,31 @@ type Config struct {
 	// and without sandlot's auth (the E2B wire authenticates itself).
 	E2B      http.Handler
 	E2BMatch func(r *http.Request) bool
-	// Metrics, when set, is mounted unauthenticated at GET /metrics.
+	// Metrics, when set, is mounted at GET /metrics behind
+	// MetricsToken.
 	Metrics http.Handler
+	// MetricsToken is the bearer token /metrics requires
+	// ("Authorization: Bearer <token>"): the exposition names tenants
+	// (quota gauges), so it is never public. Empty: /metrics answers 401
+	// to everyone.
+	MetricsToken string
+	// Admission bounds the requests in flight, in all and per tenant;
+	// both answer 429 with Retry-After when full. Nil: NewAdmission with
+	// its defaults. Share it with the E2B handler (e2bcompat.Config.Admit)
+	// so one tenant's limit covers every surface.
+	Admission *Admission
+	// BodyReadTimeout bounds reading a request body: it must arrive within
+	// this time plus one second per MinBodyRate bytes, or the request ends
+	// with 408. Streaming responses are not affected: the deadline is
+	// lifted once the body has been read. Zero: DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// MinBodyRate is the slowest body transfer (bytes per second) a large
+	// upload may keep up past BodyReadTimeout. Zero: DefaultMinBodyRate.
+	MinBodyRate int64
+	// E2BError, when set, writes errors of requests E2BMatch accepts that
+	// the server refuses before the E2B handler sees them (admission), in
+	// the E2B wire's shapes.
+	E2BError func(w http.ResponseWriter, r *http.Request, err error)
 	// Guard, when set, must be the guard of the sandboxes Contexts.Use
 	// hands out (a *guard.Guard). File downloads then read raw chunks
 	// (guard mode off for the read) and redact them as one stream, so a
@@ -150,6 +175,15 @@ func New(cfg Config) *Server {
 	if cfg.KeyCacheTTL == 0 {
 		cfg.KeyCacheTTL = DefaultKeyCacheTTL
 	}
+	if cfg.Admission == nil {
+		cfg.Admission = NewAdmission(AdmissionConfig{})
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	if cfg.MinBodyRate <= 0 {
+		cfg.MinBodyRate = DefaultMinBodyRate
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), keys: &keyCache{ttl: cfg.KeyCacheTTL}}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
@@ -163,7 +197,7 @@ func New(cfg Config) *Server {
 		s.mux.Handle("/mcp/", s.requireKey(cfg.MCP))
 	}
 	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", cfg.Metrics)
+		s.mux.Handle("GET /metrics", s.requireMetricsToken(cfg.Metrics))
 	}
 	return s
 }
@@ -331,8 +365,28 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Float64(keyDuration, float64(time.Since(start).Microseconds())/1000),
 			slog.String(keyTenant, lw.tenant), slog.Int64(keyBytes, lw.bytes))
 	}()
-	if s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r) {
+	s.limitBody(w, r)
+	isE2B := s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r)
+	if !exempt(r) {
+		release, err := s.cfg.Admission.Enter()
+		if err != nil {
+			if isE2B && s.cfg.E2BError != nil {
+				lw.Header().Set("Retry-After", retryAfter)
+				s.cfg.E2BError(lw, r, err)
+			} else {
+				s.writeError(lw, r, err)
+			}
+			return
+		}
+		defer release()
+	}
+	if isE2B {
 		s.cfg.E2B.ServeHTTP(lw, r)
+		return
+	}
+	if !identityEncoding(r.Header.Get("Content-Encoding")) {
+		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: "invalid_argument",
+			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported; send the body uncompressed"})
 		return
 	}
 	_, pattern := s.mux.Handler(r)

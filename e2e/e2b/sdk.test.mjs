@@ -260,6 +260,24 @@ test('code contexts: create, isolate, list, restart, remove', async () => {
   await assert.rejects(sbx.runCode('1', { context: ctx }))
 })
 
+test('every sandbox route needs a credential; the SDK sends one', async () => {
+  // What the code interpreter SDK sends on /contexts, minus its traffic token.
+  const bare = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999', 'Content-Type': 'application/json' }
+  for (const [method, path] of [['GET', '/contexts'], ['POST', '/contexts'], ['POST', '/execute']]) {
+    const res = await fetch(`${process.env.E2B_SANDBOX_URL}${path}`, {
+      method, headers: bare, body: method === 'POST' ? '{"code":"1","language":"python"}' : undefined,
+    })
+    assert.equal(res.status, 401, `${method} ${path} without a token`)
+  }
+  // The SDK itself gets through: its traffic token on /contexts.
+  assert.ok(Array.isArray(await sbx.listCodeContexts()))
+})
+
+test('a timeout above 24 hours is refused', async () => {
+  await assert.rejects(BaseSandbox.create('base', { metadata: { suite: run }, timeoutMs: 25 * 3600 * 1000 }), /timeout cannot be greater than 24 hours/)
+  await assert.rejects(sbx.setTimeout(25 * 3600 * 1000), /timeout cannot be greater than 24 hours/)
+})
+
 // E2E_SECRET is a secret the server's guard redacts, to E2E_REDACTED: the
 // in-process harness runs a guard redacting exactly it; against sandlot
 // serve it is an AWS key id that the real guard finds.

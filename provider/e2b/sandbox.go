@@ -58,9 +58,17 @@ func (s *Sandbox) headers(port string) http.Header {
 	return h
 }
 
+// maxEnvdAnswer bounds one Connect message from envd (a listing of about
+// 150 000 entries). envd runs inside the sandbox: its answers are bounded
+// like any sandbox output, and compressed answers are not accepted, so
+// none can inflate.
+const maxEnvdAnswer = 32 << 20
+
 func (s *Sandbox) initRPC() {
-	s.proc = processconnect.NewProcessClient(s.envd, s.envdURL, connect.WithProtoJSON())
-	s.fs = filesystemconnect.NewFilesystemClient(s.envd, s.envdURL, connect.WithProtoJSON())
+	opts := connect.WithClientOptions(connect.WithProtoJSON(), connect.WithReadMaxBytes(maxEnvdAnswer),
+		connect.WithAcceptCompression("gzip", nil, nil))
+	s.proc = processconnect.NewProcessClient(s.envd, s.envdURL, opts)
+	s.fs = filesystemconnect.NewFilesystemClient(s.envd, s.envdURL, opts)
 }
 
 // ID implements contexts.Sandbox.
@@ -273,8 +281,9 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 		}
 		sb.WriteString(text)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	body := &cappedReader{r: resp.Body, left: callOutputLimit(limit)}
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), maxExecuteLine)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(bytes.TrimSpace(line)) == 0 {
@@ -291,6 +300,9 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 			agent.RichResult
 		}
 		if err := json.Unmarshal(line, &m); err != nil {
+			if body.left <= 0 { // the cut-off last line of a capped response
+				return nil, fmt.Errorf("e2b execute: the response exceeds %d bytes (output and results): %w", callOutputLimit(limit), errdefs.ErrResourceExhausted)
+			}
 			return nil, fmt.Errorf("e2b execute: bad line %.80q: %w", line, errdefs.ErrUnavailable)
 		}
 		switch m.Type {
@@ -323,9 +335,14 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 		}
 	}
 	if err := sc.Err(); err != nil {
-		if rctx.Err() != nil && ctx.Err() == nil {
+		switch {
+		case errors.Is(err, bufio.ErrTooLong):
+			return nil, fmt.Errorf("e2b execute: a line of the response exceeds %d bytes: %w", maxExecuteLine, errdefs.ErrResourceExhausted)
+		case errors.Is(err, errResponseTooLarge):
+			return nil, fmt.Errorf("e2b execute: the response exceeds %d bytes (output and results): %w", callOutputLimit(limit), errdefs.ErrResourceExhausted)
+		case rctx.Err() != nil && ctx.Err() == nil:
 			res.TimedOut = true
-		} else {
+		default:
 			return nil, transportError(s.interpURL, err)
 		}
 	}
@@ -333,6 +350,40 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 	res.Success = res.Error == nil && !res.TimedOut
 	res.DurationMs = time.Since(start).Milliseconds()
 	return res, nil
+}
+
+// Bounds of one /execute answer, which is sandbox output: one NDJSON line
+// (a result with a large image is a few MiB), and the whole response, as
+// the agent client bounds one call's output (64 MiB, or 4×MaxOutput+16 MiB
+// for calls that keep more than 1 MiB per stream).
+const maxExecuteLine = 16 << 20
+
+func callOutputLimit(maxOutput int64) int64 {
+	if maxOutput > 1<<20 {
+		return 4*maxOutput + 16<<20
+	}
+	return 64 << 20
+}
+
+var errResponseTooLarge = errors.New("response too large")
+
+// cappedReader fails with errResponseTooLarge once more than left bytes
+// were read.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // RestartKernel implements contexts.Sandbox.
@@ -574,22 +625,95 @@ func (s *Sandbox) upload(ctx context.Context, p string, data []byte) (*agent.Fil
 	return s.Stat(ctx, p)
 }
 
-// ReadFile implements contexts.Sandbox. envd serves whole files, so a
-// chunked read fetches the file and slices it.
+// ReadFile implements contexts.Sandbox with one ranged GET /files per
+// chunk (envd serves Range). A server that ignores Range answers 200 with
+// the whole file: the prefix is skipped as it streams and at most one chunk
+// is kept.
 func (s *Sandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
 	s.touch()
-	b, err := s.readAll(ctx, p.Path)
-	if err != nil {
-		return nil, err
-	}
 	limit := p.Limit
 	if limit <= 0 || limit > agent.ChunkSize {
 		limit = agent.ChunkSize
 	}
-	size := int64(len(b))
-	from := min(p.Offset, size)
-	to := min(from+limit, size)
-	return &agent.ReadResult{Data: b[from:to], Size: size, EOF: to == size}, nil
+	off := max(p.Offset, 0)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.envdURL+"/files?"+url.Values{"path": {p.Path}}.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+limit-1))
+	resp, err := s.envd.Do(req)
+	if err != nil {
+		return nil, transportError(s.envdURL, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		size, ok := rangeTotal(resp.Header.Get("Content-Range"))
+		if !ok {
+			return nil, fmt.Errorf("e2b read %s: bad Content-Range %q: %w", p.Path, resp.Header.Get("Content-Range"), errdefs.ErrUnavailable)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+		if err != nil {
+			return nil, transportError(s.envdURL, err)
+		}
+		if int64(len(data)) > limit {
+			return nil, fmt.Errorf("e2b read %s: the server sent more than the %d bytes asked: %w", p.Path, limit, errdefs.ErrUnavailable)
+		}
+		return &agent.ReadResult{Data: data, Size: size, EOF: off+int64(len(data)) >= size}, nil
+	case http.StatusRequestedRangeNotSatisfiable: // offset at or past the end
+		size, ok := rangeTotal(resp.Header.Get("Content-Range"))
+		if !ok {
+			fi, err := s.Stat(ctx, p.Path)
+			if err != nil {
+				return nil, err
+			}
+			size = fi.Size
+		}
+		return &agent.ReadResult{Data: []byte{}, Size: size, EOF: true}, nil
+	case http.StatusOK:
+		return s.readPrefixed(ctx, p.Path, resp, off, limit)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return nil, sandboxStatusError(resp.StatusCode, b)
+}
+
+// readPrefixed reads [off, off+limit) from a whole-file answer.
+func (s *Sandbox) readPrefixed(ctx context.Context, path string, resp *http.Response, off, limit int64) (*agent.ReadResult, error) {
+	skipped, err := io.CopyN(io.Discard, resp.Body, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, transportError(s.envdURL, err)
+	}
+	data := make([]byte, 0, min(limit, max(resp.ContentLength-off, 0)))
+	if skipped == off {
+		data, err = io.ReadAll(io.LimitReader(resp.Body, limit))
+		if err != nil {
+			return nil, transportError(s.envdURL, err)
+		}
+	}
+	end := skipped + int64(len(data))
+	if resp.ContentLength >= 0 {
+		return &agent.ReadResult{Data: data, Size: resp.ContentLength, EOF: end >= resp.ContentLength}, nil
+	}
+	var one [1]byte
+	if n, _ := io.ReadFull(resp.Body, one[:]); n == 0 {
+		return &agent.ReadResult{Data: data, Size: end, EOF: true}, nil
+	}
+	fi, err := s.Stat(ctx, path) // more follows and the length is unknown
+	if err != nil {
+		return nil, err
+	}
+	return &agent.ReadResult{Data: data, Size: fi.Size, EOF: false}, nil
+}
+
+// rangeTotal parses the complete length of a Content-Range header
+// ("bytes 0-99/1234" or "bytes */1234").
+func rangeTotal(h string) (int64, bool) {
+	_, total, ok := strings.Cut(h, "/")
+	if !ok || !strings.HasPrefix(h, "bytes ") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(total, 10, 64)
+	return n, err == nil && n >= 0
 }
 
 // WriteFile implements contexts.Sandbox. Offsets and appends read, modify

@@ -318,7 +318,7 @@ func (s *Store) Close() error {
 func cloneTenant(t *tenant.Tenant) *tenant.Tenant { c := *t; return &c }
 
 // CreateTenant implements tenant.Store. It fills t.ID (when empty),
-// t.GuardMode (enforce) and t.CreatedAt.
+// t.GuardMode (enforce), t.CreatedAt and t.KeyGeneration (1).
 func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
 	if err := rules.PrepareTenant(t, time.Now()); err != nil {
 		return err
@@ -393,6 +393,7 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	s.keys[keyHash] = id
 	s.keyOf[id] = keyHash
 	t.KeyPrefix = keyPrefix
+	t.KeyGeneration++
 	return nil
 }
 

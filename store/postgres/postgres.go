@@ -111,15 +111,23 @@ func (s *Store) migrate(ctx context.Context) error {
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var cur int
-	if err := conn.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if latest := ms[len(ms)-1].Version; cur > latest {
-		return fmt.Errorf("database schema is at version %d, newer than this binary's %d: %w", cur, latest, errdefs.ErrFailedPrecondition)
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	applied := map[int]bool{}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	if err := migrate.Known(ms, applied); err != nil {
+		return err
 	}
 	for _, m := range ms {
-		if m.Version <= cur {
+		if applied[m.Version] {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -637,11 +645,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix`
+const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation`
 
 func scanTenant(row pgx.Row) (*tenant.Tenant, error) {
 	var t tenant.Tenant
-	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix, &t.KeyGeneration); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
@@ -649,15 +657,15 @@ func scanTenant(row pgx.Row) (*tenant.Tenant, error) {
 }
 
 // CreateTenant implements tenant.Store. It fills t.ID (when empty),
-// t.GuardMode (enforce) and t.CreatedAt. Tenant tables are system tables:
+// t.GuardMode (enforce), t.CreatedAt and t.KeyGeneration (1). Tenant tables are system tables:
 // they are never tenant-scoped.
 func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
 	if err := rules.PrepareTenant(t, time.Now()); err != nil {
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix)
-			VALUES ($1, $2, $3, $4, $5, $6)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix, key_generation)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix, t.KeyGeneration); err != nil {
 			return err
 		}
 		if keyHash == "" {
@@ -719,7 +727,7 @@ func (s *Store) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) {
 func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error {
 	errNoTenant := fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE tenants SET key_prefix = $2 WHERE id = $1`, id, keyPrefix)
+		tag, err := tx.Exec(ctx, `UPDATE tenants SET key_prefix = $2, key_generation = key_generation + 1 WHERE id = $1`, id, keyPrefix)
 		if err != nil {
 			return err
 		}

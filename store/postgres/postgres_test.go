@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -92,9 +93,9 @@ func TestConcurrentMigrate(t *testing.T) {
 	if err := stores[0].Pool().QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
-	v, err := stores[0].Version(context.Background())
-	if err != nil || n != v || v < 1 {
-		t.Fatalf("schema_migrations has %d rows at version %d (%v): each migration must apply once", n, v, err)
+	files, err := filepath.Glob("migrations/*.sql")
+	if err != nil || n != len(files) || n < 1 {
+		t.Fatalf("schema_migrations has %d rows for %d migrations (%v): each migration must apply once", n, len(files), err)
 	}
 }
 

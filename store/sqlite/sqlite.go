@@ -139,15 +139,25 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("begin migration: %w", err)
 	}
 	defer tx.Rollback()
-	var cur int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
+	applied := map[int]bool{}
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if latest := ms[len(ms)-1].Version; cur > latest {
-		return fmt.Errorf("database schema is at version %d, newer than this binary's %d: %w", cur, latest, errdefs.ErrFailedPrecondition)
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		applied[v] = true
+	}
+	rows.Close()
+	if err := migrate.Known(ms, applied); err != nil {
+		return err
 	}
 	for _, m := range ms {
-		if m.Version <= cur {
+		if applied[m.Version] {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
@@ -195,7 +205,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.terminateStmt = prep(s.w, `UPDATE execution_contexts SET state = ?3, reason = ?4, terminated_at = ?5,
 		last_error = CASE WHEN ?6 = '' THEN last_error ELSE ?6 END, updated_at = ?7
 		WHERE id = ?2 AND state IN ('creating', 'ready')`+scopeCond)
-	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix
+	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation
 		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`)
 	return err
 }
@@ -492,14 +502,14 @@ func (s *Store) Close() error {
 	return errors.Join(err, s.w.Close())
 }
 
-const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix`
+const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation`
 
 func scanTenant(sc scanner) (*tenant.Tenant, error) {
 	var (
 		t       tenant.Tenant
 		created int64
 	)
-	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix); err != nil {
+	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration); err != nil {
 		return nil, err
 	}
 	t.CreatedAt = fromMs(created)
@@ -507,7 +517,7 @@ func scanTenant(sc scanner) (*tenant.Tenant, error) {
 }
 
 // CreateTenant implements tenant.Store. It fills t.ID (when empty),
-// t.GuardMode (enforce) and t.CreatedAt.
+// t.GuardMode (enforce), t.CreatedAt and t.KeyGeneration (1).
 func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
 	if err := rules.PrepareTenant(t, time.Now()); err != nil {
 		return err
@@ -517,8 +527,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return fmt.Errorf("create tenant: %w", err)
 	}
 	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?)`,
-		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix)
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration)
 	if isUnique(err) {
 		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrAlreadyExists)
 	}
@@ -586,7 +596,7 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 		return fmt.Errorf("set key: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `UPDATE tenants SET key_prefix = ? WHERE id = ?`, keyPrefix, id)
+	res, err := tx.ExecContext(ctx, `UPDATE tenants SET key_prefix = ?, key_generation = key_generation + 1 WHERE id = ?`, keyPrefix, id)
 	if err != nil {
 		return fmt.Errorf("set key of %s: %w", id, err)
 	}

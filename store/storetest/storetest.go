@@ -676,7 +676,9 @@ func testTenants(t *testing.T, s store.Backend) {
 		t.Fatalf("failed CreateTenant left tenant C behind: %v", err)
 	}
 
-	wantA := &tenant.Tenant{ID: "A", Name: "alpha", GuardMode: tenant.GuardEnforce, CreatedAt: ms(base), KeyPrefix: "e2b_one"}
+	// A new tenant's key is its first key generation; tokens signed for
+	// a generation die when rotation moves it on.
+	wantA := &tenant.Tenant{ID: "A", Name: "alpha", GuardMode: tenant.GuardEnforce, CreatedAt: ms(base), KeyPrefix: "e2b_one", KeyGeneration: 1}
 	got, err := s.TenantByKeyHash(ctx, k1)
 	if err != nil {
 		t.Fatal(err)
@@ -712,22 +714,22 @@ func testTenants(t *testing.T, s store.Backend) {
 	_, err = s.TenantByKeyHash(ctx, k1)
 	wantErr(t, "old key after rotation", err, errdefs.ErrNotFound)
 	got, err = s.TenantByKeyHash(ctx, k3)
-	if err != nil || got.ID != "A" || got.KeyPrefix != "e2b_three" {
+	if err != nil || got.ID != "A" || got.KeyPrefix != "e2b_three" || got.KeyGeneration != 2 {
 		t.Fatalf("new key after rotation = %+v, %v", got, err)
 	}
 	wantErr(t, "SetKey to another tenant's key", s.SetKey(ctx, "A", k2, "x"), errdefs.ErrAlreadyExists)
 	wantErr(t, "SetKey unknown tenant", s.SetKey(ctx, "nope", tenant.HashKey("y"), "y"), errdefs.ErrNotFound)
-	if got, _ := s.TenantByKeyHash(ctx, k3); got == nil || got.ID != "A" {
-		t.Fatal("failed SetKey lost the current key")
+	if got, _ := s.TenantByKeyHash(ctx, k3); got == nil || got.ID != "A" || got.KeyGeneration != 2 {
+		t.Fatalf("failed SetKey changed the current key: %+v", got)
 	}
 
 	// Update saves name, guard mode and admin only.
-	upd := &tenant.Tenant{ID: "A", Name: "alpha2", GuardMode: tenant.GuardOff, Admin: true, KeyPrefix: "ignored", CreatedAt: base.Add(time.Hour)}
+	upd := &tenant.Tenant{ID: "A", Name: "alpha2", GuardMode: tenant.GuardOff, Admin: true, KeyPrefix: "ignored", CreatedAt: base.Add(time.Hour), KeyGeneration: 9}
 	if err := s.UpdateTenant(ctx, upd); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = s.GetTenant(ctx, "A")
-	want := &tenant.Tenant{ID: "A", Name: "alpha2", GuardMode: tenant.GuardOff, Admin: true, CreatedAt: ms(base), KeyPrefix: "e2b_three"}
+	want := &tenant.Tenant{ID: "A", Name: "alpha2", GuardMode: tenant.GuardOff, Admin: true, CreatedAt: ms(base), KeyPrefix: "e2b_three", KeyGeneration: 2}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("after UpdateTenant (-want +got):\n%s", d)
 	}
@@ -753,8 +755,11 @@ func testTenants(t *testing.T, s store.Backend) {
 	if err := s.SetKey(ctx, "nokey", tenant.HashKey("e2b_four"), "e2b_four"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.TenantByKeyHash(ctx, tenant.HashKey("e2b_four")); err != nil || got.ID != "nokey" {
-		t.Fatalf("TenantByKeyHash after first SetKey = %v, %v", got, err)
+	if got, err := s.TenantByKeyHash(ctx, tenant.HashKey("e2b_four")); err != nil || got.ID != "nokey" || got.KeyGeneration != 2 {
+		t.Fatalf("TenantByKeyHash after first SetKey = %+v, %v", got, err)
+	}
+	if list, _ := s.ListTenants(ctx); len(list) == 0 || list[len(list)-1].KeyGeneration == 0 {
+		t.Fatalf("ListTenants without key generations: %+v", list)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -284,9 +285,19 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	}
 	cmd.Env = append(cmd.Env, "PATH=/usr/bin:/bin")
 	var stdout, stderr bytes.Buffer
+	limit := p.MaxOutput
+	if limit <= 0 {
+		limit = 1 << 20 // the agent's default: output past it is streamed, not kept
+	}
+	var truncated atomic.Bool // stdout and stderr are copied concurrently
 	emit := func(stream string, buf *bytes.Buffer) *writerFunc {
 		return &writerFunc{fn: func(b []byte) {
-			buf.Write(b)
+			if keep := limit - int64(buf.Len()); keep < int64(len(b)) {
+				buf.Write(b[:max(keep, 0)])
+				truncated.Store(true)
+			} else {
+				buf.Write(b)
+			}
 			if out != nil {
 				out(agent.OutputEvent{Stream: stream, Data: string(b)})
 			}
@@ -325,7 +336,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	delete(s.procs, pid)
 	delete(s.stdinW, pid)
 	s.mu.Unlock()
-	res := &agent.ExecResult{PID: pid, Stdout: stdout.String(), Stderr: stderr.String(), DurationMs: time.Since(start).Milliseconds()}
+	res := &agent.ExecResult{PID: pid, Stdout: stdout.String(), Stderr: stderr.String(), Truncated: truncated.Load(), DurationMs: time.Since(start).Milliseconds()}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
 		res.Signal = st.Signal().String()
 		res.ExitCode = -1

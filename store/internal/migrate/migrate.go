@@ -1,6 +1,9 @@
 // Package migrate reads a store's embedded, versioned migrations. Files are
 // named NNNN_name.sql; each is applied once, in version order, and recorded
-// in the store's schema_migrations table. The stores apply them (SQLite in
+// in the store's schema_migrations table. A migration is applied when its
+// version is not recorded, not only when it is above the highest recorded
+// one: versions are reserved by parallel branches, so a lower number can
+// arrive after a higher one. The stores apply them (SQLite in
 // one immediate transaction, Postgres under an advisory lock); migrations
 // are never edited once released, only added.
 package migrate
@@ -12,6 +15,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // Migration is one versioned SQL script.
@@ -52,4 +57,19 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
+}
+
+// Known fails when the database records a migration this binary does not
+// have: it was migrated by a newer sandlot.
+func Known(ms []Migration, applied map[int]bool) error {
+	have := map[int]bool{}
+	for _, m := range ms {
+		have[m.Version] = true
+	}
+	for v := range applied {
+		if !have[v] {
+			return fmt.Errorf("database schema has migration %d, unknown to this binary (a newer sandlot migrated it): %w", v, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
 }

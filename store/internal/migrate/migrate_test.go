@@ -41,3 +41,24 @@ func TestLoad(t *testing.T) {
 		})
 	}
 }
+
+func TestKnown(t *testing.T) {
+	ms := []Migration{{Version: 1}, {Version: 2}, {Version: 3}}
+	for _, tc := range []struct {
+		name    string
+		applied map[int]bool
+		wantErr bool
+	}{
+		{"fresh", map[int]bool{}, false},
+		// A lower version can arrive after a higher one (branches reserve
+		// numbers): the gap is applied, not an error.
+		{"gap", map[int]bool{1: true, 3: true}, false},
+		{"newer binary migrated it", map[int]bool{1: true, 4: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Known(ms, tc.applied); (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -128,6 +128,7 @@ func PrepareTenant(t *tenant.Tenant, now time.Time) error {
 		t.CreatedAt = now
 	}
 	t.CreatedAt = Time(t.CreatedAt)
+	t.KeyGeneration = 1
 	return nil
 }
 

@@ -1,0 +1,206 @@
+package e2bcompat
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// Token purposes. An envd token (envdAccessToken, X-Access-Token) opens
+// every sandbox route; a traffic token (trafficAccessToken,
+// E2B-Traffic-Access-Token) opens the code interpreter's port only, as on
+// E2B, where it guards the sandbox's user-facing ports.
+const (
+	purposeEnvd    = "envd"
+	purposeTraffic = "traffic"
+)
+
+// resolveSandbox authenticates a sandbox call and loads its active record.
+// Credentials, in order: X-API-KEY, X-Access-Token, and on the code
+// interpreter's port E2B-Traffic-Access-Token. A call without any is 401:
+// no route works with the sandbox id alone.
+func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, error) {
+	var (
+		tenantID string
+		err      error
+	)
+	switch {
+	case r.Header.Get(HeaderAPIKey) != "":
+		tenantID, err = h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
+	case r.Header.Get(HeaderAccessToken) != "":
+		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderAccessToken), purposeEnvd, sid)
+	case r.Header.Get(HeaderTrafficToken) != "" && r.Header.Get(HeaderSandboxPort) == InterpreterPort:
+		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderTrafficToken), purposeTraffic, sid)
+	default:
+		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", HeaderAccessToken, HeaderTrafficToken, HeaderAPIKey, errdefs.ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := h.active(tenant.WithID(r.Context(), tenantID), tenantID, sid)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			h.forget(sid)
+		}
+		return nil, err
+	}
+	return &sandboxRef{tenantID: tenantID, rec: rec}, nil
+}
+
+// forget drops what the handler keeps of a sandbox that ended.
+func (h *Handler) forget(sid string) {
+	h.mu.Lock()
+	delete(h.codeCtxs, sid)
+	h.mu.Unlock()
+}
+
+func (h *Handler) authenticate(ctx context.Context, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
+	}
+	t, err := h.cfg.Authenticate(ctx, key)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return "", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
+		}
+		return "", err
+	}
+	return t, nil
+}
+
+// admit applies Config.Admit to an authenticated tenant.
+func (h *Handler) admit(ctx context.Context, tenantID string) (func(), error) {
+	if h.cfg.Admit == nil {
+		return func() {}, nil
+	}
+	return h.cfg.Admit(ctx, tenantID)
+}
+
+// tokenVersion prefixes the current token format. Tokens of the first
+// format (sl1, never expiring) are refused.
+const tokenVersion = "sl2"
+
+// tokenClaims is what a token states; the signature covers every field
+// and the sandbox id.
+type tokenClaims struct {
+	tenantID   string
+	generation int64 // the tenant's KeyGeneration at issue
+	created    int64 // the tenant's CreatedAt (unix ms): a re-created id is another tenant
+	expires    int64 // unix seconds
+}
+
+// issueToken signs a token of purpose for sandbox sid of tenantID.
+func (h *Handler) issueToken(ctx context.Context, purpose, tenantID, sid string) (string, error) {
+	c := tokenClaims{tenantID: tenantID, expires: h.cfg.Clock().Add(h.cfg.TokenTTL).Unix()}
+	if h.cfg.Tenant != nil {
+		t, err := h.tenants.get(ctx, h.cfg.Clock(), h.cfg.Tenant, tenantID)
+		if err != nil {
+			return "", err
+		}
+		c.generation, c.created = t.KeyGeneration, t.CreatedAt.UnixMilli()
+	}
+	fields := []string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(tenantID)),
+		strconv.FormatInt(c.generation, 10), strconv.FormatInt(c.created, 10), strconv.FormatInt(c.expires, 10)}
+	return strings.Join(append(fields, h.tokenMAC(purpose, sid, fields)), "."), nil
+}
+
+func (h *Handler) tokenMAC(purpose, sid string, fields []string) string {
+	m := hmac.New(sha256.New, h.cfg.Secret)
+	m.Write([]byte("sandlot-e2b\x00" + purpose + "\x00" + sid))
+	for _, f := range fields {
+		m.Write([]byte("\x00" + f))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// verifyToken checks a token's signature for purpose and sid, then its
+// expiry, then that its tenant still exists with the same key generation.
+// It returns the tenant id.
+func (h *Handler) verifyToken(ctx context.Context, tok, purpose, sid string) (string, error) {
+	bad := fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
+	parts := strings.Split(tok, ".")
+	if len(parts) != 6 || parts[0] != tokenVersion {
+		return "", bad
+	}
+	if !hmac.Equal([]byte(h.tokenMAC(purpose, sid, parts[:5])), []byte(parts[5])) {
+		return "", bad
+	}
+	id, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil || len(id) == 0 {
+		return "", bad
+	}
+	var c tokenClaims
+	c.tenantID = string(id)
+	for i, p := range []*int64{&c.generation, &c.created, &c.expires} {
+		if *p, err = strconv.ParseInt(parts[2+i], 10, 64); err != nil {
+			return "", bad
+		}
+	}
+	if h.cfg.Clock().Unix() >= c.expires {
+		return "", fmt.Errorf("access token expired; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
+	}
+	if h.cfg.Tenant == nil {
+		return c.tenantID, nil
+	}
+	t, err := h.tenants.get(ctx, h.cfg.Clock(), h.cfg.Tenant, c.tenantID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", fmt.Errorf("access token of a deleted tenant: %w", errdefs.ErrUnauthenticated)
+	}
+	if err != nil {
+		return "", err
+	}
+	if t.KeyGeneration != c.generation || t.CreatedAt.UnixMilli() != c.created {
+		return "", fmt.Errorf("access token revoked by a key rotation; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
+	}
+	return c.tenantID, nil
+}
+
+// tenantCacheTTL is how long a tenant lookup is reused for token checks:
+// a rotation or deletion revokes tokens within this time.
+const tenantCacheTTL = time.Second
+
+// maxCachedTenants bounds the cache; when full it starts over.
+const maxCachedTenants = 4096
+
+// tenantCache remembers successful tenant lookups briefly, so a busy
+// sandbox does not cost a store read per call. Failures are not cached.
+type tenantCache struct {
+	mu sync.Mutex
+	m  map[string]cachedTenant
+}
+
+type cachedTenant struct {
+	t       *tenant.Tenant
+	expires time.Time
+}
+
+func (c *tenantCache) get(ctx context.Context, now time.Time, lookup func(context.Context, string) (*tenant.Tenant, error), id string) (*tenant.Tenant, error) {
+	c.mu.Lock()
+	e, ok := c.m[id]
+	c.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.t, nil
+	}
+	t, err := lookup(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedTenants {
+		c.m = map[string]cachedTenant{}
+	}
+	c.m[id] = cachedTenant{t: t, expires: now.Add(tenantCacheTTL)}
+	c.mu.Unlock()
+	return t, nil
+}

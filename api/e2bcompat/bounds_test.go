@@ -1,0 +1,258 @@
+package e2bcompat_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// gzipBomb returns about size bytes of gzip that expand to a JSON object
+// {"path":"aaaa…"} hundreds of MiB long (deflate tops out near 1000:1).
+func gzipBomb(t *testing.T, size int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw.Write([]byte(`{"path":"`))
+	chunk := bytes.Repeat([]byte("a"), 1<<20)
+	for buf.Len() < size {
+		zw.Write(chunk)
+	}
+	zw.Write([]byte(`"}`))
+	zw.Close()
+	return buf.Bytes()
+}
+
+// A 256 KiB gzip body on envd's Connect routes, unary and streaming, must
+// be refused with a 4xx while the daemon's memory stays put; before the
+// read and decompression limits it expanded to hundreds of MiB and the
+// JSON decoder took the process to about 1 GiB.
+func TestConnectGzipBomb(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	bomb := gzipBomb(t, 256<<10)
+	var streamed bytes.Buffer
+	streamed.WriteByte(1) // compressed envelope
+	binary.Write(&streamed, binary.BigEndian, uint32(len(bomb)))
+	streamed.Write(bomb)
+	for _, tc := range []struct {
+		name, path string
+		body       []byte
+		hdr        []string
+	}{
+		{"unary", "/filesystem.Filesystem/Stat", bomb,
+			[]string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
+		{"stream", "/process.Process/Start", streamed.Bytes(),
+			[]string{"Content-Type", "application/connect+json", "Connect-Content-Encoding", "gzip"}},
+		{"uncompressed", "/filesystem.Filesystem/Stat", []byte(`{"path":"` + strings.Repeat("a", 20<<20) + `"}`),
+			[]string{"Content-Type", "application/json"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var status int
+			var body []byte
+			grew := e2bcompattest.PeakRSSGrowth(t, func() {
+				hdr := append(e.sbHeaders(sb, "49983"), "Connect-Protocol-Version", "1")
+				resp := e.do("POST", tc.path, bytes.NewReader(tc.body), append(hdr, tc.hdr...)...)
+				status = resp.StatusCode
+				body, _ = io.ReadAll(resp.Body)
+			})
+			if tc.name == "stream" {
+				body = streamEnd(t, body)
+			}
+			t.Logf("status %d, peak RSS growth %d MiB, body %.200q", status, grew>>20, body)
+			if grew > 100<<20 {
+				t.Errorf("peak RSS grew by %d MiB on a %d KiB body", grew>>20, len(tc.body)>>10)
+			}
+			// Unary errors are HTTP statuses; a stream's error is its
+			// end-of-stream envelope.
+			if tc.name != "stream" && (status < 400 || status >= 500) {
+				t.Errorf("status %d, want a 4xx", status)
+			}
+			if !strings.Contains(string(body), "resource_exhausted") {
+				t.Errorf("body %.200q does not say resource_exhausted", body)
+			}
+		})
+	}
+}
+
+// streamEnd returns the body of the end-of-stream envelope of a Connect
+// stream, decompressed when its flag says so.
+func streamEnd(t *testing.T, b []byte) []byte {
+	t.Helper()
+	for len(b) >= 5 {
+		flag, n := b[0], binary.BigEndian.Uint32(b[1:5])
+		if int(n) > len(b)-5 {
+			t.Fatalf("truncated envelope")
+		}
+		msg := b[5 : 5+n]
+		b = b[5+n:]
+		if flag&2 == 0 {
+			continue
+		}
+		if flag&1 != 0 {
+			zr, err := gzip.NewReader(bytes.NewReader(msg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			msg, _ = io.ReadAll(io.LimitReader(zr, 1<<20))
+		}
+		return msg
+	}
+	t.Fatalf("no end-of-stream envelope")
+	return nil
+}
+
+// Routes outside Connect do not decode Content-Encoding: a compressed
+// upload would be stored as its compressed bytes, so it is refused.
+func TestCompressedBodyOutsideConnect(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("hello"))
+	zw.Close()
+	for _, tc := range []struct{ name, path, port string }{
+		{"files upload", "/files?path=/home/user/a.txt", "49983"},
+		{"execute", "/execute", "49999"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.do("POST", tc.path, bytes.NewReader(gz.Bytes()), append(e.sbHeaders(sb, tc.port),
+				"Content-Type", "application/octet-stream", "Content-Encoding", "gzip")...)
+			if resp.StatusCode != http.StatusUnsupportedMediaType {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d %s, want 415", resp.StatusCode, b)
+			}
+		})
+	}
+	resp := e.do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
+	}
+}
+
+// A command that writes 256 MiB to a stream whose client does not read:
+// the daemon's queue for that stream is bounded, and once the client reads
+// again it gets a notice of the gap, the tail of the output and an end
+// event that says output was dropped. Before the bound the queue held the
+// whole flood.
+func TestProcessOutputFlood(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
+	const cmd = `head -c 268435456 /dev/zero; echo THE-END`
+	body := `{"process":{"cmd":"/bin/bash","args":["-c",` + strconv.Quote(cmd) + `]}}`
+	var resp *http.Response
+	grew := e2bcompattest.PeakRSSGrowth(t, func() {
+		resp = e.do("POST", "/process.Process/Start", frame(body), hdr...)
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		// Read nothing until the process is gone.
+		waitNoProcess(t, e, sb)
+	})
+	t.Logf("peak RSS growth while the client stalled: %d MiB", grew>>20)
+	if grew > 100<<20 {
+		t.Errorf("peak RSS grew by %d MiB while a client stalled on a 256 MiB flood", grew>>20)
+	}
+	envs := readEnvelopes(t, resp.Body)
+	var stdout, stderr []byte
+	var end *struct {
+		ExitCode int
+		Error    string
+	}
+	for _, env := range envs {
+		var ev struct {
+			Event struct {
+				Data *struct{ Stdout, Stderr []byte }
+				End  *struct {
+					ExitCode int
+					Error    string
+				}
+			}
+		}
+		if env.Flag != 0 {
+			continue
+		}
+		if err := json.Unmarshal([]byte(env.Body), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if d := ev.Event.Data; d != nil {
+			stdout, stderr = append(stdout, d.Stdout...), append(stderr, d.Stderr...)
+		}
+		if ev.Event.End != nil {
+			end = ev.Event.End
+		}
+	}
+	if !bytes.HasSuffix(stdout, []byte("THE-END\n")) {
+		t.Errorf("the tail was lost: stdout ends %q", stdout[max(0, len(stdout)-32):])
+	}
+	if len(stdout) >= 256<<20 {
+		t.Errorf("all %d bytes were queued", len(stdout))
+	}
+	if !strings.Contains(string(stderr), "bytes of output dropped here") {
+		t.Errorf("no notice of the gap in stderr %.200q", stderr)
+	}
+	if end == nil || end.ExitCode != 0 || !strings.Contains(end.Error, "bytes dropped") {
+		t.Errorf("end event %+v does not report the drop", end)
+	}
+}
+
+// waitNoProcess polls Process.List until the sandbox runs no process.
+func waitNoProcess(t *testing.T, e *env, sb created) {
+	t.Helper()
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	for range 600 {
+		resp := e.do("POST", "/process.Process/List", strings.NewReader(`{}`), hdr...)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("list: %d %s", resp.StatusCode, b)
+		}
+		if !strings.Contains(string(b), "pid") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("the flood did not end within a minute")
+}
+
+// A tenant over its in-flight limit (Config.Admit) gets 429 with
+// Retry-After on the control plane and on sandbox calls.
+func TestAdmitRefuses(t *testing.T) {
+	m := e2bcompattest.NewManager()
+	var full atomic.Bool
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("s"),
+		Admit: func(ctx context.Context, tenantID string) (func(), error) {
+			if full.Load() {
+				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
+			}
+			return func() {}, nil
+		}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, m: m}
+	sb := e.create(key1, `{}`)
+	full.Store(true)
+	for _, resp := range []*http.Response{
+		e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
+		e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...),
+		e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.sbHeaders(sb, "49999")...),
+	} {
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d Retry-After=%q", resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package e2bcompattest
+
+const raceScale = 1
