@@ -330,7 +330,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		e := m.byIdent[id]
 		m.mu.Unlock()
 		if e == nil {
-			e = m.load(ctx, id)
+			if e, err = m.load(ctx, id); err != nil {
+				return nil, err
+			}
 		}
 		if e != nil && opts.ContextID != "" && m.snapshot(e).ID != opts.ContextID {
 			e = nil // the identity moved on to another context
@@ -365,16 +367,20 @@ var errLostRace = fmt.Errorf("another manager created this context concurrently:
 
 // load builds an entry from the store's active record of id (created by
 // another process, or before a restart); its sandbox is attached by revive.
-// Nil when there is none or the store fails.
-func (m *Manager) load(ctx context.Context, id Identity) *entry {
+// Nil when there is none or the store fails; an error when another live
+// node owns it (see own).
+func (m *Manager) load(ctx context.Context, id Identity) (*entry, error) {
 	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			m.log.Warn("store: load active context", logTenant, id.TenantID, logErr, err)
 		}
-		return nil
+		return nil, nil
 	}
-	return m.adopt(rec)
+	if rec, err = m.own(ctx, rec); rec == nil {
+		return nil, err
+	}
+	return m.adopt(rec), nil
 }
 
 // adopt registers rec as an entry without a connected sandbox, or returns
@@ -609,6 +615,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		LastUsedAt: now,
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
+		Node:       m.cfg.Node,
 	}
 	if opts.MaxExecutions != 0 {
 		if rec.Metadata == nil {
@@ -1056,6 +1063,12 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	m.mu.Unlock()
 	if !unsaved {
 		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
+		if err == nil && r.Node != m.cfg.Node {
+			// Another node took it over while this one's lease had lapsed.
+			m.log.Warn("context taken over by another node; dropping it", logContext, id, logNode, r.Node)
+			m.drop(e)
+			return
+		}
 		if err == nil {
 			m.mu.Lock()
 			if !e.ended {
