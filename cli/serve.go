@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
@@ -41,6 +43,7 @@ type serveConfig struct {
 	diskMiB         int64
 	poolSize        int
 	maxExecutions   int64 // contexts.Config.MaxExecutionsPerContext (no flag; the bench sets -1)
+	node            string
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -64,6 +67,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.Float64Var(&cfg.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
 	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
 	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
+	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -75,6 +79,11 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		}
 		defer unlock()
 	}
+	node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, oci.DefaultStateDir)
+	if err != nil {
+		return err
+	}
+	cfg.node = node
 
 	st, err := cfg.store.open(ctx)
 	if err != nil {
@@ -94,7 +103,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		w.close(context.Background())
 		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 	}
-	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir))
+	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String("node", cfg.node))
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
 			slog.String("addr", ln.Addr().String()))
@@ -180,6 +189,12 @@ func storeCheck(st store.Backend) server.Check {
 		_, err := st.ListTenants(ctx)
 		return err
 	}
+}
+
+// registerNode adds --node, shared by serve and mcp.
+func registerNode(fs *flag.FlagSet, cfg *serveConfig) {
+	fs.StringVar(&cfg.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
+		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
 }
 
 // limits are the per-sandbox limits the flags set; zero fields keep the
