@@ -140,9 +140,10 @@ func (m *Manager) cleanupLoop() {
 
 // Cleanup runs one pass of the cleanup loop: it terminates expired
 // contexts (reason expired) and orphans stuck in creating past
-// CreatingTimeout (reason error), destroying their sandboxes, and destroys
-// running sandboxes that no active record names and that were already
-// unknown at the previous pass (the grace protects creations in flight).
+// CreatingTimeout (reason error), destroying their sandboxes, drops the
+// contexts it serves that another node ended, and destroys running
+// sandboxes that no active record names and that were already unknown at
+// the previous pass (the grace protects creations in flight).
 // Records of another node are left to it while its lease is live. With two
 // managers on one store, only the one whose Store.Terminate succeeds tears
 // a context down.
@@ -195,6 +196,7 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 		errs = append(errs, fmt.Errorf("list active contexts: %w", err))
 		return errors.Join(errs...)
 	}
+	m.dropEndedElsewhere(ctx, recs)
 	for _, rec := range recs {
 		if rec.State != StateCreating || now.Before(rec.CreatedAt.Add(m.cfg.CreatingTimeout)) ||
 			!m.mine(rec) && alive(rec.Node) {

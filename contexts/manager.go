@@ -1207,7 +1207,8 @@ func checkReason(r Reason) error {
 }
 
 // SetTTL changes an active context's TTL and sets expiresAt to now + ttl.
-// Later uses extend by the new TTL.
+// Later uses extend by the new TTL. A context another live node serves is
+// refused like a call (unavailable, naming the node).
 func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*Record, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s must be positive: %w", ttl, errdefs.ErrInvalidArgument)
@@ -1218,6 +1219,9 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	}
 	if !rec.State.Active() {
 		return nil, fmt.Errorf("context %s is %s: %w", contextID, rec.State, errdefs.ErrFailedPrecondition)
+	}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, err // its node keeps the TTL in memory and would not see the change
 	}
 	now := m.now()
 	exp := now.Add(ttl)

@@ -105,6 +105,16 @@ func (m *Manager) liveness(ctx context.Context) func(node string) bool {
 	}
 }
 
+// servedElsewhere refuses (ownedError) a record that another live node
+// serves, or any other node's when this is the unnamed node, which takes
+// nothing over.
+func (m *Manager) servedElsewhere(ctx context.Context, rec *Record) error {
+	if m.mine(rec) || m.cfg.Node != "" && !m.alive(ctx, rec.Node) {
+		return nil
+	}
+	return ownedError{id: rec.ID, conversation: rec.ConversationID, path: rec.PathID, node: rec.Node}
+}
+
 // own returns rec once this node owns it: a record of another live node is
 // refused (ownedError); one of a node whose lease lapsed, or of no node, is
 // claimed. A nil record and nil error mean another node claimed or ended
@@ -113,8 +123,8 @@ func (m *Manager) own(ctx context.Context, rec *Record) (*Record, error) {
 	if m.mine(rec) {
 		return rec, nil
 	}
-	if m.cfg.Node == "" || m.alive(ctx, rec.Node) {
-		return nil, ownedError{id: rec.ID, conversation: rec.ConversationID, path: rec.PathID, node: rec.Node}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, err
 	}
 	ok, err := m.store.Claim(tctx(ctx, rec.TenantID), rec.ID, rec.Node, m.cfg.Node)
 	if err != nil {
@@ -135,4 +145,38 @@ func (m *Manager) own(ctx context.Context, rec *Record) (*Record, error) {
 		return nil, nil
 	}
 	return rec, nil
+}
+
+// dropEndedElsewhere drops the contexts this manager serves that another
+// node ended (a terminate or path event made there), so the sweep that
+// follows, which keeps every sandbox a served context names, can destroy
+// their sandboxes. recs is a ListActive result; an entry it lacks is read
+// again, because it may have been created after that read.
+func (m *Manager) dropEndedElsewhere(ctx context.Context, recs []*Record) {
+	active := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		active[r.ID] = true
+	}
+	m.mu.Lock()
+	var check []*entry
+	for id, e := range m.byID {
+		if !active[id] && !e.unsaved && !e.ended && !m.creating[id] {
+			check = append(check, e)
+		}
+	}
+	m.mu.Unlock()
+	for _, e := range check {
+		m.mu.Lock()
+		id, tid := e.rec.ID, e.rec.TenantID
+		m.mu.Unlock()
+		rec, err := m.store.Get(tctx(ctx, tid), id)
+		if err == nil && rec.State.Active() && m.mine(rec) {
+			continue
+		}
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			continue // the store cannot say: keep it
+		}
+		m.log.Info("context ended or taken over elsewhere; dropping it", logContext, id)
+		m.drop(e)
+	}
 }
