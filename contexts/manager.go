@@ -924,8 +924,8 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	for range 4 {
 		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
-			if errors.Is(err, errdefs.ErrUnavailable) {
-				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
+			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
+				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
 			}
 			return nil, err
 		}
