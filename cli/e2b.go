@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -80,16 +81,18 @@ func e2bSecret(dataDir string) ([]byte, error) {
 
 // e2bProvider is the "e2b" entry of --providers, configured like the E2B
 // SDKs: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, plus
-// SANDLOT_E2B_TEMPLATE and SANDLOT_E2B_CONNECT_TIMEOUT. Without a key it
-// still builds: Create fails with "E2B API key not configured" and a
-// chain falls back.
-func e2bProvider(log *slog.Logger) contexts.Provider {
+// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT and
+// SANDLOT_E2B_DEPLOYMENT (default: the node id, so each daemon lists and
+// sweeps only the sandboxes it created). Without a key it still builds:
+// Create fails with "E2B API key not configured" and a chain falls back.
+func e2bProvider(log *slog.Logger, node string) contexts.Provider {
 	cfg := e2b.Config{
 		APIKey:     os.Getenv("E2B_API_KEY"),
 		APIURL:     os.Getenv("E2B_API_URL"),
 		SandboxURL: os.Getenv("E2B_SANDBOX_URL"),
 		Domain:     os.Getenv("E2B_DOMAIN"),
 		Template:   os.Getenv("SANDLOT_E2B_TEMPLATE"),
+		Deployment: cmp.Or(os.Getenv("SANDLOT_E2B_DEPLOYMENT"), node),
 		Logger:     log,
 	}
 	if d, err := time.ParseDuration(os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT")); err == nil {

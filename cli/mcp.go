@@ -46,6 +46,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
 	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
 	fs.IntVar(&cfg.poolSize, "pool-size", 0, "warm sandboxes kept per template (0: none, as one session needs one sandbox)")
+	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,6 +62,11 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		}
 		defer unlock()
 	}
+	node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, mcpStateDir)
+	if err != nil {
+		return err
+	}
+	cfg.node = node
 
 	st, err := cfg.store.open(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
@@ -49,6 +51,7 @@ type serveConfig struct {
 	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
+	node                 string
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -78,6 +81,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.DurationVar(&cfg.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&cfg.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.BoolVar(&cfg.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
+	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -89,6 +93,11 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		}
 		defer unlock()
 	}
+	node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, oci.DefaultStateDir)
+	if err != nil {
+		return err
+	}
+	cfg.node = node
 
 	st, err := cfg.store.open(ctx)
 	if err != nil {
@@ -108,7 +117,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		w.close(context.Background())
 		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 	}
-	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir))
+	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String("node", cfg.node))
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
 			slog.String("addr", ln.Addr().String()))
@@ -204,6 +213,12 @@ func storeCheck(st store.Backend) server.Check {
 		_, err := st.ListTenants(ctx)
 		return err
 	}
+}
+
+// registerNode adds --node, shared by serve and mcp.
+func registerNode(fs *flag.FlagSet, cfg *serveConfig) {
+	fs.StringVar(&cfg.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
+		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
 }
 
 // limits are the per-sandbox limits the flags set; zero fields keep the

@@ -75,6 +75,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		MaxPerConversation:      cfg.maxPerConv,
 		MaxExecutionsPerContext: cfg.maxExecutions,
 		Limits:                  cfg.limits(),
+		Node:                    cfg.node,
 	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
@@ -163,7 +164,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *te
 			log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
 			ps = append(ps, p)
 		case "e2b":
-			ps = append(ps, e2bProvider(log))
+			ps = append(ps, e2bProvider(log, cfg.node))
 		default:
 			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
 		}

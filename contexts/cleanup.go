@@ -9,16 +9,19 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-// Start reconciles the store with the provider, warms the pools and starts
-// the cleanup loop.
+// Start renews this node's lease, reconciles the store with the provider,
+// warms the pools and starts the cleanup and heartbeat loops.
 //
-// Reconciliation after a crash or restart: an active record whose sandbox
-// the provider still runs is adopted and reattached lazily, on its next use;
-// a ready record whose sandbox is gone is terminated (reason error, "sandbox
-// lost") and its identity gets a fresh context on the next call; a running
-// sandbox that no active record names is destroyed. Records stuck in
-// creating are left to the cleanup loop's orphan rule. A store or provider
-// failure is logged and skips the step that needs it.
+// Reconciliation after a crash or restart, over this node's records only
+// (another node's sandboxes are out of this provider's sight): an active
+// record whose sandbox the provider still runs, or can still attach, is
+// adopted and reattached lazily, on its next use; a ready record whose
+// sandbox is gone is terminated (reason error, "sandbox lost") and its
+// identity gets a fresh context on the next call; a running sandbox that no
+// active record of any node names is destroyed. A record of no node (from
+// before nodes) whose sandbox the provider runs is claimed first. Records
+// stuck in creating are left to the cleanup loop's orphan rule. A store or
+// provider failure is logged and skips the step that needs it.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	switch {
@@ -31,6 +34,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 
+	if err := m.Heartbeat(ctx); err != nil {
+		m.log.Warn("node heartbeat", logNode, m.cfg.Node, logErr, err)
+	}
 	m.reconcile(ctx)
 
 	m.mu.Lock()
@@ -42,6 +48,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.wg.Add(1)
 	go m.cleanupLoop()
+	if m.cfg.Node != "" {
+		m.wg.Add(1)
+		go m.heartbeatLoop()
+	}
 	return nil
 }
 
@@ -61,10 +71,13 @@ func (m *Manager) reconcile(ctx context.Context) {
 	}
 	adopted, lost := 0, 0
 	for _, rec := range recs {
+		if !m.mine(rec) && !m.claimLegacy(ctx, rec, isRunning) {
+			continue // another node's: its own reconcile decides
+		}
 		switch {
 		case rec.State != StateReady || rec.SandboxID == "":
 			// creating: the orphan rule decides.
-		case perr != nil || isRunning[rec.SandboxID]:
+		case perr != nil || isRunning[rec.SandboxID] || m.attachable(ctx, rec.SandboxID):
 			m.adopt(rec)
 			adopted++
 		default:
@@ -78,6 +91,33 @@ func (m *Manager) reconcile(ctx context.Context) {
 		killed = m.sweep(ctx, running, recs, false)
 	}
 	m.log.Info("reconciled contexts", "adopted", adopted, "lost", lost, "killed", killed)
+}
+
+// claimLegacy claims a ready record of no node (written before nodes
+// existed) whose sandbox this node's provider runs, and reports whether
+// rec is now this node's.
+func (m *Manager) claimLegacy(ctx context.Context, rec *Record, running map[string]bool) bool {
+	if rec.Node != "" || m.cfg.Node == "" || rec.State != StateReady || !running[rec.SandboxID] {
+		return false
+	}
+	ok, err := m.store.Claim(ctx, rec.ID, "", m.cfg.Node)
+	if err != nil || !ok {
+		return false
+	}
+	rec.Node = m.cfg.Node
+	return true
+}
+
+// attachable reports whether the provider can still reach a sandbox its
+// List did not name: an E2B sandbox of another deployment (taken over from
+// a node that is gone) or from before deployment ids.
+func (m *Manager) attachable(ctx context.Context, sandboxID string) bool {
+	sb, err := m.provider.Attach(ctx, sandboxID)
+	if err != nil {
+		return false
+	}
+	sb.Close()
+	return true
 }
 
 func (m *Manager) cleanupLoop() {
@@ -100,11 +140,13 @@ func (m *Manager) cleanupLoop() {
 
 // Cleanup runs one pass of the cleanup loop: it terminates expired
 // contexts (reason expired) and orphans stuck in creating past
-// CreatingTimeout (reason error), destroying their sandboxes, and destroys
-// running sandboxes that no active record names and that were already
-// unknown at the previous pass (the grace protects creations in flight).
-// With two managers on one store, only the one whose Store.Terminate
-// succeeds tears a context down.
+// CreatingTimeout (reason error), destroying their sandboxes, drops the
+// contexts it serves that another node ended, and destroys running
+// sandboxes that no active record names and that were already unknown at
+// the previous pass (the grace protects creations in flight).
+// Records of another node are left to it while its lease is live. With two
+// managers on one store, only the one whose Store.Terminate succeeds tears
+// a context down.
 func (m *Manager) Cleanup(ctx context.Context) (err error) {
 	ctx, span := startSpan(ctx, spanCleanup, Identity{})
 	defer func() { endSpan(span, err) }()
@@ -124,6 +166,7 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 	for _, rec := range mine {
 		m.expire(ctx, rec, now)
 	}
+	alive := m.liveness(ctx)
 	for {
 		recs, err := m.store.ListExpired(ctx, now, 200)
 		if err != nil {
@@ -132,6 +175,9 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 		}
 		progress := false
 		for _, rec := range recs {
+			if !m.mine(rec) && alive(rec.Node) {
+				continue // its node expires it
+			}
 			if m.expire(ctx, rec, now) {
 				progress = true
 			}
@@ -150,8 +196,10 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 		errs = append(errs, fmt.Errorf("list active contexts: %w", err))
 		return errors.Join(errs...)
 	}
+	m.dropEndedElsewhere(ctx, recs)
 	for _, rec := range recs {
-		if rec.State != StateCreating || now.Before(rec.CreatedAt.Add(m.cfg.CreatingTimeout)) {
+		if rec.State != StateCreating || now.Before(rec.CreatedAt.Add(m.cfg.CreatingTimeout)) ||
+			!m.mine(rec) && alive(rec.Node) {
 			continue
 		}
 		m.mu.Lock()

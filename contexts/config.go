@@ -78,6 +78,21 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics receives telemetry events. Nil: none.
 	Metrics Metrics
+	// Node names this manager in the store (at most 128 bytes): every
+	// record it creates carries it, its reconcile and cleanup touch only
+	// its own records (and those of nodes whose lease lapsed), and a call
+	// for a context another live node owns is refused with unavailable,
+	// naming that node. Managers that share a store must each have their
+	// own Node; sandlot serve and sandlot mcp do (docs/contexts.md,
+	// "Nodes"). Zero: "", the unnamed node of a store with one manager: it
+	// renews no lease and takes nothing over.
+	Node string
+	// NodeLease is how long a heartbeat keeps a node's contexts its own;
+	// the manager renews its lease every NodeLease/4 from Start on. Once a
+	// node's lease has lapsed, other nodes expire its contexts when they
+	// expire and take over any a call names. It must exceed the clock
+	// skew between the daemons' hosts. Zero: 1 minute.
+	NodeLease time.Duration
 }
 
 // Metrics receives the manager's telemetry events. The telemetry package
@@ -119,6 +134,7 @@ const (
 	DefaultHealthCheckTimeout = 2 * time.Second
 	DefaultPoolSize           = 2
 	DefaultTemplate           = "default"
+	DefaultNodeLease          = time.Minute
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -135,6 +151,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CleanupInterval, DefaultCleanupInterval)
 	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
+	setDur(&c.NodeLease, DefaultNodeLease)
 	if c.MaxCodeBytes == 0 {
 		c.MaxCodeBytes = DefaultMaxCodeBytes
 	}
@@ -190,6 +207,7 @@ const (
 	logTenant   = "tenant_id"
 	logSandbox  = "sandbox_id"
 	logTemplate = "template"
+	logNode     = "node"
 	logReason   = "reason"
 	logErr      = "err"
 )

@@ -84,6 +84,10 @@ type Record struct {
 	LastError            string            `json:"lastError,omitempty"` // sanitized
 	ResourceUsage        ResourceUsage     `json:"resourceUsage"`
 	Metadata             map[string]string `json:"metadata,omitempty"` // caller labels (E2B metadata)
+	// Node is the daemon that owns the context (Config.Node of the manager
+	// that created or took it over); "" is no node (records written before
+	// nodes existed). Only Create sets it and only Claim changes it.
+	Node string `json:"node,omitempty"`
 }
 
 // Filter selects records for List. Zero fields match everything.
@@ -134,6 +138,17 @@ type Store interface {
 	CountActive(ctx context.Context, tenantID, conversationID string) (int, error)
 	// List returns records matching f ordered by ID, for paging.
 	List(ctx context.Context, f Filter) ([]*Record, error)
+	// Claim moves an active record from node from to node to, a
+	// compare-and-set: it reports false when the record is no longer
+	// active or another node already took it (ErrNotFound when absent).
+	Claim(ctx context.Context, id, from, to string) (bool, error)
+	// Heartbeat renews node's lease: it records at as the node's last
+	// heartbeat. Nodes are system rows, never tenant-scoped; node must not
+	// be empty (ErrInvalidArgument).
+	Heartbeat(ctx context.Context, node string, at time.Time) error
+	// LastHeartbeat returns node's last heartbeat (ErrNotFound when the
+	// node never sent one).
+	LastHeartbeat(ctx context.Context, node string) (time.Time, error)
 	// Close releases the store.
 	Close() error
 }

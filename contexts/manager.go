@@ -330,7 +330,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		e := m.byIdent[id]
 		m.mu.Unlock()
 		if e == nil {
-			e = m.load(ctx, id)
+			if e, err = m.load(ctx, id); err != nil {
+				return nil, err
+			}
 		}
 		if e != nil && opts.ContextID != "" && m.snapshot(e).ID != opts.ContextID {
 			e = nil // the identity moved on to another context
@@ -365,16 +367,20 @@ var errLostRace = fmt.Errorf("another manager created this context concurrently:
 
 // load builds an entry from the store's active record of id (created by
 // another process, or before a restart); its sandbox is attached by revive.
-// Nil when there is none or the store fails.
-func (m *Manager) load(ctx context.Context, id Identity) *entry {
+// Nil when there is none or the store fails; an error when another live
+// node owns it (see own).
+func (m *Manager) load(ctx context.Context, id Identity) (*entry, error) {
 	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrNotFound) {
 			m.log.Warn("store: load active context", logTenant, id.TenantID, logErr, err)
 		}
-		return nil
+		return nil, nil
 	}
-	return m.adopt(rec)
+	if rec, err = m.own(ctx, rec); rec == nil {
+		return nil, err
+	}
+	return m.adopt(rec), nil
 }
 
 // adopt registers rec as an entry without a connected sandbox, or returns
@@ -609,6 +615,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		LastUsedAt: now,
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
+		Node:       m.cfg.Node,
 	}
 	if opts.MaxExecutions != 0 {
 		if rec.Metadata == nil {
@@ -917,8 +924,8 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	for range 4 {
 		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
-			if errors.Is(err, errdefs.ErrUnavailable) {
-				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0)
+			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
+				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
 			}
 			return nil, err
 		}
@@ -1056,6 +1063,12 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	m.mu.Unlock()
 	if !unsaved {
 		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
+		if err == nil && r.Node != m.cfg.Node {
+			// Another node took it over while this one's lease had lapsed.
+			m.log.Warn("context taken over by another node; dropping it", logContext, id, logNode, r.Node)
+			m.drop(e)
+			return
+		}
 		if err == nil {
 			m.mu.Lock()
 			if !e.ended {
@@ -1194,7 +1207,8 @@ func checkReason(r Reason) error {
 }
 
 // SetTTL changes an active context's TTL and sets expiresAt to now + ttl.
-// Later uses extend by the new TTL.
+// Later uses extend by the new TTL. A context another live node serves is
+// refused like a call (unavailable, naming the node).
 func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*Record, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s must be positive: %w", ttl, errdefs.ErrInvalidArgument)
@@ -1205,6 +1219,9 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	}
 	if !rec.State.Active() {
 		return nil, fmt.Errorf("context %s is %s: %w", contextID, rec.State, errdefs.ErrFailedPrecondition)
+	}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, err // its node keeps the TTL in memory and would not see the change
 	}
 	now := m.now()
 	exp := now.Add(ttl)

@@ -626,8 +626,9 @@ func TestCloseDetachesContextsAndDestroysPool(t *testing.T) {
 }
 
 func TestPoolHitMissRefill(t *testing.T) {
-	e := newEnv(t, contexts.Config{PoolSize: 1})
-	e.p.CreateDelay = 30 * time.Millisecond
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	e.p.CreateDelay = 30 * time.Millisecond // before Start: the pool worker reads it
+	e.start(contexts.Config{PoolSize: 1})
 	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
 	hit := e.getOrCreate(ident("t1", "c1", "main"))
 	miss := e.getOrCreate(ident("t1", "c2", "main")) // the refill is still running

@@ -31,6 +31,10 @@ type Provider struct {
 	CreateDelay time.Duration
 	// CreateErr, when set, is returned by every Create.
 	CreateErr error
+	// IDPrefix starts every sandbox id; "": "fake-". Fakes standing for
+	// providers on different hosts need different prefixes, or their ids
+	// collide.
+	IDPrefix string
 
 	mu       sync.Mutex
 	boxes    map[string]*box // running sandboxes by id
@@ -103,7 +107,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		return nil, fmt.Errorf("fake: create failed: %w", errdefs.ErrUnavailable)
 	}
 	p.seq++
-	b := &box{id: fmt.Sprintf("fake-%d", p.seq), spec: spec, files: map[string][]byte{}, vars: map[string]string{}}
+	prefix := p.IDPrefix
+	if prefix == "" {
+		prefix = "fake-"
+	}
+	b := &box{id: fmt.Sprintf("%s%d", prefix, p.seq), spec: spec, files: map[string][]byte{}, vars: map[string]string{}}
 	p.boxes[b.id] = b
 	p.created = append(p.created, spec)
 	return &Sandbox{p: p, b: b}, nil

@@ -35,9 +35,16 @@ const (
 	envdPort        = "49983"
 	interpreterPort = "49999"
 
-	// labelManaged marks the sandboxes sandlot created, for List.
-	labelManaged = "managedBy"
-	managedValue = "sandlot"
+	// labelManaged marks the sandboxes sandlot created, and
+	// labelDeployment the deployment that created them: List filters on
+	// both. Neither starts with "sandlot.", which sandlot's own E2B
+	// surface keeps to itself, so they also work sandlot behind sandlot.
+	labelManaged    = "managedBy"
+	managedValue    = "sandlot"
+	labelDeployment = "sandlotDeployment"
+
+	// DefaultDeployment is the deployment id of a Config without one.
+	DefaultDeployment = "default"
 )
 
 // ErrNoAPIKey is returned by Create when no API key is configured. Its
@@ -83,6 +90,14 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Deployment names this sandlot deployment on the E2B account: Create
+	// labels every sandbox with it (metadata sandlotDeployment) and List
+	// returns only sandboxes with its label, so the reconcile and sweep of
+	// one deployment never see, and so never kill, another's sandboxes on
+	// the same account. At most 128 bytes of [A-Za-z0-9._-]; others
+	// are replaced by '_'. Empty: DefaultDeployment, shared by every
+	// deployment that leaves it empty (sandlot serve always sets one).
+	Deployment string
 }
 
 // Provider creates E2B sandboxes. It is safe for concurrent use.
@@ -113,6 +128,7 @@ func New(cfg Config) *Provider {
 	if cfg.ExtendEvery <= 0 {
 		cfg.ExtendEvery = DefaultExtendEvery
 	}
+	cfg.Deployment = deploymentID(cfg.Deployment)
 	p := &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
 	if p.http == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -160,10 +176,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	if tmpl == "" || tmpl == contexts.DefaultTemplate {
 		tmpl = p.cfg.Template
 	}
-	meta := map[string]string{labelManaged: managedValue}
+	meta := map[string]string{}
 	for k, v := range spec.Labels {
 		meta[k] = v
 	}
+	meta[labelManaged], meta[labelDeployment] = managedValue, p.cfg.Deployment
 	if p.cfg.CPU > 0 {
 		meta["cpuCount"] = fmt.Sprint(p.cfg.CPU)
 	}
@@ -209,15 +226,18 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	return p.sandbox(sb, 0), nil
 }
 
-// List implements contexts.Provider: the running sandboxes sandlot made.
+// List implements contexts.Provider: the running sandboxes this
+// deployment made. The metadata filter is "k=v&k2=v2", each key and value
+// escaped once more, as the E2B SDKs send it.
 func (p *Provider) List(ctx context.Context) ([]string, error) {
 	if p.cfg.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	filter := url.Values{labelManaged: {managedValue}, labelDeployment: {p.cfg.Deployment}}.Encode()
 	var ids []string
 	next := ""
 	for {
-		q := url.Values{"metadata": {labelManaged + "=" + managedValue}, "limit": {"100"}}
+		q := url.Values{"metadata": {filter}, "limit": {"100"}}
 		if next != "" {
 			q.Set("nextToken", next)
 		}
@@ -235,6 +255,25 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 			return ids, nil
 		}
 	}
+}
+
+// deploymentID is id with every byte outside [A-Za-z0-9._-] replaced, cut
+// to 128 bytes, or DefaultDeployment when empty: a value that reads the
+// same after any number of URL decodings.
+func deploymentID(id string) string {
+	if id == "" {
+		return DefaultDeployment
+	}
+	b := []byte(id)
+	if len(b) > 128 {
+		b = b[:128]
+	}
+	for i, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // Destroy implements contexts.Provider; an unknown id is not an error.

@@ -29,6 +29,7 @@ type Store struct {
 	keys    map[string]string            // key hash -> tenant id
 	keyOf   map[string]string            // tenant id -> key hash
 	events  []audit.Event                // ascending ID
+	nodes   map[string]time.Time         // node id -> last heartbeat
 	closed  bool
 }
 
@@ -45,6 +46,7 @@ func New() *Store {
 		tenants: map[string]*tenant.Tenant{},
 		keys:    map[string]string{},
 		keyOf:   map[string]string{},
+		nodes:   map[string]time.Time{},
 	}
 }
 
@@ -132,7 +134,7 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 		return err
 	}
 	n := clone(rec)
-	n.Identity, n.CreatedAt = r.Identity, r.CreatedAt
+	n.Identity, n.CreatedAt, n.Node = r.Identity, r.CreatedAt, r.Node
 	rules.Normalize(n)
 	if !n.State.Active() {
 		delete(s.active, r.Identity)

@@ -274,7 +274,7 @@ func (r errRow) Scan(...any) error { return r.err }
 
 const recordCols = `id::text, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
-	last_error, resource_usage, metadata`
+	last_error, resource_usage, metadata, node`
 
 func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	var (
@@ -286,7 +286,7 @@ func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	)
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reason, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
-		&r.LastError, &usage, &meta)
+		&r.LastError, &usage, &meta, &r.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -391,10 +391,10 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	}
 	err := s.run(ctx, func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO execution_contexts (`+strings.ReplaceAll(recordCols, "id::text", "id")+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb)`,
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19)`,
 			rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 			rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
-			rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata))
+			rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node)
 		return err
 	})
 	if err != nil {

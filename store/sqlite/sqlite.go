@@ -173,7 +173,7 @@ func (s *Store) migrate(ctx context.Context) error {
 
 const recordCols = `id, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
-	last_error, resource_usage, metadata`
+	last_error, resource_usage, metadata, node`
 
 // scopeCond restricts a statement to the tenant in ctx; its two arguments
 // come from scope(ctx).
@@ -227,7 +227,7 @@ func scanRecord(sc scanner) (*contexts.Record, error) {
 	)
 	err := sc.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reas, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
-		&r.LastError, &usage, &meta)
+		&r.LastError, &usage, &meta, &r.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -285,11 +285,11 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 		return err
 	}
 	_, err := s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, ms(rec.CreatedAt), ms(rec.LastUsedAt), ms(rec.ExpiresAt), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), metaText(rec.Metadata),
-		nowMs())
+		rec.Node, nowMs())
 	if isUnique(err) {
 		return fmt.Errorf("context %s for %s/%s/%s: %w", rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, errdefs.ErrAlreadyExists)
 	}

@@ -50,6 +50,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Tenants", testTenants},
 		{"Audit", testAudit},
 		{"TenantScope", testTenantScope},
+		{"NodeColumn", testNodeColumn},
+		{"Claim", testClaim},
+		{"ConcurrentClaim", testConcurrentClaim},
+		{"Heartbeat", testHeartbeat},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -167,6 +167,18 @@ func AuditLimit(limit int) int {
 	return limit
 }
 
+// MaxNodeLen bounds a node id.
+const MaxNodeLen = 128
+
+// CheckNode rejects an empty or over-long node id (Heartbeat, Claim's
+// target).
+func CheckNode(node string) error {
+	if node == "" || len(node) > MaxNodeLen {
+		return fmt.Errorf("node id %q must be 1 to %d bytes: %w", node, MaxNodeLen, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
 // Ended is the error of a write that needs an active record when record id
 // is in state.
 func Ended(id string, state contexts.State) error {

@@ -1,0 +1,263 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/provider/local"
+)
+
+// TestResolveNode: the node id comes from the flag, else the environment,
+// else the data dir, where it is kept per state dir: a restart keeps it,
+// and serve and mcp on one data dir (different state dirs) get two.
+func TestResolveNode(t *testing.T) {
+	t.Setenv(envNode, "")
+	data := t.TempDir()
+	serveID, err := resolveNode("", data, "", "/run/sandlot")
+	if err != nil || checkNode(serveID, "test") != nil {
+		t.Fatalf("first start: %q, %v", serveID, err)
+	}
+	again, err := resolveNode("", data, "/run/sandlot", "/run/sandlot")
+	if err != nil || again != serveID {
+		t.Fatalf("restart: %q, %v; want %q", again, err, serveID)
+	}
+	mcpID, err := resolveNode("", data, "", "/run/sandlot/mcp")
+	if err != nil || mcpID == serveID {
+		t.Fatalf("another state dir on the same data dir: %q, %v; want a node other than %q", mcpID, err, serveID)
+	}
+	if id, err := resolveNode("", t.TempDir(), "", "/run/sandlot"); err != nil || id == serveID {
+		t.Fatalf("another data dir: %q, %v; want a node other than %q", id, err, serveID)
+	}
+	t.Setenv(envNode, "fleet-3")
+	if id, err := resolveNode("", data, "", "/run/sandlot"); err != nil || id != "fleet-3" {
+		t.Fatalf("$%s: %q, %v", envNode, id, err)
+	}
+	if id, err := resolveNode("web.1", data, "", "/run/sandlot"); err != nil || id != "web.1" {
+		t.Fatalf("--node: %q, %v", id, err)
+	}
+	for _, bad := range []string{"a b", "x/y", strings.Repeat("n", 129), "é"} {
+		if _, err := resolveNode(bad, data, "", "/run/sandlot"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("--node %q: %v, want invalid_argument", bad, err)
+		}
+	}
+}
+
+// binDaemon is a `sandlot serve` process.
+type binDaemon struct {
+	cmd  *exec.Cmd
+	url  string
+	logs string
+	done chan error
+}
+
+var listeningRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
+
+func startServeBinary(t *testing.T, bin string, env []string, args ...string) *binDaemon {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--pool-size", "0", "--shutdown-timeout", "20s"}, args...)...)
+	cmd.Env = env
+	// Files, not pipes: sandboxes outlive the daemon by design.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.CreateTemp(t.TempDir(), "serve-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	logf.Close()
+	d := &binDaemon{cmd: cmd, logs: logf.Name(), done: make(chan error, 1)}
+	go func() { d.done <- cmd.Wait() }()
+	urlc := make(chan string, 1)
+	go func() {
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+				return
+			}
+		}
+	}()
+	select {
+	case d.url = <-urlc:
+	case err := <-d.done:
+		t.Fatalf("serve exited: %v\n%s", err, d.log())
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("serve did not start\n%s", d.log())
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	return d
+}
+
+func (d *binDaemon) log() string {
+	b, _ := os.ReadFile(d.logs)
+	return string(b)
+}
+
+func (d *binDaemon) stop(t *testing.T) {
+	t.Helper()
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, d.log())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("serve did not stop\n%s", d.log())
+	}
+}
+
+// TestServeAndMCPOneDataDir runs the binaries the way the docs suggest: a
+// `sandlot serve` and `sandlot mcp` sessions on one data dir (one SQLite
+// store), each with its own state dir. Neither's start, nor a restart of
+// serve, ends the other's contexts; a call through serve for the MCP
+// session's conversation is refused with 503 naming the session's node;
+// a new MCP session on the same state dir is the same node and finds its
+// conversation's state.
+func TestServeAndMCPOneDataDir(t *testing.T) {
+	testenv.RequireOCIRuntime(t)
+	bin := testenv.SandlotBinary(t)
+	env := append(os.Environ(), "SANDLOT_AGENT_BIN="+testenv.AgentBinary(t), envNode+"=")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	data := t.TempDir()
+	var states []string
+	for range 2 {
+		dir, err := os.MkdirTemp("", "sln-") // short: socket paths are bounded
+		if err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, dir)
+	}
+	t.Cleanup(func() {
+		for _, dir := range states {
+			if p, err := local.New(local.Config{StateDir: dir, AgentPath: testenv.AgentBinary(t)}); err == nil {
+				ids, _ := p.List(context.Background())
+				for _, id := range ids {
+					p.Destroy(context.Background(), id)
+				}
+			}
+			os.RemoveAll(dir)
+		}
+	})
+	serveArgs := []string{"--data-dir", data, "--state-dir", states[0]}
+
+	srv := startServeBinary(t, bin, env, serveArgs...)
+	key, err := os.ReadFile(filepath.Join(data, keyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := func(d *binDaemon) *client.Client {
+		return client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+	}
+	run := func(c *client.Client, conv, code string) (string, error) {
+		res, err := c.RunCode(ctx, client.RunCodeRequest{Target: client.Target{ConversationID: conv}, Language: "python", Code: code})
+		if err != nil {
+			return "", err
+		}
+		if res.Error != nil {
+			return res.Error.Name, nil
+		}
+		return res.Stdout, nil
+	}
+	mustRun := func(c *client.Client, conv, code, want string) {
+		t.Helper()
+		if got, err := run(c, conv, code); err != nil || got != want {
+			t.Fatalf("serve: %s in %s = %q, %v; want %q\n%s", code, conv, got, err, want, srv.log())
+		}
+	}
+	mustRun(api(srv), "c1", "x = 41", "")
+
+	session := func() (*sdk.ClientSession, *lockedBuffer) {
+		t.Helper()
+		cmd := exec.Command(bin, "mcp", "--data-dir", data, "--state-dir", states[1], "--conversation", "m1", "--log-level", "info")
+		cmd.Env = env
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+			&sdk.CommandTransport{Command: cmd, TerminateDuration: time.Minute}, nil)
+		if err != nil {
+			t.Fatalf("mcp: %v\n%s", err, stderr.String())
+		}
+		return cs, &stderr
+	}
+	mcpRun := func(cs *sdk.ClientSession, stderr *lockedBuffer, code, want string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": code}})
+		if err != nil {
+			t.Fatalf("mcp run_code: %v\n%s", err, stderr.String())
+		}
+		m, _ := res.StructuredContent.(map[string]any)
+		got, _ := m["stdout"].(string)
+		if e, ok := m["error"].(map[string]any); ok {
+			got, _ = e["name"].(string)
+		}
+		if res.IsError || got != want {
+			t.Fatalf("mcp: %s = %q (isError %v, %+v); want %q\n%s", code, got, res.IsError, res.Content, want, stderr.String())
+		}
+	}
+	start := time.Now()
+	step := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
+	cs, stderr := session()
+	step("mcp started")
+	mcpRun(cs, stderr, "y = 5", "")
+	step("mcp ran")
+	// The session's start reconciled the shared store: serve's context is
+	// intact, over two calls (the first would run even on a record ended
+	// under it).
+	mustRun(api(srv), "c1", "print(x + 1)", "42\n")
+	mustRun(api(srv), "c1", "print(x)", "41\n")
+
+	// serve restarts beside the live session: its reconcile leaves the
+	// session's context alone, and it reattaches its own.
+	srv.stop(t)
+	step("serve stopped")
+	srv = startServeBinary(t, bin, env, serveArgs...)
+	step("serve restarted")
+	mcpRun(cs, stderr, "print(y)", "5\n")
+	mustRun(api(srv), "c1", "print(x)", "41\n")
+
+	// The session's conversation through serve: refused, naming the owner.
+	_, err = run(api(srv), "m1", "y = 0")
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "is served by sandlot node") {
+		t.Fatalf("serve: a call for the MCP session's conversation: %v; want unavailable naming the node", err)
+	}
+	mcpRun(cs, stderr, "print(y)", "5\n")
+
+	// A new session on the same state dir is the same node: it finds y.
+	if err := cs.Close(); err != nil {
+		t.Fatalf("mcp close: %v\n%s", err, stderr.String())
+	}
+	step("mcp closed")
+	cs, stderr = session()
+	step("mcp restarted")
+	defer cs.Close()
+	mcpRun(cs, stderr, "print(y)", "5\n")
+	mustRun(api(srv), "c1", "print(x)", "41\n")
+}
