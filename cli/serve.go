@@ -150,7 +150,6 @@ type wired struct {
 	e2b      http.Handler
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
-	guard    contexts.Guard
 	audit    func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
 	close    func(ctx context.Context) error
 }
@@ -169,7 +168,6 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 		E2B:             w.e2b,
 		E2BMatch:        w.e2bMatch,
 		Metrics:         w.metrics,
-		Guard:           w.guard,
 		Audit:           w.audit,
 	}
 }
