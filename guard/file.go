@@ -96,6 +96,7 @@ type binFile struct {
 	masks     []span // ranges to overwrite, ordered, all below st.base
 	png       *pngChunks
 	fix       *pngFix
+	run       int // length of the run of text the last write ended with
 }
 
 type span struct {
@@ -129,6 +130,9 @@ func (b *binFile) write(p []byte, final bool) []byte {
 	b.view = append(b.view, view...)
 	// Everything before the stream's base is decided.
 	n := b.st.base - b.done
+	if n == 0 {
+		return nil
+	}
 	out := b.raw[:n:n]
 	var orig []byte
 	if len(b.masks) > 0 {
@@ -141,22 +145,38 @@ func (b *binFile) write(p []byte, final bool) []byte {
 	if b.fix != nil {
 		b.fix.fix(orig, out)
 	}
-	b.raw = append([]byte(nil), b.raw[n:]...)
-	b.view = append(b.view[:0], b.view[n:]...)
+	// Out keeps its bytes: appends go past them, into a new array once
+	// this one is full.
+	b.raw, b.view = b.raw[n:], b.view[n:]
 	b.done += n
 	return out
 }
 
-// textView maps p to bytes of the same length that keep printable ASCII,
-// tab, CR and LF and turn every other byte, and a PNG's structure, into LF.
+// minRun is the shortest run of text a binary view keeps, as strings(1)
+// does: no value is shorter, and random bytes make many shorter runs.
+const minRun = 4
+
+// viewByte maps a byte of binary data to its view: printable ASCII, tab, CR
+// and LF stay, anything else reads as LF.
+var viewByte = func() (t [256]byte) {
+	for c := range t {
+		t[c] = '\n'
+		if isText(byte(c)) {
+			t[c] = byte(c)
+		}
+	}
+	return t
+}()
+
+// textView maps p to bytes of the same length that keep the runs of
+// printable ASCII, tab, CR and LF of at least minRun bytes, and turn every
+// other byte, and a PNG's structure, into LF. A run that ends p is kept
+// whatever its length (it may go on in the next write); one that starts p
+// counts the bytes of it the last write ended with.
 func (b *binFile) textView(p []byte) []byte {
 	v := make([]byte, len(p))
 	for i, c := range p {
-		if isText(c) {
-			v[i] = c
-		} else {
-			v[i] = '\n'
-		}
+		v[i] = viewByte[c]
 	}
 	for i := 0; b.png != nil && i < len(p); {
 		field, n := b.png.step(p[i:])
@@ -167,6 +187,19 @@ func (b *binFile) textView(p []byte) []byte {
 		}
 		i += n
 	}
+	start, carry := 0, b.run
+	for i, c := range v {
+		if c != '\n' {
+			continue
+		}
+		if n := i - start + carry; n > 0 && n < minRun {
+			for k := start; k < i; k++ {
+				v[k] = '\n'
+			}
+		}
+		start, carry = i+1, 0
+	}
+	b.run = len(v) - start + carry
 	return v
 }
 

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"unicode/utf8"
@@ -50,7 +51,7 @@ type stream struct {
 	tenant string
 	mode   string
 
-	pending string // raw text not yet emitted
+	pending []byte // raw text not yet emitted (a buffer: tiny writes must not copy it)
 	prev    string // the tail of emitted raw text, context for the next scan
 	base    int    // stream offset of pending[0]
 	next    int    // don't rescan before pending reaches this length
@@ -93,11 +94,11 @@ func (st *stream) process(chunk string, final bool) string {
 			return ""
 		}
 	}
-	st.pending += chunk
+	st.pending = append(st.pending, chunk...)
 	// Scan when a window's worth is pending, or a line is complete (so
 	// line-oriented output flows), but rescan held-back text only after it
 	// grew by half, so a long hold (an open PEM block) costs O(n log n).
-	if st.pending == "" || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
+	if len(st.pending) == 0 || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
 		len(st.pending) < 2*window && strings.IndexAny(chunk, "\n\r") < 0) {
 		return ""
 	}
@@ -107,7 +108,7 @@ func (st *stream) process(chunk string, final bool) string {
 			st.next = len(st.pending) + len(st.pending)/2
 		}
 	}()
-	view := st.prev + st.pending
+	view := st.prev + string(st.pending)
 	off := len(st.prev)
 	var fs []Finding
 	if st.binary {
@@ -148,10 +149,10 @@ func (st *stream) process(chunk string, final bool) string {
 		b.WriteString(view[last:cut])
 	}
 	st.base += cut - off
-	st.pending = view[cut:]
+	st.pending = append(st.pending[:0], view[cut:]...)
 	if st.inPEM {
 		// skipPEM takes over from here: what is pending comes first.
-		st.pemLine, st.pending = st.pending, ""
+		st.pemLine, st.pending = string(st.pending), st.pending[:0]
 	}
 	p := max(0, cut-keep)
 	for p < cut && !utf8.RuneStart(view[p]) {
@@ -184,7 +185,7 @@ func forcedCut(view string, fs []Finding) int {
 // endArrived reports whether the last n bytes of pending (and a few
 // before, for a split marker) hold a PEM END marker.
 func (st *stream) endArrived(n int) bool {
-	return strings.Contains(st.pending[max(0, len(st.pending)-n-8):], "-----END")
+	return bytes.Contains(st.pending[max(0, len(st.pending)-n-8):], []byte("-----END"))
 }
 
 // cut picks where to stop emitting: window bytes before the end or after the
