@@ -175,7 +175,6 @@ type wired struct {
 	e2b      http.Handler
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
-	guard    contexts.Guard
 	// admission is shared by the server and the E2B handler, so one
 	// tenant's in-flight limit covers every surface.
 	admission    *server.Admission
@@ -202,7 +201,6 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 		Admission:       w.admission,
 		BodyReadTimeout: cfg.bodyReadTimeout,
 		E2BError:        e2bcompat.WriteError,
-		Guard:           w.guard,
 		Audit:           w.audit,
 	}
 }

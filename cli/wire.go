@@ -89,7 +89,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
-	reg := tools.New(m, tools.Config{Logger: log, Guard: g})
+	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant})
 	e2bH, e2bMatch, err := e2bWire(cfg, m, st, adm.Tenant, log)
@@ -111,7 +111,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		e2b:          e2bH,
 		e2bMatch:     e2bMatch,
 		contexts:     server.ManagerContexts{M: m},
-		guard:        g,
 		audit:        st.ListAudit,
 		tools:        registryTools{reg},
 		ready: map[string]server.Check{

@@ -229,10 +229,25 @@ type Guard interface {
 	// returns what may be emitted now (it holds back a tail so a secret
 	// split across chunks is still caught); Flush returns the rest.
 	Stream(ctx context.Context, tenantID string) StreamRedactor
+	// File returns a redactor for the bytes of one file, written in order
+	// from its start: text comes out as Stream would give it, a binary
+	// format keeps its length (docs/guard.md). ReadFile is its one user.
+	File(ctx context.Context, tenantID string) FileRedactor
+	// Image returns an image result (format "png" or "jpeg") as it may
+	// leave, or nil and a marker to show in its place when data is not
+	// such an image.
+	Image(ctx context.Context, tenantID, format string, data []byte) ([]byte, string)
 }
 
 // StreamRedactor is one stream's redaction state.
 type StreamRedactor interface {
 	Write(chunk string) string
 	Flush() string
+}
+
+// FileRedactor is one file's redaction state. Write returns what may be
+// emitted now; Flush returns the rest at the end of the file.
+type FileRedactor interface {
+	Write(p []byte) []byte
+	Flush() []byte
 }

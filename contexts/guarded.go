@@ -2,11 +2,12 @@ package contexts
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
@@ -16,12 +17,14 @@ import (
 // tenantID: streamed and final output, rich results, error messages, file
 // contents, names and paths. With a nil g it returns sb unchanged.
 //
-// What is not guarded, on purpose: binary data (file bytes that are not
-// UTF-8 text, PNG/JPEG results) passes as is, because a redactor that
-// rewrites bytes would corrupt it without finding text secrets in it.
-// ReadFile guards each chunk on its own: a secret split across two chunks
-// of a chunked read is not caught. Close on the wrapper is a no-op: the
-// Manager owns the connection.
+// File bytes pass Guard.File: text is redacted whatever bytes it holds, and
+// a binary format (recognised by its signature) keeps its length with the
+// text in it masked. PNG and JPEG results pass Guard.Image: one that is
+// not an image is dropped with a marker in the result's text. The wrapper's
+// ReadFile redacts the range it returns as a file of its own; chunked
+// readers use the package's ReadFile, which keeps one redactor across the
+// chunks. Close on the wrapper is a no-op: the Manager owns the
+// connection.
 func GuardSandbox(sb Sandbox, g Guard, tenantID string) Sandbox {
 	if g == nil {
 		return sb
@@ -119,7 +122,8 @@ func (s *guardedSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*age
 		return nil, s.err(ctx, err)
 	}
 	c := *r
-	c.Data = guardBytes(ctx, s.g, s.tenant, r.Data)
+	fr := s.g.File(ctx, s.tenant)
+	c.Data = append(fr.Write(r.Data), fr.Flush()...)
 	return &c, nil
 }
 
@@ -238,37 +242,6 @@ func guardError(ctx context.Context, g Guard, tenantID string, err error) error 
 	return ge
 }
 
-// guardBytes redacts data when it is UTF-8 text. A chunk may start or end
-// inside a multi-byte character; those edge bytes are kept as they are and
-// the middle is judged and redacted.
-func guardBytes(ctx context.Context, g Guard, tenantID string, data []byte) []byte {
-	if g == nil || len(data) == 0 {
-		return data
-	}
-	head := 0
-	for head < len(data) && head < 3 && !utf8.RuneStart(data[head]) {
-		head++
-	}
-	tail := len(data)
-	for i := len(data) - 1; i >= head && i >= len(data)-3; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				tail = i
-			}
-			break
-		}
-	}
-	mid := data[head:tail]
-	if !utf8.Valid(mid) || slices.Contains(mid, 0) {
-		return data // binary: passes, see GuardSandbox
-	}
-	red := g.Text(ctx, tenantID, string(mid))
-	out := make([]byte, 0, head+len(red)+len(data)-tail)
-	out = append(out, data[:head]...)
-	out = append(out, red...)
-	return append(out, data[tail:]...)
-}
-
 // guardRunResult returns a redacted copy of r.
 func guardRunResult(ctx context.Context, g Guard, tenantID string, r *agent.RunCodeResult) *agent.RunCodeResult {
 	if g == nil || r == nil {
@@ -295,8 +268,8 @@ func guardRunResult(ctx context.Context, g Guard, tenantID string, r *agent.RunC
 	return &c
 }
 
-// guardRich redacts the text formats of a rich result; PNG and JPEG are
-// base64 images and pass.
+// guardRich redacts the text formats of a rich result and checks its
+// images.
 func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult) agent.RichResult {
 	t := func(s string) string {
 		if s == "" {
@@ -306,6 +279,8 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	}
 	r.Text, r.HTML, r.Markdown = t(r.Text), t(r.HTML), t(r.Markdown)
 	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
+	r.PNG = guardImage(ctx, g, tenantID, "png", r.PNG, &r.Text)
+	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
 	if len(r.JSON) > 0 {
 		red := t(string(r.JSON))
 		if red != string(r.JSON) {
@@ -319,6 +294,30 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 		}
 	}
 	return r
+}
+
+// guardImage passes a base64 image result through g.Image. An image that
+// must not leave is dropped and its marker appended to text.
+func guardImage(ctx context.Context, g Guard, tenantID, format, b64 string, text *string) string {
+	if b64 == "" {
+		return b64
+	}
+	data, err := base64.StdEncoding.DecodeString(strings.NewReplacer("\n", "", "\r", "").Replace(b64))
+	if err != nil {
+		data = []byte(b64) // not base64: g.Image judges the bytes as they are
+	}
+	out, marker := g.Image(ctx, tenantID, format, data)
+	switch {
+	case marker != "":
+		if *text != "" {
+			*text += "\n"
+		}
+		*text += marker
+		return ""
+	case err != nil || len(out) == len(data):
+		return b64 // unchanged: Image only ever removes bytes
+	}
+	return base64.StdEncoding.EncodeToString(out)
 }
 
 // streamGuard redacts one call's streamed output: one StreamRedactor per

@@ -169,3 +169,38 @@ func BenchmarkStream4K(b *testing.B) {
 		st.Flush()
 	})
 }
+
+// fileMiB feeds data to a File redactor in 1 MiB writes, as ReadFile does.
+func fileMiB(g *Guard, ctx context.Context, data []byte) {
+	fr := g.File(ctx, "t")
+	for i := 0; i < len(data); i += 1 << 20 {
+		fr.Write(data[i:min(len(data), i+1<<20)])
+	}
+	fr.Flush()
+}
+
+// BenchmarkFileText: the log corpus read as a file.
+func BenchmarkFileText(b *testing.B) {
+	data := []byte(benchCorpus(b))
+	g := newTestGuard(b, Config{})
+	ctx := context.Background()
+	measure(b, len(data), func() { fileMiB(g, ctx, data) })
+}
+
+// BenchmarkFileBinary: 10 MB of compressed-looking bytes in a ZIP, with the
+// log corpus's text stored in it every 64 KiB, scanned in place.
+func BenchmarkFileBinary(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	text := benchCorpus(b)
+	data := make([]byte, 10<<20)
+	for i := range data {
+		data[i] = byte(r.UintN(256))
+	}
+	copy(data, "PK\x03\x04")
+	for i := 4096; i+4096 < len(data); i += 64 << 10 {
+		copy(data[i:], text[i:i+4096])
+	}
+	g := newTestGuard(b, Config{})
+	ctx := context.Background()
+	measure(b, len(data), func() { fileMiB(g, ctx, data) })
+}

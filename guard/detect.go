@@ -48,17 +48,58 @@ func (sc *scanner) emails() {
 			continue
 		}
 		tld := dom[dot+1:]
-		if !letters(tld) {
+		if !letters(tld) && !sc.loose {
 			continue
 		}
-		low := strings.ToLower(dom)
-		suffix, icann := publicsuffix.PublicSuffix(low)
-		if !icann || suffix == low || strings.Contains(low, "..") {
-			continue
+		if !emailDomain(dom) {
+			if !sc.loose {
+				continue
+			}
+			if e = looseDomain(s, at+1, e); e < 0 {
+				continue
+			}
 		}
 		sc.add(TypeEmail, a, e, 0.9)
 		from = e
 	}
+}
+
+// emailDomain reports a domain under an ICANN public suffix.
+func emailDomain(dom string) bool {
+	dot := strings.LastIndexByte(dom, '.')
+	if dot <= 0 || len(dom)-dot < 3 || !letters(dom[dot+1:]) {
+		return false
+	}
+	low := strings.ToLower(dom)
+	suffix, icann := publicsuffix.PublicSuffix(low)
+	return icann && suffix != low && !strings.Contains(low, "..")
+}
+
+// looseDomain finds, in binary data, the end of an email domain that
+// starts at d and runs into the printable bytes after it (up to e): the
+// longest prefix of the last label that completes a valid domain
+// (example.orgPK), else the domain without its last one or two labels
+// (example.org.txt). It returns -1 when there is none.
+func looseDomain(s string, d, e int) int {
+	dot := strings.LastIndexByte(s[d:e], '.')
+	if dot < 0 {
+		return -1
+	}
+	last := d + dot + 1
+	for k := e - 1; k >= last+2; k-- {
+		if emailDomain(s[d:k]) {
+			return k
+		}
+	}
+	for n := 0; n < 2; n++ {
+		if e = d + strings.LastIndexByte(s[d:e], '.'); e <= d {
+			return -1
+		}
+		if emailDomain(s[d:e]) {
+			return e
+		}
+	}
+	return -1
 }
 
 func letters(s string) bool {
@@ -672,7 +713,7 @@ func (sc *scanner) base64Run(i, j int) {
 	if err != nil || !texty(dec) {
 		return
 	}
-	fs := sc.g.scanView(string(dec), sc.depth+1)
+	fs := sc.g.scanView(string(dec), sc.depth+1, false)
 	if len(fs) == 0 {
 		return
 	}

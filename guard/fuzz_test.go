@@ -50,3 +50,61 @@ func FuzzGuard(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFile checks File on any bytes, with or without a binary signature in
+// front: no panic, a binary format keeps its length and changes only
+// printable bytes, and the output does not depend on where the reads split.
+func FuzzFile(f *testing.F) {
+	for _, s := range []string{
+		"\x00mail alice@example.com",
+		"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde",
+		"PK\x03\x04name alice@example.orgPK\x01\x02",
+		"%PDF-1.4 -----BEGIN " + "RSA PRIVATE KEY-----\nQUJD\n",
+	} {
+		f.Add([]byte(s), uint16(len(s)/2))
+	}
+	g, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, data []byte, split uint16) {
+		whole := redactFile(g, ctx, data, len(data)+1)
+		i := 1 + int(split)%(len(data)+1)
+		if got := redactFile(g, ctx, data, i); string(got) != string(whole) {
+			t.Fatalf("reads of %d: %q, whole: %q", i, got, whole)
+		}
+		if Format(data[:min(len(data), SniffLen)]) == "" {
+			return
+		}
+		if len(whole) != len(data) {
+			t.Fatalf("binary length %d -> %d", len(data), len(whole))
+		}
+		for k := range data {
+			if data[k] != whole[k] && !maskable(data[k], data[k]) {
+				t.Fatalf("byte %d (%#x) changed", k, data[k])
+			}
+		}
+	})
+}
+
+// FuzzImage checks Image on any bytes: no panic, and what it passes is an
+// image no longer than the input.
+func FuzzImage(f *testing.F) {
+	f.Add([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde"), true)
+	f.Add([]byte("\xff\xd8\xff\xfe\x00\x05abc\xff\xd9"), false)
+	g, err := New(Config{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, isPNG bool) {
+		format := "jpeg"
+		if isPNG {
+			format = "png"
+		}
+		out, marker := g.Image(context.Background(), "t", format, data)
+		if (marker == "") == (out == nil && len(data) > 0) || len(out) > len(data) {
+			t.Fatalf("Image = %d bytes, %q", len(out), marker)
+		}
+	})
+}

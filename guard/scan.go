@@ -76,19 +76,28 @@ const maxDepth = 1
 // scan finds everything in s, in s's byte offsets.
 func (g *Guard) scan(s string) []Finding {
 	if isASCII(s) {
-		return g.scanView(s, 0)
+		return g.scanView(s, 0, false)
 	}
 	v := normalize(s)
-	fs := g.scanView(v.text, 0)
+	fs := g.scanView(v.text, 0, false)
 	for i := range fs {
 		fs[i].Start, fs[i].End = v.raw(fs[i].Start, fs[i].End)
 	}
 	return resolve(fs)
 }
 
+// scanBinary finds everything in the ASCII view of a binary format, where
+// a value may be glued to printable bytes of the structure around it (a
+// ZIP entry's name to its data, SQLite columns to each other): emails
+// and tokens with a checksum or a fixed length also match at the start
+// of a longer run (see loose).
+func (g *Guard) scanBinary(s string) []Finding {
+	return g.scanView(s, 0, true)
+}
+
 // scanView runs every detector over normalized text.
-func (g *Guard) scanView(s string, depth int) []Finding {
-	sc := scanner{g: g, s: s, depth: depth}
+func (g *Guard) scanView(s string, depth int, loose bool) []Finding {
+	sc := scanner{g: g, s: s, depth: depth, loose: loose}
 	sc.words()
 	sc.numbers()
 	sc.emails()
@@ -98,6 +107,9 @@ func (g *Guard) scanView(s string, depth int) []Finding {
 	if depth < maxDepth {
 		sc.base64Runs()
 	}
+	if loose {
+		sc.glued()
+	}
 	return resolve(sc.out)
 }
 
@@ -106,6 +118,9 @@ type scanner struct {
 	s     string
 	depth int
 	out   []Finding
+	// loose is set for the view of binary data: a value may end where the
+	// run of its characters does not (scanBinary).
+	loose bool
 }
 
 func (sc *scanner) add(typ string, start, end int, conf float64) {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"unicode/utf8"
@@ -50,12 +51,19 @@ type stream struct {
 	tenant string
 	mode   string
 
-	pending string // raw text not yet emitted
+	pending []byte // raw text not yet emitted (a buffer: tiny writes must not copy it)
 	prev    string // the tail of emitted raw text, context for the next scan
 	base    int    // stream offset of pending[0]
 	next    int    // don't rescan before pending reaches this length
 	inPEM   bool   // swallowing the rest of a private key block
-	pemLine string // partial line while inPEM
+	pemLine string // undecided text while inPEM; it starts at base
+
+	// spans, when set, receives the stream range of each finding and of
+	// each dropped piece of a private key block, and process builds no
+	// output: the binary redactor masks those bytes in place.
+	spans func(typ string, start, end int)
+	// binary is set for the view of a binary format (scanBinary).
+	binary bool
 }
 
 var _ contexts.StreamRedactor = (*stream)(nil)
@@ -86,11 +94,11 @@ func (st *stream) process(chunk string, final bool) string {
 			return ""
 		}
 	}
-	st.pending += chunk
+	st.pending = append(st.pending, chunk...)
 	// Scan when a window's worth is pending, or a line is complete (so
 	// line-oriented output flows), but rescan held-back text only after it
 	// grew by half, so a long hold (an open PEM block) costs O(n log n).
-	if st.pending == "" || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
+	if len(st.pending) == 0 || !final && (len(st.pending) < st.next && !st.endArrived(len(chunk)) ||
 		len(st.pending) < 2*window && strings.IndexAny(chunk, "\n\r") < 0) {
 		return ""
 	}
@@ -100,9 +108,14 @@ func (st *stream) process(chunk string, final bool) string {
 			st.next = len(st.pending) + len(st.pending)/2
 		}
 	}()
-	view := st.prev + st.pending
+	view := st.prev + string(st.pending)
 	off := len(st.prev)
-	fs := st.g.scan(view)
+	var fs []Finding
+	if st.binary {
+		fs = st.g.scanBinary(view)
+	} else {
+		fs = st.g.scan(view)
+	}
 	cut := len(view)
 	force := false
 	if !final {
@@ -120,17 +133,27 @@ func (st *stream) process(chunk string, final bool) string {
 			continue
 		}
 		a := max(f.Start, off)
-		b.WriteString(view[last:a])
-		b.WriteString(Marker(f.Type))
+		if st.spans != nil {
+			st.spans(f.Type, st.base+a-off, st.base+f.End-off)
+		} else {
+			b.WriteString(view[last:a])
+			b.WriteString(Marker(f.Type))
+		}
 		last = f.End
 		st.g.record(st.ctx, st.tenant, st.mode, Finding{Type: f.Type, Start: a - off, End: f.End - off, Confidence: f.Confidence}, view[f.Start:f.End], st.base)
 		if force && openPEM(view, f) {
 			st.inPEM = true
 		}
 	}
-	b.WriteString(view[last:cut])
+	if st.spans == nil {
+		b.WriteString(view[last:cut])
+	}
 	st.base += cut - off
-	st.pending = view[cut:]
+	st.pending = append(st.pending[:0], view[cut:]...)
+	if st.inPEM {
+		// skipPEM takes over from here: what is pending comes first.
+		st.pemLine, st.pending = string(st.pending), st.pending[:0]
+	}
 	p := max(0, cut-keep)
 	for p < cut && !utf8.RuneStart(view[p]) {
 		p++
@@ -162,7 +185,7 @@ func forcedCut(view string, fs []Finding) int {
 // endArrived reports whether the last n bytes of pending (and a few
 // before, for a split marker) hold a PEM END marker.
 func (st *stream) endArrived(n int) bool {
-	return strings.Contains(st.pending[max(0, len(st.pending)-n-8):], "-----END")
+	return bytes.Contains(st.pending[max(0, len(st.pending)-n-8):], []byte("-----END"))
 }
 
 // cut picks where to stop emitting: window bytes before the end or after the
@@ -213,8 +236,17 @@ func openPEM(view string, f Finding) bool {
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
+// drop advances the stream past n dropped bytes of a private key block.
+func (st *stream) drop(n int) {
+	if st.spans != nil && n > 0 {
+		st.spans(TypePrivateKey, st.base, st.base+n)
+	}
+	st.base += n
+}
+
 // skipPEM drops the body and END line of a private key block whose BEGIN
-// was already redacted, and returns what follows it.
+// was already redacted, and returns what follows it. base is the stream
+// offset of pemLine (then chunk), and advances over what is dropped.
 func (st *stream) skipPEM(chunk string, final bool) string {
 	buf := st.pemLine + chunk
 	st.pemLine = ""
@@ -231,14 +263,16 @@ func (st *stream) skipPEM(chunk string, final bool) string {
 			switch {
 			case final && body:
 				st.inPEM = false
-				st.base += len(buf)
+				st.drop(len(buf))
 				return ""
 			case final:
 				st.inPEM = false
 				return buf
 			case len(buf) > maxToken && body:
-				st.base += len(buf) - lead
-				buf = buf[:lead]
+				// A long body line: drop what came of it so far; the rest
+				// of the line is judged as a line of its own.
+				st.drop(len(buf))
+				buf = ""
 			}
 			st.pemLine = buf
 			return ""
@@ -246,14 +280,14 @@ func (st *stream) skipPEM(chunk string, final bool) string {
 		t := strings.TrimSpace(buf[lead : lead+nl])
 		if strings.HasPrefix(t, "-----END") {
 			st.inPEM = false
-			st.base += lead + nl
+			st.drop(lead + nl)
 			return buf[lead+nl:]
 		}
 		if t == "" || !pemBodyLine(t) {
 			st.inPEM = false
 			return buf
 		}
-		st.base += lead + nl
+		st.drop(lead + nl)
 		buf = buf[lead+nl:]
 	}
 }

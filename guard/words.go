@@ -131,17 +131,57 @@ func (sc *scanner) github(i int, w string) {
 		sc.add(TypeGitHubToken, i, i+40, conf)
 		return
 	}
+	if sc.loose && len(w) > 40 && w[1] == 'h' && strings.IndexByte("pousr", w[2]) >= 0 && w[3] == '_' &&
+		alnumOnly(w[4:40]) && githubChecksum(w[4:34]) == w[34:40] {
+		sc.add(TypeGitHubToken, i, i+40, 0.99) // glued to what follows it
+		return
+	}
 	if strings.HasPrefix(w, "github_pat_") && len(w) >= 70 && entropy(w[11:]) >= 3 {
 		sc.add(TypeGitHubToken, i, i+len(w), 0.95)
+	}
+}
+
+// glued finds, in binary data, GitHub tokens (by their checksum) and AWS
+// key ids that run on from the printable bytes before them, where words
+// does not see them start.
+func (sc *scanner) glued() {
+	s := sc.s
+	for from := 0; ; {
+		k := strings.IndexByte(s[from:], '_')
+		if k < 0 {
+			break
+		}
+		u := from + k
+		from = u + 1
+		if u < 3 || u+37 > len(s) || s[u-3] != 'g' || s[u-2] != 'h' || strings.IndexByte("pousr", s[u-1]) < 0 {
+			continue
+		}
+		if body := s[u+1 : u+37]; alnumOnly(body) && githubChecksum(body[:30]) == body[30:] {
+			sc.add(TypeGitHubToken, u-3, u+37, 0.99)
+		}
+	}
+	for _, p := range []string{"AKIA", "ASIA", "ABIA", "ACCA"} {
+		for from := 0; ; {
+			k := strings.Index(s[from:], p)
+			if k < 0 {
+				break
+			}
+			i := from + k
+			from = i + 4
+			if i > 0 && i+20 <= len(s) && is(s[i-1], cWord) {
+				sc.awsKeyID(i, s[i:i+20])
+			}
+		}
 	}
 }
 
 // awsKeyID matches AKIA/ASIA/ABIA/ACCA + 16 of [A-Z2-7]. AWS's documented
 // example ids (ending in EXAMPLE) are not live keys and don't match.
 func (sc *scanner) awsKeyID(i int, w string) {
-	if len(w) != 20 {
+	if len(w) != 20 && !(sc.loose && len(w) > 20) {
 		return
 	}
+	w = w[:20]
 	switch w[:4] {
 	case "AKIA", "ASIA", "ABIA", "ACCA":
 	default:

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -23,7 +22,6 @@ const (
 	maxReadScan  = 16 << 20
 	maxEntries   = 2000 // list_files
 	maxGrepLine  = 2000 // characters kept of one matching line
-	binarySniff  = 8000 // bytes inspected for NUL / invalid UTF-8
 	maxGlobPaths = 1000
 	maxGrepMatch = 500
 )
@@ -97,10 +95,14 @@ func (r *Registry) use(ctx context.Context, tool string, call Call, fn func(ctx 
 	return nil
 }
 
-// readFile reads text by lines. Binary files (a NUL byte or invalid UTF-8
-// in the first 8000 bytes) are refused with invalid_argument: a model
+// errEnough stops a read_file scan that has the lines it needs.
+var errEnough = errors.New("read_file: enough lines")
+
+// readFile reads text by lines through contexts.ReadFile, so the lines
+// are guarded as one text. Files of a binary format (recognised by their
+// signature, guard.Format) are refused with invalid_argument: a model
 // cannot use raw bytes, and base64 would only waste its context; run_code
-// can process them.
+// can process them. Any other file is text, whatever bytes it holds.
 func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
 	path := str(args, "path")
 	first := int(integer(args, "offset"))
@@ -114,36 +116,39 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	want := first + limit - 1 // last line wanted
 	var res *ReadFileResult
 	err := r.use(ctx, "read_file", call, func(ctx context.Context, sb contexts.Sandbox) error {
-		g := r.cfg.Guard
-		readCtx := ctx
-		if g != nil {
-			// Raw chunks; the text is redacted whole below.
-			readCtx = guard.WithMode(ctx, guard.ModeOff)
-		}
 		var buf []byte
-		var size, pos int64 // pos: raw file offset (the guard may change chunk lengths)
-		eof := false
-		for !eof && bytes.Count(buf, []byte("\n")) < want && pos < maxReadScan {
-			rr, err := sb.ReadFile(readCtx, agent.ReadParams{Path: path, Offset: pos, Limit: agent.ChunkSize})
-			if err != nil {
-				err = fmt.Errorf("%s: %w", path, err)
-				if g != nil {
-					err = &redactedError{msg: g.Text(ctx, call.Identity.TenantID, err.Error()), err: err}
-				}
-				return err
+		var size int64
+		var refused error // a binary file
+		lines, sniffed := 0, false
+		sniff := func() {
+			sniffed = true
+			if f := guard.Format(buf[:min(len(buf), guard.SniffLen)]); f != "" {
+				refused = fmt.Errorf("%s is a binary file (%s, %d bytes); process it with run_code instead: %w",
+					path, f, size, errdefs.ErrInvalidArgument)
 			}
-			if pos == 0 && looksBinary(rr.Data, rr.EOF) {
-				return fmt.Errorf("%s is a binary file (%d bytes); process it with run_code instead: %w",
-					path, rr.Size, errdefs.ErrInvalidArgument)
-			}
-			buf = append(buf, rr.Data...)
-			size = rr.Size
-			// The agent returns a full chunk unless the file ends.
-			pos += agent.ChunkSize
-			eof = rr.EOF || len(rr.Data) == 0
 		}
-		if g != nil {
-			buf = guardText(ctx, g, call.Identity.TenantID, buf)
+		eof := false
+		err := contexts.ReadFile(ctx, sb, path, func(c contexts.FileChunk) error {
+			size, eof = c.Size, c.EOF
+			buf = append(buf, c.Data...)
+			lines += bytes.Count(c.Data, []byte("\n"))
+			if !sniffed && len(buf) >= guard.SniffLen {
+				sniff()
+			}
+			// The scan budget counts guarded bytes: it bounds memory.
+			if refused != nil || lines >= want || len(buf) >= maxReadScan {
+				return errEnough
+			}
+			return nil
+		})
+		if !sniffed {
+			sniff()
+		}
+		switch {
+		case refused != nil:
+			return refused
+		case err != nil && !errors.Is(err, errEnough):
+			return fmt.Errorf("%s: %w", path, err)
 		}
 		res = sliceLines(buf, eof, first, limit)
 		res.Path, res.Size = path, size
@@ -157,32 +162,6 @@ func (r *Registry) readFile(ctx context.Context, call Call, args map[string]any,
 	}
 	return res, nil
 }
-
-// guardText redacts buf (UTF-8 text, possibly cut inside a character at
-// its end) as one text.
-func guardText(ctx context.Context, g contexts.Guard, tenantID string, buf []byte) []byte {
-	cut := len(buf)
-	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
-		if utf8.RuneStart(buf[i]) {
-			if !utf8.FullRune(buf[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	red := g.Text(ctx, tenantID, string(buf[:cut]))
-	return append([]byte(red), buf[cut:]...)
-}
-
-// redactedError is err with a redacted message; errors.Is still sees its
-// category.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
 
 // sliceLines returns lines first..first+limit-1 of buf. eof says buf is the
 // whole file.
@@ -211,23 +190,6 @@ func sliceLines(buf []byte, eof bool, first, limit int) *ReadFileResult {
 	res.EndLine = end
 	res.Truncated = end < len(lines) || !eof
 	return res
-}
-
-func looksBinary(data []byte, eof bool) bool {
-	if len(data) > binarySniff {
-		data = data[:binarySniff]
-		eof = false
-	}
-	if bytes.IndexByte(data, 0) >= 0 {
-		return true
-	}
-	if !eof {
-		// A rune may be cut at the end of the sample.
-		for i := 0; i < utf8.UTFMax && len(data) > 0 && !utf8.Valid(data); i++ {
-			data = data[:len(data)-1]
-		}
-	}
-	return !utf8.Valid(data)
 }
 
 func (r *Registry) writeFile(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {

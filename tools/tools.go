@@ -54,12 +54,6 @@ type Config struct {
 	// OnCall, when set, is called after every call (for telemetry spans
 	// and metrics). It must not block.
 	OnCall func(ctx context.Context, ev CallEvent)
-	// Guard, when set, must be the guard of the sandboxes the manager
-	// hands out (a *guard.Guard). read_file then reads raw chunks (guard
-	// mode off for the read) and redacts what it read as one text, so a
-	// secret across two 1 MiB chunks is caught. Without it, each chunk is
-	// redacted on its own by the guarded sandbox.
-	Guard contexts.Guard
 }
 
 // CallEvent describes one finished call.

@@ -25,7 +25,11 @@ type writtenFile struct {
 	Type string `json:"type"`
 }
 
-// readFile serves GET /files?path=: the raw bytes, or a JSON error.
+// readFile serves GET /files?path=: the bytes as the guard lets them out
+// (contexts.ReadFile: bounded chunks by file offset, one redactor for the
+// whole file), or a JSON error. A file that fits in one read gets a
+// Content-Length; a failure after the first bytes breaks the connection,
+// the only way left to tell the client the body is incomplete.
 func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get("path")
 	if p == "" {
@@ -41,33 +45,32 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
 		if fi.Type == "dir" {
 			return fmt.Errorf("path %s is a directory: %w", p, errdefs.ErrInvalidArgument)
 		}
-		var off int64
-		for {
-			res, err := sb.ReadFile(ctx, agent.ReadParams{Path: p, Offset: off, Limit: agent.ChunkSize})
-			if err != nil {
-				return err
-			}
+		return contexts.ReadFile(ctx, sb, p, func(c contexts.FileChunk) error {
 			if !started {
+				started = true
 				w.Header().Set("Content-Type", "application/octet-stream")
-				if res.EOF && off == 0 {
-					w.Header().Set("Content-Length", strconv.Itoa(len(res.Data)))
+				if c.EOF {
+					w.Header().Set("Content-Length", strconv.Itoa(len(c.Data)))
 				}
 				w.WriteHeader(http.StatusOK)
-				started = true
 			}
-			if _, err := w.Write(res.Data); err != nil {
-				return nil // client gone
+			if _, err := w.Write(c.Data); err != nil {
+				return errClientGone
 			}
-			off += int64(len(res.Data))
-			if res.EOF || len(res.Data) == 0 {
-				return nil
-			}
-		}
+			return nil
+		})
 	})
-	if err != nil && !started {
+	switch {
+	case err == nil || errors.Is(err, errClientGone):
+	case started:
+		panic(http.ErrAbortHandler)
+	default:
 		writeAPIError(w, err)
 	}
 }
+
+// errClientGone ends a download whose client stopped reading.
+var errClientGone = errors.New("client gone")
 
 // writeFiles serves POST /files: multipart (one part "file" per file; the
 // part's filename is its path when the path query is absent) or a raw

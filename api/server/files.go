@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,13 +9,11 @@ import (
 	"path"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/guard"
 )
 
 // Sandbox roots a file route may touch. Relative paths resolve against
@@ -139,54 +136,35 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 // errAbort marks a download that failed after its first bytes were sent.
 var errAbort = errors.New("download aborted")
 
-// download streams a file out in ChunkSize reads. The bytes pass the
-// context's guard, which may change their length, so there is no
-// Content-Length; X-File-Size carries the size in the sandbox, for progress.
+// download streams a file out through contexts.ReadFile (bounded chunks,
+// one guard redactor for the whole file). Redaction may change the length
+// of text, so there is no Content-Length; X-File-Size carries the size in
+// the sandbox, for progress.
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	p, err := sandboxPath(r.URL.Query().Get("path"), false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	tenantID := mustTenant(r).ID
 	started := false
 	err = s.withSandbox(r, func(ctx context.Context, sb contexts.Sandbox) error {
-		fg := newFileGuard(ctx, s.cfg.Guard, tenantID)
-		write := func(b []byte) error {
-			if len(b) == 0 {
-				return nil
-			}
-			if _, err := w.Write(b); err != nil {
-				return fmt.Errorf("%w: %v", errAbort, err)
-			}
-			return nil
-		}
-		var off int64
-		for {
-			res, err := sb.ReadFile(fg.readCtx, agent.ReadParams{Path: p, Offset: off, Limit: agent.ChunkSize})
-			if err != nil {
-				err = fg.err(err)
-				if started {
-					return fmt.Errorf("%w: %v", errAbort, err)
-				}
-				return err
-			}
+		return contexts.ReadFile(ctx, sb, p, func(c contexts.FileChunk) error {
 			if !started {
 				started = true
 				h := w.Header()
 				h.Set("Content-Type", "application/octet-stream")
-				h.Set("X-File-Size", strconv.FormatInt(res.Size, 10))
+				h.Set("X-File-Size", strconv.FormatInt(c.Size, 10))
 				h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", path.Base(p)))
 				w.WriteHeader(http.StatusOK)
 			}
-			off += int64(len(res.Data))
-			if err := write(fg.write(res.Data)); err != nil {
-				return err
+			if len(c.Data) == 0 {
+				return nil
 			}
-			if res.EOF || len(res.Data) == 0 {
-				return write(fg.flush())
+			if _, err := w.Write(c.Data); err != nil {
+				return fmt.Errorf("%w: %v", errAbort, err)
 			}
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		if started {
@@ -197,88 +175,6 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 	}
 }
-
-// fileGuard redacts a chunked file read as one stream. With a guard, the
-// chunks are read raw (guard mode off on readCtx: the guarded sandbox
-// passes them unchanged) and text goes through one StreamRedactor, which
-// holds back a tail so a secret straddling two chunks is still caught.
-// Binary data (a NUL byte or invalid UTF-8) passes as it does through the
-// guarded sandbox. Without a guard, the guarded sandbox redacts each
-// chunk on its own and fileGuard passes them through.
-type fileGuard struct {
-	ctx, readCtx context.Context
-	g            contexts.Guard
-	tenant       string
-	red          contexts.StreamRedactor
-	carry        []byte // an incomplete UTF-8 character at a chunk's end
-	binary       bool
-}
-
-func newFileGuard(ctx context.Context, g contexts.Guard, tenantID string) *fileGuard {
-	fg := &fileGuard{ctx: ctx, readCtx: ctx, g: g, tenant: tenantID}
-	if g != nil {
-		fg.readCtx = guard.WithMode(ctx, guard.ModeOff)
-		fg.red = g.Stream(ctx, tenantID)
-	}
-	return fg
-}
-
-// write returns what may be sent for the next chunk.
-func (f *fileGuard) write(b []byte) []byte {
-	if f.g == nil || f.binary {
-		return b
-	}
-	data := append(f.carry, b...)
-	f.carry = nil
-	// Keep an incomplete trailing character for the next chunk.
-	for i := len(data) - 1; i >= 0 && i >= len(data)-3; i-- {
-		if utf8.RuneStart(data[i]) {
-			if !utf8.FullRune(data[i:]) {
-				f.carry = append([]byte(nil), data[i:]...)
-				data = data[:i]
-			}
-			break
-		}
-	}
-	if !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0 {
-		// Binary from here on: emit what the redactor holds, then the
-		// raw bytes.
-		f.binary = true
-		out := []byte(f.red.Flush())
-		out = append(out, data...)
-		out = append(out, f.carry...)
-		f.carry = nil
-		return out
-	}
-	return []byte(f.red.Write(string(data)))
-}
-
-// flush returns the rest at the end of the file.
-func (f *fileGuard) flush() []byte {
-	if f.g == nil || f.binary {
-		return nil
-	}
-	out := []byte(f.red.Flush())
-	return append(out, f.carry...)
-}
-
-// err redacts a read error that passed the sandbox's guard in mode off.
-func (f *fileGuard) err(err error) error {
-	if f.g == nil {
-		return err
-	}
-	return &redactedError{msg: f.g.Text(f.ctx, f.tenant, err.Error()), err: err}
-}
-
-// redactedError is err with a redacted message; errors.Is still sees its
-// category.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -137,12 +137,6 @@ type Config struct {
 	// the server refuses before the E2B handler sees them (admission), in
 	// the E2B wire's shapes.
 	E2BError func(w http.ResponseWriter, r *http.Request, err error)
-	// Guard, when set, must be the guard of the sandboxes Contexts.Use
-	// hands out (a *guard.Guard). File downloads then read raw chunks
-	// (guard mode off for the read) and redact them as one stream, so a
-	// secret split across two 1 MiB chunks is still caught. Without it,
-	// each chunk is redacted on its own by the guarded sandbox.
-	Guard contexts.Guard
 	// Audit, when set, lists a tenant's audit trail, newest first, for
 	// GET /v1/audit (store.Backend.ListAudit); without it the route
 	// answers 503.

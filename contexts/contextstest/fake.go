@@ -629,6 +629,27 @@ func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamReda
 	return &stream{g: g, hold: hold}
 }
 
+// File implements contexts.Guard: the file's bytes go through Stream,
+// binary or not.
+func (g *Guard) File(ctx context.Context, tenantID string) contexts.FileRedactor {
+	return fileStream{g.Stream(ctx, tenantID)}
+}
+
+type fileStream struct{ st contexts.StreamRedactor }
+
+func (f fileStream) Write(p []byte) []byte { return []byte(f.st.Write(string(p))) }
+func (f fileStream) Flush() []byte         { return []byte(f.st.Flush()) }
+
+// Image implements contexts.Guard: an image holding a secret is dropped.
+func (g *Guard) Image(ctx context.Context, tenantID, format string, data []byte) ([]byte, string) {
+	for _, sec := range g.Secrets {
+		if strings.Contains(string(data), sec) {
+			return nil, "[REDACTED]"
+		}
+	}
+	return data, ""
+}
+
 type stream struct {
 	g    *Guard
 	hold int

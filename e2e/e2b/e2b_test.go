@@ -40,6 +40,22 @@ func (redactGuard) Stream(ctx context.Context, tenantID string) contexts.StreamR
 	return &redactStream{}
 }
 
+func (redactGuard) File(ctx context.Context, tenantID string) contexts.FileRedactor {
+	return &redactFile{}
+}
+
+func (redactGuard) Image(ctx context.Context, tenantID, format string, data []byte) ([]byte, string) {
+	if strings.Contains(string(data), secret) {
+		return nil, "[REDACTED]"
+	}
+	return data, ""
+}
+
+type redactFile struct{ st redactStream }
+
+func (f *redactFile) Write(p []byte) []byte { return []byte(f.st.Write(string(p))) }
+func (f *redactFile) Flush() []byte         { return []byte(f.st.Flush()) }
+
 // redactStream holds back a tail shorter than secret so a secret split
 // across chunks is still caught.
 type redactStream struct{ pending string }
