@@ -2,7 +2,6 @@ package oci
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -21,13 +20,13 @@ func BenchmarkCreateReady(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				id := runtime.NewID()
-				sp := probeSpec(b, id, sockDir(b, r.StateDir(), id))
+				sp := probeSpec(b, r, id)
 				b.StartTimer()
 				start := time.Now()
 				if err := r.Create(ctx, sp); err != nil {
 					b.Fatal(err)
 				}
-				p := dialProbe(b, ctx, filepath.Join(r.StateDir(), "sock", id))
+				p := dialProbe(b, ctx, r, id)
 				ds = append(ds, time.Since(start))
 				b.StopTimer()
 				p.c.Close()

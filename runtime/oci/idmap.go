@@ -13,7 +13,6 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -182,15 +181,7 @@ func (a *idAllocator) slot(r IDRange) int {
 
 // locked runs fn holding the allocator's lock.
 func (a *idAllocator) locked(fn func() error) error {
-	f, err := os.OpenFile(filepath.Join(a.dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("id lock: %w", err)
-	}
-	defer f.Close() // releases the lock
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		return fmt.Errorf("id lock: %w", err)
-	}
-	return fn()
+	return withLock(filepath.Join(a.dir, ".lock"), fn)
 }
 
 // allocPause, when set (tests), runs between choosing a range and
