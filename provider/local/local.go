@@ -281,7 +281,7 @@ func (p *Provider) unreachable(ctx context.Context, id string, cause error) erro
 		return fmt.Errorf("sandbox %s is %s: %w", id, st.Status, errdefs.ErrNotFound)
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("sandbox %s: agent not ready: %w", id, ctx.Err())
+		return fmt.Errorf("sandbox %s: agent not ready (%v): %w", id, cause, ctx.Err())
 	}
 	return fmt.Errorf("sandbox %s: agent: %v: %w", id, cause, errdefs.ErrUnavailable)
 }

@@ -256,8 +256,8 @@ func (r *Runtime) dialPath(id string, info *sandboxInfo) (net.Conn, error) {
 
 // Seal implements runtime.Runtime. Under runsc it remounts the channel's
 // tmpfs read-only (once); crun and runc have nothing to seal. Sealing fails
-// (EBUSY) while a file of the directory is being written, which passes in
-// microseconds, or when a file was removed while still in use, which lasts
+// (EBUSY) while a file of the directory is being written, which passes
+// quickly, or when a file was removed while still in use, which lasts
 // and which nothing but tampering causes (the init binds once and keeps its
 // socket): that is refused.
 func (r *Runtime) Seal(id string) error {
@@ -288,7 +288,7 @@ func (r *Runtime) Seal(id string) error {
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, unix.EBUSY) || delay > 100*time.Millisecond {
+		if !errors.Is(err, unix.EBUSY) || delay > time.Second { // ~2 s in all: a loaded host may stall a writer
 			return fmt.Errorf("sandbox %s: seal channel: %v: %w", id, err, errdefs.ErrPermissionDenied)
 		}
 		time.Sleep(delay)
