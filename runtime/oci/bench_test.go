@@ -40,3 +40,24 @@ func BenchmarkCreateReady(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDial measures Dial of a running sandbox's channel (the
+// connection only; the handshake is the caller's), per runtime: the netns
+// path for crun and runc, openat2 for runsc.
+func BenchmarkDial(b *testing.B) {
+	for _, kind := range testKinds {
+		b.Run(kind, func(b *testing.B) {
+			r := newRuntime(b, kind)
+			id, _ := startProbe(b, r, runtime.Limits{})
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c, err := r.Dial(ctx, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
+}

@@ -98,13 +98,26 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 		return nil, err
 	}
 	if info.kind == KindRunsc {
-		return r.dialPath(id, info)
+		return r.dialPath(ctx, id)
 	}
-	return r.dialNetns(id, info)
+	return r.dialNetns(ctx, id, info)
+}
+
+// connect connects fd to sa, waiting while the listener's backlog is full
+// (EAGAIN), for at most a second and never past ctx.
+func connect(ctx context.Context, fd int, sa unix.Sockaddr) error {
+	deadline := time.Now().Add(time.Second)
+	for {
+		err := unix.Connect(fd, sa)
+		if !errors.Is(err, unix.EAGAIN) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // dialNetns reaches a crun or runc sandbox's abstract socket.
-func (r *Runtime) dialNetns(id string, info *sandboxInfo) (net.Conn, error) {
+func (r *Runtime) dialNetns(ctx context.Context, id string, info *sandboxInfo) (net.Conn, error) {
 	pid, pidfd, err := r.initProcess(id)
 	if err != nil {
 		return nil, err
@@ -114,7 +127,7 @@ func (r *Runtime) dialNetns(id string, info *sandboxInfo) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: channel: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: netnsChannel}); err != nil {
+	if err := connect(ctx, fd, &unix.SockaddrUnix{Name: netnsChannel}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
@@ -210,7 +223,7 @@ func socketIn(pidfd int) (int, error) {
 }
 
 // dialPath reaches a runsc sandbox's socket in its channel directory.
-func (r *Runtime) dialPath(id string, info *sandboxInfo) (net.Conn, error) {
+func (r *Runtime) dialPath(ctx context.Context, id string) (net.Conn, error) {
 	dir := r.chanDir(id)
 	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -239,7 +252,7 @@ func (r *Runtime) dialPath(id string, info *sandboxInfo) (net.Conn, error) {
 	}
 	// The opened file itself, not its name: the kernel finds the socket by
 	// the inode the magic link points at.
-	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: fmt.Sprintf("/proc/self/fd/%d", sfd)}); err != nil {
+	if err := connect(ctx, fd, &unix.SockaddrUnix{Name: fmt.Sprintf("/proc/self/fd/%d", sfd)}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
