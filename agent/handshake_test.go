@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,4 +105,43 @@ func TestHandshakeTimeout(t *testing.T) {
 	if err := HostHandshake(ctx, h, []byte("0123456789abcdef")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want deadline exceeded", err)
 	}
+}
+
+// BenchmarkHandshake: both sides of the handshake over a unix socket
+// pair, per connection.
+func BenchmarkHandshake(b *testing.B) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		h, a := unixPair(b)
+		done := make(chan error, 1)
+		go func() { done <- AgentHandshake(a, key) }()
+		if err := HostHandshake(ctx, h, key); err != nil {
+			b.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		h.Close()
+		a.Close()
+	}
+}
+
+func unixPair(tb testing.TB) (net.Conn, net.Conn) {
+	tb.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var cs [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "pair")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cs[i] = c
+	}
+	return cs[0], cs[1]
 }
