@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -98,6 +99,11 @@ func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
 func handshakeErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("handshake: %w", ctx.Err())
+	}
+	// The connection's deadline is the context's when that is earlier, and
+	// it can fire a moment before the context reports it.
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		return fmt.Errorf("handshake: %w", context.DeadlineExceeded)
 	}
 	return fmt.Errorf("handshake: %v: %w", err, errdefs.ErrUnavailable)
 }
