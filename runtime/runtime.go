@@ -79,6 +79,24 @@ type Spec struct {
 	// root can read it (Runtime.Secret). It never appears in the sandbox's
 	// environment, arguments or files. nil: no descriptor 3.
 	Secret []byte
+	// Network, when set, is the sandbox's network: a namespace the host
+	// built (network.Manager) that the sandbox joins instead of a
+	// loopback-only one of its own. nil: loopback only.
+	Network *Network
+}
+
+// Network is what a sandbox needs to use a network namespace the host
+// built for it.
+type Network struct {
+	// Path is the bind-mounted network namespace to join. It must be the
+	// sandbox's alone: crun's and runc's agent channel is an abstract
+	// socket, which lives in the network namespace.
+	Path string
+	// ResolvConf becomes the sandbox's /etc/resolv.conf.
+	ResolvConf []byte
+	// CACerts (PEM) are added to the sandbox's trust store (the system
+	// bundle it sees); nil adds none.
+	CACerts []byte
 }
 
 // Mount is a bind mount of a host path into the sandbox.

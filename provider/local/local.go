@@ -58,6 +58,9 @@ type Config struct {
 	Prestart []string
 	// ReadyTimeout bounds create-to-healthy; 0: 15 s.
 	ReadyTimeout time.Duration
+	// Networks builds the networks of sandboxes that ask for one
+	// (contexts.Spec.Network); nil refuses them.
+	Networks Networks
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -73,6 +76,7 @@ type Provider struct {
 	limits    contexts.Limits
 	prestart  []string
 	ready     time.Duration
+	nets      Networks
 	log       *slog.Logger
 }
 
@@ -108,6 +112,7 @@ func New(cfg Config) (*Provider, error) {
 		limits:    cfg.Limits,
 		prestart:  cfg.Prestart,
 		ready:     cfg.ReadyTimeout,
+		nets:      cfg.Networks,
 		log:       log,
 	}
 	if p.ready <= 0 {
@@ -164,9 +169,11 @@ func (p *Provider) limitsFor(l contexts.Limits) runtime.Limits {
 // Create implements contexts.Provider: it starts a sandbox, waits for its
 // agent and returns the connected *agent.Client.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
-	env, err := agent.SandboxEnv(spec.Env)
-	if err != nil {
+	if _, err := agent.SandboxEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if spec.Network != nil && p.nets == nil {
+		return nil, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
 	}
 	agentBin, err := p.agentCopy()
 	if err != nil {
@@ -183,6 +190,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			}
 		}
 	}()
+	var rn *runtime.Network
+	userEnv := spec.Env
+	if spec.Network != nil {
+		var netEnv map[string]string
+		if rn, netEnv, err = p.nets.Setup(ctx, id, spec.Labels[contexts.LabelTenant], spec.Labels[contexts.LabelContext], *spec.Network); err != nil {
+			return nil, err
+		}
+		userEnv = networkEnv(spec.Env, rn, netEnv)
+	}
+	env, err := agent.SandboxEnv(userEnv)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
 	labels := make(map[string]string, len(spec.Labels)+1)
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -204,9 +224,10 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Mounts: []runtime.Mount{
 			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},
-		Limits: p.limitsFor(spec.Limits),
-		Labels: labels,
-		Secret: key,
+		Limits:  p.limitsFor(spec.Limits),
+		Labels:  labels,
+		Secret:  key,
+		Network: rn,
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -309,7 +330,14 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
 	}
-	return p.rt.Delete(ctx, sandboxID)
+	if err := p.rt.Delete(ctx, sandboxID); err != nil {
+		return err
+	}
+	// The sandbox's processes are gone: its network can go too.
+	if p.nets != nil {
+		return p.nets.Teardown(ctx, sandboxID)
+	}
+	return nil
 }
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,

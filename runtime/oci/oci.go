@@ -237,6 +237,9 @@ type driver struct {
 	r    *Runtime
 	kind string
 	bin  string
+	// network is the namespace a sandbox being created joins (its path),
+	// "" for none: crun must see its mount, and runsc must use it.
+	network string
 }
 
 func (r *Runtime) driver(kind string) driver {
@@ -271,6 +274,9 @@ func (d driver) globalArgs(logPath string) []string {
 	}
 	if d.kind == KindRunsc {
 		args = append(args, runscFlags...)
+		if d.network != "" {
+			args = append(args, runscNetwork)
+		}
 	}
 	return args
 }
@@ -285,7 +291,11 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 
 func (d driver) start(c *exec.Cmd) error {
 	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
-		return launcher.start(c, d.r.share) // also for crun bundles found by a runc Runtime
+		need := []string{d.r.share}
+		if d.network != "" {
+			need = append(need, d.network)
+		}
+		return launcher.start(c, need...) // also for crun bundles found by a runc Runtime
 	}
 	return c.Start()
 }
@@ -369,6 +379,11 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 }
 
 func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub string) (err error) {
+	if spec.Network != nil {
+		if err := checkNetwork(spec.Network); err != nil {
+			return err
+		}
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
@@ -403,6 +418,14 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF, ids, chanDir)
 	if err != nil {
 		return err
+	}
+	if spec.Network != nil {
+		mounts, err := r.networkMounts(r.rootfs, spec.Network)
+		if err != nil {
+			return err
+		}
+		joinNetwork(sp, d.kind, spec.Network.Path, mounts)
+		d.network = spec.Network.Path
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
@@ -524,6 +547,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	if err := r.unmountChannel(id); err != nil {
 		return err
 	}
+	r.removeNetworkFiles(filepath.Join(dir, "config.json"))
 	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove bundle: %w", err)
