@@ -76,6 +76,10 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// Networks checks the network policies contexts ask for and changes
+	// them (UpdateNetwork). Nil: policies go to the provider unchecked
+	// and cannot be changed.
+	Networks Networks
 	// Metrics receives telemetry events. Nil: none.
 	Metrics Metrics
 	// Node names this manager in the store (at most 128 bytes): every

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -42,6 +43,10 @@ type CreateOptions struct {
 	// whose lifecycle is timeout and kill). A nonzero value is kept on the
 	// record (Metadata[MetaMaxExecutions]) so it survives a restart.
 	MaxExecutions int64
+	// Network asks for a network of the sandbox's own under this policy
+	// (Spec.Network); nil: loopback only. A context with a network is
+	// never served from the warm pool.
+	Network *policy.Policy
 }
 
 // MetaMaxExecutions is the record metadata key that holds a context's own
@@ -623,6 +628,12 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		}
 		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
 	}
+	if err := m.checkNetwork(id.TenantID, opts.Network); err != nil {
+		return nil, err
+	}
+	if err := setNetworkMeta(rec, opts.Network); err != nil {
+		return nil, err
+	}
 	sctx := tctx(ctx, id.TenantID)
 
 	unlockTenant, err := m.tenantLocks.lock(ctx, id.TenantID)
@@ -696,7 +707,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
 // else a new one.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if len(opts.Env) == 0 {
+	if len(opts.Env) == 0 && opts.Network == nil {
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			return sb, nil
 		}
@@ -705,8 +716,9 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		Template: rec.Template,
 		Limits:   m.cfg.Limits,
 		Env:      maps.Clone(opts.Env),
-		Labels:   map[string]string{"sandlot.tenant": rec.TenantID, "sandlot.context": rec.ID},
+		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
+		Network:  opts.Network,
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {

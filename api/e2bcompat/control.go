@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -46,6 +47,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.connect))
 	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
 	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metrics))
+	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
@@ -94,13 +96,15 @@ func durationText(d time.Duration) string {
 }
 
 // createBody is the body of POST /sandboxes and /v2/sandboxes. Fields the
-// SDKs send that sandlot does not model (network, autoPause, secure, ...)
-// are accepted and ignored.
+// SDKs send that sandlot does not model (autoPause, secure, ...) are
+// accepted and ignored.
 type createBody struct {
-	TemplateID string            `json:"templateID"`
-	Timeout    *int64            `json:"timeout"`
-	Metadata   map[string]string `json:"metadata"`
-	EnvVars    map[string]string `json:"envVars"`
+	TemplateID          string             `json:"templateID"`
+	Timeout             *int64             `json:"timeout"`
+	Metadata            map[string]string  `json:"metadata"`
+	EnvVars             map[string]string  `json:"envVars"`
+	AllowInternetAccess *bool              `json:"allow_internet_access"`
+	Network             *policy.E2BNetwork `json:"network"`
 }
 
 // sandboxBody answers create and connect.
@@ -131,6 +135,9 @@ type detailBody struct {
 	Metadata        map[string]string `json:"metadata"`
 	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
 	Domain          *string           `json:"domain"`
+	// The sandbox's network policy (network.go); absent without one.
+	AllowInternetAccess *bool              `json:"allowInternetAccess,omitempty"`
+	Network             *policy.E2BNetwork `json:"network,omitempty"`
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -166,9 +173,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 			return
 		}
 	}
+	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, Network: netPolicy})
 	if err != nil {
 		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
 		writeAPIError(w, err)
@@ -201,6 +213,7 @@ func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *context
 		EnvdVersion:        EnvdVersion,
 		EnvdAccessToken:    envd,
 		TrafficAccessToken: traffic,
+		Domain:             h.domain(),
 	}, nil
 }
 
@@ -242,7 +255,9 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 		EnvdVersion: EnvdVersion,
 		State:       "running",
 		Metadata:    meta,
+		Domain:      h.domain(),
 	}
+	networkDetail(&d, rec)
 	if withToken {
 		tok, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
 		if err != nil {

@@ -94,8 +94,21 @@ type Config struct {
 	// decompression (a larger one is resource_exhausted). Zero:
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// Domain, when set, is the domain of sandbox ports the daemon serves
+	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
+	// getInfo return it, so the SDKs' getHost names it. Empty: none.
+	Domain string
 	// Logger; nil discards.
 	Logger *slog.Logger
+}
+
+// domain is Config.Domain for the wire (null when unset).
+func (h *Handler) domain() *string {
+	if h.cfg.Domain == "" {
+		return nil
+	}
+	d := h.cfg.Domain
+	return &d
 }
 
 // Defaults of Config. E2B's own sandbox timeout cap is 24 h on its Pro
