@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/ports"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
@@ -52,6 +53,7 @@ type serveConfig struct {
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
+	network              networkFlags
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -82,6 +84,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.DurationVar(&cfg.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.BoolVar(&cfg.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	registerNode(fs, &cfg)
+	cfg.network.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -180,6 +183,7 @@ type wired struct {
 	admission    *server.Admission
 	metricsToken string
 	audit        func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
+	ports        *ports.Handler // sandbox ports; nil without --network
 	close        func(ctx context.Context) error
 }
 
@@ -202,7 +206,23 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 		BodyReadTimeout: cfg.bodyReadTimeout,
 		E2BError:        e2bcompat.WriteError,
 		Audit:           w.audit,
+		Ports:           w.portsHandler(),
+		PortsMatch:      w.portsMatch(),
 	}
+}
+
+func (w *wired) portsHandler() http.Handler {
+	if w.ports == nil {
+		return nil
+	}
+	return w.ports
+}
+
+func (w *wired) portsMatch() func(*http.Request) bool {
+	if w.ports == nil {
+		return nil
+	}
+	return w.ports.Match
 }
 
 // storeCheck is the readiness probe of the store: a cheap read.

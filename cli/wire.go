@@ -39,7 +39,17 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics)
+	nw, err := newNetworks(cfg, st, log)
+	if err != nil {
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics, nw)
+	if nw != nil && nw.startErr != nil {
+		nw.close(context.WithoutCancel(ctx))
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
+	}
 	hmacKey, err := guardKey(cfg.store.dataDir)
 	if err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
@@ -77,6 +87,16 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		Limits:                  cfg.limits(),
 		Node:                    cfg.node,
 	}
+	if nw != nil {
+		mcfg.Networks = nw.st
+	} else {
+		op, err := cfg.network.operator()
+		if err != nil {
+			tel.Shutdown(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		mcfg.Networks = policyOnly{op}
+	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
 		if cfg.poolSize == 0 {
@@ -86,18 +106,20 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	m = contexts.NewManager(st, prov, mcfg)
 	w := &wired{}
 	if err := m.Start(ctx); err != nil {
+		nw.close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	reg := tools.New(m, tools.Config{Logger: log})
 	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant})
-	e2bH, e2bMatch, err := e2bWire(cfg, m, st, adm.Tenant, log)
+	e2bH, e2bMatch, err := e2bWire(cfg, m, st, adm.Tenant, nw, log)
 	if err == nil {
 		w.metricsToken, err = metricsToken(cfg.store.dataDir)
 	}
 	if err != nil {
 		m.Close(context.WithoutCancel(ctx))
+		nw.close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -112,6 +134,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		e2bMatch:     e2bMatch,
 		contexts:     server.ManagerContexts{M: m},
 		audit:        st.ListAudit,
+		ports:        nw.portsRoute(),
 		tools:        registryTools{reg},
 		ready: map[string]server.Check{
 			"store": storeCheck(st),
@@ -134,7 +157,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		close: func(ctx context.Context) error {
 			stopReaper()
 			<-reaped
-			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
+			// The networks outlive the daemon with their sandboxes; only
+			// the proxy and the resolver stop.
+			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
 		},
 	}
 	return w, nil
@@ -144,21 +169,37 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
 // starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *telemetry.Metrics) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *telemetry.Metrics, nw *netWire) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
 		switch name = strings.TrimSpace(name); name {
 		case "local":
-			p, err := local.New(local.Config{
+			lcfg := local.Config{
 				Runtime:  runtimeName(cfg.runtime),
 				StateDir: cfg.stateDir,
 				Limits:   cfg.limits(),
 				Logger:   log,
-			})
+			}
+			if nw != nil {
+				lcfg.Networks = nw.st
+			}
+			p, err := local.New(lcfg)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("provider local: %w", err))
 				continue
+			}
+			if nw != nil {
+				// The networks of sandboxes still running are taken over;
+				// the others are removed.
+				ids, err := p.List(ctx)
+				if err == nil {
+					err = nw.start(ctx, ids)
+				}
+				if err != nil {
+					nw.startErr = err
+					return nil, err
+				}
 			}
 			log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
 			ps = append(ps, p)

@@ -112,6 +112,12 @@ type Config struct {
 	// and without sandlot's auth (the E2B wire authenticates itself).
 	E2B      http.Handler
 	E2BMatch func(r *http.Request) bool
+	// Ports, when set, gets every request PortsMatch accepts (a sandbox's
+	// port by host name or path, network/ports), first: it authenticates
+	// by traffic token itself, streams both ways (WebSocket), and is not
+	// bounded by the API's body limits or admission.
+	Ports      http.Handler
+	PortsMatch func(r *http.Request) bool
 	// Metrics, when set, is mounted at GET /metrics behind
 	// MetricsToken.
 	Metrics http.Handler
@@ -359,6 +365,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Float64(keyDuration, float64(time.Since(start).Microseconds())/1000),
 			slog.String(keyTenant, lw.tenant), slog.Int64(keyBytes, lw.bytes))
 	}()
+	if s.cfg.Ports != nil && s.cfg.PortsMatch != nil && s.cfg.PortsMatch(r) {
+		route = "ports"
+		s.cfg.Ports.ServeHTTP(lw, r)
+		return
+	}
 	s.limitBody(w, r)
 	isE2B := s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r)
 	if !exempt(r) {

@@ -394,3 +394,18 @@ func (s *Stack) audit(ev audit.Event) {
 	}
 	s.cfg.Audit(ev, ctxID)
 }
+
+// Find returns the network of a sandbox by its id or by the id of the
+// execution context it serves (the E2B sandboxID, which the ports route
+// carries).
+func (s *Stack) Find(id string) (*network.Net, bool) {
+	if n, ok := s.mgr.Get(id); ok {
+		return n, true
+	}
+	for _, n := range s.mgr.List() {
+		if n.Policy.Context == id {
+			return n, true
+		}
+	}
+	return nil, false
+}
