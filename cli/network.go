@@ -63,6 +63,9 @@ func (f networkFlags) operator() (*policy.Operator, error) {
 		if err := dec.Decode(op); err != nil {
 			return nil, fmt.Errorf("--network-policy %s: %v: %w", f.policyFile, err, errdefs.ErrInvalidArgument)
 		}
+		if err := op.Validate(); err != nil {
+			return nil, fmt.Errorf("--network-policy %s: %w", f.policyFile, err)
+		}
 		return op, nil
 	}
 	op.Default.AllowOpen = f.allowOpen
@@ -133,23 +136,8 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 		w.queue.Close(context.Background())
 		return nil, err
 	}
-	w.ports, err = ports.New(ports.Config{
-		Domain: f.domain,
-		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
-			n, ok := w.st.Find(id)
-			if !ok {
-				return ports.Target{}, fmt.Errorf("sandbox %s has no network (create it with one to reach its ports): %w", id, errdefs.ErrNotFound)
-			}
-			return w.st.Target(n.SandboxID), nil
-		},
-		Authorize: func(ctx context.Context, id, token string) error {
-			n, ok := w.st.Find(id)
-			if !ok {
-				return errdefs.ErrNotFound
-			}
-			return w.authorize(ctx, id, n.Policy.Tenant, token, st)
-		},
-		Log: log,
+	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
+		return w.authorize(ctx, id, tenantID, token, st)
 	})
 	if err != nil {
 		w.queue.Close(context.Background())
