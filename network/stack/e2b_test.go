@@ -33,9 +33,9 @@ type daemon struct {
 	addr string
 }
 
-func newDaemon(t *testing.T, e *env) *daemon {
+func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	t.Helper()
-	p := newProvider(t, "crun", e.st)
+	p := newProvider(t, kind, e.st)
 	log := slog.New(slog.DiscardHandler)
 	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, MaxPerTenant: 20, Networks: e.st, Logger: log})
 	if err := m.Start(context.Background()); err != nil {
@@ -83,7 +83,7 @@ func newDaemon(t *testing.T, e *env) *daemon {
 // token, updateNetwork opening a domain, mode open refused by the caps.
 func TestE2BNetwork(t *testing.T) {
 	e := newEnv(t, 1)
-	d := newDaemon(t, e)
+	d := newDaemon(t, e, "crun")
 	node := testenv.RequireBinary(t, "node")
 	dir, err := filepath.Abs("../../e2e/e2b")
 	if err != nil {
@@ -106,11 +106,16 @@ func TestE2BNetwork(t *testing.T) {
 }
 
 // TestPortPathRoute: a web server in a sandbox with public ports, reached
-// by a plain HTTP client through the path route; a sandbox without a
-// network has no ports (404).
+// by a plain HTTP client through the path route, on every runtime; a
+// sandbox without a network has no ports (404), nor has a deleted one.
 func TestPortPathRoute(t *testing.T) {
 	e := newEnv(t, 0)
-	d := newDaemon(t, e)
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) { testPortPathRoute(t, newDaemon(t, e, kind)) })
+	}
+}
+
+func testPortPathRoute(t *testing.T, d *daemon) {
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "closed", ConversationID: "c1", PathID: "main"}
 	rec, err := d.m.GetOrCreate(ctx, id, contexts.CreateOptions{Network: &policy.Policy{Ingress: policy.Ingress{Public: true}}})
