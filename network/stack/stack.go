@@ -409,3 +409,27 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 	}
 	return nil, false
 }
+
+// Ports returns the route to sandboxes' ports (network/ports) on domain.
+// Its id is a sandbox's or its execution context's (Find); authorize
+// checks a token for a sandbox of tenant.
+func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error) (*ports.Handler, error) {
+	return ports.New(ports.Config{
+		Domain: domain,
+		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
+			n, ok := s.Find(id)
+			if !ok {
+				return ports.Target{}, fmt.Errorf("sandbox %s has no network (create it with one to reach its ports): %w", id, errdefs.ErrNotFound)
+			}
+			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress}, nil
+		},
+		Authorize: func(ctx context.Context, id, token string) error {
+			n, ok := s.Find(id)
+			if !ok {
+				return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+			}
+			return authorize(ctx, id, n.Policy.Tenant, token)
+		},
+		Log: s.log,
+	})
+}
