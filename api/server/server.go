@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
@@ -118,6 +119,10 @@ type Config struct {
 	// bounded by the API's body limits or admission.
 	Ports      http.Handler
 	PortsMatch func(r *http.Request) bool
+	// Secrets, when set, keeps tenants' secrets (/v1/secrets); nil answers
+	// those routes 412. SecretsChanged is told of every change, by tenant.
+	Secrets        secret.Store
+	SecretsChanged func(tenantID string)
 	// Metrics, when set, is mounted at GET /metrics behind
 	// MetricsToken.
 	Metrics http.Handler
@@ -229,6 +234,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files/list", true, s.listFiles},
 		{"GET", "/v1/metrics/sessions", true, s.sessionMetrics},
 		{"GET", "/v1/audit", true, s.listAudit},
+		{"GET", "/v1/secrets", true, s.listSecrets},
+		{"PUT", "/v1/secrets/{name}", true, s.putSecret},
+		{"DELETE", "/v1/secrets/{name}", true, s.deleteSecret},
 	}
 }
 
