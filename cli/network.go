@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/network/ports"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/network/stack"
 	"github.com/sandlot/sandlot/store"
 	storeaudit "github.com/sandlot/sandlot/store/audit"
@@ -131,7 +133,8 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 	w.queue = stack.NewAuditQueue(0, func(ctx context.Context, ev audit.Event, contextID string) error {
 		return st.AppendAudit(ctx, networkAuditEvent(ev, contextID))
 	}, log)
-	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(), Log: log})
+	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(),
+		Secrets: secretsFrom(st), Log: log})
 	if err != nil {
 		w.queue.Close(context.Background())
 		return nil, err
@@ -235,4 +238,34 @@ func (p policyOnly) Check(tenant string, pol policy.Policy) error {
 
 func (p policyOnly) Update(context.Context, string, string, policy.Policy) (*policy.Effective, error) {
 	return nil, fmt.Errorf("sandbox networks are not enabled on this daemon (sandlot serve --network): %w", errdefs.ErrFailedPrecondition)
+}
+
+// secretsFrom is the stack's view of the store's secrets.
+func secretsFrom(st secret.Store) stack.SecretsFunc {
+	return func(ctx context.Context, tenantID string, names []string) ([]stack.Secret, error) {
+		got, err := st.GetSecrets(ctx, tenantID, names)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			// A policy naming a secret the tenant does not have is a bad
+			// request, not a missing sandbox.
+			return nil, fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := make([]stack.Secret, len(got))
+		for i, s := range got {
+			out[i] = stack.Secret{Secret: s.Secret, Env: s.Env}
+		}
+		return out, nil
+	}
+}
+
+// secretsChanged reloads the secrets of tenantID's sandboxes after a
+// change through /v1/secrets, off the request.
+func (w *netWire) secretsChanged(tenantID string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.st.RefreshSecrets(ctx, tenantID)
+	}()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/ports"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
@@ -184,7 +185,11 @@ type wired struct {
 	metricsToken string
 	audit        func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
 	ports        *ports.Handler // sandbox ports; nil without --network
-	close        func(ctx context.Context) error
+	// secrets keeps tenants' secrets for /v1/secrets; nil without
+	// --network (nothing would use them). secretsChanged reloads them.
+	secrets        secret.Store
+	secretsChanged func(tenantID string)
+	close          func(ctx context.Context) error
 }
 
 // serverConfig is the HTTP server over w, the same for serve and the
@@ -207,6 +212,8 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 		E2BError:        e2bcompat.WriteError,
 		Audit:           w.audit,
 		Ports:           w.portsHandler(),
+		Secrets:         w.secrets,
+		SecretsChanged:  w.secretsChanged,
 		PortsMatch:      w.portsMatch(),
 	}
 }

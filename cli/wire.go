@@ -162,6 +162,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
 		},
 	}
+	if nw != nil {
+		w.secrets, w.secretsChanged = st, nw.secretsChanged
+	}
 	return w, nil
 }
 

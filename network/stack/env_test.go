@@ -118,6 +118,14 @@ func (e *env) lookupSecrets(ctx context.Context, tenant string, names []string) 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []Secret
+	if names == nil {
+		for k, s := range e.secrets {
+			if strings.HasPrefix(k, tenant+"/") {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
 	for _, n := range names {
 		s, ok := e.secrets[tenant+"/"+n]
 		if !ok {

@@ -41,8 +41,9 @@ type Secret struct {
 	Env string
 }
 
-// SecretsFunc returns the named secrets of tenant, with their values. A
-// name the tenant has no secret of fails with errdefs.ErrInvalidArgument.
+// SecretsFunc returns the named secrets of tenant, with their values; nil
+// names: all of them. A name the tenant has no secret of fails with
+// errdefs.ErrInvalidArgument.
 type SecretsFunc func(ctx context.Context, tenant string, names []string) ([]Secret, error)
 
 // AuditFunc receives every event of the proxy and the resolver with the
@@ -332,7 +333,7 @@ func (s *Stack) Target(sandboxID string) ports.Target {
 // and a deleted secret is no longer injected.
 func (s *Stack) RefreshSecrets(ctx context.Context, tenant string) {
 	for _, n := range s.mgr.List() {
-		if n.Policy.Tenant != tenant || len(n.Policy.Policy.Secrets) == 0 {
+		if n.Policy.Tenant != tenant {
 			continue
 		}
 		if err := s.register(ctx, n); err != nil {
@@ -346,7 +347,13 @@ func (s *Stack) RefreshSecrets(ctx context.Context, tenant string) {
 func (s *Stack) register(ctx context.Context, n *network.Net) error {
 	var secrets []Secret
 	var errs []error
-	for _, name := range n.Policy.Policy.Secrets {
+	names := n.Policy.Policy.Secrets
+	if len(names) == 0 {
+		var err error
+		secrets, err = s.secrets(ctx, n.Policy.Tenant, nil)
+		errs = append(errs, err)
+	}
+	for _, name := range names {
 		got, err := s.secrets(ctx, n.Policy.Tenant, []string{name})
 		if err != nil {
 			errs = append(errs, err)
@@ -362,12 +369,19 @@ func (s *Stack) register(ctx context.Context, n *network.Net) error {
 	return errors.Join(errs...)
 }
 
+// secrets loads the named secrets of tenant; no names: all of them (a
+// policy that names none gets every secret of its tenant: placeholders are
+// harmless, and a value still only travels to its hosts, when the policy
+// lets the sandbox reach them).
 func (s *Stack) secrets(ctx context.Context, tenant string, names []string) ([]Secret, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
 	if s.cfg.Secrets == nil {
+		if len(names) == 0 {
+			return nil, nil
+		}
 		return nil, fmt.Errorf("secrets are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
+	}
+	if len(names) == 0 {
+		names = nil
 	}
 	return s.cfg.Secrets(ctx, tenant, names)
 }
