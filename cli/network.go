@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
@@ -96,6 +97,18 @@ type netWire struct {
 	// for networks).
 	startErr error
 	started  bool
+	// masker masks secret values in output (guard).
+	masker *stack.SecretGuard
+}
+
+// guard wraps the daemon's guard with the masking of tenants' secret
+// values.
+func (w *netWire) guard(inner contexts.Guard, st secret.Store) contexts.Guard {
+	lookup := secretsFrom(st)
+	w.masker = stack.NewSecretGuard(inner, func(ctx context.Context, tenantID string) ([]stack.Secret, error) {
+		return lookup(ctx, tenantID, nil)
+	})
+	return w.masker
 }
 
 // portsRoute is the ports handler; nil without networks.
@@ -263,6 +276,9 @@ func secretsFrom(st secret.Store) stack.SecretsFunc {
 // secretsChanged reloads the secrets of tenantID's sandboxes after a
 // change through /v1/secrets, off the request.
 func (w *netWire) secretsChanged(tenantID string) {
+	if w.masker != nil {
+		w.masker.Forget(tenantID)
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -77,9 +77,15 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	var out contexts.Guard = g
+	if nw != nil {
+		// Tenants' secret values are masked in all output, before the
+		// guard's own detectors.
+		out = nw.guard(g, st)
+	}
 	mcfg := contexts.Config{
 		Metrics:                 tel.Metrics,
-		Guard:                   g,
+		Guard:                   out,
 		Logger:                  log,
 		MaxPerTenant:            cfg.maxPerTenant,
 		MaxPerConversation:      cfg.maxPerConv,
