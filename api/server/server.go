@@ -352,7 +352,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		level := slog.LevelInfo
-		if status >= 500 {
+		if status >= 500 && route != "ports" { // a closed port in a sandbox is not the server's fault
 			level = slog.LevelError
 		}
 		// Mux patterns carry their method ("GET /v1/contexts").
