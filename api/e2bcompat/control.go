@@ -178,6 +178,13 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
+	if h.cfg.Domain == "" && noEgress(netPolicy) {
+		// A daemon without sandbox networks already gives every sandbox
+		// no internet (and serves no ports): the request is met as it is.
+		// The e2b provider asks this of every cloud it creates in, a
+		// sandlot behind sandlot included.
+		netPolicy = nil
+	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
 	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, Network: netPolicy})

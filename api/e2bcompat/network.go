@@ -91,3 +91,9 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, tenantID
 func (h *Handler) VerifyTrafficToken(ctx context.Context, sid, token string) (string, error) {
 	return h.verifyToken(ctx, token, purposeTraffic, sid)
 }
+
+// noEgress reports whether p asks for nothing but no egress: mode none,
+// no header rules, no secrets.
+func noEgress(p *policy.Policy) bool {
+	return p != nil && p.Mode.Normalize() == policy.None && len(p.Headers) == 0 && len(p.Secrets) == 0
+}
