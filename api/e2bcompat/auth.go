@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -36,14 +37,14 @@ func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, erro
 		err      error
 	)
 	switch {
-	case r.Header.Get(HeaderAPIKey) != "":
-		tenantID, err = h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
-	case r.Header.Get(HeaderAccessToken) != "":
-		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderAccessToken), purposeEnvd, sid)
-	case r.Header.Get(HeaderTrafficToken) != "" && r.Header.Get(HeaderSandboxPort) == InterpreterPort:
-		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderTrafficToken), purposeTraffic, sid)
+	case r.Header.Get(e2bwire.HeaderAPIKey) != "":
+		tenantID, err = h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
+	case r.Header.Get(e2bwire.HeaderAccessToken) != "":
+		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderAccessToken), purposeEnvd, sid)
+	case r.Header.Get(e2bwire.HeaderTrafficToken) != "" && r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.InterpreterPort:
+		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderTrafficToken), purposeTraffic, sid)
 	default:
-		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", HeaderAccessToken, HeaderTrafficToken, HeaderAPIKey, errdefs.ErrUnauthenticated)
+		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", e2bwire.HeaderAccessToken, e2bwire.HeaderTrafficToken, e2bwire.HeaderAPIKey, errdefs.ErrUnauthenticated)
 	}
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -58,7 +59,7 @@ type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
 // it under the tenant's in-flight limit.
 func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
+		t, err := h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
 		if err != nil {
 			writeAPIError(w, err)
 			return
@@ -492,7 +493,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) 
 		}
 		if len(recs) > limit {
 			recs = recs[:limit]
-			w.Header().Set(HeaderNextToken, recs[limit-1].ID)
+			w.Header().Set(e2bwire.HeaderNextToken, recs[limit-1].ID)
 		}
 		for _, rec := range recs {
 			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error

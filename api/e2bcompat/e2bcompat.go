@@ -24,26 +24,9 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
-)
-
-// Ports the SDKs name in the E2b-Sandbox-Port header.
-const (
-	EnvdPort        = "49983"
-	InterpreterPort = "49999"
-)
-
-// Headers of the E2B wire.
-const (
-	HeaderSandboxID   = "E2b-Sandbox-Id"
-	HeaderSandboxPort = "E2b-Sandbox-Port"
-	HeaderAccessToken = "X-Access-Token"
-	// HeaderTrafficToken carries the trafficAccessToken; the code
-	// interpreter SDK sends it (and only it) on its /contexts calls.
-	HeaderTrafficToken = "E2B-Traffic-Access-Token"
-	HeaderAPIKey       = "X-API-KEY"
-	HeaderNextToken    = "X-Next-Token"
 )
 
 // EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
@@ -176,7 +159,7 @@ func New(cfg Config) *Handler {
 // Match reports whether r belongs to the E2B surface: a sandbox call
 // (E2b-Sandbox-Id header) or a control-plane path.
 func Match(r *http.Request) bool {
-	if r.Header.Get(HeaderSandboxID) != "" {
+	if r.Header.Get(e2bwire.HeaderSandboxID) != "" {
 		return true
 	}
 	p := r.URL.Path
@@ -186,7 +169,7 @@ func Match(r *http.Request) bool {
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(HeaderSandboxID)
+	sid := r.Header.Get(e2bwire.HeaderSandboxID)
 	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
 		// Only Connect decodes compressed bodies (bounded); anywhere else
 		// the bytes would be taken as they are, so refuse them.
@@ -199,10 +182,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var next http.Handler
-	switch r.Header.Get(HeaderSandboxPort) {
-	case EnvdPort:
+	switch r.Header.Get(e2bwire.HeaderSandboxPort) {
+	case e2bwire.EnvdPort:
 		next = h.envd
-	case InterpreterPort:
+	case e2bwire.InterpreterPort:
 		next = h.interp
 	default:
 		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
@@ -229,7 +212,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // connectRoute reports whether r is an envd Connect call, whose
 // compression Connect handles within Config.MaxMessageBytes.
 func connectRoute(r *http.Request) bool {
-	return r.Header.Get(HeaderSandboxPort) == EnvdPort &&
+	return r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort &&
 		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
 }
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem/filesystemconnect"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

@@ -12,9 +12,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sandlot/sandlot/agent"
-	fspb "github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem/filesystemconnect"
 	"github.com/sandlot/sandlot/contexts"
+	fspb "github.com/sandlot/sandlot/e2bwire/filesystem"
+	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

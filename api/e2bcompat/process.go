@@ -10,9 +10,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandlot/sandlot/agent"
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
 	"github.com/sandlot/sandlot/contexts"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 )
 
 // keepaliveEvery is how often a process stream sends a keepalive event when

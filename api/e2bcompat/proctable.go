@@ -7,7 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
 )
 
 // procTable tracks processes started through this handler so Connect can

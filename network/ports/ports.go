@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
 )
@@ -34,9 +35,6 @@ const DefaultDomain = "sandlot.localhost"
 
 // DefaultPathPrefix starts the path form: /v1/contexts/<id>/ports/<port>/...
 const DefaultPathPrefix = "/v1/contexts/"
-
-// TokenHeader carries the traffic access token (E2B's name for it).
-const TokenHeader = "E2b-Traffic-Access-Token"
 
 // Target is where a sandbox's ports are, and how they may be reached.
 type Target struct {
@@ -193,9 +191,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt.target = t
 	if !t.Ingress.Public {
-		token := r.Header.Get(TokenHeader)
+		token := r.Header.Get(e2bwire.HeaderTrafficToken)
 		if token == "" {
-			writeJSON(w, http.StatusForbidden, "permission_denied", "missing traffic access token (header "+strings.ToLower(TokenHeader)+")")
+			writeJSON(w, http.StatusForbidden, "permission_denied", "missing traffic access token (header "+strings.ToLower(e2bwire.HeaderTrafficToken)+")")
 			return
 		}
 		if err := h.cfg.Authorize(r.Context(), id, token); err != nil {
@@ -213,7 +211,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, ""
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
 	}
-	pr.Out.Header.Del(TokenHeader)
+	pr.Out.Header.Del(e2bwire.HeaderTrafficToken)
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
 	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]

@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/e2b"
 )
@@ -34,7 +35,7 @@ func interceptedSandbox(t *testing.T, port, path string, fn http.HandlerFunc) co
 		return "", fmt.Errorf("bad key: %w", errdefs.ErrUnauthenticated)
 	}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(e2bcompat.HeaderSandboxPort) == port && r.URL.Path == path {
+		if r.Header.Get(e2bwire.HeaderSandboxPort) == port && r.URL.Path == path {
 			fn(w, r)
 			return
 		}
@@ -81,7 +82,7 @@ func TestReadFileRanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var served atomic.Int64
-			sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
 				if !tc.ranges {
 					r.Header.Del("Range")
 				}
@@ -121,7 +122,7 @@ func TestReadFileRanged(t *testing.T) {
 		})
 	}
 	t.Run("empty file", func(t *testing.T) {
-		sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
+		sb := interceptedSandbox(t, e2bwire.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
 			http.ServeContent(w, r, "f", time.Time{}, bytes.NewReader(nil))
 		})
 		res, err := sb.ReadFile(context.Background(), agent.ReadParams{Path: "/home/user/f"})
@@ -151,7 +152,7 @@ func TestExecuteBounds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := interceptedSandbox(t, e2bcompat.InterpreterPort, "/execute", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.InterpreterPort, "/execute", func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/x-ndjson")
 				tc.write(w)
 				io.WriteString(w, `{"type":"end_of_execution"}`+"\n")
@@ -191,7 +192,7 @@ func TestEnvdAnswerBounds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/filesystem.Filesystem/ListDir", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.EnvdPort, "/filesystem.Filesystem/ListDir", func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body)
 				tc.write(w)
 			})

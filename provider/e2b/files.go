@@ -16,7 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandlot/sandlot/agent"
-	fspb "github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem"
+	fspb "github.com/sandlot/sandlot/e2bwire/filesystem"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

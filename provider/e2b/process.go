@@ -11,8 +11,8 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandlot/sandlot/agent"
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
 	"github.com/sandlot/sandlot/contexts"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

@@ -11,9 +11,10 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem/filesystemconnect"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
+	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -39,10 +40,10 @@ var _ contexts.Sandbox = (*Sandbox)(nil)
 
 func (s *Sandbox) headers(port string) http.Header {
 	h := http.Header{}
-	h.Set("E2b-Sandbox-Id", s.id)
-	h.Set("E2b-Sandbox-Port", port)
+	h.Set(e2bwire.HeaderSandboxID, s.id)
+	h.Set(e2bwire.HeaderSandboxPort, port)
 	if s.token != "" {
-		h.Set("X-Access-Token", s.token)
+		h.Set(e2bwire.HeaderAccessToken, s.token)
 	}
 	return h
 }

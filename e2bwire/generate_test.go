@@ -1,4 +1,4 @@
-package envd
+package e2bwire
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ func TestGeneratedCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(version.ReplaceAll(got, nil), version.ReplaceAll(want, nil)) {
-			t.Errorf("%s is stale: run go generate ./api/e2bcompat/envd", f)
+			t.Errorf("%s is stale: run go generate ./e2bwire", f)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	filesystem "github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem"
+	filesystem "github.com/sandlot/sandlot/e2bwire/filesystem"
 	http "net/http"
 	strings "strings"
 )

@@ -12,7 +12,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	process "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
+	process "github.com/sandlot/sandlot/e2bwire/process"
 	http "net/http"
 	strings "strings"
 )
