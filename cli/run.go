@@ -231,7 +231,7 @@ func lrunREPL(ctx context.Context, std IO, lang string, exec func(string) error)
 		cell.Reset()
 		if strings.TrimSpace(code) != "" {
 			last = exec(code)
-			if last != nil && !errdefs.IsClientFault(last) && ctx.Err() == nil {
+			if last != nil && !errdefs.Categorized(last) && ctx.Err() == nil {
 				return last // the sandbox is gone
 			}
 			if last != nil {

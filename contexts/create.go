@@ -169,7 +169,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.mu.Unlock()
 	if err != nil {
 		m.end(context.WithoutCancel(ctx), e, ReasonError, "create sandbox: "+err.Error())
-		if !errdefs.IsClientFault(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
 		return nil, fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))

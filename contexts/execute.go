@@ -171,7 +171,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				Error:      &agent.ExecError{Name: "TimeoutError", Value: fmt.Sprintf("execution exceeded %s", timeout)},
 				DurationMs: wall.Milliseconds(),
 			}
-		case errdefs.IsClientFault(err) && !errors.Is(err, errdefs.ErrUnavailable):
+		case errdefs.Categorized(err) && !errors.Is(err, errdefs.ErrUnavailable):
 			// The request was refused (bad kernel name, ...): the sandbox is fine.
 			m.markAlive(e)
 			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)

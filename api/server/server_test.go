@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -231,6 +232,61 @@ func TestServerFaults(t *testing.T) {
 	if w.Code != 503 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
+}
+
+// TestServerFaultLogging: a 5xx category (unavailable, deadline_exceeded)
+// keeps its message for the caller but is logged as a server fault, like
+// an uncategorized error; a client fault (4xx) is not logged as one.
+func TestServerFaultLogging(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := newEnv(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	faults := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), `"msg":"server fault"`)
+	}
+	tests := []struct {
+		err        error
+		status     int
+		fault      bool
+		publicText string
+	}{
+		{fmtErr("no such context", errdefs.ErrNotFound), 404, false, "no such context"},
+		{fmtErr("bad filter", errdefs.ErrInvalidArgument), 400, false, "bad filter"},
+		{fmtErr("provider down", errdefs.ErrUnavailable), 503, true, "provider down"},
+		{fmtErr("store too slow", errdefs.ErrDeadlineExceeded), 504, true, "store too slow"},
+		{errors.New("sql: database is locked"), 500, true, "internal error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			before := faults()
+			e.Contexts.FailAll = tc.err
+			w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if got := decodeErr(t, w).Message; !strings.Contains(got, tc.publicText) {
+				t.Errorf("message %q, want it to contain %q", got, tc.publicText)
+			}
+			if logged := faults() > before; logged != tc.fault {
+				t.Errorf("logged as a server fault: %v, want %v", logged, tc.fault)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func fmtErr(msg string, cat error) error { return errors.Join(errors.New(msg), cat) }
