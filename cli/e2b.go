@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -29,7 +28,7 @@ const e2bSecretFile = "e2b-secret"
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
 // handler and its matcher for server.Config.E2B and E2BMatch. admit is the
 // per-tenant in-flight limit the server applies to its own routes.
-func e2bWire(cfg serveConfig, m *contexts.Manager, tenants tenant.Store, admit func(context.Context, string) (func(), error), log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+func e2bWire(cfg serveConfig, m *contexts.Manager, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
 	secret, err := e2bSecret(cfg.store.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -38,23 +37,10 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, tenants tenant.Store, admit f
 		Manager:    m,
 		Secret:     secret,
 		Logger:     log,
-		Tenant:     tenants.GetTenant,
+		Tenants:    auth,
 		TokenTTL:   cfg.e2bTokenTTL,
 		MaxTimeout: cfg.e2bMaxTimeout,
 		Admit:      admit,
-		Authenticate: func(ctx context.Context, key string) (string, error) {
-			if !tenant.ValidKey(key) {
-				return "", tenant.ErrBadKey
-			}
-			t, err := tenants.TenantByKeyHash(ctx, tenant.HashKey(key))
-			if errors.Is(err, errdefs.ErrNotFound) {
-				return "", tenant.ErrBadKey
-			}
-			if err != nil {
-				return "", err
-			}
-			return t.ID, nil
-		},
 	})
 	return h, e2bcompat.Match, nil
 }

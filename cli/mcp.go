@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sandlot/sandlot/runtime/oci"
 	"io"
 	"path/filepath"
 	"time"
+
+	"github.com/sandlot/sandlot/runtime/oci"
 
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,7 +99,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	if ephemeral {
 		conversation = uuid.NewString()
 	}
-	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Conversation: conversation, Logger: log})
+	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
 	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
 	if ctx.Err() != nil {
 		err = nil // interrupted: a normal end for a stdio server

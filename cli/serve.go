@@ -175,6 +175,9 @@ type wired struct {
 	e2b      http.Handler
 	e2bMatch func(*http.Request) bool
 	metrics  http.Handler
+	// auth is shared by the server, MCP, the E2B handler and the guard:
+	// one key and tenant cache.
+	auth *tenant.Authenticator
 	// admission is shared by the server and the E2B handler, so one
 	// tenant's in-flight limit covers every surface.
 	admission    *server.Admission
@@ -189,7 +192,7 @@ func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger
 	return server.Config{
 		Contexts:        w.contexts,
 		Tools:           w.tools,
-		Tenants:         st,
+		Auth:            w.auth,
 		Logger:          log,
 		ShutdownTimeout: cfg.shutdownTimeout,
 		Ready:           w.ready,

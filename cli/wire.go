@@ -39,6 +39,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
+	auth := tenant.NewAuthenticator(st, tenant.AuthConfig{})
 	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics)
 	hmacKey, err := guardKey(cfg.store.dataDir)
 	if err != nil {
@@ -47,11 +49,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	g, err := guard.New(guard.Config{
 		HMACKey: hmacKey,
+		// Requests carry their tenant, whose mode the guard reads; this is
+		// for work outside a request (cleanup, reconcile).
 		ModeFor: func(ctx context.Context, tenantID string) string {
-			if t, ok := server.TenantFromContext(ctx); ok && t.ID == tenantID {
-				return t.GuardMode
-			}
-			if t, err := st.GetTenant(ctx, tenantID); err == nil {
+			if t, err := auth.Tenant(ctx, tenantID); err == nil {
 				return t.GuardMode
 			}
 			return tenant.GuardEnforce
@@ -90,9 +91,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	reg := tools.New(m, tools.Config{Logger: log})
-	mcpSrv := mcp.New(reg, mcp.Config{Logger: log})
+	mcpSrv := mcp.New(reg, mcp.Config{Logger: log, Tenants: auth})
 	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant})
-	e2bH, e2bMatch, err := e2bWire(cfg, m, st, adm.Tenant, log)
+	e2bH, e2bMatch, err := e2bWire(cfg, m, auth, adm.Tenant, log)
 	if err == nil {
 		w.metricsToken, err = metricsToken(cfg.store.dataDir)
 	}
@@ -107,6 +108,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	go func() { defer close(reaped); reaper.run(rctx) }()
 	*w = wired{
 		metricsToken: w.metricsToken,
+		auth:         auth,
 		admission:    adm,
 		e2b:          e2bH,
 		e2bMatch:     e2bMatch,

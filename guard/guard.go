@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // Modes.
@@ -78,8 +79,11 @@ type Config struct {
 	// Regions are the default regions for phone numbers written without a
 	// country code; nil means IE and US.
 	Regions []string
-	// ModeFor returns a tenant's mode ("" or nil: Mode). An unknown mode
-	// is treated as enforce.
+	// ModeFor returns a tenant's mode ("" or nil: Mode) when ctx does not
+	// carry the tenant itself: a request's context does (tenant.With), and
+	// its GuardMode applies without a call here; ModeFor serves work
+	// outside a request (cleanup, a store's view of the tenant). An
+	// unknown mode is treated as enforce.
 	ModeFor func(ctx context.Context, tenantID string) string
 	// Audit, if set, receives one event per finding in report and enforce
 	// mode. It must not block for long.
@@ -150,22 +154,26 @@ func WithMode(ctx context.Context, mode string) context.Context {
 	return context.WithValue(ctx, modeKey{}, mode)
 }
 
-// ModeOf returns the mode that applies to tenantID's request in ctx.
+// ModeOf returns the mode that applies to tenantID's request in ctx: a
+// per-request override (WithMode), else the mode of the tenant the request
+// authenticated as (tenant.With), else Config.ModeFor, else Config.Mode.
 func (g *Guard) ModeOf(ctx context.Context, tenantID string) string {
 	if m, ok := ctx.Value(modeKey{}).(string); ok && validMode(m) {
 		return m
 	}
-	if g.modeFor != nil {
-		m := g.modeFor(ctx, tenantID)
-		switch {
-		case m == "":
-		case validMode(m):
-			return m
-		default:
-			return ModeEnforce // fail closed
-		}
+	m := ""
+	if t, ok := tenant.From(ctx); ok && t.ID == tenantID {
+		m = t.GuardMode
+	} else if g.modeFor != nil {
+		m = g.modeFor(ctx, tenantID)
 	}
-	return g.mode
+	switch {
+	case m == "":
+		return g.mode
+	case validMode(m):
+		return m
+	}
+	return ModeEnforce // fail closed
 }
 
 // Scan returns the findings in text, ordered by Start, not overlapping.

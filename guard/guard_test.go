@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -47,6 +48,9 @@ func (a *auditLog) finding(typ string) {
 	a.types = append(a.types, typ)
 }
 
+// TestModes: the per-request override, then the request's tenant, then
+// ModeFor, then the default. ModeFor (a store lookup in the daemon) is not
+// called when the request carries its tenant.
 func TestModes(t *testing.T) {
 	const text = "mail alice@example.com now"
 	key := []byte("k")
@@ -61,7 +65,12 @@ func TestModes(t *testing.T) {
 		HMACKey:   key,
 		Audit:     log.audit,
 		OnFinding: log.finding,
-		ModeFor:   func(_ context.Context, tenant string) string { return tenantModes[tenant] },
+		ModeFor: func(ctx context.Context, id string) string {
+			if t, ok := tenant.From(ctx); ok && t.ID == id {
+				panic("ModeFor called for the request's own tenant")
+			}
+			return tenantModes[id]
+		},
 	})
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -77,6 +86,13 @@ func TestModes(t *testing.T) {
 		{"request override beats tenant", "quiet", WithMode(ctx, ModeEnforce), "mail [REDACTED:EMAIL] now", 1},
 		{"request override to off", "t1", WithMode(ctx, ModeOff), text, 0},
 		{"invalid override ignored", "watch", WithMode(ctx, "loud"), text, 1},
+		// The request's tenant (tenant.With) decides, not ModeFor.
+		{"request tenant off", "watch", tenant.With(ctx, &tenant.Tenant{ID: "watch", GuardMode: ModeOff}), text, 0},
+		{"request tenant enforce", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "quiet", GuardMode: ModeEnforce}), "mail [REDACTED:EMAIL] now", 1},
+		{"request tenant without a mode: default", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "quiet"}), "mail [REDACTED:EMAIL] now", 1},
+		{"request tenant bogus mode fails closed", "t1", tenant.With(ctx, &tenant.Tenant{ID: "t1", GuardMode: "nonsense"}), "mail [REDACTED:EMAIL] now", 1},
+		{"another tenant's request: ModeFor", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "watch", GuardMode: ModeEnforce}), text, 0},
+		{"override beats request tenant", "t1", WithMode(tenant.With(ctx, &tenant.Tenant{ID: "t1", GuardMode: ModeOff}), ModeEnforce), "mail [REDACTED:EMAIL] now", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			log.events, log.types = nil, nil

@@ -34,6 +34,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -51,8 +52,19 @@ const (
 	ArgPathID         = "pathId"
 )
 
+// Tenants finds a tenant by id; *tenant.Authenticator implements it, with
+// the cache every edge shares.
+type Tenants interface {
+	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
+}
+
 // Config tunes a Server. Zero values are documented per field.
 type Config struct {
+	// Tenants resolves the tenant of a call, which the call's context
+	// then carries (tenant.With), so the guard applies the tenant's mode
+	// without a lookup of its own. A tenant that no longer exists is
+	// unauthenticated. Nil: the context is scoped by tenant id only.
+	Tenants Tenants
 	// Tenant is the tenant of sessions without HTTP authentication
 	// (stdio, in-memory). Empty: such calls fail.
 	Tenant string
@@ -160,8 +172,8 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 		DisableLocalhostProtection: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := auth(r)
-		if err == nil && tenant == "" {
+		tenantID, err := auth(r)
+		if err == nil && tenantID == "" {
 			err = fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
 		}
 		if err != nil {
@@ -171,7 +183,7 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 			return
 		}
 		r.Header.Del(tenantHeader)
-		r.Header.Set(tenantHeader, tenant)
+		r.Header.Set(tenantHeader, tenantID)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -180,6 +192,9 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		id, args, err := s.identity(req)
 		if err != nil {
+			return toolError(err), nil
+		}
+		if ctx, err = s.withTenant(ctx, id.TenantID); err != nil {
 			return toolError(err), nil
 		}
 		out, stop := progress(ctx, req)
@@ -337,6 +352,21 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 		id.PathID = contexts.DefaultPath
 	}
 	return id, args, nil
+}
+
+// withTenant returns ctx carrying the call's tenant.
+func (s *Server) withTenant(ctx context.Context, id string) (context.Context, error) {
+	if s.cfg.Tenants == nil {
+		return tenant.WithID(ctx, id), nil
+	}
+	t, err := s.cfg.Tenants.Tenant(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("tenant %s no longer exists: %w", id, errdefs.ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up tenant %s: %w", id, err)
+	}
+	return tenant.With(ctx, t), nil
 }
 
 // sessionConversation is the session's id, or a UUID kept for the life of

@@ -64,13 +64,13 @@ func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 			writeAPIError(w, err)
 			return
 		}
-		release, err := h.admit(r.Context(), t)
+		release, err := h.admit(r.Context(), t.ID)
 		if err != nil {
 			writeAPIError(w, err)
 			return
 		}
 		defer release()
-		fn(w, r.WithContext(tenant.WithID(r.Context(), t)), t)
+		fn(w, r.WithContext(tenant.With(r.Context(), t)), t.ID)
 	}
 }
 

@@ -38,18 +38,25 @@ const EnvdVersion = "0.6.0"
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"
 
-// Config configures the handler. Manager and Authenticate are required.
-type Config struct {
-	Manager Manager
-	// Authenticate maps an API key to its tenant (errdefs.ErrUnauthenticated
-	// for an unknown key).
-	Authenticate func(ctx context.Context, apiKey string) (tenantID string, err error)
-	// Tenant looks a tenant up by id (errdefs.ErrNotFound when it was
+// Tenants resolves the credentials of E2B calls. *tenant.Authenticator
+// implements it, with the cache every edge shares.
+type Tenants interface {
+	// Key returns the tenant of an API key (errdefs.ErrUnauthenticated
+	// for a missing, malformed or unknown key).
+	Key(ctx context.Context, key string) (*tenant.Tenant, error)
+	// Tenant returns a tenant by id (errdefs.ErrNotFound when it was
 	// deleted). Access tokens name the tenant's key generation and
 	// creation time, and a token is honoured only while both still match:
-	// rotating the key or deleting the tenant revokes it. Nil (tests):
-	// tokens are checked for signature and expiry only.
-	Tenant func(ctx context.Context, id string) (*tenant.Tenant, error)
+	// rotating the key or deleting the tenant revokes it.
+	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
+}
+
+var _ Tenants = (*tenant.Authenticator)(nil)
+
+// Config configures the handler. Manager and Tenants are required.
+type Config struct {
+	Manager Manager
+	Tenants Tenants
 	// Secret signs access tokens (HMAC-SHA256). Empty: a random secret
 	// per process, so tokens die with the process; the server should pass
 	// a persistent one.
@@ -110,8 +117,6 @@ type Handler struct {
 	interp  *http.ServeMux
 	procs   *procTable
 
-	tenants *tenantCache
-
 	mu sync.Mutex
 	// codeCtxs holds the code contexts of each sandbox.
 	codeCtxs map[string]map[string]*codeContext
@@ -144,7 +149,6 @@ func New(cfg Config) *Handler {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		procs:    newProcTable(),
-		tenants:  &tenantCache{},
 		codeCtxs: map[string]map[string]*codeContext{},
 	}
 	if h.log == nil {
@@ -206,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.WithID(r.Context(), sb.tenantID), sb)))
+	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.With(r.Context(), sb.tenant), sb)))
 }
 
 // connectRoute reports whether r is an envd Connect call, whose
@@ -224,6 +228,7 @@ func identityEncoding(enc string) bool {
 // sandboxRef is the sandbox a sandbox call addresses.
 type sandboxRef struct {
 	tenantID string
+	tenant   *tenant.Tenant
 	rec      *contexts.Record
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 func TestAuth(t *testing.T) {
@@ -66,7 +67,9 @@ func TestAuth(t *testing.T) {
 
 // TestKeyCache: a deleted key stops working once the cache TTL passes.
 func TestKeyCache(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) { c.KeyCacheTTL = 50 * time.Millisecond })
+	e := newEnv(t, nil)
+	e.Handler = server.New(server.Config{Contexts: e.Contexts, Tools: e.Tools,
+		Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{CacheTTL: 50 * time.Millisecond})}).Handler()
 	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
 		t.Fatal(w.Code)
 	}

@@ -80,16 +80,17 @@ const (
 	DefaultMaxBodyBytes    = 8 << 20
 	DefaultMaxUploadBytes  = 256 << 20
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultKeyCacheTTL     = time.Second
 	DefaultBodyReadTimeout = 30 * time.Second
 	DefaultMinBodyRate     = 32 << 10
 )
 
-// Config configures a Server. Contexts, Tools and Tenants are required.
+// Config configures a Server. Contexts, Tools and Auth are required.
 type Config struct {
 	Contexts Contexts
 	Tools    Tools
-	Tenants  tenant.Store
+	// Auth resolves API keys (a *tenant.Authenticator shared with the
+	// other edges, so one key cache serves them all).
+	Auth Authenticator
 	// Logger receives one line per request and every server fault;
 	// nil discards.
 	Logger *slog.Logger
@@ -102,10 +103,6 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (0: 30 s).
 	ShutdownTimeout time.Duration
-	// KeyCacheTTL is how long a successful key lookup is reused (0: 1 s;
-	// negative: never). A rotated or deleted key works for at most this
-	// long.
-	KeyCacheTTL time.Duration
 	// MCP, when set, is mounted at /mcp behind the same API-key auth.
 	MCP http.Handler
 	// E2B, when set, gets every request E2BMatch accepts, before routing
@@ -148,7 +145,6 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	mux      *http.ServeMux
-	keys     *keyCache
 	draining atomic.Bool
 }
 
@@ -166,9 +162,6 @@ func New(cfg Config) *Server {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if cfg.KeyCacheTTL == 0 {
-		cfg.KeyCacheTTL = DefaultKeyCacheTTL
-	}
 	if cfg.Admission == nil {
 		cfg.Admission = NewAdmission(AdmissionConfig{})
 	}
@@ -178,7 +171,7 @@ func New(cfg Config) *Server {
 	if cfg.MinBodyRate <= 0 {
 		cfg.MinBodyRate = DefaultMinBodyRate
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), keys: &keyCache{ttl: cfg.KeyCacheTTL}}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
 		if rt.auth {

@@ -24,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 type env struct {
@@ -344,7 +345,7 @@ func TestE2BMatcherFirst(t *testing.T) {
 		c.E2B = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 		c.E2BMatch = func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/sandboxes") }
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if id, _ := server.TenantFromContext(r.Context()); id == nil {
+			if id, _ := tenant.From(r.Context()); id == nil {
 				t.Error("MCP without tenant")
 			}
 			w.WriteHeader(298)

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,12 +27,7 @@ import (
 // instead: the hostile or limited server of each test.
 func interceptedSandbox(t *testing.T, port, path string, fn http.HandlerFunc) contexts.Sandbox {
 	t.Helper()
-	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Authenticate: func(ctx context.Context, key string) (string, error) {
-		if key == testKey {
-			return "tenant-1", nil
-		}
-		return "", fmt.Errorf("bad key: %w", errdefs.ErrUnauthenticated)
-	}})
+	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(e2bwire.HeaderSandboxPort) == port && r.URL.Path == path {
 			fn(w, r)

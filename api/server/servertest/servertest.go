@@ -381,7 +381,7 @@ func NewEnv(mod func(*server.Config)) *Env {
 	e.Tools = &Tools{Contexts: e.Contexts}
 	e.KeyA = e.Tenants.Add("tenant-a")
 	e.KeyB = e.Tenants.Add("tenant-b")
-	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Tenants: e.Tenants,
+	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{}),
 		Audit: func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
 			var out []audit.Event
 			for i := len(e.Audit) - 1; i >= 0 && len(out) < limit; i-- {
