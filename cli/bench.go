@@ -208,9 +208,9 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 	stop = func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		recs, _ := w.contexts.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
+		recs, _ := w.manager.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
 		for _, r := range recs {
-			w.contexts.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
+			w.manager.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
 		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

@@ -91,15 +91,11 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		defer cancel()
 		w.close(cctx)
 	}()
-	rt, ok := w.tools.(registryTools)
-	if !ok {
-		return fmt.Errorf("mcp: the tool registry is not wired: %w", errdefs.ErrInternal)
-	}
 	ephemeral := conversation == ""
 	if ephemeral {
 		conversation = uuid.NewString()
 	}
-	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
+	srv := mcp.New(w.tools, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
 	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
 	if ctx.Err() != nil {
 		err = nil // interrupted: a normal end for a stdio server
@@ -118,14 +114,14 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 
 // endConversation terminates the active contexts of one conversation.
 func endConversation(ctx context.Context, w *wired, tenantID, conversation string) error {
-	recs, err := w.contexts.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
+	recs, err := w.manager.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
 		States: []contexts.State{contexts.StateCreating, contexts.StateReady}})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, rec := range recs {
-		if err := w.contexts.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		if err := w.manager.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}

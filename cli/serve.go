@@ -21,6 +21,7 @@ import (
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
 func init() {
@@ -168,8 +169,8 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admi
 
 // wired is what wire assembles for the server.
 type wired struct {
-	contexts server.Contexts
-	tools    server.Tools
+	manager  *contexts.Manager
+	tools    *tools.Registry
 	ready    map[string]server.Check
 	mcp      http.Handler
 	e2b      http.Handler
@@ -190,7 +191,7 @@ type wired struct {
 // in-process daemon of the bench and tests.
 func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger) server.Config {
 	return server.Config{
-		Contexts:        w.contexts,
+		Contexts:        w.manager,
 		Tools:           w.tools,
 		Auth:            w.auth,
 		Logger:          log,

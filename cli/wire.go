@@ -112,9 +112,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		admission:    adm,
 		e2b:          e2bH,
 		e2bMatch:     e2bMatch,
-		contexts:     server.ManagerContexts{M: m},
+		manager:      m,
 		audit:        st.ListAudit,
-		tools:        registryTools{reg},
+		tools:        reg,
 		ready: map[string]server.Check{
 			"store": storeCheck(st),
 			"runtime": func(ctx context.Context) error {
@@ -211,21 +211,6 @@ func (p noProvider) Create(context.Context, contexts.Spec) (contexts.Sandbox, er
 func (p noProvider) Attach(context.Context, string) (contexts.Sandbox, error) { return nil, p.err }
 func (p noProvider) List(context.Context) ([]string, error)                   { return nil, p.err }
 func (p noProvider) Destroy(context.Context, string) error                    { return nil }
-
-// registryTools adapts *tools.Registry to server.Tools.
-type registryTools struct{ r *tools.Registry }
-
-var _ server.Tools = registryTools{}
-
-func (a registryTools) Call(ctx context.Context, c server.ToolCall, out contexts.OutputFunc) (any, error) {
-	return a.r.Call(ctx, tools.Call{Name: c.Name, Identity: c.Identity, Args: c.Args, Forced: c.Forced}, out)
-}
-func (a registryTools) Export(format string) (any, error) {
-	if format == "" {
-		return a.r.Tools(), nil
-	}
-	return a.r.Export(format)
-}
 
 // statsSnapshot converts the manager's counters for the telemetry gauges.
 func statsSnapshot(s contexts.Stats) telemetry.Snapshot {

@@ -63,7 +63,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 		if err := checkID("pathId", id.PathID); err != nil {
 			return err
 		}
-		return s.cfg.Contexts.Use(r.Context(), id, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		return s.cfg.Contexts.Use(r.Context(), id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
 			return fn(ctx, sb)
 		})
 	}
@@ -74,7 +74,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 	if !rec.State.Active() {
 		return fmt.Errorf("context %s is %s: %w", ctxID, rec.State, errdefs.ErrFailedPrecondition)
 	}
-	return s.cfg.Contexts.Use(r.Context(), rec.Identity, func(ctx context.Context, cur *contexts.Record, sb contexts.Sandbox) error {
+	return s.cfg.Contexts.Use(r.Context(), rec.Identity, contexts.CreateOptions{}, func(ctx context.Context, cur *contexts.Record, sb contexts.Sandbox) error {
 		// The context ended between Get and Use and Use made a new one
 		// for the identity: that is not the context the caller named.
 		if cur.ID != ctxID {

@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
 // guardEnv is a server over the real context manager (memory store, fake
@@ -32,7 +33,7 @@ type guardEnv struct {
 
 type noTools struct{}
 
-func (noTools) Call(context.Context, server.ToolCall, contexts.OutputFunc) (any, error) {
+func (noTools) Call(context.Context, tools.Call, contexts.OutputFunc) (any, error) {
 	return nil, errdefs.ErrNotFound
 }
 func (noTools) Export(string) (any, error) { return []any{}, nil }
@@ -63,7 +64,7 @@ func newGuardEnv(t *testing.T) *guardEnv {
 	tenants.CreateTenant(context.Background(), &tenant.Tenant{ID: "admin", Name: "admin", Admin: true}, tenant.HashKey(e.keyAdmin))
 	e.keyQuiet, _ = tenant.NewKey()
 	tenants.CreateTenant(context.Background(), &tenant.Tenant{ID: "quiet", Name: "quiet", GuardMode: tenant.GuardOff}, tenant.HashKey(e.keyQuiet))
-	cfg := server.Config{Contexts: server.ManagerContexts{M: m}, Tools: noTools{}, Auth: tenant.NewAuthenticator(tenants, tenant.AuthConfig{CacheTTL: -1})}
+	cfg := server.Config{Contexts: m, Tools: noTools{}, Auth: tenant.NewAuthenticator(tenants, tenant.AuthConfig{CacheTTL: -1})}
 	e.handler = server.New(cfg).Handler()
 	e.m = m
 	return e

@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tools"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -99,7 +100,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	call := ToolCall{Name: r.PathValue("name"), Identity: id, Args: args, Tenant: t, Forced: true}
+	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
 		return
@@ -157,7 +158,7 @@ func withIdentity(res any, id contexts.Identity) (json.RawMessage, error) {
 // each flushed, then one final (or error) event. The status line waits for
 // the first event, so a call that fails before any output still gets its
 // proper 4xx.
-func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCall) {
+func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call tools.Call) {
 	sw := &eventWriter{w: w, rc: http.NewResponseController(w)}
 	out := func(ev agent.OutputEvent) {
 		switch ev.Stream {
@@ -345,7 +346,7 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.cfg.Contexts.PathEvent(r.Context(), id, ev); err != nil {
+	if err := s.cfg.Contexts.PathEvent(r.Context(), id, contexts.PathEvent{Type: ev.Type, SourcePathID: ev.SourcePathID, TargetPathID: ev.TargetPathID}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -353,11 +354,25 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
-	m := s.cfg.Contexts.Stats()
-	if m.PerTemplate == nil {
-		m.PerTemplate = map[string]api.SessionStats{}
+	writeJSON(w, http.StatusOK, sessionMetricsOf(s.cfg.Contexts.Stats()))
+}
+
+// sessionMetricsOf is the wire form of the manager's counters.
+func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
+	stats := func(t contexts.TemplateStats) api.SessionStats {
+		return api.SessionStats{ActiveSessions: t.Active, TotalCreated: t.TotalCreated, TotalReused: t.TotalReused,
+			TotalCleaned: t.TotalCleaned, HealthCheckFailures: t.HealthCheckFailures}
 	}
-	writeJSON(w, http.StatusOK, m)
+	out := api.SessionMetrics{
+		SessionStats: stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
+			TotalCleaned: s.TotalCleaned, HealthCheckFailures: s.HealthCheckFailures}),
+		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
+		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
+	}
+	for name, t := range s.PerTemplate {
+		out.PerTemplate[name] = stats(t)
+	}
+	return out
 }
 
 // listAudit returns the authenticated tenant's audit trail. The store

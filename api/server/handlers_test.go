@@ -74,7 +74,7 @@ func TestPathEvent(t *testing.T) {
 	if w.Code != 204 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	want := []api.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
+	want := []contexts.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
 	if d := cmp.Diff(want, e.Contexts.Events); d != "" {
 		t.Fatal(d)
 	}
@@ -113,6 +113,23 @@ func TestContexts(t *testing.T) {
 		if _, ok := m[k]; !ok {
 			t.Errorf("metrics lack %s: %s", k, w.Body)
 		}
+	}
+}
+
+// TestSessionMetrics: the manager's counters in the wire's names, totals
+// and per template.
+func TestSessionMetrics(t *testing.T) {
+	e := newEnv(t, nil)
+	e.Contexts.Counters = &contexts.Stats{Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2, HealthCheckFailures: 1,
+		PoolSize: 2, PoolHits: 4, PoolMisses: 1,
+		PerTemplate: map[string]contexts.TemplateStats{"default": {Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2,
+			HealthCheckFailures: 1, PoolSize: 2, PoolHits: 4, PoolMisses: 1}}}
+	w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
+	want := `{"active_sessions":3,"total_created":5,"total_reused":7,"total_cleaned":2,"health_check_failures":1,` +
+		`"pool_size":2,"pool_hits":4,"pool_misses":1,"per_template":{"default":{"active_sessions":3,"total_created":5,` +
+		`"total_reused":7,"total_cleaned":2,"health_check_failures":1}}}` + "\n"
+	if w.Code != 200 || w.Body.String() != want {
+		t.Fatalf("%d %s\nwant %s", w.Code, w.Body, want)
 	}
 }
 

@@ -32,45 +32,40 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
-	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
-// Contexts is the part of *contexts.Manager the server uses. Tenant-scoped
-// methods answer errdefs.ErrNotFound for another tenant's context, which is
-// how the API hides other tenants' contexts (404, never 403).
+// Contexts is the part of *contexts.Manager the server uses; the manager
+// satisfies it as it is. Tenant-scoped methods answer errdefs.ErrNotFound
+// for another tenant's context, which is how the API hides other tenants'
+// contexts (404, never 403).
 type Contexts interface {
 	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
-	PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error
+	PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error
 	// Use runs fn with the (guarded) sandbox of id's active context,
 	// creating the context when there is none.
-	Use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
-	Stats() api.SessionMetrics
+	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Stats() contexts.Stats
 }
 
-// ToolCall is one call of a named tool for a resolved identity.
-type ToolCall struct {
-	Name     string
-	Identity contexts.Identity
-	Args     json.RawMessage // never empty: "{}" when the request had none
-	Tenant   *tenant.Tenant
-	// Forced marks a direct invocation (the HTTP tool route always is),
-	// not a model's choice; tools report it in spans and logs.
-	Forced bool
-}
+var _ Contexts = (*contexts.Manager)(nil)
 
-// Tools is the part of the tool registry the server uses.
+// Tools is the part of the tool registry the server uses; *tools.Registry
+// satisfies it as it is.
 type Tools interface {
 	// Call runs a tool. out (nil when the caller does not stream)
 	// receives guarded output while it runs. An unknown tool is
 	// errdefs.ErrNotFound; bad args are errdefs.ErrInvalidArgument.
-	Call(ctx context.Context, c ToolCall, out contexts.OutputFunc) (any, error)
+	Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error)
 	// Export lists the tools' schemas in a format (openai, anthropic,
 	// mcp; "" is the registry's own). Unknown formats are
 	// errdefs.ErrInvalidArgument.
 	Export(format string) (any, error)
 }
+
+var _ Tools = (*tools.Registry)(nil)
 
 // Check is a named readiness probe for /readyz.
 type Check func(ctx context.Context) error
