@@ -31,6 +31,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
@@ -229,7 +230,7 @@ func content(res any, full []byte) []sdk.Content {
 	}
 	var images []sdk.Content
 	slim := *rc
-	slim.Results = make([]agent.RichResult, len(rc.Results))
+	slim.Results = make([]api.RichResult, len(rc.Results))
 	for i, rr := range rc.Results {
 		for _, img := range []struct {
 			data *string

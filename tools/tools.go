@@ -24,6 +24,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/telemetry"
@@ -191,7 +192,8 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 }
 
 // Call validates call.Args against the tool's schema and runs it. The
-// result is the tool's JSON result struct (e.g. *RunCodeResult). Errors are
+// result is the tool's JSON result struct (e.g. *RunCodeResult), which
+// carries the call's conversation and path (api.PathRef). Errors are
 // errdefs categories: an unknown tool is ErrNotFound, bad arguments
 // ErrInvalidArgument; a program that fails is a result with success false,
 // not an error.
@@ -199,6 +201,9 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	start := time.Now()
 	ctx, span := startSpan(ctx, call)
 	res, err := r.call(ctx, call, out)
+	if p, ok := res.(interface{ SetPathRef(api.PathRef) }); ok && err == nil {
+		p.SetPathRef(api.PathRef{ConversationID: call.Identity.ConversationID, PathID: call.Identity.PathID})
+	}
 	telemetry.EndSpan(span, err)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,

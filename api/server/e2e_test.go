@@ -130,7 +130,7 @@ func TestE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 		l, _ := a.ListContexts(ctx, client.ListOptions{ConversationID: "e2e", PathID: "side", Status: []string{"terminated"}})
-		if l == nil || len(l.Contexts) != 1 || l.Contexts[0].Reason != "merged" {
+		if l == nil || len(l.Contexts) != 1 || l.Contexts[0].TerminationReason != "merged" {
 			t.Fatalf("merge did not terminate the source: %+v", l)
 		}
 	})
@@ -159,7 +159,7 @@ func TestE2E(t *testing.T) {
 		if err := b.PathEvent(ctx, "e2e", "main", api.PathEvent{Type: api.PathDeleted}); err != nil && !client.IsNotFound(err) {
 			t.Errorf("event: %v", err)
 		}
-		if rec, err := a.GetContext(ctx, idA); err != nil || rec.State != "ready" {
+		if rec, err := a.GetContext(ctx, idA); err != nil || rec.Status != "ready" {
 			t.Fatalf("A's context after B's calls: %+v %v", rec, err)
 		}
 		lb, _ := b.ListContexts(ctx, client.ListOptions{})

@@ -130,7 +130,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, api.FileInfo(*info))
 }
 
 // errAbort marks a download that failed after its first bytes were sent.
@@ -201,8 +201,5 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if entries == nil {
-		entries = []agent.FileInfo{}
-	}
-	writeJSON(w, http.StatusOK, api.FileList{Path: p, Entries: entries})
+	writeJSON(w, http.StatusOK, api.FileList{Path: p, Entries: fileInfosOf(entries)})
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -110,48 +109,13 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	body, err := withIdentity(res, id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
+	// The result carries the identity (api.PathRef), so a caller that
+	// sent no conversationId learns the generated one.
+	writeJSON(w, http.StatusOK, res)
 }
 
 func wantsNDJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), api.ContentTypeNDJSON)
-}
-
-// withIdentity adds conversationId and pathId to an object result, so a
-// caller that sent neither learns the generated conversation. The common
-// case (the result has neither key) splices them in without re-decoding.
-func withIdentity(res any, id contexts.Identity) (json.RawMessage, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, fmt.Errorf("encode tool result: %w", err)
-	}
-	if len(b) < 2 || b[0] != '{' {
-		return b, nil
-	}
-	conv, _ := json.Marshal(id.ConversationID)
-	path, _ := json.Marshal(id.PathID)
-	if !bytes.Contains(b, []byte(`"conversationId":`)) && !bytes.Contains(b, []byte(`"pathId":`)) {
-		out := make([]byte, 0, len(b)+len(conv)+len(path)+32)
-		out = append(out, `{"conversationId":`...)
-		out = append(out, conv...)
-		out = append(out, `,"pathId":`...)
-		out = append(out, path...)
-		if len(b) > 2 {
-			out = append(out, ',')
-		}
-		return append(out, b[1:]...), nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decode tool result: %w", err)
-	}
-	m["conversationId"], m["pathId"] = conv, path
-	return json.Marshal(m)
 }
 
 // streamTool answers a tool call as NDJSON: output events as they happen,
@@ -166,7 +130,7 @@ func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call tools.C
 			sw.send(api.Event{Type: ev.Stream, Data: ev.Data})
 		case agent.Result:
 			if ev.Result != nil {
-				b, err := json.Marshal(ev.Result)
+				b, err := json.Marshal(api.RichResult(*ev.Result))
 				if err == nil {
 					sw.send(api.Event{Type: api.EventResult, Result: b})
 				}
@@ -176,7 +140,9 @@ func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call tools.C
 	res, err := s.cfg.Tools.Call(r.Context(), call, out)
 	var body json.RawMessage
 	if err == nil {
-		body, err = withIdentity(res, call.Identity)
+		if body, err = json.Marshal(res); err != nil {
+			err = fmt.Errorf("encode tool result: %w", err)
+		}
 	}
 	if err != nil {
 		_, e := s.errorBody(r, err)
@@ -293,9 +259,9 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ContextList{Contexts: recs}
-	if out.Contexts == nil {
-		out.Contexts = []*contexts.Record{}
+	out := api.ContextList{Contexts: make([]api.Context, len(recs))}
+	for i, rec := range recs {
+		out.Contexts[i] = contextOf(rec)
 	}
 	if len(recs) == f.Limit {
 		out.Next = recs[len(recs)-1].ID
@@ -309,7 +275,7 @@ func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, contextOf(rec))
 }
 
 func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
@@ -398,12 +364,13 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AuditList{Events: []audit.Event{}}
 	kind := q.Get("kind")
+	var kept []audit.Event
 	for _, ev := range evs {
 		if kind == "" || ev.Kind == kind {
-			out.Events = append(out.Events, ev)
+			kept = append(kept, ev)
 		}
 	}
+	out := api.AuditList{Events: auditEventsOf(kept)}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -103,7 +102,7 @@ func TestContexts(t *testing.T) {
 	}
 	w = e.do(t, req{method: "GET", path: "/v1/contexts?status=terminated", key: e.KeyA})
 	json.Unmarshal(w.Body.Bytes(), &l)
-	if len(l.Contexts) != 1 || l.Contexts[0].Reason != contexts.ReasonManual {
+	if len(l.Contexts) != 1 || l.Contexts[0].TerminationReason != string(contexts.ReasonManual) {
 		t.Fatalf("%s", w.Body)
 	}
 	w = e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
@@ -186,27 +185,5 @@ func TestStreaming(t *testing.T) {
 	resp, evs = call("one\nfail")
 	if resp.StatusCode != 200 || len(evs) != 2 || evs[1].Type != api.EventError || evs[1].Code != errdefs.CodeInternal || strings.Contains(evs[1].Message, "/var") {
 		t.Fatalf("%d %+v", resp.StatusCode, evs)
-	}
-}
-
-func TestWithIdentity(t *testing.T) {
-	id := contexts.Identity{ConversationID: `c"1`, PathID: "p"}
-	for _, tt := range []struct {
-		res  any
-		want string
-	}{
-		{map[string]int{"a": 1}, `{"conversationId":"c\"1","pathId":"p","a":1}`},
-		{struct{}{}, `{"conversationId":"c\"1","pathId":"p"}`},
-		{map[string]string{"pathId": "old"}, `{"conversationId":"c\"1","pathId":"p"}`},
-		{[]int{1}, `[1]`},
-		{"text", `"text"`},
-	} {
-		got, err := server.WithIdentity(tt.res, id)
-		if err != nil || string(got) != tt.want {
-			t.Errorf("%v: %s %v, want %s", tt.res, got, err, tt.want)
-		}
-		if !json.Valid(got) {
-			t.Errorf("invalid JSON %s", got)
-		}
 	}
 }

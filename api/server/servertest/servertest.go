@@ -358,7 +358,8 @@ func (t *Tools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc)
 				out(agent.OutputEvent{Stream: agent.Stdout, Data: o})
 			}
 		}
-		res = &api.RunCodeResult{CodeResult: api.CodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID}}
+		res = &api.RunCodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID,
+			PathRef: api.PathRef{ConversationID: c.Identity.ConversationID, PathID: c.Identity.PathID}}
 		return nil
 	})
 	if err != nil {
