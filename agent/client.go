@@ -28,6 +28,11 @@ type ClientConfig struct {
 	// hostile. The deadline is re-armed lazily, so a stalled write fails
 	// after between WriteTimeout/2 and WriteTimeout. 0: 30 s.
 	WriteTimeout time.Duration
+	// Key, when set, is the sandbox's secret: the connection opens with
+	// the handshake (HostHandshake), and an agent that cannot prove it
+	// holds Key is refused. nil: no handshake (agents started without a
+	// key, in tests).
+	Key []byte
 	// Logger receives protocol violations. nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -81,12 +86,25 @@ type reply struct {
 	decoded bool
 }
 
-// Dial connects to the agent socket at socketPath.
+// Dial connects to the agent socket at socketPath (a path this process
+// trusts; sandboxes' channels are dialed by their runtime, see Connect).
 func Dial(ctx context.Context, socketPath string, cfg ClientConfig) (*Client, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", socketPath)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: dial agent: %v: %w", cfg.SandboxID, err, errdefs.ErrUnavailable)
+	}
+	return Connect(ctx, conn, cfg)
+}
+
+// Connect runs the protocol over conn, after the handshake when cfg.Key is
+// set. The Client owns conn from now on; on error conn is closed.
+func Connect(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Client, error) {
+	if cfg.Key != nil {
+		if err := HostHandshake(ctx, conn, cfg.Key); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
+		}
 	}
 	return NewClient(conn, cfg), nil
 }

@@ -16,8 +16,10 @@ import "encoding/json"
 // Version is the protocol version reported by ping.
 const Version = "1"
 
-// SocketName is the file name of the agent socket inside its directory.
-// The host bind-mounts a per-sandbox directory at SocketDir.
+// SocketDir and SocketName are the agent's default socket path. A local
+// sandbox's agent is told where to listen by its runtime's channel
+// (runtime.Runtime.Channel): an abstract name under crun and runc, this
+// path, in a directory the runtime mounts for it, under runsc.
 const (
 	SocketDir  = "/run/sandlot"
 	SocketName = "agent.sock"

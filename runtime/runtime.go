@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"regexp"
 	"syscall"
 	"time"
@@ -40,6 +41,25 @@ type Runtime interface {
 	List(ctx context.Context) ([]string, error)
 	// Stats samples the sandbox's resource usage from its cgroups.
 	Stats(ctx context.Context, id string) (*Stats, error)
+	// Channel is the unix socket address (a path, or "@name" for an
+	// abstract name) on which a sandbox's init listens for the host; it is
+	// the same for every sandbox of this runtime.
+	Channel() string
+	// Dial connects to the channel of sandbox id, from any process and at
+	// any time (also after a daemon restart). It never follows anything the
+	// sandbox could have planted (symlinks, renamed sockets) and checks that
+	// the listening peer belongs to that sandbox; it fails with
+	// errdefs.ErrUnavailable while nothing listens yet and
+	// errdefs.ErrNotFound when the sandbox is gone.
+	Dial(ctx context.Context, id string) (net.Conn, error)
+	// Seal makes sandbox id's channel unchangeable from inside (where the
+	// runtime's channel has anything the sandbox could change). The host
+	// calls it once it has authenticated the init on a connection, before
+	// anything else runs in the sandbox; it is idempotent. A channel that
+	// can no longer be sealed fails with errdefs.ErrPermissionDenied.
+	Seal(id string) error
+	// Secret returns the Spec.Secret sandbox id was created with.
+	Secret(id string) ([]byte, error)
 }
 
 // Spec describes a sandbox to create.
@@ -49,11 +69,16 @@ type Spec struct {
 	Args []string
 	// Env is added to the default environment (PATH, HOME, LANG, ...).
 	Env map[string]string
-	// Mounts are extra bind mounts (the agent binary, the socket dir).
+	// Mounts are extra bind mounts (the agent binary).
 	Mounts []Mount
 	Limits Limits
 	// Labels are kept with the sandbox (bundle annotations) for reconcile.
 	Labels map[string]string
+	// Secret is handed to the init process alone, as file descriptor 3 (a
+	// pipe to read to its end and close), and kept on the host where only
+	// root can read it (Runtime.Secret). It never appears in the sandbox's
+	// environment, arguments or files. nil: no descriptor 3.
+	Secret []byte
 }
 
 // Mount is a bind mount of a host path into the sandbox.

@@ -28,8 +28,15 @@ import (
 
 // Config configures the agent. Zero values are documented per field.
 type Config struct {
-	// Socket is the unix socket path. "": /run/sandlot/agent.sock.
+	// Socket is the unix socket to listen on: a path, or "@name" for an
+	// abstract name (the sandbox's own network namespace holds it). "":
+	// /run/sandlot/agent.sock.
 	Socket string
+	// Key, when set, is the sandbox's secret: every connection must pass
+	// the handshake (agent.AgentHandshake) before anything is served, so
+	// only the host, which holds the key, can drive the agent. nil: no
+	// handshake (tests).
+	Key []byte
 	// Home is the user's home, the base of relative paths and the default
 	// working directory. "": /home/user.
 	Home string
@@ -126,20 +133,25 @@ func Run(ctx context.Context, cfg Config) error {
 func (s *Server) Serve(ctx context.Context) error {
 	proc.StartReaper()
 	_ = os.MkdirAll(s.cfg.Home, 0o755)
-	if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
-		return fmt.Errorf("socket dir: %w", err)
-	}
-	if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale socket: %w", err)
+	abstract := strings.HasPrefix(s.cfg.Socket, "@")
+	if !abstract {
+		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
+			return fmt.Errorf("socket dir: %w", err)
+		}
+		if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove stale socket: %w", err)
+		}
 	}
 	ln, err := net.Listen("unix", s.cfg.Socket)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	// uid 1000 inside and root outside both connect.
-	if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {
-		ln.Close()
-		return fmt.Errorf("chmod socket: %w", err)
+	if !abstract {
+		// uid 1000 inside and root outside both connect.
+		if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {
+			ln.Close()
+			return fmt.Errorf("chmod socket: %w", err)
+		}
 	}
 	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
 	for _, lang := range s.cfg.Prestart {
@@ -182,6 +194,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if s.cfg.Key != nil {
+				if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
+					s.log.Warn("connection refused", "err", err)
+					c.Close()
+					mu.Lock()
+					delete(conns, c)
+					mu.Unlock()
+					return
+				}
+			}
 			s.serveConn(ctx, c)
 			mu.Lock()
 			delete(conns, c)

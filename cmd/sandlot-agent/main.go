@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -40,7 +41,16 @@ func main() {
 	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
 	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
 	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
+	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
 	flag.Parse()
+	var key []byte
+	if *keyFD >= 0 {
+		var err error
+		if key, err = readKey(*keyFD); err != nil {
+			fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
+			os.Exit(1)
+		}
+	}
 	var langs []string
 	for _, l := range strings.Split(*prestart, ",") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -60,10 +70,28 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := server.Run(ctx, server.Config{Socket: *socket, Home: home, Prestart: langs, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}
+}
+
+// readKey reads the key from fd to its end and closes fd, before any
+// other process exists in the sandbox; children never inherit it.
+func readKey(fd int) ([]byte, error) {
+	f := os.NewFile(uintptr(fd), "key")
+	if f == nil {
+		return nil, fmt.Errorf("key fd %d: not open", fd)
+	}
+	defer f.Close()
+	key, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("key fd %d: %w", fd, err)
+	}
+	if len(key) < 16 {
+		return nil, fmt.Errorf("key fd %d: %d bytes, want at least 16", fd, len(key))
+	}
+	return key, nil
 }
 
 // threadReserve is how many OS threads the agent starts before it serves:

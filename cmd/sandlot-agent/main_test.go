@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,6 +58,76 @@ func TestStaticBinaryServes(t *testing.T) {
 	}
 	if st, err := os.Stat(home); err != nil || !st.IsDir() {
 		t.Fatalf("home not created: %v", err)
+	}
+}
+
+// TestKeyFD: with --key-fd the agent reads its key from that descriptor
+// and serves only a host that proves it; without the key, or with another,
+// the connection is refused. Its children do not inherit the descriptor.
+func TestKeyFD(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildStatic(t, dir)
+	sock := filepath.Join(dir, "agent.sock")
+	key := []byte("0123456789abcdef0123456789abcdef")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw.Write(key)
+	pw.Close()
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(pr.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	pipe := fmt.Sprintf("pipe:[%d]", st.Ino)
+	cmd := exec.Command(bin, "--socket", sock, "--home", filepath.Join(dir, "home"), "--key-fd", "3")
+	cmd.ExtraFiles = []*os.File{pr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pr.Close()
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	}()
+	ctx := context.Background()
+	var c *agent.Client
+	for i := 0; i < 500; i++ {
+		if c, err = agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: "key", Key: key}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The agent closed the key's pipe once read: neither it nor a child
+	// holds it.
+	r, err := c.Exec(ctx, agent.ExecParams{Shell: "sleep 30 & echo $!"}, nil)
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec: %+v, %v", r, err)
+	}
+	for _, pid := range []string{strconv.Itoa(cmd.Process.Pid), strings.TrimSpace(r.Stdout)} {
+		fds, _ := filepath.Glob("/proc/" + pid + "/fd/*")
+		if len(fds) == 0 {
+			t.Errorf("no fds of %s", pid)
+		}
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fd); l == pipe {
+				t.Errorf("process %s still holds the key's pipe as %s", pid, fd)
+			}
+		}
+	}
+	for _, k := range [][]byte{nil, []byte("another key, 32 bytes long......")} {
+		c, err := agent.Dial(ctx, sock, agent.ClientConfig{SandboxID: "key", Key: k})
+		if err == nil {
+			_, err = c.PingInfo(ctx)
+			c.Close()
+		}
+		if err == nil {
+			t.Errorf("key %q: the agent served a host without its key", k)
+		}
 	}
 }
 

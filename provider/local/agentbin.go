@@ -3,24 +3,38 @@ package local
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 )
 
-// installAgent copies the agent binary into the state directory as
-// root-owned and execute-only (0711; mode is 0755 only for runsc, see
-// oci.Runtime.AgentMode), named by its digest, and returns the
-// copy's path. The sandbox user can run it but not read it, and the kernel
-// makes a process started from an unreadable binary non-dumpable: user
-// code (same uid as the agent) then cannot open /proc/1/mem or ptrace the
-// agent even if the agent forgets to protect itself.
+// agentTTL is how long an agent copy in the share may go unused before any
+// provider removes it. A provider marks its copy used at install and, at
+// most hourly, at create (touchEvery); a removed copy lives on in the
+// sandboxes that mount it.
+const (
+	agentTTL   = 24 * time.Hour
+	touchEvery = time.Hour
+)
+
+// installAgent copies the agent binary into the host's share (runtime/oci)
+// as a root-owned file of mode (0711, execute-only; 0755 only for runsc,
+// see oci.Runtime.AgentMode) and returns the copy's path. The sandbox user
+// can run it but not read it, and the kernel makes a process started from
+// an unreadable binary non-dumpable: user code cannot open /proc/1/mem or
+// ptrace the agent even if the agent forgets to protect itself.
 //
-// The copy is named by the source's identity (path, inode, size, mtime) so
-// a restart finds it without reading the binary again.
-func installAgent(src, stateDir string, mode os.FileMode) (string, error) {
+// The share serves every daemon on the host, so the copy is named by its
+// content: identical builds share one copy. A small index (.src/<identity
+// of the source: path, inode, size, mtime>) finds it again without reading
+// the binary. Copies unused for agentTTL are removed.
+func installAgent(src, share string, mode os.FileMode) (string, error) {
 	f, err := os.Open(src)
 	if err != nil {
 		return "", fmt.Errorf("agent binary: %w", err)
@@ -34,25 +48,26 @@ func installAgent(src, stateDir string, mode os.FileMode) (string, error) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		ino = st.Ino
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d", src, ino, fi.Size(), fi.ModTime().UnixNano())
-	if mode != 0o711 {
-		fmt.Fprintf(h, "\x00%o", mode) // runsc's readable copy sits beside the 0711 one
-	}
-	dir := filepath.Join(stateDir, "agent")
-	dst := filepath.Join(dir, "sandlot-agent-"+hex.EncodeToString(h.Sum(nil))[:16])
-	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == mode {
-		return dst, nil
-	}
-	if err := os.MkdirAll(dir, 0o711); err != nil {
+	dir := filepath.Join(share, "agent")
+	if err := os.MkdirAll(filepath.Join(dir, ".src"), 0o711); err != nil {
 		return "", err
+	}
+	idh := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%o", src, ino, fi.Size(), fi.ModTime().UnixNano(), mode))
+	index := filepath.Join(dir, ".src", hex.EncodeToString(idh[:8]))
+	if b, err := os.ReadFile(index); err == nil {
+		dst := filepath.Join(dir, filepath.Base(strings.TrimSpace(string(b))))
+		if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == mode {
+			touch(dst)
+			return dst, nil
+		}
 	}
 	tmp, err := os.CreateTemp(dir, ".agent-")
 	if err != nil {
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, f); err != nil {
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), f); err != nil {
 		tmp.Close()
 		return "", err
 	}
@@ -63,8 +78,60 @@ func installAgent(src, stateDir string, mode os.FileMode) (string, error) {
 	if err := tmp.Close(); err != nil {
 		return "", err
 	}
+	name := fmt.Sprintf("sandlot-agent-%s-%o", hex.EncodeToString(h.Sum(nil))[:16], mode)
+	dst := filepath.Join(dir, name)
 	if err := os.Rename(tmp.Name(), dst); err != nil {
 		return "", err
 	}
+	if err := os.WriteFile(index, []byte(name), 0o600); err != nil {
+		return "", err
+	}
+	removeUnused(dir, time.Now().Add(-agentTTL))
 	return dst, nil
+}
+
+// touch marks a copy used now.
+func touch(p string) {
+	now := time.Now()
+	os.Chtimes(p, now, now)
+}
+
+// removeUnused removes agent copies and index entries last used before
+// cutoff.
+func removeUnused(dir string, cutoff time.Time) {
+	for _, d := range []string{dir, filepath.Join(dir, ".src")} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			if info, err := e.Info(); err == nil && info.ModTime().Before(cutoff) {
+				os.Remove(filepath.Join(d, e.Name()))
+			}
+		}
+	}
+}
+
+// agentCopy returns the provider's agent copy in the share, installing it
+// again if another provider removed it (copies unused for agentTTL go),
+// and marks it used.
+func (p *Provider) agentCopy() (string, error) {
+	p.agentMu.Lock()
+	defer p.agentMu.Unlock()
+	fi, err := os.Stat(p.agentPath)
+	if err == nil {
+		if time.Since(fi.ModTime()) > touchEvery {
+			touch(p.agentPath)
+		}
+		return p.agentPath, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	path, err := installAgent(p.agentSrc, p.rt.ShareDir(), p.rt.AgentMode())
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	p.agentPath = path
+	return path, nil
 }

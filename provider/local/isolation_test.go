@@ -48,7 +48,7 @@ func testIsolation(t *testing.T, kind string) {
 		{"seccomp and no_new_privs", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -s '\\t' ' '", "NoNewPrivs: 1\nSeccomp: 2\n"},
 		{"no capabilities", "grep -E '^CapEff:' /proc/self/status | tr -s '\\t' ' '", "CapEff: 0000000000000000\n"},
 		{"only lo", "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ' '", "lo "}, // not /sys/class/net: gVisor's sysfs has none
-		{"agent not dumpable", "stat -c %u /proc/1/mem", "0\n"},                                 // a non-dumpable task's /proc files are root's
+
 		{"pid 1 is the agent", "tr '\\0' ' ' < /proc/1/cmdline | cut -d' ' -f1", "/opt/sandlot/sandlot-agent\n"},
 		{"write home and tmp", "echo a > ~/f && echo b > /tmp/f && cat ~/f /tmp/f", "a\nb\n"},
 	}
@@ -60,8 +60,30 @@ func testIsolation(t *testing.T, kind string) {
 			}
 		})
 	}
+	t.Run("agent not dumpable", func(t *testing.T) {
+		// A non-dumpable task's /proc files belong to root of the user
+		// namespace its memory is tied to. The agent's binary is
+		// unreadable to the sandbox, so the kernel ties it to the host's
+		// (init) namespace, whose root shows as nobody (65534) inside;
+		// gVisor, where the agent makes itself non-dumpable, shows 0.
+		// Never the sandbox user.
+		r := sh(t, c, "stat -c %u /proc/1/mem")
+		want := "65534\n"
+		if kind == "runsc" {
+			want = "0\n"
+		}
+		if r.ExitCode != 0 || r.Stdout != want {
+			t.Errorf("owner of /proc/1/mem = %q (exit %d, %s), want %q", r.Stdout, r.ExitCode, r.Stderr, want)
+		}
+	})
 	t.Run("own namespaces", func(t *testing.T) {
-		for _, ns := range []string{"pid", "mnt", "ipc", "uts", "net"} {
+		nss := []string{"pid", "mnt", "ipc", "uts", "net", "user", "cgroup"}
+		if kind == "runsc" {
+			// gVisor has no cgroup namespace file; its /proc/self/cgroup
+			// is its own (TestNoHostNames).
+			nss = nss[:len(nss)-1]
+		}
+		for _, ns := range nss {
 			host, err := os.Readlink("/proc/self/ns/" + ns)
 			if err != nil {
 				t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 // hostFootprint counts what sandboxes can leave on the host. Only our own
 // sandboxes' processes and cgroups count: other tests may run beside us.
 type hostFootprint struct {
-	Procs, Cgroups, Mounts, Bundles, SockDirs, RuntimeStates int
+	Procs, Cgroups, Mounts, Bundles, ChanDirs, IDRanges, RuntimeStates int
 }
 
 func footprintOf(p *Provider, ids []string) hostFootprint {
@@ -47,12 +47,13 @@ func footprintOf(p *Provider, ids []string) hostFootprint {
 		}
 	}
 	n := func(d string) int { e, _ := os.ReadDir(filepath.Join(p.stateDir, d)); return len(e) }
-	f.Bundles, f.SockDirs, f.RuntimeStates = n("bundles"), n("sandboxes"), n(p.Runtime().Name())
+	f.Bundles, f.ChanDirs, f.IDRanges, f.RuntimeStates = n("bundles"), n("chan"), n("ids")-1, n(p.Runtime().Name()) // ids/.lock
 	return f
 }
 
 // TestNoLeaks: 50 create/use/destroy cycles with the real agent leave no
-// process, mount, cgroup, bundle, socket dir or runtime state behind.
+// process, mount, cgroup, bundle, channel dir, id range or runtime state
+// behind.
 func TestNoLeaks(t *testing.T) {
 	for _, kind := range []string{"auto", "runsc"} {
 		t.Run(kind, func(t *testing.T) { testNoLeaks(t, kind) })

@@ -1,24 +1,26 @@
 // Package local is the contexts.Provider that runs sandboxes on this host:
 // an OCI container (runtime/oci) whose PID 1 is sandlot-agent, reached over
-// a unix socket in a per-sandbox host directory. The socket outlives the
-// daemon, so a new daemon process reattaches to running sandboxes by id.
+// the runtime's channel (runtime.Runtime.Dial), which no sandbox can
+// redirect. Each sandbox gets a key of its own that only its agent is
+// given; every connection opens with a handshake in which both sides prove
+// it (agent.HostHandshake). The channel and the key outlive the daemon, so
+// a new daemon process reattaches to running sandboxes by id.
 //
-// Layout under the state directory (see runtime/oci for the rest):
-//
-//	sandboxes/<id>/agent.sock  bind-mounted at /run/sandlot in the sandbox
+// Layout under the state directory: see runtime/oci; the agent binary is
+// installed in the runtime's share (agentbin.go).
 package local
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -41,7 +43,7 @@ const AgentEnv = "SANDLOT_AGENT_BIN"
 type Config struct {
 	// Runtime is auto (""), crun, runc or runsc.
 	Runtime string
-	// StateDir holds bundles, sockets and runtime state; "": /run/sandlot.
+	// StateDir holds bundles, keys and runtime state; "": /run/sandlot.
 	StateDir string
 	// AgentPath is the host path of the static sandlot-agent binary. "":
 	// sandlot-agent beside os.Executable(), else $SANDLOT_AGENT_BIN.
@@ -62,8 +64,11 @@ type Config struct {
 
 // Provider runs sandboxes with an OCI runtime. Safe for concurrent use.
 type Provider struct {
-	rt        runtime.Runtime
-	stateDir  string
+	rt       *oci.Runtime
+	stateDir string
+	agentSrc string // the agent binary given to New
+	agentMu  sync.Mutex
+	// agentPath is the agent's copy in the runtime's share; under agentMu.
 	agentPath string
 	limits    contexts.Limits
 	prestart  []string
@@ -91,13 +96,14 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	installed, err := installAgent(agentPath, rt.StateDir(), rt.AgentMode())
+	installed, err := installAgent(agentPath, rt.ShareDir(), rt.AgentMode())
 	if err != nil {
 		return nil, err
 	}
 	p := &Provider{
 		rt:        rt,
 		stateDir:  rt.StateDir(),
+		agentSrc:  agentPath,
 		agentPath: installed,
 		limits:    cfg.Limits,
 		prestart:  cfg.Prestart,
@@ -106,16 +112,6 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if p.ready <= 0 {
 		p.ready = 15 * time.Second
-	}
-	// 0700: the sandbox user is uid 1000 on the host too; host processes
-	// of that uid must not reach the sockets. Sandboxes see only their own
-	// directory, through the bind mount.
-	sbDir := filepath.Join(p.stateDir, "sandboxes")
-	if err := os.MkdirAll(sbDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	if err := os.Chmod(sbDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	return p, nil
 }
@@ -146,13 +142,6 @@ func (p *Provider) Name() string { return Name }
 // Runtime returns the runtime in use (for its name and Stats).
 func (p *Provider) Runtime() runtime.Runtime { return p.rt }
 
-func (p *Provider) sockDir(id string) string { return filepath.Join(p.stateDir, "sandboxes", id) }
-
-// SocketPath is the host path of a sandbox's agent socket.
-func (p *Provider) SocketPath(id string) string {
-	return filepath.Join(p.sockDir(id), agent.SocketName)
-}
-
 func (p *Provider) limitsFor(l contexts.Limits) runtime.Limits {
 	pick := func(a, b int64) int64 {
 		if a > 0 {
@@ -179,12 +168,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
+	agentBin, err := p.agentCopy()
+	if err != nil {
+		return nil, err
+	}
 	id := runtime.NewID()
 	start := time.Now()
-	dir := p.sockDir(id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", id, err)
-	}
 	defer func() {
 		if err != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -194,9 +183,6 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			}
 		}
 	}()
-	if err := os.Chown(dir, oci.UID, oci.GID); err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", id, err)
-	}
 	labels := make(map[string]string, len(spec.Labels)+1)
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -204,8 +190,10 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if spec.Template != "" {
 		labels["template"] = spec.Template
 	}
-	sock := agent.SocketDir + "/" + agent.SocketName
-	args := []string{oci.AgentPath, "--socket", sock, "--home", oci.HomeDir}
+	key := make([]byte, agent.KeySize)
+	rand.Read(key)
+	// The runtime hands the key to the agent alone, on fd 3 (runtime.Spec.Secret).
+	args := []string{oci.AgentPath, "--socket", p.rt.Channel(), "--key-fd", "3", "--home", oci.HomeDir}
 	if prestart := mergePrestart(p.prestart, spec.Prestart); len(prestart) > 0 {
 		args = append(args, "--prestart", strings.Join(prestart, ","))
 	}
@@ -214,18 +202,18 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Args: args,
 		Env:  env,
 		Mounts: []runtime.Mount{
-			{Source: p.agentPath, Destination: oci.AgentPath, ReadOnly: true},
-			{Source: dir, Destination: agent.SocketDir},
+			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},
 		Limits: p.limitsFor(spec.Limits),
 		Labels: labels,
+		Secret: key,
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
 	if err := p.rt.Create(ctx, rs); err != nil {
 		return nil, err
 	}
-	c, err := p.connect(ctx, id, true)
+	c, err := p.connect(ctx, id, key, true)
 	if err != nil {
 		return nil, err
 	}
@@ -233,26 +221,37 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	return c, nil
 }
 
-// connect dials the agent, waiting for its socket when wait is set, and
-// pings it.
-func (p *Provider) connect(ctx context.Context, id string, wait bool) (*agent.Client, error) {
-	path := p.SocketPath(id)
-	cfg := agent.ClientConfig{SandboxID: id, Logger: p.log}
-	// The agent binds its socket a few ms after the runtime returns. Poll
-	// tightly (a failed dial of a missing path costs ~10 µs; at most 0.5 ms
-	// is lost after the socket appears), and check now and then that the
-	// sandbox has not died instead.
+// connect dials the agent over the runtime's channel, runs the handshake
+// with key, and pings it; with wait set it waits for the agent to listen.
+// A peer that fails the runtime's check or the handshake is never retried:
+// it is not the sandbox's agent.
+func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool) (*agent.Client, error) {
+	cfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
+	// The agent listens a few ms after the runtime returns. Poll tightly
+	// (a failed dial costs ~20 µs; at most 0.5 ms is lost after the agent
+	// listens), and check now and then that the sandbox has not died.
 	delay := 50 * time.Microsecond
 	nextCheck := time.Now().Add(100 * time.Millisecond)
 	for {
-		c, err := agent.Dial(ctx, path, cfg)
+		conn, err := p.rt.Dial(ctx, id)
 		if err == nil {
-			if err = c.Ping(ctx); err == nil {
-				return c, nil
+			var c *agent.Client
+			if c, err = agent.Connect(ctx, conn, cfg); err == nil {
+				// The agent proved the key: seal the channel before any
+				// request (so before any user code) runs.
+				if err = p.rt.Seal(id); err == nil {
+					if err = c.Ping(ctx); err == nil {
+						return c, nil
+					}
+				}
+				c.Close()
 			}
-			c.Close()
 		}
-		if !wait || ctx.Err() != nil {
+		if errors.Is(err, errdefs.ErrPermissionDenied) {
+			p.log.Warn("agent channel refused", "sandbox", id, "err", err)
+			return nil, err
+		}
+		if !wait || ctx.Err() != nil || errors.Is(err, errdefs.ErrNotFound) {
 			return nil, p.unreachable(ctx, id, err)
 		}
 		if time.Now().After(nextCheck) {
@@ -282,7 +281,7 @@ func (p *Provider) unreachable(ctx context.Context, id string, cause error) erro
 		return fmt.Errorf("sandbox %s is %s: %w", id, st.Status, errdefs.ErrNotFound)
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("sandbox %s: agent not ready: %w", id, ctx.Err())
+		return fmt.Errorf("sandbox %s: agent not ready (%v): %w", id, cause, ctx.Err())
 	}
 	return fmt.Errorf("sandbox %s: agent: %v: %w", id, cause, errdefs.ErrUnavailable)
 }
@@ -292,32 +291,17 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(p.sockDir(sandboxID)); errors.Is(err, fs.ErrNotExist) {
+	key, err := p.rt.Secret(sandboxID)
+	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", sandboxID, errdefs.ErrNotFound)
 	}
-	return p.connect(ctx, sandboxID, false)
+	return p.connect(ctx, sandboxID, key, false)
 }
 
 // List implements contexts.Provider: every sandbox in the state directory,
 // running or not (a stopped one still needs Destroy).
-// A socket directory without a bundle (a crash mid-create) is listed too.
 func (p *Provider) List(ctx context.Context) ([]string, error) {
-	ids, err := p.rt.List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		seen[id] = true
-	}
-	ents, _ := os.ReadDir(filepath.Join(p.stateDir, "sandboxes"))
-	for _, e := range ents {
-		if e.IsDir() && runtime.ValidID(e.Name()) && !seen[e.Name()] {
-			ids = append(ids, e.Name())
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
+	return p.rt.List(ctx)
 }
 
 // Destroy implements contexts.Provider.
@@ -325,13 +309,7 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
 	}
-	if err := p.rt.Delete(ctx, sandboxID); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(p.sockDir(sandboxID)); err != nil {
-		return fmt.Errorf("sandbox %s: %w", sandboxID, err)
-	}
-	return nil
+	return p.rt.Delete(ctx, sandboxID)
 }
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,
@@ -354,12 +332,8 @@ func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.Resour
 	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
 	// The runtime knows where the tmpfs mounts can be read (under runsc
 	// only from inside the sandbox).
-	if du, ok := p.rt.(interface {
-		DiskUsage(ctx context.Context, id string, paths ...string) (int64, error)
-	}); ok {
-		if n, err := du.DiskUsage(ctx, sandboxID, oci.HomeDir, "/tmp"); err == nil {
-			u.DiskBytes = n
-		}
+	if n, err := p.rt.DiskUsage(ctx, sandboxID, oci.HomeDir, "/tmp"); err == nil {
+		u.DiskBytes = n
 	}
 	return u, nil
 }

@@ -74,7 +74,7 @@ func TestAutoPicksCrun(t *testing.T) {
 // exits), reattaches by id from a fresh Provider here, and finds the kernel
 // state intact: nothing ties the sandbox to the process that made it.
 func TestRestart(t *testing.T) {
-	for _, kind := range []string{"auto", "runsc"} {
+	for _, kind := range []string{"auto", "runc", "runsc"} {
 		t.Run(kind, func(t *testing.T) { testRestart(t, kind) })
 	}
 }

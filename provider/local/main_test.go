@@ -11,6 +11,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 func TestMain(m *testing.M) {
@@ -68,7 +69,7 @@ func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...str
 	}
 	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Limits: lim, Prestart: prestart, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		os.RemoveAll(dir)
+		oci.Purge(dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -78,7 +79,9 @@ func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...str
 				t.Errorf("destroy %s: %v", id, err)
 			}
 		}
-		os.RemoveAll(dir)
+		if err := oci.Purge(dir); err != nil {
+			t.Errorf("purge state dir: %v", err)
+		}
 	})
 	return p
 }

@@ -24,7 +24,8 @@ type footprint struct {
 	Cgroups       int // our sandboxes' cgroup dirs, all controllers
 	Bundles       int
 	RuntimeStates int // entries in the runtime's --root
-	SockDirs      int
+	ChanDirs      int // runsc channel tmpfs dirs
+	IDRanges      int // allocated host id ranges
 }
 
 func countLines(p string, contains string) int {
@@ -81,7 +82,8 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 	}
 	f.Bundles = countDir(filepath.Join(r.StateDir(), "bundles"))
 	f.RuntimeStates = countDir(filepath.Join(r.StateDir(), r.Name()))
-	f.SockDirs = countDir(filepath.Join(r.StateDir(), "sock"))
+	f.ChanDirs = countDir(filepath.Join(r.StateDir(), "chan"))
+	f.IDRanges = countDir(filepath.Join(r.StateDir(), "ids")) - 1 // .lock
 	return f
 }
 
@@ -97,12 +99,11 @@ func TestNoLeaks(t *testing.T) {
 			for i := 0; i < 50; i++ {
 				id := runtime.NewID()
 				ids = append(ids, id)
-				sd := sockDir(t, r.StateDir(), id)
-				if err := r.Create(ctx, probeSpec(t, id, sd)); err != nil {
+				if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
 					t.Fatal(err)
 				}
 				if i%10 == 0 { // also exercise a live sandbox with children
-					p := dialProbe(t, ctx, sd)
+					p := dialProbe(t, ctx, r, id)
 					if got := p.sh(t, "sleep 60 >/dev/null 2>&1 & echo ok"); got.Out != "ok\n" {
 						t.Fatalf("probe: %+v", got)
 					}
@@ -111,7 +112,6 @@ func TestNoLeaks(t *testing.T) {
 				if err := r.Delete(ctx, id); err != nil {
 					t.Fatal(err)
 				}
-				os.RemoveAll(sd)
 			}
 			// A killed init is reparented to the host's PID 1, which may
 			// reap it lazily: allow the zombies a moment to go.

@@ -26,15 +26,24 @@ const hybridUnified = "/sys/fs/cgroup/unified"
 //
 // The thread stays locked for the life of the process; the goroutine never
 // unlocks it, so Go never reuses it for other work.
+//
+// The namespace is a copy of the host's taken when it was made, and the
+// host's mounts do not propagate into it when the host's / is private (as
+// on the dev machine). A start that needs a mount made later (a state
+// dir's share, mounted by a Runtime created after the thread) therefore
+// refreshes the copy: the thread returns to the host's namespace and
+// unshares again.
 type nsLauncher struct {
 	once sync.Once
 	err  error
 	reqs chan nsReq
 	tid  int // the namespaced thread, for tests
+	host int // the process's own mount namespace (fd); read by the thread only
 }
 
 type nsReq struct {
 	cmd  *exec.Cmd
+	need string // a mount point the command must see; "" for none
 	done chan error
 }
 
@@ -61,32 +70,64 @@ func (l *nsLauncher) loop(ready chan<- error) {
 	goruntime.LockOSThread()
 	// Never UnlockOSThread: the thread's mount namespace differs from the
 	// process's, and a locked goroutine that returns takes its thread down.
-	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-		ready <- fmt.Errorf("unshare mount namespace: %w", err)
+	host, err := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		ready <- fmt.Errorf("host mount namespace: %w", err)
 		return
 	}
-	// Keep seeing the host's mounts come and go, but never send ours back.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		ready <- fmt.Errorf("make / rslave: %w", err)
+	l.host = host
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		ready <- fmt.Errorf("unshare fs: %w", err)
 		return
 	}
-	if err := unix.Unmount(hybridUnified, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		ready <- fmt.Errorf("unmount %s: %w", hybridUnified, err)
+	if err := l.enter(); err != nil {
+		ready <- err
 		return
 	}
 	l.tid = unix.Gettid()
 	ready <- nil
 	for r := range l.reqs {
+		if r.need != "" && !isMountPoint(r.need) {
+			if err := l.refresh(); err != nil {
+				r.done <- err
+				continue
+			}
+		}
 		r.done <- r.cmd.Start()
 	}
 }
 
-// start starts cmd from the namespaced thread.
-func (l *nsLauncher) start(cmd *exec.Cmd) error {
+// enter gives the thread a new mount namespace without hybridUnified.
+func (l *nsLauncher) enter() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare mount namespace: %w", err)
+	}
+	// Keep seeing the host's mounts come and go where they propagate, but
+	// never send ours back.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make / rslave: %w", err)
+	}
+	if err := unix.Unmount(hybridUnified, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", hybridUnified, err)
+	}
+	return nil
+}
+
+// refresh replaces the thread's namespace with a fresh copy of the host's.
+func (l *nsLauncher) refresh() error {
+	if err := unix.Setns(l.host, unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("return to the host mount namespace: %w", err)
+	}
+	return l.enter()
+}
+
+// start starts cmd from the namespaced thread, which must see the mount
+// at need ("" for none).
+func (l *nsLauncher) start(cmd *exec.Cmd, need string) error {
 	if err := l.init(); err != nil {
 		return err
 	}
 	done := make(chan error, 1)
-	l.reqs <- nsReq{cmd: cmd, done: done}
+	l.reqs <- nsReq{cmd: cmd, need: need, done: done}
 	return <-done
 }

@@ -6,9 +6,13 @@
 //
 // Layout under Config.StateDir:
 //
-//	rootfs/<digest>/  the shared root skeleton (mount points, /usr links, /etc)
-//	bundles/<id>/     config.json, runtime (which binary made it), log
+//	bundles/<id>/     config.json, runtime (which binary made it), pid, secret, log
+//	ids/<n>           which sandbox holds host id range n (idmap.go)
+//	chan/<id>/        runsc: the sandbox's channel tmpfs (channel.go)
 //	<kind>/           the runtime binary's own state (--root)
+//
+// The root skeleton (mount points, /usr links, /etc) lives in the host's
+// share (share.go), a tmpfs outside the state dir.
 //
 // Containers are started detached, in their own session, with /dev/null as
 // stdio: nothing ties them to the process that created them.
@@ -31,6 +35,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -62,6 +67,15 @@ type Config struct {
 	StateDir string
 	// Binary overrides the path of the runtime binary (default: $PATH).
 	Binary string
+	// IDBase is the first host uid/gid of the sandboxes' id ranges
+	// (IDRangeSize each); 0: DefaultIDBase. Ranges that overlap a host
+	// account (/etc/passwd, group, subuid, subgid) are skipped.
+	IDBase uint32
+	// IDRanges is how many ranges there are, the most sandboxes that can
+	// exist at once; 0: DefaultIDRanges.
+	IDRanges int
+	// ShareDir is where the host's share is mounted; "": DefaultShareDir.
+	ShareDir string
 	// Logger receives the runtime choice and cleanup problems; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -74,9 +88,14 @@ type Runtime struct {
 	rootfs   string
 	log      *slog.Logger
 	ns       *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
+	ids      *idAllocator
+	share    string
 	// seccompBPF is the default profile compiled by crun once (base64),
 	// passed to later containers so crun skips libseccomp; "" otherwise.
 	seccompBPF string
+	// info caches what Dial needs of a bundle (id -> *sandboxInfo); a
+	// bundle does not change after create.
+	info sync.Map
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -91,6 +110,42 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	kind := cfg.Runtime
+	if kind == "" {
+		kind = KindAuto
+	}
+	// Which binaries to try, checked before the state dir is touched.
+	var kinds []string
+	switch kind {
+	case KindCrun, KindRunc, KindRunsc:
+		kinds = []string{kind}
+	case KindAuto:
+		kinds = autoOrder
+	default:
+		return nil, fmt.Errorf("unknown runtime %q (auto, crun, runc, runsc): %w", kind, errdefs.ErrInvalidArgument)
+	}
+	bins := map[string]string{}
+	var errs []error
+	for _, k := range kinds {
+		bin := cfg.Binary
+		if bin == "" || kind == KindAuto {
+			var err error
+			if bin, err = exec.LookPath(k); err != nil {
+				err = fmt.Errorf("runtime %s not installed (no %q in PATH; install it or use --runtime auto): %w", k, k, errdefs.ErrFailedPrecondition)
+				if kind != KindAuto {
+					return nil, err
+				}
+				log.Info("runtime unusable", "runtime", k, "err", err)
+				errs = append(errs, err)
+				continue
+			}
+		}
+		bins[k] = bin
+	}
+	if len(bins) == 0 {
+		return nil, fmt.Errorf("no working OCI runtime (%w): %w", errors.Join(errs...), errdefs.ErrFailedPrecondition)
+	}
+
 	dir := cfg.StateDir
 	if dir == "" {
 		dir = DefaultStateDir
@@ -104,63 +159,60 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("state dir: %w", err)
 		}
 	}
+	// The sandboxes' root users (host ids of their own) reach the runsc
+	// channel directories through here: search, no listing.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	share := cfg.ShareDir
+	if share == "" {
+		share = DefaultShareDir
+	}
+	if err := mountShare(share); err != nil {
+		return nil, err
+	}
+	ids, err := newIDAllocator(dir, cfg.IDBase, cfg.IDRanges)
+	if err != nil {
+		return nil, err
+	}
+	if err := ids.rebuild(bundleConfigs(dir)); err != nil {
+		return nil, fmt.Errorf("id ranges: %w", err)
+	}
 	skel, err := newSkeleton("/")
 	if err != nil {
 		return nil, err
 	}
-	rootfs, err := skel.materialize(filepath.Join(dir, "rootfs"))
+	rootfs, err := skel.materialize(filepath.Join(share, "rootfs"))
 	if err != nil {
 		return nil, err
 	}
-	kind := cfg.Runtime
-	if kind == "" {
-		kind = KindAuto
-	}
-	mk := func(k string) (*Runtime, error) {
-		bin := cfg.Binary
-		if bin == "" || kind == KindAuto {
-			bin, err = exec.LookPath(k)
-			if err != nil {
-				return nil, fmt.Errorf("runtime %s not installed (no %q in PATH; install it or use --runtime auto): %w", k, k, errdefs.ErrFailedPrecondition)
-			}
+	for _, k := range kinds {
+		bin, ok := bins[k]
+		if !ok {
+			continue
 		}
-		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, log: log}
+		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, share: share, ids: ids, log: log}
 		if k == KindCrun && needsHybridWorkaround() {
 			r.ns = &launcher
 		}
-		return r, nil
-	}
-	switch kind {
-	case KindCrun, KindRunc, KindRunsc:
-		r, err := mk(kind)
-		if err != nil {
-			return nil, err
+		if kind != KindAuto && k != KindCrun {
+			return r, nil
 		}
-		if kind == KindCrun {
-			if err := r.probeCached(ctx); err != nil {
-				return nil, fmt.Errorf("runtime crun: %w", err)
+		start := time.Now()
+		err := r.probeCached(ctx)
+		if err == nil {
+			if kind == KindAuto {
+				log.Info("runtime selected", "runtime", k, "binary", r.bin, "probe", time.Since(start))
 			}
+			return r, nil
 		}
-		return r, nil
-	case KindAuto:
-		var errs []error
-		for _, k := range autoOrder {
-			r, err := mk(k)
-			if err == nil {
-				start := time.Now()
-				err = r.probeCached(ctx)
-				if err == nil {
-					log.Info("runtime selected", "runtime", k, "binary", r.bin, "probe", time.Since(start))
-					return r, nil
-				}
-			}
-			log.Info("runtime unusable", "runtime", k, "err", err)
-			errs = append(errs, err)
+		if kind != KindAuto {
+			return nil, fmt.Errorf("runtime %s: %w", k, err)
 		}
-		return nil, fmt.Errorf("no working OCI runtime (%w): %w", errors.Join(errs...), errdefs.ErrFailedPrecondition)
-	default:
-		return nil, fmt.Errorf("unknown runtime %q (auto, crun, runc, runsc): %w", kind, errdefs.ErrInvalidArgument)
+		log.Info("runtime unusable", "runtime", k, "err", err)
+		errs = append(errs, err)
 	}
+	return nil, fmt.Errorf("no working OCI runtime (%w): %w", errors.Join(errs...), errdefs.ErrFailedPrecondition)
 }
 
 // launcher is process-wide: one namespaced thread serves every crun.
@@ -175,7 +227,10 @@ func (r *Runtime) StateDir() string { return r.stateDir }
 // Rootfs is the shared root skeleton in use.
 func (r *Runtime) Rootfs() string { return r.rootfs }
 
-func (r *Runtime) bundle(id string) string { return filepath.Join(r.stateDir, "bundles", id) }
+// ShareDir is the host's share (share.go), for files that sandboxes
+// bind-mount read-only (Spec.Mounts sources): their paths there reveal
+// nothing of the host. Name what goes there by its content.
+func (r *Runtime) ShareDir() string { return r.share }
 
 // driver is how to call one runtime binary for one bundle.
 type driver struct {
@@ -230,7 +285,7 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 
 func (d driver) start(c *exec.Cmd) error {
 	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
-		return launcher.start(c) // also for crun bundles found by a runc Runtime
+		return launcher.start(c, d.r.share) // also for crun bundles found by a runc Runtime
 	}
 	return c.Start()
 }
@@ -258,9 +313,10 @@ func isNotExist(msg string) bool {
 	return strings.Contains(m, "does not exist") || strings.Contains(m, "not found") || strings.Contains(m, "no such file")
 }
 
-// detached runs `args` with /dev/null stdio and waits for the runtime
-// binary (not the container) to exit. Errors come from the log file.
-func (d driver) detached(ctx context.Context, logPath string, args ...string) error {
+// detached runs `args` with /dev/null stdio and files as descriptors 3...,
+// and waits for the runtime binary (not the container) to exit. Errors
+// come from the log file.
+func (d driver) detached(ctx context.Context, logPath string, files []*os.File, args ...string) error {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
 		return err
@@ -268,6 +324,7 @@ func (d driver) detached(ctx context.Context, logPath string, args ...string) er
 	defer null.Close()
 	c := d.cmd(ctx, logPath, args...)
 	c.Stdin, c.Stdout, c.Stderr = null, null, null
+	c.ExtraFiles = files
 	if err := d.start(c); err != nil {
 		return fmt.Errorf("%s: %w", d.kind, err)
 	}
@@ -328,7 +385,22 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			}
 		}
 	}()
-	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF)
+	ids, err := r.ids.alloc(spec.ID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			r.ids.free(spec.ID, ids) // deleteBundle frees it too once config.json is written
+		}
+	}()
+	var chanDir string
+	if r.kind == KindRunsc && sub == "run" {
+		if chanDir, err = r.mountChannel(spec.ID, ids); err != nil {
+			return err
+		}
+	}
+	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF, ids, chanDir)
 	if err != nil {
 		return err
 	}
@@ -342,12 +414,28 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	if err := os.WriteFile(filepath.Join(dir, "runtime"), []byte(r.kind+"\n"), 0o600); err != nil {
 		return err
 	}
-	logPath := filepath.Join(dir, "log")
-	args := []string{sub, "--bundle", dir}
+	args := []string{sub, "--bundle", dir, "--pid-file", filepath.Join(dir, "pid")}
 	if sub == "run" {
 		args = append(args, "--detach")
 	}
-	if err := d.detached(ctx, logPath, append(args, spec.ID)...); err != nil {
+	var files []*os.File
+	if spec.Secret != nil {
+		if err := os.WriteFile(filepath.Join(dir, "secret"), spec.Secret, 0o600); err != nil {
+			return err
+		}
+		pr, err := secretPipe(spec.Secret)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		files = append(files, pr)
+		if r.kind == KindRunsc {
+			args = append(args, "--pass-fd", "3:3")
+		} else {
+			args = append(args, "--preserve-fds", "1")
+		}
+	}
+	if err := d.detached(ctx, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
 	return nil
@@ -431,8 +519,20 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	if err := removeCgroups(ctx, id); err != nil {
 		return err
 	}
+	// Every process of the sandbox is gone (its cgroups could be removed):
+	// its id range and channel can go too.
+	if err := r.unmountChannel(id); err != nil {
+		return err
+	}
+	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove bundle: %w", err)
+	}
+	r.info.Delete(id)
+	if idErr == nil {
+		if err := r.ids.free(id, ids); err != nil {
+			return fmt.Errorf("free id range: %w", err)
+		}
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func newRuntime(t testing.TB, kind string) *Runtime {
 	}
 	r, err := New(context.Background(), Config{Runtime: kind, StateDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		os.RemoveAll(dir)
+		Purge(dir)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -46,7 +46,9 @@ func newRuntime(t testing.TB, kind string) *Runtime {
 				t.Errorf("cleanup %s: %v", id, err)
 			}
 		}
-		os.RemoveAll(dir)
+		if err := Purge(dir); err != nil {
+			t.Errorf("purge state dir: %v", err)
+		}
 	})
 	return r
 }
@@ -57,7 +59,7 @@ func startProbe(t testing.TB, r *Runtime, lim runtime.Limits) (string, *probeCon
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id := runtime.NewID()
-	sp := probeSpec(t, id, sockDir(t, r.StateDir(), id))
+	sp := probeSpec(t, r, id)
 	if lim != (runtime.Limits{}) {
 		sp.Limits = lim
 	}
@@ -69,7 +71,7 @@ func startProbe(t testing.TB, r *Runtime, lim runtime.Limits) (string, *probeCon
 			t.Errorf("delete %s: %v", id, err)
 		}
 	})
-	return id, dialProbe(t, ctx, filepath.Join(r.StateDir(), "sock", id))
+	return id, dialProbe(t, ctx, r, id)
 }
 
 func TestSelectAuto(t *testing.T) {
@@ -134,7 +136,7 @@ func TestLifecycle(t *testing.T) {
 			if err != nil || stats.MemoryBytes == 0 || stats.PIDs == 0 {
 				t.Errorf("stats = %+v, %v", stats, err)
 			}
-			if err := r.Create(ctx, probeSpec(t, id, p.dir)); !errors.Is(err, errdefs.ErrAlreadyExists) {
+			if err := r.Create(ctx, probeSpec(t, r, id)); !errors.Is(err, errdefs.ErrAlreadyExists) {
 				t.Errorf("second create: %v, want already_exists", err)
 			}
 			// SIGTERM is ignored by the probe, as by an init; SIGKILL stops it.

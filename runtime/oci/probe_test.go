@@ -24,6 +24,9 @@ import (
 // runtime tests independent of the real agent.
 const probeEnv = "SANDLOT_OCI_PROBE"
 
+// probeAddrEnv is where the probe listens: the runtime's channel.
+const probeAddrEnv = "SANDLOT_OCI_PROBE_ADDR"
+
 type probeReply struct {
 	Out  string `json:"out"`
 	Code int    `json:"code"`
@@ -42,7 +45,7 @@ func probeMain() {
 	// Like the real agent: same uid as user code, so it must not be
 	// dumpable or /proc/1/mem would let user code rewrite it.
 	unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	l, err := net.Listen("unix", "/run/sandlot/agent.sock")
+	l, err := net.Listen("unix", os.Getenv(probeAddrEnv))
 	if err != nil {
 		os.Exit(3)
 	}
@@ -73,61 +76,79 @@ func probeMain() {
 
 // probeConn talks to a probe.
 type probeConn struct {
-	c   net.Conn
-	sc  *bufio.Scanner
-	dir string
+	c  net.Conn
+	sc *bufio.Scanner
 }
 
-// sockDir makes the per-sandbox socket directory, writable by the sandbox user.
-func sockDir(t testing.TB, base, id string) string {
+// probeSpec is a spec that runs the test binary as the sandbox's init,
+// listening on r's channel.
+func probeSpec(t testing.TB, r *Runtime, id string) runtime.Spec {
 	t.Helper()
-	d := filepath.Join(base, "sock", id)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(d, UID, GID); err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
-
-// probeSpec is a spec that runs the test binary as the sandbox's init.
-func probeSpec(t testing.TB, id, sock string) runtime.Spec {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	return runtime.Spec{
 		ID:   id,
 		Args: []string{AgentPath},
-		Env:  map[string]string{probeEnv: "1"},
+		Env:  map[string]string{probeEnv: "1", probeAddrEnv: r.Channel()},
 		Mounts: []runtime.Mount{
-			{Source: self, Destination: AgentPath, ReadOnly: true},
-			{Source: sock, Destination: "/run/sandlot"},
+			{Source: probeBinary(t, r), Destination: AgentPath, ReadOnly: true},
 		},
 		Limits: runtime.Limits{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 16 << 20},
 	}
 }
 
-// dialProbe waits for the probe's socket and connects.
-func dialProbe(t testing.TB, ctx context.Context, dir string) *probeConn {
+// probeBinary is a copy of the test binary in r's state dir, where the
+// sandboxes' root users (unprivileged host ids) can reach it; the go
+// build cache directory is private to the host's root.
+func probeBinary(t testing.TB, r *Runtime) string {
 	t.Helper()
-	p := filepath.Join(dir, "agent.sock")
+	dst := filepath.Join(r.StateDir(), "probe-bin")
+	if _, err := os.Stat(dst); err == nil {
+		return dst
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := dst + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// dialProbe waits for the probe to listen and connects through r.Dial.
+func dialProbe(t testing.TB, ctx context.Context, r *Runtime, id string) *probeConn {
+	t.Helper()
 	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
-		c, err := net.Dial("unix", p)
+		c, err := r.Dial(ctx, id)
 		if err == nil {
-			sc := bufio.NewScanner(c)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
+			// The probe has no key to prove; seal as the provider does
+			// once the agent has proved its key.
+			if err := r.Seal(id); err != nil {
+				c.Close()
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { c.Close() })
-			return &probeConn{c: c, sc: sc, dir: dir}
+			return &probeConn{c: c, sc: newScanner(c)}
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("probe socket %s: %v", p, err)
+			t.Fatalf("probe channel of %s: %v", id, err)
 		case <-time.After(delay):
 		}
 	}
+}
+
+func newScanner(c net.Conn) *bufio.Scanner {
+	sc := bufio.NewScanner(c)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	return sc
 }
 
 // sh runs a shell command in the sandbox.

@@ -64,7 +64,7 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	s.dir("root", 0o700, 0)
 	s.dir("tmp", 0o1777, 0)
 	s.dir("run/sandlot", 0o755, 0)
-	s.dir("home/user", 0o700, UID)
+	s.dir("home/user", 0o755, 0) // a mount point: the sandbox's own tmpfs goes here
 	s.file(strings.TrimPrefix(AgentPath, "/"), "", 0o555)
 	s.link("var/tmp", "/tmp")
 	for _, n := range hostUsrLinks {

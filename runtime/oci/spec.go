@@ -53,8 +53,10 @@ var readonlyPaths = []string{
 const ociVersion = "1.0.2"
 
 // buildSpec turns a sandbox spec into an OCI config. rootfs is the shared
-// skeleton; kind tunes the few runtime-specific bits.
-func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, error) {
+// skeleton; kind tunes the few runtime-specific bits; ids is the sandbox's
+// host id range; chanDir, when set, is the host directory bind-mounted at
+// the channel's directory (runsc).
+func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, chanDir string) (*specs.Spec, error) {
 	if len(s.Args) == 0 {
 		return nil, fmt.Errorf("spec %s: no args", s.ID)
 	}
@@ -104,6 +106,9 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 		}
 		mounts = append(mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
 	}
+	if chanDir != "" {
+		mounts = append(mounts, specs.Mount{Destination: path.Dir(runscChannel), Type: "bind", Source: chanDir, Options: []string{"bind", "nosuid", "nodev", "noexec", "rw"}})
+	}
 
 	anno := map[string]string{annoRuntime: kind}
 	for k, v := range s.Labels {
@@ -139,10 +144,16 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string) (*specs.Spec, er
 		Annotations: anno,
 		Linux: &specs.Linux{
 			CgroupsPath: cgroupParent + "/" + s.ID,
+			// A user namespace of its own (idmap.go), and a cgroup
+			// namespace so /proc/self/cgroup shows "/" instead of the
+			// host's path and the sandbox's id.
 			Namespaces: []specs.LinuxNamespace{
-				{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.IPCNamespace},
-				{Type: specs.UTSNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.UserNamespace}, {Type: specs.PIDNamespace}, {Type: specs.MountNamespace},
+				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.CgroupNamespace},
 			},
+			UIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: ids.Base, Size: ids.Size}},
+			GIDMappings: []specs.LinuxIDMapping{{ContainerID: 0, HostID: ids.Base, Size: ids.Size}},
 			Resources: &specs.LinuxResources{
 				Memory: &specs.LinuxMemory{Limit: &memory, Swap: &memory, Swappiness: &swappiness},
 				CPU:    &specs.LinuxCPU{Period: &period, Quota: &quota},

@@ -6,7 +6,6 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -15,10 +14,11 @@ func TestBuildSpec(t *testing.T) {
 		ID:     "sb-0123456789ab",
 		Args:   []string{AgentPath},
 		Env:    map[string]string{"A": "1", "HOME": "/elsewhere"},
-		Mounts: []runtime.Mount{{Source: "/x", Destination: "/run/sandlot"}, {Source: "/a", Destination: AgentPath, ReadOnly: true}},
+		Mounts: []runtime.Mount{{Source: "/x", Destination: "/data"}, {Source: "/a", Destination: AgentPath, ReadOnly: true}},
 		Labels: map[string]string{"tenant": "t"},
 	}
-	sp, err := buildSpec(s, "/rootfs", KindCrun, "")
+	ids := IDRange{Base: 3 << 20, Size: IDRangeSize}
+	sp, err := buildSpec(s, "/rootfs", KindCrun, "", ids, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,13 +35,14 @@ func TestBuildSpec(t *testing.T) {
 	for _, n := range sp.Linux.Namespaces {
 		ns = append(ns, n.Type)
 	}
-	for _, want := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace} {
+	for _, want := range []specs.LinuxNamespaceType{specs.UserNamespace, specs.PIDNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.NetworkNamespace, specs.CgroupNamespace} {
 		if !slices.Contains(ns, want) {
 			t.Errorf("namespace %s missing", want)
 		}
 	}
-	if slices.Contains(ns, specs.UserNamespace) {
-		t.Error("user namespace")
+	want := []specs.LinuxIDMapping{{ContainerID: 0, HostID: 3 << 20, Size: IDRangeSize}}
+	if !slices.Equal(sp.Linux.UIDMappings, want) || !slices.Equal(sp.Linux.GIDMappings, want) {
+		t.Errorf("id mappings: %+v %+v", sp.Linux.UIDMappings, sp.Linux.GIDMappings)
 	}
 	r := sp.Linux.Resources
 	if *r.Memory.Limit != runtime.DefaultMemoryBytes || *r.Pids.Limit != runtime.DefaultPIDs || *r.CPU.Quota != 100000 || *r.CPU.Period != 100000 {
@@ -54,7 +55,7 @@ func TestBuildSpec(t *testing.T) {
 	for _, m := range sp.Mounts {
 		mounts[m.Destination] = m
 	}
-	if !slices.Contains(mounts["/usr"].Options, "ro") || !slices.Contains(mounts[AgentPath].Options, "ro") || slices.Contains(mounts["/run/sandlot"].Options, "ro") {
+	if !slices.Contains(mounts["/usr"].Options, "ro") || !slices.Contains(mounts[AgentPath].Options, "ro") || slices.Contains(mounts["/data"].Options, "ro") {
 		t.Errorf("mount options: %+v", mounts)
 	}
 	if !slices.Contains(mounts[HomeDir].Options, "size=536870912") || !slices.Contains(mounts["/tmp"].Options, "size=536870912") {
@@ -68,20 +69,23 @@ func TestBuildSpec(t *testing.T) {
 			continue
 		}
 		for _, n := range sc.Names {
-			if slices.Contains([]string{"ptrace", "unshare", "mount", "setns", "process_vm_writev", "bpf", "clone3"}, n) {
+			if slices.Contains([]string{"ptrace", "unshare", "mount", "setns", "process_vm_writev", "bpf", "clone3", "modify_ldt"}, n) {
 				t.Errorf("seccomp allows %s", n)
 			}
 		}
 	}
 
 	// A precompiled filter replaces the profile (crun compiles it otherwise).
-	sp, _ = buildSpec(s, "/rootfs", KindCrun, "AAAA")
+	sp, _ = buildSpec(s, "/rootfs", KindCrun, "AAAA", ids, "")
 	if sp.Linux.Seccomp != nil || sp.Annotations[annoSeccompBPF] != "AAAA" {
 		t.Errorf("bpf: %v %v", sp.Linux.Seccomp, sp.Annotations)
 	}
-	sp, _ = buildSpec(s, "/rootfs", KindRunsc, "")
+	sp, _ = buildSpec(s, "/rootfs", KindRunsc, "", ids, "/chan")
 	if *sp.Linux.Resources.Pids.Limit < runscMinPIDs || sp.Linux.Resources.Memory.Swap != nil {
 		t.Errorf("runsc resources: %+v", sp.Linux.Resources)
+	}
+	if m := sp.Mounts[len(sp.Mounts)-1]; m.Source != "/chan" || m.Destination != "/run/sandlot" || !slices.Contains(m.Options, "noexec") {
+		t.Errorf("runsc channel mount: %+v", m)
 	}
 	if !slices.Contains(sp.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: 256, Soft: 256}) {
 		t.Errorf("runsc rlimits (want NPROC = the pids limit, 256): %+v", sp.Process.Rlimits)
@@ -102,16 +106,15 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("runsc profile allows clone3 %v, unshare %v, setns %v, ptrace %v, mount %v",
 			allowed["clone3"], allowed["unshare"], allowed["setns"], allowed["ptrace"], allowed["mount"])
 	}
-	if _, err := buildSpec(runtime.Spec{ID: "x"}, "/rootfs", KindCrun, ""); err == nil {
+	if _, err := buildSpec(runtime.Spec{ID: "x"}, "/rootfs", KindCrun, "", ids, ""); err == nil {
 		t.Error("no args accepted")
 	}
-	if _, err := buildSpec(runtime.Spec{ID: "x", Args: []string{"a"}, Mounts: []runtime.Mount{{Source: "/a", Destination: "rel"}}}, "/rootfs", KindCrun, ""); err == nil {
+	if _, err := buildSpec(runtime.Spec{ID: "x", Args: []string{"a"}, Mounts: []runtime.Mount{{Source: "/a", Destination: "rel"}}}, "/rootfs", KindCrun, "", ids, ""); err == nil {
 		t.Error("relative mount accepted")
 	}
 }
 
 func TestSkeleton(t *testing.T) {
-	testenv.RequireRoot(t) // chown of /home/user
 	s, err := newSkeleton("/")
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,9 @@ func Hostile(port int) []Case {
 		{"raw socket", Py("import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")},
 		{"kernel keyring", Py("import ctypes,sys; l=ctypes.CDLL(None); sys.exit(0 if l.syscall(250,0,0,0,0,0)>=0 else 1)")}, // keyctl
 		{"mknod", "mknod /tmp/null c 1 3"},
+		{"write channel dir", "touch /run/sandlot/x"},
+		{"write /run", "touch /run/x"},
+		{"become root", Py("import os; os.setresuid(0, 0, 0)")},
 	}
 }
 

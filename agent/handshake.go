@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// The handshake opens every connection between the host and an agent that
+// has a key (a per-sandbox secret the host keeps, handed to the agent at
+// start where no other process in the sandbox can read it). Each side
+// proves it holds the key with an HMAC over both sides' fresh nonces, so
+// neither a process that binds where the agent would listen nor user code
+// that connects to the agent gets anywhere, and a proof cannot be replayed:
+//
+//	host  -> agent: magic, nonceH                     (36 bytes)
+//	agent -> host:  magic, nonceA, HMAC(k, "agent" nonceH nonceA)  (68 bytes)
+//	host  -> agent: HMAC(k, "host" nonceA nonceH)     (32 bytes)
+//	agent -> host:  1 byte, handshakeOK
+//
+// Then the JSON-RPC stream begins. A side that sees anything else closes
+// the connection.
+const (
+	handshakeMagic = "SLA1"
+	nonceSize      = 32
+	macSize        = sha256.Size
+	handshakeOK    = 0x01
+	// KeySize is the size of the keys the host makes.
+	KeySize = 32
+	// HandshakeTimeout bounds a handshake that has no earlier deadline.
+	HandshakeTimeout = 10 * time.Second
+)
+
+// ErrAuth marks a peer that failed the handshake: it does not hold the
+// sandbox's key, or does not speak the protocol.
+var ErrAuth = errors.New("agent authentication failed")
+
+func handshakeMAC(key []byte, role string, a, b []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(role))
+	m.Write(a)
+	m.Write(b)
+	return m.Sum(nil)
+}
+
+// HostHandshake authenticates the agent at the other end of conn and
+// proves the host's own knowledge of key. It fails with ErrAuth (and
+// errdefs.ErrPermissionDenied) when the peer does not hold key.
+func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
+	}
+	deadline := time.Now().Add(HandshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	hello := make([]byte, len(handshakeMagic)+nonceSize)
+	copy(hello, handshakeMagic)
+	nonceH := hello[len(handshakeMagic):]
+	rand.Read(nonceH)
+	if _, err := conn.Write(hello); err != nil {
+		return handshakeErr(ctx, err)
+	}
+	reply := make([]byte, len(handshakeMagic)+nonceSize+macSize)
+	if _, err := io.ReadFull(conn, reply); err != nil {
+		return handshakeErr(ctx, err)
+	}
+	if string(reply[:len(handshakeMagic)]) != handshakeMagic {
+		return fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
+	}
+	nonceA := reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
+	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, "agent", nonceH, nonceA)) {
+		return fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
+	}
+	if _, err := conn.Write(handshakeMAC(key, "host", nonceA, nonceH)); err != nil {
+		return handshakeErr(ctx, err)
+	}
+	var ok [1]byte
+	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != handshakeOK {
+		return fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
+	}
+	return nil
+}
+
+func handshakeErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("handshake: %w", ctx.Err())
+	}
+	// The connection's deadline is the context's when that is earlier, and
+	// it can fire a moment before the context reports it.
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		return fmt.Errorf("handshake: %w", context.DeadlineExceeded)
+	}
+	return fmt.Errorf("handshake: %v: %w", err, errdefs.ErrUnavailable)
+}
+
+// AgentHandshake is the agent's side of the handshake on a connection it
+// accepted. It returns ErrAuth when the peer does not prove key.
+func AgentHandshake(conn net.Conn, key []byte) error {
+	conn.SetDeadline(time.Now().Add(HandshakeTimeout))
+	defer conn.SetDeadline(time.Time{})
+	hello := make([]byte, len(handshakeMagic)+nonceSize)
+	if _, err := io.ReadFull(conn, hello); err != nil {
+		return fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	if string(hello[:len(handshakeMagic)]) != handshakeMagic {
+		return fmt.Errorf("%w: no handshake", ErrAuth)
+	}
+	nonceH := hello[len(handshakeMagic):]
+	reply := make([]byte, 0, len(handshakeMagic)+nonceSize+macSize)
+	reply = append(reply, handshakeMagic...)
+	nonceA := make([]byte, nonceSize)
+	rand.Read(nonceA)
+	reply = append(reply, nonceA...)
+	reply = append(reply, handshakeMAC(key, "agent", nonceH, nonceA)...)
+	if _, err := conn.Write(reply); err != nil {
+		return fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	proof := make([]byte, macSize)
+	if _, err := io.ReadFull(conn, proof); err != nil {
+		return fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	if !hmac.Equal(proof, handshakeMAC(key, "host", nonceA, nonceH)) {
+		return fmt.Errorf("%w: the peer does not hold the key", ErrAuth)
+	}
+	_, err := conn.Write([]byte{handshakeOK})
+	return err
+}
