@@ -24,7 +24,7 @@ import (
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -84,7 +84,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	log := telemetry.NewLogger(std.Err, "error")
+	log := export.NewLogger(std.Err, "error")
 	limits := contexts.Limits{MemoryBytes: memMiB << 20}
 	env := bench.Env{Limits: limits}
 	rtName := ""

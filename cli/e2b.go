@@ -87,14 +87,14 @@ func e2bProvider(log *slog.Logger, node string) contexts.Provider {
 	return e2b.New(cfg)
 }
 
-// providerChain puts several providers in fallback order; onFallback
-// counts fallbacks (telemetry). A non-nil quota counts creations and
-// compute minutes per tenant and provider (a chain of one is kept for it).
-func providerChain(ps []contexts.Provider, log *slog.Logger, onFallback func(from, to string, err error), quota *chain.Quota) contexts.Provider {
+// providerChain puts several providers in fallback order (the chain counts
+// its fallbacks). A non-nil quota counts creations and compute minutes per
+// tenant and provider (a chain of one is kept for it).
+func providerChain(ps []contexts.Provider, log *slog.Logger, quota *chain.Quota) contexts.Provider {
 	if len(ps) == 1 && quota == nil {
 		return ps[0]
 	}
-	return chain.New(ps, chain.Config{Logger: log, OnFallback: onFallback, Quota: quota})
+	return chain.New(ps, chain.Config{Logger: log, Quota: quota})
 }
 
 // Environment of the e2b provider's plan limits, per tenant.
@@ -109,7 +109,7 @@ const (
 // warning and calls record with the used share (the sandlot.quota.usage
 // gauge); compute minutes of running sandboxes are re-checked every
 // minute for the life of the process.
-func e2bQuota(log *slog.Logger, record func(tenant, provider, kind string, ratio float64)) (*chain.Quota, error) {
+func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
 	var plan chain.Plan
 	if v := os.Getenv(envE2BPlanCreations); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -142,11 +142,6 @@ func e2bQuota(log *slog.Logger, record func(tenant, provider, kind string, ratio
 		Plans:      map[string]chain.Plan{"e2b": plan},
 		Thresholds: ths,
 		Logger:     log,
-		OnThreshold: func(e chain.QuotaEvent) {
-			if record != nil && e.Limit > 0 {
-				record(e.Tenant, e.Provider, e.Resource, e.Used/e.Limit)
-			}
-		},
 	})
 	if plan.ComputeMinutes > 0 {
 		go func() {

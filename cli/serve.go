@@ -19,7 +19,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -133,7 +133,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	return errors.Join(serr, cerr)
 }
 
-func newLogger(std IO, level string) *slog.Logger { return telemetry.NewLogger(std.Err, level) }
+func newLogger(std IO, level string) *slog.Logger { return export.NewLogger(std.Err, level) }
 
 // bootstrapTenant creates the default tenant when the store has none,
 // prints its key once and writes it to DATA/api-key (0600), where the CLI

@@ -18,7 +18,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -27,21 +27,15 @@ import (
 // tools and MCP. It starts the manager (reconcile, pools, cleanup); close
 // detaches it, leaving sandboxes running for the next start.
 func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
-	// Telemetry first: the guard, the provider chain and the manager
-	// report to its metrics. The gauges read the manager once it exists.
-	var m *contexts.Manager
-	tel, err := telemetry.Setup(ctx, telemetry.Config{Stats: func() telemetry.Snapshot {
-		if m == nil {
-			return telemetry.Snapshot{}
-		}
-		return statsSnapshot(m.Stats())
-	}})
+	// Exporters first: the guard, the provider chain and the manager make
+	// their instruments from the global meter this installs.
+	tel, err := export.Setup(ctx, export.Config{})
 	if err != nil {
 		return nil, err
 	}
 	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
 	auth := tenant.NewAuthenticator(st, tenant.AuthConfig{})
-	prov, provErr := newProvider(ctx, cfg, log, tel.Metrics)
+	prov, provErr := newProvider(ctx, cfg, log)
 	hmacKey, err := guardKey(cfg.store.dataDir)
 	if err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
@@ -57,7 +51,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			}
 			return tenant.GuardEnforce
 		},
-		OnFinding: tel.Metrics.GuardFinding,
 		Audit: func(ctx context.Context, ev guard.Event) {
 			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
@@ -69,7 +62,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		return nil, err
 	}
 	mcfg := contexts.Config{
-		Metrics:                 tel.Metrics,
 		Guard:                   g,
 		Logger:                  log,
 		MaxPerTenant:            cfg.maxPerTenant,
@@ -84,7 +76,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			mcfg.PoolSize = -1
 		}
 	}
-	m = contexts.NewManager(st, prov, mcfg)
+	m := contexts.NewManager(st, prov, mcfg)
 	w := &wired{}
 	if err := m.Start(ctx); err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
@@ -146,7 +138,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
 // starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *telemetry.Metrics) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
@@ -176,15 +168,13 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, met *te
 		}
 		var quota *chain.Quota
 		if usesProvider(cfg.providers, "e2b") {
-			q, err := e2bQuota(log, met.QuotaUsage)
+			q, err := e2bQuota(log)
 			if err != nil {
 				log.Warn("e2b quota tracking off", slog.String(keyErr, err.Error()))
 			}
 			quota = q
 		}
-		return providerChain(ps, log, func(from, _ string, err error) {
-			met.ProviderFallback(from, string(errdefs.CodeOf(err)))
-		}, quota), nil
+		return providerChain(ps, log, quota), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
 	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
@@ -211,12 +201,3 @@ func (p noProvider) Create(context.Context, contexts.Spec) (contexts.Sandbox, er
 func (p noProvider) Attach(context.Context, string) (contexts.Sandbox, error) { return nil, p.err }
 func (p noProvider) List(context.Context) ([]string, error)                   { return nil, p.err }
 func (p noProvider) Destroy(context.Context, string) error                    { return nil }
-
-// statsSnapshot converts the manager's counters for the telemetry gauges.
-func statsSnapshot(s contexts.Stats) telemetry.Snapshot {
-	out := telemetry.Snapshot{Active: s.Active, PerPool: make(map[string]telemetry.PoolSnapshot, len(s.PerTemplate))}
-	for name, t := range s.PerTemplate {
-		out.PerPool[name] = telemetry.PoolSnapshot{Size: t.PoolSize, Hits: t.PoolHits, Misses: t.PoolMisses}
-	}
-	return out
-}

@@ -99,9 +99,8 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
 				template := e.rec.Template
-				m.ts(template).TotalReused++
 				m.mu.Unlock()
-				m.cfg.Metrics.ContextReused(template)
+				m.countReused(template)
 				return e, nil
 			}
 			if err := ctx.Err(); err != nil {
@@ -300,9 +299,8 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	}
 	m.mu.Lock()
 	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
-	m.ts(template).HealthCheckFailures++
 	m.mu.Unlock()
-	m.cfg.Metrics.HealthCheckFailed()
+	m.countHealthFailure(template)
 	m.log.Warn("context sandbox unhealthy; recreating", logContext, id, logErr, m.sanitize(ctx, tid, msg))
 	m.end(ctx, e, ReasonError, msg)
 }

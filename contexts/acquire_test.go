@@ -157,8 +157,8 @@ func TestExpiredContextIsReplacedOnUse(t *testing.T) {
 }
 
 func TestHealthCheckFailureRecreates(t *testing.T) {
-	mt := &metrics{}
-	e := newEnv(t, contexts.Config{Metrics: mt})
+	mt := newCollector()
+	e := newEnv(t, contexts.Config{Meter: mt.meter()})
 	id := ident("t1", "c1", "main")
 	old := e.exec(id, "x = 1")
 	e.p.Kill(old.SandboxID) // dies behind the manager's back, still listed
@@ -176,8 +176,8 @@ func TestHealthCheckFailureRecreates(t *testing.T) {
 	if st := e.m.Stats(); st.HealthCheckFailures != 1 || st.Active != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
-	if mt.get("health") != 1 || mt.get("terminated:error") != 1 {
-		t.Fatalf("metrics = %v", mt.events)
+	if v := mt.values(t); v["sandlot.health_check.failures{}"] != 1 || v["sandlot.execution_context.terminated{reason=error}"] != 1 {
+		t.Fatalf("metrics = %v", v)
 	}
 }
 

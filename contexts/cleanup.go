@@ -39,8 +39,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.reconcile(ctx)
 
+	unobserve, err := m.observeStats()
+	if err != nil {
+		m.log.Warn("metrics: register the gauges", logErr, err)
+	}
 	m.mu.Lock()
 	m.started = true
+	m.unobserve = unobserve
 	m.mu.Unlock()
 	m.poolEnsure(m.cfg.DefaultTemplate)
 	for t := range m.cfg.PoolSizes {
@@ -366,7 +371,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	close(m.stopCh)
+	unobserve := m.unobserve
 	m.mu.Unlock()
+	if unobserve != nil {
+		unobserve()
+	}
 
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()

@@ -181,7 +181,6 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	e.rec.SandboxID = sb.ID()
 	saved := cloneRecord(e.rec)
 	ended := e.ended
-	m.ts(template).TotalCreated++
 	m.mu.Unlock()
 	if ended { // terminated while creating (Close, Terminate)
 		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
@@ -197,7 +196,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			m.log.Warn("store: mark context ready", logContext, rec.ID, logErr, err)
 		}
 	}
-	m.cfg.Metrics.ContextCreated(template, rec.Provider)
+	m.countCreated(template, rec.Provider)
 	m.log.Debug("context created", logContext, rec.ID, logTenant, id.TenantID, logSandbox, sb.ID(), logTemplate, template)
 	return e, nil
 }

@@ -89,7 +89,6 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		if lastErr != "" {
 			e.rec.LastError = lastErr
 		}
-		m.ts(rec.Template).TotalCleaned++
 	}
 	m.mu.Unlock()
 	if !won {
@@ -103,7 +102,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		sid = sb.ID()
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
-	m.cfg.Metrics.ContextTerminated(string(reason))
+	m.countTerminated(rec.Template, reason)
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }
@@ -125,9 +124,8 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	if !ok {
 		return false
 	}
-	m.count(rec.Template, func(s *TemplateStats) { s.TotalCleaned++ })
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
-	m.cfg.Metrics.ContextTerminated(string(reason))
+	m.countTerminated(rec.Template, reason)
 	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
 	return true
 }

@@ -107,7 +107,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
-				m.cfg.Metrics.Execution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
+				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
 			}
 			return nil, err
 		}
@@ -174,7 +174,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		case errdefs.Categorized(err) && !errors.Is(err, errdefs.ErrUnavailable):
 			// The request was refused (bad kernel name, ...): the sandbox is fine.
 			m.markAlive(e)
-			m.cfg.Metrics.Execution(req.Language, OutcomeError, wall)
+			m.countExecution(req.Language, OutcomeError, wall)
 			return nil, guardError(ctx, g, rec.TenantID, err)
 		default:
 			// A transport failure (the agent client reports them as
@@ -191,7 +191,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				}
 				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
 			}
-			m.cfg.Metrics.Execution(req.Language, OutcomeFault, wall)
+			m.countExecution(req.Language, OutcomeFault, wall)
 			err = guardError(ctx, g, rec.TenantID, err)
 			if !errors.Is(err, errdefs.ErrUnavailable) {
 				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
@@ -207,7 +207,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		dur = time.Duration(res.DurationMs) * time.Millisecond
 	}
 	m.recordExecution(ctx, e, dur)
-	m.cfg.Metrics.Execution(req.Language, outcome(res), dur)
+	m.countExecution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
 	after, ended := cloneRecord(e.rec), e.ended

@@ -27,6 +27,7 @@ type Manager struct {
 	provider Provider
 	cfg      Config
 	log      *slog.Logger
+	inst     *instruments
 
 	idLocks     keyed[Identity]
 	tenantLocks keyed[string]
@@ -41,6 +42,8 @@ type Manager struct {
 	started  bool
 	closed   bool
 	stopCh   chan struct{} // closed by Close to stop the loops
+	// unobserve unregisters the gauges Start registered (metrics.go).
+	unobserve func()
 
 	wg sync.WaitGroup // background loops and pool workers
 }
@@ -69,6 +72,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		provider: provider,
 		cfg:      cfg,
 		log:      cfg.Logger,
+		inst:     newInstruments(cfg.Meter),
 		byID:     map[string]*entry{},
 		byIdent:  map[Identity]*entry{},
 		creating: map[string]bool{},

@@ -170,18 +170,6 @@ func TestStoreFailureIsTolerated(t *testing.T) {
 	}
 }
 
-func TestMetricsEvents(t *testing.T) {
-	mt := &metrics{}
-	e := newEnv(t, contexts.Config{Metrics: mt, MaxExecutionsPerContext: 2})
-	id := ident("t1", "c1", "main")
-	e.exec(id, "1")
-	e.exec(id, "1")
-	if mt.get("created:default:fake") != 1 || mt.get("reused:default") != 1 ||
-		mt.get("exec:python:ok") != 2 || mt.get("terminated:rotated") != 1 {
-		t.Fatalf("metrics = %v", mt.events)
-	}
-}
-
 func TestClosedManager(t *testing.T) {
 	e := newEnv(t, contexts.Config{})
 	e.m.Close(e.ctx)

@@ -19,9 +19,12 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -91,18 +94,19 @@ type Config struct {
 	// HMACKey keys the audit HMACs; nil means a random key per Guard, so
 	// HMACs only correlate within one daemon run.
 	HMACKey []byte
-	// OnFinding, if set, is called with the type of each finding (metrics).
-	OnFinding func(typ string)
+	// Meter makes the findings counter (sandlot.guard.findings, by type).
+	// Nil: telemetry.Meter(), the global provider's.
+	Meter metric.Meter
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
 type Guard struct {
-	mode      string
-	regions   []string
-	modeFor   func(ctx context.Context, tenantID string) string
-	audit     func(ctx context.Context, ev Event)
-	key       []byte
-	onFinding func(typ string)
+	mode     string
+	regions  []string
+	modeFor  func(ctx context.Context, tenantID string) string
+	audit    func(ctx context.Context, ev Event)
+	key      []byte
+	findings metric.Int64Counter
 }
 
 var _ contexts.Guard = (*Guard)(nil)
@@ -110,12 +114,16 @@ var _ contexts.Guard = (*Guard)(nil)
 // New returns a Guard for cfg.
 func New(cfg Config) (*Guard, error) {
 	g := &Guard{
-		mode:      cfg.Mode,
-		modeFor:   cfg.ModeFor,
-		audit:     cfg.Audit,
-		key:       cfg.HMACKey,
-		onFinding: cfg.OnFinding,
+		mode:    cfg.Mode,
+		modeFor: cfg.ModeFor,
+		audit:   cfg.Audit,
+		key:     cfg.HMACKey,
 	}
+	meter := cfg.Meter
+	if meter == nil {
+		meter = telemetry.Meter()
+	}
+	g.findings = telemetry.Counter(meter, "sandlot.guard.findings", "Egress guard findings, by type.")
 	if g.mode == "" {
 		g.mode = ModeEnforce
 	}
@@ -182,7 +190,7 @@ func (g *Guard) Scan(text string) []Finding {
 }
 
 // Redact applies mode to text and returns the result and the findings
-// (nil in off mode). It calls no Audit or OnFinding hooks.
+// (nil in off mode). It calls no Audit hook and counts nothing.
 func (g *Guard) Redact(mode, text string) (string, []Finding) {
 	if mode == ModeOff {
 		return text, nil
@@ -210,11 +218,10 @@ func (g *Guard) Text(ctx context.Context, tenantID, s string) string {
 	return apply(s, fs)
 }
 
-// record feeds one finding to the hooks; base shifts offsets for streams.
+// record counts one finding and audits it; base shifts offsets for
+// streams.
 func (g *Guard) record(ctx context.Context, tenantID, mode string, f Finding, value string, base int) {
-	if g.onFinding != nil {
-		g.onFinding(f.Type)
-	}
+	g.findings.Add(ctx, 1, metric.WithAttributes(attribute.String("type", f.Type)))
 	if g.audit == nil {
 		return
 	}
