@@ -22,6 +22,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
@@ -214,7 +215,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			log.Warn("bench server", slog.String(keyErr, err.Error()))
+			log.Warn("bench server", slog.String(logkey.Err, err.Error()))
 		}
 		w.close(cctx)
 		st.Close()

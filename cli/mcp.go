@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime/oci"
 
 	"github.com/google/uuid"
@@ -106,7 +107,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		defer cancel()
 		if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
-			log.Warn("ending the session's contexts", "error", terr.Error())
+			log.Warn("ending the session's contexts", logkey.Err, terr.Error())
 		}
 	}
 	return err

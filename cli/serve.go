@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
@@ -118,10 +119,10 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		w.close(context.Background())
 		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 	}
-	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String("node", cfg.node))
+	log.Info("listening", slog.String(logkey.Addr, ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String(logkey.Node, cfg.node))
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
-			slog.String("addr", ln.Addr().String()))
+			slog.String(logkey.Addr, ln.Addr().String()))
 	}
 	fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
 	serr := srv.Serve(ctx, ln)

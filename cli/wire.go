@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/mcp"
 	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/local"
@@ -154,7 +155,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 				errs = append(errs, fmt.Errorf("provider local: %w", err))
 				continue
 			}
-			log.Info("provider ready", slog.String("provider", name), slog.String("runtime", p.Runtime().Name()))
+			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)
 		case "e2b":
 			ps = append(ps, e2bProvider(log, cfg.node))
@@ -164,24 +165,22 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 	}
 	if len(ps) > 0 {
 		for _, err := range errs {
-			log.Warn("provider skipped", slog.String(keyErr, err.Error()))
+			log.Warn("provider skipped", slog.String(logkey.Err, err.Error()))
 		}
 		var quota *chain.Quota
 		if usesProvider(cfg.providers, "e2b") {
 			q, err := e2bQuota(log)
 			if err != nil {
-				log.Warn("e2b quota tracking off", slog.String(keyErr, err.Error()))
+				log.Warn("e2b quota tracking off", slog.String(logkey.Err, err.Error()))
 			}
 			quota = q
 		}
 		return providerChain(ps, log, quota), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
-	log.Error("no sandbox provider; tool calls answer 503", slog.String(keyErr, err.Error()))
+	log.Error("no sandbox provider; tool calls answer 503", slog.String(logkey.Err, err.Error()))
 	return noProvider{err}, err
 }
-
-const keyErr = "error"
 
 // runtimeName maps --runtime to local.Config.Runtime ("" is auto).
 func runtimeName(s string) string {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // doner is a sandbox connection that reports its closing (*agent.Client).
@@ -130,7 +131,7 @@ func (m *Manager) load(ctx context.Context, id Identity) (*entry, error) {
 	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
 	if err != nil {
 		if !errors.Is(err, errdefs.ErrNotFound) {
-			m.log.Warn("store: load active context", logTenant, id.TenantID, logErr, err)
+			m.log.Warn("store: load active context", logkey.Tenant, id.TenantID, logkey.Err, err)
 		}
 		return nil, nil
 	}
@@ -255,11 +256,11 @@ func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.D
 	}
 	if err := m.store.Touch(tctx(ctx, tid), id, now, exp); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
-			m.log.Info("context ended elsewhere; dropping it", logContext, id, logErr, err)
+			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
 			m.drop(e)
 			return false
 		}
-		m.log.Warn("store: touch context", logContext, id, logErr, err)
+		m.log.Warn("store: touch context", logkey.Context, id, logkey.Err, err)
 	}
 	return true
 }
@@ -301,7 +302,7 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
 	m.mu.Unlock()
 	m.countHealthFailure(template)
-	m.log.Warn("context sandbox unhealthy; recreating", logContext, id, logErr, m.sanitize(ctx, tid, msg))
+	m.log.Warn("context sandbox unhealthy; recreating", logkey.Context, id, logkey.Err, m.sanitize(ctx, tid, msg))
 	m.end(ctx, e, ReasonError, msg)
 }
 
@@ -338,7 +339,7 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 			if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
 				return nil, err
 			}
-			m.log.Warn("store: set ttl", logContext, contextID, logErr, err)
+			m.log.Warn("store: set ttl", logkey.Context, contextID, logkey.Err, err)
 		}
 	}
 	rec.LastUsedAt, rec.ExpiresAt = now, exp

@@ -174,14 +174,3 @@ func (c Config) poolSize(template string) int {
 	}
 	return max(c.PoolSize, 0)
 }
-
-// Log attribute keys.
-const (
-	logContext  = "context_id"
-	logTenant   = "tenant_id"
-	logSandbox  = "sandbox_id"
-	logTemplate = "template"
-	logNode     = "node"
-	logReason   = "reason"
-	logErr      = "err"
-)

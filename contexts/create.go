@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // CreateOptions shape a context when GetOrCreate has to create it; they are
@@ -64,7 +65,7 @@ func (m *Manager) limitErr(ctx context.Context, id Identity) error {
 	count := func(conv string) int {
 		n, err := m.store.CountActive(tctx(ctx, id.TenantID), id.TenantID, conv)
 		if err != nil {
-			m.log.Warn("store: count active contexts; using the in-memory count", logTenant, id.TenantID, logErr, err)
+			m.log.Warn("store: count active contexts; using the in-memory count", logkey.Tenant, id.TenantID, logkey.Err, err)
 			n = 0
 			m.mu.Lock()
 			for k := range m.byIdent {
@@ -152,7 +153,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			unlockTenant()
 			return nil, err
 		}
-		m.log.Warn("store: create context; carrying on in memory", logContext, rec.ID, logErr, err)
+		m.log.Warn("store: create context; carrying on in memory", logkey.Context, rec.ID, logkey.Err, err)
 		unsaved = true
 	}
 	e := &entry{exec: make(sem, 1), rec: rec, ttl: ttl, unsaved: unsaved}
@@ -193,11 +194,11 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 				m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
 				return nil, fmt.Errorf("context %s was ended while being created: %w", rec.ID, errdefs.ErrUnavailable)
 			}
-			m.log.Warn("store: mark context ready", logContext, rec.ID, logErr, err)
+			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
 	m.countCreated(template, rec.Provider)
-	m.log.Debug("context created", logContext, rec.ID, logTenant, id.TenantID, logSandbox, sb.ID(), logTemplate, template)
+	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
 	return e, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Path event types.
@@ -77,7 +78,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		case errors.Is(err, errdefs.ErrNotFound):
 			won = false
 		default:
-			m.log.Warn("store: terminate context; tearing down anyway", logContext, rec.ID, logErr, err)
+			m.log.Warn("store: terminate context; tearing down anyway", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
 	m.mu.Lock()
@@ -103,7 +104,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
 	m.countTerminated(rec.Template, reason)
-	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
+	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	return true
 }
 
@@ -118,7 +119,7 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	}
 	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), m.sanitize(ctx, rec.TenantID, lastErr))
 	if err != nil {
-		m.log.Warn("store: terminate context", logContext, rec.ID, logErr, err)
+		m.log.Warn("store: terminate context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}
 	if !ok {
@@ -126,7 +127,7 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	}
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
 	m.countTerminated(rec.Template, reason)
-	m.log.Info("context terminated", logContext, rec.ID, logTenant, rec.TenantID, logReason, string(reason))
+	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	return true
 }
 
@@ -148,7 +149,7 @@ func (m *Manager) destroy(ctx context.Context, sb Sandbox, id string) {
 	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := m.provider.Destroy(dctx, id); err != nil {
-		m.log.Warn("destroy sandbox", logSandbox, id, logErr, err)
+		m.log.Warn("destroy sandbox", logkey.Sandbox, id, logkey.Err, err)
 	}
 }
 
@@ -248,7 +249,7 @@ func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) erro
 	case err == nil:
 		m.terminateRecord(ctx, rec, reason, "")
 	case !errors.Is(err, errdefs.ErrNotFound):
-		m.log.Warn("store: path event lookup", logTenant, id.TenantID, logErr, err)
+		m.log.Warn("store: path event lookup", logkey.Tenant, id.TenantID, logkey.Err, err)
 	}
 	return nil
 }

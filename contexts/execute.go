@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -247,7 +248,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
 		if err == nil && r.Node != m.cfg.Node {
 			// Another node took it over while this one's lease had lapsed.
-			m.log.Warn("context taken over by another node; dropping it", logContext, id, logNode, r.Node)
+			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
 			m.drop(e)
 			return
 		}
@@ -260,11 +261,11 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 			return
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
-			m.log.Info("context ended elsewhere; dropping it", logContext, id, logErr, err)
+			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
 			m.drop(e)
 			return
 		}
-		m.log.Warn("store: record execution", logContext, id, logErr, err)
+		m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
 	}
 	m.mu.Lock()
 	e.rec.ExecutionCount++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // TemplateStats are the counters of one template (or the totals).
@@ -48,7 +49,7 @@ func (m *Manager) count(template string, f func(*TemplateStats)) {
 func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record, error) {
 	rec, err := m.store.Get(tctx(ctx, tenantID), contextID)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn("store: get context; using the in-memory copy", logContext, contextID, logErr, err)
+		m.log.Warn("store: get context; using the in-memory copy", logkey.Context, contextID, logkey.Err, err)
 	}
 	if err != nil {
 		m.mu.Lock()
@@ -78,7 +79,7 @@ func (m *Manager) Lookup(ctx context.Context, id Identity) (*Record, error) {
 		return rec, nil
 	}
 	if !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn("store: look up context; using the in-memory copy", logTenant, id.TenantID, logErr, err)
+		m.log.Warn("store: look up context; using the in-memory copy", logkey.Tenant, id.TenantID, logkey.Err, err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

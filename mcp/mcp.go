@@ -35,6 +35,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -76,7 +77,7 @@ type Config struct {
 	Name, Version string
 	// SessionTimeout closes idle HTTP sessions. 0: 30 minutes.
 	SessionTimeout time.Duration
-	// Logger: nil is slog.Default().
+	// Logger: nil discards.
 	Logger *slog.Logger
 }
 
@@ -105,7 +106,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
@@ -203,13 +204,13 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
-				s.log.ErrorContext(ctx, "mcp tool call failed", "tool", name, "tenant", id.TenantID, "err", err)
+				s.log.ErrorContext(ctx, "mcp tool call failed", logkey.Tool, name, logkey.Tenant, id.TenantID, logkey.Err, err)
 			}
 			return toolError(err), nil
 		}
 		b, err := json.Marshal(res)
 		if err != nil {
-			s.log.ErrorContext(ctx, "mcp tool result", "tool", name, "err", err)
+			s.log.ErrorContext(ctx, "mcp tool result", logkey.Tool, name, logkey.Err, err)
 			return toolError(err), nil
 		}
 		return &sdk.CallToolResult{

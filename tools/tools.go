@@ -27,6 +27,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -50,7 +51,7 @@ type Config struct {
 	// Create is passed to Contexts.Use and applies when a call creates
 	// its context. Zero: the manager's defaults.
 	Create contexts.CreateOptions
-	// Logger receives one debug line per call. nil: slog.Default().
+	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
 	// and metrics). It must not block.
@@ -134,7 +135,7 @@ func New(c Contexts, cfg Config) *Registry {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}}
 	handlers := map[string]handler{
@@ -206,8 +207,8 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	}
 	telemetry.EndSpan(span, err)
 	d := time.Since(start)
-	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,
-		"conversation", call.Identity.ConversationID, "path", call.Identity.PathID,
+	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID,
+		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
 		"forced", call.Forced, "duration_ms", d.Milliseconds(), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {
 		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})

@@ -68,7 +68,7 @@ type Config struct {
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
 	Shell  ShellFunc
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil discards
 }
 
 // Manager owns the kernels of one agent.
@@ -106,7 +106,7 @@ func New(cfg Config) *Manager {
 	cfg.Node = findBinary(cfg.Node, "/usr/bin/node", "node")
 	cfg.Bash = findBinary(cfg.Bash, "/bin/bash", "bash")
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, kernels: make(map[key]*kernel)}
 }

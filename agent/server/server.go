@@ -24,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/proc"
 	"github.com/sandlot/sandlot/agent/kernels"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Config configures the agent. Zero values are documented per field.
@@ -50,7 +51,7 @@ type Config struct {
 	// Prestart lists languages whose default kernel starts with the agent
 	// rather than on first use (warm pools). nil: none.
 	Prestart []string
-	// Logger: nil means slog.Default().
+	// Logger: nil discards.
 	Logger *slog.Logger
 }
 
@@ -73,7 +74,7 @@ func New(cfg Config) *Server {
 		cfg.Home = "/home/user"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
@@ -157,7 +158,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {
-				s.log.Warn("prestart kernel", "language", lang, "err", err)
+				s.log.Warn("prestart kernel", logkey.Language, lang, logkey.Err, err)
 			}
 		}()
 	}
@@ -184,7 +185,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			s.log.Error("accept", "err", err)
+			s.log.Error("accept", logkey.Err, err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -196,7 +197,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			defer wg.Done()
 			if s.cfg.Key != nil {
 				if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
-					s.log.Warn("connection refused", "err", err)
+					s.log.Warn("connection refused", logkey.Err, err)
 					c.Close()
 					mu.Lock()
 					delete(conns, c)

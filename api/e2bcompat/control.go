@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -171,7 +172,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// manager's rotation would end it under a running session.
 	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
 	if err != nil {
-		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
+		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -35,7 +36,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	for name, check := range s.cfg.Ready {
 		if err := check(ctx); err != nil {
-			s.log.Warn("readiness check failed", slog.String("check", name), slog.String(keyError, err.Error()))
+			s.log.Warn("readiness check failed", slog.String("check", name), slog.String(logkey.Err, err.Error()))
 			h.Checks[name] = "unavailable"
 			h.Status = "unavailable"
 			continue

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tools"
@@ -243,7 +244,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(keyError, err.Error()))
+		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(logkey.Err, err.Error()))
 		srv.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -251,18 +252,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return nil
 }
-
-// Log attribute keys.
-const (
-	keyRequestID = "request_id"
-	keyMethod    = "method"
-	keyRoute     = "route"
-	keyStatus    = "status"
-	keyDuration  = "duration_ms"
-	keyTenant    = "tenant_id"
-	keyError     = "error"
-	keyBytes     = "bytes"
-)
 
 // logWriter records what the handler wrote, for the access log. It keeps
 // Flush and Unwrap so streaming and http.ResponseController work through it.
@@ -316,7 +305,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic", slog.String(keyRequestID, rid), slog.Any(keyError, v))
+			s.log.Error("panic", slog.String(logkey.RequestID, rid), slog.Any(logkey.Err, v))
 			if lw.status == 0 {
 				s.writeError(lw, r, fmt.Errorf("panic: %v", v))
 			}
@@ -342,10 +331,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		span.End()
 		s.log.LogAttrs(r.Context(), level, "request",
-			slog.String(keyRequestID, rid), slog.String(keyMethod, r.Method),
-			slog.String(keyRoute, route), slog.Int(keyStatus, status),
-			slog.Float64(keyDuration, float64(time.Since(start).Microseconds())/1000),
-			slog.String(keyTenant, lw.tenant), slog.Int64(keyBytes, lw.bytes))
+			slog.String(logkey.RequestID, rid), slog.String(logkey.Method, r.Method),
+			slog.String(logkey.Route, route), slog.Int(logkey.Status, status),
+			slog.Float64(logkey.Duration, float64(time.Since(start).Microseconds())/1000),
+			slog.String(logkey.Tenant, lw.tenant), slog.Int64(logkey.Bytes, lw.bytes))
 	}()
 	s.limitBody(w, r)
 	isE2B := s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r)

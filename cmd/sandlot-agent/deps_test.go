@@ -13,7 +13,7 @@ func TestDeps(t *testing.T) {
 	deptest.Check{
 		Package: deptest.Module + "/cmd/sandlot-agent",
 		Env:     []string{"CGO_ENABLED=0"}, // built static
-		Sandlot: []string{"agent/...", "errdefs"},
+		Sandlot: []string{"agent/...", "errdefs", "internal/logkey"},
 		Forbidden: map[string]string{
 			"go.opentelemetry.io/...":                    "telemetry belongs to the daemon",
 			"github.com/prometheus/...":                  "metrics belong to the daemon",

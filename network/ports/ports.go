@@ -25,6 +25,7 @@ import (
 
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -105,7 +106,7 @@ func New(cfg Config) (*Handler, error) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt := r.Context().Value(routeKey{}).(*route)
-			h.log.Debug("ports: upstream failed", "sandbox", rt.id, "port", rt.port, "err", err)
+			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
 			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
 		},
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
@@ -180,7 +181,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		status := errdefs.HTTPStatus(err)
 		if status >= 500 {
-			h.log.Warn("ports: lookup failed", "sandbox", id, "err", err)
+			h.log.Warn("ports: lookup failed", logkey.Sandbox, id, logkey.Err, err)
 		}
 		writeJSON(w, status, string(errdefs.CodeOf(err)), errdefs.PublicMessage(err))
 		return

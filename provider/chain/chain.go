@@ -18,6 +18,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -106,7 +107,7 @@ func (c *Chain) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbo
 			break
 		}
 		next := c.providers[i+1].Name()
-		c.log.Warn("provider unavailable, falling back", "provider", p.Name(), "next", next, "err", err)
+		c.log.Warn("provider unavailable, falling back", logkey.Provider, p.Name(), "next", next, logkey.Err, err)
 		c.fallbacks.Add(ctx, 1, metric.WithAttributes(
 			attribute.String("provider", p.Name()), attribute.String("reason", string(errdefs.CodeOf(err)))))
 		if c.cfg.OnFallback != nil {
@@ -157,7 +158,7 @@ func (c *Chain) List(ctx context.Context) ([]string, error) {
 		ids, err := p.List(ctx)
 		if err != nil {
 			if c.cfg.FallbackOn(err) {
-				c.log.Info("provider skipped in list", "provider", p.Name(), "err", err)
+				c.log.Info("provider skipped in list", logkey.Provider, p.Name(), logkey.Err, err)
 				continue
 			}
 			return nil, fmt.Errorf("%s: %w", p.Name(), err)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -182,7 +183,7 @@ func (q *Quota) crossLocked(k key, resource string, used, limit float64) {
 			continue
 		}
 		q.warned[wk] = true
-		q.log.Warn("provider quota threshold reached", "tenant", k.tenant, "provider", k.provider,
+		q.log.Warn("provider quota threshold reached", logkey.Tenant, k.tenant, logkey.Provider, k.provider,
 			"resource", resource, "threshold", th, "used", used, "limit", limit)
 		if limit > 0 {
 			q.share.Record(context.Background(), used/limit, metric.WithAttributes(attribute.String("tenant", k.tenant),

@@ -22,6 +22,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Defaults.
@@ -197,7 +198,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		p.destroyQuietly(sb.SandboxID)
 		return nil, fmt.Errorf("e2b sandbox %s: %w", sb.SandboxID, err)
 	}
-	p.log.Info("e2b sandbox created", "sandbox", sb.SandboxID, "template", tmpl)
+	p.log.Info("e2b sandbox created", logkey.Sandbox, sb.SandboxID, logkey.Template, tmpl)
 	return s, nil
 }
 
@@ -205,7 +206,7 @@ func (p *Provider) destroyQuietly(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
 	if err := p.Destroy(ctx, id); err != nil {
-		p.log.Warn("e2b destroy after failed create", "sandbox", id, "err", err)
+		p.log.Warn("e2b destroy after failed create", logkey.Sandbox, id, logkey.Err, err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
 	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Sandbox is one E2B sandbox, reached through envd and the code
@@ -82,7 +83,7 @@ func (s *Sandbox) touch() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.p.cfg.ConnectTimeout)
 		defer cancel()
 		if err := s.p.setTimeout(ctx, s.id, ttl); err != nil {
-			s.p.log.Warn("e2b extend timeout", "sandbox", s.id, "err", err)
+			s.p.log.Warn("e2b extend timeout", logkey.Sandbox, s.id, logkey.Err, err)
 		}
 	}()
 }

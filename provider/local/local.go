@@ -27,6 +27,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
@@ -58,7 +59,7 @@ type Config struct {
 	Prestart []string
 	// ReadyTimeout bounds create-to-healthy; 0: 15 s.
 	ReadyTimeout time.Duration
-	// Logger; nil: slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -84,7 +85,7 @@ var _ contexts.Provider = (*Provider)(nil)
 func New(cfg Config) (*Provider, error) {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	agentPath, err := findAgent(cfg.AgentPath)
 	if err != nil {
@@ -179,7 +180,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if derr := p.Destroy(dctx, id); derr != nil {
-				p.log.Warn("cleanup after failed create", "sandbox", id, "err", derr)
+				p.log.Warn("cleanup after failed create", logkey.Sandbox, id, logkey.Err, derr)
 			}
 		}
 	}()
@@ -217,7 +218,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, err
 	}
-	p.log.Debug("sandbox ready", "sandbox", id, "runtime", p.rt.Name(), "elapsed", time.Since(start))
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
 	return c, nil
 }
 
@@ -248,7 +249,7 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 			}
 		}
 		if errors.Is(err, errdefs.ErrPermissionDenied) {
-			p.log.Warn("agent channel refused", "sandbox", id, "err", err)
+			p.log.Warn("agent channel refused", logkey.Sandbox, id, logkey.Err, err)
 			return nil, err
 		}
 		if !wait || ctx.Err() != nil || errors.Is(err, errdefs.ErrNotFound) {
