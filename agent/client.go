@@ -506,7 +506,7 @@ func (c *Client) rpcError(method string, e *RPCError) error {
 	var sentinel error
 	switch {
 	case e.Data != nil && e.Data.Category != "":
-		sentinel = errdefs.FromCode(errdefs.Code(e.Data.Category))
+		sentinel = errdefs.FromCode(e.Data.Category)
 	case e.Code == CodeInvalidParams || e.Code == CodeMethodNotFound || e.Code == CodeInvalidRequest:
 		sentinel = errdefs.ErrInvalidArgument
 	default:
