@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
@@ -356,7 +357,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !identityEncoding(r.Header.Get("Content-Encoding")) {
-		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: "invalid_argument",
+		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: errdefs.CodeInvalidArgument,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported; send the body uncompressed"})
 		return
 	}
@@ -382,9 +383,9 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	if code == 0 || code == http.StatusOK {
 		code = http.StatusNotFound
 	}
-	apiErr := api.Error{Code: "not_found", Message: "no route for " + r.Method + " " + r.URL.Path}
+	apiErr := api.Error{Code: errdefs.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path}
 	if code == http.StatusMethodNotAllowed {
-		apiErr = api.Error{Code: "invalid_argument", Message: "method " + r.Method + " not allowed on " + r.URL.Path}
+		apiErr = api.Error{Code: errdefs.CodeInvalidArgument, Message: "method " + r.Method + " not allowed on " + r.URL.Path}
 	}
 	writeJSON(w, code, apiErr)
 }

@@ -164,16 +164,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id, port, rt.path, ok = h.parsePath(r.URL.Path)
 	}
 	if !ok {
-		writeJSON(w, http.StatusNotFound, "not_found", "not a sandbox port address")
+		writeJSON(w, http.StatusNotFound, errdefs.CodeNotFound, "not a sandbox port address")
 		return
 	}
 	if err := validID(id); err != nil {
-		writeJSON(w, http.StatusBadRequest, "invalid_argument", err.Error())
+		writeJSON(w, http.StatusBadRequest, errdefs.CodeInvalidArgument, err.Error())
 		return
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
-		writeJSON(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("bad port %q", trim(port)))
+		writeJSON(w, http.StatusBadRequest, errdefs.CodeInvalidArgument, fmt.Sprintf("bad port %q", trim(port)))
 		return
 	}
 	rt.id, rt.port = id, n
@@ -183,7 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status >= 500 {
 			h.log.Warn("ports: lookup failed", logkey.Sandbox, id, logkey.Err, err)
 		}
-		writeJSON(w, status, string(errdefs.CodeOf(err)), errdefs.PublicMessage(err))
+		writeJSON(w, status, errdefs.CodeOf(err), errdefs.PublicMessage(err))
 		return
 	}
 	if !t.Addr.IsValid() {
@@ -194,11 +194,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !t.Ingress.Public {
 		token := r.Header.Get(e2bwire.HeaderTrafficToken)
 		if token == "" {
-			writeJSON(w, http.StatusForbidden, "permission_denied", "missing traffic access token (header "+strings.ToLower(e2bwire.HeaderTrafficToken)+")")
+			writeJSON(w, http.StatusForbidden, errdefs.CodePermissionDenied, "missing traffic access token (header "+strings.ToLower(e2bwire.HeaderTrafficToken)+")")
 			return
 		}
 		if err := h.cfg.Authorize(r.Context(), id, token); err != nil {
-			writeJSON(w, http.StatusForbidden, "permission_denied", "invalid traffic access token")
+			writeJSON(w, http.StatusForbidden, errdefs.CodePermissionDenied, "invalid traffic access token")
 			return
 		}
 	}
@@ -242,10 +242,10 @@ func validID(id string) error {
 	return nil
 }
 
-func writeJSON(w http.ResponseWriter, status int, code, msg string) {
+func writeJSON(w http.ResponseWriter, status int, code errdefs.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+	json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
 }
 
 func trim(s string) string {
