@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -164,10 +163,11 @@ func writeMarkdown(std IO, path string) error {
 // localDaemon is `sandlot serve` in-process on a loopback port, wired
 // exactly as serve wires it (the bench and tests use it).
 type localDaemon struct {
-	url, key string
-	w        *wired
-	st       store.Backend
-	stop     func()
+	url, key     string
+	metricsToken string
+	w            *wired
+	st           store.Backend
+	stop         func()
 }
 
 // startDaemon wires the daemon over cfg (a memory store unless
@@ -192,7 +192,12 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		st.Close()
 		return nil, err
 	}
-	srv := server.New(w.serverConfig(cfg, st, log))
+	srv, metricsTok, err := frontDoor(cfg, w, log)
+	if err != nil {
+		w.close(context.WithoutCancel(ctx))
+		st.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		w.close(context.WithoutCancel(ctx))
@@ -202,7 +207,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
-	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, w: w, st: st}
+	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, metricsToken: metricsTok, w: w, st: st}
 	var stop func()
 	var once sync.Once
 	d.stop = func() { once.Do(stop) }

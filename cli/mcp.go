@@ -8,15 +8,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/runtime/oci"
-
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -38,17 +37,10 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("mcp", std)
 	var cfg serveConfig
 	var tenantID, conversation string
-	cfg.store.register(fs)
+	cfg.registerDaemon(fs, daemonDefaults{stateDir: mcpStateDir, logLevel: "warn", poolSize: 0})
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
-	fs.StringVar(&cfg.stateDir, "state-dir", mcpStateDir, "runtime state (bundles, agent sockets); one MCP session at a time per state dir")
-	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
-	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
-	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
-	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
-	fs.IntVar(&cfg.poolSize, "pool-size", 0, "warm sandboxes kept per template (0: none, as one session needs one sandbox)")
-	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		if key {
 			req.Header.Set("X-API-KEY", d.key)
 			if path == "/metrics" {
-				req.Header.Set("Authorization", "Bearer "+d.w.metricsToken)
+				req.Header.Set("Authorization", "Bearer "+d.metricsToken)
 			}
 		}
 		req.Header.Set("Content-Type", "application/json")

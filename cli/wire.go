@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/mcp"
 	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
@@ -24,9 +22,11 @@ import (
 	"github.com/sandlot/sandlot/tools"
 )
 
-// wire assembles the daemon over the store: provider, guard, manager,
-// tools and MCP. It starts the manager (reconcile, pools, cleanup); close
-// detaches it, leaving sandboxes running for the next start.
+// wire assembles the daemon over the store: exporters, provider, guard,
+// manager, tools, the authenticator and the admission limit; frontDoor puts
+// HTTP in front of them, `sandlot mcp` stdio. It starts the manager
+// (reconcile, pools, cleanup); close detaches it, leaving sandboxes
+// running for the next start.
 func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
 	// Exporters first: the guard, the provider chain and the manager make
 	// their instruments from the global meter this installs.
@@ -78,36 +78,22 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		}
 	}
 	m := contexts.NewManager(st, prov, mcfg)
-	w := &wired{}
 	if err := m.Start(ctx); err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	reg := tools.New(m, tools.Config{Logger: log})
-	mcpSrv := mcp.New(reg, mcp.Config{Logger: log, Tenants: auth})
-	adm := server.NewAdmission(server.AdmissionConfig{MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant})
-	e2bH, e2bMatch, err := e2bWire(cfg, m, auth, adm.Tenant, log)
-	if err == nil {
-		w.metricsToken, err = metricsToken(cfg.store.dataDir)
-	}
-	if err != nil {
-		m.Close(context.WithoutCancel(ctx))
-		tel.Shutdown(context.WithoutCancel(ctx))
-		return nil, err
-	}
 	rctx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); reaper.run(rctx) }()
-	*w = wired{
-		metricsToken: w.metricsToken,
-		auth:         auth,
-		admission:    adm,
-		e2b:          e2bH,
-		e2bMatch:     e2bMatch,
-		manager:      m,
-		audit:        st.ListAudit,
-		tools:        reg,
+	return &wired{
+		auth: auth,
+		admission: server.NewAdmission(server.AdmissionConfig{
+			MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant}),
+		manager: m,
+		audit:   st.ListAudit,
+		tools:   reg,
 		ready: map[string]server.Check{
 			"store": storeCheck(st),
 			"runtime": func(ctx context.Context) error {
@@ -118,21 +104,13 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 				return err
 			},
 		},
-		mcp: mcpSrv.HTTPHandler(func(r *http.Request) (string, error) {
-			// Mounted behind the server's key check, which set the tenant.
-			if id, ok := tenant.FromContext(r.Context()); ok {
-				return id, nil
-			}
-			return "", fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
-		}),
 		metrics: tel.Handler(),
 		close: func(ctx context.Context) error {
 			stopReaper()
 			<-reaped
 			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
 		},
-	}
-	return w, nil
+	}, nil
 }
 
 // newProvider builds the providers named by --providers, in fallback
