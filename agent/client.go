@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // ClientConfig configures a Client. The zero value is usable.
@@ -33,7 +34,7 @@ type ClientConfig struct {
 	// holds Key is refused. nil: no handshake (agents started without a
 	// key, in tests).
 	Key []byte
-	// Logger receives protocol violations. nil: slog.Default().
+	// Logger receives protocol violations. nil discards.
 	Logger *slog.Logger
 }
 
@@ -127,7 +128,7 @@ func NewClient(conn net.Conn, cfg ClientConfig) *Client {
 		abandoned: make(map[uint64]struct{}),
 	}
 	if c.log == nil {
-		c.log = slog.Default()
+		c.log = slog.New(slog.DiscardHandler)
 	}
 	go c.readLoop()
 	return c
@@ -178,7 +179,7 @@ func (c *Client) shutdown(err error) {
 // violation reports a hostile or broken agent and kills the connection.
 func (c *Client) violation(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	c.log.Warn("agent protocol violation", "sandbox", c.id, "reason", msg)
+	c.log.Warn("agent protocol violation", logkey.Sandbox, c.id, logkey.Reason, msg)
 	c.shutdown(fmt.Errorf("sandbox %s: %w: %s: %w", c.id, ErrProtocol, msg, errdefs.ErrUnavailable))
 }
 
@@ -505,7 +506,7 @@ func (c *Client) rpcError(method string, e *RPCError) error {
 	var sentinel error
 	switch {
 	case e.Data != nil && e.Data.Category != "":
-		sentinel = errdefs.FromCode(errdefs.Code(e.Data.Category))
+		sentinel = errdefs.FromCode(e.Data.Category)
 	case e.Code == CodeInvalidParams || e.Code == CodeMethodNotFound || e.Code == CodeInvalidRequest:
 		sentinel = errdefs.ErrInvalidArgument
 	default:

@@ -11,7 +11,11 @@
 // anything from the daemon side.
 package agent
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
 
 // Version is the protocol version reported by ping.
 const Version = "1"
@@ -107,7 +111,7 @@ func (e *RPCError) Error() string { return e.Message }
 
 // ErrorData carries the errdefs category of an application error.
 type ErrorData struct {
-	Category string `json:"category"`
+	Category errdefs.Code `json:"category"`
 }
 
 // JSON-RPC error codes.

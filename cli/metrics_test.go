@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 // TestMetricsAfterRealCalls serves the daemon as serve wires it (real
@@ -27,7 +27,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	logs := &lockedBuffer{}
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 1, shutdownTimeout: 5 * time.Second},
-		telemetry.NewLogger(logs, "debug"))
+		export.NewLogger(logs, "debug"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		if key {
 			req.Header.Set("X-API-KEY", d.key)
 			if path == "/metrics" {
-				req.Header.Set("Authorization", "Bearer "+d.w.metricsToken)
+				req.Header.Set("Authorization", "Bearer "+d.metricsToken)
 			}
 		}
 		req.Header.Set("Content-Type", "application/json")

@@ -231,7 +231,7 @@ func guardError(ctx context.Context, g Guard, tenantID string, err error) error 
 		return err
 	}
 	ge := &guardedError{msg: g.Text(ctx, tenantID, err.Error())}
-	if errdefs.IsClientFault(err) {
+	if errdefs.Categorized(err) {
 		ge.cause = append(ge.cause, errdefs.FromCode(errdefs.CodeOf(err)))
 	}
 	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {

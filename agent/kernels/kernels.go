@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/outbuf"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 //go:embed driver.py
@@ -68,7 +69,7 @@ type Config struct {
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
 	Shell  ShellFunc
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil discards
 }
 
 // Manager owns the kernels of one agent.
@@ -106,7 +107,7 @@ func New(cfg Config) *Manager {
 	cfg.Node = findBinary(cfg.Node, "/usr/bin/node", "node")
 	cfg.Bash = findBinary(cfg.Bash, "/bin/bash", "bash")
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, kernels: make(map[key]*kernel)}
 }
@@ -150,14 +151,14 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Error is a categorised failure of a run (not an error of user code, which
 // is a result).
 type Error struct {
-	Category string // an errdefs code name
+	Category errdefs.Code
 	Msg      string
 }
 
 func (e *Error) Error() string { return e.Msg }
 
 func invalid(format string, args ...any) error {
-	return &Error{Category: "invalid_argument", Msg: fmt.Sprintf(format, args...)}
+	return &Error{Category: errdefs.CodeInvalidArgument, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Timeout is the wall-clock limit of one execution (kernel run or exec)
@@ -219,7 +220,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	if kn.s == nil {
 		s, err := m.start(kn.lang)
 		if err != nil {
-			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 		}
 		kn.s = s
 		kn.cur.Store(s)
@@ -239,7 +240,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		kn.s = nil
 		kn.cur.Store(nil)
 		if restarted {
-			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("%s kernel: %v", kn.lang, err)}
+			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("%s kernel: %v", kn.lang, err)}
 		}
 		return m.runLocked(ctx, kn, p, code, timeout, out)
 	}
@@ -406,7 +407,7 @@ func transpile(code string) (string, error) {
 
 func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time.Duration, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
 	if m.cfg.Shell == nil {
-		return nil, &Error{Category: "unavailable", Msg: "sh is not available"}
+		return nil, &Error{Category: errdefs.CodeUnavailable, Msg: "sh is not available"}
 	}
 	sh := "/bin/sh"
 	er, err := m.cfg.Shell(ctx, agent.ExecParams{
@@ -456,7 +457,7 @@ func (m *Manager) Prestart(lang string) error {
 	}
 	s, err := m.start(kn.lang)
 	if err != nil {
-		return &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 	}
 	kn.s = s
 	kn.cur.Store(s)

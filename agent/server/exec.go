@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/agent/internal/outbuf"
 	"github.com/sandlot/sandlot/agent/internal/proc"
 	"github.com/sandlot/sandlot/agent/kernels"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 const (
@@ -140,7 +141,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	var argv []string
 	switch {
 	case len(p.Argv) > 0 && p.Shell != "":
-		return nil, errf("invalid_argument", "exec: set argv or shell, not both")
+		return nil, errf(errdefs.CodeInvalidArgument, "exec: set argv or shell, not both")
 	case len(p.Argv) > 0:
 		argv = append([]string(nil), p.Argv...)
 	case p.Shell != "":
@@ -150,35 +151,35 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		}
 		argv = []string{sh, "-c", p.Shell}
 	default:
-		return nil, errf("invalid_argument", "exec: argv or shell is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "exec: argv or shell is required")
 	}
 	for k := range p.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, errf("invalid_argument", "exec: bad environment variable name %q", k)
+			return nil, errf(errdefs.CodeInvalidArgument, "exec: bad environment variable name %q", k)
 		}
 	}
 	timeout := kernels.Timeout(p.TimeoutMs)
 	env := mergeEnv(s.cfg.Env, p.Env)
 	path, err := lookPath(argv[0], env)
 	if err != nil {
-		return nil, errf("not_found", "exec: %s: command not found", argv[0])
+		return nil, errf(errdefs.CodeNotFound, "exec: %s: command not found", argv[0])
 	}
 	argv0 := argv[0]
 	argv[0] = path
 	cwd := s.resolve(p.Cwd)
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return nil, errf("not_found", "exec: working directory %s does not exist", cwd)
+		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -186,7 +187,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		inW.Close()
 		outR.Close()
 		outW.Close()
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
 	}
 	pr, err := proc.Start(append([]string{path}, argv[1:]...), proc.Attr{
 		Dir:   cwd,
@@ -200,14 +201,14 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		inW.Close()
 		outR.Close()
 		errR.Close()
-		cat := "internal"
+		cat := errdefs.CodeInternal
 		switch {
 		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
-			cat = "not_found"
+			cat = errdefs.CodeNotFound
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM):
 			// The sandbox's pids or memory limit is full (a fork bomb's
 			// leftovers, say): the caller's fault, and it may pass.
-			cat = "resource_exhausted"
+			cat = errdefs.CodeResourceExhausted
 		}
 		return nil, errf(cat, "exec %s: %v", argv0, err)
 	}
@@ -343,14 +344,14 @@ func (s *Server) signal(p agent.SignalParams) error {
 	}
 	sig, ok := signals[name]
 	if !ok {
-		return errf("invalid_argument", "unknown signal %q", p.Signal)
+		return errf(errdefs.CodeInvalidArgument, "unknown signal %q", p.Signal)
 	}
 	r := s.procs.get(p.PID)
 	if r == nil {
-		return errf("not_found", "no running process %d", p.PID)
+		return errf(errdefs.CodeNotFound, "no running process %d", p.PID)
 	}
 	if err := r.p.SignalGroup(sig); err != nil && err != syscall.ESRCH {
-		return errf("internal", "signal %d: %v", p.PID, err)
+		return errf(errdefs.CodeInternal, "signal %d: %v", p.PID, err)
 	}
 	return nil
 }
@@ -358,12 +359,12 @@ func (s *Server) signal(p agent.SignalParams) error {
 func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
 	r := s.procs.get(p.PID)
 	if r == nil {
-		return errf("not_found", "no running process %d", p.PID)
+		return errf(errdefs.CodeNotFound, "no running process %d", p.PID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stdin == nil {
-		return errf("failed_precondition", "stdin of process %d is closed", p.PID)
+		return errf(errdefs.CodeFailedPrecondition, "stdin of process %d is closed", p.PID)
 	}
 	if p.Data != "" {
 		deadline := time.Now().Add(10 * time.Second)
@@ -373,9 +374,9 @@ func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
 		_ = r.stdin.SetWriteDeadline(deadline)
 		if _, err := io.WriteString(r.stdin, p.Data); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return errf("deadline_exceeded", "process %d is not reading its stdin", p.PID)
+				return errf(errdefs.CodeDeadlineExceeded, "process %d is not reading its stdin", p.PID)
 			}
-			return errf("failed_precondition", "write stdin of %d: %v", p.PID, err)
+			return errf(errdefs.CodeFailedPrecondition, "write stdin of %d: %v", p.PID, err)
 		}
 	}
 	if p.EOF {

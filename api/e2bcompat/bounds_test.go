@@ -234,7 +234,7 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 func TestAdmitRefuses(t *testing.T) {
 	m := e2bcompattest.NewManager()
 	var full atomic.Bool
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("s"),
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("s"),
 		Admit: func(ctx context.Context, tenantID string) (func(), error) {
 			if full.Load() {
 				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)

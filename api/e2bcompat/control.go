@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -58,18 +60,18 @@ type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
 // it under the tenant's in-flight limit.
 func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
+		t, err := h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
 		if err != nil {
 			writeAPIError(w, err)
 			return
 		}
-		release, err := h.admit(r.Context(), t)
+		release, err := h.admit(r.Context(), t.ID)
 		if err != nil {
 			writeAPIError(w, err)
 			return
 		}
 		defer release()
-		fn(w, r.WithContext(tenant.WithID(r.Context(), t)), t)
+		fn(w, r.WithContext(tenant.With(r.Context(), t)), t.ID)
 	}
 }
 
@@ -170,7 +172,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// manager's rotation would end it under a running session.
 	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1})
 	if err != nil {
-		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
+		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
 		return
 	}
@@ -492,7 +494,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) 
 		}
 		if len(recs) > limit {
 			recs = recs[:limit]
-			w.Header().Set(HeaderNextToken, recs[limit-1].ID)
+			w.Header().Set(e2bwire.HeaderNextToken, recs[limit-1].ID)
 		}
 		for _, rec := range recs {
 			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error

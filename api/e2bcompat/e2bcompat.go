@@ -24,26 +24,9 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
-)
-
-// Ports the SDKs name in the E2b-Sandbox-Port header.
-const (
-	EnvdPort        = "49983"
-	InterpreterPort = "49999"
-)
-
-// Headers of the E2B wire.
-const (
-	HeaderSandboxID   = "E2b-Sandbox-Id"
-	HeaderSandboxPort = "E2b-Sandbox-Port"
-	HeaderAccessToken = "X-Access-Token"
-	// HeaderTrafficToken carries the trafficAccessToken; the code
-	// interpreter SDK sends it (and only it) on its /contexts calls.
-	HeaderTrafficToken = "E2B-Traffic-Access-Token"
-	HeaderAPIKey       = "X-API-KEY"
-	HeaderNextToken    = "X-Next-Token"
 )
 
 // EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
@@ -55,18 +38,25 @@ const EnvdVersion = "0.6.0"
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"
 
-// Config configures the handler. Manager and Authenticate are required.
-type Config struct {
-	Manager Manager
-	// Authenticate maps an API key to its tenant (errdefs.ErrUnauthenticated
-	// for an unknown key).
-	Authenticate func(ctx context.Context, apiKey string) (tenantID string, err error)
-	// Tenant looks a tenant up by id (errdefs.ErrNotFound when it was
+// Tenants resolves the credentials of E2B calls. *tenant.Authenticator
+// implements it, with the cache every edge shares.
+type Tenants interface {
+	// Key returns the tenant of an API key (errdefs.ErrUnauthenticated
+	// for a missing, malformed or unknown key).
+	Key(ctx context.Context, key string) (*tenant.Tenant, error)
+	// Tenant returns a tenant by id (errdefs.ErrNotFound when it was
 	// deleted). Access tokens name the tenant's key generation and
 	// creation time, and a token is honoured only while both still match:
-	// rotating the key or deleting the tenant revokes it. Nil (tests):
-	// tokens are checked for signature and expiry only.
-	Tenant func(ctx context.Context, id string) (*tenant.Tenant, error)
+	// rotating the key or deleting the tenant revokes it.
+	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
+}
+
+var _ Tenants = (*tenant.Authenticator)(nil)
+
+// Config configures the handler. Manager and Tenants are required.
+type Config struct {
+	Manager Manager
+	Tenants Tenants
 	// Secret signs access tokens (HMAC-SHA256). Empty: a random secret
 	// per process, so tokens die with the process; the server should pass
 	// a persistent one.
@@ -127,8 +117,6 @@ type Handler struct {
 	interp  *http.ServeMux
 	procs   *procTable
 
-	tenants *tenantCache
-
 	mu sync.Mutex
 	// codeCtxs holds the code contexts of each sandbox.
 	codeCtxs map[string]map[string]*codeContext
@@ -161,7 +149,6 @@ func New(cfg Config) *Handler {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		procs:    newProcTable(),
-		tenants:  &tenantCache{},
 		codeCtxs: map[string]map[string]*codeContext{},
 	}
 	if h.log == nil {
@@ -176,7 +163,7 @@ func New(cfg Config) *Handler {
 // Match reports whether r belongs to the E2B surface: a sandbox call
 // (E2b-Sandbox-Id header) or a control-plane path.
 func Match(r *http.Request) bool {
-	if r.Header.Get(HeaderSandboxID) != "" {
+	if r.Header.Get(e2bwire.HeaderSandboxID) != "" {
 		return true
 	}
 	p := r.URL.Path
@@ -186,7 +173,7 @@ func Match(r *http.Request) bool {
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(HeaderSandboxID)
+	sid := r.Header.Get(e2bwire.HeaderSandboxID)
 	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
 		// Only Connect decodes compressed bodies (bounded); anywhere else
 		// the bytes would be taken as they are, so refuse them.
@@ -199,10 +186,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var next http.Handler
-	switch r.Header.Get(HeaderSandboxPort) {
-	case EnvdPort:
+	switch r.Header.Get(e2bwire.HeaderSandboxPort) {
+	case e2bwire.EnvdPort:
 		next = h.envd
-	case InterpreterPort:
+	case e2bwire.InterpreterPort:
 		next = h.interp
 	default:
 		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
@@ -223,13 +210,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.WithID(r.Context(), sb.tenantID), sb)))
+	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.With(r.Context(), sb.tenant), sb)))
 }
 
 // connectRoute reports whether r is an envd Connect call, whose
 // compression Connect handles within Config.MaxMessageBytes.
 func connectRoute(r *http.Request) bool {
-	return r.Header.Get(HeaderSandboxPort) == EnvdPort &&
+	return r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort &&
 		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
 }
 
@@ -241,6 +228,7 @@ func identityEncoding(enc string) bool {
 // sandboxRef is the sandbox a sandbox call addresses.
 type sandboxRef struct {
 	tenantID string
+	tenant   *tenant.Tenant
 	rec      *contexts.Record
 }
 

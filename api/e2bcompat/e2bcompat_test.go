@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -20,22 +19,14 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
-	"github.com/sandlot/sandlot/errdefs"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 )
 
 const key1, key2 = "e2b_1111111111111111111111111111111111111111", "e2b_2222222222222222222222222222222222222222"
 
-func authenticate(ctx context.Context, key string) (string, error) {
-	switch key {
-	case key1:
-		return "tenant-1", nil
-	case key2:
-		return "tenant-2", nil
-	}
-	return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-}
+// tenants knows key1 and key2.
+var tenants = e2bcompattest.Tenants{key1: "tenant-1", key2: "tenant-2"}
 
 type env struct {
 	t   *testing.T
@@ -46,7 +37,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, m: m}
