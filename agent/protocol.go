@@ -218,8 +218,8 @@ type RunCodeParams struct {
 	Language  string            `json:"language"`
 	Code      string            `json:"code"`
 	Kernel    string            `json:"kernel,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	Env       map[string]string `json:"env,omitempty"`       // for this run only: restored after it
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s); -1: none, the run lasts until it is canceled
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`
 }

@@ -150,11 +150,42 @@ def _sandlot_main():
             state["running"] = False
         return v
 
+    def dedent(code):
+        # As IPython does with a cell: drop leading blank lines, then the
+        # first line's indentation from every line that starts with it.
+        if not code or code[0] not in " \t\r\n":
+            return code
+        lines = code.splitlines(True)
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if not lines:
+            return ""
+        first = lines[0]
+        ind = first[: len(first) - len(first.lstrip(" \t"))]
+        if ind:
+            n = len(ind)
+            lines = [ln[n:] if ln.startswith(ind) else ln for ln in lines]
+        return "".join(lines)
+
     def run(req, count):
         env = req.get("env")
+        saved = None
         if env:
+            # For this run only: restored after it, as E2B does.
+            saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
-        code = req.get("code", "")
+        try:
+            return run_code(req, count)
+        finally:
+            if saved:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+
+    def run_code(req, count):
+        code = dedent(req.get("code", ""))
         fname = "<cell-%d>" % count
         cells[fname] = code  # for tracebacks; linecache is filled on error
         if len(cells) > 1000:
