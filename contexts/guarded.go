@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
@@ -328,10 +329,12 @@ type streamGuard struct {
 	tenant string
 	out    OutputFunc
 
-	mu   sync.Mutex
-	ref  uint64
-	reds map[string]StreamRedactor // by stream name
-	keys []string                  // streams in first-seen order
+	mu     sync.Mutex
+	ref    uint64
+	reds   map[string]StreamRedactor // by stream name
+	keys   []string                  // streams in first-seen order
+	idle   *time.Timer               // releases held-back text after IdleFlush of quiet
+	closed bool                      // flushed at the end: nothing more is emitted
 }
 
 func newStreamGuard(ctx context.Context, g Guard, tenantID string, out OutputFunc) *streamGuard {
@@ -366,11 +369,35 @@ func (s *streamGuard) write(ev agent.OutputEvent) {
 			s.keys = append(s.keys, ev.Stream)
 		}
 		ev.Data = red.Write(ev.Data)
+		if _, ok := red.(IdleFlusher); ok {
+			if s.idle == nil {
+				s.idle = time.AfterFunc(IdleFlush, s.flushIdle)
+			} else {
+				s.idle.Reset(IdleFlush)
+			}
+		}
 		if ev.Data == "" {
 			return
 		}
 	}
 	s.out(ev)
+}
+
+// flushIdle releases what the redactors hold back once the streams have
+// been quiet for IdleFlush.
+func (s *streamGuard) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, k := range s.keys {
+		if f, ok := s.reds[k].(IdleFlusher); ok {
+			if rest := f.FlushIdle(); rest != "" {
+				s.out(agent.OutputEvent{Ref: s.ref, Stream: k, Data: rest})
+			}
+		}
+	}
 }
 
 // flush emits what the redactors held back.
@@ -380,6 +407,10 @@ func (s *streamGuard) flush() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	for _, k := range s.keys {
 		if rest := s.reds[k].Flush(); rest != "" {
 			s.out(agent.OutputEvent{Ref: s.ref, Stream: k, Data: rest})
