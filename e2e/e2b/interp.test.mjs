@@ -121,3 +121,30 @@ test('runCode: killing the sandbox mid-cell throws "sandbox was killed" (E2B kil
   // and afterwards the sandbox is gone for runCode too
   await assert.rejects(s.runCode('1'), (err) => err instanceof TimeoutError || err instanceof SandboxError)
 })
+
+test('guard: a prompt without a newline arrives while the command waits for input', async () => {
+  let out = ''
+  let sawPrompt
+  const prompted = new Promise((resolve) => { sawPrompt = resolve })
+  const h = await sbx.commands.run('printf "name? "; read n; echo "hi $n"', {
+    background: true,
+    stdin: true,
+    onStdout: (d) => {
+      out += d
+      if (out.includes('name? ')) sawPrompt()
+    },
+  })
+  const timer = new Promise((_, reject) => setTimeout(() => reject(new Error(`no prompt while waiting; got ${JSON.stringify(out)}`)), 15_000))
+  await Promise.race([prompted, timer])
+  await sbx.commands.sendStdin(h.pid, 'bob\n')
+  const r = await h.wait()
+  assert.equal(r.stdout, 'name? hi bob\n')
+})
+
+test('guard: addresses at reserved example domains pass, real ones are redacted', { skip: !process.env.E2E_REDACTED && 'the real guard runs in the serve suite only' }, async () => {
+  const r = await sbx.commands.run('echo alice@example.com bob@mail.example.org carol@app.test; echo dave@exemplar.ie')
+  assert.match(r.stdout, /^alice@example\.com bob@mail\.example\.org carol@app\.test\n/)
+  assert.ok(!r.stdout.includes('dave@exemplar.ie'), r.stdout)
+  const e = await sbx.runCode('print("ann@example.net")')
+  assert.deepEqual(e.logs.stdout, ['ann@example.net\n'])
+})
