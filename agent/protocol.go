@@ -237,6 +237,9 @@ type RichResult struct {
 	LaTeX      string          `json:"latex,omitempty"`
 	JSON       json.RawMessage `json:"json,omitempty"`
 	JavaScript string          `json:"javascript,omitempty"`
+	// Data is a table's columns (E2B's e2b/data): a pandas DataFrame's
+	// columns as lists.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // ExecError is an error raised by user code.

@@ -282,19 +282,26 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
 	r.PNG = guardImage(ctx, g, tenantID, "png", r.PNG, &r.Text)
 	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
-	if len(r.JSON) > 0 {
-		red := t(string(r.JSON))
-		if red != string(r.JSON) {
-			if json.Valid([]byte(red)) {
-				r.JSON = json.RawMessage(red)
-			} else {
-				// Redaction broke the document: return it as a JSON string.
-				b, _ := json.Marshal(red)
-				r.JSON = b
-			}
-		}
-	}
+	r.JSON = guardJSON(r.JSON, t)
+	r.Data = guardJSON(r.Data, t)
 	return r
+}
+
+// guardJSON redacts a JSON document as text with t.
+func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
+	if len(doc) == 0 {
+		return doc
+	}
+	red := t(string(doc))
+	if red == string(doc) {
+		return doc
+	}
+	if json.Valid([]byte(red)) {
+		return json.RawMessage(red)
+	}
+	// Redaction broke the document: return it as a JSON string.
+	b, _ := json.Marshal(red)
+	return b
 }
 
 // guardImage passes a base64 image result through g.Image. An image that

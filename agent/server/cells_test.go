@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"context"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestRunEnvIsPerRun: a run's env applies to that run only; after it each
@@ -78,5 +81,62 @@ func TestRunWithoutTimeout(t *testing.T) {
 	r = run(t, c, agent.Python, "print('next')")
 	if r.Stdout != "next\n" {
 		t.Fatalf("after the cancel: %+v", r)
+	}
+}
+
+// TestPythonNotebookSyntax: the IPython syntax the python kernel knows
+// (!cmd, %cd, %env, %time, %%time, %%bash, %matplotlib), and a clear
+// UsageError for the rest.
+func TestPythonNotebookSyntax(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	for _, tc := range []struct {
+		name, code string
+		check      func(r *agent.RunCodeResult) bool
+	}{
+		{"shell", "!echo from-shell\nprint(_exit_code)", func(r *agent.RunCodeResult) bool { return r.Stdout == "from-shell\n0\n" }},
+		{"shell capture", "files = !printf 'a\\nb\\n'\nfiles", func(r *agent.RunCodeResult) bool { return mainText(r) == "['a', 'b']" }},
+		{"indented shell", "if True:\n    !echo in-block", func(r *agent.RunCodeResult) bool { return r.Stdout == "in-block\n" }},
+		{"cd", "%cd /tmp\nimport os\nos.getcwd()", func(r *agent.RunCodeResult) bool { return r.Stdout == "/tmp\n" && mainText(r) == "'/tmp'" }},
+		{"env", "%env SL_MAGIC=on\nimport os\nos.environ['SL_MAGIC']", func(r *agent.RunCodeResult) bool { return mainText(r) == "'on'" }},
+		{"time", "%time sum(range(10))", func(r *agent.RunCodeResult) bool {
+			return mainText(r) == "45" && strings.Contains(r.Stdout, "Wall time:")
+		}},
+		{"cell time", "%%time\nx = 2\nx * 21", func(r *agent.RunCodeResult) bool {
+			return mainText(r) == "42" && strings.Contains(r.Stdout, "CPU times:")
+		}},
+		{"cell bash", "%%bash\necho one\necho two", func(r *agent.RunCodeResult) bool { return r.Stdout == "one\ntwo\n" }},
+		{"matplotlib inline", "%matplotlib inline\n1 + 1", func(r *agent.RunCodeResult) bool { return mainText(r) == "2" }},
+		{"unknown magic", "%timeit 1", func(r *agent.RunCodeResult) bool {
+			return r.Error != nil && r.Error.Name == "UsageError" && strings.Contains(r.Error.Value, "%timeit")
+		}},
+		{"syntax error stays one", "x = (", func(r *agent.RunCodeResult) bool { return r.Error != nil && r.Error.Name == "SyntaxError" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, c, agent.Python, tc.code)
+			if !tc.check(r) {
+				t.Fatalf("stdout %q stderr %q text %q error %+v", r.Stdout, r.Stderr, mainText(r), r.Error)
+			}
+		})
+	}
+}
+
+// TestPythonTablesAndImages: a DataFrame result carries its columns as
+// data, and PIL's Image.show() and Image.save(path) display the image.
+func TestPythonTablesAndImages(t *testing.T) {
+	ok := exec.Command("/usr/bin/python3", "-c", "import pandas, PIL, numpy").Run() == nil
+	testenv.Require(t, ok, "python3-pandas, python3-pil and python3-numpy (scripts/deps.sh)")
+	c, _ := agenttest.StartClient(t)
+	r := run(t, c, agent.Python, "import pandas as pd\npd.DataFrame({'a': [1, 2], 't': pd.to_datetime(['2024-01-01', '2024-01-02'])})")
+	if len(r.Results) != 1 || string(r.Results[0].Data) != `{"a":[1,2],"t":["2024-01-01T00:00:00","2024-01-02T00:00:00"]}` || r.Results[0].HTML == "" {
+		t.Fatalf("DataFrame result: %+v (%+v)", r.Results, r.Error)
+	}
+	for _, code := range []string{
+		"from PIL import Image\nimg = Image.new('RGB', (8, 8), 'red')\nimg.show()\nprint('shown')",
+		"from PIL import Image\nImage.new('RGB', (8, 8), 'blue').save('sl-test.png')",
+	} {
+		r := run(t, c, agent.Python, code)
+		if r.Error != nil || len(r.Results) != 1 || r.Results[0].PNG == "" {
+			t.Fatalf("%q: results %d, error %+v", code, len(r.Results), r.Error)
+		}
 	}
 }

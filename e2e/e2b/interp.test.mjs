@@ -148,3 +148,42 @@ test('guard: addresses at reserved example domains pass, real ones are redacted'
   const e = await sbx.runCode('print("ann@example.net")')
   assert.deepEqual(e.logs.stdout, ['ann@example.net\n'])
 })
+
+test('runCode: a DataFrame result carries data (E2B data test)', async () => {
+  const execution = await sbx.runCode(`
+import pandas as pd
+pd.DataFrame({"a": [1, 2, 3]})
+`)
+  const result = execution.results[0]
+  assert.deepEqual(result.data, { a: [1, 2, 3] })
+  assert.ok(result.html.includes('<table'))
+})
+
+test('runCode: PIL show() and save() display the image (E2B images tests)', async () => {
+  for (const last of ['image.show()\n    print("done")', 'image', 'image.save("test.png")']) {
+    const execution = await sbx.runCode(`
+    import numpy
+    from PIL import Image
+
+    imarray = numpy.random.rand(16,16,3) * 255
+    image = Image.fromarray(imarray.astype('uint8')).convert('RGBA')
+
+    ${last}
+    `)
+    assert.equal(execution.error, undefined, JSON.stringify(execution.error))
+    assert.ok(execution.results[0]?.png, `no png after ${last}`)
+  }
+})
+
+test('runCode: !cmd, %cd and %time work; other magics are a clear UsageError', async () => {
+  const sh = await sbx.runCode('!echo from-shell')
+  assert.deepEqual(sh.logs.stdout, ['from-shell\n'])
+  const cd = await sbx.runCode('%cd /tmp\nimport os\nos.getcwd()')
+  assert.equal(cd.text, '/tmp')
+  const timed = await sbx.runCode('%time sum(range(10))')
+  assert.equal(timed.text, '45')
+  assert.match(timed.logs.stdout.join(''), /Wall time:/)
+  const bad = await sbx.runCode('%timeit 1')
+  assert.equal(bad.error?.name, 'UsageError')
+  assert.match(bad.error.value, /not IPython/)
+})
