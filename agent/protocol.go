@@ -222,8 +222,8 @@ type RunCodeParams struct {
 	Language  string            `json:"language"`
 	Code      string            `json:"code"`
 	Kernel    string            `json:"kernel,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	Env       map[string]string `json:"env,omitempty"`       // for this run only: restored after it
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s); -1: none, the run lasts until it is canceled
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`
 }
@@ -241,6 +241,9 @@ type RichResult struct {
 	LaTeX      string          `json:"latex,omitempty"`
 	JSON       json.RawMessage `json:"json,omitempty"`
 	JavaScript string          `json:"javascript,omitempty"`
+	// Data is a table's columns (E2B's e2b/data): a pandas DataFrame's
+	// columns as lists.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // ExecError is an error raised by user code.

@@ -127,6 +127,8 @@ type RichResult struct {
 	LaTeX      string          `json:"latex,omitempty"`
 	JSON       json.RawMessage `json:"json,omitempty"`
 	JavaScript string          `json:"javascript,omitempty"`
+	// Data is a table's columns as lists (a pandas DataFrame's).
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // ExecError is an error raised by the user's code.

@@ -64,7 +64,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 
 	// Two contexts, three executions; one prints an email address (a
 	// guard finding); the second context is deleted.
-	if res := runCode("m1", `print("write to alice@example.com")`); strings.Contains(res.Stdout, "alice@") {
+	if res := runCode("m1", `print("write to alice@exemplar.ie")`); strings.Contains(res.Stdout, "alice@") {
 		t.Fatalf("the guard let an email through: %q", res.Stdout)
 	}
 	runCode("m1", "1+1")
@@ -137,7 +137,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	if !strings.Contains(out, `"request_id":"obs-test-`) {
 		t.Errorf("no request ids in the logs:\n%s", out)
 	}
-	for _, secret := range []string{"alice@example.com", "write to", d.key} {
+	for _, secret := range []string{"alice@exemplar.ie", "write to", d.key} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the logs contain %q:\n%s", secret, out)
 		}

@@ -31,15 +31,27 @@ func (m *Manager) maxExecutions(rec *Record) int64 {
 
 // ExecuteRequest is one Execute call.
 type ExecuteRequest struct {
-	Language string        // python | javascript | typescript | bash | sh
-	Code     string        // at most Config.MaxCodeBytes
-	Timeout  time.Duration // 0 = Config.DefaultTimeout; MinTimeout..MaxTimeout, else invalid_argument
-	Kernel   string        // named kernel (E2B code contexts); "" = default
-	Env      map[string]string
+	Language string            // python | javascript | typescript | bash | sh
+	Code     string            // at most Config.MaxCodeBytes
+	Timeout  time.Duration     // 0 = Config.DefaultTimeout; MinTimeout..MaxTimeout, else invalid_argument
+	Kernel   string            // named kernel (E2B code contexts); "" = default
+	Env      map[string]string // for this run only (restored after it)
+	// Unbounded runs with no timeout (Timeout must be 0): only ctx ends
+	// the run. For edges whose clients time out themselves and hang up,
+	// as E2B's runCode does.
+	Unbounded bool
 	// ContextID, when set, runs only in that context (see
 	// CreateOptions.ContextID): never in a fresh one.
 	ContextID string
+	// CodeLimit, when larger than Config.MaxCodeBytes, bounds Code
+	// instead: an edge whose wire promises larger cells and bounds its
+	// bodies itself (E2B's /execute). At most MaxCodeLimit.
+	CodeLimit int
 }
+
+// MaxCodeLimit is the largest ExecuteRequest.CodeLimit: the code travels
+// to the agent in one frame, JSON-escaped.
+const MaxCodeLimit = agent.MaxFrame / 8
 
 // ExecuteResult is a guarded run result and where it ran.
 type ExecuteResult struct {
@@ -60,10 +72,20 @@ func (m *Manager) validate(req ExecuteRequest) (time.Duration, error) {
 		return 0, fmt.Errorf("language %q is not supported (use python, javascript, typescript, bash or sh): %w",
 			req.Language, errdefs.ErrInvalidArgument)
 	}
-	if len(req.Code) > m.cfg.MaxCodeBytes {
-		return 0, fmt.Errorf("code is %d bytes (limit %d): %w", len(req.Code), m.cfg.MaxCodeBytes, errdefs.ErrInvalidArgument)
+	limit := m.cfg.MaxCodeBytes
+	if req.CodeLimit > limit {
+		limit = min(req.CodeLimit, MaxCodeLimit)
+	}
+	if len(req.Code) > limit {
+		return 0, fmt.Errorf("code is %d bytes (limit %d): %w", len(req.Code), limit, errdefs.ErrInvalidArgument)
 	}
 	t := req.Timeout
+	if req.Unbounded {
+		if t != 0 {
+			return 0, fmt.Errorf("an unbounded run takes no timeout: %w", errdefs.ErrInvalidArgument)
+		}
+		return 0, nil
+	}
 	if t == 0 {
 		t = m.cfg.DefaultTimeout
 	}
@@ -105,7 +127,11 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 	}
 	resent := false
 	for range 4 {
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, timeout+timeoutGrace)
+		within := timeout + timeoutGrace
+		if req.Unbounded {
+			within = 0 // no bound to keep the record for: touch it
+		}
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, within)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
 				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
@@ -154,6 +180,11 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		Stream:    out != nil,
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+timeoutGrace)
+	if req.Unbounded {
+		p.TimeoutMs = -1
+		cancel()
+		cctx, cancel = context.WithCancel(ctx)
+	}
 	start := time.Now()
 	res, err := sb.RunCode(cctx, p, sg.fn())
 	cancel()

@@ -37,6 +37,11 @@ func TestExecuteValidation(t *testing.T) {
 		{"timeout 999 ms", contexts.ExecuteRequest{Language: "python", Code: "1", Timeout: 999 * time.Millisecond}, false},
 		{"timeout 601 s", contexts.ExecuteRequest{Language: "python", Code: "1", Timeout: 601 * time.Second}, false},
 		{"negative timeout", contexts.ExecuteRequest{Language: "python", Code: "1", Timeout: -time.Second}, false},
+		{"unbounded", contexts.ExecuteRequest{Language: "python", Code: "1", Unbounded: true}, true},
+		{"unbounded with a timeout", contexts.ExecuteRequest{Language: "python", Code: "1", Unbounded: true, Timeout: time.Second}, false},
+		{"150 KB under a code limit", contexts.ExecuteRequest{Language: "python", Code: strings.Repeat("a", 150*1024), CodeLimit: contexts.MaxCodeLimit}, true},
+		{"code limit past its maximum", contexts.ExecuteRequest{Language: "python", Code: strings.Repeat("a", contexts.MaxCodeLimit+1), CodeLimit: 2 * contexts.MaxCodeLimit}, false},
+		{"code limit below the config", contexts.ExecuteRequest{Language: "python", Code: strings.Repeat("a", 100*1024+1), CodeLimit: 10}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.m.Execute(e.ctx, id, tc.req, nil)
@@ -70,6 +75,36 @@ func TestStatePersistsAndBranchesAreIsolated(t *testing.T) {
 	}
 	if res := e.exec(main, "print(x)"); res.Stdout != "42\n" {
 		t.Fatalf("main after branch: %+v", res)
+	}
+}
+
+// TestUnboundedRun: an unbounded run reaches the sandbox with TimeoutMs -1
+// and a ctx without deadline; the caller's cancel ends it.
+func TestUnboundedRun(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	type seen struct {
+		ms          int64
+		hasDeadline bool
+	}
+	got := make(chan seen, 1)
+	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		_, ok := ctx.Deadline()
+		got <- seen{p.TimeoutMs, ok}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Execute(ctx, ident("t1", "c1", "main"), contexts.ExecuteRequest{Language: "python", Code: "1", Unbounded: true}, nil)
+		done <- err
+	}()
+	if s := <-got; s.ms != -1 || s.hasDeadline {
+		t.Fatalf("the sandbox saw timeoutMs %d, deadline %v; want -1 and none", s.ms, s.hasDeadline)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled unbounded run: %v", err)
 	}
 }
 

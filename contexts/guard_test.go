@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -148,4 +149,33 @@ func TestGuardBytesAtChunkEdges(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGuardIdleFlush: output held back by the guard (a prompt without a
+// newline) is released once the stream is quiet, while the run goes on.
+func TestGuardIdleFlush(t *testing.T) {
+	g := &contextstest.Guard{Secrets: []string{"sk-SECRET"}, Idle: true}
+	e := newEnv(t, contexts.Config{Guard: g})
+	seen := make(chan string, 8)
+	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		out(agent.OutputEvent{Stream: agent.Stdout, Data: "name? "})
+		select {
+		case got := <-seen:
+			return &agent.RunCodeResult{Success: true, Stdout: "saw " + got}, nil
+		case <-time.After(20 * time.Second):
+			return &agent.RunCodeResult{Success: true, Stdout: "the prompt never arrived while the run went on"}, nil
+		}
+	}
+	res, err := e.m.Execute(e.ctx, ident("t1", "c1", "main"), contexts.ExecuteRequest{Language: "python", Code: "input()"},
+		func(ev agent.OutputEvent) {
+			if ev.Data != "" {
+				seen <- ev.Data
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stdout != "saw name? " {
+		t.Fatalf("run: %q", res.Stdout)
+	}
 }

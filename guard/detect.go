@@ -61,7 +61,8 @@ func (sc *scanner) emails() {
 	}
 }
 
-// emailDomain reports a domain under an ICANN public suffix.
+// emailDomain reports a domain under an ICANN public suffix that is not
+// reserved for examples.
 func emailDomain(dom string) bool {
 	dot := strings.LastIndexByte(dom, '.')
 	if dot <= 0 || len(dom)-dot < 3 || !letters(dom[dot+1:]) {
@@ -69,7 +70,23 @@ func emailDomain(dom string) bool {
 	}
 	low := strings.ToLower(dom)
 	suffix, icann := publicsuffix.PublicSuffix(low)
-	return icann && suffix != low && !strings.Contains(low, "..")
+	return icann && suffix != low && !strings.Contains(low, "..") && !reservedDomain(low)
+}
+
+// reservedDomain reports a lower-case domain reserved for documentation
+// and tests (RFC 2606, RFC 6761): example.com, example.net, example.org
+// and their subdomains, and the .test, .invalid, .localhost and .example
+// TLDs (which no public suffix lists, so emailDomain refuses them anyway).
+// Addresses there belong to no one: docs, fixtures and sample data are
+// full of them, and redacting them hides nothing.
+func reservedDomain(dom string) bool {
+	for _, d := range []string{"example.com", "example.net", "example.org"} {
+		if dom == d || strings.HasSuffix(dom, "."+d) {
+			return true
+		}
+	}
+	tld := dom[strings.LastIndexByte(dom, '.')+1:]
+	return tld == "test" || tld == "invalid" || tld == "localhost" || tld == "example"
 }
 
 // looseDomain finds, in binary data, the end of an email domain that

@@ -78,10 +78,10 @@ func (c *findingsCounter) total(t *testing.T) int64 {
 // ModeFor, then the default. ModeFor (a store lookup in the daemon) is not
 // called when the request carries its tenant.
 func TestModes(t *testing.T) {
-	const text = "mail alice@example.com now"
+	const text = "mail alice@exemplar.ie now"
 	key := []byte("k")
 	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("alice@example.com"))
+	mac.Write([]byte("alice@exemplar.ie"))
 	wantMAC := hex.EncodeToString(mac.Sum(nil))
 
 	tenantModes := map[string]string{"quiet": ModeOff, "watch": ModeReport, "bogus": "nonsense"}
@@ -167,7 +167,7 @@ func TestRandomHMACKey(t *testing.T) {
 func TestSanitizeError(t *testing.T) {
 	in := strings.Join([]string{
 		"open /run/sandlot/ctx-1/agent.sock: connection refused",
-		"state at /var/lib/sandlot/db.sqlite, user alice@example.com",
+		"state at /var/lib/sandlot/db.sqlite, user alice@exemplar.ie",
 		"panic: boom",
 		"",
 		"goroutine 17 [running]:",
@@ -214,7 +214,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestJSONStaysValid(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 13))
 	secrets := map[string]string{
-		"email":  "alice@example.com",
+		"email":  "alice@exemplar.ie",
 		"dsn":    "postgres://app:S3cretpw@db:5432/app",
 		"card":   group4(fakeCard(r, "4", 16), " "),
 		"key":    pemBlock(r, 3),

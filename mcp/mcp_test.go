@@ -377,9 +377,9 @@ func TestStreamableHTTP(t *testing.T) {
 // TestToolErrorSanitized: a tool error leaves without host paths, Go
 // source positions or secrets.
 func TestToolErrorSanitized(t *testing.T) {
-	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@example.org: %w", errdefs.ErrUnavailable)
+	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
 	got := text(toolError(err))
-	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@example.org") ||
+	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@exemplar.ie") ||
 		!strings.Contains(got, "[internal]") || !strings.Contains(got, "[REDACTED:EMAIL]") {
 		t.Fatalf("tool error %q", got)
 	}
@@ -403,13 +403,13 @@ func (m modeTenants) Tenant(_ context.Context, id string) (*tenant.Tenant, error
 func TestTenantGuardMode(t *testing.T) {
 	s := newStack(t)
 	ts := modeTenants{"t-off": tenant.GuardOff, "t-enforce": tenant.GuardEnforce}
-	code := map[string]any{"language": "python", "code": "print('mail ' + 'alice' + '@example.com')"}
+	code := map[string]any{"language": "python", "code": "print('mail ' + 'alice' + '@exemplar.ie')"}
 	for _, tc := range []struct {
 		tenant  string
 		want    string // in stdout
 		wantErr string
 	}{
-		{"t-off", "alice@example.com", ""},
+		{"t-off", "alice@exemplar.ie", ""},
 		{"t-enforce", "[REDACTED:EMAIL]", ""},
 		{"t-gone", "", "no longer exists"},
 	} {

@@ -130,6 +130,10 @@ func boundResult(rr agent.RichResult, max int) (agent.RichResult, bool) {
 		rr.JSON = nil
 		cutAny = true
 	}
+	if len(rr.Data) > max {
+		rr.Data = nil // the table's HTML and text stay (bounded)
+		cutAny = true
+	}
 	return rr, cutAny
 }
 

@@ -142,7 +142,13 @@
   }
 
   async function run(req) {
-    if (req.env) Object.assign(process.env, req.env);
+    // env is for this run only: restored after it, as E2B does.
+    let saved = null;
+    if (req.env) {
+      saved = {};
+      for (const k of Object.keys(req.env)) saved[k] = k in process.env ? process.env[k] : undefined;
+      Object.assign(process.env, req.env);
+    }
     // One filename for all cells lets V8's compilation cache serve repeated code.
     const filename = 'cell.js';
     results = [];
@@ -177,6 +183,12 @@
     } finally {
       interrupt = null;
       results = null;
+      if (saved) {
+        for (const k of Object.keys(saved)) {
+          if (saved[k] === undefined) delete process.env[k];
+          else process.env[k] = saved[k];
+        }
+      }
     }
     return { id: req.id, results: out, error };
   }

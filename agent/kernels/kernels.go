@@ -39,13 +39,15 @@ var pythonDriver string
 //go:embed driver.js
 var nodeDriver string
 
-// bashDriver reads "<id>\0<code>\0" from fd 3, evals the code at top level
-// (so variables, functions, cwd and exports persist) and reports the exit
-// status on fd 4. Builtins are called through `builtin` so user functions
-// named printf or read cannot break the loop.
-const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3; do
+// bashDriver reads "<id>\0<code>\0<after>\0" from fd 3, evals the code at
+// top level (so variables, functions, cwd and exports persist), then
+// after (which restores the run's env), and reports the code's exit status
+// on fd 4. Builtins are called through `builtin` so user functions named
+// printf or read cannot break the loop.
+const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3 && IFS= builtin read -r -d '' __sandlot_after <&3; do
 eval "$__sandlot_code"
 __sandlot_rc=$?
+eval "$__sandlot_after"
 builtin printf '{"id":%s,"exitCode":%d}\n' "$__sandlot_id" "$__sandlot_rc" >&4
 done
 `
@@ -183,6 +185,9 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 		}
 	}
 	timeout := Timeout(p.TimeoutMs)
+	if p.TimeoutMs < 0 {
+		timeout = 0 // none: only a cancel ends the run
+	}
 	switch p.Language {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
 	case agent.Sh:
@@ -251,13 +256,15 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		emit = func(stream, data string) { out(agent.OutputEvent{Stream: stream, Data: data}) }
 	}
 	spec := waitSpec{
-		id:       kn.id,
-		deadline: start.Add(timeout),
-		grace:    interruptGrace,
-		cancel:   ctx.Done(),
-		stdout:   stdout,
-		stderr:   stderr,
-		emit:     emit,
+		id:     kn.id,
+		grace:  interruptGrace,
+		cancel: ctx.Done(),
+		stdout: stdout,
+		stderr: stderr,
+		emit:   emit,
+	}
+	if timeout > 0 {
+		spec.deadline = start.Add(timeout)
 	}
 	switch kn.lang {
 	case agent.Python:
@@ -367,10 +374,17 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		// env is for this run only: each name's old value (or its absence)
+		// is kept and restored after the run. Names are checked by Run.
+		var after strings.Builder
 		for _, k := range keys {
-			b.WriteString("export " + k + "=" + shellQuote(strings.ReplaceAll(env[k], "\x00", "")) + "\n")
+			b.WriteString("if [[ -v " + k + " ]]; then __sandlot_old_" + k + "=$" + k + "; __sandlot_had_" + k + "=1; else builtin unset __sandlot_had_" + k + "; fi\n")
+			b.WriteString("builtin export " + k + "=" + shellQuote(strings.ReplaceAll(env[k], "\x00", "")) + "\n")
+			after.WriteString("if [[ -n ${__sandlot_had_" + k + "-} ]]; then builtin export " + k + "=\"$__sandlot_old_" + k + "\"; else builtin unset " + k + "; fi; builtin unset __sandlot_had_" + k + " __sandlot_old_" + k + "\n")
 		}
 		b.WriteString(code)
+		b.WriteByte(0)
+		b.WriteString(after.String())
 		b.WriteByte(0)
 		return []byte(b.String()), nil
 	}

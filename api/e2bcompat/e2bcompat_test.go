@@ -579,8 +579,12 @@ func TestExecuteNDJSON(t *testing.T) {
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
 		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
 	}
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","language":"cobol"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 400 {
-		t.Fatalf("unknown language: %d", resp.StatusCode)
+	// a language without a kernel: E2B's execution error shape, which the
+	// SDK returns in Execution.error
+	lines = run(`{"code":"x","language":"r"}`)
+	if diff := cmp.Diff([]string{"error", "end_of_execution"}, types(lines)); diff != "" || lines[0]["name"] != "NotSupportedError" ||
+		!strings.Contains(lines[0]["value"].(string), `language "r" is not supported`) {
+		t.Fatalf("unsupported language (-want +got):\n%s%v", diff, lines)
 	}
 	// /execute without any credential
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {

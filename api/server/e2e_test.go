@@ -240,7 +240,7 @@ func TestE2E(t *testing.T) {
 	t.Run("guard", func(t *testing.T) {
 		// The value is made at test time, so no real-looking secret is
 		// committed.
-		email := fmt.Sprintf("user%d.e2e@example.org", rand.Int63())
+		email := fmt.Sprintf("user%d.e2e@exemplar.ie", rand.Int63())
 		r, err := a.RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email)))
 		if err != nil || strings.Contains(r.Stdout, email) || !strings.Contains(r.Stdout, "[REDACTED:EMAIL]") {
 			t.Fatalf("stdout not redacted: %+v %v", r, err)
@@ -368,7 +368,7 @@ func TestE2E(t *testing.T) {
 		if out := run("print(y + 1)"); out["stdout"] != "21\n" {
 			t.Fatalf("state across MCP calls: %+v", out)
 		}
-		email := fmt.Sprintf("mcp%d.e2e@example.org", rand.Int63())
+		email := fmt.Sprintf("mcp%d.e2e@exemplar.ie", rand.Int63())
 		if out := run(fmt.Sprintf("print(%q)", email)); strings.Contains(fmt.Sprint(out), email) || !strings.Contains(fmt.Sprint(out["stdout"]), "[REDACTED:EMAIL]") {
 			t.Fatalf("secret over MCP: %+v", out)
 		}

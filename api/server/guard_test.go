@@ -104,7 +104,7 @@ func (e *guardEnv) do(t *testing.T, method, path, key, body string, header map[s
 // request, for admin tenants only.
 func TestGuardModeHeader(t *testing.T) {
 	e := newGuardEnv(t)
-	const file = "contact: alice.murphy@example.org\n"
+	const file = "contact: alice.murphy@exemplar.ie\n"
 	const files = "/v1/conversations/c/paths/main/files?path=contact.txt"
 	for _, key := range []string{e.keyUser, e.keyAdmin} {
 		if w := e.do(t, "PUT", files, key, file, nil); w.Code != 200 {
@@ -149,7 +149,7 @@ func TestGuardModeHeader(t *testing.T) {
 // tenant the request authenticated as, which rides in its context.
 func TestTenantGuardMode(t *testing.T) {
 	e := newGuardEnv(t)
-	const file = "contact: alice.murphy@example.org\n"
+	const file = "contact: alice.murphy@exemplar.ie\n"
 	const files = "/v1/conversations/c/paths/main/files?path=contact.txt"
 	for _, tc := range []struct {
 		name, key, want string
@@ -174,7 +174,7 @@ func TestTenantGuardMode(t *testing.T) {
 // and audited once at its offset in the file in report mode.
 func TestDownloadSecretAcrossChunks(t *testing.T) {
 	e := newGuardEnv(t)
-	secret := "alice.murphy@example.org"
+	secret := "alice.murphy@exemplar.ie"
 	line := strings.Repeat("lorem ipsum dolor sit amet ", 3) + "\n"
 	var b strings.Builder
 	for b.Len() < agent.ChunkSize-10 {

@@ -76,7 +76,7 @@ CREATE TRIGGER spy BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION r
 		return w
 	}
 	const files = "/v1/conversations/rls/paths/main/files?path=note.txt"
-	if w := do("PUT", files, "mail bob.rls@example.org\n"); w.Code != 200 {
+	if w := do("PUT", files, "mail bob.rls@exemplar.ie\n"); w.Code != 200 {
 		t.Fatalf("upload: %d %s", w.Code, w.Body)
 	}
 	if w := do("GET", files, ""); w.Code != 200 || !strings.Contains(w.Body.String(), "[REDACTED:EMAIL]") {

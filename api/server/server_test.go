@@ -464,11 +464,11 @@ func TestAudit(t *testing.T) {
 // paths, Go source positions or secrets, on plain and streamed calls.
 func TestErrorMessagesSanitized(t *testing.T) {
 	e := newEnv(t, nil)
-	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@example.org: %w", errdefs.ErrUnavailable)
+	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
 	for _, accept := range []string{"", api.ContentTypeNDJSON} {
 		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`, header: map[string]string{"Accept": accept}})
 		body := w.Body.String()
-		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@example.org") {
+		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@exemplar.ie") {
 			t.Fatalf("accept %q: %d %s", accept, w.Code, body)
 		}
 		if msg := decodeErr(t, w).Message; !strings.Contains(msg, "start sandbox: open [internal]") || !strings.Contains(msg, "[REDACTED:EMAIL]") {

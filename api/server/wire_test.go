@@ -29,7 +29,7 @@ func TestWireForms(t *testing.T) {
 		Metadata: map[string]string{"k": "v"}, Node: "n1",
 	}
 	rr := agent.RichResult{Main: true, Text: "t", HTML: "h", Markdown: "m", SVG: "s", PNG: "p", JPEG: "j", LaTeX: "l",
-		JSON: json.RawMessage(`{"a":1}`), JavaScript: "js"}
+		JSON: json.RawMessage(`{"a":1}`), JavaScript: "js", Data: json.RawMessage(`{"c":[1]}`)}
 	ee := agent.ExecError{Name: "ValueError", Value: "v", Traceback: "tb"}
 	fi := agent.FileInfo{Name: "a", Path: "/home/user/a", Type: "symlink", Size: 1, Mode: 0o644, ModTime: 5, Owner: "u", Group: "g", Target: "b"}
 	ev := audit.Event{ID: 7, TenantID: "t", ContextID: "c", Kind: audit.KindGuardFinding, Detail: map[string]string{"type": "EMAIL"}, At: at}

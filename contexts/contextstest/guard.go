@@ -11,6 +11,9 @@ import (
 // secrets with "[REDACTED]", also across stream chunks.
 type Guard struct {
 	Secrets []string
+	// Idle makes its streams IdleFlushers (FlushIdle releases what they
+	// hold back), as the real guard's are.
+	Idle bool
 }
 
 var _ contexts.Guard = (*Guard)(nil)
@@ -29,8 +32,16 @@ func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamReda
 	for _, s := range g.Secrets {
 		hold = max(hold, len(s)-1)
 	}
+	if g.Idle {
+		return &idleStream{stream{g: g, hold: hold}}
+	}
 	return &stream{g: g, hold: hold}
 }
+
+type idleStream struct{ stream }
+
+// FlushIdle implements contexts.IdleFlusher.
+func (s *idleStream) FlushIdle() string { return s.Flush() }
 
 // File implements contexts.Guard: the file's bytes go through Stream,
 // binary or not.

@@ -67,6 +67,10 @@ func (r *redactStream) Write(chunk string) string {
 	return s[:len(s)-keep]
 }
 
+// FlushIdle releases the held tail when the stream went quiet, as the
+// real guard does (contexts.IdleFlusher).
+func (r *redactStream) FlushIdle() string { return r.Flush() }
+
 func (r *redactStream) Flush() string {
 	s := r.pending
 	r.pending = ""

@@ -107,11 +107,15 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 		return nil, err
 	}
 	timeout := time.Duration(p.TimeoutMs) * time.Millisecond
-	if timeout <= 0 {
+	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	rctx, cancel := context.WithCancel(ctx) // negative timeout: none, ctx ends the run
+	if timeout > 0 {
+		cancel()
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	b, _ := json.Marshal(map[string]any{"code": p.Code, "context_id": ccID, "env_vars": p.Env})
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.interpURL+"/execute", bytes.NewReader(b))
