@@ -236,21 +236,20 @@ func TestExecCancelKillsProcess(t *testing.T) {
 // directly (it is their subreaper here, PID 1 in a sandbox).
 func TestReapsOrphans(t *testing.T) {
 	c, a := agenttest.StartClient(t)
-	execOK(t, c, agent.ExecParams{Shell: "for i in 1 2 3 4 5; do (sleep 0.5 &) ; done; exit 0"})
-	run(t, c, agent.Bash, "(sleep 0.5 &); sleep 0.01")
+	// The orphans live long enough to be counted on a loaded machine.
+	execOK(t, c, agent.ExecParams{Shell: "for i in 1 2 3 4 5; do (sleep 3 &) ; done; exit 0"})
+	run(t, c, agent.Bash, "(sleep 3 &); sleep 0.01")
 	agentPid := a.Cmd.Process.Pid
 	// The orphans were adopted by the agent (so it is the one that must reap them).
 	if n := childrenNamed(t, agentPid, "sleep"); n != 6 {
 		t.Fatalf("agent adopted %d sleeps, want 6", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		zombies := zombieChildren(t, agentPid)
-		if zombies == 0 {
-			break
-		}
+	// Once they exit, the agent reaps them: no child named sleep is left,
+	// neither running nor a zombie.
+	deadline := time.Now().Add(20 * time.Second)
+	for childrenNamed(t, agentPid, "sleep") > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d zombie children of the agent", zombies)
+			t.Fatalf("%d sleeps still children of the agent (%d zombies)", childrenNamed(t, agentPid, "sleep"), zombieChildren(t, agentPid))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
