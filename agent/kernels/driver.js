@@ -1,5 +1,6 @@
 // sandlot node kernel driver. Run as: node --expose-internals -e <this file>.
-// fd 1/2: user output (pipes: synchronous writes on Linux)
+// fd 1/2: user output (pipes; a large write can still be partly queued, so a
+// run's result waits until both have drained)
 // fd 3: commands, one JSON object per line: {"id", "code", "env"}
 // fd 4: results, one JSON object per line: {"id", "results", "error"}
 // On SIGINT a pending await rejects; synchronous code cannot be interrupted
@@ -193,6 +194,15 @@
     return { id: req.id, results: out, error };
   }
 
+  // flushed resolves once what user code wrote to stream has reached the
+  // pipe: a write larger than the pipe holds is partly queued in node, and
+  // the result on fd 4 must not overtake it (the agent ends the run's
+  // output at the result).
+  function flushed(stream) {
+    if (!stream.writableLength) return null;
+    return new Promise((resolve) => stream.write('', resolve));
+  }
+
   let buf = '';
   const queue = [];
   let busy = false;
@@ -207,6 +217,8 @@
       } catch (e) {
         resp = { id: null, results: [], error: errorOf(e) };
       }
+      const pending = [flushed(process.stdout), flushed(process.stderr)].filter(Boolean);
+      if (pending.length) await Promise.all(pending);
       let data;
       try {
         data = stringify(resp) + '\n';

@@ -241,8 +241,15 @@ func TestReapsOrphans(t *testing.T) {
 	run(t, c, agent.Bash, "(sleep 3 &); sleep 0.01")
 	agentPid := a.Cmd.Process.Pid
 	// The orphans were adopted by the agent (so it is the one that must reap them).
-	if n := childrenNamed(t, agentPid, "sleep"); n != 6 {
-		t.Fatalf("agent adopted %d sleeps, want 6", n)
+	// A forked child is named sleep only once it has exec'd: wait for that.
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		n := childrenNamed(t, agentPid, "sleep")
+		if n == 6 {
+			break
+		}
+		if n > 6 || time.Since(start) > 2*time.Second {
+			t.Fatalf("agent adopted %d sleeps, want 6", n)
+		}
 	}
 	// Once they exit, the agent reaps them: no child named sleep is left,
 	// neither running nor a zombie.
