@@ -61,6 +61,7 @@ func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, erro
 func (h *Handler) forget(sid string) {
 	h.mu.Lock()
 	delete(h.codeCtxs, sid)
+	delete(h.signers, sid)
 	h.mu.Unlock()
 }
 
@@ -110,7 +111,11 @@ func (h *Handler) issueToken(ctx context.Context, purpose, tenantID, sid string)
 		expires: h.cfg.Clock().Add(h.cfg.TokenTTL).Unix()}
 	fields := []string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(tenantID)),
 		strconv.FormatInt(c.generation, 10), strconv.FormatInt(c.created, 10), strconv.FormatInt(c.expires, 10)}
-	return strings.Join(append(fields, h.tokenMAC(purpose, sid, fields)), "."), nil
+	tok := strings.Join(append(fields, h.tokenMAC(purpose, sid, fields)), ".")
+	if purpose == purposeEnvd {
+		h.rememberToken(sid, tok)
+	}
+	return tok, nil
 }
 
 func (h *Handler) tokenMAC(purpose, sid string, fields []string) string {

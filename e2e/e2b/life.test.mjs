@@ -1,0 +1,92 @@
+// Envd and lifecycle behaviours of the official SDK against sandlot, as on
+// E2B: files (gzip, signed URLs, metadata), commands (users, timeouts,
+// stdin, connect) and the sandbox lifecycle (absolute timeout, list
+// filters, metrics). Test names start with "life:" (E2E_FILTER=life:).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { gzipSync } from 'node:zlib'
+import { Sandbox, CommandExitError, SandboxError } from 'e2b'
+
+const run = `life-${process.pid}-${Date.now()}`
+let sbx
+let home
+
+before(async () => {
+  sbx = await Sandbox.create('base', { metadata: { suite: run }, timeoutMs: 300_000 })
+  home = (await sbx.commands.run('echo $HOME')).stdout.trim()
+})
+
+after(async () => {
+  if (sbx) await Sandbox.kill(sbx.sandboxId)
+})
+
+test('life: files.write with gzip stores the inflated bytes', async () => {
+  const text = 'gzip me '.repeat(1000)
+  await sbx.files.write(`${home}/gz.txt`, text, { gzip: true })
+  assert.equal(await sbx.files.read(`${home}/gz.txt`), text)
+  assert.equal((await sbx.commands.run(`wc -c < ${home}/gz.txt`)).stdout.trim(), String(text.length))
+  // a raw gzip body through the same route as the SDK: inflated too
+  const url = await sbx.uploadUrl(`${home}/raw.bin`)
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' }, body: gzipSync(Buffer.from('raw inflated')) })
+  assert.equal(res.status, 200, await res.clone().text())
+  assert.equal(await sbx.files.read(`${home}/raw.bin`), 'raw inflated')
+})
+
+test('life: remove of a missing file is a no-op', async () => {
+  await sbx.files.remove(`${home}/never-there`)
+  await sbx.files.write(`${home}/gone.txt`, 'x')
+  await sbx.files.remove(`${home}/gone.txt`)
+  assert.equal(await sbx.files.exists(`${home}/gone.txt`), false)
+})
+
+test('life: entry info has the envd metadata fields, symlinkTarget absolute', async () => {
+  await sbx.files.write(`${home}/meta.txt`, 'four')
+  await sbx.commands.run(`chmod 640 ${home}/meta.txt && ln -sfn meta.txt ${home}/link.txt`)
+  const info = await sbx.files.getInfo(`${home}/meta.txt`)
+  assert.equal(info.type, 'file')
+  assert.equal(info.size, 4)
+  assert.equal(info.mode, 0o640)
+  assert.equal(info.permissions, '-rw-r-----')
+  assert.equal(info.owner, 'user')
+  assert.equal(info.group, 'user')
+  assert.ok(info.modifiedTime instanceof Date && Math.abs(info.modifiedTime.getTime() - Date.now()) < 120_000, `modifiedTime ${info.modifiedTime}`)
+  const link = await sbx.files.getInfo(`${home}/link.txt`)
+  assert.equal(link.type, 'symlink')
+  assert.equal(link.symlinkTarget, `${home}/meta.txt`)
+  const listed = (await sbx.files.list(home)).find((e) => e.name === 'link.txt')
+  assert.equal(listed.symlinkTarget, `${home}/meta.txt`)
+})
+
+test('life: signed uploadUrl and downloadUrl', async () => {
+  const path = `${home}/signed.txt`
+  const up = await sbx.uploadUrl(path, { useSignatureExpiration: 60 })
+  assert.match(up, /signature=v1_/)
+  const form = new FormData()
+  form.append('file', new Blob(['signed bytes']), path)
+  const res = await fetch(up, { method: 'POST', body: form })
+  assert.equal(res.status, 200, await res.clone().text())
+  const down = await sbx.downloadUrl(path)
+  const got = await fetch(down)
+  assert.equal(got.status, 200)
+  assert.equal(await got.text(), 'signed bytes')
+  // the signature covers the path and the operation
+  const other = new URL(down)
+  other.searchParams.set('path', `${home}/gz.txt`)
+  assert.equal((await fetch(other)).status, 401)
+  assert.equal((await fetch(down, { method: 'POST', body: form })).status, 401)
+  // an expired signature is refused
+  const old = new URL(await sbx.downloadUrl(path, { useSignatureExpiration: 60 }))
+  old.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 10))
+  assert.equal((await fetch(old)).status, 401)
+})
+
+test('life: user root is refused clearly, never run as user', async () => {
+  await assert.rejects(sbx.commands.run('id -u', { user: 'root' }), (e) => {
+    assert.ok(e instanceof SandboxError && !(e instanceof CommandExitError), `got ${e}`)
+    assert.match(e.message, /root is not supported/)
+    return true
+  })
+  await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not supported/)
+  await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not supported/)
+  assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
+})
