@@ -157,7 +157,7 @@ type ExecParams struct {
 	Cwd       string            `json:"cwd,omitempty"`
 	Stdin     string            `json:"stdin,omitempty"`     // written, then stdin is closed unless KeepStdin
 	KeepStdin bool              `json:"keepStdin,omitempty"` // leave stdin open for exec.stdin
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s), at most 10 min; negative: none (ends with the call or the sandbox)
 	User      string            `json:"user,omitempty"`      // reserved; always "user" today
 	Tag       string            `json:"tag,omitempty"`       // caller's label, shown in exec.list
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB

@@ -269,12 +269,18 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	go pump(outR, stdout, agent.Stdout)
 	go pump(errR, stderr, agent.Stderr)
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// A negative TimeoutMs has no timer: the process runs until it exits,
+	// is signalled, its call is cancelled or the sandbox ends.
+	var expired <-chan time.Time
+	if p.TimeoutMs >= 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	timedOut := false
 	select {
 	case <-pr.Done():
-	case <-timer.C:
+	case <-expired:
 		timedOut = true
 		_ = pr.SignalGroup(syscall.SIGKILL)
 		<-pr.Done()

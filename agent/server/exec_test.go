@@ -379,3 +379,22 @@ func TestConcurrentCalls(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestExecWithoutTimeout: a negative TimeoutMs arms no timer (E2B's
+// timeoutMs: 0); the process still ends with its call.
+func TestExecWithoutTimeout(t *testing.T) {
+	c, a := agenttest.StartClient(t)
+	if r := execOK(t, c, agent.ExecParams{Shell: "sleep 0.3; echo done", TimeoutMs: -1}); r.TimedOut || r.Stdout != "done\n" {
+		t.Fatalf("result %+v", r)
+	}
+	marker := filepath.Join(a.Home, "marker")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Exec(ctx, agent.ExecParams{Shell: "sleep 1; touch " + marker, TimeoutMs: -1}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("canceled exec without a timeout kept running")
+	}
+}

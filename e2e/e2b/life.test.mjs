@@ -90,3 +90,25 @@ test('life: user root is refused clearly, never run as user', async () => {
   await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not supported/)
   assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
 })
+
+test('life: commands timeoutMs 0 is no timeout; a timeout still ends the command', async () => {
+  const r = await sbx.commands.run('sleep 1; echo unbounded', { timeoutMs: 0 })
+  assert.equal(r.stdout, 'unbounded\n')
+  const t0 = Date.now()
+  await assert.rejects(sbx.commands.run(`sleep 30; touch ${home}/late`, { timeoutMs: 1500 }))
+  assert.ok(Date.now() - t0 < 20_000, 'timeout did not end the command in time')
+  await new Promise((res) => setTimeout(res, 500))
+  const left = await sbx.commands.list()
+  assert.ok(!left.some((p) => p.args.join(' ').includes('sleep 30')), `timed-out command still runs: ${JSON.stringify(left)}`)
+})
+
+test('life: commands.connect re-attaches to a running command', async () => {
+  const h = await sbx.commands.run(`for i in 1 2 3 4; do echo tick-$i; sleep 0.5; done`, { background: true, timeoutMs: 0 })
+  await h.disconnect()
+  const seen = []
+  const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) })
+  const res = await again.wait()
+  assert.equal(res.exitCode, 0)
+  assert.match(res.stdout + seen.join(''), /tick-4/)
+  await assert.rejects(sbx.commands.connect(999_999), /not found/)
+})
