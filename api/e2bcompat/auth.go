@@ -62,6 +62,7 @@ func (h *Handler) forget(sid string) {
 	h.mu.Lock()
 	delete(h.codeCtxs, sid)
 	delete(h.signers, sid)
+	delete(h.metrics, sid)
 	h.mu.Unlock()
 }
 

@@ -130,6 +130,8 @@ type Handler struct {
 	// signers holds the envd tokens issued per sandbox, newest last, to
 	// check signed file URLs (signed.go).
 	signers map[string][]string
+	// metrics holds the usage samples taken per sandbox (metrics.go).
+	metrics map[string][]metricSample
 }
 
 // New returns the E2B handler.
@@ -164,6 +166,7 @@ func New(cfg Config) *Handler {
 		procs:    newProcTable(),
 		codeCtxs: map[string]map[string]*codeContext{},
 		signers:  map[string][]string{},
+		metrics:  map[string][]metricSample{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

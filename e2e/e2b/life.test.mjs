@@ -112,3 +112,76 @@ test('life: commands.connect re-attaches to a running command', async () => {
   assert.match(res.stdout + seen.join(''), /tick-4/)
   await assert.rejects(sbx.commands.connect(999_999), /not found/)
 })
+
+test('life: the timeout is absolute; past endAt the sandbox is gone', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run, short: 'yes' }, timeoutMs: 6_000 })
+  const end = (await s.getInfo()).endAt.getTime()
+  for (let i = 0; i < 3; i++) {
+    await s.commands.run('true')
+    await s.files.write(`/tmp/t${i}`, 'x')
+    await new Promise((res) => setTimeout(res, 500))
+  }
+  assert.equal((await s.getInfo()).endAt.getTime(), end, 'calls moved endAt')
+  await s.setTimeout(4_000)
+  const moved = (await s.getInfo()).endAt.getTime()
+  assert.ok(Math.abs(moved - (Date.now() + 4_000)) < 2_000, `setTimeout set endAt to ${new Date(moved)}`)
+  await new Promise((res) => setTimeout(res, Math.max(0, moved - Date.now()) + 1_000))
+  assert.equal(await s.isRunning(), false)
+  await assert.rejects(s.getInfo(), (e) => e.name === 'SandboxNotFoundError' || /not found|doesn't exist/i.test(e.message))
+  const listed = await Sandbox.list({ query: { metadata: { suite: run, short: 'yes' } } }).nextItems()
+  assert.equal(listed.length, 0)
+  await assert.rejects(s.commands.run('true'))
+})
+
+test('life: list honours template, startedAfter and order; metadata is the caller\'s', async () => {
+  const tag = `list-${Date.now()}`
+  const a = await Sandbox.create('base', { metadata: { suite: run, tag } })
+  await new Promise((res) => setTimeout(res, 20))
+  const b = await Sandbox.create('code-interpreter-v1', { metadata: { suite: run, tag } })
+  await new Promise((res) => setTimeout(res, 20))
+  const c = await Sandbox.create('base', { metadata: { suite: run, tag } })
+  try {
+    const ids = async (opts) => {
+      const out = []
+      const p = Sandbox.list({ ...opts, query: { metadata: { tag }, ...opts.query } })
+      while (p.hasNext) out.push(...(await p.nextItems()).map((s) => s.sandboxId))
+      return out
+    }
+    assert.deepEqual(await ids({}), [c.sandboxId, b.sandboxId, a.sandboxId])
+    assert.deepEqual(await ids({ order: 'asc', limit: 2 }), [a.sandboxId, b.sandboxId, c.sandboxId])
+    assert.deepEqual(await ids({ order: 'asc', query: { template: 'base' } }), [a.sandboxId, c.sandboxId])
+    const bStart = (await b.getInfo()).startedAt
+    assert.deepEqual(await ids({ order: 'asc', query: { startedAfter: bStart } }), [b.sandboxId, c.sandboxId])
+    assert.deepEqual((await a.getInfo()).metadata, { suite: run, tag })
+  } finally {
+    await Promise.all([a.kill(), b.kill(), c.kill()])
+  }
+})
+
+test('life: getMetrics has real figures, memCache, timestampUnix, and honours start/end', async () => {
+  await sbx.commands.run('head -c 20000000 /dev/urandom | sha256sum >/dev/null; python3 -c "x=bytearray(50_000_000); import time; time.sleep(0.2)"')
+  const m1 = await sbx.getMetrics()
+  assert.ok(m1.length >= 1)
+  const last = m1[m1.length - 1]
+  assert.equal(last.cpuCount, 1)
+  assert.ok(last.memUsed > 1_000_000, `memUsed ${last.memUsed}`)
+  assert.ok(last.memTotal >= last.memUsed)
+  assert.equal(typeof last.memCache, 'number')
+  assert.ok(last.cpuUsedPct > 0, `cpuUsedPct ${last.cpuUsedPct}`)
+  assert.ok(last.timestamp instanceof Date && Math.abs(last.timestamp.getTime() - Date.now()) < 10_000)
+  const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  assert.equal(typeof raw[0].timestampUnix, 'number')
+  assert.equal(typeof raw[0].memCache, 'number')
+  const none = await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) })
+  assert.deepEqual(none, [])
+})
+
+test('life: createSnapshot and fork say "not supported" for a running sandbox', async () => {
+  for (const call of [() => sbx.createSnapshot(), () => sbx.fork()]) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e.name !== 'SandboxNotFoundError', `got ${e.name}: ${e.message}`)
+      assert.match(e.message, /not supported/)
+      return true
+    })
+  }
+})
