@@ -132,6 +132,10 @@ type Handler struct {
 	signers map[string][]string
 	// metrics holds the usage samples taken per sandbox (metrics.go).
 	metrics map[string][]metricSample
+	// watchers holds the created directory watchers by id, watching
+	// counts the watchers per sandbox (watch.go).
+	watchers map[string]*watcher
+	watching map[string]int
 }
 
 // New returns the E2B handler.
@@ -167,6 +171,8 @@ func New(cfg Config) *Handler {
 		codeCtxs: map[string]map[string]*codeContext{},
 		signers:  map[string][]string{},
 		metrics:  map[string][]metricSample{},
+		watchers: map[string]*watcher{},
+		watching: map[string]int{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -446,7 +446,7 @@ func TestFilesystemErrors(t *testing.T) {
 		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
 		{"as root", "Stat", `{"path":"/home/user/d"}`, 501, "unimplemented", "root"},
 		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
-		{"watch", "CreateWatcher", `{"path":"/home/user"}`, 501, "unimplemented", ""},
+		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body, ct := unary(tc.method, tc.body, tc.user)

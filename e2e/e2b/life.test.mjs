@@ -185,3 +185,28 @@ test('life: createSnapshot and fork say "not supported" for a running sandbox', 
     })
   }
 })
+
+test('life: files.watchDir reports creates, writes and removes', async () => {
+  const dir = `${home}/watched`
+  await sbx.files.makeDir(dir)
+  await sbx.files.write(`${dir}/old.txt`, 'x')
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/new.txt`, 'hello')
+    await sbx.files.remove(`${dir}/old.txt`)
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !(seen.includes('create:new.txt') && seen.includes('remove:old.txt'))) {
+      await new Promise((res) => setTimeout(res, 200))
+    }
+    assert.ok(seen.includes('create:new.txt'), `events ${seen}`)
+    assert.ok(seen.includes('remove:old.txt'), `events ${seen}`)
+    await sbx.files.write(`${dir}/new.txt`, 'hello again')
+    const until2 = Date.now() + 10_000
+    while (Date.now() < until2 && !seen.includes('write:new.txt')) await new Promise((res) => setTimeout(res, 200))
+    assert.ok(seen.includes('write:new.txt'), `events ${seen}`)
+  } finally {
+    await handle.stop()
+  }
+  await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
+})
