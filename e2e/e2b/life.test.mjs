@@ -210,3 +210,11 @@ test('life: files.watchDir reports creates, writes and removes', async () => {
   }
   await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
 })
+
+test('life: pty answers a clear "not supported"', async () => {
+  await assert.rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), (e) => {
+    assert.ok(e instanceof SandboxError, `got ${e}`)
+    assert.match(e.message, /pty is not supported/)
+    return true
+  })
+})
