@@ -101,11 +101,12 @@ func (s *processService) SendInput(ctx context.Context, req *connect.Request[pb.
 
 // input writes one ProcessInput to the stdin of process pid.
 func (s *processService) input(ctx context.Context, ref *sandboxRef, pid int, in *pb.ProcessInput) error {
-	if _, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by sandlot"))
+	data := in.GetStdin()
+	if pty, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
+		data = pty.Pty
 	}
 	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
-		return sb.Stdin(ctx, agent.StdinParams{PID: pid, Data: string(in.GetStdin())})
+		return sb.Stdin(ctx, agent.StdinParams{PID: pid, Data: string(data)})
 	})
 	return connectError(err)
 }
@@ -141,6 +142,37 @@ func (s *processService) StreamInput(ctx context.Context, stream *connect.Client
 		return nil, err
 	}
 	return connect.NewResponse(&pb.StreamInputResponse{}), nil
+}
+
+// ptySize checks a terminal size from the wire.
+func ptySize(sz *pb.PTY_Size) (*agent.PtySize, error) {
+	if sz.GetCols() == 0 || sz.GetRows() == 0 || sz.GetCols() > 4096 || sz.GetRows() > 4096 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty size %dx%d: cols and rows must be 1 to 4096", sz.GetCols(), sz.GetRows()))
+	}
+	return &agent.PtySize{Cols: uint16(sz.GetCols()), Rows: uint16(sz.GetRows())}, nil
+}
+
+// Update resizes a process's terminal (pty.resize).
+func (s *processService) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
+	ref := sandboxFrom(ctx)
+	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.GetPty() == nil {
+		return connect.NewResponse(&pb.UpdateResponse{}), nil
+	}
+	size, err := ptySize(req.Msg.GetPty().GetSize())
+	if err != nil {
+		return nil, err
+	}
+	err = s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+		return sb.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGWINCH", Cols: size.Cols, Rows: size.Rows})
+	})
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&pb.UpdateResponse{}), nil
 }
 
 func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[pb.CloseStdinRequest]) (*connect.Response[pb.CloseStdinResponse], error) {
@@ -179,9 +211,6 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 
 func (s *processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
 	ref := sandboxFrom(ctx)
-	if req.Msg.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by sandlot"))
-	}
 	pc := req.Msg.GetProcess()
 	if pc.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
@@ -194,6 +223,15 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		Tag:       req.Msg.GetTag(),
 		Stream:    true,
 		TimeoutMs: -1, // no timer in the agent
+	}
+	if pty := req.Msg.GetPty(); pty != nil {
+		// A terminal: one output stream (pty events), input through
+		// SendInput's pty field, resized by Update.
+		size, err := ptySize(pty.GetSize())
+		if err != nil {
+			return err
+		}
+		params.Pty, params.KeepStdin = size, true
 	}
 	// The command's timeout is the stream's Connect deadline (the SDK's
 	// timeoutMs); without one (timeoutMs: 0) it runs until it exits, is
@@ -280,6 +318,8 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 				p.publish(startEvent(ev.PID))
 			case agent.Stdout:
 				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}}}})
+			case agent.Pty:
+				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}}}})
 			case agent.Stderr:
 				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}}}})
 			}
