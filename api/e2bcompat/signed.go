@@ -25,12 +25,20 @@ import (
 // the daemon restarted is refused: getInfo or connect issue a new one.
 
 // signerTokensPerSandbox bounds the tokens kept per sandbox (each create,
-// connect and getInfo issues one); the newest are kept.
-const signerTokensPerSandbox = 16
+// connect and getInfo issues one; the SDK signs with the one create or
+// connect gave it); the newest are kept.
+const signerTokensPerSandbox = 4
 
 // maxSigners bounds the sandboxes whose tokens are kept; past it the
-// table is cleared and fills again as tokens are issued.
-const maxSigners = 50_000
+// table is cleared and fills again as tokens are issued. With
+// signerTokensPerSandbox it bounds the hashes one signed request costs
+// (40 000, some milliseconds of CPU).
+const maxSigners = 10_000
+
+// signedSearches bounds the signature searches running at once: a signed
+// request carries no credential the server can look up, so a flood of
+// them is refused (429) rather than allowed to take every core.
+var signedSearches = make(chan struct{}, 2)
 
 // rememberToken records an issued envd token of sandbox sid.
 func (h *Handler) rememberToken(sid, tok string) {
@@ -87,6 +95,15 @@ func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error
 		}
 	}
 	want := q.Get("signature")
+	if !strings.HasPrefix(want, "v1_") {
+		return nil, fmt.Errorf("invalid signature: %w", errdefs.ErrUnauthenticated)
+	}
+	select {
+	case signedSearches <- struct{}{}:
+		defer func() { <-signedSearches }()
+	default:
+		return nil, fmt.Errorf("too many signed file requests at once; retry: %w", errdefs.ErrResourceExhausted)
+	}
 	type cand struct{ sid, tok string }
 	var cands []cand
 	h.mu.Lock()
