@@ -195,6 +195,9 @@ func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *context
 	if err != nil {
 		return sandboxBody{}, err
 	}
+	// The SDKs sign file URLs with the token create or connect gave them
+	// (not getInfo's): those are the ones signed URLs are checked against.
+	h.rememberToken(rec.ID, envd)
 	traffic, err := h.issueToken(ctx, purposeTraffic, tenantID, rec.ID)
 	if err != nil {
 		return sandboxBody{}, err

@@ -24,9 +24,9 @@ import (
 // one that produced the signature. A URL signed with a token issued before
 // the daemon restarted is refused: getInfo or connect issue a new one.
 
-// signerTokensPerSandbox bounds the tokens kept per sandbox (each create,
-// connect and getInfo issues one; the SDK signs with the one create or
-// connect gave it); the newest are kept.
+// signerTokensPerSandbox bounds the tokens kept per sandbox (create and
+// connect issue one each, and the SDK signs with the one it got last);
+// the newest are kept.
 const signerTokensPerSandbox = 4
 
 // maxSigners bounds the sandboxes whose tokens are kept; past it the

@@ -74,3 +74,19 @@ func TestSignedFileURLs(t *testing.T) {
 		t.Errorf("other sandbox: %d, want 404", resp.StatusCode)
 	}
 }
+
+// TestSignedURLAfterGetInfo: getInfo hands out fresh tokens, but the SDK
+// keeps signing with create's: many getInfo calls must not push it out.
+func TestSignedURLAfterGetInfo(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	for range 10 {
+		e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+	}
+	const path = "/home/user"
+	q := url.Values{"path": {path}, "signature": {sign(path, "read", "", sb.EnvdAccessToken, 0)}}
+	// a directory: 400 says the signature was accepted and the read tried
+	if resp := e.do("GET", "/files?"+q.Encode(), nil); resp.StatusCode != 400 {
+		t.Fatalf("signed with create's token after getInfo calls: %d", resp.StatusCode)
+	}
+}
