@@ -1,6 +1,7 @@
 package contexts_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -41,5 +42,36 @@ func TestFixedExpiry(t *testing.T) {
 	}
 	if r := e.record(rec.ID); r.State != contexts.StateTerminated || r.Reason != contexts.ReasonExpired {
 		t.Fatalf("busy fixed-expiry context not expired at its end: %+v", r)
+	}
+}
+
+// TestFixedExpiryEndsBusyContext: a call in flight (a command without a
+// timeout) does not keep a fixed-expiry context past its end; cleanup ends
+// it, as E2B kills a sandbox at its timeout.
+func TestFixedExpiryEndsBusyContext(t *testing.T) {
+	e := newEnv(t, contexts.Config{TTL: 10 * time.Minute})
+	id := ident("t1", "c1", "main")
+	rec, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{FixedExpiry: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUse, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.m.Use(e.ctx, id, contexts.CreateOptions{ContextID: rec.ID}, func(ctx context.Context, _ *contexts.Record, _ contexts.Sandbox) error {
+			close(inUse)
+			<-release
+			return nil
+		})
+	}()
+	<-inUse
+	e.clock.Advance(11 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-done
+	if r := e.record(rec.ID); r.State != contexts.StateTerminated || r.Reason != contexts.ReasonExpired {
+		t.Fatalf("busy fixed-expiry context past its end: %+v", r)
 	}
 }
