@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	pb "github.com/sandlot/sandlot/e2bwire/process"
 	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // keepaliveEvery is how often a process stream sends a keepalive event when
@@ -327,6 +328,12 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			// The sandbox went away under the command (killed, past its
+			// end): say so in E2B's terms, without sandlot's internal
+			// sandbox id.
+			err = fmt.Errorf("sandbox %s was killed or reached its end of life while the command ran: %w", ref.rec.ID, errdefs.ErrUnavailable)
+		}
 		p.finish(nil, connectError(err))
 		h.procs.remove(p)
 		return

@@ -235,3 +235,13 @@ test('life: pty create, sendInput, resize, kill', async () => {
   const res = await pty.wait().catch((e) => e)
   assert.notEqual(res.exitCode, 0)
 })
+
+test('life: killing a sandbox mid-command says so, without internal ids', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run } })
+  const h = await s.commands.run('sleep 60', { background: true, timeoutMs: 0 })
+  await Sandbox.kill(s.sandboxId)
+  const err = await h.wait().then(() => null, (e) => e)
+  assert.ok(err, 'wait() of a killed sandbox\'s command resolved')
+  assert.doesNotMatch(err.message, /\bsb-/)
+  assert.match(err.message, /killed|end of life|not running|not found/i)
+})
