@@ -138,6 +138,7 @@ type PingResult struct {
 const (
 	Stdout = "stdout"
 	Stderr = "stderr"
+	Pty    = "pty"    // a terminal's output (ExecParams.Pty)
 	Result = "result" // a rich result (RunCode only); Data is empty, Result set
 	Start  = "start"  // process started (Exec only); PID set
 )
@@ -161,11 +162,22 @@ type ExecParams struct {
 	Cwd       string            `json:"cwd,omitempty"`
 	Stdin     string            `json:"stdin,omitempty"`     // written, then stdin is closed unless KeepStdin
 	KeepStdin bool              `json:"keepStdin,omitempty"` // leave stdin open for exec.stdin
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s), at most 10 min; negative: none (ends with the call or the sandbox)
 	User      string            `json:"user,omitempty"`      // reserved; always "user" today
 	Tag       string            `json:"tag,omitempty"`       // caller's label, shown in exec.list
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`    // send output notifications
+	// Pty runs the process on a terminal of that size (its session's
+	// controlling terminal): its output is one stream, Pty, kept in
+	// ExecResult.Stdout; stdin writes to the terminal, and stdin EOF
+	// sends ^D.
+	Pty *PtySize `json:"pty,omitempty"`
+}
+
+// PtySize is a terminal's size in characters.
+type PtySize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
 }
 
 // ExecResult ends an exec call.
@@ -184,6 +196,11 @@ type ExecResult struct {
 type SignalParams struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
+	// Cols and Rows resize the terminal of an exec started with a Pty:
+	// Signal "SIGWINCH" with a size sets it (the kernel then signals the
+	// terminal's foreground group).
+	Cols uint16 `json:"cols,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
 }
 
 // StdinParams writes to a running exec's stdin; EOF closes it.

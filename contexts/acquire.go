@@ -248,6 +248,9 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.Duration) bool {
 	exp := now.Add(ttl)
 	m.mu.Lock()
+	if fixedExpiry(e.rec) {
+		exp = e.rec.ExpiresAt
+	}
 	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
 	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
 	m.mu.Unlock()

@@ -298,6 +298,18 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 	if e == nil {
 		return m.terminateRecord(ctx, rec, ReasonExpired, "")
 	}
+	m.mu.Lock()
+	fixed, end := fixedExpiry(e.rec), e.rec.ExpiresAt
+	m.mu.Unlock()
+	if fixed {
+		// An absolute expiry ends the context at its time even mid-call,
+		// as E2B kills a sandbox at its timeout, commands and all: a
+		// command without a timeout cannot keep it alive.
+		if end.After(now) {
+			return false
+		}
+		return m.end(ctx, e, ReasonExpired, "")
+	}
 	select {
 	case e.exec <- struct{}{}:
 		defer e.exec.unlock()

@@ -61,6 +61,7 @@ const (
 // ResourceUsage is the last sampled usage of the sandbox.
 type ResourceUsage struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
 	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
 	DiskBytes   int64 `json:"diskBytes,omitempty"`
 	PIDs        int64 `json:"pids,omitempty"`

@@ -37,7 +37,18 @@ type CreateOptions struct {
 	// whose lifecycle is timeout and kill). A nonzero value is kept on the
 	// record (Metadata[MetaMaxExecutions]) so it survives a restart.
 	MaxExecutions int64
+	// FixedExpiry makes the context's expiry absolute: calls do not extend
+	// it, only SetTTL moves it (E2B's timeout, which setTimeout sets and
+	// nothing else extends). Kept on the record (Metadata[MetaFixedExpiry]).
+	FixedExpiry bool
 }
+
+// MetaFixedExpiry is the record metadata key that marks a context whose
+// expiry calls do not extend (CreateOptions.FixedExpiry).
+const MetaFixedExpiry = "sandlot.fixedExpiry"
+
+// fixedExpiry reports whether rec's expiry is absolute.
+func fixedExpiry(rec *Record) bool { return rec.Metadata[MetaFixedExpiry] == "true" }
 
 // MetaMaxExecutions is the record metadata key that holds a context's own
 // rotation limit (CreateOptions.MaxExecutions).
@@ -132,6 +143,12 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			rec.Metadata = map[string]string{}
 		}
 		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
+	}
+	if opts.FixedExpiry {
+		if rec.Metadata == nil {
+			rec.Metadata = map[string]string{}
+		}
+		rec.Metadata[MetaFixedExpiry] = "true"
 	}
 	sctx := tctx(ctx, id.TenantID)
 

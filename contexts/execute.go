@@ -273,6 +273,9 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	now := m.now()
 	m.mu.Lock()
 	exp := now.Add(e.ttl)
+	if fixedExpiry(e.rec) {
+		exp = e.rec.ExpiresAt
+	}
 	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
 	m.mu.Unlock()
 	if !unsaved {

@@ -68,6 +68,30 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record,
 	return rec, nil
 }
 
+// Usage samples the resource usage of a context this manager serves, live
+// from its provider (UsageSampler); a context it has no sandbox attached
+// for, or a provider that cannot sample, gives the record's last sample.
+func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (ResourceUsage, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return ResourceUsage{}, err
+	}
+	m.mu.Lock()
+	e := m.byID[contextID]
+	attached := e != nil && e.sb != nil && !e.ended
+	m.mu.Unlock()
+	us, ok := m.provider.(UsageSampler)
+	if !ok || !attached || !rec.State.Active() {
+		return rec.ResourceUsage, nil
+	}
+	u, err := us.Usage(ctx, rec.SandboxID)
+	if err != nil {
+		m.log.Debug("sample usage", logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		return rec.ResourceUsage, nil
+	}
+	return u, nil
+}
+
 // Lookup returns the active record of id without creating one.
 func (m *Manager) Lookup(ctx context.Context, id Identity) (*Record, error) {
 	id, err := normalize(id)

@@ -161,7 +161,7 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 	p := agent.ExecParams{
 		Shell:     str(args, "command"),
 		Cwd:       str(args, "cwd"),
-		TimeoutMs: integer(args, "timeout"),
+		TimeoutMs: max(integer(args, "timeout"), 0), // negative is unbounded to the agent
 		Tag:       "tool:bash",
 		Stream:    out != nil,
 	}

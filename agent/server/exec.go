@@ -36,6 +36,8 @@ type running struct {
 	cwd  string
 	tag  string
 
+	pty bool // stdin is the terminal's master: EOF is ^D, resize works
+
 	mu    sync.Mutex // guards stdin
 	stdin *os.File   // nil once closed
 }
@@ -171,36 +173,20 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
-	inR, inW, err := os.Pipe()
+	sio, err := openStdio(p.Pty)
 	if err != nil {
-		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, errf(errdefs.CodeResourceExhausted, "exec: pipe: %v", err)
-	}
+	inW, outR, errR := sio.inW, sio.outR, sio.errR
 	pr, err := proc.Start(append([]string{path}, argv[1:]...), proc.Attr{
 		Dir:   cwd,
 		Env:   env,
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Files: sio.child,
+		Ctty:  p.Pty != nil,
 	})
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	sio.closeChild()
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
+		sio.closeParent()
 		cat := errdefs.CodeInternal
 		switch {
 		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
@@ -213,7 +199,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		return nil, errf(cat, "exec %s: %v", argv0, err)
 	}
 	argv[0] = argv0
-	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW}
+	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW, pty: p.Pty != nil}
 	s.procs.add(r)
 	defer s.procs.del(pr.Pid)
 
@@ -229,7 +215,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 
 	// Stdin is written by its own goroutine so a process that never reads
 	// cannot block us.
-	if p.Stdin != "" || !p.KeepStdin {
+	if p.Stdin != "" || (!p.KeepStdin && p.Pty == nil) {
 		go func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -239,7 +225,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			if p.Stdin != "" {
 				_, _ = io.WriteString(r.stdin, p.Stdin)
 			}
-			if !p.KeepStdin {
+			if !p.KeepStdin && p.Pty == nil {
 				r.stdin.Close()
 				r.stdin = nil
 			}
@@ -266,16 +252,29 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			emit(agent.OutputEvent{Stream: stream, Data: tail})
 		}
 	}
-	wg.Add(2)
-	go pump(outR, stdout, agent.Stdout)
-	go pump(errR, stderr, agent.Stderr)
+	if p.Pty != nil {
+		// One terminal stream; the master reads EIO once the last
+		// holder of the terminal is gone, which ends the pump.
+		wg.Add(1)
+		go pump(outR, stdout, agent.Pty)
+	} else {
+		wg.Add(2)
+		go pump(outR, stdout, agent.Stdout)
+		go pump(errR, stderr, agent.Stderr)
+	}
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// A negative TimeoutMs has no timer: the process runs until it exits,
+	// is signalled, its call is cancelled or the sandbox ends.
+	var expired <-chan time.Time
+	if p.TimeoutMs >= 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	timedOut := false
 	select {
 	case <-pr.Done():
-	case <-timer.C:
+	case <-expired:
 		timedOut = true
 		_ = pr.SignalGroup(syscall.SIGKILL)
 		<-pr.Done()
@@ -290,17 +289,21 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	case <-pumped:
 	case <-time.After(pipeGrace):
 		_ = outR.SetReadDeadline(time.Now())
-		_ = errR.SetReadDeadline(time.Now())
+		if errR != nil {
+			_ = errR.SetReadDeadline(time.Now())
+		}
 		<-pumped
 	}
-	outR.Close()
-	errR.Close()
 	r.mu.Lock()
-	if r.stdin != nil {
+	if r.stdin != nil && r.stdin != outR {
 		r.stdin.Close()
-		r.stdin = nil
 	}
+	r.stdin = nil
 	r.mu.Unlock()
+	outR.Close()
+	if errR != nil {
+		errR.Close()
+	}
 
 	st := pr.Status()
 	res := &agent.ExecResult{
@@ -336,6 +339,9 @@ func signalName(sig syscall.Signal) string {
 
 func (s *Server) signal(p agent.SignalParams) error {
 	name := strings.ToUpper(p.Signal)
+	if name == "SIGWINCH" || name == "WINCH" {
+		return s.resize(p)
+	}
 	if name == "" {
 		name = "SIGTERM"
 	}
@@ -379,7 +385,10 @@ func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
 			return errf(errdefs.CodeFailedPrecondition, "write stdin of %d: %v", p.PID, err)
 		}
 	}
-	if p.EOF {
+	if p.EOF && r.pty {
+		// A terminal's end of input is ^D; its master stays open.
+		_, _ = io.WriteString(r.stdin, "\x04")
+	} else if p.EOF {
 		r.stdin.Close()
 		r.stdin = nil
 	}

@@ -61,7 +61,19 @@ func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, erro
 func (h *Handler) forget(sid string) {
 	h.mu.Lock()
 	delete(h.codeCtxs, sid)
+	delete(h.signers, sid)
+	delete(h.metrics, sid)
+	var stop []*watcher
+	for id, w := range h.watchers {
+		if w.sid == sid {
+			stop = append(stop, w)
+			delete(h.watchers, id)
+		}
+	}
 	h.mu.Unlock()
+	for _, w := range stop {
+		w.cancel()
+	}
 }
 
 // authenticate resolves an API key to its tenant.

@@ -84,6 +84,10 @@ type Config struct {
 	// decompression (a larger one is resource_exhausted). Zero:
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// MaxUploadBytes bounds one POST /files body, after decompression
+	// when it is gzip (a larger one is resource_exhausted and the partial
+	// file is removed). Zero: DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -99,6 +103,9 @@ const (
 // DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
 // messages are small (paths, argv, stdin chunks); files travel over /files.
 const DefaultMaxMessageBytes = 8 << 20
+
+// DefaultMaxUploadBytes is Config.MaxUploadBytes's default.
+const DefaultMaxUploadBytes = 256 << 20
 
 // DefaultTemplates maps E2B's default template names to sandlot's default
 // template (which has python, node and bash kernels).
@@ -120,6 +127,15 @@ type Handler struct {
 	mu sync.Mutex
 	// codeCtxs holds the code contexts of each sandbox.
 	codeCtxs map[string]map[string]*codeContext
+	// signers holds the envd tokens issued per sandbox, newest last, to
+	// check signed file URLs (signed.go).
+	signers map[string][]string
+	// metrics holds the usage samples taken per sandbox (metrics.go).
+	metrics map[string][]metricSample
+	// watchers holds the created directory watchers by id, watching
+	// counts the watchers per sandbox (watch.go).
+	watchers map[string]*watcher
+	watching map[string]int
 }
 
 // New returns the E2B handler.
@@ -136,6 +152,9 @@ func New(cfg Config) *Handler {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultTokenTTL
 	}
@@ -150,6 +169,10 @@ func New(cfg Config) *Handler {
 		log:      cfg.Logger,
 		procs:    newProcTable(),
 		codeCtxs: map[string]map[string]*codeContext{},
+		signers:  map[string][]string{},
+		metrics:  map[string][]metricSample{},
+		watchers: map[string]*watcher{},
+		watching: map[string]int{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -161,9 +184,9 @@ func New(cfg Config) *Handler {
 }
 
 // Match reports whether r belongs to the E2B surface: a sandbox call
-// (E2b-Sandbox-Id header) or a control-plane path.
+// (E2b-Sandbox-Id header), a signed file URL or a control-plane path.
 func Match(r *http.Request) bool {
-	if r.Header.Get(e2bwire.HeaderSandboxID) != "" {
+	if r.Header.Get(e2bwire.HeaderSandboxID) != "" || signedRequest(r) {
 		return true
 	}
 	p := r.URL.Path
@@ -174,14 +197,16 @@ func Match(r *http.Request) bool {
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get(e2bwire.HeaderSandboxID)
-	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
-		// Only Connect decodes compressed bodies (bounded); anywhere else
-		// the bytes would be taken as they are, so refuse them.
+	if !connectRoute(r) && !uploadRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
+		// Only Connect and uploads decode compressed bodies (bounded);
+		// anywhere else the bytes would be taken as they are, so refuse
+		// them.
 		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Code: http.StatusUnsupportedMediaType,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported here; send the body uncompressed"})
 		return
 	}
-	if sid == "" {
+	signed := signedRequest(r)
+	if sid == "" && !signed {
 		h.control.ServeHTTP(w, r)
 		return
 	}
@@ -192,10 +217,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case e2bwire.InterpreterPort:
 		next = h.interp
 	default:
-		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
-		return
+		if !signed {
+			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
+			return
+		}
+		next = h.envd
 	}
-	sb, err := h.resolveSandbox(r, sid)
+	var sb *sandboxRef
+	var err error
+	if signed {
+		sb, err = h.resolveSigned(r, sid)
+	} else {
+		sb, err = h.resolveSandbox(r, sid)
+	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox was not found")
@@ -218,6 +252,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func connectRoute(r *http.Request) bool {
 	return r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort &&
 		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
+}
+
+// uploadRoute reports whether r is envd's POST /files, which inflates a
+// gzip body within Config.MaxUploadBytes (writeFiles).
+func uploadRoute(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/files" &&
+		(r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort || r.Header.Get(e2bwire.HeaderSandboxID) == "")
 }
 
 func identityEncoding(enc string) bool {

@@ -422,8 +422,11 @@ func ptr[T any](v T) *T { return &v }
 func TestFilesystemErrors(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(key1, `{}`)
-	unary := func(method, body string) (int, map[string]any, string) {
+	unary := func(method, body, user string) (int, map[string]any, string) {
 		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		if user != "" {
+			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		}
 		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
 		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
 	}
@@ -431,18 +434,22 @@ func TestFilesystemErrors(t *testing.T) {
 		name, method, body string
 		status             int
 		code               string
+		user               string
 	}{
-		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found"},
-		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, ""},
-		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists"},
-		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, ""},
-		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, ""},
-		{"remove missing", "Remove", `{"path":"/home/user/zz"}`, 404, "not_found"},
-		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found"},
-		{"watch", "CreateWatcher", `{"path":"/home/user"}`, 501, "unimplemented"},
+		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found", ""},
+		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, "", ""},
+		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists", ""},
+		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, "", ""},
+		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, "", ""},
+		{"remove missing is a no-op", "Remove", `{"path":"/home/user/zz"}`, 200, "", ""},
+		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found", ""},
+		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
+		{"as root", "Stat", `{"path":"/home/user/d"}`, 501, "unimplemented", "root"},
+		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
+		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body, ct := unary(tc.method, tc.body)
+			status, body, ct := unary(tc.method, tc.body, tc.user)
 			if status != tc.status || ct != "application/json" {
 				t.Fatalf("status %d (%s) body %v", status, ct, body)
 			}

@@ -24,6 +24,7 @@ func (h *Handler) envdMux() http.Handler {
 	limit := h.cfg.MaxMessageBytes
 	opts := connect.WithHandlerOptions(
 		connect.WithReadMaxBytes(int(limit)),
+		connect.WithInterceptors(userInterceptor{}),
 		connect.WithCompression(compressionGzip,
 			func() connect.Decompressor { return &boundedGzip{limit: limit + 1} },
 			func() connect.Compressor { return gzip.NewWriter(nil) }),
@@ -52,6 +53,7 @@ type boundedGzip struct {
 	zr    *gzip.Reader
 	n     int64
 	limit int64
+	err   error // past the limit; nil: errInflated
 }
 
 var errInflated = errors.New("decompressed message is too large")
@@ -61,6 +63,9 @@ func (d *boundedGzip) Read(p []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	if d.n >= d.limit {
+		if d.err != nil {
+			return 0, d.err
+		}
 		return 0, errInflated
 	}
 	if rest := d.limit - d.n; int64(len(p)) > rest {

@@ -46,8 +46,8 @@ func entryInfo(fi *agent.FileInfo) *fspb.EntryInfo {
 	case "symlink":
 		e.Type = fspb.FileType_FILE_TYPE_SYMLINK
 		mode |= fs.ModeSymlink
-		if fi.Target != "" {
-			e.SymlinkTarget = &fi.Target
+		if t := absTarget(fi.Path, fi.Target); t != "" {
+			e.SymlinkTarget = &t
 		}
 	}
 	e.Permissions = mode.String()
@@ -55,6 +55,15 @@ func entryInfo(fi *agent.FileInfo) *fspb.EntryInfo {
 		e.Name = path.Base(fi.Path)
 	}
 	return e
+}
+
+// absTarget is a symlink's target as an absolute path (envd reports it so):
+// a relative target is taken from the link's directory.
+func absTarget(link, target string) string {
+	if target == "" || path.IsAbs(target) {
+		return target
+	}
+	return path.Join(path.Dir(link), target)
 }
 
 func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[fspb.StatRequest]) (*connect.Response[fspb.StatResponse], error) {
@@ -124,9 +133,13 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fs
 	return connect.NewResponse(out), nil
 }
 
+// Remove of a path that does not exist succeeds, as on E2B (envd removes
+// with os.RemoveAll semantics).
 func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fspb.RemoveRequest]) (*connect.Response[fspb.RemoveResponse], error) {
 	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
-		if _, err := sb.Stat(ctx, req.Msg.GetPath()); err != nil {
+		if _, err := sb.Stat(ctx, req.Msg.GetPath()); errors.Is(err, errdefs.ErrNotFound) {
+			return nil
+		} else if err != nil {
 			return err
 		}
 		return sb.Remove(ctx, agent.RemoveParams{Path: req.Msg.GetPath(), Recursive: true})

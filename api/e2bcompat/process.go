@@ -13,14 +13,16 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	pb "github.com/sandlot/sandlot/e2bwire/process"
 	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // keepaliveEvery is how often a process stream sends a keepalive event when
 // nothing else was sent (the SDKs ask for 50 s; proxies want less).
 const keepaliveEvery = 20 * time.Second
 
-// maxExec bounds a process started without a Connect deadline.
-const maxExec = time.Hour
+// agentMaxTimeout is the longest timer the agent arms for an exec; a
+// longer deadline is kept here instead (the call is cancelled at it).
+const agentMaxTimeout = 10 * time.Minute
 
 // processService implements envd's process.Process.
 type processService struct {
@@ -92,17 +94,86 @@ func (s *processService) SendInput(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, err
 	}
-	in := req.Msg.GetInput()
-	if _, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported"))
+	if err := s.input(ctx, ref, pid, req.Msg.GetInput()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.SendInputResponse{}), nil
+}
+
+// input writes one ProcessInput to the stdin of process pid.
+func (s *processService) input(ctx context.Context, ref *sandboxRef, pid int, in *pb.ProcessInput) error {
+	data := in.GetStdin()
+	if pty, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
+		data = pty.Pty
+	}
+	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+		return sb.Stdin(ctx, agent.StdinParams{PID: pid, Data: string(data)})
+	})
+	return connectError(err)
+}
+
+// StreamInput takes a start event naming the process, then data events
+// written to its stdin in order (keepalives are skipped). The stream's end
+// does not close stdin: CloseStdin does, as on envd.
+func (s *processService) StreamInput(ctx context.Context, stream *connect.ClientStream[pb.StreamInputRequest]) (*connect.Response[pb.StreamInputResponse], error) {
+	ref := sandboxFrom(ctx)
+	pid := 0
+	for stream.Receive() {
+		msg := stream.Msg()
+		switch ev := msg.GetEvent().(type) {
+		case *pb.StreamInputRequest_Start:
+			if pid != 0 {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input: a second start event"))
+			}
+			p, err := s.pid(ctx, ref, ev.Start.GetProcess())
+			if err != nil {
+				return nil, err
+			}
+			pid = p
+		case *pb.StreamInputRequest_Data:
+			if pid == 0 {
+				return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("stream input: data before the start event"))
+			}
+			if err := s.input(ctx, ref, pid, ev.Data.GetInput()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.StreamInputResponse{}), nil
+}
+
+// ptySize checks a terminal size from the wire.
+func ptySize(sz *pb.PTY_Size) (*agent.PtySize, error) {
+	if sz.GetCols() == 0 || sz.GetRows() == 0 || sz.GetCols() > 4096 || sz.GetRows() > 4096 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty size %dx%d: cols and rows must be 1 to 4096", sz.GetCols(), sz.GetRows()))
+	}
+	return &agent.PtySize{Cols: uint16(sz.GetCols()), Rows: uint16(sz.GetRows())}, nil
+}
+
+// Update resizes a process's terminal (pty.resize).
+func (s *processService) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
+	ref := sandboxFrom(ctx)
+	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
+	if err != nil {
+		return nil, err
+	}
+	if req.Msg.GetPty() == nil {
+		return connect.NewResponse(&pb.UpdateResponse{}), nil
+	}
+	size, err := ptySize(req.Msg.GetPty().GetSize())
+	if err != nil {
+		return nil, err
 	}
 	err = s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
-		return sb.Stdin(ctx, agent.StdinParams{PID: pid, Data: string(in.GetStdin())})
+		return sb.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGWINCH", Cols: size.Cols, Rows: size.Rows})
 	})
 	if err != nil {
 		return nil, connectError(err)
 	}
-	return connect.NewResponse(&pb.SendInputResponse{}), nil
+	return connect.NewResponse(&pb.UpdateResponse{}), nil
 }
 
 func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[pb.CloseStdinRequest]) (*connect.Response[pb.CloseStdinResponse], error) {
@@ -141,9 +212,6 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 
 func (s *processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
 	ref := sandboxFrom(ctx)
-	if req.Msg.Pty != nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("pty is not supported by sandlot"))
-	}
 	pc := req.Msg.GetProcess()
 	if pc.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
@@ -155,9 +223,22 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		KeepStdin: req.Msg.GetStdin(),
 		Tag:       req.Msg.GetTag(),
 		Stream:    true,
-		TimeoutMs: maxExec.Milliseconds(),
+		TimeoutMs: -1, // no timer in the agent
 	}
-	if dl, ok := ctx.Deadline(); ok {
+	if pty := req.Msg.GetPty(); pty != nil {
+		// A terminal: one output stream (pty events), input through
+		// SendInput's pty field, resized by Update.
+		size, err := ptySize(pty.GetSize())
+		if err != nil {
+			return err
+		}
+		params.Pty, params.KeepStdin = size, true
+	}
+	// The command's timeout is the stream's Connect deadline (the SDK's
+	// timeoutMs); without one (timeoutMs: 0) it runs until it exits, is
+	// killed or the sandbox ends, as on E2B.
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline && time.Until(dl) <= agentMaxTimeout {
 		params.TimeoutMs = max(time.Until(dl).Milliseconds(), 1)
 	}
 	p := s.h.procs.start(ref.rec.ID)
@@ -165,7 +246,18 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 	defer p.unsubscribe(sub)
 	// The process outlives this stream (E2B semantics: a disconnected
 	// command keeps running and can be re-attached with Connect).
-	go s.h.run(context.WithoutCancel(ctx), ref, p, params)
+	runCtx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if hasDeadline {
+		end := dl // the agent's timer is off: the deadline kills it
+		if params.TimeoutMs > 0 {
+			end = dl.Add(10 * time.Second) // the agent's timer ends it first, with its result
+		}
+		runCtx, cancel = context.WithDeadline(runCtx, end)
+	}
+	go func() {
+		defer cancel()
+		s.h.run(runCtx, ref, p, params)
+	}()
 	return pump(ctx, sub, func(ev *pb.ProcessEvent) error { return stream.Send(&pb.StartResponse{Event: ev}) })
 }
 
@@ -177,7 +269,7 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 	}
 	p := s.h.procs.get(ref.rec.ID, pid)
 	if p == nil {
-		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", pid))
+		return s.notAttachable(ctx, ref, pid)
 	}
 	sub := p.subscribe()
 	defer p.unsubscribe(sub)
@@ -192,10 +284,31 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 	})
 }
 
+// notAttachable explains a Connect to a pid this handler has no output
+// fan-out for: not_found when the sandbox runs no such process, else
+// failed_precondition (a process started outside the E2B API, by a /v1
+// call, or by another daemon serving the same store).
+func (s *processService) notAttachable(ctx context.Context, ref *sandboxRef, pid int) error {
+	listed := false
+	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+		list, err := sb.Processes(ctx)
+		for _, p := range list {
+			listed = listed || p.PID == pid
+		}
+		return err
+	})
+	if err != nil {
+		return connectError(err)
+	}
+	if !listed {
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("process with pid %d not found", pid))
+	}
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %d was not started through this server's E2B API, so its output cannot be attached; it can still be signalled and sent input", pid))
+}
+
 // run executes one process and publishes its events to p.
+// ctx bounds it (a deadline past the agent's timer; none: unbounded).
 func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agent.ExecParams) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(params.TimeoutMs)*time.Millisecond+10*time.Second)
-	defer cancel()
 	var res *agent.ExecResult
 	err := h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
@@ -206,6 +319,8 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 				p.publish(startEvent(ev.PID))
 			case agent.Stdout:
 				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}}}})
+			case agent.Pty:
+				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Pty{Pty: []byte(ev.Data)}}}})
 			case agent.Stderr:
 				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stderr{Stderr: []byte(ev.Data)}}}})
 			}
@@ -213,6 +328,12 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 		return err
 	})
 	if err != nil {
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			// The sandbox went away under the command (killed, past its
+			// end): say so in E2B's terms, without sandlot's internal
+			// sandbox id.
+			err = fmt.Errorf("sandbox %s was killed or reached its end of life while the command ran: %w", ref.rec.ID, errdefs.ErrUnavailable)
+		}
 		p.finish(nil, connectError(err))
 		h.procs.remove(p)
 		return

@@ -48,7 +48,10 @@ test('control plane: v1 create (POST /sandboxes) and kill twice', async () => {
 })
 
 test('control plane: metadata conversationId/pathId set the identity', async () => {
-  assert.equal((await sbx.getInfo()).metadata.conversationId, sbx.sandboxId)
+  // the metadata shown is the caller's own; the identity still filters
+  assert.equal((await sbx.getInfo()).metadata.conversationId, undefined)
+  const mine = await BaseSandbox.list({ query: { metadata: { conversationId: sbx.sandboxId } } }).nextItems()
+  assert.deepEqual(mine.map((s) => s.sandboxId), [sbx.sandboxId])
   const conv = `conv-${run}`
   const a = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv, pathId: 'p1' } })
   try {
@@ -56,7 +59,8 @@ test('control plane: metadata conversationId/pathId set the identity', async () 
     assert.equal(b.sandboxId, a.sandboxId)
     const c = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv } })
     assert.notEqual(c.sandboxId, a.sandboxId)
-    assert.equal((await c.getInfo()).metadata.pathId, 'main')
+    assert.equal((await c.getInfo()).metadata.pathId, undefined)
+    assert.equal((await c.getInfo()).metadata.conversationId, conv)
     await c.kill()
   } finally {
     await a.kill()

@@ -21,6 +21,9 @@ var signalStatus = regexp.MustCompile(`^signal: (.+)$`)
 // Exec implements contexts.Sandbox with envd's Process.Start.
 func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.OutputFunc) (*agent.ExecResult, error) {
 	s.touch()
+	if p.Pty != nil {
+		return nil, fmt.Errorf("exec on a terminal is not supported by the e2b provider: %w", errdefs.ErrFailedPrecondition)
+	}
 	cfg := &pb.ProcessConfig{Envs: p.Env}
 	switch {
 	case p.Shell != "":

@@ -366,7 +366,7 @@ func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.Resour
 	if err != nil {
 		return contexts.ResourceUsage{}, err
 	}
-	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
+	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CacheBytes: st.CacheBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
 	// The runtime knows where the tmpfs mounts can be read (under runsc
 	// only from inside the sandbox).
 	if n, err := p.rt.DiskUsage(ctx, sandboxID, oci.HomeDir, "/tmp"); err == nil {

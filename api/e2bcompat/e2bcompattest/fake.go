@@ -557,3 +557,21 @@ func (s *Sandbox) Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResu
 func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error) {
 	return &agent.GrepResult{}, nil
 }
+
+// Usage implements e2bcompat.Manager: the record's usage (SetUsage).
+func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error) {
+	r, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return contexts.ResourceUsage{}, err
+	}
+	return r.ResourceUsage, nil
+}
+
+// SetUsage sets what Usage reports for a context.
+func (m *Manager) SetUsage(contextID string, u contexts.ResourceUsage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.recs[contextID]; ok {
+		r.ResourceUsage = u
+	}
+}
