@@ -4,6 +4,8 @@ BIN     := $(CURDIR)/bin
 DATA    ?= $(CURDIR)/.sandlot
 PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
 TESTFLAGS ?= -count=1 -timeout 40m
+# Nested modules holding test-only dependencies (not in sandlot's module graph).
+TESTMODS := guard/oracle
 
 .PHONY: run test build deps test-deps bench bench-deps benchmarks vet fmt clean
 
@@ -11,10 +13,11 @@ TESTFLAGS ?= -count=1 -timeout 40m
 run: deps build
 	$(BIN)/sandlot serve --data-dir $(DATA)
 
-## test: install what the tests need (runtime, Postgres, npm packages), build, and run every test
+## test: install what the tests need (runtime, Postgres, npm packages), build, and run every test (the nested test modules too)
 test: test-deps build
 	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot SANDLOT_TEST_POSTGRES='$(PGURL)' \
 		$(GO) test $(TESTFLAGS) ./...
+	for m in $(TESTMODS); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 ## build: build bin/sandlot and the static bin/sandlot-agent
 build:
@@ -42,6 +45,7 @@ test-deps:
 ## vet: go vet and gofmt check
 vet:
 	$(GO) vet ./...
+	for m in $(TESTMODS); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
 clean:

@@ -11,7 +11,11 @@
 // anything from the daemon side.
 package agent
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
 
 // Version is the protocol version reported by ping.
 const Version = "1"
@@ -107,7 +111,7 @@ func (e *RPCError) Error() string { return e.Message }
 
 // ErrorData carries the errdefs category of an application error.
 type ErrorData struct {
-	Category string `json:"category"`
+	Category errdefs.Code `json:"category"`
 }
 
 // JSON-RPC error codes.
@@ -134,6 +138,7 @@ type PingResult struct {
 const (
 	Stdout = "stdout"
 	Stderr = "stderr"
+	Pty    = "pty"    // a terminal's output (ExecParams.Pty)
 	Result = "result" // a rich result (RunCode only); Data is empty, Result set
 	Start  = "start"  // process started (Exec only); PID set
 )
@@ -157,11 +162,22 @@ type ExecParams struct {
 	Cwd       string            `json:"cwd,omitempty"`
 	Stdin     string            `json:"stdin,omitempty"`     // written, then stdin is closed unless KeepStdin
 	KeepStdin bool              `json:"keepStdin,omitempty"` // leave stdin open for exec.stdin
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s), at most 10 min; negative: none (ends with the call or the sandbox)
 	User      string            `json:"user,omitempty"`      // reserved; always "user" today
 	Tag       string            `json:"tag,omitempty"`       // caller's label, shown in exec.list
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`    // send output notifications
+	// Pty runs the process on a terminal of that size (its session's
+	// controlling terminal): its output is one stream, Pty, kept in
+	// ExecResult.Stdout; stdin writes to the terminal, and stdin EOF
+	// sends ^D.
+	Pty *PtySize `json:"pty,omitempty"`
+}
+
+// PtySize is a terminal's size in characters.
+type PtySize struct {
+	Cols uint16 `json:"cols"`
+	Rows uint16 `json:"rows"`
 }
 
 // ExecResult ends an exec call.
@@ -180,6 +196,11 @@ type ExecResult struct {
 type SignalParams struct {
 	PID    int    `json:"pid"`
 	Signal string `json:"signal"`
+	// Cols and Rows resize the terminal of an exec started with a Pty:
+	// Signal "SIGWINCH" with a size sets it (the kernel then signals the
+	// terminal's foreground group).
+	Cols uint16 `json:"cols,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
 }
 
 // StdinParams writes to a running exec's stdin; EOF closes it.
@@ -218,8 +239,8 @@ type RunCodeParams struct {
 	Language  string            `json:"language"`
 	Code      string            `json:"code"`
 	Kernel    string            `json:"kernel,omitempty"`
-	Env       map[string]string `json:"env,omitempty"`
-	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s)
+	Env       map[string]string `json:"env,omitempty"`       // for this run only: restored after it
+	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s); -1: none, the run lasts until it is canceled
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`
 }
@@ -237,6 +258,9 @@ type RichResult struct {
 	LaTeX      string          `json:"latex,omitempty"`
 	JSON       json.RawMessage `json:"json,omitempty"`
 	JavaScript string          `json:"javascript,omitempty"`
+	// Data is a table's columns (E2B's e2b/data): a pandas DataFrame's
+	// columns as lists.
+	Data json.RawMessage `json:"data,omitempty"`
 }
 
 // ExecError is an error raised by user code.

@@ -2,7 +2,11 @@
 // body, and the committed OpenAPI 3.1 document that describes them.
 //
 // The server (api/server) and the public Go client (client) both speak these
-// types, so a field renamed here is renamed on both sides at once.
+// types, so a field renamed here is renamed on both sides at once. They are
+// the wire's own: api imports nothing of the daemon (only errdefs, for the
+// error codes), so the client SDK links none of it. The server converts the
+// daemon's types (contexts.Record, the agent's results, audit events) at
+// the edge; a test there keeps each pair's JSON identical.
 package api
 
 import (
@@ -10,10 +14,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/sandlot/sandlot/agent"
-	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/store/audit"
 )
 
 // DefaultAddr is where `sandlot serve` listens unless told otherwise:
@@ -54,6 +55,9 @@ func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
 // works on the client side.
 func (e *Error) Unwrap() error { return errdefs.FromCode(e.Code) }
 
+// DefaultPathID is the path a request names when it names none.
+const DefaultPathID = "main"
+
 // ToolRequest is the body of POST /v1/tools/{name}. Identity resolution:
 // pathId defaults to "main", taskId stands in for a missing conversationId,
 // and with neither a new conversationId is generated and returned.
@@ -73,22 +77,33 @@ type RunCodeArgs struct {
 	Timeout     int64  `json:"timeout,omitempty"`
 }
 
-// CodeResult is the result of the run_code tool as the tools package
-// returns it (tools.RunCodeResult) and MCP sends it. It lives here, not in
-// tools, so that the client SDK can decode it without importing the tools
-// and their dependencies.
-type CodeResult struct {
-	Success         bool               `json:"success"`
-	Stdout          string             `json:"stdout"`
-	Stderr          string             `json:"stderr"`
-	ExitCode        int                `json:"exitCode"`
-	ExecutionTimeMs int64              `json:"executionTimeMs"`
-	SandboxID       string             `json:"sandboxId"`
-	ContextID       string             `json:"contextId,omitempty"`
-	Results         []agent.RichResult `json:"results"`
-	Error           *agent.ExecError   `json:"error"`
-	TimedOut        bool               `json:"timedOut,omitempty"`
-	KernelRestarted bool               `json:"kernelRestarted,omitempty"`
+// PathRef names the conversation path a tool call ran in. Every tool's
+// result carries it (embedded first), so a caller that sent no
+// conversationId learns the one the server generated.
+type PathRef struct {
+	ConversationID string `json:"conversationId"`
+	PathID         string `json:"pathId"`
+}
+
+// SetPathRef sets the reference; the tool registry calls it on every
+// result it returns.
+func (p *PathRef) SetPathRef(r PathRef) { *p = r }
+
+// RunCodeResult is the result of the run_code tool, over HTTP and MCP
+// alike (the tools package returns it as tools.RunCodeResult).
+type RunCodeResult struct {
+	PathRef
+	Success         bool         `json:"success"`
+	Stdout          string       `json:"stdout"`
+	Stderr          string       `json:"stderr"`
+	ExitCode        int          `json:"exitCode"`
+	ExecutionTimeMs int64        `json:"executionTimeMs"`
+	SandboxID       string       `json:"sandboxId"`
+	ContextID       string       `json:"contextId,omitempty"`
+	Results         []RichResult `json:"results"`
+	Error           *ExecError   `json:"error"`
+	TimedOut        bool         `json:"timedOut,omitempty"`
+	KernelRestarted bool         `json:"kernelRestarted,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).
 	Truncated bool `json:"truncated"`
@@ -98,12 +113,29 @@ type CodeResult struct {
 	OutputType string `json:"outputType"`
 }
 
-// RunCodeResult is the result of the run_code tool over HTTP: the tool's
-// result plus the identity the server resolved.
-type RunCodeResult struct {
-	CodeResult
-	ConversationID string `json:"conversationId"`
-	PathID         string `json:"pathId"`
+// RichResult is one rich output of run_code: the value of the last
+// expression (Main) or a displayed object (a figure), in every format the
+// kernel produced. Images are base64.
+type RichResult struct {
+	Main       bool            `json:"main,omitempty"`
+	Text       string          `json:"text,omitempty"`
+	HTML       string          `json:"html,omitempty"`
+	Markdown   string          `json:"markdown,omitempty"`
+	SVG        string          `json:"svg,omitempty"`
+	PNG        string          `json:"png,omitempty"`
+	JPEG       string          `json:"jpeg,omitempty"`
+	LaTeX      string          `json:"latex,omitempty"`
+	JSON       json.RawMessage `json:"json,omitempty"`
+	JavaScript string          `json:"javascript,omitempty"`
+	// Data is a table's columns as lists (a pandas DataFrame's).
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// ExecError is an error raised by the user's code.
+type ExecError struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	Traceback string `json:"traceback"`
 }
 
 // Event types of a streamed tool call (Accept: application/x-ndjson).
@@ -119,16 +151,57 @@ const (
 type Event struct {
 	Type string `json:"type"`
 	Data string `json:"data,omitempty"` // stdout, stderr
-	// Result is an agent.RichResult for type result, the tool's result
-	// for type final.
+	// Result is a RichResult for type result, the tool's result for
+	// type final.
 	Result  json.RawMessage `json:"result,omitempty"`
 	Code    errdefs.Code    `json:"code,omitempty"` // type error
 	Message string          `json:"message,omitempty"`
 }
 
+// Context is an execution context: the body of GET /v1/contexts/{id} and
+// an entry of GET /v1/contexts.
+type Context struct {
+	ID             string `json:"id"`
+	TenantID       string `json:"tenantId"`
+	ConversationID string `json:"conversationId"`
+	PathID         string `json:"pathId"`
+	// Status is creating, ready, terminated or error; terminated and
+	// error are final, with TerminationReason (expired, error, manual,
+	// merged, deleted, archived, rotated).
+	Status               string            `json:"status"`
+	TerminationReason    string            `json:"terminationReason,omitempty"`
+	SandboxID            string            `json:"sandboxId,omitempty"`
+	Provider             string            `json:"provider,omitempty"`
+	Template             string            `json:"template,omitempty"`
+	CreatedAt            time.Time         `json:"createdAt"`
+	LastUsedAt           time.Time         `json:"lastUsedAt"`
+	ExpiresAt            time.Time         `json:"expiresAt"`
+	TerminatedAt         *time.Time        `json:"terminatedAt,omitempty"`
+	ExecutionCount       int64             `json:"executionCount"`
+	TotalExecutionTimeMs int64             `json:"totalExecutionTimeMs"`
+	LastError            string            `json:"lastError,omitempty"`
+	ResourceUsage        ResourceUsage     `json:"resourceUsage"`
+	Metadata             map[string]string `json:"metadata,omitempty"`
+	// Node is the daemon that serves the context, when several share a
+	// store.
+	Node string `json:"node,omitempty"`
+}
+
+// Active reports whether the context is creating or ready.
+func (c *Context) Active() bool { return c.Status == "creating" || c.Status == "ready" }
+
+// ResourceUsage is the last sampled usage of a context's sandbox.
+type ResourceUsage struct {
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
+	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
+	DiskBytes   int64 `json:"diskBytes,omitempty"`
+	PIDs        int64 `json:"pids,omitempty"`
+}
+
 // ContextList is the body of GET /v1/contexts.
 type ContextList struct {
-	Contexts []*contexts.Record `json:"contexts"`
+	Contexts []Context `json:"contexts"`
 	// Next is the cursor for the next page (pass as ?after=), empty at the end.
 	Next string `json:"next,omitempty"`
 }
@@ -151,10 +224,24 @@ type PathEvent struct {
 	TargetPathID string `json:"targetPathId,omitempty"`
 }
 
+// FileInfo describes a file in a sandbox: an entry of FileList and the
+// body of an upload's answer.
+type FileInfo struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Type    string `json:"type"` // file, dir, symlink, other
+	Size    int64  `json:"size"`
+	Mode    uint32 `json:"mode"`    // permission bits
+	ModTime int64  `json:"modTime"` // unix milliseconds
+	Owner   string `json:"owner,omitempty"`
+	Group   string `json:"group,omitempty"`
+	Target  string `json:"target,omitempty"` // symlink target
+}
+
 // FileList is the body of GET .../files/list.
 type FileList struct {
-	Path    string           `json:"path"`
-	Entries []agent.FileInfo `json:"entries"`
+	Path    string     `json:"path"`
+	Entries []FileInfo `json:"entries"`
 }
 
 // SessionStats is one row of GET /v1/metrics/sessions.
@@ -185,7 +272,19 @@ type Health struct {
 // AuditList is the body of GET /v1/audit: the tenant's events, newest
 // first.
 type AuditList struct {
-	Events []audit.Event `json:"events"`
+	Events []AuditEvent `json:"events"`
+}
+
+// AuditEvent is one event of a tenant's audit trail: a guard finding
+// (kind guard.finding; detail type, mode, start, end and hmac, never the
+// value) or a change to the tenant (tenant.created, tenant.key_rotated).
+type AuditEvent struct {
+	ID        int64             `json:"id"`
+	TenantID  string            `json:"tenantId,omitempty"`
+	ContextID string            `json:"contextId,omitempty"`
+	Kind      string            `json:"kind"`
+	Detail    map[string]string `json:"detail,omitempty"`
+	At        time.Time         `json:"at"`
 }
 
 // SecretRequest is the body of PUT /v1/secrets/{name}: a tenant's

@@ -542,7 +542,7 @@ func LogCorpus(n int, seed int64) string {
 			r.Uint32(), paths[r.Intn(len(paths))], 200+r.Intn(4)*100, r.Intn(900))
 		switch {
 		case i%200 == 17:
-			fmt.Fprintf(&b, "notify user%d@example.org\n", r.Intn(1000))
+			fmt.Fprintf(&b, "notify user%d@exemplar.ie\n", r.Intn(1000))
 		case i%200 == 91:
 			fmt.Fprintf(&b, "callback +1 415 555 %04d\n", r.Intn(10000))
 		case i%200 == 150:

@@ -17,14 +17,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -84,7 +84,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	log := telemetry.NewLogger(std.Err, "error")
+	log := export.NewLogger(std.Err, "error")
 	limits := contexts.Limits{MemoryBytes: memMiB << 20}
 	env := bench.Env{Limits: limits}
 	rtName := ""
@@ -163,10 +163,11 @@ func writeMarkdown(std IO, path string) error {
 // localDaemon is `sandlot serve` in-process on a loopback port, wired
 // exactly as serve wires it (the bench and tests use it).
 type localDaemon struct {
-	url, key string
-	w        *wired
-	st       store.Backend
-	stop     func()
+	url, key     string
+	metricsToken string
+	w            *wired
+	st           store.Backend
+	stop         func()
 }
 
 // startDaemon wires the daemon over cfg (a memory store unless
@@ -191,7 +192,12 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		st.Close()
 		return nil, err
 	}
-	srv := server.New(w.serverConfig(cfg, st, log))
+	srv, metricsTok, err := frontDoor(cfg, w, log)
+	if err != nil {
+		w.close(context.WithoutCancel(ctx))
+		st.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		w.close(context.WithoutCancel(ctx))
@@ -201,20 +207,20 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
-	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, w: w, st: st}
+	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, metricsToken: metricsTok, w: w, st: st}
 	var stop func()
 	var once sync.Once
 	d.stop = func() { once.Do(stop) }
 	stop = func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		recs, _ := w.contexts.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
+		recs, _ := w.manager.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
 		for _, r := range recs {
-			w.contexts.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
+			w.manager.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
 		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			log.Warn("bench server", slog.String(keyErr, err.Error()))
+			log.Warn("bench server", slog.String(logkey.Err, err.Error()))
 		}
 		w.close(cctx)
 		st.Close()

@@ -45,7 +45,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		}
 		rows := make([][]string, 0, len(l.Contexts))
 		for _, c := range l.Contexts {
-			rows = append(rows, []string{c.ID, c.ConversationID, c.PathID, string(c.State), fmt.Sprint(c.ExecutionCount), ago(c.LastUsedAt), c.SandboxID})
+			rows = append(rows, []string{c.ID, c.ConversationID, c.PathID, c.Status, fmt.Sprint(c.ExecutionCount), ago(c.LastUsedAt), c.SandboxID})
 		}
 		if err := table(std.Out, []string{"ID", "CONVERSATION", "PATH", "STATUS", "EXECS", "LAST USED", "SANDBOX"}, rows); err != nil {
 			return err
@@ -70,7 +70,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		}
 		rows := [][]string{
 			{"id", rec.ID}, {"tenant", rec.TenantID}, {"conversation", rec.ConversationID}, {"path", rec.PathID},
-			{"status", string(rec.State)}, {"reason", string(rec.Reason)}, {"sandbox", rec.SandboxID},
+			{"status", rec.Status}, {"reason", rec.TerminationReason}, {"sandbox", rec.SandboxID},
 			{"provider", rec.Provider}, {"template", rec.Template},
 			{"created", rec.CreatedAt.Format(time.RFC3339)}, {"last used", rec.LastUsedAt.Format(time.RFC3339)},
 			{"expires", rec.ExpiresAt.Format(time.RFC3339)},

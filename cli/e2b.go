@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -29,7 +28,7 @@ const e2bSecretFile = "e2b-secret"
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
 // handler and its matcher for server.Config.E2B and E2BMatch. admit is the
 // per-tenant in-flight limit the server applies to its own routes.
-func e2bWire(cfg serveConfig, m *contexts.Manager, tenants tenant.Store, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+func e2bWire(cfg serveConfig, m *contexts.Manager, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
 	secret, err := e2bSecret(cfg.store.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -43,23 +42,10 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, tenants tenant.Store, admit f
 		Manager:    m,
 		Secret:     secret,
 		Logger:     log,
-		Tenant:     tenants.GetTenant,
+		Tenants:    auth,
 		TokenTTL:   cfg.e2bTokenTTL,
 		MaxTimeout: cfg.e2bMaxTimeout,
 		Admit:      admit,
-		Authenticate: func(ctx context.Context, key string) (string, error) {
-			if !tenant.ValidKey(key) {
-				return "", tenant.ErrBadKey
-			}
-			t, err := tenants.TenantByKeyHash(ctx, tenant.HashKey(key))
-			if errors.Is(err, errdefs.ErrNotFound) {
-				return "", tenant.ErrBadKey
-			}
-			if err != nil {
-				return "", err
-			}
-			return t.ID, nil
-		},
 	})
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken
@@ -109,14 +95,14 @@ func e2bProvider(log *slog.Logger, node string) contexts.Provider {
 	return e2b.New(cfg)
 }
 
-// providerChain puts several providers in fallback order; onFallback
-// counts fallbacks (telemetry). A non-nil quota counts creations and
-// compute minutes per tenant and provider (a chain of one is kept for it).
-func providerChain(ps []contexts.Provider, log *slog.Logger, onFallback func(from, to string, err error), quota *chain.Quota) contexts.Provider {
+// providerChain puts several providers in fallback order (the chain counts
+// its fallbacks). A non-nil quota counts creations and compute minutes per
+// tenant and provider (a chain of one is kept for it).
+func providerChain(ps []contexts.Provider, log *slog.Logger, quota *chain.Quota) contexts.Provider {
 	if len(ps) == 1 && quota == nil {
 		return ps[0]
 	}
-	return chain.New(ps, chain.Config{Logger: log, OnFallback: onFallback, Quota: quota})
+	return chain.New(ps, chain.Config{Logger: log, Quota: quota})
 }
 
 // Environment of the e2b provider's plan limits, per tenant.
@@ -131,7 +117,7 @@ const (
 // warning and calls record with the used share (the sandlot.quota.usage
 // gauge); compute minutes of running sandboxes are re-checked every
 // minute for the life of the process.
-func e2bQuota(log *slog.Logger, record func(tenant, provider, kind string, ratio float64)) (*chain.Quota, error) {
+func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
 	var plan chain.Plan
 	if v := os.Getenv(envE2BPlanCreations); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -164,11 +150,6 @@ func e2bQuota(log *slog.Logger, record func(tenant, provider, kind string, ratio
 		Plans:      map[string]chain.Plan{"e2b": plan},
 		Thresholds: ths,
 		Logger:     log,
-		OnThreshold: func(e chain.QuotaEvent) {
-			if record != nil && e.Limit > 0 {
-				record(e.Tenant, e.Provider, e.Resource, e.Used/e.Limit)
-			}
-		},
 	})
 	if plan.ComputeMinutes > 0 {
 		go func() {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 // TestServeLimitsReachSandbox checks that serve's --sandbox-* flags reach
@@ -23,7 +23,7 @@ func TestServeLimitsReachSandbox(t *testing.T) {
 	dir := t.TempDir()
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, pids: 48, diskMiB: 24, cpus: 0.5,
-		poolSize: 0, shutdownTimeout: 5 * time.Second}, telemetry.NewLogger(&lockedBuffer{}, "error"))
+		poolSize: 0, shutdownTimeout: 5 * time.Second}, export.NewLogger(&lockedBuffer{}, "error"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sandlot/sandlot/runtime/oci"
 	"io"
 	"path/filepath"
 	"time"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/mcp"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -36,17 +37,10 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("mcp", std)
 	var cfg serveConfig
 	var tenantID, conversation string
-	cfg.store.register(fs)
+	cfg.registerDaemon(fs, daemonDefaults{stateDir: mcpStateDir, logLevel: "warn", poolSize: 0})
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
-	fs.StringVar(&cfg.stateDir, "state-dir", mcpStateDir, "runtime state (bundles, agent sockets); one MCP session at a time per state dir")
-	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
-	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
-	fs.StringVar(&cfg.logLevel, "log-level", "warn", "debug, info, warn, error (logs go to stderr)")
-	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default)")
-	fs.IntVar(&cfg.poolSize, "pool-size", 0, "warm sandboxes kept per template (0: none, as one session needs one sandbox)")
-	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,15 +84,11 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		defer cancel()
 		w.close(cctx)
 	}()
-	rt, ok := w.tools.(registryTools)
-	if !ok {
-		return fmt.Errorf("mcp: the tool registry is not wired: %w", errdefs.ErrInternal)
-	}
 	ephemeral := conversation == ""
 	if ephemeral {
 		conversation = uuid.NewString()
 	}
-	srv := mcp.New(rt.r, mcp.Config{Tenant: t.ID, Conversation: conversation, Logger: log})
+	srv := mcp.New(w.tools, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
 	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
 	if ctx.Err() != nil {
 		err = nil // interrupted: a normal end for a stdio server
@@ -109,7 +99,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
 		defer cancel()
 		if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
-			log.Warn("ending the session's contexts", "error", terr.Error())
+			log.Warn("ending the session's contexts", logkey.Err, terr.Error())
 		}
 	}
 	return err
@@ -117,14 +107,14 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 
 // endConversation terminates the active contexts of one conversation.
 func endConversation(ctx context.Context, w *wired, tenantID, conversation string) error {
-	recs, err := w.contexts.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
+	recs, err := w.manager.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
 		States: []contexts.State{contexts.StateCreating, contexts.StateReady}})
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, rec := range recs {
-		if err := w.contexts.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		if err := w.manager.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			errs = append(errs, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 // TestMetricsAfterRealCalls serves the daemon as serve wires it (real
@@ -27,7 +27,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	logs := &lockedBuffer{}
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 1, shutdownTimeout: 5 * time.Second},
-		telemetry.NewLogger(logs, "debug"))
+		export.NewLogger(logs, "debug"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		if key {
 			req.Header.Set("X-API-KEY", d.key)
 			if path == "/metrics" {
-				req.Header.Set("Authorization", "Bearer "+d.w.metricsToken)
+				req.Header.Set("Authorization", "Bearer "+d.metricsToken)
 			}
 		}
 		req.Header.Set("Content-Type", "application/json")
@@ -64,7 +64,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 
 	// Two contexts, three executions; one prints an email address (a
 	// guard finding); the second context is deleted.
-	if res := runCode("m1", `print("write to alice@example.com")`); strings.Contains(res.Stdout, "alice@") {
+	if res := runCode("m1", `print("write to alice@exemplar.ie")`); strings.Contains(res.Stdout, "alice@") {
 		t.Fatalf("the guard let an email through: %q", res.Stdout)
 	}
 	runCode("m1", "1+1")
@@ -137,7 +137,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	if !strings.Contains(out, `"request_id":"obs-test-`) {
 		t.Errorf("no request ids in the logs:\n%s", out)
 	}
-	for _, secret := range []string{"alice@example.com", "write to", d.key} {
+	for _, secret := range []string{"alice@exemplar.ie", "write to", d.key} {
 		if strings.Contains(out, secret) {
 			t.Errorf("the logs contain %q:\n%s", secret, out)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store"
 )
 
@@ -54,13 +55,13 @@ func (r *tenantReaper) pass(ctx context.Context, full bool) int {
 	if full {
 		var err error
 		if recs, err = r.st.ListActive(ctx); err != nil {
-			r.log.Warn("tenant reaper: list active contexts", slog.String(keyErr, err.Error()))
+			r.log.Warn("tenant reaper: list active contexts", slog.String(logkey.Err, err.Error()))
 			return 0
 		}
 	}
 	ts, err := r.st.ListTenants(ctx)
 	if err != nil {
-		r.log.Warn("tenant reaper: list tenants", slog.String(keyErr, err.Error()))
+		r.log.Warn("tenant reaper: list tenants", slog.String(logkey.Err, err.Error()))
 		return 0
 	}
 	now := make(map[string]bool, len(ts))
@@ -74,7 +75,7 @@ func (r *tenantReaper) pass(ctx context.Context, full bool) int {
 			}
 			more, err := r.m.List(ctx, contexts.Filter{TenantID: id, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 10000})
 			if err != nil {
-				r.log.Warn("tenant reaper: list contexts", slog.String("tenant_id", id), slog.String(keyErr, err.Error()))
+				r.log.Warn("tenant reaper: list contexts", slog.String(logkey.Tenant, id), slog.String(logkey.Err, err.Error()))
 				continue
 			}
 			recs = append(recs, more...)
@@ -87,7 +88,7 @@ func (r *tenantReaper) pass(ctx context.Context, full bool) int {
 			continue
 		}
 		if err := r.m.Terminate(ctx, rec.TenantID, rec.ID, contexts.ReasonDeleted); err != nil {
-			r.log.Warn("tenant reaper: terminate", slog.String("context_id", rec.ID), slog.String(keyErr, err.Error()))
+			r.log.Warn("tenant reaper: terminate", slog.String(logkey.Context, rec.ID), slog.String(logkey.Err, err.Error()))
 			continue
 		}
 		ended++

@@ -189,7 +189,7 @@ func TestBootstrapTenant(t *testing.T) {
 				t.Fatalf("%+v %v, want admin %v", tn, err, admin)
 			}
 			// The guard override with the bootstrap key.
-			e := servertest.NewEnv(func(c *server.Config) { c.Tenants = st })
+			e := servertest.NewEnv(func(c *server.Config) { c.Auth = tenant.NewAuthenticator(st, tenant.AuthConfig{}) })
 			req := httptest.NewRequest("GET", "/v1/tools", nil)
 			req.Header.Set("X-API-KEY", key)
 			req.Header.Set(api.HeaderGuardMode, tenant.GuardOff)

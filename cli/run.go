@@ -16,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
@@ -128,14 +129,14 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 	if err != nil {
 		return err
 	}
-	log.Debug("sandbox attached", "sandbox", sb.ID(), "runtime", p.Runtime().Name(), "elapsed", time.Since(start))
+	log.Debug("sandbox attached", logkey.Sandbox, sb.ID(), logkey.Runtime, p.Runtime().Name(), logkey.Elapsed, time.Since(start))
 	defer sb.Close()
 	if (*sandbox == "" && !*keep) || (*sandbox != "" && *destroy) {
 		defer func() {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if derr := p.Destroy(dctx, sb.ID()); derr != nil {
-				log.Warn("destroy sandbox", "sandbox", sb.ID(), "err", derr)
+				log.Warn("destroy sandbox", logkey.Sandbox, sb.ID(), logkey.Err, derr)
 			}
 		}()
 	} else if *sandbox == "" {
@@ -231,7 +232,7 @@ func lrunREPL(ctx context.Context, std IO, lang string, exec func(string) error)
 		cell.Reset()
 		if strings.TrimSpace(code) != "" {
 			last = exec(code)
-			if last != nil && !errdefs.IsClientFault(last) && ctx.Err() == nil {
+			if last != nil && !errdefs.Categorized(last) && ctx.Err() == nil {
 				return last // the sandbox is gone
 			}
 			if last != nil {

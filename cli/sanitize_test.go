@@ -20,7 +20,7 @@ func runCLI(t *testing.T, stdin string, args ...string) (string, string, error) 
 	return out.String(), errb.String(), err
 }
 
-const sanitizeInput = "user alice@example.com from 10.1.2.3, phone +353 87 123 4567\nicon@2x.png stays\n"
+const sanitizeInput = "user alice@exemplar.ie from 10.1.2.3, phone +353 87 123 4567\nicon@2x.png stays\n"
 
 func TestSanitizeEnforce(t *testing.T) {
 	out, _, err := runCLI(t, sanitizeInput, "sanitize")

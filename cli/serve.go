@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,16 +12,17 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/ports"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
 func init() {
@@ -60,31 +60,8 @@ type serveConfig struct {
 func runServe(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("serve", std)
 	var cfg serveConfig
-	addr := os.Getenv("SANDLOT_ADDR")
-	if addr == "" {
-		addr = api.DefaultAddr
-	}
-	fs.StringVar(&cfg.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
-	cfg.store.register(fs)
-	fs.StringVar(&cfg.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
-	fs.StringVar(&cfg.stateDir, "state-dir", "", "runtime state (bundles, agent sockets); default /run/sandlot")
-	fs.StringVar(&cfg.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
-	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "debug, info, warn, error")
-	fs.IntVar(&cfg.maxPerTenant, "max-contexts-per-tenant", 0, "active contexts per tenant (0: the manager default, 10)")
-	fs.IntVar(&cfg.maxPerConv, "max-contexts-per-conversation", 0, "active contexts per conversation (0: the manager default, 5)")
-	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default, 2048)")
-	fs.Int64Var(&cfg.pids, "sandbox-pids", 0, "process limit per sandbox (0: the provider default, 256)")
-	fs.Float64Var(&cfg.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
-	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
-	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
-	fs.IntVar(&cfg.maxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
-	fs.IntVar(&cfg.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
-	fs.DurationVar(&cfg.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
-	fs.DurationVar(&cfg.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
-	fs.DurationVar(&cfg.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
-	fs.BoolVar(&cfg.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
-	registerNode(fs, &cfg)
+	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1})
+	cfg.registerHTTP(fs)
 	cfg.network.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -115,16 +92,20 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	if err != nil {
 		return err
 	}
-	srv := server.New(w.serverConfig(cfg, st, log))
+	srv, _, err := frontDoor(cfg, w, log)
+	if err != nil {
+		w.close(context.Background())
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		w.close(context.Background())
 		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 	}
-	log.Info("listening", slog.String("addr", ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String("node", cfg.node))
+	log.Info("listening", slog.String(logkey.Addr, ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String(logkey.Node, cfg.node))
 	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
-			slog.String("addr", ln.Addr().String()))
+			slog.String(logkey.Addr, ln.Addr().String()))
 	}
 	fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
 	serr := srv.Serve(ctx, ln)
@@ -136,7 +117,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	return errors.Join(serr, cerr)
 }
 
-func newLogger(std IO, level string) *slog.Logger { return telemetry.NewLogger(std.Err, level) }
+func newLogger(std IO, level string) *slog.Logger { return export.NewLogger(std.Err, level) }
 
 // bootstrapTenant creates the default tenant when the store has none,
 // prints its key once and writes it to DATA/api-key (0600), where the CLI
@@ -170,52 +151,26 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admi
 	return nil
 }
 
-// wired is what wire assembles for the server.
+// wired is what wire assembles: the daemon without its front door.
 type wired struct {
-	contexts server.Contexts
-	tools    server.Tools
-	ready    map[string]server.Check
-	mcp      http.Handler
-	e2b      http.Handler
-	e2bMatch func(*http.Request) bool
-	metrics  http.Handler
+	manager *contexts.Manager
+	tools   *tools.Registry
+	ready   map[string]server.Check
+	metrics http.Handler // the exporter's Prometheus exposition
+	// auth is shared by the server, MCP, the E2B handler and the guard:
+	// one key and tenant cache.
+	auth *tenant.Authenticator
 	// admission is shared by the server and the E2B handler, so one
 	// tenant's in-flight limit covers every surface.
-	admission    *server.Admission
-	metricsToken string
-	audit        func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
-	ports        *ports.Handler // sandbox ports; nil without --network
+	admission *server.Admission
+	audit     func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
+	nw        *netWire       // sandbox networks; nil without --network
+	ports     *ports.Handler // sandbox ports; nil without --network
 	// secrets keeps tenants' secrets for /v1/secrets; nil without
 	// --network (nothing would use them). secretsChanged reloads them.
 	secrets        secret.Store
 	secretsChanged func(tenantID string)
 	close          func(ctx context.Context) error
-}
-
-// serverConfig is the HTTP server over w, the same for serve and the
-// in-process daemon of the bench and tests.
-func (w *wired) serverConfig(cfg serveConfig, st store.Backend, log *slog.Logger) server.Config {
-	return server.Config{
-		Contexts:        w.contexts,
-		Tools:           w.tools,
-		Tenants:         st,
-		Logger:          log,
-		ShutdownTimeout: cfg.shutdownTimeout,
-		Ready:           w.ready,
-		MCP:             w.mcp,
-		E2B:             w.e2b,
-		E2BMatch:        w.e2bMatch,
-		Metrics:         w.metrics,
-		MetricsToken:    w.metricsToken,
-		Admission:       w.admission,
-		BodyReadTimeout: cfg.bodyReadTimeout,
-		E2BError:        e2bcompat.WriteError,
-		Audit:           w.audit,
-		Ports:           w.portsHandler(),
-		Secrets:         w.secrets,
-		SecretsChanged:  w.secretsChanged,
-		PortsMatch:      w.portsMatch(),
-	}
 }
 
 func (w *wired) portsHandler() http.Handler {
@@ -238,12 +193,6 @@ func storeCheck(st store.Backend) server.Check {
 		_, err := st.ListTenants(ctx)
 		return err
 	}
-}
-
-// registerNode adds --node, shared by serve and mcp.
-func registerNode(fs *flag.FlagSet, cfg *serveConfig) {
-	fs.StringVar(&cfg.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
-		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
 }
 
 // limits are the per-sandbox limits the flags set; zero fields keep the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -28,7 +28,7 @@ func TestTenantLifecycleRevokes(t *testing.T) {
 	storeURL := "sqlite://" + filepath.Join(data, "sandlot.db")
 	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: data, url: storeURL}, runtime: "auto",
 		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, shutdownTimeout: 5 * time.Second},
-		telemetry.NewLogger(io.Discard, "error"))
+		export.NewLogger(io.Discard, "error"))
 	if err != nil {
 		t.Fatal(err)
 	}

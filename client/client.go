@@ -7,6 +7,9 @@
 //
 // Every method takes a context and returns errors that wrap *api.Error
 // (the server's {code, message}); the Is* helpers test its category.
+//
+// The package links api (the wire types) and errdefs (the error codes)
+// and nothing else of sandlot; a test in this package keeps it that way.
 package client
 
 import (
@@ -24,9 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -97,7 +98,7 @@ func (f FileTarget) prefix() (string, error) {
 	}
 	p := f.PathID
 	if p == "" {
-		p = contexts.DefaultPath
+		p = api.DefaultPathID
 	}
 	return "/v1/conversations/" + url.PathEscape(f.ConversationID) + "/paths/" + url.PathEscape(p), nil
 }
@@ -284,8 +285,8 @@ func (c *Client) ListContexts(ctx context.Context, o ListOptions) (*api.ContextL
 }
 
 // GetContext returns one context by id.
-func (c *Client) GetContext(ctx context.Context, id string) (*contexts.Record, error) {
-	var out contexts.Record
+func (c *Client) GetContext(ctx context.Context, id string) (*api.Context, error) {
+	var out api.Context
 	if err := c.do(ctx, "GET", "/v1/contexts/"+url.PathEscape(id), nil, nil, "", &out); err != nil {
 		return nil, err
 	}
@@ -310,7 +311,7 @@ func (c *Client) PathEvent(ctx context.Context, conversationID, pathID string, e
 
 // Upload streams r into the file at path (relative paths resolve against
 // /home/user) and returns the written file's info.
-func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Reader) (*agent.FileInfo, error) {
+func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Reader) (*api.FileInfo, error) {
 	prefix, err := t.prefix()
 	if err != nil {
 		return nil, err
@@ -324,7 +325,7 @@ func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Rea
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var fi agent.FileInfo
+	var fi api.FileInfo
 	if err := decodeInto(resp, &fi); err != nil {
 		return nil, err
 	}

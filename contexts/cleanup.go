@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Start renews this node's lease, reconciles the store with the provider,
@@ -35,12 +36,17 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 
 	if err := m.Heartbeat(ctx); err != nil {
-		m.log.Warn("node heartbeat", logNode, m.cfg.Node, logErr, err)
+		m.log.Warn("node heartbeat", logkey.Node, m.cfg.Node, logkey.Err, err)
 	}
 	m.reconcile(ctx)
 
+	unobserve, err := m.observeStats()
+	if err != nil {
+		m.log.Warn("metrics: register the gauges", logkey.Err, err)
+	}
 	m.mu.Lock()
 	m.started = true
+	m.unobserve = unobserve
 	m.mu.Unlock()
 	m.poolEnsure(m.cfg.DefaultTemplate)
 	for t := range m.cfg.PoolSizes {
@@ -58,11 +64,11 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) reconcile(ctx context.Context) {
 	running, perr := m.provider.List(ctx)
 	if perr != nil {
-		m.log.Warn("reconcile: list sandboxes; skipping the sandbox checks", logErr, perr)
+		m.log.Warn("reconcile: list sandboxes; skipping the sandbox checks", logkey.Err, perr)
 	}
 	recs, err := m.store.ListActive(ctx)
 	if err != nil {
-		m.log.Warn("reconcile: list active contexts; skipping reconciliation", logErr, err)
+		m.log.Warn("reconcile: list active contexts; skipping reconciliation", logkey.Err, err)
 		return
 	}
 	isRunning := map[string]bool{}
@@ -132,7 +138,7 @@ func (m *Manager) cleanupLoop() {
 			return
 		case <-t.C:
 			if err := m.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				m.log.Warn("cleanup", logErr, err)
+				m.log.Warn("cleanup", logkey.Err, err)
 			}
 		}
 	}
@@ -252,7 +258,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 		m.mu.Unlock()
 		if !ended {
 			if u, err := us.Usage(ctx, sid); err != nil {
-				m.log.Debug("sample usage", logSandbox, sid, logErr, err)
+				m.log.Debug("sample usage", logkey.Sandbox, sid, logkey.Err, err)
 			} else {
 				m.mu.Lock()
 				e.rec.ResourceUsage = u
@@ -274,7 +280,7 @@ func (m *Manager) saveUsage(ctx context.Context, id, tenantID string, u Resource
 	}
 	rec.ResourceUsage = u
 	if err := m.store.Update(sctx, rec); err != nil {
-		m.log.Warn("store: save resource usage", logContext, id, logErr, err)
+		m.log.Warn("store: save resource usage", logkey.Context, id, logkey.Err, err)
 	}
 }
 
@@ -291,6 +297,18 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 	m.mu.Unlock()
 	if e == nil {
 		return m.terminateRecord(ctx, rec, ReasonExpired, "")
+	}
+	m.mu.Lock()
+	fixed, end := fixedExpiry(e.rec), e.rec.ExpiresAt
+	m.mu.Unlock()
+	if fixed {
+		// An absolute expiry ends the context at its time even mid-call,
+		// as E2B kills a sandbox at its timeout, commands and all: a
+		// command without a timeout cannot keep it alive.
+		if end.After(now) {
+			return false
+		}
+		return m.end(ctx, e, ReasonExpired, "")
 	}
 	select {
 	case e.exec <- struct{}{}:
@@ -344,7 +362,7 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 			next[id] = true
 			continue
 		}
-		m.log.Info("destroying a sandbox no context owns", logSandbox, id)
+		m.log.Info("destroying a sandbox no context owns", logkey.Sandbox, id)
 		m.destroy(ctx, nil, id)
 		killed++
 	}
@@ -366,7 +384,11 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	close(m.stopCh)
+	unobserve := m.unobserve
 	m.mu.Unlock()
+	if unobserve != nil {
+		unobserve()
+	}
 
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()

@@ -3,6 +3,10 @@ package contexts
 import (
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Config tunes a Manager. Every zero value means the documented default, so
@@ -80,8 +84,10 @@ type Config struct {
 	// them (UpdateNetwork). Nil: policies go to the provider unchecked
 	// and cannot be changed.
 	Networks Networks
-	// Metrics receives telemetry events. Nil: none.
-	Metrics Metrics
+	// Meter makes the manager's metric instruments (see metrics.go).
+	// Nil: telemetry.Meter(), the global provider's, which records once
+	// telemetry/export has installed the SDK.
+	Meter metric.Meter
 	// Node names this manager in the store (at most 128 bytes): every
 	// record it creates carries it, its reconcile and cleanup touch only
 	// its own records (and those of nodes whose lease lapsed), and a call
@@ -98,30 +104,6 @@ type Config struct {
 	// skew between the daemons' hosts. Zero: 1 minute.
 	NodeLease time.Duration
 }
-
-// Metrics receives the manager's telemetry events. The telemetry package
-// implements it (*telemetry.Metrics satisfies it as is); methods must be
-// cheap and must not block. Pool size, hits and misses are not events:
-// read them from Manager.Stats (a gauge callback).
-type Metrics interface {
-	ContextCreated(template, provider string)
-	ContextReused(template string)
-	// ContextTerminated reports a context this manager tore down; reason
-	// is a Reason.
-	ContextTerminated(reason string)
-	// Execution reports one Execute call that reached the sandbox; outcome
-	// is one of the Outcome constants.
-	Execution(language, outcome string, d time.Duration)
-	HealthCheckFailed()
-}
-
-// Execution outcomes reported to Metrics.
-const (
-	OutcomeOK      = "ok"      // ran to completion
-	OutcomeError   = "error"   // user code raised or exited nonzero
-	OutcomeTimeout = "timeout" // the run hit its timeout
-	OutcomeFault   = "fault"   // the system failed (sandbox lost, creation failed)
-)
 
 // Defaults.
 const (
@@ -183,8 +165,8 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Metrics == nil {
-		c.Metrics = nopMetrics{}
+	if c.Meter == nil {
+		c.Meter = telemetry.Meter()
 	}
 	return c
 }
@@ -196,22 +178,3 @@ func (c Config) poolSize(template string) int {
 	}
 	return max(c.PoolSize, 0)
 }
-
-type nopMetrics struct{}
-
-func (nopMetrics) ContextCreated(string, string)           {}
-func (nopMetrics) ContextReused(string)                    {}
-func (nopMetrics) ContextTerminated(string)                {}
-func (nopMetrics) Execution(string, string, time.Duration) {}
-func (nopMetrics) HealthCheckFailed()                      {}
-
-// Log attribute keys.
-const (
-	logContext  = "context_id"
-	logTenant   = "tenant_id"
-	logSandbox  = "sandbox_id"
-	logTemplate = "template"
-	logNode     = "node"
-	logReason   = "reason"
-	logErr      = "err"
-)

@@ -62,6 +62,7 @@ const (
 // ResourceUsage is the last sampled usage of the sandbox.
 type ResourceUsage struct {
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
 	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
 	DiskBytes   int64 `json:"diskBytes,omitempty"`
 	PIDs        int64 `json:"pids,omitempty"`
@@ -256,6 +257,21 @@ type StreamRedactor interface {
 	Write(chunk string) string
 	Flush() string
 }
+
+// IdleFlusher is a StreamRedactor that can release the text it holds back
+// once its stream has gone quiet (IdleFlush), without ending the stream:
+// an interactive prompt or an echoed partial line then arrives while the
+// process still runs. FlushIdle may keep text it must not release yet (an
+// open private key block); writes continue after it.
+type IdleFlusher interface {
+	FlushIdle() string
+}
+
+// IdleFlush is how long a guarded output stream must be quiet before its
+// redactor's held-back text is released (IdleFlusher). Parts of a secret
+// written further apart than this are judged apart: the part before the
+// pause has left already (see docs/guard.md).
+const IdleFlush = 200 * time.Millisecond
 
 // FileRedactor is one file's redaction state. Write returns what may be
 // emitted now; Flush returns the rest at the end of the file.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
@@ -231,7 +232,7 @@ func guardError(ctx context.Context, g Guard, tenantID string, err error) error 
 		return err
 	}
 	ge := &guardedError{msg: g.Text(ctx, tenantID, err.Error())}
-	if errdefs.IsClientFault(err) {
+	if errdefs.Categorized(err) {
 		ge.cause = append(ge.cause, errdefs.FromCode(errdefs.CodeOf(err)))
 	}
 	for _, c := range []error{context.Canceled, context.DeadlineExceeded} {
@@ -281,19 +282,26 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
 	r.PNG = guardImage(ctx, g, tenantID, "png", r.PNG, &r.Text)
 	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
-	if len(r.JSON) > 0 {
-		red := t(string(r.JSON))
-		if red != string(r.JSON) {
-			if json.Valid([]byte(red)) {
-				r.JSON = json.RawMessage(red)
-			} else {
-				// Redaction broke the document: return it as a JSON string.
-				b, _ := json.Marshal(red)
-				r.JSON = b
-			}
-		}
-	}
+	r.JSON = guardJSON(r.JSON, t)
+	r.Data = guardJSON(r.Data, t)
 	return r
+}
+
+// guardJSON redacts a JSON document as text with t.
+func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
+	if len(doc) == 0 {
+		return doc
+	}
+	red := t(string(doc))
+	if red == string(doc) {
+		return doc
+	}
+	if json.Valid([]byte(red)) {
+		return json.RawMessage(red)
+	}
+	// Redaction broke the document: return it as a JSON string.
+	b, _ := json.Marshal(red)
+	return b
 }
 
 // guardImage passes a base64 image result through g.Image. An image that
@@ -328,10 +336,12 @@ type streamGuard struct {
 	tenant string
 	out    OutputFunc
 
-	mu   sync.Mutex
-	ref  uint64
-	reds map[string]StreamRedactor // by stream name
-	keys []string                  // streams in first-seen order
+	mu     sync.Mutex
+	ref    uint64
+	reds   map[string]StreamRedactor // by stream name
+	keys   []string                  // streams in first-seen order
+	idle   *time.Timer               // releases held-back text after IdleFlush of quiet
+	closed bool                      // flushed at the end: nothing more is emitted
 }
 
 func newStreamGuard(ctx context.Context, g Guard, tenantID string, out OutputFunc) *streamGuard {
@@ -366,11 +376,35 @@ func (s *streamGuard) write(ev agent.OutputEvent) {
 			s.keys = append(s.keys, ev.Stream)
 		}
 		ev.Data = red.Write(ev.Data)
+		if _, ok := red.(IdleFlusher); ok {
+			if s.idle == nil {
+				s.idle = time.AfterFunc(IdleFlush, s.flushIdle)
+			} else {
+				s.idle.Reset(IdleFlush)
+			}
+		}
 		if ev.Data == "" {
 			return
 		}
 	}
 	s.out(ev)
+}
+
+// flushIdle releases what the redactors hold back once the streams have
+// been quiet for IdleFlush.
+func (s *streamGuard) flushIdle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	for _, k := range s.keys {
+		if f, ok := s.reds[k].(IdleFlusher); ok {
+			if rest := f.FlushIdle(); rest != "" {
+				s.out(agent.OutputEvent{Ref: s.ref, Stream: k, Data: rest})
+			}
+		}
+	}
 }
 
 // flush emits what the redactors held back.
@@ -380,6 +414,10 @@ func (s *streamGuard) flush() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
+	if s.idle != nil {
+		s.idle.Stop()
+	}
 	for _, k := range s.keys {
 		if rest := s.reds[k].Flush(); rest != "" {
 			s.out(agent.OutputEvent{Ref: s.ref, Stream: k, Data: rest})

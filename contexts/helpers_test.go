@@ -233,34 +233,3 @@ func (s *flakyStore) List(ctx context.Context, f contexts.Filter) ([]*contexts.R
 	}
 	return s.Store.List(ctx, f)
 }
-
-// metrics records telemetry events.
-type metrics struct {
-	mu     sync.Mutex
-	events map[string]int
-}
-
-func (m *metrics) add(k string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.events == nil {
-		m.events = map[string]int{}
-	}
-	m.events[k]++
-}
-
-func (m *metrics) get(k string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.events[k]
-}
-
-func (m *metrics) ContextCreated(template, provider string) {
-	m.add("created:" + template + ":" + provider)
-}
-func (m *metrics) ContextReused(template string)   { m.add("reused:" + template) }
-func (m *metrics) ContextTerminated(reason string) { m.add("terminated:" + reason) }
-func (m *metrics) Execution(lang, outcome string, d time.Duration) {
-	m.add("exec:" + lang + ":" + outcome)
-}
-func (m *metrics) HealthCheckFailed() { m.add("health") }

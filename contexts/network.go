@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -109,7 +110,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 	m.mu.Unlock()
 	if !unsaved {
 		if err := m.store.Update(tctx(ctx, tenantID), rec); err != nil {
-			m.log.Warn("store: update network", logContext, contextID, logErr, err)
+			m.log.Warn("store: update network", logkey.Context, contextID, logkey.Err, err)
 		}
 	}
 	return rec, nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Nodes. Several daemons may share one store; each is a node (Config.Node)
@@ -65,7 +66,7 @@ func (m *Manager) heartbeatLoop() {
 			return
 		case <-t.C:
 			if err := m.Heartbeat(ctx); err != nil && ctx.Err() == nil {
-				m.log.Warn("node heartbeat; other nodes take over this node's contexts if it lapses", logNode, m.cfg.Node, logErr, err)
+				m.log.Warn("node heartbeat; other nodes take over this node's contexts if it lapses", logkey.Node, m.cfg.Node, logkey.Err, err)
 			}
 		}
 	}
@@ -86,7 +87,7 @@ func (m *Manager) alive(ctx context.Context, node string) bool {
 	case errors.Is(err, errdefs.ErrNotFound):
 		return false
 	case err != nil:
-		m.log.Warn("store: read a node's lease; leaving its contexts alone", logNode, node, logErr, err)
+		m.log.Warn("store: read a node's lease; leaving its contexts alone", logkey.Node, node, logkey.Err, err)
 		return true
 	}
 	return m.now().Sub(at) < m.cfg.NodeLease
@@ -136,7 +137,7 @@ func (m *Manager) own(ctx context.Context, rec *Record) (*Record, error) {
 	if !ok {
 		return nil, nil
 	}
-	m.log.Info("took over a context whose node's lease lapsed", logContext, rec.ID, logNode, rec.Node)
+	m.log.Info("took over a context whose node's lease lapsed", logkey.Context, rec.ID, logkey.Node, rec.Node)
 	gone := rec.Node
 	rec.Node = m.cfg.Node
 	if rec.State == StateCreating {
@@ -176,7 +177,7 @@ func (m *Manager) dropEndedElsewhere(ctx context.Context, recs []*Record) {
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			continue // the store cannot say: keep it
 		}
-		m.log.Info("context ended or taken over elsewhere; dropping it", logContext, id)
+		m.log.Info("context ended or taken over elsewhere; dropping it", logkey.Context, id)
 		m.drop(e)
 	}
 }

@@ -58,8 +58,8 @@ func wantOwnedBy(t *testing.T, err error, node string) {
 func TestNodeRefusesLiveOwnersContext(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		n := newNodePair(t, shared)
-		met := &metrics{}
-		n.b = n.b.second(contexts.Config{Node: "node-b", Metrics: met})
+		met := newCollector()
+		n.b = n.b.second(contexts.Config{Node: "node-b", Meter: met.meter()})
 		id := ident("t1", "c1", "main")
 		first := n.a.exec(id, "x = 1")
 		_, err := n.b.m.Execute(n.b.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "x = 2"}, nil)
@@ -78,8 +78,8 @@ func TestNodeRefusesLiveOwnersContext(t *testing.T) {
 		if rec := n.a.record(first.ContextID); rec.Node != "node-a" || rec.State != contexts.StateReady {
 			t.Fatalf("shared=%v: record %+v", shared, rec)
 		}
-		if got := met.get("exec:python:" + contexts.OutcomeFault); got != 0 {
-			t.Fatalf("shared=%v: %d refusals counted as faults", shared, got)
+		if got := met.values(t)["sandlot.executions{language=python,outcome="+contexts.OutcomeFault+"}"]; got != 0 {
+			t.Fatalf("shared=%v: %v refusals counted as faults", shared, got)
 		}
 	}
 }

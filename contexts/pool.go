@@ -3,6 +3,8 @@ package contexts
 import (
 	"context"
 	"time"
+
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // pool keeps warm sandboxes of one template. A pooled sandbox has never
@@ -80,7 +82,7 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 		err := sb.Ping(pctx)
 		cancel()
 		if err != nil {
-			m.log.Warn("warm sandbox unhealthy; discarding it", logSandbox, sb.ID(), logErr, err)
+			m.log.Warn("warm sandbox unhealthy; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
 			go m.destroy(context.Background(), sb, sb.ID())
 			if ctx.Err() != nil {
 				return nil
@@ -128,7 +130,7 @@ func (m *Manager) poolWorker(p *pool) {
 					return
 				}
 				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-				m.log.Warn("warm pool: create sandbox", logTemplate, p.template, logErr, err, "retry_in", backoff)
+				m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
 				select {
 				case <-ctx.Done():
 					return

@@ -55,7 +55,7 @@ func TestStoreFailureIsLogged(t *testing.T) {
 		`level=WARN msg="store: touch context"`,
 		`level=WARN msg="store: record execution"`,
 		`level=WARN msg="store: create context; carrying on in memory"`,
-		`err="store is down: unavailable"`,
+		`error="store is down: unavailable"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %s:\n%s", want, out)

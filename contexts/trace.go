@@ -18,7 +18,7 @@ const (
 )
 
 // startSpan starts a manager span carrying id (as far as it is known).
-// The tracer is the global one: a no-op until telemetry.Setup installs a
+// The tracer is the global one: a no-op until telemetry/export installs a
 // provider, so untraced callers pay almost nothing.
 func startSpan(ctx context.Context, name string, id Identity, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	ctx, span := telemetry.Tracer().Start(ctx, name)

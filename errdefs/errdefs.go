@@ -106,20 +106,31 @@ func ExitCode(err error) int {
 	return 1
 }
 
-// IsClientFault reports whether err belongs to a category whose message may
-// be shown to the caller verbatim.
-func IsClientFault(err error) bool {
+// Categorized reports whether err belongs to one of the categories above,
+// client fault or not. A categorized error's message was written for the
+// caller and may be shown verbatim (PublicMessage); an uncategorized one is
+// an internal fault.
+func Categorized(err error) bool {
 	_, ok := lookup(err)
 	return ok
 }
 
+// IsClientFault reports whether err is the caller's fault: a category
+// answered with a 4xx. unavailable (503) and deadline_exceeded (504) are
+// categorized but not the caller's fault, so edges log them as server
+// faults while still showing their message.
+func IsClientFault(err error) bool {
+	c, ok := lookup(err)
+	return ok && c.status < 500
+}
+
 // PublicMessage is the message an edge may show: the error text for a
-// categorised error, a fixed string otherwise, so internals never leak.
+// categorized error, a fixed string otherwise, so internals never leak.
 func PublicMessage(err error) string {
 	if err == nil {
 		return ""
 	}
-	if IsClientFault(err) {
+	if Categorized(err) {
 		return err.Error()
 	}
 	return "internal error"

@@ -82,7 +82,7 @@ func logCorpus(size int, seed uint64) (string, int) {
 			secrets++
 			switch r.IntN(8) {
 			case 0:
-				fmt.Fprintf(&b, "Author: Dev %d <dev%d@example.com>\n", r.IntN(100), r.IntN(100))
+				fmt.Fprintf(&b, "Author: Dev %d <dev%d@exemplar.ie>\n", r.IntN(100), r.IntN(100))
 			case 1:
 				fmt.Fprintf(&b, "export OPENAI_API_KEY=%s\n", fakeOpenAI(r))
 			case 2:

@@ -50,13 +50,16 @@ func TestEmail(t *testing.T) {
 		pos("plain", TypeEmail, "contact %s today", "alice.smith+tag@mail.example.co.uk"),
 		pos("angle", TypeEmail, "From: Bob <%s>", "bob@company.ie"),
 		pos("sentence end", TypeEmail, "write to %s.", "x@y.com"),
-		pos("upper", TypeEmail, "%s", "ALICE@EXAMPLE.ORG"),
+		pos("upper", TypeEmail, "%s", "ALICE@EXEMPLAR.IE"),
 		neg("retina asset", "icon@2x.png"),
 		neg("npm version", "lodash@4.17.21 and react@18.2.0"),
 		neg("no suffix", "user@localhost root@host.internal-name"),
 		neg("decorator", "@app.route('/x')"),
 		neg("private suffix only", "a@b.c"),
 		neg("unknown tld", "foo@bar.notarealtld"),
+		neg("RFC 2606 example domains", "alice@example.com bob@mail.example.org carol@EXAMPLE.NET"),
+		neg("RFC 6761 reserved TLDs", "dev@app.test x@y.invalid root@box.localhost me@site.example"),
+		pos("not an example domain", TypeEmail, "contact %s", "alice@myexample.com"),
 	})
 }
 
@@ -317,21 +320,21 @@ func TestBase64AndNFKC(t *testing.T) {
 		return c
 	}, group4(card, " "))
 	runCases(t, []detCase{
-		pos("base64 email", TypeEmail, "data %s end", enc([]byte("contact alice@example.com please"))),
+		pos("base64 email", TypeEmail, "data %s end", enc([]byte("contact alice@exemplar.ie please"))),
 		pos("base64 aws", TypeAWSAccessKey, "b=%s", enc([]byte("id "+fakeAWSKeyID(r)+"\n"))),
-		pos("base64url", TypeEmail, "t=%s", base64.RawURLEncoding.EncodeToString([]byte("<<bob@example.org>>??"))),
+		pos("base64url", TypeEmail, "t=%s", base64.RawURLEncoding.EncodeToString([]byte("<<bob@exemplar.ie>>??"))),
 		neg("base64 binary", "blob "+enc(raw)),
 		neg("base64 text", "msg "+enc([]byte("hello world, nothing to see here"))),
-		pos("fullwidth at", TypeEmail, "mail %s!", "ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ"),
+		pos("fullwidth at", TypeEmail, "mail %s!", "ａｌｉｃｅ＠ｅｘｅｍｐｌａｒ．ｉｅ"),
 		pos("fullwidth digits", TypeCreditCard, "カード %s です", full),
-		pos("zero width split", TypeEmail, "mail %s", "ali\u200bce@exam\u200bple.com"),
+		pos("zero width split", TypeEmail, "mail %s", "ali\u200bce@exem\u200bplar.ie"),
 		neg("unicode text", "Grüße aus Köln — naïve café ① ﬁne"),
 	})
 }
 
 func TestOverlaps(t *testing.T) {
 	g := newTestGuard(t, Config{})
-	in := "postgres://alice%40example.com:pw12345@db/x and alice@example.com"
+	in := "postgres://alice%40example.com:pw12345@db/x and alice@exemplar.ie"
 	got, fs := g.Redact(ModeEnforce, in)
 	want := Marker(TypeDatabaseURL) + " and " + Marker(TypeEmail)
 	if got != want {
@@ -347,7 +350,7 @@ func TestOverlaps(t *testing.T) {
 func TestGitRemoteIsNotEmail(t *testing.T) {
 	runCases(t, []detCase{
 		neg("scp remote", "git clone git@github.com:sandlot/sandlot.git"),
-		pos("email then colon space", TypeEmail, "from: %s: hi", "bob@example.org"),
+		pos("email then colon space", TypeEmail, "from: %s: hi", "bob@exemplar.ie"),
 	})
 }
 

@@ -11,11 +11,11 @@ import (
 // output.
 func FuzzGuard(f *testing.F) {
 	for _, s := range []string{
-		"mail alice@example.com, ip 10.1.2.3, card 4111 1111 1111 1111",
+		"mail alice@exemplar.ie, ip 10.1.2.3, card 4111 1111 1111 1111",
 		"ssn: 536221234 ppsn 6433435F +353 87 123 4567 (212) 555-0123",
 		"postgres://u:p@h/db token=abcdEF1234567890ghij password=hunter22",
 		"-----BEGIN " + "RSA PRIVATE KEY-----\nQUJD\n-----END RSA PRIVATE KEY-----",
-		"ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ ali\u200bce@x.com",
+		"ａｌｉｃｅ＠ｅｘｅｍｐｌａｒ．ｉｅ ali\u200bce@x.com",
 		"2001:db8::1 abc::def 1.3.6.1.4.1 version 1.2.3.4",
 		"YWxpY2VAZXhhbXBsZS5jb20= eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln",
 		"<apiToken>\n x \n</apiToken> (\"K\", \"v\") a ::= b",
@@ -56,9 +56,9 @@ func FuzzGuard(f *testing.F) {
 // printable bytes, and the output does not depend on where the reads split.
 func FuzzFile(f *testing.F) {
 	for _, s := range []string{
-		"\x00mail alice@example.com",
+		"\x00mail alice@exemplar.ie",
 		"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde",
-		"PK\x03\x04name alice@example.orgPK\x01\x02",
+		"PK\x03\x04name alice@exemplar.iePK\x01\x02",
 		"%PDF-1.4 -----BEGIN " + "RSA PRIVATE KEY-----\nQUJD\n",
 	} {
 		f.Add([]byte(s), uint16(len(s)/2))

@@ -19,9 +19,13 @@ import (
 	"strings"
 
 	"github.com/nyaruka/phonenumbers"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // Modes.
@@ -78,8 +82,11 @@ type Config struct {
 	// Regions are the default regions for phone numbers written without a
 	// country code; nil means IE and US.
 	Regions []string
-	// ModeFor returns a tenant's mode ("" or nil: Mode). An unknown mode
-	// is treated as enforce.
+	// ModeFor returns a tenant's mode ("" or nil: Mode) when ctx does not
+	// carry the tenant itself: a request's context does (tenant.With), and
+	// its GuardMode applies without a call here; ModeFor serves work
+	// outside a request (cleanup, a store's view of the tenant). An
+	// unknown mode is treated as enforce.
 	ModeFor func(ctx context.Context, tenantID string) string
 	// Audit, if set, receives one event per finding in report and enforce
 	// mode. It must not block for long.
@@ -87,18 +94,19 @@ type Config struct {
 	// HMACKey keys the audit HMACs; nil means a random key per Guard, so
 	// HMACs only correlate within one daemon run.
 	HMACKey []byte
-	// OnFinding, if set, is called with the type of each finding (metrics).
-	OnFinding func(typ string)
+	// Meter makes the findings counter (sandlot.guard.findings, by type).
+	// Nil: telemetry.Meter(), the global provider's.
+	Meter metric.Meter
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
 type Guard struct {
-	mode      string
-	regions   []string
-	modeFor   func(ctx context.Context, tenantID string) string
-	audit     func(ctx context.Context, ev Event)
-	key       []byte
-	onFinding func(typ string)
+	mode     string
+	regions  []string
+	modeFor  func(ctx context.Context, tenantID string) string
+	audit    func(ctx context.Context, ev Event)
+	key      []byte
+	findings metric.Int64Counter
 }
 
 var _ contexts.Guard = (*Guard)(nil)
@@ -106,12 +114,16 @@ var _ contexts.Guard = (*Guard)(nil)
 // New returns a Guard for cfg.
 func New(cfg Config) (*Guard, error) {
 	g := &Guard{
-		mode:      cfg.Mode,
-		modeFor:   cfg.ModeFor,
-		audit:     cfg.Audit,
-		key:       cfg.HMACKey,
-		onFinding: cfg.OnFinding,
+		mode:    cfg.Mode,
+		modeFor: cfg.ModeFor,
+		audit:   cfg.Audit,
+		key:     cfg.HMACKey,
 	}
+	meter := cfg.Meter
+	if meter == nil {
+		meter = telemetry.Meter()
+	}
+	g.findings = telemetry.Counter(meter, "sandlot.guard.findings", "Egress guard findings, by type.")
 	if g.mode == "" {
 		g.mode = ModeEnforce
 	}
@@ -150,22 +162,26 @@ func WithMode(ctx context.Context, mode string) context.Context {
 	return context.WithValue(ctx, modeKey{}, mode)
 }
 
-// ModeOf returns the mode that applies to tenantID's request in ctx.
+// ModeOf returns the mode that applies to tenantID's request in ctx: a
+// per-request override (WithMode), else the mode of the tenant the request
+// authenticated as (tenant.With), else Config.ModeFor, else Config.Mode.
 func (g *Guard) ModeOf(ctx context.Context, tenantID string) string {
 	if m, ok := ctx.Value(modeKey{}).(string); ok && validMode(m) {
 		return m
 	}
-	if g.modeFor != nil {
-		m := g.modeFor(ctx, tenantID)
-		switch {
-		case m == "":
-		case validMode(m):
-			return m
-		default:
-			return ModeEnforce // fail closed
-		}
+	m := ""
+	if t, ok := tenant.From(ctx); ok && t.ID == tenantID {
+		m = t.GuardMode
+	} else if g.modeFor != nil {
+		m = g.modeFor(ctx, tenantID)
 	}
-	return g.mode
+	switch {
+	case m == "":
+		return g.mode
+	case validMode(m):
+		return m
+	}
+	return ModeEnforce // fail closed
 }
 
 // Scan returns the findings in text, ordered by Start, not overlapping.
@@ -174,7 +190,7 @@ func (g *Guard) Scan(text string) []Finding {
 }
 
 // Redact applies mode to text and returns the result and the findings
-// (nil in off mode). It calls no Audit or OnFinding hooks.
+// (nil in off mode). It calls no Audit hook and counts nothing.
 func (g *Guard) Redact(mode, text string) (string, []Finding) {
 	if mode == ModeOff {
 		return text, nil
@@ -202,11 +218,10 @@ func (g *Guard) Text(ctx context.Context, tenantID, s string) string {
 	return apply(s, fs)
 }
 
-// record feeds one finding to the hooks; base shifts offsets for streams.
+// record counts one finding and audits it; base shifts offsets for
+// streams.
 func (g *Guard) record(ctx context.Context, tenantID, mode string, f Finding, value string, base int) {
-	if g.onFinding != nil {
-		g.onFinding(f.Type)
-	}
+	g.findings.Add(ctx, 1, metric.WithAttributes(attribute.String("type", f.Type)))
 	if g.audit == nil {
 		return
 	}

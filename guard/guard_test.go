@@ -13,8 +13,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 func TestNewValidates(t *testing.T) {
@@ -32,7 +35,6 @@ func TestNewValidates(t *testing.T) {
 type auditLog struct {
 	mu     sync.Mutex
 	events []Event
-	types  []string
 }
 
 func (a *auditLog) audit(_ context.Context, ev Event) {
@@ -41,27 +43,61 @@ func (a *auditLog) audit(_ context.Context, ev Event) {
 	a.events = append(a.events, ev)
 }
 
-func (a *auditLog) finding(typ string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.types = append(a.types, typ)
+// findingsCounter reads the guard's sandlot.guard.findings counter.
+type findingsCounter struct {
+	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
 }
 
+func newFindingsCounter() *findingsCounter {
+	r := sdkmetric.NewManualReader()
+	return &findingsCounter{reader: r, mp: sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))}
+}
+
+// total returns the findings counted so far, of every type.
+func (c *findingsCounter) total(t *testing.T) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := c.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "sandlot.guard.findings" {
+				for _, p := range sum.DataPoints {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+// TestModes: the per-request override, then the request's tenant, then
+// ModeFor, then the default. ModeFor (a store lookup in the daemon) is not
+// called when the request carries its tenant.
 func TestModes(t *testing.T) {
-	const text = "mail alice@example.com now"
+	const text = "mail alice@exemplar.ie now"
 	key := []byte("k")
 	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("alice@example.com"))
+	mac.Write([]byte("alice@exemplar.ie"))
 	wantMAC := hex.EncodeToString(mac.Sum(nil))
 
 	tenantModes := map[string]string{"quiet": ModeOff, "watch": ModeReport, "bogus": "nonsense"}
 	var log auditLog
+	counter := newFindingsCounter()
 	g := newTestGuard(t, Config{
-		Mode:      ModeEnforce,
-		HMACKey:   key,
-		Audit:     log.audit,
-		OnFinding: log.finding,
-		ModeFor:   func(_ context.Context, tenant string) string { return tenantModes[tenant] },
+		Mode:    ModeEnforce,
+		HMACKey: key,
+		Audit:   log.audit,
+		Meter:   counter.mp.Meter("test"),
+		ModeFor: func(ctx context.Context, id string) string {
+			if t, ok := tenant.From(ctx); ok && t.ID == id {
+				panic("ModeFor called for the request's own tenant")
+			}
+			return tenantModes[id]
+		},
 	})
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -77,14 +113,22 @@ func TestModes(t *testing.T) {
 		{"request override beats tenant", "quiet", WithMode(ctx, ModeEnforce), "mail [REDACTED:EMAIL] now", 1},
 		{"request override to off", "t1", WithMode(ctx, ModeOff), text, 0},
 		{"invalid override ignored", "watch", WithMode(ctx, "loud"), text, 1},
+		// The request's tenant (tenant.With) decides, not ModeFor.
+		{"request tenant off", "watch", tenant.With(ctx, &tenant.Tenant{ID: "watch", GuardMode: ModeOff}), text, 0},
+		{"request tenant enforce", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "quiet", GuardMode: ModeEnforce}), "mail [REDACTED:EMAIL] now", 1},
+		{"request tenant without a mode: default", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "quiet"}), "mail [REDACTED:EMAIL] now", 1},
+		{"request tenant bogus mode fails closed", "t1", tenant.With(ctx, &tenant.Tenant{ID: "t1", GuardMode: "nonsense"}), "mail [REDACTED:EMAIL] now", 1},
+		{"another tenant's request: ModeFor", "quiet", tenant.With(ctx, &tenant.Tenant{ID: "watch", GuardMode: ModeEnforce}), text, 0},
+		{"override beats request tenant", "t1", WithMode(tenant.With(ctx, &tenant.Tenant{ID: "t1", GuardMode: ModeOff}), ModeEnforce), "mail [REDACTED:EMAIL] now", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			log.events, log.types = nil, nil
+			log.events = nil
+			before := counter.total(t)
 			if got := g.Text(c.ctx, c.tenant, text); got != c.want {
 				t.Errorf("Text = %q, want %q", got, c.want)
 			}
-			if len(log.events) != c.events || len(log.types) != c.events {
-				t.Fatalf("events %v types %v, want %d", log.events, log.types, c.events)
+			if counted := counter.total(t) - before; len(log.events) != c.events || counted != int64(c.events) {
+				t.Fatalf("events %v, %d counted, want %d", log.events, counted, c.events)
 			}
 			for _, ev := range log.events {
 				want := Event{TenantID: c.tenant, Mode: ev.Mode, Type: TypeEmail, Start: 5, End: 22, HMAC: wantMAC}
@@ -123,7 +167,7 @@ func TestRandomHMACKey(t *testing.T) {
 func TestSanitizeError(t *testing.T) {
 	in := strings.Join([]string{
 		"open /run/sandlot/ctx-1/agent.sock: connection refused",
-		"state at /var/lib/sandlot/db.sqlite, user alice@example.com",
+		"state at /var/lib/sandlot/db.sqlite, user alice@exemplar.ie",
 		"panic: boom",
 		"",
 		"goroutine 17 [running]:",
@@ -170,7 +214,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestJSONStaysValid(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 13))
 	secrets := map[string]string{
-		"email":  "alice@example.com",
+		"email":  "alice@exemplar.ie",
 		"dsn":    "postgres://app:S3cretpw@db:5432/app",
 		"card":   group4(fakeCard(r, "4", 16), " "),
 		"key":    pemBlock(r, 3),

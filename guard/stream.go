@@ -86,6 +86,22 @@ func (st *stream) Flush() string {
 	return out
 }
 
+// FlushIdle implements contexts.IdleFlusher: the stream went quiet, so the
+// held-back tail goes out, redacted as at the end of the stream. Text that
+// may open a private key block ("-----") stays held until the block ends
+// or the hold bound is reached, so a key printed slowly is still dropped
+// whole. What follows is scanned with the released tail as context
+// (prev), so a secret whose two halves straddle the pause is still
+// redacted from the pause on.
+func (st *stream) FlushIdle() string {
+	if st.inPEM || bytes.Contains(st.pending, []byte("-----")) {
+		return ""
+	}
+	return st.Flush()
+}
+
+var _ contexts.IdleFlusher = (*stream)(nil)
+
 func (st *stream) process(chunk string, final bool) string {
 	var b strings.Builder
 	if st.inPEM {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/sandlot/sandlot/contexts"
 )
 
 // streamText is a text with secrets of every shape, some non-ASCII.
@@ -17,10 +19,10 @@ func streamText(r *rand.Rand) string {
 	b.WriteString("Grüße! starting job ① on 10.20.30.40\n")
 	b.WriteString("export OPENAI_API_KEY=" + fakeOpenAI(r) + "\n")
 	b.WriteString(strings.Repeat("progress ████ 50% ", 8) + "\n")
-	b.WriteString("card " + group4(fakeCard(r, "4", 16), " ") + " for ａｌｉｃｅ＠ｅｘａｍｐｌｅ．ｃｏｍ\n")
+	b.WriteString("card " + group4(fakeCard(r, "4", 16), " ") + " for ａｌｉｃｅ＠ｅｘｅｍｐｌａｒ．ｉｅ\n")
 	b.WriteString(pemBlock(r, 20) + "\n")
 	b.WriteString("ssn: 536221234, iban " + spaced(fakeIBAN("IE", "AIBK93115212345678")) + "\n")
-	b.WriteString("jwt " + fakeJWT(r, `{"sub":"user-42","email":"bob@example.org"}`) + "\n")
+	b.WriteString("jwt " + fakeJWT(r, `{"sub":"user-42","email":"bob@exemplar.ie"}`) + "\n")
 	b.WriteString("done in 1234 ms, token " + fakeGitHubToken(r, "ghp_") + " 日本語テキスト\n")
 	return b.String()
 }
@@ -140,7 +142,7 @@ func TestStreamReportAndOff(t *testing.T) {
 	}
 
 	off := g.Stream(WithMode(context.Background(), ModeOff), "t")
-	if off.Write("a@example.com") != "a@example.com" || off.Flush() != "" {
+	if off.Write("a@exemplar.ie") != "a@exemplar.ie" || off.Flush() != "" {
 		t.Errorf("off stream changed text")
 	}
 }
@@ -196,5 +198,46 @@ func TestStreamLongRunesNoSpaces(t *testing.T) {
 	}
 	if got := collect(g.Stream(context.Background(), "t"), chunks, t); got != text {
 		t.Fatalf("text changed (len %d vs %d)", len(got), len(text))
+	}
+}
+
+// TestStreamFlushIdle: a quiet stream releases its partial line (a prompt),
+// keeps redacting what follows with the released text as context, and
+// never releases what may open a private key block.
+func TestStreamFlushIdle(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 13))
+	g := newTestGuard(t, Config{})
+	st := g.Stream(context.Background(), "t").(*stream)
+	if got := st.Write("name? "); got != "" {
+		t.Fatalf("a partial line was emitted at once: %q", got)
+	}
+	if got := st.FlushIdle(); got != "name? " {
+		t.Fatalf("idle prompt: %q", got)
+	}
+	if got := st.Write("bob\n"); got != "bob\n" {
+		t.Fatalf("after the idle flush: %q", got)
+	}
+	// a key split by a pause: the part before it left, the rest is caught
+	key := fakeOpenAI(r)
+	st.Write("key " + key[:12])
+	first := st.FlushIdle()
+	rest := st.Write(key[12:] + "\n")
+	if strings.Contains(first+rest, key[12:]) || !strings.Contains(rest, "[REDACTED") {
+		t.Fatalf("split key around a pause: %q then %q", first, rest)
+	}
+	// a key block in progress is held across pauses and dropped whole
+	block := pemBlock(r, 6)
+	var out strings.Builder
+	for _, line := range strings.SplitAfter(block+"\n", "\n") {
+		out.WriteString(st.Write(line))
+		out.WriteString(st.FlushIdle())
+	}
+	out.WriteString(st.Flush())
+	if got := out.String(); strings.Contains(got, "PRIVATE KEY") || !strings.Contains(got, "[REDACTED:PRIVATE_KEY]") {
+		t.Fatalf("key block with pauses: %q", got)
+	}
+	pass := g.Stream(context.Background(), "t")
+	if _, ok := pass.(contexts.IdleFlusher); !ok {
+		t.Fatal("the guard's stream is no IdleFlusher")
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // GCStats tells what a GC removed.
@@ -50,7 +52,7 @@ func (s *Store) GC(ctx context.Context, keep ...v1.Hash) (GCStats, error) {
 		img, err := s.image(d)
 		if err != nil {
 			// A broken root keeps what it still names; the rest goes.
-			s.log.Warn("image gc: root unreadable", "digest", d.String(), "err", err)
+			s.log.Warn("image gc: root unreadable", "digest", d.String(), logkey.Err, err)
 			blobs[d.Hex] = true
 			continue
 		}

@@ -48,7 +48,7 @@ type Config struct {
 	Limits layer.Limits
 	// MaxBlobBytes bounds one compressed layer blob; 0: 8 GiB.
 	MaxBlobBytes int64
-	// Logger; nil: slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -81,7 +81,7 @@ func Open(root string, cfg Config) (*Store, error) {
 		cfg.MaxBlobBytes = 8 << 30
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	for _, d := range []string{"", "blobs/sha256", "layers/sha256", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o700); err != nil {

@@ -31,9 +31,12 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -51,8 +54,19 @@ const (
 	ArgPathID         = "pathId"
 )
 
+// Tenants finds a tenant by id; *tenant.Authenticator implements it, with
+// the cache every edge shares.
+type Tenants interface {
+	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
+}
+
 // Config tunes a Server. Zero values are documented per field.
 type Config struct {
+	// Tenants resolves the tenant of a call, which the call's context
+	// then carries (tenant.With), so the guard applies the tenant's mode
+	// without a lookup of its own. A tenant that no longer exists is
+	// unauthenticated. Nil: the context is scoped by tenant id only.
+	Tenants Tenants
 	// Tenant is the tenant of sessions without HTTP authentication
 	// (stdio, in-memory). Empty: such calls fail.
 	Tenant string
@@ -63,7 +77,7 @@ type Config struct {
 	Name, Version string
 	// SessionTimeout closes idle HTTP sessions. 0: 30 minutes.
 	SessionTimeout time.Duration
-	// Logger: nil is slog.Default().
+	// Logger: nil discards.
 	Logger *slog.Logger
 }
 
@@ -92,7 +106,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
@@ -160,8 +174,8 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 		DisableLocalhostProtection: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tenant, err := auth(r)
-		if err == nil && tenant == "" {
+		tenantID, err := auth(r)
+		if err == nil && tenantID == "" {
 			err = fmt.Errorf("no tenant: %w", errdefs.ErrUnauthenticated)
 		}
 		if err != nil {
@@ -171,7 +185,7 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 			return
 		}
 		r.Header.Del(tenantHeader)
-		r.Header.Set(tenantHeader, tenant)
+		r.Header.Set(tenantHeader, tenantID)
 		h.ServeHTTP(w, r)
 	})
 }
@@ -182,18 +196,21 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return toolError(err), nil
 		}
+		if ctx, err = s.withTenant(ctx, id.TenantID); err != nil {
+			return toolError(err), nil
+		}
 		out, stop := progress(ctx, req)
 		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, out)
 		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
-				s.log.ErrorContext(ctx, "mcp tool call failed", "tool", name, "tenant", id.TenantID, "err", err)
+				s.log.ErrorContext(ctx, "mcp tool call failed", logkey.Tool, name, logkey.Tenant, id.TenantID, logkey.Err, err)
 			}
 			return toolError(err), nil
 		}
 		b, err := json.Marshal(res)
 		if err != nil {
-			s.log.ErrorContext(ctx, "mcp tool result", "tool", name, "err", err)
+			s.log.ErrorContext(ctx, "mcp tool result", logkey.Tool, name, logkey.Err, err)
 			return toolError(err), nil
 		}
 		return &sdk.CallToolResult{
@@ -214,7 +231,7 @@ func content(res any, full []byte) []sdk.Content {
 	}
 	var images []sdk.Content
 	slim := *rc
-	slim.Results = make([]agent.RichResult, len(rc.Results))
+	slim.Results = make([]api.RichResult, len(rc.Results))
 	for i, rr := range rc.Results {
 		for _, img := range []struct {
 			data *string
@@ -337,6 +354,21 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 		id.PathID = contexts.DefaultPath
 	}
 	return id, args, nil
+}
+
+// withTenant returns ctx carrying the call's tenant.
+func (s *Server) withTenant(ctx context.Context, id string) (context.Context, error) {
+	if s.cfg.Tenants == nil {
+		return tenant.WithID(ctx, id), nil
+	}
+	t, err := s.cfg.Tenants.Tenant(ctx, id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("tenant %s no longer exists: %w", id, errdefs.ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up tenant %s: %w", id, err)
+	}
+	return tenant.With(ctx, t), nil
 }
 
 // sessionConversation is the session's id, or a UUID kept for the life of

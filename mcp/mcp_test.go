@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 	"github.com/sandlot/sandlot/tools/toolstest"
 )
@@ -376,10 +377,63 @@ func TestStreamableHTTP(t *testing.T) {
 // TestToolErrorSanitized: a tool error leaves without host paths, Go
 // source positions or secrets.
 func TestToolErrorSanitized(t *testing.T) {
-	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@example.org: %w", errdefs.ErrUnavailable)
+	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
 	got := text(toolError(err))
-	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@example.org") ||
+	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@exemplar.ie") ||
 		!strings.Contains(got, "[internal]") || !strings.Contains(got, "[REDACTED:EMAIL]") {
 		t.Fatalf("tool error %q", got)
+	}
+}
+
+// modeTenants is a fake Tenants: ids to guard modes; an id it lacks was
+// deleted.
+type modeTenants map[string]string
+
+func (m modeTenants) Tenant(_ context.Context, id string) (*tenant.Tenant, error) {
+	mode, ok := m[id]
+	if !ok {
+		return nil, fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
+	}
+	return &tenant.Tenant{ID: id, GuardMode: mode}, nil
+}
+
+// TestTenantGuardMode: a call runs with its tenant in the context, so the
+// guard applies that tenant's mode (the stack's guard has no ModeFor and
+// defaults to enforce); a tenant deleted under a session is refused.
+func TestTenantGuardMode(t *testing.T) {
+	s := newStack(t)
+	ts := modeTenants{"t-off": tenant.GuardOff, "t-enforce": tenant.GuardEnforce}
+	code := map[string]any{"language": "python", "code": "print('mail ' + 'alice' + '@exemplar.ie')"}
+	for _, tc := range []struct {
+		tenant  string
+		want    string // in stdout
+		wantErr string
+	}{
+		{"t-off", "alice@exemplar.ie", ""},
+		{"t-enforce", "[REDACTED:EMAIL]", ""},
+		{"t-gone", "", "no longer exists"},
+	} {
+		t.Run(tc.tenant, func(t *testing.T) {
+			srv := New(s.reg, Config{Tenant: tc.tenant, Tenants: ts})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st, ct := sdk.NewInMemoryTransports()
+			go srv.Run(ctx, st)
+			cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, clientOptions()).Connect(ctx, ct, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			res := runCode(t, cs, code)
+			if tc.wantErr != "" {
+				if !res.IsError || !strings.Contains(text(res), tc.wantErr) {
+					t.Fatalf("got %v %q, want an error containing %q", res.IsError, text(res), tc.wantErr)
+				}
+				return
+			}
+			if r := runResult(t, res); !strings.Contains(r.Stdout, tc.want) {
+				t.Errorf("stdout %q, want it to contain %q", r.Stdout, tc.want)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/ca"
 	"github.com/sandlot/sandlot/network/nft"
 	"github.com/sandlot/sandlot/network/policy"
@@ -348,7 +349,7 @@ func (m *Manager) readRecords() ([]record, []string, error) {
 			err = errors.New("inconsistent record")
 		}
 		if err != nil {
-			m.log.Warn("network: dropping unreadable record", "path", p, "err", err)
+			m.log.Warn("network: dropping unreadable record", logkey.Path, p, logkey.Err, err)
 			bad = append(bad, p)
 			continue
 		}

@@ -11,14 +11,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/ca"
 	"github.com/sandlot/sandlot/network/netns"
 	"github.com/sandlot/sandlot/network/nft"
 	"github.com/sandlot/sandlot/network/policy"
-	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 )
 
 // Start prepares the host and takes over what a previous daemon left:
@@ -54,7 +56,7 @@ func (m *Manager) Start(ctx context.Context, keep func(sandboxID string) bool) (
 			err = errors.New("sandbox no longer exists")
 		}
 		if err != nil {
-			m.log.Info("network: removing a sandbox network left by a previous run", "sandbox", r.SandboxID, "reason", err.Error())
+			m.log.Info("network: removing a sandbox network left by a previous run", logkey.Sandbox, r.SandboxID, logkey.Reason, err.Error())
 			drop = append(drop, r)
 			continue
 		}
@@ -132,7 +134,7 @@ func (m *Manager) sweep(restored []*Net) {
 		for _, e := range ents {
 			p := filepath.Join(m.cfg.NetnsDir, e.Name())
 			if !owned[p] {
-				m.log.Info("network: removing an orphaned network namespace", "path", p)
+				m.log.Info("network: removing an orphaned network namespace", logkey.Path, p)
 				netns.Remove(p)
 			}
 		}
@@ -374,7 +376,7 @@ func (m *Manager) cleanup(slot uint32, sandboxID, path string) error {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		m.log.Warn("network: teardown incomplete", "sandbox", sandboxID, "err", errors.Join(errs...).Error())
+		m.log.Warn("network: teardown incomplete", logkey.Sandbox, sandboxID, logkey.Err, errors.Join(errs...).Error())
 	}
 	return errors.Join(errs...)
 }

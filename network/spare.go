@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/ca"
 )
 
@@ -32,7 +33,7 @@ func (m *Manager) fill() {
 		m.mu.Unlock()
 		if need {
 			if err := m.buildSpare(); err != nil {
-				m.log.Warn("network: building a spare network failed", "err", err.Error())
+				m.log.Warn("network: building a spare network failed", logkey.Err, err.Error())
 				select {
 				case <-m.stop:
 					return

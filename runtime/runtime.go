@@ -160,6 +160,7 @@ type State struct {
 // Stats is a sample of a sandbox's resource usage.
 type Stats struct {
 	MemoryBytes int64 // cgroup memory usage (includes tmpfs and page cache)
+	CacheBytes  int64 // of which page cache (memory.stat: total_cache on v1, file on v2)
 	CPUTime     time.Duration
 	PIDs        int64
 }

@@ -1,34 +1,23 @@
-// Package telemetry sets up sandlot's OpenTelemetry tracing and metrics, the
-// Prometheus exporter behind /metrics, and the JSON slog logger.
+// Package telemetry is sandlot's instrumentation: the tracer and meter
+// every package records with, the attribute keys its spans carry, and
+// constructors of instruments that cannot fail. It imports the
+// OpenTelemetry API only, so instrumented packages (contexts, tools, guard,
+// the provider chain, the HTTP server) stay free of exporter choices:
+// telemetry/export installs the SDK providers, the OTLP span exporter and
+// the Prometheus exposition, and until it runs every span and metric is a
+// no-op.
 //
-// Instrumented packages use the global OTel API (otel.Tracer) with the
-// attribute keys declared here, so they stay free of exporter choices. Setup
-// installs the providers: spans are exported over OTLP only when the
-// standard OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set; metrics
-// are always collected and served in the Prometheus text format.
+// There is one metrics stack: each package creates its instruments from
+// Meter and records them where the event happens, as it starts its spans
+// from Tracer; nothing keeps a second set of counters for /metrics.
 package telemetry
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"os"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	"go.opentelemetry.io/otel/propagation"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -47,8 +36,12 @@ const (
 )
 
 // Tracer returns sandlot's tracer from the global provider (a no-op until
-// Setup runs).
+// export.Setup runs).
 func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
+
+// Meter returns sandlot's meter from the global provider. Instruments made
+// from it before export.Setup runs start recording once it has.
+func Meter() metric.Meter { return otel.Meter(ScopeName) }
 
 // IdentityAttrs appends the tenant, conversation and path ids that are
 // known (not empty) to attrs.
@@ -74,96 +67,35 @@ func EndSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// Config configures Setup. The zero value is usable.
-type Config struct {
-	// ServiceName is the OTel service.name; "" means "sandlot".
-	ServiceName string
-	// Version is reported as service.version.
-	Version string
-	// Stats, when set, feeds the gauges that mirror manager state (active
-	// contexts, pool sizes, cumulative pool hits and misses).
-	Stats func() Snapshot
-	// SpanExporter overrides the OTLP exporter (tests use an in-memory one).
-	SpanExporter sdktrace.SpanExporter
-}
+// The constructors below never fail: the SDK refuses an instrument only
+// for an invalid name or unit, a programming error that the packages'
+// metric tests catch, and a no-op instrument keeps the caller free of
+// error paths that cannot happen at run time.
 
-// Telemetry owns the providers installed by Setup.
-type Telemetry struct {
-	Metrics  *Metrics
-	registry *prometheus.Registry
-	tp       *sdktrace.TracerProvider
-	mp       *sdkmetric.MeterProvider
-}
-
-// Setup installs global tracer and meter providers and returns the handle
-// that serves /metrics and shuts them down.
-func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
-	name := cfg.ServiceName
-	if name == "" {
-		name = "sandlot"
-	}
-	res := resource.NewSchemaless(
-		attribute.String("service.name", name),
-		attribute.String("service.version", cfg.Version),
-	)
-
-	t := &Telemetry{registry: prometheus.NewRegistry()}
-	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+// Counter returns an Int64Counter of m.
+func Counter(m metric.Meter, name, desc string) metric.Int64Counter {
+	c, err := m.Int64Counter(name, metric.WithDescription(desc))
 	if err != nil {
-		return nil, fmt.Errorf("prometheus exporter: %w", err)
+		return noop.Int64Counter{}
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
-	otel.SetMeterProvider(t.mp)
+	return c
+}
 
-	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	spanExp := cfg.SpanExporter
-	if spanExp == nil && otlpConfigured() {
-		spanExp, err = otlptracehttp.New(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("otlp trace exporter: %w", err)
-		}
-	}
-	t.tp = sdktrace.NewTracerProvider(topts...)
-	if spanExp != nil {
-		// Without an exporter the global tracer stays the no-op one: spans
-		// nobody reads would cost every execution a few allocations.
-		t.tp.RegisterSpanProcessor(sdktrace.NewBatchSpanProcessor(spanExp))
-		otel.SetTracerProvider(t.tp)
-	}
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-
-	t.Metrics, err = newMetrics(t.mp.Meter(ScopeName), cfg.Stats)
+// Histogram returns a Float64Histogram of m in unit with bucket bounds.
+func Histogram(m metric.Meter, name, desc, unit string, bounds ...float64) metric.Float64Histogram {
+	h, err := m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit(unit),
+		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
-		return nil, err
+		return noop.Float64Histogram{}
 	}
-	return t, nil
+	return h
 }
 
-func otlpConfigured() bool {
-	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-}
-
-// Handler serves the Prometheus text exposition of every sandlot metric.
-func (t *Telemetry) Handler() http.Handler {
-	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
-}
-
-// ForceFlush exports buffered spans (tests, shutdown).
-func (t *Telemetry) ForceFlush(ctx context.Context) error { return t.tp.ForceFlush(ctx) }
-
-// Shutdown flushes and stops the providers.
-func (t *Telemetry) Shutdown(ctx context.Context) error {
-	return errors.Join(t.tp.Shutdown(ctx), t.mp.Shutdown(ctx))
-}
-
-// NewLogger returns the JSON slog logger sandlot uses. level is one of
-// debug, info, warn, error ("" = info).
-func NewLogger(w io.Writer, level string) *slog.Logger {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil || level == "" {
-		lv = slog.LevelInfo
+// Gauge returns a Float64Gauge of m.
+func Gauge(m metric.Meter, name, desc string) metric.Float64Gauge {
+	g, err := m.Float64Gauge(name, metric.WithDescription(desc))
+	if err != nil {
+		return noop.Float64Gauge{}
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+	return g
 }

@@ -1,5 +1,7 @@
-// Package tenant holds tenants, their API keys and the request-scoped tenant
-// identity that stores use for row-level security.
+// Package tenant holds tenants, their API keys, the one Authenticator that
+// every edge (/v1, MCP, E2B) resolves credentials with, and the one context
+// key that carries a request's tenant: stores read its id for row-level
+// security, the guard reads its mode.
 //
 // Keys are shaped "e2b_<40 hex>" so the E2B SDKs accept them; only their
 // SHA-256 is stored.
@@ -79,20 +81,6 @@ func Prefix(key string) string {
 		return key
 	}
 	return key[:10]
-}
-
-type ctxKey struct{}
-
-// WithID returns ctx scoped to tenant id. Stores with row-level security
-// apply it to every statement.
-func WithID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, ctxKey{}, id)
-}
-
-// FromContext returns the tenant id ctx is scoped to, if any.
-func FromContext(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(ctxKey{}).(string)
-	return id, ok && id != ""
 }
 
 // ErrBadKey is returned for a malformed or unknown key.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -21,6 +22,7 @@ var analysisFS embed.FS
 
 // AnalysisResult is the result of run_analysis.
 type AnalysisResult struct {
+	api.PathRef
 	Success      bool   `json:"success"`
 	AnalysisType string `json:"analysisType"`
 	OutputFormat string `json:"outputFormat"`
@@ -36,14 +38,14 @@ type AnalysisResult struct {
 	// value, csv an array of objects keyed by the header row (values are
 	// strings), text the trimmed text. It is null when the run failed or
 	// the output did not parse; ParseError then says why.
-	ParsedOutput    any              `json:"parsedOutput"`
-	ParseError      string           `json:"parseError,omitempty"`
-	Error           *agent.ExecError `json:"error,omitempty"`
-	TimedOut        bool             `json:"timedOut,omitempty"`
-	ExecutionTimeMs int64            `json:"executionTimeMs"`
-	SandboxID       string           `json:"sandboxId"`
-	Truncated       bool             `json:"truncated"`
-	OutputType      string           `json:"outputType"`
+	ParsedOutput    any            `json:"parsedOutput"`
+	ParseError      string         `json:"parseError,omitempty"`
+	Error           *api.ExecError `json:"error,omitempty"`
+	TimedOut        bool           `json:"timedOut,omitempty"`
+	ExecutionTimeMs int64          `json:"executionTimeMs"`
+	SandboxID       string         `json:"sandboxId"`
+	Truncated       bool           `json:"truncated"`
+	OutputType      string         `json:"outputType"`
 }
 
 // AnalysisProgram returns the python program run_analysis runs for a
@@ -189,7 +191,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 
 // mainValue returns the last expression's value: its JSON when present,
 // else its text.
-func mainValue(results []agent.RichResult) any {
+func mainValue(results []api.RichResult) any {
 	for _, rr := range results {
 		if !rr.Main {
 			continue

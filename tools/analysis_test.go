@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -110,7 +111,7 @@ func TestTaxCalculation(t *testing.T) {
 func TestComplianceCheck(t *testing.T) {
 	requirePython(t)
 	res := analyze(t, newFake(t), `{"analysisType":"compliance_check","parameters":{
-		"record":{"name":"Ann","age":17,"country":"IE","email":"ann@example.org","kyc":{"verified":true},"opened":"2024-03-01"},
+		"record":{"name":"Ann","age":17,"country":"IE","email":"ann@exemplar.ie","kyc":{"verified":true},"opened":"2024-03-01"},
 		"rules":[
 			{"id":"adult","field":"age","op":"gte","value":18},
 			{"id":"eu","field":"country","op":"in","value":["IE","FR"]},

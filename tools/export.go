@@ -44,14 +44,16 @@ type MCPTool struct {
 	InputSchema json.RawMessage `json:"inputSchema"`
 }
 
-// Export returns the tools in format: []OpenAITool, []AnthropicTool or
-// []MCPTool, sorted by name. OpenAI and Anthropic get the schema without
+// Export returns the tools in format: []Tool (the registry's own, format
+// ""), []OpenAITool, []AnthropicTool or []MCPTool, sorted by name. OpenAI and Anthropic get the schema without
 // its "$schema" key, which their validators do not need; MCP keeps it
 // (2020-12 is MCP's default dialect anyway). An unknown format is
 // ErrInvalidArgument.
 func (r *Registry) Export(format string) (any, error) {
 	tools := r.Tools()
 	switch format {
+	case "":
+		return tools, nil
 	case FormatOpenAI:
 		out := make([]OpenAITool, 0, len(tools))
 		for _, t := range tools {

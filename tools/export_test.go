@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -69,5 +70,18 @@ func TestExport(t *testing.T) {
 	}
 	if _, err := r.Export("gemini"); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Export(gemini) = %v, want invalid_argument", err)
+	}
+}
+
+// TestExportOwn: format "" is the registry's own list, so the HTTP server
+// takes the registry as it is (no adapter in between).
+func TestExportOwn(t *testing.T) {
+	r := New(newFake(t), Config{})
+	v, err := r.Export("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r.Tools(), v); diff != "" {
+		t.Errorf("Export(\"\") differs from Tools() (-want +got):\n%s", diff)
 	}
 }

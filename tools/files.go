@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
@@ -30,6 +31,7 @@ const (
 // StartLine..EndLine (counting from 1) with their newlines. TotalLines is
 // set when the whole file was scanned.
 type ReadFileResult struct {
+	api.PathRef
 	Path       string `json:"path"`
 	Content    string `json:"content"`
 	StartLine  int    `json:"startLine"`
@@ -43,6 +45,7 @@ type ReadFileResult struct {
 
 // WriteFileResult is the result of write_file.
 type WriteFileResult struct {
+	api.PathRef
 	Success bool   `json:"success"`
 	Path    string `json:"path"`
 	Size    int64  `json:"size"`
@@ -50,6 +53,7 @@ type WriteFileResult struct {
 
 // EditFileResult is the result of edit_file.
 type EditFileResult struct {
+	api.PathRef
 	Success      bool   `json:"success"`
 	Path         string `json:"path"`
 	Replacements int    `json:"replacements"`
@@ -66,6 +70,7 @@ type FileEntry struct {
 
 // ListFilesResult is the result of list_files.
 type ListFilesResult struct {
+	api.PathRef
 	Path      string      `json:"path"`
 	Entries   []FileEntry `json:"entries"`
 	Truncated bool        `json:"truncated"`
@@ -73,12 +78,14 @@ type ListFilesResult struct {
 
 // GlobResult is the result of glob.
 type GlobResult struct {
+	api.PathRef
 	Paths     []string `json:"paths"`
 	Truncated bool     `json:"truncated"`
 }
 
 // GrepResult is the result of grep.
 type GrepResult struct {
+	api.PathRef
 	Matches   []agent.GrepMatch `json:"matches"`
 	Truncated bool              `json:"truncated"`
 }

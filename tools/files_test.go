@@ -9,9 +9,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
 )
+
+// testRef is the PathRef of testID, which every result carries.
+var testRef = api.PathRef{ConversationID: testID.ConversationID, PathID: testID.PathID}
 
 func call(t *testing.T, r *Registry, tool, args string) (any, error) {
 	t.Helper()
@@ -34,10 +39,10 @@ func TestReadFile(t *testing.T) {
 		args string
 		want ReadFileResult
 	}{
-		{`{"path":"a.txt","offset":3,"limit":2}`, ReadFileResult{Path: "a.txt", Content: "line 3\nline 4\n", StartLine: 3, EndLine: 4, Size: int64(b.Len()), Truncated: true, TotalLines: 5000}},
-		{`{"path":"short.txt"}`, ReadFileResult{Path: "short.txt", Content: "one\ntwo", StartLine: 1, EndLine: 2, TotalLines: 2, Size: 7}},
-		{`{"path":"short.txt","offset":5}`, ReadFileResult{Path: "short.txt", StartLine: 5, EndLine: 4, TotalLines: 2, Size: 7}},
-		{`{"path":"a.txt","offset":4999}`, ReadFileResult{Path: "a.txt", Content: "line 4999\nline 5000\n", StartLine: 4999, EndLine: 5000, TotalLines: 5000, Size: int64(b.Len())}},
+		{`{"path":"a.txt","offset":3,"limit":2}`, ReadFileResult{PathRef: testRef, Path: "a.txt", Content: "line 3\nline 4\n", StartLine: 3, EndLine: 4, Size: int64(b.Len()), Truncated: true, TotalLines: 5000}},
+		{`{"path":"short.txt"}`, ReadFileResult{PathRef: testRef, Path: "short.txt", Content: "one\ntwo", StartLine: 1, EndLine: 2, TotalLines: 2, Size: 7}},
+		{`{"path":"short.txt","offset":5}`, ReadFileResult{PathRef: testRef, Path: "short.txt", StartLine: 5, EndLine: 4, TotalLines: 2, Size: 7}},
+		{`{"path":"a.txt","offset":4999}`, ReadFileResult{PathRef: testRef, Path: "a.txt", Content: "line 4999\nline 5000\n", StartLine: 4999, EndLine: 5000, TotalLines: 5000, Size: int64(b.Len())}},
 	}
 	for _, tc := range cases {
 		v, err := call(t, r, "read_file", tc.args)
@@ -131,7 +136,7 @@ func TestListGlobGrepBash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &ListFilesResult{Path: "/home/user", Entries: []FileEntry{{Name: "a", Path: "a", Type: "file", Size: 1}, {Name: "b", Path: "b", Type: "file", Size: 2}}}
+	want := &ListFilesResult{PathRef: testRef, Path: "/home/user", Entries: []FileEntry{{Name: "a", Path: "a", Type: "file", Size: 1}, {Name: "b", Path: "b", Type: "file", Size: 2}}}
 	if diff := cmp.Diff(want, v); diff != "" {
 		t.Errorf("list_files (-want +got):\n%s", diff)
 	}
@@ -147,7 +152,7 @@ func TestListGlobGrepBash(t *testing.T) {
 		t.Errorf("bad regex: %v", err)
 	}
 	v, err = call(t, r, "bash", `{"command":"ls","cwd":"/tmp"}`)
-	want2 := &BashResult{ExitCode: 3, Stdout: "ls@/tmp", Stderr: "oops", ExecutionTimeMs: 7, SandboxID: "fake-sb", OutputType: OutputText}
+	want2 := &BashResult{PathRef: testRef, ExitCode: 3, Stdout: "ls@/tmp", Stderr: "oops", ExecutionTimeMs: 7, SandboxID: "fake-sb", OutputType: OutputText}
 	if diff := cmp.Diff(want2, v); err != nil || diff != "" {
 		t.Errorf("bash: %v (-want +got):\n%s", err, diff)
 	}

@@ -110,7 +110,7 @@ func TestReadFileSecretAcrossChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close(ctx)
-	email := "carol.straddle@example.org"
+	email := "carol.straddle@exemplar.ie"
 	line := strings.Repeat("q", 63) + "\n"
 	head := strings.Repeat(line, agent.ChunkSize/len(line)+1)[:agent.ChunkSize-9] + " "
 	file := head + email + "\nlast line\n"

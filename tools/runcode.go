@@ -13,12 +13,12 @@ import (
 )
 
 // RunCodeResult is the result of run_code. The wire type is declared in
-// api, which the client SDK imports; the HTTP layer adds the conversation
-// and path ids (api.RunCodeResult).
-type RunCodeResult = api.CodeResult
+// api, which the client SDK imports.
+type RunCodeResult = api.RunCodeResult
 
 // BashResult is the result of the bash tool.
 type BashResult struct {
+	api.PathRef
 	Success         bool   `json:"success"`
 	Stdout          string `json:"stdout"`
 	Stderr          string `json:"stderr"`
@@ -56,14 +56,14 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		TimedOut:        res.TimedOut,
 		KernelRestarted: res.KernelRestarted,
 		Truncated:       res.Truncated,
-		Results:         []agent.RichResult{},
+		Results:         []api.RichResult{},
 	}
 	var t1, t2 bool
 	out.Stdout, t1 = truncate(res.Stdout, max)
 	out.Stderr, t2 = truncate(res.Stderr, max)
 	out.Truncated = out.Truncated || t1 || t2
 	if res.Error != nil {
-		e := *res.Error
+		e := api.ExecError(*res.Error)
 		var t3, t4 bool
 		e.Value, t3 = truncate(e.Value, max)
 		e.Traceback, t4 = truncate(trimKernelFrames(e.Traceback), max)
@@ -73,7 +73,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 	for _, rr := range res.Results {
 		b, t := boundResult(rr, max)
 		out.Truncated = out.Truncated || t
-		out.Results = append(out.Results, b)
+		out.Results = append(out.Results, api.RichResult(b))
 	}
 	out.OutputType = resultOutputType(res.Stdout, out.Results)
 	return out
@@ -130,10 +130,14 @@ func boundResult(rr agent.RichResult, max int) (agent.RichResult, bool) {
 		rr.JSON = nil
 		cutAny = true
 	}
+	if len(rr.Data) > max {
+		rr.Data = nil // the table's HTML and text stay (bounded)
+		cutAny = true
+	}
 	return rr, cutAny
 }
 
-func resultOutputType(stdout string, results []agent.RichResult) string {
+func resultOutputType(stdout string, results []api.RichResult) string {
 	if strings.TrimSpace(stdout) != "" {
 		return DetectOutputType(stdout)
 	}
@@ -157,7 +161,7 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 	p := agent.ExecParams{
 		Shell:     str(args, "command"),
 		Cwd:       str(args, "cwd"),
-		TimeoutMs: integer(args, "timeout"),
+		TimeoutMs: max(integer(args, "timeout"), 0), // negative is unbounded to the agent
 		Tag:       "tool:bash",
 		Stream:    out != nil,
 	}

@@ -24,8 +24,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -49,7 +51,7 @@ type Config struct {
 	// Create is passed to Contexts.Use and applies when a call creates
 	// its context. Zero: the manager's defaults.
 	Create contexts.CreateOptions
-	// Logger receives one debug line per call. nil: slog.Default().
+	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
 	// and metrics). It must not block.
@@ -133,7 +135,7 @@ func New(c Contexts, cfg Config) *Registry {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}}
 	handlers := map[string]handler{
@@ -191,7 +193,8 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 }
 
 // Call validates call.Args against the tool's schema and runs it. The
-// result is the tool's JSON result struct (e.g. *RunCodeResult). Errors are
+// result is the tool's JSON result struct (e.g. *RunCodeResult), which
+// carries the call's conversation and path (api.PathRef). Errors are
 // errdefs categories: an unknown tool is ErrNotFound, bad arguments
 // ErrInvalidArgument; a program that fails is a result with success false,
 // not an error.
@@ -199,10 +202,13 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	start := time.Now()
 	ctx, span := startSpan(ctx, call)
 	res, err := r.call(ctx, call, out)
+	if p, ok := res.(interface{ SetPathRef(api.PathRef) }); ok && err == nil {
+		p.SetPathRef(api.PathRef{ConversationID: call.Identity.ConversationID, PathID: call.Identity.PathID})
+	}
 	telemetry.EndSpan(span, err)
 	d := time.Since(start)
-	r.log.DebugContext(ctx, "tool call", "tool", call.Name, "tenant", call.Identity.TenantID,
-		"conversation", call.Identity.ConversationID, "path", call.Identity.PathID,
+	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID,
+		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
 		"forced", call.Forced, "duration_ms", d.Milliseconds(), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {
 		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})

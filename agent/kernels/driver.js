@@ -1,5 +1,6 @@
 // sandlot node kernel driver. Run as: node --expose-internals -e <this file>.
-// fd 1/2: user output (pipes: synchronous writes on Linux)
+// fd 1/2: user output (pipes; a large write can still be partly queued, so a
+// run's result waits until both have drained)
 // fd 3: commands, one JSON object per line: {"id", "code", "env"}
 // fd 4: results, one JSON object per line: {"id", "results", "error"}
 // On SIGINT a pending await rejects; synchronous code cannot be interrupted
@@ -142,7 +143,13 @@
   }
 
   async function run(req) {
-    if (req.env) Object.assign(process.env, req.env);
+    // env is for this run only: restored after it, as E2B does.
+    let saved = null;
+    if (req.env) {
+      saved = {};
+      for (const k of Object.keys(req.env)) saved[k] = k in process.env ? process.env[k] : undefined;
+      Object.assign(process.env, req.env);
+    }
     // One filename for all cells lets V8's compilation cache serve repeated code.
     const filename = 'cell.js';
     results = [];
@@ -177,8 +184,23 @@
     } finally {
       interrupt = null;
       results = null;
+      if (saved) {
+        for (const k of Object.keys(saved)) {
+          if (saved[k] === undefined) delete process.env[k];
+          else process.env[k] = saved[k];
+        }
+      }
     }
     return { id: req.id, results: out, error };
+  }
+
+  // flushed resolves once what user code wrote to stream has reached the
+  // pipe: a write larger than the pipe holds is partly queued in node, and
+  // the result on fd 4 must not overtake it (the agent ends the run's
+  // output at the result).
+  function flushed(stream) {
+    if (!stream.writableLength) return null;
+    return new Promise((resolve) => stream.write('', resolve));
   }
 
   let buf = '';
@@ -195,6 +217,8 @@
       } catch (e) {
         resp = { id: null, results: [], error: errorOf(e) };
       }
+      const pending = [flushed(process.stdout), flushed(process.stderr)].filter(Boolean);
+      if (pending.length) await Promise.all(pending);
       let data;
       try {
         data = stringify(resp) + '\n';

@@ -58,6 +58,9 @@ def _sandlot_main():
             r["main"] = True
         if isinstance(v, type):
             return r
+        pd = sys.modules.get("pandas")
+        if pd is not None and isinstance(v, pd.DataFrame):
+            r["data"] = frame_data(v)
         for attr, key in (
             ("_repr_html_", "html"),
             ("_repr_markdown_", "markdown"),
@@ -89,12 +92,26 @@ def _sandlot_main():
                 pass
         return r
 
+    def frame_data(df):
+        # E2B's e2b/data: the columns as lists, timestamps in ISO form,
+        # anything else JSON cannot hold as its str.
+        try:
+            d = df.to_dict(orient="list")
+            for k, col in d.items():
+                d[k] = [x.isoformat() if hasattr(x, "isoformat") else x for x in col]
+            return json.loads(json.dumps(d, default=str))
+        except BaseException:
+            return None
+
     def display(*objs, **kwargs):
         for o in objs:
             if state["results"] is not None:
                 state["results"].append(rich(o, False))
 
     builtins.display = display
+    magic = Magics(ns, display)
+    builtins.__sandlot_magic__ = magic
+    sys.meta_path.insert(0, PILHook(display))
 
     def figures(results):
         plt = sys.modules.get("matplotlib.pyplot")
@@ -150,11 +167,42 @@ def _sandlot_main():
             state["running"] = False
         return v
 
+    def dedent(code):
+        # As IPython does with a cell: drop leading blank lines, then the
+        # first line's indentation from every line that starts with it.
+        if not code or code[0] not in " \t\r\n":
+            return code
+        lines = code.splitlines(True)
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        if not lines:
+            return ""
+        first = lines[0]
+        ind = first[: len(first) - len(first.lstrip(" \t"))]
+        if ind:
+            n = len(ind)
+            lines = [ln[n:] if ln.startswith(ind) else ln for ln in lines]
+        return "".join(lines)
+
     def run(req, count):
         env = req.get("env")
+        saved = None
         if env:
+            # For this run only: restored after it, as E2B does.
+            saved = {k: os.environ.get(k) for k in env}
             os.environ.update(env)
-        code = req.get("code", "")
+        try:
+            return run_code(req, count)
+        finally:
+            if saved:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+
+    def run_code(req, count):
+        code = dedent(req.get("code", ""))
         fname = "<cell-%d>" % count
         cells[fname] = code  # for tracebacks; linecache is filled on error
         if len(cells) > 1000:
@@ -173,7 +221,16 @@ def _sandlot_main():
                     ns["_"] = v
                     results.append(rich(v, True))
             else:
-                tree = ast.parse(code, fname, "exec")
+                try:
+                    tree = ast.parse(code, fname, "exec")
+                except SyntaxError:
+                    # Not Python: perhaps IPython syntax (!cmd, %magic),
+                    # which valid code never pays for.
+                    alt = magic.cell(code)
+                    if alt is None:
+                        raise
+                    code = cells[fname] = alt
+                    tree = ast.parse(code, fname, "exec")
                 last = None
                 if tree.body and isinstance(tree.body[-1], ast.Expr):
                     last = ast.Expression(tree.body.pop().value)
@@ -206,6 +263,155 @@ def _sandlot_main():
         while view:
             n = os.write(4, view)
             view = view[n:]
+
+
+class UsageError(Exception):
+    pass
+
+
+class Magics:
+    """The IPython syntax a cell may use here: !cmd, x = !cmd, %cd, %env,
+    %pip, %pwd, %time, %matplotlib, %%time, %%bash and %%sh. Anything else
+    is a UsageError naming what there is: this kernel is not IPython."""
+
+    KNOWN = "!cmd, %cd, %env, %pip, %pwd, %time, %matplotlib, %%time, %%bash and %%sh"
+
+    def __init__(self, ns, display):
+        self.ns = ns
+
+    def cell(self, code):
+        """code rewritten as Python, or None when it uses no IPython syntax."""
+        lines = code.split("\n")
+        first = lines[0].strip()
+        if first.startswith("%%"):
+            name, _, arg = first[2:].partition(" ")
+            body = "\n".join(lines[1:])
+            return "__sandlot_magic__.cell_magic(%r, %r, %r)" % (name, arg.strip(), body)
+        out, changed = [], False
+        for ln in lines:
+            s = ln.lstrip()
+            ind = ln[: len(ln) - len(s)]
+            if s.startswith("!"):
+                ln, changed = ind + "__sandlot_magic__.sh(%r)" % s[1:], True
+            elif s.startswith("%"):
+                name, _, arg = s[1:].partition(" ")
+                ln, changed = ind + "__sandlot_magic__.line(%r, %r)" % (name, arg.strip()), True
+            else:
+                name, eq, rest = s.partition("=")
+                if eq and name.strip().isidentifier() and rest.lstrip().startswith("!"):
+                    cmd = rest.lstrip()[1:]
+                    ln, changed = ind + "%s = __sandlot_magic__.sh(%r, capture=True)" % (name.strip(), cmd), True
+            out.append(ln)
+        return "\n".join(out) if changed else None
+
+    def sh(self, cmd, capture=False):
+        import subprocess
+
+        p = subprocess.run(cmd, shell=True, executable="/bin/bash", stdout=subprocess.PIPE if capture else None, text=capture)
+        self.ns["_exit_code"] = p.returncode
+        if capture:
+            return p.stdout.splitlines()
+        return None
+
+    def line(self, name, arg):
+        if name == "cd":
+            os.chdir(os.path.expanduser(arg or "~"))
+            print(os.getcwd())
+            return None
+        if name == "pwd":
+            return os.getcwd()
+        if name == "env":
+            if not arg:
+                return dict(os.environ)
+            if "=" in arg or " " in arg.strip():
+                k, _, v = arg.partition("=") if "=" in arg else arg.partition(" ")
+                os.environ[k.strip()] = v.strip()
+                print("env: %s=%s" % (k.strip(), v.strip()))
+                return None
+            return os.environ.get(arg)
+        if name == "pip":
+            self.sh("%s -m pip %s" % (sys.executable, arg))
+            return None
+        if name == "matplotlib":
+            return None  # figures are always captured as images
+        if name == "time":
+            return self.timed(arg)
+        raise UsageError("Line magic function `%%%s` not found (this python kernel is not IPython; it knows %s)." % (name, self.KNOWN))
+
+    def cell_magic(self, name, arg, body):
+        if name == "time":
+            return self.timed(body)
+        if name in ("bash", "sh"):
+            self.sh(body)
+            return None
+        raise UsageError("Cell magic `%%%%%s` not found (this python kernel is not IPython; it knows %s)." % (name, self.KNOWN))
+
+    def timed(self, code):
+        import time
+
+        alt = None
+        try:
+            ast.parse(code)
+        except SyntaxError:
+            alt = self.cell(code)
+        tree = ast.parse(alt or code)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        c0, w0 = time.process_time(), time.perf_counter()
+        t0 = os.times()
+        try:
+            exec(compile(tree, "<timed>", "exec"), self.ns)
+            v = eval(compile(last, "<timed>", "eval"), self.ns) if last is not None else None
+        finally:
+            t1, w1 = os.times(), time.perf_counter()
+            u, s_ = t1.user - t0.user, t1.system - t0.system
+            print("CPU times: user %s, sys: %s, total: %s\nWall time: %s" % (_dur(u), _dur(s_), _dur(u + s_), _dur(w1 - w0)))
+        return v
+
+
+def _dur(sec):
+    if sec >= 1:
+        return "%.2f s" % sec
+    if sec >= 1e-3:
+        return "%.2f ms" % (sec * 1e3)
+    return "%.0f µs" % (sec * 1e6)
+
+
+class PILHook:
+    """Patches PIL.Image when it is first imported: Image.show() and
+    Image.save(path) display the image (a png result), as they do on E2B."""
+
+    def __init__(self, display):
+        self.display = display
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "PIL.Image":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        load, display = spec.loader.exec_module, self.display
+
+        def exec_module(module):
+            load(module)
+            save = module.Image.save
+
+            def show(img, *args, **kwargs):
+                display(img)
+
+            def save_and_show(img, fp, *args, **kwargs):
+                if isinstance(fp, (str, os.PathLike)):
+                    display(img)
+                return save(img, fp, *args, **kwargs)
+
+            module.Image.show = show
+            module.Image.save = save_and_show
+
+        spec.loader.exec_module = exec_module
+        return spec
 
 
 _sandlot_main()

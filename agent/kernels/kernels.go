@@ -30,6 +30,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/outbuf"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 //go:embed driver.py
@@ -38,13 +39,15 @@ var pythonDriver string
 //go:embed driver.js
 var nodeDriver string
 
-// bashDriver reads "<id>\0<code>\0" from fd 3, evals the code at top level
-// (so variables, functions, cwd and exports persist) and reports the exit
-// status on fd 4. Builtins are called through `builtin` so user functions
-// named printf or read cannot break the loop.
-const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3; do
+// bashDriver reads "<id>\0<code>\0<after>\0" from fd 3, evals the code at
+// top level (so variables, functions, cwd and exports persist), then
+// after (which restores the run's env), and reports the code's exit status
+// on fd 4. Builtins are called through `builtin` so user functions named
+// printf or read cannot break the loop.
+const bashDriver = `while IFS= builtin read -r -d '' __sandlot_id <&3 && IFS= builtin read -r -d '' __sandlot_code <&3 && IFS= builtin read -r -d '' __sandlot_after <&3; do
 eval "$__sandlot_code"
 __sandlot_rc=$?
+eval "$__sandlot_after"
 builtin printf '{"id":%s,"exitCode":%d}\n' "$__sandlot_id" "$__sandlot_rc" >&4
 done
 `
@@ -68,7 +71,7 @@ type Config struct {
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
 	Shell  ShellFunc
-	Logger *slog.Logger // nil: slog.Default()
+	Logger *slog.Logger // nil discards
 }
 
 // Manager owns the kernels of one agent.
@@ -106,7 +109,7 @@ func New(cfg Config) *Manager {
 	cfg.Node = findBinary(cfg.Node, "/usr/bin/node", "node")
 	cfg.Bash = findBinary(cfg.Bash, "/bin/bash", "bash")
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, kernels: make(map[key]*kernel)}
 }
@@ -150,14 +153,14 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Error is a categorised failure of a run (not an error of user code, which
 // is a result).
 type Error struct {
-	Category string // an errdefs code name
+	Category errdefs.Code
 	Msg      string
 }
 
 func (e *Error) Error() string { return e.Msg }
 
 func invalid(format string, args ...any) error {
-	return &Error{Category: "invalid_argument", Msg: fmt.Sprintf(format, args...)}
+	return &Error{Category: errdefs.CodeInvalidArgument, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Timeout is the wall-clock limit of one execution (kernel run or exec)
@@ -182,6 +185,9 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 		}
 	}
 	timeout := Timeout(p.TimeoutMs)
+	if p.TimeoutMs < 0 {
+		timeout = 0 // none: only a cancel ends the run
+	}
 	switch p.Language {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
 	case agent.Sh:
@@ -219,7 +225,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	if kn.s == nil {
 		s, err := m.start(kn.lang)
 		if err != nil {
-			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 		}
 		kn.s = s
 		kn.cur.Store(s)
@@ -239,7 +245,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		kn.s = nil
 		kn.cur.Store(nil)
 		if restarted {
-			return nil, &Error{Category: "unavailable", Msg: fmt.Sprintf("%s kernel: %v", kn.lang, err)}
+			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("%s kernel: %v", kn.lang, err)}
 		}
 		return m.runLocked(ctx, kn, p, code, timeout, out)
 	}
@@ -250,13 +256,15 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		emit = func(stream, data string) { out(agent.OutputEvent{Stream: stream, Data: data}) }
 	}
 	spec := waitSpec{
-		id:       kn.id,
-		deadline: start.Add(timeout),
-		grace:    interruptGrace,
-		cancel:   ctx.Done(),
-		stdout:   stdout,
-		stderr:   stderr,
-		emit:     emit,
+		id:     kn.id,
+		grace:  interruptGrace,
+		cancel: ctx.Done(),
+		stdout: stdout,
+		stderr: stderr,
+		emit:   emit,
+	}
+	if timeout > 0 {
+		spec.deadline = start.Add(timeout)
 	}
 	switch kn.lang {
 	case agent.Python:
@@ -366,10 +374,17 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		// env is for this run only: each name's old value (or its absence)
+		// is kept and restored after the run. Names are checked by Run.
+		var after strings.Builder
 		for _, k := range keys {
-			b.WriteString("export " + k + "=" + shellQuote(strings.ReplaceAll(env[k], "\x00", "")) + "\n")
+			b.WriteString("if [[ -v " + k + " ]]; then __sandlot_old_" + k + "=$" + k + "; __sandlot_had_" + k + "=1; else builtin unset __sandlot_had_" + k + "; fi\n")
+			b.WriteString("builtin export " + k + "=" + shellQuote(strings.ReplaceAll(env[k], "\x00", "")) + "\n")
+			after.WriteString("if [[ -n ${__sandlot_had_" + k + "-} ]]; then builtin export " + k + "=\"$__sandlot_old_" + k + "\"; else builtin unset " + k + "; fi; builtin unset __sandlot_had_" + k + " __sandlot_old_" + k + "\n")
 		}
 		b.WriteString(code)
+		b.WriteByte(0)
+		b.WriteString(after.String())
 		b.WriteByte(0)
 		return []byte(b.String()), nil
 	}
@@ -406,7 +421,7 @@ func transpile(code string) (string, error) {
 
 func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time.Duration, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
 	if m.cfg.Shell == nil {
-		return nil, &Error{Category: "unavailable", Msg: "sh is not available"}
+		return nil, &Error{Category: errdefs.CodeUnavailable, Msg: "sh is not available"}
 	}
 	sh := "/bin/sh"
 	er, err := m.cfg.Shell(ctx, agent.ExecParams{
@@ -456,7 +471,7 @@ func (m *Manager) Prestart(lang string) error {
 	}
 	s, err := m.start(kn.lang)
 	if err != nil {
-		return &Error{Category: "unavailable", Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 	}
 	kn.s = s
 	kn.cur.Store(s)

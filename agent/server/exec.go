@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/agent/internal/outbuf"
 	"github.com/sandlot/sandlot/agent/internal/proc"
 	"github.com/sandlot/sandlot/agent/kernels"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 const (
@@ -34,6 +35,8 @@ type running struct {
 	argv []string
 	cwd  string
 	tag  string
+
+	pty bool // stdin is the terminal's master: EOF is ^D, resize works
 
 	mu    sync.Mutex // guards stdin
 	stdin *os.File   // nil once closed
@@ -140,7 +143,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	var argv []string
 	switch {
 	case len(p.Argv) > 0 && p.Shell != "":
-		return nil, errf("invalid_argument", "exec: set argv or shell, not both")
+		return nil, errf(errdefs.CodeInvalidArgument, "exec: set argv or shell, not both")
 	case len(p.Argv) > 0:
 		argv = append([]string(nil), p.Argv...)
 	case p.Shell != "":
@@ -150,69 +153,53 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		}
 		argv = []string{sh, "-c", p.Shell}
 	default:
-		return nil, errf("invalid_argument", "exec: argv or shell is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "exec: argv or shell is required")
 	}
 	for k := range p.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, errf("invalid_argument", "exec: bad environment variable name %q", k)
+			return nil, errf(errdefs.CodeInvalidArgument, "exec: bad environment variable name %q", k)
 		}
 	}
 	timeout := kernels.Timeout(p.TimeoutMs)
 	env := mergeEnv(s.cfg.Env, p.Env)
 	path, err := lookPath(argv[0], env)
 	if err != nil {
-		return nil, errf("not_found", "exec: %s: command not found", argv[0])
+		return nil, errf(errdefs.CodeNotFound, "exec: %s: command not found", argv[0])
 	}
 	argv0 := argv[0]
 	argv[0] = path
 	cwd := s.resolve(p.Cwd)
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-		return nil, errf("not_found", "exec: working directory %s does not exist", cwd)
+		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
-	inR, inW, err := os.Pipe()
+	sio, err := openStdio(p.Pty)
 	if err != nil {
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
+		return nil, err
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		inR.Close()
-		inW.Close()
-		outR.Close()
-		outW.Close()
-		return nil, errf("resource_exhausted", "exec: pipe: %v", err)
-	}
+	inW, outR, errR := sio.inW, sio.outR, sio.errR
 	pr, err := proc.Start(append([]string{path}, argv[1:]...), proc.Attr{
 		Dir:   cwd,
 		Env:   env,
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Files: sio.child,
+		Ctty:  p.Pty != nil,
 	})
-	inR.Close()
-	outW.Close()
-	errW.Close()
+	sio.closeChild()
 	if err != nil {
-		inW.Close()
-		outR.Close()
-		errR.Close()
-		cat := "internal"
+		sio.closeParent()
+		cat := errdefs.CodeInternal
 		switch {
 		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
-			cat = "not_found"
+			cat = errdefs.CodeNotFound
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM):
 			// The sandbox's pids or memory limit is full (a fork bomb's
 			// leftovers, say): the caller's fault, and it may pass.
-			cat = "resource_exhausted"
+			cat = errdefs.CodeResourceExhausted
 		}
 		return nil, errf(cat, "exec %s: %v", argv0, err)
 	}
 	argv[0] = argv0
-	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW}
+	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW, pty: p.Pty != nil}
 	s.procs.add(r)
 	defer s.procs.del(pr.Pid)
 
@@ -228,7 +215,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 
 	// Stdin is written by its own goroutine so a process that never reads
 	// cannot block us.
-	if p.Stdin != "" || !p.KeepStdin {
+	if p.Stdin != "" || (!p.KeepStdin && p.Pty == nil) {
 		go func() {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -238,7 +225,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			if p.Stdin != "" {
 				_, _ = io.WriteString(r.stdin, p.Stdin)
 			}
-			if !p.KeepStdin {
+			if !p.KeepStdin && p.Pty == nil {
 				r.stdin.Close()
 				r.stdin = nil
 			}
@@ -265,16 +252,29 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			emit(agent.OutputEvent{Stream: stream, Data: tail})
 		}
 	}
-	wg.Add(2)
-	go pump(outR, stdout, agent.Stdout)
-	go pump(errR, stderr, agent.Stderr)
+	if p.Pty != nil {
+		// One terminal stream; the master reads EIO once the last
+		// holder of the terminal is gone, which ends the pump.
+		wg.Add(1)
+		go pump(outR, stdout, agent.Pty)
+	} else {
+		wg.Add(2)
+		go pump(outR, stdout, agent.Stdout)
+		go pump(errR, stderr, agent.Stderr)
+	}
 
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	// A negative TimeoutMs has no timer: the process runs until it exits,
+	// is signalled, its call is cancelled or the sandbox ends.
+	var expired <-chan time.Time
+	if p.TimeoutMs >= 0 {
+		timer := time.NewTimer(timeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	timedOut := false
 	select {
 	case <-pr.Done():
-	case <-timer.C:
+	case <-expired:
 		timedOut = true
 		_ = pr.SignalGroup(syscall.SIGKILL)
 		<-pr.Done()
@@ -289,17 +289,21 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	case <-pumped:
 	case <-time.After(pipeGrace):
 		_ = outR.SetReadDeadline(time.Now())
-		_ = errR.SetReadDeadline(time.Now())
+		if errR != nil {
+			_ = errR.SetReadDeadline(time.Now())
+		}
 		<-pumped
 	}
-	outR.Close()
-	errR.Close()
 	r.mu.Lock()
-	if r.stdin != nil {
+	if r.stdin != nil && r.stdin != outR {
 		r.stdin.Close()
-		r.stdin = nil
 	}
+	r.stdin = nil
 	r.mu.Unlock()
+	outR.Close()
+	if errR != nil {
+		errR.Close()
+	}
 
 	st := pr.Status()
 	res := &agent.ExecResult{
@@ -335,6 +339,9 @@ func signalName(sig syscall.Signal) string {
 
 func (s *Server) signal(p agent.SignalParams) error {
 	name := strings.ToUpper(p.Signal)
+	if name == "SIGWINCH" || name == "WINCH" {
+		return s.resize(p)
+	}
 	if name == "" {
 		name = "SIGTERM"
 	}
@@ -343,14 +350,14 @@ func (s *Server) signal(p agent.SignalParams) error {
 	}
 	sig, ok := signals[name]
 	if !ok {
-		return errf("invalid_argument", "unknown signal %q", p.Signal)
+		return errf(errdefs.CodeInvalidArgument, "unknown signal %q", p.Signal)
 	}
 	r := s.procs.get(p.PID)
 	if r == nil {
-		return errf("not_found", "no running process %d", p.PID)
+		return errf(errdefs.CodeNotFound, "no running process %d", p.PID)
 	}
 	if err := r.p.SignalGroup(sig); err != nil && err != syscall.ESRCH {
-		return errf("internal", "signal %d: %v", p.PID, err)
+		return errf(errdefs.CodeInternal, "signal %d: %v", p.PID, err)
 	}
 	return nil
 }
@@ -358,12 +365,12 @@ func (s *Server) signal(p agent.SignalParams) error {
 func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
 	r := s.procs.get(p.PID)
 	if r == nil {
-		return errf("not_found", "no running process %d", p.PID)
+		return errf(errdefs.CodeNotFound, "no running process %d", p.PID)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stdin == nil {
-		return errf("failed_precondition", "stdin of process %d is closed", p.PID)
+		return errf(errdefs.CodeFailedPrecondition, "stdin of process %d is closed", p.PID)
 	}
 	if p.Data != "" {
 		deadline := time.Now().Add(10 * time.Second)
@@ -373,12 +380,15 @@ func (s *Server) stdin(ctx context.Context, p agent.StdinParams) error {
 		_ = r.stdin.SetWriteDeadline(deadline)
 		if _, err := io.WriteString(r.stdin, p.Data); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				return errf("deadline_exceeded", "process %d is not reading its stdin", p.PID)
+				return errf(errdefs.CodeDeadlineExceeded, "process %d is not reading its stdin", p.PID)
 			}
-			return errf("failed_precondition", "write stdin of %d: %v", p.PID, err)
+			return errf(errdefs.CodeFailedPrecondition, "write stdin of %d: %v", p.PID, err)
 		}
 	}
-	if p.EOF {
+	if p.EOF && r.pty {
+		// A terminal's end of input is ^D; its master stays open.
+		_, _ = io.WriteString(r.stdin, "\x04")
+	} else if p.EOF {
 		r.stdin.Close()
 		r.stdin = nil
 	}

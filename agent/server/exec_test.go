@@ -236,21 +236,27 @@ func TestExecCancelKillsProcess(t *testing.T) {
 // directly (it is their subreaper here, PID 1 in a sandbox).
 func TestReapsOrphans(t *testing.T) {
 	c, a := agenttest.StartClient(t)
-	execOK(t, c, agent.ExecParams{Shell: "for i in 1 2 3 4 5; do (sleep 0.5 &) ; done; exit 0"})
-	run(t, c, agent.Bash, "(sleep 0.5 &); sleep 0.01")
+	// The orphans live long enough to be counted on a loaded machine.
+	execOK(t, c, agent.ExecParams{Shell: "for i in 1 2 3 4 5; do (sleep 3 &) ; done; exit 0"})
+	run(t, c, agent.Bash, "(sleep 3 &); sleep 0.01")
 	agentPid := a.Cmd.Process.Pid
 	// The orphans were adopted by the agent (so it is the one that must reap them).
-	if n := childrenNamed(t, agentPid, "sleep"); n != 6 {
-		t.Fatalf("agent adopted %d sleeps, want 6", n)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		zombies := zombieChildren(t, agentPid)
-		if zombies == 0 {
+	// A forked child is named sleep only once it has exec'd: wait for that.
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		n := childrenNamed(t, agentPid, "sleep")
+		if n == 6 {
 			break
 		}
+		if n > 6 || time.Since(start) > 2*time.Second {
+			t.Fatalf("agent adopted %d sleeps, want 6", n)
+		}
+	}
+	// Once they exit, the agent reaps them: no child named sleep is left,
+	// neither running nor a zombie.
+	deadline := time.Now().Add(20 * time.Second)
+	for childrenNamed(t, agentPid, "sleep") > 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d zombie children of the agent", zombies)
+			t.Fatalf("%d sleeps still children of the agent (%d zombies)", childrenNamed(t, agentPid, "sleep"), zombieChildren(t, agentPid))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -377,5 +383,93 @@ func TestConcurrentCalls(t *testing.T) {
 	close(errc)
 	for err := range errc {
 		t.Error(err)
+	}
+}
+
+// TestExecWithoutTimeout: a negative TimeoutMs arms no timer (E2B's
+// timeoutMs: 0); the process still ends with its call.
+func TestExecWithoutTimeout(t *testing.T) {
+	c, a := agenttest.StartClient(t)
+	if r := execOK(t, c, agent.ExecParams{Shell: "sleep 0.3; echo done", TimeoutMs: -1}); r.TimedOut || r.Stdout != "done\n" {
+		t.Fatalf("result %+v", r)
+	}
+	marker := filepath.Join(a.Home, "marker")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Exec(ctx, agent.ExecParams{Shell: "sleep 1; touch " + marker, TimeoutMs: -1}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("canceled exec without a timeout kept running")
+	}
+}
+
+// TestExecPty: a process on a terminal sees a tty of the asked size, reads
+// what is written to it, and a SIGWINCH with a size resizes it; output is
+// one pty stream.
+func TestExecPty(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pids := make(chan int, 1)
+	var mu sync.Mutex
+	var out strings.Builder
+	streams := map[string]bool{}
+	done := make(chan *agent.ExecResult, 1)
+	go func() {
+		r, err := c.Exec(ctx, agent.ExecParams{Shell: "stty size; test -t 0 && echo is-a-tty; read x; stty size; echo got-$x", Stream: true, KeepStdin: true, Pty: &agent.PtySize{Cols: 80, Rows: 24}},
+			func(ev agent.OutputEvent) {
+				if ev.Stream == agent.Start {
+					pids <- ev.PID
+					return
+				}
+				mu.Lock()
+				streams[ev.Stream] = true
+				out.WriteString(ev.Data)
+				mu.Unlock()
+			})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	pid := <-pids
+	waitOut := func(s string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			got := out.String()
+			mu.Unlock()
+			if strings.Contains(got, s) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in %q", s, got)
+			}
+		}
+	}
+	waitOut("is-a-tty")
+	if err := c.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGWINCH", Cols: 100, Rows: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "hello\n"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r == nil || r.ExitCode != 0 {
+		t.Fatalf("result %+v", r)
+	}
+	got := out.String()
+	for _, want := range []string{"24 80", "30 100", "got-hello"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in %q", want, got)
+		}
+	}
+	if len(streams) != 1 || !streams[agent.Pty] {
+		t.Errorf("streams %v, want only pty", streams)
+	}
+	if err := c.Signal(ctx, agent.SignalParams{PID: 999999, Signal: "SIGWINCH", Cols: 1, Rows: 1}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("resize of no process: %v", err)
 	}
 }

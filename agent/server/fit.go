@@ -18,7 +18,7 @@ func fitRunCode(r *agent.RunCodeResult) {
 		n += len(r.Error.Name) + len(r.Error.Value) + len(r.Error.Traceback)
 	}
 	for i := range r.Results {
-		n += len(r.Results[i].JSON) + richLen(&r.Results[i])
+		n += len(r.Results[i].JSON) + len(r.Results[i].Data) + richLen(&r.Results[i])
 	}
 	if 6*n+64*len(r.Results) < frameBudget-1024 {
 		return
@@ -32,7 +32,7 @@ func fitRunCode(r *agent.RunCodeResult) {
 		// Drop the biggest rich payloads first, then halve the streams.
 		biggest, size := -1, 0
 		for j := range r.Results {
-			if n := len(r.Results[j].PNG) + len(r.Results[j].JPEG) + len(r.Results[j].HTML) + len(r.Results[j].SVG) + len(r.Results[j].Text); n > size {
+			if n := len(r.Results[j].PNG) + len(r.Results[j].JPEG) + len(r.Results[j].HTML) + len(r.Results[j].SVG) + len(r.Results[j].Text) + len(r.Results[j].Data); n > size {
 				biggest, size = j, n
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // fsErr wraps an OS error with its category and the path.
@@ -100,10 +101,10 @@ func (s *Server) stat(p agent.PathParams) (*agent.FileInfo, error) {
 
 func (s *Server) readFile(p agent.ReadParams) (*agent.ReadResult, error) {
 	if p.Path == "" {
-		return nil, errf("invalid_argument", "read: path is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "read: path is required")
 	}
 	if p.Offset < 0 || p.Limit < 0 {
-		return nil, errf("invalid_argument", "read: negative offset or limit")
+		return nil, errf(errdefs.CodeInvalidArgument, "read: negative offset or limit")
 	}
 	path := s.resolve(p.Path)
 	f, err := os.Open(path)
@@ -116,7 +117,7 @@ func (s *Server) readFile(p agent.ReadParams) (*agent.ReadResult, error) {
 		return nil, fsErr("read", path, err)
 	}
 	if fi.IsDir() {
-		return nil, errf("failed_precondition", "read %s: is a directory", path)
+		return nil, errf(errdefs.CodeFailedPrecondition, "read %s: is a directory", path)
 	}
 	limit := p.Limit
 	if limit == 0 || limit > agent.ChunkSize {
@@ -132,13 +133,13 @@ func (s *Server) readFile(p agent.ReadParams) (*agent.ReadResult, error) {
 
 func (s *Server) writeFile(p agent.WriteParams) (*agent.FileInfo, error) {
 	if p.Path == "" {
-		return nil, errf("invalid_argument", "write: path is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "write: path is required")
 	}
 	if p.Offset < 0 {
-		return nil, errf("invalid_argument", "write: negative offset")
+		return nil, errf(errdefs.CodeInvalidArgument, "write: negative offset")
 	}
 	if p.Append && p.Offset > 0 {
-		return nil, errf("invalid_argument", "write: append and offset exclude each other")
+		return nil, errf(errdefs.CodeInvalidArgument, "write: append and offset exclude each other")
 	}
 	path := s.resolve(p.Path)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -178,10 +179,10 @@ func (s *Server) writeFile(p agent.WriteParams) (*agent.FileInfo, error) {
 
 func (s *Server) editFile(p agent.EditParams) (*agent.EditResult, error) {
 	if p.Path == "" {
-		return nil, errf("invalid_argument", "edit: path is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "edit: path is required")
 	}
 	if p.Old == "" {
-		return nil, errf("invalid_argument", "edit: old must not be empty")
+		return nil, errf(errdefs.CodeInvalidArgument, "edit: old must not be empty")
 	}
 	path := s.resolve(p.Path)
 	fi, err := os.Stat(path)
@@ -189,7 +190,7 @@ func (s *Server) editFile(p agent.EditParams) (*agent.EditResult, error) {
 		return nil, fsErr("edit", path, err)
 	}
 	if fi.IsDir() {
-		return nil, errf("failed_precondition", "edit %s: is a directory", path)
+		return nil, errf(errdefs.CodeFailedPrecondition, "edit %s: is a directory", path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -198,9 +199,9 @@ func (s *Server) editFile(p agent.EditParams) (*agent.EditResult, error) {
 	n := bytes.Count(data, []byte(p.Old))
 	switch {
 	case n == 0:
-		return nil, errf("not_found", "edit %s: old string not found", path)
+		return nil, errf(errdefs.CodeNotFound, "edit %s: old string not found", path)
 	case n > 1 && !p.All:
-		return nil, errf("failed_precondition", "edit %s: old string occurs %d times; make it unique or set all", path, n)
+		return nil, errf(errdefs.CodeFailedPrecondition, "edit %s: old string occurs %d times; make it unique or set all", path, n)
 	}
 	limit := 1
 	if p.All {
@@ -225,7 +226,7 @@ func (s *Server) list(p agent.ListParams) (*agent.ListResult, error) {
 		return nil, fsErr("list", root, err)
 	}
 	if !fi.IsDir() {
-		return nil, errf("failed_precondition", "list %s: not a directory", root)
+		return nil, errf(errdefs.CodeFailedPrecondition, "list %s: not a directory", root)
 	}
 	depth := max(p.Depth, 1)
 	res := &agent.ListResult{Entries: []agent.FileInfo{}}
@@ -264,11 +265,11 @@ func (s *Server) list(p agent.ListParams) (*agent.ListResult, error) {
 
 func (s *Server) mkdir(p agent.PathParams) (*agent.FileInfo, error) {
 	if p.Path == "" {
-		return nil, errf("invalid_argument", "mkdir: path is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "mkdir: path is required")
 	}
 	path := s.resolve(p.Path)
 	if _, err := os.Lstat(path); err == nil {
-		return nil, errf("already_exists", "mkdir %s: already exists", path)
+		return nil, errf(errdefs.CodeAlreadyExists, "mkdir %s: already exists", path)
 	}
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fsErr("mkdir", path, err)
@@ -278,11 +279,11 @@ func (s *Server) mkdir(p agent.PathParams) (*agent.FileInfo, error) {
 
 func (s *Server) remove(p agent.RemoveParams) (*agent.Empty, error) {
 	if p.Path == "" {
-		return nil, errf("invalid_argument", "remove: path is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "remove: path is required")
 	}
 	path := s.resolve(p.Path)
 	if path == "/" || path == s.cfg.Home {
-		return nil, errf("invalid_argument", "remove %s: refusing to remove it", path)
+		return nil, errf(errdefs.CodeInvalidArgument, "remove %s: refusing to remove it", path)
 	}
 	if _, err := os.Lstat(path); err != nil {
 		return nil, fsErr("remove", path, err)
@@ -301,7 +302,7 @@ func (s *Server) remove(p agent.RemoveParams) (*agent.Empty, error) {
 
 func (s *Server) move(p agent.MoveParams) (*agent.FileInfo, error) {
 	if p.From == "" || p.To == "" {
-		return nil, errf("invalid_argument", "move: from and to are required")
+		return nil, errf(errdefs.CodeInvalidArgument, "move: from and to are required")
 	}
 	from, to := s.resolve(p.From), s.resolve(p.To)
 	if _, err := os.Lstat(from); err != nil {
@@ -375,7 +376,7 @@ const maxWalk = 200000
 
 func (s *Server) glob(p agent.GlobParams) (*agent.GlobResult, error) {
 	if p.Pattern == "" {
-		return nil, errf("invalid_argument", "glob: pattern is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "glob: pattern is required")
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -388,7 +389,7 @@ func (s *Server) glob(p agent.GlobParams) (*agent.GlobResult, error) {
 	}
 	m, err := compileGlob(pattern)
 	if err != nil {
-		return nil, errf("invalid_argument", "glob: %v", err)
+		return nil, errf(errdefs.CodeInvalidArgument, "glob: %v", err)
 	}
 	start := filepath.Join(root, m.prefix())
 	res := &agent.GlobResult{Paths: []string{}}
@@ -443,7 +444,7 @@ const (
 
 func (s *Server) grep(p agent.GrepParams) (*agent.GrepResult, error) {
 	if p.Pattern == "" {
-		return nil, errf("invalid_argument", "grep: pattern is required")
+		return nil, errf(errdefs.CodeInvalidArgument, "grep: pattern is required")
 	}
 	expr := p.Pattern
 	if p.IgnoreCase {
@@ -451,12 +452,12 @@ func (s *Server) grep(p agent.GrepParams) (*agent.GrepResult, error) {
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, errf("invalid_argument", "grep: bad pattern: %v", err)
+		return nil, errf(errdefs.CodeInvalidArgument, "grep: bad pattern: %v", err)
 	}
 	var filter *globMatcher
 	if p.Glob != "" {
 		if filter, err = compileGlob(p.Glob); err != nil {
-			return nil, errf("invalid_argument", "grep: bad glob: %v", err)
+			return nil, errf(errdefs.CodeInvalidArgument, "grep: bad glob: %v", err)
 		}
 	}
 	limit := p.Limit

@@ -24,6 +24,8 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/proc"
 	"github.com/sandlot/sandlot/agent/kernels"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Config configures the agent. Zero values are documented per field.
@@ -50,7 +52,7 @@ type Config struct {
 	// Prestart lists languages whose default kernel starts with the agent
 	// rather than on first use (warm pools). nil: none.
 	Prestart []string
-	// Logger: nil means slog.Default().
+	// Logger: nil discards.
 	Logger *slog.Logger
 }
 
@@ -73,7 +75,7 @@ func New(cfg Config) *Server {
 		cfg.Home = "/home/user"
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
@@ -157,7 +159,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {
-				s.log.Warn("prestart kernel", "language", lang, "err", err)
+				s.log.Warn("prestart kernel", logkey.Language, lang, logkey.Err, err)
 			}
 		}()
 	}
@@ -184,7 +186,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			s.log.Error("accept", "err", err)
+			s.log.Error("accept", logkey.Err, err)
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
@@ -196,7 +198,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			defer wg.Done()
 			if s.cfg.Key != nil {
 				if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
-					s.log.Warn("connection refused", "err", err)
+					s.log.Warn("connection refused", logkey.Err, err)
 					c.Close()
 					mu.Lock()
 					delete(conns, c)
@@ -289,7 +291,7 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 		line, err := fr.next()
 		if err != nil {
 			if errors.Is(err, errTooLarge) {
-				c.writeError(nil, agent.CodeInvalidRequest, "frame too large", "invalid_argument")
+				c.writeError(nil, agent.CodeInvalidRequest, "frame too large", errdefs.CodeInvalidArgument)
 			}
 			c.cancel() // a dropped connection stops its calls
 			return 0, nil, false
@@ -299,7 +301,7 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 		}
 		var r agent.Request
 		if err := json.Unmarshal(line, &r); err != nil {
-			c.writeError(nil, agent.CodeParseError, "parse error: "+err.Error(), "invalid_argument")
+			c.writeError(nil, agent.CodeParseError, "parse error: "+err.Error(), errdefs.CodeInvalidArgument)
 			continue
 		}
 		if r.ID == nil {
@@ -348,18 +350,18 @@ func (c *conn) notification(req *agent.Request) {
 // appError is an error with an errdefs category name.
 type appError struct {
 	code     int
-	category string
+	category errdefs.Code
 	msg      string
 }
 
 func (e *appError) Error() string { return e.msg }
 
-func errf(category, format string, args ...any) error {
+func errf(category errdefs.Code, format string, args ...any) error {
 	return &appError{code: agent.CodeAppError, category: category, msg: fmt.Sprintf(format, args...)}
 }
 
 func badParams(err error) error {
-	return &appError{code: agent.CodeInvalidParams, category: "invalid_argument", msg: "invalid params: " + err.Error()}
+	return &appError{code: agent.CodeInvalidParams, category: errdefs.CodeInvalidArgument, msg: "invalid params: " + err.Error()}
 }
 
 func decode[T any](raw json.RawMessage) (T, error) {
@@ -450,7 +452,7 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 	case agent.MethodGrep:
 		return call(req.Params, s.grep)
 	}
-	return nil, &appError{code: agent.CodeMethodNotFound, category: "invalid_argument", msg: "unknown method " + strconv.Quote(req.Method)}
+	return nil, &appError{code: agent.CodeMethodNotFound, category: errdefs.CodeInvalidArgument, msg: "unknown method " + strconv.Quote(req.Method)}
 }
 
 func call[P, R any](raw json.RawMessage, f func(P) (R, error)) (any, error) {
@@ -495,7 +497,7 @@ func (c *conn) reply(id uint64, res any, err error) {
 	}
 	b, merr := json.Marshal(res)
 	if merr != nil {
-		c.writeError(&id, agent.CodeInternalError, "encode result: "+merr.Error(), "internal")
+		c.writeError(&id, agent.CodeInternalError, "encode result: "+merr.Error(), errdefs.CodeInternal)
 		return
 	}
 	frame := make([]byte, 0, len(b)+48)
@@ -505,13 +507,13 @@ func (c *conn) reply(id uint64, res any, err error) {
 	frame = append(frame, b...)
 	frame = append(frame, "}\n"...)
 	if len(frame) > agent.MaxFrame {
-		c.writeError(&id, agent.CodeAppError, "result too large for one frame", "resource_exhausted")
+		c.writeError(&id, agent.CodeAppError, "result too large for one frame", errdefs.CodeResourceExhausted)
 		return
 	}
 	c.write(frame)
 }
 
-func (c *conn) writeError(id *uint64, code int, msg, category string) {
+func (c *conn) writeError(id *uint64, code int, msg string, category errdefs.Code) {
 	if len(msg) > 8192 {
 		msg = msg[:8192]
 	}
@@ -537,31 +539,31 @@ func (c *conn) write(frame []byte) {
 }
 
 // categoryOf maps OS errors to errdefs category names.
-func categoryOf(err error) string {
+func categoryOf(err error) errdefs.Code {
 	var errno syscall.Errno
 	switch {
 	case errors.Is(err, syscall.ENOTEMPTY): // before ErrExist, which also matches ENOTEMPTY
-		return "failed_precondition"
+		return errdefs.CodeFailedPrecondition
 	case errors.Is(err, fs.ErrNotExist):
-		return "not_found"
+		return errdefs.CodeNotFound
 	case errors.Is(err, fs.ErrExist):
-		return "already_exists"
+		return errdefs.CodeAlreadyExists
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		return "permission_denied"
+		return errdefs.CodePermissionDenied
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EMFILE),
 		errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.ENOMEM):
-		return "resource_exhausted"
+		return errdefs.CodeResourceExhausted
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTEMPTY),
 		errors.Is(err, syscall.EXDEV), errors.Is(err, syscall.EBUSY):
-		return "failed_precondition"
+		return errdefs.CodeFailedPrecondition
 	case errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.ELOOP):
-		return "invalid_argument"
+		return errdefs.CodeInvalidArgument
 	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
+		return errdefs.CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
-		return "unavailable"
+		return errdefs.CodeUnavailable
 	case errors.As(err, &errno):
-		return "internal"
+		return errdefs.CodeInternal
 	}
-	return "internal"
+	return errdefs.CodeInternal
 }

@@ -10,9 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -32,49 +31,62 @@ const (
 // no route works with the sandbox id alone.
 func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, error) {
 	var (
-		tenantID string
-		err      error
+		t   *tenant.Tenant
+		err error
 	)
 	switch {
-	case r.Header.Get(HeaderAPIKey) != "":
-		tenantID, err = h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
-	case r.Header.Get(HeaderAccessToken) != "":
-		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderAccessToken), purposeEnvd, sid)
-	case r.Header.Get(HeaderTrafficToken) != "" && r.Header.Get(HeaderSandboxPort) == InterpreterPort:
-		tenantID, err = h.verifyToken(r.Context(), r.Header.Get(HeaderTrafficToken), purposeTraffic, sid)
+	case r.Header.Get(e2bwire.HeaderAPIKey) != "":
+		t, err = h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
+	case r.Header.Get(e2bwire.HeaderAccessToken) != "":
+		t, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderAccessToken), purposeEnvd, sid)
+	case r.Header.Get(e2bwire.HeaderTrafficToken) != "" && r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.InterpreterPort:
+		t, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderTrafficToken), purposeTraffic, sid)
 	default:
-		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", HeaderAccessToken, HeaderTrafficToken, HeaderAPIKey, errdefs.ErrUnauthenticated)
+		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", e2bwire.HeaderAccessToken, e2bwire.HeaderTrafficToken, e2bwire.HeaderAPIKey, errdefs.ErrUnauthenticated)
 	}
 	if err != nil {
 		return nil, err
 	}
-	rec, err := h.active(tenant.WithID(r.Context(), tenantID), tenantID, sid)
+	rec, err := h.active(tenant.With(r.Context(), t), t.ID, sid)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			h.forget(sid)
 		}
 		return nil, err
 	}
-	return &sandboxRef{tenantID: tenantID, rec: rec}, nil
+	return &sandboxRef{tenantID: t.ID, tenant: t, rec: rec}, nil
 }
 
 // forget drops what the handler keeps of a sandbox that ended.
 func (h *Handler) forget(sid string) {
 	h.mu.Lock()
 	delete(h.codeCtxs, sid)
+	delete(h.signers, sid)
+	delete(h.metrics, sid)
+	var stop []*watcher
+	for id, w := range h.watchers {
+		if w.sid == sid {
+			stop = append(stop, w)
+			delete(h.watchers, id)
+		}
+	}
 	h.mu.Unlock()
+	for _, w := range stop {
+		w.cancel()
+	}
 }
 
-func (h *Handler) authenticate(ctx context.Context, key string) (string, error) {
+// authenticate resolves an API key to its tenant.
+func (h *Handler) authenticate(ctx context.Context, key string) (*tenant.Tenant, error) {
 	if key == "" {
-		return "", fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
+		return nil, fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
 	}
-	t, err := h.cfg.Authenticate(ctx, key)
+	t, err := h.cfg.Tenants.Key(ctx, key)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			return "", fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
+			return nil, fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
 		}
-		return "", err
+		return nil, err
 	}
 	return t, nil
 }
@@ -102,14 +114,12 @@ type tokenClaims struct {
 
 // issueToken signs a token of purpose for sandbox sid of tenantID.
 func (h *Handler) issueToken(ctx context.Context, purpose, tenantID, sid string) (string, error) {
-	c := tokenClaims{tenantID: tenantID, expires: h.cfg.Clock().Add(h.cfg.TokenTTL).Unix()}
-	if h.cfg.Tenant != nil {
-		t, err := h.tenants.get(ctx, h.cfg.Clock(), h.cfg.Tenant, tenantID)
-		if err != nil {
-			return "", err
-		}
-		c.generation, c.created = t.KeyGeneration, t.CreatedAt.UnixMilli()
+	t, err := h.cfg.Tenants.Tenant(ctx, tenantID)
+	if err != nil {
+		return "", err
 	}
+	c := tokenClaims{tenantID: tenantID, generation: t.KeyGeneration, created: t.CreatedAt.UnixMilli(),
+		expires: h.cfg.Clock().Add(h.cfg.TokenTTL).Unix()}
 	fields := []string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(tenantID)),
 		strconv.FormatInt(c.generation, 10), strconv.FormatInt(c.created, 10), strconv.FormatInt(c.expires, 10)}
 	return strings.Join(append(fields, h.tokenMAC(purpose, sid, fields)), "."), nil
@@ -126,81 +136,39 @@ func (h *Handler) tokenMAC(purpose, sid string, fields []string) string {
 
 // verifyToken checks a token's signature for purpose and sid, then its
 // expiry, then that its tenant still exists with the same key generation.
-// It returns the tenant id.
-func (h *Handler) verifyToken(ctx context.Context, tok, purpose, sid string) (string, error) {
+// It returns the tenant.
+func (h *Handler) verifyToken(ctx context.Context, tok, purpose, sid string) (*tenant.Tenant, error) {
 	bad := fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
 	parts := strings.Split(tok, ".")
 	if len(parts) != 6 || parts[0] != tokenVersion {
-		return "", bad
+		return nil, bad
 	}
 	if !hmac.Equal([]byte(h.tokenMAC(purpose, sid, parts[:5])), []byte(parts[5])) {
-		return "", bad
+		return nil, bad
 	}
 	id, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil || len(id) == 0 {
-		return "", bad
+		return nil, bad
 	}
 	var c tokenClaims
 	c.tenantID = string(id)
 	for i, p := range []*int64{&c.generation, &c.created, &c.expires} {
 		if *p, err = strconv.ParseInt(parts[2+i], 10, 64); err != nil {
-			return "", bad
+			return nil, bad
 		}
 	}
 	if h.cfg.Clock().Unix() >= c.expires {
-		return "", fmt.Errorf("access token expired; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
+		return nil, fmt.Errorf("access token expired; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
 	}
-	if h.cfg.Tenant == nil {
-		return c.tenantID, nil
-	}
-	t, err := h.tenants.get(ctx, h.cfg.Clock(), h.cfg.Tenant, c.tenantID)
+	t, err := h.cfg.Tenants.Tenant(ctx, c.tenantID)
 	if errors.Is(err, errdefs.ErrNotFound) {
-		return "", fmt.Errorf("access token of a deleted tenant: %w", errdefs.ErrUnauthenticated)
+		return nil, fmt.Errorf("access token of a deleted tenant: %w", errdefs.ErrUnauthenticated)
 	}
-	if err != nil {
-		return "", err
-	}
-	if t.KeyGeneration != c.generation || t.CreatedAt.UnixMilli() != c.created {
-		return "", fmt.Errorf("access token revoked by a key rotation; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
-	}
-	return c.tenantID, nil
-}
-
-// tenantCacheTTL is how long a tenant lookup is reused for token checks:
-// a rotation or deletion revokes tokens within this time.
-const tenantCacheTTL = time.Second
-
-// maxCachedTenants bounds the cache; when full it starts over.
-const maxCachedTenants = 4096
-
-// tenantCache remembers successful tenant lookups briefly, so a busy
-// sandbox does not cost a store read per call. Failures are not cached.
-type tenantCache struct {
-	mu sync.Mutex
-	m  map[string]cachedTenant
-}
-
-type cachedTenant struct {
-	t       *tenant.Tenant
-	expires time.Time
-}
-
-func (c *tenantCache) get(ctx context.Context, now time.Time, lookup func(context.Context, string) (*tenant.Tenant, error), id string) (*tenant.Tenant, error) {
-	c.mu.Lock()
-	e, ok := c.m[id]
-	c.mu.Unlock()
-	if ok && now.Before(e.expires) {
-		return e.t, nil
-	}
-	t, err := lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxCachedTenants {
-		c.m = map[string]cachedTenant{}
+	if t.KeyGeneration != c.generation || t.CreatedAt.UnixMilli() != c.created {
+		return nil, fmt.Errorf("access token revoked by a key rotation; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
 	}
-	c.m[id] = cachedTenant{t: t, expires: now.Add(tenantCacheTTL)}
-	c.mu.Unlock()
 	return t, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -125,14 +124,7 @@ func storeEnv(t *testing.T) (*env, *memory.Store, *clock, string) {
 		Manager: m,
 		Secret:  []byte("test-secret"),
 		Clock:   clk.Now,
-		Tenant:  st.GetTenant,
-		Authenticate: func(ctx context.Context, k string) (string, error) {
-			t, err := st.TenantByKeyHash(ctx, tenant.HashKey(k))
-			if err != nil {
-				return "", errdefs.ErrUnauthenticated
-			}
-			return t.ID, nil
-		},
+		Tenants: tenant.NewAuthenticator(st, tenant.AuthConfig{Clock: clk.Now}),
 	})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -245,3 +237,43 @@ func TestTimeoutMaximum(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestTenantInContext: every manager call an E2B request makes carries the
+// authenticated tenant in its context (tenant.From), whether the request
+// came with the API key, the envd token or the traffic token, so the
+// guard reads the tenant's mode from the request instead of the store.
+// Before, E2B scoped contexts by id only.
+func TestTenantInContext(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	steps := []struct {
+		method, path, body string
+		hdr                []string
+	}{
+		{"POST", "/execute", `{"code":"x"}`, []string{"E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken}},
+		{"POST", "/contexts", `{"language":"python"}`, []string{"E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}},
+		{"POST", "/files?path=/home/user/a.txt", "hello", []string{"E2b-Sandbox-Port", "49983", "X-API-KEY", key1, "Content-Type", "application/octet-stream"}},
+		{"GET", "/files?path=/home/user/a.txt", "", []string{"E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken}},
+	}
+	for _, s := range steps {
+		var body io.Reader
+		if s.body != "" {
+			body = strings.NewReader(s.body)
+		}
+		resp := e.do(s.method, s.path, body, append([]string{"E2b-Sandbox-Id", sb.SandboxID}, s.hdr...)...)
+		if resp.StatusCode >= 300 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s %s: %d %s", s.method, s.path, resp.StatusCode, b)
+		}
+	}
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v2/sandboxes"}, {"GET", "/sandboxes/" + sb.SandboxID}, {"DELETE", "/sandboxes/" + sb.SandboxID},
+	} {
+		if resp := e.do(c.method, c.path, nil, "X-API-KEY", key1); resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
+		}
+	}
+	if len(e.m.NoTenant) > 0 {
+		t.Errorf("manager calls without the authenticated tenant in their context: %v", e.m.NoTenant)
+	}
+}

@@ -116,8 +116,8 @@ func streamEnd(t *testing.T, b []byte) []byte {
 	return nil
 }
 
-// Routes outside Connect do not decode Content-Encoding: a compressed
-// upload would be stored as its compressed bytes, so it is refused.
+// Routes outside Connect and uploads do not decode Content-Encoding: the
+// bytes would be taken as they are, so a compressed body is refused.
 func TestCompressedBodyOutsideConnect(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(key1, `{}`)
@@ -125,22 +125,66 @@ func TestCompressedBodyOutsideConnect(t *testing.T) {
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte("hello"))
 	zw.Close()
-	for _, tc := range []struct{ name, path, port string }{
-		{"files upload", "/files?path=/home/user/a.txt", "49983"},
-		{"execute", "/execute", "49999"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := e.do("POST", tc.path, bytes.NewReader(gz.Bytes()), append(e.sbHeaders(sb, tc.port),
-				"Content-Type", "application/octet-stream", "Content-Encoding", "gzip")...)
-			if resp.StatusCode != http.StatusUnsupportedMediaType {
-				b, _ := io.ReadAll(resp.Body)
-				t.Fatalf("status %d %s, want 415", resp.StatusCode, b)
-			}
-		})
+	resp := e.do("POST", "/execute", bytes.NewReader(gz.Bytes()), append(e.sbHeaders(sb, "49999"),
+		"Content-Type", "application/json", "Content-Encoding", "gzip")...)
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("execute: status %d %s, want 415", resp.StatusCode, b)
 	}
-	resp := e.do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
+	resp = e.do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
+	}
+}
+
+// files.write(path, data, {gzip: true}) sends a gzip octet-stream: the file
+// holds the inflated bytes. Inflating stops at MaxUploadBytes: a bomb is a
+// 4xx, the daemon's memory stays put and no partial file is left.
+func TestGzipUpload(t *testing.T) {
+	m := e2bcompattest.NewManager()
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), MaxUploadBytes: 8 << 20})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, m: m}
+	sb := e.create(key1, `{}`)
+	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream", "Content-Encoding", "gzip")
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("hello, inflated"))
+	zw.Close()
+	resp := e.do("POST", "/files?path=/home/user/g.txt", bytes.NewReader(gz.Bytes()), hdr...)
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("upload: %d %s", resp.StatusCode, b)
+	}
+	got, _ := io.ReadAll(e.do("GET", "/files?path=/home/user/g.txt", nil, e.sbHeaders(sb, "49983")...).Body)
+	if string(got) != "hello, inflated" {
+		t.Fatalf("stored %q, want the inflated text", got)
+	}
+
+	resp = e.do("POST", "/files?path=/home/user/g.txt", strings.NewReader("not gzip"), hdr...)
+	if resp.StatusCode != 400 {
+		t.Fatalf("corrupt gzip: status %d, want 400", resp.StatusCode)
+	}
+
+	bomb := gzipBomb(t, 256<<10) // inflates to about 256 MiB
+	var status int
+	var body []byte
+	grew := e2bcompattest.PeakRSSGrowth(t, func() {
+		resp := e.do("POST", "/files?path=/home/user/bomb", bytes.NewReader(bomb), hdr...)
+		status = resp.StatusCode
+		body, _ = io.ReadAll(resp.Body)
+	})
+	t.Logf("bomb: status %d, peak RSS growth %d MiB, body %.200s", status, grew>>20, body)
+	if status < 400 || status >= 500 || !strings.Contains(string(body), "after decompression") {
+		t.Fatalf("bomb: status %d %s, want a 4xx that says why", status, body)
+	}
+	if grew > 100<<20 {
+		t.Errorf("peak RSS grew by %d MiB on a %d KiB body", grew>>20, len(bomb)>>10)
+	}
+	resp = e.do("GET", "/files?path=/home/user/bomb", nil, e.sbHeaders(sb, "49983")...)
+	if resp.StatusCode != 404 {
+		t.Fatalf("partial bomb file left: GET status %d", resp.StatusCode)
 	}
 }
 
@@ -234,7 +278,7 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 func TestAdmitRefuses(t *testing.T) {
 	m := e2bcompattest.NewManager()
 	var full atomic.Bool
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("s"),
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("s"),
 		Admit: func(ctx context.Context, tenantID string) (func(), error) {
 			if full.Load() {
 				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)

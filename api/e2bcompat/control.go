@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -46,7 +47,10 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /v2/sandboxes/{id}/connect", h.authed(h.connect))
 	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.connect))
 	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
-	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metrics))
+	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metricsRoute))
+	mux.HandleFunc("POST /sandboxes/{id}/snapshots", h.authed(h.notSupported("createSnapshot", "sandboxes keep their kernels in memory and have no snapshot")))
+	mux.HandleFunc("POST /sandboxes/{id}/fork", h.authed(h.notSupported("fork", "a sandbox cannot be copied while it runs (no snapshot)")))
+	mux.HandleFunc("GET /snapshots", h.authed(h.noSnapshots))
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
@@ -60,18 +64,18 @@ type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
 // it under the tenant's in-flight limit.
 func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, err := h.authenticate(r.Context(), r.Header.Get(HeaderAPIKey))
+		t, err := h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
 		if err != nil {
 			writeAPIError(w, err)
 			return
 		}
-		release, err := h.admit(r.Context(), t)
+		release, err := h.admit(r.Context(), t.ID)
 		if err != nil {
 			writeAPIError(w, err)
 			return
 		}
 		defer release()
-		fn(w, r.WithContext(tenant.WithID(r.Context(), t)), t)
+		fn(w, r.WithContext(tenant.With(r.Context(), t)), t.ID)
 	}
 }
 
@@ -187,9 +191,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, Network: netPolicy})
+	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
+	// setTimeout (and connect or refreshes asking for more) moves it.
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, Network: netPolicy})
 	if err != nil {
-		h.log.Warn("e2b create failed", "tenant", tenantID, "err", err)
+		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
 		return
 	}
@@ -209,6 +215,9 @@ func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *context
 	if err != nil {
 		return sandboxBody{}, err
 	}
+	// The SDKs sign file URLs with the token create or connect gave them
+	// (not getInfo's): those are the ones signed URLs are checked against.
+	h.rememberToken(rec.ID, envd)
 	traffic, err := h.issueToken(ctx, purposeTraffic, tenantID, rec.ID)
 	if err != nil {
 		return sandboxBody{}, err
@@ -247,18 +256,18 @@ func templateOf(rec *contexts.Record) string {
 }
 
 func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Record, withToken bool) (detailBody, error) {
+	// The caller's metadata as given: conversationId and pathId appear
+	// only when the caller set them (they name the identity then).
 	meta := publicMetadata(rec.Metadata)
-	meta[MetaConversation] = rec.ConversationID
-	meta[MetaPath] = rec.PathID
 	d := detailBody{
 		SandboxID:   rec.ID,
 		TemplateID:  templateOf(rec),
 		ClientID:    ClientID,
 		StartedAt:   rec.CreatedAt.UTC(),
 		EndAt:       rec.ExpiresAt.UTC(),
-		CPUCount:    1,
-		MemoryMB:    2048,
-		DiskSizeMB:  512,
+		CPUCount:    sandboxCPUs,
+		MemoryMB:    sandboxMemBytes >> 20,
+		DiskSizeMB:  sandboxDisk >> 20,
 		EnvdVersion: EnvdVersion,
 		State:       "running",
 		Metadata:    meta,
@@ -275,16 +284,24 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 	return d, nil
 }
 
-// active loads the active record of sandbox id, or a not_found error.
+// active loads the active record of sandbox id, or a not_found error. A
+// sandbox past its end (endAt) is gone though the cleanup loop may not
+// have ended it yet, as on E2B.
 func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
 	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
-	if err == nil && !rec.State.Active() {
+	if err == nil && !h.live(rec) {
 		err = errdefs.ErrNotFound
 	}
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound)
 	}
 	return rec, err
+}
+
+// live reports whether rec is a running sandbox: active and before its end
+// (by the wall clock, the manager's).
+func (h *Handler) live(rec *contexts.Record) bool {
+	return rec.State.Active() && rec.ExpiresAt.After(time.Now())
 }
 
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -417,139 +434,6 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 		return
 	}
 	writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: "pause is not supported by sandlot"})
-}
-
-type metricBody struct {
-	Timestamp  time.Time `json:"timestamp"`
-	CPUCount   int       `json:"cpuCount"`
-	CPUUsedPct float64   `json:"cpuUsedPct"`
-	MemUsed    int64     `json:"memUsed"`
-	MemTotal   int64     `json:"memTotal"`
-	DiskUsed   int64     `json:"diskUsed"`
-	DiskTotal  int64     `json:"diskTotal"`
-}
-
-func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, tenantID string) {
-	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	u := rec.ResourceUsage
-	writeJSON(w, http.StatusOK, []metricBody{{
-		Timestamp: rec.LastUsedAt.UTC(), CPUCount: 1, MemUsed: u.MemoryBytes, MemTotal: 2 << 30,
-		DiskUsed: u.DiskBytes, DiskTotal: 512 << 20,
-	}})
-}
-
-// listQuery parses the list filters. metadata is "k=v&k2=v2" with keys and
-// values URL-encoded once more (as the SDKs send it).
-func listQuery(r *http.Request, tenantID string) (contexts.Filter, bool, error) {
-	q := r.URL.Query()
-	f := contexts.Filter{TenantID: tenantID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}}
-	if m := q.Get("metadata"); m != "" {
-		pairs, err := url.ParseQuery(m)
-		if err != nil {
-			return f, false, fmt.Errorf("metadata filter: %w", errdefs.ErrInvalidArgument)
-		}
-		f.Metadata = map[string]string{}
-		for k, vs := range pairs {
-			key, err1 := url.QueryUnescape(k)
-			val, err2 := url.QueryUnescape(vs[len(vs)-1])
-			if err1 != nil || err2 != nil {
-				return f, false, fmt.Errorf("metadata filter: %w", errdefs.ErrInvalidArgument)
-			}
-			f.Metadata[key] = val
-		}
-	}
-	running := true
-	if s := q.Get("state"); s != "" {
-		running = false
-		for _, st := range strings.Split(strings.Join(q["state"], ","), ",") {
-			if st == "running" {
-				running = true
-			}
-		}
-	}
-	f.Limit = maxListLimit
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 {
-			return f, false, fmt.Errorf("limit must be a positive integer: %w", errdefs.ErrInvalidArgument)
-		}
-		f.Limit = min(n, maxListLimit)
-	}
-	f.After = q.Get("nextToken")
-	return f, running, nil
-}
-
-// conversation and path are shown as metadata; filtering on them maps to
-// the identity columns rather than stored labels.
-func identityFilter(f *contexts.Filter) {
-	if v, ok := f.Metadata[MetaConversation]; ok {
-		f.ConversationID = v
-		delete(f.Metadata, MetaConversation)
-	}
-	if v, ok := f.Metadata[MetaPath]; ok {
-		f.PathID = v
-		delete(f.Metadata, MetaPath)
-	}
-}
-
-func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) {
-	f, running, err := listQuery(r, tenantID)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	identityFilter(&f)
-	out := []detailBody{}
-	if running {
-		limit := f.Limit
-		f.Limit = limit + 1
-		recs, err := h.cfg.Manager.List(r.Context(), f)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		if len(recs) > limit {
-			recs = recs[:limit]
-			w.Header().Set(HeaderNextToken, recs[limit-1].ID)
-		}
-		for _, rec := range recs {
-			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error
-			out = append(out, d)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// listAll is the v1 list: every running sandbox, no paging.
-func (h *Handler) listAll(w http.ResponseWriter, r *http.Request, tenantID string) {
-	f, running, err := listQuery(r, tenantID)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	identityFilter(&f)
-	f.Limit = maxListLimit
-	out := []detailBody{}
-	for running {
-		recs, err := h.cfg.Manager.List(r.Context(), f)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		for _, rec := range recs {
-			d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error
-			out = append(out, d)
-		}
-		if len(recs) < f.Limit {
-			break
-		}
-		f.After = recs[len(recs)-1].ID
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // decodeBody decodes an optional JSON body.

@@ -24,26 +24,9 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/tenant"
-)
-
-// Ports the SDKs name in the E2b-Sandbox-Port header.
-const (
-	EnvdPort        = "49983"
-	InterpreterPort = "49999"
-)
-
-// Headers of the E2B wire.
-const (
-	HeaderSandboxID   = "E2b-Sandbox-Id"
-	HeaderSandboxPort = "E2b-Sandbox-Port"
-	HeaderAccessToken = "X-Access-Token"
-	// HeaderTrafficToken carries the trafficAccessToken; the code
-	// interpreter SDK sends it (and only it) on its /contexts calls.
-	HeaderTrafficToken = "E2B-Traffic-Access-Token"
-	HeaderAPIKey       = "X-API-KEY"
-	HeaderNextToken    = "X-Next-Token"
 )
 
 // EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
@@ -55,18 +38,25 @@ const EnvdVersion = "0.6.0"
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"
 
-// Config configures the handler. Manager and Authenticate are required.
-type Config struct {
-	Manager Manager
-	// Authenticate maps an API key to its tenant (errdefs.ErrUnauthenticated
-	// for an unknown key).
-	Authenticate func(ctx context.Context, apiKey string) (tenantID string, err error)
-	// Tenant looks a tenant up by id (errdefs.ErrNotFound when it was
+// Tenants resolves the credentials of E2B calls. *tenant.Authenticator
+// implements it, with the cache every edge shares.
+type Tenants interface {
+	// Key returns the tenant of an API key (errdefs.ErrUnauthenticated
+	// for a missing, malformed or unknown key).
+	Key(ctx context.Context, key string) (*tenant.Tenant, error)
+	// Tenant returns a tenant by id (errdefs.ErrNotFound when it was
 	// deleted). Access tokens name the tenant's key generation and
 	// creation time, and a token is honoured only while both still match:
-	// rotating the key or deleting the tenant revokes it. Nil (tests):
-	// tokens are checked for signature and expiry only.
-	Tenant func(ctx context.Context, id string) (*tenant.Tenant, error)
+	// rotating the key or deleting the tenant revokes it.
+	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
+}
+
+var _ Tenants = (*tenant.Authenticator)(nil)
+
+// Config configures the handler. Manager and Tenants are required.
+type Config struct {
+	Manager Manager
+	Tenants Tenants
 	// Secret signs access tokens (HMAC-SHA256). Empty: a random secret
 	// per process, so tokens die with the process; the server should pass
 	// a persistent one.
@@ -98,6 +88,10 @@ type Config struct {
 	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
 	// getInfo return it, so the SDKs' getHost names it. Empty: none.
 	Domain string
+	// MaxUploadBytes bounds one POST /files body, after decompression
+	// when it is gzip (a larger one is resource_exhausted and the partial
+	// file is removed). Zero: DefaultMaxUploadBytes.
+	MaxUploadBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -123,6 +117,9 @@ const (
 // messages are small (paths, argv, stdin chunks); files travel over /files.
 const DefaultMaxMessageBytes = 8 << 20
 
+// DefaultMaxUploadBytes is Config.MaxUploadBytes's default.
+const DefaultMaxUploadBytes = 256 << 20
+
 // DefaultTemplates maps E2B's default template names to sandlot's default
 // template (which has python, node and bash kernels).
 var DefaultTemplates = map[string]string{
@@ -140,11 +137,18 @@ type Handler struct {
 	interp  *http.ServeMux
 	procs   *procTable
 
-	tenants *tenantCache
-
 	mu sync.Mutex
 	// codeCtxs holds the code contexts of each sandbox.
 	codeCtxs map[string]map[string]*codeContext
+	// signers holds the envd tokens issued per sandbox, newest last, to
+	// check signed file URLs (signed.go).
+	signers map[string][]string
+	// metrics holds the usage samples taken per sandbox (metrics.go).
+	metrics map[string][]metricSample
+	// watchers holds the created directory watchers by id, watching
+	// counts the watchers per sandbox (watch.go).
+	watchers map[string]*watcher
+	watching map[string]int
 }
 
 // New returns the E2B handler.
@@ -161,6 +165,9 @@ func New(cfg Config) *Handler {
 	if cfg.MaxMessageBytes <= 0 {
 		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = DefaultMaxUploadBytes
+	}
 	if cfg.TokenTTL <= 0 {
 		cfg.TokenTTL = DefaultTokenTTL
 	}
@@ -174,8 +181,11 @@ func New(cfg Config) *Handler {
 		cfg:      cfg,
 		log:      cfg.Logger,
 		procs:    newProcTable(),
-		tenants:  &tenantCache{},
 		codeCtxs: map[string]map[string]*codeContext{},
+		signers:  map[string][]string{},
+		metrics:  map[string][]metricSample{},
+		watchers: map[string]*watcher{},
+		watching: map[string]int{},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -187,9 +197,9 @@ func New(cfg Config) *Handler {
 }
 
 // Match reports whether r belongs to the E2B surface: a sandbox call
-// (E2b-Sandbox-Id header) or a control-plane path.
+// (E2b-Sandbox-Id header), a signed file URL or a control-plane path.
 func Match(r *http.Request) bool {
-	if r.Header.Get(HeaderSandboxID) != "" {
+	if r.Header.Get(e2bwire.HeaderSandboxID) != "" || signedRequest(r) {
 		return true
 	}
 	p := r.URL.Path
@@ -199,29 +209,40 @@ func Match(r *http.Request) bool {
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sid := r.Header.Get(HeaderSandboxID)
-	if !connectRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
-		// Only Connect decodes compressed bodies (bounded); anywhere else
-		// the bytes would be taken as they are, so refuse them.
+	sid := r.Header.Get(e2bwire.HeaderSandboxID)
+	if !connectRoute(r) && !uploadRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
+		// Only Connect and uploads decode compressed bodies (bounded);
+		// anywhere else the bytes would be taken as they are, so refuse
+		// them.
 		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Code: http.StatusUnsupportedMediaType,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported here; send the body uncompressed"})
 		return
 	}
-	if sid == "" {
+	signed := signedRequest(r)
+	if sid == "" && !signed {
 		h.control.ServeHTTP(w, r)
 		return
 	}
 	var next http.Handler
-	switch r.Header.Get(HeaderSandboxPort) {
-	case EnvdPort:
+	switch r.Header.Get(e2bwire.HeaderSandboxPort) {
+	case e2bwire.EnvdPort:
 		next = h.envd
-	case InterpreterPort:
+	case e2bwire.InterpreterPort:
 		next = h.interp
 	default:
-		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
-		return
+		if !signed {
+			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
+			return
+		}
+		next = h.envd
 	}
-	sb, err := h.resolveSandbox(r, sid)
+	var sb *sandboxRef
+	var err error
+	if signed {
+		sb, err = h.resolveSigned(r, sid)
+	} else {
+		sb, err = h.resolveSandbox(r, sid)
+	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox was not found")
@@ -236,14 +257,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.WithID(r.Context(), sb.tenantID), sb)))
+	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.With(r.Context(), sb.tenant), sb)))
 }
 
 // connectRoute reports whether r is an envd Connect call, whose
 // compression Connect handles within Config.MaxMessageBytes.
 func connectRoute(r *http.Request) bool {
-	return r.Header.Get(HeaderSandboxPort) == EnvdPort &&
+	return r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort &&
 		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
+}
+
+// uploadRoute reports whether r is envd's POST /files, which inflates a
+// gzip body within Config.MaxUploadBytes (writeFiles).
+func uploadRoute(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/files" &&
+		(r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort || r.Header.Get(e2bwire.HeaderSandboxID) == "")
 }
 
 func identityEncoding(enc string) bool {
@@ -254,6 +282,7 @@ func identityEncoding(enc string) bool {
 // sandboxRef is the sandbox a sandbox call addresses.
 type sandboxRef struct {
 	tenantID string
+	tenant   *tenant.Tenant
 	rec      *contexts.Record
 }
 

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -20,22 +19,14 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	pb "github.com/sandlot/sandlot/api/e2bcompat/envd/process"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process/processconnect"
-	"github.com/sandlot/sandlot/errdefs"
+	pb "github.com/sandlot/sandlot/e2bwire/process"
+	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 )
 
 const key1, key2 = "e2b_1111111111111111111111111111111111111111", "e2b_2222222222222222222222222222222222222222"
 
-func authenticate(ctx context.Context, key string) (string, error) {
-	switch key {
-	case key1:
-		return "tenant-1", nil
-	case key2:
-		return "tenant-2", nil
-	}
-	return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-}
+// tenants knows key1 and key2.
+var tenants = e2bcompattest.Tenants{key1: "tenant-1", key2: "tenant-2"}
 
 type env struct {
 	t   *testing.T
@@ -46,7 +37,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv, m: m}
@@ -431,8 +422,11 @@ func ptr[T any](v T) *T { return &v }
 func TestFilesystemErrors(t *testing.T) {
 	e := newEnv(t)
 	sb := e.create(key1, `{}`)
-	unary := func(method, body string) (int, map[string]any, string) {
+	unary := func(method, body, user string) (int, map[string]any, string) {
 		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		if user != "" {
+			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		}
 		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
 		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
 	}
@@ -440,18 +434,22 @@ func TestFilesystemErrors(t *testing.T) {
 		name, method, body string
 		status             int
 		code               string
+		user               string
 	}{
-		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found"},
-		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, ""},
-		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists"},
-		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, ""},
-		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, ""},
-		{"remove missing", "Remove", `{"path":"/home/user/zz"}`, 404, "not_found"},
-		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found"},
-		{"watch", "CreateWatcher", `{"path":"/home/user"}`, 501, "unimplemented"},
+		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found", ""},
+		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, "", ""},
+		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists", ""},
+		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, "", ""},
+		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, "", ""},
+		{"remove missing is a no-op", "Remove", `{"path":"/home/user/zz"}`, 200, "", ""},
+		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found", ""},
+		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
+		{"as root", "Stat", `{"path":"/home/user/d"}`, 501, "unimplemented", "root"},
+		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
+		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body, ct := unary(tc.method, tc.body)
+			status, body, ct := unary(tc.method, tc.body, tc.user)
 			if status != tc.status || ct != "application/json" {
 				t.Fatalf("status %d (%s) body %v", status, ct, body)
 			}
@@ -588,8 +586,12 @@ func TestExecuteNDJSON(t *testing.T) {
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
 		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
 	}
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","language":"cobol"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 400 {
-		t.Fatalf("unknown language: %d", resp.StatusCode)
+	// a language without a kernel: E2B's execution error shape, which the
+	// SDK returns in Execution.error
+	lines = run(`{"code":"x","language":"r"}`)
+	if diff := cmp.Diff([]string{"error", "end_of_execution"}, types(lines)); diff != "" || lines[0]["name"] != "NotSupportedError" ||
+		!strings.Contains(lines[0]["value"].(string), `language "r" is not supported`) {
+		t.Fatalf("unsupported language (-want +got):\n%s%v", diff, lines)
 	}
 	// /execute without any credential
 	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {

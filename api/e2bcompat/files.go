@@ -1,11 +1,13 @@
 package e2bcompat
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,9 +16,6 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
-
-// maxUpload bounds one POST /files body.
-const maxUpload = 256 << 20
 
 // writtenFile is one item of the POST /files answer.
 type writtenFile struct {
@@ -31,6 +30,9 @@ type writtenFile struct {
 // Content-Length; a failure after the first bytes breaks the connection,
 // the only way left to tell the client the body is incomplete.
 func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
+	if !userAllowed(w, r.URL.Query().Get("username")) {
+		return
+	}
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		writeAPIError(w, fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument))
@@ -75,27 +77,41 @@ var errClientGone = errors.New("client gone")
 // writeFiles serves POST /files: multipart (one part "file" per file; the
 // part's filename is its path when the path query is absent) or a raw
 // application/octet-stream body for the path query.
+//
+// A gzip body (Content-Encoding: gzip, as the SDKs send `gzip: true`) is
+// inflated as it is written, within the same bound as a plain body:
+// inflating stops at Config.MaxUploadBytes, so a bomb costs the daemon one
+// chunk of memory and the sandbox no more disk than a plain upload could.
 func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxUpload)
+	if !userAllowed(w, r.URL.Query().Get("username")) {
+		return
+	}
+	limit := h.cfg.MaxUploadBytes
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	qpath := r.URL.Query().Get("path")
 	var out []writtenFile
 	err := h.use(r.Context(), sandboxFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
+		body, err := decodedBody(r, limit)
+		if err != nil {
+			return err
+		}
 		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if ct != "multipart/form-data" {
 			if qpath == "" {
 				return fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
 			}
-			fi, err := writeStream(ctx, sb, qpath, r.Body)
+			fi, err := writeStream(ctx, sb, qpath, body)
 			if err != nil {
 				return err
 			}
 			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file"})
 			return nil
 		}
-		mr, err := r.MultipartReader()
-		if err != nil {
-			return fmt.Errorf("multipart body: %w", errdefs.ErrInvalidArgument)
+		_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if params["boundary"] == "" {
+			return fmt.Errorf("multipart body without a boundary: %w", errdefs.ErrInvalidArgument)
 		}
+		mr := multipart.NewReader(body, params["boundary"])
 		for {
 			part, err := mr.NextPart()
 			if errors.Is(err, io.EOF) {
@@ -129,8 +145,8 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			err = fmt.Errorf("upload larger than %d bytes: %w", maxUpload, errdefs.ErrResourceExhausted)
+		if errors.As(err, &mbe) || errors.Is(err, errInflatedUpload) {
+			err = fmt.Errorf("upload larger than %d bytes (after decompression): %w", limit, errdefs.ErrResourceExhausted)
 		}
 		writeAPIError(w, err)
 		return
@@ -138,7 +154,27 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// writeStream writes src to path in agent-sized chunks.
+// errInflatedUpload ends a gzip upload that inflates past the bound.
+var errInflatedUpload = errors.New("decompressed upload is too large")
+
+// decodedBody is r's body, inflated when its Content-Encoding is gzip.
+func decodedBody(r *http.Request, limit int64) (io.Reader, error) {
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return r.Body, nil
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip body: %v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		return &boundedGzip{zr: zr, limit: limit + 1, err: errInflatedUpload}, nil
+	default:
+		return nil, fmt.Errorf("Content-Encoding %s is not supported; send gzip or identity: %w", enc, errdefs.ErrInvalidArgument)
+	}
+}
+
+// writeStream writes src to path in agent-sized chunks. An upload that
+// fails part way is removed: a truncated file is worse than none.
 func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.Reader) (*agent.FileInfo, error) {
 	buf := make([]byte, agent.ChunkSize)
 	var fi *agent.FileInfo
@@ -146,11 +182,14 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 	for {
 		n, rerr := io.ReadFull(src, buf)
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
+			if !first {
+				_ = sb.Remove(context.WithoutCancel(ctx), agent.RemoveParams{Path: path})
+			}
 			var mbe *http.MaxBytesError
-			if errors.As(rerr, &mbe) {
+			if errors.As(rerr, &mbe) || errors.Is(rerr, errInflatedUpload) {
 				return nil, rerr
 			}
-			return nil, fmt.Errorf("read upload: %w", errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("read upload: %v: %w", rerr, errdefs.ErrInvalidArgument)
 		}
 		if n > 0 || first {
 			var err error

@@ -31,7 +31,7 @@ func newGuardedEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv}

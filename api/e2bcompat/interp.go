@@ -2,15 +2,11 @@ package e2bcompat
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -30,7 +26,7 @@ const defaultCwd = "/home/user"
 
 // kernelLanguage maps E2B language names to sandlot's.
 func kernelLanguage(l string) (string, error) {
-	switch l {
+	switch strings.ToLower(strings.TrimSpace(l)) {
 	case "", "python", "python3":
 		return agent.Python, nil
 	case "js", "javascript", "node", "nodejs":
@@ -40,7 +36,7 @@ func kernelLanguage(l string) (string, error) {
 	case "bash", "sh", "shell":
 		return agent.Bash, nil
 	}
-	return "", fmt.Errorf("language %q is not supported (python, javascript, typescript, bash): %w", l, errdefs.ErrInvalidArgument)
+	return "", fmt.Errorf("language %q is not supported: this sandbox has python, javascript, typescript and bash kernels: %w", l, errdefs.ErrInvalidArgument)
 }
 
 func (h *Handler) interpMux() *http.ServeMux {
@@ -63,225 +59,6 @@ func (h *Handler) codeContext(sid, id string) *codeContext {
 	return h.codeCtxs[sid][id]
 }
 
-type executeBody struct {
-	Code      string            `json:"code"`
-	ContextID string            `json:"context_id"`
-	Language  string            `json:"language"`
-	EnvVars   map[string]string `json:"env_vars"`
-}
-
-// ndjson writes one JSON object per line, flushing each; the SDK throws on
-// a blank line, and json.Marshal never yields one.
-type ndjson struct {
-	w       http.ResponseWriter
-	mu      sync.Mutex
-	started bool
-}
-
-func (n *ndjson) send(v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.started {
-		n.w.Header().Set("Content-Type", "application/x-ndjson")
-		n.w.WriteHeader(http.StatusOK)
-		n.started = true
-	}
-	n.w.Write(append(b, '\n'))
-	if f, ok := n.w.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// coalescer joins the kernel's output chunks into lines, as Jupyter's
-// stream messages do ("hello" and "\n" from one print become one
-// "hello\n"), and flushes a partial line after coalesceWait.
-type coalescer struct {
-	out *ndjson
-
-	mu     sync.Mutex
-	stream string
-	buf    strings.Builder
-	timer  *time.Timer
-	closed bool
-}
-
-const coalesceWait = 50 * time.Millisecond
-
-// maxCoalesced bounds a partial line held back for coalescing: output
-// without newlines is sent in pieces of about this size.
-const maxCoalesced = 64 << 10
-
-func (c *coalescer) add(stream, text string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
-	if stream != c.stream {
-		c.flushLocked()
-		c.stream = stream
-	}
-	c.buf.WriteString(text)
-	if strings.HasSuffix(text, "\n") || c.buf.Len() >= maxCoalesced {
-		c.flushLocked()
-		return
-	}
-	if c.timer == nil {
-		c.timer = time.AfterFunc(coalesceWait, c.flush)
-	}
-}
-
-func (c *coalescer) flush() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.flushLocked()
-	}
-}
-
-// close flushes and stops: nothing is written after it returns.
-func (c *coalescer) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.flushLocked()
-	c.closed = true
-}
-
-func (c *coalescer) flushLocked() {
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
-	}
-	if c.buf.Len() == 0 {
-		return
-	}
-	c.out.send(outputLine{Type: c.stream, Text: c.buf.String(), Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
-	c.buf.Reset()
-}
-
-type outputLine struct {
-	Type      string `json:"type"`
-	Text      string `json:"text"`
-	Timestamp string `json:"timestamp"`
-}
-
-type resultLine struct {
-	Type         string          `json:"type"`
-	IsMainResult bool            `json:"is_main_result"`
-	Text         string          `json:"text,omitempty"`
-	HTML         string          `json:"html,omitempty"`
-	Markdown     string          `json:"markdown,omitempty"`
-	SVG          string          `json:"svg,omitempty"`
-	PNG          string          `json:"png,omitempty"`
-	JPEG         string          `json:"jpeg,omitempty"`
-	LaTeX        string          `json:"latex,omitempty"`
-	JSON         json.RawMessage `json:"json,omitempty"`
-	JavaScript   string          `json:"javascript,omitempty"`
-}
-
-func resultOf(r *agent.RichResult) resultLine {
-	return resultLine{Type: "result", IsMainResult: r.Main, Text: r.Text, HTML: r.HTML, Markdown: r.Markdown,
-		SVG: r.SVG, PNG: r.PNG, JPEG: r.JPEG, LaTeX: r.LaTeX, JSON: r.JSON, JavaScript: r.JavaScript}
-}
-
-type errorLine struct {
-	Type      string `json:"type"`
-	Name      string `json:"name"`
-	Value     string `json:"value"`
-	Traceback string `json:"traceback"`
-}
-
-// execute serves POST /execute as NDJSON: stdout, stderr and result lines as
-// they arrive, then error (if any), number_of_executions and
-// end_of_execution.
-func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
-	var body executeBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	req := ExecuteRequest{Code: body.Code, Env: body.EnvVars, ContextID: ref.rec.ID}
-	if body.ContextID != "" {
-		cc := h.codeContext(ref.rec.ID, body.ContextID)
-		if cc == nil {
-			writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + body.ContextID + " not found"})
-			return
-		}
-		req.Language, req.Kernel = cc.Language, cc.ID
-	} else {
-		lang, err := kernelLanguage(body.Language)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		req.Language = lang
-	}
-	out := &ndjson{w: w}
-	logs := &coalescer{out: out}
-	var streamedOut, streamedErr, streamedRes bool
-	res, err := h.cfg.Manager.Execute(r.Context(), ref.rec.Identity, req, func(ev agent.OutputEvent) {
-		switch ev.Stream {
-		case agent.Stdout:
-			streamedOut = true
-			logs.add("stdout", ev.Data)
-		case agent.Stderr:
-			streamedErr = true
-			logs.add("stderr", ev.Data)
-		case agent.Result:
-			if ev.Result != nil {
-				streamedRes = true
-				logs.flush()
-				out.send(resultOf(ev.Result))
-			}
-		}
-	})
-	logs.close()
-	if err != nil {
-		if !out.started {
-			if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended under this call
-				writeProxyError(w, http.StatusBadGateway, ref.rec.ID, "The sandbox was not found")
-				return
-			}
-			writeAPIError(w, err)
-			return
-		}
-		out.send(errorLine{Type: "error", Name: "SandlotError", Value: errdefs.PublicMessage(err)})
-		out.send(struct {
-			Type string `json:"type"`
-		}{"end_of_execution"})
-		return
-	}
-	if !streamedOut && res.Stdout != "" {
-		out.send(outputLine{Type: "stdout", Text: res.Stdout, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
-	}
-	if !streamedErr && res.Stderr != "" {
-		out.send(outputLine{Type: "stderr", Text: res.Stderr, Timestamp: time.Now().UTC().Format(time.RFC3339Nano)})
-	}
-	if !streamedRes {
-		for i := range res.Results {
-			out.send(resultOf(&res.Results[i]))
-		}
-	}
-	switch {
-	case res.Error != nil:
-		out.send(errorLine{Type: "error", Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback})
-	case res.TimedOut:
-		out.send(errorLine{Type: "error", Name: "TimeoutError", Value: "execution timed out"})
-	}
-	out.send(struct {
-		Type           string `json:"type"`
-		ExecutionCount int    `json:"execution_count"`
-	}{"number_of_executions", res.ExecutionCount})
-	out.send(struct {
-		Type string `json:"type"`
-	}{"end_of_execution"})
-}
-
 type contextBody struct {
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
@@ -296,7 +73,9 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 	}
 	lang, err := kernelLanguage(body.Language)
 	if err != nil {
-		writeAPIError(w, err)
+		// 501: the SDK's error then reads "501 Not Implemented"; the body
+		// names the languages there are.
+		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: errdefs.PublicMessage(err)})
 		return
 	}
 	cc := &codeContext{ID: uuid.NewString(), Language: lang, Cwd: body.Cwd}

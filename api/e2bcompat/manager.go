@@ -17,6 +17,8 @@ type Manager interface {
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// Usage samples a context's resource usage now (getMetrics).
+	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
 }
 
 var _ Manager = (*contexts.Manager)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ func newManagerEnv(t *testing.T, cfg contexts.Config) (*env, *contextstest.Provi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: authenticate, Secret: []byte("test-secret")})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &env{t: t, srv: srv}, p
@@ -87,15 +88,21 @@ func TestUnknownTemplate(t *testing.T) {
 
 // TestSandboxIsItsConversation: without a conversationId in metadata the
 // sandbox id is the conversation; with one, the metadata sets the identity.
+// The metadata shown is the caller's own: the identity keys appear only
+// when the caller set them, but filtering on them finds the sandbox.
 func TestSandboxIsItsConversation(t *testing.T) {
 	e, _ := newManagerEnv(t, contexts.Config{})
 	info := func(sb created) map[string]string {
 		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 		return decode[struct{ Metadata map[string]string }](t, resp).Metadata
 	}
-	sb := e.create(key1, `{}`)
-	if m := info(sb); m["conversationId"] != sb.SandboxID || m["pathId"] != "main" {
-		t.Fatalf("metadata %v of sandbox %s", m, sb.SandboxID)
+	sb := e.create(key1, `{"metadata":{"k":"v"}}`)
+	if m := info(sb); len(m) != 1 || m["k"] != "v" {
+		t.Fatalf("metadata %v of sandbox %s, want the caller's only", m, sb.SandboxID)
+	}
+	resp := e.do("GET", "/v2/sandboxes?metadata="+url.QueryEscape("conversationId="+sb.SandboxID+"&pathId=main"), nil, "X-API-KEY", key1)
+	if l := decode[[]struct{ SandboxID string }](t, resp); len(l) != 1 || l[0].SandboxID != sb.SandboxID {
+		t.Fatalf("list by identity: %v", l)
 	}
 	a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
 	b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
@@ -103,7 +110,7 @@ func TestSandboxIsItsConversation(t *testing.T) {
 	if a.SandboxID != b.SandboxID || a.SandboxID == c.SandboxID {
 		t.Fatalf("sandboxes %s %s %s", a.SandboxID, b.SandboxID, c.SandboxID)
 	}
-	if m := info(c); m["conversationId"] != "conv-x" || m["pathId"] != "main" {
+	if m := info(c); m["conversationId"] != "conv-x" || m["pathId"] != "" {
 		t.Fatalf("metadata %v", m)
 	}
 }

@@ -89,7 +89,11 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, tenantID
 // returns its tenant: the ports route (network/ports) authorizes requests
 // to a sandbox's ports with it.
 func (h *Handler) VerifyTrafficToken(ctx context.Context, sid, token string) (string, error) {
-	return h.verifyToken(ctx, token, purposeTraffic, sid)
+	t, err := h.verifyToken(ctx, token, purposeTraffic, sid)
+	if err != nil {
+		return "", err
+	}
+	return t.ID, nil
 }
 
 // noEgress reports whether p asks for nothing but no egress: mode none,

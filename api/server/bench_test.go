@@ -27,7 +27,7 @@ func BenchmarkToolCallOverhead(b *testing.B) {
 	if err := st.CreateTenant(context.Background(), tn, tenant.HashKey(key)); err != nil {
 		b.Fatal(err)
 	}
-	e := servertest.NewEnv(func(c *server.Config) { c.Tenants = st })
+	e := servertest.NewEnv(func(c *server.Config) { c.Auth = tenant.NewAuthenticator(st, tenant.AuthConfig{}) })
 	ts := httptest.NewServer(e.Handler)
 	defer ts.Close()
 	body := []byte(`{"conversationId":"b","args":{"language":"python","code":"1+1"}}`)

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 func newID() string { return uuid.NewString() }
@@ -52,8 +53,8 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 	}
 	status := errdefs.HTTPStatus(err)
 	if !errdefs.IsClientFault(err) {
-		s.log.Error("server fault", slog.String(keyRequestID, r.Header.Get(api.HeaderRequestID)),
-			slog.String(keyRoute, r.Pattern), slog.String(keyError, err.Error()))
+		s.log.Error("server fault", slog.String(logkey.RequestID, r.Header.Get(api.HeaderRequestID)),
+			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, err.Error()))
 	}
 	// A categorised message can still carry host details (a runtime's
 	// state path in an unavailable error, a Go source position) or a

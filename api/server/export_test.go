@@ -15,5 +15,5 @@ func (s *Server) RouteInfos() []RouteInfo {
 	return out
 }
 
-// WithIdentity exports withIdentity for tests.
-var WithIdentity = withIdentity
+// ContextOf exports contextOf for tests.
+var ContextOf = contextOf

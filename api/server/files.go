@@ -63,7 +63,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 		if err := checkID("pathId", id.PathID); err != nil {
 			return err
 		}
-		return s.cfg.Contexts.Use(r.Context(), id, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		return s.cfg.Contexts.Use(r.Context(), id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
 			return fn(ctx, sb)
 		})
 	}
@@ -74,7 +74,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 	if !rec.State.Active() {
 		return fmt.Errorf("context %s is %s: %w", ctxID, rec.State, errdefs.ErrFailedPrecondition)
 	}
-	return s.cfg.Contexts.Use(r.Context(), rec.Identity, func(ctx context.Context, cur *contexts.Record, sb contexts.Sandbox) error {
+	return s.cfg.Contexts.Use(r.Context(), rec.Identity, contexts.CreateOptions{}, func(ctx context.Context, cur *contexts.Record, sb contexts.Sandbox) error {
 		// The context ended between Get and Use and Use made a new one
 		// for the identity: that is not the context the caller named.
 		if cur.ID != ctxID {
@@ -130,7 +130,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, api.FileInfo(*info))
 }
 
 // errAbort marks a download that failed after its first bytes were sent.
@@ -201,8 +201,5 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if entries == nil {
-		entries = []agent.FileInfo{}
-	}
-	writeJSON(w, http.StatusOK, api.FileList{Path: p, Entries: entries})
+	writeJSON(w, http.StatusOK, api.FileList{Path: p, Entries: fileInfosOf(entries)})
 }

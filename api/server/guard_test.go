@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
 // guardEnv is a server over the real context manager (memory store, fake
@@ -27,11 +28,12 @@ type guardEnv struct {
 	audit    chan guard.Event
 	keyUser  string // tenant "user"
 	keyAdmin string // tenant "admin", Admin
+	keyQuiet string // tenant "quiet", GuardMode off
 }
 
 type noTools struct{}
 
-func (noTools) Call(context.Context, server.ToolCall, contexts.OutputFunc) (any, error) {
+func (noTools) Call(context.Context, tools.Call, contexts.OutputFunc) (any, error) {
 	return nil, errdefs.ErrNotFound
 }
 func (noTools) Export(string) (any, error) { return []any{}, nil }
@@ -60,7 +62,9 @@ func newGuardEnv(t *testing.T) *guardEnv {
 		t.Fatal(err)
 	}
 	tenants.CreateTenant(context.Background(), &tenant.Tenant{ID: "admin", Name: "admin", Admin: true}, tenant.HashKey(e.keyAdmin))
-	cfg := server.Config{Contexts: server.ManagerContexts{M: m}, Tools: noTools{}, Tenants: tenants, KeyCacheTTL: -1}
+	e.keyQuiet, _ = tenant.NewKey()
+	tenants.CreateTenant(context.Background(), &tenant.Tenant{ID: "quiet", Name: "quiet", GuardMode: tenant.GuardOff}, tenant.HashKey(e.keyQuiet))
+	cfg := server.Config{Contexts: m, Tools: noTools{}, Auth: tenant.NewAuthenticator(tenants, tenant.AuthConfig{CacheTTL: -1})}
 	e.handler = server.New(cfg).Handler()
 	e.m = m
 	return e
@@ -100,7 +104,7 @@ func (e *guardEnv) do(t *testing.T, method, path, key, body string, header map[s
 // request, for admin tenants only.
 func TestGuardModeHeader(t *testing.T) {
 	e := newGuardEnv(t)
-	const file = "contact: alice.murphy@example.org\n"
+	const file = "contact: alice.murphy@exemplar.ie\n"
 	const files = "/v1/conversations/c/paths/main/files?path=contact.txt"
 	for _, key := range []string{e.keyUser, e.keyAdmin} {
 		if w := e.do(t, "PUT", files, key, file, nil); w.Code != 200 {
@@ -140,12 +144,37 @@ func TestGuardModeHeader(t *testing.T) {
 	}
 }
 
+// TestTenantGuardMode: the tenant's own mode applies to its requests. The
+// guard here has no ModeFor (no store to ask): the mode comes from the
+// tenant the request authenticated as, which rides in its context.
+func TestTenantGuardMode(t *testing.T) {
+	e := newGuardEnv(t)
+	const file = "contact: alice.murphy@exemplar.ie\n"
+	const files = "/v1/conversations/c/paths/main/files?path=contact.txt"
+	for _, tc := range []struct {
+		name, key, want string
+	}{
+		{"tenant off", e.keyQuiet, file},
+		{"tenant default (enforce)", e.keyUser, "contact: [REDACTED:EMAIL]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if w := e.do(t, "PUT", files, tc.key, file, nil); w.Code != 200 {
+				t.Fatalf("upload: %d %s", w.Code, w.Body)
+			}
+			w := e.do(t, "GET", files, tc.key, "", nil)
+			if w.Code != 200 || w.Body.String() != tc.want {
+				t.Fatalf("%d %q, want %q", w.Code, w.Body, tc.want)
+			}
+		})
+	}
+}
+
 // TestDownloadSecretAcrossChunks: a secret that straddles the 1 MiB
 // boundary between two ReadFile chunks is redacted whole, in enforce mode,
 // and audited once at its offset in the file in report mode.
 func TestDownloadSecretAcrossChunks(t *testing.T) {
 	e := newGuardEnv(t)
-	secret := "alice.murphy@example.org"
+	secret := "alice.murphy@exemplar.ie"
 	line := strings.Repeat("lorem ipsum dolor sit amet ", 3) + "\n"
 	var b strings.Builder
 	for b.Len() < agent.ChunkSize-10 {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,9 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tools"
 )
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
@@ -35,7 +36,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	for name, check := range s.cfg.Ready {
 		if err := check(ctx); err != nil {
-			s.log.Warn("readiness check failed", slog.String("check", name), slog.String(keyError, err.Error()))
+			s.log.Warn("readiness check failed", slog.String("check", name), slog.String(logkey.Err, err.Error()))
 			h.Checks[name] = "unavailable"
 			h.Status = "unavailable"
 			continue
@@ -99,7 +100,7 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	call := ToolCall{Name: r.PathValue("name"), Identity: id, Args: args, Tenant: t, Forced: true}
+	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
 		return
@@ -109,55 +110,20 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	body, err := withIdentity(res, id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, body)
+	// The result carries the identity (api.PathRef), so a caller that
+	// sent no conversationId learns the generated one.
+	writeJSON(w, http.StatusOK, res)
 }
 
 func wantsNDJSON(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), api.ContentTypeNDJSON)
 }
 
-// withIdentity adds conversationId and pathId to an object result, so a
-// caller that sent neither learns the generated conversation. The common
-// case (the result has neither key) splices them in without re-decoding.
-func withIdentity(res any, id contexts.Identity) (json.RawMessage, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, fmt.Errorf("encode tool result: %w", err)
-	}
-	if len(b) < 2 || b[0] != '{' {
-		return b, nil
-	}
-	conv, _ := json.Marshal(id.ConversationID)
-	path, _ := json.Marshal(id.PathID)
-	if !bytes.Contains(b, []byte(`"conversationId":`)) && !bytes.Contains(b, []byte(`"pathId":`)) {
-		out := make([]byte, 0, len(b)+len(conv)+len(path)+32)
-		out = append(out, `{"conversationId":`...)
-		out = append(out, conv...)
-		out = append(out, `,"pathId":`...)
-		out = append(out, path...)
-		if len(b) > 2 {
-			out = append(out, ',')
-		}
-		return append(out, b[1:]...), nil
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("decode tool result: %w", err)
-	}
-	m["conversationId"], m["pathId"] = conv, path
-	return json.Marshal(m)
-}
-
 // streamTool answers a tool call as NDJSON: output events as they happen,
 // each flushed, then one final (or error) event. The status line waits for
 // the first event, so a call that fails before any output still gets its
 // proper 4xx.
-func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCall) {
+func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call tools.Call) {
 	sw := &eventWriter{w: w, rc: http.NewResponseController(w)}
 	out := func(ev agent.OutputEvent) {
 		switch ev.Stream {
@@ -165,7 +131,7 @@ func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCal
 			sw.send(api.Event{Type: ev.Stream, Data: ev.Data})
 		case agent.Result:
 			if ev.Result != nil {
-				b, err := json.Marshal(ev.Result)
+				b, err := json.Marshal(api.RichResult(*ev.Result))
 				if err == nil {
 					sw.send(api.Event{Type: api.EventResult, Result: b})
 				}
@@ -175,7 +141,9 @@ func (s *Server) streamTool(w http.ResponseWriter, r *http.Request, call ToolCal
 	res, err := s.cfg.Tools.Call(r.Context(), call, out)
 	var body json.RawMessage
 	if err == nil {
-		body, err = withIdentity(res, call.Identity)
+		if body, err = json.Marshal(res); err != nil {
+			err = fmt.Errorf("encode tool result: %w", err)
+		}
 	}
 	if err != nil {
 		_, e := s.errorBody(r, err)
@@ -292,9 +260,9 @@ func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ContextList{Contexts: recs}
-	if out.Contexts == nil {
-		out.Contexts = []*contexts.Record{}
+	out := api.ContextList{Contexts: make([]api.Context, len(recs))}
+	for i, rec := range recs {
+		out.Contexts[i] = contextOf(rec)
 	}
 	if len(recs) == f.Limit {
 		out.Next = recs[len(recs)-1].ID
@@ -308,7 +276,7 @@ func (s *Server) getContext(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, contextOf(rec))
 }
 
 func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
@@ -345,7 +313,7 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.cfg.Contexts.PathEvent(r.Context(), id, ev); err != nil {
+	if err := s.cfg.Contexts.PathEvent(r.Context(), id, contexts.PathEvent{Type: ev.Type, SourcePathID: ev.SourcePathID, TargetPathID: ev.TargetPathID}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -353,11 +321,25 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
-	m := s.cfg.Contexts.Stats()
-	if m.PerTemplate == nil {
-		m.PerTemplate = map[string]api.SessionStats{}
+	writeJSON(w, http.StatusOK, sessionMetricsOf(s.cfg.Contexts.Stats()))
+}
+
+// sessionMetricsOf is the wire form of the manager's counters.
+func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
+	stats := func(t contexts.TemplateStats) api.SessionStats {
+		return api.SessionStats{ActiveSessions: t.Active, TotalCreated: t.TotalCreated, TotalReused: t.TotalReused,
+			TotalCleaned: t.TotalCleaned, HealthCheckFailures: t.HealthCheckFailures}
 	}
-	writeJSON(w, http.StatusOK, m)
+	out := api.SessionMetrics{
+		SessionStats: stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
+			TotalCleaned: s.TotalCleaned, HealthCheckFailures: s.HealthCheckFailures}),
+		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
+		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
+	}
+	for name, t := range s.PerTemplate {
+		out.PerTemplate[name] = stats(t)
+	}
+	return out
 }
 
 // listAudit returns the authenticated tenant's audit trail. The store
@@ -383,12 +365,13 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.AuditList{Events: []audit.Event{}}
 	kind := q.Get("kind")
+	var kept []audit.Event
 	for _, ev := range evs {
 		if kind == "" || ev.Kind == kind {
-			out.Events = append(out.Events, ev)
+			kept = append(kept, ev)
 		}
 	}
+	out := api.AuditList{Events: auditEventsOf(kept)}
 	writeJSON(w, http.StatusOK, out)
 }

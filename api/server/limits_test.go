@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/tools"
 )
 
 // blockingTools holds every call until release is closed and counts the
@@ -32,7 +33,7 @@ func newBlockingTools() *blockingTools {
 	return &blockingTools{in: make(chan struct{}, 100), release: make(chan struct{})}
 }
 
-func (b *blockingTools) Call(ctx context.Context, c server.ToolCall, out contexts.OutputFunc) (any, error) {
+func (b *blockingTools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error) {
 	b.entered.Add(1)
 	b.in <- struct{}{}
 	select {
@@ -229,7 +230,7 @@ type slowTools struct {
 	gap time.Duration
 }
 
-func (s slowTools) Call(ctx context.Context, c server.ToolCall, out contexts.OutputFunc) (any, error) {
+func (s slowTools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error) {
 	for i := 0; i < s.n; i++ {
 		select {
 		case <-time.After(s.gap):

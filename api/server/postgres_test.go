@@ -67,7 +67,7 @@ CREATE TRIGGER spy BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION r
 	if err := st.CreateTenant(ctx, &tenant.Tenant{ID: tid, Name: tid, KeyPrefix: tenant.Prefix(key), GuardMode: tenant.GuardEnforce}, tenant.HashKey(key)); err != nil {
 		t.Fatal(err)
 	}
-	h := server.New(server.Config{Contexts: server.ManagerContexts{M: m}, Tools: noTools{}, Tenants: st, Audit: st.ListAudit}).Handler()
+	h := server.New(server.Config{Contexts: m, Tools: noTools{}, Auth: tenant.NewAuthenticator(st, tenant.AuthConfig{}), Audit: st.ListAudit}).Handler()
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+key)
@@ -76,7 +76,7 @@ CREATE TRIGGER spy BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION r
 		return w
 	}
 	const files = "/v1/conversations/rls/paths/main/files?path=note.txt"
-	if w := do("PUT", files, "mail bob.rls@example.org\n"); w.Code != 200 {
+	if w := do("PUT", files, "mail bob.rls@exemplar.ie\n"); w.Code != 200 {
 		t.Fatalf("upload: %d %s", w.Code, w.Body)
 	}
 	if w := do("GET", files, ""); w.Code != 200 || !strings.Contains(w.Body.String(), "[REDACTED:EMAIL]") {

@@ -30,48 +30,45 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
-	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
-// Contexts is the part of *contexts.Manager the server uses. Tenant-scoped
-// methods answer errdefs.ErrNotFound for another tenant's context, which is
-// how the API hides other tenants' contexts (404, never 403).
+// Contexts is the part of *contexts.Manager the server uses; the manager
+// satisfies it as it is. Tenant-scoped methods answer errdefs.ErrNotFound
+// for another tenant's context, which is how the API hides other tenants'
+// contexts (404, never 403).
 type Contexts interface {
 	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
-	PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error
+	PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error
 	// Use runs fn with the (guarded) sandbox of id's active context,
 	// creating the context when there is none.
-	Use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
-	Stats() api.SessionMetrics
+	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Stats() contexts.Stats
 }
 
-// ToolCall is one call of a named tool for a resolved identity.
-type ToolCall struct {
-	Name     string
-	Identity contexts.Identity
-	Args     json.RawMessage // never empty: "{}" when the request had none
-	Tenant   *tenant.Tenant
-	// Forced marks a direct invocation (the HTTP tool route always is),
-	// not a model's choice; tools report it in spans and logs.
-	Forced bool
-}
+var _ Contexts = (*contexts.Manager)(nil)
 
-// Tools is the part of the tool registry the server uses.
+// Tools is the part of the tool registry the server uses; *tools.Registry
+// satisfies it as it is.
 type Tools interface {
 	// Call runs a tool. out (nil when the caller does not stream)
 	// receives guarded output while it runs. An unknown tool is
 	// errdefs.ErrNotFound; bad args are errdefs.ErrInvalidArgument.
-	Call(ctx context.Context, c ToolCall, out contexts.OutputFunc) (any, error)
+	Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error)
 	// Export lists the tools' schemas in a format (openai, anthropic,
 	// mcp; "" is the registry's own). Unknown formats are
 	// errdefs.ErrInvalidArgument.
 	Export(format string) (any, error)
 }
+
+var _ Tools = (*tools.Registry)(nil)
 
 // Check is a named readiness probe for /readyz.
 type Check func(ctx context.Context) error
@@ -81,16 +78,17 @@ const (
 	DefaultMaxBodyBytes    = 8 << 20
 	DefaultMaxUploadBytes  = 256 << 20
 	DefaultShutdownTimeout = 30 * time.Second
-	DefaultKeyCacheTTL     = time.Second
 	DefaultBodyReadTimeout = 30 * time.Second
 	DefaultMinBodyRate     = 32 << 10
 )
 
-// Config configures a Server. Contexts, Tools and Tenants are required.
+// Config configures a Server. Contexts, Tools and Auth are required.
 type Config struct {
 	Contexts Contexts
 	Tools    Tools
-	Tenants  tenant.Store
+	// Auth resolves API keys (a *tenant.Authenticator shared with the
+	// other edges, so one key cache serves them all).
+	Auth Authenticator
 	// Logger receives one line per request and every server fault;
 	// nil discards.
 	Logger *slog.Logger
@@ -103,10 +101,6 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for in-flight requests
 	// after its context ends (0: 30 s).
 	ShutdownTimeout time.Duration
-	// KeyCacheTTL is how long a successful key lookup is reused (0: 1 s;
-	// negative: never). A rotated or deleted key works for at most this
-	// long.
-	KeyCacheTTL time.Duration
 	// MCP, when set, is mounted at /mcp behind the same API-key auth.
 	MCP http.Handler
 	// E2B, when set, gets every request E2BMatch accepts, before routing
@@ -159,7 +153,6 @@ type Server struct {
 	cfg      Config
 	log      *slog.Logger
 	mux      *http.ServeMux
-	keys     *keyCache
 	draining atomic.Bool
 }
 
@@ -177,9 +170,6 @@ func New(cfg Config) *Server {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
-	if cfg.KeyCacheTTL == 0 {
-		cfg.KeyCacheTTL = DefaultKeyCacheTTL
-	}
 	if cfg.Admission == nil {
 		cfg.Admission = NewAdmission(AdmissionConfig{})
 	}
@@ -189,7 +179,7 @@ func New(cfg Config) *Server {
 	if cfg.MinBodyRate <= 0 {
 		cfg.MinBodyRate = DefaultMinBodyRate
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), keys: &keyCache{ttl: cfg.KeyCacheTTL}}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
 		if rt.auth {
@@ -269,7 +259,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(keyError, err.Error()))
+		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(logkey.Err, err.Error()))
 		srv.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -277,18 +267,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	return nil
 }
-
-// Log attribute keys.
-const (
-	keyRequestID = "request_id"
-	keyMethod    = "method"
-	keyRoute     = "route"
-	keyStatus    = "status"
-	keyDuration  = "duration_ms"
-	keyTenant    = "tenant_id"
-	keyError     = "error"
-	keyBytes     = "bytes"
-)
 
 // logWriter records what the handler wrote, for the access log. It keeps
 // Flush and Unwrap so streaming and http.ResponseController work through it.
@@ -342,7 +320,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic", slog.String(keyRequestID, rid), slog.Any(keyError, v))
+			s.log.Error("panic", slog.String(logkey.RequestID, rid), slog.Any(logkey.Err, v))
 			if lw.status == 0 {
 				s.writeError(lw, r, fmt.Errorf("panic: %v", v))
 			}
@@ -368,10 +346,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		span.End()
 		s.log.LogAttrs(r.Context(), level, "request",
-			slog.String(keyRequestID, rid), slog.String(keyMethod, r.Method),
-			slog.String(keyRoute, route), slog.Int(keyStatus, status),
-			slog.Float64(keyDuration, float64(time.Since(start).Microseconds())/1000),
-			slog.String(keyTenant, lw.tenant), slog.Int64(keyBytes, lw.bytes))
+			slog.String(logkey.RequestID, rid), slog.String(logkey.Method, r.Method),
+			slog.String(logkey.Route, route), slog.Int(logkey.Status, status),
+			slog.Float64(logkey.Duration, float64(time.Since(start).Microseconds())/1000),
+			slog.String(logkey.Tenant, lw.tenant), slog.Int64(logkey.Bytes, lw.bytes))
 	}()
 	if s.cfg.Ports != nil && s.cfg.PortsMatch != nil && s.cfg.PortsMatch(r) {
 		route = "ports"
@@ -398,7 +376,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !identityEncoding(r.Header.Get("Content-Encoding")) {
-		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: "invalid_argument",
+		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: errdefs.CodeInvalidArgument,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported; send the body uncompressed"})
 		return
 	}
@@ -424,9 +402,9 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	if code == 0 || code == http.StatusOK {
 		code = http.StatusNotFound
 	}
-	apiErr := api.Error{Code: "not_found", Message: "no route for " + r.Method + " " + r.URL.Path}
+	apiErr := api.Error{Code: errdefs.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path}
 	if code == http.StatusMethodNotAllowed {
-		apiErr = api.Error{Code: "invalid_argument", Message: "method " + r.Method + " not allowed on " + r.URL.Path}
+		apiErr = api.Error{Code: errdefs.CodeInvalidArgument, Message: "method " + r.Method + " not allowed on " + r.URL.Path}
 	}
 	writeJSON(w, code, apiErr)
 }

@@ -1,13 +1,13 @@
 package server_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +24,6 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
-	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -104,71 +103,6 @@ func decodeErr(t *testing.T, w *httptest.ResponseRecorder) api.Error {
 	return e
 }
 
-func TestAuth(t *testing.T) {
-	e := newEnv(t, nil)
-	unknown := "e2b_" + strings.Repeat("ab", 20)
-	tests := []struct {
-		name   string
-		header map[string]string
-		want   int
-	}{
-		{"none", nil, 401},
-		{"malformed bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
-		{"basic scheme", map[string]string{"Authorization": "Basic " + e.KeyA}, 401},
-		{"unknown key", map[string]string{"X-API-KEY": unknown}, 401},
-		{"bearer", map[string]string{"Authorization": "Bearer " + e.KeyA}, 200},
-		{"x-api-key", map[string]string{"X-API-KEY": e.KeyA}, 200},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			w := e.do(t, req{method: "GET", path: "/v1/contexts", header: tt.header})
-			if w.Code != tt.want {
-				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
-			}
-			if tt.want == 401 {
-				if got := decodeErr(t, w).Code; got != errdefs.CodeUnauthenticated {
-					t.Errorf("code %q", got)
-				}
-			}
-		})
-	}
-	t.Run("every authenticated route", func(t *testing.T) {
-		for _, rt := range e.Server.RouteInfos() {
-			if !rt.Auth {
-				continue
-			}
-			p := strings.NewReplacer("{name}", "run_code", "{id}", "x", "{conversationId}", "c", "{pathId}", "p").Replace(rt.Path)
-			if w := e.do(t, req{method: rt.Method, path: p + "?path=a"}); w.Code != 401 {
-				t.Errorf("%s %s without key: %d", rt.Method, rt.Path, w.Code)
-			}
-		}
-	})
-	t.Run("store down is not a 401 and leaks nothing", func(t *testing.T) {
-		e.Tenants.Fail = errors.New("dial tcp 10.0.0.1:5432: refused")
-		defer func() { e.Tenants.Fail = nil }()
-		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyB}) // not cached yet
-		if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.1") {
-			t.Fatalf("%d %s", w.Code, w.Body)
-		}
-	})
-}
-
-// TestKeyCache: a deleted key stops working once the cache TTL passes.
-func TestKeyCache(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) { c.KeyCacheTTL = 50 * time.Millisecond })
-	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
-		t.Fatal(w.Code)
-	}
-	e.Tenants.Fail = errors.New("store down")
-	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
-		t.Fatalf("cached key: %d", w.Code)
-	}
-	time.Sleep(60 * time.Millisecond)
-	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 500 {
-		t.Fatalf("after the TTL: %d", w.Code)
-	}
-}
-
 func TestPublicRoutes(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) {
 		c.Ready = map[string]server.Check{"store": func(context.Context) error { return nil }}
@@ -185,46 +119,6 @@ func TestPublicRoutes(t *testing.T) {
 	if w.Code != 503 || strings.Contains(w.Body.String(), "pw@") {
 		t.Fatalf("readyz with a failing check: %d %s", w.Code, w.Body)
 	}
-}
-
-func TestToolCall(t *testing.T) {
-	e := newEnv(t, nil)
-	r1 := e.runCode(t, e.KeyA, "c1", "", "x=41")
-	if r1.ConversationID != "c1" || r1.PathID != "main" {
-		t.Fatalf("identity: %+v", r1)
-	}
-	r2 := e.runCode(t, e.KeyA, "c1", "main", "print(x)")
-	if r2.Stdout != "41\n" || r2.SandboxID != r1.SandboxID {
-		t.Fatalf("state across calls: %+v", r2)
-	}
-
-	t.Run("generated conversation id", func(t *testing.T) {
-		r := e.runCode(t, e.KeyA, "", "", "hi")
-		if len(r.ConversationID) != 36 {
-			t.Fatalf("conversationId %q", r.ConversationID)
-		}
-		again := e.runCode(t, e.KeyA, r.ConversationID, "", "hi")
-		if again.SandboxID != r.SandboxID {
-			t.Fatal("the generated conversation is not reusable")
-		}
-	})
-	t.Run("taskId stands in", func(t *testing.T) {
-		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{
-			"taskId": "task-9", "args": map[string]any{"language": "python", "code": "x"},
-		}})
-		var r api.RunCodeResult
-		json.Unmarshal(w.Body.Bytes(), &r)
-		if r.ConversationID != "task-9" {
-			t.Fatalf("%d %s", w.Code, w.Body)
-		}
-	})
-	t.Run("list tools", func(t *testing.T) {
-		for _, f := range []string{"", "openai", "anthropic", "mcp"} {
-			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.KeyA}); w.Code != 200 {
-				t.Errorf("format %q: %d", f, w.Code)
-			}
-		}
-	})
 }
 
 func TestBadInput(t *testing.T) {
@@ -341,6 +235,61 @@ func TestServerFaults(t *testing.T) {
 	}
 }
 
+// TestServerFaultLogging: a 5xx category (unavailable, deadline_exceeded)
+// keeps its message for the caller but is logged as a server fault, like
+// an uncategorized error; a client fault (4xx) is not logged as one.
+func TestServerFaultLogging(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := newEnv(t, func(c *server.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	faults := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logs.String(), `"msg":"server fault"`)
+	}
+	tests := []struct {
+		err        error
+		status     int
+		fault      bool
+		publicText string
+	}{
+		{fmtErr("no such context", errdefs.ErrNotFound), 404, false, "no such context"},
+		{fmtErr("bad filter", errdefs.ErrInvalidArgument), 400, false, "bad filter"},
+		{fmtErr("provider down", errdefs.ErrUnavailable), 503, true, "provider down"},
+		{fmtErr("store too slow", errdefs.ErrDeadlineExceeded), 504, true, "store too slow"},
+		{errors.New("sql: database is locked"), 500, true, "internal error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			before := faults()
+			e.Contexts.FailAll = tc.err
+			w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+			if w.Code != tc.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
+			}
+			if got := decodeErr(t, w).Message; !strings.Contains(got, tc.publicText) {
+				t.Errorf("message %q, want it to contain %q", got, tc.publicText)
+			}
+			if logged := faults() > before; logged != tc.fault {
+				t.Errorf("logged as a server fault: %v, want %v", logged, tc.fault)
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func fmtErr(msg string, cat error) error { return errors.Join(errors.New(msg), cat) }
 
 func TestFiles(t *testing.T) {
@@ -375,272 +324,6 @@ func TestFiles(t *testing.T) {
 	}
 }
 
-// TestTenantIsolation sends tenant B's key at every route, aimed at tenant
-// A's context, conversation and files. It fails when a route is added
-// without a case here.
-func TestTenantIsolation(t *testing.T) {
-	secrets := memory.New()
-	for _, id := range []string{"tenant-a", "tenant-b"} {
-		secrets.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
-	}
-	e := newEnv(t, func(c *server.Config) { c.Secrets = secrets })
-	if w := e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyA, body: api.SecretRequest{Value: "a-secret-value", Hosts: []string{"a.test"}}}); w.Code != 200 {
-		t.Fatal(w.Body)
-	}
-	aSecretIntact := func(t *testing.T) {
-		t.Helper()
-		got, err := secrets.GetSecrets(context.Background(), "tenant-a", []string{"gh"})
-		if err != nil || got[0].Value != "a-secret-value" || got[0].Hosts[0] != "a.test" {
-			t.Fatalf("A's secret was touched: %+v %v", got, err)
-		}
-	}
-	e.Audit = append(e.Audit, audit.Event{ID: 1, TenantID: "tenant-a", Kind: audit.KindGuardFinding, Detail: map[string]string{"hmac": "a-hmac"}})
-	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
-	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
-	idA := recs[0].ID
-	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
-		t.Fatal(w.Body)
-	}
-	stillIntact := func(t *testing.T) {
-		t.Helper()
-		rec, err := e.Contexts.Get(context.Background(), "tenant-a", idA)
-		if err != nil || !rec.State.Active() {
-			t.Fatalf("A's context was touched: %+v %v", rec, err)
-		}
-		if r := e.runCode(t, e.KeyA, "conv-a", "main", "print(secret)"); r.Stdout != "hunter2\n" || r.SandboxID != a.SandboxID {
-			t.Fatalf("A's state was touched: %+v", r)
-		}
-		if got, _ := e.Contexts.File(idA, "/home/user/a.txt"); string(got) != "A's file" {
-			t.Fatalf("A's file is now %q", got)
-		}
-	}
-	notFound := func(t *testing.T, w *httptest.ResponseRecorder) {
-		t.Helper()
-		if w.Code != 404 {
-			t.Fatalf("status %d, want 404: %s", w.Code, w.Body)
-		}
-		if strings.Contains(w.Body.String(), "hunter2") || strings.Contains(w.Body.String(), "tenant-a") {
-			t.Fatalf("leak: %s", w.Body)
-		}
-	}
-	cases := map[string]func(t *testing.T){
-		"GET /healthz":         func(t *testing.T) {}, // public, no tenant data
-		"GET /readyz":          func(t *testing.T) {},
-		"GET /v1/openapi.json": func(t *testing.T) {},
-		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
-		"GET /v1/metrics/sessions": func(t *testing.T) {
-			// Aggregates only: no ids, no identities.
-			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})
-			if w.Code != 200 || strings.Contains(w.Body.String(), "conv-a") || strings.Contains(w.Body.String(), idA) {
-				t.Fatalf("%d %s", w.Code, w.Body)
-			}
-		},
-		"GET /v1/audit": func(t *testing.T) {
-			w := e.do(t, req{method: "GET", path: "/v1/audit", key: e.KeyB})
-			if w.Code != 200 || strings.Contains(w.Body.String(), "tenant-a") || strings.Contains(w.Body.String(), "a-hmac") {
-				t.Fatalf("%d %s", w.Code, w.Body)
-			}
-		},
-		"POST /v1/tools/{name}": func(t *testing.T) {
-			r := e.runCode(t, e.KeyB, "conv-a", "main", "print(secret)")
-			if r.Stdout != "\n" || r.SandboxID == a.SandboxID {
-				t.Fatalf("B reached A's kernel: %+v", r)
-			}
-			w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyB, header: map[string]string{"Accept": api.ContentTypeNDJSON},
-				body: map[string]any{"conversationId": "conv-a", "args": map[string]any{"language": "python", "code": "print(secret)"}}})
-			if strings.Contains(w.Body.String(), "hunter2") {
-				t.Fatalf("streamed leak: %s", w.Body)
-			}
-		},
-		"GET /v1/contexts": func(t *testing.T) {
-			for _, q := range []string{"", "?conversationId=conv-a", "?status=ready"} {
-				w := e.do(t, req{method: "GET", path: "/v1/contexts" + q, key: e.KeyB})
-				if w.Code != 200 || strings.Contains(w.Body.String(), idA) {
-					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
-				}
-			}
-		},
-		"GET /v1/contexts/{id}": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.KeyB}))
-		},
-		"DELETE /v1/contexts/{id}": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
-		},
-		"PUT /v1/contexts/{id}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB, body: "B was here"}))
-		},
-		"GET /v1/contexts/{id}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB}))
-		},
-		"GET /v1/contexts/{id}/files/list": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.KeyB}))
-		},
-		"POST /v1/conversations/{conversationId}/paths/{pathId}/events": func(t *testing.T) {
-			// B's "deleted" applies to B's own (conv-a, main), never A's.
-			e.do(t, req{method: "POST", path: "/v1/conversations/conv-a/paths/main/events", key: e.KeyB, body: map[string]any{"type": "deleted"}})
-		},
-		"PUT /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
-			e.do(t, req{method: "PUT", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB, body: "B was here"})
-		},
-		"GET /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
-			notFound(t, e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/side/files?path=a.txt", key: e.KeyB}))
-			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB})
-			if strings.Contains(w.Body.String(), "A's file") {
-				t.Fatalf("B read A's file: %s", w.Body)
-			}
-		},
-		"GET /v1/secrets": func(t *testing.T) {
-			w := e.do(t, req{method: "GET", path: "/v1/secrets", key: e.KeyB})
-			if w.Code != 200 || strings.Contains(w.Body.String(), `"gh"`) {
-				t.Fatalf("%d %s", w.Code, w.Body)
-			}
-		},
-		"PUT /v1/secrets/{name}": func(t *testing.T) {
-			// B's secret of the same name is B's own.
-			e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyB, body: api.SecretRequest{Value: "b-value-1", Hosts: []string{"evil.test"}}})
-			aSecretIntact(t)
-		},
-		"DELETE /v1/secrets/{name}": func(t *testing.T) {
-			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
-			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
-			aSecretIntact(t)
-		},
-		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
-			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})
-			if strings.Contains(w.Body.String(), "A's file") {
-				t.Fatalf("B listed A's files: %s", w.Body)
-			}
-		},
-	}
-	for _, rt := range e.Server.RouteInfos() {
-		name := rt.Method + " " + rt.Path
-		fn, ok := cases[name]
-		if !ok {
-			t.Errorf("route %s has no tenant-isolation case", name)
-			continue
-		}
-		t.Run(name, func(t *testing.T) {
-			fn(t)
-			stillIntact(t)
-		})
-	}
-}
-
-func TestPathEvent(t *testing.T) {
-	e := newEnv(t, nil)
-	e.runCode(t, e.KeyA, "c", "p1", "x=1")
-	w := e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p1/events", key: e.KeyA, body: map[string]any{"type": "deleted"}})
-	if w.Code != 204 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: e.KeyA})
-	var l api.ContextList
-	json.Unmarshal(w.Body.Bytes(), &l)
-	if len(l.Contexts) != 0 {
-		t.Fatalf("still active: %s", w.Body)
-	}
-	w = e.do(t, req{method: "POST", path: "/v1/conversations/c/paths/p2/events", key: e.KeyA, body: map[string]any{"type": "branched", "sourcePathId": "p1"}})
-	if w.Code != 204 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	want := []api.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
-	if d := cmp.Diff(want, e.Contexts.Events); d != "" {
-		t.Fatal(d)
-	}
-}
-
-func TestContexts(t *testing.T) {
-	e := newEnv(t, nil)
-	for _, c := range []string{"c1", "c2", "c3"} {
-		e.runCode(t, e.KeyA, c, "", "x=1")
-	}
-	w := e.do(t, req{method: "GET", path: "/v1/contexts?limit=2", key: e.KeyA})
-	var l api.ContextList
-	json.Unmarshal(w.Body.Bytes(), &l)
-	if len(l.Contexts) != 2 || l.Next == "" {
-		t.Fatalf("%s", w.Body)
-	}
-	id := l.Contexts[0].ID
-	w = e.do(t, req{method: "GET", path: "/v1/contexts/" + id, key: e.KeyA})
-	var rec contexts.Record
-	json.Unmarshal(w.Body.Bytes(), &rec)
-	if w.Code != 200 || rec.ID != id || rec.State != contexts.StateReady {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	if w = e.do(t, req{method: "DELETE", path: "/v1/contexts/" + id, key: e.KeyA}); w.Code != 204 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	w = e.do(t, req{method: "GET", path: "/v1/contexts?status=terminated", key: e.KeyA})
-	json.Unmarshal(w.Body.Bytes(), &l)
-	if len(l.Contexts) != 1 || l.Contexts[0].Reason != contexts.ReasonManual {
-		t.Fatalf("%s", w.Body)
-	}
-	w = e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
-	var m map[string]any
-	json.Unmarshal(w.Body.Bytes(), &m)
-	for _, k := range []string{"active_sessions", "total_created", "total_reused", "total_cleaned", "health_check_failures", "per_template"} {
-		if _, ok := m[k]; !ok {
-			t.Errorf("metrics lack %s: %s", k, w.Body)
-		}
-	}
-}
-
-// TestStreaming runs over a real listener so flushing is exercised: the
-// stdout lines arrive in order, then exactly one final event.
-func TestStreaming(t *testing.T) {
-	e := newEnv(t, nil)
-	ts := httptest.NewServer(e.Handler)
-	defer ts.Close()
-	call := func(code string) (*http.Response, []api.Event) {
-		body, _ := json.Marshal(map[string]any{"conversationId": "s", "args": map[string]any{"language": "python", "code": code}})
-		hr, _ := http.NewRequest("POST", ts.URL+"/v1/tools/run_code", bytes.NewReader(body))
-		hr.Header.Set("X-API-KEY", e.KeyA)
-		hr.Header.Set("Accept", api.ContentTypeNDJSON)
-		resp, err := http.DefaultClient.Do(hr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var evs []api.Event
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			var ev api.Event
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				t.Fatalf("line %q: %v", sc.Text(), err)
-			}
-			evs = append(evs, ev)
-		}
-		return resp, evs
-	}
-	resp, evs := call("one\ntwo\nthree")
-	if resp.Header.Get("Content-Type") != api.ContentTypeNDJSON {
-		t.Fatal(resp.Header)
-	}
-	var got []string
-	for _, ev := range evs {
-		got = append(got, ev.Type+":"+ev.Data)
-	}
-	want := []string{"stdout:one\n", "stdout:two\n", "stdout:three\n", "final:"}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Fatal(d)
-	}
-	var final api.RunCodeResult
-	json.Unmarshal(evs[3].Result, &final)
-	if final.Stdout != "one\ntwo\nthree\n" || final.ConversationID != "s" {
-		t.Fatalf("%+v", final)
-	}
-	// A failure before any output keeps its status.
-	resp, _ = call(strings.Repeat("x", 100<<10+1))
-	if resp.StatusCode != 400 {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	// A failure after output is the last event, without internals.
-	resp, evs = call("one\nfail")
-	if resp.StatusCode != 200 || len(evs) != 2 || evs[1].Type != api.EventError || evs[1].Code != errdefs.CodeInternal || strings.Contains(evs[1].Message, "/var") {
-		t.Fatalf("%d %+v", resp.StatusCode, evs)
-	}
-}
-
 func TestRequestID(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "abc-123"}})
@@ -662,7 +345,7 @@ func TestE2BMatcherFirst(t *testing.T) {
 		c.E2B = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 		c.E2BMatch = func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/sandboxes") }
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if id, _ := server.TenantFromContext(r.Context()); id == nil {
+			if id, _ := tenant.From(r.Context()); id == nil {
 				t.Error("MCP without tenant")
 			}
 			w.WriteHeader(298)
@@ -731,28 +414,6 @@ func TestOpenAPIServed(t *testing.T) {
 	}
 }
 
-func TestWithIdentity(t *testing.T) {
-	id := contexts.Identity{ConversationID: `c"1`, PathID: "p"}
-	for _, tt := range []struct {
-		res  any
-		want string
-	}{
-		{map[string]int{"a": 1}, `{"conversationId":"c\"1","pathId":"p","a":1}`},
-		{struct{}{}, `{"conversationId":"c\"1","pathId":"p"}`},
-		{map[string]string{"pathId": "old"}, `{"conversationId":"c\"1","pathId":"p"}`},
-		{[]int{1}, `[1]`},
-		{"text", `"text"`},
-	} {
-		got, err := server.WithIdentity(tt.res, id)
-		if err != nil || string(got) != tt.want {
-			t.Errorf("%v: %s %v, want %s", tt.res, got, err, tt.want)
-		}
-		if !json.Valid(got) {
-			t.Errorf("invalid JSON %s", got)
-		}
-	}
-}
-
 func TestAudit(t *testing.T) {
 	e := newEnv(t, nil)
 	for i, k := range []string{audit.KindGuardFinding, audit.KindKeyRotated, audit.KindGuardFinding} {
@@ -803,11 +464,11 @@ func TestAudit(t *testing.T) {
 // paths, Go source positions or secrets, on plain and streamed calls.
 func TestErrorMessagesSanitized(t *testing.T) {
 	e := newEnv(t, nil)
-	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@example.org: %w", errdefs.ErrUnavailable)
+	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
 	for _, accept := range []string{"", api.ContentTypeNDJSON} {
 		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`, header: map[string]string{"Accept": accept}})
 		body := w.Body.String()
-		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@example.org") {
+		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@exemplar.ie") {
 			t.Fatalf("accept %q: %d %s", accept, w.Code, body)
 		}
 		if msg := decodeErr(t, w).Message; !strings.Contains(msg, "start sandbox: open [internal]") || !strings.Contains(msg, "[REDACTED:EMAIL]") {

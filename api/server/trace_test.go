@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 // TestRequestJoinsCallerTrace: a request carrying a W3C traceparent gets a
@@ -15,7 +15,7 @@ import (
 func TestRequestJoinsCallerTrace(t *testing.T) {
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
-	tel, err := telemetry.Setup(ctx, telemetry.Config{SpanExporter: exp})
+	tel, err := export.Setup(ctx, export.Config{SpanExporter: exp})
 	if err != nil {
 		t.Fatal(err)
 	}

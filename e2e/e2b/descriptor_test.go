@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/descriptorpb"
 
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/filesystem"
-	"github.com/sandlot/sandlot/api/e2bcompat/envd/process"
+	"github.com/sandlot/sandlot/e2bwire/filesystem"
+	"github.com/sandlot/sandlot/e2bwire/process"
 )
 
 // TestEnvdDescriptorsMatchSDK compares sandlot's envd protos with the file

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
@@ -66,6 +66,10 @@ func (r *redactStream) Write(chunk string) string {
 	r.pending = s[len(s)-keep:]
 	return s[:len(s)-keep]
 }
+
+// FlushIdle releases the held tail when the stream went quiet, as the
+// real guard does (contexts.IdleFlusher).
+func (r *redactStream) FlushIdle() string { return r.Flush() }
 
 func (r *redactStream) Flush() string {
 	s := r.pending
@@ -133,12 +137,7 @@ func server(t *testing.T, provider contexts.Provider) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Authenticate: func(ctx context.Context, key string) (string, error) {
-		if key == apiKey {
-			return "tenant-e2e", nil
-		}
-		return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-	}})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Tenants: e2bcompattest.Tenants{apiKey: "tenant-e2e"}})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"image/png"
 	"io"
 	"log/slog"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/guard/guardtest"
 	"github.com/sandlot/sandlot/store/memory"
@@ -38,12 +37,7 @@ func TestFilesGuardRealSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	srv := httptest.NewServer(e2bcompat.New(e2bcompat.Config{Manager: m, Authenticate: func(ctx context.Context, key string) (string, error) {
-		if key == apiKey {
-			return "tenant-files", nil
-		}
-		return "", fmt.Errorf("unknown key: %w", errdefs.ErrUnauthenticated)
-	}}))
+	srv := httptest.NewServer(e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: e2bcompattest.Tenants{apiKey: "tenant-files"}}))
 	t.Cleanup(srv.Close)
 
 	do := func(t *testing.T, method, path string, body io.Reader, hdr ...string) (int, []byte) {

@@ -48,7 +48,10 @@ test('control plane: v1 create (POST /sandboxes) and kill twice', async () => {
 })
 
 test('control plane: metadata conversationId/pathId set the identity', async () => {
-  assert.equal((await sbx.getInfo()).metadata.conversationId, sbx.sandboxId)
+  // the metadata shown is the caller's own; the identity still filters
+  assert.equal((await sbx.getInfo()).metadata.conversationId, undefined)
+  const mine = await BaseSandbox.list({ query: { metadata: { conversationId: sbx.sandboxId } } }).nextItems()
+  assert.deepEqual(mine.map((s) => s.sandboxId), [sbx.sandboxId])
   const conv = `conv-${run}`
   const a = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv, pathId: 'p1' } })
   try {
@@ -56,7 +59,8 @@ test('control plane: metadata conversationId/pathId set the identity', async () 
     assert.equal(b.sandboxId, a.sandboxId)
     const c = await BaseSandbox.create('base', { metadata: { suite: run, conversationId: conv } })
     assert.notEqual(c.sandboxId, a.sandboxId)
-    assert.equal((await c.getInfo()).metadata.pathId, 'main')
+    assert.equal((await c.getInfo()).metadata.pathId, undefined)
+    assert.equal((await c.getInfo()).metadata.conversationId, conv)
     await c.kill()
   } finally {
     await a.kill()
@@ -122,9 +126,9 @@ test('envVars given at create reach commands and runCode', async () => {
     const r = await s.commands.run('echo "$SANDLOT_E2E_VAR $OTHER"', { envs: { OTHER: 'cmd' } })
     assert.equal(r.stdout, 'from-create cmd\n')
     const e = await s.runCode('import os\nos.environ.get("SANDLOT_E2E_VAR")')
-    assert.equal(e.text, "'from-create'")
+    assert.equal(e.text, 'from-create')
     const js = await s.runCode('process.env.SANDLOT_E2E_VAR', { language: 'javascript' })
-    assert.equal(js.text, "'from-create'")
+    assert.equal(js.text, 'from-create')
   } finally {
     await s.kill()
   }
@@ -247,7 +251,7 @@ test('code contexts: create, isolate, list, restart, remove', async () => {
   assert.ok(ctx.id)
   assert.equal(ctx.cwd, '/tmp')
   const cwd = await sbx.runCode('import os\nos.getcwd()', { context: ctx })
-  assert.equal(cwd.text, "'/tmp'")
+  assert.equal(cwd.text, '/tmp')
   const isolated = await sbx.runCode('x', { context: ctx })
   assert.equal(isolated.error?.name, 'NameError')
   await sbx.runCode('z = 5', { context: ctx })
@@ -297,7 +301,7 @@ test('egress guard applies to commands, files and runCode', { skip: !process.env
   const e = await sbx.runCode(`print(${JSON.stringify(half)} + ${JSON.stringify(rest)})`)
   assert.deepEqual(e.logs.stdout, [`${marker}\n`])
   const t = await sbx.runCode(`${JSON.stringify(half)} + ${JSON.stringify(rest)}`)
-  assert.equal(t.text, `'${marker}'`)
+  assert.equal(t.text, marker)
 })
 
 test('timings (reported, not asserted)', async () => {

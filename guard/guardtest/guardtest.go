@@ -34,7 +34,7 @@ func GitHubToken() string {
 // Email returns a random address at example.org (a real public suffix).
 func Email() string {
 	n, _ := rand.Int(rand.Reader, big.NewInt(1e12))
-	return fmt.Sprintf("ops.%d@example.org", n)
+	return fmt.Sprintf("ops.%d@exemplar.ie", n)
 }
 
 // Alnum returns n random characters of [A-Za-z0-9].

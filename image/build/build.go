@@ -48,7 +48,7 @@ type Config struct {
 	// Runner's writes (the first id of the sandbox's user namespace range);
 	// 0 when the upper directory holds image ids.
 	HostIDBase uint32
-	Logger     *slog.Logger // nil: slog.Default()
+	Logger     *slog.Logger // nil discards
 }
 
 // Builder builds images from recipes.
@@ -60,7 +60,7 @@ func New(cfg Config) *Builder {
 		cfg.MaxCopyBytes = 4 << 30
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Builder{cfg: cfg}
 }

@@ -71,7 +71,7 @@ type Config struct {
 	Epoch    time.Time // zero: DefaultEpoch
 	// Mmdebstrap is the mmdebstrap binary; "": mmdebstrap on PATH.
 	Mmdebstrap string
-	Logger     *slog.Logger // nil: slog.Default()
+	Logger     *slog.Logger // nil discards
 }
 
 func (c Config) withDefaults() Config {
@@ -94,7 +94,7 @@ func (c Config) withDefaults() Config {
 		c.Mmdebstrap = "mmdebstrap"
 	}
 	if c.Logger == nil {
-		c.Logger = slog.Default()
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/ca"
 	"github.com/sandlot/sandlot/network/policy"
@@ -224,7 +225,7 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	dst, err := originalDst(tc)
 	if err != nil {
-		p.log.Warn("egress: no original destination", "sandbox", sb.ID, "err", err)
+		p.log.Warn("egress: no original destination", logkey.Sandbox, sb.ID, logkey.Err, err)
 		return
 	}
 	ev := audit.Event{SandboxID: sb.ID, Tenant: sb.Tenant, Proto: audit.ProtoTCP, Addr: dst.Addr(), Port: dst.Port(), Start: time.Now()}

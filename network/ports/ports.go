@@ -23,7 +23,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -34,9 +36,6 @@ const DefaultDomain = "sandlot.localhost"
 
 // DefaultPathPrefix starts the path form: /v1/contexts/<id>/ports/<port>/...
 const DefaultPathPrefix = "/v1/contexts/"
-
-// TokenHeader carries the traffic access token (E2B's name for it).
-const TokenHeader = "E2b-Traffic-Access-Token"
 
 // Target is where a sandbox's ports are, and how they may be reached.
 type Target struct {
@@ -107,7 +106,7 @@ func New(cfg Config) (*Handler, error) {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt := r.Context().Value(routeKey{}).(*route)
-			h.log.Debug("ports: upstream failed", "sandbox", rt.id, "port", rt.port, "err", err)
+			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
 			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
 		},
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
@@ -165,16 +164,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id, port, rt.path, ok = h.parsePath(r.URL.Path)
 	}
 	if !ok {
-		writeJSON(w, http.StatusNotFound, "not_found", "not a sandbox port address")
+		writeJSON(w, http.StatusNotFound, errdefs.CodeNotFound, "not a sandbox port address")
 		return
 	}
 	if err := validID(id); err != nil {
-		writeJSON(w, http.StatusBadRequest, "invalid_argument", err.Error())
+		writeJSON(w, http.StatusBadRequest, errdefs.CodeInvalidArgument, err.Error())
 		return
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 || port != strconv.Itoa(n) {
-		writeJSON(w, http.StatusBadRequest, "invalid_argument", fmt.Sprintf("bad port %q", trim(port)))
+		writeJSON(w, http.StatusBadRequest, errdefs.CodeInvalidArgument, fmt.Sprintf("bad port %q", trim(port)))
 		return
 	}
 	rt.id, rt.port = id, n
@@ -182,9 +181,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		status := errdefs.HTTPStatus(err)
 		if status >= 500 {
-			h.log.Warn("ports: lookup failed", "sandbox", id, "err", err)
+			h.log.Warn("ports: lookup failed", logkey.Sandbox, id, logkey.Err, err)
 		}
-		writeJSON(w, status, string(errdefs.CodeOf(err)), errdefs.PublicMessage(err))
+		writeJSON(w, status, errdefs.CodeOf(err), errdefs.PublicMessage(err))
 		return
 	}
 	if !t.Addr.IsValid() {
@@ -193,13 +192,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt.target = t
 	if !t.Ingress.Public {
-		token := r.Header.Get(TokenHeader)
+		token := r.Header.Get(e2bwire.HeaderTrafficToken)
 		if token == "" {
-			writeJSON(w, http.StatusForbidden, "permission_denied", "missing traffic access token (header "+strings.ToLower(TokenHeader)+")")
+			writeJSON(w, http.StatusForbidden, errdefs.CodePermissionDenied, "missing traffic access token (header "+strings.ToLower(e2bwire.HeaderTrafficToken)+")")
 			return
 		}
 		if err := h.cfg.Authorize(r.Context(), id, token); err != nil {
-			writeJSON(w, http.StatusForbidden, "permission_denied", "invalid traffic access token")
+			writeJSON(w, http.StatusForbidden, errdefs.CodePermissionDenied, "invalid traffic access token")
 			return
 		}
 	}
@@ -213,7 +212,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, ""
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
 	}
-	pr.Out.Header.Del(TokenHeader)
+	pr.Out.Header.Del(e2bwire.HeaderTrafficToken)
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
 	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
@@ -243,10 +242,10 @@ func validID(id string) error {
 	return nil
 }
 
-func writeJSON(w http.ResponseWriter, status int, code, msg string) {
+func writeJSON(w http.ResponseWriter, status int, code errdefs.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"code": code, "message": msg})
+	json.NewEncoder(w).Encode(map[string]string{"code": string(code), "message": msg})
 }
 
 func trim(s string) string {

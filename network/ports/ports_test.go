@@ -16,13 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/websocket"
+
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/netns"
 	"github.com/sandlot/sandlot/network/nettest"
 	"github.com/sandlot/sandlot/network/policy"
-	"golang.org/x/net/websocket"
 )
 
 func TestMain(m *testing.M) { nettest.Main(m) }
@@ -52,7 +54,7 @@ func sandboxServer(t *testing.T, n *network.Net, port int) {
 		}
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(seen{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Token: r.Header.Get(TokenHeader),
+		json.NewEncoder(w).Encode(seen{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Token: r.Header.Get(e2bwire.HeaderTrafficToken),
 			ForwardedHost: r.Header.Get("X-Forwarded-Host"), Prefix: r.Header.Get("X-Forwarded-Prefix")})
 	})
 	srv := &http.Server{Handler: mux}
@@ -122,7 +124,7 @@ func (f *fixture) get(t *testing.T, host, path, tok string) (int, seen, string) 
 		req.Host = host
 	}
 	if tok != "" {
-		req.Header.Set(TokenHeader, tok)
+		req.Header.Set(e2bwire.HeaderTrafficToken, tok)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -209,7 +211,7 @@ func TestWebSocket(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.token != "" {
-				cfg.Header.Set(TokenHeader, tc.token)
+				cfg.Header.Set(e2bwire.HeaderTrafficToken, tc.token)
 			}
 			raw, err := net.Dial("tcp", u.Host)
 			if err != nil {

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/policy"
 )
@@ -131,7 +133,7 @@ func (r *Resolver) Serve(pc net.PacketConn, l net.Listener) {
 		r.servers = append(r.servers, s)
 		go func() {
 			if err := s.ActivateAndServe(); err != nil {
-				r.log.Warn("resolver: server stopped", "err", err)
+				r.log.Warn("resolver: server stopped", logkey.Err, err)
 			}
 		}()
 	}
@@ -343,7 +345,7 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if err != nil {
 		m.Rcode = dns.RcodeServerFailure
 		ev.Reason = "upstream failed"
-		r.log.Debug("resolver: upstream failed", "sandbox", sb.ID, "err", err)
+		r.log.Debug("resolver: upstream failed", logkey.Sandbox, sb.ID, logkey.Err, err)
 		return
 	}
 	m.Rcode = resp.Rcode

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -43,13 +44,9 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
 	d := &daemon{m: m}
+	// "closed": a tenant without mode open.
 	d.e2b = e2bcompat.New(e2bcompat.Config{Manager: m, Domain: "sandlot.localhost", Logger: log,
-		Authenticate: func(ctx context.Context, key string) (string, error) {
-			if key == e2bKey {
-				return "closed", nil // a tenant without mode open
-			}
-			return "", errdefs.ErrUnauthenticated
-		}})
+		Tenants: e2bcompattest.Tenants{e2bKey: "closed"}})
 	pr, err := e.st.Ports("sandlot.localhost", func(ctx context.Context, id, tenant, token string) error {
 		t, err := d.e2b.VerifyTrafficToken(ctx, id, token)
 		if err != nil || t != tenant {

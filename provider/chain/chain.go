@@ -13,8 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Config configures a chain. All fields are optional.
@@ -22,7 +27,9 @@ type Config struct {
 	// FallbackOn reports whether a Create error moves on to the next
 	// provider. Nil: errdefs.ErrUnavailable and ErrDeadlineExceeded.
 	FallbackOn func(error) bool
-	// OnFallback is called once per fallback, for a telemetry counter.
+	// OnFallback, when set, is called once per fallback. The chain counts
+	// fallbacks itself (sandlot.provider.fallbacks, by provider and error
+	// code); this is for callers that watch them (tests).
 	OnFallback func(from, to string, err error)
 	// Quota, when set, counts creations and compute time per tenant and
 	// provider.
@@ -32,6 +39,9 @@ type Config struct {
 	TenantLabel string
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Meter makes the fallbacks counter. Nil: telemetry.Meter(), the
+	// global provider's.
+	Meter metric.Meter
 }
 
 // Chain is a contexts.Provider over other providers. Safe for concurrent
@@ -40,6 +50,7 @@ type Chain struct {
 	providers []contexts.Provider
 	cfg       Config
 	log       *slog.Logger
+	fallbacks metric.Int64Counter
 }
 
 var _ contexts.Provider = (*Chain)(nil)
@@ -57,7 +68,11 @@ func New(providers []contexts.Provider, cfg Config) *Chain {
 	if cfg.TenantLabel == "" {
 		cfg.TenantLabel = "sandlot.tenant"
 	}
-	c := &Chain{providers: providers, cfg: cfg, log: cfg.Logger}
+	if cfg.Meter == nil {
+		cfg.Meter = telemetry.Meter()
+	}
+	c := &Chain{providers: providers, cfg: cfg, log: cfg.Logger,
+		fallbacks: telemetry.Counter(cfg.Meter, "sandlot.provider.fallbacks", "Provider chain fallbacks, by provider and reason.")}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -92,7 +107,9 @@ func (c *Chain) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbo
 			break
 		}
 		next := c.providers[i+1].Name()
-		c.log.Warn("provider unavailable, falling back", "provider", p.Name(), "next", next, "err", err)
+		c.log.Warn("provider unavailable, falling back", logkey.Provider, p.Name(), "next", next, logkey.Err, err)
+		c.fallbacks.Add(ctx, 1, metric.WithAttributes(
+			attribute.String("provider", p.Name()), attribute.String("reason", string(errdefs.CodeOf(err)))))
 		if c.cfg.OnFallback != nil {
 			c.cfg.OnFallback(p.Name(), next, err)
 		}
@@ -141,7 +158,7 @@ func (c *Chain) List(ctx context.Context) ([]string, error) {
 		ids, err := p.List(ctx)
 		if err != nil {
 			if c.cfg.FallbackOn(err) {
-				c.log.Info("provider skipped in list", "provider", p.Name(), "err", err)
+				c.log.Info("provider skipped in list", logkey.Provider, p.Name(), logkey.Err, err)
 				continue
 			}
 			return nil, fmt.Errorf("%s: %w", p.Name(), err)

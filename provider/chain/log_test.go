@@ -22,7 +22,7 @@ func TestFallbackIsLogged(t *testing.T) {
 	if _, err := c.Create(context.Background(), contexts.Spec{}); err != nil {
 		t.Fatal(err)
 	}
-	want := `level=WARN msg="provider unavailable, falling back" provider=e2b next=local err="E2B API key not configured"`
+	want := `level=WARN msg="provider unavailable, falling back" provider=e2b next=local error="E2B API key not configured"`
 	if !strings.Contains(logs.String(), want) {
 		t.Fatalf("log lacks %s:\n%s", want, logs.String())
 	}

@@ -1,10 +1,17 @@
 package chain
 
 import (
+	"context"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Plan is a provider's plan limit per tenant. Zero fields are unlimited.
@@ -20,10 +27,16 @@ type QuotaConfig struct {
 	// Thresholds are fractions of a limit that trigger a warning once
 	// each. Nil: 0.8 and 1.0.
 	Thresholds []float64
-	// OnThreshold is called when usage crosses a threshold (a metric).
+	// OnThreshold, when set, is called when usage crosses a threshold.
+	// The quota records the used share itself (the sandlot.quota.usage
+	// gauge, by tenant, provider and kind); this is for callers that
+	// watch the crossings (tests).
 	OnThreshold func(QuotaEvent)
 	// Logger; nil discards.
 	Logger *slog.Logger
+	// Meter makes the usage gauge. Nil: telemetry.Meter(), the global
+	// provider's.
+	Meter metric.Meter
 }
 
 // QuotaEvent reports a crossed threshold.
@@ -45,8 +58,9 @@ type Usage struct {
 // warns at thresholds of the providers' plans. It lives in memory: a
 // restart starts the counts again. Safe for concurrent use.
 type Quota struct {
-	cfg QuotaConfig
-	log *slog.Logger
+	cfg   QuotaConfig
+	log   *slog.Logger
+	share metric.Float64Gauge // sandlot.quota.usage
 
 	mu      sync.Mutex
 	usage   map[key]*Usage
@@ -73,7 +87,11 @@ func NewQuota(cfg QuotaConfig) *Quota {
 		cfg.Thresholds = []float64{0.8, 1.0}
 	}
 	sort.Float64s(cfg.Thresholds)
-	q := &Quota{cfg: cfg, log: cfg.Logger, usage: map[key]*Usage{}, running: map[string]run{}, warned: map[warnKey]bool{}}
+	if cfg.Meter == nil {
+		cfg.Meter = telemetry.Meter()
+	}
+	q := &Quota{cfg: cfg, log: cfg.Logger, usage: map[key]*Usage{}, running: map[string]run{}, warned: map[warnKey]bool{},
+		share: telemetry.Gauge(cfg.Meter, "sandlot.quota.usage", "Share of a plan limit used, by tenant, provider and kind.")}
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
 	}
@@ -165,8 +183,12 @@ func (q *Quota) crossLocked(k key, resource string, used, limit float64) {
 			continue
 		}
 		q.warned[wk] = true
-		q.log.Warn("provider quota threshold reached", "tenant", k.tenant, "provider", k.provider,
+		q.log.Warn("provider quota threshold reached", logkey.Tenant, k.tenant, logkey.Provider, k.provider,
 			"resource", resource, "threshold", th, "used", used, "limit", limit)
+		if limit > 0 {
+			q.share.Record(context.Background(), used/limit, metric.WithAttributes(attribute.String("tenant", k.tenant),
+				attribute.String("provider", k.provider), attribute.String("kind", resource)))
+		}
 		if q.cfg.OnThreshold != nil {
 			q.cfg.OnThreshold(QuotaEvent{Tenant: k.tenant, Provider: k.provider, Resource: resource, Threshold: th, Used: used, Limit: limit})
 		}

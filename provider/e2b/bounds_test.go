@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/e2b"
 )
@@ -27,14 +27,9 @@ import (
 // instead: the hostile or limited server of each test.
 func interceptedSandbox(t *testing.T, port, path string, fn http.HandlerFunc) contexts.Sandbox {
 	t.Helper()
-	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Authenticate: func(ctx context.Context, key string) (string, error) {
-		if key == testKey {
-			return "tenant-1", nil
-		}
-		return "", fmt.Errorf("bad key: %w", errdefs.ErrUnauthenticated)
-	}})
+	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get(e2bcompat.HeaderSandboxPort) == port && r.URL.Path == path {
+		if r.Header.Get(e2bwire.HeaderSandboxPort) == port && r.URL.Path == path {
 			fn(w, r)
 			return
 		}
@@ -81,7 +76,7 @@ func TestReadFileRanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var served atomic.Int64
-			sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
 				if !tc.ranges {
 					r.Header.Del("Range")
 				}
@@ -121,7 +116,7 @@ func TestReadFileRanged(t *testing.T) {
 		})
 	}
 	t.Run("empty file", func(t *testing.T) {
-		sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
+		sb := interceptedSandbox(t, e2bwire.EnvdPort, "/files", func(w http.ResponseWriter, r *http.Request) {
 			http.ServeContent(w, r, "f", time.Time{}, bytes.NewReader(nil))
 		})
 		res, err := sb.ReadFile(context.Background(), agent.ReadParams{Path: "/home/user/f"})
@@ -151,7 +146,7 @@ func TestExecuteBounds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := interceptedSandbox(t, e2bcompat.InterpreterPort, "/execute", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.InterpreterPort, "/execute", func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/x-ndjson")
 				tc.write(w)
 				io.WriteString(w, `{"type":"end_of_execution"}`+"\n")
@@ -191,7 +186,7 @@ func TestEnvdAnswerBounds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sb := interceptedSandbox(t, e2bcompat.EnvdPort, "/filesystem.Filesystem/ListDir", func(w http.ResponseWriter, r *http.Request) {
+			sb := interceptedSandbox(t, e2bwire.EnvdPort, "/filesystem.Filesystem/ListDir", func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body)
 				tc.write(w)
 			})

@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -32,9 +34,6 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultExtendEvery    = 30 * time.Second
 	DefaultTTL            = 15 * time.Minute
-
-	envdPort        = "49983"
-	interpreterPort = "49999"
 
 	// labelManaged marks the sandboxes sandlot created, and
 	// labelDeployment the deployment that created them: List filters on
@@ -228,7 +227,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		p.destroyQuietly(sb.SandboxID)
 		return nil, fmt.Errorf("e2b sandbox %s: %w", sb.SandboxID, err)
 	}
-	p.log.Info("e2b sandbox created", "sandbox", sb.SandboxID, "template", tmpl)
+	p.log.Info("e2b sandbox created", logkey.Sandbox, sb.SandboxID, logkey.Template, tmpl)
 	return s, nil
 }
 
@@ -236,7 +235,7 @@ func (p *Provider) destroyQuietly(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.ConnectTimeout)
 	defer cancel()
 	if err := p.Destroy(ctx, id); err != nil {
-		p.log.Warn("e2b destroy after failed create", "sandbox", id, "err", err)
+		p.log.Warn("e2b destroy after failed create", logkey.Sandbox, id, logkey.Err, err)
 	}
 }
 
@@ -280,7 +279,7 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 		for _, it := range items {
 			ids = append(ids, it.SandboxID)
 		}
-		if next = hdr.Get("X-Next-Token"); next == "" || len(items) == 0 {
+		if next = hdr.Get(e2bwire.HeaderNextToken); next == "" || len(items) == 0 {
 			return ids, nil
 		}
 	}
@@ -344,7 +343,7 @@ func (p *Provider) apiHeader(ctx context.Context, method, path string, in, out a
 	if err != nil {
 		return nil, fmt.Errorf("bad API URL: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
-	req.Header.Set("X-API-KEY", p.cfg.APIKey)
+	req.Header.Set(e2bwire.HeaderAPIKey, p.cfg.APIKey)
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -420,9 +419,9 @@ func (p *Provider) sandbox(sb sandboxBody, ttl time.Duration) *Sandbox {
 		}
 		return "https://" + port + "-" + sb.SandboxID + "." + domain
 	}
-	s.envdURL, s.interpURL = base(envdPort), base(interpreterPort)
-	s.envd = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(envdPort)}}
-	s.interp = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(interpreterPort)}}
+	s.envdURL, s.interpURL = base(e2bwire.EnvdPort), base(e2bwire.InterpreterPort)
+	s.envd = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(e2bwire.EnvdPort)}}
+	s.interp = &http.Client{Transport: &headerTransport{base: p.http.Transport, hdr: s.headers(e2bwire.InterpreterPort)}}
 	s.initRPC()
 	return s
 }

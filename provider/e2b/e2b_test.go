@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -105,12 +104,7 @@ func TestRejectedKey(t *testing.T) {
 
 // sandlotE2B serves sandlot's E2B surface over a fake manager.
 func sandlotE2B(t *testing.T) *httptest.Server {
-	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Authenticate: func(ctx context.Context, key string) (string, error) {
-		if key == testKey {
-			return "tenant-1", nil
-		}
-		return "", fmt.Errorf("bad key: %w", errdefs.ErrUnauthenticated)
-	}})
+	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv

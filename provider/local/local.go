@@ -28,6 +28,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
@@ -68,7 +69,7 @@ type Config struct {
 	// the CPU so thinly that none gets ready in time. 0: the number of
 	// CPUs, at least 2.
 	MaxCreating int
-	// Logger; nil: slog.Default().
+	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
@@ -96,7 +97,7 @@ var _ contexts.Provider = (*Provider)(nil)
 func New(cfg Config) (*Provider, error) {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	agentPath, err := findAgent(cfg.AgentPath)
 	if err != nil {
@@ -204,7 +205,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if derr := p.Destroy(dctx, id); derr != nil {
-				p.log.Warn("cleanup after failed create", "sandbox", id, "err", derr)
+				p.log.Warn("cleanup after failed create", logkey.Sandbox, id, logkey.Err, derr)
 			}
 		}
 	}()
@@ -256,7 +257,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, err
 	}
-	p.log.Debug("sandbox ready", "sandbox", id, "runtime", p.rt.Name(), "elapsed", time.Since(start))
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
 	return c, nil
 }
 
@@ -271,7 +272,7 @@ func (p *Provider) slot(ctx context.Context) (func(), error) {
 	start := time.Now()
 	select {
 	case p.creating <- struct{}{}:
-		p.log.Debug("waited for a creation slot", "elapsed", time.Since(start))
+		p.log.Debug("waited for a creation slot", logkey.Elapsed, time.Since(start))
 		return func() { <-p.creating }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a sandbox creation slot (%d under way): %w", cap(p.creating), ctx.Err())
@@ -305,7 +306,7 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 			}
 		}
 		if errors.Is(err, errdefs.ErrPermissionDenied) {
-			p.log.Warn("agent channel refused", "sandbox", id, "err", err)
+			p.log.Warn("agent channel refused", logkey.Sandbox, id, logkey.Err, err)
 			return nil, err
 		}
 		if !wait || ctx.Err() != nil || errors.Is(err, errdefs.ErrNotFound) {
@@ -393,7 +394,7 @@ func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.Resour
 	if err != nil {
 		return contexts.ResourceUsage{}, err
 	}
-	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
+	u := contexts.ResourceUsage{MemoryBytes: st.MemoryBytes, CacheBytes: st.CacheBytes, CPUTimeMs: st.CPUTime.Milliseconds(), PIDs: st.PIDs}
 	// The runtime knows where the tmpfs mounts can be read (under runsc
 	// only from inside the sandbox).
 	if n, err := p.rt.DiskUsage(ctx, sandboxID, oci.HomeDir, "/tmp"); err == nil {

@@ -80,7 +80,7 @@ func readStats(id string) (*runtime.Stats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s stats: %w", id, err)
 	}
-	st := &runtime.Stats{MemoryBytes: mem}
+	st := &runtime.Stats{MemoryBytes: mem, CacheBytes: statField(filepath.Join(dir("memory"), "memory.stat"), "total_cache")}
 	if ns, err := readInt(filepath.Join(dir("cpuacct"), "cpuacct.usage")); err == nil {
 		st.CPUTime = time.Duration(ns)
 	}
@@ -90,12 +90,28 @@ func readStats(id string) (*runtime.Stats, error) {
 	return st, nil
 }
 
+// statField reads one "name value" line of a cgroup stat file; 0 when
+// absent.
+func statField(file, name string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 func readStatsV2(dir string) (*runtime.Stats, error) {
 	mem, err := readInt(filepath.Join(dir, "memory.current"))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup stats: %w", err)
 	}
-	st := &runtime.Stats{MemoryBytes: mem}
+	st := &runtime.Stats{MemoryBytes: mem, CacheBytes: statField(filepath.Join(dir, "memory.stat"), "file")}
 	if n, err := readInt(filepath.Join(dir, "pids.current")); err == nil {
 		st.PIDs = n
 	}

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -76,7 +77,7 @@ type Config struct {
 	IDRanges int
 	// ShareDir is where the host's share is mounted; "": DefaultShareDir.
 	ShareDir string
-	// Logger receives the runtime choice and cleanup problems; nil: slog.Default().
+	// Logger receives the runtime choice and cleanup problems; nil discards.
 	Logger *slog.Logger
 }
 
@@ -108,7 +109,7 @@ var _ runtime.Runtime = (*Runtime)(nil)
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	log := cfg.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.DiscardHandler)
 	}
 	kind := cfg.Runtime
 	if kind == "" {
@@ -135,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 				if kind != KindAuto {
 					return nil, err
 				}
-				log.Info("runtime unusable", "runtime", k, "err", err)
+				log.Info("runtime unusable", logkey.Runtime, k, logkey.Err, err)
 				errs = append(errs, err)
 				continue
 			}
@@ -202,14 +203,14 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		err := r.probeCached(ctx)
 		if err == nil {
 			if kind == KindAuto {
-				log.Info("runtime selected", "runtime", k, "binary", r.bin, "probe", time.Since(start))
+				log.Info("runtime selected", logkey.Runtime, k, "binary", r.bin, "probe", time.Since(start))
 			}
 			return r, nil
 		}
 		if kind != KindAuto {
 			return nil, fmt.Errorf("runtime %s: %w", k, err)
 		}
-		log.Info("runtime unusable", "runtime", k, "err", err)
+		log.Info("runtime unusable", logkey.Runtime, k, logkey.Err, err)
 		errs = append(errs, err)
 	}
 	return nil, fmt.Errorf("no working OCI runtime (%w): %w", errors.Join(errs...), errdefs.ErrFailedPrecondition)
@@ -396,7 +397,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			if derr := r.deleteBundle(cctx, d, spec.ID, dir); derr != nil {
-				r.log.Warn("cleanup after failed create", "sandbox", spec.ID, "err", derr)
+				r.log.Warn("cleanup after failed create", logkey.Sandbox, spec.ID, logkey.Err, derr)
 			}
 		}
 	}()
@@ -503,7 +504,7 @@ func (r *Runtime) removeStaleProbes(ctx context.Context, dir string) {
 		bdir := filepath.Join(dir, e.Name())
 		kind, _ := os.ReadFile(filepath.Join(bdir, "runtime"))
 		if err := r.deleteBundle(ctx, r.driver(strings.TrimSpace(string(kind))), e.Name(), bdir); err != nil {
-			r.log.Warn("remove stale probe", "probe", e.Name(), "err", err)
+			r.log.Warn("remove stale probe", "probe", e.Name(), logkey.Err, err)
 		}
 	}
 }

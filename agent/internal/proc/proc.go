@@ -73,6 +73,9 @@ type Attr struct {
 	Dir   string
 	Env   []string
 	Files []uintptr
+	// Ctty starts the process in a session of its own whose controlling
+	// terminal is Files[0] (a pty slave); it leads its process group too.
+	Ctty bool
 }
 
 // Start forks argv[0] (an absolute path) as the leader of a new process
@@ -85,7 +88,7 @@ func Start(argv []string, attr Attr) (*Process, error) {
 		Dir:   attr.Dir,
 		Env:   attr.Env,
 		Files: attr.Files,
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   sysAttr(attr.Ctty),
 	})
 	if err != nil {
 		return nil, err
@@ -137,4 +140,11 @@ func reap() {
 		}
 		// Otherwise an orphan: reaping it was the point.
 	}
+}
+
+func sysAttr(ctty bool) *syscall.SysProcAttr {
+	if ctty {
+		return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}
+	return &syscall.SysProcAttr{Setpgid: true}
 }

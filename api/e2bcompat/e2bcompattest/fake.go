@@ -24,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // Manager is a fake e2bcompat.Manager.
@@ -33,6 +34,19 @@ type Manager struct {
 	sbs     map[string]*Sandbox
 	Creates int
 	TTL     time.Duration // default TTL; 0: 5 min
+	// NoTenant lists the calls (by method) whose context did not carry
+	// the authenticated tenant (tenant.From), which the guard reads the
+	// tenant's mode from.
+	NoTenant []string
+}
+
+// checkTenant records a call whose ctx lacks the authenticated tenant.
+func (m *Manager) checkTenant(ctx context.Context, method string) {
+	if _, ok := tenant.From(ctx); !ok {
+		m.mu.Lock()
+		m.NoTenant = append(m.NoTenant, method)
+		m.mu.Unlock()
+	}
 }
 
 var _ e2bcompat.Manager = (*Manager)(nil)
@@ -53,6 +67,7 @@ func (m *Manager) activeLocked(id contexts.Identity) *contexts.Record {
 
 // GetOrCreate implements e2bcompat.Manager.
 func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions) (*contexts.Record, error) {
+	m.checkTenant(ctx, "GetOrCreate")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if r := m.activeLocked(id); r != nil {
@@ -82,6 +97,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2
 
 // Execute implements e2bcompat.Manager.
 func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcompat.ExecuteRequest, out contexts.OutputFunc) (*e2bcompat.ExecuteResult, error) {
+	m.checkTenant(ctx, "Execute")
 	var res *e2bcompat.ExecuteResult
 	err := m.Use(ctx, id, e2bcompat.CreateOptions{ContextID: req.ContextID}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		r, err := sb.RunCode(ctx, agent.RunCodeParams{Language: req.Language, Code: req.Code, Kernel: req.Kernel, Env: req.Env, Stream: out != nil}, out)
@@ -97,6 +113,7 @@ func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcomp
 // Use implements e2bcompat.Manager (creating the context when absent,
 // unless opts.ContextID confines it to a context).
 func (m *Manager) Use(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
+	m.checkTenant(ctx, "Use")
 	if opts.ContextID != "" {
 		m.mu.Lock()
 		r := m.activeLocked(id)
@@ -117,6 +134,7 @@ func (m *Manager) Use(ctx context.Context, id contexts.Identity, opts e2bcompat.
 
 // Get implements e2bcompat.Manager.
 func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
+	m.checkTenant(ctx, "Get")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[contextID]
@@ -129,6 +147,7 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*context
 
 // List implements e2bcompat.Manager: ordered by ID, paged by After.
 func (m *Manager) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
+	m.checkTenant(ctx, "List")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*contexts.Record
@@ -168,6 +187,7 @@ func (m *Manager) List(ctx context.Context, f contexts.Filter) ([]*contexts.Reco
 
 // Terminate implements e2bcompat.Manager.
 func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error {
+	m.checkTenant(ctx, "Terminate")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[contextID]
@@ -183,6 +203,7 @@ func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, rea
 
 // SetTTL implements e2bcompat.Manager.
 func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
+	m.checkTenant(ctx, "SetTTL")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[contextID]
@@ -535,4 +556,22 @@ func (s *Sandbox) Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResu
 
 func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error) {
 	return &agent.GrepResult{}, nil
+}
+
+// Usage implements e2bcompat.Manager: the record's usage (SetUsage).
+func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error) {
+	r, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return contexts.ResourceUsage{}, err
+	}
+	return r.ResourceUsage, nil
+}
+
+// SetUsage sets what Usage reports for a context.
+func (m *Manager) SetUsage(contextID string, u contexts.ResourceUsage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r, ok := m.recs[contextID]; ok {
+		r.ResourceUsage = u
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/tools"
 )
 
 // Tenants is an in-memory tenant.Store.
@@ -145,9 +146,12 @@ type Contexts struct {
 	mu        sync.Mutex
 	recs      map[string]*contexts.Record
 	Sandboxes map[string]*Sandbox // by context id
-	Events    []api.PathEvent
+	Events    []contexts.PathEvent
 	n         int
 	FailAll   error
+	// Counters, when set, is what Stats returns; else Stats counts the
+	// contexts created.
+	Counters *contexts.Stats
 }
 
 var _ server.Contexts = (*Contexts)(nil)
@@ -229,11 +233,11 @@ func (f *Contexts) active(id contexts.Identity) *contexts.Record {
 	return nil
 }
 
-func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev api.PathEvent) error {
+func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Events = append(f.Events, ev)
-	if ev.Type == api.PathDeleted {
+	if ev.Type == contexts.PathDeleted {
 		if r := f.active(id); r != nil {
 			r.State, r.Reason = contexts.StateTerminated, contexts.ReasonDeleted
 		}
@@ -241,7 +245,7 @@ func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev api.P
 	return nil
 }
 
-func (f *Contexts) Use(ctx context.Context, id contexts.Identity, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
+func (f *Contexts) Use(ctx context.Context, id contexts.Identity, _ contexts.CreateOptions, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
 	f.mu.Lock()
 	if f.FailAll != nil {
 		f.mu.Unlock()
@@ -275,10 +279,13 @@ func (f *Contexts) File(contextID, path string) ([]byte, bool) {
 	return b, ok
 }
 
-func (f *Contexts) Stats() api.SessionMetrics {
+func (f *Contexts) Stats() contexts.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return api.SessionMetrics{SessionStats: api.SessionStats{TotalCreated: int64(f.n)}}
+	if f.Counters != nil {
+		return *f.Counters
+	}
+	return contexts.Stats{TotalCreated: int64(f.n)}
 }
 
 // Tools implements run_code the way the registry and manager validate
@@ -302,7 +309,7 @@ func (t *Tools) Export(format string) (any, error) {
 	return nil, fmt.Errorf("unknown format %q: %w", format, errdefs.ErrInvalidArgument)
 }
 
-func (t *Tools) Call(ctx context.Context, c server.ToolCall, out contexts.OutputFunc) (any, error) {
+func (t *Tools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error) {
 	if t.Hook != nil {
 		t.Hook()
 	}
@@ -327,7 +334,7 @@ func (t *Tools) Call(ctx context.Context, c server.ToolCall, out contexts.Output
 		return nil, fmt.Errorf("timeout out of range: %w", errdefs.ErrInvalidArgument)
 	}
 	var res *api.RunCodeResult
-	err := t.Contexts.Use(ctx, c.Identity, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+	err := t.Contexts.Use(ctx, c.Identity, contexts.CreateOptions{}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		fs := sb.(*Sandbox)
 		var stdout strings.Builder
 		for _, line := range strings.Split(a.Code, "\n") {
@@ -351,7 +358,8 @@ func (t *Tools) Call(ctx context.Context, c server.ToolCall, out contexts.Output
 				out(agent.OutputEvent{Stream: agent.Stdout, Data: o})
 			}
 		}
-		res = &api.RunCodeResult{CodeResult: api.CodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID}}
+		res = &api.RunCodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID,
+			PathRef: api.PathRef{ConversationID: c.Identity.ConversationID, PathID: c.Identity.PathID}}
 		return nil
 	})
 	if err != nil {
@@ -381,7 +389,7 @@ func NewEnv(mod func(*server.Config)) *Env {
 	e.Tools = &Tools{Contexts: e.Contexts}
 	e.KeyA = e.Tenants.Add("tenant-a")
 	e.KeyB = e.Tenants.Add("tenant-b")
-	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Tenants: e.Tenants,
+	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{}),
 		Audit: func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
 			var out []audit.Event
 			for i := len(e.Audit) - 1; i >= 0 && len(out) < limit; i-- {

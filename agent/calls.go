@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"context"
+)
+
+// The typed calls of the protocol, one per agent method; the framing,
+// dispatch and connection handling are in client.go.
+
+// Ping checks that the agent answers.
+func (c *Client) Ping(ctx context.Context) error {
+	var r PingResult
+	return c.call(ctx, MethodPing, Empty{}, &r, nil, 0)
+}
+
+// PingInfo is Ping with the agent's answer.
+func (c *Client) PingInfo(ctx context.Context) (*PingResult, error) {
+	var r PingResult
+	if err := c.call(ctx, MethodPing, Empty{}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RunCode runs code in a persistent kernel. out (may be nil) receives
+// output notifications when p.Stream is set.
+func (c *Client) RunCode(ctx context.Context, p RunCodeParams, out func(OutputEvent)) (*RunCodeResult, error) {
+	var r RunCodeResult
+	if err := c.call(ctx, MethodRunCode, p, &r, out, p.MaxOutput); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// RestartKernel kills a kernel; the next RunCode starts a fresh one.
+func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
+	return c.call(ctx, MethodKernelRestart, p, nil, nil, 0)
+}
+
+// Exec runs a process. out (may be nil) receives output notifications when
+// p.Stream is set.
+func (c *Client) Exec(ctx context.Context, p ExecParams, out func(OutputEvent)) (*ExecResult, error) {
+	var r ExecResult
+	if err := c.call(ctx, MethodExec, p, &r, out, p.MaxOutput); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Signal signals a running exec's process group.
+func (c *Client) Signal(ctx context.Context, p SignalParams) error {
+	return c.call(ctx, MethodSignal, p, nil, nil, 0)
+}
+
+// Stdin writes to (or closes) a running exec's stdin.
+func (c *Client) Stdin(ctx context.Context, p StdinParams) error {
+	return c.call(ctx, MethodStdin, p, nil, nil, 0)
+}
+
+// Processes lists running execs.
+func (c *Client) Processes(ctx context.Context) ([]Process, error) {
+	var r ProcessList
+	if err := c.call(ctx, MethodProcesses, Empty{}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return r.Processes, nil
+}
+
+// ReadFile reads one chunk of a file.
+func (c *Client) ReadFile(ctx context.Context, p ReadParams) (*ReadResult, error) {
+	var r ReadResult
+	if err := c.call(ctx, MethodReadFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// WriteFile writes one chunk of a file.
+func (c *Client) WriteFile(ctx context.Context, p WriteParams) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodWriteFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// EditFile replaces an exact string in a file.
+func (c *Client) EditFile(ctx context.Context, p EditParams) (*EditResult, error) {
+	var r EditResult
+	if err := c.call(ctx, MethodEditFile, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// List lists a directory.
+func (c *Client) List(ctx context.Context, p ListParams) ([]FileInfo, error) {
+	var r ListResult
+	if err := c.call(ctx, MethodList, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return r.Entries, nil
+}
+
+// Stat describes one path.
+func (c *Client) Stat(ctx context.Context, path string) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodStat, PathParams{Path: path}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Mkdir creates a directory and its parents.
+func (c *Client) Mkdir(ctx context.Context, path string) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodMkdir, PathParams{Path: path}, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Remove removes a path.
+func (c *Client) Remove(ctx context.Context, p RemoveParams) error {
+	return c.call(ctx, MethodRemove, p, nil, nil, 0)
+}
+
+// Move renames a path.
+func (c *Client) Move(ctx context.Context, p MoveParams) (*FileInfo, error) {
+	var r FileInfo
+	if err := c.call(ctx, MethodMove, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Glob matches paths.
+func (c *Client) Glob(ctx context.Context, p GlobParams) (*GlobResult, error) {
+	var r GlobResult
+	if err := c.call(ctx, MethodGlob, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Grep searches files.
+func (c *Client) Grep(ctx context.Context, p GrepParams) (*GrepResult, error) {
+	var r GrepResult
+	if err := c.call(ctx, MethodGrep, p, &r, nil, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

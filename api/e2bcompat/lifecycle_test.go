@@ -1,0 +1,202 @@
+package e2bcompat_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+type listed struct {
+	SandboxID  string
+	TemplateID string
+	StartedAt  time.Time
+	Metadata   map[string]string
+}
+
+// TestListFiltersAndOrder: GET /v2/sandboxes honours template,
+// startedAfter and order (by start time, newest first by default, across
+// pages) as E2B's v2 list does.
+func TestListFiltersAndOrder(t *testing.T) {
+	e := newEnv(t)
+	var ids []string
+	for i, tmpl := range []string{"base", "code-interpreter-v1", "base", "base"} {
+		sb := e.create(key1, `{"templateID":"`+tmpl+`","metadata":{"n":"`+strconv.Itoa(i)+`"}}`)
+		ids = append(ids, sb.SandboxID)
+		time.Sleep(2 * time.Millisecond) // distinct start times
+	}
+	e.create(key2, `{}`) // another tenant's: never listed
+	list := func(q string) ([]string, string) {
+		t.Helper()
+		resp := e.do("GET", "/v2/sandboxes?"+q, nil, "X-API-KEY", key1)
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("list %s: %d %s", q, resp.StatusCode, b)
+		}
+		var out []string
+		for _, l := range decode[[]listed](t, resp) {
+			out = append(out, l.SandboxID)
+		}
+		return out, resp.Header.Get("X-Next-Token")
+	}
+	rev := func(s ...string) []string {
+		out := append([]string(nil), s...)
+		for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+			out[i], out[j] = out[j], out[i]
+		}
+		return out
+	}
+	all, _ := list("")
+	if diff := cmp.Diff(rev(ids...), all); diff != "" {
+		t.Fatalf("default order (newest first) (-want +got):\n%s", diff)
+	}
+	asc, _ := list("order=asc")
+	if diff := cmp.Diff(ids, asc); diff != "" {
+		t.Fatalf("order=asc (-want +got):\n%s", diff)
+	}
+	base, _ := list("template=base&order=asc")
+	if diff := cmp.Diff([]string{ids[0], ids[2], ids[3]}, base); diff != "" {
+		t.Fatalf("template=base (-want +got):\n%s", diff)
+	}
+	// startedAfter: the third sandbox's start, taken from its detail
+	resp := e.do("GET", "/sandboxes/"+ids[2], nil, "X-API-KEY", key1)
+	third := decode[listed](t, resp).StartedAt
+	after, _ := list("order=asc&startedAfter=" + url.QueryEscape(third.Format(time.RFC3339Nano)))
+	if diff := cmp.Diff(ids[2:], after); diff != "" {
+		t.Fatalf("startedAfter (-want +got):\n%s", diff)
+	}
+	// paging keeps the order across pages
+	var paged []string
+	q := "order=asc&limit=3"
+	for {
+		page, next := list(q)
+		paged = append(paged, page...)
+		if next == "" {
+			break
+		}
+		q = "order=asc&limit=3&nextToken=" + url.QueryEscape(next)
+	}
+	if diff := cmp.Diff(ids, paged); diff != "" {
+		t.Fatalf("paged asc (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"order=up", "startedAfter=yesterday", "nextToken=zz", "limit=0"} {
+		if r := e.do("GET", "/v2/sandboxes?"+bad, nil, "X-API-KEY", key1); r.StatusCode != 400 {
+			t.Errorf("%s: status %d, want 400", bad, r.StatusCode)
+		}
+	}
+	// reserved metadata keys are not a filter a caller may use
+	if got, _ := list("metadata=" + url.QueryEscape("sandlot.e2bTemplate=base")); len(got) != 4 {
+		t.Errorf("reserved metadata filter applied: %v", got)
+	}
+}
+
+// TestInfoMetadataIsTheCallers: getInfo shows the metadata as given, not
+// sandlot's identity keys.
+func TestInfoMetadataIsTheCallers(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{"metadata":{"a":"1"}}`)
+	got := decode[listed](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).Metadata
+	if diff := cmp.Diff(map[string]string{"a": "1"}, got); diff != "" {
+		t.Fatalf("metadata (-want +got):\n%s", diff)
+	}
+}
+
+// TestPastItsEndSandboxIsGone: past its end a sandbox is not running for any
+// route, before the cleanup loop ends it: getInfo 404, envd 502, not listed.
+func TestPastItsEndSandboxIsGone(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{"timeout":1}`)
+	if r := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); r.StatusCode != 204 {
+		t.Fatalf("health before the end: %d", r.StatusCode)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if r := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+		t.Fatalf("getInfo after the end: %d, want 404", r.StatusCode)
+	}
+	if r := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); r.StatusCode != 502 {
+		t.Fatalf("health after the end: %d, want 502", r.StatusCode)
+	}
+	if l := decode[[]listed](t, e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1)); len(l) != 0 {
+		t.Fatalf("listed after the end: %v", l)
+	}
+}
+
+// TestMetrics: real samples with the fields both SDKs read (the Python SDK
+// needs memCache and timestampUnix), CPU as a share of the sandbox's core,
+// and start/end honoured.
+func TestMetrics(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	e.m.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CacheBytes: 100 << 20, CPUTimeMs: 0, DiskBytes: 4096})
+	get := func(q string) []map[string]any {
+		t.Helper()
+		resp := e.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics"+q, nil, "X-API-KEY", key1)
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("metrics%s: %d %s", q, resp.StatusCode, b)
+		}
+		return decode[[]map[string]any](t, resp)
+	}
+	first := get("")
+	if len(first) != 1 {
+		t.Fatalf("samples %v", first)
+	}
+	m := first[0]
+	for k, want := range map[string]float64{"memUsed": 200 << 20, "memCache": 100 << 20, "memTotal": 2 << 30, "diskUsed": 4096, "diskTotal": 512 << 20, "cpuCount": 1} {
+		if m[k] != want {
+			t.Errorf("%s = %v, want %v", k, m[k], want)
+		}
+	}
+	ts, ok := m["timestampUnix"].(float64)
+	if !ok || int64(ts) > time.Now().Unix() || int64(ts) < time.Now().Unix()-5 {
+		t.Errorf("timestampUnix %v", m["timestampUnix"])
+	}
+	time.Sleep(1100 * time.Millisecond)
+	e.m.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CPUTimeMs: 550})
+	second := get("")
+	if len(second) != 2 {
+		t.Fatalf("want two samples, got %v", second)
+	}
+	if pct := second[1]["cpuUsedPct"].(float64); pct < 20 || pct > 55 {
+		t.Errorf("cpuUsedPct %v for 550 ms of CPU in about 1.1 s", pct)
+	}
+	future := strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)
+	if got := get("?start=" + future); len(got) != 0 {
+		t.Errorf("start in the future: %v", got)
+	}
+	if got := get("?end=" + strconv.FormatInt(int64(ts), 10)); len(got) != 1 {
+		t.Errorf("end at the first sample: %d samples", len(got))
+	}
+	if r := e.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?start=x", nil, "X-API-KEY", key1); r.StatusCode != 400 {
+		t.Errorf("bad start: %d", r.StatusCode)
+	}
+}
+
+// TestSnapshotAndForkNotSupported: a running sandbox gets a 501 that
+// names the feature (not SandboxNotFound); an unknown one 404.
+func TestSnapshotAndForkNotSupported(t *testing.T) {
+	e := newEnv(t)
+	sb := e.create(key1, `{}`)
+	for _, p := range []string{"snapshots", "fork"} {
+		resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/"+p, strings.NewReader(`{}`), "X-API-KEY", key1)
+		body, _ := io.ReadAll(resp.Body)
+		var ae apiErr
+		json.Unmarshal(body, &ae)
+		if resp.StatusCode != 501 || !strings.Contains(ae.Message, "not supported") {
+			t.Errorf("%s: %d %s", p, resp.StatusCode, body)
+		}
+		if r := e.do("POST", "/sandboxes/nope/"+p, strings.NewReader(`{}`), "X-API-KEY", key1); r.StatusCode != 404 {
+			t.Errorf("%s of an unknown sandbox: %d", p, r.StatusCode)
+		}
+	}
+	if l := decode[[]any](t, e.do("GET", "/snapshots", nil, "X-API-KEY", key1)); len(l) != 0 {
+		t.Errorf("snapshots %v", l)
+	}
+}

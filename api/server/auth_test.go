@@ -1,0 +1,236 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+func TestAuth(t *testing.T) {
+	e := newEnv(t, nil)
+	unknown := "e2b_" + strings.Repeat("ab", 20)
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   int
+	}{
+		{"none", nil, 401},
+		{"malformed bearer", map[string]string{"Authorization": "Bearer nope"}, 401},
+		{"basic scheme", map[string]string{"Authorization": "Basic " + e.KeyA}, 401},
+		{"unknown key", map[string]string{"X-API-KEY": unknown}, 401},
+		{"bearer", map[string]string{"Authorization": "Bearer " + e.KeyA}, 200},
+		{"x-api-key", map[string]string{"X-API-KEY": e.KeyA}, 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/contexts", header: tt.header})
+			if w.Code != tt.want {
+				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
+			}
+			if tt.want == 401 {
+				if got := decodeErr(t, w).Code; got != errdefs.CodeUnauthenticated {
+					t.Errorf("code %q", got)
+				}
+			}
+		})
+	}
+	t.Run("every authenticated route", func(t *testing.T) {
+		for _, rt := range e.Server.RouteInfos() {
+			if !rt.Auth {
+				continue
+			}
+			p := strings.NewReplacer("{name}", "run_code", "{id}", "x", "{conversationId}", "c", "{pathId}", "p").Replace(rt.Path)
+			if w := e.do(t, req{method: rt.Method, path: p + "?path=a"}); w.Code != 401 {
+				t.Errorf("%s %s without key: %d", rt.Method, rt.Path, w.Code)
+			}
+		}
+	})
+	t.Run("store down is not a 401 and leaks nothing", func(t *testing.T) {
+		e.Tenants.Fail = errors.New("dial tcp 10.0.0.1:5432: refused")
+		defer func() { e.Tenants.Fail = nil }()
+		w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyB}) // not cached yet
+		if w.Code != 500 || strings.Contains(w.Body.String(), "10.0.0.1") {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
+}
+
+// TestKeyCache: a deleted key stops working once the cache TTL passes.
+func TestKeyCache(t *testing.T) {
+	e := newEnv(t, nil)
+	e.Handler = server.New(server.Config{Contexts: e.Contexts, Tools: e.Tools,
+		Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{CacheTTL: 50 * time.Millisecond})}).Handler()
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
+		t.Fatal(w.Code)
+	}
+	e.Tenants.Fail = errors.New("store down")
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
+		t.Fatalf("cached key: %d", w.Code)
+	}
+	time.Sleep(60 * time.Millisecond)
+	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 500 {
+		t.Fatalf("after the TTL: %d", w.Code)
+	}
+}
+
+// TestTenantIsolation sends tenant B's key at every route, aimed at tenant
+// A's context, conversation and files. It fails when a route is added
+// without a case here.
+func TestTenantIsolation(t *testing.T) {
+	secrets := memory.New()
+	for _, id := range []string{"tenant-a", "tenant-b"} {
+		secrets.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
+	}
+	e := newEnv(t, func(c *server.Config) { c.Secrets = secrets })
+	if w := e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyA, body: api.SecretRequest{Value: "a-secret-value", Hosts: []string{"a.test"}}}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	aSecretIntact := func(t *testing.T) {
+		t.Helper()
+		got, err := secrets.GetSecrets(context.Background(), "tenant-a", []string{"gh"})
+		if err != nil || got[0].Value != "a-secret-value" || got[0].Hosts[0] != "a.test" {
+			t.Fatalf("A's secret was touched: %+v %v", got, err)
+		}
+	}
+	e.Audit = append(e.Audit, audit.Event{ID: 1, TenantID: "tenant-a", Kind: audit.KindGuardFinding, Detail: map[string]string{"hmac": "a-hmac"}})
+	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
+	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+	idA := recs[0].ID
+	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	stillIntact := func(t *testing.T) {
+		t.Helper()
+		rec, err := e.Contexts.Get(context.Background(), "tenant-a", idA)
+		if err != nil || !rec.State.Active() {
+			t.Fatalf("A's context was touched: %+v %v", rec, err)
+		}
+		if r := e.runCode(t, e.KeyA, "conv-a", "main", "print(secret)"); r.Stdout != "hunter2\n" || r.SandboxID != a.SandboxID {
+			t.Fatalf("A's state was touched: %+v", r)
+		}
+		if got, _ := e.Contexts.File(idA, "/home/user/a.txt"); string(got) != "A's file" {
+			t.Fatalf("A's file is now %q", got)
+		}
+	}
+	notFound := func(t *testing.T, w *httptest.ResponseRecorder) {
+		t.Helper()
+		if w.Code != 404 {
+			t.Fatalf("status %d, want 404: %s", w.Code, w.Body)
+		}
+		if strings.Contains(w.Body.String(), "hunter2") || strings.Contains(w.Body.String(), "tenant-a") {
+			t.Fatalf("leak: %s", w.Body)
+		}
+	}
+	cases := map[string]func(t *testing.T){
+		"GET /healthz":         func(t *testing.T) {}, // public, no tenant data
+		"GET /readyz":          func(t *testing.T) {},
+		"GET /v1/openapi.json": func(t *testing.T) {},
+		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
+		"GET /v1/metrics/sessions": func(t *testing.T) {
+			// Aggregates only: no ids, no identities.
+			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), "conv-a") || strings.Contains(w.Body.String(), idA) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"GET /v1/audit": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/audit", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), "tenant-a") || strings.Contains(w.Body.String(), "a-hmac") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"POST /v1/tools/{name}": func(t *testing.T) {
+			r := e.runCode(t, e.KeyB, "conv-a", "main", "print(secret)")
+			if r.Stdout != "\n" || r.SandboxID == a.SandboxID {
+				t.Fatalf("B reached A's kernel: %+v", r)
+			}
+			w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyB, header: map[string]string{"Accept": api.ContentTypeNDJSON},
+				body: map[string]any{"conversationId": "conv-a", "args": map[string]any{"language": "python", "code": "print(secret)"}}})
+			if strings.Contains(w.Body.String(), "hunter2") {
+				t.Fatalf("streamed leak: %s", w.Body)
+			}
+		},
+		"GET /v1/contexts": func(t *testing.T) {
+			for _, q := range []string{"", "?conversationId=conv-a", "?status=ready"} {
+				w := e.do(t, req{method: "GET", path: "/v1/contexts" + q, key: e.KeyB})
+				if w.Code != 200 || strings.Contains(w.Body.String(), idA) {
+					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+				}
+			}
+		},
+		"GET /v1/contexts/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.KeyB}))
+		},
+		"DELETE /v1/contexts/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
+		},
+		"PUT /v1/contexts/{id}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB, body: "B was here"}))
+		},
+		"GET /v1/contexts/{id}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB}))
+		},
+		"GET /v1/contexts/{id}/files/list": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.KeyB}))
+		},
+		"POST /v1/conversations/{conversationId}/paths/{pathId}/events": func(t *testing.T) {
+			// B's "deleted" applies to B's own (conv-a, main), never A's.
+			e.do(t, req{method: "POST", path: "/v1/conversations/conv-a/paths/main/events", key: e.KeyB, body: map[string]any{"type": "deleted"}})
+		},
+		"PUT /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
+			e.do(t, req{method: "PUT", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB, body: "B was here"})
+		},
+		"GET /v1/conversations/{conversationId}/paths/{pathId}/files": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/side/files?path=a.txt", key: e.KeyB}))
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files?path=a.txt", key: e.KeyB})
+			if strings.Contains(w.Body.String(), "A's file") {
+				t.Fatalf("B read A's file: %s", w.Body)
+			}
+		},
+		"GET /v1/secrets": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/secrets", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), `"gh"`) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"PUT /v1/secrets/{name}": func(t *testing.T) {
+			// B's secret of the same name is B's own.
+			e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyB, body: api.SecretRequest{Value: "b-value-1", Hosts: []string{"evil.test"}}})
+			aSecretIntact(t)
+		},
+		"DELETE /v1/secrets/{name}": func(t *testing.T) {
+			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
+			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
+			aSecretIntact(t)
+		},
+		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})
+			if strings.Contains(w.Body.String(), "A's file") {
+				t.Fatalf("B listed A's files: %s", w.Body)
+			}
+		},
+	}
+	for _, rt := range e.Server.RouteInfos() {
+		name := rt.Method + " " + rt.Path
+		fn, ok := cases[name]
+		if !ok {
+			t.Errorf("route %s has no tenant-isolation case", name)
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			fn(t)
+			stillIntact(t)
+		})
+	}
+}

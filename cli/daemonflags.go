@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"flag"
+	"os"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+)
+
+// daemonDefaults are the defaults in which serve and mcp differ: one MCP
+// session needs one sandbox, keeps its own state dir and logs quietly to
+// stderr beside the protocol.
+type daemonDefaults struct {
+	stateDir, logLevel string
+	poolSize           int
+}
+
+// registerDaemon adds the flags of the daemon behind every front end, the
+// one flag set serve and mcp share: where state lives (store, state dir,
+// node), what runs sandboxes (runtime, providers), the manager's and the
+// sandboxes' limits, the warm pool, logging and the first start's tenant.
+// A flag that configures the daemon is added here, so both commands take
+// it with the same name and meaning.
+func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
+	c.store.register(fs)
+	stateHelp := "runtime state (bundles, agent sockets); default /run/sandlot"
+	if d.stateDir != "" {
+		stateHelp = "runtime state (bundles, agent sockets); one process at a time per state dir"
+	}
+	fs.StringVar(&c.stateDir, "state-dir", d.stateDir, stateHelp)
+	fs.StringVar(&c.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
+	fs.StringVar(&c.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
+	fs.StringVar(&c.logLevel, "log-level", d.logLevel, "debug, info, warn, error (logs go to stderr)")
+	fs.IntVar(&c.maxPerTenant, "max-contexts-per-tenant", 0, "active contexts per tenant (0: the manager default, 10)")
+	fs.IntVar(&c.maxPerConv, "max-contexts-per-conversation", 0, "active contexts per conversation (0: the manager default, 5)")
+	fs.Int64Var(&c.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default, 2048)")
+	fs.Int64Var(&c.pids, "sandbox-pids", 0, "process limit per sandbox (0: the provider default, 256)")
+	fs.Float64Var(&c.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
+	fs.Int64Var(&c.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
+	poolHelp := "warm sandboxes kept per template (-1: the manager default)"
+	if d.poolSize == 0 {
+		poolHelp = "warm sandboxes kept per template (0: none)"
+	}
+	fs.IntVar(&c.poolSize, "pool-size", d.poolSize, poolHelp)
+	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
+	fs.StringVar(&c.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
+		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
+}
+
+// registerHTTP adds the flags of the HTTP front door (frontDoor): address,
+// shutdown, admission, body pacing and the E2B wire. Only serve has it.
+func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
+	addr := os.Getenv("SANDLOT_ADDR")
+	if addr == "" {
+		addr = api.DefaultAddr
+	}
+	fs.StringVar(&c.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
+	fs.IntVar(&c.maxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
+	fs.IntVar(&c.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
+	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
+	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
+	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
+}

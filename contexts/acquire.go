@@ -1,0 +1,350 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// doner is a sandbox connection that reports its closing (*agent.Client).
+type doner interface{ Done() <-chan struct{} }
+
+// provedAlive reports whether sb answered within HealthCheckInterval and
+// its connection is still open, which counts as a passed health check.
+func (m *Manager) provedAlive(e *entry, sb Sandbox) bool {
+	if m.cfg.HealthCheckInterval <= 0 {
+		return false
+	}
+	d, ok := sb.(doner)
+	if !ok {
+		return false
+	}
+	select {
+	case <-d.Done():
+		return false
+	default:
+	}
+	m.mu.Lock()
+	at := e.alive
+	m.mu.Unlock()
+	return !at.IsZero() && time.Since(at) < m.cfg.HealthCheckInterval
+}
+
+// markAlive records that e's sandbox just answered.
+func (m *Manager) markAlive(e *entry) {
+	now := time.Now()
+	m.mu.Lock()
+	e.alive = now
+	m.mu.Unlock()
+}
+
+// GetOrCreate returns the active context of id, creating it lazily (from
+// the warm pool when it can). A reused context is health-checked; if its
+// sandbox is gone it is terminated (reason error) and replaced
+// transparently. Every call extends expiresAt to now + TTL.
+func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptions) (*Record, error) {
+	e, err := m.acquire(ctx, id, opts, 0)
+	if err != nil {
+		return nil, err
+	}
+	return m.snapshot(e), nil
+}
+
+// acquire returns the ready, health-checked and touched entry of id,
+// inside a get_or_create span.
+//
+// recordWithin > 0 says the caller records the use itself (Execute:
+// Store.RecordExecution sets lastUsedAt and expiresAt after the call) and
+// that its call ends within recordWithin: a reused context whose expiresAt
+// is further away than that is not touched first, saving one store write
+// per call. Zero touches on reuse (GetOrCreate, Use).
+func (m *Manager) acquire(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
+	ctx, span := startSpan(ctx, spanGetOrCreate, id)
+	e, err := m.acquireEntry(ctx, id, opts, recordWithin)
+	m.sandboxAttr(span, e)
+	endSpan(span, err)
+	return e, err
+}
+
+func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOptions, recordWithin time.Duration) (*entry, error) {
+	id, err := normalize(id)
+	if err != nil {
+		return nil, err
+	}
+	if m.isClosed() {
+		return nil, errClosed
+	}
+	unlock, err := m.idLocks.lock(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("wait for context of %s: %w", id.ConversationID, err)
+	}
+	defer unlock()
+	var lastErr error
+	for range 4 {
+		m.mu.Lock()
+		e := m.byIdent[id]
+		m.mu.Unlock()
+		if e == nil {
+			if e, err = m.load(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		if e != nil && opts.ContextID != "" && m.snapshot(e).ID != opts.ContextID {
+			e = nil // the identity moved on to another context
+		}
+		if e != nil {
+			if m.revive(ctx, e, recordWithin) {
+				m.mu.Lock()
+				template := e.rec.Template
+				m.mu.Unlock()
+				m.countReused(template)
+				return e, nil
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		if opts.ContextID != "" {
+			return nil, fmt.Errorf("context %s is not active: %w", opts.ContextID, errdefs.ErrNotFound)
+		}
+		e, err = m.create(ctx, id, opts)
+		if errors.Is(err, errLostRace) {
+			lastErr = err
+			continue // another process created it: load and attach on the next turn
+		}
+		return e, err
+	}
+	return nil, fmt.Errorf("context of %s/%s: %w", id.ConversationID, id.PathID, lastErr)
+}
+
+var errLostRace = fmt.Errorf("another manager created this context concurrently: %w", errdefs.ErrUnavailable)
+
+// load builds an entry from the store's active record of id (created by
+// another process, or before a restart); its sandbox is attached by revive.
+// Nil when there is none or the store fails; an error when another live
+// node owns it (see own).
+func (m *Manager) load(ctx context.Context, id Identity) (*entry, error) {
+	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
+	if err != nil {
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			m.log.Warn("store: load active context", logkey.Tenant, id.TenantID, logkey.Err, err)
+		}
+		return nil, nil
+	}
+	if rec, err = m.own(ctx, rec); rec == nil {
+		return nil, err
+	}
+	return m.adopt(rec), nil
+}
+
+// adopt registers rec as an entry without a connected sandbox, or returns
+// the entry already registered for it.
+func (m *Manager) adopt(rec *Record) *entry {
+	m.mu.Lock()
+	if e := m.byID[rec.ID]; e != nil {
+		m.mu.Unlock()
+		return e
+	}
+	ttl := rec.ExpiresAt.Sub(rec.LastUsedAt)
+	if ttl <= 0 {
+		ttl = m.cfg.TTL
+	}
+	e := &entry{exec: make(sem, 1), rec: rec, ttl: ttl}
+	var stale Sandbox
+	if old := m.byIdent[rec.Identity]; old != nil {
+		stale = m.unlink(old) // ended elsewhere: the store moved on
+	}
+	m.byID[rec.ID] = e
+	m.byIdent[rec.Identity] = e
+	m.mu.Unlock()
+	if stale != nil {
+		stale.Close()
+	}
+	return e
+}
+
+// revive makes e usable: it waits for a record another process is
+// creating, rotates or expires it when due, attaches and pings its sandbox
+// and touches it (see acquire for recordWithin). It reports false when e
+// was ended instead (the caller creates a new context). Precondition: the
+// identity lock is held.
+func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) bool {
+	m.mu.Lock()
+	rec := cloneRecord(e.rec)
+	sb, ttl, ended := e.sb, e.ttl, e.ended
+	m.mu.Unlock()
+	if ended {
+		return false
+	}
+	if rec.State == StateCreating && sb == nil {
+		r, ok := m.waitReady(ctx, rec)
+		if !ok {
+			m.drop(e)
+			return false
+		}
+		m.mu.Lock()
+		e.rec, rec = r, cloneRecord(r)
+		m.mu.Unlock()
+	}
+	now := m.now()
+	switch {
+	case !rec.ExpiresAt.After(now):
+		m.end(ctx, e, ReasonExpired, "")
+		return false
+	case m.rotationDue(rec):
+		m.end(ctx, e, ReasonRotated, "")
+		return false
+	}
+	if sb == nil {
+		var err error
+		sb, err = m.provider.Attach(ctx, rec.SandboxID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error())
+			return false
+		}
+		m.mu.Lock()
+		if e.ended {
+			m.mu.Unlock()
+			sb.Close()
+			return false
+		}
+		e.sb = sb
+		m.mu.Unlock()
+	}
+	if !m.provedAlive(e, sb) {
+		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+		err := sb.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			m.healthFailed(ctx, e, "health check failed: "+err.Error())
+			return false
+		}
+		m.markAlive(e)
+	}
+	if recordWithin > 0 && rec.ExpiresAt.After(now.Add(recordWithin)) {
+		// The record stays unexpired for the whole call, for every process
+		// (cleanup here skips an executing context anyway), and the call's
+		// Store.RecordExecution extends it and reports a record another
+		// process ended (recordExecution drops the entry then). A sandbox
+		// that process tore down is caught before the call by the health
+		// check (its connection is closed).
+		return true
+	}
+	return m.touch(ctx, e, now, ttl)
+}
+
+// touch extends e's expiry and reports false when the store says another
+// process ended it (e is dropped).
+func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.Duration) bool {
+	exp := now.Add(ttl)
+	m.mu.Lock()
+	if fixedExpiry(e.rec) {
+		exp = e.rec.ExpiresAt
+	}
+	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
+	m.mu.Unlock()
+	if unsaved {
+		return true
+	}
+	if err := m.store.Touch(tctx(ctx, tid), id, now, exp); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
+			m.drop(e)
+			return false
+		}
+		m.log.Warn("store: touch context", logkey.Context, id, logkey.Err, err)
+	}
+	return true
+}
+
+// waitReady polls a record another process is creating until it is ready.
+// A record stuck in creating past CreatingTimeout is ended as an orphan.
+func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
+	deadline := rec.CreatedAt.Add(m.cfg.CreatingTimeout)
+	sctx := tctx(ctx, rec.TenantID)
+	for {
+		r, err := m.store.Get(sctx, rec.ID)
+		if err != nil {
+			return nil, false
+		}
+		switch {
+		case r.State == StateReady:
+			return r, true
+		case !r.State.Active():
+			return nil, false
+		case !m.now().Before(deadline):
+			m.terminateRecord(ctx, r, ReasonError, "stuck in creating")
+			return nil, false
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
+	if m.isClosed() {
+		// Close detached the sandbox under this call: that is no evidence
+		// against it, and it must stay running for the next Start.
+		return
+	}
+	m.mu.Lock()
+	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
+	m.mu.Unlock()
+	m.countHealthFailure(template)
+	m.log.Warn("context sandbox unhealthy; recreating", logkey.Context, id, logkey.Err, m.sanitize(ctx, tid, msg))
+	m.end(ctx, e, ReasonError, msg)
+}
+
+// SetTTL changes an active context's TTL and sets expiresAt to now + ttl.
+// Later uses extend by the new TTL. A context another live node serves is
+// refused like a call (unavailable, naming the node).
+func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*Record, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("ttl %s must be positive: %w", ttl, errdefs.ErrInvalidArgument)
+	}
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.State.Active() {
+		return nil, fmt.Errorf("context %s is %s: %w", contextID, rec.State, errdefs.ErrFailedPrecondition)
+	}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, err // its node keeps the TTL in memory and would not see the change
+	}
+	now := m.now()
+	exp := now.Add(ttl)
+	m.mu.Lock()
+	e := m.byID[contextID]
+	unsaved := false
+	if e != nil {
+		e.ttl = ttl
+		e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+		unsaved = e.unsaved
+	}
+	m.mu.Unlock()
+	if !unsaved {
+		if err := m.store.Touch(tctx(ctx, tenantID), contextID, now, exp); err != nil {
+			if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
+				return nil, err
+			}
+			m.log.Warn("store: set ttl", logkey.Context, contextID, logkey.Err, err)
+		}
+	}
+	rec.LastUsedAt, rec.ExpiresAt = now, exp
+	return rec, nil
+}

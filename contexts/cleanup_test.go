@@ -1,0 +1,169 @@
+package contexts_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+)
+
+func TestTTLExtensionAndExpiryCleanup(t *testing.T) {
+	e := newEnv(t, contexts.Config{TTL: 10 * time.Minute})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	e.clock.Advance(8 * time.Minute)
+	e.exec(id, "x = 1")
+	if got, want := e.record(rec.ID).ExpiresAt, e.clock.Now().Add(10*time.Minute); !got.Equal(want) {
+		t.Fatalf("expiresAt after execute = %v, want %v", got, want)
+	}
+	e.clock.Advance(8 * time.Minute) // 16 min after creation, 8 after last use
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(rec.ID); r.State != contexts.StateReady {
+		t.Fatalf("used context expired early: %+v", r)
+	}
+	e.getOrCreate(id) // touch
+	if got, want := e.record(rec.ID).LastUsedAt, e.clock.Now(); !got.Equal(want) {
+		t.Fatalf("lastUsedAt = %v, want %v", got, want)
+	}
+	e.clock.Advance(10 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.record(rec.ID)
+	if r.State != contexts.StateTerminated || r.Reason != contexts.ReasonExpired || r.TerminatedAt == nil {
+		t.Fatalf("after expiry: %+v", r)
+	}
+	if e.running(rec.SandboxID) {
+		t.Fatal("expired context's sandbox still runs")
+	}
+	if st := e.m.Stats(); st.Active != 0 || st.TotalCleaned != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+	// The identity starts over with a fresh sandbox: state is gone.
+	res, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print(x)"}, nil)
+	if err != nil || res.Error == nil || res.Error.Name != "NameError" || res.ContextID == rec.ID {
+		t.Fatalf("after expiry: %+v, %v", res, err)
+	}
+}
+
+func TestCleanupOrphansAndUnknownSandboxes(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	live := e.getOrCreate(ident("t1", "live", "main"))
+	waitFor(t, "pool to refill", func() bool { return e.m.Stats().PoolSize == 1 })
+	// An orphan: a record stuck in creating whose sandbox exists.
+	orphanSB, _ := e.p.Create(e.ctx, contexts.Spec{})
+	orphan := &contexts.Record{Identity: ident("t1", "orphan", "main"), State: contexts.StateCreating,
+		SandboxID: orphanSB.ID(), CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Hour)}
+	if err := e.store.Create(e.ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	stray, _ := e.p.Create(e.ctx, contexts.Spec{})
+
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !e.running(stray.ID()) {
+		t.Fatal("a sandbox unknown at one pass only was destroyed (no grace)")
+	}
+	if r := e.record(orphan.ID); r.State != contexts.StateCreating {
+		t.Fatalf("young creating record ended: %+v", r)
+	}
+	e.clock.Advance(3 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.running(stray.ID()) {
+		t.Fatal("unknown sandbox survived two passes")
+	}
+	if r := e.record(orphan.ID); r.State != contexts.StateError || e.running(orphanSB.ID()) {
+		t.Fatalf("orphan: %+v, sandbox running %v", r, e.running(orphanSB.ID()))
+	}
+	if !e.running(live.SandboxID) {
+		t.Fatal("cleanup destroyed a live context's sandbox")
+	}
+	if st := e.m.Stats(); st.PoolSize != 1 || len(e.p.Running()) != 2 {
+		t.Fatalf("stats %+v, running %v: the pool must survive cleanup", st, e.p.Running())
+	}
+}
+
+func TestCleanupExactlyOnceAcrossManagers(t *testing.T) {
+	e1 := newEnv(t, contexts.Config{})
+	var recs []*contexts.Record
+	for _, c := range []string{"a", "b", "c"} {
+		recs = append(recs, e1.getOrCreate(ident("t1", c, "main")))
+	}
+	e2 := e1.second(contexts.Config{}) // adopts all three
+	e1.clock.Advance(time.Hour)
+	var wg sync.WaitGroup
+	wg.Go(func() { e1.m.Cleanup(e1.ctx) })
+	wg.Go(func() { e2.m.Cleanup(e2.ctx) })
+	wg.Wait()
+	if got, calls := e1.p.Destroyed(), e1.p.DestroyCalls(); got != 3 || calls != 3 {
+		t.Fatalf("destroyed %d sandboxes in %d calls, want 3 in 3 (each once)", got, calls)
+	}
+	if c1, c2 := e1.m.Stats().TotalCleaned, e2.m.Stats().TotalCleaned; c1+c2 != 3 {
+		t.Fatalf("cleaned %d + %d, want 3 in all", c1, c2)
+	}
+	for _, r := range recs {
+		if got := e1.record(r.ID); got.Reason != contexts.ReasonExpired {
+			t.Fatalf("record %+v", got)
+		}
+	}
+	if st := e2.m.Stats(); st.Active != 0 {
+		t.Fatalf("e2 still serves ended contexts: %+v", st)
+	}
+}
+
+func TestCleanupSkipsBusyContext(t *testing.T) {
+	e := newEnv(t, contexts.Config{TTL: time.Minute})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	e.p.Run = func(ctx context.Context, sb *contextstest.Sandbox, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		close(started)
+		<-release
+		return &agent.RunCodeResult{Success: true}, nil
+	}
+	done := make(chan error)
+	go func() {
+		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1"}, nil)
+		done <- err
+	}()
+	<-started
+	e.clock.Advance(2 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(rec.ID); r.State != contexts.StateReady {
+		t.Fatalf("cleanup ended an executing context: %+v", r)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(rec.ID); !r.ExpiresAt.After(e.clock.Now()) {
+		t.Fatalf("execution did not extend expiry: %+v", r)
+	}
+}
+
+func TestCleanupSamplesResourceUsage(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	e.exec(id, "1")
+	res := e.exec(id, "2")
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := e.record(res.ContextID)
+	if r.ResourceUsage != (contexts.ResourceUsage{MemoryBytes: 2 << 20, PIDs: 1}) || r.ExecutionCount != 2 {
+		t.Fatalf("record = %+v", r)
+	}
+}

@@ -1,0 +1,257 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// CreateOptions shape a context when GetOrCreate has to create it; they are
+// ignored when the identity already has an active context.
+type CreateOptions struct {
+	Template string            // "" = Config.DefaultTemplate
+	TTL      time.Duration     // 0 = Config.TTL
+	Metadata map[string]string // stored on the record when created
+	// Env is the sandbox environment. A context with Env is never served
+	// from the warm pool (pooled sandboxes started without it).
+	Env map[string]string
+	// ID is the new context's id (a UUID); "" = a fresh one. The E2B
+	// surface makes a sandbox's id its conversation's.
+	ID string
+	// ContextID, when set, confines the call to that context: it is never
+	// created or replaced, and when the identity's live context is another
+	// one or none (ended, expired, its sandbox lost) the call fails with
+	// not_found. The E2B surface addresses sandboxes this way.
+	ContextID string
+	// MaxExecutions overrides Config.MaxExecutionsPerContext for this
+	// context: 0 = the config's, negative = never rotate (E2B sandboxes,
+	// whose lifecycle is timeout and kill). A nonzero value is kept on the
+	// record (Metadata[MetaMaxExecutions]) so it survives a restart.
+	MaxExecutions int64
+	// FixedExpiry makes the context's expiry absolute: calls do not extend
+	// it, only SetTTL moves it (E2B's timeout, which setTimeout sets and
+	// nothing else extends). Kept on the record (Metadata[MetaFixedExpiry]).
+	FixedExpiry bool
+	// Network asks for a network of the sandbox's own under this policy
+	// (Spec.Network); nil: loopback only. A context with a network is
+	// never served from the warm pool.
+	Network *policy.Policy
+}
+
+// MetaFixedExpiry is the record metadata key that marks a context whose
+// expiry calls do not extend (CreateOptions.FixedExpiry).
+const MetaFixedExpiry = "sandlot.fixedExpiry"
+
+// fixedExpiry reports whether rec's expiry is absolute.
+func fixedExpiry(rec *Record) bool { return rec.Metadata[MetaFixedExpiry] == "true" }
+
+// MetaMaxExecutions is the record metadata key that holds a context's own
+// rotation limit (CreateOptions.MaxExecutions).
+const MetaMaxExecutions = "sandlot.maxExecutions"
+
+// templateNotFound is the error for a template the manager does not know:
+// "template NAME not found", category not_found.
+type templateNotFound string
+
+func (templateNotFound) Unwrap() error { return errdefs.ErrNotFound }
+
+// hasTemplate reports whether name is one of Config.Templates (by default
+// DefaultTemplate and the keys of PoolSizes).
+func (m *Manager) hasTemplate(name string) bool {
+	if len(m.cfg.Templates) == 0 {
+		_, pooled := m.cfg.PoolSizes[name]
+		return name == m.cfg.DefaultTemplate || pooled
+	}
+	return slices.Contains(m.cfg.Templates, name)
+}
+
+// limitErr checks the tenant and conversation limits for a new context of
+// id. Precondition: the tenant lock is held.
+func (m *Manager) limitErr(ctx context.Context, id Identity) error {
+	count := func(conv string) int {
+		n, err := m.store.CountActive(tctx(ctx, id.TenantID), id.TenantID, conv)
+		if err != nil {
+			m.log.Warn("store: count active contexts; using the in-memory count", logkey.Tenant, id.TenantID, logkey.Err, err)
+			n = 0
+			m.mu.Lock()
+			for k := range m.byIdent {
+				if k.TenantID == id.TenantID && (conv == "" || k.ConversationID == conv) {
+					n++
+				}
+			}
+			m.mu.Unlock()
+		}
+		return n
+	}
+	if lim := m.cfg.MaxPerTenant; lim > 0 {
+		if n := count(""); n >= lim {
+			return fmt.Errorf("tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+		}
+	}
+	if lim := m.cfg.MaxPerConversation; lim > 0 {
+		if n := count(id.ConversationID); n >= lim {
+			return fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.ConversationID, id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+		}
+	}
+	return nil
+}
+
+// create makes a new context for id: the record first (the store's
+// uniqueness is the cross-process guard), then the sandbox. It returns
+// errLostRace when another process holds the identity. Precondition: the
+// identity lock is held.
+func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (*entry, error) {
+	template := opts.Template
+	if template == "" {
+		template = m.cfg.DefaultTemplate
+	}
+	if !m.hasTemplate(template) {
+		return nil, templateNotFound(template)
+	}
+	ttl := opts.TTL
+	if ttl <= 0 {
+		ttl = m.cfg.TTL
+	}
+	now := m.now()
+	recID := opts.ID
+	if recID == "" {
+		recID = uuid.NewString()
+	} else if _, err := uuid.Parse(recID); err != nil {
+		return nil, fmt.Errorf("context id %q is not a UUID: %w", recID, errdefs.ErrInvalidArgument)
+	}
+	rec := &Record{
+		ID:         recID,
+		Identity:   id,
+		State:      StateCreating,
+		Provider:   m.provider.Name(),
+		Template:   template,
+		CreatedAt:  now,
+		LastUsedAt: now,
+		ExpiresAt:  now.Add(ttl),
+		Metadata:   maps.Clone(opts.Metadata),
+		Node:       m.cfg.Node,
+	}
+	if opts.MaxExecutions != 0 {
+		if rec.Metadata == nil {
+			rec.Metadata = map[string]string{}
+		}
+		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
+	}
+	if err := m.checkNetwork(id.TenantID, opts.Network); err != nil {
+		return nil, err
+	}
+	if err := setNetworkMeta(rec, opts.Network); err != nil {
+		return nil, err
+	}
+	if opts.FixedExpiry {
+		if rec.Metadata == nil {
+			rec.Metadata = map[string]string{}
+		}
+		rec.Metadata[MetaFixedExpiry] = "true"
+	}
+	sctx := tctx(ctx, id.TenantID)
+
+	unlockTenant, err := m.tenantLocks.lock(ctx, id.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.limitErr(ctx, id); err != nil {
+		unlockTenant()
+		return nil, err
+	}
+	unsaved := false
+	if err := m.store.Create(sctx, rec); err != nil {
+		switch {
+		case errors.Is(err, errdefs.ErrAlreadyExists):
+			unlockTenant()
+			return nil, errLostRace
+		case errors.Is(err, errdefs.ErrInvalidArgument), errors.Is(err, errdefs.ErrPermissionDenied):
+			unlockTenant()
+			return nil, err
+		}
+		m.log.Warn("store: create context; carrying on in memory", logkey.Context, rec.ID, logkey.Err, err)
+		unsaved = true
+	}
+	e := &entry{exec: make(sem, 1), rec: rec, ttl: ttl, unsaved: unsaved}
+	m.mu.Lock()
+	m.creating[rec.ID] = true
+	m.byID[rec.ID] = e
+	m.byIdent[id] = e
+	m.mu.Unlock()
+	unlockTenant()
+
+	sb, err := m.sandbox(ctx, rec, opts)
+	m.mu.Lock()
+	delete(m.creating, rec.ID)
+	m.mu.Unlock()
+	if err != nil {
+		m.end(context.WithoutCancel(ctx), e, ReasonError, "create sandbox: "+err.Error())
+		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))
+	}
+
+	m.mu.Lock()
+	e.sb = sb
+	e.rec.State = StateReady
+	e.rec.SandboxID = sb.ID()
+	saved := cloneRecord(e.rec)
+	ended := e.ended
+	m.mu.Unlock()
+	if ended { // terminated while creating (Close, Terminate)
+		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+		return nil, fmt.Errorf("context %s was terminated while being created: %w", rec.ID, errdefs.ErrUnavailable)
+	}
+	if !unsaved {
+		if err := m.store.Update(sctx, saved); err != nil {
+			if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
+				m.drop(e)
+				m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+				return nil, fmt.Errorf("context %s was ended while being created: %w", rec.ID, errdefs.ErrUnavailable)
+			}
+			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
+		}
+	}
+	m.countCreated(template, rec.Provider)
+	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
+	return e, nil
+}
+
+// sandbox returns a sandbox for rec: a warm one from the pool when it can,
+// else a new one.
+func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
+	if len(opts.Env) == 0 && opts.Network == nil {
+		if sb := m.poolTake(ctx, rec.Template); sb != nil {
+			return sb, nil
+		}
+	}
+	spec := Spec{
+		Template: rec.Template,
+		Limits:   m.cfg.Limits,
+		Env:      maps.Clone(opts.Env),
+		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
+		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
+		Network:  opts.Network,
+	}
+	sb, err := m.provider.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	m.poolEnsure(rec.Template)
+	return sb, nil
+}
+
+func (e templateNotFound) Error() string { return "template " + string(e) + " not found" }

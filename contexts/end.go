@@ -1,0 +1,255 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// Path event types.
+const (
+	PathBranched = "branched"
+	PathEdited   = "edited"
+	PathMerged   = "merged"
+	PathDeleted  = "deleted"
+	PathArchived = "archived"
+)
+
+// PathEvent reports a change to a conversation's paths.
+//
+// Which path an event is about: for merged, SourcePathID when set (the
+// event may be posted on the target path and name the source), else the
+// identity's path; for deleted and archived, the identity's path. branched
+// and edited change nothing: a new branch gets its own fresh context
+// lazily, inheriting nothing.
+type PathEvent struct {
+	Type         string // branched | edited | merged | deleted | archived
+	SourcePathID string // for branched/merged when the event names the other path
+	TargetPathID string
+}
+
+// drop forgets e without touching its sandbox beyond closing the
+// connection (another process owns its teardown).
+func (m *Manager) drop(e *entry) {
+	m.mu.Lock()
+	sb := m.unlink(e)
+	m.mu.Unlock()
+	if sb != nil {
+		sb.Close()
+	}
+}
+
+// unlink removes e from the maps, marks it ended and returns its sandbox.
+// Precondition: mu held.
+func (m *Manager) unlink(e *entry) Sandbox {
+	e.ended = true
+	if m.byID[e.rec.ID] == e {
+		delete(m.byID, e.rec.ID)
+	}
+	if m.byIdent[e.rec.Identity] == e {
+		delete(m.byIdent, e.rec.Identity)
+	}
+	sb := e.sb
+	e.sb = nil
+	return sb
+}
+
+// end terminates e with reason and tears its sandbox down when this
+// manager wins Store.Terminate (two managers never both destroy). A store
+// failure is logged and the teardown goes ahead.
+func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr string) bool {
+	m.mu.Lock()
+	rec := cloneRecord(e.rec)
+	unsaved := e.unsaved
+	m.mu.Unlock()
+	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
+	at := m.now()
+	won := true
+	if !unsaved {
+		ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, at, lastErr)
+		switch {
+		case err == nil:
+			won = ok
+		case errors.Is(err, errdefs.ErrNotFound):
+			won = false
+		default:
+			m.log.Warn("store: terminate context; tearing down anyway", logkey.Context, rec.ID, logkey.Err, err)
+		}
+	}
+	m.mu.Lock()
+	sb := m.unlink(e)
+	if won {
+		e.rec.State = finalState(reason)
+		e.rec.Reason = reason
+		e.rec.TerminatedAt = &at
+		if lastErr != "" {
+			e.rec.LastError = lastErr
+		}
+	}
+	m.mu.Unlock()
+	if !won {
+		if sb != nil {
+			sb.Close()
+		}
+		return false
+	}
+	sid := rec.SandboxID
+	if sb != nil {
+		sid = sb.ID()
+	}
+	m.destroy(context.WithoutCancel(ctx), sb, sid)
+	m.countTerminated(rec.Template, reason)
+	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
+	return true
+}
+
+// terminateRecord ends a record this manager does not serve (cleanup,
+// reconcile) and destroys its sandbox when it wins.
+func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reason, lastErr string) bool {
+	m.mu.Lock()
+	e := m.byID[rec.ID]
+	m.mu.Unlock()
+	if e != nil {
+		return m.end(ctx, e, reason, lastErr)
+	}
+	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), m.sanitize(ctx, rec.TenantID, lastErr))
+	if err != nil {
+		m.log.Warn("store: terminate context", logkey.Context, rec.ID, logkey.Err, err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
+	m.countTerminated(rec.Template, reason)
+	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
+	return true
+}
+
+func finalState(r Reason) State {
+	if r == ReasonError {
+		return StateError
+	}
+	return StateTerminated
+}
+
+// destroy closes sb (when connected) and destroys sandbox id.
+func (m *Manager) destroy(ctx context.Context, sb Sandbox, id string) {
+	if sb != nil {
+		sb.Close()
+	}
+	if id == "" {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := m.provider.Destroy(dctx, id); err != nil {
+		m.log.Warn("destroy sandbox", logkey.Sandbox, id, logkey.Err, err)
+	}
+}
+
+// sanitize shapes an error message for Record.LastError: one line, at
+// most 512 bytes, guarded.
+func (m *Manager) sanitize(ctx context.Context, tenantID, s string) string {
+	if s == "" {
+		return s
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 512 {
+		s = s[:512]
+		for len(s) > 0 && !validEnd(s) {
+			s = s[:len(s)-1]
+		}
+		s += "…"
+	}
+	if m.cfg.Guard != nil {
+		s = m.cfg.Guard.Text(ctx, tenantID, s)
+	}
+	return s
+}
+
+func validEnd(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
+
+// Terminate ends a context of tenantID with reason (empty: manual) and
+// destroys its sandbox. Terminating an ended context is a no-op; a context
+// of another tenant is ErrNotFound.
+func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason Reason) (err error) {
+	ctx, span := startSpan(ctx, spanTerminate, Identity{TenantID: tenantID}, attrContext.String(contextID), attrReason.String(string(reason)))
+	defer func() { endSpan(span, err) }()
+	if reason == "" {
+		reason = ReasonManual
+	}
+	if err := checkReason(reason); err != nil {
+		return err
+	}
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return err
+	}
+	if !rec.State.Active() {
+		return nil
+	}
+	m.terminateRecord(ctx, rec, reason, "")
+	return nil
+}
+
+func checkReason(r Reason) error {
+	switch r {
+	case ReasonExpired, ReasonError, ReasonManual, ReasonMerged, ReasonDeleted, ReasonArchived, ReasonRotated:
+		return nil
+	}
+	return fmt.Errorf("termination reason %q: %w", r, errdefs.ErrInvalidArgument)
+}
+
+// PathEvent applies a conversation path event (see PathEvent for which
+// path each type affects). Ending a path with no active context is a no-op.
+func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) error {
+	id, err := normalize(id)
+	if err != nil {
+		return err
+	}
+	var reason Reason
+	switch ev.Type {
+	case PathBranched, PathEdited:
+		return nil
+	case PathMerged:
+		reason = ReasonMerged
+		if ev.SourcePathID != "" {
+			id.PathID = ev.SourcePathID
+		}
+	case PathDeleted:
+		reason = ReasonDeleted
+	case PathArchived:
+		reason = ReasonArchived
+	default:
+		return fmt.Errorf("path event type %q (use branched, edited, merged, deleted or archived): %w",
+			ev.Type, errdefs.ErrInvalidArgument)
+	}
+	unlock, err := m.idLocks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	m.mu.Lock()
+	e := m.byIdent[id]
+	m.mu.Unlock()
+	ctx, span := startSpan(ctx, spanTerminate, id, attrReason.String(string(reason)))
+	defer span.End()
+	if e != nil {
+		m.end(ctx, e, reason, "")
+	}
+	// The store may know an active context this manager does not serve.
+	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
+	switch {
+	case err == nil:
+		m.terminateRecord(ctx, rec, reason, "")
+	case !errors.Is(err, errdefs.ErrNotFound):
+		m.log.Warn("store: path event lookup", logkey.Tenant, id.TenantID, logkey.Err, err)
+	}
+	return nil
+}

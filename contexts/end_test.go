@@ -1,0 +1,96 @@
+package contexts_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func TestPathEvents(t *testing.T) {
+	e := newEnv(t, contexts.Config{MaxPerConversation: -1})
+	c := func(p string) contexts.Identity { return ident("t1", "c1", p) }
+	main, b1 := e.getOrCreate(c("main")), e.getOrCreate(c("b1"))
+
+	if err := e.m.PathEvent(e.ctx, c("main"), contexts.PathEvent{Type: contexts.PathEdited}); err != nil {
+		t.Fatal(err)
+	}
+	if again := e.getOrCreate(c("main")); again.ID != main.ID {
+		t.Fatal("edited replaced the context")
+	}
+	// merged, posted on the target and naming the source.
+	if err := e.m.PathEvent(e.ctx, c("main"), contexts.PathEvent{Type: contexts.PathMerged, SourcePathID: "b1", TargetPathID: "main"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(b1.ID); r.Reason != contexts.ReasonMerged || e.running(b1.SandboxID) {
+		t.Fatalf("merged source: %+v", r)
+	}
+	if r := e.record(main.ID); r.State != contexts.StateReady {
+		t.Fatalf("merge target: %+v", r)
+	}
+	// merged, posted on the source itself.
+	b2 := e.getOrCreate(c("b2"))
+	if err := e.m.PathEvent(e.ctx, c("b2"), contexts.PathEvent{Type: contexts.PathMerged}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(b2.ID); r.Reason != contexts.ReasonMerged {
+		t.Fatalf("merged (posted on source): %+v", r)
+	}
+	for _, tc := range []struct {
+		typ    string
+		reason contexts.Reason
+	}{{contexts.PathDeleted, contexts.ReasonDeleted}, {contexts.PathArchived, contexts.ReasonArchived}} {
+		rec := e.getOrCreate(c(tc.typ))
+		if err := e.m.PathEvent(e.ctx, c(tc.typ), contexts.PathEvent{Type: tc.typ}); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.record(rec.ID); r.Reason != tc.reason || r.State != contexts.StateTerminated {
+			t.Fatalf("%s: %+v", tc.typ, r)
+		}
+	}
+	// Events on paths without a context are no-ops; unknown types are invalid.
+	if err := e.m.PathEvent(e.ctx, c("nothing"), contexts.PathEvent{Type: contexts.PathDeleted}); err != nil {
+		t.Fatal(err)
+	}
+	wantCategory(t, e.m.PathEvent(e.ctx, c("main"), contexts.PathEvent{Type: "renamed"}), errdefs.ErrInvalidArgument)
+}
+
+func TestTerminate(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	wantCategory(t, e.m.Terminate(e.ctx, "t1", rec.ID, "bogus"), errdefs.ErrInvalidArgument)
+	if err := e.m.Terminate(e.ctx, "t1", rec.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.record(rec.ID); r.Reason != contexts.ReasonManual || e.running(rec.SandboxID) {
+		t.Fatalf("terminated: %+v", r)
+	}
+	if err := e.m.Terminate(e.ctx, "t1", rec.ID, ""); err != nil {
+		t.Fatalf("second terminate: %v", err)
+	}
+	if again := e.getOrCreate(id); again.ID == rec.ID {
+		t.Fatal("terminated context reused")
+	}
+}
+
+func TestSetTTL(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	got, err := e.m.SetTTL(e.ctx, "t1", rec.ID, 2*time.Hour)
+	if err != nil || !got.ExpiresAt.Equal(e.clock.Now().Add(2*time.Hour)) {
+		t.Fatalf("SetTTL = %+v, %v", got, err)
+	}
+	e.clock.Advance(90 * time.Minute)
+	e.exec(id, "1")
+	if r := e.record(rec.ID); r.ID != rec.ID || !r.ExpiresAt.Equal(e.clock.Now().Add(2*time.Hour)) {
+		t.Fatalf("after use, record = %+v; want the new TTL applied", r)
+	}
+	_, err = e.m.SetTTL(e.ctx, "t1", rec.ID, 0)
+	wantCategory(t, err, errdefs.ErrInvalidArgument)
+	e.m.Terminate(e.ctx, "t1", rec.ID, "")
+	_, err = e.m.SetTTL(e.ctx, "t1", rec.ID, time.Hour)
+	wantCategory(t, err, errdefs.ErrFailedPrecondition)
+}

@@ -1,0 +1,334 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/telemetry"
+)
+
+// rotationDue reports whether rec has used up its executions and must rotate.
+func (m *Manager) rotationDue(rec *Record) bool {
+	max := m.maxExecutions(rec)
+	return max > 0 && rec.ExecutionCount >= max
+}
+
+// maxExecutions is rec's rotation limit; <= 0 never rotates.
+func (m *Manager) maxExecutions(rec *Record) int64 {
+	if v, ok := rec.Metadata[MetaMaxExecutions]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n != 0 {
+			return n
+		}
+	}
+	return m.cfg.MaxExecutionsPerContext
+}
+
+// ExecuteRequest is one Execute call.
+type ExecuteRequest struct {
+	Language string            // python | javascript | typescript | bash | sh
+	Code     string            // at most Config.MaxCodeBytes
+	Timeout  time.Duration     // 0 = Config.DefaultTimeout; MinTimeout..MaxTimeout, else invalid_argument
+	Kernel   string            // named kernel (E2B code contexts); "" = default
+	Env      map[string]string // for this run only (restored after it)
+	// Unbounded runs with no timeout (Timeout must be 0): only ctx ends
+	// the run. For edges whose clients time out themselves and hang up,
+	// as E2B's runCode does.
+	Unbounded bool
+	// ContextID, when set, runs only in that context (see
+	// CreateOptions.ContextID): never in a fresh one.
+	ContextID string
+	// CodeLimit, when larger than Config.MaxCodeBytes, bounds Code
+	// instead: an edge whose wire promises larger cells and bounds its
+	// bodies itself (E2B's /execute). At most MaxCodeLimit.
+	CodeLimit int
+}
+
+// MaxCodeLimit is the largest ExecuteRequest.CodeLimit: the code travels
+// to the agent in one frame, JSON-escaped.
+const MaxCodeLimit = agent.MaxFrame / 8
+
+// ExecuteResult is a guarded run result and where it ran.
+type ExecuteResult struct {
+	agent.RunCodeResult // guarded
+	ContextID           string
+	SandboxID           string
+	Identity            Identity
+}
+
+// Languages accepted by Execute.
+var languages = map[string]bool{
+	agent.Python: true, agent.JavaScript: true, agent.TypeScript: true, agent.Bash: true, agent.Sh: true,
+}
+
+// validate checks req and returns its effective timeout.
+func (m *Manager) validate(req ExecuteRequest) (time.Duration, error) {
+	if !languages[req.Language] {
+		return 0, fmt.Errorf("language %q is not supported (use python, javascript, typescript, bash or sh): %w",
+			req.Language, errdefs.ErrInvalidArgument)
+	}
+	limit := m.cfg.MaxCodeBytes
+	if req.CodeLimit > limit {
+		limit = min(req.CodeLimit, MaxCodeLimit)
+	}
+	if len(req.Code) > limit {
+		return 0, fmt.Errorf("code is %d bytes (limit %d): %w", len(req.Code), limit, errdefs.ErrInvalidArgument)
+	}
+	t := req.Timeout
+	if req.Unbounded {
+		if t != 0 {
+			return 0, fmt.Errorf("an unbounded run takes no timeout: %w", errdefs.ErrInvalidArgument)
+		}
+		return 0, nil
+	}
+	if t == 0 {
+		t = m.cfg.DefaultTimeout
+	}
+	if t < m.cfg.MinTimeout || t > m.cfg.MaxTimeout {
+		return 0, fmt.Errorf("timeout %s is outside %s..%s: %w", t, m.cfg.MinTimeout, m.cfg.MaxTimeout, errdefs.ErrInvalidArgument)
+	}
+	return t, nil
+}
+
+// timeoutGrace is how long past the run's own timeout the manager waits
+// for the agent to answer before it reports a timeout itself.
+const timeoutGrace = 15 * time.Second
+
+// Execute runs code in the context's persistent kernel. Calls on one
+// context are serialized; different contexts run in parallel. out receives
+// guarded streamed output (may be nil). A timeout is a result (TimedOut),
+// not an error, and the context stays ready.
+//
+// Rotation: the call that brings a context's execution count to
+// MaxExecutionsPerContext is answered normally, then the context is
+// terminated with reason rotated; the next call gets a fresh sandbox.
+func (m *Manager) Execute(ctx context.Context, id Identity, req ExecuteRequest, out OutputFunc) (*ExecuteResult, error) {
+	ctx, span := startSpan(ctx, spanExecute, id, telemetry.AttrLanguage.String(req.Language))
+	res, err := m.execute(ctx, id, req, out)
+	if res != nil && span.IsRecording() {
+		span.SetAttributes(telemetry.AttrSandbox.String(res.SandboxID))
+		if res.TimedOut {
+			span.SetAttributes(attrTimedOut)
+		}
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, out OutputFunc) (*ExecuteResult, error) {
+	timeout, err := m.validate(req)
+	if err != nil {
+		return nil, err
+	}
+	resent := false
+	for range 4 {
+		within := timeout + timeoutGrace
+		if req.Unbounded {
+			within = 0 // no bound to keep the record for: touch it
+		}
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, within)
+		if err != nil {
+			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
+				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
+			}
+			return nil, err
+		}
+		if err := e.exec.lock(ctx); err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		ended, sb := e.ended, e.sb
+		m.mu.Unlock()
+		if ended || sb == nil { // rotated or ended while we waited
+			e.exec.unlock()
+			continue
+		}
+		res, err := m.run(ctx, e, sb, req, timeout, out, !resent)
+		e.exec.unlock()
+		if errors.Is(err, errResend) {
+			resent = true
+			continue // the sandbox died before the request left: run it in a fresh one
+		}
+		return res, err
+	}
+	return nil, fmt.Errorf("context of %s/%s kept ending under this call: %w", id.ConversationID, id.PathID, errdefs.ErrUnavailable)
+}
+
+// errResend is run's answer when the call never reached a sandbox that
+// turned out dead (agent.ErrNotSent, then a failed ping): the context is
+// ended and the call may go to a fresh one, as if the health check before
+// it had failed.
+var errResend = errors.New("request not sent to a dead sandbox")
+
+// run executes one call on e. Precondition: e's exec lock is held.
+// mayResend allows errResend.
+func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc, mayResend bool) (*ExecuteResult, error) {
+	rec := m.snapshot(e)
+	g := m.cfg.Guard
+	sg := newStreamGuard(ctx, g, rec.TenantID, out)
+	p := agent.RunCodeParams{
+		Language:  req.Language,
+		Code:      req.Code,
+		Kernel:    req.Kernel,
+		Env:       req.Env,
+		TimeoutMs: timeout.Milliseconds(),
+		Stream:    out != nil,
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout+timeoutGrace)
+	if req.Unbounded {
+		p.TimeoutMs = -1
+		cancel()
+		cctx, cancel = context.WithCancel(ctx)
+	}
+	start := time.Now()
+	res, err := sb.RunCode(cctx, p, sg.fn())
+	cancel()
+	sg.flush()
+	wall := time.Since(start)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("execute in context %s: %w", rec.ID, ctx.Err())
+		case errors.Is(err, context.DeadlineExceeded):
+			// The agent did not answer within the timeout and its grace:
+			// report a timeout; the next call's health check decides
+			// whether the sandbox survives.
+			res = &agent.RunCodeResult{
+				TimedOut:   true,
+				Error:      &agent.ExecError{Name: "TimeoutError", Value: fmt.Sprintf("execution exceeded %s", timeout)},
+				DurationMs: wall.Milliseconds(),
+			}
+		case errdefs.Categorized(err) && !errors.Is(err, errdefs.ErrUnavailable):
+			// The request was refused (bad kernel name, ...): the sandbox is fine.
+			m.markAlive(e)
+			m.countExecution(req.Language, OutcomeError, wall)
+			return nil, guardError(ctx, g, rec.TenantID, err)
+		default:
+			// A transport failure (the agent client reports them as
+			// unavailable): the sandbox may be gone.
+			pctx, pcancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+			perr := sb.Ping(pctx)
+			pcancel()
+			if perr != nil {
+				if mayResend && errors.Is(err, agent.ErrNotSent) && !m.isClosed() {
+					// Provably never reached the agent: nothing ran, so
+					// this is the failed health check of a reuse.
+					m.healthFailed(ctx, e, "health check failed: "+err.Error())
+					return nil, errResend
+				}
+				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
+			}
+			m.countExecution(req.Language, OutcomeFault, wall)
+			err = guardError(ctx, g, rec.TenantID, err)
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
+			}
+			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
+		}
+	}
+	if err == nil {
+		m.markAlive(e) // the agent answered
+	}
+	dur := wall
+	if res.DurationMs > 0 {
+		dur = time.Duration(res.DurationMs) * time.Millisecond
+	}
+	m.recordExecution(ctx, e, dur)
+	m.countExecution(req.Language, outcome(res), dur)
+
+	m.mu.Lock()
+	after, ended := cloneRecord(e.rec), e.ended
+	m.mu.Unlock()
+	if !ended && m.rotationDue(after) {
+		m.end(ctx, e, ReasonRotated, "")
+	}
+	return &ExecuteResult{
+		RunCodeResult: *guardRunResult(ctx, g, rec.TenantID, res),
+		ContextID:     rec.ID,
+		SandboxID:     sb.ID(),
+		Identity:      rec.Identity,
+	}, nil
+}
+
+func outcome(r *agent.RunCodeResult) string {
+	switch {
+	case r.TimedOut:
+		return OutcomeTimeout
+	case !r.Success || r.Error != nil:
+		return OutcomeError
+	}
+	return OutcomeOK
+}
+
+// recordExecution counts one execution of dur on e and extends its
+// expiry, atomically in the store; a store failure is logged and the
+// in-memory copy is updated instead. A record the store reports ended (by
+// another process) drops e, as touch does: the next call starts over.
+func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
+	now := m.now()
+	m.mu.Lock()
+	exp := now.Add(e.ttl)
+	if fixedExpiry(e.rec) {
+		exp = e.rec.ExpiresAt
+	}
+	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
+	m.mu.Unlock()
+	if !unsaved {
+		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
+		if err == nil && r.Node != m.cfg.Node {
+			// Another node took it over while this one's lease had lapsed.
+			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
+			m.drop(e)
+			return
+		}
+		if err == nil {
+			m.mu.Lock()
+			if !e.ended {
+				e.rec = r
+			}
+			m.mu.Unlock()
+			return
+		}
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
+			m.drop(e)
+			return
+		}
+		m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
+	}
+	m.mu.Lock()
+	e.rec.ExecutionCount++
+	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
+	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+	m.mu.Unlock()
+}
+
+// Use runs fn with the context's sandbox (GetOrCreate + health check + TTL
+// touch). The sandbox passed to fn is guarded: everything it returns has
+// passed the egress guard. Use does not serialize with Execute; the agent
+// handles concurrent calls. fn must not keep sb after it returns, and
+// sb.Close is a no-op.
+func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn func(ctx context.Context, rec *Record, sb Sandbox) error) error {
+	e, err := m.acquire(ctx, id, opts, 0)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	rec, sb := cloneRecord(e.rec), e.sb
+	e.users++
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		e.users--
+		m.mu.Unlock()
+	}()
+	if sb == nil {
+		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)
+	}
+	return fn(ctx, rec, GuardSandbox(sb, m.cfg.Guard, rec.TenantID))
+}

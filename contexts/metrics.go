@@ -1,0 +1,125 @@
+package contexts
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/sandlot/sandlot/telemetry"
+)
+
+// The manager's metrics. Each event is recorded once, by one method here:
+// the counter behind Stats (per template, served as /v1/metrics/sessions)
+// and the OpenTelemetry instrument exported at /metrics move together,
+// and the gauges read Stats when they are collected, so the two views
+// cannot disagree. Instruments come from Config.Meter, the global meter of
+// telemetry by default: a no-op until telemetry/export installs the SDK.
+
+// instruments are the manager's OpenTelemetry instruments.
+type instruments struct {
+	meter        metric.Meter
+	created      metric.Int64Counter
+	reused       metric.Int64Counter
+	terminated   metric.Int64Counter
+	cleaned      metric.Int64Counter
+	executions   metric.Int64Counter
+	execErrors   metric.Int64Counter
+	execDuration metric.Float64Histogram
+	healthFail   metric.Int64Counter
+}
+
+func newInstruments(m metric.Meter) *instruments {
+	return &instruments{
+		meter:      m,
+		created:    telemetry.Counter(m, "sandlot.execution_context.created", "Execution contexts created."),
+		reused:     telemetry.Counter(m, "sandlot.execution_context.reused", "GetOrCreate calls served by an existing context."),
+		terminated: telemetry.Counter(m, "sandlot.execution_context.terminated", "Execution contexts terminated, by reason."),
+		cleaned:    telemetry.Counter(m, "sandlot.execution_context.cleaned", "Contexts terminated by the cleanup loop."),
+		executions: telemetry.Counter(m, "sandlot.executions", "Code executions, by language and outcome."),
+		execErrors: telemetry.Counter(m, "sandlot.execution.errors", "Executions that failed: user error, timeout or system fault."),
+		execDuration: telemetry.Histogram(m, "sandlot.execution.duration", "Execution wall time.", "s",
+			0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600),
+		healthFail: telemetry.Counter(m, "sandlot.health_check.failures", "Reuse health checks that failed and led to a recreate."),
+	}
+}
+
+// Execution outcomes, the outcome label of sandlot.executions.
+const (
+	OutcomeOK      = "ok"      // ran to completion
+	OutcomeError   = "error"   // user code raised or exited nonzero
+	OutcomeTimeout = "timeout" // the run hit its timeout
+	OutcomeFault   = "fault"   // the system failed (sandbox lost, creation failed)
+)
+
+// countCreated records a context this manager created.
+func (m *Manager) countCreated(template, provider string) {
+	m.count(template, func(s *TemplateStats) { s.TotalCreated++ })
+	m.inst.created.Add(context.Background(), 1, metric.WithAttributes(
+		attribute.String("template", template), attribute.String("provider", provider)))
+}
+
+// countReused records a GetOrCreate answered by an existing context.
+func (m *Manager) countReused(template string) {
+	m.count(template, func(s *TemplateStats) { s.TotalReused++ })
+	m.inst.reused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("template", template)))
+}
+
+// countTerminated records a context this manager terminated and tore down.
+func (m *Manager) countTerminated(template string, reason Reason) {
+	m.count(template, func(s *TemplateStats) { s.TotalCleaned++ })
+	m.inst.terminated.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", string(reason))))
+	if reason == ReasonExpired {
+		m.inst.cleaned.Add(context.Background(), 1)
+	}
+}
+
+// countHealthFailure records a failed reuse health check.
+func (m *Manager) countHealthFailure(template string) {
+	m.count(template, func(s *TemplateStats) { s.HealthCheckFailures++ })
+	m.inst.healthFail.Add(context.Background(), 1)
+}
+
+// countExecution records one Execute call that reached the sandbox (or
+// failed for want of one); outcome is one of the Outcome constants.
+func (m *Manager) countExecution(language, outcome string, d time.Duration) {
+	attrs := metric.WithAttributes(attribute.String("language", language), attribute.String("outcome", outcome))
+	ctx := context.Background()
+	m.inst.executions.Add(ctx, 1, attrs)
+	m.inst.execDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("language", language)))
+	if outcome != OutcomeOK {
+		m.inst.execErrors.Add(ctx, 1, attrs)
+	}
+}
+
+// observeStats registers the gauges that read Stats at collection (active
+// contexts, pool size, pool hits and misses) and returns their
+// unregistration. Start calls it; Close unregisters.
+func (m *Manager) observeStats() (func(), error) {
+	mt := m.inst.meter
+	active, err1 := mt.Int64ObservableGauge("sandlot.execution_context.active", metric.WithDescription("Active execution contexts."))
+	size, err2 := mt.Int64ObservableGauge("sandlot.pool.size", metric.WithDescription("Ready sandboxes in the warm pool, by template."))
+	hits, err3 := mt.Int64ObservableCounter("sandlot.pool.hits", metric.WithDescription("GetOrCreate served from the warm pool."))
+	misses, err4 := mt.Int64ObservableCounter("sandlot.pool.misses", metric.WithDescription("GetOrCreate that found the warm pool empty."))
+	for _, err := range []error{err1, err2, err3, err4} {
+		if err != nil {
+			return func() {}, err
+		}
+	}
+	reg, err := mt.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := m.Stats()
+		o.ObserveInt64(active, s.Active)
+		for tpl, p := range s.PerTemplate {
+			attrs := metric.WithAttributes(attribute.String("template", tpl))
+			o.ObserveInt64(size, p.PoolSize, attrs)
+			o.ObserveInt64(hits, p.PoolHits, attrs)
+			o.ObserveInt64(misses, p.PoolMisses, attrs)
+		}
+		return nil
+	}, active, size, hits, misses)
+	if err != nil {
+		return func() {}, err
+	}
+	return func() { _ = reg.Unregister() }, nil
+}

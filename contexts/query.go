@@ -1,0 +1,165 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// TemplateStats are the counters of one template (or the totals).
+type TemplateStats struct {
+	Active              int64 `json:"active"`
+	TotalCreated        int64 `json:"totalCreated"`
+	TotalReused         int64 `json:"totalReused"`
+	TotalCleaned        int64 `json:"totalCleaned"` // contexts this manager terminated and tore down, any reason
+	HealthCheckFailures int64 `json:"healthCheckFailures"`
+	PoolSize            int64 `json:"poolSize"` // warm sandboxes ready now
+	PoolHits            int64 `json:"poolHits"`
+	PoolMisses          int64 `json:"poolMisses"`
+}
+
+// Stats are the manager's counters: totals and per template.
+type Stats struct {
+	Active, TotalCreated, TotalReused, TotalCleaned, HealthCheckFailures int64
+	PoolSize, PoolHits, PoolMisses                                       int64
+	PerTemplate                                                          map[string]TemplateStats
+}
+
+// ts returns the counters of template. Precondition: mu held.
+func (m *Manager) ts(template string) *TemplateStats {
+	s := m.tstats[template]
+	if s == nil {
+		s = &TemplateStats{}
+		m.tstats[template] = s
+	}
+	return s
+}
+
+func (m *Manager) count(template string, f func(*TemplateStats)) {
+	m.mu.Lock()
+	f(m.ts(template))
+	m.mu.Unlock()
+}
+
+// Get returns a context of tenantID by id (any state). A record of another
+// tenant is ErrNotFound.
+func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	rec, err := m.store.Get(tctx(ctx, tenantID), contextID)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("store: get context; using the in-memory copy", logkey.Context, contextID, logkey.Err, err)
+	}
+	if err != nil {
+		m.mu.Lock()
+		e := m.byID[contextID]
+		if e != nil {
+			rec = cloneRecord(e.rec)
+		}
+		m.mu.Unlock()
+		if rec == nil {
+			return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+		}
+	}
+	if rec.TenantID != tenantID {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// Usage samples the resource usage of a context this manager serves, live
+// from its provider (UsageSampler); a context it has no sandbox attached
+// for, or a provider that cannot sample, gives the record's last sample.
+func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (ResourceUsage, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return ResourceUsage{}, err
+	}
+	m.mu.Lock()
+	e := m.byID[contextID]
+	attached := e != nil && e.sb != nil && !e.ended
+	m.mu.Unlock()
+	us, ok := m.provider.(UsageSampler)
+	if !ok || !attached || !rec.State.Active() {
+		return rec.ResourceUsage, nil
+	}
+	u, err := us.Usage(ctx, rec.SandboxID)
+	if err != nil {
+		m.log.Debug("sample usage", logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		return rec.ResourceUsage, nil
+	}
+	return u, nil
+}
+
+// Lookup returns the active record of id without creating one.
+func (m *Manager) Lookup(ctx context.Context, id Identity) (*Record, error) {
+	id, err := normalize(id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
+	if err == nil {
+		return rec, nil
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("store: look up context; using the in-memory copy", logkey.Tenant, id.TenantID, logkey.Err, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.byIdent[id]; e != nil && (e.unsaved || !errors.Is(err, errdefs.ErrNotFound)) {
+		return cloneRecord(e.rec), nil
+	}
+	return nil, fmt.Errorf("active context of %s/%s/%s: %w", id.TenantID, id.ConversationID, id.PathID, errdefs.ErrNotFound)
+}
+
+// List returns records matching f. With f.TenantID set the store call is
+// scoped to that tenant; an empty TenantID lists every tenant (admin).
+func (m *Manager) List(ctx context.Context, f Filter) ([]*Record, error) {
+	sctx := ctx
+	if f.TenantID != "" {
+		sctx = tctx(ctx, f.TenantID)
+	}
+	recs, err := m.store.List(sctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("list contexts: %w", err)
+	}
+	return recs, nil
+}
+
+// Stats returns the manager's counters. Active counts the contexts this
+// manager serves (including reconciled ones not yet attached).
+func (m *Manager) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	per := map[string]TemplateStats{}
+	for k, v := range m.tstats {
+		s := *v
+		s.Active = 0
+		s.PoolSize = 0
+		per[k] = s
+	}
+	for _, e := range m.byID {
+		s := per[e.rec.Template]
+		s.Active++
+		per[e.rec.Template] = s
+	}
+	for k, p := range m.pools {
+		s := per[k]
+		s.PoolSize = int64(len(p.ready))
+		per[k] = s
+	}
+	var st Stats
+	for _, s := range per {
+		st.Active += s.Active
+		st.TotalCreated += s.TotalCreated
+		st.TotalReused += s.TotalReused
+		st.TotalCleaned += s.TotalCleaned
+		st.HealthCheckFailures += s.HealthCheckFailures
+		st.PoolSize += s.PoolSize
+		st.PoolHits += s.PoolHits
+		st.PoolMisses += s.PoolMisses
+	}
+	st.PerTemplate = per
+	return st
+}

@@ -1,0 +1,189 @@
+// The code interpreter as E2B's own tests use it, through the official
+// SDKs: silent and long cells, per-run envs, result text, cell shapes and
+// sizes, languages without a kernel, and a sandbox killed under a run.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox as BaseSandbox, TimeoutError, SandboxError } from 'e2b'
+import { Sandbox } from '@e2b/code-interpreter'
+
+const run = `interp-${process.pid}-${Date.now()}`
+let sbx
+
+before(async () => {
+  sbx = await Sandbox.create({ metadata: { suite: run }, timeoutMs: 300_000 })
+})
+
+after(async () => {
+  if (sbx) await BaseSandbox.kill(sbx.sandboxId)
+})
+
+test('runCode: a silent cell outlasts requestTimeoutMs (headers at once, keepalive lines)', async () => {
+  // 6 s of silence: longer than the request timeout and than one keepalive
+  // period (5 s), which the SDK must skip.
+  const e = await sbx.runCode('import time\ntime.sleep(6)\n"awake"', { requestTimeoutMs: 2_000 })
+  assert.equal(e.error, undefined, JSON.stringify(e.error))
+  assert.equal(e.text, 'awake')
+})
+
+test('runCode: timeoutMs is the client\'s; the kernel is interrupted when it gives up', async () => {
+  await sbx.runCode('import time\nt0 = time.time()')
+  await assert.rejects(sbx.runCode('time.sleep(30)', { timeoutMs: 1_500 }), (err) => {
+    assert.ok(err instanceof TimeoutError, `${err}`)
+    assert.match(err.message, /Execution timed out/)
+    return true
+  })
+  // The sleep was interrupted: the kernel answers long before it would end.
+  const e = await sbx.runCode('time.time() - t0 < 20')
+  assert.equal(e.text, 'True')
+})
+
+test('runCode: envs apply to that run only (E2B env_vars tests)', async () => {
+  const s = await Sandbox.create({ envs: { TEST_ENV_VAR: 'supertest' }, metadata: { suite: run } })
+  try {
+    const py = await s.runCode('import os; os.getenv("FOO")', { envs: { FOO: 'bar' }, language: 'python' })
+    const pyAfter = await s.runCode("import os; os.getenv('FOO', 'default')", { language: 'python' })
+    assert.equal(py.results[0]?.text.trim(), 'bar')
+    assert.equal(pyAfter.results[0]?.text.trim(), 'default')
+    const over = await s.runCode('import os; os.getenv("TEST_ENV_VAR")', { envs: { TEST_ENV_VAR: 'overwrite' } })
+    const global = await s.runCode('import os; os.getenv("TEST_ENV_VAR")')
+    assert.equal(over.results[0]?.text.trim(), 'overwrite')
+    assert.equal(global.results[0]?.text.trim(), 'supertest')
+
+    const js = await s.runCode('process.env.FOO', { envs: { FOO: 'bar' }, language: 'js' })
+    const jsAfter = await s.runCode("process.env.FOO || 'default'", { language: 'js' })
+    assert.equal(js.results[0]?.text.trim(), 'bar')
+    assert.equal(jsAfter.results[0]?.text.trim(), 'default')
+
+    const sh = await s.runCode('echo $TEST_ENV_VAR', { envs: { TEST_ENV_VAR: 'overwrite' }, language: 'bash' })
+    const shAfter = await s.runCode('echo $TEST_ENV_VAR', { language: 'bash' })
+    assert.equal(sh.logs.stdout[0], 'overwrite\n')
+    assert.equal(shAfter.logs.stdout[0], 'supertest\n')
+  } finally {
+    await s.kill()
+  }
+})
+
+test('runCode: a string result has no quotes, as on E2B', async () => {
+  assert.equal((await sbx.runCode('"supertest"')).text, 'supertest')
+  assert.equal((await sbx.runCode("'a' + 'b'")).text, 'ab')
+  assert.equal((await sbx.runCode("'s' + 1", { language: 'javascript' })).text, 's1')
+  assert.equal((await sbx.runCode('[1, "a"]')).text, "[1, 'a']")
+})
+
+test('runCode: an indented cell runs as IPython runs it (E2B displayData test)', async () => {
+  const result = await sbx.runCode(`
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        x = np.linspace(0, 20, 100)
+        y = np.sin(x)
+
+        plt.plot(x, y)
+        plt.show()
+        `)
+  assert.equal(result.error, undefined, JSON.stringify(result.error))
+  const image = result.results[0]
+  assert.ok(image?.png, 'no png')
+  assert.ok(image.text)
+  assert.deepEqual(image.extra, {})
+})
+
+test('runCode: a 150 KB cell runs; an oversized one is refused with 413', async () => {
+  const big = 'x = "' + 'a'.repeat(150 * 1024) + '"\nlen(x)'
+  assert.equal((await sbx.runCode(big)).text, String(150 * 1024))
+  await assert.rejects(sbx.runCode('y = "' + 'b'.repeat(600 * 1024) + '"'), (err) => {
+    assert.ok(err instanceof SandboxError, `${err}`)
+    assert.match(err.message, /413/)
+    return true
+  })
+})
+
+test('runCode: R and Java have no kernel: a clear "not supported" error', async () => {
+  for (const language of ['r', 'java']) {
+    const e = await sbx.runCode('1', { language })
+    assert.equal(e.error?.name, 'NotSupportedError')
+    assert.match(e.error.value, /is not supported/)
+    await assert.rejects(sbx.createCodeContext({ language }), /501/)
+  }
+})
+
+test('runCode: killing the sandbox mid-cell throws "sandbox was killed" (E2B killedSandbox test)', async () => {
+  const s = await Sandbox.create({ metadata: { suite: run } })
+  const execution = s.runCode('import time; time.sleep(300)', { timeoutMs: 300_000 })
+  const assertion = assert.rejects(execution, (err) => {
+    assert.ok(err instanceof TimeoutError, `${err}`)
+    assert.match(err.message, /sandbox was killed while the request was in progress/)
+    return true
+  })
+  await new Promise((r) => setTimeout(r, 2_000))
+  await s.kill()
+  await assertion
+  // and afterwards the sandbox is gone for runCode too
+  await assert.rejects(s.runCode('1'), (err) => err instanceof TimeoutError || err instanceof SandboxError)
+})
+
+test('guard: a prompt without a newline arrives while the command waits for input', async () => {
+  let out = ''
+  let sawPrompt
+  const prompted = new Promise((resolve) => { sawPrompt = resolve })
+  const h = await sbx.commands.run('printf "name? "; read n; echo "hi $n"', {
+    background: true,
+    stdin: true,
+    onStdout: (d) => {
+      out += d
+      if (out.includes('name? ')) sawPrompt()
+    },
+  })
+  const timer = new Promise((_, reject) => setTimeout(() => reject(new Error(`no prompt while waiting; got ${JSON.stringify(out)}`)), 15_000))
+  await Promise.race([prompted, timer])
+  await sbx.commands.sendStdin(h.pid, 'bob\n')
+  const r = await h.wait()
+  assert.equal(r.stdout, 'name? hi bob\n')
+})
+
+test('guard: addresses at reserved example domains pass, real ones are redacted', { skip: !process.env.E2E_REDACTED && 'the real guard runs in the serve suite only' }, async () => {
+  const r = await sbx.commands.run('echo alice@example.com bob@mail.example.org carol@app.test; echo dave@exemplar.ie')
+  assert.match(r.stdout, /^alice@example\.com bob@mail\.example\.org carol@app\.test\n/)
+  assert.ok(!r.stdout.includes('dave@exemplar.ie'), r.stdout)
+  const e = await sbx.runCode('print("ann@example.net")')
+  assert.deepEqual(e.logs.stdout, ['ann@example.net\n'])
+})
+
+test('runCode: a DataFrame result carries data (E2B data test)', async () => {
+  const execution = await sbx.runCode(`
+import pandas as pd
+pd.DataFrame({"a": [1, 2, 3]})
+`)
+  const result = execution.results[0]
+  assert.deepEqual(result.data, { a: [1, 2, 3] })
+  assert.ok(result.html.includes('<table'))
+})
+
+test('runCode: PIL show() and save() display the image (E2B images tests)', async () => {
+  for (const last of ['image.show()\n    print("done")', 'image', 'image.save("test.png")']) {
+    const execution = await sbx.runCode(`
+    import numpy
+    from PIL import Image
+
+    imarray = numpy.random.rand(16,16,3) * 255
+    image = Image.fromarray(imarray.astype('uint8')).convert('RGBA')
+
+    ${last}
+    `)
+    assert.equal(execution.error, undefined, JSON.stringify(execution.error))
+    assert.ok(execution.results[0]?.png, `no png after ${last}`)
+  }
+})
+
+test('runCode: !cmd, %cd and %time work; other magics are a clear UsageError', async () => {
+  const sh = await sbx.runCode('!echo from-shell')
+  assert.deepEqual(sh.logs.stdout, ['from-shell\n'])
+  const cd = await sbx.runCode('%cd /tmp\nimport os\nos.getcwd()')
+  assert.equal(cd.text, '/tmp')
+  const timed = await sbx.runCode('%time sum(range(10))')
+  assert.equal(timed.text, '45')
+  assert.match(timed.logs.stdout.join(''), /Wall time:/)
+  const bad = await sbx.runCode('%timeit 1')
+  assert.equal(bad.error?.name, 'UsageError')
+  assert.match(bad.error.value, /not IPython/)
+})

@@ -1,0 +1,247 @@
+// Envd and lifecycle behaviours of the official SDK against sandlot, as on
+// E2B: files (gzip, signed URLs, metadata), commands (users, timeouts,
+// stdin, connect) and the sandbox lifecycle (absolute timeout, list
+// filters, metrics). Test names start with "life:" (E2E_FILTER=life:).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { gzipSync } from 'node:zlib'
+import { Sandbox, CommandExitError, SandboxError } from 'e2b'
+
+const run = `life-${process.pid}-${Date.now()}`
+let sbx
+let home
+
+before(async () => {
+  sbx = await Sandbox.create('base', { metadata: { suite: run }, timeoutMs: 300_000 })
+  home = (await sbx.commands.run('echo $HOME')).stdout.trim()
+})
+
+after(async () => {
+  if (sbx) await Sandbox.kill(sbx.sandboxId)
+})
+
+test('life: files.write with gzip stores the inflated bytes', async () => {
+  const text = 'gzip me '.repeat(1000)
+  await sbx.files.write(`${home}/gz.txt`, text, { gzip: true })
+  assert.equal(await sbx.files.read(`${home}/gz.txt`), text)
+  assert.equal((await sbx.commands.run(`wc -c < ${home}/gz.txt`)).stdout.trim(), String(text.length))
+  // a raw gzip body through the same route as the SDK: inflated too
+  const url = await sbx.uploadUrl(`${home}/raw.bin`)
+  const res = await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' }, body: gzipSync(Buffer.from('raw inflated')) })
+  assert.equal(res.status, 200, await res.clone().text())
+  assert.equal(await sbx.files.read(`${home}/raw.bin`), 'raw inflated')
+})
+
+test('life: remove of a missing file is a no-op', async () => {
+  await sbx.files.remove(`${home}/never-there`)
+  await sbx.files.write(`${home}/gone.txt`, 'x')
+  await sbx.files.remove(`${home}/gone.txt`)
+  assert.equal(await sbx.files.exists(`${home}/gone.txt`), false)
+})
+
+test('life: entry info has the envd metadata fields, symlinkTarget absolute', async () => {
+  await sbx.files.write(`${home}/meta.txt`, 'four')
+  await sbx.commands.run(`chmod 640 ${home}/meta.txt && ln -sfn meta.txt ${home}/link.txt`)
+  const info = await sbx.files.getInfo(`${home}/meta.txt`)
+  assert.equal(info.type, 'file')
+  assert.equal(info.size, 4)
+  assert.equal(info.mode, 0o640)
+  assert.equal(info.permissions, '-rw-r-----')
+  assert.equal(info.owner, 'user')
+  assert.equal(info.group, 'user')
+  assert.ok(info.modifiedTime instanceof Date && Math.abs(info.modifiedTime.getTime() - Date.now()) < 120_000, `modifiedTime ${info.modifiedTime}`)
+  const link = await sbx.files.getInfo(`${home}/link.txt`)
+  assert.equal(link.type, 'symlink')
+  assert.equal(link.symlinkTarget, `${home}/meta.txt`)
+  const listed = (await sbx.files.list(home)).find((e) => e.name === 'link.txt')
+  assert.equal(listed.symlinkTarget, `${home}/meta.txt`)
+})
+
+test('life: signed uploadUrl and downloadUrl', async () => {
+  const path = `${home}/signed.txt`
+  const up = await sbx.uploadUrl(path, { useSignatureExpiration: 60 })
+  assert.match(up, /signature=v1_/)
+  const form = new FormData()
+  form.append('file', new Blob(['signed bytes']), path)
+  const res = await fetch(up, { method: 'POST', body: form })
+  assert.equal(res.status, 200, await res.clone().text())
+  const down = await sbx.downloadUrl(path)
+  const got = await fetch(down)
+  assert.equal(got.status, 200)
+  assert.equal(await got.text(), 'signed bytes')
+  // the signature covers the path and the operation
+  const other = new URL(down)
+  other.searchParams.set('path', `${home}/gz.txt`)
+  assert.equal((await fetch(other)).status, 401)
+  assert.equal((await fetch(down, { method: 'POST', body: form })).status, 401)
+  // an expired signature is refused
+  const old = new URL(await sbx.downloadUrl(path, { useSignatureExpiration: 60 }))
+  old.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 10))
+  assert.equal((await fetch(old)).status, 401)
+})
+
+test('life: user root is refused clearly, never run as user', async () => {
+  await assert.rejects(sbx.commands.run('id -u', { user: 'root' }), (e) => {
+    assert.ok(e instanceof SandboxError && !(e instanceof CommandExitError), `got ${e}`)
+    assert.match(e.message, /root is not supported/)
+    return true
+  })
+  await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not supported/)
+  await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not supported/)
+  assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
+})
+
+test('life: commands timeoutMs 0 is no timeout; a timeout still ends the command', async () => {
+  const r = await sbx.commands.run('sleep 1; echo unbounded', { timeoutMs: 0 })
+  assert.equal(r.stdout, 'unbounded\n')
+  const t0 = Date.now()
+  await assert.rejects(sbx.commands.run(`sleep 30; touch ${home}/late`, { timeoutMs: 1500 }))
+  assert.ok(Date.now() - t0 < 20_000, 'timeout did not end the command in time')
+  await new Promise((res) => setTimeout(res, 500))
+  const left = await sbx.commands.list()
+  assert.ok(!left.some((p) => p.args.join(' ').includes('sleep 30')), `timed-out command still runs: ${JSON.stringify(left)}`)
+})
+
+test('life: commands.connect re-attaches to a running command', async () => {
+  const h = await sbx.commands.run(`for i in 1 2 3 4; do echo tick-$i; sleep 0.5; done`, { background: true, timeoutMs: 0 })
+  await h.disconnect()
+  const seen = []
+  const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) })
+  const res = await again.wait()
+  assert.equal(res.exitCode, 0)
+  assert.match(res.stdout + seen.join(''), /tick-4/)
+  await assert.rejects(sbx.commands.connect(999_999), /not found/)
+})
+
+test('life: the timeout is absolute; past endAt the sandbox is gone', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run, short: 'yes' }, timeoutMs: 6_000 })
+  const end = (await s.getInfo()).endAt.getTime()
+  for (let i = 0; i < 3; i++) {
+    await s.commands.run('true')
+    await s.files.write(`/tmp/t${i}`, 'x')
+    await new Promise((res) => setTimeout(res, 500))
+  }
+  assert.equal((await s.getInfo()).endAt.getTime(), end, 'calls moved endAt')
+  await s.setTimeout(4_000)
+  const moved = (await s.getInfo()).endAt.getTime()
+  assert.ok(Math.abs(moved - (Date.now() + 4_000)) < 2_000, `setTimeout set endAt to ${new Date(moved)}`)
+  await new Promise((res) => setTimeout(res, Math.max(0, moved - Date.now()) + 1_000))
+  assert.equal(await s.isRunning(), false)
+  await assert.rejects(s.getInfo(), (e) => e.name === 'SandboxNotFoundError' || /not found|doesn't exist/i.test(e.message))
+  const listed = await Sandbox.list({ query: { metadata: { suite: run, short: 'yes' } } }).nextItems()
+  assert.equal(listed.length, 0)
+  await assert.rejects(s.commands.run('true'))
+})
+
+test('life: list honours template, startedAfter and order; metadata is the caller\'s', async () => {
+  const tag = `list-${Date.now()}`
+  const a = await Sandbox.create('base', { metadata: { suite: run, tag } })
+  await new Promise((res) => setTimeout(res, 20))
+  const b = await Sandbox.create('code-interpreter-v1', { metadata: { suite: run, tag } })
+  await new Promise((res) => setTimeout(res, 20))
+  const c = await Sandbox.create('base', { metadata: { suite: run, tag } })
+  try {
+    const ids = async (opts) => {
+      const out = []
+      const p = Sandbox.list({ ...opts, query: { metadata: { tag }, ...opts.query } })
+      while (p.hasNext) out.push(...(await p.nextItems()).map((s) => s.sandboxId))
+      return out
+    }
+    assert.deepEqual(await ids({}), [c.sandboxId, b.sandboxId, a.sandboxId])
+    assert.deepEqual(await ids({ order: 'asc', limit: 2 }), [a.sandboxId, b.sandboxId, c.sandboxId])
+    assert.deepEqual(await ids({ order: 'asc', query: { template: 'base' } }), [a.sandboxId, c.sandboxId])
+    const bStart = (await b.getInfo()).startedAt
+    assert.deepEqual(await ids({ order: 'asc', query: { startedAfter: bStart } }), [b.sandboxId, c.sandboxId])
+    assert.deepEqual((await a.getInfo()).metadata, { suite: run, tag })
+  } finally {
+    await Promise.all([a.kill(), b.kill(), c.kill()])
+  }
+})
+
+test('life: getMetrics has real figures, memCache, timestampUnix, and honours start/end', async () => {
+  await sbx.commands.run('head -c 20000000 /dev/urandom | sha256sum >/dev/null; python3 -c "x=bytearray(50_000_000); import time; time.sleep(0.2)"')
+  const m1 = await sbx.getMetrics()
+  assert.ok(m1.length >= 1)
+  const last = m1[m1.length - 1]
+  assert.equal(last.cpuCount, 1)
+  assert.ok(last.memUsed > 1_000_000, `memUsed ${last.memUsed}`)
+  assert.ok(last.memTotal >= last.memUsed)
+  assert.equal(typeof last.memCache, 'number')
+  assert.ok(last.cpuUsedPct > 0, `cpuUsedPct ${last.cpuUsedPct}`)
+  assert.ok(last.timestamp instanceof Date && Math.abs(last.timestamp.getTime() - Date.now()) < 10_000)
+  const raw = await (await fetch(`${process.env.E2B_API_URL}/sandboxes/${sbx.sandboxId}/metrics`, { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json()
+  assert.equal(typeof raw[0].timestampUnix, 'number')
+  assert.equal(typeof raw[0].memCache, 'number')
+  const none = await sbx.getMetrics({ start: new Date(Date.now() + 3_600_000) })
+  assert.deepEqual(none, [])
+})
+
+test('life: createSnapshot and fork say "not supported" for a running sandbox', async () => {
+  for (const call of [() => sbx.createSnapshot(), () => sbx.fork()]) {
+    await assert.rejects(call(), (e) => {
+      assert.ok(e.name !== 'SandboxNotFoundError', `got ${e.name}: ${e.message}`)
+      assert.match(e.message, /not supported/)
+      return true
+    })
+  }
+})
+
+test('life: files.watchDir reports creates, writes and removes', async () => {
+  const dir = `${home}/watched`
+  await sbx.files.makeDir(dir)
+  await sbx.files.write(`${dir}/old.txt`, 'x')
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/new.txt`, 'hello')
+    await sbx.files.remove(`${dir}/old.txt`)
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !(seen.includes('create:new.txt') && seen.includes('remove:old.txt'))) {
+      await new Promise((res) => setTimeout(res, 200))
+    }
+    assert.ok(seen.includes('create:new.txt'), `events ${seen}`)
+    assert.ok(seen.includes('remove:old.txt'), `events ${seen}`)
+    await sbx.files.write(`${dir}/new.txt`, 'hello again')
+    const until2 = Date.now() + 10_000
+    while (Date.now() < until2 && !seen.includes('write:new.txt')) await new Promise((res) => setTimeout(res, 200))
+    assert.ok(seen.includes('write:new.txt'), `events ${seen}`)
+  } finally {
+    await handle.stop()
+  }
+  await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
+})
+
+test('life: pty create, sendInput, resize, kill', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d, { stream: true }) }, timeoutMs: 0 })
+  const waitFor = async (re) => {
+    const until = Date.now() + 15_000
+    while (Date.now() < until && !re.test(out)) await new Promise((res) => setTimeout(res, 100))
+    assert.match(out, re)
+  }
+  const enc = new TextEncoder()
+  // The guard holds back the tail of a stream that has no newline yet (the
+  // prompt) until more output comes: padding pushes the marks out.
+  const pad = "; head -c 4096 /dev/zero | tr '\\0' '.'; echo"
+  await sbx.pty.sendInput(pty.pid, enc.encode(`stty size; tty; echo mark-$((6*7))${pad}\n`))
+  await waitFor(/mark-42/)
+  assert.match(out, /24 80/)
+  assert.match(out, /\/dev\/pts\//)
+  await sbx.pty.resize(pty.pid, { cols: 120, rows: 40 })
+  await sbx.pty.sendInput(pty.pid, enc.encode(`stty size${pad}\n`))
+  await waitFor(/40 120/)
+  assert.equal(await sbx.pty.kill(pty.pid), true)
+  const res = await pty.wait().catch((e) => e)
+  assert.notEqual(res.exitCode, 0)
+})
+
+test('life: killing a sandbox mid-command says so, without internal ids', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run } })
+  const h = await s.commands.run('sleep 60', { background: true, timeoutMs: 0 })
+  await Sandbox.kill(s.sandboxId)
+  const err = await h.wait().then(() => null, (e) => e)
+  assert.ok(err, 'wait() of a killed sandbox\'s command resolved')
+  assert.doesNotMatch(err.message, /\bsb-/)
+  assert.match(err.message, /killed|end of life|not running|not found/i)
+})

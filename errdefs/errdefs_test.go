@@ -1,0 +1,71 @@
+package errdefs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+func TestCategories(t *testing.T) {
+	tests := []struct {
+		err                      error
+		code                     Code
+		status, exit             int
+		categorized, clientFault bool
+		public                   string
+	}{
+		{fmt.Errorf("ctx x: %w", ErrNotFound), CodeNotFound, 404, 3, true, true, "ctx x: not found"},
+		{fmt.Errorf("bad: %w", ErrInvalidArgument), CodeInvalidArgument, 400, 2, true, true, "bad: invalid argument"},
+		{ErrAlreadyExists, CodeAlreadyExists, 409, 4, true, true, "already exists"},
+		{ErrFailedPrecondition, CodeFailedPrecondition, 412, 5, true, true, "failed precondition"},
+		{ErrResourceExhausted, CodeResourceExhausted, 429, 6, true, true, "resource exhausted"},
+		{ErrPermissionDenied, CodePermissionDenied, 403, 9, true, true, "permission denied"},
+		{ErrUnauthenticated, CodeUnauthenticated, 401, 10, true, true, "unauthenticated"},
+		// 5xx categories: shown, but a server fault.
+		{fmt.Errorf("runtime down: %w", ErrUnavailable), CodeUnavailable, 503, 7, true, false, "runtime down: unavailable"},
+		{ErrDeadlineExceeded, CodeDeadlineExceeded, 504, 8, true, false, "deadline exceeded"},
+		{fmt.Errorf("call: %w", context.DeadlineExceeded), CodeDeadlineExceeded, 504, 8, true, false, "call: context deadline exceeded"},
+		// Uncategorized: hidden.
+		{errors.New("open /var/lib/x: permission denied"), CodeInternal, 500, 1, false, false, "internal error"},
+		{ErrInternal, CodeInternal, 500, 1, false, false, "internal error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			if got := CodeOf(tc.err); got != tc.code {
+				t.Errorf("CodeOf = %q, want %q", got, tc.code)
+			}
+			if got := HTTPStatus(tc.err); got != tc.status {
+				t.Errorf("HTTPStatus = %d, want %d", got, tc.status)
+			}
+			if got := ExitCode(tc.err); got != tc.exit {
+				t.Errorf("ExitCode = %d, want %d", got, tc.exit)
+			}
+			if got := Categorized(tc.err); got != tc.categorized {
+				t.Errorf("Categorized = %v, want %v", got, tc.categorized)
+			}
+			if got := IsClientFault(tc.err); got != tc.clientFault {
+				t.Errorf("IsClientFault = %v, want %v", got, tc.clientFault)
+			}
+			if got := PublicMessage(tc.err); got != tc.public {
+				t.Errorf("PublicMessage = %q, want %q", got, tc.public)
+			}
+		})
+	}
+	if Categorized(nil) || IsClientFault(nil) || PublicMessage(nil) != "" || ExitCode(nil) != 0 {
+		t.Error("nil must be no category, exit 0, no message")
+	}
+}
+
+// TestFromCodeRoundTrip: every code maps back to its sentinel, so a client
+// decoding {code, message} gets errors.Is working.
+func TestFromCodeRoundTrip(t *testing.T) {
+	for _, c := range table {
+		if got := FromCode(c.code); got != c.err {
+			t.Errorf("FromCode(%q) = %v, want %v", c.code, got, c.err)
+		}
+	}
+	if FromCode("nonsense") != ErrInternal {
+		t.Error("an unknown code must map to ErrInternal")
+	}
+}

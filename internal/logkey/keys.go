@@ -1,0 +1,44 @@
+// Package logkey names the attribute keys of sandlot's logs, in one file so
+// that every package writes the same key for the same thing and a log
+// query for tenant_id or sandbox_id finds every line about it. It holds
+// constants only, so the agent and the daemon can both import it.
+//
+// Loggers: every Config that takes a *slog.Logger treats nil as discard
+// (slog.New(slog.DiscardHandler)), never slog.Default(): a library does
+// not write to the process's default logger behind its caller's back. The
+// daemon's main (cli) and sandlot-agent's main pass their logger down.
+package logkey
+
+// Identity and resources.
+const (
+	Tenant   = "tenant_id"
+	Context  = "context_id"
+	Sandbox  = "sandbox_id"
+	Template = "template"
+	Node     = "node"
+	Provider = "provider"
+	Runtime  = "runtime"
+	Tool     = "tool"
+	Language = "language"
+	Path     = "path"
+)
+
+// Events.
+const (
+	// Err carries an error's text. Error texts that can hold sandbox
+	// output pass the guard before they are logged.
+	Err     = "error"
+	Reason  = "reason"
+	Elapsed = "elapsed"
+	Addr    = "addr"
+)
+
+// One line per HTTP request (api/server).
+const (
+	RequestID = "request_id"
+	Method    = "method"
+	Route     = "route"
+	Status    = "status"
+	Duration  = "duration_ms"
+	Bytes     = "bytes"
+)

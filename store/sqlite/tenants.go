@@ -1,0 +1,203 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation`
+
+func scanTenant(sc scanner) (*tenant.Tenant, error) {
+	var (
+		t       tenant.Tenant
+		created int64
+	)
+	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration); err != nil {
+		return nil, err
+	}
+	t.CreatedAt = fromMs(created)
+	return &t, nil
+}
+
+// CreateTenant implements tenant.Store. It fills t.ID (when empty),
+// t.GuardMode (enforce), t.CreatedAt and t.KeyGeneration (1).
+func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
+	if err := rules.PrepareTenant(t, time.Now()); err != nil {
+		return err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create tenant: %w", err)
+	}
+	defer tx.Rollback()
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration)
+	if isUnique(err) {
+		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrAlreadyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("create tenant %s: %w", t.ID, err)
+	}
+	if keyHash != "" {
+		_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, keyHash, t.ID, nowMs())
+		if isUnique(err) {
+			return fmt.Errorf("tenant %s: key hash in use: %w", t.ID, errdefs.ErrAlreadyExists)
+		}
+		if err != nil {
+			return fmt.Errorf("create tenant %s: key: %w", t.ID, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// TenantByKeyHash implements tenant.Store.
+func (s *Store) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
+	t, err := scanTenant(s.keyStmt.QueryRowContext(ctx, keyHash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("key: %w", errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant by key: %w", err)
+	}
+	return t, nil
+}
+
+// GetTenant implements tenant.Store.
+func (s *Store) GetTenant(ctx context.Context, id string) (*tenant.Tenant, error) {
+	t, err := scanTenant(s.r.QueryRowContext(ctx, `SELECT `+tenantCols+` FROM tenants WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get tenant %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// ListTenants implements tenant.Store, ordered by creation time.
+func (s *Store) ListTenants(ctx context.Context) ([]*tenant.Tenant, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+tenantCols+` FROM tenants ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	defer rows.Close()
+	var out []*tenant.Tenant
+	for rows.Next() {
+		t, err := scanTenant(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SetKey implements tenant.Store.
+func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("set key: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE tenants SET key_prefix = ?, key_generation = key_generation + 1 WHERE id = ?`, keyPrefix, id)
+	if err != nil {
+		return fmt.Errorf("set key of %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE tenant_id = ?`, id); err != nil {
+		return fmt.Errorf("set key of %s: %w", id, err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, keyHash, id, nowMs())
+	if isUnique(err) {
+		return fmt.Errorf("tenant %s: key hash in use: %w", id, errdefs.ErrAlreadyExists)
+	}
+	if err != nil {
+		return fmt.Errorf("set key of %s: %w", id, err)
+	}
+	return tx.Commit()
+}
+
+// UpdateTenant implements tenant.Store: it saves Name, GuardMode and Admin.
+func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
+	if err := rules.CheckGuardMode(t.GuardMode); err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ? WHERE id = ?`,
+		t.Name, t.GuardMode, t.Admin, t.ID)
+	if err != nil {
+		return fmt.Errorf("update tenant %s: %w", t.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteTenant implements tenant.Store. Its key goes with it (cascade); its
+// contexts and audit events stay.
+func (s *Store) DeleteTenant(ctx context.Context, id string) error {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM tenants WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("delete tenant %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// AppendAudit adds ev to the trail.
+func (s *Store) AppendAudit(ctx context.Context, ev audit.Event) error {
+	if err := rules.PrepareAudit(ctx, &ev, time.Now()); err != nil {
+		return err
+	}
+	_, err := s.w.ExecContext(ctx, `INSERT INTO audit_events (tenant_id, context_id, kind, detail, at) VALUES (?, ?, ?, ?, ?)`,
+		ev.TenantID, ev.ContextID, ev.Kind, metaText(ev.Detail), ms(ev.At))
+	if err != nil {
+		return fmt.Errorf("append audit %s: %w", ev.Kind, err)
+	}
+	return nil
+}
+
+// ListAudit returns the newest events first, of tenantID or of all tenants
+// when it is empty; limit <= 0 means 100.
+func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, tenant_id, context_id, kind, detail, at FROM audit_events
+		WHERE (?2 = '' OR tenant_id = ?2)`+scopeCond+` ORDER BY id DESC LIMIT ?3`,
+		scope(ctx), tenantID, rules.AuditLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []audit.Event
+	for rows.Next() {
+		var (
+			ev     audit.Event
+			detail string
+			at     int64
+		)
+		if err := rows.Scan(&ev.ID, &ev.TenantID, &ev.ContextID, &ev.Kind, &detail, &at); err != nil {
+			return nil, fmt.Errorf("list audit: %w", err)
+		}
+		if err := json.Unmarshal([]byte(detail), &ev.Detail); err != nil {
+			return nil, fmt.Errorf("audit %d: detail: %w", ev.ID, err)
+		}
+		if len(ev.Detail) == 0 {
+			ev.Detail = nil
+		}
+		ev.At = fromMs(at)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

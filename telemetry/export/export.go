@@ -1,0 +1,120 @@
+// Package export installs sandlot's telemetry exporters: the OpenTelemetry
+// SDK tracer and meter providers, the OTLP span exporter, the Prometheus
+// exposition behind /metrics, and the JSON slog logger. Only the daemon's
+// assembly (cli) imports it; instrumented packages use the telemetry
+// package, which is the OpenTelemetry API alone.
+//
+// Spans are exported over OTLP only when the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set; metrics are
+// always collected and served in the Prometheus text format.
+package export
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Config configures Setup. The zero value is usable.
+type Config struct {
+	// ServiceName is the OTel service.name; "" means "sandlot".
+	ServiceName string
+	// Version is reported as service.version.
+	Version string
+	// SpanExporter overrides the OTLP exporter (tests use an in-memory one).
+	SpanExporter sdktrace.SpanExporter
+}
+
+// Telemetry owns the providers installed by Setup.
+type Telemetry struct {
+	registry *prometheus.Registry
+	tp       *sdktrace.TracerProvider
+	mp       *sdkmetric.MeterProvider
+}
+
+// Setup installs the global tracer and meter providers (so telemetry.Tracer
+// and telemetry.Meter record) and returns the handle that serves /metrics
+// and shuts them down.
+func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
+	name := cfg.ServiceName
+	if name == "" {
+		name = "sandlot"
+	}
+	res := resource.NewSchemaless(
+		attribute.String("service.name", name),
+		attribute.String("service.version", cfg.Version),
+	)
+
+	// The Prometheus registry only hosts the OTel exporter and the Go
+	// runtime and process collectors; every sandlot metric is an OTel
+	// instrument.
+	t := &Telemetry{registry: prometheus.NewRegistry()}
+	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	otel.SetMeterProvider(t.mp)
+
+	spanExp := cfg.SpanExporter
+	if spanExp == nil && otlpConfigured() {
+		spanExp, err = otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("otlp trace exporter: %w", err)
+		}
+	}
+	t.tp = sdktrace.NewTracerProvider(sdktrace.WithResource(res))
+	if spanExp != nil {
+		// Without an exporter the global tracer stays the no-op one: spans
+		// nobody reads would cost every execution a few allocations.
+		t.tp.RegisterSpanProcessor(sdktrace.NewBatchSpanProcessor(spanExp))
+		otel.SetTracerProvider(t.tp)
+	}
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return t, nil
+}
+
+func otlpConfigured() bool {
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Handler serves the Prometheus text exposition of every sandlot metric.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
+}
+
+// ForceFlush exports buffered spans (tests, shutdown).
+func (t *Telemetry) ForceFlush(ctx context.Context) error { return t.tp.ForceFlush(ctx) }
+
+// Shutdown flushes and stops the providers.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	return errors.Join(t.tp.Shutdown(ctx), t.mp.Shutdown(ctx))
+}
+
+// NewLogger returns the JSON slog logger sandlot writes to w. level is one
+// of debug, info, warn, error ("" = info).
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil || level == "" {
+		lv = slog.LevelInfo
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+}

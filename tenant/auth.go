@@ -1,0 +1,134 @@
+package tenant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Lookup is what an Authenticator reads: the part of Store that finds a
+// tenant by key hash or by id.
+type Lookup interface {
+	// TenantByKeyHash finds the tenant owning a key (errdefs.ErrNotFound).
+	TenantByKeyHash(ctx context.Context, keyHash string) (*Tenant, error)
+	// GetTenant finds a tenant by id (errdefs.ErrNotFound).
+	GetTenant(ctx context.Context, id string) (*Tenant, error)
+}
+
+// DefaultCacheTTL is AuthConfig.CacheTTL's default.
+const DefaultCacheTTL = time.Second
+
+// AuthConfig tunes an Authenticator. The zero value is ready to use.
+type AuthConfig struct {
+	// CacheTTL is how long a successful lookup (by key or by id) is
+	// reused: the key lookup is a third of the HTTP layer's CPU on SQLite,
+	// and a busy sandbox would otherwise cost a store read per call. A
+	// rotated or deleted key, a deleted tenant or a changed guard mode
+	// takes effect within this time. Zero: DefaultCacheTTL; negative: no
+	// cache. Failures are never cached.
+	CacheTTL time.Duration
+	// Clock returns the time; nil: time.Now.
+	Clock func() time.Time
+}
+
+// Authenticator resolves API keys and tenant ids to tenants for every edge
+// (/v1, MCP, E2B), through one short-lived cache. It is safe for
+// concurrent use.
+type Authenticator struct {
+	st    Lookup
+	ttl   time.Duration
+	clock func() time.Time
+	keys  cache // by key hash
+	ids   cache // by tenant id
+}
+
+// NewAuthenticator returns an Authenticator over st.
+func NewAuthenticator(st Lookup, cfg AuthConfig) *Authenticator {
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = DefaultCacheTTL
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	return &Authenticator{st: st, ttl: cfg.CacheTTL, clock: cfg.Clock}
+}
+
+// Key returns the tenant owning an API key. A missing, malformed or
+// unknown key is errdefs.ErrUnauthenticated; a store failure is returned
+// as it is.
+func (a *Authenticator) Key(ctx context.Context, key string) (*Tenant, error) {
+	if key == "" {
+		return nil, fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
+	}
+	if !ValidKey(key) {
+		return nil, ErrBadKey
+	}
+	hash := HashKey(key)
+	t, err := a.cached(ctx, &a.keys, hash, a.st.TenantByKeyHash)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, ErrBadKey
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up API key: %w", err)
+	}
+	return t, nil
+}
+
+// Tenant returns the tenant of id (errdefs.ErrNotFound when there is none,
+// as when it was deleted).
+func (a *Authenticator) Tenant(ctx context.Context, id string) (*Tenant, error) {
+	return a.cached(ctx, &a.ids, id, a.st.GetTenant)
+}
+
+func (a *Authenticator) cached(ctx context.Context, c *cache, k string, lookup func(context.Context, string) (*Tenant, error)) (*Tenant, error) {
+	if a.ttl <= 0 {
+		return lookup(ctx, k)
+	}
+	now := a.clock()
+	if t, ok := c.get(k, now); ok {
+		return t, nil
+	}
+	t, err := lookup(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	c.put(k, t, now.Add(a.ttl))
+	return t, nil
+}
+
+// maxCached bounds each cache; when full it starts over.
+const maxCached = 4096
+
+// cache is a map of tenants with expiry times.
+type cache struct {
+	mu sync.Mutex
+	m  map[string]cached
+}
+
+type cached struct {
+	t       *Tenant
+	expires time.Time
+}
+
+func (c *cache) get(k string, now time.Time) (*Tenant, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.expires) {
+		return nil, false
+	}
+	return e.t, true
+}
+
+func (c *cache) put(k string, t *Tenant, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCached {
+		c.m = map[string]cached{}
+	}
+	c.m[k] = cached{t: t, expires: expires}
+}
