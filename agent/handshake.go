@@ -25,15 +25,19 @@ import (
 //	host  -> agent: magic, nonceH                     (36 bytes)
 //	agent -> host:  magic, nonceA, HMAC(k, "agent" nonceH nonceA)  (68 bytes)
 //	host  -> agent: HMAC(k, "host" nonceA nonceH)     (32 bytes)
-//	agent -> host:  1 byte, handshakeOK
+//	agent -> host:  1 byte, handshakeOK (or handshakeRefused, then close)
 //
 // Then the JSON-RPC stream begins. A side that sees anything else closes
-// the connection.
+// the connection. The agent answers a wrong proof with an explicit
+// refusal, so the host can tell a refusal (the peer is not the sandbox's
+// agent: never retried) from a connection that broke or ran out of time
+// on a loaded machine (unavailable or deadline: retried by the caller).
 const (
-	handshakeMagic = "SLA1"
-	nonceSize      = 32
-	macSize        = sha256.Size
-	handshakeOK    = 0x01
+	handshakeMagic   = "SLA1"
+	nonceSize        = 32
+	macSize          = sha256.Size
+	handshakeOK      = 0x01
+	handshakeRefused = 0x00
 	// KeySize is the size of the keys the host makes.
 	KeySize = 32
 	// HandshakeTimeout bounds a handshake that has no earlier deadline.
@@ -90,7 +94,10 @@ func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
 		return handshakeErr(ctx, err)
 	}
 	var ok [1]byte
-	if _, err := io.ReadFull(conn, ok[:]); err != nil || ok[0] != handshakeOK {
+	if _, err := io.ReadFull(conn, ok[:]); err != nil {
+		return handshakeErr(ctx, err)
+	}
+	if ok[0] != handshakeOK {
 		return fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
 	return nil
@@ -135,6 +142,7 @@ func AgentHandshake(conn net.Conn, key []byte) error {
 		return fmt.Errorf("%w: %v", ErrAuth, err)
 	}
 	if !hmac.Equal(proof, handshakeMAC(key, "host", nonceA, nonceH)) {
+		conn.Write([]byte{handshakeRefused})
 		return fmt.Errorf("%w: the peer does not hold the key", ErrAuth)
 	}
 	_, err := conn.Write([]byte{handshakeOK})

@@ -23,16 +23,29 @@ func TestHandshake(t *testing.T) {
 		agent          func(net.Conn) error // the peer; nil: AgentHandshake with key
 		agentKey       []byte
 		hostOK, peerOK bool
+		denied         bool // the host's error is permission_denied (never retried)
 	}{
 		{name: "same key", hostKey: key, agentKey: key, hostOK: true, peerOK: true},
-		{name: "agent without the key", hostKey: key, agentKey: other},
-		{name: "host without the key", hostKey: other, agentKey: key},
-		{name: "peer speaks JSON-RPC", hostKey: key, agent: func(c net.Conn) error {
+		{name: "agent without the key", hostKey: key, agentKey: other, denied: true},
+		{name: "host without the key", hostKey: other, agentKey: key, denied: true},
+		{name: "agent hangs up after the proof", hostKey: key, agent: func(c net.Conn) error {
+			// A connection that breaks (or a deadline that fires) after the
+			// host sent its proof is not a refusal: the caller may retry.
+			hello := make([]byte, 36)
+			io.ReadFull(c, hello)
+			nonceA := make([]byte, nonceSize)
+			reply := append([]byte(handshakeMagic), nonceA...)
+			reply = append(reply, handshakeMAC(key, "agent", hello[4:], nonceA)...)
+			c.Write(reply)
+			io.ReadFull(c, make([]byte, macSize))
+			return c.Close()
+		}},
+		{name: "peer speaks JSON-RPC", hostKey: key, denied: true, agent: func(c net.Conn) error {
 			io.ReadFull(c, make([]byte, 36))
 			_, err := c.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":2,"result":{}}` + "\n"))
 			return err
 		}},
-		{name: "peer replays an old proof", hostKey: key, agent: func(c net.Conn) error {
+		{name: "peer replays an old proof", hostKey: key, denied: true, agent: func(c net.Conn) error {
 			// An agent's reply recorded from another connection: valid
 			// for that connection's nonce, not for this one.
 			io.ReadFull(c, make([]byte, 36))
@@ -65,6 +78,9 @@ func TestHandshake(t *testing.T) {
 			}
 			if err != nil && !tc.hostOK && !errors.Is(err, ErrAuth) && !errors.Is(err, errdefs.ErrUnavailable) {
 				t.Errorf("host error %v is neither auth nor unavailable", err)
+			}
+			if err != nil && errors.Is(err, errdefs.ErrPermissionDenied) != tc.denied {
+				t.Errorf("host error %v: permission denied %v, want %v", err, !tc.denied, tc.denied)
 			}
 			h.Close()
 			perr := <-peer

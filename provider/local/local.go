@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -56,8 +57,14 @@ type Config struct {
 	// "javascript", ...), so the first call does not wait for one. Each
 	// costs its idle memory in every sandbox; nil starts none.
 	Prestart []string
-	// ReadyTimeout bounds create-to-healthy; 0: 15 s.
+	// ReadyTimeout bounds create-to-healthy; 0: 15 s. Time spent waiting
+	// for a creation slot (MaxCreating) does not count against it.
 	ReadyTimeout time.Duration
+	// MaxCreating bounds the sandboxes being created at once; more wait
+	// (for as long as their caller's context allows) rather than share
+	// the CPU so thinly that none gets ready in time. 0: the number of
+	// CPUs, at least 2.
+	MaxCreating int
 	// Logger; nil: slog.Default().
 	Logger *slog.Logger
 }
@@ -73,6 +80,7 @@ type Provider struct {
 	limits    contexts.Limits
 	prestart  []string
 	ready     time.Duration
+	creating  chan struct{} // one token per creation under way
 	log       *slog.Logger
 }
 
@@ -113,6 +121,11 @@ func New(cfg Config) (*Provider, error) {
 	if p.ready <= 0 {
 		p.ready = 15 * time.Second
 	}
+	n := cfg.MaxCreating
+	if n <= 0 {
+		n = max(2, goruntime.NumCPU())
+	}
+	p.creating = make(chan struct{}, n)
 	return p, nil
 }
 
@@ -172,6 +185,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, err
 	}
+	release, err := p.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	id := runtime.NewID()
 	start := time.Now()
 	defer func() {
@@ -219,6 +237,24 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", "sandbox", id, "runtime", p.rt.Name(), "elapsed", time.Since(start))
 	return c, nil
+}
+
+// slot waits for one of the MaxCreating creation slots, for as long as
+// ctx allows, and returns its release.
+func (p *Provider) slot(ctx context.Context) (func(), error) {
+	select {
+	case p.creating <- struct{}{}:
+		return func() { <-p.creating }, nil
+	default:
+	}
+	start := time.Now()
+	select {
+	case p.creating <- struct{}{}:
+		p.log.Debug("waited for a creation slot", "elapsed", time.Since(start))
+		return func() { <-p.creating }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a sandbox creation slot (%d under way): %w", cap(p.creating), ctx.Err())
+	}
 }
 
 // connect dials the agent over the runtime's channel, runs the handshake
