@@ -28,14 +28,19 @@ type footprint struct {
 	IDRanges      int // allocated host id ranges
 }
 
-func countLines(p string, contains string) int {
+// countStateMounts counts the mounts of a mountinfo that mention the
+// state dir, except roots/ itself: New mounts it once for good, and every
+// process in the host's mount namespace (or one copied from it) sees it,
+// so its count follows the host's processes, not the sandboxes.
+func countStateMounts(p, stateDir string) int {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return -1
 	}
 	n := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && strings.Contains(l, contains) {
+		f := strings.Fields(l)
+		if len(f) > 4 && strings.Contains(l, stateDir) && f[4] != filepath.Join(stateDir, "roots") {
 			n++
 		}
 	}
@@ -68,10 +73,10 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 		if cl, err := os.ReadFile(p + "/cmdline"); err == nil && bytes.Contains(cl, []byte(r.StateDir())) {
 			f.RuntimeProcs++
 		}
-		f.StateMounts += max(0, countLines(p+"/mountinfo", r.StateDir()))
+		f.StateMounts += max(0, countStateMounts(p+"/mountinfo", r.StateDir()))
 	}
 	if r.ns != nil {
-		f.NSMounts = countLines(fmt.Sprintf("/proc/self/task/%d/mountinfo", r.ns.tid), r.StateDir())
+		f.NSMounts = countStateMounts(fmt.Sprintf("/proc/self/task/%d/mountinfo", r.ns.tid), r.StateDir())
 	}
 	for _, id := range ids {
 		for _, d := range cgroupDirs(id) {

@@ -86,10 +86,12 @@ type Runtime struct {
 	bin      string
 	stateDir string
 	rootfs   string
-	log      *slog.Logger
-	ns       *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
-	ids      *idAllocator
-	share    string
+	// imageSkel is the top layer of every image root (imgroot.go).
+	imageSkel string
+	log       *slog.Logger
+	ns        *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
+	ids       *idAllocator
+	share     string
 	// seccompBPF is the default profile compiled by crun once (base64),
 	// passed to later containers so crun skips libseccomp; "" otherwise.
 	seccompBPF string
@@ -186,12 +188,19 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	imageSkel, err := newImageSkeleton().materialize(filepath.Join(share, "rootfs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareRoots(dir); err != nil {
+		return nil, err
+	}
 	for _, k := range kinds {
 		bin, ok := bins[k]
 		if !ok {
 			continue
 		}
-		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, share: share, ids: ids, log: log}
+		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, imageSkel: imageSkel, share: share, ids: ids, log: log}
 		if k == KindCrun && needsHybridWorkaround() {
 			r.ns = &launcher
 		}
@@ -237,6 +246,9 @@ type driver struct {
 	r    *Runtime
 	kind string
 	bin  string
+	// need is a mount the runtime binary must see (an image root); crun's
+	// launcher refreshes its copy of the host's mounts when it lacks it.
+	need string
 }
 
 func (r *Runtime) driver(kind string) driver {
@@ -285,7 +297,12 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 
 func (d driver) start(c *exec.Cmd) error {
 	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
-		return launcher.start(c, d.r.share) // also for crun bundles found by a runc Runtime
+		// also for crun bundles found by a runc Runtime
+		need := []string{d.r.share, d.r.rootsDir()}
+		if d.need != "" {
+			need = append(need, d.need)
+		}
+		return launcher.start(c, need...)
 	}
 	return c.Start()
 }
@@ -400,7 +417,16 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			return err
 		}
 	}
-	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF, ids, chanDir)
+	rootfs := r.rootfs
+	if spec.Root != nil {
+		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes); err != nil {
+			return err
+		}
+	}
+	if spec.Root != nil {
+		d.need = rootfs
+	}
+	sp, err := buildSpec(spec, rootfs, r.kind, r.seccompBPF, ids, chanDir)
 	if err != nil {
 		return err
 	}
@@ -522,6 +548,9 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	// Every process of the sandbox is gone (its cgroups could be removed):
 	// its id range and channel can go too.
 	if err := r.unmountChannel(id); err != nil {
+		return err
+	}
+	if err := r.unmountImageRoot(id); err != nil {
 		return err
 	}
 	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))

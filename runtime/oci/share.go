@@ -66,12 +66,18 @@ func withLock(path string, fn func() error) error {
 }
 
 // Purge removes a state dir, first unmounting the runsc channel
-// directories a sandbox left (Delete unmounts each sandbox's own). For
+// directories and image roots a sandbox left (Delete unmounts each
+// sandbox's own) and the roots dir. For
 // tests and uninstalls; every sandbox in it should have been deleted.
 func Purge(stateDir string) error {
-	chans, _ := filepath.Glob(filepath.Join(stateDir, "chan", "*"))
+	mounts, _ := filepath.Glob(filepath.Join(stateDir, "chan", "*"))
+	roots, _ := filepath.Glob(filepath.Join(stateDir, "roots", "*"))
+	for _, d := range roots {
+		mounts = append(mounts, filepath.Join(d, "root"), d)
+	}
+	mounts = append(mounts, filepath.Join(stateDir, "roots"))
 	var errs []error
-	for _, d := range chans {
+	for _, d := range mounts {
 		if err := unix.Unmount(d, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", d, err))
 		}
