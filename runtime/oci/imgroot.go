@@ -16,7 +16,7 @@ import (
 // A sandbox whose Spec has a Root runs on an overlayfs made by the daemon,
 // whatever the OCI runtime, and handed to it as a plain root path:
 //
-//	roots/<id>/          a tmpfs of Limits.DiskBytes, 0711: the sandbox's writable layer
+//	<share>/roots/<id>/  a tmpfs of Limits.DiskBytes, 0711: the sandbox's writable layer
 //	  upper/ work/       overlayfs's upper and work dirs
 //	  root/              the overlay: the sandbox's root (config.json's root.path)
 //
@@ -30,9 +30,13 @@ import (
 // layer (ENOSPC past Limits.DiskBytes) and charges its pages to the
 // writer's memory cgroup, like the host template's /home/user and /tmp.
 //
-// roots/ is a shared mount of itself, so the overlays mounted under it also
-// appear in crun's launcher namespace (mountns.go), which made its copy of
-// the host's mounts earlier.
+// The roots live in the share, not the state dir: crun and runc resolve
+// the root path as the sandbox's root user (a host id of its range), who
+// can search the share (0711) but not a state dir inside a private data
+// dir. Sandbox ids are random, so daemons with different state dirs share
+// roots/ without meeting. roots/ is a shared mount of itself, so the
+// overlays mounted under it also appear in crun's launcher namespace
+// (mountns.go), which made its copy of the host's mounts earlier.
 
 // imageSkelDirs are the mount points the runtime needs in any image; they
 // come from a shared layer on top of the image so the sandbox's upper
@@ -55,12 +59,12 @@ func newImageSkeleton() *skeleton {
 // usernses is process-wide: one user namespace per id range base.
 var usernses usernsCache
 
-func (r *Runtime) rootsDir() string         { return filepath.Join(r.stateDir, "roots") }
+func (r *Runtime) rootsDir() string         { return filepath.Join(r.share, "roots") }
 func (r *Runtime) rootDir(id string) string { return filepath.Join(r.rootsDir(), id) }
 
-// prepareRoots makes <state>/roots a shared mount of itself (once).
-func prepareRoots(stateDir string) error {
-	dir := filepath.Join(stateDir, "roots")
+// prepareRoots makes <share>/roots a shared mount of itself (once).
+func prepareRoots(share string) error {
+	dir := filepath.Join(share, "roots")
 	return withLock(dir+".lock", func() error {
 		if err := os.MkdirAll(dir, 0o711); err != nil {
 			return err

@@ -3,6 +3,7 @@ package oci
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/runtime/runtimetest"
 )
@@ -199,8 +201,8 @@ func TestImageRootDiskLimit(t *testing.T) {
 			if _, err := os.Stat(r.rootDir(id)); !os.IsNotExist(err) {
 				t.Errorf("root dir left after delete: %v", err)
 			}
-			if m := mountsUnder(t, r.rootsDir()); len(m) != 1 { // roots/ itself
-				t.Errorf("mounts left under %s: %v", r.rootsDir(), m)
+			if m := mountsUnder(t, r.rootDir(id)); len(m) != 0 {
+				t.Errorf("mounts left under %s: %v", r.rootDir(id), m)
 			}
 		})
 	}
@@ -227,4 +229,31 @@ func mountsUnder(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestImageRootPrivateStateDir: a state dir inside a private (0700) data
+// dir works for image roots too: the runtimes resolve the root path as
+// the sandbox's root, a stranger to that dir.
+func TestImageRootPrivateStateDir(t *testing.T) {
+	a, _ := imageLayers(t)
+	for _, kind := range testKinds {
+		t.Run(kind, func(t *testing.T) {
+			testenv.RequireBinary(t, kind)
+			parent := t.TempDir() // 0700
+			dir := filepath.Join(parent, "run")
+			r, err := New(context.Background(), Config{Runtime: kind, StateDir: dir, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := Purge(dir); err != nil {
+					t.Errorf("purge: %v", err)
+				}
+			})
+			_, p := startImageProbe(t, r, a, nil, 0)
+			if got := p.sh(t, "cat /image-a"); got.Out != "image-a\n" {
+				t.Errorf("image root under a private state dir: %+v", got)
+			}
+		})
+	}
 }

@@ -192,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := prepareRoots(dir); err != nil {
+	if err := prepareRoots(share); err != nil {
 		return nil, err
 	}
 	for _, k := range kinds {
