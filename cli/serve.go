@@ -52,6 +52,13 @@ type serveConfig struct {
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
+
+	// The local provider's templates (images.go). defaultImage "" (a
+	// serveConfig built in code, the bench) runs every sandbox on the
+	// host template, as before images.
+	imagesDir    string
+	defaultImage string
+	hostTemplate bool
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -81,6 +88,9 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.DurationVar(&cfg.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&cfg.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.BoolVar(&cfg.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
+	fs.StringVar(&cfg.imagesDir, "images-dir", "", "image store of the local provider's templates (default DATA_DIR/images)")
+	fs.StringVar(&cfg.defaultImage, "default-image", defaultImageDebian, "the default template: debian (built from the Debian mirror at first start, cached) or none (name an image \"default\" yourself)")
+	fs.BoolVar(&cfg.hostTemplate, "host-template", false, "also offer the template \"host\": the host's /usr read-only (without /usr/local), for hosts without images")
 	registerNode(fs, &cfg)
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -51,6 +51,10 @@ func Dir() string {
 	return DefaultDir
 }
 
+// StoreDir is the shared image store's directory, for a daemon started by
+// a test (sandlot serve --images-dir) after Default.
+func StoreDir() string { return filepath.Join(Dir(), "images") }
+
 // Default returns the shared store and the default Debian base image in it
 // (debian.Config{}), building the image first when no process has yet. It
 // needs root and mmdebstrap; in CI a missing one fails t. The build logs
@@ -87,7 +91,7 @@ func ensure(ctx context.Context) (*image.Store, image.Image, time.Duration, erro
 			return nil, image.Image{}, 0, err
 		}
 	}
-	s, err := image.Open(filepath.Join(dir, "images"), image.Config{Logger: slog.New(slog.DiscardHandler)})
+	s, err := image.Open(StoreDir(), image.Config{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, image.Image{}, 0, err
 	}
