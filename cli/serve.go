@@ -80,7 +80,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	fs.Int64Var(&cfg.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default, 2048)")
 	fs.Int64Var(&cfg.pids, "sandbox-pids", 0, "process limit per sandbox (0: the provider default, 256)")
 	fs.Float64Var(&cfg.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
-	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
+	fs.Int64Var(&cfg.diskMiB, "sandbox-disk", 0, "writable space per sandbox in MiB: the whole writable layer of an image template, each of /home/user and /tmp under the host template (0: the provider default, 512)")
 	fs.IntVar(&cfg.poolSize, "pool-size", -1, "warm sandboxes kept per template (-1: the manager default)")
 	fs.IntVar(&cfg.maxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
 	fs.IntVar(&cfg.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")

@@ -144,14 +144,15 @@ func TestImageRootWritableLayer(t *testing.T) {
 			if got := root.sh(t, "id -u; grep CapEff /proc/self/status | tr -d '\\t'"); got.Out != "0\nCapEff:00000000800005fb\n" {
 				t.Errorf("root's id and capabilities: %q", got.Out)
 			}
-			// A .deb built and installed with dpkg as root: files owned by
-			// other users, dpkg's database under /var/lib.
+			// A .deb built with dpkg-deb and installed with apt-get as
+			// root (apt drops to _apt where it can): files owned by other
+			// users, dpkg's database under /var/lib.
 			deb := `set -e
 mkdir -p /tmp/pkg/DEBIAN /tmp/pkg/usr/share/sandlot-test
 printf 'Package: sandlot-test\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@example.org>\nDescription: test\n' > /tmp/pkg/DEBIAN/control
 echo installed > /tmp/pkg/usr/share/sandlot-test/marker
 dpkg-deb --root-owner-group -b /tmp/pkg /tmp/sandlot-test.deb >/dev/null
-dpkg -i /tmp/sandlot-test.deb >/dev/null
+apt-get install -y -q /tmp/sandlot-test.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
 dpkg -s sandlot-test | grep -c '^Status: install ok installed'
 echo x > /usr/bin/from-root && chown 1000:1000 /usr/bin/from-root && stat -c %u /usr/bin/from-root
 rm /usr/bin/python3 && test ! -e /usr/bin/python3 && echo removed`
@@ -189,6 +190,9 @@ func TestImageRootDiskLimit(t *testing.T) {
 			got := p.sh(t, "dd if=/dev/zero of=/home/user/big bs=1M count=32 2>&1")
 			if got.Code == 0 || !strings.Contains(got.Out, "No space left on device") {
 				t.Errorf("writing 32 MiB into a 16 MiB layer: exit %d: %s", got.Code, got.Out)
+			}
+			if got := p.sh(t, "dd if=/dev/zero of=/tmp/big bs=1M count=32 2>&1; rm -f /tmp/big"); !strings.Contains(got.Out, "No space left on device") {
+				t.Errorf("writing 32 MiB into /tmp with a 16 MiB limit: %s", got.Out)
 			}
 			if got := p.sh(t, "rm /home/user/big && dd if=/dev/zero of=/home/user/big2 bs=1M count=8 >/dev/null 2>&1 && echo ok"); got.Out != "ok\n" {
 				t.Errorf("space freed by rm is not usable: %q", got.Out)

@@ -107,6 +107,11 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 			mounts = append(mounts, specs.Mount{Destination: "/usr/local", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=755", "size=4k"}})
 		}
 	}
+	if s.Root != nil && kind == KindRunsc {
+		// gVisor mounts a tmpfs of its own, unbounded but by memory, on an
+		// image's empty /tmp unless the spec has one: give it this one.
+		mounts = append(mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize}})
+	}
 	for _, m := range s.Mounts {
 		if !path.IsAbs(m.Destination) {
 			return nil, fmt.Errorf("mount destination %q is not absolute", m.Destination)
