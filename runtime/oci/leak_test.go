@@ -26,6 +26,7 @@ type footprint struct {
 	RuntimeStates int // entries in the runtime's --root
 	ChanDirs      int // runsc channel tmpfs dirs
 	IDRanges      int // allocated host id ranges
+	NullNodes     int // our sandboxes' null devices (null.go)
 }
 
 // countStateMounts counts the mounts of a mountinfo that mention the
@@ -85,6 +86,11 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 	f.Bundles = countDir(filepath.Join(r.StateDir(), "bundles"))
 	f.RuntimeStates = countDir(filepath.Join(r.StateDir(), r.Name()))
 	f.ChanDirs = countDir(filepath.Join(r.StateDir(), "chan"))
+	for _, id := range ids {
+		if _, err := os.Lstat(r.nullPath(id)); err == nil {
+			f.NullNodes++
+		}
+	}
 	f.IDRanges = countDir(filepath.Join(r.StateDir(), "ids")) - 1 // .lock
 	return f
 }

@@ -11,8 +11,9 @@
 //	chan/<id>/        runsc: the sandbox's channel tmpfs (channel.go)
 //	<kind>/           the runtime binary's own state (--root)
 //
-// The root skeleton (mount points, /usr links, /etc) lives in the host's
-// share (share.go), a tmpfs outside the state dir.
+// The root skeleton (mount points, /usr links, /etc), the image roots
+// (imgroot.go) and the null devices given as stdio (null.go) live in the
+// host's share (share.go), outside the state dir.
 //
 // Containers are started detached, in their own session, with /dev/null as
 // stdio: nothing ties them to the process that created them.
@@ -192,6 +193,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := prepareRoots(share); err != nil {
 		return nil, err
 	}
+	if err := prepareNull(share); err != nil {
+		return nil, err
+	}
 	for _, k := range kinds {
 		bin, ok := bins[k]
 		if !ok {
@@ -330,8 +334,8 @@ func isNotExist(msg string) bool {
 // detached runs `args` with /dev/null stdio and files as descriptors 3...,
 // and waits for the runtime binary (not the container) to exit. Errors
 // come from the log file.
-func (d driver) detached(ctx context.Context, logPath string, files []*os.File, args ...string) error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+func (d driver) detached(ctx context.Context, id, logPath string, files []*os.File, args ...string) error {
+	null, err := d.r.openNull(id) // never the host's /dev/null (null.go)
 	if err != nil {
 		return err
 	}
@@ -458,7 +462,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			args = append(args, "--preserve-fds", "1")
 		}
 	}
-	if err := d.detached(ctx, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
+	if err := d.detached(ctx, spec.ID, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
 	return nil
@@ -504,6 +508,9 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 		return err
 	}
 	if err := r.unmountImageRoot(id); err != nil {
+		return err
+	}
+	if err := r.removeNull(id); err != nil {
 		return err
 	}
 	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))

@@ -84,6 +84,7 @@ func Purge(stateDir string) error {
 	}
 	for _, b := range bundles {
 		os.Remove(filepath.Join(DefaultShareDir, "roots", b.Name()))
+		os.Remove(filepath.Join(DefaultShareDir, "null", b.Name()))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
