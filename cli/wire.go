@@ -123,12 +123,22 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 	for _, name := range strings.Split(cfg.providers, ",") {
 		switch name = strings.TrimSpace(name); name {
 		case "local":
-			p, err := local.New(local.Config{
-				Runtime:  runtimeName(cfg.runtime),
-				StateDir: cfg.stateDir,
-				Limits:   cfg.limits(),
-				Logger:   log,
-			})
+			lc := local.Config{
+				Runtime:      runtimeName(cfg.runtime),
+				StateDir:     cfg.stateDir,
+				Limits:       cfg.limits(),
+				HostTemplate: cfg.hostTemplate,
+				Logger:       log,
+			}
+			if cfg.defaultImage != "" {
+				s, missing, err := openImages(ctx, cfg, log)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("provider local: %w", err))
+					continue
+				}
+				lc.Images, lc.Missing = s, missing
+			}
+			p, err := local.New(lc)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("provider local: %w", err))
 				continue

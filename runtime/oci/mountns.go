@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	goruntime "runtime"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ type nsLauncher struct {
 
 type nsReq struct {
 	cmd  *exec.Cmd
-	need string // a mount point the command must see; "" for none
+	need []string // mount points the command must see
 	done chan error
 }
 
@@ -87,7 +88,7 @@ func (l *nsLauncher) loop(ready chan<- error) {
 	l.tid = unix.Gettid()
 	ready <- nil
 	for r := range l.reqs {
-		if r.need != "" && !isMountPoint(r.need) {
+		if slices.ContainsFunc(r.need, func(m string) bool { return !isMountPoint(m) }) {
 			if err := l.refresh(); err != nil {
 				r.done <- err
 				continue
@@ -121,9 +122,9 @@ func (l *nsLauncher) refresh() error {
 	return l.enter()
 }
 
-// start starts cmd from the namespaced thread, which must see the mount
-// at need ("" for none).
-func (l *nsLauncher) start(cmd *exec.Cmd, need string) error {
+// start starts cmd from the namespaced thread, which must see the mounts
+// at need.
+func (l *nsLauncher) start(cmd *exec.Cmd, need ...string) error {
 	if err := l.init(); err != nil {
 		return err
 	}
