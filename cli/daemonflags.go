@@ -14,6 +14,9 @@ import (
 type daemonDefaults struct {
 	stateDir, logLevel string
 	poolSize           int
+	// defaultImage: "" runs the default template on the host's /usr, as
+	// before images (mcp, until its first start can wait for a build).
+	defaultImage string
 }
 
 // registerDaemon adds the flags of the daemon behind every front end, the
@@ -37,7 +40,14 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.Int64Var(&c.memoryMiB, "sandbox-memory", 0, "memory limit per sandbox in MiB (0: the provider default, 2048)")
 	fs.Int64Var(&c.pids, "sandbox-pids", 0, "process limit per sandbox (0: the provider default, 256)")
 	fs.Float64Var(&c.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
-	fs.Int64Var(&c.diskMiB, "sandbox-disk", 0, "size of each sandbox's /home/user and /tmp tmpfs in MiB (0: the provider default, 512)")
+	fs.Int64Var(&c.diskMiB, "sandbox-disk", 0, "writable space per sandbox in MiB: the whole writable layer of an image template, each of /home/user and /tmp under the host template (0: the provider default, 512)")
+	fs.StringVar(&c.imagesDir, "images-dir", "", "image store of the local provider's templates (default DATA_DIR/images)")
+	imageHelp := "the default template: debian (built from the Debian mirror at first start, cached) or none (name an image \"default\" yourself)"
+	if d.defaultImage == "" {
+		imageHelp += "; unset: the host's /usr read-only"
+	}
+	fs.StringVar(&c.defaultImage, "default-image", d.defaultImage, imageHelp)
+	fs.BoolVar(&c.hostTemplate, "host-template", false, "also offer the template \"host\": the host's /usr read-only (without /usr/local), for hosts without images")
 	poolHelp := "warm sandboxes kept per template (-1: the manager default)"
 	if d.poolSize == 0 {
 		poolHelp = "warm sandboxes kept per template (0: none)"

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 )
@@ -68,7 +69,10 @@ var listeningRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
 
 func startServeBinary(t *testing.T, bin string, env []string, args ...string) *binDaemon {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--pool-size", "0", "--shutdown-timeout", "20s"}, args...)...)
+	// The default template from the tests' shared image store, built once.
+	debiantest.Default(t)
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--pool-size", "0", "--shutdown-timeout", "20s",
+		"--images-dir", debiantest.StoreDir()}, args...)...)
 	cmd.Env = env
 	// Files, not pipes: sandboxes outlive the daemon by design.
 	pr, pw, err := os.Pipe()

@@ -55,12 +55,19 @@ type serveConfig struct {
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags
+
+	// The local provider's templates (images.go). defaultImage "" (a
+	// serveConfig built in code, the bench) runs every sandbox on the
+	// host template, as before images.
+	imagesDir    string
+	defaultImage string
+	hostTemplate bool
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("serve", std)
 	var cfg serveConfig
-	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1})
+	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
 	cfg.registerHTTP(fs)
 	cfg.network.register(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -23,7 +23,7 @@ func TestServeLocksStateDir(t *testing.T) {
 	state := filepath.Join(dir, "run")
 	serve := func(ctx context.Context, name string, out *lockedBuffer) error {
 		return Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:", "--data-dir", filepath.Join(dir, name),
-			"--state-dir", state, "--pool-size", "0", "--providers", "local", "--log-level", "error"}, strings.NewReader(""), out, out)
+			"--state-dir", state, "--pool-size", "0", "--providers", "local", "--log-level", "error", "--default-image", "none"}, strings.NewReader(""), out, out)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -158,16 +158,25 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 	for _, name := range strings.Split(cfg.providers, ",") {
 		switch name = strings.TrimSpace(name); name {
 		case "local":
-			lcfg := local.Config{
-				Runtime:  runtimeName(cfg.runtime),
-				StateDir: cfg.stateDir,
-				Limits:   cfg.limits(),
-				Logger:   log,
+			lc := local.Config{
+				Runtime:      runtimeName(cfg.runtime),
+				StateDir:     cfg.stateDir,
+				Limits:       cfg.limits(),
+				HostTemplate: cfg.hostTemplate,
+				Logger:       log,
+			}
+			if cfg.defaultImage != "" {
+				s, missing, err := openImages(ctx, cfg, log)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("provider local: %w", err))
+					continue
+				}
+				lc.Images, lc.Missing = s, missing
 			}
 			if nw != nil {
-				lcfg.Networks = nw.st
+				lc.Networks = nw.st
 			}
-			p, err := local.New(lcfg)
+			p, err := local.New(lc)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("provider local: %w", err))
 				continue

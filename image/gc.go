@@ -27,12 +27,25 @@ type GCStats struct {
 // store exclusively while it runs, so a concurrent Put, Tag or build
 // either finishes first or starts after.
 func (s *Store) GC(ctx context.Context, keep ...v1.Hash) (GCStats, error) {
+	return s.GCFunc(ctx, func(context.Context) ([]v1.Hash, error) { return keep, nil })
+}
+
+// GCFunc is GC with the images in use asked for once the store is held
+// exclusively: a sandbox created from an image holds a lease until it
+// shows in what live returns (the runtime's list), so no image can start
+// being used between the question and the sweep. An error from live
+// stops the GC before anything is removed.
+func (s *Store) GCFunc(ctx context.Context, live func(context.Context) ([]v1.Hash, error)) (GCStats, error) {
 	f, err := s.lockFile(ctx, unix.LOCK_EX)
 	if err != nil {
 		return GCStats{}, err
 	}
 	defer f.Close()
 
+	keep, err := live(ctx)
+	if err != nil {
+		return GCStats{}, fmt.Errorf("image gc: images in use: %w", err)
+	}
 	refs, err := s.readRefs()
 	if err != nil {
 		return GCStats{}, err

@@ -20,6 +20,9 @@ type StagedLayer struct {
 	digest v1.Hash
 	diffID v1.Hash
 	size   int64
+	// stored: path is the store's own uncompressed blob (NewTarLayer);
+	// Close leaves it, and its media type is an uncompressed layer.
+	stored bool
 }
 
 var _ v1.Layer = (*StagedLayer)(nil)
@@ -61,16 +64,30 @@ func (s *Store) NewLayer(ctx context.Context, write func(w io.Writer) error) (*S
 	return l, nil
 }
 
-// Close removes the staged file.
-func (l *StagedLayer) Close() error { return os.Remove(l.path) }
+// Close removes the staged file (a layer NewTarLayer stored stays).
+func (l *StagedLayer) Close() error {
+	if l.stored {
+		return nil
+	}
+	return os.Remove(l.path)
+}
 
-func (l *StagedLayer) Digest() (v1.Hash, error)            { return l.digest, nil }
-func (l *StagedLayer) DiffID() (v1.Hash, error)            { return l.diffID, nil }
-func (l *StagedLayer) Size() (int64, error)                { return l.size, nil }
-func (l *StagedLayer) MediaType() (types.MediaType, error) { return types.OCILayer, nil }
-func (l *StagedLayer) Compressed() (io.ReadCloser, error)  { return os.Open(l.path) }
+func (l *StagedLayer) Digest() (v1.Hash, error)           { return l.digest, nil }
+func (l *StagedLayer) DiffID() (v1.Hash, error)           { return l.diffID, nil }
+func (l *StagedLayer) Size() (int64, error)               { return l.size, nil }
+func (l *StagedLayer) Compressed() (io.ReadCloser, error) { return os.Open(l.path) }
+
+func (l *StagedLayer) MediaType() (types.MediaType, error) {
+	if l.stored {
+		return types.OCIUncompressedLayer, nil
+	}
+	return types.OCILayer, nil
+}
 
 func (l *StagedLayer) Uncompressed() (io.ReadCloser, error) {
+	if l.stored {
+		return os.Open(l.path)
+	}
 	f, err := os.Open(l.path)
 	if err != nil {
 		return nil, err

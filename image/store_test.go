@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,4 +312,87 @@ func TestNewLayer(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(img.Layers[0].Dir, "x")); err != nil || string(b) != "staged" {
 		t.Errorf("x = %q, %v", b, err)
 	}
+}
+
+// TestNewTarLayer: a local layer is hashed, kept uncompressed and unpacked
+// in one pass; Put then only writes the manifest. A tarball the unpacker
+// refuses, or a writer that fails, leaves nothing in the store.
+func TestNewTarLayer(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	raw := imagetest.Tar(t, imagetest.File{Name: "d/", Type: tar.TypeDir}, imagetest.File{Name: "d/x", Body: "streamed", UID: 1000, GID: 1000})
+	l, err := s.NewTarLayer(ctx, func(w io.Writer) error { _, err := w.Write(raw); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	want, _, _ := v1.SHA256(bytesReader(raw))
+	d, _ := l.Digest()
+	id, _ := l.DiffID()
+	mt, _ := l.MediaType()
+	if d != want || id != want || mt != "application/vnd.oci.image.layer.v1.tar" {
+		t.Errorf("digest %s diff id %s media type %s, want %s twice and an uncompressed layer", d, id, mt, want)
+	}
+	if !s.HasBlob(want) || !s.HasLayer(want) {
+		t.Fatalf("blob %v layer %v: want both stored before Put", s.HasBlob(want), s.HasLayer(want))
+	}
+	var phases []string
+	img, err := s.Put(ctx, imagetest.Image(t, l), PutOptions{Name: "local", Progress: func(p Progress) { phases = append(phases, p.Phase) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"cached"}, phases); diff != "" {
+		t.Errorf("Put phases (-want +got):\n%s", diff)
+	}
+	fi, err := os.Stat(filepath.Join(img.Layers[0].Dir, "d/x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(img.Layers[0].Dir, "d/x")); string(b) != "streamed" || fi.Sys().(*syscall.Stat_t).Uid != 1000 {
+		t.Errorf("d/x = %q owned by %d", b, fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	if err := l.Close(); err != nil || !s.HasBlob(want) {
+		t.Errorf("Close removed the stored blob: %v", err)
+	}
+
+	bad := []struct {
+		name  string
+		write func(io.Writer) error
+	}{
+		{"dotdot entry", func(w io.Writer) error {
+			_, err := w.Write(imagetest.Tar(t, imagetest.File{Name: "../escape", Body: "x"}))
+			return err
+		}},
+		{"writer fails", func(w io.Writer) error {
+			w.Write(raw[:512])
+			return errors.New("mmdebstrap died")
+		}},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			before := storeEntries(t, s)
+			if _, err := s.NewTarLayer(ctx, tc.write); err == nil {
+				t.Fatal("NewTarLayer succeeded")
+			}
+			if diff := cmp.Diff(before, storeEntries(t, s)); diff != "" {
+				t.Errorf("store changed (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// storeEntries lists blobs, layers and tmp entries.
+func storeEntries(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	for _, d := range []string{"blobs/sha256", "layers/sha256", "tmp"} {
+		ents, err := os.ReadDir(filepath.Join(s.Root(), d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			out = append(out, d+"/"+e.Name())
+		}
+	}
+	return out
 }

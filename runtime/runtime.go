@@ -83,6 +83,41 @@ type Spec struct {
 	// built (network.Manager) that the sandbox joins instead of a
 	// loopback-only one of its own. nil: loopback only.
 	Network *Network
+	// Root, when set, makes the sandbox's root file system an image: its
+	// layers under a writable layer of the sandbox's own. nil: the host
+	// template (a generated skeleton with the host's /usr, read-only).
+	Root *Root
+	// User is the init's uid and gid inside the sandbox; nil: the sandbox
+	// user (1000:1000). uid 0 is root of the sandbox's user namespace and
+	// gets RootCaps there (nothing on the host); any other uid gets no
+	// capability at all.
+	User *User
+	// Cwd is the init's working directory; "": the sandbox user's home.
+	Cwd string
+}
+
+// Root is a sandbox root made of image layers.
+type Root struct {
+	// Layers are the image's layer trees, top first (image.Image's
+	// LowerDirs). They are shared by every sandbox of the image and never
+	// written: the sandbox sees them through an id-mapped mount of its own
+	// user namespace, so the image's uid 0 is the sandbox's root. Every
+	// change goes to a writable layer of the sandbox's own, at most
+	// Limits.DiskBytes large, removed with the sandbox.
+	Layers []string
+}
+
+// User is a uid and gid inside the sandbox.
+type User struct{ UID, GID uint32 }
+
+// RootCaps are the capabilities of uid 0 in a sandbox (Spec.User): what
+// package managers need to install files owned by other users and to drop
+// to their own users (apt's _apt). They apply only inside the sandbox's
+// user namespace, to what that namespace owns. Left out on purpose:
+// SYS_ADMIN, NET_ADMIN, NET_RAW, SYS_PTRACE, MKNOD, SYS_CHROOT, AUDIT_WRITE.
+var RootCaps = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_NET_BIND_SERVICE",
 }
 
 // Network is what a sandbox needs to use a network namespace the host
@@ -111,7 +146,10 @@ type Limits struct {
 	MemoryBytes int64   // memory, no swap
 	PIDs        int64   // processes and threads
 	CPUs        float64 // CPU quota in cores
-	DiskBytes   int64   // size of each writable tmpfs (/home/user, /tmp)
+	// DiskBytes bounds what the sandbox can write: each of /home/user and
+	// /tmp under the host template, the whole writable layer of an image
+	// root.
+	DiskBytes int64
 }
 
 // Defaults for Limits.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -58,8 +59,11 @@ func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	t.Helper()
 	// --bootstrap-admin: the guard subtest switches the guard off with the
 	// first start's key, which is an ordinary tenant's unless asked.
+	// The default template comes from the tests' shared image store.
+	debiantest.Default(t)
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
-		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin"}, extra...)
+		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin",
+		"--images-dir", debiantest.StoreDir()}, extra...)
 	cmd := exec.Command(testenv.SandlotBinary(t), args...)
 	// Files, not pipes: sandboxes outlive the daemon by design, and a
 	// child holding a pipe would keep cmd.Wait copying forever.

@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
@@ -182,8 +183,9 @@ func serve(t *testing.T, bin string) (string, string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	debiantest.Default(t) // the default template, from the tests' shared image store
 	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
-		"--pool-size", "0", "--providers", "local")
+		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir())
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -193,6 +194,48 @@ func BenchmarkWarmRunCode(b *testing.B) {
 				ds = append(ds, time.Since(start))
 			}
 			b.ReportMetric(ms(p50(ds)), "p50-ms")
+		})
+	}
+}
+
+// BenchmarkColdCreateTemplate compares, iteration by iteration (so both
+// see the same machine load), create → first python `1+1` result on the
+// default template (the Debian base from the tests' image store: an
+// overlay of id-mapped layers over a tmpfs upper) and on the host
+// template (the host's /usr).
+func BenchmarkColdCreateTemplate(b *testing.B) {
+	s, _ := debiantest.Default(b)
+	for _, kind := range []string{"crun", "runc"} {
+		b.Run(kind, func(b *testing.B) {
+			p := newImageProvider(b, kind, s, true)
+			ctx := context.Background()
+			times := map[string][]time.Duration{}
+			once := func(template string) {
+				start := time.Now()
+				sb, err := p.Create(ctx, contexts.Spec{Template: template})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := sb.RunCode(ctx, agentRun("python", "1+1"), nil)
+				if err != nil || mainText(r) != "2" {
+					b.Fatalf("1+1 on %s = %+v, %v", template, r, err)
+				}
+				times[template] = append(times[template], time.Since(start))
+				b.StopTimer()
+				sb.Close()
+				if err := p.Destroy(ctx, sb.ID()); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			for i := 0; i < b.N; i++ {
+				once(DefaultTemplate)
+				once(HostTemplate)
+			}
+			image, host := p50(times[DefaultTemplate]), p50(times[HostTemplate])
+			b.ReportMetric(ms(image), "image-p50-ms")
+			b.ReportMetric(ms(host), "host-p50-ms")
+			b.ReportMetric(float64(image)/float64(host), "x-host")
 		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/runtime/oci"
@@ -69,16 +70,31 @@ type Config struct {
 	// the CPU so thinly that none gets ready in time. 0: the number of
 	// CPUs, at least 2.
 	MaxCreating int
+	// Images is the store templates are looked up in (template.go): a
+	// sandbox's root is its template's image under a writable layer of
+	// its own. nil: every sandbox runs on the host template.
+	Images *image.Store
+	// HostTemplate enables the template named "host" (the host's /usr,
+	// read-only, without /usr/local) beside the store's images. Never the
+	// default.
+	HostTemplate bool
+	// Missing, when set, says why a template the store lacks cannot be
+	// used yet (the default template while it is being built: unavailable);
+	// nil from it: not_found.
+	Missing func(template string) error
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
 
 // Provider runs sandboxes with an OCI runtime. Safe for concurrent use.
 type Provider struct {
-	rt       *oci.Runtime
-	stateDir string
-	agentSrc string // the agent binary given to New
-	agentMu  sync.Mutex
+	rt           *oci.Runtime
+	images       *image.Store
+	hostTemplate bool
+	missing      func(string) error
+	stateDir     string
+	agentSrc     string // the agent binary given to New
+	agentMu      sync.Mutex
 	// agentPath is the agent's copy in the runtime's share; under agentMu.
 	agentPath string
 	limits    contexts.Limits
@@ -114,15 +130,18 @@ func New(cfg Config) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{
-		rt:        rt,
-		stateDir:  rt.StateDir(),
-		agentSrc:  agentPath,
-		agentPath: installed,
-		limits:    cfg.Limits,
-		prestart:  cfg.Prestart,
-		ready:     cfg.ReadyTimeout,
-		nets:      cfg.Networks,
-		log:       log,
+		rt:           rt,
+		images:       cfg.Images,
+		hostTemplate: cfg.HostTemplate,
+		missing:      cfg.Missing,
+		stateDir:     rt.StateDir(),
+		agentSrc:     agentPath,
+		agentPath:    installed,
+		limits:       cfg.Limits,
+		prestart:     cfg.Prestart,
+		ready:        cfg.ReadyTimeout,
+		nets:         cfg.Networks,
+		log:          log,
 	}
 	if p.ready <= 0 {
 		p.ready = 15 * time.Second
@@ -198,6 +217,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	defer release()
+	tmpl, err := p.resolve(ctx, spec.Template)
+	if err != nil {
+		return nil, err
+	}
+	defer tmpl.release()
+	// The image's environment, then the spec's.
+	merged := tmpl.env
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	for k, v := range spec.Env {
+		merged[k] = v
+	}
 	id := runtime.NewID()
 	start := time.Now()
 	defer func() {
@@ -210,13 +242,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}()
 	var rn *runtime.Network
-	userEnv := spec.Env
+	userEnv := merged
 	if spec.Network != nil {
 		var netEnv map[string]string
 		if rn, netEnv, err = p.nets.Setup(ctx, id, spec.Labels[contexts.LabelTenant], spec.Labels[contexts.LabelContext], *spec.Network); err != nil {
 			return nil, err
 		}
-		userEnv = networkEnv(spec.Env, rn, netEnv)
+		userEnv = networkEnv(merged, rn, netEnv)
 	}
 	env, err := agent.SandboxEnv(userEnv)
 	if err != nil {
@@ -228,6 +260,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	if spec.Template != "" {
 		labels["template"] = spec.Template
+	}
+	if tmpl.root != nil {
+		labels[labelImage] = tmpl.image.String()
 	}
 	key := make([]byte, agent.KeySize)
 	rand.Read(key)
@@ -246,11 +281,14 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Limits:  p.limitsFor(spec.Limits),
 		Labels:  labels,
 		Secret:  key,
+		Root:    tmpl.root,
 		Network: rn,
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
-	if err := p.rt.Create(ctx, rs); err != nil {
+	err = p.rt.Create(ctx, rs)
+	tmpl.release() // the bundle names the image now, for GC
+	if err != nil {
 		return nil, err
 	}
 	c, err := p.connect(ctx, id, key, true)

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 type sandboxInfo struct {
 	kind string
 	ids  IDRange
+	uid  uint32 // the init's uid inside (Spec.User)
 }
 
 // bundleConfigs maps every bundle's (and probe's) id to its config.json.
@@ -39,11 +41,16 @@ func (r *Runtime) sandboxInfo(id string) (*sandboxInfo, error) {
 	if v, ok := r.info.Load(id); ok {
 		return v.(*sandboxInfo), nil
 	}
-	ids, err := readIDRange(filepath.Join(r.bundle(id), "config.json"))
+	cfg := filepath.Join(r.bundle(id), "config.json")
+	ids, err := readIDRange(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
-	info := &sandboxInfo{kind: r.driverFor(id).kind, ids: ids}
+	uid, err := readInitUID(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	info := &sandboxInfo{kind: r.driverFor(id).kind, ids: ids, uid: uid}
 	r.info.Store(id, info)
 	return info, nil
 }
@@ -91,4 +98,23 @@ func secretPipe(b []byte) (*os.File, error) {
 		return nil, err
 	}
 	return pr, nil
+}
+
+// readInitUID returns the uid inside of a bundle's init process.
+func readInitUID(configPath string) (uint32, error) {
+	b, err := os.ReadFile(configPath)
+	if err != nil {
+		return 0, err
+	}
+	var sp struct {
+		Process struct {
+			User struct {
+				UID uint32 `json:"uid"`
+			} `json:"user"`
+		} `json:"process"`
+	}
+	if err := json.Unmarshal(b, &sp); err != nil {
+		return 0, err
+	}
+	return sp.Process.User.UID, nil
 }

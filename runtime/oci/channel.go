@@ -132,8 +132,8 @@ func (r *Runtime) dialNetns(ctx context.Context, id string, info *sandboxInfo) (
 		return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
 	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
-	if err == nil && (int(cred.Pid) != pid || cred.Uid != info.ids.Host(UID)) {
-		err = fmt.Errorf("listener is pid %d uid %d, not the sandbox's init (pid %d uid %d)", cred.Pid, cred.Uid, pid, info.ids.Host(UID))
+	if err == nil && (int(cred.Pid) != pid || cred.Uid != info.ids.Host(info.uid)) {
+		err = fmt.Errorf("listener is pid %d uid %d, not the sandbox's init (pid %d uid %d)", cred.Pid, cred.Uid, pid, info.ids.Host(info.uid))
 	}
 	if err != nil {
 		unix.Close(fd)

@@ -26,16 +26,19 @@ type footprint struct {
 	RuntimeStates int // entries in the runtime's --root
 	ChanDirs      int // runsc channel tmpfs dirs
 	IDRanges      int // allocated host id ranges
+	NullNodes     int // our sandboxes' null devices (null.go)
 }
 
-func countLines(p string, contains string) int {
+// countStateMounts counts the mounts of a mountinfo that mention the
+// state dir.
+func countStateMounts(p, stateDir string) int {
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return -1
 	}
 	n := 0
 	for _, l := range strings.Split(string(b), "\n") {
-		if l != "" && strings.Contains(l, contains) {
+		if strings.Contains(l, stateDir) {
 			n++
 		}
 	}
@@ -68,10 +71,10 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 		if cl, err := os.ReadFile(p + "/cmdline"); err == nil && bytes.Contains(cl, []byte(r.StateDir())) {
 			f.RuntimeProcs++
 		}
-		f.StateMounts += max(0, countLines(p+"/mountinfo", r.StateDir()))
+		f.StateMounts += max(0, countStateMounts(p+"/mountinfo", r.StateDir()))
 	}
 	if r.ns != nil {
-		f.NSMounts = countLines(fmt.Sprintf("/proc/self/task/%d/mountinfo", r.ns.tid), r.StateDir())
+		f.NSMounts = countStateMounts(fmt.Sprintf("/proc/self/task/%d/mountinfo", r.ns.tid), r.StateDir())
 	}
 	for _, id := range ids {
 		for _, d := range cgroupDirs(id) {
@@ -83,6 +86,11 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 	f.Bundles = countDir(filepath.Join(r.StateDir(), "bundles"))
 	f.RuntimeStates = countDir(filepath.Join(r.StateDir(), r.Name()))
 	f.ChanDirs = countDir(filepath.Join(r.StateDir(), "chan"))
+	for _, id := range ids {
+		if _, err := os.Lstat(r.nullPath(id)); err == nil {
+			f.NullNodes++
+		}
+	}
 	f.IDRanges = countDir(filepath.Join(r.StateDir(), "ids")) - 1 // .lock
 	return f
 }

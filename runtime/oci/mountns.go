@@ -88,7 +88,7 @@ func (l *nsLauncher) loop(ready chan<- error) {
 	l.tid = unix.Gettid()
 	ready <- nil
 	for r := range l.reqs {
-		if slices.ContainsFunc(r.need, func(p string) bool { return !isMountPoint(p) }) {
+		if slices.ContainsFunc(r.need, func(m string) bool { return !isMountPoint(m) }) {
 			if err := l.refresh(); err != nil {
 				r.done <- err
 				continue
@@ -123,7 +123,7 @@ func (l *nsLauncher) refresh() error {
 }
 
 // start starts cmd from the namespaced thread, which must see the mounts
-// at need (the share; a network namespace a sandbox joins).
+// at need (the share, an image root, a network namespace a sandbox joins).
 func (l *nsLauncher) start(cmd *exec.Cmd, need ...string) error {
 	if err := l.init(); err != nil {
 		return err

@@ -41,8 +41,12 @@ const netFilesDir = "net"
 // sandbox it deletes (each is unique to its sandbox: the CA is).
 const caFilePrefix = "ca-"
 
-// checkNetwork validates a spec's network before anything is built.
+// checkNetwork validates a spec's network (nil: none) before anything is
+// built.
 func checkNetwork(n *runtime.Network) error {
+	if n == nil {
+		return nil
+	}
 	if !filepath.IsAbs(n.Path) || filepath.Clean(n.Path) != n.Path {
 		return fmt.Errorf("network namespace path %q: %w", n.Path, errdefs.ErrInvalidArgument)
 	}
@@ -81,6 +85,22 @@ func (r *Runtime) networkMounts(rootfs string, n *runtime.Network) ([]specs.Moun
 		mounts = append(mounts, specs.Mount{Destination: CABundlePath, Type: "bind", Source: ca, Options: ro})
 	}
 	return mounts, nil
+}
+
+// applyNetwork makes the bundle of a sandbox with network n (nil: none)
+// join it: the namespace, resolv.conf and a trust store built from the
+// root's own bundle (the image's, when the root is an image).
+func (r *Runtime) applyNetwork(sp *specs.Spec, d *driver, rootfs string, n *runtime.Network) error {
+	if n == nil {
+		return nil
+	}
+	mounts, err := r.networkMounts(rootfs, n)
+	if err != nil {
+		return err
+	}
+	joinNetwork(sp, d.kind, n.Path, mounts)
+	d.network = n.Path
+	return nil
 }
 
 // joinNetwork makes sp join the namespace at path and adds mounts.

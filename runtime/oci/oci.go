@@ -11,8 +11,9 @@
 //	chan/<id>/        runsc: the sandbox's channel tmpfs (channel.go)
 //	<kind>/           the runtime binary's own state (--root)
 //
-// The root skeleton (mount points, /usr links, /etc) lives in the host's
-// share (share.go), a tmpfs outside the state dir.
+// The root skeleton (mount points, /usr links, /etc), the image roots
+// (imgroot.go) and the null devices given as stdio (null.go) live in the
+// host's share (share.go), outside the state dir.
 //
 // Containers are started detached, in their own session, with /dev/null as
 // stdio: nothing ties them to the process that created them.
@@ -21,9 +22,6 @@ package oci
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,10 +85,12 @@ type Runtime struct {
 	bin      string
 	stateDir string
 	rootfs   string
-	log      *slog.Logger
-	ns       *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
-	ids      *idAllocator
-	share    string
+	// imageSkel is the top layer of every image root (imgroot.go).
+	imageSkel string
+	log       *slog.Logger
+	ns        *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
+	ids       *idAllocator
+	share     string
 	// seccompBPF is the default profile compiled by crun once (base64),
 	// passed to later containers so crun skips libseccomp; "" otherwise.
 	seccompBPF string
@@ -187,12 +187,22 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	imageSkel, err := newImageSkeleton().materialize(filepath.Join(share, "rootfs"))
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareRoots(share); err != nil {
+		return nil, err
+	}
+	if err := prepareNull(share); err != nil {
+		return nil, err
+	}
 	for _, k := range kinds {
 		bin, ok := bins[k]
 		if !ok {
 			continue
 		}
-		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, share: share, ids: ids, log: log}
+		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, imageSkel: imageSkel, share: share, ids: ids, log: log}
 		if k == KindCrun && needsHybridWorkaround() {
 			r.ns = &launcher
 		}
@@ -238,6 +248,9 @@ type driver struct {
 	r    *Runtime
 	kind string
 	bin  string
+	// need is a mount the runtime binary must see (an image root); crun's
+	// launcher refreshes its copy of the host's mounts when it lacks it.
+	need string
 	// network is the namespace a sandbox being created joins (its path),
 	// "" for none: crun must see its mount, and runsc must use it.
 	network string
@@ -292,11 +305,15 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 
 func (d driver) start(c *exec.Cmd) error {
 	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
-		need := []string{d.r.share}
+		// also for crun bundles found by a runc Runtime
+		need := []string{d.r.share, d.r.rootsDir()}
+		if d.need != "" {
+			need = append(need, d.need)
+		}
 		if d.network != "" {
 			need = append(need, d.network)
 		}
-		return launcher.start(c, need...) // also for crun bundles found by a runc Runtime
+		return launcher.start(c, need...)
 	}
 	return c.Start()
 }
@@ -327,8 +344,8 @@ func isNotExist(msg string) bool {
 // detached runs `args` with /dev/null stdio and files as descriptors 3...,
 // and waits for the runtime binary (not the container) to exit. Errors
 // come from the log file.
-func (d driver) detached(ctx context.Context, logPath string, files []*os.File, args ...string) error {
-	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+func (d driver) detached(ctx context.Context, id, logPath string, files []*os.File, args ...string) error {
+	null, err := d.r.openNull(id) // never the host's /dev/null (null.go)
 	if err != nil {
 		return err
 	}
@@ -380,10 +397,8 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 }
 
 func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub string) (err error) {
-	if spec.Network != nil {
-		if err := checkNetwork(spec.Network); err != nil {
-			return err
-		}
+	if err := checkNetwork(spec.Network); err != nil {
+		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
@@ -416,17 +431,21 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			return err
 		}
 	}
-	sp, err := buildSpec(spec, r.rootfs, r.kind, r.seccompBPF, ids, chanDir)
+	rootfs := r.rootfs
+	if spec.Root != nil {
+		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes); err != nil {
+			return err
+		}
+	}
+	if spec.Root != nil {
+		d.need = rootfs
+	}
+	sp, err := buildSpec(spec, rootfs, r.kind, r.seccompBPF, ids, chanDir)
 	if err != nil {
 		return err
 	}
-	if spec.Network != nil {
-		mounts, err := r.networkMounts(r.rootfs, spec.Network)
-		if err != nil {
-			return err
-		}
-		joinNetwork(sp, d.kind, spec.Network.Path, mounts)
-		d.network = spec.Network.Path
+	if err := r.applyNetwork(sp, &d, rootfs, spec.Network); err != nil {
+		return err
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
@@ -459,54 +478,10 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			args = append(args, "--preserve-fds", "1")
 		}
 	}
-	if err := d.detached(ctx, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
+	if err := d.detached(ctx, spec.ID, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
 	return nil
-}
-
-// probe creates (without starting) a throwaway container, which exercises
-// namespaces, mounts and cgroups. With crun it also keeps the seccomp
-// filter crun compiled for it (the profile is the same for every sandbox).
-func (r *Runtime) probe(ctx context.Context) error {
-	dir := filepath.Join(r.stateDir, "probe")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	r.removeStaleProbes(ctx, dir)
-	var b [4]byte
-	rand.Read(b[:])
-	id := "probe-" + hex.EncodeToString(b[:])
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	bdir := filepath.Join(dir, id)
-	if err := r.create(ctx, bdir, runtime.Spec{ID: id, Args: []string{"/usr/bin/true"}}, "create"); err != nil {
-		return err
-	}
-	if r.kind == KindCrun && r.seccompBPF == "" {
-		if b, err := os.ReadFile(filepath.Join(r.stateDir, r.kind, id, "seccomp.bpf")); err == nil && len(b) > 0 && len(b)%8 == 0 {
-			r.seccompBPF = base64.StdEncoding.EncodeToString(b)
-		}
-	}
-	return r.deleteBundle(ctx, r.driver(""), id, bdir)
-}
-
-// removeStaleProbes deletes probe containers that a process which died
-// mid-probe left behind (a created container waits forever). Fresh ones
-// may belong to a concurrent process and are left alone.
-func (r *Runtime) removeStaleProbes(ctx context.Context, dir string) {
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		info, err := e.Info()
-		if err != nil || time.Since(info.ModTime()) < time.Minute {
-			continue
-		}
-		bdir := filepath.Join(dir, e.Name())
-		kind, _ := os.ReadFile(filepath.Join(bdir, "runtime"))
-		if err := r.deleteBundle(ctx, r.driver(strings.TrimSpace(string(kind))), e.Name(), bdir); err != nil {
-			r.log.Warn("remove stale probe", "probe", e.Name(), logkey.Err, err)
-		}
-	}
 }
 
 // Kill implements runtime.Runtime.
@@ -549,6 +524,12 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 		return err
 	}
 	r.removeNetworkFiles(filepath.Join(dir, "config.json"))
+	if err := r.unmountImageRoot(id); err != nil {
+		return err
+	}
+	if err := r.removeNull(id); err != nil {
+		return err
+	}
 	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove bundle: %w", err)

@@ -198,7 +198,8 @@ func (s *skeleton) digest() string {
 // private temporary directory and renames it into place.
 func (s *skeleton) materialize(dir string) (string, error) {
 	final := filepath.Join(dir, s.digest())
-	if _, err := os.Stat(filepath.Join(final, "etc/passwd")); err == nil {
+	// A skeleton appears whole (renamed into place) or not at all.
+	if _, err := os.Stat(final); err == nil {
 		return final, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -235,7 +236,7 @@ func (s *skeleton) materialize(dir string) (string, error) {
 		}
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		if _, serr := os.Stat(filepath.Join(final, "etc/passwd")); serr == nil {
+		if _, serr := os.Stat(final); serr == nil {
 			return final, nil // another process won the race
 		}
 		return "", fmt.Errorf("rootfs skeleton: %w", err)

@@ -127,6 +127,9 @@ func seccompProfileRunsc() (*specs.LinuxSeccomp, error) {
 // host sees only the sentry's empty chroot there, so df runs inside the
 // sandbox (runsc exec, ~50 ms).
 func (r *Runtime) DiskUsage(ctx context.Context, id string, paths ...string) (int64, error) {
+	if n, ok := r.imageRootUsage(id); ok {
+		return n, nil // an image root writes to one layer, whatever the path
+	}
 	st, err := r.State(ctx, id)
 	if err != nil {
 		return 0, err

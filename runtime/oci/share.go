@@ -66,15 +66,25 @@ func withLock(path string, fn func() error) error {
 }
 
 // Purge removes a state dir, first unmounting the runsc channel
-// directories a sandbox left (Delete unmounts each sandbox's own). For
+// directories and the image roots (in the default share) its sandboxes
+// left (Delete unmounts each sandbox's own). For
 // tests and uninstalls; every sandbox in it should have been deleted.
 func Purge(stateDir string) error {
-	chans, _ := filepath.Glob(filepath.Join(stateDir, "chan", "*"))
+	mounts, _ := filepath.Glob(filepath.Join(stateDir, "chan", "*"))
+	bundles, _ := os.ReadDir(filepath.Join(stateDir, "bundles"))
+	for _, b := range bundles {
+		d := filepath.Join(DefaultShareDir, "roots", b.Name())
+		mounts = append(mounts, filepath.Join(d, "root"), d)
+	}
 	var errs []error
-	for _, d := range chans {
+	for _, d := range mounts {
 		if err := unix.Unmount(d, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", d, err))
 		}
+	}
+	for _, b := range bundles {
+		os.Remove(filepath.Join(DefaultShareDir, "roots", b.Name()))
+		os.Remove(filepath.Join(DefaultShareDir, "null", b.Name()))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

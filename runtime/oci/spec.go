@@ -2,6 +2,7 @@ package oci
 
 import (
 	"fmt"
+	"os"
 	"path"
 	"sort"
 
@@ -90,9 +91,26 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=67108864"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
-		{Destination: HomeDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=700", fmt.Sprintf("uid=%d", UID), fmt.Sprintf("gid=%d", GID), tmpfsSize}},
-		{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize}},
+	}
+	if s.Root == nil {
+		// The host template: the host's /usr and two writable tmpfs. An
+		// image root has its own /usr, and its home and /tmp are in its
+		// writable layer (imgroot.go).
+		mounts = append(mounts,
+			specs.Mount{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
+			specs.Mount{Destination: HomeDir, Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=700", fmt.Sprintf("uid=%d", UID), fmt.Sprintf("gid=%d", GID), tmpfsSize}},
+			specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize}},
+		)
+		if fi, err := os.Stat("/usr/local"); err == nil && fi.IsDir() {
+			// The host's /usr/local is the host's own software and
+			// settings (an npmrc, tools), never part of a sandbox.
+			mounts = append(mounts, specs.Mount{Destination: "/usr/local", Type: "tmpfs", Source: "tmpfs", Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=755", "size=4k"}})
+		}
+	}
+	if s.Root != nil && kind == KindRunsc {
+		// gVisor mounts a tmpfs of its own, unbounded but by memory, on an
+		// image's empty /tmp unless the spec has one: give it this one.
+		mounts = append(mounts, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", tmpfsSize}})
 	}
 	for _, m := range s.Mounts {
 		if !path.IsAbs(m.Destination) {
@@ -121,18 +139,37 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 	swappiness := uint64(0)
 	noFile := uint64(4096)
 
+	user := runtime.User{UID: UID, GID: GID}
+	if s.User != nil {
+		user = *s.User
+	}
+	if user.UID >= ids.Size || user.GID >= ids.Size {
+		return nil, fmt.Errorf("spec %s: user %d:%d outside the sandbox's ids", s.ID, user.UID, user.GID)
+	}
+	caps := []string{}
+	if user.UID == 0 {
+		caps = runtime.RootCaps
+	}
+	cwd := HomeDir
+	if s.Cwd != "" {
+		if !path.IsAbs(s.Cwd) {
+			return nil, fmt.Errorf("spec %s: working directory %q is not absolute", s.ID, s.Cwd)
+		}
+		cwd = s.Cwd
+	}
 	sp := &specs.Spec{
 		Version:  ociVersion,
 		Hostname: "sandbox",
-		Root:     &specs.Root{Path: rootfs, Readonly: true},
+		// An image root is writable: its writable layer is the sandbox's.
+		Root: &specs.Root{Path: rootfs, Readonly: s.Root == nil},
 		Process: &specs.Process{
 			Terminal: false,
-			User:     specs.User{UID: UID, GID: GID, AdditionalGids: []uint32{GID}},
+			User:     specs.User{UID: user.UID, GID: user.GID, AdditionalGids: []uint32{user.GID}},
 			Args:     s.Args,
 			Env:      envList,
-			Cwd:      HomeDir,
+			Cwd:      cwd,
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding: []string{}, Effective: []string{}, Permitted: []string{}, Inheritable: []string{}, Ambient: []string{},
+				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{},
 			},
 			NoNewPrivileges: true,
 			Rlimits: []specs.POSIXRlimit{

@@ -24,6 +24,7 @@ func Hostile(port int) []Case {
 		{"read host root home", "ls /root/"},
 		{"read host /work", "ls /work"},
 		{"read host /var", "ls /var/lib"},
+		{"read host /usr/local", "ls -A /usr/local/bin | grep -q ."},
 		{"write /usr", "touch /usr/x"},
 		{"write /usr/bin", "cp /bin/sh /usr/bin/sh2"},
 		{"write /etc", "echo x >> /etc/passwd"},

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/debian"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/provider/local"
+)
+
+// Default images (--default-image).
+const (
+	defaultImageDebian = "debian" // the Debian base, built from the mirror at first start
+	defaultImageNone   = "none"   // the operator names an image "default" (pull, import, build)
+)
+
+// baseBuild tracks the default template's image while serve builds it.
+type baseBuild struct {
+	mu    sync.Mutex
+	done  bool
+	err   error
+	phase string
+}
+
+// missing is local.Config.Missing: why the default template cannot be
+// used yet, or nil once it is built (or when it is not this build's).
+func (b *baseBuild) missing(template string) error {
+	if template != "" && template != local.DefaultTemplate {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.err != nil:
+		return fmt.Errorf("the default template could not be built (%v): %w", b.err, errdefs.ErrFailedPrecondition)
+	case !b.done:
+		return fmt.Errorf("the default template is being built (%s); try again in a few minutes: %w", b.phase, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// openImages opens the image store for the local provider. With
+// defaultImageDebian it makes sure the store has the Debian base as
+// "default": found in a moment when cached, else built in the background
+// (minutes, once per store), its progress logged; until then creating a
+// sandbox from it is unavailable.
+func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.Store, func(string) error, error) {
+	dir := cfg.imagesDir
+	if dir == "" {
+		dir = filepath.Join(cfg.store.dataDir, "images")
+	}
+	s, err := image.Open(dir, image.Config{Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("image store: %w", err)
+	}
+	switch cfg.defaultImage {
+	case defaultImageNone:
+		return s, nil, nil
+	case defaultImageDebian:
+	default:
+		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.defaultImage, errdefs.ErrInvalidArgument)
+	}
+	b := &baseBuild{phase: "starting"}
+	go func() {
+		start := time.Now()
+		img, err := debian.Ensure(ctx, s, debian.Config{}, local.DefaultTemplate, func(p debian.Progress) {
+			b.mu.Lock()
+			b.phase = fmt.Sprintf("%d/%d %s", p.Step, p.Steps, p.Phase)
+			b.mu.Unlock()
+			log.Info("building the default template", slog.Int("step", p.Step), slog.Int("steps", p.Steps),
+				slog.String("phase", p.Phase), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Second)))
+		})
+		b.mu.Lock()
+		b.done, b.err = err == nil, err
+		b.mu.Unlock()
+		if err != nil {
+			log.Error("default template unavailable", slog.String(logkey.Err, err.Error()))
+			return
+		}
+		log.Info("default template ready", slog.String("image", img.Digest.String()), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Millisecond)))
+	}()
+	return s, b.missing, nil
+}

@@ -1,0 +1,111 @@
+// Package debiantest gives tests the default Debian base image. Building
+// it takes minutes, so it is built at most once per machine and cache key:
+// every test package (each its own process) opens one image store in a
+// fixed directory and takes an exclusive flock there while it looks the
+// image up, so concurrent packages wait for one build and later runs (and
+// later `make test`s on the same machine) find it cached.
+//
+// The directory is $SANDLOT_TEST_IMAGES, default /var/cache/sandlot-test.
+// Tests never run GC on this store: it is shared by every test process.
+package debiantest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/debian"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// DirEnv overrides the cache directory.
+const DirEnv = "SANDLOT_TEST_IMAGES"
+
+// DefaultDir is where the shared test store lives.
+const DefaultDir = "/var/cache/sandlot-test"
+
+// Name is the name the default image gets in the shared store.
+const Name = "default"
+
+var shared struct {
+	once  sync.Once
+	store *image.Store
+	img   image.Image
+	built time.Duration // 0: found cached
+	err   error
+}
+
+// Dir returns the shared cache directory.
+func Dir() string {
+	if d := os.Getenv(DirEnv); d != "" {
+		return d
+	}
+	return DefaultDir
+}
+
+// StoreDir is the shared image store's directory, for a daemon started by
+// a test (sandlot serve --images-dir) after Default.
+func StoreDir() string { return filepath.Join(Dir(), "images") }
+
+// Default returns the shared store and the default Debian base image in it
+// (debian.Config{}), building the image first when no process has yet. It
+// needs root and mmdebstrap; in CI a missing one fails t. The build logs
+// its progress to stderr, so a long wait in a test run says why.
+func Default(t testing.TB) (*image.Store, image.Image) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "mmdebstrap")
+	shared.once.Do(func() {
+		shared.store, shared.img, shared.built, shared.err = ensure(context.Background())
+	})
+	if shared.err != nil {
+		t.Fatalf("default image for the tests: %v", shared.err)
+	}
+	if shared.built > 0 {
+		t.Logf("built the default image in %s: %s", shared.built.Round(time.Second), shared.img.Digest)
+	}
+	return shared.store, shared.img
+}
+
+func ensure(ctx context.Context) (*image.Store, image.Image, time.Duration, error) {
+	dir := Dir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, image.Image{}, 0, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, image.Image{}, 0, err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		fmt.Fprintf(os.Stderr, "debiantest: waiting for another test process to build the default image in %s\n", dir)
+		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+			return nil, image.Image{}, 0, err
+		}
+	}
+	s, err := image.Open(StoreDir(), image.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, image.Image{}, 0, err
+	}
+	cfg := debian.Config{}
+	if img, err := s.Get(ctx, debian.CachePrefix+cfg.Key()); err == nil {
+		if err := s.Tag(ctx, Name, img.Digest); err != nil {
+			return nil, image.Image{}, 0, err
+		}
+		return s, img, 0, nil
+	}
+	start := time.Now()
+	fmt.Fprintf(os.Stderr, "debiantest: building the default Debian image in %s (once per machine; minutes)\n", dir)
+	img, err := debian.Ensure(ctx, s, cfg, Name, func(p debian.Progress) {
+		fmt.Fprintf(os.Stderr, "debiantest: %d/%d %s (%s)\n", p.Step, p.Steps, p.Phase, time.Since(start).Round(time.Second))
+	})
+	return s, img, time.Since(start), err
+}
