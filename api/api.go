@@ -286,3 +286,28 @@ type AuditEvent struct {
 	Detail    map[string]string `json:"detail,omitempty"`
 	At        time.Time         `json:"at"`
 }
+
+// SecretRequest is the body of PUT /v1/secrets/{name}: a tenant's
+// credential that only travels to Hosts, outside sandboxes
+// (docs/network.md, "Secrets at the edge").
+type SecretRequest struct {
+	Value string   `json:"value"`
+	Hosts []string `json:"hosts"`
+	// Env names the variable that holds the placeholder in sandboxes.
+	Env string `json:"env,omitempty"`
+}
+
+// Secret describes a stored secret; it never carries the value.
+type Secret struct {
+	Name        string    `json:"name"`
+	Hosts       []string  `json:"hosts"`
+	Env         string    `json:"env,omitempty"`
+	Placeholder string    `json:"placeholder"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+// SecretList is the body of GET /v1/secrets.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}

@@ -16,6 +16,8 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/ports"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
@@ -52,6 +54,7 @@ type serveConfig struct {
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
+	network              networkFlags
 
 	// The local provider's templates (images.go). defaultImage "" (a
 	// serveConfig built in code, the bench) runs every sandbox on the
@@ -66,6 +69,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	var cfg serveConfig
 	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
 	cfg.registerHTTP(fs)
+	cfg.network.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -167,7 +171,27 @@ type wired struct {
 	// tenant's in-flight limit covers every surface.
 	admission *server.Admission
 	audit     func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
-	close     func(ctx context.Context) error
+	nw        *netWire       // sandbox networks; nil without --network
+	ports     *ports.Handler // sandbox ports; nil without --network
+	// secrets keeps tenants' secrets for /v1/secrets; nil without
+	// --network (nothing would use them). secretsChanged reloads them.
+	secrets        secret.Store
+	secretsChanged func(tenantID string)
+	close          func(ctx context.Context) error
+}
+
+func (w *wired) portsHandler() http.Handler {
+	if w.ports == nil {
+		return nil
+	}
+	return w.ports
+}
+
+func (w *wired) portsMatch() func(*http.Request) bool {
+	if w.ports == nil {
+		return nil
+	}
+	return w.ports.Match
 }
 
 // storeCheck is the readiness probe of the store: a cheap read.

@@ -36,7 +36,17 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
 	auth := tenant.NewAuthenticator(st, tenant.AuthConfig{})
-	prov, provErr := newProvider(ctx, cfg, log)
+	nw, err := newNetworks(cfg, st, log)
+	if err != nil {
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	prov, provErr := newProvider(ctx, cfg, log, nw)
+	if nw != nil && nw.startErr != nil {
+		nw.close(context.WithoutCancel(ctx))
+		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
+	}
 	hmacKey, err := guardKey(cfg.store.dataDir)
 	if err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
@@ -62,14 +72,30 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	var out contexts.Guard = g
+	if nw != nil {
+		// Tenants' secret values are masked in all output, before the
+		// guard's own detectors.
+		out = nw.guard(g, st)
+	}
 	mcfg := contexts.Config{
-		Guard:                   g,
+		Guard:                   out,
 		Logger:                  log,
 		MaxPerTenant:            cfg.maxPerTenant,
 		MaxPerConversation:      cfg.maxPerConv,
 		MaxExecutionsPerContext: cfg.maxExecutions,
 		Limits:                  cfg.limits(),
 		Node:                    cfg.node,
+	}
+	if nw != nil {
+		mcfg.Networks = nw.st
+	} else {
+		op, err := cfg.network.operator()
+		if err != nil {
+			tel.Shutdown(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		mcfg.Networks = policyOnly{op}
 	}
 	if cfg.poolSize >= 0 {
 		mcfg.PoolSize = cfg.poolSize
@@ -79,6 +105,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
+		nw.close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
@@ -87,8 +114,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); reaper.run(rctx) }()
-	return &wired{
-		auth: auth,
+	w := &wired{
+		nw:    nw,
+		ports: nw.portsRoute(),
+		auth:  auth,
 		admission: server.NewAdmission(server.AdmissionConfig{
 			MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant}),
 		manager: m,
@@ -108,16 +137,22 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		close: func(ctx context.Context) error {
 			stopReaper()
 			<-reaped
-			return errors.Join(m.Close(ctx), tel.Shutdown(ctx))
+			// The networks outlive the daemon with their sandboxes; only
+			// the proxy and the resolver stop.
+			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
 		},
-	}, nil
+	}
+	if nw != nil {
+		w.secrets, w.secretsChanged = st, nw.secretsChanged
+	}
+	return w, nil
 }
 
 // newProvider builds the providers named by --providers, in fallback
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
 // starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *netWire) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
@@ -138,10 +173,25 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger) (contex
 				}
 				lc.Images, lc.Missing = s, missing
 			}
+			if nw != nil {
+				lc.Networks = nw.st
+			}
 			p, err := local.New(lc)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("provider local: %w", err))
 				continue
+			}
+			if nw != nil {
+				// The networks of sandboxes still running are taken over;
+				// the others are removed.
+				ids, err := p.List(ctx)
+				if err == nil {
+					err = nw.start(ctx, ids)
+				}
+				if err != nil {
+					nw.startErr = err
+					return nil, err
+				}
 			}
 			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)

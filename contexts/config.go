@@ -80,6 +80,10 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// Networks checks the network policies contexts ask for and changes
+	// them (UpdateNetwork). Nil: policies go to the provider unchecked
+	// and cannot be changed.
+	Networks Networks
 	// Meter makes the manager's metric instruments (see metrics.go).
 	// Nil: telemetry.Meter(), the global provider's, which records once
 	// telemetry/export has installed the SDK.

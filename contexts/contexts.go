@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/network/policy"
 )
 
 // DefaultPath is the path id used when a request names none.
@@ -170,7 +171,18 @@ type Spec struct {
 	Prestart []string          // kernels the sandbox starts at boot (a pooled sandbox's python); providers without kernels ignore it
 	Labels   map[string]string // tenant, context id: for reconcile and E2B metadata
 	TTL      time.Duration     // providers with their own expiry (E2B) use it
+	// Network asks for a network of the sandbox's own under this policy
+	// (docs/network.md): egress as the policy allows, its ports reachable
+	// through the daemon. nil: loopback only, nothing in or out. A
+	// provider that cannot give one fails with errdefs.ErrFailedPrecondition.
+	Network *policy.Policy
 }
+
+// Labels the Manager puts on every sandbox it creates (Spec.Labels).
+const (
+	LabelTenant  = "sandlot.tenant"
+	LabelContext = "sandlot.context"
+)
 
 // Provider creates and finds sandboxes. Implementations: provider/local
 // (OCI), provider/e2b, provider/chain.

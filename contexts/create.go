@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 )
 
 // CreateOptions shape a context when GetOrCreate has to create it; they are
@@ -41,6 +42,10 @@ type CreateOptions struct {
 	// it, only SetTTL moves it (E2B's timeout, which setTimeout sets and
 	// nothing else extends). Kept on the record (Metadata[MetaFixedExpiry]).
 	FixedExpiry bool
+	// Network asks for a network of the sandbox's own under this policy
+	// (Spec.Network); nil: loopback only. A context with a network is
+	// never served from the warm pool.
+	Network *policy.Policy
 }
 
 // MetaFixedExpiry is the record metadata key that marks a context whose
@@ -144,6 +149,12 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		}
 		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
 	}
+	if err := m.checkNetwork(id.TenantID, opts.Network); err != nil {
+		return nil, err
+	}
+	if err := setNetworkMeta(rec, opts.Network); err != nil {
+		return nil, err
+	}
 	if opts.FixedExpiry {
 		if rec.Metadata == nil {
 			rec.Metadata = map[string]string{}
@@ -222,7 +233,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
 // else a new one.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if len(opts.Env) == 0 {
+	if len(opts.Env) == 0 && opts.Network == nil {
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			return sb, nil
 		}
@@ -231,8 +242,9 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		Template: rec.Template,
 		Limits:   m.cfg.Limits,
 		Env:      maps.Clone(opts.Env),
-		Labels:   map[string]string{"sandlot.tenant": rec.TenantID, "sandlot.context": rec.ID},
+		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
+		Network:  opts.Network,
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {

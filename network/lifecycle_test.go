@@ -46,7 +46,7 @@ func takeSnapshot(t *testing.T, m *Manager) snapshot {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(mi), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], m.cfg.NetnsDir) {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], m.cfg.NetnsDir+"/") {
 			s.Mounts = append(s.Mounts, f[4])
 		}
 	}

@@ -189,6 +189,17 @@ func (m *Manager) Get(sandboxID string) (*Net, bool) {
 	return n, ok
 }
 
+// List returns every sandbox network, in no particular order.
+func (m *Manager) List() []*Net {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Net, 0, len(m.byID))
+	for _, n := range m.byID {
+		out = append(out, n)
+	}
+	return out
+}
+
 // BySource returns the network whose sandbox has address a.
 func (m *Manager) BySource(a netip.Addr) (*Net, bool) {
 	m.mu.Lock()

@@ -36,6 +36,11 @@ func (m *Manager) Start(ctx context.Context, keep func(sandboxID string) bool) (
 			return nil, fmt.Errorf("network: %w", err)
 		}
 	}
+	// An OCI runtime started in a mount namespace of its own (crun on
+	// hybrid cgroup hosts) must see the namespaces mounted here later.
+	if err := netns.ShareDir(m.cfg.NetnsDir); err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
 	recs, bad, err := m.readRecords()
 	if err != nil {
 		return nil, fmt.Errorf("network: records: %w", err)
@@ -391,7 +396,7 @@ func (m *Manager) Purge(ctx context.Context) error {
 		errs = append(errs, m.Teardown(ctx, id))
 	}
 	m.sweep(nil)
-	errs = append(errs, m.tab.Delete())
+	errs = append(errs, m.tab.Delete(), netns.UnshareDir(m.cfg.NetnsDir))
 	return errors.Join(errs...)
 }
 

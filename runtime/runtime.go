@@ -79,6 +79,10 @@ type Spec struct {
 	// root can read it (Runtime.Secret). It never appears in the sandbox's
 	// environment, arguments or files. nil: no descriptor 3.
 	Secret []byte
+	// Network, when set, is the sandbox's network: a namespace the host
+	// built (network.Manager) that the sandbox joins instead of a
+	// loopback-only one of its own. nil: loopback only.
+	Network *Network
 	// Root, when set, makes the sandbox's root file system an image: its
 	// layers under a writable layer of the sandbox's own. nil: the host
 	// template (a generated skeleton with the host's /usr, read-only).
@@ -114,6 +118,20 @@ type User struct{ UID, GID uint32 }
 var RootCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
 	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_SETFCAP", "CAP_NET_BIND_SERVICE",
+}
+
+// Network is what a sandbox needs to use a network namespace the host
+// built for it.
+type Network struct {
+	// Path is the bind-mounted network namespace to join. It must be the
+	// sandbox's alone: crun's and runc's agent channel is an abstract
+	// socket, which lives in the network namespace.
+	Path string
+	// ResolvConf becomes the sandbox's /etc/resolv.conf.
+	ResolvConf []byte
+	// CACerts (PEM) are added to the sandbox's trust store (the system
+	// bundle it sees); nil adds none.
+	CACerts []byte
 }
 
 // Mount is a bind mount of a host path into the sandbox.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/store/postgres"
@@ -38,6 +39,7 @@ type AuditEvent = audit.Event
 type Backend interface {
 	contexts.Store
 	tenant.Store
+	secret.Store
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error

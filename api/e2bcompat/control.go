@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -50,6 +51,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/snapshots", h.authed(h.notSupported("createSnapshot", "sandboxes keep their kernels in memory and have no snapshot")))
 	mux.HandleFunc("POST /sandboxes/{id}/fork", h.authed(h.notSupported("fork", "a sandbox cannot be copied while it runs (no snapshot)")))
 	mux.HandleFunc("GET /snapshots", h.authed(h.noSnapshots))
+	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
@@ -98,13 +100,15 @@ func durationText(d time.Duration) string {
 }
 
 // createBody is the body of POST /sandboxes and /v2/sandboxes. Fields the
-// SDKs send that sandlot does not model (network, autoPause, secure, ...)
-// are accepted and ignored.
+// SDKs send that sandlot does not model (autoPause, secure, ...) are
+// accepted and ignored.
 type createBody struct {
-	TemplateID string            `json:"templateID"`
-	Timeout    *int64            `json:"timeout"`
-	Metadata   map[string]string `json:"metadata"`
-	EnvVars    map[string]string `json:"envVars"`
+	TemplateID          string             `json:"templateID"`
+	Timeout             *int64             `json:"timeout"`
+	Metadata            map[string]string  `json:"metadata"`
+	EnvVars             map[string]string  `json:"envVars"`
+	AllowInternetAccess *bool              `json:"allow_internet_access"`
+	Network             *policy.E2BNetwork `json:"network"`
 }
 
 // sandboxBody answers create and connect.
@@ -135,6 +139,9 @@ type detailBody struct {
 	Metadata        map[string]string `json:"metadata"`
 	EnvdAccessToken string            `json:"envdAccessToken,omitempty"`
 	Domain          *string           `json:"domain"`
+	// The sandbox's network policy (network.go); absent without one.
+	AllowInternetAccess *bool              `json:"allowInternetAccess,omitempty"`
+	Network             *policy.E2BNetwork `json:"network,omitempty"`
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -170,11 +177,23 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 			return
 		}
 	}
+	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if h.cfg.Domain == "" && noEgress(netPolicy) {
+		// A daemon without sandbox networks already gives every sandbox
+		// no internet (and serves no ports): the request is met as it is.
+		// The e2b provider asks this of every cloud it creates in, a
+		// sandlot behind sandlot included.
+		netPolicy = nil
+	}
 	// MaxExecutions -1: an E2B sandbox lives until its timeout or kill; the
 	// manager's rotation would end it under a running session.
 	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
 	// setTimeout (and connect or refreshes asking for more) moves it.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true})
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, Network: netPolicy})
 	if err != nil {
 		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
@@ -210,6 +229,7 @@ func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *context
 		EnvdVersion:        EnvdVersion,
 		EnvdAccessToken:    envd,
 		TrafficAccessToken: traffic,
+		Domain:             h.domain(),
 	}, nil
 }
 
@@ -251,7 +271,9 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 		EnvdVersion: EnvdVersion,
 		State:       "running",
 		Metadata:    meta,
+		Domain:      h.domain(),
 	}
+	networkDetail(&d, rec)
 	if withToken {
 		tok, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
 		if err != nil {

@@ -84,12 +84,25 @@ type Config struct {
 	// decompression (a larger one is resource_exhausted). Zero:
 	// DefaultMaxMessageBytes.
 	MaxMessageBytes int64
+	// Domain, when set, is the domain of sandbox ports the daemon serves
+	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
+	// getInfo return it, so the SDKs' getHost names it. Empty: none.
+	Domain string
 	// MaxUploadBytes bounds one POST /files body, after decompression
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
 	MaxUploadBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
+}
+
+// domain is Config.Domain for the wire (null when unset).
+func (h *Handler) domain() *string {
+	if h.cfg.Domain == "" {
+		return nil
+	}
+	d := h.cfg.Domain
+	return &d
 }
 
 // Defaults of Config. E2B's own sandbox timeout cap is 24 h on its Pro

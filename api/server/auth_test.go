@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -87,7 +88,21 @@ func TestKeyCache(t *testing.T) {
 // A's context, conversation and files. It fails when a route is added
 // without a case here.
 func TestTenantIsolation(t *testing.T) {
-	e := newEnv(t, nil)
+	secrets := memory.New()
+	for _, id := range []string{"tenant-a", "tenant-b"} {
+		secrets.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
+	}
+	e := newEnv(t, func(c *server.Config) { c.Secrets = secrets })
+	if w := e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyA, body: api.SecretRequest{Value: "a-secret-value", Hosts: []string{"a.test"}}}); w.Code != 200 {
+		t.Fatal(w.Body)
+	}
+	aSecretIntact := func(t *testing.T) {
+		t.Helper()
+		got, err := secrets.GetSecrets(context.Background(), "tenant-a", []string{"gh"})
+		if err != nil || got[0].Value != "a-secret-value" || got[0].Hosts[0] != "a.test" {
+			t.Fatalf("A's secret was touched: %+v %v", got, err)
+		}
+	}
 	e.Audit = append(e.Audit, audit.Event{ID: 1, TenantID: "tenant-a", Kind: audit.KindGuardFinding, Detail: map[string]string{"hmac": "a-hmac"}})
 	a := e.runCode(t, e.KeyA, "conv-a", "main", "secret=hunter2")
 	recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
@@ -182,6 +197,22 @@ func TestTenantIsolation(t *testing.T) {
 			if strings.Contains(w.Body.String(), "A's file") {
 				t.Fatalf("B read A's file: %s", w.Body)
 			}
+		},
+		"GET /v1/secrets": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/secrets", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), `"gh"`) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"PUT /v1/secrets/{name}": func(t *testing.T) {
+			// B's secret of the same name is B's own.
+			e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyB, body: api.SecretRequest{Value: "b-value-1", Hosts: []string{"evil.test"}}})
+			aSecretIntact(t)
+		},
+		"DELETE /v1/secrets/{name}": func(t *testing.T) {
+			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
+			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
+			aSecretIntact(t)
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})

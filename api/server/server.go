@@ -32,6 +32,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tools"
@@ -106,6 +107,16 @@ type Config struct {
 	// and without sandlot's auth (the E2B wire authenticates itself).
 	E2B      http.Handler
 	E2BMatch func(r *http.Request) bool
+	// Ports, when set, gets every request PortsMatch accepts (a sandbox's
+	// port by host name or path, network/ports), first: it authenticates
+	// by traffic token itself, streams both ways (WebSocket), and is not
+	// bounded by the API's body limits or admission.
+	Ports      http.Handler
+	PortsMatch func(r *http.Request) bool
+	// Secrets, when set, keeps tenants' secrets (/v1/secrets); nil answers
+	// those routes 412. SecretsChanged is told of every change, by tenant.
+	Secrets        secret.Store
+	SecretsChanged func(tenantID string)
 	// Metrics, when set, is mounted at GET /metrics behind
 	// MetricsToken.
 	Metrics http.Handler
@@ -213,6 +224,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files/list", true, s.listFiles},
 		{"GET", "/v1/metrics/sessions", true, s.sessionMetrics},
 		{"GET", "/v1/audit", true, s.listAudit},
+		{"GET", "/v1/secrets", true, s.listSecrets},
+		{"PUT", "/v1/secrets/{name}", true, s.putSecret},
+		{"DELETE", "/v1/secrets/{name}", true, s.deleteSecret},
 	}
 }
 
@@ -316,7 +330,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		level := slog.LevelInfo
-		if status >= 500 {
+		if status >= 500 && route != "ports" { // a closed port in a sandbox is not the server's fault
 			level = slog.LevelError
 		}
 		// Mux patterns carry their method ("GET /v1/contexts").
@@ -337,6 +351,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.Float64(logkey.Duration, float64(time.Since(start).Microseconds())/1000),
 			slog.String(logkey.Tenant, lw.tenant), slog.Int64(logkey.Bytes, lw.bytes))
 	}()
+	if s.cfg.Ports != nil && s.cfg.PortsMatch != nil && s.cfg.PortsMatch(r) {
+		route = "ports"
+		s.cfg.Ports.ServeHTTP(lw, r)
+		return
+	}
 	s.limitBody(w, r)
 	isE2B := s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r)
 	if !exempt(r) {

@@ -63,6 +63,43 @@ func Remove(path string) error {
 	return nil
 }
 
+// ShareDir makes dir a mount of its own with shared propagation (a bind
+// of itself, as iproute2 does with /run/netns), so namespaces mounted in
+// it later appear in the mount namespaces copied from this one, such as
+// the one crun runs in on hybrid cgroup hosts (runtime/oci), which then
+// find a namespace by path. It is idempotent.
+func ShareDir(dir string) error {
+	if !isMountPoint(dir) {
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("netns dir %s: bind: %w", dir, err)
+		}
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		return fmt.Errorf("netns dir %s: make shared: %w", dir, err)
+	}
+	return nil
+}
+
+// UnshareDir undoes ShareDir. Every namespace mounted in dir goes with it.
+func UnshareDir(dir string) error {
+	if !isMountPoint(dir) {
+		return nil
+	}
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("netns dir %s: unmount: %w", dir, err)
+	}
+	return nil
+}
+
+// isMountPoint reports whether dir is the root of a mount.
+func isMountPoint(dir string) bool {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_BASIC_STATS, &st); err != nil {
+		return false
+	}
+	return st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+}
+
 // IsNetNS reports whether path is a mounted network namespace.
 func IsNetNS(path string) bool {
 	var st unix.Statfs_t

@@ -9,7 +9,10 @@ import (
 // enforced. It is immutable once built; a policy update builds a new one.
 type Effective struct {
 	Tenant string `json:"tenant"`
-	Policy Policy `json:"policy"`
+	// Context is the execution context the sandbox serves ("" if none), for
+	// the audit trail.
+	Context string `json:"context,omitempty"`
+	Policy  Policy `json:"policy"`
 	// Reachable is the internal ranges the operator opened to the tenant.
 	Reachable []netip.Prefix `json:"reachable,omitempty"`
 }

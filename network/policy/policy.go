@@ -344,6 +344,35 @@ type Policy struct {
 	Deny    []Rule       `json:"deny,omitempty"`
 	Headers []HeaderRule `json:"headers,omitempty"`
 	Ingress Ingress      `json:"ingress,omitzero"`
+	// Secrets names the tenant's secrets the sandbox may use: it sees
+	// their placeholders, and the proxy puts their values into requests
+	// to their hosts (docs/network.md, Secrets at the edge).
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// MaxSecrets bounds Policy.Secrets.
+const MaxSecrets = 64
+
+// CheckSecretName validates the name of a tenant's secret: 1 to 64
+// letters, digits, '-', '_' and '.', starting with a letter or digit.
+func CheckSecretName(name string) error {
+	if name == "" || len(name) > 64 {
+		return invalid("secret name %q must have 1 to 64 characters", trimName(name))
+	}
+	for i, c := range name {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !ok && (i == 0 || (c != '-' && c != '_' && c != '.')) {
+			return invalid("secret name %q: letters, digits, '-', '_' and '.', starting with a letter or digit", trimName(name))
+		}
+	}
+	return nil
+}
+
+func trimName(s string) string {
+	if len(s) > 70 {
+		return s[:64] + "..."
+	}
+	return s
 }
 
 // Limits on header rules.
@@ -379,6 +408,17 @@ func (p Policy) Validate() error {
 	}
 	if err := validateHeaders(p.Headers); err != nil {
 		return err
+	}
+	if len(p.Secrets) > MaxSecrets {
+		return invalid("%d secrets, at most %d per sandbox", len(p.Secrets), MaxSecrets)
+	}
+	for i, n := range p.Secrets {
+		if err := CheckSecretName(n); err != nil {
+			return err
+		}
+		if slices.Contains(p.Secrets[:i], n) {
+			return invalid("secret %s named twice", n)
+		}
 	}
 	return validateMask(p.Ingress.MaskRequestHost)
 }
@@ -481,6 +521,7 @@ func (p Policy) Clone() Policy {
 	if p.Headers == nil {
 		q.Headers = nil
 	}
+	q.Secrets = slices.Clone(p.Secrets)
 	return q
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 )
 
 // Defaults.
@@ -149,6 +150,31 @@ type createBody struct {
 	Timeout    int64             `json:"timeout,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	EnvVars    map[string]string `json:"envVars,omitempty"`
+	// AllowInternetAccess is always sent: E2B's default is open, and the
+	// execution-context spec forbids unrestricted internet unless the
+	// policy (capped by the operator) asks for it.
+	AllowInternetAccess *bool              `json:"allow_internet_access"`
+	Network             *policy.E2BNetwork `json:"network,omitempty"`
+}
+
+// networkBody sets a create body's network fields from spec.Network:
+// none (nil policy or mode none) is internet off; an allowlist is
+// allowOut with everything else denied; open is open minus denyOut.
+// Secrets cannot be injected by E2B's cloud: a policy naming any is
+// refused.
+func networkBody(body *createBody, p *policy.Policy) error {
+	off := false
+	if p == nil {
+		body.AllowInternetAccess = &off
+		return nil
+	}
+	if len(p.Secrets) > 0 {
+		return fmt.Errorf("the e2b provider cannot inject secrets at the edge: %w", errdefs.ErrFailedPrecondition)
+	}
+	allow, n := policy.ToE2B(*p)
+	body.AllowInternetAccess = allow
+	body.Network = &n
+	return nil
 }
 
 type sandboxBody struct {
@@ -187,6 +213,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		meta["memoryMB"] = fmt.Sprint(p.cfg.MemoryMB)
 	}
 	body := createBody{TemplateID: tmpl, Timeout: int64(ttl / time.Second), Metadata: meta, EnvVars: spec.Env}
+	if err := networkBody(&body, spec.Network); err != nil {
+		return nil, err
+	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	var sb sandboxBody

@@ -62,6 +62,9 @@ type Config struct {
 	// ReadyTimeout bounds create-to-healthy; 0: 15 s. Time spent waiting
 	// for a creation slot (MaxCreating) does not count against it.
 	ReadyTimeout time.Duration
+	// Networks builds the networks of sandboxes that ask for one
+	// (contexts.Spec.Network); nil refuses them.
+	Networks Networks
 	// MaxCreating bounds the sandboxes being created at once; more wait
 	// (for as long as their caller's context allows) rather than share
 	// the CPU so thinly that none gets ready in time. 0: the number of
@@ -97,6 +100,7 @@ type Provider struct {
 	limits    contexts.Limits
 	prestart  []string
 	ready     time.Duration
+	nets      Networks
 	creating  chan struct{} // one token per creation under way
 	log       *slog.Logger
 }
@@ -136,6 +140,7 @@ func New(cfg Config) (*Provider, error) {
 		limits:       cfg.Limits,
 		prestart:     cfg.Prestart,
 		ready:        cfg.ReadyTimeout,
+		nets:         cfg.Networks,
 		log:          log,
 	}
 	if p.ready <= 0 {
@@ -200,6 +205,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if _, err := agent.SandboxEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
+	if spec.Network != nil && p.nets == nil {
+		return nil, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
+	}
 	agentBin, err := p.agentCopy()
 	if err != nil {
 		return nil, err
@@ -222,10 +230,6 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	for k, v := range spec.Env {
 		merged[k] = v
 	}
-	env, err := agent.SandboxEnv(merged)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
-	}
 	id := runtime.NewID()
 	start := time.Now()
 	defer func() {
@@ -237,6 +241,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			}
 		}
 	}()
+	var rn *runtime.Network
+	userEnv := merged
+	if spec.Network != nil {
+		var netEnv map[string]string
+		if rn, netEnv, err = p.nets.Setup(ctx, id, spec.Labels[contexts.LabelTenant], spec.Labels[contexts.LabelContext], *spec.Network); err != nil {
+			return nil, err
+		}
+		userEnv = networkEnv(merged, rn, netEnv)
+	}
+	env, err := agent.SandboxEnv(userEnv)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
 	labels := make(map[string]string, len(spec.Labels)+1)
 	for k, v := range spec.Labels {
 		labels[k] = v
@@ -261,10 +278,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Mounts: []runtime.Mount{
 			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},
-		Limits: p.limitsFor(spec.Limits),
-		Labels: labels,
-		Secret: key,
-		Root:   tmpl.root,
+		Limits:  p.limitsFor(spec.Limits),
+		Labels:  labels,
+		Secret:  key,
+		Root:    tmpl.root,
+		Network: rn,
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -387,7 +405,14 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
 	}
-	return p.rt.Delete(ctx, sandboxID)
+	if err := p.rt.Delete(ctx, sandboxID); err != nil {
+		return err
+	}
+	// The sandbox's processes are gone: its network can go too.
+	if p.nets != nil {
+		return p.nets.Teardown(ctx, sandboxID)
+	}
+	return nil
 }
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,

@@ -123,7 +123,7 @@ func (l *nsLauncher) refresh() error {
 }
 
 // start starts cmd from the namespaced thread, which must see the mounts
-// at need.
+// at need (the share, an image root, a network namespace a sandbox joins).
 func (l *nsLauncher) start(cmd *exec.Cmd, need ...string) error {
 	if err := l.init(); err != nil {
 		return err

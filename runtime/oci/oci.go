@@ -251,6 +251,9 @@ type driver struct {
 	// need is a mount the runtime binary must see (an image root); crun's
 	// launcher refreshes its copy of the host's mounts when it lacks it.
 	need string
+	// network is the namespace a sandbox being created joins (its path),
+	// "" for none: crun must see its mount, and runsc must use it.
+	network string
 }
 
 func (r *Runtime) driver(kind string) driver {
@@ -285,6 +288,9 @@ func (d driver) globalArgs(logPath string) []string {
 	}
 	if d.kind == KindRunsc {
 		args = append(args, runscFlags...)
+		if d.network != "" {
+			args = append(args, runscNetwork)
+		}
 	}
 	return args
 }
@@ -303,6 +309,9 @@ func (d driver) start(c *exec.Cmd) error {
 		need := []string{d.r.share, d.r.rootsDir()}
 		if d.need != "" {
 			need = append(need, d.need)
+		}
+		if d.network != "" {
+			need = append(need, d.network)
 		}
 		return launcher.start(c, need...)
 	}
@@ -388,6 +397,9 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 }
 
 func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub string) (err error) {
+	if err := checkNetwork(spec.Network); err != nil {
+		return err
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("sandbox %s: %w", spec.ID, errdefs.ErrAlreadyExists)
@@ -430,6 +442,9 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	}
 	sp, err := buildSpec(spec, rootfs, r.kind, r.seccompBPF, ids, chanDir)
 	if err != nil {
+		return err
+	}
+	if err := r.applyNetwork(sp, &d, rootfs, spec.Network); err != nil {
 		return err
 	}
 	b, err := json.Marshal(sp)
@@ -508,6 +523,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	if err := r.unmountChannel(id); err != nil {
 		return err
 	}
+	r.removeNetworkFiles(filepath.Join(dir, "config.json"))
 	if err := r.unmountImageRoot(id); err != nil {
 		return err
 	}

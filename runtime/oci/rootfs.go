@@ -47,6 +47,14 @@ func (s *skeleton) dir(p string, mode os.FileMode, uid int) {
 func (s *skeleton) file(p, data string, mode os.FileMode) {
 	s.files = append(s.files, skelEntry{path: p, kind: 'f', mode: mode, data: data})
 }
+func (s *skeleton) has(p string) bool {
+	for _, e := range s.files {
+		if e.path == p {
+			return true
+		}
+	}
+	return false
+}
 func (s *skeleton) link(p, target string) {
 	s.files = append(s.files, skelEntry{path: p, kind: 'l', data: target})
 }
@@ -94,6 +102,16 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	s.file("etc/fonts/fonts.conf", fontsConf, 0o644)
 	if err := s.addCerts(hostRoot); err != nil {
 		return nil, err
+	}
+	if !s.has("etc/ssl/certs/ca-certificates.crt") {
+		// The mount point of a network sandbox's trust store (network.go)
+		// must exist in the read-only root.
+		for _, d := range []string{"etc/ssl", "etc/ssl/certs"} {
+			if !s.has(d) {
+				s.dir(d, 0o755, 0)
+			}
+		}
+		s.file("etc/ssl/certs/ca-certificates.crt", "", 0o644)
 	}
 	s.addAlternatives(hostRoot)
 	// The loader cache only lists libraries under /usr; without it every

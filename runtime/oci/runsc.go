@@ -40,6 +40,13 @@ var runscFlags = []string{
 	"--overlay2=none",
 }
 
+// runscNetwork, after runscFlags, gives a sandbox that joins a network
+// namespace (runtime.Spec.Network) gVisor's own network stack on that
+// namespace's devices: runsc reads eth0's address and routes there and
+// moves its packets through a packet socket, so the host's rules on the
+// veth apply as they do to crun and runc.
+const runscNetwork = "--network=sandbox"
+
 // runscMinPIDs is the smallest pids limit gVisor's sentry runs with.
 const runscMinPIDs = 512
 

@@ -13,6 +13,8 @@ const (
 	KindTenantCreated = "tenant.created"
 	KindTenantDeleted = "tenant.deleted"
 	KindKeyRotated    = "tenant.key_rotated"
+	KindNetConnection = "network.connection" // a sandbox's outbound connection (allowed or not)
+	KindNetDNS        = "network.dns"        // a sandbox's DNS question
 )
 
 // Event is one audit record. ID and (when zero) At are assigned by the

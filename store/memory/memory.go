@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/internal/rules"
 	"github.com/sandlot/sandlot/tenant"
@@ -30,6 +31,7 @@ type Store struct {
 	keyOf   map[string]string            // tenant id -> key hash
 	events  []audit.Event                // ascending ID
 	nodes   map[string]time.Time         // node id -> last heartbeat
+	secrets map[secretKey]secret.Stored  // tenants' secrets
 	closed  bool
 }
 
@@ -425,6 +427,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	delete(s.keys, s.keyOf[id])
 	delete(s.keyOf, id)
 	delete(s.tenants, id)
+	s.dropSecrets(id)
 	return nil
 }
 
@@ -456,4 +459,9 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]au
 		}
 	}
 	return out, nil
+}
+
+// tenantMissing is the error for a row of a tenant that does not exist.
+func tenantMissing(id string) error {
+	return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
 }

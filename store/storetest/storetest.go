@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Claim", testClaim},
 		{"ConcurrentClaim", testConcurrentClaim},
 		{"Heartbeat", testHeartbeat},
+		{"Secrets", testSecrets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network"
+	"github.com/sandlot/sandlot/network/audit"
+	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/network/ports"
+	"github.com/sandlot/sandlot/network/secret"
+	"github.com/sandlot/sandlot/network/stack"
+	"github.com/sandlot/sandlot/store"
+	storeaudit "github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// networkFlags configure sandbox networks (docs/network.md). Off by
+// default: the daemon then never touches the host's network, and every
+// sandbox has loopback only.
+type networkFlags struct {
+	enabled    bool
+	policyFile string
+	allowOpen  bool
+	reachable  string
+	pool       string
+	spares     int
+	domain     string
+	upstream   string
+}
+
+func (f *networkFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.enabled, "network", false, "give sandboxes that ask for one a network of their own (egress proxy, resolver, ports); needs root and nftables")
+	fs.StringVar(&f.policyFile, "network-policy", "", "operator network policy, JSON {\"default\": cap, \"tenants\": {id: cap}} (docs/network.md); flags below set the default cap when it is not given")
+	fs.BoolVar(&f.allowOpen, "network-allow-open", false, "tenants may ask for mode open (every public destination)")
+	fs.StringVar(&f.reachable, "network-reachable", "", "internal ranges tenants' allow rules may open, comma-separated CIDRs (default: none)")
+	fs.StringVar(&f.pool, "network-pool", "", "IPv4 range of sandbox addresses (default 10.254.0.0/16; must not overlap what the host reaches)")
+	fs.IntVar(&f.spares, "network-spares", 4, "sandbox networks kept built ahead of need (cold create cost)")
+	fs.StringVar(&f.domain, "ports-domain", ports.DefaultDomain, "domain of sandbox ports served by the listener: <port>-<sandboxId>.<domain>")
+	fs.StringVar(&f.upstream, "network-upstream", "", "name servers the sandboxes' resolver asks, comma-separated ip:port (default: the host's /etc/resolv.conf)")
+}
+
+// operator builds the operator policy from the flags.
+func (f networkFlags) operator() (*policy.Operator, error) {
+	op := &policy.Operator{}
+	if f.policyFile != "" {
+		b, err := os.ReadFile(f.policyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--network-policy: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(op); err != nil {
+			return nil, fmt.Errorf("--network-policy %s: %v: %w", f.policyFile, err, errdefs.ErrInvalidArgument)
+		}
+		if err := op.Validate(); err != nil {
+			return nil, fmt.Errorf("--network-policy %s: %w", f.policyFile, err)
+		}
+		return op, nil
+	}
+	op.Default.AllowOpen = f.allowOpen
+	for _, s := range strings.Split(f.reachable, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--network-reachable %q: %v: %w", s, err, errdefs.ErrInvalidArgument)
+		}
+		op.Default.Reachable = append(op.Default.Reachable, p.Masked())
+	}
+	return op, nil
+}
+
+// netWire is the running sandbox networking of the daemon.
+type netWire struct {
+	st    *stack.Stack
+	queue *stack.AuditQueue
+	ports *ports.Handler
+	// authorize checks a traffic access token (set once the E2B surface
+	// exists, which issues them).
+	verify func(ctx context.Context, sid, token string) (string, error)
+	// startErr is why Start failed; serve stops on it (the operator asked
+	// for networks).
+	startErr error
+	started  bool
+	// masker masks secret values in output (guard).
+	masker *stack.SecretGuard
+}
+
+// guard wraps the daemon's guard with the masking of tenants' secret
+// values.
+func (w *netWire) guard(inner contexts.Guard, st secret.Store) contexts.Guard {
+	lookup := secretsFrom(st)
+	w.masker = stack.NewSecretGuard(inner, func(ctx context.Context, tenantID string) ([]stack.Secret, error) {
+		return lookup(ctx, tenantID, nil)
+	})
+	return w.masker
+}
+
+// portsRoute is the ports handler; nil without networks.
+func (w *netWire) portsRoute() *ports.Handler {
+	if w == nil {
+		return nil
+	}
+	return w.ports
+}
+
+// newNetworks builds the stack (not started: Start needs the provider's
+// sandboxes). nil when --network is off.
+func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire, error) {
+	f := cfg.network
+	if !f.enabled {
+		return nil, nil
+	}
+	op, err := f.operator()
+	if err != nil {
+		return nil, err
+	}
+	ncfg := network.Config{StateDir: filepath.Join(cfg.store.dataDir, "net"), Spares: f.spares, Log: log}
+	if f.pool != "" {
+		if ncfg.Pool, err = netip.ParsePrefix(f.pool); err != nil {
+			return nil, fmt.Errorf("--network-pool %q: %v: %w", f.pool, err, errdefs.ErrInvalidArgument)
+		}
+	}
+	var upstream []string
+	for _, s := range strings.Split(f.upstream, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			upstream = append(upstream, s)
+		}
+	}
+	w := &netWire{}
+	w.queue = stack.NewAuditQueue(0, func(ctx context.Context, ev audit.Event, contextID string) error {
+		return st.AppendAudit(ctx, networkAuditEvent(ev, contextID))
+	}, log)
+	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(),
+		Secrets: secretsFrom(st), Log: log})
+	if err != nil {
+		w.queue.Close(context.Background())
+		return nil, err
+	}
+	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
+		return w.authorize(ctx, id, tenantID, token, st)
+	})
+	if err != nil {
+		w.queue.Close(context.Background())
+		return nil, err
+	}
+	return w, nil
+}
+
+// authorize accepts the sandbox's E2B traffic access token, or an API
+// key of the sandbox's tenant (for /v1 callers, who get no traffic
+// token).
+func (w *netWire) authorize(ctx context.Context, id, tenantID, token string, keys tenant.Store) error {
+	denied := fmt.Errorf("traffic access token: %w", errdefs.ErrPermissionDenied)
+	if w.verify != nil {
+		if t, err := w.verify(ctx, id, token); err == nil {
+			if subtle.ConstantTimeCompare([]byte(t), []byte(tenantID)) == 1 {
+				return nil
+			}
+			return denied
+		}
+	}
+	if !tenant.ValidKey(token) {
+		return denied
+	}
+	t, err := keys.TenantByKeyHash(ctx, tenant.HashKey(token))
+	if err != nil || t.ID != tenantID {
+		return denied
+	}
+	return nil
+}
+
+// start takes over the networks of the sandboxes still running (ids) and
+// starts the proxy and the resolver.
+func (w *netWire) start(ctx context.Context, running []string) error {
+	keep := make(map[string]bool, len(running))
+	for _, id := range running {
+		keep[id] = true
+	}
+	if err := w.st.Start(ctx, func(id string) bool { return keep[id] }); err != nil {
+		return err
+	}
+	w.started = true
+	return nil
+}
+
+func (w *netWire) close(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	var err error
+	if w.started {
+		err = w.st.Close(ctx)
+	}
+	return errors.Join(err, w.queue.Close(ctx))
+}
+
+// networkAuditEvent is the store's record of a proxy or resolver event.
+func networkAuditEvent(ev audit.Event, contextID string) store.AuditEvent {
+	kind := storeaudit.KindNetConnection
+	if ev.Proto == audit.ProtoDNS {
+		kind = storeaudit.KindNetDNS
+	}
+	d := map[string]string{
+		"sandbox": ev.SandboxID, "proto": ev.Proto, "allowed": strconv.FormatBool(ev.Allowed), "reason": ev.Reason,
+	}
+	if ev.Host != "" {
+		d["host"] = ev.Host
+	}
+	if ev.Addr.IsValid() {
+		d["addr"] = ev.Addr.String()
+	}
+	if ev.Port != 0 {
+		d["port"] = strconv.Itoa(int(ev.Port))
+	}
+	if ev.Proto != audit.ProtoDNS {
+		d["bytesUp"] = strconv.FormatInt(ev.BytesUp, 10)
+		d["bytesDown"] = strconv.FormatInt(ev.BytesDown, 10)
+		d["durationMs"] = strconv.FormatInt(ev.Duration.Milliseconds(), 10)
+	}
+	if ev.Injected > 0 {
+		d["injected"] = strconv.Itoa(ev.Injected)
+	}
+	return store.AuditEvent{TenantID: ev.Tenant, ContextID: contextID, Kind: kind, Detail: d, At: ev.Start}
+}
+
+// policyOnly checks policies against the operator's caps when the daemon
+// builds no networks itself (--network off): the E2B provider still
+// carries them to its cloud, within the caps.
+type policyOnly struct{ op *policy.Operator }
+
+func (p policyOnly) Check(tenant string, pol policy.Policy) error {
+	_, err := p.op.Apply(tenant, pol)
+	return err
+}
+
+func (p policyOnly) Update(context.Context, string, string, policy.Policy) (*policy.Effective, error) {
+	return nil, fmt.Errorf("sandbox networks are not enabled on this daemon (sandlot serve --network): %w", errdefs.ErrFailedPrecondition)
+}
+
+// secretsFrom is the stack's view of the store's secrets.
+func secretsFrom(st secret.Store) stack.SecretsFunc {
+	return func(ctx context.Context, tenantID string, names []string) ([]stack.Secret, error) {
+		got, err := st.GetSecrets(ctx, tenantID, names)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			// A policy naming a secret the tenant does not have is a bad
+			// request, not a missing sandbox.
+			return nil, fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := make([]stack.Secret, len(got))
+		for i, s := range got {
+			out[i] = stack.Secret{Secret: s.Secret, Env: s.Env}
+		}
+		return out, nil
+	}
+}
+
+// secretsChanged reloads the secrets of tenantID's sandboxes after a
+// change through /v1/secrets, off the request.
+func (w *netWire) secretsChanged(tenantID string) {
+	if w.masker != nil {
+		w.masker.Forget(tenantID)
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		w.st.RefreshSecrets(ctx, tenantID)
+	}()
+}

@@ -1,0 +1,117 @@
+package contexts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// MetaNetwork is the record metadata key that holds the JSON of a
+// context's network policy (CreateOptions.Network, UpdateNetwork), so
+// info calls show it and it survives a restart. Absent: no network.
+const MetaNetwork = "sandlot.network"
+
+// Networks is what the manager asks of the daemon's sandbox networking
+// (network/stack): whether a tenant may have a policy, before anything is
+// created, and a change of a running sandbox's policy.
+type Networks interface {
+	Check(tenant string, p policy.Policy) error
+	Update(ctx context.Context, sandboxID, tenant string, p policy.Policy) (*policy.Effective, error)
+}
+
+// NetworkOf returns the network policy a record was created or updated
+// with; nil when it has none (loopback only).
+func NetworkOf(rec *Record) *policy.Policy {
+	s, ok := rec.Metadata[MetaNetwork]
+	if !ok {
+		return nil
+	}
+	var p policy.Policy
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil
+	}
+	return &p
+}
+
+// checkNetwork validates a policy for tenant before a context is created:
+// a malformed one is invalid_argument, one the operator's caps refuse is
+// permission_denied. Without Networks the provider decides (the E2B
+// provider carries the policy to its cloud; the local one refuses).
+func (m *Manager) checkNetwork(tenant string, p *policy.Policy) error {
+	if p == nil {
+		return nil
+	}
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if m.cfg.Networks != nil {
+		return m.cfg.Networks.Check(tenant, *p)
+	}
+	return nil
+}
+
+// setNetworkMeta stores p on rec's metadata.
+func setNetworkMeta(rec *Record, p *policy.Policy) error {
+	if p == nil {
+		delete(rec.Metadata, MetaNetwork)
+		return nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("network policy: %w", err)
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	rec.Metadata[MetaNetwork] = string(b)
+	return nil
+}
+
+// UpdateNetwork replaces the network policy of an active context of
+// tenantID (E2B's updateNetwork). The context must have been created
+// with a network: a sandbox's namespace is fixed when it starts
+// (failed_precondition otherwise).
+func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string, p policy.Policy) (*Record, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if m.cfg.Networks == nil {
+		return nil, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
+	}
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	if !rec.State.Active() || rec.SandboxID == "" {
+		return nil, fmt.Errorf("context %s is %s: %w", contextID, rec.State, errdefs.ErrFailedPrecondition)
+	}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, err // its node holds the sandbox's network
+	}
+	if NetworkOf(rec) == nil {
+		return nil, fmt.Errorf("context %s was created without a network of its own; create it with one to change it: %w", contextID, errdefs.ErrFailedPrecondition)
+	}
+	if _, err := m.cfg.Networks.Update(ctx, rec.SandboxID, tenantID, p); err != nil {
+		return nil, err
+	}
+	if err := setNetworkMeta(rec, &p); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	unsaved := false
+	if e := m.byID[contextID]; e != nil {
+		setNetworkMeta(e.rec, &p)
+		unsaved = e.unsaved
+	}
+	m.mu.Unlock()
+	if !unsaved {
+		if err := m.store.Update(tctx(ctx, tenantID), rec); err != nil {
+			m.log.Warn("store: update network", logkey.Context, contextID, logkey.Err, err)
+		}
+	}
+	return rec, nil
+}

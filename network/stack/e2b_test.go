@@ -1,0 +1,152 @@
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+const e2bKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+
+// daemon is the E2B surface and the ports route over a real manager whose
+// sandboxes (crun) get their networks from the stack, on a loopback
+// listener: what `sandlot serve --network` assembles.
+type daemon struct {
+	m    *contexts.Manager
+	e2b  *e2bcompat.Handler
+	addr string
+}
+
+func newDaemon(t *testing.T, e *env, kind string) *daemon {
+	t.Helper()
+	p := newProvider(t, kind, e.st)
+	log := slog.New(slog.DiscardHandler)
+	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, MaxPerTenant: 20, Networks: e.st, Logger: log})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	d := &daemon{m: m}
+	// "closed": a tenant without mode open.
+	d.e2b = e2bcompat.New(e2bcompat.Config{Manager: m, Domain: "sandlot.localhost", Logger: log,
+		Tenants: e2bcompattest.Tenants{e2bKey: "closed"}})
+	pr, err := e.st.Ports("sandlot.localhost", func(ctx context.Context, id, tenant, token string) error {
+		t, err := d.e2b.VerifyTrafficToken(ctx, id, token)
+		if err != nil || t != tenant {
+			return errdefs.ErrPermissionDenied
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if pr.Match(r) {
+			pr.ServeHTTP(w, r)
+			return
+		}
+		d.e2b.ServeHTTP(w, r)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	d.addr = l.Addr().String()
+	return d
+}
+
+// TestE2BNetwork runs the official E2B JS SDK (e2e/e2b/network.mjs)
+// against the daemon: create with a network, getInfo, a web server in
+// the sandbox reached through getHost with and without the traffic
+// token, updateNetwork opening a domain, mode open refused by the caps.
+func TestE2BNetwork(t *testing.T) {
+	e := newEnv(t, 1)
+	d := newDaemon(t, e, "crun")
+	node := testenv.RequireBinary(t, "node")
+	dir, err := filepath.Abs("../../e2e/e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "network.mjs")
+	cmd.Dir = dir
+	url := "http://" + d.addr
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "DAEMON="+d.addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("node network.mjs: %v\n%s", err, out)
+	}
+	if n := len(e.st.Manager().List()); n != 0 {
+		t.Errorf("%d networks left after the sandboxes were killed", n)
+	}
+}
+
+// TestPortPathRoute: a web server in a sandbox with public ports, reached
+// by a plain HTTP client through the path route, on every runtime; a
+// sandbox without a network has no ports (404), nor has a deleted one.
+func TestPortPathRoute(t *testing.T) {
+	e := newEnv(t, 0)
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) { testPortPathRoute(t, newDaemon(t, e, kind)) })
+	}
+}
+
+func testPortPathRoute(t *testing.T, d *daemon) {
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "closed", ConversationID: "c1", PathID: "main"}
+	rec, err := d.m.GetOrCreate(ctx, id, contexts.CreateOptions{Network: &policy.Policy{Ingress: policy.Ingress{Public: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.m.Execute(ctx, id, contexts.ExecuteRequest{Language: "bash", Code: "mkdir -p /tmp/w && echo path-route-page > /tmp/w/p.html && (cd /tmp/w && nohup python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 &) ; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + d.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(fmt.Sprintf("/v1/contexts/%s/ports/8080/p.html", rec.ID)); code != 200 || !strings.Contains(body, "path-route-page") {
+		t.Errorf("path route: %d %s", code, body)
+	}
+	other := contexts.Identity{TenantID: "closed", ConversationID: "c2", PathID: "main"}
+	rec2, err := d.m.GetOrCreate(ctx, other, contexts.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(fmt.Sprintf("/v1/contexts/%s/ports/8080/", rec2.ID)); code != 404 {
+		t.Errorf("a sandbox without a network: %d %s", code, body)
+	}
+	if err := d.m.Terminate(ctx, "closed", rec.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := get(fmt.Sprintf("/v1/contexts/%s/ports/8080/p.html", rec.ID)); code != 404 {
+		t.Errorf("a terminated sandbox's port answers %d", code)
+	}
+}

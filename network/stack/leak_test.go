@@ -1,0 +1,114 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/vishvananda/netlink"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/network/nft"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// traces is what sandbox networks leave on the host.
+type traces struct {
+	Links, Mounts, Files []string
+	Nft                  nft.State
+}
+
+func takeTraces(t *testing.T, e *env) traces {
+	t.Helper()
+	var s traces
+	links, err := netlink.LinkList()
+	for i := 0; errors.Is(err, netlink.ErrDumpInterrupted) && i < 10; i++ {
+		links, err = netlink.LinkList()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range links {
+		if strings.HasPrefix(l.Attrs().Name, "sl-") {
+			s.Links = append(s.Links, l.Attrs().Name)
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], e.cfg.Network.NetnsDir+"/") {
+			s.Mounts = append(s.Mounts, f[4])
+		}
+	}
+	for _, dir := range []string{e.cfg.Network.StateDir, e.cfg.Network.NetnsDir} {
+		ents, _ := os.ReadDir(dir)
+		for _, en := range ents {
+			s.Files = append(s.Files, filepath.Join(dir, en.Name()))
+		}
+	}
+	m := e.st.Manager()
+	tab, err := nft.New(nft.Config{Gateway: m.Gateway(), Pool: m.Pool(), ProxyPort: m.ProxyAddr().Port(), DNSPort: m.DNSAddr().Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Nft, err = tab.State(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][]string{s.Links, s.Mounts, s.Files, s.Nft.Chains, s.Nft.Sets, s.Nft.Guards, s.Nft.Fwds} {
+		slices.Sort(l)
+	}
+	return s
+}
+
+// TestNothingLeftBehind: 200 sandboxes (crun) created with a network and
+// deleted, in every mode, leave no veth, namespace, mount, record, nft
+// chain, set element or rule, and no CA bundle in the runtime's share.
+func TestNothingLeftBehind(t *testing.T) {
+	e := newEnv(t, 0)
+	p := newProvider(t, "crun", e.st)
+	ctx := context.Background()
+	before := takeTraces(t, e)
+	pols := []policy.Policy{
+		{Mode: policy.None},
+		{Mode: policy.Allowlist, Allow: rules("*.example.test", "203.0.113.0/24:80")},
+		{Mode: policy.Open, Deny: rules("203.0.113.20")},
+	}
+	n := 200
+	if testing.Short() {
+		n = 20
+	}
+	start := time.Now()
+	for i := range n {
+		pol := pols[i%len(pols)]
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		sb, err := p.Create(cctx, contexts.Spec{Network: &pol, Labels: map[string]string{contexts.LabelTenant: "t1"}})
+		cancel()
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		sb.Close()
+		if err := p.Destroy(ctx, sb.ID()); err != nil {
+			t.Fatalf("cycle %d: destroy: %v", i, err)
+		}
+	}
+	t.Logf("%d create/delete cycles in %s", n, time.Since(start).Round(time.Millisecond))
+	after := takeTraces(t, e)
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("%d create/delete cycles left traces (-before +after):\n%s", n, diff)
+	}
+	if len(after.Links)+len(after.Mounts)+len(after.Files) != 0 {
+		t.Errorf("traces with no sandbox: %+v", after)
+	}
+	shared := p.Runtime().(interface{ ShareDir() string }).ShareDir()
+	if cas, _ := filepath.Glob(filepath.Join(shared, "net", "ca-*")); len(cas) != 0 {
+		t.Errorf("%d CA bundles left in the runtime's share %s", len(cas), shared)
+	}
+}
