@@ -59,15 +59,23 @@ var testKinds = []string{"crun", "runc", "runsc"}
 // it destroys whatever is left when the test ends.
 func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...string) *Provider {
 	t.Helper()
+	return newProviderWith(t, Config{Runtime: kind, Limits: lim, Prestart: prestart})
+}
+
+// newProviderWith is newProvider with cfg's other fields (images,
+// templates); StateDir, AgentPath and Logger are the test's.
+func newProviderWith(t testing.TB, cfg Config) *Provider {
+	t.Helper()
 	testenv.RequireRoot(t)
-	if kind != "" && kind != "auto" {
-		testenv.RequireBinary(t, kind)
+	if cfg.Runtime != "" && cfg.Runtime != "auto" {
+		testenv.RequireBinary(t, cfg.Runtime)
 	}
 	dir, err := os.MkdirTemp("", "sl-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Limits: lim, Prestart: prestart, Logger: slog.New(slog.DiscardHandler)})
+	cfg.StateDir, cfg.AgentPath, cfg.Logger = dir, testenv.AgentBinary(t), slog.New(slog.DiscardHandler)
+	p, err := New(cfg)
 	if err != nil {
 		oci.Purge(dir)
 		t.Fatal(err)

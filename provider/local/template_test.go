@@ -15,38 +15,13 @@ import (
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 // newImageProvider is newProvider with an image store and, with host set,
 // the host template enabled.
 func newImageProvider(t testing.TB, kind string, s *image.Store, host bool) *Provider {
 	t.Helper()
-	testenv.RequireRoot(t)
-	if kind != "" {
-		testenv.RequireBinary(t, kind)
-	}
-	dir, err := os.MkdirTemp("", "sl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: s, HostTemplate: host, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		oci.Purge(dir)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			if err := p.Destroy(context.Background(), id); err != nil {
-				t.Errorf("destroy %s: %v", id, err)
-			}
-		}
-		if err := oci.Purge(dir); err != nil {
-			t.Errorf("purge state dir: %v", err)
-		}
-	})
-	return p
+	return newProviderWith(t, Config{Runtime: kind, Images: s, HostTemplate: host})
 }
 
 // hostUsrLocal names an entry of the host's /usr/local, which no template
