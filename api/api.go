@@ -215,6 +215,13 @@ const (
 	PathArchived = "archived"
 )
 
+// ConversationEnded answers DELETE /v1/conversations/{c}: the contexts of
+// every path of the conversation are terminated (reason deleted).
+type ConversationEnded struct {
+	ConversationID string `json:"conversationId"`
+	Terminated     int    `json:"terminated"` // contexts ended by this call
+}
+
 // PathEvent is the body of POST /v1/conversations/{c}/paths/{p}/events.
 // For branched, sourcePathId names the path the new one branches from; for
 // merged, targetPathId names the path this one merges into.

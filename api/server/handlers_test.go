@@ -79,6 +79,32 @@ func TestPathEvent(t *testing.T) {
 	}
 }
 
+// TestEndConversation: DELETE /v1/conversations/{id} ends every path of
+// the caller's conversation and nothing of another tenant's.
+func TestEndConversation(t *testing.T) {
+	e := newEnv(t, nil)
+	e.runCode(t, e.KeyA, "c", "p1", "x=1")
+	e.runCode(t, e.KeyA, "c", "p2", "x=1")
+	e.runCode(t, e.KeyB, "c", "p1", "x=1")
+	w := e.do(t, req{method: "DELETE", path: "/v1/conversations/c", key: e.KeyA})
+	var got api.ConversationEnded
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 || got != (api.ConversationEnded{ConversationID: "c", Terminated: 2}) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	for key, want := range map[string]int{e.KeyA: 0, e.KeyB: 1} {
+		w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: key})
+		var l api.ContextList
+		json.Unmarshal(w.Body.Bytes(), &l)
+		if len(l.Contexts) != want {
+			t.Errorf("active contexts after the end: %s, want %d", w.Body, want)
+		}
+	}
+	long := strings.Repeat("c", 300)
+	if w = e.do(t, req{method: "DELETE", path: "/v1/conversations/" + long, key: e.KeyA}); w.Code != 400 {
+		t.Errorf("over-long conversation id: %d %s", w.Code, w.Body)
+	}
+}
+
 func TestContexts(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, c := range []string{"c1", "c2", "c3"} {
