@@ -104,6 +104,10 @@ type RunCodeResult struct {
 	Error           *ExecError   `json:"error"`
 	TimedOut        bool         `json:"timedOut,omitempty"`
 	KernelRestarted bool         `json:"kernelRestarted,omitempty"`
+	// Rotated: this call used up the context's executions; the context
+	// ended after it and the next call starts in a fresh sandbox (no
+	// variables, imports or files carry over).
+	Rotated bool `json:"rotated,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).
 	Truncated bool `json:"truncated"`

@@ -71,3 +71,16 @@ func TestAnalysisPreludeReserve(t *testing.T) {
 		}
 	}
 }
+
+// TestRotatedReachesTheResult: a run that used up its context's executions
+// tells the caller in the tool result (rotated: true) and in its JSON.
+func TestRotatedReachesTheResult(t *testing.T) {
+	r := New(newFake(t), Config{})
+	for _, rotated := range []bool{false, true} {
+		out := r.codeResult(&contexts.ExecuteResult{Rotated: rotated})
+		b, _ := json.Marshal(out)
+		if out.Rotated != rotated || strings.Contains(string(b), `"rotated":true`) != rotated {
+			t.Errorf("rotated %v: result %s", rotated, b)
+		}
+	}
+}
