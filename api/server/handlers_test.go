@@ -47,6 +47,16 @@ func TestToolCall(t *testing.T) {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 	})
+	t.Run("taskId comes before conversationId", func(t *testing.T) {
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{
+			"taskId": "task-9", "conversationId": "conv-1", "args": map[string]any{"language": "python", "code": "x"},
+		}})
+		var r api.RunCodeResult
+		json.Unmarshal(w.Body.Bytes(), &r)
+		if r.ConversationID != "task-9" {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
 	t.Run("list tools", func(t *testing.T) {
 		for _, f := range []string{"", "openai", "anthropic", "mcp"} {
 			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.KeyA}); w.Code != 200 {
