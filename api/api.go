@@ -104,6 +104,10 @@ type RunCodeResult struct {
 	Error           *ExecError   `json:"error"`
 	TimedOut        bool         `json:"timedOut,omitempty"`
 	KernelRestarted bool         `json:"kernelRestarted,omitempty"`
+	// Rotated: this call used up the context's executions; the context
+	// ended after it and the next call starts in a fresh sandbox (no
+	// variables, imports or files carry over).
+	Rotated bool `json:"rotated,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).
 	Truncated bool `json:"truncated"`
@@ -214,6 +218,13 @@ const (
 	PathDeleted  = "deleted"
 	PathArchived = "archived"
 )
+
+// ConversationEnded answers DELETE /v1/conversations/{c}: the contexts of
+// every path of the conversation are terminated (reason deleted).
+type ConversationEnded struct {
+	ConversationID string `json:"conversationId"`
+	Terminated     int    `json:"terminated"` // contexts ended by this call
+}
 
 // PathEvent is the body of POST /v1/conversations/{c}/paths/{p}/events.
 // For branched, sourcePathId names the path the new one branches from; for

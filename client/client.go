@@ -298,6 +298,16 @@ func (c *Client) DeleteContext(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/v1/contexts/"+url.PathEscape(id), nil, nil, "", nil)
 }
 
+// EndConversation terminates the contexts of every path of a conversation
+// (reason deleted) and returns how many it ended.
+func (c *Client) EndConversation(ctx context.Context, conversationID string) (int, error) {
+	var out api.ConversationEnded
+	if err := c.do(ctx, "DELETE", "/v1/conversations/"+url.PathEscape(conversationID), nil, nil, "", &out); err != nil {
+		return 0, err
+	}
+	return out.Terminated, nil
+}
+
 // PathEvent reports a conversation path event (branched, edited, merged,
 // deleted, archived).
 func (c *Client) PathEvent(ctx context.Context, conversationID, pathID string, ev api.PathEvent) error {

@@ -19,7 +19,8 @@ func TestResolve(t *testing.T) {
 		wantConv, wantPath string
 		wantGenerated      bool
 	}{
-		{name: "all given", conv: "c", path: "p", task: "x", wantConv: "c", wantPath: "p"},
+		{name: "task comes before conversation", conv: "c", path: "p", task: "x", wantConv: "x", wantPath: "p"},
+		{name: "conversation without task", conv: "c", path: "p", wantConv: "c", wantPath: "p"},
 		{name: "path defaults to main", conv: "c", wantConv: "c", wantPath: "main"},
 		{name: "task stands in for conversation", task: "task-1", wantConv: "task-1", wantPath: "main"},
 		{name: "neither generates", path: "b1", wantPath: "b1", wantGenerated: true},

@@ -253,3 +253,33 @@ func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) erro
 	}
 	return nil
 }
+
+// EndConversation terminates every active context of one conversation of
+// tenantID, on every path, with reason deleted: the call a client makes
+// when a conversation is deleted, instead of one path event per path it
+// would have to know. It returns how many contexts it ended; a
+// conversation with none is not an error (ending is idempotent).
+func (m *Manager) EndConversation(ctx context.Context, tenantID, conversationID string) (int, error) {
+	if _, err := normalize(Identity{TenantID: tenantID, ConversationID: conversationID}); err != nil {
+		return 0, err
+	}
+	f := Filter{TenantID: tenantID, ConversationID: conversationID, States: []State{StateCreating, StateReady}}
+	var ended int
+	for {
+		recs, err := m.List(ctx, f)
+		if err != nil {
+			return ended, err
+		}
+		for _, rec := range recs {
+			if err := m.Terminate(ctx, tenantID, rec.ID, ReasonDeleted); err != nil {
+				return ended, fmt.Errorf("end context %s of conversation %s: %w", rec.ID, conversationID, err)
+			}
+			ended++
+		}
+		// Terminated records leave the filter, so a full page means more
+		// may follow; an empty or short page is the end.
+		if len(recs) == 0 || (f.Limit == 0 && len(recs) < 100) {
+			return ended, nil
+		}
+	}
+}

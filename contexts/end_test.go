@@ -94,3 +94,36 @@ func TestSetTTL(t *testing.T) {
 	_, err = e.m.SetTTL(e.ctx, "t1", rec.ID, time.Hour)
 	wantCategory(t, err, errdefs.ErrFailedPrecondition)
 }
+
+// TestEndConversation: one call ends every path of a conversation (reason
+// deleted) and nothing of another conversation or tenant; a second call
+// finds nothing left.
+func TestEndConversation(t *testing.T) {
+	e := newEnv(t, contexts.Config{MaxPerConversation: -1})
+	var paths []*contexts.Record
+	for _, p := range []string{"main", "b1", "b2"} {
+		paths = append(paths, e.getOrCreate(ident("t1", "c1", p)))
+	}
+	other := e.getOrCreate(ident("t1", "c2", "main"))
+	otherTenant := e.getOrCreate(ident("t2", "c1", "main"))
+
+	n, err := e.m.EndConversation(e.ctx, "t1", "c1")
+	if err != nil || n != len(paths) {
+		t.Fatalf("EndConversation = %d, %v; want %d", n, err, len(paths))
+	}
+	for _, rec := range paths {
+		if r := e.record(rec.ID); r.State != contexts.StateTerminated || r.Reason != contexts.ReasonDeleted || e.running(rec.SandboxID) {
+			t.Errorf("path %s: %+v", rec.PathID, r)
+		}
+	}
+	for _, rec := range []*contexts.Record{other, otherTenant} {
+		if r := e.record(rec.ID); r.State != contexts.StateReady || !e.running(rec.SandboxID) {
+			t.Errorf("context %s/%s/%s was ended: %+v", rec.TenantID, rec.ConversationID, rec.PathID, r)
+		}
+	}
+	if n, err := e.m.EndConversation(e.ctx, "t1", "c1"); err != nil || n != 0 {
+		t.Errorf("second EndConversation = %d, %v; want 0", n, err)
+	}
+	_, err = e.m.EndConversation(e.ctx, "t1", "")
+	wantCategory(t, err, errdefs.ErrInvalidArgument)
+}

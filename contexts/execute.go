@@ -59,6 +59,12 @@ type ExecuteResult struct {
 	ContextID           string
 	SandboxID           string
 	Identity            Identity
+	// Rotated is set on the call that used up the context's executions
+	// (MaxExecutionsPerContext): the context ended after it (reason
+	// rotated), so the next call starts in a fresh sandbox without this
+	// one's variables and files. Callers are told rather than left to
+	// meet a NameError.
+	Rotated bool
 }
 
 // Languages accepted by Execute.
@@ -244,7 +250,8 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.mu.Lock()
 	after, ended := cloneRecord(e.rec), e.ended
 	m.mu.Unlock()
-	if !ended && m.rotationDue(after) {
+	rotated := !ended && m.rotationDue(after)
+	if rotated {
 		m.end(ctx, e, ReasonRotated, "")
 	}
 	return &ExecuteResult{
@@ -252,6 +259,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		ContextID:     rec.ID,
 		SandboxID:     sb.ID(),
 		Identity:      rec.Identity,
+		Rotated:       rotated,
 	}, nil
 }
 

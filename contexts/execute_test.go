@@ -169,6 +169,10 @@ func TestRotation(t *testing.T) {
 	var first string
 	for i := range 3 {
 		res := e.exec(id, "x = 1")
+		// Only the call that uses up the executions says so.
+		if want := i == 2; res.Rotated != want {
+			t.Errorf("call %d: Rotated = %v, want %v", i+1, res.Rotated, want)
+		}
 		if i == 0 {
 			first = res.ContextID
 		} else if res.ContextID != first {
@@ -183,8 +187,8 @@ func TestRotation(t *testing.T) {
 		t.Fatal("rotated sandbox still runs")
 	}
 	res := e.exec(id, "print(x)")
-	if res.ContextID == first || res.Error == nil {
-		t.Fatalf("4th call: %+v, want a fresh context without x", res)
+	if res.ContextID == first || res.Error == nil || res.Rotated {
+		t.Fatalf("4th call: %+v, want a fresh context without x, not itself rotated", res)
 	}
 }
 

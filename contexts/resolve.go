@@ -9,14 +9,16 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-// Resolve applies the identity rules: pathId defaults to "main", taskId
-// stands in for a missing conversationId, and with neither a new UUID is
-// generated (generated=true) that the caller must return to its client.
+// Resolve applies the identity rules of session reuse: pathId defaults to
+// "main"; the session key is an explicit taskId when one is given, else the
+// conversationId, else a new UUID (generated=true) that the caller must
+// return to its client. The task comes first because a task names the unit
+// of work whose state must persist, even when it spans conversations.
 func Resolve(tenantID, conversationID, pathID, taskID string) (id Identity, generated bool) {
 	if pathID == "" {
 		pathID = DefaultPath
 	}
-	if conversationID == "" {
+	if taskID != "" {
 		conversationID = taskID
 	}
 	if conversationID == "" {

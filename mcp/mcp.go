@@ -52,6 +52,7 @@ const maxRequestBody = 32 << 20
 const (
 	ArgConversationID = "conversationId"
 	ArgPathID         = "pathId"
+	ArgTaskID         = "taskId"
 )
 
 // Tenants finds a tenant by id; *tenant.Authenticator implements it, with
@@ -140,6 +141,8 @@ func withIdentityArgs(schema json.RawMessage) json.RawMessage {
 		"description": "Conversation whose sandbox to use (default: this MCP session)."}
 	props[ArgPathID] = map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
 		"description": "Path (branch) of the conversation (default: main)."}
+	props[ArgTaskID] = map[string]any{"type": "string", "minLength": 1, "maxLength": 256,
+		"description": "Task whose sandbox to use; when given it keys the sandbox instead of conversationId."}
 	b, err := json.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("mcp: tool schema: %v", err))
@@ -332,7 +335,8 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 		if err := json.Unmarshal(args, &m); err != nil {
 			return id, nil, fmt.Errorf("arguments are not valid JSON: %v: %w", err, errdefs.ErrInvalidArgument)
 		}
-		for key, dst := range map[string]*string{ArgConversationID: &id.ConversationID, ArgPathID: &id.PathID} {
+		var task string
+		for key, dst := range map[string]*string{ArgConversationID: &id.ConversationID, ArgPathID: &id.PathID, ArgTaskID: &task} {
 			raw, ok := m[key]
 			if !ok {
 				continue
@@ -345,6 +349,9 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 		var err error
 		if args, err = json.Marshal(m); err != nil {
 			return id, nil, errors.Join(err, errdefs.ErrInvalidArgument)
+		}
+		if task != "" { // the session-reuse order: task, conversation, session
+			id.ConversationID = task
 		}
 	}
 	if id.ConversationID == "" {

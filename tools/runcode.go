@@ -55,6 +55,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		ContextID:       res.ContextID,
 		TimedOut:        res.TimedOut,
 		KernelRestarted: res.KernelRestarted,
+		Rotated:         res.Rotated,
 		Truncated:       res.Truncated,
 		Results:         []api.RichResult{},
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/api"
@@ -51,6 +52,11 @@ type Config struct {
 	// Create is passed to Contexts.Use and applies when a call creates
 	// its context. Zero: the manager's defaults.
 	Create contexts.CreateOptions
+	// MaxCodeBytes is the manager's code size limit (contexts.Config.
+	// MaxCodeBytes), advertised to models in the schemas of the tools that
+	// take code, so a model is told the limit the manager enforces.
+	// 0: contexts.DefaultMaxCodeBytes.
+	MaxCodeBytes int
 	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
@@ -137,6 +143,9 @@ func New(c Contexts, cfg Config) *Registry {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxCodeBytes <= 0 {
+		cfg.MaxCodeBytes = contexts.DefaultMaxCodeBytes
+	}
 	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}}
 	handlers := map[string]handler{
 		"run_code":     r.runCode,
@@ -153,6 +162,11 @@ func New(c Contexts, cfg Config) *Registry {
 		raw, err := schemaFS.ReadFile("schemas/" + name + ".json")
 		if err != nil {
 			panic(fmt.Sprintf("tools: schema of %s: %v", name, err)) // embedded: a build defect
+		}
+		if reserve, ok := codeTools[name]; ok {
+			if raw, err = limitCode(raw, cfg.MaxCodeBytes-reserve); err != nil {
+				panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
+			}
 		}
 		var s schema
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -226,6 +240,45 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 		return nil, err
 	}
 	return e.run(ctx, call, args, out)
+}
+
+// codeTools are the tools whose "code" argument goes to the manager's
+// Execute and so meets its code size limit, with the bytes each adds to
+// the code before it runs: run_analysis prefixes the parameters prelude
+// (at most inlineParamsMax base64-encoded plus a few hundred bytes).
+var codeTools = map[string]int{"run_code": 0, "run_analysis": analysisPreludeReserve}
+
+// analysisPreludeReserve bounds the length of paramsPrelude's output.
+const analysisPreludeReserve = (inlineParamsMax/3+1)*4 + 1024
+
+// limitCode sets the maxLength of the schema's code property to the
+// manager's limit and states it in the property's description: the schema
+// files carry no number of their own, so the advertised and the enforced
+// limit cannot drift apart.
+func limitCode(raw []byte, limit int) ([]byte, error) {
+	var s map[string]any
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	props, _ := s["properties"].(map[string]any)
+	code, ok := props["code"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("no code property")
+	}
+	code["maxLength"] = limit
+	desc, _ := code["description"].(string)
+	code["description"] = strings.TrimSpace(desc + " " + codeLimitText(limit))
+	return json.Marshal(s)
+}
+
+// codeLimitText says the code size limit in words for models. maxLength
+// counts characters and the manager counts bytes; the text says bytes so
+// a model writing non-ASCII code is not misled.
+func codeLimitText(limit int) string {
+	if limit%1024 == 0 {
+		return fmt.Sprintf("At most %d KB (%d bytes); split larger programs into several calls or write them to a file first.", limit/1024, limit)
+	}
+	return fmt.Sprintf("At most %d bytes; split larger programs into several calls or write them to a file first.", limit)
 }
 
 func compactJSON(raw []byte) (json.RawMessage, error) {

@@ -26,6 +26,7 @@ import (
 const (
 	MetaConversation = "conversationId"
 	MetaPath         = "pathId"
+	MetaTask         = "taskId" // keys the sandbox before conversationId (the session-reuse order)
 	MetadataReserved = "sandlot."
 	metaTemplate     = MetadataReserved + "e2bTemplate"
 )
@@ -158,6 +159,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		tmpl = body.TemplateID
 	}
 	id := contexts.Identity{TenantID: tenantID, ConversationID: body.Metadata[MetaConversation], PathID: body.Metadata[MetaPath]}
+	if task := body.Metadata[MetaTask]; task != "" {
+		id.ConversationID = task
+	}
 	var ctxID string
 	if id.ConversationID == "" {
 		// no conversation named: the sandbox is its own conversation

@@ -115,6 +115,20 @@ func TestSandboxIsItsConversation(t *testing.T) {
 	}
 }
 
+// TestTaskKeysTheSandbox: a taskId in metadata keys the sandbox before
+// conversationId, so calls naming one task share a sandbox whatever their
+// conversation.
+func TestTaskKeysTheSandbox(t *testing.T) {
+	e, _ := newManagerEnv(t, contexts.Config{})
+	a := e.create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-y"}}`)
+	b := e.create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-z"}}`)
+	c := e.create(key1, `{"metadata":{"taskId":"task-1"}}`)
+	d := e.create(key1, `{"metadata":{"conversationId":"conv-y"}}`)
+	if a.SandboxID != b.SandboxID || a.SandboxID != c.SandboxID || a.SandboxID == d.SandboxID {
+		t.Fatalf("sandboxes %s %s %s %s: want the first three equal, the last apart", a.SandboxID, b.SandboxID, c.SandboxID, d.SandboxID)
+	}
+}
+
 // TestExpiredSandboxIsGone: once a sandbox's timeout has passed (before the
 // cleanup loop ends its record), runCode and envd calls answer "sandbox
 // gone" instead of silently running in a fresh sandbox.

@@ -287,6 +287,21 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// endConversation ends every path of a conversation (reason deleted).
+func (s *Server) endConversation(w http.ResponseWriter, r *http.Request) {
+	conv := r.PathValue("conversationId")
+	if err := checkID("conversationId", conv); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.cfg.Contexts.EndConversation(r.Context(), mustTenant(r).ID, conv)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ConversationEnded{ConversationID: conv, Terminated: n})
+}
+
 var pathEventTypes = map[string]bool{
 	api.PathBranched: true, api.PathEdited: true, api.PathMerged: true,
 	api.PathDeleted: true, api.PathArchived: true,

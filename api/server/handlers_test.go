@@ -47,6 +47,16 @@ func TestToolCall(t *testing.T) {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
 	})
+	t.Run("taskId comes before conversationId", func(t *testing.T) {
+		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: map[string]any{
+			"taskId": "task-9", "conversationId": "conv-1", "args": map[string]any{"language": "python", "code": "x"},
+		}})
+		var r api.RunCodeResult
+		json.Unmarshal(w.Body.Bytes(), &r)
+		if r.ConversationID != "task-9" {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+	})
 	t.Run("list tools", func(t *testing.T) {
 		for _, f := range []string{"", "openai", "anthropic", "mcp"} {
 			if w := e.do(t, req{method: "GET", path: "/v1/tools?format=" + f, key: e.KeyA}); w.Code != 200 {
@@ -76,6 +86,32 @@ func TestPathEvent(t *testing.T) {
 	want := []contexts.PathEvent{{Type: "deleted"}, {Type: "branched", SourcePathID: "p1"}}
 	if d := cmp.Diff(want, e.Contexts.Events); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// TestEndConversation: DELETE /v1/conversations/{id} ends every path of
+// the caller's conversation and nothing of another tenant's.
+func TestEndConversation(t *testing.T) {
+	e := newEnv(t, nil)
+	e.runCode(t, e.KeyA, "c", "p1", "x=1")
+	e.runCode(t, e.KeyA, "c", "p2", "x=1")
+	e.runCode(t, e.KeyB, "c", "p1", "x=1")
+	w := e.do(t, req{method: "DELETE", path: "/v1/conversations/c", key: e.KeyA})
+	var got api.ConversationEnded
+	if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 || got != (api.ConversationEnded{ConversationID: "c", Terminated: 2}) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	for key, want := range map[string]int{e.KeyA: 0, e.KeyB: 1} {
+		w = e.do(t, req{method: "GET", path: "/v1/contexts?conversationId=c&status=active", key: key})
+		var l api.ContextList
+		json.Unmarshal(w.Body.Bytes(), &l)
+		if len(l.Contexts) != want {
+			t.Errorf("active contexts after the end: %s, want %d", w.Body, want)
+		}
+	}
+	long := strings.Repeat("c", 300)
+	if w = e.do(t, req{method: "DELETE", path: "/v1/conversations/" + long, key: e.KeyA}); w.Code != 400 {
+		t.Errorf("over-long conversation id: %d %s", w.Code, w.Body)
 	}
 }
 

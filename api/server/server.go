@@ -47,6 +47,7 @@ type Contexts interface {
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error
+	EndConversation(ctx context.Context, tenantID, conversationID string) (int, error)
 	// Use runs fn with the (guarded) sandbox of id's active context,
 	// creating the context when there is none.
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
@@ -218,6 +219,7 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/contexts/{id}/files", true, s.upload},
 		{"GET", "/v1/contexts/{id}/files", true, s.download},
 		{"GET", "/v1/contexts/{id}/files/list", true, s.listFiles},
+		{"DELETE", "/v1/conversations/{conversationId}", true, s.endConversation},
 		{"POST", "/v1/conversations/{conversationId}/paths/{pathId}/events", true, s.pathEvent},
 		{"PUT", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.upload},
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.download},

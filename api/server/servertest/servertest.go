@@ -245,6 +245,22 @@ func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev conte
 	return nil
 }
 
+func (f *Contexts) EndConversation(ctx context.Context, tenantID, conversationID string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.FailAll != nil {
+		return 0, f.FailAll
+	}
+	n := 0
+	for _, r := range f.recs {
+		if r.TenantID == tenantID && r.ConversationID == conversationID && r.State.Active() {
+			r.State, r.Reason = contexts.StateTerminated, contexts.ReasonDeleted
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (f *Contexts) Use(ctx context.Context, id contexts.Identity, _ contexts.CreateOptions, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
 	f.mu.Lock()
 	if f.FailAll != nil {
