@@ -198,6 +198,14 @@ func TestTenantIsolation(t *testing.T) {
 				t.Fatalf("B read A's file: %s", w.Body)
 			}
 		},
+		"DELETE /v1/conversations/{conversationId}": func(t *testing.T) {
+			// B ending "conv-a" ends only B's own paths of that name (B may
+			// have one from another case); A's stay (stillIntact).
+			w := e.do(t, req{method: "DELETE", path: "/v1/conversations/conv-a", key: e.KeyB})
+			if w.Code != 200 {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
 		"GET /v1/secrets": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/secrets", key: e.KeyB})
 			if w.Code != 200 || strings.Contains(w.Body.String(), `"gh"`) {
