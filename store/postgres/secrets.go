@@ -52,22 +52,10 @@ func (s *Store) PutSecret(ctx context.Context, tenantID string, sec secret.Store
 // GetSecrets implements secret.Store.
 func (s *Store) GetSecrets(ctx context.Context, tenantID string, names []string) ([]secret.Stored, error) {
 	all, err := s.querySecrets(ctx, tenantID, true)
-	if err != nil || names == nil {
-		return all, err
+	if err != nil {
+		return nil, err
 	}
-	byName := make(map[string]secret.Stored, len(all))
-	for _, sec := range all {
-		byName[sec.Name] = sec
-	}
-	out := make([]secret.Stored, 0, len(names))
-	for _, n := range names {
-		sec, ok := byName[n]
-		if !ok {
-			return nil, rules.SecretNotFound(n)
-		}
-		out = append(out, sec)
-	}
-	return out, nil
+	return rules.PickSecrets(all, names)
 }
 
 // ListSecrets implements secret.Store.

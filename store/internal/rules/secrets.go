@@ -64,3 +64,24 @@ func checkEnvName(n string) error {
 func SecretNotFound(name string) error {
 	return fmt.Errorf("secret %q: %w", name, errdefs.ErrNotFound)
 }
+
+// PickSecrets returns the secrets of all named by names, in names' order,
+// or SecretNotFound for the first name all lacks. nil names: all.
+func PickSecrets(all []secret.Stored, names []string) ([]secret.Stored, error) {
+	if names == nil {
+		return all, nil
+	}
+	byName := make(map[string]secret.Stored, len(all))
+	for _, sec := range all {
+		byName[sec.Name] = sec
+	}
+	out := make([]secret.Stored, 0, len(names))
+	for _, n := range names {
+		sec, ok := byName[n]
+		if !ok {
+			return nil, SecretNotFound(n)
+		}
+		out = append(out, sec)
+	}
+	return out, nil
+}
