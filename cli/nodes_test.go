@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -58,14 +55,7 @@ func TestResolveNode(t *testing.T) {
 }
 
 // binDaemon is a `sandlot serve` process.
-type binDaemon struct {
-	cmd  *exec.Cmd
-	url  string
-	logs string
-	done chan error
-}
-
-var listeningRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
+type binDaemon struct{ *testenv.Serve }
 
 func startServeBinary(t *testing.T, bin string, env []string, args ...string) *binDaemon {
 	t.Helper()
@@ -74,68 +64,10 @@ func startServeBinary(t *testing.T, bin string, env []string, args ...string) *b
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--pool-size", "0", "--shutdown-timeout", "20s",
 		"--images-dir", debiantest.StoreDir()}, args...)...)
 	cmd.Env = env
-	// Files, not pipes: sandboxes outlive the daemon by design.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.CreateTemp(t.TempDir(), "serve-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = pw, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
-	logf.Close()
-	d := &binDaemon{cmd: cmd, logs: logf.Name(), done: make(chan error, 1)}
-	go func() { d.done <- cmd.Wait() }()
-	urlc := make(chan string, 1)
-	go func() {
-		defer pr.Close()
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listeningRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-				return
-			}
-		}
-	}()
-	select {
-	case d.url = <-urlc:
-	case err := <-d.done:
-		t.Fatalf("serve exited: %v\n%s", err, d.log())
-	case <-time.After(2 * time.Minute):
-		cmd.Process.Kill()
-		t.Fatalf("serve did not start\n%s", d.log())
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-d.done
-		}
-	})
-	return d
+	return &binDaemon{testenv.StartServe(t, cmd, t.TempDir(), 2*time.Minute)}
 }
 
-func (d *binDaemon) log() string {
-	b, _ := os.ReadFile(d.logs)
-	return string(b)
-}
-
-func (d *binDaemon) stop(t *testing.T) {
-	t.Helper()
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		if err != nil {
-			t.Fatalf("serve: %v\n%s", err, d.log())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("serve did not stop\n%s", d.log())
-	}
-}
+func (d *binDaemon) stop(t *testing.T) { d.Stop(t, time.Minute) }
 
 // TestServeAndMCPOneDataDir runs the binaries the way the docs suggest: a
 // `sandlot serve` and `sandlot mcp` sessions on one data dir (one SQLite
@@ -178,7 +110,7 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	api := func(d *binDaemon) *client.Client {
-		return client.New(d.url, client.WithAPIKey(strings.TrimSpace(string(key))))
+		return client.New(d.URL, client.WithAPIKey(strings.TrimSpace(string(key))))
 	}
 	run := func(c *client.Client, conv, code string) (string, error) {
 		res, err := c.RunCode(ctx, client.RunCodeRequest{Target: client.Target{ConversationID: conv}, Language: "python", Code: code})
@@ -193,7 +125,7 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 	mustRun := func(c *client.Client, conv, code, want string) {
 		t.Helper()
 		if got, err := run(c, conv, code); err != nil || got != want {
-			t.Fatalf("serve: %s in %s = %q, %v; want %q\n%s", code, conv, got, err, want, srv.log())
+			t.Fatalf("serve: %s in %s = %q, %v; want %q\n%s", code, conv, got, err, want, srv.Log())
 		}
 	}
 	mustRun(api(srv), "c1", "x = 41", "")

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -9,9 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,24 +32,10 @@ func runtimePreconditions(t testing.TB) {
 
 // daemon is one `sandlot serve` process.
 type daemon struct {
-	cmd     *exec.Cmd
-	url     string
+	*testenv.Serve
 	key     string
 	dataDir string
-	logs    *fileLog
-	done    chan error
-	exited  bool
 }
-
-// fileLog is a daemon's stderr, read back for failure reports.
-type fileLog struct{ path string }
-
-func (f *fileLog) String() string {
-	b, _ := os.ReadFile(f.path)
-	return string(b)
-}
-
-var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
 
 // startDaemon starts serve on a free loopback port over dataDir.
 func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
@@ -64,58 +47,15 @@ func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin",
 		"--images-dir", debiantest.StoreDir()}, extra...)
-	cmd := exec.Command(testenv.SandlotBinary(t), args...)
-	// Files, not pipes: sandboxes outlive the daemon by design, and a
-	// child holding a pipe would keep cmd.Wait copying forever.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	logf, err := os.CreateTemp(dataDir, "serve-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = pw
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pw.Close()
-	logf.Close()
-	logs := &fileLog{path: logf.Name()}
-	d := &daemon{cmd: cmd, dataDir: dataDir, logs: logs, done: make(chan error, 1)}
-	go func() { d.done <- cmd.Wait() }()
-	urlc := make(chan string, 1)
-	go func() {
-		defer pr.Close()
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
-				urlc <- m[1]
-				return
-			}
-		}
-	}()
-	select {
-	case d.url = <-urlc:
-	case err := <-d.done:
-		t.Fatalf("serve exited: %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("serve did not start\n%s", logs)
-	}
+	d := &daemon{Serve: testenv.StartServe(t, exec.Command(testenv.SandlotBinary(t), args...), dataDir, 60*time.Second), dataDir: dataDir}
 	b, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.key = strings.TrimSpace(string(b))
 	t.Cleanup(func() {
-		if !d.exited {
-			d.cmd.Process.Kill()
-			<-d.done
-		}
 		if t.Failed() {
-			t.Logf("serve logs (last 4 KB):\n%s", tail(d.logs.String(), 4096))
+			t.Logf("serve logs (last 4 KB):\n%s", tail(d.Log(), 4096))
 		}
 	})
 	return d
@@ -129,26 +69,10 @@ func tail(s string, n int) string {
 }
 
 // stop sends SIGTERM and waits for a clean exit.
-func (d *daemon) stop(t testing.TB) {
-	t.Helper()
-	if d.exited {
-		t.Fatal("serve already stopped")
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-d.done:
-		d.exited = true
-		if err != nil {
-			t.Fatalf("serve exited with %v\n%s", err, tail(d.logs.String(), 4096))
-		}
-	case <-time.After(60 * time.Second):
-		d.cmd.Process.Kill()
-		t.Fatal("serve did not stop within 60 s of SIGTERM")
-	}
-}
+func (d *daemon) stop(t testing.TB) { d.Stop(t, 60*time.Second) }
 
 func (d *daemon) client(key string) *client.Client {
-	return client.New(d.url, client.WithAPIKey(key))
+	return client.New(d.URL, client.WithAPIKey(key))
 }
 
 // cleanup terminates every active context of key's tenant, so no sandbox

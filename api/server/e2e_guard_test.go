@@ -36,7 +36,7 @@ func TestE2EFileGuard(t *testing.T) {
 	tool := func(t *testing.T, name string, args map[string]any) map[string]any {
 		t.Helper()
 		body, _ := json.Marshal(map[string]any{"conversationId": "guard", "args": args})
-		code, out := raw(t, "POST", d.url+"/v1/tools/"+name, d.key, string(body))
+		code, out := raw(t, "POST", d.URL+"/v1/tools/"+name, d.key, string(body))
 		if code != 200 {
 			t.Fatalf("%s: %d %s", name, code, out)
 		}
@@ -59,7 +59,7 @@ func TestE2EFileGuard(t *testing.T) {
 	for _, tc := range []struct{ name, prefix string }{{"NUL prefix", "\x00"}, {"invalid UTF-8 prefix", "\xff"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			pyWrite(t, "/home/user/f.txt", []byte(tc.prefix+text))
-			if code, got := raw(t, "GET", d.url+conv+"/files?path=f.txt", d.key, ""); code != 200 || got != tc.prefix+red {
+			if code, got := raw(t, "GET", d.URL+conv+"/files?path=f.txt", d.key, ""); code != 200 || got != tc.prefix+red {
 				t.Fatalf("download: %d %q, want %q", code, got, tc.prefix+red)
 			}
 			r := tool(t, "read_file", map[string]any{"path": "f.txt"})
@@ -71,17 +71,17 @@ func TestE2EFileGuard(t *testing.T) {
 	}
 	t.Run("3 MiB exact", func(t *testing.T) {
 		file, want := guardtest.LargeText(3<<20, agent.ChunkSize)
-		if code, out := raw(t, "PUT", d.url+conv+"/files?path=big.txt", d.key, file); code != 200 {
+		if code, out := raw(t, "PUT", d.URL+conv+"/files?path=big.txt", d.key, file); code != 200 {
 			t.Fatalf("upload: %d %s", code, out)
 		}
-		_, got := raw(t, "GET", d.url+conv+"/files?path=big.txt", d.key, "")
+		_, got := raw(t, "GET", d.URL+conv+"/files?path=big.txt", d.key, "")
 		compareLarge(t, got, want)
 	})
 	t.Run("PNG file", func(t *testing.T) {
 		email := guardtest.Email()
 		img := guardtest.PNG("Author", email)
 		pyWrite(t, "/home/user/plot.png", img)
-		_, got := raw(t, "GET", d.url+conv+"/files?path=plot.png", d.key, "")
+		_, got := raw(t, "GET", d.URL+conv+"/files?path=plot.png", d.key, "")
 		if strings.Contains(got, email) || len(got) != len(img) {
 			t.Fatalf("PNG: %d bytes (want %d), secret present %v", len(got), len(img), strings.Contains(got, email))
 		}
@@ -106,7 +106,7 @@ import matplotlib.pyplot as plt
 plt.plot([1, 2, 3])
 `, tok, base64.StdEncoding.EncodeToString(guardtest.PNG("Comment", "for "+email)))
 		body, _ := json.Marshal(map[string]any{"conversationId": "guard", "args": map[string]any{"language": "python", "code": code}})
-		status, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, string(body))
+		status, out := raw(t, "POST", d.URL+"/v1/tools/run_code", d.key, string(body))
 		if status != 200 {
 			t.Fatalf("run_code: %d %s", status, out)
 		}

@@ -73,17 +73,17 @@ func TestE2E(t *testing.T) {
 			{"bad event", "POST", "/v1/conversations/e2e/paths/main/events", `{"type":"forked"}`, 400},
 		}
 		for _, tt := range tests {
-			code, body := raw(t, tt.method, d.url+tt.path, d.key, tt.body)
+			code, body := raw(t, tt.method, d.URL+tt.path, d.key, tt.body)
 			var e api.Error
 			if code != tt.want || json.Unmarshal([]byte(body), &e) != nil || e.Code == "" {
 				t.Errorf("%s: %d %.200s", tt.name, code, body)
 			}
 		}
-		if code, _ := raw(t, "GET", d.url+"/v1/contexts", "", ""); code != 401 {
+		if code, _ := raw(t, "GET", d.URL+"/v1/contexts", "", ""); code != 401 {
 			t.Errorf("no key: %d", code)
 		}
 	})
-	if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
+	if code, body := raw(t, "GET", d.URL+"/readyz", "", ""); code != 200 {
 		testenv.Require(t, false, "the server's runtime is not ready: "+body)
 	}
 	a := d.client(d.key)
@@ -98,7 +98,7 @@ func TestE2E(t *testing.T) {
 	// daemon died: a fresh daemon on the same data dir reattaches them,
 	// and terminating their contexts destroys them.
 	defer func() {
-		if d.exited {
+		if d.Exited() {
 			d = startDaemon(top, dir)
 		}
 		d.cleanup(t, d.key, other.APIKey)
@@ -248,18 +248,18 @@ func TestE2E(t *testing.T) {
 		// The default tenant is an admin (--bootstrap-admin): it may switch
 		// the guard off for a request; the other tenant may not.
 		body := `{"conversationId":"e2e","args":{"language":"python","code":"print('` + email + `')"}}`
-		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
+		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "off"); code != 200 || !strings.Contains(out, email) {
 			t.Errorf("admin override off: %d %.300s", code, out)
 		}
 		// Report mode: the output passes unchanged and the finding is
 		// audited as a report.
-		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "report"); code != 200 || !strings.Contains(out, email) {
+		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "report"); code != 200 || !strings.Contains(out, email) {
 			t.Errorf("admin override report: %d %.300s", code, out)
 		}
 		if al, err := a.Audit(ctx, "guard.finding", 10); err != nil || len(al.Events) == 0 || al.Events[0].Detail["mode"] != "report" {
 			t.Errorf("report-mode finding not audited: %+v %v", al, err)
 		}
-		if code, out := raw(t, "POST", d.url+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
+		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
 		}
 		// A tenant's own mode: report passes the output unchanged.
@@ -283,7 +283,7 @@ func TestE2E(t *testing.T) {
 			t.Fatalf("download across chunks: %v, tail %q", err, buf.String()[max(0, buf.Len()-60):])
 		}
 		// Findings are in the audit trail, without the value.
-		code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
+		code, out := raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
 		var al api.AuditList
 		if code != 200 || json.Unmarshal([]byte(out), &al) != nil || len(al.Events) == 0 {
 			t.Fatalf("audit: %d %.300s", code, out)
@@ -295,7 +295,7 @@ func TestE2E(t *testing.T) {
 		if ev.Detail["type"] != "EMAIL" || len(ev.Detail["hmac"]) != 64 || ev.Detail["start"] == "" || ev.Detail["end"] == "" {
 			t.Errorf("audit event %+v", ev)
 		}
-		if code, out := raw(t, "GET", d.url+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
+		if code, out := raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
 			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
 		}
 	})
@@ -305,7 +305,7 @@ func TestE2E(t *testing.T) {
 		// Anthropic {name, input_schema}, MCP {name, inputSchema}.
 		want := []string{"run_code", "run_analysis", "bash", "read_file", "write_file", "edit_file", "list_files", "glob", "grep"}
 		for _, f := range []struct{ format, schema string }{{"openai", "parameters"}, {"anthropic", "input_schema"}, {"mcp", "inputSchema"}, {"", "inputSchema"}} {
-			code, out := raw(t, "GET", d.url+"/v1/tools?format="+f.format, d.key, "")
+			code, out := raw(t, "GET", d.URL+"/v1/tools?format="+f.format, d.key, "")
 			var list []map[string]any
 			if err := json.Unmarshal([]byte(out), &list); code != 200 || err != nil {
 				var wrapped map[string][]map[string]any
@@ -333,10 +333,10 @@ func TestE2E(t *testing.T) {
 		}
 	})
 	t.Run("mcp over /mcp", func(t *testing.T) {
-		if code, _ := raw(t, "POST", d.url+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Content-Type", "application/json"); code != 401 {
+		if code, _ := raw(t, "POST", d.URL+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, "Content-Type", "application/json"); code != 401 {
 			t.Fatalf("/mcp without a key: %d", code)
 		}
-		tr := &sdk.StreamableClientTransport{Endpoint: d.url + "/mcp", HTTPClient: &http.Client{Transport: bearer(d.key)}}
+		tr := &sdk.StreamableClientTransport{Endpoint: d.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer(d.key)}}
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, tr, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -481,11 +481,11 @@ func TestE2EWarmLatency(t *testing.T) {
 				args = append(args, "--store", st)
 			}
 			d := startDaemon(t, dir, args...)
-			if code, body := raw(t, "GET", d.url+"/readyz", "", ""); code != 200 {
+			if code, body := raw(t, "GET", d.URL+"/readyz", "", ""); code != 200 {
 				testenv.Require(t, false, "the server's runtime is not ready: "+body)
 			}
 			defer func() { d.cleanup(t, d.key); d.stop(t) }()
-			c := client.New(d.url, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
+			c := client.New(d.URL, client.WithAPIKey(d.key), client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}))
 			ctx := context.Background()
 			for i := 0; i < 50; i++ { // create and warm
 				if _, err := c.RunCode(ctx, py("lat", "", "1+1")); err != nil {

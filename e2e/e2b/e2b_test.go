@@ -182,67 +182,21 @@ func serve(t *testing.T, bin string) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	debiantest.Default(t) // the default template, from the tests' shared image store
-	cmd := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
+	t.Cleanup(func() { os.RemoveAll(state) }) // registered first: runs after serve stopped
+	debiantest.Default(t)                     // the default template, from the tests' shared image store
+	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
 		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir())
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	srv := testenv.StartServe(t, cmd, data, 60*time.Second)
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cancel()
-			<-done
-		}
-		cancel()
 		if t.Failed() {
-			t.Logf("sandlot serve stderr:\n%s", stderr.String())
+			t.Logf("sandlot serve stderr:\n%s", srv.Log())
 		}
-		os.RemoveAll(state)
+		if !srv.Exited() {
+			srv.Stop(t, 30*time.Second)
+		}
 	})
-	urlc := make(chan string, 1)
-	go func() {
-		buf := make([]byte, 0, 4096)
-		tmp := make([]byte, 1024)
-		for {
-			n, err := stdout.Read(tmp)
-			buf = append(buf, tmp[:n]...)
-			if i := strings.Index(string(buf), "listening on "); i >= 0 {
-				rest := string(buf[i+len("listening on "):])
-				if j := strings.IndexByte(rest, '\n'); j >= 0 {
-					urlc <- strings.TrimSpace(rest[:j])
-					io.Copy(io.Discard, stdout)
-					return
-				}
-			}
-			if err != nil {
-				close(urlc)
-				return
-			}
-		}
-	}()
-	var url string
-	select {
-	case u, ok := <-urlc:
-		if !ok {
-			t.Fatalf("sandlot serve exited: %s", stderr.String())
-		}
-		url = u
-	case <-time.After(60 * time.Second):
-		t.Fatalf("sandlot serve did not start: %s", stderr.String())
-	}
+	url := srv.URL
 	b, err := os.ReadFile(filepath.Join(data, "api-key"))
 	if err != nil {
 		t.Fatalf("bootstrap key: %v", err)

@@ -1,0 +1,116 @@
+package testenv
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Serve is a `sandlot serve` process a test started (StartServe).
+type Serve struct {
+	Cmd     *exec.Cmd
+	URL     string // where it listens, http://host:port
+	LogPath string // its stderr
+	done    chan error
+	exited  bool
+	err     error
+}
+
+var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
+
+// StartServe starts cmd, a `sandlot serve` command line, and waits up to
+// timeout for its listening line. Its stderr goes to a file in logDir: a
+// file, not a pipe, since sandboxes outlive the daemon by design and a
+// child holding a pipe would keep cmd.Wait copying forever. The process is
+// killed when the test ends unless it has exited.
+func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duration) *Serve {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.CreateTemp(logDir, "serve-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, logf
+	err = cmd.Start()
+	pw.Close()
+	logf.Close()
+	if err != nil {
+		pr.Close()
+		t.Fatal(err)
+	}
+	s := &Serve{Cmd: cmd, LogPath: logf.Name(), done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait() }()
+	urlc := make(chan string, 1)
+	go func() {
+		defer pr.Close()
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				urlc <- m[1]
+				// Keep reading: a write to a closed stdout would kill serve.
+				io.Copy(io.Discard, pr)
+				return
+			}
+		}
+	}()
+	select {
+	case s.URL = <-urlc:
+	case err := <-s.done:
+		s.exited, s.err = true, err
+		t.Fatalf("serve exited: %v\n%s", err, s.Log())
+	case <-time.After(timeout):
+		cmd.Process.Kill()
+		t.Fatalf("serve did not start within %v\n%s", timeout, s.Log())
+	}
+	t.Cleanup(func() {
+		if !s.exited {
+			cmd.Process.Kill()
+			<-s.done
+		}
+	})
+	return s
+}
+
+// Log returns what the process wrote to stderr so far.
+func (s *Serve) Log() string {
+	b, _ := os.ReadFile(s.LogPath)
+	return string(b)
+}
+
+// Exited reports whether the process is known to have exited.
+func (s *Serve) Exited() bool { return s.exited }
+
+// Stop sends SIGTERM and fails t unless the process exits cleanly within
+// timeout (it is killed then).
+func (s *Serve) Stop(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	if s.exited {
+		t.Fatal("serve already stopped")
+	}
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.exited, s.err = true, err
+		if err != nil {
+			t.Fatalf("serve exited with %v\n%s", err, tail(s.Log(), 4096))
+		}
+	case <-time.After(timeout):
+		s.Cmd.Process.Kill()
+		t.Fatalf("serve did not stop within %v of SIGTERM\n%s", timeout, tail(s.Log(), 4096))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
