@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,10 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultExtendEvery    = 30 * time.Second
 	DefaultTTL            = 15 * time.Minute
+	DefaultCallTimeout    = 30 * time.Second
+	// DefaultListPages bounds List: at 100 sandboxes a page, 10,000
+	// sandboxes of one deployment.
+	DefaultListPages = 100
 
 	// labelManaged marks the sandboxes sandlot created, and
 	// labelDeployment the deployment that created them: List filters on
@@ -42,6 +47,10 @@ const (
 	labelManaged    = "managedBy"
 	managedValue    = "sandlot"
 	labelDeployment = "sandlotDeployment"
+	// labelTTL keeps a sandbox's TTL (whole seconds) on E2B's side, so a
+	// daemon that attaches after a restart keeps extending it by the same
+	// amount.
+	labelTTL = "sandlotTTL"
 
 	// DefaultDeployment is the deployment id of a Config without one.
 	DefaultDeployment = "default"
@@ -78,6 +87,13 @@ type Config struct {
 	// ConnectTimeout bounds connecting to E2B and the create call, so an
 	// unreachable or silent service fails fast. Zero: 10 s.
 	ConnectTimeout time.Duration
+	// CallTimeout bounds every other control-plane call (list pages,
+	// connect, kill, timeout changes), so a service that accepts and then
+	// stays silent never holds a cleanup pass or the daemon's start.
+	// Zero: DefaultCallTimeout.
+	CallTimeout time.Duration
+	// ListPages bounds the pages List reads. Zero: DefaultListPages.
+	ListPages int
 	// CPU and MemoryMB are recorded as sandbox metadata. E2B's create API
 	// takes no resource fields (the template fixes them), so they only
 	// document the intent; see docs/e2b.md.
@@ -127,6 +143,12 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.ExtendEvery <= 0 {
 		cfg.ExtendEvery = DefaultExtendEvery
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.ListPages <= 0 {
+		cfg.ListPages = DefaultListPages
 	}
 	cfg.Deployment = deploymentID(cfg.Deployment)
 	p := &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
@@ -206,6 +228,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		meta[k] = v
 	}
 	meta[labelManaged], meta[labelDeployment] = managedValue, p.cfg.Deployment
+	meta[labelTTL] = strconv.FormatInt(int64(ttl/time.Second), 10)
 	if p.cfg.CPU > 0 {
 		meta["cpuCount"] = fmt.Sprint(p.cfg.CPU)
 	}
@@ -239,19 +262,36 @@ func (p *Provider) destroyQuietly(id string) {
 	}
 }
 
-// Attach implements contexts.Provider.
+// Attach implements contexts.Provider. The sandbox's TTL comes back from
+// its labelTTL metadata, so a restarted daemon extends it as before; the
+// connect call sets the timeout to that TTL from now.
 func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandbox, error) {
 	if p.cfg.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	path := "/sandboxes/" + url.PathEscape(sandboxID)
+	var info struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := p.api(ctx, http.MethodGet, path, nil, &info); err != nil {
+		return nil, fmt.Errorf("e2b attach %s: %w", sandboxID, err)
+	}
+	var ttl time.Duration
+	if n, err := strconv.ParseInt(info.Metadata[labelTTL], 10, 64); err == nil && n > 0 {
+		ttl = time.Duration(n) * time.Second
+	}
+	body := map[string]any{}
+	if ttl > 0 {
+		body["timeout"] = int64(ttl / time.Second)
+	}
 	var sb sandboxBody
-	if err := p.api(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(sandboxID)+"/connect", map[string]any{}, &sb); err != nil {
+	if err := p.api(ctx, http.MethodPost, "/v2"+path+"/connect", body, &sb); err != nil {
 		return nil, fmt.Errorf("e2b attach %s: %w", sandboxID, err)
 	}
 	if sb.SandboxID == "" {
 		sb.SandboxID = sandboxID
 	}
-	return p.sandbox(sb, 0), nil
+	return p.sandbox(sb, ttl), nil
 }
 
 // List implements contexts.Provider: the running sandboxes this
@@ -264,7 +304,10 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 	filter := url.Values{labelManaged: {managedValue}, labelDeployment: {p.cfg.Deployment}}.Encode()
 	var ids []string
 	next := ""
-	for {
+	for page := 0; ; page++ {
+		if page == p.cfg.ListPages {
+			return nil, fmt.Errorf("e2b list: more than %d pages of sandboxes: %w", p.cfg.ListPages, errdefs.ErrResourceExhausted)
+		}
 		q := url.Values{"metadata": {filter}, "limit": {"100"}}
 		if next != "" {
 			q.Set("nextToken", next)
@@ -339,6 +382,9 @@ func (p *Provider) apiHeader(ctx context.Context, method, path string, in, out a
 		}
 		body = bytes.NewReader(b)
 	}
+	// An earlier deadline of the caller's (create's) still wins.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("bad API URL: %v: %w", err, errdefs.ErrInvalidArgument)
