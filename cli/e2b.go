@@ -75,11 +75,13 @@ func e2bSecret(dataDir string) ([]byte, error) {
 
 // e2bProvider is the "e2b" entry of --providers, configured like the E2B
 // SDKs: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, plus
-// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT and
+// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT, SANDLOT_E2B_SIZES
+// (templates by resources, "template:cpus:memoryMB,...") and
 // SANDLOT_E2B_DEPLOYMENT (default: the node id, so each daemon lists and
 // sweeps only the sandboxes it created). Without a key it still builds:
 // Create fails with "E2B API key not configured" and a chain falls back.
-func e2bProvider(log *slog.Logger, node string) contexts.Provider {
+// A value that does not parse is an error.
+func e2bProvider(log *slog.Logger, node string) (contexts.Provider, error) {
 	cfg := e2b.Config{
 		APIKey:     os.Getenv("E2B_API_KEY"),
 		APIURL:     os.Getenv("E2B_API_URL"),
@@ -89,10 +91,19 @@ func e2bProvider(log *slog.Logger, node string) contexts.Provider {
 		Deployment: cmp.Or(os.Getenv("SANDLOT_E2B_DEPLOYMENT"), node),
 		Logger:     log,
 	}
-	if d, err := time.ParseDuration(os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT")); err == nil {
+	if v := os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("SANDLOT_E2B_CONNECT_TIMEOUT=%q: want a duration such as 10s: %w", v, errdefs.ErrInvalidArgument)
+		}
 		cfg.ConnectTimeout = d
 	}
-	return e2b.New(cfg)
+	sizes, err := e2b.ParseSizes(os.Getenv("SANDLOT_E2B_SIZES"))
+	if err != nil {
+		return nil, fmt.Errorf("SANDLOT_E2B_SIZES: %w", err)
+	}
+	cfg.Sizes = sizes
+	return e2b.New(cfg), nil
 }
 
 // providerChain puts several providers in fallback order (the chain counts

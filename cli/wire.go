@@ -196,7 +196,11 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)
 		case "e2b":
-			ps = append(ps, e2bProvider(log, cfg.node))
+			p, err := e2bProvider(log, cfg.node)
+			if err != nil {
+				return nil, err
+			}
+			ps = append(ps, p)
 		default:
 			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
 		}

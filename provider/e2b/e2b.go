@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -94,11 +95,13 @@ type Config struct {
 	CallTimeout time.Duration
 	// ListPages bounds the pages List reads. Zero: DefaultListPages.
 	ListPages int
-	// CPU and MemoryMB are recorded as sandbox metadata. E2B's create API
-	// takes no resource fields (the template fixes them), so they only
-	// document the intent; see docs/e2b.md.
-	CPU      int
-	MemoryMB int
+	// Sizes are E2B templates built with given resources. E2B's create
+	// call takes no CPU or memory: a template fixes them when it is built
+	// (cpuCount, memoryMB). A sandbox of sandlot's default template whose
+	// Spec.Limits ask for CPUs or memory starts from the smallest size that
+	// gives both; none big enough is failed_precondition. Empty: the
+	// Template, whatever the limits (they are recorded as metadata only).
+	Sizes []Size
 	// ExtendEvery throttles the sandbox timeout extension done on each
 	// operation. Zero: 30 s.
 	ExtendEvery time.Duration
@@ -114,6 +117,54 @@ type Config struct {
 	// are replaced by '_'. Empty: DefaultDeployment, shared by every
 	// deployment that leaves it empty (sandlot serve always sets one).
 	Deployment string
+}
+
+// Size is an E2B template and the resources it was built with.
+type Size struct {
+	Template string
+	CPU      int // cpuCount
+	MemoryMB int // memoryMB
+}
+
+// ParseSizes reads sizes written "template:cpus:memoryMB", comma-separated
+// ("" is none).
+func ParseSizes(s string) ([]Size, error) {
+	var out []Size
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		parts := strings.Split(f, ":")
+		if len(parts) != 3 || parts[0] == "" {
+			return nil, fmt.Errorf("size %q: want template:cpus:memoryMB: %w", f, errdefs.ErrInvalidArgument)
+		}
+		cpu, err1 := strconv.Atoi(parts[1])
+		mem, err2 := strconv.Atoi(parts[2])
+		if err1 != nil || err2 != nil || cpu <= 0 || mem <= 0 {
+			return nil, fmt.Errorf("size %q: cpus and memoryMB must be positive whole numbers: %w", f, errdefs.ErrInvalidArgument)
+		}
+		out = append(out, Size{Template: parts[0], CPU: cpu, MemoryMB: mem})
+	}
+	return out, nil
+}
+
+// pickSize returns the smallest size (by memory, then CPUs) that gives at
+// least what l asks for.
+func pickSize(sizes []Size, l contexts.Limits) (Size, error) {
+	cpu, mem := int(math.Ceil(l.CPUs)), int((l.MemoryBytes+(1<<20)-1)>>20)
+	var best *Size
+	for i, s := range sizes {
+		if s.CPU < cpu || s.MemoryMB < mem {
+			continue
+		}
+		if best == nil || s.MemoryMB < best.MemoryMB || s.MemoryMB == best.MemoryMB && s.CPU < best.CPU {
+			best = &sizes[i]
+		}
+	}
+	if best == nil {
+		return Size{}, fmt.Errorf("no E2B template size gives %d CPUs and %d MiB: %w", cpu, mem, errdefs.ErrFailedPrecondition)
+	}
+	return *best, nil
 }
 
 // Provider creates E2B sandboxes. It is safe for concurrent use.
@@ -229,11 +280,20 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	}
 	meta[labelManaged], meta[labelDeployment] = managedValue, p.cfg.Deployment
 	meta[labelTTL] = strconv.FormatInt(int64(ttl/time.Second), 10)
-	if p.cfg.CPU > 0 {
-		meta["cpuCount"] = fmt.Sprint(p.cfg.CPU)
-	}
-	if p.cfg.MemoryMB > 0 {
-		meta["memoryMB"] = fmt.Sprint(p.cfg.MemoryMB)
+	if (spec.Template == "" || spec.Template == contexts.DefaultTemplate) && len(p.cfg.Sizes) > 0 {
+		size, err := pickSize(p.cfg.Sizes, spec.Limits)
+		if err != nil {
+			return nil, err
+		}
+		tmpl = size.Template
+		meta["cpuCount"], meta["memoryMB"] = strconv.Itoa(size.CPU), strconv.Itoa(size.MemoryMB)
+	} else {
+		if spec.Limits.CPUs > 0 {
+			meta["cpuCount"] = strconv.Itoa(int(math.Ceil(spec.Limits.CPUs)))
+		}
+		if spec.Limits.MemoryBytes > 0 {
+			meta["memoryMB"] = strconv.FormatInt(spec.Limits.MemoryBytes>>20, 10)
+		}
 	}
 	body := createBody{TemplateID: tmpl, Timeout: int64(ttl / time.Second), Metadata: meta, EnvVars: spec.Env}
 	if err := networkBody(&body, spec.Network); err != nil {
