@@ -116,19 +116,24 @@ func providerChain(ps []contexts.Provider, log *slog.Logger, quota *chain.Quota)
 	return chain.New(ps, chain.Config{Logger: log, Quota: quota})
 }
 
-// Environment of the e2b provider's plan limits, per tenant.
+// Environment of the e2b provider's plan limits: E2B's plans limit an
+// account (one API key), so these apply to all tenants together.
 const (
 	envE2BPlanCreations = "SANDLOT_E2B_PLAN_CREATIONS"       // sandbox creations
 	envE2BPlanMinutes   = "SANDLOT_E2B_PLAN_COMPUTE_MINUTES" // sandbox wall-clock minutes
 	envQuotaThresholds  = "SANDLOT_QUOTA_THRESHOLDS"         // fractions, e.g. "0.5,0.8,1" (default 0.8,1)
 )
 
-// e2bQuota builds the quota tracker of the e2b provider from the
-// environment: nil when no plan limit is set. Crossing a threshold logs a
-// warning and calls record with the used share (the sandlot.quota.usage
-// gauge); compute minutes of running sandboxes are re-checked every
-// minute for the life of the process.
-func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
+// e2bQuotaFile, in the data dir, keeps the e2b quota's counts across
+// restarts.
+const e2bQuotaFile = "e2b-quota.json"
+
+// e2bQuota builds the quota tracker of the e2b provider's account from the
+// environment: nil when no plan limit is set. Its counts live in file.
+// Crossing a threshold logs a warning and records the used share (the
+// sandlot.quota.usage gauge); compute minutes of running sandboxes are
+// re-checked every minute for the life of the process.
+func e2bQuota(log *slog.Logger, file string) (*chain.Quota, error) {
 	var plan chain.Plan
 	if v := os.Getenv(envE2BPlanCreations); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -157,11 +162,15 @@ func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
 			ths = append(ths, th)
 		}
 	}
-	q := chain.NewQuota(chain.QuotaConfig{
-		Plans:      map[string]chain.Plan{"e2b": plan},
-		Thresholds: ths,
-		Logger:     log,
+	q, err := chain.NewQuota(chain.QuotaConfig{
+		AccountPlans: map[string]chain.Plan{"e2b": plan},
+		Thresholds:   ths,
+		Logger:       log,
+		File:         file,
 	})
+	if err != nil {
+		return nil, err
+	}
 	if plan.ComputeMinutes > 0 {
 		go func() {
 			for range time.Tick(time.Minute) {

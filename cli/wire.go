@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -211,7 +212,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 		}
 		var quota *chain.Quota
 		if usesProvider(cfg.providers, "e2b") {
-			q, err := e2bQuota(log)
+			q, err := e2bQuota(log, filepath.Join(cfg.store.dataDir, e2bQuotaFile))
 			if err != nil {
 				log.Warn("e2b quota tracking off", slog.String(logkey.Err, err.Error()))
 			}
