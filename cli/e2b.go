@@ -75,11 +75,13 @@ func e2bSecret(dataDir string) ([]byte, error) {
 
 // e2bProvider is the "e2b" entry of --providers, configured like the E2B
 // SDKs: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, plus
-// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT and
+// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT, SANDLOT_E2B_SIZES
+// (templates by resources, "template:cpus:memoryMB,...") and
 // SANDLOT_E2B_DEPLOYMENT (default: the node id, so each daemon lists and
 // sweeps only the sandboxes it created). Without a key it still builds:
 // Create fails with "E2B API key not configured" and a chain falls back.
-func e2bProvider(log *slog.Logger, node string) contexts.Provider {
+// A value that does not parse is an error.
+func e2bProvider(log *slog.Logger, node string) (contexts.Provider, error) {
 	cfg := e2b.Config{
 		APIKey:     os.Getenv("E2B_API_KEY"),
 		APIURL:     os.Getenv("E2B_API_URL"),
@@ -89,10 +91,19 @@ func e2bProvider(log *slog.Logger, node string) contexts.Provider {
 		Deployment: cmp.Or(os.Getenv("SANDLOT_E2B_DEPLOYMENT"), node),
 		Logger:     log,
 	}
-	if d, err := time.ParseDuration(os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT")); err == nil {
+	if v := os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("SANDLOT_E2B_CONNECT_TIMEOUT=%q: want a duration such as 10s: %w", v, errdefs.ErrInvalidArgument)
+		}
 		cfg.ConnectTimeout = d
 	}
-	return e2b.New(cfg)
+	sizes, err := e2b.ParseSizes(os.Getenv("SANDLOT_E2B_SIZES"))
+	if err != nil {
+		return nil, fmt.Errorf("SANDLOT_E2B_SIZES: %w", err)
+	}
+	cfg.Sizes = sizes
+	return e2b.New(cfg), nil
 }
 
 // providerChain puts several providers in fallback order (the chain counts
@@ -105,19 +116,24 @@ func providerChain(ps []contexts.Provider, log *slog.Logger, quota *chain.Quota)
 	return chain.New(ps, chain.Config{Logger: log, Quota: quota})
 }
 
-// Environment of the e2b provider's plan limits, per tenant.
+// Environment of the e2b provider's plan limits: E2B's plans limit an
+// account (one API key), so these apply to all tenants together.
 const (
 	envE2BPlanCreations = "SANDLOT_E2B_PLAN_CREATIONS"       // sandbox creations
 	envE2BPlanMinutes   = "SANDLOT_E2B_PLAN_COMPUTE_MINUTES" // sandbox wall-clock minutes
 	envQuotaThresholds  = "SANDLOT_QUOTA_THRESHOLDS"         // fractions, e.g. "0.5,0.8,1" (default 0.8,1)
 )
 
-// e2bQuota builds the quota tracker of the e2b provider from the
-// environment: nil when no plan limit is set. Crossing a threshold logs a
-// warning and calls record with the used share (the sandlot.quota.usage
-// gauge); compute minutes of running sandboxes are re-checked every
-// minute for the life of the process.
-func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
+// e2bQuotaFile, in the data dir, keeps the e2b quota's counts across
+// restarts.
+const e2bQuotaFile = "e2b-quota.json"
+
+// e2bQuota builds the quota tracker of the e2b provider's account from the
+// environment: nil when no plan limit is set. Its counts live in file.
+// Crossing a threshold logs a warning and records the used share (the
+// sandlot.quota.usage gauge); compute minutes of running sandboxes are
+// re-checked every minute for the life of the process.
+func e2bQuota(log *slog.Logger, file string) (*chain.Quota, error) {
 	var plan chain.Plan
 	if v := os.Getenv(envE2BPlanCreations); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -146,11 +162,15 @@ func e2bQuota(log *slog.Logger) (*chain.Quota, error) {
 			ths = append(ths, th)
 		}
 	}
-	q := chain.NewQuota(chain.QuotaConfig{
-		Plans:      map[string]chain.Plan{"e2b": plan},
-		Thresholds: ths,
-		Logger:     log,
+	q, err := chain.NewQuota(chain.QuotaConfig{
+		AccountPlans: map[string]chain.Plan{"e2b": plan},
+		Thresholds:   ths,
+		Logger:       log,
+		File:         file,
 	})
+	if err != nil {
+		return nil, err
+	}
 	if plan.ComputeMinutes > 0 {
 		go func() {
 			for range time.Tick(time.Minute) {

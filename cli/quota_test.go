@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/provider/chain"
 )
 
 // e2bNamed is the fake provider under the name the quota plans use.
@@ -23,10 +25,11 @@ func (e2bNamed) Name() string { return "e2b" }
 func TestE2BQuotaWired(t *testing.T) {
 	t.Setenv(envE2BPlanCreations, "4")
 	t.Setenv(envQuotaThresholds, "0.5,1")
+	file := filepath.Join(t.TempDir(), e2bQuotaFile)
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
-	q, err := e2bQuota(log)
+	q, err := e2bQuota(log, file)
 	if err != nil || q == nil {
 		t.Fatalf("quota %v, %v", q, err)
 	}
@@ -44,13 +47,21 @@ func TestE2BQuotaWired(t *testing.T) {
 	if u := q.Usage("t1", "e2b"); u.Creations != 4 {
 		t.Fatalf("usage %+v", u)
 	}
+	// The account's count survives a restart (the plan is the account's).
+	again, err := e2bQuota(log, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := again.Usage(chain.Account, "e2b"); u.Creations != 4 {
+		t.Fatalf("after a restart the account's usage is %+v, want 4 creations", u)
+	}
 
 	t.Setenv(envE2BPlanCreations, "")
-	if q, err := e2bQuota(log); q != nil || err != nil {
+	if q, err := e2bQuota(log, file); q != nil || err != nil {
 		t.Fatalf("without a plan: %v, %v", q, err)
 	}
 	t.Setenv(envE2BPlanCreations, "lots")
-	if _, err := e2bQuota(log); err == nil {
+	if _, err := e2bQuota(log, file); err == nil {
 		t.Fatal("a bad plan was accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -196,7 +197,11 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)
 		case "e2b":
-			ps = append(ps, e2bProvider(log, cfg.node))
+			p, err := e2bProvider(log, cfg.node)
+			if err != nil {
+				return nil, err
+			}
+			ps = append(ps, p)
 		default:
 			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
 		}
@@ -207,7 +212,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 		}
 		var quota *chain.Quota
 		if usesProvider(cfg.providers, "e2b") {
-			q, err := e2bQuota(log)
+			q, err := e2bQuota(log, filepath.Join(cfg.store.dataDir, e2bQuotaFile))
 			if err != nil {
 				log.Warn("e2b quota tracking off", slog.String(logkey.Err, err.Error()))
 			}

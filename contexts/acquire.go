@@ -331,12 +331,18 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	m.mu.Lock()
 	e := m.byID[contextID]
 	unsaved := false
+	var sb Sandbox
 	if e != nil {
 		e.ttl = ttl
 		e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
-		unsaved = e.unsaved
+		unsaved, sb = e.unsaved, e.sb
 	}
 	m.mu.Unlock()
+	if ts, ok := sandboxAs[ttlSetter](sb); ok {
+		if err := ts.SetTTL(ctx, ttl); err != nil {
+			return nil, fmt.Errorf("context %s: set the provider's timeout: %w", contextID, err)
+		}
+	}
 	if !unsaved {
 		if err := m.store.Touch(tctx(ctx, tenantID), contextID, now, exp); err != nil {
 			if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
@@ -347,4 +353,27 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	}
 	rec.LastUsedAt, rec.ExpiresAt = now, exp
 	return rec, nil
+}
+
+// ttlSetter is a sandbox whose provider keeps a timeout of its own (an E2B
+// sandbox ends at its E2B timeout): SetTTL moves it with the context's.
+type ttlSetter interface {
+	SetTTL(ctx context.Context, ttl time.Duration) error
+}
+
+// sandboxAs finds T in sb or in the sandboxes it wraps (a provider chain
+// wraps its providers' sandboxes and gives them back with Unwrap).
+func sandboxAs[T any](sb Sandbox) (T, bool) {
+	for sb != nil {
+		if t, ok := sb.(T); ok {
+			return t, true
+		}
+		u, ok := sb.(interface{ Unwrap() Sandbox })
+		if !ok {
+			break
+		}
+		sb = u.Unwrap()
+	}
+	var zero T
+	return zero, false
 }

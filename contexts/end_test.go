@@ -1,11 +1,15 @@
 package contexts_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/memory"
 )
 
 func TestPathEvents(t *testing.T) {
@@ -93,6 +97,64 @@ func TestSetTTL(t *testing.T) {
 	e.m.Terminate(e.ctx, "t1", rec.ID, "")
 	_, err = e.m.SetTTL(e.ctx, "t1", rec.ID, time.Hour)
 	wantCategory(t, err, errdefs.ErrFailedPrecondition)
+}
+
+// ttlBox is a sandbox whose provider keeps a timeout of its own (like
+// E2B's), inside a wrapper that gives it back with Unwrap (like a provider
+// chain's).
+type ttlBox struct {
+	contexts.Sandbox
+	mu   *sync.Mutex
+	ttls *[]time.Duration
+}
+
+func (b ttlBox) SetTTL(ctx context.Context, ttl time.Duration) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	*b.ttls = append(*b.ttls, ttl)
+	return nil
+}
+
+type chained struct{ contexts.Sandbox }
+
+func (c chained) Unwrap() contexts.Sandbox { return c.Sandbox }
+
+type ttlProvider struct {
+	*contextstest.Provider
+	mu   sync.Mutex
+	ttls []time.Duration
+}
+
+func (p *ttlProvider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return chained{ttlBox{Sandbox: sb, mu: &p.mu, ttls: &p.ttls}}, nil
+}
+
+// TestSetTTLReachesProvider: a TTL set on a context reaches a sandbox
+// whose provider keeps its own timeout, through a wrapping provider.
+func TestSetTTLReachesProvider(t *testing.T) {
+	p := &ttlProvider{Provider: contextstest.NewProvider()}
+	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	rec, err := m.GetOrCreate(ctx, ident("t1", "c1", "main"), contexts.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.SetTTL(ctx, "t1", rec.ID, 42*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ttls) != 1 || p.ttls[0] != 42*time.Minute {
+		t.Fatalf("provider timeouts set: %v, want [42m]", p.ttls)
+	}
 }
 
 // TestEndConversation: one call ends every path of a conversation (reason

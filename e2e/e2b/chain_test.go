@@ -24,7 +24,10 @@ func TestSandlotBehindSandlot(t *testing.T) {
 	local := sandboxProvider(t)
 	var mu sync.Mutex
 	var fallbacks []string
-	quota := chain.NewQuota(chain.QuotaConfig{Plans: map[string]chain.Plan{"e2b": {Creations: 1}}})
+	quota, err := chain.NewQuota(chain.QuotaConfig{Plans: map[string]chain.Plan{"e2b": {Creations: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := chain.New([]contexts.Provider{remote, local}, chain.Config{Quota: quota, OnFallback: func(from, to string, err error) {
 		mu.Lock()
 		fallbacks = append(fallbacks, from+"->"+to)

@@ -163,6 +163,9 @@ func (c *Chain) List(ctx context.Context) ([]string, error) {
 			}
 			return nil, fmt.Errorf("%s: %w", p.Name(), err)
 		}
+		if c.cfg.Quota != nil {
+			c.cfg.Quota.Live(p.Name(), ids)
+		}
 		for _, id := range ids {
 			out = append(out, p.Name()+sep+id)
 		}

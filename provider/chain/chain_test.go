@@ -180,7 +180,10 @@ func TestQuotaThresholds(t *testing.T) {
 	now = func() time.Time { return clock }
 	t.Cleanup(func() { now = time.Now })
 	var events []QuotaEvent
-	q := NewQuota(QuotaConfig{Plans: map[string]Plan{"b": {Creations: 5, ComputeMinutes: 10}}, OnThreshold: func(e QuotaEvent) { events = append(events, e) }})
+	q, err := NewQuota(QuotaConfig{Plans: map[string]Plan{"b": {Creations: 5, ComputeMinutes: 10}}, OnThreshold: func(e QuotaEvent) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := &fakeProvider{name: "b"}
 	c := New([]contexts.Provider{b}, Config{Quota: q})
 	ctx := context.Background()

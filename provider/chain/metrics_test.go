@@ -18,7 +18,10 @@ import (
 func TestMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
-	q := NewQuota(QuotaConfig{Plans: map[string]Plan{"local": {Creations: 2}}, Thresholds: []float64{0.5, 1}, Meter: meter})
+	q, err := NewQuota(QuotaConfig{Plans: map[string]Plan{"local": {Creations: 2}}, Thresholds: []float64{0.5, 1}, Meter: meter})
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := New([]contexts.Provider{e2b.New(e2b.Config{}), &fakeProvider{name: "local"}}, Config{Quota: q, Meter: meter})
 	for range 2 {
 		if _, err := c.Create(context.Background(), contexts.Spec{Labels: map[string]string{"sandlot.tenant": "t1"}}); err != nil {

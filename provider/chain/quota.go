@@ -20,10 +20,22 @@ type Plan struct {
 	ComputeMinutes float64
 }
 
+// Account is the tenant name under which a quota keeps a provider's
+// totals over all tenants: the usage an AccountPlans limit is checked
+// against (E2B's plans limit an account, that is an API key, not one of
+// sandlot's tenants).
+const Account = "*"
+
 // QuotaConfig configures quota tracking.
 type QuotaConfig struct {
-	// Plans by provider name.
+	// Plans by provider name, per tenant.
 	Plans map[string]Plan
+	// AccountPlans by provider name, for all tenants together (Account).
+	AccountPlans map[string]Plan
+	// File, when set, keeps the counts across restarts: read by NewQuota,
+	// rewritten (atomically, 0600) after every creation and stop. Empty:
+	// in memory only.
+	File string
 	// Thresholds are fractions of a limit that trigger a warning once
 	// each. Nil: 0.8 and 1.0.
 	Thresholds []float64
@@ -54,9 +66,10 @@ type Usage struct {
 }
 
 // Quota counts sandbox creations and compute minutes (sandbox wall time
-// from create to destroy) per tenant and provider since it was made, and
-// warns at thresholds of the providers' plans. It lives in memory: a
-// restart starts the counts again. Safe for concurrent use.
+// from create to destroy) per tenant and provider, and per provider for all
+// tenants (Account), and warns at thresholds of the providers' plans. With
+// QuotaConfig.File the counts, the running sandboxes and the warnings
+// already given survive a restart. Safe for concurrent use.
 type Quota struct {
 	cfg   QuotaConfig
 	log   *slog.Logger
@@ -66,6 +79,7 @@ type Quota struct {
 	usage   map[key]*Usage
 	running map[string]run // provider/sandbox id -> start
 	warned  map[warnKey]bool
+	savedAt time.Time // when File was last written (read from it at start)
 }
 
 type key struct{ tenant, provider string }
@@ -81,8 +95,10 @@ type warnKey struct {
 	threshold float64
 }
 
-// NewQuota returns a tracker.
-func NewQuota(cfg QuotaConfig) *Quota {
+// NewQuota returns a tracker. With cfg.File it starts from the counts kept
+// there; a file that cannot be read or parsed is an error (counting from
+// zero would hide a plan already used up).
+func NewQuota(cfg QuotaConfig) (*Quota, error) {
 	if cfg.Thresholds == nil {
 		cfg.Thresholds = []float64{0.8, 1.0}
 	}
@@ -95,7 +111,10 @@ func NewQuota(cfg QuotaConfig) *Quota {
 	if q.log == nil {
 		q.log = slog.New(slog.DiscardHandler)
 	}
-	return q
+	if err := q.load(); err != nil {
+		return nil, err
+	}
+	return q, nil
 }
 
 // Started records a creation.
@@ -103,10 +122,11 @@ func (q *Quota) Started(tenant, provider, sandboxID string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	k := key{tenant, provider}
-	u := q.usageLocked(k)
-	u.Creations++
+	q.usageLocked(k).Creations++
+	q.usageLocked(key{Account, provider}).Creations++
 	q.running[provider+"/"+sandboxID] = run{k, now()}
 	q.checkLocked(k)
+	q.saveLocked()
 }
 
 // Stopped adds the sandbox's lifetime to its tenant's compute minutes.
@@ -117,9 +137,44 @@ func (q *Quota) Stopped(provider, sandboxID string) {
 	if !ok {
 		return
 	}
-	delete(q.running, provider+"/"+sandboxID)
-	q.usageLocked(r.key).ComputeMinutes += now().Sub(r.start).Minutes()
+	q.stopLocked(provider+"/"+sandboxID, r, now())
+	q.saveLocked()
+}
+
+// stopLocked ends a running sandbox's count at t.
+func (q *Quota) stopLocked(id string, r run, t time.Time) {
+	delete(q.running, id)
+	m := t.Sub(r.start).Minutes()
+	q.usageLocked(r.key).ComputeMinutes += m
+	q.usageLocked(key{Account, r.provider}).ComputeMinutes += m
 	q.checkLocked(r.key)
+}
+
+// Live tells the quota which of a provider's sandboxes still run (a
+// provider's List, after a restart): one it counts as running that is not
+// listed ended while nobody watched, and is counted until the last time
+// the quota file was written.
+func (q *Quota) Live(provider string, ids []string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	live := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		live[provider+"/"+id] = true
+	}
+	changed := false
+	for id, r := range q.running {
+		if r.provider == provider && !live[id] {
+			end := q.savedAt
+			if end.Before(r.start) {
+				end = r.start
+			}
+			q.stopLocked(id, r, end)
+			changed = true
+		}
+	}
+	if changed {
+		q.saveLocked()
+	}
 }
 
 // Usage returns a tenant's usage on a provider, running sandboxes included.
@@ -134,6 +189,7 @@ func (q *Quota) Usage(tenant, provider string) Usage {
 func (q *Quota) Check() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	defer q.saveLocked() // the warnings given
 	seen := map[key]bool{}
 	for _, r := range q.running {
 		if !seen[r.key] {
@@ -156,21 +212,27 @@ func (q *Quota) currentLocked(k key) Usage {
 	u := *q.usageLocked(k)
 	t := now()
 	for _, r := range q.running {
-		if r.key == k {
+		if r.key == k || k.tenant == Account && r.provider == k.provider {
 			u.ComputeMinutes += t.Sub(r.start).Minutes()
 		}
 	}
 	return u
 }
 
+// checkLocked checks a tenant's usage against its plan and the provider's
+// totals against the account's.
 func (q *Quota) checkLocked(k key) {
-	plan, ok := q.cfg.Plans[k.provider]
-	if !ok {
-		return
+	check := func(k key, plan Plan) {
+		u := q.currentLocked(k)
+		q.crossLocked(k, "creations", float64(u.Creations), float64(plan.Creations))
+		q.crossLocked(k, "compute_minutes", u.ComputeMinutes, plan.ComputeMinutes)
 	}
-	u := q.currentLocked(k)
-	q.crossLocked(k, "creations", float64(u.Creations), float64(plan.Creations))
-	q.crossLocked(k, "compute_minutes", u.ComputeMinutes, plan.ComputeMinutes)
+	if plan, ok := q.cfg.Plans[k.provider]; ok && k.tenant != Account {
+		check(k, plan)
+	}
+	if plan, ok := q.cfg.AccountPlans[k.provider]; ok {
+		check(key{Account, k.provider}, plan)
+	}
 }
 
 func (q *Quota) crossLocked(k key, resource string, used, limit float64) {

@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +36,10 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	DefaultExtendEvery    = 30 * time.Second
 	DefaultTTL            = 15 * time.Minute
+	DefaultCallTimeout    = 30 * time.Second
+	// DefaultListPages bounds List: at 100 sandboxes a page, 10,000
+	// sandboxes of one deployment.
+	DefaultListPages = 100
 
 	// labelManaged marks the sandboxes sandlot created, and
 	// labelDeployment the deployment that created them: List filters on
@@ -42,6 +48,10 @@ const (
 	labelManaged    = "managedBy"
 	managedValue    = "sandlot"
 	labelDeployment = "sandlotDeployment"
+	// labelTTL keeps a sandbox's TTL (whole seconds) on E2B's side, so a
+	// daemon that attaches after a restart keeps extending it by the same
+	// amount.
+	labelTTL = "sandlotTTL"
 
 	// DefaultDeployment is the deployment id of a Config without one.
 	DefaultDeployment = "default"
@@ -78,11 +88,20 @@ type Config struct {
 	// ConnectTimeout bounds connecting to E2B and the create call, so an
 	// unreachable or silent service fails fast. Zero: 10 s.
 	ConnectTimeout time.Duration
-	// CPU and MemoryMB are recorded as sandbox metadata. E2B's create API
-	// takes no resource fields (the template fixes them), so they only
-	// document the intent; see docs/e2b.md.
-	CPU      int
-	MemoryMB int
+	// CallTimeout bounds every other control-plane call (list pages,
+	// connect, kill, timeout changes), so a service that accepts and then
+	// stays silent never holds a cleanup pass or the daemon's start.
+	// Zero: DefaultCallTimeout.
+	CallTimeout time.Duration
+	// ListPages bounds the pages List reads. Zero: DefaultListPages.
+	ListPages int
+	// Sizes are E2B templates built with given resources. E2B's create
+	// call takes no CPU or memory: a template fixes them when it is built
+	// (cpuCount, memoryMB). A sandbox of sandlot's default template whose
+	// Spec.Limits ask for CPUs or memory starts from the smallest size that
+	// gives both; none big enough is failed_precondition. Empty: the
+	// Template, whatever the limits (they are recorded as metadata only).
+	Sizes []Size
 	// ExtendEvery throttles the sandbox timeout extension done on each
 	// operation. Zero: 30 s.
 	ExtendEvery time.Duration
@@ -98,6 +117,54 @@ type Config struct {
 	// are replaced by '_'. Empty: DefaultDeployment, shared by every
 	// deployment that leaves it empty (sandlot serve always sets one).
 	Deployment string
+}
+
+// Size is an E2B template and the resources it was built with.
+type Size struct {
+	Template string
+	CPU      int // cpuCount
+	MemoryMB int // memoryMB
+}
+
+// ParseSizes reads sizes written "template:cpus:memoryMB", comma-separated
+// ("" is none).
+func ParseSizes(s string) ([]Size, error) {
+	var out []Size
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		parts := strings.Split(f, ":")
+		if len(parts) != 3 || parts[0] == "" {
+			return nil, fmt.Errorf("size %q: want template:cpus:memoryMB: %w", f, errdefs.ErrInvalidArgument)
+		}
+		cpu, err1 := strconv.Atoi(parts[1])
+		mem, err2 := strconv.Atoi(parts[2])
+		if err1 != nil || err2 != nil || cpu <= 0 || mem <= 0 {
+			return nil, fmt.Errorf("size %q: cpus and memoryMB must be positive whole numbers: %w", f, errdefs.ErrInvalidArgument)
+		}
+		out = append(out, Size{Template: parts[0], CPU: cpu, MemoryMB: mem})
+	}
+	return out, nil
+}
+
+// pickSize returns the smallest size (by memory, then CPUs) that gives at
+// least what l asks for.
+func pickSize(sizes []Size, l contexts.Limits) (Size, error) {
+	cpu, mem := int(math.Ceil(l.CPUs)), int((l.MemoryBytes+(1<<20)-1)>>20)
+	var best *Size
+	for i, s := range sizes {
+		if s.CPU < cpu || s.MemoryMB < mem {
+			continue
+		}
+		if best == nil || s.MemoryMB < best.MemoryMB || s.MemoryMB == best.MemoryMB && s.CPU < best.CPU {
+			best = &sizes[i]
+		}
+	}
+	if best == nil {
+		return Size{}, fmt.Errorf("no E2B template size gives %d CPUs and %d MiB: %w", cpu, mem, errdefs.ErrFailedPrecondition)
+	}
+	return *best, nil
 }
 
 // Provider creates E2B sandboxes. It is safe for concurrent use.
@@ -127,6 +194,12 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.ExtendEvery <= 0 {
 		cfg.ExtendEvery = DefaultExtendEvery
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.ListPages <= 0 {
+		cfg.ListPages = DefaultListPages
 	}
 	cfg.Deployment = deploymentID(cfg.Deployment)
 	p := &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
@@ -206,11 +279,21 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		meta[k] = v
 	}
 	meta[labelManaged], meta[labelDeployment] = managedValue, p.cfg.Deployment
-	if p.cfg.CPU > 0 {
-		meta["cpuCount"] = fmt.Sprint(p.cfg.CPU)
-	}
-	if p.cfg.MemoryMB > 0 {
-		meta["memoryMB"] = fmt.Sprint(p.cfg.MemoryMB)
+	meta[labelTTL] = strconv.FormatInt(int64(ttl/time.Second), 10)
+	if (spec.Template == "" || spec.Template == contexts.DefaultTemplate) && len(p.cfg.Sizes) > 0 {
+		size, err := pickSize(p.cfg.Sizes, spec.Limits)
+		if err != nil {
+			return nil, err
+		}
+		tmpl = size.Template
+		meta["cpuCount"], meta["memoryMB"] = strconv.Itoa(size.CPU), strconv.Itoa(size.MemoryMB)
+	} else {
+		if spec.Limits.CPUs > 0 {
+			meta["cpuCount"] = strconv.Itoa(int(math.Ceil(spec.Limits.CPUs)))
+		}
+		if spec.Limits.MemoryBytes > 0 {
+			meta["memoryMB"] = strconv.FormatInt(spec.Limits.MemoryBytes>>20, 10)
+		}
 	}
 	body := createBody{TemplateID: tmpl, Timeout: int64(ttl / time.Second), Metadata: meta, EnvVars: spec.Env}
 	if err := networkBody(&body, spec.Network); err != nil {
@@ -239,19 +322,36 @@ func (p *Provider) destroyQuietly(id string) {
 	}
 }
 
-// Attach implements contexts.Provider.
+// Attach implements contexts.Provider. The sandbox's TTL comes back from
+// its labelTTL metadata, so a restarted daemon extends it as before; the
+// connect call sets the timeout to that TTL from now.
 func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandbox, error) {
 	if p.cfg.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	path := "/sandboxes/" + url.PathEscape(sandboxID)
+	var info struct {
+		Metadata map[string]string `json:"metadata"`
+	}
+	if err := p.api(ctx, http.MethodGet, path, nil, &info); err != nil {
+		return nil, fmt.Errorf("e2b attach %s: %w", sandboxID, err)
+	}
+	var ttl time.Duration
+	if n, err := strconv.ParseInt(info.Metadata[labelTTL], 10, 64); err == nil && n > 0 {
+		ttl = time.Duration(n) * time.Second
+	}
+	body := map[string]any{}
+	if ttl > 0 {
+		body["timeout"] = int64(ttl / time.Second)
+	}
 	var sb sandboxBody
-	if err := p.api(ctx, http.MethodPost, "/v2/sandboxes/"+url.PathEscape(sandboxID)+"/connect", map[string]any{}, &sb); err != nil {
+	if err := p.api(ctx, http.MethodPost, "/v2"+path+"/connect", body, &sb); err != nil {
 		return nil, fmt.Errorf("e2b attach %s: %w", sandboxID, err)
 	}
 	if sb.SandboxID == "" {
 		sb.SandboxID = sandboxID
 	}
-	return p.sandbox(sb, 0), nil
+	return p.sandbox(sb, ttl), nil
 }
 
 // List implements contexts.Provider: the running sandboxes this
@@ -264,7 +364,10 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 	filter := url.Values{labelManaged: {managedValue}, labelDeployment: {p.cfg.Deployment}}.Encode()
 	var ids []string
 	next := ""
-	for {
+	for page := 0; ; page++ {
+		if page == p.cfg.ListPages {
+			return nil, fmt.Errorf("e2b list: more than %d pages of sandboxes: %w", p.cfg.ListPages, errdefs.ErrResourceExhausted)
+		}
 		q := url.Values{"metadata": {filter}, "limit": {"100"}}
 		if next != "" {
 			q.Set("nextToken", next)
@@ -339,6 +442,9 @@ func (p *Provider) apiHeader(ctx context.Context, method, path string, in, out a
 		}
 		body = bytes.NewReader(b)
 	}
+	// An earlier deadline of the caller's (create's) still wins.
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, p.cfg.APIURL+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("bad API URL: %v: %w", err, errdefs.ErrInvalidArgument)

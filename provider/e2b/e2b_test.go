@@ -59,30 +59,10 @@ func TestClosedPort(t *testing.T) {
 // A server that accepts TCP connections and never answers: Create must give
 // up within ConnectTimeout.
 func TestBlackholedServer(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		}()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
 	const bound = 400 * time.Millisecond
-	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: "http://" + l.Addr().String(), ConnectTimeout: bound})
+	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: blackhole(t), ConnectTimeout: bound})
 	start := time.Now()
-	_, err = p.Create(context.Background(), contexts.Spec{})
+	_, err := p.Create(context.Background(), contexts.Spec{})
 	took := time.Since(start)
 	if !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Fatalf("err = %v, want unavailable", err)
