@@ -260,18 +260,23 @@ type SessionStats struct {
 	ActiveSessions      int64 `json:"active_sessions"`
 	TotalCreated        int64 `json:"total_created"`
 	TotalReused         int64 `json:"total_reused"`
-	TotalCleaned        int64 `json:"total_cleaned"`
+	TotalCleaned        int64 `json:"total_cleaned"`    // ended for being idle
+	TotalTerminated     int64 `json:"total_terminated"` // ended for any reason
 	HealthCheckFailures int64 `json:"health_check_failures"`
 }
 
-// SessionMetrics is the body of GET /v1/metrics/sessions: totals and per
-// template.
+// SessionMetrics is the body of GET /v1/metrics/sessions. The top-level
+// counters are the totals over both session managers; Execution and
+// Desktop are each manager's own (desktop sessions are all zero until a
+// daemon runs desktop sandboxes).
 type SessionMetrics struct {
 	SessionStats
 	PoolSize    int64                   `json:"pool_size"`
 	PoolHits    int64                   `json:"pool_hits"`
 	PoolMisses  int64                   `json:"pool_misses"`
 	PerTemplate map[string]SessionStats `json:"per_template"`
+	Execution   SessionStats            `json:"execution"`
+	Desktop     SessionStats            `json:"desktop"`
 }
 
 // Health is the body of /healthz and /readyz.

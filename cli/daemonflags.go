@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // daemonDefaults are the defaults in which serve and mcp differ: one MCP
@@ -54,6 +55,8 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	}
 	fs.IntVar(&c.poolSize, "pool-size", d.poolSize, poolHelp)
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
+	fs.StringVar(&c.metricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
+	fs.StringVar(&c.spanPrefix, "telemetry-span-prefix", "", "application prefix of span names (default none: execution_context.get_or_create)")
 	fs.StringVar(&c.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
 		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
 }

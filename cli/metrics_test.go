@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
 
@@ -73,6 +74,12 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		t.Fatalf("DELETE context: %d %s", st, b)
 	}
 
+	// The termination is in the tenant's audit trail.
+	if st, b := call("GET", "/v1/audit?kind=context.terminated", "", true); st != http.StatusOK ||
+		!strings.Contains(string(b), res.ContextID) || !strings.Contains(string(b), `"reason":"manual"`) {
+		t.Errorf("audit of the termination: %d %s", st, b)
+	}
+
 	// Sessions JSON (tenant key required).
 	st, b := call("GET", "/v1/metrics/sessions", "", true)
 	var sess api.SessionMetrics
@@ -80,7 +87,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		t.Fatalf("sessions: %d %s", st, b)
 	}
 	def := sess.PerTemplate["default"]
-	if sess.ActiveSessions != 1 || sess.TotalCreated != 2 || sess.TotalReused != 1 || sess.TotalCleaned != 1 ||
+	if sess.ActiveSessions != 1 || sess.TotalCreated != 2 || sess.TotalReused != 1 || sess.TotalTerminated != 1 || sess.TotalCleaned != 0 ||
 		def.TotalCreated != 2 || def.ActiveSessions != 1 {
 		t.Errorf("sessions = %s", b)
 	}
@@ -195,4 +202,36 @@ func (m metrics) dump() string {
 		}
 	}
 	return b.String()
+}
+
+// TestTelemetryPrefix: --telemetry-prefix renames every sandlot metric in
+// the scrape.
+func TestTelemetryPrefix(t *testing.T) {
+	lrunNeedAgent(t)
+	t.Cleanup(func() { telemetry.SetPrefixes("", "") })
+	dir := t.TempDir()
+	d, err := startDaemon(context.Background(), serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
+		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 0, shutdownTimeout: 5 * time.Second,
+		metricPrefix: "acme"}, export.NewLogger(&lockedBuffer{}, "info"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	req, _ := http.NewRequest("POST", d.url+"/v1/tools/run_code", strings.NewReader(`{"conversationId":"p","args":{"language":"python","code":"1+1"}}`))
+	req.Header.Set("X-API-KEY", d.key)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("run_code: %v %v", resp, err)
+	}
+	req, _ = http.NewRequest("GET", d.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+d.metricsToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), "acme_executions_total") || strings.Contains(string(b), "sandlot_executions_total") {
+		t.Fatalf("scrape without acme_executions_total, or with sandlot_ names:\n%.2000s", b)
+	}
 }

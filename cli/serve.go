@@ -38,6 +38,8 @@ type serveConfig struct {
 	providers       string
 	shutdownTimeout time.Duration
 	logLevel        string
+	metricPrefix    string // telemetry: first part of metric names
+	spanPrefix      string // telemetry: prefix of span names, if any
 	maxPerTenant    int
 	maxPerConv      int
 	memoryMiB       int64

@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
@@ -31,6 +32,9 @@ import (
 func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
 	// Exporters first: the guard, the provider chain and the manager make
 	// their instruments from the global meter this installs.
+	if err := telemetry.SetPrefixes(cfg.metricPrefix, cfg.spanPrefix); err != nil {
+		return nil, err
+	}
 	tel, err := export.Setup(ctx, export.Config{})
 	if err != nil {
 		return nil, err
@@ -87,6 +91,11 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		MaxExecutionsPerContext: cfg.maxExecutions,
 		Limits:                  cfg.limits(),
 		Node:                    cfg.node,
+		OnTerminated: func(ctx context.Context, ev contexts.Termination) {
+			_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
+				Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
+					"reason": string(ev.Reason), "error": ev.LastError}})
+		},
 	}
 	if nw != nil {
 		mcfg.Networks = nw.st

@@ -1,6 +1,7 @@
 package contexts
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -84,6 +85,12 @@ type Config struct {
 	// them (UpdateNetwork). Nil: policies go to the provider unchecked
 	// and cannot be changed.
 	Networks Networks
+	// OnTerminated, when set, is told of every termination this manager
+	// wins, whatever its path (a call, path events, idle expiry, rotation,
+	// a failed health check or create, a lost sandbox, reconcile): serve
+	// appends each to the audit trail. It runs on the terminating
+	// goroutine and must not block for long.
+	OnTerminated func(ctx context.Context, ev Termination)
 	// Meter makes the manager's metric instruments (see metrics.go).
 	// Nil: telemetry.Meter(), the global provider's, which records once
 	// telemetry/export has installed the SDK.

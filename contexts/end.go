@@ -103,8 +103,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		sid = sb.ID()
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
-	m.countTerminated(rec.Template, reason)
-	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
+	m.terminated(ctx, rec, sid, reason, lastErr)
 	return true
 }
 
@@ -117,7 +116,8 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 	if e != nil {
 		return m.end(ctx, e, reason, lastErr)
 	}
-	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), m.sanitize(ctx, rec.TenantID, lastErr))
+	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
+	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), lastErr)
 	if err != nil {
 		m.log.Warn("store: terminate context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
@@ -126,9 +126,34 @@ func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reaso
 		return false
 	}
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
+	m.terminated(ctx, rec, rec.SandboxID, reason, lastErr)
+	return true
+}
+
+// Termination is one context the manager ended (Config.OnTerminated).
+type Termination struct {
+	TenantID, ContextID, SandboxID, Template string
+	Reason                                   Reason
+	LastError                                string // guarded
+}
+
+// terminated records a termination the manager won: its span (unless a
+// Terminate or PathEvent span already covers it), the counters, the log
+// line and Config.OnTerminated.
+func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string, reason Reason, lastErr string) {
+	if !inTerminateSpan(ctx) {
+		_, span := startSpan(ctx, spanTerminate, rec.Identity, attrContext.String(rec.ID), attrReason.String(string(reason)))
+		if lastErr != "" {
+			span.SetAttributes(attrLastError.String(lastErr))
+		}
+		span.End()
+	}
 	m.countTerminated(rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
-	return true
+	if m.cfg.OnTerminated != nil {
+		m.cfg.OnTerminated(context.WithoutCancel(ctx), Termination{TenantID: rec.TenantID, ContextID: rec.ID,
+			SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr})
+	}
 }
 
 func finalState(r Reason) State {
@@ -180,6 +205,7 @@ func validEnd(s string) bool { return strings.ToValidUTF8(s, "\x00") == s }
 // of another tenant is ErrNotFound.
 func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason Reason) (err error) {
 	ctx, span := startSpan(ctx, spanTerminate, Identity{TenantID: tenantID}, attrContext.String(contextID), attrReason.String(string(reason)))
+	ctx = withTerminateSpan(ctx)
 	defer func() { endSpan(span, err) }()
 	if reason == "" {
 		reason = ReasonManual
@@ -239,6 +265,7 @@ func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) erro
 	e := m.byIdent[id]
 	m.mu.Unlock()
 	ctx, span := startSpan(ctx, spanTerminate, id, attrReason.String(string(reason)))
+	ctx = withTerminateSpan(ctx)
 	defer span.End()
 	if e != nil {
 		m.end(ctx, e, reason, "")

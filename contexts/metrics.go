@@ -67,8 +67,14 @@ func (m *Manager) countReused(template string) {
 }
 
 // countTerminated records a context this manager terminated and tore down.
+// Only idle expiry counts as cleaned (the session spec's total_cleaned).
 func (m *Manager) countTerminated(template string, reason Reason) {
-	m.count(template, func(s *TemplateStats) { s.TotalCleaned++ })
+	m.count(template, func(s *TemplateStats) {
+		s.TotalTerminated++
+		if reason == ReasonExpired {
+			s.TotalCleaned++
+		}
+	})
 	m.inst.terminated.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", string(reason))))
 	if reason == ReasonExpired {
 		m.inst.cleaned.Add(context.Background(), 1)
@@ -98,10 +104,10 @@ func (m *Manager) countExecution(language, outcome string, d time.Duration) {
 // unregistration. Start calls it; Close unregisters.
 func (m *Manager) observeStats() (func(), error) {
 	mt := m.inst.meter
-	active, err1 := mt.Int64ObservableGauge("sandlot.execution_context.active", metric.WithDescription("Active execution contexts."))
-	size, err2 := mt.Int64ObservableGauge("sandlot.pool.size", metric.WithDescription("Ready sandboxes in the warm pool, by template."))
-	hits, err3 := mt.Int64ObservableCounter("sandlot.pool.hits", metric.WithDescription("GetOrCreate served from the warm pool."))
-	misses, err4 := mt.Int64ObservableCounter("sandlot.pool.misses", metric.WithDescription("GetOrCreate that found the warm pool empty."))
+	active, err1 := mt.Int64ObservableGauge(telemetry.MetricName("sandlot.execution_context.active"), metric.WithDescription("Active execution contexts."))
+	size, err2 := mt.Int64ObservableGauge(telemetry.MetricName("sandlot.pool.size"), metric.WithDescription("Ready sandboxes in the warm pool, by template."))
+	hits, err3 := mt.Int64ObservableCounter(telemetry.MetricName("sandlot.pool.hits"), metric.WithDescription("GetOrCreate served from the warm pool."))
+	misses, err4 := mt.Int64ObservableCounter(telemetry.MetricName("sandlot.pool.misses"), metric.WithDescription("GetOrCreate that found the warm pool empty."))
 	for _, err := range []error{err1, err2, err3, err4} {
 		if err != nil {
 			return func() {}, err

@@ -40,7 +40,7 @@ func TestMetrics(t *testing.T) {
 		t.Logf("collected: %v", got)
 	}
 	st := e.m.Stats()
-	if diff := cmp.Diff(contexts.TemplateStats{TotalCreated: 1, TotalReused: 1, TotalCleaned: 1}, st.PerTemplate["default"]); diff != "" {
+	if diff := cmp.Diff(contexts.TemplateStats{TotalCreated: 1, TotalReused: 1, TotalTerminated: 1}, st.PerTemplate["default"]); diff != "" {
 		t.Errorf("Stats disagree with the instruments (-want +got):\n%s", diff)
 	}
 }

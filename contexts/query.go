@@ -14,7 +14,8 @@ type TemplateStats struct {
 	Active              int64 `json:"active"`
 	TotalCreated        int64 `json:"totalCreated"`
 	TotalReused         int64 `json:"totalReused"`
-	TotalCleaned        int64 `json:"totalCleaned"` // contexts this manager terminated and tore down, any reason
+	TotalCleaned        int64 `json:"totalCleaned"`    // contexts this manager ended for being idle (expired)
+	TotalTerminated     int64 `json:"totalTerminated"` // contexts this manager ended, any reason
 	HealthCheckFailures int64 `json:"healthCheckFailures"`
 	PoolSize            int64 `json:"poolSize"` // warm sandboxes ready now
 	PoolHits            int64 `json:"poolHits"`
@@ -23,9 +24,9 @@ type TemplateStats struct {
 
 // Stats are the manager's counters: totals and per template.
 type Stats struct {
-	Active, TotalCreated, TotalReused, TotalCleaned, HealthCheckFailures int64
-	PoolSize, PoolHits, PoolMisses                                       int64
-	PerTemplate                                                          map[string]TemplateStats
+	Active, TotalCreated, TotalReused, TotalCleaned, TotalTerminated, HealthCheckFailures int64
+	PoolSize, PoolHits, PoolMisses                                                        int64
+	PerTemplate                                                                           map[string]TemplateStats
 }
 
 // ts returns the counters of template. Precondition: mu held.
@@ -155,6 +156,7 @@ func (m *Manager) Stats() Stats {
 		st.TotalCreated += s.TotalCreated
 		st.TotalReused += s.TotalReused
 		st.TotalCleaned += s.TotalCleaned
+		st.TotalTerminated += s.TotalTerminated
 		st.HealthCheckFailures += s.HealthCheckFailures
 		st.PoolSize += s.PoolSize
 		st.PoolHits += s.PoolHits

@@ -432,7 +432,7 @@ func TestRealSoak(t *testing.T) {
 	if procs+mounts+cgroups != 0 {
 		t.Fatalf("left behind: %d processes, %d mounts, %d cgroup dirs", procs, mounts, cgroups)
 	}
-	if st.Active != 0 || st.TotalCreated != int64(n) || st.TotalCleaned != int64(n) {
+	if st.Active != 0 || st.TotalCreated != int64(n) || st.TotalTerminated != int64(n) {
 		t.Fatalf("stats = %+v", st)
 	}
 }

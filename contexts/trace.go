@@ -21,7 +21,7 @@ const (
 // The tracer is the global one: a no-op until telemetry/export installs a
 // provider, so untraced callers pay almost nothing.
 func startSpan(ctx context.Context, name string, id Identity, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer().Start(ctx, name)
+	ctx, span := telemetry.Tracer().Start(ctx, telemetry.SpanName(name))
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -46,9 +46,20 @@ func (m *Manager) sandboxAttr(span trace.Span, e *entry) {
 	}
 }
 
+// terminateSpanKey marks a context whose terminate span is already open
+// (Terminate, PathEvent): the terminations under it add none of their own.
+type terminateSpanKey struct{}
+
+func withTerminateSpan(ctx context.Context) context.Context {
+	return context.WithValue(ctx, terminateSpanKey{}, true)
+}
+
+func inTerminateSpan(ctx context.Context) bool { return ctx.Value(terminateSpanKey{}) != nil }
+
 // Manager-specific span attributes.
 var (
-	attrContext  = attribute.Key("execution_context.id")
-	attrReason   = attribute.Key("execution_context.reason")
-	attrTimedOut = attribute.Bool("code.timed_out", true)
+	attrContext   = attribute.Key("execution_context.id")
+	attrReason    = attribute.Key("execution_context.reason")
+	attrLastError = attribute.Key("execution_context.last_error")
+	attrTimedOut  = attribute.Bool("code.timed_out", true)
 )

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -127,4 +130,63 @@ func names(ss []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// TestEveryTerminationTraced: each way a context ends, not only a call to
+// Terminate, leaves one execution_context.terminate span with its reason
+// and reaches Config.OnTerminated (which serve appends to the audit trail);
+// total_cleaned counts the idle expiry only.
+func TestEveryTerminationTraced(t *testing.T) {
+	spans := spanRecorder(t)
+	var mu sync.Mutex
+	var ended []string
+	e := newEnv(t, contexts.Config{MaxExecutionsPerContext: 2, TTL: time.Minute, OnTerminated: func(ctx context.Context, ev contexts.Termination) {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = append(ended, ev.TenantID+" "+string(ev.Reason))
+	}})
+	const tenant = "t-ends"
+	// rotated: the second execution uses up MaxExecutions.
+	e.exec(ident(tenant, "rot", "main"), "1")
+	e.exec(ident(tenant, "rot", "main"), "2")
+	// error: a failed health check.
+	old := e.exec(ident(tenant, "health", "main"), "1")
+	e.p.Kill(old.SandboxID)
+	e.exec(ident(tenant, "health", "main"), "2")
+	// error: a failed create.
+	e.p.FailCreates(1)
+	if _, err := e.m.GetOrCreate(e.ctx, ident(tenant, "create", "main"), contexts.CreateOptions{}); err == nil {
+		t.Fatal("create did not fail")
+	}
+	// expired: idle past the TTL, ended by the cleanup loop.
+	e.exec(ident(tenant, "idle", "main"), "1")
+	e.clock.Advance(2 * time.Minute)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	count := map[string]int{}
+	for _, s := range spans(tenant) {
+		if s.Name() == "execution_context.terminate" {
+			count[attrs(s)["execution_context.reason"]]++
+		}
+	}
+	// The idle cleanup ends every context still active then (the health
+	// check's replacement and the idle one; the rotated path has none).
+	want := map[string]int{"rotated": 1, "error": 2, "expired": 2}
+	if diff := cmp.Diff(want, count); diff != "" {
+		t.Errorf("terminate spans by reason (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	got := map[string]int{}
+	for _, s := range ended {
+		got[s]++
+	}
+	mu.Unlock()
+	if diff := cmp.Diff(map[string]int{tenant + " rotated": 1, tenant + " error": 2, tenant + " expired": 2}, got); diff != "" {
+		t.Errorf("OnTerminated (-want +got):\n%s", diff)
+	}
+	if st := e.m.Stats(); st.TotalCleaned != 2 || st.TotalTerminated != 5 {
+		t.Errorf("stats: cleaned %d (want 2, idle only), terminated %d (want 5)", st.TotalCleaned, st.TotalTerminated)
+	}
 }

@@ -11,7 +11,7 @@ import (
 func TestDeps(t *testing.T) {
 	deptest.Check{
 		Package: deptest.Module + "/telemetry",
-		Sandlot: []string{},
+		Sandlot: []string{"errdefs"},
 		Forbidden: map[string]string{
 			"go.opentelemetry.io/otel/sdk/...":       "the SDK is telemetry/export's",
 			"go.opentelemetry.io/otel/exporters/...": "exporters are telemetry/export's",

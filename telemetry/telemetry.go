@@ -13,12 +13,19 @@
 package telemetry
 
 import (
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // ScopeName is the instrumentation scope of every sandlot span and metric.
@@ -34,6 +41,51 @@ const (
 	AttrToolForced   = attribute.Key("tool.forced")
 	AttrLanguage     = attribute.Key("code.language")
 )
+
+// DefaultPrefix is the first part of every metric name ("sandlot.executions").
+const DefaultPrefix = "sandlot"
+
+// prefixes are the application prefixes of metric and span names.
+type prefixes struct{ metric, span string }
+
+var current atomic.Pointer[prefixes]
+
+func init() { current.Store(&prefixes{metric: DefaultPrefix}) }
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,62}$`)
+
+// SetPrefixes sets the application prefix of metric names (empty:
+// DefaultPrefix) and of span names (empty: none; span names then are the
+// spec's own, "execution_context.get_or_create"). Call it before the
+// instruments are made (serve does, before wiring the manager):
+// instruments keep the name they were made with.
+func SetPrefixes(metric, span string) error {
+	if metric == "" {
+		metric = DefaultPrefix
+	}
+	if !prefixRE.MatchString(metric) || span != "" && !prefixRE.MatchString(span) {
+		return fmt.Errorf("telemetry prefix %q/%q: want a letter then letters, digits or _: %w", metric, span, errdefs.ErrInvalidArgument)
+	}
+	current.Store(&prefixes{metric: metric, span: span})
+	return nil
+}
+
+// MetricName is name, written with DefaultPrefix ("sandlot.pool.size"),
+// under the configured metric prefix.
+func MetricName(name string) string {
+	if rest, ok := strings.CutPrefix(name, DefaultPrefix+"."); ok {
+		return current.Load().metric + "." + rest
+	}
+	return name
+}
+
+// SpanName is name under the configured span prefix, if any.
+func SpanName(name string) string {
+	if p := current.Load().span; p != "" {
+		return p + "." + name
+	}
+	return name
+}
 
 // Tracer returns sandlot's tracer from the global provider (a no-op until
 // export.Setup runs).
@@ -74,7 +126,7 @@ func EndSpan(span trace.Span, err error) {
 
 // Counter returns an Int64Counter of m.
 func Counter(m metric.Meter, name, desc string) metric.Int64Counter {
-	c, err := m.Int64Counter(name, metric.WithDescription(desc))
+	c, err := m.Int64Counter(MetricName(name), metric.WithDescription(desc))
 	if err != nil {
 		return noop.Int64Counter{}
 	}
@@ -83,7 +135,7 @@ func Counter(m metric.Meter, name, desc string) metric.Int64Counter {
 
 // Histogram returns a Float64Histogram of m in unit with bucket bounds.
 func Histogram(m metric.Meter, name, desc, unit string, bounds ...float64) metric.Float64Histogram {
-	h, err := m.Float64Histogram(name, metric.WithDescription(desc), metric.WithUnit(unit),
+	h, err := m.Float64Histogram(MetricName(name), metric.WithDescription(desc), metric.WithUnit(unit),
 		metric.WithExplicitBucketBoundaries(bounds...))
 	if err != nil {
 		return noop.Float64Histogram{}
@@ -93,7 +145,7 @@ func Histogram(m metric.Meter, name, desc, unit string, bounds ...float64) metri
 
 // Gauge returns a Float64Gauge of m.
 func Gauge(m metric.Meter, name, desc string) metric.Float64Gauge {
-	g, err := m.Float64Gauge(name, metric.WithDescription(desc))
+	g, err := m.Float64Gauge(MetricName(name), metric.WithDescription(desc))
 	if err != nil {
 		return noop.Float64Gauge{}
 	}

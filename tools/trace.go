@@ -13,7 +13,7 @@ import (
 // startSpan starts the span of one tool call, named tool.<name>
 // (tool.run_code, tool.read_file, ...). The manager's spans nest under it.
 func startSpan(ctx context.Context, call Call) (context.Context, trace.Span) {
-	ctx, span := telemetry.Tracer().Start(ctx, "tool."+call.Name)
+	ctx, span := telemetry.Tracer().Start(ctx, telemetry.SpanName("tool."+call.Name))
 	if !span.IsRecording() {
 		return ctx, span
 	}

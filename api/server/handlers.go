@@ -343,11 +343,13 @@ func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
 func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
 	stats := func(t contexts.TemplateStats) api.SessionStats {
 		return api.SessionStats{ActiveSessions: t.Active, TotalCreated: t.TotalCreated, TotalReused: t.TotalReused,
-			TotalCleaned: t.TotalCleaned, HealthCheckFailures: t.HealthCheckFailures}
+			TotalCleaned: t.TotalCleaned, TotalTerminated: t.TotalTerminated, HealthCheckFailures: t.HealthCheckFailures}
 	}
+	exec := stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
+		TotalCleaned: s.TotalCleaned, TotalTerminated: s.TotalTerminated, HealthCheckFailures: s.HealthCheckFailures})
 	out := api.SessionMetrics{
-		SessionStats: stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
-			TotalCleaned: s.TotalCleaned, HealthCheckFailures: s.HealthCheckFailures}),
+		SessionStats: exec, // the totals: execution plus desktop, which has none yet
+		Execution:    exec,
 		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
 		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
 	}

@@ -151,18 +151,20 @@ func TestContexts(t *testing.T) {
 	}
 }
 
-// TestSessionMetrics: the manager's counters in the wire's names, totals
-// and per template.
+// TestSessionMetrics: the manager's counters in the wire's names: totals,
+// per template, and split into execution and desktop sessions (none yet).
 func TestSessionMetrics(t *testing.T) {
 	e := newEnv(t, nil)
-	e.Contexts.Counters = &contexts.Stats{Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2, HealthCheckFailures: 1,
+	e.Contexts.Counters = &contexts.Stats{Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2, TotalTerminated: 4, HealthCheckFailures: 1,
 		PoolSize: 2, PoolHits: 4, PoolMisses: 1,
 		PerTemplate: map[string]contexts.TemplateStats{"default": {Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2,
-			HealthCheckFailures: 1, PoolSize: 2, PoolHits: 4, PoolMisses: 1}}}
+			TotalTerminated: 4, HealthCheckFailures: 1, PoolSize: 2, PoolHits: 4, PoolMisses: 1}}}
 	w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
-	want := `{"active_sessions":3,"total_created":5,"total_reused":7,"total_cleaned":2,"health_check_failures":1,` +
-		`"pool_size":2,"pool_hits":4,"pool_misses":1,"per_template":{"default":{"active_sessions":3,"total_created":5,` +
-		`"total_reused":7,"total_cleaned":2,"health_check_failures":1}}}` + "\n"
+	row := `{"active_sessions":3,"total_created":5,"total_reused":7,"total_cleaned":2,"total_terminated":4,"health_check_failures":1}`
+	zero := `{"active_sessions":0,"total_created":0,"total_reused":0,"total_cleaned":0,"total_terminated":0,"health_check_failures":0}`
+	want := `{"active_sessions":3,"total_created":5,"total_reused":7,"total_cleaned":2,"total_terminated":4,"health_check_failures":1,` +
+		`"pool_size":2,"pool_hits":4,"pool_misses":1,"per_template":{"default":` + row + `},` +
+		`"execution":` + row + `,"desktop":` + zero + `}` + "\n"
 	if w.Code != 200 || w.Body.String() != want {
 		t.Fatalf("%d %s\nwant %s", w.Code, w.Body, want)
 	}

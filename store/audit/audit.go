@@ -9,12 +9,15 @@ import "time"
 // Well-known event kinds. Kind is free-form; these are the ones sandlot
 // writes.
 const (
-	KindGuardFinding  = "guard.finding"
-	KindTenantCreated = "tenant.created"
-	KindTenantDeleted = "tenant.deleted"
-	KindKeyRotated    = "tenant.key_rotated"
-	KindNetConnection = "network.connection" // a sandbox's outbound connection (allowed or not)
-	KindNetDNS        = "network.dns"        // a sandbox's DNS question
+	KindGuardFinding = "guard.finding"
+	// KindContextTerminated: an execution context ended, by any path
+	// (detail: context, sandbox, template, reason, error).
+	KindContextTerminated = "context.terminated"
+	KindTenantCreated     = "tenant.created"
+	KindTenantDeleted     = "tenant.deleted"
+	KindKeyRotated        = "tenant.key_rotated"
+	KindNetConnection     = "network.connection" // a sandbox's outbound connection (allowed or not)
+	KindNetDNS            = "network.dns"        // a sandbox's DNS question
 )
 
 // Event is one audit record. ID and (when zero) At are assigned by the
