@@ -1,11 +1,15 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // TestCodeLimitAdvertised checks that the schemas of the code tools tell
@@ -82,5 +86,22 @@ func TestRotatedReachesTheResult(t *testing.T) {
 		if out.Rotated != rotated || strings.Contains(string(b), `"rotated":true`) != rotated {
 			t.Errorf("rotated %v: result %s", rotated, b)
 		}
+	}
+}
+
+// TestNoToolsWithoutSandbox: a daemon with no usable provider offers no
+// tool (each needs a sandbox), and a call by name fails with the reason.
+func TestNoToolsWithoutSandbox(t *testing.T) {
+	why := fmt.Errorf("no usable sandbox provider: %w", errdefs.ErrUnavailable)
+	r := New(newFake(t), Config{Unavailable: why})
+	if tl := r.Tools(); len(tl) != 0 {
+		t.Fatalf("tools offered without a sandbox: %d", len(tl))
+	}
+	_, err := r.Call(context.Background(), Call{Name: "run_code", Args: json.RawMessage(`{"language":"python","code":"1"}`)}, nil)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "no usable sandbox provider") {
+		t.Fatalf("call: %v", err)
+	}
+	if n := len(New(newFake(t), Config{}).Tools()); n == 0 {
+		t.Fatal("no tools offered with a sandbox")
 	}
 }

@@ -57,6 +57,11 @@ type Config struct {
 	// take code, so a model is told the limit the manager enforces.
 	// 0: contexts.DefaultMaxCodeBytes.
 	MaxCodeBytes int
+	// Unavailable, when set, says why no sandbox can be had (the daemon
+	// found no usable provider): the registry then offers no tool, since
+	// every tool runs in a sandbox, and a call fails with this error. A
+	// model is never offered a tool that cannot work.
+	Unavailable error
 	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
@@ -189,6 +194,9 @@ func New(c Contexts, cfg Config) *Registry {
 
 // Tools lists the tools, sorted by name.
 func (r *Registry) Tools() []Tool {
+	if r.cfg.Unavailable != nil {
+		return []Tool{}
+	}
 	out := make([]Tool, 0, len(r.order))
 	for _, n := range r.order {
 		out = append(out, r.entries[n].tool)
@@ -234,6 +242,9 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	e, ok := r.entries[call.Name]
 	if !ok {
 		return nil, fmt.Errorf("tool %q: %w", call.Name, errdefs.ErrNotFound)
+	}
+	if r.cfg.Unavailable != nil {
+		return nil, fmt.Errorf("tool %q: no sandbox can run it: %w", call.Name, r.cfg.Unavailable)
 	}
 	args, err := e.schema.validate(call.Name, call.Args)
 	if err != nil {
