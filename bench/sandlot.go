@@ -37,6 +37,12 @@ type Env struct {
 	HTTPURL, APIKey string
 	// Limits apply to every sandbox (memory: modest, so 50 fit).
 	Limits contexts.Limits
+	// ImageProvider, when set, is a provider whose default template is an
+	// image (the Debian base): the image cases run on it, beside the
+	// Provider's host-root figures. ImageUsage samples its sandboxes.
+	ImageProvider contexts.Provider
+	ImageUsage    contexts.UsageSampler
+	ImageStoreDir string // the image store, whose size is reported once
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full
@@ -77,6 +83,9 @@ func Cases(env Env, sz Sizes) []Case {
 		{Name: "GetOrCreate from the warm pool", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return pool(ctx, env, sz) }},
 		{Name: "throughput and density", Group: "throughput", Run: func(ctx context.Context) ([]Figure, error) { return throughput(ctx, env, sz) }},
 		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
+	}
+	if env.ImageProvider != nil {
+		cs = append(cs, imageCases(env, sz)...)
 	}
 	if sz.Peer > 0 {
 		cs = append(cs,

@@ -21,6 +21,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
@@ -44,6 +45,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		throughput time.Duration
 		cpuProfile string
 		httpStore  string
+		imagesDir  string
 	)
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
@@ -59,6 +61,7 @@ func runBench(ctx context.Context, args []string, std IO) error {
 	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
+	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -94,6 +97,11 @@ func runBench(ctx context.Context, args []string, std IO) error {
 		rtName = prov.Runtime().Name()
 	} else {
 		fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
+	}
+	if perr == nil {
+		if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, log); err != nil {
+			fmt.Fprintf(std.Err, "bench: image-template figures skipped: %v\n", err)
+		}
 	}
 	if env.Guard, err = guard.New(guard.Config{}); err != nil {
 		return err
@@ -226,4 +234,26 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		st.Close()
 	}
 	return d, nil
+}
+
+// benchImages gives env a provider whose default template is the image
+// store's "default" image, when the store at dir has one (serve builds it
+// at first start; bench never builds it).
+func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limits, log *slog.Logger) error {
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no image store at %s (run sandlot serve once, or pass --images-dir)", dir)
+	}
+	s, err := image.Open(dir, image.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Get(context.Background(), local.DefaultTemplate); err != nil {
+		return fmt.Errorf("image store %s has no %q image: %w", dir, local.DefaultTemplate, err)
+	}
+	p, err := local.New(local.Config{Runtime: runtimeName(rt), StateDir: stateDir, Limits: limits, Images: s, Logger: log})
+	if err != nil {
+		return err
+	}
+	env.ImageProvider, env.ImageUsage, env.ImageStoreDir = p, p, dir
+	return nil
 }

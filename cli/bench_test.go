@@ -10,15 +10,18 @@ import (
 	"testing"
 
 	"github.com/sandlot/sandlot/bench"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 )
 
 // TestBenchCommand runs `sandlot bench --json` in a tiny configuration on
 // the real runtime, then regenerates a markdown file from its JSON.
 func TestBenchCommand(t *testing.T) {
 	lrunNeedAgent(t)
+	debiantest.Default(t) // the image-template figures run on the shared Debian base
 	var out, errw bytes.Buffer
 	err := Run(context.Background(), []string{"bench", "--json", "--floor-n", "50", "--warm-n", "20", "--http-n", "20",
-		"--cold-n", "2", "--pool-n", "2", "--throughput", "300ms", "--concurrency", "2", "--guard-mb", "1", "--peer-n", "0"},
+		"--cold-n", "2", "--pool-n", "2", "--throughput", "300ms", "--concurrency", "2", "--guard-mb", "1", "--peer-n", "0",
+		"--images-dir", debiantest.StoreDir()},
 		nil, &out, &errw)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errw.String())
@@ -33,7 +36,9 @@ func TestBenchCommand(t *testing.T) {
 	want := []string{"warm run_code python (1+1), Go API", "warm run_code javascript (1+1), Go API", "warm run_code bash (echo 2), Go API",
 		"warm run_code python (1+1), HTTP loopback keep-alive", "cold create to first result: python 1+1, no pool",
 		"GetOrCreate from the warm pool", "throughput: python 1+1 on 2 contexts at once (latency)",
-		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)"}
+		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)",
+		"image template: cold create to first result: python 1+1, no pool", "image template: GetOrCreate from the warm pool",
+		"image template: PSS per idle sandbox (python kernel up, mean of 5)"}
 	got := map[string]bench.Figure{}
 	for _, f := range rep.Figures {
 		got[f.Name] = f
