@@ -3,8 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,9 +40,8 @@ flags:
 `
 
 func lrunMain(ctx context.Context, args []string, std IO) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(std.Err)
-	fs.Usage = func() { io.WriteString(std.Err, lrunUsage); fs.PrintDefaults() }
+	fs := newFlags("run", std)
+	fs.Usage = func() { io.WriteString(fs.Output(), lrunUsage); fs.PrintDefaults() }
 	lang := fs.String("lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
 	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	file := fs.String("file", "", "read the code from this file ('-' for stdin)")
@@ -55,11 +52,8 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 	timeout := fs.Duration("timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
 	stateDir := fs.String("state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
 	verbose := fs.Bool("v", false, "log the runtime choice and timings to stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("run: %v: %w", err, errdefs.ErrInvalidArgument)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *timeout < time.Second || *timeout > 600*time.Second {
 		return fmt.Errorf("run: --timeout must be between 1s and 600s: %w", errdefs.ErrInvalidArgument)
@@ -188,9 +182,9 @@ func lrunOnce(ctx context.Context, sb contexts.Sandbox, std IO, p agent.RunCodeP
 	case res.TimedOut:
 		return fmt.Errorf("code timed out after %d ms: %w", p.TimeoutMs, errdefs.ErrDeadlineExceeded)
 	case res.Error != nil:
-		return fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition)
+		return exitedWith(1, fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition))
 	default:
-		return fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition)
+		return exitedWith(res.ExitCode, fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition))
 	}
 }
 

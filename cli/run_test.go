@@ -37,6 +37,7 @@ func TestRunCommand(t *testing.T) {
 	}{
 		{"python", []string{"print('hi'); 1+1"}, "", "hi\n2\n", nil},
 		{"bash exit", []string{"--lang", "bash", "echo out; exit 3"}, "", "out\n", errdefs.ErrFailedPrecondition},
+		{"sh exit", []string{"--lang", "sh", "exit 42"}, "", "", errdefs.ErrFailedPrecondition},
 		{"python error", []string{"1/0"}, "", "", errdefs.ErrFailedPrecondition},
 		{"file js", []string{"--file", src}, "", "40\n", nil},
 		{"typescript", []string{"--lang", "typescript", "const n: number = 21;\nconsole.log('ts'); n * 2"}, "", "ts\n42\n", nil},
@@ -52,6 +53,11 @@ func TestRunCommand(t *testing.T) {
 			err := Run(context.Background(), args, strings.NewReader(tc.stdin), &out, &errb)
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("err = %v, want %v; stderr: %s", err, tc.wantErr, errb.String())
+			}
+			// The code's own exit status: bash's, or 1 when it raised.
+			wantStatus := map[string]int{"bash exit": 3, "sh exit": 42, "python error": 1}[tc.name]
+			if tc.wantErr != nil && wantStatus != 0 && exitStatus(err) != wantStatus {
+				t.Errorf("exit status %d, want %d", exitStatus(err), wantStatus)
 			}
 			if out.String() != tc.wantOut {
 				t.Errorf("stdout = %q, want %q; stderr: %s", out.String(), tc.wantOut, errb.String())
