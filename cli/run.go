@@ -45,7 +45,7 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 	lang := fs.String("lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
 	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	file := fs.String("file", "", "read the code from this file ('-' for stdin)")
-	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox)")
+	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox; list with sandlot ps, destroy with sandlot prune)")
 	sandbox := fs.String("sandbox", "", "run in this kept sandbox instead of a fresh one (it stays unless --destroy)")
 	destroy := fs.Bool("destroy", false, "with --sandbox: destroy the sandbox afterwards")
 	repl := fs.Bool("i", false, "interactive: read cells from stdin (a line each; end a line with \\ to continue it), state persists")
@@ -134,7 +134,7 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 			}
 		}()
 	} else if *sandbox == "" {
-		fmt.Fprintf(std.Err, "sandbox: %s\n", sb.ID())
+		fmt.Fprintf(std.Err, "sandbox: %s (kept: sandlot ps lists, sandlot prune destroys)\n", sb.ID())
 	}
 
 	exec := func(code string) error {

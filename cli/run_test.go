@@ -71,3 +71,44 @@ func TestRunCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptSandboxes: a sandbox `run --keep` leaves is listed by ps, used
+// again by --sandbox, and destroyed by prune; prune of an unknown id is
+// not_found.
+func TestKeptSandboxes(t *testing.T) {
+	lrunNeedAgent(t)
+	state := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"run", "--state-dir", state, "--keep", "x = 7"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("run --keep: %v; %s", err, errb.String())
+	}
+	_, id, ok := strings.Cut(errb.String(), "sandbox: ")
+	id, _, _ = strings.Cut(id, " ")
+	if !ok || id == "" {
+		t.Fatalf("no sandbox id in %q", errb.String())
+	}
+	ps := func() string {
+		var out, errb bytes.Buffer
+		if err := Run(context.Background(), []string{"ps", "--state-dir", state}, nil, &out, &errb); err != nil {
+			t.Fatalf("ps: %v; %s", err, errb.String())
+		}
+		return out.String()
+	}
+	if got := ps(); !strings.Contains(got, id) {
+		t.Fatalf("ps does not list %s:\n%s", id, got)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"run", "--state-dir", state, "--sandbox", id, "x"}, strings.NewReader(""), &out, &errb); err != nil || out.String() != "7\n" {
+		t.Fatalf("run --sandbox: %q %v", out.String(), err)
+	}
+	if err := Run(context.Background(), []string{"prune", "--state-dir", state, "nope"}, nil, &out, &errb); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("prune of an unknown id: %v", err)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"prune", "--state-dir", state}, nil, &out, &errb); err != nil || !strings.Contains(out.String(), "destroyed "+id) {
+		t.Fatalf("prune: %q %v", out.String(), err)
+	}
+	if got := ps(); strings.Contains(got, id) {
+		t.Fatalf("ps still lists %s after prune:\n%s", id, got)
+	}
+}
