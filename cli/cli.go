@@ -22,28 +22,54 @@ type IO struct {
 // command is one subcommand.
 type command struct {
 	summary string
-	run     func(ctx context.Context, args []string, io IO) error
+	// usage and verbs belong to commands made of verbs (ctx ls, tenant
+	// create): `sandlot CMD --help` prints usage, and completion offers
+	// the verbs. Commands without verbs print their flags' usage.
+	usage string
+	verbs []string
+	run   func(ctx context.Context, args []string, io IO) error
 }
 
 // commands is filled by init functions in this package.
 var commands = map[string]command{}
 
-// Run runs the subcommand named by args[0].
+// Run runs the subcommand named by args[0]. Help goes to out and is no
+// error.
 func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) error {
 	std := IO{In: in, Out: out, Err: errw}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || isHelp(args[0]) {
 		usage(out)
+		return nil
+	}
+	switch args[0] {
+	case "help":
+		if len(args) > 1 {
+			return Run(ctx, []string{args[1], "--help"}, in, out, errw)
+		}
+		usage(out)
+		return nil
+	case "version", "--version", "-version":
+		fmt.Fprintf(out, "sandlot %s\n", Version())
 		return nil
 	}
 	c, ok := commands[args[0]]
 	if !ok {
 		usage(errw)
-		return fmt.Errorf("unknown command %q: %w", args[0], errdefs.ErrInvalidArgument)
+		return fmt.Errorf("unknown command %q (see sandlot --help): %w", args[0], errdefs.ErrInvalidArgument)
+	}
+	if c.usage != "" && len(args) > 1 && (isHelp(args[1]) || args[1] == "help") {
+		io.WriteString(out, c.usage)
+		return nil
 	}
 	if err := c.run(ctx, args[1:], std); !errors.Is(err, errHelp) {
 		return err
 	}
 	return nil
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help"
 }
 
 // errHelp ends a subcommand after its flags printed their usage (-h): the
@@ -61,5 +87,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
 	}
+	b.WriteString("\n`sandlot <command> --help` shows a command's flags; `sandlot --version` the version.\n" +
+		"The daemon's settings are flags, SANDLOT_* variables or config-file keys (docs/configuration.md).\n")
 	io.WriteString(w, b.String())
 }

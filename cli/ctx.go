@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -10,12 +11,21 @@ import (
 )
 
 func init() {
-	commands["ctx"] = command{summary: "list, show and terminate execution contexts (ls, get, rm)", run: runCtx}
+	commands["ctx"] = command{summary: "list, show and terminate execution contexts (ls, get, rm)", usage: ctxUsage,
+		verbs: []string{"ls", "get", "rm"}, run: runCtx}
 }
+
+const ctxUsage = `usage: sandlot ctx ls|get|rm [flags] [ID...]
+
+  ls        list contexts (--conversation, --path, --status, --limit, --after)
+  get ID    show one context
+  rm ID...  terminate contexts
+
+` + "`sandlot ctx VERB --help` shows a verb's flags.\n"
 
 func runCtx(ctx context.Context, args []string, std IO) error {
 	if len(args) == 0 {
-		fmt.Fprintln(std.Err, "usage: sandlot ctx ls|get|rm [flags] [ID...]")
+		io.WriteString(std.Err, ctxUsage)
 		return usageErr("ctx: missing subcommand")
 	}
 	verb := args[0]

@@ -6,7 +6,9 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/telemetry"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // daemonDefaults are the defaults in which serve and mcp differ: one MCP
@@ -27,6 +29,7 @@ type daemonDefaults struct {
 // A flag that configures the daemon is added here, so both commands take
 // it with the same name and meaning.
 func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
+	fs.StringVar(&c.configFile, "config", os.Getenv(envConfig), "config file (YAML, TOML or JSON by its extension) whose keys are these flags' names ($"+envConfig+"); a flag beats $SANDLOT_<NAME> beats the file")
 	c.store.register(fs)
 	stateHelp := "runtime state (bundles, agent sockets); default /run/sandlot"
 	if d.stateDir != "" {
@@ -54,11 +57,35 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 		poolHelp = "warm sandboxes kept per template (0: none)"
 	}
 	fs.IntVar(&c.poolSize, "pool-size", d.poolSize, poolHelp)
+	fs.Var(&c.poolSizes, "pool-sizes", "warm sandboxes of named templates, NAME=N,... (overrides --pool-size for them; 0 turns a template's pool off)")
+	fs.IntVar(&c.maxCreating, "max-creating", 0, "sandboxes being created at once by the local provider; more wait (0: the CPUs, at least 2)")
+	fs.DurationVar(&c.createTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")
+	c.registerLifecycle(fs)
+	fs.StringVar(&c.guardMode, "guard-mode", tenant.GuardEnforce, "egress guard mode of the tenant created at first start: off, report, enforce (tenant create --guard-mode sets others')")
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.metricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
 	fs.StringVar(&c.spanPrefix, "telemetry-span-prefix", "", "application prefix of span names (default none: execution_context.get_or_create)")
 	fs.StringVar(&c.node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
 		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
+}
+
+// registerLifecycle adds the flags of the context manager's lifecycle
+// (contexts.Config).
+func (c *serveConfig) registerLifecycle(fs *flag.FlagSet) {
+	fs.DurationVar(&c.contextTTL, "context-ttl", contexts.DefaultTTL, "how long an idle context lives; every use extends it")
+	fs.DurationVar(&c.cleanupInterval, "cleanup-interval", contexts.DefaultCleanupInterval, "period of the cleanup pass (expiry, orphans, pools)")
+	fs.DurationVar(&c.execTimeout, "exec-timeout", contexts.DefaultExecuteTimeout, "execution timeout of calls that give none")
+	fs.DurationVar(&c.maxExecTimeout, "max-exec-timeout", contexts.DefaultMaxTimeout, "largest execution timeout a call may ask for; more is a 400")
+	fs.Int64Var(&c.maxExecutions, "max-executions", contexts.DefaultMaxExecutions, "executions after which a context is rotated: ended, and the next call gets a fresh sandbox (-1: never)")
+}
+
+// serveFlags registers every flag of `sandlot serve`, the daemon's knobs
+// that config.go also reads from the environment and the config file. A
+// new knob is a flag added in one of these.
+func (c *serveConfig) registerServe(fs *flag.FlagSet) {
+	c.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
+	c.registerHTTP(fs)
+	c.network.register(fs)
 }
 
 // registerHTTP adds the flags of the HTTP front door (frontDoor): address,

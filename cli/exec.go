@@ -17,9 +17,9 @@ func init() {
 	commands["exec"] = command{summary: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh)", run: runExec}
 }
 
-// runExec streams the code's output as it happens. The exit status is 0
-// when the code succeeded and 5 (failed_precondition) when it raised,
-// timed out or (bash) exited nonzero.
+// runExec streams the code's output as it happens. The exit status is the
+// code's: 0 when it succeeded, its own when it exited nonzero, 1 when it
+// raised; 5 (failed_precondition) when it timed out.
 func runExec(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("exec", std)
 	var r remote
@@ -31,7 +31,7 @@ func runExec(ctx context.Context, args []string, std IO) error {
 	file := fs.String("file", "", "read the code from a file (- for stdin)")
 	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
 	fs.Usage = func() {
-		fmt.Fprintln(std.Err, "usage: sandlot exec [flags] CODE...   or   sandlot exec [flags] --file F")
+		fmt.Fprintln(fs.Output(), "usage: sandlot exec [flags] CODE...   or   sandlot exec [flags] --file F")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
@@ -105,7 +105,11 @@ func runExec(ctx context.Context, args []string, std IO) error {
 		case res.ExitCode != 0:
 			what = fmt.Sprintf("exited %d", res.ExitCode)
 		}
-		return fmt.Errorf("code %s: %w", what, errdefs.ErrFailedPrecondition)
+		err := fmt.Errorf("code %s: %w", what, errdefs.ErrFailedPrecondition)
+		if res.TimedOut {
+			return err
+		}
+		return exitedWith(res.ExitCode, err)
 	}
 	return nil
 }

@@ -15,14 +15,23 @@ import (
 )
 
 func init() {
-	commands["files"] = command{summary: "copy files into and out of a sandbox, and list them (put, get, ls)", run: runFiles}
+	commands["files"] = command{summary: "copy files into and out of a sandbox, and list them (put, get, ls)", usage: filesUsage,
+		verbs: []string{"put", "get", "ls"}, run: runFiles}
 }
+
+const filesUsage = `usage: sandlot files put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [DIR]   (--context ID | --conversation C [--path P])
+
+  put LOCAL [REMOTE]    copy a local file into the sandbox
+  get REMOTE [LOCAL|-]  copy a file out of the sandbox (- for stdout)
+  ls [DIR]              list a directory (--depth)
+
+` + "`sandlot files VERB --help` shows a verb's flags.\n"
 
 // runFiles addresses a sandbox by --context ID, or by --conversation and
 // --path (whose context is created when absent, like a tool call).
 func runFiles(ctx context.Context, args []string, std IO) error {
 	if len(args) == 0 {
-		fmt.Fprintln(std.Err, "usage: sandlot files put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [DIR]   (--context ID | --conversation C [--path P])")
+		io.WriteString(std.Err, filesUsage)
 		return usageErr("files: missing subcommand")
 	}
 	verb := args[0]

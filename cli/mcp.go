@@ -41,7 +41,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cfg.parse(fs, args); err != nil {
 		return err
 	}
 	diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
@@ -67,7 +67,7 @@ func runMCP(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.bootstrapAdmin, diag); err != nil {
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, diag); err != nil {
 		return err
 	}
 	t, err := sessionTenant(ctx, st, tenantID)

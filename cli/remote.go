@@ -66,14 +66,39 @@ func (r *remote) client() *client.Client {
 }
 
 // newFlags returns a FlagSet whose errors are invalid_argument and whose
-// usage goes to std.Err.
+// usage goes to std.Out when asked for (-h, --help) and to std.Err after a
+// mistake. A custom fs.Usage writes to fs.Output().
 func newFlags(name string, std IO) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(std.Err)
+	fs.SetOutput(&flagOut{out: std.Out, err: std.Err})
 	return fs
 }
 
+// flagOut is a FlagSet's output: stdout while help was asked for.
+type flagOut struct {
+	out, err io.Writer
+	help     bool
+}
+
+func (w *flagOut) Write(p []byte) (int, error) {
+	if w.help {
+		return w.out.Write(p)
+	}
+	return w.err.Write(p)
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	if o, ok := fs.Output().(*flagOut); ok {
+		o.help = false
+		for _, a := range args {
+			if a == "--" {
+				break
+			}
+			if isHelp(a) {
+				o.help = true
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return errHelp

@@ -174,7 +174,7 @@ func TestBootstrapTenant(t *testing.T) {
 			}
 			var out bytes.Buffer
 			std := IO{Out: &out, Err: &out}
-			if err := bootstrapTenant(context.Background(), st, dir, admin, std); err != nil {
+			if err := bootstrapTenant(context.Background(), st, dir, "", admin, std); err != nil {
 				t.Fatal(err)
 			}
 			b, err := os.ReadFile(filepath.Join(dir, keyFile))
@@ -200,7 +200,7 @@ func TestBootstrapTenant(t *testing.T) {
 			}
 			// A second start creates nothing and prints nothing.
 			out.Reset()
-			if err := bootstrapTenant(context.Background(), st, dir, admin, std); err != nil || out.Len() != 0 {
+			if err := bootstrapTenant(context.Background(), st, dir, "", admin, std); err != nil || out.Len() != 0 {
 				t.Fatalf("%q %v", out.String(), err)
 			}
 		})

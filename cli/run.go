@@ -3,8 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,24 +40,20 @@ flags:
 `
 
 func lrunMain(ctx context.Context, args []string, std IO) error {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(std.Err)
-	fs.Usage = func() { io.WriteString(std.Err, lrunUsage); fs.PrintDefaults() }
+	fs := newFlags("run", std)
+	fs.Usage = func() { io.WriteString(fs.Output(), lrunUsage); fs.PrintDefaults() }
 	lang := fs.String("lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
 	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	file := fs.String("file", "", "read the code from this file ('-' for stdin)")
-	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox)")
+	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox; list with sandlot ps, destroy with sandlot prune)")
 	sandbox := fs.String("sandbox", "", "run in this kept sandbox instead of a fresh one (it stays unless --destroy)")
 	destroy := fs.Bool("destroy", false, "with --sandbox: destroy the sandbox afterwards")
 	repl := fs.Bool("i", false, "interactive: read cells from stdin (a line each; end a line with \\ to continue it), state persists")
 	timeout := fs.Duration("timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
 	stateDir := fs.String("state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
 	verbose := fs.Bool("v", false, "log the runtime choice and timings to stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("run: %v: %w", err, errdefs.ErrInvalidArgument)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if *timeout < time.Second || *timeout > 600*time.Second {
 		return fmt.Errorf("run: --timeout must be between 1s and 600s: %w", errdefs.ErrInvalidArgument)
@@ -140,7 +134,7 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 			}
 		}()
 	} else if *sandbox == "" {
-		fmt.Fprintf(std.Err, "sandbox: %s\n", sb.ID())
+		fmt.Fprintf(std.Err, "sandbox: %s (kept: sandlot ps lists, sandlot prune destroys)\n", sb.ID())
 	}
 
 	exec := func(code string) error {
@@ -188,9 +182,9 @@ func lrunOnce(ctx context.Context, sb contexts.Sandbox, std IO, p agent.RunCodeP
 	case res.TimedOut:
 		return fmt.Errorf("code timed out after %d ms: %w", p.TimeoutMs, errdefs.ErrDeadlineExceeded)
 	case res.Error != nil:
-		return fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition)
+		return exitedWith(1, fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition))
 	default:
-		return fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition)
+		return exitedWith(res.ExitCode, fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition))
 	}
 }
 

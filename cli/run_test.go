@@ -37,6 +37,7 @@ func TestRunCommand(t *testing.T) {
 	}{
 		{"python", []string{"print('hi'); 1+1"}, "", "hi\n2\n", nil},
 		{"bash exit", []string{"--lang", "bash", "echo out; exit 3"}, "", "out\n", errdefs.ErrFailedPrecondition},
+		{"sh exit", []string{"--lang", "sh", "exit 42"}, "", "", errdefs.ErrFailedPrecondition},
 		{"python error", []string{"1/0"}, "", "", errdefs.ErrFailedPrecondition},
 		{"file js", []string{"--file", src}, "", "40\n", nil},
 		{"typescript", []string{"--lang", "typescript", "const n: number = 21;\nconsole.log('ts'); n * 2"}, "", "ts\n42\n", nil},
@@ -53,6 +54,11 @@ func TestRunCommand(t *testing.T) {
 			if (tc.wantErr == nil) != (err == nil) || (tc.wantErr != nil && !errors.Is(err, tc.wantErr)) {
 				t.Fatalf("err = %v, want %v; stderr: %s", err, tc.wantErr, errb.String())
 			}
+			// The code's own exit status: bash's, or 1 when it raised.
+			wantStatus := map[string]int{"bash exit": 3, "sh exit": 42, "python error": 1}[tc.name]
+			if tc.wantErr != nil && wantStatus != 0 && exitStatus(err) != wantStatus {
+				t.Errorf("exit status %d, want %d", exitStatus(err), wantStatus)
+			}
 			if out.String() != tc.wantOut {
 				t.Errorf("stdout = %q, want %q; stderr: %s", out.String(), tc.wantOut, errb.String())
 			}
@@ -63,5 +69,46 @@ func TestRunCommand(t *testing.T) {
 		if ents, _ := os.ReadDir(filepath.Join(state, d)); len(ents) != 0 {
 			t.Errorf("%s left in %s", d, state)
 		}
+	}
+}
+
+// TestKeptSandboxes: a sandbox `run --keep` leaves is listed by ps, used
+// again by --sandbox, and destroyed by prune; prune of an unknown id is
+// not_found.
+func TestKeptSandboxes(t *testing.T) {
+	lrunNeedAgent(t)
+	state := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"run", "--state-dir", state, "--keep", "x = 7"}, strings.NewReader(""), &out, &errb); err != nil {
+		t.Fatalf("run --keep: %v; %s", err, errb.String())
+	}
+	_, id, ok := strings.Cut(errb.String(), "sandbox: ")
+	id, _, _ = strings.Cut(id, " ")
+	if !ok || id == "" {
+		t.Fatalf("no sandbox id in %q", errb.String())
+	}
+	ps := func() string {
+		var out, errb bytes.Buffer
+		if err := Run(context.Background(), []string{"ps", "--state-dir", state}, nil, &out, &errb); err != nil {
+			t.Fatalf("ps: %v; %s", err, errb.String())
+		}
+		return out.String()
+	}
+	if got := ps(); !strings.Contains(got, id) {
+		t.Fatalf("ps does not list %s:\n%s", id, got)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"run", "--state-dir", state, "--sandbox", id, "x"}, strings.NewReader(""), &out, &errb); err != nil || out.String() != "7\n" {
+		t.Fatalf("run --sandbox: %q %v", out.String(), err)
+	}
+	if err := Run(context.Background(), []string{"prune", "--state-dir", state, "nope"}, nil, &out, &errb); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("prune of an unknown id: %v", err)
+	}
+	out.Reset()
+	if err := Run(context.Background(), []string{"prune", "--state-dir", state}, nil, &out, &errb); err != nil || !strings.Contains(out.String(), "destroyed "+id) {
+		t.Fatalf("prune: %q %v", out.String(), err)
+	}
+	if got := ps(); strings.Contains(got, id) {
+		t.Fatalf("ps still lists %s after prune:\n%s", id, got)
 	}
 }

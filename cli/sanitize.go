@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -27,17 +26,16 @@ const maxSanitize = 256 << 20
 // a summary on stderr (report), or the findings as JSON (--json): type,
 // offsets and confidence, never the values.
 func runSanitize(ctx context.Context, args []string, std IO) error {
-	fs := flag.NewFlagSet("sanitize", flag.ContinueOnError)
-	fs.SetOutput(std.Err)
+	fs := newFlags("sanitize", std)
 	mode := fs.String("mode", guard.ModeEnforce, "enforce (redact), report (pass through, summary on stderr) or off")
 	asJSON := fs.Bool("json", false, "write the findings (type, start, end) as JSON instead of the text")
 	regions := fs.String("regions", "IE,US", "default regions for phone numbers without a country code")
 	fs.Usage = func() {
-		fmt.Fprintln(std.Err, "usage: sandlot sanitize [--mode enforce|report] [--json] [--regions IE,US] < input")
+		fmt.Fprintln(fs.Output(), "usage: sandlot sanitize [--mode enforce|report] [--json] [--regions IE,US] < input")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return fmt.Errorf("sanitize: %v: %w", err, errdefs.ErrInvalidArgument)
+	if err := parseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("sanitize: unexpected argument %q: %w", fs.Arg(0), errdefs.ErrInvalidArgument)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,7 +48,19 @@ type serveConfig struct {
 	cpus            float64
 	diskMiB         int64
 	poolSize        int
-	maxExecutions   int64 // contexts.Config.MaxExecutionsPerContext (no flag; the bench sets -1)
+	poolSizes       poolSizes // contexts.Config.PoolSizes
+	maxExecutions   int64     // contexts.Config.MaxExecutionsPerContext (the bench sets -1)
+
+	// The manager's lifecycle (contexts.Config); zero keeps its default.
+	contextTTL      time.Duration
+	cleanupInterval time.Duration
+	execTimeout     time.Duration // contexts.Config.DefaultTimeout
+	maxExecTimeout  time.Duration // contexts.Config.MaxTimeout
+	// The local provider's creation (local.Config); zero keeps its default.
+	createTimeout time.Duration // local.Config.ReadyTimeout
+	maxCreating   int           // local.Config.MaxCreating
+	guardMode     string        // the first start's tenant; "" is enforce
+	configFile    string        // --config: the file of config keys (config.go)
 
 	maxInFlight          int           // server.AdmissionConfig.MaxInFlight
 	maxInFlightPerTenant int           // server.AdmissionConfig.MaxInFlightPerTenant
@@ -69,10 +82,8 @@ type serveConfig struct {
 func runServe(ctx context.Context, args []string, std IO) error {
 	fs := newFlags("serve", std)
 	var cfg serveConfig
-	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
-	cfg.registerHTTP(fs)
-	cfg.network.register(fs)
-	if err := parseFlags(fs, args); err != nil {
+	cfg.registerServe(fs)
+	if err := cfg.parse(fs, args); err != nil {
 		return err
 	}
 	log := newLogger(std, cfg.logLevel)
@@ -94,7 +105,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 		return err
 	}
 	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.bootstrapAdmin, std); err != nil {
+	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, std); err != nil {
 		return err
 	}
 	w, err := wire(ctx, cfg, st, log)
@@ -133,7 +144,7 @@ func newLogger(std IO, level string) *slog.Logger { return export.NewLogger(std.
 // and scripts find it. The tenant is an admin (it may switch the guard off
 // per request) only when asked: the key printed at first start ends up in
 // shells and scripts.
-func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admin bool, std IO) error {
+func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard string, admin bool, std IO) error {
 	ts, err := st.ListTenants(ctx)
 	if err != nil {
 		return fmt.Errorf("list tenants: %w", err)
@@ -141,7 +152,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admi
 	if len(ts) > 0 {
 		return nil
 	}
-	t, key, err := createTenant(ctx, st, "default", tenant.GuardEnforce, admin)
+	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin)
 	if err != nil {
 		return fmt.Errorf("create the default tenant: %w", err)
 	}

@@ -15,7 +15,8 @@ import (
 )
 
 func init() {
-	commands["tenant"] = command{summary: "manage tenants and API keys in the store (create, list, rotate-key, delete)", run: runTenant}
+	commands["tenant"] = command{summary: "manage tenants and API keys in the store (create, list, rotate-key, delete)",
+		usage: tenantUsage + "\n", verbs: []string{"create", "list", "rotate-key", "delete"}, run: runTenant}
 }
 
 // storeFlags are the flags of commands that open the store directly.
@@ -49,19 +50,20 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 	return store.Open(ctx, s.storeURL())
 }
 
+const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
+
 // runTenant administers tenants. These are admin operations, so they work
 // on the store itself (--data-dir or --store) rather than over HTTP: whoever
 // can read the store owns every tenant anyway. A running server sees the
 // changes within a second (its key cache TTL); it ends a deleted tenant's
 // contexts within seconds (its tenant reaper).
 func runTenant(ctx context.Context, args []string, std IO) error {
-	const use = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
 	if len(args) == 0 {
-		fmt.Fprintln(std.Err, use)
+		fmt.Fprintln(std.Err, tenantUsage)
 		return usageErr("tenant: missing subcommand")
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Out, use)
+		fmt.Fprintln(std.Out, tenantUsage)
 		return nil
 	}
 	verb := args[0]

@@ -83,19 +83,12 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		// guard's own detectors.
 		out = nw.guard(g, st)
 	}
-	mcfg := contexts.Config{
-		Guard:                   out,
-		Logger:                  log,
-		MaxPerTenant:            cfg.maxPerTenant,
-		MaxPerConversation:      cfg.maxPerConv,
-		MaxExecutionsPerContext: cfg.maxExecutions,
-		Limits:                  cfg.limits(),
-		Node:                    cfg.node,
-		OnTerminated: func(ctx context.Context, ev contexts.Termination) {
-			_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
-				Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
-					"reason": string(ev.Reason), "error": ev.LastError}})
-		},
+	mcfg := cfg.managerConfig()
+	mcfg.Guard, mcfg.Logger = out, log
+	mcfg.OnTerminated = func(ctx context.Context, ev contexts.Termination) {
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
+			Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
+				"reason": string(ev.Reason), "error": ev.LastError}})
 	}
 	if nw != nil {
 		mcfg.Networks = nw.st
@@ -106,12 +99,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			return nil, err
 		}
 		mcfg.Networks = policyOnly{op}
-	}
-	if cfg.poolSize >= 0 {
-		mcfg.PoolSize = cfg.poolSize
-		if cfg.poolSize == 0 {
-			mcfg.PoolSize = -1
-		}
 	}
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
@@ -158,6 +145,46 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	return w, nil
 }
 
+// managerConfig is the manager's configuration from the flags, without
+// the parts wire builds (guard, logger, networks).
+func (c serveConfig) managerConfig() contexts.Config {
+	mcfg := contexts.Config{
+		TTL:                     c.contextTTL,
+		CleanupInterval:         c.cleanupInterval,
+		DefaultTimeout:          c.execTimeout,
+		MaxTimeout:              c.maxExecTimeout,
+		MaxPerTenant:            c.maxPerTenant,
+		MaxPerConversation:      c.maxPerConv,
+		MaxExecutionsPerContext: c.maxExecutions,
+		Limits:                  c.limits(),
+		Node:                    c.node,
+	}
+	if c.poolSize >= 0 {
+		mcfg.PoolSize = c.poolSize
+		if c.poolSize == 0 {
+			mcfg.PoolSize = -1
+		}
+	}
+	if len(c.poolSizes) > 0 {
+		mcfg.PoolSizes = map[string]int(c.poolSizes)
+	}
+	return mcfg
+}
+
+// localConfig is the local provider's configuration from the flags,
+// without its images and networks.
+func (c serveConfig) localConfig(log *slog.Logger) local.Config {
+	return local.Config{
+		Runtime:      runtimeName(c.runtime),
+		StateDir:     c.stateDir,
+		Limits:       c.limits(),
+		HostTemplate: c.hostTemplate,
+		ReadyTimeout: c.createTimeout,
+		MaxCreating:  c.maxCreating,
+		Logger:       log,
+	}
+}
+
 // newProvider builds the providers named by --providers, in fallback
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
@@ -168,13 +195,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 	for _, name := range strings.Split(cfg.providers, ",") {
 		switch name = strings.TrimSpace(name); name {
 		case "local":
-			lc := local.Config{
-				Runtime:      runtimeName(cfg.runtime),
-				StateDir:     cfg.stateDir,
-				Limits:       cfg.limits(),
-				HostTemplate: cfg.hostTemplate,
-				Logger:       log,
-			}
+			lc := cfg.localConfig(log)
 			if cfg.defaultImage != "" {
 				s, missing, err := openImages(ctx, cfg, log)
 				if err != nil {

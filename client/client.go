@@ -456,7 +456,9 @@ func (c *Client) send(req *http.Request) (*http.Response, error) {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Path, ctxErr)
 		}
-		return nil, fmt.Errorf("%s %s: %v: %w", req.Method, req.URL.Path, err, errdefs.ErrUnavailable)
+		// Both wrapped: the caller can tell a server that is not there
+		// (a *net.OpError dialing) from one that failed.
+		return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Path, err, errdefs.ErrUnavailable)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer resp.Body.Close()

@@ -10,6 +10,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"strings"
 )
 
 // Categories. Compare with errors.Is, never by text.
@@ -134,6 +135,33 @@ func PublicMessage(err error) string {
 		return err.Error()
 	}
 	return "internal error"
+}
+
+// Message is an error text without the words of its category at the end
+// (": invalid argument", ": unavailable"), which "%w" of a sentinel leaves
+// there: what a person reads beside an exit status or HTTP code that
+// already says the category. "not found" and "already exists" stay, since
+// they are the predicate of messages like "context ID: not found", unless
+// the text already says them.
+func Message(text string) string {
+	for {
+		trimmed := text
+		for _, c := range table {
+			suffix := ": " + c.err.Error()
+			rest, ok := strings.CutSuffix(trimmed, suffix)
+			if !ok {
+				continue
+			}
+			if (c.err == ErrNotFound || c.err == ErrAlreadyExists) && !strings.HasSuffix(rest, c.err.Error()) {
+				continue
+			}
+			trimmed = rest
+		}
+		if trimmed == text {
+			return text
+		}
+		text = trimmed
+	}
 }
 
 // FromCode returns the sentinel for a wire code (for clients decoding errors).

@@ -69,3 +69,19 @@ func TestFromCodeRoundTrip(t *testing.T) {
 		t.Error("an unknown code must map to ErrInternal")
 	}
 }
+
+func TestMessage(t *testing.T) {
+	for _, tc := range []struct{ err, want string }{
+		{fmt.Errorf("run: --timeout must be between 1s and 600s: %w", ErrInvalidArgument).Error(), "run: --timeout must be between 1s and 600s"},
+		{fmt.Errorf("POST /v1/x: %w: %w", errors.New("dial tcp: refused"), ErrUnavailable).Error(), "POST /v1/x: dial tcp: refused"},
+		{fmt.Errorf("context abc: %w", ErrNotFound).Error(), "context abc: not found"},
+		{fmt.Errorf("template x not found: %w", ErrNotFound).Error(), "template x not found"},
+		{fmt.Errorf("tenant acme: %w", ErrAlreadyExists).Error(), "tenant acme: already exists"},
+		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", ErrFailedPrecondition)).Error(), "a: b"},
+		{"plain", "plain"},
+	} {
+		if got := Message(tc.err); got != tc.want {
+			t.Errorf("Message(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}

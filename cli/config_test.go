@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+// parseServe parses serve's flags as runServe does.
+func parseServe(t *testing.T, args ...string) (serveConfig, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c serveConfig
+	c.registerServe(fs)
+	err := c.parse(fs, args)
+	return c, err
+}
+
+func writeFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestConfigPrecedence: a flag beats $SANDLOT_<NAME>, which beats the
+// config file, which beats the default; YAML and TOML files both work.
+func TestConfigPrecedence(t *testing.T) {
+	yaml := writeFile(t, "sandlot.yaml", "context-ttl: 3m\nmax-executions: 30\npool-sizes:\n  python: 3\n")
+	toml := writeFile(t, "sandlot.toml", "context-ttl = \"3m\"\nmax-executions = 30\npool-sizes = \"python=3\"\n")
+	for _, file := range []string{yaml, toml} {
+		for _, tc := range []struct {
+			name     string
+			file     bool
+			env      string
+			flag     string
+			wantTTL  time.Duration
+			wantExec int64
+		}{
+			{name: "default", wantTTL: contexts.DefaultTTL, wantExec: contexts.DefaultMaxExecutions},
+			{name: "file", file: true, wantTTL: 3 * time.Minute, wantExec: 30},
+			{name: "env beats file", file: true, env: "2m", wantTTL: 2 * time.Minute, wantExec: 30},
+			{name: "flag beats env", file: true, env: "2m", flag: "1m", wantTTL: time.Minute, wantExec: 30},
+		} {
+			t.Run(filepath.Ext(file)+"/"+tc.name, func(t *testing.T) {
+				t.Setenv(envConfig, "")
+				var args []string
+				if tc.file {
+					args = append(args, "--config", file)
+				}
+				if tc.env != "" {
+					t.Setenv("SANDLOT_CONTEXT_TTL", tc.env)
+				}
+				if tc.flag != "" {
+					args = append(args, "--context-ttl", tc.flag)
+				}
+				c, err := parseServe(t, args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := c.managerConfig()
+				if m.TTL != tc.wantTTL || m.MaxExecutionsPerContext != tc.wantExec {
+					t.Errorf("TTL %s, executions %d; want %s, %d", m.TTL, m.MaxExecutionsPerContext, tc.wantTTL, tc.wantExec)
+				}
+				if tc.file {
+					if diff := cmp.Diff(map[string]int{"python": 3}, m.PoolSizes); diff != "" {
+						t.Errorf("pool sizes (-want +got):\n%s", diff)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestConfigFileFromEnv: $SANDLOT_CONFIG names the file when --config is
+// not given.
+func TestConfigFileFromEnv(t *testing.T) {
+	t.Setenv(envConfig, writeFile(t, "c.yaml", "cleanup-interval: 7s\n"))
+	c, err := parseServe(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.managerConfig().CleanupInterval; got != 7*time.Second {
+		t.Fatalf("cleanup interval %s, want 7s", got)
+	}
+}
+
+// TestConfigErrors: an unknown key and bad values are usage errors (exit
+// 2) that name where the value came from.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string // YAML
+		env  map[string]string
+		args []string
+		want string // in the message
+	}{
+		{name: "unknown key", file: "context-tll: 3m\n", want: "unknown key context-tll"},
+		{name: "config in the file", file: "config: other.yaml\n", want: "unknown key config"},
+		{name: "bad duration in file", file: "context-ttl: abc\n", want: "key context-ttl"},
+		{name: "bad duration in env", env: map[string]string{"SANDLOT_CLEANUP_INTERVAL": "abc"}, want: "$SANDLOT_CLEANUP_INTERVAL"},
+		{name: "negative TTL flag", args: []string{"--context-ttl", "-5m"}, want: "--context-ttl must be positive"},
+		{name: "negative TTL env", env: map[string]string{"SANDLOT_CONTEXT_TTL": "-1s"}, want: "--context-ttl must be positive"},
+		{name: "zero executions", args: []string{"--max-executions", "0"}, want: "--max-executions"},
+		{name: "default above max", args: []string{"--exec-timeout", "20m"}, want: "above --max-exec-timeout"},
+		{name: "guard mode", env: map[string]string{"SANDLOT_GUARD_MODE": "lax"}, want: "--guard-mode"},
+		{name: "pool sizes", args: []string{"--pool-sizes", "python"}, want: "NAME=N"},
+		{name: "not a number", file: "pool-size: many\n", want: "key pool-size"},
+		{name: "missing file", args: []string{"--config", "/nonexistent/sandlot.yaml"}, want: "/nonexistent/sandlot.yaml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(envConfig, "")
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeFile(t, "c.yaml", tc.file))
+			}
+			_, err := parseServe(t, args...)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, errdefs.ErrInvalidArgument) || errdefs.ExitCode(err) != 2 {
+				t.Errorf("error %v is not a usage error (exit %d)", err, errdefs.ExitCode(err))
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigSharedFile: serve and mcp read one file; a key only serve has
+// (addr) is no error for mcp, and both take the daemon's keys.
+func TestConfigSharedFile(t *testing.T) {
+	file := writeFile(t, "c.yaml", "addr: 127.0.0.1:9999\ncontext-ttl: 4m\n")
+	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var c serveConfig
+	c.registerDaemon(fs, daemonDefaults{})
+	if err := c.parse(fs, []string{"--config", file}); err != nil {
+		t.Fatal(err)
+	}
+	if c.contextTTL != 4*time.Minute {
+		t.Fatalf("mcp TTL %s, want 4m", c.contextTTL)
+	}
+}
+
+// TestEnvTTLExpiresContext: a TTL set by $SANDLOT_CONTEXT_TTL reaches the
+// manager serve builds: an idle context expires after it, and not before
+// under the default TTL.
+func TestEnvTTLExpiresContext(t *testing.T) {
+	for _, tc := range []struct {
+		env       string
+		wantState contexts.State
+	}{
+		{"", contexts.StateReady},
+		{"90s", contexts.StateTerminated},
+	} {
+		t.Run("ttl="+tc.env, func(t *testing.T) {
+			t.Setenv(envConfig, "")
+			if tc.env != "" {
+				t.Setenv("SANDLOT_CONTEXT_TTL", tc.env)
+			}
+			c, err := parseServe(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			now := time.Now()
+			mcfg := c.managerConfig()
+			mcfg.PoolSize = -1
+			mcfg.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			ctx := context.Background()
+			m := contexts.NewManager(memory.New(), contextstest.NewProvider(), mcfg)
+			defer m.Close(ctx)
+			rec, err := m.GetOrCreate(ctx, contexts.Identity{TenantID: "t", ConversationID: "c", PathID: "main"}, contexts.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			now = now.Add(2 * time.Minute)
+			mu.Unlock()
+			if err := m.Cleanup(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.Get(ctx, "t", rec.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != tc.wantState {
+				t.Fatalf("after 2 idle minutes: %s (%s), want %s", got.State, got.Reason, tc.wantState)
+			}
+			if tc.wantState == contexts.StateTerminated && got.Reason != contexts.ReasonExpired {
+				t.Fatalf("reason %s, want expired", got.Reason)
+			}
+		})
+	}
+}
+
+// TestConfigDocumented: docs/configuration.md lists every knob of serve
+// and mcp with its flag and its environment variable, so a new flag
+// cannot go undocumented.
+func TestConfigDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	fs := flag.NewFlagSet("all", flag.ContinueOnError)
+	var c serveConfig
+	c.registerServe(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(doc, "`--"+f.Name+"`") {
+			t.Errorf("docs/configuration.md lacks `--%s`", f.Name)
+		}
+		if f.Name != "config" && !strings.Contains(doc, "`"+envName(f.Name)+"`") {
+			t.Errorf("docs/configuration.md lacks `%s`", envName(f.Name))
+		}
+	})
+}
+
+// TestKnobsReachTheirConsumer: each lifecycle knob, set by its environment
+// variable, lands in the field of contexts.Config or local.Config it
+// names.
+func TestKnobsReachTheirConsumer(t *testing.T) {
+	for _, tc := range []struct {
+		env, val string
+		got      func(contexts.Config, local.Config) any
+		want     any
+	}{
+		{"SANDLOT_CONTEXT_TTL", "11m", func(m contexts.Config, _ local.Config) any { return m.TTL }, 11 * time.Minute},
+		{"SANDLOT_CLEANUP_INTERVAL", "12s", func(m contexts.Config, _ local.Config) any { return m.CleanupInterval }, 12 * time.Second},
+		{"SANDLOT_EXEC_TIMEOUT", "13s", func(m contexts.Config, _ local.Config) any { return m.DefaultTimeout }, 13 * time.Second},
+		{"SANDLOT_MAX_EXEC_TIMEOUT", "14m", func(m contexts.Config, _ local.Config) any { return m.MaxTimeout }, 14 * time.Minute},
+		{"SANDLOT_MAX_EXECUTIONS", "-1", func(m contexts.Config, _ local.Config) any { return m.MaxExecutionsPerContext }, int64(-1)},
+		{"SANDLOT_MAX_CONTEXTS_PER_TENANT", "16", func(m contexts.Config, _ local.Config) any { return m.MaxPerTenant }, 16},
+		{"SANDLOT_MAX_CONTEXTS_PER_CONVERSATION", "17", func(m contexts.Config, _ local.Config) any { return m.MaxPerConversation }, 17},
+		{"SANDLOT_POOL_SIZE", "0", func(m contexts.Config, _ local.Config) any { return m.PoolSize }, -1},
+		{"SANDLOT_POOL_SIZES", "a=1,b=0", func(m contexts.Config, _ local.Config) any { return m.PoolSizes }, map[string]int{"a": 1, "b": 0}},
+		{"SANDLOT_CREATE_TIMEOUT", "19s", func(_ contexts.Config, l local.Config) any { return l.ReadyTimeout }, 19 * time.Second},
+		{"SANDLOT_MAX_CREATING", "3", func(_ contexts.Config, l local.Config) any { return l.MaxCreating }, 3},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(envConfig, "")
+			t.Setenv(tc.env, tc.val)
+			c, err := parseServe(t)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, tc.got(c.managerConfig(), c.localConfig(nil))); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestGuardModeKnob: --guard-mode is the mode of the tenant made at
+// first start.
+func TestGuardModeKnob(t *testing.T) {
+	t.Setenv(envConfig, "")
+	t.Setenv("SANDLOT_GUARD_MODE", "report")
+	c, err := parseServe(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New()
+	ctx := context.Background()
+	if err := bootstrapTenant(ctx, st, t.TempDir(), c.guardMode, false, IO{Out: io.Discard, Err: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := st.ListTenants(ctx)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("tenants %v, %v", ts, err)
+	}
+	if ts[0].GuardMode != "report" {
+		t.Fatalf("first tenant's guard mode %q, want report", ts[0].GuardMode)
+	}
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/provider/local"
+)
+
+// The sandboxes `sandlot run --keep` leaves running live in the CLI's own
+// state dir (lrunStateDir), which no daemon reconciles: ps lists them and
+// prune destroys them.
+func init() {
+	commands["ps"] = command{summary: "list the sandboxes `sandlot run --keep` left running", run: runPS}
+	commands["prune"] = command{summary: "destroy sandboxes `sandlot run --keep` left running (all, or the ids given)", run: runPrune}
+}
+
+// keptFlags are the flags of ps and prune: where run keeps its sandboxes.
+type keptFlags struct {
+	stateDir, runtime string
+	json              bool
+}
+
+func (k *keptFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&k.stateDir, "state-dir", lrunStateDir, "state directory of the CLI's sandboxes (as given to run)")
+	fs.StringVar(&k.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
+	fs.BoolVar(&k.json, "json", false, "print JSON for scripts")
+}
+
+func (k *keptFlags) provider() (*local.Provider, error) {
+	return local.New(local.Config{Runtime: k.runtime, StateDir: k.stateDir, Logger: slog.New(slog.DiscardHandler)})
+}
+
+// keptSandbox is one line of ps.
+type keptSandbox struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+func runPS(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("ps", std)
+	fs.Usage = func() {
+		io.WriteString(fs.Output(), "usage: sandlot ps [--state-dir DIR] [--json]\n\n")
+		fs.PrintDefaults()
+	}
+	var k keptFlags
+	k.register(fs)
+	if err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("ps: unexpected argument %q", fs.Arg(0))
+	}
+	p, err := k.provider()
+	if err != nil {
+		return err
+	}
+	ids, err := p.List(ctx)
+	if err != nil {
+		return err
+	}
+	list := make([]keptSandbox, 0, len(ids))
+	for _, id := range ids {
+		s := keptSandbox{ID: id}
+		if fi, err := os.Stat(filepath.Join(k.stateDir, "sandboxes", id)); err == nil {
+			s.Created = fi.ModTime()
+		}
+		list = append(list, s)
+	}
+	if k.json {
+		return printJSON(std.Out, list)
+	}
+	rows := make([][]string, 0, len(list))
+	for _, s := range list {
+		rows = append(rows, []string{s.ID, ago(s.Created)})
+	}
+	return table(std.Out, []string{"SANDBOX", "CREATED"}, rows)
+}
+
+func runPrune(ctx context.Context, args []string, std IO) error {
+	fs := newFlags("prune", std)
+	fs.Usage = func() {
+		io.WriteString(fs.Output(), "usage: sandlot prune [--state-dir DIR] [ID...]\n\nDestroys the given kept sandboxes, or all of them.\n\n")
+		fs.PrintDefaults()
+	}
+	var k keptFlags
+	k.register(fs)
+	if err := parseInterleaved(fs, args); err != nil {
+		return err
+	}
+	p, err := k.provider()
+	if err != nil {
+		return err
+	}
+	ids := fs.Args()
+	if len(ids) == 0 {
+		if ids, err = p.List(ctx); err != nil {
+			return err
+		}
+	} else {
+		known, err := p.List(ctx)
+		if err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, id := range known {
+			have[id] = true
+		}
+		for _, id := range ids {
+			if !have[id] {
+				return fmt.Errorf("kept sandbox %s: %w", id, errdefs.ErrNotFound)
+			}
+		}
+	}
+	for _, id := range ids {
+		if err := p.Destroy(ctx, id); err != nil {
+			return err
+		}
+		if !k.json {
+			fmt.Fprintf(std.Out, "destroyed %s\n", id)
+		}
+	}
+	if k.json {
+		return printJSON(std.Out, map[string]any{"destroyed": ids})
+	}
+	return nil
+}
