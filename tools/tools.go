@@ -29,6 +29,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -90,6 +91,18 @@ type Call struct {
 	// Forced marks a direct invocation by a caller (forceTool) rather
 	// than a model's choice; it is reported in CallEvent and the log.
 	Forced bool
+	// Network is the network the call's context should have
+	// (contexts.CreateOptions.Network); nil: Config.Create's.
+	Network *policy.Policy
+}
+
+// create returns the options for a context the call creates.
+func (r *Registry) create(call Call) contexts.CreateOptions {
+	opts := r.cfg.Create
+	if call.Network != nil {
+		opts.Network = call.Network
+	}
+	return opts
 }
 
 // handler runs a tool with validated args.
