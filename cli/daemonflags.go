@@ -27,6 +27,9 @@ type daemonDefaults struct {
 // it with the same name and meaning.
 func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	c.store.register(fs)
+	c.store.keyed = true
+	fs.StringVar(&c.store.secretsKeyFile, "secrets-key-file", "", "the key that encrypts tenants' secrets in the store, 32 bytes raw or base64 (default: $"+envSecretsKey+
+		", else DATA/secrets-key, made on first start; daemons sharing a store need the same key)")
 	stateHelp := "runtime state (bundles, agent sockets); default /run/sandlot"
 	if d.stateDir != "" {
 		stateHelp = "runtime state (bundles, agent sockets); one process at a time per state dir"
