@@ -30,9 +30,10 @@ const e2bKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 // sandboxes (crun) get their networks from the stack, on a loopback
 // listener: what `sandlot serve --network` assembles.
 type daemon struct {
-	m    *contexts.Manager
-	e2b  *e2bcompat.Handler
-	addr string
+	m       *contexts.Manager
+	e2b     *e2bcompat.Handler
+	addr    string
+	handler http.Handler // what the listener at addr serves
 }
 
 func newDaemon(t *testing.T, e *env, kind string) *daemon {
@@ -62,13 +63,14 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if pr.Match(r) {
 			pr.ServeHTTP(w, r)
 			return
 		}
 		d.e2b.ServeHTTP(w, r)
-	})}
+	})
+	srv := &http.Server{Handler: d.handler}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	d.addr = l.Addr().String()
