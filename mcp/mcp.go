@@ -138,7 +138,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: "Tools run in an isolated, stateful sandbox per conversation: run_code keeps variables " +
-			"between calls, files persist under /home/user, and there is no network access.",
+			"between calls, files persist under /home/user, and there is no network access unless the client application gave the conversation one.",
 		Capabilities: &sdk.ServerCapabilities{},
 	})
 	for _, t := range reg.Tools() {
