@@ -146,6 +146,11 @@ func TestToolNetwork(t *testing.T) {
 		if p := contexts.NetworkOf(rec); p == nil || len(p.Allow) != 2 {
 			t.Errorf("the record's policy: %+v", p)
 		}
+		// And back: a narrower allowlist takes api.test away again.
+		code, body = d.call(t, "closed", "bash", api.ToolRequest{ConversationID: "c1", Network: allowWWW, Args: bashArgs(probe)})
+		if code != 200 || !strings.Contains(body, `\"Path\":\"/www\"`) || strings.Contains(body, `\"Path\":\"/api\"`) {
+			t.Fatalf("a narrower allowlist on the existing context: %d %s", code, body)
+		}
 	})
 
 	t.Run("none then some", func(t *testing.T) {
