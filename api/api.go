@@ -66,6 +66,43 @@ type ToolRequest struct {
 	PathID         string          `json:"pathId,omitempty"`
 	TaskID         string          `json:"taskId,omitempty"`
 	Args           json.RawMessage `json:"args,omitempty"`
+	// Network is the network the call's context should have; absent:
+	// loopback only, or whatever the context already has. It shapes the
+	// context the call creates; on an existing context a different
+	// network replaces its policy, which fails with failed_precondition
+	// when the context was created without one (docs/network.md).
+	Network *Network `json:"network,omitempty"`
+}
+
+// Network is a sandbox's network policy on the wire (docs/network.md):
+// mode none (the default: no egress, ports only), allowlist or open; rules
+// are text ("example.org", "*.example.org", "api.example.org:443",
+// "203.0.113.0/24"); deny wins over allow. The operator's caps bound it
+// (permission_denied).
+type Network struct {
+	Mode    string           `json:"mode,omitempty"`
+	Allow   []string         `json:"allow,omitempty"`
+	Deny    []string         `json:"deny,omitempty"`
+	Headers []NetworkHeaders `json:"headers,omitempty"`
+	Ingress NetworkIngress   `json:"ingress,omitzero"`
+	// Secrets names the tenant's secrets (/v1/secrets) the sandbox may
+	// use: it sees placeholders, the proxy puts the values into requests
+	// to the secrets' hosts.
+	Secrets []string `json:"secrets,omitempty"`
+}
+
+// NetworkHeaders sets headers on the HTTPS requests to Host ("*." for
+// subdomains); values may hold secret placeholders.
+type NetworkHeaders struct {
+	Host    string            `json:"host"`
+	Headers map[string]string `json:"headers"`
+}
+
+// NetworkIngress says who reaches the sandbox's ports: by default the
+// tenant's API key or the sandbox's traffic token; Public: anyone.
+type NetworkIngress struct {
+	Public          bool   `json:"public,omitempty"`
+	MaskRequestHost string `json:"maskRequestHost,omitempty"`
 }
 
 // RunCodeArgs are the args of the run_code tool. Timeout is in

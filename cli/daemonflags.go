@@ -31,6 +31,9 @@ type daemonDefaults struct {
 func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.StringVar(&c.configFile, "config", os.Getenv(envConfig), "config file (YAML, TOML or JSON by its extension) whose keys are these flags' names ($"+envConfig+"); a flag beats $SANDLOT_<NAME> beats the file")
 	c.store.register(fs)
+	c.store.keyed = true
+	fs.StringVar(&c.store.secretsKeyFile, "secrets-key-file", "", "the key that encrypts tenants' secrets in the store, 32 bytes raw or base64 (default: $"+envSecretsKey+
+		", else DATA/secrets-key, made on first start; daemons sharing a store need the same key)")
 	stateHelp := "runtime state (bundles, agent sockets); default /run/sandlot"
 	if d.stateDir != "" {
 		stateHelp = "runtime state (bundles, agent sockets); one process at a time per state dir"

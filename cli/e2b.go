@@ -50,7 +50,7 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, auth *tenant.Authenticator, a
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken
 	}
-	return h, e2bcompat.Match, nil
+	return h, h.Match, nil
 }
 
 // e2bSecret reads DATA/e2b-secret, creating it (32 random bytes, 0600) on

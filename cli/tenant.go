@@ -22,6 +22,10 @@ func init() {
 // storeFlags are the flags of commands that open the store directly.
 type storeFlags struct {
 	dataDir, url string
+	// keyed: open with the secrets key (secretsKey), as the daemon does;
+	// secretsKeyFile is --secrets-key-file.
+	keyed          bool
+	secretsKeyFile string
 }
 
 func (s *storeFlags) register(fs *flag.FlagSet) {
@@ -47,7 +51,14 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 			return nil, fmt.Errorf("data dir: %w", err)
 		}
 	}
-	return store.Open(ctx, s.storeURL())
+	if !s.keyed {
+		return store.Open(ctx, s.storeURL())
+	}
+	key, err := secretsKey(s.dataDir, s.secretsKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	return store.OpenWith(ctx, s.storeURL(), store.Options{SecretsKey: key})
 }
 
 const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"

@@ -79,6 +79,9 @@ type Target struct {
 	ConversationID string
 	PathID         string
 	TaskID         string
+	// Network is the network the context should have (api.ToolRequest's
+	// network); nil: loopback only, or what the context already has.
+	Network *api.Network
 }
 
 // FileTarget names the context of a file call: ContextID, or else the
@@ -153,7 +156,7 @@ func toolBody(t Target, args any) ([]byte, error) {
 	if string(raw) == "null" {
 		raw = nil
 	}
-	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw})
+	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw, Network: t.Network})
 }
 
 // ToolStream calls a tool with Accept: application/x-ndjson. fn (may be

@@ -102,6 +102,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 				template := e.rec.Template
 				m.mu.Unlock()
 				m.countReused(template)
+				if err := m.ensureNetwork(ctx, e, opts.Network); err != nil {
+					return nil, err
+				}
 				return e, nil
 			}
 			if err := ctx.Err(); err != nil {

@@ -44,7 +44,10 @@ type CreateOptions struct {
 	FixedExpiry bool
 	// Network asks for a network of the sandbox's own under this policy
 	// (Spec.Network); nil: loopback only. A context with a network is
-	// never served from the warm pool.
+	// never served from the warm pool. Unlike the other options it also
+	// applies to an existing context: a differing policy replaces the
+	// context's (UpdateNetwork), which fails when the context was
+	// created without a network.
 	Network *policy.Policy
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -47,6 +48,10 @@ type ExecuteRequest struct {
 	// instead: an edge whose wire promises larger cells and bounds its
 	// bodies itself (E2B's /execute). At most MaxCodeLimit.
 	CodeLimit int
+	// Network is the network the context should have
+	// (CreateOptions.Network): it shapes a context this call creates, and
+	// an existing one's differing policy is replaced (ensureNetwork).
+	Network *policy.Policy
 }
 
 // MaxCodeLimit is the largest ExecuteRequest.CodeLimit: the code travels
@@ -137,7 +142,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		if req.Unbounded {
 			within = 0 // no bound to keep the record for: touch it
 		}
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID}, within)
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network}, within)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
 				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault

@@ -93,7 +93,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 		return nil, err // its node holds the sandbox's network
 	}
 	if NetworkOf(rec) == nil {
-		return nil, fmt.Errorf("context %s was created without a network of its own; create it with one to change it: %w", contextID, errdefs.ErrFailedPrecondition)
+		return nil, fmt.Errorf("context %s was created without a network of its own, and a network is chosen when a context is created; end it or use another path to get one: %w", contextID, errdefs.ErrFailedPrecondition)
 	}
 	if _, err := m.cfg.Networks.Update(ctx, rec.SandboxID, tenantID, p); err != nil {
 		return nil, err
@@ -114,4 +114,32 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 		}
 	}
 	return rec, nil
+}
+
+// ensureNetwork gives the reused context e the network policy p that a
+// call asks for (CreateOptions.Network): nothing when p is nil or equal to
+// the context's own, else UpdateNetwork, which refuses a context created
+// without a network (its namespace is fixed at start). Callers that name a
+// network on every call (the /v1 tools, MCP) thus declare the network the
+// context should have, as E2B's updateNetwork does.
+func (m *Manager) ensureNetwork(ctx context.Context, e *entry, p *policy.Policy) error {
+	if p == nil {
+		return nil
+	}
+	m.mu.Lock()
+	rec := cloneRecord(e.rec)
+	m.mu.Unlock()
+	if old := NetworkOf(rec); old != nil && samePolicy(*old, *p) {
+		return nil
+	}
+	_, err := m.UpdateNetwork(ctx, rec.TenantID, rec.ID, *p)
+	return err
+}
+
+// samePolicy compares two policies by their JSON, which is what the
+// record keeps.
+func samePolicy(a, b policy.Policy) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -54,6 +55,31 @@ const (
 	ArgPathID         = "pathId"
 	ArgTaskID         = "taskId"
 )
+
+// MetaNetwork is the key of a tool call's _meta that holds the network the
+// call's context should have (api.Network, as in POST /v1/tools/{name}).
+// It is in _meta, set by the client application, and not among the
+// arguments, so a model does not choose its own network.
+const MetaNetwork = "sandlot.dev/network"
+
+// callNetwork reads req's _meta network; nil when absent.
+func callNetwork(req *sdk.CallToolRequest) (*policy.Policy, error) {
+	v, ok := req.Params.GetMeta()[MetaNetwork]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("_meta %s: %v: %w", MetaNetwork, err, errdefs.ErrInvalidArgument)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var n api.Network
+	if err := dec.Decode(&n); err != nil {
+		return nil, fmt.Errorf("_meta %s is not a network (mode, allow, deny, headers, ingress, secrets): %v: %w", MetaNetwork, err, errdefs.ErrInvalidArgument)
+	}
+	return tools.NetworkPolicy(&n)
+}
 
 // Tenants finds a tenant by id; *tenant.Authenticator implements it, with
 // the cache every edge shares.
@@ -112,7 +138,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: "Tools run in an isolated, stateful sandbox per conversation: run_code keeps variables " +
-			"between calls, files persist under /home/user, and there is no network access.",
+			"between calls, files persist under /home/user, and there is no network access unless the client application gave the conversation one.",
 		Capabilities: &sdk.ServerCapabilities{},
 	})
 	for _, t := range reg.Tools() {
@@ -202,8 +228,12 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if ctx, err = s.withTenant(ctx, id.TenantID); err != nil {
 			return toolError(err), nil
 		}
+		netPolicy, err := callNetwork(req)
+		if err != nil {
+			return toolError(err), nil
+		}
 		out, stop := progress(ctx, req)
-		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args}, out)
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy}, out)
 		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {

@@ -60,11 +60,23 @@ var (
 //	sqlite:///abs/path/sandlot.db SQLite (also sqlite:relative.db or a bare file path)
 //	postgres://... postgresql://  Postgres
 func Open(ctx context.Context, url string) (Backend, error) {
+	return OpenWith(ctx, url, Options{})
+}
+
+// Options are what every backend is opened with.
+type Options struct {
+	// SecretsKey encrypts tenants' secrets at rest (32 bytes; SQLite and
+	// Postgres). nil: secrets are neither stored nor read.
+	SecretsKey []byte
+}
+
+// OpenWith is Open with opts.
+func OpenWith(ctx context.Context, url string, opts Options) (Backend, error) {
 	switch {
 	case url == "memory:" || url == "memory":
 		return memory.New(), nil
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return postgres.Open(ctx, url, postgres.Config{})
+		return postgres.Open(ctx, url, postgres.Config{SecretsKey: opts.SecretsKey})
 	case url == "":
 		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
 	default:
@@ -74,6 +86,6 @@ func Open(ctx context.Context, url string) (Backend, error) {
 		} else if p, ok := strings.CutPrefix(url, "sqlite:"); ok {
 			path = p
 		}
-		return sqlite.Open(ctx, path, sqlite.Config{})
+		return sqlite.Open(ctx, path, sqlite.Config{SecretsKey: opts.SecretsKey})
 	}
 }

@@ -104,7 +104,7 @@ func (r *Registry) prelude(ctx context.Context, call Call, lang string, params j
 		return paramsPrelude(lang, params, format), nil
 	}
 	path := "/tmp/.sandlot-params-" + uuid.NewString() + ".json"
-	err := r.c.Use(ctx, call.Identity, r.cfg.Create, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
 		_, err := writeAll(ctx, sb, path, params, 0o600)
 		return err
 	})
@@ -154,7 +154,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 	} else {
 		code = prelude + code
 	}
-	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond}
+	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond, Network: r.create(call).Network}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {
 		return nil, fmt.Errorf("run_analysis: %w", err)

@@ -93,7 +93,7 @@ type GrepResult struct {
 // use runs fn on the identity's guarded sandbox and prefixes errors with
 // the tool name.
 func (r *Registry) use(ctx context.Context, tool string, call Call, fn func(ctx context.Context, sb contexts.Sandbox) error) error {
-	err := r.c.Use(ctx, call.Identity, r.cfg.Create, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
 		return fn(ctx, sb)
 	})
 	if err != nil {

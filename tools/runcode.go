@@ -36,6 +36,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 		Language: str(args, "language"),
 		Code:     str(args, "code"),
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
+		Network:  r.create(call).Network,
 	}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {
@@ -167,7 +168,7 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 		Stream:    out != nil,
 	}
 	var res *BashResult
-	err := r.c.Use(ctx, call.Identity, r.cfg.Create, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		er, err := sb.Exec(ctx, p, out)
 		if err != nil {
 			return err

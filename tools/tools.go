@@ -29,6 +29,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -95,6 +96,18 @@ type Call struct {
 	// Forced marks a direct invocation by a caller (forceTool) rather
 	// than a model's choice; it is reported in CallEvent and the log.
 	Forced bool
+	// Network is the network the call's context should have
+	// (contexts.CreateOptions.Network); nil: Config.Create's.
+	Network *policy.Policy
+}
+
+// create returns the options for a context the call creates.
+func (r *Registry) create(call Call) contexts.CreateOptions {
+	opts := r.cfg.Create
+	if call.Network != nil {
+		opts.Network = call.Network
+	}
+	return opts
 }
 
 // handler runs a tool with validated args.
@@ -123,7 +136,7 @@ var schemaFS embed.FS
 var descriptions = map[string]string{
 	"run_code": "Run code in this conversation's sandbox. python, javascript, typescript and bash keep state between calls " +
 		"(variables, imports, files); sh runs once. Returns stdout, stderr, the value of the last expression and any " +
-		"figures. Files persist under /home/user. There is no network access.",
+		"figures. Files persist under /home/user. There is no network access unless the caller gave this conversation one.",
 	"run_analysis": "Run a structured analysis in the sandbox. Built-in programs (when code is omitted): tax_calculation " +
 		"(progressive brackets), compliance_check (rules against a record) and data_analysis (summary statistics of " +
 		"rows or a CSV file). custom runs your code, which receives the parameters as params. The output is parsed " +

@@ -207,8 +207,10 @@ func Match(r *http.Request) bool {
 		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/")
 }
 
-// ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers.
+// ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, or
+// by host name (hostRoute).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = h.fromHost(r)
 	sid := r.Header.Get(e2bwire.HeaderSandboxID)
 	if !connectRoute(r) && !uploadRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
 		// Only Connect and uploads decode compressed bodies (bounded);

@@ -100,7 +100,12 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true}
+	netPolicy, err := tools.NetworkPolicy(req.Network)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true, Network: netPolicy}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
 		return

@@ -56,7 +56,15 @@ type Config struct {
 	// Dial reaches the sandbox (default: a net.Dialer).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	Log  *slog.Logger
+	// Reserved are ports the daemon answers itself in the host form
+	// (E2B's envd and code interpreter, ReservedE2B): Match leaves those
+	// hosts to another handler. The path form still reaches the sandbox.
+	Reserved []int
 }
+
+// ReservedE2B are the ports of E2B's envd (49983) and code interpreter
+// (49999), which the E2B surface serves for every sandbox.
+var ReservedE2B = []int{49983, 49999}
 
 // Handler routes requests to sandbox ports.
 type Handler struct {
@@ -121,7 +129,12 @@ func Host(domain, sandboxID string, port int) string {
 
 // Match reports whether r is for a sandbox port (by host or by path).
 func (h *Handler) Match(r *http.Request) bool {
-	if _, _, ok := h.parseHost(r.Host); ok {
+	if _, port, ok := h.parseHost(r.Host); ok {
+		for _, p := range h.cfg.Reserved {
+			if port == strconv.Itoa(p) {
+				return false
+			}
+		}
 		return true
 	}
 	_, _, _, ok := h.parsePath(r.URL.Path)

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,9 +30,10 @@ const e2bKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 // sandboxes (crun) get their networks from the stack, on a loopback
 // listener: what `sandlot serve --network` assembles.
 type daemon struct {
-	m    *contexts.Manager
-	e2b  *e2bcompat.Handler
-	addr string
+	m       *contexts.Manager
+	e2b     *e2bcompat.Handler
+	addr    string
+	handler http.Handler // what the listener at addr serves
 }
 
 func newDaemon(t *testing.T, e *env, kind string) *daemon {
@@ -61,13 +63,14 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if pr.Match(r) {
 			pr.ServeHTTP(w, r)
 			return
 		}
 		d.e2b.ServeHTTP(w, r)
-	})}
+	})
+	srv := &http.Server{Handler: d.handler}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	d.addr = l.Addr().String()
@@ -148,5 +151,79 @@ func testPortPathRoute(t *testing.T, d *daemon) {
 	}
 	if code, _ := get(fmt.Sprintf("/v1/contexts/%s/ports/8080/p.html", rec.ID)); code != 404 {
 		t.Errorf("a terminated sandbox's port answers %d", code)
+	}
+}
+
+// TestEnvdByHost: a sandbox's envd (49983) and code interpreter (49999)
+// answer at <port>-<sandboxID>.<domain> on the daemon's listener, as the
+// E2B SDKs address them when a create returns a domain and no sandbox URL
+// is set (a plain HTTP client: the SDKs use https for that form); the
+// other ports in the host form still reach the sandbox's own servers.
+func TestEnvdByHost(t *testing.T) {
+	e := newEnv(t, 0)
+	d := newDaemon(t, e, "crun")
+	do := func(method, host, path, body string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+d.addr+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		c := &http.Client{Timeout: 2 * time.Minute}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := do("POST", d.addr, "/sandboxes", `{"templateID":"base","network":{"allowPublicTraffic":true}}`,
+		map[string]string{"X-API-KEY": e2bKey, "Content-Type": "application/json"})
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var created struct {
+		SandboxID       string `json:"sandboxID"`
+		EnvdAccessToken string `json:"envdAccessToken"`
+		Domain          string `json:"domain"`
+	}
+	if err := json.Unmarshal([]byte(body), &created); err != nil || created.SandboxID == "" || created.Domain != "sandlot.localhost" {
+		t.Fatalf("create: %s %v", body, err)
+	}
+	sid := created.SandboxID
+	envdHost := "49983-" + sid + ".sandlot.localhost"
+	connect := map[string]string{"X-Access-Token": created.EnvdAccessToken, "Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+
+	if code, body := do("GET", envdHost, "/health", "", connect); code/100 != 2 {
+		t.Errorf("envd /health by host: %d %s", code, body)
+	}
+	if code, body := do("POST", envdHost, "/filesystem.Filesystem/MakeDir", `{"path":"/home/user/by-host"}`, connect); code != 200 {
+		t.Fatalf("envd MakeDir by host: %d %s", code, body)
+	}
+	if code, body := do("POST", envdHost, "/filesystem.Filesystem/Stat", `{"path":"/home/user/by-host"}`, connect); code != 200 || !strings.Contains(body, "by-host") {
+		t.Errorf("envd Stat by host: %d %s", code, body)
+	}
+	if code, body := do("POST", envdHost, "/filesystem.Filesystem/Stat", `{"path":"/home/user"}`, map[string]string{"Content-Type": "application/json", "Connect-Protocol-Version": "1"}); code != 401 {
+		t.Errorf("envd by host without a token: %d %s", code, body)
+	}
+	if code, body := do("POST", "49983-"+sid+"0.sandlot.localhost", "/filesystem.Filesystem/Stat", `{"path":"/home/user"}`, connect); code/100 != 4 && code != 502 {
+		t.Errorf("envd of an unknown sandbox by host: %d %s", code, body)
+	}
+	code, body = do("POST", "49999-"+sid+".sandlot.localhost", "/execute", `{"code":"print(6*7)"}`, map[string]string{"X-Access-Token": created.EnvdAccessToken, "Content-Type": "application/json"})
+	if code != 200 || !strings.Contains(body, "42") {
+		t.Errorf("code interpreter /execute by host: %d %s", code, body)
+	}
+	// Port 8080 in the host form is still the sandbox's own server.
+	_, err := d.m.Execute(context.Background(), contexts.Identity{TenantID: "closed", ConversationID: sid, PathID: "main"},
+		contexts.ExecuteRequest{ContextID: sid, Language: "bash", Code: "mkdir -p /tmp/w && echo own-server > /tmp/w/p.html && (cd /tmp/w && nohup python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 &) ; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do("GET", "8080-"+sid+".sandlot.localhost", "/p.html", "", nil); code != 200 || !strings.Contains(body, "own-server") {
+		t.Errorf("port 8080 by host: %d %s", code, body)
 	}
 }

@@ -444,6 +444,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			}
 			return authorize(ctx, id, n.Policy.Tenant, token)
 		},
-		Log: s.log,
+		Log:      s.log,
+		Reserved: ports.ReservedE2B,
 	})
 }

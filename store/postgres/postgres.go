@@ -23,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/internal/migrate"
+	"github.com/sandlot/sandlot/store/internal/seal"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -41,11 +42,17 @@ const migrationLock int64 = 0x73616e646c6f74 // "sandlot"
 type Config struct {
 	// MaxConns caps the pool. 0 means pgxpool's default (max(4, NumCPU)).
 	MaxConns int32
+	// SecretsKey encrypts the tenants' secret values at rest (AES-256-GCM,
+	// seal.KeySize bytes); rows written before are sealed at Open. Every
+	// daemon sharing the database needs the same key. nil: the store keeps
+	// no new secrets (PutSecret fails with failed_precondition).
+	SecretsKey []byte
 }
 
 // Store is a Postgres-backed store, safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
+	box  *seal.Box
 }
 
 var (
@@ -71,6 +78,15 @@ func Open(ctx context.Context, url string, cfg Config) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if cfg.SecretsKey != nil {
+		if s.box, err = seal.New(cfg.SecretsKey); err == nil {
+			err = s.sealSecrets(ctx)
+		}
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
 	}
 	return s, nil
 }

@@ -41,9 +41,44 @@ func strings(id string) string {
 	return string(out[:16])
 }
 
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// TestSecretsAtRest reads the table behind the store's back, as the
+// schema's owner.
+func TestSecretsAtRest(t *testing.T) {
+	u := pgtest.SchemaURL(t)
+	raw := open(t, u) // migrated; its pool reads and writes as the owner
+	storetest.SecretsAtRest(t, storetest.AtRest{
+		Open: func(t *testing.T, key []byte) (store.Backend, error) {
+			s, err := postgres.Open(context.Background(), u, postgres.Config{SecretsKey: key})
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Raw: func(t *testing.T) []string {
+			rows, err := raw.Pool().Query(context.Background(), `SELECT value FROM tenant_secrets ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		},
+		PutPlain: func(t *testing.T, tenantID, name, value string) {
+			if _, err := raw.Pool().Exec(context.Background(), `INSERT INTO tenant_secrets (tenant_id, name, id, hosts, env, value, created_at, updated_at)
+				VALUES ($1, $2, 'plain0123456789abcdef012', '["x.test"]', '', $3, now(), now())`, tenantID, name, value); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+}
+
 func open(t testing.TB, u string) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), u, postgres.Config{})
+	s, err := postgres.Open(context.Background(), u, postgres.Config{SecretsKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/store/internal/seal"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -31,13 +32,17 @@ func (s *Store) PutSecret(ctx context.Context, tenantID string, sec secret.Store
 		return secret.Stored{}, err
 	}
 	hosts, _ := json.Marshal(sec.Hosts)
-	err := s.run(secretScope(ctx, tenantID), func(q querier) error {
+	sealed, err := s.box.Seal(tenantID, sec.Name, sec.Value)
+	if err != nil {
+		return secret.Stored{}, fmt.Errorf("put secret %s: %w", sec.Name, err)
+	}
+	err = s.run(secretScope(ctx, tenantID), func(q querier) error {
 		// On a replace the existing id and creation time stay: sandboxes
 		// already hold the placeholder.
 		return q.QueryRow(ctx, `INSERT INTO tenant_secrets (tenant_id, `+secretCols+`) VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)
 			ON CONFLICT (tenant_id, name) DO UPDATE SET hosts = excluded.hosts, env = excluded.env, value = excluded.value, updated_at = excluded.updated_at
 			RETURNING id, created_at`,
-			tenantID, sec.Name, sec.ID, string(hosts), sec.Env, sec.Value, sec.CreatedAt, sec.UpdatedAt).Scan(&sec.ID, &sec.CreatedAt)
+			tenantID, sec.Name, sec.ID, string(hosts), sec.Env, sealed, sec.CreatedAt, sec.UpdatedAt).Scan(&sec.ID, &sec.CreatedAt)
 	})
 	if err != nil {
 		if pgCode(err) == "23503" {
@@ -85,6 +90,11 @@ func (s *Store) querySecrets(ctx context.Context, tenantID string, values bool) 
 				return fmt.Errorf("secret %s: hosts: %w", sec.Name, err)
 			}
 			sec.CreatedAt, sec.UpdatedAt = rules.Time(sec.CreatedAt), rules.Time(sec.UpdatedAt)
+			if values {
+				if sec.Value, err = s.box.Open(tenantID, sec.Name, sec.Value); err != nil {
+					return err
+				}
+			}
 			out = append(out, sec)
 		}
 		return rows.Err()
@@ -110,4 +120,55 @@ func (s *Store) DeleteSecret(ctx context.Context, tenantID, name string) error {
 		return rules.SecretNotFound(name)
 	}
 	return nil
+}
+
+// sealSecrets encrypts the values stored before the store had a key, and
+// checks that the key opens a sealed value, so a wrong key stops the
+// daemon at start rather than at a sandbox's first request. It runs as the
+// schema's owner (row-level security does not confine it), in one
+// transaction; a concurrent daemon starting with the same key seals the
+// same rows to no harm (each UPDATE matches the plaintext only).
+func (s *Store) sealSecrets(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	rows, err := tx.Query(ctx, `SELECT tenant_id, name, value FROM tenant_secrets`)
+	if err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	type row struct{ tenant, name, value string }
+	var plain []row
+	checked := false
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.tenant, &r.name, &r.value); err != nil {
+			rows.Close()
+			return fmt.Errorf("seal secrets: %w", err)
+		}
+		if !seal.Sealed(r.value) {
+			plain = append(plain, r)
+		} else if !checked {
+			if _, err := s.box.Open(r.tenant, r.name, r.value); err != nil {
+				rows.Close()
+				return err
+			}
+			checked = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	for _, r := range plain {
+		sealed, err := s.box.Seal(r.tenant, r.name, r.value)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tenant_secrets SET value = $1 WHERE tenant_id = $2 AND name = $3 AND value = $4`, sealed, r.tenant, r.name, r.value); err != nil {
+			return fmt.Errorf("seal secret %s: %w", r.name, err)
+		}
+	}
+	return tx.Commit(ctx)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/store/internal/seal"
 )
 
 const secretCols = `name, id, hosts, env, value, created_at, updated_at`
@@ -40,9 +41,13 @@ func (s *Store) PutSecret(ctx context.Context, tenantID string, sec secret.Store
 		return secret.Stored{}, err
 	}
 	hosts, _ := json.Marshal(sec.Hosts)
+	sealed, err := s.box.Seal(tenantID, sec.Name, sec.Value)
+	if err != nil {
+		return secret.Stored{}, fmt.Errorf("put secret %s: %w", sec.Name, err)
+	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO tenant_secrets (tenant_id, `+secretCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant_id, name) DO UPDATE SET hosts = excluded.hosts, env = excluded.env, value = excluded.value, updated_at = excluded.updated_at`,
-		tenantID, sec.Name, sec.ID, string(hosts), sec.Env, sec.Value, ms(sec.CreatedAt), ms(sec.UpdatedAt))
+		tenantID, sec.Name, sec.ID, string(hosts), sec.Env, sealed, ms(sec.CreatedAt), ms(sec.UpdatedAt))
 	if err != nil {
 		var e *sqlite.Error
 		if errors.As(err, &e) && e.Code() == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
@@ -92,6 +97,11 @@ func (s *Store) querySecrets(ctx context.Context, tenantID string, values bool) 
 			return nil, fmt.Errorf("secret %s: hosts: %w", sec.Name, err)
 		}
 		sec.CreatedAt, sec.UpdatedAt = fromMs(created), fromMs(updated)
+		if values {
+			if sec.Value, err = s.box.Open(tenantID, sec.Name, sec.Value); err != nil {
+				return nil, err
+			}
+		}
 		out = append(out, sec)
 	}
 	return out, rows.Err()
@@ -107,4 +117,52 @@ func (s *Store) DeleteSecret(ctx context.Context, tenantID, name string) error {
 		return rules.SecretNotFound(name)
 	}
 	return nil
+}
+
+// sealSecrets encrypts the values stored before the store had a key, and
+// checks that the key opens a sealed value, so a wrong key stops the
+// daemon at start rather than at a sandbox's first request.
+func (s *Store) sealSecrets(ctx context.Context) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `SELECT tenant_id, name, value FROM tenant_secrets`)
+	if err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	type row struct{ tenant, name, value string }
+	var plain []row
+	checked := false
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.tenant, &r.name, &r.value); err != nil {
+			rows.Close()
+			return fmt.Errorf("seal secrets: %w", err)
+		}
+		if !seal.Sealed(r.value) {
+			plain = append(plain, r)
+		} else if !checked {
+			if _, err := s.box.Open(r.tenant, r.name, r.value); err != nil {
+				rows.Close()
+				return err
+			}
+			checked = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("seal secrets: %w", err)
+	}
+	for _, r := range plain {
+		sealed, err := s.box.Seal(r.tenant, r.name, r.value)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE tenant_secrets SET value = ? WHERE tenant_id = ? AND name = ? AND value = ?`, sealed, r.tenant, r.name, r.value); err != nil {
+			return fmt.Errorf("seal secret %s: %w", r.name, err)
+		}
+	}
+	return tx.Commit()
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/internal/migrate"
+	"github.com/sandlot/sandlot/store/internal/seal"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -37,11 +38,16 @@ type Config struct {
 	BusyTimeout time.Duration
 	// ReadConns is the size of the read pool. 0 means 4.
 	ReadConns int
+	// SecretsKey encrypts the tenants' secret values at rest (AES-256-GCM,
+	// seal.KeySize bytes); rows written before are sealed at Open. nil: the
+	// store keeps no new secrets (PutSecret fails with failed_precondition).
+	SecretsKey []byte
 }
 
 // Store is a SQLite-backed store, safe for concurrent use.
 type Store struct {
 	w, r *sql.DB // w: the one writer connection; r: readers (query_only)
+	box  *seal.Box
 
 	getStmt, getActiveStmt, recordStmt, touchStmt, terminateStmt, keyStmt *sql.Stmt
 }
@@ -90,6 +96,15 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
+	}
+	if cfg.SecretsKey != nil {
+		if s.box, err = seal.New(cfg.SecretsKey); err == nil {
+			err = s.sealSecrets(ctx)
+		}
+		if err != nil {
+			w.Close()
+			return nil, fmt.Errorf("sqlite %s: %w", path, err)
+		}
 	}
 	q.Del("_journal_mode") // set once by the writer; persistent in the file
 	q.Set("_query_only", "1")

@@ -21,11 +21,60 @@ import (
 
 func open(t *testing.T) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "sandlot.db"), sqlite.Config{})
+	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "sandlot.db"), sqlite.Config{SecretsKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+var testKey = []byte("0123456789abcdef0123456789abcdef")
+
+// TestSecretsAtRest reads the database file behind the store's back.
+func TestSecretsAtRest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sandlot.db")
+	db := func(t *testing.T) *sql.DB {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	storetest.SecretsAtRest(t, storetest.AtRest{
+		Open: func(t *testing.T, key []byte) (store.Backend, error) {
+			s, err := sqlite.Open(context.Background(), path, sqlite.Config{SecretsKey: key})
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		Raw: func(t *testing.T) []string {
+			d := db(t)
+			defer d.Close()
+			rows, err := d.Query(`SELECT value FROM tenant_secrets ORDER BY name`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var out []string
+			for rows.Next() {
+				var v string
+				if err := rows.Scan(&v); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, v)
+			}
+			return out
+		},
+		PutPlain: func(t *testing.T, tenantID, name, value string) {
+			d := db(t)
+			defer d.Close()
+			if _, err := d.Exec(`INSERT INTO tenant_secrets (tenant_id, name, id, hosts, env, value, created_at, updated_at)
+				VALUES (?, ?, 'plain0123456789abcdef012', '["x.test"]', '', ?, 0, 0)`, tenantID, name, value); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
 }
 
 func TestConformance(t *testing.T) {

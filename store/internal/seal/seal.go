@@ -1,0 +1,94 @@
+// Package seal encrypts tenants' secret values at rest (AES-256-GCM, the
+// standard library's), for the SQLite and Postgres stores. A sealed value
+// is "sealed:v1:" + base64(nonce || ciphertext); the tenant and the secret's
+// name are the additional data, so a value copied to another row (another
+// tenant, another name) does not open. Values without the prefix are rows
+// written before encryption, read as they are until Migrate seals them.
+package seal
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// KeySize is the size of a key: AES-256.
+const KeySize = 32
+
+// Prefix starts every sealed value.
+const Prefix = "sealed:v1:"
+
+// ErrWrongKey is the failure to open a sealed value: another key sealed it
+// (or the row was altered). It is a fault of the daemon's configuration,
+// not of the caller, so it carries no errdefs category (a 5xx).
+var ErrWrongKey = errors.New("a stored secret does not open with this daemon's secrets key (was the key changed or lost? every daemon sharing a store needs the same key)")
+
+// Box seals and opens values under one key. The zero of *Box (nil) has no
+// key: Seal fails and sealed values do not open.
+type Box struct {
+	aead cipher.AEAD
+}
+
+// New returns a box for key (KeySize bytes).
+func New(key []byte) (*Box, error) {
+	if len(key) != KeySize {
+		return nil, fmt.Errorf("secrets key of %d bytes, want %d: %w", len(key), KeySize, errdefs.ErrInvalidArgument)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Box{aead: aead}, nil
+}
+
+var errNoKey = fmt.Errorf("the store has no secrets key to encrypt secrets with: %w", errdefs.ErrFailedPrecondition)
+
+// Seal encrypts value for the secret name of tenant.
+func (b *Box) Seal(tenant, name, value string) (string, error) {
+	if b == nil {
+		return "", errNoKey
+	}
+	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(value)+b.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return "", err
+	}
+	out := b.aead.Seal(nonce, nonce, []byte(value), ad(tenant, name))
+	return Prefix + base64.RawStdEncoding.EncodeToString(out), nil
+}
+
+// Open decrypts a stored value of the secret name of tenant; a value
+// without Prefix (written before encryption) is returned as it is.
+func (b *Box) Open(tenant, name, stored string) (string, error) {
+	enc, ok := strings.CutPrefix(stored, Prefix)
+	if !ok {
+		return stored, nil
+	}
+	if b == nil {
+		return "", fmt.Errorf("secret %q of tenant %s is encrypted and the store has no secrets key: %w", name, tenant, ErrWrongKey)
+	}
+	raw, err := base64.RawStdEncoding.DecodeString(enc)
+	n := b.aead.NonceSize()
+	if err != nil || len(raw) < n+b.aead.Overhead() {
+		return "", fmt.Errorf("secret %q of tenant %s: malformed sealed value: %w", name, tenant, ErrWrongKey)
+	}
+	plain, err := b.aead.Open(nil, raw[:n], raw[n:], ad(tenant, name))
+	if err != nil {
+		return "", fmt.Errorf("secret %q of tenant %s: %w", name, tenant, ErrWrongKey)
+	}
+	return string(plain), nil
+}
+
+// Sealed reports whether a stored value is sealed.
+func Sealed(stored string) bool { return strings.HasPrefix(stored, Prefix) }
+
+func ad(tenant, name string) []byte { return []byte("sandlot secret\x00" + tenant + "\x00" + name) }

@@ -1,0 +1,66 @@
+package seal
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func TestSeal(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, KeySize)
+	b, err := New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const v = "sk-live-0123456789"
+	s, err := b.Seal("t1", "api", v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Sealed(s) || strings.Contains(s, v) {
+		t.Fatalf("sealed value %q", s)
+	}
+	if s2, _ := b.Seal("t1", "api", v); s2 == s {
+		t.Error("two seals of one value are equal: the nonce is not fresh")
+	}
+	if got, err := b.Open("t1", "api", s); err != nil || got != v {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	other, _ := New(bytes.Repeat([]byte{8}, KeySize))
+	tampered := s[:len(s)-2] + "AA"
+	for _, c := range []struct {
+		name               string
+		box                *Box
+		tenant, sec, value string
+	}{
+		{"wrong key", other, "t1", "api", s},
+		{"no key", nil, "t1", "api", s},
+		{"another tenant's row", b, "t2", "api", s},
+		{"another name", b, "t1", "api2", s},
+		{"tampered", b, "t1", "api", tampered},
+		{"not base64", b, "t1", "api", Prefix + "!!"},
+		{"too short", b, "t1", "api", Prefix + "AAAA"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.box.Open(c.tenant, c.sec, c.value)
+			if !errors.Is(err, ErrWrongKey) || got != "" {
+				t.Errorf("open: %q %v, want ErrWrongKey and nothing", got, err)
+			}
+			if errdefs.IsClientFault(err) {
+				t.Errorf("a key that does not open is the daemon's fault, not the caller's: %v", err)
+			}
+		})
+	}
+	if got, err := b.Open("t1", "api", "plain-legacy"); err != nil || got != "plain-legacy" {
+		t.Errorf("a value written before encryption: %q %v", got, err)
+	}
+	if _, err := (*Box)(nil).Seal("t1", "api", v); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("seal without a key: %v", err)
+	}
+	if _, err := New(key[:16]); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a 16-byte key: %v", err)
+	}
+}
