@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/source"
@@ -296,4 +298,32 @@ func (c *Catalog) GC(ctx context.Context, live func(context.Context) ([]v1.Hash,
 		}
 		return keep, nil
 	})
+}
+
+var _ contexts.Catalog = (*Catalog)(nil)
+
+func info(t Template) contexts.TemplateInfo {
+	var langs []string
+	if len(t.Settings.Kernels) > 0 {
+		langs = slices.Clone(t.Settings.Kernels)
+	}
+	return contexts.TemplateInfo{ID: t.ID, Name: t.Name, Languages: langs, Public: t.Public()}
+}
+
+// ResolveTemplate implements contexts.Catalog.
+func (c *Catalog) ResolveTemplate(ctx context.Context, tenantID, ref string) (contexts.TemplateInfo, error) {
+	t, err := c.Resolve(ctx, tenantID, ref)
+	if err != nil {
+		return contexts.TemplateInfo{}, err
+	}
+	return info(t), nil
+}
+
+// TemplateInfo implements contexts.Catalog.
+func (c *Catalog) TemplateInfo(ctx context.Context, id string) (contexts.TemplateInfo, error) {
+	t, err := c.ByID(ctx, id)
+	if err != nil {
+		return contexts.TemplateInfo{}, err
+	}
+	return info(t), nil
 }
