@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -326,4 +329,32 @@ func (c *Catalog) TemplateInfo(ctx context.Context, id string) (contexts.Templat
 		return contexts.TemplateInfo{}, err
 	}
 	return info(t), nil
+}
+
+// ImportReader is Import of a tarball read from r (an upload), spooled
+// into the image store's staging directory first: the archive formats
+// need to seek. The caller bounds r.
+func (c *Catalog) ImportReader(ctx context.Context, tenantID string, r io.Reader, spec Spec, progress func(image.Progress)) (Template, error) {
+	if err := c.check(ctx, tenantID, spec); err != nil {
+		return Template{}, err
+	}
+	// The lease keeps GC, which empties the staging directory, away.
+	lease, err := c.cfg.Images.Lease(ctx)
+	if err != nil {
+		return Template{}, err
+	}
+	defer lease.Release()
+	f, err := os.CreateTemp(filepath.Join(c.cfg.Images.Root(), "tmp"), "import-*.tar")
+	if err != nil {
+		return Template{}, err
+	}
+	defer os.Remove(f.Name())
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return Template{}, err
+	}
+	return c.Import(ctx, tenantID, f.Name(), spec, progress)
 }

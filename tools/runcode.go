@@ -36,6 +36,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 		Language: str(args, "language"),
 		Code:     str(args, "code"),
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
+		Template: str(args, "template"),
 	}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {
