@@ -75,6 +75,9 @@ type RunCodeArgs struct {
 	Code        string `json:"code"`
 	Description string `json:"description,omitempty"`
 	Timeout     int64  `json:"timeout,omitempty"`
+	// Template (name or id) of the context's sandbox when this call
+	// creates the context.
+	Template string `json:"template,omitempty"`
 }
 
 // PathRef names the conversation path a tool call ran in. Every tool's

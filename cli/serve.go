@@ -21,6 +21,7 @@ import (
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -62,6 +63,8 @@ type serveConfig struct {
 	imagesDir    string
 	defaultImage string
 	hostTemplate bool
+	// imageGCInterval schedules the image GC (templatewire.go); 0: never.
+	imageGCInterval time.Duration
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -177,7 +180,9 @@ type wired struct {
 	// --network (nothing would use them). secretsChanged reloads them.
 	secrets        secret.Store
 	secretsChanged func(tenantID string)
-	close          func(ctx context.Context) error
+	// templates serves /v1/templates; nil without an image store.
+	templates *templates.Catalog
+	close     func(ctx context.Context) error
 }
 
 func (w *wired) portsHandler() http.Handler {
