@@ -58,12 +58,16 @@ func New(cfg Config) *Catalog {
 // builtin returns the built-in template name, if this catalog offers it.
 // "default" is the image of that name in the store (the daemon builds or
 // the operator puts it there); its Image is filled when the store has it.
-func (c *Catalog) builtin(ctx context.Context, name string) (Template, bool) {
+// withImage fills it (a refs.json read): ByID, asked on every run, does
+// without.
+func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Template, bool) {
 	switch {
 	case name == Default && c.cfg.Images != nil:
 		t := Template{ID: Default, Name: Default, Source: "built-in"}
-		if d, err := c.cfg.Images.Resolve(ctx, Default); err == nil {
-			t.Image = d.String()
+		if withImage {
+			if d, err := c.cfg.Images.Resolve(ctx, Default); err == nil {
+				t.Image = d.String()
+			}
 		}
 		return t, true
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
@@ -79,7 +83,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 	if ref == "" {
 		ref = Default
 	}
-	if t, ok := c.builtin(ctx, ref); ok {
+	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}
 	if ref == Host || ref == Default {
@@ -97,7 +101,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 // name). The daemon's own lookup when it starts a sandbox; records are
 // immutable, so it is cached.
 func (c *Catalog) ByID(ctx context.Context, id string) (Template, error) {
-	if t, ok := c.builtin(ctx, id); ok {
+	if t, ok := c.builtin(ctx, id, false); ok {
 		return t, nil
 	}
 	c.mu.Lock()
@@ -127,7 +131,7 @@ func (c *Catalog) remember(t Template) {
 func (c *Catalog) List(ctx context.Context, tenantID string) ([]Template, error) {
 	var out []Template
 	for _, n := range Reserved {
-		if t, ok := c.builtin(ctx, n); ok {
+		if t, ok := c.builtin(ctx, n, true); ok {
 			out = append(out, t)
 		}
 	}

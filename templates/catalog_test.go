@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -164,5 +165,31 @@ func TestCatalog(t *testing.T) {
 	}
 	if err := c.Delete(ctx, "", "shared"); err != nil {
 		t.Errorf("the operator deletes a public one: %v", err)
+	}
+}
+
+// BenchmarkTemplateInfo is what the manager asks before every run (the
+// language check): a built-in's and a record's info, from memory.
+func BenchmarkTemplateInfo(b *testing.B) {
+	imgs, err := image.Open(b.TempDir(), image.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := memory.New()
+	ctx := context.Background()
+	st.CreateTenant(ctx, &tenant.Tenant{ID: "A"}, tenant.HashKey("e2b_bench"))
+	rec, err := st.CreateTemplate(ctx, templates.Template{TenantID: "A", Name: "app", Image: "sha256:" + strings.Repeat("a", 64)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := templates.New(templates.Config{Store: st, Images: imgs})
+	for _, id := range []string{templates.Default, rec.ID} {
+		b.Run(id, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.TemplateInfo(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
