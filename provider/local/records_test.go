@@ -124,13 +124,13 @@ func TestTemplateLimitsAndPrestart(t *testing.T) {
 }
 
 // TestTemplatePools runs a manager with warm pools for two public
-// templates of the same image family: a request for one never gets a
-// pooled sandbox of the other, and run_code in a language the template
+// templates and for two tenants' templates both named app: a request for
+// one never gets a pooled sandbox of another, and run_code in a language the template
 // lacks is invalid_argument naming it, as is asking an existing context
 // for another template (failed_precondition).
 func TestTemplatePools(t *testing.T) {
 	ctx := context.Background()
-	c, imgs, a, _ := recordsCatalog(t, templates.Settings{Kernels: []string{"sh"}})
+	c, imgs, a, b := recordsCatalog(t, templates.Settings{Kernels: []string{"sh"}})
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/p/one:1", templatestest.Image(t, "ONE"))
 	templatestest.Push(t, reg+"/p/two:1", templatestest.Image(t, "TWO"))
@@ -144,7 +144,7 @@ func TestTemplatePools(t *testing.T) {
 	}
 	p := newProviderWith(t, Config{Runtime: "crun", Images: imgs, Templates: c})
 	m := contexts.NewManager(memory.New(), p, contexts.Config{Catalog: c, PoolSize: -1,
-		PoolSizes: map[string]int{"one": 2, "two": 2}, PoolPrestart: []string{}, DefaultTemplate: "one"})
+		PoolSizes: map[string]int{"one": 2, "two": 2, a.ID: 1, b.ID: 1}, PoolPrestart: []string{}, DefaultTemplate: "one"})
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestTemplatePools(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		st := m.Stats()
-		if st.PerTemplate[one.ID].PoolSize == 2 && st.PerTemplate[two.ID].PoolSize == 2 {
+		if st.PerTemplate[one.ID].PoolSize == 2 && st.PerTemplate[two.ID].PoolSize == 2 && st.PerTemplate[a.ID].PoolSize == 1 && st.PerTemplate[b.ID].PoolSize == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -172,7 +172,15 @@ func TestTemplatePools(t *testing.T) {
 			t.Errorf("%d: template %q: %+v %v, want %s", i, tc.tpl, res, err, tc.want)
 		}
 	}
+	// Two tenants' templates of one name, each pooled by its id.
+	if res, err := m.Execute(ctx, contexts.Identity{TenantID: "B", ConversationID: "c", PathID: "main"},
+		contexts.ExecuteRequest{Language: "sh", Code: "cat /marker", Template: "app"}, nil); err != nil || res.Stdout != "B" {
+		t.Errorf("B's app: %+v %v, want B", res, err)
+	}
 	st := m.Stats()
+	if hits := st.PerTemplate[a.ID].PoolHits + st.PerTemplate[b.ID].PoolHits; hits != 2 {
+		t.Errorf("tenants' pooled templates: %d pool hits, want 2: %+v", hits, st.PerTemplate)
+	}
 	if hits := st.PerTemplate[one.ID].PoolHits + st.PerTemplate[two.ID].PoolHits; hits < 3 {
 		t.Errorf("pool hits %d, want the pooled creates served from the pools: %+v", hits, st.PerTemplate)
 	}
