@@ -77,6 +77,18 @@ func TestTemplatesServe(t *testing.T) {
 	if _, err := run(a, "c", "default", "sh", "true"); !errors.As(err, &e) || e.Code != errdefs.CodeFailedPrecondition {
 		t.Errorf("another template for an existing context: %v, want failed_precondition", err)
 	}
+	// The E2B surface creates by alias or id through the same resolution.
+	code, body := raw(t, "POST", d.URL+"/sandboxes", d.key, `{"templateID":"app","timeout":60}`, "Content-Type", "application/json", "X-API-Key", d.key)
+	var sb struct{ SandboxID, TemplateID string }
+	json.Unmarshal([]byte(body), &sb)
+	if code != 201 || sb.TemplateID != "app" {
+		t.Errorf("E2B create by alias: %d %s", code, body)
+	} else if rec, err := a.GetContext(ctx, sb.SandboxID); err != nil || rec.Template != aID {
+		t.Errorf("E2B sandbox's context: %+v %v, want template %s", rec, err, aID)
+	}
+	if code, body := raw(t, "POST", d.URL+"/sandboxes", other.APIKey, `{"templateID":"`+aID+`"}`, "Content-Type", "application/json", "X-API-Key", other.APIKey); code != 404 {
+		t.Errorf("E2B create on another tenant's template id: %d %s", code, body)
+	}
 	cli(d.key, "rm", "app")
 	if r, err := run(b, "c3", "app", "sh", "cat /marker"); err != nil || r.Stdout != "B" {
 		t.Errorf("B's app after A removed its own: %+v %v", r, err)
