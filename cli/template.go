@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/templates"
 )
 
 func init() {
@@ -37,10 +41,16 @@ func runTemplate(ctx context.Context, args []string, std IO) error {
 	if verb == "pull" || verb == "import" {
 		st.register(fs)
 	}
+	public := fs.Bool("public", false, "a public template, for every tenant: works on the store and the image store directly (operator), not over HTTP")
+	storeURL := fs.String("store", "", "with --public: store URL (default: SQLite in --data-dir)")
+	imagesDir := fs.String("images-dir", "", "with --public: the image store (default DATA_DIR/images)")
 	if err := parseInterleaved(fs, args[1:]); err != nil {
 		return err
 	}
 	pos := fs.Args()
+	if *public {
+		return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.json)
+	}
 	switch verb {
 	case "pull", "import":
 		if len(pos) != 2 {
@@ -154,6 +164,10 @@ func templateList(ctx context.Context, c *client.Client, out io.Writer, asJSON b
 	if asJSON {
 		return printJSON(out, l)
 	}
+	return templateTable(out, *l)
+}
+
+func templateTable(out io.Writer, l api.TemplateList) error {
 	rows := make([][]string, 0, len(l.Templates))
 	for _, t := range l.Templates {
 		scope := "own"
@@ -184,4 +198,69 @@ func templateRemove(ctx context.Context, c *client.Client, refs []string, out io
 		fmt.Fprintln(out, ref)
 	}
 	return nil
+}
+
+// templatePublic runs a verb on public templates, on the store and the
+// image store themselves: public templates are the operator's, and the
+// API only ever acts for a tenant. A running daemon sees a new one at
+// once; a deleted one stops resolving by name at once, while contexts
+// already on it keep running.
+func templatePublic(ctx context.Context, verb string, pos []string, tf templateFlags, sf storeFlags, imagesDir string, out io.Writer, asJSON bool) error {
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if imagesDir == "" {
+		imagesDir = filepath.Join(sf.dataDir, "images")
+	}
+	imgs, err := image.Open(imagesDir, image.Config{})
+	if err != nil {
+		return fmt.Errorf("image store: %w", err)
+	}
+	c := templates.New(templates.Config{Store: st, Images: imgs})
+	show := func(t templates.Template, err error) error {
+		if err != nil {
+			return err
+		}
+		at := server.TemplateOut(t)
+		return printTemplate(out, &at, asJSON)
+	}
+	switch verb {
+	case "pull", "import":
+		if len(pos) != 2 {
+			return usageErr("template %s --public: want NAME and %s", verb, map[string]string{"pull": "REF", "import": "FILE"}[verb])
+		}
+		settings, err := tf.settings()
+		if err != nil {
+			return err
+		}
+		spec := templates.Spec{Name: pos[0], Settings: server.TemplateSettingsIn(settings)}
+		if verb == "pull" {
+			return show(c.Pull(ctx, "", pos[1], spec, nil))
+		}
+		return show(c.Import(ctx, "", pos[1], spec, nil))
+	case "ls", "list":
+		list, err := c.List(ctx, "")
+		if err != nil {
+			return err
+		}
+		l := api.TemplateList{Templates: []api.Template{}}
+		for _, t := range list {
+			l.Templates = append(l.Templates, server.TemplateOut(t))
+		}
+		if asJSON {
+			return printJSON(out, l)
+		}
+		return templateTable(out, l)
+	case "rm", "delete":
+		for _, ref := range pos {
+			if err := c.Delete(ctx, "", ref); err != nil {
+				return fmt.Errorf("template %s: %w", ref, err)
+			}
+			fmt.Fprintln(out, ref)
+		}
+		return nil
+	}
+	return usageErr("template: unknown subcommand %q", verb)
 }

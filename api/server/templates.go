@@ -38,14 +38,16 @@ func (s *Server) templatesOf(w http.ResponseWriter, r *http.Request) (Templates,
 	return s.cfg.Templates, true
 }
 
-func templateOut(t templates.Template) api.Template {
+// TemplateOut is a template as the API shows it.
+func TemplateOut(t templates.Template) api.Template {
 	st := t.Settings
 	return api.Template{ID: t.ID, Name: t.Name, Public: t.Public(), BuiltIn: t.ID == t.Name, Image: t.Image, Source: t.Source,
 		CreatedAt: t.CreatedAt, Settings: api.TemplateSettings{User: st.User, Workdir: st.Workdir, Env: st.Env, StartCmd: st.StartCmd,
 			Kernels: st.Kernels, Prestart: st.Prestart, Resources: api.TemplateResources(st.Resources)}}
 }
 
-func settingsIn(st api.TemplateSettings) templates.Settings {
+// TemplateSettingsIn is the API's settings as a record's.
+func TemplateSettingsIn(st api.TemplateSettings) templates.Settings {
 	return templates.Settings{User: st.User, Workdir: st.Workdir, Env: st.Env, StartCmd: st.StartCmd,
 		Kernels: st.Kernels, Prestart: st.Prestart, Resources: templates.Resources(st.Resources)}
 }
@@ -62,7 +64,7 @@ func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.TemplateList{Templates: []api.Template{}}
 	for _, t := range list {
-		out.Templates = append(out.Templates, templateOut(t))
+		out.Templates = append(out.Templates, TemplateOut(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -77,7 +79,7 @@ func (s *Server) getTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, templateOut(t))
+	writeJSON(w, http.StatusOK, TemplateOut(t))
 }
 
 func (s *Server) deleteTemplate(w http.ResponseWriter, r *http.Request) {
@@ -116,7 +118,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, fmt.Errorf("ref is required (an image reference to pull; to import, send the tarball as application/x-tar): %w", errdefs.ErrInvalidArgument))
 			return
 		}
-		t, err = tc.Pull(r.Context(), tid, req.Ref, templates.Spec{Name: req.Name, Settings: settingsIn(req.Settings)}, nil)
+		t, err = tc.Pull(r.Context(), tid, req.Ref, templates.Spec{Name: req.Name, Settings: TemplateSettingsIn(req.Settings)}, nil)
 	case "application/x-tar", "application/octet-stream":
 		q := r.URL.Query()
 		var st api.TemplateSettings
@@ -133,7 +135,7 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, &http.MaxBytesError{Limit: max})
 			return
 		}
-		t, err = tc.ImportReader(r.Context(), tid, http.MaxBytesReader(w, r.Body, max), templates.Spec{Name: q.Get("name"), Settings: settingsIn(st)}, nil)
+		t, err = tc.ImportReader(r.Context(), tid, http.MaxBytesReader(w, r.Body, max), templates.Spec{Name: q.Get("name"), Settings: TemplateSettingsIn(st)}, nil)
 	default:
 		s.writeError(w, r, fmt.Errorf("Content-Type %q: application/json to pull, application/x-tar to import: %w", ct, errdefs.ErrInvalidArgument))
 		return
@@ -142,5 +144,5 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, templateOut(t))
+	writeJSON(w, http.StatusCreated, TemplateOut(t))
 }
