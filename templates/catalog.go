@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/sandlot/sandlot/contexts"
@@ -31,8 +32,13 @@ type Config struct {
 	// is always offered, and "default" means it.
 	HostTemplate bool
 	// Pull configures registry pulls (credentials, transport); its Name
-	// and Progress are set per pull.
+	// and Progress are set per pull. Its Keychain (nil: the daemon's docker
+	// config) serves public templates, the operator's.
 	Pull source.PullOptions
+	// TenantKeychain supplies credentials for tenants' pulls. nil:
+	// anonymous, so a tenant cannot pull a private image with the
+	// credentials the operator's docker config holds.
+	TenantKeychain authn.Keychain
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -177,6 +183,12 @@ func (c *Catalog) Pull(ctx context.Context, tenantID, ref string, spec Spec, pro
 	return c.record(ctx, tenantID, spec, ref, func() (v1.Hash, error) {
 		opt := c.cfg.Pull
 		opt.Progress = progress
+		if tenantID != "" {
+			opt.Keychain = c.cfg.TenantKeychain
+			if opt.Keychain == nil {
+				opt.Keychain = anonymous{}
+			}
+		}
 		p, err := source.Pull(ctx, c.cfg.Images, ref, opt)
 		return p.Digest, err
 	})
@@ -362,3 +374,8 @@ func (c *Catalog) ImportReader(ctx context.Context, tenantID string, r io.Reader
 	}
 	return c.Import(ctx, tenantID, f.Name(), spec, progress)
 }
+
+// anonymous is a keychain with no credentials for any registry.
+type anonymous struct{}
+
+func (anonymous) Resolve(authn.Resource) (authn.Authenticator, error) { return authn.Anonymous, nil }

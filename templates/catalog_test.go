@@ -193,3 +193,23 @@ func BenchmarkTemplateInfo(b *testing.B) {
 		})
 	}
 }
+
+// TestCatalogTenantPullCredentials: a tenant's pull is anonymous, so the
+// daemon's registry credentials (its docker config) never fetch a private
+// image for a tenant; the operator's public pull uses them.
+func TestCatalogTenantPullCredentials(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newCatalog(t)
+	reg := templatestest.AuthRegistry(t)
+	templatestest.Push(t, reg+"/private/app:1", templatestest.Image(t, "private"))
+	_, err := c.Pull(ctx, "A", reg+"/private/app:1", templates.Spec{Name: "stolen"}, nil)
+	if err == nil {
+		t.Fatalf("a tenant pulled a private image with the daemon's credentials: %v", err)
+	}
+	if _, err := c.Resolve(ctx, "A", "stolen"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a refused pull left a record: %v", err)
+	}
+	if _, err := c.Pull(ctx, "", reg+"/private/app:1", templates.Spec{Name: "ops"}, nil); err != nil {
+		t.Errorf("the operator's pull with the docker config: %v", err)
+	}
+}

@@ -5,14 +5,18 @@ package templatestest
 
 import (
 	"archive/tar"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -68,7 +72,7 @@ func Push(t testing.TB, ref string, img v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(r, img); err != nil {
+	if err := remote.Write(r, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -86,4 +90,31 @@ func DockerArchive(t testing.TB, img v1.Image, tag string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// AuthRegistry is Registry behind basic auth (user:pass), with a docker
+// config holding those credentials made the default keychain's
+// ($DOCKER_CONFIG) for the test.
+func AuthRegistry(t testing.TB) string {
+	t.Helper()
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "user" || p != "pass" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("user:pass"))
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(fmt.Sprintf(`{"auths": {%q: {"auth": %q}}}`, host, auth)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if tt, ok := t.(*testing.T); ok {
+		tt.Setenv("DOCKER_CONFIG", dir)
+	}
+	return host
 }
