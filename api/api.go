@@ -112,6 +112,9 @@ type RunCodeArgs struct {
 	Code        string `json:"code"`
 	Description string `json:"description,omitempty"`
 	Timeout     int64  `json:"timeout,omitempty"`
+	// Template (name or id) of the context's sandbox when this call
+	// creates the context.
+	Template string `json:"template,omitempty"`
 }
 
 // PathRef names the conversation path a tool call ran in. Every tool's
@@ -363,4 +366,54 @@ type Secret struct {
 // SecretList is the body of GET /v1/secrets.
 type SecretList struct {
 	Secrets []Secret `json:"secrets"`
+}
+
+// TemplateSettings are what a sandbox of a template starts with
+// (docs/images.md, "Templates"); zero values mean the image's or the
+// daemon's.
+type TemplateSettings struct {
+	User     string            `json:"user,omitempty"`
+	Workdir  string            `json:"workdir,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	StartCmd string            `json:"startCmd,omitempty"`
+	// Kernels are the languages run_code offers (python, javascript,
+	// typescript, bash, sh); empty: all.
+	Kernels   []string          `json:"kernels,omitempty"`
+	Prestart  []string          `json:"prestart,omitempty"`
+	Resources TemplateResources `json:"resources,omitempty"`
+}
+
+// TemplateResources are a template's defaults for its sandboxes' limits.
+type TemplateResources struct {
+	CPUs        float64 `json:"cpus,omitempty"`
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	DiskBytes   int64   `json:"diskBytes,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
+}
+
+// TemplateRequest is the JSON body of POST /v1/templates: pull Ref from
+// its registry as the tenant's template Name. (An import sends the
+// tarball as the body instead, with name and settings in the query.)
+type TemplateRequest struct {
+	Name     string           `json:"name"`
+	Ref      string           `json:"ref"`
+	Settings TemplateSettings `json:"settings"`
+}
+
+// Template describes a template: a built-in, the tenant's own, or a public
+// one (Public).
+type Template struct {
+	ID        string           `json:"id"`
+	Name      string           `json:"name"`
+	Public    bool             `json:"public"`
+	BuiltIn   bool             `json:"builtIn,omitempty"`
+	Image     string           `json:"image,omitempty"`
+	Source    string           `json:"source,omitempty"`
+	Settings  TemplateSettings `json:"settings"`
+	CreatedAt time.Time        `json:"createdAt,omitzero"`
+}
+
+// TemplateList is the body of GET /v1/templates.
+type TemplateList struct {
+	Templates []Template `json:"templates"`
 }

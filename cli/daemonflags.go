@@ -54,6 +54,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 		imageHelp += "; unset: the host's /usr read-only"
 	}
 	fs.StringVar(&c.defaultImage, "default-image", d.defaultImage, imageHelp)
+	fs.DurationVar(&c.imageGCInterval, "image-gc-interval", defaultImageGCInterval, "how often image layers that no template, named image or sandbox uses are removed (0: never)")
 	fs.BoolVar(&c.hostTemplate, "host-template", false, "also offer the template \"host\": the host's /usr read-only (without /usr/local), for hosts without images")
 	poolHelp := "warm sandboxes kept per template (-1: the manager default)"
 	if d.poolSize == 0 {

@@ -30,6 +30,7 @@ func runExec(ctx context.Context, args []string, std IO) error {
 	lang := fs.String("lang", "python", "language: python, javascript, typescript, bash, sh")
 	file := fs.String("file", "", "read the code from a file (- for stdin)")
 	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
+	tpl := fs.String("template", "", "template (name or id) when this call creates the context (default: the default template)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: sandlot exec [flags] CODE...   or   sandlot exec [flags] --file F")
 		fs.PrintDefaults()
@@ -59,7 +60,7 @@ func runExec(ctx context.Context, args []string, std IO) error {
 	}
 	req := client.RunCodeRequest{
 		Target:   client.Target{ConversationID: *conv, PathID: *path, TaskID: *task},
-		Language: *lang, Code: code, Timeout: *timeout,
+		Language: *lang, Code: code, Timeout: *timeout, Template: *tpl,
 	}
 	c := r.client()
 	var res *api.RunCodeResult

@@ -56,5 +56,6 @@ func frontDoor(cfg serveConfig, w *wired, log *slog.Logger) (srv *server.Server,
 		PortsMatch:      w.portsMatch(),
 		Secrets:         w.secrets,
 		SecretsChanged:  w.secretsChanged,
+		Templates:       w.templateRoutes(),
 	}), metricsTok, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -77,6 +78,8 @@ type serveConfig struct {
 	imagesDir    string
 	defaultImage string
 	hostTemplate bool
+	// imageGCInterval schedules the image GC (templatewire.go); 0: never.
+	imageGCInterval time.Duration
 }
 
 func runServe(ctx context.Context, args []string, std IO) error {
@@ -190,7 +193,9 @@ type wired struct {
 	// --network (nothing would use them). secretsChanged reloads them.
 	secrets        secret.Store
 	secretsChanged func(tenantID string)
-	close          func(ctx context.Context) error
+	// templates serves /v1/templates; nil without an image store.
+	templates *templates.Catalog
+	close     func(ctx context.Context) error
 }
 
 func (w *wired) portsHandler() http.Handler {

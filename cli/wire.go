@@ -46,7 +46,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	prov, provErr := newProvider(ctx, cfg, log, nw)
+	tw := &templateWire{store: st, host: cfg.hostTemplate, log: log}
+	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
 		nw.close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))
@@ -100,6 +101,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		}
 		mcfg.Networks = policyOnly{op}
 	}
+	if tw.catalog != nil {
+		mcfg.Catalog = tw.catalog
+	}
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))
@@ -111,6 +115,8 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	reaped := make(chan struct{})
 	go func() { defer close(reaped); reaper.run(rctx) }()
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); tw.gcLoop(rctx, cfg.imageGCInterval) }()
 	w := &wired{
 		nw:    nw,
 		ports: nw.portsRoute(),
@@ -134,6 +140,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		close: func(ctx context.Context) error {
 			stopReaper()
 			<-reaped
+			<-gcDone
 			// The networks outlive the daemon with their sandboxes; only
 			// the proxy and the resolver stop.
 			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
@@ -141,6 +148,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	if nw != nil {
 		w.secrets, w.secretsChanged = st, nw.secretsChanged
+	}
+	if tw.catalog != nil {
+		w.templates = tw.catalog
 	}
 	return w, nil
 }
@@ -189,7 +199,7 @@ func (c serveConfig) localConfig(log *slog.Logger) local.Config {
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the server still
 // starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *netWire) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *netWire, tw *templateWire) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range strings.Split(cfg.providers, ",") {
@@ -203,6 +213,9 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 					continue
 				}
 				lc.Images, lc.Missing = s, missing
+				if tw != nil {
+					lc.Templates = tw.attach(s)
+				}
 			}
 			if nw != nil {
 				lc.Networks = nw.st
@@ -223,6 +236,9 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 					nw.startErr = err
 					return nil, err
 				}
+			}
+			if tw != nil && lc.Images != nil {
+				tw.live = p.LiveImages
 			}
 			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)

@@ -112,10 +112,13 @@ type RunCodeRequest struct {
 	Language string        // python | javascript | typescript | bash | sh
 	Code     string        // at most 100 KB
 	Timeout  time.Duration // 0: the server default; else 1 s to 600 s
+	// Template (name or id) when the call creates the context; "": the
+	// default. A context keeps its template.
+	Template string
 }
 
 func (r RunCodeRequest) args() api.RunCodeArgs {
-	return api.RunCodeArgs{Language: r.Language, Code: r.Code, Timeout: r.Timeout.Milliseconds()}
+	return api.RunCodeArgs{Language: r.Language, Code: r.Code, Timeout: r.Timeout.Milliseconds(), Template: r.Template}
 }
 
 // RunCode runs code in the target's persistent kernel.

@@ -48,8 +48,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.started = true
 	m.unobserve = unobserve
 	m.mu.Unlock()
-	m.poolEnsure(m.cfg.DefaultTemplate)
-	for t := range m.cfg.PoolSizes {
+	m.resolvePoolSizes(ctx)
+	m.poolEnsure(m.defaultTemplateID(ctx))
+	for t := range *m.poolSizes.Load() {
 		m.poolEnsure(t)
 	}
 	m.wg.Add(1)

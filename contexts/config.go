@@ -71,6 +71,15 @@ type Config struct {
 	// Empty: DefaultTemplate and the keys of PoolSizes. The local provider
 	// has one template, "default" (python, node and bash kernels).
 	Templates []string
+	// Catalog, when set, says what a template name means per tenant: a
+	// create resolves CreateOptions.Template through it and the record
+	// (and the pool, and the provider's Spec) carries the template's id,
+	// so two tenants' templates of one name never share a sandbox; a run
+	// in a language the template does not offer is invalid_argument.
+	// It replaces Templates. PoolSizes keys may be names of public
+	// templates (resolved at Start) or ids; a tenant's own template has a
+	// pool only when PoolSizes names its id.
+	Catalog Catalog
 	// Limits are passed to the provider for every sandbox.
 	Limits Limits
 	// Guard redacts everything that leaves a sandbox. Nil passes
@@ -178,10 +187,36 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// poolSize is the warm pool size of template.
-func (c Config) poolSize(template string) int {
-	if n, ok := c.PoolSizes[template]; ok {
+// poolSize is the warm pool size of template (an id when Config.Catalog
+// is set).
+func (m *Manager) poolSize(template string) int {
+	if n, ok := (*m.poolSizes.Load())[template]; ok {
 		return max(n, 0)
 	}
-	return max(c.PoolSize, 0)
+	if m.cfg.Catalog != nil {
+		info, err := m.cfg.Catalog.TemplateInfo(context.Background(), template)
+		if err != nil || !info.Public {
+			return 0
+		}
+	}
+	return max(m.cfg.PoolSize, 0)
+}
+
+// Catalog is what the manager asks about templates (Config.Catalog).
+type Catalog interface {
+	// ResolveTemplate finds what ref ("" the default template) means for
+	// tenantID; not_found when nothing.
+	ResolveTemplate(ctx context.Context, tenantID, ref string) (TemplateInfo, error)
+	// TemplateInfo describes the template of id.
+	TemplateInfo(ctx context.Context, id string) (TemplateInfo, error)
+}
+
+// TemplateInfo is what the manager knows of a template.
+type TemplateInfo struct {
+	ID, Name string
+	// Languages run_code offers there; nil: all.
+	Languages []string
+	// Public: shared by every tenant (built-ins too); such templates get a
+	// warm pool of PoolSize unless PoolSizes says otherwise.
+	Public bool
 }

@@ -120,7 +120,13 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	if template == "" {
 		template = m.cfg.DefaultTemplate
 	}
-	if !m.hasTemplate(template) {
+	if m.cfg.Catalog != nil {
+		info, err := m.cfg.Catalog.ResolveTemplate(ctx, id.TenantID, template)
+		if err != nil {
+			return nil, err
+		}
+		template = info.ID
+	} else if !m.hasTemplate(template) {
 		return nil, templateNotFound(template)
 	}
 	ttl := opts.TTL

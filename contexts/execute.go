@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
@@ -44,6 +46,11 @@ type ExecuteRequest struct {
 	// ContextID, when set, runs only in that context (see
 	// CreateOptions.ContextID): never in a fresh one.
 	ContextID string
+	// Template is the template of the context when this call creates it
+	// ("" the default). When the context exists on another template the
+	// call fails with failed_precondition: a context keeps its sandbox's
+	// template for its life (end it to start over on another).
+	Template string
 	// CodeLimit, when larger than Config.MaxCodeBytes, bounds Code
 	// instead: an edge whose wire promises larger cells and bounds its
 	// bodies itself (E2B's /execute). At most MaxCodeLimit.
@@ -142,7 +149,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		if req.Unbounded {
 			within = 0 // no bound to keep the record for: touch it
 		}
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network}, within)
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network, Template: req.Template}, within)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
 				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
@@ -180,6 +187,12 @@ var errResend = errors.New("request not sent to a dead sandbox")
 // mayResend allows errResend.
 func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequest, timeout time.Duration, out OutputFunc, mayResend bool) (*ExecuteResult, error) {
 	rec := m.snapshot(e)
+	if err := m.checkTemplate(ctx, rec, req.Template); err != nil {
+		return nil, err
+	}
+	if err := m.checkLanguage(ctx, rec.Template, req.Language); err != nil {
+		return nil, err
+	}
 	g := m.cfg.Guard
 	sg := newStreamGuard(ctx, g, rec.TenantID, out)
 	p := agent.RunCodeParams{
@@ -344,4 +357,45 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)
 	}
 	return fn(ctx, rec, GuardSandbox(sb, m.cfg.Guard, rec.TenantID))
+}
+
+// checkLanguage refuses a run in a language the context's template does
+// not offer (Config.Catalog). A template deleted since the context was
+// made no longer says: the run goes to the sandbox, which has what it has.
+func (m *Manager) checkLanguage(ctx context.Context, template, language string) error {
+	if m.cfg.Catalog == nil {
+		return nil
+	}
+	info, err := m.cfg.Catalog.TemplateInfo(ctx, template)
+	if err != nil || len(info.Languages) == 0 || slices.Contains(info.Languages, language) {
+		return nil
+	}
+	return fmt.Errorf("template %q offers %s, not %s: %w", info.Name, strings.Join(info.Languages, ", "), language, errdefs.ErrInvalidArgument)
+}
+
+// checkTemplate refuses a call that asks for template ref ("" asks for
+// nothing) in a context that runs on another one.
+func (m *Manager) checkTemplate(ctx context.Context, rec *Record, ref string) error {
+	if ref == "" {
+		return nil
+	}
+	want := ref
+	if m.cfg.Catalog != nil {
+		info, err := m.cfg.Catalog.ResolveTemplate(ctx, rec.TenantID, ref)
+		if err != nil {
+			return err
+		}
+		want = info.ID
+	}
+	if want == rec.Template {
+		return nil
+	}
+	have := rec.Template
+	if m.cfg.Catalog != nil {
+		if info, err := m.cfg.Catalog.TemplateInfo(ctx, rec.Template); err == nil {
+			have = info.Name
+		}
+	}
+	return fmt.Errorf("context %s/%s runs on template %q, not %q; a context keeps its template (end it, or use another path, to run on %q): %w",
+		rec.ConversationID, rec.PathID, have, ref, ref, errdefs.ErrFailedPrecondition)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -37,11 +38,14 @@ type Manager struct {
 	byIdent  map[Identity]*entry // the same, by identity
 	creating map[string]bool     // context ids between Store.Create and ready
 	pools    map[string]*pool    // by template
-	tstats   map[string]*TemplateStats
-	suspects map[string]bool // sandbox ids unknown at the previous sweep
-	started  bool
-	closed   bool
-	stopCh   chan struct{} // closed by Close to stop the loops
+	// poolSizes is Config.PoolSizes with public templates' names turned
+	// into ids at Start (Config.Catalog).
+	poolSizes atomic.Pointer[map[string]int]
+	tstats    map[string]*TemplateStats
+	suspects  map[string]bool // sandbox ids unknown at the previous sweep
+	started   bool
+	closed    bool
+	stopCh    chan struct{} // closed by Close to stop the loops
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -67,7 +71,7 @@ type entry struct {
 // no warm pool and no background cleanup.
 func NewManager(store Store, provider Provider, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
-	return &Manager{
+	m := &Manager{
 		store:    store,
 		provider: provider,
 		cfg:      cfg,
@@ -81,6 +85,9 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		suspects: map[string]bool{},
 		stopCh:   make(chan struct{}),
 	}
+	sizes := maps.Clone(cfg.PoolSizes)
+	m.poolSizes.Store(&sizes)
+	return m
 }
 
 var errClosed = fmt.Errorf("context manager is closed: %w", errdefs.ErrUnavailable)
@@ -113,4 +120,32 @@ func (m *Manager) isClosed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed
+}
+
+// defaultTemplateID is the id of Config.DefaultTemplate (its name without
+// a Catalog, or when the catalog does not know it yet).
+func (m *Manager) defaultTemplateID(ctx context.Context) string {
+	if m.cfg.Catalog != nil {
+		if info, err := m.cfg.Catalog.ResolveTemplate(ctx, "", m.cfg.DefaultTemplate); err == nil {
+			return info.ID
+		}
+	}
+	return m.cfg.DefaultTemplate
+}
+
+// resolvePoolSizes turns the names of public templates among PoolSizes'
+// keys into their ids (Config.Catalog); keys the catalog does not know
+// stay as they are.
+func (m *Manager) resolvePoolSizes(ctx context.Context) {
+	if m.cfg.Catalog == nil || len(m.cfg.PoolSizes) == 0 {
+		return
+	}
+	out := make(map[string]int, len(m.cfg.PoolSizes))
+	for k, n := range m.cfg.PoolSizes {
+		if info, err := m.cfg.Catalog.ResolveTemplate(ctx, "", k); err == nil {
+			k = info.ID
+		}
+		out[k] = n
+	}
+	m.poolSizes.Store(&out)
 }

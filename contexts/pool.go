@@ -21,7 +21,7 @@ type pool struct {
 // poolEnsure makes sure template has a pool (when its size is positive and
 // the manager runs) and asks it to refill.
 func (m *Manager) poolEnsure(template string) {
-	size := m.cfg.poolSize(template)
+	size := m.poolSize(template)
 	if size <= 0 {
 		return
 	}
@@ -58,7 +58,7 @@ func (m *Manager) poolKick(template string) {
 // poolTake returns a warm, healthy sandbox of template, or nil (a miss,
 // counted when the template is pooled and the manager runs).
 func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
-	if m.cfg.poolSize(template) <= 0 {
+	if m.poolSize(template) <= 0 {
 		return nil
 	}
 	defer m.poolKick(template)

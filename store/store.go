@@ -28,18 +28,20 @@ import (
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/store/postgres"
 	"github.com/sandlot/sandlot/store/sqlite"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
 // AuditEvent is one entry of the audit trail.
 type AuditEvent = audit.Event
 
-// Backend is what the daemon needs from a store: contexts, tenants and the
-// audit trail.
+// Backend is what the daemon needs from a store: contexts, tenants, their
+// secrets and templates, and the audit trail.
 type Backend interface {
 	contexts.Store
 	tenant.Store
 	secret.Store
+	templates.Store
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error

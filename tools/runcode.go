@@ -37,6 +37,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 		Code:     str(args, "code"),
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
 		Network:  r.create(call).Network,
+		Template: str(args, "template"),
 	}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -92,7 +93,22 @@ func TestTenantIsolation(t *testing.T) {
 	for _, id := range []string{"tenant-a", "tenant-b"} {
 		secrets.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
 	}
-	e := newEnv(t, func(c *server.Config) { c.Secrets = secrets })
+	// A's template "app", recorded directly (no image store: pulls are 412).
+	tplA, err := secrets.CreateTemplate(context.Background(), templates.Template{TenantID: "tenant-a", Name: "app",
+		Image: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, func(c *server.Config) {
+		c.Secrets = secrets
+		c.Templates = templates.New(templates.Config{Store: secrets})
+	})
+	aTemplateIntact := func(t *testing.T) {
+		t.Helper()
+		if got, err := secrets.TemplateByID(context.Background(), tplA.ID); err != nil || got.Name != "app" || got.TenantID != "tenant-a" {
+			t.Fatalf("A's template was touched: %+v %v", got, err)
+		}
+	}
 	if w := e.do(t, req{method: "PUT", path: "/v1/secrets/gh", key: e.KeyA, body: api.SecretRequest{Value: "a-secret-value", Hosts: []string{"a.test"}}}); w.Code != 200 {
 		t.Fatal(w.Body)
 	}
@@ -221,6 +237,25 @@ func TestTenantIsolation(t *testing.T) {
 			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
 			e.do(t, req{method: "DELETE", path: "/v1/secrets/gh", key: e.KeyB})
 			aSecretIntact(t)
+		},
+		"GET /v1/templates": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/templates", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), tplA.ID) || strings.Contains(w.Body.String(), `"app"`) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"GET /v1/templates/{nameOrId}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/templates/" + tplA.ID, key: e.KeyB}))
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/templates/app", key: e.KeyB}))
+		},
+		"DELETE /v1/templates/{nameOrId}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/templates/" + tplA.ID, key: e.KeyB}))
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/templates/app", key: e.KeyB}))
+			aTemplateIntact(t)
+		},
+		"POST /v1/templates": func(t *testing.T) {
+			e.do(t, req{method: "POST", path: "/v1/templates", key: e.KeyB, body: api.TemplateRequest{Name: "app", Ref: "127.0.0.1:1/x:1"}})
+			aTemplateIntact(t)
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})

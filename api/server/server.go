@@ -118,6 +118,12 @@ type Config struct {
 	// those routes 412. SecretsChanged is told of every change, by tenant.
 	Secrets        secret.Store
 	SecretsChanged func(tenantID string)
+	// Templates, when set, serves /v1/templates (list, get, delete, pull
+	// and import for the request's tenant); nil answers those routes 412.
+	Templates Templates
+	// MaxImportBytes bounds an image tarball uploaded to POST
+	// /v1/templates (0: 4 GiB); more is a 413.
+	MaxImportBytes int64
 	// Metrics, when set, is mounted at GET /metrics behind
 	// MetricsToken.
 	Metrics http.Handler
@@ -164,6 +170,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxImportBytes <= 0 {
+		cfg.MaxImportBytes = DefaultMaxImportBytes
 	}
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
@@ -229,6 +238,10 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/secrets", true, s.listSecrets},
 		{"PUT", "/v1/secrets/{name}", true, s.putSecret},
 		{"DELETE", "/v1/secrets/{name}", true, s.deleteSecret},
+		{"GET", "/v1/templates", true, s.listTemplates},
+		{"POST", "/v1/templates", true, s.createTemplate},
+		{"GET", "/v1/templates/{nameOrId}", true, s.getTemplate},
+		{"DELETE", "/v1/templates/{nameOrId}", true, s.deleteTemplate},
 	}
 }
 

@@ -78,6 +78,11 @@ type Config struct {
 	// read-only, without /usr/local) beside the store's images. Never the
 	// default.
 	HostTemplate bool
+	// Templates, when set, says what contexts.Spec.Template is: a
+	// template id, whose image and settings (env, workdir, user, kernels,
+	// resources, start command) the sandbox gets; "default" and "host"
+	// stay the built-ins. nil: Spec.Template names an image in Images.
+	Templates Templates
 	// Missing, when set, says why a template the store lacks cannot be
 	// used yet (the default template while it is being built: unavailable);
 	// nil from it: not_found.
@@ -92,6 +97,7 @@ type Provider struct {
 	images       *image.Store
 	hostTemplate bool
 	missing      func(string) error
+	templates    Templates
 	stateDir     string
 	agentSrc     string // the agent binary given to New
 	agentMu      sync.Mutex
@@ -134,6 +140,7 @@ func New(cfg Config) (*Provider, error) {
 		images:       cfg.Images,
 		hostTemplate: cfg.HostTemplate,
 		missing:      cfg.Missing,
+		templates:    cfg.Templates,
 		stateDir:     rt.StateDir(),
 		agentSrc:     agentPath,
 		agentPath:    installed,
@@ -222,10 +229,16 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	defer tmpl.release()
-	// The image's environment, then the spec's.
+	if err := tmpl.checkUser(); err != nil {
+		return nil, err
+	}
+	// The image's environment, then the template's, then the spec's.
 	merged := tmpl.env
 	if merged == nil {
 		merged = map[string]string{}
+	}
+	for k, v := range tmpl.settings.Env {
+		merged[k] = v
 	}
 	for k, v := range spec.Env {
 		merged[k] = v
@@ -267,8 +280,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	key := make([]byte, agent.KeySize)
 	rand.Read(key)
 	// The runtime hands the key to the agent alone, on fd 3 (runtime.Spec.Secret).
-	args := []string{oci.AgentPath, "--socket", p.rt.Channel(), "--key-fd", "3", "--home", oci.HomeDir}
-	if prestart := mergePrestart(p.prestart, spec.Prestart); len(prestart) > 0 {
+	home := oci.HomeDir
+	if tmpl.settings.Workdir != "" {
+		home = tmpl.settings.Workdir
+	}
+	args := []string{oci.AgentPath, "--socket", p.rt.Channel(), "--key-fd", "3", "--home", home}
+	if prestart := tmpl.prestart(p.prestart, spec.Prestart); len(prestart) > 0 {
 		args = append(args, "--prestart", strings.Join(prestart, ","))
 	}
 	rs := runtime.Spec{
@@ -278,7 +295,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Mounts: []runtime.Mount{
 			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},
-		Limits:  p.limitsFor(spec.Limits),
+		Limits:  tmpl.limits(p.limitsFor(spec.Limits), spec.Limits),
 		Labels:  labels,
 		Secret:  key,
 		Root:    tmpl.root,
@@ -294,6 +311,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	c, err := p.connect(ctx, id, key, true)
 	if err != nil {
 		return nil, err
+	}
+	if cmd := tmpl.settings.StartCmd; cmd != "" {
+		p.startCmd(c, tmpl.name, cmd)
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
 	return c, nil

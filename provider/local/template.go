@@ -8,9 +8,13 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/templates"
 )
 
 // Template names the provider gives a meaning of its own.
@@ -30,10 +34,21 @@ const labelImage = "image"
 
 // template is what a template name resolves to.
 type template struct {
+	name  string
 	root  *runtime.Root // nil: the host template
 	env   map[string]string
 	image v1.Hash
 	lease *image.Lease // held until the sandbox's bundle names the image
+	// settings of a template record (Config.Templates); zero for a
+	// built-in or a bare image name.
+	settings templates.Settings
+	public   bool // the operator's: its resources may exceed the defaults
+}
+
+// Templates is what the provider asks about a template id
+// (templates.Catalog implements it).
+type Templates interface {
+	ByID(ctx context.Context, id string) (templates.Template, error)
 }
 
 func (t *template) release() { t.lease.Release() }
@@ -44,7 +59,7 @@ func (t *template) release() { t.lease.Release() }
 // whatever the name (sandlot run, and the host template's tests).
 func (p *Provider) resolve(ctx context.Context, name string) (*template, error) {
 	if p.images == nil {
-		return &template{}, nil
+		return &template{name: HostTemplate, public: true}, nil
 	}
 	if name == "" {
 		name = DefaultTemplate
@@ -53,7 +68,16 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		if !p.hostTemplate {
 			return nil, fmt.Errorf("template %q is not enabled on this host: %w", name, errdefs.ErrNotFound)
 		}
-		return &template{}, nil
+		return &template{name: name, public: true}, nil
+	}
+	ref, display := name, name
+	var rec *templates.Template
+	if p.templates != nil && name != DefaultTemplate {
+		t, err := p.templates.ByID(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		rec, ref, display = &t, t.Image, t.Name
 	}
 	// The lease keeps GC away from the image between this lookup and the
 	// bundle that names it (GC asks the runtime for live images only once
@@ -62,9 +86,12 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	if err != nil {
 		return nil, err
 	}
-	img, err := p.images.Get(ctx, name)
+	img, err := p.images.Get(ctx, ref)
 	if err != nil {
 		lease.Release()
+		if rec != nil {
+			return nil, fmt.Errorf("template %q: image %s: %w", display, ref, err)
+		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
 			if p.missing != nil {
 				if err := p.missing(name); err != nil {
@@ -75,11 +102,64 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		}
 		return nil, fmt.Errorf("template %q: %w", name, err)
 	}
-	t := &template{root: &runtime.Root{Layers: img.LowerDirs()}, image: img.Digest, lease: lease}
+	t := &template{name: display, root: &runtime.Root{Layers: img.LowerDirs()}, image: img.Digest, lease: lease, public: true}
 	if img.Config != nil {
 		t.env = imageEnv(img.Config.Config.Env)
 	}
+	if rec != nil {
+		t.settings, t.public = rec.Settings, rec.Public()
+	}
 	return t, nil
+}
+
+// checkUser refuses a template whose user the agent cannot run commands
+// as: it runs them as the sandbox user (uid 1000) only.
+func (t *template) checkUser() error {
+	switch t.settings.User {
+	case "", "user", "1000":
+		return nil
+	}
+	return fmt.Errorf("template %q runs as user %q, but this daemon runs a sandbox's commands as its user (uid 1000) only: %w",
+		t.name, t.settings.User, errdefs.ErrFailedPrecondition)
+}
+
+// prestart is the kernels a sandbox of t starts at boot: the daemon's
+// and the request's that t offers, then t's own.
+func (t *template) prestart(base, extra []string) []string {
+	var out []string
+	for _, k := range mergePrestart(base, extra) {
+		if t.settings.Offers(k) {
+			out = append(out, k)
+		}
+	}
+	return mergePrestart(out, t.settings.Prestart)
+}
+
+// limits applies t's resource defaults to l, the limits of the request
+// (req: the fields it set itself). A tenant's template may only lower
+// them; a public one (the operator's) sets them where the request did not.
+func (t *template) limits(l runtime.Limits, req contexts.Limits) runtime.Limits {
+	r := t.settings.Resources
+	apply := func(have *int64, want, asked int64) {
+		switch {
+		case want <= 0:
+		case !t.public:
+			*have = min(*have, want)
+		case asked <= 0:
+			*have = want
+		}
+	}
+	apply(&l.MemoryBytes, r.MemoryBytes, req.MemoryBytes)
+	apply(&l.PIDs, r.PIDs, req.PIDs)
+	apply(&l.DiskBytes, r.DiskBytes, req.DiskBytes)
+	switch {
+	case r.CPUs <= 0:
+	case !t.public:
+		l.CPUs = min(l.CPUs, r.CPUs)
+	case req.CPUs <= 0:
+		l.CPUs = r.CPUs
+	}
+	return l
 }
 
 // imageEnv is an image config's environment ("K=V" entries) as a map.
@@ -127,4 +207,25 @@ func (p *Provider) GC(ctx context.Context) (image.GCStats, error) {
 		return image.GCStats{}, fmt.Errorf("no image store: %w", errdefs.ErrFailedPrecondition)
 	}
 	return p.images.GCFunc(ctx, p.LiveImages)
+}
+
+// startCmd starts a template's start command beside a new sandbox, as
+// E2B's start command runs: through /bin/sh -c, output to
+// /tmp/.sandlot-start.log, in a call that lasts as long as the sandbox's
+// connection (the agent ends a process with its call, so a daemon that
+// reattaches after a restart does not restart it).
+func (p *Provider) startCmd(c *agent.Client, tmpl string, cmd string) {
+	go func() {
+		res, err := c.Exec(context.Background(), agent.ExecParams{
+			Argv:      []string{"/bin/sh", "-c", `exec /bin/sh -c "$0" </dev/null >/tmp/.sandlot-start.log 2>&1`, cmd},
+			TimeoutMs: -1,
+			Tag:       "start",
+		}, nil)
+		switch {
+		case err != nil:
+			p.log.Debug("template start command ended", logkey.Sandbox, c.ID(), logkey.Template, tmpl, logkey.Err, err)
+		case res.ExitCode != 0:
+			p.log.Info("template start command failed", logkey.Sandbox, c.ID(), logkey.Template, tmpl, "exit", res.ExitCode)
+		}
+	}()
 }

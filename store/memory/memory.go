@@ -17,22 +17,24 @@ import (
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
 // Store keeps records, tenants and audit events in memory. It is safe for
 // concurrent use.
 type Store struct {
-	mu      sync.Mutex
-	records map[string]*contexts.Record  // by context id; never handed out
-	active  map[contexts.Identity]string // identity -> id of its active record
-	tenants map[string]*tenant.Tenant    // by tenant id
-	keys    map[string]string            // key hash -> tenant id
-	keyOf   map[string]string            // tenant id -> key hash
-	events  []audit.Event                // ascending ID
-	nodes   map[string]time.Time         // node id -> last heartbeat
-	secrets map[secretKey]secret.Stored  // tenants' secrets
-	closed  bool
+	mu        sync.Mutex
+	records   map[string]*contexts.Record   // by context id; never handed out
+	active    map[contexts.Identity]string  // identity -> id of its active record
+	tenants   map[string]*tenant.Tenant     // by tenant id
+	keys      map[string]string             // key hash -> tenant id
+	keyOf     map[string]string             // tenant id -> key hash
+	events    []audit.Event                 // ascending ID
+	nodes     map[string]time.Time          // node id -> last heartbeat
+	secrets   map[secretKey]secret.Stored   // tenants' secrets
+	templates map[string]templates.Template // by template id
+	closed    bool
 }
 
 var (
@@ -428,6 +430,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	delete(s.keyOf, id)
 	delete(s.tenants, id)
 	s.dropSecrets(id)
+	s.dropTemplates(id)
 	return nil
 }
 

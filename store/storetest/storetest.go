@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"ConcurrentClaim", testConcurrentClaim},
 		{"Heartbeat", testHeartbeat},
 		{"Secrets", testSecrets},
+		{"Templates", testTemplates},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/templates"
+)
+
+func init() {
+	commands["template"] = command{summary: "pull, import, list and delete templates (pull, import, ls, rm)", usage: templateUsage + "\n",
+		verbs: []string{"pull", "import", "ls", "rm"}, run: runTemplate}
+}
+
+const templateUsage = `usage: sandlot template pull NAME REF [flags]
+       sandlot template import NAME FILE.tar [flags]
+       sandlot template ls [flags]
+       sandlot template rm NAME|ID... [flags]`
+
+// runTemplate parses flags and hands each verb to a function that knows
+// nothing of them (templatePull, templateImport, templateList,
+// templateRemove).
+func runTemplate(ctx context.Context, args []string, std IO) error {
+	if len(args) == 0 {
+		fmt.Fprintln(std.Err, templateUsage)
+		return usageErr("template: missing subcommand")
+	}
+	verb := args[0]
+	fs := newFlags("template "+verb, std)
+	var r remote
+	r.register(fs)
+	var st templateFlags
+	if verb == "pull" || verb == "import" {
+		st.register(fs)
+	}
+	public := fs.Bool("public", false, "a public template, for every tenant: works on the store and the image store directly (operator), not over HTTP")
+	storeURL := fs.String("store", "", "with --public: store URL (default: SQLite in --data-dir)")
+	imagesDir := fs.String("images-dir", "", "with --public: the image store (default DATA_DIR/images)")
+	if err := parseInterleaved(fs, args[1:]); err != nil {
+		return err
+	}
+	pos := fs.Args()
+	if *public {
+		return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.json)
+	}
+	switch verb {
+	case "pull", "import":
+		if len(pos) != 2 {
+			fmt.Fprintln(std.Err, templateUsage)
+			return usageErr("template %s: want NAME and %s", verb, map[string]string{"pull": "REF", "import": "FILE"}[verb])
+		}
+		settings, err := st.settings()
+		if err != nil {
+			return err
+		}
+		if verb == "pull" {
+			return templatePull(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+		}
+		return templateImport(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+	case "ls", "list":
+		return templateList(ctx, r.client(), std.Out, r.json)
+	case "rm", "delete":
+		if len(pos) == 0 {
+			return usageErr("template rm: name or id required")
+		}
+		return templateRemove(ctx, r.client(), pos, std.Out)
+	default:
+		fmt.Fprintln(std.Err, templateUsage)
+		return usageErr("template: unknown subcommand %q", verb)
+	}
+}
+
+// templateFlags are a template's settings as flags.
+type templateFlags struct {
+	user, workdir, startCmd, kernels, prestart string
+	env                                        multiFlag
+	cpus                                       float64
+	memoryMiB, diskMiB, pids                   int64
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func (f *templateFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.user, "user", "", "user commands run as (default: the sandbox user)")
+	fs.StringVar(&f.workdir, "workdir", "", "working directory, absolute (default /home/user)")
+	fs.StringVar(&f.startCmd, "start-cmd", "", "command run beside each new sandbox")
+	fs.StringVar(&f.kernels, "kernels", "", "comma-separated languages run_code offers (default: all)")
+	fs.StringVar(&f.prestart, "prestart", "", "comma-separated kernels started at boot")
+	fs.Var(&f.env, "env", "KEY=VALUE for the sandboxes' environment (repeatable)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "CPU quota in cores (0: the daemon's)")
+	fs.Int64Var(&f.memoryMiB, "memory", 0, "memory limit in MiB (0: the daemon's)")
+	fs.Int64Var(&f.diskMiB, "disk", 0, "writable layer in MiB (0: the daemon's)")
+	fs.Int64Var(&f.pids, "pids", 0, "process limit (0: the daemon's)")
+}
+
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func (f *templateFlags) settings() (api.TemplateSettings, error) {
+	st := api.TemplateSettings{User: f.user, Workdir: f.workdir, StartCmd: f.startCmd, Kernels: splitList(f.kernels), Prestart: splitList(f.prestart),
+		Resources: api.TemplateResources{CPUs: f.cpus, MemoryBytes: f.memoryMiB << 20, DiskBytes: f.diskMiB << 20, PIDs: f.pids}}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return st, usageErr("--env %q: want KEY=VALUE", kv)
+		}
+		if st.Env == nil {
+			st.Env = map[string]string{}
+		}
+		st.Env[k] = v
+	}
+	return st, nil
+}
+
+func printTemplate(w io.Writer, t *api.Template, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, t)
+	}
+	_, err := fmt.Fprintf(w, "%s %s %s\n", t.ID, t.Name, t.Image)
+	return err
+}
+
+func templatePull(ctx context.Context, c *client.Client, name, ref string, st api.TemplateSettings, out io.Writer, asJSON bool) error {
+	t, err := c.PullTemplate(ctx, name, ref, st)
+	if err != nil {
+		return err
+	}
+	return printTemplate(out, t, asJSON)
+}
+
+func templateImport(ctx context.Context, c *client.Client, name, path string, st api.TemplateSettings, out io.Writer, asJSON bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return usageErr("template import: %v", err)
+	}
+	defer f.Close()
+	t, err := c.ImportTemplate(ctx, name, st, f)
+	if err != nil {
+		return err
+	}
+	return printTemplate(out, t, asJSON)
+}
+
+func templateList(ctx context.Context, c *client.Client, out io.Writer, asJSON bool) error {
+	l, err := c.ListTemplates(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(out, l)
+	}
+	return templateTable(out, *l)
+}
+
+func templateTable(out io.Writer, l api.TemplateList) error {
+	rows := make([][]string, 0, len(l.Templates))
+	for _, t := range l.Templates {
+		scope := "own"
+		switch {
+		case t.BuiltIn:
+			scope = "built-in"
+		case t.Public:
+			scope = "public"
+		}
+		kernels := strings.Join(t.Settings.Kernels, ",")
+		if kernels == "" {
+			kernels = "all"
+		}
+		img := t.Image
+		if len(img) > 19 {
+			img = img[:19]
+		}
+		rows = append(rows, []string{t.Name, t.ID, scope, kernels, img, t.Source})
+	}
+	return table(out, []string{"NAME", "ID", "SCOPE", "KERNELS", "IMAGE", "SOURCE"}, rows)
+}
+
+func templateRemove(ctx context.Context, c *client.Client, refs []string, out io.Writer) error {
+	for _, ref := range refs {
+		if err := c.DeleteTemplate(ctx, ref); err != nil {
+			return fmt.Errorf("template %s: %w", ref, err)
+		}
+		fmt.Fprintln(out, ref)
+	}
+	return nil
+}
+
+// templatePublic runs a verb on public templates, on the store and the
+// image store themselves: public templates are the operator's, and the
+// API only ever acts for a tenant. A running daemon sees a new one at
+// once; a deleted one stops resolving by name at once, while contexts
+// already on it keep running.
+func templatePublic(ctx context.Context, verb string, pos []string, tf templateFlags, sf storeFlags, imagesDir string, out io.Writer, asJSON bool) error {
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if imagesDir == "" {
+		imagesDir = filepath.Join(sf.dataDir, "images")
+	}
+	imgs, err := image.Open(imagesDir, image.Config{})
+	if err != nil {
+		return fmt.Errorf("image store: %w", err)
+	}
+	c := templates.New(templates.Config{Store: st, Images: imgs})
+	show := func(t templates.Template, err error) error {
+		if err != nil {
+			return err
+		}
+		at := server.TemplateOut(t)
+		return printTemplate(out, &at, asJSON)
+	}
+	switch verb {
+	case "pull", "import":
+		if len(pos) != 2 {
+			return usageErr("template %s --public: want NAME and %s", verb, map[string]string{"pull": "REF", "import": "FILE"}[verb])
+		}
+		settings, err := tf.settings()
+		if err != nil {
+			return err
+		}
+		spec := templates.Spec{Name: pos[0], Settings: server.TemplateSettingsIn(settings)}
+		if verb == "pull" {
+			return show(c.Pull(ctx, "", pos[1], spec, nil))
+		}
+		return show(c.Import(ctx, "", pos[1], spec, nil))
+	case "ls", "list":
+		list, err := c.List(ctx, "")
+		if err != nil {
+			return err
+		}
+		l := api.TemplateList{Templates: []api.Template{}}
+		for _, t := range list {
+			l.Templates = append(l.Templates, server.TemplateOut(t))
+		}
+		if asJSON {
+			return printJSON(out, l)
+		}
+		return templateTable(out, l)
+	case "rm", "delete":
+		for _, ref := range pos {
+			if err := c.Delete(ctx, "", ref); err != nil {
+				return fmt.Errorf("template %s: %w", ref, err)
+			}
+			fmt.Fprintln(out, ref)
+		}
+		return nil
+	}
+	return usageErr("template: unknown subcommand %q", verb)
+}

@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/templates"
+)
+
+// defaultImageGCInterval is --image-gc-interval's default.
+const defaultImageGCInterval = time.Hour
+
+// templateWire holds the daemon's template catalog once the local
+// provider has an image store, and the provider's answer to which images
+// its sandboxes use (for GC).
+type templateWire struct {
+	store   templates.Store
+	host    bool
+	log     *slog.Logger
+	catalog *templates.Catalog // nil until attach
+	live    func(context.Context) ([]v1.Hash, error)
+}
+
+// attach makes the catalog over the local provider's image store.
+func (tw *templateWire) attach(imgs *image.Store) *templates.Catalog {
+	tw.catalog = templates.New(templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, Logger: tw.log})
+	return tw.catalog
+}
+
+// gcLoop runs the image GC every interval until ctx ends: it removes the
+// layers and blobs no template, no named image and no sandbox (running or
+// stopped) of this daemon uses. interval <= 0: never.
+func (tw *templateWire) gcLoop(ctx context.Context, interval time.Duration) {
+	if tw == nil || tw.catalog == nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		st, err := tw.catalog.GC(ctx, tw.live)
+		if err != nil {
+			if ctx.Err() == nil {
+				tw.log.Warn("image gc", slog.String(logkey.Err, err.Error()))
+			}
+			continue
+		}
+		tw.log.Info("image gc", slog.Int("images_kept", st.Images), slog.Int("layers_removed", st.Layers),
+			slog.Int("blobs_removed", st.Blobs), slog.Int64("freed_bytes", st.FreedBytes), slog.Duration(logkey.Elapsed, time.Since(start)))
+	}
+}
+
+// templateRoutes is what serves /v1/templates: nil (those routes answer
+// 412) without an image store.
+func (w *wired) templateRoutes() server.Templates {
+	if w.templates == nil {
+		return nil
+	}
+	return w.templates
+}
