@@ -284,8 +284,12 @@ func (b *Builder) run(ctx context.Context, st *state, step recipe.Step, opt Opti
 		return fmt.Errorf("build: line %d: %s: exit code %d; output ends:\n%s: %w",
 			step.Line, describe(step), res.ExitCode, tail.String(), errdefs.ErrFailedPrecondition)
 	}
+	base := b.cfg.HostIDBase
+	if res.HostIDBase != 0 {
+		base = res.HostIDBase
+	}
 	return b.addLayer(ctx, st, step, epoch, func(w io.Writer) error {
-		_, err := layer.Diff(ctx, upper, w, layer.DiffOptions{HostIDBase: b.cfg.HostIDBase, Epoch: b.cfg.Epoch, Limits: b.cfg.Limits})
+		_, err := layer.Diff(ctx, upper, w, layer.DiffOptions{HostIDBase: base, Epoch: b.cfg.Epoch, Limits: b.cfg.Limits})
 		return err
 	})
 }
