@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -55,6 +56,7 @@ type serveConfig struct {
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags
+	build                buildFlags
 
 	// The local provider's templates (images.go). defaultImage "" (a
 	// serveConfig built in code, the bench) runs every sandbox on the
@@ -70,6 +72,7 @@ func runServe(ctx context.Context, args []string, std IO) error {
 	cfg.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
 	cfg.registerHTTP(fs)
 	cfg.network.register(fs)
+	cfg.build.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -161,6 +164,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir string, admi
 // wired is what wire assembles: the daemon without its front door.
 type wired struct {
 	manager *contexts.Manager
+	builds  *e2bcompat.Builds // E2B template builds; nil when off
 	tools   *tools.Registry
 	ready   map[string]server.Check
 	metrics http.Handler // the exporter's Prometheus exposition

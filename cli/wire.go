@@ -103,6 +103,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			mcfg.PoolSize = -1
 		}
 	}
+	mcfg.TemplateExists = builtTemplates(prov)
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))
@@ -144,6 +145,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	if nw != nil {
 		w.secrets, w.secretsChanged = st, nw.secretsChanged
+	}
+	if w.builds, err = e2bBuilds(cfg, prov, out, log); err != nil {
+		w.close(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	return w, nil
 }

@@ -1,6 +1,8 @@
 package contexts
 
 import (
+	"context"
+
 	"log/slog"
 	"time"
 
@@ -70,6 +72,10 @@ type Config struct {
 	// Empty: DefaultTemplate and the keys of PoolSizes. The local provider
 	// has one template, "default" (python, node and bash kernels).
 	Templates []string
+	// TemplateExists, when set, is asked about a name Templates does not
+	// list: templates made while the daemon runs (built or pulled
+	// images), which tenantID may start.
+	TemplateExists func(ctx context.Context, tenantID, name string) bool
 	// Limits are passed to the provider for every sandbox.
 	Limits Limits
 	// Guard redacts everything that leaves a sandbox. Nil passes

@@ -12,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
@@ -39,6 +40,9 @@ type BuildConfig struct {
 	// Tenant is recorded with the step's network for the audit trail.
 	Tenant string
 }
+
+// Images is the provider's image store (Config.Images), nil without one.
+func (p *Provider) Images() *image.Store { return p.images }
 
 // BuildNetwork is an allowlist policy of the given hosts (policy rule
 // text: "deb.debian.org", "*.example.org:443").
