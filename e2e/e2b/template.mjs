@@ -44,4 +44,17 @@ await assert.rejects(Template.build(bad, alias + '-bad'), (err) => {
   return true
 })
 assert.equal(await Template.exists(alias + '-bad'), false)
+// With APT_PACKAGE, aptInstall through the build's allowlisted network.
+if (process.env.APT_PACKAGE) {
+  const pkg = process.env.APT_PACKAGE
+  const apt = Template().fromImage(base).aptInstall([pkg], { noInstallRecommends: true })
+  await Template.build(apt, alias + '-apt', { onBuildLogs: (e) => process.stderr.write(e.message + '\n') })
+  const s2 = await Sandbox.create(alias + '-apt', { timeoutMs: 120_000 })
+  try {
+    const r = await s2.commands.run(`dpkg -s ${pkg} | grep '^Status'; command -v ${pkg}`)
+    assert.equal(r.stdout, `Status: install ok installed\n/usr/bin/${pkg}\n`)
+  } finally {
+    await s2.kill()
+  }
+}
 console.log('ok')
