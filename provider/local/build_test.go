@@ -24,7 +24,7 @@ import (
 
 // busyboxStore is a private image store with a busybox image named
 // "bb": a shell and the usual tools, root and user (1000).
-func busyboxStore(t *testing.T) *image.Store {
+func busyboxStore(t testing.TB) *image.Store {
 	t.Helper()
 	bb := testenv.RequireBinary(t, "busybox")
 	body, err := os.ReadFile(bb)
