@@ -11,10 +11,14 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/provider/local"
 )
 
 // TestTemplateBuildCommand: `sandlot template build -t NAME -f F DIR`
@@ -89,3 +93,43 @@ func TestTemplateBuildCommand(t *testing.T) {
 }
 
 func fileUID(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+
+// TestBuiltTemplates: create may start a store image its tenant's E2B
+// build made, or one no build made; never another tenant's build.
+func TestBuiltTemplates(t *testing.T) {
+	lrunNeedAgent(t)
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	img := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "x", Body: "x"}))
+	if _, err := s.Put(ctx, img, image.PutOptions{Name: "operators"}); err != nil {
+		t.Fatal(err)
+	}
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.Config.Labels = map[string]string{e2bcompat.LabelTenant: "t1"}
+	labeled, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, labeled, image.PutOptions{Name: "t1s"}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := local.New(local.Config{StateDir: t.TempDir(), Images: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := builtTemplates(p)
+	for _, tc := range []struct {
+		tenant, name string
+		want         bool
+	}{
+		{"t1", "t1s", true}, {"t2", "t1s", false}, {"t2", "operators", true}, {"t1", "missing", false},
+	} {
+		if got := exists(ctx, tc.tenant, tc.name); got != tc.want {
+			t.Errorf("%s starts %s: %v, want %v", tc.tenant, tc.name, got, tc.want)
+		}
+	}
+}
