@@ -62,6 +62,12 @@ type Builds struct {
 	// MaxUploadBytes bounds one COPY upload, compressed and unpacked;
 	// 0: 1 GiB.
 	MaxUploadBytes int64
+	// MaxRunning bounds the builds that run at once on this daemon; the
+	// others wait (status "waiting"). 0: 2.
+	MaxRunning int
+	// MaxPerTenant bounds a tenant's unfinished builds (requested, waiting
+	// or running); one more is resource_exhausted. 0: 8.
+	MaxPerTenant int
 }
 
 // LabelTenant is the image config label that names the tenant whose E2B
@@ -77,6 +83,8 @@ const (
 	maxBuildLogLines  = 10000
 	maxBuildLineBytes = 4 << 10
 	keepBuilds        = time.Hour // after a build ends, its status stays this long
+	// A requested build whose body never came is dropped after this.
+	keepRequested = time.Hour
 )
 
 type buildLog struct {
@@ -91,6 +99,7 @@ type tmplBuild struct {
 	dir              string // upload context, removed when the build ends
 	tags             []string
 	tokens           map[string]string // upload token -> files hash
+	requested        time.Time
 
 	mu      sync.Mutex
 	status  string // waiting, building, ready, error
@@ -115,6 +124,9 @@ func (b *tmplBuild) log(level, msg string) {
 type builds struct {
 	mu   sync.Mutex
 	byID map[string]*tmplBuild
+	// running has a token per build running (Builds.MaxRunning); made
+	// on first use.
+	running chan struct{}
 }
 
 func (h *Handler) templateRoutes(mux *http.ServeMux) {
@@ -192,9 +204,28 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 		writeAPIError(w, err)
 		return
 	}
-	b := &tmplBuild{id: randomID(), name: name, tenant: tenantID, dir: dir, tags: body.Tags, tokens: map[string]string{}, status: "waiting"}
+	b := &tmplBuild{id: randomID(), name: name, tenant: tenantID, dir: dir, tags: body.Tags, tokens: map[string]string{},
+		status: "waiting", requested: time.Now()}
+	max := h.cfg.Builds.MaxPerTenant
+	if max <= 0 {
+		max = 8
+	}
 	h.builds.mu.Lock()
 	h.gcBuilds()
+	n := 0
+	for _, o := range h.builds.byID {
+		o.mu.Lock()
+		if o.tenant == tenantID && o.ended.IsZero() {
+			n++
+		}
+		o.mu.Unlock()
+	}
+	if n >= max {
+		h.builds.mu.Unlock()
+		os.RemoveAll(dir)
+		writeAPIError(w, fmt.Errorf("%d template builds of this tenant are unfinished; wait for one to end: %w", n, errdefs.ErrResourceExhausted))
+		return
+	}
 	h.builds.byID[b.id] = b
 	h.builds.mu.Unlock()
 	writeJSON(w, http.StatusAccepted, map[string]any{
@@ -209,9 +240,16 @@ func (h *Handler) gcBuilds() {
 	for id, b := range h.builds.byID {
 		b.mu.Lock()
 		old := !b.ended.IsZero() && time.Since(b.ended) > keepBuilds
+		abandoned := !b.started && time.Since(b.requested) > keepRequested
+		if abandoned {
+			b.started, b.ended = true, time.Now() // no upload or start from now on
+		}
 		b.mu.Unlock()
-		if old {
+		if old || abandoned {
 			delete(h.builds.byID, id)
+		}
+		if abandoned {
+			os.RemoveAll(b.dir)
 		}
 	}
 }
@@ -357,7 +395,7 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request, tenantID st
 		writeAPIError(w, fmt.Errorf("build %s already started: %w", b.id, errdefs.ErrAlreadyExists))
 		return
 	}
-	b.started, b.status = true, "building"
+	b.started = true
 	b.mu.Unlock()
 	go h.runBuild(context.WithoutCancel(r.Context()), b, rec)
 	w.WriteHeader(http.StatusAccepted)
@@ -403,6 +441,27 @@ func (h *Handler) runBuild(ctx context.Context, b *tmplBuild, rec *recipe.Recipe
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer os.RemoveAll(b.dir)
+	h.builds.mu.Lock()
+	if h.builds.running == nil {
+		n := bc.MaxRunning
+		if n <= 0 {
+			n = 2
+		}
+		h.builds.running = make(chan struct{}, n)
+	}
+	running := h.builds.running
+	h.builds.mu.Unlock()
+	b.mu.Lock()
+	b.status = "waiting"
+	b.mu.Unlock()
+	select {
+	case running <- struct{}{}:
+		defer func() { <-running }()
+	case <-ctx.Done():
+	}
+	b.mu.Lock()
+	b.status = "building"
+	b.mu.Unlock()
 	clean := func(s string) string {
 		if bc.Guard == nil {
 			return s

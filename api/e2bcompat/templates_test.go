@@ -162,6 +162,31 @@ func tarOf(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
 	return buf.Bytes()
 }
 
+// zeroTar is a gzip tar of one file of n zero bytes.
+func zeroTar(t *testing.T, n int) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(n)})
+	tw.Write(make([]byte, n))
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+// TestTemplateBuildLimit: a tenant's unfinished builds are bounded; the
+// next request is resource_exhausted, other tenants are not affected.
+func TestTemplateBuildLimit(t *testing.T) {
+	e := newBuildEnv(t)
+	for i := range 8 {
+		e.request(key1, "t"+itoa(int64(i)))
+	}
+	if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"one-more"}`), "X-API-KEY", key1); r.StatusCode != 429 {
+		t.Errorf("9th unfinished build: %d, want 429", r.StatusCode)
+	}
+	e.request(key2, "other")
+}
+
 const hash1 = "1111111111111111111111111111111111111111111111111111111111111111"
 
 // TestTemplateBuildRoutes: the E2B build flow (request, upload link, PUT,
@@ -279,6 +304,17 @@ func TestTemplateBuildRoutes(t *testing.T) {
 			t.Errorf("name %q: %d, want 400", name, r.StatusCode)
 		}
 	}
+
+	// An upload past MaxUploadBytes once unpacked (a small gzip of
+	// zeros) is refused, and so is a tar that is not one.
+	_, bid3 := e.request(key1, "big")
+	for _, body := range [][]byte{zeroTar(t, 2<<20), []byte("not a tar at all, not even close to one")} {
+		l := decode[struct{ URL string }](t, e.do("GET", "/templates/big/files/"+hash1, nil, "X-API-KEY", key1))
+		if code := put(l.URL, body); code < 400 || code >= 500 {
+			t.Errorf("bad upload (%d bytes): %d, want 4xx", len(body), code)
+		}
+	}
+	_ = bid3
 
 	// A failing build reports why.
 	e.b.fail = errFailed
