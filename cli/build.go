@@ -21,11 +21,13 @@ import (
 // buildFlags configure template builds (docs/images.md, Builds).
 type buildFlags struct {
 	allow string
+	pull  bool
 }
 
 func (f *buildFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.allow, "build-allow", strings.Join(local.DefaultBuildAllow, ","),
 		`what a build's RUN steps may reach, comma-separated allowlist rules (needs --network; "none": no network)`)
+	fs.BoolVar(&f.pull, "build-pull", false, "a build's FROM may pull an image the store lacks from its registry (the daemon then connects to any registry host a tenant names)")
 }
 
 // network is the build steps' policy: nil without sandbox networks or
@@ -50,16 +52,17 @@ func (f buildFlags) network(networks bool) (*local.BuildConfig, error) {
 }
 
 // NewBuilder returns the builder of templates: FROM looks in the store,
-// then pulls; RUN steps run in sandboxes of p (provider/local). It is what
-// every entry point that builds (E2B's Template.build, the CLI, /v1)
-// calls.
-func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, log *slog.Logger) *build.Builder {
+// then, with pull, pulls from the registry; RUN steps run in sandboxes of
+// p (provider/local). It is what every entry point that builds (E2B's
+// Template.build, the CLI, /v1) calls.
+func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull bool, log *slog.Logger) *build.Builder {
 	return build.New(build.Config{
 		Store:  s,
 		Runner: p.BuildRunner(cfg),
 		Resolve: func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
-			if img, err := s.Get(ctx, ref); err == nil {
-				return img, nil
+			img, err := s.Get(ctx, ref)
+			if err == nil || !pull {
+				return img, err
 			}
 			opts := source.PullOptions{}
 			if auth != nil {
@@ -111,7 +114,7 @@ func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *s
 		return nil, err
 	}
 	return &e2bcompat.Builds{
-		Builder: NewBuilder(p, p.Images(), *bc, log),
+		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, log),
 		Images:  p.Images(),
 		Guard:   g.Text,
 	}, nil

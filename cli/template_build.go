@@ -107,7 +107,7 @@ func templateBuildMain(ctx context.Context, args []string, io IO) error {
 	if err != nil {
 		return err
 	}
-	res, err := BuildTemplate(ctx, NewBuilder(p, s, local.BuildConfig{}, log), TemplateBuild{
+	res, err := BuildTemplate(ctx, NewBuilder(p, s, local.BuildConfig{}, true, log), TemplateBuild{
 		Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
 	})
 	if err != nil {

@@ -362,7 +362,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	}
 	// The same rules as an image layer: nothing lands outside the
 	// build's directory, whatever the tar names or links; sizes bounded.
-	if _, err := layer.Apply(r.Context(), b.dir, in, layer.Limits{MaxBytes: max, MaxEntries: 1 << 20}); err != nil {
+	if _, err := layer.Apply(r.Context(), b.dir, in, layer.Limits{MaxBytes: max, MaxEntries: 100_000}); err != nil {
 		var mb *http.MaxBytesError
 		if errors.As(err, &mb) {
 			err = fmt.Errorf("upload over %d bytes: %w", max, errdefs.ErrResourceExhausted)

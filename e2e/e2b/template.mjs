@@ -44,6 +44,13 @@ await assert.rejects(Template.build(bad, alias + '-bad'), (err) => {
   return true
 })
 assert.equal(await Template.exists(alias + '-bad'), false)
+// Without --build-pull, an image the store lacks is not pulled: the daemon
+// connects to no registry a tenant names.
+await assert.rejects(Template.build(Template().fromImage('127.0.0.1:1/x:1').runCmd('true'), alias + '-nopull'), (err) => {
+  assert.match(err.message, /not found/)
+  return true
+})
+
 // With APT_PACKAGE, aptInstall through the build's allowlisted network.
 if (process.env.APT_PACKAGE) {
   const pkg = process.env.APT_PACKAGE
