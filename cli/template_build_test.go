@@ -77,6 +77,18 @@ func TestTemplateBuildCommand(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(lowers[0], "opt/made")); err != nil || fileUID(fi) != 1000 {
 		t.Errorf("RUN's chown to 1000 is not 1000 in the layer: %v", err)
 	}
+	// The RUN layer holds what the step wrote and nothing of the sandbox
+	// it ran in (agent, mount points, home).
+	var entries []string
+	filepath.Walk(lowers[0], func(p string, _ os.FileInfo, err error) error {
+		if rel, _ := filepath.Rel(lowers[0], p); err == nil && rel != "." {
+			entries = append(entries, rel)
+		}
+		return nil
+	})
+	if got := strings.Join(entries, " "); got != "opt opt/made" {
+		t.Errorf("RUN layer entries: %s, want opt opt/made", got)
+	}
 	if b, _ := os.ReadFile(filepath.Join(lowers[1], "opt/note.txt")); string(b) != "noted\n" {
 		t.Errorf("COPY's file: %q", b)
 	}
