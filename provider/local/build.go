@@ -117,9 +117,11 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 	defer release()
 
 	id := runtime.NewID()
+	p.building.Store(id, true)
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		defer p.building.Delete(id)
 		if derr := p.Destroy(dctx, id); derr != nil {
 			p.log.Warn("build step: cleanup", logkey.Sandbox, id, logkey.Err, derr)
 			err = errors.Join(err, derr)

@@ -219,3 +219,43 @@ RUN echo "$GREETING $(id -u)" > made-by-user
 		t.Errorf("a failed build left an image: %v", err)
 	}
 }
+
+// TestBuildStepNotListed: a running build step is not one of the
+// provider's sandboxes (List), so the manager's sweep of sandboxes no
+// context owns leaves it alone; the runtime does list it.
+func TestBuildStepNotListed(t *testing.T) {
+	s := busyboxStore(t)
+	img, err := s.Get(context.Background(), "bb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newImageProvider(t, "crun", s, false)
+	done := make(chan error, 1)
+	go func() {
+		_, out, res, err := runStep(t, p.BuildRunner(BuildConfig{}), s, img, 0, "sleep 3")
+		if err == nil && res.ExitCode != 0 {
+			err = errors.New(out)
+		}
+		done <- err
+	}()
+	ctx := context.Background()
+	seen := false
+	for deadline := time.Now().Add(30 * time.Second); !seen && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ids, err := p.Runtime().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 1 {
+			seen = true
+			if listed, err := p.List(ctx); err != nil || len(listed) != 0 {
+				t.Errorf("provider lists the build step: %v %v", listed, err)
+			}
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("step: %v", err)
+	}
+	if !seen {
+		t.Fatal("the step's sandbox never showed in the runtime")
+	}
+}
