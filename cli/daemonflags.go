@@ -90,6 +90,7 @@ func (c *serveConfig) registerServe(fs *flag.FlagSet) {
 	c.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: defaultImageDebian})
 	c.registerHTTP(fs)
 	c.network.register(fs)
+	c.build.register(fs)
 }
 
 // registerHTTP adds the flags of the HTTP front door (frontDoor): address,

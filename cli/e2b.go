@@ -28,7 +28,7 @@ const e2bSecretFile = "e2b-secret"
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
 // handler and its matcher for server.Config.E2B and E2BMatch. admit is the
 // per-tenant in-flight limit the server applies to its own routes.
-func e2bWire(cfg serveConfig, m *contexts.Manager, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+func e2bWire(cfg serveConfig, m *contexts.Manager, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
 	secret, err := e2bSecret(cfg.store.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -46,6 +46,7 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, auth *tenant.Authenticator, a
 		TokenTTL:   cfg.e2bTokenTTL,
 		MaxTimeout: cfg.e2bMaxTimeout,
 		Admit:      admit,
+		Builds:     builds,
 	})
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken

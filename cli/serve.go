@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -71,6 +72,7 @@ type serveConfig struct {
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags
+	build                buildFlags
 
 	// The local provider's templates (images.go). defaultImage "" (a
 	// serveConfig built in code, the bench) runs every sandbox on the
@@ -177,6 +179,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 // wired is what wire assembles: the daemon without its front door.
 type wired struct {
 	manager *contexts.Manager
+	builds  *e2bcompat.Builds // E2B template builds; nil when off
 	tools   *tools.Registry
 	ready   map[string]server.Check
 	metrics http.Handler // the exporter's Prometheus exposition

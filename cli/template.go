@@ -17,12 +17,13 @@ import (
 )
 
 func init() {
-	commands["template"] = command{summary: "pull, import, list and delete templates (pull, import, ls, rm)", usage: templateUsage + "\n",
-		verbs: []string{"pull", "import", "ls", "rm"}, run: runTemplate}
+	commands["template"] = command{summary: "pull, import, build, list and delete templates (pull, import, build, ls, rm)", usage: templateUsage + "\n",
+		verbs: []string{"pull", "import", "build", "ls", "rm"}, run: runTemplate}
 }
 
 const templateUsage = `usage: sandlot template pull NAME REF [flags]
        sandlot template import NAME FILE.tar [flags]
+       sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]
        sandlot template ls [flags]
        sandlot template rm NAME|ID... [flags]`
 
@@ -35,6 +36,9 @@ func runTemplate(ctx context.Context, args []string, std IO) error {
 		return usageErr("template: missing subcommand")
 	}
 	verb := args[0]
+	if verb == "build" {
+		return templateBuildMain(ctx, args[1:], std)
+	}
 	fs := newFlags("template "+verb, std)
 	var r remote
 	r.register(fs)

@@ -104,6 +104,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		mcfg.Catalog = tw.catalog
 	}
+	mcfg.TemplateExists = builtTemplates(prov)
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))
@@ -151,6 +152,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	if tw.catalog != nil {
 		w.templates = tw.catalog
+	}
+	if w.builds, err = e2bBuilds(cfg, prov, out, log); err != nil {
+		w.close(context.WithoutCancel(ctx))
+		return nil, err
 	}
 	return w, nil
 }

@@ -69,13 +69,16 @@ type templateNotFound string
 func (templateNotFound) Unwrap() error { return errdefs.ErrNotFound }
 
 // hasTemplate reports whether name is one of Config.Templates (by default
-// DefaultTemplate and the keys of PoolSizes).
-func (m *Manager) hasTemplate(name string) bool {
+// DefaultTemplate and the keys of PoolSizes) or TemplateExists says so.
+func (m *Manager) hasTemplate(ctx context.Context, tenantID, name string) bool {
 	if len(m.cfg.Templates) == 0 {
-		_, pooled := m.cfg.PoolSizes[name]
-		return name == m.cfg.DefaultTemplate || pooled
+		if _, pooled := m.cfg.PoolSizes[name]; pooled || name == m.cfg.DefaultTemplate {
+			return true
+		}
+	} else if slices.Contains(m.cfg.Templates, name) {
+		return true
 	}
-	return slices.Contains(m.cfg.Templates, name)
+	return m.cfg.TemplateExists != nil && m.cfg.TemplateExists(ctx, tenantID, name)
 }
 
 // limitErr checks the tenant and conversation limits for a new context of
@@ -126,7 +129,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			return nil, err
 		}
 		template = info.ID
-	} else if !m.hasTemplate(template) {
+	} else if !m.hasTemplate(ctx, id.TenantID, template) {
 		return nil, templateNotFound(template)
 	}
 	ttl := opts.TTL

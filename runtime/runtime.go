@@ -105,6 +105,14 @@ type Root struct {
 	// change goes to a writable layer of the sandbox's own, at most
 	// Limits.DiskBytes large, removed with the sandbox.
 	Layers []string
+	// Upper and Work, when set, are the writable layer instead: empty
+	// directories of the caller's on one file system (overlayfs's upper
+	// and work dirs), kept when the sandbox is deleted, so a build step's
+	// changes can be read back (layer.Diff). Nothing is added to them
+	// before the sandbox runs (no home directory), Limits.DiskBytes does
+	// not bound them, and what the sandbox writes there is owned by host
+	// ids of its range: State.IDBase is its uid and gid 0.
+	Upper, Work string
 }
 
 // User is a uid and gid inside the sandbox.
@@ -193,6 +201,10 @@ type State struct {
 	PID     int // init's pid on the host; 0 when stopped
 	Created time.Time
 	Labels  map[string]string
+	// IDBase is the host uid and gid that are 0 inside the sandbox (the
+	// first of its user namespace's range): files it writes to a
+	// Root.Upper are owned by IDBase+n. 0 when the runtime has none.
+	IDBase uint32
 }
 
 // Stats is a sample of a sandbox's resource usage.

@@ -53,6 +53,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/fork", h.authed(h.notSupported("fork", "a sandbox cannot be copied while it runs (no snapshot)")))
 	mux.HandleFunc("GET /snapshots", h.authed(h.noSnapshots))
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
+	h.templateRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})

@@ -92,6 +92,9 @@ type Config struct {
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
 	MaxUploadBytes int64
+	// Builds, when set, serves E2B's template builds (templates.go);
+	// nil: those routes answer failed_precondition.
+	Builds *Builds
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -149,6 +152,8 @@ type Handler struct {
 	// counts the watchers per sandbox (watch.go).
 	watchers map[string]*watcher
 	watching map[string]int
+
+	builds builds // template builds (templates.go)
 }
 
 // New returns the E2B handler.
@@ -186,6 +191,7 @@ func New(cfg Config) *Handler {
 		metrics:  map[string][]metricSample{},
 		watchers: map[string]*watcher{},
 		watching: map[string]int{},
+		builds:   builds{byID: map[string]*tmplBuild{}},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -204,7 +210,8 @@ func Match(r *http.Request) bool {
 	}
 	p := r.URL.Path
 	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
-		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/")
+		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
+		p == "/v3/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
 }
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, or

@@ -104,6 +104,10 @@ func TestMatch(t *testing.T) {
 		{"/files", "", false},
 		{"/sandboxesX", "", false},
 		{"/v1/contexts", "", false},
+		{"/v3/templates", "", true},
+		{"/v2/templates/t/builds/b", "", true},
+		{"/templates/aliases/x", "", true},
+		{"/v1/templates", "", false},
 	} {
 		r := httptest.NewRequest("GET", tc.path, nil)
 		if tc.sid != "" {

@@ -175,6 +175,12 @@ func TestOfficialSDK(t *testing.T) {
 // returns its URL and the bootstrap tenant's key.
 func serve(t *testing.T, bin string) (string, string) {
 	t.Helper()
+	return serveWith(t, bin)
+}
+
+// serveWith is serve with extra flags.
+func serveWith(t *testing.T, bin string, extra ...string) (string, string) {
+	t.Helper()
 	data := t.TempDir()
 	// Its own state dir: one state dir belongs to one daemon (serve locks
 	// it). A short path, as agent socket paths are bounded.
@@ -184,8 +190,9 @@ func serve(t *testing.T, bin string) (string, string) {
 	}
 	t.Cleanup(func() { os.RemoveAll(state) }) // registered first: runs after serve stopped
 	debiantest.Default(t)                     // the default template, from the tests' shared image store
-	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
-		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir())
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
+		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir()}
+	cmd := exec.Command(bin, append(args, extra...)...)
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
 	srv := testenv.StartServe(t, cmd, data, 60*time.Second)
 	t.Cleanup(func() {

@@ -72,6 +72,9 @@ type Options struct {
 	Output     io.Writer // RUN output, as it comes; nil: discarded
 	// Progress, when set, is called as each step starts.
 	Progress func(Step)
+	// Labels are added to the image config's labels (who built it, for
+	// which template); nil adds none.
+	Labels map[string]string
 }
 
 // Step reports the step a build is at.
@@ -134,6 +137,12 @@ func (b *Builder) Build(ctx context.Context, rec *recipe.Recipe, opt Options) (R
 		}
 	}
 	st.cf.Created = v1.Time{Time: epoch}
+	for k, v := range opt.Labels {
+		if st.cf.Config.Labels == nil {
+			st.cf.Config.Labels = map[string]string{}
+		}
+		st.cf.Config.Labels[k] = v
+	}
 	final, err := mutate.ConfigFile(st.img, st.cf)
 	if err != nil {
 		return Result{}, err
@@ -284,8 +293,12 @@ func (b *Builder) run(ctx context.Context, st *state, step recipe.Step, opt Opti
 		return fmt.Errorf("build: line %d: %s: exit code %d; output ends:\n%s: %w",
 			step.Line, describe(step), res.ExitCode, tail.String(), errdefs.ErrFailedPrecondition)
 	}
+	base := b.cfg.HostIDBase
+	if res.HostIDBase != 0 {
+		base = res.HostIDBase
+	}
 	return b.addLayer(ctx, st, step, epoch, func(w io.Writer) error {
-		_, err := layer.Diff(ctx, upper, w, layer.DiffOptions{HostIDBase: b.cfg.HostIDBase, Epoch: b.cfg.Epoch, Limits: b.cfg.Limits})
+		_, err := layer.Diff(ctx, upper, w, layer.DiffOptions{HostIDBase: base, Epoch: b.cfg.Epoch, Limits: b.cfg.Limits})
 		return err
 	})
 }

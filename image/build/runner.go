@@ -36,4 +36,8 @@ type RunRequest struct {
 // RunResult is the outcome of a command that ran.
 type RunResult struct {
 	ExitCode int
+	// HostIDBase is the host id that was uid and gid 0 for the writes in
+	// Upper (a sandbox's user namespace range), mapped back by layer.Diff;
+	// 0: Config.HostIDBase.
+	HostIDBase uint32
 }

@@ -108,7 +108,10 @@ type Provider struct {
 	ready     time.Duration
 	nets      Networks
 	creating  chan struct{} // one token per creation under way
-	log       *slog.Logger
+	// building holds the ids of the build-step sandboxes this process runs
+	// (build.go); List leaves them out.
+	building sync.Map
+	log      *slog.Logger
 }
 
 var _ contexts.Provider = (*Provider)(nil)
@@ -415,9 +418,22 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 }
 
 // List implements contexts.Provider: every sandbox in the state directory,
-// running or not (a stopped one still needs Destroy).
+// running or not (a stopped one still needs Destroy), except the build
+// steps this process runs: no context owns them, and the manager's sweep
+// must not take them for orphans. A build step left by an earlier process
+// is listed, so it is swept.
 func (p *Provider) List(ctx context.Context) ([]string, error) {
-	return p.rt.List(ctx)
+	ids, err := p.rt.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		if _, ok := p.building.Load(id); !ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // Destroy implements contexts.Provider.

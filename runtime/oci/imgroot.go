@@ -100,7 +100,16 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 		return "", fmt.Errorf("image root: writable layer: %w", err)
 	}
 	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
-	for _, d := range []string{upper, work, merged} {
+	mkdirs := []string{upper, work, merged}
+	if root.Upper != "" {
+		// The caller's writable layer (a build step's); the tmpfs only
+		// holds the mount point.
+		if root.Work == "" {
+			return "", fmt.Errorf("image root of %s: Upper without Work: %w", id, errdefs.ErrInvalidArgument)
+		}
+		upper, work, mkdirs = root.Upper, root.Work, []string{merged}
+	}
+	for _, d := range mkdirs {
 		if err := os.Mkdir(d, 0o755); err != nil {
 			return "", fmt.Errorf("image root: %w", err)
 		}
@@ -116,6 +125,9 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 	lowers := append([]string{r.imageSkel}, root.Layers...)
 	if err := mountOverlay(merged, lowers, upper, work, userns); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)
+	}
+	if root.Upper != "" {
+		return merged, nil // the caller's layer gets only what runs inside writes
 	}
 	if err := ensureHome(merged, ids); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)

@@ -561,6 +561,9 @@ func (r *Runtime) State(ctx context.Context, id string) (*runtime.State, error) 
 		return nil, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	st := &runtime.State{ID: id, Status: runtime.StatusStopped, Labels: map[string]string{}}
+	if ids, err := readIDRange(filepath.Join(dir, "config.json")); err == nil {
+		st.IDBase = ids.Base
+	}
 	var sp struct {
 		Annotations map[string]string `json:"annotations"`
 	}

@@ -1,0 +1,326 @@
+package e2bcompat_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
+	"github.com/sandlot/sandlot/image/imagetest"
+	"github.com/sandlot/sandlot/image/recipe"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// fakeBuilder stores a one-layer image under the build's name with its
+// labels, and remembers what the build's context dir held.
+type fakeBuilder struct {
+	t  *testing.T
+	s  *image.Store
+	mu sync.Mutex
+	// files are the context dir's entries (relative paths) at Build.
+	files []string
+	fail  error
+}
+
+func (f *fakeBuilder) Build(ctx context.Context, rec *recipe.Recipe, opt build.Options) (build.Result, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	filepath.Walk(opt.ContextDir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && p != opt.ContextDir {
+			rel, _ := filepath.Rel(opt.ContextDir, p)
+			f.files = append(f.files, rel)
+		}
+		return nil
+	})
+	io.WriteString(opt.Output, "step output sk-SECRET\n")
+	if f.fail != nil {
+		return build.Result{}, f.fail
+	}
+	img := imagetest.Image(f.t, imagetest.Layer(f.t, imagetest.File{Name: "x", Body: opt.Name}))
+	cf, _ := img.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.Config.Labels = opt.Labels
+	stored, err := f.s.Put(ctx, imageWithConfig(f.t, img, cf), image.PutOptions{Name: opt.Name})
+	return build.Result{Image: stored}, err
+}
+
+type buildEnv struct {
+	*env
+	b *fakeBuilder
+	s *image.Store
+}
+
+func newBuildEnv(t *testing.T) *buildEnv {
+	t.Helper()
+	testenv.RequireRoot(t) // layer.Apply keeps owners
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb := &fakeBuilder{t: t, s: s}
+	m := e2bcompattest.NewManager()
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"),
+		Builds: &e2bcompat.Builds{Builder: fb, Images: s, MaxUploadBytes: 1 << 20,
+			Guard: func(ctx context.Context, tenantID, s string) string {
+				return strings.ReplaceAll(s, "sk-SECRET", "[REDACTED]")
+			}}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &buildEnv{env: &env{t: t, srv: srv, m: m}, b: fb, s: s}
+}
+
+func (e *buildEnv) request(key, name string) (templateID, buildID string) {
+	e.t.Helper()
+	resp := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key)
+	if resp.StatusCode != 202 {
+		b, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("request build %s: %d %s", name, resp.StatusCode, b)
+	}
+	v := decode[struct{ TemplateID, BuildID string }](e.t, resp)
+	return v.TemplateID, v.BuildID
+}
+
+type buildStatus struct {
+	Status     string
+	LogEntries []struct{ Message string }
+	Reason     *struct{ Message string }
+}
+
+func (e *buildEnv) wait(key, tid, bid string) buildStatus {
+	e.t.Helper()
+	var all buildStatus
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp := e.do("GET", "/templates/"+tid+"/builds/"+bid+"/status?logsOffset="+itoa(int64(len(all.LogEntries))), nil, "X-API-KEY", key)
+		if resp.StatusCode != 200 {
+			e.t.Fatalf("status: %d", resp.StatusCode)
+		}
+		st := decode[buildStatus](e.t, resp)
+		all.LogEntries = append(all.LogEntries, st.LogEntries...)
+		all.Status, all.Reason = st.Status, st.Reason
+		if st.Status == "ready" || st.Status == "error" {
+			return all
+		}
+	}
+	e.t.Fatal("build did not end")
+	return all
+}
+
+var errFailed = fmt.Errorf("build: line 2: RUN false: exit code 3: %w", errdefs.ErrFailedPrecondition)
+
+func imageWithConfig(t *testing.T, img v1.Image, cf *v1.ConfigFile) v1.Image {
+	out, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func tarOf(t *testing.T, gz bool, hdrs ...tar.Header) []byte {
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	var zw *gzip.Writer
+	if gz {
+		zw = gzip.NewWriter(&buf)
+		w = zw
+	}
+	tw := tar.NewWriter(w)
+	for _, h := range hdrs {
+		h := h
+		body := ""
+		if h.Typeflag == tar.TypeReg {
+			body = "content of " + h.Name
+			h.Size = int64(len(body))
+		}
+		if err := tw.WriteHeader(&h); err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(tw, body)
+	}
+	tw.Close()
+	if zw != nil {
+		zw.Close()
+	}
+	return buf.Bytes()
+}
+
+// zeroTar is a gzip tar of one file of n zero bytes.
+func zeroTar(t *testing.T, n int) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(n)})
+	tw.Write(make([]byte, n))
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+// TestTemplateBuildLimit: a tenant's unfinished builds are bounded; the
+// next request is resource_exhausted, other tenants are not affected.
+func TestTemplateBuildLimit(t *testing.T) {
+	e := newBuildEnv(t)
+	for i := range 8 {
+		e.request(key1, "t"+itoa(int64(i)))
+	}
+	if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"one-more"}`), "X-API-KEY", key1); r.StatusCode != 429 {
+		t.Errorf("9th unfinished build: %d, want 429", r.StatusCode)
+	}
+	e.request(key2, "other")
+}
+
+const hash1 = "1111111111111111111111111111111111111111111111111111111111111111"
+
+// TestTemplateBuildRoutes: the E2B build flow (request, upload link, PUT,
+// start, status with logs, alias) and its walls: an upload link works once
+// and only with its token; an uploaded tar cannot write outside the
+// build's directory; another tenant sees neither the build nor the
+// template, and cannot take its name; reserved names are refused; build
+// output leaves through the guard; a failed build reports its reason.
+func TestTemplateBuildRoutes(t *testing.T) {
+	e := newBuildEnv(t)
+	tid, bid := e.request(key1, "my-tpl")
+	if tid != "my-tpl" {
+		t.Fatalf("templateID %q", tid)
+	}
+	link := decode[struct {
+		Present bool
+		URL     string
+	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	if link.Present || !strings.Contains(link.URL, "token=") {
+		t.Fatalf("upload link %+v", link)
+	}
+	if r := e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("another tenant's upload link: %d, want 404", r.StatusCode)
+	}
+	outside := "/sandlot-upload-escape-" + filepath.Base(t.TempDir())
+	hdrs := []tar.Header{
+		{Name: "app/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "app/main.py", Typeflag: tar.TypeReg, Mode: 0o644},
+		{Name: "evil", Typeflag: tar.TypeSymlink, Linkname: "/"},
+		{Name: "evil/" + filepath.Base(outside), Typeflag: tar.TypeReg, Mode: 0o644},
+		{Name: "../" + filepath.Base(outside), Typeflag: tar.TypeReg, Mode: 0o644},
+	}
+	body := tarOf(t, true, hdrs...)
+	put := func(url string, b []byte) int {
+		req, _ := http.NewRequest("PUT", url, bytes.NewReader(b))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put(strings.Replace(link.URL, "token=", "token=x", 1), body); code != 403 {
+		t.Errorf("upload with a wrong token: %d, want 403", code)
+	}
+	if code := put(link.URL, body); code != 400 {
+		t.Errorf("upload of a tar with a '..' entry: %d, want 400", code)
+	}
+	if _, err := os.Lstat(outside); err == nil {
+		os.Remove(outside)
+		t.Errorf("the uploaded tar wrote %s outside the build", outside)
+	}
+	if code := put(link.URL, body); code != 403 {
+		t.Errorf("second use of an upload link: %d, want 403", code)
+	}
+	// Through a symlink to "/", without '..': lands inside the build.
+	link = decode[struct {
+		Present bool
+		URL     string
+	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	if code := put(link.URL, body[:0]); code != 200 {
+		t.Errorf("empty upload: %d", code)
+	}
+	link = decode[struct {
+		Present bool
+		URL     string
+	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	if code := put(link.URL, tarOf(t, true, hdrs[:4]...)); code != 200 {
+		t.Fatalf("upload: %d", code)
+	}
+	if _, err := os.Lstat(outside); err == nil {
+		os.Remove(outside)
+		t.Errorf("the uploaded tar wrote %s outside the build", outside)
+	}
+	tmpl := `{"fromImage":"base-img","steps":[{"type":"COPY","args":["app","/app","",""],"filesHash":"` + hash1 + `"}]}`
+	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("another tenant starts the build: %d, want 404", r.StatusCode)
+	}
+	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(`{"steps":[`), "X-API-KEY", key1); r.StatusCode != 400 {
+		t.Errorf("malformed template body: %d, want 400", r.StatusCode)
+	}
+	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 202 {
+		t.Fatalf("start build: %d", r.StatusCode)
+	}
+	st := e.wait(key1, tid, bid)
+	if st.Status != "ready" {
+		t.Fatalf("build status %+v", st)
+	}
+	var logs []string
+	for _, l := range st.LogEntries {
+		logs = append(logs, l.Message)
+	}
+	if joined := strings.Join(logs, "\n"); !strings.Contains(joined, "step output [REDACTED]") || strings.Contains(joined, "sk-SECRET") {
+		t.Errorf("build logs not guarded: %q", joined)
+	}
+	if got := strings.Join(e.b.files, ","); !strings.Contains(got, "app/main.py") {
+		t.Errorf("build context %q lacks the upload", got)
+	}
+	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 409 {
+		t.Errorf("starting a build twice: %d, want 409", r.StatusCode)
+	}
+
+	// Alias: the owner sees it, another tenant does not and cannot take the name.
+	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key1); r.StatusCode != 200 {
+		t.Errorf("alias for the owner: %d", r.StatusCode)
+	}
+	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("alias for another tenant: %d, want 404", r.StatusCode)
+	}
+	if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"my-tpl"}`), "X-API-KEY", key2); r.StatusCode != 403 {
+		t.Errorf("another tenant takes the name: %d, want 403", r.StatusCode)
+	}
+	for _, name := range []string{"base", "default", "../x", "UPPER", ""} {
+		if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key1); r.StatusCode != 400 {
+			t.Errorf("name %q: %d, want 400", name, r.StatusCode)
+		}
+	}
+
+	// An upload past MaxUploadBytes once unpacked (a small gzip of
+	// zeros) is refused, and so is a tar that is not one.
+	_, bid3 := e.request(key1, "big")
+	for _, body := range [][]byte{zeroTar(t, 2<<20), []byte("not a tar at all, not even close to one")} {
+		l := decode[struct{ URL string }](t, e.do("GET", "/templates/big/files/"+hash1, nil, "X-API-KEY", key1))
+		if code := put(l.URL, body); code < 400 || code >= 500 {
+			t.Errorf("bad upload (%d bytes): %d, want 4xx", len(body), code)
+		}
+	}
+	_ = bid3
+
+	// A failing build reports why.
+	e.b.fail = errFailed
+	_, bid2 := e.request(key1, "my-tpl")
+	e.do("POST", "/v2/templates/my-tpl/builds/"+bid2, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key1)
+	if st := e.wait(key1, "my-tpl", bid2); st.Status != "error" || st.Reason == nil || !strings.Contains(st.Reason.Message, "exit code 3") {
+		t.Errorf("failed build status %+v", st)
+	}
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
+	"github.com/sandlot/sandlot/image/recipe"
+	"github.com/sandlot/sandlot/image/source"
+	"github.com/sandlot/sandlot/provider/local"
+)
+
+// buildFlags configure template builds (docs/images.md, Builds).
+type buildFlags struct {
+	allow string
+	pull  bool
+}
+
+func (f *buildFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.allow, "build-allow", strings.Join(local.DefaultBuildAllow, ","),
+		`what a build's RUN steps may reach, comma-separated allowlist rules (needs --network; "none": no network)`)
+	fs.BoolVar(&f.pull, "build-pull", false, "a build's FROM may pull an image the store lacks from its registry (the daemon then connects to any registry host a tenant names)")
+}
+
+// network is the build steps' policy: nil without sandbox networks or
+// with "none".
+func (f buildFlags) network(networks bool) (*local.BuildConfig, error) {
+	cfg := &local.BuildConfig{}
+	if !networks || f.allow == "none" || f.allow == "" {
+		return cfg, nil
+	}
+	var rules []string
+	for _, r := range strings.Split(f.allow, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			rules = append(rules, r)
+		}
+	}
+	p, err := local.BuildNetwork(rules)
+	if err != nil {
+		return nil, fmt.Errorf("--build-allow: %w", err)
+	}
+	cfg.Network = p
+	return cfg, nil
+}
+
+// NewBuilder returns the builder of templates: FROM looks in the store,
+// then, with pull, pulls from the registry; RUN steps run in sandboxes of
+// p (provider/local). It is what every entry point that builds (E2B's
+// Template.build, the CLI, /v1) calls.
+func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull bool, log *slog.Logger) *build.Builder {
+	return build.New(build.Config{
+		Store:  s,
+		Runner: p.BuildRunner(cfg),
+		Resolve: func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
+			img, err := s.Get(ctx, ref)
+			if err == nil || !pull {
+				return img, err
+			}
+			opts := source.PullOptions{}
+			if auth != nil {
+				opts.Keychain = staticKeychain{authn.FromConfig(authn.AuthConfig{Username: auth.Username, Password: auth.Password})}
+			}
+			pulled, err := source.Pull(ctx, s, ref, opts)
+			if err != nil {
+				return image.Image{}, err
+			}
+			return pulled.Image, nil
+		},
+		Logger: log,
+	})
+}
+
+// staticKeychain answers every registry with the recipe's credentials.
+type staticKeychain struct{ a authn.Authenticator }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// builtTemplates is contexts.Config.TemplateExists for a local provider
+// with an image store: an image of that name the tenant may use (one its
+// own E2B build made, or one no build made: pulled, imported, the
+// operator's); nil otherwise.
+func builtTemplates(prov contexts.Provider) func(ctx context.Context, tenantID, name string) bool {
+	p, ok := prov.(*local.Provider)
+	if !ok || p.Images() == nil {
+		return nil
+	}
+	return func(ctx context.Context, tenantID, name string) bool {
+		img, err := p.Images().Get(ctx, name)
+		if err != nil {
+			return false
+		}
+		owner, built := img.Config.Config.Labels[e2bcompat.LabelTenant]
+		return !built || owner == tenantID
+	}
+}
+
+// e2bBuilds enables E2B's template builds when the daemon runs local
+// sandboxes on an image store; nil otherwise.
+func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *slog.Logger) (*e2bcompat.Builds, error) {
+	p, ok := prov.(*local.Provider)
+	if !ok || p.Images() == nil {
+		return nil, nil
+	}
+	bc, err := cfg.build.network(cfg.network.enabled)
+	if err != nil {
+		return nil, err
+	}
+	return &e2bcompat.Builds{
+		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, log),
+		Images:  p.Images(),
+		Guard:   g.Text,
+	}, nil
+}
