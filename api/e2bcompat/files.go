@@ -30,7 +30,8 @@ type writtenFile struct {
 // Content-Length; a failure after the first bytes breaks the connection,
 // the only way left to tell the client the body is incomplete.
 func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
-	if !userAllowed(w, r.URL.Query().Get("username")) {
+	r, ok := fileUser(w, r)
+	if !ok {
 		return
 	}
 	p := r.URL.Query().Get("path")
@@ -83,7 +84,8 @@ var errClientGone = errors.New("client gone")
 // inflating stops at Config.MaxUploadBytes, so a bomb costs the daemon one
 // chunk of memory and the sandbox no more disk than a plain upload could.
 func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
-	if !userAllowed(w, r.URL.Query().Get("username")) {
+	r, ok := fileUser(w, r)
+	if !ok {
 		return
 	}
 	limit := h.cfg.MaxUploadBytes
