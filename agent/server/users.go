@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"runtime"
 	"syscall"
 	"unsafe"
@@ -57,46 +58,58 @@ func (a *account) env(base []string) []string {
 }
 
 // asAccount runs fn with the file system credentials of a: the calling
-// thread's fsuid, fsgid and groups are switched (Linux credentials are per
-// thread; the raw system calls change only this one), so permission checks
-// and the owners of created files are a's, and switching fsuid away from 0
-// drops the file capabilities of the agent's root from the thread. fn must
-// not start goroutines that touch files. A thread whose credentials cannot
-// be restored is never returned to the runtime: it exits with its goroutine.
+// thread's effective uid and gid and its groups are switched (Linux
+// credentials are per thread; the raw system calls change only this one;
+// the saved uid stays 0 to switch back), so permission checks and the owners
+// of created files are a's, and an effective uid other than 0 has no
+// capability. setfsuid would do on Linux, but gVisor does not implement it.
+// fn must not start goroutines that touch files. A thread whose credentials
+// cannot be restored is never returned to the runtime: it exits with its
+// goroutine.
 func (s *Server) asAccount(a *account, fn func() error) error {
 	if a.cred == nil {
 		return fn()
 	}
 	runtime.LockOSThread()
-	if err := setThreadFS(a.cred.Uid, a.cred.Gid, a.cred.Groups); err != nil {
-		if setThreadFS(0, 0, s.groups) == nil {
+	if err := setThreadIDs(a.cred.Uid, a.cred.Gid, a.cred.Groups); err != nil {
+		if setThreadIDs(0, 0, s.groups) == nil {
 			runtime.UnlockOSThread()
 		}
 		return errf(errdefs.CodeInternal, "switch to user %s: %v", a.name, err)
 	}
 	err := fn()
-	if setThreadFS(0, 0, s.groups) == nil {
+	if setThreadIDs(0, 0, s.groups) == nil {
 		runtime.UnlockOSThread()
 	}
 	return err
 }
 
-// setThreadFS sets the calling thread's groups, fsgid and fsuid. setfsuid
-// and setfsgid report the previous value, never an error, so success is
-// checked by asking again (-1 changes nothing).
-func setThreadFS(uid, gid uint32, groups []uint32) error {
+// setThreadIDs sets the calling thread's effective uid and gid and its
+// groups: to root's in the order root may (uid first, while the thread
+// still has capabilities for the rest), to another user's in the reverse.
+func setThreadIDs(uid, gid uint32, groups []uint32) error {
+	keep := ^uintptr(0) // -1: unchanged
+	setUID := func() error {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, keep, uintptr(uid), keep); e != 0 {
+			return fmt.Errorf("setresuid: %w", e)
+		}
+		return nil
+	}
+	if uid == 0 {
+		if err := setUID(); err != nil {
+			return err
+		}
+	}
 	n := len(groups)
 	g := append(append([]uint32(nil), groups...), 0) // never empty, so &g[0] exists
 	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(n), uintptr(unsafe.Pointer(&g[0])), 0); e != 0 {
-		return e
+		return fmt.Errorf("setgroups: %w", e)
 	}
-	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(gid), 0, 0)
-	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); uint32(r) != gid {
-		return syscall.EPERM
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, keep, uintptr(gid), keep); e != 0 {
+		return fmt.Errorf("setresgid: %w", e)
 	}
-	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(uid), 0, 0)
-	if r, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); uint32(r) != uid {
-		return syscall.EPERM
+	if uid != 0 {
+		return setUID()
 	}
 	return nil
 }
