@@ -245,7 +245,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox was not found")
+			writeGone(w, r.Header.Get(e2bwire.HeaderSandboxPort), sid)
 			return
 		}
 		writeAPIError(w, err)
@@ -329,6 +329,18 @@ func writeAPIError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, apiError{Code: status, Message: errdefs.PublicMessage(err)})
+}
+
+// writeGone answers a call to a sandbox that is not there (any more) as
+// E2B does: 404 on the code interpreter's port (the code interpreter SDK
+// throws NotFoundError), the edge proxy's 502 elsewhere (the SDKs read it
+// as "not running").
+func writeGone(w http.ResponseWriter, port, sid string) {
+	status := http.StatusBadGateway
+	if port == e2bwire.InterpreterPort {
+		status = http.StatusNotFound
+	}
+	writeProxyError(w, status, sid, "The sandbox was not found")
 }
 
 // writeProxyError mimics the E2B edge proxy's answer for a sandbox or port

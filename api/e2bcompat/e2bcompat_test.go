@@ -225,6 +225,11 @@ func TestControlPlane(t *testing.T) {
 		if resp.StatusCode != 502 {
 			t.Fatalf("health of killed sandbox: %d", resp.StatusCode)
 		}
+		// and the code interpreter's: 404, as E2B (NotFoundError in the SDK)
+		resp = e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
+		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("execute on a killed sandbox: %d", resp.StatusCode)
+		}
 	})
 }
 

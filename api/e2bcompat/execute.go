@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -328,7 +329,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	if err != nil && !started {
 		if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended before the run
 			h.forget(ref.rec.ID)
-			writeProxyError(w, http.StatusBadGateway, ref.rec.ID, "The sandbox was not found")
+			writeGone(w, e2bwire.InterpreterPort, ref.rec.ID)
 			return
 		}
 		writeAPIError(w, err)

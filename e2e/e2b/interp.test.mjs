@@ -3,7 +3,7 @@
 // sizes, languages without a kernel, and a sandbox killed under a run.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox as BaseSandbox, TimeoutError, SandboxError } from 'e2b'
+import { Sandbox as BaseSandbox, TimeoutError, SandboxError, NotFoundError } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const run = `interp-${process.pid}-${Date.now()}`
@@ -118,8 +118,12 @@ test('runCode: killing the sandbox mid-cell throws "sandbox was killed" (E2B kil
   await new Promise((r) => setTimeout(r, 2_000))
   await s.kill()
   await assertion
-  // and afterwards the sandbox is gone for runCode too
-  await assert.rejects(s.runCode('1'), (err) => err instanceof TimeoutError || err instanceof SandboxError)
+  // and afterwards runCode finds it gone: 404, as E2B answers (NotFoundError)
+  await assert.rejects(s.runCode('1'), (err) => {
+    assert.ok(err instanceof NotFoundError, `${err}`)
+    assert.match(err.message, /The sandbox was not found/)
+    return true
+  })
 })
 
 test('guard: a prompt without a newline arrives while the command waits for input', async () => {
