@@ -579,8 +579,13 @@ func TestExecuteNDJSON(t *testing.T) {
 		t.Fatalf("context run %v", lines)
 	}
 	resp = e.do("GET", "/contexts", nil, traffic...)
-	if l := decode[[]map[string]string](t, resp); len(l) != 1 {
+	// the default python and javascript contexts first, as E2B lists them,
+	// then the created one
+	if l := decode[[]map[string]string](t, resp); len(l) != 3 || l[0]["language"] != "python" || l[1]["language"] != "javascript" ||
+		l[0]["cwd"] != "/home/user" || l[2]["id"] != cc["id"] {
 		t.Fatalf("list contexts %v", l)
+	} else if lines = run(`{"code":"x","context_id":"` + l[0]["id"] + `"}`); lines[1]["text"] != "x@" {
+		t.Fatalf("a default context runs in the default kernel: %v", lines)
 	}
 	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("restart %d", resp.StatusCode)

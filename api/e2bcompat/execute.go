@@ -287,7 +287,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + body.ContextID + " not found"})
 			return
 		}
-		req.Language, req.Kernel = cc.Language, cc.ID
+		req.Language, req.Kernel, req.User = cc.Language, cc.kernel, cc.user
 	} else {
 		lang, err := kernelLanguage(body.Language)
 		if err != nil {

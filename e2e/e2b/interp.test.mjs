@@ -191,3 +191,42 @@ test('runCode: !cmd, %cd and %time work; other magics are a clear UsageError', a
   assert.equal(bad.error?.name, 'UsageError')
   assert.match(bad.error.value, /not IPython/)
 })
+
+test('contexts: the default python and javascript contexts are listed and are the default kernels (E2B contexts tests)', async () => {
+  const listed = await sbx.listCodeContexts()
+  const py = listed.find((c) => c.language === 'python')
+  const js = listed.find((c) => c.language === 'javascript')
+  assert.ok(py && js, JSON.stringify(listed))
+  assert.equal(py.cwd, '/home/user')
+  await sbx.runCode('shared_with_default = 41')
+  assert.equal((await sbx.runCode('shared_with_default + 1', { context: py })).text, '42')
+  await sbx.runCode('globalThis.sharedJs = 5', { language: 'js' })
+  assert.equal((await sbx.runCode('sharedJs * 2', { context: js })).text, '10')
+  // a created context is listed last, as E2B's tests expect
+  const created = await sbx.createCodeContext()
+  const after = await sbx.listCodeContexts()
+  assert.equal(after[after.length - 1].id, created.id)
+  assert.equal(after[after.length - 1].cwd, '/home/user')
+  await sbx.removeCodeContext(created.id)
+  assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === created.id))
+})
+
+test('contexts: cwd /root is accepted; its kernel runs there as root', { skip: process.env.E2E_ROOT !== '1' }, async () => {
+  const ctx = await sbx.createCodeContext({ language: 'python', cwd: '/root' })
+  assert.equal(ctx.cwd, '/root')
+  const listed = await sbx.listCodeContexts()
+  assert.equal(listed[listed.length - 1].cwd, '/root')
+  const e = await sbx.runCode('import os\nprint(os.getcwd(), os.getuid())\nopen("made-in-context", "w").write("r")', { context: ctx })
+  assert.equal(e.error, undefined, JSON.stringify(e.error))
+  assert.equal(e.logs.stdout.join(''), '/root 0\n')
+  assert.equal(await sbx.files.read('/root/made-in-context', { user: 'root' }), 'r')
+  await sbx.restartCodeContext(ctx.id)
+  assert.equal((await sbx.runCode('import os; os.getcwd()', { context: ctx })).text, '/root')
+  // the default kernel still runs as the user
+  assert.equal((await sbx.runCode('import os; os.getuid()')).text, '1000')
+})
+
+test('contexts: cwd /root is refused clearly where the template has no root', { skip: process.env.E2E_ROOT === '1' }, async () => {
+  // the SDK shows the status only; the body says "user root is not available in this sandbox…"
+  await assert.rejects(sbx.createCodeContext({ language: 'python', cwd: '/root' }), /412 Precondition Failed/)
+})
