@@ -319,6 +319,9 @@ type FileInfo struct {
 	Owner   string `json:"owner,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Target  string `json:"target,omitempty"` // symlink target
+	// Metadata is the file's user metadata: its extended attributes
+	// user.e2b.<key> (E2B's envd keeps file metadata there).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // ReadParams reads up to Limit bytes (0: ChunkSize, at most ChunkSize) from Offset.
@@ -344,7 +347,11 @@ type WriteParams struct {
 	Offset int64  `json:"offset,omitempty"`
 	Append bool   `json:"append,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"` // 0: 0644
-	User   string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
+	// Metadata is stored with the file (FileInfo.Metadata) by a write that
+	// replaces it (Offset 0, no Append), which also drops what metadata the
+	// file had, as a new file would have none.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	User     string            `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // EditParams replaces Old with New. Old must occur exactly once unless All.

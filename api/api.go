@@ -247,6 +247,9 @@ type FileInfo struct {
 	Owner   string `json:"owner,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Target  string `json:"target,omitempty"` // symlink target
+	// Metadata is the file's user metadata (extended attributes
+	// user.e2b.<key>, as E2B keeps it).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileList is the body of GET .../files/list.

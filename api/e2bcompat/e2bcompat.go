@@ -29,11 +29,12 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
-// current code paths (octet-stream uploads, closeStdin) and makes them
-// refuse, client-side, the features sandlot lacks (file metadata, watch
-// entries on network mounts).
-const EnvdVersion = "0.6.0"
+// EnvdVersion is the envd version sandlot reports. 0.6.3 takes the SDKs'
+// current code paths (octet-stream uploads, closeStdin), file metadata
+// (0.6.2: X-Metadata-* headers, EntryInfo.metadata) and watch events with
+// their entry (0.6.3: includeEntry), and makes them refuse, client-side,
+// what sandlot lacks (0.6.4: watches on network mounts).
+const EnvdVersion = "0.6.3"
 
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"

@@ -276,6 +276,51 @@ test('life: files.watchDir reports creates, writes and removes', async () => {
   await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
 })
 
+test('life: file metadata (envd 0.6.2): write, getInfo, list, rename, overwrite, xattrs (E2B metadata tests)', async () => {
+  const md = { author: 'mish', purpose: 'upload' }
+  const info = await sbx.files.write(`${home}/md.txt`, 'with metadata', { metadata: md })
+  assert.deepEqual(info.metadata, md)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/md.txt`)).metadata, md)
+  const octet = await sbx.files.write(`${home}/md-octet.txt`, 'octet', { metadata: md, useOctetStream: true })
+  assert.deepEqual(octet.metadata, md)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/md-octet.txt`)).metadata, md)
+  const many = await sbx.files.write([{ path: `${home}/md1.txt`, data: '1' }, { path: `${home}/md2.txt`, data: '2' }], { metadata: { source: 'suite' } })
+  for (const f of many) assert.deepEqual((await sbx.files.getInfo(f.path)).metadata, { source: 'suite' })
+  const plain = await sbx.files.write(`${home}/plain.txt`, 'none')
+  assert.equal(plain.metadata, undefined)
+  assert.equal((await sbx.files.getInfo(`${home}/plain.txt`)).metadata, undefined)
+  const listed = (await sbx.files.list(home)).find((e) => e.name === 'md.txt')
+  assert.deepEqual(listed.metadata, md)
+  const moved = await sbx.files.rename(`${home}/md.txt`, `${home}/md-moved.txt`)
+  assert.deepEqual(moved.metadata, md)
+  // overwriting without metadata clears it
+  assert.equal((await sbx.files.write(`${home}/md-moved.txt`, 'again')).metadata, undefined)
+  assert.equal((await sbx.files.getInfo(`${home}/md-moved.txt`)).metadata, undefined)
+  // an attribute set inside the sandbox in the user.e2b. namespace is metadata
+  await sbx.commands.run(`python3 -c "import os; os.setxattr('${home}/plain.txt', 'user.e2b.author', b'cli')"`)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/plain.txt`)).metadata, { author: 'cli' })
+})
+
+test('life: watchDir includeEntry (envd 0.6.3) carries the entry', async () => {
+  const dir = `${home}/watched-entries`
+  await sbx.files.makeDir(dir)
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(e), { includeEntry: true, timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/e.txt`, 'entry!', { metadata: { k: 'v' } })
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.some((e) => e.type === 'create' && e.name === 'e.txt')) await new Promise((res) => setTimeout(res, 200))
+    const ev = seen.find((e) => e.type === 'create' && e.name === 'e.txt')
+    assert.ok(ev, JSON.stringify(seen))
+    assert.equal(ev.entry?.path, `${dir}/e.txt`)
+    assert.equal(ev.entry.type, 'file')
+    assert.equal(ev.entry.size, 6)
+    assert.deepEqual(ev.entry.metadata, { k: 'v' })
+  } finally {
+    await handle.stop()
+  }
+})
+
 test('life: pty create, sendInput, resize, kill', async () => {
   let out = ''
   const dec = new TextDecoder()
