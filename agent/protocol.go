@@ -273,6 +273,9 @@ type RichResult struct {
 	// Data is a table's columns (E2B's e2b/data): a pandas DataFrame's
 	// columns as lists.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Chart is what a matplotlib figure shows (E2B's chart: type, title,
+	// axes, elements), beside its PNG.
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // ExecError is an error raised by user code.

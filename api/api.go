@@ -133,6 +133,8 @@ type RichResult struct {
 	JavaScript string          `json:"javascript,omitempty"`
 	// Data is a table's columns as lists (a pandas DataFrame's).
 	Data json.RawMessage `json:"data,omitempty"`
+	// Chart is what a matplotlib figure shows (E2B's chart shape).
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // ExecError is an error raised by the user's code.

@@ -214,11 +214,12 @@ type resultLine struct {
 	JSON         json.RawMessage `json:"json,omitempty"`
 	JavaScript   string          `json:"javascript,omitempty"`
 	Data         json.RawMessage `json:"data,omitempty"`
+	Chart        json.RawMessage `json:"chart,omitempty"`
 }
 
 func resultOf(r *agent.RichResult) resultLine {
 	return resultLine{Type: "result", IsMainResult: r.Main, Text: resultText(r.Text), HTML: r.HTML, Markdown: r.Markdown,
-		SVG: r.SVG, PNG: r.PNG, JPEG: r.JPEG, LaTeX: r.LaTeX, JSON: r.JSON, JavaScript: r.JavaScript, Data: r.Data}
+		SVG: r.SVG, PNG: r.PNG, JPEG: r.JPEG, LaTeX: r.LaTeX, JSON: r.JSON, JavaScript: r.JavaScript, Data: r.Data, Chart: r.Chart}
 }
 
 // resultText is a result's text as E2B's server reports it: a text/plain

@@ -230,3 +230,110 @@ test('contexts: cwd /root is refused clearly where the template has no root', { 
   // the SDK shows the status only; the body says "user root is not available in this sandbox…"
   await assert.rejects(sbx.createCodeContext({ language: 'python', cwd: '/root' }), /412 Precondition Failed/)
 })
+
+test('charts: line, datetime line, scatter, bar, pie and superchart results carry a chart (E2B chart tests)', async () => {
+  const line = await sbx.runCode(`
+import numpy as np
+import matplotlib.pyplot as plt
+x = np.linspace(0, 2*np.pi, 100)
+plt.figure(figsize=(10, 6))
+plt.plot(x, np.sin(x), label='sin(x)')
+plt.plot(x, np.cos(x), label='cos(x)')
+plt.xlabel("Time (s)")
+plt.ylabel("Amplitude (Hz)")
+plt.title('Plot of sin(x) and cos(x)')
+plt.show()
+`)
+  assert.equal(line.error, undefined, JSON.stringify(line.error))
+  const lc = line.results[0].chart
+  assert.ok(lc && line.results[0].png, 'a chart beside the png')
+  assert.equal(lc.type, 'line')
+  assert.equal(lc.title, 'Plot of sin(x) and cos(x)')
+  assert.equal(lc.x_label, 'Time (s)')
+  assert.equal(lc.y_label, 'Amplitude (Hz)')
+  assert.equal(lc.x_unit, 's')
+  assert.equal(lc.y_unit, 'Hz')
+  assert.equal(lc.x_scale, 'linear')
+  assert.ok(lc.x_ticks.every((t) => typeof t === 'number') && lc.y_ticks.every((t) => typeof t === 'number'))
+  assert.ok(lc.x_tick_labels.every((t) => typeof t === 'string') && lc.x_tick_labels.some((t) => t !== ''))
+  assert.deepEqual(lc.elements.map((e) => e.label), ['sin(x)', 'cos(x)'])
+  assert.equal(lc.elements[0].points.length, 100)
+  assert.deepEqual(lc.elements[0].points[0], [0, 0])
+
+  const dated = await sbx.runCode(`
+import datetime
+import numpy as np
+import matplotlib.pyplot as plt
+dates = [datetime.date(2023, 9, 1) + datetime.timedelta(seconds=i) for i in range(100)]
+plt.plot(dates, np.sin(np.linspace(0, 6, 100)), label='sin(x)')
+plt.show()
+`)
+  const dc = dated.results[0].chart
+  assert.equal(dc.x_scale, 'datetime')
+  assert.equal(dc.y_scale, 'linear')
+  assert.ok(dc.x_ticks.every((t) => typeof t === 'string'))
+  assert.equal(new Date(dc.elements[0].points[0][0]).toISOString(), '2023-09-01T00:00:00.000Z')
+
+  const scatter = await sbx.runCode(`
+import matplotlib.pyplot as plt
+import numpy as np
+plt.xlabel("A")
+plt.ylabel("B")
+plt.scatter(np.random.rand(5), np.random.rand(5), c='blue', label='Dataset 1')
+plt.scatter(np.random.rand(10), np.random.rand(10), c='red', label='Dataset 2')
+plt.show()
+`)
+  const sc = scatter.results[0].chart
+  assert.equal(sc.type, 'scatter')
+  assert.equal(sc.title, null)
+  assert.equal(sc.x_label, 'A')
+  assert.deepEqual(sc.elements.map((e) => [e.label, e.points.length]), [['Dataset 1', 5], ['Dataset 2', 10]])
+  assert.ok(sc.elements[1].points.every(([x, y]) => typeof x === 'number' && typeof y === 'number'))
+
+  const bar = await sbx.runCode(`
+import matplotlib.pyplot as plt
+authors = ['Author A', 'Author B', 'Author C', 'Author D']
+sales = [100, 200, 300, 400]
+plt.figure(figsize=(10, 6))
+plt.bar(authors, sales)
+plt.xlabel('Authors')
+plt.ylabel('Number of Books Sold')
+plt.title('Book Sales by Authors')
+plt.tight_layout()
+plt.show()
+`)
+  const bc = bar.results[0].chart
+  assert.equal(bc.type, 'bar')
+  assert.equal(bc.title, 'Book Sales by Authors')
+  assert.equal(bc.x_label, 'Authors')
+  assert.equal(bc.x_unit, null)
+  assert.deepEqual(bc.elements.map((b) => b.value), [100, 200, 300, 400])
+  assert.deepEqual(bc.elements.map((b) => b.label), authors())
+
+  const pie = await sbx.runCode(`
+import matplotlib.pyplot as plt
+plt.pie([1, 1, 2], labels=['a', 'b', 'c'])
+plt.title('Share')
+plt.show()
+`)
+  const pc = pie.results[0].chart
+  assert.equal(pc.type, 'pie')
+  assert.deepEqual(pc.elements.map((e) => [e.label, Math.round(e.angle)]), [['a', 90], ['b', 90], ['c', 180]])
+
+  const superchart = await sbx.runCode(`
+import matplotlib.pyplot as plt
+fig, (a1, a2) = plt.subplots(1, 2)
+a1.plot([1, 2, 3], [3, 1, 2], label='l')
+a2.bar(['x', 'y'], [1, 2])
+fig.suptitle('Both')
+plt.show()
+`)
+  const spc = superchart.results[0].chart
+  assert.equal(spc.type, 'superchart')
+  assert.equal(spc.title, 'Both')
+  assert.deepEqual(spc.elements.map((e) => e.type), ['line', 'bar'])
+})
+
+function authors() {
+  return ['Author A', 'Author B', 'Author C', 'Author D']
+}
