@@ -68,6 +68,7 @@ func (c *Client) Processes(ctx context.Context) ([]Process, error) {
 
 // ReadFile reads one chunk of a file.
 func (c *Client) ReadFile(ctx context.Context, p ReadParams) (*ReadResult, error) {
+	p.User = userOf(ctx, p.User)
 	var r ReadResult
 	if err := c.call(ctx, MethodReadFile, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -77,6 +78,7 @@ func (c *Client) ReadFile(ctx context.Context, p ReadParams) (*ReadResult, error
 
 // WriteFile writes one chunk of a file.
 func (c *Client) WriteFile(ctx context.Context, p WriteParams) (*FileInfo, error) {
+	p.User = userOf(ctx, p.User)
 	var r FileInfo
 	if err := c.call(ctx, MethodWriteFile, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -86,6 +88,7 @@ func (c *Client) WriteFile(ctx context.Context, p WriteParams) (*FileInfo, error
 
 // EditFile replaces an exact string in a file.
 func (c *Client) EditFile(ctx context.Context, p EditParams) (*EditResult, error) {
+	p.User = userOf(ctx, p.User)
 	var r EditResult
 	if err := c.call(ctx, MethodEditFile, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -95,6 +98,7 @@ func (c *Client) EditFile(ctx context.Context, p EditParams) (*EditResult, error
 
 // List lists a directory.
 func (c *Client) List(ctx context.Context, p ListParams) ([]FileInfo, error) {
+	p.User = userOf(ctx, p.User)
 	var r ListResult
 	if err := c.call(ctx, MethodList, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -105,7 +109,7 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]FileInfo, error) {
 // Stat describes one path.
 func (c *Client) Stat(ctx context.Context, path string) (*FileInfo, error) {
 	var r FileInfo
-	if err := c.call(ctx, MethodStat, PathParams{Path: path}, &r, nil, 0); err != nil {
+	if err := c.call(ctx, MethodStat, PathParams{Path: path, User: userOf(ctx, "")}, &r, nil, 0); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -114,7 +118,7 @@ func (c *Client) Stat(ctx context.Context, path string) (*FileInfo, error) {
 // Mkdir creates a directory and its parents.
 func (c *Client) Mkdir(ctx context.Context, path string) (*FileInfo, error) {
 	var r FileInfo
-	if err := c.call(ctx, MethodMkdir, PathParams{Path: path}, &r, nil, 0); err != nil {
+	if err := c.call(ctx, MethodMkdir, PathParams{Path: path, User: userOf(ctx, "")}, &r, nil, 0); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -122,11 +126,13 @@ func (c *Client) Mkdir(ctx context.Context, path string) (*FileInfo, error) {
 
 // Remove removes a path.
 func (c *Client) Remove(ctx context.Context, p RemoveParams) error {
+	p.User = userOf(ctx, p.User)
 	return c.call(ctx, MethodRemove, p, nil, nil, 0)
 }
 
 // Move renames a path.
 func (c *Client) Move(ctx context.Context, p MoveParams) (*FileInfo, error) {
+	p.User = userOf(ctx, p.User)
 	var r FileInfo
 	if err := c.call(ctx, MethodMove, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -136,6 +142,7 @@ func (c *Client) Move(ctx context.Context, p MoveParams) (*FileInfo, error) {
 
 // Glob matches paths.
 func (c *Client) Glob(ctx context.Context, p GlobParams) (*GlobResult, error) {
+	p.User = userOf(ctx, p.User)
 	var r GlobResult
 	if err := c.call(ctx, MethodGlob, p, &r, nil, 0); err != nil {
 		return nil, err
@@ -145,9 +152,36 @@ func (c *Client) Glob(ctx context.Context, p GlobParams) (*GlobResult, error) {
 
 // Grep searches files.
 func (c *Client) Grep(ctx context.Context, p GrepParams) (*GrepResult, error) {
+	p.User = userOf(ctx, p.User)
 	var r GrepResult
 	if err := c.call(ctx, MethodGrep, p, &r, nil, 0); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+type userKey struct{}
+
+// WithUser returns a context whose file calls (ReadFile, WriteFile, Stat,
+// ...) run as user (DefaultUser or RootUser) unless their params name one.
+// It is a property of the request, like its deadline: an edge that takes a
+// user (the E2B envd wire) sets it once for everything its call does.
+func WithUser(ctx context.Context, user string) context.Context {
+	if (user == "" || user == DefaultUser) && ctx.Value(userKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, userKey{}, user)
+}
+
+// UserOf returns the user WithUser set ("" when none).
+func UserOf(ctx context.Context) string {
+	u, _ := ctx.Value(userKey{}).(string)
+	return u
+}
+
+func userOf(ctx context.Context, set string) string {
+	if set != "" {
+		return set
+	}
+	return UserOf(ctx)
 }

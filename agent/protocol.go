@@ -134,6 +134,15 @@ type PingResult struct {
 	PID      int    `json:"pid"`
 }
 
+// The sandbox's users. Calls run as DefaultUser unless they name RootUser
+// (params' User field): root of the sandbox's user namespace, which only a
+// sandbox whose agent runs as that root (an image template) has; elsewhere
+// a call as root is failed_precondition.
+const (
+	DefaultUser = "user"
+	RootUser    = "root"
+)
+
 // Stream names used in OutputEvent.
 const (
 	Stdout = "stdout"
@@ -163,7 +172,7 @@ type ExecParams struct {
 	Stdin     string            `json:"stdin,omitempty"`     // written, then stdin is closed unless KeepStdin
 	KeepStdin bool              `json:"keepStdin,omitempty"` // leave stdin open for exec.stdin
 	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s), at most 10 min; negative: none (ends with the call or the sandbox)
-	User      string            `json:"user,omitempty"`      // reserved; always "user" today
+	User      string            `json:"user,omitempty"`      // DefaultUser (""), or RootUser
 	Tag       string            `json:"tag,omitempty"`       // caller's label, shown in exec.list
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`    // send output notifications
@@ -243,6 +252,9 @@ type RunCodeParams struct {
 	TimeoutMs int64             `json:"timeoutMs,omitempty"` // 0: the agent default (60 s); -1: none, the run lasts until it is canceled
 	MaxOutput int64             `json:"maxOutput,omitempty"` // bytes kept per stream; 0: default 1 MiB
 	Stream    bool              `json:"stream,omitempty"`
+	// User is who the kernel runs as: a kernel is one (language, kernel
+	// name, user); "" is DefaultUser.
+	User string `json:"user,omitempty"`
 }
 
 // RichResult is one displayable value, Jupyter style: the value of the last
@@ -261,6 +273,9 @@ type RichResult struct {
 	// Data is a table's columns (E2B's e2b/data): a pandas DataFrame's
 	// columns as lists.
 	Data json.RawMessage `json:"data,omitempty"`
+	// Chart is what a matplotlib figure shows (E2B's chart: type, title,
+	// axes, elements), beside its PNG.
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // ExecError is an error raised by user code.
@@ -292,6 +307,7 @@ type RunCodeResult struct {
 type KernelParams struct {
 	Language string `json:"language"`
 	Kernel   string `json:"kernel,omitempty"`
+	User     string `json:"user,omitempty"`
 }
 
 // FileInfo describes one file system entry. Paths are absolute inside the
@@ -306,6 +322,9 @@ type FileInfo struct {
 	Owner   string `json:"owner,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Target  string `json:"target,omitempty"` // symlink target
+	// Metadata is the file's user metadata: its extended attributes
+	// user.e2b.<key> (E2B's envd keeps file metadata there).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // ReadParams reads up to Limit bytes (0: ChunkSize, at most ChunkSize) from Offset.
@@ -313,6 +332,7 @@ type ReadParams struct {
 	Path   string `json:"path"`
 	Offset int64  `json:"offset,omitempty"`
 	Limit  int64  `json:"limit,omitempty"`
+	User   string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // ReadResult carries file bytes (base64 on the wire).
@@ -330,6 +350,11 @@ type WriteParams struct {
 	Offset int64  `json:"offset,omitempty"`
 	Append bool   `json:"append,omitempty"`
 	Mode   uint32 `json:"mode,omitempty"` // 0: 0644
+	// Metadata is stored with the file (FileInfo.Metadata) by a write that
+	// replaces it (Offset 0, no Append), which also drops what metadata the
+	// file had, as a new file would have none.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	User     string            `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // EditParams replaces Old with New. Old must occur exactly once unless All.
@@ -339,6 +364,7 @@ type EditParams struct {
 	Old  string `json:"old"`
 	New  string `json:"new"`
 	All  bool   `json:"all,omitempty"`
+	User string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // EditResult reports how many replacements were made.
@@ -350,6 +376,7 @@ type EditResult struct {
 type ListParams struct {
 	Path  string `json:"path"`
 	Depth int    `json:"depth,omitempty"`
+	User  string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // ListResult answers fs.list.
@@ -360,18 +387,21 @@ type ListResult struct {
 // PathParams names one path.
 type PathParams struct {
 	Path string `json:"path"`
+	User string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // RemoveParams removes a path; a non-empty directory needs Recursive.
 type RemoveParams struct {
 	Path      string `json:"path"`
 	Recursive bool   `json:"recursive,omitempty"`
+	User      string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // MoveParams renames From to To, creating To's parents.
 type MoveParams struct {
 	From string `json:"from"`
 	To   string `json:"to"`
+	User string `json:"user,omitempty"` // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // GlobParams matches Pattern (with ** for any depth) under Root.
@@ -379,6 +409,7 @@ type GlobParams struct {
 	Pattern string `json:"pattern"`
 	Root    string `json:"root,omitempty"`
 	Limit   int    `json:"limit,omitempty"` // 0: 1000
+	User    string `json:"user,omitempty"`  // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // GlobResult answers fs.glob, sorted.
@@ -394,6 +425,7 @@ type GrepParams struct {
 	Glob       string `json:"glob,omitempty"` // filter file names, e.g. "*.py"
 	IgnoreCase bool   `json:"ignoreCase,omitempty"`
 	Limit      int    `json:"limit,omitempty"` // max matches; 0: 500
+	User       string `json:"user,omitempty"`  // who the call runs as (DefaultUser, RootUser); relative paths resolve against their home
 }
 
 // GrepMatch is one matching line.

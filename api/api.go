@@ -173,6 +173,8 @@ type RichResult struct {
 	JavaScript string          `json:"javascript,omitempty"`
 	// Data is a table's columns as lists (a pandas DataFrame's).
 	Data json.RawMessage `json:"data,omitempty"`
+	// Chart is what a matplotlib figure shows (E2B's chart shape).
+	Chart json.RawMessage `json:"chart,omitempty"`
 }
 
 // ExecError is an error raised by the user's code.
@@ -287,6 +289,9 @@ type FileInfo struct {
 	Owner   string `json:"owner,omitempty"`
 	Group   string `json:"group,omitempty"`
 	Target  string `json:"target,omitempty"` // symlink target
+	// Metadata is the file's user metadata (extended attributes
+	// user.e2b.<key>, as E2B keeps it).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileList is the body of GET .../files/list.

@@ -38,6 +38,7 @@ type ExecuteRequest struct {
 	Code     string            // at most Config.MaxCodeBytes
 	Timeout  time.Duration     // 0 = Config.DefaultTimeout; MinTimeout..MaxTimeout, else invalid_argument
 	Kernel   string            // named kernel (E2B code contexts); "" = default
+	User     string            // who the kernel runs as (agent.RootUser); "" = the sandbox user
 	Env      map[string]string // for this run only (restored after it)
 	// Unbounded runs with no timeout (Timeout must be 0): only ctx ends
 	// the run. For edges whose clients time out themselves and hang up,
@@ -199,6 +200,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		Language:  req.Language,
 		Code:      req.Code,
 		Kernel:    req.Kernel,
+		User:      req.User,
 		Env:       req.Env,
 		TimeoutMs: timeout.Milliseconds(),
 		Stream:    out != nil,

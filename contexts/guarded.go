@@ -284,6 +284,7 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
 	r.JSON = guardJSON(r.JSON, t)
 	r.Data = guardJSON(r.Data, t)
+	r.Chart = guardJSON(r.Chart, t)
 	return r
 }
 

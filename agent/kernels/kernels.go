@@ -71,8 +71,18 @@ type Config struct {
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
 	Shell  ShellFunc
+	// User resolves the user a kernel runs as (RunCodeParams.User). nil:
+	// every kernel runs as the agent, in Home, and only the default user
+	// exists.
+	User   UserFunc
 	Logger *slog.Logger // nil discards
 }
+
+// UserFunc resolves a user name ("" is agent.DefaultUser): the credential
+// of its kernels (nil: the agent's own), their base environment and their
+// working directory. An unknown or unavailable user is an error to return
+// to the caller as it is.
+type UserFunc func(name string) (cred *syscall.Credential, env []string, home string, err error)
 
 // Manager owns the kernels of one agent.
 type Manager struct {
@@ -83,11 +93,12 @@ type Manager struct {
 	kernels map[key]*kernel
 }
 
-type key struct{ lang, name string }
+type key struct{ lang, name, user string }
 
 // kernel is one (language, name) instance; its session is started lazily.
 type kernel struct {
 	lang string
+	user string
 	mu   sync.Mutex // serializes runs and guards the fields below
 	s    *session   // nil until started, and after a restart
 	// cur mirrors s for Restart, which must reach a busy kernel without
@@ -136,13 +147,16 @@ func kernelLang(lang string) string {
 	return lang
 }
 
-func (m *Manager) get(lang, name string) *kernel {
-	k := key{kernelLang(lang), name}
+func (m *Manager) get(lang, name, user string) *kernel {
+	if user == agent.DefaultUser {
+		user = ""
+	}
+	k := key{kernelLang(lang), name, user}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	kn := m.kernels[k]
 	if kn == nil {
-		kn = &kernel{lang: k.lang}
+		kn = &kernel{lang: k.lang, user: user}
 		m.kernels[k] = kn
 	}
 	return kn
@@ -206,7 +220,14 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 		}
 		code = js
 	}
-	kn := m.get(p.Language, p.Kernel)
+	if p.User != "" && m.cfg.User != nil {
+		if _, _, _, err := m.cfg.User(p.User); err != nil {
+			return nil, err
+		}
+	} else if p.User != "" && p.User != agent.DefaultUser {
+		return nil, invalid("user %q does not exist in the sandbox", p.User)
+	}
+	kn := m.get(p.Language, p.Kernel, p.User)
 	kn.mu.Lock()
 	defer kn.mu.Unlock()
 	return m.runLocked(ctx, kn, p, code, timeout, out)
@@ -223,7 +244,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		restarted = true
 	}
 	if kn.s == nil {
-		s, err := m.start(kn.lang)
+		s, err := m.start(kn.lang, kn.user)
 		if err != nil {
 			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 		}
@@ -345,8 +366,17 @@ func describe(st syscall.WaitStatus) string {
 	return "unknown status"
 }
 
-func (m *Manager) start(lang string) (*session, error) {
+func (m *Manager) start(lang, user string) (*session, error) {
 	env := append([]string(nil), m.cfg.Env...)
+	dir := m.cfg.Home
+	var cred *syscall.Credential
+	if m.cfg.User != nil {
+		var err error
+		if cred, env, dir, err = m.cfg.User(user); err != nil {
+			return nil, err
+		}
+		env = append([]string(nil), env...)
+	}
 	var argv []string
 	switch lang {
 	case agent.Python:
@@ -360,7 +390,7 @@ func (m *Manager) start(lang string) (*session, error) {
 	default:
 		return nil, fmt.Errorf("no kernel for %q", lang)
 	}
-	return startSession(argv, env, m.cfg.Home)
+	return startSession(argv, env, dir, cred)
 }
 
 func encodeCommand(lang string, id int64, n int, code string, env map[string]string) ([]byte, error) {
@@ -427,6 +457,7 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 	er, err := m.cfg.Shell(ctx, agent.ExecParams{
 		Argv:      []string{sh, "-c", p.Code},
 		Env:       p.Env,
+		User:      p.User,
 		TimeoutMs: timeout.Milliseconds(),
 		MaxOutput: p.MaxOutput,
 		Stream:    p.Stream,
@@ -463,13 +494,13 @@ func (m *Manager) Prestart(lang string) error {
 	default:
 		return invalid("cannot prestart %q", lang)
 	}
-	kn := m.get(lang, "")
+	kn := m.get(lang, "", "")
 	kn.mu.Lock()
 	defer kn.mu.Unlock()
 	if kn.s != nil {
 		return nil
 	}
-	s, err := m.start(kn.lang)
+	s, err := m.start(kn.lang, kn.user)
 	if err != nil {
 		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 	}
@@ -488,7 +519,7 @@ func (m *Manager) Restart(p agent.KernelParams) error {
 	default:
 		return invalid("unknown language %q", p.Language)
 	}
-	kn := m.get(p.Language, p.Kernel)
+	kn := m.get(p.Language, p.Kernel, p.User)
 	if s := kn.cur.Load(); s != nil {
 		_ = s.p.SignalGroup(syscall.SIGKILL) // a run in progress sees its kernel die
 	}

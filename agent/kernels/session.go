@@ -40,7 +40,8 @@ type session struct {
 }
 
 // startSession forks argv with fresh pipes on fds 1..4 and /dev/null on 0.
-func startSession(argv, env []string, dir string) (*session, error) {
+// cred, when set, is the kernel's uid, gid and groups.
+func startSession(argv, env []string, dir string, cred *syscall.Credential) (*session, error) {
 	var fds [4][2]int // ctrl, out, err, res: [read, write]
 	var opened []int
 	closeAll := func() {
@@ -69,6 +70,7 @@ func startSession(argv, env []string, dir string) (*session, error) {
 		Dir:   dir,
 		Env:   env,
 		Files: []uintptr{uintptr(null), uintptr(fds[1][1]), uintptr(fds[2][1]), uintptr(fds[0][0]), uintptr(fds[3][1])},
+		Cred:  cred,
 	})
 	// The child holds its ends now (or failed to start).
 	for _, fd := range []int{null, fds[1][1], fds[2][1], fds[0][0], fds[3][1]} {

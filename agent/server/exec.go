@@ -79,15 +79,18 @@ func (t *procTable) list() []agent.Process {
 }
 
 // resolve makes p absolute against the home directory.
-func (s *Server) resolve(p string) string {
+func (s *Server) resolve(p string) string { return resolveIn(s.cfg.Home, p) }
+
+// resolveIn makes p absolute against home.
+func resolveIn(home, p string) string {
 	if p == "" {
-		return s.cfg.Home
+		return home
 	}
 	if p == "~" || strings.HasPrefix(p, "~/") {
-		p = filepath.Join(s.cfg.Home, p[1:])
+		p = filepath.Join(home, p[1:])
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.cfg.Home, p)
+		p = filepath.Join(home, p)
 	}
 	return filepath.Clean(p)
 }
@@ -160,20 +163,24 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			return nil, errf(errdefs.CodeInvalidArgument, "exec: bad environment variable name %q", k)
 		}
 	}
+	who, err := s.account(p.User)
+	if err != nil {
+		return nil, err
+	}
 	timeout := kernels.Timeout(p.TimeoutMs)
-	env := mergeEnv(s.cfg.Env, p.Env)
+	env := mergeEnv(who.env(s.cfg.Env), p.Env)
 	path, err := lookPath(argv[0], env)
 	if err != nil {
 		return nil, errf(errdefs.CodeNotFound, "exec: %s: command not found", argv[0])
 	}
 	argv0 := argv[0]
 	argv[0] = path
-	cwd := s.resolve(p.Cwd)
+	cwd := resolveIn(who.home, p.Cwd)
 	if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
 		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
-	sio, err := openStdio(p.Pty)
+	sio, err := openStdio(p.Pty, who.cred)
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +190,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		Env:   env,
 		Files: sio.child,
 		Ctty:  p.Pty != nil,
+		Cred:  who.cred,
 	})
 	sio.closeChild()
 	if err != nil {

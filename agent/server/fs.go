@@ -83,6 +83,9 @@ func fileInfo(path string, fi fs.FileInfo) agent.FileInfo {
 		info.Owner = lookupName("u", st.Uid)
 		info.Group = lookupName("g", st.Gid)
 	}
+	if info.Type == "file" || info.Type == "dir" {
+		info.Metadata = readMetadata(path)
+	}
 	return info
 }
 
@@ -173,6 +176,11 @@ func (s *Server) writeFile(p agent.WriteParams) (*agent.FileInfo, error) {
 	}
 	if p.Mode != 0 {
 		_ = os.Chmod(path, mode)
+	}
+	if !p.Append && p.Offset == 0 {
+		if err := replaceMetadata(path, p.Metadata); err != nil {
+			return nil, err
+		}
 	}
 	return s.statPath(path)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -38,9 +39,10 @@ func (s *stdio) closeParent() {
 
 // openStdio makes the pipes of an exec, or a terminal of size when one is
 // asked for.
-func openStdio(size *agent.PtySize) (*stdio, error) {
+// cred, when set, is the process's owner, who gets the terminal.
+func openStdio(size *agent.PtySize, cred *syscall.Credential) (*stdio, error) {
 	if size != nil {
-		return openPty(size)
+		return openPty(size, cred)
 	}
 	s := &stdio{}
 	var files [6]*os.File
@@ -64,7 +66,7 @@ func openStdio(size *agent.PtySize) (*stdio, error) {
 
 // openPty opens a terminal pair on the sandbox's devpts: the master from
 // /dev/ptmx, unlocked, and its slave by number.
-func openPty(size *agent.PtySize) (*stdio, error) {
+func openPty(size *agent.PtySize, cred *syscall.Credential) (*stdio, error) {
 	if size.Cols == 0 || size.Rows == 0 {
 		return nil, errf(errdefs.CodeInvalidArgument, "exec: pty size %dx%d: cols and rows must be positive", size.Cols, size.Rows)
 	}
@@ -81,6 +83,15 @@ func openPty(size *agent.PtySize) (*stdio, error) {
 	if err != nil {
 		master.Close()
 		return nil, errf(errdefs.CodeInternal, "exec: open pty slave: %v", err)
+	}
+	if cred != nil {
+		// The terminal belongs to whoever opened it, the agent: give it
+		// to the process's user, as login does.
+		if err := slave.Chown(int(cred.Uid), int(cred.Gid)); err != nil {
+			master.Close()
+			slave.Close()
+			return nil, errf(errdefs.CodeInternal, "exec: pty owner: %v", err)
+		}
 	}
 	if err := setWinsize(master, size.Cols, size.Rows); err != nil {
 		master.Close()

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/proc"
 	"github.com/sandlot/sandlot/agent/kernels"
@@ -52,6 +54,13 @@ type Config struct {
 	// Prestart lists languages whose default kernel starts with the agent
 	// rather than on first use (warm pools). nil: none.
 	Prestart []string
+	// Root says the agent is root of its sandbox (uid 0 of the sandbox's
+	// user namespace, with the runtime's root capabilities there): it then
+	// starts the default user's processes and kernels, and does its file
+	// calls, with the user's ids (1000) and no capabilities, and those of
+	// calls that name root as itself. false: everything runs as the agent,
+	// and root is refused.
+	Root bool
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -64,6 +73,7 @@ type Server struct {
 	kernels *kernels.Manager
 	procs   *procTable
 	bash    string
+	groups  []uint32 // the agent's own supplementary groups, restored after a file call (users.go)
 }
 
 // New prepares an agent without listening.
@@ -88,6 +98,11 @@ func New(cfg Config) *Server {
 	if _, err := os.Stat(s.bash); err != nil {
 		s.bash = ""
 	}
+	if gs, err := unix.Getgroups(); err == nil {
+		for _, g := range gs {
+			s.groups = append(s.groups, uint32(g))
+		}
+	}
 	s.kernels = kernels.New(kernels.Config{
 		Home:   cfg.Home,
 		Env:    cfg.Env,
@@ -95,6 +110,7 @@ func New(cfg Config) *Server {
 		Node:   cfg.Node,
 		Bash:   cfg.Bash,
 		Shell:  s.exec,
+		User:   s.kernelUser,
 		Logger: cfg.Logger,
 	})
 	return s
@@ -432,36 +448,54 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 	case agent.MethodProcesses:
 		return agent.ProcessList{Processes: s.procs.list()}, nil
 	case agent.MethodReadFile:
-		return call(req.Params, s.readFile)
+		return callAs(s, req.Params, (*Server).readFile)
 	case agent.MethodWriteFile:
-		return call(req.Params, s.writeFile)
+		return callAs(s, req.Params, (*Server).writeFile)
 	case agent.MethodEditFile:
-		return call(req.Params, s.editFile)
+		return callAs(s, req.Params, (*Server).editFile)
 	case agent.MethodList:
-		return call(req.Params, s.list)
+		return callAs(s, req.Params, (*Server).list)
 	case agent.MethodStat:
-		return call(req.Params, s.stat)
+		return callAs(s, req.Params, (*Server).stat)
 	case agent.MethodMkdir:
-		return call(req.Params, s.mkdir)
+		return callAs(s, req.Params, (*Server).mkdir)
 	case agent.MethodRemove:
-		return call(req.Params, s.remove)
+		return callAs(s, req.Params, (*Server).remove)
 	case agent.MethodMove:
-		return call(req.Params, s.move)
+		return callAs(s, req.Params, (*Server).move)
 	case agent.MethodGlob:
-		return call(req.Params, s.glob)
+		return callAs(s, req.Params, (*Server).glob)
 	case agent.MethodGrep:
-		return call(req.Params, s.grep)
+		return callAs(s, req.Params, (*Server).grep)
 	}
 	return nil, &appError{code: agent.CodeMethodNotFound, category: errdefs.CodeInvalidArgument, msg: "unknown method " + strconv.Quote(req.Method)}
 }
 
-func call[P, R any](raw json.RawMessage, f func(P) (R, error)) (any, error) {
+// callAs runs a file call as the user its params name: with that user's
+// file system credentials, and relative paths resolved against their home.
+func callAs[P, R any](s *Server, raw json.RawMessage, f func(*Server, P) (R, error)) (any, error) {
 	p, err := decode[P](raw)
 	if err != nil {
 		return nil, err
 	}
-	r, err := f(p)
+	who, err := decode[struct {
+		User string `json:"user"`
+	}](raw)
 	if err != nil {
+		return nil, err
+	}
+	a, err := s.account(who.User)
+	if err != nil {
+		return nil, err
+	}
+	view := s
+	if a.home != s.cfg.Home {
+		v := *s
+		v.cfg.Home = a.home
+		view = &v
+	}
+	var r R
+	if err := s.asAccount(a, func() (err error) { r, err = f(view, p); return err }); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -29,11 +29,12 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// EnvdVersion is the envd version sandlot reports. 0.6.0 takes the SDKs'
-// current code paths (octet-stream uploads, closeStdin) and makes them
-// refuse, client-side, the features sandlot lacks (file metadata, watch
-// entries on network mounts).
-const EnvdVersion = "0.6.0"
+// EnvdVersion is the envd version sandlot reports. 0.6.3 takes the SDKs'
+// current code paths (octet-stream uploads, closeStdin), file metadata
+// (0.6.2: X-Metadata-* headers, EntryInfo.metadata) and watch events with
+// their entry (0.6.3: includeEntry), and makes them refuse, client-side,
+// what sandlot lacks (0.6.4: watches on network mounts).
+const EnvdVersion = "0.6.3"
 
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"
@@ -254,7 +255,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox was not found")
+			writeGone(w, r.Header.Get(e2bwire.HeaderSandboxPort), sid)
 			return
 		}
 		writeAPIError(w, err)
@@ -338,6 +339,18 @@ func writeAPIError(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, apiError{Code: status, Message: errdefs.PublicMessage(err)})
+}
+
+// writeGone answers a call to a sandbox that is not there (any more) as
+// E2B does: 404 on the code interpreter's port (the code interpreter SDK
+// throws NotFoundError), the edge proxy's 502 elsewhere (the SDKs read it
+// as "not running").
+func writeGone(w http.ResponseWriter, port, sid string) {
+	status := http.StatusBadGateway
+	if port == e2bwire.InterpreterPort {
+		status = http.StatusNotFound
+	}
+	writeProxyError(w, status, sid, "The sandbox was not found")
 }
 
 // writeProxyError mimics the E2B edge proxy's answer for a sandbox or port

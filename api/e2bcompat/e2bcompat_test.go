@@ -229,6 +229,11 @@ func TestControlPlane(t *testing.T) {
 		if resp.StatusCode != 502 {
 			t.Fatalf("health of killed sandbox: %d", resp.StatusCode)
 		}
+		// and the code interpreter's: 404, as E2B (NotFoundError in the SDK)
+		resp = e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
+		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("execute on a killed sandbox: %d", resp.StatusCode)
+		}
 	})
 }
 
@@ -448,7 +453,7 @@ func TestFilesystemErrors(t *testing.T) {
 		{"remove missing is a no-op", "Remove", `{"path":"/home/user/zz"}`, 200, "", ""},
 		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found", ""},
 		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
-		{"as root", "Stat", `{"path":"/home/user/d"}`, 501, "unimplemented", "root"},
+		{"as root", "Stat", `{"path":"/home/user/d"}`, 200, "", "root"}, // the agent decides whether the sandbox has root
 		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
 		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
 	} {
@@ -578,8 +583,13 @@ func TestExecuteNDJSON(t *testing.T) {
 		t.Fatalf("context run %v", lines)
 	}
 	resp = e.do("GET", "/contexts", nil, traffic...)
-	if l := decode[[]map[string]string](t, resp); len(l) != 1 {
+	// the default python and javascript contexts first, as E2B lists them,
+	// then the created one
+	if l := decode[[]map[string]string](t, resp); len(l) != 3 || l[0]["language"] != "python" || l[1]["language"] != "javascript" ||
+		l[0]["cwd"] != "/home/user" || l[2]["id"] != cc["id"] {
 		t.Fatalf("list contexts %v", l)
+	} else if lines = run(`{"code":"x","context_id":"` + l[0]["id"] + `"}`); lines[1]["text"] != "x@" {
+		t.Fatalf("a default context runs in the default kernel: %v", lines)
 	}
 	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("restart %d", resp.StatusCode)

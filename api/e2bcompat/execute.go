@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -213,11 +214,12 @@ type resultLine struct {
 	JSON         json.RawMessage `json:"json,omitempty"`
 	JavaScript   string          `json:"javascript,omitempty"`
 	Data         json.RawMessage `json:"data,omitempty"`
+	Chart        json.RawMessage `json:"chart,omitempty"`
 }
 
 func resultOf(r *agent.RichResult) resultLine {
 	return resultLine{Type: "result", IsMainResult: r.Main, Text: resultText(r.Text), HTML: r.HTML, Markdown: r.Markdown,
-		SVG: r.SVG, PNG: r.PNG, JPEG: r.JPEG, LaTeX: r.LaTeX, JSON: r.JSON, JavaScript: r.JavaScript, Data: r.Data}
+		SVG: r.SVG, PNG: r.PNG, JPEG: r.JPEG, LaTeX: r.LaTeX, JSON: r.JSON, JavaScript: r.JavaScript, Data: r.Data, Chart: r.Chart}
 }
 
 // resultText is a result's text as E2B's server reports it: a text/plain
@@ -286,7 +288,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + body.ContextID + " not found"})
 			return
 		}
-		req.Language, req.Kernel = cc.Language, cc.ID
+		req.Language, req.Kernel, req.User = cc.Language, cc.kernel, cc.user
 	} else {
 		lang, err := kernelLanguage(body.Language)
 		if err != nil {
@@ -328,7 +330,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	if err != nil && !started {
 		if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended before the run
 			h.forget(ref.rec.ID)
-			writeProxyError(w, http.StatusBadGateway, ref.rec.ID, "The sandbox was not found")
+			writeGone(w, e2bwire.InterpreterPort, ref.rec.ID)
 			return
 		}
 		writeAPIError(w, err)

@@ -19,9 +19,10 @@ import (
 
 // writtenFile is one item of the POST /files answer.
 type writtenFile struct {
-	Path string `json:"path"`
-	Name string `json:"name"`
-	Type string `json:"type"`
+	Path     string            `json:"path"`
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // readFile serves GET /files?path=: the bytes as the guard lets them out
@@ -30,7 +31,8 @@ type writtenFile struct {
 // Content-Length; a failure after the first bytes breaks the connection,
 // the only way left to tell the client the body is incomplete.
 func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
-	if !userAllowed(w, r.URL.Query().Get("username")) {
+	r, ok := fileUser(w, r)
+	if !ok {
 		return
 	}
 	p := r.URL.Query().Get("path")
@@ -83,14 +85,20 @@ var errClientGone = errors.New("client gone")
 // inflating stops at Config.MaxUploadBytes, so a bomb costs the daemon one
 // chunk of memory and the sandbox no more disk than a plain upload could.
 func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
-	if !userAllowed(w, r.URL.Query().Get("username")) {
+	r, ok := fileUser(w, r)
+	if !ok {
+		return
+	}
+	md, err := uploadMetadata(r.Header)
+	if err != nil {
+		writeAPIError(w, err)
 		return
 	}
 	limit := h.cfg.MaxUploadBytes
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	qpath := r.URL.Query().Get("path")
 	var out []writtenFile
-	err := h.use(r.Context(), sandboxFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
+	err = h.use(r.Context(), sandboxFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
 		body, err := decodedBody(r, limit)
 		if err != nil {
 			return err
@@ -100,11 +108,11 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 			if qpath == "" {
 				return fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
 			}
-			fi, err := writeStream(ctx, sb, qpath, body)
+			fi, err := writeStream(ctx, sb, qpath, body, md)
 			if err != nil {
 				return err
 			}
-			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file"})
+			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file", Metadata: fi.Metadata})
 			return nil
 		}
 		_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
@@ -132,11 +140,11 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 			if dest == "" {
 				return fmt.Errorf("file part without a path: %w", errdefs.ErrInvalidArgument)
 			}
-			fi, err := writeStream(ctx, sb, dest, part)
+			fi, err := writeStream(ctx, sb, dest, part, md)
 			if err != nil {
 				return err
 			}
-			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file"})
+			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file", Metadata: fi.Metadata})
 		}
 		if len(out) == 0 {
 			return fmt.Errorf("no file in the request: %w", errdefs.ErrInvalidArgument)
@@ -175,7 +183,8 @@ func decodedBody(r *http.Request, limit int64) (io.Reader, error) {
 
 // writeStream writes src to path in agent-sized chunks. An upload that
 // fails part way is removed: a truncated file is worse than none.
-func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.Reader) (*agent.FileInfo, error) {
+// md is the file's metadata, set with its first chunk.
+func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.Reader, md map[string]string) (*agent.FileInfo, error) {
 	buf := make([]byte, agent.ChunkSize)
 	var fi *agent.FileInfo
 	first := true
@@ -193,7 +202,11 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 		}
 		if n > 0 || first {
 			var err error
-			fi, err = sb.WriteFile(ctx, agent.WriteParams{Path: path, Data: append([]byte(nil), buf[:n]...), Append: !first})
+			p := agent.WriteParams{Path: path, Data: append([]byte(nil), buf[:n]...), Append: !first}
+			if first {
+				p.Metadata = md
+			}
+			fi, err = sb.WriteFile(ctx, p)
 			if err != nil {
 				return nil, err
 			}
@@ -207,4 +220,32 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 		fi.Name = path[strings.LastIndex(path, "/")+1:]
 	}
 	return fi, nil
+}
+
+// metadataHeader prefixes the request headers that carry a file's
+// metadata on upload (envd 0.6.2): X-Metadata-<key>: <value>.
+const metadataHeader = "X-Metadata-"
+
+// uploadMetadata reads the metadata of an upload from its headers. Header
+// names are case-insensitive, so keys are lowercased (the SDKs' keys are
+// HTTP tokens); at most 64 keys, values printable ASCII of at most 4 KiB.
+func uploadMetadata(h http.Header) (map[string]string, error) {
+	var md map[string]string
+	for name, vals := range h {
+		if len(name) <= len(metadataHeader) || !strings.EqualFold(name[:len(metadataHeader)], metadataHeader) {
+			continue
+		}
+		if md == nil {
+			md = map[string]string{}
+		}
+		v := vals[0]
+		if len(v) > 4096 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return nil, fmt.Errorf("metadata %s: values must be printable ASCII of at most 4096 bytes: %w", name, errdefs.ErrInvalidArgument)
+		}
+		md[strings.ToLower(name[len(metadataHeader):])] = v
+	}
+	if len(md) > 64 {
+		return nil, fmt.Errorf("%d metadata headers, at most 64: %w", len(md), errdefs.ErrInvalidArgument)
+	}
+	return md, nil
 }

@@ -35,6 +35,7 @@ func entryInfo(fi *agent.FileInfo) *fspb.EntryInfo {
 		Owner:        fi.Owner,
 		Group:        fi.Group,
 		ModifiedTime: timestamppb.New(time.UnixMilli(fi.ModTime)),
+		Metadata:     fi.Metadata,
 	}
 	mode := fs.FileMode(fi.Mode & 0o777)
 	switch fi.Type {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,9 +21,40 @@ type codeContext struct {
 	ID       string `json:"id"`
 	Language string `json:"language"`
 	Cwd      string `json:"cwd"`
+
+	kernel string // the agent's kernel name: "" for a default context, else ID
+	user   string // who the kernel runs as: "" (the user) or agent.RootUser
+	seq    int    // creation order, which GET /contexts keeps
 }
 
 const defaultCwd = "/home/user"
+
+// defaultLanguages are the code contexts every sandbox lists before any is
+// created, as E2B's code interpreter does: they are the languages' default
+// kernels, the ones runCode uses without a context.
+var defaultLanguages = []string{agent.Python, agent.JavaScript}
+
+// rootCwd reports whether a context's working directory is root's home,
+// which only root may enter: such a context's kernel runs as root (E2B's
+// kernels run as root; sandlot's run as the user unless they must not).
+func rootCwd(cwd string) bool {
+	return cwd == "/root" || strings.HasPrefix(cwd, "/root/")
+}
+
+// contextsOf returns the code contexts of sandbox sid, the defaults made on
+// first use. Precondition: h.mu is held.
+func (h *Handler) contextsOf(sid string) map[string]*codeContext {
+	m := h.codeCtxs[sid]
+	if m == nil {
+		m = map[string]*codeContext{}
+		for i, lang := range defaultLanguages {
+			id := uuid.NewString()
+			m[id] = &codeContext{ID: id, Language: lang, Cwd: defaultCwd, seq: i}
+		}
+		h.codeCtxs[sid] = m
+	}
+	return m
+}
 
 // kernelLanguage maps E2B language names to sandlot's.
 func kernelLanguage(l string) (string, error) {
@@ -56,7 +88,7 @@ func (h *Handler) interpMux() *http.ServeMux {
 func (h *Handler) codeContext(sid, id string) *codeContext {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.codeCtxs[sid][id]
+	return h.contextsOf(sid)[id]
 }
 
 type contextBody struct {
@@ -78,19 +110,25 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: errdefs.PublicMessage(err)})
 		return
 	}
-	cc := &codeContext{ID: uuid.NewString(), Language: lang, Cwd: body.Cwd}
-	if cc.Cwd == "" {
+	cc := &codeContext{ID: uuid.NewString(), Language: lang, Cwd: path.Clean("/" + body.Cwd)}
+	if body.Cwd == "" {
 		cc.Cwd = defaultCwd
+	}
+	cc.kernel = cc.ID
+	if rootCwd(cc.Cwd) {
+		cc.user = agent.RootUser
 	}
 	if err := h.chdir(r.Context(), ref, cc); err != nil {
 		writeAPIError(w, err)
 		return
 	}
 	h.mu.Lock()
-	if h.codeCtxs[ref.rec.ID] == nil {
-		h.codeCtxs[ref.rec.ID] = map[string]*codeContext{}
+	m := h.contextsOf(ref.rec.ID)
+	cc.seq = len(defaultLanguages)
+	for _, o := range m {
+		cc.seq = max(cc.seq, o.seq+1)
 	}
-	h.codeCtxs[ref.rec.ID][cc.ID] = cc
+	m[cc.ID] = cc
 	h.mu.Unlock()
 	writeJSON(w, http.StatusOK, cc)
 }
@@ -107,7 +145,7 @@ func (h *Handler) chdir(ctx context.Context, ref *sandboxRef, cc *codeContext) e
 	case agent.Bash:
 		code = "mkdir -p " + shellQuote(cc.Cwd) + " && cd " + shellQuote(cc.Cwd)
 	}
-	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.ID, ContextID: ref.rec.ID}, nil)
+	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.kernel, User: cc.user, ContextID: ref.rec.ID}, nil)
 	if err != nil {
 		return err
 	}
@@ -133,11 +171,12 @@ func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxFrom(r.Context())
 	h.mu.Lock()
 	out := []*codeContext{}
-	for _, cc := range h.codeCtxs[ref.rec.ID] {
+	for _, cc := range h.contextsOf(ref.rec.ID) {
 		out = append(out, cc)
 	}
 	h.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	// Oldest first, the defaults before any created one, as E2B lists them.
+	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -147,8 +186,9 @@ func (h *Handler) deleteContext(w http.ResponseWriter, r *http.Request) {
 	ref := sandboxFrom(r.Context())
 	id := r.PathValue("id")
 	h.mu.Lock()
-	_, ok := h.codeCtxs[ref.rec.ID][id]
-	delete(h.codeCtxs[ref.rec.ID], id)
+	m := h.contextsOf(ref.rec.ID)
+	_, ok := m[id]
+	delete(m, id)
 	h.mu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + id + " not found"})
@@ -165,7 +205,7 @@ func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := h.use(r.Context(), ref, func(ctx context.Context, sb contexts.Sandbox) error {
-		return sb.RestartKernel(ctx, agent.KernelParams{Language: cc.Language, Kernel: cc.ID})
+		return sb.RestartKernel(ctx, agent.KernelParams{Language: cc.Language, Kernel: cc.kernel, User: cc.user})
 	})
 	if err == nil {
 		err = h.chdir(r.Context(), ref, cc)

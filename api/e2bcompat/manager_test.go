@@ -145,8 +145,8 @@ func TestExpiredSandboxIsGone(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
 	resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 502 {
-		t.Fatalf("runCode on an expired sandbox: %d %s", resp.StatusCode, b)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || !strings.Contains(string(b), "The sandbox was not found") {
+		t.Fatalf("runCode on an expired sandbox: %d %s, want 404 as E2B", resp.StatusCode, b)
 	}
 	resp = e.do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
 		append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json")...)

@@ -224,6 +224,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		Tag:       req.Msg.GetTag(),
 		Stream:    true,
 		TimeoutMs: -1, // no timer in the agent
+		User:      agent.UserOf(ctx),
 	}
 	if pty := req.Msg.GetPty(); pty != nil {
 		// A terminal: one output stream (pty events), input through

@@ -9,73 +9,81 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
-// SandboxUser is the one user commands and file calls run as. The sandbox's
-// processes have no capabilities and no way to gain them (no_new_privs), so
-// there is no root to run as: a call that asks for root is refused rather
-// than run as this user behind the caller's back.
-const SandboxUser = "user"
+// SandboxUser is the default user of commands and file calls, as on E2B.
+// A call may name root instead: root of the sandbox's user namespace, which
+// sandboxes on image templates have (the agent runs as it and starts the
+// user's processes without privileges); elsewhere the agent refuses root
+// with failed_precondition, never running the call as the user instead.
+const SandboxUser = agent.DefaultUser
 
 // errUser explains a refused user.
 func errUser(name string) error {
-	if name == "root" {
-		return fmt.Errorf("user root is not supported by sandlot: commands and file calls run as %q, and a sandbox has no root to become", SandboxUser)
-	}
-	return fmt.Errorf("user %q does not exist in the sandbox: commands and file calls run as %q", name, SandboxUser)
+	return fmt.Errorf("user %q does not exist in the sandbox: calls run as %q (the default) or %q", name, SandboxUser, agent.RootUser)
 }
 
-// rpcUser checks the user of an envd Connect call, which the SDKs name in
+// checkUser maps a requested user name to the agent's ("" is the default).
+func checkUser(name string) (string, error) {
+	switch name {
+	case "", SandboxUser:
+		return "", nil
+	case agent.RootUser:
+		return name, nil
+	}
+	return "", fmt.Errorf("%w: %w", errUser(name), errdefs.ErrInvalidArgument)
+}
+
+// rpcUser reads the user of an envd Connect call, which the SDKs name in
 // an `Authorization: Basic base64(user:)` header (absent: the default
-// user). Root is unimplemented; any other name but SandboxUser is
-// invalid_argument.
-func rpcUser(h http.Header) error {
+// user).
+func rpcUser(h http.Header) (string, error) {
 	name := ""
 	if a := h.Get("Authorization"); a != "" {
 		scheme, cred, _ := strings.Cut(a, " ")
 		if !strings.EqualFold(scheme, "Basic") {
-			return connect.NewError(connect.CodeUnauthenticated, errors.New("Authorization must be Basic user:"))
+			return "", connect.NewError(connect.CodeUnauthenticated, errors.New("Authorization must be Basic user:"))
 		}
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
 		if err != nil {
-			return connect.NewError(connect.CodeInvalidArgument, errors.New("Authorization: bad base64"))
+			return "", connect.NewError(connect.CodeInvalidArgument, errors.New("Authorization: bad base64"))
 		}
 		name, _, _ = strings.Cut(string(b), ":")
 	}
-	switch name {
-	case "", SandboxUser:
-		return nil
-	case "root":
-		return connect.NewError(connect.CodeUnimplemented, errUser(name))
+	user, err := checkUser(name)
+	if err != nil {
+		return "", connect.NewError(connect.CodeInvalidArgument, errUser(name))
 	}
-	return connect.NewError(connect.CodeInvalidArgument, errUser(name))
+	return user, nil
 }
 
-// userAllowed checks the username query of /files and answers a refusal:
-// 501 for root (the SDK throws SandboxError with the message), 400 for an
-// unknown user.
-func userAllowed(w http.ResponseWriter, name string) bool {
-	switch name {
-	case "", SandboxUser:
-		return true
-	case "root":
-		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: errUser(name).Error()})
-	default:
-		writeJSON(w, http.StatusBadRequest, apiError{Code: http.StatusBadRequest, Message: errUser(name).Error()})
+// fileUser reads the username query of /files into the request's context
+// (agent.WithUser), or answers 400 for an unknown user.
+func fileUser(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	user, err := checkUser(r.URL.Query().Get("username"))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Code: http.StatusBadRequest, Message: errUser(r.URL.Query().Get("username")).Error()})
+		return r, false
 	}
-	return false
+	return r.WithContext(agent.WithUser(r.Context(), user)), true
 }
 
 // userInterceptor applies rpcUser to every envd Connect call, unary and
-// streaming, before the method runs.
+// streaming, before the method runs, and hands the user on in the call's
+// context (agent.WithUser): file calls pick it up there, process starts
+// copy it into their ExecParams.
 type userInterceptor struct{}
 
 func (userInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := rpcUser(req.Header()); err != nil {
+		user, err := rpcUser(req.Header())
+		if err != nil {
 			return nil, err
 		}
-		return next(ctx, req)
+		return next(agent.WithUser(ctx, user), req)
 	}
 }
 
@@ -85,9 +93,10 @@ func (userInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) con
 
 func (userInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := rpcUser(conn.RequestHeader()); err != nil {
+		user, err := rpcUser(conn.RequestHeader())
+		if err != nil {
 			return err
 		}
-		return next(ctx, conn)
+		return next(agent.WithUser(ctx, user), conn)
 	}
 }

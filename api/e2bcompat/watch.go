@@ -41,6 +41,7 @@ type snapEntry struct {
 	size  int64
 	mode  uint32
 	mtime int64
+	info  *agent.FileInfo // for events that carry their entry (includeEntry)
 }
 
 // watchSnapshot lists root (which must be a directory) by path relative to it.
@@ -72,16 +73,22 @@ func (h *Handler) watchSnapshot(ctx context.Context, ref *sandboxRef, root strin
 	snap := make(map[string]snapEntry, len(list))
 	for _, fi := range list {
 		name := strings.TrimPrefix(strings.TrimPrefix(fi.Path, abs), "/")
-		snap[name] = snapEntry{typ: fi.Type, size: fi.Size, mode: fi.Mode, mtime: fi.ModTime}
+		snap[name] = snapEntry{typ: fi.Type, size: fi.Size, mode: fi.Mode, mtime: fi.ModTime, info: &fi}
 	}
 	return abs, snap, nil
 }
 
-// watchDiff returns the events that turn old into cur, by name.
-func watchDiff(old, cur map[string]snapEntry) []*fspb.FilesystemEvent {
+// watchDiff returns the events that turn old into cur, by name. With
+// entries, an event of a path that exists carries its entry info (envd
+// 0.6.3's includeEntry); a removal carries none.
+func watchDiff(old, cur map[string]snapEntry, entries bool) []*fspb.FilesystemEvent {
 	var evs []*fspb.FilesystemEvent
 	add := func(name string, t fspb.EventType) {
-		evs = append(evs, &fspb.FilesystemEvent{Name: name, Type: t})
+		ev := &fspb.FilesystemEvent{Name: name, Type: t}
+		if c, ok := cur[name]; entries && ok && t != fspb.EventType_EVENT_TYPE_REMOVE && c.info != nil {
+			ev.Entry = entryInfo(c.info)
+		}
+		evs = append(evs, ev)
 	}
 	for name, c := range cur {
 		o, ok := old[name]
@@ -159,7 +166,7 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 			}
 			return err
 		}
-		for _, ev := range watchDiff(prev, cur) {
+		for _, ev := range watchDiff(prev, cur, req.Msg.GetIncludeEntry()) {
 			if err := stream.Send(&fspb.WatchDirResponse{Event: &fspb.WatchDirResponse_Filesystem{Filesystem: ev}}); err != nil {
 				return err
 			}
@@ -208,13 +215,13 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	go func() {
 		defer release()
 		defer cancel()
-		s.h.pollWatcher(wctx, ref, id, w, req.Msg.GetPath(), req.Msg.GetRecursive(), prev)
+		s.h.pollWatcher(wctx, ref, id, w, req.Msg.GetPath(), req.Msg.GetRecursive(), req.Msg.GetIncludeEntry(), prev)
 	}()
 	return connect.NewResponse(&fspb.CreateWatcherResponse{WatcherId: id}), nil
 }
 
 // pollWatcher feeds w until it is removed, idle too long or fails.
-func (h *Handler) pollWatcher(ctx context.Context, ref *sandboxRef, id string, w *watcher, path string, recursive bool, prev map[string]snapEntry) {
+func (h *Handler) pollWatcher(ctx context.Context, ref *sandboxRef, id string, w *watcher, path string, recursive, entries bool, prev map[string]snapEntry) {
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	for {
@@ -239,7 +246,7 @@ func (h *Handler) pollWatcher(ctx context.Context, ref *sandboxRef, id string, w
 			}
 			return
 		}
-		evs := watchDiff(prev, cur)
+		evs := watchDiff(prev, cur, entries)
 		prev = cur
 		w.mu.Lock()
 		w.events = append(w.events, evs...)

@@ -41,6 +41,7 @@ func main() {
 	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
 	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
 	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
+	root := flag.Bool("root", false, "the agent runs as root of its sandbox's user namespace: it starts the default user's processes as uid 1000 without capabilities, and root's as itself")
 	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
 	flag.Parse()
 	var key []byte
@@ -50,6 +51,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 			os.Exit(1)
 		}
+	}
+	if *root && os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "sandlot-agent: --root needs uid 0, have", os.Geteuid())
+		os.Exit(1)
 	}
 	var langs []string
 	for _, l := range strings.Split(*prestart, ",") {
@@ -68,9 +73,15 @@ func main() {
 	reserveThreads(threadReserve)
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Logger: log}); err != nil {
+	ctx := context.Background()
+	if os.Getpid() == 1 {
+		dropSignals()
+	} else {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+	}
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}
@@ -119,4 +130,29 @@ func reserveThreads(n int) {
 	}
 	started.Wait()
 	release.Done()
+}
+
+// dropSignals keeps anything inside the sandbox from ending the agent with
+// a signal. The kernel delivers a signal sent to PID 1 from inside its own
+// namespace only when PID 1 has a handler, and the Go runtime has one for
+// every signal, whose default for most is to exit (SIGTERM, SIGINT, SIGHUP)
+// or crash (SIGQUIT, SIGABRT, and SIGSEGV or SIGBUS sent with kill). Taking
+// them all to a channel that is never read keeps them away from those
+// defaults. They are not ignored (SIG_IGN would be inherited by every
+// process the agent starts); a handled signal is reset to the default in
+// the child. The host ends a sandbox with SIGKILL, which reaches init from
+// outside its namespace whatever its handlers.
+func dropSignals() {
+	var sigs []os.Signal
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, // cannot be caught
+			syscall.SIGCHLD, // the reaper's (agent/internal/proc)
+			syscall.SIGURG,  // the Go runtime's preemption
+			syscall.SIGPROF:
+			continue
+		}
+		sigs = append(sigs, sig)
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
 }

@@ -167,7 +167,8 @@ func TestOfficialSDK(t *testing.T) {
 		url, key := serve(t, testenv.SandlotBinary(t))
 		// The real guard (the bootstrap tenant enforces) finds an AWS
 		// access key id assembled inside the sandbox.
-		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]")
+		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]",
+			"E2E_ROOT=1") // serve's sandboxes are on the default image template, which has root
 	})
 }
 

@@ -80,15 +80,80 @@ test('life: signed uploadUrl and downloadUrl', async () => {
   assert.equal((await fetch(old)).status, 401)
 })
 
-test('life: user root is refused clearly, never run as user', async () => {
+// E2E_ROOT=1: the sandboxes are on an image template, whose agent is root of
+// the sandbox's user namespace. Without it (the host template) root is
+// refused clearly and never run as user.
+const hasRoot = process.env.E2E_ROOT === '1'
+
+test('life: user root is refused clearly where the template has no root', { skip: hasRoot }, async () => {
   await assert.rejects(sbx.commands.run('id -u', { user: 'root' }), (e) => {
     assert.ok(e instanceof SandboxError && !(e instanceof CommandExitError), `got ${e}`)
-    assert.match(e.message, /root is not supported/)
+    assert.match(e.message, /root is not available/)
     return true
   })
-  await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not supported/)
-  await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not supported/)
+  await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not available/)
+  await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not available/)
   assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
+})
+
+test('life: commands and files as root', { skip: !hasRoot }, async () => {
+  const r = await sbx.commands.run('id -u; id -un; echo $HOME; pwd', { user: 'root' })
+  assert.equal(r.stdout, '0\nroot\n/root\n/root\n')
+  // the default stays the unprivileged user, as on E2B
+  assert.equal((await sbx.commands.run('id -un; echo $HOME')).stdout, 'user\n/home/user\n')
+  assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout, 'user\n')
+  // files written as root belong to root inside
+  await sbx.files.write('/root/secret.txt', 'root only', { user: 'root' })
+  await sbx.files.write('/etc/sandlot-root.conf', 'etc', { user: 'root' })
+  assert.match((await sbx.commands.run('ls -l /root/secret.txt /etc/sandlot-root.conf', { user: 'root' })).stdout, /-rw-r--r-- 1 root root .*\/etc\/sandlot-root.conf\n-rw-r--r-- 1 root root .*\/root\/secret.txt/)
+  const info = await sbx.files.getInfo('/etc/sandlot-root.conf', { user: 'root' })
+  assert.equal(info.owner, 'root')
+  assert.equal(info.group, 'root')
+  assert.equal(await sbx.files.read('/root/secret.txt', { user: 'root' }), 'root only')
+  assert.deepEqual((await sbx.files.list('/root', { user: 'root' })).map((e) => e.name).filter((n) => n === 'secret.txt'), ['secret.txt'])
+  // relative paths resolve in root's home
+  await sbx.files.write('rel.txt', 'r', { user: 'root' })
+  assert.equal(await sbx.files.read('/root/rel.txt', { user: 'root' }), 'r')
+  // the user cannot reach root's files, through the files API or a command
+  await assert.rejects(sbx.files.read('/root/secret.txt'))
+  await assert.rejects(sbx.files.write('/etc/sandlot-user.conf', 'x'))
+  await assert.rejects(sbx.commands.run('cat /root/secret.txt'), CommandExitError)
+  // a user's file is the user's
+  await sbx.files.write(`${home}/mine.txt`, 'u')
+  assert.equal((await sbx.files.getInfo(`${home}/mine.txt`)).owner, 'user')
+  // root's commands can install into the system, as package managers do
+  await sbx.commands.run('mkdir -p /opt/tool && echo ok > /opt/tool/x && chown user:user /opt/tool/x', { user: 'root' })
+  assert.equal((await sbx.files.getInfo('/opt/tool/x')).owner, 'user')
+})
+
+test('life: the user cannot become root or touch the agent', { skip: !hasRoot }, async () => {
+  const capsOf = async (user) => (await sbx.commands.run("grep -E '^Cap(Prm|Eff|Amb):' /proc/self/status | tr -d '\\t'", { user })).stdout
+  assert.equal(await capsOf('user'), 'CapPrm:0000000000000000\nCapEff:0000000000000000\nCapAmb:0000000000000000\n')
+  const failing = [
+    "python3 -c 'import os; os.setuid(0)'", // no CAP_SETUID
+    'su -c true root </dev/null', // setuid binaries do not elevate (nosuid, no_new_privs)
+    'kill -TERM 1', // the agent is root's
+    'kill -KILL 1',
+    'cat /proc/1/environ', // the agent is not dumpable
+    'echo x > /proc/1/fd/0',
+  ]
+  for (const cmd of failing) {
+    await assert.rejects(sbx.commands.run(cmd), CommandExitError, `user: ${cmd}`)
+  }
+  // root of the sandbox is root of its namespace only
+  for (const cmd of [
+    'cat /proc/1/environ',
+    'head -c 1 /proc/1/mem',
+    'kill -TERM 1 && sleep 1 && kill -0 1 && exit 1', // ignored by init: the agent lives on
+    'echo x > /opt/sandlot/sandlot-agent',
+    'mount -t tmpfs none /mnt',
+    'unshare -U true',
+    'echo 1 > /proc/sys/kernel/sysrq',
+  ]) {
+    await assert.rejects(sbx.commands.run(cmd, { user: 'root' }), CommandExitError, `root: ${cmd}`)
+  }
+  // the agent still answers
+  assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
 })
 
 test('life: commands timeoutMs 0 is no timeout; a timeout still ends the command', async () => {
@@ -209,6 +274,51 @@ test('life: files.watchDir reports creates, writes and removes', async () => {
     await handle.stop()
   }
   await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
+})
+
+test('life: file metadata (envd 0.6.2): write, getInfo, list, rename, overwrite, xattrs (E2B metadata tests)', async () => {
+  const md = { author: 'mish', purpose: 'upload' }
+  const info = await sbx.files.write(`${home}/md.txt`, 'with metadata', { metadata: md })
+  assert.deepEqual(info.metadata, md)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/md.txt`)).metadata, md)
+  const octet = await sbx.files.write(`${home}/md-octet.txt`, 'octet', { metadata: md, useOctetStream: true })
+  assert.deepEqual(octet.metadata, md)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/md-octet.txt`)).metadata, md)
+  const many = await sbx.files.write([{ path: `${home}/md1.txt`, data: '1' }, { path: `${home}/md2.txt`, data: '2' }], { metadata: { source: 'suite' } })
+  for (const f of many) assert.deepEqual((await sbx.files.getInfo(f.path)).metadata, { source: 'suite' })
+  const plain = await sbx.files.write(`${home}/plain.txt`, 'none')
+  assert.equal(plain.metadata, undefined)
+  assert.equal((await sbx.files.getInfo(`${home}/plain.txt`)).metadata, undefined)
+  const listed = (await sbx.files.list(home)).find((e) => e.name === 'md.txt')
+  assert.deepEqual(listed.metadata, md)
+  const moved = await sbx.files.rename(`${home}/md.txt`, `${home}/md-moved.txt`)
+  assert.deepEqual(moved.metadata, md)
+  // overwriting without metadata clears it
+  assert.equal((await sbx.files.write(`${home}/md-moved.txt`, 'again')).metadata, undefined)
+  assert.equal((await sbx.files.getInfo(`${home}/md-moved.txt`)).metadata, undefined)
+  // an attribute set inside the sandbox in the user.e2b. namespace is metadata
+  await sbx.commands.run(`python3 -c "import os; os.setxattr('${home}/plain.txt', 'user.e2b.author', b'cli')"`)
+  assert.deepEqual((await sbx.files.getInfo(`${home}/plain.txt`)).metadata, { author: 'cli' })
+})
+
+test('life: watchDir includeEntry (envd 0.6.3) carries the entry', async () => {
+  const dir = `${home}/watched-entries`
+  await sbx.files.makeDir(dir)
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(e), { includeEntry: true, timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/e.txt`, 'entry!', { metadata: { k: 'v' } })
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.some((e) => e.type === 'create' && e.name === 'e.txt')) await new Promise((res) => setTimeout(res, 200))
+    const ev = seen.find((e) => e.type === 'create' && e.name === 'e.txt')
+    assert.ok(ev, JSON.stringify(seen))
+    assert.equal(ev.entry?.path, `${dir}/e.txt`)
+    assert.equal(ev.entry.type, 'file')
+    assert.equal(ev.entry.size, 6)
+    assert.deepEqual(ev.entry.metadata, { k: 'v' })
+  } finally {
+    await handle.stop()
+  }
 })
 
 test('life: pty create, sendInput, resize, kill', async () => {

@@ -8,6 +8,7 @@ package e2b
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -542,6 +544,18 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range t.hdr {
 		r.Header[k] = v
+	}
+	if user := agent.UserOf(r.Context()); user != "" && user != agent.DefaultUser {
+		// The call's user (agent.WithUser; Exec puts ExecParams.User
+		// there): envd reads it from Basic auth on its RPCs and from the
+		// username query on /files. Without it a call as root would run
+		// as the sandbox's default user.
+		r.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+		if r.URL.Path == "/files" {
+			q := r.URL.Query()
+			q.Set("username", user)
+			r.URL.RawQuery = q.Encode()
+		}
 	}
 	base := t.base
 	if base == nil {

@@ -24,6 +24,9 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	if p.Pty != nil {
 		return nil, fmt.Errorf("exec on a terminal is not supported by the e2b provider: %w", errdefs.ErrFailedPrecondition)
 	}
+	if p.User != "" {
+		ctx = agent.WithUser(ctx, p.User) // headerTransport sends it
+	}
 	cfg := &pb.ProcessConfig{Envs: p.Env}
 	switch {
 	case p.Shell != "":

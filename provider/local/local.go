@@ -291,7 +291,16 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if prestart := tmpl.prestart(p.prestart, spec.Prestart); len(prestart) > 0 {
 		args = append(args, "--prestart", strings.Join(prestart, ","))
 	}
+	var user *runtime.User
+	if tmpl.root != nil {
+		// An image root has a root of its own (uid 0 of the sandbox's user
+		// namespace, nobody on the host): the agent runs as it, so calls
+		// can ask for root, and starts everything else as the user.
+		user = &runtime.User{}
+		args = append(args, "--root")
+	}
 	rs := runtime.Spec{
+		User: user,
 		ID:   id,
 		Args: args,
 		Env:  env,

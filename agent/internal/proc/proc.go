@@ -76,6 +76,10 @@ type Attr struct {
 	// Ctty starts the process in a session of its own whose controlling
 	// terminal is Files[0] (a pty slave); it leads its process group too.
 	Ctty bool
+	// Cred, when set, is the child's uid, gid and groups (the agent runs
+	// as root of the sandbox and starts user code as someone else); nil:
+	// the agent's own.
+	Cred *syscall.Credential
 }
 
 // Start forks argv[0] (an absolute path) as the leader of a new process
@@ -88,7 +92,7 @@ func Start(argv []string, attr Attr) (*Process, error) {
 		Dir:   attr.Dir,
 		Env:   attr.Env,
 		Files: attr.Files,
-		Sys:   sysAttr(attr.Ctty),
+		Sys:   sysAttr(attr.Ctty, attr.Cred),
 	})
 	if err != nil {
 		return nil, err
@@ -142,9 +146,9 @@ func reap() {
 	}
 }
 
-func sysAttr(ctty bool) *syscall.SysProcAttr {
+func sysAttr(ctty bool, cred *syscall.Credential) *syscall.SysProcAttr {
 	if ctty {
-		return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		return &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: cred}
 	}
-	return &syscall.SysProcAttr{Setpgid: true}
+	return &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 }
