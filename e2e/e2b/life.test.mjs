@@ -211,6 +211,29 @@ test('life: files.watchDir reports creates, writes and removes', async () => {
   await assert.rejects(sbx.files.watchDir(`${home}/no-such-dir`, () => {}), /not found|does not exist/i)
 })
 
+test('life: a recursive watch reports a new folder, then the write of a new file in it (E2B watch test)', async () => {
+  const dir = `${home}/watched-rec`
+  await sbx.files.makeDir(dir)
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { recursive: true, timeoutMs: 0 })
+  const waitFor = async (ev) => {
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.includes(ev)) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(seen.includes(ev), `want ${ev}, events ${seen}`)
+  }
+  try {
+    await sbx.files.makeDir(`${dir}/nested`)
+    await waitFor('create:nested')
+    await sbx.files.write(`${dir}/nested/new.txt`, 'content')
+    // A file that appears with content is created and written, as inotify
+    // (and so envd) reports it.
+    await waitFor('create:nested/new.txt')
+    await waitFor('write:nested/new.txt')
+  } finally {
+    await handle.stop()
+  }
+})
+
 test('life: pty create, sendInput, resize, kill', async () => {
   let out = ''
   const dec = new TextDecoder()
