@@ -77,8 +77,9 @@ type Config struct {
 	// Templates maps E2B template names to sandlot templates. Names not in
 	// the map pass through unchanged. Nil: DefaultTemplates.
 	Templates map[string]string
-	// DefaultTimeout is the sandbox TTL when a create request names none.
-	// Zero: the manager's default TTL.
+	// DefaultTimeout is the sandbox TTL when a create request names none
+	// (the JS SDK since 2.51 leaves it out unless the caller sets one).
+	// Zero: DefaultSandboxTimeout.
 	DefaultTimeout time.Duration
 	// MaxMessageBytes bounds one envd Connect message, after
 	// decompression (a larger one is resource_exhausted). Zero:
@@ -111,6 +112,11 @@ func (h *Handler) domain() *string {
 const (
 	DefaultTokenTTL   = 24 * time.Hour
 	DefaultMaxTimeout = 24 * time.Hour
+	// DefaultSandboxTimeout is E2B's sandbox timeout when a create names
+	// none (5 minutes, the SDKs' documented default): a program that never
+	// sets one sees its sandbox end, and connect({timeoutMs}) extend it, as
+	// on E2B.
+	DefaultSandboxTimeout = 5 * time.Minute
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
@@ -173,6 +179,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = min(DefaultSandboxTimeout, cfg.MaxTimeout)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
