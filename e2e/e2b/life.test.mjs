@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { gzipSync } from 'node:zlib'
-import { Sandbox, CommandExitError, SandboxError } from 'e2b'
+import { Sandbox, CommandExitError, SandboxError, TimeoutError } from 'e2b'
 
 const run = `life-${process.pid}-${Date.now()}`
 let sbx
@@ -234,6 +234,20 @@ test('life: a recursive watch reports a new folder, then the write of a new file
   }
 })
 
+test('life: a sandbox created without a timeout gets E2B\'s 5 minutes; connect asking for more extends it (E2B connect test)', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run } })
+  try {
+    const before = await s.getInfo()
+    const span = before.endAt.getTime() - before.startedAt.getTime()
+    assert.ok(Math.abs(span - 300_000) < 2_000, `endAt - startedAt = ${span} ms`)
+    await s.connect({ timeoutMs: 600_000 })
+    const after = await s.getInfo()
+    assert.ok(after.endAt.getTime() > before.endAt.getTime() + 290_000, `before ${before.endAt.toISOString()}, after ${after.endAt.toISOString()}`)
+  } finally {
+    await s.kill()
+  }
+})
+
 test('life: pty create, sendInput, resize, kill', async () => {
   let out = ''
   const dec = new TextDecoder()
@@ -266,5 +280,8 @@ test('life: killing a sandbox mid-command says so, without internal ids', async 
   const err = await h.wait().then(() => null, (e) => e)
   assert.ok(err, 'wait() of a killed sandbox\'s command resolved')
   assert.doesNotMatch(err.message, /\bsb-/)
-  assert.match(err.message, /killed|end of life|not running|not found/i)
+  // As on E2B (its sandboxKilledDuringRun test): the stream drops, the SDK
+  // finds the sandbox gone and says so outright.
+  assert.ok(err instanceof TimeoutError, `${err}`)
+  assert.match(err.message, /sandbox was killed or reached its end of life/)
 })
