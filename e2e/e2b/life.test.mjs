@@ -78,6 +78,10 @@ test('life: signed uploadUrl and downloadUrl', async () => {
   const old = new URL(await sbx.downloadUrl(path, { useSignatureExpiration: 60 }))
   old.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 10))
   assert.equal((await fetch(old)).status, 401)
+  // signed by the SDK with an expiration in the past: envd's own answer
+  const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -10_000 }))
+  assert.equal(expired.status, 401)
+  assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' })
 })
 
 test('life: user root is refused clearly, never run as user', async () => {
