@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -328,7 +330,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, struct {
 		Code    errdefs.Code `json:"code"`
 		Message string       `json:"message"`
-	}{errdefs.CodeOf(err), errdefs.PublicMessage(err)})
+	}{errdefs.CodeOf(err), publicMessage(err)})
 }
 
 // writeAPIError writes err as {code, message} with its category's status.
@@ -337,7 +339,7 @@ func writeAPIError(w http.ResponseWriter, err error) {
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, apiError{Code: status, Message: errdefs.PublicMessage(err)})
+	writeJSON(w, status, apiError{Code: status, Message: publicMessage(err)})
 }
 
 // writeProxyError mimics the E2B edge proxy's answer for a sandbox or port
@@ -359,4 +361,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// runtimeID matches sandlot's runtime sandbox id where an error names it
+// ("sandbox sb-0123456789ab: fs.write: …", the agent client's prefix). E2B
+// callers know the sandbox by its E2B id; the runtime's is internal.
+var runtimeID = regexp.MustCompile(`sandbox ` + regexp.QuoteMeta(runtime.IDPrefix) + `[0-9a-f]+: `)
+
+// publicMessage is errdefs.PublicMessage without runtime sandbox ids.
+func publicMessage(err error) string {
+	return runtimeID.ReplaceAllString(errdefs.PublicMessage(err), "")
 }

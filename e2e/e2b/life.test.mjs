@@ -252,6 +252,16 @@ test('life: a sandbox created without a timeout gets E2B\'s 5 minutes; connect a
   }
 })
 
+test('life: file errors name no internal sandbox id (E2B write test, /0/…)', async () => {
+  const denied = await sbx.files.write('/etc/sandlot-denied.txt', 'x').then(() => null, (e) => e)
+  assert.ok(denied, 'a write to /etc as user succeeded')
+  assert.match(denied.message, /permission denied/i)
+  assert.doesNotMatch(denied.message, /\bsb-[0-9a-f]/)
+  const missing = await sbx.files.read(`${home}/no-such-file`).then(() => null, (e) => e)
+  assert.ok(missing, 'reading a missing file succeeded')
+  assert.doesNotMatch(missing.message, /\bsb-[0-9a-f]/)
+})
+
 test('life: pty create, sendInput, resize, kill', async () => {
   let out = ''
   const dec = new TextDecoder()
