@@ -160,7 +160,7 @@ if [ -z "$url" ]; then
   serve=$!
   cleanup() { kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true; rm -rf "$state"; }
   trap cleanup EXIT
-  for _ in $(seq 1 1200); do # the first Debian build takes minutes
+  for _ in $(seq 1 3600); do # the first Debian build takes minutes
     url=$(sed -n 's/^sandlot listening on //p' "$work/serve.out")
     [ -n "$url" ] && break
     kill -0 "$serve" 2>/dev/null || { cat "$work/serve.err" >&2; exit 1; }
