@@ -131,9 +131,14 @@ export default defineConfig({
     name: 'sdk-source-to-npm',
     enforce: 'pre',
     resolveId(source, importer) {
-      if (!importer || !/^(\.\.\/)+(src(\/.*)?|dist\/index\.mjs)$/.test(source)) return null
+      if (!importer) return null
+      const from = path.join(root, 'package.json')
+      // One copy of each SDK, this dir's: the suites may sit elsewhere, and a
+      // second e2b would make the tests' instanceof checks fail.
+      if (source === 'e2b' || source.startsWith('@e2b/')) return this.resolve(source, from, { skipSelf: true })
+      if (!/^(\.\.\/)+(src(\/.*)?|dist\/index\.mjs)$/.test(source)) return null
       const pkg = importer.includes('/js/tests/') ? '@e2b/code-interpreter' : 'e2b'
-      return this.resolve(pkg, path.join(root, 'package.json'), { skipSelf: true })
+      return this.resolve(pkg, from, { skipSelf: true })
     },
   }],
   test: {
