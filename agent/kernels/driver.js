@@ -75,6 +75,80 @@
     return out + code.slice(pos);
   }
 
+  // ES module syntax in a cell (`import { x } from 'm'`, `export const`),
+  // as E2B's JavaScript kernel accepts it: a cell that parses only as a
+  // module gets each top-level import rewritten to a `var` bound to a
+  // dynamic import (so the names persist like every other top-level
+  // binding, and the await makes the cell async) and `export` dropped from
+  // its declarations. Cells that are plain scripts never reach the parse.
+  const importRE = /\b(?:import|export)\b/;
+  function moduleToScript(code) {
+    if (!acorn || !importRE.test(code)) return code;
+    try {
+      acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'script', allowAwaitOutsideFunction: true, allowHashBang: true });
+      return code;
+    } catch (e) {
+      // not a script: maybe a module
+    }
+    let ast;
+    try {
+      ast = acorn.parse(code, { ecmaVersion: 'latest', sourceType: 'module', allowHashBang: true });
+    } catch (e) {
+      return code;
+    }
+    const imp = (src) => '(await ' + IMPORT + '(' + stringify(src) + '))';
+    const edits = []; // [start, end, replacement], ascending
+    for (const n of ast.body) {
+      if (n.type === 'ImportDeclaration') {
+        const src = n.source.value;
+        const parts = [];
+        const named = [];
+        for (const sp of n.specifiers) {
+          if (sp.type === 'ImportDefaultSpecifier') parts.push('var ' + sp.local.name + ' = ' + imp(src) + '.default;');
+          else if (sp.type === 'ImportNamespaceSpecifier') parts.push('var ' + sp.local.name + ' = ' + imp(src) + ';');
+          else {
+            const name = sp.imported.type === 'Identifier' ? sp.imported.name : stringify(sp.imported.value);
+            named.push(name === sp.local.name ? name : name + ': ' + sp.local.name);
+          }
+        }
+        if (named.length) parts.push('var { ' + named.join(', ') + ' } = ' + imp(src) + ';');
+        if (n.specifiers.length === 0) parts.push(imp(src) + ';');
+        edits.push([n.start, n.end, parts.join(' ')]);
+      } else if (n.type === 'ExportNamedDeclaration' && n.declaration) {
+        edits.push([n.start, n.declaration.start, '']);
+      } else if (n.type === 'ExportDefaultDeclaration') {
+        edits.push([n.start, n.declaration.start, '']);
+      }
+    }
+    if (edits.length === 0) return code;
+    let out = '';
+    let pos = 0;
+    for (const [start, end, ins] of edits) {
+      out += code.slice(pos, start) + ins;
+      pos = end;
+    }
+    return out + code.slice(pos);
+  }
+
+  // The module loader of rewritten imports: builtins by name, packages as
+  // resolved from the kernel's working directory (like its require), ESM-only
+  // packages through the loader's own resolution.
+  const IMPORT = '__sandlotImport';
+  const builtins = new Set(require('module').builtinModules);
+  const { pathToFileURL } = require('url');
+  Object.defineProperty(globalThis, IMPORT, {
+    value: async function (spec) {
+      if (spec.startsWith('node:') || builtins.has(spec)) return import(spec);
+      let resolved = null;
+      try {
+        resolved = globalThis.require.resolve(spec);
+      } catch (e) {
+        resolved = null;
+      }
+      return import(resolved && path.isAbsolute(resolved) ? pathToFileURL(resolved).href : spec);
+    },
+  });
+
   const home = process.env.HOME || process.cwd();
   globalThis.require = createRequire(path.join(process.cwd(), '[sandlot]'));
   globalThis.module = { exports: {} };
@@ -156,7 +230,7 @@
     const out = results;
     let error = null;
     try {
-      const code = redeclarable(req.code);
+      const code = redeclarable(moduleToScript(req.code));
       let script;
       let wrapped = false;
       try {

@@ -407,3 +407,31 @@ func TestJavaScriptRedeclare(t *testing.T) {
 		})
 	}
 }
+
+// TestJavaScriptModuleSyntax: a cell written as an ES module (import,
+// export) runs as E2B's JavaScript kernel runs it, and its imported names
+// persist into later cells.
+func TestJavaScriptModuleSyntax(t *testing.T) {
+	c, _ := agenttest.StartClient(t)
+	steps := []struct{ code, want string }{
+		{"import { readFileSync } from 'fs'\ntypeof readFileSync", "'function'"},
+		{"typeof readFileSync", "'function'"},
+		{"import path, * as ns from 'node:path'\nimport 'os'\npath.basename('/a/b.txt') + typeof ns.join", "'b.txtfunction'"},
+		{"import { join as j } from 'path'; j('a', 'b')", "'a/b'"},
+		{"export const e = 5; e * 2", "10"},
+		{"const s = 'import x from \"y\"'; s.length", "17"},
+	}
+	for _, s := range steps {
+		r := run(t, c, agent.JavaScript, s.code)
+		if !r.Success {
+			t.Fatalf("%q failed: %+v", s.code, r.Error)
+		}
+		if got := mainText(r); got != s.want {
+			t.Fatalf("%q = %q, want %q", s.code, got, s.want)
+		}
+	}
+	r := run(t, c, agent.JavaScript, "import { x } from 'no-such-package-here'")
+	if r.Success || r.Error == nil || !strings.Contains(r.Error.Value, "no-such-package-here") {
+		t.Fatalf("a missing package: %+v", r.Error)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -78,8 +80,9 @@ type Config struct {
 	// Templates maps E2B template names to sandlot templates. Names not in
 	// the map pass through unchanged. Nil: DefaultTemplates.
 	Templates map[string]string
-	// DefaultTimeout is the sandbox TTL when a create request names none.
-	// Zero: the manager's default TTL.
+	// DefaultTimeout is the sandbox TTL when a create request names none
+	// (the JS SDK since 2.51 leaves it out unless the caller sets one).
+	// Zero: DefaultSandboxTimeout.
 	DefaultTimeout time.Duration
 	// MaxMessageBytes bounds one envd Connect message, after
 	// decompression (a larger one is resource_exhausted). Zero:
@@ -115,6 +118,11 @@ func (h *Handler) domain() *string {
 const (
 	DefaultTokenTTL   = 24 * time.Hour
 	DefaultMaxTimeout = 24 * time.Hour
+	// DefaultSandboxTimeout is E2B's sandbox timeout when a create names
+	// none (5 minutes, the SDKs' documented default): a program that never
+	// sets one sees its sandbox end, and connect({timeoutMs}) extend it, as
+	// on E2B.
+	DefaultSandboxTimeout = 5 * time.Minute
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
@@ -179,6 +187,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = min(DefaultSandboxTimeout, cfg.MaxTimeout)
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -329,7 +340,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, struct {
 		Code    errdefs.Code `json:"code"`
 		Message string       `json:"message"`
-	}{errdefs.CodeOf(err), errdefs.PublicMessage(err)})
+	}{errdefs.CodeOf(err), publicMessage(err)})
 }
 
 // writeAPIError writes err as {code, message} with its category's status.
@@ -338,7 +349,7 @@ func writeAPIError(w http.ResponseWriter, err error) {
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, apiError{Code: status, Message: errdefs.PublicMessage(err)})
+	writeJSON(w, status, apiError{Code: status, Message: publicMessage(err)})
 }
 
 // writeGone answers a call to a sandbox that is not there (any more) as
@@ -372,4 +383,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)
+}
+
+// runtimeID matches sandlot's runtime sandbox id where an error names it
+// ("sandbox sb-0123456789ab: fs.write: …", the agent client's prefix). E2B
+// callers know the sandbox by its E2B id; the runtime's is internal.
+var runtimeID = regexp.MustCompile(`sandbox ` + regexp.QuoteMeta(runtime.IDPrefix) + `[0-9a-f]+: `)
+
+// publicMessage is errdefs.PublicMessage without runtime sandbox ids.
+func publicMessage(err error) string {
+	return runtimeID.ReplaceAllString(errdefs.PublicMessage(err), "")
 }

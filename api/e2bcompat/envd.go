@@ -134,5 +134,5 @@ func connectError(err error) error {
 	if e := code.UnmarshalText([]byte(errdefs.CodeOf(err))); e != nil {
 		code = connect.CodeInternal
 	}
-	return connect.NewError(code, errors.New(errdefs.PublicMessage(err)))
+	return connect.NewError(code, errors.New(publicMessage(err)))
 }

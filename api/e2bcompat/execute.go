@@ -294,7 +294,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// E2B's own shape for a cell that cannot run: an execution
 			// error the SDK hands back in Execution.error.
-			out.send(errorLine{Type: "error", Name: "NotSupportedError", Value: errdefs.PublicMessage(err)})
+			out.send(errorLine{Type: "error", Name: "NotSupportedError", Value: publicMessage(err)})
 			out.send(typeLine{"end_of_execution"})
 			return
 		}
@@ -346,7 +346,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		out.send(errorLine{Type: "error", Name: errorName(err), Value: errdefs.PublicMessage(err)})
+		out.send(errorLine{Type: "error", Name: errorName(err), Value: publicMessage(err)})
 		out.send(typeLine{"end_of_execution"})
 		return
 	}
@@ -402,7 +402,7 @@ func errorName(err error) string {
 // the bound, else the error's category.
 func writeExecuteError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errdefs.ErrResourceExhausted) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Code: http.StatusRequestEntityTooLarge, Message: errdefs.PublicMessage(err)})
+		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Code: http.StatusRequestEntityTooLarge, Message: publicMessage(err)})
 		return
 	}
 	writeAPIError(w, err)

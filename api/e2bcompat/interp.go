@@ -107,7 +107,7 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// 501: the SDK's error then reads "501 Not Implemented"; the body
 		// names the languages there are.
-		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: errdefs.PublicMessage(err)})
+		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: publicMessage(err)})
 		return
 	}
 	cc := &codeContext{ID: uuid.NewString(), Language: lang, Cwd: path.Clean("/" + body.Cwd)}

@@ -18,6 +18,7 @@ type listed struct {
 	SandboxID  string
 	TemplateID string
 	StartedAt  time.Time
+	EndAt      time.Time
 	Metadata   map[string]string
 }
 
@@ -198,5 +199,29 @@ func TestSnapshotAndForkNotSupported(t *testing.T) {
 	}
 	if l := decode[[]any](t, e.do("GET", "/snapshots", nil, "X-API-KEY", key1)); len(l) != 0 {
 		t.Errorf("snapshots %v", l)
+	}
+}
+
+// TestDefaultTimeout: a create without a timeout gets E2B's five minutes
+// (the JS SDK leaves it out unless the caller sets one), so a connect
+// asking for ten extends it, as E2B's connect test expects.
+func TestDefaultTimeout(t *testing.T) {
+	e := newEnv(t)
+	e.m.TTL = 30 * time.Minute // the real manager's default, which E2B's is not
+	sb := e.create(key1, `{"templateID":"base"}`)
+	info := func() listed {
+		t.Helper()
+		return decode[listed](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1))
+	}
+	before := info()
+	if got := before.EndAt.Sub(before.StartedAt); got < 299*time.Second || got > 301*time.Second {
+		t.Fatalf("endAt - startedAt = %v, want E2B's default 5m", got)
+	}
+	resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":600}`), "X-API-KEY", key1, "Content-Type", "application/json")
+	if resp.StatusCode != 200 {
+		t.Fatalf("connect: %d", resp.StatusCode)
+	}
+	if after := info(); !after.EndAt.After(before.EndAt.Add(290 * time.Second)) {
+		t.Fatalf("connect with 600 s: endAt %v, was %v", after.EndAt, before.EndAt)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -334,8 +335,16 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 			// end): say so in E2B's terms, without sandlot's internal
 			// sandbox id.
 			err = fmt.Errorf("sandbox %s was killed or reached its end of life while the command ran: %w", ref.rec.ID, errdefs.ErrUnavailable)
+			if h.ended(ctx, ref) {
+				// Its streams drop their connections (pump), as E2B's edge
+				// does when a sandbox's VM is gone.
+				err = errSandboxEnded
+			}
 		}
-		p.finish(nil, connectError(err))
+		if err != errSandboxEnded {
+			err = connectError(err)
+		}
+		p.finish(nil, err)
 		h.procs.remove(p)
 		return
 	}
@@ -362,6 +371,10 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 	h.procs.remove(p)
 }
 
+// errSandboxEnded marks a command's end that came from its sandbox ending
+// under it (killed, or past its end).
+var errSandboxEnded = errors.New("the sandbox ended")
+
 func startEvent(pid int) *pb.ProcessEvent {
 	return &pb.ProcessEvent{Event: &pb.ProcessEvent_Start{Start: &pb.ProcessEvent_StartEvent{Pid: uint32(pid)}}}
 }
@@ -379,6 +392,13 @@ func pump(ctx context.Context, sub *subscriber, send func(*pb.ProcessEvent) erro
 			}
 		}
 		if done {
+			if errors.Is(err, errSandboxEnded) {
+				// The SDK reads a dropped stream as "the connection
+				// terminated", finds the sandbox gone (/health 502) and
+				// throws E2B's "sandbox was killed or reached its end of
+				// life" TimeoutError.
+				panic(http.ErrAbortHandler)
+			}
 			return err
 		}
 		select {

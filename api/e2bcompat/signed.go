@@ -73,6 +73,19 @@ func fileSignature(path, op, user, token, expiration string) string {
 	return "v1_" + strings.TrimRight(base64.StdEncoding.EncodeToString(sum[:]), "=")
 }
 
+// errExpiredSignature is envd's answer to a signature past its expiration,
+// word for word (E2B's signing tests compare the body).
+var errExpiredSignature error = exactError{"signature is already expired", errdefs.ErrUnauthenticated}
+
+// exactError is an error of a category whose text is the message alone.
+type exactError struct {
+	msg      string
+	category error
+}
+
+func (e exactError) Error() string { return e.msg }
+func (e exactError) Unwrap() error { return e.category }
+
 // resolveSigned authenticates a signed /files call: the signature must be
 // one of a kept token's (of sandbox sid when the header names one), not
 // expired, for the method's operation, and the token itself still valid.
@@ -91,7 +104,7 @@ func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error
 			return nil, fmt.Errorf("signature_expiration must be unix seconds: %w", errdefs.ErrInvalidArgument)
 		}
 		if h.cfg.Clock().Unix() > n {
-			return nil, fmt.Errorf("signature expired: %w", errdefs.ErrUnauthenticated)
+			return nil, errExpiredSignature
 		}
 	}
 	want := q.Get("signature")

@@ -98,6 +98,12 @@ func watchDiff(old, cur map[string]snapEntry, entries bool) []*fspb.FilesystemEv
 				add(name, fspb.EventType_EVENT_TYPE_REMOVE)
 			}
 			add(name, fspb.EventType_EVENT_TYPE_CREATE)
+			// A file that appeared with content was also written to, as
+			// inotify reports it (IN_CREATE, then IN_MODIFY): E2B's envd sends
+			// both, and callers wait for the write of a new file.
+			if c.typ == "file" && c.size > 0 {
+				add(name, fspb.EventType_EVENT_TYPE_WRITE)
+			}
 		case o.size != c.size || o.mtime != c.mtime:
 			add(name, fspb.EventType_EVENT_TYPE_WRITE)
 		case o.mode != c.mode:

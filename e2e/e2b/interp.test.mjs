@@ -88,6 +88,21 @@ test('runCode: an indented cell runs as IPython runs it (E2B displayData test)',
   assert.deepEqual(image.extra, {})
 })
 
+test('runCode: ES module imports in a javascript cell (E2B defaultKernels test)', async () => {
+  const e = await sbx.runCode(`
+    import { readFileSync } from 'fs'
+    import path, * as ns from 'node:path'
+    console.log(typeof readFileSync)
+    `, { language: 'js' })
+  assert.equal(e.error, undefined, JSON.stringify(e.error))
+  assert.deepEqual(e.logs.stdout, ['function\n'])
+  // The imported names persist into later cells, like other top-level bindings.
+  const later = await sbx.runCode('path.basename("/a/b.txt") + " " + typeof ns.join', { language: 'js' })
+  assert.equal(later.text, "b.txt function")
+  const missing = await sbx.runCode("import { x } from 'no-such-package-here'", { language: 'js' })
+  assert.match(missing.error?.value ?? '', /no-such-package-here/)
+})
+
 test('runCode: a 150 KB cell runs; an oversized one is refused with 413', async () => {
   const big = 'x = "' + 'a'.repeat(150 * 1024) + '"\nlen(x)'
   assert.equal((await sbx.runCode(big)).text, String(150 * 1024))

@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { gzipSync } from 'node:zlib'
-import { Sandbox, CommandExitError, SandboxError } from 'e2b'
+import { Sandbox, CommandExitError, SandboxError, TimeoutError } from 'e2b'
 
 const run = `life-${process.pid}-${Date.now()}`
 let sbx
@@ -78,6 +78,10 @@ test('life: signed uploadUrl and downloadUrl', async () => {
   const old = new URL(await sbx.downloadUrl(path, { useSignatureExpiration: 60 }))
   old.searchParams.set('signature_expiration', String(Math.floor(Date.now() / 1000) - 10))
   assert.equal((await fetch(old)).status, 401)
+  // signed by the SDK with an expiration in the past: envd's own answer
+  const expired = await fetch(await sbx.downloadUrl('signed.txt', { useSignatureExpiration: -10_000 }))
+  assert.equal(expired.status, 401)
+  assert.deepEqual(await expired.json(), { code: 401, message: 'signature is already expired' })
 })
 
 // E2E_ROOT=1: the sandboxes are on an image template, whose agent is root of
@@ -321,6 +325,53 @@ test('life: watchDir includeEntry (envd 0.6.3) carries the entry', async () => {
   }
 })
 
+test('life: a recursive watch reports a new folder, then the write of a new file in it (E2B watch test)', async () => {
+  const dir = `${home}/watched-rec`
+  await sbx.files.makeDir(dir)
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { recursive: true, timeoutMs: 0 })
+  const waitFor = async (ev) => {
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.includes(ev)) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(seen.includes(ev), `want ${ev}, events ${seen}`)
+  }
+  try {
+    await sbx.files.makeDir(`${dir}/nested`)
+    await waitFor('create:nested')
+    await sbx.files.write(`${dir}/nested/new.txt`, 'content')
+    // A file that appears with content is created and written, as inotify
+    // (and so envd) reports it.
+    await waitFor('create:nested/new.txt')
+    await waitFor('write:nested/new.txt')
+  } finally {
+    await handle.stop()
+  }
+})
+
+test('life: a sandbox created without a timeout gets E2B\'s 5 minutes; connect asking for more extends it (E2B connect test)', async () => {
+  const s = await Sandbox.create('base', { metadata: { suite: run } })
+  try {
+    const before = await s.getInfo()
+    const span = before.endAt.getTime() - before.startedAt.getTime()
+    assert.ok(Math.abs(span - 300_000) < 2_000, `endAt - startedAt = ${span} ms`)
+    await s.connect({ timeoutMs: 600_000 })
+    const after = await s.getInfo()
+    assert.ok(after.endAt.getTime() > before.endAt.getTime() + 290_000, `before ${before.endAt.toISOString()}, after ${after.endAt.toISOString()}`)
+  } finally {
+    await s.kill()
+  }
+})
+
+test('life: file errors name no internal sandbox id (E2B write test, /0/…)', async () => {
+  const denied = await sbx.files.write('/etc/sandlot-denied.txt', 'x').then(() => null, (e) => e)
+  assert.ok(denied, 'a write to /etc as user succeeded')
+  assert.match(denied.message, /permission denied/i)
+  assert.doesNotMatch(denied.message, /\bsb-[0-9a-f]/)
+  const missing = await sbx.files.read(`${home}/no-such-file`).then(() => null, (e) => e)
+  assert.ok(missing, 'reading a missing file succeeded')
+  assert.doesNotMatch(missing.message, /\bsb-[0-9a-f]/)
+})
+
 test('life: pty create, sendInput, resize, kill', async () => {
   let out = ''
   const dec = new TextDecoder()
@@ -353,5 +404,8 @@ test('life: killing a sandbox mid-command says so, without internal ids', async 
   const err = await h.wait().then(() => null, (e) => e)
   assert.ok(err, 'wait() of a killed sandbox\'s command resolved')
   assert.doesNotMatch(err.message, /\bsb-/)
-  assert.match(err.message, /killed|end of life|not running|not found/i)
+  // As on E2B (its sandboxKilledDuringRun test): the stream drops, the SDK
+  // finds the sandbox gone and says so outright.
+  assert.ok(err instanceof TimeoutError, `${err}`)
+  assert.match(err.message, /sandbox was killed or reached its end of life/)
 })
