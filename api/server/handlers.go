@@ -355,7 +355,7 @@ func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
 	out := api.SessionMetrics{
 		SessionStats: exec, // the totals: execution plus desktop, which has none yet
 		Execution:    exec,
-		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
+		PoolSize:     s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
 		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
 	}
 	for name, t := range s.PerTemplate {
