@@ -2,10 +2,8 @@ package e2b_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -212,18 +210,7 @@ func TestTimeoutExtended(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endAt := func() time.Time {
-		req, _ := http.NewRequest("GET", srv.URL+"/sandboxes/"+sb.ID(), nil)
-		req.Header.Set("X-API-KEY", testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var d struct{ EndAt time.Time }
-		json.NewDecoder(resp.Body).Decode(&d)
-		return d.EndAt
-	}
+	endAt := func() time.Time { return sandboxEnd(t, srv.URL, sb.ID()) }
 	first := endAt()
 	if d := time.Until(first); d < 59*time.Minute || d > time.Hour {
 		t.Fatalf("timeout at create: ends in %v, want the 1 h TTL", d)

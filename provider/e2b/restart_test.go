@@ -97,18 +97,7 @@ func TestTTLSurvivesRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	endsIn := func() time.Duration {
-		req, _ := http.NewRequest("GET", srv.URL+"/sandboxes/"+sb.ID(), nil)
-		req.Header.Set("X-API-KEY", testKey)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var d struct{ EndAt time.Time }
-		json.NewDecoder(resp.Body).Decode(&d)
-		return time.Until(d.EndAt)
-	}
+	endsIn := func() time.Duration { return time.Until(sandboxEnd(t, srv.URL, sb.ID())) }
 	// Time passes while the daemon is down: the sandbox has 1 min left.
 	req, _ := http.NewRequest("POST", srv.URL+"/sandboxes/"+sb.ID()+"/timeout", jsonBody(t, map[string]int{"timeout": 60}))
 	req.Header.Set("X-API-KEY", testKey)
@@ -153,4 +142,21 @@ func jsonBody(t *testing.T, v any) *bytes.Reader {
 		t.Fatal(err)
 	}
 	return bytes.NewReader(b)
+}
+
+// sandboxEnd is a sandbox's endAt as sandlot's E2B surface at url reports it.
+func sandboxEnd(t *testing.T, url, id string) time.Time {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url+"/sandboxes/"+id, nil)
+	req.Header.Set("X-API-KEY", testKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct{ EndAt time.Time }
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.EndAt
 }
