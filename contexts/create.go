@@ -68,6 +68,29 @@ type templateNotFound string
 
 func (templateNotFound) Unwrap() error { return errdefs.ErrNotFound }
 
+// resolveTemplate is what a create stores as its template: with a Catalog
+// the record's id, else the name; a template the tenant built (an image
+// TemplateExists vouches for, which has no record) keeps its name.
+func (m *Manager) resolveTemplate(ctx context.Context, tenantID, name string) (string, error) {
+	if m.cfg.Catalog == nil {
+		if !m.hasTemplate(ctx, tenantID, name) {
+			return "", templateNotFound(name)
+		}
+		return name, nil
+	}
+	info, err := m.cfg.Catalog.ResolveTemplate(ctx, tenantID, name)
+	if err == nil {
+		return info.ID, nil
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return "", err
+	}
+	if m.cfg.TemplateExists != nil && m.cfg.TemplateExists(ctx, tenantID, name) {
+		return name, nil
+	}
+	return "", templateNotFound(name) // one answer for unknown and another tenant's
+}
+
 // hasTemplate reports whether name is one of Config.Templates (by default
 // DefaultTemplate and the keys of PoolSizes) or TemplateExists says so.
 func (m *Manager) hasTemplate(ctx context.Context, tenantID, name string) bool {
@@ -123,14 +146,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	if template == "" {
 		template = m.cfg.DefaultTemplate
 	}
-	if m.cfg.Catalog != nil {
-		info, err := m.cfg.Catalog.ResolveTemplate(ctx, id.TenantID, template)
-		if err != nil {
-			return nil, err
-		}
-		template = info.ID
-	} else if !m.hasTemplate(ctx, id.TenantID, template) {
-		return nil, templateNotFound(template)
+	template, err := m.resolveTemplate(ctx, id.TenantID, template)
+	if err != nil {
+		return nil, err
 	}
 	ttl := opts.TTL
 	if ttl <= 0 {

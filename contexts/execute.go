@@ -383,11 +383,10 @@ func (m *Manager) checkTemplate(ctx context.Context, rec *Record, ref string) er
 	}
 	want := ref
 	if m.cfg.Catalog != nil {
-		info, err := m.cfg.Catalog.ResolveTemplate(ctx, rec.TenantID, ref)
-		if err != nil {
+		var err error
+		if want, err = m.resolveTemplate(ctx, rec.TenantID, ref); err != nil {
 			return err
 		}
-		want = info.ID
 	}
 	if want == rec.Template {
 		return nil

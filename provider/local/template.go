@@ -73,11 +73,15 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	ref, display := name, name
 	var rec *templates.Template
 	if p.templates != nil && name != DefaultTemplate {
+		// Not a record: an image a build named, which the manager let
+		// through only for the tenant that built it.
 		t, err := p.templates.ByID(ctx, name)
-		if err != nil {
+		switch {
+		case err == nil:
+			rec, ref, display = &t, t.Image, t.Name
+		case !errors.Is(err, errdefs.ErrNotFound):
 			return nil, err
 		}
-		rec, ref, display = &t, t.Image, t.Name
 	}
 	// The lease keeps GC away from the image between this lookup and the
 	// bundle that names it (GC asks the runtime for live images only once
