@@ -131,16 +131,22 @@ func TestPauseResume(t *testing.T) {
 }
 
 // BenchmarkPauseResume measures one Pause and one Resume of a running
-// sandbox, per runtime.
+// sandbox, per runtime, beside the floor of one runtime invocation (State).
 func BenchmarkPauseResume(b *testing.B) {
 	for _, kind := range testKinds {
 		b.Run(kind, func(b *testing.B) {
 			r := newRuntime(b, kind)
 			id, _ := startProbe(b, r, runtime.Limits{})
 			ctx := context.Background()
-			var pause, resume time.Duration
+			var pause, resume, floor time.Duration
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				// The floor: one runtime invocation (state), interleaved.
+				f0 := time.Now()
+				if _, err := r.State(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+				floor += time.Since(f0)
 				t0 := time.Now()
 				if err := r.Pause(ctx, id); err != nil {
 					b.Fatal(err)
@@ -154,6 +160,7 @@ func BenchmarkPauseResume(b *testing.B) {
 			}
 			b.ReportMetric(float64(pause.Microseconds())/1000/float64(b.N), "pause-ms")
 			b.ReportMetric(float64(resume.Microseconds())/1000/float64(b.N), "resume-ms")
+			b.ReportMetric(float64(floor.Microseconds())/1000/float64(b.N), "floor-state-ms")
 		})
 	}
 }
