@@ -106,5 +106,6 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
 	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
+	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 }

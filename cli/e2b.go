@@ -38,15 +38,16 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, builds *e2bcompat.Builds, aut
 		domain = cfg.network.domain
 	}
 	h := e2bcompat.New(e2bcompat.Config{
-		Domain:     domain,
-		Manager:    m,
-		Secret:     secret,
-		Logger:     log,
-		Tenants:    auth,
-		TokenTTL:   cfg.e2bTokenTTL,
-		MaxTimeout: cfg.e2bMaxTimeout,
-		Admit:      admit,
-		Builds:     builds,
+		Domain:        domain,
+		Manager:       m,
+		Secret:        secret,
+		Logger:        log,
+		Tenants:       auth,
+		TokenTTL:      cfg.e2bTokenTTL,
+		MaxTimeout:    cfg.e2bMaxTimeout,
+		PausedTimeout: cfg.e2bPausedTimeout,
+		Admit:         admit,
+		Builds:        builds,
 	})
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken

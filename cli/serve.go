@@ -69,6 +69,7 @@ type serveConfig struct {
 	bodyReadTimeout      time.Duration // server.Config.BodyReadTimeout
 	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
+	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags

@@ -97,6 +97,16 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			e = nil // the identity moved on to another context
 		}
 		if e != nil {
+			// A paused context is refused before revive, whose health
+			// check a frozen sandbox could not answer.
+			m.mu.Lock()
+			_, paused := PausedSince(e.rec)
+			paused = paused && !e.ended
+			cid := e.rec.ID
+			m.mu.Unlock()
+			if paused {
+				return nil, pausedErr(cid)
+			}
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
 				template := e.rec.Template

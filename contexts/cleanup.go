@@ -243,7 +243,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 	m.mu.Lock()
 	var es []*entry
 	for _, e := range m.byID {
-		if e.sb != nil && e.rec.State == StateReady {
+		if _, paused := PausedSince(e.rec); e.sb != nil && e.rec.State == StateReady && !paused {
 			es = append(es, e)
 		}
 	}

@@ -46,7 +46,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/refreshes", h.authed(h.refresh))
 	mux.HandleFunc("POST /sandboxes/{id}/connect", h.authed(h.connect))
 	mux.HandleFunc("POST /v2/sandboxes/{id}/connect", h.authed(h.connect))
-	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.connect))
+	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.resume))
 	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
 	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metricsRoute))
 	mux.HandleFunc("POST /sandboxes/{id}/snapshots", h.authed(h.notSupported("createSnapshot", "sandboxes keep their kernels in memory and have no snapshot")))
@@ -274,7 +274,7 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 		MemoryMB:    sandboxMemBytes >> 20,
 		DiskSizeMB:  sandboxDisk >> 20,
 		EnvdVersion: EnvdVersion,
-		State:       "running",
+		State:       stateOf(rec),
 		Metadata:    meta,
 		Domain:      h.domain(),
 	}
@@ -389,6 +389,11 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
+	if _, paused := contexts.PausedSince(rec); paused {
+		// Its timeout does not run while paused: connect sets it.
+		writeConflict(w, "sandbox "+id+" is paused; connect resumes it with a timeout")
+		return
+	}
 	if ttl > 0 && (!onlyLonger || time.Now().Add(ttl).After(rec.ExpiresAt)) {
 		if _, err := h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 			writeAPIError(w, err)
@@ -396,49 +401,6 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID string) {
-	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	if body.Timeout != nil && *body.Timeout > 0 {
-		ttl, err := h.timeoutOf(*body.Timeout)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		if time.Now().Add(ttl).After(rec.ExpiresAt) {
-			if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
-				writeAPIError(w, err)
-				return
-			}
-		}
-	}
-	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sb)
-}
-
-// pause is not supported: sandlot sandboxes keep their kernels in memory
-// and have no snapshot. 501 makes the SDK throw rather than pretend.
-func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string) {
-	if _, err := h.active(r.Context(), tenantID, r.PathValue("id")); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: "pause is not supported by sandlot"})
 }
 
 // decodeBody decodes an optional JSON body.

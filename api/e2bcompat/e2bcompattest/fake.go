@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path"
 	"sort"
@@ -210,6 +211,49 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	if !ok || r.TenantID != tenantID || !r.State.Active() {
 		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
+	r.ExpiresAt = time.Now().Add(ttl)
+	c := *r
+	return &c, nil
+}
+
+// Pause implements e2bcompat.Manager: the record is marked paused (the
+// fake sandbox keeps running; the handler refuses its calls).
+func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error) {
+	m.checkTenant(ctx, "Pause")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	if _, paused := contexts.PausedSince(r); paused {
+		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrPaused)
+	}
+	now := time.Now()
+	r.Metadata = maps.Clone(r.Metadata)
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	r.Metadata[contexts.MetaPaused] = now.UTC().Format(time.RFC3339Nano)
+	r.ExpiresAt = now.Add(keep)
+	c := *r
+	return &c, nil
+}
+
+// Resume implements e2bcompat.Manager.
+func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
+	m.checkTenant(ctx, "Resume")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	if _, paused := contexts.PausedSince(r); !paused {
+		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrNotPaused)
+	}
+	r.Metadata = maps.Clone(r.Metadata)
+	delete(r.Metadata, contexts.MetaPaused)
 	r.ExpiresAt = time.Now().Add(ttl)
 	c := *r
 	return &c, nil
