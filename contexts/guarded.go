@@ -1,11 +1,14 @@
 package contexts
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -288,7 +291,14 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	return r
 }
 
-// guardJSON redacts a JSON document as text with t.
+// guardJSON redacts a JSON document with t. The whole document goes
+// through t first (one call; most documents come back unchanged). When t
+// changes it, each string (keys included) and each integer is redacted on
+// its own, so the document stays JSON of the same shape: a redacted
+// integer becomes the redaction's string. Numbers with a fraction or an
+// exponent are measurements (a chart's points, a column of floats) and
+// pass: their digits are what the value prints as, and a log-scale chart's
+// 6220…5.2 is no card number. Keys keep their order (a table's columns).
 func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
 	if len(doc) == 0 {
 		return doc
@@ -297,12 +307,75 @@ func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
 	if red == string(doc) {
 		return doc
 	}
+	if out, err := guardJSONValues(doc, t); err == nil {
+		return out
+	}
 	if json.Valid([]byte(red)) {
 		return json.RawMessage(red)
 	}
-	// Redaction broke the document: return it as a JSON string.
+	// Not JSON to begin with: return the redacted text as a JSON string.
 	b, _ := json.Marshal(red)
 	return b
+}
+
+// guardJSONValues rewrites doc token by token with its strings and
+// integers passed through t.
+func guardJSONValues(doc []byte, t func(string) string) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var out bytes.Buffer
+	str := func(s string) {
+		b, _ := json.Marshal(s)
+		out.Write(b)
+	}
+	type frame struct {
+		obj bool
+		n   int // tokens written in this container
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			out.WriteByte(byte(d))
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			switch {
+			case f.obj && f.n%2 == 1:
+				out.WriteByte(':')
+			case f.n > 0:
+				out.WriteByte(',')
+			}
+			f.n++
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			out.WriteByte(byte(v))
+			stack = append(stack, frame{obj: v == '{'})
+		case string:
+			str(t(v))
+		case json.Number:
+			s := v.String()
+			if r := t(s); r != s && !strings.ContainsAny(s, ".eE") {
+				str(r)
+			} else {
+				out.WriteString(s)
+			}
+		case bool:
+			out.WriteString(strconv.FormatBool(v))
+		case nil:
+			out.WriteString("null")
+		}
+	}
+	return out.Bytes(), nil
 }
 
 // guardImage passes a base64 image result through g.Image. An image that
