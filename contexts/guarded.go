@@ -285,9 +285,9 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
 	r.PNG = guardImage(ctx, g, tenantID, "png", r.PNG, &r.Text)
 	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
-	r.JSON = guardJSON(r.JSON, t)
-	r.Data = guardJSON(r.Data, t)
-	r.Chart = guardJSON(r.Chart, t)
+	r.JSON = guardJSON(r.JSON, t, false)
+	r.Data = guardJSON(r.Data, t, false)
+	r.Chart = guardJSON(r.Chart, t, true)
 	return r
 }
 
@@ -296,10 +296,12 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 // changes it, each string (keys included) and each integer is redacted on
 // its own, so the document stays JSON of the same shape: a redacted
 // integer becomes the redaction's string. Numbers with a fraction or an
-// exponent are measurements (a chart's points, a column of floats) and
-// pass: their digits are what the value prints as, and a log-scale chart's
-// 6220…5.2 is no card number. Keys keep their order (a table's columns).
-func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
+// exponent are measurements (a column of floats) and pass: their digits
+// are what the value prints as. With coords every number passes: a
+// chart's numbers are its points and ticks (a log-scale chart's
+// 6220781239412467 is a y value, no card number), while its labels and
+// titles are text and redacted. Keys keep their order (a table's columns).
+func guardJSON(doc json.RawMessage, t func(string) string, coords bool) json.RawMessage {
 	if len(doc) == 0 {
 		return doc
 	}
@@ -307,7 +309,7 @@ func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
 	if red == string(doc) {
 		return doc
 	}
-	if out, err := guardJSONValues(doc, t); err == nil {
+	if out, err := guardJSONValues(doc, t, coords); err == nil {
 		return out
 	}
 	if json.Valid([]byte(red)) {
@@ -319,8 +321,8 @@ func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
 }
 
 // guardJSONValues rewrites doc token by token with its strings and
-// integers passed through t.
-func guardJSONValues(doc []byte, t func(string) string) (json.RawMessage, error) {
+// integers (unless coords) passed through t.
+func guardJSONValues(doc []byte, t func(string) string, coords bool) (json.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var out bytes.Buffer
@@ -364,7 +366,7 @@ func guardJSONValues(doc []byte, t func(string) string) (json.RawMessage, error)
 			str(t(v))
 		case json.Number:
 			s := v.String()
-			if r := t(s); r != s && !strings.ContainsAny(s, ".eE") {
+			if r := t(s); r != s && !coords && !strings.ContainsAny(s, ".eE") {
 				str(r)
 			} else {
 				out.WriteString(s)
