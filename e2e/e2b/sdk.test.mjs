@@ -166,6 +166,25 @@ test('commands: background, list, sendStdin, connect, kill', async () => {
   assert.equal(await sbx.commands.kill(sleeper.pid), false)
 })
 
+test('git: init, status, add, commit, branches through sandbox.git (E2B git tests)', async () => {
+  const repo = `${home}/git-${run}`
+  await sbx.git.init(repo, { initialBranch: 'main' })
+  await sbx.files.write(`${repo}/README.md`, 'hello\n')
+  let st = await sbx.git.status(repo)
+  assert.equal(st.fileStatus.find((f) => f.name === 'README.md')?.status, 'untracked')
+  assert.equal(st.hasUntracked, true)
+  await sbx.git.add(repo)
+  await sbx.git.commit(repo, 'first', { authorName: 'Sandlot', authorEmail: 'sandlot@example.com' })
+  st = await sbx.git.status(repo)
+  assert.equal(st.isClean, true)
+  await sbx.git.createBranch(repo, 'topic')
+  const b = await sbx.git.branches(repo)
+  assert.equal(b.currentBranch, 'topic')
+  assert.deepEqual([...b.branches].sort(), ['main', 'topic'])
+  const log = await sbx.commands.run('git log --format=%an:%s', { cwd: repo })
+  assert.equal(log.stdout.trim(), 'Sandlot:first')
+})
+
 test('files: write, read, list, exists, makeDir, rename, remove', async () => {
   const dir = `${home}/files-${run}`
   assert.equal(await sbx.files.makeDir(dir), true)
