@@ -2,7 +2,7 @@
 // E2B_API_URL and E2B_SANDBOX_URL; the programs below are plain SDK usage.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox as BaseSandbox, CommandExitError, SandboxError } from 'e2b'
+import { Sandbox as BaseSandbox, CommandExitError, SandboxError, Template } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const run = `run-${process.pid}-${Date.now()}`
@@ -164,6 +164,12 @@ test('commands: background, list, sendStdin, connect, kill', async () => {
   assert.equal(await sbx.commands.kill(sleeper.pid), true)
   await assert.rejects(attached.wait(), CommandExitError)
   assert.equal(await sbx.commands.kill(sleeper.pid), false)
+})
+
+test('templates: Template.exists knows the default templates and no unknown name', async () => {
+  assert.equal(await Template.exists('base'), true)
+  assert.equal(await Template.exists('code-interpreter-v1'), true)
+  assert.equal(await Template.exists(`no-such-template-${process.pid}`), false)
 })
 
 test('git: init, status, add, commit, branches through sandbox.git (E2B git tests)', async () => {
