@@ -240,6 +240,25 @@ test('runCode: python state, text, logs, errors', async () => {
   assert.deepEqual(err.logs.stderr, ['to stderr\n'])
 })
 
+test('runCode: streaming callbacks, executionCount, typescript and display() (E2B callbacks, executionCount, cwd tests)', async () => {
+  const out = [], err = [], results = [], errors = []
+  const e = await sbx.runCode('import sys\nprint("a")\nsys.stderr.write("b\\n")\ndisplay("shown")\n7 * 6', {
+    onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line),
+    onResult: (r) => results.push(r.text), onError: (x) => errors.push(x.name),
+  })
+  assert.deepEqual(out, ['a\n'])
+  assert.deepEqual(err, ['b\n'])
+  assert.deepEqual(results, ['shown', '42'])
+  assert.deepEqual(e.results.map((r) => [r.text, r.isMainResult]), [['shown', false], ['42', true]])
+  await sbx.runCode('raise ValueError("no")', { onError: (x) => errors.push(x.name) })
+  assert.deepEqual(errors, ['ValueError'])
+  const a = await sbx.runCode('1')
+  const b = await sbx.runCode('2')
+  assert.equal(b.executionCount, a.executionCount + 1)
+  const ts = await sbx.runCode('const n: number = 40; n + 2', { language: 'ts' })
+  assert.equal(ts.text, '42')
+})
+
 test('runCode: javascript and bash keep state', async () => {
   await sbx.runCode('let y = 20', { language: 'javascript' })
   const js = await sbx.runCode('y + 22', { language: 'javascript' })
