@@ -61,6 +61,10 @@ type Config struct {
 	// calls that name root as itself. false: everything runs as the agent,
 	// and root is refused.
 	Root bool
+	// Health, when set, is a TCP address where GET /health answers 200
+	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
+	// "": none.
+	Health string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -175,6 +179,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
+	if s.cfg.Health != "" {
+		go serveHealth(ctx, s.cfg.Health, s.log)
+	}
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {

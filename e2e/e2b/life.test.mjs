@@ -101,6 +101,14 @@ test('life: user root is refused clearly where the template has no root', { skip
   assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
 })
 
+test('life: the code interpreter answers its health check inside the sandbox (E2B systemd test)', { skip: !hasRoot }, async () => {
+  const health = 'curl -s -o /dev/null -w "%{http_code}" http://0.0.0.0:49999/health'
+  assert.equal((await sbx.commands.run(health)).stdout.trim(), '200')
+  // Nothing else is served there.
+  const other = 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:49999/execute'
+  assert.equal((await sbx.commands.run(other)).stdout.trim(), '404')
+})
+
 test('life: commands and files as root', { skip: !hasRoot }, async () => {
   const r = await sbx.commands.run('id -u; id -un; echo $HOME; pwd', { user: 'root' })
   assert.equal(r.stdout, '0\nroot\n/root\n/root\n')
