@@ -112,6 +112,7 @@ def _sandlot_main():
     magic = Magics(ns, display)
     builtins.__sandlot_magic__ = magic
     sys.meta_path.insert(0, PILHook(display))
+    sys.meta_path.insert(0, BoxplotHook())
 
     def figures(results):
         plt = sys.modules.get("matplotlib.pyplot")
@@ -418,6 +419,45 @@ class PILHook:
         return spec
 
 
+class BoxplotHook:
+    """Patches matplotlib's Axes.bxp (which boxplot calls with the computed
+    statistics) when matplotlib.axes is first imported, to keep each box's
+    statistics on its axes: a box plot's artists are plain lines and
+    patches, from which the quartiles could only be guessed."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.axes":
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            bxp = module.Axes.bxp
+
+            def keep_stats(ax, bxpstats, *args, **kwargs):
+                out = bxp(ax, bxpstats, *args, **kwargs)
+                try:
+                    positions = kwargs.get("positions", args[0] if args else None)
+                    stats = list(bxpstats)
+                    if positions is None:
+                        positions = range(1, len(stats) + 1)
+                    kept = ax.__dict__.setdefault("_sandlot_boxes", [])
+                    kept.extend(zip(list(positions), [dict(s) for s in stats]))
+                except Exception:
+                    pass
+                return out
+
+            module.Axes.bxp = keep_stats
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
 # Charts: what a matplotlib figure shows, as E2B's code interpreter reports
 # it in a result's "chart": line, scatter, bar, pie, box_and_whisker, and a
 # superchart of several axes. Only what the figure itself holds is read
@@ -514,6 +554,9 @@ def _chart_of_axes(ax):
     from matplotlib import collections, container, lines, patches
 
     base = {"title": ax.get_title() or None}
+    boxes = ax.__dict__.get("_sandlot_boxes")
+    if boxes:
+        return _box_chart(ax, boxes, _axis_info(ax, dict(base, type="box_and_whisker")))
     bars = [b for b in ax.containers if isinstance(b, container.BarContainer)]
     wedges = [p for p in ax.patches if isinstance(p, patches.Wedge)]
     if bars:
@@ -559,6 +602,33 @@ def _bar_chart(ax, bars, c):
                 i = min(range(len(ticks)), key=lambda k: abs(ticks[k] - center))
                 label = names[i]
             elements.append({"label": label, "value": _num(value), "group": group})
+    c["elements"] = elements
+    return c
+
+
+def _box_chart(ax, boxes, c):
+    # A box's label is its own (boxplot's labels=), else the tick label at
+    # its position, on whichever axis the boxes stand along.
+    ticks, names = [], []
+    for axis in (ax.xaxis, ax.yaxis):
+        names = [t.get_text() for t in axis.get_ticklabels()]
+        ticks = list(axis.get_ticklocs())
+        if any(names):
+            break
+    elements = []
+    for pos, st in boxes:
+        label = st.get("label")
+        if label is None and ticks and len(names) == len(ticks):
+            label = names[min(range(len(ticks)), key=lambda k: abs(ticks[k] - pos))]
+        elements.append({
+            "label": "" if label is None else str(label),
+            "min": _num(st.get("whislo")),
+            "first_quartile": _num(st.get("q1")),
+            "median": _num(st.get("med")),
+            "third_quartile": _num(st.get("q3")),
+            "max": _num(st.get("whishi")),
+            "outliers": [_num(v) for v in st.get("fliers", [])],
+        })
     c["elements"] = elements
     return c
 

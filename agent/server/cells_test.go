@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"os/exec"
 	"strings"
 	"testing"
@@ -137,6 +138,50 @@ func TestPythonTablesAndImages(t *testing.T) {
 		r := run(t, c, agent.Python, code)
 		if r.Error != nil || len(r.Results) != 1 || r.Results[0].PNG == "" {
 			t.Fatalf("%q: results %d, error %+v", code, len(r.Results), r.Error)
+		}
+	}
+}
+
+// TestPythonBoxChart: a box plot's result carries a box_and_whisker chart
+// with matplotlib's own statistics per box (E2B's chart shape), for
+// boxplot on the axes and through pyplot, with tick labels as the labels.
+func TestPythonBoxChart(t *testing.T) {
+	ok := exec.Command("/usr/bin/python3", "-c", "import matplotlib").Run() == nil
+	testenv.Require(t, ok, "python3-matplotlib (scripts/deps.sh)")
+	c, _ := agenttest.StartClient(t)
+	type chart struct {
+		Type, Title, XLabel string
+		Elements            []struct {
+			Label         string    `json:"label"`
+			Min           float64   `json:"min"`
+			FirstQuartile float64   `json:"first_quartile"`
+			Median        float64   `json:"median"`
+			ThirdQuartile float64   `json:"third_quartile"`
+			Max           float64   `json:"max"`
+			Outliers      []float64 `json:"outliers"`
+		}
+	}
+	for _, code := range []string{
+		"import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.set_title('Scores')\nax.boxplot([[85, 90, 78, 92, 88], [75, 82, 88, 79, 86, 140]], labels=['A', 'C'])\nplt.show()",
+		"import matplotlib.pyplot as plt\nplt.boxplot([[85, 90, 78, 92, 88], [75, 82, 88, 79, 86, 140]])\nplt.xticks([1, 2], ['A', 'C'])\nplt.title('Scores')\nplt.show()",
+	} {
+		r := run(t, c, agent.Python, code)
+		var raw json.RawMessage
+		for _, rr := range r.Results {
+			if len(rr.Chart) > 0 {
+				raw = rr.Chart
+			}
+		}
+		var got chart
+		if err := json.Unmarshal(raw, &got); err != nil || got.Type != "box_and_whisker" || got.Title != "Scores" || len(got.Elements) != 2 {
+			t.Fatalf("%s:\nchart %s (%v), error %+v", code, raw, err, r.Error)
+		}
+		a, cc := got.Elements[0], got.Elements[1]
+		if a.Label != "A" || a.Min != 78 || a.FirstQuartile != 85 || a.Median != 88 || a.ThirdQuartile != 90 || a.Max != 92 || len(a.Outliers) != 0 {
+			t.Errorf("%s:\nbox A %+v", code, a)
+		}
+		if cc.Label != "C" || cc.Median != 84 || cc.Max != 88 || len(cc.Outliers) != 1 || cc.Outliers[0] != 140 {
+			t.Errorf("%s:\nbox C %+v", code, cc)
 		}
 	}
 }

@@ -352,3 +352,28 @@ plt.show()
 function authors() {
   return ['Author A', 'Author B', 'Author C', 'Author D']
 }
+
+test('charts: box_and_whisker results carry each box\'s statistics (E2B box and whisker test)', async () => {
+  const r = await sbx.runCode(`
+import matplotlib.pyplot as plt
+data = {'Class A': [85, 90, 78, 92, 88], 'Class B': [95, 89, 76, 91, 84, 87], 'Class C': [75, 82, 88, 79, 86, 140]}
+fig, ax = plt.subplots(figsize=(10, 6))
+ax.set_xlabel('Class')
+ax.set_ylabel('Score')
+ax.set_title('Exam Scores Distribution')
+ax.boxplot(list(data.values()), labels=list(data.keys()), patch_artist=True)
+plt.show()
+`)
+  assert.equal(r.error, undefined, JSON.stringify(r.error))
+  const c = r.results[0].chart
+  assert.ok(c && r.results[0].png, 'a chart beside the png')
+  assert.equal(c.type, 'box_and_whisker')
+  assert.equal(c.title, 'Exam Scores Distribution')
+  assert.equal(c.x_label, 'Class')
+  assert.equal(c.y_label, 'Score')
+  assert.deepEqual(c.elements.map((e) => e.label), ['Class A', 'Class B', 'Class C'])
+  assert.deepEqual(c.elements[0], { label: 'Class A', min: 78, first_quartile: 85, median: 88, third_quartile: 90, max: 92, outliers: [] })
+  assert.deepEqual(c.elements[2].outliers, [140])
+  assert.equal(c.elements[2].max, 88)
+  assert.equal(c.elements[2].median, 84)
+})
