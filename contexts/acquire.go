@@ -100,12 +100,14 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			// A paused context is refused before revive, whose health
 			// check a frozen sandbox could not answer.
 			m.mu.Lock()
-			_, paused := PausedSince(e.rec)
-			paused = paused && !e.ended
-			cid := e.rec.ID
+			rec, ended := cloneRecord(e.rec), e.ended
 			m.mu.Unlock()
-			if paused {
-				return nil, pausedErr(cid)
+			_, paused := PausedSince(rec)
+			if !ended && !paused && !rec.ExpiresAt.After(m.now()) {
+				paused = m.autoPause(ctx, rec) // E2B's autoPause: at its expiry it pauses
+			}
+			if !ended && paused {
+				return nil, pausedErr(rec.ID)
 			}
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()

@@ -74,6 +74,12 @@ func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep ti
 		return nil, err
 	}
 	defer unlock()
+	return m.pauseLocked(ctx, pz, rec, keep)
+}
+
+// pauseLocked pauses rec. Precondition: its identity lock is held.
+func (m *Manager) pauseLocked(ctx context.Context, pz Pauser, rec *Record, keep time.Duration) (*Record, error) {
+	contextID := rec.ID
 	if _, paused := PausedSince(rec); paused {
 		return nil, pausedErr(contextID)
 	}
@@ -202,4 +208,67 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 		m.log.Warn("store: save the pause of a context", logkey.Context, rec.ID, logkey.Err, err)
 	}
 	return cloneRecord(cur), nil
+}
+
+// MetaAutoPause is the record metadata key of a context that pauses
+// instead of ending when its expiry comes (E2B's autoPause, lifecycle
+// onTimeout 'pause'): how long it then stays paused (a Go duration).
+const MetaAutoPause = "sandlot.autoPause"
+
+// autoPauseKeep reports whether rec pauses at its expiry, and for how long.
+func autoPauseKeep(rec *Record) (time.Duration, bool) {
+	v, ok := rec.Metadata[MetaAutoPause]
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d > 0
+}
+
+// autoPause pauses an expired context that asked for it (MetaAutoPause)
+// instead of ending it, and reports whether it did. Precondition: the
+// identity lock is held.
+func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
+	keep, ok := autoPauseKeep(rec)
+	if _, paused := PausedSince(rec); !ok || paused || rec.State != StateReady || rec.SandboxID == "" {
+		return false
+	}
+	pz, ok := m.provider.(Pauser)
+	if !ok {
+		return false
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	if _, err := m.pauseLocked(ctx, pz, cloneRecord(rec), keep); err != nil {
+		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
+		return false
+	}
+	return true
+}
+
+// AutoPause pauses a context of tenantID that asked to pause at its
+// expiry (MetaAutoPause) and whose expiry passed, before the cleanup loop
+// gets to it; it returns the record as it is now. Anything else is
+// returned unchanged.
+func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := autoPauseKeep(rec); !ok || rec.ExpiresAt.After(m.now()) || !rec.State.Active() {
+		return rec, nil
+	}
+	if _, paused := PausedSince(rec); paused {
+		return rec, nil
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !m.autoPause(ctx, rec) {
+		return rec, nil
+	}
+	return m.Get(ctx, tenantID, contextID)
 }

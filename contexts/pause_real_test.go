@@ -16,10 +16,14 @@ import (
 // restart keeps it paused, and Resume brings back the same sandbox with its
 // python variable. Terminating a paused context removes its sandbox.
 func TestRealPauseResume(t *testing.T) {
-	e := newRealEnv(t, contexts.Config{TTL: time.Second})
+	e := newRealEnv(t, contexts.Config{})
 	a := ident("t1", "paused", "main")
 	res := e.exec(a, "python", "x = 41")
 	cid, sid := res.ContextID, res.SandboxID
+	// A TTL the pause must outlive.
+	if _, err := e.m.SetTTL(e.ctx, "t1", cid, time.Second); err != nil {
+		t.Fatal(err)
+	}
 
 	if _, err := e.m.Resume(e.ctx, "t1", cid, time.Minute); !errors.Is(err, contexts.ErrNotPaused) {
 		t.Fatalf("resume of a running context: %v, want ErrNotPaused", err)
@@ -58,7 +62,7 @@ func TestRealPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.p.Provider = e.provider()
-	e.start(contexts.Config{TTL: time.Second})
+	e.start(contexts.Config{})
 	if got, _ := e.m.Get(e.ctx, "t1", cid); got == nil || got.State != contexts.StateReady {
 		t.Fatalf("after restart: %+v", got)
 	}
@@ -89,5 +93,46 @@ func TestRealPauseResume(t *testing.T) {
 	}
 	if e.running(sid) {
 		t.Fatal("a terminated paused context left its sandbox")
+	}
+}
+
+// TestRealAutoPause: a context created to pause at its expiry
+// (MetaAutoPause, E2B's autoPause) is paused by the cleanup pass, not
+// ended, and resumes with its state; one without it ends as before.
+func TestRealAutoPause(t *testing.T) {
+	e := newRealEnv(t, contexts.Config{})
+	auto, plain := ident("t1", "auto", "main"), ident("t1", "plain", "main")
+	for _, id := range []contexts.Identity{auto, plain} {
+		meta := map[string]string{}
+		if id == auto {
+			meta[contexts.MetaAutoPause] = time.Hour.String()
+		}
+		if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{TTL: time.Minute, FixedExpiry: true, Metadata: meta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := e.exec(auto, "python", "y = 'still'")
+	pl := e.exec(plain, "python", "1")
+	for _, id := range []string{res.ContextID, pl.ContextID} {
+		if _, err := e.m.SetTTL(e.ctx, "t1", id, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.m.Get(e.ctx, "t1", res.ContextID)
+	if _, paused := contexts.PausedSince(rec); err != nil || !paused || rec.State != contexts.StateReady {
+		t.Fatalf("auto-pause context after its expiry: %+v, %v; want paused", rec, err)
+	}
+	if rec, _ := e.m.Get(e.ctx, "t1", pl.ContextID); rec.State != contexts.StateTerminated || rec.Reason != contexts.ReasonExpired {
+		t.Fatalf("plain context after its expiry: %+v; want expired", rec)
+	}
+	if _, err := e.m.Resume(e.ctx, "t1", res.ContextID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.exec(auto, "python", "y"); got.SandboxID != res.SandboxID || mainResult(got) != "'still'" && mainResult(got) != "still" {
+		t.Fatalf("after resume: %+v (%q)", got, mainResult(got))
 	}
 }

@@ -111,6 +111,13 @@ type createBody struct {
 	EnvVars             map[string]string  `json:"envVars"`
 	AllowInternetAccess *bool              `json:"allow_internet_access"`
 	Network             *policy.E2BNetwork `json:"network"`
+	// AutoPause (lifecycle onTimeout 'pause') pauses the sandbox at its
+	// timeout instead of killing it (pause.go).
+	AutoPause       *bool `json:"autoPause"`
+	AutoPauseMemory *bool `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 }
 
 // sandboxBody answers create and connect.
@@ -174,6 +181,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	meta := publicMetadata(body.Metadata)
 	meta[metaTemplate] = body.TemplateID
+	if err := h.lifecycle(body, meta); err != nil {
+		writeAPIError(w, err)
+		return
+	}
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
 		var err error
@@ -294,6 +305,9 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 // have ended it yet, as on E2B.
 func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
 	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
+	if err == nil && autoPausing(rec) {
+		rec, err = h.cfg.Manager.AutoPause(ctx, tenantID, id)
+	}
 	if err == nil && !h.live(rec) {
 		err = errdefs.ErrNotFound
 	}

@@ -143,6 +143,11 @@ func (h *Handler) matching(r *http.Request, lq listQuery) ([]*contexts.Record, e
 		}
 		scanned += len(recs)
 		for _, rec := range recs {
+			if autoPausing(rec) {
+				if cur, err := h.cfg.Manager.AutoPause(r.Context(), rec.TenantID, rec.ID); err == nil {
+					rec = cur
+				}
+			}
 			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) {
 				out = append(out, rec)
 			}

@@ -21,6 +21,9 @@ type Manager interface {
 	// with a TTL of ttl from now (contexts.ErrPaused, ErrNotPaused).
 	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// AutoPause pauses a context past its expiry that asked to pause then
+	// (contexts.MetaAutoPause) and returns its record.
+	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	// Usage samples a context's resource usage now (getMetrics).
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
 }

@@ -202,3 +202,30 @@ func (h *Handler) stopWatchers(sid string) {
 		w.cancel()
 	}
 }
+
+// lifecycle records a create's autoPause (E2B's lifecycle onTimeout
+// 'pause') on the sandbox's metadata: at its timeout the manager pauses it
+// for Config.PausedTimeout instead of ending it. A pause without memory
+// and auto-resume by traffic are not supported: a clear 400.
+func (h *Handler) lifecycle(body createBody, meta map[string]string) error {
+	if body.AutoResume != nil && body.AutoResume.Enabled {
+		return fmt.Errorf("autoResume is not supported: resume a paused sandbox with Sandbox.connect: %w", errdefs.ErrInvalidArgument)
+	}
+	if body.AutoPause == nil || !*body.AutoPause {
+		return nil
+	}
+	if body.AutoPauseMemory != nil && !*body.AutoPauseMemory {
+		return fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
+	}
+	meta[contexts.MetaAutoPause] = h.cfg.PausedTimeout.String()
+	return nil
+}
+
+// autoPausing reports a sandbox that pauses at its timeout and whose
+// timeout passed, not paused yet (the manager's cleanup loop would pause
+// it within its interval; a call that sees it first does).
+func autoPausing(rec *contexts.Record) bool {
+	_, auto := rec.Metadata[contexts.MetaAutoPause]
+	_, paused := contexts.PausedSince(rec)
+	return auto && !paused && rec.State.Active() && !rec.ExpiresAt.After(time.Now())
+}

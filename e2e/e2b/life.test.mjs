@@ -461,3 +461,18 @@ test('life: pause keeps memory, files and processes; the timeout waits; connect 
   }
   assert.equal(await Sandbox.pause(sb.sandboxId).catch((e) => e.name), 'SandboxNotFoundError')
 })
+
+test('life: lifecycle onTimeout pause pauses at the timeout; connect resumes (E2B autoPause)', async () => {
+  const sb = await CodeSandbox.create({ metadata: { suite: run }, timeoutMs: 4_000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    await sb.runCode('auto = "kept"')
+    await new Promise((r) => setTimeout(r, 5_000))
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'paused')
+    assert.equal(await sb.isRunning(), false)
+    const again = await CodeSandbox.connect(sb.sandboxId, { timeoutMs: 60_000 })
+    assert.equal((await again.runCode('auto')).text, 'kept')
+  } finally {
+    await Sandbox.kill(sb.sandboxId)
+  }
+  await assert.rejects(CodeSandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /not supported/)
+})

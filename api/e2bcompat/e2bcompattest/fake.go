@@ -259,6 +259,19 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	return &c, nil
 }
 
+// AutoPause implements e2bcompat.Manager.
+func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	keep, err := time.ParseDuration(rec.Metadata[contexts.MetaAutoPause])
+	if _, paused := contexts.PausedSince(rec); err != nil || paused || rec.ExpiresAt.After(time.Now()) {
+		return rec, nil
+	}
+	return m.Pause(ctx, tenantID, contextID, keep)
+}
+
 // Sandbox is a fake contexts.Sandbox.
 type Sandbox struct {
 	id  string
