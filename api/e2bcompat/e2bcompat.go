@@ -31,12 +31,14 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// EnvdVersion is the envd version sandlot reports. 0.6.3 takes the SDKs'
+// EnvdVersion is the envd version sandlot reports. 0.6.4 takes the SDKs'
 // current code paths (octet-stream uploads, closeStdin), file metadata
-// (0.6.2: X-Metadata-* headers, EntryInfo.metadata) and watch events with
-// their entry (0.6.3: includeEntry), and makes them refuse, client-side,
-// what sandlot lacks (0.6.4: watches on network mounts).
-const EnvdVersion = "0.6.3"
+// (0.6.2: X-Metadata-* headers, EntryInfo.metadata), watch events with
+// their entry (0.6.3: includeEntry) and the opt-in to watching network
+// mounts (0.6.4: allowNetworkMounts), which changes nothing here: a
+// sandlot sandbox has no network mounts, so every directory it can watch
+// is watched with or without the flag, as envd watches a local one.
+const EnvdVersion = "0.6.4"
 
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"

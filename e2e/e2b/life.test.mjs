@@ -334,6 +334,22 @@ test('life: watchDir includeEntry (envd 0.6.3) carries the entry', async () => {
   }
 })
 
+test('life: watchDir with allowNetworkMounts (envd 0.6.4) watches as without it (E2B watch test)', async () => {
+  const dir = `${home}/watched-mounts`
+  await sbx.files.makeDir(dir)
+  await sbx.files.write(`${dir}/w.txt`, 'before')
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { allowNetworkMounts: true, timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/w.txt`, 'after, longer')
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.includes('write:w.txt')) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(seen.includes('write:w.txt'), `events ${seen}`)
+  } finally {
+    await handle.stop()
+  }
+})
+
 test('life: a recursive watch reports a new folder, then the write of a new file in it (E2B watch test)', async () => {
   const dir = `${home}/watched-rec`
   await sbx.files.makeDir(dir)
