@@ -83,25 +83,6 @@ type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
 
-// builtTemplates is contexts.Config.TemplateExists for a local provider
-// with an image store: an image of that name the tenant may use (one its
-// own E2B build made, or one no build made: pulled, imported, the
-// operator's); nil otherwise.
-func builtTemplates(prov contexts.Provider) func(ctx context.Context, tenantID, name string) bool {
-	p, ok := prov.(*local.Provider)
-	if !ok || p.Images() == nil {
-		return nil
-	}
-	return func(ctx context.Context, tenantID, name string) bool {
-		img, err := p.Images().Get(ctx, name)
-		if err != nil {
-			return false
-		}
-		owner, built := img.Config.Config.Labels[e2bcompat.LabelTenant]
-		return !built || owner == tenantID
-	}
-}
-
 // e2bBuilds enables E2B's template builds when the daemon runs local
 // sandboxes on an image store; nil otherwise.
 func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *slog.Logger) (*e2bcompat.Builds, error) {

@@ -104,7 +104,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		mcfg.Catalog = tw.catalog
 	}
-	mcfg.TemplateExists = builtTemplates(prov)
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))
