@@ -93,7 +93,7 @@ func templateBuildMain(ctx context.Context, args []string, io IO) error {
 		return err
 	}
 	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
-	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, log), TemplateBuild{
+	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
 		Tenant: *tenantID, Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
 	})
 	if err != nil {
