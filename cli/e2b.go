@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/e2b"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -28,7 +29,7 @@ const e2bSecretFile = "e2b-secret"
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
 // handler and its matcher for server.Config.E2B and E2BMatch. admit is the
 // per-tenant in-flight limit the server applies to its own routes.
-func e2bWire(cfg serveConfig, m *contexts.Manager, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
 	secret, err := e2bSecret(cfg.store.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -37,7 +38,7 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, builds *e2bcompat.Builds, aut
 	if nw != nil {
 		domain = cfg.network.domain
 	}
-	h := e2bcompat.New(e2bcompat.Config{
+	ecfg := e2bcompat.Config{
 		Domain:        domain,
 		Manager:       m,
 		Secret:        secret,
@@ -48,7 +49,11 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, builds *e2bcompat.Builds, aut
 		PausedTimeout: cfg.e2bPausedTimeout,
 		Admit:         admit,
 		Builds:        builds,
-	})
+	}
+	if cat != nil { // a nil *Catalog in the interface would not be nil
+		ecfg.Catalog = cat
+	}
+	h := e2bcompat.New(ecfg)
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken
 	}

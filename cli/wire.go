@@ -46,7 +46,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	tw := &templateWire{store: st, host: cfg.hostTemplate, log: log}
+	tw := &templateWire{store: st, host: cfg.hostTemplate, pullAllow: cfg.build.pullAllow, log: log}
 	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
 		nw.close(context.WithoutCancel(ctx))
@@ -104,7 +104,6 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		mcfg.Catalog = tw.catalog
 	}
-	mcfg.TemplateExists = builtTemplates(prov)
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))

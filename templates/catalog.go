@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/source"
+	"github.com/sandlot/sandlot/network"
 )
 
 // Config configures a Catalog. Zero values are documented per field.
@@ -39,6 +42,14 @@ type Config struct {
 	// anonymous, so a tenant cannot pull a private image with the
 	// credentials the operator's docker config holds.
 	TenantKeychain authn.Keychain
+	// PullAllow are the address ranges a tenant's pull may connect to
+	// besides the public internet. Every connection of a tenant's pull
+	// (redirects included) goes through network.DialGuard: loopback,
+	// private, link-local, CGNAT, metadata, unspecified and the host's own
+	// addresses are refused (permission_denied) unless listed here (the
+	// metadata and host addresses only as single addresses). The
+	// operator's public pulls are not restricted.
+	PullAllow []netip.Prefix
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -48,6 +59,9 @@ type Config struct {
 type Catalog struct {
 	cfg Config
 	log *slog.Logger
+
+	guardOnce sync.Once
+	guarded   http.RoundTripper // tenants' pulls; made on first use
 
 	mu   sync.Mutex
 	byID map[string]Template // records by id (immutable, so cached); under mu
@@ -188,6 +202,7 @@ func (c *Catalog) Pull(ctx context.Context, tenantID, ref string, spec Spec, pro
 			if opt.Keychain == nil {
 				opt.Keychain = anonymous{}
 			}
+			opt.Transport = c.tenantTransport()
 		}
 		p, err := source.Pull(ctx, c.cfg.Images, ref, opt)
 		return p.Digest, err
@@ -373,6 +388,13 @@ func (c *Catalog) ImportReader(ctx context.Context, tenantID string, r io.Reader
 		return Template{}, err
 	}
 	return c.Import(ctx, tenantID, f.Name(), spec, progress)
+}
+
+// tenantTransport is the transport of tenants' pulls: every connection
+// checked by network.DialGuard at dial time.
+func (c *Catalog) tenantTransport() http.RoundTripper {
+	c.guardOnce.Do(func() { c.guarded = network.DialGuard{Allow: c.cfg.PullAllow}.Transport() })
+	return c.guarded
 }
 
 // anonymous is a keychain with no credentials for any registry.

@@ -21,6 +21,13 @@ import (
 
 func newCatalog(t *testing.T) (*templates.Catalog, *image.Store) {
 	t.Helper()
+	// The tests' registries listen on loopback, which a tenant's pull
+	// reaches only when the operator allows it.
+	return newCatalogWith(t, func(c *templates.Config) { c.PullAllow = templatestest.Loopback })
+}
+
+func newCatalogWith(t *testing.T, mod func(*templates.Config)) (*templates.Catalog, *image.Store) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	imgs, err := image.Open(t.TempDir(), image.Config{})
 	if err != nil {
@@ -32,7 +39,9 @@ func newCatalog(t *testing.T) (*templates.Catalog, *image.Store) {
 			t.Fatal(err)
 		}
 	}
-	return templates.New(templates.Config{Store: st, Images: imgs}), imgs
+	cfg := templates.Config{Store: st, Images: imgs}
+	mod(&cfg)
+	return templates.New(cfg), imgs
 }
 
 func wantErr(t *testing.T, what string, err, want error) {

@@ -62,6 +62,10 @@ type Settings struct {
 	// StartCmd runs (through /bin/sh -c, in the background) when a
 	// sandbox starts.
 	StartCmd string `json:"startCmd,omitempty"`
+	// ReadyCmd, with StartCmd, is run (through /bin/sh -c) until it
+	// exits 0 before a new sandbox is handed out: what E2B's setStartCmd
+	// waits for before it snapshots a template.
+	ReadyCmd string `json:"readyCmd,omitempty"`
 	// Kernels are the languages run_code offers on this template (python,
 	// javascript, typescript, bash, sh); empty: all of them.
 	Kernels []string `json:"kernels,omitempty"`
@@ -218,8 +222,11 @@ func (s Settings) Validate() error {
 			return bad("environment variable %q: a portable name and a value of at most 32 KiB", k)
 		}
 	}
-	if len(s.StartCmd) > 16<<10 {
-		return bad("start command of %d bytes (at most 16 KiB)", len(s.StartCmd))
+	if len(s.StartCmd) > 16<<10 || len(s.ReadyCmd) > 16<<10 {
+		return bad("start or ready command of %d bytes (at most 16 KiB)", max(len(s.StartCmd), len(s.ReadyCmd)))
+	}
+	if s.ReadyCmd != "" && s.StartCmd == "" {
+		return bad("a ready command without a start command")
 	}
 	for _, k := range s.Kernels {
 		if !slices.Contains(Languages, k) {

@@ -54,6 +54,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("GET /snapshots", h.authed(h.noSnapshots))
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	h.templateRoutes(mux)
+	h.templateListRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})

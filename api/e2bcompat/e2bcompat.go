@@ -102,8 +102,13 @@ type Config struct {
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
 	MaxUploadBytes int64
-	// Builds, when set, serves E2B's template builds (templates.go);
-	// nil: those routes answer failed_precondition.
+	// Catalog, when set, holds the tenants' templates: E2B's template
+	// list, get, delete and alias routes answer from it, and builds
+	// record into it (templatelist.go). Nil: those routes answer
+	// failed_precondition (aliases: only Templates' names exist).
+	Catalog Catalog
+	// Builds, when set with Catalog, serves E2B's template builds
+	// (templates.go); nil: those routes answer failed_precondition.
 	Builds *Builds
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -234,7 +239,7 @@ func Match(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
 		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
-		p == "/v3/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
+		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
 }
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, or

@@ -326,6 +326,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	if cmd := tmpl.settings.StartCmd; cmd != "" {
 		p.startCmd(c, tmpl.name, cmd)
+		if ready := tmpl.settings.ReadyCmd; ready != "" {
+			p.waitReady(ctx, c, tmpl.name, ready)
+		}
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
 	return c, nil
