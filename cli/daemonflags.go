@@ -65,6 +65,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.IntVar(&c.maxCreating, "max-creating", 0, "sandboxes being created at once by the local provider; more wait (0: the CPUs, at least 2)")
 	fs.DurationVar(&c.createTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")
 	c.registerLifecycle(fs)
+	c.e2b.register(fs)
 	fs.StringVar(&c.guardMode, "guard-mode", tenant.GuardEnforce, "egress guard mode of the tenant created at first start: off, report, enforce (tenant create --guard-mode sets others')")
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.metricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")

@@ -34,6 +34,7 @@ func init() {
 
 // serveConfig is what `sandlot serve` is told by its flags.
 type serveConfig struct {
+	e2b             e2bFlags
 	addr            string
 	store           storeFlags
 	runtime         string

@@ -247,7 +247,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
 			ps = append(ps, p)
 		case "e2b":
-			p, err := e2bProvider(log, cfg.node)
+			p, err := e2bProvider(log, cfg.node, cfg.e2b)
 			if err != nil {
 				return nil, err
 			}
@@ -262,7 +262,7 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 		}
 		var quota *chain.Quota
 		if usesProvider(cfg.providers, "e2b") {
-			q, err := e2bQuota(log, filepath.Join(cfg.store.dataDir, e2bQuotaFile))
+			q, err := e2bQuota(log, filepath.Join(cfg.store.dataDir, e2bQuotaFile), cfg.e2b)
 			if err != nil {
 				log.Warn("e2b quota tracking off", slog.String(logkey.Err, err.Error()))
 			}

@@ -232,7 +232,8 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 // carries the call's conversation and path (api.PathRef). Errors are
 // errdefs categories: an unknown tool is ErrNotFound, bad arguments
 // ErrInvalidArgument; a program that fails is a result with success false,
-// not an error.
+// not an error, and so is a call that met a context limit or lost its
+// sandbox (contexts.Failure): the result names it in its error.
 func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc) (any, error) {
 	start := time.Now()
 	ctx, span := startSpan(ctx, call)
@@ -263,7 +264,11 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	if err != nil {
 		return nil, err
 	}
-	return e.run(ctx, call, args, out)
+	res, err := e.run(ctx, call, args, out)
+	if err != nil {
+		return failure(call.Name, err)
+	}
+	return res, nil
 }
 
 // codeTools are the tools whose "code" argument goes to the manager's
@@ -336,4 +341,27 @@ func integer(args map[string]any, k string) int64 {
 func boolean(args map[string]any, k string) bool {
 	b, _ := args[k].(bool)
 	return b
+}
+
+// callEnv is the environment of a call that runs code: its env argument
+// plus the secrets the caller declared (contexts.WithSecrets), checked by
+// contexts.CheckEnv. The schema has already bounded env's size and made
+// its values strings.
+func callEnv(ctx context.Context, tool string, args map[string]any) (map[string]string, error) {
+	raw, _ := args["env"].(map[string]any)
+	secrets := contexts.SecretsFrom(ctx)
+	if len(raw) == 0 && len(secrets) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(raw)+len(secrets))
+	for k, v := range raw {
+		env[k], _ = v.(string)
+	}
+	if err := contexts.CheckEnv(env, secrets); err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	return env, nil
 }

@@ -105,6 +105,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := contexts.CheckEnv(nil, req.Secrets); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	r = r.WithContext(contexts.WithSecrets(r.Context(), req.Secrets))
 	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true, Network: netPolicy}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
