@@ -46,7 +46,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	tw := &templateWire{store: st, host: cfg.hostTemplate, log: log}
+	tw := &templateWire{store: st, host: cfg.hostTemplate, desktop: cfg.desktop.offered(), log: log}
 	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
 		nw.close(context.WithoutCancel(ctx))
