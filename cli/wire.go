@@ -111,7 +111,11 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
-	reg := tools.New(m, tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr})
+	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
+	if dm := cfg.desktopManager(m, tw, log); dm != nil {
+		tcfg.Desktop = dm
+	}
+	reg := tools.New(m, tcfg)
 	rctx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	reaped := make(chan struct{})
