@@ -56,7 +56,9 @@ func (r *Registry) desktopHandlers() map[string]handler {
 			return d.Act(ctx, call.Identity, a)
 		}
 	}
-	xy := func(args map[string]any, a *desktop.Action) { a.X, a.Y = int(integer(args, "x")), int(integer(args, "y")) }
+	xy := func(args map[string]any, a *desktop.Action) {
+		a.X, a.Y = int(integer(args, "x")), int(integer(args, "y"))
+	}
 	return map[string]handler{
 		"desktop_screenshot": func(ctx context.Context, call Call, _ map[string]any, _ contexts.OutputFunc) (any, error) {
 			s, err := d.Screenshot(ctx, call.Identity)
