@@ -103,7 +103,14 @@ func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, 
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, image.Image{}, 0, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	// One lock per image: the base and the desktop image build at the
+	// same time rather than one after the other (a test package waiting
+	// for both would otherwise risk its timeout on a new machine).
+	lockName := "build.lock"
+	if name != Name {
+		lockName = "build-" + name + ".lock"
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, image.Image{}, 0, err
 	}
