@@ -169,13 +169,18 @@ pgrep -x chromium >/dev/null || chromium about:blank >/tmp/.desktop-chromium.log
 wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
 }
 
-// readyScript waits (at most ~20 s) for the X server and the window
-// manager, then at most streamMs for the stream.
+// readyScript waits (at most 60 s, by the clock: a loaded machine makes
+// every probe slow) for the X server and the window manager, then at most
+// streamMs for the stream.
 func readyScript(streamMs int64) string {
-	return fmt.Sprintf(`for i in $(seq 400); do xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null && break; sleep 0.05; done
-xdpyinfo >/dev/null 2>&1 || { echo "the X server did not start" >&2; exit 3; }
-end=$(( $(date +%%s%%3N) + %d ))
-while [ "$(date +%%s%%3N)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html && exit 0; sleep 0.05; done
+	return fmt.Sprintf(`now() { date +%%s%%3N; }
+end=$(( $(now) + 60000 ))
+until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null; do
+  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 60 s" >&2; exit 3; }
+  sleep 0.05
+done
+end=$(( $(now) + %d ))
+while [ "$(now)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html && exit 0; sleep 0.05; done
 exit 0`, streamMs, StreamPort)
 }
 
@@ -243,12 +248,12 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		}
 	}()
 	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(m.cfg.StreamWait.Milliseconds())},
-		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 60_000, Tag: "desktop-ready"}, nil)
+		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 90_000, Tag: "desktop-ready"}, nil)
 	if err != nil {
 		return err
 	}
-	if res.ExitCode != 0 {
-		return fmt.Errorf("desktop did not start: %s: %w", strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+	if res.ExitCode != 0 || res.TimedOut {
+		return fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
 	}
 	return nil
 }
