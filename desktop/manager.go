@@ -169,14 +169,14 @@ pgrep -x chromium >/dev/null || chromium about:blank >/tmp/.desktop-chromium.log
 wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
 }
 
-// readyScript waits (at most 60 s, by the clock: a loaded machine makes
+// readyScript waits (at most 120 s, by the clock: a loaded machine makes
 // every probe slow) for the X server and the window manager, then at most
 // streamMs for the stream.
 func readyScript(streamMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
-end=$(( $(now) + 60000 ))
+end=$(( $(now) + 120000 ))
 until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null; do
-  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 60 s" >&2; exit 3; }
+  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
 end=$(( $(now) + %d ))
@@ -248,7 +248,7 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		}
 	}()
 	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(m.cfg.StreamWait.Milliseconds())},
-		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 90_000, Tag: "desktop-ready"}, nil)
+		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 150_000, Tag: "desktop-ready"}, nil)
 	if err != nil {
 		return err
 	}

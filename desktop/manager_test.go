@@ -24,7 +24,7 @@ import (
 
 // newManagers returns a desktop manager over a real contexts manager
 // whose sandboxes run on crun from the desktop image.
-func newManagers(t *testing.T, cfg desktop.Config) (*desktop.Manager, *contexts.Manager) {
+func newManagers(t testing.TB, cfg desktop.Config) (*desktop.Manager, *contexts.Manager) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
