@@ -92,6 +92,7 @@ func (c *serveConfig) registerServe(fs *flag.FlagSet) {
 	c.registerHTTP(fs)
 	c.network.register(fs)
 	c.build.register(fs)
+	c.desktop.register(fs)
 }
 
 // registerHTTP adds the flags of the HTTP front door (frontDoor): address,

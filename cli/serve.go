@@ -75,6 +75,7 @@ type serveConfig struct {
 	node                 string
 	network              networkFlags
 	build                buildFlags
+	desktop              desktopFlags
 
 	// The local provider's templates (images.go). defaultImage "" (a
 	// serveConfig built in code, the bench) runs every sandbox on the

@@ -46,7 +46,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	tw := &templateWire{store: st, host: cfg.hostTemplate, pullAllow: cfg.build.pullAllow, log: log}
+	tw := &templateWire{store: st, host: cfg.hostTemplate, desktop: cfg.desktop.offered(), pullAllow: cfg.build.pullAllow, log: log}
 	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
 		nw.close(context.WithoutCancel(ctx))
@@ -110,7 +110,11 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
-	reg := tools.New(m, tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr})
+	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
+	if dm := cfg.desktopManager(m, tw, log); dm != nil {
+		tcfg.Desktop = dm
+	}
+	reg := tools.New(m, tcfg)
 	rctx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	reaped := make(chan struct{})

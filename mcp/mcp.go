@@ -291,6 +291,13 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 // base64 in the text is replaced by a note, so a model sees the picture
 // rather than a wall of base64. The structured content keeps everything.
 func content(res any, full []byte) []sdk.Content {
+	if shot, ok := res.(*tools.ScreenshotResult); ok {
+		// A desktop screenshot: the picture, and its size as text.
+		if raw, err := base64.StdEncoding.DecodeString(shot.PNG); err == nil {
+			return []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(`{"width":%d,"height":%d,"png":"[image/png: image content 1]"}`, shot.Width, shot.Height)},
+				&sdk.ImageContent{Data: raw, MIMEType: "image/png"}}
+		}
+	}
 	rc, ok := res.(*tools.RunCodeResult)
 	if !ok {
 		return []sdk.Content{&sdk.TextContent{Text: string(full)}}

@@ -63,6 +63,9 @@ type Config struct {
 	// every tool runs in a sandbox, and a call fails with this error. A
 	// model is never offered a tool that cannot work.
 	Unavailable error
+	// Desktop, when set, adds the desktop tools (desktop.go): a desktop
+	// session per conversation path, beside its execution context.
+	Desktop Desktop
 	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
@@ -176,6 +179,11 @@ func New(c Contexts, cfg Config) *Registry {
 		"glob":         r.glob,
 		"grep":         r.grep,
 	}
+	if cfg.Desktop != nil {
+		for name, h := range r.desktopHandlers() {
+			handlers[name] = h
+		}
+	}
 	for name, h := range handlers {
 		raw, err := schemaFS.ReadFile("schemas/" + name + ".json")
 		if err != nil {
@@ -195,7 +203,7 @@ func New(c Contexts, cfg Config) *Registry {
 			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 		}
 		r.entries[name] = &entry{
-			tool:   Tool{Name: name, Description: descriptions[name], InputSchema: compact},
+			tool:   Tool{Name: name, Description: descriptions[name] + desktopDescriptions[name], InputSchema: compact},
 			schema: &s,
 			run:    h,
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -198,6 +199,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if err != nil {
 		writeAPIError(w, err)
 		return
+	}
+	if netPolicy == nil && h.cfg.Domain != "" && tmpl == templates.Desktop {
+		// A desktop is watched through its noVNC port, which the desktop
+		// SDK opens in a browser (no traffic token header): without a
+		// network asked for, it gets ports, public, and no egress
+		// (docs/desktop.md). E2B's own default is public ports and open
+		// egress.
+		netPolicy = &policy.Policy{Ingress: policy.Ingress{Public: true}}
 	}
 	if h.cfg.Domain == "" && noEgress(netPolicy) {
 		// A daemon without sandbox networks already gives every sandbox
