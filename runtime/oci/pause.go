@@ -25,30 +25,46 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 	return r.pauseOrResume(ctx, id, "resume", runtime.StatusPaused)
 }
 
-// pauseOrResume runs the runtime's sub command after checking that the
-// sandbox is in the state it applies to: the runtimes' own refusals differ
-// (runc says "container not running", crun "container is not paused" ...),
-// and a caller needs one answer.
+// pauseOrResume runs the runtime's sub command; when it fails, the
+// sandbox's state says why, in one answer for every runtime (runc says
+// "container not running", runsc something else). The state is read only
+// then (a runtime invocation is most of the cost), except under crun,
+// which refuses neither a second pause nor a resume of a running one.
 func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtime.Status) error {
-	st, err := r.State(ctx, id)
-	if err != nil {
+	if err := runtime.CheckID(id); err != nil {
 		return err
 	}
-	if st.Status != from {
-		if st.Status == runtime.StatusStopped {
-			return fmt.Errorf("sandbox %s is stopped: %w", id, errdefs.ErrNotFound)
-		}
-		return fmt.Errorf("%s sandbox %s: it is %s: %w", sub, id, st.Status, errdefs.ErrFailedPrecondition)
+	if _, err := os.Stat(r.bundle(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
-	if _, err := r.driverFor(id).output(ctx, sub, id); err != nil {
+	d := r.driverFor(id)
+	if d.kind == KindCrun {
+		// crun pauses a paused container and resumes a running one
+		// without complaint: its state is checked first.
+		st, err := r.State(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := notIn(st, sub, from); err != nil {
+			return err
+		}
+	}
+	if _, err := d.output(ctx, sub, id); err != nil {
+		st, serr := r.State(ctx, id)
+		if serr != nil {
+			return serr
+		}
+		if serr := notIn(st, sub, from); serr != nil {
+			return serr
+		}
 		return fmt.Errorf("%s sandbox %s: %w", sub, id, err)
 	}
-	if sub != "pause" {
+	if sub != "pause" || d.kind != KindCrun {
 		return nil
 	}
 	// crun returns while the freezer may still be FREEZING (busy tasks are
-	// stopped at their next kernel entry); runc waits for FROZEN. Wait
-	// here too, so a paused sandbox runs nothing once Pause returns.
+	// stopped at their next kernel entry); runc and runsc wait. Wait here
+	// too, so a paused sandbox runs nothing once Pause returns.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
@@ -65,6 +81,18 @@ func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtim
 		case <-time.After(delay):
 		}
 	}
+}
+
+// notIn says why sub does not apply to a sandbox in state st (nil when it
+// is in state from): a stopped one is gone, any other in the wrong state.
+func notIn(st *runtime.State, sub string, from runtime.Status) error {
+	switch st.Status {
+	case from:
+		return nil
+	case runtime.StatusStopped:
+		return fmt.Errorf("sandbox %s is stopped: %w", st.ID, errdefs.ErrNotFound)
+	}
+	return fmt.Errorf("%s sandbox %s: it is %s: %w", sub, st.ID, st.Status, errdefs.ErrFailedPrecondition)
 }
 
 // thaw makes sure no process of sandbox id stays frozen: a frozen task
