@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"

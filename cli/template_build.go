@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -17,22 +19,18 @@ import (
 	"github.com/sandlot/sandlot/runtime/oci"
 )
 
-const templateBuildUsage = `usage: sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]
-
-Builds an image from a Dockerfile (the subset in docs/images.md) into the
+const templateBuildLong = `Builds an image from a Dockerfile (the subset in docs/images.md) into the
 image store and names it NAME, a template sandboxes can start from. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
 through the daemon (E2B Template.build), whose build allowlist reaches it.
-Needs root and an OCI runtime, like sandlot run.
-
-flags:
-`
+Needs root and an OCI runtime, like sandlot run.`
 
 // buildArgs collects --build-arg K=V.
 type buildArgs map[string]string
 
 func (b buildArgs) String() string { return "" }
+func (b buildArgs) Type() string   { return "NAME=VALUE" }
 
 func (b buildArgs) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -43,48 +41,54 @@ func (b buildArgs) Set(s string) error {
 	return nil
 }
 
-func templateBuildMain(ctx context.Context, args []string, io IO) error {
-	fs := newFlags("template build", io)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), templateBuildUsage); fs.PrintDefaults() }
-	name := fs.String("t", "", "name of the built template (required)")
-	file := fs.String("f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
+func newTemplateBuildCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]",
+		Short: "build a template from a Dockerfile into the local image store",
+		Long:  templateBuildLong,
+		Args:  cobra.MaximumNArgs(1),
+	}
+	fs := cmd.Flags()
+	name := fs.StringP("tag", "t", "", "name of the built template (required)")
+	file := fs.StringP("file", "f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
 	imagesDir := fs.String("images-dir", filepath.Join(defaultDataDir(), "images"), "image store (serve's DATA_DIR/images)")
 	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	stateDir := fs.String("state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
 	bargs := buildArgs{}
 	fs.Var(bargs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return templateBuildMain(cmd.Context(), ioOf(cmd), args, *name, *file, *imagesDir, *rt, *stateDir, bargs)
 	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("template build: one context dir at most: %w", errdefs.ErrInvalidArgument)
-	}
+	return cmd
+}
+
+func templateBuildMain(ctx context.Context, io IO, args []string, name, file, imagesDir, rt, stateDir string, bargs buildArgs) error {
 	contextDir := "."
-	if fs.NArg() == 1 {
-		contextDir = fs.Arg(0)
+	if len(args) == 1 {
+		contextDir = args[0]
 	}
-	if *name == "" {
+	if name == "" {
 		return fmt.Errorf("template build: -t NAME is required: %w", errdefs.ErrInvalidArgument)
 	}
-	if *file == "" {
-		*file = filepath.Join(contextDir, "Dockerfile")
+	if file == "" {
+		file = filepath.Join(contextDir, "Dockerfile")
 	}
 	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := image.Open(*imagesDir, image.Config{Logger: log})
+	s, err := image.Open(imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
-	p, err := local.New(local.Config{Runtime: *rt, StateDir: *stateDir, Images: s, Logger: log})
+	p, err := local.New(local.Config{Runtime: rt, StateDir: stateDir, Images: s, Logger: log})
 	if err != nil {
 		return err
 	}
 	res, err := BuildTemplate(ctx, NewBuilder(p, s, local.BuildConfig{}, true, log), TemplateBuild{
-		Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
+		Name: name, Dockerfile: file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "built %s %s\n", *name, res.Image.Digest)
+	fmt.Fprintf(io.Out, "built %s %s\n", name, res.Image.Digest)
 	return nil
 }
 
