@@ -74,7 +74,7 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) 
 	// accepted: an error before is the command line's.
 	started := false
 	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
-	root.SetArgs(args)
+	root.SetArgs(normalizeArgs(root, args))
 	root.SetContext(ctx)
 	cmd, err := root.ExecuteC()
 	if err == nil || started {

@@ -50,7 +50,7 @@ func commandPaths() [][]string {
 // TestHelpEverywhere: --help on every command and every verb prints its
 // usage to stdout, nothing to stderr, and exits 0.
 func TestHelpEverywhere(t *testing.T) {
-	cases := [][]string{{"--help"}, {"-h"}, {"help"}, {"help", "ctx"}, {"help", "tenant", "create"}, {"exec", "--lang", "bash", "--help"}}
+	cases := [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}, {"help", "ctx"}, {"help", "tenant", "create"}, {"exec", "--lang", "bash", "--help"}}
 	paths := commandPaths()
 	if len(paths) < 25 {
 		t.Fatalf("only %d commands: %v", len(paths), paths)
@@ -79,6 +79,7 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"sanitize", "--nope"}, "See 'sandlot sanitize --help'."},
+		{[]string{"sanitize", "-nope"}, "See 'sandlot sanitize --help'."},
 		{[]string{"nope"}, "See 'sandlot --help'."},
 		{[]string{"ctx", "nope"}, "See 'sandlot ctx --help'."},
 		{[]string{"ctx", "get"}, "See 'sandlot ctx get --help'."},
@@ -111,10 +112,31 @@ func TestMissingVerb(t *testing.T) {
 	}
 }
 
+// TestSingleDashLongFlags: flags written the Go way (-json, -state-dir=X)
+// still work; one-letter flags and their clusters stay pflag's.
+func TestSingleDashLongFlags(t *testing.T) {
+	root := newRoot(IO{})
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"tenant", "create", "-json", "-data-dir", "d", "acme"}, []string{"tenant", "create", "--json", "--data-dir", "d", "acme"}},
+		{[]string{"-version"}, []string{"--version"}},
+		{[]string{"ctx", "ls", "-help"}, []string{"ctx", "ls", "--help"}},
+		{[]string{"run", "-i", "-state-dir=/x"}, []string{"run", "-i", "--state-dir=/x"}},
+		{[]string{"run", "-iv", "-lang", "bash", "echo", "-json"}, []string{"run", "-iv", "--lang", "bash", "echo", "-json"}},
+		{[]string{"exec", "--lang", "-json", "-json", "x"}, []string{"exec", "--lang", "-json", "--json", "x"}},
+		{[]string{"tenant", "create", "--", "-json"}, []string{"tenant", "create", "--", "-json"}},
+		{[]string{"template", "build", "-t", "x", "-file", "D", "."}, []string{"template", "build", "-t", "x", "--file", "D", "."}},
+		{[]string{"sanitize", "-nope"}, []string{"sanitize", "-nope"}},
+	} {
+		if got := normalizeArgs(root, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	old := version
 	defer func() { version = old }()
-	for _, arg := range []string{"--version", "version"} {
+	for _, arg := range []string{"--version", "-version", "version"} {
 		version = "v1.2.3-4-gabc"
 		var out, errw bytes.Buffer
 		if code := Main(context.Background(), []string{arg}, nil, &out, &errw); code != 0 || out.String() != "sandlot v1.2.3-4-gabc\n" {
