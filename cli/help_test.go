@@ -3,11 +3,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // -h prints the flags and exits 0 without running the command: serve and
@@ -146,6 +150,64 @@ func TestVersion(t *testing.T) {
 	version = ""
 	if v := Version(); v == "" {
 		t.Error("no version without ldflags")
+	}
+}
+
+// TestCompletionBash sources the bash script in a real bash (with the
+// bash-completion package it needs, as users have it) and asks it for
+// commands, verbs, flags and shells: the script asks the binary itself
+// (__complete), so flags added later complete without a new script.
+func TestCompletionBash(t *testing.T) {
+	bash := testenv.RequireBinary(t, "bash")
+	testenv.RequireFile(t, "/usr/share/bash-completion/bash_completion")
+	bin := testenv.SandlotBinary(t)
+	for _, tc := range []struct{ line, want string }{
+		{"sandlot ct", "ctx"},
+		{"sandlot ctx r", "rm"},
+		{"sandlot tenant rot", "rotate-key"},
+		{"sandlot exec --la", "--lang"},
+		{"sandlot serve --context-t", "--context-ttl"},
+		{"sandlot run --inter", "--interactive"},
+		{"sandlot completion p", "powershell"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			script := `source /usr/share/bash-completion/bash_completion
+source <("$BIN" completion bash)
+COMP_LINE="$LINE"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=($LINE); COMP_WORDS[0]="$BIN"
+COMP_CWORD=$((${#COMP_WORDS[@]}-1)); __start_sandlot; echo "${COMPREPLY[@]}"`
+			cmd := exec.Command(bash, "-c", script)
+			cmd.Env = append(os.Environ(), "BIN="+bin, "LINE="+tc.line)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr // compopt complains outside a real completion
+			out, err := cmd.Output()
+			if err != nil || strings.TrimSpace(string(out)) != tc.want {
+				t.Fatalf("completed %q, want %q (%v, %s)", out, tc.want, err, stderr.String())
+			}
+		})
+	}
+}
+
+// TestCompletionScripts: each shell's script is cobra's, calls back into
+// the binary, and the call it makes answers with verbs and flags.
+func TestCompletionScripts(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), []string{"completion", sh}, nil, &out, &errw); code != 0 || !strings.Contains(out.String(), "__complete") {
+			t.Errorf("completion %s: exit %d, %q %q", sh, code, out.String()[:min(200, out.Len())], errw.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "files", ""}, "put"},
+		{[]string{"__complete", "tenant", "create", "--guard"}, "--guard-mode"},
+		{[]string{"__complete", "serve", "--pool-si"}, "--pool-sizes"},
+	} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), tc.args, nil, &out, &errw); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%q: exit %d, %q", tc.args, code, out.String())
+		}
 	}
 }
 
