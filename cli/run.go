@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -147,11 +146,11 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 		fmt.Fprintf(std.Err, "sandbox: %s (kept: sandlot ps lists, sandlot prune destroys)\n", sb.ID())
 	}
 
-	exec := func(code string) error {
+	exec := func(ctx context.Context, code string) error {
 		return lrunOnce(ctx, sb, std, agent.RunCodeParams{Language: f.lang, Code: code, TimeoutMs: f.timeout.Milliseconds(), Stream: true})
 	}
 	if !f.repl {
-		return exec(code)
+		return exec(ctx, code)
 	}
 	return lrunREPL(ctx, std, f.lang, exec)
 }
@@ -213,43 +212,6 @@ func lrunPrintResult(w io.Writer, r agent.RichResult) {
 	case len(r.JSON) > 0:
 		fmt.Fprintln(w, string(r.JSON))
 	}
-}
-
-// lrunREPL reads cells from std.In until EOF. A failing cell is reported
-// and the loop goes on; the exit status reflects the last cell.
-func lrunREPL(ctx context.Context, std IO, lang string, exec func(string) error) error {
-	in := bufio.NewScanner(std.In)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	var last error
-	var cell strings.Builder
-	prompt := func() { fmt.Fprintf(std.Err, "%s> ", lang) }
-	prompt()
-	for in.Scan() {
-		line := in.Text()
-		if strings.HasSuffix(line, "\\") {
-			cell.WriteString(strings.TrimSuffix(line, "\\") + "\n")
-			fmt.Fprint(std.Err, "... ")
-			continue
-		}
-		cell.WriteString(line)
-		code := cell.String()
-		cell.Reset()
-		if strings.TrimSpace(code) != "" {
-			last = exec(code)
-			if last != nil && !errdefs.Categorized(last) && ctx.Err() == nil {
-				return last // the sandbox is gone
-			}
-			if last != nil {
-				fmt.Fprintln(std.Err, "error:", errdefs.PublicMessage(last))
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		prompt()
-	}
-	fmt.Fprintln(std.Err)
-	return last
 }
 
 func lrunLangOf(file string) string {
