@@ -4,8 +4,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -102,7 +104,7 @@ func verbGroup(use, short string, verbs ...*cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.NoArgs,
+		Args:  unknownVerb,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cmd.SetOut(cmd.ErrOrStderr())
 			cmd.Usage()
@@ -111,4 +113,20 @@ func verbGroup(use, short string, verbs ...*cobra.Command) *cobra.Command {
 	}
 	cmd.AddCommand(verbs...)
 	return cmd
+}
+
+// unknownVerb refuses any argument of a command made of verbs: cobra
+// found no verb by that name. It names the verbs the word is close to.
+func unknownVerb(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only at the root
+	}
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += " (did you mean " + strings.Join(near, " or ") + "?)"
+	}
+	return errors.New(msg)
 }

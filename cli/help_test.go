@@ -86,6 +86,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sanitize", "-nope"}, "See 'sandlot sanitize --help'."},
 		{[]string{"nope"}, "See 'sandlot --help'."},
 		{[]string{"ctx", "nope"}, "See 'sandlot ctx --help'."},
+		{[]string{"ctx", "lss"}, `unknown command "lss" for "sandlot ctx" (did you mean ls?)`},
+		{[]string{"tenant", "crate"}, "did you mean create?"},
 		{[]string{"ctx", "get"}, "See 'sandlot ctx get --help'."},
 		{[]string{"tenant", "create", "a", "b"}, "See 'sandlot tenant create --help'."},
 		{[]string{"ps", "x"}, "See 'sandlot ps --help'."},
