@@ -17,10 +17,13 @@ import (
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/templates"
 )
 
 const templateBuildLong = `Builds an image from a Dockerfile (the subset in docs/images.md) into the
-image store and names it NAME, a template sandboxes can start from. Every
+image store and records it as the template NAME: a public one, or with
+--tenant that tenant's (a template of that name it had is replaced). It
+works on the store and the image store directly, as the operator. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
 through the daemon (E2B Template.build), whose build allowlist reaches it.
@@ -43,82 +46,107 @@ func (b buildArgs) Set(s string) error {
 
 func newTemplateBuildCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]",
-		Short: "build a template from a Dockerfile into the local image store",
+		Use:   "build -t NAME [-f Dockerfile] [--build-arg K=V]... [--tenant ID] [CONTEXT_DIR]",
+		Short: "build a template from a Dockerfile into the store and the image store",
 		Long:  templateBuildLong,
 		Args:  cobra.MaximumNArgs(1),
 	}
 	fs := cmd.Flags()
-	name := fs.StringP("tag", "t", "", "name of the built template (required)")
-	file := fs.StringP("file", "f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
-	imagesDir := fs.String("images-dir", filepath.Join(defaultDataDir(), "images"), "image store (serve's DATA_DIR/images)")
-	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
-	stateDir := fs.String("state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
-	bargs := buildArgs{}
-	fs.Var(bargs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
+	var o templateBuildFlags
+	fs.StringVarP(&o.name, "tag", "t", "", "name of the built template (required)")
+	fs.StringVarP(&o.file, "file", "f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
+	o.store.register(fs)
+	fs.StringVar(&o.imagesDir, "images-dir", "", "image store (default DATA_DIR/images, serve's)")
+	fs.StringVar(&o.tenantID, "tenant", "", "the tenant whose template it is (default: a public template)")
+	fs.StringVar(&o.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
+	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
+	o.buildArgs = buildArgs{}
+	fs.Var(o.buildArgs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return templateBuildMain(cmd.Context(), ioOf(cmd), args, *name, *file, *imagesDir, *rt, *stateDir, bargs)
+		return templateBuildMain(cmd.Context(), ioOf(cmd), args, o)
 	}
 	return cmd
 }
 
-func templateBuildMain(ctx context.Context, io IO, args []string, name, file, imagesDir, rt, stateDir string, bargs buildArgs) error {
+// templateBuildFlags are the flags of template build.
+type templateBuildFlags struct {
+	name, file, imagesDir, tenantID, runtime, stateDir string
+	store                                              storeFlags
+	buildArgs                                          buildArgs
+}
+
+func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuildFlags) error {
 	contextDir := "."
 	if len(args) == 1 {
 		contextDir = args[0]
 	}
-	if name == "" {
+	if o.name == "" {
 		return fmt.Errorf("template build: -t NAME is required: %w", errdefs.ErrInvalidArgument)
 	}
-	if file == "" {
-		file = filepath.Join(contextDir, "Dockerfile")
+	if o.file == "" {
+		o.file = filepath.Join(contextDir, "Dockerfile")
+	}
+	if o.imagesDir == "" {
+		o.imagesDir = filepath.Join(o.store.dataDir, "images")
 	}
 	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := image.Open(imagesDir, image.Config{Logger: log})
+	s, err := image.Open(o.imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
-	p, err := local.New(local.Config{Runtime: rt, StateDir: stateDir, Images: s, Logger: log})
+	st, err := o.store.open(ctx)
 	if err != nil {
 		return err
 	}
-	res, err := BuildTemplate(ctx, NewBuilder(p, s, local.BuildConfig{}, true, log), TemplateBuild{
-		Name: name, Dockerfile: file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
+	defer st.Close()
+	p, err := local.New(local.Config{Runtime: o.runtime, StateDir: o.stateDir, Images: s, Logger: log})
+	if err != nil {
+		return err
+	}
+	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
+	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
+		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: io.Out,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "built %s %s\n", name, res.Image.Digest)
+	fmt.Fprintf(io.Out, "built %s %s %s\n", t.Name, t.ID, t.Image)
 	return nil
 }
 
 // TemplateBuild is one Dockerfile build.
 type TemplateBuild struct {
-	Name       string            // the image's name in the store
+	Tenant     string            // whose template; "": a public one
+	Name       string            // the template's name
 	Dockerfile string            // path of the Dockerfile
 	ContextDir string            // COPY sources
 	BuildArgs  map[string]string // --build-arg
 	Output     io.Writer         // progress lines and RUN output; nil discards
 }
 
-// BuildTemplate parses req's Dockerfile and builds it with b, printing a
-// line per step. It is the CLI's build, apart from its flags.
-func BuildTemplate(ctx context.Context, b *build.Builder, req TemplateBuild) (build.Result, error) {
+// BuildTemplate parses req's Dockerfile, builds it with b, printing a line
+// per step, and records the image as req.Tenant's template in c. It is the
+// CLI's build, apart from its flags.
+func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, req TemplateBuild) (templates.Template, error) {
 	out := req.Output
 	if out == nil {
 		out = io.Discard
 	}
 	f, err := os.Open(req.Dockerfile)
 	if err != nil {
-		return build.Result{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
+		return templates.Template{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	defer f.Close()
 	rec, err := recipe.ParseDockerfile(io.LimitReader(f, 1<<20), req.BuildArgs)
 	if err != nil {
-		return build.Result{}, err
+		return templates.Template{}, err
 	}
-	return b.Build(ctx, rec, build.Options{
-		Name: req.Name, ContextDir: req.ContextDir, Output: out,
-		Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
+	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: "dockerfile"}, func(ctx context.Context) (build.Result, error) {
+		return b.Build(ctx, rec, build.Options{
+			ContextDir: req.ContextDir, Output: out,
+			// FROM a template name means that template's image.
+			Resolve:  func(ctx context.Context, ref string) (image.Image, error) { return c.Image(ctx, req.Tenant, ref) },
+			Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
+		})
 	})
 }
