@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -30,11 +32,14 @@ import (
 )
 
 func init() {
-	commands["bench"] = command{summary: "run the benchmark suite on the real runtime (--json; --markdown FILE regenerates BENCHMARKS.md from JSON on stdin)", run: runBench}
+	commands = append(commands, newBenchCmd)
 }
 
-func runBench(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("bench", std)
+const benchSummary = "run the benchmark suite on the real runtime (--json; --markdown FILE regenerates BENCHMARKS.md from JSON on stdin)"
+
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "bench", Short: benchSummary, Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	sz := bench.DefaultSizes
 	var (
 		asJSON     bool
@@ -63,88 +68,89 @@ func runBench(ctx context.Context, args []string, std IO) error {
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if markdown != "" {
-		return writeMarkdown(std, markdown)
-	}
-	sz.Throughput = throughput
-	sz.Concurrency = nil
-	for _, f := range strings.Split(conc, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		if markdown != "" {
+			return writeMarkdown(std, markdown)
 		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n <= 0 {
-			return usageErr("--concurrency %q", conc)
+		sz.Throughput = throughput
+		sz.Concurrency = nil
+		for _, f := range strings.Split(conc, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n <= 0 {
+				return usageErr("--concurrency %q", conc)
+			}
+			sz.Concurrency = append(sz.Concurrency, n)
 		}
-		sz.Concurrency = append(sz.Concurrency, n)
-	}
 
-	dir, err := os.MkdirTemp("", "sandlot-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	log := export.NewLogger(std.Err, "error")
-	limits := contexts.Limits{MemoryBytes: memMiB << 20}
-	env := bench.Env{Limits: limits}
-	rtName := ""
-	prov, perr := local.New(local.Config{Runtime: runtimeName(rt), StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
-	if perr == nil {
-		env.Provider, env.Usage = prov, prov
-		rtName = prov.Runtime().Name()
-	} else {
-		fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
-	}
-	if perr == nil {
-		if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, log); err != nil {
-			fmt.Fprintf(std.Err, "bench: image-template figures skipped: %v\n", err)
-		}
-	}
-	if env.Guard, err = guard.New(guard.Config{}); err != nil {
-		return err
-	}
-	if perr == nil {
-		d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data"), url: httpStore}, runtime: rt,
-			stateDir: filepath.Join(dir, "http"), providers: "local", memoryMiB: memMiB, poolSize: 0, maxExecutions: -1,
-			shutdownTimeout: 5 * time.Second}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+		dir, err := os.MkdirTemp("", "sandlot-bench-")
 		if err != nil {
-			fmt.Fprintf(std.Err, "bench: no HTTP server, the HTTP figure is skipped: %v\n", err)
+			return err
+		}
+		defer os.RemoveAll(dir)
+		log := export.NewLogger(std.Err, "error")
+		limits := contexts.Limits{MemoryBytes: memMiB << 20}
+		env := bench.Env{Limits: limits}
+		rtName := ""
+		prov, perr := local.New(local.Config{Runtime: runtimeName(rt), StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
+		if perr == nil {
+			env.Provider, env.Usage = prov, prov
+			rtName = prov.Runtime().Name()
 		} else {
-			defer d.stop()
-			env.HTTPURL, env.APIKey = d.url, d.key
+			fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
 		}
-	}
+		if perr == nil {
+			if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, log); err != nil {
+				fmt.Fprintf(std.Err, "bench: image-template figures skipped: %v\n", err)
+			}
+		}
+		if env.Guard, err = guard.New(guard.Config{}); err != nil {
+			return err
+		}
+		if perr == nil {
+			d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data"), url: httpStore}, runtime: rt,
+				stateDir: filepath.Join(dir, "http"), providers: "local", memoryMiB: memMiB, poolSize: 0, maxExecutions: -1,
+				shutdownTimeout: 5 * time.Second}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			if err != nil {
+				fmt.Fprintf(std.Err, "bench: no HTTP server, the HTTP figure is skipped: %v\n", err)
+			} else {
+				defer d.stop()
+				env.HTTPURL, env.APIKey = d.url, d.key
+			}
+		}
 
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
+		if cpuProfile != "" {
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+		r := bench.Runner{Cases: bench.Cases(env, sz), Logger: log, Progress: std.Err}
+		rep, err := r.Run(ctx, sz.Floor)
+		if rep == nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+		rep.Runtime = rtName
+		if asJSON {
+			enc := json.NewEncoder(std.Out)
+			enc.SetIndent("", "  ")
+			if jerr := enc.Encode(rep); jerr != nil {
+				return jerr
+			}
+		} else {
+			rep.Table(std.Out)
 		}
-		defer pprof.StopCPUProfile()
-	}
-	r := bench.Runner{Cases: bench.Cases(env, sz), Logger: log, Progress: std.Err}
-	rep, err := r.Run(ctx, sz.Floor)
-	if rep == nil {
 		return err
 	}
-	rep.Runtime = rtName
-	if asJSON {
-		enc := json.NewEncoder(std.Out)
-		enc.SetIndent("", "  ")
-		if jerr := enc.Encode(rep); jerr != nil {
-			return jerr
-		}
-	} else {
-		rep.Table(std.Out)
-	}
-	return err
+	return cmd
 }
 
 // writeMarkdown renders the JSON report on stdin into path, keeping the

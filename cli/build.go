@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
@@ -39,6 +39,8 @@ func (l *cidrList) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+func (l *cidrList) Type() string { return "CIDR,..." }
 
 func (l *cidrList) Set(v string) error {
 	for _, s := range strings.Split(v, ",") {

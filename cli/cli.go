@@ -1,5 +1,5 @@
-// Package cli implements the sandlot subcommands. Each subcommand lives in
-// its own file and registers itself in commands.
+// Package cli implements the sandlot subcommands on cobra. Each subcommand
+// lives in its own file and adds its constructor to commands.
 package cli
 
 import (
@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -19,75 +20,113 @@ type IO struct {
 	Out, Err io.Writer
 }
 
-// command is one subcommand.
-type command struct {
-	summary string
-	// usage and verbs belong to commands made of verbs (ctx ls, tenant
-	// create): `sandlot CMD --help` prints usage, and completion offers
-	// the verbs. Commands without verbs print their flags' usage.
-	usage string
-	verbs []string
-	run   func(ctx context.Context, args []string, io IO) error
+// ioOf is the streams cobra was given (Run sets them).
+func ioOf(cmd *cobra.Command) IO {
+	return IO{In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
 }
 
-// commands is filled by init functions in this package.
-var commands = map[string]command{}
+// commands are the constructors of the top-level subcommands, filled by
+// init functions in this package. A fresh tree is built per Run, so flag
+// values never leak from one invocation to the next.
+var commands []func() *cobra.Command
 
-// Run runs the subcommand named by args[0]. Help goes to out and is no
-// error.
+// newRoot builds the command tree on std's streams.
+func newRoot(std IO) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sandlot",
+		Short: "sandboxes for AI agents: the daemon and its client",
+		Long: "sandlot runs isolated, stateful sandboxes for AI agents (serve, mcp) and talks to them.\n\n" +
+			"The daemon's settings are flags, SANDLOT_* variables or config-file keys (docs/configuration.md).",
+		Version:       Version(),
+		SilenceErrors: true, // Main prints the one error line
+		SilenceUsage:  true, // a mistake gets a hint, not the whole usage
+	}
+	root.SetIn(std.In)
+	root.SetOut(std.Out)
+	root.SetErr(std.Err)
+	root.SetVersionTemplate("sandlot {{.Version}}\n")
+	root.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sandlot %s\n", Version())
+			return err
+		},
+	})
+	for _, newCmd := range commands {
+		root.AddCommand(newCmd())
+	}
+	// cobra's completion command (bash, zsh, fish, powershell) behaves as
+	// the other commands made of verbs: no shell named is a mistake.
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
+		c.Args = cobra.NoArgs
+		c.RunE = verbGroup("", "").RunE
+	}
+	return root
+}
+
+// Run runs the subcommand args name. Help goes to out and is no error. A
+// mistake in the command line (unknown command or flag, wrong arguments)
+// is a *usageError, invalid_argument.
 func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) error {
-	std := IO{In: in, Out: out, Err: errw}
-	if len(args) == 0 || isHelp(args[0]) {
-		usage(out)
-		return nil
-	}
-	switch args[0] {
-	case "help":
-		if len(args) > 1 {
-			return Run(ctx, []string{args[1], "--help"}, in, out, errw)
-		}
-		usage(out)
-		return nil
-	case "version", "--version", "-version":
-		fmt.Fprintf(out, "sandlot %s\n", Version())
-		return nil
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		usage(errw)
-		return fmt.Errorf("unknown command %q (see sandlot --help): %w", args[0], errdefs.ErrInvalidArgument)
-	}
-	if c.usage != "" && len(args) > 1 && (isHelp(args[1]) || args[1] == "help") {
-		io.WriteString(out, c.usage)
-		return nil
-	}
-	if err := c.run(ctx, args[1:], std); !errors.Is(err, errHelp) {
+	root := newRoot(IO{In: in, Out: out, Err: errw})
+	// The command's own code starts after its flags and arguments were
+	// accepted: an error before is the command line's.
+	started := false
+	root.PersistentPreRun = func(*cobra.Command, []string) { started = true }
+	root.SetArgs(normalizeArgs(root, args))
+	root.SetContext(ctx)
+	cmd, err := root.ExecuteC()
+	if err == nil || started {
 		return err
 	}
-	return nil
+	if !errdefs.Categorized(err) {
+		err = fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+	}
+	return &usageError{err: err, path: cmd.CommandPath()}
 }
 
-// isHelp reports whether arg asks for help.
-func isHelp(arg string) bool {
-	return arg == "-h" || arg == "--help" || arg == "-help"
+// usageError is a command line cobra refused; Main adds where its help is.
+type usageError struct {
+	err  error
+	path string
 }
 
-// errHelp ends a subcommand after its flags printed their usage (-h): the
-// command does nothing and exits 0.
-var errHelp = errors.New("help requested")
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
 
-func usage(w io.Writer) {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// verbGroup is a command made of verbs (ctx ls, tenant create): without a
+// verb it shows its usage on stderr and fails, an unknown verb is a usage
+// error.
+func verbGroup(use, short string, verbs ...*cobra.Command) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  unknownVerb,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			cmd.Usage()
+			return usageErr("%s: missing subcommand", cmd.Name())
+		},
 	}
-	sort.Strings(names)
-	var b strings.Builder
-	b.WriteString("usage: sandlot <command> [flags]\n\ncommands:\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "  %-10s %s\n", n, commands[n].summary)
+	cmd.AddCommand(verbs...)
+	return cmd
+}
+
+// unknownVerb refuses any argument of a command made of verbs: cobra
+// found no verb by that name. It names the verbs the word is close to.
+func unknownVerb(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
 	}
-	b.WriteString("\n`sandlot <command> --help` shows a command's flags; `sandlot --version` the version.\n" +
-		"The daemon's settings are flags, SANDLOT_* variables or config-file keys (docs/configuration.md).\n")
-	io.WriteString(w, b.String())
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only at the root
+	}
+	if near := cmd.SuggestionsFor(args[0]); len(near) > 0 {
+		msg += " (did you mean " + strings.Join(near, " or ") + "?)"
+	}
+	return errors.New(msg)
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	flag "github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -35,13 +35,17 @@ func envName(flagName string) string {
 	return "SANDLOT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// parse parses the flags of serve or mcp, fills those the command line
-// left unset from the environment and the config file, and checks the
-// values.
+// parse parses the flags of serve or mcp and loads the rest (load).
 func (c *serveConfig) parse(fs *flag.FlagSet, args []string) error {
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		return usageErr("%v", err)
 	}
+	return c.load(fs)
+}
+
+// load fills the flags the command line left unset (cobra parsed it) from
+// the environment and the config file, and checks the values.
+func (c *serveConfig) load(fs *flag.FlagSet) error {
 	if err := applyConfig(fs, c.configFile, serveKeys()); err != nil {
 		return err
 	}
@@ -191,6 +195,8 @@ func (c *serveConfig) validate() error {
 
 // poolSizes is the flag value of --pool-sizes: NAME=N,...
 type poolSizes map[string]int
+
+func (p *poolSizes) Type() string { return "NAME=N,..." }
 
 func (p *poolSizes) String() string {
 	if p == nil || *p == nil {

@@ -1,47 +1,33 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/client"
 )
 
 func init() {
-	commands["ctx"] = command{summary: "list, show and terminate execution contexts (ls, get, rm)", usage: ctxUsage,
-		verbs: []string{"ls", "get", "rm"}, run: runCtx}
+	commands = append(commands, func() *cobra.Command {
+		return verbGroup("ctx", "list, show and terminate execution contexts (ls, get, rm)", newCtxLs(), newCtxGet(), newCtxRm())
+	})
 }
 
-const ctxUsage = `usage: sandlot ctx ls|get|rm [flags] [ID...]
-
-  ls        list contexts (--conversation, --path, --status, --limit, --after)
-  get ID    show one context
-  rm ID...  terminate contexts
-
-` + "`sandlot ctx VERB --help` shows a verb's flags.\n"
-
-func runCtx(ctx context.Context, args []string, std IO) error {
-	if len(args) == 0 {
-		io.WriteString(std.Err, ctxUsage)
-		return usageErr("ctx: missing subcommand")
-	}
-	verb := args[0]
-	fs := newFlags("ctx "+verb, std)
+func newCtxLs() *cobra.Command {
+	cmd := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "list contexts", Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	var r remote
 	r.register(fs)
-	switch verb {
-	case "ls", "list":
-		conv := fs.String("conversation", "", "only this conversation")
-		path := fs.String("path", "", "only this path")
-		status := fs.String("status", "active", "comma-separated: creating, ready, terminated, error, active; empty for all")
-		limit := fs.Int("limit", 100, "page size")
-		after := fs.String("after", "", "paging cursor")
-		if err := parseInterleaved(fs, args[1:]); err != nil {
-			return err
-		}
+	conv := fs.String("conversation", "", "only this conversation")
+	path := fs.String("path", "", "only this path")
+	status := fs.String("status", "active", "comma-separated: creating, ready, terminated, error, active; empty for all")
+	limit := fs.Int("limit", 100, "page size")
+	after := fs.String("after", "", "paging cursor")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
 		var st []string
 		if *status != "" {
 			st = strings.Split(*status, ",")
@@ -64,14 +50,17 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 			fmt.Fprintf(std.Err, "more: --after %s\n", l.Next)
 		}
 		return nil
-	case "get", "show":
-		if err := parseInterleaved(fs, args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() != 1 {
-			return usageErr("ctx get: give one context id")
-		}
-		rec, err := r.client().GetContext(ctx, fs.Arg(0))
+	}
+	return cmd
+}
+
+func newCtxGet() *cobra.Command {
+	cmd := &cobra.Command{Use: "get ID", Aliases: []string{"show"}, Short: "show one context", Args: cobra.ExactArgs(1)}
+	var r remote
+	r.register(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		rec, err := r.client().GetContext(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -90,15 +79,18 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 			rows = append(rows, []string{"last error", rec.LastError})
 		}
 		return table(std.Out, []string{"FIELD", "VALUE"}, rows)
-	case "rm", "delete", "terminate":
-		if err := parseInterleaved(fs, args[1:]); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			return usageErr("ctx rm: give context ids")
-		}
+	}
+	return cmd
+}
+
+func newCtxRm() *cobra.Command {
+	cmd := &cobra.Command{Use: "rm ID...", Aliases: []string{"delete", "terminate"}, Short: "terminate contexts", Args: cobra.MinimumNArgs(1)}
+	var r remote
+	r.register(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
 		c := r.client()
-		for _, id := range fs.Args() {
+		for _, id := range args {
 			if err := c.DeleteContext(ctx, id); err != nil {
 				return err
 			}
@@ -108,7 +100,7 @@ func runCtx(ctx context.Context, args []string, std IO) error {
 		}
 		return nil
 	}
-	return usageErr("ctx: unknown subcommand %q (ls, get, rm)", verb)
+	return cmd
 }
 
 func ago(t time.Time) string {

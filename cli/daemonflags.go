@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"flag"
 	"os"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"

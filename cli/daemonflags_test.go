@@ -3,10 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"strings"
 	"testing"
+
+	flag "github.com/spf13/pflag"
 )
 
 // TestDaemonFlagsShared: serve and mcp take every daemon flag, from the
@@ -26,7 +26,7 @@ func TestDaemonFlagsShared(t *testing.T) {
 	usage := func(cmd string) string {
 		var out, errw bytes.Buffer
 		err := Run(context.Background(), []string{cmd, "-h"}, strings.NewReader(""), &out, &errw)
-		if err != nil && !errors.Is(err, errHelp) {
+		if err != nil {
 			t.Fatalf("%s -h: %v", cmd, err)
 		}
 		return out.String() + errw.String()

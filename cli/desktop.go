@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/desktop"

@@ -8,20 +8,27 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
 func init() {
-	commands["exec"] = command{summary: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh)", run: runExec}
+	commands = append(commands, newExecCmd)
 }
 
-// runExec streams the code's output as it happens. The exit status is the
-// code's: 0 when it succeeded, its own when it exited nonzero, 1 when it
-// raised; 5 (failed_precondition) when it timed out.
-func runExec(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("exec", std)
+// newExecCmd streams the code's output as it happens. The exit status is
+// the code's: 0 when it succeeded, its own when it exited nonzero, 1 when
+// it raised; 5 (failed_precondition) when it timed out.
+func newExecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "exec [flags] CODE...   or   sandlot exec [flags] --file F",
+		Short: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh)",
+	}
+	codeArgs(cmd)
+	fs := cmd.Flags()
 	var r remote
 	r.register(fs)
 	conv := fs.String("conversation", "", "conversation id (default: a new one, printed on stderr)")
@@ -31,36 +38,40 @@ func runExec(ctx context.Context, args []string, std IO) error {
 	file := fs.String("file", "", "read the code from a file (- for stdin)")
 	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
 	tpl := fs.String("template", "", "template (name or id) when this call creates the context (default: the default template)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: sandlot exec [flags] CODE...   or   sandlot exec [flags] --file F")
-		fs.PrintDefaults()
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return runExec(cmd.Context(), ioOf(cmd), args, r, execFlags{conv: *conv, path: *path, task: *task, lang: *lang, file: *file, timeout: *timeout, tpl: *tpl})
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	code := strings.Join(fs.Args(), " ")
+	return cmd
+}
+
+type execFlags struct {
+	conv, path, task, lang, file, tpl string
+	timeout                           time.Duration
+}
+
+func runExec(ctx context.Context, std IO, args []string, r remote, f execFlags) error {
+	code := strings.Join(args, " ")
 	switch {
-	case *file != "" && code != "":
+	case f.file != "" && code != "":
 		return usageErr("exec: give CODE or --file, not both")
-	case *file == "-":
+	case f.file == "-":
 		b, err := io.ReadAll(std.In)
 		if err != nil {
 			return fmt.Errorf("exec: read stdin: %w", err)
 		}
 		code = string(b)
-	case *file != "":
-		b, err := os.ReadFile(*file)
+	case f.file != "":
+		b, err := os.ReadFile(f.file)
 		if err != nil {
 			return fmt.Errorf("exec: %v: %w", err, errdefs.ErrInvalidArgument)
 		}
 		code = string(b)
 	case code == "":
-		fs.Usage()
-		return usageErr("exec: no code")
+		return usageErr("exec: no code (sandlot exec CODE..., or --file F)")
 	}
 	req := client.RunCodeRequest{
-		Target:   client.Target{ConversationID: *conv, PathID: *path, TaskID: *task},
-		Language: *lang, Code: code, Timeout: *timeout, Template: *tpl,
+		Target:   client.Target{ConversationID: f.conv, PathID: f.path, TaskID: f.task},
+		Language: f.lang, Code: code, Timeout: f.timeout, Template: f.tpl,
 	}
 	c := r.client()
 	var res *api.RunCodeResult
@@ -92,7 +103,7 @@ func runExec(ctx context.Context, args []string, std IO) error {
 			return err
 		}
 		printResult(std, res)
-		if *conv == "" && *task == "" {
+		if f.conv == "" && f.task == "" {
 			fmt.Fprintf(std.Err, "conversation: %s\n", res.ConversationID)
 		}
 	}

@@ -24,6 +24,10 @@ func Main(ctx context.Context, args []string, in io.Reader, out, errw io.Writer)
 		return exitStatus(err)
 	}
 	msg := errorMessage(err)
+	var ue *usageError
+	if errors.As(err, &ue) {
+		msg += "\nSee '" + ue.path + " --help'."
+	}
 	if noServer(err) {
 		msg += "\nhint: no sandlot server answers; is `sandlot serve` running? Set SANDLOT_URL (or --url) to its address."
 	}

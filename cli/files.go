@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -10,76 +9,74 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
+
 	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
 func init() {
-	commands["files"] = command{summary: "copy files into and out of a sandbox, and list them (put, get, ls)", usage: filesUsage,
-		verbs: []string{"put", "get", "ls"}, run: runFiles}
+	commands = append(commands, func() *cobra.Command {
+		return verbGroup("files", "copy files into and out of a sandbox, and list them (put, get, ls)",
+			filesVerb("put LOCAL [REMOTE]", nil, "copy a local file into the sandbox (- for stdin, then name REMOTE)", filesPut),
+			filesVerb("get REMOTE [LOCAL|-]", nil, "copy a file out of the sandbox (- for stdout)",
+				func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, _ remote, std IO) error {
+					return filesGet(ctx, c, t, fs, std)
+				}),
+			filesVerb("ls [DIR]", []string{"list"}, "list a directory (--depth)", filesList))
+	})
 }
 
-const filesUsage = `usage: sandlot files put LOCAL [REMOTE] | get REMOTE [LOCAL|-] | ls [DIR]   (--context ID | --conversation C [--path P])
-
-  put LOCAL [REMOTE]    copy a local file into the sandbox
-  get REMOTE [LOCAL|-]  copy a file out of the sandbox (- for stdout)
-  ls [DIR]              list a directory (--depth)
-
-` + "`sandlot files VERB --help` shows a verb's flags.\n"
-
-// runFiles addresses a sandbox by --context ID, or by --conversation and
-// --path (whose context is created when absent, like a tool call).
-func runFiles(ctx context.Context, args []string, std IO) error {
-	if len(args) == 0 {
-		io.WriteString(std.Err, filesUsage)
-		return usageErr("files: missing subcommand")
-	}
-	verb := args[0]
-	fs := newFlags("files "+verb, std)
+// filesVerb is one verb of files. It addresses a sandbox by --context ID,
+// or by --conversation and --path (whose context is created when absent,
+// like a tool call).
+func filesVerb(use string, aliases []string, short string,
+	run func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short}
+	fs := cmd.Flags()
 	var r remote
 	r.register(fs)
 	var t client.FileTarget
 	fs.StringVar(&t.ContextID, "context", "", "context id")
 	fs.StringVar(&t.ConversationID, "conversation", "", "conversation id (instead of --context)")
 	fs.StringVar(&t.PathID, "path", "", "path id (default main)")
-	depth := 1
-	if verb == "ls" {
-		fs.IntVar(&depth, "depth", 1, "levels to list, 1 to 10")
+	if cmd.Name() == "ls" {
+		fs.Int("depth", 1, "levels to list, 1 to 10")
 	}
-	if err := parseInterleaved(fs, args[1:]); err != nil {
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if t.ContextID == "" && t.ConversationID == "" {
+			return usageErr("files: give --context or --conversation")
+		}
+		return run(cmd.Context(), r.client(), t, fs, r, ioOf(cmd))
+	}
+	return cmd
+}
+
+func filesList(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error {
+	depth, err := fs.GetInt("depth")
+	if err != nil {
 		return err
 	}
-	if t.ContextID == "" && t.ConversationID == "" {
-		return usageErr("files: give --context or --conversation")
+	dir := ""
+	if fs.NArg() > 1 {
+		return usageErr("files ls: at most one directory")
 	}
-	c := r.client()
-	switch verb {
-	case "put":
-		return filesPut(ctx, c, t, fs, r, std)
-	case "get":
-		return filesGet(ctx, c, t, fs, std)
-	case "ls", "list":
-		dir := ""
-		if fs.NArg() > 1 {
-			return usageErr("files ls: at most one directory")
-		}
-		if fs.NArg() == 1 {
-			dir = fs.Arg(0)
-		}
-		l, err := c.ListFiles(ctx, t, dir, depth)
-		if err != nil {
-			return err
-		}
-		if r.json {
-			return printJSON(std.Out, l)
-		}
-		rows := make([][]string, 0, len(l.Entries))
-		for _, e := range l.Entries {
-			rows = append(rows, []string{fmt.Sprintf("%04o", e.Mode), e.Type, humanBytes(e.Size), time.UnixMilli(e.ModTime).Format("2006-01-02 15:04"), e.Path})
-		}
-		return table(std.Out, []string{"MODE", "TYPE", "SIZE", "MODIFIED", "PATH"}, rows)
+	if fs.NArg() == 1 {
+		dir = fs.Arg(0)
 	}
-	return usageErr("files: unknown subcommand %q (put, get, ls)", verb)
+	l, err := c.ListFiles(ctx, t, dir, depth)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return printJSON(std.Out, l)
+	}
+	rows := make([][]string, 0, len(l.Entries))
+	for _, e := range l.Entries {
+		rows = append(rows, []string{fmt.Sprintf("%04o", e.Mode), e.Type, humanBytes(e.Size), time.UnixMilli(e.ModTime).Format("2006-01-02 15:04"), e.Path})
+	}
+	return table(std.Out, []string{"MODE", "TYPE", "SIZE", "MODIFIED", "PATH"}, rows)
 }
 
 func filesPut(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error {

@@ -5,9 +5,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // -h prints the flags and exits 0 without running the command: serve and
@@ -30,17 +34,34 @@ func TestHelpDoesNotRun(t *testing.T) {
 	}
 }
 
+// commandPaths is every command of the tree, as the words that call it.
+func commandPaths() [][]string {
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		for _, sub := range c.Commands() {
+			p := append(slices.Clone(path), sub.Name())
+			paths = append(paths, p)
+			walk(sub, p)
+		}
+	}
+	root := newRoot(IO{})
+	root.InitDefaultHelpCmd()
+	walk(root, nil)
+	return paths
+}
+
 // TestHelpEverywhere: --help on every command and every verb prints its
 // usage to stdout, nothing to stderr, and exits 0.
 func TestHelpEverywhere(t *testing.T) {
-	var cases [][]string
-	for _, n := range commandNames() {
-		cases = append(cases, []string{n, "--help"}, []string{n, "-h"})
-		for _, v := range commands[n].verbs {
-			cases = append(cases, []string{n, v, "--help"})
-		}
+	cases := [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}, {"help", "ctx"}, {"help", "tenant", "create"}, {"exec", "--lang", "bash", "--help"}}
+	paths := commandPaths()
+	if len(paths) < 25 {
+		t.Fatalf("only %d commands: %v", len(paths), paths)
 	}
-	cases = append(cases, []string{"--help"}, []string{"help"}, []string{"help", "ctx"}, []string{"exec", "--lang", "bash", "--help"})
+	for _, p := range paths {
+		cases = append(cases, append(slices.Clone(p), "--help"), append(slices.Clone(p), "-h"))
+	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errw bytes.Buffer
@@ -54,20 +75,74 @@ func TestHelpEverywhere(t *testing.T) {
 	}
 }
 
-// TestUsageErrorsGoToStderr: a bad flag still prints the usage on stderr
-// and exits 2, so help and mistakes stay apart.
-func TestUsageErrorsGoToStderr(t *testing.T) {
-	var out, errw bytes.Buffer
-	code := Main(context.Background(), []string{"sanitize", "--nope"}, strings.NewReader(""), &out, &errw)
-	if code != 2 || out.Len() != 0 || !strings.Contains(errw.String(), "usage: sandlot sanitize") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errw.String())
+// TestUsageErrors: a mistake in the command line exits 2 with one error
+// line and where the help is, on stderr; stdout stays empty.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sanitize", "--nope"}, "See 'sandlot sanitize --help'."},
+		{[]string{"sanitize", "-nope"}, "See 'sandlot sanitize --help'."},
+		{[]string{"nope"}, "See 'sandlot --help'."},
+		{[]string{"ctx", "nope"}, "See 'sandlot ctx --help'."},
+		{[]string{"ctx", "lss"}, `unknown command "lss" for "sandlot ctx" (did you mean ls?)`},
+		{[]string{"tenant", "crate"}, "did you mean create?"},
+		{[]string{"ctx", "get"}, "See 'sandlot ctx get --help'."},
+		{[]string{"tenant", "create", "a", "b"}, "See 'sandlot tenant create --help'."},
+		{[]string{"ps", "x"}, "See 'sandlot ps --help'."},
+		{[]string{"serve", "--context-ttl", "soon"}, "See 'sandlot serve --help'."},
+		{[]string{"completion", "tcsh"}, "See 'sandlot completion --help'."},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var out, errw bytes.Buffer
+			code := Main(context.Background(), tc.args, strings.NewReader(""), &out, &errw)
+			if code != 2 || out.Len() != 0 || !strings.HasPrefix(errw.String(), "error: ") || !strings.Contains(errw.String(), tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errw.String())
+			}
+			if strings.Contains(errw.String(), ": invalid argument\n") {
+				t.Errorf("category glued to the message: %q", errw.String())
+			}
+		})
+	}
+}
+
+// TestMissingVerb: a command made of verbs, called without one, shows its
+// verbs on stderr and exits 2.
+func TestMissingVerb(t *testing.T) {
+	for _, cmd := range []string{"ctx", "files", "template", "tenant"} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), []string{cmd}, strings.NewReader(""), &out, &errw); code != 2 || out.Len() != 0 || !strings.Contains(errw.String(), "Available Commands") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", cmd, code, out.String(), errw.String())
+		}
+	}
+}
+
+// TestSingleDashLongFlags: flags written the Go way (-json, -state-dir=X)
+// still work; one-letter flags and their clusters stay pflag's.
+func TestSingleDashLongFlags(t *testing.T) {
+	root := newRoot(IO{})
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"tenant", "create", "-json", "-data-dir", "d", "acme"}, []string{"tenant", "create", "--json", "--data-dir", "d", "acme"}},
+		{[]string{"-version"}, []string{"--version"}},
+		{[]string{"ctx", "ls", "-help"}, []string{"ctx", "ls", "--help"}},
+		{[]string{"run", "-i", "-state-dir=/x"}, []string{"run", "-i", "--state-dir=/x"}},
+		{[]string{"run", "-iv", "-lang", "bash", "echo", "-json"}, []string{"run", "-iv", "--lang", "bash", "echo", "-json"}},
+		{[]string{"exec", "--lang", "-json", "-json", "x"}, []string{"exec", "--lang", "-json", "--json", "x"}},
+		{[]string{"tenant", "create", "--", "-json"}, []string{"tenant", "create", "--", "-json"}},
+		{[]string{"template", "build", "-t", "x", "-file", "D", "."}, []string{"template", "build", "-t", "x", "--file", "D", "."}},
+		{[]string{"sanitize", "-nope"}, []string{"sanitize", "-nope"}},
+	} {
+		if got := normalizeArgs(root, tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
 func TestVersion(t *testing.T) {
 	old := version
 	defer func() { version = old }()
-	for _, arg := range []string{"--version", "version"} {
+	for _, arg := range []string{"--version", "-version", "version"} {
 		version = "v1.2.3-4-gabc"
 		var out, errw bytes.Buffer
 		if code := Main(context.Background(), []string{arg}, nil, &out, &errw); code != 0 || out.String() != "sandlot v1.2.3-4-gabc\n" {
@@ -80,39 +155,60 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestCompletionBash sources the bash script in a real bash and asks it
-// for commands, verbs and flags (the flags from the binary's --help).
+// TestCompletionBash sources the bash script in a real bash (with the
+// bash-completion package it needs, as users have it) and asks it for
+// commands, verbs, flags and shells: the script asks the binary itself
+// (__complete), so flags added later complete without a new script.
 func TestCompletionBash(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	bin := filepath.Join(t.TempDir(), "sandlot")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/sandlot").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	for _, tc := range []struct{ words, want string }{
+	bash := testenv.RequireBinary(t, "bash")
+	testenv.RequireFile(t, "/usr/share/bash-completion/bash_completion")
+	bin := testenv.SandlotBinary(t)
+	for _, tc := range []struct{ line, want string }{
 		{"sandlot ct", "ctx"},
 		{"sandlot ctx r", "rm"},
+		{"sandlot tenant rot", "rotate-key"},
 		{"sandlot exec --la", "--lang"},
 		{"sandlot serve --context-t", "--context-ttl"},
-		{"sandlot completion f", "fish"},
+		{"sandlot run --inter", "--interactive"},
+		{"sandlot completion p", "powershell"},
 	} {
-		t.Run(tc.words, func(t *testing.T) {
-			script := `source <("$BIN" completion bash)
-COMP_WORDS=($WORDS); COMP_WORDS[0]="$BIN"; COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _sandlot; echo "${COMPREPLY[@]}"`
+		t.Run(tc.line, func(t *testing.T) {
+			script := `source /usr/share/bash-completion/bash_completion
+source <("$BIN" completion bash)
+COMP_LINE="$LINE"; COMP_POINT=${#COMP_LINE}; COMP_WORDS=($LINE); COMP_WORDS[0]="$BIN"
+COMP_CWORD=$((${#COMP_WORDS[@]}-1)); __start_sandlot; echo "${COMPREPLY[@]}"`
 			cmd := exec.Command(bash, "-c", script)
-			cmd.Env = append(os.Environ(), "BIN="+bin, "WORDS="+tc.words)
-			out, err := cmd.CombinedOutput()
+			cmd.Env = append(os.Environ(), "BIN="+bin, "LINE="+tc.line)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr // compopt complains outside a real completion
+			out, err := cmd.Output()
 			if err != nil || strings.TrimSpace(string(out)) != tc.want {
-				t.Fatalf("completed %q, want %q (%v)", out, tc.want, err)
+				t.Fatalf("completed %q, want %q (%v, %s)", out, tc.want, err, stderr.String())
 			}
 		})
 	}
-	for _, sh := range []string{"zsh", "fish"} {
-		var out bytes.Buffer
-		if err := Run(context.Background(), []string{"completion", sh}, nil, &out, &out); err != nil || !strings.Contains(out.String(), "ctx") {
-			t.Errorf("completion %s: %v %q", sh, err, out.String())
+}
+
+// TestCompletionScripts: each shell's script is cobra's, calls back into
+// the binary, and the call it makes answers with verbs and flags.
+func TestCompletionScripts(t *testing.T) {
+	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), []string{"completion", sh}, nil, &out, &errw); code != 0 || !strings.Contains(out.String(), "__complete") {
+			t.Errorf("completion %s: exit %d, %q %q", sh, code, out.String()[:min(200, out.Len())], errw.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", "files", ""}, "put"},
+		{[]string{"__complete", "tenant", "create", "--guard"}, "--guard-mode"},
+		{[]string{"__complete", "serve", "--pool-si"}, "--pool-sizes"},
+	} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), tc.args, nil, &out, &errw); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%q: exit %d, %q", tc.args, code, out.String())
 		}
 	}
 }

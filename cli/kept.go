@@ -1,14 +1,14 @@
 package cli
 
 import (
-	"context"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/local"
@@ -18,8 +18,7 @@ import (
 // state dir (lrunStateDir), which no daemon reconciles: ps lists them and
 // prune destroys them.
 func init() {
-	commands["ps"] = command{summary: "list the sandboxes `sandlot run --keep` left running", run: runPS}
-	commands["prune"] = command{summary: "destroy sandboxes `sandlot run --keep` left running (all, or the ids given)", run: runPrune}
+	commands = append(commands, newPSCmd, newPruneCmd)
 }
 
 // keptFlags are the flags of ps and prune: where run keeps its sandboxes.
@@ -44,91 +43,84 @@ type keptSandbox struct {
 	Created time.Time `json:"created,omitzero"`
 }
 
-func runPS(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("ps", std)
-	fs.Usage = func() {
-		io.WriteString(fs.Output(), "usage: sandlot ps [--state-dir DIR] [--json]\n\n")
-		fs.PrintDefaults()
-	}
+func newPSCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "ps", Short: "list the sandboxes `sandlot run --keep` left running", Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	var k keptFlags
 	k.register(fs)
-	if err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("ps: unexpected argument %q", fs.Arg(0))
-	}
-	p, err := k.provider()
-	if err != nil {
-		return err
-	}
-	ids, err := p.List(ctx)
-	if err != nil {
-		return err
-	}
-	list := make([]keptSandbox, 0, len(ids))
-	for _, id := range ids {
-		s := keptSandbox{ID: id}
-		if fi, err := os.Stat(filepath.Join(k.stateDir, "sandboxes", id)); err == nil {
-			s.Created = fi.ModTime()
-		}
-		list = append(list, s)
-	}
-	if k.json {
-		return printJSON(std.Out, list)
-	}
-	rows := make([][]string, 0, len(list))
-	for _, s := range list {
-		rows = append(rows, []string{s.ID, ago(s.Created)})
-	}
-	return table(std.Out, []string{"SANDBOX", "CREATED"}, rows)
-}
-
-func runPrune(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("prune", std)
-	fs.Usage = func() {
-		io.WriteString(fs.Output(), "usage: sandlot prune [--state-dir DIR] [ID...]\n\nDestroys the given kept sandboxes, or all of them.\n\n")
-		fs.PrintDefaults()
-	}
-	var k keptFlags
-	k.register(fs)
-	if err := parseInterleaved(fs, args); err != nil {
-		return err
-	}
-	p, err := k.provider()
-	if err != nil {
-		return err
-	}
-	ids := fs.Args()
-	if len(ids) == 0 {
-		if ids, err = p.List(ctx); err != nil {
-			return err
-		}
-	} else {
-		known, err := p.List(ctx)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		p, err := k.provider()
 		if err != nil {
 			return err
 		}
-		have := map[string]bool{}
-		for _, id := range known {
-			have[id] = true
-		}
-		for _, id := range ids {
-			if !have[id] {
-				return fmt.Errorf("kept sandbox %s: %w", id, errdefs.ErrNotFound)
-			}
-		}
-	}
-	for _, id := range ids {
-		if err := p.Destroy(ctx, id); err != nil {
+		ids, err := p.List(ctx)
+		if err != nil {
 			return err
 		}
-		if !k.json {
-			fmt.Fprintf(std.Out, "destroyed %s\n", id)
+		list := make([]keptSandbox, 0, len(ids))
+		for _, id := range ids {
+			s := keptSandbox{ID: id}
+			if fi, err := os.Stat(filepath.Join(k.stateDir, "sandboxes", id)); err == nil {
+				s.Created = fi.ModTime()
+			}
+			list = append(list, s)
 		}
+		if k.json {
+			return printJSON(std.Out, list)
+		}
+		rows := make([][]string, 0, len(list))
+		for _, s := range list {
+			rows = append(rows, []string{s.ID, ago(s.Created)})
+		}
+		return table(std.Out, []string{"SANDBOX", "CREATED"}, rows)
 	}
-	if k.json {
-		return printJSON(std.Out, map[string]any{"destroyed": ids})
+	return cmd
+}
+
+func newPruneCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "prune [ID...]", Short: "destroy sandboxes `sandlot run --keep` left running (all, or the ids given)",
+		Long: "Destroys the given kept sandboxes, or all of them."}
+	fs := cmd.Flags()
+	var k keptFlags
+	k.register(fs)
+	cmd.RunE = func(cmd *cobra.Command, ids []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		p, err := k.provider()
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			if ids, err = p.List(ctx); err != nil {
+				return err
+			}
+		} else {
+			known, err := p.List(ctx)
+			if err != nil {
+				return err
+			}
+			have := map[string]bool{}
+			for _, id := range known {
+				have[id] = true
+			}
+			for _, id := range ids {
+				if !have[id] {
+					return fmt.Errorf("kept sandbox %s: %w", id, errdefs.ErrNotFound)
+				}
+			}
+		}
+		for _, id := range ids {
+			if err := p.Destroy(ctx, id); err != nil {
+				return err
+			}
+			if !k.json {
+				fmt.Fprintf(std.Out, "destroyed %s\n", id)
+			}
+		}
+		if k.json {
+			return printJSON(std.Out, map[string]any{"destroyed": ids})
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }

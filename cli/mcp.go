@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -21,7 +22,7 @@ import (
 )
 
 func init() {
-	commands["mcp"] = command{summary: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", run: runMCP}
+	commands = append(commands, newMCPCmd)
 }
 
 // runMCP serves one MCP session on stdin/stdout with the same store,
@@ -33,76 +34,81 @@ func init() {
 // reconcile would otherwise take them for orphans (and the reverse).
 var mcpStateDir = filepath.Join(oci.DefaultStateDir, "mcp")
 
-func runMCP(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("mcp", std)
+func newMCPCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "mcp", Short: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	var cfg serveConfig
 	var tenantID, conversation string
 	cfg.registerDaemon(fs, daemonDefaults{stateDir: mcpStateDir, logLevel: "warn", poolSize: 0})
 	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
-	if err := cfg.parse(fs, args); err != nil {
-		return err
-	}
-	diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
-	log := newLogger(diag, cfg.logLevel)
-	if usesLocal(cfg.providers) {
-		// The session's manager destroys sandboxes its store does not
-		// know, so it must not share a state dir with a daemon or with
-		// another session.
-		unlock, err := lockStateDir(cfg.stateDir)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		if err := cfg.load(fs); err != nil {
+			return err
+		}
+		diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
+		log := newLogger(diag, cfg.logLevel)
+		if usesLocal(cfg.providers) {
+			// The session's manager destroys sandboxes its store does not
+			// know, so it must not share a state dir with a daemon or with
+			// another session.
+			unlock, err := lockStateDir(cfg.stateDir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+		node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, mcpStateDir)
 		if err != nil {
 			return err
 		}
-		defer unlock()
-	}
-	node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, mcpStateDir)
-	if err != nil {
-		return err
-	}
-	cfg.node = node
+		cfg.node = node
 
-	st, err := cfg.store.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, diag); err != nil {
-		return err
-	}
-	t, err := sessionTenant(ctx, st, tenantID)
-	if err != nil {
-		return err
-	}
-	w, err := wire(ctx, cfg, st, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Detach: sandboxes keep running until their TTL, like after serve.
-		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		w.close(cctx)
-	}()
-	ephemeral := conversation == ""
-	if ephemeral {
-		conversation = uuid.NewString()
-	}
-	srv := mcp.New(w.tools, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
-	err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
-	if ctx.Err() != nil {
-		err = nil // interrupted: a normal end for a stdio server
-	}
-	if ephemeral {
-		// Nobody can name this conversation again: end its contexts now
-		// rather than leave them to the TTL.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-		defer cancel()
-		if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
-			log.Warn("ending the session's contexts", logkey.Err, terr.Error())
+		st, err := cfg.store.open(ctx)
+		if err != nil {
+			return err
 		}
+		defer st.Close()
+		if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, diag); err != nil {
+			return err
+		}
+		t, err := sessionTenant(ctx, st, tenantID)
+		if err != nil {
+			return err
+		}
+		w, err := wire(ctx, cfg, st, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Detach: sandboxes keep running until their TTL, like after serve.
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			w.close(cctx)
+		}()
+		ephemeral := conversation == ""
+		if ephemeral {
+			conversation = uuid.NewString()
+		}
+		srv := mcp.New(w.tools, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
+		err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
+		if ctx.Err() != nil {
+			err = nil // interrupted: a normal end for a stdio server
+		}
+		if ephemeral {
+			// Nobody can name this conversation again: end its contexts now
+			// rather than leave them to the TTL.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+			defer cancel()
+			if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
+				log.Warn("ending the session's contexts", logkey.Err, terr.Error())
+			}
+		}
+		return err
 	}
-	return err
+	return cmd
 }
 
 // endConversation terminates the active contexts of one conversation.

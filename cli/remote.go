@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
@@ -65,73 +65,7 @@ func (r *remote) client() *client.Client {
 	return client.New(r.url, client.WithAPIKey(key), client.WithUserAgent("sandlot-cli"))
 }
 
-// newFlags returns a FlagSet whose errors are invalid_argument and whose
-// usage goes to std.Out when asked for (-h, --help) and to std.Err after a
-// mistake. A custom fs.Usage writes to fs.Output().
-func newFlags(name string, std IO) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(&flagOut{out: std.Out, err: std.Err})
-	return fs
-}
-
-// flagOut is a FlagSet's output: stdout while help was asked for.
-type flagOut struct {
-	out, err io.Writer
-	help     bool
-}
-
-func (w *flagOut) Write(p []byte) (int, error) {
-	if w.help {
-		return w.out.Write(p)
-	}
-	return w.err.Write(p)
-}
-
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if o, ok := fs.Output().(*flagOut); ok {
-		o.help = false
-		for _, a := range args {
-			if a == "--" {
-				break
-			}
-			if isHelp(a) {
-				o.help = true
-			}
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return errHelp
-		}
-		return fmt.Errorf("%s: %v: %w", fs.Name(), err, errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
-// parseInterleaved is parseFlags that also takes flags after positional
-// arguments ("tenant create acme --json"), as users write them. "--" ends
-// the flags. Commands whose positional arguments are free text (exec's
-// CODE) keep parseFlags.
-func parseInterleaved(fs *flag.FlagSet, args []string) error {
-	var pos []string
-	for {
-		if err := parseFlags(fs, args); err != nil {
-			return err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-	return parseFlags(fs, append([]string{"--"}, pos...))
-}
-
+// usageErr is a mistake in what the user asked: invalid_argument.
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
 }

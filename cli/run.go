@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -20,103 +21,111 @@ import (
 )
 
 func init() {
-	commands["run"] = command{
-		summary: "run code in a fresh local sandbox (no server needed)",
-		run:     lrunMain,
-	}
+	commands = append(commands, newRunCmd)
 }
 
 // lrunStateDir keeps the CLI's sandboxes apart from a daemon's, whose
 // reconcile would otherwise take them for orphans.
 var lrunStateDir = filepath.Join(oci.DefaultStateDir, "cli")
 
-const lrunUsage = `usage: sandlot run [flags] [CODE | --file F | -i]
-
-Runs CODE in a fresh, isolated local sandbox, prints its output and
+const lrunLong = `Runs CODE in a fresh, isolated local sandbox, prints its output and
 results, and destroys the sandbox. The exit status is 0 only when the code
-succeeded.
+succeeded.`
 
-flags:
-`
-
-func lrunMain(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("run", std)
-	fs.Usage = func() { io.WriteString(fs.Output(), lrunUsage); fs.PrintDefaults() }
-	lang := fs.String("lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
-	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
-	file := fs.String("file", "", "read the code from this file ('-' for stdin)")
-	keep := fs.Bool("keep", false, "leave the sandbox running and print its id (reuse it with --sandbox; list with sandlot ps, destroy with sandlot prune)")
-	sandbox := fs.String("sandbox", "", "run in this kept sandbox instead of a fresh one (it stays unless --destroy)")
-	destroy := fs.Bool("destroy", false, "with --sandbox: destroy the sandbox afterwards")
-	repl := fs.Bool("i", false, "interactive: read cells from stdin (a line each; end a line with \\ to continue it), state persists")
-	timeout := fs.Duration("timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
-	stateDir := fs.String("state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
-	verbose := fs.Bool("v", false, "log the runtime choice and timings to stderr")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func newRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run [flags] [CODE | --file F | -i]",
+		Short: "run code in a fresh local sandbox (no server needed)",
+		Long:  lrunLong,
 	}
-	if *timeout < time.Second || *timeout > 600*time.Second {
+	codeArgs(cmd)
+	fs := cmd.Flags()
+	var f lrunFlags
+	fs.StringVar(&f.lang, "lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
+	fs.StringVar(&f.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
+	fs.StringVar(&f.file, "file", "", "read the code from this file ('-' for stdin)")
+	fs.BoolVar(&f.keep, "keep", false, "leave the sandbox running and print its id (reuse it with --sandbox; list with sandlot ps, destroy with sandlot prune)")
+	fs.StringVar(&f.sandbox, "sandbox", "", "run in this kept sandbox instead of a fresh one (it stays unless --destroy)")
+	fs.BoolVar(&f.destroy, "destroy", false, "with --sandbox: destroy the sandbox afterwards")
+	fs.BoolVarP(&f.repl, "interactive", "i", false, "interactive: read cells from stdin (a line each; end a line with \\ to continue it), state persists")
+	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
+	fs.StringVar(&f.stateDir, "state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the runtime choice and timings to stderr")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return lrunMain(cmd.Context(), ioOf(cmd), args, f)
+	}
+	return cmd
+}
+
+// lrunFlags are run's flags.
+type lrunFlags struct {
+	lang, runtime, file, sandbox, stateDir string
+	keep, destroy, repl, verbose           bool
+	timeout                                time.Duration
+}
+
+func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
+	if f.timeout < time.Second || f.timeout > 600*time.Second {
 		return fmt.Errorf("run: --timeout must be between 1s and 600s: %w", errdefs.ErrInvalidArgument)
 	}
 
 	var code string
 	switch {
-	case *repl:
-		if *file != "" || fs.NArg() > 0 {
+	case f.repl:
+		if f.file != "" || len(args) > 0 {
 			return fmt.Errorf("run: -i takes no code: %w", errdefs.ErrInvalidArgument)
 		}
-	case *file != "":
-		if fs.NArg() > 0 {
+	case f.file != "":
+		if len(args) > 0 {
 			return fmt.Errorf("run: both --file and CODE given: %w", errdefs.ErrInvalidArgument)
 		}
 		var b []byte
 		var err error
-		if *file == "-" {
+		if f.file == "-" {
 			b, err = io.ReadAll(std.In)
 		} else {
-			b, err = os.ReadFile(*file)
+			b, err = os.ReadFile(f.file)
 		}
 		if err != nil {
 			return fmt.Errorf("run: %v: %w", err, errdefs.ErrInvalidArgument)
 		}
 		code = string(b)
-		if *lang == "" {
-			*lang = lrunLangOf(*file)
+		if f.lang == "" {
+			f.lang = lrunLangOf(f.file)
 		}
-	case fs.NArg() > 0:
-		code = strings.Join(fs.Args(), " ")
+	case len(args) > 0:
+		code = strings.Join(args, " ")
 	default:
-		fs.Usage()
-		return fmt.Errorf("run: no code: %w", errdefs.ErrInvalidArgument)
+		return fmt.Errorf("run: no code (sandlot run CODE, --file F or -i): %w", errdefs.ErrInvalidArgument)
 	}
-	if *lang == "" {
-		*lang = agent.Python
+	if f.lang == "" {
+		f.lang = agent.Python
 	}
-	switch *lang {
+	switch f.lang {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh:
 	case "js", "node":
-		*lang = agent.JavaScript
+		f.lang = agent.JavaScript
 	case "ts":
-		*lang = agent.TypeScript
+		f.lang = agent.TypeScript
 	case "py":
-		*lang = agent.Python
+		f.lang = agent.Python
 	default:
-		return fmt.Errorf("run: unknown language %q: %w", *lang, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("run: unknown language %q: %w", f.lang, errdefs.ErrInvalidArgument)
 	}
 
 	level := slog.LevelWarn
-	if *verbose {
+	if f.verbose {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level}))
 	start := time.Now()
-	p, err := local.New(local.Config{Runtime: *rt, StateDir: *stateDir, Logger: log})
+	p, err := local.New(local.Config{Runtime: f.runtime, StateDir: f.stateDir, Logger: log})
 	if err != nil {
 		return err
 	}
 	var sb contexts.Sandbox
-	if *sandbox != "" {
-		sb, err = p.Attach(ctx, *sandbox)
+	if f.sandbox != "" {
+		sb, err = p.Attach(ctx, f.sandbox)
 	} else {
 		sb, err = p.Create(ctx, contexts.Spec{Labels: map[string]string{"origin": "cli"}})
 	}
@@ -125,7 +134,7 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 	}
 	log.Debug("sandbox attached", logkey.Sandbox, sb.ID(), logkey.Runtime, p.Runtime().Name(), logkey.Elapsed, time.Since(start))
 	defer sb.Close()
-	if (*sandbox == "" && !*keep) || (*sandbox != "" && *destroy) {
+	if (f.sandbox == "" && !f.keep) || (f.sandbox != "" && f.destroy) {
 		defer func() {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
@@ -133,17 +142,17 @@ func lrunMain(ctx context.Context, args []string, std IO) error {
 				log.Warn("destroy sandbox", logkey.Sandbox, sb.ID(), logkey.Err, derr)
 			}
 		}()
-	} else if *sandbox == "" {
+	} else if f.sandbox == "" {
 		fmt.Fprintf(std.Err, "sandbox: %s (kept: sandlot ps lists, sandlot prune destroys)\n", sb.ID())
 	}
 
-	exec := func(code string) error {
-		return lrunOnce(ctx, sb, std, agent.RunCodeParams{Language: *lang, Code: code, TimeoutMs: timeout.Milliseconds(), Stream: true})
+	exec := func(ctx context.Context, code string) error {
+		return lrunOnce(ctx, sb, std, agent.RunCodeParams{Language: f.lang, Code: code, TimeoutMs: f.timeout.Milliseconds(), Stream: true})
 	}
-	if !*repl {
-		return exec(code)
+	if !f.repl {
+		return exec(ctx, code)
 	}
-	return lrunREPL(ctx, std, *lang, exec)
+	return lrunREPL(ctx, std, f.lang, exec)
 }
 
 // lrunOnce runs one cell, streaming its output, and prints its results.
@@ -203,43 +212,6 @@ func lrunPrintResult(w io.Writer, r agent.RichResult) {
 	case len(r.JSON) > 0:
 		fmt.Fprintln(w, string(r.JSON))
 	}
-}
-
-// lrunREPL reads cells from std.In until EOF. A failing cell is reported
-// and the loop goes on; the exit status reflects the last cell.
-func lrunREPL(ctx context.Context, std IO, lang string, exec func(string) error) error {
-	in := bufio.NewScanner(std.In)
-	in.Buffer(make([]byte, 1<<20), 1<<20)
-	var last error
-	var cell strings.Builder
-	prompt := func() { fmt.Fprintf(std.Err, "%s> ", lang) }
-	prompt()
-	for in.Scan() {
-		line := in.Text()
-		if strings.HasSuffix(line, "\\") {
-			cell.WriteString(strings.TrimSuffix(line, "\\") + "\n")
-			fmt.Fprint(std.Err, "... ")
-			continue
-		}
-		cell.WriteString(line)
-		code := cell.String()
-		cell.Reset()
-		if strings.TrimSpace(code) != "" {
-			last = exec(code)
-			if last != nil && !errdefs.Categorized(last) && ctx.Err() == nil {
-				return last // the sandbox is gone
-			}
-			if last != nil {
-				fmt.Fprintln(std.Err, "error:", errdefs.PublicMessage(last))
-			}
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		prompt()
-	}
-	fmt.Fprintln(std.Err)
-	return last
 }
 
 func lrunLangOf(file string) string {

@@ -1,22 +1,20 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 )
 
 func init() {
-	commands["sanitize"] = command{
-		summary: "redact PII and secrets from stdin (no server needed)",
-		run:     runSanitize,
-	}
+	commands = append(commands, newSanitizeCmd)
 }
 
 // maxSanitize bounds what sanitize reads from stdin.
@@ -25,65 +23,60 @@ const maxSanitize = 256 << 20
 // runSanitize reads stdin and writes it redacted (enforce), unchanged with
 // a summary on stderr (report), or the findings as JSON (--json): type,
 // offsets and confidence, never the values.
-func runSanitize(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("sanitize", std)
+func newSanitizeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "sanitize [flags] < input", Short: "redact PII and secrets from stdin (no server needed)", Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	mode := fs.String("mode", guard.ModeEnforce, "enforce (redact), report (pass through, summary on stderr) or off")
 	asJSON := fs.Bool("json", false, "write the findings (type, start, end) as JSON instead of the text")
 	regions := fs.String("regions", "IE,US", "default regions for phone numbers without a country code")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: sandlot sanitize [--mode enforce|report] [--json] [--regions IE,US] < input")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("sanitize: unexpected argument %q: %w", fs.Arg(0), errdefs.ErrInvalidArgument)
-	}
-	var rs []string
-	for _, r := range strings.Split(*regions, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			rs = append(rs, r)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		std := ioOf(cmd)
+		var rs []string
+		for _, r := range strings.Split(*regions, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				rs = append(rs, r)
+			}
 		}
-	}
-	g, err := guard.New(guard.Config{Mode: *mode, Regions: rs})
-	if err != nil {
-		return fmt.Errorf("sanitize: %w", err)
-	}
-	in, err := io.ReadAll(io.LimitReader(std.In, maxSanitize+1))
-	if err != nil {
-		return fmt.Errorf("sanitize: read stdin: %w", err)
-	}
-	if len(in) > maxSanitize {
-		return fmt.Errorf("sanitize: input over %d bytes: %w", maxSanitize, errdefs.ErrResourceExhausted)
-	}
-	out, findings := g.Redact(*mode, string(in))
-	if *asJSON {
-		if findings == nil {
-			findings = []guard.Finding{}
+		g, err := guard.New(guard.Config{Mode: *mode, Regions: rs})
+		if err != nil {
+			return fmt.Errorf("sanitize: %w", err)
 		}
-		enc := json.NewEncoder(std.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(findings)
-	}
-	if _, err := io.WriteString(std.Out, out); err != nil {
-		return fmt.Errorf("sanitize: write: %w", err)
-	}
-	if *mode == guard.ModeReport && len(findings) > 0 {
-		counts := map[string]int{}
-		for _, f := range findings {
-			counts[f.Type]++
+		in, err := io.ReadAll(io.LimitReader(std.In, maxSanitize+1))
+		if err != nil {
+			return fmt.Errorf("sanitize: read stdin: %w", err)
 		}
-		types := make([]string, 0, len(counts))
-		for t := range counts {
-			types = append(types, t)
+		if len(in) > maxSanitize {
+			return fmt.Errorf("sanitize: input over %d bytes: %w", maxSanitize, errdefs.ErrResourceExhausted)
 		}
-		sort.Strings(types)
-		parts := make([]string, len(types))
-		for i, t := range types {
-			parts[i] = fmt.Sprintf("%s=%d", t, counts[t])
+		out, findings := g.Redact(*mode, string(in))
+		if *asJSON {
+			if findings == nil {
+				findings = []guard.Finding{}
+			}
+			enc := json.NewEncoder(std.Out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(findings)
 		}
-		fmt.Fprintf(std.Err, "sanitize: %d findings: %s\n", len(findings), strings.Join(parts, " "))
+		if _, err := io.WriteString(std.Out, out); err != nil {
+			return fmt.Errorf("sanitize: write: %w", err)
+		}
+		if *mode == guard.ModeReport && len(findings) > 0 {
+			counts := map[string]int{}
+			for _, f := range findings {
+				counts[f.Type]++
+			}
+			types := make([]string, 0, len(counts))
+			for t := range counts {
+				types = append(types, t)
+			}
+			sort.Strings(types)
+			parts := make([]string, len(types))
+			for i, t := range types {
+				parts[i] = fmt.Sprintf("%s=%d", t, counts[t])
+			}
+			fmt.Fprintf(std.Err, "sanitize: %d findings: %s\n", len(findings), strings.Join(parts, " "))
+		}
+		return nil
 	}
-	return nil
+	return cmd
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
@@ -29,7 +31,7 @@ import (
 )
 
 func init() {
-	commands["serve"] = command{summary: "run the sandlot daemon (HTTP API, MCP, E2B wire) on " + api.DefaultAddr, run: runServe}
+	commands = append(commands, newServeCmd)
 }
 
 // serveConfig is what `sandlot serve` is told by its flags.
@@ -87,62 +89,67 @@ type serveConfig struct {
 	imageGCInterval time.Duration
 }
 
-func runServe(ctx context.Context, args []string, std IO) error {
-	fs := newFlags("serve", std)
+func newServeCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "serve", Short: "run the sandlot daemon (HTTP API, MCP, E2B wire) on " + api.DefaultAddr, Args: cobra.NoArgs}
+	fs := cmd.Flags()
 	var cfg serveConfig
 	cfg.registerServe(fs)
-	if err := cfg.parse(fs, args); err != nil {
-		return err
-	}
-	log := newLogger(std, cfg.logLevel)
-	if usesLocal(cfg.providers) {
-		unlock, err := lockStateDir(cfg.stateDir)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		if err := cfg.load(fs); err != nil {
+			return err
+		}
+		log := newLogger(std, cfg.logLevel)
+		if usesLocal(cfg.providers) {
+			unlock, err := lockStateDir(cfg.stateDir)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+		node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, oci.DefaultStateDir)
 		if err != nil {
 			return err
 		}
-		defer unlock()
-	}
-	node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, oci.DefaultStateDir)
-	if err != nil {
-		return err
-	}
-	cfg.node = node
+		cfg.node = node
 
-	st, err := cfg.store.open(ctx)
-	if err != nil {
-		return err
+		st, err := cfg.store.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, std); err != nil {
+			return err
+		}
+		w, err := wire(ctx, cfg, st, log)
+		if err != nil {
+			return err
+		}
+		srv, _, err := frontDoor(cfg, w, log)
+		if err != nil {
+			w.close(context.Background())
+			return err
+		}
+		ln, err := net.Listen("tcp", cfg.addr)
+		if err != nil {
+			w.close(context.Background())
+			return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
+		}
+		log.Info("listening", slog.String(logkey.Addr, ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String(logkey.Node, cfg.node))
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
+			log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
+				slog.String(logkey.Addr, ln.Addr().String()))
+		}
+		fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
+		serr := srv.Serve(ctx, ln)
+		// Detach: sandboxes keep running and the next start reattaches them.
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cerr := w.close(cctx)
+		log.Info("stopped")
+		return errors.Join(serr, cerr)
 	}
-	defer st.Close()
-	if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, std); err != nil {
-		return err
-	}
-	w, err := wire(ctx, cfg, st, log)
-	if err != nil {
-		return err
-	}
-	srv, _, err := frontDoor(cfg, w, log)
-	if err != nil {
-		w.close(context.Background())
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		w.close(context.Background())
-		return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
-	}
-	log.Info("listening", slog.String(logkey.Addr, ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String(logkey.Node, cfg.node))
-	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
-		log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
-			slog.String(logkey.Addr, ln.Addr().String()))
-	}
-	fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
-	serr := srv.Serve(ctx, ln)
-	// Detach: sandboxes keep running and the next start reattaches them.
-	cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cerr := w.close(cctx)
-	log.Info("stopped")
-	return errors.Join(serr, cerr)
+	return cmd
 }
 
 func newLogger(std IO, level string) *slog.Logger { return export.NewLogger(std.Err, level) }

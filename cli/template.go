@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
@@ -17,8 +19,16 @@ import (
 )
 
 func init() {
-	commands["template"] = command{summary: "pull, import, build, list and delete templates (pull, import, build, ls, rm)", usage: templateUsage + "\n",
-		verbs: []string{"pull", "import", "build", "ls", "rm"}, run: runTemplate}
+	commands = append(commands, func() *cobra.Command {
+		cmd := verbGroup("template", "pull, import, build, list and delete templates (pull, import, build, ls, rm)",
+			templateVerb("pull", "pull NAME REF", nil, "pull an image from its registry as template NAME", cobra.ExactArgs(2)),
+			templateVerb("import", "import NAME FILE.tar", nil, "import an image archive (docker save, OCI layout) as template NAME", cobra.ExactArgs(2)),
+			newTemplateBuildCmd(),
+			templateVerb("ls", "ls", []string{"list"}, "list templates", cobra.NoArgs),
+			templateVerb("rm", "rm NAME|ID...", []string{"delete"}, "delete templates", cobra.MinimumNArgs(1)))
+		cmd.Long = templateUsage
+		return cmd
+	})
 }
 
 const templateUsage = `usage: sandlot template pull NAME REF [flags]
@@ -27,19 +37,12 @@ const templateUsage = `usage: sandlot template pull NAME REF [flags]
        sandlot template ls [flags]
        sandlot template rm NAME|ID... [flags]`
 
-// runTemplate parses flags and hands each verb to a function that knows
-// nothing of them (templatePull, templateImport, templateList,
-// templateRemove).
-func runTemplate(ctx context.Context, args []string, std IO) error {
-	if len(args) == 0 {
-		fmt.Fprintln(std.Err, templateUsage)
-		return usageErr("template: missing subcommand")
-	}
-	verb := args[0]
-	if verb == "build" {
-		return templateBuildMain(ctx, args[1:], std)
-	}
-	fs := newFlags("template "+verb, std)
+// templateVerb is one verb of template whose flags are parsed here and
+// whose work is done by a function that knows nothing of them
+// (templatePull, templateImport, templateList, templateRemove).
+func templateVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args}
+	fs := cmd.Flags()
 	var r remote
 	r.register(fs)
 	var st templateFlags
@@ -49,38 +52,28 @@ func runTemplate(ctx context.Context, args []string, std IO) error {
 	public := fs.Bool("public", false, "a public template, for every tenant: works on the store and the image store directly (operator), not over HTTP")
 	storeURL := fs.String("store", "", "with --public: store URL (default: SQLite in --data-dir)")
 	imagesDir := fs.String("images-dir", "", "with --public: the image store (default DATA_DIR/images)")
-	if err := parseInterleaved(fs, args[1:]); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
+		ctx, std := cmd.Context(), ioOf(cmd)
+		if *public {
+			return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.json)
+		}
+		switch verb {
+		case "pull", "import":
+			settings, err := st.settings()
+			if err != nil {
+				return err
+			}
+			if verb == "pull" {
+				return templatePull(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+			}
+			return templateImport(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+		case "ls":
+			return templateList(ctx, r.client(), std.Out, r.json)
+		default: // rm
+			return templateRemove(ctx, r.client(), pos, std.Out)
+		}
 	}
-	pos := fs.Args()
-	if *public {
-		return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.json)
-	}
-	switch verb {
-	case "pull", "import":
-		if len(pos) != 2 {
-			fmt.Fprintln(std.Err, templateUsage)
-			return usageErr("template %s: want NAME and %s", verb, map[string]string{"pull": "REF", "import": "FILE"}[verb])
-		}
-		settings, err := st.settings()
-		if err != nil {
-			return err
-		}
-		if verb == "pull" {
-			return templatePull(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
-		}
-		return templateImport(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
-	case "ls", "list":
-		return templateList(ctx, r.client(), std.Out, r.json)
-	case "rm", "delete":
-		if len(pos) == 0 {
-			return usageErr("template rm: name or id required")
-		}
-		return templateRemove(ctx, r.client(), pos, std.Out)
-	default:
-		fmt.Fprintln(std.Err, templateUsage)
-		return usageErr("template: unknown subcommand %q", verb)
-	}
+	return cmd
 }
 
 // templateFlags are a template's settings as flags.
@@ -95,6 +88,7 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+func (m *multiFlag) Type() string       { return "KEY=VALUE" }
 
 func (f *templateFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.user, "user", "", "user commands run as (default: the sandbox user)")

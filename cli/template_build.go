@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -18,24 +20,20 @@ import (
 	"github.com/sandlot/sandlot/templates"
 )
 
-const templateBuildUsage = `usage: sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [--tenant ID] [CONTEXT_DIR]
-
-Builds an image from a Dockerfile (the subset in docs/images.md) into the
+const templateBuildLong = `Builds an image from a Dockerfile (the subset in docs/images.md) into the
 image store and records it as the template NAME: a public one, or with
 --tenant that tenant's (a template of that name it had is replaced). It
 works on the store and the image store directly, as the operator. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
 through the daemon (E2B Template.build), whose build allowlist reaches it.
-Needs root and an OCI runtime, like sandlot run.
-
-flags:
-`
+Needs root and an OCI runtime, like sandlot run.`
 
 // buildArgs collects --build-arg K=V.
 type buildArgs map[string]string
 
 func (b buildArgs) String() string { return "" }
+func (b buildArgs) Type() string   { return "NAME=VALUE" }
 
 func (b buildArgs) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
@@ -46,55 +44,68 @@ func (b buildArgs) Set(s string) error {
 	return nil
 }
 
-func templateBuildMain(ctx context.Context, args []string, io IO) error {
-	fs := newFlags("template build", io)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), templateBuildUsage); fs.PrintDefaults() }
-	name := fs.String("t", "", "name of the built template (required)")
-	file := fs.String("f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
-	var sf storeFlags
-	sf.register(fs)
-	imagesDir := fs.String("images-dir", "", "image store (default DATA_DIR/images, serve's)")
-	tenantID := fs.String("tenant", "", "the tenant whose template it is (default: a public template)")
-	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
-	stateDir := fs.String("state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
-	bargs := buildArgs{}
-	fs.Var(bargs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func newTemplateBuildCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "build -t NAME [-f Dockerfile] [--build-arg K=V]... [--tenant ID] [CONTEXT_DIR]",
+		Short: "build a template from a Dockerfile into the store and the image store",
+		Long:  templateBuildLong,
+		Args:  cobra.MaximumNArgs(1),
 	}
-	if fs.NArg() > 1 {
-		return fmt.Errorf("template build: one context dir at most: %w", errdefs.ErrInvalidArgument)
+	fs := cmd.Flags()
+	var o templateBuildFlags
+	fs.StringVarP(&o.name, "tag", "t", "", "name of the built template (required)")
+	fs.StringVarP(&o.file, "file", "f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
+	o.store.register(fs)
+	fs.StringVar(&o.imagesDir, "images-dir", "", "image store (default DATA_DIR/images, serve's)")
+	fs.StringVar(&o.tenantID, "tenant", "", "the tenant whose template it is (default: a public template)")
+	fs.StringVar(&o.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
+	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
+	o.buildArgs = buildArgs{}
+	fs.Var(o.buildArgs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return templateBuildMain(cmd.Context(), ioOf(cmd), args, o)
 	}
+	return cmd
+}
+
+// templateBuildFlags are the flags of template build.
+type templateBuildFlags struct {
+	name, file, imagesDir, tenantID, runtime, stateDir string
+	store                                              storeFlags
+	buildArgs                                          buildArgs
+}
+
+func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuildFlags) error {
 	contextDir := "."
-	if fs.NArg() == 1 {
-		contextDir = fs.Arg(0)
+	if len(args) == 1 {
+		contextDir = args[0]
 	}
-	if *name == "" {
+	if o.name == "" {
 		return fmt.Errorf("template build: -t NAME is required: %w", errdefs.ErrInvalidArgument)
 	}
-	if *file == "" {
-		*file = filepath.Join(contextDir, "Dockerfile")
+	if o.file == "" {
+		o.file = filepath.Join(contextDir, "Dockerfile")
 	}
-	if *imagesDir == "" {
-		*imagesDir = filepath.Join(sf.dataDir, "images")
+	if o.imagesDir == "" {
+		o.imagesDir = filepath.Join(o.store.dataDir, "images")
 	}
 	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := image.Open(*imagesDir, image.Config{Logger: log})
+	s, err := image.Open(o.imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
-	st, err := sf.open(ctx)
+	st, err := o.store.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	p, err := local.New(local.Config{Runtime: *rt, StateDir: *stateDir, Images: s, Logger: log})
+	p, err := local.New(local.Config{Runtime: o.runtime, StateDir: o.stateDir, Images: s, Logger: log})
 	if err != nil {
 		return err
 	}
 	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
 	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
-		Tenant: *tenantID, Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
+		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: io.Out,
 	})
 	if err != nil {
 		return err

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
@@ -15,8 +17,15 @@ import (
 )
 
 func init() {
-	commands["tenant"] = command{summary: "manage tenants and API keys in the store (create, list, rotate-key, delete)",
-		usage: tenantUsage + "\n", verbs: []string{"create", "list", "rotate-key", "delete"}, run: runTenant}
+	commands = append(commands, func() *cobra.Command {
+		cmd := verbGroup("tenant", "manage tenants and API keys in the store (create, list, rotate-key, delete)",
+			tenantVerb("create", "create NAME", nil, "create a tenant and print its API key", cobra.ExactArgs(1)),
+			tenantVerb("list", "list", []string{"ls"}, "list tenants", cobra.NoArgs),
+			tenantVerb("rotate-key", "rotate-key ID", nil, "give a tenant a new API key; the old one stops working", cobra.ExactArgs(1)),
+			tenantVerb("delete", "delete ID", []string{"rm"}, "delete a tenant; a running server ends its contexts", cobra.ExactArgs(1)))
+		cmd.Long = tenantLong
+		return cmd
+	})
 }
 
 // storeFlags are the flags of commands that open the store directly.
@@ -63,22 +72,19 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 
 const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
 
-// runTenant administers tenants. These are admin operations, so they work
-// on the store itself (--data-dir or --store) rather than over HTTP: whoever
-// can read the store owns every tenant anyway. A running server sees the
-// changes within a second (its key cache TTL); it ends a deleted tenant's
-// contexts within seconds (its tenant reaper).
-func runTenant(ctx context.Context, args []string, std IO) error {
-	if len(args) == 0 {
-		fmt.Fprintln(std.Err, tenantUsage)
-		return usageErr("tenant: missing subcommand")
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Out, tenantUsage)
-		return nil
-	}
-	verb := args[0]
-	fs := newFlags("tenant "+verb, std)
+// tenantLong: these are admin operations, so they work on the store
+// itself (--data-dir or --store) rather than over HTTP: whoever can read
+// the store owns every tenant anyway.
+const tenantLong = tenantUsage + `
+
+Works on the store itself (--data-dir or --store), not over HTTP. A running
+server sees the changes within a second (its key cache TTL) and ends a
+deleted tenant's contexts within seconds (its tenant reaper).`
+
+// tenantVerb is one verb of tenant.
+func tenantVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args}
+	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON for scripts")
@@ -88,9 +94,14 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request")
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
 	}
-	if err := parseInterleaved(fs, args[1:]); err != nil {
-		return err
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, *asJSON, admin, guard)
 	}
+	return cmd
+}
+
+// runTenant administers tenants.
+func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, asJSON, admin bool, guard string) error {
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -98,17 +109,17 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 	defer st.Close()
 	switch verb {
 	case "create":
-		if fs.NArg() != 1 {
+		if len(args) != 1 {
 			return usageErr("tenant create: give one NAME")
 		}
 		if guard != tenant.GuardOff && guard != tenant.GuardReport && guard != tenant.GuardEnforce {
 			return usageErr("tenant create: --guard-mode must be off, report or enforce")
 		}
-		t, key, err := createTenant(ctx, st, fs.Arg(0), guard, admin)
+		t, key, err := createTenant(ctx, st, args[0], guard, admin)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			return printJSON(std.Out, struct {
 				*tenant.Tenant
 				APIKey string `json:"apiKey"`
@@ -116,12 +127,12 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		}
 		fmt.Fprintf(std.Out, "tenant %s (%s)\napi key: %s\nThe key is shown once; only its hash is stored.\n", t.ID, t.Name, key)
 		return nil
-	case "list", "ls":
+	case "list":
 		ts, err := st.ListTenants(ctx)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if asJSON {
 			if ts == nil {
 				ts = []*tenant.Tenant{}
 			}
@@ -133,10 +144,10 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 		}
 		return table(std.Out, []string{"ID", "NAME", "KEY", "GUARD", "ADMIN", "CREATED"}, rows)
 	case "rotate-key":
-		if fs.NArg() != 1 {
+		if len(args) != 1 {
 			return usageErr("tenant rotate-key: give one tenant ID")
 		}
-		t, err := st.GetTenant(ctx, fs.Arg(0))
+		t, err := st.GetTenant(ctx, args[0])
 		if err != nil {
 			return err
 		}
@@ -148,25 +159,25 @@ func runTenant(ctx context.Context, args []string, std IO) error {
 			return err
 		}
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindKeyRotated})
-		if *asJSON {
+		if asJSON {
 			return printJSON(std.Out, map[string]string{"id": t.ID, "apiKey": key})
 		}
 		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key and the E2B access tokens issued under it stop working at once here, and within a second on a running server (its caches).\n", t.ID, key)
 		return nil
-	case "delete", "rm":
-		if fs.NArg() != 1 {
+	case "delete":
+		if len(args) != 1 {
 			return usageErr("tenant delete: give one tenant ID")
 		}
-		if err := st.DeleteTenant(ctx, fs.Arg(0)); err != nil {
+		if err := st.DeleteTenant(ctx, args[0]); err != nil {
 			return err
 		}
-		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: fs.Arg(0), Kind: audit.KindTenantDeleted})
-		if !*asJSON {
-			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key and tokens within a second and ends its contexts within seconds\n", fs.Arg(0))
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: args[0], Kind: audit.KindTenantDeleted})
+		if !asJSON {
+			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key and tokens within a second and ends its contexts within seconds\n", args[0])
 		}
 		return nil
 	}
-	return usageErr("tenant: unknown subcommand %q (create, list, rotate-key, delete)", verb)
+	return usageErr("tenant: unknown subcommand %q", verb)
 }
 
 // createTenant makes a tenant with a fresh key and returns the key, which

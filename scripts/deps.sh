@@ -40,6 +40,8 @@ PY=/usr/bin/python3
 # busybox: the image builder's tests build on a busybox image.
 # curl, nsenter and unshare: the network tests run curl inside a sandbox's
 # network namespace; ip runs inside a container joined to one.
+# bash-completion: the CLI's bash completion script is tested in a real bash,
+# which needs the package's helpers as users' shells have them.
 rows() {
   cat <<'EOF'
 rtb cmd:crun                                          crun
@@ -73,6 +75,8 @@ t   cmd:curl                                          curl
 t   cmd:nsenter                                       util-linux
 t   cmd:unshare                                       util-linux
 t   cmd:ip                                            iproute2
+t   cmd:bash                                          bash
+t   file:/usr/share/bash-completion/bash_completion   bash-completion
 EOF
 }
 
