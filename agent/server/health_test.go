@@ -45,6 +45,8 @@ func TestHealth(t *testing.T) {
 		{"GET", "/health", 200},
 		{"GET", "/execute", 404},
 		{"POST", "/health", 405},
+		{"HEAD", "/health", 200},
+		{"GET", "/health?x=1", 200},
 	} {
 		t.Run(c.method+c.path, func(t *testing.T) {
 			if got := get(c.method, c.path); got != c.want {
