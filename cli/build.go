@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -15,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/image/source"
+	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/provider/local"
 )
 
@@ -22,12 +24,45 @@ import (
 type buildFlags struct {
 	allow string
 	pull  bool
+	// pullAllow: --pull-allow-cidr, the ranges tenants' pulls may reach.
+	pullAllow cidrList
+}
+
+// cidrList is a repeatable flag of address ranges, each value one or
+// more comma-separated CIDRs (or single addresses).
+type cidrList []netip.Prefix
+
+func (l *cidrList) String() string {
+	var parts []string
+	for _, p := range *l {
+		parts = append(parts, p.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+func (l *cidrList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return fmt.Errorf("%q is not a CIDR range or an address", s)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		*l = append(*l, p.Masked())
+	}
+	return nil
 }
 
 func (f *buildFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.allow, "build-allow", strings.Join(local.DefaultBuildAllow, ","),
 		`what a build's RUN steps may reach, comma-separated allowlist rules (needs --network; "none": no network)`)
-	fs.BoolVar(&f.pull, "build-pull", false, "a build's FROM may pull an image the store lacks from its registry (the daemon then connects to any registry host a tenant names)")
+	fs.BoolVar(&f.pull, "build-pull", false, "a build's FROM may pull an image the store lacks from its registry (on the public internet, or a --pull-allow-cidr range)")
+	fs.Var(&f.pullAllow, "pull-allow-cidr", "address ranges a tenant's template pull (and a build's FROM pull) may connect to besides the public internet, comma-separated or repeated; loopback, private, link-local, CGNAT, metadata and the host's own addresses are refused otherwise (metadata and host addresses open only when listed as single addresses)")
 }
 
 // network is the build steps' policy: nil without sandbox networks or
@@ -52,10 +87,11 @@ func (f buildFlags) network(networks bool) (*local.BuildConfig, error) {
 }
 
 // NewBuilder returns the builder of templates: FROM looks in the store,
-// then, with pull, pulls from the registry; RUN steps run in sandboxes of
-// p (provider/local). It is what every entry point that builds (E2B's
+// then, with pull, pulls from the registry (through guard's checks when
+// it is set: tenants' builds); RUN steps run in sandboxes of p
+// (provider/local). It is what every entry point that builds (E2B's
 // Template.build, the CLI, /v1) calls.
-func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull bool, log *slog.Logger) *build.Builder {
+func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull bool, guard *network.DialGuard, log *slog.Logger) *build.Builder {
 	return build.New(build.Config{
 		Store:  s,
 		Runner: p.BuildRunner(cfg),
@@ -65,6 +101,9 @@ func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull b
 				return img, err
 			}
 			opts := source.PullOptions{}
+			if guard != nil {
+				opts.Transport = guard.Transport()
+			}
 			if auth != nil {
 				opts.Keychain = staticKeychain{authn.FromConfig(authn.AuthConfig{Username: auth.Username, Password: auth.Password})}
 			}
@@ -83,25 +122,6 @@ type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
 
-// builtTemplates is contexts.Config.TemplateExists for a local provider
-// with an image store: an image of that name the tenant may use (one its
-// own E2B build made, or one no build made: pulled, imported, the
-// operator's); nil otherwise.
-func builtTemplates(prov contexts.Provider) func(ctx context.Context, tenantID, name string) bool {
-	p, ok := prov.(*local.Provider)
-	if !ok || p.Images() == nil {
-		return nil
-	}
-	return func(ctx context.Context, tenantID, name string) bool {
-		img, err := p.Images().Get(ctx, name)
-		if err != nil {
-			return false
-		}
-		owner, built := img.Config.Config.Labels[e2bcompat.LabelTenant]
-		return !built || owner == tenantID
-	}
-}
-
 // e2bBuilds enables E2B's template builds when the daemon runs local
 // sandboxes on an image store; nil otherwise.
 func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *slog.Logger) (*e2bcompat.Builds, error) {
@@ -114,7 +134,7 @@ func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *s
 		return nil, err
 	}
 	return &e2bcompat.Builds{
-		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, log),
+		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, &network.DialGuard{Allow: cfg.build.pullAllow}, log),
 		Images:  p.Images(),
 		Guard:   g.Text,
 	}, nil

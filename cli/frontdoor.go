@@ -21,7 +21,7 @@ import (
 // on stdio and has no front door, so it neither creates the E2B secret nor
 // the metrics token.
 func frontDoor(cfg serveConfig, w *wired, log *slog.Logger) (srv *server.Server, metricsTok string, err error) {
-	e2bH, e2bMatch, err := e2bWire(cfg, w.manager, w.builds, w.auth, w.admission.Tenant, w.nw, log)
+	e2bH, e2bMatch, err := e2bWire(cfg, w.manager, w.templates, w.builds, w.auth, w.admission.Tenant, w.nw, log)
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,12 +15,15 @@ import (
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/templates"
 )
 
-const templateBuildUsage = `usage: sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]
+const templateBuildUsage = `usage: sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [--tenant ID] [CONTEXT_DIR]
 
 Builds an image from a Dockerfile (the subset in docs/images.md) into the
-image store and names it NAME, a template sandboxes can start from. Every
+image store and records it as the template NAME: a public one, or with
+--tenant that tenant's (a template of that name it had is replaced). It
+works on the store and the image store directly, as the operator. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
 through the daemon (E2B Template.build), whose build allowlist reaches it.
@@ -48,7 +51,10 @@ func templateBuildMain(ctx context.Context, args []string, io IO) error {
 	fs.Usage = func() { fmt.Fprint(fs.Output(), templateBuildUsage); fs.PrintDefaults() }
 	name := fs.String("t", "", "name of the built template (required)")
 	file := fs.String("f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
-	imagesDir := fs.String("images-dir", filepath.Join(defaultDataDir(), "images"), "image store (serve's DATA_DIR/images)")
+	var sf storeFlags
+	sf.register(fs)
+	imagesDir := fs.String("images-dir", "", "image store (default DATA_DIR/images, serve's)")
+	tenantID := fs.String("tenant", "", "the tenant whose template it is (default: a public template)")
 	rt := fs.String("runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	stateDir := fs.String("state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
 	bargs := buildArgs{}
@@ -69,52 +75,67 @@ func templateBuildMain(ctx context.Context, args []string, io IO) error {
 	if *file == "" {
 		*file = filepath.Join(contextDir, "Dockerfile")
 	}
+	if *imagesDir == "" {
+		*imagesDir = filepath.Join(sf.dataDir, "images")
+	}
 	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := image.Open(*imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
 	}
+	st, err := sf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	p, err := local.New(local.Config{Runtime: *rt, StateDir: *stateDir, Images: s, Logger: log})
 	if err != nil {
 		return err
 	}
-	res, err := BuildTemplate(ctx, NewBuilder(p, s, local.BuildConfig{}, true, log), TemplateBuild{
-		Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
+	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
+	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
+		Tenant: *tenantID, Name: *name, Dockerfile: *file, ContextDir: contextDir, BuildArgs: bargs, Output: io.Out,
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.Out, "built %s %s\n", *name, res.Image.Digest)
+	fmt.Fprintf(io.Out, "built %s %s %s\n", t.Name, t.ID, t.Image)
 	return nil
 }
 
 // TemplateBuild is one Dockerfile build.
 type TemplateBuild struct {
-	Name       string            // the image's name in the store
+	Tenant     string            // whose template; "": a public one
+	Name       string            // the template's name
 	Dockerfile string            // path of the Dockerfile
 	ContextDir string            // COPY sources
 	BuildArgs  map[string]string // --build-arg
 	Output     io.Writer         // progress lines and RUN output; nil discards
 }
 
-// BuildTemplate parses req's Dockerfile and builds it with b, printing a
-// line per step. It is the CLI's build, apart from its flags.
-func BuildTemplate(ctx context.Context, b *build.Builder, req TemplateBuild) (build.Result, error) {
+// BuildTemplate parses req's Dockerfile, builds it with b, printing a line
+// per step, and records the image as req.Tenant's template in c. It is the
+// CLI's build, apart from its flags.
+func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, req TemplateBuild) (templates.Template, error) {
 	out := req.Output
 	if out == nil {
 		out = io.Discard
 	}
 	f, err := os.Open(req.Dockerfile)
 	if err != nil {
-		return build.Result{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
+		return templates.Template{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	defer f.Close()
 	rec, err := recipe.ParseDockerfile(io.LimitReader(f, 1<<20), req.BuildArgs)
 	if err != nil {
-		return build.Result{}, err
+		return templates.Template{}, err
 	}
-	return b.Build(ctx, rec, build.Options{
-		Name: req.Name, ContextDir: req.ContextDir, Output: out,
-		Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
+	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: "dockerfile"}, func(ctx context.Context) (build.Result, error) {
+		return b.Build(ctx, rec, build.Options{
+			ContextDir: req.ContextDir, Output: out,
+			// FROM a template name means that template's image.
+			Resolve:  func(ctx context.Context, ref string) (image.Image, error) { return c.Image(ctx, req.Tenant, ref) },
+			Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
+		})
 	})
 }

@@ -11,14 +11,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/provider/local"
 )
 
 // TestTemplateBuildCommand: `sandlot template build -t NAME -f F DIR`
@@ -53,20 +49,33 @@ func TestTemplateBuildCommand(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM bb\nARG WHO=nobody\nENV A=1\nCOPY note.txt /opt/\nRUN echo \"$WHO $A $(busybox id -u)\" > /opt/made && busybox chown 1000:1000 /opt/made\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "note.txt"), []byte("noted\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "Bad"), []byte("FROM bb\nRUN echo why-it-failed; exit 4\n"), 0o644)
-	state := t.TempDir()
+	state, data := t.TempDir(), t.TempDir()
 	run := func(args ...string) (string, error) {
 		var out, errb bytes.Buffer
-		err := Run(context.Background(), append([]string{"template", "build", "--images-dir", store, "--state-dir", state}, args...), nil, &out, &errb)
+		err := Run(context.Background(), append([]string{"template", "build", "--images-dir", store, "--state-dir", state, "--data-dir", data}, args...), nil, &out, &errb)
 		return out.String() + errb.String(), err
 	}
 	out, err := run("-t", "built", "--build-arg", "WHO=me", dir)
 	if err != nil {
 		t.Fatalf("template build: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "[4/4] RUN") || !strings.Contains(out, "built built sha256:") {
+	if !strings.Contains(out, "[4/4] RUN") || !strings.Contains(out, "built built ") {
 		t.Errorf("output:\n%s", out)
 	}
-	img, err := s.Get(context.Background(), "built")
+	// The build is a public template record; the image has no name.
+	st, err := (&storeFlags{dataDir: data}).open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rec, err := st.GetTemplate(context.Background(), "", "built")
+	if err != nil || !rec.Public() || rec.Source != "dockerfile" || !strings.Contains(out, rec.ID+" "+rec.Image) {
+		t.Fatalf("template record %+v: %v (output %s)", rec, err, out)
+	}
+	if _, err := s.Get(context.Background(), "built"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the built image is named in the store: %v", err)
+	}
+	img, err := s.Get(context.Background(), rec.Image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,43 +114,3 @@ func TestTemplateBuildCommand(t *testing.T) {
 }
 
 func fileUID(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
-
-// TestBuiltTemplates: create may start a store image its tenant's E2B
-// build made, or one no build made; never another tenant's build.
-func TestBuiltTemplates(t *testing.T) {
-	lrunNeedAgent(t)
-	s, err := image.Open(t.TempDir(), image.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	img := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "x", Body: "x"}))
-	if _, err := s.Put(ctx, img, image.PutOptions{Name: "operators"}); err != nil {
-		t.Fatal(err)
-	}
-	cf, _ := img.ConfigFile()
-	cf = cf.DeepCopy()
-	cf.Config.Labels = map[string]string{e2bcompat.LabelTenant: "t1"}
-	labeled, err := mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Put(ctx, labeled, image.PutOptions{Name: "t1s"}); err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Config{StateDir: t.TempDir(), Images: s})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exists := builtTemplates(p)
-	for _, tc := range []struct {
-		tenant, name string
-		want         bool
-	}{
-		{"t1", "t1s", true}, {"t2", "t1s", false}, {"t2", "operators", true}, {"t1", "missing", false},
-	} {
-		if got := exists(ctx, tc.tenant, tc.name); got != tc.want {
-			t.Errorf("%s starts %s: %v, want %v", tc.tenant, tc.name, got, tc.want)
-		}
-	}
-}

@@ -80,10 +80,6 @@ type Config struct {
 	// templates (resolved at Start) or ids; a tenant's own template has a
 	// pool only when PoolSizes names its id.
 	Catalog Catalog
-	// TemplateExists, when set, is asked about a name Templates does not
-	// list: templates made while the daemon runs (built or pulled
-	// images), which tenantID may start.
-	TemplateExists func(ctx context.Context, tenantID, name string) bool
 	// Limits are passed to the provider for every sandbox.
 	Limits Limits
 	// Guard redacts everything that leaves a sandbox. Nil passes

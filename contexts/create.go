@@ -69,39 +69,33 @@ type templateNotFound string
 func (templateNotFound) Unwrap() error { return errdefs.ErrNotFound }
 
 // resolveTemplate is what a create stores as its template: with a Catalog
-// the record's id, else the name; a template the tenant built (an image
-// TemplateExists vouches for, which has no record) keeps its name.
+// the record's id (built, pulled and imported templates are all records),
+// else the name, which must be one of Config.Templates.
 func (m *Manager) resolveTemplate(ctx context.Context, tenantID, name string) (string, error) {
 	if m.cfg.Catalog == nil {
-		if !m.hasTemplate(ctx, tenantID, name) {
+		if !m.hasTemplate(name) {
 			return "", templateNotFound(name)
 		}
 		return name, nil
 	}
 	info, err := m.cfg.Catalog.ResolveTemplate(ctx, tenantID, name)
-	if err == nil {
-		return info.ID, nil
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return "", templateNotFound(name) // one answer for unknown and another tenant's
 	}
-	if !errors.Is(err, errdefs.ErrNotFound) {
+	if err != nil {
 		return "", err
 	}
-	if m.cfg.TemplateExists != nil && m.cfg.TemplateExists(ctx, tenantID, name) {
-		return name, nil
-	}
-	return "", templateNotFound(name) // one answer for unknown and another tenant's
+	return info.ID, nil
 }
 
 // hasTemplate reports whether name is one of Config.Templates (by default
-// DefaultTemplate and the keys of PoolSizes) or TemplateExists says so.
-func (m *Manager) hasTemplate(ctx context.Context, tenantID, name string) bool {
+// DefaultTemplate and the keys of PoolSizes).
+func (m *Manager) hasTemplate(name string) bool {
 	if len(m.cfg.Templates) == 0 {
-		if _, pooled := m.cfg.PoolSizes[name]; pooled || name == m.cfg.DefaultTemplate {
-			return true
-		}
-	} else if slices.Contains(m.cfg.Templates, name) {
-		return true
+		_, pooled := m.cfg.PoolSizes[name]
+		return pooled || name == m.cfg.DefaultTemplate
 	}
-	return m.cfg.TemplateExists != nil && m.cfg.TemplateExists(ctx, tenantID, name)
+	return slices.Contains(m.cfg.Templates, name)
 }
 
 // limitErr checks the tenant and conversation limits for a new context of
@@ -124,14 +118,14 @@ func (m *Manager) limitErr(ctx context.Context, id Identity) error {
 	}
 	if lim := m.cfg.MaxPerTenant; lim > 0 {
 		if n := count(""); n >= lim {
-			return fmt.Errorf("tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
-				id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+			return &Failure{Kind: FailureLimit, Err: fmt.Errorf("tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.TenantID, n, lim, errdefs.ErrResourceExhausted)}
 		}
 	}
 	if lim := m.cfg.MaxPerConversation; lim > 0 {
 		if n := count(id.ConversationID); n >= lim {
-			return fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
-				id.ConversationID, id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+			return &Failure{Kind: FailureLimit, Err: fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.ConversationID, id.TenantID, n, lim, errdefs.ErrResourceExhausted)}
 		}
 	}
 	return nil

@@ -40,6 +40,16 @@ type guardedSandbox struct {
 	sb     Sandbox
 	g      Guard
 	tenant string
+	masked []string // declared secret values (MaskedValues), whatever ctx a method gets
+}
+
+// gctx is ctx for the guard: it carries the context's declared secrets even
+// when the caller passes a ctx other than the one Use handed it.
+func (s *guardedSandbox) gctx(ctx context.Context) context.Context {
+	if len(s.masked) == 0 || len(MaskedValues(ctx)) >= len(s.masked) {
+		return ctx
+	}
+	return WithMasked(ctx, s.masked)
 }
 
 var _ Sandbox = (*guardedSandbox)(nil)
@@ -48,11 +58,11 @@ func (s *guardedSandbox) text(ctx context.Context, v string) string {
 	if v == "" {
 		return v
 	}
-	return s.g.Text(ctx, s.tenant, v)
+	return s.g.Text(s.gctx(ctx), s.tenant, v)
 }
 
 func (s *guardedSandbox) err(ctx context.Context, err error) error {
-	return guardError(ctx, s.g, s.tenant, err)
+	return guardError(s.gctx(ctx), s.g, s.tenant, err)
 }
 
 func (s *guardedSandbox) info(ctx context.Context, fi *agent.FileInfo) {
@@ -69,13 +79,13 @@ func (s *guardedSandbox) ID() string { return s.sb.ID() }
 func (s *guardedSandbox) Ping(ctx context.Context) error { return s.err(ctx, s.sb.Ping(ctx)) }
 
 func (s *guardedSandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out OutputFunc) (*agent.RunCodeResult, error) {
-	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	sg := newStreamGuard(s.gctx(ctx), s.g, s.tenant, out)
 	res, err := s.sb.RunCode(ctx, p, sg.fn())
 	sg.flush()
 	if err != nil {
 		return nil, s.err(ctx, err)
 	}
-	return guardRunResult(ctx, s.g, s.tenant, res), nil
+	return guardRunResult(s.gctx(ctx), s.g, s.tenant, res), nil
 }
 
 func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams) error {
@@ -83,7 +93,7 @@ func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams
 }
 
 func (s *guardedSandbox) Exec(ctx context.Context, p agent.ExecParams, out OutputFunc) (*agent.ExecResult, error) {
-	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	sg := newStreamGuard(s.gctx(ctx), s.g, s.tenant, out)
 	res, err := s.sb.Exec(ctx, p, sg.fn())
 	sg.flush()
 	if err != nil {
@@ -126,7 +136,7 @@ func (s *guardedSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*age
 		return nil, s.err(ctx, err)
 	}
 	c := *r
-	fr := s.g.File(ctx, s.tenant)
+	fr := s.g.File(s.gctx(ctx), s.tenant)
 	c.Data = append(fr.Write(r.Data), fr.Flush()...)
 	return &c, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/source"
+	"github.com/sandlot/sandlot/network"
 )
 
 // Config configures a Catalog. Zero values are documented per field.
@@ -31,6 +34,9 @@ type Config struct {
 	// HostTemplate offers the built-in "host" template. Without Images it
 	// is always offered, and "default" means it.
 	HostTemplate bool
+	// Desktop offers the built-in "desktop" template (needs Images), with
+	// these settings (its resource defaults). nil: not offered.
+	Desktop *Settings
 	// Pull configures registry pulls (credentials, transport); its Name
 	// and Progress are set per pull. Its Keychain (nil: the daemon's docker
 	// config) serves public templates, the operator's.
@@ -39,6 +45,14 @@ type Config struct {
 	// anonymous, so a tenant cannot pull a private image with the
 	// credentials the operator's docker config holds.
 	TenantKeychain authn.Keychain
+	// PullAllow are the address ranges a tenant's pull may connect to
+	// besides the public internet. Every connection of a tenant's pull
+	// (redirects included) goes through network.DialGuard: loopback,
+	// private, link-local, CGNAT, metadata, unspecified and the host's own
+	// addresses are refused (permission_denied) unless listed here (the
+	// metadata and host addresses only as single addresses). The
+	// operator's public pulls are not restricted.
+	PullAllow []netip.Prefix
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -48,6 +62,9 @@ type Config struct {
 type Catalog struct {
 	cfg Config
 	log *slog.Logger
+
+	guardOnce sync.Once
+	guarded   http.RoundTripper // tenants' pulls; made on first use
 
 	mu   sync.Mutex
 	byID map[string]Template // records by id (immutable, so cached); under mu
@@ -76,6 +93,14 @@ func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Tem
 			}
 		}
 		return t, true
+	case name == Desktop && c.cfg.Desktop != nil && c.cfg.Images != nil:
+		t := Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
+		if withImage {
+			if d, err := c.cfg.Images.Resolve(ctx, Desktop); err == nil {
+				t.Image = d.String()
+			}
+		}
+		return t, true
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
 		return Template{ID: name, Name: name, Source: "host"}, true
 	}
@@ -92,7 +117,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}
-	if ref == Host || ref == Default {
+	if ref == Host || ref == Default || ref == Desktop {
 		return Template{}, fmt.Errorf("template %q is not enabled on this daemon: %w", ref, errdefs.ErrNotFound)
 	}
 	t, err := c.cfg.Store.GetTemplate(ctx, tenantID, ref)
@@ -188,6 +213,7 @@ func (c *Catalog) Pull(ctx context.Context, tenantID, ref string, spec Spec, pro
 			if opt.Keychain == nil {
 				opt.Keychain = anonymous{}
 			}
+			opt.Transport = c.tenantTransport()
 		}
 		p, err := source.Pull(ctx, c.cfg.Images, ref, opt)
 		return p.Digest, err
@@ -373,6 +399,13 @@ func (c *Catalog) ImportReader(ctx context.Context, tenantID string, r io.Reader
 		return Template{}, err
 	}
 	return c.Import(ctx, tenantID, f.Name(), spec, progress)
+}
+
+// tenantTransport is the transport of tenants' pulls: every connection
+// checked by network.DialGuard at dial time.
+func (c *Catalog) tenantTransport() http.RoundTripper {
+	c.guardOnce.Do(func() { c.guarded = network.DialGuard{Allow: c.cfg.PullAllow}.Transport() })
+	return c.guarded
 }
 
 // anonymous is a keychain with no credentials for any registry.

@@ -21,6 +21,13 @@ import (
 
 func newCatalog(t *testing.T) (*templates.Catalog, *image.Store) {
 	t.Helper()
+	// The tests' registries listen on loopback, which a tenant's pull
+	// reaches only when the operator allows it.
+	return newCatalogWith(t, func(c *templates.Config) { c.PullAllow = templatestest.Loopback })
+}
+
+func newCatalogWith(t *testing.T, mod func(*templates.Config)) (*templates.Catalog, *image.Store) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	imgs, err := image.Open(t.TempDir(), image.Config{})
 	if err != nil {
@@ -32,7 +39,9 @@ func newCatalog(t *testing.T) (*templates.Catalog, *image.Store) {
 			t.Fatal(err)
 		}
 	}
-	return templates.New(templates.Config{Store: st, Images: imgs}), imgs
+	cfg := templates.Config{Store: st, Images: imgs}
+	mod(&cfg)
+	return templates.New(cfg), imgs
 }
 
 func wantErr(t *testing.T, what string, err, want error) {
@@ -212,4 +221,37 @@ func TestCatalogTenantPullCredentials(t *testing.T) {
 	if _, err := c.Pull(ctx, "", reg+"/private/app:1", templates.Spec{Name: "ops"}, nil); err != nil {
 		t.Errorf("the operator's pull with the docker config: %v", err)
 	}
+}
+
+// TestDesktopBuiltin: the desktop template is a built-in only where the
+// daemon offers it, with its settings (the resource defaults) and the
+// image of its name once there is one; its name is reserved either way.
+func TestDesktopBuiltin(t *testing.T) {
+	ctx := context.Background()
+	imgs, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := templates.New(templates.Config{Store: memory.New(), Images: imgs})
+	_, err = off.Resolve(ctx, "A", templates.Desktop)
+	wantErr(t, "desktop not offered", err, errdefs.ErrNotFound)
+
+	settings := &templates.Settings{Resources: templates.Resources{PIDs: 512, MemoryBytes: 2 << 30}}
+	on := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: settings})
+	got, err := on.Resolve(ctx, "A", templates.Desktop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := templates.Template{ID: "desktop", Name: "desktop", Source: "built-in", Settings: *settings}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("resolve (-want +got):\n%s", d)
+	}
+	if !got.Public() {
+		t.Error("the desktop built-in is not public")
+	}
+	byID, err := on.ByID(ctx, templates.Desktop)
+	if err != nil || byID.Settings.Resources.PIDs != 512 {
+		t.Errorf("ByID = %+v, %v", byID, err)
+	}
+	wantErr(t, "a tenant's template named desktop", templates.CheckName("desktop"), errdefs.ErrAlreadyExists)
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -62,6 +63,10 @@ type Settings struct {
 	// StartCmd runs (through /bin/sh -c, in the background) when a
 	// sandbox starts.
 	StartCmd string `json:"startCmd,omitempty"`
+	// ReadyCmd, with StartCmd, is run (through /bin/sh -c) until it
+	// exits 0 before a new sandbox is handed out: what E2B's setStartCmd
+	// waits for before it snapshots a template.
+	ReadyCmd string `json:"readyCmd,omitempty"`
 	// Kernels are the languages run_code offers on this template (python,
 	// javascript, typescript, bash, sh); empty: all of them.
 	Kernels []string `json:"kernels,omitempty"`
@@ -78,6 +83,14 @@ type Resources struct {
 	MemoryBytes int64   `json:"memoryBytes,omitempty"`
 	DiskBytes   int64   `json:"diskBytes,omitempty"`
 	PIDs        int64   `json:"pids,omitempty"`
+}
+
+// clone is s with its own maps and slices.
+func (s Settings) clone() Settings {
+	s.Env = maps.Clone(s.Env)
+	s.Kernels = slices.Clone(s.Kernels)
+	s.Prestart = slices.Clone(s.Prestart)
+	return s
 }
 
 // Languages are every kernel a template can offer.
@@ -139,10 +152,14 @@ const (
 	// Host is the host's /usr, read-only, without /usr/local, where the
 	// daemon enables it.
 	Host = "host"
+	// Desktop is the desktop template (Xvfb, XFCE, Chromium, noVNC: the
+	// desktop package), where the daemon offers it: the image named
+	// "desktop" in the store, built from Debian's mirror on first use.
+	Desktop = "desktop"
 )
 
 // Reserved names are the built-in templates'.
-var Reserved = []string{Default, Host}
+var Reserved = []string{Default, Host, Desktop}
 
 // CheckName validates a template name.
 func CheckName(name string) error {
@@ -218,8 +235,11 @@ func (s Settings) Validate() error {
 			return bad("environment variable %q: a portable name and a value of at most 32 KiB", k)
 		}
 	}
-	if len(s.StartCmd) > 16<<10 {
-		return bad("start command of %d bytes (at most 16 KiB)", len(s.StartCmd))
+	if len(s.StartCmd) > 16<<10 || len(s.ReadyCmd) > 16<<10 {
+		return bad("start or ready command of %d bytes (at most 16 KiB)", max(len(s.StartCmd), len(s.ReadyCmd)))
+	}
+	if s.ReadyCmd != "" && s.StartCmd == "" {
+		return bad("a ready command without a start command")
 	}
 	for _, k := range s.Kernels {
 		if !slices.Contains(Languages, k) {

@@ -73,6 +73,10 @@ type Config struct {
 	// setTimeout, connect, refreshes); more is a 400, as on E2B. Zero:
 	// DefaultMaxTimeout.
 	MaxTimeout time.Duration
+	// PausedTimeout is how long a sandbox may stay paused before it is
+	// killed (E2B keeps paused sandboxes until they are killed; sandlot's
+	// keep their memory, so it bounds them). Zero: DefaultPausedTimeout.
+	PausedTimeout time.Duration
 	// Admit, when set, admits one request of a tenant once it is
 	// authenticated (the per-tenant in-flight limit); the request calls
 	// release when it ends. An error (resource_exhausted) answers 429.
@@ -98,8 +102,13 @@ type Config struct {
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
 	MaxUploadBytes int64
-	// Builds, when set, serves E2B's template builds (templates.go);
-	// nil: those routes answer failed_precondition.
+	// Catalog, when set, holds the tenants' templates: E2B's template
+	// list, get, delete and alias routes answer from it, and builds
+	// record into it (templatelist.go). Nil: those routes answer
+	// failed_precondition (aliases: only Templates' names exist).
+	Catalog Catalog
+	// Builds, when set with Catalog, serves E2B's template builds
+	// (templates.go); nil: those routes answer failed_precondition.
 	Builds *Builds
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -125,6 +134,8 @@ const (
 	// sets one sees its sandbox end, and connect({timeoutMs}) extend it, as
 	// on E2B.
 	DefaultSandboxTimeout = 5 * time.Minute
+	// DefaultPausedTimeout is Config.PausedTimeout's default.
+	DefaultPausedTimeout = 7 * 24 * time.Hour
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
@@ -190,6 +201,9 @@ func New(cfg Config) *Handler {
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
 	}
+	if cfg.PausedTimeout <= 0 {
+		cfg.PausedTimeout = DefaultPausedTimeout
+	}
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = min(DefaultSandboxTimeout, cfg.MaxTimeout)
 	}
@@ -225,7 +239,7 @@ func Match(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
 		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
-		p == "/v3/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
+		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
 }
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, or
@@ -272,6 +286,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeAPIError(w, err)
+		return
+	}
+	if _, paused := contexts.PausedSince(sb.rec); paused {
+		// As a sandbox that is not running: envd's /health 502 makes
+		// isRunning() false. Calls wait for no one: the sandbox is frozen.
+		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
 		return
 	}
 	release, err := h.admit(r.Context(), sb.tenantID)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/image/layer"
 	"github.com/sandlot/sandlot/image/recipe"
+	"github.com/sandlot/sandlot/templates"
 )
 
 // E2B's Template.build, as SDK 2.51 calls it:
@@ -35,9 +37,11 @@ import (
 //	     -> {templateID, buildID, status: building|ready|error, logEntries, logs, reason?}
 //	GET  /templates/aliases/{alias}                         -> 200 {templateID, public} | 404
 //
-// The template id is the name: the build tags the image store's image by
-// it, which is what a create with that template id starts. A name that an
-// image of another tenant, or of the operator, already has is refused.
+// A build records a template of the tenant (templates.Catalog.Build): the
+// template id is chosen when the build is requested (a new one per build),
+// the name is the tenant's alias. A successful build replaces the tenant's
+// template of that name; another tenant's template of the same name is
+// another template.
 
 // TemplateBuilder builds an image from a recipe; *build.Builder
 // implements it.
@@ -48,11 +52,11 @@ type TemplateBuilder interface {
 var _ TemplateBuilder = (*build.Builder)(nil)
 
 // Builds configures the template build routes. Builder and Images are
-// required.
+// required, and Config.Catalog, which records what they build.
 type Builds struct {
 	Builder TemplateBuilder
-	// Images is the store the builder writes to: names are looked up
-	// there (alias checks, ownership).
+	// Images is the store the builder writes to; uploads are staged in
+	// its tmp/.
 	Images *image.Store
 	// Guard filters build output (RUN steps' output, errors) before it
 	// leaves for the caller; nil: as it is.
@@ -70,13 +74,8 @@ type Builds struct {
 	MaxPerTenant int
 }
 
-// LabelTenant is the image config label that names the tenant whose E2B
-// build made the image.
-const LabelTenant = "sandlot.tenant"
-
-// templateName is what a template may be called here: E2B's aliases
-// (lower-case letters, digits, '-', '_'), plus '.'.
-var templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+// tagRE is what a build's tag may be (E2B's "name:tag").
+var tagRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 
 // Bounds on build state kept in memory.
 const (
@@ -96,6 +95,7 @@ type buildLog struct {
 // tmplBuild is one requested build. Fields after mu are guarded by it.
 type tmplBuild struct {
 	id, name, tenant string
+	templateID       string // the record's id once built
 	dir              string // upload context, removed when the build ends
 	tags             []string
 	tokens           map[string]string // upload token -> files hash
@@ -139,27 +139,20 @@ func (h *Handler) templateRoutes(mux *http.ServeMux) {
 }
 
 func (h *Handler) buildsOn() error {
-	if h.cfg.Builds == nil {
+	if h.cfg.Builds == nil || h.cfg.Catalog == nil {
 		return fmt.Errorf("template builds are not enabled on this server: %w", errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
 
-// owned checks that tenantID may (re)build name: no image has it, or one
-// this tenant's build made.
-func (h *Handler) owned(ctx context.Context, tenantID, name string) error {
-	if _, reserved := h.cfg.Templates[name]; reserved || name == "default" || name == "host" {
+// checkBuildName checks a name a tenant builds: a template name, none of
+// the built-ins' or the E2B names Config.Templates maps.
+func (h *Handler) checkBuildName(name string) error {
+	if _, reserved := h.cfg.Templates[name]; reserved || slices.Contains(templates.Reserved, name) {
 		return fmt.Errorf("template name %q is reserved: %w", name, errdefs.ErrInvalidArgument)
 	}
-	img, err := h.cfg.Builds.Images.Get(ctx, name)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
+	if err := templates.CheckName(name); err != nil {
 		return err
-	}
-	if img.Config.Config.Labels[LabelTenant] != tenantID {
-		return fmt.Errorf("template %q exists and is not this tenant's: %w", name, errdefs.ErrPermissionDenied)
 	}
 	return nil
 }
@@ -185,17 +178,13 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 	if n, tag, ok := strings.Cut(name, ":"); ok { // E2B's "name:tag"
 		name, body.Tags = n, append(body.Tags, tag)
 	}
-	if !templateName.MatchString(name) {
-		writeAPIError(w, fmt.Errorf("template name %q: 1 to 128 lower-case letters, digits, '.', '-' and '_': %w", name, errdefs.ErrInvalidArgument))
-		return
-	}
 	for _, t := range body.Tags {
-		if !templateName.MatchString(t) || len(body.Tags) > 16 {
+		if !tagRE.MatchString(t) || len(body.Tags) > 16 {
 			writeAPIError(w, fmt.Errorf("template tag %q: %w", t, errdefs.ErrInvalidArgument))
 			return
 		}
 	}
-	if err := h.owned(r.Context(), tenantID, name); err != nil {
+	if err := h.checkBuildName(name); err != nil {
 		writeAPIError(w, err)
 		return
 	}
@@ -204,7 +193,8 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 		writeAPIError(w, err)
 		return
 	}
-	b := &tmplBuild{id: randomID(), name: name, tenant: tenantID, dir: dir, tags: body.Tags, tokens: map[string]string{},
+	tid := templates.NewID()
+	b := &tmplBuild{id: buildIDOf(tid), templateID: tid, name: name, tenant: tenantID, dir: dir, tags: body.Tags, tokens: map[string]string{},
 		status: "waiting", requested: time.Now()}
 	max := h.cfg.Builds.MaxPerTenant
 	if max <= 0 {
@@ -229,7 +219,7 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 	h.builds.byID[b.id] = b
 	h.builds.mu.Unlock()
 	writeJSON(w, http.StatusAccepted, map[string]any{
-		"templateID": name, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
+		"templateID": b.templateID, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
 		"tags": append([]string{}, body.Tags...), "public": false,
 	})
 }
@@ -262,7 +252,7 @@ func (h *Handler) build(tenantID, templateID, buildID string) (*tmplBuild, error
 	h.builds.mu.Lock()
 	defer h.builds.mu.Unlock()
 	b, ok := h.builds.byID[buildID]
-	if !ok || b.tenant != tenantID || b.name != templateID {
+	if !ok || b.tenant != tenantID || b.templateID != templateID {
 		return nil, fmt.Errorf("build %q of template %q: %w", buildID, templateID, errdefs.ErrNotFound)
 	}
 	return b, nil
@@ -278,7 +268,7 @@ func (h *Handler) latestWaiting(tenantID, templateID string) (*tmplBuild, error)
 	defer h.builds.mu.Unlock()
 	for _, b := range h.builds.byID {
 		b.mu.Lock()
-		ok := b.tenant == tenantID && b.name == templateID && !b.started
+		ok := b.tenant == tenantID && b.templateID == templateID && !b.started
 		b.mu.Unlock()
 		if ok {
 			return b, nil
@@ -309,7 +299,7 @@ func (h *Handler) uploadLink(w http.ResponseWriter, r *http.Request, tenantID st
 		scheme = "https"
 	}
 	// Like a presigned URL: the token alone authorizes this one upload.
-	url := fmt.Sprintf("%s://%s/templates/%s/files/%s?build=%s&token=%s", scheme, r.Host, b.name, hash, b.id, token)
+	url := fmt.Sprintf("%s://%s/templates/%s/files/%s?build=%s&token=%s", scheme, r.Host, b.templateID, hash, b.id, token)
 	writeJSON(w, http.StatusCreated, map[string]any{"present": false, "url": url})
 }
 
@@ -322,7 +312,7 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	b := h.builds.byID[r.URL.Query().Get("build")]
 	h.builds.mu.Unlock()
 	denied := fmt.Errorf("upload link invalid or used: %w", errdefs.ErrPermissionDenied)
-	if b == nil || b.name != r.PathValue("templateID") {
+	if b == nil || b.templateID != r.PathValue("templateID") {
 		writeAPIError(w, denied)
 		return
 	}
@@ -469,29 +459,22 @@ func (h *Handler) runBuild(ctx context.Context, b *tmplBuild, rec *recipe.Recipe
 		return bc.Guard(ctx, b.tenant, s)
 	}
 	out := &lineWriter{b: b, clean: clean}
-	var err error
-	if err = h.owned(ctx, b.tenant, b.name); err == nil {
-		_, err = bc.Builder.Build(ctx, rec, build.Options{
-			Name: b.name, ContextDir: b.dir, Output: out,
-			Labels: map[string]string{LabelTenant: b.tenant},
-			Progress: func(s build.Step) {
-				out.flush()
-				b.log("info", clean(fmt.Sprintf("[%d/%d] %s", s.Index, s.Of, s.Text)))
-			},
+	// FROM a name resolves among the tenant's templates first (its own,
+	// the public ones, the built-ins), then as the builder's config says.
+	resolve := func(ctx context.Context, ref string) (image.Image, error) {
+		return h.cfg.Catalog.Image(ctx, b.tenant, ref)
+	}
+	_, err := h.cfg.Catalog.Build(ctx, b.tenant, templates.BuildSpec{ID: b.templateID, Name: b.name, Source: "e2b build"},
+		func(ctx context.Context) (build.Result, error) {
+			return bc.Builder.Build(ctx, rec, build.Options{
+				ContextDir: b.dir, Output: out, Resolve: resolve,
+				Progress: func(s build.Step) {
+					out.flush()
+					b.log("info", clean(fmt.Sprintf("[%d/%d] %s", s.Index, s.Of, s.Text)))
+				},
+			})
 		})
-	}
 	out.flush()
-	if err == nil {
-		for _, t := range b.tags {
-			var img image.Image
-			if img, err = bc.Images.Get(ctx, b.name); err == nil {
-				err = bc.Images.Tag(ctx, b.name+":"+t, img.Digest)
-			}
-			if err != nil {
-				break
-			}
-		}
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = time.Now()
@@ -527,7 +510,7 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request, tenantID s
 	for i, e := range entries {
 		logs[i] = e.Timestamp.Format(time.RFC3339) + " " + e.Message
 	}
-	resp := map[string]any{"templateID": b.name, "buildID": b.id, "status": status, "logEntries": entries, "logs": logs}
+	resp := map[string]any{"templateID": b.templateID, "buildID": b.id, "status": status, "logEntries": entries, "logs": logs}
 	if status == "error" {
 		resp["reason"] = map[string]any{"message": reason}
 	}
@@ -536,26 +519,16 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request, tenantID s
 
 func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID string) {
 	alias := r.PathValue("alias")
-	notFound := fmt.Errorf("template %q: %w", alias, errdefs.ErrNotFound)
 	if _, ok := h.cfg.Templates[alias]; ok {
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 		return
 	}
-	if h.cfg.Builds == nil || !templateName.MatchString(alias) {
-		writeAPIError(w, notFound)
-		return
-	}
-	img, err := h.cfg.Builds.Images.Get(r.Context(), alias)
+	t, err := h.template(r.Context(), tenantID, alias)
 	if err != nil {
-		writeAPIError(w, notFound)
+		writeAPIError(w, err)
 		return
 	}
-	owner, built := img.Config.Config.Labels[LabelTenant]
-	if built && owner != tenantID {
-		writeAPIError(w, notFound) // another tenant's: not visible
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": !built})
+	writeJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "public": t.TenantID != tenantID})
 }
 
 func randomID() string {

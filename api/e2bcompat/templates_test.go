@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
@@ -28,6 +29,9 @@ import (
 	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // fakeBuilder stores a one-layer image under the build's name with its
@@ -39,6 +43,9 @@ type fakeBuilder struct {
 	// files are the context dir's entries (relative paths) at Build.
 	files []string
 	fail  error
+	// from is the digest the build's FROM resolved to through
+	// Options.Resolve (the tenant's templates); "" when it did not.
+	from string
 }
 
 func (f *fakeBuilder) Build(ctx context.Context, rec *recipe.Recipe, opt build.Options) (build.Result, error) {
@@ -55,18 +62,25 @@ func (f *fakeBuilder) Build(ctx context.Context, rec *recipe.Recipe, opt build.O
 	if f.fail != nil {
 		return build.Result{}, f.fail
 	}
-	img := imagetest.Image(f.t, imagetest.Layer(f.t, imagetest.File{Name: "x", Body: opt.Name}))
+	f.from = ""
+	if opt.Resolve != nil {
+		if base, err := opt.Resolve(ctx, rec.Steps[0].Image); err == nil {
+			f.from = base.Digest.String()
+		}
+	}
+	img := imagetest.Image(f.t, imagetest.Layer(f.t, imagetest.File{Name: "x", Body: rec.Steps[0].Image + time.Now().String()}))
 	cf, _ := img.ConfigFile()
 	cf = cf.DeepCopy()
-	cf.Config.Labels = opt.Labels
+	cf.Config.User, cf.Config.WorkingDir = "user", "/srv/app"
 	stored, err := f.s.Put(ctx, imageWithConfig(f.t, img, cf), image.PutOptions{Name: opt.Name})
-	return build.Result{Image: stored}, err
+	return build.Result{Image: stored, StartCmd: rec.StartCmd, ReadyCmd: rec.ReadyCmd}, err
 }
 
 type buildEnv struct {
 	*env
-	b *fakeBuilder
-	s *image.Store
+	b   *fakeBuilder
+	s   *image.Store
+	cat *templates.Catalog
 }
 
 func newBuildEnv(t *testing.T) *buildEnv {
@@ -78,14 +92,21 @@ func newBuildEnv(t *testing.T) *buildEnv {
 	}
 	fb := &fakeBuilder{t: t, s: s}
 	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"),
+	st := memory.New()
+	for _, id := range tenants {
+		if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("k-"+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat := templates.New(templates.Config{Store: st, Images: s})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), Catalog: cat,
 		Builds: &e2bcompat.Builds{Builder: fb, Images: s, MaxUploadBytes: 1 << 20,
 			Guard: func(ctx context.Context, tenantID, s string) string {
 				return strings.ReplaceAll(s, "sk-SECRET", "[REDACTED]")
 			}}})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &buildEnv{env: &env{t: t, srv: srv, m: m}, b: fb, s: s}
+	return &buildEnv{env: &env{t: t, srv: srv, m: m}, b: fb, s: s, cat: cat}
 }
 
 func (e *buildEnv) request(key, name string) (templateID, buildID string) {
@@ -198,17 +219,17 @@ const hash1 = "1111111111111111111111111111111111111111111111111111111111111111"
 func TestTemplateBuildRoutes(t *testing.T) {
 	e := newBuildEnv(t)
 	tid, bid := e.request(key1, "my-tpl")
-	if tid != "my-tpl" {
-		t.Fatalf("templateID %q", tid)
+	if len(tid) != 20 || tid == "my-tpl" {
+		t.Fatalf("templateID %q, want a new template id", tid)
 	}
 	link := decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if link.Present || !strings.Contains(link.URL, "token=") {
 		t.Fatalf("upload link %+v", link)
 	}
-	if r := e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant's upload link: %d, want 404", r.StatusCode)
 	}
 	outside := "/sandlot-upload-escape-" + filepath.Base(t.TempDir())
@@ -246,14 +267,14 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	link = decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if code := put(link.URL, body[:0]); code != 200 {
 		t.Errorf("empty upload: %d", code)
 	}
 	link = decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/my-tpl/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if code := put(link.URL, tarOf(t, true, hdrs[:4]...)); code != 200 {
 		t.Fatalf("upload: %d", code)
 	}
@@ -261,14 +282,14 @@ func TestTemplateBuildRoutes(t *testing.T) {
 		os.Remove(outside)
 		t.Errorf("the uploaded tar wrote %s outside the build", outside)
 	}
-	tmpl := `{"fromImage":"base-img","steps":[{"type":"COPY","args":["app","/app","",""],"filesHash":"` + hash1 + `"}]}`
-	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key2); r.StatusCode != 404 {
+	tmpl := `{"fromImage":"base-img","startCmd":"python3 -m http.server","readyCmd":"curl -s localhost:8000","steps":[{"type":"COPY","args":["app","/app","",""],"filesHash":"` + hash1 + `"}]}`
+	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant starts the build: %d, want 404", r.StatusCode)
 	}
-	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(`{"steps":[`), "X-API-KEY", key1); r.StatusCode != 400 {
+	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(`{"steps":[`), "X-API-KEY", key1); r.StatusCode != 400 {
 		t.Errorf("malformed template body: %d, want 400", r.StatusCode)
 	}
-	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 202 {
+	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 202 {
 		t.Fatalf("start build: %d", r.StatusCode)
 	}
 	st := e.wait(key1, tid, bid)
@@ -285,21 +306,50 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	if got := strings.Join(e.b.files, ","); !strings.Contains(got, "app/main.py") {
 		t.Errorf("build context %q lacks the upload", got)
 	}
-	if r := e.do("POST", "/v2/templates/my-tpl/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 409 {
+	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 409 {
 		t.Errorf("starting a build twice: %d, want 409", r.StatusCode)
 	}
 
-	// Alias: the owner sees it, another tenant does not and cannot take the name.
+	// The build is a record of the tenant, with the image's user and
+	// workdir and the recipe's start and ready commands; the image has no
+	// name in the store.
+	rec, err := e.cat.Resolve(context.Background(), "tenant-1", "my-tpl")
+	if err != nil || rec.ID != tid || rec.TenantID != "tenant-1" || rec.Source != "e2b build" {
+		t.Fatalf("record %+v: %v", rec, err)
+	}
+	want := templates.Settings{User: "user", Workdir: "/srv/app", StartCmd: "python3 -m http.server", ReadyCmd: "curl -s localhost:8000"}
+	if diff := cmp.Diff(want, rec.Settings); diff != "" {
+		t.Errorf("settings (-want +got):\n%s", diff)
+	}
+	if _, err := e.s.Get(context.Background(), "my-tpl"); err == nil {
+		t.Errorf("the built image is named in the store")
+	}
+
+	// Alias: the owner sees it, another tenant does not; another tenant's
+	// build of the same name is a template of its own.
 	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key1); r.StatusCode != 200 {
 		t.Errorf("alias for the owner: %d", r.StatusCode)
+	} else if a := decode[struct{ TemplateID string }](t, r); a.TemplateID != tid {
+		t.Errorf("alias answers %q, want %q", a.TemplateID, tid)
 	}
 	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("alias for another tenant: %d, want 404", r.StatusCode)
 	}
-	if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"my-tpl"}`), "X-API-KEY", key2); r.StatusCode != 403 {
-		t.Errorf("another tenant takes the name: %d, want 403", r.StatusCode)
+	tid2, bidB := e.request(key2, "my-tpl")
+	e.do("POST", "/v2/templates/"+tid2+"/builds/"+bidB, strings.NewReader(`{"fromImage":"my-tpl","steps":[]}`), "X-API-KEY", key2)
+	if st := e.wait(key2, tid2, bidB); st.Status != "ready" {
+		t.Fatalf("tenant 2's build: %+v", st)
 	}
-	for _, name := range []string{"base", "default", "../x", "UPPER", ""} {
+	if e.b.from != "" {
+		t.Errorf("tenant 2's FROM my-tpl resolved to tenant 1's template (%s)", e.b.from)
+	}
+	if b, _ := e.cat.Resolve(context.Background(), "tenant-2", "my-tpl"); b.ID != tid2 {
+		t.Errorf("tenant 2's my-tpl is %q, want its own %q", b.ID, tid2)
+	}
+	if a, _ := e.cat.Resolve(context.Background(), "tenant-1", "my-tpl"); a.ID != tid {
+		t.Errorf("tenant 1's my-tpl changed to %q", a.ID)
+	}
+	for _, name := range []string{"base", "default", "host", "../x", "UPPER", "", "a.b"} {
 		if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("name %q: %d, want 400", name, r.StatusCode)
 		}
@@ -307,20 +357,37 @@ func TestTemplateBuildRoutes(t *testing.T) {
 
 	// An upload past MaxUploadBytes once unpacked (a small gzip of
 	// zeros) is refused, and so is a tar that is not one.
-	_, bid3 := e.request(key1, "big")
+	tid3, bid3 := e.request(key1, "big")
 	for _, body := range [][]byte{zeroTar(t, 2<<20), []byte("not a tar at all, not even close to one")} {
-		l := decode[struct{ URL string }](t, e.do("GET", "/templates/big/files/"+hash1, nil, "X-API-KEY", key1))
+		l := decode[struct{ URL string }](t, e.do("GET", "/templates/"+tid3+"/files/"+hash1, nil, "X-API-KEY", key1))
 		if code := put(l.URL, body); code < 400 || code >= 500 {
 			t.Errorf("bad upload (%d bytes): %d, want 4xx", len(body), code)
 		}
 	}
 	_ = bid3
 
-	// A failing build reports why.
+	// A rebuild from the tenant's own template resolves FROM to it, and
+	// replaces the record (a new id) once it succeeded.
+	tid4, bid4 := e.request(key1, "my-tpl")
+	e.do("POST", "/v2/templates/"+tid4+"/builds/"+bid4, strings.NewReader(`{"fromTemplate":"my-tpl","steps":[]}`), "X-API-KEY", key1)
+	if st := e.wait(key1, tid4, bid4); st.Status != "ready" {
+		t.Fatalf("rebuild: %+v", st)
+	}
+	if e.b.from != rec.Image {
+		t.Errorf("FROM my-tpl resolved to %q, want the tenant's template's image %s", e.b.from, rec.Image)
+	}
+	if a, _ := e.cat.Resolve(context.Background(), "tenant-1", "my-tpl"); a.ID != tid4 {
+		t.Errorf("after the rebuild my-tpl is %q, want %q", a.ID, tid4)
+	}
+
+	// A failing build reports why, and leaves the template as it was.
 	e.b.fail = errFailed
-	_, bid2 := e.request(key1, "my-tpl")
-	e.do("POST", "/v2/templates/my-tpl/builds/"+bid2, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key1)
-	if st := e.wait(key1, "my-tpl", bid2); st.Status != "error" || st.Reason == nil || !strings.Contains(st.Reason.Message, "exit code 3") {
+	tid5, bid2 := e.request(key1, "my-tpl")
+	e.do("POST", "/v2/templates/"+tid5+"/builds/"+bid2, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key1)
+	if st := e.wait(key1, tid5, bid2); st.Status != "error" || st.Reason == nil || !strings.Contains(st.Reason.Message, "exit code 3") {
 		t.Errorf("failed build status %+v", st)
+	}
+	if a, _ := e.cat.Resolve(context.Background(), "tenant-1", "my-tpl"); a.ID != tid4 {
+		t.Errorf("after a failed build my-tpl is %q, want %q", a.ID, tid4)
 	}
 }

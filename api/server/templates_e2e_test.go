@@ -24,7 +24,7 @@ import (
 func TestTemplatesServe(t *testing.T) {
 	runtimePreconditions(t)
 	dir := t.TempDir()
-	d := startDaemon(t, dir, "--image-gc-interval", "0")
+	d := startDaemon(t, dir, "--image-gc-interval", "0", "--pull-allow-cidr", "127.0.0.1/32") // the registry below
 	defer d.stop(t)
 	bin := testenv.SandlotBinary(t)
 	out, err := exec.Command(bin, "tenant", "create", "--data-dir", dir, "--json", "other").Output()

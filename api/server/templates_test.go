@@ -36,7 +36,7 @@ func TestTemplatesAPI(t *testing.T) {
 	for _, id := range []string{"tenant-a", "tenant-b"} {
 		st.CreateTenant(ctx, &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
 	}
-	cat := templates.New(templates.Config{Store: st, Images: imgs})
+	cat := templates.New(templates.Config{Store: st, Images: imgs, PullAllow: templatestest.Loopback})
 	e := newEnv(t, func(c *server.Config) { c.Templates = cat; c.MaxImportBytes = 8 << 20 })
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))

@@ -1,11 +1,13 @@
 // The E2B SDK's Template.build against sandlot: a template from a local
 // image with runCmd, copy, setEnvs, setWorkdir, setUser and setStartCmd is
-// built through sandlot's sandboxes, then Sandbox.create(alias) shows
-// every step's effect. Configured by E2B_API_KEY, E2B_API_URL,
+// built through sandlot's sandboxes and recorded as a template of the
+// key's tenant, then Sandbox.create(alias) shows every step's effect and
+// the start command's (run in the background, waited for by its ready
+// command); Sandbox.deleteSnapshot (DELETE /templates/{id}) deletes it. Configured by E2B_API_KEY, E2B_API_URL,
 // E2B_SANDBOX_URL; ALIAS names the template, CONTEXT_DIR holds app.txt,
 // BASE is the image to start from. Prints "ok" when every check passed.
 import assert from 'node:assert/strict'
-import { Sandbox, Template, waitForTimeout } from 'e2b'
+import { Sandbox, Template, waitForFile } from 'e2b'
 
 const alias = process.env.ALIAS
 const base = process.env.BASE
@@ -20,11 +22,12 @@ const t = Template({ fileContextPath: process.env.CONTEXT_DIR })
   .setWorkdir('/home/user')
   .setUser('user')
   .runCmd('echo "$GREETING from $(id -u) in $(pwd)" > from-user.txt')
-  .setStartCmd('echo started', waitForTimeout(100))
+  .setStartCmd('sleep 0.3; echo "started by $(id -u) in $(pwd)" > /tmp/start-marker; exec sleep infinity', waitForFile('/tmp/start-marker'))
 
 const logs = []
 const info = await Template.build(t, alias, { onBuildLogs: (e) => logs.push(e.message) })
-assert.equal(info.templateId, alias)
+assert.match(info.templateId, /^[a-z0-9]{20}$/, 'a template id of its own')
+assert.equal(info.alias, alias)
 assert.ok(logs.some((l) => l.includes('runCmd') || l.includes('RUN')), 'build logs name the steps: ' + logs.join('\n'))
 assert.equal(await Template.exists(alias), true, 'the template exists after the build')
 
@@ -32,9 +35,15 @@ const sbx = await Sandbox.create(alias, { timeoutMs: 120_000 })
 try {
   const r = await sbx.commands.run('cat /opt/marker /opt/app/app.txt /home/user/from-user.txt; stat -c "%U %a" /opt/app/app.txt; echo "$GREETING"')
   assert.equal(r.stdout, 'built by 0\nfrom the context\nhello there from 1000 in /home/user\nuser 640\nhello there\n')
+  // The start command ran, and create waited for its ready command.
+  const s = await sbx.commands.run('cat /tmp/start-marker; grep -qx sleep /proc/[0-9]*/comm && echo still running')
+  assert.equal(s.stdout, 'started by 1000 in /home/user\nstill running\n')
 } finally {
   await sbx.kill()
 }
+// The template id starts it too.
+const byID = await Sandbox.create(info.templateId, { timeoutMs: 60_000 })
+await byID.kill()
 
 // A failing step fails Template.build with the step's output.
 const bad = Template().fromImage(base).runCmd('echo the-reason-it-failed; exit 5')
@@ -64,4 +73,9 @@ if (process.env.APT_PACKAGE) {
     await s2.kill()
   }
 }
+// Delete: the SDK's deleteSnapshot is E2B's DELETE /templates/{templateID}.
+assert.equal(await Sandbox.deleteSnapshot(info.templateId), true)
+assert.equal(await Template.exists(alias), false, 'no template after the delete')
+assert.equal(await Sandbox.deleteSnapshot(info.templateId), false, 'a second delete finds nothing')
+await assert.rejects(Sandbox.create(alias, { timeoutMs: 60_000 }))
 console.log('ok')

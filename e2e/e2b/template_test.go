@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/image"
-	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -32,12 +30,6 @@ func TestTemplateBuild(t *testing.T) {
 	var b [6]byte
 	rand.Read(b[:])
 	alias := "e2e-tpl-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { // the shared store keeps no test templates
-		if s, err := image.Open(debiantest.StoreDir(), image.Config{}); err == nil {
-			s.Untag(context.Background(), alias)
-			s.Untag(context.Background(), alias+"-apt")
-		}
-	})
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "app.txt"), []byte("from the context\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ package build
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -75,6 +76,10 @@ type Options struct {
 	// Labels are added to the image config's labels (who built it, for
 	// which template); nil adds none.
 	Labels map[string]string
+	// Resolve, when set, is asked for the FROM image before
+	// Config.Resolve: a tenant's build resolves the tenant's templates
+	// there. errdefs.ErrNotFound falls through to Config.Resolve.
+	Resolve func(ctx context.Context, ref string) (image.Image, error)
 }
 
 // Step reports the step a build is at.
@@ -118,7 +123,7 @@ func (b *Builder) Build(ctx context.Context, rec *recipe.Recipe, opt Options) (R
 		epoch = time.Now().UTC().Truncate(time.Second)
 	}
 
-	st, err := b.from(ctx, rec.Steps[0])
+	st, err := b.from(ctx, rec.Steps[0], opt)
 	if err != nil {
 		return Result{}, err
 	}
@@ -154,12 +159,17 @@ func (b *Builder) Build(ctx context.Context, rec *recipe.Recipe, opt Options) (R
 	return Result{Image: stored, StartCmd: rec.StartCmd, ReadyCmd: rec.ReadyCmd}, nil
 }
 
-func (b *Builder) from(ctx context.Context, step recipe.Step) (*state, error) {
+func (b *Builder) from(ctx context.Context, step recipe.Step, opt Options) (*state, error) {
 	var base image.Image
-	var err error
-	if b.cfg.Resolve != nil {
+	err := errdefs.ErrNotFound
+	if opt.Resolve != nil {
+		base, err = opt.Resolve(ctx, step.Image)
+	}
+	switch {
+	case !errors.Is(err, errdefs.ErrNotFound):
+	case b.cfg.Resolve != nil:
 		base, err = b.cfg.Resolve(ctx, step.Image, step.RegistryAuth)
-	} else {
+	default:
 		base, err = b.cfg.Store.Get(ctx, step.Image)
 	}
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -68,9 +69,50 @@ func Pull(ctx context.Context, s *image.Store, ref string, opt PullOptions) (Pul
 		keys = authn.DefaultKeychain
 	}
 	ropts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(keys), remote.WithPlatform(Platform)}
+	var refused *refusals
 	if opt.Transport != nil {
-		ropts = append(ropts, remote.WithTransport(opt.Transport))
+		refused = &refusals{next: opt.Transport}
+		ropts = append(ropts, remote.WithTransport(refused))
 	}
+	p, err := pull(ctx, s, r, ropts, opt)
+	if err != nil && refused.first() != nil {
+		// A connection the transport refused (permission_denied) is the
+		// cause, however deep in a blob's error it ended up.
+		return Pulled{}, fmt.Errorf("source: pull %s: %v: %w", r, refused.first(), errdefs.ErrPermissionDenied)
+	}
+	return p, err
+}
+
+// refusals passes requests to next and keeps the first error that is a
+// refusal (errdefs.ErrPermissionDenied) of the transport's own.
+type refusals struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	err  error
+}
+
+func (t *refusals) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil && errors.Is(err, errdefs.ErrPermissionDenied) {
+		t.mu.Lock()
+		if t.err == nil {
+			t.err = err
+		}
+		t.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (t *refusals) first() error {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
+}
+
+func pull(ctx context.Context, s *image.Store, r name.Reference, ropts []remote.Option, opt PullOptions) (Pulled, error) {
 	img, err := remote.Image(r, ropts...)
 	if err != nil {
 		return Pulled{}, fmt.Errorf("source: pull %s: %w", r, classify(err))

@@ -36,7 +36,7 @@ func recordsCatalog(t *testing.T, settingsA templates.Settings) (c *templates.Ca
 			t.Fatal(err)
 		}
 	}
-	c = templates.New(templates.Config{Store: st, Images: imgs})
+	c = templates.New(templates.Config{Store: st, Images: imgs, PullAllow: templatestest.Loopback})
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))
 	if a, err = c.Pull(ctx, "A", reg+"/a/app:1", templates.Spec{Name: "app", Settings: settingsA}, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -78,7 +79,10 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		t, err := p.templates.ByID(ctx, name)
 		switch {
 		case err == nil:
-			rec, ref, display = &t, t.Image, t.Name
+			rec, display = &t, t.Name
+			if t.Image != "" {
+				ref = t.Image
+			} // else a built-in (desktop): the image of its name, which may still be missing
 		case !errors.Is(err, errdefs.ErrNotFound):
 			return nil, err
 		}
@@ -93,7 +97,7 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	img, err := p.images.Get(ctx, ref)
 	if err != nil {
 		lease.Release()
-		if rec != nil {
+		if rec != nil && ref != name {
 			return nil, fmt.Errorf("template %q: image %s: %w", display, ref, err)
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -232,4 +236,24 @@ func (p *Provider) startCmd(c *agent.Client, tmpl string, cmd string) {
 			p.log.Info("template start command failed", logkey.Sandbox, c.ID(), logkey.Template, tmpl, "exit", res.ExitCode)
 		}
 	}()
+}
+
+// waitReady runs a template's ready command until it exits 0, for as long
+// as the create may take (ctx). A start command that never gets ready does
+// not fail the create: the sandbox is handed out and a warning logged,
+// since its start command's log (/tmp/.sandlot-start.log) is what a user
+// needs to see why.
+func (p *Provider) waitReady(ctx context.Context, c *agent.Client, tmpl, cmd string) {
+	for {
+		res, err := c.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/sh", "-c", cmd}, TimeoutMs: 10_000, Tag: "ready"}, nil)
+		if err == nil && res.ExitCode == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			p.log.Warn("template start command not ready when the sandbox was handed out", logkey.Sandbox, c.ID(), logkey.Template, tmpl)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

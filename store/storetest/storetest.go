@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Heartbeat", testHeartbeat},
 		{"Secrets", testSecrets},
 		{"Templates", testTemplates},
+		{"TemplateRebuild", testTemplateRebuild},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

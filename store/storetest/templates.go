@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -27,7 +28,7 @@ func testTemplates(t *testing.T, s store.Backend) {
 			t.Fatal(err)
 		}
 	}
-	settings := templates.Settings{User: "user", Workdir: "/srv", Env: map[string]string{"MODE": "test"}, StartCmd: "sleep 1",
+	settings := templates.Settings{User: "user", Workdir: "/srv", Env: map[string]string{"MODE": "test"}, StartCmd: "sleep 1", ReadyCmd: "true",
 		Kernels: []string{"python", "bash"}, Prestart: []string{"python"},
 		Resources: templates.Resources{CPUs: 0.5, MemoryBytes: 1 << 30, DiskBytes: 1 << 28, PIDs: 64}}
 	create := func(ctx context.Context, tn, name string) (templates.Template, error) {
@@ -180,5 +181,53 @@ func testTemplates(t *testing.T, s store.Backend) {
 	wantErr(t, "template outlived its tenant", func() error { _, err := s.TemplateByID(ctx, pyB.ID); return err }(), errdefs.ErrNotFound)
 	if got, _ := s.ListTemplates(ctx, "", true); len(got) != 1 || got[0].ID != own.ID {
 		t.Errorf("left: %v", names(got))
+	}
+}
+
+// testTemplateRebuild: what a build of a name the tenant has does (the
+// catalog's replace: delete the tenant's record of the name, create the
+// new one), in the tenant's scope: B, in its scope or naming A, never
+// deletes A's record, and B's rebuild of its own "app" leaves A's alone;
+// the new record has a new id and the build's settings.
+func testTemplateRebuild(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	for i, id := range []string{"A", "B"} {
+		if err := s.CreateTenant(ctx, &tenant.Tenant{ID: id, CreatedAt: base}, tenant.HashKey("e2b_r"+id+strings.Repeat("y", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	built := templates.Settings{User: "user", Workdir: "/home/user", StartCmd: "serve", ReadyCmd: "check"}
+	create := func(tn string) templates.Template {
+		t.Helper()
+		tp, err := s.CreateTemplate(tenant.WithID(ctx, tn), templates.Template{TenantID: tn, Name: "app", Image: digestA, Source: "build", Settings: built})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tp
+	}
+	a, b := create("A"), create("B")
+	for _, c := range []struct {
+		ctx    context.Context
+		tenant string
+	}{{tenant.WithID(ctx, "B"), "B"}, {tenant.WithID(ctx, "B"), "A"}, {ctx, "B"}} {
+		if err := s.DeleteTemplate(c.ctx, c.tenant, a.ID); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("delete A's template as %s: %v, want not_found", c.tenant, err)
+		}
+	}
+	bctx := tenant.WithID(ctx, "B")
+	if err := s.DeleteTemplate(bctx, "B", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	b2 := create("B")
+	if b2.ID == b.ID {
+		t.Errorf("the rebuilt record kept the id %s", b.ID)
+	}
+	got, err := s.GetTemplate(ctx, "A", "app")
+	if err != nil || got.ID != a.ID {
+		t.Errorf("A's app after B's rebuild: %+v %v", got, err)
+	}
+	got, err = s.GetTemplate(bctx, "B", "app")
+	if err != nil || got.ID != b2.ID || !cmp.Equal(got.Settings, built) {
+		t.Errorf("B's rebuilt app: %+v %v", got, err)
 	}
 }

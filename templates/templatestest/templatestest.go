@@ -11,6 +11,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,11 @@ func Image(t testing.TB, marker string) v1.Image {
 		imagetest.Layer(t, files...),
 		imagetest.Layer(t, imagetest.File{Name: "marker", Body: marker}))
 }
+
+// Loopback is what a catalog's PullAllow needs for a tenant's pull from
+// Registry: the registry listens on 127.0.0.1, one of the host's own
+// addresses, which opens only when listed exactly.
+var Loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
 // Registry runs go-containerregistry's registry on loopback for the
 // test's life and returns its host:port (plain HTTP, no auth).

@@ -1,0 +1,199 @@
+package e2bcompat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
+	"github.com/sandlot/sandlot/templates"
+)
+
+// E2B's template list, get and delete, as its OpenAPI (and the SDK 2.51
+// types) describe them:
+//
+//	GET    /templates, GET /v2/templates -> 200 [Template]
+//	GET    /templates/{templateID}       -> 200 TemplateWithBuilds
+//	DELETE /templates/{templateID}       -> 204 (the SDK's Sandbox.deleteSnapshot; 404: false)
+//
+// {templateID} is a template id or a name (alias), resolved for the key's
+// tenant: its own templates, the public ones and the built-ins. Another
+// tenant's template is not found, whatever it is called.
+
+// Catalog is the templates the E2B routes see; *templates.Catalog
+// implements it.
+type Catalog interface {
+	Resolve(ctx context.Context, tenantID, ref string) (templates.Template, error)
+	List(ctx context.Context, tenantID string) ([]templates.Template, error)
+	Delete(ctx context.Context, tenantID, ref string) error
+	Build(ctx context.Context, tenantID string, spec templates.BuildSpec, run func(context.Context) (build.Result, error)) (templates.Template, error)
+	Image(ctx context.Context, tenantID, ref string) (image.Image, error)
+}
+
+var _ Catalog = (*templates.Catalog)(nil)
+
+func (h *Handler) templateListRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /templates", h.authed(h.listTemplates))
+	mux.HandleFunc("GET /v2/templates", h.authed(h.listTemplates))
+	mux.HandleFunc("GET /templates/{templateID}", h.authed(h.getTemplate))
+	mux.HandleFunc("DELETE /templates/{templateID}", h.authed(h.deleteTemplate))
+}
+
+func (h *Handler) catalogOn() error {
+	if h.cfg.Catalog == nil {
+		return fmt.Errorf("templates are not enabled on this server: %w", errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// template resolves ref for tenantID; unknown and unusable refs are one
+// not_found.
+func (h *Handler) template(ctx context.Context, tenantID, ref string) (templates.Template, error) {
+	notFound := fmt.Errorf("template %q: %w", ref, errdefs.ErrNotFound)
+	if h.cfg.Catalog == nil {
+		return templates.Template{}, notFound
+	}
+	t, err := h.cfg.Catalog.Resolve(ctx, tenantID, ref)
+	if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
+		return templates.Template{}, notFound
+	}
+	return t, err
+}
+
+// buildIDOf is the build id of a template id: each build records a new
+// template, so one id each, the same in the build's status and the
+// template's listing.
+func buildIDOf(templateID string) string {
+	return uuid.NewSHA1(buildNamespace, []byte(templateID)).String()
+}
+
+var buildNamespace = uuid.MustParse("5b1f0c1e-7a7e-4c55-9a53-6e2d3c9f0b11")
+
+// e2bTemplate is E2B's Template.
+type e2bTemplate struct {
+	TemplateID    string     `json:"templateID"`
+	BuildID       string     `json:"buildID"`
+	CPUCount      int        `json:"cpuCount"`
+	MemoryMB      int64      `json:"memoryMB"`
+	DiskSizeMB    int64      `json:"diskSizeMB"`
+	Public        bool       `json:"public"`
+	Aliases       []string   `json:"aliases"`
+	Names         []string   `json:"names"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	UpdatedAt     time.Time  `json:"updatedAt"`
+	CreatedBy     *struct{}  `json:"createdBy"`
+	LastSpawnedAt *time.Time `json:"lastSpawnedAt"`
+	SpawnCount    int64      `json:"spawnCount"`
+	BuildCount    int        `json:"buildCount"`
+	BuildStatus   string     `json:"buildStatus"`
+	EnvdVersion   string     `json:"envdVersion"`
+}
+
+// e2bTemplateBuild is E2B's TemplateBuild.
+type e2bTemplateBuild struct {
+	BuildID     string    `json:"buildID"`
+	CPUCount    int       `json:"cpuCount"`
+	MemoryMB    int64     `json:"memoryMB"`
+	DiskSizeMB  int64     `json:"diskSizeMB"`
+	EnvdVersion string    `json:"envdVersion"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	FinishedAt  time.Time `json:"finishedAt"`
+}
+
+// e2bTemplateWithBuilds is E2B's TemplateWithBuilds.
+type e2bTemplateWithBuilds struct {
+	TemplateID    string             `json:"templateID"`
+	Public        bool               `json:"public"`
+	Aliases       []string           `json:"aliases"`
+	Names         []string           `json:"names"`
+	CreatedAt     time.Time          `json:"createdAt"`
+	UpdatedAt     time.Time          `json:"updatedAt"`
+	LastSpawnedAt *time.Time         `json:"lastSpawnedAt"`
+	SpawnCount    int64              `json:"spawnCount"`
+	Builds        []e2bTemplateBuild `json:"builds"`
+}
+
+// resources are t's sandbox sizes as E2B reports them: the template's own
+// limits, else the sizes every sandbox reports.
+func resources(t templates.Template) (cpus int, memMB, diskMB int64) {
+	r := t.Settings.Resources
+	cpus, memMB, diskMB = sandboxCPUs, sandboxMemBytes>>20, sandboxDisk>>20
+	if r.CPUs > 0 {
+		cpus = max(1, int(r.CPUs+0.5))
+	}
+	if r.MemoryBytes > 0 {
+		memMB = r.MemoryBytes >> 20
+	}
+	if r.DiskBytes > 0 {
+		diskMB = r.DiskBytes >> 20
+	}
+	return
+}
+
+func toE2BTemplate(tenantID string, t templates.Template) e2bTemplate {
+	cpus, mem, disk := resources(t)
+	return e2bTemplate{TemplateID: t.ID, BuildID: buildIDOf(t.ID), CPUCount: cpus, MemoryMB: mem, DiskSizeMB: disk,
+		Public: t.TenantID != tenantID, Aliases: []string{t.Name}, Names: []string{t.Name},
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), BuildCount: 1, BuildStatus: "ready", EnvdVersion: EnvdVersion}
+}
+
+func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, tenantID string) {
+	if err := h.catalogOn(); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	list, err := h.cfg.Catalog.List(r.Context(), tenantID)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	out := make([]e2bTemplate, 0, len(list))
+	for _, t := range list {
+		out = append(out, toE2BTemplate(tenantID, t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) getTemplate(w http.ResponseWriter, r *http.Request, tenantID string) {
+	if err := h.catalogOn(); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	t, err := h.template(r.Context(), tenantID, r.PathValue("templateID"))
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	e := toE2BTemplate(tenantID, t)
+	writeJSON(w, http.StatusOK, e2bTemplateWithBuilds{TemplateID: e.TemplateID, Public: e.Public, Aliases: e.Aliases, Names: e.Names,
+		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Builds: []e2bTemplateBuild{{
+			BuildID: e.BuildID, CPUCount: e.CPUCount, MemoryMB: e.MemoryMB, DiskSizeMB: e.DiskSizeMB, EnvdVersion: e.EnvdVersion,
+			Status: "ready", CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt, FinishedAt: e.CreatedAt,
+		}}})
+}
+
+func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, tenantID string) {
+	if err := h.catalogOn(); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	ref := r.PathValue("templateID")
+	t, err := h.template(r.Context(), tenantID, ref)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if err := h.cfg.Catalog.Delete(r.Context(), tenantID, t.ID); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,138 @@
+package e2bcompat_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
+	"github.com/sandlot/sandlot/image/imagetest"
+	"github.com/sandlot/sandlot/templates"
+)
+
+// builtTemplate records a one-layer image as tenantID's template name.
+func (e *buildEnv) builtTemplate(tenantID, name string) templates.Template {
+	e.t.Helper()
+	tpl, err := e.cat.Build(context.Background(), tenantID, templates.BuildSpec{Name: name}, func(ctx context.Context) (build.Result, error) {
+		img, err := e.s.Put(ctx, imagetest.Image(e.t, imagetest.Layer(e.t, imagetest.File{Name: "x", Body: tenantID + name})), image.PutOptions{})
+		return build.Result{Image: img}, err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tpl
+}
+
+func keysOf(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTemplateListRoutes: GET /templates and /v2/templates list the
+// tenant's templates (and the public and built-in ones) in E2B's Template
+// shape; GET /templates/{id} answers TemplateWithBuilds by id or alias;
+// DELETE removes the tenant's own. Another tenant's template is a 404 on
+// every route, by id or by name, and cannot be deleted.
+func TestTemplateListRoutes(t *testing.T) {
+	e := newBuildEnv(t)
+	a := e.builtTemplate("tenant-1", "app")
+	b := e.builtTemplate("tenant-2", "app")
+
+	list := func(key, path string) []map[string]any {
+		t.Helper()
+		r := e.do("GET", path, nil, "X-API-KEY", key)
+		if r.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, r.StatusCode)
+		}
+		return decode[[]map[string]any](t, r)
+	}
+	for _, path := range []string{"/templates", "/v2/templates"} {
+		var ids []string
+		var mine map[string]any
+		for _, tpl := range list(key1, path) {
+			id, _ := tpl["templateID"].(string)
+			ids = append(ids, id)
+			if id == a.ID {
+				mine = tpl
+			}
+		}
+		if mine == nil || slices.Contains(ids, b.ID) {
+			t.Fatalf("%s for tenant 1: %v, want %s and not %s", path, ids, a.ID, b.ID)
+		}
+		// Every field of E2B's Template schema, and no other.
+		want := []string{"aliases", "buildCount", "buildID", "buildStatus", "cpuCount", "createdAt", "createdBy", "diskSizeMB",
+			"envdVersion", "lastSpawnedAt", "memoryMB", "names", "public", "spawnCount", "templateID", "updatedAt"}
+		if diff := cmp.Diff(want, keysOf(mine)); diff != "" {
+			t.Errorf("%s: Template fields (-want +got):\n%s", path, diff)
+		}
+		if mine["public"] != false || mine["buildStatus"] != "ready" || mine["memoryMB"].(float64) <= 0 ||
+			!cmp.Equal(mine["aliases"], []any{"app"}) || !cmp.Equal(mine["names"], []any{"app"}) {
+			t.Errorf("%s: %v", path, mine)
+		}
+		if _, err := uuid.Parse(mine["buildID"].(string)); err != nil {
+			t.Errorf("buildID %v: %v", mine["buildID"], err)
+		}
+	}
+
+	for _, ref := range []string{a.ID, "app"} {
+		r := e.do("GET", "/templates/"+ref, nil, "X-API-KEY", key1)
+		if r.StatusCode != 200 {
+			t.Fatalf("GET /templates/%s: %d", ref, r.StatusCode)
+		}
+		got := decode[map[string]any](t, r)
+		want := []string{"aliases", "builds", "createdAt", "lastSpawnedAt", "names", "public", "spawnCount", "templateID", "updatedAt"}
+		if diff := cmp.Diff(want, keysOf(got)); diff != "" {
+			t.Errorf("TemplateWithBuilds fields (-want +got):\n%s", diff)
+		}
+		builds, _ := got["builds"].([]any)
+		if got["templateID"] != a.ID || len(builds) != 1 || builds[0].(map[string]any)["status"] != "ready" {
+			t.Errorf("GET /templates/%s: %v", ref, got)
+		}
+	}
+	// Tenant 2 sees its own app by name, never tenant 1's by id.
+	if r := e.do("GET", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("another tenant's template by id: %d, want 404", r.StatusCode)
+	}
+	if got := decode[map[string]any](t, e.do("GET", "/templates/app", nil, "X-API-KEY", key2)); got["templateID"] != b.ID {
+		t.Errorf("tenant 2's app: %v, want %s", got["templateID"], b.ID)
+	}
+	for _, ref := range []string{"nope", "../x", strings.Repeat("a", 300)} {
+		if r := e.do("GET", "/templates/"+ref, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+			t.Errorf("GET /templates/%.20s: %d, want 404", ref, r.StatusCode)
+		}
+	}
+	if r := e.do("GET", "/templates", nil); r.StatusCode != 401 {
+		t.Errorf("list without a key: %d, want 401", r.StatusCode)
+	}
+
+	// Delete: never another tenant's, nor a built-in; the owner's is gone.
+	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("another tenant deletes: %d, want 404", r.StatusCode)
+	}
+	if r := e.do("DELETE", "/templates/default", nil, "X-API-KEY", key1); r.StatusCode < 400 || r.StatusCode >= 500 {
+		t.Errorf("delete the built-in default: %d, want 4xx", r.StatusCode)
+	}
+	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 204 {
+		t.Fatalf("delete: %d, want 204", r.StatusCode)
+	}
+	for _, path := range []string{"/templates/" + a.ID, "/templates/aliases/app"} {
+		if r := e.do("GET", path, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+			t.Errorf("GET %s after delete: %d, want 404", path, r.StatusCode)
+		}
+	}
+	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+		t.Errorf("second delete: %d, want 404", r.StatusCode)
+	}
+	if _, err := e.cat.Resolve(context.Background(), "tenant-2", b.ID); err != nil {
+		t.Errorf("tenant 2's template after tenant 1's delete: %v", err)
+	}
+}
