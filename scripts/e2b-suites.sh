@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs E2B's own JS test suites, unchanged, against `sandlot serve` and prints
-# a tally per file and per class (docs/e2b.md, "E2B's own suites").
+# a tally per file and per class (docs/e2b-suites.md).
 #
 #   scripts/e2b-suites.sh [-s SUITES] [-w WORK] [-u URL -k KEY] [-i IMAGES] [-n] [FILE...]
 #
