@@ -47,6 +47,17 @@ func (c *Client) Exec(ctx context.Context, p ExecParams, out func(OutputEvent)) 
 	return &r, nil
 }
 
+// Attach takes over a detached exec (ExecParams.Detach) after its
+// connection dropped: its output streams to out (a Start event first) and
+// its result ends the call.
+func (c *Client) Attach(ctx context.Context, p AttachParams, out func(OutputEvent)) (*ExecResult, error) {
+	var r ExecResult
+	if err := c.call(ctx, MethodAttach, p, &r, out, 0); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // Signal signals a running exec's process group.
 func (c *Client) Signal(ctx context.Context, p SignalParams) error {
 	return c.call(ctx, MethodSignal, p, nil, nil, 0)

@@ -474,7 +474,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		delete(c.pending, id)
 		c.abandoned[id] = struct{}{}
 		c.mu.Unlock()
-		if method == MethodExec || method == MethodRunCode {
+		if method == MethodExec || method == MethodRunCode || method == MethodAttach {
 			c.notify(MethodCancel, CancelParams{Ref: id})
 		}
 		return fmt.Errorf("sandbox %s: %s: %w", c.id, method, ctx.Err())

@@ -43,6 +43,7 @@ const (
 	MethodSignal        = "exec.signal"    // SignalParams -> Empty
 	MethodStdin         = "exec.stdin"     // StdinParams -> Empty
 	MethodProcesses     = "exec.list"      // Empty -> ProcessList
+	MethodAttach        = "exec.attach"    // AttachParams -> ExecResult, streams OutputEvent
 	MethodRunCode       = "kernel.run"     // RunCodeParams -> RunCodeResult, streams OutputEvent
 	MethodKernelRestart = "kernel.restart" // KernelParams -> Empty
 	MethodReadFile      = "fs.read"        // ReadParams -> ReadResult
@@ -181,6 +182,24 @@ type ExecParams struct {
 	// ExecResult.Stdout; stdin writes to the terminal, and stdin EOF
 	// sends ^D.
 	Pty *PtySize `json:"pty,omitempty"`
+	// Detach keeps the process running when its call's connection drops
+	// (the host restarts): its output is then kept, the oldest dropped
+	// past DetachedOutput bytes, until an exec.attach takes it over and
+	// gets the result. A cancel of the call still kills it.
+	Detach bool `json:"detach,omitempty"`
+}
+
+// DetachedOutput bounds the output the agent keeps for a detached process
+// while no call is attached to it.
+const DetachedOutput = 1 << 20
+
+// AttachParams names a detached process (ExecParams.Detach) whose
+// connection dropped: the call streams its output (first what was kept
+// meanwhile) and ends with its ExecResult, whose Stdout and Stderr are
+// empty (the output went out as events). A process that is not detached,
+// or whose result another attach took, is not found.
+type AttachParams struct {
+	PID int `json:"pid"`
 }
 
 // PtySize is a terminal's size in characters.

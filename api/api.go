@@ -72,6 +72,13 @@ type ToolRequest struct {
 	// network replaces its policy, which fails with failed_precondition
 	// when the context was created without one (docs/network.md).
 	Network *Network `json:"network,omitempty"`
+	// Secrets are environment variables (name to value) whose values are
+	// secret: run_code, run_analysis and bash get them in their
+	// environment, and the egress guard masks each value, plain or
+	// encoded, in everything that leaves the context from this call on
+	// ([REDACTED:SECRET]). They are the caller's, not the model's: a model
+	// sees the names at most. Values are 8 to 4096 bytes.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // Network is a sandbox's network policy on the wire (docs/network.md):
@@ -115,6 +122,8 @@ type RunCodeArgs struct {
 	// Template (name or id) of the context's sandbox when this call
 	// creates the context.
 	Template string `json:"template,omitempty"`
+	// Env holds environment variables for this run only.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // PathRef names the conversation path a tool call ran in. Every tool's

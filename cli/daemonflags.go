@@ -65,6 +65,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.IntVar(&c.maxCreating, "max-creating", 0, "sandboxes being created at once by the local provider; more wait (0: the CPUs, at least 2)")
 	fs.DurationVar(&c.createTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")
 	c.registerLifecycle(fs)
+	c.e2b.register(fs)
 	fs.StringVar(&c.guardMode, "guard-mode", tenant.GuardEnforce, "egress guard mode of the tenant created at first start: off, report, enforce (tenant create --guard-mode sets others')")
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.metricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
@@ -91,6 +92,7 @@ func (c *serveConfig) registerServe(fs *flag.FlagSet) {
 	c.registerHTTP(fs)
 	c.network.register(fs)
 	c.build.register(fs)
+	c.desktop.register(fs)
 }
 
 // registerHTTP adds the flags of the HTTP front door (frontDoor): address,
@@ -106,5 +108,6 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
 	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
+	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 }

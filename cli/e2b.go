@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -39,15 +40,16 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 		domain = cfg.network.domain
 	}
 	ecfg := e2bcompat.Config{
-		Domain:     domain,
-		Manager:    m,
-		Secret:     secret,
-		Logger:     log,
-		Tenants:    auth,
-		TokenTTL:   cfg.e2bTokenTTL,
-		MaxTimeout: cfg.e2bMaxTimeout,
-		Admit:      admit,
-		Builds:     builds,
+		Domain:        domain,
+		Manager:       m,
+		Secret:        secret,
+		Logger:        log,
+		Tenants:       auth,
+		TokenTTL:      cfg.e2bTokenTTL,
+		MaxTimeout:    cfg.e2bMaxTimeout,
+		PausedTimeout: cfg.e2bPausedTimeout,
+		Admit:         admit,
+		Builds:        builds,
 	}
 	if cat != nil { // a nil *Catalog in the interface would not be nil
 		ecfg.Catalog = cat
@@ -79,34 +81,51 @@ func e2bSecret(dataDir string) ([]byte, error) {
 	return b, nil
 }
 
-// e2bProvider is the "e2b" entry of --providers, configured like the E2B
-// SDKs: E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL, E2B_DOMAIN, plus
-// SANDLOT_E2B_TEMPLATE, SANDLOT_E2B_CONNECT_TIMEOUT, SANDLOT_E2B_SIZES
-// (templates by resources, "template:cpus:memoryMB,...") and
-// SANDLOT_E2B_DEPLOYMENT (default: the node id, so each daemon lists and
-// sweeps only the sandboxes it created). Without a key it still builds:
-// Create fails with "E2B API key not configured" and a chain falls back.
-// A value that does not parse is an error.
-func e2bProvider(log *slog.Logger, node string) (contexts.Provider, error) {
+// e2bFlags are the settings of the "e2b" provider and of its account's
+// plan limits. Like every daemon knob each is a flag, $SANDLOT_<NAME> and a
+// config key (config.go); the account itself is configured as the E2B
+// SDKs are, by E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL and E2B_DOMAIN,
+// so an API key never appears on a command line.
+type e2bFlags struct {
+	template       string
+	deployment     string
+	connectTimeout time.Duration
+	sizes          string
+	planCreations  int64
+	planMinutes    float64
+	thresholds     string
+}
+
+func (f *e2bFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.template, "e2b-template", "", "E2B template of the e2b provider's sandboxes when a call names none (default: E2B's base)")
+	fs.StringVar(&f.deployment, "e2b-deployment", "", "label of the e2b provider's sandboxes: it lists and sweeps only its own (default: the node id)")
+	fs.DurationVar(&f.connectTimeout, "e2b-connect-timeout", 0, "time the e2b provider waits for a new sandbox's envd (0: the provider default, 30s)")
+	fs.StringVar(&f.sizes, "e2b-sizes", "", "E2B templates by resources, TEMPLATE:CPUS:MEMORY_MB,...: a sandbox asking for limits gets the smallest that fits")
+	fs.Int64Var(&f.planCreations, "e2b-plan-creations", 0, "sandbox creations the E2B account's plan allows (0: not tracked); warnings at the --quota-thresholds")
+	fs.Float64Var(&f.planMinutes, "e2b-plan-compute-minutes", 0, "sandbox wall-clock minutes the E2B account's plan allows (0: not tracked)")
+	fs.StringVar(&f.thresholds, "quota-thresholds", "", "used shares of a plan limit that log a warning, comma-separated fractions (default 0.8,1)")
+}
+
+// e2bProvider is the "e2b" entry of --providers (see e2bFlags). Without a
+// key it still builds: Create fails with "E2B API key not configured" and
+// a chain falls back. A value that does not parse is an error.
+func e2bProvider(log *slog.Logger, node string, f e2bFlags) (contexts.Provider, error) {
 	cfg := e2b.Config{
-		APIKey:     os.Getenv("E2B_API_KEY"),
-		APIURL:     os.Getenv("E2B_API_URL"),
-		SandboxURL: os.Getenv("E2B_SANDBOX_URL"),
-		Domain:     os.Getenv("E2B_DOMAIN"),
-		Template:   os.Getenv("SANDLOT_E2B_TEMPLATE"),
-		Deployment: cmp.Or(os.Getenv("SANDLOT_E2B_DEPLOYMENT"), node),
-		Logger:     log,
+		APIKey:         os.Getenv("E2B_API_KEY"),
+		APIURL:         os.Getenv("E2B_API_URL"),
+		SandboxURL:     os.Getenv("E2B_SANDBOX_URL"),
+		Domain:         os.Getenv("E2B_DOMAIN"),
+		Template:       f.template,
+		Deployment:     cmp.Or(f.deployment, node),
+		ConnectTimeout: f.connectTimeout,
+		Logger:         log,
 	}
-	if v := os.Getenv("SANDLOT_E2B_CONNECT_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("SANDLOT_E2B_CONNECT_TIMEOUT=%q: want a duration such as 10s: %w", v, errdefs.ErrInvalidArgument)
-		}
-		cfg.ConnectTimeout = d
+	if f.connectTimeout < 0 {
+		return nil, fmt.Errorf("--e2b-connect-timeout %s: want a positive duration such as 10s: %w", f.connectTimeout, errdefs.ErrInvalidArgument)
 	}
-	sizes, err := e2b.ParseSizes(os.Getenv("SANDLOT_E2B_SIZES"))
+	sizes, err := e2b.ParseSizes(f.sizes)
 	if err != nil {
-		return nil, fmt.Errorf("SANDLOT_E2B_SIZES: %w", err)
+		return nil, fmt.Errorf("--e2b-sizes: %w", err)
 	}
 	cfg.Sizes = sizes
 	return e2b.New(cfg), nil
@@ -122,14 +141,6 @@ func providerChain(ps []contexts.Provider, log *slog.Logger, quota *chain.Quota)
 	return chain.New(ps, chain.Config{Logger: log, Quota: quota})
 }
 
-// Environment of the e2b provider's plan limits: E2B's plans limit an
-// account (one API key), so these apply to all tenants together.
-const (
-	envE2BPlanCreations = "SANDLOT_E2B_PLAN_CREATIONS"       // sandbox creations
-	envE2BPlanMinutes   = "SANDLOT_E2B_PLAN_COMPUTE_MINUTES" // sandbox wall-clock minutes
-	envQuotaThresholds  = "SANDLOT_QUOTA_THRESHOLDS"         // fractions, e.g. "0.5,0.8,1" (default 0.8,1)
-)
-
 // e2bQuotaFile, in the data dir, keeps the e2b quota's counts across
 // restarts.
 const e2bQuotaFile = "e2b-quota.json"
@@ -139,31 +150,20 @@ const e2bQuotaFile = "e2b-quota.json"
 // Crossing a threshold logs a warning and records the used share (the
 // sandlot.quota.usage gauge); compute minutes of running sandboxes are
 // re-checked every minute for the life of the process.
-func e2bQuota(log *slog.Logger, file string) (*chain.Quota, error) {
-	var plan chain.Plan
-	if v := os.Getenv(envE2BPlanCreations); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s=%q: want a count: %w", envE2BPlanCreations, v, errdefs.ErrInvalidArgument)
-		}
-		plan.Creations = n
+func e2bQuota(log *slog.Logger, file string, f e2bFlags) (*chain.Quota, error) {
+	if f.planCreations < 0 || f.planMinutes < 0 {
+		return nil, fmt.Errorf("--e2b-plan-creations and --e2b-plan-compute-minutes must not be negative: %w", errdefs.ErrInvalidArgument)
 	}
-	if v := os.Getenv(envE2BPlanMinutes); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return nil, fmt.Errorf("%s=%q: want minutes: %w", envE2BPlanMinutes, v, errdefs.ErrInvalidArgument)
-		}
-		plan.ComputeMinutes = f
-	}
+	plan := chain.Plan{Creations: f.planCreations, ComputeMinutes: f.planMinutes}
 	if plan == (chain.Plan{}) {
 		return nil, nil
 	}
 	var ths []float64
-	if v := os.Getenv(envQuotaThresholds); v != "" {
-		for _, f := range strings.Split(v, ",") {
-			th, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+	if v := f.thresholds; v != "" {
+		for _, s := range strings.Split(v, ",") {
+			th, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
 			if err != nil || th <= 0 {
-				return nil, fmt.Errorf("%s=%q: want fractions such as 0.8,1: %w", envQuotaThresholds, v, errdefs.ErrInvalidArgument)
+				return nil, fmt.Errorf("--quota-thresholds %q: want fractions such as 0.8,1: %w", v, errdefs.ErrInvalidArgument)
 			}
 			ths = append(ths, th)
 		}

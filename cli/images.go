@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/debian"
@@ -56,18 +57,39 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 	if dir == "" {
 		dir = filepath.Join(cfg.store.dataDir, "images")
 	}
+	if cfg.desktop.offered() {
+		if err := cfg.desktop.check(); err != nil {
+			return nil, nil, err
+		}
+	}
 	s, err := image.Open(dir, image.Config{Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("image store: %w", err)
 	}
 	switch cfg.defaultImage {
 	case defaultImageNone:
+		if cfg.desktop.offered() {
+			return s, desktop.NewBuilder(ctx, s, log).Missing, nil
+		}
 		return s, nil, nil
 	case defaultImageDebian:
 	default:
 		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.defaultImage, errdefs.ErrInvalidArgument)
 	}
 	b := &baseBuild{phase: "starting"}
+	missing := b.missing
+	if cfg.desktop.offered() {
+		d := desktop.NewBuilder(ctx, s, log)
+		if cfg.desktop.template == desktopStart {
+			d.Missing(desktop.Template) // starts the build unless the image is there
+		}
+		missing = func(template string) error {
+			if err := b.missing(template); err != nil {
+				return err
+			}
+			return d.Missing(template)
+		}
+	}
 	go func() {
 		start := time.Now()
 		img, err := debian.Ensure(ctx, s, debian.Config{}, local.DefaultTemplate, func(p debian.Progress) {
@@ -86,5 +108,5 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 		}
 		log.Info("default template ready", slog.String("image", img.Digest.String()), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Millisecond)))
 	}()
-	return s, b.missing, nil
+	return s, missing, nil
 }

@@ -34,6 +34,7 @@ func init() {
 
 // serveConfig is what `sandlot serve` is told by its flags.
 type serveConfig struct {
+	e2b             e2bFlags
 	addr            string
 	store           storeFlags
 	runtime         string
@@ -69,10 +70,12 @@ type serveConfig struct {
 	bodyReadTimeout      time.Duration // server.Config.BodyReadTimeout
 	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
+	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags
 	build                buildFlags
+	desktop              desktopFlags
 
 	// The local provider's templates (images.go). defaultImage "" (a
 	// serveConfig built in code, the bench) runs every sandbox on the

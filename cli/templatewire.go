@@ -9,6 +9,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/templates"
@@ -23,6 +24,7 @@ const defaultImageGCInterval = time.Hour
 type templateWire struct {
 	store     templates.Store
 	host      bool
+	desktop   bool           // offer the built-in desktop template
 	pullAllow []netip.Prefix // tenants' pulls may reach these besides the internet
 	log       *slog.Logger
 	catalog   *templates.Catalog // nil until attach
@@ -31,7 +33,11 @@ type templateWire struct {
 
 // attach makes the catalog over the local provider's image store.
 func (tw *templateWire) attach(imgs *image.Store) *templates.Catalog {
-	tw.catalog = templates.New(templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log})
+	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log}
+	if tw.desktop {
+		cfg.Desktop = desktop.Settings()
+	}
+	tw.catalog = templates.New(cfg)
 	return tw.catalog
 }
 

@@ -82,6 +82,9 @@ type Target struct {
 	// Network is the network the context should have (api.ToolRequest's
 	// network); nil: loopback only, or what the context already has.
 	Network *api.Network
+	// Secrets are environment variables whose values the guard masks in
+	// everything the context returns (api.ToolRequest's secrets).
+	Secrets map[string]string
 }
 
 // FileTarget names the context of a file call: ContextID, or else the
@@ -115,10 +118,12 @@ type RunCodeRequest struct {
 	// Template (name or id) when the call creates the context; "": the
 	// default. A context keeps its template.
 	Template string
+	// Env holds environment variables for this run only.
+	Env map[string]string
 }
 
 func (r RunCodeRequest) args() api.RunCodeArgs {
-	return api.RunCodeArgs{Language: r.Language, Code: r.Code, Timeout: r.Timeout.Milliseconds(), Template: r.Template}
+	return api.RunCodeArgs{Language: r.Language, Code: r.Code, Timeout: r.Timeout.Milliseconds(), Template: r.Template, Env: r.Env}
 }
 
 // RunCode runs code in the target's persistent kernel.
@@ -159,7 +164,7 @@ func toolBody(t Target, args any) ([]byte, error) {
 	if string(raw) == "null" {
 		raw = nil
 	}
-	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw, Network: t.Network})
+	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw, Network: t.Network, Secrets: t.Secrets})
 }
 
 // ToolStream calls a tool with Accept: application/x-ndjson. fn (may be

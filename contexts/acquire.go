@@ -97,6 +97,18 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			e = nil // the identity moved on to another context
 		}
 		if e != nil {
+			// A paused context is refused before revive, whose health
+			// check a frozen sandbox could not answer.
+			m.mu.Lock()
+			rec, ended := cloneRecord(e.rec), e.ended
+			m.mu.Unlock()
+			_, paused := PausedSince(rec)
+			if !ended && !paused && !rec.ExpiresAt.After(m.now()) {
+				paused = m.autoPause(ctx, rec) // E2B's autoPause: at its expiry it pauses
+			}
+			if !ended && paused {
+				return nil, pausedErr(rec.ID)
+			}
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
 				template := e.rec.Template

@@ -243,7 +243,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 	m.mu.Lock()
 	var es []*entry
 	for _, e := range m.byID {
-		if e.sb != nil && e.rec.State == StateReady {
+		if _, paused := PausedSince(e.rec); e.sb != nil && e.rec.State == StateReady && !paused {
 			es = append(es, e)
 		}
 	}
@@ -297,16 +297,22 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 	e := m.byID[rec.ID]
 	m.mu.Unlock()
 	if e == nil {
+		if m.autoPause(ctx, rec) {
+			return false // paused instead (E2B's autoPause)
+		}
 		return m.terminateRecord(ctx, rec, ReasonExpired, "")
 	}
 	m.mu.Lock()
-	fixed, end := fixedExpiry(e.rec), e.rec.ExpiresAt
+	fixed, end, cur := fixedExpiry(e.rec), e.rec.ExpiresAt, cloneRecord(e.rec)
 	m.mu.Unlock()
 	if fixed {
 		// An absolute expiry ends the context at its time even mid-call,
 		// as E2B kills a sandbox at its timeout, commands and all: a
 		// command without a timeout cannot keep it alive.
 		if end.After(now) {
+			return false
+		}
+		if m.autoPause(ctx, cur) {
 			return false
 		}
 		return m.end(ctx, e, ReasonExpired, "")

@@ -118,14 +118,14 @@ func (m *Manager) limitErr(ctx context.Context, id Identity) error {
 	}
 	if lim := m.cfg.MaxPerTenant; lim > 0 {
 		if n := count(""); n >= lim {
-			return fmt.Errorf("tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
-				id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+			return &Failure{Kind: FailureLimit, Err: fmt.Errorf("tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.TenantID, n, lim, errdefs.ErrResourceExhausted)}
 		}
 	}
 	if lim := m.cfg.MaxPerConversation; lim > 0 {
 		if n := count(id.ConversationID); n >= lim {
-			return fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
-				id.ConversationID, id.TenantID, n, lim, errdefs.ErrResourceExhausted)
+			return &Failure{Kind: FailureLimit, Err: fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",
+				id.ConversationID, id.TenantID, n, lim, errdefs.ErrResourceExhausted)}
 		}
 	}
 	return nil

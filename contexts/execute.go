@@ -167,7 +167,12 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 			e.exec.unlock()
 			continue
 		}
-		res, err := m.run(ctx, e, sb, req, timeout, out, !resent)
+		mctx, err := m.mask(ctx, e)
+		if err != nil {
+			e.exec.unlock()
+			return nil, err
+		}
+		res, err := m.run(mctx, e, sb, req, timeout, out, !resent)
 		e.exec.unlock()
 		if errors.Is(err, errResend) {
 			resent = true
@@ -175,7 +180,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		}
 		return res, err
 	}
-	return nil, fmt.Errorf("context of %s/%s kept ending under this call: %w", id.ConversationID, id.PathID, errdefs.ErrUnavailable)
+	return nil, &Failure{Kind: FailureLost, Err: fmt.Errorf("context of %s/%s kept ending under this call: %w", id.ConversationID, id.PathID, errdefs.ErrUnavailable)}
 }
 
 // errResend is run's answer when the call never reached a sandbox that
@@ -254,7 +259,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			if !errors.Is(err, errdefs.ErrUnavailable) {
 				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
 			}
-			return nil, fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)
+			return nil, &Failure{Kind: FailureLost, Err: fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)}
 		}
 	}
 	if err == nil {
@@ -358,7 +363,15 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	if sb == nil {
 		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)
 	}
-	return fn(ctx, rec, GuardSandbox(sb, m.cfg.Guard, rec.TenantID))
+	ctx, err = m.mask(ctx, e)
+	if err != nil {
+		return err
+	}
+	gs := GuardSandbox(sb, m.cfg.Guard, rec.TenantID)
+	if g, ok := gs.(*guardedSandbox); ok {
+		g.masked = MaskedValues(ctx)
+	}
+	return fn(ctx, rec, gs)
 }
 
 // checkLanguage refuses a run in a language the context's template does

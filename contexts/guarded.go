@@ -1,11 +1,14 @@
 package contexts
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +40,16 @@ type guardedSandbox struct {
 	sb     Sandbox
 	g      Guard
 	tenant string
+	masked []string // declared secret values (MaskedValues), whatever ctx a method gets
+}
+
+// gctx is ctx for the guard: it carries the context's declared secrets even
+// when the caller passes a ctx other than the one Use handed it.
+func (s *guardedSandbox) gctx(ctx context.Context) context.Context {
+	if len(s.masked) == 0 || len(MaskedValues(ctx)) >= len(s.masked) {
+		return ctx
+	}
+	return WithMasked(ctx, s.masked)
 }
 
 var _ Sandbox = (*guardedSandbox)(nil)
@@ -45,11 +58,11 @@ func (s *guardedSandbox) text(ctx context.Context, v string) string {
 	if v == "" {
 		return v
 	}
-	return s.g.Text(ctx, s.tenant, v)
+	return s.g.Text(s.gctx(ctx), s.tenant, v)
 }
 
 func (s *guardedSandbox) err(ctx context.Context, err error) error {
-	return guardError(ctx, s.g, s.tenant, err)
+	return guardError(s.gctx(ctx), s.g, s.tenant, err)
 }
 
 func (s *guardedSandbox) info(ctx context.Context, fi *agent.FileInfo) {
@@ -66,13 +79,13 @@ func (s *guardedSandbox) ID() string { return s.sb.ID() }
 func (s *guardedSandbox) Ping(ctx context.Context) error { return s.err(ctx, s.sb.Ping(ctx)) }
 
 func (s *guardedSandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out OutputFunc) (*agent.RunCodeResult, error) {
-	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	sg := newStreamGuard(s.gctx(ctx), s.g, s.tenant, out)
 	res, err := s.sb.RunCode(ctx, p, sg.fn())
 	sg.flush()
 	if err != nil {
 		return nil, s.err(ctx, err)
 	}
-	return guardRunResult(ctx, s.g, s.tenant, res), nil
+	return guardRunResult(s.gctx(ctx), s.g, s.tenant, res), nil
 }
 
 func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams) error {
@@ -80,7 +93,7 @@ func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams
 }
 
 func (s *guardedSandbox) Exec(ctx context.Context, p agent.ExecParams, out OutputFunc) (*agent.ExecResult, error) {
-	sg := newStreamGuard(ctx, s.g, s.tenant, out)
+	sg := newStreamGuard(s.gctx(ctx), s.g, s.tenant, out)
 	res, err := s.sb.Exec(ctx, p, sg.fn())
 	sg.flush()
 	if err != nil {
@@ -123,7 +136,7 @@ func (s *guardedSandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*age
 		return nil, s.err(ctx, err)
 	}
 	c := *r
-	fr := s.g.File(ctx, s.tenant)
+	fr := s.g.File(s.gctx(ctx), s.tenant)
 	c.Data = append(fr.Write(r.Data), fr.Flush()...)
 	return &c, nil
 }
@@ -282,14 +295,23 @@ func guardRich(ctx context.Context, g Guard, tenantID string, r agent.RichResult
 	r.SVG, r.LaTeX, r.JavaScript = t(r.SVG), t(r.LaTeX), t(r.JavaScript)
 	r.PNG = guardImage(ctx, g, tenantID, "png", r.PNG, &r.Text)
 	r.JPEG = guardImage(ctx, g, tenantID, "jpeg", r.JPEG, &r.Text)
-	r.JSON = guardJSON(r.JSON, t)
-	r.Data = guardJSON(r.Data, t)
-	r.Chart = guardJSON(r.Chart, t)
+	r.JSON = guardJSON(r.JSON, t, false)
+	r.Data = guardJSON(r.Data, t, false)
+	r.Chart = guardJSON(r.Chart, t, true)
 	return r
 }
 
-// guardJSON redacts a JSON document as text with t.
-func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
+// guardJSON redacts a JSON document with t. The whole document goes
+// through t first (one call; most documents come back unchanged). When t
+// changes it, each string (keys included) and each integer is redacted on
+// its own, so the document stays JSON of the same shape: a redacted
+// integer becomes the redaction's string. Numbers with a fraction or an
+// exponent are measurements (a column of floats) and pass: their digits
+// are what the value prints as. With coords every number passes: a
+// chart's numbers are its points and ticks (a log-scale chart's
+// 6220781239412467 is a y value, no card number), while its labels and
+// titles are text and redacted. Keys keep their order (a table's columns).
+func guardJSON(doc json.RawMessage, t func(string) string, coords bool) json.RawMessage {
 	if len(doc) == 0 {
 		return doc
 	}
@@ -297,12 +319,75 @@ func guardJSON(doc json.RawMessage, t func(string) string) json.RawMessage {
 	if red == string(doc) {
 		return doc
 	}
+	if out, err := guardJSONValues(doc, t, coords); err == nil {
+		return out
+	}
 	if json.Valid([]byte(red)) {
 		return json.RawMessage(red)
 	}
-	// Redaction broke the document: return it as a JSON string.
+	// Not JSON to begin with: return the redacted text as a JSON string.
 	b, _ := json.Marshal(red)
 	return b
+}
+
+// guardJSONValues rewrites doc token by token with its strings and
+// integers (unless coords) passed through t.
+func guardJSONValues(doc []byte, t func(string) string, coords bool) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var out bytes.Buffer
+	str := func(s string) {
+		b, _ := json.Marshal(s)
+		out.Write(b)
+	}
+	type frame struct {
+		obj bool
+		n   int // tokens written in this container
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			out.WriteByte(byte(d))
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			switch {
+			case f.obj && f.n%2 == 1:
+				out.WriteByte(':')
+			case f.n > 0:
+				out.WriteByte(',')
+			}
+			f.n++
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			out.WriteByte(byte(v))
+			stack = append(stack, frame{obj: v == '{'})
+		case string:
+			str(t(v))
+		case json.Number:
+			s := v.String()
+			if r := t(s); r != s && !coords && !strings.ContainsAny(s, ".eE") {
+				str(r)
+			} else {
+				out.WriteString(s)
+			}
+		case bool:
+			out.WriteString(strconv.FormatBool(v))
+		case nil:
+			out.WriteString("null")
+		}
+	}
+	return out.Bytes(), nil
 }
 
 // guardImage passes a base64 image result through g.Image. An image that

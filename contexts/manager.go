@@ -64,6 +64,7 @@ type entry struct {
 	users   int           // Use callbacks running; expiry waits for them
 	unsaved bool          // Store.Create failed: the record lives only here
 	alive   time.Time     // when sb last answered (wall clock, monotonic)
+	secrets []string      // declared secret values the guard masks (mask)
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

@@ -82,7 +82,8 @@ func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (Resour
 	attached := e != nil && e.sb != nil && !e.ended
 	m.mu.Unlock()
 	us, ok := m.provider.(UsageSampler)
-	if !ok || !attached || !rec.State.Active() {
+	_, paused := PausedSince(rec) // runsc samples disk usage from inside, which a frozen sandbox cannot answer
+	if !ok || !attached || !rec.State.Active() || paused {
 		return rec.ResourceUsage, nil
 	}
 	u, err := us.Usage(ctx, rec.SandboxID)

@@ -41,7 +41,7 @@ func ReadFile(ctx context.Context, sb Sandbox, path string, fn func(FileChunk) e
 	var red FileRedactor
 	errf := func(err error) error { return err }
 	if gs, ok := sb.(*guardedSandbox); ok {
-		raw, red = gs.sb, gs.g.File(ctx, gs.tenant)
+		raw, red = gs.sb, gs.g.File(gs.gctx(ctx), gs.tenant)
 		errf = func(err error) error { return gs.err(ctx, err) }
 	}
 	var off int64

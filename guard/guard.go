@@ -208,7 +208,7 @@ func (g *Guard) Text(ctx context.Context, tenantID, s string) string {
 	if mode == ModeOff || s == "" {
 		return s
 	}
-	fs := g.scan(s)
+	fs := g.scanCtx(ctx, s)
 	for _, f := range fs {
 		g.record(ctx, tenantID, mode, f, s[f.Start:f.End], 0)
 	}

@@ -65,12 +65,13 @@ func (g *Guard) Image(ctx context.Context, tenantID, format string, data []byte)
 		return nil, Marker(TypeInvalidImage)
 	}
 	var drop []segment
+	dec := declaredOf(ctx)
 	for _, s := range segs {
 		bad := s.trailer
 		if s.meta {
 			text, ok := s.text(data)
 			bad = bad || !ok
-			for _, f := range g.scan(text) {
+			for _, f := range withDeclared(g.scan(text), dec, text) {
 				bad = true
 				g.record(ctx, tenantID, mode, Finding{Type: f.Type, Start: s.start, End: s.end, Confidence: f.Confidence}, text[f.Start:f.End], 0)
 			}

@@ -35,7 +35,7 @@ func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamReda
 	}
 	// The redactor lives for one call; it keeps the call's ctx for the
 	// Audit hook because the contexts.StreamRedactor contract has no ctx.
-	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode}
+	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: declaredOf(ctx)}
 }
 
 type passStream struct{}
@@ -50,6 +50,7 @@ type stream struct {
 	ctx    context.Context
 	tenant string
 	mode   string
+	sec    *declared // the declared secret values of the call's context; nil: none
 
 	pending []byte // raw text not yet emitted (a buffer: tiny writes must not copy it)
 	prev    string // the tail of emitted raw text, context for the next scan
@@ -64,6 +65,9 @@ type stream struct {
 	spans func(typ string, start, end int)
 	// binary is set for the view of a binary format (scanBinary).
 	binary bool
+	// idle is set during FlushIdle: the start of a declared value at the
+	// end stays held (a secret printed in two slow halves is still whole).
+	idle bool
 }
 
 var _ contexts.StreamRedactor = (*stream)(nil)
@@ -97,6 +101,8 @@ func (st *stream) FlushIdle() string {
 	if st.inPEM || bytes.Contains(st.pending, []byte("-----")) {
 		return ""
 	}
+	st.idle = true
+	defer func() { st.idle = false }()
 	return st.Flush()
 }
 
@@ -132,8 +138,22 @@ func (st *stream) process(chunk string, final bool) string {
 	} else {
 		fs = st.g.scan(view)
 	}
+	fs = withDeclared(fs, st.sec, view)
 	cut := len(view)
 	force := false
+	if final && st.idle {
+		if cut = st.sec.partial(view); cut < len(view) {
+			for _, f := range fs {
+				if f.Start < cut && f.End > cut {
+					cut = f.Start
+					break
+				}
+			}
+			if cut <= off {
+				return ""
+			}
+		}
+	}
 	if !final {
 		cut = st.cut(view, off, fs)
 		if cut <= off && len(st.pending) > maxHold {
@@ -222,6 +242,9 @@ func (st *stream) cut(view string, off int, fs []Finding) int {
 			break
 		}
 	}
+	// The start of a declared value at the end waits for the rest of it,
+	// however the writes split it (a value may hold spaces and newlines).
+	cut = min(cut, st.sec.partial(view))
 	for _, f := range fs {
 		if f.Start < cut && (f.End > cut || openPEM(view, f)) {
 			cut = f.Start

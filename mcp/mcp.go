@@ -81,6 +81,34 @@ func callNetwork(req *sdk.CallToolRequest) (*policy.Policy, error) {
 	return tools.NetworkPolicy(&n)
 }
 
+// MetaSecrets is the key of a tool call's _meta that holds the caller's
+// declared secrets (name to value, as api.ToolRequest.Secrets): injected
+// as environment variables of the code tools, and masked by the guard in
+// all that leaves the context. Like the network, the client application
+// sets them, so the model never sees a value.
+const MetaSecrets = "sandlot.dev/secrets"
+
+// callSecrets reads req's _meta secrets, checked by contexts.CheckEnv;
+// nil when absent.
+func callSecrets(req *sdk.CallToolRequest) (map[string]string, error) {
+	v, ok := req.Params.GetMeta()[MetaSecrets]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("_meta %s: %v: %w", MetaSecrets, err, errdefs.ErrInvalidArgument)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("_meta %s must map names to string values: %w", MetaSecrets, errdefs.ErrInvalidArgument)
+	}
+	if err := contexts.CheckEnv(nil, m); err != nil {
+		return nil, fmt.Errorf("_meta %s: %w", MetaSecrets, err)
+	}
+	return m, nil
+}
+
 // Tenants finds a tenant by id; *tenant.Authenticator implements it, with
 // the cache every edge shares.
 type Tenants interface {
@@ -232,6 +260,11 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		if err != nil {
 			return toolError(err), nil
 		}
+		secrets, err := callSecrets(req)
+		if err != nil {
+			return toolError(err), nil
+		}
+		ctx = contexts.WithSecrets(ctx, secrets)
 		out, stop := progress(ctx, req)
 		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy}, out)
 		stop()
@@ -258,6 +291,13 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 // base64 in the text is replaced by a note, so a model sees the picture
 // rather than a wall of base64. The structured content keeps everything.
 func content(res any, full []byte) []sdk.Content {
+	if shot, ok := res.(*tools.ScreenshotResult); ok {
+		// A desktop screenshot: the picture, and its size as text.
+		if raw, err := base64.StdEncoding.DecodeString(shot.PNG); err == nil {
+			return []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(`{"width":%d,"height":%d,"png":"[image/png: image content 1]"}`, shot.Width, shot.Height)},
+				&sdk.ImageContent{Data: raw, MIMEType: "image/png"}}
+		}
+	}
 	rc, ok := res.(*tools.RunCodeResult)
 	if !ok {
 		return []sdk.Content{&sdk.TextContent{Text: string(full)}}

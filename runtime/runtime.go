@@ -31,6 +31,14 @@ type Runtime interface {
 	Create(ctx context.Context, spec Spec) error
 	// Kill sends sig to the sandbox's init process.
 	Kill(ctx context.Context, id string, sig syscall.Signal) error
+	// Pause freezes every process of a running sandbox (the cgroup
+	// freezer, through the runtime's own pause): they keep their memory
+	// and stop using CPU until Resume. Pausing a paused sandbox fails
+	// with errdefs.ErrFailedPrecondition, an unknown one with ErrNotFound.
+	Pause(ctx context.Context, id string) error
+	// Resume thaws a paused sandbox; a sandbox that is not paused fails
+	// with errdefs.ErrFailedPrecondition.
+	Resume(ctx context.Context, id string) error
 	// Delete stops the sandbox if it runs and removes its processes,
 	// mounts, cgroups and bundle. Deleting an unknown id is not an error.
 	Delete(ctx context.Context, id string) error
@@ -191,6 +199,7 @@ type Status string
 const (
 	StatusCreated Status = "created" // created, init not started
 	StatusRunning Status = "running"
+	StatusPaused  Status = "paused"  // frozen (Runtime.Pause)
 	StatusStopped Status = "stopped" // init exited; Delete cleans up
 )
 

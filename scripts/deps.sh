@@ -142,7 +142,7 @@ done < <(missing)
 if [ "$mode" = test ]; then
   command -v runsc >/dev/null 2>&1 ||
     { echo "missing: runsc (go install gvisor.dev/gvisor/runsc@$RUNSC_VERSION)" >&2; fail=1; }
-  for m in e2b @e2b/code-interpreter; do
+  for m in e2b @e2b/code-interpreter @e2b/desktop; do
     [ -f "e2e/e2b/node_modules/$m/package.json" ] ||
       { echo "missing: npm package $m (cd e2e/e2b && npm ci)" >&2; fail=1; }
   done

@@ -2,7 +2,7 @@
 # Runs E2B's own JS test suites, unchanged, against `sandlot serve` and prints
 # a tally per file and per class (docs/e2b.md, "E2B's own suites").
 #
-#   scripts/e2b-suites.sh [-s SUITES] [-w WORK] [-u URL -k KEY] [-i IMAGES] [FILE...]
+#   scripts/e2b-suites.sh [-s SUITES] [-w WORK] [-u URL -k KEY] [-i IMAGES] [-n] [FILE...]
 #
 #   -s SUITES  a directory holding E2B's packages/js-sdk/tests and the
 #              code interpreter's js/tests; without it both repositories are
@@ -13,6 +13,9 @@
 #              bin/sandlot serve (make build) is started on a fresh data dir
 #   -i IMAGES  image store for that serve (default: its data dir, where the
 #              Debian base template is built on first use, which takes minutes)
+#   -n         serve with sandbox networks (--network --network-allow-open,
+#              needs root and nftables): E2B's network, internet access and
+#              getHost tests then reach a real sandbox network
 #   -t         only print the tally of WORK's results (of an earlier run)
 #   FILE...    test files relative to SUITES (default: every file that
 #              reaches a server; see classes below)
@@ -35,16 +38,17 @@ CI_COMMIT=7df1757bfd5baa037f909ce97c2dbe014da973c0
 FILE_TIMEOUT=${FILE_TIMEOUT:-300}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-suites= work= url= key= images= tallyonly=
-while getopts s:w:u:k:i:t o; do
+suites= work= url= key= images= tallyonly= network=
+while getopts s:w:u:k:i:nt o; do
   case $o in
     s) suites=$(cd "$OPTARG" && pwd) ;;
     w) work=$OPTARG ;;
     u) url=$OPTARG ;;
     k) key=$OPTARG ;;
     i) images=$OPTARG ;;
+    n) network=1 ;;
     t) tallyonly=1 ;;
-    *) sed -n '2,28p' "$0"; exit 2 ;;
+    *) sed -n '2,31p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -161,6 +165,7 @@ if [ -z "$url" ]; then
   args=(serve --addr 127.0.0.1:0 --data-dir "$data" --state-dir "$state" --pool-size 0
     --providers local --max-contexts-per-tenant 100 --max-contexts-per-conversation 100)
   [ -n "$images" ] && args+=(--images-dir "$images")
+  [ -n "$network" ] && args+=(--network --network-allow-open)
   SANDLOT_ADDR= "$bin" "${args[@]}" > "$work/serve.out" 2> "$work/serve.err" &
   serve=$!
   cleanup() { kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true; rm -rf "$state"; }

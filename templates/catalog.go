@@ -34,6 +34,9 @@ type Config struct {
 	// HostTemplate offers the built-in "host" template. Without Images it
 	// is always offered, and "default" means it.
 	HostTemplate bool
+	// Desktop offers the built-in "desktop" template (needs Images), with
+	// these settings (its resource defaults). nil: not offered.
+	Desktop *Settings
 	// Pull configures registry pulls (credentials, transport); its Name
 	// and Progress are set per pull. Its Keychain (nil: the daemon's docker
 	// config) serves public templates, the operator's.
@@ -90,6 +93,14 @@ func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Tem
 			}
 		}
 		return t, true
+	case name == Desktop && c.cfg.Desktop != nil && c.cfg.Images != nil:
+		t := Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
+		if withImage {
+			if d, err := c.cfg.Images.Resolve(ctx, Desktop); err == nil {
+				t.Image = d.String()
+			}
+		}
+		return t, true
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
 		return Template{ID: name, Name: name, Source: "host"}, true
 	}
@@ -106,7 +117,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}
-	if ref == Host || ref == Default {
+	if ref == Host || ref == Default || ref == Desktop {
 		return Template{}, fmt.Errorf("template %q is not enabled on this daemon: %w", ref, errdefs.ErrNotFound)
 	}
 	t, err := c.cfg.Store.GetTemplate(ctx, tenantID, ref)

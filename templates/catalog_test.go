@@ -222,3 +222,36 @@ func TestCatalogTenantPullCredentials(t *testing.T) {
 		t.Errorf("the operator's pull with the docker config: %v", err)
 	}
 }
+
+// TestDesktopBuiltin: the desktop template is a built-in only where the
+// daemon offers it, with its settings (the resource defaults) and the
+// image of its name once there is one; its name is reserved either way.
+func TestDesktopBuiltin(t *testing.T) {
+	ctx := context.Background()
+	imgs, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := templates.New(templates.Config{Store: memory.New(), Images: imgs})
+	_, err = off.Resolve(ctx, "A", templates.Desktop)
+	wantErr(t, "desktop not offered", err, errdefs.ErrNotFound)
+
+	settings := &templates.Settings{Resources: templates.Resources{PIDs: 512, MemoryBytes: 2 << 30}}
+	on := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: settings})
+	got, err := on.Resolve(ctx, "A", templates.Desktop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := templates.Template{ID: "desktop", Name: "desktop", Source: "built-in", Settings: *settings}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("resolve (-want +got):\n%s", d)
+	}
+	if !got.Public() {
+		t.Error("the desktop built-in is not public")
+	}
+	byID, err := on.ByID(ctx, templates.Desktop)
+	if err != nil || byID.Settings.Resources.PIDs != 512 {
+		t.Errorf("ByID = %+v, %v", byID, err)
+	}
+	wantErr(t, "a tenant's template named desktop", templates.CheckName("desktop"), errdefs.ErrAlreadyExists)
+}

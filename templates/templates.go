@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -84,6 +85,14 @@ type Resources struct {
 	PIDs        int64   `json:"pids,omitempty"`
 }
 
+// clone is s with its own maps and slices.
+func (s Settings) clone() Settings {
+	s.Env = maps.Clone(s.Env)
+	s.Kernels = slices.Clone(s.Kernels)
+	s.Prestart = slices.Clone(s.Prestart)
+	return s
+}
+
 // Languages are every kernel a template can offer.
 var Languages = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh}
 
@@ -143,10 +152,14 @@ const (
 	// Host is the host's /usr, read-only, without /usr/local, where the
 	// daemon enables it.
 	Host = "host"
+	// Desktop is the desktop template (Xvfb, XFCE, Chromium, noVNC: the
+	// desktop package), where the daemon offers it: the image named
+	// "desktop" in the store, built from Debian's mirror on first use.
+	Desktop = "desktop"
 )
 
 // Reserved names are the built-in templates'.
-var Reserved = []string{Default, Host}
+var Reserved = []string{Default, Host, Desktop}
 
 // CheckName validates a template name.
 func CheckName(name string) error {

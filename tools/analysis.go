@@ -115,6 +115,10 @@ func (r *Registry) prelude(ctx context.Context, call Call, lang string, params j
 }
 
 func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	env, err := callEnv(ctx, "run_analysis", args)
+	if err != nil {
+		return nil, err
+	}
 	typ := str(args, "analysisType")
 	format := str(args, "outputFormat")
 	if format == "" {
@@ -154,7 +158,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 	} else {
 		code = prelude + code
 	}
-	req := contexts.ExecuteRequest{Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond, Network: r.create(call).Network}
+	req := contexts.ExecuteRequest{Env: env, Language: lang, Code: code, Timeout: time.Duration(integer(args, "timeout")) * time.Millisecond, Network: r.create(call).Network}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {
 		return nil, fmt.Errorf("run_analysis: %w", err)

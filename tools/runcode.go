@@ -29,10 +29,18 @@ type BashResult struct {
 	SandboxID       string `json:"sandboxId"`
 	Truncated       bool   `json:"truncated"`
 	OutputType      string `json:"outputType"`
+	// Error names a failure of the call itself (contexts.Failure), not of
+	// the command, whose failure is its exit code.
+	Error *api.ExecError `json:"error,omitempty"`
 }
 
 func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	env, err := callEnv(ctx, "run_code", args)
+	if err != nil {
+		return nil, err
+	}
 	req := contexts.ExecuteRequest{
+		Env:      env,
 		Language: str(args, "language"),
 		Code:     str(args, "code"),
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
@@ -161,7 +169,12 @@ func resultOutputType(stdout string, results []api.RichResult) string {
 }
 
 func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
+	env, err := callEnv(ctx, "bash", args)
+	if err != nil {
+		return nil, err
+	}
 	p := agent.ExecParams{
+		Env:       env,
 		Shell:     str(args, "command"),
 		Cwd:       str(args, "cwd"),
 		TimeoutMs: max(integer(args, "timeout"), 0), // negative is unbounded to the agent
@@ -169,10 +182,10 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 		Stream:    out != nil,
 	}
 	var res *BashResult
-	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+	err = r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		er, err := sb.Exec(ctx, p, out)
 		if err != nil {
-			return err
+			return lost(err)
 		}
 		max := r.cfg.MaxOutput
 		res = &BashResult{

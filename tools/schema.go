@@ -13,8 +13,9 @@ import (
 )
 
 // schema is the subset of JSON Schema (draft 2020-12) the tool schemas use:
-// type, properties, required, additionalProperties: false, enum, minimum,
-// maximum, minLength, maxLength and items. Keywords outside the subset are
+// type, properties, required, additionalProperties (false, or a schema for
+// the values of a map), maxProperties, enum, minimum, maximum, minLength,
+// maxLength and items. Keywords outside the subset are
 // kept in the exported schema but not enforced here; the tests check every
 // schema file against this list, so none is silently ignored.
 type schema struct {
@@ -22,7 +23,8 @@ type schema struct {
 	Description          string             `json:"description"`
 	Properties           map[string]*schema `json:"properties"`
 	Required             []string           `json:"required"`
-	AdditionalProperties *bool              `json:"additionalProperties"`
+	AdditionalProperties *additional        `json:"additionalProperties"`
+	MaxProperties        *int               `json:"maxProperties"`
 	Enum                 []string           `json:"enum"`
 	Minimum              *float64           `json:"minimum"`
 	Maximum              *float64           `json:"maximum"`
@@ -36,6 +38,22 @@ var knownKeywords = map[string]bool{
 	"$schema": true, "type": true, "description": true, "properties": true,
 	"required": true, "additionalProperties": true, "enum": true, "minimum": true,
 	"maximum": true, "minLength": true, "maxLength": true, "items": true,
+	"maxProperties": true,
+}
+
+// additional is additionalProperties: a boolean, or the schema of every
+// property not in properties (a map such as env).
+type additional struct {
+	allowed bool
+	schema  *schema
+}
+
+func (a *additional) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &a.allowed); err == nil {
+		return nil
+	}
+	a.allowed = true
+	return json.Unmarshal(b, &a.schema)
 }
 
 // validate checks args (a JSON object) against s and returns the decoded
@@ -76,6 +94,9 @@ func (s *schema) check(v any, path string) error {
 		if !ok {
 			return fmt.Errorf("%s must be an object", name)
 		}
+		if s.MaxProperties != nil && len(m) > *s.MaxProperties {
+			return fmt.Errorf("%s has %d properties (at most %d)", name, len(m), *s.MaxProperties)
+		}
 		for _, r := range s.Required {
 			if _, ok := m[r]; !ok {
 				return fmt.Errorf("%s is required", join(path, r))
@@ -89,10 +110,14 @@ func (s *schema) check(v any, path string) error {
 		for _, k := range keys {
 			ps, ok := s.Properties[k]
 			if !ok {
-				if s.AdditionalProperties != nil && !*s.AdditionalProperties {
+				ap := s.AdditionalProperties
+				if ap != nil && !ap.allowed {
 					return fmt.Errorf("unknown field %q (allowed: %s)", join(path, k), strings.Join(s.propertyNames(), ", "))
 				}
-				continue
+				if ap == nil || ap.schema == nil {
+					continue
+				}
+				ps = ap.schema
 			}
 			if err := ps.check(m[k], join(path, k)); err != nil {
 				return err

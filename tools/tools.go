@@ -63,6 +63,9 @@ type Config struct {
 	// every tool runs in a sandbox, and a call fails with this error. A
 	// model is never offered a tool that cannot work.
 	Unavailable error
+	// Desktop, when set, adds the desktop tools (desktop.go): a desktop
+	// session per conversation path, beside its execution context.
+	Desktop Desktop
 	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
@@ -176,6 +179,11 @@ func New(c Contexts, cfg Config) *Registry {
 		"glob":         r.glob,
 		"grep":         r.grep,
 	}
+	if cfg.Desktop != nil {
+		for name, h := range r.desktopHandlers() {
+			handlers[name] = h
+		}
+	}
 	for name, h := range handlers {
 		raw, err := schemaFS.ReadFile("schemas/" + name + ".json")
 		if err != nil {
@@ -195,7 +203,7 @@ func New(c Contexts, cfg Config) *Registry {
 			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 		}
 		r.entries[name] = &entry{
-			tool:   Tool{Name: name, Description: descriptions[name], InputSchema: compact},
+			tool:   Tool{Name: name, Description: descriptions[name] + desktopDescriptions[name], InputSchema: compact},
 			schema: &s,
 			run:    h,
 		}
@@ -232,7 +240,8 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 // carries the call's conversation and path (api.PathRef). Errors are
 // errdefs categories: an unknown tool is ErrNotFound, bad arguments
 // ErrInvalidArgument; a program that fails is a result with success false,
-// not an error.
+// not an error, and so is a call that met a context limit or lost its
+// sandbox (contexts.Failure): the result names it in its error.
 func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc) (any, error) {
 	start := time.Now()
 	ctx, span := startSpan(ctx, call)
@@ -263,7 +272,11 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	if err != nil {
 		return nil, err
 	}
-	return e.run(ctx, call, args, out)
+	res, err := e.run(ctx, call, args, out)
+	if err != nil {
+		return failure(call.Name, err)
+	}
+	return res, nil
 }
 
 // codeTools are the tools whose "code" argument goes to the manager's
@@ -336,4 +349,27 @@ func integer(args map[string]any, k string) int64 {
 func boolean(args map[string]any, k string) bool {
 	b, _ := args[k].(bool)
 	return b
+}
+
+// callEnv is the environment of a call that runs code: its env argument
+// plus the secrets the caller declared (contexts.WithSecrets), checked by
+// contexts.CheckEnv. The schema has already bounded env's size and made
+// its values strings.
+func callEnv(ctx context.Context, tool string, args map[string]any) (map[string]string, error) {
+	raw, _ := args["env"].(map[string]any)
+	secrets := contexts.SecretsFrom(ctx)
+	if len(raw) == 0 && len(secrets) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(raw)+len(secrets))
+	for k, v := range raw {
+		env[k], _ = v.(string)
+	}
+	if err := contexts.CheckEnv(env, secrets); err != nil {
+		return nil, fmt.Errorf("%s: %w", tool, err)
+	}
+	for k, v := range secrets {
+		env[k] = v
+	}
+	return env, nil
 }

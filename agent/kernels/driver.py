@@ -111,7 +111,7 @@ def _sandlot_main():
     builtins.display = display
     magic = Magics(ns, display)
     builtins.__sandlot_magic__ = magic
-    sys.meta_path.insert(0, PILHook(display))
+    sys.meta_path.insert(0, ImportHook(display))
 
     def figures(results):
         plt = sys.modules.get("matplotlib.pyplot")
@@ -382,14 +382,18 @@ def _dur(sec):
     return "%.0f µs" % (sec * 1e6)
 
 
-class PILHook:
-    """Patches PIL.Image when it is first imported: Image.show() and
-    Image.save(path) display the image (a png result), as they do on E2B."""
+class ImportHook:
+    """Patches modules when they are first imported: PIL.Image, so that
+    Image.show() and Image.save(path) display the image (a png result), as
+    they do on E2B; matplotlib's Axes, so that box plots keep their
+    statistics for the chart."""
 
     def __init__(self, display):
         self.display = display
 
     def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib.axes._axes":
+            return _patched(name, path, _record_boxplots)
         if name != "PIL.Image":
             return None
         import importlib.machinery
@@ -418,154 +422,39 @@ class PILHook:
         return spec
 
 
-# Charts: what a matplotlib figure shows, as E2B's code interpreter reports
-# it in a result's "chart": line, scatter, bar, pie, box_and_whisker, and a
-# superchart of several axes. Only what the figure itself holds is read
-# (its artists and axes); a chart that cannot be read, or whose JSON would
-# pass _CHART_MAX bytes, is left out and the PNG stays.
-_CHART_MAX = 1 << 20
+def _patched(name, path, patch):
+    # The module's own spec, with patch(module) run after it loads.
+    import importlib.machinery
 
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return spec
+    load = spec.loader.exec_module
 
-def _chart_json(fig):
-    try:
-        c = _chart_of_figure(fig)
-        if c is None:
-            return None
-        doc = json.loads(json.dumps(c, allow_nan=False, default=str))
-        if len(json.dumps(doc)) > _CHART_MAX:
-            return None
-        return doc
-    except BaseException:
-        return None
-
-
-def _chart_of_figure(fig):
-    axes = [a for a in fig.get_axes() if a.get_visible() and a.has_data()]
-    charts = [c for c in (_chart_of_axes(a) for a in axes) if c is not None]
-    if not charts:
-        return None
-    if len(axes) == 1:
-        return charts[0]
-    sup = getattr(fig, "_suptitle", None)
-    return {"type": "superchart", "title": (sup.get_text() or None) if sup is not None else None, "elements": charts}
-
-
-def _unit(label):
-    # "Time (s)" and "Size [MB]" name their unit; E2B reports it apart.
-    import re
-
-    m = re.search(r"[\(\[]([^\)\]]+)[\)\]]\s*$", label or "")
-    return m.group(1).strip() if m else None
-
-
-def _num(v):
-    import math
-
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    if not math.isfinite(f):
-        return None
-    return int(f) if f.is_integer() and abs(f) < 2**53 else f
-
-
-def _scale(axis, ax_scale):
-    conv = axis.get_converter() if hasattr(axis, "get_converter") else getattr(axis, "converter", None)
-    name = type(conv).__name__ if conv is not None else ""
-    if "Date" in name:
-        return "datetime"
-    if "StrCategory" in name:
-        return "categorical"
-    return ax_scale
-
-
-def _value(v, scale):
-    if scale == "datetime":
+    def exec_module(module):
+        load(module)
         try:
-            from matplotlib import dates
-
-            return dates.num2date(float(v)).isoformat()
+            patch(module)
         except Exception:
-            return str(v)
-    return _num(v)
+            pass  # a matplotlib we do not know: no box charts, nothing else lost
+
+    spec.loader.exec_module = exec_module
+    return spec
 
 
-def _axis_info(ax, c):
-    c["x_label"] = ax.get_xlabel() or None
-    c["y_label"] = ax.get_ylabel() or None
-    c["x_unit"] = _unit(ax.get_xlabel())
-    c["y_unit"] = _unit(ax.get_ylabel())
-    return c
+def _record_boxplots(module):
+    # A box plot's artists are plain lines and patches; the statistics they
+    # were drawn from (quartiles, whiskers, outliers) are kept on the axes
+    # so its chart can report them.
+    bxp = module.Axes.bxp
 
+    def record(ax, bxpstats, *args, **kwargs):
+        out = bxp(ax, bxpstats, *args, **kwargs)
+        horizontal = kwargs.get("orientation") == "horizontal" or kwargs.get("vert") is False
+        ax.__dict__.setdefault("_sandlot_boxes", []).append((list(bxpstats), horizontal))
+        return out
 
-def _ticks(ax, c):
-    xs = _scale(ax.xaxis, ax.get_xscale())
-    ys = _scale(ax.yaxis, ax.get_yscale())
-    c["x_scale"], c["y_scale"] = xs, ys
-    c["x_ticks"] = [_value(t, xs) for t in ax.get_xticks()]
-    c["x_tick_labels"] = [t.get_text() for t in ax.get_xticklabels()]
-    c["y_ticks"] = [_value(t, ys) for t in ax.get_yticks()]
-    c["y_tick_labels"] = [t.get_text() for t in ax.get_yticklabels()]
-    return xs, ys
-
-
-def _chart_of_axes(ax):
-    from matplotlib import collections, container, lines, patches
-
-    base = {"title": ax.get_title() or None}
-    bars = [b for b in ax.containers if isinstance(b, container.BarContainer)]
-    wedges = [p for p in ax.patches if isinstance(p, patches.Wedge)]
-    if bars:
-        return _bar_chart(ax, bars, _axis_info(ax, dict(base, type="bar")))
-    if wedges:
-        return _pie_chart(wedges, dict(base, type="pie"))
-    scatter = [s for s in ax.collections if isinstance(s, collections.PathCollection)]
-    plotted = [l for l in ax.get_lines() if isinstance(l, lines.Line2D) and len(l.get_xdata()) > 0]
-    if scatter and not plotted:
-        c = _axis_info(ax, dict(base, type="scatter"))
-        xs, ys = _ticks(ax, c)
-        c["elements"] = [
-            {"label": s.get_label(), "points": [[_value(x, xs), _value(y, ys)] for x, y in s.get_offsets()]} for s in scatter
-        ]
-        return c
-    if plotted:
-        c = _axis_info(ax, dict(base, type="line"))
-        xs, ys = _ticks(ax, c)
-        c["elements"] = [
-            {"label": l.get_label(), "points": [[_value(x, xs), _value(y, ys)] for x, y in l.get_xydata()]} for l in plotted
-        ]
-        return c
-    return None
-
-
-def _bar_chart(ax, bars, c):
-    horizontal = any(getattr(b, "orientation", None) == "horizontal" for b in bars)
-    axis = ax.yaxis if horizontal else ax.xaxis
-    ticks = list(axis.get_ticklocs())
-    names = [t.get_text() for t in axis.get_ticklabels()]
-    elements = []
-    for b in bars:
-        group = b.get_label()
-        if group.startswith("_"):
-            group = ""
-        for r in b.patches:
-            if horizontal:
-                center, value = r.get_y() + r.get_height() / 2, r.get_width()
-            else:
-                center, value = r.get_x() + r.get_width() / 2, r.get_height()
-            label = ""
-            if ticks and len(names) == len(ticks):
-                i = min(range(len(ticks)), key=lambda k: abs(ticks[k] - center))
-                label = names[i]
-            elements.append({"label": label, "value": _num(value), "group": group})
-    c["elements"] = elements
-    return c
-
-
-def _pie_chart(wedges, c):
-    c["elements"] = [{"label": w.get_label(), "angle": _num(w.theta2 - w.theta1), "radius": _num(w.r)} for w in wedges]
-    return c
+    module.Axes.bxp = record
 
 
 _sandlot_main()

@@ -34,7 +34,14 @@ import (
 )
 
 //go:embed driver.py
-var pythonDriver string
+var pythonMain string
+
+//go:embed charts.py
+var pythonCharts string
+
+// pythonDriver is the python kernel's program: the chart reader, then the
+// driver, whose last line starts the loop.
+var pythonDriver = pythonCharts + "\n" + pythonMain
 
 //go:embed driver.js
 var nodeDriver string

@@ -209,7 +209,12 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 	argv[0] = argv0
 	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW, pty: p.Pty != nil}
 	s.procs.add(r)
-	defer s.procs.del(pr.Pid)
+	detached := false // the process outlives this call (detach.go)
+	defer func() {
+		if !detached {
+			s.procs.del(pr.Pid)
+		}
+	}()
 
 	var emitMu sync.Mutex // keeps events of both streams whole and ordered per stream
 	emit := func(ev agent.OutputEvent) {
@@ -218,6 +223,17 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 			out(ev)
 			emitMu.Unlock()
 		}
+	}
+	var sink *outSink
+	if p.Detach {
+		// The sink orders and serializes the events itself, and keeps
+		// them once the call's connection is gone.
+		sink = newOutSink(func(ev agent.OutputEvent) {
+			if p.Stream && out != nil {
+				out(ev)
+			}
+		})
+		emit = sink.emit
 	}
 	emit(agent.OutputEvent{Stream: agent.Start, PID: pr.Pid})
 
@@ -273,63 +289,96 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 
 	// A negative TimeoutMs has no timer: the process runs until it exits,
 	// is signalled, its call is cancelled or the sandbox ends.
-	var expired <-chan time.Time
+	deadline := time.Time{}
 	if p.TimeoutMs >= 0 {
-		timer := time.NewTimer(timeout)
+		deadline = start.Add(timeout)
+	}
+	// finish waits for the pipes and builds the result once the process
+	// is done.
+	finish := func(timedOut bool) *agent.ExecResult {
+		// Let the pipes drain; background jobs that keep them open are cut off.
+		pumped := make(chan struct{})
+		go func() { wg.Wait(); close(pumped) }()
+		select {
+		case <-pumped:
+		case <-time.After(pipeGrace):
+			_ = outR.SetReadDeadline(time.Now())
+			if errR != nil {
+				_ = errR.SetReadDeadline(time.Now())
+			}
+			<-pumped
+		}
+		r.mu.Lock()
+		if r.stdin != nil && r.stdin != outR {
+			r.stdin.Close()
+		}
+		r.stdin = nil
+		r.mu.Unlock()
+		outR.Close()
+		if errR != nil {
+			errR.Close()
+		}
+
+		st := pr.Status()
+		res := &agent.ExecResult{
+			PID:        pr.Pid,
+			TimedOut:   timedOut,
+			Stdout:     stdout.String(),
+			Stderr:     stderr.String(),
+			Truncated:  stdout.Truncated() || stderr.Truncated(),
+			DurationMs: time.Since(start).Milliseconds(),
+		}
+		switch {
+		case st.Exited():
+			res.ExitCode = st.ExitStatus()
+		case st.Signaled():
+			res.ExitCode = 128 + int(st.Signal())
+			res.Signal = signalName(st.Signal())
+		}
+		return res
+	}
+	timedOut, ended := waitProcess(ctx, pr, deadline)
+	if !ended && sink != nil && !errors.Is(context.Cause(ctx), errCallCancelled) {
+		// The connection dropped: the process runs on, detached, for an
+		// exec.attach from the next host connection.
+		detached = true
+		sink.detach()
+		s.detached.add(pr.Pid, sink)
+		go func() {
+			timedOut, _ := waitProcess(context.Background(), pr, deadline)
+			res := finish(timedOut)
+			s.procs.del(pr.Pid)
+			sink.finish(res)
+			s.detached.ended(pr.Pid)
+		}()
+		return nil, errf(errdefs.CodeUnavailable, "exec %d detached: its connection dropped", pr.Pid)
+	}
+	if !ended {
+		_ = pr.SignalGroup(syscall.SIGKILL)
+		<-pr.Done()
+	}
+	return finish(timedOut), nil
+}
+
+// waitProcess waits for pr to end, killing it at deadline (zero: none). It
+// reports ended false when ctx ended first, the process still running.
+func waitProcess(ctx context.Context, pr *proc.Process, deadline time.Time) (timedOut, ended bool) {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		timer := time.NewTimer(time.Until(deadline))
 		defer timer.Stop()
 		expired = timer.C
 	}
-	timedOut := false
 	select {
 	case <-pr.Done():
+		return false, true
 	case <-expired:
-		timedOut = true
 		_ = pr.SignalGroup(syscall.SIGKILL)
 		<-pr.Done()
+		return true, true
 	case <-ctx.Done():
-		_ = pr.SignalGroup(syscall.SIGKILL)
-		<-pr.Done()
+		return false, false
 	}
-	// Let the pipes drain; background jobs that keep them open are cut off.
-	pumped := make(chan struct{})
-	go func() { wg.Wait(); close(pumped) }()
-	select {
-	case <-pumped:
-	case <-time.After(pipeGrace):
-		_ = outR.SetReadDeadline(time.Now())
-		if errR != nil {
-			_ = errR.SetReadDeadline(time.Now())
-		}
-		<-pumped
-	}
-	r.mu.Lock()
-	if r.stdin != nil && r.stdin != outR {
-		r.stdin.Close()
-	}
-	r.stdin = nil
-	r.mu.Unlock()
-	outR.Close()
-	if errR != nil {
-		errR.Close()
-	}
-
-	st := pr.Status()
-	res := &agent.ExecResult{
-		PID:        pr.Pid,
-		TimedOut:   timedOut,
-		Stdout:     stdout.String(),
-		Stderr:     stderr.String(),
-		Truncated:  stdout.Truncated() || stderr.Truncated(),
-		DurationMs: time.Since(start).Milliseconds(),
-	}
-	switch {
-	case st.Exited():
-		res.ExitCode = st.ExitStatus()
-	case st.Signaled():
-		res.ExitCode = 128 + int(st.Signal())
-		res.Signal = signalName(st.Signal())
-	}
-	return res, nil
 }
 
 var signals = map[string]syscall.Signal{

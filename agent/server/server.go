@@ -66,6 +66,10 @@ type Config struct {
 	// its image. Calls naming "user" (or none) run as it; nil: the
 	// sandbox user.
 	User *UserIDs
+	// Health, when set, is a TCP address where GET /health answers 200
+	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
+	// "": none.
+	Health string
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -77,8 +81,11 @@ type Server struct {
 	started time.Time
 	kernels *kernels.Manager
 	procs   *procTable
-	bash    string
-	groups  []uint32 // the agent's own supplementary groups, restored after a file call (users.go)
+	// detached holds the output of execs whose connection dropped
+	// (detach.go).
+	detached *detachedTable
+	bash     string
+	groups   []uint32 // the agent's own supplementary groups, restored after a file call (users.go)
 }
 
 // New prepares an agent without listening.
@@ -95,7 +102,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable()}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -181,6 +188,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
+	if s.cfg.Health != "" {
+		go serveHealth(ctx, s.cfg.Health, s.log)
+	}
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {
@@ -250,7 +260,7 @@ type conn struct {
 	wmu    sync.Mutex         // serializes frame writes
 
 	mu      sync.Mutex
-	running map[uint64]context.CancelFunc // calls in flight, for "cancel"
+	running map[uint64]context.CancelCauseFunc // calls in flight, for "cancel"
 
 	spare  chan *lineReader // hands the stream to a parked spare reader
 	spares atomic.Int32     // spare readers parked
@@ -259,7 +269,7 @@ type conn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelFunc{}, spare: make(chan *lineReader)}
+	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go c.readLoop(ctx, newLineReader(nc, agent.MaxFrame), &wg)
@@ -344,7 +354,9 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 
 // serve runs one call and writes its response.
 func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
-	cctx, ccancel := context.WithCancel(ctx)
+	// The cause tells a detached exec a cancel (which kills it) from its
+	// connection dropping (which it survives).
+	cctx, ccancel := context.WithCancelCause(ctx)
 	c.mu.Lock()
 	c.running[id] = ccancel
 	c.mu.Unlock()
@@ -352,7 +364,7 @@ func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
 	c.mu.Lock()
 	delete(c.running, id)
 	c.mu.Unlock()
-	ccancel()
+	ccancel(nil)
 	c.reply(id, res, err)
 }
 
@@ -368,7 +380,7 @@ func (c *conn) notification(req *agent.Request) {
 	cancel := c.running[p.Ref]
 	c.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(errCallCancelled)
 	}
 }
 
@@ -442,6 +454,12 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		}
 		fitExec(r)
 		return r, nil
+	case agent.MethodAttach:
+		p, err := decode[agent.AttachParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		return s.attach(ctx, p, c.emitter(id))
 	case agent.MethodSignal:
 		p, err := decode[agent.SignalParams](req.Params)
 		if err != nil {

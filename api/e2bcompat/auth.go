@@ -63,17 +63,8 @@ func (h *Handler) forget(sid string) {
 	delete(h.codeCtxs, sid)
 	delete(h.signers, sid)
 	delete(h.metrics, sid)
-	var stop []*watcher
-	for id, w := range h.watchers {
-		if w.sid == sid {
-			stop = append(stop, w)
-			delete(h.watchers, id)
-		}
-	}
 	h.mu.Unlock()
-	for _, w := range stop {
-		w.cancel()
-	}
+	h.stopWatchers(sid)
 }
 
 // authenticate resolves an API key to its tenant.

@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -46,7 +47,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/refreshes", h.authed(h.refresh))
 	mux.HandleFunc("POST /sandboxes/{id}/connect", h.authed(h.connect))
 	mux.HandleFunc("POST /v2/sandboxes/{id}/connect", h.authed(h.connect))
-	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.connect))
+	mux.HandleFunc("POST /sandboxes/{id}/resume", h.authed(h.resume))
 	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
 	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metricsRoute))
 	mux.HandleFunc("POST /sandboxes/{id}/snapshots", h.authed(h.notSupported("createSnapshot", "sandboxes keep their kernels in memory and have no snapshot")))
@@ -112,6 +113,13 @@ type createBody struct {
 	EnvVars             map[string]string  `json:"envVars"`
 	AllowInternetAccess *bool              `json:"allow_internet_access"`
 	Network             *policy.E2BNetwork `json:"network"`
+	// AutoPause (lifecycle onTimeout 'pause') pauses the sandbox at its
+	// timeout instead of killing it (pause.go).
+	AutoPause       *bool `json:"autoPause"`
+	AutoPauseMemory *bool `json:"autoPauseMemory"`
+	AutoResume      *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"autoResume"`
 }
 
 // sandboxBody answers create and connect.
@@ -175,6 +183,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	meta := publicMetadata(body.Metadata)
 	meta[metaTemplate] = body.TemplateID
+	if err := h.lifecycle(body, meta); err != nil {
+		writeAPIError(w, err)
+		return
+	}
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
 		var err error
@@ -187,6 +199,14 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if err != nil {
 		writeAPIError(w, err)
 		return
+	}
+	if netPolicy == nil && h.cfg.Domain != "" && tmpl == templates.Desktop {
+		// A desktop is watched through its noVNC port, which the desktop
+		// SDK opens in a browser (no traffic token header): without a
+		// network asked for, it gets ports, public, and no egress
+		// (docs/desktop.md). E2B's own default is public ports and open
+		// egress.
+		netPolicy = &policy.Policy{Ingress: policy.Ingress{Public: true}}
 	}
 	if h.cfg.Domain == "" && noEgress(netPolicy) {
 		// A daemon without sandbox networks already gives every sandbox
@@ -275,7 +295,7 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 		MemoryMB:    sandboxMemBytes >> 20,
 		DiskSizeMB:  sandboxDisk >> 20,
 		EnvdVersion: EnvdVersion,
-		State:       "running",
+		State:       stateOf(rec),
 		Metadata:    meta,
 		Domain:      h.domain(),
 	}
@@ -295,6 +315,9 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 // have ended it yet, as on E2B.
 func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
 	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
+	if err == nil && autoPausing(rec) {
+		rec, err = h.cfg.Manager.AutoPause(ctx, tenantID, id)
+	}
 	if err == nil && !h.live(rec) {
 		err = errdefs.ErrNotFound
 	}
@@ -390,6 +413,11 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
+	if _, paused := contexts.PausedSince(rec); paused {
+		// Its timeout does not run while paused: connect sets it.
+		writeConflict(w, "sandbox "+id+" is paused; connect resumes it with a timeout")
+		return
+	}
 	if ttl > 0 && (!onlyLonger || time.Now().Add(ttl).After(rec.ExpiresAt)) {
 		if _, err := h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 			writeAPIError(w, err)
@@ -397,49 +425,6 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID string) {
-	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	if body.Timeout != nil && *body.Timeout > 0 {
-		ttl, err := h.timeoutOf(*body.Timeout)
-		if err != nil {
-			writeAPIError(w, err)
-			return
-		}
-		if time.Now().Add(ttl).After(rec.ExpiresAt) {
-			if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
-				writeAPIError(w, err)
-				return
-			}
-		}
-	}
-	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
-	if err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, sb)
-}
-
-// pause is not supported: sandlot sandboxes keep their kernels in memory
-// and have no snapshot. 501 makes the SDK throw rather than pretend.
-func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string) {
-	if _, err := h.active(r.Context(), tenantID, r.PathValue("id")); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: "pause is not supported by sandlot"})
 }
 
 // decodeBody decodes an optional JSON body.

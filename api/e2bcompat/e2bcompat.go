@@ -31,12 +31,14 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// EnvdVersion is the envd version sandlot reports. 0.6.3 takes the SDKs'
+// EnvdVersion is the envd version sandlot reports. 0.6.4 takes the SDKs'
 // current code paths (octet-stream uploads, closeStdin), file metadata
-// (0.6.2: X-Metadata-* headers, EntryInfo.metadata) and watch events with
-// their entry (0.6.3: includeEntry), and makes them refuse, client-side,
-// what sandlot lacks (0.6.4: watches on network mounts).
-const EnvdVersion = "0.6.3"
+// (0.6.2: X-Metadata-* headers, EntryInfo.metadata), watch events with
+// their entry (0.6.3: includeEntry) and the opt-in to watching network
+// mounts (0.6.4: allowNetworkMounts), which changes nothing here: a
+// sandlot sandbox has no network mounts, so every directory it can watch
+// is watched with or without the flag, as envd watches a local one.
+const EnvdVersion = "0.6.4"
 
 // ClientID is reported as the sandbox's clientID.
 const ClientID = "sandlot"
@@ -71,6 +73,10 @@ type Config struct {
 	// setTimeout, connect, refreshes); more is a 400, as on E2B. Zero:
 	// DefaultMaxTimeout.
 	MaxTimeout time.Duration
+	// PausedTimeout is how long a sandbox may stay paused before it is
+	// killed (E2B keeps paused sandboxes until they are killed; sandlot's
+	// keep their memory, so it bounds them). Zero: DefaultPausedTimeout.
+	PausedTimeout time.Duration
 	// Admit, when set, admits one request of a tenant once it is
 	// authenticated (the per-tenant in-flight limit); the request calls
 	// release when it ends. An error (resource_exhausted) answers 429.
@@ -128,6 +134,8 @@ const (
 	// sets one sees its sandbox end, and connect({timeoutMs}) extend it, as
 	// on E2B.
 	DefaultSandboxTimeout = 5 * time.Minute
+	// DefaultPausedTimeout is Config.PausedTimeout's default.
+	DefaultPausedTimeout = 7 * 24 * time.Hour
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes's default. envd's
@@ -192,6 +200,9 @@ func New(cfg Config) *Handler {
 	}
 	if cfg.MaxTimeout <= 0 {
 		cfg.MaxTimeout = DefaultMaxTimeout
+	}
+	if cfg.PausedTimeout <= 0 {
+		cfg.PausedTimeout = DefaultPausedTimeout
 	}
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = min(DefaultSandboxTimeout, cfg.MaxTimeout)
@@ -275,6 +286,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeAPIError(w, err)
+		return
+	}
+	if _, paused := contexts.PausedSince(sb.rec); paused {
+		// As a sandbox that is not running: envd's /health 502 makes
+		// isRunning() false. Calls wait for no one: the sandbox is frozen.
+		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
 		return
 	}
 	release, err := h.admit(r.Context(), sb.tenantID)

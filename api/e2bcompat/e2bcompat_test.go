@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
@@ -191,7 +192,7 @@ func TestControlPlane(t *testing.T) {
 		}
 		resp := e.do("GET", "/v2/sandboxes?state=paused", nil, "X-API-KEY", key1)
 		if items := decode[[]any](t, resp); len(items) != 0 {
-			t.Fatalf("paused list: %v", items)
+			t.Fatalf("paused list with nothing paused: %v", items)
 		}
 	})
 	t.Run("timeout and refresh", func(t *testing.T) {
@@ -208,9 +209,71 @@ func TestControlPlane(t *testing.T) {
 			t.Fatalf("connect %d %+v", resp.StatusCode, got)
 		}
 	})
-	t.Run("pause", func(t *testing.T) {
-		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, "X-API-KEY", key1); resp.StatusCode != 501 {
+	t.Run("pause and resume", func(t *testing.T) {
+		pausePath := "/sandboxes/" + sb.SandboxID + "/pause"
+		state := func() string {
+			return decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
+		}
+		listed := func(q string) bool {
+			for _, it := range decode[[]struct{ SandboxID, State string }](t, e.do("GET", "/v2/sandboxes"+q, nil, "X-API-KEY", key1)) {
+				if it.SandboxID == sb.SandboxID {
+					return true
+				}
+			}
+			return false
+		}
+		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", nil, "X-API-KEY", key1); resp.StatusCode != 409 {
+			t.Fatalf("resume of a running sandbox: %d, want 409", resp.StatusCode)
+		}
+		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
+			t.Fatalf("pause without memory: %d, want 400 (not supported)", resp.StatusCode)
+		}
+		if resp := e.do("POST", pausePath, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
+			t.Fatalf("another tenant's pause: %d, want 404", resp.StatusCode)
+		}
+		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":true}`), "X-API-KEY", key1); resp.StatusCode != 204 {
 			t.Fatalf("pause %d", resp.StatusCode)
+		}
+		resp := e.do("POST", pausePath, nil, "X-API-KEY", key1)
+		if got := decode[apiErr](t, resp); resp.StatusCode != 409 || got.Code != 409 || !strings.Contains(got.Message, "already paused") {
+			t.Fatalf("second pause: %d %+v, want 409", resp.StatusCode, got)
+		}
+		if st := state(); st != "paused" {
+			t.Fatalf("state %q, want paused", st)
+		}
+		if !listed("") || !listed("?state=paused") || listed("?state=running") || !listed("?state=running,paused") {
+			t.Fatal("the state filter does not select the paused sandbox")
+		}
+		for _, port := range []string{"49983", "49999"} {
+			if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 502 {
+				t.Fatalf("port %s of a paused sandbox: %d, want 502", port, resp.StatusCode)
+			}
+		}
+		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1); resp.StatusCode != 409 {
+			t.Fatalf("setTimeout of a paused sandbox: %d, want 409", resp.StatusCode)
+		}
+		if resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60,"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
+			t.Fatalf("connect with onResume reboot: %d, want 400 (not supported)", resp.StatusCode)
+		}
+		resp = e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
+		if got := decode[created](t, resp); resp.StatusCode != 201 || got.EnvdAccessToken == "" {
+			t.Fatalf("connect to a paused sandbox: %d %+v, want 201", resp.StatusCode, got)
+		}
+		if st := state(); st != "running" {
+			t.Fatalf("state after connect %q", st)
+		}
+		if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 204 {
+			t.Fatalf("health after resume: %d", resp.StatusCode)
+		}
+		// The older resume route: 201, its own default timeout (15 s).
+		e.do("POST", pausePath, nil, "X-API-KEY", key1)
+		resp = e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", strings.NewReader(`{"autoPause":false}`), "X-API-KEY", key1)
+		if resp.StatusCode != 201 {
+			t.Fatalf("resume %d", resp.StatusCode)
+		}
+		end := decode[struct{ EndAt time.Time }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).EndAt
+		if d := time.Until(end); d > 16*time.Second || d < 5*time.Second {
+			t.Fatalf("resumed without a timeout: ends in %s, want E2B's 15 s", d)
 		}
 	})
 	t.Run("kill twice", func(t *testing.T) {

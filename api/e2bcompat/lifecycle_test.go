@@ -225,3 +225,37 @@ func TestDefaultTimeout(t *testing.T) {
 		t.Fatalf("connect with 600 s: endAt %v, was %v", after.EndAt, before.EndAt)
 	}
 }
+
+// TestAutoPause: a sandbox created with autoPause (the SDK's lifecycle
+// onTimeout 'pause') is paused at its timeout, not gone: getInfo says
+// paused, connect resumes it (201). A pause without memory on timeout and
+// autoResume are refused as not supported.
+func TestAutoPause(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{
+		`{"autoPause":true,"autoPauseMemory":false}`,
+		`{"autoPause":true,"autoResume":{"enabled":true}}`,
+	} {
+		resp := e.do("POST", "/v2/sandboxes", strings.NewReader(body), "X-API-KEY", key1)
+		if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, "not supported") {
+			t.Fatalf("create %s: %d %+v, want 400 not supported", body, resp.StatusCode, got)
+		}
+	}
+	auto := e.create(key1, `{"timeout":1,"autoPause":true}`)
+	plain := e.create(key1, `{"timeout":1,"autoPause":false}`)
+	time.Sleep(1200 * time.Millisecond)
+	info := decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1))
+	if info.State != "paused" {
+		t.Fatalf("autoPause sandbox past its timeout: state %q, want paused", info.State)
+	}
+	if resp := e.do("GET", "/sandboxes/"+plain.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 404 {
+		t.Fatalf("plain sandbox past its timeout: %d, want 404", resp.StatusCode)
+	}
+	resp := e.do("POST", "/v2/sandboxes/"+auto.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
+	if resp.StatusCode != 201 {
+		t.Fatalf("connect to the auto-paused sandbox: %d, want 201", resp.StatusCode)
+	}
+	if got := decode[struct{ Metadata map[string]string }](t, e.do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1)); len(got.Metadata) != 0 {
+		t.Fatalf("metadata shows sandlot's keys: %v", got.Metadata)
+	}
+}

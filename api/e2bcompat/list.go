@@ -23,9 +23,9 @@ const maxListScan = 10_000
 // listQuery is a parsed GET /v2/sandboxes (or v1 /sandboxes) query.
 type listQuery struct {
 	filter       contexts.Filter
-	running      bool      // state asks for running sandboxes (there are no paused ones)
-	startedAfter time.Time // zero: any
-	desc         bool      // order by start time, newest first (E2B's default)
+	states       map[string]bool // the states asked for (running, paused); nil: both
+	startedAfter time.Time       // zero: any
+	desc         bool            // order by start time, newest first (E2B's default)
 	limit        int
 	after        *listCursor
 }
@@ -53,7 +53,7 @@ func parseCursor(s string) (*listCursor, error) {
 // startedAfter (RFC 3339), order (asc, desc), limit and nextToken.
 func parseList(r *http.Request, tenantID string) (listQuery, error) {
 	q := r.URL.Query()
-	lq := listQuery{running: true, desc: true, limit: maxListLimit}
+	lq := listQuery{desc: true, limit: maxListLimit}
 	f := contexts.Filter{TenantID: tenantID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}}
 	if m := q.Get("metadata"); m != "" {
 		pairs, err := url.ParseQuery(m)
@@ -81,7 +81,10 @@ func parseList(r *http.Request, tenantID string) (listQuery, error) {
 		f.Metadata[metaTemplate] = t
 	}
 	if s := q["state"]; len(s) > 0 {
-		lq.running = slices.Contains(strings.Split(strings.Join(s, ","), ","), "running")
+		lq.states = map[string]bool{}
+		for _, st := range strings.Split(strings.Join(s, ","), ",") {
+			lq.states[strings.TrimSpace(st)] = true
+		}
 	}
 	if s := q.Get("startedAfter"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)
@@ -130,9 +133,6 @@ func identityFilter(f *contexts.Filter) {
 
 // matching returns the live records of lq in its order.
 func (h *Handler) matching(r *http.Request, lq listQuery) ([]*contexts.Record, error) {
-	if !lq.running {
-		return nil, nil
-	}
 	f := lq.filter
 	f.Limit = maxListLimit
 	var out []*contexts.Record
@@ -143,7 +143,12 @@ func (h *Handler) matching(r *http.Request, lq listQuery) ([]*contexts.Record, e
 		}
 		scanned += len(recs)
 		for _, rec := range recs {
-			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) {
+			if autoPausing(rec) {
+				if cur, err := h.cfg.Manager.AutoPause(r.Context(), rec.TenantID, rec.ID); err == nil {
+					rec = cur
+				}
+			}
+			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) {
 				out = append(out, rec)
 			}
 		}
@@ -212,6 +217,7 @@ func (h *Handler) listAll(w http.ResponseWriter, r *http.Request, tenantID strin
 		writeAPIError(w, err)
 		return
 	}
+	lq.states = map[string]bool{"running": true}
 	recs, err := h.matching(r, lq)
 	if err != nil {
 		writeAPIError(w, err)

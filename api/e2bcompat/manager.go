@@ -17,6 +17,13 @@ type Manager interface {
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// Pause freezes a context's sandbox for at most keep; Resume thaws it
+	// with a TTL of ttl from now (contexts.ErrPaused, ErrNotPaused).
+	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
+	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// AutoPause pauses a context past its expiry that asked to pause then
+	// (contexts.MetaAutoPause) and returns its record.
+	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	// Usage samples a context's resource usage now (getMetrics).
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
 }

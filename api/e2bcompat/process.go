@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -226,6 +227,9 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 		Stream:    true,
 		TimeoutMs: -1, // no timer in the agent
 		User:      agent.UserOf(ctx),
+		// The process outlives this daemon: after a restart Connect
+		// attaches to it again (reattach).
+		Detach: true,
 	}
 	if pty := req.Msg.GetPty(); pty != nil {
 		// A terminal: one output stream (pty events), input through
@@ -271,7 +275,13 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 	}
 	p := s.h.procs.get(ref.rec.ID, pid)
 	if p == nil {
-		return s.notAttachable(ctx, ref, pid)
+		var err error
+		if p, err = s.h.reattach(ctx, ref, pid); err != nil {
+			if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+				return s.notAttachable(ctx, ref, pid)
+			}
+			return connectError(err)
+		}
 	}
 	sub := p.subscribe()
 	defer p.unsubscribe(sub)
@@ -311,13 +321,52 @@ func (s *processService) notAttachable(ctx context.Context, ref *sandboxRef, pid
 // run executes one process and publishes its events to p.
 // ctx bounds it (a deadline past the agent's timer; none: unbounded).
 func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agent.ExecParams) {
+	h.follow(ctx, ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
+		return sb.Exec(ctx, params, out)
+	}, nil)
+}
+
+// reattach follows a process this daemon did not start: one started
+// through the E2B API by an earlier daemon process (before a restart),
+// which the agent kept running, detached (agent.ExecParams.Detach). It
+// returns the process's fan-out once the agent took the attach, or the
+// agent's error (not_found: nothing detached by that pid). Two Connects
+// at once share one attach.
+func (h *Handler) reattach(ctx context.Context, ref *sandboxRef, pid int) (*proc, error) {
+	p, created := h.procs.getOrAdd(ref.rec.ID, pid)
+	if !created {
+		return p, nil
+	}
+	attached := make(chan error, 1)
+	go h.follow(context.WithoutCancel(ctx), ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
+		return contexts.AttachExec(ctx, sb, agent.AttachParams{PID: pid}, out)
+	}, attached)
+	select {
+	case err := <-attached:
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// follow runs call (an exec or an attach), publishing its events to p,
+// and ends p with its result. attached, when set, gets nil at the start
+// event or the call's error if it fails before one.
+func (h *Handler) follow(ctx context.Context, ref *sandboxRef, p *proc, call func(context.Context, contexts.Sandbox, contexts.OutputFunc) (*agent.ExecResult, error), attached chan<- error) {
 	var res *agent.ExecResult
+	var sawStart atomic.Bool
 	err := h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
-		res, err = sb.Exec(ctx, params, func(ev agent.OutputEvent) {
+		res, err = call(ctx, sb, func(ev agent.OutputEvent) {
 			switch ev.Stream {
 			case agent.Start:
 				h.procs.started(p, ev.PID)
+				if sawStart.CompareAndSwap(false, true) && attached != nil {
+					attached <- nil
+				}
 				p.publish(startEvent(ev.PID))
 			case agent.Stdout:
 				p.publish(&pb.ProcessEvent{Event: &pb.ProcessEvent_Data{Data: &pb.ProcessEvent_DataEvent{Output: &pb.ProcessEvent_DataEvent_Stdout{Stdout: []byte(ev.Data)}}}})
@@ -329,6 +378,12 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 		})
 		return err
 	})
+	if err != nil && attached != nil && !sawStart.Load() {
+		attached <- err // before any start: nothing to follow
+		p.finish(nil, connectError(err))
+		h.procs.remove(p)
+		return
+	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrUnavailable) {
 			// The sandbox went away under the command (killed, past its

@@ -30,6 +30,20 @@ func (t *procTable) started(p *proc, pid int) {
 	t.mu.Unlock()
 }
 
+// getOrAdd returns the proc of sid/pid, or a new one registered under it
+// (created true), atomically: concurrent re-attaches share one.
+func (t *procTable) getOrAdd(sid string, pid int) (p *proc, created bool) {
+	key := sid + "/" + strconv.Itoa(pid)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.procs[key]; p != nil {
+		return p, false
+	}
+	p = &proc{sid: sid, pid: pid, subs: map[*subscriber]bool{}}
+	t.procs[key] = p
+	return p, true
+}
+
 func (t *procTable) get(sid string, pid int) *proc {
 	t.mu.Lock()
 	defer t.mu.Unlock()

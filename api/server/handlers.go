@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -105,6 +106,11 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := contexts.CheckEnv(nil, req.Secrets); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	r = r.WithContext(contexts.WithSecrets(r.Context(), req.Secrets))
 	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true, Network: netPolicy}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
@@ -344,18 +350,27 @@ func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, sessionMetricsOf(s.cfg.Contexts.Stats()))
 }
 
-// sessionMetricsOf is the wire form of the manager's counters.
+// sessionMetricsOf is the wire form of the manager's counters. Desktop
+// sessions are the contexts on the desktop template (the E2B desktop SDK's
+// and the desktop tools'); execution sessions are the rest, so the two add
+// up to the totals.
 func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
 	stats := func(t contexts.TemplateStats) api.SessionStats {
 		return api.SessionStats{ActiveSessions: t.Active, TotalCreated: t.TotalCreated, TotalReused: t.TotalReused,
 			TotalCleaned: t.TotalCleaned, TotalTerminated: t.TotalTerminated, HealthCheckFailures: t.HealthCheckFailures}
 	}
-	exec := stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
+	total := stats(contexts.TemplateStats{Active: s.Active, TotalCreated: s.TotalCreated, TotalReused: s.TotalReused,
 		TotalCleaned: s.TotalCleaned, TotalTerminated: s.TotalTerminated, HealthCheckFailures: s.HealthCheckFailures})
+	desk := stats(s.PerTemplate[templates.Desktop])
 	out := api.SessionMetrics{
-		SessionStats: exec, // the totals: execution plus desktop, which has none yet
-		Execution:    exec,
-		PoolSize:     s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
+		SessionStats: total,
+		Execution: api.SessionStats{
+			ActiveSessions: total.ActiveSessions - desk.ActiveSessions, TotalCreated: total.TotalCreated - desk.TotalCreated,
+			TotalReused: total.TotalReused - desk.TotalReused, TotalCleaned: total.TotalCleaned - desk.TotalCleaned,
+			TotalTerminated: total.TotalTerminated - desk.TotalTerminated, HealthCheckFailures: total.HealthCheckFailures - desk.HealthCheckFailures,
+		},
+		Desktop:  desk,
+		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
 		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
 	}
 	for name, t := range s.PerTemplate {

@@ -87,14 +87,16 @@ func main() {
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
+	health := ""
 	if os.Getpid() == 1 {
 		dropSignals()
+		health = server.HealthAddr // PID 1: a sandbox, with a network namespace of its own
 	} else {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Health: health, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}

@@ -190,7 +190,16 @@ func serveWith(t *testing.T, bin string, extra ...string) (string, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) }) // registered first: runs after serve stopped
-	debiantest.Default(t)                     // the default template, from the tests' shared image store
+	url, key, _ := startServe(t, bin, data, state, extra...)
+	return url, key
+}
+
+// startServe starts `sandlot serve` on data and state dirs of the
+// caller's (a restart reuses them) and checks that it serves E2B with a
+// sandbox provider.
+func startServe(t *testing.T, bin, data, state string, extra ...string) (string, string, *testenv.Serve) {
+	t.Helper()
+	debiantest.Default(t) // the default template, from the tests' shared image store
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
 		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir()}
 	cmd := exec.Command(bin, append(args, extra...)...)
@@ -229,7 +238,7 @@ func serveWith(t *testing.T, bin string, extra ...string) (string, string) {
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	testenv.Require(t, resp.StatusCode == 200, fmt.Sprintf("sandlot serve ready with a sandbox provider (/readyz: %d %.200s)", resp.StatusCode, body))
-	return url, key
+	return url, key, srv
 }
 
 // runNode runs node --test on *.test.mjs against url.

@@ -246,7 +246,7 @@ test('contexts: cwd /root is refused clearly where the template has no root', { 
   await assert.rejects(sbx.createCodeContext({ language: 'python', cwd: '/root' }), /412 Precondition Failed/)
 })
 
-test('charts: line, datetime line, scatter, bar, pie and superchart results carry a chart (E2B chart tests)', async () => {
+test('charts: line, datetime line, scatter, bar, pie, superchart, box and whisker and unknown results carry a chart (E2B chart tests)', async () => {
   const line = await sbx.runCode(`
 import numpy as np
 import matplotlib.pyplot as plt
@@ -334,6 +334,24 @@ plt.show()
   const pc = pie.results[0].chart
   assert.equal(pc.type, 'pie')
   assert.deepEqual(pc.elements.map((e) => [e.label, Math.round(e.angle)]), [['a', 90], ['b', 90], ['c', 180]])
+  // matplotlib's wedge angles are float32 sums: 90 % of a pie started at
+  // 90 degrees is 323.99999…; E2B reports 324.
+  const pie2 = await sbx.runCode(`
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots()
+ax.pie([90, 10], labels=['No', 'No, in blue'], autopct='%1.1f%%', startangle=90)
+plt.show()
+`)
+  assert.deepEqual(pie2.results[0].chart.elements.map((e) => [e.label, e.angle, e.radius]), [['No', 324, 1], ['No, in blue', 36, 1]])
+
+  const unknown = await sbx.runCode(`
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots()
+ax.add_artist(plt.Circle((0, 0), 1, fill=False))
+plt.title('Two Concentric Circles')
+plt.show()
+`)
+  assert.deepEqual(unknown.results[0].chart, { type: 'unknown', title: 'Two Concentric Circles', elements: [] })
 
   const superchart = await sbx.runCode(`
 import matplotlib.pyplot as plt
@@ -347,6 +365,47 @@ plt.show()
   assert.equal(spc.type, 'superchart')
   assert.equal(spc.title, 'Both')
   assert.deepEqual(spc.elements.map((e) => e.type), ['line', 'bar'])
+
+  const box = await sbx.runCode(`
+import matplotlib.pyplot as plt
+data = {'Class A': [85, 90, 78, 92, 88], 'Class B': [95, 89, 76, 91, 84, 87], 'Class C': [75, 82, 88, 79, 86]}
+fig, ax = plt.subplots()
+ax.set_title('Exam Scores Distribution')
+ax.set_xlabel('Class')
+ax.set_ylabel('Score')
+ax.boxplot(data.values(), labels=data.keys(), patch_artist=True)
+plt.show()
+`)
+  const bw = box.results[0].chart
+  assert.equal(bw.type, 'box_and_whisker')
+  assert.equal(bw.title, 'Exam Scores Distribution')
+  assert.deepEqual([bw.x_label, bw.y_label, bw.x_unit], ['Class', 'Score', null])
+  assert.deepEqual(bw.elements.map((b) => b.label), ['Class A', 'Class B', 'Class C'])
+  assert.deepEqual(bw.elements.map((b) => b.outliers), [[], [76], []])
+  assert.deepEqual(bw.elements.map((b) => [b.min, b.first_quartile, b.median, b.third_quartile, b.max]),
+    [[78, 85, 88, 90, 92], [84, 84.75, 88, 90.5, 95], [75, 79, 82, 86, 88]])
+})
+
+test('charts: a log-scale line keeps every point a number through the guard (E2B log chart test)', async () => {
+  // exp(36.36...) prints as 16 digits that pass a card number check: a
+  // measurement, not a card; the chart stays a chart.
+  const log = await sbx.runCode(`
+import numpy as np
+import matplotlib.pyplot as plt
+x = np.linspace(0, 100, 100)
+plt.plot(x, np.exp(x), label='y = e^x')
+plt.yscale('log')
+plt.ylabel('Y-axis (log scale)')
+plt.show()
+`)
+  const c = log.results[0].chart
+  assert.equal(typeof c, 'object', `chart ${String(c).slice(0, 200)}`)
+  assert.equal(c.type, 'line')
+  assert.equal(c.y_scale, 'log')
+  assert.equal(c.y_unit, 'log scale')
+  assert.equal(c.elements[0].points.length, 100)
+  assert.ok(c.elements[0].points.every(([x, y]) => typeof x === 'number' && typeof y === 'number'))
+  assert.ok(c.y_ticks.every((y) => typeof y === 'number'))
 })
 
 function authors() {

@@ -6,6 +6,7 @@ import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { gzipSync } from 'node:zlib'
 import { Sandbox, CommandExitError, SandboxError, TimeoutError } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const run = `life-${process.pid}-${Date.now()}`
 let sbx
@@ -98,6 +99,14 @@ test('life: user root is refused clearly where the template has no root', { skip
   await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not available/)
   await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not available/)
   assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
+})
+
+test('life: the code interpreter answers its health check inside the sandbox (E2B systemd test)', { skip: !hasRoot }, async () => {
+  const health = 'curl -s -o /dev/null -w "%{http_code}" http://0.0.0.0:49999/health'
+  assert.equal((await sbx.commands.run(health)).stdout.trim(), '200')
+  // Nothing else is served there.
+  const other = 'curl -s -o /dev/null -w "%{http_code}" http://127.0.0.1:49999/execute'
+  assert.equal((await sbx.commands.run(other)).stdout.trim(), '404')
 })
 
 test('life: commands and files as root', { skip: !hasRoot }, async () => {
@@ -325,6 +334,22 @@ test('life: watchDir includeEntry (envd 0.6.3) carries the entry', async () => {
   }
 })
 
+test('life: watchDir with allowNetworkMounts (envd 0.6.4) watches as without it (E2B watch test)', async () => {
+  const dir = `${home}/watched-mounts`
+  await sbx.files.makeDir(dir)
+  await sbx.files.write(`${dir}/w.txt`, 'before')
+  const seen = []
+  const handle = await sbx.files.watchDir(dir, (e) => seen.push(`${e.type}:${e.name}`), { allowNetworkMounts: true, timeoutMs: 0 })
+  try {
+    await sbx.files.write(`${dir}/w.txt`, 'after, longer')
+    const until = Date.now() + 10_000
+    while (Date.now() < until && !seen.includes('write:w.txt')) await new Promise((res) => setTimeout(res, 100))
+    assert.ok(seen.includes('write:w.txt'), `events ${seen}`)
+  } finally {
+    await handle.stop()
+  }
+})
+
 test('life: a recursive watch reports a new folder, then the write of a new file in it (E2B watch test)', async () => {
   const dir = `${home}/watched-rec`
   await sbx.files.makeDir(dir)
@@ -408,4 +433,62 @@ test('life: killing a sandbox mid-command says so, without internal ids', async 
   // finds the sandbox gone and says so outright.
   assert.ok(err instanceof TimeoutError, `${err}`)
   assert.match(err.message, /sandbox was killed or reached its end of life/)
+})
+
+test('life: pause keeps memory, files and processes; the timeout waits; connect resumes (E2B pause tests)', async () => {
+  const tag = { suite: run, pause: String(process.pid) }
+  const sb = await CodeSandbox.create({ metadata: tag, timeoutMs: 120_000 })
+  try {
+    await sb.runCode('kept = 41')
+    const h = (await sb.commands.run('echo $HOME')).stdout.trim()
+    await sb.files.write(`${h}/before-pause.txt`, 'still here')
+    const counter = await sb.commands.run('i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done', { background: true, timeoutMs: 0 })
+    await sb.commands.run('sleep 0.3')
+    // A short timeout: it must not run out while the sandbox is paused.
+    await sb.setTimeout(3_000)
+    assert.equal(await sb.pause(), true)
+    assert.equal(await sb.pause(), false, 'a second pause is 409: false')
+    assert.equal(await sb.isRunning(), false)
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'paused')
+    const ids = async (state) => (await Sandbox.list({ query: { state, metadata: tag } }).nextItems()).map((s) => s.sandboxId)
+    assert.deepEqual(await ids(['paused']), [sb.sandboxId])
+    assert.deepEqual(await ids(['running']), [])
+    assert.deepEqual(await ids(['running', 'paused']), [sb.sandboxId])
+    await assert.rejects(sb.runCode('kept'), (e) => e instanceof TimeoutError || e instanceof SandboxError)
+    await new Promise((r) => setTimeout(r, 4_000)) // past the timeout set before the pause
+
+    const again = await CodeSandbox.connect(sb.sandboxId, { timeoutMs: 60_000 })
+    assert.equal(await again.isRunning(), true)
+    const info = await again.getInfo()
+    assert.equal(info.state, 'running')
+    assert.ok(info.endAt.getTime() - Date.now() > 30_000, `endAt ${info.endAt.toISOString()}: connect's timeout counts from the resume`)
+    assert.equal((await again.runCode('kept + 1')).text, '42')
+    assert.equal(await again.files.read(`${h}/before-pause.txt`), 'still here')
+    assert.ok((await again.commands.list()).some((p) => p.pid === counter.pid), 'the counting process is gone')
+    const c1 = Number((await again.commands.run('cat /tmp/count')).stdout)
+    await again.commands.run('sleep 0.5')
+    const c2 = Number((await again.commands.run('cat /tmp/count')).stdout)
+    assert.ok(c2 > c1, `the counter stands at ${c1} then ${c2} after the resume`)
+    // connect to a running sandbox: 200, nothing resumed
+    await Sandbox.connect(sb.sandboxId)
+    assert.equal(await again.commands.kill(counter.pid), true)
+  } finally {
+    await Sandbox.kill(sb.sandboxId)
+  }
+  assert.equal(await Sandbox.pause(sb.sandboxId).catch((e) => e.name), 'SandboxNotFoundError')
+})
+
+test('life: lifecycle onTimeout pause pauses at the timeout; connect resumes (E2B autoPause)', async () => {
+  const sb = await CodeSandbox.create({ metadata: { suite: run }, timeoutMs: 4_000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    await sb.runCode('auto = "kept"')
+    await new Promise((r) => setTimeout(r, 5_000))
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'paused')
+    assert.equal(await sb.isRunning(), false)
+    const again = await CodeSandbox.connect(sb.sandboxId, { timeoutMs: 60_000 })
+    assert.equal((await again.runCode('auto')).text, 'kept')
+  } finally {
+    await Sandbox.kill(sb.sandboxId)
+  }
+  await assert.rejects(CodeSandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /not supported/)
 })

@@ -2,7 +2,7 @@
 // E2B_API_URL and E2B_SANDBOX_URL; the programs below are plain SDK usage.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox as BaseSandbox, CommandExitError, SandboxError } from 'e2b'
+import { Sandbox as BaseSandbox, CommandExitError, SandboxError, Template } from 'e2b'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const run = `run-${process.pid}-${Date.now()}`
@@ -166,6 +166,31 @@ test('commands: background, list, sendStdin, connect, kill', async () => {
   assert.equal(await sbx.commands.kill(sleeper.pid), false)
 })
 
+test('templates: Template.exists knows the default templates and no unknown name', async () => {
+  assert.equal(await Template.exists('base'), true)
+  assert.equal(await Template.exists('code-interpreter-v1'), true)
+  assert.equal(await Template.exists(`no-such-template-${process.pid}`), false)
+})
+
+test('git: init, status, add, commit, branches through sandbox.git (E2B git tests)', async () => {
+  const repo = `${home}/git-${run}`
+  await sbx.git.init(repo, { initialBranch: 'main' })
+  await sbx.files.write(`${repo}/README.md`, 'hello\n')
+  let st = await sbx.git.status(repo)
+  assert.equal(st.fileStatus.find((f) => f.name === 'README.md')?.status, 'untracked')
+  assert.equal(st.hasUntracked, true)
+  await sbx.git.add(repo)
+  await sbx.git.commit(repo, 'first', { authorName: 'Sandlot', authorEmail: 'sandlot@example.com' })
+  st = await sbx.git.status(repo)
+  assert.equal(st.isClean, true)
+  await sbx.git.createBranch(repo, 'topic')
+  const b = await sbx.git.branches(repo)
+  assert.equal(b.currentBranch, 'topic')
+  assert.deepEqual([...b.branches].sort(), ['main', 'topic'])
+  const log = await sbx.commands.run('git log --format=%an:%s', { cwd: repo })
+  assert.equal(log.stdout.trim(), 'Sandlot:first')
+})
+
 test('files: write, read, list, exists, makeDir, rename, remove', async () => {
   const dir = `${home}/files-${run}`
   assert.equal(await sbx.files.makeDir(dir), true)
@@ -213,6 +238,25 @@ test('runCode: python state, text, logs, errors', async () => {
   assert.ok(bad.error.traceback.length > 0)
   const err = await sbx.runCode('import sys; sys.stderr.write("to stderr\\n")')
   assert.deepEqual(err.logs.stderr, ['to stderr\n'])
+})
+
+test('runCode: streaming callbacks, executionCount, typescript and display() (E2B callbacks, executionCount, cwd tests)', async () => {
+  const out = [], err = [], results = [], errors = []
+  const e = await sbx.runCode('import sys\nprint("a")\nsys.stderr.write("b\\n")\ndisplay("shown")\n7 * 6', {
+    onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line),
+    onResult: (r) => results.push(r.text), onError: (x) => errors.push(x.name),
+  })
+  assert.deepEqual(out, ['a\n'])
+  assert.deepEqual(err, ['b\n'])
+  assert.deepEqual(results, ['shown', '42'])
+  assert.deepEqual(e.results.map((r) => [r.text, r.isMainResult]), [['shown', false], ['42', true]])
+  await sbx.runCode('raise ValueError("no")', { onError: (x) => errors.push(x.name) })
+  assert.deepEqual(errors, ['ValueError'])
+  const a = await sbx.runCode('1')
+  const b = await sbx.runCode('2')
+  assert.equal(b.executionCount, a.executionCount + 1)
+  const ts = await sbx.runCode('const n: number = 40; n + 2', { language: 'ts' })
+  assert.equal(ts.text, '42')
 })
 
 test('runCode: javascript and bash keep state', async () => {

@@ -75,6 +75,11 @@ type Config struct {
 	Mirror   string    // "": DefaultMirror
 	Packages []string  // nil: DefaultPackages
 	Epoch    time.Time // zero: DefaultEpoch
+	// Customize are shell scripts run after the base's own (the sandbox
+	// user): mmdebstrap's --customize-hook, with the new tree's path as
+	// $1, as root on the host (so only the daemon's own recipes, never a
+	// tenant's). Part of the cache key.
+	Customize []string
 	// Mmdebstrap is the mmdebstrap binary; "": mmdebstrap on PATH.
 	Mmdebstrap string
 	Logger     *slog.Logger // nil discards
@@ -111,6 +116,9 @@ func (c Config) Key() string {
 	c = c.withDefaults()
 	h := sha256.New()
 	fmt.Fprintf(h, "v%s\n%s\n%s\n%d\n%s\n", recipeVersion, c.Suite, c.Mirror, c.Epoch.Unix(), strings.Join(c.Packages, ","))
+	for _, hook := range c.Customize {
+		fmt.Fprintf(h, "hook %d\n%s\n", len(hook), hook)
+	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
@@ -284,7 +292,11 @@ chmod 0750 "$1/home/user"
 // Recommends are not installed; documentation, manuals and translations
 // are left out (copyright files stay).
 func args(c Config) []string {
-	return []string{
+	hooks := []string{"--customize-hook=" + customize}
+	for _, h := range c.Customize {
+		hooks = append(hooks, "--customize-hook="+h)
+	}
+	return append(append([]string{
 		"--variant=apt", "--mode=root", "--format=tar",
 		"--aptopt=APT::Install-Recommends \"false\"",
 		// No fsync per unpacked file: a build that dies is thrown away whole.
@@ -295,7 +307,5 @@ func args(c Config) []string {
 		"--dpkgopt=path-exclude=/usr/share/doc/*",
 		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
 		"--include=" + strings.Join(c.Packages, ","),
-		"--customize-hook=" + customize,
-		c.Suite, "-", c.Mirror,
-	}
+	}, hooks...), c.Suite, "-", c.Mirror)
 }

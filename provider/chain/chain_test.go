@@ -213,3 +213,42 @@ func TestQuotaThresholds(t *testing.T) {
 		t.Fatalf("usage %+v", u)
 	}
 }
+
+// pausingProvider is a fakeProvider that can pause.
+type pausingProvider struct {
+	fakeProvider
+	paused []string
+}
+
+func (p *pausingProvider) Pause(ctx context.Context, id string) error {
+	p.paused = append(p.paused, "pause "+id)
+	return nil
+}
+
+func (p *pausingProvider) Resume(ctx context.Context, id string) error {
+	p.paused = append(p.paused, "resume "+id)
+	return nil
+}
+
+// TestPauseRouting: pause and resume go to the sandbox's provider, by the
+// id's prefix; a provider that cannot pause is failed_precondition.
+func TestPauseRouting(t *testing.T) {
+	a, b := &fakeProvider{name: "a"}, &pausingProvider{fakeProvider: fakeProvider{name: "b"}}
+	c := New([]contexts.Provider{a, b}, Config{})
+	ctx := context.Background()
+	if err := c.Pause(ctx, "b:sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resume(ctx, "b:sb1"); err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(b.paused, []string{"pause sb1", "resume sb1"}) {
+		t.Fatalf("provider b saw %v", b.paused)
+	}
+	if err := c.Pause(ctx, "a:sb1"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("pause on a provider without pause: %v", err)
+	}
+	if err := c.Pause(ctx, "zz:sb1"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("pause of an unknown provider's id: %v", err)
+	}
+}

@@ -18,9 +18,17 @@ import (
 // provider removes it. A provider marks its copy used at install and, at
 // most hourly, at create (touchEvery); a removed copy lives on in the
 // sandboxes that mount it.
+//
+// A host where agents change often (a developer's, or CI running many
+// builds) can fill the share within agentTTL; when less than a quarter of
+// it is free, copies unused for agentTTLLow go as well. A provider in use
+// touches its copy at least every touchEvery, so a copy that old belongs to
+// no running provider, and one removed anyway is installed again at the
+// next create.
 const (
-	agentTTL   = 24 * time.Hour
-	touchEvery = time.Hour
+	agentTTL    = 24 * time.Hour
+	agentTTLLow = 3 * touchEvery
+	touchEvery  = time.Hour
 )
 
 // installAgent copies the agent binary into the host's share (runtime/oci)
@@ -86,7 +94,7 @@ func installAgent(src, share string, mode os.FileMode) (string, error) {
 	if err := os.WriteFile(index, []byte(name), 0o600); err != nil {
 		return "", err
 	}
-	removeUnused(dir, time.Now().Add(-agentTTL))
+	removeUnused(dir, unusedCutoff(dir, time.Now()))
 	return dst, nil
 }
 
@@ -94,6 +102,17 @@ func installAgent(src, share string, mode os.FileMode) (string, error) {
 func touch(p string) {
 	now := time.Now()
 	os.Chtimes(p, now, now)
+}
+
+// unusedCutoff is the last-use time before which a copy in dir is removed:
+// agentTTL ago, or agentTTLLow ago when less than a quarter of the share is
+// free.
+func unusedCutoff(dir string, now time.Time) time.Time {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err == nil && st.Blocks > 0 && st.Bavail < st.Blocks/4 {
+		return now.Add(-agentTTLLow)
+	}
+	return now.Add(-agentTTL)
 }
 
 // removeUnused removes agent copies and index entries last used before

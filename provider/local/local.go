@@ -412,7 +412,7 @@ func (p *Provider) unreachable(ctx context.Context, id string, cause error) erro
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
-	if err == nil && st.Status != runtime.StatusRunning {
+	if err == nil && st.Status != runtime.StatusRunning && st.Status != runtime.StatusPaused {
 		return fmt.Errorf("sandbox %s is %s: %w", id, st.Status, errdefs.ErrNotFound)
 	}
 	if ctx.Err() != nil {
@@ -466,6 +466,25 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	}
 	return nil
 }
+
+// Pause implements contexts.Pauser: the runtime freezes every process of
+// the sandbox, the agent included, with its memory kept.
+func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
+	if err := runtime.CheckID(sandboxID); err != nil {
+		return err
+	}
+	return p.rt.Pause(ctx, sandboxID)
+}
+
+// Resume implements contexts.Pauser.
+func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
+	if err := runtime.CheckID(sandboxID); err != nil {
+		return err
+	}
+	return p.rt.Resume(ctx, sandboxID)
+}
+
+var _ contexts.Pauser = (*Provider)(nil)
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,
 // reconcile of wedged sandboxes).

@@ -80,7 +80,10 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		t, err := p.templates.ByID(ctx, name)
 		switch {
 		case err == nil:
-			rec, ref, display = &t, t.Image, t.Name
+			rec, display = &t, t.Name
+			if t.Image != "" {
+				ref = t.Image
+			} // else a built-in (desktop): the image of its name, which may still be missing
 		case !errors.Is(err, errdefs.ErrNotFound):
 			return nil, err
 		}
@@ -95,7 +98,7 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	img, err := p.images.Get(ctx, ref)
 	if err != nil {
 		lease.Release()
-		if rec != nil {
+		if rec != nil && ref != name {
 			return nil, fmt.Errorf("template %q: image %s: %w", display, ref, err)
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {

@@ -511,6 +511,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 // deleteBundle force-deletes the container, makes sure its cgroups are
 // gone and removes the bundle directory.
 func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) error {
+	thaw(id) // a paused sandbox's tasks die only once thawed
 	_, err := d.output(ctx, "delete", "--force", id)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return err
@@ -589,6 +590,8 @@ func (r *Runtime) State(ctx context.Context, id string) (*runtime.State, error) 
 	switch rs.Status {
 	case "running":
 		st.Status, st.PID = runtime.StatusRunning, rs.PID
+	case "paused", "pausing":
+		st.Status, st.PID = runtime.StatusPaused, rs.PID
 	case "created", "creating":
 		st.Status, st.PID = runtime.StatusCreated, rs.PID
 	}

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path"
 	"sort"
@@ -213,6 +214,62 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	r.ExpiresAt = time.Now().Add(ttl)
 	c := *r
 	return &c, nil
+}
+
+// Pause implements e2bcompat.Manager: the record is marked paused (the
+// fake sandbox keeps running; the handler refuses its calls).
+func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error) {
+	m.checkTenant(ctx, "Pause")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	if _, paused := contexts.PausedSince(r); paused {
+		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrPaused)
+	}
+	now := time.Now()
+	r.Metadata = maps.Clone(r.Metadata)
+	if r.Metadata == nil {
+		r.Metadata = map[string]string{}
+	}
+	r.Metadata[contexts.MetaPaused] = now.UTC().Format(time.RFC3339Nano)
+	r.ExpiresAt = now.Add(keep)
+	c := *r
+	return &c, nil
+}
+
+// Resume implements e2bcompat.Manager.
+func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
+	m.checkTenant(ctx, "Resume")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[contextID]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
+	}
+	if _, paused := contexts.PausedSince(r); !paused {
+		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrNotPaused)
+	}
+	r.Metadata = maps.Clone(r.Metadata)
+	delete(r.Metadata, contexts.MetaPaused)
+	r.ExpiresAt = time.Now().Add(ttl)
+	c := *r
+	return &c, nil
+}
+
+// AutoPause implements e2bcompat.Manager.
+func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	keep, err := time.ParseDuration(rec.Metadata[contexts.MetaAutoPause])
+	if _, paused := contexts.PausedSince(rec); err != nil || paused || rec.ExpiresAt.After(time.Now()) {
+		return rec, nil
+	}
+	return m.Pause(ctx, tenantID, contextID, keep)
 }
 
 // Sandbox is a fake contexts.Sandbox.

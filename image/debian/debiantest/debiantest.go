@@ -35,13 +35,17 @@ const DefaultDir = "/var/cache/sandlot-test"
 // Name is the name the default image gets in the shared store.
 const Name = "default"
 
-var shared struct {
+// shared is one image of the shared store, looked up or built once per
+// process.
+type shared struct {
 	once  sync.Once
 	store *image.Store
 	img   image.Image
 	built time.Duration // 0: found cached
 	err   error
 }
+
+var base, desktopImage shared
 
 // Dir returns the shared cache directory.
 func Dir() string {
@@ -63,30 +67,56 @@ func Default(t testing.TB) (*image.Store, image.Image) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "mmdebstrap")
-	shared.once.Do(func() {
-		shared.store, shared.img, shared.built, shared.err = ensure(context.Background())
-	})
-	if shared.err != nil {
-		t.Fatalf("default image for the tests: %v", shared.err)
-	}
-	if shared.built > 0 {
-		t.Logf("built the default image in %s: %s", shared.built.Round(time.Second), shared.img.Digest)
-	}
-	return shared.store, shared.img
+	return base.get(t, debian.Config{}, Name)
 }
 
-func ensure(ctx context.Context) (*image.Store, image.Image, time.Duration, error) {
+// Image returns the shared store and the image cfg makes, tagged name,
+// building it first when no process has yet (as Default does for the
+// base). The desktop template's tests use it.
+func Image(t testing.TB, cfg debian.Config, name string) (*image.Store, image.Image) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "mmdebstrap")
+	sh := &desktopImage
+	if name == Name {
+		sh = &base
+	}
+	return sh.get(t, cfg, name)
+}
+
+func (sh *shared) get(t testing.TB, cfg debian.Config, name string) (*image.Store, image.Image) {
+	t.Helper()
+	sh.once.Do(func() {
+		sh.store, sh.img, sh.built, sh.err = ensure(context.Background(), cfg, name)
+	})
+	if sh.err != nil {
+		t.Fatalf("image %s for the tests: %v", name, sh.err)
+	}
+	if sh.built > 0 {
+		t.Logf("built the image %s in %s: %s", name, sh.built.Round(time.Second), sh.img.Digest)
+	}
+	return sh.store, sh.img
+}
+
+func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, image.Image, time.Duration, error) {
 	dir := Dir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, image.Image{}, 0, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	// One lock per image: the base and the desktop image build at the
+	// same time rather than one after the other (a test package waiting
+	// for both would otherwise risk its timeout on a new machine).
+	lockName := "build.lock"
+	if name != Name {
+		lockName = "build-" + name + ".lock"
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, image.Image{}, 0, err
 	}
 	defer lock.Close()
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		fmt.Fprintf(os.Stderr, "debiantest: waiting for another test process to build the default image in %s\n", dir)
+		fmt.Fprintf(os.Stderr, "debiantest: waiting for another test process to build the image %s in %s\n", name, dir)
 		if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 			return nil, image.Image{}, 0, err
 		}
@@ -95,17 +125,16 @@ func ensure(ctx context.Context) (*image.Store, image.Image, time.Duration, erro
 	if err != nil {
 		return nil, image.Image{}, 0, err
 	}
-	cfg := debian.Config{}
 	if img, err := s.Get(ctx, debian.CachePrefix+cfg.Key()); err == nil {
-		if err := s.Tag(ctx, Name, img.Digest); err != nil {
+		if err := s.Tag(ctx, name, img.Digest); err != nil {
 			return nil, image.Image{}, 0, err
 		}
 		return s, img, 0, nil
 	}
 	start := time.Now()
-	fmt.Fprintf(os.Stderr, "debiantest: building the default Debian image in %s (once per machine; minutes)\n", dir)
-	img, err := debian.Ensure(ctx, s, cfg, Name, func(p debian.Progress) {
-		fmt.Fprintf(os.Stderr, "debiantest: %d/%d %s (%s)\n", p.Step, p.Steps, p.Phase, time.Since(start).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "debiantest: building the Debian image %s in %s (once per machine; minutes)\n", name, dir)
+	img, err := debian.Ensure(ctx, s, cfg, name, func(p debian.Progress) {
+		fmt.Fprintf(os.Stderr, "debiantest: %s %d/%d %s (%s)\n", name, p.Step, p.Steps, p.Phase, time.Since(start).Round(time.Second))
 	})
 	return s, img, time.Since(start), err
 }

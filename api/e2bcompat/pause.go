@@ -1,0 +1,231 @@
+package e2bcompat
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Pause and resume, as E2B has them (docs/e2b.md, "Pause and resume"):
+// pause freezes the sandbox with its memory (contexts.Manager.Pause), so
+// kernels, variables, processes and files are there after a resume; while
+// paused the sandbox is listed and shown with state "paused", its calls
+// answer as a sandbox that is not running, and its timeout does not run
+// (it is killed only after Config.PausedTimeout). connect resumes it with
+// the connect's timeout (E2B's default 300 s); the older resume route with
+// its own (E2B's default 15 s).
+
+// E2B's defaults for the timeout of a connect (ConnectSandboxV2) and of a
+// resume (ResumedSandbox) that name none.
+const (
+	connectDefaultTimeout = 300 * time.Second
+	resumeDefaultTimeout  = 15 * time.Second
+)
+
+// stateOf is a sandbox's E2B state.
+func stateOf(rec *contexts.Record) string {
+	if _, paused := contexts.PausedSince(rec); paused {
+		return "paused"
+	}
+	return "running"
+}
+
+// pauseBody is the body of POST /sandboxes/{id}/pause.
+type pauseBody struct {
+	// Memory false asks for a file-system-only pause (resumed by a
+	// reboot); sandlot's pause always keeps memory.
+	Memory *bool `json:"memory"`
+}
+
+// resumeBody is the body of connect and resume.
+type resumeBody struct {
+	Timeout *int64 `json:"timeout"`
+	Memory  *bool  `json:"memory"`
+}
+
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body pauseBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if body.Memory != nil && !*body.Memory {
+		writeAPIError(w, fmt.Errorf("a pause without memory (keepMemory: false) is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument))
+		return
+	}
+	if _, paused := contexts.PausedSince(rec); paused {
+		writeConflict(w, "sandbox "+id+" is already paused")
+		return
+	}
+	if _, err := h.cfg.Manager.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
+		if errors.Is(err, contexts.ErrPaused) {
+			writeConflict(w, "sandbox "+id+" is already paused")
+			return
+		}
+		h.writeLifecycleError(w, id, err)
+		return
+	}
+	h.stopWatchers(id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connect answers a running sandbox with 200 (extending its timeout when
+// the call asks for more) and resumes a paused one with 201.
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body resumeBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	ttl := connectDefaultTimeout
+	if body.Timeout != nil && *body.Timeout > 0 {
+		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
+			writeAPIError(w, err)
+			return
+		}
+	}
+	status := http.StatusOK
+	if _, paused := contexts.PausedSince(rec); paused {
+		if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
+			h.writeLifecycleError(w, id, err)
+			return
+		}
+		status = http.StatusCreated
+	} else if body.Timeout != nil && *body.Timeout > 0 && time.Now().Add(ttl).After(rec.ExpiresAt) {
+		if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
+			writeAPIError(w, err)
+			return
+		}
+	}
+	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, status, sb)
+}
+
+// resume is the older route: 201 for a paused sandbox, 409 for a running
+// one.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string) {
+	var body resumeBody
+	if err := decodeBody(r, &body); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	id := r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	if _, paused := contexts.PausedSince(rec); !paused {
+		writeConflict(w, "sandbox "+id+" is already running")
+		return
+	}
+	ttl := resumeDefaultTimeout
+	if body.Timeout != nil && *body.Timeout > 0 {
+		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
+			writeAPIError(w, err)
+			return
+		}
+	}
+	if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
+		h.writeLifecycleError(w, id, err)
+		return
+	}
+	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sb)
+}
+
+// resumeRec resumes a paused sandbox. memory false (onResume: 'reboot')
+// asks for a cold boot from the file system, which sandlot does not do:
+// it is refused rather than silently given the memory.
+func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBody, ttl time.Duration) (*contexts.Record, error) {
+	if body.Memory != nil && !*body.Memory {
+		return nil, fmt.Errorf("resuming without memory (onResume: 'reboot') is not supported: sandlot resumes a paused sandbox with its memory: %w", errdefs.ErrInvalidArgument)
+	}
+	return h.cfg.Manager.Resume(r.Context(), tenantID, id, ttl)
+}
+
+// writeLifecycleError answers a failed pause or resume: a sandbox that is
+// gone is E2B's 404, a resume raced by another is 409.
+func (h *Handler) writeLifecycleError(w http.ResponseWriter, id string, err error) {
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		writeAPIError(w, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound))
+	case errors.Is(err, contexts.ErrNotPaused):
+		writeConflict(w, "sandbox "+id+" is already running")
+	default:
+		writeAPIError(w, err)
+	}
+}
+
+func writeConflict(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusConflict, apiError{Code: http.StatusConflict, Message: msg})
+}
+
+// stopWatchers ends the directory watchers of a sandbox that paused: E2B
+// drops a paused sandbox's connections, and a watcher's polls would only
+// be refused until it resumes.
+func (h *Handler) stopWatchers(sid string) {
+	h.mu.Lock()
+	var stop []*watcher
+	for id, w := range h.watchers {
+		if w.sid == sid {
+			stop = append(stop, w)
+			delete(h.watchers, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range stop {
+		w.cancel()
+	}
+}
+
+// lifecycle records a create's autoPause (E2B's lifecycle onTimeout
+// 'pause') on the sandbox's metadata: at its timeout the manager pauses it
+// for Config.PausedTimeout instead of ending it. A pause without memory
+// and auto-resume by traffic are not supported: a clear 400.
+func (h *Handler) lifecycle(body createBody, meta map[string]string) error {
+	if body.AutoResume != nil && body.AutoResume.Enabled {
+		return fmt.Errorf("autoResume is not supported: resume a paused sandbox with Sandbox.connect: %w", errdefs.ErrInvalidArgument)
+	}
+	if body.AutoPause == nil || !*body.AutoPause {
+		return nil
+	}
+	if body.AutoPauseMemory != nil && !*body.AutoPauseMemory {
+		return fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
+	}
+	meta[contexts.MetaAutoPause] = h.cfg.PausedTimeout.String()
+	return nil
+}
+
+// autoPausing reports a sandbox that pauses at its timeout and whose
+// timeout passed, not paused yet (the manager's cleanup loop would pause
+// it within its interval; a call that sees it first does).
+func autoPausing(rec *contexts.Record) bool {
+	_, auto := rec.Metadata[contexts.MetaAutoPause]
+	_, paused := contexts.PausedSince(rec)
+	return auto && !paused && rec.State.Active() && !rec.ExpiresAt.After(time.Now())
+}

@@ -1,0 +1,31 @@
+package contexts
+
+import "errors"
+
+// Failure is a call failure that a model calling a tool can read and act
+// on, rather than a fault of the request: the tenant's or conversation's
+// context limit (resource_exhausted), and a sandbox lost under the call
+// (unavailable: the next call gets a fresh one). The tools answer these as
+// results with success false and the failure named in their error, so an
+// LLM sees why and what to do instead of a bare HTTP error; the error keeps
+// its category for every other caller (errors.Is).
+type Failure struct {
+	Kind string // FailureLimit or FailureLost
+	Err  error
+}
+
+// Failure kinds, the error name a tool result shows.
+const (
+	FailureLimit = "ContextLimitExceeded"
+	FailureLost  = "SandboxLost"
+)
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// AsFailure returns the Failure in err's chain, if any.
+func AsFailure(err error) (*Failure, bool) {
+	var f *Failure
+	ok := errors.As(err, &f)
+	return f, ok
+}

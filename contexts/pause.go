@@ -1,0 +1,274 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// Pausing is not a state of its own: a paused context stays ready (it is
+// active, counts against the limits and keeps its identity), and its
+// record says since when it is paused (Metadata[MetaPaused]). While paused
+// its sandbox is frozen by the provider with its memory (kernels,
+// variables, processes) kept; every call to it is refused with ErrPaused
+// (never a health check, which a frozen agent could not answer and which
+// would end it), and its expiresAt is the end of the pause's keep time:
+// the cleanup loop ends it then, and not before, as it would an idle one.
+// Resume thaws it and gives it a new TTL counted from then.
+
+// MetaPaused is the record metadata key of a paused context: when it was
+// paused (RFC 3339). Absent on a running one.
+const MetaPaused = "sandlot.paused"
+
+// ErrPaused and ErrNotPaused are the failed preconditions of a call that
+// needs a running context and of a Resume of one that runs. Callers tell
+// them apart with errors.Is (the E2B surface answers 409 to both).
+var (
+	ErrPaused    = fmt.Errorf("the context is paused: %w", errdefs.ErrFailedPrecondition)
+	ErrNotPaused = fmt.Errorf("the context is not paused: %w", errdefs.ErrFailedPrecondition)
+)
+
+// Pauser is a Provider that can freeze a sandbox and thaw it again with
+// its memory kept (provider/local: the runtime's pause). Both work by id,
+// with or without a connection to the sandbox, so a paused sandbox
+// survives a daemon restart and is resumed by the next process.
+type Pauser interface {
+	Pause(ctx context.Context, sandboxID string) error
+	Resume(ctx context.Context, sandboxID string) error
+}
+
+// PausedSince reports whether rec is paused, and since when.
+func PausedSince(rec *Record) (time.Time, bool) {
+	v, ok := rec.Metadata[MetaPaused]
+	if !ok {
+		return time.Time{}, false
+	}
+	t, _ := time.Parse(time.RFC3339Nano, v)
+	return t, true
+}
+
+func pausedErr(id string) error {
+	return fmt.Errorf("context %s is paused; resume it first: %w", id, ErrPaused)
+}
+
+// Pause freezes the sandbox of an active, ready context of tenantID and
+// keeps it paused for at most keep, after which the cleanup loop ends it
+// (reason expired). Calls that are under way when it pauses wait, frozen,
+// until Resume (or fail by their own deadlines). A paused context is
+// ErrPaused; a provider that cannot pause is failed_precondition.
+func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	if keep <= 0 {
+		return nil, fmt.Errorf("keep %s must be positive: %w", keep, errdefs.ErrInvalidArgument)
+	}
+	pz, ok := m.provider.(Pauser)
+	if !ok {
+		return nil, fmt.Errorf("provider %s cannot pause sandboxes: %w", m.provider.Name(), errdefs.ErrFailedPrecondition)
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.pauseLocked(ctx, pz, rec, keep)
+}
+
+// pauseLocked pauses rec. Precondition: its identity lock is held.
+func (m *Manager) pauseLocked(ctx context.Context, pz Pauser, rec *Record, keep time.Duration) (*Record, error) {
+	contextID := rec.ID
+	if _, paused := PausedSince(rec); paused {
+		return nil, pausedErr(contextID)
+	}
+	if err := pz.Pause(ctx, rec.SandboxID); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
+			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("pause context %s: %w", contextID, err)
+	}
+	now := m.now()
+	return m.savePause(ctx, rec, func(r *Record) {
+		r.Metadata[MetaPaused] = now.UTC().Format(time.RFC3339Nano)
+		r.ExpiresAt = now.Add(keep)
+	}, 0)
+}
+
+// Resume thaws a paused context of tenantID and sets its TTL to ttl from
+// now (E2B: the connect or resume call's timeout). A running context is
+// ErrNotPaused.
+func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*Record, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("ttl %s must be positive: %w", ttl, errdefs.ErrInvalidArgument)
+	}
+	pz, ok := m.provider.(Pauser)
+	if !ok {
+		return nil, fmt.Errorf("context %s: %w", contextID, ErrNotPaused)
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if _, paused := PausedSince(rec); !paused {
+		return nil, fmt.Errorf("context %s: %w", contextID, ErrNotPaused)
+	}
+	// A sandbox found running was thawed by an earlier Resume whose
+	// record write did not happen (a crash between the two): the record
+	// catches up.
+	if err := pz.Resume(ctx, rec.SandboxID); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
+			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("resume context %s: %w", contextID, err)
+	}
+	now := m.now()
+	return m.savePause(ctx, rec, func(r *Record) {
+		delete(r.Metadata, MetaPaused)
+		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
+	}, ttl)
+}
+
+// lockForPause loads an active, ready context of this node under its
+// identity lock (so no call attaches to it meanwhile) and returns the
+// newest copy: the in-memory one when this manager serves it.
+func (m *Manager) lockForPause(ctx context.Context, tenantID, contextID string) (*Record, func(), error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !rec.State.Active() {
+		return nil, nil, fmt.Errorf("context %s has ended: %w", contextID, errdefs.ErrNotFound)
+	}
+	if err := m.servedElsewhere(ctx, rec); err != nil {
+		return nil, nil, err
+	}
+	unlock, err := m.idLocks.lock(ctx, rec.Identity)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.mu.Lock()
+	e := m.byID[contextID]
+	if e != nil && !e.ended {
+		rec = cloneRecord(e.rec)
+	}
+	m.mu.Unlock()
+	switch {
+	case !rec.State.Active():
+		unlock()
+		return nil, nil, fmt.Errorf("context %s has ended: %w", contextID, errdefs.ErrNotFound)
+	case rec.State != StateReady || rec.SandboxID == "":
+		unlock()
+		return nil, nil, fmt.Errorf("context %s is still being created: %w", contextID, errdefs.ErrFailedPrecondition)
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	return rec, unlock, nil
+}
+
+// savePause applies change to the context's in-memory entry (if this
+// manager serves it) and to its stored record; ttl > 0 becomes the entry's
+// TTL. The entry's liveness proof is dropped: the sandbox must answer a
+// health check before the next call after a pause or resume.
+func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Record), ttl time.Duration) (*Record, error) {
+	change(rec)
+	m.mu.Lock()
+	e := m.byID[rec.ID]
+	unsaved := false
+	if e != nil && !e.ended {
+		e.rec.Metadata = maps.Clone(rec.Metadata)
+		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
+		e.alive = time.Time{}
+		if ttl > 0 {
+			e.ttl = ttl
+		}
+		unsaved = e.unsaved
+	}
+	m.mu.Unlock()
+	if unsaved {
+		return rec, nil
+	}
+	sctx := tctx(ctx, rec.TenantID)
+	cur, err := m.store.Get(sctx, rec.ID)
+	if err != nil {
+		m.log.Warn("store: load context to save its pause", logkey.Context, rec.ID, logkey.Err, err)
+		return rec, nil
+	}
+	cur.Metadata = rec.Metadata
+	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
+	if err := m.store.Update(sctx, cur); err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return nil, fmt.Errorf("context %s has ended: %w", rec.ID, errdefs.ErrNotFound)
+		}
+		m.log.Warn("store: save the pause of a context", logkey.Context, rec.ID, logkey.Err, err)
+	}
+	return cloneRecord(cur), nil
+}
+
+// MetaAutoPause is the record metadata key of a context that pauses
+// instead of ending when its expiry comes (E2B's autoPause, lifecycle
+// onTimeout 'pause'): how long it then stays paused (a Go duration).
+const MetaAutoPause = "sandlot.autoPause"
+
+// autoPauseKeep reports whether rec pauses at its expiry, and for how long.
+func autoPauseKeep(rec *Record) (time.Duration, bool) {
+	v, ok := rec.Metadata[MetaAutoPause]
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil && d > 0
+}
+
+// autoPause pauses an expired context that asked for it (MetaAutoPause)
+// instead of ending it, and reports whether it did. Precondition: the
+// identity lock is held.
+func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
+	keep, ok := autoPauseKeep(rec)
+	if _, paused := PausedSince(rec); !ok || paused || rec.State != StateReady || rec.SandboxID == "" {
+		return false
+	}
+	pz, ok := m.provider.(Pauser)
+	if !ok {
+		return false
+	}
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{}
+	}
+	if _, err := m.pauseLocked(ctx, pz, cloneRecord(rec), keep); err != nil {
+		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
+		return false
+	}
+	return true
+}
+
+// AutoPause pauses a context of tenantID that asked to pause at its
+// expiry (MetaAutoPause) and whose expiry passed, before the cleanup loop
+// gets to it; it returns the record as it is now. Anything else is
+// returned unchanged.
+func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	rec, err := m.Get(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := autoPauseKeep(rec); !ok || rec.ExpiresAt.After(m.now()) || !rec.State.Active() {
+		return rec, nil
+	}
+	if _, paused := PausedSince(rec); paused {
+		return rec, nil
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !m.autoPause(ctx, rec) {
+		return rec, nil
+	}
+	return m.Get(ctx, tenantID, contextID)
+}

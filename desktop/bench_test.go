@@ -1,0 +1,68 @@
+package desktop_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
+)
+
+// BenchmarkDesktopCreate measures a desktop session from nothing to its
+// first screenshot (sandbox create, X, XFCE's window manager, the stream
+// wait, scrot and the read), the "create to first screenshot"
+// (goal: under 3 s on crun), and reports the memory of the desktop once
+// its browser is up.
+func BenchmarkDesktopCreate(b *testing.B) {
+	dm, _ := newManagers(b, desktop.Config{})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		id := contexts.Identity{TenantID: "bench", ConversationID: fmt.Sprintf("create-%d-%d", time.Now().UnixNano(), i), PathID: "main"}
+		if _, err := dm.Screenshot(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDesktopAction measures one action (a pointer move) and one
+// screenshot on a running desktop, and the desktop's memory.
+func BenchmarkDesktopAction(b *testing.B) {
+	dm, cm := newManagers(b, desktop.Config{})
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "bench", ConversationID: fmt.Sprintf("act-%d", time.Now().UnixNano()), PathID: "main"}
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		h, err := dm.Health(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if h.OK() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	b.Run("move", func(b *testing.B) {
+		for i := range b.N {
+			if _, err := dm.Act(ctx, id, desktop.Action{Kind: "move", X: i % 1000, Y: i % 700}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("screenshot", func(b *testing.B) {
+		for range b.N {
+			if _, err := dm.Screenshot(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	rec, err := cm.Lookup(ctx, contexts.Identity{TenantID: id.TenantID, ConversationID: id.ConversationID, PathID: desktop.PathPrefix + "main"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if u, err := cm.Usage(ctx, id.TenantID, rec.ID); err == nil {
+		b.ReportMetric(float64(u.MemoryBytes>>20), "MiB/desktop")
+		b.ReportMetric(float64(u.PIDs), "tasks/desktop")
+	}
+}

@@ -1,0 +1,12 @@
+package desktop
+
+// PasswordOf is the live view password of a session (tests read it
+// without a ports route).
+func PasswordOf(m *Manager, contextID string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.sessions[contextID]; s != nil {
+		return s.password
+	}
+	return ""
+}

@@ -1,0 +1,354 @@
+package desktop
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"image/png"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTTL is how long a desktop session lives without a call
+	// (the session-reuse spec's desktop timeout).
+	DefaultTTL = 15 * time.Minute
+	// DefaultStreamWait is how long opening a session waits for the live
+	// view's stream to answer.
+	DefaultStreamWait = 3000 * time.Millisecond
+	DefaultWidth      = 1024
+	DefaultHeight     = 768
+)
+
+// Ports inside a desktop sandbox.
+const (
+	StreamPort   = 6080 // noVNC (websockify): the live view
+	vncPort      = 5900 // x11vnc, loopback only
+	DevToolsPort = 9222 // Chromium's DevTools endpoint, loopback only
+)
+
+// PathPrefix marks a desktop session's path id: a conversation's desktop
+// session lives beside its execution sessions, never in their sandbox.
+const PathPrefix = "desktop:"
+
+// Contexts is what the manager needs of the execution contexts' manager
+// (contexts.Manager implements it): desktop sessions are contexts of the
+// desktop template.
+type Contexts interface {
+	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+}
+
+// Config configures a Manager. Zero values are documented per field.
+type Config struct {
+	Contexts Contexts // required
+	// TTL: a session ends this long after its last call. 0: DefaultTTL.
+	TTL time.Duration
+	// StreamWait bounds how long opening a session waits for the stream.
+	// 0: DefaultStreamWait.
+	StreamWait time.Duration
+	// Width and Height of the screen; 0: 1024x768.
+	Width, Height int
+	// Network is a session's network: nil gives none, and so no live view
+	// (the stream is reached through the sandbox's ports).
+	Network *policy.Policy
+	// LiveURL is the base URL of a sandbox's port (the ports route:
+	// https://<port>-<id>.<domain>); nil: no live view.
+	LiveURL func(contextID string, port int) string
+	Logger  *slog.Logger
+}
+
+// Manager runs desktop sessions: one per (tenant, conversation, path),
+// each a sandbox of the desktop template whose X server, window manager,
+// browser and stream it starts, checks and drives. Safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // by context id
+}
+
+// session is what the manager keeps of a running desktop.
+type session struct {
+	password string // the live view's VNC password
+}
+
+// New returns a manager.
+func New(cfg Config) *Manager {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.StreamWait <= 0 {
+		cfg.StreamWait = DefaultStreamWait
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		cfg.Width, cfg.Height = DefaultWidth, DefaultHeight
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}
+}
+
+// identity is the desktop session's identity for a conversation's path.
+func identity(id contexts.Identity) contexts.Identity {
+	if id.PathID == "" {
+		id.PathID = contexts.DefaultPath
+	}
+	if !strings.HasPrefix(id.PathID, PathPrefix) {
+		id.PathID = PathPrefix + id.PathID
+	}
+	return id
+}
+
+// Health says which parts of a desktop answer.
+type Health struct {
+	X             bool `json:"x"`             // the X server (xdpyinfo)
+	WindowManager bool `json:"windowManager"` // xfwm4
+	Browser       bool `json:"browser"`       // Chromium's DevTools endpoint
+	Stream        bool `json:"stream"`        // noVNC's page
+}
+
+// OK reports whether everything answers.
+func (h Health) OK() bool { return h.X && h.WindowManager && h.Browser && h.Stream }
+
+// healthScript prints one line per part: its name and 0 (answers) or not.
+var healthScript = fmt.Sprintf(`xdpyinfo >/dev/null 2>&1; echo x $?
+pgrep -x xfwm4 >/dev/null; echo wm $?
+curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/json/version; echo browser $?
+curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?`, DevToolsPort, StreamPort)
+
+func parseHealth(out string) Health {
+	var h Health
+	for _, line := range strings.Split(out, "\n") {
+		name, code, _ := strings.Cut(strings.TrimSpace(line), " ")
+		ok := code == "0"
+		switch name {
+		case "x":
+			h.X = ok
+		case "wm":
+			h.WindowManager = ok
+		case "browser":
+			h.Browser = ok
+		case "stream":
+			h.Stream = ok
+		}
+	}
+	return h
+}
+
+// stackScript starts what a session runs, each part only when it does
+// not run yet (x11vnc always anew, for the session's password). The
+// stream listens on all addresses (the ports route reaches it on the
+// sandbox's address) and asks for the session's VNC password; x11vnc and
+// the DevTools endpoint listen on loopback only.
+func stackScript(w, h int) string {
+	return fmt.Sprintf(`export DISPLAY=:0
+if ! xdpyinfo >/dev/null 2>&1; then
+  Xvfb :0 -ac -screen 0 %dx%dx24 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
+  for i in $(seq 200); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.05; done
+fi
+pgrep -x xfce4-session >/dev/null || startxfce4 >/tmp/.desktop-xfce.log 2>&1 &
+mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 2>&1
+pkill -x x11vnc && sleep 0.2
+x11vnc -display :0 -forever -shared -localhost -rfbport %d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
+pgrep -f '[w]ebsockify.* %d ' >/dev/null || /opt/noVNC/utils/novnc_proxy --vnc localhost:%d --listen %d --web /opt/noVNC >/tmp/.desktop-novnc.log 2>&1 &
+pgrep -x chromium >/dev/null || chromium about:blank >/tmp/.desktop-chromium.log 2>&1 &
+wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
+}
+
+// readyScript waits (at most 120 s, by the clock: a loaded machine makes
+// every probe slow) for the X server and the window manager, then at most
+// streamMs for the stream.
+func readyScript(streamMs int64) string {
+	return fmt.Sprintf(`now() { date +%%s%%3N; }
+end=$(( $(now) + 120000 ))
+until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null; do
+  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
+  sleep 0.05
+done
+end=$(( $(now) + %d ))
+while [ "$(now)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html && exit 0; sleep 0.05; done
+exit 0`, streamMs, StreamPort)
+}
+
+// use runs fn in the session of id, starting the session (and its
+// desktop) when needed, and extends the session by the TTL.
+func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
+	did := identity(id)
+	var recID string
+	opts := contexts.CreateOptions{Template: Template, TTL: m.cfg.TTL, FixedExpiry: true, MaxExecutions: -1, Network: m.cfg.Network}
+	err := m.cfg.Contexts.Use(ctx, did, opts, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		recID = rec.ID
+		if err := m.ensure(ctx, did, rec, sb); err != nil {
+			return err
+		}
+		return fn(ctx, rec, sb)
+	})
+	if err != nil {
+		return err
+	}
+	// The session's expiry is absolute (a desktop's processes run in
+	// calls that never end, which must not keep it alive); each call
+	// moves it: the session ends TTL after its last call.
+	if _, err := m.cfg.Contexts.SetTTL(ctx, id.TenantID, recID, m.cfg.TTL); err != nil {
+		m.log.Debug("desktop: extend session", logkey.Context, recID, logkey.Err, err)
+	}
+	return nil
+}
+
+// ensure starts the desktop of rec unless this manager already did and
+// it still answers.
+func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) error {
+	m.mu.Lock()
+	s := m.sessions[rec.ID]
+	m.mu.Unlock()
+	if s != nil {
+		h, err := m.health(ctx, sb)
+		if err != nil {
+			return err
+		}
+		if h.X && h.WindowManager && h.Stream {
+			return nil
+		}
+		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
+	} else {
+		s = &session{password: password()}
+		m.mu.Lock()
+		if old := m.sessions[rec.ID]; old != nil {
+			s = old
+		} else {
+			m.sessions[rec.ID] = s
+		}
+		m.mu.Unlock()
+	}
+	// The desktop's processes run in an exec that lasts as long as the
+	// sandbox: confined to this context, never creating another.
+	go func() {
+		err := m.cfg.Contexts.Use(context.Background(), did, contexts.CreateOptions{ContextID: rec.ID}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+			_, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", stackScript(m.cfg.Width, m.cfg.Height)},
+				Env: map[string]string{"VNC_PASSWORD": s.password}, TimeoutMs: -1, Tag: "desktop"}, nil)
+			return err
+		})
+		m.log.Debug("desktop: stack ended", logkey.Context, rec.ID, logkey.Err, err)
+		if err != nil {
+			m.forget(rec.ID) // the sandbox is gone (or never answered): start over next time
+		}
+	}()
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(m.cfg.StreamWait.Milliseconds())},
+		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 150_000, Tag: "desktop-ready"}, nil)
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+func (m *Manager) forget(contextID string) {
+	m.mu.Lock()
+	delete(m.sessions, contextID)
+	m.mu.Unlock()
+}
+
+func (m *Manager) health(ctx context.Context, sb contexts.Sandbox) (Health, error) {
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", healthScript}, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 10_000, Tag: "desktop-health"}, nil)
+	if err != nil {
+		return Health{}, err
+	}
+	return parseHealth(res.Stdout), nil
+}
+
+// password is a VNC password: VNC authentication uses its first 8 bytes.
+func password() string {
+	const alphabet = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+	b := make([]byte, 8)
+	rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// Health opens (or reuses) the session of id and reports which parts of
+// its desktop answer.
+func (m *Manager) Health(ctx context.Context, id contexts.Identity) (Health, error) {
+	var h Health
+	err := m.use(ctx, id, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		var err error
+		h, err = m.health(ctx, sb)
+		return err
+	})
+	return h, err
+}
+
+// Screenshot is a PNG of the screen.
+type Screenshot struct {
+	PNG           []byte
+	Width, Height int
+}
+
+// Screenshot takes a screenshot of the session's screen. The PNG leaves
+// through the guard's file path, which keeps it a valid PNG and scans its
+// metadata; the pixels cannot be redacted (docs/desktop.md).
+func (m *Manager) Screenshot(ctx context.Context, id contexts.Identity) (*Screenshot, error) {
+	var out *Screenshot
+	err := m.use(ctx, id, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		const path = "/tmp/.desktop-screenshot.png"
+		if err := m.run(ctx, sb, "scrot", "-o", "-p", path); err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		err := contexts.ReadFile(ctx, sb, path, func(c contexts.FileChunk) error {
+			if buf.Len()+len(c.Data) > 64<<20 {
+				return fmt.Errorf("screenshot larger than 64 MiB: %w", errdefs.ErrResourceExhausted)
+			}
+			buf.Write(c.Data)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		cfg, err := png.DecodeConfig(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			return fmt.Errorf("screenshot is not a PNG: %v: %w", err, errdefs.ErrUnavailable)
+		}
+		out = &Screenshot{PNG: buf.Bytes(), Width: cfg.Width, Height: cfg.Height}
+		return nil
+	})
+	return out, err
+}
+
+// run runs argv on the session's display; a non-zero exit is an error
+// with its (guarded) stderr.
+func (m *Manager) run(ctx context.Context, sb contexts.Sandbox, argv ...string) error {
+	_, err := m.output(ctx, sb, argv...)
+	return err
+}
+
+func (m *Manager) output(ctx context.Context, sb contexts.Sandbox, argv ...string) (string, error) {
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: argv, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 30_000, Tag: "desktop"}, nil)
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return "", fmt.Errorf("%s: exit %d: %s: %w", argv[0], res.ExitCode, strings.TrimSpace(res.Stderr), errdefs.ErrFailedPrecondition)
+	}
+	return res.Stdout, nil
+}
+
+// itoa is strconv.Itoa, short.
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,167 @@
+package desktop_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image/png"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
+)
+
+// newManagers returns a desktop manager over a real contexts manager
+// whose sandboxes run on crun from the desktop image.
+func newManagers(t testing.TB, cfg desktop.Config) (*desktop.Manager, *contexts.Manager) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "crun")
+	imgs, _ := debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
+	cat := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: desktop.Settings()})
+	dir, err := os.MkdirTemp("", "sl-dm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	p, err := local.New(local.Config{Runtime: "crun", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat, Logger: log})
+	if err != nil {
+		oci.Purge(dir)
+		t.Fatal(err)
+	}
+	cm := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, Catalog: cat, Logger: log})
+	if err := cm.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cm.Close(context.Background())
+		ids, _ := p.List(context.Background())
+		for _, id := range ids {
+			p.Destroy(context.Background(), id)
+		}
+		oci.Purge(dir)
+	})
+	cfg.Contexts = cm
+	return desktop.New(cfg), cm
+}
+
+// TestManager drives a real desktop session: it starts with every part
+// answering (X, window manager, browser, stream), a screenshot is a PNG of
+// the configured size, typing reaches a window, the session is kept apart
+// from the conversation's execution context, and it ends TTL after its
+// last call.
+func TestManager(t *testing.T) {
+	dm, cm := newManagers(t, desktop.Config{TTL: 2 * time.Minute, Width: 800, Height: 600})
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "t1", ConversationID: "c1", PathID: "main"}
+
+	start := time.Now()
+	h, err := dm.Health(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("session open and healthy in %s: %+v", time.Since(start).Round(time.Millisecond), h)
+	if !h.X || !h.WindowManager {
+		t.Errorf("health after open = %+v, want X and the window manager", h)
+	}
+	// The browser starts in the background, and the open waits at most
+	// StreamWait for the stream: on a loaded machine both answer later.
+	deadline := time.Now().Add(90 * time.Second)
+	for !h.OK() && time.Now().Before(deadline) {
+		time.Sleep(time.Second)
+		if h, err = dm.Health(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !h.OK() {
+		t.Errorf("health = %+v, want everything", h)
+	}
+
+	shot, err := dm.Screenshot(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(shot.PNG))
+	if err != nil || cfg.Width != 800 || cfg.Height != 600 || shot.Width != 800 {
+		t.Errorf("screenshot: %v, %dx%d", err, cfg.Width, cfg.Height)
+	}
+
+	for _, a := range []desktop.Action{
+		{Kind: "move", X: 10, Y: 20},
+		{Kind: "click", X: 400, Y: 300},
+		{Kind: "scroll", Dir: "down", Amount: 2},
+		{Kind: "key", Text: "Escape"},
+	} {
+		if _, err := dm.Act(ctx, id, a); err != nil {
+			t.Errorf("%s: %v", a.Kind, err)
+		}
+	}
+	res, err := dm.Act(ctx, id, desktop.Action{Kind: "open_url", Text: "http://127.0.0.1:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("active window after open_url: %q", res.ActiveWindow)
+
+	// The session is a context of the desktop template on its own path;
+	// the conversation's execution context is another.
+	recs, err := cm.List(ctx, contexts.Filter{TenantID: "t1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, r := range recs {
+		if r.State.Active() {
+			paths = append(paths, r.PathID+"="+r.Template)
+		}
+	}
+	if len(paths) != 1 || paths[0] != "desktop:main=desktop" {
+		t.Errorf("active contexts = %v, want the desktop session only", paths)
+	}
+	if _, err := dm.LiveView(ctx, id, false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("live view without ports: %v, want failed_precondition", err)
+	}
+	// Its expiry is TTL after the last call.
+	for _, r := range recs {
+		if left := time.Until(r.ExpiresAt); left < time.Minute || left > 2*time.Minute+time.Second {
+			t.Errorf("session expires in %s, want about the 2 min TTL", left)
+		}
+	}
+}
+
+// TestActionArgs: bad input to an action is invalid_argument before
+// anything runs; text never reaches a shell.
+func TestActionArgs(t *testing.T) {
+	dm := desktop.New(desktop.Config{Contexts: nil})
+	for _, a := range []desktop.Action{
+		{Kind: "move", X: -1, Y: 0},
+		{Kind: "move", X: 1024, Y: 0},
+		{Kind: "click", X: 1, Y: 1, Button: "fourth"},
+		{Kind: "type", Text: ""},
+		{Kind: "type", Text: strings.Repeat("a", 4097)},
+		{Kind: "key", Text: "ctrl+s; rm -rf /"},
+		{Kind: "key", Text: "$(reboot)"},
+		{Kind: "scroll", Dir: "sideways"},
+		{Kind: "scroll", Amount: 51},
+		{Kind: "open_url", Text: "file:///etc/shadow"},
+		{Kind: "open_url", Text: "javascript:alert(1)"},
+		{Kind: "open_url", Text: "--remote-debugging-port=1"},
+		{Kind: "drag"},
+	} {
+		t.Run(a.Kind+" "+a.Text, func(t *testing.T) {
+			if _, err := dm.Act(context.Background(), contexts.Identity{TenantID: "t", ConversationID: "c"}, a); !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("err = %v, want invalid_argument", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,200 @@
+package desktop
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/desktop"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/network/nettest"
+)
+
+// TestDesktopSDK runs e2e/e2b/desktop.mjs: @e2b/desktop's Sandbox.create
+// of the desktop template against serve --network, every kind of call the
+// SDK makes, the stream with and without auth through
+// https://6080-<id>.sandlot.localhost (TLS in front of serve's listener,
+// as a deployment has it), and kill. Then nothing of the sandbox is left.
+func TestDesktopSDK(t *testing.T) {
+	nettest.Require(t)
+	node := testenv.RequireBinary(t, "node")
+	dir, err := filepath.Abs("../e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireFile(t, filepath.Join(dir, "node_modules/@e2b/desktop/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	debiantest.Default(t)
+	debiantest.Image(t, desktop.ImageConfig(), desktop.Template) // shared by every test that needs it: built once per machine
+
+	srvURL, key := serve(t)
+	before := desktopProcesses(t)
+	caFile := tlsFront(t, srvURL)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "desktop.mjs")
+	cmd.Dir = dir
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "E2B_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "E2B_API_KEY="+key, "E2B_API_URL="+srvURL, "E2B_SANDBOX_URL="+srvURL, "NODE_EXTRA_CA_CERTS="+caFile)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node desktop.mjs:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "\nok") {
+		t.Fatalf("node desktop.mjs: %v", err)
+	}
+	var id string
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "sandbox "); ok {
+			id = v
+		}
+	}
+	if id == "" {
+		t.Fatal("no sandbox id in the output")
+	}
+	// Nothing left: no desktop process that was not there before (the
+	// machine is shared), and the sandbox's port route is gone.
+	for pid, comm := range desktopProcesses(t) {
+		if before[pid] == "" {
+			t.Errorf("left after kill: pid %s (%s)", pid, comm)
+		}
+	}
+	req, _ := http.NewRequest("GET", srvURL+"/vnc.html", nil)
+	req.Host = "6080-" + id + ".sandlot.localhost"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the stream route after kill: %d, want 404", resp.StatusCode)
+	}
+}
+
+// desktopProcesses returns the host's processes of the desktop stack,
+// pid to command name.
+func desktopProcesses(t *testing.T) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil {
+			continue
+		}
+		switch comm := strings.TrimSpace(string(b)); comm {
+		case "Xvfb", "x11vnc", "xfce4-session", "xfwm4", "xfdesktop", "xfce4-panel", "chromium", "mousepad":
+			out[e.Name()] = comm
+		}
+	}
+	return out
+}
+
+// serve starts `sandlot serve --network` with the tests' shared image
+// store and returns its URL and the bootstrap tenant's key.
+func serve(t *testing.T) (string, string) {
+	t.Helper()
+	data := t.TempDir()
+	state, err := os.MkdirTemp("", "sl-desk-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	cmd := exec.Command(testenv.SandlotBinary(t), "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
+		"--pool-size", "0", "--providers", "local", "--runtime", "crun", "--images-dir", debiantest.StoreDir(),
+		"--network", "--network-spares", "0", "--network-upstream", "127.0.0.1:9", "--log-level", "debug")
+	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
+	srv := testenv.StartServe(t, cmd, data, 60*time.Second)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("sandlot serve stderr:\n%s", srv.Log())
+		}
+		if !srv.Exited() {
+			srv.Stop(t, 30*time.Second)
+		}
+	})
+	b, err := os.ReadFile(filepath.Join(data, "api-key"))
+	if err != nil {
+		t.Fatalf("bootstrap key: %v", err)
+	}
+	return srv.URL, strings.TrimSpace(string(b))
+}
+
+// tlsFront terminates TLS for *.sandlot.localhost on 127.0.0.1:443 (in
+// the test's network namespace) and forwards to serve, Host kept, as a
+// deployment's proxy would; it returns the CA file for NODE_EXTRA_CA_CERTS.
+func tlsFront(t *testing.T, target string) string {
+	t.Helper()
+	cert, caPEM := certFor(t, "*.sandlot.localhost")
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(u)
+		r.Out.Host = r.In.Host
+	}}
+	l, err := tls.Listen("tcp4", "127.0.0.1:443", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rp}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return caFile
+}
+
+// certFor returns a certificate for name signed by a fresh CA, and the
+// CA's PEM.
+func certFor(t *testing.T, name string) (tls.Certificate, []byte) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "desktop test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{name}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der, caDER}, PrivateKey: key},
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}

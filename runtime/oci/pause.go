@@ -1,0 +1,110 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime"
+)
+
+// Pause implements runtime.Runtime with the runtime's own `pause`: crun
+// and runc freeze the container's cgroup (the v1 freezer here, v2's
+// cgroup.freeze elsewhere); runsc stops the sandbox's tasks in its sentry
+// and freezes the sentry's cgroup. Memory stays where it is, so Resume
+// continues every process where it stopped, timers and sockets included.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	return r.pauseOrResume(ctx, id, "pause", runtime.StatusRunning)
+}
+
+// Resume implements runtime.Runtime.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	return r.pauseOrResume(ctx, id, "resume", runtime.StatusPaused)
+}
+
+// pauseOrResume runs the runtime's sub command; when it fails, the
+// sandbox's state says why, in one answer for every runtime (runc says
+// "container not running", runsc something else). The state is read only
+// then (a runtime invocation is most of the cost), except under crun,
+// which refuses neither a second pause nor a resume of a running one.
+func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtime.Status) error {
+	if err := runtime.CheckID(id); err != nil {
+		return err
+	}
+	if _, err := os.Stat(r.bundle(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	d := r.driverFor(id)
+	if d.kind == KindCrun {
+		// crun pauses a paused container and resumes a running one
+		// without complaint: its state is checked first.
+		st, err := r.State(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := notIn(st, sub, from); err != nil {
+			return err
+		}
+	}
+	if _, err := d.output(ctx, sub, id); err != nil {
+		st, serr := r.State(ctx, id)
+		if serr != nil {
+			return serr
+		}
+		if serr := notIn(st, sub, from); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("%s sandbox %s: %w", sub, id, err)
+	}
+	if sub != "pause" || d.kind != KindCrun {
+		return nil
+	}
+	// crun returns while the freezer may still be FREEZING (busy tasks are
+	// stopped at their next kernel entry); runc and runsc wait. Wait here
+	// too, so a paused sandbox runs nothing once Pause returns.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
+		st, err := r.State(ctx, id)
+		if err != nil {
+			return err
+		}
+		if st.Status == runtime.StatusPaused {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pause sandbox %s: still %s: %w", id, st.Status, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
+}
+
+// notIn says why sub does not apply to a sandbox in state st (nil when it
+// is in state from): a stopped one is gone, any other in the wrong state.
+func notIn(st *runtime.State, sub string, from runtime.Status) error {
+	switch st.Status {
+	case from:
+		return nil
+	case runtime.StatusStopped:
+		return fmt.Errorf("sandbox %s is stopped: %w", st.ID, errdefs.ErrNotFound)
+	}
+	return fmt.Errorf("%s sandbox %s: it is %s: %w", sub, st.ID, st.Status, errdefs.ErrFailedPrecondition)
+}
+
+// thaw makes sure no process of sandbox id stays frozen: a frozen task
+// cannot die of SIGKILL until it is thawed, so a delete of a paused
+// sandbox would wait for its cgroups in vain. It writes the v1 freezer's
+// state (or v2's cgroup.freeze) directly: the sandbox is being deleted,
+// and the runtime's resume would refuse a container it finds half gone.
+func thaw(id string) {
+	for _, d := range cgroupDirs(id) {
+		// Only the freezer hierarchy (v1) or the unified one (v2) has the
+		// file; elsewhere the write fails and is of no interest.
+		_ = os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+		_ = os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
+	}
+}
