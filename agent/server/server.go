@@ -61,6 +61,11 @@ type Config struct {
 	// calls that name root as itself. false: everything runs as the agent,
 	// and root is refused.
 	Root bool
+	// User, with Root, is the default user's account when it is not the
+	// sandbox user (uid 1000): a template that runs as another user of
+	// its image. Calls naming "user" (or none) run as it; nil: the
+	// sandbox user.
+	User *UserIDs
 	// Health, when set, is a TCP address where GET /health answers 200
 	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
 	// "": none.
@@ -157,7 +162,11 @@ func Run(ctx context.Context, cfg Config) error {
 // Serve listens and serves until ctx ends; it then kills the kernels.
 func (s *Server) Serve(ctx context.Context) error {
 	proc.StartReaper()
+	_, statErr := os.Stat(s.cfg.Home)
 	_ = os.MkdirAll(s.cfg.Home, 0o755)
+	if u := s.cfg.User; errors.Is(statErr, fs.ErrNotExist) && s.cfg.Root && u != nil {
+		_ = os.Chown(s.cfg.Home, int(u.UID), int(u.GID)) // the template user's working directory
+	}
 	abstract := strings.HasPrefix(s.cfg.Socket, "@")
 	if !abstract {
 		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {

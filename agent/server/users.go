@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -31,6 +33,28 @@ const (
 	rootHome = "/root"
 )
 
+// UserIDs name a template's default user (Config.User).
+type UserIDs struct {
+	Name     string
+	UID, GID uint32
+}
+
+// ParseUserIDs reads NAME:UID:GID.
+func ParseUserIDs(s string) (*UserIDs, error) {
+	var u UserIDs
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 || parts[0] == "" {
+		return nil, fmt.Errorf("user %q: want NAME:UID:GID", s)
+	}
+	uid, err1 := strconv.ParseUint(parts[1], 10, 32)
+	gid, err2 := strconv.ParseUint(parts[2], 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("user %q: want NAME:UID:GID with numeric ids", s)
+	}
+	u.Name, u.UID, u.GID = parts[0], uint32(uid), uint32(gid)
+	return &u, nil
+}
+
 // account resolves a call's user: "" is the default user. When the agent
 // is root of its sandbox (Config.Root), "user" runs with the user's ids
 // and no capabilities, and "root" as the agent itself. Otherwise everything
@@ -38,6 +62,15 @@ const (
 func (s *Server) account(name string) (*account, error) {
 	switch name {
 	case "", agent.DefaultUser:
+		if u := s.cfg.User; u != nil && s.cfg.Root {
+			// The template's user: its name in USER, its ids; root of
+			// the sandbox runs as the agent itself.
+			a := &account{name: u.Name, uid: u.UID, gid: u.GID, home: s.cfg.Home}
+			if u.UID != 0 {
+				a.cred = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{u.GID}}
+			}
+			return a, nil
+		}
 		a := &account{name: agent.DefaultUser, uid: userUID, gid: userGID, home: s.cfg.Home}
 		if s.cfg.Root {
 			a.cred = &syscall.Credential{Uid: userUID, Gid: userGID, Groups: []uint32{userGID}}

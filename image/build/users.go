@@ -75,3 +75,11 @@ func (s stack) lookup(db, name string, idField, extraField int) (uint32, uint32,
 	}
 	return 0, 0, fmt.Errorf("build: %q is not in the image's /%s: %w", name, db, errdefs.ErrInvalidArgument)
 }
+
+// LookupUser resolves user (a name or uid, optionally :group) against the
+// /etc/passwd and /etc/group of an image whose layer trees are lowers
+// (top first), read inside the trees (os.Root), whiteouts honoured: what
+// a template's user is in its sandboxes.
+func LookupUser(lowers []string, user string) (uid, gid uint32, err error) {
+	return stack(lowers).resolveUser(user)
+}

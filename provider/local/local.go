@@ -232,7 +232,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	defer tmpl.release()
-	if err := tmpl.checkUser(); err != nil {
+	userArg, err := tmpl.userArg()
+	if err != nil {
 		return nil, err
 	}
 	// The image's environment, then the template's, then the spec's.
@@ -298,6 +299,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		// can ask for root, and starts everything else as the user.
 		user = &runtime.User{}
 		args = append(args, "--root")
+		if userArg != "" {
+			args = append(args, "--user", userArg)
+		}
 	}
 	rs := runtime.Spec{
 		User: user,

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
@@ -51,7 +53,9 @@ func recordsCatalog(t *testing.T, settingsA templates.Settings) (c *templates.Ca
 // TestTemplateRecords: a sandbox of a recorded template gets its image,
 // env, working directory and start command; a sandbox of the other
 // tenant's template of the same name sees only its own image; a template
-// that runs as another user is refused clearly.
+// that runs as another user of its image runs as that user (root, or
+// one its /etc/passwd names), and one whose user the image lacks is
+// refused clearly.
 func TestTemplateRecords(t *testing.T) {
 	settings := templates.Settings{Kernels: []string{"sh"}, Env: map[string]string{"GREETING": "from the template"},
 		Workdir: "/srv", StartCmd: "echo started > /tmp/started; sleep 600"}
@@ -75,13 +79,54 @@ func TestTemplateRecords(t *testing.T) {
 	st := memory.New()
 	st.CreateTenant(ctx, &tenant.Tenant{ID: "A"}, tenant.HashKey("e2b_pr"))
 	rc := templates.New(templates.Config{Store: st, Images: imgs})
-	rt, err := st.CreateTemplate(ctx, templates.Template{TenantID: "A", Name: "asroot", Image: a.Image, Settings: templates.Settings{User: "root"}})
+	// Templates that run as another user of their image: root, and app
+	// (uid 1234 in a layer's /etc/passwd); a user the image lacks is
+	// refused clearly.
+	base, err := templatestest.Image(t, "A").Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
+	withApp := imagetest.Image(t, append(base, imagetest.Layer(t,
+		imagetest.File{Name: "etc/", Type: tar.TypeDir},
+		imagetest.File{Name: "etc/passwd", Body: "root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\napp:x:1234:1235:app:/srv/app:/bin/sh\n"},
+		imagetest.File{Name: "etc/group", Body: "root:x:0:\nuser:x:1000:\napp:x:1235:\n"},
+		imagetest.File{Name: "srv/", Type: tar.TypeDir, Mode: 0o755},
+		imagetest.File{Name: "srv/app/", Type: tar.TypeDir, Mode: 0o700, UID: 1234, GID: 1235},
+	))...)
+	appImg, err := imgs.Put(ctx, withApp, image.PutOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := func(name, user, workdir string) templates.Template {
+		t.Helper()
+		r, err := st.CreateTemplate(ctx, templates.Template{TenantID: "A", Name: name, Image: appImg.Digest.String(),
+			Settings: templates.Settings{User: user, Workdir: workdir, Kernels: []string{"sh"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	asRoot, asApp, ghost := record("asroot", "root", ""), record("asapp", "app", "/srv/app"), record("ghost", "ghost", "")
 	rp := newProviderWith(t, Config{Runtime: "crun", Images: imgs, Templates: rc})
-	if _, err := rp.Create(ctx, contexts.Spec{Template: rt.ID}); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `"root"`) {
-		t.Errorf("a template running as root: %v, want failed_precondition naming the user", err)
+	for _, tc := range []struct {
+		tpl  templates.Template
+		want string
+	}{
+		{asRoot, "0 0 root /home/user wrote\n"},
+		{asApp, "1234 1235 app /srv/app wrote\n"},
+	} {
+		c := create(t, rp, contexts.Spec{Template: tc.tpl.ID})
+		got := sh(t, c, `touch made && w=wrote; echo "$(id -u) $(id -g) $USER $(pwd) $w"`)
+		if got.Stdout != tc.want {
+			t.Errorf("template %s: %q (stderr %q), want %q", tc.tpl.Name, got.Stdout, got.Stderr, tc.want)
+		}
+		if r := runCode(t, c, "sh", "id -u"); tc.tpl.Name == "asapp" && strings.TrimSpace(r.Stdout) != "1234" {
+			t.Errorf("run_code as the template's user: %+v", r)
+		}
+		rp.Destroy(ctx, c.ID())
+	}
+	if _, err := rp.Create(ctx, contexts.Spec{Template: ghost.ID}); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `"ghost"`) {
+		t.Errorf("a template running as a user its image lacks: %v, want failed_precondition naming the user", err)
 	}
 	if _, err := rp.Create(ctx, contexts.Spec{Template: "nosuchtemplateid0000"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("an unknown template id: %v", err)

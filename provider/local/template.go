@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/templates"
@@ -120,15 +121,25 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	return t, nil
 }
 
-// checkUser refuses a template whose user the agent cannot run commands
-// as: it runs them as the sandbox user (uid 1000) only.
-func (t *template) checkUser() error {
-	switch t.settings.User {
+// userArg is the agent's --user for t's user: "" for the sandbox user
+// (""/"user"/"1000"), else NAME:UID:GID with the ids the image's
+// /etc/passwd and /etc/group give it (root included). The host template
+// has no other user; a user the image lacks is refused clearly.
+func (t *template) userArg() (string, error) {
+	u := t.settings.User
+	switch u {
 	case "", "user", "1000":
-		return nil
+		return "", nil
 	}
-	return fmt.Errorf("template %q runs as user %q, but this daemon runs a sandbox's commands as its user (uid 1000) only: %w",
-		t.name, t.settings.User, errdefs.ErrFailedPrecondition)
+	if t.root == nil {
+		return "", fmt.Errorf("template %q runs as user %q, but the host template runs a sandbox's commands as its user (uid 1000) only: %w",
+			t.name, u, errdefs.ErrFailedPrecondition)
+	}
+	uid, gid, err := build.LookupUser(t.root.Layers, u)
+	if err != nil {
+		return "", fmt.Errorf("template %q runs as user %q: %v: %w", t.name, u, err, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Sprintf("%s:%d:%d", u, uid, gid), nil
 }
 
 // prestart is the kernels a sandbox of t starts at boot: the daemon's
