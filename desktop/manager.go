@@ -82,8 +82,13 @@ type Manager struct {
 
 // session is what the manager keeps of a running desktop.
 type session struct {
-	password string // the live view's VNC password
+	password string    // the live view's VNC password
+	healthy  time.Time // when its desktop last answered a health check; under Manager.mu
 }
+
+// healthEvery is how often a call checks its desktop's health: a check
+// is six processes in the sandbox, several times the cost of an action.
+const healthEvery = 10 * time.Second
 
 // New returns a manager.
 func New(cfg Config) *Manager {
@@ -216,11 +221,20 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 	s := m.sessions[rec.ID]
 	m.mu.Unlock()
 	if s != nil {
+		m.mu.Lock()
+		fresh := time.Since(s.healthy) < healthEvery
+		m.mu.Unlock()
+		if fresh {
+			return nil
+		}
 		h, err := m.health(ctx, sb)
 		if err != nil {
 			return err
 		}
 		if h.X && h.WindowManager && h.Stream {
+			m.mu.Lock()
+			s.healthy = time.Now()
+			m.mu.Unlock()
 			return nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
