@@ -60,7 +60,7 @@ func (a Action) argv(w, h int) ([]string, error) {
 		if err := pos(); err != nil {
 			return nil, err
 		}
-		return []string{"xdotool", "mousemove", "--sync", itoa(a.X), itoa(a.Y)}, nil
+		return []string{"xdotool", "mousemove", itoa(a.X), itoa(a.Y)}, nil
 	case "click", "double_click":
 		b, ok := buttons[a.Button]
 		if !ok {
@@ -69,7 +69,7 @@ func (a Action) argv(w, h int) ([]string, error) {
 		if err := pos(); err != nil {
 			return nil, err
 		}
-		argv := []string{"xdotool", "mousemove", "--sync", itoa(a.X), itoa(a.Y), "click"}
+		argv := []string{"xdotool", "mousemove", itoa(a.X), itoa(a.Y), "click"}
 		if a.Kind == "double_click" {
 			argv = append(argv, "--repeat", "2")
 		}
