@@ -170,7 +170,9 @@ mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 
 pkill -x x11vnc && sleep 0.2
 x11vnc -display :0 -forever -shared -localhost -rfbport %d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
 pgrep -f '[w]ebsockify.* %d ' >/dev/null || /opt/noVNC/utils/novnc_proxy --vnc localhost:%d --listen %d --web /opt/noVNC >/tmp/.desktop-novnc.log 2>&1 &
-pgrep -x chromium >/dev/null || chromium about:blank >/tmp/.desktop-chromium.log 2>&1 &
+# The browser after the window manager: on two cores, starting both at
+# once delays the session's first screenshot.
+pgrep -x chromium >/dev/null || { until pgrep -x xfwm4 >/dev/null; do sleep 0.1; done; exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1; } &
 wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
 }
 
