@@ -60,7 +60,7 @@ func (a Action) argv(w, h int) ([]string, error) {
 		if err := pos(); err != nil {
 			return nil, err
 		}
-		return []string{"xdotool", "mousemove", "--sync", itoa(a.X), itoa(a.Y)}, nil
+		return []string{"xdotool", "mousemove", itoa(a.X), itoa(a.Y)}, nil
 	case "click", "double_click":
 		b, ok := buttons[a.Button]
 		if !ok {
@@ -69,7 +69,7 @@ func (a Action) argv(w, h int) ([]string, error) {
 		if err := pos(); err != nil {
 			return nil, err
 		}
-		argv := []string{"xdotool", "mousemove", "--sync", itoa(a.X), itoa(a.Y), "click"}
+		argv := []string{"xdotool", "mousemove", itoa(a.X), itoa(a.Y), "click"}
 		if a.Kind == "double_click" {
 			argv = append(argv, "--repeat", "2")
 		}
@@ -121,13 +121,20 @@ func (m *Manager) Act(ctx context.Context, id contexts.Identity, a Action) (*Act
 			// to it as a new tab and returns. In the background all the
 			// same, in case it had to start anew.
 			go m.background(rec.ID, identity(id), argv)
-		} else if err := m.run(ctx, sb, argv...); err != nil {
+			title, err := m.output(ctx, sb, "xdotool", "getactivewindow", "getwindowname")
+			if err == nil {
+				out.ActiveWindow = strings.TrimSpace(title)
+			}
+			return nil
+		}
+		// The action and the active window's title in one exec: the
+		// arguments reach xdotool as argv ("$@"), never the shell's
+		// parser. The title may fail (no window has the focus).
+		title, err := m.output(ctx, sb, append([]string{"/bin/bash", "-c", `"$@" >/dev/null || exit; xdotool getactivewindow getwindowname 2>/dev/null; exit 0`, "desktop-action"}, argv...)...)
+		if err != nil {
 			return err
 		}
-		title, err := m.output(ctx, sb, "xdotool", "getactivewindow", "getwindowname")
-		if err == nil {
-			out.ActiveWindow = strings.TrimSpace(title)
-		}
+		out.ActiveWindow = strings.TrimSpace(title)
 		return nil
 	})
 	if err != nil {

@@ -62,7 +62,6 @@ func BenchmarkDesktopAction(b *testing.B) {
 		b.Fatal(err)
 	}
 	if u, err := cm.Usage(ctx, id.TenantID, rec.ID); err == nil {
-		b.ReportMetric(float64(u.MemoryBytes>>20), "MiB/desktop")
-		b.ReportMetric(float64(u.PIDs), "tasks/desktop")
+		b.Logf("one desktop with Chromium open: %d MiB of memory, %d tasks", u.MemoryBytes>>20, u.PIDs)
 	}
 }

@@ -57,10 +57,14 @@ type Builder struct {
 // recipe did not make (an operator's) is left alone; one an older recipe
 // made keeps serving while the current one builds in the background.
 func NewBuilder(ctx context.Context, store *image.Store, log *slog.Logger) *Builder {
+	return newBuilder(ctx, store, log, ImageConfig())
+}
+
+func newBuilder(ctx context.Context, store *image.Store, log *slog.Logger, cfg debian.Config) *Builder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	b := &Builder{store: store, cfg: ImageConfig(), log: log, ctx: ctx}
+	b := &Builder{store: store, cfg: cfg, log: log, ctx: ctx}
 	b.cfg.Logger = log
 	key := b.cfg.Key()
 	if img, err := store.Get(ctx, debian.CachePrefix+key); err == nil {

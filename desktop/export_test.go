@@ -10,3 +10,6 @@ func PasswordOf(m *Manager, contextID string) string {
 	}
 	return ""
 }
+
+// NewBuilderWith is NewBuilder with another recipe (a missing mmdebstrap).
+var NewBuilderWith = newBuilder

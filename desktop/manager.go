@@ -82,8 +82,13 @@ type Manager struct {
 
 // session is what the manager keeps of a running desktop.
 type session struct {
-	password string // the live view's VNC password
+	password string    // the live view's VNC password
+	healthy  time.Time // when its desktop last answered a health check; under Manager.mu
 }
+
+// healthEvery is how often a call checks its desktop's health: a check
+// is six processes in the sandbox, several times the cost of an action.
+const healthEvery = 10 * time.Second
 
 // New returns a manager.
 func New(cfg Config) *Manager {
@@ -165,7 +170,9 @@ mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 
 pkill -x x11vnc && sleep 0.2
 x11vnc -display :0 -forever -shared -localhost -rfbport %d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
 pgrep -f '[w]ebsockify.* %d ' >/dev/null || /opt/noVNC/utils/novnc_proxy --vnc localhost:%d --listen %d --web /opt/noVNC >/tmp/.desktop-novnc.log 2>&1 &
-pgrep -x chromium >/dev/null || chromium about:blank >/tmp/.desktop-chromium.log 2>&1 &
+# The browser after the window manager: on two cores, starting both at
+# once delays the session's first screenshot.
+pgrep -x chromium >/dev/null || { until pgrep -x xfwm4 >/dev/null; do sleep 0.1; done; exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1; } &
 wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
 }
 
@@ -216,11 +223,20 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 	s := m.sessions[rec.ID]
 	m.mu.Unlock()
 	if s != nil {
+		m.mu.Lock()
+		fresh := time.Since(s.healthy) < healthEvery
+		m.mu.Unlock()
+		if fresh {
+			return nil
+		}
 		h, err := m.health(ctx, sb)
 		if err != nil {
 			return err
 		}
 		if h.X && h.WindowManager && h.Stream {
+			m.mu.Lock()
+			s.healthy = time.Now()
+			m.mu.Unlock()
 			return nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))

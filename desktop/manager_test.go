@@ -62,7 +62,8 @@ func newManagers(t testing.TB, cfg desktop.Config) (*desktop.Manager, *contexts.
 // from the conversation's execution context, and it ends TTL after its
 // last call.
 func TestManager(t *testing.T) {
-	dm, cm := newManagers(t, desktop.Config{TTL: 2 * time.Minute, Width: 800, Height: 600})
+	const ttl = 75 * time.Second // longer than one open on a loaded machine
+	dm, cm := newManagers(t, desktop.Config{TTL: ttl, Width: 800, Height: 600})
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "t1", ConversationID: "c1", PathID: "main"}
 
@@ -131,11 +132,27 @@ func TestManager(t *testing.T) {
 	if _, err := dm.LiveView(ctx, id, false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("live view without ports: %v, want failed_precondition", err)
 	}
-	// Its expiry is TTL after the last call.
+	// Its expiry is TTL after the last call, and the cleanup then ends it
+	// (its processes run in calls that never end, which must not keep it).
+	var rec *contexts.Record
 	for _, r := range recs {
-		if left := time.Until(r.ExpiresAt); left < time.Minute || left > 2*time.Minute+time.Second {
-			t.Errorf("session expires in %s, want about the 2 min TTL", left)
+		if r.State.Active() {
+			rec = r
 		}
+	}
+	if left := time.Until(rec.ExpiresAt); left < ttl-30*time.Second || left > ttl+time.Second {
+		t.Errorf("session expires in %s, want about the %s TTL", left, ttl)
+	}
+	time.Sleep(time.Until(rec.ExpiresAt) + time.Second)
+	if err := cm.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cm.Get(ctx, "t1", rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State.Active() || got.Reason != contexts.ReasonExpired {
+		t.Errorf("after its TTL the session is %s (%s), want ended: expired", got.State, got.Reason)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +45,7 @@ func TestDesktopSDK(t *testing.T) {
 	debiantest.Default(t)
 	debiantest.Image(t, desktop.ImageConfig(), desktop.Template) // shared by every test that needs it: built once per machine
 
-	srvURL, key := serve(t)
-	before := desktopProcesses(t)
+	srv, srvURL, key := serve(t)
 	caFile := tlsFront(t, srvURL)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -74,12 +74,14 @@ func TestDesktopSDK(t *testing.T) {
 	if id == "" {
 		t.Fatal("no sandbox id in the output")
 	}
-	// Nothing left: no desktop process that was not there before (the
-	// machine is shared), and the sandbox's port route is gone.
-	for pid, comm := range desktopProcesses(t) {
-		if before[pid] == "" {
-			t.Errorf("left after kill: pid %s (%s)", pid, comm)
-		}
+	// Nothing left: no process in the sandbox's cgroup (its runtime id,
+	// from serve's log), and the sandbox's port route is gone.
+	m := regexp.MustCompile(`"context_id":"` + regexp.QuoteMeta(id) + `"[^\n]*"sandbox_id":"(sb-[0-9a-f]+)"`).FindStringSubmatch(srv.Log())
+	if m == nil {
+		t.Fatal("no sandbox id for the context in serve's log")
+	}
+	if left := processesIn(t, m[1]); len(left) > 0 {
+		t.Errorf("left after kill in sandbox %s: %v", m[1], left)
 	}
 	req, _ := http.NewRequest("GET", srvURL+"/vnc.html", nil)
 	req.Host = "6080-" + id + ".sandlot.localhost"
@@ -93,31 +95,29 @@ func TestDesktopSDK(t *testing.T) {
 	}
 }
 
-// desktopProcesses returns the host's processes of the desktop stack,
-// pid to command name.
-func desktopProcesses(t *testing.T) map[string]string {
+// processesIn lists the host's processes (pid and command name) whose
+// cgroup path names the runtime sandbox id.
+func processesIn(t *testing.T, sandboxID string) []string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
+	var out []string
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil {
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil || !strings.Contains(string(cg), "/"+sandboxID) {
 			continue
 		}
-		switch comm := strings.TrimSpace(string(b)); comm {
-		case "Xvfb", "x11vnc", "xfce4-session", "xfwm4", "xfdesktop", "xfce4-panel", "chromium", "mousepad":
-			out[e.Name()] = comm
-		}
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		out = append(out, e.Name()+" "+strings.TrimSpace(string(comm)))
 	}
 	return out
 }
 
 // serve starts `sandlot serve --network` with the tests' shared image
 // store and returns its URL and the bootstrap tenant's key.
-func serve(t *testing.T) (string, string) {
+func serve(t *testing.T) (*testenv.Serve, string, string) {
 	t.Helper()
 	data := t.TempDir()
 	state, err := os.MkdirTemp("", "sl-desk-")
@@ -142,7 +142,7 @@ func serve(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatalf("bootstrap key: %v", err)
 	}
-	return srv.URL, strings.TrimSpace(string(b))
+	return srv, srv.URL, strings.TrimSpace(string(b))
 }
 
 // tlsFront terminates TLS for *.sandlot.localhost on 127.0.0.1:443 (in

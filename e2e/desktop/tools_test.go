@@ -34,8 +34,20 @@ func TestDesktopToolsServe(t *testing.T) {
 	nettest.Require(t)
 	debiantest.Default(t)
 	debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
-	srvURL, key := serve(t)
+	_, srvURL, key := serve(t)
 	caFile := tlsFront(t, srvURL)
+	// serve leaves sandboxes running when it stops (a restart takes them
+	// over): the conversation is ended first, pass or fail.
+	t.Cleanup(func() {
+		req, _ := http.NewRequest("DELETE", srvURL+"/v1/conversations/desk", nil)
+		req.Header.Set("X-API-KEY", key)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode >= 300 {
+				t.Errorf("end the conversation: %d", resp.StatusCode)
+			}
+		}
+	})
 
 	call := func(tool string, args string) []byte {
 		t.Helper()
