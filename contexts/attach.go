@@ -30,16 +30,9 @@ func AttachExec(ctx context.Context, sb Sandbox, p agent.AttachParams, out Outpu
 
 // Attach implements Attacher with the output passing the guard, as Exec's.
 func (s *guardedSandbox) Attach(ctx context.Context, p agent.AttachParams, out OutputFunc) (*agent.ExecResult, error) {
-	sg := newStreamGuard(ctx, s.g, s.tenant, out)
-	res, err := AttachExec(ctx, s.sb, p, sg.fn())
-	sg.flush()
-	if err != nil {
-		return nil, s.err(ctx, err)
-	}
-	c := *res
-	c.Stdout = s.text(ctx, c.Stdout)
-	c.Stderr = s.text(ctx, c.Stderr)
-	return &c, nil
+	return s.guardedExec(ctx, out, func(fn OutputFunc) (*agent.ExecResult, error) {
+		return AttachExec(ctx, s.sb, p, fn)
+	})
 }
 
 var (

@@ -93,8 +93,17 @@ func (s *guardedSandbox) RestartKernel(ctx context.Context, p agent.KernelParams
 }
 
 func (s *guardedSandbox) Exec(ctx context.Context, p agent.ExecParams, out OutputFunc) (*agent.ExecResult, error) {
+	return s.guardedExec(ctx, out, func(fn OutputFunc) (*agent.ExecResult, error) {
+		return s.sb.Exec(ctx, p, fn)
+	})
+}
+
+// guardedExec runs a command call (Exec, or Attach to a detached one) with
+// its streamed output, its final output and its error passing the guard
+// with the context's declared secrets.
+func (s *guardedSandbox) guardedExec(ctx context.Context, out OutputFunc, run func(OutputFunc) (*agent.ExecResult, error)) (*agent.ExecResult, error) {
 	sg := newStreamGuard(s.gctx(ctx), s.g, s.tenant, out)
-	res, err := s.sb.Exec(ctx, p, sg.fn())
+	res, err := run(sg.fn())
 	sg.flush()
 	if err != nil {
 		return nil, s.err(ctx, err)
