@@ -117,6 +117,9 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 				_ = s.Signal(kctx, agent.SignalParams{PID: res.PID, Signal: "SIGKILL"})
 				kcancel()
 			}
+			// Killed at its deadline: the status a local sandbox reports
+			// for it (the shell's 128+9), so callers see one answer.
+			res.ExitCode, res.Signal = 128+9, "SIGKILL"
 		} else {
 			return nil, rpcError("exec", err)
 		}
