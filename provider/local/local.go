@@ -322,11 +322,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	err = p.rt.Create(ctx, rs)
 	tmpl.release() // the bundle names the image now, for GC
 	if err != nil {
-		return nil, err
+		return nil, p.readyErr(ctx, id, err)
 	}
 	c, err := p.connect(ctx, id, key, true)
 	if err != nil {
-		return nil, err
+		return nil, p.readyErr(ctx, id, err)
 	}
 	if cmd := tmpl.settings.StartCmd; cmd != "" {
 		p.startCmd(c, tmpl.name, cmd)
@@ -336,6 +336,16 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
 	return c, nil
+}
+
+// readyErr is a create's error, said as the timeout it is when the
+// create-to-healthy bound (ready) ran out: the runtime only reports the
+// process it had to kill.
+func (p *Provider) readyErr(ctx context.Context, id string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the sandbox was not ready within the creation timeout (%s; %s: %v): %w", p.ready, id, err, errdefs.ErrDeadlineExceeded)
+	}
+	return err
 }
 
 // slot waits for one of the MaxCreating creation slots, for as long as
