@@ -65,8 +65,13 @@ func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtim
 	// crun returns while the freezer may still be FREEZING (busy tasks are
 	// stopped at their next kernel entry); runc and runsc wait. Wait here
 	// too, so a paused sandbox runs nothing once Pause returns.
+	//
+	// The v1 freezer tries a freeze once per request: a task it could not
+	// stop then (one in a vfork, say) leaves the cgroup FREEZING for good.
+	// Asking again, as the kernel's documentation says to, retries it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	asked := time.Now()
 	for delay := 200 * time.Microsecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		st, err := r.State(ctx, id)
 		if err != nil {
@@ -74,6 +79,10 @@ func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtim
 		}
 		if st.Status == runtime.StatusPaused {
 			return nil
+		}
+		if time.Since(asked) > 100*time.Millisecond {
+			refreeze(id)
+			asked = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -93,6 +102,17 @@ func notIn(st *runtime.State, sub string, from runtime.Status) error {
 		return fmt.Errorf("sandbox %s is stopped: %w", st.ID, errdefs.ErrNotFound)
 	}
 	return fmt.Errorf("%s sandbox %s: it is %s: %w", sub, st.ID, st.Status, errdefs.ErrFailedPrecondition)
+}
+
+// refreeze asks the v1 freezer of sandbox id to freeze again; elsewhere
+// (no freezer.state) nothing is written.
+func refreeze(id string) {
+	for _, d := range cgroupDirs(id) {
+		f := filepath.Join(d, "freezer.state")
+		if _, err := os.Stat(f); err == nil {
+			_ = os.WriteFile(f, []byte("FROZEN"), 0)
+		}
+	}
 }
 
 // thaw makes sure no process of sandbox id stays frozen: a frozen task
