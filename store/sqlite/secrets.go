@@ -132,36 +132,26 @@ func (s *Store) sealSecrets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("seal secrets: %w", err)
 	}
-	type row struct{ tenant, name, value string }
-	var plain []row
-	checked := false
+	var all []seal.Row
 	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.tenant, &r.name, &r.value); err != nil {
+		var r seal.Row
+		if err := rows.Scan(&r.Tenant, &r.Name, &r.Value); err != nil {
 			rows.Close()
 			return fmt.Errorf("seal secrets: %w", err)
 		}
-		if !seal.Sealed(r.value) {
-			plain = append(plain, r)
-		} else if !checked {
-			if _, err := s.box.Open(r.tenant, r.name, r.value); err != nil {
-				rows.Close()
-				return err
-			}
-			checked = true
-		}
+		all = append(all, r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("seal secrets: %w", err)
 	}
-	for _, r := range plain {
-		sealed, err := s.box.Seal(r.tenant, r.name, r.value)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tenant_secrets SET value = ? WHERE tenant_id = ? AND name = ? AND value = ?`, sealed, r.tenant, r.name, r.value); err != nil {
-			return fmt.Errorf("seal secret %s: %w", r.name, err)
+	plain, sealed, err := s.box.Unsealed(all)
+	if err != nil {
+		return err
+	}
+	for i, r := range plain {
+		if _, err := tx.ExecContext(ctx, `UPDATE tenant_secrets SET value = ? WHERE tenant_id = ? AND name = ? AND value = ?`, sealed[i], r.Tenant, r.Name, r.Value); err != nil {
+			return fmt.Errorf("seal secret %s: %w", r.Name, err)
 		}
 	}
 	return tx.Commit()

@@ -92,3 +92,30 @@ func (b *Box) Open(tenant, name, stored string) (string, error) {
 func Sealed(stored string) bool { return strings.HasPrefix(stored, Prefix) }
 
 func ad(tenant, name string) []byte { return []byte("sandlot secret\x00" + tenant + "\x00" + name) }
+
+// Row is one stored secret as a store reads it for sealing at open.
+type Row struct{ Tenant, Name, Value string }
+
+// Unsealed checks that b opens the first sealed row of rows (a wrong key
+// is an error, so a daemon stops at start rather than at a sandbox's first
+// request) and returns the rows stored before the store had a key, each
+// with its value sealed: the updates a store makes, matching the
+// plaintext so a concurrent sealer's rows are left alone.
+func (b *Box) Unsealed(rows []Row) (plain []Row, sealed []string, err error) {
+	checked := false
+	for _, r := range rows {
+		if !Sealed(r.Value) {
+			s, err := b.Seal(r.Tenant, r.Name, r.Value)
+			if err != nil {
+				return nil, nil, err
+			}
+			plain, sealed = append(plain, r), append(sealed, s)
+		} else if !checked {
+			if _, err := b.Open(r.Tenant, r.Name, r.Value); err != nil {
+				return nil, nil, err
+			}
+			checked = true
+		}
+	}
+	return plain, sealed, nil
+}

@@ -64,3 +64,27 @@ func TestSeal(t *testing.T) {
 		t.Errorf("a 16-byte key: %v", err)
 	}
 }
+
+// TestUnsealed: plaintext rows come back sealed (and open to their value);
+// sealed rows are left alone; a sealed row another key made is an error.
+func TestUnsealed(t *testing.T) {
+	b, _ := New(bytes.Repeat([]byte{7}, KeySize))
+	other, _ := New(bytes.Repeat([]byte{8}, KeySize))
+	mine, _ := b.Seal("t1", "A", "a")
+	theirs, _ := other.Seal("t1", "A", "a")
+	plain, sealed, err := b.Unsealed([]Row{{"t1", "A", mine}, {"t1", "B", "b"}, {"t2", "C", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plain) != 2 || plain[0].Name != "B" || plain[1].Name != "C" || len(sealed) != 2 {
+		t.Fatalf("plain %v, sealed %v: want B and C", plain, sealed)
+	}
+	for i, r := range plain {
+		if v, err := b.Open(r.Tenant, r.Name, sealed[i]); err != nil || v != r.Value {
+			t.Errorf("%s sealed to %q: opens to %q, %v", r.Name, sealed[i], v, err)
+		}
+	}
+	if _, _, err := b.Unsealed([]Row{{"t1", "A", theirs}, {"t1", "B", "b"}}); err == nil {
+		t.Fatal("a row sealed under another key: no error")
+	}
+}
