@@ -49,29 +49,15 @@ type resumeBody struct {
 
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body pauseBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
-	if err != nil {
-		writeAPIError(w, err)
+	id, _, ok := h.lifecycleCall(w, r, tenantID, &body)
+	if !ok {
 		return
 	}
 	if body.Memory != nil && !*body.Memory {
 		writeAPIError(w, fmt.Errorf("a pause without memory (keepMemory: false) is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument))
 		return
 	}
-	if _, paused := contexts.PausedSince(rec); paused {
-		writeConflict(w, "sandbox "+id+" is already paused")
-		return
-	}
 	if _, err := h.cfg.Manager.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
-		if errors.Is(err, contexts.ErrPaused) {
-			writeConflict(w, "sandbox "+id+" is already paused")
-			return
-		}
 		h.writeLifecycleError(w, id, err)
 		return
 	}
@@ -83,22 +69,14 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 // the call asks for more) and resumes a paused one with 201.
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body resumeBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	id, rec, ok := h.lifecycleCall(w, r, tenantID, &body)
+	if !ok {
 		return
 	}
-	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
+	ttl, err := h.resumeTimeout(body, connectDefaultTimeout)
 	if err != nil {
 		writeAPIError(w, err)
 		return
-	}
-	ttl := connectDefaultTimeout
-	if body.Timeout != nil && *body.Timeout > 0 {
-		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
-			writeAPIError(w, err)
-			return
-		}
 	}
 	status := http.StatusOK
 	if _, paused := contexts.PausedSince(rec); paused {
@@ -125,26 +103,18 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 // one.
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body resumeBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
-		return
-	}
-	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
-	if err != nil {
-		writeAPIError(w, err)
+	id, rec, ok := h.lifecycleCall(w, r, tenantID, &body)
+	if !ok {
 		return
 	}
 	if _, paused := contexts.PausedSince(rec); !paused {
 		writeConflict(w, "sandbox "+id+" is already running")
 		return
 	}
-	ttl := resumeDefaultTimeout
-	if body.Timeout != nil && *body.Timeout > 0 {
-		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
-			writeAPIError(w, err)
-			return
-		}
+	ttl, err := h.resumeTimeout(body, resumeDefaultTimeout)
+	if err != nil {
+		writeAPIError(w, err)
+		return
 	}
 	if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
 		h.writeLifecycleError(w, id, err)
@@ -158,6 +128,31 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string
 	writeJSON(w, http.StatusCreated, sb)
 }
 
+// lifecycleCall reads the body of a pause, connect or resume into body and
+// finds the sandbox it names; when it cannot, it has answered and ok is
+// false.
+func (h *Handler) lifecycleCall(w http.ResponseWriter, r *http.Request, tenantID string, body any) (id string, rec *contexts.Record, ok bool) {
+	if err := decodeBody(r, body); err != nil {
+		writeAPIError(w, err)
+		return "", nil, false
+	}
+	id = r.PathValue("id")
+	rec, err := h.active(r.Context(), tenantID, id)
+	if err != nil {
+		writeAPIError(w, err)
+		return "", nil, false
+	}
+	return id, rec, true
+}
+
+// resumeTimeout is the timeout a connect or resume asks for, or def.
+func (h *Handler) resumeTimeout(body resumeBody, def time.Duration) (time.Duration, error) {
+	if body.Timeout == nil || *body.Timeout <= 0 {
+		return def, nil
+	}
+	return h.timeoutOf(*body.Timeout)
+}
+
 // resumeRec resumes a paused sandbox. memory false (onResume: 'reboot')
 // asks for a cold boot from the file system, which sandlot does not do:
 // it is refused rather than silently given the memory.
@@ -169,11 +164,14 @@ func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBod
 }
 
 // writeLifecycleError answers a failed pause or resume: a sandbox that is
-// gone is E2B's 404, a resume raced by another is 409.
+// gone is E2B's 404, a pause of a paused one or a resume of a running one
+// is 409.
 func (h *Handler) writeLifecycleError(w http.ResponseWriter, id string, err error) {
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		writeAPIError(w, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound))
+	case errors.Is(err, contexts.ErrPaused):
+		writeConflict(w, "sandbox "+id+" is already paused")
 	case errors.Is(err, contexts.ErrNotPaused):
 		writeConflict(w, "sandbox "+id+" is already running")
 	default:
