@@ -9,12 +9,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
-	"github.com/sandlot/sandlot/image"
-	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/store/memory"
-	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/templatestest"
-	"github.com/sandlot/sandlot/tenant"
 )
 
 // TestTemplatePullPrivateAddress: a tenant's pull through /v1/templates
@@ -24,16 +19,8 @@ import (
 // into the host's network (SSRF): every pull is a 403 that says why,
 // checked when the connection is made, and nothing is recorded.
 func TestTemplatePullPrivateAddress(t *testing.T) {
-	testenv.RequireRoot(t)
 	ctx := context.Background()
-	imgs, err := image.Open(t.TempDir(), image.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memory.New()
-	st.CreateTenant(ctx, &tenant.Tenant{ID: "tenant-a"}, tenant.HashKey("e2b_tenant-a"))
-	st.CreateTenant(ctx, &tenant.Tenant{ID: "tenant-b"}, tenant.HashKey("e2b_tenant-b"))
-	cat := templates.New(templates.Config{Store: st, Images: imgs})
+	cat := templateCatalog(t, nil)
 	e := newEnv(t, func(c *server.Config) { c.Templates = cat })
 	reg := templatestest.Registry(t) // 127.0.0.1:port
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -26,17 +27,8 @@ import (
 // template, though both have one named app; a public template is seen
 // by both and deleted by neither; bad input is a 4xx.
 func TestTemplatesAPI(t *testing.T) {
-	testenv.RequireRoot(t)
 	ctx := context.Background()
-	imgs, err := image.Open(t.TempDir(), image.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memory.New()
-	for _, id := range []string{"tenant-a", "tenant-b"} {
-		st.CreateTenant(ctx, &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
-	}
-	cat := templates.New(templates.Config{Store: st, Images: imgs, PullAllow: templatestest.Loopback})
+	cat := templateCatalog(t, templatestest.Loopback)
 	e := newEnv(t, func(c *server.Config) { c.Templates = cat; c.MaxImportBytes = 8 << 20 })
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))
@@ -147,4 +139,21 @@ func evilArchive(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// templateCatalog is a template catalog over a fresh image store and a
+// memory store holding tenant-a and tenant-b (keys e2b_<id>), whose
+// tenants' pulls may reach allow besides the internet.
+func templateCatalog(t *testing.T, allow []netip.Prefix) *templates.Catalog {
+	t.Helper()
+	testenv.RequireRoot(t)
+	imgs, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memory.New()
+	for _, id := range []string{"tenant-a", "tenant-b"} {
+		st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
+	}
+	return templates.New(templates.Config{Store: st, Images: imgs, PullAllow: allow})
 }
