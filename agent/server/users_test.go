@@ -13,15 +13,14 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // rootAgent starts an agent with --root (it needs the test to run as
 // root, which CI does) whose home belongs to uid 1000, as in a sandbox.
 func rootAgent(t *testing.T) (*agent.Client, *agenttest.Agent) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the agent switches users")
-	}
+	testenv.RequireRoot(t) // the agent switches users
 	a := agenttest.Start(t, "--root")
 	// The temp dirs above home are root's 0700: let uid 1000 through.
 	for d := a.Home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
@@ -123,9 +122,7 @@ func TestUsers(t *testing.T) {
 	})
 	t.Run("relative paths resolve in the caller's home", func(t *testing.T) {
 		r := sh(agent.RootUser, "mkdir -p /root && echo ok")
-		if r.ExitCode != 0 {
-			t.Skip("no /root on this host")
-		}
+		testenv.Require(t, r.ExitCode == 0, "a /root directory on the host (the agent here runs on the host)")
 		fi, err := c.Stat(agent.WithUser(ctx, agent.RootUser), ".")
 		if err != nil || fi.Path != "/root" {
 			t.Fatalf("stat . as root: %+v %v", fi, err)
