@@ -6,7 +6,6 @@ import (
 	"errors"
 	"image/png"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +14,8 @@ import (
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/provider/local/localtest"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 )
@@ -26,32 +24,15 @@ import (
 // whose sandboxes run on crun from the desktop image.
 func newManagers(t testing.TB, cfg desktop.Config) (*desktop.Manager, *contexts.Manager) {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireBinary(t, "crun")
 	imgs, _ := debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
 	cat := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: desktop.Settings()})
-	dir, err := os.MkdirTemp("", "sl-dm-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := slog.New(slog.DiscardHandler)
-	p, err := local.New(local.Config{Runtime: "crun", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat, Logger: log})
-	if err != nil {
-		oci.Purge(dir)
-		t.Fatal(err)
-	}
+	p := localtest.New(t, local.Config{Runtime: "crun", Images: imgs, Templates: cat, Logger: log})
 	cm := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, Catalog: cat, Logger: log})
 	if err := cm.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cm.Close(context.Background())
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-		oci.Purge(dir)
-	})
+	t.Cleanup(func() { cm.Close(context.Background()) })
 	cfg.Contexts = cm
 	return desktop.New(cfg), cm
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,14 +13,13 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/nettest"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/provider/local/localtest"
 )
 
 func TestMain(m *testing.M) { nettest.Main(m) }
@@ -146,30 +144,7 @@ func (e *env) auditEvents() []audit.Event {
 // their networks from st.
 func newProvider(t testing.TB, kind string, st *Stack) *local.Provider {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireBinary(t, kind)
-	dir, err := os.MkdirTemp("", "sl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t),
-		Networks: st, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		oci.Purge(dir)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			if err := p.Destroy(context.Background(), id); err != nil {
-				t.Errorf("destroy %s: %v", id, err)
-			}
-		}
-		if err := oci.Purge(dir); err != nil {
-			t.Errorf("purge state dir: %v", err)
-		}
-	})
-	return p
+	return localtest.New(t, local.Config{Runtime: kind, Networks: st})
 }
 
 var _ local.Networks = (*Stack)(nil)

@@ -1,48 +1,21 @@
 package stack
 
 import (
-	"context"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/image/debian/debiantest"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/provider/local/localtest"
 )
 
 // newImageProvider is newProvider whose sandboxes run on the default
 // Debian image (the tests' shared, cached build) instead of the host.
 func newImageProvider(t *testing.T, kind string, st *Stack) *local.Provider {
 	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireBinary(t, kind)
 	images, _ := debiantest.Default(t)
-	dir, err := os.MkdirTemp("", "sl-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t),
-		Networks: st, Images: images, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		oci.Purge(dir)
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			if err := p.Destroy(context.Background(), id); err != nil {
-				t.Errorf("destroy %s: %v", id, err)
-			}
-		}
-		if err := oci.Purge(dir); err != nil {
-			t.Errorf("purge state dir: %v", err)
-		}
-	})
-	return p
+	return localtest.New(t, local.Config{Runtime: kind, Networks: st, Images: images})
 }
 
 // TestImageEgress is the heart of TestSandboxEgress on the default Debian
