@@ -197,7 +197,7 @@ func (h *Handler) stopWatchers(sid string) {
 	}
 	h.mu.Unlock()
 	for _, w := range stop {
-		w.cancel()
+		w.stop()
 	}
 }
 

@@ -191,8 +191,9 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 // watcher is a created watcher: a poll loop queueing events for
 // GetWatcherEvents.
 type watcher struct {
-	sid    string
-	cancel context.CancelFunc
+	sid     string
+	cancel  context.CancelFunc
+	release func() // its claim on the sandbox's watchers (claimWatcher)
 
 	mu       sync.Mutex
 	events   []*fspb.FilesystemEvent
@@ -214,7 +215,7 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	}
 	id := uuid.NewString()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watcher{sid: ref.rec.ID, cancel: cancel, lastRead: time.Now()}
+	w := &watcher{sid: ref.rec.ID, cancel: cancel, release: release, lastRead: time.Now()}
 	s.h.mu.Lock()
 	s.h.watchers[id] = w
 	s.h.mu.Unlock()
@@ -280,8 +281,16 @@ func (h *Handler) removeWatcher(id string) {
 	delete(h.watchers, id)
 	h.mu.Unlock()
 	if w != nil {
-		w.cancel()
+		w.stop()
 	}
+}
+
+// stop ends w's poll loop and gives back its claim at once, not when the
+// loop notices (a client that removes a watcher and creates another at the
+// limit must not be refused).
+func (w *watcher) stop() {
+	w.cancel()
+	w.release()
 }
 
 // GetWatcherEvents returns and clears the queued events; once the watcher

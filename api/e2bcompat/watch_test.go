@@ -65,12 +65,27 @@ func TestWatcherRPCs(t *testing.T) {
 		t.Fatalf("watching a file: %d, want 400", status)
 	}
 	// a sandbox has a bounded number of watchers
+	var ids []string
 	for i := range 16 {
-		if status, body := call("CreateWatcher", `{"path":"/home/user/w"}`); status != 200 {
+		status, body := call("CreateWatcher", `{"path":"/home/user/w"}`)
+		if status != 200 {
 			t.Fatalf("watcher %d: %d %v", i, status, body)
 		}
+		ids = append(ids, body["watcherId"].(string))
 	}
 	if status, body := call("CreateWatcher", `{"path":"/home/user/w"}`); status != 429 || body["code"] != "resource_exhausted" {
 		t.Fatalf("17th watcher: %d %v", status, body)
+	}
+	// At the limit, a removed watcher's place is free as soon as the
+	// remove answers.
+	for i := range 8 {
+		if status, body := call("RemoveWatcher", `{"watcherId":"`+ids[i]+`"}`); status != 200 {
+			t.Fatalf("remove %d: %d %v", i, status, body)
+		}
+		status, body := call("CreateWatcher", `{"path":"/home/user/w"}`)
+		if status != 200 {
+			t.Fatalf("create right after a remove at the limit (%d): %d %v", i, status, body)
+		}
+		ids[i] = body["watcherId"].(string)
 	}
 }
