@@ -98,6 +98,12 @@ type Config struct {
 	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
 	// getInfo return it, so the SDKs' getHost names it. Empty: none.
 	Domain string
+	// DefaultOpen, when set, tells whether a tenant's creates that name
+	// neither allow_internet_access nor network get E2B's default, open
+	// internet and public ports (the operator's --e2b-internet, for
+	// tenants whose cap allows mode open). Nil or false: sandlot's
+	// default, a sandbox without a network (docs/network.md).
+	DefaultOpen func(tenantID string) bool
 	// MaxUploadBytes bounds one POST /files body, after decompression
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
@@ -288,10 +294,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	if _, paused := contexts.PausedSince(sb.rec); paused {
-		// As a sandbox that is not running: envd's /health 502 makes
-		// isRunning() false. Calls wait for no one: the sandbox is frozen.
-		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
+	if sb.rec, err = h.wake(r.Context(), sb.tenantID, sb.rec); err != nil {
+		if errors.Is(err, ErrPausedNoWake) {
+			// As a sandbox that is not running: envd's /health 502 makes
+			// isRunning() false. Calls wait for no one: the sandbox is
+			// frozen.
+			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
+			return
+		}
+		writeAPIError(w, err)
 		return
 	}
 	release, err := h.admit(r.Context(), sb.tenantID)

@@ -53,6 +53,11 @@ type Config struct {
 	// Authorize checks a traffic access token for a sandbox (constant
 	// time, please); nil means allowed.
 	Authorize func(ctx context.Context, sandboxID, token string) error
+	// Wake, when set, runs before an authorized request is proxied: it
+	// resumes a paused sandbox that asked to be resumed by traffic (the
+	// request waits for it), or fails (errdefs.ErrFailedPrecondition: the
+	// sandbox is paused, 502 as a sandbox that is not running).
+	Wake func(ctx context.Context, sandboxID string) error
 	// Dial reaches the sandbox (default: a net.Dialer).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	Log  *slog.Logger
@@ -191,6 +196,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt.id, rt.port = id, n
 	t, err := h.cfg.Lookup(r.Context(), id)
+	if err != nil && rt.path == "" && errors.Is(err, errdefs.ErrNotFound) {
+		// By host name, as E2B's edge answers for a sandbox that is not
+		// there (the SDKs and E2B's tests read this body).
+		writeEdgeError(w, id, "The sandbox was not found")
+		return
+	}
 	if err != nil {
 		status := errdefs.HTTPStatus(err)
 		if status >= 500 {
@@ -215,7 +226,33 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if h.cfg.Wake != nil {
+		if err := h.cfg.Wake(r.Context(), id); err != nil {
+			switch {
+			case errors.Is(err, errdefs.ErrNotFound):
+				writeEdgeError(w, id, "The sandbox was not found")
+			case errors.Is(err, errdefs.ErrFailedPrecondition):
+				writeEdgeError(w, id, "The sandbox is paused")
+			default:
+				h.log.Warn("ports: wake failed", logkey.Sandbox, id, logkey.Err, err)
+				writeJSON(w, errdefs.HTTPStatus(err), errdefs.CodeOf(err), errdefs.PublicMessage(err))
+			}
+			return
+		}
+	}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+}
+
+// writeEdgeError answers as E2B's edge proxy does for a sandbox that is
+// not there or not running: 502 {sandboxId, message, code}.
+func writeEdgeError(w http.ResponseWriter, id, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	json.NewEncoder(w).Encode(struct {
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Code      int    `json:"code"`
+	}{id, msg, http.StatusBadGateway})
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {

@@ -426,8 +426,19 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 
 // Ports returns the route to sandboxes' ports (network/ports) on domain.
 // Its id is a sandbox's or its execution context's (Find); authorize
-// checks a token for a sandbox of tenant.
-func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error) (*ports.Handler, error) {
+// checks a token for a sandbox of tenant; wake, when not nil, runs before
+// a request goes through (ports.Config.Wake), with the sandbox's tenant.
+func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) error) (*ports.Handler, error) {
+	var wakeFn func(ctx context.Context, id string) error
+	if wake != nil {
+		wakeFn = func(ctx context.Context, id string) error {
+			n, ok := s.Find(id)
+			if !ok {
+				return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+			}
+			return wake(ctx, n.Policy.Context, n.Policy.Tenant)
+		}
+	}
 	return ports.New(ports.Config{
 		Domain: domain,
 		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
@@ -444,6 +455,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			}
 			return authorize(ctx, id, n.Policy.Tenant, token)
 		},
+		Wake:     wakeFn,
 		Log:      s.log,
 		Reserved: ports.ReservedE2B,
 	})
