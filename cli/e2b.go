@@ -18,7 +18,6 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/e2b"
 	"github.com/sandlot/sandlot/templates"
@@ -63,7 +62,7 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 		// E2B's default only for tenants the operator's caps let have
 		// mode open; the others keep sandlot's (no network).
 		ecfg.DefaultOpen = func(tenantID string) bool {
-			return nw.st.Check(tenantID, policy.Policy{Mode: policy.Open, Ingress: policy.Ingress{Public: true}}) == nil
+			return nw.st.AllowsOpen(tenantID)
 		}
 	}
 	h := e2bcompat.New(ecfg)

@@ -96,7 +96,7 @@ type netWire struct {
 	verify func(ctx context.Context, sid, token string) (string, error)
 	// wake resumes a paused sandbox that asked to be woken by traffic
 	// before a request reaches its port (set with verify).
-	wake func(ctx context.Context, tenantID, sid string) error
+	wake func(ctx context.Context, tenantID, sid string) (bool, error)
 	// startErr is why Start failed; serve stops on it (the operator asked
 	// for networks).
 	startErr error
@@ -158,9 +158,9 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 	}
 	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
 		return w.authorize(ctx, id, tenantID, token, st)
-	}, func(ctx context.Context, id, tenantID string) error {
+	}, func(ctx context.Context, id, tenantID string) (bool, error) {
 		if w.wake == nil {
-			return nil
+			return false, nil
 		}
 		return w.wake(ctx, tenantID, id)
 	})

@@ -294,7 +294,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	if sb.rec, err = h.wake(r.Context(), sb.tenantID, sb.rec); err != nil {
+	if sb.rec, _, err = h.wake(r.Context(), sb.tenantID, sb.rec); err != nil {
 		if errors.Is(err, ErrPausedNoWake) {
 			// As a sandbox that is not running: envd's /health 502 makes
 			// isRunning() false. Calls wait for no one: the sandbox is

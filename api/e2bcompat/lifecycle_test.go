@@ -301,7 +301,10 @@ func TestAutoResume(t *testing.T) {
 	if got := state(sleeps); got != "paused" {
 		t.Fatalf("without autoResume: state %q, want paused", got)
 	}
-	if err := e.h.Wake(context.Background(), "tenant-1", sleeps.SandboxID); !errors.Is(err, e2bcompat.ErrPausedNoWake) {
+	if _, err := e.h.Wake(context.Background(), "tenant-1", sleeps.SandboxID); !errors.Is(err, e2bcompat.ErrPausedNoWake) {
 		t.Fatalf("Wake without autoResume: %v, want ErrPausedNoWake", err)
+	}
+	if resumed, err := e.h.Wake(context.Background(), "tenant-1", wakes.SandboxID); err != nil || resumed {
+		t.Fatalf("Wake of a running sandbox: %v %v, want no resume", resumed, err)
 	}
 }

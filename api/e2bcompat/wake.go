@@ -32,13 +32,13 @@ var ErrPausedNoWake = fmt.Errorf("the sandbox is paused; Sandbox.connect resumes
 // returns the running record. A paused sandbox without auto-resume is
 // ErrPausedNoWake. Concurrent wakes are fine: the loser of the race finds
 // it running.
-func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Record) (*contexts.Record, error) {
+func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Record) (*contexts.Record, bool, error) {
 	if _, paused := contexts.PausedSince(rec); !paused {
-		return rec, nil
+		return rec, false, nil
 	}
 	v, ok := rec.Metadata[metaAutoResume]
 	if !ok {
-		return nil, ErrPausedNoWake
+		return nil, false, ErrPausedNoWake
 	}
 	ttl, err := time.ParseDuration(v)
 	if err != nil || ttl <= 0 {
@@ -46,24 +46,26 @@ func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Recor
 	}
 	woken, err := h.cfg.Manager.Resume(ctx, tenantID, rec.ID, ttl)
 	if errors.Is(err, contexts.ErrNotPaused) {
-		return h.cfg.Manager.Get(ctx, tenantID, rec.ID)
+		rec, err = h.cfg.Manager.Get(ctx, tenantID, rec.ID)
+		return rec, true, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("auto-resume sandbox %s: %w", rec.ID, err)
+		return nil, false, fmt.Errorf("auto-resume sandbox %s: %w", rec.ID, err)
 	}
 	h.log.Info("e2b sandbox auto-resumed by traffic", logkey.Sandbox, rec.ID)
-	return woken, nil
+	return woken, true, nil
 }
 
 // Wake is the ports route's hook (network/ports Config.Wake): before a
 // request to a sandbox's port goes through, a paused sandbox with
-// auto-resume is resumed; one without is ErrPausedNoWake; one that is
-// gone is not_found. id is the sandbox's E2B id (its context's).
-func (h *Handler) Wake(ctx context.Context, tenantID, id string) error {
+// auto-resume is resumed (resumed true); one without is ErrPausedNoWake;
+// one that is gone is not_found. id is the sandbox's E2B id (its
+// context's).
+func (h *Handler) Wake(ctx context.Context, tenantID, id string) (resumed bool, err error) {
 	rec, err := h.active(ctx, tenantID, id)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = h.wake(ctx, tenantID, rec)
-	return err
+	_, resumed, err = h.wake(ctx, tenantID, rec)
+	return resumed, err
 }

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandlot/sandlot/e2bwire"
@@ -55,9 +56,12 @@ type Config struct {
 	Authorize func(ctx context.Context, sandboxID, token string) error
 	// Wake, when set, runs before an authorized request is proxied: it
 	// resumes a paused sandbox that asked to be resumed by traffic (the
-	// request waits for it), or fails (errdefs.ErrFailedPrecondition: the
-	// sandbox is paused, 502 as a sandbox that is not running).
-	Wake func(ctx context.Context, sandboxID string) error
+	// request waits for it) and says so, or fails
+	// (errdefs.ErrFailedPrecondition: the sandbox is paused, 502 as a
+	// sandbox that is not running). After a resume the port gets
+	// WakeGrace to accept: a server that was frozen while starting
+	// listens a moment later.
+	Wake func(ctx context.Context, sandboxID string) (resumed bool, err error)
 	// Dial reaches the sandbox (default: a net.Dialer).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	Log  *slog.Logger
@@ -85,6 +89,31 @@ type route struct {
 	port   int
 	path   string // upstream path (path form), "" to keep the request's
 	target Target
+	woken  bool // Wake resumed the sandbox for this request
+}
+
+// WakeGrace is how long a port of a sandbox that was just resumed may
+// refuse connections before the route answers that it is not open.
+const WakeGrace = 10 * time.Second
+
+// dial reaches the sandbox; for a request that woke it, a refused
+// connection is tried again every 100 ms within WakeGrace.
+func (h *Handler) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	rt, _ := ctx.Value(routeKey{}).(*route)
+	c, err := h.cfg.Dial(ctx, network, address)
+	if rt == nil || !rt.woken {
+		return c, err
+	}
+	deadline := time.Now().Add(WakeGrace)
+	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		c, err = h.cfg.Dial(ctx, network, address)
+	}
+	return c, err
 }
 
 // New returns a Handler.
@@ -113,7 +142,7 @@ func New(cfg Config) (*Handler, error) {
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: h.rewrite,
 		Transport: &http.Transport{
-			DialContext:         cfg.Dial,
+			DialContext:         h.dial,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
 		},
@@ -227,7 +256,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if h.cfg.Wake != nil {
-		if err := h.cfg.Wake(r.Context(), id); err != nil {
+		resumed, err := h.cfg.Wake(r.Context(), id)
+		rt.woken = resumed
+		if err != nil {
 			switch {
 			case errors.Is(err, errdefs.ErrNotFound):
 				writeEdgeError(w, id, "The sandbox was not found")

@@ -55,7 +55,7 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 			return errdefs.ErrPermissionDenied
 		}
 		return nil
-	}, func(ctx context.Context, id, tenant string) error { return d.e2b.Wake(ctx, tenant, id) })
+	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) })
 	if err != nil {
 		t.Fatal(err)
 	}
