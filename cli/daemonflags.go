@@ -113,6 +113,6 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
 	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
-	fs.BoolVar(&c.e2bInternet, "e2b-internet", false, "E2B creates that name neither allowInternetAccess nor network get E2B's defaults: open internet and public ports (needs --network and a cap that allows mode open; otherwise they keep sandlot's default, no network)")
+	fs.BoolVar(&c.e2bInternet, "e2b-internet", false, "E2B creates get E2B's network defaults: open internet and public ports when they name neither allowInternetAccess nor network, public ports when network has no allowPublicTraffic (needs --network and a cap that allows mode open; otherwise sandlot's: no network, private ports)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 }

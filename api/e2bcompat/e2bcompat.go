@@ -98,11 +98,13 @@ type Config struct {
 	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
 	// getInfo return it, so the SDKs' getHost names it. Empty: none.
 	Domain string
-	// DefaultOpen, when set, tells whether a tenant's creates that name
-	// neither allow_internet_access nor network get E2B's default, open
-	// internet and public ports (the operator's --e2b-internet, for
-	// tenants whose cap allows mode open). Nil or false: sandlot's
-	// default, a sandbox without a network (docs/network.md).
+	// DefaultOpen, when set, tells whether a tenant's creates get E2B's
+	// network defaults (the operator's --e2b-internet, for tenants whose
+	// cap allows mode open and public ports): one that names neither
+	// allow_internet_access nor network gets the open internet and
+	// public ports, and a network without allowPublicTraffic public
+	// ports. Nil or false: sandlot's defaults, no network and private
+	// ports (docs/network.md).
 	DefaultOpen func(tenantID string) bool
 	// MaxUploadBytes bounds one POST /files body, after decompression
 	// when it is gzip (a larger one is resource_exhausted and the partial

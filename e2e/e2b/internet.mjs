@@ -1,7 +1,8 @@
 // E2B's default network on a daemon whose operator opted in
 // (--e2b-internet; network/stack's TestE2BInternetDefault runs it in front
 // of a fake internet): a create that names no network gets the open
-// internet and public ports, as on E2B; a tenant whose cap does not allow
+// internet and public ports, one that names a network without
+// allowPublicTraffic public ports, as on E2B; a tenant whose cap does not allow
 // mode open keeps sandlot's default, no network. Then auto-resume by
 // traffic through a port. E2B_API_KEY is the open tenant's key,
 // CLOSED_KEY the other's; DAEMON is the daemon's host:port.
@@ -48,6 +49,16 @@ try {
   assert.match(page.body, /hello-from-the-sandbox/)
 } finally {
   await open.kill()
+}
+
+// A network without allowPublicTraffic: public ports, E2B's default.
+const allowlisted = await Sandbox.create('base', { network: { allowOut: ['www.example.test'] }, timeoutMs: 120_000 })
+try {
+  const info = await allowlisted.getInfo()
+  assert.equal(info.network.allowPublicTraffic, true)
+  assert.deepEqual(info.network.allowOut, ['www.example.test'])
+} finally {
+  await allowlisted.kill()
 }
 
 // A tenant whose cap refuses mode open: no network, as without the setting.
