@@ -16,9 +16,11 @@ import (
 // code interpreter or one of its ports; that request waits for the resume
 // and then goes through, so the caller sees a slower answer and nothing
 // else. The sandbox resumes with the timeout its create asked for, as on
-// E2B. Only an authenticated request wakes a sandbox (an unknown caller
-// must not keep one running). Without autoResume a paused sandbox answers
-// as one that is not running until Sandbox.connect resumes it.
+// E2B. Only a request the sandbox would serve wakes it: an envd or
+// interpreter call with its credentials, a private port's request with
+// the traffic token, any request to a public port (as on E2B, where
+// public traffic resumes a sandbox). Without autoResume a paused sandbox
+// answers as one that is not running until Sandbox.connect resumes it.
 
 // metaAutoResume records a create's autoResume: the timeout it resumes
 // with.

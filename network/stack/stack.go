@@ -443,6 +443,9 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			if !ok {
 				return false, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 			}
+			if n.Policy.Context == "" {
+				return false, nil // a network that serves no execution context cannot be paused
+			}
 			return wake(ctx, n.Policy.Context, n.Policy.Tenant)
 		}
 	}
