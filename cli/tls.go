@@ -36,6 +36,8 @@ func tlsListener(cfg serveConfig) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %v: %w", cfg.tlsAddr, err, errdefs.ErrUnavailable)
 	}
+	// HTTP/1.1 only, as on the plain listener: a sandbox port's WebSocket
+	// upgrade passes through the reverse proxy, which HTTP/2 cannot carry.
 	return tls.NewListener(ln, &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		MinVersion:   tls.VersionTLS12,
