@@ -38,6 +38,9 @@ type Catalog interface {
 	Delete(ctx context.Context, tenantID, ref string) error
 	Build(ctx context.Context, tenantID string, spec templates.BuildSpec, run func(context.Context) (build.Result, error)) (templates.Template, error)
 	Image(ctx context.Context, tenantID, ref string) (image.Image, error)
+	Tag(ctx context.Context, tenantID, target string, tags []string) (templates.Template, error)
+	Untag(ctx context.Context, tenantID, name string, tags []string) error
+	Tags(ctx context.Context, tenantID, ref string) ([]templates.TagInfo, error)
 }
 
 var _ Catalog = (*templates.Catalog)(nil)
@@ -144,8 +147,9 @@ func resources(t templates.Template) (cpus int, memMB, diskMB int64) {
 
 func toE2BTemplate(tenantID string, t templates.Template) e2bTemplate {
 	cpus, mem, disk := resources(t)
+	base, _ := templates.SplitTag(t.Name) // a tag's record: the alias is its template's name
 	return e2bTemplate{TemplateID: t.ID, BuildID: buildIDOf(t.ID), CPUCount: cpus, MemoryMB: mem, DiskSizeMB: disk,
-		Public: t.TenantID != tenantID, Aliases: []string{t.Name}, Names: []string{t.Name},
+		Public: t.TenantID != tenantID, Aliases: []string{base}, Names: []string{t.Name},
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), BuildCount: 1, BuildStatus: "ready", EnvdVersion: EnvdVersion}
 }
 
