@@ -172,8 +172,9 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 		name = body.Alias
 	}
 	// E2B's "name:tag" and tags: each tag is kept (templates/tags.go).
-	if base, _, _ := strings.Cut(name, ":"); h.checkBuildName(base) != nil {
-		writeAPIError(w, h.checkBuildName(base))
+	base, _, _ := strings.Cut(name, ":")
+	if err := h.checkBuildName(base); err != nil {
+		writeAPIError(w, err)
 		return
 	}
 	name, tags, err := templates.BuildTags(name, body.Tags)
