@@ -56,6 +56,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	h.templateRoutes(mux)
 	h.templateListRoutes(mux)
+	h.templateTagRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
@@ -164,6 +165,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
+	body.TemplateID = templates.Canonical(body.TemplateID) // "name:latest" is "name"
 	tmpl, ok := h.cfg.Templates[body.TemplateID]
 	if !ok {
 		tmpl = body.TemplateID
