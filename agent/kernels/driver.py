@@ -116,10 +116,10 @@ def _sandlot_main():
     def magics():
         # The first cell that is not Python makes the magics (and the name
         # its rewritten code calls).
-        m = getattr(builtins, "__sandlot_magic__", None)
+        m = state.get("magic")
         if m is None:
             _extras()
-            m = builtins.__sandlot_magic__ = Magics(ns, display)
+            m = state["magic"] = builtins.__sandlot_magic__ = Magics(ns, display)
         return m
 
     def figures(results):
