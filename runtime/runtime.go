@@ -121,6 +121,14 @@ type Root struct {
 	// not bound them, and what the sandbox writes there is owned by host
 	// ids of its range: State.IDBase is its uid and gid 0.
 	Upper, Work string
+	// Sudo makes the image's sudo work for the sandbox's users, as root
+	// of the sandbox: /usr/bin/sudo (a regular file of the image's root)
+	// gets back the setuid bit the image store strips, the root is
+	// mounted without nosuid, and no_new_privs is left off for the
+	// sandbox's processes. It gives nothing a call as root (Spec.User 0)
+	// does not: root's capabilities are RootCaps, in the sandbox's user
+	// namespace, under the same seccomp filter.
+	Sudo bool
 }
 
 // User is a uid and gid inside the sandbox.

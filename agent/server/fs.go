@@ -110,7 +110,7 @@ func (s *Server) readFile(p agent.ReadParams) (*agent.ReadResult, error) {
 		return nil, errf(errdefs.CodeInvalidArgument, "read: negative offset or limit")
 	}
 	path := s.resolve(p.Path)
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fsErr("read", path, err)
 	}
@@ -121,6 +121,9 @@ func (s *Server) readFile(p agent.ReadParams) (*agent.ReadResult, error) {
 	}
 	if fi.IsDir() {
 		return nil, errf(errdefs.CodeFailedPrecondition, "read %s: is a directory", path)
+	}
+	if err := plainFile("read", path, f, fi); err != nil {
+		return nil, err
 	}
 	limit := p.Limit
 	if limit == 0 || limit > agent.ChunkSize {
@@ -145,7 +148,7 @@ func (s *Server) writeFile(p agent.WriteParams) (*agent.FileInfo, error) {
 		return nil, errf(errdefs.CodeInvalidArgument, "write: append and offset exclude each other")
 	}
 	path := s.resolve(p.Path)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := s.mkdirAll(filepath.Dir(path)); err != nil {
 		return nil, fsErr("write", path, err)
 	}
 	mode := fs.FileMode(p.Mode & 0o7777)
@@ -159,9 +162,14 @@ func (s *Server) writeFile(p agent.WriteParams) (*agent.FileInfo, error) {
 	case p.Offset == 0:
 		flags |= os.O_TRUNC
 	}
-	f, err := os.OpenFile(path, flags, mode)
+	_, statErr := os.Lstat(path)
+	f, err := os.OpenFile(path, flags|syscall.O_NONBLOCK, mode)
 	if err != nil {
 		return nil, fsErr("write", path, err)
+	}
+	if err := s.checkWritten(path, f, errors.Is(statErr, fs.ErrNotExist)); err != nil {
+		f.Close()
+		return nil, err
 	}
 	if p.Offset > 0 {
 		_, err = f.WriteAt(p.Data, p.Offset)
@@ -200,7 +208,18 @@ func (s *Server) editFile(p agent.EditParams) (*agent.EditResult, error) {
 	if fi.IsDir() {
 		return nil, errf(errdefs.CodeFailedPrecondition, "edit %s: is a directory", path)
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fsErr("edit", path, err)
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, fsErr("edit", path, err)
+	}
+	if err := plainFile("edit", path, f, fi); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, fsErr("edit", path, err)
 	}
@@ -279,7 +298,7 @@ func (s *Server) mkdir(p agent.PathParams) (*agent.FileInfo, error) {
 	if _, err := os.Lstat(path); err == nil {
 		return nil, errf(errdefs.CodeAlreadyExists, "mkdir %s: already exists", path)
 	}
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	if err := s.mkdirAll(path); err != nil {
 		return nil, fsErr("mkdir", path, err)
 	}
 	return s.statPath(path)
@@ -316,7 +335,7 @@ func (s *Server) move(p agent.MoveParams) (*agent.FileInfo, error) {
 	if _, err := os.Lstat(from); err != nil {
 		return nil, fsErr("move", from, err)
 	}
-	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+	if err := s.mkdirAll(filepath.Dir(to)); err != nil {
 		return nil, fsErr("move", to, err)
 	}
 	if err := os.Rename(from, to); err != nil {
@@ -345,9 +364,15 @@ func copyTree(from, to string) error {
 		if err != nil {
 			return err
 		}
-		return os.Symlink(t, to)
+		if err := os.Symlink(t, to); err != nil {
+			return err
+		}
+		return keepOwner(to, fi)
 	case fi.IsDir():
 		if err := os.Mkdir(to, fi.Mode().Perm()); err != nil {
+			return err
+		}
+		if err := keepOwner(to, fi); err != nil {
 			return err
 		}
 		ents, err := os.ReadDir(from)
@@ -371,6 +396,10 @@ func copyTree(from, to string) error {
 			return err
 		}
 		if _, err := io.Copy(dst, src); err != nil {
+			dst.Close()
+			return err
+		}
+		if err := keepOwner(to, fi); err != nil {
 			dst.Close()
 			return err
 		}

@@ -66,6 +66,12 @@ type Config struct {
 	// its image. Calls naming "user" (or none) run as it; nil: the
 	// sandbox user.
 	User *UserIDs
+	// Sudo, with Root, says the default user can become root (the
+	// image's sudo works: runtime.Root.Sudo). The user's file calls then
+	// run as root, as E2B's envd does them, and what they create is
+	// given to the user; a path the sandbox's code controls leads nowhere
+	// the user could not reach with sudo.
+	Sudo bool
 	// Health, when set, is a TCP address where GET /health answers 200
 	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
 	// "": none.
@@ -90,6 +96,9 @@ type Server struct {
 	detached *detachedTable
 	bash     string
 	groups   []uint32 // the agent's own supplementary groups, restored after a file call (users.go)
+	// owner, in the view of one file call (callAs), is who gets what the
+	// call creates; nil: the call's effective ids.
+	owner *fileOwner
 }
 
 // New prepares an agent without listening.
@@ -528,9 +537,14 @@ func callAs[P, R any](s *Server, raw json.RawMessage, f func(*Server, P) (R, err
 		return nil, err
 	}
 	view := s
-	if a.home != s.cfg.Home {
+	if a.home != s.cfg.Home || a.sudo {
 		v := *s
 		v.cfg.Home = a.home
+		if a.sudo {
+			// As root, giving what the call creates to the user.
+			v.owner = &fileOwner{uid: int(a.uid), gid: int(a.gid)}
+			a = &account{name: a.name, home: a.home}
+		}
 		view = &v
 	}
 	var r R

@@ -23,7 +23,14 @@ type account struct {
 	// cred is the credential of processes started for the account; nil:
 	// the agent's own.
 	cred *syscall.Credential
+	// sudo: the account can become root (Config.Sudo), so its file calls
+	// run as root and give what they create to it (callAs).
+	sudo bool
 }
+
+// fileOwner is who a file call gives what it creates to, when that is
+// not the caller's effective ids (Config.Sudo).
+type fileOwner struct{ uid, gid int }
 
 // The sandbox's two accounts. The default user's ids are the ones the
 // runtime gives the sandbox user (runtime/oci UID, GID).
@@ -68,12 +75,14 @@ func (s *Server) account(name string) (*account, error) {
 			a := &account{name: u.Name, uid: u.UID, gid: u.GID, home: s.cfg.Home}
 			if u.UID != 0 {
 				a.cred = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{u.GID}}
+				a.sudo = s.cfg.Sudo
 			}
 			return a, nil
 		}
 		a := &account{name: agent.DefaultUser, uid: userUID, gid: userGID, home: s.cfg.Home}
 		if s.cfg.Root {
 			a.cred = &syscall.Credential{Uid: userUID, Gid: userGID, Groups: []uint32{userGID}}
+			a.sudo = s.cfg.Sudo
 		}
 		return a, nil
 	case agent.RootUser:

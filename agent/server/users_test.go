@@ -153,3 +153,111 @@ func TestNoRootWithoutRoot(t *testing.T) {
 		t.Errorf("stat: %v", err)
 	}
 }
+
+// TestSudoFiles: where the user can become root (--sudo), the user's file
+// calls run as root, as E2B's envd does them, and give what they create to
+// the user; what existed keeps its owner. Whatever a symlink the sandbox's
+// code planted leads to, no file call reads or writes the agent itself
+// (its memory, its descriptors) or anything but a regular file.
+func TestSudoFiles(t *testing.T) {
+	testenv.RequireRoot(t)
+	a := agenttest.Start(t, "--root", "--sudo")
+	for d := a.Home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(a.Home, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	c := a.Dial(t)
+	ctx := context.Background()
+	owner := func(path string) uint32 {
+		t.Helper()
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Uid
+	}
+	// A directory of root's, 0755: the user alone could not write in it.
+	rootDir := filepath.Join(filepath.Dir(a.Home), "root-dir")
+	if err := os.Mkdir(rootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(rootDir, "existing")
+	if err := os.WriteFile(existing, []byte("root's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("processes still run as the user", func(t *testing.T) {
+		r, err := c.Exec(ctx, agent.ExecParams{Shell: "id -u"}, nil)
+		if err != nil || r.Stdout != "1000\n" {
+			t.Fatalf("%+v %v", r, err)
+		}
+	})
+	t.Run("a write creates its parents and file for the user", func(t *testing.T) {
+		path := filepath.Join(rootDir, "a", "b", "file")
+		if _, err := c.WriteFile(ctx, agent.WriteParams{Path: path, Data: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{path, filepath.Dir(path), filepath.Join(rootDir, "a")} {
+			if got := owner(p); got != 1000 {
+				t.Errorf("%s: owner %d, want 1000", p, got)
+			}
+		}
+		if got := owner(rootDir); got != 0 {
+			t.Errorf("the existing parent changed owner: %d", got)
+		}
+	})
+	t.Run("an existing file keeps its owner", func(t *testing.T) {
+		if _, err := c.WriteFile(ctx, agent.WriteParams{Path: existing, Data: []byte("user's")}); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := os.ReadFile(existing); string(b) != "user's" || owner(existing) != 0 {
+			t.Errorf("%q owner %d", b, owner(existing))
+		}
+	})
+	t.Run("mkdir and move create for the user", func(t *testing.T) {
+		dir := filepath.Join(rootDir, "m", "n")
+		if _, err := c.Mkdir(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+		to := filepath.Join(rootDir, "moved", "file")
+		if _, err := c.Move(ctx, agent.MoveParams{From: filepath.Join(rootDir, "a", "b", "file"), To: to}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{dir, filepath.Dir(dir), filepath.Dir(to), to} {
+			if got := owner(p); got != 1000 {
+				t.Errorf("%s: owner %d, want 1000", p, got)
+			}
+		}
+	})
+	t.Run("a planted symlink does not lead into the agent", func(t *testing.T) {
+		for name, target := range map[string]string{
+			"mem":     "/proc/self/mem",
+			"environ": "/proc/self/environ",
+			"fd":      "/proc/self/fd/0",
+			"status":  "/proc/1/status",
+			"sys":     "/sys/kernel/mm/transparent_hugepage/enabled",
+		} {
+			link := filepath.Join(a.Home, "link-"+name)
+			r, err := c.Exec(ctx, agent.ExecParams{Shell: "ln -sf " + target + " " + link}, nil)
+			if err != nil || r.ExitCode != 0 {
+				t.Fatalf("ln: %+v %v", r, err)
+			}
+			if _, err := c.ReadFile(ctx, agent.ReadParams{Path: link}); err == nil {
+				t.Errorf("read through a link to %s succeeded", target)
+			}
+			if _, err := c.WriteFile(ctx, agent.WriteParams{Path: link, Data: []byte("x"), Offset: 4096}); err == nil {
+				t.Errorf("write through a link to %s succeeded", target)
+			}
+			if _, err := c.EditFile(ctx, agent.EditParams{Path: link, Old: "a", New: "b"}); err == nil {
+				t.Errorf("edit through a link to %s succeeded", target)
+			}
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -43,6 +43,7 @@ func main() {
 	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
 	root := flag.Bool("root", false, "the agent runs as root of its sandbox's user namespace: it starts the default user's processes as uid 1000 without capabilities, and root's as itself")
 	userFlag := flag.String("user", "", "with --root: the default user's account as NAME:UID:GID, when the template runs as a user of its image other than the sandbox user (uid 1000)")
+	sudo := flag.Bool("sudo", false, "with --root: the default user can become root with the image's sudo, so the user's file calls run as root and give what they create to the user (as E2B's envd does)")
 	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
 	flag.Parse()
 	var key []byte
@@ -68,6 +69,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "sandlot-agent: --user needs --root")
 			os.Exit(1)
 		}
+	}
+	if *sudo && !*root {
+		fmt.Fprintln(os.Stderr, "sandlot-agent: --sudo needs --root")
+		os.Exit(1)
 	}
 	var langs []string
 	for _, l := range strings.Split(*prestart, ",") {
@@ -103,7 +108,7 @@ func main() {
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Health: health, Ready: reserved, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}

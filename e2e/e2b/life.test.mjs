@@ -99,6 +99,12 @@ test('life: user root is refused clearly where the template has no root', { skip
   await assert.rejects(sbx.files.read('/etc/hostname', { user: 'root' }), /root is not available/)
   await assert.rejects(sbx.files.write(`${home}/r.txt`, 'x', { user: 'root' }), /root is not available/)
   assert.equal((await sbx.commands.run('id -un', { user: 'user' })).stdout.trim(), 'user')
+  // no root, so no sudo: E2B's commands run in a login shell, which says why
+  await assert.rejects(sbx.commands.run('sudo id -u'), (e) => {
+    assert.ok(e instanceof CommandExitError, `got ${e}`)
+    assert.match(e.stderr, /sudo: not available in this sandbox: its template \(host\) has no root/)
+    return true
+  })
 })
 
 test('life: the code interpreter answers its health check inside the sandbox (E2B systemd test)', { skip: !hasRoot }, async () => {
@@ -127,10 +133,19 @@ test('life: commands and files as root', { skip: !hasRoot }, async () => {
   // relative paths resolve in root's home
   await sbx.files.write('rel.txt', 'r', { user: 'root' })
   assert.equal(await sbx.files.read('/root/rel.txt', { user: 'root' }), 'r')
-  // the user cannot reach root's files, through the files API or a command
-  await assert.rejects(sbx.files.read('/root/secret.txt'))
-  await assert.rejects(sbx.files.write('/etc/sandlot-user.conf', 'x'))
+  // a command of the user's cannot read root's file without sudo
   await assert.rejects(sbx.commands.run('cat /root/secret.txt'), CommandExitError)
+  assert.equal((await sbx.commands.run('sudo cat /root/secret.txt')).stdout, 'root only')
+  // the user has sudo, so the user's file calls act as root, as envd's do:
+  // they read root's files and write anywhere, and what they create is the user's
+  assert.equal(await sbx.files.read('/root/secret.txt'), 'root only')
+  await sbx.files.write('/etc/sandlot-user.conf', 'x')
+  assert.equal((await sbx.files.getInfo('/etc/sandlot-user.conf')).owner, 'user')
+  await sbx.files.write('/0/made/by-user.txt', 'u')
+  assert.deepEqual((await sbx.commands.run('stat -c %U /0 /0/made /0/made/by-user.txt')).stdout, 'user\nuser\nuser\n')
+  // an existing file keeps its owner
+  await sbx.files.write('/etc/sandlot-root.conf', 'by user')
+  assert.equal((await sbx.files.getInfo('/etc/sandlot-root.conf')).owner, 'root')
   // a user's file is the user's
   await sbx.files.write(`${home}/mine.txt`, 'u')
   assert.equal((await sbx.files.getInfo(`${home}/mine.txt`)).owner, 'user')
@@ -139,32 +154,43 @@ test('life: commands and files as root', { skip: !hasRoot }, async () => {
   assert.equal((await sbx.files.getInfo('/opt/tool/x')).owner, 'user')
 })
 
-test('life: the user cannot become root or touch the agent', { skip: !hasRoot }, async () => {
+test('life: sudo works for the user, and root of the sandbox cannot touch the agent or the host', { skip: !hasRoot }, async () => {
   const capsOf = async (user) => (await sbx.commands.run("grep -E '^Cap(Prm|Eff|Amb):' /proc/self/status | tr -d '\\t'", { user })).stdout
   assert.equal(await capsOf('user'), 'CapPrm:0000000000000000\nCapEff:0000000000000000\nCapAmb:0000000000000000\n')
-  const failing = [
+  // as on E2B: the user has passwordless sudo (E2B's "sudo echo" test)
+  const sudo = await sbx.commands.run('sudo echo "$((6*7))"; sudo id -un; sudo -u user id -un')
+  assert.equal(sudo.stdout, '42\nroot\nuser\n')
+  assert.equal(sudo.stderr, '')
+  // without sudo the user stays the user
+  for (const cmd of [
     "python3 -c 'import os; os.setuid(0)'", // no CAP_SETUID
-    'su -c true root </dev/null', // setuid binaries do not elevate (nosuid, no_new_privs)
     'kill -TERM 1', // the agent is root's
     'kill -KILL 1',
     'cat /proc/1/environ', // the agent is not dumpable
     'echo x > /proc/1/fd/0',
-  ]
-  for (const cmd of failing) {
+  ]) {
     await assert.rejects(sbx.commands.run(cmd), CommandExitError, `user: ${cmd}`)
   }
-  // root of the sandbox is root of its namespace only
+  // root of the sandbox, by sudo or by user: 'root', is root of its namespace only
   for (const cmd of [
     'cat /proc/1/environ',
     'head -c 1 /proc/1/mem',
     'kill -TERM 1 && sleep 1 && kill -0 1 && exit 1', // ignored by init: the agent lives on
     'echo x > /opt/sandlot/sandlot-agent',
+    'cat /opt/sandlot/sandlot-agent > /dev/null', // execute-only
     'mount -t tmpfs none /mnt',
     'unshare -U true',
     'echo 1 > /proc/sys/kernel/sysrq',
   ]) {
     await assert.rejects(sbx.commands.run(cmd, { user: 'root' }), CommandExitError, `root: ${cmd}`)
+    await assert.rejects(sbx.commands.run(`sudo sh -c '${cmd.replaceAll("'", "'\\''")}'`), CommandExitError, `sudo: ${cmd}`)
   }
+  // a link the user plants does not lead a file call into the agent
+  await sbx.commands.run('ln -sf /proc/self/environ ~/agent-env; ln -sf /proc/self/mem ~/agent-mem; ln -sf /proc/self/root/opt/sandlot/sandlot-agent ~/agent-bin')
+  await assert.rejects(sbx.files.read(`${home}/agent-env`), /permission denied|\/proc or \/sys/)
+  await assert.rejects(sbx.files.write(`${home}/agent-mem`, 'x'), /permission denied|\/proc or \/sys/)
+  await assert.rejects(sbx.files.write(`${home}/agent-bin`, 'x'))
+  await assert.rejects(sbx.files.read(`${home}/agent-bin`))
   // the agent still answers
   assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
 })
@@ -388,10 +414,17 @@ test('life: a sandbox created without a timeout gets E2B\'s 5 minutes; connect a
 })
 
 test('life: file errors name no internal sandbox id (E2B write test, /0/…)', async () => {
-  const denied = await sbx.files.write('/etc/sandlot-denied.txt', 'x').then(() => null, (e) => e)
-  assert.ok(denied, 'a write to /etc as user succeeded')
-  assert.match(denied.message, /permission denied/i)
-  assert.doesNotMatch(denied.message, /\bsb-[0-9a-f]/)
+  // With root (the image template, where the user has sudo) the user may
+  // write anywhere, as on E2B; on the host template the user's permissions hold.
+  const denied = await sbx.files.write('/0/sandlot-denied.txt', 'x').then(() => null, (e) => e)
+  if (hasRoot) {
+    assert.equal(denied, null, `${denied}`)
+    assert.equal(await sbx.files.read('/0/sandlot-denied.txt'), 'x')
+  } else {
+    assert.ok(denied, 'a write to /0 as user succeeded')
+    assert.match(denied.message, /permission denied/i)
+    assert.doesNotMatch(denied.message, /\bsb-[0-9a-f]/)
+  }
   const missing = await sbx.files.read(`${home}/no-such-file`).then(() => null, (e) => e)
   assert.ok(missing, 'reading a missing file succeeded')
   assert.doesNotMatch(missing.message, /\bsb-[0-9a-f]/)

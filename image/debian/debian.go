@@ -52,6 +52,7 @@ import (
 var DefaultPackages = []string{
 	"bash", "ca-certificates", "coreutils", "curl", "git", "nodejs",
 	"python3", "python3-matplotlib", "python3-munkres", "python3-numpy", "python3-pandas",
+	"sudo",
 }
 
 // Defaults.
@@ -278,7 +279,9 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 }
 
 // customize adds the sandbox user (1000:1000, home /home/user, bash), as
-// E2B's images and sandlot's sandboxes have it.
+// E2B's images and sandlot's sandboxes have it, and, when the image has
+// sudo, lets the user use it without a password, as on E2B: root of a
+// sandbox is root of its user namespace only (docs/security.md).
 const customize = `set -e
 echo 'user:x:1000:1000:user:/home/user:/bin/bash' >> "$1/etc/passwd"
 echo 'user:x:1000:' >> "$1/etc/group"
@@ -286,6 +289,10 @@ echo 'user:*:19000:0:99999:7:::' >> "$1/etc/shadow"
 mkdir -p "$1/home/user"
 chown 1000:1000 "$1/home/user"
 chmod 0750 "$1/home/user"
+if [ -d "$1/etc/sudoers.d" ]; then
+  echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > "$1/etc/sudoers.d/user"
+  chmod 0440 "$1/etc/sudoers.d/user"
+fi
 `
 
 // args is the mmdebstrap command line: the tarball goes to stdout.

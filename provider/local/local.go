@@ -302,6 +302,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		if userArg != "" {
 			args = append(args, "--user", userArg)
 		}
+		if tmpl.root.Sudo {
+			args = append(args, "--sudo")
+		}
 	}
 	rs := runtime.Spec{
 		User: user,

@@ -19,7 +19,8 @@ import (
 // user namespace. A call as root runs as uid 0 there, which is the sandbox
 // range's base on the host (no host account) and owns only the sandbox's
 // writable layer; the default user stays uid 1000 without capabilities and
-// cannot signal the agent; the host template refuses root.
+// cannot signal the agent (sudo: TestSudoOnImage); the host template
+// refuses root.
 func TestRootOnImage(t *testing.T) {
 	s, _ := debiantest.Default(t)
 	for _, kind := range testKinds {
@@ -41,15 +42,26 @@ func TestRootOnImage(t *testing.T) {
 			if r := as("", "id -u; grep -E '^CapEff' /proc/self/status | tr -d '\\t'; kill -TERM 1 2>&1 >/dev/null; echo $?"); r.Stdout != "1000\nCapEff:0000000000000000\n"+"/bin/bash: line 1: kill: (1) - Operation not permitted\n1\n" {
 				t.Errorf("user: %q %s", r.Stdout, r.Stderr)
 			}
-			// The user's file calls run with the user's ids.
+			// The image has sudo, so the user's file calls run as root, as
+			// on E2B, and what they create is the user's; under runsc,
+			// which has no sudo, they run with the user's ids.
 			if _, err := c.WriteFile(agent.WithUser(ctx, agent.RootUser), agent.WriteParams{Path: "/root/secret", Data: []byte("s"), Mode: 0o600}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.ReadFile(ctx, agent.ReadParams{Path: "/root/secret"}); !errors.Is(err, errdefs.ErrPermissionDenied) {
-				t.Errorf("user reads root's file: %v", err)
+			r, err := c.ReadFile(ctx, agent.ReadParams{Path: "/root/secret"})
+			switch {
+			case kind == "runsc" && !errors.Is(err, errdefs.ErrPermissionDenied):
+				t.Errorf("user reads root's file without sudo: %v", err)
+			case kind != "runsc" && (err != nil || string(r.Data) != "s"):
+				t.Errorf("user reads root's file with sudo: %v", err)
 			}
 			if fi, err := c.WriteFile(ctx, agent.WriteParams{Path: "mine", Data: []byte("m")}); err != nil || fi.Owner != "user" {
 				t.Errorf("user writes: %+v %v", fi, err)
+			}
+			if kind != "runsc" {
+				if fi, err := c.WriteFile(ctx, agent.WriteParams{Path: "/0/made/by/user", Data: []byte("m")}); err != nil || fi.Owner != "user" {
+					t.Errorf("user writes outside home: %+v %v", fi, err)
+				}
 			}
 			// Root's file on the host: the range's base, never host root.
 			rng, err := p.rt.IDRange(c.ID())

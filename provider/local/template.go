@@ -16,6 +16,7 @@ import (
 	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/templates"
 )
 
@@ -111,7 +112,7 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		}
 		return nil, fmt.Errorf("template %q: %w", name, err)
 	}
-	t := &template{name: display, root: &runtime.Root{Layers: img.LowerDirs()}, image: img.Digest, lease: lease, public: true}
+	t := &template{name: display, root: &runtime.Root{Layers: img.LowerDirs(), Sudo: p.setID() && hasSudo(img.LowerDirs())}, image: img.Digest, lease: lease, public: true}
 	if img.Config != nil {
 		t.env = imageEnv(img.Config.Config.Env)
 	}
@@ -120,6 +121,21 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	}
 	return t, nil
 }
+
+// hasSudo reports whether an image has sudo (a regular file at
+// oci.SudoPath): its sandboxes get a working sudo (runtime.Root.Sudo), as
+// E2B's do. What sudo allows is the image's /etc/sudoers; the default
+// image lets its user do anything without a password (image/debian).
+func hasSudo(layers []string) bool {
+	fi, _, err := image.Stack(layers).Lstat(oci.SudoPath)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// setID reports whether the runtime honours set-id bits, which sudo
+// needs: gVisor does not implement them (its issue 1342), so under runsc
+// no_new_privs stays set, sudo says so, and the user's file calls keep
+// the user's ids.
+func (p *Provider) setID() bool { return p.rt.Name() != oci.KindRunsc }
 
 // userArg is the agent's --user for t's user: "" for the sandbox user
 // (""/"user"/"1000"), else NAME:UID:GID with the ids the image's

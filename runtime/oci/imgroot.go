@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -16,7 +17,7 @@ import (
 // A sandbox whose Spec has a Root runs on an overlayfs made by the daemon,
 // whatever the OCI runtime, and handed to it as a plain root path:
 //
-//	<share>/roots/<id>/  a tmpfs of Limits.DiskBytes, 0711: the sandbox's writable layer
+//	<share>/roots/<id>/  a tmpfs of Limits.DiskBytes, 0711 (Root.Sudo: 0700, the sandbox root's): the sandbox's writable layer
 //	  upper/ work/       overlayfs's upper and work dirs
 //	  root/              the overlay: the sandbox's root (config.json's root.path)
 //
@@ -96,7 +97,13 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 			r.unmountImageRoot(id)
 		}
 	}()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%d,mode=0711", diskBytes)); err != nil {
+	opts := fmt.Sprintf("size=%d,mode=0711", diskBytes)
+	if root.Sudo {
+		// The overlay below it honours set-id bits: only the sandbox's
+		// root (who resolves the root path) may reach it, no host account.
+		opts = fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", diskBytes, ids.Host(0), ids.Host(0))
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return "", fmt.Errorf("image root: writable layer: %w", err)
 	}
 	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
@@ -123,7 +130,7 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 		return "", err
 	}
 	lowers := append([]string{r.imageSkel}, root.Layers...)
-	if err := mountOverlay(merged, lowers, upper, work, userns); err != nil {
+	if err := mountOverlay(merged, lowers, upper, work, userns, root.Sudo); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)
 	}
 	if root.Upper != "" {
@@ -132,7 +139,39 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 	if err := ensureHome(merged, ids); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)
 	}
+	if root.Sudo {
+		if err := setuidSudo(merged, ids); err != nil {
+			return "", fmt.Errorf("image root of %s: %w", id, err)
+		}
+	}
 	return merged, nil
+}
+
+// SudoPath is the file Root.Sudo gives its setuid bit back.
+const SudoPath = "/usr/bin/sudo"
+
+// setuidSudo gives the image's sudo back the setuid bit the image store
+// strips (image/layer): the chmod copies it up into the sandbox's writable
+// layer, where it belongs to the sandbox's root (a host id of its range,
+// on a tmpfs only that id can search), so no set-id file of host root's
+// exists anywhere. Only a regular file of the sandbox's root qualifies;
+// the tree is looked at through os.Root, and nothing runs inside yet.
+func setuidSudo(merged string, ids IDRange) error {
+	root, err := os.OpenRoot(merged)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	rel := SudoPath[1:]
+	fi, err := root.Lstat(rel)
+	if err != nil {
+		return fmt.Errorf("sudo: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.Mode().IsRegular() || !ok || st.Uid != ids.Host(0) {
+		return fmt.Errorf("sudo: %s is not a regular file of the sandbox's root: %w", SudoPath, errdefs.ErrInvalidArgument)
+	}
+	return root.Chmod(rel, fi.Mode().Perm()&0o755|fs.ModeSetuid)
 }
 
 // mountOverlay mounts at target an overlay of id-mapped clones of lowers
@@ -140,7 +179,7 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 // upper dir stays a plain tree (whole files, whiteouts, opaque dirs) that
 // layer.Diff can read, and renaming a lower directory fails with EXDEV,
 // which tools answer by copying.
-func mountOverlay(target string, lowers []string, upper, work string, userns int) error {
+func mountOverlay(target string, lowers []string, upper, work string, userns int, suid bool) error {
 	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("overlayfs: %w", err)
@@ -167,7 +206,11 @@ func mountOverlay(target string, lowers []string, upper, work string, userns int
 	if err := unix.FsconfigCreate(fsfd); err != nil {
 		return fmt.Errorf("overlayfs: create: %w%s", err, fsLog(fsfd))
 	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	attrs := unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	if suid {
+		attrs = unix.MOUNT_ATTR_NODEV // Root.Sudo
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attrs)
 	if err != nil {
 		return fmt.Errorf("overlayfs: mount: %w", err)
 	}

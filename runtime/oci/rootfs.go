@@ -90,6 +90,7 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	s.file("etc/resolv.conf", "", 0o644)
 	s.link("etc/localtime", "/usr/share/zoneinfo/Etc/UTC")
 	s.file("etc/timezone", "Etc/UTC\n", 0o644)
+	s.file("etc/profile", hostProfile, 0o644)
 	if _, err := os.Stat(filepath.Join(hostRoot, "usr/lib/os-release")); err == nil {
 		s.link("etc/os-release", "../usr/lib/os-release")
 	}
@@ -253,4 +254,17 @@ const fontsConf = `<?xml version="1.0"?>
   <dir>/usr/local/share/fonts</dir>
   <cachedir prefix="xdg">fontconfig</cachedir>
 </fontconfig>
+`
+
+// hostProfile is the host template's /etc/profile, read by login shells
+// (E2B's commands run in one): the host template has no root, so sudo,
+// which E2B's images have, is missing with a reason.
+const hostProfile = `command_not_found_handle() {
+  if [ "$1" = sudo ]; then
+    echo "sudo: not available in this sandbox: its template (host) has no root; use an image template (default), where the user has sudo" >&2
+  else
+    echo "bash: $1: command not found" >&2
+  fi
+  return 127
+}
 `

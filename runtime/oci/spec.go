@@ -171,7 +171,9 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{},
 			},
-			NoNewPrivileges: true,
+			// Off only where the image's sudo must work (Root.Sudo): the
+			// one set-id file a sandbox has (image/layer strips the rest).
+			NoNewPrivileges: s.Root == nil || !s.Root.Sudo,
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_NOFILE", Hard: noFile, Soft: noFile},
 				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
