@@ -42,6 +42,9 @@ PY=/usr/bin/python3
 # network namespace; ip runs inside a container joined to one.
 # bash-completion: the CLI's bash completion script is tested in a real bash,
 # which needs the package's helpers as users' shells have them.
+# r-base-core, default-jdk-headless: the r and java kernels' driver tests
+# (agent/kernels) run them on the host; sandboxes get them from the
+# code-interpreter template's image instead.
 rows() {
   cat <<'EOF'
 rtb cmd:crun                                          crun
@@ -77,6 +80,8 @@ t   cmd:unshare                                       util-linux
 t   cmd:ip                                            iproute2
 t   cmd:bash                                          bash
 t   file:/usr/share/bash-completion/bash_completion   bash-completion
+t   cmd:Rscript                                       r-base-core
+t   cmd:jshell                                        default-jdk-headless
 EOF
 }
 

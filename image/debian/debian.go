@@ -80,6 +80,11 @@ type Config struct {
 	// $1, as root on the host (so only the daemon's own recipes, never a
 	// tenant's). Part of the cache key.
 	Customize []string
+	// Essential are shell scripts run once the essential packages are in,
+	// before the others are installed: mmdebstrap's --essential-hook, with
+	// the tree's path as $1, as root on the host (the daemon's own recipes
+	// only). Part of the cache key.
+	Essential []string
 	// Mmdebstrap is the mmdebstrap binary; "": mmdebstrap on PATH.
 	Mmdebstrap string
 	Logger     *slog.Logger // nil discards
@@ -118,6 +123,9 @@ func (c Config) Key() string {
 	fmt.Fprintf(h, "v%s\n%s\n%s\n%d\n%s\n", recipeVersion, c.Suite, c.Mirror, c.Epoch.Unix(), strings.Join(c.Packages, ","))
 	for _, hook := range c.Customize {
 		fmt.Fprintf(h, "hook %d\n%s\n", len(hook), hook)
+	}
+	for _, hook := range c.Essential {
+		fmt.Fprintf(h, "essential hook %d\n%s\n", len(hook), hook)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -295,6 +303,9 @@ func args(c Config) []string {
 	hooks := []string{"--customize-hook=" + customize}
 	for _, h := range c.Customize {
 		hooks = append(hooks, "--customize-hook="+h)
+	}
+	for _, h := range c.Essential {
+		hooks = append(hooks, "--essential-hook="+h)
 	}
 	return append(append([]string{
 		"--variant=apt", "--mode=root", "--format=tar",
