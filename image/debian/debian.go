@@ -198,7 +198,11 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 	defer os.RemoveAll(scratch)
 
 	start := time.Now()
-	var stderrTail strings.Builder
+	// The last lines of mmdebstrap's stderr (not the first: apt's download
+	// list filled them, and a failing maintainer script's error, which
+	// comes last, was lost).
+	var tail []string
+	tailBytes := 0
 	// The tarball is unpacked into the store as it streams (NewTarLayer):
 	// compressing it and unpacking it afterwards took ~3 minutes here.
 	layer, err := s.NewTarLayer(ctx, func(w io.Writer) error {
@@ -232,12 +236,15 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 					break
 				}
 			}
-			if stderrTail.Len() < 8<<10 && !strings.HasPrefix(line, "I: ") {
-				stderrTail.WriteString(line + "\n")
+			if !strings.HasPrefix(line, "I: ") {
+				tail = append(tail, line)
+				for tailBytes += len(line) + 1; tailBytes > 8<<10 && len(tail) > 1; tail = tail[1:] {
+					tailBytes -= len(tail[0]) + 1
+				}
 			}
 		}
 		if err := cmd.Wait(); err != nil {
-			return fmt.Errorf("debian: mmdebstrap: %v\n%s: %w", err, stderrTail.String(), errdefs.ErrUnavailable)
+			return fmt.Errorf("debian: mmdebstrap: %v\n%s: %w", err, strings.Join(tail, "\n"), errdefs.ErrUnavailable)
 		}
 		return nil
 	})
