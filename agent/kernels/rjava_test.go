@@ -3,8 +3,10 @@ package kernels
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sandlot/sandlot/agent"
@@ -172,5 +174,37 @@ func TestMissingInterpreter(t *testing.T) {
 		if !errors.As(err, &ke) || ke.Category != errdefs.CodeFailedPrecondition || !strings.Contains(ke.Msg, "not installed") {
 			t.Errorf("%s: %v, want failed_precondition", lang, err)
 		}
+	}
+}
+
+// TestRAndJavaAsTheSandboxUser: the kernels run as the sandbox's user
+// while the agent is root (as in a sandbox). The drivers open their pipes
+// by name, which the pipes' owner allows: they were root's, and both
+// kernels died at start with "Permission denied".
+func TestRAndJavaAsTheSandboxUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	home := t.TempDir()
+	if err := os.Chown(home, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(home), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	user := func(name string) (*syscall.Credential, []string, string, error) {
+		return &syscall.Credential{Uid: 1000, Gid: 1000}, []string{"PATH=/usr/bin:/bin", "HOME=" + home}, home, nil
+	}
+	for _, tc := range []struct{ lang, code, want string }{
+		{agent.R, "40 + 2", "[1] 42"},
+		{agent.Java, "40 + 2", "42"},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			needs(t, tc.lang)
+			m := New(Config{Home: home, User: user})
+			defer m.Close()
+			r := runIn(t, m, agent.RunCodeParams{Language: tc.lang, Code: tc.code})
+			if got := texts(r); len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("as uid 1000: %q %+v (stderr %q)", got, r.Error, r.Stderr)
+			}
+		})
 	}
 }

@@ -71,6 +71,18 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential, stdi
 		return nil, fmt.Errorf("kernel stdin: %w", err)
 	}
 	opened = append(opened, null)
+	if cred != nil {
+		// The r and java drivers open their command and result pipes by
+		// name (/dev/fd/3 and 4: neither language can adopt an inherited
+		// descriptor), which checks the pipe's owner: it must be the
+		// kernel's user, not the agent.
+		for _, fd := range []int{fds[0][0], fds[3][1]} {
+			if err := unix.Fchown(fd, int(cred.Uid), int(cred.Gid)); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("kernel pipes: %w", err)
+			}
+		}
+	}
 	// Larger pipes mean fewer wakeups under output floods; best effort.
 	for _, fd := range []int{fds[1][0], fds[2][0]} {
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
