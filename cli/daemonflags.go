@@ -104,12 +104,16 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 		addr = api.DefaultAddr
 	}
 	fs.StringVar(&c.addr, "addr", addr, "listen address, HOST:PORT ($SANDLOT_ADDR); loopback by default")
+	fs.StringVar(&c.tlsAddr, "tls-addr", "", "also serve the front door over TLS on HOST:PORT (E2B's https://<port>-<sandboxId>.<domain> and envd by host name); needs --tls-cert and --tls-key")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain of --tls-addr: a wildcard for *.<ports domain> (and the API's name, if served there)")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
 	fs.IntVar(&c.maxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
 	fs.IntVar(&c.maxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
 	fs.DurationVar(&c.bodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
 	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
+	fs.BoolVar(&c.e2bInternet, "e2b-internet", false, "E2B creates get E2B's network defaults: open internet and public ports when they name neither allowInternetAccess nor network, public ports when network has no allowPublicTraffic (needs --network and a cap that allows mode open; otherwise sandlot's: no network, private ports)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.StringVar(&c.e2bInterpTemplate, "e2b-code-interpreter-template", "", "template E2B's default code-interpreter-v1 creates (\"\": default, small, no R or Java; code-interpreter: with R and Java, built on first use)")
 }

@@ -57,9 +57,20 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 	if cat != nil { // a nil *Catalog in the interface would not be nil
 		ecfg.Catalog = cat
 	}
+	if cfg.e2bInternet && nw == nil {
+		log.Warn("--e2b-internet has no effect without --network: E2B creates get no network")
+	}
+	if nw != nil && cfg.e2bInternet {
+		// E2B's default only for tenants the operator's caps let have
+		// mode open; the others keep sandlot's (no network).
+		ecfg.DefaultOpen = func(tenantID string) bool {
+			return nw.st.AllowsOpen(tenantID)
+		}
+	}
 	h := e2bcompat.New(ecfg)
 	if nw != nil {
 		nw.verify = h.VerifyTrafficToken
+		nw.wake = h.Wake
 	}
 	return h, h.Match, nil
 }

@@ -94,6 +94,9 @@ type netWire struct {
 	// authorize checks a traffic access token (set once the E2B surface
 	// exists, which issues them).
 	verify func(ctx context.Context, sid, token string) (string, error)
+	// wake resumes a paused sandbox that asked to be woken by traffic
+	// before a request reaches its port (set with verify).
+	wake func(ctx context.Context, tenantID, sid string) (bool, error)
 	// startErr is why Start failed; serve stops on it (the operator asked
 	// for networks).
 	startErr error
@@ -155,6 +158,11 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 	}
 	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
 		return w.authorize(ctx, id, tenantID, token, st)
+	}, func(ctx context.Context, id, tenantID string) (bool, error) {
+		if w.wake == nil {
+			return false, nil
+		}
+		return w.wake(ctx, tenantID, id)
 	})
 	if err != nil {
 		w.queue.Close(context.Background())

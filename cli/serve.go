@@ -38,6 +38,9 @@ func init() {
 type serveConfig struct {
 	e2b             e2bFlags
 	addr            string
+	tlsAddr         string // --tls-addr: the front door over TLS too
+	tlsCert         string
+	tlsKey          string
 	store           storeFlags
 	runtime         string
 	stateDir        string
@@ -74,6 +77,7 @@ type serveConfig struct {
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	e2bInterpTemplate    string        // what E2B's code-interpreter-v1 creates ("": default)
 	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
+	e2bInternet          bool          // e2bcompat.Config.DefaultOpen
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags
@@ -136,13 +140,24 @@ func newServeCmd() *cobra.Command {
 			w.close(context.Background())
 			return fmt.Errorf("listen %s: %v: %w", cfg.addr, err, errdefs.ErrUnavailable)
 		}
+		tln, err := tlsListener(cfg)
+		if err != nil {
+			ln.Close()
+			w.close(context.Background())
+			return err
+		}
 		log.Info("listening", slog.String(logkey.Addr, ln.Addr().String()), slog.String("data_dir", cfg.store.dataDir), slog.String(logkey.Node, cfg.node))
 		if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() {
 			log.Warn("listening beyond loopback: anyone who can reach this address can try keys; put TLS in front",
 				slog.String(logkey.Addr, ln.Addr().String()))
 		}
+		if tln != nil {
+			fmt.Fprintf(std.Out, "sandlot listening with TLS on https://%s\n", tln.Addr())
+		}
 		fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
+		waitTLS := serveTLS(ctx, srv, tln, log)
 		serr := srv.Serve(ctx, ln)
+		waitTLS()
 		// Detach: sandboxes keep running and the next start reattaches them.
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

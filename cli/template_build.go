@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,9 +21,11 @@ import (
 	"github.com/sandlot/sandlot/templates"
 )
 
-const templateBuildLong = `Builds an image from a Dockerfile (the subset in docs/images.md) into the
-image store and records it as the template NAME: a public one, or with
---tenant that tenant's (a template of that name it had is replaced). It
+const templateBuildLong = `Builds an image from a Dockerfile (the subset in docs/images.md), or from
+the JSON of an E2B Template SDK template (Template.toJSON; -f FILE.json),
+into the image store and records it as the template NAME (NAME:TAG for a
+tag, latest by default): a public one, or with --tenant that tenant's (a
+template of that name and tag it had is replaced). It
 works on the store and the image store directly, as the operator. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
@@ -54,7 +57,7 @@ func newTemplateBuildCmd() *cobra.Command {
 	fs := cmd.Flags()
 	var o templateBuildFlags
 	fs.StringVarP(&o.name, "tag", "t", "", "name of the built template (required)")
-	fs.StringVarP(&o.file, "file", "f", "", "the Dockerfile (default CONTEXT_DIR/Dockerfile)")
+	fs.StringVarP(&o.file, "file", "f", "", "the Dockerfile or E2B template JSON (default CONTEXT_DIR/Dockerfile)")
 	o.store.register(fs)
 	fs.StringVar(&o.imagesDir, "images-dir", "", "image store (default DATA_DIR/images, serve's)")
 	fs.StringVar(&o.tenantID, "tenant", "", "the tenant whose template it is (default: a public template)")
@@ -137,11 +140,30 @@ func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, 
 		return templates.Template{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	defer f.Close()
-	rec, err := recipe.ParseDockerfile(io.LimitReader(f, 1<<20), req.BuildArgs)
+	body, err := io.ReadAll(io.LimitReader(f, 1<<20+1))
+	if err != nil {
+		return templates.Template{}, fmt.Errorf("dockerfile: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if len(body) > 1<<20 {
+		return templates.Template{}, fmt.Errorf("recipe %s is over 1 MiB: %w", req.Dockerfile, errdefs.ErrInvalidArgument)
+	}
+	// A recipe is a Dockerfile, or the JSON of E2B's Template SDK
+	// (Template.toJSON, what Template.build posts).
+	var rec *recipe.Recipe
+	source := "dockerfile"
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
+		if len(req.BuildArgs) > 0 {
+			return templates.Template{}, fmt.Errorf("--build-arg applies to a Dockerfile, not an E2B template: %w", errdefs.ErrInvalidArgument)
+		}
+		rec, err = recipe.ParseE2B(body)
+		source = "e2b template"
+	} else {
+		rec, err = recipe.ParseDockerfile(bytes.NewReader(body), req.BuildArgs)
+	}
 	if err != nil {
 		return templates.Template{}, err
 	}
-	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: "dockerfile"}, func(ctx context.Context) (build.Result, error) {
+	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: source}, func(ctx context.Context) (build.Result, error) {
 		return b.Build(ctx, rec, build.Options{
 			ContextDir: req.ContextDir, Output: out,
 			// FROM a template name means that template's image.

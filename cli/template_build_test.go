@@ -102,11 +102,30 @@ func TestTemplateBuildCommand(t *testing.T) {
 		t.Errorf("COPY's file: %q", b)
 	}
 
+	// The E2B form (Template.toJSON's body), with a tag: the tag resolves
+	// to the build, the bare name still to the Dockerfile's.
+	os.WriteFile(filepath.Join(dir, "e2b.json"), []byte(`{"fromImage":"bb","steps":[{"type":"ENV","args":["B","2"]},{"type":"RUN","args":["echo \"e2b $B $(busybox id -u)\" > /opt/e2b"]}],"force":false}`), 0o644)
+	if out, err := run("-t", "built:e2b", "-f", filepath.Join(dir, "e2b.json"), dir); err != nil {
+		t.Fatalf("template build of an E2B template: %v\n%s", err, out)
+	}
+	tagged, err := st.GetTemplate(context.Background(), "", "built:e2b")
+	if err != nil || tagged.Source != "e2b template" || tagged.ID == rec.ID {
+		t.Fatalf("the E2B build's record %+v: %v", tagged, err)
+	}
+	if again, _ := st.GetTemplate(context.Background(), "", "built"); again.ID != rec.ID {
+		t.Errorf("a tagged build replaced the latest one: %+v", again)
+	}
+	if e2bImg, err := s.Get(context.Background(), tagged.Image); err != nil {
+		t.Fatal(err)
+	} else if b, _ := os.ReadFile(filepath.Join(e2bImg.LowerDirs()[0], "opt/e2b")); string(b) != "e2b 2 0\n" {
+		t.Errorf("the E2B RUN's file: %q", b)
+	}
+
 	out, err = run("-t", "bad", "-f", filepath.Join(dir, "Bad"), dir)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "why-it-failed") {
 		t.Errorf("failing RUN: %v\n%s", err, out)
 	}
-	for _, args := range [][]string{{dir}, {"-t", "x", "-f", filepath.Join(dir, "none"), dir}, {"-t", "x", dir, dir}, {"-t", "x", "--build-arg", "novalue", dir}} {
+	for _, args := range [][]string{{dir}, {"-t", "x", "-f", filepath.Join(dir, "none"), dir}, {"-t", "x", dir, dir}, {"-t", "x", "--build-arg", "novalue", dir}, {"-t", "x", "--build-arg", "A=1", "-f", filepath.Join(dir, "e2b.json"), dir}, {"-t", "x:Bad", dir}} {
 		if _, err := run(args...); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("template build %v: %v, want invalid_argument", args, err)
 		}

@@ -13,9 +13,14 @@
 #              bin/sandlot serve (make build) is started on a fresh data dir
 #   -i IMAGES  image store for that serve (default: its data dir, where the
 #              Debian base template is built on first use, which takes minutes)
-#   -n         serve with sandbox networks (--network --network-allow-open,
-#              needs root and nftables): E2B's network, internet access and
-#              getHost tests then reach a real sandbox network
+#   -n         serve with sandbox networks (--network --network-allow-open
+#              --e2b-internet, needs root, nftables and openssl): E2B's
+#              network, internet access and getHost tests then reach a real
+#              sandbox network, and https://<port>-<id>.sandlot.localhost
+#              works as on E2B: a throwaway CA signs a wildcard certificate
+#              for --tls-addr on port 443 of a free 127.x address, the tests
+#              trust it (NODE_EXTRA_CA_CERTS) and resolve *.sandlot.localhost
+#              to that address (RFC 6761 loopback names; glibc does not)
 #   -t         only print the tally of WORK's results (of an earlier run)
 #   FILE...    test files relative to SUITES (default: every file that
 #              reaches a server; see classes below)
@@ -48,7 +53,7 @@ while getopts s:w:u:k:i:nt o; do
     i) images=$OPTARG ;;
     n) network=1 ;;
     t) tallyonly=1 ;;
-    *) sed -n '2,31p' "$0"; exit 2 ;;
+    *) sed -n '2,36p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -152,8 +157,23 @@ export default defineConfig({
     environment: 'node',
     fileParallelism: false,
     env: process.env as Record<string, string>,
+    setupFiles: process.env.SUITES_LOOPBACK ? [path.join(root, 'loopback.mjs')] : [],
   },
 })
+EOF
+# With -n: names under .localhost are loopback (RFC 6761), here the
+# address the TLS listener has; glibc without nss-myhostname does not say so.
+cat > "$work/loopback.mjs" <<'EOF'
+import dns from 'node:dns'
+const addr = process.env.SUITES_LOOPBACK
+const system = dns.lookup
+dns.lookup = (host, opts, cb) => {
+  if (typeof opts === 'function') { cb = opts; opts = {} }
+  if (typeof opts === 'number') opts = { family: opts }
+  if (!addr || !String(host).endsWith('.localhost')) return system(host, opts, cb)
+  if (opts && opts.all) return process.nextTick(cb, null, [{ address: addr, family: 4 }])
+  process.nextTick(cb, null, addr, 4)
+}
 EOF
 
 cleanup() { :; }
@@ -165,7 +185,26 @@ if [ -z "$url" ]; then
   args=(serve --addr 127.0.0.1:0 --data-dir "$data" --state-dir "$state" --pool-size 0
     --providers local --max-contexts-per-tenant 100 --max-contexts-per-conversation 100)
   [ -n "$images" ] && args+=(--images-dir "$images")
-  [ -n "$network" ] && args+=(--network --network-allow-open)
+  if [ -n "$network" ]; then
+    command -v openssl >/dev/null || { echo "-n needs openssl" >&2; exit 2; }
+    tlsdir=$work/tls
+    mkdir -p "$tlsdir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=e2b-suites-ca \
+      -keyout "$tlsdir/ca.key" -out "$tlsdir/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=sandlot.localhost \
+      -keyout "$tlsdir/tls.key" -out "$tlsdir/tls.csr" 2>/dev/null
+    printf 'subjectAltName=DNS:*.sandlot.localhost,DNS:sandlot.localhost\n' > "$tlsdir/ext"
+    openssl x509 -req -in "$tlsdir/tls.csr" -CA "$tlsdir/ca.pem" -CAkey "$tlsdir/ca.key" -CAcreateserial \
+      -days 2 -extfile "$tlsdir/ext" -out "$tlsdir/tls.crt" 2>/dev/null
+    # Port 443 (getHost names no port) of a loopback address no one else uses.
+    for _ in $(seq 1 20); do
+      loopback=127.$((RANDOM % 200 + 20)).$((RANDOM % 250)).$((RANDOM % 250 + 1))
+      ss -Hltn "src $loopback" | grep -q . || break
+    done
+    args+=(--network --network-allow-open --e2b-internet
+      --tls-addr "$loopback:443" --tls-cert "$tlsdir/tls.crt" --tls-key "$tlsdir/tls.key")
+    export SUITES_LOOPBACK=$loopback NODE_EXTRA_CA_CERTS=$tlsdir/ca.pem
+  fi
   SANDLOT_ADDR= "$bin" "${args[@]}" > "$work/serve.out" 2> "$work/serve.err" &
   serve=$!
   cleanup() { kill "$serve" 2>/dev/null; wait "$serve" 2>/dev/null || true; rm -rf "$state"; }

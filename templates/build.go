@@ -18,15 +18,20 @@ import (
 type BuildSpec struct {
 	// ID is the new record's id; "": a fresh one. E2B's build routes
 	// choose it when the build is requested, so it can be answered then.
-	ID   string
+	ID string
+	// Name is the template's name, "name:tag" naming the build's first
+	// tag.
 	Name string
+	// Tags are the build's other tags (tags.go); with none and no tag in
+	// Name, the build is the name's LatestTag.
+	Tags []string
 	// Source is recorded as the template's source; "": "build".
 	Source string
 }
 
 // Build runs build, which stores an image (untagged or not) in the image
 // store, and records that image as tenantID's template spec.Name ("" a
-// public one). The settings come from what was built: the image config's
+// public one), under each of the build's tags. The settings come from what was built: the image config's
 // user and working directory, the recipe's start and ready commands (the
 // environment stays in the image config, which sandboxes start with).
 // A template of the same name that tenantID already has is replaced once
@@ -38,7 +43,8 @@ func (c *Catalog) Build(ctx context.Context, tenantID string, spec BuildSpec, ru
 	if c.cfg.Images == nil {
 		return Template{}, fmt.Errorf("this daemon has no image store: %w", errdefs.ErrFailedPrecondition)
 	}
-	if err := CheckName(spec.Name); err != nil {
+	name, tags, err := BuildTags(spec.Name, spec.Tags)
+	if err != nil {
 		return Template{}, err
 	}
 	if spec.ID != "" && !idRE.MatchString(spec.ID) {
@@ -56,12 +62,30 @@ func (c *Catalog) Build(ctx context.Context, tenantID string, spec BuildSpec, ru
 	if err != nil {
 		return Template{}, err
 	}
-	t := Template{ID: spec.ID, TenantID: tenantID, Name: spec.Name, Image: res.Image.Digest.String(), Source: spec.Source,
-		Settings: builtSettings(res)}
-	if err := Prepare(&t, time.Now()); err != nil { // before the old record goes
-		return Template{}, err
+	// One record per tag, the first with spec.ID; all are validated
+	// before any old record goes.
+	recs := make([]Template, len(tags))
+	for i, tag := range tags {
+		recs[i] = Template{TenantID: tenantID, Name: Tagged(name, tag), Image: res.Image.Digest.String(), Source: spec.Source,
+			Settings: builtSettings(res)}
+		if i == 0 {
+			recs[i].ID = spec.ID
+		}
+		if err := Prepare(&recs[i], time.Now()); err != nil {
+			return Template{}, err
+		}
 	}
-	return c.replace(ctx, t)
+	var first Template
+	for i, t := range recs {
+		created, err := c.replace(ctx, t)
+		if err != nil {
+			return Template{}, err
+		}
+		if i == 0 {
+			first = created
+		}
+	}
+	return first, nil
 }
 
 // builtSettings are the settings a built image's template starts with.

@@ -125,6 +125,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 	if ref == "" {
 		ref = Default
 	}
+	ref = Canonical(ref)
 	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -166,12 +167,22 @@ const (
 // Reserved names are the built-in templates'.
 var Reserved = []string{Default, Host, Desktop, CodeInterpreter}
 
-// CheckName validates a template name.
+// CheckName validates a template name: NAME or NAME:TAG, NAME's tag
+// LatestTag being the bare NAME (tags.go).
 func CheckName(name string) error {
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("template name %q: want 1-63 of [a-z0-9_-], starting with a letter or digit: %w", name, errdefs.ErrInvalidArgument)
+	base, tag, tagged := strings.Cut(name, ":")
+	if !nameRE.MatchString(base) {
+		return fmt.Errorf("template name %q: want 1-63 of [a-z0-9_-], starting with a letter or digit, and an optional :tag: %w", name, errdefs.ErrInvalidArgument)
 	}
-	if slices.Contains(Reserved, name) {
+	if tagged {
+		if err := checkTag(tag); err != nil {
+			return fmt.Errorf("template name %q: %w", name, err)
+		}
+		if tag == LatestTag {
+			return fmt.Errorf("template name %q: the tag %s is the bare name %s: %w", name, LatestTag, base, errdefs.ErrInvalidArgument)
+		}
+	}
+	if slices.Contains(Reserved, base) {
 		return fmt.Errorf("template name %q is a built-in template's: %w", name, errdefs.ErrAlreadyExists)
 	}
 	return nil

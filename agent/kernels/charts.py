@@ -1,5 +1,5 @@
-# The python kernel's chart reader, run as part of driver.py (the driver
-# is this file followed by driver.py, one program given to python3 -c).
+# The python kernel's chart reader, one of the driver's extras (driver.py):
+# compiled on first use, in the driver's globals.
 import json
 
 # Charts: what a matplotlib figure shows, as E2B's code interpreter reports

@@ -41,9 +41,16 @@ var pythonMain string
 //go:embed charts.py
 var pythonCharts string
 
-// pythonDriver is the python kernel's program: the chart reader, then the
-// driver, whose last line starts the loop.
-var pythonDriver = pythonCharts + "\n" + pythonMain
+//go:embed magics.py
+var pythonMagics string
+
+// pythonDriver is the python kernel's program: the driver, whose last line
+// starts the loop, after its extras (the chart reader and the magics) as
+// one string constant. Python compiles the extras only when a cell needs
+// them: compiling all of it at every start cost about as much as the
+// driver's imports, on the path of every new sandbox's first result.
+// strconv.Quote's escapes are all valid in a Python string literal.
+var pythonDriver = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+pythonMagics) + "\n" + pythonMain
 
 //go:embed driver.js
 var nodeDriver string

@@ -70,6 +70,10 @@ type Config struct {
 	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
 	// "": none.
 	Health string
+	// Ready, when set, holds every request until it is closed (the agent
+	// closes it once its thread reserve stands, which must be before any
+	// user code runs); listening and the handshake go on meanwhile.
+	Ready <-chan struct{}
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -269,6 +273,14 @@ type conn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if s.cfg.Ready != nil {
+		select {
+		case <-s.cfg.Ready:
+		case <-ctx.Done():
+			nc.Close()
+			return
+		}
+	}
 	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
 	var wg sync.WaitGroup
 	wg.Add(1)

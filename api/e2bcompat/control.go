@@ -56,6 +56,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	h.templateRoutes(mux)
 	h.templateListRoutes(mux)
+	h.templateTagRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
@@ -164,6 +165,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
+	body.TemplateID = templates.Canonical(body.TemplateID) // "name:latest" is "name"
 	tmpl, ok := h.cfg.Templates[body.TemplateID]
 	if !ok {
 		tmpl = body.TemplateID
@@ -183,10 +185,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	meta := publicMetadata(body.Metadata)
 	meta[metaTemplate] = body.TemplateID
-	if err := h.lifecycle(body, meta); err != nil {
-		writeAPIError(w, err)
-		return
-	}
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
 		var err error
@@ -195,10 +193,27 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 			return
 		}
 	}
+	if err := h.lifecycle(body, meta, ttl); err != nil {
+		writeAPIError(w, err)
+		return
+	}
+	e2bDefaults := h.cfg.Domain != "" && h.cfg.DefaultOpen != nil && h.cfg.DefaultOpen(tenantID)
+	if e2bDefaults && body.Network != nil && body.Network.AllowPublicTraffic == nil {
+		// E2B's default ingress: public ports unless the call says not.
+		public := true
+		n := *body.Network
+		n.AllowPublicTraffic = &public
+		body.Network = &n
+	}
 	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
 	if err != nil {
 		writeAPIError(w, err)
 		return
+	}
+	if netPolicy == nil && body.AllowInternetAccess == nil && e2bDefaults {
+		// The operator opted in to E2B's default: a create that names
+		// no network gets the open internet and public ports, as on E2B.
+		netPolicy = &policy.Policy{Mode: policy.Open, Ingress: policy.Ingress{Public: true}}
 	}
 	if netPolicy == nil && h.cfg.Domain != "" && tmpl == templates.Desktop {
 		// A desktop is watched through its noVNC port, which the desktop

@@ -99,6 +99,14 @@ type Config struct {
 	// (<port>-<sandboxId>.<domain>, network/ports): create, connect and
 	// getInfo return it, so the SDKs' getHost names it. Empty: none.
 	Domain string
+	// DefaultOpen, when set, tells whether a tenant's creates get E2B's
+	// network defaults (the operator's --e2b-internet, for tenants whose
+	// cap allows mode open and public ports): one that names neither
+	// allow_internet_access nor network gets the open internet and
+	// public ports, and a network without allowPublicTraffic public
+	// ports. Nil or false: sandlot's defaults, no network and private
+	// ports (docs/network.md).
+	DefaultOpen func(tenantID string) bool
 	// MaxUploadBytes bounds one POST /files body, after decompression
 	// when it is gzip (a larger one is resource_exhausted and the partial
 	// file is removed). Zero: DefaultMaxUploadBytes.
@@ -292,10 +300,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, err)
 		return
 	}
-	if _, paused := contexts.PausedSince(sb.rec); paused {
-		// As a sandbox that is not running: envd's /health 502 makes
-		// isRunning() false. Calls wait for no one: the sandbox is frozen.
-		writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
+	if sb.rec, _, err = h.wake(r.Context(), sb.tenantID, sb.rec); err != nil {
+		if errors.Is(err, ErrPausedNoWake) {
+			// As a sandbox that is not running: envd's /health 502 makes
+			// isRunning() false. Calls wait for no one: the sandbox is
+			// frozen.
+			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
+			return
+		}
+		writeAPIError(w, err)
 		return
 	}
 	release, err := h.admit(r.Context(), sb.tenantID)

@@ -28,6 +28,7 @@ type env struct {
 	t   *testing.T
 	srv *httptest.Server
 	m   *e2bcompattest.Manager
+	h   *e2bcompat.Handler
 }
 
 func newEnv(t *testing.T) *env {
@@ -36,7 +37,7 @@ func newEnv(t *testing.T) *env {
 	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, m: m}
+	return &env{t: t, srv: srv, m: m, h: h}
 }
 
 // do sends a request; hdr is pairs of header names and values.

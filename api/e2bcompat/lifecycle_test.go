@@ -1,7 +1,9 @@
 package e2bcompat_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/url"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 )
 
@@ -228,17 +231,17 @@ func TestDefaultTimeout(t *testing.T) {
 
 // TestAutoPause: a sandbox created with autoPause (the SDK's lifecycle
 // onTimeout 'pause') is paused at its timeout, not gone: getInfo says
-// paused, connect resumes it (201). A pause without memory on timeout and
-// autoResume are refused as not supported.
+// paused, connect resumes it (201). A pause without memory on timeout is
+// refused as not supported, and autoResume with it as E2B refuses it.
 func TestAutoPause(t *testing.T) {
 	e := newEnv(t)
-	for _, body := range []string{
-		`{"autoPause":true,"autoPauseMemory":false}`,
-		`{"autoPause":true,"autoResume":{"enabled":true}}`,
+	for _, tc := range []struct{ body, want string }{
+		{`{"autoPause":true,"autoPauseMemory":false}`, "not supported"},
+		{`{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, "cannot be combined"},
 	} {
-		resp := e.do("POST", "/v2/sandboxes", strings.NewReader(body), "X-API-KEY", key1)
-		if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, "not supported") {
-			t.Fatalf("create %s: %d %+v, want 400 not supported", body, resp.StatusCode, got)
+		resp := e.do("POST", "/v2/sandboxes", strings.NewReader(tc.body), "X-API-KEY", key1)
+		if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, tc.want) {
+			t.Fatalf("create %s: %d %+v, want 400 %s", tc.body, resp.StatusCode, got, tc.want)
 		}
 	}
 	auto := e.create(key1, `{"timeout":1,"autoPause":true}`)
@@ -257,5 +260,51 @@ func TestAutoPause(t *testing.T) {
 	}
 	if got := decode[struct{ Metadata map[string]string }](t, e.do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1)); len(got.Metadata) != 0 {
 		t.Fatalf("metadata shows sandlot's keys: %v", got.Metadata)
+	}
+}
+
+// TestAutoResume: a sandbox created with autoPause and autoResume is
+// paused at its timeout and resumed by the next sandbox call, which waits
+// for the resume and succeeds (E2B's lifecycle autoResume); the sandbox
+// runs again with its create's timeout. Without autoResume the same call
+// answers 502, the sandbox stays paused. An unauthenticated call wakes
+// nothing.
+func TestAutoResume(t *testing.T) {
+	e := newEnv(t)
+	wakes := e.create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":true}}`)
+	sleeps := e.create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":false}}`)
+	time.Sleep(1200 * time.Millisecond)
+	state := func(sb created) string {
+		t.Helper()
+		return decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
+	}
+	for _, sb := range []created{wakes, sleeps} {
+		if got := state(sb); got != "paused" {
+			t.Fatalf("%s past its timeout: state %q, want paused", sb.SandboxID, got)
+		}
+	}
+	if r := e.do("GET", "/health", nil, "E2b-Sandbox-Id", wakes.SandboxID, "E2b-Sandbox-Port", "49983"); r.StatusCode != 401 {
+		t.Fatalf("health without credentials: %d, want 401", r.StatusCode)
+	}
+	if got := state(wakes); got != "paused" {
+		t.Fatalf("an unauthenticated call woke the sandbox: state %q", got)
+	}
+	if r := e.do("GET", "/health", nil, e.sbHeaders(wakes, "49983")...); r.StatusCode != 204 {
+		t.Fatalf("health of the auto-resume sandbox: %d, want 204 (resumed)", r.StatusCode)
+	}
+	if got := state(wakes); got != "running" {
+		t.Fatalf("after traffic: state %q, want running", got)
+	}
+	if r := e.do("GET", "/health", nil, e.sbHeaders(sleeps, "49983")...); r.StatusCode != 502 {
+		t.Fatalf("health of the paused sandbox without autoResume: %d, want 502", r.StatusCode)
+	}
+	if got := state(sleeps); got != "paused" {
+		t.Fatalf("without autoResume: state %q, want paused", got)
+	}
+	if _, err := e.h.Wake(context.Background(), "tenant-1", sleeps.SandboxID); !errors.Is(err, e2bcompat.ErrPausedNoWake) {
+		t.Fatalf("Wake without autoResume: %v, want ErrPausedNoWake", err)
+	}
+	if resumed, err := e.h.Wake(context.Background(), "tenant-1", wakes.SandboxID); err != nil || resumed {
+		t.Fatalf("Wake of a running sandbox: %v %v, want no resume", resumed, err)
 	}
 }

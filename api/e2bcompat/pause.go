@@ -202,17 +202,24 @@ func (h *Handler) stopWatchers(sid string) {
 }
 
 // lifecycle records a create's autoPause (E2B's lifecycle onTimeout
-// 'pause') on the sandbox's metadata: at its timeout the manager pauses it
-// for Config.PausedTimeout instead of ending it. A pause without memory
-// and auto-resume by traffic are not supported: a clear 400.
-func (h *Handler) lifecycle(body createBody, meta map[string]string) error {
-	if body.AutoResume != nil && body.AutoResume.Enabled {
-		return fmt.Errorf("autoResume is not supported: resume a paused sandbox with Sandbox.connect: %w", errdefs.ErrInvalidArgument)
+// 'pause') and autoResume on the sandbox's metadata: at its timeout the
+// manager pauses it for Config.PausedTimeout instead of ending it, and
+// traffic resumes it with ttl, its create's timeout (wake.go). A pause
+// without memory is not supported: a clear 400, and so is autoResume
+// with it (E2B refuses that pair too).
+func (h *Handler) lifecycle(body createBody, meta map[string]string, ttl time.Duration) error {
+	resume := body.AutoResume != nil && body.AutoResume.Enabled
+	noMemory := body.AutoPauseMemory != nil && !*body.AutoPauseMemory
+	if resume && noMemory {
+		return fmt.Errorf("autoResume cannot be combined with onTimeout keepMemory: false: %w", errdefs.ErrInvalidArgument)
+	}
+	if resume {
+		meta[metaAutoResume] = ttl.String()
 	}
 	if body.AutoPause == nil || !*body.AutoPause {
 		return nil
 	}
-	if body.AutoPauseMemory != nil && !*body.AutoPauseMemory {
+	if noMemory {
 		return fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
 	}
 	meta[contexts.MetaAutoPause] = h.cfg.PausedTimeout.String()

@@ -2,9 +2,13 @@ package e2bcompat
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,7 +22,7 @@ import (
 // E2B's template list, get and delete, as its OpenAPI (and the SDK 2.51
 // types) describe them:
 //
-//	GET    /templates, GET /v2/templates -> 200 [Template]
+//	GET    /templates, GET /v2/templates -> 200 [Template], ?limit=&nextToken=, X-Next-Token
 //	GET    /templates/{templateID}       -> 200 TemplateWithBuilds
 //	DELETE /templates/{templateID}       -> 204 (the SDK's Sandbox.deleteSnapshot; 404: false)
 //
@@ -34,6 +38,9 @@ type Catalog interface {
 	Delete(ctx context.Context, tenantID, ref string) error
 	Build(ctx context.Context, tenantID string, spec templates.BuildSpec, run func(context.Context) (build.Result, error)) (templates.Template, error)
 	Image(ctx context.Context, tenantID, ref string) (image.Image, error)
+	Tag(ctx context.Context, tenantID, target string, tags []string) (templates.Template, error)
+	Untag(ctx context.Context, tenantID, name string, tags []string) error
+	Tags(ctx context.Context, tenantID, ref string) ([]templates.TagInfo, error)
 }
 
 var _ Catalog = (*templates.Catalog)(nil)
@@ -140,8 +147,9 @@ func resources(t templates.Template) (cpus int, memMB, diskMB int64) {
 
 func toE2BTemplate(tenantID string, t templates.Template) e2bTemplate {
 	cpus, mem, disk := resources(t)
+	base, _ := templates.SplitTag(t.Name) // a tag's record: the alias is its template's name
 	return e2bTemplate{TemplateID: t.ID, BuildID: buildIDOf(t.ID), CPUCount: cpus, MemoryMB: mem, DiskSizeMB: disk,
-		Public: t.TenantID != tenantID, Aliases: []string{t.Name}, Names: []string{t.Name},
+		Public: t.TenantID != tenantID, Aliases: []string{base}, Names: []string{t.Name},
 		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), BuildCount: 1, BuildStatus: "ready", EnvdVersion: EnvdVersion}
 }
 
@@ -150,16 +158,68 @@ func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, tenantID
 		writeAPIError(w, err)
 		return
 	}
+	limit, after, err := parseTemplatePage(r)
+	if err != nil {
+		writeAPIError(w, err)
+		return
+	}
 	list, err := h.cfg.Catalog.List(r.Context(), tenantID)
 	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
-	out := make([]e2bTemplate, 0, len(list))
-	for _, t := range list {
+	page, next := templatePage(list, limit, after)
+	out := make([]e2bTemplate, 0, len(page))
+	for _, t := range page {
 		out = append(out, toE2BTemplate(tenantID, t))
 	}
+	if next != "" {
+		w.Header().Set("X-Next-Token", next)
+	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// parseTemplatePage reads a template list's limit (1..maxListLimit,
+// default maxListLimit) and nextToken, as the sandbox list takes them.
+func parseTemplatePage(r *http.Request) (limit int, after string, err error) {
+	q := r.URL.Query()
+	limit = maxListLimit
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return 0, "", fmt.Errorf("limit must be a positive integer: %w", errdefs.ErrInvalidArgument)
+		}
+		limit = min(n, maxListLimit)
+	}
+	if t := q.Get("nextToken"); t != "" {
+		b, err := base64.RawURLEncoding.DecodeString(t)
+		if err != nil || len(b) > 1024 || !strings.Contains(string(b), "\n") {
+			return 0, "", fmt.Errorf("nextToken is not one this server issued: %w", errdefs.ErrInvalidArgument)
+		}
+		after = string(b)
+	}
+	return limit, after, nil
+}
+
+// templatePage sorts list by name then id and returns the limit items
+// after the position after names ("name\nid", "" from the start), with
+// the token of the next page ("" on the last one). A token names a
+// position, not an item, so a template deleted between two pages does
+// not break the walk.
+func templatePage(list []templates.Template, limit int, after string) ([]templates.Template, string) {
+	key := func(t templates.Template) string { return t.Name + "\n" + t.ID }
+	slices.SortFunc(list, func(a, b templates.Template) int { return strings.Compare(key(a), key(b)) })
+	if after != "" {
+		i, _ := slices.BinarySearchFunc(list, after, func(t templates.Template, k string) int { return strings.Compare(key(t), k) })
+		for i < len(list) && key(list[i]) <= after {
+			i++
+		}
+		list = list[i:]
+	}
+	if len(list) <= limit {
+		return list, ""
+	}
+	return list[:limit], base64.RawURLEncoding.EncodeToString([]byte(key(list[limit-1])))
 }
 
 func (h *Handler) getTemplate(w http.ResponseWriter, r *http.Request, tenantID string) {

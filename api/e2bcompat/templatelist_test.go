@@ -136,3 +136,63 @@ func TestTemplateListRoutes(t *testing.T) {
 		t.Errorf("tenant 2's template after tenant 1's delete: %v", err)
 	}
 }
+
+// TestTemplateListPages: limit and nextToken page the template list with
+// X-Next-Token, absent on the last page; the pages together hold every
+// template once, in order; bad limits and tokens are 400.
+func TestTemplateListPages(t *testing.T) {
+	e := newBuildEnv(t)
+	var want []string
+	for _, n := range []string{"p-c", "p-a", "p-e", "p-b", "p-d"} {
+		e.builtTemplate("tenant-1", n)
+	}
+	e.builtTemplate("tenant-2", "p-other")
+	all := decode[[]map[string]any](t, e.do("GET", "/templates", nil, "X-API-KEY", key1))
+	for _, tpl := range all {
+		want = append(want, tpl["aliases"].([]any)[0].(string))
+	}
+	if len(want) < 5 || slices.Contains(want, "p-other") {
+		t.Fatalf("one page of everything: %v", want)
+	}
+	for _, path := range []string{"/templates", "/v2/templates"} {
+		for _, limit := range []int{1, 2, 3, 100} {
+			var got []string
+			token, pages := "", 0
+			for {
+				q := path + "?limit=" + itoa(int64(limit))
+				if token != "" {
+					q += "&nextToken=" + token
+				}
+				r := e.do("GET", q, nil, "X-API-KEY", key1)
+				if r.StatusCode != 200 {
+					t.Fatalf("%s: %d", q, r.StatusCode)
+				}
+				page := decode[[]map[string]any](t, r)
+				if len(page) > limit {
+					t.Fatalf("%s: %d items", q, len(page))
+				}
+				for _, tpl := range page {
+					got = append(got, tpl["aliases"].([]any)[0].(string))
+				}
+				pages++
+				if token = r.Header.Get("X-Next-Token"); token == "" {
+					break
+				}
+				if pages > 20 {
+					t.Fatalf("%s: no last page", path)
+				}
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s limit %d: pages (-want +got):\n%s", path, limit, diff)
+			}
+			if wantPages := (len(want) + limit - 1) / limit; pages != wantPages {
+				t.Errorf("%s limit %d: %d pages, want %d", path, limit, pages, wantPages)
+			}
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "nextToken=%25%25", "nextToken=bm90aGluZw"} {
+		if r := e.do("GET", "/templates?"+q, nil, "X-API-KEY", key1); r.StatusCode != 400 {
+			t.Errorf("?%s: %d, want 400", q, r.StatusCode)
+		}
+	}
+}

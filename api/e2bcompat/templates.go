@@ -74,9 +74,6 @@ type Builds struct {
 	MaxPerTenant int
 }
 
-// tagRE is what a build's tag may be (E2B's "name:tag").
-var tagRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
 // Bounds on build state kept in memory.
 const (
 	maxBuildLogLines  = 10000
@@ -135,7 +132,6 @@ func (h *Handler) templateRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /templates/{templateID}/files/{hash}", h.upload) // authorized by the link's token
 	mux.HandleFunc("POST /v2/templates/{templateID}/builds/{buildID}", h.authed(h.startBuild))
 	mux.HandleFunc("GET /templates/{templateID}/builds/{buildID}/status", h.authed(h.buildStatus))
-	mux.HandleFunc("GET /templates/aliases/{alias}", h.authed(h.aliasInfo))
 }
 
 func (h *Handler) buildsOn() error {
@@ -175,16 +171,14 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 	if name == "" {
 		name = body.Alias
 	}
-	if n, tag, ok := strings.Cut(name, ":"); ok { // E2B's "name:tag"
-		name, body.Tags = n, append(body.Tags, tag)
+	// E2B's "name:tag" and tags: each tag is kept (templates/tags.go).
+	base, _, _ := strings.Cut(name, ":")
+	if err := h.checkBuildName(base); err != nil {
+		writeAPIError(w, err)
+		return
 	}
-	for _, t := range body.Tags {
-		if !tagRE.MatchString(t) || len(body.Tags) > 16 {
-			writeAPIError(w, fmt.Errorf("template tag %q: %w", t, errdefs.ErrInvalidArgument))
-			return
-		}
-	}
-	if err := h.checkBuildName(name); err != nil {
+	name, tags, err := templates.BuildTags(name, body.Tags)
+	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
@@ -194,7 +188,7 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 		return
 	}
 	tid := templates.NewID()
-	b := &tmplBuild{id: buildIDOf(tid), templateID: tid, name: name, tenant: tenantID, dir: dir, tags: body.Tags, tokens: map[string]string{},
+	b := &tmplBuild{id: buildIDOf(tid), templateID: tid, name: name, tenant: tenantID, dir: dir, tags: tags, tokens: map[string]string{},
 		status: "waiting", requested: time.Now()}
 	max := h.cfg.Builds.MaxPerTenant
 	if max <= 0 {
@@ -220,7 +214,7 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 	h.builds.mu.Unlock()
 	writeJSON(w, http.StatusAccepted, map[string]any{
 		"templateID": b.templateID, "buildID": b.id, "aliases": []string{name}, "names": []string{name},
-		"tags": append([]string{}, body.Tags...), "public": false,
+		"tags": tags, "public": false,
 	})
 }
 
@@ -464,7 +458,7 @@ func (h *Handler) runBuild(ctx context.Context, b *tmplBuild, rec *recipe.Recipe
 	resolve := func(ctx context.Context, ref string) (image.Image, error) {
 		return h.cfg.Catalog.Image(ctx, b.tenant, ref)
 	}
-	_, err := h.cfg.Catalog.Build(ctx, b.tenant, templates.BuildSpec{ID: b.templateID, Name: b.name, Source: "e2b build"},
+	_, err := h.cfg.Catalog.Build(ctx, b.tenant, templates.BuildSpec{ID: b.templateID, Name: b.name, Tags: b.tags, Source: "e2b build"},
 		func(ctx context.Context) (build.Result, error) {
 			return bc.Builder.Build(ctx, rec, build.Options{
 				ContextDir: b.dir, Output: out, Resolve: resolve,
@@ -517,8 +511,7 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request, tenantID s
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID string) {
-	alias := r.PathValue("alias")
+func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID, alias string) {
 	if _, ok := h.cfg.Templates[alias]; ok {
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 		return

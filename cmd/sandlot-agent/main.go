@@ -83,7 +83,14 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	reserveThreads(threadReserve)
+	// The reserve is made while the agent listens and the host connects
+	// (16 thread starts and handoffs were on the path of every sandbox's
+	// first call); the server serves no request before it is complete.
+	reserved := make(chan struct{})
+	go func() {
+		reserveThreads(threadReserve)
+		close(reserved)
+	}()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
@@ -96,7 +103,7 @@ func main() {
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Health: health, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Health: health, Ready: reserved, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}

@@ -492,3 +492,18 @@ test('life: lifecycle onTimeout pause pauses at the timeout; connect resumes (E2
   }
   await assert.rejects(CodeSandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /not supported/)
 })
+
+test('life: lifecycle autoResume: the next call to a paused sandbox resumes it and runs (E2B autoResume)', async () => {
+  const sb = await CodeSandbox.create({ metadata: { suite: run }, timeoutMs: 4_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    await sb.runCode('woken = "kept"')
+    await new Promise((r) => setTimeout(r, 5_000))
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'paused')
+    // No connect: the call itself wakes the sandbox and waits for it.
+    assert.equal((await sb.runCode('woken')).text, 'kept')
+    assert.equal((await Sandbox.getInfo(sb.sandboxId)).state, 'running')
+    assert.equal((await sb.commands.run('echo up')).stdout, 'up\n')
+  } finally {
+    await Sandbox.kill(sb.sandboxId)
+  }
+})

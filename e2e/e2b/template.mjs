@@ -45,6 +45,23 @@ try {
 const byID = await Sandbox.create(info.templateId, { timeoutMs: 60_000 })
 await byID.kill()
 
+// Tags: the build is the alias's "latest"; assignTags adds one, which
+// Sandbox.create and Template.exists take as "alias:tag"; removeTags
+// removes it.
+assert.deepEqual(info.tags, ['latest'])
+const assigned = await Template.assignTags(`${alias}:latest`, ['v2'])
+assert.deepEqual(assigned.tags, ['v2'])
+assert.equal(await Template.exists(`${alias}:v2`), true)
+assert.deepEqual((await Template.getTags(alias)).map((x) => x.tag), ['latest', 'v2'])
+const byTag = await Sandbox.create(`${alias}:v2`, { timeoutMs: 60_000 })
+try {
+  assert.equal((await byTag.commands.run('cat /opt/marker')).stdout, 'built by 0\n')
+} finally {
+  await byTag.kill()
+}
+await Template.removeTags(alias, 'v2')
+assert.equal(await Template.exists(`${alias}:v2`), false)
+
 // A failing step fails Template.build with the step's output.
 const bad = Template().fromImage(base).runCmd('echo the-reason-it-failed; exit 5')
 await assert.rejects(Template.build(bad, alias + '-bad'), (err) => {

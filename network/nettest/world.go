@@ -48,6 +48,7 @@ var Zone = map[string][]string{
 	"api.test":             {"203.0.113.10"},
 	"other.test":           {"203.0.113.10"},
 	"web2.test":            {"203.0.113.20"},
+	"pkgs.test":            {"203.0.113.20"}, // Serve's handlers on :8080 (package indexes)
 	"rebind.test":          {"10.9.9.9"},
 	"meta.test":            {"169.254.169.254"},
 }
@@ -215,6 +216,16 @@ func (w *World) serveHTTP(t testing.TB, name, address string, cert *tls.Certific
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
 	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// Serve runs h on address inside the world (e.g. "203.0.113.20:8080",
+// which pkgs.test names) until the test ends: a server a test shapes
+// itself, such as a package index.
+func (w *World) Serve(t testing.TB, address string, h http.Handler) {
+	t.Helper()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go srv.Serve(w.listen(t, address))
 	t.Cleanup(func() { srv.Close() })
 }
 

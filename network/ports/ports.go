@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sandlot/sandlot/e2bwire"
@@ -53,6 +54,14 @@ type Config struct {
 	// Authorize checks a traffic access token for a sandbox (constant
 	// time, please); nil means allowed.
 	Authorize func(ctx context.Context, sandboxID, token string) error
+	// Wake, when set, runs before an authorized request is proxied: it
+	// resumes a paused sandbox that asked to be resumed by traffic (the
+	// request waits for it) and says so, or fails
+	// (errdefs.ErrFailedPrecondition: the sandbox is paused, 502 as a
+	// sandbox that is not running). After a resume the port gets
+	// WakeGrace to accept: a server that was frozen while starting
+	// listens a moment later.
+	Wake func(ctx context.Context, sandboxID string) (resumed bool, err error)
 	// Dial reaches the sandbox (default: a net.Dialer).
 	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 	Log  *slog.Logger
@@ -80,6 +89,31 @@ type route struct {
 	port   int
 	path   string // upstream path (path form), "" to keep the request's
 	target Target
+	woken  bool // Wake resumed the sandbox for this request
+}
+
+// WakeGrace is how long a port of a sandbox that was just resumed may
+// refuse connections before the route answers that it is not open.
+const WakeGrace = 10 * time.Second
+
+// dial reaches the sandbox; for a request that woke it, a refused
+// connection is tried again every 100 ms within WakeGrace.
+func (h *Handler) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	rt, _ := ctx.Value(routeKey{}).(*route)
+	c, err := h.cfg.Dial(ctx, network, address)
+	if rt == nil || !rt.woken {
+		return c, err
+	}
+	deadline := time.Now().Add(WakeGrace)
+	for err != nil && errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		c, err = h.cfg.Dial(ctx, network, address)
+	}
+	return c, err
 }
 
 // New returns a Handler.
@@ -108,7 +142,7 @@ func New(cfg Config) (*Handler, error) {
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: h.rewrite,
 		Transport: &http.Transport{
-			DialContext:         cfg.Dial,
+			DialContext:         h.dial,
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
 		},
@@ -191,6 +225,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt.id, rt.port = id, n
 	t, err := h.cfg.Lookup(r.Context(), id)
+	if err != nil && rt.path == "" && errors.Is(err, errdefs.ErrNotFound) {
+		// By host name, as E2B's edge answers for a sandbox that is not
+		// there (the SDKs and E2B's tests read this body).
+		writeEdgeError(w, id, "The sandbox was not found")
+		return
+	}
 	if err != nil {
 		status := errdefs.HTTPStatus(err)
 		if status >= 500 {
@@ -215,7 +255,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if h.cfg.Wake != nil {
+		resumed, err := h.cfg.Wake(r.Context(), id)
+		rt.woken = resumed
+		if err != nil {
+			switch {
+			case errors.Is(err, errdefs.ErrNotFound):
+				writeEdgeError(w, id, "The sandbox was not found")
+			case errors.Is(err, errdefs.ErrFailedPrecondition):
+				writeEdgeError(w, id, "The sandbox is paused")
+			default:
+				h.log.Warn("ports: wake failed", logkey.Sandbox, id, logkey.Err, err)
+				writeJSON(w, errdefs.HTTPStatus(err), errdefs.CodeOf(err), errdefs.PublicMessage(err))
+			}
+			return
+		}
+	}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+}
+
+// writeEdgeError answers as E2B's edge proxy does for a sandbox that is
+// not there or not running: 502 {sandboxId, message, code}.
+func writeEdgeError(w http.ResponseWriter, id, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	json.NewEncoder(w).Encode(struct {
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Code      int    `json:"code"`
+	}{id, msg, http.StatusBadGateway})
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {

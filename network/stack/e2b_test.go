@@ -24,7 +24,10 @@ import (
 	"github.com/sandlot/sandlot/store/memory"
 )
 
-const e2bKey = "e2b_0123456789abcdef0123456789abcdef01234567"
+const (
+	e2bKey     = "e2b_0123456789abcdef0123456789abcdef01234567"
+	e2bKeyOpen = "e2b_76543210fedcba9876543210fedcba9876543210"
+)
 
 // daemon is the E2B surface and the ports route over a real manager whose
 // sandboxes (crun) get their networks from the stack, on a loopback
@@ -46,16 +49,17 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
 	d := &daemon{m: m}
-	// "closed": a tenant without mode open.
+	// "closed": a tenant without mode open; "open" may have it, and gets
+	// E2B's default network (serve --e2b-internet).
 	d.e2b = e2bcompat.New(e2bcompat.Config{Manager: m, Domain: "sandlot.localhost", Logger: log,
-		Tenants: e2bcompattest.Tenants{e2bKey: "closed"}})
+		Tenants: e2bcompattest.Tenants{e2bKey: "closed", e2bKeyOpen: "open"}, DefaultOpen: e.st.AllowsOpen})
 	pr, err := e.st.Ports("sandlot.localhost", func(ctx context.Context, id, tenant, token string) error {
 		t, err := d.e2b.VerifyTrafficToken(ctx, id, token)
 		if err != nil || t != tenant {
 			return errdefs.ErrPermissionDenied
 		}
 		return nil
-	})
+	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +106,33 @@ func TestE2BNetwork(t *testing.T) {
 	}
 	if n := len(e.st.Manager().List()); n != 0 {
 		t.Errorf("%d networks left after the sandboxes were killed", n)
+	}
+}
+
+// TestE2BInternetDefault runs the official E2B JS SDK
+// (e2e/e2b/internet.mjs) against a daemon with E2B's default network
+// turned on: a create naming no network gets the open internet (the fake
+// one) and public ports for a tenant that may have mode open, none for
+// one that may not; a paused sandbox with autoResume is woken by a
+// request to its port, one without answers 502.
+func TestE2BInternetDefault(t *testing.T) {
+	e := newEnv(t, 1)
+	d := newDaemon(t, e, "crun")
+	node := testenv.RequireBinary(t, "node")
+	dir, err := filepath.Abs("../../e2e/e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "internet.mjs")
+	cmd.Dir = dir
+	url := "http://" + d.addr
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKeyOpen, "CLOSED_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "DAEMON="+d.addr)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("node internet.mjs: %v\n%s", err, out)
 	}
 }
 

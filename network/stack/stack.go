@@ -238,6 +238,13 @@ func (s *Stack) Check(tenant string, p policy.Policy) error {
 	return err
 }
 
+// AllowsOpen reports whether tenant's cap allows mode open with public
+// ports: what E2B's own default for a create without a network needs
+// (serve's --e2b-internet).
+func (s *Stack) AllowsOpen(tenant string) bool {
+	return s.Check(tenant, policy.Policy{Mode: policy.Open, Ingress: policy.Ingress{Public: true}}) == nil
+}
+
 // Setup builds sandboxID's network under p for tenant (implementing
 // provider/local's Networks). The environment it returns maps each
 // granted secret's variable to its placeholder. On error nothing is left.
@@ -426,8 +433,22 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 
 // Ports returns the route to sandboxes' ports (network/ports) on domain.
 // Its id is a sandbox's or its execution context's (Find); authorize
-// checks a token for a sandbox of tenant.
-func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error) (*ports.Handler, error) {
+// checks a token for a sandbox of tenant; wake, when not nil, runs before
+// a request goes through (ports.Config.Wake), with the sandbox's tenant.
+func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error)) (*ports.Handler, error) {
+	var wakeFn func(ctx context.Context, id string) (bool, error)
+	if wake != nil {
+		wakeFn = func(ctx context.Context, id string) (bool, error) {
+			n, ok := s.Find(id)
+			if !ok {
+				return false, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+			}
+			if n.Policy.Context == "" {
+				return false, nil // a network that serves no execution context cannot be paused
+			}
+			return wake(ctx, n.Policy.Context, n.Policy.Tenant)
+		}
+	}
 	return ports.New(ports.Config{
 		Domain: domain,
 		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
@@ -444,6 +465,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			}
 			return authorize(ctx, id, n.Policy.Tenant, token)
 		},
+		Wake:     wakeFn,
 		Log:      s.log,
 		Reserved: ports.ReservedE2B,
 	})

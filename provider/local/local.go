@@ -372,13 +372,18 @@ func (p *Provider) slot(ctx context.Context) (func(), error) {
 // it is not the sandbox's agent.
 func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool) (*agent.Client, error) {
 	cfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
-	// The agent listens a few ms after the runtime returns. Poll tightly
-	// (a failed dial costs ~20 µs; at most 0.5 ms is lost after the agent
-	// listens), and check now and then that the sandbox has not died.
+	// The agent listens a few ms after the runtime returns: DialWait waits
+	// for it (tightly, and ends when the sandbox's init dies). A peer that
+	// listens but fails the handshake is tried again, and now and then the
+	// sandbox is checked to be alive.
+	dial := p.rt.Dial
+	if wait {
+		dial = p.rt.DialWait
+	}
 	delay := 50 * time.Microsecond
 	nextCheck := time.Now().Add(100 * time.Millisecond)
 	for {
-		conn, err := p.rt.Dial(ctx, id)
+		conn, err := dial(ctx, id)
 		if err == nil {
 			var c *agent.Client
 			if c, err = agent.Connect(ctx, conn, cfg); err == nil {

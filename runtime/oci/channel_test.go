@@ -49,12 +49,63 @@ func TestChannelPeer(t *testing.T) {
 				}
 				if errors.Is(err, errdefs.ErrPermissionDenied) {
 					t.Logf("refused: %v", err)
-					return
+					break
 				}
 				if ctx.Err() != nil {
 					t.Fatalf("impostor never seen: %v", err)
 				}
 				time.Sleep(20 * time.Millisecond)
+			}
+			// DialWait connects once (the impostor listens) and checks
+			// the same peer.
+			if c, err := r.DialWait(ctx, id); !errors.Is(err, errdefs.ErrPermissionDenied) {
+				if err == nil {
+					c.Close()
+				}
+				t.Fatalf("DialWait to an impostor: %v, want permission_denied", err)
+			}
+		})
+	}
+}
+
+// TestDialWait: DialWait connects to an init that listens only after a
+// while, and ends with not_found, well before its deadline, when the init
+// exits without listening.
+func TestDialWait(t *testing.T) {
+	for _, kind := range []string{KindCrun, KindRunc} {
+		t.Run(kind, func(t *testing.T) {
+			r := newRuntime(t, kind)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			create := func(args ...string) string {
+				t.Helper()
+				id := runtime.NewID()
+				sp := probeSpec(t, r, id)
+				sp.Args = args
+				if err := r.Create(ctx, sp); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { r.Delete(context.Background(), id) })
+				return id
+			}
+
+			late := create("/bin/sh", "-c", "sleep 0.3; exec "+AgentPath)
+			c, err := r.DialWait(ctx, late)
+			if err != nil {
+				t.Fatalf("DialWait to an init that listens late: %v", err)
+			}
+			p := &probeConn{c: c, sc: newScanner(c)}
+			if got := p.sh(t, "echo ok"); got.Out != "ok\n" {
+				t.Fatalf("probe over DialWait: %+v", got)
+			}
+			c.Close()
+
+			gone := create("/bin/sh", "-c", "sleep 0.3")
+			if c, err := r.DialWait(ctx, gone); !errors.Is(err, errdefs.ErrNotFound) || ctx.Err() != nil {
+				if err == nil {
+					c.Close()
+				}
+				t.Fatalf("DialWait to an init that exits: %v (deadline: %v), want not_found before the deadline", err, ctx.Err())
 			}
 		})
 	}

@@ -128,8 +128,17 @@ func testTemplates(t *testing.T, s store.Backend) {
 	wantErr(t, "same name, same tenant", func() error { _, err := create(ctx, "A", "py"); return err }(), errdefs.ErrAlreadyExists)
 	wantErr(t, "same public name", func() error { _, err := create(ctx, "", "base"); return err }(), errdefs.ErrAlreadyExists)
 	wantErr(t, "a built-in's name", func() error { _, err := create(ctx, "A", templates.Default); return err }(), errdefs.ErrAlreadyExists)
-	for _, bad := range []string{"", "Py", "a/b", "a:1", "../x", strings.Repeat("a", 64)} {
+	// A name may carry a tag ("py:v1", templates/tags.go); the latest tag
+	// is the bare name.
+	for _, bad := range []string{"", "Py", "a/b", "a:", "a:B", "a:latest", "a:1:2", ":1", "../x", strings.Repeat("a", 64)} {
 		wantErr(t, "name "+bad, func() error { _, err := create(ctx, "A", bad); return err }(), errdefs.ErrInvalidArgument)
+	}
+	if tagged, err := create(ctx, "A", "py:v1"); err != nil {
+		t.Errorf("a tagged name: %v", err)
+	} else if got, err := s.GetTemplate(ctx, "A", "py:v1"); err != nil || got.ID != tagged.ID {
+		t.Errorf("get py:v1: %+v %v", got, err)
+	} else if err := s.DeleteTemplate(ctx, "A", tagged.ID); err != nil {
+		t.Errorf("delete py:v1: %v", err)
 	}
 	wantErr(t, "not a digest", func() error {
 		_, err := s.CreateTemplate(ctx, templates.Template{TenantID: "A", Name: "x", Image: "python:3"})

@@ -1,0 +1,57 @@
+package server_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/server"
+)
+
+// TestReadyHoldsRequests: with Config.Ready open the agent listens and
+// takes connections, but answers no request (none could start user code)
+// until Ready is closed.
+func TestReadyHoldsRequests(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready}).Serve(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var c *agent.Client
+	var err error
+	for i := 0; i < 200; i++ {
+		if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the agent does not take connections before Ready: %v", err)
+	}
+	defer c.Close()
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, agent.ExecParams{Shell: "echo ran"}, nil)
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		t.Fatalf("an exec was answered before Ready (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(ready)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("exec after Ready: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer after Ready")
+	}
+}

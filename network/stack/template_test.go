@@ -1,0 +1,117 @@
+package stack
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/image/build"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/network/nettest"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/provider/local/localtest"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// newBuildDaemon is the E2B surface with template builds: a catalog over a
+// memory store, a builder whose RUN steps run in sandboxes (crun) with the
+// network allow gives them, and a manager that creates sandboxes of the
+// built templates on the default Debian image's store.
+func newBuildDaemon(t *testing.T, e *env, allow []string) string {
+	t.Helper()
+	images, _ := debiantest.Default(t)
+	log := slog.New(slog.DiscardHandler)
+	st := memory.New()
+	if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: "closed"}, tenant.HashKey(e2bKey)); err != nil {
+		t.Fatal(err)
+	}
+	cat := templates.New(templates.Config{Store: st, Images: images})
+	p := localtest.New(t, local.Config{Runtime: "crun", Networks: e.st, Images: images, Templates: cat})
+	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, MaxPerTenant: 20, Networks: e.st, Catalog: cat, Logger: log})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	pol, err := local.BuildNetwork(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := build.New(build.Config{Store: images, Runner: p.BuildRunner(local.BuildConfig{Network: pol, Tenant: "closed"}), Logger: log})
+	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Tenants: e2bcompattest.Tenants{e2bKey: "closed"},
+		Catalog: cat, Builds: &e2bcompat.Builds{Builder: b, Images: images}})
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// TestTemplatePackages runs e2e/e2b/packages.mjs: the official SDK's
+// Template.build with pipInstall and npmInstall (global, as root, and
+// local, as the user) against a package index in the fake internet that
+// the build's allowlist opens, then a sandbox of the template imports the
+// Python module and requires the npm package. The image gets pip (Debian's
+// pip wheel) and npm (e2e/e2b's pinned npm 10) through copy first: the
+// default Debian base has neither.
+func TestTemplatePackages(t *testing.T) {
+	e := newEnv(t, 0)
+	node := testenv.RequireBinary(t, "node")
+	dir, err := filepath.Abs("../../e2e/e2b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	npmDir := filepath.Join(dir, "node_modules/npm")
+	testenv.RequireFile(t, filepath.Join(npmDir, "package.json"))
+	const pipWheel = "/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl"
+	testenv.RequireFile(t, "/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl") // python3-pip-whl
+
+	const base = "http://pkgs.test:8080"
+	idx := newPkgIndex(t, base, "sandlot-demo-js", "sandlot-demo-py")
+	e.world.Serve(t, nettest.Web2.String()+":8080", idx)
+	url := newBuildDaemon(t, e, []string{"pkgs.test:8080"})
+
+	ctxDir := t.TempDir()
+	tools := filepath.Join(ctxDir, "tools")
+	if err := os.Mkdir(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-a", npmDir, pipWheel, tools).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "packages.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=",
+		"ALIAS=pkgs", "CONTEXT_DIR="+ctxDir, "PIP_WHEEL="+filepath.Base(pipWheel), "INDEX="+base,
+		"NPM_PACKAGE="+idx.npmName, "PY_PACKAGE="+idx.pyName)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "ok") {
+		t.Fatalf("node packages.mjs: %v\n%s\nindex saw: %v", err, out, idx.paths())
+	}
+	// Both installs went through the index (nothing came from a cache).
+	seen := idx.paths()
+	for _, p := range []string{"/npm/sandlot-demo-js", "/simple/sandlot-demo-py/", "/files/" + idx.whl} {
+		if !slices.Contains(seen, p) {
+			t.Errorf("the index never saw %s: %v", p, seen)
+		}
+	}
+}
