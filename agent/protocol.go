@@ -258,6 +258,10 @@ const (
 	TypeScript = "typescript"
 	Bash       = "bash"
 	Sh         = "sh"
+	// R and Java need their interpreters in the sandbox's image (the
+	// code-interpreter template has them).
+	R    = "r"
+	Java = "java"
 )
 
 // RunCodeParams runs code in the persistent kernel of a language. Kernel

@@ -115,4 +115,5 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
 	fs.BoolVar(&c.e2bInternet, "e2b-internet", false, "E2B creates get E2B's network defaults: open internet and public ports when they name neither allowInternetAccess nor network, public ports when network has no allowPublicTraffic (needs --network and a cap that allows mode open; otherwise sandlot's: no network, private ports)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
+	fs.StringVar(&c.e2bInterpTemplate, "e2b-code-interpreter-template", "", "template E2B's default code-interpreter-v1 creates (\"\": default, small, no R or Java; code-interpreter: with R and Java, built on first use)")
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,6 +52,7 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 		PausedTimeout: cfg.e2bPausedTimeout,
 		Admit:         admit,
 		Builds:        builds,
+		Templates:     e2bTemplates(cfg.e2bInterpTemplate),
 	}
 	if cat != nil { // a nil *Catalog in the interface would not be nil
 		ecfg.Catalog = cat
@@ -71,6 +73,17 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 		nw.wake = h.Wake
 	}
 	return h, h.Match, nil
+}
+
+// e2bTemplates maps E2B's template names for --e2b-code-interpreter-template:
+// E2B's defaults, with code-interpreter-v1 (what @e2b/code-interpreter
+// creates when a call names no template) on interp when one is given.
+func e2bTemplates(interp string) map[string]string {
+	m := maps.Clone(e2bcompat.DefaultTemplates)
+	if interp != "" && interp != templates.Default {
+		m["code-interpreter-v1"] = interp
+	}
+	return m
 }
 
 // e2bSecret reads DATA/e2b-secret, creating it (32 random bytes, 0600) on

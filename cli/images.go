@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sandlot/sandlot/codeinterp"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
@@ -66,25 +67,40 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 	if err != nil {
 		return nil, nil, fmt.Errorf("image store: %w", err)
 	}
+	// The code-interpreter template (R and Java besides the default's
+	// kernels) is built when a sandbox first asks for it.
+	ci := codeinterp.NewBuilder(ctx, s, log)
 	switch cfg.defaultImage {
 	case defaultImageNone:
 		if cfg.desktop.offered() {
-			return s, desktop.NewBuilder(ctx, s, log).Missing, nil
+			d := desktop.NewBuilder(ctx, s, log)
+			return s, func(template string) error {
+				if err := ci.Missing(template); err != nil {
+					return err
+				}
+				return d.Missing(template)
+			}, nil
 		}
-		return s, nil, nil
+		return s, ci.Missing, nil
 	case defaultImageDebian:
 	default:
 		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.defaultImage, errdefs.ErrInvalidArgument)
 	}
 	b := &baseBuild{phase: "starting"}
-	missing := b.missing
+	missing := func(template string) error {
+		if err := b.missing(template); err != nil {
+			return err
+		}
+		return ci.Missing(template)
+	}
 	if cfg.desktop.offered() {
 		d := desktop.NewBuilder(ctx, s, log)
 		if cfg.desktop.template == desktopStart {
 			d.Missing(desktop.Template) // starts the build unless the image is there
 		}
+		base := missing
 		missing = func(template string) error {
-			if err := b.missing(template); err != nil {
+			if err := base(template); err != nil {
 				return err
 			}
 			return d.Missing(template)

@@ -75,6 +75,7 @@ type serveConfig struct {
 	bodyReadTimeout      time.Duration // server.Config.BodyReadTimeout
 	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
+	e2bInterpTemplate    string        // what E2B's code-interpreter-v1 creates ("": default)
 	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
 	e2bInternet          bool          // e2bcompat.Config.DefaultOpen
 	bootstrapAdmin       bool          // the first start's tenant may override the guard

@@ -33,7 +33,8 @@ type templateWire struct {
 
 // attach makes the catalog over the local provider's image store.
 func (tw *templateWire) attach(imgs *image.Store) *templates.Catalog {
-	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log}
+	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log,
+		CodeInterpreter: true}
 	if tw.desktop {
 		cfg.Desktop = desktop.Settings()
 	}

@@ -83,12 +83,13 @@ type ExecuteResult struct {
 // Languages accepted by Execute.
 var languages = map[string]bool{
 	agent.Python: true, agent.JavaScript: true, agent.TypeScript: true, agent.Bash: true, agent.Sh: true,
+	agent.R: true, agent.Java: true,
 }
 
 // validate checks req and returns its effective timeout.
 func (m *Manager) validate(req ExecuteRequest) (time.Duration, error) {
 	if !languages[req.Language] {
-		return 0, fmt.Errorf("language %q is not supported (use python, javascript, typescript, bash or sh): %w",
+		return 0, fmt.Errorf("language %q is not supported (use python, javascript, typescript, bash, sh, r or java): %w",
 			req.Language, errdefs.ErrInvalidArgument)
 	}
 	limit := m.cfg.MaxCodeBytes

@@ -37,6 +37,9 @@ type Config struct {
 	// Desktop offers the built-in "desktop" template (needs Images), with
 	// these settings (its resource defaults). nil: not offered.
 	Desktop *Settings
+	// CodeInterpreter offers the built-in "code-interpreter" template
+	// (needs Images): the default template's packages plus R and Java.
+	CodeInterpreter bool
 	// Pull configures registry pulls (credentials, transport); its Name
 	// and Progress are set per pull. Its Keychain (nil: the daemon's docker
 	// config) serves public templates, the operator's.
@@ -101,6 +104,14 @@ func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Tem
 			}
 		}
 		return t, true
+	case name == CodeInterpreter && c.cfg.CodeInterpreter && c.cfg.Images != nil:
+		t := Template{ID: CodeInterpreter, Name: CodeInterpreter, Source: "built-in"}
+		if withImage {
+			if d, err := c.cfg.Images.Resolve(ctx, CodeInterpreter); err == nil {
+				t.Image = d.String()
+			}
+		}
+		return t, true
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
 		return Template{ID: name, Name: name, Source: "host"}, true
 	}
@@ -118,7 +129,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}
-	if ref == Host || ref == Default || ref == Desktop {
+	if slices.Contains(Reserved, ref) {
 		return Template{}, fmt.Errorf("template %q is not enabled on this daemon: %w", ref, errdefs.ErrNotFound)
 	}
 	t, err := c.cfg.Store.GetTemplate(ctx, tenantID, ref)

@@ -255,3 +255,45 @@ func TestDesktopBuiltin(t *testing.T) {
 	}
 	wantErr(t, "a tenant's template named desktop", templates.CheckName("desktop"), errdefs.ErrAlreadyExists)
 }
+
+// TestCodeInterpreterBuiltin: the code-interpreter template (R and Java)
+// is a built-in where the daemon offers it, listed beside the default; its
+// name is reserved either way.
+func TestCodeInterpreterBuiltin(t *testing.T) {
+	ctx := context.Background()
+	imgs, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := templates.New(templates.Config{Store: memory.New(), Images: imgs})
+	_, err = off.Resolve(ctx, "A", templates.CodeInterpreter)
+	wantErr(t, "code-interpreter not offered", err, errdefs.ErrNotFound)
+
+	on := templates.New(templates.Config{Store: memory.New(), Images: imgs, CodeInterpreter: true})
+	got, err := on.Resolve(ctx, "A", templates.CodeInterpreter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := templates.Template{ID: "code-interpreter", Name: "code-interpreter", Source: "built-in"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("resolve (-want +got):\n%s", d)
+	}
+	if _, err := on.ByID(ctx, templates.CodeInterpreter); err != nil {
+		t.Errorf("ByID: %v", err)
+	}
+	l, err := on.List(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tm := range l {
+		names = append(names, tm.Name)
+	}
+	if d := cmp.Diff([]string{"default", "code-interpreter"}, names); d != "" {
+		t.Errorf("list (-want +got):\n%s", d)
+	}
+	wantErr(t, "a tenant's template named code-interpreter", templates.CheckName("code-interpreter"), errdefs.ErrAlreadyExists)
+	if err := (templates.Settings{Kernels: []string{"r", "java"}, Prestart: []string{"java"}}).Validate(); err != nil {
+		t.Errorf("a template offering r and java: %v", err)
+	}
+}

@@ -95,7 +95,7 @@ func (s Settings) clone() Settings {
 }
 
 // Languages are every kernel a template can offer.
-var Languages = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh}
+var Languages = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh, agent.R, agent.Java}
 
 // Offers reports whether the template's kernels include language.
 func (s Settings) Offers(language string) bool {
@@ -157,10 +157,15 @@ const (
 	// desktop package), where the daemon offers it: the image named
 	// "desktop" in the store, built from Debian's mirror on first use.
 	Desktop = "desktop"
+	// CodeInterpreter is the default template's packages plus R and a JDK
+	// (the r and java kernels' interpreters: the codeinterp package),
+	// where the daemon offers it: the image named "code-interpreter" in
+	// the store, built from Debian's mirror on first use.
+	CodeInterpreter = "code-interpreter"
 )
 
 // Reserved names are the built-in templates'.
-var Reserved = []string{Default, Host, Desktop}
+var Reserved = []string{Default, Host, Desktop, CodeInterpreter}
 
 // CheckName validates a template name: NAME or NAME:TAG, NAME's tag
 // LatestTag being the bare NAME (tags.go).

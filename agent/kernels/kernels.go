@@ -1,7 +1,9 @@
 // Package kernels runs sandlot's persistent code kernels inside the sandbox:
 // python (embedded driver, /usr/bin/python3 -u), javascript and typescript
 // (embedded node driver; typescript is transpiled with esbuild first), a
-// persistent bash session, and one-shot sh.
+// persistent bash session, one-shot sh, and, where the image has them, R
+// (embedded driver run by Rscript) and Java (an embedded JShell driver run
+// by java's source launcher).
 //
 // A kernel is a child process with user output on its fd 1 and 2 (pipes,
 // so subprocesses' output is captured in order), commands on fd 3 and
@@ -53,6 +55,12 @@ var pythonDriver = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+python
 //go:embed driver.js
 var nodeDriver string
 
+//go:embed driver.R
+var rDriver string
+
+//go:embed driver.java
+var javaDriver []byte
+
 // bashDriver reads "<id>\0<code>\0<after>\0" from fd 3, evals the code at
 // top level (so variables, functions, cwd and exports persist), then
 // after (which restores the run's env), and reports the code's exit status
@@ -84,6 +92,8 @@ type Config struct {
 	Python string   // "": /usr/bin/python3, else python3 on PATH
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
+	R      string   // Rscript; "": /usr/bin/Rscript, else Rscript on PATH
+	Java   string   // "": /usr/bin/java, else java on PATH
 	Shell  ShellFunc
 	// User resolves the user a kernel runs as (RunCodeParams.User). nil:
 	// every kernel runs as the agent, in Home, and only the default user
@@ -133,6 +143,8 @@ func New(cfg Config) *Manager {
 	cfg.Python = findBinary(cfg.Python, "/usr/bin/python3", "python3")
 	cfg.Node = findBinary(cfg.Node, "/usr/bin/node", "node")
 	cfg.Bash = findBinary(cfg.Bash, "/bin/bash", "bash")
+	cfg.R = findBinary(cfg.R, "/usr/bin/Rscript", "Rscript")
+	cfg.Java = findBinary(cfg.Java, "/usr/bin/java", "java")
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -217,11 +229,11 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 		timeout = 0 // none: only a cancel ends the run
 	}
 	switch p.Language {
-	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
 	case agent.Sh:
 		return m.runSh(ctx, p, timeout, out)
 	default:
-		return nil, invalid("unknown language %q (want python, javascript, typescript, bash or sh)", p.Language)
+		return nil, invalid("unknown language %q (want python, javascript, typescript, bash, sh, r or java)", p.Language)
 	}
 	code := p.Code
 	if p.Language == agent.TypeScript {
@@ -260,7 +272,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	if kn.s == nil {
 		s, err := m.start(kn.lang, kn.user)
 		if err != nil {
-			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+			return nil, startError(kn.lang, err)
 		}
 		kn.s = s
 		kn.cur.Store(s)
@@ -302,7 +314,9 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		spec.deadline = start.Add(timeout)
 	}
 	switch kn.lang {
-	case agent.Python:
+	case agent.Python, agent.R, agent.Java:
+		// R signals an interrupt condition; the java driver stops the
+		// running snippet (JShell.stop).
 		spec.interrupt = syscall.SIGINT
 	case agent.JavaScript:
 		// Only an await answers SIGINT; a busy loop is killed soon after.
@@ -392,6 +406,7 @@ func (m *Manager) start(lang, user string) (*session, error) {
 		env = append([]string(nil), env...)
 	}
 	var argv []string
+	var stdin []byte
 	switch lang {
 	case agent.Python:
 		env = append(env, "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8")
@@ -401,13 +416,31 @@ func (m *Manager) start(lang, user string) (*session, error) {
 		argv = []string{m.cfg.Node, "--expose-internals", "-e", nodeDriver}
 	case agent.Bash:
 		argv = []string{m.cfg.Bash, "--noprofile", "--norc", "-c", bashDriver}
+	case agent.R:
+		if err := present(m.cfg.R); err != nil {
+			return nil, err
+		}
+		env = utf8Locale(env)
+		argv = []string{m.cfg.R, "--no-save", "--no-restore", "-e", rDriver}
+	case agent.Java:
+		if err := present(m.cfg.Java); err != nil {
+			return nil, err
+		}
+		// The serial collector: fewer threads (a sandbox's pids are
+		// bounded) and less memory for a kernel that is mostly idle.
+		env = utf8Locale(env)
+		argv = []string{m.cfg.Java, "-XX:+UseSerialGC", "-Djava.awt.headless=true", "--source", "11", "/dev/stdin"}
+		stdin = javaDriver
 	default:
 		return nil, fmt.Errorf("no kernel for %q", lang)
 	}
-	return startSession(argv, env, dir, cred)
+	return startSession(argv, env, dir, cred, stdin)
 }
 
 func encodeCommand(lang string, id int64, n int, code string, env map[string]string) ([]byte, error) {
+	if lang == agent.R || lang == agent.Java {
+		return encodeFramed(id, n, code, env), nil
+	}
 	if lang == agent.Bash {
 		code = strings.ReplaceAll(code, "\x00", "")
 		var b strings.Builder
@@ -504,7 +537,7 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 // arrives meanwhile waits for this start instead of starting its own.
 func (m *Manager) Prestart(lang string) error {
 	switch lang {
-	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
 	default:
 		return invalid("cannot prestart %q", lang)
 	}
@@ -516,7 +549,7 @@ func (m *Manager) Prestart(lang string) error {
 	}
 	s, err := m.start(kn.lang, kn.user)
 	if err != nil {
-		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
+		return startError(kn.lang, err)
 	}
 	kn.s = s
 	kn.cur.Store(s)
@@ -527,7 +560,7 @@ func (m *Manager) Prestart(lang string) error {
 // Restart kills a kernel; the next run starts a fresh one.
 func (m *Manager) Restart(p agent.KernelParams) error {
 	switch p.Language {
-	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
 	case agent.Sh:
 		return nil
 	default:

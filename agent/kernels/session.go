@@ -39,9 +39,12 @@ type session struct {
 	dead   bool
 }
 
-// startSession forks argv with fresh pipes on fds 1..4 and /dev/null on 0.
-// cred, when set, is the kernel's uid, gid and groups.
-func startSession(argv, env []string, dir string, cred *syscall.Credential) (*session, error) {
+// startSession forks argv with fresh pipes on fds 1..4 and, on 0,
+// /dev/null, or a sealed memfd holding stdin when it is set (the java
+// kernel's program: its launcher reads a file it can seek, and one the
+// sandbox's code cannot rewrite under it). cred, when set, is the
+// kernel's uid, gid and groups.
+func startSession(argv, env []string, dir string, cred *syscall.Credential, stdin []byte) (*session, error) {
 	var fds [4][2]int // ctrl, out, err, res: [read, write]
 	var opened []int
 	closeAll := func() {
@@ -56,12 +59,30 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential) (*se
 		}
 		opened = append(opened, fds[i][0], fds[i][1])
 	}
-	null, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	var null int
+	var err error
+	if stdin != nil {
+		null, err = sealedFile(stdin)
+	} else {
+		null, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("open /dev/null: %w", err)
+		return nil, fmt.Errorf("kernel stdin: %w", err)
 	}
 	opened = append(opened, null)
+	if cred != nil {
+		// The r and java drivers open their command and result pipes by
+		// name (/dev/fd/3 and 4: neither language can adopt an inherited
+		// descriptor), which checks the pipe's owner: it must be the
+		// kernel's user, not the agent.
+		for _, fd := range []int{fds[0][0], fds[3][1]} {
+			if err := unix.Fchown(fd, int(cred.Uid), int(cred.Gid)); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("kernel pipes: %w", err)
+			}
+		}
+	}
 	// Larger pipes mean fewer wakeups under output floods; best effort.
 	for _, fd := range []int{fds[1][0], fds[2][0]} {
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
@@ -91,6 +112,28 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential) (*se
 		return nil, err
 	}
 	return s, nil
+}
+
+// sealedFile returns a read-only fd of a memfd holding b, sealed against
+// writes, growing and shrinking.
+func sealedFile(b []byte) (int, error) {
+	fd, err := unix.MemfdCreate("kernel", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(fd)
+	for off := 0; off < len(b); {
+		n, err := unix.Write(fd, b[off:])
+		if err != nil {
+			return -1, err
+		}
+		off += n
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE|unix.F_SEAL_GROW|unix.F_SEAL_SHRINK|unix.F_SEAL_SEAL); err != nil {
+		return -1, err
+	}
+	// A read-only descriptor of its own: the child cannot write through it.
+	return unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
 
 func (s *session) initEpoll() error {

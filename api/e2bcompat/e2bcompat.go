@@ -28,6 +28,7 @@ import (
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -153,12 +154,15 @@ const DefaultMaxMessageBytes = 8 << 20
 // DefaultMaxUploadBytes is Config.MaxUploadBytes's default.
 const DefaultMaxUploadBytes = 256 << 20
 
-// DefaultTemplates maps E2B's default template names to sandlot's default
-// template (which has python, node and bash kernels).
+// DefaultTemplates maps E2B's default template names to sandlot's
+// templates: base and code-interpreter-v1 (the SDKs' default) to the
+// default template (python, node and bash kernels; small and built at the
+// daemon's start), code-interpreter to the template of that name, which
+// adds R and Java (built when first asked for). docs/e2b.md says why.
 var DefaultTemplates = map[string]string{
-	"base":                "",
-	"code-interpreter-v1": "",
-	"code-interpreter":    "",
+	"base":                    "",
+	"code-interpreter-v1":     "",
+	templates.CodeInterpreter: templates.CodeInterpreter,
 }
 
 // Handler serves the E2B wire. It is safe for concurrent use.

@@ -327,7 +327,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // the client hung up (its timeoutMs): the run was interrupted
 	}
-	if err != nil && !started {
+	if err != nil && !started && notInTemplate(req.Language, err) == err {
 		if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended before the run
 			h.forget(ref.rec.ID)
 			writeGone(w, e2bwire.InterpreterPort, ref.rec.ID)
@@ -346,7 +346,11 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		out.send(errorLine{Type: "error", Name: errorName(err), Value: publicMessage(err)})
+		name := errorName(err)
+		if e := notInTemplate(req.Language, err); e != err {
+			name, err = "NotSupportedError", e
+		}
+		out.send(errorLine{Type: "error", Name: name, Value: publicMessage(err)})
 		out.send(typeLine{"end_of_execution"})
 		return
 	}

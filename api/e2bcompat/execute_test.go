@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // TestExecuteSilentCell: a cell that prints nothing for a while still gets
@@ -109,8 +110,40 @@ func TestExecuteBounds(t *testing.T) {
 	if resp.StatusCode != 400 {
 		t.Fatalf("context and language together: %d", resp.StatusCode)
 	}
-	resp = e.do("POST", "/contexts", strings.NewReader(`{"language":"java"}`), e.sbHeaders(sb, "49999")...)
+	resp = e.do("POST", "/contexts", strings.NewReader(`{"language":"cobol"}`), e.sbHeaders(sb, "49999")...)
 	if got := decode[apiErr](t, resp); resp.StatusCode != 501 || !strings.Contains(got.Message, "not supported") {
-		t.Fatalf("java context: %d %+v", resp.StatusCode, got)
+		t.Fatalf("cobol context: %d %+v", resp.StatusCode, got)
+	}
+}
+
+// TestRAndJavaOutsideTheirTemplate: on a sandbox whose image has no R or
+// Java (the agent answers failed_precondition), runCode answers E2B's
+// execution error NotSupportedError and createCodeContext 501, both naming
+// the template that has them; where the agent runs them, they run.
+func TestRAndJavaOutsideTheirTemplate(t *testing.T) {
+	e, p := newManagerEnv(t, contexts.Config{})
+	p.Run = func(ctx context.Context, s *contextstest.Sandbox, rp agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		if rp.Language == agent.R || rp.Language == agent.Java {
+			return nil, fmt.Errorf("no %s kernel: /usr/bin/x is not installed in this sandbox: %w", rp.Language, errdefs.ErrFailedPrecondition)
+		}
+		return contextstest.Echo(ctx, s, rp, out)
+	}
+	sb := e.create(key1, `{}`)
+	for _, lang := range []string{"r", "java", "R"} {
+		resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1","language":"`+lang+`"}`), e.sbHeaders(sb, "49999")...)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"name":"NotSupportedError"`) ||
+			!strings.Contains(string(b), `code-interpreter`) || !strings.Contains(string(b), "end_of_execution") {
+			t.Fatalf("%s: %d %s", lang, resp.StatusCode, b)
+		}
+		resp = e.do("POST", "/contexts", strings.NewReader(`{"language":"`+lang+`"}`), e.sbHeaders(sb, "49999")...)
+		if got := decode[apiErr](t, resp); resp.StatusCode != 501 || !strings.Contains(got.Message, "code-interpreter") {
+			t.Fatalf("%s context: %d %+v", lang, resp.StatusCode, got)
+		}
+	}
+	p.Run = nil // the echo kernel: every language runs
+	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"java","cwd":"/tmp/j"}`), e.sbHeaders(sb, "49999")...)
+	if got := decode[map[string]string](t, resp); resp.StatusCode != 200 || got["language"] != "java" || got["cwd"] != "/tmp/j" {
+		t.Fatalf("java context where java runs: %d %+v", resp.StatusCode, got)
 	}
 }

@@ -2,6 +2,7 @@ package e2bcompat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path"
@@ -14,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/templates"
 )
 
 // codeContext is an E2B code context: a named kernel of one language.
@@ -67,8 +69,23 @@ func kernelLanguage(l string) (string, error) {
 		return agent.TypeScript, nil
 	case "bash", "sh", "shell":
 		return agent.Bash, nil
+	case "r":
+		return agent.R, nil
+	case "java":
+		return agent.Java, nil
 	}
-	return "", fmt.Errorf("language %q is not supported: this sandbox has python, javascript, typescript and bash kernels: %w", l, errdefs.ErrInvalidArgument)
+	return "", fmt.Errorf("language %q is not supported: sandboxes have python, javascript, typescript, bash, r and java kernels: %w", l, errdefs.ErrInvalidArgument)
+}
+
+// notInTemplate turns the agent's answer for a language whose interpreter
+// the sandbox's image lacks (failed_precondition: R and Java are only in
+// the code-interpreter template) into one that says where they are.
+func notInTemplate(lang string, err error) error {
+	if (lang != agent.R && lang != agent.Java) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		return err
+	}
+	return fmt.Errorf("language %q is not supported by this sandbox's template: R and Java kernels are in the %q template (Sandbox.create(%q)): %w",
+		lang, templates.CodeInterpreter, templates.CodeInterpreter, errdefs.ErrFailedPrecondition)
 }
 
 func (h *Handler) interpMux() *http.ServeMux {
@@ -119,6 +136,11 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 		cc.user = agent.RootUser
 	}
 	if err := h.chdir(r.Context(), ref, cc); err != nil {
+		if errors.Is(err, errdefs.ErrFailedPrecondition) && (lang == agent.R || lang == agent.Java) {
+			// Not in this template: 501, as for a language with no kernel.
+			writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: publicMessage(err)})
+			return
+		}
 		writeAPIError(w, err)
 		return
 	}
@@ -144,10 +166,17 @@ func (h *Handler) chdir(ctx context.Context, ref *sandboxRef, cc *codeContext) e
 		code = "require('fs').mkdirSync(" + q + ", {recursive: true}); process.chdir(" + q + ");"
 	case agent.Bash:
 		code = "mkdir -p " + shellQuote(cc.Cwd) + " && cd " + shellQuote(cc.Cwd)
+	case agent.R:
+		code = "dir.create(" + q + ", recursive = TRUE, showWarnings = FALSE); setwd(" + q + ")"
+	case agent.Java:
+		// As on E2B: the JVM cannot change its working directory, so the
+		// context's is its user.dir (what relative java.io.File paths and
+		// System.getProperty("user.dir") go by).
+		code = "new java.io.File(" + q + ").mkdirs(); System.setProperty(\"user.dir\", " + q + ");"
 	}
 	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.kernel, User: cc.user, ContextID: ref.rec.ID}, nil)
 	if err != nil {
-		return err
+		return notInTemplate(cc.Language, err)
 	}
 	if !res.Success {
 		return fmt.Errorf("cannot use %s as the working directory: %w", cc.Cwd, errdefs.ErrInvalidArgument)

@@ -57,10 +57,11 @@ func TestSandboxNotRotated(t *testing.T) {
 }
 
 // TestUnknownTemplate: E2B's template names map to sandlot's default
-// template; any other name the manager does not know is a 404 with a JSON
-// body, as E2B's cloud answers.
+// template (code-interpreter to the template of that name); any other name
+// the manager does not know is a 404 with a JSON body, as E2B's cloud
+// answers.
 func TestUnknownTemplate(t *testing.T) {
-	e, p := newManagerEnv(t, contexts.Config{})
+	e, p := newManagerEnv(t, contexts.Config{Templates: []string{"default", "code-interpreter"}})
 	for _, tmpl := range []string{"", "base", "code-interpreter-v1", "code-interpreter", "default"} {
 		sb := e.create(key1, `{"templateID":"`+tmpl+`"}`)
 		want := tmpl

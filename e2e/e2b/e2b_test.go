@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/codeinterp"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -164,11 +165,15 @@ func TestOfficialSDK(t *testing.T) {
 	})
 	t.Run("serve", func(t *testing.T) {
 		testenv.RequireRoot(t) // sandlot serve runs the local provider
+		// The R and Java cells run on the code-interpreter template, from
+		// the tests' shared image store (built once per machine).
+		debiantest.Image(t, codeinterp.ImageConfig(), codeinterp.Template)
 		url, key := serve(t, testenv.SandlotBinary(t))
 		// The real guard (the bootstrap tenant enforces) finds an AWS
 		// access key id assembled inside the sandbox.
 		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]",
-			"E2E_ROOT=1") // serve's sandboxes are on the default image template, which has root
+			"E2E_ROOT=1", // serve's sandboxes are on the default image template, which has root
+			"E2E_CODE_INTERPRETER=1")
 	})
 }
 
@@ -244,7 +249,8 @@ func startServe(t *testing.T, bin, data, state string, extra ...string) (string,
 // runNode runs node --test on *.test.mjs against url.
 func runNode(t *testing.T, url, key string, env ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// 15 minutes: the R and Java cells start an R and a JVM cold.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	// --test-force-exit: the SDK leaves a 60 s request timer armed when a
 	// runCode call fails (as the tests provoke on purpose).

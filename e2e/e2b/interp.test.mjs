@@ -1,6 +1,7 @@
 // The code interpreter as E2B's own tests use it, through the official
 // SDKs: silent and long cells, per-run envs, result text, cell shapes and
-// sizes, languages without a kernel, and a sandbox killed under a run.
+// sizes, R and Java (on the code-interpreter template, and refused clearly
+// elsewhere), and a sandbox killed under a run.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox as BaseSandbox, TimeoutError, SandboxError, NotFoundError } from 'e2b'
@@ -113,12 +114,76 @@ test('runCode: a 150 KB cell runs; an oversized one is refused with 413', async 
   })
 })
 
-test('runCode: R and Java have no kernel: a clear "not supported" error', async () => {
+// R and Java need the code-interpreter template, whose image the Go test
+// builds (minutes, once per machine) only where it opts in.
+const ciSkip = process.env.E2E_CODE_INTERPRETER !== '1' && 'needs the code-interpreter template (E2E_CODE_INTERPRETER=1)'
+const slow = { timeoutMs: 300_000 } // a JVM's first cell compiles jshell on a loaded host
+
+// sbx is on the default template (the Debian image, without R and Java;
+// the host template of the in-process run has the host's).
+test('runCode: R and Java outside the code-interpreter template: a clear "not supported" naming it', { skip: ciSkip }, async () => {
   for (const language of ['r', 'java']) {
     const e = await sbx.runCode('1', { language })
     assert.equal(e.error?.name, 'NotSupportedError')
-    assert.match(e.error.value, /is not supported/)
+    assert.match(e.error.value, /is not supported by this sandbox's template.*"code-interpreter"/)
     await assert.rejects(sbx.createCodeContext({ language }), /501/)
+  }
+})
+
+test('runCode: R cells keep state, take envs for one run, run in /home/user, and fail as ExecutionError (E2B env_vars/r, cwd r)', { skip: ciSkip }, async () => {
+  const s = await Sandbox.create('code-interpreter', { envs: { TEST_ENV_VAR: 'supertest' }, metadata: { suite: run }, timeoutMs: 600_000 })
+  try {
+    const r = (code, opts = {}) => s.runCode(code, { language: 'r', ...slow, ...opts })
+    assert.equal((await r('x <- 41\nf <- function(v) v + 1')).results.length, 0)
+    const v = await r('f(x)')
+    assert.equal(v.results[0]?.text.trim(), '[1] 42')
+    assert.equal(v.error, undefined)
+    assert.equal((await r('Sys.getenv("TEST_ENV_VAR")')).results[0]?.text.trim(), '[1] "supertest"')
+    assert.equal((await r('Sys.getenv("FOO")', { envs: { FOO: 'bar' } })).results[0]?.text.trim(), '[1] "bar"')
+    assert.equal((await r('Sys.getenv("FOO", unset = "default")')).results[0]?.text.trim(), '[1] "default"')
+    assert.equal((await r('Sys.getenv("TEST_ENV_VAR")', { envs: { TEST_ENV_VAR: 'overwrite' } })).results[0]?.text.trim(), '[1] "overwrite"')
+    assert.equal((await r('Sys.getenv("TEST_ENV_VAR")')).results[0]?.text.trim(), '[1] "supertest"')
+    assert.equal((await r('getwd()')).results[0]?.text.trim(), '[1] "/home/user"')
+    const out = await r('cat("hello\\n"); 1:3')
+    assert.deepEqual(out.logs.stdout, ['hello\n'])
+    assert.equal(out.results[0]?.text, '[1] 1 2 3')
+    const e = await r('g <- function() stop("boom")\ng()')
+    assert.equal(e.error?.name, 'ERROR')
+    assert.equal(e.error?.value, 'boom')
+    assert.match(e.error?.traceback, /Error in g\(\): boom/)
+    assert.equal((await r('x')).results[0]?.text, '[1] 41') // the error left the state alone
+    const ctx = await s.createCodeContext({ language: 'r', cwd: '/tmp/rctx' })
+    assert.equal((await s.runCode('getwd()', { context: ctx, ...slow })).results[0]?.text, '[1] "/tmp/rctx"')
+  } finally {
+    await BaseSandbox.kill(s.sandboxId)
+  }
+})
+
+test('runCode: Java cells keep state, take envs for one run as system properties, and fail as ExecutionError (E2B env_vars/java, cwd java)', { skip: ciSkip }, async () => {
+  const s = await Sandbox.create('code-interpreter', { envs: { TEST_ENV_VAR: 'supertest' }, metadata: { suite: run }, timeoutMs: 600_000 })
+  try {
+    const j = (code, opts = {}) => s.runCode(code, { language: 'java', ...slow, ...opts })
+    assert.equal((await j('int x = 41;\nint f(int v) { return v + 1; }')).error, undefined)
+    assert.equal((await j('f(x)')).results[0]?.text, '42')
+    assert.equal((await j('System.getProperty("TEST_ENV_VAR")')).results[0]?.text.trim(), 'supertest')
+    assert.equal((await j('System.getProperty("FOO")', { envs: { FOO: 'bar' } })).results[0]?.text.trim(), 'bar')
+    assert.equal((await j('System.getProperty("FOO", "default")')).results[0]?.text.trim(), 'default')
+    assert.equal((await j('System.getProperty("TEST_ENV_VAR")', { envs: { TEST_ENV_VAR: 'overwrite' } })).results[0]?.text.trim(), 'overwrite')
+    assert.equal((await j('System.getProperty("TEST_ENV_VAR")')).results[0]?.text.trim(), 'supertest')
+    assert.equal((await j('System.getProperty("user.dir")')).results[0]?.text.trim(), '/home/user')
+    const out = await j('System.out.println("hello"); "a" + x')
+    assert.deepEqual(out.logs.stdout, ['hello\n'])
+    assert.equal(out.text, 'a41')
+    const e = await j('int z = 1 / 0;')
+    assert.equal(e.error?.name, 'java.lang.ArithmeticException')
+    assert.equal(e.error?.value, '/ by zero')
+    const c = await j('int y = ;')
+    assert.equal(c.error?.name, 'CompilationException')
+    assert.equal((await j('x')).results[0]?.text, '41')
+    const ctx = await s.createCodeContext({ language: 'java', cwd: '/tmp/jctx' })
+    assert.equal((await s.runCode('System.getProperty("user.dir")', { context: ctx, ...slow })).results[0]?.text, '/tmp/jctx')
+  } finally {
+    await BaseSandbox.kill(s.sandboxId)
   }
 })
 

@@ -81,6 +81,11 @@ type Config struct {
 	// $1, as root on the host (so only the daemon's own recipes, never a
 	// tenant's). Part of the cache key.
 	Customize []string
+	// Essential are shell scripts run once the essential packages are in,
+	// before the others are installed: mmdebstrap's --essential-hook, with
+	// the tree's path as $1, as root on the host (the daemon's own recipes
+	// only). Part of the cache key.
+	Essential []string
 	// Mmdebstrap is the mmdebstrap binary; "": mmdebstrap on PATH.
 	Mmdebstrap string
 	Logger     *slog.Logger // nil discards
@@ -119,6 +124,9 @@ func (c Config) Key() string {
 	fmt.Fprintf(h, "v%s\n%s\n%s\n%d\n%s\n", recipeVersion, c.Suite, c.Mirror, c.Epoch.Unix(), strings.Join(c.Packages, ","))
 	for _, hook := range c.Customize {
 		fmt.Fprintf(h, "hook %d\n%s\n", len(hook), hook)
+	}
+	for _, hook := range c.Essential {
+		fmt.Fprintf(h, "essential hook %d\n%s\n", len(hook), hook)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -191,7 +199,11 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 	defer os.RemoveAll(scratch)
 
 	start := time.Now()
-	var stderrTail strings.Builder
+	// The last lines of mmdebstrap's stderr (not the first: apt's download
+	// list filled them, and a failing maintainer script's error, which
+	// comes last, was lost).
+	var tail []string
+	tailBytes := 0
 	// The tarball is unpacked into the store as it streams (NewTarLayer):
 	// compressing it and unpacking it afterwards took ~3 minutes here.
 	layer, err := s.NewTarLayer(ctx, func(w io.Writer) error {
@@ -225,12 +237,15 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 					break
 				}
 			}
-			if stderrTail.Len() < 8<<10 && !strings.HasPrefix(line, "I: ") {
-				stderrTail.WriteString(line + "\n")
+			if !strings.HasPrefix(line, "I: ") {
+				tail = append(tail, line)
+				for tailBytes += len(line) + 1; tailBytes > 8<<10 && len(tail) > 1; tail = tail[1:] {
+					tailBytes -= len(tail[0]) + 1
+				}
 			}
 		}
 		if err := cmd.Wait(); err != nil {
-			return fmt.Errorf("debian: mmdebstrap: %v\n%s: %w", err, stderrTail.String(), errdefs.ErrUnavailable)
+			return fmt.Errorf("debian: mmdebstrap: %v\n%s: %w", err, strings.Join(tail, "\n"), errdefs.ErrUnavailable)
 		}
 		return nil
 	})
@@ -302,6 +317,9 @@ func args(c Config) []string {
 	hooks := []string{"--customize-hook=" + customize}
 	for _, h := range c.Customize {
 		hooks = append(hooks, "--customize-hook="+h)
+	}
+	for _, h := range c.Essential {
+		hooks = append(hooks, "--essential-hook="+h)
 	}
 	return append(append([]string{
 		"--variant=apt", "--mode=root", "--format=tar",

@@ -207,3 +207,37 @@ func countFiles(t *testing.T, dir string) int {
 	_ = filepath.WalkDir(dir, func(string, fs.DirEntry, error) error { n++; return nil })
 	return n
 }
+
+// TestBuildErrorKeepsTheTail: a failed build's error ends with the last of
+// mmdebstrap's stderr, where the failing maintainer script's message is
+// (apt's download list filled the first 8 KiB, and it was all a failure
+// showed).
+func TestBuildErrorKeepsTheTail(t *testing.T) {
+	testenv.RequireRoot(t) // the build runs mmdebstrap in a mount namespace
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := filepath.Join(t.TempDir(), "mmdebstrap")
+	script := "#!/bin/sh\nfor i in $(seq 1 2000); do echo \"Get:$i http://deb.debian.org/debian bookworm/main pkg$i\" >&2; done\n" +
+		"echo 'update-alternatives: error: error creating symbolic link' >&2\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err = debian.Build(context.Background(), s, debian.Config{Mmdebstrap: fake}, nil)
+	if err == nil || !strings.Contains(err.Error(), "update-alternatives: error") || !strings.Contains(err.Error(), "pkg2000") {
+		t.Fatalf("err = %.300v…, want the last lines", err)
+	}
+	if strings.Contains(err.Error(), "pkg1 ") || len(err.Error()) > 10<<10 {
+		t.Errorf("the error holds the first lines or is over its bound (%d bytes)", len(err.Error()))
+	}
+}
+
+// TestEssentialHooks: an essential hook is part of the cache key.
+func TestEssentialHooks(t *testing.T) {
+	a := debian.Config{}
+	b := debian.Config{Essential: []string{`mkdir -p "$1/usr/share/man/man1"`}}
+	if a.Key() == b.Key() {
+		t.Error("an essential hook does not change the key")
+	}
+}

@@ -29,6 +29,8 @@ func e2bLanguage(l string) (string, error) {
 		return "ts", nil
 	case agent.Bash, agent.Sh:
 		return "bash", nil
+	case agent.R, agent.Java:
+		return l, nil // E2B's names are the same
 	}
 	return "", fmt.Errorf("language %q: %w", l, errdefs.ErrInvalidArgument)
 }

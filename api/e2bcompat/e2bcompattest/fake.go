@@ -308,6 +308,10 @@ func (s *Sandbox) Close() error                   { return nil }
 // code starting with "raise" yields an error, "sleep" sleeps 200 ms, and
 // "chunks:a|b" streams a and b as separate stdout chunks.
 func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+	if p.Language == agent.R || p.Language == agent.Java {
+		// as the agent answers on an image without R and Java
+		return nil, fmt.Errorf("no %s kernel: not installed in this sandbox: %w", p.Language, errdefs.ErrFailedPrecondition)
+	}
 	if p.Language != agent.Python && p.Language != agent.JavaScript && p.Language != agent.Bash && p.Language != agent.TypeScript {
 		return nil, fmt.Errorf("language %q: %w", p.Language, errdefs.ErrInvalidArgument)
 	}

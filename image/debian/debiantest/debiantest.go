@@ -45,7 +45,12 @@ type shared struct {
 	err   error
 }
 
-var base, desktopImage shared
+var (
+	base shared
+	// others are the non-default images (desktop, code-interpreter) by name.
+	othersMu sync.Mutex
+	others   = map[string]*shared{}
+)
 
 // Dir returns the shared cache directory.
 func Dir() string {
@@ -72,15 +77,21 @@ func Default(t testing.TB) (*image.Store, image.Image) {
 
 // Image returns the shared store and the image cfg makes, tagged name,
 // building it first when no process has yet (as Default does for the
-// base). The desktop template's tests use it.
+// base). The desktop and code-interpreter templates' tests use it.
 func Image(t testing.TB, cfg debian.Config, name string) (*image.Store, image.Image) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "mmdebstrap")
-	sh := &desktopImage
 	if name == Name {
-		sh = &base
+		return base.get(t, cfg, name)
 	}
+	othersMu.Lock()
+	sh := others[name]
+	if sh == nil {
+		sh = &shared{}
+		others[name] = sh
+	}
+	othersMu.Unlock()
 	return sh.get(t, cfg, name)
 }
 

@@ -1,0 +1,129 @@
+# sandlot R kernel driver. Run as: Rscript -e <this file>.
+# fd 1/2: user output. fd 3: commands, each a header line "id n nenv" and
+# then length-prefixed fields ("<bytes>\n" and the bytes): the code, then
+# nenv name and value pairs. fd 4: results, one JSON object per line:
+# {"id", "results", "error"}. A run's output is flushed before its result
+# line. Cells run in the global environment; the driver's own state lives
+# in this closure, so rm(list = ls()) cannot break the loop.
+local({
+  ctl <- file("/dev/fd/3", open = "rb")
+  res <- file("/dev/fd/4", open = "wb")
+  maxtext <- 1048576L
+
+  field <- function() {
+    n <- as.integer(readLines(ctl, n = 1L, warn = FALSE))
+    if (length(n) != 1L || is.na(n)) stop("sandlot: bad frame")
+    if (n == 0L) return("")
+    b <- readBin(ctl, "raw", n = n)
+    s <- rawToChar(b)
+    Encoding(s) <- "UTF-8"
+    s
+  }
+
+  jstr <- function(s) {
+    s <- enc2utf8(paste(s, collapse = "\n"))
+    if (nchar(s, type = "bytes") > maxtext) s <- paste0(substr(s, 1L, maxtext), "...")
+    s <- gsub("\\", "\\\\", s, fixed = TRUE)
+    s <- gsub("\"", "\\\"", s, fixed = TRUE)
+    s <- gsub("\n", "\\n", s, fixed = TRUE)
+    s <- gsub("\r", "\\r", s, fixed = TRUE)
+    s <- gsub("\t", "\\t", s, fixed = TRUE)
+    # Other control characters are not valid in a JSON string.
+    s <- gsub("[\001-\037\177]", "?", s, useBytes = TRUE)
+    paste0("\"", s, "\"")
+  }
+
+  # Calls of the user's code only: the driver's frames come first.
+  user_calls <- function(calls) {
+    keep <- character(0)
+    for (cl in calls) {
+      d <- paste(deparse(cl, nlines = 1L), collapse = " ")
+      if (startsWith(d, "withCallingHandlers(") || startsWith(d, "tryCatch") ||
+          startsWith(d, "eval(expr, globalenv())") || startsWith(d, "withVisible(")) {
+        keep <- character(0)
+        next
+      }
+      if (startsWith(d, ".handleSimpleError(") || startsWith(d, "h(simpleError(")) next
+      keep <- c(keep, d)
+    }
+    keep
+  }
+
+  run_cell <- function(code) {
+    results <- character(0)
+    exprs <- tryCatch(parse(text = code, keep.source = FALSE), error = function(e) e)
+    if (inherits(exprs, "error")) {
+      msg <- conditionMessage(exprs)
+      return(list(results = results, error = list(name = "ERROR", value = msg, traceback = paste0("Error in parse: ", msg))))
+    }
+    err <- NULL
+    calls <- NULL
+    for (expr in exprs) {
+      r <- tryCatch(
+        withCallingHandlers(
+          withVisible(eval(expr, globalenv())),
+          warning = function(w) {
+            cl <- conditionCall(w)
+            where <- if (is.null(cl)) "" else paste0("In ", paste(deparse(cl, nlines = 1L), collapse = " "), " : ")
+            cat("Warning message:\n", where, conditionMessage(w), "\n", sep = "", file = stderr())
+            invokeRestart("muffleWarning")
+          },
+          error = function(e) calls <<- sys.calls()
+        ),
+        error = function(e) e,
+        interrupt = function(i) structure(class = c("sandlotInterrupt", "condition"), list(message = "interrupted", call = NULL))
+      )
+      if (inherits(r, "sandlotInterrupt")) {
+        err <- list(name = "KeyboardInterrupt", value = "interrupted", traceback = "")
+        break
+      }
+      if (inherits(r, "condition")) {
+        msg <- conditionMessage(r)
+        cl <- conditionCall(r)
+        head <- if (is.null(cl)) paste0("Error: ", msg) else paste0("Error in ", paste(deparse(cl, nlines = 1L), collapse = " "), ": ", msg)
+        tb <- user_calls(calls)
+        if (length(tb)) head <- paste0(head, "\nTraceback:\n", paste0(seq_along(tb), ". ", tb, collapse = "\n"))
+        err <- list(name = "ERROR", value = msg, traceback = head)
+        break
+      }
+      if (isTRUE(r$visible)) {
+        text <- tryCatch(paste(utils::capture.output(print(r$value)), collapse = "\n"),
+                         error = function(e) paste0("<print failed: ", conditionMessage(e), ">"))
+        results <- c(results, text)
+      }
+    }
+    list(results = results, error = err)
+  }
+
+  repeat {
+    head <- readLines(ctl, n = 1L, warn = FALSE)
+    if (length(head) == 0L) break
+    parts <- strsplit(head, " ", fixed = TRUE)[[1]]
+    id <- parts[1]
+    nenv <- as.integer(parts[3])
+    code <- field()
+    env <- character(0)
+    for (i in seq_len(nenv)) {
+      k <- field()
+      env[k] <- field()
+    }
+    # envs are for this run only: each name's old value (or its absence)
+    # comes back after it.
+    old <- Sys.getenv(names(env), unset = NA, names = TRUE)
+    if (length(env)) do.call(Sys.setenv, as.list(env))
+    out <- tryCatch(run_cell(code), interrupt = function(i) {
+      list(results = character(0), error = list(name = "KeyboardInterrupt", value = "interrupted", traceback = ""))
+    })
+    for (k in names(env)) {
+      if (is.na(old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, stats::setNames(list(old[[k]]), k))
+    }
+    flush(stdout())
+    flush(stderr())
+    rs <- vapply(out$results, function(t) paste0("{\"text\":", jstr(t), "}"), "")
+    e <- out$error
+    ej <- if (is.null(e)) "null" else paste0("{\"name\":", jstr(e$name), ",\"value\":", jstr(e$value), ",\"traceback\":", jstr(e$traceback), "}")
+    line <- paste0("{\"id\":", id, ",\"results\":[", paste(rs, collapse = ","), "],\"error\":", ej, "}\n")
+    writeBin(charToRaw(enc2utf8(line)), res)
+    flush(res)
+  }
+})
