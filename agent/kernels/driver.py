@@ -1,6 +1,6 @@
 # sandlot python kernel driver. Run as: python3 -u -c <this file>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
-# fd 3: commands, one JSON object per line: {"id", "code", "env"}
+# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"}
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
@@ -27,7 +27,7 @@ def _sandlot_main():
     sys.modules["__main__"] = main
     ns = main.__dict__
     driver_file = sys._getframe().f_code.co_filename
-    state = {"running": False, "results": None}
+    state = {"running": False, "results": None, "error": None}
     FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     CO_COROUTINE = 0x80
     MAXTEXT = 1 << 20
@@ -205,7 +205,30 @@ def _sandlot_main():
                     else:
                         os.environ[k] = v
 
+    ipy = {"run": None}
+
+    def ipython():
+        if ipy["run"] is None:
+            try:
+                ipy["run"] = _ipython_shell(main, state, frame_data, MAXTEXT)
+            except ImportError as e:
+                raise ImportError("the IPython mode needs IPython in the sandbox (Debian: python3-ipython): %s" % e) from None
+        return ipy["run"]
+
+    def run_ipython(req):
+        results = []
+        state["results"] = results
+        try:
+            err = ipython()(req.get("code", ""))
+        except BaseException as e:
+            err = error_of(e)
+        state["results"] = None
+        figures(results)
+        return {"id": req.get("id"), "results": results, "error": err}
+
     def run_code(req, count):
+        if req.get("ipython"):
+            return run_ipython(req)
         code = dedent(req.get("code", ""))
         fname = "<cell-%d>" % count
         cells[fname] = code  # for tracebacks; linecache is filled on error
@@ -249,6 +272,12 @@ def _sandlot_main():
         state["results"] = None
         figures(results)
         return {"id": req.get("id"), "results": results, "error": err}
+
+    if os.environ.pop("SANDLOT_IPYTHON", "") == "preload":
+        try:
+            ipython()  # a prestart: the first cell does not pay the import
+        except BaseException as e:
+            sys.stderr.write("sandlot: IPython: %s\n" % (e,))
 
     count = 0
     while True:

@@ -39,9 +39,12 @@ var pythonMain string
 //go:embed charts.py
 var pythonCharts string
 
-// pythonDriver is the python kernel's program: the chart reader, then the
-// driver, whose last line starts the loop.
-var pythonDriver = pythonCharts + "\n" + pythonMain
+//go:embed ipython.py
+var pythonIPython string
+
+// pythonDriver is the python kernel's program: the chart reader, the
+// IPython mode, then the driver, whose last line starts the loop.
+var pythonDriver = pythonCharts + "\n" + pythonIPython + "\n" + pythonMain
 
 //go:embed driver.js
 var nodeDriver string
@@ -78,6 +81,10 @@ type Config struct {
 	Node   string   // "": /usr/bin/node, else node on PATH
 	Bash   string   // "": /bin/bash
 	Shell  ShellFunc
+	// IPython runs every python cell through IPython
+	// (RunCodeParams.IPython), and python kernels import it as they
+	// start. false: only cells that ask for it.
+	IPython bool
 	// User resolves the user a kernel runs as (RunCodeParams.User). nil:
 	// every kernel runs as the agent, in Home, and only the default user
 	// exists.
@@ -251,7 +258,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		restarted = true
 	}
 	if kn.s == nil {
-		s, err := m.start(kn.lang, kn.user)
+		s, err := m.start(kn.lang, kn.user, false)
 		if err != nil {
 			return nil, &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 		}
@@ -263,7 +270,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	s.discard()
 	kn.id++
 	kn.count++
-	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env)
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env, p.IPython || m.cfg.IPython)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +380,9 @@ func describe(st syscall.WaitStatus) string {
 	return "unknown status"
 }
 
-func (m *Manager) start(lang, user string) (*session, error) {
+// start starts a kernel of lang for user; ipython (python only) imports
+// IPython as it starts, as Config.IPython does for every python kernel.
+func (m *Manager) start(lang, user string, ipython bool) (*session, error) {
 	env := append([]string(nil), m.cfg.Env...)
 	dir := m.cfg.Home
 	var cred *syscall.Credential
@@ -388,6 +397,9 @@ func (m *Manager) start(lang, user string) (*session, error) {
 	switch lang {
 	case agent.Python:
 		env = append(env, "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8")
+		if ipython || m.cfg.IPython {
+			env = append(env, "SANDLOT_IPYTHON=preload") // the driver unsets it
+		}
 		argv = []string{m.cfg.Python, "-u", "-c", pythonDriver}
 	case agent.JavaScript:
 		env = append(env, "NODE_NO_WARNINGS=1")
@@ -400,7 +412,7 @@ func (m *Manager) start(lang, user string) (*session, error) {
 	return startSession(argv, env, dir, cred)
 }
 
-func encodeCommand(lang string, id int64, n int, code string, env map[string]string) ([]byte, error) {
+func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython bool) ([]byte, error) {
 	if lang == agent.Bash {
 		code = strings.ReplaceAll(code, "\x00", "")
 		var b strings.Builder
@@ -430,7 +442,8 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 		N    int               `json:"n"`
 		Code string            `json:"code"`
 		Env  map[string]string `json:"env,omitempty"`
-	}{id, n, code, env})
+		IPy  bool              `json:"ipython,omitempty"`
+	}{id, n, code, env, ipython && lang == agent.Python})
 	if err != nil {
 		return nil, invalid("encode: %v", err)
 	}
@@ -495,9 +508,13 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 // Prestart starts the default kernel of lang now instead of on first use,
 // so that the first run does not pay the interpreter's start-up. A run that
 // arrives meanwhile waits for this start instead of starting its own.
+// agent.PrestartIPython is the python kernel with IPython imported.
 func (m *Manager) Prestart(lang string) error {
+	ipython := false
 	switch lang {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash:
+	case agent.PrestartIPython:
+		lang, ipython = agent.Python, true
 	default:
 		return invalid("cannot prestart %q", lang)
 	}
@@ -507,7 +524,7 @@ func (m *Manager) Prestart(lang string) error {
 	if kn.s != nil {
 		return nil
 	}
-	s, err := m.start(kn.lang, kn.user)
+	s, err := m.start(kn.lang, kn.user, ipython)
 	if err != nil {
 		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("start %s kernel: %v", kn.lang, err)}
 	}

@@ -40,7 +40,7 @@ func main() {
 	}
 	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
 	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
-	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
+	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python, or ipython: python with IPython imported (env SANDLOT_AGENT_PRESTART)")
 	root := flag.Bool("root", false, "the agent runs as root of its sandbox's user namespace: it starts the default user's processes as uid 1000 without capabilities, and root's as itself")
 	userFlag := flag.String("user", "", "with --root: the default user's account as NAME:UID:GID, when the template runs as a user of its image other than the sandbox user (uid 1000)")
 	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
