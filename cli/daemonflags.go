@@ -111,4 +111,5 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.DurationVar(&c.e2bMaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&c.e2bPausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
+	fs.StringVar(&c.e2bPython, "e2b-python", "ipython", "how the E2B code interpreter runs python cells: ipython (IPython's shell, as on E2B) or plain (the plain python kernel)")
 }

@@ -73,6 +73,7 @@ type serveConfig struct {
 	e2bMaxTimeout        time.Duration // e2bcompat.Config.MaxTimeout
 	e2bTokenTTL          time.Duration // e2bcompat.Config.TokenTTL
 	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
+	e2bPython            string        // ipython or plain: e2bcompat.Config.PlainPython
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags

@@ -114,6 +114,10 @@ def _ipython_shell(main, state, frame_data, maxtext):
         return None
 
     sh.register_magic_function(matplotlib_magic, "line", "matplotlib")
+    # !cmd on the kernel's own stdout and stderr, as a terminal IPython
+    # runs it: the piped default reads a pty, which merges the streams and
+    # ends lines with \r\n.
+    sh.system = sh.system_raw
 
     def run(code):
         state["error"] = None

@@ -59,7 +59,9 @@ func TestIPythonMode(t *testing.T) {
 		{"help", "len?", func(r *agent.RunCodeResult) bool {
 			return r.Success && strings.Contains(r.Stdout, "Return the number of items in a container")
 		}},
-		{"shell", "!echo from-shell", func(r *agent.RunCodeResult) bool { return r.Success && strings.TrimSpace(r.Stdout) == "from-shell" }},
+		{"shell", "!echo from-shell; echo to-stderr >&2", func(r *agent.RunCodeResult) bool {
+			return r.Success && r.Stdout == "from-shell\n" && r.Stderr == "to-stderr\n"
+		}},
 		{"shell capture", "files = !printf 'a\\nb\\n'\nfiles", func(r *agent.RunCodeResult) bool { return mainText(r) == "['a', 'b']" }},
 		{"exit code", "!exit 3\n_exit_code", func(r *agent.RunCodeResult) bool { return mainText(r) == "3" }},
 		{"display", "from IPython.display import display, HTML, Markdown\ndisplay(HTML('<b>bold</b>'), Markdown('*md*'))\nprint('after')", func(r *agent.RunCodeResult) bool {
