@@ -205,15 +205,27 @@ def _sandlot_main():
                     else:
                         os.environ[k] = v
 
-    ipy = {"run": None}
+    ipy = {"run": None, "missing": False}
 
     def ipython():
         if ipy["run"] is None:
-            try:
-                ipy["run"] = _ipython_shell(main, state, frame_data, MAXTEXT)
-            except ImportError as e:
-                raise ImportError("the IPython mode needs IPython in the sandbox (Debian: python3-ipython): %s" % e) from None
+            ipy["run"] = _ipython_shell(main, state, frame_data, MAXTEXT)
         return ipy["run"]
+
+    def has_ipython():
+        # An image without IPython (a custom template) still runs its
+        # cells: in the plain kernel, said once on stderr.
+        if ipy["run"] is not None:
+            return True
+        if ipy["missing"]:
+            return False
+        try:
+            ipython()
+            return True
+        except ImportError as e:
+            ipy["missing"] = True
+            sys.stderr.write("sandlot: IPython is not installed in this sandbox (%s; Debian: python3-ipython): cells run in the plain python kernel\n" % e)
+            return False
 
     def run_ipython(req):
         results = []
@@ -227,7 +239,7 @@ def _sandlot_main():
         return {"id": req.get("id"), "results": results, "error": err}
 
     def run_code(req, count):
-        if req.get("ipython"):
+        if req.get("ipython") and has_ipython():
             return run_ipython(req)
         code = dedent(req.get("code", ""))
         fname = "<cell-%d>" % count
@@ -276,8 +288,8 @@ def _sandlot_main():
     if os.environ.pop("SANDLOT_IPYTHON", "") == "preload":
         try:
             ipython()  # a prestart: the first cell does not pay the import
-        except BaseException as e:
-            sys.stderr.write("sandlot: IPython: %s\n" % (e,))
+        except BaseException:
+            pass  # the first IPython cell says why
 
     count = 0
     while True:
