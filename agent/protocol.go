@@ -262,6 +262,9 @@ const (
 	// code-interpreter template has them).
 	R    = "r"
 	Java = "java"
+	// PrestartIPython, as a prestart kernel, is the default python kernel
+	// started with IPython already imported (RunCodeParams.IPython).
+	PrestartIPython = "ipython"
 )
 
 // RunCodeParams runs code in the persistent kernel of a language. Kernel
@@ -278,6 +281,12 @@ type RunCodeParams struct {
 	// User is who the kernel runs as: a kernel is one (language, kernel
 	// name, user); "" is DefaultUser.
 	User string `json:"user,omitempty"`
+	// IPython runs a python cell through IPython's InteractiveShell
+	// (magics, !cmd, get_ipython(), ? help, display hooks), as E2B's code
+	// interpreter does. The kernel imports IPython on its first such cell
+	// (unless prestarted as PrestartIPython) and keeps its state: plain and
+	// IPython cells share one namespace. Other languages ignore it.
+	IPython bool `json:"ipython,omitempty"`
 }
 
 // RichResult is one displayable value, Jupyter style: the value of the last

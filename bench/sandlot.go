@@ -81,6 +81,7 @@ func Cases(env Env, sz Sizes) []Case {
 		{Name: "warm round trip, HTTP", Group: "warm", Run: func(ctx context.Context) ([]Figure, error) { return warmHTTP(ctx, env, sz) }},
 		{Name: "cold create to first result", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return cold(ctx, env, sz) }},
 		{Name: "GetOrCreate from the warm pool", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return pool(ctx, env, sz) }},
+		ipythonCase(env, sz),
 		{Name: "throughput and density", Group: "throughput", Run: func(ctx context.Context) ([]Figure, error) { return throughput(ctx, env, sz) }},
 		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
 	}

@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +53,7 @@ func newBenchCmd() *cobra.Command {
 		cpuProfile string
 		httpStore  string
 		imagesDir  string
+		only       string
 	)
 	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
@@ -67,6 +70,7 @@ func newBenchCmd() *cobra.Command {
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
+	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
@@ -133,7 +137,15 @@ func newBenchCmd() *cobra.Command {
 			}
 			defer pprof.StopCPUProfile()
 		}
-		r := bench.Runner{Cases: bench.Cases(env, sz), Logger: log, Progress: std.Err}
+		cases := bench.Cases(env, sz)
+		if only != "" {
+			re, err := regexp.Compile(only)
+			if err != nil {
+				return usageErr("--cases %q: %v", only, err)
+			}
+			cases = slices.DeleteFunc(cases, func(c bench.Case) bool { return !re.MatchString(c.Name) })
+		}
+		r := bench.Runner{Cases: cases, Logger: log, Progress: std.Err}
 		rep, err := r.Run(ctx, sz.Floor)
 		if rep == nil {
 			return err

@@ -38,7 +38,9 @@ func TestBenchCommand(t *testing.T) {
 		"GetOrCreate from the warm pool", "throughput: python 1+1 on 2 contexts at once (latency)",
 		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)",
 		"image template: cold create to first result: python 1+1, no pool", "image template: GetOrCreate from the warm pool",
-		"image template: PSS per idle sandbox (python kernel up, mean of 5)"}
+		"image template: PSS per idle sandbox (python kernel up, mean of 5)",
+		"cold create to first result: python 1+1, IPython, no pool (IPython imported on the first cell)",
+		"per cell: warm run_code python (1+1), IPython, Go API"}
 	got := map[string]bench.Figure{}
 	for _, f := range rep.Figures {
 		got[f.Name] = f

@@ -116,4 +116,5 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.BoolVar(&c.e2bInternet, "e2b-internet", false, "E2B creates get E2B's network defaults: open internet and public ports when they name neither allowInternetAccess nor network, public ports when network has no allowPublicTraffic (needs --network and a cap that allows mode open; otherwise sandlot's: no network, private ports)")
 	fs.DurationVar(&c.e2bTokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.StringVar(&c.e2bInterpTemplate, "e2b-code-interpreter-template", "", "template E2B's default code-interpreter-v1 creates (\"\": default, small, no R or Java; code-interpreter: with R and Java, built on first use)")
+	fs.StringVar(&c.e2bPython, "e2b-python", "ipython", "how the E2B code interpreter runs python cells: ipython (IPython's shell, as on E2B) or plain (the plain python kernel)")
 }

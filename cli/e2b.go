@@ -41,7 +41,11 @@ func e2bWire(cfg serveConfig, m *contexts.Manager, cat *templates.Catalog, build
 	if nw != nil {
 		domain = cfg.network.domain
 	}
+	if cfg.e2bPython != "" && cfg.e2bPython != "ipython" && cfg.e2bPython != "plain" {
+		return nil, nil, fmt.Errorf("--e2b-python %q: want ipython or plain: %w", cfg.e2bPython, errdefs.ErrInvalidArgument)
+	}
 	ecfg := e2bcompat.Config{
+		PlainPython:   cfg.e2bPython == "plain",
 		Domain:        domain,
 		Manager:       m,
 		Secret:        secret,

@@ -78,6 +78,7 @@ type serveConfig struct {
 	e2bInterpTemplate    string        // what E2B's code-interpreter-v1 creates ("": default)
 	e2bPausedTimeout     time.Duration // e2bcompat.Config.PausedTimeout
 	e2bInternet          bool          // e2bcompat.Config.DefaultOpen
+	e2bPython            string        // ipython or plain: e2bcompat.Config.PlainPython
 	bootstrapAdmin       bool          // the first start's tenant may override the guard
 	node                 string
 	network              networkFlags

@@ -40,6 +40,9 @@ type ExecuteRequest struct {
 	Kernel   string            // named kernel (E2B code contexts); "" = default
 	User     string            // who the kernel runs as (agent.RootUser); "" = the sandbox user
 	Env      map[string]string // for this run only (restored after it)
+	// IPython runs a python cell through IPython (agent
+	// RunCodeParams.IPython); other languages ignore it.
+	IPython bool
 	// Unbounded runs with no timeout (Timeout must be 0): only ctx ends
 	// the run. For edges whose clients time out themselves and hang up,
 	// as E2B's runCode does.
@@ -208,6 +211,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		Kernel:    req.Kernel,
 		User:      req.User,
 		Env:       req.Env,
+		IPython:   req.IPython,
 		TimeoutMs: timeout.Milliseconds(),
 		Stream:    out != nil,
 	}

@@ -58,6 +58,7 @@ rtb py:numpy                                          python3-numpy
 rtb py:pandas                                         python3-pandas
 rtb py:matplotlib                                     python3-matplotlib
 rtb py:PIL                                            python3-pil
+rtb py:IPython                                        python3-ipython
 rtb cmd:node                                          nodejs
 rtb cmd:mmdebstrap                                    mmdebstrap
 rtb cmd:gpg                                           gpg

@@ -71,7 +71,9 @@ type Settings struct {
 	// Kernels are the languages run_code offers on this template (python,
 	// javascript, typescript, bash, sh); empty: all of them.
 	Kernels []string `json:"kernels,omitempty"`
-	// Prestart are the kernels started at boot; a subset of Kernels.
+	// Prestart are the kernels started at boot; a subset of Kernels, where
+	// "ipython" is the python kernel with IPython imported (the first
+	// IPython cell does not pay the import).
 	Prestart  []string  `json:"prestart,omitempty"`
 	Resources Resources `json:"resources,omitempty"`
 }
@@ -99,6 +101,9 @@ var Languages = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent
 
 // Offers reports whether the template's kernels include language.
 func (s Settings) Offers(language string) bool {
+	if language == agent.PrestartIPython { // as a prestart: python with IPython imported
+		language = agent.Python
+	}
 	return len(s.Kernels) == 0 || slices.Contains(s.Kernels, language)
 }
 

@@ -46,6 +46,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 		Timeout:  time.Duration(integer(args, "timeout")) * time.Millisecond,
 		Network:  r.create(call).Network,
 		Template: str(args, "template"),
+		IPython:  boolean(args, "ipython"),
 	}
 	res, err := r.c.Execute(ctx, call.Identity, req, out)
 	if err != nil {

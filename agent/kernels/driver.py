@@ -1,12 +1,13 @@
 # sandlot python kernel driver. Run as: python3 -u -c <this file>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
-# fd 3: commands, one JSON object per line: {"id", "code", "env"}
+# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"}
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
 # is on the first call's path (ast, for one, is imported by the first cell
 # that is not a single expression). _SANDLOT_EXTRAS, set before this file
-# by the agent, is the source of the chart reader and the magics: compiled
+# by the agent, is the source of the chart reader, the magics and the
+# IPython mode (ipython.py): compiled
 # by _extras() on first use, not at every start.
 import builtins
 import json
@@ -29,7 +30,7 @@ def _sandlot_main():
     sys.modules["__main__"] = main
     ns = main.__dict__
     driver_file = sys._getframe().f_code.co_filename
-    state = {"running": False, "results": None}
+    state = {"running": False, "results": None, "error": None}
     FLAGS = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT (3.8+), without importing ast
     CO_COROUTINE = 0x80
     MAXTEXT = 1 << 20
@@ -215,7 +216,43 @@ def _sandlot_main():
                     else:
                         os.environ[k] = v
 
+    ipy = {"run": None, "missing": False}
+
+    def ipython():
+        if ipy["run"] is None:
+            _extras()
+            ipy["run"] = _ipython_shell(main, state, frame_data, MAXTEXT)
+        return ipy["run"]
+
+    def has_ipython():
+        # An image without IPython (a custom template) still runs its
+        # cells: in the plain kernel, said once on stderr.
+        if ipy["run"] is not None:
+            return True
+        if ipy["missing"]:
+            return False
+        try:
+            ipython()
+            return True
+        except ImportError as e:
+            ipy["missing"] = True
+            sys.stderr.write("sandlot: IPython is not installed in this sandbox (%s; Debian: python3-ipython): cells run in the plain python kernel\n" % e)
+            return False
+
+    def run_ipython(req):
+        results = []
+        state["results"] = results
+        try:
+            err = ipython()(req.get("code", ""))
+        except BaseException as e:
+            err = error_of(e)
+        state["results"] = None
+        figures(results)
+        return {"id": req.get("id"), "results": results, "error": err}
+
     def run_code(req, count):
+        if req.get("ipython") and has_ipython():
+            return run_ipython(req)
         code = dedent(req.get("code", ""))
         fname = "<cell-%d>" % count
         cells[fname] = code  # for tracebacks; linecache is filled on error
@@ -262,6 +299,12 @@ def _sandlot_main():
         figures(results)
         return {"id": req.get("id"), "results": results, "error": err}
 
+    if os.environ.pop("SANDLOT_IPYTHON", "") == "preload":
+        try:
+            ipython()  # a prestart: the first cell does not pay the import
+        except BaseException:
+            pass  # the first IPython cell says why
+
     count = 0
     while True:
         try:
@@ -282,7 +325,8 @@ def _sandlot_main():
 
 
 def _extras():
-    # Runs the extras (charts.py, magics.py) in the driver's globals, once.
+    # Runs the extras (charts.py, magics.py, ipython.py) in the driver's
+    # globals, once.
     # They keep the driver's file name, so tracebacks hide their frames too.
     g = globals()
     if "_chart_json" not in g:

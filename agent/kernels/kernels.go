@@ -44,13 +44,16 @@ var pythonCharts string
 //go:embed magics.py
 var pythonMagics string
 
+//go:embed ipython.py
+var pythonIPython string
+
 // pythonDriver is the python kernel's program: the driver, whose last line
-// starts the loop, after its extras (the chart reader and the magics) as
-// one string constant. Python compiles the extras only when a cell needs
-// them: compiling all of it at every start cost about as much as the
-// driver's imports, on the path of every new sandbox's first result.
-// strconv.Quote's escapes are all valid in a Python string literal.
-var pythonDriver = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+pythonMagics) + "\n" + pythonMain
+// starts the loop, after its extras (the chart reader, the magics and the
+// IPython mode) as one string constant. Python compiles the extras only
+// when a cell needs them: compiling all of it at every start cost about as
+// much as the driver's imports, on the path of every new sandbox's first
+// result. strconv.Quote's escapes are all valid in a Python string literal.
+var pythonDriver = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+pythonMagics+"\n"+pythonIPython) + "\n" + pythonMain
 
 //go:embed driver.js
 var nodeDriver string
@@ -95,6 +98,10 @@ type Config struct {
 	R      string   // Rscript; "": /usr/bin/Rscript, else Rscript on PATH
 	Java   string   // "": /usr/bin/java, else java on PATH
 	Shell  ShellFunc
+	// IPython runs every python cell through IPython
+	// (RunCodeParams.IPython), and python kernels import it as they
+	// start. false: only cells that ask for it.
+	IPython bool
 	// User resolves the user a kernel runs as (RunCodeParams.User). nil:
 	// every kernel runs as the agent, in Home, and only the default user
 	// exists.
@@ -270,7 +277,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		restarted = true
 	}
 	if kn.s == nil {
-		s, err := m.start(kn.lang, kn.user)
+		s, err := m.start(kn.lang, kn.user, false)
 		if err != nil {
 			return nil, startError(kn.lang, err)
 		}
@@ -282,7 +289,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	s.discard()
 	kn.id++
 	kn.count++
-	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env)
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env, p.IPython || m.cfg.IPython)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +401,9 @@ func describe(st syscall.WaitStatus) string {
 	return "unknown status"
 }
 
-func (m *Manager) start(lang, user string) (*session, error) {
+// start starts a kernel of lang for user; ipython (python only) imports
+// IPython as it starts, as Config.IPython does for every python kernel.
+func (m *Manager) start(lang, user string, ipython bool) (*session, error) {
 	env := append([]string(nil), m.cfg.Env...)
 	dir := m.cfg.Home
 	var cred *syscall.Credential
@@ -410,6 +419,9 @@ func (m *Manager) start(lang, user string) (*session, error) {
 	switch lang {
 	case agent.Python:
 		env = append(env, "MPLBACKEND=Agg", "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8")
+		if ipython || m.cfg.IPython {
+			env = append(env, "SANDLOT_IPYTHON=preload") // the driver unsets it
+		}
 		argv = []string{m.cfg.Python, "-u", "-c", pythonDriver}
 	case agent.JavaScript:
 		env = append(env, "NODE_NO_WARNINGS=1")
@@ -437,7 +449,7 @@ func (m *Manager) start(lang, user string) (*session, error) {
 	return startSession(argv, env, dir, cred, stdin)
 }
 
-func encodeCommand(lang string, id int64, n int, code string, env map[string]string) ([]byte, error) {
+func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython bool) ([]byte, error) {
 	if lang == agent.R || lang == agent.Java {
 		return encodeFramed(id, n, code, env), nil
 	}
@@ -470,7 +482,8 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 		N    int               `json:"n"`
 		Code string            `json:"code"`
 		Env  map[string]string `json:"env,omitempty"`
-	}{id, n, code, env})
+		IPy  bool              `json:"ipython,omitempty"`
+	}{id, n, code, env, ipython && lang == agent.Python})
 	if err != nil {
 		return nil, invalid("encode: %v", err)
 	}
@@ -535,9 +548,13 @@ func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time
 // Prestart starts the default kernel of lang now instead of on first use,
 // so that the first run does not pay the interpreter's start-up. A run that
 // arrives meanwhile waits for this start instead of starting its own.
+// agent.PrestartIPython is the python kernel with IPython imported.
 func (m *Manager) Prestart(lang string) error {
+	ipython := false
 	switch lang {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
+	case agent.PrestartIPython:
+		lang, ipython = agent.Python, true
 	default:
 		return invalid("cannot prestart %q", lang)
 	}
@@ -547,7 +564,7 @@ func (m *Manager) Prestart(lang string) error {
 	if kn.s != nil {
 		return nil
 	}
-	s, err := m.start(kn.lang, kn.user)
+	s, err := m.start(kn.lang, kn.user, ipython)
 	if err != nil {
 		return startError(kn.lang, err)
 	}

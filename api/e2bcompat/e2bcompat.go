@@ -84,6 +84,11 @@ type Config struct {
 	Admit func(ctx context.Context, tenantID string) (release func(), err error)
 	// Clock returns the time; nil: time.Now. Tests move it to expire tokens.
 	Clock func() time.Time
+	// PlainPython runs the code interpreter's python cells in the plain
+	// python kernel (a subset of IPython's syntax, no import on the first
+	// cell). false: through IPython, as E2B's code interpreter does
+	// (ExecuteRequest.IPython).
+	PlainPython bool
 	// Templates maps E2B template names to sandlot templates. Names not in
 	// the map pass through unchanged. Nil: DefaultTemplates.
 	Templates map[string]string

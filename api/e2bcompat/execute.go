@@ -300,6 +300,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Language = lang
 	}
+	req.IPython = !h.cfg.PlainPython
 	headers := time.AfterFunc(headerDelay, out.start)
 	stopKeepalive := out.keepalive()
 	logs := &coalescer{out: out}

@@ -40,7 +40,7 @@ func main() {
 	}
 	socket := flag.String("socket", def, "unix socket to listen on (env SANDLOT_AGENT_SOCKET)")
 	flag.StringVar(&home, "home", home, "the user's home: base of relative paths (env SANDLOT_AGENT_HOME)")
-	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python (env SANDLOT_AGENT_PRESTART)")
+	prestart := flag.String("prestart", os.Getenv("SANDLOT_AGENT_PRESTART"), "comma-separated languages whose kernel starts at boot, e.g. python, or ipython: python with IPython imported (env SANDLOT_AGENT_PRESTART)")
 	root := flag.Bool("root", false, "the agent runs as root of its sandbox's user namespace: it starts the default user's processes as uid 1000 without capabilities, and root's as itself")
 	userFlag := flag.String("user", "", "with --root: the default user's account as NAME:UID:GID, when the template runs as a user of its image other than the sandbox user (uid 1000)")
 	sudo := flag.Bool("sudo", false, "with --root: the default user can become root with the image's sudo, so the user's file calls run as root and give what they create to the user (as E2B's envd does)")

@@ -259,7 +259,7 @@ test('runCode: PIL show() and save() display the image (E2B images tests)', asyn
   }
 })
 
-test('runCode: !cmd, %cd and %time work; other magics are a clear UsageError', async () => {
+test('runCode: cells run in IPython: !cmd, %cd, %time, %timeit, %%writefile, get_ipython(), ? help; an unknown magic is a UsageError', async () => {
   const sh = await sbx.runCode('!echo from-shell')
   assert.deepEqual(sh.logs.stdout, ['from-shell\n'])
   const cd = await sbx.runCode('%cd /tmp\nimport os\nos.getcwd()')
@@ -267,9 +267,24 @@ test('runCode: !cmd, %cd and %time work; other magics are a clear UsageError', a
   const timed = await sbx.runCode('%time sum(range(10))')
   assert.equal(timed.text, '45')
   assert.match(timed.logs.stdout.join(''), /Wall time:/)
-  const bad = await sbx.runCode('%timeit 1')
+  const timeit = await sbx.runCode('%timeit -n 5 -r 2 sum(range(100))')
+  assert.equal(timeit.error, undefined, JSON.stringify(timeit.error))
+  assert.match(timeit.logs.stdout.join(''), /per loop \(mean ± std\. dev\. of 2 runs, 5 loops each\)/)
+  const shell = await sbx.runCode('ip = get_ipython()\ntype(ip).__mro__[1].__name__, ip.execution_count > 0')
+  assert.equal(shell.error, undefined, JSON.stringify(shell.error))
+  assert.equal(shell.text, "('InteractiveShell', True)")
+  const wf = await sbx.runCode('%%writefile /tmp/sl-cell.txt\nwritten by a cell magic')
+  assert.match(wf.logs.stdout.join(''), /Writing \/tmp\/sl-cell\.txt/)
+  assert.equal(await sbx.files.read('/tmp/sl-cell.txt'), 'written by a cell magic\n')
+  const help = await sbx.runCode('len?')
+  assert.match(help.logs.stdout.join(''), /Return the number of items in a container/)
+  const bad = await sbx.runCode('%nosuchmagic 1')
   assert.equal(bad.error?.name, 'UsageError')
-  assert.match(bad.error.value, /not IPython/)
+  assert.match(bad.error.value, /%nosuchmagic/)
+  const boom = await sbx.runCode('def f():\n    return 1 / 0\nf()')
+  assert.equal(boom.error?.name, 'ZeroDivisionError')
+  assert.equal(boom.error.value, 'division by zero')
+  assert.match(boom.error.traceback, /return 1 \/ 0/)
 })
 
 test('contexts: the default python and javascript contexts are listed and are the default kernels (E2B contexts tests)', async () => {

@@ -230,7 +230,7 @@ test('files: write, read, list, exists, makeDir, rename, remove', async () => {
 test('runCode: python state, text, logs, errors', async () => {
   await sbx.runCode('x = 41')
   const e = await sbx.runCode('print("hello")\nx + 1')
-  assert.equal(e.text, '42')
+  assert.equal(e.text, '42', JSON.stringify({ error: e.error, logs: e.logs }))
   assert.deepEqual(e.logs.stdout, ['hello\n'])
   const bad = await sbx.runCode('1/0')
   assert.equal(bad.error.name, 'ZeroDivisionError')

@@ -2,7 +2,7 @@
 // alone, no registry: mmdebstrap makes a root file system of the given
 // packages, which becomes a single-layer image in the image store, cached
 // under a key of suite, mirror and package list. It is the `default`
-// template's image: python3 with numpy, pandas and matplotlib, node, bash,
+// template's image: python3 with numpy, pandas, matplotlib and IPython, node, bash,
 // coreutils, git, curl and CA certificates, and a user "user" (1000:1000,
 // home /home/user) as the sandboxes expect. The sandbox agent is not in
 // the image: the runtime bind-mounts it.
@@ -42,7 +42,9 @@ import (
 // DefaultPackages is what the default image holds beyond Debian's
 // essential set and apt: the agent's kernels need python3 (standard
 // library only) at /usr/bin/python3, node at /usr/bin/node (its REPL
-// internals, present in Debian's nodejs) and bash at /bin/bash.
+// internals, present in Debian's nodejs) and bash at /bin/bash;
+// python3-ipython is the python kernel's IPython mode (about 16 MB with
+// its dependencies, Recommends left out).
 //
 // python3-munkres is there for what it keeps out: python3-fonttools (a
 // matplotlib dependency) Depends on "python3-scipy | python3-munkres",
@@ -51,8 +53,8 @@ import (
 // headers: about half the image and most of its build time.
 var DefaultPackages = []string{
 	"bash", "ca-certificates", "coreutils", "curl", "git", "nodejs",
-	"python3", "python3-matplotlib", "python3-munkres", "python3-numpy", "python3-pandas",
-	"sudo",
+	"python3", "python3-ipython", "python3-matplotlib", "python3-munkres", "python3-numpy", "python3-pandas",
+	"python3-pip", "python-is-python3", "sudo",
 }
 
 // Defaults.
@@ -296,7 +298,10 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 // customize adds the sandbox user (1000:1000, home /home/user, bash), as
 // E2B's images and sandlot's sandboxes have it, and, when the image has
 // sudo, lets the user use it without a password, as on E2B: root of a
-// sandbox is root of its user namespace only (docs/security.md).
+// sandbox is root of its user namespace only (docs/security.md). Where
+// the image has pip, pip may install into the sandbox's python (PEP 668's
+// guard is for a host's system python; a sandbox's is its own), as
+// `pip install` and the Template SDK's pipInstall do on E2B.
 const customize = `set -e
 echo 'user:x:1000:1000:user:/home/user:/bin/bash' >> "$1/etc/passwd"
 echo 'user:x:1000:' >> "$1/etc/group"
@@ -307,6 +312,9 @@ chmod 0750 "$1/home/user"
 if [ -d "$1/etc/sudoers.d" ]; then
   echo 'user ALL=(ALL:ALL) NOPASSWD: ALL' > "$1/etc/sudoers.d/user"
   chmod 0440 "$1/etc/sudoers.d/user"
+fi
+if [ -x "$1/usr/bin/pip3" ]; then
+  printf '[global]\nbreak-system-packages = true\n' > "$1/etc/pip.conf"
 fi
 `
 

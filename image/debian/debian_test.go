@@ -148,10 +148,11 @@ id user
 stat -c '%u:%g %a' /home/user
 stat -c 'sudoers %u:%g %a' /etc/sudoers.d/user
 grep -qx 'user ALL=(ALL:ALL) NOPASSWD: ALL' /etc/sudoers.d/user && test -x /usr/bin/sudo && echo sudo ok
+grep -qx 'break-system-packages = true' /etc/pip.conf && pip --version >/dev/null && python --version >/dev/null && echo pip ok
 test ! -e /usr/bin/g++ && ! python3 -c 'import scipy' 2>/dev/null && python3 -c 'import munkres' && echo no scipy
 `)
 	for _, want := range []string{"python ok 3\n", "node ok\n", "bash ok\n", "git ok\n", "curl ok\n", "certs ok\n",
-		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n", "sudoers 0:0 440\n", "sudo ok\n", "no scipy\n"} {
+		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n", "sudoers 0:0 440\n", "sudo ok\n", "pip ok\n", "no scipy\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
