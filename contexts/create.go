@@ -257,7 +257,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
 // else a new one.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if len(opts.Env) == 0 && opts.Network == nil {
+	if m.poolServes(rec.Template, opts) {
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			return sb, nil
 		}
