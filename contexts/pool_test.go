@@ -3,6 +3,7 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -109,7 +110,8 @@ func TestPoolSpec(t *testing.T) {
 		warmed++
 		return nil
 	}}
-	e := newEnv(t, contexts.Config{PoolSpecs: map[string]contexts.PoolSpec{"default": spec}})
+	nets := &claimNets{}
+	e := newEnv(t, contexts.Config{PoolSpecs: map[string]contexts.PoolSpec{"default": spec}, Networks: nets})
 	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
 	if n := len(e.p.Running()); n != 1 {
 		t.Fatalf("running sandboxes = %d, want 1 (the failed warm-up's destroyed)", n)
@@ -144,9 +146,39 @@ func TestPoolSpec(t *testing.T) {
 	if st := e.m.Stats(); st.PoolHits != 1 || sp.Labels["sandlot.pool"] != "default" || sp.Env["DISPLAY"] != ":0" || sp.Network == nil || !sp.Network.Ingress.Public {
 		t.Fatalf("stats %+v, sandbox spec %+v", st, sp)
 	}
+	// The warm sandbox's network, set up without an owner, is claimed for
+	// the create's tenant and context (the ports route finds it by the
+	// context's id).
+	if want := []string{rec.SandboxID + " t1 " + rec.ID}; !slices.Equal(nets.claimed(), want) {
+		t.Errorf("claims = %q, want %q", nets.claimed(), want)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if warmed < 1 {
 		t.Fatalf("warmed = %d", warmed)
 	}
+}
+
+// claimNets is a contexts.Networks that records claims of warm networks.
+type claimNets struct {
+	mu     sync.Mutex
+	claims []string
+}
+
+func (n *claimNets) Check(string, policy.Policy) error { return nil }
+func (n *claimNets) Update(context.Context, string, string, policy.Policy) (*policy.Effective, error) {
+	return &policy.Effective{}, nil
+}
+
+func (n *claimNets) Claim(_ context.Context, sandboxID, tenant, contextID string, _ policy.Policy) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.claims = append(n.claims, sandboxID+" "+tenant+" "+contextID)
+	return nil
+}
+
+func (n *claimNets) claimed() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.claims)
 }
