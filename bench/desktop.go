@@ -38,6 +38,9 @@ func desktopCases(env Env, sz Sizes) []Case {
 func desktopManager(ctx context.Context, env Env, pool int) (*desktop.Manager, *contexts.Manager, func(), error) {
 	cfg := contexts.Config{PoolSize: -1, Catalog: env.DesktopCatalog}
 	if pool > 0 {
+		// Named in PoolSizes, the pool fills at Start (else only after the
+		// template's first create).
+		cfg.PoolSizes = map[string]int{desktop.Template: pool}
 		cfg.PoolSpecs = map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, 0, 0, nil)}
 	}
 	m, stop, err := manager(ctx, env, cfg)
