@@ -40,6 +40,9 @@ func TestWindowsAndClipboard(t *testing.T) {
 		return fmt.Sprintf("%+v", wl.Windows), false
 	})
 	poll(t, "the copied address on the clipboard", func() (string, bool) {
+		if _, err := dm.Act(ctx, id, desktop.Action{Kind: "click", X: 512, Y: 400}); err != nil { // the browser's focus
+			t.Fatal(err)
+		}
 		for _, k := range []string{"ctrl+l", "ctrl+c"} {
 			if _, err := dm.Act(ctx, id, desktop.Action{Kind: "key", Text: k}); err != nil {
 				t.Fatal(err)
