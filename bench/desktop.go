@@ -140,7 +140,7 @@ func desktopActions(ctx context.Context, env Env, n int) ([]Figure, error) {
 			return nil, err
 		}
 		if u, err := env.Usage.Usage(ctx, rec.SandboxID); err == nil {
-			out = append(out, Figure{Name: "desktop: memory of one desktop, browser open (cgroup)", Value: round(float64(u.MemoryBytes)/(1<<20), 1), Unit: "MiB",
+			out = append(out, Figure{Name: "desktop: memory of one running desktop, browser answering (cgroup)", Value: round(float64(u.MemoryBytes)/(1<<20), 1), Unit: "MiB",
 				Note: fmt.Sprintf("%d tasks", u.PIDs)})
 		}
 	}
