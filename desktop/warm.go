@@ -18,7 +18,8 @@ var Env = map[string]string{"DISPLAY": ":0"}
 
 // DefaultPoolSize is how many started desktops the daemon keeps warm
 // (`--pool-sizes desktop=N` overrides it): XFCE's start is most of a
-// desktop's create, and one warm desktop costs about 140 MiB.
+// desktop's create; a running desktop measured 140 MiB with its browser,
+// a warm one has none yet.
 const DefaultPoolSize = 1
 
 // PoolSpec is the desktop template's warm pool: sandboxes with the
