@@ -43,6 +43,11 @@ type Env struct {
 	ImageProvider contexts.Provider
 	ImageUsage    contexts.UsageSampler
 	ImageStoreDir string // the image store, whose size is reported once
+	// DesktopProvider, when set, starts the desktop template (its image
+	// and DesktopCatalog's settings): the desktop cases run on it.
+	DesktopProvider contexts.Provider
+	DesktopUsage    contexts.UsageSampler
+	DesktopCatalog  contexts.Catalog
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full
@@ -57,11 +62,12 @@ type Sizes struct {
 	Concurrency []int         // concurrent contexts
 	GuardMB     int           // guard corpus size
 	Peer        int           // Jupyter samples (bwrap: a tenth); 0 skips the peers
+	Desktop     int           // desktop creates per case (actions: five times that); 0 skips them
 }
 
 // DefaultSizes is what `sandlot bench` runs without flags.
 var DefaultSizes = Sizes{Floor: 3000, Warm: 3000, HTTP: 3000, Cold: 30, Pool: 30,
-	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200}
+	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200, Desktop: 3}
 
 // Targets, reported beside the figures and never asserted.
 const (
@@ -87,6 +93,9 @@ func Cases(env Env, sz Sizes) []Case {
 	}
 	if env.ImageProvider != nil {
 		cs = append(cs, imageCases(env, sz)...)
+	}
+	if env.DesktopProvider != nil && sz.Desktop > 0 {
+		cs = append(cs, desktopCases(env, sz)...)
 	}
 	if sz.Peer > 0 {
 		cs = append(cs,

@@ -23,13 +23,16 @@ import (
 
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/telemetry/export"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -68,6 +71,7 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&conc, "concurrency", "10,50", "throughput levels: concurrent contexts, comma-separated")
 	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
+	fs.IntVar(&sz.Desktop, "desktop-n", sz.Desktop, "desktop creates per case, cold and from the pool (actions: five times that); 0 skips the desktop figures, which need the \"desktop\" image in --images-dir")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
@@ -109,6 +113,11 @@ func newBenchCmd() *cobra.Command {
 		if perr == nil {
 			if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, log); err != nil {
 				fmt.Fprintf(std.Err, "bench: image-template figures skipped: %v\n", err)
+			}
+			if sz.Desktop > 0 {
+				if err := benchDesktop(&env, imagesDir, rt, filepath.Join(dir, "desktop"), log); err != nil {
+					fmt.Fprintf(std.Err, "bench: desktop figures skipped: %v\n", err)
+				}
 			}
 		}
 		if env.Guard, err = guard.New(guard.Config{}); err != nil {
@@ -257,6 +266,26 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 // benchImages gives env a provider whose default template is the image
 // store's "default" image, when the store at dir has one (serve builds it
 // at first start; bench never builds it).
+// benchDesktop gives env a provider of the desktop template over the
+// image store at dir, when it holds the desktop image (serve builds it on
+// first use).
+func benchDesktop(env *bench.Env, dir, rt, stateDir string, log *slog.Logger) error {
+	s, err := image.Open(dir, image.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	if _, err := s.Get(context.Background(), desktop.Template); err != nil {
+		return fmt.Errorf("image store %s has no %q image (a desktop create in serve builds it): %w", dir, desktop.Template, err)
+	}
+	cat := templates.New(templates.Config{Store: memory.New(), Images: s, Desktop: desktop.Settings()})
+	p, err := local.New(local.Config{Runtime: runtimeName(rt), StateDir: stateDir, Images: s, Templates: cat, Logger: log})
+	if err != nil {
+		return err
+	}
+	env.DesktopProvider, env.DesktopUsage, env.DesktopCatalog = p, p, cat
+	return nil
+}
+
 func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limits, log *slog.Logger) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no image store at %s (run sandlot serve once, or pass --images-dir)", dir)

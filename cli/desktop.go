@@ -46,10 +46,32 @@ func (c serveConfig) desktopManager(m *contexts.Manager, tw *templateWire, log *
 	dc := desktop.Config{Contexts: m, TTL: c.desktop.ttl, StreamWait: c.desktop.streamWait, Logger: log}
 	if c.network.enabled {
 		domain := c.network.domain
-		dc.Network = &policy.Policy{Ingress: policy.Ingress{Public: true}}
+		dc.Network = c.desktopNetwork()
 		dc.LiveURL = func(id string, port int) string { return fmt.Sprintf("https://%d-%s.%s", port, id, domain) }
 	}
 	return desktop.New(dc)
+}
+
+// desktopNetwork is a desktop's network when its create names none:
+// public ports (the stream) and no egress, the same for the SDK's
+// creates (api/e2bcompat) and the tools' sessions, so both take the
+// same warm desktops; nil without sandbox networks.
+func (c serveConfig) desktopNetwork() *policy.Policy {
+	if !c.network.enabled {
+		return nil
+	}
+	return &policy.Policy{Ingress: policy.Ingress{Public: true}}
+}
+
+// desktopPool is the desktop template's warm pool (started desktops),
+// when the daemon offers it.
+func (c serveConfig) desktopPool(mcfg *contexts.Config, tw *templateWire) {
+	if !c.desktop.offered() || tw == nil || tw.catalog == nil {
+		return
+	}
+	mcfg.PoolSpecs = map[string]contexts.PoolSpec{
+		desktop.Template: desktop.PoolSpec(desktop.DefaultPoolSize, desktop.DefaultWidth, desktop.DefaultHeight, c.desktopNetwork()),
+	}
 }
 
 func (f desktopFlags) check() error {

@@ -104,6 +104,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		mcfg.Catalog = tw.catalog
 	}
+	cfg.desktopPool(&mcfg, tw)
 	m := contexts.NewManager(st, prov, mcfg)
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))

@@ -58,6 +58,10 @@ type Config struct {
 	// a pool after their first successful creation.
 	PoolSize  int
 	PoolSizes map[string]int
+	// PoolSpecs says, per template, how its warm sandboxes differ from a
+	// plain one (network, environment, a warm-up such as a started
+	// desktop) and their default number; nil: plain.
+	PoolSpecs map[string]PoolSpec
 	// PoolPrestart names the kernels a pooled sandbox starts at boot, so
 	// the first call of a context served from the pool does not wait for
 	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
@@ -192,6 +196,9 @@ func (c Config) withDefaults() Config {
 func (m *Manager) poolSize(template string) int {
 	if n, ok := (*m.poolSizes.Load())[template]; ok {
 		return max(n, 0)
+	}
+	if spec, ok := m.cfg.PoolSpecs[template]; ok {
+		return max(spec.Size, 0)
 	}
 	if m.cfg.Catalog != nil {
 		info, err := m.cfg.Catalog.TemplateInfo(context.Background(), template)

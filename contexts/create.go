@@ -257,9 +257,14 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
 // else a new one.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if len(opts.Env) == 0 && opts.Network == nil {
+	if m.poolServes(rec.Template, opts) {
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
-			return sb, nil
+			err := m.claimNetwork(ctx, rec, sb, opts.Network)
+			if err == nil {
+				return sb, nil
+			}
+			m.log.Warn("warm sandbox: claim its network; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
+			go m.destroy(context.Background(), sb, sb.ID())
 		}
 	}
 	spec := Spec{
@@ -276,6 +281,19 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 	}
 	m.poolEnsure(rec.Template)
 	return sb, nil
+}
+
+// claimNetwork gives a warm sandbox's network (set up without an owner)
+// to rec's tenant and context.
+func (m *Manager) claimNetwork(ctx context.Context, rec *Record, sb Sandbox, p *policy.Policy) error {
+	if p == nil {
+		return nil
+	}
+	c, ok := m.cfg.Networks.(NetworkClaimer)
+	if !ok {
+		return nil
+	}
+	return c.Claim(ctx, sb.ID(), rec.TenantID, rec.ID, *p)
 }
 
 func (e templateNotFound) Error() string { return "template " + string(e) + " not found" }

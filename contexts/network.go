@@ -23,6 +23,14 @@ type Networks interface {
 	Update(ctx context.Context, sandboxID, tenant string, p policy.Policy) (*policy.Effective, error)
 }
 
+// NetworkClaimer is implemented by Networks whose sandboxes' networks
+// can be set up before they have an owner (a warm pool's, PoolSpec): a
+// create that takes such a sandbox claims its network for its tenant and
+// context.
+type NetworkClaimer interface {
+	Claim(ctx context.Context, sandboxID, tenant, contextID string, p policy.Policy) error
+}
+
 // NetworkOf returns the network policy a record was created or updated
 // with; nil when it has none (loopback only).
 func NetworkOf(rec *Record) *policy.Policy {

@@ -2,10 +2,47 @@ package contexts
 
 import (
 	"context"
+	"maps"
+	"reflect"
 	"time"
 
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
 )
+
+// PoolSpec is how a template's warm sandboxes are made where they differ
+// from a plain create (Config.PoolSpecs). A create takes a warm sandbox
+// only when it asks for the same network and environment, so a warm
+// sandbox is exactly what the create would have made, plus Warm's work.
+type PoolSpec struct {
+	// Size is the template's default pool size (Config.PoolSizes
+	// overrides it); 0: no pool.
+	Size int
+	// Network and Env are given to every warm sandbox. A warm sandbox's
+	// network is set up before it has a tenant: the operator's caps
+	// apply to it as to a tenant without caps of its own (the create's
+	// tenant's caps are checked when it takes one), and its audit events
+	// name no context.
+	Network *policy.Policy
+	Env     map[string]string
+	// Warm runs once on each new warm sandbox before it is offered (for
+	// a desktop: its X server and session started); an error discards
+	// the sandbox. nil: nothing.
+	Warm func(ctx context.Context, sb Sandbox) error
+}
+
+// poolServes reports whether a create with opts may take a warm sandbox
+// of template.
+func (m *Manager) poolServes(template string, opts CreateOptions) bool {
+	spec := m.cfg.PoolSpecs[template]
+	if len(opts.Env) != len(spec.Env) || (len(opts.Env) > 0 && !maps.Equal(opts.Env, spec.Env)) {
+		return false
+	}
+	if (opts.Network == nil) != (spec.Network == nil) {
+		return false
+	}
+	return opts.Network == nil || reflect.DeepEqual(*opts.Network, *spec.Network)
+}
 
 // pool keeps warm sandboxes of one template. A pooled sandbox has never
 // run user code and has no record: the manager knows it only in memory,
@@ -112,12 +149,20 @@ func (m *Manager) poolWorker(p *pool) {
 			if !need {
 				break
 			}
+			spec := m.cfg.PoolSpecs[p.template]
 			sb, err := m.provider.Create(ctx, Spec{
 				Template: p.template,
 				Limits:   m.cfg.Limits,
 				Labels:   map[string]string{"sandlot.pool": p.template},
 				Prestart: m.cfg.PoolPrestart,
+				Env:      maps.Clone(spec.Env),
+				Network:  spec.Network,
 			})
+			if err == nil && spec.Warm != nil {
+				if err = spec.Warm(ctx, sb); err != nil {
+					m.destroy(context.Background(), sb, sb.ID())
+				}
+			}
 			m.mu.Lock()
 			p.filling--
 			closed := m.closed

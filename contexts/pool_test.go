@@ -3,12 +3,15 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -86,4 +89,96 @@ func TestPoolOnlyForTemplatesThatWork(t *testing.T) {
 	if st := e.m.Stats(); st.PoolSize != 2 || st.PerTemplate["data"].PoolMisses != 1 || st.PerTemplate["bogus"].PoolMisses != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
+}
+
+// TestPoolSpec: a template's pool spec gives its warm sandboxes a network,
+// an environment and a warm-up; only a create asking for the same network
+// and environment takes one, and a sandbox whose warm-up fails is never
+// offered.
+func TestPoolSpec(t *testing.T) {
+	net := &policy.Policy{Ingress: policy.Ingress{Public: true}}
+	env := map[string]string{"DISPLAY": ":0"}
+	var mu sync.Mutex
+	warmed, fail := 0, true
+	spec := contexts.PoolSpec{Size: 1, Network: net, Env: env, Warm: func(ctx context.Context, sb contexts.Sandbox) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fail { // the first warm-up fails: that sandbox is destroyed
+			fail = false
+			return errors.New("no X server")
+		}
+		warmed++
+		return nil
+	}}
+	nets := &claimNets{}
+	e := newEnv(t, contexts.Config{PoolSpecs: map[string]contexts.PoolSpec{"default": spec}, Networks: nets})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	if n := len(e.p.Running()); n != 1 {
+		t.Fatalf("running sandboxes = %d, want 1 (the failed warm-up's destroyed)", n)
+	}
+	for _, tc := range []struct {
+		name string
+		opts contexts.CreateOptions
+	}{
+		{"no network", contexts.CreateOptions{Env: env}},
+		{"other network", contexts.CreateOptions{Env: env, Network: &policy.Policy{}}},
+		{"other env", contexts.CreateOptions{Env: map[string]string{"DISPLAY": ":1"}, Network: net}},
+		{"no env", contexts.CreateOptions{Network: net}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := e.m.GetOrCreate(e.ctx, ident("t1", tc.name, "main"), tc.opts); err != nil {
+				t.Fatal(err)
+			}
+			if st := e.m.Stats(); st.PoolHits != 0 {
+				t.Fatalf("a create with %+v took the warm sandbox", tc.opts)
+			}
+		})
+	}
+	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "same", "main"), contexts.CreateOptions{Env: map[string]string{"DISPLAY": ":0"}, Network: &policy.Policy{Ingress: policy.Ingress{Public: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := e.p.Attach(e.ctx, rec.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := sb.(*contextstest.Sandbox).Spec()
+	if st := e.m.Stats(); st.PoolHits != 1 || sp.Labels["sandlot.pool"] != "default" || sp.Env["DISPLAY"] != ":0" || sp.Network == nil || !sp.Network.Ingress.Public {
+		t.Fatalf("stats %+v, sandbox spec %+v", st, sp)
+	}
+	// The warm sandbox's network, set up without an owner, is claimed for
+	// the create's tenant and context (the ports route finds it by the
+	// context's id).
+	if want := []string{rec.SandboxID + " t1 " + rec.ID}; !slices.Equal(nets.claimed(), want) {
+		t.Errorf("claims = %q, want %q", nets.claimed(), want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if warmed < 1 {
+		t.Fatalf("warmed = %d", warmed)
+	}
+}
+
+// claimNets is a contexts.Networks that records claims of warm networks.
+type claimNets struct {
+	mu     sync.Mutex
+	claims []string
+}
+
+func (n *claimNets) Check(string, policy.Policy) error { return nil }
+func (n *claimNets) Update(context.Context, string, string, policy.Policy) (*policy.Effective, error) {
+	return &policy.Effective{}, nil
+}
+
+func (n *claimNets) Claim(_ context.Context, sandboxID, tenant, contextID string, _ policy.Policy) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.claims = append(n.claims, sandboxID+" "+tenant+" "+contextID)
+	return nil
+}
+
+func (n *claimNets) claimed() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.claims)
 }

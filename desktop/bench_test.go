@@ -16,14 +16,26 @@ import (
 // (goal: under 3 s on crun), and reports the memory of the desktop once
 // its browser is up.
 func BenchmarkDesktopCreate(b *testing.B) {
-	dm, _ := newManagers(b, desktop.Config{})
-	ctx := context.Background()
-	b.ResetTimer()
-	for i := range b.N {
-		id := contexts.Identity{TenantID: "bench", ConversationID: fmt.Sprintf("create-%d-%d", time.Now().UnixNano(), i), PathID: "main"}
-		if _, err := dm.Screenshot(ctx, id); err != nil {
-			b.Fatal(err)
-		}
+	for _, pool := range []int{0, 1} {
+		name := map[int]string{0: "cold", 1: "pool"}[pool]
+		b.Run(name, func(b *testing.B) {
+			dm, cm := newPooled(b, desktop.Config{}, pool)
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := range b.N {
+				if pool > 0 { // each create from a full pool: wait out the refill
+					b.StopTimer()
+					for cm.Stats().PerTemplate[desktop.Template].PoolSize < int64(pool) {
+						time.Sleep(50 * time.Millisecond)
+					}
+					b.StartTimer()
+				}
+				id := contexts.Identity{TenantID: "bench", ConversationID: fmt.Sprintf("create-%d-%d", time.Now().UnixNano(), i), PathID: "main"}
+				if _, err := dm.Screenshot(ctx, id); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

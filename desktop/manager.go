@@ -196,7 +196,7 @@ exit 0`, streamMs, StreamPort)
 func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
 	did := identity(id)
 	var recID string
-	opts := contexts.CreateOptions{Template: Template, TTL: m.cfg.TTL, FixedExpiry: true, MaxExecutions: -1, Network: m.cfg.Network}
+	opts := contexts.CreateOptions{Template: Template, TTL: m.cfg.TTL, FixedExpiry: true, MaxExecutions: -1, Network: m.cfg.Network, Env: Env}
 	err := m.cfg.Contexts.Use(ctx, did, opts, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		recID = rec.ID
 		if err := m.ensure(ctx, did, rec, sb); err != nil {

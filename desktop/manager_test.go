@@ -23,14 +23,31 @@ import (
 // newManagers returns a desktop manager over a real contexts manager
 // whose sandboxes run on crun from the desktop image.
 func newManagers(t testing.TB, cfg desktop.Config) (*desktop.Manager, *contexts.Manager) {
+	return newPooled(t, cfg, 0)
+}
+
+// newPooled is newManagers with a warm pool of pool started desktops
+// (0: none), filled before it returns.
+func newPooled(t testing.TB, cfg desktop.Config, pool int) (*desktop.Manager, *contexts.Manager) {
 	t.Helper()
 	imgs, _ := debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
 	cat := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: desktop.Settings()})
 	log := slog.New(slog.DiscardHandler)
 	p := localtest.New(t, local.Config{Runtime: "crun", Images: imgs, Templates: cat, Logger: log})
-	cm := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, Catalog: cat, Logger: log})
+	ccfg := contexts.Config{PoolSize: -1, Catalog: cat, Logger: log}
+	if pool > 0 {
+		ccfg.PoolSizes = map[string]int{desktop.Template: pool}
+		ccfg.PoolSpecs = map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, cfg.Width, cfg.Height, cfg.Network)}
+	}
+	cm := contexts.NewManager(memory.New(), p, ccfg)
 	if err := cm.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Minute); pool > 0 && cm.Stats().PerTemplate[desktop.Template].PoolSize < int64(pool); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the desktop pool did not fill in 5 minutes: %+v", cm.Stats())
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	t.Cleanup(func() { cm.Close(context.Background()) })
 	cfg.Contexts = cm

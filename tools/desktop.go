@@ -14,6 +14,8 @@ type Desktop interface {
 	Screenshot(ctx context.Context, id contexts.Identity) (*desktop.Screenshot, error)
 	Act(ctx context.Context, id contexts.Identity, a desktop.Action) (*desktop.ActionResult, error)
 	LiveView(ctx context.Context, id contexts.Identity, viewOnly bool) (*desktop.LiveView, error)
+	Windows(ctx context.Context, id contexts.Identity) (*desktop.WindowList, error)
+	Clipboard(ctx context.Context, id contexts.Identity) (*desktop.Clipboard, error)
 }
 
 var _ Desktop = (*desktop.Manager)(nil)
@@ -36,6 +38,8 @@ var desktopDescriptions = map[string]string{
 	"desktop_open_url": "Open an http or https URL in the desktop's browser (a new tab). Returns the active window's title." + noPixels,
 	"desktop_live_view": "Return a URL where a person can watch (and, unless viewOnly, drive) this conversation's desktop " +
 		"live in a browser. The URL carries the session's password: share it only with whoever may see the screen." + noPixels,
+	"desktop_windows":   "List the desktop's visible windows: their ids, titles and which one is active." + noPixels,
+	"desktop_clipboard": "Read the text on the desktop's clipboard (what was last copied there; at most 64 KiB)." + noPixels,
 }
 
 // ScreenshotResult is desktop_screenshot's result; MCP sends PNG as image
@@ -81,6 +85,12 @@ func (r *Registry) desktopHandlers() map[string]handler {
 		"desktop_scroll": act("scroll", func(args map[string]any, a *desktop.Action) {
 			a.Dir, a.Amount = str(args, "direction"), int(integer(args, "amount"))
 		}),
+		"desktop_windows": func(ctx context.Context, call Call, _ map[string]any, _ contexts.OutputFunc) (any, error) {
+			return d.Windows(ctx, call.Identity)
+		},
+		"desktop_clipboard": func(ctx context.Context, call Call, _ map[string]any, _ contexts.OutputFunc) (any, error) {
+			return d.Clipboard(ctx, call.Identity)
+		},
 		"desktop_live_view": func(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {
 			return d.LiveView(ctx, call.Identity, boolean(args, "viewOnly"))
 		},

@@ -31,6 +31,14 @@ func (f *fakeDesktop) LiveView(ctx context.Context, id contexts.Identity, viewOn
 	return &desktop.LiveView{URL: "https://6080-x.example/vnc.html", ViewOnly: viewOnly}, nil
 }
 
+func (f *fakeDesktop) Windows(ctx context.Context, id contexts.Identity) (*desktop.WindowList, error) {
+	return &desktop.WindowList{Windows: []desktop.Window{{ID: "1", Title: "a page", Active: true}}}, nil
+}
+
+func (f *fakeDesktop) Clipboard(ctx context.Context, id contexts.Identity) (*desktop.Clipboard, error) {
+	return &desktop.Clipboard{Text: "copied"}, nil
+}
+
 // TestDesktopTools: the desktop tools exist only with a desktop manager,
 // say that pixels pass the guard, map their arguments to actions and
 // refuse bad arguments before anything runs.

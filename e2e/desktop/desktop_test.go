@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -26,6 +28,9 @@ import (
 // SDK makes, the stream with and without auth through
 // https://6080-<id>.sandlot.localhost (TLS in front of serve's listener,
 // as a deployment has it), and kill. Then nothing of the sandbox is left.
+// The create takes a started desktop from the daemon's warm pool
+// (--pool-sizes desktop=1, filled first): the SDK's own start of Xvfb and
+// XFCE must find what it asked for and start nothing twice.
 func TestDesktopSDK(t *testing.T) {
 	nettest.Require(t)
 	node := testenv.RequireBinary(t, "node")
@@ -37,8 +42,9 @@ func TestDesktopSDK(t *testing.T) {
 	debiantest.Default(t)
 	debiantest.Image(t, desktop.ImageConfig(), desktop.Template) // shared by every test that needs it: built once per machine
 
-	srv, srvURL, key := serve(t)
+	srv, srvURL, key := serve(t, "--pool-sizes", "desktop=1")
 	caFile := tlsFront(t, srvURL)
+	waitPool(t, srvURL, key, 1, 5*time.Minute)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -66,6 +72,9 @@ func TestDesktopSDK(t *testing.T) {
 	if id == "" {
 		t.Fatal("no sandbox id in the output")
 	}
+	if m := sessionMetrics(t, srvURL, key); m.PoolHits < 1 {
+		t.Errorf("the SDK's create did not take the warm desktop: %+v", m)
+	}
 	// Nothing left: no process in the sandbox's cgroup (its runtime id,
 	// from serve's log), and the sandbox's port route is gone.
 	m := regexp.MustCompile(`"context_id":"` + regexp.QuoteMeta(id) + `"[^\n]*"sandbox_id":"(sb-[0-9a-f]+)"`).FindStringSubmatch(srv.Log())
@@ -85,6 +94,36 @@ func TestDesktopSDK(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("the stream route after kill: %d, want 404", resp.StatusCode)
 	}
+}
+
+// sessionMetrics reads serve's GET /v1/metrics/sessions.
+func sessionMetrics(t *testing.T, srvURL, key string) api.SessionMetrics {
+	t.Helper()
+	req, _ := http.NewRequest("GET", srvURL+"/v1/metrics/sessions", nil)
+	req.Header.Set("X-API-KEY", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m api.SessionMetrics
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// waitPool waits until serve's warm pool holds n sandboxes.
+func waitPool(t *testing.T, srvURL, key string, n int64, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for sessionMetrics(t, srvURL, key).PoolSize < n {
+		if time.Since(start) > timeout {
+			t.Fatalf("the warm pool did not reach %d in %s", n, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("warm pool filled in %s", time.Since(start).Round(time.Millisecond))
 }
 
 // processesIn lists the host's processes (pid and command name) whose
@@ -109,7 +148,7 @@ func processesIn(t *testing.T, sandboxID string) []string {
 
 // serve starts `sandlot serve --network` with the tests' shared image
 // store and returns its URL and the bootstrap tenant's key.
-func serve(t *testing.T) (*testenv.Serve, string, string) {
+func serve(t *testing.T, extra ...string) (*testenv.Serve, string, string) {
 	t.Helper()
 	data := t.TempDir()
 	state, err := os.MkdirTemp("", "sl-desk-")
@@ -120,6 +159,7 @@ func serve(t *testing.T) (*testenv.Serve, string, string) {
 	cmd := exec.Command(testenv.SandlotBinary(t), "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
 		"--pool-size", "0", "--providers", "local", "--runtime", "crun", "--images-dir", debiantest.StoreDir(),
 		"--network", "--network-spares", "0", "--network-upstream", "127.0.0.1:9", "--log-level", "debug")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
 	srv := testenv.StartServe(t, cmd, data, 60*time.Second)
 	t.Cleanup(func() {

@@ -316,6 +316,39 @@ func (s *Stack) Update(ctx context.Context, sandboxID, tenant string, p policy.P
 	return eff, nil
 }
 
+// Claim gives the network of a warm sandbox, set up before it had an
+// owner (contexts.PoolSpec), to tenant's execution context contextID,
+// with the tenant's own view of p: its caps, secrets and audit events,
+// and the ports route's lookup by the context's id.
+func (s *Stack) Claim(ctx context.Context, sandboxID, tenant, contextID string, p policy.Policy) error {
+	old, ok := s.mgr.Get(sandboxID)
+	if !ok {
+		return fmt.Errorf("warm sandbox %s has no network: %w", sandboxID, errdefs.ErrFailedPrecondition)
+	}
+	if old.Policy.Context != "" {
+		return fmt.Errorf("the network of sandbox %s belongs to context %s: %w", sandboxID, old.Policy.Context, errdefs.ErrFailedPrecondition)
+	}
+	eff, err := s.cfg.Operator.Apply(tenant, p)
+	if err != nil {
+		return err
+	}
+	eff.Context = contextID
+	secrets, err := s.secrets(ctx, tenant, p.Secrets)
+	if err != nil {
+		return err
+	}
+	set, err := secretSet(secrets)
+	if err != nil {
+		return err
+	}
+	n, err := s.mgr.Update(ctx, sandboxID, eff)
+	if err != nil {
+		return err
+	}
+	s.reg.Register(n.Addr, &egress.Sandbox{ID: sandboxID, Tenant: tenant, Policy: eff, Secrets: set, CA: n.CA})
+	return nil
+}
+
 // Policy returns the policy a sandbox's network enforces.
 func (s *Stack) Policy(sandboxID string) (*policy.Effective, bool) {
 	n, ok := s.mgr.Get(sandboxID)

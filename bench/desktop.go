@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
+)
+
+// targetDesktopCreateMs is the goal for a desktop from nothing to its
+// first screenshot on crun.
+const targetDesktopCreateMs = 3000
+
+// desktopCases are the desktop sandboxes' figures (Env.DesktopProvider,
+// the desktop image): a session from nothing to its first screenshot,
+// cold and from the warm pool of started desktops, one action and one
+// screenshot on a running desktop, and its memory with the browser up.
+func desktopCases(env Env, sz Sizes) []Case {
+	d := env
+	d.Provider, d.Usage = env.DesktopProvider, env.DesktopUsage
+	return []Case{
+		{Name: "desktop: create to first screenshot, cold", Group: "desktop", Run: func(ctx context.Context) ([]Figure, error) {
+			return desktopCreate(ctx, d, sz.Desktop, 0)
+		}},
+		{Name: "desktop: create to first screenshot, from the warm pool", Group: "desktop", Run: func(ctx context.Context) ([]Figure, error) {
+			return desktopCreate(ctx, d, sz.Desktop, 1)
+		}},
+		{Name: "desktop: action and screenshot latency, memory", Group: "desktop", Run: func(ctx context.Context) ([]Figure, error) {
+			return desktopActions(ctx, d, sz.Desktop*5)
+		}},
+	}
+}
+
+// desktopManager is a desktop manager over a contexts manager of env's
+// provider, with a warm pool of pool started desktops (0: none).
+func desktopManager(ctx context.Context, env Env, pool int) (*desktop.Manager, *contexts.Manager, func(), error) {
+	cfg := contexts.Config{PoolSize: -1, Catalog: env.DesktopCatalog}
+	if pool > 0 {
+		// Named in PoolSizes, the pool fills at Start (else only after the
+		// template's first create).
+		cfg.PoolSizes = map[string]int{desktop.Template: pool}
+		cfg.PoolSpecs = map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, 0, 0, nil)}
+	}
+	m, stop, err := manager(ctx, env, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return desktop.New(desktop.Config{Contexts: m}), m, stop, nil
+}
+
+// desktopCreate times n sessions from nothing to their first screenshot;
+// with a pool, each starts from a full pool (the refill is not timed).
+func desktopCreate(ctx context.Context, env Env, n, pool int) ([]Figure, error) {
+	dm, m, stop, err := desktopManager(ctx, env, pool)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	samples := make([]time.Duration, 0, n)
+	for i := range n {
+		if pool > 0 {
+			if err := waitPool(ctx, m, pool); err != nil {
+				return nil, err
+			}
+		}
+		t0 := time.Now()
+		if _, err := dm.Screenshot(ctx, ident(fmt.Sprintf("desktop-create-%d-%d", pool, i))); err != nil {
+			return nil, err
+		}
+		samples = append(samples, time.Since(t0))
+	}
+	name := "desktop: create to first screenshot, cold"
+	if pool > 0 {
+		name = "desktop: create to first screenshot, from the warm pool"
+	}
+	f := Latency(name, samples)
+	return []Figure{WithTarget(f, "< 3000 ms", f.P50 < targetDesktopCreateMs)}, nil
+}
+
+// waitPool waits (at most 5 minutes) until the desktop pool holds n.
+func waitPool(ctx context.Context, m *contexts.Manager, n int) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for m.Stats().PerTemplate[desktop.Template].PoolSize < int64(n) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the desktop pool did not fill in 5 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// desktopActions opens one desktop, waits until its browser answers,
+// then times n pointer moves and n screenshots and samples its memory.
+func desktopActions(ctx context.Context, env Env, n int) ([]Figure, error) {
+	dm, m, stop, err := desktopManager(ctx, env, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	id := ident("desktop-actions")
+	for deadline := time.Now().Add(3 * time.Minute); ; {
+		h, err := dm.Health(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if h.OK() {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the desktop did not become healthy in 3 minutes: %+v", h)
+		}
+		time.Sleep(time.Second)
+	}
+	i := 0
+	moves, err := Time(ctx, 1, n, func(ctx context.Context) error {
+		i++
+		_, err := dm.Act(ctx, id, desktop.Action{Kind: "move", X: i % 1000, Y: i % 700})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	shots, err := Time(ctx, 1, n, func(ctx context.Context) error {
+		_, err := dm.Screenshot(ctx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := []Figure{Latency("desktop: action (pointer move)", moves), Latency("desktop: screenshot (scrot, PNG read back)", shots)}
+	if env.Usage != nil {
+		rec, err := m.Lookup(ctx, contexts.Identity{TenantID: id.TenantID, ConversationID: id.ConversationID, PathID: desktop.PathPrefix + contexts.DefaultPath})
+		if err != nil {
+			return nil, err
+		}
+		if u, err := env.Usage.Usage(ctx, rec.SandboxID); err == nil {
+			out = append(out, Figure{Name: "desktop: memory of one running desktop, browser answering (cgroup)", Value: round(float64(u.MemoryBytes)/(1<<20), 1), Unit: "MiB",
+				Note: fmt.Sprintf("%d tasks", u.PIDs)})
+		}
+	}
+	return out, nil
+}
