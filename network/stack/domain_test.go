@@ -1,17 +1,13 @@
 package stack
 
 import (
-	"context"
 	"crypto/tls"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/nettest"
 )
 
@@ -24,12 +20,7 @@ import (
 func TestE2BDomain(t *testing.T) {
 	e := newEnv(t, 0)
 	d := newDaemon(t, e, "crun")
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../../e2e/e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	sdkDir(t)
 	cert, caPEM := nettest.ServerCert(t, "*.sandlot.localhost")
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
@@ -43,19 +34,5 @@ func TestE2BDomain(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "domain.mjs")
-	cmd.Dir = dir
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "E2B_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env, "E2B_API_KEY="+e2bKey, "E2B_API_URL=http://"+d.addr, "NODE_EXTRA_CA_CERTS="+caFile)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok") {
-		t.Fatalf("node domain.mjs: %v\n%s", err, out)
-	}
+	mustRunSDK(t, "domain.mjs", 4*time.Minute, "E2B_API_KEY="+e2bKey, "E2B_API_URL=http://"+d.addr, "NODE_EXTRA_CA_CERTS="+caFile)
 }

@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +16,6 @@ import (
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/memory"
 )
@@ -88,22 +84,8 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 func TestE2BNetwork(t *testing.T) {
 	e := newEnv(t, 1)
 	d := newDaemon(t, e, "crun")
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../../e2e/e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "network.mjs")
-	cmd.Dir = dir
 	url := "http://" + d.addr
-	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "DAEMON="+d.addr)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok") {
-		t.Fatalf("node network.mjs: %v\n%s", err, out)
-	}
+	mustRunSDK(t, "network.mjs", 5*time.Minute, "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "DAEMON="+d.addr)
 	if n := len(e.st.Manager().List()); n != 0 {
 		t.Errorf("%d networks left after the sandboxes were killed", n)
 	}
@@ -118,22 +100,8 @@ func TestE2BNetwork(t *testing.T) {
 func TestE2BInternetDefault(t *testing.T) {
 	e := newEnv(t, 1)
 	d := newDaemon(t, e, "crun")
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../../e2e/e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "internet.mjs")
-	cmd.Dir = dir
 	url := "http://" + d.addr
-	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKeyOpen, "CLOSED_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "DAEMON="+d.addr)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "ok") {
-		t.Fatalf("node internet.mjs: %v\n%s", err, out)
-	}
+	mustRunSDK(t, "internet.mjs", 5*time.Minute, "E2B_API_KEY="+e2bKeyOpen, "CLOSED_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "DAEMON="+d.addr)
 }
 
 // TestPortPathRoute: a web server in a sandbox with public ports, reached

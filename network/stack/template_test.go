@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,12 +71,7 @@ func newBuildDaemon(t *testing.T, e *env, allow []string) string {
 // default Debian base has neither.
 func TestTemplatePackages(t *testing.T) {
 	e := newEnv(t, 0)
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../../e2e/e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/e2b/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
+	dir := sdkDir(t)
 	npmDir := filepath.Join(dir, "node_modules/npm")
 	testenv.RequireFile(t, filepath.Join(npmDir, "package.json"))
 	const pipWheel = "/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl"
@@ -96,16 +90,10 @@ func TestTemplatePackages(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", npmDir, pipWheel, tools).CombinedOutput(); err != nil {
 		t.Fatalf("cp: %v %s", err, out)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "packages.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=",
+	if out, ok := runSDK(t, "packages.mjs", 10*time.Minute, "E2B_API_KEY="+e2bKey, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url,
 		"ALIAS=pkgs", "CONTEXT_DIR="+ctxDir, "PIP_WHEEL="+filepath.Base(pipWheel), "INDEX="+base,
-		"NPM_PACKAGE="+idx.npmName, "PY_PACKAGE="+idx.pyName)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "ok") {
-		t.Fatalf("node packages.mjs: %v\n%s\nindex saw: %v", err, out, idx.paths())
+		"NPM_PACKAGE="+idx.npmName, "PY_PACKAGE="+idx.pyName); !ok {
+		t.Fatalf("node packages.mjs:\n%s\nindex saw: %v", out, idx.paths())
 	}
 	// Both installs went through the index (nothing came from a cache).
 	seen := idx.paths()

@@ -154,15 +154,11 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 			}
 		}
 	}
-	pid, pidfd, err := r.initProcess(id)
+	pid, pidfd, fd, err := r.channelSocket(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(pidfd)
-	fd, err := socketIn(pidfd)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: channel: %v: %w", id, err, errdefs.ErrUnavailable)
-	}
 	sa := &unix.SockaddrUnix{Name: netnsChannel}
 	for {
 		err := connect(ctx, fd, sa)
@@ -184,6 +180,22 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 	}
 }
 
+// channelSocket finds the init of a crun or runc sandbox and makes a unix
+// socket in its network namespace, for its abstract channel: the init's
+// pid, a pidfd of it and the socket, both the caller's to close.
+func (r *Runtime) channelSocket(id string) (pid, pidfd, fd int, err error) {
+	pid, pidfd, err = r.initProcess(id)
+	if err != nil {
+		return 0, -1, -1, err
+	}
+	fd, err = socketIn(pidfd)
+	if err != nil {
+		unix.Close(pidfd)
+		return 0, -1, -1, fmt.Errorf("sandbox %s: channel: %v: %w", id, err, errdefs.ErrUnavailable)
+	}
+	return pid, pidfd, fd, nil
+}
+
 // exited reports whether the process of pidfd has exited (a pidfd polls
 // readable from then on, zombie or not).
 func exited(pidfd int) bool {
@@ -194,15 +206,11 @@ func exited(pidfd int) bool {
 
 // dialNetns reaches a crun or runc sandbox's abstract socket.
 func (r *Runtime) dialNetns(ctx context.Context, id string, info *sandboxInfo) (net.Conn, error) {
-	pid, pidfd, err := r.initProcess(id)
+	pid, pidfd, fd, err := r.channelSocket(id)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(pidfd)
-	fd, err := socketIn(pidfd)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: channel: %v: %w", id, err, errdefs.ErrUnavailable)
-	}
 	if err := connect(ctx, fd, &unix.SockaddrUnix{Name: netnsChannel}); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
