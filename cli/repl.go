@@ -142,38 +142,54 @@ func (r *repl) terminal(in *os.File, lang string) error {
 		return t
 	}
 	t := newTerm()
+	// The terminal stays raw from one ReadLine to the next unless a cell
+	// runs: a second Ctrl-C typed right after the first is then a key the
+	// editor reads, never a SIGINT of a cooked tty between two reads.
+	var cookedState *term.State // non-nil while raw: what to restore
+	cooked := func() {
+		if cookedState != nil {
+			term.Restore(fd, cookedState)
+			cookedState = nil
+		}
+	}
+	defer cooked()
 	armed := false // a Ctrl-C at the prompt came last, nothing typed since
 	for {
 		if w, h, err := term.GetSize(fd); err == nil {
 			t.SetSize(w, h)
 		}
-		old, err := term.MakeRaw(fd)
-		if err != nil {
-			return fmt.Errorf("run -i: terminal: %w", err)
+		if cookedState == nil {
+			st, err := term.MakeRaw(fd)
+			if err != nil {
+				return fmt.Errorf("run -i: terminal: %w", err)
+			}
+			cookedState = st
 		}
 		keys.start()
 		line, err := t.ReadLine()
-		term.Restore(fd, old)
 		ctrlC, typed := keys.seen()
 		switch {
 		case errors.Is(err, io.EOF) && ctrlC:
 			// x/term ends the line on Ctrl-C as on Ctrl-D; it keeps the
 			// dropped line, so a fresh editor (same history) follows.
 			if armed && !typed {
+				cooked()
 				fmt.Fprintln(r.std.Err)
 				return r.last
 			}
-			fmt.Fprintln(r.std.Err, "^C (Ctrl-C again or Ctrl-D to leave)")
+			fmt.Fprint(r.std.Err, "^C (Ctrl-C again or Ctrl-D to leave)\r\n") // raw: no newline translation
 			armed = true
 			r.cell.Reset()
 			t = newTerm()
 			continue
 		case errors.Is(err, io.EOF):
+			cooked()
 			fmt.Fprintln(r.std.Err)
 			return r.last
 		case err != nil && !errors.Is(err, term.ErrPasteIndicator):
 			return err
 		}
+		cooked()
 		armed = false
 		more, err := r.line(line)
 		if err != nil {
