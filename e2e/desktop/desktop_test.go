@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -90,9 +91,12 @@ func TestDesktopSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("the stream route after kill: %d, want 404", resp.StatusCode)
+	// E2B's edge answers a gone sandbox's host-form port with 502 and this
+	// body (network/ports).
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), "The sandbox was not found") {
+		t.Errorf("the stream route after kill: %d %s, want 502 The sandbox was not found", resp.StatusCode, body)
 	}
 }
 
