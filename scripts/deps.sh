@@ -42,8 +42,6 @@ PY=/usr/bin/python3
 # network namespace; ip runs inside a container joined to one.
 # bash-completion: the CLI's bash completion script is tested in a real bash,
 # which needs the package's helpers as users' shells have them.
-# python3-pip-whl: a template build test puts pip into the Debian base (which
-# has none) from Debian's own pip wheel, before its pipInstall.
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -83,7 +81,6 @@ t   cmd:unshare                                       util-linux
 t   cmd:ip                                            iproute2
 t   cmd:bash                                          bash
 t   file:/usr/share/bash-completion/bash_completion   bash-completion
-t   file:/usr/share/python-wheels/pip-23.0.1-py3-none-any.whl python3-pip-whl
 t   cmd:Rscript                                       r-base-core
 t   cmd:jshell                                        default-jdk-headless
 EOF

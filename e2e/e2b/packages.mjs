@@ -1,28 +1,23 @@
 // The E2B SDK's pipInstall and npmInstall against sandlot: a template from
-// the default image gets pip (Debian's pip wheel) and npm (copied in: the
-// Debian base has neither), then pipInstall and npmInstall fetch packages
-// from the index INDEX serves (the build's network allows it), and a
-// sandbox of the template imports and requires them. Configured by
-// E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL; ALIAS names the template,
-// CONTEXT_DIR/tools holds the pip wheel PIP_WHEEL and npm/, NPM_PACKAGE and
+// the default image (which has pip, allowed to install into the sandbox's
+// python) gets npm (copied in: the Debian base has none), then pipInstall
+// and npmInstall fetch packages from the index INDEX serves (the build's
+// network allows it), and a sandbox of the template imports and requires
+// them. Configured by E2B_API_KEY, E2B_API_URL, E2B_SANDBOX_URL; ALIAS
+// names the template, CONTEXT_DIR/tools holds npm/, NPM_PACKAGE and
 // PY_PACKAGE are the index's packages. Prints "ok" when every check passed.
 import assert from 'node:assert/strict'
 import { Sandbox, Template } from 'e2b'
 
-const { ALIAS: alias, INDEX: index, PIP_WHEEL: whl, NPM_PACKAGE: npmPkg, PY_PACKAGE: pyPkg } = process.env
+const { ALIAS: alias, INDEX: index, NPM_PACKAGE: npmPkg, PY_PACKAGE: pyPkg } = process.env
 const host = new URL(index).hostname
 
 const t = Template({ fileContextPath: process.env.CONTEXT_DIR })
   .fromImage('default')
   .copy('tools', '/opt/tools')
-  .runCmd([
-    `python3 /opt/tools/${whl}/pip install --no-index --break-system-packages /opt/tools/${whl}`,
-    'ln -s /opt/tools/npm/bin/npm-cli.js /usr/local/bin/npm',
-  ], { user: 'root' })
-  // Debian's python is "externally managed" (PEP 668): a root pip install
-  // needs PIP_BREAK_SYSTEM_PACKAGES, as on any Debian-based image.
+  .runCmd('ln -s /opt/tools/npm/bin/npm-cli.js /usr/local/bin/npm', { user: 'root' })
   .setEnvs({
-    PIP_INDEX_URL: `${index}/simple/`, PIP_TRUSTED_HOST: host, PIP_BREAK_SYSTEM_PACKAGES: '1',
+    PIP_INDEX_URL: `${index}/simple/`, PIP_TRUSTED_HOST: host,
     npm_config_registry: `${index}/npm/`, npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false',
   })
   .pipInstall([pyPkg])
