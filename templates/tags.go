@@ -192,3 +192,33 @@ func (c *Catalog) Tags(ctx context.Context, tenantID, ref string) ([]TagInfo, er
 	slices.SortFunc(out, func(a, b TagInfo) int { return strings.Compare(a.Tag, b.Tag) })
 	return out, nil
 }
+
+// Named resolves ref like Resolve, and also a bare name none of whose
+// records has the latest tag: a template of that name exists once any of
+// its tags was built (E2B's Template.exists asks by name). Then it is the
+// name's newest record, the tenant's own before a public one.
+func (c *Catalog) Named(ctx context.Context, tenantID, ref string) (Template, error) {
+	t, err := c.Resolve(ctx, tenantID, ref)
+	if err == nil || strings.Contains(ref, ":") || !errors.Is(err, errdefs.ErrNotFound) {
+		return t, err
+	}
+	list, lerr := c.List(ctx, tenantID)
+	if lerr != nil {
+		return Template{}, lerr
+	}
+	var best Template
+	found := false
+	for _, o := range list {
+		if n, _ := SplitTag(o.Name); n != ref {
+			continue
+		}
+		own, bestOwn := !o.Public(), !best.Public()
+		if !found || (own && !bestOwn) || (own == bestOwn && o.CreatedAt.After(best.CreatedAt)) {
+			best, found = o, true
+		}
+	}
+	if !found {
+		return Template{}, err
+	}
+	return best, nil
+}

@@ -122,3 +122,54 @@ func TestCatalogTags(t *testing.T) {
 		t.Errorf("Tag UP: %v", err)
 	}
 }
+
+// TestCatalogNamed: a bare name resolves once any of its tags is built
+// (the newest record, the tenant's own before a public one), "latest"
+// first when it exists; an unknown name, a prefix or another tenant's
+// name stays not_found.
+func TestCatalogNamed(t *testing.T) {
+	ctx := context.Background()
+	c, imgs := newCatalog(t)
+	built := func(tenantID, name string) templates.Template {
+		t.Helper()
+		tpl, err := c.Build(ctx, tenantID, templates.BuildSpec{Name: name}, func(ctx context.Context) (build.Result, error) {
+			img, err := imgs.Put(ctx, templatestest.Image(t, tenantID+name), image.PutOptions{})
+			return build.Result{Image: img}, err
+		})
+		if err != nil {
+			t.Fatalf("build %s: %v", name, err)
+		}
+		return tpl
+	}
+	named := func(tenantID, ref string) string {
+		t.Helper()
+		tpl, err := c.Named(ctx, tenantID, ref)
+		if err != nil {
+			if !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("%s %s: %v, want not_found", tenantID, ref, err)
+			}
+			return "not_found"
+		}
+		return tpl.ID
+	}
+	v1 := built("A", "app:v1")
+	if got := named("A", "app"); got != v1.ID {
+		t.Errorf("app with only v1: %s, want %s", got, v1.ID)
+	}
+	v2 := built("A", "app:v2")
+	if got := named("A", "app"); got != v2.ID {
+		t.Errorf("app after v2: %s, want the newest %s", got, v2.ID)
+	}
+	for _, ref := range []string{"ap", "app:v3", "other"} {
+		if got := named("A", ref); got != "not_found" {
+			t.Errorf("A %s: %s, want not_found", ref, got)
+		}
+	}
+	if got := named("B", "app"); got != "not_found" {
+		t.Errorf("B sees A's app: %s", got)
+	}
+	latest := built("A", "app")
+	if got := named("A", "app"); got != latest.ID {
+		t.Errorf("app with a latest build: %s, want %s", got, latest.ID)
+	}
+}

@@ -34,6 +34,7 @@ import (
 // implements it.
 type Catalog interface {
 	Resolve(ctx context.Context, tenantID, ref string) (templates.Template, error)
+	Named(ctx context.Context, tenantID, ref string) (templates.Template, error)
 	List(ctx context.Context, tenantID string) ([]templates.Template, error)
 	Delete(ctx context.Context, tenantID, ref string) error
 	Build(ctx context.Context, tenantID string, spec templates.BuildSpec, run func(context.Context) (build.Result, error)) (templates.Template, error)

@@ -516,7 +516,15 @@ func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID, al
 		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 		return
 	}
-	t, err := h.template(r.Context(), tenantID, alias)
+	// A name exists once any of its tags was built (Template.exists).
+	var t templates.Template
+	err := fmt.Errorf("template %q: %w", alias, errdefs.ErrNotFound)
+	if h.cfg.Catalog != nil {
+		t, err = h.cfg.Catalog.Named(r.Context(), tenantID, alias)
+	}
+	if errors.Is(err, errdefs.ErrInvalidArgument) {
+		err = fmt.Errorf("template %q: %w", alias, errdefs.ErrNotFound)
+	}
 	if err != nil {
 		writeAPIError(w, err)
 		return

@@ -52,8 +52,16 @@ func TestTemplateTagRoutes(t *testing.T) {
 	if code, _ := alias(key1, "app:prod"); code != 200 {
 		t.Errorf("app:prod: %d", code)
 	}
-	if code, _ := alias(key1, "app"); code != 404 {
-		t.Errorf("app without a latest build: %d, want 404", code)
+	// The name exists once any tag was built (Template.exists('app')).
+	_, prod := alias(key1, "app:prod")
+	if code, id := alias(key1, "app"); code != 200 || (id != v1 && id != prod) {
+		t.Errorf("app without a latest build: %d %s, want 200 and the build's %s or %s", code, id, v1, prod)
+	}
+	if code, _ := alias(key2, "app"); code != 404 {
+		t.Errorf("app, another tenant's name: %d, want 404", code)
+	}
+	if code, _ := alias(key1, "ap"); code != 404 {
+		t.Errorf("a prefix of the name: %d, want 404", code)
 	}
 	latest, tags := build(key1, `{"name":"app"}`)
 	if diff := cmp.Diff([]string{"latest"}, tags); diff != "" {

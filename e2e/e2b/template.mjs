@@ -61,6 +61,11 @@ try {
 }
 await Template.removeTags(alias, 'v2')
 assert.equal(await Template.exists(`${alias}:v2`), false)
+// A name exists once any of its tags was built, latest or not.
+assert.equal(await Template.exists(`${alias}-tagged`), false)
+await Template.build(Template().fromImage(base).runCmd('true'), `${alias}-tagged:v1`)
+assert.equal(await Template.exists(`${alias}-tagged`), true, 'a name with only a v1 build exists')
+assert.equal(await Template.exists(`${alias}-tagged:latest`), false, 'but it has no latest')
 
 // A failing step fails Template.build with the step's output.
 const bad = Template().fromImage(base).runCmd('echo the-reason-it-failed; exit 5')
