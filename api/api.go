@@ -391,7 +391,7 @@ type TemplateSettings struct {
 	Env      map[string]string `json:"env,omitempty"`
 	StartCmd string            `json:"startCmd,omitempty"`
 	// Kernels are the languages run_code offers (python, javascript,
-	// typescript, bash, sh); empty: all.
+	// typescript, bash, sh, r, java); empty: all.
 	Kernels   []string          `json:"kernels,omitempty"`
 	Prestart  []string          `json:"prestart,omitempty"`
 	Resources TemplateResources `json:"resources,omitempty"`

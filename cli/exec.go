@@ -25,7 +25,7 @@ func init() {
 func newExecCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec [flags] CODE...   or   sandlot exec [flags] --file F",
-		Short: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh)",
+		Short: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh, r, java)",
 	}
 	codeArgs(cmd)
 	fs := cmd.Flags()
@@ -34,7 +34,7 @@ func newExecCmd() *cobra.Command {
 	conv := fs.String("conversation", "", "conversation id (default: a new one, printed on stderr)")
 	path := fs.String("path", "", "path id (default main)")
 	task := fs.String("task", "", "task id, used when there is no conversation id")
-	lang := fs.String("lang", "python", "language: python, javascript, typescript, bash, sh")
+	lang := fs.String("lang", "python", "language: python, javascript, typescript, bash, sh, r, java (r and java: a template that has them)")
 	file := fs.String("file", "", "read the code from a file (- for stdin)")
 	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
 	tpl := fs.String("template", "", "template (name or id) when this call creates the context (default: the default template)")

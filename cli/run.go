@@ -41,7 +41,7 @@ func newRunCmd() *cobra.Command {
 	codeArgs(cmd)
 	fs := cmd.Flags()
 	var f lrunFlags
-	fs.StringVar(&f.lang, "lang", "", "python, javascript, typescript, bash or sh (default: from --file's extension, else python)")
+	fs.StringVar(&f.lang, "lang", "", "python, javascript, typescript, bash, sh, r or java (default: from --file's extension, else python)")
 	fs.StringVar(&f.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
 	fs.StringVar(&f.file, "file", "", "read the code from this file ('-' for stdin)")
 	fs.BoolVar(&f.keep, "keep", false, "leave the sandbox running and print its id (reuse it with --sandbox; list with sandlot ps, destroy with sandlot prune)")
@@ -102,7 +102,7 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 		f.lang = agent.Python
 	}
 	switch f.lang {
-	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh:
+	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh, agent.R, agent.Java:
 	case "js", "node":
 		f.lang = agent.JavaScript
 	case "ts":

@@ -69,7 +69,7 @@ type Settings struct {
 	// waits for before it snapshots a template.
 	ReadyCmd string `json:"readyCmd,omitempty"`
 	// Kernels are the languages run_code offers on this template (python,
-	// javascript, typescript, bash, sh); empty: all of them.
+	// javascript, typescript, bash, sh, r, java); empty: all of them.
 	Kernels []string `json:"kernels,omitempty"`
 	// Prestart are the kernels started at boot; a subset of Kernels, where
 	// "ipython" is the python kernel with IPython imported (the first

@@ -137,7 +137,7 @@ var schemaFS embed.FS
 
 // descriptions are the model-facing tool descriptions.
 var descriptions = map[string]string{
-	"run_code": "Run code in this conversation's sandbox. python, javascript, typescript and bash keep state between calls " +
+	"run_code": "Run code in this conversation's sandbox. python, javascript, typescript, bash, r and java keep state between calls " +
 		"(variables, imports, files); sh runs once. Returns stdout, stderr, the value of the last expression and any " +
 		"figures. Files persist under /home/user. There is no network access unless the caller gave this conversation one.",
 	"run_analysis": "Run a structured analysis in the sandbox. Built-in programs (when code is omitted): tax_calculation " +

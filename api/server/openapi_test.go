@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/templates"
 )
 
 // TestOpenAPIMatchesRoutes: every registered route is documented, every
@@ -53,5 +55,46 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	sort.Strings(routed)
 	if d := cmp.Diff(documented, routed); d != "" {
 		t.Errorf("documented (-) vs routed (+):\n%s", d)
+	}
+}
+
+// TestOpenAPILanguages: the documented languages (run_code's, a
+// template's kernels) are every language a template can offer, and
+// prestart adds ipython.
+func TestOpenAPILanguages(t *testing.T) {
+	type enum struct {
+		Enum  []string `json:"enum"`
+		Items struct {
+			Enum []string `json:"enum"`
+		} `json:"items"`
+	}
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				RunCodeArgs struct {
+					Properties struct{ Language enum } `json:"properties"`
+				}
+				TemplateSettings struct {
+					Properties struct{ Kernels, Prestart enum } `json:"properties"`
+				}
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	s := doc.Components.Schemas
+	for name, got := range map[string][]string{
+		"RunCodeArgs.language":      s.RunCodeArgs.Properties.Language.Enum,
+		"TemplateSettings.kernels":  s.TemplateSettings.Properties.Kernels.Items.Enum,
+		"TemplateSettings.prestart": s.TemplateSettings.Properties.Prestart.Items.Enum,
+	} {
+		want := templates.Languages
+		if strings.HasSuffix(name, "prestart") {
+			want = append(slices.Clone(want), "ipython")
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
 	}
 }
