@@ -1,0 +1,171 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/netns"
+	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/network/ports"
+)
+
+// serve answers HTTP on 0.0.0.0:port inside the sandbox with body.
+func (s *sandbox) serve(t *testing.T, port int, body string) {
+	t.Helper()
+	l, err := netns.Listen(context.Background(), s.Path, "tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s from %s token=%q", body, r.Host, r.Header.Get("e2b-traffic-access-token"))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// TestPortsRoute attacks the proxy's answer for the ports domain: a
+// sandbox reaches another's port only as a client outside would (public
+// ports, or the traffic token), whatever its tenant; the proxy never
+// dials anything for it (no host loopback); mode none has that one way
+// out and no other.
+func TestPortsRoute(t *testing.T) {
+	var mu sync.Mutex
+	var dialed []string
+	e := newEnv(t, func(c *Config) {
+		inner := c.Dial
+		if inner == nil {
+			var d net.Dialer
+			inner = d.DialContext
+		}
+		c.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+			mu.Lock()
+			dialed = append(dialed, address)
+			mu.Unlock()
+			return inner(ctx, network, address)
+		}
+	})
+	pub := e.sandbox(t, "pub-a", "ta", policy.Policy{Ingress: policy.Ingress{Public: true}})
+	priv := e.sandbox(t, "priv-a", "ta", policy.Policy{})
+	other := e.sandbox(t, "other-b", "tb", policy.Policy{})
+	allow := e.sandbox(t, "allow-b", "tb", policy.Policy{Mode: policy.Allowlist, Allow: rules("*.example.test")})
+	byID := map[string]*sandbox{"pub-a": pub, "priv-a": priv, "other-b": other, "allow-b": allow}
+	tokens := map[string]string{"pub-a": "tok-pub", "priv-a": "tok-priv", "other-b": "tok-other", "allow-b": "tok-allow"}
+	pub.serve(t, 8000, "public-marker")
+	priv.serve(t, 8000, "private-marker")
+
+	h, err := ports.New(ports.Config{
+		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
+			sb, ok := byID[id]
+			if !ok {
+				return ports.Target{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
+			}
+			return ports.Target{Addr: sb.Addr, Ingress: sb.Policy.Policy.Ingress}, nil
+		},
+		Authorize: func(ctx context.Context, id, token string) error {
+			if subtle.ConstantTimeCompare([]byte(tokens[id]), []byte(token)) != 1 {
+				return errdefs.ErrPermissionDenied
+			}
+			return nil
+		},
+		Reserved: ports.ReservedE2B,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.px.SetPorts(ports.DefaultDomain, h)
+
+	gw := pub.Gateway.String()
+	at := func(name string) []string {
+		host, _, _ := strings.Cut(name, "/")
+		return []string{"--resolve", host + ":80:" + gw, "http://" + name}
+	}
+	tests := []struct {
+		name string
+		from *sandbox
+		args []string
+		code string
+		body string
+	}{
+		{"another tenant's public port, from mode none", other, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker from 8000-pub-a.sandlot.localhost"},
+		{"another tenant's private port without the token", other, at("8000-priv-a.sandlot.localhost/"), "403", "missing traffic access token"},
+		{"another tenant's private port with its own token", other, append([]string{"-H", "e2b-traffic-access-token: tok-other"}, at("8000-priv-a.sandlot.localhost/")...), "403", "invalid traffic access token"},
+		{"a private port with its token", other, append([]string{"-H", "e2b-traffic-access-token: tok-priv"}, at("8000-priv-a.sandlot.localhost/")...), "200", `private-marker from 8000-priv-a.sandlot.localhost token=""`},
+		{"its own public port", pub, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
+		{"an unknown sandbox", other, at("8000-nobody.sandlot.localhost/"), "502", "The sandbox was not found"},
+		{"a closed port", other, at("8001-pub-a.sandlot.localhost/"), "502", "port 8001 is not open"},
+		{"envd's port: not the daemon's E2B surface", other, at("49983-pub-a.sandlot.localhost/"), "403", "is not a sandbox port the route serves"},
+		{"mode none, another name at the gateway", other, at("www.example.test/"), "403", "network mode none"},
+		{"mode none, the path form under another name", other, at("www.example.test/v1/contexts/pub-a/ports/8000/"), "403", "egress denied"},
+		{"allowlist, a name under the ports domain", allow, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
+		{"allowlist, another port of the gateway", allow, []string{"--resolve", "8000-pub-a.sandlot.localhost:8080:" + gw, "http://8000-pub-a.sandlot.localhost:8080/"}, "200", "public-marker"},
+		{"mode none, another port of the gateway", other, []string{"--max-time", "3", "--resolve", "8000-pub-a.sandlot.localhost:8080:" + gw, "http://8000-pub-a.sandlot.localhost:8080/"}, "000", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body, r := tt.from.curl(t, tt.args...)
+			if code != tt.code || !strings.Contains(body, tt.body) {
+				t.Errorf("curl %v: code %s, body %q (%v %s); want %s with %q", tt.args, code, body, r.Err, r.Stderr, tt.code, tt.body)
+			}
+		})
+	}
+
+	t.Run("TLS to the ports domain is refused", func(t *testing.T) {
+		if code, body, _ := allow.curl(t, "--resolve", "8000-pub-a.sandlot.localhost:443:"+gw, "https://8000-pub-a.sandlot.localhost/"); code != "000" || strings.Contains(body, "marker") {
+			t.Errorf("https: %s %q", code, body)
+		}
+	})
+
+	t.Run("every request on the connection is checked", func(t *testing.T) {
+		c, err := other.dial(t, gw+":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		for _, tc := range []struct {
+			host string
+			code int
+		}{{"8000-pub-a.sandlot.localhost", 200}, {"www.example.test", 421}} {
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", tc.host)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.host, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code {
+				t.Errorf("%s on a kept-alive connection: %d %q, want %d", tc.host, resp.StatusCode, b, tc.code)
+			}
+		}
+	})
+
+	mu.Lock()
+	if len(dialed) != 0 {
+		t.Errorf("the proxy dialed %v for the ports route", dialed)
+	}
+	mu.Unlock()
+	evs := e.eventsFor("other-b")
+	found := false
+	for _, ev := range evs {
+		if ev.Host == "8000-pub-a.sandlot.localhost" && ev.Allowed && ev.Reason == "ports route" && ev.BytesDown > 0 {
+			found = true
+		}
+		if ev.Allowed && ev.Reason != "ports route" {
+			t.Errorf("mode none allowed something else: %+v", ev)
+		}
+	}
+	if !found {
+		t.Errorf("no audit event of the ports route: %+v", evs)
+	}
+}
