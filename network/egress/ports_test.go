@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/netns"
+	"github.com/sandlot/sandlot/network/nettest"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/network/ports"
 )
@@ -84,6 +87,7 @@ func TestPortsRoute(t *testing.T) {
 	}
 	e.px.SetPorts(ports.DefaultDomain, h)
 
+	e.res.SetPorts(ports.DefaultDomain, pub.Gateway)
 	gw := pub.Gateway.String()
 	at := func(name string) []string {
 		host, _, _ := strings.Cut(name, "/")
@@ -118,6 +122,37 @@ func TestPortsRoute(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("mode none resolves the route's names, and only them", func(t *testing.T) {
+		// At the gateway, the name server of its resolv.conf: the one
+		// address mode none may send DNS to.
+		ask := func(s *sandbox, name string) *dns.Msg {
+			c, err := s.dial(t, gw+":53")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			q := new(dns.Msg)
+			q.SetQuestion(dns.Fqdn(name), dns.TypeA)
+			resp, _, err := (&dns.Client{Net: "tcp", Timeout: 3 * time.Second}).ExchangeWithConn(q, &dns.Conn{Conn: c})
+			if err != nil {
+				t.Fatalf("lookup %s: %v", name, err)
+			}
+			return resp
+		}
+		if got := ask(other, "8000-pub-a.sandlot.localhost"); got == nil || len(got.Answer) != 1 || got.Answer[0].(*dns.A).A.String() != gw {
+			t.Errorf("A 8000-pub-a.sandlot.localhost from mode none: %v", got)
+		}
+		if got := ask(other, "www.example.test"); got == nil || got.Rcode != dns.RcodeNameError {
+			t.Errorf("A www.example.test from mode none: %v", got)
+		}
+		// python3's resolver (glibc, no .localhost of its own) finds the route.
+		r := nettest.Run(t, other.Path, other.ResolvConf(), "python3", "-c",
+			"import urllib.request; print(urllib.request.urlopen('http://8000-pub-a.sandlot.localhost/', timeout=10).read().decode())")
+		if !strings.Contains(r.Stdout, "public-marker") {
+			t.Errorf("python3 in mode none: %q %v %s", r.Stdout, r.Err, r.Stderr)
+		}
+	})
 
 	t.Run("TLS to the ports domain is refused", func(t *testing.T) {
 		if code, body, _ := allow.curl(t, "--resolve", "8000-pub-a.sandlot.localhost:443:"+gw, "https://8000-pub-a.sandlot.localhost/"); code != "000" || strings.Contains(body, "marker") {

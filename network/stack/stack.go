@@ -523,5 +523,6 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 	}
 	s.domain = strings.ToLower(strings.TrimSuffix(domain, "."))
 	s.px.SetPorts(domain, h)
+	s.res.SetPorts(domain, s.mgr.Gateway())
 	return h, nil
 }
