@@ -204,3 +204,60 @@ func TestPortsRoute(t *testing.T) {
 		t.Errorf("no audit event of the ports route: %+v", evs)
 	}
 }
+
+// BenchmarkPortsRoute is one small request (kept-alive connection) to a
+// sandbox's port through the ports route: from another sandbox, answered
+// by the proxy in process (/sandbox), beside the same handler on a
+// listener of the daemon's namespace, as the front door serves it from
+// outside (/frontdoor, the floor measured in the same run).
+func BenchmarkPortsRoute(b *testing.B) {
+	e := newEnv(b)
+	a := e.sandbox(b, "bench-a", "t1", policy.Policy{Ingress: policy.Ingress{Public: true}})
+	c := e.sandbox(b, "bench-c", "t2", policy.Policy{})
+	l, err := netns.Listen(context.Background(), a.Path, "tcp4", "0.0.0.0:8000")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go srv.Serve(l)
+	b.Cleanup(func() { srv.Close() })
+	h, err := ports.New(ports.Config{
+		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
+			return ports.Target{Addr: a.Addr, Ingress: a.Policy.Policy.Ingress}, nil
+		},
+		Authorize: func(ctx context.Context, id, token string) error { return errdefs.ErrPermissionDenied },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.px.SetPorts(ports.DefaultDomain, h)
+	fl, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	front := &http.Server{Handler: h}
+	go front.Serve(fl)
+	b.Cleanup(func() { front.Close() })
+
+	for _, tc := range []struct {
+		name, ns, addr string
+	}{{"sandbox", c.Path, a.Gateway.String() + ":80"}, {"frontdoor", "", fl.Addr().String()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			dial := netns.Dialer(tc.ns)
+			tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx, "tcp4", tc.addr) }}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			for b.Loop() {
+				resp, err := client.Get("http://8000-bench-a.sandlot.localhost/")
+				if err != nil {
+					b.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "ok" {
+					b.Fatalf("%d %q", resp.StatusCode, body)
+				}
+			}
+		})
+	}
+}
