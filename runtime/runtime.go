@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/netip"
 	"regexp"
 	"syscall"
 	"time"
@@ -156,6 +157,14 @@ type Network struct {
 	// CACerts (PEM) are added to the sandbox's trust store (the system
 	// bundle it sees); nil adds none.
 	CACerts []byte
+	// PortsDomain, when set, is the daemon's ports domain, whose names
+	// (<port>-<id>.<domain>) programs in the sandbox reach at PortsAddr
+	// (the gateway, where the egress proxy answers the ports route). A
+	// browser that would resolve them itself (Chromium sends every
+	// *.localhost name to its own loopback) is told so: a root with
+	// Debian's Chromium (/etc/chromium.d) gets a host-resolver rule.
+	PortsDomain string
+	PortsAddr   netip.Addr
 }
 
 // Mount is a bind mount of a host path into the sandbox.

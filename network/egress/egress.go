@@ -33,7 +33,9 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -128,6 +130,8 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	counts map[string]int // open connections per sandbox
 	closed bool
+
+	ports atomic.Pointer[portsRoute] // SetPorts; nil: none
 }
 
 // New returns a Proxy over reg.
@@ -248,6 +252,23 @@ func (p *Proxy) handle(c net.Conn) {
 		ev.Proto = audit.ProtoTLS
 	case kindHTTP:
 		ev.Proto = audit.ProtoHTTP
+	}
+	if pr := p.ports.Load(); pr != nil && claimed != "" && pr.owns(claimed) {
+		// The daemon's own front door, not the internet: answered in
+		// process by the ports route in every mode, mode none included
+		// (docs/network.md, "Ports from inside a sandbox").
+		ev.Host = claimed
+		if h, _, err := net.SplitHostPort(claimed); err == nil {
+			ev.Host = h
+		}
+		ev.Host = strings.ToLower(trim(ev.Host))
+		if k != kindHTTP {
+			ev.Reason = "the ports route answers plain HTTP only inside sandboxes"
+			return
+		}
+		ev.Allowed, ev.Reason = true, "ports route"
+		p.servePorts(c, br, pr, &ev)
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
 	defer cancel()

@@ -16,6 +16,7 @@
 // Per sandbox (key is the sandbox's slot):
 //
 //	s-<key>  IPv4 only, source must be the sandbox's address; mode none drops every new connection
+//	         but TCP to G:PortsRoutePort and DNS to G:53 (the daemon's ports route and its names)
 //	f-<key>  mode open only: drop @d-<key> (its denylist), accept @r-<key> (ranges the operator
 //	         opened), drop @forbidden4, drop tcp (it always goes to the proxy), accept
 //
@@ -37,8 +38,10 @@ import (
 type Egress int
 
 const (
-	// EgressNone drops every connection the sandbox opens; replies to
-	// connections into the sandbox (its served ports) pass.
+	// EgressNone drops every connection the sandbox opens but plain
+	// HTTP and DNS to the gateway (the daemon's ports route and its
+	// names, PortsRoutePort);
+	// replies to connections into the sandbox (its served ports) pass.
 	EgressNone Egress = iota
 	// EgressProxy sends TCP to the proxy and DNS to the resolver; nothing
 	// else leaves (mode allowlist).
@@ -47,6 +50,12 @@ const (
 	// sandbox's other traffic (UDP, ICMP) to public addresses (mode open).
 	EgressOpen
 )
+
+// PortsRoutePort is the gateway's port a sandbox in mode none may still
+// open connections to: the proxy answers only the daemon's ports route
+// there (egress.Proxy.SetPorts), refusing everything else as in mode
+// none.
+const PortsRoutePort = 80
 
 // Config names the table and the fixed points of the rules.
 type Config struct {
@@ -331,6 +340,14 @@ func (t *Table) addSandbox(c *nftables.Conn, base refs, sb Sandbox) error {
 	add(s, append(loadNFProto(), cmpNeq([]byte{unix.NFPROTO_IPV4}), drop())...)
 	add(s, append(loadSaddr(), cmpNeq(sb.Addr.AsSlice()), drop())...)
 	if sb.Egress == EgressNone {
+		// The one way out of mode none: the daemon's own ports route,
+		// plain HTTP to the gateway (the proxy answers nothing else there
+		// in mode none) and its names from the resolver (which answers
+		// nothing else in mode none, and never asks upstream for it).
+		gw := cat(loadDaddr(), cmpEq(t.cfg.Gateway.AsSlice()))
+		add(s, cat(gw, loadL4(), cmpEq([]byte{unix.IPPROTO_TCP}), loadDport(), cmpEq(port(PortsRoutePort)), accept())...)
+		add(s, cat(gw, loadL4(), cmpEq([]byte{unix.IPPROTO_UDP}), loadDport(), cmpEq(port(53)), accept())...)
+		add(s, cat(gw, loadL4(), cmpEq([]byte{unix.IPPROTO_TCP}), loadDport(), cmpEq(port(53)), accept())...)
 		add(s, append(ctStateIn(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED, false), drop())...)
 	}
 	add(s, accept())

@@ -102,8 +102,8 @@ func TestTableLifecycle(t *testing.T) {
 	if diff := cmp.Diff([]string{"sl-4"}, st.Fwds); diff != "" {
 		t.Errorf("fwds map (-want +got):\n%s", diff)
 	}
-	if st.Rules["s-2"] != st.Rules["s-3"]+1 {
-		t.Errorf("mode none adds one rule to the guard chain: %v", st.Rules)
+	if st.Rules["s-2"] != st.Rules["s-3"]+4 {
+		t.Errorf("mode none adds four rules to the guard chain (the ports route's HTTP and DNS, then the drop): %v", st.Rules)
 	}
 
 	// Open → proxy: the forward chain and sets go, the guard stays.

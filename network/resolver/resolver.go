@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -73,6 +74,8 @@ type Resolver struct {
 	log    *slog.Logger
 	client *dns.Client
 	tcp    *dns.Client
+
+	ports atomic.Pointer[portsRoute] // SetPorts; nil: none
 
 	mu    sync.Mutex
 	names map[string]map[netip.Addr]remembered // sandbox → address → name
@@ -322,6 +325,11 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		m.Rcode = dns.RcodeNameError
 		ev.Reason = "reverse lookups are not answered"
 		return
+	case r.answerPorts(m, q, name):
+		// The daemon's own ports route, in every mode (mode none too):
+		// answered here, never asked upstream.
+		ev.Allowed, ev.Reason = true, "ports route"
+		return
 	case !sb.Policy.AllowName(name):
 		// Never forwarded: a question for a name outside the allowlist is
 		// itself a way out (to whoever serves that name).
@@ -404,4 +412,44 @@ func addrOf(a net.Addr) (netip.Addr, bool) {
 		return ip.Unmap(), ok
 	}
 	return netip.Addr{}, false
+}
+
+// portsRoute is the ports domain and the address (the gateway) where the
+// egress proxy answers it.
+type portsRoute struct {
+	domain string
+	addr   netip.Addr
+}
+
+// SetPorts makes the resolver answer every name <label>.<domain> (the
+// ports route's <port>-<id>.<domain>) with addr, the gateway where the
+// egress proxy serves the route, for every sandbox whatever its policy.
+// Call it before Serve.
+func (r *Resolver) SetPorts(domain string, addr netip.Addr) {
+	d, ok := policy.CanonicalName(domain)
+	if !ok || !addr.Is4() {
+		r.ports.Store(nil)
+		return
+	}
+	r.ports.Store(&portsRoute{domain: d, addr: addr})
+}
+
+// answerPorts answers q into m when name is under the ports domain: the
+// gateway for A, empty for the rest (the network is IPv4).
+func (r *Resolver) answerPorts(m *dns.Msg, q dns.Question, name string) bool {
+	pr := r.ports.Load()
+	if pr == nil {
+		return false
+	}
+	label, ok := strings.CutSuffix(name, "."+pr.domain)
+	if !ok || label == "" || strings.Contains(label, ".") {
+		return false
+	}
+	if q.Qtype == dns.TypeA {
+		m.Answer = append(m.Answer, &dns.A{
+			Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: maxTTL},
+			A:   pr.addr.AsSlice(),
+		})
+	}
+	return true
 }

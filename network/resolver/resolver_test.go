@@ -296,3 +296,42 @@ func TestUpstreamDown(t *testing.T) {
 		t.Errorf("upstream down: %s, want SERVFAIL", dns.RcodeToString[resp.Rcode])
 	}
 }
+
+// TestPortsDomain: names of the ports route are the gateway's, for every
+// sandbox whatever its policy (mode none too), answered without asking
+// upstream (which has another address for one of them); other names under
+// the domain, or the domain itself, are not.
+func TestPortsDomain(t *testing.T) {
+	f := newFixture(t, policy.Policy{})
+	f.upstream.Zone["8000-sb-a.sandlot.test"] = []string{"203.0.113.99"}
+	if resp := f.ask(t, "udp", "8000-sb-a.sandlot.test", dns.TypeA); resp.Rcode != dns.RcodeNameError {
+		t.Errorf("before SetPorts, mode none: %s %v", dns.RcodeToString[resp.Rcode], answers(resp))
+	}
+	f.r.SetPorts("Sandlot.Test.", netip.MustParseAddr("10.254.0.1"))
+	for _, p := range []policy.Policy{{}, {Mode: policy.Allowlist, Allow: []policy.Rule{policy.MustRule("www.example.test")}}, {Mode: policy.Open}} {
+		f.setPolicy(t, p)
+		tests := []struct {
+			name  string
+			qtype uint16
+			rcode int
+			want  []string
+		}{
+			{"8000-sb-a.sandlot.test", dns.TypeA, dns.RcodeSuccess, []string{"10.254.0.1"}},
+			{"6080-SB-B.sandlot.test.", dns.TypeA, dns.RcodeSuccess, []string{"10.254.0.1"}},
+			{"8000-sb-a.sandlot.test", dns.TypeAAAA, dns.RcodeSuccess, nil},
+			{"a.b.sandlot.test", dns.TypeA, dns.RcodeNameError, nil},
+			{"sandlot.test", dns.TypeA, dns.RcodeNameError, nil},
+		}
+		if p.Mode == policy.Open {
+			// Mode open asks upstream for the rest, which knows neither.
+			tests = tests[:3]
+		}
+		for _, tt := range tests {
+			resp := f.ask(t, "udp", tt.name, tt.qtype)
+			if resp.Rcode != tt.rcode || !slices.Equal(answers(resp), tt.want) {
+				t.Errorf("mode %q, %s %s: %s %v, want %s %v", p.Mode, tt.name, dns.TypeToString[tt.qtype],
+					dns.RcodeToString[resp.Rcode], answers(resp), dns.RcodeToString[tt.rcode], tt.want)
+			}
+		}
+	}
+}

@@ -81,6 +81,10 @@ type Stack struct {
 	px  *egress.Proxy
 	log *slog.Logger
 
+	// domain is the ports domain, set by Ports (before Start); "" until
+	// then, and sandboxes are not told of a route.
+	domain string
+
 	pl, dl net.Listener
 	pc     net.PacketConn
 	served sync.WaitGroup
@@ -273,7 +277,11 @@ func (s *Stack) Setup(ctx context.Context, sandboxID, tenant, contextID string, 
 			env[sec.Env] = sec.Placeholder()
 		}
 	}
-	return &runtime.Network{Path: n.Path, ResolvConf: n.ResolvConf(), CACerts: n.CA.CertPEM()}, env, nil
+	rn := &runtime.Network{Path: n.Path, ResolvConf: n.ResolvConf(), CACerts: n.CA.CertPEM()}
+	if s.domain != "" {
+		rn.PortsDomain, rn.PortsAddr = s.domain, n.Gateway
+	}
+	return rn, env, nil
 }
 
 // Teardown removes sandboxID's network (after its processes are gone).
@@ -468,6 +476,9 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 // Its id is a sandbox's or its execution context's (Find); authorize
 // checks a token for a sandbox of tenant; wake, when not nil, runs before
 // a request goes through (ports.Config.Wake), with the sandbox's tenant.
+// The proxy answers the same route to sandboxes, and sandboxes created
+// after are told where it is (runtime.Network.PortsDomain). Call it
+// before Start.
 func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error)) (*ports.Handler, error) {
 	var wakeFn func(ctx context.Context, id string) (bool, error)
 	if wake != nil {
@@ -482,7 +493,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			return wake(ctx, n.Policy.Context, n.Policy.Tenant)
 		}
 	}
-	return ports.New(ports.Config{
+	h, err := ports.New(ports.Config{
 		Domain: domain,
 		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
 			n, ok := s.Find(id)
@@ -502,4 +513,16 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 		Log:      s.log,
 		Reserved: ports.ReservedE2B,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Sandboxes reach the route too, through the proxy, which answers it
+	// in process (docs/network.md, "Ports from inside a sandbox").
+	if domain == "" {
+		domain = ports.DefaultDomain
+	}
+	s.domain = strings.ToLower(strings.TrimSuffix(domain, "."))
+	s.px.SetPorts(domain, h)
+	s.res.SetPorts(domain, s.mgr.Gateway())
+	return h, nil
 }

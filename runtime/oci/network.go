@@ -84,6 +84,17 @@ func (r *Runtime) networkMounts(rootfs string, n *runtime.Network) ([]specs.Moun
 		}
 		mounts = append(mounts, specs.Mount{Destination: CABundlePath, Type: "bind", Source: ca, Options: ro})
 	}
+	if n.PortsDomain != "" && dirInRoot(rootfs, chromiumDir) {
+		rules, err := chromiumRules(n.PortsDomain, n.PortsAddr)
+		if err != nil {
+			return nil, err
+		}
+		p, err := shareFile(dir, "chromium-", rules)
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, specs.Mount{Destination: ChromiumRulesPath, Type: "bind", Source: p, Options: ro})
+	}
 	return mounts, nil
 }
 

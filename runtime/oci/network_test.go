@@ -1,11 +1,17 @@
 package oci
 
 import (
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -65,6 +71,50 @@ func BenchmarkNetworkMounts(b *testing.B) {
 		n.CACerts = append(n.CACerts[:len(n.CACerts)-1], 'x', '\n') // a new CA each time, as per sandbox
 		if _, err := r.networkMounts("/", n); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestChromiumRules: a root with Debian's Chromium (/etc/chromium.d) gets
+// the ports route's host-resolver rule as a read-only file the wrapper
+// sources, which sh turns into one argument, first, before the caller's;
+// a root without it gets nothing; a domain that is not a DNS name never
+// reaches the shell file.
+func TestChromiumRules(t *testing.T) {
+	r := &Runtime{share: t.TempDir()}
+	gw := netip.MustParseAddr("10.254.0.1")
+	withChromium := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(withChromium, "etc/chromium.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n := &runtime.Network{ResolvConf: []byte("nameserver 10.254.0.1\n"), PortsDomain: "sandlot.localhost", PortsAddr: gw}
+
+	mounts, err := r.networkMounts(withChromium, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(mounts, func(m specs.Mount) bool { return m.Destination == ChromiumRulesPath })
+	if i < 0 || !slices.Contains(mounts[i].Options, "ro") {
+		t.Fatalf("no read-only %s among %+v", ChromiumRulesPath, mounts)
+	}
+	out, err := exec.Command("sh", "-c", `. "$0"; printf '%s\n' "$@"`, mounts[i].Source, "--", "http://8000-x.sandlot.localhost/").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "--host-resolver-rules=MAP *.sandlot.localhost 10.254.0.1\n--\nhttp://8000-x.sandlot.localhost/\n"
+	if string(out) != want {
+		t.Errorf("the wrapper's arguments:\n%s\nwant:\n%s", out, want)
+	}
+
+	mounts, err = r.networkMounts(t.TempDir(), n)
+	if err != nil || slices.ContainsFunc(mounts, func(m specs.Mount) bool { return m.Destination == ChromiumRulesPath }) {
+		t.Errorf("a root without Chromium: %+v, %v", mounts, err)
+	}
+	for _, bad := range []string{`x" "--remote-debugging-port=1`, "a b", "$(reboot)", "a..b", ""} {
+		bn := *n
+		bn.PortsDomain = bad
+		if _, err := r.networkMounts(withChromium, &bn); bad != "" && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("domain %q: %v", bad, err)
 		}
 	}
 }
