@@ -267,7 +267,7 @@ func (p *Proxy) handle(c net.Conn) {
 			return
 		}
 		ev.Allowed, ev.Reason = true, "ports route"
-		p.servePorts(c, br, pr, &ev)
+		p.servePorts(c, br, pr, sb, &ev)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/network/audit"
+	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/network/ports"
 )
 
 // PortsRoute is the daemon's route to sandbox ports (network/ports'
@@ -72,14 +74,19 @@ func (pr *portsRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr.h.ServeHTTP(w, r)
 }
 
-// servePorts serves the sandbox's HTTP connection c (whose first bytes
+// servePorts serves sandbox sb's HTTP connection c (whose first bytes
 // br has peeked) with the ports route until either side closes it, and
 // puts the bytes read from and written to the sandbox into ev.
-func (p *Proxy) servePorts(c net.Conn, br *bufio.Reader, pr *portsRoute, ev *audit.Event) {
+func (p *Proxy) servePorts(c net.Conn, br *bufio.Reader, pr *portsRoute, sb *Sandbox, ev *audit.Event) {
 	done := make(chan struct{})
 	cc := &countedConn{Conn: c, r: br, closed: sync.OnceFunc(func() { close(done) })}
+	// The route knows the request comes from inside sb: without internet
+	// access it reaches only sb's tenant's sandboxes.
+	caller := ports.Caller{Tenant: sb.Tenant, Internet: sb.Policy.Mode() == policy.Open}
 	srv := &http.Server{
-		Handler:           pr,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pr.ServeHTTP(w, r.WithContext(ports.WithCaller(r.Context(), caller)))
+		}),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHead,

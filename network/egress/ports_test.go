@@ -38,7 +38,8 @@ func (s *sandbox) serve(t *testing.T, port int, body string) {
 
 // TestPortsRoute attacks the proxy's answer for the ports domain: a
 // sandbox reaches another's port only as a client outside would (public
-// ports, or the traffic token), whatever its tenant; the proxy never
+// ports, or the traffic token), and another tenant's sandbox only when it
+// has internet access (mode open); the proxy never
 // dials anything for it (no host loopback); mode none has that one way
 // out and no other.
 func TestPortsRoute(t *testing.T) {
@@ -59,10 +60,13 @@ func TestPortsRoute(t *testing.T) {
 	})
 	pub := e.sandbox(t, "pub-a", "ta", policy.Policy{Ingress: policy.Ingress{Public: true}})
 	priv := e.sandbox(t, "priv-a", "ta", policy.Policy{})
+	mate := e.sandbox(t, "mate-a", "ta", policy.Policy{})
+	allowA := e.sandbox(t, "allow-a", "ta", policy.Policy{Mode: policy.Allowlist, Allow: rules("*.example.test")})
 	other := e.sandbox(t, "other-b", "tb", policy.Policy{})
 	allow := e.sandbox(t, "allow-b", "tb", policy.Policy{Mode: policy.Allowlist, Allow: rules("*.example.test")})
-	byID := map[string]*sandbox{"pub-a": pub, "priv-a": priv, "other-b": other, "allow-b": allow}
-	tokens := map[string]string{"pub-a": "tok-pub", "priv-a": "tok-priv", "other-b": "tok-other", "allow-b": "tok-allow"}
+	open := e.sandbox(t, "open-b", "tb", policy.Policy{Mode: policy.Open})
+	byID := map[string]*sandbox{"pub-a": pub, "priv-a": priv, "mate-a": mate, "allow-a": allowA, "other-b": other, "allow-b": allow, "open-b": open}
+	tokens := map[string]string{"pub-a": "tok-pub", "priv-a": "tok-priv", "mate-a": "tok-mate", "other-b": "tok-other"}
 	pub.serve(t, 8000, "public-marker")
 	priv.serve(t, 8000, "private-marker")
 
@@ -72,7 +76,7 @@ func TestPortsRoute(t *testing.T) {
 			if !ok {
 				return ports.Target{}, fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
 			}
-			return ports.Target{Addr: sb.Addr, Ingress: sb.Policy.Policy.Ingress}, nil
+			return ports.Target{Addr: sb.Addr, Ingress: sb.Policy.Policy.Ingress, Tenant: sb.Policy.Tenant}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error {
 			if subtle.ConstantTimeCompare([]byte(tokens[id]), []byte(token)) != 1 {
@@ -100,18 +104,24 @@ func TestPortsRoute(t *testing.T) {
 		code string
 		body string
 	}{
-		{"another tenant's public port, from mode none", other, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker from 8000-pub-a.sandlot.localhost"},
-		{"another tenant's private port without the token", other, at("8000-priv-a.sandlot.localhost/"), "403", "missing traffic access token"},
-		{"another tenant's private port with its own token", other, append([]string{"-H", "e2b-traffic-access-token: tok-other"}, at("8000-priv-a.sandlot.localhost/")...), "403", "invalid traffic access token"},
-		{"a private port with its token", other, append([]string{"-H", "e2b-traffic-access-token: tok-priv"}, at("8000-priv-a.sandlot.localhost/")...), "200", `private-marker from 8000-priv-a.sandlot.localhost token=""`},
+		{"its own tenant's public port, from mode none", mate, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker from 8000-pub-a.sandlot.localhost"},
+		{"its own tenant's private port without the token", mate, at("8000-priv-a.sandlot.localhost/"), "403", "missing traffic access token"},
+		{"its own tenant's private port with its own token", mate, append([]string{"-H", "e2b-traffic-access-token: tok-mate"}, at("8000-priv-a.sandlot.localhost/")...), "403", "invalid traffic access token"},
+		{"its own tenant's private port with that port's token", mate, append([]string{"-H", "e2b-traffic-access-token: tok-priv"}, at("8000-priv-a.sandlot.localhost/")...), "200", `private-marker from 8000-priv-a.sandlot.localhost token=""`},
 		{"its own public port", pub, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
+		{"another tenant's public port, from mode none", other, at("8000-pub-a.sandlot.localhost/"), "403", "another tenant's sandbox"},
+		{"another tenant's private port with that port's token, from mode none", other, append([]string{"-H", "e2b-traffic-access-token: tok-priv"}, at("8000-priv-a.sandlot.localhost/")...), "403", "another tenant's sandbox"},
+		{"another tenant's public port, from an allowlist", allow, at("8000-pub-a.sandlot.localhost/"), "403", "another tenant's sandbox"},
+		{"another tenant's public port, with internet access", open, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
+		{"another tenant's private port, with internet access and the token", open, append([]string{"-H", "e2b-traffic-access-token: tok-priv"}, at("8000-priv-a.sandlot.localhost/")...), "200", "private-marker"},
+		{"another tenant's private port, with internet access, no token", open, at("8000-priv-a.sandlot.localhost/"), "403", "missing traffic access token"},
 		{"an unknown sandbox", other, at("8000-nobody.sandlot.localhost/"), "502", "The sandbox was not found"},
-		{"a closed port", other, at("8001-pub-a.sandlot.localhost/"), "502", "port 8001 is not open"},
+		{"a closed port", mate, at("8001-pub-a.sandlot.localhost/"), "502", "port 8001 is not open"},
 		{"envd's port: not the daemon's E2B surface", other, at("49983-pub-a.sandlot.localhost/"), "403", "is not a sandbox port the route serves"},
 		{"mode none, another name at the gateway", other, at("www.example.test/"), "403", "network mode none"},
 		{"mode none, the path form under another name", other, at("www.example.test/v1/contexts/pub-a/ports/8000/"), "403", "egress denied"},
-		{"allowlist, a name under the ports domain", allow, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
-		{"allowlist, another port of the gateway", allow, []string{"--resolve", "8000-pub-a.sandlot.localhost:8080:" + gw, "http://8000-pub-a.sandlot.localhost:8080/"}, "200", "public-marker"},
+		{"allowlist, a name under the ports domain", allowA, at("8000-pub-a.sandlot.localhost/"), "200", "public-marker"},
+		{"allowlist, another port of the gateway", allowA, []string{"--resolve", "8000-pub-a.sandlot.localhost:8080:" + gw, "http://8000-pub-a.sandlot.localhost:8080/"}, "200", "public-marker"},
 		{"mode none, another port of the gateway", other, []string{"--max-time", "3", "--resolve", "8000-pub-a.sandlot.localhost:8080:" + gw, "http://8000-pub-a.sandlot.localhost:8080/"}, "000", ""},
 	}
 	for _, tt := range tests {
@@ -147,7 +157,7 @@ func TestPortsRoute(t *testing.T) {
 			t.Errorf("A www.example.test from mode none: %v", got)
 		}
 		// python3's resolver (glibc, no .localhost of its own) finds the route.
-		r := nettest.Run(t, other.Path, other.ResolvConf(), "python3", "-c",
+		r := nettest.Run(t, mate.Path, mate.ResolvConf(), "python3", "-c",
 			"import urllib.request; print(urllib.request.urlopen('http://8000-pub-a.sandlot.localhost/', timeout=10).read().decode())")
 		if !strings.Contains(r.Stdout, "public-marker") {
 			t.Errorf("python3 in mode none: %q %v %s", r.Stdout, r.Err, r.Stderr)
@@ -161,7 +171,7 @@ func TestPortsRoute(t *testing.T) {
 	})
 
 	t.Run("every request on the connection is checked", func(t *testing.T) {
-		c, err := other.dial(t, gw+":80")
+		c, err := mate.dial(t, gw+":80")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +200,7 @@ func TestPortsRoute(t *testing.T) {
 		t.Errorf("the proxy dialed %v for the ports route", dialed)
 	}
 	mu.Unlock()
-	evs := e.eventsFor("other-b")
+	evs := e.eventsFor("mate-a")
 	found := false
 	for _, ev := range evs {
 		if ev.Host == "8000-pub-a.sandlot.localhost" && ev.Allowed && ev.Reason == "ports route" && ev.BytesDown > 0 {

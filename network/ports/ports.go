@@ -42,6 +42,28 @@ const DefaultPathPrefix = "/v1/contexts/"
 type Target struct {
 	Addr    netip.Addr
 	Ingress policy.Ingress
+	// Tenant owns the sandbox: a request from inside another tenant's
+	// sandbox is refused unless that sandbox may reach the internet
+	// (WithCaller).
+	Tenant string
+}
+
+// Caller is the sandbox a request comes from when it reaches the route
+// from inside (the egress proxy answers the ports domain in process).
+type Caller struct {
+	Tenant string
+	// Internet: the caller's policy lets it reach the internet (mode
+	// open), where the daemon's front door is anyway; without it, only
+	// its own tenant's sandboxes are reachable, or "no egress" would have
+	// a way out through another tenant's public port.
+	Internet bool
+}
+
+type callerKey struct{}
+
+// WithCaller marks ctx's request as coming from inside a sandbox.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
 }
 
 // Config configures a Handler. Lookup and Authorize are required.
@@ -244,6 +266,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt.target = t
+	if c, ok := r.Context().Value(callerKey{}).(Caller); ok && !c.Internet && c.Tenant != t.Tenant {
+		writeJSON(w, http.StatusForbidden, errdefs.CodePermissionDenied,
+			"another tenant's sandbox: from inside a sandbox without internet access the ports route reaches only its own tenant's sandboxes")
+		return
+	}
 	if !t.Ingress.Public {
 		token := r.Header.Get(e2bwire.HeaderTrafficToken)
 		if token == "" {

@@ -16,10 +16,12 @@ import (
 
 // TestPortsFromSandbox attacks the ports route from inside sandboxes,
 // with the daemon's real E2B surface and its traffic tokens: a sandbox of
-// tenant "open" (mode none, no egress) reaches a private port of tenant
-// "closed"'s sandbox only with that sandbox's token, never with its own
-// or none, exactly as a client outside; python3 finds the route by name
-// (the resolver) and the stack gave the sandbox the route's gateway.
+// tenant "closed" (mode none, no egress) reaches a private port of
+// another "closed" sandbox only with that sandbox's token, never with its
+// own or none, exactly as a client outside; a sandbox of tenant "open"
+// without internet access reaches it not at all, token or not; python3
+// finds the route by name (the resolver) and the stack gave the sandbox
+// the route's gateway.
 func TestPortsFromSandbox(t *testing.T) {
 	e := newEnv(t, 0)
 	d := newDaemon(t, e, "crun")
@@ -54,9 +56,11 @@ func TestPortsFromSandbox(t *testing.T) {
 	}
 	a, aToken := create(e2bKey, `{"allowPublicTraffic":false}`)
 	b, bToken := create(e2bKeyOpen, `{"allowPublicTraffic":false}`)
+	c, cToken := create(e2bKey, `{"allowPublicTraffic":false}`)
 	run("closed", a, "mkdir -p /tmp/w && echo private-page-of-a > /tmp/w/p.html && (cd /tmp/w && nohup python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 &) ; for i in $(seq 100); do (echo > /dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done")
 
-	fetch := fmt.Sprintf(`python3 - <<'PY'
+	fetch := func(own string) string {
+		return fmt.Sprintf(`python3 - <<'PY'
 import sys, urllib.request, urllib.error
 for token in ["", %q, %q]:
     req = urllib.request.Request("http://8080-%s.sandlot.localhost/p.html")
@@ -69,23 +73,32 @@ for token in ["", %q, %q]:
         print("status", err.code, err.read().decode().strip())
     except Exception as err:
         print("error", err)
-PY`, bToken, aToken, a)
-	out := run("open", b, fetch)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	want := []string{"status 403", "status 403", "status 200 private-page-of-a"}
-	if len(lines) != len(want) {
-		t.Fatalf("from tenant open's sandbox:\n%s", out)
+PY`, own, aToken, a)
 	}
-	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("request %d (no token, its own token, the target's token): %q, want %q", i, lines[i], w)
+	check := func(who, out string, want []string) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("from %s:\n%s", who, out)
+		}
+		for i, w := range want {
+			if !strings.Contains(lines[i], w) {
+				t.Errorf("from %s, request %d (no token, its own token, the target's token): %q, want %q", who, i, lines[i], w)
+			}
 		}
 	}
-	if !strings.Contains(lines[0], "missing traffic access token") || !strings.Contains(lines[1], "invalid traffic access token") {
-		t.Errorf("the route's own refusals expected:\n%s", out)
-	}
-	if eff, ok := e.st.Policy(mustFind(t, e, b)); !ok || eff.Mode() != policy.None {
-		t.Errorf("the caller's sandbox is not in mode none: %+v", eff)
+	// The same tenant's sandbox, mode none: as a client outside would.
+	check("the same tenant's sandbox", run("closed", c, fetch(cToken)),
+		[]string{"status 403 {\"code\":\"permission_denied\",\"message\":\"missing traffic access token", "status 403 {\"code\":\"permission_denied\",\"message\":\"invalid traffic access token", "status 200 private-page-of-a"})
+	// Another tenant's sandbox without internet access: not even with the
+	// target's token (no egress means no way out through another tenant's
+	// port).
+	deny := "status 403 {\"code\":\"permission_denied\",\"message\":\"another tenant's sandbox"
+	check("another tenant's sandbox", run("open", b, fetch(bToken)), []string{deny, deny, deny})
+	for _, sid := range []string{b, c} {
+		if eff, ok := e.st.Policy(mustFind(t, e, sid)); !ok || eff.Mode() != policy.None {
+			t.Errorf("the caller's sandbox %s is not in mode none: %+v", sid, eff)
+		}
 	}
 }
 

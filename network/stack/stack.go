@@ -373,7 +373,7 @@ func (s *Stack) Target(sandboxID string) ports.Target {
 	if !ok {
 		return ports.Target{}
 	}
-	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress}
+	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}
 }
 
 // RefreshSecrets loads the secrets of tenant's sandboxes again, after the
@@ -500,7 +500,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			if !ok {
 				return ports.Target{}, fmt.Errorf("sandbox %s has no network (create it with one to reach its ports): %w", id, errdefs.ErrNotFound)
 			}
-			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress}, nil
+			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error {
 			n, ok := s.Find(id)
