@@ -180,7 +180,29 @@ func (s *Server) unpackContext(ctx context.Context, q Builds, b *builds.Build, b
 	if len(text) > maxDockerfileBytes {
 		return nil, fmt.Errorf("dockerfile %q is over %d bytes: %w", dockerfile, maxDockerfileBytes, errdefs.ErrInvalidArgument)
 	}
-	return recipe.ParseDockerfile(bytes.NewReader(text), args)
+	rec, err := recipe.ParseDockerfile(bytes.NewReader(text), args)
+	if err != nil {
+		return nil, err
+	}
+	// COPY sources that are plain paths must be in the context now, so a
+	// missing one, or one reached through a symlink out of the context
+	// (which COPY would refuse too), is a 400 here rather than a failed
+	// build later. Patterns are left to the build.
+	for _, st := range rec.Steps {
+		if st.Kind != recipe.Copy {
+			continue
+		}
+		for _, src := range st.Src {
+			clean := strings.TrimPrefix(path.Clean("/"+src), "/")
+			if clean == "" || strings.ContainsAny(clean, "*?[") || strings.Contains("/"+src+"/", "/../") {
+				continue // the context itself, a pattern; ".." the builder refuses
+			}
+			if _, err := root.Lstat(clean); err != nil {
+				return nil, fmt.Errorf("line %d: COPY %s: not in the build context (a missing path, or one through a symlink out of it): %w", st.Line, src, errdefs.ErrInvalidArgument)
+			}
+		}
+	}
+	return rec, nil
 }
 
 // writeBuildError answers a refused build context: past a size bound it
