@@ -127,6 +127,12 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		for _, st := range rec.Steps {
+			if st.Kind == recipe.Copy {
+				s.writeError(w, r, fmt.Errorf("line %d: COPY needs a build context (send it as application/x-tar): %w", st.Line, errdefs.ErrInvalidArgument))
+				return
+			}
+		}
 	}
 	max := q.MaxUploadBytes()
 	if withContext && r.ContentLength > max {
@@ -148,12 +154,15 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// The answer is the build as queued (waiting): once started it may
+	// already be building, which a status call shows.
+	out := buildOut(b, 0)
 	if err := q.Start(r.Context(), b, rec); err != nil {
 		q.Abort(b, errdefs.PublicMessage(err))
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, buildOut(b, 0))
+	writeJSON(w, http.StatusAccepted, out)
 }
 
 // unpackContext unpacks the build context into b's directory and reads

@@ -226,6 +226,7 @@ func TestTemplateBuildWalls(t *testing.T) {
 		{"unknown field", `{"name":"x","dockerfile":"FROM base","evil":1}`, 400},
 		{"no dockerfile", `{"name":"x"}`, 400},
 		{"bad JSON Dockerfile", `{"name":"x","dockerfile":"RUN true"}`, 400},
+		{"COPY without a context", `{"name":"x","dockerfile":"FROM base\nCOPY a /a\n"}`, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: tc.body})
