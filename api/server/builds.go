@@ -146,6 +146,12 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	started := false
+	defer func() {
+		if !started { // a refused body, a panic: the staging goes now
+			q.Abort(b, "the build request ended before the build started")
+		}
+	}()
 	if withContext {
 		rec, err = s.unpackContext(r.Context(), q, b, http.MaxBytesReader(w, r.Body, max), dockerfile, args)
 		if err != nil {
@@ -162,6 +168,7 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	started = true
 	writeJSON(w, http.StatusAccepted, out)
 }
 

@@ -294,7 +294,9 @@ func (q *Queue) gc() {
 	for id, b := range q.byID {
 		b.mu.Lock()
 		old := !b.ended.IsZero() && time.Since(b.ended) > keepEnded
-		abandoned := !b.started && time.Since(b.requested) > keepRequested
+		// A build holding a lease is in its request (its body still
+		// coming): that request starts or aborts it.
+		abandoned := !b.started && b.lease == nil && time.Since(b.requested) > keepRequested
 		if abandoned {
 			b.started, b.ended = true, time.Now() // no upload or start from now on
 		}
