@@ -431,3 +431,51 @@ type Template struct {
 type TemplateList struct {
 	Templates []Template `json:"templates"`
 }
+
+// TemplateBuildRequest is the JSON body of POST /v1/templates/builds for a
+// build without a context (a Dockerfile whose steps COPY nothing). A build
+// with a context sends the context's tarball as the body instead, with
+// name, dockerfile (its path in the context), buildArg and settings in the
+// query.
+type TemplateBuildRequest struct {
+	// Name is the template's name, NAME or NAME:TAG.
+	Name string `json:"name"`
+	// Dockerfile is the Dockerfile's text (docs/images.md's subset).
+	Dockerfile string            `json:"dockerfile"`
+	BuildArgs  map[string]string `json:"buildArgs,omitempty"`
+	// Settings override, field by field, what the build gives the
+	// template (the image's user and workdir).
+	Settings TemplateSettings `json:"settings,omitzero"`
+}
+
+// Statuses of a template build.
+const (
+	BuildWaiting  = "waiting"
+	BuildBuilding = "building"
+	BuildReady    = "ready"
+	BuildError    = "error"
+)
+
+// TemplateBuild is a template build's state: the answer of POST
+// /v1/templates/builds (202) and GET /v1/templates/builds/{buildId}.
+type TemplateBuild struct {
+	BuildID string `json:"buildId"`
+	Name    string `json:"name"`
+	// Status is waiting, building, ready or error.
+	Status string `json:"status"`
+	// Logs are the log's entries from the logsOffset asked for (guarded
+	// output of the steps); LogsNext is the offset to ask for next.
+	Logs     []TemplateBuildLog `json:"logs"`
+	LogsNext int                `json:"logsNext"`
+	// Template is the template made, when ready.
+	Template *Template `json:"template,omitempty"`
+	// Reason is why the build failed, when error.
+	Reason string `json:"reason,omitempty"`
+}
+
+// TemplateBuildLog is one line of a build's log.
+type TemplateBuildLog struct {
+	Timestamp time.Time `json:"timestamp"`
+	Level     string    `json:"level"`
+	Message   string    `json:"message"`
+}

@@ -10,7 +10,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	flag "github.com/spf13/pflag"
 
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -18,6 +17,8 @@ import (
 	"github.com/sandlot/sandlot/image/source"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/templates/builds"
 )
 
 // buildFlags configure template builds (docs/images.md, Builds).
@@ -124,20 +125,23 @@ type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
 
-// e2bBuilds enables E2B's template builds when the daemon runs local
-// sandboxes on an image store; nil otherwise.
-func e2bBuilds(cfg serveConfig, prov contexts.Provider, g contexts.Guard, log *slog.Logger) (*e2bcompat.Builds, error) {
+// buildQueue is the daemon's one queue of template builds, which E2B's
+// Template.build and /v1/templates/builds share, when the daemon runs
+// local sandboxes on an image store with a catalog; nil otherwise.
+func buildQueue(cfg serveConfig, prov contexts.Provider, cat *templates.Catalog, g contexts.Guard, log *slog.Logger) (*builds.Queue, error) {
 	p, ok := prov.(*local.Provider)
-	if !ok || p.Images() == nil {
+	if !ok || p.Images() == nil || cat == nil {
 		return nil, nil
 	}
 	bc, err := cfg.build.network(cfg.network.enabled)
 	if err != nil {
 		return nil, err
 	}
-	return &e2bcompat.Builds{
+	return builds.New(builds.Config{
 		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, &network.DialGuard{Allow: cfg.build.pullAllow}, log),
 		Images:  p.Images(),
+		Catalog: cat,
 		Guard:   g.Text,
-	}, nil
+		Logger:  log,
+	}), nil
 }

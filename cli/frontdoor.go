@@ -57,5 +57,6 @@ func frontDoor(cfg serveConfig, w *wired, log *slog.Logger) (srv *server.Server,
 		Secrets:         w.secrets,
 		SecretsChanged:  w.secretsChanged,
 		Templates:       w.templateRoutes(),
+		Builds:          w.buildRoutes(),
 	}), metricsTok, nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -26,6 +25,7 @@ import (
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -206,7 +206,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 // wired is what wire assembles: the daemon without its front door.
 type wired struct {
 	manager *contexts.Manager
-	builds  *e2bcompat.Builds // E2B template builds; nil when off
+	builds  *builds.Queue // template builds (E2B and /v1); nil when off
 	tools   *tools.Registry
 	ready   map[string]server.Check
 	metrics http.Handler // the exporter's Prometheus exposition

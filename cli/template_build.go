@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -29,8 +30,16 @@ template of that name and tag it had is replaced). It
 works on the store and the image store directly, as the operator. Every
 RUN step runs in a sandbox of its own (user namespace, no host paths).
 Steps run without network here; builds that need a package mirror go
-through the daemon (E2B Template.build), whose build allowlist reaches it.
-Needs root and an OCI runtime, like sandlot run.`
+through the daemon, whose build allowlist reaches it. Needs root and an
+OCI runtime, like sandlot run.
+
+With --url (or $SANDLOT_URL set and none of --tenant, --images-dir,
+--state-dir, --runtime, --store given) the build goes through that daemon
+instead, as the API key's tenant: CONTEXT_DIR is uploaded as a gzip
+tarball (POST /v1/templates/builds), the RUN steps run in the daemon's
+sandboxes, the build's log streams here as it comes, and a failed build
+exits non-zero. Only Dockerfiles build this way; E2B templates build
+through the daemon's E2B wire.`
 
 // buildArgs collects --build-arg K=V.
 type buildArgs map[string]string
@@ -65,7 +74,36 @@ func newTemplateBuildCmd() *cobra.Command {
 	fs.StringVar(&o.stateDir, "state-dir", filepath.Join(oci.DefaultStateDir, "cli-build"), "state directory of the build's sandboxes")
 	o.buildArgs = buildArgs{}
 	fs.Var(o.buildArgs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
+	var r remote
+	r.url = os.Getenv(envURL)
+	if r.url == "" {
+		r.url = "http://" + api.DefaultAddr
+	}
+	fs.StringVar(&r.url, "url", r.url, "build through the daemon at this URL ($"+envURL+"): the context is uploaded, the log streams back")
+	fs.StringVar(&r.key, "api-key", os.Getenv(envAPIKey), "with --url: API key ($"+envAPIKey+"; default: the key file in --data-dir)")
+	fs.BoolVar(&r.json, "json", false, "with --url: print the final build state as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		var local []string
+		for _, f := range []string{"tenant", "images-dir", "state-dir", "runtime", "store"} {
+			if fs.Changed(f) {
+				local = append(local, "--"+f)
+			}
+		}
+		remoteMode, err := remoteBuild(fs.Changed("url"), local)
+		if err != nil {
+			return err
+		}
+		if remoteMode {
+			if o.name == "" {
+				return fmt.Errorf("template build: -t NAME is required: %w", errdefs.ErrInvalidArgument)
+			}
+			contextDir := "."
+			if len(args) == 1 {
+				contextDir = args[0]
+			}
+			r.dataDir = o.store.dataDir
+			return templateBuildRemote(cmd.Context(), ioOf(cmd), r.client(), contextDir, o, r.json)
+		}
 		return templateBuildMain(cmd.Context(), ioOf(cmd), args, o)
 	}
 	return cmd

@@ -78,3 +78,12 @@ func (w *wired) templateRoutes() server.Templates {
 	}
 	return w.templates
 }
+
+// buildRoutes is the /v1 build routes' queue (the one E2B's builds use);
+// nil when builds are off (no nil pointer in the interface).
+func (w *wired) buildRoutes() server.Builds {
+	if w.builds == nil {
+		return nil
+	}
+	return w.builds
+}

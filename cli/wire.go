@@ -157,7 +157,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		w.templates = tw.catalog
 	}
-	if w.builds, err = e2bBuilds(cfg, prov, out, log); err != nil {
+	if w.builds, err = buildQueue(cfg, prov, tw.catalog, out, log); err != nil {
 		w.close(context.WithoutCancel(ctx))
 		return nil, err
 	}

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
+	"sort"
+	"strconv"
+	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // ListTemplates returns the templates the tenant can start sandboxes
@@ -68,4 +72,125 @@ func (c *Client) ImportTemplate(ctx context.Context, name string, settings api.T
 		return nil, err
 	}
 	return &out, nil
+}
+
+// BuildOptions name a build with a context (BuildTemplate).
+type BuildOptions struct {
+	// Name is the template's name, NAME or NAME:TAG.
+	Name string
+	// Dockerfile is the Dockerfile's path inside the context; "":
+	// Dockerfile.
+	Dockerfile string
+	BuildArgs  map[string]string
+	// Settings override what the build gives the template.
+	Settings api.TemplateSettings
+}
+
+// BuildTemplate uploads a build context (a tar, or a gzip of one, holding
+// the Dockerfile and what it COPYs) and queues a build of the tenant's
+// template opt.Name. Follow it with TemplateBuild or WaitTemplateBuild.
+func (c *Client) BuildTemplate(ctx context.Context, opt BuildOptions, tarball io.Reader) (*api.TemplateBuild, error) {
+	q := url.Values{"name": {opt.Name}}
+	if opt.Dockerfile != "" {
+		q.Set("dockerfile", opt.Dockerfile)
+	}
+	for _, k := range sortedKeys(opt.BuildArgs) {
+		q.Add("buildArg", k+"="+opt.BuildArgs[k])
+	}
+	if !isZeroSettings(opt.Settings) {
+		st, err := json.Marshal(opt.Settings)
+		if err != nil {
+			return nil, err
+		}
+		q.Set("settings", string(st))
+	}
+	req, err := c.request(ctx, "POST", "/v1/templates/builds", q, tarball, "application/x-tar")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.send(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var out api.TemplateBuild
+	if err := decodeInto(resp, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// BuildTemplateDockerfile queues a build of a Dockerfile that needs no
+// context (its steps COPY nothing).
+func (c *Client) BuildTemplateDockerfile(ctx context.Context, req api.TemplateBuildRequest) (*api.TemplateBuild, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	var out api.TemplateBuild
+	if err := c.do(ctx, "POST", "/v1/templates/builds", nil, body, "application/json", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TemplateBuild returns a build's state, with its log from entry
+// logsOffset (ask next from the answer's LogsNext).
+func (c *Client) TemplateBuild(ctx context.Context, buildID string, logsOffset int) (*api.TemplateBuild, error) {
+	var out api.TemplateBuild
+	q := url.Values{"logsOffset": {strconv.Itoa(logsOffset)}}
+	if err := c.do(ctx, "GET", "/v1/templates/builds/"+url.PathEscape(buildID), q, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WaitTemplateBuild polls a build every interval (0: 500 ms) until it
+// ends, handing each new log entry to onLog (nil: none). It returns the
+// final state; a failed build is also a failed_precondition error with
+// the build's reason.
+func (c *Client) WaitTemplateBuild(ctx context.Context, buildID string, interval time.Duration, onLog func(api.TemplateBuildLog)) (*api.TemplateBuild, error) {
+	if interval <= 0 {
+		interval = 500 * time.Millisecond
+	}
+	next := 0
+	for {
+		b, err := c.TemplateBuild(ctx, buildID, next)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range b.Logs {
+			if onLog != nil {
+				onLog(l)
+			}
+		}
+		next = b.LogsNext
+		switch b.Status {
+		case api.BuildReady:
+			return b, nil
+		case api.BuildError:
+			return b, &api.Error{Code: errdefs.CodeFailedPrecondition, Message: "build " + buildID + " failed: " + b.Reason}
+		}
+		t := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return b, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func isZeroSettings(s api.TemplateSettings) bool {
+	return s.User == "" && s.Workdir == "" && len(s.Env) == 0 && s.StartCmd == "" && len(s.Kernels) == 0 &&
+		len(s.Prestart) == 0 && s.Resources == (api.TemplateResources{})
 }

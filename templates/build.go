@@ -27,6 +27,9 @@ type BuildSpec struct {
 	Tags []string
 	// Source is recorded as the template's source; "": "build".
 	Source string
+	// Settings override, field by field where set, the settings the build
+	// gives the record (builtSettings).
+	Settings Settings
 }
 
 // Build runs build, which stores an image (untagged or not) in the image
@@ -67,7 +70,7 @@ func (c *Catalog) Build(ctx context.Context, tenantID string, spec BuildSpec, ru
 	recs := make([]Template, len(tags))
 	for i, tag := range tags {
 		recs[i] = Template{TenantID: tenantID, Name: Tagged(name, tag), Image: res.Image.Digest.String(), Source: spec.Source,
-			Settings: builtSettings(res)}
+			Settings: overlay(builtSettings(res), spec.Settings)}
 		if i == 0 {
 			recs[i].ID = spec.ID
 		}
@@ -100,6 +103,34 @@ func builtSettings(res build.Result) Settings {
 		if d := cf.Config.WorkingDir; d != "" && path.IsAbs(d) {
 			s.Workdir = path.Clean(d)
 		}
+	}
+	return s
+}
+
+// overlay returns s with the fields o sets.
+func overlay(s, o Settings) Settings {
+	if o.User != "" {
+		s.User = o.User
+	}
+	if o.Workdir != "" {
+		s.Workdir = o.Workdir
+	}
+	if o.StartCmd != "" {
+		s.StartCmd, s.ReadyCmd = o.StartCmd, o.ReadyCmd
+	} else if o.ReadyCmd != "" {
+		s.ReadyCmd = o.ReadyCmd
+	}
+	if len(o.Env) > 0 {
+		s.Env = o.Env
+	}
+	if len(o.Kernels) > 0 {
+		s.Kernels = o.Kernels
+	}
+	if len(o.Prestart) > 0 {
+		s.Prestart = o.Prestart
+	}
+	if o.Resources != (Resources{}) {
+		s.Resources = o.Resources
 	}
 	return s
 }

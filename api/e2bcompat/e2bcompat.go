@@ -121,8 +121,9 @@ type Config struct {
 	// record into it (templatelist.go). Nil: those routes answer
 	// failed_precondition (aliases: only Templates' names exist).
 	Catalog Catalog
-	// Builds, when set with Catalog, serves E2B's template builds
-	// (templates.go); nil: those routes answer failed_precondition.
+	// Builds, when set, serves E2B's template builds (templates.go),
+	// recording into its own catalog (the daemon's, Catalog's); nil: those
+	// routes answer failed_precondition.
 	Builds *Builds
 	// Logger; nil discards.
 	Logger *slog.Logger
@@ -191,8 +192,6 @@ type Handler struct {
 	// counts the watchers per sandbox (watch.go).
 	watchers map[string]*watcher
 	watching map[string]int
-
-	builds builds // template builds (templates.go)
 }
 
 // New returns the E2B handler.
@@ -236,7 +235,6 @@ func New(cfg Config) *Handler {
 		metrics:  map[string][]metricSample{},
 		watchers: map[string]*watcher{},
 		watching: map[string]int{},
-		builds:   builds{byID: map[string]*tmplBuild{}},
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)

@@ -31,6 +31,7 @@ import (
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -100,10 +101,10 @@ func newBuildEnv(t *testing.T) *buildEnv {
 	}
 	cat := templates.New(templates.Config{Store: st, Images: s})
 	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), Catalog: cat,
-		Builds: &e2bcompat.Builds{Builder: fb, Images: s, MaxUploadBytes: 1 << 20,
+		Builds: builds.New(builds.Config{Builder: fb, Images: s, Catalog: cat, MaxUploadBytes: 1 << 20,
 			Guard: func(ctx context.Context, tenantID, s string) string {
 				return strings.ReplaceAll(s, "sk-SECRET", "[REDACTED]")
-			}}})
+			}})})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &buildEnv{env: &env{t: t, srv: srv, m: m}, b: fb, s: s, cat: cat}

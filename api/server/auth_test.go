@@ -8,13 +8,18 @@ import (
 	"testing"
 	"time"
 
+	"encoding/json"
+
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -99,10 +104,29 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	imgs, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := templates.New(templates.Config{Store: secrets})
 	e := newEnv(t, func(c *server.Config) {
 		c.Secrets = secrets
-		c.Templates = templates.New(templates.Config{Store: secrets})
+		c.Templates = cat
+		// Builds end at once here (the catalog has no image store); what
+		// matters is who may see them.
+		c.Builds = builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat})
 	})
+	w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: api.TemplateBuildRequest{Name: "app", Dockerfile: "FROM default\n"}})
+	var buildA api.TemplateBuild
+	if err := json.Unmarshal(w.Body.Bytes(), &buildA); err != nil || w.Code != 202 {
+		t.Fatalf("A's build: %d %s", w.Code, w.Body)
+	}
+	aBuildIntact := func(t *testing.T) {
+		t.Helper()
+		if w := e.do(t, req{method: "GET", path: "/v1/templates/builds/" + buildA.BuildID, key: e.KeyA}); w.Code != 200 {
+			t.Fatalf("A's build: %d %s", w.Code, w.Body)
+		}
+	}
 	aTemplateIntact := func(t *testing.T) {
 		t.Helper()
 		if got, err := secrets.TemplateByID(context.Background(), tplA.ID); err != nil || got.Name != "app" || got.TenantID != "tenant-a" {
@@ -252,6 +276,20 @@ func TestTenantIsolation(t *testing.T) {
 			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/templates/" + tplA.ID, key: e.KeyB}))
 			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/templates/app", key: e.KeyB}))
 			aTemplateIntact(t)
+		},
+		"GET /v1/templates/builds/{buildId}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/templates/builds/" + buildA.BuildID, key: e.KeyB}))
+			aBuildIntact(t)
+		},
+		"POST /v1/templates/builds": func(t *testing.T) {
+			// B's build of "app" FROM "app" is B's own: A's template is
+			// neither its base nor replaced.
+			w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyB, body: api.TemplateBuildRequest{Name: "app", Dockerfile: "FROM app\n"}})
+			if strings.Contains(w.Body.String(), buildA.BuildID) {
+				t.Fatalf("B's build answer names A's: %s", w.Body)
+			}
+			aTemplateIntact(t)
+			aBuildIntact(t)
 		},
 		"POST /v1/templates": func(t *testing.T) {
 			e.do(t, req{method: "POST", path: "/v1/templates", key: e.KeyB, body: api.TemplateRequest{Name: "app", Ref: "127.0.0.1:1/x:1"}})

@@ -121,6 +121,9 @@ type Config struct {
 	// Templates, when set, serves /v1/templates (list, get, delete, pull
 	// and import for the request's tenant); nil answers those routes 412.
 	Templates Templates
+	// Builds, when set, serves /v1/templates/builds (the daemon's build
+	// queue, shared with the E2B wire); nil answers those routes 412.
+	Builds Builds
 	// MaxImportBytes bounds an image tarball uploaded to POST
 	// /v1/templates (0: 4 GiB); more is a 413.
 	MaxImportBytes int64
@@ -242,6 +245,8 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/templates", true, s.createTemplate},
 		{"GET", "/v1/templates/{nameOrId}", true, s.getTemplate},
 		{"DELETE", "/v1/templates/{nameOrId}", true, s.deleteTemplate},
+		{"POST", "/v1/templates/builds", true, s.buildTemplate},
+		{"GET", "/v1/templates/builds/{buildId}", true, s.buildStatus},
 	}
 }
 
@@ -390,7 +395,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cfg.E2B.ServeHTTP(lw, r)
 		return
 	}
-	if !identityEncoding(r.Header.Get("Content-Encoding")) {
+	if enc := r.Header.Get("Content-Encoding"); !identityEncoding(enc) && !(buildRoute(r) && gzipEncoding(enc)) {
 		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: errdefs.CodeInvalidArgument,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported; send the body uncompressed"})
 		return

@@ -23,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local/localtest"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -51,7 +52,7 @@ func newBuildDaemon(t *testing.T, e *env, allow []string) string {
 	}
 	b := build.New(build.Config{Store: images, Runner: p.BuildRunner(local.BuildConfig{Network: pol, Tenant: "closed"}), Logger: log})
 	h := e2bcompat.New(e2bcompat.Config{Manager: m, Logger: log, Tenants: e2bcompattest.Tenants{e2bKey: "closed"},
-		Catalog: cat, Builds: &e2bcompat.Builds{Builder: b, Images: images}})
+		Catalog: cat, Builds: builds.New(builds.Config{Builder: b, Images: images, Catalog: cat})})
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
