@@ -1,6 +1,7 @@
 package e2bcompat
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
