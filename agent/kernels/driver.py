@@ -43,14 +43,17 @@ def _json_codec():
     # (loads, dumps) for the command and result lines: json.loads and
     # json.dumps with their defaults (ASCII out, NaN allowed, cycles
     # refused), from the C accelerators when there are any.
-    if _json_scanner is None:
+    try:
+        scan = _json_scanner(_JSONOptions())
+        # make_encoder(markers, default, encoder, indent, key_separator,
+        # item_separator, sort_keys, skipkeys, allow_nan)
+        encode = _json_encoder({}, _not_json, _json_str, None, ": ", ", ", False, False, True)
+        if "".join(encode({"a": [1, None]}, 0)) != '{"a": [1, null]}' or scan('{"a": 1}', 0) != ({"a": 1}, 8):
+            raise ValueError("unexpected _json")
+    except Exception:  # none, or an interpreter whose _json differs: the package
         import json
 
         return json.loads, json.dumps
-    scan = _json_scanner(_JSONOptions())
-    # make_encoder(markers, default, encoder, indent, key_separator,
-    # item_separator, sort_keys, skipkeys, allow_nan)
-    encode = _json_encoder({}, _not_json, _json_str, None, ": ", ", ", False, False, True)
 
     def loads(b):
         s = b.decode("utf-8").strip()
