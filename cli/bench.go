@@ -54,6 +54,7 @@ func newBenchCmd() *cobra.Command {
 		conc       string
 		throughput time.Duration
 		cpuProfile string
+		logLevel   string
 		httpStore  string
 		imagesDir  string
 		only       string
@@ -76,6 +77,7 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
+	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
 		if markdown != "" {
@@ -99,7 +101,7 @@ func newBenchCmd() *cobra.Command {
 			return err
 		}
 		defer os.RemoveAll(dir)
-		log := export.NewLogger(std.Err, "error")
+		log := export.NewLogger(std.Err, logLevel)
 		limits := contexts.Limits{MemoryBytes: memMiB << 20}
 		env := bench.Env{Limits: limits}
 		rtName := ""

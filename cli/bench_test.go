@@ -35,6 +35,7 @@ func TestBenchCommand(t *testing.T) {
 	}
 	want := []string{"warm run_code python (1+1), Go API", "warm run_code javascript (1+1), Go API", "warm run_code bash (echo 2), Go API",
 		"warm run_code python (1+1), HTTP loopback keep-alive", "cold create to first result: python 1+1, no pool",
+		"cold first call: Execute python 1+1 on a new context, no pool (creates it; its kernel starts at boot)",
 		"GetOrCreate from the warm pool", "throughput: python 1+1 on 2 contexts at once (latency)",
 		"density: idle contexts per 2 GiB (by PSS, python kernel up)", "guard: redact mixed log text (1 MiB, best of 3)",
 		"image template: cold create to first result: python 1+1, no pool", "image template: GetOrCreate from the warm pool",

@@ -49,6 +49,13 @@ type CreateOptions struct {
 	// context's (UpdateNetwork), which fails when the context was
 	// created without a network.
 	Network *policy.Policy
+	// Prestart names kernels a new sandbox starts at boot (Spec.Prestart),
+	// while the host still connects to it. Execute names its call's
+	// kernel: the call is about to start it anyway, so its start overlaps
+	// the handshake instead of following it, and costs no sandbox a
+	// kernel it would not have started. A sandbox from the warm pool has
+	// the pool's kernels (Config.PoolPrestart).
+	Prestart []string
 }
 
 // MetaFixedExpiry is the record metadata key that marks a context whose
@@ -274,6 +281,7 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
 		Network:  opts.Network,
+		Prestart: slices.Clone(opts.Prestart),
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {

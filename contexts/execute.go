@@ -65,6 +65,25 @@ type ExecuteRequest struct {
 	Network *policy.Policy
 }
 
+// bootKernel is the kernel a sandbox created by req's call starts at boot
+// (CreateOptions.Prestart): the default kernel of req's language, which the
+// call starts next anyway; none for a named kernel, another user's or sh.
+func bootKernel(req ExecuteRequest) []string {
+	if req.Kernel != "" || req.User != "" {
+		return nil
+	}
+	switch req.Language {
+	case agent.Python:
+		if req.IPython {
+			return []string{agent.PrestartIPython}
+		}
+		return []string{agent.Python}
+	case agent.JavaScript, agent.TypeScript, agent.Bash:
+		return []string{req.Language}
+	}
+	return nil
+}
+
 // MaxCodeLimit is the largest ExecuteRequest.CodeLimit: the code travels
 // to the agent in one frame, JSON-escaped.
 const MaxCodeLimit = agent.MaxFrame / 8
@@ -154,7 +173,7 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		if req.Unbounded {
 			within = 0 // no bound to keep the record for: touch it
 		}
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network, Template: req.Template}, within)
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network, Template: req.Template, Prestart: bootKernel(req)}, within)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
 				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault

@@ -5,27 +5,79 @@
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
 # is on the first call's path (ast, for one, is imported by the first cell
-# that is not a single expression). _SANDLOT_EXTRAS, set before this file
-# by the agent, is the source of the chart reader, the magics and the
-# IPython mode (ipython.py): compiled
-# by _extras() on first use, not at every start.
+# that is not a single expression; json, signal and warnings are not
+# imported at all, as they bring re and enum: the C modules under them
+# serve). _SANDLOT_EXTRAS, set before this file by the agent, is the
+# source of the chart reader, the magics and the IPython mode
+# (ipython.py): compiled by _extras() on first use, not at every start.
+import _signal
 import builtins
-import json
 import os
-import signal
 import sys
-import types
-import warnings
+
+try:
+    # The json package's C accelerators, without the package (it imports
+    # re at once, ~10 ms of a cold kernel's start on a loaded machine).
+    from _json import encode_basestring_ascii as _json_str
+    from _json import make_encoder as _json_encoder
+    from _json import make_scanner as _json_scanner
+except ImportError:  # an interpreter without them: the package
+    _json_scanner = None
+
+
+class _JSONOptions:
+    # What _json's scanner reads of a json.JSONDecoder: its defaults.
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}.__getitem__
+
+
+def _not_json(o):
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+def _json_codec():
+    # (loads, dumps) for the command and result lines: json.loads and
+    # json.dumps with their defaults (ASCII out, NaN allowed, cycles
+    # refused), from the C accelerators when there are any.
+    try:
+        scan = _json_scanner(_JSONOptions())
+        # make_encoder(markers, default, encoder, indent, key_separator,
+        # item_separator, sort_keys, skipkeys, allow_nan)
+        encode = _json_encoder({}, _not_json, _json_str, None, ": ", ", ", False, False, True)
+        if "".join(encode({"a": [1, None]}, 0)) != '{"a": [1, null]}' or scan('{"a": 1}', 0) != ({"a": 1}, 8):
+            raise ValueError("unexpected _json")
+    except Exception:  # none, or an interpreter whose _json differs: the package
+        import json
+
+        return json.loads, json.dumps
+
+    def loads(b):
+        s = b.decode("utf-8").strip()
+        try:
+            v, end = scan(s, 0)
+        except StopIteration:
+            end = -1
+        if end != len(s):
+            raise ValueError("a command line is not one JSON value")
+        return v
+
+    def dumps(v):
+        return "".join(encode(v, 0))
+
+    return loads, dumps
 
 
 def _sandlot_main():
     os.set_inheritable(3, False)
     os.set_inheritable(4, False)
     rin = open(3, "rb")
-    warnings.filterwarnings("ignore", message=".*non-interactive.*")
-    warnings.filterwarnings("ignore", message=".*FigureCanvasAgg.*")
+    loads, dumps = _json_codec()
 
-    main = types.ModuleType("__main__")
+    main = type(sys)("__main__")
     main.__dict__["__builtins__"] = builtins
     sys.modules["__main__"] = main
     ns = main.__dict__
@@ -40,7 +92,7 @@ def _sandlot_main():
         if state["running"]:
             raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_sigint)
+    _signal.signal(_signal.SIGINT, on_sigint)
 
     plain = (int, float, str, bool, bytes, list, tuple, dict, set, complex, type(None))
 
@@ -102,6 +154,8 @@ def _sandlot_main():
             d = df.to_dict(orient="list")
             for k, col in d.items():
                 d[k] = [x.isoformat() if hasattr(x, "isoformat") else x for x in col]
+            import json
+
             return json.loads(json.dumps(d, default=str))
         except BaseException:
             return None
@@ -312,12 +366,12 @@ def _sandlot_main():
             if not line:
                 return
             count += 1
-            resp = run(json.loads(line), count)
-            out = (json.dumps(resp) + "\n").encode()
+            resp = run(loads(line), count)
+            out = (dumps(resp) + "\n").encode()
         except KeyboardInterrupt:
             continue
         except BaseException as e:
-            out = (json.dumps({"id": None, "error": {"name": type(e).__name__, "value": str(e), "traceback": ""}}) + "\n").encode()
+            out = (dumps({"id": None, "error": {"name": type(e).__name__, "value": str(e), "traceback": ""}}) + "\n").encode()
         view = memoryview(out)
         while view:
             n = os.write(4, view)
@@ -343,6 +397,9 @@ class ImportHook:
         self.display = display
 
     def find_spec(self, name, path=None, target=None):
+        if name == "matplotlib":
+            _quiet_matplotlib()
+            return None
         if name == "matplotlib.axes._axes":
             return _patched(name, path, _record_boxplots)
         if name != "PIL.Image":
@@ -371,6 +428,16 @@ class ImportHook:
 
         spec.loader.exec_module = exec_module
         return spec
+
+
+def _quiet_matplotlib():
+    # The Agg backend's warnings on show(), silenced when matplotlib is
+    # first imported: filterwarnings compiles its patterns with re, which
+    # a kernel that never plots should not import at start.
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*non-interactive.*")
+    warnings.filterwarnings("ignore", message=".*FigureCanvasAgg.*")
 
 
 def _patched(name, path, patch):

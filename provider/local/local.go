@@ -212,6 +212,7 @@ func (p *Provider) limitsFor(l contexts.Limits) runtime.Limits {
 // Create implements contexts.Provider: it starts a sandbox, waits for its
 // agent and returns the connected *agent.Client.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
+	t0 := time.Now()
 	if _, err := agent.SandboxEnv(spec.Env); err != nil {
 		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
@@ -323,6 +324,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
 	err = p.rt.Create(ctx, rs)
+	created := time.Now()
 	tmpl.release() // the bundle names the image now, for GC
 	if err != nil {
 		return nil, p.readyErr(ctx, id, err)
@@ -337,7 +339,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			p.waitReady(ctx, c, tmpl.name, ready)
 		}
 	}
-	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(start))
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(t0),
+		"prepare", start.Sub(t0), "run", created.Sub(start), "agent", time.Since(created))
 	return c, nil
 }
 
@@ -384,16 +387,25 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 		dial = p.rt.DialWait
 	}
 	delay := 50 * time.Microsecond
-	nextCheck := time.Now().Add(100 * time.Millisecond)
+	start := time.Now()
+	nextCheck := start.Add(100 * time.Millisecond)
+	tries := 0
 	for {
+		tries++
 		conn, err := dial(ctx, id)
 		if err == nil {
+			dialed := time.Now()
 			var c *agent.Client
 			if c, err = agent.Connect(ctx, conn, cfg); err == nil {
+				shaken := time.Now()
 				// The agent proved the key: seal the channel before any
 				// request (so before any user code) runs.
 				if err = p.rt.Seal(id); err == nil {
 					if err = c.Ping(ctx); err == nil {
+						if wait {
+							p.log.Debug("agent connected", logkey.Sandbox, id, "dial", dialed.Sub(start), "tries", tries,
+								"handshake", shaken.Sub(dialed), "seal_ping", time.Since(shaken))
+						}
 						return c, nil
 					}
 				}

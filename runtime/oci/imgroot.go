@@ -84,7 +84,7 @@ func prepareRoots(share string) error {
 
 // mountImageRoot mounts sandbox id's root (see above) and returns its path.
 // On failure nothing is left mounted.
-func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, diskBytes int64) (_ string, err error) {
+func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, diskBytes int64, ph *phases) (_ string, err error) {
 	if len(root.Layers) == 0 {
 		return "", fmt.Errorf("image root of %s: no layers: %w", id, errdefs.ErrInvalidArgument)
 	}
@@ -106,6 +106,7 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		return "", fmt.Errorf("image root: writable layer: %w", err)
 	}
+	ph.mark("tmpfs")
 	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
 	mkdirs := []string{upper, work, merged}
 	if root.Upper != "" {
@@ -129,20 +130,24 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 	if err != nil {
 		return "", err
 	}
+	ph.mark("userns")
 	lowers := append([]string{r.imageSkel}, root.Layers...)
 	if err := mountOverlay(merged, lowers, upper, work, userns, root.Sudo); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)
 	}
+	ph.mark("overlay")
 	if root.Upper != "" {
 		return merged, nil // the caller's layer gets only what runs inside writes
 	}
 	if err := ensureHome(merged, ids); err != nil {
 		return "", fmt.Errorf("image root of %s: %w", id, err)
 	}
+	ph.mark("home")
 	if root.Sudo {
 		if err := setuidSudo(merged, ids); err != nil {
 			return "", fmt.Errorf("image root of %s: %w", id, err)
 		}
+		ph.mark("sudo")
 	}
 	return merged, nil
 }

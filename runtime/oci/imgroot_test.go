@@ -275,7 +275,7 @@ func BenchmarkImageRoot(b *testing.B) {
 	root := &runtime.Root{Layers: img.LowerDirs()}
 	for i := 0; i < b.N; i++ {
 		id := runtime.NewID()
-		if _, err := r.mountImageRoot(id, root, ids, 64<<20); err != nil {
+		if _, err := r.mountImageRoot(id, root, ids, 64<<20, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := r.unmountImageRoot(id); err != nil {

@@ -407,7 +407,11 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 		return fmt.Errorf("bundle: %w", err)
 	}
 	d := r.driver("")
+	ph := phases{start: time.Now()}
 	defer func() {
+		if err == nil {
+			r.log.Debug("sandbox started", append([]any{logkey.Sandbox, spec.ID}, ph.attrs()...)...)
+		}
 		if err != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
@@ -425,6 +429,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			r.ids.free(spec.ID, ids) // deleteBundle frees it too once config.json is written
 		}
 	}()
+	ph.mark("ids")
 	var chanDir string
 	if r.kind == KindRunsc && sub == "run" {
 		if chanDir, err = r.mountChannel(spec.ID, ids); err != nil {
@@ -433,7 +438,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	}
 	rootfs := r.rootfs
 	if spec.Root != nil {
-		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes); err != nil {
+		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes, &ph); err != nil {
 			return err
 		}
 	}
@@ -478,9 +483,11 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			args = append(args, "--preserve-fds", "1")
 		}
 	}
+	ph.mark("bundle")
 	if err := d.detached(ctx, spec.ID, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
+	ph.mark(d.kind + "_" + sub)
 	return nil
 }
 
