@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -234,7 +236,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// manager's rotation would end it under a running session.
 	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
 	// setTimeout (and connect or refreshes asking for more) moves it.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, Network: netPolicy})
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, Network: netPolicy,
+		Prestart: h.bootKernels(body.TemplateID)})
 	if err != nil {
 		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
@@ -455,4 +458,20 @@ func decodeBody(r *http.Request, v any) error {
 		return fmt.Errorf("invalid JSON body: %w", errdefs.ErrInvalidArgument)
 	}
 	return nil
+}
+
+// interpreterTemplates are E2B's template names of the code interpreter
+// (@e2b/code-interpreter creates code-interpreter-v1).
+var interpreterTemplates = []string{"code-interpreter-v1", templates.CodeInterpreter}
+
+// bootKernels are the kernels a new sandbox of E2B's template name starts
+// at boot: the code interpreter's python kernel with IPython imported, as
+// E2B's sandbox has its Jupyter kernel up when create returns, so the
+// first runCode does not pay IPython's import (about a second of CPU).
+// Other templates start none (a base sandbox runs commands).
+func (h *Handler) bootKernels(e2bTemplate string) []string {
+	if h.cfg.PlainPython || !slices.Contains(interpreterTemplates, e2bTemplate) {
+		return nil
+	}
+	return []string{agent.PrestartIPython}
 }

@@ -39,6 +39,8 @@ type Manager struct {
 	// the authenticated tenant (tenant.From), which the guard reads the
 	// tenant's mode from.
 	NoTenant []string
+	// Prestarts is each create's CreateOptions.Prestart, in order.
+	Prestarts [][]string
 }
 
 // checkTenant records a call whose ctx lacks the authenticated tenant.
@@ -91,6 +93,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2
 	r.SandboxID = "fake-" + r.ID
 	m.recs[r.ID] = r
 	m.sbs[r.ID] = NewSandbox(r.SandboxID, opts.Env)
+	m.Prestarts = append(m.Prestarts, opts.Prestart)
 	m.Creates++
 	c := *r
 	return &c, nil
