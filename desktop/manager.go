@@ -178,17 +178,22 @@ wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
 
 // readyScript waits (at most 120 s, by the clock: a loaded machine makes
 // every probe slow) for the X server and the window manager, then at most
-// streamMs for the stream.
+// streamMs for the stream. It notes in phasesFile when it first saw each
+// answer (Timeline).
 func readyScript(streamMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
-end=$(( $(now) + 120000 ))
-until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null; do
+mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
+end=$(( $(now) + 120000 )); x=; wm=
+until [ -n "$x" ] && [ -n "$wm" ]; do
+  [ -n "$x" ] || ! xdpyinfo >/dev/null 2>&1 || { x=1; mark x; }
+  [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
+  [ -n "$x" ] && [ -n "$wm" ] && break
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
-end=$(( $(now) + %d ))
-while [ "$(now)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html && exit 0; sleep 0.05; done
-exit 0`, streamMs, StreamPort)
+end=$(( $(now) + %[1]d ))
+while [ "$(now)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html && { mark stream; exit 0; }; sleep 0.05; done
+exit 0`, streamMs, StreamPort, phasesFile)
 }
 
 // use runs fn in the session of id, starting the session (and its
