@@ -51,8 +51,11 @@ func desktopPhases(ctx context.Context, dm *desktop.Manager, id contexts.Identit
 		return err
 	}
 	for _, p := range ps {
-		// A warm desktop's parts started before the create: shown as 0.
-		phases[p.Name] = append(phases[p.Name], max(p.At.Sub(t0), 0))
+		// A warm desktop's parts started before the create: not a phase
+		// of it.
+		if !p.At.Before(t0) {
+			phases[p.Name] = append(phases[p.Name], p.At.Sub(t0))
+		}
 	}
 	return nil
 }
