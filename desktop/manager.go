@@ -155,40 +155,68 @@ func parseHealth(out string) Health {
 }
 
 // stackScript starts what a session runs, each part only when it does
-// not run yet (x11vnc always anew, for the session's password). The
-// stream listens on all addresses (the ports route reaches it on the
-// sandbox's address) and asks for the session's VNC password; x11vnc and
-// the DevTools endpoint listen on loopback only.
+// not run yet (x11vnc always anew, for the session's password), as much
+// at once as the parts allow: the stream's web side (websockify, which
+// needs no X) beside the X server, then the XFCE session and x11vnc. The
+// session starts on a bus of its own without startxfce4's shell chain
+// (its xinitrc runs xdg-user-dirs-update, and xrdb through the C
+// preprocessor), with the environment startxfce4 would give it, and
+// without the accessibility bus (nothing in the image provides it; every
+// GTK program would ask for it). The browser is not started here (see
+// browserScript). The stream listens on all addresses (the ports route
+// reaches it on the sandbox's address) and asks for the session's VNC
+// password; x11vnc and the DevTools endpoint listen on loopback only.
+// (The pattern that finds websockify is anchored: unanchored, it would
+// find this script's own command line.)
 func stackScript(w, h int) string {
-	return fmt.Sprintf(`export DISPLAY=:0
+	return fmt.Sprintf(`export DISPLAY=:0 NO_AT_BRIDGE=1
+pgrep -f '^[^ ]*python3 [^ ]*websockify .* %[4]d ' >/dev/null || websockify --web /opt/noVNC %[4]d localhost:%[3]d >/tmp/.desktop-novnc.log 2>&1 &
 if ! xdpyinfo >/dev/null 2>&1; then
-  Xvfb :0 -ac -screen 0 %dx%dx24 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
-  for i in $(seq 200); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.05; done
+  Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
+  for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
 fi
-pgrep -x xfce4-session >/dev/null || startxfce4 >/tmp/.desktop-xfce.log 2>&1 &
+pgrep -x xfce4-session >/dev/null || {
+  mkdir -p ~/.config ~/.cache
+  XDG_CURRENT_DESKTOP=XFCE XDG_MENU_PREFIX=xfce- DESKTOP_SESSION=xfce XDG_CONFIG_DIRS=/etc/xdg XDG_DATA_DIRS=/usr/local/share:/usr/share \
+    exec dbus-launch --exit-with-session xfce4-session >/tmp/.desktop-xfce.log 2>&1
+} &
 mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 2>&1
 pkill -x x11vnc && sleep 0.2
-x11vnc -display :0 -forever -shared -localhost -rfbport %d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
-pgrep -f '[w]ebsockify.* %d ' >/dev/null || /opt/noVNC/utils/novnc_proxy --vnc localhost:%d --listen %d --web /opt/noVNC >/tmp/.desktop-novnc.log 2>&1 &
-# The browser after the window manager: on two cores, starting both at
-# once delays the session's first screenshot.
-pgrep -x chromium >/dev/null || { until pgrep -x xfwm4 >/dev/null; do sleep 0.1; done; exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1; } &
-wait`, w, h, vncPort, StreamPort, vncPort, StreamPort)
+x11vnc -display :0 -forever -shared -localhost -rfbport %[3]d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
+wait`, w, h, vncPort, StreamPort)
 }
 
+// browserScript starts Chromium unless it runs. It runs after the call
+// that opened the session: on two cores Chromium's start (seconds of CPU)
+// beside XFCE's would delay the session's first screenshot by as much.
+const browserScript = `pgrep -x chromium >/dev/null || exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1`
+
 // readyScript waits (at most 120 s, by the clock: a loaded machine makes
-// every probe slow) for the X server and the window manager, then at most
-// streamMs for the stream.
+// every probe slow) for the X server and the window manager, and then at
+// most streamMs more for the stream. The stream is probed in the same
+// loop, from the start: its web side starts first and is usually up by
+// the time the window manager is, so the wait costs nothing then. A probe
+// of noVNC's page is a request websockify serves in a process of its own
+// (a third of a second of CPU on a loaded machine), so the page is asked
+// for only once the port listens (/proc/net/tcp*). It notes in phasesFile
+// when it first saw each part answer (Timeline).
 func readyScript(streamMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
-end=$(( $(now) + 120000 ))
-until xdpyinfo >/dev/null 2>&1 && pgrep -x xfwm4 >/dev/null; do
+mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
+stream() { grep -qs ':%04[4]X [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 && curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html 2>/dev/null; }
+end=$(( $(now) + 120000 )); x=; wm=; st=
+until [ -n "$x" ] && [ -n "$wm" ]; do
+  [ -n "$x" ] || ! xdpyinfo >/dev/null 2>&1 || { x=1; mark x; }
+  [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
+  [ -n "$st" ] || ! stream || { st=1; mark stream; }
+  [ -n "$x" ] && [ -n "$wm" ] && break
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
-end=$(( $(now) + %d ))
-while [ "$(now)" -lt "$end" ]; do curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html && exit 0; sleep 0.05; done
-exit 0`, streamMs, StreamPort)
+[ -n "$st" ] && exit 0
+end=$(( $(now) + %[1]d ))
+while [ "$(now)" -lt "$end" ]; do stream && { mark stream; exit 0; }; sleep 0.05; done
+exit 0`, streamMs, StreamPort, phasesFile, StreamPort)
 }
 
 // use runs fn in the session of id, starting the session (and its
@@ -197,13 +225,18 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 	did := identity(id)
 	var recID string
 	opts := contexts.CreateOptions{Template: Template, TTL: m.cfg.TTL, FixedExpiry: true, MaxExecutions: -1, Network: m.cfg.Network, Env: Env}
+	started := false
 	err := m.cfg.Contexts.Use(ctx, did, opts, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		recID = rec.ID
-		if err := m.ensure(ctx, did, rec, sb); err != nil {
+		var err error
+		if started, err = m.ensure(ctx, did, rec, sb); err != nil {
 			return err
 		}
 		return fn(ctx, rec, sb)
 	})
+	if started {
+		m.spawn(did, recID, browserScript, map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}, "desktop-browser")
+	}
 	if err != nil {
 		return err
 	}
@@ -217,8 +250,9 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 }
 
 // ensure starts the desktop of rec unless this manager already did and
-// it still answers.
-func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) error {
+// it still answers; started says it (re)started it, and so that the
+// browser is to be started after the call.
+func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) (started bool, err error) {
 	m.mu.Lock()
 	s := m.sessions[rec.ID]
 	m.mu.Unlock()
@@ -227,17 +261,17 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		fresh := time.Since(s.healthy) < healthEvery
 		m.mu.Unlock()
 		if fresh {
-			return nil
+			return false, nil
 		}
 		h, err := m.health(ctx, sb)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if h.X && h.WindowManager && h.Stream {
 			m.mu.Lock()
 			s.healthy = time.Now()
 			m.mu.Unlock()
-			return nil
+			return false, nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
 	} else {
@@ -250,28 +284,33 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		}
 		m.mu.Unlock()
 	}
-	// The desktop's processes run in an exec that lasts as long as the
-	// sandbox: confined to this context, never creating another.
-	go func() {
-		err := m.cfg.Contexts.Use(context.Background(), did, contexts.CreateOptions{ContextID: rec.ID}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
-			_, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", stackScript(m.cfg.Width, m.cfg.Height)},
-				Env: map[string]string{"VNC_PASSWORD": s.password}, TimeoutMs: -1, Tag: "desktop"}, nil)
-			return err
-		})
-		m.log.Debug("desktop: stack ended", logkey.Context, rec.ID, logkey.Err, err)
-		if err != nil {
-			m.forget(rec.ID) // the sandbox is gone (or never answered): start over next time
-		}
-	}()
+	m.spawn(did, rec.ID, stackScript(m.cfg.Width, m.cfg.Height), map[string]string{"VNC_PASSWORD": s.password}, "desktop")
 	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(m.cfg.StreamWait.Milliseconds())},
 		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 150_000, Tag: "desktop-ready"}, nil)
 	if err != nil {
-		return err
+		return true, err
 	}
 	if res.ExitCode != 0 || res.TimedOut {
-		return fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+		return true, fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
 	}
-	return nil
+	return true, nil
+}
+
+// spawn runs script in the session's sandbox for as long as the
+// sandbox lives: confined to this context, never creating another. When
+// it fails to run (the sandbox is gone, or never answered), the session
+// is forgotten, to start over on the next call.
+func (m *Manager) spawn(did contexts.Identity, contextID, script string, env map[string]string, tag string) {
+	go func() {
+		err := m.cfg.Contexts.Use(context.Background(), did, contexts.CreateOptions{ContextID: contextID}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+			_, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", script}, Env: env, TimeoutMs: -1, Tag: tag}, nil)
+			return err
+		})
+		m.log.Debug("desktop: background exec ended", logkey.Context, contextID, "tag", tag, logkey.Err, err)
+		if err != nil {
+			m.forget(contextID)
+		}
+	}()
 }
 
 func (m *Manager) forget(contextID string) {

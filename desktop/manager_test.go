@@ -86,6 +86,24 @@ func TestManager(t *testing.T) {
 	if !h.OK() {
 		t.Errorf("health = %+v, want everything", h)
 	}
+	// The start's timeline: the parts the readiness wait saw answer, and
+	// the processes' starts, none before the sandbox's own.
+	tl, err := dm.Timeline(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]time.Time{}
+	for _, p := range tl {
+		at[p.Name] = p.At
+	}
+	t.Logf("timeline: %v", tl)
+	for _, name := range []string{"start:sandbox", "start:Xvfb", "x", "start:xfwm4", "wm", "start:x11vnc", "start:chromium"} {
+		if at[name].IsZero() {
+			t.Errorf("timeline has no %q: %v", name, tl)
+		} else if d := at[name].Sub(start); d < -time.Second || d > 3*time.Minute || at[name].Before(at["start:sandbox"]) {
+			t.Errorf("timeline: %s at %s from the open, sandbox at %s", name, d, at["start:sandbox"].Sub(start))
+		}
+	}
 
 	shot, err := dm.Screenshot(ctx, id)
 	if err != nil {
