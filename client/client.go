@@ -337,7 +337,13 @@ func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Rea
 	if err != nil {
 		return nil, err
 	}
-	req, err := c.request(ctx, "PUT", prefix+"/files", url.Values{"path": {path}}, r, "application/octet-stream")
+	return sendBody[api.FileInfo](ctx, c, "PUT", prefix+"/files", url.Values{"path": {path}}, r, "application/octet-stream")
+}
+
+// sendBody sends body (of type ctype) to path and decodes the answer into
+// a T.
+func sendBody[T any](ctx context.Context, c *Client, method, path string, q url.Values, body io.Reader, ctype string) (*T, error) {
+	req, err := c.request(ctx, method, path, q, body, ctype)
 	if err != nil {
 		return nil, err
 	}
@@ -346,11 +352,11 @@ func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Rea
 		return nil, err
 	}
 	defer resp.Body.Close()
-	var fi api.FileInfo
-	if err := decodeInto(resp, &fi); err != nil {
+	var out T
+	if err := decodeInto(resp, &out); err != nil {
 		return nil, err
 	}
-	return &fi, nil
+	return &out, nil
 }
 
 // Download streams the file at path into w and returns the bytes written.

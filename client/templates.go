@@ -58,20 +58,7 @@ func (c *Client) ImportTemplate(ctx context.Context, name string, settings api.T
 	if err != nil {
 		return nil, err
 	}
-	req, err := c.request(ctx, "POST", "/v1/templates", url.Values{"name": {name}, "settings": {string(st)}}, r, "application/x-tar")
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out api.Template
-	if err := decodeInto(resp, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return sendBody[api.Template](ctx, c, "POST", "/v1/templates", url.Values{"name": {name}, "settings": {string(st)}}, r, "application/x-tar")
 }
 
 // BuildOptions name a build with a context (BuildTemplate).
@@ -104,20 +91,7 @@ func (c *Client) BuildTemplate(ctx context.Context, opt BuildOptions, tarball io
 		}
 		q.Set("settings", string(st))
 	}
-	req, err := c.request(ctx, "POST", "/v1/templates/builds", q, tarball, "application/x-tar")
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.send(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var out api.TemplateBuild
-	if err := decodeInto(resp, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return sendBody[api.TemplateBuild](ctx, c, "POST", "/v1/templates/builds", q, tarball, "application/x-tar")
 }
 
 // BuildTemplateDockerfile queues a build of a Dockerfile that needs no

@@ -2,7 +2,6 @@ package desktop
 
 import (
 	"bufio"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/nettest"
@@ -33,38 +31,15 @@ import (
 // (--pool-sizes desktop=1, filled first): the SDK's own start of Xvfb and
 // XFCE must find what it asked for and start nothing twice.
 func TestDesktopSDK(t *testing.T) {
-	nettest.Require(t)
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/@e2b/desktop/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
-	debiantest.Default(t)
-	debiantest.Image(t, desktop.ImageConfig(), desktop.Template) // shared by every test that needs it: built once per machine
+	node, dir := sdkSetup(t)
 
 	srv, srvURL, key := serve(t, "--pool-sizes", "desktop=1")
 	caFile := tlsFront(t, srvURL)
 	waitPool(t, srvURL, key, 1, 5*time.Minute)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "desktop.mjs")
-	cmd.Dir = dir
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "E2B_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env, "E2B_API_KEY="+key, "E2B_API_URL="+srvURL, "E2B_SANDBOX_URL="+srvURL, "NODE_EXTRA_CA_CERTS="+caFile)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node desktop.mjs:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "\nok") {
-		t.Fatalf("node desktop.mjs: %v", err)
-	}
+	out := runSDK(t, node, dir, "desktop.mjs", srvURL, key, "NODE_EXTRA_CA_CERTS="+caFile)
 	var id string
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "sandbox "); ok {
 			id = v

@@ -1,20 +1,10 @@
 package desktop
 
 import (
-	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/sandlot/sandlot/desktop"
-	"github.com/sandlot/sandlot/image/debian/debiantest"
-	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/network/nettest"
 )
 
 // TestDesktopRoute runs e2e/e2b/desktop-route.mjs against serve
@@ -25,33 +15,9 @@ import (
 // name to its own loopback; the host-resolver rule the runtime gives the
 // desktop's root sends it to the gateway.
 func TestDesktopRoute(t *testing.T) {
-	nettest.Require(t)
-	node := testenv.RequireBinary(t, "node")
-	dir, err := filepath.Abs("../e2b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.RequireFile(t, filepath.Join(dir, "node_modules/@e2b/desktop/package.json")) // npm ci in e2e/e2b (scripts/deps.sh)
-	debiantest.Default(t)
-	debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
-
+	node, dir := sdkSetup(t)
 	_, srvURL, key := serve(t, "--pool-sizes", "desktop=0")
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "desktop-route.mjs")
-	cmd.Dir = dir
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "E2B_") {
-			env = append(env, kv)
-		}
-	}
-	cmd.Env = append(env, "E2B_API_KEY="+key, "E2B_API_URL="+srvURL, "E2B_SANDBOX_URL="+srvURL)
-	out, err := cmd.CombinedOutput()
-	t.Logf("node desktop-route.mjs:\n%s", out)
-	if err != nil || !strings.Contains(string(out), "\nok") {
-		t.Fatalf("node desktop-route.mjs: %v", err)
-	}
+	runSDK(t, node, dir, "desktop-route.mjs", srvURL, key)
 	// The page went through the ports route inside the daemon: the
 	// tenant's audit trail has the desktop's connection to it.
 	req, _ := http.NewRequest("GET", srvURL+"/v1/audit?kind=network.connection&limit=1000", nil)
