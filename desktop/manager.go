@@ -225,16 +225,16 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 	did := identity(id)
 	var recID string
 	opts := contexts.CreateOptions{Template: Template, TTL: m.cfg.TTL, FixedExpiry: true, MaxExecutions: -1, Network: m.cfg.Network, Env: Env}
-	started := false
+	browser := false
 	err := m.cfg.Contexts.Use(ctx, did, opts, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		recID = rec.ID
 		var err error
-		if started, err = m.ensure(ctx, did, rec, sb); err != nil {
+		if browser, err = m.ensure(ctx, did, rec, sb); err != nil {
 			return err
 		}
 		return fn(ctx, rec, sb)
 	})
-	if started {
+	if browser {
 		m.spawn(did, recID, browserScript, map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}, "desktop-browser")
 	}
 	if err != nil {
@@ -250,9 +250,11 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 }
 
 // ensure starts the desktop of rec unless this manager already did and
-// it still answers; started says it (re)started it, and so that the
-// browser is to be started after the call.
-func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) (started bool, err error) {
+// it still answers; browser says the browser is to be started after the
+// call: the desktop was (re)started, or the browser did not answer the
+// health check (browserScript starts none while one runs, so a browser
+// still starting is left alone and one that died is started again).
+func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) (browser bool, err error) {
 	m.mu.Lock()
 	s := m.sessions[rec.ID]
 	m.mu.Unlock()
@@ -271,7 +273,7 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 			m.mu.Lock()
 			s.healthy = time.Now()
 			m.mu.Unlock()
-			return false, nil
+			return !h.Browser, nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
 	} else {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image/png"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
@@ -130,6 +132,21 @@ func TestManager(t *testing.T) {
 	}
 	t.Logf("active window after open_url: %q", res.ActiveWindow)
 
+	// A browser that died is started again by the health check.
+	killBrowser(t, cm, "t1")
+	if h, err = dm.Health(ctx, id); err != nil || h.Browser {
+		t.Errorf("health right after the browser was killed: %+v %v, want no browser", h, err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); !h.OK() && time.Now().Before(deadline); {
+		time.Sleep(time.Second)
+		if h, err = dm.Health(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !h.OK() {
+		t.Errorf("health after the browser died = %+v, want it started again", h)
+	}
+
 	// The session is a context of the desktop template on its own path;
 	// the conversation's execution context is another.
 	recs, err := cm.List(ctx, contexts.Filter{TenantID: "t1"})
@@ -197,4 +214,33 @@ func TestActionArgs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// killBrowser kills Chromium in tenantID's active desktop session and
+// waits until it is gone.
+func killBrowser(t *testing.T, cm *contexts.Manager, tenantID string) {
+	t.Helper()
+	ctx := context.Background()
+	recs, err := cm.List(ctx, contexts.Filter{TenantID: tenantID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if !r.State.Active() {
+			continue
+		}
+		err := cm.Use(ctx, r.Identity, contexts.CreateOptions{ContextID: r.ID}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+			res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c",
+				"pkill -KILL -x chromium; for i in $(seq 100); do pgrep -x chromium >/dev/null || exit 0; sleep 0.1; done; exit 1"}, TimeoutMs: 30_000}, nil)
+			if err == nil && res.ExitCode != 0 {
+				err = fmt.Errorf("chromium still runs: exit %d %s", res.ExitCode, res.Stderr)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("no active desktop session")
 }
