@@ -32,6 +32,9 @@ type Limits struct {
 	MaxBytes      int64 // sum of regular file sizes; 0: 16 GiB
 	MaxEntries    int   // tar entries; 0: 1<<20
 	MaxXattrBytes int   // names plus values of one entry's xattrs; 0: 64 KiB
+	// Check, when set, sees each entry's header before it is written; its
+	// error stops Apply (a caller's stricter rules for what it unpacks).
+	Check func(*tar.Header) error
 }
 
 func (l Limits) withDefaults() Limits {
@@ -111,6 +114,11 @@ func Apply(ctx context.Context, dir string, r io.Reader, lim Limits) (Stats, err
 		a.st.Entries++
 		if a.st.Entries > lim.MaxEntries {
 			return a.st, fmt.Errorf("layer: more than %d entries: %w", lim.MaxEntries, errdefs.ErrResourceExhausted)
+		}
+		if lim.Check != nil {
+			if err := lim.Check(hdr); err != nil {
+				return a.st, err
+			}
 		}
 		if err := a.entry(hdr, tr); err != nil {
 			return a.st, err

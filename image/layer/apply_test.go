@@ -502,3 +502,30 @@ func TestApplyCorruptTar(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyCheck: Limits.Check sees every entry before it is written, and
+// its error stops Apply with nothing of that entry or later ones written.
+func TestApplyCheck(t *testing.T) {
+	dir := t.TempDir()
+	refused := errors.New("refused")
+	var seen []string
+	check := func(h *tar.Header) error {
+		seen = append(seen, h.Name)
+		if h.Name == "b" {
+			return refused
+		}
+		return nil
+	}
+	_, err := Apply(context.Background(), dir, bytes.NewReader(tarOf(t, ent{name: "a", body: "a"}, ent{name: "b", body: "b"}, ent{name: "c", body: "c"})), Limits{Check: check})
+	if !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the check's", err)
+	}
+	if strings.Join(seen, ",") != "a,b" {
+		t.Errorf("checked %v, want a,b", seen)
+	}
+	for name, want := range map[string]bool{"a": true, "b": false, "c": false} {
+		if _, err := os.Lstat(filepath.Join(dir, name)); (err == nil) != want {
+			t.Errorf("%s written: %v, want %v", name, err == nil, want)
+		}
+	}
+}

@@ -18,8 +18,8 @@ import (
 
 // Unpack writes a tar (gzip-compressed or not: told by its magic bytes)
 // into b's context directory. The tar is hostile input: every entry is
-// checked before layer.Apply writes it, which keeps what it writes inside
-// the directory whatever the names and links say:
+// checked (layer.Limits.Check) before layer.Apply writes it, which keeps
+// what it writes inside the directory whatever the names and links say:
 //   - names with a ".." component or absolute names are refused, not
 //     clamped (a context never needs them; refusing says what is wrong);
 //   - character and block devices, and overlay whiteout names (".wh."),
@@ -27,9 +27,9 @@ import (
 //     (COPY copies a symlink as a symlink and reads the context through
 //     os.Root, so a link out of it is never followed on the host);
 //   - the bytes of regular files and the number of entries are bounded
-//     (Config.MaxUploadBytes, MaxEntries), so a small gzip that inflates
-//     to a lot stops at the bound (resource_exhausted), as does a body
-//     past its reader's http.MaxBytesReader.
+//     (Config.MaxUploadBytes, MaxEntries: Apply's limits), so a small gzip
+//     that inflates to a lot stops at the bound (resource_exhausted), as
+//     does a body past its reader's http.MaxBytesReader.
 //
 // A malformed tar or gzip is invalid_argument. After an error the
 // directory may hold part of the upload; it is removed with the build.
@@ -46,17 +46,10 @@ func (q *Queue) Unpack(ctx context.Context, b *Build, r io.Reader) error {
 		}
 		in = zr
 	}
-	pr, pw := io.Pipe()
-	checked := make(chan error, 1)
-	go func() {
-		err := q.check(in, pw)
-		pw.CloseWithError(err)
-		checked <- err
-	}()
-	_, err := layer.Apply(ctx, b.Dir, pr, layer.Limits{MaxBytes: q.cfg.MaxUploadBytes, MaxEntries: q.cfg.MaxEntries})
-	pr.CloseWithError(errors.New("unpack ended"))
-	if cerr := <-checked; cerr != nil {
-		return cerr // the checker's error says more than Apply's "read tar"
+	src := &sourceReader{r: in}
+	_, err := layer.Apply(ctx, b.Dir, src, layer.Limits{MaxBytes: q.cfg.MaxUploadBytes, MaxEntries: q.cfg.MaxEntries, Check: checkEntry})
+	if src.err != nil {
+		return readErr(src.err) // the body's bound, a broken gzip: said better than Apply's "read tar"
 	}
 	if err != nil {
 		return fmt.Errorf("build context: %w", err)
@@ -64,46 +57,19 @@ func (q *Queue) Unpack(ctx context.Context, b *Build, r io.Reader) error {
 	return nil
 }
 
-// check copies the tar in to out, entry by entry, refusing what a build
-// context may not hold.
-func (q *Queue) check(in io.Reader, out io.Writer) error {
-	tr := tar.NewReader(in)
-	tw := tar.NewWriter(out)
-	var bytes int64
-	for entries := 0; ; entries++ {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return readErr(err)
-		}
-		if entries >= q.cfg.MaxEntries {
-			return fmt.Errorf("build context: more than %d entries: %w", q.cfg.MaxEntries, errdefs.ErrResourceExhausted)
-		}
-		if err := checkEntry(hdr); err != nil {
-			return err
-		}
-		if hdr.Typeflag == tar.TypeReg || hdr.Typeflag == tar.TypeRegA {
-			if hdr.Size < 0 || hdr.Size > q.cfg.MaxUploadBytes-bytes {
-				return fmt.Errorf("build context: more than %d bytes unpacked: %w", q.cfg.MaxUploadBytes, errdefs.ErrResourceExhausted)
-			}
-			bytes += hdr.Size
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("build context: %q: %v: %w", hdr.Name, err, errdefs.ErrInvalidArgument)
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			if errors.Is(err, io.ErrClosedPipe) {
-				return nil // Apply stopped first; its error is reported
-			}
-			return readErr(err)
-		}
+// sourceReader keeps the first error reading the upload other than its
+// end.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
 	}
-	if err := tw.Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
-		return readErr(err)
-	}
-	return nil
+	return n, err
 }
 
 // checkEntry refuses the names and types a build context may not hold.
