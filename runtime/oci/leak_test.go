@@ -73,8 +73,8 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 		}
 		f.StateMounts += max(0, countStateMounts(p+"/mountinfo", r.StateDir()))
 	}
-	if r.ns != nil {
-		f.NSMounts = countStateMounts(fmt.Sprintf("/proc/self/task/%d/mountinfo", r.ns.tid), r.StateDir())
+	if r.Name() == KindCrun && launcher.tid != 0 {
+		f.NSMounts = countStateMounts(fmt.Sprintf("/proc/self/task/%d/mountinfo", launcher.tid), r.StateDir())
 	}
 	for _, id := range ids {
 		for _, d := range cgroupDirs(id) {

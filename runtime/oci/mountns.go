@@ -3,7 +3,9 @@ package oci
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"sync"
@@ -17,8 +19,9 @@ import (
 // namespace of our own in which it is unmounted.
 const hybridUnified = "/sys/fs/cgroup/unified"
 
-// nsLauncher starts processes from one OS thread that lives in a private
-// mount namespace without hybridUnified. A mount namespace is a per-thread
+// nsLauncher starts crun from one OS thread that lives in a private mount
+// namespace: without hybridUnified, and with crun's binary a read-only bind
+// of itself (seal, clonedBinaryEnv). A mount namespace is a per-thread
 // attribute (unshare(CLONE_NEWNS) copies only the caller's fs_struct), and a
 // child forked from that thread inherits it, so crun is started directly,
 // with no helper process (unshare(1), sh, umount) per call. Measured on the
@@ -40,6 +43,9 @@ type nsLauncher struct {
 	reqs chan nsReq
 	tid  int // the namespaced thread, for tests
 	host int // the process's own mount namespace (fd); read by the thread only
+	// sealed holds the binaries (resolved paths) that are read-only binds
+	// of themselves in the thread's namespace; read by the thread only.
+	sealed map[string]bool
 }
 
 type nsReq struct {
@@ -94,8 +100,55 @@ func (l *nsLauncher) loop(ready chan<- error) {
 				continue
 			}
 		}
+		if l.seal(r.cmd.Path) {
+			r.cmd.Env = append(cmdEnv(r.cmd), clonedBinaryEnv)
+		}
 		r.done <- r.cmd.Start()
 	}
+}
+
+// clonedBinaryEnv tells crun that the binary it runs from cannot be
+// written. Before every command crun otherwise makes itself a private
+// copy to run from (a read-only bind of /proc/self/exe over a temporary
+// file, then execveat of it: a second exec and dynamic link, about 7 ms
+// of every sandbox create on the dev machine), so that a process of a
+// container can never write the runtime's binary through
+// /proc/<pid>/exe (CVE-2019-5736). crun skips the copy when this variable
+// is set and its binary already lies on a read-only mount; seal makes it
+// so once per namespace, with the same guarantee.
+const clonedBinaryEnv = "_LIBCONTAINER_CLONED_BINARY=1"
+
+// seal makes bin a read-only bind mount of itself in the thread's
+// namespace (once) and reports whether it is one. A binary that cannot be
+// sealed runs as before: crun then copies itself.
+func (l *nsLauncher) seal(bin string) bool {
+	real, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return false
+	}
+	if l.sealed[real] {
+		return true
+	}
+	if err := unix.Mount(real, real, "", unix.MS_BIND, ""); err != nil {
+		return false
+	}
+	if err := unix.Mount("", real, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+		_ = unix.Unmount(real, unix.MNT_DETACH)
+		return false
+	}
+	if l.sealed == nil {
+		l.sealed = map[string]bool{}
+	}
+	l.sealed[real] = true
+	return true
+}
+
+// cmdEnv is the environment cmd will run with.
+func cmdEnv(cmd *exec.Cmd) []string {
+	if cmd.Env != nil {
+		return cmd.Env
+	}
+	return os.Environ()
 }
 
 // enter gives the thread a new mount namespace without hybridUnified.
@@ -116,6 +169,7 @@ func (l *nsLauncher) enter() error {
 
 // refresh replaces the thread's namespace with a fresh copy of the host's.
 func (l *nsLauncher) refresh() error {
+	clear(l.sealed)
 	if err := unix.Setns(l.host, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("return to the host mount namespace: %w", err)
 	}

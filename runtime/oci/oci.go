@@ -88,7 +88,6 @@ type Runtime struct {
 	// imageSkel is the top layer of every image root (imgroot.go).
 	imageSkel string
 	log       *slog.Logger
-	ns        *nsLauncher // crun on hybrid cgroup hosts; nil otherwise
 	ids       *idAllocator
 	share     string
 	// seccompBPF is the default profile compiled by crun once (base64),
@@ -203,9 +202,6 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 			continue
 		}
 		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, imageSkel: imageSkel, share: share, ids: ids, log: log}
-		if k == KindCrun && needsHybridWorkaround() {
-			r.ns = &launcher
-		}
 		if kind != KindAuto && k != KindCrun {
 			return r, nil
 		}
@@ -226,7 +222,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	return nil, fmt.Errorf("no working OCI runtime (%w): %w", errors.Join(errs...), errdefs.ErrFailedPrecondition)
 }
 
-// launcher is process-wide: one namespaced thread serves every crun.
+// launcher is process-wide: one namespaced thread starts every crun
+// (mountns.go): on a hybrid cgroup host crun needs its namespace, and on
+// every host crun runs there from a read-only bind of its binary.
 var launcher nsLauncher
 
 // Name implements runtime.Runtime.
@@ -304,7 +302,7 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 }
 
 func (d driver) start(c *exec.Cmd) error {
-	if d.kind == KindCrun && (d.r.ns != nil || needsHybridWorkaround()) {
+	if d.kind == KindCrun {
 		// also for crun bundles found by a runc Runtime
 		need := []string{d.r.share, d.r.rootsDir()}
 		if d.need != "" {
