@@ -139,6 +139,12 @@ import matplotlib.pyplot as plt
 plt.plot([1, 2]); plt.savefig('/tmp/a.png')
 print('python ok', pandas.DataFrame({'a': [1, 2]}).a.sum())
 "
+python3 -c "
+import sys
+print('lean start', [m for m in ('importlib.util', '_distutils_hack') if m in sys.modules])
+import mpl_toolkits.mplot3d, setuptools, distutils
+print('setuptools distutils', 'setuptools' in distutils.__file__)
+"
 node --expose-internals -e "require('internal/repl/await'); require('internal/deps/acorn/acorn/dist/acorn'); console.log('node ok')"
 bash -c 'echo bash ok'
 git --version >/dev/null && echo git ok
@@ -151,7 +157,7 @@ grep -qx 'user ALL=(ALL:ALL) NOPASSWD: ALL' /etc/sudoers.d/user && test -x /usr/
 grep -qx 'break-system-packages = true' /etc/pip.conf && pip --version >/dev/null && python --version >/dev/null && echo pip ok
 test ! -e /usr/bin/g++ && ! python3 -c 'import scipy' 2>/dev/null && python3 -c 'import munkres' && echo no scipy
 `)
-	for _, want := range []string{"python ok 3\n", "node ok\n", "bash ok\n", "git ok\n", "curl ok\n", "certs ok\n",
+	for _, want := range []string{"python ok 3\n", "lean start []\n", "setuptools distutils True\n", "node ok\n", "bash ok\n", "git ok\n", "curl ok\n", "certs ok\n",
 		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n", "sudoers 0:0 440\n", "sudo ok\n", "pip ok\n", "no scipy\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
