@@ -30,26 +30,6 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-//go:embed driver.py
-var pythonMain string
-
-//go:embed charts.py
-var pythonCharts string
-
-//go:embed magics.py
-var pythonMagics string
-
-//go:embed ipython.py
-var pythonIPython string
-
-// pythonDriver is the python kernel's program: the driver, whose last line
-// starts the loop, after its extras (the chart reader, the magics and the
-// IPython mode) as one string constant. Python compiles the extras only
-// when a cell needs them: compiling all of it at every start cost about as
-// much as the driver's imports, on the path of every new sandbox's first
-// result. strconv.Quote's escapes are all valid in a Python string literal.
-var pythonDriver = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+pythonMagics+"\n"+pythonIPython) + "\n" + pythonMain
-
 //go:embed driver.js
 var nodeDriver string
 
@@ -417,7 +397,8 @@ func (m *Manager) start(lang, user string, ipython bool) (*session, error) {
 		if ipython || m.cfg.IPython {
 			env = append(env, "SANDLOT_IPYTHON=preload") // the driver unsets it
 		}
-		argv = []string{m.cfg.Python, "-u", "-c", pythonDriver}
+		argv = []string{m.cfg.Python, "-u", "-c", pythonBoot}
+		stdin = pythonCompiled
 	case agent.JavaScript:
 		env = append(env, "NODE_NO_WARNINGS=1")
 		argv = []string{m.cfg.Node, "--expose-internals", "-e", nodeDriver}

@@ -1,0 +1,87 @@
+package kernels
+
+import (
+	"bytes"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// TestCompiledDriverCurrent: driver.pyc.bin was made from this driver.py.
+func TestCompiledDriverCurrent(t *testing.T) {
+	code, tag := compiledDriver(driverPyc, pythonMain)
+	if code == nil || tag == "" {
+		t.Fatal("driver.pyc.bin was made from another driver.py: run `go generate ./agent/kernels` (with python 3.11)")
+	}
+	if _, _, ok := bytes.Cut(driverPyc, []byte("\n")); !ok {
+		t.Fatal("no header line")
+	}
+	if c, _ := compiledDriver(driverPyc, pythonMain+"\n"); c != nil {
+		t.Error("a compiled driver was accepted for another source")
+	}
+	if c, _ := compiledDriver([]byte("garbage"), pythonMain); c != nil {
+		t.Error("a file without a header was accepted")
+	}
+}
+
+// hostPythonTag is /usr/bin/python3's cache tag.
+func hostPythonTag(t *testing.T) string {
+	t.Helper()
+	testenv.RequireBinary(t, "/usr/bin/python3")
+	out, err := exec.Command("/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// compileWith compiles source with the host's python, as
+// compile_driver.py does.
+func compileWith(t *testing.T, source string) []byte {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "-c", `import marshal, sys
+sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), "<string>", "exec", dont_inherit=True, optimize=0)))`)
+	cmd.Stdin = strings.NewReader(source)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPythonBoot: a python of the compiled driver's tag runs the code on
+// its stdin (here a driver that marks itself first), one without it
+// compiles the source; either way the user's stdin is /dev/null and
+// cells and their errors work as before.
+func TestPythonBoot(t *testing.T) {
+	tag := hostPythonTag(t)
+	testenv.Require(t, tag == pythonCacheTag, "the host's python ("+tag+") is the compiled driver's ("+pythonCacheTag+")")
+	marked := compileWith(t, "import builtins\nbuiltins._sandlot_boot = 'compiled'\n"+pythonMain)
+	saved := pythonCompiled
+	defer func() { pythonCompiled = saved }()
+	for _, tc := range []struct {
+		name     string
+		compiled []byte
+		want     string
+	}{
+		{"compiled", marked, "'compiled'"},
+		{"source", nil, "'source'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pythonCompiled = tc.compiled
+			m := needs(t, agent.Python)
+			r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: `import builtins, os, sys
+(getattr(builtins, "_sandlot_boot", "source"), os.readlink("/proc/self/fd/0"), sys.stdin.read())`})
+			if r.Error != nil || len(r.Results) != 1 || r.Results[0].Text != "("+tc.want+", '/dev/null', '')" {
+				t.Fatalf("boot: %+v error %+v", r.Results, r.Error)
+			}
+			r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "def f():\n    return 1 / 0\nf()"})
+			if r.Error == nil || r.Error.Name != "ZeroDivisionError" || !strings.HasPrefix(r.Error.Traceback, "Traceback (most recent call last):\n  File \"<cell-") || strings.Contains(r.Error.Traceback, "<string>") {
+				t.Fatalf("error: %+v", r.Error)
+			}
+		})
+	}
+}
