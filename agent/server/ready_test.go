@@ -10,17 +10,19 @@ import (
 	"github.com/sandlot/sandlot/agent/server"
 )
 
-// TestReadyHoldsRequests: with Config.Ready open the agent listens and
-// takes connections, but answers no request (none could start user code)
-// until Ready is closed.
+// TestReadyHoldsRequests: with Config.Ready open the agent listens (and
+// says so through Config.Listening), takes connections and answers pings,
+// but answers no other request (none could start user code) until Ready
+// is closed.
 func TestReadyHoldsRequests(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "agent.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
+	listening := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready}).Serve(ctx)
+		done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready, Listening: func() { close(listening) }}).Serve(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	var c *agent.Client
@@ -35,6 +37,16 @@ func TestReadyHoldsRequests(t *testing.T) {
 		t.Fatalf("the agent does not take connections before Ready: %v", err)
 	}
 	defer c.Close()
+	select {
+	case <-listening:
+	default:
+		t.Fatal("Listening was not called before the agent took a connection")
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer pcancel()
+	if err := c.Ping(pctx); err != nil {
+		t.Fatalf("ping before Ready: %v", err)
+	}
 	res := make(chan error, 1)
 	go func() {
 		_, err := c.Exec(ctx, agent.ExecParams{Shell: "echo ran"}, nil)

@@ -75,10 +75,14 @@ type Config struct {
 	// (HealthAddr inside a sandbox, as E2B's code interpreter answers).
 	// "": none.
 	Health string
-	// Ready, when set, holds every request until it is closed (the agent
-	// closes it once its thread reserve stands, which must be before any
-	// user code runs); listening and the handshake go on meanwhile.
+	// Ready, when set, holds every request but ping until it is closed
+	// (the agent closes it once its thread reserve stands, which must be
+	// before any user code runs); listening, the handshake and pings go on
+	// meanwhile, so the host's connect does not wait for the reserve.
 	Ready <-chan struct{}
+	// Listening, when set, is called once the socket listens (the agent
+	// starts its thread reserve then: off the path to listening).
+	Listening func()
 	// Logger: nil discards.
 	Logger *slog.Logger
 }
@@ -199,6 +203,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			return fmt.Errorf("chmod socket: %w", err)
 		}
 	}
+	if s.cfg.Listening != nil {
+		s.cfg.Listening()
+	}
 	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
 	if s.cfg.Health != "" {
 		go serveHealth(ctx, s.cfg.Health, s.log)
@@ -281,14 +288,6 @@ type conn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if s.cfg.Ready != nil {
-		select {
-		case <-s.cfg.Ready:
-		case <-ctx.Done():
-			nc.Close()
-			return
-		}
-	}
 	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -317,6 +316,9 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 		default:
 			wg.Add(1)
 			go c.readLoop(ctx, fr, wg)
+		}
+		if !c.s.ready(ctx) {
+			return
 		}
 		c.serve(ctx, id, req)
 		// Park as a spare reader, unless enough are parked already.
@@ -369,6 +371,19 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 			continue
 		}
 		return *r.ID, &r, true
+	}
+}
+
+// ready waits for Config.Ready; false when ctx ended first.
+func (s *Server) ready(ctx context.Context) bool {
+	if s.cfg.Ready == nil {
+		return true
+	}
+	select {
+	case <-s.cfg.Ready:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

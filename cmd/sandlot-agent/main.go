@@ -88,14 +88,17 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	// The reserve is made while the agent listens and the host connects
-	// (16 thread starts and handoffs were on the path of every sandbox's
-	// first call); the server serves no request before it is complete.
+	// The reserve is made once the agent listens, while the host connects
+	// (16 thread starts were on the path of every sandbox's start, about
+	// 5 ms of it on the dev machine); the server answers no request but
+	// ping before it is complete.
 	reserved := make(chan struct{})
-	go func() {
-		reserveThreads(threadReserve)
-		close(reserved)
-	}()
+	listening := func() {
+		go func() {
+			reserveThreads(threadReserve)
+			close(reserved)
+		}()
+	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
@@ -108,7 +111,7 @@ func main() {
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Listening: listening, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}
