@@ -112,6 +112,11 @@ func (sc *scanner) keyValue(key string, val int) int {
 	}
 	weak := kind == TypeAPIKey && (key == "key" || strings.HasSuffix(key, "_key") && !strings.Contains(key, "api") &&
 		!strings.Contains(key, "access") && !strings.Contains(key, "private") && !strings.Contains(key, "secret") || strings.Contains(key, "auth"))
+	if kind == TypePassword {
+		// PWD is the shell's working directory too (every `env` prints it):
+		// with an absolute path for a value it is that.
+		weak = key == "pwd"
+	}
 	return sc.value(kind, weak, val)
 }
 
@@ -159,7 +164,8 @@ func (sc *scanner) xmlValue(i int) int {
 }
 
 // value checks the value of a secret-named key that starts at i. A weak
-// key name (key, sort_key, auth) needs a value with no separators.
+// key name (key, sort_key, auth) needs a value with no separators; the
+// weak password key (pwd) never takes an absolute path.
 func (sc *scanner) value(kind string, weak bool, i int) int {
 	s := sc.s
 	n := len(s)
@@ -202,7 +208,7 @@ func (sc *scanner) value(kind string, weak bool, i int) int {
 	}
 	switch kind {
 	case TypePassword:
-		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) {
+		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) || weak && v[0] == '/' {
 			return end
 		}
 		sc.add(TypePassword, a, e, 0.7)

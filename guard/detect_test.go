@@ -251,6 +251,8 @@ func TestSecrets(t *testing.T) {
 		neg("numbers", "max_tokens=4096 tokens: 12"),
 		neg("code", `password = os.getenv("PW"); password=self.password; password: str; password=None`),
 		neg("stars", "password=********"),
+		neg("shell working directory", "PWD=/home/user\nOLDPWD=/tmp/build-42\nexport PWD=/srv/app/releases/2024-05-01"),
+		pos("pwd not a path", TypePassword, "PWD=%s", "hunter22x"),
 		neg("short github", "ghp_short"),
 		neg("github placeholder", "ghp_"+strings.Repeat("x", 36)+" github_pat_"+strings.Repeat("x", 82)),
 		pos("stripe test", TypeAPIKey, "%s", "sk_"+"test_"+randKey(r, 30)),
