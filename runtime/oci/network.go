@@ -155,7 +155,7 @@ func shareFile(dir, prefix string, data []byte) (string, error) {
 	}
 	f, err := os.CreateTemp(dir, ".tmp-")
 	if err != nil {
-		return "", fmt.Errorf("network files: %w", err)
+		return "", fmt.Errorf("share file: %w", err)
 	}
 	defer os.Remove(f.Name())
 	_, err = f.Write(data)
@@ -169,7 +169,7 @@ func shareFile(dir, prefix string, data []byte) (string, error) {
 		err = os.Rename(f.Name(), p)
 	}
 	if err != nil {
-		return "", fmt.Errorf("network files: %w", err)
+		return "", fmt.Errorf("share file: %w", err)
 	}
 	return p, nil
 }

@@ -450,11 +450,18 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	if err := r.applyNetwork(sp, &d, rootfs, spec.Network); err != nil {
 		return err
 	}
-	b, err := json.Marshal(sp)
+	idFiles, err := r.identity(sp, r.kind)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+	b, err := json.Marshal(sp)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600)
+	}
+	if err != nil {
+		for _, f := range idFiles { // deleteBundle finds them in config.json only
+			_ = os.Remove(f)
+		}
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "runtime"), []byte(r.kind+"\n"), 0o600); err != nil {
@@ -530,6 +537,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 		return err
 	}
 	r.removeNetworkFiles(filepath.Join(dir, "config.json"))
+	r.removeIdentityFiles(filepath.Join(dir, "config.json"))
 	if err := r.unmountImageRoot(id); err != nil {
 		return err
 	}

@@ -88,6 +88,7 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	s.file("etc/hostname", "sandbox\n", 0o644)
 	s.file("etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n", 0o644)
 	s.file("etc/resolv.conf", "", 0o644)
+	s.file("etc/machine-id", "", 0o444) // the mount point of the sandbox's own (identity.go)
 	s.link("etc/localtime", "/usr/share/zoneinfo/Etc/UTC")
 	s.file("etc/timezone", "Etc/UTC\n", 0o644)
 	s.file("etc/profile", hostProfile, 0o644)
