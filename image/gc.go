@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
@@ -20,8 +21,8 @@ type GCStats struct {
 }
 
 // GC removes every blob and layer that no named image and no image in keep
-// uses, and everything left in tmp/. keep is for images in use without a
-// name (sandboxes whose template was deleted).
+// uses, and what is left in tmp/ older than TmpGrace. keep is for images
+// in use without a name (sandboxes whose template was deleted).
 //
 // GC waits (until ctx ends) for every lease to be released and holds the
 // store exclusively while it runs, so a concurrent Put, Tag or build
@@ -100,11 +101,35 @@ func (s *Store) GCFunc(ctx context.Context, live func(context.Context) ([]v1.Has
 		return st, err
 	}
 	var tmp int
-	if err := sweep(filepath.Join(s.root, "tmp"), nil, &tmp); err != nil {
+	if err := sweep(filepath.Join(s.root, "tmp"), freshTmp(filepath.Join(s.root, "tmp")), &tmp); err != nil {
 		return st, err
 	}
 	s.log.Info("image gc", "images", st.Images, "blobs_removed", st.Blobs, "layers_removed", st.Layers, "freed_bytes", st.FreedBytes)
 	return st, nil
+}
+
+// TmpGrace is how long GC leaves an entry of tmp/ alone after its last
+// change. Writers hold a lease while they stage (GC waits for leases), but
+// an E2B template build's context waits in tmp/ without one: its uploads
+// land, then its start comes, or not (the build queue drops a build never
+// started after an hour, and its context with it). A lease held that long
+// would stop every GC. Leftovers of a crashed writer go at the first GC
+// after the grace.
+const TmpGrace = 2 * time.Hour
+
+// freshTmp names the entries of dir changed within TmpGrace.
+func freshTmp(dir string) map[string]bool {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	fresh := map[string]bool{}
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < TmpGrace {
+			fresh[e.Name()] = true
+		}
+	}
+	return fresh
 }
 
 // du sums the allocated bytes under p without following symlinks.

@@ -396,3 +396,32 @@ func storeEntries(t *testing.T, s *Store) []string {
 	}
 	return out
 }
+
+// TestGCTmpGrace: GC leaves what tmp/ got within TmpGrace (an E2B build's
+// uploaded context waiting for its start, which holds no lease) and
+// removes what is older.
+func TestGCTmpGrace(t *testing.T) {
+	s := newStore(t)
+	tmp := filepath.Join(s.Root(), "tmp")
+	for _, name := range []string{"build-fresh", "build-old"} {
+		if err := os.MkdirAll(filepath.Join(tmp, name, "src"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, name, "src", "app.py"), []byte("print(1)\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-TmpGrace - time.Minute)
+	if err := os.Chtimes(filepath.Join(tmp, "build-old"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GC(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "build-fresh", "src", "app.py")); err != nil {
+		t.Errorf("a fresh build context was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "build-old")); !os.IsNotExist(err) {
+		t.Errorf("an old leftover stayed: %v", err)
+	}
+}

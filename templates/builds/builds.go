@@ -78,7 +78,11 @@ const (
 	// keepEnded: after a build ends, its status stays this long.
 	keepEnded = time.Hour
 	// keepRequested: a requested build never started is dropped after this.
+	// Its context waits in the store's tmp/ without a lease (E2B's uploads
+	// come before the start), where image GC leaves it for image.TmpGrace:
+	// longer, or the constant below does not compile.
 	keepRequested = time.Hour
+	_             = uint(image.TmpGrace - keepRequested - 1)
 )
 
 // The statuses of a build.
