@@ -3,13 +3,9 @@ package oci
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -72,22 +68,5 @@ func (r *Runtime) identity(sp *specs.Spec, kind string) ([]string, error) {
 
 // removeIdentityFiles removes the id files a bundle's config mounts.
 func (r *Runtime) removeIdentityFiles(configPath string) {
-	b, err := os.ReadFile(configPath)
-	if err != nil {
-		return
-	}
-	var sp struct {
-		Mounts []specs.Mount `json:"mounts"`
-	}
-	if json.Unmarshal(b, &sp) != nil {
-		return
-	}
-	dir := filepath.Join(r.share, identityDir) + "/"
-	for _, m := range sp.Mounts {
-		if rest, ok := strings.CutPrefix(m.Source, dir); ok && rest != "" && !strings.Contains(rest, "/") {
-			if err := os.Remove(m.Source); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				r.log.Warn("remove identity files", "path", m.Source, "err", err)
-			}
-		}
-	}
+	r.removeShareFiles(configPath, identityDir, "")
 }

@@ -3,7 +3,6 @@ package oci
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -218,22 +217,5 @@ func readInRoot(root, name string, limit int64) ([]byte, error) {
 // removeNetworkFiles removes the CA bundle a deleted sandbox's config
 // mounted (resolv.conf files are shared and tiny; they stay).
 func (r *Runtime) removeNetworkFiles(configPath string) {
-	b, err := os.ReadFile(configPath)
-	if err != nil {
-		return
-	}
-	var sp struct {
-		Mounts []specs.Mount `json:"mounts"`
-	}
-	if json.Unmarshal(b, &sp) != nil {
-		return
-	}
-	dir := filepath.Join(r.share, netFilesDir) + "/"
-	for _, m := range sp.Mounts {
-		if rest, ok := strings.CutPrefix(m.Source, dir); ok && strings.HasPrefix(rest, caFilePrefix) && !strings.Contains(rest, "/") {
-			if err := os.Remove(m.Source); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				r.log.Warn("remove network files", "path", m.Source, "err", err)
-			}
-		}
-	}
+	r.removeShareFiles(configPath, netFilesDir, caFilePrefix)
 }

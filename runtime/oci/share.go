@@ -1,11 +1,15 @@
 package oci
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -90,4 +94,27 @@ func Purge(stateDir string) error {
 		return errors.Join(errs...)
 	}
 	return os.RemoveAll(stateDir)
+}
+
+// removeShareFiles removes the files of the share's dir whose names start
+// with prefix that a bundle's config mounts: the per-sandbox ones.
+func (r *Runtime) removeShareFiles(configPath, dir, prefix string) {
+	b, err := os.ReadFile(configPath)
+	if err != nil {
+		return
+	}
+	var sp struct {
+		Mounts []specs.Mount `json:"mounts"`
+	}
+	if json.Unmarshal(b, &sp) != nil {
+		return
+	}
+	base := filepath.Join(r.share, dir) + "/"
+	for _, m := range sp.Mounts {
+		if rest, ok := strings.CutPrefix(m.Source, base); ok && rest != "" && strings.HasPrefix(rest, prefix) && !strings.Contains(rest, "/") {
+			if err := os.Remove(m.Source); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				r.log.Warn("remove share files", "path", m.Source, "err", err)
+			}
+		}
+	}
 }
