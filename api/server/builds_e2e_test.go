@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -31,13 +30,8 @@ func TestTemplateBuildServe(t *testing.T) {
 	d := startDaemon(t, dir, "--image-gc-interval", "0")
 	defer d.stop(t)
 	bin := testenv.SandlotBinary(t)
-	out, err := exec.Command(bin, "tenant", "create", "--data-dir", dir, "--json", "other").Output()
-	if err != nil {
-		t.Fatalf("tenant create: %v", err)
-	}
-	var other struct{ APIKey string }
-	json.Unmarshal(out, &other)
-	defer d.cleanup(t, d.key, other.APIKey)
+	otherKey := d.newTenant(t, "other")
+	defer d.cleanup(t, d.key, otherKey)
 
 	token := guardtest.GitHubToken()
 	ctxDir := t.TempDir()
@@ -64,7 +58,7 @@ func TestTemplateBuildServe(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	a, b := d.client(d.key), d.client(other.APIKey)
+	a, b := d.client(d.key), d.client(otherKey)
 	st, err := a.TemplateBuild(ctx, m[1], 0)
 	if err != nil || st.Status != api.BuildReady || st.Template == nil || st.Template.Name != "app" {
 		t.Fatalf("build status %+v: %v", st, err)

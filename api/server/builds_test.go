@@ -18,12 +18,9 @@ import (
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
-	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/templates/templatestest"
-	"github.com/sandlot/sandlot/tenant"
 )
 
 // entry is one tar entry of a test's build context.
@@ -87,16 +84,7 @@ type buildsEnv struct {
 // per context, 200 entries.
 func newBuildsEnv(t *testing.T) *buildsEnv {
 	t.Helper()
-	testenv.RequireRoot(t) // unpacking keeps owners
-	imgs, err := image.Open(t.TempDir(), image.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := memory.New()
-	for _, id := range []string{"tenant-a", "tenant-b"} {
-		st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
-	}
-	cat := templates.New(templates.Config{Store: st, Images: imgs})
+	cat, imgs := templateCatalog(t, nil) // root: unpacking keeps owners
 	if _, err := imgs.Put(context.Background(), templatestest.Image(t, "base"), image.PutOptions{Name: "base"}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,6 +71,22 @@ func tail(s string, n int) string {
 
 // stop sends SIGTERM and waits for a clean exit.
 func (d *daemon) stop(t testing.TB) { d.Stop(t, 60*time.Second) }
+
+// newTenant creates a tenant in the daemon's data dir (the CLI, as an
+// operator would) and returns its API key.
+func (d *daemon) newTenant(t testing.TB, name string, flags ...string) string {
+	t.Helper()
+	args := append([]string{"tenant", "create", "--data-dir", d.dataDir, "--json"}, flags...)
+	out, err := exec.Command(testenv.SandlotBinary(t), append(args, name)...).Output()
+	if err != nil {
+		t.Fatalf("tenant create %s: %v", name, err)
+	}
+	var created struct{ APIKey string }
+	if err := json.Unmarshal(out, &created); err != nil || created.APIKey == "" {
+		t.Fatalf("tenant create %s: %q: %v", name, out, err)
+	}
+	return created.APIKey
+}
 
 func (d *daemon) client(key string) *client.Client {
 	return client.New(d.URL, client.WithAPIKey(key))

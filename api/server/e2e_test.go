@@ -9,7 +9,6 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"sort"
@@ -87,13 +86,8 @@ func TestE2E(t *testing.T) {
 		testenv.Require(t, false, "the server's runtime is not ready: "+body)
 	}
 	a := d.client(d.key)
-	out, err := exec.Command(testenv.SandlotBinary(t), "tenant", "create", "--data-dir", dir, "--json", "other").Output()
-	if err != nil {
-		t.Fatalf("tenant create: %v", err)
-	}
-	var other struct{ APIKey string }
-	json.Unmarshal(out, &other)
-	b := d.client(other.APIKey)
+	otherKey := d.newTenant(t, "other")
+	b := d.client(otherKey)
 	// No sandbox may outlive the test, even when a subtest failed or the
 	// daemon died: a fresh daemon on the same data dir reattaches them,
 	// and terminating their contexts destroys them.
@@ -101,7 +95,7 @@ func TestE2E(t *testing.T) {
 		if d.Exited() {
 			d = startDaemon(top, dir)
 		}
-		d.cleanup(t, d.key, other.APIKey)
+		d.cleanup(t, d.key, otherKey)
 		d.stop(t)
 	}()
 
@@ -259,17 +253,13 @@ func TestE2E(t *testing.T) {
 		if al, err := a.Audit(ctx, "guard.finding", 10); err != nil || len(al.Events) == 0 || al.Events[0].Detail["mode"] != "report" {
 			t.Errorf("report-mode finding not audited: %+v %v", al, err)
 		}
-		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", other.APIKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
+		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", otherKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
 		}
 		// A tenant's own mode: report passes the output unchanged.
-		repOut, err := exec.Command(testenv.SandlotBinary(t), "tenant", "create", "--data-dir", dir, "--guard-mode", "report", "--json", "reporter").Output()
-		var rep struct{ APIKey string }
-		if err != nil || json.Unmarshal(repOut, &rep) != nil {
-			t.Fatalf("tenant create: %v", err)
-		}
-		defer d.cleanup(t, rep.APIKey)
-		if r, err := d.client(rep.APIKey).RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email))); err != nil || r.Stdout != email+"\n" {
+		repKey := d.newTenant(t, "reporter", "--guard-mode", "report")
+		defer d.cleanup(t, repKey)
+		if r, err := d.client(repKey).RunCode(ctx, py("e2e", "", fmt.Sprintf("print(%q)", email))); err != nil || r.Stdout != email+"\n" {
 			t.Errorf("report-mode tenant: %+v %v", r, err)
 		}
 		// A value straddling the 1 MiB chunk boundary of a download.
@@ -295,7 +285,7 @@ func TestE2E(t *testing.T) {
 		if ev.Detail["type"] != "EMAIL" || len(ev.Detail["hmac"]) != 64 || ev.Detail["start"] == "" || ev.Detail["end"] == "" {
 			t.Errorf("audit event %+v", ev)
 		}
-		if code, out := raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding", other.APIKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
+		if code, out := raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding", otherKey, ""); code != 200 || strings.Contains(out, `"EMAIL"`) {
 			t.Errorf("the other tenant sees the audit trail: %d %.300s", code, out)
 		}
 	})
@@ -400,10 +390,10 @@ func TestE2E(t *testing.T) {
 			t.Errorf("sandbox changed across restart: %s -> %s", before.SandboxID, r.SandboxID)
 		}
 		a = a2
-		b = d2.client(other.APIKey)
+		b = d2.client(otherKey)
 	})
 	t.Run("load", func(t *testing.T) {
-		d.cleanup(t, d.key, other.APIKey)
+		d.cleanup(t, d.key, otherKey)
 		d.stop(t)
 		d = startDaemon(top, dir, "--max-contexts-per-tenant", "60", "--max-contexts-per-conversation", "2", "--sandbox-memory", "256")
 		loadTest(t, d.client(d.key), 50, 20)

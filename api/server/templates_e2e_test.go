@@ -27,13 +27,8 @@ func TestTemplatesServe(t *testing.T) {
 	d := startDaemon(t, dir, "--image-gc-interval", "0", "--pull-allow-cidr", "127.0.0.1/32") // the registry below
 	defer d.stop(t)
 	bin := testenv.SandlotBinary(t)
-	out, err := exec.Command(bin, "tenant", "create", "--data-dir", dir, "--json", "other").Output()
-	if err != nil {
-		t.Fatalf("tenant create: %v", err)
-	}
-	var other struct{ APIKey string }
-	json.Unmarshal(out, &other)
-	defer d.cleanup(t, d.key, other.APIKey)
+	otherKey := d.newTenant(t, "other")
+	defer d.cleanup(t, d.key, otherKey)
 
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))
@@ -47,16 +42,16 @@ func TestTemplatesServe(t *testing.T) {
 		return string(out)
 	}
 	aID := strings.Fields(cli(d.key, "pull", "app", reg+"/a/app:1", "--kernels", "sh", "--env", "GREETING=from-a", "--workdir", "/srv"))[0]
-	cli(other.APIKey, "import", "app", archive, "--kernels", "sh,bash")
+	cli(otherKey, "import", "app", archive, "--kernels", "sh,bash")
 	if ls := cli(d.key, "ls"); !strings.Contains(ls, aID) || !strings.Contains(ls, "default") {
 		t.Errorf("A's ls:\n%s", ls)
 	}
-	if ls := cli(other.APIKey, "ls"); strings.Contains(ls, aID) {
+	if ls := cli(otherKey, "ls"); strings.Contains(ls, aID) {
 		t.Errorf("B lists A's template:\n%s", ls)
 	}
 
 	ctx := context.Background()
-	a, b := d.client(d.key), d.client(other.APIKey)
+	a, b := d.client(d.key), d.client(otherKey)
 	run := func(c *client.Client, conv, tpl, lang, code string) (*api.RunCodeResult, error) {
 		return c.RunCode(ctx, client.RunCodeRequest{Target: client.Target{ConversationID: conv}, Language: lang, Code: code, Template: tpl})
 	}
@@ -86,7 +81,7 @@ func TestTemplatesServe(t *testing.T) {
 	} else if rec, err := a.GetContext(ctx, sb.SandboxID); err != nil || rec.Template != aID {
 		t.Errorf("E2B sandbox's context: %+v %v, want template %s", rec, err, aID)
 	}
-	if code, body := raw(t, "POST", d.URL+"/sandboxes", other.APIKey, `{"templateID":"`+aID+`"}`, "Content-Type", "application/json", "X-API-Key", other.APIKey); code != 404 {
+	if code, body := raw(t, "POST", d.URL+"/sandboxes", otherKey, `{"templateID":"`+aID+`"}`, "Content-Type", "application/json", "X-API-Key", otherKey); code != 404 {
 		t.Errorf("E2B create on another tenant's template id: %d %s", code, body)
 	}
 	cli(d.key, "rm", "app")

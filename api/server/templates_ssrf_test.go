@@ -20,7 +20,7 @@ import (
 // checked when the connection is made, and nothing is recorded.
 func TestTemplatePullPrivateAddress(t *testing.T) {
 	ctx := context.Background()
-	cat := templateCatalog(t, nil)
+	cat, _ := templateCatalog(t, nil)
 	e := newEnv(t, func(c *server.Config) { c.Templates = cat })
 	reg := templatestest.Registry(t) // 127.0.0.1:port
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))

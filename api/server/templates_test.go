@@ -28,7 +28,7 @@ import (
 // by both and deleted by neither; bad input is a 4xx.
 func TestTemplatesAPI(t *testing.T) {
 	ctx := context.Background()
-	cat := templateCatalog(t, templatestest.Loopback)
+	cat, _ := templateCatalog(t, templatestest.Loopback)
 	e := newEnv(t, func(c *server.Config) { c.Templates = cat; c.MaxImportBytes = 8 << 20 })
 	reg := templatestest.Registry(t)
 	templatestest.Push(t, reg+"/a/app:1", templatestest.Image(t, "A"))
@@ -141,10 +141,10 @@ func evilArchive(t *testing.T) []byte {
 	return b
 }
 
-// templateCatalog is a template catalog over a fresh image store and a
-// memory store holding tenant-a and tenant-b (keys e2b_<id>), whose
-// tenants' pulls may reach allow besides the internet.
-func templateCatalog(t *testing.T, allow []netip.Prefix) *templates.Catalog {
+// templateCatalog is a template catalog and the fresh image store under
+// it, over a memory store holding tenant-a and tenant-b (keys e2b_<id>),
+// whose tenants' pulls may reach allow besides the internet.
+func templateCatalog(t *testing.T, allow []netip.Prefix) (*templates.Catalog, *image.Store) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	imgs, err := image.Open(t.TempDir(), image.Config{})
@@ -155,5 +155,5 @@ func templateCatalog(t *testing.T, allow []netip.Prefix) *templates.Catalog {
 	for _, id := range []string{"tenant-a", "tenant-b"} {
 		st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
 	}
-	return templates.New(templates.Config{Store: st, Images: imgs, PullAllow: allow})
+	return templates.New(templates.Config{Store: st, Images: imgs, PullAllow: allow}), imgs
 }
