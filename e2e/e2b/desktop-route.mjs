@@ -11,19 +11,9 @@ import crypto from 'node:crypto'
 import zlib from 'node:zlib'
 import { Sandbox } from 'e2b'
 import { Sandbox as Desktop } from '@e2b/desktop'
+import { poll } from './poll.mjs'
 
 const marker = 'sandlot-route-' + crypto.randomBytes(4).toString('hex')
-
-// poll runs fn until it returns a truthy value or the time is up.
-async function poll (what, fn, ms = 30_000) {
-  const end = Date.now() + ms
-  let last
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last } catch (e) { last = e }
-    await new Promise((resolve) => setTimeout(resolve, 250))
-  }
-  throw new Error(`${what}: gave up (${last})`)
-}
 
 // colours counts the distinct colours of an 8-bit RGB or RGBA PNG
 // (non-interlaced, as scrot writes it), up to limit.

@@ -8,6 +8,7 @@ import dns from 'node:dns'
 import https from 'node:https'
 import crypto from 'node:crypto'
 import { Sandbox } from '@e2b/desktop'
+import { poll } from './poll.mjs'
 
 // Names under .localhost are loopback (RFC 6761); glibc without
 // nss-myhostname does not say so, so the test answers them here.
@@ -33,17 +34,6 @@ function pngSize (buf) {
   assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature')
   assert.equal(b.subarray(12, 16).toString('latin1'), 'IHDR')
   return { width: b.readUInt32BE(16), height: b.readUInt32BE(20), bytes: b.length }
-}
-
-// poll runs fn until it returns a truthy value or the time is up.
-async function poll (what, fn, ms = 30_000) {
-  const end = Date.now() + ms
-  let last
-  while (Date.now() < end) {
-    try { last = await fn(); if (last) return last } catch (e) { last = e }
-    await new Promise((resolve) => setTimeout(resolve, 250))
-  }
-  throw new Error(`${what}: gave up (${last})`)
 }
 
 // wsFrames opens a WebSocket on url (an https URL through the route) and
