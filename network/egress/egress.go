@@ -33,7 +33,6 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,15 +252,12 @@ func (p *Proxy) handle(c net.Conn) {
 	case kindHTTP:
 		ev.Proto = audit.ProtoHTTP
 	}
-	if pr := p.ports.Load(); pr != nil && claimed != "" && pr.owns(claimed) {
+	pr := p.ports.Load()
+	if host, ok := pr.name(claimed); ok {
 		// The daemon's own front door, not the internet: answered in
 		// process by the ports route in every mode, mode none included
 		// (docs/network.md, "Ports from inside a sandbox").
-		ev.Host = claimed
-		if h, _, err := net.SplitHostPort(claimed); err == nil {
-			ev.Host = h
-		}
-		ev.Host = strings.ToLower(trim(ev.Host))
+		ev.Host = trim(host)
 		if k != kindHTTP {
 			ev.Reason = "the ports route answers plain HTTP only inside sandboxes"
 			return

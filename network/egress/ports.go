@@ -44,15 +44,15 @@ func (p *Proxy) SetPorts(domain string, h PortsRoute) {
 	p.ports.Store(&portsRoute{domain: strings.ToLower(strings.TrimSuffix(domain, ".")), h: h})
 }
 
-// owns reports whether host (with or without a port) is a name under
-// the ports domain.
-func (pr *portsRoute) owns(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// name returns host (with or without a port) lower-case without its
+// trailing dot, and whether it is a name under the ports domain. A nil
+// route owns nothing.
+func (pr *portsRoute) name(host string) (string, bool) {
+	if pr == nil {
+		return "", false
 	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	label, ok := strings.CutSuffix(host, "."+pr.domain)
-	return ok && label != "" && !strings.Contains(label, ".")
+	name, _, ok := policy.OneLabelUnder(host, pr.domain)
+	return name, ok
 }
 
 // ServeHTTP answers one request of a sandbox's connection to the ports
@@ -60,7 +60,7 @@ func (pr *portsRoute) owns(host string) bool {
 // first one the proxy peeked at: a later one naming another host, or
 // the path form under another host, is refused.
 func (pr *portsRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !pr.owns(r.Host) {
+	if _, ok := pr.name(r.Host); !ok {
 		http.Error(w, "sandlot: egress denied: this connection serves the ports route only ("+pr.domain+")", http.StatusMisdirectedRequest)
 		return
 	}

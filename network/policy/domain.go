@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net"
 	"strings"
 
 	"golang.org/x/net/idna"
@@ -96,4 +97,18 @@ func CanonicalName(name string) (string, bool) {
 		return "", false
 	}
 	return name, true
+}
+
+// OneLabelUnder reports whether host (a name, or name:port, as in a Host
+// header) is exactly one label under domain (lower-case, no trailing
+// dot), as the ports route's <port>-<id>.<domain> is. It returns host
+// lower-case without its port and trailing dot, and that label.
+func OneLabelUnder(host, domain string) (name, label string, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	name = strings.ToLower(strings.TrimSuffix(host, "."))
+	label, ok = strings.CutSuffix(name, "."+domain)
+	ok = ok && domain != "" && label != "" && !strings.Contains(label, ".")
+	return name, label, ok
 }

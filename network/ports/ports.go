@@ -199,13 +199,8 @@ func (h *Handler) Match(r *http.Request) bool {
 
 // parseHost reads <port>-<id>.<domain>.
 func (h *Handler) parseHost(hostport string) (string, string, bool) {
-	host := hostport
-	if hh, _, err := net.SplitHostPort(hostport); err == nil {
-		host = hh
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	label, ok := strings.CutSuffix(host, "."+h.cfg.Domain)
-	if !ok || strings.Contains(label, ".") {
+	_, label, ok := policy.OneLabelUnder(hostport, h.cfg.Domain)
+	if !ok {
 		return "", "", false
 	}
 	port, id, ok := strings.Cut(label, "-")

@@ -441,8 +441,7 @@ func (r *Resolver) answerPorts(m *dns.Msg, q dns.Question, name string) bool {
 	if pr == nil {
 		return false
 	}
-	label, ok := strings.CutSuffix(name, "."+pr.domain)
-	if !ok || label == "" || strings.Contains(label, ".") {
+	if _, _, ok := policy.OneLabelUnder(name, pr.domain); !ok {
 		return false
 	}
 	if q.Qtype == dns.TypeA {

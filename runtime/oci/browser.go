@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 )
 
 // ChromiumRulesPath is where a root with Debian's Chromium gets the
@@ -26,26 +27,16 @@ const chromiumDir = "/etc/chromium.d"
 // The rule goes first among the wrapper's arguments ("set --"), which it
 // passes to Chromium quoted, unlike its CHROMIUM_FLAGS (split on spaces).
 func chromiumRules(domain string, addr netip.Addr) ([]byte, error) {
-	if !validDomain(domain) || !addr.Is4() {
+	// A host name (letters, digits, '-', '_', '.') is also inert in the
+	// shell file below.
+	name, ok := policy.CanonicalName(domain)
+	if !ok || !addr.Is4() {
 		return nil, fmt.Errorf("ports domain %q or address %s: %w", domain, addr, errdefs.ErrInvalidArgument)
 	}
+	domain = name
 	return []byte("# sandlot: the daemon's ports route (<port>-<id>." + domain + ") is answered at the\n" +
 		"# sandbox's gateway, not on Chromium's own loopback.\n" +
 		"set -- \"--host-resolver-rules=MAP *." + domain + " " + addr.String() + "\" \"$@\"\n"), nil
-}
-
-// validDomain accepts a DNS name of letters, digits, '-' and '.', which
-// also keeps it inert in the shell file above.
-func validDomain(d string) bool {
-	if d == "" || len(d) > 253 || strings.HasPrefix(d, ".") || strings.HasSuffix(d, ".") || strings.Contains(d, "..") {
-		return false
-	}
-	for _, c := range d {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // dirInRoot reports whether name is a directory inside root, resolved as
