@@ -58,104 +58,35 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("template builds are not enabled on this server (they need local sandboxes on an image store): %w", errdefs.ErrFailedPrecondition))
 		return
 	}
-	tid := mustTenant(r).ID
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var (
-		name, dockerfile string
-		text             string // the JSON body's Dockerfile
-		args             map[string]string
-		settings         api.TemplateSettings
-		withContext      bool
-	)
-	switch ct {
-	case "application/json", "":
-		var req api.TemplateBuildRequest
-		if err := s.decodeJSON(w, r, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		if strings.TrimSpace(req.Dockerfile) == "" {
-			s.writeError(w, r, fmt.Errorf("dockerfile is required (its text; to build with a context, send the context's tarball as application/x-tar): %w", errdefs.ErrInvalidArgument))
-			return
-		}
-		name, text, args, settings = req.Name, req.Dockerfile, req.BuildArgs, req.Settings
-	case "application/x-tar", "application/gzip", "application/x-gzip", "application/octet-stream":
-		withContext = true
-		qv := r.URL.Query()
-		name, dockerfile = qv.Get("name"), qv.Get("dockerfile")
-		if dockerfile == "" {
-			dockerfile = "Dockerfile"
-		}
-		if path.IsAbs(dockerfile) || strings.Contains("/"+dockerfile+"/", "/../") {
-			s.writeError(w, r, fmt.Errorf("dockerfile %q: want a path inside the build context: %w", dockerfile, errdefs.ErrInvalidArgument))
-			return
-		}
-		args = map[string]string{}
-		for _, kv := range qv["buildArg"] {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				s.writeError(w, r, fmt.Errorf("buildArg %q: want NAME=VALUE: %w", kv, errdefs.ErrInvalidArgument))
-				return
-			}
-			args[k] = v
-		}
-		if raw := qv.Get("settings"); raw != "" {
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&settings); err != nil {
-				s.writeError(w, r, fmt.Errorf("settings: malformed JSON: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument))
-				return
-			}
-		}
-	default:
-		s.writeError(w, r, fmt.Errorf("Content-Type %q: application/x-tar (or application/gzip) for a build context, application/json for a Dockerfile alone: %w", ct, errdefs.ErrInvalidArgument))
-		return
-	}
-	st := TemplateSettingsIn(settings)
-	if err := templates.CheckName(name); err != nil {
+	req, err := s.buildRequest(w, r)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	if err := st.Validate(); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var rec *recipe.Recipe
-	if !withContext {
-		var err error
-		if rec, err = recipe.ParseDockerfile(strings.NewReader(text), args); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		for _, st := range rec.Steps {
-			if st.Kind == recipe.Copy {
-				s.writeError(w, r, fmt.Errorf("line %d: COPY needs a build context (send it as application/x-tar): %w", st.Line, errdefs.ErrInvalidArgument))
-				return
-			}
-		}
 	}
 	max := q.MaxUploadBytes()
-	if withContext && r.ContentLength > max {
+	if req.withContext && r.ContentLength > max {
 		s.writeError(w, r, &http.MaxBytesError{Limit: max})
 		return
 	}
 	// The lease keeps GC (which empties the store's tmp/) off the context
 	// until the build ends.
-	b, err := q.Request(r.Context(), tid, builds.Request{Spec: templates.BuildSpec{Name: name, Source: "build"}, Settings: st, Lease: true})
+	b, err := q.Request(r.Context(), mustTenant(r).ID, builds.Request{Spec: templates.BuildSpec{Name: req.name, Source: "build"}, Settings: req.settings, Lease: true})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	started := false
+	// Until the build starts, any way out (a refused body, a panic) aborts
+	// it and its staging goes.
+	started, reason := false, "the build request ended before the build started"
 	defer func() {
-		if !started { // a refused body, a panic: the staging goes now
-			q.Abort(b, "the build request ended before the build started")
+		if !started {
+			q.Abort(b, reason)
 		}
 	}()
-	if withContext {
-		rec, err = s.unpackContext(r.Context(), q, b, http.MaxBytesReader(w, r.Body, max), dockerfile, args)
-		if err != nil {
-			q.Abort(b, errdefs.PublicMessage(err))
+	rec := req.recipe
+	if req.withContext {
+		if rec, err = s.unpackContext(r.Context(), q, b, http.MaxBytesReader(w, r.Body, max), req.dockerfile, req.args); err != nil {
+			reason = errdefs.PublicMessage(err)
 			s.writeBuildError(w, r, err)
 			return
 		}
@@ -164,12 +95,96 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 	// already be building, which a status call shows.
 	out := buildOut(b, 0)
 	if err := q.Start(r.Context(), b, rec); err != nil {
-		q.Abort(b, errdefs.PublicMessage(err))
+		reason = errdefs.PublicMessage(err)
 		s.writeError(w, r, err)
 		return
 	}
 	started = true
 	writeJSON(w, http.StatusAccepted, out)
+}
+
+// buildReq is a build request as read from the HTTP request: a context
+// to come (its Dockerfile's path and build args), or the recipe of a
+// Dockerfile sent alone.
+type buildReq struct {
+	name        string
+	settings    templates.Settings
+	withContext bool
+	dockerfile  string            // withContext: its path in the context
+	args        map[string]string // withContext: the build args
+	recipe      *recipe.Recipe    // without a context
+}
+
+// buildRequest reads and checks what a build asks for, before anything is
+// queued or the body (a context) is read.
+func (s *Server) buildRequest(w http.ResponseWriter, r *http.Request) (buildReq, error) {
+	var (
+		req      buildReq
+		text     string // the JSON body's Dockerfile
+		args     map[string]string
+		settings api.TemplateSettings
+	)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "application/json", "":
+		var body api.TemplateBuildRequest
+		if err := s.decodeJSON(w, r, &body); err != nil {
+			return req, err
+		}
+		if strings.TrimSpace(body.Dockerfile) == "" {
+			return req, fmt.Errorf("dockerfile is required (its text; to build with a context, send the context's tarball as application/x-tar): %w", errdefs.ErrInvalidArgument)
+		}
+		req.name, text, args, settings = body.Name, body.Dockerfile, body.BuildArgs, body.Settings
+	case "application/x-tar", "application/gzip", "application/x-gzip", "application/octet-stream":
+		req.withContext = true
+		qv := r.URL.Query()
+		req.name, req.dockerfile = qv.Get("name"), qv.Get("dockerfile")
+		if req.dockerfile == "" {
+			req.dockerfile = "Dockerfile"
+		}
+		if path.IsAbs(req.dockerfile) || strings.Contains("/"+req.dockerfile+"/", "/../") {
+			return req, fmt.Errorf("dockerfile %q: want a path inside the build context: %w", req.dockerfile, errdefs.ErrInvalidArgument)
+		}
+		args = map[string]string{}
+		for _, kv := range qv["buildArg"] {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return req, fmt.Errorf("buildArg %q: want NAME=VALUE: %w", kv, errdefs.ErrInvalidArgument)
+			}
+			args[k] = v
+		}
+		if raw := qv.Get("settings"); raw != "" {
+			dec := json.NewDecoder(strings.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&settings); err != nil {
+				return req, fmt.Errorf("settings: malformed JSON: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument)
+			}
+		}
+	default:
+		return req, fmt.Errorf("Content-Type %q: application/x-tar (or application/gzip) for a build context, application/json for a Dockerfile alone: %w", ct, errdefs.ErrInvalidArgument)
+	}
+	req.args = args
+	req.settings = TemplateSettingsIn(settings)
+	if err := templates.CheckName(req.name); err != nil {
+		return req, err
+	}
+	if err := req.settings.Validate(); err != nil {
+		return req, err
+	}
+	if req.withContext {
+		return req, nil
+	}
+	rec, err := recipe.ParseDockerfile(strings.NewReader(text), args)
+	if err != nil {
+		return req, err
+	}
+	for _, st := range rec.Steps {
+		if st.Kind == recipe.Copy {
+			return req, fmt.Errorf("line %d: COPY needs a build context (send it as application/x-tar): %w", st.Line, errdefs.ErrInvalidArgument)
+		}
+	}
+	req.recipe = rec
+	return req, nil
 }
 
 // unpackContext unpacks the build context into b's directory and reads
