@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -81,16 +82,14 @@ func (c *Client) BuildTemplate(ctx context.Context, opt BuildOptions, tarball io
 	if opt.Dockerfile != "" {
 		q.Set("dockerfile", opt.Dockerfile)
 	}
-	for _, k := range sortedKeys(opt.BuildArgs) {
+	for _, k := range slices.Sorted(maps.Keys(opt.BuildArgs)) {
 		q.Add("buildArg", k+"="+opt.BuildArgs[k])
 	}
-	if !isZeroSettings(opt.Settings) {
-		st, err := json.Marshal(opt.Settings)
-		if err != nil {
-			return nil, err
-		}
-		q.Set("settings", string(st))
+	st, err := json.Marshal(opt.Settings)
+	if err != nil {
+		return nil, err
 	}
+	q.Set("settings", string(st))
 	return sendBody[api.TemplateBuild](ctx, c, "POST", "/v1/templates/builds", q, tarball, "application/x-tar")
 }
 
@@ -153,18 +152,4 @@ func (c *Client) WaitTemplateBuild(ctx context.Context, buildID string, interval
 		case <-t.C:
 		}
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func isZeroSettings(s api.TemplateSettings) bool {
-	return s.User == "" && s.Workdir == "" && len(s.Env) == 0 && s.StartCmd == "" && len(s.Kernels) == 0 &&
-		len(s.Prestart) == 0 && s.Resources == (api.TemplateResources{})
 }
