@@ -66,3 +66,16 @@ func TestBwrapPeer(t *testing.T) {
 		t.Fatalf("bwrap figure = %+v", figs[0])
 	}
 }
+
+// TestCrunPythonPeer runs the crun floor: a container of python3 -c pass
+// that must exit 0 (a failed run is an error, not a figure).
+func TestCrunPythonPeer(t *testing.T) {
+	testenv.RequireBinary(t, "crun")
+	figs, err := CrunPythonPeer(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if figs[0].N != 3 || figs[0].P50 <= 0 {
+		t.Fatalf("crun figure = %+v", figs[0])
+	}
+}

@@ -100,7 +100,8 @@ func Cases(env Env, sz Sizes) []Case {
 	if sz.Peer > 0 {
 		cs = append(cs,
 			Case{Name: "peer: Jupyter", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return JupyterPeer(ctx, sz.Peer) }},
-			Case{Name: "peer: bwrap", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return BwrapPeer(ctx, max(sz.Peer/10, 5)) }})
+			Case{Name: "peer: bwrap", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return BwrapPeer(ctx, max(sz.Peer/10, 5)) }},
+			Case{Name: "peer: crun", Group: "peer", Run: func(ctx context.Context) ([]Figure, error) { return CrunPythonPeer(ctx, max(sz.Peer/10, 5)) }})
 	}
 	return append(cs, Case{Name: "reference: E2B", Group: "peer", Run: func(context.Context) ([]Figure, error) { return []Figure{E2BReference()}, nil }})
 }

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/runtime/oci"
+)
+
+// crunPeerUID is the host uid the peer container's root maps to: nobody,
+// so the peer runs unprivileged on the host as the sandboxes do.
+const crunPeerUID = 65534
+
+// CrunPythonPeer measures `crun run` of a container whose only process is
+// `python3 -c 'print(1+1)'`, to its output, started as sandlot starts crun
+// (oci.StartCrun): the host's /usr read-only, fresh
+// user, pid, network, ipc, uts, mount and cgroup namespaces, no agent and no
+// seccomp filter. It is the floor of a cold create to a first python result
+// for any sandbox that crun starts and CPython answers in, on this host:
+// what sandlot adds (its agent, the handshake, the kernel's protocol) comes
+// on top.
+func CrunPythonPeer(ctx context.Context, n int) ([]Figure, error) {
+	crun, err := exec.LookPath("crun")
+	if err != nil {
+		return nil, errors.New("crun not installed")
+	}
+	dir, err := os.MkdirTemp("", "sandlot-crun-peer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// The container's root is nobody on the host: it must reach its rootfs.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(dir, "bundle")
+	if err := writePeerBundle(bundle, []string{HostPython, "-c", "print(1+1)"}); err != nil {
+		return nil, err
+	}
+	state := filepath.Join(dir, "state")
+	const warm = 2
+	var samples []time.Duration
+	for i := 0; i < warm+n; i++ {
+		took, err := crunFirstResult(ctx, crun, state, bundle, fmt.Sprintf("sandlot-peer-%d-%d", os.Getpid(), i))
+		if err != nil {
+			return nil, fmt.Errorf("crun peer: %w", err)
+		}
+		if i >= warm {
+			samples = append(samples, took)
+		}
+	}
+	return []Figure{Latency("peer: crun run to python's 1+1 (all namespaces, host /usr, no agent): the floor of a cold first result", samples)}, nil
+}
+
+// crunFirstResult runs the peer bundle as container id and times it from
+// the start of crun to python's line "2" on its stdout; crun's teardown
+// after that is not timed, as the cold figures do not time theirs.
+func crunFirstResult(ctx context.Context, crun, state, bundle, id string) (time.Duration, error) {
+	cmd := exec.CommandContext(ctx, crun, "--root", state, "run", "--bundle", bundle, id)
+	// Pipes, never the host's /dev/null: the runtime hands the container's
+	// stdio to the container's root.
+	var errb bytes.Buffer
+	cmd.Stdin, cmd.Stderr = strings.NewReader(""), &errb
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := oci.StartCrun(cmd); err != nil {
+		return 0, err
+	}
+	line, rerr := bufio.NewReader(stdout).ReadString('\n')
+	took := time.Since(t0)
+	_, _ = io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err != nil {
+		return 0, fmt.Errorf("crun run: %v: %s", err, strings.TrimSpace(errb.String()))
+	}
+	if rerr != nil || line != "2\n" {
+		return 0, fmt.Errorf("crun run: python printed %q (%v), want 2", line, rerr)
+	}
+	return took, nil
+}
+
+// writePeerBundle writes an OCI bundle at dir whose rootfs has the host's
+// /usr read-only and nothing else of the host, and whose process is args.
+func writePeerBundle(dir string, args []string) error {
+	root := filepath.Join(dir, "rootfs")
+	for _, d := range []string{"proc", "dev", "usr", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, l := range []string{"bin", "lib", "lib64", "sbin"} {
+		if _, err := os.Stat(filepath.Join("/usr", l)); err == nil {
+			if err := os.Symlink("usr/"+l, filepath.Join(root, l)); err != nil {
+				return err
+			}
+		}
+	}
+	type mount struct {
+		Destination string   `json:"destination"`
+		Type        string   `json:"type"`
+		Source      string   `json:"source"`
+		Options     []string `json:"options,omitempty"`
+	}
+	type idMap struct {
+		ContainerID int `json:"containerID"`
+		HostID      int `json:"hostID"`
+		Size        int `json:"size"`
+	}
+	ns := func(types ...string) []map[string]string {
+		out := make([]map[string]string, len(types))
+		for i, t := range types {
+			out[i] = map[string]string{"type": t}
+		}
+		return out
+	}
+	spec := map[string]any{
+		"ociVersion": "1.0.2",
+		"process": map[string]any{
+			"user": map[string]int{"uid": 0, "gid": 0},
+			"args": args, "env": []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, "cwd": "/tmp",
+			"noNewPrivileges": true,
+		},
+		"root":     map[string]any{"path": "rootfs", "readonly": true},
+		"hostname": "peer",
+		"mounts": []mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755", "size=64k"}},
+			{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "size=1m"}},
+		},
+		"linux": map[string]any{
+			"namespaces":  ns("pid", "network", "ipc", "uts", "mount", "cgroup", "user"),
+			"uidMappings": []idMap{{0, crunPeerUID, 1}},
+			"gidMappings": []idMap{{0, crunPeerUID, 1}},
+			"maskedPaths": []string{"/proc/kcore", "/proc/keys", "/proc/timer_list"},
+		},
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644)
+}
