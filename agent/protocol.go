@@ -271,7 +271,10 @@ const (
 // names a separate kernel instance of that language (E2B code contexts);
 // empty is the default kernel.
 type RunCodeParams struct {
-	Language  string            `json:"language"`
+	Language string `json:"language"`
+	// Code is the cell. A typescript cell reaches the agent as the
+	// JavaScript the host made of it (package agent/typescript); its
+	// kernel is apart from javascript's.
 	Code      string            `json:"code"`
 	Kernel    string            `json:"kernel,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`       // for this run only: restored after it

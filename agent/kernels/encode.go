@@ -2,12 +2,9 @@ package kernels
 
 import (
 	"encoding/json"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/evanw/esbuild/pkg/api"
 
 	"github.com/sandlot/sandlot/agent"
 )
@@ -58,19 +55,4 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// transpile turns TypeScript into JavaScript that keeps top-level await and
-// the last expression statement (so the kernel can report its value).
-func transpile(code string) (string, error) {
-	r := api.Transform(code, api.TransformOptions{
-		Loader:     api.LoaderTS,
-		Target:     api.ESNext,
-		Sourcefile: "cell.ts",
-	})
-	if len(r.Errors) > 0 {
-		msgs := api.FormatMessages(r.Errors, api.FormatMessagesOptions{Kind: api.ErrorMessage})
-		return "", fmt.Errorf("%s", strings.TrimSpace(strings.Join(msgs, "\n")))
-	}
-	return string(r.Code), nil
 }

@@ -1,6 +1,6 @@
 // Package kernels runs sandlot's persistent code kernels inside the sandbox:
 // python (embedded driver, /usr/bin/python3 -u), javascript and typescript
-// (embedded node driver; typescript is transpiled with esbuild first), a
+// (embedded node driver; a typescript cell arrives transpiled by the host), a
 // persistent bash session, one-shot sh, and, where the image has them, R
 // (embedded driver run by Rscript) and Java (an embedded JShell driver run
 // by java's source launcher).
@@ -217,17 +217,9 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 	default:
 		return nil, invalid("unknown language %q (want python, javascript, typescript, bash, sh, r or java)", p.Language)
 	}
+	// A typescript cell arrives as JavaScript: the host transpiles it
+	// (package agent/typescript).
 	code := p.Code
-	if p.Language == agent.TypeScript {
-		js, err := transpile(code)
-		if err != nil {
-			return &agent.RunCodeResult{
-				Success: false,
-				Error:   &agent.ExecError{Name: "TypeScriptError", Value: err.Error(), Traceback: err.Error()},
-			}, nil
-		}
-		code = js
-	}
 	if p.User != "" && m.cfg.User != nil {
 		if _, _, _, err := m.cfg.User(p.User); err != nil {
 			return nil, err

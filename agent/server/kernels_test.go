@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
+	"github.com/sandlot/sandlot/agent/typescript"
 )
 
 func run(t *testing.T, c *agent.Client, lang, code string) *agent.RunCodeResult {
@@ -22,7 +23,8 @@ func runP(t *testing.T, c *agent.Client, p agent.RunCodeParams) *agent.RunCodeRe
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	r, err := c.RunCode(ctx, p, nil)
+	// As the host runs a cell: a typescript one is transpiled first.
+	r, err := typescript.RunCode(ctx, c, p, nil)
 	if err != nil {
 		t.Fatalf("%s %q: %v", p.Language, p.Code, err)
 	}

@@ -159,7 +159,7 @@ func create(t testing.TB, p *local.Provider, tenant string, pol *policy.Policy) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
-	return sb.(*agent.Client)
+	return sb.(*local.Sandbox).Client
 }
 
 // sh runs a shell command in the sandbox and returns stdout+stderr and

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/image/build"
 	"github.com/sandlot/sandlot/image/recipe"
@@ -40,7 +39,7 @@ func BenchmarkBuildOneRun(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r := sh(b, sb.(*agent.Client), "echo x > /tmp/made"); r.ExitCode != 0 {
+		if r := sh(b, sb.(*Sandbox).Client, "echo x > /tmp/made"); r.ExitCode != 0 {
 			b.Fatal(r.Stderr)
 		}
 		sb.Close()

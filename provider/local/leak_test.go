@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 )
 
@@ -72,7 +71,7 @@ func testNoLeaks(t *testing.T, kind string) {
 		}
 		ids = append(ids, sb.ID())
 		if i%10 == 0 { // a kernel and a background process too
-			if r := runCode(t, sb.(*agent.Client), "python", "import subprocess; subprocess.Popen(['sleep', '60']); 1"); !r.Success {
+			if r := runCode(t, sb.(*Sandbox).Client, "python", "import subprocess; subprocess.Popen(['sleep', '60']); 1"); !r.Success {
 				t.Fatalf("python: %+v", r)
 			}
 		}

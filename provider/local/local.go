@@ -210,7 +210,7 @@ func (p *Provider) limitsFor(l contexts.Limits) runtime.Limits {
 }
 
 // Create implements contexts.Provider: it starts a sandbox, waits for its
-// agent and returns the connected *agent.Client.
+// agent and returns it connected (a *Sandbox).
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
 	t0 := time.Now()
 	if _, err := agent.SandboxEnv(spec.Env); err != nil {
@@ -341,7 +341,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(t0),
 		"prepare", start.Sub(t0), "run", created.Sub(start), "agent", time.Since(created))
-	return c, nil
+	return &Sandbox{c}, nil
 }
 
 // readyErr is a create's error, said as the timeout it is when the
@@ -460,7 +460,11 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", sandboxID, errdefs.ErrNotFound)
 	}
-	return p.connect(ctx, sandboxID, key, false)
+	c, err := p.connect(ctx, sandboxID, key, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{c}, nil
 }
 
 // List implements contexts.Provider: every sandbox in the state directory,

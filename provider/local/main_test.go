@@ -104,7 +104,7 @@ func create(t testing.TB, p *Provider, spec contexts.Spec) *agent.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sb.Close() })
-	return sb.(*agent.Client)
+	return sb.(*Sandbox).Client
 }
 
 // sh runs a shell command in the sandbox.
