@@ -144,8 +144,10 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The daemon restarts (m1 is dropped without a word); sb-c's sandbox
-	// did not survive.
+	// The daemon restarts (m1 is dropped without a word: its process died
+	// and the kernel dropped its host lock); sb-c's sandbox did not
+	// survive.
+	m1.lock.Close()
 	m2, err := New(Config{StateDir: d.state, NetnsDir: d.netns})
 	if err != nil {
 		t.Fatal(err)

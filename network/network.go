@@ -107,6 +107,7 @@ type Manager struct {
 	first   uint32 // lowest slot
 	last    uint32 // highest slot
 	tab     *nft.Table
+	lock    *os.File // lockHost's, from Start to Close
 	log     *slog.Logger
 	host    hostAddrs
 

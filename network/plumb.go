@@ -23,19 +23,31 @@ import (
 	"github.com/sandlot/sandlot/network/policy"
 )
 
-// Start prepares the host and takes over what a previous daemon left:
+// Start takes the host lock (one started Manager per NetnsDir: another
+// daemon's holds it and Start fails with ErrFailedPrecondition, changing
+// nothing), prepares the host and takes over what a previous daemon left:
 // every recorded network whose sandbox keep accepts (nil keeps all) and
 // whose namespace and veth still exist is restored; the others, and any
 // veth, namespace or record nobody owns, are removed. The nftables table
 // is rebuilt from the restored networks in one transaction. It returns
 // the restored networks, so the caller can register their policies with
 // the proxy and the resolver again.
-func (m *Manager) Start(ctx context.Context, keep func(sandboxID string) bool) ([]*Net, error) {
+func (m *Manager) Start(ctx context.Context, keep func(sandboxID string) bool) (_ []*Net, err error) {
 	for _, d := range []string{m.cfg.StateDir, m.cfg.NetnsDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("network: %w", err)
 		}
 	}
+	// Before anything that changes the host: another daemon's networks
+	// are not ours to rebuild or sweep.
+	if m.lock, err = lockHost(m.cfg.NetnsDir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.unlock()
+		}
+	}()
 	// An OCI runtime started in a mount namespace of its own (crun on
 	// hybrid cgroup hosts) must see the namespaces mounted here later.
 	if err := netns.ShareDir(m.cfg.NetnsDir); err != nil {
@@ -384,7 +396,8 @@ func (m *Manager) cleanup(slot uint32, sandboxID, path string) error {
 // Purge tears down every sandbox network and deletes the table: for
 // uninstalling, and for tests.
 func (m *Manager) Purge(ctx context.Context) error {
-	m.Close(ctx)
+	defer m.unlock()
+	m.stopSpares()
 	m.mu.Lock()
 	ids := make([]string, 0, len(m.byID))
 	for id := range m.byID {

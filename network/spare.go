@@ -77,10 +77,17 @@ func (m *Manager) buildSpare() error {
 	return nil
 }
 
-// Close stops building spares and removes the spares. The sandboxes'
-// networks stay: they outlive the daemon, and the next Start takes them
-// over.
+// Close stops building spares, removes the spares and releases the host
+// lock. The sandboxes' networks stay: they outlive the daemon, and the
+// next Start takes them over.
 func (m *Manager) Close(ctx context.Context) error {
+	m.stopSpares()
+	m.unlock()
+	return nil
+}
+
+// stopSpares stops the spare filler and removes the spares.
+func (m *Manager) stopSpares() {
 	if m.stop != nil {
 		select {
 		case <-m.stop:
@@ -99,5 +106,14 @@ func (m *Manager) Close(ctx context.Context) error {
 		delete(m.bySlot, sp.slot)
 		m.mu.Unlock()
 	}
-	return nil
+}
+
+// unlock releases the host lock Start took (lockHost).
+func (m *Manager) unlock() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lock != nil {
+		m.lock.Close()
+		m.lock = nil
+	}
 }
