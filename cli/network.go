@@ -44,7 +44,7 @@ type networkFlags struct {
 }
 
 func (f *networkFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.enabled, "network", false, "give sandboxes that ask for one a network of their own (egress proxy, resolver, ports); needs root and nftables")
+	fs.BoolVar(&f.enabled, "network", false, "give sandboxes that ask for one a network of their own (egress proxy, resolver, ports); needs root and nftables; one daemon per host (a second is refused at start)")
 	fs.StringVar(&f.policyFile, "network-policy", "", "operator network policy, JSON {\"default\": cap, \"tenants\": {id: cap}} (docs/network.md); flags below set the default cap when it is not given")
 	fs.BoolVar(&f.allowOpen, "network-allow-open", false, "tenants may ask for mode open (every public destination)")
 	fs.StringVar(&f.reachable, "network-reachable", "", "internal ranges tenants' allow rules may open, comma-separated CIDRs (default: none)")
