@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,9 +38,14 @@ func TestLauncherSealsBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
-		t.Fatal(err)
+	// Start returns once the exec began (the close-on-exec pipe closed),
+	// which is before the kernel has laid out the new environment:
+	// /proc/<pid>/environ reads empty until then.
+	var environ []byte
+	for deadline := time.Now().Add(5 * time.Second); len(environ) == 0 && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if environ, err = os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if !bytes.Contains(environ, []byte(clonedBinaryEnv+"\x00")) {
 		t.Errorf("the runtime was not told its binary is sealed: %q missing", clonedBinaryEnv)
