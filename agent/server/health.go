@@ -29,7 +29,7 @@ const healthDeadline = 5 * time.Second
 // so connections are few (8 at once), short and small. The answer is one
 // fixed HTTP/1.1 response per connection, written here rather than by
 // net/http, which the agent binary keeps out of its dependencies (see
-// cmd/sandlot-agent TestNoNetHTTPFromSandlot).
+// cmd/sandlot-agent TestDeps).
 func serveHealth(ctx context.Context, addr string, log *slog.Logger) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -239,22 +239,6 @@ func TestReadOnlyRootAsPID1(t *testing.T) {
 	}
 }
 
-// TestNoNetHTTP keeps net/http and crypto/tls (and their init, most of a
-// Go binary's start) out of the agent: it speaks JSON-RPC on a unix socket
-// and needs neither. The TypeScript transpiler brought them in until the
-// host took it over.
-func TestNoNetHTTP(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if p == "net/http" || strings.HasPrefix(p, "net/http/") || p == "crypto/tls" {
-			t.Errorf("the agent binary links %s", p)
-		}
-	}
-}
-
 // TestNotDumpable runs the agent from a readable binary as uid 1000 (so the
 // kernel alone would leave it dumpable) and checks that it made itself
 // non-dumpable: /proc/<pid>/mem then belongs to root, not to the agent's

@@ -75,7 +75,8 @@ type Check struct {
 	// besides itself. Nil: any.
 	Sandlot []string
 	// Forbidden maps import paths (or "prefix/..." subtrees) outside
-	// sandlot to why they must not be linked.
+	// sandlot, the standard library's included, to why they must not be
+	// linked.
 	Forbidden map[string]string
 	// MaxOutside bounds the linked packages outside the standard library,
 	// the package itself included. Zero: no bound.
@@ -91,7 +92,7 @@ func (c Check) Run(t TB) Deps {
 	t.Helper()
 	d := List(t, c.Package, c.Env...)
 	var bad []string
-	for _, p := range d.Outside {
+	for _, p := range d.All {
 		rel, own := strings.CutPrefix(p, Module+"/")
 		switch {
 		case p == c.Package:

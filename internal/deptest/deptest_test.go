@@ -40,6 +40,7 @@ func TestCheckFails(t *testing.T) {
 	}{
 		{"sandlot package outside the set", Check{Package: Module + "/tenant", Sandlot: []string{}}},
 		{"forbidden import", Check{Package: Module + "/api/e2bcompat", Forbidden: map[string]string{"connectrpc.com/connect": "no Connect"}}},
+		{"forbidden standard package", Check{Package: Module + "/api/e2bcompat", Forbidden: map[string]string{"net/http/...": "no HTTP"}}},
 		{"over the outside budget", Check{Package: Module + "/tenant", MaxOutside: 1}},
 		{"over the total budget", Check{Package: Module + "/errdefs", MaxAll: 3}},
 	} {
