@@ -273,8 +273,8 @@ const (
 type RunCodeParams struct {
 	Language string `json:"language"`
 	// Code is the cell. A typescript cell reaches the agent as the
-	// JavaScript the host made of it (package agent/typescript); its
-	// kernel is apart from javascript's.
+	// JavaScript the host made of it (package agent/typescript), and runs
+	// in the javascript kernel of the same name.
 	Code      string            `json:"code"`
 	Kernel    string            `json:"kernel,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`       // for this run only: restored after it

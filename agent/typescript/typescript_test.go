@@ -30,7 +30,7 @@ func TestRunCode(t *testing.T) {
 		t.Fatalf("transpiled cell:\n%s", js)
 	}
 	if r.got[0].Language != agent.TypeScript {
-		t.Fatalf("language = %q: the cell must still run in the typescript kernel", r.got[0].Language)
+		t.Fatalf("language = %q, want typescript: the host changes the code, not the language", r.got[0].Language)
 	}
 	if _, err := RunCode(ctx, &r, agent.RunCodeParams{Language: agent.JavaScript, Code: "const x: number = 1"}, nil); err != nil || r.got[1].Code != "const x: number = 1" {
 		t.Fatalf("javascript was changed: %q %v", r.got[1].Code, err)
