@@ -30,7 +30,7 @@ const (
 // identity writes a new boot id (a version 4 UUID, as the kernel's) and
 // machine id (32 hex digits, as systemd's) into the share and adds their
 // read-only mounts to sp; it returns the files it wrote.
-func (r *Runtime) identity(sp *specs.Spec, kind string) ([]string, error) {
+func (r *Runtime) identity(sp *specs.Spec) ([]string, error) {
 	dir := filepath.Join(r.share, identityDir)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, fmt.Errorf("identity files: %w", err)
@@ -46,7 +46,7 @@ func (r *Runtime) identity(sp *specs.Spec, kind string) ([]string, error) {
 	}
 	sp.Mounts = append(sp.Mounts, specs.Mount{Destination: MachineIDPath, Type: "bind", Source: machine, Options: ro})
 	files := []string{machine}
-	switch kind {
+	switch r.kind {
 	case KindRunsc:
 	case KindRunc:
 		sp.Linux.MaskedPaths = append(sp.Linux.MaskedPaths, BootIDPath)
@@ -64,9 +64,4 @@ func (r *Runtime) identity(sp *specs.Spec, kind string) ([]string, error) {
 		files = append(files, boot)
 	}
 	return files, nil
-}
-
-// removeIdentityFiles removes the id files a bundle's config mounts.
-func (r *Runtime) removeIdentityFiles(configPath string) {
-	r.removeShareFiles(configPath, identityDir, "")
 }

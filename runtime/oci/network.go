@@ -213,9 +213,3 @@ func readInRoot(root, name string, limit int64) ([]byte, error) {
 	}
 	return b, nil
 }
-
-// removeNetworkFiles removes the CA bundle a deleted sandbox's config
-// mounted (resolv.conf files are shared and tiny; they stay).
-func (r *Runtime) removeNetworkFiles(configPath string) {
-	r.removeShareFiles(configPath, netFilesDir, caFilePrefix)
-}

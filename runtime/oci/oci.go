@@ -450,7 +450,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	if err := r.applyNetwork(sp, &d, rootfs, spec.Network); err != nil {
 		return err
 	}
-	idFiles, err := r.identity(sp, r.kind)
+	idFiles, err := r.identity(sp)
 	if err != nil {
 		return err
 	}
@@ -536,8 +536,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	if err := r.unmountChannel(id); err != nil {
 		return err
 	}
-	r.removeNetworkFiles(filepath.Join(dir, "config.json"))
-	r.removeIdentityFiles(filepath.Join(dir, "config.json"))
+	r.removeShareFiles(filepath.Join(dir, "config.json"))
 	if err := r.unmountImageRoot(id); err != nil {
 		return err
 	}

@@ -96,9 +96,17 @@ func Purge(stateDir string) error {
 	return os.RemoveAll(stateDir)
 }
 
-// removeShareFiles removes the files of the share's dir whose names start
-// with prefix that a bundle's config mounts: the per-sandbox ones.
-func (r *Runtime) removeShareFiles(configPath, dir, prefix string) {
+// sandboxShareFiles are the share's files of one sandbox, by directory and
+// name prefix: its CA bundle (resolv.conf files are shared and tiny; they
+// stay) and its boot and machine ids.
+var sandboxShareFiles = []struct{ dir, prefix string }{
+	{netFilesDir, caFilePrefix},
+	{identityDir, ""},
+}
+
+// removeShareFiles removes the share's files of one sandbox
+// (sandboxShareFiles) that a deleted bundle's config mounted.
+func (r *Runtime) removeShareFiles(configPath string) {
 	b, err := os.ReadFile(configPath)
 	if err != nil {
 		return
@@ -109,9 +117,12 @@ func (r *Runtime) removeShareFiles(configPath, dir, prefix string) {
 	if json.Unmarshal(b, &sp) != nil {
 		return
 	}
-	base := filepath.Join(r.share, dir) + "/"
 	for _, m := range sp.Mounts {
-		if rest, ok := strings.CutPrefix(m.Source, base); ok && rest != "" && strings.HasPrefix(rest, prefix) && !strings.Contains(rest, "/") {
+		for _, f := range sandboxShareFiles {
+			rest, ok := strings.CutPrefix(m.Source, filepath.Join(r.share, f.dir)+"/")
+			if !ok || rest == "" || !strings.HasPrefix(rest, f.prefix) || strings.Contains(rest, "/") {
+				continue
+			}
 			if err := os.Remove(m.Source); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				r.log.Warn("remove share files", "path", m.Source, "err", err)
 			}
