@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/sandlot/sandlot/runtime/oci"
 )
 
@@ -107,44 +109,34 @@ func writePeerBundle(dir string, args []string) error {
 			}
 		}
 	}
-	type mount struct {
-		Destination string   `json:"destination"`
-		Type        string   `json:"type"`
-		Source      string   `json:"source"`
-		Options     []string `json:"options,omitempty"`
-	}
-	type idMap struct {
-		ContainerID int `json:"containerID"`
-		HostID      int `json:"hostID"`
-		Size        int `json:"size"`
-	}
-	ns := func(types ...string) []map[string]string {
-		out := make([]map[string]string, len(types))
+	ns := func(types ...specs.LinuxNamespaceType) []specs.LinuxNamespace {
+		out := make([]specs.LinuxNamespace, len(types))
 		for i, t := range types {
-			out[i] = map[string]string{"type": t}
+			out[i] = specs.LinuxNamespace{Type: t}
 		}
 		return out
 	}
-	spec := map[string]any{
-		"ociVersion": "1.0.2",
-		"process": map[string]any{
-			"user": map[string]int{"uid": 0, "gid": 0},
-			"args": args, "env": []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, "cwd": "/tmp",
-			"noNewPrivileges": true,
+	ids := []specs.LinuxIDMapping{{ContainerID: 0, HostID: crunPeerUID, Size: 1}}
+	spec := specs.Spec{
+		Version: oci.SpecVersion,
+		Process: &specs.Process{
+			Args: args, Env: []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}, Cwd: "/tmp",
+			NoNewPrivileges: true,
 		},
-		"root":     map[string]any{"path": "rootfs", "readonly": true},
-		"hostname": "peer",
-		"mounts": []mount{
+		Root:     &specs.Root{Path: "rootfs", Readonly: true},
+		Hostname: "peer",
+		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755", "size=64k"}},
 			{Destination: "/usr", Type: "bind", Source: "/usr", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
 			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "size=1m"}},
 		},
-		"linux": map[string]any{
-			"namespaces":  ns("pid", "network", "ipc", "uts", "mount", "cgroup", "user"),
-			"uidMappings": []idMap{{0, crunPeerUID, 1}},
-			"gidMappings": []idMap{{0, crunPeerUID, 1}},
-			"maskedPaths": []string{"/proc/kcore", "/proc/keys", "/proc/timer_list"},
+		Linux: &specs.Linux{
+			Namespaces: ns(specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace,
+				specs.MountNamespace, specs.CgroupNamespace, specs.UserNamespace),
+			UIDMappings: ids,
+			GIDMappings: ids,
+			MaskedPaths: []string{"/proc/kcore", "/proc/keys", "/proc/timer_list"},
 		},
 	}
 	b, err := json.Marshal(spec)

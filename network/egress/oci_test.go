@@ -62,7 +62,7 @@ func TestOCIRuntimeJoinsByPath(t *testing.T) {
 				caps = nil // no capabilities, as the runtime runs sandboxes today
 			}
 			spec := map[string]any{
-				"ociVersion": "1.0.2",
+				"SpecVersion": "1.0.2",
 				"process": map[string]any{
 					"user": map[string]int{"uid": 0, "gid": 0}, "cwd": "/",
 					"args":         []string{"sh", "-c", script},

@@ -49,9 +49,9 @@ var readonlyPaths = []string{
 	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
 }
 
-// ociVersion is written to config.json. crun 1.8 rejects versions newer
+// SpecVersion is written to config.json. crun 1.8 rejects versions newer
 // than it knows ("unknown version specified"); nothing here needs more.
-const ociVersion = "1.0.2"
+const SpecVersion = "1.0.2"
 
 // buildSpec turns a sandbox spec into an OCI config. rootfs is the shared
 // skeleton; kind tunes the few runtime-specific bits; ids is the sandbox's
@@ -158,7 +158,7 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 		cwd = s.Cwd
 	}
 	sp := &specs.Spec{
-		Version:  ociVersion,
+		Version:  SpecVersion,
 		Hostname: "sandbox",
 		// An image root is writable: its writable layer is the sandbox's.
 		Root: &specs.Root{Path: rootfs, Readonly: s.Root == nil},
