@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -102,7 +103,7 @@ func (a Action) argv(w, h int) ([]string, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(a.Text) > maxURL {
 			return bad("url %q: an http or https URL", a.Text)
 		}
-		return []string{"chromium", "--", u.String()}, nil
+		return []string{"/bin/bash", "-c", openScript, "desktop-open", url.QueryEscape(u.String())}, nil
 	}
 	return bad("unknown action (click, double_click, move, type, key, scroll, open_url)")
 }
@@ -117,15 +118,9 @@ func (m *Manager) Act(ctx context.Context, id contexts.Identity, a Action) (*Act
 	var out ActionResult
 	err = m.use(ctx, id, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		if a.Kind == "open_url" {
-			// Chromium runs (the session started it): this hands the URL
-			// to it as a new tab and returns. In the background all the
-			// same, in case it had to start anew.
-			go m.background(rec.ID, identity(id), argv)
-			title, err := m.output(ctx, sb, "xdotool", "getactivewindow", "getwindowname")
-			if err == nil {
-				out.ActiveWindow = strings.TrimSpace(title)
-			}
-			return nil
+			title, err := m.open(ctx, identity(id), rec.ID, sb, argv)
+			out.ActiveWindow = title
+			return err
 		}
 		// The action and the active window's title in one exec: the
 		// arguments reach xdotool as argv ("$@"), never the shell's
@@ -143,15 +138,48 @@ func (m *Manager) Act(ctx context.Context, id contexts.Identity, a Action) (*Act
 	return &out, nil
 }
 
-// background runs argv in the session for as long as it runs.
-func (m *Manager) background(contextID string, did contexts.Identity, argv []string) {
-	err := m.cfg.Contexts.Use(context.Background(), did, contexts.CreateOptions{ContextID: contextID}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
-		_, err := sb.Exec(ctx, agent.ExecParams{Argv: argv, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: -1, Tag: "desktop"}, nil)
-		return err
-	})
-	if err != nil {
-		m.log.Debug("desktop: background command ended", "argv0", argv[0], "err", err)
+// openWait is how long open_url waits for a starting browser to answer.
+const openWait = 100 * time.Second
+
+// openScript hands a URL ($1, query-escaped) to the session's browser
+// through its DevTools endpoint, as a new tab in front, and prints the
+// active window's title. It exits 10 when no browser runs or starts (the
+// lock is free) unless $2 says one was just started; it waits while one
+// starts.
+var openScript = fmt.Sprintf(`if [ "$2" != started ]; then
+  exec 9>>%[1]s
+  flock -n 9 && exit 10
+  exec 9>&-
+fi
+end=$(( $(date +%%s) + %[3]d ))
+until curl -fsS -m 5 -X PUT -o /dev/null "http://127.0.0.1:%[2]d/json/new?$1"; do
+  [ "$(date +%%s)" -lt "$end" ] || { echo "the browser did not answer in %[3]d s" >&2; exit 3; }
+  sleep 0.1
+done
+xdotool getactivewindow getwindowname 2>/dev/null
+exit 0`, browserLock, DevToolsPort, int(openWait.Seconds()))
+
+// open runs argv (openScript) in the session, starting the browser first
+// when none runs, and returns the active window's title.
+func (m *Manager) open(ctx context.Context, did contexts.Identity, contextID string, sb contexts.Sandbox, argv []string) (string, error) {
+	for _, started := range []bool{false, true} {
+		if started {
+			m.spawn(did, contextID, browserScript, browserEnv, "desktop-browser")
+			argv = append(argv, "started")
+		}
+		res, err := sb.Exec(ctx, agent.ExecParams{Argv: argv, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: openWait.Milliseconds() + 20_000, Tag: "desktop"}, nil)
+		if err != nil {
+			return "", err
+		}
+		if res.ExitCode == 10 && !started {
+			continue
+		}
+		if res.ExitCode != 0 || res.TimedOut {
+			return "", fmt.Errorf("desktop open_url: exit %d: %s: %w", res.ExitCode, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+		}
+		return strings.TrimSpace(res.Stdout), nil
 	}
+	panic("unreachable")
 }
 
 // LiveView is the URL of a session's live view (noVNC in a browser).

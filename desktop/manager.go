@@ -186,10 +186,22 @@ x11vnc -display :0 -forever -shared -localhost -rfbport %[3]d -rfbauth ~/.vnc/pa
 wait`, w, h, vncPort, StreamPort)
 }
 
-// browserScript starts Chromium unless it runs. It runs after the call
-// that opened the session: on two cores Chromium's start (seconds of CPU)
-// beside XFCE's would delay the session's first screenshot by as much.
-const browserScript = `pgrep -x chromium >/dev/null || exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1`
+// browserLock is held by the session's browser for its life (an
+// inherited descriptor): while it is held, a browser runs or starts.
+const browserLock = "/tmp/.desktop-browser.lock"
+
+// browserScript starts Chromium unless one runs or starts (browserLock).
+// It runs after the call that opened the session: on two cores Chromium's
+// start (seconds of CPU) beside XFCE's would delay the session's first
+// screenshot by as much. The lock, not a look for the process, says
+// whether one runs: a second Chromium started while the first has not yet
+// set up its profile's singleton loses what it was asked to open.
+const browserScript = `exec 9>>` + browserLock + `
+flock -n 9 || exit 0
+exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1`
+
+// browserEnv is browserScript's environment.
+var browserEnv = map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}
 
 // readyScript waits (at most 120 s, by the clock: a loaded machine makes
 // every probe slow) for the X server and the window manager, and then at
@@ -235,7 +247,7 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 		return fn(ctx, rec, sb)
 	})
 	if browser {
-		m.spawn(did, recID, browserScript, map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}, "desktop-browser")
+		m.spawn(did, recID, browserScript, browserEnv, "desktop-browser")
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/desktop"
 )
@@ -67,4 +68,59 @@ func poll(t *testing.T, what string, f func() (string, bool)) {
 		}
 	}
 	t.Fatalf("no %s in 2 minutes (last %q)", what, last)
+}
+
+// TestOpenURLWhileBrowserStarts (crun, the real image): a URL opened
+// while the session's browser starts is the page in front once the
+// browser is up. Two starters used to race: the session's (about:blank,
+// after the call that opened it) and open_url's (`chromium -- URL`);
+// whichever lost handed its page to the winner, and about:blank, when it
+// came second, covered the URL. A loaded machine made that order by
+// chance; here the session's sandbox has a chromium that starts
+// about:blank 3 s late, so the order is that one every time.
+func TestOpenURLWhileBrowserStarts(t *testing.T) {
+	dm, cm := newManagers(t, desktop.Config{})
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "t1", ConversationID: "slow-browser", PathID: "main"}
+	did := id
+	did.PathID = desktop.PathPrefix + id.PathID
+	const shim = `cat >/usr/local/bin/chromium <<'EOF'
+#!/bin/sh
+[ "$*" = about:blank ] && sleep 3
+exec /usr/bin/chromium "$@"
+EOF
+chmod 755 /usr/local/bin/chromium`
+	err := cm.Use(ctx, did, contexts.CreateOptions{Template: desktop.Template, Env: desktop.Env, MaxExecutions: -1}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/sh", "-c", shim}, User: agent.RootUser}, nil)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("shim: exit %d: %s", res.ExitCode, res.Stderr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dm.Screenshot(ctx, id); err != nil { // the session; its browser starts after the call
+		t.Fatal(err)
+	}
+	if _, err := dm.Act(ctx, id, desktop.Action{Kind: "open_url", Text: "http://127.0.0.1:6080/vnc.html"}); err != nil {
+		t.Fatal(err)
+	}
+	// The window's title is its tab in front: noVNC's page, once the
+	// browser is up, and it stays so.
+	var last string
+	seen := 0
+	for deadline := time.Now().Add(time.Minute); seen < 5; time.Sleep(time.Second) {
+		wl, err := dm.Windows(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = fmt.Sprintf("%+v", wl.Windows)
+		switch {
+		case strings.Contains(last, "noVNC"):
+			seen++
+		case seen > 0 || time.Now().After(deadline):
+			t.Fatalf("the browser's window is not noVNC's page: %s", last)
+		}
+	}
 }
