@@ -53,6 +53,17 @@ func Main(m *testing.M) {
 // InHostNS reports whether the process runs in the namespace Main made.
 func InHostNS() bool { return os.Getenv(childEnv) != "" }
 
+// MachineNetns is the machine's own network namespace (the one Main's
+// child was started from, with the machine's internet) as a path under
+// /proc, for test support that needs the internet from inside the child
+// (a base image's build from Debian's mirror); "" outside the child.
+func MachineNetns() string {
+	if !InHostNS() {
+		return ""
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", os.Getppid())
+}
+
 // Require skips (or fails in CI) unless the test runs as root inside the
 // namespace Main made.
 func Require(t testing.TB) {

@@ -14,7 +14,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/debian"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/network/nettest"
 )
 
 // DirEnv overrides the cache directory.
@@ -142,6 +145,16 @@ func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, 
 		}
 		return s, img, 0, nil
 	}
+	// A test binary in a network namespace of its own (nettest.Main) has
+	// no internet: mmdebstrap runs in the machine's namespace.
+	if ns := nettest.MachineNetns(); ns != "" {
+		wrapper, err := inNetns(dir, ns, cfg.Mmdebstrap)
+		if err != nil {
+			return nil, image.Image{}, 0, err
+		}
+		defer os.Remove(wrapper)
+		cfg.Mmdebstrap = wrapper
+	}
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "debiantest: building the Debian image %s in %s (once per machine; minutes)\n", name, dir)
 	img, err := debian.Ensure(ctx, s, cfg, name, func(p debian.Progress) {
@@ -149,3 +162,40 @@ func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, 
 	})
 	return s, img, time.Since(start), err
 }
+
+// inNetns writes (in dir) a script that runs mmdebstrap (bin; "": the
+// one on PATH) in the network namespace ns, and returns its path.
+func inNetns(dir, ns, bin string) (string, error) {
+	if bin == "" {
+		bin = "mmdebstrap"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return "", err
+	}
+	if !plainPath.MatchString(ns) || !plainPath.MatchString(path) {
+		return "", fmt.Errorf("debiantest: %q or %q is not a plain path", ns, path)
+	}
+	f, err := os.CreateTemp(dir, "mmdebstrap-netns-")
+	if err != nil {
+		return "", err
+	}
+	_, err = fmt.Fprintf(f, "#!/bin/sh\nexec nsenter --net=%s -- %s \"$@\"\n", ns, path)
+	if err == nil {
+		err = f.Chmod(0o700)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// plainPath is a path the wrapper's sh line takes as it is.
+var plainPath = regexp.MustCompile(`^/[A-Za-z0-9/._+-]*$`)
