@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/image/dockerignore"
 )
 
 // remoteDockerfile is where a Dockerfile from outside the context goes in
@@ -42,7 +43,7 @@ func templateBuildRemote(ctx context.Context, std IO, c *client.Client, contextD
 		dockerfile, extra = remoteDockerfile, text // a Dockerfile from elsewhere travels beside the context
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeContext(pw, contextDir, extra)) }()
+	go func() { pw.CloseWithError(writeContext(pw, contextDir, dockerfile, extra)) }()
 	defer pr.Close()
 	b, err := c.BuildTemplate(ctx, client.BuildOptions{Name: o.name, Dockerfile: dockerfile, BuildArgs: o.buildArgs}, pr)
 	if err != nil {
@@ -71,11 +72,25 @@ func templateBuildRemote(ctx context.Context, std IO, c *client.Client, contextD
 // writeContext writes dir as a gzip tarball: directories, regular files
 // and symlinks (as links; the daemon never follows them out of the
 // context), and extra (when set) as remoteDockerfile. Other file types
-// (sockets, devices, FIFOs) are left out: the daemon refuses them.
-func writeContext(w io.Writer, dir string, extra []byte) error {
+// (sockets, devices, FIFOs) are left out: the daemon refuses them. What
+// the context's .dockerignore names stays home, except the Dockerfile
+// (dockerfile, context-relative) and the .dockerignore itself, which the
+// daemon needs (its COPY leaves out the same paths). An ignored directory
+// is walked only when a `!` pattern may take back a path inside it, and
+// goes up only before such a path.
+func writeContext(w io.Writer, dir, dockerfile string, extra []byte) error {
+	ignore, err := dockerignore.Load(os.DirFS(dir))
+	if err != nil {
+		return err
+	}
 	zw := gzip.NewWriter(w)
 	tw := tar.NewWriter(zw)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	type entry struct {
+		path, rel string
+		fi        fs.FileInfo
+	}
+	var pending []entry // ignored directories walked into, outermost first
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -83,42 +98,31 @@ func writeContext(w io.Writer, dir string, extra []byte) error {
 		if err != nil || rel == "." {
 			return err
 		}
+		rel = filepath.ToSlash(rel)
+		for len(pending) > 0 && !strings.HasPrefix(rel, pending[len(pending)-1].rel+"/") {
+			pending = pending[:len(pending)-1]
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		link := ""
-		switch {
-		case fi.Mode().IsRegular(), fi.IsDir():
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(p); err != nil {
+		if rel != dockerfile && rel != dockerignore.File && ignore.Ignored(rel) {
+			switch {
+			case !d.IsDir():
+				return nil
+			case !ignore.Reincludes():
+				return filepath.SkipDir
+			}
+			pending = append(pending, entry{p, rel, fi})
+			return nil
+		}
+		for _, e := range append(pending, entry{p, rel, fi}) {
+			if err := writeContextEntry(tw, e.path, e.rel, e.fi); err != nil {
 				return err
 			}
-		default:
-			return nil
 		}
-		hdr, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if fi.IsDir() {
-			hdr.Name += "/"
-		}
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", "" // COPY gives files its own owner
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyN(tw, f, fi.Size())
-		return err
+		pending = pending[:0]
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("build context %s: %w", dir, err)
@@ -135,6 +139,43 @@ func writeContext(w io.Writer, dir string, extra []byte) error {
 		return err
 	}
 	return zw.Close()
+}
+
+// writeContextEntry writes the context's file p (rel inside it) to tw.
+func writeContextEntry(tw *tar.Writer, p, rel string, fi fs.FileInfo) error {
+	link := ""
+	switch {
+	case fi.Mode().IsRegular(), fi.IsDir():
+	case fi.Mode()&fs.ModeSymlink != 0:
+		var err error
+		if link, err = os.Readlink(p); err != nil {
+			return err
+		}
+	default:
+		return nil
+	}
+	hdr, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = rel
+	if fi.IsDir() {
+		hdr.Name += "/"
+	}
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", "" // COPY gives files its own owner
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.CopyN(tw, f, fi.Size())
+	return err
 }
 
 // remoteBuild tells whether template build talks to a daemon: --url

@@ -68,8 +68,46 @@ func TestWriteContext(t *testing.T) {
 	if l, err := net.Listen("unix", filepath.Join(dir, "sock")); err == nil {
 		defer l.Close()
 	}
+	got := contextEntries(t, dir, remoteDockerfile, []byte("FROM x\n"))
+	want := []string{remoteDockerfile + " FROM x", "app/ ", "app/main.py print(1)", "link /etc/passwd"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("context entries (-want +got):\n%s", d)
+	}
+}
+
+// TestWriteContextDockerIgnore: what .dockerignore names stays home, but
+// for the Dockerfile and the .dockerignore (even when named); an ignored
+// directory goes up empty only when a `!` pattern may take back a path in
+// it, and that path goes up.
+func TestWriteContextDockerIgnore(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		".dockerignore":    "*.log\nnode_modules\nbuild.Dockerfile\n.dockerignore\nsecrets\n!secrets/public.pem\n",
+		"build.Dockerfile": "FROM x", "app.py": "1", "debug.log": "log",
+		"node_modules/big/index.js": "x", "secrets/key": "k", "secrets/public.pem": "p",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+	}
+	got := contextEntries(t, dir, "build.Dockerfile", nil)
+	want := []string{".dockerignore *.log\nnode_modules\nbuild.Dockerfile\n.dockerignore\nsecrets\n!secrets/public.pem",
+		"app.py 1", "build.Dockerfile FROM x", "secrets/ ", "secrets/public.pem p"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("context entries (-want +got):\n%s", d)
+	}
+	// A bad pattern fails the upload before anything goes.
+	os.WriteFile(filepath.Join(dir, ".dockerignore"), []byte("[\n"), 0o644)
+	if err := writeContext(io.Discard, dir, "build.Dockerfile", nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a bad .dockerignore: %v", err)
+	}
+}
+
+// contextEntries runs writeContext on dir and returns its entries, sorted,
+// as "name linkname+body".
+func contextEntries(t *testing.T, dir, dockerfile string, extra []byte) []string {
+	t.Helper()
 	var buf bytes.Buffer
-	if err := writeContext(&buf, dir, []byte("FROM x\n")); err != nil {
+	if err := writeContext(&buf, dir, dockerfile, extra); err != nil {
 		t.Fatal(err)
 	}
 	zr, err := gzip.NewReader(&buf)
@@ -93,8 +131,5 @@ func TestWriteContext(t *testing.T) {
 		got = append(got, h.Name+" "+h.Linkname+strings.TrimSpace(string(body)))
 	}
 	sort.Strings(got)
-	want := []string{remoteDockerfile + " FROM x", "app/ ", "app/main.py print(1)", "link /etc/passwd"}
-	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("context entries (-want +got):\n%s", d)
-	}
+	return got
 }

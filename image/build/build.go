@@ -80,6 +80,8 @@ type Options struct {
 	// Config.Resolve: a tenant's build resolves the tenant's templates
 	// there. errdefs.ErrNotFound falls through to Config.Resolve.
 	Resolve func(ctx context.Context, ref string) (image.Image, error)
+
+	dockerIgnore bool // the recipe's DockerIgnore
 }
 
 // Step reports the step a build is at.
@@ -118,6 +120,7 @@ func (b *Builder) Build(ctx context.Context, rec *recipe.Recipe, opt Options) (R
 	if opt.Output == nil {
 		opt.Output = io.Discard
 	}
+	opt.dockerIgnore = rec.DockerIgnore
 	epoch := b.cfg.Epoch
 	if epoch.IsZero() {
 		epoch = time.Now().UTC().Truncate(time.Second)
@@ -212,7 +215,7 @@ func (b *Builder) step(ctx context.Context, st *state, step recipe.Step, opt Opt
 	case recipe.Copy:
 		img := stack(st.stored.LowerDirs())
 		return b.addLayer(ctx, st, step, epoch, func(w io.Writer) error {
-			return b.writeCopy(w, step, opt.ContextDir, workdir(c), img)
+			return b.writeCopy(w, step, opt, workdir(c), img)
 		})
 	case recipe.Run:
 		return b.run(ctx, st, step, opt, epoch)

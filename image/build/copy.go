@@ -13,12 +13,15 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image/dockerignore"
 	"github.com/sandlot/sandlot/image/recipe"
 )
 
 // copyPlan is what one COPY step puts where.
 type copyPlan struct {
 	root     *os.Root // the build context
+	ignore   *dockerignore.Matcher
+	pending  []pendingDir // ignored directories walked into, not yet written
 	uid, gid int
 	mode     uint32 // 0: keep the source's
 	epoch    time.Time
@@ -32,7 +35,8 @@ type copyPlan struct {
 // ending in / (or an existing directory), dest is a directory. The context
 // is read through os.Root: nothing outside it is reachable, and symlinks
 // in it are copied as symlinks, never followed.
-func (b *Builder) writeCopy(w io.Writer, st recipe.Step, ctxDir, workdir string, img stack) error {
+func (b *Builder) writeCopy(w io.Writer, st recipe.Step, opt Options, workdir string, img stack) error {
+	ctxDir := opt.ContextDir
 	if ctxDir == "" {
 		return fmt.Errorf("build: line %d: COPY needs a build context: %w", st.Line, errdefs.ErrInvalidArgument)
 	}
@@ -46,6 +50,11 @@ func (b *Builder) writeCopy(w io.Writer, st recipe.Step, ctxDir, workdir string,
 		return fmt.Errorf("build: line %d: COPY --chown: %w", st.Line, err)
 	}
 	p := &copyPlan{root: root, uid: int(uid), gid: int(gid), mode: st.Mode, epoch: b.cfg.Epoch, maxBytes: b.cfg.MaxCopyBytes}
+	if opt.dockerIgnore {
+		if p.ignore, err = dockerignore.Load(root.FS()); err != nil {
+			return fmt.Errorf("build: line %d: COPY: %w", st.Line, err)
+		}
+	}
 
 	dest := st.Dest
 	if !path.IsAbs(dest) {
@@ -108,11 +117,20 @@ func (p *copyPlan) glob(pattern string) ([]string, error) {
 		clean = "."
 	}
 	if !strings.ContainsAny(clean, "*?[") {
+		if p.excluded(clean) {
+			return nil, fmt.Errorf("not found: the build context's %s excludes it: %w", dockerignore.File, errdefs.ErrInvalidArgument)
+		}
 		return []string{clean}, nil
 	}
-	m, err := fs.Glob(p.root.FS(), clean)
+	all, err := fs.Glob(p.root.FS(), clean)
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	var m []string
+	for _, f := range all {
+		if !p.excluded(f) {
+			m = append(m, f)
+		}
 	}
 	if len(m) == 0 {
 		return nil, fmt.Errorf("no source files were specified: %w", errdefs.ErrInvalidArgument)
@@ -121,8 +139,48 @@ func (p *copyPlan) glob(pattern string) ([]string, error) {
 	return m, nil
 }
 
-// tree writes src (a context path) at target (an absolute image path).
+// excluded reports whether the source rel is out of COPY's sight: the
+// .dockerignore names it, and it is no directory in which a `!` pattern
+// may take back a path (tree walks those).
+func (p *copyPlan) excluded(rel string) bool {
+	if !p.ignore.Ignored(rel) {
+		return false
+	}
+	if !p.ignore.Reincludes() {
+		return true
+	}
+	fi, err := p.root.Lstat(rel)
+	return err != nil || !fi.IsDir()
+}
+
+// pendingDir is an ignored directory a walk went into because a `!`
+// pattern may take back something inside it: its entry is written before
+// the first such path, and never when there is none.
+type pendingDir struct {
+	src, target string
+	fi          fs.FileInfo
+}
+
+// tree writes src (a context path) at target (an absolute image path),
+// leaving out what the context's .dockerignore names.
 func (p *copyPlan) tree(tw *tar.Writer, src, target string, fi fs.FileInfo) error {
+	if p.ignore.Ignored(src) {
+		if !fi.IsDir() || !p.ignore.Reincludes() {
+			return nil
+		}
+		p.pending = append(p.pending, pendingDir{src, target, fi})
+		err := p.children(tw, src, target)
+		if n := len(p.pending); n > 0 && p.pending[n-1].src == src {
+			p.pending = p.pending[:n-1] // nothing inside was taken back
+		}
+		return err
+	}
+	for _, d := range p.pending {
+		if err := p.entry(tw, d.src, d.target, d.fi); err != nil {
+			return err
+		}
+	}
+	p.pending = p.pending[:0]
 	if err := p.entry(tw, src, target, fi); err != nil {
 		return err
 	}

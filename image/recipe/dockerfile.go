@@ -38,7 +38,7 @@ func ParseDockerfile(r io.Reader, args map[string]string) (*Recipe, error) {
 	if p.from == 0 {
 		return nil, fmt.Errorf("recipe: Dockerfile has no FROM: %w", errdefs.ErrInvalidArgument)
 	}
-	return &Recipe{Steps: p.steps}, nil
+	return &Recipe{Steps: p.steps, DockerIgnore: true}, nil
 }
 
 type line struct {

@@ -68,6 +68,10 @@ type Recipe struct {
 	// StartCmd and ReadyCmd are E2B's start and readiness commands (shell
 	// command lines); a Dockerfile's CMD lands in Steps instead.
 	StartCmd, ReadyCmd string
+	// DockerIgnore: COPY leaves out what the build context's
+	// .dockerignore names (a Dockerfile's recipe; an E2B template's
+	// client leaves out what it ignores before it uploads).
+	DockerIgnore bool
 }
 
 // errorf reports a recipe error at a line (or step) as invalid argument.
