@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -17,6 +19,20 @@ import (
 )
 
 var signalStatus = regexp.MustCompile(`^signal: (.+)$`)
+
+// signalName is the name (SIGKILL) of the signal envd's status says in
+// Go's words ("killed"), as a local sandbox reports it; a word that is no
+// signal's comes back as it is.
+func signalName(word string) string {
+	for s := syscall.Signal(1); s < 65; s++ {
+		if s.String() == word {
+			if name := unix.SignalName(s); name != "" {
+				return name
+			}
+		}
+	}
+	return word
+}
 
 // Exec implements contexts.Sandbox with envd's Process.Start.
 func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.OutputFunc) (*agent.ExecResult, error) {
@@ -102,7 +118,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 			ended = true
 			res.ExitCode = int(end.GetExitCode())
 			if m := signalStatus.FindStringSubmatch(end.GetStatus()); m != nil {
-				res.Signal = m[1]
+				res.Signal = signalName(m[1])
 			}
 			if strings.Contains(end.GetError(), "timed out") {
 				res.TimedOut = true
