@@ -77,7 +77,8 @@ func poll(t *testing.T, what string, f func() (string, bool)) {
 // whichever lost handed its page to the winner, and about:blank, when it
 // came second, covered the URL. A loaded machine made that order by
 // chance; here the session's sandbox has a chromium that starts
-// about:blank 3 s late, so the order is that one every time.
+// about:blank 3 s late, so the order is that one every time. Then the
+// browser dies, and open_url must start one itself.
 func TestOpenURLWhileBrowserStarts(t *testing.T) {
 	dm, cm := newManagers(t, desktop.Config{})
 	ctx := context.Background()
@@ -106,21 +107,34 @@ chmod 755 /usr/local/bin/chromium`
 	if _, err := dm.Act(ctx, id, desktop.Action{Kind: "open_url", Text: "http://127.0.0.1:6080/vnc.html"}); err != nil {
 		t.Fatal(err)
 	}
-	// The window's title is its tab in front: noVNC's page, once the
-	// browser is up, and it stays so.
+	frontStays(t, dm, id, "noVNC")
+
+	// No browser at all (it died): open_url starts one (about:blank, 3 s
+	// late again) and the URL is still the page in front once it is up.
+	killBrowser(t, cm, "t1")
+	if _, err := dm.Act(ctx, id, desktop.Action{Kind: "open_url", Text: "http://127.0.0.1:9222/json/version"}); err != nil {
+		t.Fatal(err)
+	}
+	frontStays(t, dm, id, "9222/json/version")
+}
+
+// frontStays waits (a minute at most) until a window of the session of id
+// is titled with want, and then wants it to stay so for five seconds.
+func frontStays(t *testing.T, dm *desktop.Manager, id contexts.Identity, want string) {
+	t.Helper()
 	var last string
 	seen := 0
 	for deadline := time.Now().Add(time.Minute); seen < 5; time.Sleep(time.Second) {
-		wl, err := dm.Windows(ctx, id)
+		wl, err := dm.Windows(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = fmt.Sprintf("%+v", wl.Windows)
 		switch {
-		case strings.Contains(last, "noVNC"):
+		case strings.Contains(last, want):
 			seen++
 		case seen > 0 || time.Now().After(deadline):
-			t.Fatalf("the browser's window is not noVNC's page: %s", last)
+			t.Fatalf("no window shows %q (it must stay in front once it is): %s", want, last)
 		}
 	}
 }
