@@ -84,16 +84,22 @@ func (b *Builder) writeCopy(w io.Writer, st recipe.Step, opt Options, workdir st
 		target := dest
 		switch {
 		case fi.IsDir():
-			// The contents go to dest; an existing dest keeps its metadata.
+			// The contents go to dest, never the directory itself (its
+			// mode is the context's business: an uploaded context's root
+			// is 0700): an existing dest keeps its metadata, a new one is
+			// 0755 (or --chmod's) of the --chown owner.
 			if dfi, _, err := img.lstat(dest); err == nil && dfi.IsDir() {
-				if err := parents(tw, img, path.Join(dest, "x"), p.epoch); err != nil {
-					return err
-				}
-				if err := p.children(tw, src, dest); err != nil {
-					return fmt.Errorf("build: line %d: COPY %s: %w", st.Line, src, err)
-				}
-				continue
+				err = parents(tw, img, path.Join(dest, "x"), p.epoch)
+			} else {
+				err = p.newDir(tw, dest)
 			}
+			if err != nil {
+				return err
+			}
+			if err := p.children(tw, src, dest); err != nil {
+				return fmt.Errorf("build: line %d: COPY %s: %w", st.Line, src, err)
+			}
+			continue
 		case destDir:
 			target = path.Join(dest, path.Base(src))
 		}
@@ -102,6 +108,24 @@ func (b *Builder) writeCopy(w io.Writer, st recipe.Step, opt Options, workdir st
 		}
 	}
 	return tw.Close()
+}
+
+// newDir writes the directory a directory's contents are copied into
+// (an absolute image path) when the image has none.
+func (p *copyPlan) newDir(tw *tar.Writer, dir string) error {
+	name := strings.TrimPrefix(dir, "/")
+	if name == "" {
+		return nil
+	}
+	mt := p.epoch
+	if mt.IsZero() {
+		mt = time.Now().Truncate(time.Second)
+	}
+	h := &tar.Header{Name: name + "/", Typeflag: tar.TypeDir, Mode: 0o755, Uid: p.uid, Gid: p.gid, ModTime: mt.UTC(), Format: tar.FormatPAX}
+	if p.mode != 0 {
+		h.Mode = int64(p.mode)
+	}
+	return tw.WriteHeader(h)
 }
 
 // glob expands a context-relative pattern. A source may not climb out of
