@@ -375,8 +375,12 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 		limit = 1 << 20 // the agent's default: output past it is streamed, not kept
 	}
 	var truncated atomic.Bool // stdout and stderr are copied concurrently
+	// Output waits for the start event, as the agent sends them: exec's
+	// copying goroutines may read the first output before Start returns.
+	started := make(chan struct{})
 	emit := func(stream string, buf *bytes.Buffer) *writerFunc {
 		return &writerFunc{fn: func(b []byte) {
+			<-started
 			if keep := limit - int64(buf.Len()); keep < int64(len(b)) {
 				buf.Write(b[:max(keep, 0)])
 				truncated.Store(true)
@@ -402,6 +406,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
+		close(started)
 		return nil, fmt.Errorf("start: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	pid := cmd.Process.Pid
@@ -416,6 +421,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	if out != nil {
 		out(agent.OutputEvent{Stream: agent.Start, PID: pid})
 	}
+	close(started)
 	err := cmd.Wait()
 	s.mu.Lock()
 	delete(s.procs, pid)
