@@ -382,7 +382,6 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 	ctx, cancel := context.WithTimeout(ctx, q.cfg.Timeout)
 	defer cancel()
 	defer b.lease.Release()
-	defer os.RemoveAll(b.Dir)
 	select {
 	case q.running <- struct{}{}:
 		defer func() { <-q.running }()
@@ -417,6 +416,9 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 		})
 	})
 	out.flush()
+	// The context goes before the build says it ended: whoever sees the
+	// end sees no staging left.
+	os.RemoveAll(b.Dir)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ended = time.Now()
