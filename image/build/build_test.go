@@ -143,6 +143,19 @@ func describeFile(t *testing.T, root, rel string) string {
 	return "other"
 }
 
+// wantFiles compares each path of want (relative to root) with what
+// describeFile says of it.
+func wantFiles(t *testing.T, root string, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for p := range want {
+		got[p] = describeFile(t, root, p)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("files of the built image (-want +got):\n%s", diff)
+	}
+}
+
 func writeContext(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -205,13 +218,7 @@ CMD ["/bin/sh"]
 		"home/user":         "dir 1000:1000 0700",
 		"home/user/uid":     `file 1000:1000 0644 "1000\n"`,
 	}
-	got := map[string]string{}
-	for p := range want {
-		got[p] = describeFile(t, m, p)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("built image (-want +got):\n%s", diff)
-	}
+	wantFiles(t, m, want)
 	c := res.Image.Config.Config
 	if c.WorkingDir != "/app/src" || c.User != "user" || !cmp.Equal(c.Cmd, []string{"/bin/sh"}) {
 		t.Errorf("config = workdir %q user %q cmd %q", c.WorkingDir, c.User, c.Cmd)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sandlot/sandlot/image/recipe"
 )
 
@@ -53,11 +51,5 @@ COPY sub /home/user
 		"home/user":     "dir 1000:1000 0700",
 		"home/user/f":   `file 0:0 0644 "f"`,
 	}
-	got := map[string]string{}
-	for p := range want {
-		got[p] = describeFile(t, m, p)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("copied (-want +got):\n%s", diff)
-	}
+	wantFiles(t, m, want)
 }
