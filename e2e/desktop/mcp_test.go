@@ -112,11 +112,22 @@ func TestDesktopMCP(t *testing.T) {
 	// A click gives the browser the focus; the address bar by keyboard, a
 	// new URL typed, Return: Chromium's DevTools version document, whose
 	// title is its address.
-	call("desktop_click", map[string]any{"x": 512, "y": 400})
-	call("desktop_key", map[string]any{"keys": "ctrl+l"})
-	call("desktop_type", map[string]any{"text": "http://127.0.0.1:9222/json/version"})
-	t.Logf("active window after Return: %q", activeWindow(call("desktop_key", map[string]any{"keys": "Return"})))
-	waitTitle(t, windows, "9222/json/version")
+	// The page may still take the focus as it finishes loading (noVNC
+	// focuses its own input), so the sequence is tried again, as an agent
+	// looking at the screen would, until the title says it navigated.
+	waitTitle(t, func() string {
+		call("desktop_click", map[string]any{"x": 512, "y": 400})
+		call("desktop_key", map[string]any{"keys": "ctrl+l"})
+		call("desktop_type", map[string]any{"text": "http://127.0.0.1:9222/json/version"})
+		t.Logf("active window after Return: %q", activeWindow(call("desktop_key", map[string]any{"keys": "Return"})))
+		for range 6 {
+			if w := windows(); strings.Contains(w, "9222/json/version") {
+				return w
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		return windows()
+	}, "9222/json/version")
 
 	// The live view through the port route (TLS in front of serve).
 	var lv struct{ URL string }
