@@ -162,24 +162,21 @@ exit 0`, browserLock, DevToolsPort, int(openWait.Seconds()))
 // open runs argv (openScript) in the session, starting the browser first
 // when none runs, and returns the active window's title.
 func (m *Manager) open(ctx context.Context, did contexts.Identity, contextID string, sb contexts.Sandbox, argv []string) (string, error) {
-	for _, started := range []bool{false, true} {
-		if started {
-			m.spawn(did, contextID, browserScript, browserEnv, "desktop-browser")
-			argv = append(argv, "started")
-		}
-		res, err := sb.Exec(ctx, agent.ExecParams{Argv: argv, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: openWait.Milliseconds() + 20_000, Tag: "desktop"}, nil)
-		if err != nil {
-			return "", err
-		}
-		if res.ExitCode == 10 && !started {
-			continue
-		}
-		if res.ExitCode != 0 || res.TimedOut {
-			return "", fmt.Errorf("desktop open_url: exit %d: %s: %w", res.ExitCode, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
-		}
-		return strings.TrimSpace(res.Stdout), nil
+	run := func(argv []string) (*agent.ExecResult, error) {
+		return sb.Exec(ctx, agent.ExecParams{Argv: argv, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: openWait.Milliseconds() + 20_000, Tag: "desktop"}, nil)
 	}
-	panic("unreachable")
+	res, err := run(argv)
+	if err == nil && res.ExitCode == 10 { // no browser runs: start one, then wait for it
+		m.spawn(did, contextID, browserScript, browserEnv, "desktop-browser")
+		res, err = run(append(argv, "started"))
+	}
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 || res.TimedOut {
+		return "", fmt.Errorf("desktop open_url: exit %d: %s: %w", res.ExitCode, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+	}
+	return strings.TrimSpace(res.Stdout), nil
 }
 
 // LiveView is the URL of a session's live view (noVNC in a browser).
