@@ -23,9 +23,12 @@ import (
 
 // PutOptions configures Put. Zero values are documented per field.
 type PutOptions struct {
-	// Name, when set, is tagged to the image once it is complete (see Tag).
-	// Without a name the image is garbage unless the caller tags it or
-	// passes it to GC as kept while holding a lease.
+	// Name, when set, names the image once it is complete, only when the
+	// name is new or names this image already (TagNew): a name of another
+	// image fails the Put with already_exists and stays where it was (the
+	// content stays too, unnamed, until GC). Without a name the image is
+	// garbage unless the caller tags it or passes it to GC as kept while
+	// holding a lease.
 	Name string
 	// Progress, when set, is called as layers are fetched and unpacked.
 	Progress func(Progress)
@@ -91,7 +94,7 @@ func (s *Store) Put(ctx context.Context, img v1.Image, opt PutOptions) (Image, e
 		return Image{}, err
 	}
 	if opt.Name != "" {
-		if err := s.tag(opt.Name, digest); err != nil {
+		if err := s.tag(opt.Name, digest, false); err != nil {
 			return Image{}, err
 		}
 	}

@@ -425,3 +425,54 @@ func TestGCTmpGrace(t *testing.T) {
 		t.Errorf("an old leftover stayed: %v", err)
 	}
 }
+
+// TestWallPutNameOnlyWhenNew: Put names an image only when the name is
+// new (or names that image already), atomically: a name that points at
+// another image fails the Put with already_exists and stays where it
+// was, and of several Puts racing for one new name exactly one wins.
+// Moving a name is Tag's, the operator's. Before, Put re-pointed any
+// name it was given, so whatever reached Put with a tenant's name (an
+// import's annotations) moved the daemon's `default`.
+func TestWallPutNameOnlyWhenNew(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	real, err := s.Put(ctx, imagetest.Image(t, imagetest.Layer(t, baseFiles...)), PutOptions{Name: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := imagetest.Image(t, imagetest.Layer(t, appFiles...))
+	if _, err := s.Put(ctx, evil, PutOptions{Name: "default"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("Put over a name of another image: %v, want already_exists", err)
+	}
+	if d, err := s.Resolve(ctx, "default"); err != nil || d != real.Digest {
+		t.Errorf("default = %s %v, want %s", d, err, real.Digest)
+	}
+	if _, err := s.Put(ctx, imagetest.Image(t, imagetest.Layer(t, baseFiles...)), PutOptions{Name: "default"}); err != nil {
+		t.Errorf("Put of the image the name has: %v", err)
+	}
+
+	const racers = 8
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		img := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "n", Body: string(rune('a' + i))}))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Put(ctx, img, PutOptions{Name: "contested"})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, errdefs.ErrAlreadyExists):
+			t.Errorf("a racing Put: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d Puts named the contested name, want 1: %v", won, errs)
+	}
+}
