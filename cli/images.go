@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/sandlot/sandlot/codeinterp"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
@@ -29,6 +31,8 @@ type baseBuild struct {
 	done  bool
 	err   error
 	phase string
+	image v1.Hash // the default's image, once there is one
+	ready bool
 }
 
 // missing is local.Config.Missing: why the default template cannot be
@@ -40,6 +44,8 @@ func (b *baseBuild) missing(template string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
+	case b.ready:
+		return nil
 	case b.err != nil:
 		return fmt.Errorf("the default template could not be built (%v): %w", b.err, errdefs.ErrFailedPrecondition)
 	case !b.done:
@@ -48,12 +54,58 @@ func (b *baseBuild) missing(template string) error {
 	return nil
 }
 
+func (b *baseBuild) pin(d v1.Hash) {
+	b.mu.Lock()
+	b.image, b.ready = d, true
+	b.mu.Unlock()
+}
+
+func (b *baseBuild) pinned() (v1.Hash, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.image, b.ready
+}
+
+// builtinImages are the built-in templates' images as this daemon found
+// them at start or built them since (templates.Config.Builtins): a
+// built-in never follows a name in the image store, which everything
+// that writes the store reaches. With --default-image none, an operator's
+// `default` the store did not have at start is read at its first use.
+type builtinImages struct {
+	store   *image.Store
+	base    *baseBuild
+	lazy    bool // --default-image none: base pins the store's default at first use
+	builder map[string]*debian.Builder
+	// missing is local.Config.Missing: why a built-in cannot be used yet.
+	missing func(template string) error
+}
+
+// image answers templates.Config.Builtins.
+func (b *builtinImages) image(name string) (v1.Hash, bool) {
+	if name == local.DefaultTemplate {
+		d, ok := b.base.pinned()
+		if !ok && b.lazy {
+			if img, err := b.store.Get(context.Background(), local.DefaultTemplate); err == nil {
+				b.base.pin(img.Digest)
+				return img.Digest, true
+			}
+		}
+		return d, ok
+	}
+	if bl := b.builder[name]; bl != nil {
+		return bl.Image()
+	}
+	return v1.Hash{}, false
+}
+
 // openImages opens the image store for the local provider. With
 // defaultImageDebian it makes sure the store has the Debian base as
 // "default": found in a moment when cached, else built in the background
 // (minutes, once per store), its progress logged; until then creating a
-// sandbox from it is unavailable.
-func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.Store, func(string) error, error) {
+// sandbox from it is unavailable, unless the store had a `default` at
+// start, which serves meanwhile. The built-ins' images are pinned: what
+// the store had at start, or what the daemon built (builtinImages).
+func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.Store, *builtinImages, error) {
 	dir := cfg.imagesDir
 	if dir == "" {
 		dir = filepath.Join(cfg.store.dataDir, "images")
@@ -67,62 +119,64 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 	if err != nil {
 		return nil, nil, fmt.Errorf("image store: %w", err)
 	}
-	// The code-interpreter template (R and Java besides the default's
-	// kernels) is built when a sandbox first asks for it.
-	ci := codeinterp.NewBuilder(ctx, s, log)
 	switch cfg.defaultImage {
-	case defaultImageNone:
-		if cfg.desktop.offered() {
-			d := desktop.NewBuilder(ctx, s, log)
-			return s, func(template string) error {
-				if err := ci.Missing(template); err != nil {
-					return err
-				}
-				return d.Missing(template)
-			}, nil
-		}
-		return s, ci.Missing, nil
-	case defaultImageDebian:
+	case defaultImageNone, defaultImageDebian:
 	default:
 		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.defaultImage, errdefs.ErrInvalidArgument)
 	}
-	b := &baseBuild{phase: "starting"}
-	missing := func(template string) error {
-		if err := b.missing(template); err != nil {
-			return err
-		}
-		return ci.Missing(template)
+	b := &builtinImages{store: s, base: &baseBuild{phase: "starting"}, lazy: cfg.defaultImage == defaultImageNone,
+		builder: map[string]*debian.Builder{}}
+	if img, err := s.Get(ctx, local.DefaultTemplate); err == nil {
+		b.base.pin(img.Digest) // with debian: serves until the base below is ready
 	}
+	var missing []func(string) error
+	if !b.lazy {
+		missing = append(missing, b.base.missing)
+	}
+	// The code-interpreter template (R and Java besides the default's
+	// kernels) is built when a sandbox first asks for it.
+	ci := codeinterp.NewBuilder(ctx, s, log)
+	b.builder[codeinterp.Template] = ci
+	missing = append(missing, ci.Missing)
 	if cfg.desktop.offered() {
 		d := desktop.NewBuilder(ctx, s, log)
-		if cfg.desktop.template == desktopStart {
+		b.builder[desktop.Template] = d
+		missing = append(missing, d.Missing)
+		if !b.lazy && cfg.desktop.template == desktopStart {
 			d.Missing(desktop.Template) // starts the build unless the image is there
 		}
-		base := missing
-		missing = func(template string) error {
-			if err := base(template); err != nil {
+	}
+	b.missing = func(template string) error {
+		for _, m := range missing {
+			if err := m(template); err != nil {
 				return err
 			}
-			return d.Missing(template)
 		}
+		return nil
+	}
+	if b.lazy {
+		return s, b, nil
 	}
 	go func() {
 		start := time.Now()
 		img, err := debian.Ensure(ctx, s, debian.Config{}, local.DefaultTemplate, func(p debian.Progress) {
-			b.mu.Lock()
-			b.phase = fmt.Sprintf("%d/%d %s", p.Step, p.Steps, p.Phase)
-			b.mu.Unlock()
+			b.base.mu.Lock()
+			b.base.phase = fmt.Sprintf("%d/%d %s", p.Step, p.Steps, p.Phase)
+			b.base.mu.Unlock()
 			log.Info("building the default template", slog.Int("step", p.Step), slog.Int("steps", p.Steps),
 				slog.String("phase", p.Phase), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Second)))
 		})
-		b.mu.Lock()
-		b.done, b.err = err == nil, err
-		b.mu.Unlock()
+		if err == nil {
+			b.base.pin(img.Digest)
+		}
+		b.base.mu.Lock()
+		b.base.done, b.base.err = err == nil, err
+		b.base.mu.Unlock()
 		if err != nil {
 			log.Error("default template unavailable", slog.String(logkey.Err, err.Error()))
 			return
 		}
 		log.Info("default template ready", slog.String("image", img.Digest.String()), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Millisecond)))
 	}()
-	return s, missing, nil
+	return s, b, nil
 }

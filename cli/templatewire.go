@@ -31,10 +31,12 @@ type templateWire struct {
 	live      func(context.Context) ([]v1.Hash, error)
 }
 
-// attach makes the catalog over the local provider's image store.
-func (tw *templateWire) attach(imgs *image.Store) *templates.Catalog {
+// attach makes the catalog over the local provider's image store, with
+// the built-in templates' images as builtins pins them (nil: the store's
+// names, read once).
+func (tw *templateWire) attach(imgs *image.Store, builtins func(string) (v1.Hash, bool)) *templates.Catalog {
 	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log,
-		CodeInterpreter: true}
+		CodeInterpreter: true, Builtins: builtins}
 	if tw.desktop {
 		cfg.Desktop = desktop.Settings()
 	}

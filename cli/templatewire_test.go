@@ -24,7 +24,7 @@ func TestImageGCLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	tw := &templateWire{store: memory.New(), log: slog.New(slog.DiscardHandler)}
-	tw.attach(imgs)
+	tw.attach(imgs, nil)
 	put := func(marker string) image.Image {
 		img, err := imgs.Put(ctx, imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "marker", Body: marker})), image.PutOptions{Name: "tmp-" + marker})
 		if err != nil {

@@ -216,14 +216,14 @@ func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *net
 		case "local":
 			lc := cfg.localConfig(log)
 			if cfg.defaultImage != "" {
-				s, missing, err := openImages(ctx, cfg, log)
+				s, builtins, err := openImages(ctx, cfg, log)
 				if err != nil {
 					errs = append(errs, fmt.Errorf("provider local: %w", err))
 					continue
 				}
-				lc.Images, lc.Missing = s, missing
+				lc.Images, lc.Missing = s, builtins.missing
 				if tw != nil {
-					lc.Templates = tw.attach(s)
+					lc.Templates = tw.attach(s, builtins.image)
 				}
 			}
 			if nw != nil {
