@@ -91,9 +91,10 @@ func (f buildFlags) network(networks bool) (*local.BuildConfig, error) {
 
 // NewBuilder returns the builder of templates: FROM looks in the store,
 // then, with pull, pulls from the registry (through guard's checks when
-// it is set: tenants' builds); RUN steps run in sandboxes of p
-// (provider/local). It is what every entry point that builds (E2B's
-// Template.build, the CLI, /v1) calls.
+// it is set); RUN steps run in sandboxes of p (provider/local). It is
+// what every entry point that builds (E2B's Template.build, the CLI, /v1)
+// calls. A tenant's build (templates/builds) finds its FROM through the
+// queue instead (tenantPull), never in the store.
 func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull bool, guard *network.DialGuard, log *slog.Logger) *build.Builder {
 	return build.New(build.Config{
 		Store:  s,
@@ -120,6 +121,26 @@ func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull b
 	})
 }
 
+// tenantPull is a tenant build's FROM pull (builds.Config.Pull, serve's
+// --build-pull): every connection checked by guard (the public internet,
+// or the --pull-allow-cidr ranges), with the recipe's credentials or
+// none (never the daemon's docker config, which holds the operator's),
+// and naming nothing in the store (the build's lease keeps the image
+// until its record does).
+func tenantPull(s *image.Store, guard *network.DialGuard) func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
+	return func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
+		opts := source.PullOptions{Transport: guard.Transport(), Keychain: staticKeychain{authn.Anonymous}}
+		if auth != nil {
+			opts.Keychain = staticKeychain{authn.FromConfig(authn.AuthConfig{Username: auth.Username, Password: auth.Password})}
+		}
+		pulled, err := source.Pull(ctx, s, ref, opts)
+		if err != nil {
+			return image.Image{}, err
+		}
+		return pulled.Image, nil
+	}
+}
+
 // staticKeychain answers every registry with the recipe's credentials.
 type staticKeychain struct{ a authn.Authenticator }
 
@@ -137,11 +158,15 @@ func buildQueue(cfg serveConfig, prov contexts.Provider, cat *templates.Catalog,
 	if err != nil {
 		return nil, err
 	}
-	return builds.New(builds.Config{
-		Builder: NewBuilder(p, p.Images(), *bc, cfg.build.pull, &network.DialGuard{Allow: cfg.build.pullAllow}, log),
+	bcfg := builds.Config{
+		Builder: NewBuilder(p, p.Images(), *bc, false, nil, log),
 		Images:  p.Images(),
 		Catalog: cat,
 		Guard:   g.Text,
 		Logger:  log,
-	}), nil
+	}
+	if cfg.build.pull {
+		bcfg.Pull = tenantPull(p.Images(), &network.DialGuard{Allow: cfg.build.pullAllow})
+	}
+	return builds.New(bcfg), nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -204,8 +205,16 @@ func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, 
 	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: source}, func(ctx context.Context) (build.Result, error) {
 		return b.Build(ctx, rec, build.Options{
 			ContextDir: req.ContextDir, Output: out,
-			// FROM a template name means that template's image.
-			Resolve:  func(ctx context.Context, ref string) (image.Image, error) { return c.Image(ctx, req.Tenant, ref) },
+			// FROM a template name means that template's image; else,
+			// the operator's build, a name or digest in the store or a
+			// registry reference (the builder's Base).
+			Resolve: func(ctx context.Context, ref string) (image.Image, error) {
+				img, err := c.Image(ctx, req.Tenant, ref)
+				if errors.Is(err, errdefs.ErrNotFound) {
+					return b.Base(ctx, ref, rec.Steps[0].RegistryAuth)
+				}
+				return img, err
+			},
 			Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
 		})
 	})
