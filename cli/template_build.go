@@ -215,6 +215,7 @@ func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, 
 				}
 				return img, err
 			},
+			Tenant:   req.Tenant,
 			Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
 		})
 	})

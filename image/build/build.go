@@ -82,6 +82,10 @@ type Options struct {
 	// its FROM never reaches the names and digests of the shared store,
 	// which are every tenant's images. nil: Base.
 	Resolve func(ctx context.Context, ref string) (image.Image, error)
+	// Tenant is whose build this is, passed to the Runner with each RUN
+	// step (RunRequest.Tenant): the step's network is what that tenant's
+	// cap allows. "": the operator's.
+	Tenant string
 
 	dockerIgnore bool // the recipe's DockerIgnore
 }
@@ -304,7 +308,7 @@ func (b *Builder) run(ctx context.Context, st *state, step recipe.Step, opt Opti
 	res, err := b.cfg.Runner.Run(ctx, RunRequest{
 		Lower: lowers, Upper: upper, Work: work,
 		Args: command(c, step), Env: env, Dir: workdir(c), User: user, UID: uid, GID: gid,
-		Output: io.MultiWriter(opt.Output, tail),
+		Output: io.MultiWriter(opt.Output, tail), Tenant: opt.Tenant,
 	})
 	if err != nil {
 		return fmt.Errorf("build: line %d: RUN: %w", step.Line, err)

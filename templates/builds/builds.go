@@ -418,7 +418,7 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 			return build.Result{}, fmt.Errorf("build waited past its time for a slot: %w", errdefs.ErrDeadlineExceeded)
 		}
 		return q.cfg.Builder.Build(ctx, rec, build.Options{
-			ContextDir: b.Dir, Output: out, Resolve: resolve,
+			ContextDir: b.Dir, Output: out, Resolve: resolve, Tenant: b.Tenant,
 			Progress: func(s build.Step) {
 				out.flush()
 				b.log("info", clean(fmt.Sprintf("[%d/%d] %s", s.Index, s.Of, s.Text)))
