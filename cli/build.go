@@ -125,11 +125,12 @@ func NewBuilder(p *local.Provider, s *image.Store, cfg local.BuildConfig, pull b
 // --build-pull): every connection checked by guard (the public internet,
 // or the --pull-allow-cidr ranges), with the recipe's credentials or
 // none (never the daemon's docker config, which holds the operator's),
-// and naming nothing in the store (the build's lease keeps the image
-// until its record does).
+// naming nothing in the store (the build's lease keeps the image until
+// its record does), and downloading every layer, also one the store has
+// (a digest is no proof of having the content: image.PutOptions.Untrusted).
 func tenantPull(s *image.Store, guard *network.DialGuard) func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
 	return func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
-		opts := source.PullOptions{Transport: guard.Transport(), Keychain: staticKeychain{authn.Anonymous}}
+		opts := source.PullOptions{Transport: guard.Transport(), Keychain: staticKeychain{authn.Anonymous}, Untrusted: true}
 		if auth != nil {
 			opts.Keychain = staticKeychain{authn.FromConfig(authn.AuthConfig{Username: auth.Username, Password: auth.Password})}
 		}

@@ -32,6 +32,13 @@ type PutOptions struct {
 	Name string
 	// Progress, when set, is called as layers are fetched and unpacked.
 	Progress func(Progress)
+	// Untrusted says img is a tenant's (an upload, a tenant's pull): each
+	// layer must prove its content, since in a store that tenants share a
+	// digest is a name anyone may learn (prove.go). Every blob is read
+	// from img and checked against its digest, also when the store holds
+	// it, and a stored layer tree serves the image only if it was
+	// unpacked from that blob or the blob uncompresses to its diff id.
+	Untrusted bool
 }
 
 // Progress reports one step of a Put.
@@ -81,8 +88,18 @@ func (s *Store) Put(ctx context.Context, img v1.Image, opt PutOptions) (Image, e
 		return Image{}, fmt.Errorf("image: %d layers for %d in the manifest: %w", len(layers), len(m.Layers), errdefs.ErrInvalidArgument)
 	}
 	for i, l := range layers {
+		if opt.Untrusted {
+			if err := s.proveBlob(ctx, l, m.Layers[i]); err != nil {
+				return Image{}, err
+			}
+		}
 		if err := s.putLayer(ctx, l, m.Layers[i], cf.RootFS.DiffIDs[i], i+1, len(layers), opt.Progress); err != nil {
 			return Image{}, err
+		}
+		if opt.Untrusted {
+			if err := s.proveTree(ctx, m.Layers[i].Digest, cf.RootFS.DiffIDs[i]); err != nil {
+				return Image{}, err
+			}
 		}
 	}
 	if _, err := s.writeBytes(rawConfig); err != nil {

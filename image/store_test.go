@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/imagetest"
@@ -474,5 +476,57 @@ func TestWallPutNameOnlyWhenNew(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("%d Puts named the contested name, want 1: %v", won, errs)
+	}
+}
+
+// unheld is a layer whose digests are known but whose bytes its image
+// does not have.
+type unheld struct{ v1.Layer }
+
+func (unheld) Compressed() (io.ReadCloser, error) {
+	return nil, errors.New("the blob is not in the archive")
+}
+
+// TestWallPutUntrusted: an untrusted image (a tenant's) proves each
+// layer's content. Naming a stored layer's digests without its bytes, or
+// pairing a blob of its own with a stored tree's diff id, is
+// invalid_argument; the same tar compressed otherwise still shares the
+// stored tree. A trusted Put (the operator's) keeps taking a stored
+// layer as it is. Before, every Put took what the store had by digest.
+func TestWallPutUntrusted(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	files := []imagetest.File{{Name: "secret", Body: "A-SECRET"}}
+	layer := imagetest.Layer(t, files...)
+	if _, err := s.Put(ctx, imagetest.Image(t, layer), PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	named := imagetest.Image(t, unheld{layer})
+	if _, err := s.Put(ctx, named, PutOptions{Untrusted: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("untrusted image naming a stored layer without its bytes: %v, want invalid_argument", err)
+	}
+	if _, err := s.Put(ctx, named, PutOptions{}); err != nil {
+		t.Errorf("trusted Put of a stored layer: %v", err)
+	}
+
+	diffID, _ := layer.DiffID()
+	lying := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "mine", Body: "B"}))
+	cf, _ := lying.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs = []v1.Hash{diffID}
+	lying, err := mutate.ConfigFile(lying, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, lying, PutOptions{Untrusted: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("untrusted image claiming a stored tree's diff id: %v, want invalid_argument", err)
+	}
+
+	raw := imagetest.Tar(t, files...)
+	plain := static.NewLayer(raw, types.OCIUncompressedLayer)
+	if got, err := s.Put(ctx, imagetest.Image(t, plain), PutOptions{Untrusted: true}); err != nil {
+		t.Errorf("untrusted image of the same tar compressed otherwise: %v", err)
+	} else if got.Layers[0].DiffID != diffID {
+		t.Errorf("diff id %s, want %s", got.Layers[0].DiffID, diffID)
 	}
 }

@@ -261,6 +261,7 @@ func (c *Catalog) Pull(ctx context.Context, tenantID, ref string, spec Spec, pro
 		opt := c.cfg.Pull
 		opt.Name, opt.Progress = "", progress // the record keeps the image
 		if tenantID != "" {
+			opt.Untrusted = true
 			opt.Keychain = c.cfg.TenantKeychain
 			if opt.Keychain == nil {
 				opt.Keychain = anonymous{}
@@ -279,7 +280,7 @@ func (c *Catalog) Import(ctx context.Context, tenantID, path string, spec Spec, 
 		return Template{}, err
 	}
 	return c.record(ctx, tenantID, spec, "import", func() (v1.Hash, error) {
-		imgs, err := source.ImportFile(ctx, c.cfg.Images, path, source.ImportOptions{Progress: progress})
+		imgs, err := source.ImportFile(ctx, c.cfg.Images, path, source.ImportOptions{Progress: progress, Untrusted: tenantID != ""})
 		if err != nil {
 			return v1.Hash{}, err
 		}

@@ -1,18 +1,26 @@
 package templates_test
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/debian"
+	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/templatestest"
 )
@@ -186,5 +194,90 @@ func TestWallBuiltinPinned(t *testing.T) {
 		if got, err := c.Resolve(ctx, "B", b); err != nil || got.Image != real.String() {
 			t.Errorf("%s after its name moved: %q %v, want %s", b, got.Image, err, real)
 		}
+	}
+}
+
+// layoutWithout writes img as an OCI layout tarball, leaving out the
+// blobs named in omit (what its author does not have).
+func layoutWithout(t *testing.T, img v1.Image, omit ...v1.Hash) string {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.AppendImage(img); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range omit {
+		if err := os.Remove(filepath.Join(dir, "layout", "blobs", h.Algorithm, h.Hex)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "layout.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(filepath.Join(dir, "layout"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWallImportLayerByDigest: in a store shared by tenants a layer's
+// digests are names too, and knowing them must not be having the layer.
+// Tenant A imports a private image; tenant B, who learnt its layer's
+// digests, imports (1) a layout whose manifest names A's layer blob
+// without holding its bytes, and (2) a layout with a layer of B's own
+// whose config claims A's layer's diff id. Both are refused and B gets no
+// template holding A's file. Before, the store took both as cached: B's
+// template's tree was A's layer, secret included.
+func TestWallImportLayerByDigest(t *testing.T) {
+	ctx := context.Background()
+	c, imgs := newCatalog(t)
+	secretLayer := imagetest.Layer(t, imagetest.File{Name: "secret", Body: "A-SECRET"})
+	secret := imagetest.Image(t, secretLayer)
+	if _, err := c.Import(ctx, "A", templatestest.OCILayout(t, templatestest.Annotated{Image: secret, Ref: "x"}), templates.Spec{Name: "priv"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	blob, _ := secretLayer.Digest()
+	diffID, _ := secretLayer.DiffID()
+
+	named, err := mutate.Append(empty.Image, mutate.Addendum{Layer: secretLayer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lying := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "mine", Body: "B"}))
+	cf, _ := lying.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs = []v1.Hash{diffID}
+	if lying, err = mutate.ConfigFile(lying, cf); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+	}{
+		{"a manifest naming A's layer without its bytes", layoutWithout(t, named, blob)},
+		{"a layer of B's own claiming A's diff id", layoutWithout(t, lying)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := c.Import(ctx, "B", tc.path, templates.Spec{Name: "steal"}, nil)
+			if err == nil {
+				img, _ := imgs.Get(ctx, got.Image)
+				b, _ := os.ReadFile(filepath.Join(img.LowerDirs()[0], "secret"))
+				c.Delete(ctx, "B", got.ID)
+				t.Fatalf("B's import made template %s holding %q", got.ID, b)
+			}
+			if !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("B's import: %v, want invalid_argument", err)
+			}
+		})
 	}
 }

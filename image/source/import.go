@@ -36,6 +36,9 @@ type ImportOptions struct {
 	MaxBytes int64
 	// Progress, when set, reports layers as they are unpacked.
 	Progress func(image.Progress)
+	// Untrusted: the archive is a tenant's upload, whose layers must
+	// prove their content (image.PutOptions.Untrusted).
+	Untrusted bool
 }
 
 // Imported is one image of an archive.
@@ -200,7 +203,7 @@ func ImportLayout(ctx context.Context, s *image.Store, dir string, opt ImportOpt
 	}
 	var out []Imported
 	for _, e := range ents {
-		got, err := put(ctx, s, e.img, e.name, opt.Progress)
+		got, err := put(ctx, s, e.img, image.PutOptions{Name: e.name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 		if err != nil {
 			return out, err
 		}
@@ -223,15 +226,15 @@ func platformImage(idx v1.ImageIndex) (v1.Image, error) {
 	return nil, errdefs.ErrNotFound
 }
 
-func put(ctx context.Context, s *image.Store, img v1.Image, tag string, progress func(image.Progress)) (Imported, error) {
+func put(ctx context.Context, s *image.Store, img v1.Image, opt image.PutOptions) (Imported, error) {
 	if err := checkPlatform(img); err != nil {
 		return Imported{}, fmt.Errorf("source: import: %w", err)
 	}
-	stored, err := s.Put(ctx, img, image.PutOptions{Name: tag, Progress: progress})
+	stored, err := s.Put(ctx, img, opt)
 	if err != nil {
 		return Imported{}, fmt.Errorf("source: import: %w", err)
 	}
-	return Imported{Image: stored, Name: tag}, nil
+	return Imported{Image: stored, Name: opt.Name}, nil
 }
 
 // importDocker imports each image of a docker archive (docker save). The
@@ -264,7 +267,7 @@ func importDocker(ctx context.Context, s *image.Store, path string, opt ImportOp
 		if err != nil {
 			return out, fmt.Errorf("source: docker archive %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
 		}
-		got, err := put(ctx, s, img, opt.Name, opt.Progress)
+		got, err := put(ctx, s, img, image.PutOptions{Name: opt.Name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 		if err != nil {
 			return out, err
 		}

@@ -45,6 +45,10 @@ type PullOptions struct {
 	Name string
 	// Progress, when set, reports layers as they are fetched and unpacked.
 	Progress func(image.Progress)
+	// Untrusted: a tenant's pull, whose layers must prove their content
+	// (image.PutOptions.Untrusted): each is downloaded, also when the
+	// store has it.
+	Untrusted bool
 }
 
 // Pulled is the result of Pull.
@@ -125,7 +129,7 @@ func pull(ctx context.Context, s *image.Store, r name.Reference, ropts []remote.
 	if err := checkPlatform(img); err != nil {
 		return Pulled{}, fmt.Errorf("source: pull %s: %w", r, err)
 	}
-	stored, err := s.Put(ctx, img, image.PutOptions{Name: opt.Name, Progress: opt.Progress})
+	stored, err := s.Put(ctx, img, image.PutOptions{Name: opt.Name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 	if err != nil {
 		return Pulled{}, fmt.Errorf("source: pull %s: %w", r, err)
 	}
