@@ -91,21 +91,28 @@ func New(cfg Config) *Catalog {
 	return &Catalog{cfg: cfg, log: cfg.Logger, byID: map[string]Template{}, pins: map[string]v1.Hash{}}
 }
 
-// builtin returns the built-in template name, if this catalog offers it,
-// with its pinned image (builtinImage; "" while it has none: the daemon
-// may still be building it).
-func (c *Catalog) builtin(ctx context.Context, name string) (Template, bool) {
+// builtin returns the built-in template name, if this catalog offers it;
+// withImage fills its pinned image (builtinImage; "" while it has none:
+// the daemon may still be building it). TemplateInfo, asked on every
+// run, does without.
+func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Template, bool) {
+	var t Template
 	switch {
 	case name == Default && c.cfg.Images != nil:
-		return Template{ID: Default, Name: Default, Source: "built-in", Image: c.builtinImage(ctx, name)}, true
+		t = Template{ID: Default, Name: Default, Source: "built-in"}
 	case name == Desktop && c.cfg.Desktop != nil && c.cfg.Images != nil:
-		return Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone(), Image: c.builtinImage(ctx, name)}, true
+		t = Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
 	case name == CodeInterpreter && c.cfg.CodeInterpreter && c.cfg.Images != nil:
-		return Template{ID: CodeInterpreter, Name: CodeInterpreter, Source: "built-in", Image: c.builtinImage(ctx, name)}, true
+		t = Template{ID: CodeInterpreter, Name: CodeInterpreter, Source: "built-in"}
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
 		return Template{ID: name, Name: name, Source: "host"}, true
+	default:
+		return Template{}, false
 	}
-	return Template{}, false
+	if withImage {
+		t.Image = c.builtinImage(ctx, name)
+	}
+	return t, true
 }
 
 // builtinImage is the image digest built-in name is pinned to
@@ -166,7 +173,7 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 		ref = Default
 	}
 	ref = Canonical(ref)
-	if t, ok := c.builtin(ctx, ref); ok {
+	if t, ok := c.builtin(ctx, ref, true); ok {
 		return t, nil
 	}
 	if slices.Contains(Reserved, ref) {
@@ -181,10 +188,14 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 }
 
 // ByID returns the template of id, of any tenant (a built-in's id is its
-// name). The daemon's own lookup when it starts a sandbox; records are
-// immutable, so it is cached.
+// name, its Image the pinned one). The daemon's own lookup when it starts
+// a sandbox; records are immutable, so it is cached.
 func (c *Catalog) ByID(ctx context.Context, id string) (Template, error) {
-	if t, ok := c.builtin(ctx, id); ok {
+	return c.lookupID(ctx, id, true)
+}
+
+func (c *Catalog) lookupID(ctx context.Context, id string, withImage bool) (Template, error) {
+	if t, ok := c.builtin(ctx, id, withImage); ok {
 		return t, nil
 	}
 	c.mu.Lock()
@@ -214,7 +225,7 @@ func (c *Catalog) remember(t Template) {
 func (c *Catalog) List(ctx context.Context, tenantID string) ([]Template, error) {
 	var out []Template
 	for _, n := range Reserved {
-		if t, ok := c.builtin(ctx, n); ok {
+		if t, ok := c.builtin(ctx, n, true); ok {
 			out = append(out, t)
 		}
 	}
@@ -391,7 +402,7 @@ func (c *Catalog) ResolveTemplate(ctx context.Context, tenantID, ref string) (co
 
 // TemplateInfo implements contexts.Catalog.
 func (c *Catalog) TemplateInfo(ctx context.Context, id string) (contexts.TemplateInfo, error) {
-	t, err := c.ByID(ctx, id)
+	t, err := c.lookupID(ctx, id, false)
 	if err != nil {
 		return contexts.TemplateInfo{}, err
 	}
