@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -466,6 +467,10 @@ func (q *Queue) pullable(ref string) error {
 		return fmt.Errorf("FROM %s: no template of that name (FROM names one of your templates, a public one or a built-in; this daemon does not pull images for builds): %w", ref, errdefs.ErrNotFound)
 	case strings.HasPrefix(ref, "sha256:"):
 		return fmt.Errorf("FROM %s: no template of that name, and a digest alone names no registry image (write repository@sha256:…): %w", ref, errdefs.ErrNotFound)
+	case slices.Contains(templates.Reserved, templates.Canonical(ref)):
+		// A built-in without its image here (not offered, or still being
+		// built) is not Docker Hub's library image of that name.
+		return fmt.Errorf("FROM %s: the built-in template has no image on this daemon (yet): %w", ref, errdefs.ErrNotFound)
 	}
 	return nil
 }
