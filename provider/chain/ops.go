@@ -8,35 +8,51 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-var _ contexts.Pauser = (*Chain)(nil)
+// The operations of the contract that act on one sandbox go to the
+// provider that made it, named by the id's prefix: the chain performs
+// whatever that provider does, and what it does not is its answer
+// (contexts.NotSupported naming it). An id no provider of the chain
+// names is not_found.
 
-// Pause implements contexts.Pauser by the sandbox's provider, when it can
-// pause (provider/local); any other is failed_precondition.
+// Capabilities implements contexts.Provider: what any provider of the
+// chain does. Which of them a sandbox has is its own provider's.
+func (c *Chain) Capabilities() contexts.Capabilities {
+	var caps contexts.Capabilities
+	for _, p := range c.providers {
+		caps |= p.Capabilities()
+	}
+	return caps
+}
+
+// Pause implements contexts.Provider by the sandbox's provider.
 func (c *Chain) Pause(ctx context.Context, id string) error {
-	pz, inner, err := c.pauser(id)
-	if err != nil {
-		return err
-	}
-	return pz.Pause(ctx, inner)
+	_, err := routed(c, id, func(p contexts.Provider, inner string) (struct{}, error) {
+		return struct{}{}, p.Pause(ctx, inner)
+	})
+	return err
 }
 
-// Resume implements contexts.Pauser.
+// Resume implements contexts.Provider by the sandbox's provider.
 func (c *Chain) Resume(ctx context.Context, id string) error {
-	pz, inner, err := c.pauser(id)
-	if err != nil {
-		return err
-	}
-	return pz.Resume(ctx, inner)
+	_, err := routed(c, id, func(p contexts.Provider, inner string) (struct{}, error) {
+		return struct{}{}, p.Resume(ctx, inner)
+	})
+	return err
 }
 
-func (c *Chain) pauser(id string) (contexts.Pauser, string, error) {
+// Usage implements contexts.Provider by the sandbox's provider.
+func (c *Chain) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	return routed(c, id, func(p contexts.Provider, inner string) (contexts.ResourceUsage, error) {
+		return p.Usage(ctx, inner)
+	})
+}
+
+// routed calls op on the provider of chain sandbox id with its own id.
+func routed[T any](c *Chain, id string, op func(p contexts.Provider, inner string) (T, error)) (T, error) {
 	p, inner, ok := c.route(id)
 	if !ok {
-		return nil, "", fmt.Errorf("sandbox %s: no provider of this chain names it: %w", id, errdefs.ErrNotFound)
+		var zero T
+		return zero, fmt.Errorf("sandbox %s: no provider of this chain names it: %w", id, errdefs.ErrNotFound)
 	}
-	pz, ok := p.(contexts.Pauser)
-	if !ok {
-		return nil, "", fmt.Errorf("provider %s cannot pause sandboxes: %w", p.Name(), errdefs.ErrFailedPrecondition)
-	}
-	return pz, inner, nil
+	return op(p, inner)
 }
