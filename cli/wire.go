@@ -298,3 +298,9 @@ func (p noProvider) Create(context.Context, contexts.Spec) (contexts.Sandbox, er
 func (p noProvider) Attach(context.Context, string) (contexts.Sandbox, error) { return nil, p.err }
 func (p noProvider) List(context.Context) ([]string, error)                   { return nil, p.err }
 func (p noProvider) Destroy(context.Context, string) error                    { return nil }
+func (p noProvider) Capabilities() contexts.Capabilities                      { return 0 }
+func (p noProvider) Pause(context.Context, string) error                      { return p.err }
+func (p noProvider) Resume(context.Context, string) error                     { return p.err }
+func (p noProvider) Usage(context.Context, string) (contexts.ResourceUsage, error) {
+	return contexts.ResourceUsage{}, p.err
+}
