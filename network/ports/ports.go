@@ -91,7 +91,19 @@ type Config struct {
 	// (E2B's envd and code interpreter, ReservedE2B): Match leaves those
 	// hosts to another handler. The path form still reaches the sandbox.
 	Reserved []int
+	// ResponseTimeout bounds the wait for a sandbox's answer (its
+	// response head) once a request reached it (default
+	// DefaultResponseTimeout): a server that never answers would hold
+	// the caller's connection and the route's to the sandbox for ever.
+	// Streams (a WebSocket, a long response) are not cut once answered.
+	ResponseTimeout time.Duration
+	// MaxIdleConns bounds the route's idle connections to sandboxes, all
+	// sandboxes and ports together (default 256; 16 per port).
+	MaxIdleConns int
 }
+
+// DefaultResponseTimeout is Config.ResponseTimeout's default.
+const DefaultResponseTimeout = 2 * time.Minute
 
 // ReservedE2B are the ports of E2B's envd (49983) and code interpreter
 // (49999), which the E2B surface serves for every sandbox.
@@ -160,17 +172,29 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ResponseTimeout <= 0 {
+		cfg.ResponseTimeout = DefaultResponseTimeout
+	}
+	if cfg.MaxIdleConns <= 0 {
+		cfg.MaxIdleConns = 256
+	}
 	h := &Handler{cfg: cfg, log: cfg.Log}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: h.rewrite,
 		Transport: &http.Transport{
-			DialContext:         h.dial,
-			MaxIdleConnsPerHost: 16,
-			IdleConnTimeout:     30 * time.Second,
+			DialContext:           h.dial,
+			MaxIdleConns:          cfg.MaxIdleConns,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       30 * time.Second,
+			ResponseHeaderTimeout: cfg.ResponseTimeout,
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt := r.Context().Value(routeKey{}).(*route)
 			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				writeJSON(w, http.StatusGatewayTimeout, errdefs.CodeDeadlineExceeded, fmt.Sprintf("port %d of the sandbox did not answer within %s", rt.port, cfg.ResponseTimeout))
+				return
+			}
 			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
 		},
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
