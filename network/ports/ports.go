@@ -335,6 +335,13 @@ func writeEdgeError(w http.ResponseWriter, id, msg string) {
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	rt := pr.In.Context().Value(routeKey{}).(*route)
 	pr.SetURL(&url.URL{Scheme: "http", Host: netip.AddrPortFrom(rt.target.Addr, uint16(rt.port)).String()})
+	// Forwarding headers say what the route saw, never what the caller
+	// wrote: an app that trusts X-Forwarded-For (rate limits, allowlists,
+	// logs) must not be told a forged address. ReverseProxy already drops
+	// Forwarded and X-Forwarded-For/-Host/-Proto from pr.Out.
+	for _, k := range spoofable {
+		pr.Out.Header.Del(k)
+	}
 	if rt.path != "" {
 		pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, ""
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
@@ -342,11 +349,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	pr.Out.Header.Del(e2bwire.HeaderTrafficToken)
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
-	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
-		if prior := pr.Out.Header.Get("X-Forwarded-For"); prior != "" {
-			ip = prior + ", " + ip
-		}
 		pr.Out.Header.Set("X-Forwarded-For", ip)
 	}
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
@@ -356,6 +359,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Host = pr.In.Host
 	}
 }
+
+// spoofable are client-set headers that apps read as the proxy's word
+// about the client, beyond those ReverseProxy removes itself.
+var spoofable = []string{"X-Real-Ip", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server",
+	"X-Forwarded-Ssl", "X-Client-Ip", "True-Client-Ip", "X-Original-Forwarded-For"}
 
 func validID(id string) error {
 	if id == "" || len(id) > 128 {
