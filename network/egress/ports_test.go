@@ -85,6 +85,7 @@ func TestPortsRoute(t *testing.T) {
 			return nil
 		},
 		Reserved: ports.ReservedE2B,
+		Dial:     e.m.DialSandbox,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +237,7 @@ func BenchmarkPortsRoute(b *testing.B) {
 			return ports.Target{Addr: a.Addr, Ingress: a.Policy.Policy.Ingress}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error { return errdefs.ErrPermissionDenied },
+		Dial:      e.m.DialSandbox,
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -149,6 +149,7 @@ func TestWallDescriptors(t *testing.T) {
 			}
 			return nil
 		},
+		Dial: e.m.DialSandbox,
 	})
 	if err != nil {
 		t.Fatal(err)

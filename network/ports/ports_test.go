@@ -111,6 +111,7 @@ func newFixture(t *testing.T, mut ...func(*Config)) *fixture {
 			}
 			return nil
 		},
+		Dial: m.DialSandbox,
 	}
 	for _, mu := range mut {
 		mu(&cfg)

@@ -523,6 +523,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 		Log:             s.log,
 		Reserved:        ports.ReservedE2B,
 		ResponseTimeout: s.cfg.PortsTimeout,
+		Dial:            s.mgr.DialSandbox,
 	})
 	if err != nil {
 		return nil, err
