@@ -54,7 +54,7 @@ type Sandbox struct {
 
 // Registry maps sandbox addresses to sandboxes. It is safe for concurrent
 // use; a Register replaces the entry, so a policy update takes effect on
-// the next connection.
+// the next connection (and on open ones after Proxy.Recheck).
 type Registry struct {
 	mu sync.RWMutex
 	m  map[netip.Addr]*Sandbox

@@ -198,16 +198,15 @@ func (p *Proxy) allowedNow(f *flow) bool {
 	return cur.Policy.Check(f.rechk, p.cfg.Internal).Allow
 }
 
-// Recheck judges every connection the proxy holds against the sandboxes'
-// registrations as they are now, and closes those the new policy (or a
-// sandbox's removal) no longer allows: a stricter policy takes effect on
-// open connections too, not only on the next ones. Call it after
-// changing the registry.
-func (p *Proxy) Recheck() {
+// Recheck judges the connections of sandboxID against its registration
+// as it is now, and closes those its new policy (or its removal) no
+// longer allows: a stricter policy takes effect on open connections too,
+// not only on the next ones. Call it after changing the registry.
+func (p *Proxy) Recheck(sandboxID string) {
 	var cut []*flow
 	p.mu.Lock()
 	for _, f := range p.flows {
-		if f.done && !f.dropped && !p.allowedNow(f) {
+		if f.sb.ID == sandboxID && f.done && !f.dropped && !p.allowedNow(f) {
 			f.dropped = true
 			cut = append(cut, f)
 		}

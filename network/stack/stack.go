@@ -298,12 +298,14 @@ func (s *Stack) Setup(ctx context.Context, sandboxID, tenant, contextID string, 
 func (s *Stack) Teardown(ctx context.Context, sandboxID string) error {
 	if n, ok := s.mgr.Get(sandboxID); ok {
 		s.reg.Unregister(n.Addr)
+		s.px.Recheck(sandboxID)
 	}
 	s.res.Forget(sandboxID)
 	return s.mgr.Teardown(ctx, sandboxID)
 }
 
-// Update replaces the policy of a running sandbox's network. A sandbox
+// Update replaces the policy of a running sandbox's network, and closes
+// the proxied connections the new policy forbids. A sandbox
 // created without a network cannot be given one
 // (errdefs.ErrFailedPrecondition): its namespace is fixed at create.
 // Variables for newly granted secrets are not added to its environment;
@@ -331,6 +333,8 @@ func (s *Stack) Update(ctx context.Context, sandboxID, tenant string, p policy.P
 		return nil, err
 	}
 	s.reg.Register(n.Addr, &egress.Sandbox{ID: sandboxID, Tenant: tenant, Policy: eff, Secrets: set, CA: n.CA})
+	// A stricter policy also ends the open connections it forbids.
+	s.px.Recheck(sandboxID)
 	return eff, nil
 }
 

@@ -1,11 +1,19 @@
 package stack
 
 import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sandlot/sandlot/network/netns"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -55,4 +63,112 @@ func TestWallSysNet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWallStricterUpdate attacks a policy update: a sandbox opens
+// connections while its policy allows them, then its tenant (or the
+// operator) takes that permission away. Connections the new policy
+// forbids must be cut, not only refused next time; those it still allows
+// keep going.
+func TestWallStricterUpdate(t *testing.T) {
+	e := newEnv(t, 0)
+	ctx := context.Background()
+	rules := func(ss ...string) []policy.Rule {
+		var out []policy.Rule
+		for _, s := range ss {
+			out = append(out, policy.MustRule(s))
+		}
+		return out
+	}
+	tests := []struct {
+		name          string
+		before, after policy.Policy
+		cut, kept     string // the request lines of a kept-alive HTTP connection each
+	}{
+		{"allowlist loses a name",
+			policy.Policy{Mode: policy.Allowlist, Allow: rules("*.example.test", "api.test")},
+			policy.Policy{Mode: policy.Allowlist, Allow: rules("api.test")},
+			"www.example.test", "api.test"},
+		{"open becomes an allowlist",
+			policy.Policy{Mode: policy.Open},
+			policy.Policy{Mode: policy.Allowlist, Allow: rules("api.test")},
+			"www.example.test", "api.test"},
+		{"allowlist becomes none",
+			policy.Policy{Mode: policy.Allowlist, Allow: rules("*.example.test")},
+			policy.Policy{},
+			"www.example.test", ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("upd-%d", i)
+			rn, _, err := e.st.Setup(ctx, id, "t1", "", tt.before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.st.Teardown(ctx, id) })
+			open := func(host string) *keptAlive {
+				t.Helper()
+				c, err := netns.Dialer(rn.Path)(ctx, "tcp4", "203.0.113.10:80")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				k := &keptAlive{c: c, r: bufio.NewReader(c), host: host}
+				if err := k.get(); err != nil {
+					t.Fatalf("%s before the update: %v", host, err)
+				}
+				return k
+			}
+			cut := open(tt.cut)
+			var kept *keptAlive
+			if tt.kept != "" {
+				kept = open(tt.kept)
+			}
+			if _, err := e.st.Update(ctx, id, "t1", tt.after); err != nil {
+				t.Fatal(err)
+			}
+			if err := cut.get(); err == nil {
+				t.Errorf("%s: a connection the new policy forbids still works", tt.cut)
+			}
+			if kept != nil {
+				if err := kept.get(); err != nil {
+					t.Errorf("%s: a connection the new policy allows was cut: %v", tt.kept, err)
+				}
+			}
+		})
+	}
+}
+
+// keptAlive is a kept-alive HTTP connection from inside a sandbox.
+type keptAlive struct {
+	c    net.Conn
+	r    *bufio.Reader
+	host string
+}
+
+// get sends one request on the connection and reads its answer's status
+// line and headers (the world's servers answer small bodies).
+func (k *keptAlive) get() error {
+	k.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fmt.Fprintf(k.c, "GET /kept HTTP/1.1\r\nHost: %s\r\n\r\n", k.host); err != nil {
+		return err
+	}
+	resp, err := readResponse(k.r)
+	if err != nil {
+		return err
+	}
+	if resp != 200 {
+		return fmt.Errorf("status %d", resp)
+	}
+	return nil
+}
+
+func readResponse(r *bufio.Reader) (int, error) {
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
 }
