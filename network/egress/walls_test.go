@@ -246,3 +246,64 @@ func (f *filler) release() {
 	}
 	f.fs = nil
 }
+
+// TestLimits holds connections open until each bound refuses one: the
+// tenant's across its sandboxes, the daemon's across tenants, and the
+// process's watermark.
+func TestLimits(t *testing.T) {
+	echo := "203.0.113.20:7"
+	allow := policy.Policy{Mode: policy.Allowlist, Allow: rules("203.0.113.20/32:7")}
+	tests := []struct {
+		name   string
+		limits Limits
+		// holders open one connection each, in order, and keep it; then
+		// the last sandbox's next connection must be refused for reason.
+		holders []string // tenant of each sandbox
+		reason  string
+	}{
+		{"per tenant, across its sandboxes", Limits{PerSandbox: 10 * Legs, PerTenant: 2 * Legs, Total: 100 * Legs}, []string{"t1", "t1"}, "too many connections of this tenant"},
+		{"in all, across tenants", Limits{PerSandbox: 10 * Legs, PerTenant: 10 * Legs, Total: 2 * Legs}, []string{"t1", "t2"}, "too many connections on this daemon"},
+		{"the process's watermark", Limits{Watermark: 1}, []string{"t1"}, "the daemon is short of descriptors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.Limits = tt.limits })
+			var sbs []*sandbox
+			for i, tenant := range tt.holders {
+				sbs = append(sbs, e.sandbox(t, fmt.Sprintf("lim-%d", i), tenant, allow))
+			}
+			if tt.limits.Watermark == 0 {
+				for _, sb := range sbs {
+					c, err := sb.dial(t, echo)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer c.Close()
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					c.Write([]byte("x"))
+					if _, err := c.Read(make([]byte, 1)); err != nil {
+						t.Fatalf("held connection: %v", err)
+					}
+				}
+			}
+			last := sbs[len(sbs)-1]
+			if last.echo(t, echo) {
+				t.Fatal("a connection passed the bound")
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				found := false
+				for _, ev := range e.eventsFor(last.SandboxID) {
+					found = found || ev.Reason == tt.reason
+				}
+				if found {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no refusal %q in the audit trail: %s", tt.reason, e.allEvents())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
