@@ -69,11 +69,15 @@ print("ready", ok, flush=True)
 sys.stdin.read()
 `
 
+// python3 is Debian's, which scripts/deps.sh installs (not whatever
+// comes first on PATH).
+const python3 = "/usr/bin/python3"
+
 // inSandbox starts a python3 script in a sandbox's network namespace and
 // returns its stdin (closing it ends the script) and its stdout lines.
 func inSandbox(t *testing.T, sb *sandbox, script string, args ...string) (io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + sb.Path, "--", "python3", "-c", script}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + sb.Path, "--", python3, "-c", script}, args...)...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +133,7 @@ func line(t *testing.T, sc *bufio.Scanner, d time.Duration) string {
 // accepting after accept(2) failed with EMFILE.
 func TestWallDescriptors(t *testing.T) {
 	nettest.Require(t)
-	testenv.RequireBinary(t, "python3")
+	testenv.RequireBinary(t, python3)
 	// Before the proxy exists: it sizes its default bounds from the limit,
 	// as a daemon started under prlimit does.
 	lowerNofile(t, 512)
