@@ -58,7 +58,7 @@ func (f *networkFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstream, "network-upstream", "", "name servers the sandboxes' resolver asks, comma-separated ip:port (default: the host's /etc/resolv.conf)")
 	fs.IntVar(&f.limits.PerSandbox, "network-fds-per-sandbox", 0, "descriptors the egress proxy holds for one sandbox, two per connection (default 1024, or the tenant's bound when lower)")
 	fs.IntVar(&f.limits.PerTenant, "network-fds-per-tenant", 0, "descriptors the egress proxy holds for all of one tenant's sandboxes (default a quarter of --network-fds)")
-	fs.IntVar(&f.limits.Total, "network-fds", 0, "descriptors the egress proxy holds in all (default half the daemon's open-files limit, at most 16384)")
+	fs.IntVar(&f.limits.Total, "network-fds", 0, "descriptors the egress proxy holds in all (default half the daemon's open-files limit, at most 8192)")
 	fs.IntVar(&f.limits.Watermark, "network-fd-watermark", 0, "the egress proxy refuses new connections while the daemon holds this many descriptors (default 7/8 of its open-files limit)")
 	fs.DurationVar(&f.portsTimeout, "ports-response-timeout", ports.DefaultResponseTimeout, "how long the ports route waits for a sandbox's server to answer a request")
 }
