@@ -239,6 +239,11 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	defer p.untrack(f)
+	defer func() {
+		if p.cut(f) {
+			ev.Reason += "; closed by a policy update"
+		}
+	}()
 
 	br := bufio.NewReaderSize(c, peekBuffer)
 	k, claimed := sniff(c, br, time.Now().Add(p.cfg.PeekTimeout))

@@ -180,6 +180,13 @@ func (p *Proxy) trackUp(f *flow, up net.Conn) bool {
 	return true
 }
 
+// cut reports whether Recheck closed f.
+func (p *Proxy) cut(f *flow) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return f.dropped
+}
+
 // allowedNow reports whether f's sandbox, as registered now, still
 // allows it. Caller holds p.mu.
 func (p *Proxy) allowedNow(f *flow) bool {

@@ -135,6 +135,13 @@ func TestWallStricterUpdate(t *testing.T) {
 					t.Errorf("%s: a connection the new policy allows was cut: %v", tt.kept, err)
 				}
 			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !cutAudited(e, id) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the audit trail does not say the connection was closed by the update: %+v", e.auditEvents())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		})
 	}
 }
@@ -171,4 +178,13 @@ func readResponse(r *bufio.Reader) (int, error) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+func cutAudited(e *env, sandboxID string) bool {
+	for _, ev := range e.auditEvents() {
+		if ev.SandboxID == sandboxID && strings.HasSuffix(ev.Reason, "; closed by a policy update") {
+			return true
+		}
+	}
+	return false
 }
