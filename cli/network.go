@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
+	"github.com/sandlot/sandlot/network/egress"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/network/ports"
 	"github.com/sandlot/sandlot/network/secret"
@@ -41,6 +42,9 @@ type networkFlags struct {
 	spares     int
 	domain     string
 	upstream   string
+	// limits bound the egress proxy's descriptors (egress.Limits).
+	limits       egress.Limits
+	portsTimeout time.Duration
 }
 
 func (f *networkFlags) register(fs *flag.FlagSet) {
@@ -52,6 +56,11 @@ func (f *networkFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.spares, "network-spares", 4, "sandbox networks kept built ahead of need (cold create cost)")
 	fs.StringVar(&f.domain, "ports-domain", ports.DefaultDomain, "domain of sandbox ports served by the listener: <port>-<sandboxId>.<domain>")
 	fs.StringVar(&f.upstream, "network-upstream", "", "name servers the sandboxes' resolver asks, comma-separated ip:port (default: the host's /etc/resolv.conf)")
+	fs.IntVar(&f.limits.PerSandbox, "network-fds-per-sandbox", 0, "descriptors the egress proxy holds for one sandbox, two per connection (default 1024, or the tenant's bound when lower)")
+	fs.IntVar(&f.limits.PerTenant, "network-fds-per-tenant", 0, "descriptors the egress proxy holds for all of one tenant's sandboxes (default a quarter of --network-fds)")
+	fs.IntVar(&f.limits.Total, "network-fds", 0, "descriptors the egress proxy holds in all (default half the daemon's open-files limit, at most 8192)")
+	fs.IntVar(&f.limits.Watermark, "network-fd-watermark", 0, "the egress proxy refuses new connections while the daemon holds this many descriptors (default 7/8 of its open-files limit)")
+	fs.DurationVar(&f.portsTimeout, "ports-response-timeout", ports.DefaultResponseTimeout, "how long the ports route waits for a sandbox's server to answer a request")
 }
 
 // operator builds the operator policy from the flags.
@@ -151,7 +160,7 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 		return st.AppendAudit(ctx, networkAuditEvent(ev, contextID))
 	}, log)
 	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(),
-		Secrets: secretsFrom(st), Log: log})
+		Secrets: secretsFrom(st), Limits: f.limits, PortsTimeout: f.portsTimeout, Log: log})
 	if err != nil {
 		w.queue.Close(context.Background())
 		return nil, err
