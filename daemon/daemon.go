@@ -1,21 +1,25 @@
-package cli
+// Package daemon is sandlot's composition root: from a typed Config and an
+// open store, New builds the daemon (exporters, providers, guard, context
+// manager, tools, networks, templates and builds, the tenant reaper) and
+// its one HTTP front door, which dispatches every surface in one place:
+// sandbox ports, the E2B wire, MCP at /mcp, /metrics and the /v1 API. The
+// CLI (`sandlot serve`, `sandlot mcp`), the bench and the tests build the
+// daemon here; nothing else imports this package.
+package daemon
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"net"
+	"net/http"
 	"strconv"
-	"strings"
+	"sync"
 
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
-	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/provider/chain"
-	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/network/ports"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
@@ -24,38 +28,148 @@ import (
 	"github.com/sandlot/sandlot/tools"
 )
 
-// wire assembles the daemon over the store: exporters, provider, guard,
-// manager, tools, the authenticator and the admission limit; frontDoor puts
-// HTTP in front of them, `sandlot mcp` stdio. It starts the manager
-// (reconcile, pools, cleanup); close detaches it, leaving sandboxes
-// running for the next start.
-func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logger) (*wired, error) {
-	// Exporters first: the guard, the provider chain and the manager make
-	// their instruments from the global meter this installs.
-	if err := telemetry.SetPrefixes(cfg.metricPrefix, cfg.spanPrefix); err != nil {
+// Daemon is one running sandlot daemon. Its methods are safe for
+// concurrent use.
+type Daemon struct {
+	cfg Config // Node resolved
+	log *slog.Logger
+
+	manager *contexts.Manager
+	tools   *tools.Registry
+	// auth is shared by /v1, MCP, the E2B wire and the guard: one key
+	// and tenant cache.
+	auth *tenant.Authenticator
+	// front is the HTTP front door; nil with Config.Stdio.
+	front *frontDoor
+
+	// What Close releases, each nil until New has built it.
+	unlock    func()            // the state dir's lock
+	tel       *export.Telemetry // the exporters
+	nw        *netWire          // sandbox networks (nil-safe)
+	stopLoops func()            // the tenant reaper and the image GC
+	loopsDone []chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds the daemon over st, which the caller opened and closes after
+// Close. It takes the state dir (LockStateDir) when it runs the local
+// provider, resolves its node, installs the exporters and starts the
+// manager (reconcile, pools, cleanup). When no provider can be built (no
+// runtime, no agent binary) it still starts: /readyz and every tool call
+// say why.
+func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err error) {
+	d := &Daemon{log: cfg.Logger}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	log := d.log
+	defer func() {
+		if err != nil {
+			d.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	if cfg.uses("local") {
+		if d.unlock, err = LockStateDir(cfg.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Node, err = resolveNode(cfg.Node, cfg.DataDir, cfg.StateDir); err != nil {
 		return nil, err
 	}
-	tel, err := export.Setup(ctx, export.Config{})
-	if err != nil {
+	if cfg.Network.Domain == "" {
+		cfg.Network.Domain = ports.DefaultDomain
+	}
+	d.cfg = cfg
+
+	// Exporters first: the guard, the provider chain and the manager make
+	// their instruments from the global meter this installs.
+	if err := telemetry.SetPrefixes(cfg.MetricPrefix, cfg.SpanPrefix); err != nil {
+		return nil, err
+	}
+	if d.tel, err = export.Setup(ctx, export.Config{}); err != nil {
 		return nil, err
 	}
 	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
-	auth := tenant.NewAuthenticator(st, tenant.AuthConfig{})
-	nw, err := newNetworks(cfg, st, log)
-	if err != nil {
-		tel.Shutdown(context.WithoutCancel(ctx))
+	d.auth = tenant.NewAuthenticator(st, tenant.AuthConfig{})
+	if d.nw, err = newNetworks(cfg, st, log); err != nil {
 		return nil, err
 	}
-	tw := &templateWire{store: st, host: cfg.hostTemplate, desktop: cfg.desktop.offered(), pullAllow: cfg.build.pullAllow, log: log}
+	nw := d.nw
+	tw := &templateWire{store: st, host: cfg.Images.HostTemplate, desktop: cfg.Desktop.offered(), pullAllow: cfg.Build.PullAllow, log: log}
 	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
-		nw.close(context.WithoutCancel(ctx))
-		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
 	}
-	hmacKey, err := guardKey(cfg.store.dataDir)
+	out, err := newGuard(cfg.DataDir, st, d.auth, nw)
 	if err != nil {
-		tel.Shutdown(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	mcfg := cfg.managerConfig()
+	mcfg.Guard, mcfg.Logger = out, log
+	mcfg.OnTerminated = func(ctx context.Context, ev contexts.Termination) {
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
+			Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
+				"reason": string(ev.Reason), "error": ev.LastError}})
+	}
+	if nw != nil {
+		mcfg.Networks = nw.st
+	} else {
+		op, err := cfg.Network.operator()
+		if err != nil {
+			return nil, err
+		}
+		mcfg.Networks = policyOnly{op}
+	}
+	if tw.catalog != nil {
+		mcfg.Catalog = tw.catalog
+	}
+	cfg.desktopPool(&mcfg, tw)
+	m := contexts.NewManager(st, prov, mcfg)
+	if err := m.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start the context manager: %w", err)
+	}
+	d.manager = m
+	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
+	if dm := cfg.desktopManager(m, tw, log); dm != nil {
+		tcfg.Desktop = dm
+	}
+	d.tools = tools.New(m, tcfg)
+
+	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.stopLoops = stop
+	reaper := &tenantReaper{st: st, m: m, log: log}
+	d.loop(func() { reaper.run(lctx) })
+	d.loop(func() { tw.gcLoop(lctx, cfg.Images.GCInterval) })
+
+	q, err := buildQueue(cfg, prov, tw.catalog, out, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Stdio {
+		return d, nil
+	}
+	parts := surfaces{st: st, prov: prov, provErr: provErr, nw: nw, tw: tw, builds: q, metrics: d.tel.Handler()}
+	if d.front, err = d.frontDoor(parts); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loop runs fn in a goroutine that Close waits for.
+func (d *Daemon) loop(fn func()) {
+	done := make(chan struct{})
+	d.loopsDone = append(d.loopsDone, done)
+	go func() { defer close(done); fn() }()
+}
+
+// newGuard is the egress guard every result passes: the guard's detectors
+// with their audit events and, with sandbox networks, the masking of
+// tenants' secret values before them.
+func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire) (contexts.Guard, error) {
+	hmacKey, err := guardKey(dataDir)
+	if err != nil {
 		return nil, err
 	}
 	g, err := guard.New(guard.Config{
@@ -75,226 +189,103 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		},
 	})
 	if err != nil {
-		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	var out contexts.Guard = g
-	if nw != nil {
-		// Tenants' secret values are masked in all output, before the
-		// guard's own detectors.
-		out = nw.guard(g, st)
+	if nw == nil {
+		return g, nil
 	}
-	mcfg := cfg.managerConfig()
-	mcfg.Guard, mcfg.Logger = out, log
-	mcfg.OnTerminated = func(ctx context.Context, ev contexts.Termination) {
-		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
-			Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
-				"reason": string(ev.Reason), "error": ev.LastError}})
-	}
-	if nw != nil {
-		mcfg.Networks = nw.st
-	} else {
-		op, err := cfg.network.operator()
-		if err != nil {
-			tel.Shutdown(context.WithoutCancel(ctx))
-			return nil, err
-		}
-		mcfg.Networks = policyOnly{op}
-	}
-	if tw.catalog != nil {
-		mcfg.Catalog = tw.catalog
-	}
-	cfg.desktopPool(&mcfg, tw)
-	m := contexts.NewManager(st, prov, mcfg)
-	if err := m.Start(ctx); err != nil {
-		nw.close(context.WithoutCancel(ctx))
-		tel.Shutdown(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("start the context manager: %w", err)
-	}
-	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
-	if dm := cfg.desktopManager(m, tw, log); dm != nil {
-		tcfg.Desktop = dm
-	}
-	reg := tools.New(m, tcfg)
-	rctx, stopReaper := context.WithCancel(context.WithoutCancel(ctx))
-	reaper := &tenantReaper{st: st, m: m, log: log}
-	reaped := make(chan struct{})
-	go func() { defer close(reaped); reaper.run(rctx) }()
-	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); tw.gcLoop(rctx, cfg.imageGCInterval) }()
-	w := &wired{
-		nw:    nw,
-		ports: nw.portsRoute(),
-		auth:  auth,
-		admission: server.NewAdmission(server.AdmissionConfig{
-			MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant}),
-		manager: m,
-		audit:   st.ListAudit,
-		tools:   reg,
-		ready: map[string]server.Check{
-			"store": storeCheck(st),
-			"runtime": func(ctx context.Context) error {
-				if provErr != nil {
-					return provErr
-				}
-				_, err := prov.List(ctx)
-				return err
-			},
-		},
-		metrics: tel.Handler(),
-		close: func(ctx context.Context) error {
-			stopReaper()
-			<-reaped
-			<-gcDone
-			// The networks outlive the daemon with their sandboxes; only
-			// the proxy and the resolver stop.
-			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
-		},
-	}
-	if nw != nil {
-		w.secrets, w.secretsChanged = st, nw.secretsChanged
-	}
-	if tw.catalog != nil {
-		w.templates = tw.catalog
-	}
-	if w.builds, err = buildQueue(cfg, prov, tw.catalog, out, log); err != nil {
-		w.close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return w, nil
+	// Tenants' secret values are masked in all output, before the guard's
+	// own detectors.
+	return nw.guard(g, st), nil
 }
 
-// managerConfig is the manager's configuration from the flags, without
-// the parts wire builds (guard, logger, networks).
-func (c serveConfig) managerConfig() contexts.Config {
+// managerConfig is the manager's configuration from cfg, without the parts
+// New builds (guard, logger, networks, catalog).
+func (c Config) managerConfig() contexts.Config {
 	mcfg := contexts.Config{
-		TTL:                     c.contextTTL,
-		CleanupInterval:         c.cleanupInterval,
-		DefaultTimeout:          c.execTimeout,
-		MaxTimeout:              c.maxExecTimeout,
-		MaxPerTenant:            c.maxPerTenant,
-		MaxPerConversation:      c.maxPerConv,
-		MaxExecutionsPerContext: c.maxExecutions,
-		Limits:                  c.limits(),
-		Node:                    c.node,
+		TTL:                     c.ContextTTL,
+		CleanupInterval:         c.CleanupInterval,
+		DefaultTimeout:          c.ExecTimeout,
+		MaxTimeout:              c.MaxExecTimeout,
+		MaxPerTenant:            c.MaxPerTenant,
+		MaxPerConversation:      c.MaxPerConversation,
+		MaxExecutionsPerContext: c.MaxExecutions,
+		Limits:                  c.Limits,
+		Node:                    c.Node,
 	}
-	if c.poolSize >= 0 {
-		mcfg.PoolSize = c.poolSize
-		if c.poolSize == 0 {
+	if c.PoolSize >= 0 {
+		mcfg.PoolSize = c.PoolSize
+		if c.PoolSize == 0 {
 			mcfg.PoolSize = -1
 		}
 	}
-	if len(c.poolSizes) > 0 {
-		mcfg.PoolSizes = map[string]int(c.poolSizes)
+	if len(c.PoolSizes) > 0 {
+		mcfg.PoolSizes = c.PoolSizes
 	}
 	return mcfg
 }
 
-// localConfig is the local provider's configuration from the flags,
-// without its images and networks.
-func (c serveConfig) localConfig(log *slog.Logger) local.Config {
-	return local.Config{
-		Runtime:      runtimeName(c.runtime),
-		StateDir:     c.stateDir,
-		Limits:       c.limits(),
-		HostTemplate: c.hostTemplate,
-		ReadyTimeout: c.createTimeout,
-		MaxCreating:  c.maxCreating,
-		Logger:       log,
+// Handler is the front door: every surface of the daemon on one handler.
+// Nil with Config.Stdio.
+func (d *Daemon) Handler() http.Handler {
+	if d.front == nil {
+		return nil
 	}
+	return d.front
 }
 
-// newProvider builds the providers named by --providers, in fallback
-// order (a chain when there are several). When none can be built (no
-// runtime, no agent binary), sandboxes are unavailable: the server still
-// starts, and /readyz and every tool call say why.
-func newProvider(ctx context.Context, cfg serveConfig, log *slog.Logger, nw *netWire, tw *templateWire) (contexts.Provider, error) {
-	var ps []contexts.Provider
-	var errs []error
-	for _, name := range strings.Split(cfg.providers, ",") {
-		switch name = strings.TrimSpace(name); name {
-		case "local":
-			lc := cfg.localConfig(log)
-			if cfg.defaultImage != "" {
-				s, missing, err := openImages(ctx, cfg, log)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("provider local: %w", err))
-					continue
-				}
-				lc.Images, lc.Missing = s, missing
-				if tw != nil {
-					lc.Templates = tw.attach(s)
-				}
-			}
-			if nw != nil {
-				lc.Networks = nw.st
-			}
-			p, err := local.New(lc)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("provider local: %w", err))
-				continue
-			}
-			if nw != nil {
-				// The networks of sandboxes still running are taken over;
-				// the others are removed.
-				ids, err := p.List(ctx)
-				if err == nil {
-					err = nw.start(ctx, ids)
-				}
-				if err != nil {
-					nw.startErr = err
-					return nil, err
-				}
-			}
-			if tw != nil && lc.Images != nil {
-				tw.live = p.LiveImages
-			}
-			log.Info("provider ready", slog.String(logkey.Provider, name), slog.String(logkey.Runtime, p.Runtime().Name()))
-			ps = append(ps, p)
-		case "e2b":
-			p, err := e2bProvider(log, cfg.node, cfg.e2b)
-			if err != nil {
-				return nil, err
-			}
-			ps = append(ps, p)
-		default:
-			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
-		}
+// Serve serves the front door on ln until ctx ends, then shuts down
+// gracefully: it stops accepting, lets requests in flight (executions,
+// streams) finish for up to Config.ShutdownTimeout, and then closes what
+// is left. It returns nil after a shutdown caused by ctx. Serve may run on
+// several listeners at once (plain and TLS); Close comes after.
+func (d *Daemon) Serve(ctx context.Context, ln net.Listener) error {
+	if d.front == nil {
+		return errors.New("daemon: Serve without a front door (Config.Stdio)")
 	}
-	if len(ps) > 0 {
-		for _, err := range errs {
-			log.Warn("provider skipped", slog.String(logkey.Err, err.Error()))
-		}
-		var quota *chain.Quota
-		if usesProvider(cfg.providers, "e2b") {
-			q, err := e2bQuota(log, filepath.Join(cfg.store.dataDir, e2bQuotaFile), cfg.e2b)
-			if err != nil {
-				log.Warn("e2b quota tracking off", slog.String(logkey.Err, err.Error()))
-			}
-			quota = q
-		}
-		return providerChain(ps, log, quota), nil
-	}
-	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
-	log.Error("no sandbox provider; tool calls answer 503", slog.String(logkey.Err, err.Error()))
-	return noProvider{err}, err
+	return d.front.serve(ctx, ln)
 }
 
-// runtimeName maps --runtime to local.Config.Runtime ("" is auto).
-func runtimeName(s string) string {
-	if s == "auto" {
+// Close stops the daemon: its loops, the manager (which detaches its
+// sandboxes, leaving them running for the next start to reattach), the
+// networks' proxy and resolver (the networks stay with their sandboxes)
+// and the exporters; then it releases the state dir. Later calls return
+// the first call's error.
+func (d *Daemon) Close(ctx context.Context) error {
+	d.closeOnce.Do(func() {
+		if d.stopLoops != nil {
+			d.stopLoops()
+		}
+		for _, done := range d.loopsDone {
+			<-done
+		}
+		var errs []error
+		if d.manager != nil {
+			errs = append(errs, d.manager.Close(ctx))
+		}
+		errs = append(errs, d.nw.close(ctx))
+		if d.tel != nil {
+			errs = append(errs, d.tel.Shutdown(ctx))
+		}
+		if d.unlock != nil {
+			d.unlock()
+		}
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// Node is the daemon's node id (Config.Node, resolved).
+func (d *Daemon) Node() string { return d.cfg.Node }
+
+// Manager is the daemon's context manager.
+func (d *Daemon) Manager() *contexts.Manager { return d.manager }
+
+// MetricsToken is the bearer token GET /metrics requires (DATA/metrics-
+// token); "" with Config.Stdio.
+func (d *Daemon) MetricsToken() string {
+	if d.front == nil {
 		return ""
 	}
-	return s
+	return d.front.metricsToken
 }
-
-// noProvider fails every sandbox operation with its error.
-type noProvider struct{ err error }
-
-func (p noProvider) Name() string { return "none" }
-func (p noProvider) Create(context.Context, contexts.Spec) (contexts.Sandbox, error) {
-	return nil, p.err
-}
-func (p noProvider) Attach(context.Context, string) (contexts.Sandbox, error) { return nil, p.err }
-func (p noProvider) List(context.Context) ([]string, error)                   { return nil, p.err }
-func (p noProvider) Destroy(context.Context, string) error                    { return nil }

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -17,13 +17,7 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 )
 
-// Default images (--default-image).
-const (
-	defaultImageDebian = "debian" // the Debian base, built from the mirror at first start
-	defaultImageNone   = "none"   // the operator names an image "default" (pull, import, build)
-)
-
-// baseBuild tracks the default template's image while serve builds it.
+// baseBuild tracks the default template's image while the daemon builds it.
 type baseBuild struct {
 	mu    sync.Mutex
 	done  bool
@@ -49,17 +43,17 @@ func (b *baseBuild) missing(template string) error {
 }
 
 // openImages opens the image store for the local provider. With
-// defaultImageDebian it makes sure the store has the Debian base as
+// DefaultImageDebian it makes sure the store has the Debian base as
 // "default": found in a moment when cached, else built in the background
 // (minutes, once per store), its progress logged; until then creating a
 // sandbox from it is unavailable.
-func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.Store, func(string) error, error) {
-	dir := cfg.imagesDir
+func openImages(ctx context.Context, cfg Config, log *slog.Logger) (*image.Store, func(string) error, error) {
+	dir := cfg.Images.Dir
 	if dir == "" {
-		dir = filepath.Join(cfg.store.dataDir, "images")
+		dir = filepath.Join(cfg.DataDir, "images")
 	}
-	if cfg.desktop.offered() {
-		if err := cfg.desktop.check(); err != nil {
+	if cfg.Desktop.offered() {
+		if err := cfg.Desktop.check(); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -70,9 +64,9 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 	// The code-interpreter template (R and Java besides the default's
 	// kernels) is built when a sandbox first asks for it.
 	ci := codeinterp.NewBuilder(ctx, s, log)
-	switch cfg.defaultImage {
-	case defaultImageNone:
-		if cfg.desktop.offered() {
+	switch cfg.Images.Default {
+	case DefaultImageNone:
+		if cfg.Desktop.offered() {
 			d := desktop.NewBuilder(ctx, s, log)
 			return s, func(template string) error {
 				if err := ci.Missing(template); err != nil {
@@ -82,9 +76,9 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 			}, nil
 		}
 		return s, ci.Missing, nil
-	case defaultImageDebian:
+	case DefaultImageDebian:
 	default:
-		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.defaultImage, errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("--default-image %q (debian, none): %w", cfg.Images.Default, errdefs.ErrInvalidArgument)
 	}
 	b := &baseBuild{phase: "starting"}
 	missing := func(template string) error {
@@ -93,9 +87,9 @@ func openImages(ctx context.Context, cfg serveConfig, log *slog.Logger) (*image.
 		}
 		return ci.Missing(template)
 	}
-	if cfg.desktop.offered() {
+	if cfg.Desktop.offered() {
 		d := desktop.NewBuilder(ctx, s, log)
-		if cfg.desktop.template == desktopStart {
+		if cfg.Desktop.Template == DesktopStart {
 			d.Missing(desktop.Template) // starts the build unless the image is there
 		}
 		base := missing

@@ -1,8 +1,7 @@
-package cli
+package daemon
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,26 +12,21 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
 
-// TestMetricsAfterRealCalls serves the daemon as serve wires it (real
+// TestMetricsAfterRealCalls serves the daemon as serve builds it (real
 // runtime, memory store), makes real calls over HTTP, then scrapes
 // /metrics with the metrics token (and is refused without it) and reads
 // /v1/metrics/sessions.
 func TestMetricsAfterRealCalls(t *testing.T) {
-	lrunNeedAgent(t)
-	ctx := context.Background()
+	needRuntime(t)
 	dir := t.TempDir()
 	logs := &lockedBuffer{}
-	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
-		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 1, shutdownTimeout: 5 * time.Second},
-		export.NewLogger(logs, "debug"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop()
+	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
+		Limits: contexts.Limits{MemoryBytes: 256 << 20}, PoolSize: 1, ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(logs, "debug")})
 
 	call := func(method, path, body string, key bool) (int, []byte) {
 		t.Helper()
@@ -40,7 +34,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		if key {
 			req.Header.Set("X-API-KEY", d.key)
 			if path == "/metrics" {
-				req.Header.Set("Authorization", "Bearer "+d.metricsToken)
+				req.Header.Set("Authorization", "Bearer "+d.MetricsToken())
 			}
 		}
 		req.Header.Set("Content-Type", "application/json")
@@ -204,19 +198,15 @@ func (m metrics) dump() string {
 	return b.String()
 }
 
-// TestTelemetryPrefix: --telemetry-prefix renames every sandlot metric in
+// TestTelemetryPrefix: Config.MetricPrefix (--telemetry-prefix) renames every sandlot metric in
 // the scrape.
 func TestTelemetryPrefix(t *testing.T) {
-	lrunNeedAgent(t)
+	needRuntime(t)
 	t.Cleanup(func() { telemetry.SetPrefixes("", "") })
 	dir := t.TempDir()
-	d, err := startDaemon(context.Background(), serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "auto",
-		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, poolSize: 0, shutdownTimeout: 5 * time.Second,
-		metricPrefix: "acme"}, export.NewLogger(&lockedBuffer{}, "info"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop()
+	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
+		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second,
+		MetricPrefix: "acme", Logger: export.NewLogger(&lockedBuffer{}, "info")})
 	req, _ := http.NewRequest("POST", d.url+"/v1/tools/run_code", strings.NewReader(`{"conversationId":"p","args":{"language":"python","code":"1+1"}}`))
 	req.Header.Set("X-API-KEY", d.key)
 	req.Header.Set("Content-Type", "application/json")
@@ -224,7 +214,7 @@ func TestTelemetryPrefix(t *testing.T) {
 		t.Fatalf("run_code: %v %v", resp, err)
 	}
 	req, _ = http.NewRequest("GET", d.url+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+d.metricsToken)
+	req.Header.Set("Authorization", "Bearer "+d.MetricsToken())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	flag "github.com/spf13/pflag"
-
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
@@ -29,51 +27,27 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// networkFlags configure sandbox networks (docs/network.md). Off by
-// default: the daemon then never touches the host's network, and every
-// sandbox has loopback only.
-type networkFlags struct {
-	enabled    bool
-	policyFile string
-	allowOpen  bool
-	reachable  string
-	pool       string
-	spares     int
-	domain     string
-	upstream   string
-}
-
-func (f *networkFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&f.enabled, "network", false, "give sandboxes that ask for one a network of their own (egress proxy, resolver, ports); needs root and nftables; one daemon per host (a second is refused at start)")
-	fs.StringVar(&f.policyFile, "network-policy", "", "operator network policy, JSON {\"default\": cap, \"tenants\": {id: cap}} (docs/network.md); flags below set the default cap when it is not given")
-	fs.BoolVar(&f.allowOpen, "network-allow-open", false, "tenants may ask for mode open (every public destination)")
-	fs.StringVar(&f.reachable, "network-reachable", "", "internal ranges tenants' allow rules may open, comma-separated CIDRs (default: none)")
-	fs.StringVar(&f.pool, "network-pool", "", "IPv4 range of sandbox addresses (default 10.254.0.0/16; must not overlap what the host reaches)")
-	fs.IntVar(&f.spares, "network-spares", 4, "sandbox networks kept built ahead of need (cold create cost)")
-	fs.StringVar(&f.domain, "ports-domain", ports.DefaultDomain, "domain of sandbox ports served by the listener: <port>-<sandboxId>.<domain>")
-	fs.StringVar(&f.upstream, "network-upstream", "", "name servers the sandboxes' resolver asks, comma-separated ip:port (default: the host's /etc/resolv.conf)")
-}
-
-// operator builds the operator policy from the flags.
-func (f networkFlags) operator() (*policy.Operator, error) {
+// operator builds the operator policy: the file's, else AllowOpen and
+// Reachable.
+func (f Network) operator() (*policy.Operator, error) {
 	op := &policy.Operator{}
-	if f.policyFile != "" {
-		b, err := os.ReadFile(f.policyFile)
+	if f.PolicyFile != "" {
+		b, err := os.ReadFile(f.PolicyFile)
 		if err != nil {
 			return nil, fmt.Errorf("--network-policy: %w", err)
 		}
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(op); err != nil {
-			return nil, fmt.Errorf("--network-policy %s: %v: %w", f.policyFile, err, errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("--network-policy %s: %v: %w", f.PolicyFile, err, errdefs.ErrInvalidArgument)
 		}
 		if err := op.Validate(); err != nil {
-			return nil, fmt.Errorf("--network-policy %s: %w", f.policyFile, err)
+			return nil, fmt.Errorf("--network-policy %s: %w", f.PolicyFile, err)
 		}
 		return op, nil
 	}
-	op.Default.AllowOpen = f.allowOpen
-	for _, s := range strings.Split(f.reachable, ",") {
+	op.Default.AllowOpen = f.AllowOpen
+	for _, s := range strings.Split(f.Reachable, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
@@ -97,7 +71,7 @@ type netWire struct {
 	// wake resumes a paused sandbox that asked to be woken by traffic
 	// before a request reaches its port (set with verify).
 	wake func(ctx context.Context, tenantID, sid string) (bool, error)
-	// startErr is why Start failed; serve stops on it (the operator asked
+	// startErr is why Start failed; New fails on it (the operator asked
 	// for networks).
 	startErr error
 	started  bool
@@ -124,24 +98,24 @@ func (w *netWire) portsRoute() *ports.Handler {
 }
 
 // newNetworks builds the stack (not started: Start needs the provider's
-// sandboxes). nil when --network is off.
-func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire, error) {
-	f := cfg.network
-	if !f.enabled {
+// sandboxes). nil when Network.Enabled is off.
+func newNetworks(cfg Config, st store.Backend, log *slog.Logger) (*netWire, error) {
+	f := cfg.Network
+	if !f.Enabled {
 		return nil, nil
 	}
 	op, err := f.operator()
 	if err != nil {
 		return nil, err
 	}
-	ncfg := network.Config{StateDir: filepath.Join(cfg.store.dataDir, "net"), Spares: f.spares, Log: log}
-	if f.pool != "" {
-		if ncfg.Pool, err = netip.ParsePrefix(f.pool); err != nil {
-			return nil, fmt.Errorf("--network-pool %q: %v: %w", f.pool, err, errdefs.ErrInvalidArgument)
+	ncfg := network.Config{StateDir: filepath.Join(cfg.DataDir, "net"), Spares: f.Spares, Log: log}
+	if f.Pool != "" {
+		if ncfg.Pool, err = netip.ParsePrefix(f.Pool); err != nil {
+			return nil, fmt.Errorf("--network-pool %q: %v: %w", f.Pool, err, errdefs.ErrInvalidArgument)
 		}
 	}
 	var upstream []string
-	for _, s := range strings.Split(f.upstream, ",") {
+	for _, s := range strings.Split(f.Upstream, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			upstream = append(upstream, s)
 		}
@@ -156,7 +130,7 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 		w.queue.Close(context.Background())
 		return nil, err
 	}
-	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
+	w.ports, err = w.st.Ports(f.Domain, func(ctx context.Context, id, tenantID, token string) error {
 		return w.authorize(ctx, id, tenantID, token, st)
 	}, func(ctx context.Context, id, tenantID string) (bool, error) {
 		if w.wake == nil {

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -44,24 +44,24 @@ func TestNetworkAuditEvent(t *testing.T) {
 	}
 }
 
-func TestNetworkOperatorFlags(t *testing.T) {
-	op, err := networkFlags{allowOpen: true, reachable: "10.1.0.0/16, 192.168.5.7/32"}.operator()
+func TestNetworkOperator(t *testing.T) {
+	op, err := Network{AllowOpen: true, Reachable: "10.1.0.0/16, 192.168.5.7/32"}.operator()
 	if err != nil || !op.Default.AllowOpen || len(op.Default.Reachable) != 2 {
 		t.Fatalf("%+v %v", op, err)
 	}
-	if _, err := (networkFlags{reachable: "10.1.0.0/99"}).operator(); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := (Network{Reachable: "10.1.0.0/99"}).operator(); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("bad range: %v", err)
 	}
 	dir := t.TempDir()
 	good := filepath.Join(dir, "op.json")
 	os.WriteFile(good, []byte(`{"default": {"maxRules": 10}, "tenants": {"t9": {"allowOpen": true}}}`), 0o600)
-	op, err = networkFlags{policyFile: good}.operator()
+	op, err = Network{PolicyFile: good}.operator()
 	if err != nil || op.Default.MaxRules != 10 || !op.Cap("t9").AllowOpen || op.Cap("t1").AllowOpen {
 		t.Fatalf("%+v %v", op, err)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(`{"default": {"allowOpne": true}}`), 0o600)
-	if _, err := (networkFlags{policyFile: bad}).operator(); err == nil || !strings.Contains(err.Error(), "allowOpne") {
+	if _, err := (Network{PolicyFile: bad}).operator(); err == nil || !strings.Contains(err.Error(), "allowOpne") {
 		t.Errorf("unknown field: %v", err)
 	}
 	// Without --network the caps still apply (the e2b provider).

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"crypto/rand"
@@ -12,31 +12,27 @@ import (
 	"strings"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
-
-// envNode names the daemon's node (contexts.Config.Node) in a fleet.
-const envNode = "SANDLOT_NODE"
 
 // nodesDir holds one node id file per state dir in the data dir.
 const nodesDir = "nodes"
 
-// resolveNode returns the daemon's node id: flag, else $SANDLOT_NODE, else
-// the id kept in DATA/nodes/ for this state dir, created on first start.
+// resolveNode returns the daemon's node id: id when given (Config.Node,
+// which the CLI fills from --node or $SANDLOT_NODE), else the id kept in
+// DATA/nodes/ for this state dir, created on first start.
 //
 // Why per state dir: sandlot serve and sandlot mcp on one data dir are two
 // daemons on one store and must be two nodes, while a restart of either
 // must stay the node it was (to reconcile its own records). One state dir
-// is held by one daemon at a time (lockStateDir), so the pair (data dir,
+// is held by one daemon at a time (LockStateDir), so the pair (data dir,
 // state dir) names exactly one daemon.
-func resolveNode(flagValue, dataDir, stateDir, defaultStateDir string) (string, error) {
-	if flagValue != "" {
-		return flagValue, checkNode(flagValue, "--node")
-	}
-	if v := os.Getenv(envNode); v != "" {
-		return v, checkNode(v, "$"+envNode)
+func resolveNode(id, dataDir, stateDir string) (string, error) {
+	if id != "" {
+		return id, checkNode(id, "--node")
 	}
 	if stateDir == "" {
-		stateDir = defaultStateDir
+		stateDir = oci.DefaultStateDir
 	}
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {

@@ -1,7 +1,6 @@
-package cli
+package daemon
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,13 +17,8 @@ import (
 // answers 503 with the reason.
 func TestNoProviderNoTools(t *testing.T) {
 	dir := t.TempDir()
-	d, err := startDaemon(context.Background(), serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data")}, runtime: "no-such-runtime",
-		stateDir: filepath.Join(dir, "run"), providers: "local", poolSize: 0, shutdownTimeout: 5 * time.Second},
-		export.NewLogger(&lockedBuffer{}, "info"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop()
+	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), Runtime: "no-such-runtime",
+		StateDir: filepath.Join(dir, "run"), ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&lockedBuffer{}, "info")})
 	call := func(method, path, body string) (int, []byte) {
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
 		req.Header.Set("X-API-KEY", d.key)

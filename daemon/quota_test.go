@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"bytes"
@@ -20,22 +20,18 @@ type e2bNamed struct{ *contextstest.Provider }
 
 func (e2bNamed) Name() string { return "e2b" }
 
-// TestE2BQuotaWired: with a plan in the environment ($SANDLOT_E2B_PLAN_CREATIONS
-// and $SANDLOT_QUOTA_THRESHOLDS, read as serve's flags), serve's provider chain
-// counts e2b creations per tenant and logs a warning at each threshold
-// (the quota's own gauge is tested in provider/chain).
+// TestE2BQuotaWired: with a plan (E2BProvider.PlanCreations and
+// QuotaThresholds, serve's $SANDLOT_E2B_PLAN_CREATIONS and
+// $SANDLOT_QUOTA_THRESHOLDS), the daemon's provider chain counts e2b
+// creations per tenant and logs a warning at each threshold (the quota's
+// own gauge is tested in provider/chain).
 func TestE2BQuotaWired(t *testing.T) {
-	t.Setenv("SANDLOT_E2B_PLAN_CREATIONS", "4")
-	t.Setenv("SANDLOT_QUOTA_THRESHOLDS", "0.5,1")
-	c, err := parseServe(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	plan := E2BProvider{PlanCreations: 4, QuotaThresholds: "0.5,1"}
 	file := filepath.Join(t.TempDir(), e2bQuotaFile)
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil))
-	q, err := e2bQuota(log, file, c.e2b)
+	q, err := e2bQuota(log, file, plan)
 	if err != nil || q == nil {
 		t.Fatalf("quota %v, %v", q, err)
 	}
@@ -54,7 +50,7 @@ func TestE2BQuotaWired(t *testing.T) {
 		t.Fatalf("usage %+v", u)
 	}
 	// The account's count survives a restart (the plan is the account's).
-	again, err := e2bQuota(log, file, c.e2b)
+	again, err := e2bQuota(log, file, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,39 +58,23 @@ func TestE2BQuotaWired(t *testing.T) {
 		t.Fatalf("after a restart the account's usage is %+v, want 4 creations", u)
 	}
 
-	if q, err := e2bQuota(log, file, e2bFlags{}); q != nil || err != nil {
+	if q, err := e2bQuota(log, file, E2BProvider{}); q != nil || err != nil {
 		t.Fatalf("without a plan: %v, %v", q, err)
 	}
-	t.Setenv("SANDLOT_E2B_PLAN_CREATIONS", "lots")
-	if _, err := parseServe(t); err == nil {
-		t.Fatal("a bad plan was accepted")
-	}
-	t.Setenv("SANDLOT_E2B_PLAN_CREATIONS", "")
-	if _, err := e2bQuota(log, file, e2bFlags{planCreations: 3, thresholds: "x"}); err == nil {
+	if _, err := e2bQuota(log, file, E2BProvider{PlanCreations: 3, QuotaThresholds: "x"}); err == nil {
 		t.Fatal("bad thresholds were accepted")
 	}
 }
 
-// TestE2BSettingsConfigurable: the e2b provider's settings are flags, and
-// so environment variables and config keys, with the documented
-// precedence (flag, then environment, then file).
-func TestE2BSettingsConfigurable(t *testing.T) {
-	file := writeFile(t, "c.yaml", "e2b-template: from-file\ne2b-sizes: small:1:512,big:4:4096\ne2b-connect-timeout: 7s\ne2b-plan-compute-minutes: 600\n")
-	t.Setenv("SANDLOT_E2B_DEPLOYMENT", "from-env")
-	t.Setenv("SANDLOT_E2B_TEMPLATE", "from-env")
-	c, err := parseServe(t, "--config", file, "--e2b-template", "from-flag")
-	if err != nil {
+// TestE2BProviderSettings: the e2b provider builds from its settings, and
+// refuses sizes that do not parse.
+func TestE2BProviderSettings(t *testing.T) {
+	f := E2BProvider{Template: "from-flag", Deployment: "from-env", ConnectTimeout: 7 * time.Second,
+		Sizes: "small:1:512,big:4:4096", PlanComputeMinutes: 600}
+	if _, err := e2bProvider(slog.New(slog.DiscardHandler), "node-1", f); err != nil {
 		t.Fatal(err)
 	}
-	want := e2bFlags{template: "from-flag", deployment: "from-env", connectTimeout: 7 * time.Second,
-		sizes: "small:1:512,big:4:4096", planMinutes: 600}
-	if c.e2b != want {
-		t.Fatalf("e2b settings %+v, want %+v", c.e2b, want)
-	}
-	if _, err := e2bProvider(slog.New(slog.DiscardHandler), "node-1", c.e2b); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e2bProvider(slog.New(slog.DiscardHandler), "node-1", e2bFlags{sizes: "nonsense"}); err == nil {
+	if _, err := e2bProvider(slog.New(slog.DiscardHandler), "node-1", E2BProvider{Sizes: "nonsense"}); err == nil {
 		t.Fatal("bad sizes were accepted")
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"bytes"
@@ -15,18 +15,17 @@ import (
 // in the store (docs/network.md, "Secrets at the edge").
 const secretsKeyFile = "secrets-key"
 
-// envSecretsKey carries the key itself, base64, for deployments that pass
-// keys through the environment.
-const envSecretsKey = "SANDLOT_SECRETS_KEY"
-
 // secretsKeySize is AES-256's.
 const secretsKeySize = 32
 
-// secretsKey returns the store's secrets key: the file named by
-// --secrets-key-file, else $SANDLOT_SECRETS_KEY, else DATA/secrets-key,
-// created (32 random bytes, 0600) on first start. A named file must exist:
-// a key that silently changed would lock every stored secret away.
-func secretsKey(dataDir, file string) ([]byte, error) {
+// SecretsKey returns the key that seals tenants' secrets in the store,
+// which the CLI opens the daemon's store with: the file named by
+// --secrets-key-file, else fromEnv (the key itself, base64, which the CLI
+// reads from $SANDLOT_SECRETS_KEY for deployments that pass keys through
+// the environment), else DATA/secrets-key, created (32 random bytes, 0600)
+// on first start. A named file must exist: a key that silently changed
+// would lock every stored secret away.
+func SecretsKey(dataDir, file, fromEnv string) ([]byte, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -34,8 +33,8 @@ func secretsKey(dataDir, file string) ([]byte, error) {
 		}
 		return parseSecretsKey(b, file)
 	}
-	if v := os.Getenv(envSecretsKey); v != "" {
-		return parseSecretsKey([]byte(v), "$"+envSecretsKey)
+	if fromEnv != "" {
+		return parseSecretsKey([]byte(fromEnv), "$SANDLOT_SECRETS_KEY")
 	}
 	path := filepath.Join(dataDir, secretsKeyFile)
 	b, err := os.ReadFile(path)
@@ -55,7 +54,7 @@ func secretsKey(dataDir, file string) ([]byte, error) {
 	// O_EXCL: two daemons starting at once on one data dir keep one key.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return secretsKey(dataDir, path)
+		return SecretsKey(dataDir, path, "")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write the secrets key: %w", err)

@@ -1,10 +1,9 @@
-package cli
+package daemon
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,13 +15,14 @@ import (
 // stateLockFile is the daemon lock inside a state dir.
 const stateLockFile = "daemon.lock"
 
-// lockStateDir takes the exclusive daemon lock of a local provider's state
-// dir (flock on DIR/daemon.lock, held until release or process exit). One
+// LockStateDir takes the exclusive daemon lock of a local provider's state
+// dir (flock on DIR/daemon.lock, held until release or process exit); ""
+// is oci.DefaultStateDir. New takes it for the daemon's life. One
 // state dir belongs to one daemon: a manager's reconcile and sweep destroy
 // every sandbox in it that its own store and pools do not name, so a
 // second daemon there would destroy the first one's sandboxes. With the
 // lock it fails at start instead, saying which process holds the dir.
-func lockStateDir(dir string) (release func(), err error) {
+func LockStateDir(dir string) (release func(), err error) {
 	if dir == "" {
 		dir = oci.DefaultStateDir
 	}
@@ -50,16 +50,4 @@ func lockStateDir(dir string) (release func(), err error) {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return func() { f.Close() }, nil // closing the descriptor releases the flock
-}
-
-// usesLocal reports whether a --providers list names the local provider.
-func usesLocal(providers string) bool { return usesProvider(providers, "local") }
-
-// usesProvider reports whether a --providers list names provider.
-func usesProvider(providers, provider string) bool {
-	names := strings.Split(providers, ",")
-	for i := range names {
-		names[i] = strings.TrimSpace(names[i])
-	}
-	return slices.Contains(names, provider)
 }

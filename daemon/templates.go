@@ -1,4 +1,4 @@
-package cli
+package daemon
 
 import (
 	"context"
@@ -8,15 +8,11 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/templates"
 )
-
-// defaultImageGCInterval is --image-gc-interval's default.
-const defaultImageGCInterval = time.Hour
 
 // templateWire holds the daemon's template catalog once the local
 // provider has an image store, and the provider's answer to which images
@@ -68,22 +64,4 @@ func (tw *templateWire) gcLoop(ctx context.Context, interval time.Duration) {
 		tw.log.Info("image gc", slog.Int("images_kept", st.Images), slog.Int("layers_removed", st.Layers),
 			slog.Int("blobs_removed", st.Blobs), slog.Int64("freed_bytes", st.FreedBytes), slog.Duration(logkey.Elapsed, time.Since(start)))
 	}
-}
-
-// templateRoutes is what serves /v1/templates: nil (those routes answer
-// 412) without an image store.
-func (w *wired) templateRoutes() server.Templates {
-	if w.templates == nil {
-		return nil
-	}
-	return w.templates
-}
-
-// buildRoutes is the /v1 build routes' queue (the one E2B's builds use);
-// nil when builds are off (no nil pointer in the interface).
-func (w *wired) buildRoutes() server.Builds {
-	if w.builds == nil {
-		return nil
-	}
-	return w.builds
 }
