@@ -102,6 +102,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if nw != nil && nw.startErr != nil {
 		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
 	}
+	if prov == nil {
+		return nil, provErr // a provider's settings that do not parse
+	}
 	out, err := newGuard(cfg.DataDir, st, d.auth, nw)
 	if err != nil {
 		return nil, err

@@ -36,7 +36,9 @@ func (c Config) localConfig(log *slog.Logger) local.Config {
 // newProvider builds the providers Config.Providers names, in fallback
 // order (a chain when there are several). When none can be built (no
 // runtime, no agent binary), sandboxes are unavailable: the daemon still
-// starts, and /readyz and every tool call say why.
+// starts, and /readyz and every tool call say why. Settings that do not
+// parse, or networks that do not start, are no provider and an error: the
+// daemon does not start.
 func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire, tw *templateWire) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
