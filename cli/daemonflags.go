@@ -9,7 +9,6 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/desktop"
@@ -114,7 +113,7 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.StringVar(&c.tlsAddr, "tls-addr", "", "also serve the front door over TLS on HOST:PORT (E2B's https://<port>-<sandboxId>.<domain> and envd by host name); needs --tls-cert and --tls-key")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate chain of --tls-addr: a wildcard for *.<ports domain> (and the API's name, if served there)")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", server.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", daemon.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may finish")
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 0, "requests in flight at once, all callers (0: 1024; -1: unlimited); more answer 429 with Retry-After")
 	fs.IntVar(&c.MaxInFlightPerTenant, "max-inflight-per-tenant", 0, "requests in flight at once per tenant, open streams included (0: 64; -1: unlimited)")
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")

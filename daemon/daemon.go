@@ -153,10 +153,11 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if cfg.Stdio {
 		return d, nil
 	}
-	parts := surfaces{st: st, prov: prov, provErr: provErr, nw: nw, tw: tw, builds: q, metrics: d.tel.Handler()}
-	if d.front, err = d.frontDoor(parts); err != nil {
+	fc, err := d.surfaces(parts{st: st, prov: prov, provErr: provErr, nw: nw, tw: tw, builds: q, metrics: d.tel.Handler()})
+	if err != nil {
 		return nil, err
 	}
+	d.front = newFrontDoor(fc)
 	return d, nil
 }
 

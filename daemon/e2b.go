@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 
@@ -21,20 +20,20 @@ import (
 // handed out survive a restart.
 const e2bSecretFile = "e2b-secret"
 
-// e2bWire builds the E2B surface (api/e2bcompat) over the manager: the
-// handler and its matcher for server.Config.E2B and E2BMatch. admit is the
-// per-tenant in-flight limit the server applies to its own routes.
-func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (http.Handler, func(*http.Request) bool, error) {
+// e2bWire builds the E2B surface (api/e2bcompat) over the manager, which
+// the front door matches before its other routes. admit is the per-tenant
+// in-flight limit of every surface.
+func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (*e2bcompat.Handler, error) {
 	secret, err := e2bSecret(cfg.DataDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	domain := ""
 	if nw != nil {
 		domain = cfg.Network.Domain
 	}
 	if cfg.E2B.Python != "" && cfg.E2B.Python != "ipython" && cfg.E2B.Python != "plain" {
-		return nil, nil, fmt.Errorf("--e2b-python %q: want ipython or plain: %w", cfg.E2B.Python, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("--e2b-python %q: want ipython or plain: %w", cfg.E2B.Python, errdefs.ErrInvalidArgument)
 	}
 	ecfg := e2bcompat.Config{
 		PlainPython:   cfg.E2B.Python == "plain",
@@ -68,7 +67,7 @@ func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2
 		nw.verify = h.VerifyTrafficToken
 		nw.wake = h.Wake
 	}
-	return h, h.Match, nil
+	return h, nil
 }
 
 // e2bTemplates maps E2B's template names for --e2b-code-interpreter-template:

@@ -1,4 +1,4 @@
-package server_test
+package daemon
 
 import (
 	"bufio"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
-	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -45,7 +44,7 @@ func (b *blockingTools) Call(ctx context.Context, c tools.Call, out contexts.Out
 
 func (b *blockingTools) Export(string) (any, error) { return []any{}, nil }
 
-// serve runs the server on a real listener and returns its URL.
+// serve runs the front door on a real listener and returns its URL.
 func serve(t *testing.T, e *env) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,7 +53,7 @@ func serve(t *testing.T, e *env) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.Server.Serve(ctx, ln) }()
+	go func() { done <- e.front.serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return "http://" + ln.Addr().String()
 }
@@ -71,9 +70,9 @@ func post(url, key string) (*http.Response, error) {
 // request was admitted.
 func TestInFlightLimits(t *testing.T) {
 	tools := newBlockingTools()
-	e := newEnv(t, func(c *server.Config) {
-		c.Tools = tools
-		c.Admission = server.NewAdmission(server.AdmissionConfig{MaxInFlight: 3, MaxInFlightPerTenant: 2})
+	e := newEnv(t, func(c *frontConfig) {
+		c.V1.Tools = tools
+		c.Admission = newAdmission(3, 2)
 	})
 	url := serve(t, e)
 	var wg sync.WaitGroup
@@ -137,7 +136,7 @@ func TestInFlightLimits(t *testing.T) {
 // passes, long before the client would finish; before, the server waited
 // for it forever (only headers had a deadline).
 func TestSlowBody(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) {
+	e := newEnv(t, func(c *frontConfig) {
 		c.BodyReadTimeout = 500 * time.Millisecond
 		c.MinBodyRate = 1 << 20
 	})
@@ -184,7 +183,7 @@ func TestSlowBody(t *testing.T) {
 // /metrics names tenants (quota gauges): it needs the metrics token.
 // Before, it answered anyone.
 func TestMetricsToken(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) {
+	e := newEnv(t, func(c *frontConfig) {
 		c.Metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `sandlot_quota_usage{tenant="t-1"} 0.5`+"\n")
 		})
@@ -212,18 +211,6 @@ func TestMetricsToken(t *testing.T) {
 	}
 }
 
-// Nothing on /v1 decodes Content-Encoding: a compressed body is refused
-// with 415, not taken as its compressed bytes.
-func TestCompressedBody(t *testing.T) {
-	e := newEnv(t, nil)
-	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: "\x1f\x8b\x08\x00",
-		header: map[string]string{"Content-Encoding": "gzip", "Content-Type": "application/json"}})
-	if w.Code != http.StatusUnsupportedMediaType {
-		t.Fatalf("status %d %s, want 415", w.Code, w.Body)
-	}
-	decodeErr(t, w)
-}
-
 // slowTools streams n output events, one every gap, then answers.
 type slowTools struct {
 	n   int
@@ -249,8 +236,8 @@ func (slowTools) Export(string) (any, error) { return []any{}, nil }
 // The body deadline ends with the body: a streamed answer that outlasts
 // BodyReadTimeout many times over still arrives whole.
 func TestBodyDeadlineSparesStreams(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) {
-		c.Tools = slowTools{n: 10, gap: 150 * time.Millisecond}
+	e := newEnv(t, func(c *frontConfig) {
+		c.V1.Tools = slowTools{n: 10, gap: 150 * time.Millisecond}
 		c.BodyReadTimeout = 100 * time.Millisecond
 	})
 	url := serve(t, e)
