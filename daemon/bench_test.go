@@ -1,4 +1,4 @@
-package server_test
+package daemon
 
 import (
 	"bytes"
@@ -13,9 +13,10 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// BenchmarkToolCallOverhead measures the HTTP layer alone (auth against a
-// real SQLite tenant store, JSON in and out, routing, logging to a
-// discarding handler) over loopback, with the fake tool.
+// BenchmarkToolCallOverhead measures the HTTP layer alone (the front
+// door's request id, span and access log to a discarding handler, /v1's
+// auth against a real SQLite tenant store, JSON in and out, routing) over
+// loopback, with the fake tool.
 func BenchmarkToolCallOverhead(b *testing.B) {
 	st, err := store.Open(context.Background(), "sqlite://"+b.TempDir()+"/t.db")
 	if err != nil {
@@ -28,7 +29,7 @@ func BenchmarkToolCallOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	e := servertest.NewEnv(func(c *server.Config) { c.Auth = tenant.NewAuthenticator(st, tenant.AuthConfig{}) })
-	ts := httptest.NewServer(e.Handler)
+	ts := httptest.NewServer(newFrontDoor(frontConfig{V1: e.Config}))
 	defer ts.Close()
 	body := []byte(`{"conversationId":"b","args":{"language":"python","code":"1+1"}}`)
 	b.ResetTimer()
