@@ -12,9 +12,10 @@ import (
 
 // Config is everything the daemon is told, as plain values. `sandlot serve`
 // and `sandlot mcp` fill it from their flags, $SANDLOT_<NAME> and the config
-// file (docs/configuration.md names the flag of each field); tests and the
-// bench fill it directly. The zero value of every field is documented, and
-// is what a test that leaves it out gets.
+// file (cli/daemonflags.go binds each flag to its field; the errors of a
+// value that does not parse name the flag); tests and the bench fill it
+// directly. The zero value of every field is documented, and is what a
+// test that leaves it out gets.
 type Config struct {
 	// DataDir holds the daemon's own files: the keys and tokens made at
 	// first start, node ids, network state, the e2b quota's counts and,
