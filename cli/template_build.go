@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -146,7 +147,7 @@ func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuil
 		return err
 	}
 	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
-	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
+	t, err := BuildTemplate(ctx, c, daemon.NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
 		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: io.Out,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,14 +25,14 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// Metadata keys with meaning to sandlot. Keys under MetadataReserved are
-// sandlot's own and are never shown to E2B callers.
+// Metadata keys with meaning to sandlot. A key under
+// contexts.ReservedPrefix ("sandlot.") is refused on create: sandlot keeps
+// its own state in the record's typed fields, so a sandbox's metadata is
+// the caller's, as on E2B.
 const (
 	MetaConversation = "conversationId"
 	MetaPath         = "pathId"
 	MetaTask         = "taskId" // keys the sandbox before conversationId (the session-reuse order)
-	MetadataReserved = "sandlot."
-	metaTemplate     = MetadataReserved + "e2bTemplate"
 )
 
 // maxListLimit bounds one page of GET /v2/sandboxes.
@@ -164,6 +165,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
+	if err := contexts.CheckMetadata(body.Metadata); err != nil {
+		writeAPIError(w, err)
+		return
+	}
 	if body.TemplateID == "" {
 		body.TemplateID = "base"
 	}
@@ -185,8 +190,6 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if id.PathID == "" {
 		id.PathID = contexts.DefaultPath
 	}
-	meta := publicMetadata(body.Metadata)
-	meta[metaTemplate] = body.TemplateID
 	ttl := h.cfg.DefaultTimeout
 	if body.Timeout != nil && *body.Timeout > 0 {
 		var err error
@@ -195,7 +198,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 			return
 		}
 	}
-	if err := h.lifecycle(body, meta, ttl); err != nil {
+	autoPause, autoResume, err := h.lifecycle(body, ttl)
+	if err != nil {
 		writeAPIError(w, err)
 		return
 	}
@@ -236,8 +240,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// manager's rotation would end it under a running session.
 	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
 	// setTimeout (and connect or refreshes asking for more) moves it.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TTL: ttl, Metadata: meta, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, Network: netPolicy,
-		Prestart: h.bootKernels(body.TemplateID)})
+	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
+		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoResume: autoResume,
+		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID)})
 	if err != nil {
 		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		writeAPIError(w, err)
@@ -277,21 +282,10 @@ func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *context
 	}, nil
 }
 
-// publicMetadata copies m without the keys under MetadataReserved: a
-// caller may neither set them nor see them.
-func publicMetadata(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m)+2)
-	for k, v := range m {
-		if !strings.HasPrefix(k, MetadataReserved) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
+// templateOf is a sandbox's E2B templateID: the name its create gave.
 func templateOf(rec *contexts.Record) string {
-	if t := rec.Metadata[metaTemplate]; t != "" {
-		return t
+	if rec.TemplateName != "" {
+		return rec.TemplateName
 	}
 	if rec.Template != "" {
 		return rec.Template
@@ -302,7 +296,10 @@ func templateOf(rec *contexts.Record) string {
 func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Record, withToken bool) (detailBody, error) {
 	// The caller's metadata as given: conversationId and pathId appear
 	// only when the caller set them (they name the identity then).
-	meta := publicMetadata(rec.Metadata)
+	meta := maps.Clone(rec.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
 	d := detailBody{
 		SandboxID:   rec.ID,
 		TemplateID:  templateOf(rec),
@@ -333,7 +330,7 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 // have ended it yet, as on E2B.
 func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
 	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
-	if err == nil && autoPausing(rec) {
+	if err == nil && h.autoPausing(rec) {
 		rec, err = h.cfg.Manager.AutoPause(ctx, tenantID, id)
 	}
 	if err == nil && !h.live(rec) {
@@ -346,9 +343,9 @@ func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Re
 }
 
 // live reports whether rec is a running sandbox: active and before its end
-// (by the wall clock, the manager's).
+// (by the manager's clock).
 func (h *Handler) live(rec *contexts.Record) bool {
-	return rec.State.Active() && rec.ExpiresAt.After(time.Now())
+	return rec.State.Active() && rec.ExpiresAt.After(h.cfg.Manager.Now())
 }
 
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -431,12 +428,12 @@ func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string
 		writeAPIError(w, err)
 		return
 	}
-	if _, paused := contexts.PausedSince(rec); paused {
+	if rec.Paused() {
 		// Its timeout does not run while paused: connect sets it.
 		writeConflict(w, "sandbox "+id+" is paused; connect resumes it with a timeout")
 		return
 	}
-	if ttl > 0 && (!onlyLonger || time.Now().Add(ttl).After(rec.ExpiresAt)) {
+	if ttl > 0 && (!onlyLonger || h.cfg.Manager.Now().Add(ttl).After(rec.ExpiresAt)) {
 		if _, err := h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 			writeAPIError(w, err)
 			return

@@ -24,6 +24,7 @@ const maxListScan = 10_000
 type listQuery struct {
 	filter       contexts.Filter
 	states       map[string]bool // the states asked for (running, paused); nil: both
+	template     string          // the templateID asked for; "": any
 	startedAfter time.Time       // zero: any
 	desc         bool            // order by start time, newest first (E2B's default)
 	limit        int
@@ -67,19 +68,14 @@ func parseList(r *http.Request, tenantID string) (listQuery, error) {
 			if err1 != nil || err2 != nil {
 				return lq, fmt.Errorf("metadata filter: %w", errdefs.ErrInvalidArgument)
 			}
-			if strings.HasPrefix(key, MetadataReserved) {
-				continue // not the caller's to see, nor to filter on
+			if strings.HasPrefix(key, contexts.ReservedPrefix) {
+				continue // no caller's metadata has one: not a filter
 			}
 			f.Metadata[key] = val
 		}
 	}
 	identityFilter(&f)
-	if t := q.Get("template"); t != "" {
-		if f.Metadata == nil {
-			f.Metadata = map[string]string{}
-		}
-		f.Metadata[metaTemplate] = t
-	}
+	lq.template = q.Get("template")
 	if s := q["state"]; len(s) > 0 {
 		lq.states = map[string]bool{}
 		for _, st := range strings.Split(strings.Join(s, ","), ",") {
@@ -143,12 +139,13 @@ func (h *Handler) matching(r *http.Request, lq listQuery) ([]*contexts.Record, e
 		}
 		scanned += len(recs)
 		for _, rec := range recs {
-			if autoPausing(rec) {
+			if h.autoPausing(rec) {
 				if cur, err := h.cfg.Manager.AutoPause(r.Context(), rec.TenantID, rec.ID); err == nil {
 					rec = cur
 				}
 			}
-			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) {
+			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) &&
+				(lq.template == "" || templateOf(rec) == lq.template) {
 				out = append(out, rec)
 			}
 		}

@@ -22,10 +22,12 @@ type Manager interface {
 	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
 	// AutoPause pauses a context past its expiry that asked to pause then
-	// (contexts.MetaAutoPause) and returns its record.
+	// (Record.AutoPause) and returns its record.
 	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	// Usage samples a context's resource usage now (getMetrics).
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
+	// Now is the manager's clock: a sandbox's end is judged by it.
+	Now() time.Time
 }
 
 var _ Manager = (*contexts.Manager)(nil)

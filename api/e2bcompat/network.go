@@ -40,7 +40,7 @@ func createNetwork(allow *bool, n *policy.E2BNetwork) (*policy.Policy, error) {
 // networkDetail fills getInfo's allowInternetAccess and network from the
 // record's policy.
 func networkDetail(d *detailBody, rec *contexts.Record) {
-	p := contexts.NetworkOf(rec)
+	p := rec.Network
 	if p == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, tenantID
 		writeAPIError(w, err)
 		return
 	}
-	if old := contexts.NetworkOf(rec); old != nil {
+	if old := rec.Network; old != nil {
 		p.Ingress = old.Ingress
 		p.Secrets = old.Secrets
 	}

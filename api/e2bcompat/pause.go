@@ -28,7 +28,7 @@ const (
 
 // stateOf is a sandbox's E2B state.
 func stateOf(rec *contexts.Record) string {
-	if _, paused := contexts.PausedSince(rec); paused {
+	if rec.Paused() {
 		return "paused"
 	}
 	return "running"
@@ -79,13 +79,13 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 		return
 	}
 	status := http.StatusOK
-	if _, paused := contexts.PausedSince(rec); paused {
+	if rec.Paused() {
 		if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
 			h.writeLifecycleError(w, id, err)
 			return
 		}
 		status = http.StatusCreated
-	} else if body.Timeout != nil && *body.Timeout > 0 && time.Now().Add(ttl).After(rec.ExpiresAt) {
+	} else if body.Timeout != nil && *body.Timeout > 0 && h.cfg.Manager.Now().Add(ttl).After(rec.ExpiresAt) {
 		if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 			writeAPIError(w, err)
 			return
@@ -107,7 +107,7 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string
 	if !ok {
 		return
 	}
-	if _, paused := contexts.PausedSince(rec); !paused {
+	if !rec.Paused() {
 		writeConflict(w, "sandbox "+id+" is already running")
 		return
 	}
@@ -201,36 +201,34 @@ func (h *Handler) stopWatchers(sid string) {
 	}
 }
 
-// lifecycle records a create's autoPause (E2B's lifecycle onTimeout
-// 'pause') and autoResume on the sandbox's metadata: at its timeout the
-// manager pauses it for Config.PausedTimeout instead of ending it, and
-// traffic resumes it with ttl, its create's timeout (wake.go). A pause
-// without memory is not supported: a clear 400, and so is autoResume
-// with it (E2B refuses that pair too).
-func (h *Handler) lifecycle(body createBody, meta map[string]string, ttl time.Duration) error {
+// lifecycle reads a create's autoPause (E2B's lifecycle onTimeout
+// 'pause') and autoResume: at its timeout the manager pauses the sandbox
+// for Config.PausedTimeout instead of ending it (autoPause, 0 when not
+// asked), and traffic resumes it with ttl, its create's timeout (wake.go;
+// autoResume, 0 when not asked). A pause without memory is not supported:
+// a clear 400, and so is autoResume with it (E2B refuses that pair too).
+func (h *Handler) lifecycle(body createBody, ttl time.Duration) (autoPause, autoResume time.Duration, err error) {
 	resume := body.AutoResume != nil && body.AutoResume.Enabled
 	noMemory := body.AutoPauseMemory != nil && !*body.AutoPauseMemory
 	if resume && noMemory {
-		return fmt.Errorf("autoResume cannot be combined with onTimeout keepMemory: false: %w", errdefs.ErrInvalidArgument)
+		return 0, 0, fmt.Errorf("autoResume cannot be combined with onTimeout keepMemory: false: %w", errdefs.ErrInvalidArgument)
 	}
 	if resume {
-		meta[metaAutoResume] = ttl.String()
+		autoResume = ttl
 	}
 	if body.AutoPause == nil || !*body.AutoPause {
-		return nil
+		return 0, autoResume, nil
 	}
 	if noMemory {
-		return fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
+		return 0, 0, fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
 	}
-	meta[contexts.MetaAutoPause] = h.cfg.PausedTimeout.String()
-	return nil
+	return h.cfg.PausedTimeout, autoResume, nil
 }
 
 // autoPausing reports a sandbox that pauses at its timeout and whose
-// timeout passed, not paused yet (the manager's cleanup loop would pause
-// it within its interval; a call that sees it first does).
-func autoPausing(rec *contexts.Record) bool {
-	_, auto := rec.Metadata[contexts.MetaAutoPause]
-	_, paused := contexts.PausedSince(rec)
-	return auto && !paused && rec.State.Active() && !rec.ExpiresAt.After(time.Now())
+// timeout passed by the manager's clock, not paused yet (the manager's
+// cleanup loop would pause it within its interval; a call that sees it
+// first does).
+func (h *Handler) autoPausing(rec *contexts.Record) bool {
+	return rec.AutoPause > 0 && !rec.Paused() && rec.State.Active() && !rec.ExpiresAt.After(h.cfg.Manager.Now())
 }

@@ -41,6 +41,16 @@ type Manager struct {
 	NoTenant []string
 	// Prestarts is each create's CreateOptions.Prestart, in order.
 	Prestarts [][]string
+	// Clock is the manager's clock; nil: time.Now.
+	Clock func() time.Time
+}
+
+// Now implements e2bcompat.Manager.
+func (m *Manager) Now() time.Time {
+	if m.Clock != nil {
+		return m.Clock()
+	}
+	return time.Now()
 }
 
 // checkTenant records a call whose ctx lacks the authenticated tenant.
@@ -73,9 +83,11 @@ func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2
 	m.checkTenant(ctx, "GetOrCreate")
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := contexts.CheckMetadata(opts.Metadata); err != nil {
+		return nil, err
+	}
 	if r := m.activeLocked(id); r != nil {
-		c := *r
-		return &c, nil
+		return r.Clone(), nil
 	}
 	if opts.Template == "missing" {
 		return nil, fmt.Errorf("template %q: %w", opts.Template, errdefs.ErrNotFound)
@@ -87,16 +99,17 @@ func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2
 	if ttl == 0 {
 		ttl = 5 * time.Minute
 	}
-	now := time.Now()
+	now := m.Now()
 	r := &contexts.Record{ID: uuid.NewString(), Identity: id, State: contexts.StateReady, Provider: "fake",
-		Template: opts.Template, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(ttl), Metadata: opts.Metadata}
+		Template: opts.Template, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(ttl), Metadata: maps.Clone(opts.Metadata),
+		Lifecycle: contexts.Lifecycle{AutoPause: opts.AutoPause, AutoResume: opts.AutoResume, FixedExpiry: opts.FixedExpiry,
+			MaxExecutions: opts.MaxExecutions, Network: opts.Network, TemplateName: opts.TemplateName}}
 	r.SandboxID = "fake-" + r.ID
 	m.recs[r.ID] = r
 	m.sbs[r.ID] = NewSandbox(r.SandboxID, opts.Env)
 	m.Prestarts = append(m.Prestarts, opts.Prestart)
 	m.Creates++
-	c := *r
-	return &c, nil
+	return r.Clone(), nil
 }
 
 // Execute implements e2bcompat.Manager.
@@ -145,8 +158,7 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*context
 	if !ok || r.TenantID != tenantID {
 		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
-	c := *r
-	return &c, nil
+	return r.Clone(), nil
 }
 
 // List implements e2bcompat.Manager: ordered by ID, paged by After.
@@ -174,8 +186,7 @@ func (m *Manager) List(ctx context.Context, f contexts.Filter) ([]*contexts.Reco
 			ok = ok && r.Metadata[k] == v
 		}
 		if ok {
-			c := *r
-			out = append(out, &c)
+			out = append(out, r.Clone())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
@@ -199,7 +210,7 @@ func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, rea
 		return fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
 	if r.State.Active() {
-		now := time.Now()
+		now := m.Now()
 		r.State, r.Reason, r.TerminatedAt = contexts.StateTerminated, reason, &now
 	}
 	return nil
@@ -214,9 +225,8 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 	if !ok || r.TenantID != tenantID || !r.State.Active() {
 		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
-	r.ExpiresAt = time.Now().Add(ttl)
-	c := *r
-	return &c, nil
+	r.ExpiresAt = m.Now().Add(ttl)
+	return r.Clone(), nil
 }
 
 // Pause implements e2bcompat.Manager: the record is marked paused (the
@@ -229,18 +239,13 @@ func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep ti
 	if !ok || r.TenantID != tenantID || !r.State.Active() {
 		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
-	if _, paused := contexts.PausedSince(r); paused {
+	if r.Paused() {
 		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrPaused)
 	}
-	now := time.Now()
-	r.Metadata = maps.Clone(r.Metadata)
-	if r.Metadata == nil {
-		r.Metadata = map[string]string{}
-	}
-	r.Metadata[contexts.MetaPaused] = now.UTC().Format(time.RFC3339Nano)
+	now := m.Now().UTC()
+	r.PausedAt = &now
 	r.ExpiresAt = now.Add(keep)
-	c := *r
-	return &c, nil
+	return r.Clone(), nil
 }
 
 // Resume implements e2bcompat.Manager.
@@ -252,14 +257,12 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	if !ok || r.TenantID != tenantID || !r.State.Active() {
 		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
 	}
-	if _, paused := contexts.PausedSince(r); !paused {
+	if !r.Paused() {
 		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrNotPaused)
 	}
-	r.Metadata = maps.Clone(r.Metadata)
-	delete(r.Metadata, contexts.MetaPaused)
-	r.ExpiresAt = time.Now().Add(ttl)
-	c := *r
-	return &c, nil
+	r.PausedAt = nil
+	r.ExpiresAt = m.Now().Add(ttl)
+	return r.Clone(), nil
 }
 
 // AutoPause implements e2bcompat.Manager.
@@ -268,11 +271,10 @@ func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*c
 	if err != nil {
 		return nil, err
 	}
-	keep, err := time.ParseDuration(rec.Metadata[contexts.MetaAutoPause])
-	if _, paused := contexts.PausedSince(rec); err != nil || paused || rec.ExpiresAt.After(time.Now()) {
+	if rec.AutoPause <= 0 || rec.Paused() || rec.ExpiresAt.After(m.Now()) {
 		return rec, nil
 	}
-	return m.Pause(ctx, tenantID, contextID, keep)
+	return m.Pause(ctx, tenantID, contextID, rec.AutoPause)
 }
 
 // Sandbox is a fake contexts.Sandbox.
