@@ -3,7 +3,7 @@ package e2bcompat_test
 import (
 	"context"
 	"io"
-	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -26,13 +27,13 @@ type createdTokens struct {
 // which is what the SDK sends on /contexts) or the API key.
 func TestInterpreterAuth(t *testing.T) {
 	e := newEnv(t)
-	resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key1)
+	resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key1)
 	sb := decode[createdTokens](t, resp)
-	other := decode[createdTokens](t, e.do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key1))
+	other := decode[createdTokens](t, e.Do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key1))
 	// An authenticated create and run on the sandbox, as the SDK does
 	// first; the old handler then trusted bare calls on that id.
-	e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken)
-	cc := decode[map[string]string](t, e.do("POST", "/contexts", strings.NewReader(`{"language":"python"}`),
+	e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken)
+	cc := decode[map[string]string](t, e.Do("POST", "/contexts", strings.NewReader(`{"language":"python"}`),
 		"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken))
 	if cc["id"] == "" {
 		t.Fatalf("create context: %v", cc)
@@ -65,7 +66,7 @@ func TestInterpreterAuth(t *testing.T) {
 					body = strings.NewReader(rt.body)
 				}
 				hdr := append([]string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "Content-Type", "application/json"}, c.hdr...)
-				resp := e.do(rt.method, rt.path, body, hdr...)
+				resp := e.Do(rt.method, rt.path, body, hdr...)
 				if resp.StatusCode != c.want {
 					b, _ := io.ReadAll(resp.Body)
 					t.Fatalf("status %d %s, want %d", resp.StatusCode, b, c.want)
@@ -77,7 +78,7 @@ func TestInterpreterAuth(t *testing.T) {
 		t.Fatalf("create answer has no traffic token of its own: %+v", sb)
 	}
 	// The traffic token opens the interpreter port only.
-	if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "E2B-Traffic-Access-Token", sb.TrafficAccessToken); resp.StatusCode != 401 {
+	if resp := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "E2B-Traffic-Access-Token", sb.TrafficAccessToken); resp.StatusCode != 401 {
 		t.Fatalf("traffic token on envd: %d", resp.StatusCode)
 	}
 	for _, hdr := range [][]string{
@@ -85,7 +86,7 @@ func TestInterpreterAuth(t *testing.T) {
 		{"X-Access-Token", sb.EnvdAccessToken},
 		{"X-API-KEY", key1},
 	} {
-		if resp := e.do("GET", "/contexts", nil, append([]string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"}, hdr...)...); resp.StatusCode != 200 {
+		if resp := e.Do("GET", "/contexts", nil, append([]string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"}, hdr...)...); resp.StatusCode != 200 {
 			t.Fatalf("list contexts with %s: %d", hdr[0], resp.StatusCode)
 		}
 	}
@@ -119,28 +120,23 @@ func storeEnv(t *testing.T) (*env, *memory.Store, *clock, string) {
 		t.Fatal(err)
 	}
 	clk := &clock{now: time.Now()}
-	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{
-		Manager: m,
-		Secret:  []byte("test-secret"),
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{
 		Clock:   clk.Now,
 		Tenants: tenant.NewAuthenticator(st, tenant.AuthConfig{Clock: clk.Now}),
-	})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, m: m}, st, clk, tn.ID
+	}})
+	return e, st, clk, tn.ID
 }
 
 // Tokens expire, die with a key rotation and with their tenant. Before,
 // a token was an HMAC of tenant and sandbox id, valid forever.
 func TestTokenRevocation(t *testing.T) {
 	probe := func(e *env, sb createdTokens) (envd, traffic int) {
-		r1 := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
-		r2 := e.do("GET", "/contexts", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken)
+		r1 := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
+		r2 := e.Do("GET", "/contexts", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken)
 		return r1.StatusCode, r2.StatusCode
 	}
 	create := func(e *env, key string) createdTokens {
-		resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key)
+		resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(`{}`), "X-API-KEY", key)
 		if resp.StatusCode != 201 {
 			t.Fatalf("create: %d", resp.StatusCode)
 		}
@@ -158,7 +154,7 @@ func TestTokenRevocation(t *testing.T) {
 			t.Fatalf("expired tokens: %d %d, want 401", a, b)
 		}
 		// connect hands out fresh ones
-		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{}`), "X-API-KEY", key)
+		resp := e.Do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{}`), "X-API-KEY", key)
 		if a, b := probe(e, decode[createdTokens](t, resp)); a != 204 || b != 200 {
 			t.Fatalf("tokens from connect: %d %d", a, b)
 		}
@@ -172,7 +168,7 @@ func TestTokenRevocation(t *testing.T) {
 		if a, b := probe(e, sb); a != 401 || b != 401 {
 			t.Fatalf("tokens after rotation: %d %d, want 401", a, b)
 		}
-		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{}`), "X-API-KEY", newKey)
+		resp := e.Do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{}`), "X-API-KEY", newKey)
 		if a, b := probe(e, decode[createdTokens](t, resp)); a != 204 || b != 200 {
 			t.Fatalf("tokens of the new key: %d %d", a, b)
 		}
@@ -215,7 +211,7 @@ func TestTimeoutMaximum(t *testing.T) {
 	e := newEnv(t)
 	max := int64(e2bcompat.DefaultMaxTimeout / time.Second)
 	over := strings.NewReplacer("N", itoa(max+1))
-	sb := e.create(key1, `{"timeout":`+itoa(max)+`}`)
+	sb := e.Create(key1, `{"timeout":`+itoa(max)+`}`)
 	for _, tc := range []struct{ method, path, body string }{
 		{"POST", "/v2/sandboxes", `{"timeout":N}`},
 		{"POST", "/sandboxes", `{"timeout":N}`},
@@ -224,14 +220,14 @@ func TestTimeoutMaximum(t *testing.T) {
 		{"POST", "/v2/sandboxes/" + sb.SandboxID + "/connect", `{"timeout":N}`},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
-			resp := e.do(tc.method, tc.path, strings.NewReader(over.Replace(tc.body)), "X-API-KEY", key1)
+			resp := e.Do(tc.method, tc.path, strings.NewReader(over.Replace(tc.body)), "X-API-KEY", key1)
 			got := decode[apiErr](t, resp)
 			if resp.StatusCode != 400 || got.Code != 400 || !strings.Contains(got.Message, "24 hours") {
 				t.Fatalf("status %d %+v, want 400 naming the maximum", resp.StatusCode, got)
 			}
 		})
 	}
-	if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":`+itoa(max)+`}`), "X-API-KEY", key1); resp.StatusCode != 204 {
+	if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":`+itoa(max)+`}`), "X-API-KEY", key1); resp.StatusCode != 204 {
 		t.Fatalf("timeout at the maximum: %d", resp.StatusCode)
 	}
 }
@@ -244,8 +240,12 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // guard reads the tenant's mode from the request instead of the store.
 // Before, E2B scoped contexts by id only.
 func TestTenantInContext(t *testing.T) {
-	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	var rec *tenantCheck
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Wrap: func(m *contexts.Manager) e2bcompat.Manager {
+		rec = &tenantCheck{Manager: m}
+		return rec
+	}})
+	sb := e.Create(key1, `{}`)
 	steps := []struct {
 		method, path, body string
 		hdr                []string
@@ -260,7 +260,7 @@ func TestTenantInContext(t *testing.T) {
 		if s.body != "" {
 			body = strings.NewReader(s.body)
 		}
-		resp := e.do(s.method, s.path, body, append([]string{"E2b-Sandbox-Id", sb.SandboxID}, s.hdr...)...)
+		resp := e.Do(s.method, s.path, body, append([]string{"E2b-Sandbox-Id", sb.SandboxID}, s.hdr...)...)
 		if resp.StatusCode >= 300 {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("%s %s: %d %s", s.method, s.path, resp.StatusCode, b)
@@ -269,11 +269,88 @@ func TestTenantInContext(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/v2/sandboxes"}, {"GET", "/sandboxes/" + sb.SandboxID}, {"DELETE", "/sandboxes/" + sb.SandboxID},
 	} {
-		if resp := e.do(c.method, c.path, nil, "X-API-KEY", key1); resp.StatusCode >= 300 {
+		if resp := e.Do(c.method, c.path, nil, "X-API-KEY", key1); resp.StatusCode >= 300 {
 			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
 		}
 	}
-	if len(e.m.NoTenant) > 0 {
-		t.Errorf("manager calls without the authenticated tenant in their context: %v", e.m.NoTenant)
+	if missing := rec.missing(); len(missing) > 0 {
+		t.Errorf("manager calls without the authenticated tenant in their context: %v", missing)
 	}
+}
+
+// tenantCheck is the real manager recording the calls whose context does
+// not carry the authenticated tenant (tenant.From).
+type tenantCheck struct {
+	*contexts.Manager
+	mu      sync.Mutex
+	without []string
+}
+
+func (c *tenantCheck) check(ctx context.Context, method string) {
+	if _, ok := tenant.From(ctx); !ok {
+		c.mu.Lock()
+		c.without = append(c.without, method)
+		c.mu.Unlock()
+	}
+}
+
+func (c *tenantCheck) missing() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.without)
+}
+
+func (c *tenantCheck) GetOrCreate(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions) (*contexts.Record, error) {
+	c.check(ctx, "GetOrCreate")
+	return c.Manager.GetOrCreate(ctx, id, opts)
+}
+
+func (c *tenantCheck) Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error) {
+	c.check(ctx, "Execute")
+	return c.Manager.Execute(ctx, id, req, out)
+}
+
+func (c *tenantCheck) Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
+	c.check(ctx, "Use")
+	return c.Manager.Use(ctx, id, opts, fn)
+}
+
+func (c *tenantCheck) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	c.check(ctx, "Get")
+	return c.Manager.Get(ctx, tenantID, id)
+}
+
+func (c *tenantCheck) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
+	c.check(ctx, "List")
+	return c.Manager.List(ctx, f)
+}
+
+func (c *tenantCheck) Terminate(ctx context.Context, tenantID, id string, reason contexts.Reason) error {
+	c.check(ctx, "Terminate")
+	return c.Manager.Terminate(ctx, tenantID, id, reason)
+}
+
+func (c *tenantCheck) SetTTL(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "SetTTL")
+	return c.Manager.SetTTL(ctx, tenantID, id, ttl)
+}
+
+func (c *tenantCheck) Pause(ctx context.Context, tenantID, id string, keep time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "Pause")
+	return c.Manager.Pause(ctx, tenantID, id, keep)
+}
+
+func (c *tenantCheck) Resume(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "Resume")
+	return c.Manager.Resume(ctx, tenantID, id, ttl)
+}
+
+func (c *tenantCheck) AutoPause(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	c.check(ctx, "AutoPause")
+	return c.Manager.AutoPause(ctx, tenantID, id)
+}
+
+func (c *tenantCheck) Usage(ctx context.Context, tenantID, id string) (contexts.ResourceUsage, error) {
+	c.check(ctx, "Usage")
+	return c.Manager.Usage(ctx, tenantID, id)
 }

@@ -1,7 +1,6 @@
 package e2bcompat_test
 
 import (
-	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -16,20 +15,26 @@ import (
 func TestInterpreterBootsIPython(t *testing.T) {
 	e := newEnv(t)
 	for _, tmpl := range []string{"code-interpreter-v1", "code-interpreter", "base"} {
-		e.create(key1, `{"templateID":"`+tmpl+`"}`)
+		e.Create(key1, `{"templateID":"`+tmpl+`"}`)
 	}
 	want := [][]string{{"ipython"}, {"ipython"}, nil}
-	if !slices.EqualFunc(e.m.Prestarts, want, slices.Equal) {
-		t.Errorf("boot kernels of code-interpreter-v1, code-interpreter, base: %q, want %q", e.m.Prestarts, want)
+	if got := prestarts(e.P); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("boot kernels of code-interpreter-v1, code-interpreter, base: %q, want %q", got, want)
 	}
 
-	m := e2bcompattest.NewManager()
-	plain := &env{t: t, m: m}
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), PlainPython: true})
-	plain.srv = httptest.NewServer(h)
-	t.Cleanup(plain.srv.Close)
-	plain.create(key1, `{"templateID":"code-interpreter-v1"}`)
-	if len(m.Prestarts) != 1 || m.Prestarts[0] != nil {
-		t.Errorf("boot kernels with PlainPython: %q, want none", m.Prestarts)
+	plain := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{PlainPython: true}})
+	plain.Create(key1, `{"templateID":"code-interpreter-v1"}`)
+	if got := prestarts(plain.P); len(got) != 1 || got[0] != nil {
+		t.Errorf("boot kernels with PlainPython: %q, want none", got)
 	}
+}
+
+// prestarts are the kernels each sandbox p created was asked to start at
+// boot, in order.
+func prestarts(p *e2bcompattest.Provider) [][]string {
+	var out [][]string
+	for _, s := range p.Specs() {
+		out = append(out, s.Prestart)
+	}
+	return out
 }

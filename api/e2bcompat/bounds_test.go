@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,7 +42,7 @@ func gzipBomb(t *testing.T, size int) []byte {
 // JSON decoder took the process to about 1 GiB.
 func TestConnectGzipBomb(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	bomb := gzipBomb(t, 256<<10)
 	var streamed bytes.Buffer
 	streamed.WriteByte(1) // compressed envelope
@@ -65,8 +64,8 @@ func TestConnectGzipBomb(t *testing.T) {
 			var status int
 			var body []byte
 			grew := e2bcompattest.PeakRSSGrowth(t, func() {
-				hdr := append(e.sbHeaders(sb, "49983"), "Connect-Protocol-Version", "1")
-				resp := e.do("POST", tc.path, bytes.NewReader(tc.body), append(hdr, tc.hdr...)...)
+				hdr := append(e.Headers(sb, "49983"), "Connect-Protocol-Version", "1")
+				resp := e.Do("POST", tc.path, bytes.NewReader(tc.body), append(hdr, tc.hdr...)...)
 				status = resp.StatusCode
 				body, _ = io.ReadAll(resp.Body)
 			})
@@ -120,18 +119,18 @@ func streamEnd(t *testing.T, b []byte) []byte {
 // bytes would be taken as they are, so a compressed body is refused.
 func TestCompressedBodyOutsideConnect(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte("hello"))
 	zw.Close()
-	resp := e.do("POST", "/execute", bytes.NewReader(gz.Bytes()), append(e.sbHeaders(sb, "49999"),
+	resp := e.Do("POST", "/execute", bytes.NewReader(gz.Bytes()), append(e.Headers(sb, "49999"),
 		"Content-Type", "application/json", "Content-Encoding", "gzip")...)
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("execute: status %d %s, want 415", resp.StatusCode, b)
 	}
-	resp = e.do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
+	resp = e.Do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
 	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
 	}
@@ -141,28 +140,24 @@ func TestCompressedBodyOutsideConnect(t *testing.T) {
 // holds the inflated bytes. Inflating stops at MaxUploadBytes: a bomb is a
 // 4xx, the daemon's memory stays put and no partial file is left.
 func TestGzipUpload(t *testing.T) {
-	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), MaxUploadBytes: 8 << 20})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, m: m}
-	sb := e.create(key1, `{}`)
-	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream", "Content-Encoding", "gzip")
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{MaxUploadBytes: 8 << 20}})
+	sb := e.Create(key1, `{}`)
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/octet-stream", "Content-Encoding", "gzip")
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte("hello, inflated"))
 	zw.Close()
-	resp := e.do("POST", "/files?path=/home/user/g.txt", bytes.NewReader(gz.Bytes()), hdr...)
+	resp := e.Do("POST", "/files?path=/home/user/g.txt", bytes.NewReader(gz.Bytes()), hdr...)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("upload: %d %s", resp.StatusCode, b)
 	}
-	got, _ := io.ReadAll(e.do("GET", "/files?path=/home/user/g.txt", nil, e.sbHeaders(sb, "49983")...).Body)
+	got, _ := io.ReadAll(e.Do("GET", "/files?path=/home/user/g.txt", nil, e.Headers(sb, "49983")...).Body)
 	if string(got) != "hello, inflated" {
 		t.Fatalf("stored %q, want the inflated text", got)
 	}
 
-	resp = e.do("POST", "/files?path=/home/user/g.txt", strings.NewReader("not gzip"), hdr...)
+	resp = e.Do("POST", "/files?path=/home/user/g.txt", strings.NewReader("not gzip"), hdr...)
 	if resp.StatusCode != 400 {
 		t.Fatalf("corrupt gzip: status %d, want 400", resp.StatusCode)
 	}
@@ -171,7 +166,7 @@ func TestGzipUpload(t *testing.T) {
 	var status int
 	var body []byte
 	grew := e2bcompattest.PeakRSSGrowth(t, func() {
-		resp := e.do("POST", "/files?path=/home/user/bomb", bytes.NewReader(bomb), hdr...)
+		resp := e.Do("POST", "/files?path=/home/user/bomb", bytes.NewReader(bomb), hdr...)
 		status = resp.StatusCode
 		body, _ = io.ReadAll(resp.Body)
 	})
@@ -182,7 +177,7 @@ func TestGzipUpload(t *testing.T) {
 	if grew > 100<<20 {
 		t.Errorf("peak RSS grew by %d MiB on a %d KiB body", grew>>20, len(bomb)>>10)
 	}
-	resp = e.do("GET", "/files?path=/home/user/bomb", nil, e.sbHeaders(sb, "49983")...)
+	resp = e.Do("GET", "/files?path=/home/user/bomb", nil, e.Headers(sb, "49983")...)
 	if resp.StatusCode != 404 {
 		t.Fatalf("partial bomb file left: GET status %d", resp.StatusCode)
 	}
@@ -195,13 +190,13 @@ func TestGzipUpload(t *testing.T) {
 // whole flood.
 func TestProcessOutputFlood(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
+	sb := e.Create(key1, `{}`)
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
 	const cmd = `head -c 268435456 /dev/zero; echo THE-END`
 	body := `{"process":{"cmd":"/bin/bash","args":["-c",` + strconv.Quote(cmd) + `]}}`
 	var resp *http.Response
 	grew := e2bcompattest.PeakRSSGrowth(t, func() {
-		resp = e.do("POST", "/process.Process/Start", frame(body), hdr...)
+		resp = e.Do("POST", "/process.Process/Start", frame(body), hdr...)
 		if resp.StatusCode != 200 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
@@ -258,9 +253,9 @@ func TestProcessOutputFlood(t *testing.T) {
 // waitNoProcess polls Process.List until the sandbox runs no process.
 func waitNoProcess(t *testing.T, e *env, sb created) {
 	t.Helper()
-	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
 	for range 600 {
-		resp := e.do("POST", "/process.Process/List", strings.NewReader(`{}`), hdr...)
+		resp := e.Do("POST", "/process.Process/List", strings.NewReader(`{}`), hdr...)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 {
 			t.Fatalf("list: %d %s", resp.StatusCode, b)
@@ -276,24 +271,20 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 // A tenant over its in-flight limit (Config.Admit) gets 429 with
 // Retry-After on the control plane and on sandbox calls.
 func TestAdmitRefuses(t *testing.T) {
-	m := e2bcompattest.NewManager()
 	var full atomic.Bool
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("s"),
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{
 		Admit: func(ctx context.Context, tenantID string) (func(), error) {
 			if full.Load() {
 				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
 			}
 			return func() {}, nil
-		}})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, m: m}
-	sb := e.create(key1, `{}`)
+		}}})
+	sb := e.Create(key1, `{}`)
 	full.Store(true)
 	for _, resp := range []*http.Response{
-		e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
-		e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...),
-		e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.sbHeaders(sb, "49999")...),
+		e.Do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
+		e.Do("GET", "/health", nil, e.Headers(sb, "49983")...),
+		e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.Headers(sb, "49999")...),
 	} {
 		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 			t.Fatalf("%s: %d Retry-After=%q", resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Retry-After"))

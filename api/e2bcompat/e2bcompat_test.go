@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -16,76 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
-	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 )
-
-const key1, key2 = "e2b_1111111111111111111111111111111111111111", "e2b_2222222222222222222222222222222222222222"
-
-// tenants knows key1 and key2.
-var tenants = e2bcompattest.Tenants{key1: "tenant-1", key2: "tenant-2"}
-
-type env struct {
-	t   *testing.T
-	srv *httptest.Server
-	m   *e2bcompattest.Manager
-	h   *e2bcompat.Handler
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, m: m, h: h}
-}
-
-// do sends a request; hdr is pairs of header names and values.
-func (e *env) do(method, path string, body io.Reader, hdr ...string) *http.Response {
-	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-func decode[T any](t *testing.T, resp *http.Response) T {
-	t.Helper()
-	var v T
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("decode %q: %v", b, err)
-	}
-	return v
-}
-
-type created struct {
-	SandboxID, TemplateID, ClientID, EnvdVersion, EnvdAccessToken, TrafficAccessToken string
-}
-
-func (e *env) create(key string, body string) created {
-	e.t.Helper()
-	resp := e.do("POST", "/v2/sandboxes", strings.NewReader(body), "X-API-KEY", key, "Content-Type", "application/json")
-	if resp.StatusCode != 201 {
-		b, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("create: %d %s", resp.StatusCode, b)
-	}
-	return decode[created](e.t, resp)
-}
-
-type apiErr struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
 
 func TestMatch(t *testing.T) {
 	for _, tc := range []struct {
@@ -120,7 +50,7 @@ func TestControlPlane(t *testing.T) {
 	e := newEnv(t)
 	t.Run("auth", func(t *testing.T) {
 		for _, key := range []string{"", "e2b_bad"} {
-			resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{"templateID":"base"}`), "X-API-KEY", key)
+			resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(`{"templateID":"base"}`), "X-API-KEY", key)
 			if resp.StatusCode != 401 {
 				t.Fatalf("key %q: status %d", key, resp.StatusCode)
 			}
@@ -129,25 +59,25 @@ func TestControlPlane(t *testing.T) {
 			}
 		}
 	})
-	sb := e.create(key1, `{"templateID":"code-interpreter-v1","timeout":60,"metadata":{"team":"a"}}`)
+	sb := e.Create(key1, `{"templateID":"code-interpreter-v1","timeout":60,"metadata":{"team":"a"}}`)
 	if sb.SandboxID == "" || sb.TemplateID != "code-interpreter-v1" || sb.ClientID == "" || sb.EnvdVersion != e2bcompat.EnvdVersion || sb.EnvdAccessToken == "" {
 		t.Fatalf("create answer %+v", sb)
 	}
 	t.Run("v1 create", func(t *testing.T) {
-		resp := e.do("POST", "/sandboxes", strings.NewReader(`{"templateID":"base","metadata":{"team":"b"}}`), "X-API-KEY", key1)
+		resp := e.Do("POST", "/sandboxes", strings.NewReader(`{"templateID":"base","metadata":{"team":"b"}}`), "X-API-KEY", key1)
 		if resp.StatusCode != 201 {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	})
 	t.Run("identity from metadata", func(t *testing.T) {
-		a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
-		b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+		a := e.Create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+		b := e.Create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
 		if a.SandboxID != b.SandboxID {
 			t.Fatalf("same identity gave two sandboxes %s %s", a.SandboxID, b.SandboxID)
 		}
 	})
 	t.Run("info", func(t *testing.T) {
-		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 		got := decode[struct {
 			SandboxID, State string
 			Metadata         map[string]string
@@ -155,13 +85,13 @@ func TestControlPlane(t *testing.T) {
 		if got.SandboxID != sb.SandboxID || got.State != "running" || got.Metadata["team"] != "a" || got.Metadata["sandlot.e2bTemplate"] != "" {
 			t.Fatalf("info %+v", got)
 		}
-		if resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
+		if resp := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
 			t.Fatalf("other tenant sees the sandbox: %d", resp.StatusCode)
 		}
 	})
 	t.Run("list paging and metadata", func(t *testing.T) {
 		for i := 0; i < 3; i++ {
-			e.create(key1, `{"metadata":{"team":"page"}}`)
+			e.Create(key1, `{"metadata":{"team":"page"}}`)
 		}
 		seen := map[string]bool{}
 		next := ""
@@ -170,7 +100,7 @@ func TestControlPlane(t *testing.T) {
 			if next != "" {
 				q += "&nextToken=" + next
 			}
-			resp := e.do("GET", q, nil, "X-API-KEY", key1)
+			resp := e.Do("GET", q, nil, "X-API-KEY", key1)
 			items := decode[[]struct{ SandboxID string }](t, resp)
 			for _, it := range items {
 				seen[it.SandboxID] = true
@@ -186,21 +116,21 @@ func TestControlPlane(t *testing.T) {
 		if len(seen) != 3 {
 			t.Fatalf("listed %d sandboxes, want 3", len(seen))
 		}
-		resp := e.do("GET", "/v2/sandboxes?state=paused", nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/v2/sandboxes?state=paused", nil, "X-API-KEY", key1)
 		if items := decode[[]any](t, resp); len(items) != 0 {
 			t.Fatalf("paused list with nothing paused: %v", items)
 		}
 	})
 	t.Run("timeout and refresh", func(t *testing.T) {
 		for _, p := range []string{"/timeout", "/refreshes"} {
-			resp := e.do("POST", "/sandboxes/"+sb.SandboxID+p, strings.NewReader(`{"timeout":120,"duration":30}`), "X-API-KEY", key1)
+			resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+p, strings.NewReader(`{"timeout":120,"duration":30}`), "X-API-KEY", key1)
 			if resp.StatusCode != 204 {
 				t.Fatalf("%s: %d", p, resp.StatusCode)
 			}
 		}
 	})
 	t.Run("connect", func(t *testing.T) {
-		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":30}`), "X-API-KEY", key1)
+		resp := e.Do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":30}`), "X-API-KEY", key1)
 		if got := decode[created](t, resp); resp.StatusCode != 200 || got.EnvdAccessToken == "" || got.TrafficAccessToken == "" {
 			t.Fatalf("connect %d %+v", resp.StatusCode, got)
 		}
@@ -208,29 +138,29 @@ func TestControlPlane(t *testing.T) {
 	t.Run("pause and resume", func(t *testing.T) {
 		pausePath := "/sandboxes/" + sb.SandboxID + "/pause"
 		state := func() string {
-			return decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
+			return decode[struct{ State string }](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
 		}
 		listed := func(q string) bool {
-			for _, it := range decode[[]struct{ SandboxID, State string }](t, e.do("GET", "/v2/sandboxes"+q, nil, "X-API-KEY", key1)) {
+			for _, it := range decode[[]struct{ SandboxID, State string }](t, e.Do("GET", "/v2/sandboxes"+q, nil, "X-API-KEY", key1)) {
 				if it.SandboxID == sb.SandboxID {
 					return true
 				}
 			}
 			return false
 		}
-		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", nil, "X-API-KEY", key1); resp.StatusCode != 409 {
+		if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/resume", nil, "X-API-KEY", key1); resp.StatusCode != 409 {
 			t.Fatalf("resume of a running sandbox: %d, want 409", resp.StatusCode)
 		}
-		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
+		if resp := e.Do("POST", pausePath, strings.NewReader(`{"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
 			t.Fatalf("pause without memory: %d, want 400 (not supported)", resp.StatusCode)
 		}
-		if resp := e.do("POST", pausePath, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
+		if resp := e.Do("POST", pausePath, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
 			t.Fatalf("another tenant's pause: %d, want 404", resp.StatusCode)
 		}
-		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":true}`), "X-API-KEY", key1); resp.StatusCode != 204 {
+		if resp := e.Do("POST", pausePath, strings.NewReader(`{"memory":true}`), "X-API-KEY", key1); resp.StatusCode != 204 {
 			t.Fatalf("pause %d", resp.StatusCode)
 		}
-		resp := e.do("POST", pausePath, nil, "X-API-KEY", key1)
+		resp := e.Do("POST", pausePath, nil, "X-API-KEY", key1)
 		if got := decode[apiErr](t, resp); resp.StatusCode != 409 || got.Code != 409 || !strings.Contains(got.Message, "already paused") {
 			t.Fatalf("second pause: %d %+v, want 409", resp.StatusCode, got)
 		}
@@ -241,42 +171,42 @@ func TestControlPlane(t *testing.T) {
 			t.Fatal("the state filter does not select the paused sandbox")
 		}
 		for _, port := range []string{"49983", "49999"} {
-			if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 502 {
+			if resp := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 502 {
 				t.Fatalf("port %s of a paused sandbox: %d, want 502", port, resp.StatusCode)
 			}
 		}
-		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1); resp.StatusCode != 409 {
+		if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1); resp.StatusCode != 409 {
 			t.Fatalf("setTimeout of a paused sandbox: %d, want 409", resp.StatusCode)
 		}
-		if resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60,"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
+		if resp := e.Do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60,"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
 			t.Fatalf("connect with onResume reboot: %d, want 400 (not supported)", resp.StatusCode)
 		}
-		resp = e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
+		resp = e.Do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
 		if got := decode[created](t, resp); resp.StatusCode != 201 || got.EnvdAccessToken == "" {
 			t.Fatalf("connect to a paused sandbox: %d %+v, want 201", resp.StatusCode, got)
 		}
 		if st := state(); st != "running" {
 			t.Fatalf("state after connect %q", st)
 		}
-		if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 204 {
+		if resp := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 204 {
 			t.Fatalf("health after resume: %d", resp.StatusCode)
 		}
 		// The older resume route: 201, its own default timeout (15 s).
-		e.do("POST", pausePath, nil, "X-API-KEY", key1)
-		resp = e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", strings.NewReader(`{"autoPause":false}`), "X-API-KEY", key1)
+		e.Do("POST", pausePath, nil, "X-API-KEY", key1)
+		resp = e.Do("POST", "/sandboxes/"+sb.SandboxID+"/resume", strings.NewReader(`{"autoPause":false}`), "X-API-KEY", key1)
 		if resp.StatusCode != 201 {
 			t.Fatalf("resume %d", resp.StatusCode)
 		}
-		end := decode[struct{ EndAt time.Time }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).EndAt
+		end := decode[struct{ EndAt time.Time }](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).EndAt
 		if d := time.Until(end); d > 16*time.Second || d < 5*time.Second {
 			t.Fatalf("resumed without a timeout: ends in %s, want E2B's 15 s", d)
 		}
 	})
 	t.Run("kill twice", func(t *testing.T) {
-		if resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 204 {
+		if resp := e.Do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 204 {
 			t.Fatalf("first kill %d", resp.StatusCode)
 		}
-		resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		resp := e.Do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("second kill %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
@@ -284,32 +214,28 @@ func TestControlPlane(t *testing.T) {
 			t.Fatalf("404 body %+v", got)
 		}
 		// sandbox calls to a killed sandbox: the proxy's 502
-		resp = e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
+		resp = e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
 		if resp.StatusCode != 502 {
 			t.Fatalf("health of killed sandbox: %d", resp.StatusCode)
 		}
 		// and the code interpreter's: 404, as E2B (NotFoundError in the SDK)
-		resp = e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
+		resp = e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...)
 		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("execute on a killed sandbox: %d", resp.StatusCode)
 		}
 	})
 }
 
-func (e *env) sbHeaders(sb created, port string) []string {
-	return []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken}
-}
-
 func TestSandboxAuth(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	other := e.create(key2, `{}`)
+	sb := e.Create(key1, `{}`)
+	other := e.Create(key2, `{}`)
 	for _, tc := range []struct {
 		name string
 		hdr  []string
 		want int
 	}{
-		{"token", e.sbHeaders(sb, "49983"), 204},
+		{"token", e.Headers(sb, "49983"), 204},
 		{"api key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key1}, 204},
 		{"nothing", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983"}, 401},
 		{"token of another sandbox", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", other.EnvdAccessToken}, 401},
@@ -317,7 +243,7 @@ func TestSandboxAuth(t *testing.T) {
 		{"unknown port", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "8080", "X-Access-Token", sb.EnvdAccessToken}, 502},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := e.do("GET", "/health", nil, tc.hdr...)
+			resp := e.Do("GET", "/health", nil, tc.hdr...)
 			if resp.StatusCode != tc.want {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
 			}
@@ -340,13 +266,13 @@ func ptr[T any](v T) *T { return &v }
 
 func TestFilesystemErrors(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	unary := func(method, body, user string) (int, map[string]any, string) {
-		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
 		if user != "" {
 			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
 		}
-		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
 		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
 	}
 	for _, tc := range []struct {
@@ -387,7 +313,7 @@ func TestFilesystemErrors(t *testing.T) {
 
 func TestFiles(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	for name, content := range map[string]string{"/home/user/a/one.txt": "1", "two.bin": "\x00\x01"} {
@@ -395,7 +321,7 @@ func TestFiles(t *testing.T) {
 		fw.Write([]byte(content))
 	}
 	mw.Close()
-	resp := e.do("POST", "/files", &buf, append(e.sbHeaders(sb, "49983"), "Content-Type", mw.FormDataContentType())...)
+	resp := e.Do("POST", "/files", &buf, append(e.Headers(sb, "49983"), "Content-Type", mw.FormDataContentType())...)
 	if resp.StatusCode != 200 {
 		t.Fatalf("upload %d", resp.StatusCode)
 	}
@@ -408,18 +334,18 @@ func TestFiles(t *testing.T) {
 			t.Fatalf("upload item %v", f)
 		}
 	}
-	resp = e.do("POST", "/files?path=big.bin", bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20)), append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream")...)
+	resp = e.Do("POST", "/files?path=big.bin", bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20)), append(e.Headers(sb, "49983"), "Content-Type", "application/octet-stream")...)
 	if resp.StatusCode != 200 {
 		t.Fatalf("octet-stream upload %d", resp.StatusCode)
 	}
 	for p, want := range map[string]int{"/home/user/two.bin": 2, "big.bin": 3 << 20} {
-		resp = e.do("GET", "/files?path="+p, nil, e.sbHeaders(sb, "49983")...)
+		resp = e.Do("GET", "/files?path="+p, nil, e.Headers(sb, "49983")...)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || len(b) != want {
 			t.Fatalf("read %s: %d, %d bytes", p, resp.StatusCode, len(b))
 		}
 	}
-	resp = e.do("GET", "/files?path=/missing", nil, e.sbHeaders(sb, "49983")...)
+	resp = e.Do("GET", "/files?path=/missing", nil, e.Headers(sb, "49983")...)
 	if resp.StatusCode != 404 || decode[apiErr](t, resp).Message == "" {
 		t.Fatalf("missing file: %d", resp.StatusCode)
 	}
@@ -427,9 +353,9 @@ func TestFiles(t *testing.T) {
 
 func TestExecuteNDJSON(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	run := func(body string) []map[string]any {
-		resp := e.do("POST", "/execute", strings.NewReader(body), e.sbHeaders(sb, "49999")...)
+		resp := e.Do("POST", "/execute", strings.NewReader(body), e.Headers(sb, "49999")...)
 		if resp.StatusCode != 200 {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("execute %d %s", resp.StatusCode, b)
@@ -483,7 +409,7 @@ func TestExecuteNDJSON(t *testing.T) {
 	// code contexts: create (with the traffic token only, as the SDK sends
 	// it), use, list, restart, delete
 	traffic := []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}
-	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), traffic...)
+	resp := e.Do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), traffic...)
 	cc := decode[map[string]string](t, resp)
 	if resp.StatusCode != 200 || cc["id"] == "" || cc["language"] != "javascript" || cc["cwd"] != "/tmp" {
 		t.Fatalf("create context %d %v", resp.StatusCode, cc)
@@ -492,7 +418,7 @@ func TestExecuteNDJSON(t *testing.T) {
 	if lines[1]["text"] != "x@"+cc["id"] {
 		t.Fatalf("context run %v", lines)
 	}
-	resp = e.do("GET", "/contexts", nil, traffic...)
+	resp = e.Do("GET", "/contexts", nil, traffic...)
 	// the default python and javascript contexts first, as E2B lists them,
 	// then the created one
 	if l := decode[[]map[string]string](t, resp); len(l) != 3 || l[0]["language"] != "python" || l[1]["language"] != "javascript" ||
@@ -501,13 +427,13 @@ func TestExecuteNDJSON(t *testing.T) {
 	} else if lines = run(`{"code":"x","context_id":"` + l[0]["id"] + `"}`); lines[1]["text"] != "x@" {
 		t.Fatalf("a default context runs in the default kernel: %v", lines)
 	}
-	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
+	if resp := e.Do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("restart %d", resp.StatusCode)
 	}
-	if resp := e.do("DELETE", "/contexts/"+cc["id"], nil, traffic...); resp.StatusCode != 204 {
+	if resp := e.Do("DELETE", "/contexts/"+cc["id"], nil, traffic...); resp.StatusCode != 204 {
 		t.Fatalf("delete %d", resp.StatusCode)
 	}
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
+	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.Headers(sb, "49999")...); resp.StatusCode != 404 {
 		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
 	}
 	// a language without a kernel: E2B's execution error shape, which the
@@ -518,7 +444,7 @@ func TestExecuteNDJSON(t *testing.T) {
 		t.Fatalf("unsupported language (-want +got):\n%s%v", diff, lines)
 	}
 	// /execute without any credential
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
+	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
 		t.Fatalf("execute without token: %d", resp.StatusCode)
 	}
 }

@@ -43,11 +43,11 @@ func TestExecuteSilentCell(t *testing.T) {
 		}
 		return r, nil
 	}
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/execute", strings.NewReader(`{"code":"silent"}`))
-	hdr := e.sbHeaders(sb, "49999")
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.Srv.URL+"/execute", strings.NewReader(`{"code":"silent"}`))
+	hdr := e.Headers(sb, "49999")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -92,25 +92,25 @@ func TestExecuteSilentCell(t *testing.T) {
 // default); a cell over the E2B bound is 413 with the limit in the message.
 func TestExecuteBounds(t *testing.T) {
 	e, _ := newManagerEnv(t, contexts.Config{})
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	body := func(n int) io.Reader {
 		b, _ := json.Marshal(map[string]string{"code": strings.Repeat("a", n)})
 		return strings.NewReader(string(b))
 	}
-	resp := e.do("POST", "/execute", body(150<<10), e.sbHeaders(sb, "49999")...)
+	resp := e.Do("POST", "/execute", body(150<<10), e.Headers(sb, "49999")...)
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || strings.Contains(string(b), `"type":"error"`) || !strings.Contains(string(b), "end_of_execution") {
 		t.Fatalf("150 KB cell: %d %.300s", resp.StatusCode, b)
 	}
-	resp = e.do("POST", "/execute", body(contexts.MaxCodeLimit+1), e.sbHeaders(sb, "49999")...)
+	resp = e.Do("POST", "/execute", body(contexts.MaxCodeLimit+1), e.Headers(sb, "49999")...)
 	if got := decode[apiErr](t, resp); resp.StatusCode != 413 || !strings.Contains(got.Message, "limit") {
 		t.Fatalf("oversized cell: %d %+v", resp.StatusCode, got)
 	}
-	resp = e.do("POST", "/execute", strings.NewReader(`{"code":"1","language":"python","context_id":"x"}`), e.sbHeaders(sb, "49999")...)
+	resp = e.Do("POST", "/execute", strings.NewReader(`{"code":"1","language":"python","context_id":"x"}`), e.Headers(sb, "49999")...)
 	if resp.StatusCode != 400 {
 		t.Fatalf("context and language together: %d", resp.StatusCode)
 	}
-	resp = e.do("POST", "/contexts", strings.NewReader(`{"language":"cobol"}`), e.sbHeaders(sb, "49999")...)
+	resp = e.Do("POST", "/contexts", strings.NewReader(`{"language":"cobol"}`), e.Headers(sb, "49999")...)
 	if got := decode[apiErr](t, resp); resp.StatusCode != 501 || !strings.Contains(got.Message, "not supported") {
 		t.Fatalf("cobol context: %d %+v", resp.StatusCode, got)
 	}
@@ -128,21 +128,21 @@ func TestRAndJavaOutsideTheirTemplate(t *testing.T) {
 		}
 		return contextstest.Echo(ctx, s, rp, out)
 	}
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	for _, lang := range []string{"r", "java", "R"} {
-		resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1","language":"`+lang+`"}`), e.sbHeaders(sb, "49999")...)
+		resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1","language":"`+lang+`"}`), e.Headers(sb, "49999")...)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || !strings.Contains(string(b), `"name":"NotSupportedError"`) ||
 			!strings.Contains(string(b), `code-interpreter`) || !strings.Contains(string(b), "end_of_execution") {
 			t.Fatalf("%s: %d %s", lang, resp.StatusCode, b)
 		}
-		resp = e.do("POST", "/contexts", strings.NewReader(`{"language":"`+lang+`"}`), e.sbHeaders(sb, "49999")...)
+		resp = e.Do("POST", "/contexts", strings.NewReader(`{"language":"`+lang+`"}`), e.Headers(sb, "49999")...)
 		if got := decode[apiErr](t, resp); resp.StatusCode != 501 || !strings.Contains(got.Message, "code-interpreter") {
 			t.Fatalf("%s context: %d %+v", lang, resp.StatusCode, got)
 		}
 	}
 	p.Run = nil // the echo kernel: every language runs
-	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"java","cwd":"/tmp/j"}`), e.sbHeaders(sb, "49999")...)
+	resp := e.Do("POST", "/contexts", strings.NewReader(`{"language":"java","cwd":"/tmp/j"}`), e.Headers(sb, "49999")...)
 	if got := decode[map[string]string](t, resp); resp.StatusCode != 200 || got["language"] != "java" || got["cwd"] != "/tmp/j" {
 		t.Fatalf("java context where java runs: %d %+v", resp.StatusCode, got)
 	}

@@ -2,20 +2,15 @@ package e2bcompat_test
 
 import (
 	"bytes"
-	"context"
 	"image/png"
 	"io"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/agent"
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/guard/guardtest"
-	"github.com/sandlot/sandlot/store/memory"
 )
 
 // newGuardedEnv is the E2B surface over the real context manager and the
@@ -26,31 +21,24 @@ func newGuardedEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := contexts.NewManager(memory.New(), contextstest.NewProvider(), contexts.Config{Guard: g, PoolSize: -1})
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv}
+	e, _ := newManagerEnv(t, contexts.Config{Guard: g})
+	return e
 }
 
 // roundTrip uploads data to path with POST /files and reads it back with
 // GET /files.
-func (e *env) roundTrip(sb created, path string, data []byte) []byte {
-	e.t.Helper()
-	hdr := e.sbHeaders(sb, "49983")
-	resp := e.do("POST", "/files?path="+path, bytes.NewReader(data), append(hdr, "Content-Type", "application/octet-stream")...)
+func roundTrip(e *env, sb created, path string, data []byte) []byte {
+	e.T.Helper()
+	hdr := e.Headers(sb, "49983")
+	resp := e.Do("POST", "/files?path="+path, bytes.NewReader(data), append(hdr, "Content-Type", "application/octet-stream")...)
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("upload %s: %d %s", path, resp.StatusCode, b)
+		e.T.Fatalf("upload %s: %d %s", path, resp.StatusCode, b)
 	}
-	resp = e.do("GET", "/files?path="+path, nil, hdr...)
+	resp = e.Do("GET", "/files?path="+path, nil, hdr...)
 	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || err != nil {
-		e.t.Fatalf("read %s: %d %v %s", path, resp.StatusCode, err, b)
+		e.T.Fatalf("read %s: %d %v %s", path, resp.StatusCode, err, b)
 	}
 	return b
 }
@@ -63,7 +51,7 @@ func (e *env) roundTrip(sb created, path string, data []byte) []byte {
 // redacted output).
 func TestFilesGuarded(t *testing.T) {
 	e := newGuardedEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	text, red := guardtest.SecretText()
 	for _, tc := range []struct{ name, prefix string }{
 		{"NUL prefix", "\x00"},
@@ -71,14 +59,14 @@ func TestFilesGuarded(t *testing.T) {
 		{"plain", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got, want := string(e.roundTrip(sb, "/home/user/f.txt", []byte(tc.prefix+text))), tc.prefix+red; got != want {
+			if got, want := string(roundTrip(e, sb, "/home/user/f.txt", []byte(tc.prefix+text))), tc.prefix+red; got != want {
 				t.Fatalf("GET /files = %q, want %q", got, want)
 			}
 		})
 	}
 	t.Run("3 MiB with secrets at chunk boundaries", func(t *testing.T) {
 		file, want := guardtest.LargeText(3<<20, agent.ChunkSize)
-		got := string(e.roundTrip(sb, "/home/user/big.txt", []byte(file)))
+		got := string(roundTrip(e, sb, "/home/user/big.txt", []byte(file)))
 		if got != want {
 			i := 0
 			for i < len(got) && i < len(want) && got[i] == want[i] {
@@ -91,7 +79,7 @@ func TestFilesGuarded(t *testing.T) {
 	t.Run("PNG with a secret in a tEXt chunk", func(t *testing.T) {
 		email := guardtest.Email()
 		img := guardtest.PNG("Comment", "sent to "+email)
-		got := e.roundTrip(sb, "/home/user/plot.png", img)
+		got := roundTrip(e, sb, "/home/user/plot.png", img)
 		if bytes.Contains(got, []byte(email)) || len(got) != len(img) || !strings.HasPrefix(string(got), "\x89PNG") {
 			t.Fatalf("PNG: %d bytes (want %d), secret present %v", len(got), len(img), bytes.Contains(got, []byte(email)))
 		}

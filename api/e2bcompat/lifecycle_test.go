@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
 	"github.com/sandlot/sandlot/contexts"
 )
 
@@ -32,14 +33,14 @@ func TestListFiltersAndOrder(t *testing.T) {
 	e := newEnv(t)
 	var ids []string
 	for i, tmpl := range []string{"base", "code-interpreter-v1", "base", "base"} {
-		sb := e.create(key1, `{"templateID":"`+tmpl+`","metadata":{"n":"`+strconv.Itoa(i)+`"}}`)
+		sb := e.Create(key1, `{"templateID":"`+tmpl+`","metadata":{"n":"`+strconv.Itoa(i)+`"}}`)
 		ids = append(ids, sb.SandboxID)
 		time.Sleep(2 * time.Millisecond) // distinct start times
 	}
-	e.create(key2, `{}`) // another tenant's: never listed
+	e.Create(key2, `{}`) // another tenant's: never listed
 	list := func(q string) ([]string, string) {
 		t.Helper()
-		resp := e.do("GET", "/v2/sandboxes?"+q, nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/v2/sandboxes?"+q, nil, "X-API-KEY", key1)
 		if resp.StatusCode != 200 {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("list %s: %d %s", q, resp.StatusCode, b)
@@ -70,7 +71,7 @@ func TestListFiltersAndOrder(t *testing.T) {
 		t.Fatalf("template=base (-want +got):\n%s", diff)
 	}
 	// startedAfter: the third sandbox's start, taken from its detail
-	resp := e.do("GET", "/sandboxes/"+ids[2], nil, "X-API-KEY", key1)
+	resp := e.Do("GET", "/sandboxes/"+ids[2], nil, "X-API-KEY", key1)
 	third := decode[listed](t, resp).StartedAt
 	after, _ := list("order=asc&startedAfter=" + url.QueryEscape(third.Format(time.RFC3339Nano)))
 	if diff := cmp.Diff(ids[2:], after); diff != "" {
@@ -91,7 +92,7 @@ func TestListFiltersAndOrder(t *testing.T) {
 		t.Fatalf("paged asc (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{"order=up", "startedAfter=yesterday", "nextToken=zz", "limit=0"} {
-		if r := e.do("GET", "/v2/sandboxes?"+bad, nil, "X-API-KEY", key1); r.StatusCode != 400 {
+		if r := e.Do("GET", "/v2/sandboxes?"+bad, nil, "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("%s: status %d, want 400", bad, r.StatusCode)
 		}
 	}
@@ -105,8 +106,8 @@ func TestListFiltersAndOrder(t *testing.T) {
 // sandlot's identity keys.
 func TestInfoMetadataIsTheCallers(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{"metadata":{"a":"1"}}`)
-	got := decode[listed](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).Metadata
+	sb := e.Create(key1, `{"metadata":{"a":"1"}}`)
+	got := decode[listed](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).Metadata
 	if diff := cmp.Diff(map[string]string{"a": "1"}, got); diff != "" {
 		t.Fatalf("metadata (-want +got):\n%s", diff)
 	}
@@ -116,18 +117,18 @@ func TestInfoMetadataIsTheCallers(t *testing.T) {
 // route, before the cleanup loop ends it: getInfo 404, envd 502, not listed.
 func TestPastItsEndSandboxIsGone(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{"timeout":1}`)
-	if r := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); r.StatusCode != 204 {
+	sb := e.Create(key1, `{"timeout":1}`)
+	if r := e.Do("GET", "/health", nil, e.Headers(sb, "49983")...); r.StatusCode != 204 {
 		t.Fatalf("health before the end: %d", r.StatusCode)
 	}
 	time.Sleep(1100 * time.Millisecond)
-	if r := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+	if r := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
 		t.Fatalf("getInfo after the end: %d, want 404", r.StatusCode)
 	}
-	if r := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); r.StatusCode != 502 {
+	if r := e.Do("GET", "/health", nil, e.Headers(sb, "49983")...); r.StatusCode != 502 {
 		t.Fatalf("health after the end: %d, want 502", r.StatusCode)
 	}
-	if l := decode[[]listed](t, e.do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1)); len(l) != 0 {
+	if l := decode[[]listed](t, e.Do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1)); len(l) != 0 {
 		t.Fatalf("listed after the end: %v", l)
 	}
 }
@@ -137,11 +138,11 @@ func TestPastItsEndSandboxIsGone(t *testing.T) {
 // and start/end honoured.
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	e.m.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CacheBytes: 100 << 20, CPUTimeMs: 0, DiskBytes: 4096})
+	sb := e.Create(key1, `{}`)
+	e.P.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CacheBytes: 100 << 20, CPUTimeMs: 0, DiskBytes: 4096})
 	get := func(q string) []map[string]any {
 		t.Helper()
-		resp := e.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics"+q, nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/sandboxes/"+sb.SandboxID+"/metrics"+q, nil, "X-API-KEY", key1)
 		if resp.StatusCode != 200 {
 			b, _ := io.ReadAll(resp.Body)
 			t.Fatalf("metrics%s: %d %s", q, resp.StatusCode, b)
@@ -163,7 +164,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("timestampUnix %v", m["timestampUnix"])
 	}
 	time.Sleep(1100 * time.Millisecond)
-	e.m.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CPUTimeMs: 550})
+	e.P.SetUsage(sb.SandboxID, contexts.ResourceUsage{MemoryBytes: 300 << 20, CPUTimeMs: 550})
 	second := get("")
 	if len(second) != 2 {
 		t.Fatalf("want two samples, got %v", second)
@@ -178,7 +179,7 @@ func TestMetrics(t *testing.T) {
 	if got := get("?end=" + strconv.FormatInt(int64(ts), 10)); len(got) != 1 {
 		t.Errorf("end at the first sample: %d samples", len(got))
 	}
-	if r := e.do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?start=x", nil, "X-API-KEY", key1); r.StatusCode != 400 {
+	if r := e.Do("GET", "/sandboxes/"+sb.SandboxID+"/metrics?start=x", nil, "X-API-KEY", key1); r.StatusCode != 400 {
 		t.Errorf("bad start: %d", r.StatusCode)
 	}
 }
@@ -187,20 +188,20 @@ func TestMetrics(t *testing.T) {
 // names the feature (not SandboxNotFound); an unknown one 404.
 func TestSnapshotAndForkNotSupported(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	for _, p := range []string{"snapshots", "fork"} {
-		resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/"+p, strings.NewReader(`{}`), "X-API-KEY", key1)
+		resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/"+p, strings.NewReader(`{}`), "X-API-KEY", key1)
 		body, _ := io.ReadAll(resp.Body)
 		var ae apiErr
 		json.Unmarshal(body, &ae)
 		if resp.StatusCode != 501 || !strings.Contains(ae.Message, "not supported") {
 			t.Errorf("%s: %d %s", p, resp.StatusCode, body)
 		}
-		if r := e.do("POST", "/sandboxes/nope/"+p, strings.NewReader(`{}`), "X-API-KEY", key1); r.StatusCode != 404 {
+		if r := e.Do("POST", "/sandboxes/nope/"+p, strings.NewReader(`{}`), "X-API-KEY", key1); r.StatusCode != 404 {
 			t.Errorf("%s of an unknown sandbox: %d", p, r.StatusCode)
 		}
 	}
-	if l := decode[[]any](t, e.do("GET", "/snapshots", nil, "X-API-KEY", key1)); len(l) != 0 {
+	if l := decode[[]any](t, e.Do("GET", "/snapshots", nil, "X-API-KEY", key1)); len(l) != 0 {
 		t.Errorf("snapshots %v", l)
 	}
 }
@@ -209,18 +210,18 @@ func TestSnapshotAndForkNotSupported(t *testing.T) {
 // (the JS SDK leaves it out unless the caller sets one), so a connect
 // asking for ten extends it, as E2B's connect test expects.
 func TestDefaultTimeout(t *testing.T) {
-	e := newEnv(t)
-	e.m.TTL = 30 * time.Minute // the real manager's default, which E2B's is not
-	sb := e.create(key1, `{"templateID":"base"}`)
+	// The manager's default TTL (30 minutes) is not E2B's.
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Manager: contexts.Config{TTL: 30 * time.Minute}})
+	sb := e.Create(key1, `{"templateID":"base"}`)
 	info := func() listed {
 		t.Helper()
-		return decode[listed](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1))
+		return decode[listed](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1))
 	}
 	before := info()
 	if got := before.EndAt.Sub(before.StartedAt); got < 299*time.Second || got > 301*time.Second {
 		t.Fatalf("endAt - startedAt = %v, want E2B's default 5m", got)
 	}
-	resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":600}`), "X-API-KEY", key1, "Content-Type", "application/json")
+	resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":600}`), "X-API-KEY", key1, "Content-Type", "application/json")
 	if resp.StatusCode != 200 {
 		t.Fatalf("connect: %d", resp.StatusCode)
 	}
@@ -239,26 +240,26 @@ func TestAutoPause(t *testing.T) {
 		{`{"autoPause":true,"autoPauseMemory":false}`, "not supported"},
 		{`{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, "cannot be combined"},
 	} {
-		resp := e.do("POST", "/v2/sandboxes", strings.NewReader(tc.body), "X-API-KEY", key1)
+		resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(tc.body), "X-API-KEY", key1)
 		if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, tc.want) {
 			t.Fatalf("create %s: %d %+v, want 400 %s", tc.body, resp.StatusCode, got, tc.want)
 		}
 	}
-	auto := e.create(key1, `{"timeout":1,"autoPause":true}`)
-	plain := e.create(key1, `{"timeout":1,"autoPause":false}`)
+	auto := e.Create(key1, `{"timeout":1,"autoPause":true}`)
+	plain := e.Create(key1, `{"timeout":1,"autoPause":false}`)
 	time.Sleep(1200 * time.Millisecond)
-	info := decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1))
+	info := decode[struct{ State string }](t, e.Do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1))
 	if info.State != "paused" {
 		t.Fatalf("autoPause sandbox past its timeout: state %q, want paused", info.State)
 	}
-	if resp := e.do("GET", "/sandboxes/"+plain.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 404 {
+	if resp := e.Do("GET", "/sandboxes/"+plain.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 404 {
 		t.Fatalf("plain sandbox past its timeout: %d, want 404", resp.StatusCode)
 	}
-	resp := e.do("POST", "/v2/sandboxes/"+auto.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
+	resp := e.Do("POST", "/v2/sandboxes/"+auto.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
 	if resp.StatusCode != 201 {
 		t.Fatalf("connect to the auto-paused sandbox: %d, want 201", resp.StatusCode)
 	}
-	if got := decode[struct{ Metadata map[string]string }](t, e.do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1)); len(got.Metadata) != 0 {
+	if got := decode[struct{ Metadata map[string]string }](t, e.Do("GET", "/sandboxes/"+auto.SandboxID, nil, "X-API-KEY", key1)); len(got.Metadata) != 0 {
 		t.Fatalf("metadata shows sandlot's keys: %v", got.Metadata)
 	}
 }
@@ -271,40 +272,40 @@ func TestAutoPause(t *testing.T) {
 // nothing.
 func TestAutoResume(t *testing.T) {
 	e := newEnv(t)
-	wakes := e.create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":true}}`)
-	sleeps := e.create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":false}}`)
+	wakes := e.Create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":true}}`)
+	sleeps := e.Create(key1, `{"timeout":1,"autoPause":true,"autoResume":{"enabled":false}}`)
 	time.Sleep(1200 * time.Millisecond)
 	state := func(sb created) string {
 		t.Helper()
-		return decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
+		return decode[struct{ State string }](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
 	}
 	for _, sb := range []created{wakes, sleeps} {
 		if got := state(sb); got != "paused" {
 			t.Fatalf("%s past its timeout: state %q, want paused", sb.SandboxID, got)
 		}
 	}
-	if r := e.do("GET", "/health", nil, "E2b-Sandbox-Id", wakes.SandboxID, "E2b-Sandbox-Port", "49983"); r.StatusCode != 401 {
+	if r := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", wakes.SandboxID, "E2b-Sandbox-Port", "49983"); r.StatusCode != 401 {
 		t.Fatalf("health without credentials: %d, want 401", r.StatusCode)
 	}
 	if got := state(wakes); got != "paused" {
 		t.Fatalf("an unauthenticated call woke the sandbox: state %q", got)
 	}
-	if r := e.do("GET", "/health", nil, e.sbHeaders(wakes, "49983")...); r.StatusCode != 204 {
+	if r := e.Do("GET", "/health", nil, e.Headers(wakes, "49983")...); r.StatusCode != 204 {
 		t.Fatalf("health of the auto-resume sandbox: %d, want 204 (resumed)", r.StatusCode)
 	}
 	if got := state(wakes); got != "running" {
 		t.Fatalf("after traffic: state %q, want running", got)
 	}
-	if r := e.do("GET", "/health", nil, e.sbHeaders(sleeps, "49983")...); r.StatusCode != 502 {
+	if r := e.Do("GET", "/health", nil, e.Headers(sleeps, "49983")...); r.StatusCode != 502 {
 		t.Fatalf("health of the paused sandbox without autoResume: %d, want 502", r.StatusCode)
 	}
 	if got := state(sleeps); got != "paused" {
 		t.Fatalf("without autoResume: state %q, want paused", got)
 	}
-	if _, err := e.h.Wake(context.Background(), "tenant-1", sleeps.SandboxID); !errors.Is(err, e2bcompat.ErrPausedNoWake) {
+	if _, err := e.H.Wake(context.Background(), "tenant-1", sleeps.SandboxID); !errors.Is(err, e2bcompat.ErrPausedNoWake) {
 		t.Fatalf("Wake without autoResume: %v, want ErrPausedNoWake", err)
 	}
-	if resumed, err := e.h.Wake(context.Background(), "tenant-1", wakes.SandboxID); err != nil || resumed {
+	if resumed, err := e.H.Wake(context.Background(), "tenant-1", wakes.SandboxID); err != nil || resumed {
 		t.Fatalf("Wake of a running sandbox: %v %v, want no resume", resumed, err)
 	}
 }

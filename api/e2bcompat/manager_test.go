@@ -1,57 +1,33 @@
 package e2bcompat_test
 
 import (
-	"context"
 	"io"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/contexts/contextstest"
-	"github.com/sandlot/sandlot/store/memory"
 )
-
-// newManagerEnv serves the E2B surface over a real contexts.Manager (memory
-// store, fake provider) configured by cfg.
-func newManagerEnv(t *testing.T, cfg contexts.Config) (*env, *contextstest.Provider) {
-	t.Helper()
-	p := contextstest.NewProvider()
-	if cfg.PoolSize == 0 {
-		cfg.PoolSize = -1
-	}
-	m := contexts.NewManager(memory.New(), p, cfg)
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(context.Background()) })
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv}, p
-}
 
 // TestSandboxNotRotated: the manager's MaxExecutionsPerContext must not end
 // an E2B sandbox under a running session; its lifecycle is timeout and kill.
 func TestSandboxNotRotated(t *testing.T) {
 	e, _ := newManagerEnv(t, contexts.Config{MaxExecutionsPerContext: 3})
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	for i := range 10 {
-		resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1","language":"python"}`), e.sbHeaders(sb, "49999")...)
+		resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1","language":"python"}`), e.Headers(sb, "49999")...)
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || !strings.Contains(string(b), "end_of_execution") || strings.Contains(string(b), `"type":"error"`) {
 			t.Fatalf("runCode %d: %d %s", i+1, resp.StatusCode, b)
 		}
 	}
-	resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+	resp := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 	if resp.StatusCode != 200 {
 		t.Fatalf("sandbox after 10 runCode calls with a rotation limit of 3: getInfo %d", resp.StatusCode)
 	}
-	if resp := e.do("GET", "/health", nil, e.sbHeaders(sb, "49983")...); resp.StatusCode != 204 {
+	if resp := e.Do("GET", "/health", nil, e.Headers(sb, "49983")...); resp.StatusCode != 204 {
 		t.Fatalf("envd after 10 runCode calls: %d", resp.StatusCode)
 	}
 }
@@ -63,7 +39,7 @@ func TestSandboxNotRotated(t *testing.T) {
 func TestUnknownTemplate(t *testing.T) {
 	e, p := newManagerEnv(t, contexts.Config{Templates: []string{"default", "code-interpreter"}})
 	for _, tmpl := range []string{"", "base", "code-interpreter-v1", "code-interpreter", "default"} {
-		sb := e.create(key1, `{"templateID":"`+tmpl+`"}`)
+		sb := e.Create(key1, `{"templateID":"`+tmpl+`"}`)
 		want := tmpl
 		if want == "" {
 			want = "base"
@@ -74,7 +50,7 @@ func TestUnknownTemplate(t *testing.T) {
 	}
 	before := p.Created()
 	for _, path := range []string{"/v2/sandboxes", "/sandboxes"} {
-		resp := e.do("POST", path, strings.NewReader(`{"templateID":"nope"}`), "X-API-KEY", key1, "Content-Type", "application/json")
+		resp := e.Do("POST", path, strings.NewReader(`{"templateID":"nope"}`), "X-API-KEY", key1, "Content-Type", "application/json")
 		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s nope: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
@@ -94,20 +70,20 @@ func TestUnknownTemplate(t *testing.T) {
 func TestSandboxIsItsConversation(t *testing.T) {
 	e, _ := newManagerEnv(t, contexts.Config{})
 	info := func(sb created) map[string]string {
-		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 		return decode[struct{ Metadata map[string]string }](t, resp).Metadata
 	}
-	sb := e.create(key1, `{"metadata":{"k":"v"}}`)
+	sb := e.Create(key1, `{"metadata":{"k":"v"}}`)
 	if m := info(sb); len(m) != 1 || m["k"] != "v" {
 		t.Fatalf("metadata %v of sandbox %s, want the caller's only", m, sb.SandboxID)
 	}
-	resp := e.do("GET", "/v2/sandboxes?metadata="+url.QueryEscape("conversationId="+sb.SandboxID+"&pathId=main"), nil, "X-API-KEY", key1)
+	resp := e.Do("GET", "/v2/sandboxes?metadata="+url.QueryEscape("conversationId="+sb.SandboxID+"&pathId=main"), nil, "X-API-KEY", key1)
 	if l := decode[[]struct{ SandboxID string }](t, resp); len(l) != 1 || l[0].SandboxID != sb.SandboxID {
 		t.Fatalf("list by identity: %v", l)
 	}
-	a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
-	b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
-	c := e.create(key1, `{"metadata":{"conversationId":"conv-x"}}`)
+	a := e.Create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+	b := e.Create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
+	c := e.Create(key1, `{"metadata":{"conversationId":"conv-x"}}`)
 	if a.SandboxID != b.SandboxID || a.SandboxID == c.SandboxID {
 		t.Fatalf("sandboxes %s %s %s", a.SandboxID, b.SandboxID, c.SandboxID)
 	}
@@ -121,10 +97,10 @@ func TestSandboxIsItsConversation(t *testing.T) {
 // conversation.
 func TestTaskKeysTheSandbox(t *testing.T) {
 	e, _ := newManagerEnv(t, contexts.Config{})
-	a := e.create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-y"}}`)
-	b := e.create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-z"}}`)
-	c := e.create(key1, `{"metadata":{"taskId":"task-1"}}`)
-	d := e.create(key1, `{"metadata":{"conversationId":"conv-y"}}`)
+	a := e.Create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-y"}}`)
+	b := e.Create(key1, `{"metadata":{"taskId":"task-1","conversationId":"conv-z"}}`)
+	c := e.Create(key1, `{"metadata":{"taskId":"task-1"}}`)
+	d := e.Create(key1, `{"metadata":{"conversationId":"conv-y"}}`)
 	if a.SandboxID != b.SandboxID || a.SandboxID != c.SandboxID || a.SandboxID == d.SandboxID {
 		t.Fatalf("sandboxes %s %s %s %s: want the first three equal, the last apart", a.SandboxID, b.SandboxID, c.SandboxID, d.SandboxID)
 	}
@@ -138,19 +114,19 @@ func TestExpiredSandboxIsGone(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e, p := newManagerEnv(t, contexts.Config{Clock: clock, CleanupInterval: time.Hour})
-	sb := e.create(key1, `{"timeout":60}`)
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 200 {
+	sb := e.Create(key1, `{"timeout":60}`)
+	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...); resp.StatusCode != 200 {
 		t.Fatalf("runCode: %d", resp.StatusCode)
 	}
 	mu.Lock()
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
-	resp := e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
+	resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...)
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || !strings.Contains(string(b), "The sandbox was not found") {
 		t.Fatalf("runCode on an expired sandbox: %d %s, want 404 as E2B", resp.StatusCode, b)
 	}
-	resp = e.do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
-		append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json")...)
+	resp = e.Do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
+		append(e.Headers(sb, "49983"), "Content-Type", "application/json")...)
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode == 200 {
 		t.Fatalf("envd call on an expired sandbox: %d %s", resp.StatusCode, b)
 	}

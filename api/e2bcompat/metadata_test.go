@@ -36,7 +36,7 @@ func (c *testClock) Advance(d time.Duration) {
 // (template, autoPause, autoResume) is kept beside it.
 func TestReservedMetadataRefused(t *testing.T) {
 	e, p := newManagerEnv(t, contexts.Config{})
-	resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{"metadata":{"team":"a","sandlot.paused":"2026-01-01T00:00:00Z"}}`),
+	resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(`{"metadata":{"team":"a","sandlot.paused":"2026-01-01T00:00:00Z"}}`),
 		"X-API-KEY", key1, "Content-Type", "application/json")
 	if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, `"sandlot.paused"`) {
 		t.Fatalf("create with a sandlot. metadata key: %d %+v, want 400 naming the key", resp.StatusCode, got)
@@ -45,15 +45,15 @@ func TestReservedMetadataRefused(t *testing.T) {
 		t.Fatalf("a refused create made %d sandboxes", n)
 	}
 
-	sb := e.create(key1, `{"templateID":"code-interpreter-v1","autoPause":true,"autoResume":{"enabled":true},
+	sb := e.Create(key1, `{"templateID":"code-interpreter-v1","autoPause":true,"autoResume":{"enabled":true},
 		"metadata":{"team":"a","conversationId":"conv-1","sandlotDeployment":"d"}}`)
 	want := map[string]string{"team": "a", "conversationId": "conv-1", "sandlotDeployment": "d"}
-	info := decode[listed](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1))
+	info := decode[listed](t, e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1))
 	if d := cmp.Diff(want, info.Metadata); d != "" || info.TemplateID != "code-interpreter-v1" {
 		t.Fatalf("getInfo: template %q, metadata (-want +got):\n%s", info.TemplateID, d)
 	}
 	for _, q := range []string{"metadata=team%3Da", "template=code-interpreter-v1", ""} {
-		items := decode[[]listed](t, e.do("GET", "/v2/sandboxes?"+q, nil, "X-API-KEY", key1))
+		items := decode[[]listed](t, e.Do("GET", "/v2/sandboxes?"+q, nil, "X-API-KEY", key1))
 		if len(items) != 1 || items[0].SandboxID != sb.SandboxID {
 			t.Fatalf("list %q: %+v, want the sandbox", q, items)
 		}
@@ -61,7 +61,7 @@ func TestReservedMetadataRefused(t *testing.T) {
 			t.Fatalf("list %q: metadata (-want +got):\n%s", q, d)
 		}
 	}
-	if items := decode[[]listed](t, e.do("GET", "/v2/sandboxes?template=base", nil, "X-API-KEY", key1)); len(items) != 0 {
+	if items := decode[[]listed](t, e.Do("GET", "/v2/sandboxes?template=base", nil, "X-API-KEY", key1)); len(items) != 0 {
 		t.Fatalf("list template=base: %+v, want none", items)
 	}
 }
@@ -73,10 +73,10 @@ func TestReservedMetadataRefused(t *testing.T) {
 func TestEdgeUsesManagerClock(t *testing.T) {
 	clk := &testClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
 	e, _ := newManagerEnv(t, contexts.Config{Clock: clk.Now})
-	auto := e.create(key1, `{"timeout":60,"autoPause":true}`)
-	plain := e.create(key1, `{"timeout":60}`)
+	auto := e.Create(key1, `{"timeout":60,"autoPause":true}`)
+	plain := e.Create(key1, `{"timeout":60}`)
 	state := func(sb created) (int, string) {
-		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		resp := e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 		return resp.StatusCode, decode[struct{ State string }](t, resp).State
 	}
 	if code, st := state(auto); code != 200 || st != "running" {

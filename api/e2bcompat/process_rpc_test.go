@@ -47,10 +47,10 @@ func frame(msg string) io.Reader {
 
 func TestProcessStartFraming(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{"envVars":{"FROM_CREATE":"c"}}`)
+	sb := e.Create(key1, `{"envVars":{"FROM_CREATE":"c"}}`)
 	body := `{"process":{"cmd":"/bin/bash","args":["-c","echo out-$FOO-$FROM_CREATE; echo err >&2; exit 3"],"envs":{"FOO":"bar"}},"stdin":false}`
-	hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
-	resp := e.do("POST", "/process.Process/Start", frame(body), hdr...)
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/connect+json", "Connect-Protocol-Version", "1")
+	resp := e.Do("POST", "/process.Process/Start", frame(body), hdr...)
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/connect+json" {
 		t.Fatalf("status %d content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
@@ -105,13 +105,13 @@ func TestProcessStartFraming(t *testing.T) {
 // start with stdin, list, send input, close stdin, reconnect, kill.
 func TestProcessClient(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	hdr := func(r connect.AnyRequest) {
 		r.Header().Set("E2b-Sandbox-Id", sb.SandboxID)
 		r.Header().Set("E2b-Sandbox-Port", "49983")
 		r.Header().Set("X-Access-Token", sb.EnvdAccessToken)
 	}
-	c := processconnect.NewProcessClient(http.DefaultClient, e.srv.URL, connect.WithProtoJSON())
+	c := processconnect.NewProcessClient(http.DefaultClient, e.Srv.URL, connect.WithProtoJSON())
 	ctx := context.Background()
 	req := connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", "read x; echo got-$x; sleep 30"}}, Stdin: ptr(true)})
 	hdr(req)

@@ -17,13 +17,13 @@ import (
 // process's stdin in order; data before start is invalid_argument.
 func TestStreamInput(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	auth := func(h http.Header) {
 		h.Set("E2b-Sandbox-Id", sb.SandboxID)
 		h.Set("E2b-Sandbox-Port", "49983")
 		h.Set("X-Access-Token", sb.EnvdAccessToken)
 	}
-	c := processconnect.NewProcessClient(http.DefaultClient, e.srv.URL, connect.WithProtoJSON())
+	c := processconnect.NewProcessClient(http.DefaultClient, e.Srv.URL, connect.WithProtoJSON())
 	ctx := context.Background()
 	req := connect.NewRequest(&pb.StartRequest{Process: &pb.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", "read a; read b; echo got-$a-$b"}}, Stdin: ptr(true)})
 	auth(req.Header())

@@ -30,8 +30,8 @@ func sign(path, op, user, token string, exp int64) string {
 // expiration is 401.
 func TestSignedFileURLs(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	other := e.create(key2, `{}`)
+	sb := e.Create(key1, `{}`)
+	other := e.Create(key2, `{}`)
 	const path = "/home/user/s.txt"
 	signed := func(op, user, token string, exp int64) string {
 		q := url.Values{"path": {path}, "signature": {sign(path, op, user, token, exp)}}
@@ -44,11 +44,11 @@ func TestSignedFileURLs(t *testing.T) {
 		return "/files?" + q.Encode()
 	}
 	exp := time.Now().Add(time.Minute).Unix()
-	resp := e.do("POST", signed("write", "", sb.EnvdAccessToken, exp), bytes.NewReader([]byte("via signature")), "Content-Type", "application/octet-stream")
+	resp := e.Do("POST", signed("write", "", sb.EnvdAccessToken, exp), bytes.NewReader([]byte("via signature")), "Content-Type", "application/octet-stream")
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 {
 		t.Fatalf("signed upload: %d %s", resp.StatusCode, b)
 	}
-	resp = e.do("GET", signed("read", "user", sb.EnvdAccessToken, 0), nil)
+	resp = e.Do("GET", signed("read", "user", sb.EnvdAccessToken, 0), nil)
 	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || string(b) != "via signature" {
 		t.Fatalf("signed download: %d %q", resp.StatusCode, b)
 	}
@@ -60,7 +60,7 @@ func TestSignedFileURLs(t *testing.T) {
 		"unknown token":             signed("read", "", "sl2.forged", 0),
 		"bad signature":             "/files?path=" + url.QueryEscape(path) + "&signature=v1_AAAA",
 	} {
-		resp := e.do("GET", u, nil)
+		resp := e.Do("GET", u, nil)
 		want := 401
 		switch name {
 		case "user":
@@ -74,7 +74,7 @@ func TestSignedFileURLs(t *testing.T) {
 		}
 	}
 	// another sandbox's token opens that sandbox only: the file is not there
-	if resp := e.do("GET", signed("read", "", other.EnvdAccessToken, 0), nil); resp.StatusCode != 404 {
+	if resp := e.Do("GET", signed("read", "", other.EnvdAccessToken, 0), nil); resp.StatusCode != 404 {
 		t.Errorf("other sandbox: %d, want 404", resp.StatusCode)
 	}
 }
@@ -83,14 +83,14 @@ func TestSignedFileURLs(t *testing.T) {
 // keeps signing with create's: many getInfo calls must not push it out.
 func TestSignedURLAfterGetInfo(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	for range 10 {
-		e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
+		e.Do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
 	}
 	const path = "/home/user"
 	q := url.Values{"path": {path}, "signature": {sign(path, "read", "", sb.EnvdAccessToken, 0)}}
 	// a directory: 400 says the signature was accepted and the read tried
-	if resp := e.do("GET", "/files?"+q.Encode(), nil); resp.StatusCode != 400 {
+	if resp := e.Do("GET", "/files?"+q.Encode(), nil); resp.StatusCode != 400 {
 		t.Fatalf("signed with create's token after getInfo calls: %d", resp.StatusCode)
 	}
 }

@@ -17,13 +17,13 @@ import (
 
 // builtTemplate records a one-layer image as tenantID's template name.
 func (e *buildEnv) builtTemplate(tenantID, name string) templates.Template {
-	e.t.Helper()
+	e.T.Helper()
 	tpl, err := e.cat.Build(context.Background(), tenantID, templates.BuildSpec{Name: name}, func(ctx context.Context) (build.Result, error) {
-		img, err := e.s.Put(ctx, imagetest.Image(e.t, imagetest.Layer(e.t, imagetest.File{Name: "x", Body: tenantID + name})), image.PutOptions{})
+		img, err := e.s.Put(ctx, imagetest.Image(e.T, imagetest.Layer(e.T, imagetest.File{Name: "x", Body: tenantID + name})), image.PutOptions{})
 		return build.Result{Image: img}, err
 	})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	return tpl
 }
@@ -49,7 +49,7 @@ func TestTemplateListRoutes(t *testing.T) {
 
 	list := func(key, path string) []map[string]any {
 		t.Helper()
-		r := e.do("GET", path, nil, "X-API-KEY", key)
+		r := e.Do("GET", path, nil, "X-API-KEY", key)
 		if r.StatusCode != 200 {
 			t.Fatalf("%s: %d", path, r.StatusCode)
 		}
@@ -84,7 +84,7 @@ func TestTemplateListRoutes(t *testing.T) {
 	}
 
 	for _, ref := range []string{a.ID, "app"} {
-		r := e.do("GET", "/templates/"+ref, nil, "X-API-KEY", key1)
+		r := e.Do("GET", "/templates/"+ref, nil, "X-API-KEY", key1)
 		if r.StatusCode != 200 {
 			t.Fatalf("GET /templates/%s: %d", ref, r.StatusCode)
 		}
@@ -99,37 +99,37 @@ func TestTemplateListRoutes(t *testing.T) {
 		}
 	}
 	// Tenant 2 sees its own app by name, never tenant 1's by id.
-	if r := e.do("GET", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.Do("GET", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant's template by id: %d, want 404", r.StatusCode)
 	}
-	if got := decode[map[string]any](t, e.do("GET", "/templates/app", nil, "X-API-KEY", key2)); got["templateID"] != b.ID {
+	if got := decode[map[string]any](t, e.Do("GET", "/templates/app", nil, "X-API-KEY", key2)); got["templateID"] != b.ID {
 		t.Errorf("tenant 2's app: %v, want %s", got["templateID"], b.ID)
 	}
 	for _, ref := range []string{"nope", "../x", strings.Repeat("a", 300)} {
-		if r := e.do("GET", "/templates/"+ref, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+		if r := e.Do("GET", "/templates/"+ref, nil, "X-API-KEY", key1); r.StatusCode != 404 {
 			t.Errorf("GET /templates/%.20s: %d, want 404", ref, r.StatusCode)
 		}
 	}
-	if r := e.do("GET", "/templates", nil); r.StatusCode != 401 {
+	if r := e.Do("GET", "/templates", nil); r.StatusCode != 401 {
 		t.Errorf("list without a key: %d, want 401", r.StatusCode)
 	}
 
 	// Delete: never another tenant's, nor a built-in; the owner's is gone.
-	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.Do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant deletes: %d, want 404", r.StatusCode)
 	}
-	if r := e.do("DELETE", "/templates/default", nil, "X-API-KEY", key1); r.StatusCode < 400 || r.StatusCode >= 500 {
+	if r := e.Do("DELETE", "/templates/default", nil, "X-API-KEY", key1); r.StatusCode < 400 || r.StatusCode >= 500 {
 		t.Errorf("delete the built-in default: %d, want 4xx", r.StatusCode)
 	}
-	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 204 {
+	if r := e.Do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 204 {
 		t.Fatalf("delete: %d, want 204", r.StatusCode)
 	}
 	for _, path := range []string{"/templates/" + a.ID, "/templates/aliases/app"} {
-		if r := e.do("GET", path, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+		if r := e.Do("GET", path, nil, "X-API-KEY", key1); r.StatusCode != 404 {
 			t.Errorf("GET %s after delete: %d, want 404", path, r.StatusCode)
 		}
 	}
-	if r := e.do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
+	if r := e.Do("DELETE", "/templates/"+a.ID, nil, "X-API-KEY", key1); r.StatusCode != 404 {
 		t.Errorf("second delete: %d, want 404", r.StatusCode)
 	}
 	if _, err := e.cat.Resolve(context.Background(), "tenant-2", b.ID); err != nil {
@@ -147,7 +147,7 @@ func TestTemplateListPages(t *testing.T) {
 		e.builtTemplate("tenant-1", n)
 	}
 	e.builtTemplate("tenant-2", "p-other")
-	all := decode[[]map[string]any](t, e.do("GET", "/templates", nil, "X-API-KEY", key1))
+	all := decode[[]map[string]any](t, e.Do("GET", "/templates", nil, "X-API-KEY", key1))
 	for _, tpl := range all {
 		want = append(want, tpl["aliases"].([]any)[0].(string))
 	}
@@ -163,7 +163,7 @@ func TestTemplateListPages(t *testing.T) {
 				if token != "" {
 					q += "&nextToken=" + token
 				}
-				r := e.do("GET", q, nil, "X-API-KEY", key1)
+				r := e.Do("GET", q, nil, "X-API-KEY", key1)
 				if r.StatusCode != 200 {
 					t.Fatalf("%s: %d", q, r.StatusCode)
 				}
@@ -191,7 +191,7 @@ func TestTemplateListPages(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"limit=0", "limit=-1", "limit=x", "nextToken=%25%25", "nextToken=bm90aGluZw"} {
-		if r := e.do("GET", "/templates?"+q, nil, "X-API-KEY", key1); r.StatusCode != 400 {
+		if r := e.Do("GET", "/templates?"+q, nil, "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("?%s: %d, want 400", q, r.StatusCode)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 
@@ -92,7 +91,6 @@ func newBuildEnv(t *testing.T) *buildEnv {
 		t.Fatal(err)
 	}
 	fb := &fakeBuilder{t: t, s: s}
-	m := e2bcompattest.NewManager()
 	st := memory.New()
 	for _, id := range tenants {
 		if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("k-"+id)); err != nil {
@@ -100,24 +98,22 @@ func newBuildEnv(t *testing.T) *buildEnv {
 		}
 	}
 	cat := templates.New(templates.Config{Store: st, Images: s})
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret"), Catalog: cat,
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{Catalog: cat,
 		Builds: builds.New(builds.Config{Builder: fb, Images: s, Catalog: cat, MaxUploadBytes: 1 << 20,
 			Guard: func(ctx context.Context, tenantID, s string) string {
 				return strings.ReplaceAll(s, "sk-SECRET", "[REDACTED]")
-			}})})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &buildEnv{env: &env{t: t, srv: srv, m: m}, b: fb, s: s, cat: cat}
+			}})}})
+	return &buildEnv{env: e, b: fb, s: s, cat: cat}
 }
 
 func (e *buildEnv) request(key, name string) (templateID, buildID string) {
-	e.t.Helper()
-	resp := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key)
+	e.T.Helper()
+	resp := e.Do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key)
 	if resp.StatusCode != 202 {
 		b, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("request build %s: %d %s", name, resp.StatusCode, b)
+		e.T.Fatalf("request build %s: %d %s", name, resp.StatusCode, b)
 	}
-	v := decode[struct{ TemplateID, BuildID string }](e.t, resp)
+	v := decode[struct{ TemplateID, BuildID string }](e.T, resp)
 	return v.TemplateID, v.BuildID
 }
 
@@ -128,21 +124,21 @@ type buildStatus struct {
 }
 
 func (e *buildEnv) wait(key, tid, bid string) buildStatus {
-	e.t.Helper()
+	e.T.Helper()
 	var all buildStatus
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		resp := e.do("GET", "/templates/"+tid+"/builds/"+bid+"/status?logsOffset="+itoa(int64(len(all.LogEntries))), nil, "X-API-KEY", key)
+		resp := e.Do("GET", "/templates/"+tid+"/builds/"+bid+"/status?logsOffset="+itoa(int64(len(all.LogEntries))), nil, "X-API-KEY", key)
 		if resp.StatusCode != 200 {
-			e.t.Fatalf("status: %d", resp.StatusCode)
+			e.T.Fatalf("status: %d", resp.StatusCode)
 		}
-		st := decode[buildStatus](e.t, resp)
+		st := decode[buildStatus](e.T, resp)
 		all.LogEntries = append(all.LogEntries, st.LogEntries...)
 		all.Status, all.Reason = st.Status, st.Reason
 		if st.Status == "ready" || st.Status == "error" {
 			return all
 		}
 	}
-	e.t.Fatal("build did not end")
+	e.T.Fatal("build did not end")
 	return all
 }
 
@@ -203,7 +199,7 @@ func TestTemplateBuildLimit(t *testing.T) {
 	for i := range 8 {
 		e.request(key1, "t"+itoa(int64(i)))
 	}
-	if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"one-more"}`), "X-API-KEY", key1); r.StatusCode != 429 {
+	if r := e.Do("POST", "/v3/templates", strings.NewReader(`{"name":"one-more"}`), "X-API-KEY", key1); r.StatusCode != 429 {
 		t.Errorf("9th unfinished build: %d, want 429", r.StatusCode)
 	}
 	e.request(key2, "other")
@@ -226,11 +222,11 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	link := decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.Do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if link.Present || !strings.Contains(link.URL, "token=") {
 		t.Fatalf("upload link %+v", link)
 	}
-	if r := e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.Do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant's upload link: %d, want 404", r.StatusCode)
 	}
 	outside := "/sandlot-upload-escape-" + filepath.Base(t.TempDir())
@@ -268,14 +264,14 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	link = decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.Do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if code := put(link.URL, body[:0]); code != 200 {
 		t.Errorf("empty upload: %d", code)
 	}
 	link = decode[struct {
 		Present bool
 		URL     string
-	}](t, e.do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
+	}](t, e.Do("GET", "/templates/"+tid+"/files/"+hash1, nil, "X-API-KEY", key1))
 	if code := put(link.URL, tarOf(t, true, hdrs[:4]...)); code != 200 {
 		t.Fatalf("upload: %d", code)
 	}
@@ -284,13 +280,13 @@ func TestTemplateBuildRoutes(t *testing.T) {
 		t.Errorf("the uploaded tar wrote %s outside the build", outside)
 	}
 	tmpl := `{"fromImage":"base-img","startCmd":"python3 -m http.server","readyCmd":"curl -s localhost:8000","steps":[{"type":"COPY","args":["app","/app","",""],"filesHash":"` + hash1 + `"}]}`
-	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.Do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("another tenant starts the build: %d, want 404", r.StatusCode)
 	}
-	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(`{"steps":[`), "X-API-KEY", key1); r.StatusCode != 400 {
+	if r := e.Do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(`{"steps":[`), "X-API-KEY", key1); r.StatusCode != 400 {
 		t.Errorf("malformed template body: %d, want 400", r.StatusCode)
 	}
-	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 202 {
+	if r := e.Do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 202 {
 		t.Fatalf("start build: %d", r.StatusCode)
 	}
 	st := e.wait(key1, tid, bid)
@@ -307,7 +303,7 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	if got := strings.Join(e.b.files, ","); !strings.Contains(got, "app/main.py") {
 		t.Errorf("build context %q lacks the upload", got)
 	}
-	if r := e.do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 409 {
+	if r := e.Do("POST", "/v2/templates/"+tid+"/builds/"+bid, strings.NewReader(tmpl), "X-API-KEY", key1); r.StatusCode != 409 {
 		t.Errorf("starting a build twice: %d, want 409", r.StatusCode)
 	}
 
@@ -328,16 +324,16 @@ func TestTemplateBuildRoutes(t *testing.T) {
 
 	// Alias: the owner sees it, another tenant does not; another tenant's
 	// build of the same name is a template of its own.
-	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key1); r.StatusCode != 200 {
+	if r := e.Do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key1); r.StatusCode != 200 {
 		t.Errorf("alias for the owner: %d", r.StatusCode)
 	} else if a := decode[struct{ TemplateID string }](t, r); a.TemplateID != tid {
 		t.Errorf("alias answers %q, want %q", a.TemplateID, tid)
 	}
-	if r := e.do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key2); r.StatusCode != 404 {
+	if r := e.Do("GET", "/templates/aliases/my-tpl", nil, "X-API-KEY", key2); r.StatusCode != 404 {
 		t.Errorf("alias for another tenant: %d, want 404", r.StatusCode)
 	}
 	tid2, bidB := e.request(key2, "my-tpl")
-	e.do("POST", "/v2/templates/"+tid2+"/builds/"+bidB, strings.NewReader(`{"fromImage":"my-tpl","steps":[]}`), "X-API-KEY", key2)
+	e.Do("POST", "/v2/templates/"+tid2+"/builds/"+bidB, strings.NewReader(`{"fromImage":"my-tpl","steps":[]}`), "X-API-KEY", key2)
 	if st := e.wait(key2, tid2, bidB); st.Status != "ready" {
 		t.Fatalf("tenant 2's build: %+v", st)
 	}
@@ -351,7 +347,7 @@ func TestTemplateBuildRoutes(t *testing.T) {
 		t.Errorf("tenant 1's my-tpl changed to %q", a.ID)
 	}
 	for _, name := range []string{"base", "default", "host", "../x", "UPPER", "", "a.b"} {
-		if r := e.do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key1); r.StatusCode != 400 {
+		if r := e.Do("POST", "/v3/templates", strings.NewReader(`{"name":"`+name+`"}`), "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("name %q: %d, want 400", name, r.StatusCode)
 		}
 	}
@@ -360,7 +356,7 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	// zeros) is refused, and so is a tar that is not one.
 	tid3, bid3 := e.request(key1, "big")
 	for _, body := range [][]byte{zeroTar(t, 2<<20), []byte("not a tar at all, not even close to one")} {
-		l := decode[struct{ URL string }](t, e.do("GET", "/templates/"+tid3+"/files/"+hash1, nil, "X-API-KEY", key1))
+		l := decode[struct{ URL string }](t, e.Do("GET", "/templates/"+tid3+"/files/"+hash1, nil, "X-API-KEY", key1))
 		if code := put(l.URL, body); code < 400 || code >= 500 {
 			t.Errorf("bad upload (%d bytes): %d, want 4xx", len(body), code)
 		}
@@ -370,7 +366,7 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	// A rebuild from the tenant's own template resolves FROM to it, and
 	// replaces the record (a new id) once it succeeded.
 	tid4, bid4 := e.request(key1, "my-tpl")
-	e.do("POST", "/v2/templates/"+tid4+"/builds/"+bid4, strings.NewReader(`{"fromTemplate":"my-tpl","steps":[]}`), "X-API-KEY", key1)
+	e.Do("POST", "/v2/templates/"+tid4+"/builds/"+bid4, strings.NewReader(`{"fromTemplate":"my-tpl","steps":[]}`), "X-API-KEY", key1)
 	if st := e.wait(key1, tid4, bid4); st.Status != "ready" {
 		t.Fatalf("rebuild: %+v", st)
 	}
@@ -384,7 +380,7 @@ func TestTemplateBuildRoutes(t *testing.T) {
 	// A failing build reports why, and leaves the template as it was.
 	e.b.fail = errFailed
 	tid5, bid2 := e.request(key1, "my-tpl")
-	e.do("POST", "/v2/templates/"+tid5+"/builds/"+bid2, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key1)
+	e.Do("POST", "/v2/templates/"+tid5+"/builds/"+bid2, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key1)
 	if st := e.wait(key1, tid5, bid2); st.Status != "error" || st.Reason == nil || !strings.Contains(st.Reason.Message, "exit code 3") {
 		t.Errorf("failed build status %+v", st)
 	}

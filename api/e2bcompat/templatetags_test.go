@@ -17,7 +17,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 	e := newBuildEnv(t)
 	build := func(key, body string) (tid string, tags []string) {
 		t.Helper()
-		r := e.do("POST", "/v3/templates", strings.NewReader(body), "X-API-KEY", key)
+		r := e.Do("POST", "/v3/templates", strings.NewReader(body), "X-API-KEY", key)
 		if r.StatusCode != 202 {
 			b, _ := io.ReadAll(r.Body)
 			t.Fatalf("request %s: %d %s", body, r.StatusCode, b)
@@ -26,7 +26,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 			TemplateID, BuildID string
 			Tags                []string
 		}](t, r)
-		if r := e.do("POST", "/v2/templates/"+v.TemplateID+"/builds/"+v.BuildID, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key); r.StatusCode != 202 {
+		if r := e.Do("POST", "/v2/templates/"+v.TemplateID+"/builds/"+v.BuildID, strings.NewReader(`{"fromImage":"base-img","steps":[]}`), "X-API-KEY", key); r.StatusCode != 202 {
 			t.Fatalf("start: %d", r.StatusCode)
 		}
 		if st := e.wait(key, v.TemplateID, v.BuildID); st.Status != "ready" {
@@ -36,7 +36,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 	}
 	alias := func(key, ref string) (int, string) {
 		t.Helper()
-		r := e.do("GET", "/templates/aliases/"+ref, nil, "X-API-KEY", key)
+		r := e.Do("GET", "/templates/aliases/"+ref, nil, "X-API-KEY", key)
 		if r.StatusCode != 200 {
 			return r.StatusCode, ""
 		}
@@ -77,7 +77,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 	}
 
 	// Assign, list, remove.
-	r := e.do("POST", "/templates/tags", strings.NewReader(`{"target":"app:v1","tags":["stable"]}`), "X-API-KEY", key1)
+	r := e.Do("POST", "/templates/tags", strings.NewReader(`{"target":"app:v1","tags":["stable"]}`), "X-API-KEY", key1)
 	if r.StatusCode != 201 {
 		t.Fatalf("assign: %d", r.StatusCode)
 	}
@@ -86,7 +86,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 	}
 	list := func(key, ref string) []string {
 		t.Helper()
-		r := e.do("GET", "/templates/"+ref+"/tags", nil, "X-API-KEY", key)
+		r := e.Do("GET", "/templates/"+ref+"/tags", nil, "X-API-KEY", key)
 		if r.StatusCode != 200 {
 			return []string{"status " + itoa(int64(r.StatusCode))}
 		}
@@ -104,7 +104,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 			t.Errorf("tags of %s (-want +got):\n%s", ref, diff)
 		}
 	}
-	if r := e.do("DELETE", "/templates/tags", strings.NewReader(`{"name":"app","tags":["stable","prod"]}`), "X-API-KEY", key1); r.StatusCode != 204 {
+	if r := e.Do("DELETE", "/templates/tags", strings.NewReader(`{"name":"app","tags":["stable","prod"]}`), "X-API-KEY", key1); r.StatusCode != 204 {
 		t.Errorf("remove: %d", r.StatusCode)
 	}
 	if diff := cmp.Diff([]string{"latest", "v1"}, list(key1, "app")); diff != "" {
@@ -126,7 +126,7 @@ func TestTemplateTagRoutes(t *testing.T) {
 		{"POST", `{"target":"` + v1 + `","tags":["mine"]}`, 404},
 		{"DELETE", `{"name":"app","tags":["v1"]}`, 404},
 	} {
-		if r := e.do(c.method, "/templates/tags", strings.NewReader(c.body), "X-API-KEY", key2); r.StatusCode != c.want {
+		if r := e.Do(c.method, "/templates/tags", strings.NewReader(c.body), "X-API-KEY", key2); r.StatusCode != c.want {
 			t.Errorf("tenant 2 %s %s: %d, want %d", c.method, c.body, r.StatusCode, c.want)
 		}
 	}
@@ -140,12 +140,12 @@ func TestTemplateTagRoutes(t *testing.T) {
 		{"DELETE", `{"name":"app:v1","tags":["v1"]}`},
 		{"POST", `{"target":"app:v1"`},
 	} {
-		if r := e.do(c.method, "/templates/tags", strings.NewReader(c.body), "X-API-KEY", key1); r.StatusCode != 400 {
+		if r := e.Do(c.method, "/templates/tags", strings.NewReader(c.body), "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("%s %s: %d, want 400", c.method, c.body, r.StatusCode)
 		}
 	}
 	for _, body := range []string{`{"name":"app:Bad"}`, `{"name":"app:a:b"}`, `{"name":"app","tags":["../x"]}`, `{"name":"default:v1"}`} {
-		if r := e.do("POST", "/v3/templates", strings.NewReader(body), "X-API-KEY", key1); r.StatusCode != 400 {
+		if r := e.Do("POST", "/v3/templates", strings.NewReader(body), "X-API-KEY", key1); r.StatusCode != 400 {
 			t.Errorf("request %s: %d, want 400", body, r.StatusCode)
 		}
 	}

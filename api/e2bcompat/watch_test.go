@@ -14,16 +14,16 @@ import (
 // poll events, remove; then the watcher is gone.
 func TestWatcherRPCs(t *testing.T) {
 	e := newEnv(t)
-	sb := e.create(key1, `{}`)
+	sb := e.Create(key1, `{}`)
 	call := func(method, body string) (int, map[string]any) {
 		t.Helper()
-		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
-		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
 		return resp.StatusCode, decode[map[string]any](t, resp)
 	}
 	write := func(path, data string) {
 		t.Helper()
-		resp := e.do("POST", "/files?path="+path, bytes.NewReader([]byte(data)), append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream")...)
+		resp := e.Do("POST", "/files?path="+path, bytes.NewReader([]byte(data)), append(e.Headers(sb, "49983"), "Content-Type", "application/octet-stream")...)
 		if resp.StatusCode != 200 {
 			t.Fatalf("write %s: %d", path, resp.StatusCode)
 		}

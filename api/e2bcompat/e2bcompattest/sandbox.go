@@ -1,15 +1,16 @@
-// Package e2bcompattest holds hand-written fakes of the Manager and of a
-// sandbox for unit tests of the E2B surface and of the e2b provider. The
-// fake sandbox keeps files in memory, runs Exec as a real host process
-// (bash) and answers RunCode with a scripted echo; it is no substitute for
-// the real manager and agent in the tests that matter.
+// Package e2bcompattest holds what the tests of the E2B surface and of the
+// e2b provider share: a hand-written fake sandbox and a provider of them,
+// which the real contexts.Manager runs over the memory store (Env), fake
+// tenants, and a bound on a test's memory growth. The fake sandbox keeps
+// files in memory, runs Exec as a real host process (bash) and answers
+// RunCode with a scripted echo; it is no substitute for the real agent in
+// the tests that matter (e2e/e2b).
 package e2bcompattest
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"maps"
 	"os/exec"
 	"path"
 	"sort"
@@ -19,268 +20,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/sandlot/sandlot/agent"
-	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/tenant"
 )
-
-// Manager is a fake e2bcompat.Manager.
-type Manager struct {
-	mu      sync.Mutex
-	recs    map[string]*contexts.Record
-	sbs     map[string]*Sandbox
-	Creates int
-	TTL     time.Duration // default TTL; 0: 5 min
-	// NoTenant lists the calls (by method) whose context did not carry
-	// the authenticated tenant (tenant.From), which the guard reads the
-	// tenant's mode from.
-	NoTenant []string
-	// Prestarts is each create's CreateOptions.Prestart, in order.
-	Prestarts [][]string
-	// Clock is the manager's clock; nil: time.Now.
-	Clock func() time.Time
-}
-
-// Now implements e2bcompat.Manager.
-func (m *Manager) Now() time.Time {
-	if m.Clock != nil {
-		return m.Clock()
-	}
-	return time.Now()
-}
-
-// checkTenant records a call whose ctx lacks the authenticated tenant.
-func (m *Manager) checkTenant(ctx context.Context, method string) {
-	if _, ok := tenant.From(ctx); !ok {
-		m.mu.Lock()
-		m.NoTenant = append(m.NoTenant, method)
-		m.mu.Unlock()
-	}
-}
-
-var _ e2bcompat.Manager = (*Manager)(nil)
-
-// NewManager returns an empty fake manager.
-func NewManager() *Manager {
-	return &Manager{recs: map[string]*contexts.Record{}, sbs: map[string]*Sandbox{}}
-}
-
-func (m *Manager) activeLocked(id contexts.Identity) *contexts.Record {
-	for _, r := range m.recs {
-		if r.Identity == id && r.State.Active() {
-			return r
-		}
-	}
-	return nil
-}
-
-// GetOrCreate implements e2bcompat.Manager.
-func (m *Manager) GetOrCreate(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions) (*contexts.Record, error) {
-	m.checkTenant(ctx, "GetOrCreate")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := contexts.CheckMetadata(opts.Metadata); err != nil {
-		return nil, err
-	}
-	if r := m.activeLocked(id); r != nil {
-		return r.Clone(), nil
-	}
-	if opts.Template == "missing" {
-		return nil, fmt.Errorf("template %q: %w", opts.Template, errdefs.ErrNotFound)
-	}
-	ttl := opts.TTL
-	if ttl == 0 {
-		ttl = m.TTL
-	}
-	if ttl == 0 {
-		ttl = 5 * time.Minute
-	}
-	now := m.Now()
-	r := &contexts.Record{ID: uuid.NewString(), Identity: id, State: contexts.StateReady, Provider: "fake",
-		Template: opts.Template, CreatedAt: now, LastUsedAt: now, ExpiresAt: now.Add(ttl), Metadata: maps.Clone(opts.Metadata),
-		Lifecycle: contexts.Lifecycle{AutoPause: opts.AutoPause, AutoResume: opts.AutoResume, FixedExpiry: opts.FixedExpiry,
-			MaxExecutions: opts.MaxExecutions, Network: opts.Network, TemplateName: opts.TemplateName}}
-	r.SandboxID = "fake-" + r.ID
-	m.recs[r.ID] = r
-	m.sbs[r.ID] = NewSandbox(r.SandboxID, opts.Env)
-	m.Prestarts = append(m.Prestarts, opts.Prestart)
-	m.Creates++
-	return r.Clone(), nil
-}
-
-// Execute implements e2bcompat.Manager.
-func (m *Manager) Execute(ctx context.Context, id contexts.Identity, req e2bcompat.ExecuteRequest, out contexts.OutputFunc) (*e2bcompat.ExecuteResult, error) {
-	m.checkTenant(ctx, "Execute")
-	var res *e2bcompat.ExecuteResult
-	err := m.Use(ctx, id, e2bcompat.CreateOptions{ContextID: req.ContextID}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
-		r, err := sb.RunCode(ctx, agent.RunCodeParams{Language: req.Language, Code: req.Code, Kernel: req.Kernel, Env: req.Env, Stream: out != nil}, out)
-		if err != nil {
-			return err
-		}
-		res = &e2bcompat.ExecuteResult{RunCodeResult: *r, ContextID: rec.ID, SandboxID: rec.SandboxID, Identity: rec.Identity}
-		return nil
-	})
-	return res, err
-}
-
-// Use implements e2bcompat.Manager (creating the context when absent,
-// unless opts.ContextID confines it to a context).
-func (m *Manager) Use(ctx context.Context, id contexts.Identity, opts e2bcompat.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
-	m.checkTenant(ctx, "Use")
-	if opts.ContextID != "" {
-		m.mu.Lock()
-		r := m.activeLocked(id)
-		m.mu.Unlock()
-		if r == nil || r.ID != opts.ContextID {
-			return fmt.Errorf("context %s is not active: %w", opts.ContextID, errdefs.ErrNotFound)
-		}
-	}
-	rec, err := m.GetOrCreate(ctx, id, opts)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	sb := m.sbs[rec.ID]
-	m.mu.Unlock()
-	return fn(ctx, rec, sb)
-}
-
-// Get implements e2bcompat.Manager.
-func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
-	m.checkTenant(ctx, "Get")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[contextID]
-	if !ok || r.TenantID != tenantID {
-		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
-	}
-	return r.Clone(), nil
-}
-
-// List implements e2bcompat.Manager: ordered by ID, paged by After.
-func (m *Manager) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
-	m.checkTenant(ctx, "List")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []*contexts.Record
-	for _, r := range m.recs {
-		if f.TenantID != "" && r.TenantID != f.TenantID || f.ConversationID != "" && r.ConversationID != f.ConversationID ||
-			f.PathID != "" && r.PathID != f.PathID || f.After != "" && r.ID <= f.After {
-			continue
-		}
-		if len(f.States) > 0 {
-			ok := false
-			for _, s := range f.States {
-				ok = ok || s == r.State
-			}
-			if !ok {
-				continue
-			}
-		}
-		ok := true
-		for k, v := range f.Metadata {
-			ok = ok && r.Metadata[k] == v
-		}
-		if ok {
-			out = append(out, r.Clone())
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	limit := f.Limit
-	if limit == 0 {
-		limit = 100
-	}
-	if len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
-}
-
-// Terminate implements e2bcompat.Manager.
-func (m *Manager) Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error {
-	m.checkTenant(ctx, "Terminate")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[contextID]
-	if !ok || r.TenantID != tenantID {
-		return fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
-	}
-	if r.State.Active() {
-		now := m.Now()
-		r.State, r.Reason, r.TerminatedAt = contexts.StateTerminated, reason, &now
-	}
-	return nil
-}
-
-// SetTTL implements e2bcompat.Manager.
-func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
-	m.checkTenant(ctx, "SetTTL")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[contextID]
-	if !ok || r.TenantID != tenantID || !r.State.Active() {
-		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
-	}
-	r.ExpiresAt = m.Now().Add(ttl)
-	return r.Clone(), nil
-}
-
-// Pause implements e2bcompat.Manager: the record is marked paused (the
-// fake sandbox keeps running; the handler refuses its calls).
-func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error) {
-	m.checkTenant(ctx, "Pause")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[contextID]
-	if !ok || r.TenantID != tenantID || !r.State.Active() {
-		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
-	}
-	if r.Paused() {
-		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrPaused)
-	}
-	now := m.Now().UTC()
-	r.PausedAt = &now
-	r.ExpiresAt = now.Add(keep)
-	return r.Clone(), nil
-}
-
-// Resume implements e2bcompat.Manager.
-func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
-	m.checkTenant(ctx, "Resume")
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[contextID]
-	if !ok || r.TenantID != tenantID || !r.State.Active() {
-		return nil, fmt.Errorf("context %s: %w", contextID, errdefs.ErrNotFound)
-	}
-	if !r.Paused() {
-		return nil, fmt.Errorf("context %s: %w", contextID, contexts.ErrNotPaused)
-	}
-	r.PausedAt = nil
-	r.ExpiresAt = m.Now().Add(ttl)
-	return r.Clone(), nil
-}
-
-// AutoPause implements e2bcompat.Manager.
-func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error) {
-	rec, err := m.Get(ctx, tenantID, contextID)
-	if err != nil {
-		return nil, err
-	}
-	if rec.AutoPause <= 0 || rec.Paused() || rec.ExpiresAt.After(m.Now()) {
-		return rec, nil
-	}
-	return m.Pause(ctx, tenantID, contextID, rec.AutoPause)
-}
 
 // Sandbox is a fake contexts.Sandbox.
 type Sandbox struct {
-	id  string
-	env map[string]string
+	id   string
+	env  map[string]string
+	dead atomic.Bool // destroyed (Provider.Destroy): every call fails
 
 	mu     sync.Mutex
 	files  map[string][]byte // absolute path -> content
@@ -305,14 +54,43 @@ func abs(p string) string {
 	return path.Clean(p)
 }
 
-func (s *Sandbox) ID() string                     { return s.id }
-func (s *Sandbox) Ping(ctx context.Context) error { return nil }
-func (s *Sandbox) Close() error                   { return nil }
+func (s *Sandbox) ID() string   { return s.id }
+func (s *Sandbox) Close() error { return nil }
+
+// Ping implements contexts.Sandbox: it fails once the sandbox was
+// destroyed.
+func (s *Sandbox) Ping(ctx context.Context) error { return s.check() }
+
+// errLost is what a destroyed sandbox's calls answer, as the agent's
+// connection does when its sandbox is gone.
+var errLost = fmt.Errorf("fake sandbox: connection lost: %w", errdefs.ErrUnavailable)
+
+func (s *Sandbox) check() error {
+	if s.dead.Load() {
+		return errLost
+	}
+	return nil
+}
+
+// destroy ends the sandbox: its processes are killed (their process
+// groups, so a child holding the output pipe goes too) and every later
+// call fails.
+func (s *Sandbox) destroy() {
+	s.dead.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.procs {
+		syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+}
 
 // RunCode echoes: stdout gets "out:<code>", the main result is the code;
 // code starting with "raise" yields an error, "sleep" sleeps 200 ms, and
 // "chunks:a|b" streams a and b as separate stdout chunks.
 func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	if p.Language == agent.R || p.Language == agent.Java {
 		// as the agent answers on an image without R and Java
 		return nil, fmt.Errorf("no %s kernel: not installed in this sandbox: %w", p.Language, errdefs.ErrFailedPrecondition)
@@ -354,6 +132,9 @@ func (s *Sandbox) RestartKernel(ctx context.Context, p agent.KernelParams) error
 
 // Exec runs p on the host with bash.
 func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.OutputFunc) (*agent.ExecResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	argv := p.Argv
 	if p.Shell != "" {
 		argv = []string{"/bin/bash", "-c", p.Shell}
@@ -364,6 +145,8 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	// A group of its own: destroy kills the children too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	for k, v := range s.env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -440,6 +223,9 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 		res.TimedOut = true
 	}
 	_ = err
+	if err := s.check(); err != nil {
+		return nil, err // killed with its sandbox: the connection is gone
+	}
 	return res, nil
 }
 
@@ -508,6 +294,9 @@ func (s *Sandbox) info(p string) *agent.FileInfo {
 }
 
 func (s *Sandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.ReadResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.files[abs(p.Path)]
@@ -529,6 +318,9 @@ func (s *Sandbox) mkdirs(p string) {
 }
 
 func (s *Sandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ap := abs(p.Path)
@@ -549,6 +341,9 @@ func (s *Sandbox) EditFile(ctx context.Context, p agent.EditParams) (*agent.Edit
 }
 
 func (s *Sandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dir := abs(p.Path)
@@ -572,6 +367,9 @@ func (s *Sandbox) List(ctx context.Context, p agent.ListParams) ([]agent.FileInf
 }
 
 func (s *Sandbox) Stat(ctx context.Context, p string) (*agent.FileInfo, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if fi := s.info(abs(p)); fi != nil {
@@ -628,22 +426,4 @@ func (s *Sandbox) Glob(ctx context.Context, p agent.GlobParams) (*agent.GlobResu
 
 func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResult, error) {
 	return &agent.GrepResult{}, nil
-}
-
-// Usage implements e2bcompat.Manager: the record's usage (SetUsage).
-func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error) {
-	r, err := m.Get(ctx, tenantID, contextID)
-	if err != nil {
-		return contexts.ResourceUsage{}, err
-	}
-	return r.ResourceUsage, nil
-}
-
-// SetUsage sets what Usage reports for a context.
-func (m *Manager) SetUsage(contextID string, u contexts.ResourceUsage) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.recs[contextID]; ok {
-		r.ResourceUsage = u
-	}
 }
