@@ -1,21 +1,27 @@
-package e2bcompat
+// Package control serves E2B's control plane: sandboxes (/sandboxes,
+// /v2/sandboxes: create, list, get, kill, timeouts, connect, pause and
+// resume, metrics, network) and templates (/templates, /v2/templates,
+// /v3/templates: builds, list, get, delete, aliases, tags). A sandbox is
+// an execution context of the API key's tenant, its sandboxID the
+// context id (docs/e2b.md). The metric samples it takes are its state of
+// a sandbox; they go when the sandbox ends (core.Edge.OnForget).
+package control
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -24,6 +30,49 @@ import (
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
+
+// Config configures the control plane. The facade (api/e2bcompat)
+// documents each field and applies the defaults.
+type Config struct {
+	MaxTimeout     time.Duration
+	PausedTimeout  time.Duration
+	DefaultTimeout time.Duration
+	Templates      map[string]string // E2B template names to sandlot's
+	PlainPython    bool              // no IPython kernel at boot (bootKernels)
+	DefaultOpen    func(tenantID string) bool
+	Catalog        Catalog // nil: the template routes answer failed_precondition
+	Builds         *Builds // nil: builds answer failed_precondition
+}
+
+// Handler serves the control plane. It is safe for concurrent use.
+type Handler struct {
+	edge *core.Edge
+	m    core.Manager
+	cfg  Config
+	mux  *http.ServeMux
+
+	mu sync.Mutex
+	// metrics holds the usage samples taken per sandbox (metrics.go).
+	metrics map[string][]metricSample
+}
+
+// New returns the control plane of edge.
+func New(edge *core.Edge, cfg Config) *Handler {
+	h := &Handler{edge: edge, m: edge.Manager(), cfg: cfg, metrics: map[string][]metricSample{}}
+	edge.OnForget(h.forget)
+	h.mux = h.routes()
+	return h
+}
+
+// ServeHTTP serves a control-plane call (authenticated by its API key).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// forget drops the metric samples of a sandbox that ended.
+func (h *Handler) forget(sid string) {
+	h.mu.Lock()
+	delete(h.metrics, sid)
+	h.mu.Unlock()
+}
 
 // Metadata keys with meaning to sandlot. A key under
 // contexts.ReservedPrefix ("sandlot.") is refused on create: sandlot keeps
@@ -38,7 +87,7 @@ const (
 // maxListLimit bounds one page of GET /v2/sandboxes.
 const maxListLimit = 100
 
-func (h *Handler) controlMux() *http.ServeMux {
+func (h *Handler) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /sandboxes", h.authed(h.create))
 	mux.HandleFunc("POST /v2/sandboxes", h.authed(h.create))
@@ -60,9 +109,7 @@ func (h *Handler) controlMux() *http.ServeMux {
 	h.templateRoutes(mux)
 	h.templateListRoutes(mux)
 	h.templateTagRoutes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
-	})
+	mux.HandleFunc("/", core.NoRoute)
 	return mux
 }
 
@@ -72,14 +119,14 @@ type controlFunc func(w http.ResponseWriter, r *http.Request, tenantID string)
 // it under the tenant's in-flight limit.
 func (h *Handler) authed(fn controlFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t, err := h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
+		t, err := h.edge.Authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
 		if err != nil {
-			writeAPIError(w, err)
+			core.WriteAPIError(w, err)
 			return
 		}
-		release, err := h.admit(r.Context(), t.ID)
+		release, err := h.edge.Admit(r.Context(), t.ID)
 		if err != nil {
-			writeAPIError(w, err)
+			core.WriteAPIError(w, err)
 			return
 		}
 		defer release()
@@ -161,12 +208,12 @@ type detailBody struct {
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body createBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	if err := contexts.CheckMetadata(body.Metadata); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if body.TemplateID == "" {
@@ -194,16 +241,16 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if body.Timeout != nil && *body.Timeout > 0 {
 		var err error
 		if ttl, err = h.timeoutOf(*body.Timeout); err != nil {
-			writeAPIError(w, err)
+			core.WriteAPIError(w, err)
 			return
 		}
 	}
 	autoPause, autoResume, err := h.lifecycle(body, ttl)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	e2bDefaults := h.cfg.Domain != "" && h.cfg.DefaultOpen != nil && h.cfg.DefaultOpen(tenantID)
+	e2bDefaults := h.edge.Domain() != nil && h.cfg.DefaultOpen != nil && h.cfg.DefaultOpen(tenantID)
 	if e2bDefaults && body.Network != nil && body.Network.AllowPublicTraffic == nil {
 		// E2B's default ingress: public ports unless the call says not.
 		public := true
@@ -213,7 +260,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if netPolicy == nil && body.AllowInternetAccess == nil && e2bDefaults {
@@ -221,7 +268,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		// no network gets the open internet and public ports, as on E2B.
 		netPolicy = &policy.Policy{Mode: policy.Open, Ingress: policy.Ingress{Public: true}}
 	}
-	if netPolicy == nil && h.cfg.Domain != "" && tmpl == templates.Desktop {
+	if netPolicy == nil && h.edge.Domain() != nil && tmpl == templates.Desktop {
 		// A desktop is watched through its noVNC port, which the desktop
 		// SDK opens in a browser (no traffic token header): without a
 		// network asked for, it gets ports, public, and no egress
@@ -229,7 +276,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		// egress.
 		netPolicy = &policy.Policy{Ingress: policy.Ingress{Public: true}}
 	}
-	if h.cfg.Domain == "" && noEgress(netPolicy) {
+	if h.edge.Domain() == nil && noEgress(netPolicy) {
 		// A daemon without sandbox networks already gives every sandbox
 		// no internet (and serves no ports): the request is met as it is.
 		// The e2b provider asks this of every cloud it creates in, a
@@ -240,45 +287,45 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// manager's rotation would end it under a running session.
 	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
 	// setTimeout (and connect or refreshes asking for more) moves it.
-	rec, err := h.cfg.Manager.GetOrCreate(r.Context(), id, CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
+	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
 		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoResume: autoResume,
 		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID)})
 	if err != nil {
-		h.log.Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
-		writeAPIError(w, err)
+		h.edge.Logger().Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	body2, err := h.sandboxBody(r.Context(), tenantID, rec)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, body2)
+	core.WriteJSON(w, http.StatusCreated, body2)
 }
 
 // sandboxBody answers create and connect, with fresh tokens: the envd
 // token for every sandbox call, and the traffic token the code
 // interpreter SDK sends on its calls to port 49999.
 func (h *Handler) sandboxBody(ctx context.Context, tenantID string, rec *contexts.Record) (sandboxBody, error) {
-	envd, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
+	envd, err := h.edge.IssueToken(ctx, core.PurposeEnvd, tenantID, rec.ID)
 	if err != nil {
 		return sandboxBody{}, err
 	}
 	// The SDKs sign file URLs with the token create or connect gave them
 	// (not getInfo's): those are the ones signed URLs are checked against.
-	h.rememberToken(rec.ID, envd)
-	traffic, err := h.issueToken(ctx, purposeTraffic, tenantID, rec.ID)
+	h.edge.RememberToken(rec.ID, envd)
+	traffic, err := h.edge.IssueToken(ctx, core.PurposeTraffic, tenantID, rec.ID)
 	if err != nil {
 		return sandboxBody{}, err
 	}
 	return sandboxBody{
 		SandboxID:          rec.ID,
 		TemplateID:         templateOf(rec),
-		ClientID:           ClientID,
-		EnvdVersion:        EnvdVersion,
+		ClientID:           core.ClientID,
+		EnvdVersion:        core.EnvdVersion,
 		EnvdAccessToken:    envd,
 		TrafficAccessToken: traffic,
-		Domain:             h.domain(),
+		Domain:             h.edge.Domain(),
 	}, nil
 }
 
@@ -303,20 +350,20 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 	d := detailBody{
 		SandboxID:   rec.ID,
 		TemplateID:  templateOf(rec),
-		ClientID:    ClientID,
+		ClientID:    core.ClientID,
 		StartedAt:   rec.CreatedAt.UTC(),
 		EndAt:       rec.ExpiresAt.UTC(),
 		CPUCount:    sandboxCPUs,
 		MemoryMB:    sandboxMemBytes >> 20,
 		DiskSizeMB:  sandboxDisk >> 20,
-		EnvdVersion: EnvdVersion,
+		EnvdVersion: core.EnvdVersion,
 		State:       stateOf(rec),
 		Metadata:    meta,
-		Domain:      h.domain(),
+		Domain:      h.edge.Domain(),
 	}
 	networkDetail(&d, rec)
 	if withToken {
-		tok, err := h.issueToken(ctx, purposeEnvd, tenantID, rec.ID)
+		tok, err := h.edge.IssueToken(ctx, core.PurposeEnvd, tenantID, rec.ID)
 		if err != nil {
 			return d, err
 		}
@@ -325,57 +372,34 @@ func (h *Handler) detail(ctx context.Context, tenantID string, rec *contexts.Rec
 	return d, nil
 }
 
-// active loads the active record of sandbox id, or a not_found error. A
-// sandbox past its end (endAt) is gone though the cleanup loop may not
-// have ended it yet, as on E2B.
-func (h *Handler) active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
-	rec, err := h.cfg.Manager.Get(ctx, tenantID, id)
-	if err == nil && h.autoPausing(rec) {
-		rec, err = h.cfg.Manager.AutoPause(ctx, tenantID, id)
-	}
-	if err == nil && !h.live(rec) {
-		err = errdefs.ErrNotFound
-	}
-	if errors.Is(err, errdefs.ErrNotFound) {
-		return nil, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound)
-	}
-	return rec, err
-}
-
-// live reports whether rec is a running sandbox: active and before its end
-// (by the manager's clock).
-func (h *Handler) live(rec *contexts.Record) bool {
-	return rec.State.Active() && rec.ExpiresAt.After(h.cfg.Manager.Now())
-}
-
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) {
-	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
+	rec, err := h.edge.Active(r.Context(), tenantID, r.PathValue("id"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	d, err := h.detail(r.Context(), tenantID, rec, true)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
+	core.WriteJSON(w, http.StatusOK, d)
 }
 
 func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenantID string) {
 	id := r.PathValue("id")
-	if _, err := h.active(r.Context(), tenantID, id); err != nil {
-		writeAPIError(w, err)
+	if _, err := h.edge.Active(r.Context(), tenantID, id); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
-	if err := h.cfg.Manager.Terminate(r.Context(), tenantID, id, contexts.ReasonManual); err != nil {
+	if err := h.m.Terminate(r.Context(), tenantID, id, contexts.ReasonManual); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			err = fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound)
+			err = core.NotFound(id)
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	h.forget(id)
+	h.edge.Forget(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -386,17 +410,17 @@ type timeoutBody struct {
 
 func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	if body.Timeout == nil || *body.Timeout < 0 {
-		writeAPIError(w, fmt.Errorf("timeout (seconds) is required: %w", errdefs.ErrInvalidArgument))
+		core.WriteAPIError(w, fmt.Errorf("timeout (seconds) is required: %w", errdefs.ErrInvalidArgument))
 		return
 	}
 	ttl, err := h.timeoutOf(*body.Timeout)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	h.extend(w, r, tenantID, ttl, false)
@@ -406,15 +430,15 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, tenantID st
 // shortens it.
 func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, tenantID string) {
 	var body timeoutBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	d := time.Duration(0)
 	if body.Duration != nil && *body.Duration > 0 {
 		var err error
 		if d, err = h.timeoutOf(*body.Duration); err != nil {
-			writeAPIError(w, err)
+			core.WriteAPIError(w, err)
 			return
 		}
 	}
@@ -423,38 +447,23 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, tenantID strin
 
 func (h *Handler) extend(w http.ResponseWriter, r *http.Request, tenantID string, ttl time.Duration, onlyLonger bool) {
 	id := r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
+	rec, err := h.edge.Active(r.Context(), tenantID, id)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if rec.Paused() {
 		// Its timeout does not run while paused: connect sets it.
-		writeConflict(w, "sandbox "+id+" is paused; connect resumes it with a timeout")
+		core.WriteConflict(w, "sandbox "+id+" is paused; connect resumes it with a timeout")
 		return
 	}
-	if ttl > 0 && (!onlyLonger || h.cfg.Manager.Now().Add(ttl).After(rec.ExpiresAt)) {
-		if _, err := h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
-			writeAPIError(w, err)
+	if ttl > 0 && (!onlyLonger || h.m.Now().Add(ttl).After(rec.ExpiresAt)) {
+		if _, err := h.m.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
+			core.WriteAPIError(w, err)
 			return
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// decodeBody decodes an optional JSON body.
-func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("read body: %w", errdefs.ErrInvalidArgument)
-	}
-	if len(strings.TrimSpace(string(b))) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("invalid JSON body: %w", errdefs.ErrInvalidArgument)
-	}
-	return nil
 }
 
 // interpreterTemplates are E2B's template names of the code interpreter

@@ -1,50 +1,13 @@
-package e2bcompat_test
+package control_test
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/base64"
-	"encoding/json"
-	"io"
-	"mime/multipart"
-	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sandlot/sandlot/api/e2bcompat"
 )
-
-func TestMatch(t *testing.T) {
-	for _, tc := range []struct {
-		path, sid string
-		want      bool
-	}{
-		{"/sandboxes", "", true},
-		{"/sandboxes/abc/timeout", "", true},
-		{"/v2/sandboxes", "", true},
-		{"/v2/sandboxes/abc/connect", "", true},
-		{"/process.Process/Start", "abc", true},
-		{"/files", "abc", true},
-		{"/files", "", false},
-		{"/sandboxesX", "", false},
-		{"/v1/contexts", "", false},
-		{"/v3/templates", "", true},
-		{"/v2/templates/t/builds/b", "", true},
-		{"/templates/aliases/x", "", true},
-		{"/v1/templates", "", false},
-	} {
-		r := httptest.NewRequest("GET", tc.path, nil)
-		if tc.sid != "" {
-			r.Header.Set("E2b-Sandbox-Id", tc.sid)
-		}
-		if got := e2bcompat.Match(r); got != tc.want {
-			t.Errorf("Match(%s, sid=%q) = %v, want %v", tc.path, tc.sid, got, tc.want)
-		}
-	}
-}
 
 func TestControlPlane(t *testing.T) {
 	e := newEnv(t)
@@ -226,225 +189,31 @@ func TestControlPlane(t *testing.T) {
 	})
 }
 
-func TestSandboxAuth(t *testing.T) {
+// A timeout above the maximum (24 h) is a 400, as on E2B; before, any
+// timeout was taken.
+func TestTimeoutMaximum(t *testing.T) {
 	e := newEnv(t)
-	sb := e.Create(key1, `{}`)
-	other := e.Create(key2, `{}`)
-	for _, tc := range []struct {
-		name string
-		hdr  []string
-		want int
-	}{
-		{"token", e.Headers(sb, "49983"), 204},
-		{"api key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key1}, 204},
-		{"nothing", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983"}, 401},
-		{"token of another sandbox", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", other.EnvdAccessToken}, 401},
-		{"other tenant key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key2}, 502},
-		{"unknown port", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "8080", "X-Access-Token", sb.EnvdAccessToken}, 502},
+	max := int64(e2bcompat.DefaultMaxTimeout / time.Second)
+	over := strings.NewReplacer("N", itoa(max+1))
+	sb := e.Create(key1, `{"timeout":`+itoa(max)+`}`)
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/v2/sandboxes", `{"timeout":N}`},
+		{"POST", "/sandboxes", `{"timeout":N}`},
+		{"POST", "/sandboxes/" + sb.SandboxID + "/timeout", `{"timeout":N}`},
+		{"POST", "/sandboxes/" + sb.SandboxID + "/refreshes", `{"duration":N}`},
+		{"POST", "/v2/sandboxes/" + sb.SandboxID + "/connect", `{"timeout":N}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := e.Do("GET", "/health", nil, tc.hdr...)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
-			}
-			if tc.want >= 400 {
-				if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-					t.Fatalf("error content type %q", ct)
-				}
+		t.Run(tc.path, func(t *testing.T) {
+			resp := e.Do(tc.method, tc.path, strings.NewReader(over.Replace(tc.body)), "X-API-KEY", key1)
+			got := decode[apiErr](t, resp)
+			if resp.StatusCode != 400 || got.Code != 400 || !strings.Contains(got.Message, "24 hours") {
+				t.Fatalf("status %d %+v, want 400 naming the maximum", resp.StatusCode, got)
 			}
 		})
 	}
-}
-
-// envelope is one Connect streaming frame.
-type envelope struct {
-	Flag byte
-	Body string
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func TestFilesystemErrors(t *testing.T) {
-	e := newEnv(t)
-	sb := e.Create(key1, `{}`)
-	unary := func(method, body, user string) (int, map[string]any, string) {
-		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
-		if user != "" {
-			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
-		}
-		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
-		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
-	}
-	for _, tc := range []struct {
-		name, method, body string
-		status             int
-		code               string
-		user               string
-	}{
-		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found", ""},
-		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, "", ""},
-		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists", ""},
-		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, "", ""},
-		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, "", ""},
-		{"remove missing is a no-op", "Remove", `{"path":"/home/user/zz"}`, 200, "", ""},
-		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found", ""},
-		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
-		{"as root", "Stat", `{"path":"/home/user/d"}`, 200, "", "root"}, // the agent decides whether the sandbox has root
-		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
-		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, body, ct := unary(tc.method, tc.body, tc.user)
-			if status != tc.status || ct != "application/json" {
-				t.Fatalf("status %d (%s) body %v", status, ct, body)
-			}
-			if tc.code != "" && (body["code"] != tc.code || body["message"] == "") {
-				t.Fatalf("error body %v", body)
-			}
-			if tc.name == "stat dir" {
-				entry := body["entry"].(map[string]any)
-				if entry["type"] != "FILE_TYPE_DIRECTORY" || entry["name"] != "d" || entry["permissions"] != "drwxr-xr-x" {
-					t.Fatalf("entry %v", entry)
-				}
-			}
-		})
+	if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":`+itoa(max)+`}`), "X-API-KEY", key1); resp.StatusCode != 204 {
+		t.Fatalf("timeout at the maximum: %d", resp.StatusCode)
 	}
 }
 
-func TestFiles(t *testing.T) {
-	e := newEnv(t)
-	sb := e.Create(key1, `{}`)
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	for name, content := range map[string]string{"/home/user/a/one.txt": "1", "two.bin": "\x00\x01"} {
-		fw, _ := mw.CreateFormFile("file", name)
-		fw.Write([]byte(content))
-	}
-	mw.Close()
-	resp := e.Do("POST", "/files", &buf, append(e.Headers(sb, "49983"), "Content-Type", mw.FormDataContentType())...)
-	if resp.StatusCode != 200 {
-		t.Fatalf("upload %d", resp.StatusCode)
-	}
-	got := decode[[]map[string]string](t, resp)
-	if len(got) != 2 {
-		t.Fatalf("upload answer %v", got)
-	}
-	for _, f := range got {
-		if f["type"] != "file" || !strings.HasPrefix(f["path"], "/home/user/") || f["name"] == "" {
-			t.Fatalf("upload item %v", f)
-		}
-	}
-	resp = e.Do("POST", "/files?path=big.bin", bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20)), append(e.Headers(sb, "49983"), "Content-Type", "application/octet-stream")...)
-	if resp.StatusCode != 200 {
-		t.Fatalf("octet-stream upload %d", resp.StatusCode)
-	}
-	for p, want := range map[string]int{"/home/user/two.bin": 2, "big.bin": 3 << 20} {
-		resp = e.Do("GET", "/files?path="+p, nil, e.Headers(sb, "49983")...)
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || len(b) != want {
-			t.Fatalf("read %s: %d, %d bytes", p, resp.StatusCode, len(b))
-		}
-	}
-	resp = e.Do("GET", "/files?path=/missing", nil, e.Headers(sb, "49983")...)
-	if resp.StatusCode != 404 || decode[apiErr](t, resp).Message == "" {
-		t.Fatalf("missing file: %d", resp.StatusCode)
-	}
-}
-
-func TestExecuteNDJSON(t *testing.T) {
-	e := newEnv(t)
-	sb := e.Create(key1, `{}`)
-	run := func(body string) []map[string]any {
-		resp := e.Do("POST", "/execute", strings.NewReader(body), e.Headers(sb, "49999")...)
-		if resp.StatusCode != 200 {
-			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("execute %d %s", resp.StatusCode, b)
-		}
-		var out []map[string]any
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "" {
-				t.Fatal("blank line in NDJSON")
-			}
-			var m map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Fatalf("line %q: %v", sc.Text(), err)
-			}
-			out = append(out, m)
-		}
-		return out
-	}
-	types := func(lines []map[string]any) []string {
-		var ts []string
-		for _, l := range lines {
-			ts = append(ts, l["type"].(string))
-		}
-		return ts
-	}
-	lines := run(`{"code":"1+1","language":"python"}`)
-	if diff := cmp.Diff([]string{"stdout", "result", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
-		t.Fatalf("line types (-want +got):\n%s", diff)
-	}
-	if lines[1]["is_main_result"] != true || lines[1]["text"] != "1+1@" {
-		t.Fatalf("result line %v", lines[1])
-	}
-	// kernel chunks are joined into lines; a trailing partial line still comes out
-	lines = run(`{"code":"chunks:a|b\n|c|d"}`)
-	var stdout []any
-	for _, l := range lines {
-		if l["type"] == "stdout" {
-			stdout = append(stdout, l["text"])
-		}
-	}
-	if diff := cmp.Diff([]any{"ab\n", "cd"}, stdout); diff != "" {
-		t.Fatalf("coalesced stdout (-want +got):\n%s", diff)
-	}
-	lines = run(`{"code":"raise x"}`)
-	if diff := cmp.Diff([]string{"stdout", "error", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
-		t.Fatalf("error types (-want +got):\n%s", diff)
-	}
-	if lines[1]["name"] != "ValueError" || lines[1]["value"] != "boom" || lines[1]["traceback"] == "" {
-		t.Fatalf("error line %v", lines[1])
-	}
-	// code contexts: create (with the traffic token only, as the SDK sends
-	// it), use, list, restart, delete
-	traffic := []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}
-	resp := e.Do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), traffic...)
-	cc := decode[map[string]string](t, resp)
-	if resp.StatusCode != 200 || cc["id"] == "" || cc["language"] != "javascript" || cc["cwd"] != "/tmp" {
-		t.Fatalf("create context %d %v", resp.StatusCode, cc)
-	}
-	lines = run(`{"code":"x","context_id":"` + cc["id"] + `"}`)
-	if lines[1]["text"] != "x@"+cc["id"] {
-		t.Fatalf("context run %v", lines)
-	}
-	resp = e.Do("GET", "/contexts", nil, traffic...)
-	// the default python and javascript contexts first, as E2B lists them,
-	// then the created one
-	if l := decode[[]map[string]string](t, resp); len(l) != 3 || l[0]["language"] != "python" || l[1]["language"] != "javascript" ||
-		l[0]["cwd"] != "/home/user" || l[2]["id"] != cc["id"] {
-		t.Fatalf("list contexts %v", l)
-	} else if lines = run(`{"code":"x","context_id":"` + l[0]["id"] + `"}`); lines[1]["text"] != "x@" {
-		t.Fatalf("a default context runs in the default kernel: %v", lines)
-	}
-	if resp := e.Do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
-		t.Fatalf("restart %d", resp.StatusCode)
-	}
-	if resp := e.Do("DELETE", "/contexts/"+cc["id"], nil, traffic...); resp.StatusCode != 204 {
-		t.Fatalf("delete %d", resp.StatusCode)
-	}
-	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.Headers(sb, "49999")...); resp.StatusCode != 404 {
-		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
-	}
-	// a language without a kernel: E2B's execution error shape, which the
-	// SDK returns in Execution.error
-	lines = run(`{"code":"x","language":"r"}`)
-	if diff := cmp.Diff([]string{"error", "end_of_execution"}, types(lines)); diff != "" || lines[0]["name"] != "NotSupportedError" ||
-		!strings.Contains(lines[0]["value"].(string), `language "r" is not supported`) {
-		t.Fatalf("unsupported language (-want +got):\n%s%v", diff, lines)
-	}
-	// /execute without any credential
-	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
-		t.Fatalf("execute without token: %d", resp.StatusCode)
-	}
-}
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

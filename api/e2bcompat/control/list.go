@@ -1,4 +1,4 @@
-package e2bcompat
+package control
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -133,18 +134,18 @@ func (h *Handler) matching(r *http.Request, lq listQuery) ([]*contexts.Record, e
 	f.Limit = maxListLimit
 	var out []*contexts.Record
 	for scanned := 0; scanned < maxListScan; {
-		recs, err := h.cfg.Manager.List(r.Context(), f)
+		recs, err := h.m.List(r.Context(), f)
 		if err != nil {
 			return nil, err
 		}
 		scanned += len(recs)
 		for _, rec := range recs {
-			if h.autoPausing(rec) {
-				if cur, err := h.cfg.Manager.AutoPause(r.Context(), rec.TenantID, rec.ID); err == nil {
+			if h.edge.AutoPausing(rec) {
+				if cur, err := h.m.AutoPause(r.Context(), rec.TenantID, rec.ID); err == nil {
 					rec = cur
 				}
 			}
-			if h.live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) &&
+			if h.edge.Live(rec) && !rec.CreatedAt.Before(lq.startedAfter) && (lq.states == nil || lq.states[stateOf(rec)]) &&
 				(lq.template == "" || templateOf(rec) == lq.template) {
 				out = append(out, rec)
 			}
@@ -190,12 +191,12 @@ func afterCursor(recs []*contexts.Record, c *listCursor, desc bool) []*contexts.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) {
 	lq, err := parseList(r, tenantID)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	recs, err := h.matching(r, lq)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	recs = afterCursor(recs, lq.after, lq.desc)
@@ -211,13 +212,13 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, tenantID string) 
 func (h *Handler) listAll(w http.ResponseWriter, r *http.Request, tenantID string) {
 	lq, err := parseList(r, tenantID)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	lq.states = map[string]bool{"running": true}
 	recs, err := h.matching(r, lq)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	h.writeDetails(w, r, tenantID, recs)
@@ -229,5 +230,5 @@ func (h *Handler) writeDetails(w http.ResponseWriter, r *http.Request, tenantID 
 		d, _ := h.detail(r.Context(), tenantID, rec, false) // no token: no error
 		out = append(out, d)
 	}
-	writeJSON(w, http.StatusOK, out)
+	core.WriteJSON(w, http.StatusOK, out)
 }

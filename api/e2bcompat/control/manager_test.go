@@ -1,12 +1,10 @@
-package e2bcompat_test
+package control_test
 
 import (
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 )
@@ -103,34 +101,5 @@ func TestTaskKeysTheSandbox(t *testing.T) {
 	d := e.Create(key1, `{"metadata":{"conversationId":"conv-y"}}`)
 	if a.SandboxID != b.SandboxID || a.SandboxID != c.SandboxID || a.SandboxID == d.SandboxID {
 		t.Fatalf("sandboxes %s %s %s %s: want the first three equal, the last apart", a.SandboxID, b.SandboxID, c.SandboxID, d.SandboxID)
-	}
-}
-
-// TestExpiredSandboxIsGone: once a sandbox's timeout has passed (before the
-// cleanup loop ends its record), runCode and envd calls answer "sandbox
-// gone" instead of silently running in a fresh sandbox.
-func TestExpiredSandboxIsGone(t *testing.T) {
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e, p := newManagerEnv(t, contexts.Config{Clock: clock, CleanupInterval: time.Hour})
-	sb := e.Create(key1, `{"timeout":60}`)
-	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...); resp.StatusCode != 200 {
-		t.Fatalf("runCode: %d", resp.StatusCode)
-	}
-	mu.Lock()
-	now = now.Add(2 * time.Minute)
-	mu.Unlock()
-	resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...)
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || !strings.Contains(string(b), "The sandbox was not found") {
-		t.Fatalf("runCode on an expired sandbox: %d %s, want 404 as E2B", resp.StatusCode, b)
-	}
-	resp = e.Do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
-		append(e.Headers(sb, "49983"), "Content-Type", "application/json")...)
-	if b, _ := io.ReadAll(resp.Body); resp.StatusCode == 200 {
-		t.Fatalf("envd call on an expired sandbox: %d %s", resp.StatusCode, b)
-	}
-	if p.Created() != 1 {
-		t.Fatalf("%d sandboxes created: a call on an expired sandbox started a fresh one", p.Created())
 	}
 }

@@ -1,4 +1,4 @@
-package e2bcompat_test
+package control_test
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package e2bcompat
+package control
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -53,13 +54,13 @@ type metricBody struct {
 // sample takes a sample of rec now (unless the last is recent) and returns
 // the kept samples.
 func (h *Handler) sample(r *http.Request, tenantID string, rec *contexts.Record) ([]metricSample, error) {
-	now := h.cfg.Clock()
+	now := h.edge.Now()
 	h.mu.Lock()
 	ring := h.metrics[rec.ID]
 	fresh := len(ring) > 0 && now.Sub(ring[len(ring)-1].at) < metricEvery
 	h.mu.Unlock()
 	if !fresh {
-		u, err := h.cfg.Manager.Usage(r.Context(), tenantID, rec.ID)
+		u, err := h.m.Usage(r.Context(), tenantID, rec.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -100,9 +101,9 @@ func unixParam(r *http.Request, name string) (time.Time, bool, error) {
 }
 
 func (h *Handler) metricsRoute(w http.ResponseWriter, r *http.Request, tenantID string) {
-	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
+	rec, err := h.edge.Active(r.Context(), tenantID, r.PathValue("id"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	start, hasStart, err := unixParam(r, "start")
@@ -116,7 +117,7 @@ func (h *Handler) metricsRoute(w http.ResponseWriter, r *http.Request, tenantID 
 		if err == nil {
 			samples, serr := h.sample(r, tenantID, rec)
 			if serr != nil {
-				writeAPIError(w, serr)
+				core.WriteAPIError(w, serr)
 				return
 			}
 			out := []metricBody{}
@@ -132,9 +133,9 @@ func (h *Handler) metricsRoute(w http.ResponseWriter, r *http.Request, tenantID 
 					DiskUsed: u.DiskBytes, DiskTotal: sandboxDisk,
 				})
 			}
-			writeJSON(w, http.StatusOK, out)
+			core.WriteJSON(w, http.StatusOK, out)
 			return
 		}
 	}
-	writeAPIError(w, err)
+	core.WriteAPIError(w, err)
 }

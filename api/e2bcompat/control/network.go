@@ -1,10 +1,11 @@
-package e2bcompat
+package control
 
 import (
 	"context"
 	"fmt"
 	"net/http"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
@@ -53,25 +54,25 @@ func networkDetail(d *detailBody, rec *contexts.Record) {
 // allow_internet_access) and keeps its ingress (allowPublicTraffic,
 // maskRequestHost), as E2B's PUT /sandboxes/{id}/network does.
 func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, tenantID string) {
-	nu, ok := h.cfg.Manager.(networkUpdater)
+	nu, ok := h.edge.Manager().(networkUpdater)
 	if !ok {
-		writeAPIError(w, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition))
+		core.WriteAPIError(w, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition))
 		return
 	}
 	var body updateNetworkBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
-	rec, err := h.active(r.Context(), tenantID, r.PathValue("id"))
+	rec, err := h.edge.Active(r.Context(), tenantID, r.PathValue("id"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	body.AllowPublicTraffic, body.MaskRequestHost = nil, nil
 	p, err := policy.FromE2B(body.AllowInternetAccess, &body.E2BNetwork)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if old := rec.Network; old != nil {
@@ -79,21 +80,10 @@ func (h *Handler) updateNetwork(w http.ResponseWriter, r *http.Request, tenantID
 		p.Secrets = old.Secrets
 	}
 	if _, err := nu.UpdateNetwork(r.Context(), tenantID, rec.ID, p); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// VerifyTrafficToken checks a trafficAccessToken for sandbox sid and
-// returns its tenant: the ports route (network/ports) authorizes requests
-// to a sandbox's ports with it.
-func (h *Handler) VerifyTrafficToken(ctx context.Context, sid, token string) (string, error) {
-	t, err := h.verifyToken(ctx, token, purposeTraffic, sid)
-	if err != nil {
-		return "", err
-	}
-	return t.ID, nil
 }
 
 // noEgress reports whether p asks for nothing but no egress: mode none,

@@ -1,4 +1,4 @@
-package e2bcompat
+package control
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -54,14 +55,14 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 		return
 	}
 	if body.Memory != nil && !*body.Memory {
-		writeAPIError(w, fmt.Errorf("a pause without memory (keepMemory: false) is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument))
+		core.WriteAPIError(w, fmt.Errorf("a pause without memory (keepMemory: false) is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument))
 		return
 	}
-	if _, err := h.cfg.Manager.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
+	if _, err := h.m.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
 		h.writeLifecycleError(w, id, err)
 		return
 	}
-	h.stopWatchers(id)
+	h.edge.Paused(id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -75,7 +76,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 	}
 	ttl, err := h.resumeTimeout(body, connectDefaultTimeout)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	status := http.StatusOK
@@ -85,18 +86,18 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 			return
 		}
 		status = http.StatusCreated
-	} else if body.Timeout != nil && *body.Timeout > 0 && h.cfg.Manager.Now().Add(ttl).After(rec.ExpiresAt) {
-		if rec, err = h.cfg.Manager.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
-			writeAPIError(w, err)
+	} else if body.Timeout != nil && *body.Timeout > 0 && h.m.Now().Add(ttl).After(rec.ExpiresAt) {
+		if rec, err = h.m.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
+			core.WriteAPIError(w, err)
 			return
 		}
 	}
 	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, status, sb)
+	core.WriteJSON(w, status, sb)
 }
 
 // resume is the older route: 201 for a paused sandbox, 409 for a running
@@ -108,12 +109,12 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string
 		return
 	}
 	if !rec.Paused() {
-		writeConflict(w, "sandbox "+id+" is already running")
+		core.WriteConflict(w, "sandbox "+id+" is already running")
 		return
 	}
 	ttl, err := h.resumeTimeout(body, resumeDefaultTimeout)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
@@ -122,24 +123,24 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request, tenantID string
 	}
 	sb, err := h.sandboxBody(r.Context(), tenantID, rec)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, sb)
+	core.WriteJSON(w, http.StatusCreated, sb)
 }
 
 // lifecycleCall reads the body of a pause, connect or resume into body and
 // finds the sandbox it names; when it cannot, it has answered and ok is
 // false.
 func (h *Handler) lifecycleCall(w http.ResponseWriter, r *http.Request, tenantID string, body any) (id string, rec *contexts.Record, ok bool) {
-	if err := decodeBody(r, body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, body); err != nil {
+		core.WriteAPIError(w, err)
 		return "", nil, false
 	}
 	id = r.PathValue("id")
-	rec, err := h.active(r.Context(), tenantID, id)
+	rec, err := h.edge.Active(r.Context(), tenantID, id)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return "", nil, false
 	}
 	return id, rec, true
@@ -160,7 +161,7 @@ func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBod
 	if body.Memory != nil && !*body.Memory {
 		return nil, fmt.Errorf("resuming without memory (onResume: 'reboot') is not supported: sandlot resumes a paused sandbox with its memory: %w", errdefs.ErrInvalidArgument)
 	}
-	return h.cfg.Manager.Resume(r.Context(), tenantID, id, ttl)
+	return h.m.Resume(r.Context(), tenantID, id, ttl)
 }
 
 // writeLifecycleError answers a failed pause or resume: a sandbox that is
@@ -169,43 +170,21 @@ func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBod
 func (h *Handler) writeLifecycleError(w http.ResponseWriter, id string, err error) {
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
-		writeAPIError(w, fmt.Errorf("sandbox %q doesn't exist or you don't have access to it: %w", id, errdefs.ErrNotFound))
+		core.WriteAPIError(w, core.NotFound(id))
 	case errors.Is(err, contexts.ErrPaused):
-		writeConflict(w, "sandbox "+id+" is already paused")
+		core.WriteConflict(w, "sandbox "+id+" is already paused")
 	case errors.Is(err, contexts.ErrNotPaused):
-		writeConflict(w, "sandbox "+id+" is already running")
+		core.WriteConflict(w, "sandbox "+id+" is already running")
 	default:
-		writeAPIError(w, err)
-	}
-}
-
-func writeConflict(w http.ResponseWriter, msg string) {
-	writeJSON(w, http.StatusConflict, apiError{Code: http.StatusConflict, Message: msg})
-}
-
-// stopWatchers ends the directory watchers of a sandbox that paused: E2B
-// drops a paused sandbox's connections, and a watcher's polls would only
-// be refused until it resumes.
-func (h *Handler) stopWatchers(sid string) {
-	h.mu.Lock()
-	var stop []*watcher
-	for id, w := range h.watchers {
-		if w.sid == sid {
-			stop = append(stop, w)
-			delete(h.watchers, id)
-		}
-	}
-	h.mu.Unlock()
-	for _, w := range stop {
-		w.stop()
+		core.WriteAPIError(w, err)
 	}
 }
 
 // lifecycle reads a create's autoPause (E2B's lifecycle onTimeout
 // 'pause') and autoResume: at its timeout the manager pauses the sandbox
 // for Config.PausedTimeout instead of ending it (autoPause, 0 when not
-// asked), and traffic resumes it with ttl, its create's timeout (wake.go;
-// autoResume, 0 when not asked). A pause without memory is not supported:
+// asked), and traffic resumes it with ttl, its create's timeout
+// (autoResume, 0 when not asked; api/e2bcompat's wake.go). A pause without memory is not supported:
 // a clear 400, and so is autoResume with it (E2B refuses that pair too).
 func (h *Handler) lifecycle(body createBody, ttl time.Duration) (autoPause, autoResume time.Duration, err error) {
 	resume := body.AutoResume != nil && body.AutoResume.Enabled
@@ -223,12 +202,4 @@ func (h *Handler) lifecycle(body createBody, ttl time.Duration) (autoPause, auto
 		return 0, 0, fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
 	}
 	return h.cfg.PausedTimeout, autoResume, nil
-}
-
-// autoPausing reports a sandbox that pauses at its timeout and whose
-// timeout passed by the manager's clock, not paused yet (the manager's
-// cleanup loop would pause it within its interval; a call that sees it
-// first does).
-func (h *Handler) autoPausing(rec *contexts.Record) bool {
-	return rec.AutoPause > 0 && !rec.Paused() && rec.State.Active() && !rec.ExpiresAt.After(h.cfg.Manager.Now())
 }

@@ -1,4 +1,4 @@
-package e2bcompat
+package control
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -151,22 +152,22 @@ func toE2BTemplate(tenantID string, t templates.Template) e2bTemplate {
 	base, _ := templates.SplitTag(t.Name) // a tag's record: the alias is its template's name
 	return e2bTemplate{TemplateID: t.ID, BuildID: buildIDOf(t.ID), CPUCount: cpus, MemoryMB: mem, DiskSizeMB: disk,
 		Public: t.TenantID != tenantID, Aliases: []string{base}, Names: []string{t.Name},
-		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), BuildCount: 1, BuildStatus: "ready", EnvdVersion: EnvdVersion}
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.CreatedAt.UTC(), BuildCount: 1, BuildStatus: "ready", EnvdVersion: core.EnvdVersion}
 }
 
 func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	limit, after, err := parseTemplatePage(r)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	list, err := h.cfg.Catalog.List(r.Context(), tenantID)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	page, next := templatePage(list, limit, after)
@@ -177,7 +178,7 @@ func (h *Handler) listTemplates(w http.ResponseWriter, r *http.Request, tenantID
 	if next != "" {
 		w.Header().Set("X-Next-Token", next)
 	}
-	writeJSON(w, http.StatusOK, out)
+	core.WriteJSON(w, http.StatusOK, out)
 }
 
 // parseTemplatePage reads a template list's limit (1..maxListLimit,
@@ -225,16 +226,16 @@ func templatePage(list []templates.Template, limit int, after string) ([]templat
 
 func (h *Handler) getTemplate(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	t, err := h.template(r.Context(), tenantID, r.PathValue("templateID"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	e := toE2BTemplate(tenantID, t)
-	writeJSON(w, http.StatusOK, e2bTemplateWithBuilds{TemplateID: e.TemplateID, Public: e.Public, Aliases: e.Aliases, Names: e.Names,
+	core.WriteJSON(w, http.StatusOK, e2bTemplateWithBuilds{TemplateID: e.TemplateID, Public: e.Public, Aliases: e.Aliases, Names: e.Names,
 		CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt, Builds: []e2bTemplateBuild{{
 			BuildID: e.BuildID, CPUCount: e.CPUCount, MemoryMB: e.MemoryMB, DiskSizeMB: e.DiskSizeMB, EnvdVersion: e.EnvdVersion,
 			Status: "ready", CreatedAt: e.CreatedAt, UpdatedAt: e.CreatedAt, FinishedAt: e.CreatedAt,
@@ -243,17 +244,17 @@ func (h *Handler) getTemplate(w http.ResponseWriter, r *http.Request, tenantID s
 
 func (h *Handler) deleteTemplate(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	ref := r.PathValue("templateID")
 	t, err := h.template(r.Context(), tenantID, ref)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if err := h.cfg.Catalog.Delete(r.Context(), tenantID, t.ID); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,4 +1,4 @@
-package e2bcompat
+package control
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/templates"
@@ -65,7 +66,7 @@ func (h *Handler) checkBuildName(name string) error {
 
 func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.buildsOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	var body struct {
@@ -73,8 +74,8 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 		Alias string   `json:"alias"`
 		Tags  []string `json:"tags"`
 	}
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	name := body.Name
@@ -84,22 +85,22 @@ func (h *Handler) requestBuild(w http.ResponseWriter, r *http.Request, tenantID 
 	// E2B's "name:tag" and tags: each tag is kept (templates/tags.go).
 	base, _, _ := strings.Cut(name, ":")
 	if err := h.checkBuildName(base); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	name, tags, err := templates.BuildTags(name, body.Tags)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	tid := templates.NewID()
 	b, err := h.cfg.Builds.Request(r.Context(), tenantID, builds.Request{ID: buildIDOf(tid),
 		Spec: templates.BuildSpec{ID: tid, Name: name, Tags: tags, Source: "e2b build"}})
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]any{
+	core.WriteJSON(w, http.StatusAccepted, map[string]any{
 		"templateID": b.TemplateID, "buildID": b.ID, "aliases": []string{name}, "names": []string{name},
 		"tags": tags, "public": false,
 	})
@@ -122,16 +123,16 @@ var filesHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func (h *Handler) uploadLink(w http.ResponseWriter, r *http.Request, tenantID string) {
 	hash := r.PathValue("hash")
 	if !filesHash.MatchString(hash) {
-		writeAPIError(w, fmt.Errorf("files hash %q: %w", hash, errdefs.ErrInvalidArgument))
+		core.WriteAPIError(w, fmt.Errorf("files hash %q: %w", hash, errdefs.ErrInvalidArgument))
 		return
 	}
 	if err := h.buildsOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	b, err := h.cfg.Builds.Unstarted(tenantID, r.PathValue("templateID"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	token := b.NewToken(hash)
@@ -141,29 +142,29 @@ func (h *Handler) uploadLink(w http.ResponseWriter, r *http.Request, tenantID st
 	}
 	// Like a presigned URL: the token alone authorizes this one upload.
 	url := fmt.Sprintf("%s://%s/templates/%s/files/%s?build=%s&token=%s", scheme, r.Host, b.TemplateID, hash, b.ID, token)
-	writeJSON(w, http.StatusCreated, map[string]any{"present": false, "url": url})
+	core.WriteJSON(w, http.StatusCreated, map[string]any{"present": false, "url": url})
 }
 
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 	if err := h.buildsOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	b := h.cfg.Builds.Lookup(r.URL.Query().Get("build"))
 	denied := fmt.Errorf("upload link invalid or used: %w", errdefs.ErrPermissionDenied)
 	if b == nil || b.TemplateID != r.PathValue("templateID") || !b.UseToken(r.URL.Query().Get("token"), r.PathValue("hash")) {
-		writeAPIError(w, denied)
+		core.WriteAPIError(w, denied)
 		return
 	}
 	max := h.cfg.Builds.MaxUploadBytes()
 	if r.ContentLength > max {
-		writeAPIError(w, fmt.Errorf("upload over %d bytes: %w", max, errdefs.ErrResourceExhausted))
+		core.WriteAPIError(w, fmt.Errorf("upload over %d bytes: %w", max, errdefs.ErrResourceExhausted))
 		return
 	}
 	// Nothing lands outside the build's directory, whatever the tar names
 	// or links; sizes bounded (templates/builds).
 	if err := h.cfg.Builds.Unpack(r.Context(), b, http.MaxBytesReader(w, r.Body, max)); err != nil {
-		writeAPIError(w, fmt.Errorf("upload: %w", err))
+		core.WriteAPIError(w, fmt.Errorf("upload: %w", err))
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -172,21 +173,21 @@ func (h *Handler) upload(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request, tenantID string) {
 	b, err := h.build(tenantID, r.PathValue("templateID"), r.PathValue("buildID"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 2<<20))
 	if err != nil {
-		writeAPIError(w, fmt.Errorf("read body: %w", errdefs.ErrInvalidArgument))
+		core.WriteAPIError(w, fmt.Errorf("read body: %w", errdefs.ErrInvalidArgument))
 		return
 	}
 	rec, err := recipe.ParseE2B(body)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if err := h.cfg.Builds.Start(r.Context(), b, rec); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
@@ -195,13 +196,13 @@ func (h *Handler) startBuild(w http.ResponseWriter, r *http.Request, tenantID st
 func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request, tenantID string) {
 	b, err := h.build(tenantID, r.PathValue("templateID"), r.PathValue("buildID"))
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	offset := 0
 	if s := r.URL.Query().Get("logsOffset"); s != "" {
 		if _, err := fmt.Sscanf(s, "%d", &offset); err != nil || offset < 0 {
-			writeAPIError(w, fmt.Errorf("logsOffset %q: %w", s, errdefs.ErrInvalidArgument))
+			core.WriteAPIError(w, fmt.Errorf("logsOffset %q: %w", s, errdefs.ErrInvalidArgument))
 			return
 		}
 	}
@@ -214,12 +215,12 @@ func (h *Handler) buildStatus(w http.ResponseWriter, r *http.Request, tenantID s
 	if st.Status == builds.Error {
 		resp["reason"] = map[string]any{"message": st.Reason}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	core.WriteJSON(w, http.StatusOK, resp)
 }
 
 func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID, alias string) {
 	if _, ok := h.cfg.Templates[alias]; ok {
-		writeJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
+		core.WriteJSON(w, http.StatusOK, map[string]any{"templateID": alias, "public": true})
 		return
 	}
 	// A name exists once any of its tags was built (Template.exists).
@@ -232,8 +233,8 @@ func (h *Handler) aliasInfo(w http.ResponseWriter, r *http.Request, tenantID, al
 		err = fmt.Errorf("template %q: %w", alias, errdefs.ErrNotFound)
 	}
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "public": t.TenantID != tenantID})
+	core.WriteJSON(w, http.StatusOK, map[string]any{"templateID": t.ID, "public": t.TenantID != tenantID})
 }

@@ -1,10 +1,11 @@
-package e2bcompat
+package control
 
 import (
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -32,47 +33,47 @@ func (h *Handler) templateTagRoutes(mux *http.ServeMux) {
 		case sub == "tags":
 			h.listTags(w, r, tenantID)
 		default:
-			writeAPIError(w, fmt.Errorf("no route GET %s: %w", r.URL.Path, errdefs.ErrNotFound))
+			core.WriteAPIError(w, fmt.Errorf("no route GET %s: %w", r.URL.Path, errdefs.ErrNotFound))
 		}
 	}))
 }
 
 func (h *Handler) assignTags(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	var body struct {
 		Target string   `json:"target"`
 		Tags   []string `json:"tags"`
 	}
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	src, err := h.cfg.Catalog.Tag(r.Context(), tenantID, body.Target, body.Tags)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"buildID": buildIDOf(src.ID), "tags": body.Tags})
+	core.WriteJSON(w, http.StatusCreated, map[string]any{"buildID": buildIDOf(src.ID), "tags": body.Tags})
 }
 
 func (h *Handler) removeTags(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	var body struct {
 		Name string   `json:"name"`
 		Tags []string `json:"tags"`
 	}
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	if err := h.cfg.Catalog.Untag(r.Context(), tenantID, body.Name, body.Tags); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -80,17 +81,17 @@ func (h *Handler) removeTags(w http.ResponseWriter, r *http.Request, tenantID st
 
 func (h *Handler) listTags(w http.ResponseWriter, r *http.Request, tenantID string) {
 	if err := h.catalogOn(); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	ref := r.PathValue("templateID")
 	if _, err := h.template(r.Context(), tenantID, ref); err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	tags, err := h.cfg.Catalog.Tags(r.Context(), tenantID, ref)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	type tagOut struct {
@@ -102,5 +103,5 @@ func (h *Handler) listTags(w http.ResponseWriter, r *http.Request, tenantID stri
 	for _, t := range tags {
 		out = append(out, tagOut{Tag: t.Tag, BuildID: buildIDOf(t.Template.ID), CreatedAt: t.Template.CreatedAt.UTC()})
 	}
-	writeJSON(w, http.StatusOK, out)
+	core.WriteJSON(w, http.StatusOK, out)
 }

@@ -1,4 +1,4 @@
-package e2bcompat
+package core
 
 import (
 	"context"
@@ -21,58 +21,49 @@ import (
 // E2B-Traffic-Access-Token) opens the code interpreter's port only, as on
 // E2B, where it guards the sandbox's user-facing ports.
 const (
-	purposeEnvd    = "envd"
-	purposeTraffic = "traffic"
+	PurposeEnvd    = "envd"
+	PurposeTraffic = "traffic"
 )
 
-// resolveSandbox authenticates a sandbox call and loads its active record.
+// ResolveSandbox authenticates a sandbox call and loads its active record.
 // Credentials, in order: X-API-KEY, X-Access-Token, and on the code
 // interpreter's port E2B-Traffic-Access-Token. A call without any is 401:
-// no route works with the sandbox id alone.
-func (h *Handler) resolveSandbox(r *http.Request, sid string) (*sandboxRef, error) {
+// no route works with the sandbox id alone. A sandbox found gone is
+// forgotten (Forget).
+func (e *Edge) ResolveSandbox(r *http.Request, sid string) (*Ref, error) {
 	var (
 		t   *tenant.Tenant
 		err error
 	)
 	switch {
 	case r.Header.Get(e2bwire.HeaderAPIKey) != "":
-		t, err = h.authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
+		t, err = e.Authenticate(r.Context(), r.Header.Get(e2bwire.HeaderAPIKey))
 	case r.Header.Get(e2bwire.HeaderAccessToken) != "":
-		t, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderAccessToken), purposeEnvd, sid)
+		t, err = e.VerifyToken(r.Context(), r.Header.Get(e2bwire.HeaderAccessToken), PurposeEnvd, sid)
 	case r.Header.Get(e2bwire.HeaderTrafficToken) != "" && r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.InterpreterPort:
-		t, err = h.verifyToken(r.Context(), r.Header.Get(e2bwire.HeaderTrafficToken), purposeTraffic, sid)
+		t, err = e.VerifyToken(r.Context(), r.Header.Get(e2bwire.HeaderTrafficToken), PurposeTraffic, sid)
 	default:
 		err = fmt.Errorf("missing credentials (%s, %s or %s): %w", e2bwire.HeaderAccessToken, e2bwire.HeaderTrafficToken, e2bwire.HeaderAPIKey, errdefs.ErrUnauthenticated)
 	}
 	if err != nil {
 		return nil, err
 	}
-	rec, err := h.active(tenant.With(r.Context(), t), t.ID, sid)
+	rec, err := e.Active(tenant.With(r.Context(), t), t.ID, sid)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			h.forget(sid)
+			e.Forget(sid)
 		}
 		return nil, err
 	}
-	return &sandboxRef{tenantID: t.ID, tenant: t, rec: rec}, nil
+	return &Ref{TenantID: t.ID, Tenant: t, Rec: rec}, nil
 }
 
-// forget drops what the handler keeps of a sandbox that ended.
-func (h *Handler) forget(sid string) {
-	h.mu.Lock()
-	delete(h.codeCtxs, sid)
-	delete(h.signers, sid)
-	delete(h.metrics, sid)
-	h.mu.Unlock()
-	h.stopWatchers(sid)
-}
-
-// authenticate resolves an API key to its tenant.
-func (h *Handler) authenticate(ctx context.Context, key string) (*tenant.Tenant, error) {
+// Authenticate resolves an API key to its tenant.
+func (e *Edge) Authenticate(ctx context.Context, key string) (*tenant.Tenant, error) {
 	if key == "" {
 		return nil, fmt.Errorf("missing API key: %w", errdefs.ErrUnauthenticated)
 	}
-	t, err := h.cfg.Tenants.Key(ctx, key)
+	t, err := e.cfg.Tenants.Key(ctx, key)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, fmt.Errorf("invalid API key: %w", errdefs.ErrUnauthenticated)
@@ -82,12 +73,12 @@ func (h *Handler) authenticate(ctx context.Context, key string) (*tenant.Tenant,
 	return t, nil
 }
 
-// admit applies Config.Admit to an authenticated tenant.
-func (h *Handler) admit(ctx context.Context, tenantID string) (func(), error) {
-	if h.cfg.Admit == nil {
+// Admit applies Config.Admit to an authenticated tenant.
+func (e *Edge) Admit(ctx context.Context, tenantID string) (release func(), err error) {
+	if e.cfg.Admit == nil {
 		return func() {}, nil
 	}
-	return h.cfg.Admit(ctx, tenantID)
+	return e.cfg.Admit(ctx, tenantID)
 }
 
 // tokenVersion prefixes the current token format. Tokens of the first
@@ -103,21 +94,21 @@ type tokenClaims struct {
 	expires    int64 // unix seconds
 }
 
-// issueToken signs a token of purpose for sandbox sid of tenantID.
-func (h *Handler) issueToken(ctx context.Context, purpose, tenantID, sid string) (string, error) {
-	t, err := h.cfg.Tenants.Tenant(ctx, tenantID)
+// IssueToken signs a token of purpose for sandbox sid of tenantID.
+func (e *Edge) IssueToken(ctx context.Context, purpose, tenantID, sid string) (string, error) {
+	t, err := e.cfg.Tenants.Tenant(ctx, tenantID)
 	if err != nil {
 		return "", err
 	}
 	c := tokenClaims{tenantID: tenantID, generation: t.KeyGeneration, created: t.CreatedAt.UnixMilli(),
-		expires: h.cfg.Clock().Add(h.cfg.TokenTTL).Unix()}
+		expires: e.cfg.Clock().Add(e.cfg.TokenTTL).Unix()}
 	fields := []string{tokenVersion, base64.RawURLEncoding.EncodeToString([]byte(tenantID)),
 		strconv.FormatInt(c.generation, 10), strconv.FormatInt(c.created, 10), strconv.FormatInt(c.expires, 10)}
-	return strings.Join(append(fields, h.tokenMAC(purpose, sid, fields)), "."), nil
+	return strings.Join(append(fields, e.tokenMAC(purpose, sid, fields)), "."), nil
 }
 
-func (h *Handler) tokenMAC(purpose, sid string, fields []string) string {
-	m := hmac.New(sha256.New, h.cfg.Secret)
+func (e *Edge) tokenMAC(purpose, sid string, fields []string) string {
+	m := hmac.New(sha256.New, e.cfg.Secret)
 	m.Write([]byte("sandlot-e2b\x00" + purpose + "\x00" + sid))
 	for _, f := range fields {
 		m.Write([]byte("\x00" + f))
@@ -125,16 +116,16 @@ func (h *Handler) tokenMAC(purpose, sid string, fields []string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// verifyToken checks a token's signature for purpose and sid, then its
+// VerifyToken checks a token's signature for purpose and sid, then its
 // expiry, then that its tenant still exists with the same key generation.
 // It returns the tenant.
-func (h *Handler) verifyToken(ctx context.Context, tok, purpose, sid string) (*tenant.Tenant, error) {
+func (e *Edge) VerifyToken(ctx context.Context, tok, purpose, sid string) (*tenant.Tenant, error) {
 	bad := fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
 	parts := strings.Split(tok, ".")
 	if len(parts) != 6 || parts[0] != tokenVersion {
 		return nil, bad
 	}
-	if !hmac.Equal([]byte(h.tokenMAC(purpose, sid, parts[:5])), []byte(parts[5])) {
+	if !hmac.Equal([]byte(e.tokenMAC(purpose, sid, parts[:5])), []byte(parts[5])) {
 		return nil, bad
 	}
 	id, err := base64.RawURLEncoding.DecodeString(parts[1])
@@ -148,10 +139,10 @@ func (h *Handler) verifyToken(ctx context.Context, tok, purpose, sid string) (*t
 			return nil, bad
 		}
 	}
-	if h.cfg.Clock().Unix() >= c.expires {
+	if e.cfg.Clock().Unix() >= c.expires {
 		return nil, fmt.Errorf("access token expired; connect to the sandbox again for a new one: %w", errdefs.ErrUnauthenticated)
 	}
-	t, err := h.cfg.Tenants.Tenant(ctx, c.tenantID)
+	t, err := e.cfg.Tenants.Tenant(ctx, c.tenantID)
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, fmt.Errorf("access token of a deleted tenant: %w", errdefs.ErrUnauthenticated)
 	}

@@ -1,10 +1,8 @@
-package e2bcompat_test
+package core_test
 
 import (
 	"context"
 	"io"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -205,152 +202,32 @@ func rotate(t *testing.T, st *memory.Store, id string) string {
 	return k
 }
 
-// A timeout above the maximum (24 h) is a 400, as on E2B; before, any
-// timeout was taken.
-func TestTimeoutMaximum(t *testing.T) {
+func TestSandboxAuth(t *testing.T) {
 	e := newEnv(t)
-	max := int64(e2bcompat.DefaultMaxTimeout / time.Second)
-	over := strings.NewReplacer("N", itoa(max+1))
-	sb := e.Create(key1, `{"timeout":`+itoa(max)+`}`)
-	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/v2/sandboxes", `{"timeout":N}`},
-		{"POST", "/sandboxes", `{"timeout":N}`},
-		{"POST", "/sandboxes/" + sb.SandboxID + "/timeout", `{"timeout":N}`},
-		{"POST", "/sandboxes/" + sb.SandboxID + "/refreshes", `{"duration":N}`},
-		{"POST", "/v2/sandboxes/" + sb.SandboxID + "/connect", `{"timeout":N}`},
+	sb := e.Create(key1, `{}`)
+	other := e.Create(key2, `{}`)
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+		want int
+	}{
+		{"token", e.Headers(sb, "49983"), 204},
+		{"api key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key1}, 204},
+		{"nothing", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983"}, 401},
+		{"token of another sandbox", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", other.EnvdAccessToken}, 401},
+		{"other tenant key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key2}, 502},
+		{"unknown port", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "8080", "X-Access-Token", sb.EnvdAccessToken}, 502},
 	} {
-		t.Run(tc.path, func(t *testing.T) {
-			resp := e.Do(tc.method, tc.path, strings.NewReader(over.Replace(tc.body)), "X-API-KEY", key1)
-			got := decode[apiErr](t, resp)
-			if resp.StatusCode != 400 || got.Code != 400 || !strings.Contains(got.Message, "24 hours") {
-				t.Fatalf("status %d %+v, want 400 naming the maximum", resp.StatusCode, got)
+		t.Run(tc.name, func(t *testing.T) {
+			resp := e.Do("GET", "/health", nil, tc.hdr...)
+			if resp.StatusCode != tc.want {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
+			}
+			if tc.want >= 400 {
+				if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+					t.Fatalf("error content type %q", ct)
+				}
 			}
 		})
 	}
-	if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":`+itoa(max)+`}`), "X-API-KEY", key1); resp.StatusCode != 204 {
-		t.Fatalf("timeout at the maximum: %d", resp.StatusCode)
-	}
-}
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// TestTenantInContext: every manager call an E2B request makes carries the
-// authenticated tenant in its context (tenant.From), whether the request
-// came with the API key, the envd token or the traffic token, so the
-// guard reads the tenant's mode from the request instead of the store.
-// Before, E2B scoped contexts by id only.
-func TestTenantInContext(t *testing.T) {
-	var rec *tenantCheck
-	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Wrap: func(m *contexts.Manager) e2bcompat.Manager {
-		rec = &tenantCheck{Manager: m}
-		return rec
-	}})
-	sb := e.Create(key1, `{}`)
-	steps := []struct {
-		method, path, body string
-		hdr                []string
-	}{
-		{"POST", "/execute", `{"code":"x"}`, []string{"E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken}},
-		{"POST", "/contexts", `{"language":"python"}`, []string{"E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}},
-		{"POST", "/files?path=/home/user/a.txt", "hello", []string{"E2b-Sandbox-Port", "49983", "X-API-KEY", key1, "Content-Type", "application/octet-stream"}},
-		{"GET", "/files?path=/home/user/a.txt", "", []string{"E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken}},
-	}
-	for _, s := range steps {
-		var body io.Reader
-		if s.body != "" {
-			body = strings.NewReader(s.body)
-		}
-		resp := e.Do(s.method, s.path, body, append([]string{"E2b-Sandbox-Id", sb.SandboxID}, s.hdr...)...)
-		if resp.StatusCode >= 300 {
-			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("%s %s: %d %s", s.method, s.path, resp.StatusCode, b)
-		}
-	}
-	for _, c := range []struct{ method, path string }{
-		{"GET", "/v2/sandboxes"}, {"GET", "/sandboxes/" + sb.SandboxID}, {"DELETE", "/sandboxes/" + sb.SandboxID},
-	} {
-		if resp := e.Do(c.method, c.path, nil, "X-API-KEY", key1); resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
-		}
-	}
-	if missing := rec.missing(); len(missing) > 0 {
-		t.Errorf("manager calls without the authenticated tenant in their context: %v", missing)
-	}
-}
-
-// tenantCheck is the real manager recording the calls whose context does
-// not carry the authenticated tenant (tenant.From).
-type tenantCheck struct {
-	*contexts.Manager
-	mu      sync.Mutex
-	without []string
-}
-
-func (c *tenantCheck) check(ctx context.Context, method string) {
-	if _, ok := tenant.From(ctx); !ok {
-		c.mu.Lock()
-		c.without = append(c.without, method)
-		c.mu.Unlock()
-	}
-}
-
-func (c *tenantCheck) missing() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.without)
-}
-
-func (c *tenantCheck) GetOrCreate(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions) (*contexts.Record, error) {
-	c.check(ctx, "GetOrCreate")
-	return c.Manager.GetOrCreate(ctx, id, opts)
-}
-
-func (c *tenantCheck) Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error) {
-	c.check(ctx, "Execute")
-	return c.Manager.Execute(ctx, id, req, out)
-}
-
-func (c *tenantCheck) Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
-	c.check(ctx, "Use")
-	return c.Manager.Use(ctx, id, opts, fn)
-}
-
-func (c *tenantCheck) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
-	c.check(ctx, "Get")
-	return c.Manager.Get(ctx, tenantID, id)
-}
-
-func (c *tenantCheck) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
-	c.check(ctx, "List")
-	return c.Manager.List(ctx, f)
-}
-
-func (c *tenantCheck) Terminate(ctx context.Context, tenantID, id string, reason contexts.Reason) error {
-	c.check(ctx, "Terminate")
-	return c.Manager.Terminate(ctx, tenantID, id, reason)
-}
-
-func (c *tenantCheck) SetTTL(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
-	c.check(ctx, "SetTTL")
-	return c.Manager.SetTTL(ctx, tenantID, id, ttl)
-}
-
-func (c *tenantCheck) Pause(ctx context.Context, tenantID, id string, keep time.Duration) (*contexts.Record, error) {
-	c.check(ctx, "Pause")
-	return c.Manager.Pause(ctx, tenantID, id, keep)
-}
-
-func (c *tenantCheck) Resume(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
-	c.check(ctx, "Resume")
-	return c.Manager.Resume(ctx, tenantID, id, ttl)
-}
-
-func (c *tenantCheck) AutoPause(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
-	c.check(ctx, "AutoPause")
-	return c.Manager.AutoPause(ctx, tenantID, id)
-}
-
-func (c *tenantCheck) Usage(ctx context.Context, tenantID, id string) (contexts.ResourceUsage, error) {
-	c.check(ctx, "Usage")
-	return c.Manager.Usage(ctx, tenantID, id)
 }

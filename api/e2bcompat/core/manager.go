@@ -1,4 +1,4 @@
-package e2bcompat
+package core
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 )
 
 // Manager is what the E2B surface needs from contexts.Manager. The
-// *contexts.Manager satisfies it; tests use a hand-written fake.
+// *contexts.Manager satisfies it; tests wrap the real one to watch the
+// calls.
 type Manager interface {
 	GetOrCreate(ctx context.Context, id contexts.Identity, opts CreateOptions) (*contexts.Record, error)
 	Execute(ctx context.Context, id contexts.Identity, req ExecuteRequest, out contexts.OutputFunc) (*ExecuteResult, error)
@@ -28,6 +29,16 @@ type Manager interface {
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
 	// Now is the manager's clock: a sandbox's end is judged by it.
 	Now() time.Time
+	// OnTerminated tells fn of every context the manager ends, whatever
+	// ends it: the edge's state of that sandbox goes then.
+	OnTerminated(fn func(ctx context.Context, ev contexts.Termination)) (remove func())
 }
 
 var _ Manager = (*contexts.Manager)(nil)
+
+// The Manager API types, named here so the Manager interface reads alone.
+type (
+	CreateOptions  = contexts.CreateOptions
+	ExecuteRequest = contexts.ExecuteRequest
+	ExecuteResult  = contexts.ExecuteResult
+)

@@ -1,4 +1,4 @@
-package e2bcompat
+package core
 
 import (
 	"crypto/sha256"
@@ -40,25 +40,26 @@ const maxSigners = 10_000
 // them is refused (429) rather than allowed to take every core.
 var signedSearches = make(chan struct{}, 2)
 
-// rememberToken records an issued envd token of sandbox sid.
-func (h *Handler) rememberToken(sid, tok string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.signers) >= maxSigners {
-		if _, ok := h.signers[sid]; !ok {
-			clear(h.signers)
+// RememberToken records an issued envd token of sandbox sid, for its
+// signed file URLs.
+func (e *Edge) RememberToken(sid, tok string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.signers) >= maxSigners {
+		if _, ok := e.signers[sid]; !ok {
+			clear(e.signers)
 		}
 	}
-	toks := append(h.signers[sid], tok)
+	toks := append(e.signers[sid], tok)
 	if len(toks) > signerTokensPerSandbox {
 		toks = toks[len(toks)-signerTokensPerSandbox:]
 	}
-	h.signers[sid] = toks
+	e.signers[sid] = toks
 }
 
-// signedRequest reports whether r is a signed /files call: a signature in
+// SignedRequest reports whether r is a signed /files call: a signature in
 // the query and no other credential.
-func signedRequest(r *http.Request) bool {
+func SignedRequest(r *http.Request) bool {
 	return r.URL.Path == "/files" && r.URL.Query().Has("signature") &&
 		r.Header.Get(e2bwire.HeaderAPIKey) == "" && r.Header.Get(e2bwire.HeaderAccessToken) == ""
 }
@@ -86,10 +87,10 @@ type exactError struct {
 func (e exactError) Error() string { return e.msg }
 func (e exactError) Unwrap() error { return e.category }
 
-// resolveSigned authenticates a signed /files call: the signature must be
+// ResolveSigned authenticates a signed /files call: the signature must be
 // one of a kept token's (of sandbox sid when the header names one), not
 // expired, for the method's operation, and the token itself still valid.
-func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error) {
+func (e *Edge) ResolveSigned(r *http.Request, sid string) (*Ref, error) {
 	q := r.URL.Query()
 	op := "read"
 	if r.Method == http.MethodPost {
@@ -103,7 +104,7 @@ func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error
 		if err != nil {
 			return nil, fmt.Errorf("signature_expiration must be unix seconds: %w", errdefs.ErrInvalidArgument)
 		}
-		if h.cfg.Clock().Unix() > n {
+		if e.cfg.Clock().Unix() > n {
 			return nil, errExpiredSignature
 		}
 	}
@@ -119,8 +120,8 @@ func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error
 	}
 	type cand struct{ sid, tok string }
 	var cands []cand
-	h.mu.Lock()
-	for id, toks := range h.signers {
+	e.mu.Lock()
+	for id, toks := range e.signers {
 		if sid != "" && id != sid {
 			continue
 		}
@@ -128,24 +129,24 @@ func (h *Handler) resolveSigned(r *http.Request, sid string) (*sandboxRef, error
 			cands = append(cands, cand{id, t})
 		}
 	}
-	h.mu.Unlock()
+	e.mu.Unlock()
 	for _, c := range cands {
 		got := fileSignature(q.Get("path"), op, q.Get("username"), c.tok, exp)
 		if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			continue
 		}
-		t, err := h.verifyToken(r.Context(), c.tok, purposeEnvd, c.sid)
+		t, err := e.VerifyToken(r.Context(), c.tok, PurposeEnvd, c.sid)
 		if err != nil {
 			return nil, err
 		}
-		rec, err := h.active(tenant.With(r.Context(), t), t.ID, c.sid)
+		rec, err := e.Active(tenant.With(r.Context(), t), t.ID, c.sid)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrNotFound) {
-				h.forget(c.sid)
+				e.Forget(c.sid)
 			}
 			return nil, err
 		}
-		return &sandboxRef{tenantID: t.ID, tenant: t, rec: rec}, nil
+		return &Ref{TenantID: t.ID, Tenant: t, Rec: rec}, nil
 	}
 	return nil, fmt.Errorf("invalid signature (a URL signed before the server restarted needs a new one): %w", errdefs.ErrUnauthenticated)
 }

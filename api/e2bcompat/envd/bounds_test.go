@@ -1,23 +1,19 @@
-package e2bcompat_test
+package envd_test
 
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
-	"github.com/sandlot/sandlot/errdefs"
 )
 
 // gzipBomb returns about size bytes of gzip that expand to a JSON object
@@ -113,27 +109,6 @@ func streamEnd(t *testing.T, b []byte) []byte {
 	}
 	t.Fatalf("no end-of-stream envelope")
 	return nil
-}
-
-// Routes outside Connect and uploads do not decode Content-Encoding: the
-// bytes would be taken as they are, so a compressed body is refused.
-func TestCompressedBodyOutsideConnect(t *testing.T) {
-	e := newEnv(t)
-	sb := e.Create(key1, `{}`)
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write([]byte("hello"))
-	zw.Close()
-	resp := e.Do("POST", "/execute", bytes.NewReader(gz.Bytes()), append(e.Headers(sb, "49999"),
-		"Content-Type", "application/json", "Content-Encoding", "gzip")...)
-	if resp.StatusCode != http.StatusUnsupportedMediaType {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("execute: status %d %s, want 415", resp.StatusCode, b)
-	}
-	resp = e.Do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
-	if resp.StatusCode != http.StatusUnsupportedMediaType {
-		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
-	}
 }
 
 // files.write(path, data, {gzip: true}) sends a gzip octet-stream: the file
@@ -266,28 +241,4 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatal("the flood did not end within a minute")
-}
-
-// A tenant over its in-flight limit (Config.Admit) gets 429 with
-// Retry-After on the control plane and on sandbox calls.
-func TestAdmitRefuses(t *testing.T) {
-	var full atomic.Bool
-	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{
-		Admit: func(ctx context.Context, tenantID string) (func(), error) {
-			if full.Load() {
-				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
-			}
-			return func() {}, nil
-		}}})
-	sb := e.Create(key1, `{}`)
-	full.Store(true)
-	for _, resp := range []*http.Response{
-		e.Do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
-		e.Do("GET", "/health", nil, e.Headers(sb, "49983")...),
-		e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.Headers(sb, "49999")...),
-	} {
-		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
-			t.Fatalf("%s: %d Retry-After=%q", resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Retry-After"))
-		}
-	}
 }

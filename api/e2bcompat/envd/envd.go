@@ -1,22 +1,70 @@
-package e2bcompat
+// Package envd serves what E2B's in-sandbox daemon, envd, serves on port
+// 49983: the Connect RPC process and filesystem services (commands, their
+// output streams, stdin, signals; stat, list, move, remove, directory
+// watches) and the plain /files and /health routes, every call confined to
+// the sandbox its credentials name (core.Edge.Use). Its state of a sandbox
+// is the output fan-out of the processes it started and the directory
+// watches it runs; they go when the sandbox ends (core.Edge.OnForget).
+package envd
 
 import (
 	"compress/gzip"
-	"context"
 	"errors"
-	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"sync"
 
 	"connectrpc.com/connect"
 
-	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
 	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-func (h *Handler) envdMux() http.Handler {
+// Config configures envd. The facade (api/e2bcompat) documents each
+// field and applies the defaults.
+type Config struct {
+	MaxMessageBytes int64 // one Connect message, after decompression
+	MaxUploadBytes  int64 // one POST /files body, after decompression
+}
+
+// Handler serves envd's routes. It is safe for concurrent use.
+type Handler struct {
+	edge  *core.Edge
+	cfg   Config
+	log   *slog.Logger
+	mux   http.Handler
+	procs *procTable
+
+	mu sync.Mutex
+	// watchers holds the created directory watchers by id, watching
+	// counts the watchers per sandbox (watch.go).
+	watchers map[string]*watcher
+	watching map[string]int
+}
+
+// New returns envd over edge.
+func New(edge *core.Edge, cfg Config) *Handler {
+	h := &Handler{edge: edge, cfg: cfg, log: edge.Logger(), procs: newProcTable(),
+		watchers: map[string]*watcher{}, watching: map[string]int{}}
+	edge.OnForget(h.forget)
+	edge.OnPause(h.stopWatchers)
+	h.mux = h.routes()
+	return h
+}
+
+// ServeHTTP serves an envd call; the request's context carries its
+// sandbox (core.WithRef).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// forget drops the state of a sandbox that ended: its watchers.
+func (h *Handler) forget(sid string) {
+	h.stopWatchers(sid)
+}
+
+func (h *Handler) routes() http.Handler {
 	mux := http.NewServeMux()
 	// Every Connect message is bounded before and after decompression, and
 	// the whole body before it is read: a small gzip body must not expand
@@ -37,9 +85,7 @@ func (h *Handler) envdMux() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.HandleFunc("GET /files", h.readFile)
 	mux.HandleFunc("POST /files", h.writeFiles)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
-	})
+	mux.HandleFunc("/", core.NoRoute)
 	return mux
 }
 
@@ -96,30 +142,6 @@ func (d *boundedGzip) Reset(r io.Reader) error {
 	return d.zr.Reset(r)
 }
 
-// use runs fn with the guarded sandbox of the request's context, never a
-// fresh one (CreateOptions.ContextID). When that context is no longer live
-// (killed, expired, its sandbox lost) it fails with unavailable, which the
-// SDKs read as "sandbox not running", as E2B's edge answers.
-func (h *Handler) use(ctx context.Context, ref *sandboxRef, fn func(ctx context.Context, sb contexts.Sandbox) error) error {
-	called := false
-	err := h.cfg.Manager.Use(ctx, ref.rec.Identity, CreateOptions{ContextID: ref.rec.ID}, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
-		called = true
-		if rec.ID != ref.rec.ID {
-			return sandboxGone(ref.rec.ID)
-		}
-		return fn(ctx, sb)
-	})
-	if err != nil && !called && errors.Is(err, errdefs.ErrNotFound) {
-		return sandboxGone(ref.rec.ID)
-	}
-	return err
-}
-
-// sandboxGone is the error of a call on a sandbox that ended under it.
-func sandboxGone(id string) error {
-	return fmt.Errorf("sandbox %s is not running anymore: %w", id, errdefs.ErrUnavailable)
-}
-
 // connectError maps an errdefs category to its Connect code (the names are
 // the same); uncategorised errors become internal without their text.
 func connectError(err error) error {
@@ -134,5 +156,5 @@ func connectError(err error) error {
 	if e := code.UnmarshalText([]byte(errdefs.CodeOf(err))); e != nil {
 		code = connect.CodeInternal
 	}
-	return connect.NewError(code, errors.New(publicMessage(err)))
+	return connect.NewError(code, errors.New(core.PublicMessage(err)))
 }

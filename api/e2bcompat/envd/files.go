@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"compress/gzip"
@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -37,11 +38,11 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	p := r.URL.Query().Get("path")
 	if p == "" {
-		writeAPIError(w, fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument))
+		core.WriteAPIError(w, fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument))
 		return
 	}
 	started := false
-	err := h.use(r.Context(), sandboxFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := h.edge.Use(r.Context(), core.RefFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
 		fi, err := sb.Stat(ctx, p)
 		if err != nil {
 			return err
@@ -69,7 +70,7 @@ func (h *Handler) readFile(w http.ResponseWriter, r *http.Request) {
 	case started:
 		panic(http.ErrAbortHandler)
 	default:
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 	}
 }
 
@@ -91,14 +92,14 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 	}
 	md, err := uploadMetadata(r.Header)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	limit := h.cfg.MaxUploadBytes
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	qpath := r.URL.Query().Get("path")
 	var out []writtenFile
-	err = h.use(r.Context(), sandboxFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
+	err = h.edge.Use(r.Context(), core.RefFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
 		body, err := decodedBody(r, limit)
 		if err != nil {
 			return err
@@ -156,10 +157,10 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) || errors.Is(err, errInflatedUpload) {
 			err = fmt.Errorf("upload larger than %d bytes (after decompression): %w", limit, errdefs.ErrResourceExhausted)
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	core.WriteJSON(w, http.StatusOK, out)
 }
 
 // errInflatedUpload ends a gzip upload that inflates past the bound.

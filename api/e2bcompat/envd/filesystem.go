@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	fspb "github.com/sandlot/sandlot/e2bwire/filesystem"
 	"github.com/sandlot/sandlot/e2bwire/filesystem/filesystemconnect"
@@ -69,7 +70,7 @@ func absTarget(link, target string) string {
 
 func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[fspb.StatRequest]) (*connect.Response[fspb.StatResponse], error) {
 	var fi *agent.FileInfo
-	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, core.RefFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
 		fi, err = sb.Stat(ctx, req.Msg.GetPath())
 		return err
@@ -82,7 +83,7 @@ func (s *filesystemService) Stat(ctx context.Context, req *connect.Request[fspb.
 
 func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fspb.MakeDirRequest]) (*connect.Response[fspb.MakeDirResponse], error) {
 	var fi *agent.FileInfo
-	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, core.RefFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
 		if _, err := sb.Stat(ctx, req.Msg.GetPath()); err == nil {
 			return fmt.Errorf("path %s already exists: %w", req.Msg.GetPath(), errdefs.ErrAlreadyExists)
 		} else if !errors.Is(err, errdefs.ErrNotFound) {
@@ -100,7 +101,7 @@ func (s *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fs
 
 func (s *filesystemService) Move(ctx context.Context, req *connect.Request[fspb.MoveRequest]) (*connect.Response[fspb.MoveResponse], error) {
 	var fi *agent.FileInfo
-	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, core.RefFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
 		fi, err = sb.Move(ctx, agent.MoveParams{From: req.Msg.GetSource(), To: req.Msg.GetDestination()})
 		return err
@@ -113,7 +114,7 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[fspb.
 
 func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fspb.ListDirRequest]) (*connect.Response[fspb.ListDirResponse], error) {
 	var list []agent.FileInfo
-	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, core.RefFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
 		fi, err := sb.Stat(ctx, req.Msg.GetPath())
 		if err != nil {
 			return err
@@ -137,7 +138,7 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fs
 // Remove of a path that does not exist succeeds, as on E2B (envd removes
 // with os.RemoveAll semantics).
 func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fspb.RemoveRequest]) (*connect.Response[fspb.RemoveResponse], error) {
-	err := s.h.use(ctx, sandboxFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, core.RefFrom(ctx), func(ctx context.Context, sb contexts.Sandbox) error {
 		if _, err := sb.Stat(ctx, req.Msg.GetPath()); errors.Is(err, errdefs.ErrNotFound) {
 			return nil
 		} else if err != nil {

@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	pb "github.com/sandlot/sandlot/e2bwire/process"
 	"github.com/sandlot/sandlot/e2bwire/process/processconnect"
@@ -35,9 +36,9 @@ type processService struct {
 var _ processconnect.ProcessHandler = (*processService)(nil)
 
 func (s *processService) List(ctx context.Context, _ *connect.Request[pb.ListRequest]) (*connect.Response[pb.ListResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	var list []agent.Process
-	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
 		list, err = sb.Processes(ctx)
 		return err
@@ -64,7 +65,7 @@ func (s *processService) List(ctx context.Context, _ *connect.Request[pb.ListReq
 }
 
 // pid resolves a selector (pid or tag).
-func (s *processService) pid(ctx context.Context, ref *sandboxRef, sel *pb.ProcessSelector) (int, error) {
+func (s *processService) pid(ctx context.Context, ref *core.Ref, sel *pb.ProcessSelector) (int, error) {
 	if sel == nil {
 		return 0, connect.NewError(connect.CodeInvalidArgument, errors.New("process selector is required"))
 	}
@@ -72,7 +73,7 @@ func (s *processService) pid(ctx context.Context, ref *sandboxRef, sel *pb.Proce
 		return int(sel.GetPid()), nil
 	}
 	var found int
-	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		list, err := sb.Processes(ctx)
 		for _, p := range list {
 			if p.Tag == sel.GetTag() {
@@ -91,7 +92,7 @@ func (s *processService) pid(ctx context.Context, ref *sandboxRef, sel *pb.Proce
 }
 
 func (s *processService) SendInput(ctx context.Context, req *connect.Request[pb.SendInputRequest]) (*connect.Response[pb.SendInputResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
@@ -103,12 +104,12 @@ func (s *processService) SendInput(ctx context.Context, req *connect.Request[pb.
 }
 
 // input writes one ProcessInput to the stdin of process pid.
-func (s *processService) input(ctx context.Context, ref *sandboxRef, pid int, in *pb.ProcessInput) error {
+func (s *processService) input(ctx context.Context, ref *core.Ref, pid int, in *pb.ProcessInput) error {
 	data := in.GetStdin()
 	if pty, ok := in.GetInput().(*pb.ProcessInput_Pty); ok {
 		data = pty.Pty
 	}
-	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		return sb.Stdin(ctx, agent.StdinParams{PID: pid, Data: string(data)})
 	})
 	return connectError(err)
@@ -118,7 +119,7 @@ func (s *processService) input(ctx context.Context, ref *sandboxRef, pid int, in
 // written to its stdin in order (keepalives are skipped). The stream's end
 // does not close stdin: CloseStdin does, as on envd.
 func (s *processService) StreamInput(ctx context.Context, stream *connect.ClientStream[pb.StreamInputRequest]) (*connect.Response[pb.StreamInputResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid := 0
 	for stream.Receive() {
 		msg := stream.Msg()
@@ -157,7 +158,7 @@ func ptySize(sz *pb.PTY_Size) (*agent.PtySize, error) {
 
 // Update resizes a process's terminal (pty.resize).
 func (s *processService) Update(ctx context.Context, req *connect.Request[pb.UpdateRequest]) (*connect.Response[pb.UpdateResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[pb.Upd
 	if err != nil {
 		return nil, err
 	}
-	err = s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err = s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		return sb.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGWINCH", Cols: size.Cols, Rows: size.Rows})
 	})
 	if err != nil {
@@ -179,12 +180,12 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[pb.Upd
 }
 
 func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[pb.CloseStdinRequest]) (*connect.Response[pb.CloseStdinResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
 	}
-	err = s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err = s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		return sb.Stdin(ctx, agent.StdinParams{PID: pid, EOF: true})
 	})
 	if err != nil {
@@ -194,7 +195,7 @@ func (s *processService) CloseStdin(ctx context.Context, req *connect.Request[pb
 }
 
 func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pb.SendSignalRequest]) (*connect.Response[pb.SendSignalResponse], error) {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
 	if err != nil {
 		return nil, err
@@ -203,7 +204,7 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 	if req.Msg.GetSignal() == pb.Signal_SIGNAL_SIGKILL {
 		sig = "SIGKILL"
 	}
-	err = s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err = s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		return sb.Signal(ctx, agent.SignalParams{PID: pid, Signal: sig})
 	})
 	if err != nil {
@@ -213,7 +214,7 @@ func (s *processService) SendSignal(ctx context.Context, req *connect.Request[pb
 }
 
 func (s *processService) Start(ctx context.Context, req *connect.Request[pb.StartRequest], stream *connect.ServerStream[pb.StartResponse]) error {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pc := req.Msg.GetProcess()
 	if pc.GetCmd() == "" {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("process.cmd is required"))
@@ -247,7 +248,7 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 	if hasDeadline && time.Until(dl) <= agentMaxTimeout {
 		params.TimeoutMs = max(time.Until(dl).Milliseconds(), 1)
 	}
-	p := s.h.procs.start(ref.rec.ID)
+	p := s.h.procs.start(ref.Rec.ID)
 	sub := p.subscribe()
 	defer p.unsubscribe(sub)
 	// The process outlives this stream (E2B semantics: a disconnected
@@ -268,12 +269,12 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[pb.Star
 }
 
 func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.ConnectRequest], stream *connect.ServerStream[pb.ConnectResponse]) error {
-	ref := sandboxFrom(ctx)
+	ref := core.RefFrom(ctx)
 	pid, err := s.pid(ctx, ref, req.Msg.GetProcess())
 	if err != nil {
 		return err
 	}
-	p := s.h.procs.get(ref.rec.ID, pid)
+	p := s.h.procs.get(ref.Rec.ID, pid)
 	if p == nil {
 		var err error
 		if p, err = s.h.reattach(ctx, ref, pid); err != nil {
@@ -300,9 +301,9 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 // fan-out for: not_found when the sandbox runs no such process, else
 // failed_precondition (a process started outside the E2B API, by a /v1
 // call, or by another daemon serving the same store).
-func (s *processService) notAttachable(ctx context.Context, ref *sandboxRef, pid int) error {
+func (s *processService) notAttachable(ctx context.Context, ref *core.Ref, pid int) error {
 	listed := false
-	err := s.h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := s.h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		list, err := sb.Processes(ctx)
 		for _, p := range list {
 			listed = listed || p.PID == pid
@@ -320,7 +321,7 @@ func (s *processService) notAttachable(ctx context.Context, ref *sandboxRef, pid
 
 // run executes one process and publishes its events to p.
 // ctx bounds it (a deadline past the agent's timer; none: unbounded).
-func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agent.ExecParams) {
+func (h *Handler) run(ctx context.Context, ref *core.Ref, p *proc, params agent.ExecParams) {
 	h.follow(ctx, ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
 		return sb.Exec(ctx, params, out)
 	}, nil)
@@ -332,8 +333,8 @@ func (h *Handler) run(ctx context.Context, ref *sandboxRef, p *proc, params agen
 // returns the process's fan-out once the agent took the attach, or the
 // agent's error (not_found: nothing detached by that pid). Two Connects
 // at once share one attach.
-func (h *Handler) reattach(ctx context.Context, ref *sandboxRef, pid int) (*proc, error) {
-	p, created := h.procs.getOrAdd(ref.rec.ID, pid)
+func (h *Handler) reattach(ctx context.Context, ref *core.Ref, pid int) (*proc, error) {
+	p, created := h.procs.getOrAdd(ref.Rec.ID, pid)
 	if !created {
 		return p, nil
 	}
@@ -355,10 +356,10 @@ func (h *Handler) reattach(ctx context.Context, ref *sandboxRef, pid int) (*proc
 // follow runs call (an exec or an attach), publishing its events to p,
 // and ends p with its result. attached, when set, gets nil at the start
 // event or the call's error if it fails before one.
-func (h *Handler) follow(ctx context.Context, ref *sandboxRef, p *proc, call func(context.Context, contexts.Sandbox, contexts.OutputFunc) (*agent.ExecResult, error), attached chan<- error) {
+func (h *Handler) follow(ctx context.Context, ref *core.Ref, p *proc, call func(context.Context, contexts.Sandbox, contexts.OutputFunc) (*agent.ExecResult, error), attached chan<- error) {
 	var res *agent.ExecResult
 	var sawStart atomic.Bool
-	err := h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		var err error
 		res, err = call(ctx, sb, func(ev agent.OutputEvent) {
 			switch ev.Stream {
@@ -389,8 +390,8 @@ func (h *Handler) follow(ctx context.Context, ref *sandboxRef, p *proc, call fun
 			// The sandbox went away under the command (killed, past its
 			// end): say so in E2B's terms, without sandlot's internal
 			// sandbox id.
-			err = fmt.Errorf("sandbox %s was killed or reached its end of life while the command ran: %w", ref.rec.ID, errdefs.ErrUnavailable)
-			if h.ended(ctx, ref) {
+			err = fmt.Errorf("sandbox %s was killed or reached its end of life while the command ran: %w", ref.Rec.ID, errdefs.ErrUnavailable)
+			if h.edge.GoneUnder(ctx, ref) {
 				// Its streams drop their connections (pump), as E2B's edge
 				// does when a sandbox's VM is gone.
 				err = errSandboxEnded

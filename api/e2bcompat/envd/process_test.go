@@ -1,4 +1,4 @@
-package e2bcompat_test
+package envd_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"fmt"

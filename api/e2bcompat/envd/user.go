@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -65,7 +66,7 @@ func rpcUser(h http.Header) (string, error) {
 func fileUser(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	user, err := checkUser(r.URL.Query().Get("username"))
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: http.StatusBadRequest, Message: errUser(r.URL.Query().Get("username")).Error()})
+		core.WriteJSON(w, http.StatusBadRequest, core.APIError{Code: http.StatusBadRequest, Message: errUser(r.URL.Query().Get("username")).Error()})
 		return r, false
 	}
 	return r.WithContext(agent.WithUser(r.Context(), user)), true

@@ -1,4 +1,4 @@
-package e2bcompat
+package envd
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	fspb "github.com/sandlot/sandlot/e2bwire/filesystem"
 )
@@ -45,10 +46,10 @@ type snapEntry struct {
 }
 
 // watchSnapshot lists root (which must be a directory) by path relative to it.
-func (h *Handler) watchSnapshot(ctx context.Context, ref *sandboxRef, root string, recursive bool) (string, map[string]snapEntry, error) {
+func (h *Handler) watchSnapshot(ctx context.Context, ref *core.Ref, root string, recursive bool) (string, map[string]snapEntry, error) {
 	var abs string
 	var list []agent.FileInfo
-	err := h.use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := h.edge.Use(ctx, ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		fi, err := sb.Stat(ctx, root)
 		if err != nil {
 			return err
@@ -143,8 +144,8 @@ func (h *Handler) claimWatcher(sid string) (release func(), err error) {
 // seen, with keepalives while idle, until the client goes away, its
 // deadline passes or the sandbox ends.
 func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[fspb.WatchDirRequest], stream *connect.ServerStream[fspb.WatchDirResponse]) error {
-	ref := sandboxFrom(ctx)
-	release, err := s.h.claimWatcher(ref.rec.ID)
+	ref := core.RefFrom(ctx)
+	release, err := s.h.claimWatcher(ref.Rec.ID)
 	if err != nil {
 		return err
 	}
@@ -203,8 +204,8 @@ type watcher struct {
 }
 
 func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[fspb.CreateWatcherRequest]) (*connect.Response[fspb.CreateWatcherResponse], error) {
-	ref := sandboxFrom(ctx)
-	release, err := s.h.claimWatcher(ref.rec.ID)
+	ref := core.RefFrom(ctx)
+	release, err := s.h.claimWatcher(ref.Rec.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +216,7 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	}
 	id := uuid.NewString()
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watcher{sid: ref.rec.ID, cancel: cancel, release: release, lastRead: time.Now()}
+	w := &watcher{sid: ref.Rec.ID, cancel: cancel, release: release, lastRead: time.Now()}
 	s.h.mu.Lock()
 	s.h.watchers[id] = w
 	s.h.mu.Unlock()
@@ -228,7 +229,7 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 }
 
 // pollWatcher feeds w until it is removed, idle too long or fails.
-func (h *Handler) pollWatcher(ctx context.Context, ref *sandboxRef, id string, w *watcher, path string, recursive, entries bool, prev map[string]snapEntry) {
+func (h *Handler) pollWatcher(ctx context.Context, ref *core.Ref, id string, w *watcher, path string, recursive, entries bool, prev map[string]snapEntry) {
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	for {
@@ -297,7 +298,7 @@ func (w *watcher) stop() {
 // has failed (its sandbox ended, say) it returns that error and is gone.
 func (s *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[fspb.GetWatcherEventsRequest]) (*connect.Response[fspb.GetWatcherEventsResponse], error) {
 	id := req.Msg.GetWatcherId()
-	w, err := s.h.watcherOf(sandboxFrom(ctx).rec.ID, id)
+	w, err := s.h.watcherOf(core.RefFrom(ctx).Rec.ID, id)
 	if err != nil {
 		return nil, err
 	}
@@ -324,9 +325,27 @@ func (s *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.R
 
 func (s *filesystemService) RemoveWatcher(ctx context.Context, req *connect.Request[fspb.RemoveWatcherRequest]) (*connect.Response[fspb.RemoveWatcherResponse], error) {
 	id := req.Msg.GetWatcherId()
-	if _, err := s.h.watcherOf(sandboxFrom(ctx).rec.ID, id); err != nil {
+	if _, err := s.h.watcherOf(core.RefFrom(ctx).Rec.ID, id); err != nil {
 		return nil, err
 	}
 	s.h.removeWatcher(id)
 	return connect.NewResponse(&fspb.RemoveWatcherResponse{}), nil
+}
+
+// stopWatchers ends the created directory watchers of sandbox sid, which
+// paused or ended: E2B drops a paused sandbox's connections, and a
+// watcher's polls would only be refused until it resumes.
+func (h *Handler) stopWatchers(sid string) {
+	h.mu.Lock()
+	var stop []*watcher
+	for id, w := range h.watchers {
+		if w.sid == sid {
+			stop = append(stop, w)
+			delete(h.watchers, id)
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range stop {
+		w.stop()
+	}
 }

@@ -1,7 +1,6 @@
-package e2bcompat
+package interp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -265,27 +265,27 @@ func readExecuteBody(r *http.Request) (*executeBody, error) {
 // SDK's timeoutMs is enforced by the client, whose hang-up cancels the run
 // (the kernel is interrupted).
 func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
+	ref := core.RefFrom(r.Context())
 	body, err := readExecuteBody(r)
 	if err != nil {
 		writeExecuteError(w, err)
 		return
 	}
 	if len(body.Code) > maxCell {
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Code: http.StatusRequestEntityTooLarge,
+		core.WriteJSON(w, http.StatusRequestEntityTooLarge, core.APIError{Code: http.StatusRequestEntityTooLarge,
 			Message: fmt.Sprintf("the cell is %d bytes; the limit is %d bytes", len(body.Code), maxCell)})
 		return
 	}
 	if body.ContextID != "" && body.Language != "" {
-		writeJSON(w, http.StatusBadRequest, apiError{Code: http.StatusBadRequest, Message: "Only one of context_id or language can be provided"})
+		core.WriteJSON(w, http.StatusBadRequest, core.APIError{Code: http.StatusBadRequest, Message: "Only one of context_id or language can be provided"})
 		return
 	}
-	req := ExecuteRequest{Code: body.Code, Env: body.EnvVars, ContextID: ref.rec.ID, Unbounded: true, CodeLimit: maxCell}
+	req := core.ExecuteRequest{Code: body.Code, Env: body.EnvVars, ContextID: ref.Rec.ID, Unbounded: true, CodeLimit: maxCell}
 	out := &ndjson{w: w}
 	if body.ContextID != "" {
-		cc := h.codeContext(ref.rec.ID, body.ContextID)
+		cc := h.codeContext(ref.Rec.ID, body.ContextID)
 		if cc == nil {
-			writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + body.ContextID + " not found"})
+			core.WriteJSON(w, http.StatusNotFound, core.APIError{Code: http.StatusNotFound, Message: "context " + body.ContextID + " not found"})
 			return
 		}
 		req.Language, req.Kernel, req.User = cc.Language, cc.kernel, cc.user
@@ -294,7 +294,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			// E2B's own shape for a cell that cannot run: an execution
 			// error the SDK hands back in Execution.error.
-			out.send(errorLine{Type: "error", Name: "NotSupportedError", Value: publicMessage(err)})
+			out.send(errorLine{Type: "error", Name: "NotSupportedError", Value: core.PublicMessage(err)})
 			out.send(typeLine{"end_of_execution"})
 			return
 		}
@@ -305,7 +305,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	stopKeepalive := out.keepalive()
 	logs := &coalescer{out: out}
 	var streamedOut, streamedErr, streamedRes bool
-	res, err := h.cfg.Manager.Execute(r.Context(), ref.rec.Identity, req, func(ev agent.OutputEvent) {
+	res, err := h.m.Execute(r.Context(), ref.Rec.Identity, req, func(ev agent.OutputEvent) {
 		switch ev.Stream {
 		case agent.Stdout:
 			streamedOut = true
@@ -330,15 +330,15 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil && !started && notInTemplate(req.Language, err) == err {
 		if errors.Is(err, errdefs.ErrNotFound) { // the sandbox ended before the run
-			h.forget(ref.rec.ID)
-			writeGone(w, e2bwire.InterpreterPort, ref.rec.ID)
+			h.edge.Forget(ref.Rec.ID)
+			core.WriteGone(w, e2bwire.InterpreterPort, ref.Rec.ID)
 			return
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	if err != nil || res.KernelRestarted {
-		if h.ended(r.Context(), ref) {
+		if h.edge.GoneUnder(r.Context(), ref) {
 			// The sandbox was killed under the run. E2B's edge drops the
 			// connection; the SDK then finds the sandbox not running and
 			// throws "The sandbox was killed while the request was in
@@ -351,7 +351,7 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		if e := notInTemplate(req.Language, err); e != err {
 			name, err = "NotSupportedError", e
 		}
-		out.send(errorLine{Type: "error", Name: name, Value: publicMessage(err)})
+		out.send(errorLine{Type: "error", Name: name, Value: core.PublicMessage(err)})
 		out.send(typeLine{"end_of_execution"})
 		return
 	}
@@ -379,17 +379,6 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 	out.send(typeLine{"end_of_execution"})
 }
 
-// ended reports whether ref's sandbox is no longer active (killed or
-// expired under a call).
-func (h *Handler) ended(ctx context.Context, ref *sandboxRef) bool {
-	_, err := h.active(context.WithoutCancel(ctx), ref.tenantID, ref.rec.ID)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		h.forget(ref.rec.ID)
-		return true
-	}
-	return false
-}
-
 // errorName names a failed run's error line after its category.
 func errorName(err error) string {
 	switch {
@@ -407,8 +396,8 @@ func errorName(err error) string {
 // the bound, else the error's category.
 func writeExecuteError(w http.ResponseWriter, err error) {
 	if errors.Is(err, errdefs.ErrResourceExhausted) {
-		writeJSON(w, http.StatusRequestEntityTooLarge, apiError{Code: http.StatusRequestEntityTooLarge, Message: publicMessage(err)})
+		core.WriteJSON(w, http.StatusRequestEntityTooLarge, core.APIError{Code: http.StatusRequestEntityTooLarge, Message: core.PublicMessage(err)})
 		return
 	}
-	writeAPIError(w, err)
+	core.WriteAPIError(w, err)
 }

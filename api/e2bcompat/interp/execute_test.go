@@ -1,4 +1,4 @@
-package e2bcompat_test
+package interp_test
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/agent"
-	"github.com/sandlot/sandlot/api/e2bcompat"
+	"github.com/sandlot/sandlot/api/e2bcompat/interp"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
@@ -25,7 +25,7 @@ import (
 // the SDK's requestTimeoutMs does not trip), it runs without a server-side
 // timeout (TimeoutMs -1), and a string result loses its quotes as on E2B.
 func TestExecuteSilentCell(t *testing.T) {
-	t.Cleanup(e2bcompat.SetExecuteTimings(10*time.Millisecond, 20*time.Millisecond))
+	t.Cleanup(interp.SetExecuteTimings(10*time.Millisecond, 20*time.Millisecond))
 	e, p := newManagerEnv(t, contexts.Config{})
 	release := make(chan struct{})
 	p.Run = func(ctx context.Context, sb *contextstest.Sandbox, rp agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {

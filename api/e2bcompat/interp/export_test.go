@@ -1,4 +1,4 @@
-package e2bcompat
+package interp
 
 import "time"
 

@@ -1,4 +1,9 @@
-package e2bcompat
+// Package interp serves E2B's code interpreter on port 49999: /execute
+// (a cell run as NDJSON lines) and the code contexts (/contexts: named
+// kernels of one language and working directory), every run confined to
+// the sandbox its credentials name. The code contexts are its state of a
+// sandbox; they go when the sandbox ends (core.Edge.OnForget).
+package interp
 
 import (
 	"context"
@@ -9,14 +14,55 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/templates"
 )
+
+// Config configures the code interpreter.
+type Config struct {
+	// PlainPython runs python cells in the plain python kernel instead of
+	// IPython (the facade's Config.PlainPython).
+	PlainPython bool
+}
+
+// Handler serves the code interpreter's routes. It is safe for concurrent
+// use.
+type Handler struct {
+	edge *core.Edge
+	m    core.Manager
+	cfg  Config
+	mux  *http.ServeMux
+
+	mu sync.Mutex
+	// codeCtxs holds the code contexts of each sandbox.
+	codeCtxs map[string]map[string]*codeContext
+}
+
+// New returns the code interpreter over edge.
+func New(edge *core.Edge, cfg Config) *Handler {
+	h := &Handler{edge: edge, m: edge.Manager(), cfg: cfg, codeCtxs: map[string]map[string]*codeContext{}}
+	edge.OnForget(h.forget)
+	h.mux = h.routes()
+	return h
+}
+
+// ServeHTTP serves a code interpreter call; the request's context carries
+// its sandbox (core.WithRef).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// forget drops the code contexts of a sandbox that ended.
+func (h *Handler) forget(sid string) {
+	h.mu.Lock()
+	delete(h.codeCtxs, sid)
+	h.mu.Unlock()
+}
 
 // codeContext is an E2B code context: a named kernel of one language.
 type codeContext struct {
@@ -88,7 +134,7 @@ func notInTemplate(lang string, err error) error {
 		lang, templates.CodeInterpreter, templates.CodeInterpreter, errdefs.ErrFailedPrecondition)
 }
 
-func (h *Handler) interpMux() *http.ServeMux {
+func (h *Handler) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /execute", h.execute)
 	mux.HandleFunc("POST /contexts", h.createContext)
@@ -96,9 +142,7 @@ func (h *Handler) interpMux() *http.ServeMux {
 	mux.HandleFunc("DELETE /contexts/{id}", h.deleteContext)
 	mux.HandleFunc("POST /contexts/{id}/restart", h.restartContext)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
-	})
+	mux.HandleFunc("/", core.NoRoute)
 	return mux
 }
 
@@ -114,17 +158,17 @@ type contextBody struct {
 }
 
 func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
+	ref := core.RefFrom(r.Context())
 	var body contextBody
-	if err := decodeBody(r, &body); err != nil {
-		writeAPIError(w, err)
+	if err := core.DecodeBody(r, &body); err != nil {
+		core.WriteAPIError(w, err)
 		return
 	}
 	lang, err := kernelLanguage(body.Language)
 	if err != nil {
 		// 501: the SDK's error then reads "501 Not Implemented"; the body
 		// names the languages there are.
-		writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: publicMessage(err)})
+		core.WriteJSON(w, http.StatusNotImplemented, core.APIError{Code: http.StatusNotImplemented, Message: core.PublicMessage(err)})
 		return
 	}
 	cc := &codeContext{ID: uuid.NewString(), Language: lang, Cwd: path.Clean("/" + body.Cwd)}
@@ -138,25 +182,25 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 	if err := h.chdir(r.Context(), ref, cc); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) && (lang == agent.R || lang == agent.Java) {
 			// Not in this template: 501, as for a language with no kernel.
-			writeJSON(w, http.StatusNotImplemented, apiError{Code: http.StatusNotImplemented, Message: publicMessage(err)})
+			core.WriteJSON(w, http.StatusNotImplemented, core.APIError{Code: http.StatusNotImplemented, Message: core.PublicMessage(err)})
 			return
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	h.mu.Lock()
-	m := h.contextsOf(ref.rec.ID)
+	m := h.contextsOf(ref.Rec.ID)
 	cc.seq = len(defaultLanguages)
 	for _, o := range m {
 		cc.seq = max(cc.seq, o.seq+1)
 	}
 	m[cc.ID] = cc
 	h.mu.Unlock()
-	writeJSON(w, http.StatusOK, cc)
+	core.WriteJSON(w, http.StatusOK, cc)
 }
 
 // chdir starts the context's kernel in its working directory.
-func (h *Handler) chdir(ctx context.Context, ref *sandboxRef, cc *codeContext) error {
+func (h *Handler) chdir(ctx context.Context, ref *core.Ref, cc *codeContext) error {
 	var code string
 	q := strconv.Quote(cc.Cwd)
 	switch cc.Language {
@@ -174,7 +218,7 @@ func (h *Handler) chdir(ctx context.Context, ref *sandboxRef, cc *codeContext) e
 		// System.getProperty("user.dir") go by).
 		code = "new java.io.File(" + q + ").mkdirs(); System.setProperty(\"user.dir\", " + q + ");"
 	}
-	res, err := h.cfg.Manager.Execute(ctx, ref.rec.Identity, ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.kernel, User: cc.user, ContextID: ref.rec.ID}, nil)
+	res, err := h.m.Execute(ctx, ref.Rec.Identity, core.ExecuteRequest{Language: cc.Language, Code: code, Kernel: cc.kernel, User: cc.user, ContextID: ref.Rec.ID}, nil)
 	if err != nil {
 		return notInTemplate(cc.Language, err)
 	}
@@ -197,50 +241,50 @@ func shellQuote(s string) string {
 }
 
 func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
+	ref := core.RefFrom(r.Context())
 	h.mu.Lock()
 	out := []*codeContext{}
-	for _, cc := range h.contextsOf(ref.rec.ID) {
+	for _, cc := range h.contextsOf(ref.Rec.ID) {
 		out = append(out, cc)
 	}
 	h.mu.Unlock()
 	// Oldest first, the defaults before any created one, as E2B lists them.
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
-	writeJSON(w, http.StatusOK, out)
+	core.WriteJSON(w, http.StatusOK, out)
 }
 
 // deleteContext forgets a code context. Its kernel is left to the
 // sandbox's life: the agent protocol has no call to stop one kernel.
 func (h *Handler) deleteContext(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
+	ref := core.RefFrom(r.Context())
 	id := r.PathValue("id")
 	h.mu.Lock()
-	m := h.contextsOf(ref.rec.ID)
+	m := h.contextsOf(ref.Rec.ID)
 	_, ok := m[id]
 	delete(m, id)
 	h.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + id + " not found"})
+		core.WriteJSON(w, http.StatusNotFound, core.APIError{Code: http.StatusNotFound, Message: "context " + id + " not found"})
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request) {
-	ref := sandboxFrom(r.Context())
-	cc := h.codeContext(ref.rec.ID, r.PathValue("id"))
+	ref := core.RefFrom(r.Context())
+	cc := h.codeContext(ref.Rec.ID, r.PathValue("id"))
 	if cc == nil {
-		writeJSON(w, http.StatusNotFound, apiError{Code: http.StatusNotFound, Message: "context " + r.PathValue("id") + " not found"})
+		core.WriteJSON(w, http.StatusNotFound, core.APIError{Code: http.StatusNotFound, Message: "context " + r.PathValue("id") + " not found"})
 		return
 	}
-	err := h.use(r.Context(), ref, func(ctx context.Context, sb contexts.Sandbox) error {
+	err := h.edge.Use(r.Context(), ref, func(ctx context.Context, sb contexts.Sandbox) error {
 		return sb.RestartKernel(ctx, agent.KernelParams{Language: cc.Language, Kernel: cc.kernel, User: cc.user})
 	})
 	if err == nil {
 		err = h.chdir(r.Context(), ref, cc)
 	}
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
