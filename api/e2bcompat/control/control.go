@@ -399,7 +399,7 @@ func (h *Handler) kill(w http.ResponseWriter, r *http.Request, tenantID string) 
 		core.WriteAPIError(w, err)
 		return
 	}
-	h.edge.Forget(id)
+	// What the edge keeps of the sandbox went with its context (core.Edge.End).
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -480,4 +480,13 @@ func (h *Handler) bootKernels(e2bTemplate string) []string {
 		return nil
 	}
 	return []string{agent.PrestartIPython}
+}
+
+// Holds reports whether the control plane keeps anything of sandbox sid
+// (metric samples): a sandbox that ended has nothing left.
+func (h *Handler) Holds(sid string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.metrics[sid]
+	return ok
 }

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -52,39 +53,38 @@ type metricBody struct {
 }
 
 // sample takes a sample of rec now (unless the last is recent) and returns
-// the kept samples.
+// the kept samples. A sandbox that ended meanwhile keeps none.
 func (h *Handler) sample(r *http.Request, tenantID string, rec *contexts.Record) ([]metricSample, error) {
 	now := h.edge.Now()
 	h.mu.Lock()
 	ring := h.metrics[rec.ID]
 	fresh := len(ring) > 0 && now.Sub(ring[len(ring)-1].at) < metricEvery
 	h.mu.Unlock()
-	if !fresh {
-		u, err := h.m.Usage(r.Context(), tenantID, rec.ID)
-		if err != nil {
-			return nil, err
-		}
-		h.mu.Lock()
-		ring = h.metrics[rec.ID]
-		prevAt, prevCPU := rec.CreatedAt, int64(0)
-		if len(ring) > 0 {
-			last := ring[len(ring)-1]
-			prevAt, prevCPU = last.at, last.usage.CPUTimeMs
-		}
-		s := metricSample{at: now, usage: u}
-		if wall := now.Sub(prevAt).Milliseconds(); wall > 0 && u.CPUTimeMs >= prevCPU {
-			s.cpu = min(100, float64(u.CPUTimeMs-prevCPU)/float64(wall)/sandboxCPUs*100)
-		}
-		ring = append(ring, s)
-		if len(ring) > maxMetricSamples {
-			ring = ring[len(ring)-maxMetricSamples:]
-		}
-		h.metrics[rec.ID] = ring
-		h.mu.Unlock()
+	if fresh {
+		return ring, nil
+	}
+	u, err := h.m.Usage(r.Context(), tenantID, rec.ID)
+	if err != nil {
+		return nil, err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]metricSample(nil), h.metrics[rec.ID]...), nil
+	ring = h.metrics[rec.ID]
+	prevAt, prevCPU := rec.CreatedAt, int64(0)
+	if len(ring) > 0 {
+		last := ring[len(ring)-1]
+		prevAt, prevCPU = last.at, last.usage.CPUTimeMs
+	}
+	s := metricSample{at: now, usage: u}
+	if wall := now.Sub(prevAt).Milliseconds(); wall > 0 && u.CPUTimeMs >= prevCPU {
+		s.cpu = min(100, float64(u.CPUTimeMs-prevCPU)/float64(wall)/sandboxCPUs*100)
+	}
+	// A new slice each time: a ring handed out is never written again.
+	ring = append(slices.Clone(ring[max(0, len(ring)+1-maxMetricSamples):]), s)
+	if !h.edge.Ended(rec.ID) {
+		h.metrics[rec.ID] = ring
+	}
+	return ring, nil
 }
 
 // unixParam reads an optional unix-seconds query parameter.

@@ -72,20 +72,28 @@ type Edge struct {
 	// signers holds the envd tokens issued per sandbox, newest last, to
 	// check signed file URLs (signed.go).
 	signers map[string][]string
+	// ended remembers the sandboxes the manager ended (End), the oldest
+	// forgotten first past maxEnded.
+	ended      map[string]bool
+	endedOrder []string
 	// forgets and pauses are the surfaces' functions told of a sandbox
 	// that ended (OnForget) or paused (OnPause).
 	forgets []func(sid string)
 	pauses  []func(sid string)
 }
 
-// New returns an Edge.
+// New returns an Edge. It hears of every context the manager ends
+// (Manager.OnTerminated) for as long as the manager lives.
 func New(cfg Config) *Edge {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	e := &Edge{cfg: cfg, log: cfg.Logger, signers: map[string][]string{}}
+	e := &Edge{cfg: cfg, log: cfg.Logger, signers: map[string][]string{}, ended: map[string]bool{}}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Manager != nil {
+		cfg.Manager.OnTerminated(func(ctx context.Context, ev contexts.Termination) { e.End(ev.ContextID) })
 	}
 	return e
 }
@@ -219,8 +227,42 @@ func (e *Edge) OnPause(fn func(sid string)) {
 	e.pauses = append(e.pauses, fn)
 }
 
+// maxEnded bounds the sandboxes End remembers. A call under way when its
+// sandbox ended keeps nothing of it after (Ended) unless it outlasts that
+// many more ends; what such a call would keep goes when a later call finds
+// the sandbox gone (Forget).
+const maxEnded = 10_000
+
+// End is the end of sandbox sid's context, whatever ended it (the
+// manager's termination hook): every surface drops what it keeps of the
+// sandbox now, and keeps nothing of it again (Ended).
+func (e *Edge) End(sid string) {
+	e.mu.Lock()
+	if !e.ended[sid] {
+		e.ended[sid] = true
+		e.endedOrder = append(e.endedOrder, sid)
+		if len(e.endedOrder) > maxEnded {
+			delete(e.ended, e.endedOrder[0])
+			e.endedOrder = slices.Delete(e.endedOrder, 0, 1)
+		}
+	}
+	e.mu.Unlock()
+	e.Forget(sid)
+}
+
+// Ended reports whether sandbox sid's context ended (End). A surface
+// asks it, under its own lock, before it keeps something of a sandbox: a
+// call that was under way when the sandbox ended keeps nothing after.
+func (e *Edge) Ended(sid string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ended[sid]
+}
+
 // Forget drops what the edge and every surface keep of sandbox sid, which
-// is gone.
+// is gone. End calls it when the manager ends the context; the edge also
+// calls it when a call finds a sandbox gone that this daemon's manager did
+// not end (another daemon sharing the store did).
 func (e *Edge) Forget(sid string) {
 	e.mu.Lock()
 	delete(e.signers, sid)
@@ -239,4 +281,13 @@ func (e *Edge) Paused(sid string) {
 	for _, fn := range fns {
 		fn(sid)
 	}
+}
+
+// Holds reports whether the edge keeps anything of sandbox sid (its
+// tokens, for signed URLs): a sandbox that ended has nothing left.
+func (e *Edge) Holds(sid string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.signers[sid]
+	return ok
 }

@@ -45,6 +45,9 @@ var signedSearches = make(chan struct{}, 2)
 func (e *Edge) RememberToken(sid, tok string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.ended[sid] {
+		return
+	}
 	if len(e.signers) >= maxSigners {
 		if _, ok := e.signers[sid]; !ok {
 			clear(e.signers)

@@ -39,16 +39,16 @@ type Handler struct {
 	procs *procTable
 
 	mu sync.Mutex
-	// watchers holds the created directory watchers by id, watching
-	// counts the watchers per sandbox (watch.go).
+	// watchers holds the created directory watchers by id; watching the
+	// claims of every watch, created or streaming, per sandbox (watch.go).
 	watchers map[string]*watcher
-	watching map[string]int
+	watching map[string]map[*claim]bool
 }
 
 // New returns envd over edge.
 func New(edge *core.Edge, cfg Config) *Handler {
-	h := &Handler{edge: edge, cfg: cfg, log: edge.Logger(), procs: newProcTable(),
-		watchers: map[string]*watcher{}, watching: map[string]int{}}
+	h := &Handler{edge: edge, cfg: cfg, log: edge.Logger(), procs: newProcTable(edge.Ended),
+		watchers: map[string]*watcher{}, watching: map[string]map[*claim]bool{}}
 	edge.OnForget(h.forget)
 	edge.OnPause(h.stopWatchers)
 	h.mux = h.routes()
@@ -59,9 +59,25 @@ func New(edge *core.Edge, cfg Config) *Handler {
 // sandbox (core.WithRef).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// forget drops the state of a sandbox that ended: its watchers.
+// forget drops what envd keeps of a sandbox that ended: its commands'
+// streams drop (as E2B's edge drops them), its watches end (their streams
+// with unavailable) and give their slots back.
 func (h *Handler) forget(sid string) {
-	h.stopWatchers(sid)
+	h.procs.forget(sid)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, w := range h.watchers {
+		if w.sid == sid {
+			delete(h.watchers, id)
+		}
+	}
+	// Cancelled under mu: a watcher being created sees it before it is
+	// kept (CreateWatcher).
+	gone := core.SandboxGone(sid)
+	for c := range h.watching[sid] {
+		c.cancel(gone)
+	}
+	delete(h.watching, sid)
 }
 
 func (h *Handler) routes() http.Handler {
@@ -157,4 +173,21 @@ func connectError(err error) error {
 		code = connect.CodeInternal
 	}
 	return connect.NewError(code, errors.New(core.PublicMessage(err)))
+}
+
+// Holds reports whether envd keeps anything of sandbox sid (the output
+// fan-out of a process, a directory watch): a sandbox that ended has
+// nothing left.
+func (h *Handler) Holds(sid string) bool {
+	if h.procs.holds(sid) {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range h.watchers {
+		if w.sid == sid {
+			return true
+		}
+	}
+	return len(h.watching[sid]) > 0
 }

@@ -13,11 +13,15 @@ import (
 // procTable tracks processes started through this handler so Connect can
 // re-attach to them. Keyed by sandbox id and pid.
 type procTable struct {
+	ended func(sid string) bool // a sandbox that ended keeps no process (core.Edge.Ended)
+
 	mu    sync.Mutex
 	procs map[string]*proc
 }
 
-func newProcTable() *procTable { return &procTable{procs: map[string]*proc{}} }
+func newProcTable(ended func(sid string) bool) *procTable {
+	return &procTable{ended: ended, procs: map[string]*proc{}}
+}
 
 func (t *procTable) start(sid string) *proc { return &proc{sid: sid, subs: map[*subscriber]bool{}} }
 
@@ -26,7 +30,9 @@ func (t *procTable) started(p *proc, pid int) {
 	p.pid = pid
 	p.mu.Unlock()
 	t.mu.Lock()
-	t.procs[p.sid+"/"+strconv.Itoa(pid)] = p
+	if !t.ended(p.sid) {
+		t.procs[p.sid+"/"+strconv.Itoa(pid)] = p
+	}
 	t.mu.Unlock()
 }
 
@@ -40,7 +46,9 @@ func (t *procTable) getOrAdd(sid string, pid int) (p *proc, created bool) {
 		return p, false
 	}
 	p = &proc{sid: sid, pid: pid, subs: map[*subscriber]bool{}}
-	t.procs[key] = p
+	if !t.ended(sid) {
+		t.procs[key] = p
+	}
 	return p, true
 }
 
@@ -108,9 +116,14 @@ func (p *proc) publish(ev *pb.ProcessEvent) {
 	}
 }
 
+// finish ends p with its end event or error; the first finish counts
+// (its sandbox's end may come before its call's).
 func (p *proc) finish(end *pb.ProcessEvent, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.done {
+		return
+	}
 	p.done, p.end, p.err = true, end, err
 	for s := range p.subs {
 		s.push(end, true, err)
@@ -225,4 +238,34 @@ func withLossNote(q []*pb.ProcessEvent, lost int64) []*pb.ProcessEvent {
 		q[i] = &pb.ProcessEvent{Event: &pb.ProcessEvent_End{End: c}}
 	}
 	return q
+}
+
+// holds reports whether the table has a process of sandbox sid.
+func (t *procTable) holds(sid string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.procs {
+		if p.sid == sid {
+			return true
+		}
+	}
+	return false
+}
+
+// forget finishes and drops the processes of sandbox sid, which ended:
+// their streams drop (errSandboxEnded), as E2B's edge drops them when a
+// sandbox goes.
+func (t *procTable) forget(sid string) {
+	t.mu.Lock()
+	var gone []*proc
+	for key, p := range t.procs {
+		if p.sid == sid {
+			gone = append(gone, p)
+			delete(t.procs, key)
+		}
+	}
+	t.mu.Unlock()
+	for _, p := range gone {
+		p.finish(nil, errSandboxEnded)
+	}
 }

@@ -120,19 +120,36 @@ func watchDiff(old, cur map[string]snapEntry, entries bool) []*fspb.FilesystemEv
 	return evs
 }
 
-// claimWatcher counts one more watcher on sandbox sid, within maxWatchers.
-func (h *Handler) claimWatcher(sid string) (release func(), err error) {
+// claim is one watch's hold on one of its sandbox's watcher slots.
+type claim struct {
+	cancel context.CancelCauseFunc // ends the watch
+}
+
+// claimWatcher takes one of sandbox sid's watcher slots (maxWatchers) for
+// a watch running under ctx. It returns the watch's context, which ends
+// when release gives the slot back or when the sandbox ends (its cause
+// then core.SandboxGone: forget).
+func (h *Handler) claimWatcher(ctx context.Context, sid string) (_ context.Context, release func(), _ error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watching[sid] >= maxWatchers {
-		return nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("a sandbox has at most %d directory watchers", maxWatchers))
+	if h.edge.Ended(sid) {
+		return nil, nil, connectError(core.SandboxGone(sid))
 	}
-	h.watching[sid]++
+	if len(h.watching[sid]) >= maxWatchers {
+		return nil, nil, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("a sandbox has at most %d directory watchers", maxWatchers))
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	c := &claim{cancel: cancel}
+	if h.watching[sid] == nil {
+		h.watching[sid] = map[*claim]bool{}
+	}
+	h.watching[sid][c] = true
 	var once sync.Once
-	return func() {
+	return ctx, func() {
 		once.Do(func() {
+			cancel(nil)
 			h.mu.Lock()
-			if h.watching[sid]--; h.watching[sid] <= 0 {
+			if delete(h.watching[sid], c); len(h.watching[sid]) == 0 {
 				delete(h.watching, sid)
 			}
 			h.mu.Unlock()
@@ -145,7 +162,7 @@ func (h *Handler) claimWatcher(sid string) (release func(), err error) {
 // deadline passes or the sandbox ends.
 func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[fspb.WatchDirRequest], stream *connect.ServerStream[fspb.WatchDirResponse]) error {
 	ref := core.RefFrom(ctx)
-	release, err := s.h.claimWatcher(ref.Rec.ID)
+	ctx, release, err := s.h.claimWatcher(ctx, ref.Rec.ID)
 	if err != nil {
 		return err
 	}
@@ -163,13 +180,13 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	for {
 		select {
 		case <-ctx.Done():
-			return connectError(ctx.Err())
+			return connectError(context.Cause(ctx))
 		case <-tick.C:
 		}
 		_, cur, err := s.h.watchSnapshot(ctx, ref, req.Msg.GetPath(), req.Msg.GetRecursive())
 		if err != nil {
 			if ctx.Err() != nil {
-				return connectError(ctx.Err())
+				return connectError(context.Cause(ctx))
 			}
 			return err
 		}
@@ -193,8 +210,7 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 // GetWatcherEvents.
 type watcher struct {
 	sid     string
-	cancel  context.CancelFunc
-	release func() // its claim on the sandbox's watchers (claimWatcher)
+	release func() // its claim on the sandbox's watchers, which ends its poll loop (claimWatcher)
 
 	mu       sync.Mutex
 	events   []*fspb.FilesystemEvent
@@ -205,7 +221,7 @@ type watcher struct {
 
 func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Request[fspb.CreateWatcherRequest]) (*connect.Response[fspb.CreateWatcherResponse], error) {
 	ref := core.RefFrom(ctx)
-	release, err := s.h.claimWatcher(ref.Rec.ID)
+	wctx, release, err := s.h.claimWatcher(context.WithoutCancel(ctx), ref.Rec.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -215,14 +231,18 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 		return nil, err
 	}
 	id := uuid.NewString()
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watcher{sid: ref.Rec.ID, cancel: cancel, release: release, lastRead: time.Now()}
+	w := &watcher{sid: ref.Rec.ID, release: release, lastRead: time.Now()}
 	s.h.mu.Lock()
+	if wctx.Err() != nil {
+		// its sandbox ended meanwhile (forget cancels claims under mu)
+		s.h.mu.Unlock()
+		release()
+		return nil, connectError(context.Cause(wctx))
+	}
 	s.h.watchers[id] = w
 	s.h.mu.Unlock()
 	go func() {
 		defer release()
-		defer cancel()
 		s.h.pollWatcher(wctx, ref, id, w, req.Msg.GetPath(), req.Msg.GetRecursive(), req.Msg.GetIncludeEntry(), prev)
 	}()
 	return connect.NewResponse(&fspb.CreateWatcherResponse{WatcherId: id}), nil
@@ -289,10 +309,7 @@ func (h *Handler) removeWatcher(id string) {
 // stop ends w's poll loop and gives back its claim at once, not when the
 // loop notices (a client that removes a watcher and creates another at the
 // limit must not be refused).
-func (w *watcher) stop() {
-	w.cancel()
-	w.release()
-}
+func (w *watcher) stop() { w.release() }
 
 // GetWatcherEvents returns and clears the queued events; once the watcher
 // has failed (its sandbox ended, say) it returns that error and is gone.

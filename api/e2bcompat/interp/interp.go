@@ -90,7 +90,8 @@ func rootCwd(cwd string) bool {
 }
 
 // contextsOf returns the code contexts of sandbox sid, the defaults made on
-// first use. Precondition: h.mu is held.
+// first use. A sandbox that ended keeps none: a call under way then gets
+// the defaults, kept nowhere. Precondition: h.mu is held.
 func (h *Handler) contextsOf(sid string) map[string]*codeContext {
 	m := h.codeCtxs[sid]
 	if m == nil {
@@ -99,7 +100,9 @@ func (h *Handler) contextsOf(sid string) map[string]*codeContext {
 			id := uuid.NewString()
 			m[id] = &codeContext{ID: id, Language: lang, Cwd: defaultCwd, seq: i}
 		}
-		h.codeCtxs[sid] = m
+		if !h.edge.Ended(sid) {
+			h.codeCtxs[sid] = m
+		}
 	}
 	return m
 }
@@ -288,4 +291,13 @@ func (h *Handler) restartContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// Holds reports whether the code interpreter keeps anything of sandbox
+// sid (code contexts): a sandbox that ended has nothing left.
+func (h *Handler) Holds(sid string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.codeCtxs[sid]
+	return ok
 }
