@@ -12,15 +12,11 @@ import (
 // The tests run the handler over the real contexts.Manager on the memory
 // store (e2bcompattest.Env).
 
-const key1, key2 = e2bcompattest.Key1, e2bcompattest.Key2
-
-// tenants knows key1 and key2.
-var tenants = e2bcompattest.KeyTenants
+const key1 = e2bcompattest.Key1
 
 type (
 	env     = e2bcompattest.Env
 	created = e2bcompattest.Created
-	apiErr  = e2bcompattest.APIError
 )
 
 // newEnv serves the handler over a manager of fake sandboxes that run

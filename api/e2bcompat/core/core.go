@@ -243,7 +243,7 @@ func (e *Edge) End(sid string) {
 		e.endedOrder = append(e.endedOrder, sid)
 		if len(e.endedOrder) > maxEnded {
 			delete(e.ended, e.endedOrder[0])
-			e.endedOrder = slices.Delete(e.endedOrder, 0, 1)
+			e.endedOrder = e.endedOrder[1:] // append copies the live ones when it grows
 		}
 	}
 	e.mu.Unlock()
