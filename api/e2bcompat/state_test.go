@@ -252,3 +252,31 @@ func (h *holder) released(t *testing.T, e *env) {
 		t.Fatal("the command's stream of an ended sandbox is still open")
 	}
 }
+
+// TestOtherTenantCannotForget: a call with another tenant's API key that
+// names a sandbox answers as for one that is not there and leaves the
+// sandbox's state alone; a running command's stream stays open. Before,
+// such a call made the edge forget what it kept of the sandbox (its code
+// contexts, its token for signed URLs, its watchers): the not_found of a
+// sandbox that is not the caller's was taken for one that ended.
+func TestOtherTenantCannotForget(t *testing.T) {
+	e := newEnv(t)
+	victim := hold(t, e, e.Create(key1, `{}`), true)
+	sid := victim.sb.SandboxID
+	for _, port := range []string{"49983", "49999"} {
+		r := e.Do("GET", "/health", nil, "E2b-Sandbox-Id", sid, "E2b-Sandbox-Port", port, "X-API-KEY", e2bcompattest.Key2)
+		if r.StatusCode != 502 && r.StatusCode != 404 {
+			t.Fatalf("port %s with another tenant's key: %d, want the answer for a sandbox that is not there", port, r.StatusCode)
+		}
+	}
+	if got := e.H.Holding(sid); !slices.Equal(got, []string{"core", "control", "envd", "interp"}) {
+		t.Fatalf("after another tenant named the sandbox, its state is kept by %v only", got)
+	}
+	select {
+	case err := <-victim.command:
+		t.Fatalf("the command's stream ended when another tenant named its sandbox: %v", err)
+	case err := <-victim.watch:
+		t.Fatalf("the watch ended when another tenant named its sandbox: %v", err)
+	default:
+	}
+}

@@ -28,8 +28,8 @@ const (
 // ResolveSandbox authenticates a sandbox call and loads its active record.
 // Credentials, in order: X-API-KEY, X-Access-Token, and on the code
 // interpreter's port E2B-Traffic-Access-Token. A call without any is 401:
-// no route works with the sandbox id alone. A sandbox found gone is
-// forgotten (Forget).
+// no route works with the sandbox id alone. A sandbox of the caller's
+// found ended is forgotten (forgetEnded).
 func (e *Edge) ResolveSandbox(r *http.Request, sid string) (*Ref, error) {
 	var (
 		t   *tenant.Tenant
@@ -48,10 +48,11 @@ func (e *Edge) ResolveSandbox(r *http.Request, sid string) (*Ref, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := e.Active(tenant.With(r.Context(), t), t.ID, sid)
+	ctx := tenant.With(r.Context(), t)
+	rec, err := e.Active(ctx, t.ID, sid)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			e.Forget(sid)
+			e.forgetEnded(ctx, t.ID, sid)
 		}
 		return nil, err
 	}

@@ -212,6 +212,17 @@ func (e *Edge) GoneUnder(ctx context.Context, ref *Ref) bool {
 	return false
 }
 
+// forgetEnded forgets sandbox id when it is tenantID's and its context
+// ended: one another daemon on the store ended, which this daemon's
+// manager does not tell of. Another tenant's sandbox, or an id that names
+// none, is left alone: a call cannot make the edge drop what it keeps of a
+// sandbox that is not the caller's.
+func (e *Edge) forgetEnded(ctx context.Context, tenantID, id string) {
+	if rec, err := e.cfg.Manager.Get(ctx, tenantID, id); err == nil && !rec.State.Active() {
+		e.Forget(id)
+	}
+}
+
 // OnForget adds fn to the functions told of a sandbox whose state the
 // surfaces drop (Forget). Surfaces add theirs when they are built.
 func (e *Edge) OnForget(fn func(sid string)) {
