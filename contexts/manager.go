@@ -49,6 +49,12 @@ type Manager struct {
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
+	// obsMu guards observers, told of every termination after
+	// Config.OnTerminated (OnTerminated).
+	obsMu     sync.Mutex
+	observers []observer
+	obsSeq    int
+
 	wg sync.WaitGroup // background loops and pool workers
 }
 

@@ -36,15 +36,15 @@ func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Recor
 	if rec.AutoResume <= 0 {
 		return nil, false, ErrPausedNoWake
 	}
-	woken, err := h.cfg.Manager.Resume(ctx, tenantID, rec.ID, rec.AutoResume)
+	woken, err := h.edge.Manager().Resume(ctx, tenantID, rec.ID, rec.AutoResume)
 	if errors.Is(err, contexts.ErrNotPaused) {
-		rec, err = h.cfg.Manager.Get(ctx, tenantID, rec.ID)
+		rec, err = h.edge.Manager().Get(ctx, tenantID, rec.ID)
 		return rec, true, err
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("auto-resume sandbox %s: %w", rec.ID, err)
 	}
-	h.log.Info("e2b sandbox auto-resumed by traffic", logkey.Sandbox, rec.ID)
+	h.edge.Logger().Info("e2b sandbox auto-resumed by traffic", logkey.Sandbox, rec.ID)
 	return woken, true, nil
 }
 
@@ -54,7 +54,7 @@ func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Recor
 // one that is gone is not_found. id is the sandbox's E2B id (its
 // context's).
 func (h *Handler) Wake(ctx context.Context, tenantID, id string) (resumed bool, err error) {
-	rec, err := h.active(ctx, tenantID, id)
+	rec, err := h.edge.Active(ctx, tenantID, id)
 	if err != nil {
 		return false, err
 	}
