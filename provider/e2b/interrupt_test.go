@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -180,15 +181,22 @@ func TestTimedOutCellDoesNotBlock(t *testing.T) {
 // TestShRunsOnce: an sh cell is a fresh /bin/sh through envd, not the bash
 // kernel: its exit status is the exit code, and nothing it sets survives.
 func TestShRunsOnce(t *testing.T) {
+	type start struct {
+		Process struct {
+			Cmd  string   `json:"cmd"`
+			Args []string `json:"args"`
+		} `json:"process"`
+	}
 	var mu sync.Mutex
-	var starts []string
+	var starts []start
 	sb := interceptedSandbox(t, e2bwire.EnvdPort, "/process.Process/Start", func(w http.ResponseWriter, r *http.Request) {
-		var b strings.Builder
-		buf := make([]byte, 4096)
-		n, _ := r.Body.Read(buf)
-		b.Write(buf[:n])
+		b, _ := io.ReadAll(r.Body)
+		var s start
+		if len(b) > 5 { // a Connect envelope: flags, length, then the message
+			json.Unmarshal(b[5:], &s)
+		}
 		mu.Lock()
-		starts = append(starts, b.String())
+		starts = append(starts, s)
 		mu.Unlock()
 		http.Error(w, `{"code":"unavailable","message":"test"}`, http.StatusServiceUnavailable)
 	})
@@ -198,7 +206,7 @@ func TestShRunsOnce(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(starts) != 1 || !strings.Contains(starts[0], `"cmd":"/bin/sh"`) || !strings.Contains(starts[0], `"args":["-c","exit 3"]`) {
-		t.Fatalf("Start requests %q", starts)
+	if len(starts) != 1 || starts[0].Process.Cmd != "/bin/sh" || strings.Join(starts[0].Process.Args, " ") != "-c exit 3" {
+		t.Fatalf("Start requests %+v", starts)
 	}
 }
