@@ -138,7 +138,9 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 	s.mu.Unlock()
 	start := time.Now()
 	run, err := s.execute(rctx, k.id, p.Code, p.Env, p.MaxOutput, out)
-	timedOut := rctx.Err() != nil && ctx.Err() == nil
+	// Timed out: the answer was cut by the run's deadline (one that ended
+	// just as the deadline passed is complete, and no timeout).
+	timedOut := err != nil && rctx.Err() != nil && ctx.Err() == nil
 	if err != nil && !timedOut {
 		return nil, err
 	}
