@@ -42,6 +42,9 @@ PY=/usr/bin/python3
 # network namespace; ip runs inside a container joined to one.
 # bash-completion: the CLI's bash completion script is tested in a real bash,
 # which needs the package's helpers as users' shells have them.
+# python3-dateutil ... python3-sniffio: the official E2B Python SDK's
+# dependencies that bookworm meets, for e2e/e2b/python (the SDK itself and
+# the newer packages it needs come from scripts/e2b-python.sh).
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -83,6 +86,15 @@ t   cmd:bash                                          bash
 t   file:/usr/share/bash-completion/bash_completion   bash-completion
 t   cmd:Rscript                                       r-base-core
 t   cmd:jshell                                        default-jdk-headless
+t   py:dateutil                                       python3-dateutil
+t   py:google.protobuf                                python3-protobuf
+t   py:h2                                             python3-h2
+t   py:rich                                           python3-rich
+t   py:wcmatch                                        python3-wcmatch
+t   py:h11                                            python3-h11
+t   py:certifi                                        python3-certifi
+t   py:idna                                           python3-idna
+t   py:sniffio                                        python3-sniffio
 EOF
 }
 
@@ -139,6 +151,12 @@ if [ "$mode" = test ] && [ "$install" = 1 ]; then
   scripts/postgres.sh
   # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
   (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
+  # the official E2B Python SDKs for e2e/e2b/python, pinned, into the tests'
+  # cache: from git clones of their repositories, as no reachable registry
+  # has them (scripts/e2b-python.sh says why and how)
+  if ! scripts/e2b-python.sh check && [ -n "${SANDLOT_E2B_GIT:-}" ] && [ -n "${SANDLOT_CODE_INTERPRETER_GIT:-}" ]; then
+    scripts/e2b-python.sh install "$SANDLOT_E2B_GIT" "$SANDLOT_CODE_INTERPRETER_GIT"
+  fi
 fi
 
 # Verify: whatever is still missing fails here, named with its package,
@@ -156,6 +174,10 @@ if [ "$mode" = test ]; then
     [ -f "e2e/e2b/node_modules/$m/package.json" ] ||
       { echo "missing: npm package $m (cd e2e/e2b && npm ci)" >&2; fail=1; }
   done
+  # Reported, not fatal here: only e2e/e2b/python needs them, and it fails
+  # in CI (testenv) naming the same step, while every other test can run.
+  scripts/e2b-python.sh check ||
+    echo "missing: the E2B Python SDKs in $(scripts/e2b-python.sh dir) (SANDLOT_E2B_GIT=<clone of e2b-dev/E2B> SANDLOT_CODE_INTERPRETER_GIT=<clone of e2b-dev/code-interpreter> scripts/deps.sh test)" >&2
   if [ "$install" = 1 ]; then
     su postgres -c "pg_isready -q" ||
       { echo "missing: a running Postgres cluster (scripts/postgres.sh)" >&2; fail=1; }

@@ -52,7 +52,7 @@ def _num(v):
         return str(v)
     if not math.isfinite(f):
         return None
-    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+    return f  # a float, 2.0 too, as E2B's charts have them (the Python SDK reads 2 as an int)
 
 
 def _scale(axis, ax_scale):

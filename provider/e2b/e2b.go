@@ -549,7 +549,7 @@ func statusError(status int, body []byte) error {
 
 // sandbox builds the client of one sandbox.
 func (p *Provider) sandbox(sb sandboxBody, ttl time.Duration) *Sandbox {
-	s := &Sandbox{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, ttl: ttl, lastExtend: time.Now(), kernels: map[string]string{}}
+	s := &Sandbox{p: p, id: sb.SandboxID, token: sb.EnvdAccessToken, ttl: ttl, lastExtend: time.Now(), kernels: map[string]*kernel{}}
 	domain := sb.Domain
 	if domain == "" {
 		domain = p.cfg.Domain

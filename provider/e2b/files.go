@@ -354,9 +354,11 @@ func (s *Sandbox) Grep(ctx context.Context, p agent.GrepParams) (*agent.GrepResu
 	if limit <= 0 {
 		limit = 500
 	}
-	where := p.Path
-	if where == "" {
-		where = "/home/user"
+	// Relative to the home directory, as the agent resolves paths, and
+	// absolute, so the matches name absolute paths as a local sandbox's do.
+	where := path.Join("/home/user", p.Path)
+	if path.IsAbs(p.Path) {
+		where = path.Clean(p.Path)
 	}
 	argv := []string{"grep", "-rnIE"}
 	if p.IgnoreCase {

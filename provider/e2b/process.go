@@ -55,17 +55,18 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	if p.Cwd != "" {
 		cfg.Cwd = &p.Cwd
 	}
-	timeout := time.Duration(p.TimeoutMs) * time.Millisecond
-	if timeout <= 0 {
-		timeout = 60 * time.Second
-	}
+	timeout := runTimeout(p.TimeoutMs) // negative: none, as the agent reads it
 	needStdin := p.KeepStdin || p.Stdin != ""
 	req := &pb.StartRequest{Process: cfg, Stdin: &needStdin}
 	if p.Tag != "" {
 		req.Tag = &p.Tag
 	}
 	start := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	rctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		cancel()
+		rctx, cancel = context.WithTimeout(ctx, timeout)
+	}
 	defer cancel()
 	stream, err := s.proc.Start(rctx, connect.NewRequest(req))
 	if err != nil {
@@ -142,7 +143,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	}
 	// The server may end the process at the deadline just before the
 	// client's own deadline fires.
-	if !res.TimedOut && res.Signal != "" && (rctx.Err() != nil || time.Since(start) >= timeout) && ctx.Err() == nil {
+	if !res.TimedOut && res.Signal != "" && (rctx.Err() != nil || timeout > 0 && time.Since(start) >= timeout) && ctx.Err() == nil {
 		res.TimedOut = true
 	}
 	res.Stdout, res.Stderr = stdout.String(), stderr.String()

@@ -34,7 +34,7 @@ type Sandbox struct {
 	mu         sync.Mutex
 	ttl        time.Duration
 	lastExtend time.Time
-	kernels    map[string]string // language/kernel -> E2B code context id
+	kernels    map[string]*kernel // language/kernel name -> its E2B code context
 }
 
 var _ contexts.Sandbox = (*Sandbox)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -371,6 +372,8 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request) {
 		out.send(errorLine{Type: "error", Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback})
 	case res.TimedOut:
 		out.send(errorLine{Type: "error", Name: "TimeoutError", Value: "execution timed out"})
+	case req.Language == agent.Bash && res.ExitCode != 0: // as E2B's Jupyter bash kernel: no name, the status as value
+		out.send(errorLine{Type: "error", Value: strconv.Itoa(res.ExitCode)})
 	}
 	out.send(struct {
 		Type           string `json:"type"`
