@@ -170,6 +170,7 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"shutdown-timeout": c.shutdownTimeout, "body-read-timeout": c.bodyReadTimeout,
+		"audit-retention": c.auditRetention,
 		"e2b-max-timeout": c.e2bMaxTimeout, "e2b-token-ttl": c.e2bTokenTTL,
 		"e2b-paused-timeout": c.e2bPausedTimeout} {
 		if d < 0 {

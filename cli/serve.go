@@ -62,6 +62,7 @@ type serveConfig struct {
 	// The manager's lifecycle (contexts.Config); zero keeps its default.
 	contextTTL      time.Duration
 	cleanupInterval time.Duration
+	auditRetention  time.Duration // contexts.Config.AuditRetention; 0 keeps events forever
 	execTimeout     time.Duration // contexts.Config.DefaultTimeout
 	maxExecTimeout  time.Duration // contexts.Config.MaxTimeout
 	// The local provider's creation (local.Config); zero keeps its default.

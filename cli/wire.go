@@ -178,6 +178,9 @@ func (c serveConfig) managerConfig() contexts.Config {
 		Limits:                  c.limits(),
 		Node:                    c.node,
 	}
+	if mcfg.AuditRetention = c.auditRetention; c.auditRetention == 0 {
+		mcfg.AuditRetention = -1 // the flag's 0 keeps audit events forever
+	}
 	if c.poolSize >= 0 {
 		mcfg.PoolSize = c.poolSize
 		if c.poolSize == 0 {
