@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,7 +88,6 @@ func (f networkFlags) operator() (*policy.Operator, error) {
 // netWire is the running sandbox networking of the daemon.
 type netWire struct {
 	st    *stack.Stack
-	queue *stack.AuditQueue
 	ports *ports.Handler
 	// authorize checks a traffic access token (set once the E2B surface
 	// exists, which issues them).
@@ -125,7 +123,7 @@ func (w *netWire) portsRoute() *ports.Handler {
 
 // newNetworks builds the stack (not started: Start needs the provider's
 // sandboxes). nil when --network is off.
-func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire, error) {
+func newNetworks(cfg serveConfig, st store.Backend, trail *storeaudit.Writer, log *slog.Logger) (*netWire, error) {
 	f := cfg.network
 	if !f.enabled {
 		return nil, nil
@@ -147,13 +145,10 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 		}
 	}
 	w := &netWire{}
-	w.queue = stack.NewAuditQueue(0, func(ctx context.Context, ev audit.Event, contextID string) error {
-		return st.AppendAudit(ctx, networkAuditEvent(ev, contextID))
-	}, log)
-	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(),
+	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream,
+		Audit:   func(ev audit.Event, contextID string) { trail.Add(stack.StoreEvent(ev, contextID)) },
 		Secrets: secretsFrom(st), Log: log})
 	if err != nil {
-		w.queue.Close(context.Background())
 		return nil, err
 	}
 	w.ports, err = w.st.Ports(f.domain, func(ctx context.Context, id, tenantID, token string) error {
@@ -165,7 +160,6 @@ func newNetworks(cfg serveConfig, st store.Backend, log *slog.Logger) (*netWire,
 		return w.wake(ctx, tenantID, id)
 	})
 	if err != nil {
-		w.queue.Close(context.Background())
 		return nil, err
 	}
 	return w, nil
@@ -212,40 +206,10 @@ func (w *netWire) close(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	var err error
 	if w.started {
-		err = w.st.Close(ctx)
+		return w.st.Close(ctx)
 	}
-	return errors.Join(err, w.queue.Close(ctx))
-}
-
-// networkAuditEvent is the store's record of a proxy or resolver event.
-func networkAuditEvent(ev audit.Event, contextID string) store.AuditEvent {
-	kind := storeaudit.KindNetConnection
-	if ev.Proto == audit.ProtoDNS {
-		kind = storeaudit.KindNetDNS
-	}
-	d := map[string]string{
-		"sandbox": ev.SandboxID, "proto": ev.Proto, "allowed": strconv.FormatBool(ev.Allowed), "reason": ev.Reason,
-	}
-	if ev.Host != "" {
-		d["host"] = ev.Host
-	}
-	if ev.Addr.IsValid() {
-		d["addr"] = ev.Addr.String()
-	}
-	if ev.Port != 0 {
-		d["port"] = strconv.Itoa(int(ev.Port))
-	}
-	if ev.Proto != audit.ProtoDNS {
-		d["bytesUp"] = strconv.FormatInt(ev.BytesUp, 10)
-		d["bytesDown"] = strconv.FormatInt(ev.BytesDown, 10)
-		d["durationMs"] = strconv.FormatInt(ev.Duration.Milliseconds(), 10)
-	}
-	if ev.Injected > 0 {
-		d["injected"] = strconv.Itoa(ev.Injected)
-	}
-	return store.AuditEvent{TenantID: ev.Tenant, ContextID: contextID, Kind: kind, Detail: d, At: ev.Start}
+	return nil
 }
 
 // policyOnly checks policies against the operator's caps when the daemon

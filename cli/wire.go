@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
@@ -41,7 +42,16 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
 	auth := tenant.NewAuthenticator(st, tenant.AuthConfig{})
-	nw, err := newNetworks(cfg, st, log)
+	// What sandboxes cause to be audited (connections, lookups, findings)
+	// reaches the store through one writer: fair across tenants, batched.
+	trail := audit.NewWriter(st, audit.WriterConfig{Log: log})
+	wiredOK := false
+	defer func() {
+		if !wiredOK {
+			trail.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	nw, err := newNetworks(cfg, st, trail, log)
 	if err != nil {
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
@@ -69,7 +79,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			return tenant.GuardEnforce
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
-			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
+			trail.Add(store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding, At: time.Now(),
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
 					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
@@ -147,8 +157,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			<-reaped
 			<-gcDone
 			// The networks outlive the daemon with their sandboxes; only
-			// the proxy and the resolver stop.
-			return errors.Join(m.Close(ctx), nw.close(ctx), tel.Shutdown(ctx))
+			// the proxy and the resolver stop. The trail last: it writes
+			// what they sent.
+			err := errors.Join(m.Close(ctx), nw.close(ctx))
+			return errors.Join(err, trail.Close(ctx), tel.Shutdown(ctx))
 		},
 	}
 	if nw != nil {
@@ -157,6 +169,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	if tw.catalog != nil {
 		w.templates = tw.catalog
 	}
+	wiredOK = true // w.close closes the trail from here on
 	if w.builds, err = buildQueue(cfg, prov, tw.catalog, out, log); err != nil {
 		w.close(context.WithoutCancel(ctx))
 		return nil, err

@@ -46,9 +46,11 @@ type Secret struct {
 // errdefs.ErrInvalidArgument.
 type SecretsFunc func(ctx context.Context, tenant string, names []string) ([]Secret, error)
 
-// AuditFunc receives every event of the proxy and the resolver with the
-// execution context of the sandbox ("" when unknown). It is called on the
-// connection's goroutine and must not block for long (see AuditQueue).
+// AuditFunc receives the events of the proxy and the resolver with the
+// execution context of the sandbox ("" when unknown), within each
+// sandbox's audit rate (Config.AuditRate; past it, a ProtoLimited event
+// counts the rest). It is called on the connection's goroutine and must
+// not block (serve hands events to the store's audit.Writer).
 type AuditFunc func(ev audit.Event, contextID string)
 
 // Config configures a Stack.
@@ -65,6 +67,16 @@ type Config struct {
 	Secrets SecretsFunc
 	// Audit receives the proxy's and the resolver's events; nil: none.
 	Audit AuditFunc
+	// AuditRate is how many events a second one sandbox may send to
+	// Audit, in bursts of AuditBurst; past it they are counted (0:
+	// DefaultAuditRate and DefaultAuditBurst; a negative rate: no limit).
+	AuditRate  float64
+	AuditBurst int
+	// DNSRate is how many questions a second one sandbox may ask the
+	// resolver, in bursts of DNSBurst; past it they are refused (0:
+	// resolver.DefaultRate and resolver.DefaultBurst; negative: no limit).
+	DNSRate  float64
+	DNSBurst int
 	// RootCAs verifies servers on the TLS-terminating path (nil: the
 	// host's trust store). For tests.
 	RootCAs *x509.CertPool
@@ -80,6 +92,7 @@ type Stack struct {
 	res *resolver.Resolver
 	px  *egress.Proxy
 	log *slog.Logger
+	lim *auditLimiter
 
 	// domain is the ports domain, set by Ports (before Start); "" until
 	// then, and sandboxes are not told of a route.
@@ -110,7 +123,7 @@ func New(cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{cfg: cfg, mgr: mgr, reg: egress.NewRegistry(), log: cfg.Log}
+	s := &Stack{cfg: cfg, mgr: mgr, reg: egress.NewRegistry(), log: cfg.Log, lim: newAuditLimiter(cfg.AuditRate, cfg.AuditBurst)}
 	s.res, err = resolver.New(resolver.Config{
 		Lookup: func(src netip.Addr) (resolver.Sandbox, bool) {
 			sb, ok := s.reg.Lookup(src)
@@ -120,6 +133,7 @@ func New(cfg Config) (*Stack, error) {
 			return resolver.Sandbox{ID: sb.ID, Tenant: sb.Tenant, Policy: sb.Policy}, true
 		},
 		Upstream: cfg.Upstream, Internal: mgr.Internal, Audit: s.audit, Log: cfg.Log,
+		Rate: cfg.DNSRate, Burst: cfg.DNSBurst,
 	})
 	if err != nil {
 		return nil, err
@@ -217,6 +231,9 @@ func (s *Stack) Close(ctx context.Context) error {
 	s.px.Close()
 	errs = append(errs, s.res.Shutdown(ctx))
 	s.served.Wait()
+	for _, ev := range s.lim.flush() {
+		s.record(ev)
+	}
 	errs = append(errs, s.mgr.Close(ctx))
 	return errors.Join(ignoreClosed(errs)...)
 }
@@ -290,6 +307,9 @@ func (s *Stack) Teardown(ctx context.Context, sandboxID string) error {
 		s.reg.Unregister(n.Addr)
 	}
 	s.res.Forget(sandboxID)
+	if ev := s.lim.forget(sandboxID); ev != nil {
+		s.record(*ev)
+	}
 	return s.mgr.Teardown(ctx, sandboxID)
 }
 
@@ -445,8 +465,22 @@ func secretSet(ss []Secret) (*secret.Set, error) {
 	return secret.NewSet(plain)
 }
 
-// audit hands an event to Config.Audit with the sandbox's context.
+// audit hands an event to Config.Audit within the sandbox's audit rate.
 func (s *Stack) audit(ev audit.Event) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	ok, suppressed := s.lim.allow(ev)
+	if suppressed != nil {
+		s.record(*suppressed)
+	}
+	if ok {
+		s.record(ev)
+	}
+}
+
+// record hands an event to Config.Audit with the sandbox's context.
+func (s *Stack) record(ev audit.Event) {
 	if s.cfg.Audit == nil {
 		return
 	}
