@@ -15,7 +15,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
@@ -99,18 +98,22 @@ type netWire struct {
 	// for networks).
 	startErr error
 	started  bool
-	// masker masks secret values in output (guard).
-	masker *stack.SecretGuard
+	// forget drops a tenant's cached secret values from the guard.
+	forget func(tenantID string)
 }
 
-// guard wraps the daemon's guard with the masking of tenants' secret
-// values.
-func (w *netWire) guard(inner contexts.Guard, st secret.Store) contexts.Guard {
+// knownValues is the guard's view of the tenants' stored secrets
+// (guard.Config.Known): their values, masked in all output.
+func knownValues(st secret.Store) func(ctx context.Context, tenantID string) ([]string, error) {
 	lookup := secretsFrom(st)
-	w.masker = stack.NewSecretGuard(inner, func(ctx context.Context, tenantID string) ([]stack.Secret, error) {
-		return lookup(ctx, tenantID, nil)
-	})
-	return w.masker
+	return func(ctx context.Context, tenantID string) ([]string, error) {
+		ss, err := lookup(ctx, tenantID, nil)
+		vals := make([]string, len(ss))
+		for i, s := range ss {
+			vals[i] = s.Value
+		}
+		return vals, err
+	}
 }
 
 // portsRoute is the ports handler; nil without networks.
@@ -249,8 +252,8 @@ func secretsFrom(st secret.Store) stack.SecretsFunc {
 // secretsChanged reloads the secrets of tenantID's sandboxes after a
 // change through /v1/secrets, off the request.
 func (w *netWire) secretsChanged(tenantID string) {
-	if w.masker != nil {
-		w.masker.Forget(tenantID)
+	if w.forget != nil {
+		w.forget(tenantID)
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -68,8 +68,15 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	var known func(ctx context.Context, tenantID string) ([]string, error)
+	if nw != nil {
+		// Tenants' stored secret values are masked in all output, with
+		// their encodings, by the guard itself.
+		known = knownValues(st)
+	}
 	g, err := guard.New(guard.Config{
 		HMACKey: hmacKey,
+		Known:   known,
 		// Requests carry their tenant, whose mode the guard reads; this is
 		// for work outside a request (cleanup, reconcile).
 		ModeFor: func(ctx context.Context, tenantID string) string {
@@ -88,14 +95,11 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		tel.Shutdown(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	var out contexts.Guard = g
 	if nw != nil {
-		// Tenants' secret values are masked in all output, before the
-		// guard's own detectors.
-		out = nw.guard(g, st)
+		nw.forget = g.Forget
 	}
 	mcfg := cfg.managerConfig()
-	mcfg.Guard, mcfg.Logger = out, log
+	mcfg.Guard, mcfg.Logger = g, log
 	mcfg.OnTerminated = func(ctx context.Context, ev contexts.Termination) {
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
 			Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
@@ -170,7 +174,7 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 		w.templates = tw.catalog
 	}
 	wiredOK = true // w.close closes the trail from here on
-	if w.builds, err = buildQueue(cfg, prov, tw.catalog, out, log); err != nil {
+	if w.builds, err = buildQueue(cfg, prov, tw.catalog, g, log); err != nil {
 		w.close(context.WithoutCancel(ctx))
 		return nil, err
 	}

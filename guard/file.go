@@ -23,7 +23,7 @@ func (g *Guard) File(ctx context.Context, tenantID string) contexts.FileRedactor
 	}
 	// Like Stream, the redactor lives for one read and keeps its ctx for
 	// the Audit hook.
-	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: declaredOf(ctx)}}
+	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}}
 }
 
 type passFile struct{}

@@ -2,7 +2,11 @@ package stack
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,12 +15,16 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/netns"
 	"github.com/sandlot/sandlot/network/nettest"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store"
 	storeaudit "github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/store/postgres"
 	"github.com/sandlot/sandlot/store/postgres/pgtest"
 )
@@ -191,4 +199,104 @@ func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// servedGuard is the egress guard as serve composes it when networks are
+// on: the guard knows the values of the tenants' stored secrets.
+func servedGuard(t *testing.T, e *env) contexts.Guard {
+	t.Helper()
+	g, err := guard.New(guard.Config{Known: func(ctx context.Context, tenantID string) ([]string, error) {
+		ss, err := e.lookupSecrets(ctx, tenantID, nil)
+		vals := make([]string, len(ss))
+		for i, s := range ss {
+			vals[i] = s.Value
+		}
+		return vals, err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestWallStoredSecretEncoded: a sandbox that holds one of its tenant's
+// stored secret values writes it out encoded (base64 at two alignments,
+// hex, URL and JSON escaping), in a result, in output split across
+// writes, in a file read whole, and in one downloaded in 1 MiB chunks
+// with the hex form across the chunks' boundary; none of the forms
+// leaves. Before, the stored values were masked by a plain replace
+// of the raw value in front of the guard, and every encoded form got out.
+func TestWallStoredSecretEncoded(t *testing.T) {
+	e := newEnv(t, 0)
+	value := `vault"Pa55/phrase+` + fmt.Sprintf("%x", time.Now().UnixNano()) // made at test time; no detector knows it
+	e.addSecret("t1", "VAULT", "VAULT_TOKEN", []string{"api.example.test"}, value)
+	forms := map[string]string{
+		"raw":       value,
+		"base64":    base64.StdEncoding.EncodeToString([]byte("x" + value)),
+		"base64-2":  base64.StdEncoding.EncodeToString([]byte("ab" + value)),
+		"hex":       hex.EncodeToString([]byte(value)),
+		"url":       url.QueryEscape(value),
+		"json":      strings.Trim(string(must(json.Marshal(value))), `"`),
+		"base64url": base64.RawURLEncoding.EncodeToString([]byte(value)),
+	}
+	m := contexts.NewManager(memory.New(), newProvider(t, "crun", e.st), contexts.Config{PoolSize: -1, Networks: e.st, Guard: servedGuard(t, e)})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "t1", ConversationID: "c", PathID: "main"}
+	code := fmt.Sprintf(`import base64, json, sys, time, urllib.parse
+v = %q
+print("b64", base64.b64encode(b"x" + v.encode()).decode())
+print("url", urllib.parse.quote_plus(v), "json", json.dumps(v)[1:-1], "b64url", base64.urlsafe_b64encode(v.encode()).decode().rstrip("="))
+h = v.encode().hex()
+sys.stdout.write("split " + h[:9]); sys.stdout.flush(); time.sleep(0.05)
+sys.stdout.write(h[9:] + "\n"); sys.stdout.flush()
+open("/tmp/small.txt", "w").write("file " + h + " " + base64.b64encode(b"x" + v.encode()).decode() + "\n")
+open("/tmp/leak.txt", "w").write(("z" * 99 + "\n") * 10485 + "z" * 50 + " file " + h + " " + base64.b64encode(b"x" + v.encode()).decode() + "\n")
+base64.b64encode(b"ab" + v.encode()).decode()
+`, value)
+	var streamed strings.Builder
+	res, err := m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: code}, func(ev agent.OutputEvent) {
+		streamed.WriteString(ev.Data)
+	})
+	if err != nil || res.Error != nil {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	out := map[string]string{"streamed": streamed.String(), "stdout": res.Stdout}
+	for _, r := range res.Results {
+		out["result"] += r.Text
+	}
+	err = m.Use(ctx, id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		r, err := sb.ReadFile(ctx, agent.ReadParams{Path: "/tmp/small.txt"})
+		if err != nil {
+			return err
+		}
+		out["file"] = string(r.Data)
+		var dl strings.Builder
+		err = contexts.ReadFile(ctx, sb, "/tmp/leak.txt", func(c contexts.FileChunk) error { dl.Write(c.Data); return nil })
+		out["download"] = dl.String()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out["stdout"], "split ") || !strings.Contains(out["download"], "file ") || out["result"] == "" {
+		t.Fatalf("the program did not run as meant: %q", out)
+	}
+	for where, s := range out {
+		for form, f := range forms {
+			if strings.Contains(s, f) {
+				t.Errorf("the stored secret left in %s as %s", where, form)
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
