@@ -218,6 +218,9 @@ type wired struct {
 	// tenant's in-flight limit covers every surface.
 	admission *server.Admission
 	audit     func(ctx context.Context, tenantID string, limit int) ([]store.AuditEvent, error)
+	// guardText passes what a sandbox chose outside its output (the
+	// names in its audit events) through the guard.
+	guardText func(ctx context.Context, tenantID, contextID, text string) string
 	nw        *netWire       // sandbox networks; nil without --network
 	ports     *ports.Handler // sandbox ports; nil without --network
 	// secrets keeps tenants' secrets for /v1/secrets; nil without

@@ -144,7 +144,10 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 			MaxInFlight: cfg.maxInFlight, MaxInFlightPerTenant: cfg.maxInFlightPerTenant}),
 		manager: m,
 		audit:   st.ListAudit,
-		tools:   reg,
+		guardText: func(ctx context.Context, tenantID, contextID, text string) string {
+			return g.Text(m.Masked(ctx, contextID), tenantID, text)
+		},
+		tools: reg,
 		ready: map[string]server.Check{
 			"store": storeCheck(st),
 			"runtime": func(ctx context.Context) error {
