@@ -15,7 +15,9 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/policy"
@@ -100,6 +102,38 @@ type netWire struct {
 	started  bool
 	// forget drops a tenant's cached secret values from the guard.
 	forget func(tenantID string)
+	// guard is the ports route's guard; wire fills it in once the guard
+	// and the manager exist, before the listener serves.
+	guard *portsGuard
+}
+
+// portsGuard is the egress guard as the ports route applies it
+// (ports.Guard): as output of the target's tenant and context, with the
+// context's declared and the tenant's stored secrets.
+type portsGuard struct {
+	g *guard.Guard
+	m *contexts.Manager
+}
+
+var _ ports.Guard = (*portsGuard)(nil)
+
+func (p *portsGuard) ctx(ctx context.Context, t ports.Target) context.Context {
+	return p.m.Masked(ctx, t.Context)
+}
+
+func (p *portsGuard) Body(ctx context.Context, t ports.Target) ports.Redactor {
+	if p.g.ModeOf(ctx, t.Tenant) == guard.ModeOff {
+		return nil
+	}
+	return p.g.File(p.ctx(ctx, t), t.Tenant)
+}
+
+func (p *portsGuard) Message(ctx context.Context, t ports.Target, binary bool) ports.Redactor {
+	return p.g.Message(p.ctx(ctx, t), t.Tenant, binary)
+}
+
+func (p *portsGuard) Text(ctx context.Context, t ports.Target, s string) string {
+	return p.g.Text(p.ctx(ctx, t), t.Tenant, s)
 }
 
 // knownValues is the guard's view of the tenants' stored secrets
@@ -147,7 +181,7 @@ func newNetworks(cfg serveConfig, st store.Backend, trail *storeaudit.Writer, lo
 			upstream = append(upstream, s)
 		}
 	}
-	w := &netWire{}
+	w := &netWire{guard: &portsGuard{}}
 	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream,
 		Audit:   func(ev audit.Event, contextID string) { trail.Add(stack.StoreEvent(ev, contextID)) },
 		Secrets: secretsFrom(st), Log: log})
@@ -161,7 +195,7 @@ func newNetworks(cfg serveConfig, st store.Backend, trail *storeaudit.Writer, lo
 			return false, nil
 		}
 		return w.wake(ctx, tenantID, id)
-	})
+	}, w.guard)
 	if err != nil {
 		return nil, err
 	}

@@ -120,6 +120,9 @@ func wire(ctx context.Context, cfg serveConfig, st store.Backend, log *slog.Logg
 	}
 	cfg.desktopPool(&mcfg, tw)
 	m := contexts.NewManager(st, prov, mcfg)
+	if nw != nil {
+		nw.guard.g, nw.guard.m = g, m
+	}
 	if err := m.Start(ctx); err != nil {
 		nw.close(context.WithoutCancel(ctx))
 		tel.Shutdown(context.WithoutCancel(ctx))

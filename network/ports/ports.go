@@ -6,6 +6,8 @@
 // on its veth. A request needs the sandbox's traffic access token in the
 // e2b-traffic-access-token header unless the sandbox asked for public
 // ports; the token is checked by a callback and never reaches the sandbox.
+// What a sandbox answers passes the egress guard (Config.Guard): headers,
+// bodies streamed with the guard's file rules, WebSocket messages.
 package ports
 
 import (
@@ -44,8 +46,11 @@ type Target struct {
 	Ingress policy.Ingress
 	// Tenant owns the sandbox: a request from inside another tenant's
 	// sandbox is refused unless that sandbox may reach the internet
-	// (WithCaller).
+	// (WithCaller). Its guard judges what the sandbox answers.
 	Tenant string
+	// Context is the execution context the sandbox serves ("" for none):
+	// the guard masks its declared secrets too.
+	Context string
 }
 
 // Caller is the sandbox a request comes from when it reaches the route
@@ -91,6 +96,12 @@ type Config struct {
 	// (E2B's envd and code interpreter, ReservedE2B): Match leaves those
 	// hosts to another handler. The path form still reaches the sandbox.
 	Reserved []int
+	// Guard judges everything a sandbox answers through the route: its
+	// headers, its bodies (streamed, with the guard's file rules), its
+	// WebSocket messages. Nil relays them as they are (tests only; serve
+	// always sets it, and the tenant's guard mode off is how an operator
+	// makes a tenant's route raw).
+	Guard Guard
 }
 
 // ReservedE2B are the ports of E2B's envd (49983) and code interpreter
@@ -111,7 +122,8 @@ type route struct {
 	port   int
 	path   string // upstream path (path form), "" to keep the request's
 	target Target
-	woken  bool // Wake resumed the sandbox for this request
+	woken  bool     // Wake resumed the sandbox for this request
+	guard  *guarded // nil: relayed as it is
 }
 
 // WakeGrace is how long a port of a sandbox that was just resumed may
@@ -168,9 +180,21 @@ func New(cfg Config) (*Handler, error) {
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     30 * time.Second,
 		},
+		ModifyResponse: func(res *http.Response) error {
+			rt := res.Request.Context().Value(routeKey{}).(*route)
+			if rt.guard == nil {
+				return nil
+			}
+			guardHeader(res.Header, rt.guard.text)
+			return rt.guard.guardResponse(res)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt := r.Context().Value(routeKey{}).(*route)
 			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
+			if errors.Is(err, errUnguardable) {
+				writeJSON(w, http.StatusBadGateway, "unavailable", strings.TrimPrefix(err.Error(), errUnguardable.Error()+": "))
+				return
+			}
 			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
 		},
 		ErrorLog: slog.NewLogLogger(cfg.Log.Handler(), slog.LevelDebug),
@@ -293,6 +317,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if h.cfg.Guard != nil {
+		if body := h.cfg.Guard.Body(r.Context(), t); body != nil {
+			rt.guard = &guarded{g: h.cfg.Guard, ctx: r.Context(), t: t, body: body}
+			w = &guardedWriter{ResponseWriter: w, text: rt.guard.text}
+		}
+	}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
 }
 
@@ -316,6 +346,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
 	}
 	pr.Out.Header.Del(e2bwire.HeaderTrafficToken)
+	if rt.guard != nil {
+		guardRequest(pr.Out.Header)
+	}
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
 	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]

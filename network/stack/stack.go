@@ -393,7 +393,7 @@ func (s *Stack) Target(sandboxID string) ports.Target {
 	if !ok {
 		return ports.Target{}
 	}
-	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}
+	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant, Context: n.Policy.Context}
 }
 
 // RefreshSecrets loads the secrets of tenant's sandboxes again, after the
@@ -509,11 +509,12 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 // Ports returns the route to sandboxes' ports (network/ports) on domain.
 // Its id is a sandbox's or its execution context's (Find); authorize
 // checks a token for a sandbox of tenant; wake, when not nil, runs before
-// a request goes through (ports.Config.Wake), with the sandbox's tenant.
-// The proxy answers the same route to sandboxes, and sandboxes created
-// after are told where it is (runtime.Network.PortsDomain). Call it
-// before Start.
-func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error)) (*ports.Handler, error) {
+// a request goes through (ports.Config.Wake), with the sandbox's tenant;
+// guard judges what sandboxes answer (ports.Config.Guard; nil: relayed
+// as it is, tests only). The proxy answers the same route to sandboxes,
+// and sandboxes created after are told where it is
+// (runtime.Network.PortsDomain). Call it before Start.
+func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error), guard ports.Guard) (*ports.Handler, error) {
 	var wakeFn func(ctx context.Context, id string) (bool, error)
 	if wake != nil {
 		wakeFn = func(ctx context.Context, id string) (bool, error) {
@@ -534,7 +535,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			if !ok {
 				return ports.Target{}, fmt.Errorf("sandbox %s has no network (create it with one to reach its ports): %w", id, errdefs.ErrNotFound)
 			}
-			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}, nil
+			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant, Context: n.Policy.Context}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error {
 			n, ok := s.Find(id)
@@ -546,6 +547,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 		Wake:     wakeFn,
 		Log:      s.log,
 		Reserved: ports.ReservedE2B,
+		Guard:    guard,
 	})
 	if err != nil {
 		return nil, err
