@@ -318,6 +318,9 @@ func TestRouteGuardWebSocket(t *testing.T) {
 	if got := strings.Join(bin, ""); len(got) != len(binMsg) || strings.Contains(got, email) || !strings.HasPrefix(got, "\x00\x01bin ") {
 		t.Errorf("binary message: %q", got)
 	}
+	if len(bin) != 1 {
+		t.Errorf("a message of one frame came as %d frames: %q", len(bin), bin)
+	}
 	if len(ctl) != 2 || ctl[0] != "9:ping" || strings.Contains(ctl[1], email) || len(ctl[1]) != len("8:\x03\xe8"+email) {
 		t.Errorf("control frames: %q", ctl)
 	}

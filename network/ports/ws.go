@@ -64,10 +64,11 @@ type wsGuard struct {
 	red     Redactor
 	opcode  byte
 	started bool
-	// The frame in progress: payload bytes left, and whether it ends its
-	// message.
+	// The frame in progress: payload bytes left, whether it ends its
+	// message, and what the guard released of it so far.
 	left int64
 	fin  bool
+	held []byte
 }
 
 func (w *wsGuard) Read(p []byte) (int, error) {
@@ -91,9 +92,13 @@ func (w *wsGuard) step() error {
 			return unexpected(err)
 		}
 		w.left -= int64(len(piece))
-		w.emit(w.red.Write(piece), false)
-		if w.left == 0 && w.fin {
-			w.end()
+		w.held = append(w.held, w.red.Write(piece)...)
+		switch {
+		case w.left == 0:
+			w.frameEnd()
+		case len(w.held) >= wsPiece:
+			w.emit(w.held, false) // a long frame goes out in pieces
+			w.held = nil
 		}
 		return nil
 	}
@@ -136,10 +141,24 @@ func (w *wsGuard) step() error {
 		return fmt.Errorf("%w: reserved opcode %#x", errWSProtocol, opcode)
 	}
 	w.left, w.fin = n, fin
-	if n == 0 && fin {
-		w.end()
+	if n == 0 {
+		w.frameEnd()
 	}
 	return nil
+}
+
+// frameEnd sends what the guard released of the frame just read as one
+// frame, with the rest of the message when the frame ended it: a message
+// of frames up to wsPiece keeps its frames.
+func (w *wsGuard) frameEnd() {
+	out := w.held
+	w.held = nil
+	if w.fin {
+		w.emit(append(out, w.red.Flush()...), true)
+		w.red = nil
+		return
+	}
+	w.emit(out, false)
 }
 
 // length reads a frame's payload length.
@@ -163,12 +182,6 @@ func (w *wsGuard) length(l7 byte) (int64, error) {
 		return int64(n), nil
 	}
 	return int64(l7), nil
-}
-
-// end finishes the message in progress with what its redactor held.
-func (w *wsGuard) end() {
-	w.emit(w.red.Flush(), true)
-	w.red = nil
 }
 
 // emit queues data as the next frame of the message in progress; an
