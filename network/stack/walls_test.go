@@ -65,20 +65,16 @@ func auditPath(t *testing.T) (AuditFunc, store.Backend) {
 // one queue for all tenants and one INSERT per event, the flood filled
 // the queue and the other tenant's events were dropped.
 func TestWallDNSFlood(t *testing.T) {
-	var fwd atomic.Pointer[AuditFunc]
+	path, st := auditPath(t)
 	var seenA atomic.Int64
 	e := newEnvWith(t, 0, func(cfg *Config) {
 		cfg.Audit = func(ev audit.Event, contextID string) {
 			if ev.Tenant == "tenant-a" {
 				seenA.Add(1)
 			}
-			if f := fwd.Load(); f != nil {
-				(*f)(ev, contextID)
-			}
+			path(ev, contextID)
 		}
 	})
-	path, st := auditPath(t)
-	fwd.Store(&path)
 	ctx := context.Background()
 	pol := policy.Policy{Mode: policy.Allowlist, Allow: rules("example.org")}
 	na, _, err := e.st.Setup(ctx, "sb-flood", "tenant-a", "ctx-a", pol)
@@ -129,7 +125,8 @@ func TestWallDNSFlood(t *testing.T) {
 			}
 		}()
 	}
-	defer func() { close(stop); flood.Wait() }()
+	stopFlood := sync.OnceFunc(func() { close(stop); flood.Wait() })
+	defer stopFlood()
 	// Under way: the resolver has answered (and so reported) 20000 of
 	// them, five times what the daemon's audit queue held.
 	waitUntil(t, "the flood to be under way", 120*time.Second, func() bool { return answered.Load() >= 20000 })
@@ -144,9 +141,7 @@ func TestWallDNSFlood(t *testing.T) {
 	}
 	t.Logf("tenant B's lookups took %s; tenant A sent %d questions, %d were answered, %d events reached the audit path",
 		time.Since(underWay).Round(time.Millisecond), sent.Load(), answered.Load(), seenA.Load())
-	close(stop)
-	flood.Wait()
-	stop = make(chan struct{})
+	stopFlood()
 
 	want := map[string]bool{}
 	for i := range 20 {
