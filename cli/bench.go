@@ -23,6 +23,7 @@ import (
 
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
@@ -102,10 +103,13 @@ func newBenchCmd() *cobra.Command {
 		}
 		defer os.RemoveAll(dir)
 		log := export.NewLogger(std.Err, logLevel)
+		if rt == "auto" {
+			rt = "" // local.Config's name of auto
+		}
 		limits := contexts.Limits{MemoryBytes: memMiB << 20}
 		env := bench.Env{Limits: limits}
 		rtName := ""
-		prov, perr := local.New(local.Config{Runtime: runtimeName(rt), StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
+		prov, perr := local.New(local.Config{Runtime: rt, StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
 		if perr == nil {
 			env.Provider, env.Usage = prov, prov
 			rtName = prov.Runtime().Name()
@@ -126,9 +130,9 @@ func newBenchCmd() *cobra.Command {
 			return err
 		}
 		if perr == nil {
-			d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: filepath.Join(dir, "data"), url: httpStore}, runtime: rt,
-				stateDir: filepath.Join(dir, "http"), providers: "local", memoryMiB: memMiB, poolSize: 0, maxExecutions: -1,
-				shutdownTimeout: 5 * time.Second}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+			d, err := startDaemon(ctx, httpStore, daemon.Config{DataDir: filepath.Join(dir, "data"), Runtime: rt,
+				StateDir: filepath.Join(dir, "http"), Limits: limits, MaxExecutions: -1,
+				ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 			if err != nil {
 				fmt.Fprintf(std.Err, "bench: no HTTP server, the HTTP figure is skipped: %v\n", err)
 			} else {
@@ -197,25 +201,24 @@ func writeMarkdown(std IO, path string) error {
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
-// localDaemon is `sandlot serve` in-process on a loopback port, wired
-// exactly as serve wires it (the bench and tests use it).
+// localDaemon is the daemon serve runs (daemon.New) in-process on a
+// loopback port, with a tenant of its own (the bench and tests use it).
 type localDaemon struct {
 	url, key     string
 	metricsToken string
-	w            *wired
+	d            *daemon.Daemon
 	st           store.Backend
 	stop         func()
 }
 
-// startDaemon wires the daemon over cfg (a memory store unless
-// cfg.store.url says otherwise), creates a tenant and serves on
-// 127.0.0.1:0 until stop (idempotent), which terminates every context it
-// served.
-func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*localDaemon, error) {
-	if cfg.store.url == "" {
-		cfg.store.url = "memory:"
+// startDaemon builds the daemon over cfg and the store at storeURL
+// ("": memory:), creates a tenant and serves on 127.0.0.1:0 until stop
+// (idempotent), which terminates every context it served.
+func startDaemon(ctx context.Context, storeURL string, cfg daemon.Config) (*localDaemon, error) {
+	if storeURL == "" {
+		storeURL = "memory:"
 	}
-	st, err := cfg.store.open(ctx)
+	st, err := store.Open(ctx, storeURL)
 	if err != nil {
 		return nil, err
 	}
@@ -224,45 +227,42 @@ func startDaemon(ctx context.Context, cfg serveConfig, log *slog.Logger) (*local
 		st.Close()
 		return nil, err
 	}
-	w, err := wire(ctx, cfg, st, log)
+	d, err := daemon.New(ctx, cfg, st)
 	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	srv, metricsTok, err := frontDoor(cfg, w, log)
-	if err != nil {
-		w.close(context.WithoutCancel(ctx))
 		st.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		w.close(context.WithoutCancel(ctx))
+		d.Close(context.WithoutCancel(ctx))
 		st.Close()
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	d := &localDaemon{url: "http://" + ln.Addr().String(), key: key, metricsToken: metricsTok, w: w, st: st}
+	go func() { done <- d.Serve(sctx, ln) }()
+	ld := &localDaemon{url: "http://" + ln.Addr().String(), key: key, metricsToken: d.MetricsToken(), d: d, st: st}
 	var stop func()
 	var once sync.Once
-	d.stop = func() { once.Do(stop) }
+	ld.stop = func() { once.Do(stop) }
 	stop = func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 		defer ccancel()
-		recs, _ := w.manager.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
+		m := d.Manager()
+		recs, _ := m.List(cctx, contexts.Filter{TenantID: t.ID, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
 		for _, r := range recs {
-			w.manager.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
+			m.Terminate(cctx, t.ID, r.ID, contexts.ReasonDeleted)
 		}
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			log.Warn("bench server", slog.String(logkey.Err, err.Error()))
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("bench server", slog.String(logkey.Err, err.Error()))
+			}
 		}
-		w.close(cctx)
+		d.Close(cctx)
 		st.Close()
 	}
-	return d, nil
+	return ld, nil
 }
 
 // benchImages gives env a provider whose default template is the image
@@ -280,7 +280,7 @@ func benchDesktop(env *bench.Env, dir, rt, stateDir string, log *slog.Logger) er
 		return fmt.Errorf("image store %s has no %q image (a desktop create in serve builds it): %w", dir, desktop.Template, err)
 	}
 	cat := templates.New(templates.Config{Store: memory.New(), Images: s, Desktop: desktop.Settings()})
-	p, err := local.New(local.Config{Runtime: runtimeName(rt), StateDir: stateDir, Images: s, Templates: cat, Logger: log})
+	p, err := local.New(local.Config{Runtime: rt, StateDir: stateDir, Images: s, Templates: cat, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 	if _, err := s.Get(context.Background(), local.DefaultTemplate); err != nil {
 		return fmt.Errorf("image store %s has no %q image: %w", dir, local.DefaultTemplate, err)
 	}
-	p, err := local.New(local.Config{Runtime: runtimeName(rt), StateDir: stateDir, Limits: limits, Images: s, Logger: log})
+	p, err := local.New(local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Logger: log})
 	if err != nil {
 		return err
 	}

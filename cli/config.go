@@ -16,7 +16,8 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// Every knob of the daemon is a flag (daemonflags.go). This file makes each
+// Every knob of the daemon is a flag (daemonflags.go), most of them a field
+// of daemon.Config. This file makes each
 // one also an environment variable and a key of a config file, so the three
 // cannot drift apart: a flag named context-ttl is $SANDLOT_CONTEXT_TTL and
 // the key context-ttl. Precedence: a flag on the command line, then the
@@ -44,12 +45,26 @@ func (c *serveConfig) parse(fs *flag.FlagSet, args []string) error {
 }
 
 // load fills the flags the command line left unset (cobra parsed it) from
-// the environment and the config file, and checks the values.
+// the environment and the config file, checks the values and fills the
+// daemon's Config fields no flag sets directly.
 func (c *serveConfig) load(fs *flag.FlagSet) error {
 	if err := applyConfig(fs, c.configFile, serveKeys()); err != nil {
 		return err
 	}
-	return c.validate()
+	if err := c.validate(); err != nil {
+		return err
+	}
+	c.DataDir = c.store.dataDir
+	c.Providers = strings.Split(c.providers, ",")
+	c.Limits = c.limits()
+	if c.AuditRetention = c.auditRetention; c.auditRetention == 0 {
+		c.AuditRetention = -1 // the flag's 0 keeps audit events forever
+	}
+	c.E2BProvider.APIKey = os.Getenv("E2B_API_KEY")
+	c.E2BProvider.APIURL = os.Getenv("E2B_API_URL")
+	c.E2BProvider.SandboxURL = os.Getenv("E2B_SANDBOX_URL")
+	c.E2BProvider.Domain = os.Getenv("E2B_DOMAIN")
+	return nil
 }
 
 // serveKeys are the names of serve's flags: a config file is shared by
@@ -160,27 +175,27 @@ func (c *serveConfig) validate() error {
 		name string
 		d    time.Duration
 	}{
-		{"context-ttl", c.contextTTL}, {"cleanup-interval", c.cleanupInterval},
-		{"exec-timeout", c.execTimeout}, {"max-exec-timeout", c.maxExecTimeout},
-		{"create-timeout", c.createTimeout},
+		{"context-ttl", c.ContextTTL}, {"cleanup-interval", c.CleanupInterval},
+		{"exec-timeout", c.ExecTimeout}, {"max-exec-timeout", c.MaxExecTimeout},
+		{"create-timeout", c.CreateTimeout},
 	}
 	for _, p := range positive {
 		if p.d <= 0 {
 			return usageErr("--%s must be positive, got %s", p.name, p.d)
 		}
 	}
-	for name, d := range map[string]time.Duration{"shutdown-timeout": c.shutdownTimeout, "body-read-timeout": c.bodyReadTimeout,
+	for name, d := range map[string]time.Duration{"shutdown-timeout": c.ShutdownTimeout, "body-read-timeout": c.BodyReadTimeout,
 		"audit-retention": c.auditRetention,
-		"e2b-max-timeout": c.e2bMaxTimeout, "e2b-token-ttl": c.e2bTokenTTL,
-		"e2b-paused-timeout": c.e2bPausedTimeout} {
+		"e2b-max-timeout": c.E2B.MaxTimeout, "e2b-token-ttl": c.E2B.TokenTTL,
+		"e2b-paused-timeout": c.E2B.PausedTimeout} {
 		if d < 0 {
 			return usageErr("--%s must not be negative, got %s", name, d)
 		}
 	}
-	if c.execTimeout > c.maxExecTimeout {
-		return usageErr("--exec-timeout %s is above --max-exec-timeout %s", c.execTimeout, c.maxExecTimeout)
+	if c.ExecTimeout > c.MaxExecTimeout {
+		return usageErr("--exec-timeout %s is above --max-exec-timeout %s", c.ExecTimeout, c.MaxExecTimeout)
 	}
-	if c.maxExecutions == 0 {
+	if c.MaxExecutions == 0 {
 		return usageErr("--max-executions must be positive, or -1 for never")
 	}
 	switch c.guardMode {
@@ -188,8 +203,8 @@ func (c *serveConfig) validate() error {
 	default:
 		return usageErr("--guard-mode must be off, report or enforce, got %q", c.guardMode)
 	}
-	if c.maxCreating < 0 {
-		return usageErr("--max-creating must not be negative, got %d", c.maxCreating)
+	if c.MaxCreating < 0 {
+		return usageErr("--max-creating must not be negative, got %d", c.MaxCreating)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,9 +14,8 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/contexts"
-	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -76,12 +74,11 @@ func TestConfigPrecedence(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := c.managerConfig()
-				if m.TTL != tc.wantTTL || m.MaxExecutionsPerContext != tc.wantExec {
-					t.Errorf("TTL %s, executions %d; want %s, %d", m.TTL, m.MaxExecutionsPerContext, tc.wantTTL, tc.wantExec)
+				if c.ContextTTL != tc.wantTTL || c.MaxExecutions != tc.wantExec {
+					t.Errorf("TTL %s, executions %d; want %s, %d", c.ContextTTL, c.MaxExecutions, tc.wantTTL, tc.wantExec)
 				}
 				if tc.file {
-					if diff := cmp.Diff(map[string]int{"python": 3}, m.PoolSizes); diff != "" {
+					if diff := cmp.Diff(map[string]int{"python": 3}, c.PoolSizes); diff != "" {
 						t.Errorf("pool sizes (-want +got):\n%s", diff)
 					}
 				}
@@ -98,7 +95,7 @@ func TestConfigFileFromEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.managerConfig().CleanupInterval; got != 7*time.Second {
+	if got := c.CleanupInterval; got != 7*time.Second {
 		t.Fatalf("cleanup interval %s, want 7s", got)
 	}
 }
@@ -160,60 +157,8 @@ func TestConfigSharedFile(t *testing.T) {
 	if err := c.parse(fs, []string{"--config", file}); err != nil {
 		t.Fatal(err)
 	}
-	if c.contextTTL != 4*time.Minute {
-		t.Fatalf("mcp TTL %s, want 4m", c.contextTTL)
-	}
-}
-
-// TestEnvTTLExpiresContext: a TTL set by $SANDLOT_CONTEXT_TTL reaches the
-// manager serve builds: an idle context expires after it, and not before
-// under the default TTL.
-func TestEnvTTLExpiresContext(t *testing.T) {
-	for _, tc := range []struct {
-		env       string
-		wantState contexts.State
-	}{
-		{"", contexts.StateReady},
-		{"90s", contexts.StateTerminated},
-	} {
-		t.Run("ttl="+tc.env, func(t *testing.T) {
-			t.Setenv(envConfig, "")
-			if tc.env != "" {
-				t.Setenv("SANDLOT_CONTEXT_TTL", tc.env)
-			}
-			c, err := parseServe(t)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
-			now := time.Now()
-			mcfg := c.managerConfig()
-			mcfg.PoolSize = -1
-			mcfg.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-			ctx := context.Background()
-			m := contexts.NewManager(memory.New(), contextstest.NewProvider(), mcfg)
-			defer m.Close(ctx)
-			rec, err := m.GetOrCreate(ctx, contexts.Identity{TenantID: "t", ConversationID: "c", PathID: "main"}, contexts.CreateOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			mu.Lock()
-			now = now.Add(2 * time.Minute)
-			mu.Unlock()
-			if err := m.Cleanup(ctx); err != nil {
-				t.Fatal(err)
-			}
-			got, err := m.Get(ctx, "t", rec.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.State != tc.wantState {
-				t.Fatalf("after 2 idle minutes: %s (%s), want %s", got.State, got.Reason, tc.wantState)
-			}
-			if tc.wantState == contexts.StateTerminated && got.Reason != contexts.ReasonExpired {
-				t.Fatalf("reason %s, want expired", got.Reason)
-			}
-		})
+	if c.ContextTTL != 4*time.Minute {
+		t.Fatalf("mcp TTL %s, want 4m", c.ContextTTL)
 	}
 }
 
@@ -239,26 +184,32 @@ func TestConfigDocumented(t *testing.T) {
 	})
 }
 
-// TestKnobsReachTheirConsumer: each lifecycle knob, set by its environment
-// variable, lands in the field of contexts.Config or local.Config it
-// names.
+// TestKnobsReachTheirConsumer: each knob of the daemon, set by its
+// environment variable, lands in the field of daemon.Config that carries
+// it to its consumer (daemon's TestConfigReachesConsumers follows each on
+// to contexts.Config and local.Config).
 func TestKnobsReachTheirConsumer(t *testing.T) {
 	for _, tc := range []struct {
 		env, val string
-		got      func(contexts.Config, local.Config) any
+		got      func(daemon.Config) any
 		want     any
 	}{
-		{"SANDLOT_CONTEXT_TTL", "11m", func(m contexts.Config, _ local.Config) any { return m.TTL }, 11 * time.Minute},
-		{"SANDLOT_CLEANUP_INTERVAL", "12s", func(m contexts.Config, _ local.Config) any { return m.CleanupInterval }, 12 * time.Second},
-		{"SANDLOT_EXEC_TIMEOUT", "13s", func(m contexts.Config, _ local.Config) any { return m.DefaultTimeout }, 13 * time.Second},
-		{"SANDLOT_MAX_EXEC_TIMEOUT", "14m", func(m contexts.Config, _ local.Config) any { return m.MaxTimeout }, 14 * time.Minute},
-		{"SANDLOT_MAX_EXECUTIONS", "-1", func(m contexts.Config, _ local.Config) any { return m.MaxExecutionsPerContext }, int64(-1)},
-		{"SANDLOT_MAX_CONTEXTS_PER_TENANT", "16", func(m contexts.Config, _ local.Config) any { return m.MaxPerTenant }, 16},
-		{"SANDLOT_MAX_CONTEXTS_PER_CONVERSATION", "17", func(m contexts.Config, _ local.Config) any { return m.MaxPerConversation }, 17},
-		{"SANDLOT_POOL_SIZE", "0", func(m contexts.Config, _ local.Config) any { return m.PoolSize }, -1},
-		{"SANDLOT_POOL_SIZES", "a=1,b=0", func(m contexts.Config, _ local.Config) any { return m.PoolSizes }, map[string]int{"a": 1, "b": 0}},
-		{"SANDLOT_CREATE_TIMEOUT", "19s", func(_ contexts.Config, l local.Config) any { return l.ReadyTimeout }, 19 * time.Second},
-		{"SANDLOT_MAX_CREATING", "3", func(_ contexts.Config, l local.Config) any { return l.MaxCreating }, 3},
+		{"SANDLOT_CONTEXT_TTL", "11m", func(c daemon.Config) any { return c.ContextTTL }, 11 * time.Minute},
+		{"SANDLOT_CLEANUP_INTERVAL", "12s", func(c daemon.Config) any { return c.CleanupInterval }, 12 * time.Second},
+		{"SANDLOT_EXEC_TIMEOUT", "13s", func(c daemon.Config) any { return c.ExecTimeout }, 13 * time.Second},
+		{"SANDLOT_MAX_EXEC_TIMEOUT", "14m", func(c daemon.Config) any { return c.MaxExecTimeout }, 14 * time.Minute},
+		{"SANDLOT_MAX_EXECUTIONS", "-1", func(c daemon.Config) any { return c.MaxExecutions }, int64(-1)},
+		{"SANDLOT_MAX_CONTEXTS_PER_TENANT", "16", func(c daemon.Config) any { return c.MaxPerTenant }, 16},
+		{"SANDLOT_MAX_CONTEXTS_PER_CONVERSATION", "17", func(c daemon.Config) any { return c.MaxPerConversation }, 17},
+		{"SANDLOT_POOL_SIZE", "0", func(c daemon.Config) any { return c.PoolSize }, 0},
+		{"SANDLOT_POOL_SIZES", "a=1,b=0", func(c daemon.Config) any { return c.PoolSizes }, map[string]int{"a": 1, "b": 0}},
+		{"SANDLOT_CREATE_TIMEOUT", "19s", func(c daemon.Config) any { return c.CreateTimeout }, 19 * time.Second},
+		{"SANDLOT_MAX_CREATING", "3", func(c daemon.Config) any { return c.MaxCreating }, 3},
+		{"SANDLOT_SANDBOX_MEMORY", "300", func(c daemon.Config) any { return c.Limits.MemoryBytes }, int64(300 << 20)},
+		{"SANDLOT_PROVIDERS", "e2b,local", func(c daemon.Config) any { return c.Providers }, []string{"e2b", "local"}},
+		{"SANDLOT_DATA_DIR", "/srv/sandlot", func(c daemon.Config) any { return c.DataDir }, "/srv/sandlot"},
+		{"SANDLOT_NODE", "fleet-3", func(c daemon.Config) any { return c.Node }, "fleet-3"},
+		{"E2B_API_KEY", "e2b_key", func(c daemon.Config) any { return c.E2BProvider.APIKey }, "e2b_key"},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Setenv(envConfig, "")
@@ -267,10 +218,64 @@ func TestKnobsReachTheirConsumer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tc.want, tc.got(c.managerConfig(), c.localConfig(nil))); diff != "" {
+			if diff := cmp.Diff(tc.want, tc.got(c.Config)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestServeLimitsDefaultsAreZero: unset --sandbox-* flags keep the
+// provider's defaults; set ones become Config.Limits in bytes.
+func TestServeLimitsDefaultsAreZero(t *testing.T) {
+	var c serveConfig
+	if l := c.limits(); l.MemoryBytes != 0 || l.PIDs != 0 || l.CPUs != 0 || l.DiskBytes != 0 {
+		t.Fatalf("unset flags must keep the provider defaults, got %+v", l)
+	}
+	c = serveConfig{memoryMiB: 512, pids: 100, cpus: 1.5, diskMiB: 64}
+	if l := c.limits(); l.MemoryBytes != 512<<20 || l.PIDs != 100 || l.CPUs != 1.5 || l.DiskBytes != 64<<20 {
+		t.Fatalf("limits() = %+v", l)
+	}
+}
+
+// TestE2BSettingsConfigurable: the e2b provider's settings are flags, and
+// so environment variables and config keys, with the documented
+// precedence (flag, then environment, then file); its account comes from
+// E2B's own variables.
+func TestE2BSettingsConfigurable(t *testing.T) {
+	file := writeFile(t, "c.yaml", "e2b-template: from-file\ne2b-sizes: small:1:512,big:4:4096\ne2b-connect-timeout: 7s\ne2b-plan-compute-minutes: 600\n")
+	t.Setenv("SANDLOT_E2B_DEPLOYMENT", "from-env")
+	t.Setenv("SANDLOT_E2B_TEMPLATE", "from-env")
+	for k, v := range map[string]string{"E2B_API_KEY": "k", "E2B_API_URL": "https://api.test", "E2B_SANDBOX_URL": "", "E2B_DOMAIN": "e2b.test"} {
+		t.Setenv(k, v)
+	}
+	c, err := parseServe(t, "--config", file, "--e2b-template", "from-flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := daemon.E2BProvider{APIKey: "k", APIURL: "https://api.test", Domain: "e2b.test",
+		Template: "from-flag", Deployment: "from-env", ConnectTimeout: 7 * time.Second,
+		Sizes: "small:1:512,big:4:4096", PlanComputeMinutes: 600}
+	if diff := cmp.Diff(want, c.E2BProvider); diff != "" {
+		t.Fatalf("e2b settings (-want +got):\n%s", diff)
+	}
+}
+
+// TestE2BQuotaConfigurable: the plan's limits come from the environment
+// as serve's flags, and a bad one is a usage error.
+func TestE2BQuotaConfigurable(t *testing.T) {
+	t.Setenv("SANDLOT_E2B_PLAN_CREATIONS", "4")
+	t.Setenv("SANDLOT_QUOTA_THRESHOLDS", "0.5,1")
+	c, err := parseServe(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.E2BProvider.PlanCreations != 4 || c.E2BProvider.QuotaThresholds != "0.5,1" {
+		t.Fatalf("plan %+v", c.E2BProvider)
+	}
+	t.Setenv("SANDLOT_E2B_PLAN_CREATIONS", "lots")
+	if _, err := parseServe(t); err == nil {
+		t.Fatal("a bad plan was accepted")
 	}
 }
 

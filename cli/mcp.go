@@ -2,20 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"time"
 
-	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/mcp"
 	"github.com/sandlot/sandlot/runtime/oci"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/tenant"
@@ -25,15 +21,15 @@ func init() {
 	commands = append(commands, newMCPCmd)
 }
 
-// runMCP serves one MCP session on stdin/stdout with the same store,
-// provider, guard and manager as `serve` (see wire). Stdout carries the
-// protocol only: logs and the first-start key notice go to stderr. The
-// session runs as one tenant (--tenant, or the default tenant); its
-// conversation is the session unless a call names one.
 // mcpStateDir keeps MCP sessions' sandboxes apart from a daemon's, whose
 // reconcile would otherwise take them for orphans (and the reverse).
 var mcpStateDir = filepath.Join(oci.DefaultStateDir, "mcp")
 
+// newMCPCmd is `sandlot mcp`: one MCP session on stdin/stdout with the
+// daemon serve builds (daemon.New), without its front door. Stdout carries
+// the protocol only: logs and the first-start key notice go to stderr. The
+// session runs as one tenant (--tenant, or the default tenant); its
+// conversation is the session unless a call names one.
 func newMCPCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "mcp", Short: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", Args: cobra.NoArgs}
 	fs := cmd.Flags()
@@ -50,35 +46,16 @@ func newMCPCmd() *cobra.Command {
 		}
 		diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
 		log := newLogger(diag, cfg.logLevel)
-		if usesLocal(cfg.providers) {
-			// The session's manager destroys sandboxes its store does not
-			// know, so it must not share a state dir with a daemon or with
-			// another session.
-			unlock, err := lockStateDir(cfg.stateDir)
-			if err != nil {
-				return err
-			}
-			defer unlock()
-		}
-		node, err := resolveNode(cfg.node, cfg.store.dataDir, cfg.stateDir, mcpStateDir)
-		if err != nil {
-			return err
-		}
-		cfg.node = node
-
+		cfg.Logger, cfg.Stdio = log, true
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		if err := bootstrapTenant(ctx, st, cfg.store.dataDir, cfg.guardMode, cfg.bootstrapAdmin, diag); err != nil {
-			return err
-		}
-		t, err := sessionTenant(ctx, st, tenantID)
-		if err != nil {
-			return err
-		}
-		w, err := wire(ctx, cfg, st, log)
+		// The session's manager destroys sandboxes its store does not
+		// know, so it must not share a state dir with a daemon or with
+		// another session: New takes the state dir's lock.
+		d, err := daemon.New(ctx, cfg.Config, st)
 		if err != nil {
 			return err
 		}
@@ -86,45 +63,22 @@ func newMCPCmd() *cobra.Command {
 			// Detach: sandboxes keep running until their TTL, like after serve.
 			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			w.close(cctx)
+			d.Close(cctx)
 		}()
-		ephemeral := conversation == ""
-		if ephemeral {
-			conversation = uuid.NewString()
+		if err := bootstrapTenant(ctx, st, cfg.DataDir, cfg.guardMode, cfg.bootstrapAdmin, diag); err != nil {
+			return err
 		}
-		srv := mcp.New(w.tools, mcp.Config{Tenant: t.ID, Tenants: w.auth, Conversation: conversation, Logger: log})
-		err = srv.Run(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}})
+		t, err := sessionTenant(ctx, st, tenantID)
+		if err != nil {
+			return err
+		}
+		err = d.ServeMCP(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}}, t.ID, conversation)
 		if ctx.Err() != nil {
 			err = nil // interrupted: a normal end for a stdio server
-		}
-		if ephemeral {
-			// Nobody can name this conversation again: end its contexts now
-			// rather than leave them to the TTL.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
-			defer cancel()
-			if terr := endConversation(cctx, w, t.ID, conversation); terr != nil {
-				log.Warn("ending the session's contexts", logkey.Err, terr.Error())
-			}
 		}
 		return err
 	}
 	return cmd
-}
-
-// endConversation terminates the active contexts of one conversation.
-func endConversation(ctx context.Context, w *wired, tenantID, conversation string) error {
-	recs, err := w.manager.List(tenant.WithID(ctx, tenantID), contexts.Filter{TenantID: tenantID, ConversationID: conversation,
-		States: []contexts.State{contexts.StateCreating, contexts.StateReady}})
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, rec := range recs {
-		if err := w.manager.Terminate(ctx, tenantID, rec.ID, contexts.ReasonDeleted); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // sessionTenant is the tenant named id, or with id empty the tenant named

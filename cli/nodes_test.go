@@ -19,41 +19,6 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 )
 
-// TestResolveNode: the node id comes from the flag, else the environment,
-// else the data dir, where it is kept per state dir: a restart keeps it,
-// and serve and mcp on one data dir (different state dirs) get two.
-func TestResolveNode(t *testing.T) {
-	t.Setenv(envNode, "")
-	data := t.TempDir()
-	serveID, err := resolveNode("", data, "", "/run/sandlot")
-	if err != nil || checkNode(serveID, "test") != nil {
-		t.Fatalf("first start: %q, %v", serveID, err)
-	}
-	again, err := resolveNode("", data, "/run/sandlot", "/run/sandlot")
-	if err != nil || again != serveID {
-		t.Fatalf("restart: %q, %v; want %q", again, err, serveID)
-	}
-	mcpID, err := resolveNode("", data, "", "/run/sandlot/mcp")
-	if err != nil || mcpID == serveID {
-		t.Fatalf("another state dir on the same data dir: %q, %v; want a node other than %q", mcpID, err, serveID)
-	}
-	if id, err := resolveNode("", t.TempDir(), "", "/run/sandlot"); err != nil || id == serveID {
-		t.Fatalf("another data dir: %q, %v; want a node other than %q", id, err, serveID)
-	}
-	t.Setenv(envNode, "fleet-3")
-	if id, err := resolveNode("", data, "", "/run/sandlot"); err != nil || id != "fleet-3" {
-		t.Fatalf("$%s: %q, %v", envNode, id, err)
-	}
-	if id, err := resolveNode("web.1", data, "", "/run/sandlot"); err != nil || id != "web.1" {
-		t.Fatalf("--node: %q, %v", id, err)
-	}
-	for _, bad := range []string{"a b", "x/y", strings.Repeat("n", 129), "é"} {
-		if _, err := resolveNode(bad, data, "", "/run/sandlot"); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("--node %q: %v, want invalid_argument", bad, err)
-		}
-	}
-}
-
 // binDaemon is a `sandlot serve` process.
 type binDaemon struct{ *testenv.Serve }
 

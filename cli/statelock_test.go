@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
@@ -46,7 +47,8 @@ func TestServeLocksStateDir(t *testing.T) {
 		}
 	}
 	waitListening(&out1, done)
-	if b, err := os.ReadFile(filepath.Join(state, stateLockFile)); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+	// daemon.LockStateDir's lock file holds the holder's pid.
+	if b, err := os.ReadFile(filepath.Join(state, "daemon.lock")); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
 		t.Fatalf("lock file %q, %v", b, err)
 	}
 
@@ -82,7 +84,7 @@ func TestServeLocksStateDir(t *testing.T) {
 func TestMCPLocksStateDir(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "run")
-	release, err := lockStateDir(state)
+	release, err := daemon.LockStateDir(state)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/build"
@@ -145,7 +147,7 @@ func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuil
 		return err
 	}
 	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
-	t, err := BuildTemplate(ctx, c, NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
+	t, err := BuildTemplate(ctx, c, daemon.NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
 		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: io.Out,
 	})
 	if err != nil {
@@ -204,8 +206,17 @@ func BuildTemplate(ctx context.Context, c *templates.Catalog, b *build.Builder, 
 	return c.Build(ctx, req.Tenant, templates.BuildSpec{Name: req.Name, Source: source}, func(ctx context.Context) (build.Result, error) {
 		return b.Build(ctx, rec, build.Options{
 			ContextDir: req.ContextDir, Output: out,
-			// FROM a template name means that template's image.
-			Resolve:  func(ctx context.Context, ref string) (image.Image, error) { return c.Image(ctx, req.Tenant, ref) },
+			// FROM a template name means that template's image; else,
+			// the operator's build, a name or digest in the store or a
+			// registry reference (the builder's Base).
+			Resolve: func(ctx context.Context, ref string) (image.Image, error) {
+				img, err := c.Image(ctx, req.Tenant, ref)
+				if errors.Is(err, errdefs.ErrNotFound) {
+					return b.Base(ctx, ref, rec.Steps[0].RegistryAuth)
+				}
+				return img, err
+			},
+			Tenant:   req.Tenant,
 			Progress: func(s build.Step) { fmt.Fprintf(out, "[%d/%d] %s\n", s.Index, s.Of, s.Text) },
 		})
 	})

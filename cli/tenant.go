@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	flag "github.com/spf13/pflag"
 
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store"
 	"github.com/sandlot/sandlot/store/audit"
@@ -31,7 +32,7 @@ func init() {
 // storeFlags are the flags of commands that open the store directly.
 type storeFlags struct {
 	dataDir, url string
-	// keyed: open with the secrets key (secretsKey), as the daemon does;
+	// keyed: open with the secrets key (daemon.SecretsKey), as the daemon does;
 	// secretsKeyFile is --secrets-key-file.
 	keyed          bool
 	secretsKeyFile string
@@ -63,7 +64,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 	if !s.keyed {
 		return store.Open(ctx, s.storeURL())
 	}
-	key, err := secretsKey(s.dataDir, s.secretsKeyFile)
+	key, err := daemon.SecretsKey(s.dataDir, s.secretsKeyFile, os.Getenv(envSecretsKey))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -26,9 +27,8 @@ func TestTenantLifecycleRevokes(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	storeURL := "sqlite://" + filepath.Join(data, "sandlot.db")
-	d, err := startDaemon(ctx, serveConfig{store: storeFlags{dataDir: data, url: storeURL}, runtime: "auto",
-		stateDir: filepath.Join(dir, "run"), providers: "local", memoryMiB: 256, shutdownTimeout: 5 * time.Second},
-		export.NewLogger(io.Discard, "error"))
+	d, err := startDaemon(ctx, storeURL, daemon.Config{DataDir: data, StateDir: filepath.Join(dir, "run"),
+		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(io.Discard, "error")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.check(m.provider); err != nil {
+		return nil, err
+	}
 	if m.isClosed() {
 		return nil, errClosed
 	}
@@ -102,7 +105,7 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			m.mu.Lock()
 			rec, ended := cloneRecord(e.rec), e.ended
 			m.mu.Unlock()
-			_, paused := PausedSince(rec)
+			paused := rec.Paused()
 			if !ended && !paused && !rec.ExpiresAt.After(m.now()) {
 				paused = m.autoPause(ctx, rec) // E2B's autoPause: at its expiry it pauses
 			}
@@ -263,7 +266,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.Duration) bool {
 	exp := now.Add(ttl)
 	m.mu.Lock()
-	if fixedExpiry(e.rec) {
+	if e.rec.FixedExpiry {
 		exp = e.rec.ExpiresAt
 	}
 	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp

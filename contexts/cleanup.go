@@ -262,25 +262,17 @@ func (m *Manager) pruneAudit(ctx context.Context, now time.Time) error {
 	return ctx.Err()
 }
 
-// UsageSampler is implemented by providers that can sample a sandbox's
-// resource usage. The cleanup loop stores the sample on the records of the
-// contexts this manager serves.
-type UsageSampler interface {
-	Usage(ctx context.Context, sandboxID string) (ResourceUsage, error)
-}
-
 // sampleUsage records the resource usage of every attached, idle context.
 // It reads the record fresh from the store and writes it back right away,
 // under the context's exec lock, so the counters it saves are current.
 func (m *Manager) sampleUsage(ctx context.Context) {
-	us, ok := m.provider.(UsageSampler)
-	if !ok {
+	if !m.provider.Capabilities().Has(CapUsage) {
 		return
 	}
 	m.mu.Lock()
 	var es []*entry
 	for _, e := range m.byID {
-		if _, paused := PausedSince(e.rec); e.sb != nil && e.rec.State == StateReady && !paused {
+		if e.sb != nil && e.rec.State == StateReady && !e.rec.Paused() {
 			es = append(es, e)
 		}
 	}
@@ -295,7 +287,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 		id, tid, sid, unsaved, ended := e.rec.ID, e.rec.TenantID, e.rec.SandboxID, e.unsaved, e.ended
 		m.mu.Unlock()
 		if !ended {
-			if u, err := us.Usage(ctx, sid); err != nil {
+			if u, err := m.provider.Usage(ctx, sid); err != nil {
 				m.log.Debug("sample usage", logkey.Sandbox, sid, logkey.Err, err)
 			} else {
 				m.mu.Lock()
@@ -340,7 +332,7 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 		return m.terminateRecord(ctx, rec, ReasonExpired, "")
 	}
 	m.mu.Lock()
-	fixed, end, cur := fixedExpiry(e.rec), e.rec.ExpiresAt, cloneRecord(e.rec)
+	fixed, end, cur := e.rec.FixedExpiry, e.rec.ExpiresAt, cloneRecord(e.rec)
 	m.mu.Unlock()
 	if fixed {
 		// An absolute expiry ends the context at its time even mid-call,

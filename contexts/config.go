@@ -106,7 +106,8 @@ type Config struct {
 	// wins, whatever its path (a call, path events, idle expiry, rotation,
 	// a failed health check or create, a lost sandbox, reconcile): serve
 	// appends each to the audit trail. It runs on the terminating
-	// goroutine and must not block for long.
+	// goroutine and must not block for long. Manager.OnTerminated adds
+	// more observers after the manager is built.
 	OnTerminated func(ctx context.Context, ev Termination)
 	// Meter makes the manager's metric instruments (see metrics.go).
 	// Nil: telemetry.Meter(), the global provider's, which records once

@@ -17,9 +17,14 @@ package contexts
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
 )
 
@@ -72,24 +77,102 @@ type ResourceUsage struct {
 type Record struct {
 	ID string `json:"id"` // context id (UUID); stable for the record's life
 	Identity
-	State                State             `json:"status"`
-	Reason               Reason            `json:"terminationReason,omitempty"`
-	SandboxID            string            `json:"sandboxId,omitempty"`
-	Provider             string            `json:"provider,omitempty"`
-	Template             string            `json:"template,omitempty"`
-	CreatedAt            time.Time         `json:"createdAt"`
-	LastUsedAt           time.Time         `json:"lastUsedAt"`
-	ExpiresAt            time.Time         `json:"expiresAt"`
-	TerminatedAt         *time.Time        `json:"terminatedAt,omitempty"`
-	ExecutionCount       int64             `json:"executionCount"`
-	TotalExecutionTimeMs int64             `json:"totalExecutionTimeMs"`
-	LastError            string            `json:"lastError,omitempty"` // sanitized
-	ResourceUsage        ResourceUsage     `json:"resourceUsage"`
-	Metadata             map[string]string `json:"metadata,omitempty"` // caller labels (E2B metadata)
+	State                State         `json:"status"`
+	Reason               Reason        `json:"terminationReason,omitempty"`
+	SandboxID            string        `json:"sandboxId,omitempty"`
+	Provider             string        `json:"provider,omitempty"`
+	Template             string        `json:"template,omitempty"`
+	CreatedAt            time.Time     `json:"createdAt"`
+	LastUsedAt           time.Time     `json:"lastUsedAt"`
+	ExpiresAt            time.Time     `json:"expiresAt"`
+	TerminatedAt         *time.Time    `json:"terminatedAt,omitempty"`
+	ExecutionCount       int64         `json:"executionCount"`
+	TotalExecutionTimeMs int64         `json:"totalExecutionTimeMs"`
+	LastError            string        `json:"lastError,omitempty"` // sanitized
+	ResourceUsage        ResourceUsage `json:"resourceUsage"`
+	// Metadata is the caller's labels (E2B metadata), and nothing else:
+	// no key starts with ReservedPrefix (CheckMetadata).
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// Node is the daemon that owns the context (Config.Node of the manager
 	// that created or took it over); "" is no node (records written before
 	// nodes existed). Only Create sets it and only Claim changes it.
 	Node string `json:"node,omitempty"`
+	Lifecycle
+}
+
+// Lifecycle is the typed lifecycle state of a context: what CreateOptions
+// asked for, and what pause, resume and UpdateNetwork changed since. Every
+// store keeps each field in a column of its own.
+type Lifecycle struct {
+	// PausedAt is when the context was paused (Manager.Pause); nil while
+	// it runs.
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+	// AutoPause, when positive, pauses the context at its expiry instead of
+	// ending it, and keeps it paused for that long (E2B's autoPause).
+	AutoPause time.Duration `json:"autoPause,omitempty"`
+	// AutoResume, when positive, lets traffic to a paused context resume
+	// it, with that TTL (E2B's autoResume, which the E2B edge applies).
+	AutoResume time.Duration `json:"autoResume,omitempty"`
+	// FixedExpiry makes the expiry absolute: calls do not extend it.
+	FixedExpiry bool `json:"fixedExpiry,omitempty"`
+	// MaxExecutions is the context's own rotation limit: 0 the config's,
+	// negative never.
+	MaxExecutions int64 `json:"maxExecutions,omitempty"`
+	// Network is the policy of the sandbox's own network; nil: loopback
+	// only.
+	Network *policy.Policy `json:"network,omitempty"`
+	// TemplateName is the template as the caller named it, when an edge
+	// names templates its own way (E2B's templateID, which maps several
+	// names onto one template); Template is what was started.
+	TemplateName string `json:"templateName,omitempty"`
+}
+
+// Clone returns a copy of r that shares nothing mutable with it. A
+// record's network policy is never changed in place (UpdateNetwork puts a
+// new one), so the copy has a policy of its own whose rule slices it
+// shares.
+func (r *Record) Clone() *Record {
+	c := *r
+	c.Metadata = maps.Clone(r.Metadata)
+	c.TerminatedAt = cloneTime(r.TerminatedAt)
+	c.PausedAt = cloneTime(r.PausedAt)
+	if r.Network != nil {
+		p := *r.Network
+		c.Network = &p
+	}
+	return &c
+}
+
+func cloneTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := *t
+	return &v
+}
+
+// Paused reports whether the context is paused.
+func (l *Lifecycle) Paused() bool { return l.PausedAt != nil }
+
+// ReservedPrefix starts the metadata keys that are sandlot's own. A caller
+// may not set one (CheckMetadata); sandlot keeps its own state in typed
+// fields (Lifecycle), never in metadata.
+const ReservedPrefix = "sandlot."
+
+// CheckMetadata refuses caller metadata that holds a key under
+// ReservedPrefix, naming the key (the first in order, so the answer does
+// not vary): invalid_argument.
+func CheckMetadata(m map[string]string) error {
+	var bad []string
+	for k := range m {
+		if strings.HasPrefix(k, ReservedPrefix) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("metadata key %q is reserved: keys starting with %q are sandlot's own: %w", slices.Min(bad), ReservedPrefix, errdefs.ErrInvalidArgument)
 }
 
 // Filter selects records for List. Zero fields match everything.
@@ -153,52 +236,6 @@ type Store interface {
 	LastHeartbeat(ctx context.Context, node string) (time.Time, error)
 	// Close releases the store.
 	Close() error
-}
-
-// Limits for one sandbox. Zero values mean the provider's defaults.
-type Limits struct {
-	MemoryBytes int64   // default 2 GiB
-	PIDs        int64   // default 256
-	CPUs        float64 // CPU quota in cores; default 1
-	DiskBytes   int64   // tmpfs size for /home/user and /tmp; default 512 MiB
-}
-
-// Spec describes a sandbox to create.
-type Spec struct {
-	Template string
-	Limits   Limits
-	Env      map[string]string
-	Prestart []string          // kernels the sandbox starts at boot (a pooled sandbox's python); providers without kernels ignore it
-	Labels   map[string]string // tenant, context id: for reconcile and E2B metadata
-	TTL      time.Duration     // providers with their own expiry (E2B) use it
-	// Network asks for a network of the sandbox's own under this policy
-	// (docs/network.md): egress as the policy allows, its ports reachable
-	// through the daemon. nil: loopback only, nothing in or out. A
-	// provider that cannot give one fails with errdefs.ErrFailedPrecondition.
-	Network *policy.Policy
-}
-
-// Labels the Manager puts on every sandbox it creates (Spec.Labels).
-const (
-	LabelTenant  = "sandlot.tenant"
-	LabelContext = "sandlot.context"
-)
-
-// Provider creates and finds sandboxes. Implementations: provider/local
-// (OCI), provider/e2b, provider/chain.
-type Provider interface {
-	// Name is the provider's name as stored in Record.Provider.
-	Name() string
-	// Create starts a sandbox and returns it connected and healthy.
-	Create(ctx context.Context, spec Spec) (Sandbox, error)
-	// Attach reconnects to a running sandbox by id (after a daemon
-	// restart). errdefs.ErrNotFound when it is gone.
-	Attach(ctx context.Context, sandboxID string) (Sandbox, error)
-	// List returns the ids of the sandboxes this provider runs for sandlot.
-	List(ctx context.Context) ([]string, error)
-	// Destroy stops and removes a sandbox and everything it left on the
-	// host. Destroying an unknown id is not an error.
-	Destroy(ctx context.Context, sandboxID string) error
 }
 
 // OutputFunc receives streamed output of a running call. It must not block

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,9 +18,12 @@ import (
 // CreateOptions shape a context when GetOrCreate has to create it; they are
 // ignored when the identity already has an active context.
 type CreateOptions struct {
-	Template string            // "" = Config.DefaultTemplate
-	TTL      time.Duration     // 0 = Config.TTL
-	Metadata map[string]string // stored on the record when created
+	Template string        // "" = Config.DefaultTemplate
+	TTL      time.Duration // 0 = Config.TTL
+	// Metadata is the caller's labels, stored on the record when created.
+	// A key under ReservedPrefix is invalid_argument (CheckMetadata),
+	// whether or not the call creates.
+	Metadata map[string]string
 	// Env is the sandbox environment. A context with Env is never served
 	// from the warm pool (pooled sandboxes started without it).
 	Env map[string]string
@@ -35,13 +37,24 @@ type CreateOptions struct {
 	ContextID string
 	// MaxExecutions overrides Config.MaxExecutionsPerContext for this
 	// context: 0 = the config's, negative = never rotate (E2B sandboxes,
-	// whose lifecycle is timeout and kill). A nonzero value is kept on the
-	// record (Metadata[MetaMaxExecutions]) so it survives a restart.
+	// whose lifecycle is timeout and kill). Kept on the record
+	// (Record.MaxExecutions) so it survives a restart.
 	MaxExecutions int64
 	// FixedExpiry makes the context's expiry absolute: calls do not extend
 	// it, only SetTTL moves it (E2B's timeout, which setTimeout sets and
-	// nothing else extends). Kept on the record (Metadata[MetaFixedExpiry]).
+	// nothing else extends). Kept on the record (Record.FixedExpiry).
 	FixedExpiry bool
+	// AutoPause, when positive, pauses the context at its expiry instead
+	// of ending it, for that long (Record.AutoPause). A provider that
+	// cannot pause refuses it up front (NotSupported).
+	AutoPause time.Duration
+	// AutoResume, when positive, is kept on the record (Record.AutoResume)
+	// for the edge that resumes a paused context on traffic.
+	AutoResume time.Duration
+	// TemplateName is the template as the caller named it, kept on the
+	// record (Record.TemplateName) for edges whose names differ from
+	// sandlot's.
+	TemplateName string
 	// Network asks for a network of the sandbox's own under this policy
 	// (Spec.Network); nil: loopback only. A context with a network is
 	// never served from the warm pool. Unlike the other options it also
@@ -58,16 +71,20 @@ type CreateOptions struct {
 	Prestart []string
 }
 
-// MetaFixedExpiry is the record metadata key that marks a context whose
-// expiry calls do not extend (CreateOptions.FixedExpiry).
-const MetaFixedExpiry = "sandlot.fixedExpiry"
-
-// fixedExpiry reports whether rec's expiry is absolute.
-func fixedExpiry(rec *Record) bool { return rec.Metadata[MetaFixedExpiry] == "true" }
-
-// MetaMaxExecutions is the record metadata key that holds a context's own
-// rotation limit (CreateOptions.MaxExecutions).
-const MetaMaxExecutions = "sandlot.maxExecutions"
+// check validates the options a caller gives, before anything is looked
+// up or created.
+func (o *CreateOptions) check(provider Provider) error {
+	if err := CheckMetadata(o.Metadata); err != nil {
+		return err
+	}
+	if o.AutoPause < 0 || o.AutoResume < 0 {
+		return fmt.Errorf("autoPause and autoResume must not be negative: %w", errdefs.ErrInvalidArgument)
+	}
+	if o.AutoPause > 0 && !provider.Capabilities().Has(CapPause) {
+		return fmt.Errorf("pausing at expiry: %w", NotSupported(provider.Name(), CapPause))
+	}
+	return nil
+}
 
 // templateNotFound is the error for a template the manager does not know:
 // "template NAME not found", category not_found.
@@ -162,6 +179,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	} else if _, err := uuid.Parse(recID); err != nil {
 		return nil, fmt.Errorf("context id %q is not a UUID: %w", recID, errdefs.ErrInvalidArgument)
 	}
+	if err := m.checkNetwork(id.TenantID, opts.Network); err != nil {
+		return nil, err
+	}
 	rec := &Record{
 		ID:         recID,
 		Identity:   id,
@@ -173,24 +193,14 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
 		Node:       m.cfg.Node,
-	}
-	if opts.MaxExecutions != 0 {
-		if rec.Metadata == nil {
-			rec.Metadata = map[string]string{}
-		}
-		rec.Metadata[MetaMaxExecutions] = strconv.FormatInt(opts.MaxExecutions, 10)
-	}
-	if err := m.checkNetwork(id.TenantID, opts.Network); err != nil {
-		return nil, err
-	}
-	if err := setNetworkMeta(rec, opts.Network); err != nil {
-		return nil, err
-	}
-	if opts.FixedExpiry {
-		if rec.Metadata == nil {
-			rec.Metadata = map[string]string{}
-		}
-		rec.Metadata[MetaFixedExpiry] = "true"
+		Lifecycle: Lifecycle{
+			AutoPause:     opts.AutoPause,
+			AutoResume:    opts.AutoResume,
+			FixedExpiry:   opts.FixedExpiry,
+			MaxExecutions: opts.MaxExecutions,
+			Network:       clonePolicy(opts.Network),
+			TemplateName:  opts.TemplateName,
+		},
 	}
 	sctx := tctx(ctx, id.TenantID)
 

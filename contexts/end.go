@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,9 +151,41 @@ func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string,
 	}
 	m.countTerminated(rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
+	ev := Termination{TenantID: rec.TenantID, ContextID: rec.ID, SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr}
 	if m.cfg.OnTerminated != nil {
-		m.cfg.OnTerminated(context.WithoutCancel(ctx), Termination{TenantID: rec.TenantID, ContextID: rec.ID,
-			SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr})
+		m.cfg.OnTerminated(context.WithoutCancel(ctx), ev)
+	}
+	m.obsMu.Lock()
+	obs := slices.Clone(m.observers)
+	m.obsMu.Unlock()
+	for _, o := range obs {
+		o.fn(context.WithoutCancel(ctx), ev)
+	}
+}
+
+// observer is one OnTerminated function, with the sequence number that
+// removes it.
+type observer struct {
+	seq int
+	fn  func(context.Context, Termination)
+}
+
+// OnTerminated adds fn to the observers told of every termination this
+// manager wins, whatever its path, as Config.OnTerminated is (after it,
+// then in the order they were added): an edge that keeps state per context
+// lets go of it there, at once. fn runs on the terminating goroutine,
+// which may hold the context's identity lock, and must not block for long.
+// remove takes fn off again.
+func (m *Manager) OnTerminated(fn func(ctx context.Context, ev Termination)) (remove func()) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	m.obsSeq++
+	seq := m.obsSeq
+	m.observers = append(m.observers, observer{seq, fn})
+	return func() {
+		m.obsMu.Lock()
+		defer m.obsMu.Unlock()
+		m.observers = slices.DeleteFunc(m.observers, func(o observer) bool { return o.seq == seq })
 	}
 }
 

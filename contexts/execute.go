@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,10 +23,8 @@ func (m *Manager) rotationDue(rec *Record) bool {
 
 // maxExecutions is rec's rotation limit; <= 0 never rotates.
 func (m *Manager) maxExecutions(rec *Record) int64 {
-	if v, ok := rec.Metadata[MetaMaxExecutions]; ok {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n != 0 {
-			return n
-		}
+	if rec.MaxExecutions != 0 {
+		return rec.MaxExecutions
 	}
 	return m.cfg.MaxExecutionsPerContext
 }
@@ -330,7 +327,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	now := m.now()
 	m.mu.Lock()
 	exp := now.Add(e.ttl)
-	if fixedExpiry(e.rec) {
+	if e.rec.FixedExpiry {
 		exp = e.rec.ExpiresAt
 	}
 	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved

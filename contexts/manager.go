@@ -49,6 +49,12 @@ type Manager struct {
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
+	// obsMu guards observers, told of every termination after
+	// Config.OnTerminated (OnTerminated).
+	obsMu     sync.Mutex
+	observers []observer
+	obsSeq    int
+
 	wg sync.WaitGroup // background loops and pool workers
 }
 
@@ -95,6 +101,10 @@ var errClosed = fmt.Errorf("context manager is closed: %w", errdefs.ErrUnavailab
 
 func (m *Manager) now() time.Time { return m.cfg.Clock() }
 
+// Now is the manager's clock (Config.Clock), for edges that judge a
+// record's times as the manager does.
+func (m *Manager) Now() time.Time { return m.now() }
+
 // tctx scopes ctx to a tenant for the store (row-level security).
 func tctx(ctx context.Context, tenantID string) context.Context {
 	return tenant.WithID(ctx, tenantID)
@@ -107,15 +117,7 @@ func (m *Manager) snapshot(e *entry) *Record {
 	return cloneRecord(e.rec)
 }
 
-func cloneRecord(r *Record) *Record {
-	c := *r
-	c.Metadata = maps.Clone(r.Metadata)
-	if r.TerminatedAt != nil {
-		t := *r.TerminatedAt
-		c.TerminatedAt = &t
-	}
-	return &c
-}
+func cloneRecord(r *Record) *Record { return r.Clone() }
 
 func (m *Manager) isClosed() bool {
 	m.mu.Lock()

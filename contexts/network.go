@@ -10,11 +10,6 @@ import (
 	"github.com/sandlot/sandlot/network/policy"
 )
 
-// MetaNetwork is the record metadata key that holds the JSON of a
-// context's network policy (CreateOptions.Network, UpdateNetwork), so
-// info calls show it and it survives a restart. Absent: no network.
-const MetaNetwork = "sandlot.network"
-
 // Networks is what the manager asks of the daemon's sandbox networking
 // (network/stack): whether a tenant may have a policy, before anything is
 // created, and a change of a running sandbox's policy.
@@ -31,18 +26,14 @@ type NetworkClaimer interface {
 	Claim(ctx context.Context, sandboxID, tenant, contextID string, p policy.Policy) error
 }
 
-// NetworkOf returns the network policy a record was created or updated
-// with; nil when it has none (loopback only).
-func NetworkOf(rec *Record) *policy.Policy {
-	s, ok := rec.Metadata[MetaNetwork]
-	if !ok {
+// clonePolicy copies p (nil stays nil), so a record never shares the
+// caller's policy value.
+func clonePolicy(p *policy.Policy) *policy.Policy {
+	if p == nil {
 		return nil
 	}
-	var p policy.Policy
-	if err := json.Unmarshal([]byte(s), &p); err != nil {
-		return nil
-	}
-	return &p
+	c := *p
+	return &c
 }
 
 // checkNetwork validates a policy for tenant before a context is created:
@@ -59,23 +50,6 @@ func (m *Manager) checkNetwork(tenant string, p *policy.Policy) error {
 	if m.cfg.Networks != nil {
 		return m.cfg.Networks.Check(tenant, *p)
 	}
-	return nil
-}
-
-// setNetworkMeta stores p on rec's metadata.
-func setNetworkMeta(rec *Record, p *policy.Policy) error {
-	if p == nil {
-		delete(rec.Metadata, MetaNetwork)
-		return nil
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("network policy: %w", err)
-	}
-	if rec.Metadata == nil {
-		rec.Metadata = map[string]string{}
-	}
-	rec.Metadata[MetaNetwork] = string(b)
 	return nil
 }
 
@@ -100,19 +74,17 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 	if err := m.servedElsewhere(ctx, rec); err != nil {
 		return nil, err // its node holds the sandbox's network
 	}
-	if NetworkOf(rec) == nil {
+	if rec.Network == nil {
 		return nil, fmt.Errorf("context %s was created without a network of its own, and a network is chosen when a context is created; end it or use another path to get one: %w", contextID, errdefs.ErrFailedPrecondition)
 	}
 	if _, err := m.cfg.Networks.Update(ctx, rec.SandboxID, tenantID, p); err != nil {
 		return nil, err
 	}
-	if err := setNetworkMeta(rec, &p); err != nil {
-		return nil, err
-	}
+	rec.Network = clonePolicy(&p)
 	m.mu.Lock()
 	unsaved := false
 	if e := m.byID[contextID]; e != nil {
-		setNetworkMeta(e.rec, &p)
+		e.rec.Network = clonePolicy(&p)
 		unsaved = e.unsaved
 	}
 	m.mu.Unlock()
@@ -137,7 +109,7 @@ func (m *Manager) ensureNetwork(ctx context.Context, e *entry, p *policy.Policy)
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	m.mu.Unlock()
-	if old := NetworkOf(rec); old != nil && samePolicy(*old, *p) {
+	if old := rec.Network; old != nil && samePolicy(*old, *p) {
 		return nil
 	}
 	_, err := m.UpdateNetwork(ctx, rec.TenantID, rec.ID, *p)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -13,17 +12,13 @@ import (
 
 // Pausing is not a state of its own: a paused context stays ready (it is
 // active, counts against the limits and keeps its identity), and its
-// record says since when it is paused (Metadata[MetaPaused]). While paused
-// its sandbox is frozen by the provider with its memory (kernels,
-// variables, processes) kept; every call to it is refused with ErrPaused
-// (never a health check, which a frozen agent could not answer and which
-// would end it), and its expiresAt is the end of the pause's keep time:
-// the cleanup loop ends it then, and not before, as it would an idle one.
-// Resume thaws it and gives it a new TTL counted from then.
-
-// MetaPaused is the record metadata key of a paused context: when it was
-// paused (RFC 3339). Absent on a running one.
-const MetaPaused = "sandlot.paused"
+// record says since when it is paused (Record.PausedAt). While paused its
+// sandbox is frozen by the provider with its memory (kernels, variables,
+// processes) kept; every call to it is refused with ErrPaused (never a
+// health check, which a frozen agent could not answer and which would end
+// it), and its expiresAt is the end of the pause's keep time: the cleanup
+// loop ends it then, and not before, as it would an idle one. Resume
+// thaws it and gives it a new TTL counted from then.
 
 // ErrPaused and ErrNotPaused are the failed preconditions of a call that
 // needs a running context and of a Resume of one that runs. Callers tell
@@ -32,25 +27,6 @@ var (
 	ErrPaused    = fmt.Errorf("the context is paused: %w", errdefs.ErrFailedPrecondition)
 	ErrNotPaused = fmt.Errorf("the context is not paused: %w", errdefs.ErrFailedPrecondition)
 )
-
-// Pauser is a Provider that can freeze a sandbox and thaw it again with
-// its memory kept (provider/local: the runtime's pause). Both work by id,
-// with or without a connection to the sandbox, so a paused sandbox
-// survives a daemon restart and is resumed by the next process.
-type Pauser interface {
-	Pause(ctx context.Context, sandboxID string) error
-	Resume(ctx context.Context, sandboxID string) error
-}
-
-// PausedSince reports whether rec is paused, and since when.
-func PausedSince(rec *Record) (time.Time, bool) {
-	v, ok := rec.Metadata[MetaPaused]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, _ := time.Parse(time.RFC3339Nano, v)
-	return t, true
-}
 
 func pausedErr(id string) error {
 	return fmt.Errorf("context %s is paused; resume it first: %w", id, ErrPaused)
@@ -65,25 +41,24 @@ func (m *Manager) Pause(ctx context.Context, tenantID, contextID string, keep ti
 	if keep <= 0 {
 		return nil, fmt.Errorf("keep %s must be positive: %w", keep, errdefs.ErrInvalidArgument)
 	}
-	pz, ok := m.provider.(Pauser)
-	if !ok {
-		return nil, fmt.Errorf("provider %s cannot pause sandboxes: %w", m.provider.Name(), errdefs.ErrFailedPrecondition)
+	if !m.provider.Capabilities().Has(CapPause) {
+		return nil, fmt.Errorf("pause context %s: %w", contextID, NotSupported(m.provider.Name(), CapPause))
 	}
 	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	return m.pauseLocked(ctx, pz, rec, keep)
+	return m.pauseLocked(ctx, rec, keep)
 }
 
 // pauseLocked pauses rec. Precondition: its identity lock is held.
-func (m *Manager) pauseLocked(ctx context.Context, pz Pauser, rec *Record, keep time.Duration) (*Record, error) {
+func (m *Manager) pauseLocked(ctx context.Context, rec *Record, keep time.Duration) (*Record, error) {
 	contextID := rec.ID
-	if _, paused := PausedSince(rec); paused {
+	if rec.Paused() {
 		return nil, pausedErr(contextID)
 	}
-	if err := pz.Pause(ctx, rec.SandboxID); err != nil {
+	if err := m.provider.Pause(ctx, rec.SandboxID); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
 			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
@@ -92,7 +67,8 @@ func (m *Manager) pauseLocked(ctx context.Context, pz Pauser, rec *Record, keep 
 	}
 	now := m.now()
 	return m.savePause(ctx, rec, func(r *Record) {
-		r.Metadata[MetaPaused] = now.UTC().Format(time.RFC3339Nano)
+		at := now.UTC()
+		r.PausedAt = &at
 		r.ExpiresAt = now.Add(keep)
 	}, 0)
 }
@@ -104,22 +80,22 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %s must be positive: %w", ttl, errdefs.ErrInvalidArgument)
 	}
-	pz, ok := m.provider.(Pauser)
-	if !ok {
-		return nil, fmt.Errorf("context %s: %w", contextID, ErrNotPaused)
-	}
 	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if _, paused := PausedSince(rec); !paused {
+	if !rec.Paused() {
 		return nil, fmt.Errorf("context %s: %w", contextID, ErrNotPaused)
 	}
 	// A sandbox found running was thawed by an earlier Resume whose
 	// record write did not happen (a crash between the two): the record
-	// catches up.
-	if err := pz.Resume(ctx, rec.SandboxID); err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	// catches up. A provider that cannot resume cannot have paused it.
+	err = m.provider.Resume(ctx, rec.SandboxID)
+	if errors.Is(err, ErrNotSupported) {
+		return nil, fmt.Errorf("resume context %s: %w", contextID, err)
+	}
+	if err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
 			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
@@ -128,7 +104,7 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	}
 	now := m.now()
 	return m.savePause(ctx, rec, func(r *Record) {
-		delete(r.Metadata, MetaPaused)
+		r.PausedAt = nil
 		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
 	}, ttl)
 }
@@ -165,9 +141,6 @@ func (m *Manager) lockForPause(ctx context.Context, tenantID, contextID string) 
 		unlock()
 		return nil, nil, fmt.Errorf("context %s is still being created: %w", contextID, errdefs.ErrFailedPrecondition)
 	}
-	if rec.Metadata == nil {
-		rec.Metadata = map[string]string{}
-	}
 	return rec, unlock, nil
 }
 
@@ -181,7 +154,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	e := m.byID[rec.ID]
 	unsaved := false
 	if e != nil && !e.ended {
-		e.rec.Metadata = maps.Clone(rec.Metadata)
+		e.rec.PausedAt = cloneTime(rec.PausedAt)
 		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 		e.alive = time.Time{}
 		if ttl > 0 {
@@ -199,7 +172,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 		m.log.Warn("store: load context to save its pause", logkey.Context, rec.ID, logkey.Err, err)
 		return rec, nil
 	}
-	cur.Metadata = rec.Metadata
+	cur.PausedAt = rec.PausedAt
 	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 	if err := m.store.Update(sctx, cur); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
@@ -210,37 +183,14 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	return cloneRecord(cur), nil
 }
 
-// MetaAutoPause is the record metadata key of a context that pauses
-// instead of ending when its expiry comes (E2B's autoPause, lifecycle
-// onTimeout 'pause'): how long it then stays paused (a Go duration).
-const MetaAutoPause = "sandlot.autoPause"
-
-// autoPauseKeep reports whether rec pauses at its expiry, and for how long.
-func autoPauseKeep(rec *Record) (time.Duration, bool) {
-	v, ok := rec.Metadata[MetaAutoPause]
-	if !ok {
-		return 0, false
-	}
-	d, err := time.ParseDuration(v)
-	return d, err == nil && d > 0
-}
-
-// autoPause pauses an expired context that asked for it (MetaAutoPause)
+// autoPause pauses an expired context that asked for it (AutoPause)
 // instead of ending it, and reports whether it did. Precondition: the
 // identity lock is held.
 func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
-	keep, ok := autoPauseKeep(rec)
-	if _, paused := PausedSince(rec); !ok || paused || rec.State != StateReady || rec.SandboxID == "" {
+	if rec.AutoPause <= 0 || rec.Paused() || rec.State != StateReady || rec.SandboxID == "" {
 		return false
 	}
-	pz, ok := m.provider.(Pauser)
-	if !ok {
-		return false
-	}
-	if rec.Metadata == nil {
-		rec.Metadata = map[string]string{}
-	}
-	if _, err := m.pauseLocked(ctx, pz, cloneRecord(rec), keep); err != nil {
+	if _, err := m.pauseLocked(ctx, cloneRecord(rec), rec.AutoPause); err != nil {
 		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}
@@ -248,18 +198,15 @@ func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
 }
 
 // AutoPause pauses a context of tenantID that asked to pause at its
-// expiry (MetaAutoPause) and whose expiry passed, before the cleanup loop
-// gets to it; it returns the record as it is now. Anything else is
+// expiry (Record.AutoPause) and whose expiry passed, before the cleanup
+// loop gets to it; it returns the record as it is now. Anything else is
 // returned unchanged.
 func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*Record, error) {
 	rec, err := m.Get(ctx, tenantID, contextID)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := autoPauseKeep(rec); !ok || rec.ExpiresAt.After(m.now()) || !rec.State.Active() {
-		return rec, nil
-	}
-	if _, paused := PausedSince(rec); paused {
+	if !m.autoPauseDue(rec) {
 		return rec, nil
 	}
 	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
@@ -271,4 +218,11 @@ func (m *Manager) AutoPause(ctx context.Context, tenantID, contextID string) (*R
 		return rec, nil
 	}
 	return m.Get(ctx, tenantID, contextID)
+}
+
+// autoPauseDue reports whether rec asked to pause at its expiry, and that
+// expiry passed by the manager's clock while it still runs: the cleanup
+// loop pauses it within its interval, AutoPause at once.
+func (m *Manager) autoPauseDue(rec *Record) bool {
+	return rec.AutoPause > 0 && !rec.Paused() && rec.State.Active() && !rec.ExpiresAt.After(m.now())
 }

@@ -32,7 +32,7 @@ func TestRealPauseResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := contexts.PausedSince(rec); !ok || rec.State != contexts.StateReady || time.Until(rec.ExpiresAt) < 50*time.Minute {
+	if !rec.Paused() || rec.State != contexts.StateReady || time.Until(rec.ExpiresAt) < 50*time.Minute {
 		t.Fatalf("paused record: %+v", rec)
 	}
 	if _, err := e.m.Pause(e.ctx, "t1", cid, time.Hour); !errors.Is(err, contexts.ErrPaused) {
@@ -77,7 +77,7 @@ func TestRealPauseResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := contexts.PausedSince(rec); ok || time.Until(rec.ExpiresAt) > time.Minute {
+	if rec.Paused() || time.Until(rec.ExpiresAt) > time.Minute {
 		t.Fatalf("resumed record: %+v", rec)
 	}
 	res = e.exec(a, "python", "x + 1")
@@ -97,17 +97,17 @@ func TestRealPauseResume(t *testing.T) {
 }
 
 // TestRealAutoPause: a context created to pause at its expiry
-// (MetaAutoPause, E2B's autoPause) is paused by the cleanup pass, not
+// (CreateOptions.AutoPause, E2B's autoPause) is paused by the cleanup pass, not
 // ended, and resumes with its state; one without it ends as before.
 func TestRealAutoPause(t *testing.T) {
 	e := newRealEnv(t, contexts.Config{})
 	auto, plain := ident("t1", "auto", "main"), ident("t1", "plain", "main")
 	for _, id := range []contexts.Identity{auto, plain} {
-		meta := map[string]string{}
+		var keep time.Duration
 		if id == auto {
-			meta[contexts.MetaAutoPause] = time.Hour.String()
+			keep = time.Hour
 		}
-		if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{TTL: time.Minute, FixedExpiry: true, Metadata: meta}); err != nil {
+		if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{TTL: time.Minute, FixedExpiry: true, AutoPause: keep}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,7 +123,7 @@ func TestRealAutoPause(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := e.m.Get(e.ctx, "t1", res.ContextID)
-	if _, paused := contexts.PausedSince(rec); err != nil || !paused || rec.State != contexts.StateReady {
+	if err != nil || !rec.Paused() || rec.State != contexts.StateReady {
 		t.Fatalf("auto-pause context after its expiry: %+v, %v; want paused", rec, err)
 	}
 	if rec, _ := e.m.Get(e.ctx, "t1", pl.ContextID); rec.State != contexts.StateTerminated || rec.Reason != contexts.ReasonExpired {

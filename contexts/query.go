@@ -70,7 +70,7 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record,
 }
 
 // Usage samples the resource usage of a context this manager serves, live
-// from its provider (UsageSampler); a context it has no sandbox attached
+// from its provider (Provider.Usage); a context it has no sandbox attached
 // for, or a provider that cannot sample, gives the record's last sample.
 func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (ResourceUsage, error) {
 	rec, err := m.Get(ctx, tenantID, contextID)
@@ -81,12 +81,11 @@ func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (Resour
 	e := m.byID[contextID]
 	attached := e != nil && e.sb != nil && !e.ended
 	m.mu.Unlock()
-	us, ok := m.provider.(UsageSampler)
-	_, paused := PausedSince(rec) // runsc samples disk usage from inside, which a frozen sandbox cannot answer
-	if !ok || !attached || !rec.State.Active() || paused {
+	// runsc samples disk usage from inside, which a frozen sandbox cannot answer.
+	if !m.provider.Capabilities().Has(CapUsage) || !attached || !rec.State.Active() || rec.Paused() {
 		return rec.ResourceUsage, nil
 	}
-	u, err := us.Usage(ctx, rec.SandboxID)
+	u, err := m.provider.Usage(ctx, rec.SandboxID)
 	if err != nil {
 		m.log.Debug("sample usage", logkey.Sandbox, rec.SandboxID, logkey.Err, err)
 		return rec.ResourceUsage, nil

@@ -43,8 +43,8 @@ func (r *recorder) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	return sb, err
 }
 
-// Usage samples cgroup usage: what provider/local could offer as
-// contexts.UsageSampler.
+// Usage samples cgroup usage only, without the disk use that
+// provider/local's Usage adds.
 func (r *recorder) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
 	st, err := r.Runtime().Stats(ctx, id)
 	if err != nil {

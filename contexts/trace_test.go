@@ -145,6 +145,19 @@ func TestEveryTerminationTraced(t *testing.T) {
 		defer mu.Unlock()
 		ended = append(ended, ev.TenantID+" "+string(ev.Reason))
 	}})
+	// Observers added after the manager was built see the same, in
+	// order after Config.OnTerminated; a removed one sees nothing.
+	var observed []string
+	e.m.OnTerminated(func(ctx context.Context, ev contexts.Termination) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(observed) == len(ended) {
+			t.Errorf("observer told of %s before Config.OnTerminated", ev.ContextID)
+		}
+		observed = append(observed, ev.TenantID+" "+string(ev.Reason))
+	})
+	removed := false
+	e.m.OnTerminated(func(ctx context.Context, ev contexts.Termination) { removed = true })()
 	const tenant = "t-ends"
 	// rotated: the second execution uses up MaxExecutions.
 	e.exec(ident(tenant, "rot", "main"), "1")
@@ -185,6 +198,14 @@ func TestEveryTerminationTraced(t *testing.T) {
 	mu.Unlock()
 	if diff := cmp.Diff(map[string]int{tenant + " rotated": 1, tenant + " error": 2, tenant + " expired": 2}, got); diff != "" {
 		t.Errorf("OnTerminated (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	if diff := cmp.Diff(ended, observed); diff != "" {
+		t.Errorf("Manager.OnTerminated observer (-Config.OnTerminated +observer):\n%s", diff)
+	}
+	mu.Unlock()
+	if removed {
+		t.Error("a removed observer was told of a termination")
 	}
 	if st := e.m.Stats(); st.TotalCleaned != 2 || st.TotalTerminated != 5 {
 		t.Errorf("stats: cleaned %d (want 2, idle only), terminated %d (want 5)", st.TotalCleaned, st.TotalTerminated)

@@ -23,12 +23,22 @@ import (
 
 // PutOptions configures Put. Zero values are documented per field.
 type PutOptions struct {
-	// Name, when set, is tagged to the image once it is complete (see Tag).
-	// Without a name the image is garbage unless the caller tags it or
-	// passes it to GC as kept while holding a lease.
+	// Name, when set, names the image once it is complete, only when the
+	// name is new or names this image already (TagNew): a name of another
+	// image fails the Put with already_exists and stays where it was (the
+	// content stays too, unnamed, until GC). Without a name the image is
+	// garbage unless the caller tags it or passes it to GC as kept while
+	// holding a lease.
 	Name string
 	// Progress, when set, is called as layers are fetched and unpacked.
 	Progress func(Progress)
+	// Untrusted says img is a tenant's (an upload, a tenant's pull): each
+	// layer must prove its content, since in a store that tenants share a
+	// digest is a name anyone may learn (prove.go). Every blob is read
+	// from img and checked against its digest, also when the store holds
+	// it, and a stored layer tree serves the image only if it was
+	// unpacked from that blob or the blob uncompresses to its diff id.
+	Untrusted bool
 }
 
 // Progress reports one step of a Put.
@@ -78,8 +88,18 @@ func (s *Store) Put(ctx context.Context, img v1.Image, opt PutOptions) (Image, e
 		return Image{}, fmt.Errorf("image: %d layers for %d in the manifest: %w", len(layers), len(m.Layers), errdefs.ErrInvalidArgument)
 	}
 	for i, l := range layers {
+		if opt.Untrusted {
+			if err := s.proveBlob(ctx, l, m.Layers[i]); err != nil {
+				return Image{}, err
+			}
+		}
 		if err := s.putLayer(ctx, l, m.Layers[i], cf.RootFS.DiffIDs[i], i+1, len(layers), opt.Progress); err != nil {
 			return Image{}, err
+		}
+		if opt.Untrusted {
+			if err := s.proveTree(ctx, m.Layers[i].Digest, cf.RootFS.DiffIDs[i]); err != nil {
+				return Image{}, err
+			}
 		}
 	}
 	if _, err := s.writeBytes(rawConfig); err != nil {
@@ -91,7 +111,7 @@ func (s *Store) Put(ctx context.Context, img v1.Image, opt PutOptions) (Image, e
 		return Image{}, err
 	}
 	if opt.Name != "" {
-		if err := s.tag(opt.Name, digest); err != nil {
+		if err := s.tag(opt.Name, digest, false); err != nil {
 			return Image{}, err
 		}
 	}

@@ -36,7 +36,24 @@ func checkName(name string) error {
 }
 
 // Tag points name at the stored image digest, replacing what it named.
+// Moving a name is the act of whoever owns the store (the operator, the
+// daemon naming a built-in's image): every process and tenant the store
+// serves reads its names, so a name that came from a tenant (an archive's
+// annotations, a reference it pulled) is never given here. TagNew and
+// PutOptions.Name set a name only when it is new.
 func (s *Store) Tag(ctx context.Context, name string, digest v1.Hash) error {
+	return s.tagChecked(ctx, name, digest, true)
+}
+
+// TagNew points name at the stored image digest when name is new or
+// already names digest; a name of another image stays as it is and the
+// call fails with already_exists. The check and the write are one step
+// under the refs lock, so of callers racing for a new name one wins.
+func (s *Store) TagNew(ctx context.Context, name string, digest v1.Hash) error {
+	return s.tagChecked(ctx, name, digest, false)
+}
+
+func (s *Store) tagChecked(ctx context.Context, name string, digest v1.Hash, move bool) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -48,13 +65,20 @@ func (s *Store) Tag(ctx context.Context, name string, digest v1.Hash) error {
 	if _, err := s.image(digest); err != nil {
 		return err
 	}
-	return s.tag(name, digest)
+	return s.tag(name, digest, move)
 }
 
-// tag records name -> digest. Precondition: the caller holds a lease and
-// the image is complete.
-func (s *Store) tag(name string, digest v1.Hash) error {
+// tag records name -> digest; unless move, only when name is new or
+// names digest already (already_exists otherwise). Precondition: the
+// caller holds a lease and the image is complete.
+func (s *Store) tag(name string, digest v1.Hash, move bool) error {
 	return s.updateRefs(func(refs map[string]Ref) error {
+		if old, ok := refs[name]; ok && !move {
+			if old.Digest == digest {
+				return nil
+			}
+			return fmt.Errorf("image: name %q names another image: %w", name, errdefs.ErrAlreadyExists)
+		}
 		refs[name] = Ref{Name: name, Digest: digest, Updated: time.Now().UTC()}
 		return nil
 	})

@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/imagetest"
@@ -423,5 +425,108 @@ func TestGCTmpGrace(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(tmp, "build-old")); !os.IsNotExist(err) {
 		t.Errorf("an old leftover stayed: %v", err)
+	}
+}
+
+// TestWallPutNameOnlyWhenNew: Put names an image only when the name is
+// new (or names that image already), atomically: a name that points at
+// another image fails the Put with already_exists and stays where it
+// was, and of several Puts racing for one new name exactly one wins.
+// Moving a name is Tag's, the operator's. Before, Put re-pointed any
+// name it was given, so whatever reached Put with a tenant's name (an
+// import's annotations) moved the daemon's `default`.
+func TestWallPutNameOnlyWhenNew(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	real, err := s.Put(ctx, imagetest.Image(t, imagetest.Layer(t, baseFiles...)), PutOptions{Name: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := imagetest.Image(t, imagetest.Layer(t, appFiles...))
+	if _, err := s.Put(ctx, evil, PutOptions{Name: "default"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("Put over a name of another image: %v, want already_exists", err)
+	}
+	if d, err := s.Resolve(ctx, "default"); err != nil || d != real.Digest {
+		t.Errorf("default = %s %v, want %s", d, err, real.Digest)
+	}
+	if _, err := s.Put(ctx, imagetest.Image(t, imagetest.Layer(t, baseFiles...)), PutOptions{Name: "default"}); err != nil {
+		t.Errorf("Put of the image the name has: %v", err)
+	}
+
+	const racers = 8
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		img := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "n", Body: string(rune('a' + i))}))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Put(ctx, img, PutOptions{Name: "contested"})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, errdefs.ErrAlreadyExists):
+			t.Errorf("a racing Put: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d Puts named the contested name, want 1: %v", won, errs)
+	}
+}
+
+// unheld is a layer whose digests are known but whose bytes its image
+// does not have.
+type unheld struct{ v1.Layer }
+
+func (unheld) Compressed() (io.ReadCloser, error) {
+	return nil, errors.New("the blob is not in the archive")
+}
+
+// TestWallPutUntrusted: an untrusted image (a tenant's) proves each
+// layer's content. Naming a stored layer's digests without its bytes, or
+// pairing a blob of its own with a stored tree's diff id, is
+// invalid_argument; the same tar compressed otherwise still shares the
+// stored tree. A trusted Put (the operator's) keeps taking a stored
+// layer as it is. Before, every Put took what the store had by digest.
+func TestWallPutUntrusted(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	files := []imagetest.File{{Name: "secret", Body: "A-SECRET"}}
+	layer := imagetest.Layer(t, files...)
+	if _, err := s.Put(ctx, imagetest.Image(t, layer), PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	named := imagetest.Image(t, unheld{layer})
+	if _, err := s.Put(ctx, named, PutOptions{Untrusted: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("untrusted image naming a stored layer without its bytes: %v, want invalid_argument", err)
+	}
+	if _, err := s.Put(ctx, named, PutOptions{}); err != nil {
+		t.Errorf("trusted Put of a stored layer: %v", err)
+	}
+
+	diffID, _ := layer.DiffID()
+	lying := imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "mine", Body: "B"}))
+	cf, _ := lying.ConfigFile()
+	cf = cf.DeepCopy()
+	cf.RootFS.DiffIDs = []v1.Hash{diffID}
+	lying, err := mutate.ConfigFile(lying, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(ctx, lying, PutOptions{Untrusted: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("untrusted image claiming a stored tree's diff id: %v, want invalid_argument", err)
+	}
+
+	raw := imagetest.Tar(t, files...)
+	plain := static.NewLayer(raw, types.OCIUncompressedLayer)
+	if got, err := s.Put(ctx, imagetest.Image(t, plain), PutOptions{Untrusted: true}); err != nil {
+		t.Errorf("untrusted image of the same tar compressed otherwise: %v", err)
+	} else if got.Layers[0].DiffID != diffID {
+		t.Errorf("diff id %s, want %s", got.Layers[0].DiffID, diffID)
 	}
 }

@@ -106,7 +106,7 @@ func TestNothingLeftBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := takeSnapshot(t, m)
-	if len(last.Links)+len(last.Mounts)+len(last.Files)+len(last.Guards)+len(last.Fwds) != 0 || len(last.Sets) != 3 || len(last.Chains) != 5 {
+	if len(last.Links)+len(last.Mounts)+len(last.Files)+len(last.Guards)+len(last.Fwds) != 0 || len(last.Sets) != 3 || len(last.Chains) != 6 {
 		t.Errorf("after the last teardown: %+v", last)
 	}
 }

@@ -68,6 +68,10 @@ type Config struct {
 	Table, IfPrefix string
 	// CAValidity is the lifetime of a sandbox CA (default ca.DefaultValidity).
 	CAValidity time.Duration
+	// RouteMark is the socket mark of the daemon's own connections to
+	// sandboxes (DialSandbox), the only ones the host may open to a
+	// sandbox's address (default nft.DefaultRouteMark).
+	RouteMark uint32
 	// Spares is how many networks to keep built ahead of need (namespace,
 	// veth, addresses, CA), so Setup only adds the rules and the record.
 	// Zero builds every network on demand.
@@ -157,7 +161,7 @@ func New(cfg Config) (*Manager, error) {
 	gw := cfg.Pool.Addr().Next()
 	tab, err := nft.New(nft.Config{
 		Table: cfg.Table, IfPrefix: cfg.IfPrefix, Gateway: gw, Pool: cfg.Pool,
-		ProxyPort: cfg.ProxyPort, DNSPort: cfg.DNSPort, Forbidden: policy.Forbidden4(),
+		ProxyPort: cfg.ProxyPort, DNSPort: cfg.DNSPort, Forbidden: policy.Forbidden4(), RouteMark: cfg.RouteMark,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, errdefs.ErrInvalidArgument)

@@ -322,7 +322,7 @@ func TestKernelRules(t *testing.T) {
 					c.Close()
 				}
 			}()
-			c, err := net.DialTimeout("tcp4", n.Addr.String()+":8080", 2*time.Second)
+			c, err := m.DialSandbox(ctx, "tcp4", n.Addr.String()+":8080")
 			if err != nil {
 				t.Errorf("%s: dial the sandbox's port: %v", n.SandboxID, err)
 			} else {

@@ -48,6 +48,15 @@ type Config struct {
 	// anonymous, so a tenant cannot pull a private image with the
 	// credentials the operator's docker config holds.
 	TenantKeychain authn.Keychain
+	// Builtins returns the image digest of a built-in template (Default,
+	// Desktop, CodeInterpreter) as the daemon pinned it: the image the
+	// store had for it when the daemon started, or the one the daemon
+	// built since; false while there is none. A built-in resolves only
+	// through it, never through a name in the image store, whose names
+	// are shared with everything that writes the store. nil: the store's
+	// name of the built-in, read at the built-in's first use and kept
+	// from then on (tests and tools that own their store).
+	Builtins func(name string) (v1.Hash, bool)
 	// PullAllow are the address ranges a tenant's pull may connect to
 	// besides the public internet. Every connection of a tenant's pull
 	// (redirects included) goes through network.DialGuard: loopback,
@@ -71,6 +80,7 @@ type Catalog struct {
 
 	mu   sync.Mutex
 	byID map[string]Template // records by id (immutable, so cached); under mu
+	pins map[string]v1.Hash  // built-ins' images pinned at first use (Builtins nil); under mu
 }
 
 // New returns a catalog.
@@ -78,44 +88,81 @@ func New(cfg Config) *Catalog {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{cfg: cfg, log: cfg.Logger, byID: map[string]Template{}}
+	return &Catalog{cfg: cfg, log: cfg.Logger, byID: map[string]Template{}, pins: map[string]v1.Hash{}}
 }
 
-// builtin returns the built-in template name, if this catalog offers it.
-// "default" is the image of that name in the store (the daemon builds or
-// the operator puts it there); its Image is filled when the store has it.
-// withImage fills it (a refs.json read): ByID, asked on every run, does
-// without.
+// builtin returns the built-in template name, if this catalog offers it;
+// withImage fills its pinned image (builtinImage; "" while it has none:
+// the daemon may still be building it). TemplateInfo, asked on every
+// run, does without.
 func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Template, bool) {
+	var t Template
 	switch {
 	case name == Default && c.cfg.Images != nil:
-		t := Template{ID: Default, Name: Default, Source: "built-in"}
-		if withImage {
-			if d, err := c.cfg.Images.Resolve(ctx, Default); err == nil {
-				t.Image = d.String()
-			}
-		}
-		return t, true
+		t = Template{ID: Default, Name: Default, Source: "built-in"}
 	case name == Desktop && c.cfg.Desktop != nil && c.cfg.Images != nil:
-		t := Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
-		if withImage {
-			if d, err := c.cfg.Images.Resolve(ctx, Desktop); err == nil {
-				t.Image = d.String()
-			}
-		}
-		return t, true
+		t = Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
 	case name == CodeInterpreter && c.cfg.CodeInterpreter && c.cfg.Images != nil:
-		t := Template{ID: CodeInterpreter, Name: CodeInterpreter, Source: "built-in"}
-		if withImage {
-			if d, err := c.cfg.Images.Resolve(ctx, CodeInterpreter); err == nil {
-				t.Image = d.String()
-			}
-		}
-		return t, true
+		t = Template{ID: CodeInterpreter, Name: CodeInterpreter, Source: "built-in"}
 	case name == Host && (c.cfg.HostTemplate || c.cfg.Images == nil), name == Default && c.cfg.Images == nil:
 		return Template{ID: name, Name: name, Source: "host"}, true
+	default:
+		return Template{}, false
 	}
-	return Template{}, false
+	if withImage {
+		t.Image = c.builtinImage(ctx, name)
+	}
+	return t, true
+}
+
+// builtinImage is the image digest built-in name is pinned to
+// (Config.Builtins), "" when it has none yet. Without Config.Builtins the
+// store's name is read until it first names an image, which is then kept:
+// a name moved later (by anyone who can write the store) moves nothing.
+func (c *Catalog) builtinImage(ctx context.Context, name string) string {
+	if c.cfg.Builtins != nil {
+		if d, ok := c.cfg.Builtins(name); ok {
+			return d.String()
+		}
+		return ""
+	}
+	c.mu.Lock()
+	d, ok := c.pins[name]
+	c.mu.Unlock()
+	if ok {
+		return d.String()
+	}
+	d, err := c.cfg.Images.Resolve(ctx, name)
+	if err != nil {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pins[name]; ok {
+		return p.String() // another caller pinned it first
+	}
+	c.pins[name] = d
+	return d.String()
+}
+
+// pinned lists the built-ins' pinned images, for GC to keep (a name the
+// operator moves leaves the pinned image unnamed, still in use).
+func (c *Catalog) pinned() []v1.Hash {
+	var out []v1.Hash
+	for _, n := range []string{Default, Desktop, CodeInterpreter} {
+		if c.cfg.Builtins != nil {
+			if d, ok := c.cfg.Builtins(n); ok {
+				out = append(out, d)
+			}
+			continue
+		}
+		c.mu.Lock()
+		if d, ok := c.pins[n]; ok {
+			out = append(out, d)
+		}
+		c.mu.Unlock()
+	}
+	return out
 }
 
 // Resolve finds what ref (a name or an id; "" is Default) means for
@@ -141,10 +188,14 @@ func (c *Catalog) Resolve(ctx context.Context, tenantID, ref string) (Template, 
 }
 
 // ByID returns the template of id, of any tenant (a built-in's id is its
-// name). The daemon's own lookup when it starts a sandbox; records are
-// immutable, so it is cached.
+// name, its Image the pinned one). The daemon's own lookup when it starts
+// a sandbox; records are immutable, so it is cached.
 func (c *Catalog) ByID(ctx context.Context, id string) (Template, error) {
-	if t, ok := c.builtin(ctx, id, false); ok {
+	return c.lookupID(ctx, id, true)
+}
+
+func (c *Catalog) lookupID(ctx context.Context, id string, withImage bool) (Template, error) {
+	if t, ok := c.builtin(ctx, id, withImage); ok {
 		return t, nil
 	}
 	c.mu.Lock()
@@ -219,8 +270,9 @@ func (c *Catalog) Pull(ctx context.Context, tenantID, ref string, spec Spec, pro
 	}
 	return c.record(ctx, tenantID, spec, ref, func() (v1.Hash, error) {
 		opt := c.cfg.Pull
-		opt.Progress = progress
+		opt.Name, opt.Progress = "", progress // the record keeps the image
 		if tenantID != "" {
+			opt.Untrusted = true
 			opt.Keychain = c.cfg.TenantKeychain
 			if opt.Keychain == nil {
 				opt.Keychain = anonymous{}
@@ -239,7 +291,7 @@ func (c *Catalog) Import(ctx context.Context, tenantID, path string, spec Spec, 
 		return Template{}, err
 	}
 	return c.record(ctx, tenantID, spec, "import", func() (v1.Hash, error) {
-		imgs, err := source.ImportFile(ctx, c.cfg.Images, path, source.ImportOptions{Progress: progress})
+		imgs, err := source.ImportFile(ctx, c.cfg.Images, path, source.ImportOptions{Progress: progress, Untrusted: tenantID != ""})
 		if err != nil {
 			return v1.Hash{}, err
 		}
@@ -251,38 +303,21 @@ func (c *Catalog) Import(ctx context.Context, tenantID, path string, spec Spec, 
 }
 
 // record brings an image in with fetch and stores the template record.
-// The names the pull or import gave the image are taken away again: the
-// record is what keeps the image (GC asks the records), so deleting the
-// template lets GC take its layers. A lease keeps GC away until the
-// record exists.
+// fetch names nothing in the image store: its names are shared by every
+// tenant and the daemon (`default` is one), and an archive's or a
+// reference's names are the caller's input. The record is what keeps the
+// image (GC asks the records), so deleting the template lets GC take its
+// layers. A lease keeps GC away until the record exists.
 func (c *Catalog) record(ctx context.Context, tenantID string, spec Spec, src string, fetch func() (v1.Hash, error)) (Template, error) {
-	s := c.cfg.Images
-	lease, err := s.Lease(ctx)
+	lease, err := c.cfg.Images.Lease(ctx)
 	if err != nil {
 		return Template{}, err
 	}
 	defer lease.Release()
-	before, err := refNames(ctx, s)
-	if err != nil {
-		return Template{}, err
-	}
 	digest, err := fetch()
 	if err != nil {
 		return Template{}, err
 	}
-	defer func() {
-		after, err := s.Refs(ctx)
-		if err != nil {
-			return
-		}
-		for _, r := range after {
-			if !before[r.Name] {
-				if err := s.Untag(ctx, r.Name); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-					c.log.Warn("template: untag", slog.String("name", r.Name), slog.String("err", err.Error()))
-				}
-			}
-		}
-	}()
 	t, err := c.cfg.Store.CreateTemplate(ctx, Template{TenantID: tenantID, Name: spec.Name, Image: digest.String(), Source: src, Settings: spec.Settings})
 	if err != nil {
 		return Template{}, err
@@ -290,18 +325,6 @@ func (c *Catalog) record(ctx context.Context, tenantID string, spec Spec, src st
 	c.remember(t)
 	c.log.Info("template created", slog.String("template", t.ID), slog.String("name", t.Name), slog.String("tenant", tenantID), slog.String("image", t.Image))
 	return t, nil
-}
-
-func refNames(ctx context.Context, s *image.Store) (map[string]bool, error) {
-	refs, err := s.Refs(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]bool, len(refs))
-	for _, r := range refs {
-		out[r.Name] = true
-	}
-	return out, nil
 }
 
 // Delete removes tenantID's template ref (a name or an id). A public
@@ -344,6 +367,7 @@ func (c *Catalog) GC(ctx context.Context, live func(context.Context) ([]v1.Hash,
 				return nil, err
 			}
 		}
+		keep = append(keep, c.pinned()...)
 		all, err := c.cfg.Store.ListTemplates(ctx, "", true)
 		if err != nil {
 			return nil, fmt.Errorf("templates in use: %w", err)
@@ -378,7 +402,7 @@ func (c *Catalog) ResolveTemplate(ctx context.Context, tenantID, ref string) (co
 
 // TemplateInfo implements contexts.Catalog.
 func (c *Catalog) TemplateInfo(ctx context.Context, id string) (contexts.TemplateInfo, error) {
-	t, err := c.ByID(ctx, id)
+	t, err := c.lookupID(ctx, id, false)
 	if err != nil {
 		return contexts.TemplateInfo{}, err
 	}

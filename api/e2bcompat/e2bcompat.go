@@ -9,55 +9,50 @@
 // sandboxID is the context id. Every sandbox call goes through the
 // Manager's guarded Use and Execute, so the egress guard applies here as on
 // every other edge. docs/e2b.md records the mapping decisions.
+//
+// This package is the facade the daemon calls: it routes each request to
+// the surface that serves it, control (control plane), envd or interp
+// (code interpreter), after core has found the sandbox a sandbox call's
+// credentials open. Each surface keeps its own state of a sandbox, and
+// lets go of it when the manager ends the sandbox's context.
 package e2bcompat
 
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/api/e2bcompat/control"
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
+	"github.com/sandlot/sandlot/api/e2bcompat/envd"
+	"github.com/sandlot/sandlot/api/e2bcompat/interp"
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 )
 
-// EnvdVersion is the envd version sandlot reports. 0.6.4 takes the SDKs'
-// current code paths (octet-stream uploads, closeStdin), file metadata
-// (0.6.2: X-Metadata-* headers, EntryInfo.metadata), watch events with
-// their entry (0.6.3: includeEntry) and the opt-in to watching network
-// mounts (0.6.4: allowNetworkMounts), which changes nothing here: a
-// sandlot sandbox has no network mounts, so every directory it can watch
-// is watched with or without the flag, as envd watches a local one.
-const EnvdVersion = "0.6.4"
+// EnvdVersion is the envd version sandlot reports (core.EnvdVersion).
+const EnvdVersion = core.EnvdVersion
 
 // ClientID is reported as the sandbox's clientID.
-const ClientID = "sandlot"
+const ClientID = core.ClientID
 
-// Tenants resolves the credentials of E2B calls. *tenant.Authenticator
-// implements it, with the cache every edge shares.
-type Tenants interface {
-	// Key returns the tenant of an API key (errdefs.ErrUnauthenticated
-	// for a missing, malformed or unknown key).
-	Key(ctx context.Context, key string) (*tenant.Tenant, error)
-	// Tenant returns a tenant by id (errdefs.ErrNotFound when it was
-	// deleted). Access tokens name the tenant's key generation and
-	// creation time, and a token is honoured only while both still match:
-	// rotating the key or deleting the tenant revokes it.
-	Tenant(ctx context.Context, id string) (*tenant.Tenant, error)
-}
-
-var _ Tenants = (*tenant.Authenticator)(nil)
+// The types of Config's fields, declared where they are used.
+type (
+	// Manager is what the E2B surface needs from contexts.Manager.
+	Manager = core.Manager
+	// Tenants resolves the credentials of E2B calls.
+	Tenants = core.Tenants
+	// Catalog is the templates the E2B routes see.
+	Catalog = control.Catalog
+	// Builds is the daemon's build queue, shared with /v1's build route.
+	Builds = control.Builds
+)
 
 // Config configures the handler. Manager and Tenants are required.
 type Config struct {
@@ -118,24 +113,15 @@ type Config struct {
 	MaxUploadBytes int64
 	// Catalog, when set, holds the tenants' templates: E2B's template
 	// list, get, delete and alias routes answer from it, and builds
-	// record into it (templatelist.go). Nil: those routes answer
+	// record into it (control/templatelist.go). Nil: those routes answer
 	// failed_precondition (aliases: only Templates' names exist).
 	Catalog Catalog
-	// Builds, when set, serves E2B's template builds (templates.go),
+	// Builds, when set, serves E2B's template builds (control/templates.go),
 	// recording into its own catalog (the daemon's, Catalog's); nil: those
 	// routes answer failed_precondition.
 	Builds *Builds
 	// Logger; nil discards.
 	Logger *slog.Logger
-}
-
-// domain is Config.Domain for the wire (null when unset).
-func (h *Handler) domain() *string {
-	if h.cfg.Domain == "" {
-		return nil
-	}
-	d := h.cfg.Domain
-	return &d
 }
 
 // Defaults of Config. E2B's own sandbox timeout cap is 24 h on its Pro
@@ -174,24 +160,10 @@ var DefaultTemplates = map[string]string{
 // Handler serves the E2B wire. It is safe for concurrent use.
 type Handler struct {
 	cfg     Config
-	log     *slog.Logger
-	control *http.ServeMux
-	envd    http.Handler
-	interp  *http.ServeMux
-	procs   *procTable
-
-	mu sync.Mutex
-	// codeCtxs holds the code contexts of each sandbox.
-	codeCtxs map[string]map[string]*codeContext
-	// signers holds the envd tokens issued per sandbox, newest last, to
-	// check signed file URLs (signed.go).
-	signers map[string][]string
-	// metrics holds the usage samples taken per sandbox (metrics.go).
-	metrics map[string][]metricSample
-	// watchers holds the created directory watchers by id, watching
-	// counts the watchers per sandbox (watch.go).
-	watchers map[string]*watcher
-	watching map[string]int
+	edge    *core.Edge
+	control *control.Handler
+	envd    *envd.Handler
+	interp  *interp.Handler
 }
 
 // New returns the E2B handler.
@@ -226,51 +198,43 @@ func New(cfg Config) *Handler {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	h := &Handler{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		procs:    newProcTable(),
-		codeCtxs: map[string]map[string]*codeContext{},
-		signers:  map[string][]string{},
-		metrics:  map[string][]metricSample{},
-		watchers: map[string]*watcher{},
-		watching: map[string]int{},
+	edge := core.New(core.Config{Manager: cfg.Manager, Tenants: cfg.Tenants, Secret: cfg.Secret, TokenTTL: cfg.TokenTTL,
+		Admit: cfg.Admit, Clock: cfg.Clock, Domain: cfg.Domain, Logger: cfg.Logger})
+	return &Handler{
+		cfg:  cfg,
+		edge: edge,
+		control: control.New(edge, control.Config{MaxTimeout: cfg.MaxTimeout, PausedTimeout: cfg.PausedTimeout,
+			DefaultTimeout: cfg.DefaultTimeout, Templates: cfg.Templates, PlainPython: cfg.PlainPython,
+			DefaultOpen: cfg.DefaultOpen, Catalog: cfg.Catalog, Builds: cfg.Builds}),
+		envd:   envd.New(edge, envd.Config{MaxMessageBytes: cfg.MaxMessageBytes, MaxUploadBytes: cfg.MaxUploadBytes}),
+		interp: interp.New(edge, interp.Config{PlainPython: cfg.PlainPython}),
 	}
-	if h.log == nil {
-		h.log = slog.New(slog.DiscardHandler)
-	}
-	h.control = h.controlMux()
-	h.envd = h.envdMux()
-	h.interp = h.interpMux()
-	return h
 }
 
 // Match reports whether r belongs to the E2B surface: a sandbox call
 // (E2b-Sandbox-Id header), a signed file URL or a control-plane path.
-func Match(r *http.Request) bool {
-	if r.Header.Get(e2bwire.HeaderSandboxID) != "" || signedRequest(r) {
-		return true
-	}
-	p := r.URL.Path
-	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
-		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
-		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
-}
+func Match(r *http.Request) bool { return core.Match(r) }
+
+// WriteError answers r, a request Match accepts, with err in the shape
+// its route speaks: a Connect error on envd's Connect routes, the control
+// plane's {code:int, message} elsewhere. The server uses it for requests it
+// refuses before the handler (admission).
+func WriteError(w http.ResponseWriter, r *http.Request, err error) { core.WriteError(w, r, err) }
 
 // ServeHTTP routes by the E2b-Sandbox-Id and E2b-Sandbox-Port headers, or
-// by host name (hostRoute).
+// by host name (core.HostRoute).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = h.fromHost(r)
 	sid := r.Header.Get(e2bwire.HeaderSandboxID)
-	if !connectRoute(r) && !uploadRoute(r) && !identityEncoding(r.Header.Get("Content-Encoding")) {
+	if !core.ConnectRoute(r) && !core.UploadRoute(r) && !core.IdentityEncoding(r.Header.Get("Content-Encoding")) {
 		// Only Connect and uploads decode compressed bodies (bounded);
 		// anywhere else the bytes would be taken as they are, so refuse
 		// them.
-		writeJSON(w, http.StatusUnsupportedMediaType, apiError{Code: http.StatusUnsupportedMediaType,
-			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported here; send the body uncompressed"})
+		core.WriteStatus(w, http.StatusUnsupportedMediaType,
+			"Content-Encoding "+r.Header.Get("Content-Encoding")+" is not supported here; send the body uncompressed")
 		return
 	}
-	signed := signedRequest(r)
+	signed := core.SignedRequest(r)
 	if sid == "" && !signed {
 		h.control.ServeHTTP(w, r)
 		return
@@ -283,156 +247,53 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		next = h.interp
 	default:
 		if !signed {
-			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
+			core.WriteProxyError(w, http.StatusBadGateway, sid, "The sandbox is running but port is not open")
 			return
 		}
 		next = h.envd
 	}
-	var sb *sandboxRef
+	var ref *core.Ref
 	var err error
 	if signed {
-		sb, err = h.resolveSigned(r, sid)
+		ref, err = h.edge.ResolveSigned(r, sid)
 	} else {
-		sb, err = h.resolveSandbox(r, sid)
+		ref, err = h.edge.ResolveSandbox(r, sid)
 	}
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			writeGone(w, r.Header.Get(e2bwire.HeaderSandboxPort), sid)
+			core.WriteGone(w, r.Header.Get(e2bwire.HeaderSandboxPort), sid)
 			return
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	if sb.rec, _, err = h.wake(r.Context(), sb.tenantID, sb.rec); err != nil {
+	if ref.Rec, _, err = h.wake(r.Context(), ref.TenantID, ref.Rec); err != nil {
 		if errors.Is(err, ErrPausedNoWake) {
 			// As a sandbox that is not running: envd's /health 502 makes
 			// isRunning() false. Calls wait for no one: the sandbox is
 			// frozen.
-			writeProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
+			core.WriteProxyError(w, http.StatusBadGateway, sid, "The sandbox is paused; Sandbox.connect resumes it")
 			return
 		}
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
-	release, err := h.admit(r.Context(), sb.tenantID)
+	release, err := h.edge.Admit(r.Context(), ref.TenantID)
 	if err != nil {
-		writeAPIError(w, err)
+		core.WriteAPIError(w, err)
 		return
 	}
 	defer release()
-	next.ServeHTTP(w, r.WithContext(withSandbox(tenant.With(r.Context(), sb.tenant), sb)))
+	next.ServeHTTP(w, r.WithContext(core.WithRef(tenant.With(r.Context(), ref.Tenant), ref)))
 }
 
-// connectRoute reports whether r is an envd Connect call, whose
-// compression Connect handles within Config.MaxMessageBytes.
-func connectRoute(r *http.Request) bool {
-	return r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort &&
-		(strings.HasPrefix(r.URL.Path, "/process.Process/") || strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/"))
-}
-
-// uploadRoute reports whether r is envd's POST /files, which inflates a
-// gzip body within Config.MaxUploadBytes (writeFiles).
-func uploadRoute(r *http.Request) bool {
-	return r.Method == http.MethodPost && r.URL.Path == "/files" &&
-		(r.Header.Get(e2bwire.HeaderSandboxPort) == e2bwire.EnvdPort || r.Header.Get(e2bwire.HeaderSandboxID) == "")
-}
-
-func identityEncoding(enc string) bool {
-	enc = strings.TrimSpace(enc)
-	return enc == "" || strings.EqualFold(enc, "identity")
-}
-
-// sandboxRef is the sandbox a sandbox call addresses.
-type sandboxRef struct {
-	tenantID string
-	tenant   *tenant.Tenant
-	rec      *contexts.Record
-}
-
-type sandboxKey struct{}
-
-func withSandbox(ctx context.Context, s *sandboxRef) context.Context {
-	return context.WithValue(ctx, sandboxKey{}, s)
-}
-
-func sandboxFrom(ctx context.Context) *sandboxRef {
-	s, _ := ctx.Value(sandboxKey{}).(*sandboxRef)
-	return s
-}
-
-// apiError is the control plane's error body.
-type apiError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-// WriteError answers r, a request Match accepts, with err in the shape
-// its route speaks: a Connect error on envd's Connect routes, the control
-// plane's {code:int, message} elsewhere. The server uses it for requests it
-// refuses before the handler (admission).
-func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	if !connectRoute(r) {
-		writeAPIError(w, err)
-		return
-	}
-	status := errdefs.HTTPStatus(err)
-	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, struct {
-		Code    errdefs.Code `json:"code"`
-		Message string       `json:"message"`
-	}{errdefs.CodeOf(err), publicMessage(err)})
-}
-
-// writeAPIError writes err as {code, message} with its category's status.
-func writeAPIError(w http.ResponseWriter, err error) {
-	status := errdefs.HTTPStatus(err)
-	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, status, apiError{Code: status, Message: publicMessage(err)})
-}
-
-// writeGone answers a call to a sandbox that is not there (any more) as
-// E2B does: 404 on the code interpreter's port (the code interpreter SDK
-// throws NotFoundError), the edge proxy's 502 elsewhere (the SDKs read it
-// as "not running").
-func writeGone(w http.ResponseWriter, port, sid string) {
-	status := http.StatusBadGateway
-	if port == e2bwire.InterpreterPort {
-		status = http.StatusNotFound
-	}
-	writeProxyError(w, status, sid, "The sandbox was not found")
-}
-
-// writeProxyError mimics the E2B edge proxy's answer for a sandbox or port
-// that is not there; the SDKs read 502 as "sandbox gone".
-func writeProxyError(w http.ResponseWriter, status int, sid, msg string) {
-	writeJSON(w, status, struct {
-		SandboxID string `json:"sandboxId"`
-		Message   string `json:"message"`
-		Code      int    `json:"code"`
-	}{sid, msg, status})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+// VerifyTrafficToken checks a trafficAccessToken for sandbox sid and
+// returns its tenant: the ports route (network/ports) authorizes requests
+// to a sandbox's ports with it.
+func (h *Handler) VerifyTrafficToken(ctx context.Context, sid, token string) (string, error) {
+	t, err := h.edge.VerifyToken(ctx, token, core.PurposeTraffic, sid)
 	if err != nil {
-		http.Error(w, `{"code":500,"message":"internal error"}`, http.StatusInternalServerError)
-		return
+		return "", err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(b)
-}
-
-// runtimeID matches sandlot's runtime sandbox id where an error names it
-// ("sandbox sb-0123456789ab: fs.write: …", the agent client's prefix). E2B
-// callers know the sandbox by its E2B id; the runtime's is internal.
-var runtimeID = regexp.MustCompile(`sandbox ` + regexp.QuoteMeta(runtime.IDPrefix) + `[0-9a-f]+: `)
-
-// publicMessage is errdefs.PublicMessage without runtime sandbox ids.
-func publicMessage(err error) string {
-	return runtimeID.ReplaceAllString(errdefs.PublicMessage(err), "")
+	return t.ID, nil
 }

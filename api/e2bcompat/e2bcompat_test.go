@@ -1,91 +1,26 @@
 package e2bcompat_test
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
+	"compress/gzip"
+	"context"
+	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
-
-const key1, key2 = "e2b_1111111111111111111111111111111111111111", "e2b_2222222222222222222222222222222222222222"
-
-// tenants knows key1 and key2.
-var tenants = e2bcompattest.Tenants{key1: "tenant-1", key2: "tenant-2"}
-
-type env struct {
-	t   *testing.T
-	srv *httptest.Server
-	m   *e2bcompattest.Manager
-	h   *e2bcompat.Handler
-}
-
-func newEnv(t *testing.T) *env {
-	t.Helper()
-	m := e2bcompattest.NewManager()
-	h := e2bcompat.New(e2bcompat.Config{Manager: m, Tenants: tenants, Secret: []byte("test-secret")})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &env{t: t, srv: srv, m: m, h: h}
-}
-
-// do sends a request; hdr is pairs of header names and values.
-func (e *env) do(method, path string, body io.Reader, hdr ...string) *http.Response {
-	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { resp.Body.Close() })
-	return resp
-}
-
-func decode[T any](t *testing.T, resp *http.Response) T {
-	t.Helper()
-	var v T
-	b, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatalf("decode %q: %v", b, err)
-	}
-	return v
-}
-
-type created struct {
-	SandboxID, TemplateID, ClientID, EnvdVersion, EnvdAccessToken, TrafficAccessToken string
-}
-
-func (e *env) create(key string, body string) created {
-	e.t.Helper()
-	resp := e.do("POST", "/v2/sandboxes", strings.NewReader(body), "X-API-KEY", key, "Content-Type", "application/json")
-	if resp.StatusCode != 201 {
-		b, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("create: %d %s", resp.StatusCode, b)
-	}
-	return decode[created](e.t, resp)
-}
-
-type apiErr struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
 
 func TestMatch(t *testing.T) {
 	for _, tc := range []struct {
@@ -116,409 +51,197 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-func TestControlPlane(t *testing.T) {
+// Routes outside Connect and uploads do not decode Content-Encoding: the
+// bytes would be taken as they are, so a compressed body is refused.
+func TestCompressedBodyOutsideConnect(t *testing.T) {
 	e := newEnv(t)
-	t.Run("auth", func(t *testing.T) {
-		for _, key := range []string{"", "e2b_bad"} {
-			resp := e.do("POST", "/v2/sandboxes", strings.NewReader(`{"templateID":"base"}`), "X-API-KEY", key)
-			if resp.StatusCode != 401 {
-				t.Fatalf("key %q: status %d", key, resp.StatusCode)
-			}
-			if got := decode[apiErr](t, resp); got.Code != 401 || got.Message == "" {
-				t.Fatalf("key %q: body %+v", key, got)
-			}
-		}
-	})
-	sb := e.create(key1, `{"templateID":"code-interpreter-v1","timeout":60,"metadata":{"team":"a"}}`)
-	if sb.SandboxID == "" || sb.TemplateID != "code-interpreter-v1" || sb.ClientID == "" || sb.EnvdVersion != e2bcompat.EnvdVersion || sb.EnvdAccessToken == "" {
-		t.Fatalf("create answer %+v", sb)
-	}
-	t.Run("v1 create", func(t *testing.T) {
-		resp := e.do("POST", "/sandboxes", strings.NewReader(`{"templateID":"base","metadata":{"team":"b"}}`), "X-API-KEY", key1)
-		if resp.StatusCode != 201 {
-			t.Fatalf("status %d", resp.StatusCode)
-		}
-	})
-	t.Run("identity from metadata", func(t *testing.T) {
-		a := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
-		b := e.create(key1, `{"metadata":{"conversationId":"conv-x","pathId":"p1"}}`)
-		if a.SandboxID != b.SandboxID {
-			t.Fatalf("same identity gave two sandboxes %s %s", a.SandboxID, b.SandboxID)
-		}
-	})
-	t.Run("info", func(t *testing.T) {
-		resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
-		got := decode[struct {
-			SandboxID, State string
-			Metadata         map[string]string
-		}](t, resp)
-		if got.SandboxID != sb.SandboxID || got.State != "running" || got.Metadata["team"] != "a" || got.Metadata["sandlot.e2bTemplate"] != "" {
-			t.Fatalf("info %+v", got)
-		}
-		if resp := e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
-			t.Fatalf("other tenant sees the sandbox: %d", resp.StatusCode)
-		}
-	})
-	t.Run("list paging and metadata", func(t *testing.T) {
-		for i := 0; i < 3; i++ {
-			e.create(key1, `{"metadata":{"team":"page"}}`)
-		}
-		seen := map[string]bool{}
-		next := ""
-		for pages := 0; ; pages++ {
-			q := "/v2/sandboxes?limit=2&metadata=team%3Dpage"
-			if next != "" {
-				q += "&nextToken=" + next
-			}
-			resp := e.do("GET", q, nil, "X-API-KEY", key1)
-			items := decode[[]struct{ SandboxID string }](t, resp)
-			for _, it := range items {
-				seen[it.SandboxID] = true
-			}
-			next = resp.Header.Get("X-Next-Token")
-			if next == "" {
-				break
-			}
-			if pages > 3 {
-				t.Fatal("paging does not end")
-			}
-		}
-		if len(seen) != 3 {
-			t.Fatalf("listed %d sandboxes, want 3", len(seen))
-		}
-		resp := e.do("GET", "/v2/sandboxes?state=paused", nil, "X-API-KEY", key1)
-		if items := decode[[]any](t, resp); len(items) != 0 {
-			t.Fatalf("paused list with nothing paused: %v", items)
-		}
-	})
-	t.Run("timeout and refresh", func(t *testing.T) {
-		for _, p := range []string{"/timeout", "/refreshes"} {
-			resp := e.do("POST", "/sandboxes/"+sb.SandboxID+p, strings.NewReader(`{"timeout":120,"duration":30}`), "X-API-KEY", key1)
-			if resp.StatusCode != 204 {
-				t.Fatalf("%s: %d", p, resp.StatusCode)
-			}
-		}
-	})
-	t.Run("connect", func(t *testing.T) {
-		resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":30}`), "X-API-KEY", key1)
-		if got := decode[created](t, resp); resp.StatusCode != 200 || got.EnvdAccessToken == "" || got.TrafficAccessToken == "" {
-			t.Fatalf("connect %d %+v", resp.StatusCode, got)
-		}
-	})
-	t.Run("pause and resume", func(t *testing.T) {
-		pausePath := "/sandboxes/" + sb.SandboxID + "/pause"
-		state := func() string {
-			return decode[struct{ State string }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).State
-		}
-		listed := func(q string) bool {
-			for _, it := range decode[[]struct{ SandboxID, State string }](t, e.do("GET", "/v2/sandboxes"+q, nil, "X-API-KEY", key1)) {
-				if it.SandboxID == sb.SandboxID {
-					return true
-				}
-			}
-			return false
-		}
-		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", nil, "X-API-KEY", key1); resp.StatusCode != 409 {
-			t.Fatalf("resume of a running sandbox: %d, want 409", resp.StatusCode)
-		}
-		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
-			t.Fatalf("pause without memory: %d, want 400 (not supported)", resp.StatusCode)
-		}
-		if resp := e.do("POST", pausePath, nil, "X-API-KEY", key2); resp.StatusCode != 404 {
-			t.Fatalf("another tenant's pause: %d, want 404", resp.StatusCode)
-		}
-		if resp := e.do("POST", pausePath, strings.NewReader(`{"memory":true}`), "X-API-KEY", key1); resp.StatusCode != 204 {
-			t.Fatalf("pause %d", resp.StatusCode)
-		}
-		resp := e.do("POST", pausePath, nil, "X-API-KEY", key1)
-		if got := decode[apiErr](t, resp); resp.StatusCode != 409 || got.Code != 409 || !strings.Contains(got.Message, "already paused") {
-			t.Fatalf("second pause: %d %+v, want 409", resp.StatusCode, got)
-		}
-		if st := state(); st != "paused" {
-			t.Fatalf("state %q, want paused", st)
-		}
-		if !listed("") || !listed("?state=paused") || listed("?state=running") || !listed("?state=running,paused") {
-			t.Fatal("the state filter does not select the paused sandbox")
-		}
-		for _, port := range []string{"49983", "49999"} {
-			if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 502 {
-				t.Fatalf("port %s of a paused sandbox: %d, want 502", port, resp.StatusCode)
-			}
-		}
-		if resp := e.do("POST", "/sandboxes/"+sb.SandboxID+"/timeout", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1); resp.StatusCode != 409 {
-			t.Fatalf("setTimeout of a paused sandbox: %d, want 409", resp.StatusCode)
-		}
-		if resp := e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60,"memory":false}`), "X-API-KEY", key1); resp.StatusCode != 400 {
-			t.Fatalf("connect with onResume reboot: %d, want 400 (not supported)", resp.StatusCode)
-		}
-		resp = e.do("POST", "/v2/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
-		if got := decode[created](t, resp); resp.StatusCode != 201 || got.EnvdAccessToken == "" {
-			t.Fatalf("connect to a paused sandbox: %d %+v, want 201", resp.StatusCode, got)
-		}
-		if st := state(); st != "running" {
-			t.Fatalf("state after connect %q", st)
-		}
-		if resp := e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken); resp.StatusCode != 204 {
-			t.Fatalf("health after resume: %d", resp.StatusCode)
-		}
-		// The older resume route: 201, its own default timeout (15 s).
-		e.do("POST", pausePath, nil, "X-API-KEY", key1)
-		resp = e.do("POST", "/sandboxes/"+sb.SandboxID+"/resume", strings.NewReader(`{"autoPause":false}`), "X-API-KEY", key1)
-		if resp.StatusCode != 201 {
-			t.Fatalf("resume %d", resp.StatusCode)
-		}
-		end := decode[struct{ EndAt time.Time }](t, e.do("GET", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)).EndAt
-		if d := time.Until(end); d > 16*time.Second || d < 5*time.Second {
-			t.Fatalf("resumed without a timeout: ends in %s, want E2B's 15 s", d)
-		}
-	})
-	t.Run("kill twice", func(t *testing.T) {
-		if resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1); resp.StatusCode != 204 {
-			t.Fatalf("first kill %d", resp.StatusCode)
-		}
-		resp := e.do("DELETE", "/sandboxes/"+sb.SandboxID, nil, "X-API-KEY", key1)
-		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
-			t.Fatalf("second kill %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		}
-		if got := decode[apiErr](t, resp); got.Code != 404 || got.Message == "" {
-			t.Fatalf("404 body %+v", got)
-		}
-		// sandbox calls to a killed sandbox: the proxy's 502
-		resp = e.do("GET", "/health", nil, "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken)
-		if resp.StatusCode != 502 {
-			t.Fatalf("health of killed sandbox: %d", resp.StatusCode)
-		}
-		// and the code interpreter's: 404, as E2B (NotFoundError in the SDK)
-		resp = e.do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.sbHeaders(sb, "49999")...)
-		if resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/json" {
-			t.Fatalf("execute on a killed sandbox: %d", resp.StatusCode)
-		}
-	})
-}
-
-func (e *env) sbHeaders(sb created, port string) []string {
-	return []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", port, "X-Access-Token", sb.EnvdAccessToken}
-}
-
-func TestSandboxAuth(t *testing.T) {
-	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	other := e.create(key2, `{}`)
-	for _, tc := range []struct {
-		name string
-		hdr  []string
-		want int
-	}{
-		{"token", e.sbHeaders(sb, "49983"), 204},
-		{"api key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key1}, 204},
-		{"nothing", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983"}, 401},
-		{"token of another sandbox", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-Access-Token", other.EnvdAccessToken}, 401},
-		{"other tenant key", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49983", "X-API-KEY", key2}, 502},
-		{"unknown port", []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "8080", "X-Access-Token", sb.EnvdAccessToken}, 502},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			resp := e.do("GET", "/health", nil, tc.hdr...)
-			if resp.StatusCode != tc.want {
-				t.Fatalf("status %d, want %d", resp.StatusCode, tc.want)
-			}
-			if tc.want >= 400 {
-				if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-					t.Fatalf("error content type %q", ct)
-				}
-			}
-		})
-	}
-}
-
-// envelope is one Connect streaming frame.
-type envelope struct {
-	Flag byte
-	Body string
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func TestFilesystemErrors(t *testing.T) {
-	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	unary := func(method, body, user string) (int, map[string]any, string) {
-		hdr := append(e.sbHeaders(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
-		if user != "" {
-			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
-		}
-		resp := e.do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
-		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
-	}
-	for _, tc := range []struct {
-		name, method, body string
-		status             int
-		code               string
-		user               string
-	}{
-		{"stat missing", "Stat", `{"path":"/nope"}`, 404, "not_found", ""},
-		{"mkdir", "MakeDir", `{"path":"/home/user/d"}`, 200, "", ""},
-		{"mkdir again", "MakeDir", `{"path":"/home/user/d"}`, 409, "already_exists", ""},
-		{"stat dir", "Stat", `{"path":"/home/user/d"}`, 200, "", ""},
-		{"list", "ListDir", `{"path":"/home/user","depth":1}`, 200, "", ""},
-		{"remove missing is a no-op", "Remove", `{"path":"/home/user/zz"}`, 200, "", ""},
-		{"move missing", "Move", `{"source":"/a","destination":"/b"}`, 404, "not_found", ""},
-		{"as user", "Stat", `{"path":"/home/user/d"}`, 200, "", "user"},
-		{"as root", "Stat", `{"path":"/home/user/d"}`, 200, "", "root"}, // the agent decides whether the sandbox has root
-		{"as someone else", "Stat", `{"path":"/home/user/d"}`, 400, "invalid_argument", "bob"},
-		{"watch a missing dir", "CreateWatcher", `{"path":"/home/user/nope"}`, 404, "not_found", ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			status, body, ct := unary(tc.method, tc.body, tc.user)
-			if status != tc.status || ct != "application/json" {
-				t.Fatalf("status %d (%s) body %v", status, ct, body)
-			}
-			if tc.code != "" && (body["code"] != tc.code || body["message"] == "") {
-				t.Fatalf("error body %v", body)
-			}
-			if tc.name == "stat dir" {
-				entry := body["entry"].(map[string]any)
-				if entry["type"] != "FILE_TYPE_DIRECTORY" || entry["name"] != "d" || entry["permissions"] != "drwxr-xr-x" {
-					t.Fatalf("entry %v", entry)
-				}
-			}
-		})
-	}
-}
-
-func TestFiles(t *testing.T) {
-	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	for name, content := range map[string]string{"/home/user/a/one.txt": "1", "two.bin": "\x00\x01"} {
-		fw, _ := mw.CreateFormFile("file", name)
-		fw.Write([]byte(content))
-	}
-	mw.Close()
-	resp := e.do("POST", "/files", &buf, append(e.sbHeaders(sb, "49983"), "Content-Type", mw.FormDataContentType())...)
-	if resp.StatusCode != 200 {
-		t.Fatalf("upload %d", resp.StatusCode)
-	}
-	got := decode[[]map[string]string](t, resp)
-	if len(got) != 2 {
-		t.Fatalf("upload answer %v", got)
-	}
-	for _, f := range got {
-		if f["type"] != "file" || !strings.HasPrefix(f["path"], "/home/user/") || f["name"] == "" {
-			t.Fatalf("upload item %v", f)
-		}
-	}
-	resp = e.do("POST", "/files?path=big.bin", bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20)), append(e.sbHeaders(sb, "49983"), "Content-Type", "application/octet-stream")...)
-	if resp.StatusCode != 200 {
-		t.Fatalf("octet-stream upload %d", resp.StatusCode)
-	}
-	for p, want := range map[string]int{"/home/user/two.bin": 2, "big.bin": 3 << 20} {
-		resp = e.do("GET", "/files?path="+p, nil, e.sbHeaders(sb, "49983")...)
+	sb := e.Create(key1, `{}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte("hello"))
+	zw.Close()
+	resp := e.Do("POST", "/execute", bytes.NewReader(gz.Bytes()), append(e.Headers(sb, "49999"),
+		"Content-Type", "application/json", "Content-Encoding", "gzip")...)
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
 		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || len(b) != want {
-			t.Fatalf("read %s: %d, %d bytes", p, resp.StatusCode, len(b))
-		}
+		t.Fatalf("execute: status %d %s, want 415", resp.StatusCode, b)
 	}
-	resp = e.do("GET", "/files?path=/missing", nil, e.sbHeaders(sb, "49983")...)
-	if resp.StatusCode != 404 || decode[apiErr](t, resp).Message == "" {
-		t.Fatalf("missing file: %d", resp.StatusCode)
+	resp = e.Do("POST", "/v2/sandboxes", bytes.NewReader(gz.Bytes()), "X-API-KEY", key1, "Content-Encoding", "gzip")
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("control plane: status %d, want 415", resp.StatusCode)
 	}
 }
 
-func TestExecuteNDJSON(t *testing.T) {
-	e := newEnv(t)
-	sb := e.create(key1, `{}`)
-	run := func(body string) []map[string]any {
-		resp := e.do("POST", "/execute", strings.NewReader(body), e.sbHeaders(sb, "49999")...)
-		if resp.StatusCode != 200 {
+// A tenant over its in-flight limit (Config.Admit) gets 429 with
+// Retry-After on the control plane and on sandbox calls.
+func TestAdmitRefuses(t *testing.T) {
+	var full atomic.Bool
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{
+		Admit: func(ctx context.Context, tenantID string) (func(), error) {
+			if full.Load() {
+				return nil, fmt.Errorf("tenant %s is busy: %w", tenantID, errdefs.ErrResourceExhausted)
+			}
+			return func() {}, nil
+		}}})
+	sb := e.Create(key1, `{}`)
+	full.Store(true)
+	for _, resp := range []*http.Response{
+		e.Do("GET", "/v2/sandboxes", nil, "X-API-KEY", key1),
+		e.Do("GET", "/health", nil, e.Headers(sb, "49983")...),
+		e.Do("POST", "/execute", strings.NewReader(`{"code":"x"}`), e.Headers(sb, "49999")...),
+	} {
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d Retry-After=%q", resp.Request.URL.Path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+}
+
+// TestExpiredSandboxIsGone: once a sandbox's timeout has passed (before the
+// cleanup loop ends its record), runCode and envd calls answer "sandbox
+// gone" instead of silently running in a fresh sandbox.
+func TestExpiredSandboxIsGone(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e, p := newManagerEnv(t, contexts.Config{Clock: clock, CleanupInterval: time.Hour})
+	sb := e.Create(key1, `{"timeout":60}`)
+	if resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...); resp.StatusCode != 200 {
+		t.Fatalf("runCode: %d", resp.StatusCode)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	resp := e.Do("POST", "/execute", strings.NewReader(`{"code":"1"}`), e.Headers(sb, "49999")...)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 404 || !strings.Contains(string(b), "The sandbox was not found") {
+		t.Fatalf("runCode on an expired sandbox: %d %s, want 404 as E2B", resp.StatusCode, b)
+	}
+	resp = e.Do("POST", "/filesystem.Filesystem/Stat", strings.NewReader(`{"path":"/home/user"}`),
+		append(e.Headers(sb, "49983"), "Content-Type", "application/json")...)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode == 200 {
+		t.Fatalf("envd call on an expired sandbox: %d %s", resp.StatusCode, b)
+	}
+	if p.Created() != 1 {
+		t.Fatalf("%d sandboxes created: a call on an expired sandbox started a fresh one", p.Created())
+	}
+}
+
+// TestTenantInContext: every manager call an E2B request makes carries the
+// authenticated tenant in its context (tenant.From), whether the request
+// came with the API key, the envd token or the traffic token, so the
+// guard reads the tenant's mode from the request instead of the store.
+// Before, E2B scoped contexts by id only.
+func TestTenantInContext(t *testing.T) {
+	var rec *tenantCheck
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Wrap: func(m *contexts.Manager) e2bcompat.Manager {
+		rec = &tenantCheck{Manager: m}
+		return rec
+	}})
+	sb := e.Create(key1, `{}`)
+	steps := []struct {
+		method, path, body string
+		hdr                []string
+	}{
+		{"POST", "/execute", `{"code":"x"}`, []string{"E2b-Sandbox-Port", "49999", "X-Access-Token", sb.EnvdAccessToken}},
+		{"POST", "/contexts", `{"language":"python"}`, []string{"E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}},
+		{"POST", "/files?path=/home/user/a.txt", "hello", []string{"E2b-Sandbox-Port", "49983", "X-API-KEY", key1, "Content-Type", "application/octet-stream"}},
+		{"GET", "/files?path=/home/user/a.txt", "", []string{"E2b-Sandbox-Port", "49983", "X-Access-Token", sb.EnvdAccessToken}},
+	}
+	for _, s := range steps {
+		var body io.Reader
+		if s.body != "" {
+			body = strings.NewReader(s.body)
+		}
+		resp := e.Do(s.method, s.path, body, append([]string{"E2b-Sandbox-Id", sb.SandboxID}, s.hdr...)...)
+		if resp.StatusCode >= 300 {
 			b, _ := io.ReadAll(resp.Body)
-			t.Fatalf("execute %d %s", resp.StatusCode, b)
-		}
-		var out []map[string]any
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == "" {
-				t.Fatal("blank line in NDJSON")
-			}
-			var m map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Fatalf("line %q: %v", sc.Text(), err)
-			}
-			out = append(out, m)
-		}
-		return out
-	}
-	types := func(lines []map[string]any) []string {
-		var ts []string
-		for _, l := range lines {
-			ts = append(ts, l["type"].(string))
-		}
-		return ts
-	}
-	lines := run(`{"code":"1+1","language":"python"}`)
-	if diff := cmp.Diff([]string{"stdout", "result", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
-		t.Fatalf("line types (-want +got):\n%s", diff)
-	}
-	if lines[1]["is_main_result"] != true || lines[1]["text"] != "1+1@" {
-		t.Fatalf("result line %v", lines[1])
-	}
-	// kernel chunks are joined into lines; a trailing partial line still comes out
-	lines = run(`{"code":"chunks:a|b\n|c|d"}`)
-	var stdout []any
-	for _, l := range lines {
-		if l["type"] == "stdout" {
-			stdout = append(stdout, l["text"])
+			t.Fatalf("%s %s: %d %s", s.method, s.path, resp.StatusCode, b)
 		}
 	}
-	if diff := cmp.Diff([]any{"ab\n", "cd"}, stdout); diff != "" {
-		t.Fatalf("coalesced stdout (-want +got):\n%s", diff)
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/v2/sandboxes"}, {"GET", "/sandboxes/" + sb.SandboxID}, {"DELETE", "/sandboxes/" + sb.SandboxID},
+	} {
+		if resp := e.Do(c.method, c.path, nil, "X-API-KEY", key1); resp.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d", c.method, c.path, resp.StatusCode)
+		}
 	}
-	lines = run(`{"code":"raise x"}`)
-	if diff := cmp.Diff([]string{"stdout", "error", "number_of_executions", "end_of_execution"}, types(lines)); diff != "" {
-		t.Fatalf("error types (-want +got):\n%s", diff)
+	if missing := rec.missing(); len(missing) > 0 {
+		t.Errorf("manager calls without the authenticated tenant in their context: %v", missing)
 	}
-	if lines[1]["name"] != "ValueError" || lines[1]["value"] != "boom" || lines[1]["traceback"] == "" {
-		t.Fatalf("error line %v", lines[1])
+}
+
+// tenantCheck is the real manager recording the calls whose context does
+// not carry the authenticated tenant (tenant.From).
+type tenantCheck struct {
+	*contexts.Manager
+	mu      sync.Mutex
+	without []string
+}
+
+func (c *tenantCheck) check(ctx context.Context, method string) {
+	if _, ok := tenant.From(ctx); !ok {
+		c.mu.Lock()
+		c.without = append(c.without, method)
+		c.mu.Unlock()
 	}
-	// code contexts: create (with the traffic token only, as the SDK sends
-	// it), use, list, restart, delete
-	traffic := []string{"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999", "E2B-Traffic-Access-Token", sb.TrafficAccessToken}
-	resp := e.do("POST", "/contexts", strings.NewReader(`{"language":"javascript","cwd":"/tmp"}`), traffic...)
-	cc := decode[map[string]string](t, resp)
-	if resp.StatusCode != 200 || cc["id"] == "" || cc["language"] != "javascript" || cc["cwd"] != "/tmp" {
-		t.Fatalf("create context %d %v", resp.StatusCode, cc)
-	}
-	lines = run(`{"code":"x","context_id":"` + cc["id"] + `"}`)
-	if lines[1]["text"] != "x@"+cc["id"] {
-		t.Fatalf("context run %v", lines)
-	}
-	resp = e.do("GET", "/contexts", nil, traffic...)
-	// the default python and javascript contexts first, as E2B lists them,
-	// then the created one
-	if l := decode[[]map[string]string](t, resp); len(l) != 3 || l[0]["language"] != "python" || l[1]["language"] != "javascript" ||
-		l[0]["cwd"] != "/home/user" || l[2]["id"] != cc["id"] {
-		t.Fatalf("list contexts %v", l)
-	} else if lines = run(`{"code":"x","context_id":"` + l[0]["id"] + `"}`); lines[1]["text"] != "x@" {
-		t.Fatalf("a default context runs in the default kernel: %v", lines)
-	}
-	if resp := e.do("POST", "/contexts/"+cc["id"]+"/restart", nil, traffic...); resp.StatusCode != 204 {
-		t.Fatalf("restart %d", resp.StatusCode)
-	}
-	if resp := e.do("DELETE", "/contexts/"+cc["id"], nil, traffic...); resp.StatusCode != 204 {
-		t.Fatalf("delete %d", resp.StatusCode)
-	}
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x","context_id":"`+cc["id"]+`"}`), e.sbHeaders(sb, "49999")...); resp.StatusCode != 404 {
-		t.Fatalf("execute in deleted context: %d", resp.StatusCode)
-	}
-	// a language without a kernel: E2B's execution error shape, which the
-	// SDK returns in Execution.error
-	lines = run(`{"code":"x","language":"r"}`)
-	if diff := cmp.Diff([]string{"error", "end_of_execution"}, types(lines)); diff != "" || lines[0]["name"] != "NotSupportedError" ||
-		!strings.Contains(lines[0]["value"].(string), `language "r" is not supported`) {
-		t.Fatalf("unsupported language (-want +got):\n%s%v", diff, lines)
-	}
-	// /execute without any credential
-	if resp := e.do("POST", "/execute", strings.NewReader(`{"code":"x"}`), "E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999"); resp.StatusCode != 401 {
-		t.Fatalf("execute without token: %d", resp.StatusCode)
-	}
+}
+
+func (c *tenantCheck) missing() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.without)
+}
+
+func (c *tenantCheck) GetOrCreate(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions) (*contexts.Record, error) {
+	c.check(ctx, "GetOrCreate")
+	return c.Manager.GetOrCreate(ctx, id, opts)
+}
+
+func (c *tenantCheck) Execute(ctx context.Context, id contexts.Identity, req contexts.ExecuteRequest, out contexts.OutputFunc) (*contexts.ExecuteResult, error) {
+	c.check(ctx, "Execute")
+	return c.Manager.Execute(ctx, id, req, out)
+}
+
+func (c *tenantCheck) Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(context.Context, *contexts.Record, contexts.Sandbox) error) error {
+	c.check(ctx, "Use")
+	return c.Manager.Use(ctx, id, opts, fn)
+}
+
+func (c *tenantCheck) Get(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	c.check(ctx, "Get")
+	return c.Manager.Get(ctx, tenantID, id)
+}
+
+func (c *tenantCheck) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
+	c.check(ctx, "List")
+	return c.Manager.List(ctx, f)
+}
+
+func (c *tenantCheck) Terminate(ctx context.Context, tenantID, id string, reason contexts.Reason) error {
+	c.check(ctx, "Terminate")
+	return c.Manager.Terminate(ctx, tenantID, id, reason)
+}
+
+func (c *tenantCheck) SetTTL(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "SetTTL")
+	return c.Manager.SetTTL(ctx, tenantID, id, ttl)
+}
+
+func (c *tenantCheck) Pause(ctx context.Context, tenantID, id string, keep time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "Pause")
+	return c.Manager.Pause(ctx, tenantID, id, keep)
+}
+
+func (c *tenantCheck) Resume(ctx context.Context, tenantID, id string, ttl time.Duration) (*contexts.Record, error) {
+	c.check(ctx, "Resume")
+	return c.Manager.Resume(ctx, tenantID, id, ttl)
+}
+
+func (c *tenantCheck) AutoPause(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	c.check(ctx, "AutoPause")
+	return c.Manager.AutoPause(ctx, tenantID, id)
+}
+
+func (c *tenantCheck) Usage(ctx context.Context, tenantID, id string) (contexts.ResourceUsage, error) {
+	c.check(ctx, "Usage")
+	return c.Manager.Usage(ctx, tenantID, id)
 }

@@ -1,12 +1,15 @@
 package e2bcompat
 
-import "time"
-
-// SetExecuteTimings sets how long /execute waits before sending its
-// headers and between keepalive lines, until the returned func restores
-// them.
-func SetExecuteTimings(header, keepalive time.Duration) (restore func()) {
-	h, k := headerDelay, interpKeepaliveEvery
-	headerDelay, interpKeepaliveEvery = header, keepalive
-	return func() { headerDelay, interpKeepaliveEvery = h, k }
+// Holding names the parts of h that keep state of sandbox sid.
+func (h *Handler) Holding(sid string) []string {
+	var out []string
+	for _, p := range []struct {
+		name  string
+		holds func(string) bool
+	}{{"core", h.edge.Holds}, {"control", h.control.Holds}, {"envd", h.envd.Holds}, {"interp", h.interp.Holds}} {
+		if p.holds(sid) {
+			out = append(out, p.name)
+		}
+	}
+	return out
 }

@@ -1,42 +1,16 @@
 package e2bcompat
 
 import (
-	"net"
 	"net/http"
-	"strings"
 
+	"github.com/sandlot/sandlot/api/e2bcompat/core"
 	"github.com/sandlot/sandlot/e2bwire"
 )
 
-// hostRoute reads a sandbox call addressed by host name, as the SDKs
-// address one when a create returned a domain and no sandbox URL is set:
-// <port>-<sandboxID>.<Config.Domain>, where port is envd's (49983) or the
-// code interpreter's (49999). Other ports are the sandbox's own (the
-// daemon's ports route).
-func (h *Handler) hostRoute(r *http.Request) (sid, port string, ok bool) {
-	if h.cfg.Domain == "" {
-		return "", "", false
-	}
-	host := r.Host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		host = hh
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	label, ok := strings.CutSuffix(host, "."+strings.ToLower(strings.TrimSuffix(h.cfg.Domain, ".")))
-	if !ok || strings.Contains(label, ".") {
-		return "", "", false
-	}
-	port, sid, ok = strings.Cut(label, "-")
-	if !ok || sid == "" || (port != e2bwire.EnvdPort && port != e2bwire.InterpreterPort) {
-		return "", "", false
-	}
-	return sid, port, true
-}
-
 // Match is the package's Match plus the sandbox calls addressed by host
-// name (hostRoute).
+// name (core.HostRoute).
 func (h *Handler) Match(r *http.Request) bool {
-	if _, _, ok := h.hostRoute(r); ok {
+	if _, _, ok := core.HostRoute(h.cfg.Domain, r); ok {
 		return true
 	}
 	return Match(r)
@@ -49,7 +23,7 @@ func (h *Handler) fromHost(r *http.Request) *http.Request {
 	if r.Header.Get(e2bwire.HeaderSandboxID) != "" {
 		return r
 	}
-	sid, port, ok := h.hostRoute(r)
+	sid, port, ok := core.HostRoute(h.cfg.Domain, r)
 	if !ok {
 		return r
 	}

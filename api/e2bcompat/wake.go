@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -22,10 +21,6 @@ import (
 // public traffic resumes a sandbox). Without autoResume a paused sandbox
 // answers as one that is not running until Sandbox.connect resumes it.
 
-// metaAutoResume records a create's autoResume: the timeout it resumes
-// with.
-const metaAutoResume = MetadataReserved + "autoResume"
-
 // ErrPausedNoWake is what Wake answers for a paused sandbox without
 // auto-resume (the ports route answers it like E2B's edge, 502).
 var ErrPausedNoWake = fmt.Errorf("the sandbox is paused; Sandbox.connect resumes it: %w", errdefs.ErrFailedPrecondition)
@@ -35,26 +30,21 @@ var ErrPausedNoWake = fmt.Errorf("the sandbox is paused; Sandbox.connect resumes
 // ErrPausedNoWake. Concurrent wakes are fine: the loser of the race finds
 // it running.
 func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Record) (*contexts.Record, bool, error) {
-	if _, paused := contexts.PausedSince(rec); !paused {
+	if !rec.Paused() {
 		return rec, false, nil
 	}
-	v, ok := rec.Metadata[metaAutoResume]
-	if !ok {
+	if rec.AutoResume <= 0 {
 		return nil, false, ErrPausedNoWake
 	}
-	ttl, err := time.ParseDuration(v)
-	if err != nil || ttl <= 0 {
-		ttl = h.cfg.DefaultTimeout
-	}
-	woken, err := h.cfg.Manager.Resume(ctx, tenantID, rec.ID, ttl)
+	woken, err := h.edge.Manager().Resume(ctx, tenantID, rec.ID, rec.AutoResume)
 	if errors.Is(err, contexts.ErrNotPaused) {
-		rec, err = h.cfg.Manager.Get(ctx, tenantID, rec.ID)
+		rec, err = h.edge.Manager().Get(ctx, tenantID, rec.ID)
 		return rec, true, err
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("auto-resume sandbox %s: %w", rec.ID, err)
 	}
-	h.log.Info("e2b sandbox auto-resumed by traffic", logkey.Sandbox, rec.ID)
+	h.edge.Logger().Info("e2b sandbox auto-resumed by traffic", logkey.Sandbox, rec.ID)
 	return woken, true, nil
 }
 
@@ -64,7 +54,7 @@ func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Recor
 // one that is gone is not_found. id is the sandbox's E2B id (its
 // context's).
 func (h *Handler) Wake(ctx context.Context, tenantID, id string) (resumed bool, err error) {
-	rec, err := h.active(ctx, tenantID, id)
+	rec, err := h.edge.Active(ctx, tenantID, id)
 	if err != nil {
 		return false, err
 	}

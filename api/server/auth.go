@@ -42,11 +42,13 @@ func (s *Server) authenticate(r *http.Request) (*tenant.Tenant, error) {
 	return s.cfg.Auth.Key(r.Context(), key)
 }
 
-// requireKey authenticates, admits the request under the tenant's
-// in-flight limit, then puts the tenant in the request context
-// (tenant.With: the Postgres store turns it into its RLS setting, the
-// guard reads the tenant's mode from it).
-func (s *Server) requireKey(next http.Handler) http.Handler {
+// RequireKey authenticates, admits the request under the tenant's
+// in-flight limit (Config.Admit), then puts the tenant in the request
+// context (tenant.With: the Postgres store turns it into its RLS setting,
+// the guard reads the tenant's mode from it) and applies a tenant admin's
+// guard-mode header. Every authenticated /v1 route is behind it, and the
+// front door mounts MCP behind it too.
+func (s *Server) RequireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := s.authenticate(r)
 		if err != nil {
@@ -56,15 +58,14 @@ func (s *Server) requireKey(next http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if lw, ok := r.Context().Value(logKey{}).(*logWriter); ok {
-			lw.tenant = t.ID
+		if s.cfg.Admit != nil {
+			release, err := s.cfg.Admit(r.Context(), t.ID)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			defer release()
 		}
-		release, err := s.cfg.Admission.Tenant(r.Context(), t.ID)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		defer release()
 		ctx := tenant.With(r.Context(), t)
 		if mode := r.Header.Get(api.HeaderGuardMode); mode != "" {
 			if err := guardOverride(t, mode); err != nil {
@@ -91,12 +92,12 @@ func guardOverride(t *tenant.Tenant, mode string) error {
 	return invalid("%s must be off, report or enforce, not %q", api.HeaderGuardMode, mode)
 }
 
-// mustTenant returns the authenticated tenant; routes behind requireKey
+// mustTenant returns the authenticated tenant; routes behind RequireKey
 // always have one.
 func mustTenant(r *http.Request) *tenant.Tenant {
 	t, ok := tenant.From(r.Context())
 	if !ok {
-		panic("server: route without requireKey")
+		panic("server: route without RequireKey")
 	}
 	return t
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/builds"
+	"github.com/sandlot/sandlot/templates/templatestest"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -98,7 +99,7 @@ func TestTenantIsolation(t *testing.T) {
 	for _, id := range []string{"tenant-a", "tenant-b"} {
 		secrets.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("e2b_"+id))
 	}
-	// A's template "app", recorded directly (no image store: pulls are 412).
+	// A's template "app", recorded directly.
 	tplA, err := secrets.CreateTemplate(context.Background(), templates.Template{TenantID: "tenant-a", Name: "app",
 		Image: "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})
 	if err != nil {
@@ -108,15 +109,18 @@ func TestTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := templates.New(templates.Config{Store: secrets})
+	// A build FROM the built-in default (a small image here) ends at once;
+	// what matters is who may see it.
+	if _, err := imgs.Put(context.Background(), templatestest.Image(t, "default"), image.PutOptions{Name: templates.Default}); err != nil {
+		t.Fatal(err)
+	}
+	cat := templates.New(templates.Config{Store: secrets, Images: imgs})
 	e := newEnv(t, func(c *server.Config) {
 		c.Secrets = secrets
 		c.Templates = cat
-		// Builds end at once here (the catalog has no image store); what
-		// matters is who may see them.
 		c.Builds = builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat})
 	})
-	w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: api.TemplateBuildRequest{Name: "app", Dockerfile: "FROM default\n"}})
+	w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: api.TemplateBuildRequest{Name: "built", Dockerfile: "FROM default\n"}})
 	var buildA api.TemplateBuild
 	if err := json.Unmarshal(w.Body.Bytes(), &buildA); err != nil || w.Code != 202 {
 		t.Fatalf("A's build: %d %s", w.Code, w.Body)

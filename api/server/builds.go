@@ -27,6 +27,7 @@ type Builds interface {
 	Request(ctx context.Context, tenantID string, req builds.Request) (*builds.Build, error)
 	Unpack(ctx context.Context, b *builds.Build, r io.Reader) error
 	Start(ctx context.Context, b *builds.Build, rec *recipe.Recipe) error
+	CheckFrom(ctx context.Context, tenantID string, rec *recipe.Recipe) error
 	Abort(b *builds.Build, reason string)
 	Get(tenantID, id string) (*builds.Build, error)
 	MaxUploadBytes() int64
@@ -90,6 +91,14 @@ func (s *Server) buildTemplate(w http.ResponseWriter, r *http.Request) {
 			s.writeBuildError(w, r, err)
 			return
 		}
+	}
+	// A FROM that is none of the tenant's templates and nothing the build
+	// may pull is a 404 now rather than a failed build later; the store's
+	// names and digests are never asked (builds.Queue.CheckFrom).
+	if err := q.CheckFrom(r.Context(), mustTenant(r).ID, rec); err != nil {
+		reason = errdefs.PublicMessage(err)
+		s.writeError(w, r, err)
+		return
 	}
 	// The answer is the build as queued (waiting): once started it may
 	// already be building, which a status call shows.

@@ -80,12 +80,14 @@ type buildsEnv struct {
 
 // newBuildsEnv is a server with a real catalog, image store, build queue
 // and builder (FROM and COPY; RUN needs sandboxes: the e2e test), the
-// busybox image stored as "base", and bounds small enough to hit: 1 MiB
-// per context, 200 entries.
+// busybox image as the public template "base" (a tenant's FROM names
+// templates, never the store's images), and bounds small enough to hit:
+// 1 MiB per context, 200 entries.
 func newBuildsEnv(t *testing.T) *buildsEnv {
 	t.Helper()
 	cat, imgs := templateCatalog(t, nil) // root: unpacking keeps owners
-	if _, err := imgs.Put(context.Background(), templatestest.Image(t, "base"), image.PutOptions{Name: "base"}); err != nil {
+	archive := templatestest.DockerArchive(t, templatestest.Image(t, "base"), "example.test/base:1")
+	if _, err := cat.Import(context.Background(), "", archive, templates.Spec{Name: "base"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	q := builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat,
@@ -330,11 +332,10 @@ func TestTemplateBuildContext(t *testing.T) {
 	if d := e.wait(t, e.KeyA, jb.BuildID); d.Status != api.BuildReady {
 		t.Fatalf("JSON build ended %+v", d)
 	}
-	// B's FROM app:v1 does not resolve to A's template.
+	// B's FROM app:v1 does not resolve to A's template: 404 at once.
 	w = e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyB,
 		body: api.TemplateBuildRequest{Name: "steal", Dockerfile: "FROM app:v1\n"}})
-	json.Unmarshal(w.Body.Bytes(), &jb)
-	if d := e.wait(t, e.KeyB, jb.BuildID); d.Status != api.BuildError || !strings.Contains(d.Reason, "app") {
-		t.Fatalf("B's build FROM A's template ended %+v", d)
+	if w.Code != 404 || !strings.Contains(w.Body.String(), "app") {
+		t.Fatalf("B's build FROM A's template: %d %s", w.Code, w.Body)
 	}
 }

@@ -41,13 +41,19 @@ type daemon struct {
 // startDaemon starts serve on a free loopback port over dataDir.
 func startDaemon(t testing.TB, dataDir string, extra ...string) *daemon {
 	t.Helper()
-	// --bootstrap-admin: the guard subtest switches the guard off with the
-	// first start's key, which is an ordinary tenant's unless asked.
 	// The default template comes from the tests' shared image store.
 	debiantest.Default(t)
+	return startServe(t, dataDir, append([]string{"--images-dir", debiantest.StoreDir()}, extra...)...)
+}
+
+// startServe is startDaemon with the image store extra names (or, without
+// --images-dir, DATA_DIR/images, which the test fills itself).
+func startServe(t testing.TB, dataDir string, extra ...string) *daemon {
+	t.Helper()
+	// --bootstrap-admin: the guard subtest switches the guard off with the
+	// first start's key, which is an ordinary tenant's unless asked.
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
-		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin",
-		"--images-dir", debiantest.StoreDir()}, extra...)
+		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin"}, extra...)
 	d := &daemon{Serve: testenv.StartServe(t, exec.Command(testenv.SandlotBinary(t), args...), dataDir, 60*time.Second), dataDir: dataDir}
 	b, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
 	if err != nil {

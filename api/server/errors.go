@@ -14,9 +14,14 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/internal/slowbody"
 )
 
 func newID() string { return uuid.NewString() }
+
+// RetryAfter is the Retry-After (seconds) of a request refused for a
+// limit (429), on every surface.
+const RetryAfter = "1"
 
 // writeError is the one place an error becomes an HTTP response. Client
 // faults keep their message; anything uncategorised is logged here and
@@ -24,9 +29,19 @@ func newID() string { return uuid.NewString() }
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := s.errorBody(r, err)
 	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", retryAfter)
+		w.Header().Set("Retry-After", RetryAfter)
 	}
 	writeJSON(w, status, body)
+}
+
+// isBodyTimeout reports whether err (from reading a body) is the front
+// door's body deadline (slowbody), possibly wrapped by a decoder or a
+// category.
+func isBodyTimeout(err error) bool { return errors.Is(err, slowbody.ErrTimeout) }
+
+// bodyTimeoutError is the 408 answer.
+func bodyTimeoutError() api.Error {
+	return api.Error{Code: errdefs.CodeDeadlineExceeded, Message: "the request body did not arrive in time"}
 }
 
 func errorStatus(err error) int {

@@ -1,40 +1,31 @@
-// Package server is sandlot's HTTP API (/v1): authentication by tenant API
+// Package server is sandlot's HTTP API, /v1: authentication by tenant API
 // key, tool calls (plain JSON or streamed NDJSON), contexts, path events,
-// files, health and the OpenAPI document.
+// files, secrets, templates and builds, audit, health and the OpenAPI
+// document.
 //
-// The server declares the small interfaces it consumes (Contexts, Tools) and
-// is wired to the real manager and tool registry by `sandlot serve`. Every
-// error leaves through writeError, which maps errdefs categories to HTTP
-// once; an uncategorised error is a server fault and is reported as a 500
-// without its text.
+// The server declares the small interfaces it consumes (Contexts, Tools)
+// and serves /v1 only: the daemon's front door (package daemon) puts it
+// behind request ids, spans, access logs, panic recovery, body deadlines
+// and admission, beside the other surfaces. Every error leaves through
+// writeError, which maps errdefs categories to HTTP once; an
+// uncategorised error is a server fault and is reported as a 500 without
+// its text.
 package server
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"time"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
-	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -76,11 +67,8 @@ type Check func(ctx context.Context) error
 
 // Defaults for the zero values of Config.
 const (
-	DefaultMaxBodyBytes    = 8 << 20
-	DefaultMaxUploadBytes  = 256 << 20
-	DefaultShutdownTimeout = 30 * time.Second
-	DefaultBodyReadTimeout = 30 * time.Second
-	DefaultMinBodyRate     = 32 << 10
+	DefaultMaxBodyBytes   = 8 << 20
+	DefaultMaxUploadBytes = 256 << 20
 )
 
 // Config configures a Server. Contexts, Tools and Auth are required.
@@ -88,32 +76,24 @@ type Config struct {
 	Contexts Contexts
 	Tools    Tools
 	// Auth resolves API keys (a *tenant.Authenticator shared with the
-	// other edges, so one key cache serves them all).
+	// other surfaces, so one key cache serves them all).
 	Auth Authenticator
-	// Logger receives one line per request and every server fault;
-	// nil discards.
+	// Admit, when set, admits each authenticated request of a tenant
+	// (the front door's per-tenant in-flight limit, which the other
+	// surfaces share); an error refuses it (429 with Retry-After for
+	// resource_exhausted), release ends it. Nil admits every request.
+	Admit func(ctx context.Context, tenantID string) (release func(), err error)
+	// Logger receives every server fault; nil discards.
 	Logger *slog.Logger
 	// MaxBodyBytes bounds JSON request bodies (0: 8 MiB); more is a 413.
 	MaxBodyBytes int64
 	// MaxUploadBytes bounds one file upload (0: 256 MiB); more is a 413.
 	MaxUploadBytes int64
+	// MaxImportBytes bounds an image tarball uploaded to POST
+	// /v1/templates (0: 4 GiB); more is a 413.
+	MaxImportBytes int64
 	// Ready holds the probes of /readyz by name ("store", "runtime").
 	Ready map[string]Check
-	// ShutdownTimeout bounds how long Serve waits for in-flight requests
-	// after its context ends (0: 30 s).
-	ShutdownTimeout time.Duration
-	// MCP, when set, is mounted at /mcp behind the same API-key auth.
-	MCP http.Handler
-	// E2B, when set, gets every request E2BMatch accepts, before routing
-	// and without sandlot's auth (the E2B wire authenticates itself).
-	E2B      http.Handler
-	E2BMatch func(r *http.Request) bool
-	// Ports, when set, gets every request PortsMatch accepts (a sandbox's
-	// port by host name or path, network/ports), first: it authenticates
-	// by traffic token itself, streams both ways (WebSocket), and is not
-	// bounded by the API's body limits or admission.
-	Ports      http.Handler
-	PortsMatch func(r *http.Request) bool
 	// Secrets, when set, keeps tenants' secrets (/v1/secrets); nil answers
 	// those routes 412. SecretsChanged is told of every change, by tenant.
 	Secrets        secret.Store
@@ -124,34 +104,6 @@ type Config struct {
 	// Builds, when set, serves /v1/templates/builds (the daemon's build
 	// queue, shared with the E2B wire); nil answers those routes 412.
 	Builds Builds
-	// MaxImportBytes bounds an image tarball uploaded to POST
-	// /v1/templates (0: 4 GiB); more is a 413.
-	MaxImportBytes int64
-	// Metrics, when set, is mounted at GET /metrics behind
-	// MetricsToken.
-	Metrics http.Handler
-	// MetricsToken is the bearer token /metrics requires
-	// ("Authorization: Bearer <token>"): the exposition names tenants
-	// (quota gauges), so it is never public. Empty: /metrics answers 401
-	// to everyone.
-	MetricsToken string
-	// Admission bounds the requests in flight, in all and per tenant;
-	// both answer 429 with Retry-After when full. Nil: NewAdmission with
-	// its defaults. Share it with the E2B handler (e2bcompat.Config.Admit)
-	// so one tenant's limit covers every surface.
-	Admission *Admission
-	// BodyReadTimeout bounds reading a request body: it must arrive within
-	// this time plus one second per MinBodyRate bytes, or the request ends
-	// with 408. Streaming responses are not affected: the deadline is
-	// lifted once the body has been read. Zero: DefaultBodyReadTimeout.
-	BodyReadTimeout time.Duration
-	// MinBodyRate is the slowest body transfer (bytes per second) a large
-	// upload may keep up past BodyReadTimeout. Zero: DefaultMinBodyRate.
-	MinBodyRate int64
-	// E2BError, when set, writes errors of requests E2BMatch accepts that
-	// the server refuses before the E2B handler sees them (admission), in
-	// the E2B wire's shapes.
-	E2BError func(w http.ResponseWriter, r *http.Request, err error)
 	// Audit, when set, lists a tenant's audit trail, newest first, for
 	// GET /v1/audit (store.Backend.ListAudit); without it the route
 	// answers 503.
@@ -185,32 +137,13 @@ func New(cfg Config) *Server {
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if cfg.Admission == nil {
-		cfg.Admission = NewAdmission(AdmissionConfig{})
-	}
-	if cfg.BodyReadTimeout <= 0 {
-		cfg.BodyReadTimeout = DefaultBodyReadTimeout
-	}
-	if cfg.MinBodyRate <= 0 {
-		cfg.MinBodyRate = DefaultMinBodyRate
-	}
 	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
 		if rt.auth {
-			h = s.requireKey(h)
+			h = s.RequireKey(h)
 		}
 		s.mux.Handle(rt.method+" "+rt.path, h)
-	}
-	if cfg.MCP != nil {
-		s.mux.Handle("/mcp", s.requireKey(cfg.MCP))
-		s.mux.Handle("/mcp/", s.requireKey(cfg.MCP))
-	}
-	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.requireMetricsToken(cfg.Metrics))
 	}
 	return s
 }
@@ -255,164 +188,52 @@ func (s *Server) routes() []route {
 	}
 }
 
-// Handler returns the server's root handler: request ids, logging, panic
-// recovery, the E2B matcher, then the routes.
-func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
+// Handler returns the server's root handler (the server itself).
+func (s *Server) Handler() http.Handler { return s }
 
-// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
-// accepting, lets in-flight requests (executions, streams) finish for up to
-// Config.ShutdownTimeout, and then closes what is left. It returns nil after
-// a shutdown caused by ctx. The caller closes the manager afterwards.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		// Requests outlive ctx on purpose: shutdown lets them finish.
-		BaseContext: func(net.Listener) context.Context { return context.Background() },
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	s.draining.Store(true)
-	s.log.Info("shutting down", slog.String("timeout", s.cfg.ShutdownTimeout.String()))
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		s.log.Warn("shutdown deadline passed; closing open connections", slog.String(logkey.Err, err.Error()))
-		srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
-	}
-	return nil
-}
-
-// logWriter records what the handler wrote, for the access log. It keeps
-// Flush and Unwrap so streaming and http.ResponseController work through it.
-type logWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-	tenant string
-}
-
-func (w *logWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-func (w *logWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *logWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-type logKey struct{}
-
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	rid := requestID(r.Header.Get(api.HeaderRequestID))
-	w.Header().Set(api.HeaderRequestID, rid)
-	lw := &logWriter{ResponseWriter: w}
-	// Join the caller's trace (W3C traceparent) so the execution_context.*
-	// and tool.* spans below hang off the client's span.
-	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	ctx, span := telemetry.Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
-	r = r.WithContext(context.WithValue(ctx, logKey{}, lw))
-	route := "e2b"
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("panic", slog.String(logkey.RequestID, rid), slog.Any(logkey.Err, v))
-			if lw.status == 0 {
-				s.writeError(lw, r, fmt.Errorf("panic: %v", v))
-			}
-		}
-		status := lw.status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		level := slog.LevelInfo
-		if status >= 500 && route != "ports" { // a closed port in a sandbox is not the server's fault
-			level = slog.LevelError
-		}
-		// Mux patterns carry their method ("GET /v1/contexts").
-		path := route
-		if _, p, ok := strings.Cut(route, " "); ok {
-			path = p
-		}
-		span.SetName(r.Method + " " + path)
-		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", path),
-			attribute.Int("http.response.status_code", status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
-		}
-		span.End()
-		s.log.LogAttrs(r.Context(), level, "request",
-			slog.String(logkey.RequestID, rid), slog.String(logkey.Method, r.Method),
-			slog.String(logkey.Route, route), slog.Int(logkey.Status, status),
-			slog.Float64(logkey.Duration, float64(time.Since(start).Microseconds())/1000),
-			slog.String(logkey.Tenant, lw.tenant), slog.Int64(logkey.Bytes, lw.bytes))
-	}()
-	if s.cfg.Ports != nil && s.cfg.PortsMatch != nil && s.cfg.PortsMatch(r) {
-		route = "ports"
-		s.cfg.Ports.ServeHTTP(lw, r)
-		return
-	}
-	s.limitBody(w, r)
-	isE2B := s.cfg.E2B != nil && s.cfg.E2BMatch != nil && s.cfg.E2BMatch(r)
-	if !exempt(r) {
-		release, err := s.cfg.Admission.Enter()
-		if err != nil {
-			if isE2B && s.cfg.E2BError != nil {
-				lw.Header().Set("Retry-After", retryAfter)
-				s.cfg.E2BError(lw, r, err)
-			} else {
-				s.writeError(lw, r, err)
-			}
-			return
-		}
-		defer release()
-	}
-	if isE2B {
-		s.cfg.E2B.ServeHTTP(lw, r)
-		return
-	}
+// ServeHTTP serves /v1: a body in another Content-Encoding than identity
+// is refused with 415 (a template build's context may be gzip), then the
+// routes answer, and a request no route takes gets the JSON error of the
+// mux's status (404, or 405 with Allow).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if enc := r.Header.Get("Content-Encoding"); !identityEncoding(enc) && !(buildRoute(r) && gzipEncoding(enc)) {
-		writeJSON(lw, http.StatusUnsupportedMediaType, api.Error{Code: errdefs.CodeInvalidArgument,
+		writeJSON(w, http.StatusUnsupportedMediaType, api.Error{Code: errdefs.CodeInvalidArgument,
 			Message: "Content-Encoding " + r.Header.Get("Content-Encoding") + " is not supported; send the body uncompressed"})
 		return
 	}
-	_, pattern := s.mux.Handler(r)
-	if pattern == "" {
-		route = "none"
-		s.noRoute(lw, r)
+	if s.Route(r) == "" {
+		s.noRoute(w, r)
 		return
 	}
-	route = pattern
-	s.mux.ServeHTTP(lw, r)
+	s.mux.ServeHTTP(w, r)
+}
+
+// Route is the route pattern that serves r ("GET /v1/contexts/{id}"), or
+// "" when none does: the front door names spans and log lines after it.
+func (s *Server) Route(r *http.Request) string {
+	_, pattern := s.mux.Handler(r)
+	return pattern
+}
+
+// Drain makes /readyz answer unavailable ("shutting down") from now on:
+// the front door calls it when its graceful shutdown begins.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// WriteError writes err as the /v1 JSON error (writeError): the front
+// door's answer to requests it refuses or that panicked, outside the E2B
+// wire.
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	s.writeError(w, r, err)
+}
+
+// WriteJSON writes v as a JSON body with status, in /v1's framing.
+func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+
+// identityEncoding reports whether a Content-Encoding leaves the body as
+// it is; nothing on /v1 decodes compressed bodies but a build's context.
+func identityEncoding(enc string) bool {
+	enc = strings.TrimSpace(enc)
+	return enc == "" || strings.EqualFold(enc, "identity")
 }
 
 // noRoute answers an unrouted request with the mux's status (404, or 405
@@ -447,24 +268,6 @@ func (s *statusOnly) WriteHeader(code int) {
 	}
 }
 
-// requestID keeps a caller's request id when it is short and printable,
-// else makes one.
-func requestID(in string) string {
-	if in != "" && len(in) <= 128 {
-		ok := true
-		for i := 0; i < len(in); i++ {
-			if in[i] < 0x21 || in[i] > 0x7e {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return in
-		}
-	}
-	return newID()
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -478,5 +281,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b = append(b, '\n')
 	_, _ = w.Write(b)
 }
-
-var _ io.Writer = (*logWriter)(nil)

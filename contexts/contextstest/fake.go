@@ -31,6 +31,10 @@ type Provider struct {
 	// providers on different hosts need different prefixes, or their ids
 	// collide.
 	IDPrefix string
+	// Without lists the optional operations this fake lacks: Capabilities
+	// leaves them out and their methods answer contexts.NotSupported.
+	// Zero: it has them all.
+	Without contexts.Capabilities
 
 	mu       sync.Mutex
 	boxes    map[string]*box // running sandboxes by id
@@ -50,25 +54,87 @@ type box struct {
 	files map[string][]byte
 	vars  map[string]string // "kernel state" for Echo's assignments
 	runs  int
+	// paused: every call on the sandbox fails until Resume (a real
+	// frozen sandbox would hang; the manager must not call it at all).
+	paused bool
 }
 
-var (
-	_ contexts.Provider     = (*Provider)(nil)
-	_ contexts.UsageSampler = (*Provider)(nil)
-)
+var _ contexts.Provider = (*Provider)(nil)
 
-// Usage implements contexts.UsageSampler: MemoryBytes is 1 MiB per
-// RunCode the sandbox served, PIDs is 1.
-func (p *Provider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+// all is every optional operation the fake performs.
+const all = contexts.CapPause | contexts.CapUsage
+
+// Capabilities implements contexts.Provider: all but Without.
+func (p *Provider) Capabilities() contexts.Capabilities { return all &^ p.Without }
+
+// running returns sandbox id when the fake can perform op on it.
+func (p *Provider) running(id string, op contexts.Capabilities) (*box, error) {
+	if !p.Capabilities().Has(op) {
+		return nil, contexts.NotSupported(p.Name(), op)
+	}
 	p.mu.Lock()
 	b := p.boxes[id]
 	p.mu.Unlock()
 	if b == nil {
-		return contexts.ResourceUsage{}, fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
+		return nil, fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
+	}
+	return b, nil
+}
+
+// Usage implements contexts.Provider: MemoryBytes is 1 MiB per RunCode
+// the sandbox served, PIDs is 1.
+func (p *Provider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	b, err := p.running(id, contexts.CapUsage)
+	if err != nil {
+		return contexts.ResourceUsage{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.paused {
+		return contexts.ResourceUsage{}, fmt.Errorf("fake sandbox %s is paused: %w", id, errdefs.ErrUnavailable)
+	}
 	return contexts.ResourceUsage{MemoryBytes: int64(b.runs) << 20, PIDs: 1}, nil
+}
+
+// Pause implements contexts.Provider: calls on the sandbox fail until
+// Resume.
+func (p *Provider) Pause(ctx context.Context, id string) error {
+	return p.setPaused(id, true)
+}
+
+// Resume implements contexts.Provider.
+func (p *Provider) Resume(ctx context.Context, id string) error {
+	return p.setPaused(id, false)
+}
+
+func (p *Provider) setPaused(id string, paused bool) error {
+	b, err := p.running(id, contexts.CapPause)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case paused && b.paused:
+		return fmt.Errorf("fake sandbox %s is paused already: %w", id, errdefs.ErrFailedPrecondition)
+	case !paused && !b.paused:
+		return fmt.Errorf("fake sandbox %s is not paused: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	b.paused = paused
+	return nil
+}
+
+// Paused reports whether sandbox id is paused.
+func (p *Provider) Paused(id string) bool {
+	p.mu.Lock()
+	b := p.boxes[id]
+	p.mu.Unlock()
+	if b == nil {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused
 }
 
 // NewProvider returns an empty fake provider.

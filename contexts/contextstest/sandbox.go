@@ -39,6 +39,9 @@ func (s *Sandbox) check(ctx context.Context) error {
 	if s.b.dead {
 		return errDead
 	}
+	if s.b.paused {
+		return fmt.Errorf("fake sandbox %s is paused: %w", s.b.id, errdefs.ErrUnavailable)
+	}
 	return nil
 }
 

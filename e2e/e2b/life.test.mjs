@@ -262,6 +262,12 @@ test('life: list honours template, startedAfter and order; metadata is the calle
   }
 })
 
+test('life: a sandlot. metadata key is refused, naming the key; other keys work', async () => {
+  await assert.rejects(Sandbox.create('base', { metadata: { suite: run, 'sandlot.paused': 'x' } }), /sandlot\.paused/)
+  const listed = await Sandbox.list({ query: { metadata: { suite: run, 'sandlot.paused': 'x' } } }).nextItems()
+  assert.ok(listed.every((s) => !('sandlot.paused' in s.metadata)))
+})
+
 test('life: getMetrics has real figures, memCache, timestampUnix, and honours start/end', async () => {
   await sbx.commands.run('head -c 20000000 /dev/urandom | sha256sum >/dev/null; python3 -c "x=bytearray(50_000_000); import time; time.sleep(0.2)"')
   const m1 = await sbx.getMetrics()

@@ -9,7 +9,6 @@ package build
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,8 +32,9 @@ type Config struct {
 	// Runner runs RUN steps; nil: a recipe with a RUN step fails with
 	// failed precondition.
 	Runner Runner
-	// Resolve finds the base image of a FROM step; nil: Store.Get (a name
-	// or digest already in the store). Pulling is the caller's choice
+	// Resolve finds the base image of a FROM step when Options.Resolve
+	// is not set (the operator's builds); nil: Store.Get (a name or
+	// digest already in the store). Pulling is the caller's choice
 	// (image/source.Pull), with auth when the recipe carries it.
 	Resolve func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error)
 	// Epoch, when not zero, is the creation time written in the config and
@@ -76,10 +76,16 @@ type Options struct {
 	// Labels are added to the image config's labels (who built it, for
 	// which template); nil adds none.
 	Labels map[string]string
-	// Resolve, when set, is asked for the FROM image before
-	// Config.Resolve: a tenant's build resolves the tenant's templates
-	// there. errdefs.ErrNotFound falls through to Config.Resolve.
+	// Resolve, when set, is the one way the FROM image is found:
+	// neither Config.Resolve nor the store is asked. A tenant's build
+	// sets it (templates/builds: the tenant's templates, a registry), so
+	// its FROM never reaches the names and digests of the shared store,
+	// which are every tenant's images. nil: Base.
 	Resolve func(ctx context.Context, ref string) (image.Image, error)
+	// Tenant is whose build this is, passed to the Runner with each RUN
+	// step (RunRequest.Tenant): the step's network is what that tenant's
+	// cap allows. "": the operator's.
+	Tenant string
 
 	dockerIgnore bool // the recipe's DockerIgnore
 }
@@ -162,18 +168,23 @@ func (b *Builder) Build(ctx context.Context, rec *recipe.Recipe, opt Options) (R
 	return Result{Image: stored, StartCmd: rec.StartCmd, ReadyCmd: rec.ReadyCmd}, nil
 }
 
+// Base finds a FROM image as the builder's config says: Config.Resolve,
+// else a name or digest in the store. The operator's builds compose it
+// with their own Options.Resolve; a tenant's never reach it.
+func (b *Builder) Base(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error) {
+	if b.cfg.Resolve != nil {
+		return b.cfg.Resolve(ctx, ref, auth)
+	}
+	return b.cfg.Store.Get(ctx, ref)
+}
+
 func (b *Builder) from(ctx context.Context, step recipe.Step, opt Options) (*state, error) {
 	var base image.Image
-	err := errdefs.ErrNotFound
+	var err error
 	if opt.Resolve != nil {
 		base, err = opt.Resolve(ctx, step.Image)
-	}
-	switch {
-	case !errors.Is(err, errdefs.ErrNotFound):
-	case b.cfg.Resolve != nil:
-		base, err = b.cfg.Resolve(ctx, step.Image, step.RegistryAuth)
-	default:
-		base, err = b.cfg.Store.Get(ctx, step.Image)
+	} else {
+		base, err = b.Base(ctx, step.Image, step.RegistryAuth)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build: line %d: FROM %s: %w", step.Line, step.Image, err)
@@ -297,7 +308,7 @@ func (b *Builder) run(ctx context.Context, st *state, step recipe.Step, opt Opti
 	res, err := b.cfg.Runner.Run(ctx, RunRequest{
 		Lower: lowers, Upper: upper, Work: work,
 		Args: command(c, step), Env: env, Dir: workdir(c), User: user, UID: uid, GID: gid,
-		Output: io.MultiWriter(opt.Output, tail),
+		Output: io.MultiWriter(opt.Output, tail), Tenant: opt.Tenant,
 	})
 	if err != nil {
 		return fmt.Errorf("build: line %d: RUN: %w", step.Line, err)

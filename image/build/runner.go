@@ -31,6 +31,10 @@ type RunRequest struct {
 	UID, GID uint32   // the user resolved against the image's /etc/passwd and /etc/group
 
 	Output io.Writer // stdout and stderr, interleaved
+	// Tenant is whose build the step is (Options.Tenant): what its
+	// network may reach is bounded by that tenant's network cap. "": the
+	// operator's.
+	Tenant string
 }
 
 // RunResult is the outcome of a command that ran.

@@ -2,11 +2,12 @@ package debian
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
@@ -34,13 +35,17 @@ type Builder struct {
 	phase    string
 	err      error
 	failedAt time.Time
+	image    v1.Hash // the image the template is, once there is one (Image)
+	ready    bool
 }
 
 // NewBuilder returns a builder of cfg's image for the template name over
 // store. A cached image of the current recipe is tagged name at once; an
 // image named name that this recipe did not make (an operator's) is left
 // alone; one an older recipe made keeps serving while the current one
-// builds in the background.
+// builds in the background. What the store has now is the template's
+// image from now on (Image), until a build of this builder replaces it:
+// names read later are not followed.
 func NewBuilder(ctx context.Context, store *image.Store, name string, cfg Config, log *slog.Logger) *Builder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -52,15 +57,29 @@ func NewBuilder(ctx context.Context, store *image.Store, name string, cfg Config
 		if err := store.Tag(ctx, name, img.Digest); err != nil {
 			log.Warn(name+" template: tag", slog.String(logkey.Err, err.Error()))
 		}
+		b.image, b.ready = img.Digest, true
 		return b
 	}
 	img, err := store.Get(ctx, name)
-	if err == nil && img.Config != nil {
-		if k := img.Config.Config.Labels["org.sandlot.debian.key"]; k != "" && k != key {
-			b.Start() // an older recipe's: replace it once the new one is built
+	if err == nil {
+		b.image, b.ready = img.Digest, true
+		if img.Config != nil {
+			if k := img.Config.Config.Labels["org.sandlot.debian.key"]; k != "" && k != key {
+				b.Start() // an older recipe's: replace it once the new one is built
+			}
 		}
 	}
 	return b
+}
+
+// Image returns the digest of the template's image: what the store had
+// when the builder was made, or what it built since; false while there
+// is none. The built-in template resolves by it (templates.Config.Builtins),
+// never by the store's name, which anything that writes the store reaches.
+func (b *Builder) Image() (v1.Hash, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.image, b.ready
 }
 
 // Start begins a build in the background unless one runs; a failure is
@@ -90,6 +109,8 @@ func (b *Builder) run() {
 	b.building, b.err = false, err
 	if err != nil {
 		b.failedAt = time.Now()
+	} else {
+		b.image, b.ready = img.Digest, true
 	}
 	b.mu.Unlock()
 	if err != nil {
@@ -108,10 +129,8 @@ func (b *Builder) Missing(template string) error {
 	if template != b.name {
 		return nil
 	}
-	if _, err := b.store.Get(b.ctx, b.name); err == nil {
+	if _, ok := b.Image(); ok {
 		return nil // built meanwhile: the caller's next try finds it
-	} else if !errors.Is(err, errdefs.ErrNotFound) {
-		return err
 	}
 	b.Start()
 	b.mu.Lock()

@@ -284,7 +284,12 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 	if err != nil {
 		return image.Image{}, err
 	}
+	// The cache name is set only when new: when another process finished
+	// a build of the same recipe first, its image serves.
 	stored, err := s.Put(ctx, img, image.PutOptions{Name: CachePrefix + cfg.Key()})
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		stored, err = s.Get(ctx, CachePrefix+cfg.Key())
+	}
 	if err != nil {
 		return image.Image{}, err
 	}

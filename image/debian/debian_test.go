@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/debian"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -246,5 +248,45 @@ func TestEssentialHooks(t *testing.T) {
 	b := debian.Config{Essential: []string{`mkdir -p "$1/usr/share/man/man1"`}}
 	if a.Key() == b.Key() {
 		t.Error("an essential hook does not change the key")
+	}
+}
+
+// TestBuilderPinsItsImage: a built-in's builder serves the image the
+// store had for its template when the builder was made (here an
+// operator's, under the template's name), and keeps serving it when the
+// name is moved later: the template resolves by that digest
+// (templates.Config.Builtins), not by a name anything writing the store
+// can move. A store without the image has none until a build.
+func TestBuilderPinsItsImage(t *testing.T) {
+	testenv.RequireRoot(t)
+	ctx := context.Background()
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := debian.Config{Mmdebstrap: "/nonexistent/mmdebstrap"}
+	if _, ok := debian.NewBuilder(ctx, s, "tpl", cfg, nil).Image(); ok {
+		t.Error("a builder over a store without the image has one")
+	}
+	put := func(marker string) v1.Hash {
+		img, err := s.Put(ctx, imagetest.Image(t, imagetest.Layer(t, imagetest.File{Name: "marker", Body: marker})), image.PutOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img.Digest
+	}
+	real, evil := put("real"), put("evil")
+	if err := s.Tag(ctx, "tpl", real); err != nil {
+		t.Fatal(err)
+	}
+	b := debian.NewBuilder(ctx, s, "tpl", cfg, nil)
+	if err := s.Tag(ctx, "tpl", evil); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := b.Image(); !ok || d != real {
+		t.Errorf("Image = %s %v, want the image at the builder's start %s", d, ok, real)
+	}
+	if err := b.Missing("tpl"); err != nil {
+		t.Errorf("Missing with an image: %v", err)
 	}
 }

@@ -22,23 +22,34 @@ import (
 
 // ImportOptions configures the imports. Zero values are documented per field.
 type ImportOptions struct {
-	// Name tags the image when the archive holds exactly one; "": the
-	// archive's own name for it (RepoTags of a docker archive, the
-	// io.containerd.image.name or org.opencontainers.image.ref.name
-	// annotation of an OCI layout). An image with no name at all is
-	// stored untagged: hold a lease and Tag it, or GC removes it.
+	// Name names the image when the archive holds exactly one, only when
+	// the name is new (image.PutOptions.Name: already_exists over another
+	// image's name). "": the image is stored without a name; hold a lease
+	// until something keeps it (a template record), or GC removes it. The
+	// archive's own names (RepoTags, annotations) never name anything in
+	// the store: they are whatever the archive's author wrote, and store
+	// names are shared by every user of the store (Imported.Ref reports
+	// them).
 	Name string
 	// MaxBytes bounds one file extracted from an OCI layout tarball;
 	// 0: 8 GiB.
 	MaxBytes int64
 	// Progress, when set, reports layers as they are unpacked.
 	Progress func(image.Progress)
+	// Untrusted: the archive is a tenant's upload, whose layers must
+	// prove their content (image.PutOptions.Untrusted).
+	Untrusted bool
 }
 
 // Imported is one image of an archive.
 type Imported struct {
 	image.Image
-	Name string // "" when untagged
+	Name string // the store name given (ImportOptions.Name); "" when none
+	// Ref is the archive's own name for the image (a docker archive's
+	// first RepoTag, normalized; an OCI layout's io.containerd.image.name
+	// or org.opencontainers.image.ref.name annotation); "" when none.
+	// Information only: the store is not named after it.
+	Ref string
 }
 
 // ImportFile imports every linux/amd64 image of a tarball: an OCI image
@@ -148,8 +159,8 @@ func ImportLayout(ctx context.Context, s *image.Store, dir string, opt ImportOpt
 		return nil, fmt.Errorf("source: OCI layout %s: %v: %w", dir, err, errdefs.ErrInvalidArgument)
 	}
 	type entry struct {
-		img  v1.Image
-		name string
+		img       v1.Image
+		name, ref string
 	}
 	var ents []entry
 	for _, d := range im.Manifests {
@@ -179,7 +190,7 @@ func ImportLayout(ctx context.Context, s *image.Store, dir string, opt ImportOpt
 		if n == "" {
 			n = d.Annotations["org.opencontainers.image.ref.name"]
 		}
-		ents = append(ents, entry{img: img, name: n})
+		ents = append(ents, entry{img: img, ref: n})
 	}
 	if len(ents) == 0 {
 		return nil, fmt.Errorf("source: OCI layout %s has no linux/amd64 image: %w", dir, errdefs.ErrInvalidArgument)
@@ -192,10 +203,11 @@ func ImportLayout(ctx context.Context, s *image.Store, dir string, opt ImportOpt
 	}
 	var out []Imported
 	for _, e := range ents {
-		got, err := put(ctx, s, e.img, e.name, opt.Progress)
+		got, err := put(ctx, s, e.img, image.PutOptions{Name: e.name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 		if err != nil {
 			return out, err
 		}
+		got.Ref = e.ref
 		out = append(out, got)
 	}
 	return out, nil
@@ -214,15 +226,15 @@ func platformImage(idx v1.ImageIndex) (v1.Image, error) {
 	return nil, errdefs.ErrNotFound
 }
 
-func put(ctx context.Context, s *image.Store, img v1.Image, tag string, progress func(image.Progress)) (Imported, error) {
+func put(ctx context.Context, s *image.Store, img v1.Image, opt image.PutOptions) (Imported, error) {
 	if err := checkPlatform(img); err != nil {
 		return Imported{}, fmt.Errorf("source: import: %w", err)
 	}
-	stored, err := s.Put(ctx, img, image.PutOptions{Name: tag, Progress: progress})
+	stored, err := s.Put(ctx, img, opt)
 	if err != nil {
 		return Imported{}, fmt.Errorf("source: import: %w", err)
 	}
-	return Imported{Image: stored, Name: tag}, nil
+	return Imported{Image: stored, Name: opt.Name}, nil
 }
 
 // importDocker imports each image of a docker archive (docker save). The
@@ -240,16 +252,14 @@ func importDocker(ctx context.Context, s *image.Store, path string, opt ImportOp
 	var out []Imported
 	for _, d := range m {
 		var tag *name.Tag
-		tagName := opt.Name
+		ref := ""
 		if len(d.RepoTags) > 0 {
 			t, err := name.NewTag(d.RepoTags[0])
 			if err != nil {
 				return out, fmt.Errorf("source: docker archive %s: tag %q: %v: %w", path, d.RepoTags[0], err, errdefs.ErrInvalidArgument)
 			}
 			tag = &t
-			if tagName == "" {
-				tagName = t.Name()
-			}
+			ref = t.Name()
 		} else if len(m) != 1 {
 			return out, fmt.Errorf("source: docker archive %s: an untagged image among %d: %w", path, len(m), errdefs.ErrInvalidArgument)
 		}
@@ -257,10 +267,11 @@ func importDocker(ctx context.Context, s *image.Store, path string, opt ImportOp
 		if err != nil {
 			return out, fmt.Errorf("source: docker archive %s: %v: %w", path, err, errdefs.ErrInvalidArgument)
 		}
-		got, err := put(ctx, s, img, tagName, opt.Progress)
+		got, err := put(ctx, s, img, image.PutOptions{Name: opt.Name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 		if err != nil {
 			return out, err
 		}
+		got.Ref = ref
 		out = append(out, got)
 	}
 	return out, nil

@@ -36,20 +36,29 @@ type PullOptions struct {
 	Insecure bool
 	// Transport for registry requests; nil: remote.DefaultTransport.
 	Transport http.RoundTripper
-	// Name is the name to tag; "": the reference as given, normalized
-	// (debian:bookworm -> index.docker.io/library/debian:bookworm).
+	// Name names the image, and its pin (Pulled.Pinned) names it too,
+	// each only when new (image.PutOptions.Name: already_exists over
+	// another image's name). "": the image is stored without a name; hold
+	// a lease until something keeps it (a template record, a build), or
+	// GC removes it. A reference is the puller's input: nothing names the
+	// shared store after it unless the caller asks.
 	Name string
 	// Progress, when set, reports layers as they are fetched and unpacked.
 	Progress func(image.Progress)
+	// Untrusted: a tenant's pull, whose layers must prove their content
+	// (image.PutOptions.Untrusted): each is downloaded, also when the
+	// store has it.
+	Untrusted bool
 }
 
 // Pulled is the result of Pull.
 type Pulled struct {
 	image.Image
-	// Name is the name the image was tagged with.
+	// Name is the name the image was given (PullOptions.Name), or "".
 	Name string
 	// Pinned is the reference that names exactly this image
-	// (repository@sha256:<manifest digest>); it is tagged too.
+	// (repository@sha256:<manifest digest>); a store name too when Name
+	// is set.
 	Pinned string
 }
 
@@ -120,19 +129,17 @@ func pull(ctx context.Context, s *image.Store, r name.Reference, ropts []remote.
 	if err := checkPlatform(img); err != nil {
 		return Pulled{}, fmt.Errorf("source: pull %s: %w", r, err)
 	}
-	tag := opt.Name
-	if tag == "" {
-		tag = r.Name()
-	}
-	stored, err := s.Put(ctx, img, image.PutOptions{Name: tag, Progress: opt.Progress})
+	stored, err := s.Put(ctx, img, image.PutOptions{Name: opt.Name, Progress: opt.Progress, Untrusted: opt.Untrusted})
 	if err != nil {
 		return Pulled{}, fmt.Errorf("source: pull %s: %w", r, err)
 	}
 	pinned := r.Context().Digest(stored.Digest.String()).Name()
-	if err := s.Tag(ctx, pinned, stored.Digest); err != nil {
-		return Pulled{}, err
+	if opt.Name != "" {
+		if err := s.TagNew(ctx, pinned, stored.Digest); err != nil {
+			return Pulled{}, err
+		}
 	}
-	return Pulled{Image: stored, Name: tag, Pinned: pinned}, nil
+	return Pulled{Image: stored, Name: opt.Name, Pinned: pinned}, nil
 }
 
 // checkPlatform refuses images built for another platform: a registry that

@@ -110,11 +110,11 @@ func TestPull(t *testing.T) {
 	push(t, host+"/team/app:v1", img)
 	want := imagetest.Digest(t, img)
 
-	got, err := Pull(ctx, s, host+"/team/app:v1", PullOptions{})
+	got, err := Pull(ctx, s, host+"/team/app:v1", PullOptions{Name: "app:v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Digest != want || got.Name != host+"/team/app:v1" || got.Pinned != host+"/team/app@"+want.String() {
+	if got.Digest != want || got.Name != "app:v1" || got.Pinned != host+"/team/app@"+want.String() {
 		t.Errorf("Pull = digest %s name %s pinned %s", got.Digest, got.Name, got.Pinned)
 	}
 	if m := readMarker(t, got.Image); m != "v1" {
@@ -135,12 +135,23 @@ func TestPull(t *testing.T) {
 	if pinned.Digest != want || readMarker(t, pinned.Image) != "v1" {
 		t.Errorf("pull by digest got %s", pinned.Digest)
 	}
+	// Without a name a pull names nothing; with the name of another
+	// image it fails, and the name stays.
 	moved, err := Pull(ctx, s, host+"/team/app:v1", PullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if readMarker(t, moved.Image) != "v2" {
-		t.Error("pull by tag did not follow the tag")
+	if readMarker(t, moved.Image) != "v2" || moved.Name != "" {
+		t.Errorf("pull by tag: %+v, want v2 without a name", moved)
+	}
+	if refs, _ := s.Refs(ctx); len(refs) != 3 {
+		t.Errorf("names after an unnamed pull: %+v, want app:v1, its pin and app-pinned", refs)
+	}
+	if _, err := Pull(ctx, s, host+"/team/app:v1", PullOptions{Name: "app:v1"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("pull named after another image: %v, want already_exists", err)
+	}
+	if g, _ := s.Get(ctx, "app:v1"); g.Digest != want {
+		t.Errorf("app:v1 moved to %s", g.Digest)
 	}
 }
 
@@ -242,10 +253,10 @@ func TestImportDockerArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].Name != "example.com/team/app:v3" || readMarker(t, got[0].Image) != "docker" {
+	if len(got) != 1 || got[0].Name != "" || got[0].Ref != "example.com/team/app:v3" || readMarker(t, got[0].Image) != "docker" {
 		t.Fatalf("import = %+v", got)
 	}
-	if g, err := s.Get(context.Background(), "example.com/team/app:v3"); err != nil || g.Digest != got[0].Digest {
+	if g, err := s.Get(context.Background(), got[0].Digest.String()); err != nil || g.Digest != got[0].Digest {
 		t.Errorf("Get = %v, %v", g.Digest, err)
 	}
 	// The layers are the image's own: same diff ids.
@@ -309,7 +320,7 @@ func TestImportOCILayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].Name != "app:oci" || got[0].Digest != imagetest.Digest(t, img) {
+		if len(got) != 1 || got[0].Name != "" || got[0].Ref != "app:oci" || got[0].Digest != imagetest.Digest(t, img) {
 			t.Fatalf("import = %+v", got)
 		}
 	})
@@ -366,4 +377,55 @@ func TestImportNeither(t *testing.T) {
 	if _, err := ImportFile(context.Background(), s, path, ImportOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// TestWallImportArchiveNames: an archive's own names (an OCI index's
+// annotations, a docker archive's RepoTags) are input, never store names:
+// an import without ImportOptions.Name names nothing, and reports the
+// archive's name in Imported.Ref. A Name the caller gives is set only
+// when new: over another image's name the import fails with
+// already_exists and the name stays. Before, the archive named the
+// store (`default` included) and a given Name replaced what it named.
+func TestWallImportArchiveNames(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	real, err := s.Put(ctx, testImage(t, "real"), image.PutOptions{Name: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := testImage(t, "evil")
+	docker := filepath.Join(t.TempDir(), "image.tar")
+	tag, _ := name.NewTag("python:3.12")
+	if err := tarball.WriteToFile(docker, tag, evil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path, ref string
+	}{
+		{"layout annotated default", tarDir(t, writeLayout(t, evil, "default")), "default"},
+		{"docker archive", docker, "index.docker.io/library/python:3.12"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ImportFile(ctx, s, tc.path, ImportOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].Name != "" || got[0].Ref != tc.ref || readMarker(t, got[0].Image) != "evil" {
+				t.Errorf("import = %+v", got)
+			}
+			refs, _ := s.Refs(ctx)
+			if len(refs) != 1 || refs[0].Name != "default" || refs[0].Digest != real.Digest {
+				t.Errorf("the store's names after the import: %+v, want only default -> %s", refs, real.Digest)
+			}
+		})
+	}
+	t.Run("a given name over another image's", func(t *testing.T) {
+		_, err := ImportFile(ctx, s, docker, ImportOptions{Name: "default"})
+		if !errors.Is(err, errdefs.ErrAlreadyExists) {
+			t.Errorf("import named default: %v, want already_exists", err)
+		}
+		if d, _ := s.Resolve(ctx, "default"); d != real.Digest {
+			t.Errorf("default moved to %s", d)
+		}
+	})
 }

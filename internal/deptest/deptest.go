@@ -137,3 +137,60 @@ func match(p, pat string) bool {
 	}
 	return p == pat
 }
+
+// Package is one package of the module as `go list` sees it.
+type Package struct {
+	// ImportPath is the package's path relative to the module
+	// ("api/server"; "" for the module's root, which has none).
+	ImportPath string
+	// Imports are the sandlot packages its non-test files import, as
+	// paths relative to the module.
+	Imports []string
+}
+
+// Packages lists the module's packages (`go list ./...` from the module's
+// root: test-only packages included, the nested modules not).
+func Packages(t TB) []Package {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", Module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s/...: %v\n%s", Module, err, stderr.Bytes())
+	}
+	var pkgs []Package
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		p := Package{ImportPath: strings.TrimPrefix(fields[0], Module+"/")}
+		for _, imp := range fields[1:] {
+			if rel, ok := strings.CutPrefix(imp, Module+"/"); ok {
+				p.Imports = append(p.Imports, rel)
+			}
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// Importers returns the module's packages whose non-test files import pkg
+// (a path relative to the module), sorted.
+func Importers(t TB, pkg string) []string {
+	t.Helper()
+	var out []string
+	for _, p := range Packages(t) {
+		for _, imp := range p.Imports {
+			if imp == pkg {
+				out = append(out, p.ImportPath)
+				break
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -54,7 +54,7 @@ type Sandbox struct {
 
 // Registry maps sandbox addresses to sandboxes. It is safe for concurrent
 // use; a Register replaces the entry, so a policy update takes effect on
-// the next connection.
+// the next connection (and on open ones after Proxy.Recheck).
 type Registry struct {
 	mu sync.RWMutex
 	m  map[netip.Addr]*Sandbox
@@ -112,8 +112,10 @@ type Config struct {
 	// compressed) in which placeholders are replaced (default 256 KiB; it
 	// is held in memory); larger or streamed bodies pass unchanged.
 	MaxBody int64
-	// MaxConns bounds a sandbox's concurrent connections (default 512).
-	MaxConns int
+	// Limits bound the descriptors the proxy holds, per sandbox, per
+	// tenant and in all (zero fields take defaults from the process's
+	// RLIMIT_NOFILE; see Limits).
+	Limits Limits
 	// IdleTimeout closes a TLS-terminated connection idle between
 	// requests this long (default 5m).
 	IdleTimeout time.Duration
@@ -125,10 +127,13 @@ type Proxy struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	counts map[string]int // open connections per sandbox
-	closed bool
+	mu      sync.Mutex
+	flows   map[net.Conn]*flow // by the sandbox's side
+	counts  map[string]int     // descriptors held per sandbox
+	tenants map[string]int     // descriptors held per tenant
+	total   int                // descriptors held in all
+	closed  bool
+	shed    time.Time // when shedding was last logged
 
 	ports atomic.Pointer[portsRoute] // SetPorts; nil: none
 }
@@ -154,32 +159,42 @@ func New(reg *Registry, cfg Config) (*Proxy, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = 256 << 10
 	}
-	if cfg.MaxConns == 0 {
-		cfg.MaxConns = 512
-	}
+	cfg.Limits = cfg.Limits.withDefaults(nofile())
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = 5 * time.Minute
 	}
-	return &Proxy{reg: reg, cfg: cfg, log: cfg.Log, conns: map[net.Conn]struct{}{}, counts: map[string]int{}}, nil
+	return &Proxy{reg: reg, cfg: cfg, log: cfg.Log, flows: map[net.Conn]*flow{}, counts: map[string]int{}, tenants: map[string]int{}}, nil
 }
 
-// Serve accepts redirected connections on l until l is closed.
+// Limits returns the bounds in force (defaults filled in).
+func (p *Proxy) Limits() Limits { return p.cfg.Limits }
+
+// Serve accepts redirected connections on l until l is closed. A failed
+// accept (EMFILE, ENFILE, ENOBUFS, an aborted connection) is waited out
+// and tried again: returning would leave every sandbox of every tenant
+// without egress until the daemon restarts.
 func (p *Proxy) Serve(l net.Listener) error {
+	var wait time.Duration
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, net.ErrClosed) || p.isClosed() {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			return err
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			p.log.Warn("egress: accept failed; trying again", logkey.Err, err, "in", wait)
+			time.Sleep(wait)
+			continue
 		}
+		wait = 0
 		go p.handle(c)
 	}
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Close closes every open connection; Serve stops when its listener is
@@ -187,31 +202,11 @@ func (p *Proxy) Serve(l net.Listener) error {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
-	for c := range p.conns {
-		c.Close()
+	for _, f := range p.flows {
+		f.close()
 	}
 	p.mu.Unlock()
 	return nil
-}
-
-func (p *Proxy) track(c net.Conn, sandboxID string) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed || p.counts[sandboxID] >= p.cfg.MaxConns {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	p.counts[sandboxID]++
-	return true
-}
-
-func (p *Proxy) untrack(c net.Conn, sandboxID string) {
-	p.mu.Lock()
-	delete(p.conns, c)
-	if p.counts[sandboxID]--; p.counts[sandboxID] <= 0 {
-		delete(p.counts, sandboxID)
-	}
-	p.mu.Unlock()
 }
 
 func (p *Proxy) handle(c net.Conn) {
@@ -238,11 +233,17 @@ func (p *Proxy) handle(c net.Conn) {
 			p.cfg.Audit(ev)
 		}
 	}()
-	if !p.track(c, sb.ID) {
-		ev.Reason = "too many connections"
+	f := &flow{c: c, src: src, sb: sb}
+	if reason := p.track(f); reason != "" {
+		ev.Reason = reason
 		return
 	}
-	defer p.untrack(c, sb.ID)
+	defer p.untrack(f)
+	defer func() {
+		if p.cut(f) {
+			ev.Reason += "; closed by a policy update"
+		}
+	}()
 
 	br := bufio.NewReaderSize(c, peekBuffer)
 	k, claimed := sniff(c, br, time.Now().Add(p.cfg.PeekTimeout))
@@ -263,6 +264,10 @@ func (p *Proxy) handle(c net.Conn) {
 			return
 		}
 		ev.Allowed, ev.Reason = true, "ports route"
+		if !p.decided(f, plan{allow: true}, true) {
+			ev.Allowed, ev.Reason = false, "the sandbox's policy changed"
+			return
+		}
 		p.servePorts(c, br, pr, sb, &ev)
 		return
 	}
@@ -277,6 +282,10 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	ev.Addr = pl.target.Addr()
+	if !p.decided(f, pl, false) {
+		ev.Allowed, ev.Reason = false, "the sandbox's policy changed: "+ev.Reason
+		return
+	}
 	up, err := p.cfg.Dial(ctx, "tcp4", pl.target.String())
 	if err != nil {
 		ev.Reason = pl.reason + "; dial failed: " + dialError(err)
@@ -286,8 +295,10 @@ func (p *Proxy) handle(c net.Conn) {
 		return
 	}
 	defer up.Close()
-	p.trackUp(up, c)
-	defer p.untrackUp(up)
+	if !p.trackUp(f, up) {
+		ev.Allowed, ev.Reason = false, "the sandbox's policy changed: "+ev.Reason
+		return
+	}
 	prefix, _ := br.Peek(br.Buffered())
 	if k == kindTLS && pl.name != "" && p.intercepts(sb, pl.name) {
 		ev.Proto = audit.ProtoMITM
@@ -297,21 +308,6 @@ func (p *Proxy) handle(c net.Conn) {
 	keepAlive(c)
 	keepAlive(up)
 	ev.BytesUp, ev.BytesDown = splice(c, up, prefix)
-}
-
-// trackUp closes the upstream too when Close closes the client side.
-func (p *Proxy) trackUp(up, c net.Conn) {
-	p.mu.Lock()
-	if _, ok := p.conns[c]; ok {
-		p.conns[up] = struct{}{}
-	}
-	p.mu.Unlock()
-}
-
-func (p *Proxy) untrackUp(up net.Conn) {
-	p.mu.Lock()
-	delete(p.conns, up)
-	p.mu.Unlock()
 }
 
 // intercepts reports whether the proxy terminates TLS to name: only to

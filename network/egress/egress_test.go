@@ -260,7 +260,7 @@ func TestSecretsAtTheEdge(t *testing.T) {
 }
 
 func TestConnectionLimit(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.MaxConns = 3 })
+	e := newEnv(t, func(c *Config) { c.Limits.PerSandbox = 3 * Legs })
 	sb := e.sandbox(t, "greedy", "t1", policy.Policy{Mode: policy.Allowlist, Allow: rules("203.0.113.20/32:7")})
 	var held []net.Conn
 	for range 3 {

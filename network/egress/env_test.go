@@ -305,7 +305,7 @@ func (e *env) idle(t testing.TB) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		e.px.mu.Lock()
-		n, c := len(e.px.conns), len(e.px.counts)
+		n, c := len(e.px.flows), len(e.px.counts)+len(e.px.tenants)+e.px.total
 		e.px.mu.Unlock()
 		if n == 0 && c == 0 {
 			return

@@ -74,20 +74,34 @@ func (pr *portsRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pr.h.ServeHTTP(w, r)
 }
 
+// portsHeaderTimeout bounds the arrival of a request's head on the
+// in-process ports server.
+const portsHeaderTimeout = 10 * time.Second
+
 // servePorts serves sandbox sb's HTTP connection c (whose first bytes
 // br has peeked) with the ports route until either side closes it, and
 // puts the bytes read from and written to the sandbox into ev.
 func (p *Proxy) servePorts(c net.Conn, br *bufio.Reader, pr *portsRoute, sb *Sandbox, ev *audit.Event) {
 	done := make(chan struct{})
 	cc := &countedConn{Conn: c, r: br, closed: sync.OnceFunc(func() { close(done) })}
-	// The route knows the request comes from inside sb: without internet
-	// access it reaches only sb's tenant's sandboxes.
-	caller := ports.Caller{Tenant: sb.Tenant, Internet: sb.Policy.Mode() == policy.Open}
+	src := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// The route knows the request comes from inside sb: without
+			// internet access it reaches only sb's tenant's sandboxes.
+			// Each request is judged by the sandbox's policy as it is
+			// now, so an update applies to a kept-alive connection too.
+			cur, ok := p.reg.Lookup(src)
+			if !ok || cur.ID != sb.ID || cur.Policy == nil {
+				http.Error(w, "sandlot: egress denied: the sandbox's network changed", http.StatusForbidden)
+				return
+			}
+			caller := ports.Caller{Tenant: cur.Tenant, Internet: cur.Policy.Mode() == policy.Open}
 			pr.ServeHTTP(w, r.WithContext(ports.WithCaller(r.Context(), caller)))
 		}),
-		ReadHeaderTimeout: 30 * time.Second,
+		// A request's head must arrive within this; the route's transport
+		// bounds the wait for the sandbox's answer (ports.Config).
+		ReadHeaderTimeout: portsHeaderTimeout,
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHead,
 		ErrorLog:          log.New(io.Discard, "", 0),

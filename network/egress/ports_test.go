@@ -85,6 +85,7 @@ func TestPortsRoute(t *testing.T) {
 			return nil
 		},
 		Reserved: ports.ReservedE2B,
+		Dial:     e.m.DialSandbox,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ func TestPortsRoute(t *testing.T) {
 func BenchmarkPortsRoute(b *testing.B) {
 	e := newEnv(b)
 	a := e.sandbox(b, "bench-a", "t1", policy.Policy{Ingress: policy.Ingress{Public: true}})
-	c := e.sandbox(b, "bench-c", "t2", policy.Policy{})
+	c := e.sandbox(b, "bench-c", "t1", policy.Policy{})
 	l, err := netns.Listen(context.Background(), a.Path, "tcp4", "0.0.0.0:8000")
 	if err != nil {
 		b.Fatal(err)
@@ -233,9 +234,10 @@ func BenchmarkPortsRoute(b *testing.B) {
 	b.Cleanup(func() { srv.Close() })
 	h, err := ports.New(ports.Config{
 		Lookup: func(ctx context.Context, id string) (ports.Target, error) {
-			return ports.Target{Addr: a.Addr, Ingress: a.Policy.Policy.Ingress}, nil
+			return ports.Target{Addr: a.Addr, Ingress: a.Policy.Policy.Ingress, Tenant: "t1"}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error { return errdefs.ErrPermissionDenied },
+		Dial:      e.m.DialSandbox,
 	})
 	if err != nil {
 		b.Fatal(err)

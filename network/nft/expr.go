@@ -46,6 +46,12 @@ func loadDport() []expr.Any {
 	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
 }
 
+// meta mark
+func loadMark() []expr.Any { return []expr.Any{&expr.Meta{Key: expr.MetaKeyMARK, Register: 1}} }
+
+// a mark's value as meta mark holds it (host byte order)
+func mark(v uint32) []byte { return binaryutil.NativeEndian.PutUint32(v) }
+
 func cmpEq(b []byte) expr.Any  { return &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: b} }
 func cmpNeq(b []byte) expr.Any { return &expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: b} }
 

@@ -11,6 +11,7 @@
 //	input   filter input 0          from IfPrefix*: ct established,related accept; to G:ProxyPort, G:DNSPort accept; drop
 //	                                to G from anywhere else: drop
 //	forward filter forward 0        iifname vmap @fwds (→ goto f-<key>); from IfPrefix*: drop; to IfPrefix*: only established
+//	output  filter output 0         to IfPrefix*: ct established,related accept; meta mark RouteMark accept; drop
 //	snat    nat postrouting 100     from IfPrefix* to anything else: masquerade
 //
 // Per sandbox (key is the sandbox's slot):
@@ -68,7 +69,17 @@ type Config struct {
 	// Forbidden lists the IPv4 ranges mode open never forwards to unless
 	// the operator opened them (policy.Forbidden4); Pool is added.
 	Forbidden []netip.Prefix
+	// RouteMark is the socket mark (SO_MARK) of the daemon's own
+	// connections to sandboxes (the ports route): the only new
+	// connections from the host that reach a sandbox (default
+	// DefaultRouteMark). Setting a mark takes CAP_NET_ADMIN, so no other
+	// account on the host can forge it.
+	RouteMark uint32
 }
+
+// DefaultRouteMark is Config.RouteMark's default ("sl" and 1). A host
+// that routes by firewall marks must leave this value free.
+const DefaultRouteMark = 0x736c0001
 
 // Sandbox is one sandbox's kernel state.
 type Sandbox struct {
@@ -105,6 +116,9 @@ func New(cfg Config) (*Table, error) {
 	}
 	if cfg.ProxyPort == 0 || cfg.DNSPort == 0 || cfg.ProxyPort == cfg.DNSPort {
 		return nil, fmt.Errorf("nft: proxy port %d and DNS port %d must be set and differ", cfg.ProxyPort, cfg.DNSPort)
+	}
+	if cfg.RouteMark == 0 {
+		cfg.RouteMark = DefaultRouteMark
 	}
 	if len(cfg.IfPrefix) > 8 {
 		return nil, fmt.Errorf("nft: interface prefix %q is longer than 8 bytes", cfg.IfPrefix)
@@ -422,6 +436,16 @@ func (t *Table) addBase(c *nftables.Conn) (refs, error) {
 	toSandbox := t.ifPrefix(expr.MetaKeyOIFNAME, true)
 	add(forward, cat(toSandbox, ctStateIn(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED, true), accept())...)
 	add(forward, cat(toSandbox, drop())...)
+
+	// Nothing on the host opens a connection to a sandbox but the
+	// daemon's route, whose sockets carry RouteMark: a local account
+	// would otherwise reach a sandbox's private ports without its traffic
+	// token. Replies to the sandbox's own connections (to the proxy, the
+	// resolver) are established.
+	output := chain("output", nftables.ChainTypeFilter, nftables.ChainHookOutput, nftables.ChainPriorityFilter)
+	add(output, cat(toSandbox, ctStateIn(expr.CtStateBitESTABLISHED|expr.CtStateBitRELATED, true), accept())...)
+	add(output, cat(toSandbox, loadMark(), cmpEq(mark(t.cfg.RouteMark)), accept())...)
+	add(output, cat(toSandbox, drop())...)
 
 	snat := chain("snat", nftables.ChainTypeNAT, nftables.ChainHookPostrouting, nftables.ChainPriorityNATSource)
 	add(snat, cat(fromSandbox, t.ifPrefix(expr.MetaKeyOIFNAME, false), &expr.Masq{})...)

@@ -85,7 +85,7 @@ func TestTableLifecycle(t *testing.T) {
 		}
 	}
 	st, _ := tab.State()
-	for _, name := range []string{"guard", "dnat", "input", "forward", "snat", "s-2", "s-3", "s-4", "f-4"} {
+	for _, name := range []string{"guard", "dnat", "input", "forward", "output", "snat", "s-2", "s-3", "s-4", "f-4"} {
 		if !slices.Contains(st.Chains, name) {
 			t.Errorf("chain %s missing: %v", name, st.Chains)
 		}

@@ -96,6 +96,15 @@ type Config struct {
 	// (E2B's envd and code interpreter, ReservedE2B): Match leaves those
 	// hosts to another handler. The path form still reaches the sandbox.
 	Reserved []int
+	// ResponseTimeout bounds the wait for a sandbox's answer (its
+	// response head) once a request reached it (default
+	// DefaultResponseTimeout): a server that never answers would hold
+	// the caller's connection and the route's to the sandbox for ever.
+	// Streams (a WebSocket, a long response) are not cut once answered.
+	ResponseTimeout time.Duration
+	// MaxIdleConns bounds the route's idle connections to sandboxes, all
+	// sandboxes and ports together (default 256; 16 per port).
+	MaxIdleConns int
 	// Guard judges everything a sandbox answers through the route: its
 	// headers, its bodies (streamed, with the guard's file rules), its
 	// WebSocket messages. Nil relays them as they are (tests only; serve
@@ -103,6 +112,9 @@ type Config struct {
 	// makes a tenant's route raw).
 	Guard Guard
 }
+
+// DefaultResponseTimeout is Config.ResponseTimeout's default.
+const DefaultResponseTimeout = 2 * time.Minute
 
 // ReservedE2B are the ports of E2B's envd (49983) and code interpreter
 // (49999), which the E2B surface serves for every sandbox.
@@ -172,13 +184,21 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.ResponseTimeout <= 0 {
+		cfg.ResponseTimeout = DefaultResponseTimeout
+	}
+	if cfg.MaxIdleConns <= 0 {
+		cfg.MaxIdleConns = 256
+	}
 	h := &Handler{cfg: cfg, log: cfg.Log}
 	h.proxy = &httputil.ReverseProxy{
 		Rewrite: h.rewrite,
 		Transport: &http.Transport{
-			DialContext:         h.dial,
-			MaxIdleConnsPerHost: 16,
-			IdleConnTimeout:     30 * time.Second,
+			DialContext:           h.dial,
+			MaxIdleConns:          cfg.MaxIdleConns,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       30 * time.Second,
+			ResponseHeaderTimeout: cfg.ResponseTimeout,
 		},
 		ModifyResponse: func(res *http.Response) error {
 			rt := res.Request.Context().Value(routeKey{}).(*route)
@@ -193,6 +213,10 @@ func New(cfg Config) (*Handler, error) {
 			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
 			if errors.Is(err, errUnguardable) {
 				writeJSON(w, http.StatusBadGateway, "unavailable", strings.TrimPrefix(err.Error(), errUnguardable.Error()+": "))
+				return
+			}
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				writeJSON(w, http.StatusGatewayTimeout, errdefs.CodeDeadlineExceeded, fmt.Sprintf("port %d of the sandbox did not answer within %s", rt.port, cfg.ResponseTimeout))
 				return
 			}
 			writeJSON(w, http.StatusBadGateway, "unavailable", fmt.Sprintf("the sandbox is running but port %d is not open", rt.port))
@@ -341,6 +365,13 @@ func writeEdgeError(w http.ResponseWriter, id, msg string) {
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	rt := pr.In.Context().Value(routeKey{}).(*route)
 	pr.SetURL(&url.URL{Scheme: "http", Host: netip.AddrPortFrom(rt.target.Addr, uint16(rt.port)).String()})
+	// Forwarding headers say what the route saw, never what the caller
+	// wrote: an app that trusts X-Forwarded-For (rate limits, allowlists,
+	// logs) must not be told a forged address. ReverseProxy already drops
+	// Forwarded and X-Forwarded-For/-Host/-Proto from pr.Out.
+	for _, k := range spoofable {
+		pr.Out.Header.Del(k)
+	}
 	if rt.path != "" {
 		pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, ""
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
@@ -351,11 +382,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
-	pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
 	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
-		if prior := pr.Out.Header.Get("X-Forwarded-For"); prior != "" {
-			ip = prior + ", " + ip
-		}
 		pr.Out.Header.Set("X-Forwarded-For", ip)
 	}
 	pr.Out.Header.Set("X-Forwarded-Host", pr.In.Host)
@@ -365,6 +392,11 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Host = pr.In.Host
 	}
 }
+
+// spoofable are client-set headers that apps read as the proxy's word
+// about the client, beyond those ReverseProxy removes itself.
+var spoofable = []string{"X-Real-Ip", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server",
+	"X-Forwarded-Ssl", "X-Client-Ip", "True-Client-Ip", "X-Original-Forwarded-For"}
 
 func validID(id string) error {
 	if id == "" || len(id) > 128 {

@@ -33,6 +33,8 @@ const token = "traffic-token-1"
 
 type seen struct {
 	Host, Path, Query, Token, ForwardedHost, Prefix string
+	// Headers the sandbox got that a client could have forged.
+	ForwardedFor, Forwarded, RealIP string
 }
 
 // sandboxServer serves, inside the sandbox's namespace on every address,
@@ -55,7 +57,8 @@ func sandboxServer(t *testing.T, n *network.Net, port int) {
 	}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(seen{Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, Token: r.Header.Get(e2bwire.HeaderTrafficToken),
-			ForwardedHost: r.Header.Get("X-Forwarded-Host"), Prefix: r.Header.Get("X-Forwarded-Prefix")})
+			ForwardedHost: r.Header.Get("X-Forwarded-Host"), Prefix: r.Header.Get("X-Forwarded-Prefix"),
+			ForwardedFor: strings.Join(r.Header.Values("X-Forwarded-For"), ","), Forwarded: r.Header.Get("Forwarded"), RealIP: r.Header.Get("X-Real-Ip")})
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(l)
@@ -68,7 +71,7 @@ type fixture struct {
 	ing  map[string]policy.Ingress
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, mut ...func(*Config)) *fixture {
 	t.Helper()
 	nettest.Require(t)
 	ctx := context.Background()
@@ -94,7 +97,7 @@ func newFixture(t *testing.T) *fixture {
 		f.nets[id] = n
 		sandboxServer(t, n, 8080)
 	}
-	h, err := New(Config{
+	cfg := Config{
 		Lookup: func(ctx context.Context, id string) (Target, error) {
 			n, ok := m.Get(id)
 			if !ok {
@@ -108,7 +111,12 @@ func newFixture(t *testing.T) *fixture {
 			}
 			return nil
 		},
-	})
+		Dial: m.DialSandbox,
+	}
+	for _, mu := range mut {
+		mu(&cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +185,7 @@ func TestHostAndPathRoutes(t *testing.T) {
 			if status != tt.status {
 				t.Fatalf("status %d, want %d: %s", status, tt.status, body)
 			}
+			s.ForwardedFor, s.Forwarded, s.RealIP = "", "", "" // TestWallForwardedHeaders
 			if tt.status == 200 && s != tt.want {
 				t.Errorf("the sandbox saw %+v, want %+v", s, tt.want)
 			}

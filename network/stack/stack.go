@@ -20,6 +20,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network"
@@ -77,6 +78,13 @@ type Config struct {
 	// resolver.DefaultRate and resolver.DefaultBurst; negative: no limit).
 	DNSRate  float64
 	DNSBurst int
+	// Limits bound the descriptors the egress proxy holds per sandbox,
+	// per tenant and in all, and the process's watermark (zero fields:
+	// egress.Limits' defaults).
+	Limits egress.Limits
+	// PortsTimeout bounds the ports route's wait for a sandbox's answer
+	// (ports.Config.ResponseTimeout; zero: its default).
+	PortsTimeout time.Duration
 	// RootCAs verifies servers on the TLS-terminating path (nil: the
 	// host's trust store). For tests.
 	RootCAs *x509.CertPool
@@ -140,7 +148,7 @@ func New(cfg Config) (*Stack, error) {
 	}
 	s.px, err = egress.New(s.reg, egress.Config{
 		Resolve: s.res.LookupIP, Names: s.res.NameFor, Internal: mgr.Internal,
-		RootCAs: cfg.RootCAs, Audit: s.audit, Log: cfg.Log,
+		RootCAs: cfg.RootCAs, Audit: s.audit, Log: cfg.Log, Limits: cfg.Limits,
 	})
 	if err != nil {
 		return nil, err
@@ -191,8 +199,10 @@ func (s *Stack) Start(ctx context.Context, keep func(sandboxID string) bool) err
 	}()
 	s.res.Serve(s.pc, s.dl)
 	s.checkForwarding()
+	lim := s.px.Limits()
 	s.log.Info("sandbox networks ready", "pool", s.mgr.Pool().String(), "gateway", s.mgr.Gateway().String(),
-		"restored", len(restored), "spares", s.cfg.Network.Spares)
+		"restored", len(restored), "spares", s.cfg.Network.Spares, "fdsPerSandbox", lim.PerSandbox,
+		"fdsPerTenant", lim.PerTenant, "fds", lim.Total, "fdWatermark", lim.Watermark)
 	return nil
 }
 
@@ -305,6 +315,7 @@ func (s *Stack) Setup(ctx context.Context, sandboxID, tenant, contextID string, 
 func (s *Stack) Teardown(ctx context.Context, sandboxID string) error {
 	if n, ok := s.mgr.Get(sandboxID); ok {
 		s.reg.Unregister(n.Addr)
+		s.px.Recheck(sandboxID)
 	}
 	s.res.Forget(sandboxID)
 	if ev := s.lim.forget(sandboxID); ev != nil {
@@ -313,7 +324,8 @@ func (s *Stack) Teardown(ctx context.Context, sandboxID string) error {
 	return s.mgr.Teardown(ctx, sandboxID)
 }
 
-// Update replaces the policy of a running sandbox's network. A sandbox
+// Update replaces the policy of a running sandbox's network, and closes
+// the proxied connections the new policy forbids. A sandbox
 // created without a network cannot be given one
 // (errdefs.ErrFailedPrecondition): its namespace is fixed at create.
 // Variables for newly granted secrets are not added to its environment;
@@ -341,6 +353,8 @@ func (s *Stack) Update(ctx context.Context, sandboxID, tenant string, p policy.P
 		return nil, err
 	}
 	s.reg.Register(n.Addr, &egress.Sandbox{ID: sandboxID, Tenant: tenant, Policy: eff, Secrets: set, CA: n.CA})
+	// A stricter policy also ends the open connections it forbids.
+	s.px.Recheck(sandboxID)
 	return eff, nil
 }
 
@@ -544,10 +558,12 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			}
 			return authorize(ctx, id, n.Policy.Tenant, token)
 		},
-		Wake:     wakeFn,
-		Log:      s.log,
-		Reserved: ports.ReservedE2B,
-		Guard:    guard,
+		Wake:            wakeFn,
+		Log:             s.log,
+		Reserved:        ports.ReservedE2B,
+		ResponseTimeout: s.cfg.PortsTimeout,
+		Dial:            s.mgr.DialSandbox,
+		Guard:           guard,
 	})
 	if err != nil {
 		return nil, err

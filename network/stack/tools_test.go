@@ -143,7 +143,7 @@ func TestToolNetwork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p := contexts.NetworkOf(rec); p == nil || len(p.Allow) != 2 {
+		if p := rec.Network; p == nil || len(p.Allow) != 2 {
 			t.Errorf("the record's policy: %+v", p)
 		}
 		// And back: a narrower allowlist takes api.test away again.

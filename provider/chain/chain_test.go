@@ -31,6 +31,20 @@ type fakeProvider struct {
 
 func (f *fakeProvider) Name() string { return f.name }
 
+func (f *fakeProvider) Capabilities() contexts.Capabilities { return 0 }
+
+func (f *fakeProvider) Pause(ctx context.Context, id string) error {
+	return contexts.NotSupported(f.name, contexts.CapPause)
+}
+
+func (f *fakeProvider) Resume(ctx context.Context, id string) error {
+	return contexts.NotSupported(f.name, contexts.CapPause)
+}
+
+func (f *fakeProvider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	return contexts.ResourceUsage{}, contexts.NotSupported(f.name, contexts.CapUsage)
+}
+
 func (f *fakeProvider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
 	if f.err != nil {
 		return nil, f.err
@@ -219,6 +233,8 @@ type pausingProvider struct {
 	fakeProvider
 	paused []string
 }
+
+func (p *pausingProvider) Capabilities() contexts.Capabilities { return contexts.CapPause }
 
 func (p *pausingProvider) Pause(ctx context.Context, id string) error {
 	p.paused = append(p.paused, "pause "+id)

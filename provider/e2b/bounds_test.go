@@ -22,12 +22,12 @@ import (
 	"github.com/sandlot/sandlot/provider/e2b"
 )
 
-// interceptedSandbox creates a sandbox through sandlot's E2B handler (fake
-// manager) whose sandbox calls on one port and path are answered by fn
+// interceptedSandbox creates a sandbox through sandlot's E2B handler (real
+// manager, fake sandboxes) whose sandbox calls on one port and path are answered by fn
 // instead: the hostile or limited server of each test.
 func interceptedSandbox(t *testing.T, port, path string, fn http.HandlerFunc) contexts.Sandbox {
 	t.Helper()
-	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}})
+	h := e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}}}).H
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(e2bwire.HeaderSandboxPort) == port && r.URL.Path == path {
 			fn(w, r)

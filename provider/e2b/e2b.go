@@ -46,7 +46,7 @@ const (
 	// labelManaged marks the sandboxes sandlot created, and
 	// labelDeployment the deployment that created them: List filters on
 	// both. Neither starts with "sandlot.", which sandlot's own E2B
-	// surface keeps to itself, so they also work sandlot behind sandlot.
+	// surface refuses, so they also work sandlot behind sandlot.
 	labelManaged    = "managedBy"
 	managedValue    = "sandlot"
 	labelDeployment = "sandlotDeployment"
@@ -220,6 +220,26 @@ func New(cfg Config) *Provider {
 // Name implements contexts.Provider.
 func (p *Provider) Name() string { return "e2b" }
 
+// Capabilities implements contexts.Provider: none of the optional
+// operations yet. E2B's API pauses, resumes and reports metrics; this
+// client does not call those yet.
+func (p *Provider) Capabilities() contexts.Capabilities { return 0 }
+
+// Pause implements contexts.Provider: not supported.
+func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapPause)
+}
+
+// Resume implements contexts.Provider: not supported.
+func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapPause)
+}
+
+// Usage implements contexts.Provider: not supported.
+func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.ResourceUsage, error) {
+	return contexts.ResourceUsage{}, contexts.NotSupported(p.Name(), contexts.CapUsage)
+}
+
 type createBody struct {
 	TemplateID string            `json:"templateID"`
 	Timeout    int64             `json:"timeout,omitempty"`
@@ -278,7 +298,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	}
 	meta := map[string]string{}
 	for k, v := range spec.Labels {
-		meta[k] = v
+		meta[labelKey(k)] = v
 	}
 	meta[labelManaged], meta[labelDeployment] = managedValue, p.cfg.Deployment
 	meta[labelTTL] = strconv.FormatInt(int64(ttl/time.Second), 10)
@@ -314,6 +334,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	}
 	p.log.Info("e2b sandbox created", logkey.Sandbox, sb.SandboxID, logkey.Template, tmpl)
 	return s, nil
+}
+
+// labelKey is a Spec.Labels key as E2B metadata: sandlot's own labels
+// ("sandlot.tenant") become "sandlotTenant". An E2B-compatible server may
+// refuse keys under "sandlot." (sandlot's own E2B surface keeps them to
+// itself and refuses them), and E2B's list filter then reads the same
+// through its double URL encoding.
+func labelKey(k string) string {
+	rest, ok := strings.CutPrefix(k, contexts.ReservedPrefix)
+	if !ok || rest == "" {
+		return k
+	}
+	return "sandlot" + strings.ToUpper(rest[:1]) + rest[1:]
 }
 
 func (p *Provider) destroyQuietly(id string) {

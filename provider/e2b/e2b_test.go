@@ -80,16 +80,15 @@ func TestRejectedKey(t *testing.T) {
 	}
 }
 
-// sandlotE2B serves sandlot's E2B surface over a fake manager.
+// sandlotE2B serves sandlot's E2B surface over the real manager (memory
+// store, e2bcompattest's fake sandboxes).
 func sandlotE2B(t *testing.T) *httptest.Server {
-	h := e2bcompat.New(e2bcompat.Config{Manager: e2bcompattest.NewManager(), Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}})
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
+	return e2bcompattest.NewEnv(t, e2bcompattest.Options{Config: e2bcompat.Config{Tenants: e2bcompattest.Tenants{testKey: "tenant-1"}}}).Srv
 }
 
-// The provider against sandlot's own E2B handler over real HTTP (fake
-// manager behind it; the real chain is in the chain tests).
+// The provider against sandlot's own E2B handler over real HTTP (the real
+// manager on fake sandboxes behind it; the real chain is in the chain
+// tests).
 func TestProviderAgainstSandlotHandler(t *testing.T) {
 	srv := sandlotE2B(t)
 	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: srv.URL, SandboxURL: srv.URL, ConnectTimeout: 2 * time.Second, ExtendEvery: time.Millisecond})

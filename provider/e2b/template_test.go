@@ -54,7 +54,9 @@ func TestTemplateMapping(t *testing.T) {
 }
 
 // TestCreateBody: the create call carries the TTL as timeout, the env as
-// envVars, the labels and the CPU and memory limits as metadata.
+// envVars, the labels and the CPU and memory limits as metadata. A
+// "sandlot." label goes as "sandlot<Name>": E2B-compatible servers (sandlot
+// itself) refuse keys under "sandlot.".
 func TestCreateBody(t *testing.T) {
 	var body struct {
 		TemplateID string            `json:"templateID"`
@@ -70,7 +72,7 @@ func TestCreateBody(t *testing.T) {
 	p := e2b.New(e2b.Config{APIKey: testKey, APIURL: srv.URL})
 	p.Create(context.Background(), contexts.Spec{TTL: 90 * time.Second, Env: map[string]string{"A": "1"},
 		Labels: map[string]string{"sandlot.tenant": "t1"}, Limits: contexts.Limits{CPUs: 1.5, MemoryBytes: 1 << 30}})
-	if body.Timeout != 90 || body.EnvVars["A"] != "1" || body.Metadata["sandlot.tenant"] != "t1" ||
+	if body.Timeout != 90 || body.EnvVars["A"] != "1" || body.Metadata["sandlotTenant"] != "t1" || body.Metadata["sandlot.tenant"] != "" ||
 		body.Metadata["cpuCount"] != "2" || body.Metadata["memoryMB"] != "1024" {
 		t.Fatalf("create body %+v", body)
 	}

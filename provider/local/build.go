@@ -27,7 +27,9 @@ var DefaultBuildAllow = []string{"deb.debian.org", "security.debian.org", "regis
 // BuildConfig configures the sandboxes that run build steps. Zero values
 // are documented per field.
 type BuildConfig struct {
-	// Network is the egress policy of every RUN step. nil: no network.
+	// Network is the most a RUN step's network allows (the daemon's
+	// build allowlist); each step gets the part of it that its build's
+	// tenant's network cap allows (stepNetwork). nil: no network.
 	// BuildNetwork(DefaultBuildAllow) is the usual choice; it needs
 	// Config.Networks.
 	Network *policy.Policy
@@ -37,7 +39,9 @@ type BuildConfig struct {
 	// the provider's defaults. The step's layer is on the store's disk,
 	// bounded by the builder's layer.Limits when it is read.
 	Limits contexts.Limits
-	// Tenant is recorded with the step's network for the audit trail.
+	// Tenant is whose steps these are when a step's request names none
+	// (build.RunRequest.Tenant): its cap bounds the network, and it is
+	// recorded with the network for the audit trail.
 	Tenant string
 }
 
@@ -128,9 +132,13 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 		}
 	}()
 	var rn *runtime.Network
-	if s.cfg.Network != nil {
+	tenant := req.Tenant
+	if tenant == "" {
+		tenant = s.cfg.Tenant
+	}
+	if pol := s.stepNetwork(tenant); pol != nil {
 		var netEnv map[string]string
-		if rn, netEnv, err = p.nets.Setup(ctx, id, s.cfg.Tenant, "build", *s.cfg.Network); err != nil {
+		if rn, netEnv, err = p.nets.Setup(ctx, id, tenant, "build", *pol); err != nil {
 			return build.RunResult{}, err
 		}
 		env = networkEnv(env, rn, netEnv)
@@ -162,6 +170,42 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 	}
 	ccancel()
 	return build.RunResult{}, fmt.Errorf("build step sandbox: %w", err)
+}
+
+// stepNetwork is the network of a RUN step of tenant's build: the
+// daemon's build allowlist (BuildConfig.Network) where tenant's network
+// cap allows all of it; else the allowlist's rules the cap allows, each
+// on its own and, in order, as many together as the cap allows; nil (no
+// network) when that leaves none. A step gets neither more than the
+// allowlist nor more than the cap. Precondition: Network is nil or
+// p.nets is set.
+func (s *stepRunner) stepNetwork(tenant string) *policy.Policy {
+	base := s.cfg.Network
+	if base == nil {
+		return nil
+	}
+	if s.p.nets.Check(tenant, *base) == nil {
+		return base
+	}
+	if base.Mode.Normalize() != policy.Allowlist {
+		return nil
+	}
+	p := base.Clone()
+	p.Allow = nil
+	for _, r := range base.Allow {
+		one := base.Clone()
+		one.Allow = []policy.Rule{r}
+		if s.p.nets.Check(tenant, one) == nil {
+			p.Allow = append(p.Allow, r)
+		}
+	}
+	for len(p.Allow) > 0 && s.p.nets.Check(tenant, p) != nil {
+		p.Allow = p.Allow[:len(p.Allow)-1]
+	}
+	if len(p.Allow) == 0 {
+		return nil
+	}
+	return &p
 }
 
 func (s *stepRunner) exec(ctx context.Context, c *agent.Client, id string, req build.RunRequest, env map[string]string, dir string) (build.RunResult, error) {

@@ -187,6 +187,12 @@ func findAgent(p string) (string, error) {
 // Name implements contexts.Provider.
 func (p *Provider) Name() string { return Name }
 
+// Capabilities implements contexts.Provider: every runtime pauses (with
+// the sandbox's memory) and reports usage.
+func (p *Provider) Capabilities() contexts.Capabilities {
+	return contexts.CapPause | contexts.CapUsage
+}
+
 // Runtime returns the runtime in use (for its name and Stats).
 func (p *Provider) Runtime() runtime.Runtime { return p.rt }
 
@@ -501,7 +507,7 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	return nil
 }
 
-// Pause implements contexts.Pauser: the runtime freezes every process of
+// Pause implements contexts.Provider: the runtime freezes every process of
 // the sandbox, the agent included, with its memory kept.
 func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
@@ -510,7 +516,7 @@ func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
 	return p.rt.Pause(ctx, sandboxID)
 }
 
-// Resume implements contexts.Pauser.
+// Resume implements contexts.Provider.
 func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
@@ -518,15 +524,13 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 	return p.rt.Resume(ctx, sandboxID)
 }
 
-var _ contexts.Pauser = (*Provider)(nil)
-
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,
 // reconcile of wedged sandboxes).
 func (p *Provider) Stop(ctx context.Context, sandboxID string) error {
 	return p.rt.Kill(ctx, sandboxID, syscall.SIGKILL)
 }
 
-// Usage samples a sandbox's resource usage (contexts' UsageSampler): memory,
+// Usage implements contexts.Provider: a sandbox's resource usage, memory,
 // CPU time and pids from its cgroups, and the bytes used on its writable
 // tmpfs mounts, seen through its init's root.
 func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.ResourceUsage, error) {

@@ -20,6 +20,9 @@ type Networks interface {
 	// Teardown removes sandboxID's network once its processes are gone;
 	// an id without one is not an error.
 	Teardown(ctx context.Context, sandboxID string) error
+	// Check reports whether tenant's network cap allows p (nil), or why
+	// not: how a build step's network is cut down to the cap.
+	Check(tenant string, p policy.Policy) error
 }
 
 // caEnv points the programs that keep a trust store of their own at the

@@ -56,10 +56,12 @@ type Templates interface {
 
 func (t *template) release() { t.lease.Release() }
 
-// resolve finds the template name ("" is DefaultTemplate). A name that is
-// neither the host template (when allowed) nor an image in the store is
-// not_found. Without a store the provider has one template, the host's,
-// whatever the name (sandlot run, and the host template's tests).
+// resolve finds the template name ("" is DefaultTemplate). With
+// Config.Templates a name is a record's id or a built-in's (whose image
+// the catalog pins), without it an image name in the store (tests); any
+// other name is not_found. Without a store the provider has one template,
+// the host's, whatever the name (sandlot run, and the host template's
+// tests).
 func (p *Provider) resolve(ctx context.Context, name string) (*template, error) {
 	if p.images == nil {
 		return &template{name: HostTemplate, public: true}, nil
@@ -75,19 +77,22 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 	}
 	ref, display := name, name
 	var rec *templates.Template
-	if p.templates != nil && name != DefaultTemplate {
-		// Not a record: an image a build named, which the manager let
-		// through only for the tenant that built it.
+	if p.templates != nil {
+		// With a catalog, a template is a record or a built-in, and its
+		// image is a digest: the record's, or the one the daemon pinned
+		// for the built-in. Never a name in the store, which every
+		// writer of the store reaches.
 		t, err := p.templates.ByID(ctx, name)
 		switch {
-		case err == nil:
-			rec, display = &t, t.Name
-			if t.Image != "" {
-				ref = t.Image
-			} // else a built-in (desktop): the image of its name, which may still be missing
-		case !errors.Is(err, errdefs.ErrNotFound):
+		case errors.Is(err, errdefs.ErrNotFound):
+			return nil, fmt.Errorf("template %q: %w", name, errdefs.ErrNotFound)
+		case err != nil:
 			return nil, err
+		case t.Image == "":
+			// A built-in without its image yet: being built, or missing.
+			return nil, p.notBuilt(name)
 		}
+		rec, display, ref = &t, t.Name, t.Image
 	}
 	// The lease keeps GC away from the image between this lookup and the
 	// bundle that names it (GC asks the runtime for live images only once
@@ -103,12 +108,7 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 			return nil, fmt.Errorf("template %q: image %s: %w", display, ref, err)
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrInvalidArgument) {
-			if p.missing != nil {
-				if err := p.missing(name); err != nil {
-					return nil, err
-				}
-			}
-			return nil, fmt.Errorf("template %q: %w", name, errdefs.ErrNotFound)
+			return nil, p.notBuilt(name)
 		}
 		return nil, fmt.Errorf("template %q: %w", name, err)
 	}
@@ -120,6 +120,18 @@ func (p *Provider) resolve(ctx context.Context, name string) (*template, error) 
 		t.settings, t.public = rec.Settings, rec.Public()
 	}
 	return t, nil
+}
+
+// notBuilt is the error for a template whose image the store lacks:
+// Config.Missing's answer (a built-in being built, or why it failed),
+// else not_found.
+func (p *Provider) notBuilt(name string) error {
+	if p.missing != nil {
+		if err := p.missing(name); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("template %q: %w", name, errdefs.ErrNotFound)
 }
 
 // hasSudo reports whether an image has sudo (a regular file at

@@ -134,7 +134,8 @@ func joinNetwork(sp *specs.Spec, kind, path string, mounts []specs.Mount) {
 				sp.Mounts[i] = specs.Mount{Destination: "/sys", Type: "bind", Source: "/sys", Options: []string{"rbind", "ro", "nosuid", "noexec", "nodev"}}
 			}
 		}
-		sp.Linux.MaskedPaths = append(slices.Clone(sp.Linux.MaskedPaths), sysMasked...)
+		masked := append(slices.Clone(sp.Linux.MaskedPaths), sysMasked...)
+		sp.Linux.MaskedPaths = append(masked, sysNetDirs(sysClassNet)...)
 	}
 	sp.Mounts = append(sp.Mounts, mounts...)
 }
@@ -142,6 +143,36 @@ func joinNetwork(sp *specs.Spec, kind, path string, mounts []specs.Mount) {
 // sysMasked are the parts of the host's /sys a network sandbox on crun or
 // runc does not see (joinNetwork).
 var sysMasked = []string{"/sys/class/net", "/sys/devices/virtual/net", "/sys/fs/cgroup", "/sys/class/block", "/sys/block"}
+
+// sysClassNet lists the network interfaces of the host's /sys.
+var sysClassNet = "/sys/class/net"
+
+// sysNetDirs returns the directories of /sys/devices that hold the
+// interfaces listed in classNet and are not under
+// /sys/devices/virtual/net (masked whole): a network card's
+// <device>/net, with its name, MAC address and counters. They are read
+// at each create, so a card that appears later is hidden from the
+// sandboxes created after it. Reading links only, no file of the
+// devices: a few microseconds per interface.
+func sysNetDirs(classNet string) []string {
+	ents, err := os.ReadDir(classNet)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		link, err := os.Readlink(filepath.Join(classNet, e.Name()))
+		if err != nil {
+			continue
+		}
+		dir := filepath.Dir(filepath.Join(classNet, link)) // <device>/net
+		if !strings.HasPrefix(dir, "/sys/devices/") || strings.HasPrefix(dir+"/", "/sys/devices/virtual/net/") || slices.Contains(out, dir) {
+			continue
+		}
+		out = append(out, dir)
+	}
+	return out
+}
 
 // shareFile writes data to dir/<prefix><digest> unless it is there, and
 // returns the path. Concurrent writers of the same content are safe: each

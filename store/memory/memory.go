@@ -55,15 +55,7 @@ func New() *Store {
 	}
 }
 
-func clone(r *contexts.Record) *contexts.Record {
-	c := *r
-	c.Metadata = maps.Clone(r.Metadata)
-	if r.TerminatedAt != nil {
-		t := *r.TerminatedAt
-		c.TerminatedAt = &t
-	}
-	return &c
-}
+func clone(r *contexts.Record) *contexts.Record { return r.Clone() }
 
 func notFound(id string) error { return fmt.Errorf("context %s: %w", id, errdefs.ErrNotFound) }
 
@@ -136,6 +128,9 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 		return err
 	}
 	if err := rules.CheckUpdate(rec.ID, r.State, rec.State); err != nil {
+		return err
+	}
+	if err := rules.CheckRecord(rec); err != nil {
 		return err
 	}
 	n := clone(rec)

@@ -14,32 +14,40 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/internal/rules"
 )
 
 const recordCols = `id::text, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
-	last_error, resource_usage, metadata, node`
+	last_error, resource_usage, metadata, node,
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name`
 
 func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	var (
 		r                      contexts.Record
-		terminated             *time.Time
-		usage, meta            []byte
+		terminated, paused     *time.Time
+		usage, meta, network   []byte
 		state, reason          string
 		created, used, expires time.Time
+		autoPause, autoResume  int64
 	)
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reason, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
-		&r.LastError, &usage, &meta, &r.Node)
+		&r.LastError, &usage, &meta, &r.Node,
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName)
 	if err != nil {
 		return nil, err
 	}
 	r.State, r.Reason = contexts.State(state), contexts.Reason(reason)
 	r.CreatedAt, r.LastUsedAt, r.ExpiresAt = created.UTC(), used.UTC(), expires.UTC()
-	if terminated != nil {
-		t := terminated.UTC()
-		r.TerminatedAt = &t
+	r.TerminatedAt, r.PausedAt = utc(terminated), utc(paused)
+	r.AutoPause, r.AutoResume = time.Duration(autoPause)*time.Millisecond, time.Duration(autoResume)*time.Millisecond
+	if network != nil {
+		r.Network = new(policy.Policy)
+		if err := json.Unmarshal(network, r.Network); err != nil {
+			return nil, fmt.Errorf("context %s: network: %w", r.ID, err)
+		}
 	}
 	if err := json.Unmarshal(usage, &r.ResourceUsage); err != nil {
 		return nil, fmt.Errorf("context %s: resource_usage: %w", r.ID, err)
@@ -92,6 +100,37 @@ func tp(t *time.Time) *time.Time {
 	return &v
 }
 
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := t.UTC()
+	return &v
+}
+
+// networkText is the network column's value: the policy's JSON, or NULL.
+func networkText(p *policy.Policy) *string {
+	if p == nil {
+		return nil
+	}
+	s := jsonText(p)
+	return &s
+}
+
+// lifecycleArgs are the values of the lifecycle columns, in recordCols
+// order.
+func lifecycleArgs(l *contexts.Lifecycle) []any {
+	return []any{tp(l.PausedAt), l.AutoPause.Milliseconds(), l.AutoResume.Milliseconds(), l.FixedExpiry,
+		l.MaxExecutions, networkText(l.Network), l.TemplateName}
+}
+
+// lifecycleSet assigns the lifecycle columns from the arguments starting
+// at $n, in lifecycleArgs order.
+func lifecycleSet(n int) string {
+	return fmt.Sprintf(`paused_at = $%d, auto_pause_ms = $%d, auto_resume_ms = $%d, fixed_expiry = $%d,
+		max_executions = $%d, network = $%d::jsonb, template_name = $%d`, n, n+1, n+2, n+3, n+4, n+5, n+6)
+}
+
 // pgCode returns the SQLSTATE of err, if it is a Postgres error.
 func pgCode(err error) string {
 	var pe *pgconn.PgError
@@ -134,12 +173,14 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.PrepareCreate(ctx, rec, time.Now()); err != nil {
 		return err
 	}
+	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
+		rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
+		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node},
+		lifecycleArgs(&rec.Lifecycle)...)
 	err := s.run(ctx, func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO execution_contexts (`+strings.ReplaceAll(recordCols, "id::text", "id")+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19)`,
-			rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
-			rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
-			rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19,
+			$20, $21, $22, $23, $24, $25::jsonb, $26)`, args...)
 		return err
 	})
 	if err != nil {
@@ -193,19 +234,23 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.CheckUpdate(rec.ID, contexts.StateReady, rec.State); err != nil {
 		return err
 	}
+	if err := rules.CheckRecord(rec); err != nil {
+		return err
+	}
 	if !validID(rec.ID) {
 		return notFound(rec.ID)
 	}
+	args := append([]any{rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
+		rules.Time(rec.LastUsedAt), rules.Time(rec.ExpiresAt), tp(rec.TerminatedAt),
+		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata)},
+		lifecycleArgs(&rec.Lifecycle)...)
 	var n int64
 	err := s.run(ctx, func(q querier) error {
 		tag, err := q.Exec(ctx, `UPDATE execution_contexts SET state = $2, reason = $3, sandbox_id = $4,
 			provider = $5, template = $6, last_used_at = $7, expires_at = $8, terminated_at = $9,
 			execution_count = $10, total_execution_time_ms = $11, last_error = $12, resource_usage = $13::jsonb,
-			metadata = $14::jsonb
-			WHERE id = $1 AND (state IN ('creating', 'ready') OR state = $2)`,
-			rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
-			rules.Time(rec.LastUsedAt), rules.Time(rec.ExpiresAt), tp(rec.TerminatedAt),
-			rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata))
+			metadata = $14::jsonb, `+lifecycleSet(15)+`
+			WHERE id = $1 AND (state IN ('creating', 'ready') OR state = $2)`, args...)
 		n = tag.RowsAffected()
 		return err
 	})

@@ -14,13 +14,15 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/internal/rules"
 	"github.com/sandlot/sandlot/tenant"
 )
 
 const recordCols = `id, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
-	last_error, resource_usage, metadata, node`
+	last_error, resource_usage, metadata, node,
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name`
 
 // scopeCond restricts a statement to the tenant in ctx; its two arguments
 // come from scope(ctx).
@@ -43,20 +45,27 @@ func scanRecord(sc scanner) (*contexts.Record, error) {
 	var (
 		r                        contexts.Record
 		created, used, expires   int64
-		terminated               sql.NullInt64
+		terminated, paused       sql.NullInt64
 		usage, meta, state, reas string
+		autoPause, autoResume    int64
+		network                  sql.NullString
 	)
 	err := sc.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reas, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
-		&r.LastError, &usage, &meta, &r.Node)
+		&r.LastError, &usage, &meta, &r.Node,
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName)
 	if err != nil {
 		return nil, err
 	}
 	r.State, r.Reason = contexts.State(state), contexts.Reason(reas)
 	r.CreatedAt, r.LastUsedAt, r.ExpiresAt = fromMs(created), fromMs(used), fromMs(expires)
-	if terminated.Valid {
-		t := fromMs(terminated.Int64)
-		r.TerminatedAt = &t
+	r.TerminatedAt, r.PausedAt = fromNullMs(terminated), fromNullMs(paused)
+	r.AutoPause, r.AutoResume = time.Duration(autoPause)*time.Millisecond, time.Duration(autoResume)*time.Millisecond
+	if network.Valid {
+		r.Network = new(policy.Policy)
+		if err := json.Unmarshal([]byte(network.String), r.Network); err != nil {
+			return nil, fmt.Errorf("context %s: network: %w", r.ID, err)
+		}
 	}
 	if err := json.Unmarshal([]byte(usage), &r.ResourceUsage); err != nil {
 		return nil, fmt.Errorf("context %s: resource_usage: %w", r.ID, err)
@@ -86,11 +95,35 @@ func metaText(m map[string]string) string {
 	return jsonText(m)
 }
 
+// termMs is a nullable time column's value.
 func termMs(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
 	return ms(*t)
+}
+
+func fromNullMs(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMs(v.Int64)
+	return &t
+}
+
+// networkText is the network column's value: the policy's JSON, or NULL.
+func networkText(p *policy.Policy) any {
+	if p == nil {
+		return nil
+	}
+	return jsonText(p)
+}
+
+// lifecycleArgs are the values of the lifecycle columns, in recordCols
+// order.
+func lifecycleArgs(l *contexts.Lifecycle) []any {
+	return []any{termMs(l.PausedAt), l.AutoPause.Milliseconds(), l.AutoResume.Milliseconds(), l.FixedExpiry,
+		l.MaxExecutions, networkText(l.Network), l.TemplateName}
 }
 
 func isUnique(err error) bool {
@@ -105,12 +138,12 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.PrepareCreate(ctx, rec, time.Now()); err != nil {
 		return err
 	}
-	_, err := s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
+	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, ms(rec.CreatedAt), ms(rec.LastUsedAt), ms(rec.ExpiresAt), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), metaText(rec.Metadata),
-		rec.Node, nowMs())
+		rec.Node}, lifecycleArgs(&rec.Lifecycle)...)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
+		VALUES (`+strings.Repeat("?, ", len(args))+`?)`, append(args, nowMs())...)
 	if isUnique(err) {
 		return fmt.Errorf("context %s for %s/%s/%s: %w", rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, errdefs.ErrAlreadyExists)
 	}
@@ -149,15 +182,19 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.CheckUpdate(rec.ID, contexts.StateReady, rec.State); err != nil {
 		return err
 	}
+	if err := rules.CheckRecord(rec); err != nil {
+		return err
+	}
+	args := append([]any{scope(ctx), rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
+		ms(rules.Time(rec.LastUsedAt)), ms(rules.Time(rec.ExpiresAt)), termMs(rec.TerminatedAt),
+		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage),
+		metaText(rec.Metadata), nowMs()}, lifecycleArgs(&rec.Lifecycle)...)
 	res, err := s.w.ExecContext(ctx, `UPDATE execution_contexts SET state = ?3, reason = ?4, sandbox_id = ?5,
 		provider = ?6, template = ?7, last_used_at = ?8, expires_at = ?9, terminated_at = ?10,
 		execution_count = ?11, total_execution_time_ms = ?12, last_error = ?13, resource_usage = ?14,
-		metadata = ?15, updated_at = ?16
-		WHERE id = ?2 AND (state IN ('creating', 'ready') OR state = ?3)`+scopeCond,
-		scope(ctx), rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
-		ms(rules.Time(rec.LastUsedAt)), ms(rules.Time(rec.ExpiresAt)), termMs(rec.TerminatedAt),
-		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage),
-		metaText(rec.Metadata), nowMs())
+		metadata = ?15, updated_at = ?16, paused_at = ?17, auto_pause_ms = ?18, auto_resume_ms = ?19,
+		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23
+		WHERE id = ?2 AND (state IN ('creating', 'ready') OR state = ?3)`+scopeCond, args...)
 	if err != nil {
 		return fmt.Errorf("update context %s: %w", rec.ID, err)
 	}

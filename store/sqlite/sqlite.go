@@ -171,6 +171,11 @@ func (s *Store) migrate(ctx context.Context) error {
 		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
 			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
+		if step := steps[m.Version]; step != nil {
+			if err := step(ctx, tx); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 			m.Version, m.Name, time.Now().UnixMilli()); err != nil {
 			return fmt.Errorf("record migration %s: %w", m.Name, err)

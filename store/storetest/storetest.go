@@ -53,6 +53,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Secrets", testSecrets},
 		{"Templates", testTemplates},
 		{"TemplateRebuild", testTemplateRebuild},
+		{"Lifecycle", testLifecycle},
+		{"ReservedMetadata", testReservedMetadata},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

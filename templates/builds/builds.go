@@ -13,10 +13,12 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,13 @@ type Config struct {
 	// staged in its tmp/.
 	Images  *image.Store
 	Catalog Catalog
+	// Pull fetches a FROM image from its registry (auth: the recipe's
+	// credentials, nil: none) when the FROM names no template of the
+	// tenant, without naming it in the store (image/source.Pull with no
+	// Name): serve's --build-pull. nil: such a FROM is not_found. A
+	// tenant's FROM never reads the store's names or digests, which are
+	// every tenant's images.
+	Pull func(ctx context.Context, ref string, auth *recipe.RegistryAuth) (image.Image, error)
 	// Guard filters build output (RUN steps' output, errors) before it
 	// is kept for the caller; nil: as it is.
 	Guard func(ctx context.Context, tenantID, text string) string
@@ -397,10 +406,12 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 		return q.cfg.Guard(ctx, b.Tenant, s)
 	}
 	out := &lineWriter{b: b, clean: clean}
-	// FROM a name resolves among the tenant's templates first (its own,
-	// the public ones, the built-ins), then as the builder's config says.
+	// FROM resolves among the tenant's templates, then the registry
+	// (from): never the shared store's names and digests.
 	resolve := func(ctx context.Context, ref string) (image.Image, error) {
-		return q.cfg.Catalog.Image(ctx, b.Tenant, ref)
+		step := rec.Steps[0]
+		step.Image = ref
+		return q.from(ctx, b.Tenant, step)
 	}
 	spec := templates.BuildSpec{ID: b.TemplateID, Name: b.Name, Tags: b.Tags, Source: b.source, Settings: b.settings}
 	t, err := q.cfg.Catalog.Build(ctx, b.Tenant, spec, func(ctx context.Context) (build.Result, error) {
@@ -408,7 +419,7 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 			return build.Result{}, fmt.Errorf("build waited past its time for a slot: %w", errdefs.ErrDeadlineExceeded)
 		}
 		return q.cfg.Builder.Build(ctx, rec, build.Options{
-			ContextDir: b.Dir, Output: out, Resolve: resolve,
+			ContextDir: b.Dir, Output: out, Resolve: resolve, Tenant: b.Tenant,
 			Progress: func(s build.Step) {
 				out.flush()
 				b.log("info", clean(fmt.Sprintf("[%d/%d] %s", s.Index, s.Of, s.Text)))
@@ -428,6 +439,55 @@ func (q *Queue) run(ctx context.Context, b *Build, rec *recipe.Recipe) {
 		return
 	}
 	b.status, b.template = Ready, t
+}
+
+// from finds the image of a tenant's FROM step: one of the tenant's
+// templates (its own, a public one, a built-in), else, where the daemon
+// lets builds pull (Config.Pull), the registry's image of a reference.
+// Never a name or a digest of the image store: those are shared by every
+// tenant, so they would reach another tenant's private image. A FROM
+// that is none of these is not_found, the same whether or not the store
+// has something by that name.
+func (q *Queue) from(ctx context.Context, tenantID string, step recipe.Step) (image.Image, error) {
+	img, err := q.cfg.Catalog.Image(ctx, tenantID, step.Image)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return img, err
+	}
+	if err := q.pullable(step.Image); err != nil {
+		return image.Image{}, err
+	}
+	return q.cfg.Pull(ctx, step.Image, step.RegistryAuth)
+}
+
+// pullable says why a FROM that is no template of the tenant cannot be
+// pulled, or nil when it may be.
+func (q *Queue) pullable(ref string) error {
+	switch {
+	case q.cfg.Pull == nil:
+		return fmt.Errorf("FROM %s: no template of that name (FROM names one of your templates, a public one or a built-in; this daemon does not pull images for builds): %w", ref, errdefs.ErrNotFound)
+	case strings.HasPrefix(ref, "sha256:"):
+		return fmt.Errorf("FROM %s: no template of that name, and a digest alone names no registry image (write repository@sha256:…): %w", ref, errdefs.ErrNotFound)
+	case slices.Contains(templates.Reserved, templates.Canonical(ref)):
+		// A built-in without its image here (not offered, or still being
+		// built) is not Docker Hub's library image of that name.
+		return fmt.Errorf("FROM %s: the built-in template has no image on this daemon (yet): %w", ref, errdefs.ErrNotFound)
+	}
+	return nil
+}
+
+// CheckFrom tells a build that will not start because of its FROM before
+// it is queued: not_found unless the FROM is one of tenantID's templates
+// (its own, public, built-in) or a registry reference the build may pull
+// (the pull happens when it runs).
+func (q *Queue) CheckFrom(ctx context.Context, tenantID string, rec *recipe.Recipe) error {
+	if len(rec.Steps) == 0 || rec.Steps[0].Kind != recipe.From {
+		return fmt.Errorf("a recipe starts with FROM: %w", errdefs.ErrInvalidArgument)
+	}
+	ref := rec.Steps[0].Image
+	if _, err := q.cfg.Catalog.Image(ctx, tenantID, ref); !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	return q.pullable(ref)
 }
 
 // lineWriter turns a build's output into log entries, a line each.

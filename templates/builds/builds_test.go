@@ -183,3 +183,37 @@ func TestQueuePerTenant(t *testing.T) {
 	}
 	q.Abort(reqs[1], "done")
 }
+
+// TestCheckFrom: a FROM that is no template of the tenant is pulled only
+// where the daemon pulls for builds, and never when it is a bare digest
+// or a built-in's name (Docker Hub's library/default is not the
+// built-in); without pulls every such FROM is not_found, before the
+// build is queued.
+func TestCheckFrom(t *testing.T) {
+	pull := func(context.Context, string, *recipe.RegistryAuth) (image.Image, error) { return image.Image{}, nil }
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		from  string
+		pulls bool
+		ok    bool
+	}{
+		{"python:3.12", false, false},
+		{"python:3.12", true, true},
+		{digest, true, false},
+		{"example.test/x@" + digest, true, true},
+		{templates.Default, true, false},
+		{templates.Desktop + ":latest", true, false},
+	} {
+		t.Run(fmt.Sprintf("%s pulls=%v", tc.from, tc.pulls), func(t *testing.T) {
+			q := newQueue(t, &fakeBuilder{}, func(c *builds.Config) {
+				if tc.pulls {
+					c.Pull = pull
+				}
+			})
+			err := q.CheckFrom(context.Background(), "A", from(tc.from))
+			if tc.ok && err != nil || !tc.ok && !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("CheckFrom = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}

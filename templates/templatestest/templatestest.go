@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
@@ -96,6 +98,46 @@ func DockerArchive(t testing.TB, img v1.Image, tag string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// Annotated is one image of an OCI layout and the name its index entry
+// gives it.
+type Annotated struct {
+	Image v1.Image
+	Ref   string
+}
+
+// OCILayout writes an OCI image layout tarball holding imgs, each index
+// entry annotated with its Ref (org.opencontainers.image.ref.name and
+// io.containerd.image.name, the names importers read), and returns its
+// path: what a tenant uploads to POST /v1/templates.
+func OCILayout(t testing.TB, imgs ...Annotated) string {
+	t.Helper()
+	dir := t.TempDir()
+	p, err := layout.Write(filepath.Join(dir, "layout"), empty.Index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range imgs {
+		ann := map[string]string{"org.opencontainers.image.ref.name": a.Ref, "io.containerd.image.name": a.Ref}
+		if err := p.AppendImage(a.Image, layout.WithAnnotations(ann)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "layout.tar")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	if err := tw.AddFS(os.DirFS(filepath.Join(dir, "layout"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // AuthRegistry is Registry behind basic auth (user:pass), with a docker

@@ -71,6 +71,25 @@ func NewHostProvider(tb testing.TB) *HostProvider {
 // Name implements contexts.Provider.
 func (p *HostProvider) Name() string { return "host" }
 
+// Capabilities implements contexts.Provider: none of the optional
+// operations (a host process has no cgroup of its own to freeze or read).
+func (p *HostProvider) Capabilities() contexts.Capabilities { return 0 }
+
+// Pause implements contexts.Provider: not supported.
+func (p *HostProvider) Pause(ctx context.Context, id string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapPause)
+}
+
+// Resume implements contexts.Provider: not supported.
+func (p *HostProvider) Resume(ctx context.Context, id string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapPause)
+}
+
+// Usage implements contexts.Provider: not supported.
+func (p *HostProvider) Usage(ctx context.Context, id string) (contexts.ResourceUsage, error) {
+	return contexts.ResourceUsage{}, contexts.NotSupported(p.Name(), contexts.CapUsage)
+}
+
 // Home returns the home directory of a sandbox ("" if unknown).
 func (p *HostProvider) Home(id string) string {
 	p.mu.Lock()

@@ -387,6 +387,9 @@ func (t *Tools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc)
 // Env is a server over fresh fakes, with two tenants: "tenant-a" (KeyA)
 // and "tenant-b" (KeyB).
 type Env struct {
+	// Config is what Server was built with (fakes wired in), for tests
+	// that build another server or a front door over the same fakes.
+	Config   server.Config
 	Server   *server.Server
 	Handler  http.Handler
 	Contexts *Contexts
@@ -418,6 +421,7 @@ func NewEnv(mod func(*server.Config)) *Env {
 	if mod != nil {
 		mod(&cfg)
 	}
+	e.Config = cfg
 	e.Server = server.New(cfg)
 	e.Handler = e.Server.Handler()
 	return e

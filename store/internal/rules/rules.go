@@ -43,6 +43,9 @@ func PrepareCreate(ctx context.Context, rec *contexts.Record, now time.Time) err
 	if err := CheckTenant(ctx, rec.TenantID); err != nil {
 		return err
 	}
+	if err := CheckRecord(rec); err != nil {
+		return err
+	}
 	if rec.ID == "" {
 		rec.ID = uuid.NewString()
 	} else if u, err := uuid.Parse(rec.ID); err != nil || len(rec.ID) != 36 {
@@ -61,19 +64,41 @@ func PrepareCreate(ctx context.Context, rec *contexts.Record, now time.Time) err
 	return nil
 }
 
-// Normalize truncates rec's times and turns an empty metadata map into nil,
-// the form every store returns.
+// Normalize truncates rec's times and durations to milliseconds and turns
+// an empty metadata map into nil, the form every store returns.
 func Normalize(rec *contexts.Record) {
 	rec.CreatedAt = Time(rec.CreatedAt)
 	rec.LastUsedAt = Time(rec.LastUsedAt)
 	rec.ExpiresAt = Time(rec.ExpiresAt)
-	if rec.TerminatedAt != nil {
-		t := Time(*rec.TerminatedAt)
-		rec.TerminatedAt = &t
-	}
+	rec.TerminatedAt = timePtr(rec.TerminatedAt)
+	rec.PausedAt = timePtr(rec.PausedAt)
+	rec.AutoPause = rec.AutoPause.Truncate(time.Millisecond)
+	rec.AutoResume = rec.AutoResume.Truncate(time.Millisecond)
 	if len(rec.Metadata) == 0 {
 		rec.Metadata = nil
 	}
+}
+
+// timePtr is a copy of *t at the stored precision; nil stays nil.
+func timePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := Time(*t)
+	return &v
+}
+
+// CheckRecord refuses a record a store must not keep: metadata holding a
+// key under contexts.ReservedPrefix (the manager refuses it from callers;
+// a store holds every writer to it) and negative lifecycle durations.
+func CheckRecord(rec *contexts.Record) error {
+	if err := contexts.CheckMetadata(rec.Metadata); err != nil {
+		return fmt.Errorf("context %s: %w", rec.ID, err)
+	}
+	if rec.AutoPause < 0 || rec.AutoResume < 0 {
+		return fmt.Errorf("context %s: negative autoPause or autoResume: %w", rec.ID, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // CheckUpdate reports whether a record in state from may be saved with

@@ -1,0 +1,44 @@
+package core
+
+import (
+	"context"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// Manager is what the E2B surface needs from contexts.Manager. The
+// *contexts.Manager satisfies it; tests wrap the real one to watch the
+// calls.
+type Manager interface {
+	GetOrCreate(ctx context.Context, id contexts.Identity, opts CreateOptions) (*contexts.Record, error)
+	Execute(ctx context.Context, id contexts.Identity, req ExecuteRequest, out contexts.OutputFunc) (*ExecuteResult, error)
+	Use(ctx context.Context, id contexts.Identity, opts CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
+	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
+	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
+	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// Pause freezes a context's sandbox for at most keep; Resume thaws it
+	// with a TTL of ttl from now (contexts.ErrPaused, ErrNotPaused).
+	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
+	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// AutoPause pauses a context past its expiry that asked to pause then
+	// (Record.AutoPause) and returns its record.
+	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
+	// Usage samples a context's resource usage now (getMetrics).
+	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
+	// Now is the manager's clock: a sandbox's end is judged by it.
+	Now() time.Time
+	// OnTerminated tells fn of every context the manager ends, whatever
+	// ends it: the edge's state of that sandbox goes then.
+	OnTerminated(fn func(ctx context.Context, ev contexts.Termination)) (remove func())
+}
+
+var _ Manager = (*contexts.Manager)(nil)
+
+// The Manager API types, named here so the Manager interface reads alone.
+type (
+	CreateOptions  = contexts.CreateOptions
+	ExecuteRequest = contexts.ExecuteRequest
+	ExecuteResult  = contexts.ExecuteResult
+)

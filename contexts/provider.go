@@ -1,0 +1,149 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// Limits for one sandbox. Zero values mean the provider's defaults.
+type Limits struct {
+	MemoryBytes int64   // default 2 GiB
+	PIDs        int64   // default 256
+	CPUs        float64 // CPU quota in cores; default 1
+	DiskBytes   int64   // tmpfs size for /home/user and /tmp; default 512 MiB
+}
+
+// Spec describes a sandbox to create.
+type Spec struct {
+	Template string
+	Limits   Limits
+	Env      map[string]string
+	Prestart []string          // kernels the sandbox starts at boot (a pooled sandbox's python); providers without kernels ignore it
+	Labels   map[string]string // tenant, context id: for reconcile and E2B metadata
+	TTL      time.Duration     // providers with their own expiry (E2B) use it
+	// Network asks for a network of the sandbox's own under this policy
+	// (docs/network.md): egress as the policy allows, its ports reachable
+	// through the daemon. nil: loopback only, nothing in or out. A
+	// provider that cannot give one fails with errdefs.ErrFailedPrecondition.
+	Network *policy.Policy
+}
+
+// Labels the Manager puts on every sandbox it creates (Spec.Labels).
+const (
+	LabelTenant  = "sandlot.tenant"
+	LabelContext = "sandlot.context"
+)
+
+// Provider creates, finds and operates sandboxes. Implementations:
+// provider/local (OCI), provider/e2b, provider/chain.
+//
+// Every operation of the contract is a method, the ones a provider may not
+// be able to perform included: a wrapper (provider/chain) must forward
+// each one to compile, so none can be lost behind it as a type assertion
+// on the wrapper would lose it. A provider answers an operation it cannot
+// perform with NotSupported (failed_precondition: "pause is not supported
+// by provider e2b"), and Capabilities says so beforehand, so that the
+// manager and the edges refuse up front instead of failing halfway.
+// Operations act on a sandbox by id, with or without a connection to it,
+// so they work on a sandbox another process created (after a restart,
+// another node's). docs/contexts.md, "The provider contract".
+type Provider interface {
+	// Name is the provider's name as stored in Record.Provider.
+	Name() string
+	// Capabilities reports which optional operations this provider
+	// performs; the others answer NotSupported.
+	Capabilities() Capabilities
+	// Create starts a sandbox and returns it connected and healthy.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Attach reconnects to a running sandbox by id (after a daemon
+	// restart). errdefs.ErrNotFound when it is gone.
+	Attach(ctx context.Context, sandboxID string) (Sandbox, error)
+	// List returns the ids of the sandboxes this provider runs for sandlot.
+	List(ctx context.Context) ([]string, error)
+	// Destroy stops and removes a sandbox and everything it left on the
+	// host. Destroying an unknown id is not an error.
+	Destroy(ctx context.Context, sandboxID string) error
+	Pauser       // CapPause
+	UsageSampler // CapUsage
+}
+
+// Pauser freezes a sandbox and thaws it again with its memory kept
+// (provider/local: the runtime's pause). Both work by id, with or without
+// a connection to the sandbox, so a paused sandbox survives a daemon
+// restart and is resumed by the next process. Resuming a sandbox that
+// runs is failed_precondition; one that is gone is not_found.
+type Pauser interface {
+	Pause(ctx context.Context, sandboxID string) error
+	Resume(ctx context.Context, sandboxID string) error
+}
+
+// UsageSampler samples a sandbox's resource usage now. The cleanup loop
+// stores a sample on the records of the contexts a manager serves, and
+// Manager.Usage reads one live.
+type UsageSampler interface {
+	Usage(ctx context.Context, sandboxID string) (ResourceUsage, error)
+}
+
+// Capabilities is a set of the optional operations of the Provider
+// contract, one bit each.
+type Capabilities uint
+
+// The optional operations. Adding one is a method on Provider (every
+// provider then answers it, if only with NotSupported), a bit here and
+// its name in capNames.
+const (
+	CapPause Capabilities = 1 << iota // Pause and Resume, memory kept
+	CapUsage                          // Usage
+)
+
+var capNames = []struct {
+	c    Capabilities
+	name string
+}{
+	{CapPause, "pause"},
+	{CapUsage, "usage"},
+}
+
+// Has reports whether every operation of op is in c.
+func (c Capabilities) Has(op Capabilities) bool { return c&op == op }
+
+// String names the operations in c, comma-separated ("pause,usage"), or
+// "none".
+func (c Capabilities) String() string {
+	var names []string
+	for _, n := range capNames {
+		if c.Has(n.c) {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+// ErrNotSupported is what an operation a provider cannot perform answers
+// (NotSupported); it is a failed precondition. Compare with errors.Is.
+var ErrNotSupported = errors.New("not supported by the provider")
+
+// NotSupported is the error of operation op on a provider that cannot
+// perform it: "pause is not supported by provider e2b", category
+// failed_precondition, errors.Is ErrNotSupported.
+func NotSupported(provider string, op Capabilities) error {
+	return notSupported{op: op.String(), provider: provider}
+}
+
+type notSupported struct{ op, provider string }
+
+func (e notSupported) Error() string {
+	return e.op + " is not supported by provider " + e.provider
+}
+
+func (e notSupported) Unwrap() []error {
+	return []error{ErrNotSupported, errdefs.ErrFailedPrecondition}
+}

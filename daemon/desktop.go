@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// desktopManager returns the desktop tools' manager, or nil when the
+// daemon offers no desktop template (or has no image store for it). With
+// sandbox networks, a session gets public ports and no egress, and its
+// live view is https://6080-<id>.<ports domain>/vnc.html (TLS in front
+// of the listener, as for E2B's domain form).
+func (c Config) desktopManager(m *contexts.Manager, tw *templateWire, log *slog.Logger) *desktop.Manager {
+	if !c.Desktop.offered() || tw == nil || tw.catalog == nil {
+		return nil
+	}
+	dc := desktop.Config{Contexts: m, TTL: c.Desktop.TTL, StreamWait: c.Desktop.StreamWait, Logger: log}
+	if c.Network.Enabled {
+		domain := c.Network.Domain
+		dc.Network = c.desktopNetwork()
+		dc.LiveURL = func(id string, port int) string { return fmt.Sprintf("https://%d-%s.%s", port, id, domain) }
+	}
+	return desktop.New(dc)
+}
+
+// desktopNetwork is a desktop's network when its create names none:
+// public ports (the stream) and no egress, the same for the SDK's
+// creates (api/e2bcompat) and the tools' sessions, so both take the
+// same warm desktops; nil without sandbox networks.
+func (c Config) desktopNetwork() *policy.Policy {
+	if !c.Network.Enabled {
+		return nil
+	}
+	return &policy.Policy{Ingress: policy.Ingress{Public: true}}
+}
+
+// desktopPool is the desktop template's warm pool (started desktops),
+// when the daemon offers it.
+func (c Config) desktopPool(mcfg *contexts.Config, tw *templateWire) {
+	if !c.Desktop.offered() || tw == nil || tw.catalog == nil {
+		return
+	}
+	mcfg.PoolSpecs = map[string]contexts.PoolSpec{
+		desktop.Template: desktop.PoolSpec(desktop.DefaultPoolSize, desktop.DefaultWidth, desktop.DefaultHeight, c.desktopNetwork()),
+	}
+}
+
+// check accepts the three modes.
+func (f Desktop) check() error {
+	switch f.Template {
+	case DesktopFirstUse, DesktopStart, DesktopOff:
+		return nil
+	}
+	return fmt.Errorf("--desktop-template %q (first-use, start, off): %w", f.Template, errdefs.ErrInvalidArgument)
+}
+
+// offered reports whether the desktop template is offered ("": a Config
+// built in code, or mcp: not).
+func (f Desktop) offered() bool { return f.Template != DesktopOff && f.Template != "" }

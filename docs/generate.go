@@ -1,0 +1,5 @@
+package docs
+
+// The totals block of requirements.md is computed from its rows;
+// TestRequirements fails while it differs and rewrites it with -update.
+//go:generate go test -run TestRequirements -update .

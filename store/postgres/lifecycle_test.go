@@ -1,0 +1,62 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sandlot/sandlot/store/internal/migrate"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
+	"github.com/sandlot/sandlot/store/storetest"
+)
+
+// TestUpgradeToLifecycle opens a schema made by the migrations before
+// version 6 (1 to 5 as released), whose records keep their lifecycle
+// state under "sandlot." metadata keys: migration 6 moves it into the
+// typed columns and leaves the caller's metadata alone.
+func TestUpgradeToLifecycle(t *testing.T) {
+	ctx := context.Background()
+	u := pgtest.SchemaURL(t)
+	ms, err := migrate.Load(os.DirFS("."), "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, q, args...); err != nil {
+			t.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range ms {
+		if m.Version >= 6 {
+			break
+		}
+		exec(m.SQL)
+		exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
+	}
+	for i, row := range storetest.LegacyRows() {
+		meta, _ := json.Marshal(row.Metadata)
+		if row.Metadata == nil {
+			meta = []byte("{}")
+		}
+		exec(`INSERT INTO execution_contexts (id, tenant_id, conversation_id, path_id, state, sandbox_id, created_at,
+			last_used_at, expires_at, metadata) VALUES ($1, 't', $2, 'main', 'ready', 'sb', now(), now(), now() + interval '1 hour', $3::jsonb)`,
+			row.ID, fmt.Sprint("c", i), string(meta))
+	}
+	conn.Close(ctx)
+
+	s := open(t, u)
+	if v, err := s.Version(ctx); err != nil || v < 6 {
+		t.Fatalf("Version = %d, %v; want at least 6", v, err)
+	}
+	storetest.CheckLegacy(t, s)
+}
