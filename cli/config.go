@@ -57,6 +57,9 @@ func (c *serveConfig) load(fs *flag.FlagSet) error {
 	c.DataDir = c.store.dataDir
 	c.Providers = strings.Split(c.providers, ",")
 	c.Limits = c.limits()
+	if c.AuditRetention = c.auditRetention; c.auditRetention == 0 {
+		c.AuditRetention = -1 // the flag's 0 keeps audit events forever
+	}
 	c.E2BProvider.APIKey = os.Getenv("E2B_API_KEY")
 	c.E2BProvider.APIURL = os.Getenv("E2B_API_URL")
 	c.E2BProvider.SandboxURL = os.Getenv("E2B_SANDBOX_URL")
@@ -182,6 +185,7 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"shutdown-timeout": c.ShutdownTimeout, "body-read-timeout": c.BodyReadTimeout,
+		"audit-retention": c.auditRetention,
 		"e2b-max-timeout": c.E2B.MaxTimeout, "e2b-token-ttl": c.E2B.TokenTTL,
 		"e2b-paused-timeout": c.E2B.PausedTimeout} {
 		if d < 0 {

@@ -47,6 +47,9 @@ type serveConfig struct {
 	// enforce) and whether it may override the guard.
 	guardMode      string
 	bootstrapAdmin bool
+	// auditRetention is Config.AuditRetention in the flag's terms: 0
+	// keeps audit events forever.
+	auditRetention time.Duration
 
 	// serve's listeners.
 	addr    string

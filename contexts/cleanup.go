@@ -150,7 +150,8 @@ func (m *Manager) cleanupLoop() {
 // CreatingTimeout (reason error), destroying their sandboxes, drops the
 // contexts it serves that another node ended, and destroys running
 // sandboxes that no active record names and that were already unknown at
-// the previous pass (the grace protects creations in flight).
+// the previous pass (the grace protects creations in flight), and removes
+// audit events older than AuditRetention.
 // Records of another node are left to it while its lease is live. With two
 // managers on one store, only the one whose Store.Terminate succeeds tears
 // a context down.
@@ -222,7 +223,43 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 		m.sweep(ctx, running, recs, true)
 	}
 	m.sampleUsage(ctx)
+	if err := m.pruneAudit(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// AuditPruner is implemented by stores that keep an audit trail: the
+// cleanup pass removes events older than Config.AuditRetention with it.
+type AuditPruner interface {
+	// PruneAudit removes at most limit events older than before and
+	// returns how many it removed.
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// pruneBatch bounds one PruneAudit call, so one pass over a big trail
+// never holds a long transaction.
+const pruneBatch = 10000
+
+// pruneAudit removes the audit events older than the retention, a batch
+// at a time, until a batch comes back short. Several managers on one
+// store may do it at once: the deletes are idempotent.
+func (m *Manager) pruneAudit(ctx context.Context, now time.Time) error {
+	p, ok := m.store.(AuditPruner)
+	if !ok || m.cfg.AuditRetention < 0 {
+		return nil
+	}
+	before := now.Add(-m.cfg.AuditRetention)
+	for ctx.Err() == nil {
+		n, err := p.PruneAudit(ctx, before, pruneBatch)
+		if err != nil {
+			return fmt.Errorf("audit retention: %w", err)
+		}
+		if n < pruneBatch {
+			return nil
+		}
+	}
+	return ctx.Err()
 }
 
 // sampleUsage records the resource usage of every attached, idle context.

@@ -9,6 +9,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/store"
 )
 
 func TestTTLExtensionAndExpiryCleanup(t *testing.T) {
@@ -165,5 +166,44 @@ func TestCleanupSamplesResourceUsage(t *testing.T) {
 	r := e.record(res.ContextID)
 	if r.ResourceUsage != (contexts.ResourceUsage{MemoryBytes: 2 << 20, PIDs: 1}) || r.ExecutionCount != 2 {
 		t.Fatalf("record = %+v", r)
+	}
+}
+
+// TestCleanupAuditRetention: a cleanup pass removes the audit events
+// older than the retention and keeps the newer ones; a negative
+// retention keeps everything.
+func TestCleanupAuditRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retention time.Duration
+		left      int
+	}{
+		{"one hour", time.Hour, 2},
+		{"forever", -1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, contexts.Config{AuditRetention: tc.retention})
+			trail := e.store.(store.Backend)
+			now := e.clock.Now()
+			var evs []store.AuditEvent
+			for _, age := range []time.Duration{72 * time.Hour, 2 * time.Hour, 61 * time.Minute, 59 * time.Minute, 0} {
+				evs = append(evs, store.AuditEvent{TenantID: "t1", Kind: "network.dns", At: now.Add(-age)})
+			}
+			if err := trail.AppendAuditBatch(e.ctx, evs); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.m.Cleanup(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := trail.ListAudit(e.ctx, "", 0)
+			if err != nil || len(got) != tc.left {
+				t.Fatalf("after cleanup: %d events (%v), want %d", len(got), err, tc.left)
+			}
+			for _, ev := range got {
+				if tc.retention > 0 && ev.At.Before(now.Add(-tc.retention)) {
+					t.Errorf("an event older than the retention is left: %+v", ev)
+				}
+			}
+		})
 	}
 }

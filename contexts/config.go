@@ -36,6 +36,10 @@ type Config struct {
 	MaxExecutionsPerContext int64
 	// CleanupInterval is the period of the cleanup loop. Zero: 60 s.
 	CleanupInterval time.Duration
+	// AuditRetention is how long audit events are kept: each cleanup pass
+	// removes older ones when the store can (AuditPruner). Zero: 30 days.
+	// Negative: kept forever.
+	AuditRetention time.Duration
 	// CreatingTimeout is how long a record may stay in creating before the
 	// cleanup loop treats it as an orphan. Zero: 2 minutes.
 	CreatingTimeout time.Duration
@@ -137,6 +141,7 @@ const (
 	DefaultMaxPerConversation = 5
 	DefaultMaxExecutions      = 100
 	DefaultCleanupInterval    = 60 * time.Second
+	DefaultAuditRetention     = 30 * 24 * time.Hour
 	DefaultCreatingTimeout    = 2 * time.Minute
 	DefaultHealthCheckTimeout = 2 * time.Second
 	DefaultPoolSize           = 2
@@ -156,6 +161,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.MinTimeout, DefaultMinTimeout)
 	setDur(&c.MaxTimeout, DefaultMaxTimeout)
 	setDur(&c.CleanupInterval, DefaultCleanupInterval)
+	setDur(&c.AuditRetention, DefaultAuditRetention)
 	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
 	setDur(&c.NodeLease, DefaultNodeLease)

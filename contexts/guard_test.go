@@ -179,3 +179,22 @@ func TestGuardIdleFlush(t *testing.T) {
 		t.Fatalf("run: %q", res.Stdout)
 	}
 }
+
+// TestMasked: Masked hands the guard the declared values a context has
+// seen, for what its sandbox sends outside a call (its ports, its audit
+// events); an unknown context adds nothing.
+func TestMasked(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "masked", "main")
+	ctx := contexts.WithSecrets(e.ctx, map[string]string{"TOKEN": "declared-value-1"})
+	res, err := e.m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := contexts.MaskedValues(e.m.Masked(e.ctx, res.ContextID)); len(got) != 1 || got[0] != "declared-value-1" {
+		t.Fatalf("Masked(the context) = %q", got)
+	}
+	if got := contexts.MaskedValues(e.m.Masked(e.ctx, "no-such-context")); got != nil {
+		t.Fatalf("Masked(an unknown context) = %q", got)
+	}
+}

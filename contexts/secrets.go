@@ -141,3 +141,18 @@ func (m *Manager) mask(ctx context.Context, e *entry) (context.Context, error) {
 	}
 	return WithMasked(ctx, slices.Clone(e.secrets)), nil
 }
+
+// Masked returns ctx carrying the declared secret values of context
+// contextID (MaskedValues), for the guard when it redacts what the
+// context's sandbox sent by a way other than a call (its ports, the
+// names in its audit events). An unknown context, or one that declared
+// none, adds nothing.
+func (m *Manager) Masked(ctx context.Context, contextID string) context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byID[contextID]
+	if !ok || len(e.secrets) == 0 {
+		return ctx
+	}
+	return WithMasked(ctx, slices.Clone(e.secrets))
+}

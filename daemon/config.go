@@ -53,8 +53,12 @@ type Config struct {
 
 	// The context manager's lifecycle (contexts.Config); zero keeps the
 	// manager's defaults.
-	ContextTTL         time.Duration
-	CleanupInterval    time.Duration
+	ContextTTL      time.Duration
+	CleanupInterval time.Duration
+	// AuditRetention is how long audit events are kept; the cleanup pass
+	// removes older ones (contexts.Config.AuditRetention: 0 is 30 days,
+	// negative keeps them forever).
+	AuditRetention     time.Duration
 	ExecTimeout        time.Duration // contexts.Config.DefaultTimeout
 	MaxExecTimeout     time.Duration // contexts.Config.MaxTimeout
 	MaxPerTenant       int

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard"
@@ -35,6 +36,7 @@ type Daemon struct {
 	log *slog.Logger
 
 	manager *contexts.Manager
+	guard   *guard.Guard
 	tools   *tools.Registry
 	// auth is shared by /v1, MCP, the E2B wire and the guard: one key
 	// and tenant cache.
@@ -46,6 +48,7 @@ type Daemon struct {
 	unlock    func()            // the state dir's lock
 	tel       *export.Telemetry // the exporters
 	nw        *netWire          // sandbox networks (nil-safe)
+	trail     *audit.Writer     // the audit trail's writer
 	stopLoops func()            // the tenant reaper and the image GC
 	loopsDone []chan struct{}
 
@@ -93,7 +96,10 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	}
 	// One authenticator, so /v1, MCP, E2B and the guard share one cache.
 	d.auth = tenant.NewAuthenticator(st, tenant.AuthConfig{})
-	if d.nw, err = newNetworks(cfg, st, log); err != nil {
+	// What sandboxes cause to be audited (connections, lookups, findings)
+	// reaches the store through one writer: fair across tenants, batched.
+	d.trail = audit.NewWriter(st, audit.WriterConfig{Log: log})
+	if d.nw, err = newNetworks(cfg, st, d.trail, log); err != nil {
 		return nil, err
 	}
 	nw := d.nw
@@ -105,12 +111,13 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if prov == nil {
 		return nil, provErr // a provider's settings that do not parse
 	}
-	out, err := newGuard(cfg.DataDir, st, d.auth, nw)
+	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.trail)
 	if err != nil {
 		return nil, err
 	}
+	d.guard = g
 	mcfg := cfg.managerConfig()
-	mcfg.Guard, mcfg.Logger = out, log
+	mcfg.Guard, mcfg.Logger = g, log
 	mcfg.OnTerminated = func(ctx context.Context, ev contexts.Termination) {
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindContextTerminated,
 			Detail: map[string]string{"context": ev.ContextID, "sandbox": ev.SandboxID, "template": ev.Template,
@@ -130,6 +137,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	}
 	cfg.desktopPool(&mcfg, tw)
 	m := contexts.NewManager(st, prov, mcfg)
+	if nw != nil {
+		nw.guard.g, nw.guard.m = g, m
+	}
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
@@ -146,7 +156,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	d.loop(func() { reaper.run(lctx) })
 	d.loop(func() { tw.gcLoop(lctx, cfg.Images.GCInterval) })
 
-	q, err := buildQueue(cfg, prov, tw.catalog, out, log)
+	q, err := buildQueue(cfg, prov, tw.catalog, g, log)
 	if err != nil {
 		return nil, err
 	}
@@ -168,16 +178,21 @@ func (d *Daemon) loop(fn func()) {
 	go func() { defer close(done); fn() }()
 }
 
-// newGuard is the egress guard every result passes: the guard's detectors
-// with their audit events and, with sandbox networks, the masking of
-// tenants' secret values before them.
-func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire) (contexts.Guard, error) {
+// newGuard is the egress guard every result passes, with its findings to
+// the audit trail and, with sandbox networks, the tenants' stored secret
+// values among the values it masks (guard.Config.Known).
+func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, trail *audit.Writer) (*guard.Guard, error) {
 	hmacKey, err := guardKey(dataDir)
 	if err != nil {
 		return nil, err
 	}
+	var known func(ctx context.Context, tenantID string) ([]string, error)
+	if nw != nil {
+		known = knownValues(st)
+	}
 	g, err := guard.New(guard.Config{
 		HMACKey: hmacKey,
+		Known:   known,
 		// Requests carry their tenant, whose mode the guard reads; this is
 		// for work outside a request (cleanup, reconcile).
 		ModeFor: func(ctx context.Context, tenantID string) string {
@@ -187,7 +202,7 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 			return tenant.GuardEnforce
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
-			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
+			trail.Add(store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding, At: time.Now(),
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
 					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
@@ -195,12 +210,10 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 	if err != nil {
 		return nil, err
 	}
-	if nw == nil {
-		return g, nil
+	if nw != nil {
+		nw.forget = g.Forget
 	}
-	// Tenants' secret values are masked in all output, before the guard's
-	// own detectors.
-	return nw.guard(g, st), nil
+	return g, nil
 }
 
 // managerConfig is the manager's configuration from cfg, without the parts
@@ -209,6 +222,7 @@ func (c Config) managerConfig() contexts.Config {
 	mcfg := contexts.Config{
 		TTL:                     c.ContextTTL,
 		CleanupInterval:         c.CleanupInterval,
+		AuditRetention:          c.AuditRetention,
 		DefaultTimeout:          c.ExecTimeout,
 		MaxTimeout:              c.MaxExecTimeout,
 		MaxPerTenant:            c.MaxPerTenant,
@@ -268,6 +282,11 @@ func (d *Daemon) Close(ctx context.Context) error {
 			errs = append(errs, d.manager.Close(ctx))
 		}
 		errs = append(errs, d.nw.close(ctx))
+		// The trail after the manager and the networks: it writes what
+		// they sent.
+		if d.trail != nil {
+			errs = append(errs, d.trail.Close(ctx))
+		}
 		if d.tel != nil {
 			errs = append(errs, d.tel.Shutdown(ctx))
 		}

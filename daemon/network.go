@@ -10,12 +10,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/policy"
@@ -63,7 +63,6 @@ func (f Network) operator() (*policy.Operator, error) {
 // netWire is the running sandbox networking of the daemon.
 type netWire struct {
 	st    *stack.Stack
-	queue *stack.AuditQueue
 	ports *ports.Handler
 	// authorize checks a traffic access token (set once the E2B surface
 	// exists, which issues them).
@@ -75,18 +74,54 @@ type netWire struct {
 	// for networks).
 	startErr error
 	started  bool
-	// masker masks secret values in output (guard).
-	masker *stack.SecretGuard
+	// forget drops a tenant's cached secret values from the guard.
+	forget func(tenantID string)
+	// guard is the ports route's guard; wire fills it in once the guard
+	// and the manager exist, before the listener serves.
+	guard *portsGuard
 }
 
-// guard wraps the daemon's guard with the masking of tenants' secret
-// values.
-func (w *netWire) guard(inner contexts.Guard, st secret.Store) contexts.Guard {
+// portsGuard is the egress guard as the ports route applies it
+// (ports.Guard): as output of the target's tenant and context, with the
+// context's declared and the tenant's stored secrets.
+type portsGuard struct {
+	g *guard.Guard
+	m *contexts.Manager
+}
+
+var _ ports.Guard = (*portsGuard)(nil)
+
+func (p *portsGuard) ctx(ctx context.Context, t ports.Target) context.Context {
+	return p.m.Masked(ctx, t.Context)
+}
+
+func (p *portsGuard) Body(ctx context.Context, t ports.Target) ports.Redactor {
+	if p.g.ModeOf(ctx, t.Tenant) == guard.ModeOff {
+		return nil
+	}
+	return p.g.File(p.ctx(ctx, t), t.Tenant)
+}
+
+func (p *portsGuard) Message(ctx context.Context, t ports.Target, binary bool) ports.Redactor {
+	return p.g.Message(p.ctx(ctx, t), t.Tenant, binary)
+}
+
+func (p *portsGuard) Text(ctx context.Context, t ports.Target, s string) string {
+	return p.g.Text(p.ctx(ctx, t), t.Tenant, s)
+}
+
+// knownValues is the guard's view of the tenants' stored secrets
+// (guard.Config.Known): their values, masked in all output.
+func knownValues(st secret.Store) func(ctx context.Context, tenantID string) ([]string, error) {
 	lookup := secretsFrom(st)
-	w.masker = stack.NewSecretGuard(inner, func(ctx context.Context, tenantID string) ([]stack.Secret, error) {
-		return lookup(ctx, tenantID, nil)
-	})
-	return w.masker
+	return func(ctx context.Context, tenantID string) ([]string, error) {
+		ss, err := lookup(ctx, tenantID, nil)
+		vals := make([]string, len(ss))
+		for i, s := range ss {
+			vals[i] = s.Value
+		}
+		return vals, err
+	}
 }
 
 // portsRoute is the ports handler; nil without networks.
@@ -99,7 +134,7 @@ func (w *netWire) portsRoute() *ports.Handler {
 
 // newNetworks builds the stack (not started: Start needs the provider's
 // sandboxes). nil when Network.Enabled is off.
-func newNetworks(cfg Config, st store.Backend, log *slog.Logger) (*netWire, error) {
+func newNetworks(cfg Config, st store.Backend, trail *storeaudit.Writer, log *slog.Logger) (*netWire, error) {
 	f := cfg.Network
 	if !f.Enabled {
 		return nil, nil
@@ -120,14 +155,11 @@ func newNetworks(cfg Config, st store.Backend, log *slog.Logger) (*netWire, erro
 			upstream = append(upstream, s)
 		}
 	}
-	w := &netWire{}
-	w.queue = stack.NewAuditQueue(0, func(ctx context.Context, ev audit.Event, contextID string) error {
-		return st.AppendAudit(ctx, networkAuditEvent(ev, contextID))
-	}, log)
-	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream, Audit: w.queue.Func(),
+	w := &netWire{guard: &portsGuard{}}
+	w.st, err = stack.New(stack.Config{Network: ncfg, Operator: op, Upstream: upstream,
+		Audit:   func(ev audit.Event, contextID string) { trail.Add(stack.StoreEvent(ev, contextID)) },
 		Secrets: secretsFrom(st), Limits: f.Limits, PortsTimeout: f.PortsTimeout, Log: log})
 	if err != nil {
-		w.queue.Close(context.Background())
 		return nil, err
 	}
 	w.ports, err = w.st.Ports(f.Domain, func(ctx context.Context, id, tenantID, token string) error {
@@ -137,9 +169,8 @@ func newNetworks(cfg Config, st store.Backend, log *slog.Logger) (*netWire, erro
 			return false, nil
 		}
 		return w.wake(ctx, tenantID, id)
-	})
+	}, w.guard)
 	if err != nil {
-		w.queue.Close(context.Background())
 		return nil, err
 	}
 	return w, nil
@@ -186,40 +217,10 @@ func (w *netWire) close(ctx context.Context) error {
 	if w == nil {
 		return nil
 	}
-	var err error
 	if w.started {
-		err = w.st.Close(ctx)
+		return w.st.Close(ctx)
 	}
-	return errors.Join(err, w.queue.Close(ctx))
-}
-
-// networkAuditEvent is the store's record of a proxy or resolver event.
-func networkAuditEvent(ev audit.Event, contextID string) store.AuditEvent {
-	kind := storeaudit.KindNetConnection
-	if ev.Proto == audit.ProtoDNS {
-		kind = storeaudit.KindNetDNS
-	}
-	d := map[string]string{
-		"sandbox": ev.SandboxID, "proto": ev.Proto, "allowed": strconv.FormatBool(ev.Allowed), "reason": ev.Reason,
-	}
-	if ev.Host != "" {
-		d["host"] = ev.Host
-	}
-	if ev.Addr.IsValid() {
-		d["addr"] = ev.Addr.String()
-	}
-	if ev.Port != 0 {
-		d["port"] = strconv.Itoa(int(ev.Port))
-	}
-	if ev.Proto != audit.ProtoDNS {
-		d["bytesUp"] = strconv.FormatInt(ev.BytesUp, 10)
-		d["bytesDown"] = strconv.FormatInt(ev.BytesDown, 10)
-		d["durationMs"] = strconv.FormatInt(ev.Duration.Milliseconds(), 10)
-	}
-	if ev.Injected > 0 {
-		d["injected"] = strconv.Itoa(ev.Injected)
-	}
-	return store.AuditEvent{TenantID: ev.Tenant, ContextID: contextID, Kind: kind, Detail: d, At: ev.Start}
+	return nil
 }
 
 // policyOnly checks policies against the operator's caps when the daemon
@@ -259,8 +260,8 @@ func secretsFrom(st secret.Store) stack.SecretsFunc {
 // secretsChanged reloads the secrets of tenantID's sandboxes after a
 // change through /v1/secrets, off the request.
 func (w *netWire) secretsChanged(tenantID string) {
-	if w.masker != nil {
-		w.masker.Forget(tenantID)
+	if w.forget != nil {
+		w.forget(tenantID)
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -48,6 +48,11 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),
 		Audit:    p.st.ListAudit,
+		// What a sandbox chose outside its output (the names in its audit
+		// events) reaches a caller through the guard, as its context's.
+		GuardText: func(ctx context.Context, tenantID, contextID, text string) string {
+			return d.guard.Text(d.manager.Masked(ctx, contextID), tenantID, text)
+		},
 	}
 	if p.nw != nil {
 		// Tenants' secrets serve nothing without networks.

@@ -1,65 +1,139 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 )
 
-// TypeSecret is a value the caller declared secret (contexts.WithSecrets):
-// whatever it looks like, it is a finding wherever it appears.
+// TypeSecret is a known value: one the caller declared secret
+// (contexts.WithSecrets) or one of the tenant's stored secrets
+// (Config.Known). Whatever it looks like, it is a finding wherever it
+// appears, in any of its forms.
 const TypeSecret = "SECRET"
 
-// declared holds the forms of a context's declared secret values that are
-// searched for: the value itself and its common encodings (base64 in
-// both alphabets at the three byte alignments it can take inside a longer
-// run, hex in both cases, URL and JSON escaping). Searching for the
-// encoded forms catches a value inside base64 or hex of any length, where
-// the generic base64 decoder needs a run of 24 characters.
+// declared holds the forms of the known values that are searched for:
+// the value itself and its common encodings (base64 in both alphabets at
+// the three byte alignments it can take inside a longer run, hex in both
+// cases, URL and JSON escaping). Searching for the encoded forms catches
+// a value inside base64 or hex of any length, where the generic base64
+// decoder needs a run of 24 characters. The guard is the one owner of
+// this masking: declared and stored values are one needle set, searched
+// in one pass with the detectors.
 type declared struct {
 	needles []string
 }
 
-// minNeedle bounds the forms searched for: an alignment of a short value
-// leaves few base64 characters that depend on it alone.
+// minNeedle bounds the encoded forms searched for: an alignment of a
+// short value leaves few base64 characters that depend on it alone. The
+// value itself is always searched for (declared values have at least
+// contexts.MinSecretLen bytes, stored ones network/secret.MinValue).
 const minNeedle = 6
 
-// declaredOf returns the forms of ctx's declared values, nil when there
-// are none.
-func declaredOf(ctx context.Context) *declared {
-	vals := contexts.MaskedValues(ctx)
-	if len(vals) == 0 {
+// knownTTL is how long a tenant's stored values are cached (Forget drops
+// them at once).
+const knownTTL = 5 * time.Second
+
+// maxKnownTenants bounds the cache of stored values.
+const maxKnownTenants = 4096
+
+// knownForms is a tenant's cached stored values, as forms.
+type knownForms struct {
+	at    time.Time
+	forms []string
+}
+
+// Forget makes tenantID's cached stored values stale, after a change, so
+// the next redactor looks them up again (and keeps them only if the
+// lookup fails).
+func (g *Guard) Forget(tenantID string) {
+	g.knownMu.Lock()
+	if c, ok := g.knownCache[tenantID]; ok {
+		c.at = time.Time{}
+		g.knownCache[tenantID] = c
+	}
+	g.knownMu.Unlock()
+}
+
+// stored returns the forms of tenantID's stored values (Config.Known),
+// cached for knownTTL. A failed lookup keeps the last known forms (or
+// none): output is not held on the store.
+func (g *Guard) stored(ctx context.Context, tenantID string) []string {
+	if g.known == nil || tenantID == "" {
 		return nil
 	}
-	d := &declared{}
-	seen := map[string]bool{}
-	add := func(n string) {
-		if len(n) >= minNeedle && !seen[n] {
+	g.knownMu.Lock()
+	c, ok := g.knownCache[tenantID]
+	g.knownMu.Unlock()
+	if ok && time.Since(c.at) < knownTTL {
+		return c.forms
+	}
+	vals, err := g.known(ctx, tenantID)
+	if err != nil {
+		return c.forms
+	}
+	c = knownForms{at: time.Now(), forms: formsOf(nil, vals)}
+	g.knownMu.Lock()
+	if len(g.knownCache) >= maxKnownTenants {
+		clear(g.knownCache)
+	}
+	g.knownCache[tenantID] = c
+	g.knownMu.Unlock()
+	return c.forms
+}
+
+// declaredOf returns the forms of the values known for tenantID's output
+// under ctx (its declared values, contexts.MaskedValues, and the tenant's
+// stored ones), nil when there are none.
+func (g *Guard) declaredOf(ctx context.Context, tenantID string) *declared {
+	stored := g.stored(ctx, tenantID)
+	vals := contexts.MaskedValues(ctx)
+	switch {
+	case len(vals) == 0 && len(stored) == 0:
+		return nil
+	case len(vals) == 0:
+		return &declared{needles: stored} // shared, read only
+	}
+	return &declared{needles: formsOf(stored, vals)}
+}
+
+// formsOf appends to have the forms of vals that it does not hold yet.
+func formsOf(have []string, vals []string) []string {
+	out := slices.Clone(have)
+	seen := make(map[string]bool, len(have))
+	for _, n := range have {
+		seen[n] = true
+	}
+	add := func(n string, min int) {
+		if len(n) >= min && !seen[n] {
 			seen[n] = true
-			d.needles = append(d.needles, n)
+			out = append(out, n)
 		}
 	}
 	for _, v := range vals {
-		add(v)
+		add(v, 1)
 		if q, err := json.Marshal(v); err == nil {
-			add(string(q[1 : len(q)-1]))
+			add(string(q[1:len(q)-1]), minNeedle)
 		}
-		add(url.QueryEscape(v))
-		add(url.PathEscape(v))
-		add(hex.EncodeToString([]byte(v)))
-		add(strings.ToUpper(hex.EncodeToString([]byte(v))))
+		add(url.QueryEscape(v), minNeedle)
+		add(url.PathEscape(v), minNeedle)
+		add(hex.EncodeToString([]byte(v)), minNeedle)
+		add(strings.ToUpper(hex.EncodeToString([]byte(v))), minNeedle)
 		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
 			for k := range 3 {
-				add(aligned(enc, v, k))
+				add(aligned(enc, v, k), minNeedle)
 			}
 		}
 	}
-	return d
+	return out
 }
 
 // aligned returns the base64 characters that depend on v alone when v
@@ -113,9 +187,22 @@ func (d *declared) partial(s string) int {
 	return p
 }
 
-// scanCtx is scan plus the declared values of ctx.
-func (g *Guard) scanCtx(ctx context.Context, s string) []Finding {
-	return withDeclared(g.scan(s), declaredOf(ctx), s)
+// scanCtx is scan plus the values known for tenantID under ctx.
+func (g *Guard) scanCtx(ctx context.Context, tenantID, s string) []Finding {
+	return withDeclared(g.scan(s), g.declaredOf(ctx, tenantID), s)
+}
+
+// in reports whether any form occurs in b.
+func (d *declared) in(b []byte) bool {
+	if d == nil {
+		return false
+	}
+	for _, n := range d.needles {
+		if bytes.Contains(b, []byte(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 // withDeclared adds d's findings in s to fs (resolved).

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/guard/guardtest"
 )
 
 // declaredSecret is a value with no shape any detector knows: only its
@@ -136,5 +139,87 @@ func TestDeclaredFile(t *testing.T) {
 				t.Fatalf("%q split at %d: leaks %v", head, split, l)
 			}
 		}
+	}
+}
+
+// TestKnownValues: a tenant's stored values (Config.Known) are masked as
+// declared ones are, with their encodings, in text, streams split at
+// every byte, files and images (one in pixel data is withheld); another
+// tenant's output is untouched; lookups are cached until Forget; a
+// failed lookup keeps the last values; off mode passes them.
+func TestKnownValues(t *testing.T) {
+	var mu sync.Mutex
+	stored := map[string][]string{"t1": {"s3cr3t-Value-77", "tiny"}}
+	lookups := 0
+	fail := false
+	g := newTestGuard(t, Config{Known: func(_ context.Context, tenantID string) ([]string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		lookups++
+		if fail {
+			return nil, errors.New("the store is down")
+		}
+		return stored[tenantID], nil
+	}})
+	ctx := context.Background()
+	v := "s3cr3t-Value-77"
+	forms := []string{v, hex.EncodeToString([]byte(v)), url.QueryEscape(v), aligned(base64.RawStdEncoding, v, 1),
+		aligned(base64.RawURLEncoding, v, 2), strings.ToUpper(hex.EncodeToString([]byte(v)))}
+	text := "a " + v + " b " + hex.EncodeToString([]byte(v)) + " c " + base64.StdEncoding.EncodeToString([]byte("x"+v)) +
+		" d " + url.QueryEscape(v) + " e tiny f\n"
+	check := func(where, out string) {
+		t.Helper()
+		for _, f := range append(forms, "tiny") {
+			if strings.Contains(out, f) {
+				t.Fatalf("%s: %q leaks %q", where, out, f)
+			}
+		}
+	}
+	want := g.Text(ctx, "t1", text)
+	check("Text", want)
+	if !strings.Contains(want, Marker(TypeSecret)) {
+		t.Fatalf("Text without markers: %q", want)
+	}
+	if other := g.Text(ctx, "t2", text); other != text {
+		t.Fatalf("another tenant's text changed: %q", other)
+	}
+	for i := 0; i <= len(text); i++ {
+		st := g.Stream(ctx, "t1")
+		out := st.Write(text[:i]) + st.Write(text[i:]) + st.Flush()
+		if out != want {
+			t.Fatalf("stream split at %d:\n got %q\nwant %q", i, out, want)
+		}
+	}
+	f := g.File(ctx, "t1")
+	var fout []byte
+	for i := 0; i < len(text); i += 7 {
+		fout = append(fout, f.Write([]byte(text[i:min(i+7, len(text))]))...)
+	}
+	check("File", string(append(fout, f.Flush()...)))
+	img := withChunk(guardtest.PNG("Software", "matplotlib"), "IDAT", []byte("\x00\x01"+hex.EncodeToString([]byte(v))))
+	if d, marker := g.Image(ctx, "t1", "png", img); d != nil || marker != Marker(TypeSecret) {
+		t.Fatalf("an image holding a stored value: %d bytes, marker %q", len(d), marker)
+	}
+	if off := g.Text(WithMode(ctx, ModeOff), "t1", text); off != text {
+		t.Fatalf("off mode changed the text: %q", off)
+	}
+
+	mu.Lock()
+	n := lookups
+	stored["t1"] = []string{"rotated-Value-88"}
+	mu.Unlock()
+	if got := g.Text(ctx, "t1", "x rotated-Value-88"); got != "x rotated-Value-88" || lookups != n {
+		t.Fatalf("within the cache: %q after %d lookups (was %d)", got, lookups, n)
+	}
+	g.Forget("t1")
+	if got := g.Text(ctx, "t1", "x rotated-Value-88"); strings.Contains(got, "rotated-Value-88") {
+		t.Fatalf("after Forget: %q", got)
+	}
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	g.Forget("t1")
+	if got := g.Text(ctx, "t1", "x rotated-Value-88"); strings.Contains(got, "rotated-Value-88") {
+		t.Fatalf("with the store down, the last values: %q", got)
 	}
 }

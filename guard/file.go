@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"hash/crc32"
@@ -23,7 +24,45 @@ func (g *Guard) File(ctx context.Context, tenantID string) contexts.FileRedactor
 	}
 	// Like Stream, the redactor lives for one read and keeps its ctx for
 	// the Audit hook.
-	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: declaredOf(ctx)}}
+	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}}
+}
+
+// Message is File for one message of a protocol that says what it is (a
+// WebSocket text or binary message): no sniffing. Binary is redacted in
+// place with its length kept, as a recognised binary format (a stray
+// byte run that looks like an address must not change the length of a
+// frame-exact stream such as a VNC session's); text as Stream redacts
+// output.
+func (g *Guard) Message(ctx context.Context, tenantID string, binary bool) contexts.FileRedactor {
+	mode := g.ModeOf(ctx, tenantID)
+	if mode == ModeOff {
+		return passFile{}
+	}
+	f := &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}, sniffd: true}
+	if binary {
+		f.bin = newBinFile(f.st, "binary")
+	}
+	return f
+}
+
+// FlushIdle releases what the redactor holds when the file's source went
+// quiet (a response body streamed as it is written), as the stream's
+// FlushIdle does: the start of a known value or of a private key block
+// stays held. The format is decided on what arrived, if it was not yet.
+func (f *file) FlushIdle() []byte {
+	var p []byte
+	if !f.sniffd {
+		if len(f.head) == 0 {
+			return nil
+		}
+		p = f.sniff()
+	}
+	if f.st.inPEM || bytes.Contains(f.st.pending, []byte("-----")) {
+		return f.write(p, false)
+	}
+	f.st.idle = true
+	defer func() { f.st.idle = false }()
+	return f.write(p, true)
 }
 
 type passFile struct{}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard/guardtest"
 )
 
@@ -188,5 +189,55 @@ func TestFileBinaryGlued(t *testing.T) {
 	}
 	if fs := g.Scan("mail " + email + "Dublin"); len(fs) != 0 {
 		t.Errorf("text matched a glued email: %+v", fs)
+	}
+}
+
+// TestMessage: a message whose protocol says what it is is not sniffed:
+// binary keeps its length (the address masked in place) even when it
+// starts like text, and text is redacted as Text, even when it starts
+// with a binary signature.
+func TestMessage(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	ctx := context.Background()
+	email := guardtest.Email()
+	bin := []byte("plain words then " + email + "\x00\x01")
+	m := g.Message(ctx, "t", true)
+	out := append(m.Write(bin[:20]), m.Write(bin[20:])...)
+	out = append(out, m.Flush()...)
+	if len(out) != len(bin) || bytes.Contains(out, []byte(email)) {
+		t.Errorf("binary message: %q", out)
+	}
+	text := "PK\x03\x04 then " + email
+	m = g.Message(ctx, "t", false)
+	if got := string(append(m.Write([]byte(text)), m.Flush()...)); got != g.Text(ctx, "t", text) {
+		t.Errorf("text message: %q, want %q", got, g.Text(ctx, "t", text))
+	}
+	if off := g.Message(WithMode(ctx, ModeOff), "t", false); string(off.Write([]byte(text))) != text {
+		t.Error("off mode changed a message")
+	}
+}
+
+// TestFileFlushIdle: a file read from a source that went quiet (a
+// response body) releases its held tail redacted, keeps the start of a
+// known value held, and reads on as the same file.
+func TestFileFlushIdle(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	email := guardtest.Email()
+	ctx := contexts.WithMasked(context.Background(), []string{"s3cr3t-Value-77"})
+	f := g.File(ctx, "t").(*file)
+	out := f.Write([]byte("name? "))
+	out = append(out, f.FlushIdle()...)
+	if string(out) != "name? " {
+		t.Fatalf("a quiet prompt: %q", out)
+	}
+	out = f.Write([]byte("mail " + email + " key s3cr3t-Va"))
+	out = append(out, f.FlushIdle()...)
+	if strings.Contains(string(out), email) || strings.Contains(string(out), "s3cr3t-Va") || !strings.Contains(string(out), "mail ") {
+		t.Fatalf("after a second quiet spell: %q", out)
+	}
+	out = append(out, f.Write([]byte("lue-77 end\n"))...)
+	out = append(out, f.Flush()...)
+	if got := string(out); strings.Contains(got, "s3cr3t") || !strings.HasSuffix(got, Marker(TypeSecret)+" end\n") {
+		t.Fatalf("the known value across the quiet spell: %q", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nyaruka/phonenumbers"
 	"go.opentelemetry.io/otel/attribute"
@@ -97,6 +98,12 @@ type Config struct {
 	// Meter makes the findings counter (sandlot.guard.findings, by type).
 	// Nil: telemetry.Meter(), the global provider's.
 	Meter metric.Meter
+	// Known returns the values of a tenant's stored secrets (the network's
+	// secrets, docs/network.md): they are masked in all of the tenant's
+	// output with their encodings, like declared values (TypeSecret).
+	// Results are cached for 5 s per tenant; Forget drops a tenant's.
+	// Nil: no stored values.
+	Known func(ctx context.Context, tenantID string) ([]string, error)
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
@@ -107,6 +114,10 @@ type Guard struct {
 	audit    func(ctx context.Context, ev Event)
 	key      []byte
 	findings metric.Int64Counter
+	known    func(ctx context.Context, tenantID string) ([]string, error)
+
+	knownMu    sync.Mutex
+	knownCache map[string]knownForms // tenant → its stored values' forms
 }
 
 var _ contexts.Guard = (*Guard)(nil)
@@ -118,6 +129,9 @@ func New(cfg Config) (*Guard, error) {
 		modeFor: cfg.ModeFor,
 		audit:   cfg.Audit,
 		key:     cfg.HMACKey,
+		known:   cfg.Known,
+
+		knownCache: map[string]knownForms{},
 	}
 	meter := cfg.Meter
 	if meter == nil {
@@ -208,7 +222,7 @@ func (g *Guard) Text(ctx context.Context, tenantID, s string) string {
 	if mode == ModeOff || s == "" {
 		return s
 	}
-	fs := g.scanCtx(ctx, s)
+	fs := g.scanCtx(ctx, tenantID, s)
 	for _, f := range fs {
 		g.record(ctx, tenantID, mode, f, s[f.Start:f.End], 0)
 	}

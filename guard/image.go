@@ -65,7 +65,7 @@ func (g *Guard) Image(ctx context.Context, tenantID, format string, data []byte)
 		return nil, Marker(TypeInvalidImage)
 	}
 	var drop []segment
-	dec := declaredOf(ctx)
+	dec := g.declaredOf(ctx, tenantID)
 	for _, s := range segs {
 		bad := s.trailer
 		if s.meta {
@@ -80,16 +80,25 @@ func (g *Guard) Image(ctx context.Context, tenantID, format string, data []byte)
 			drop = append(drop, s)
 		}
 	}
-	if mode == ModeReport || len(drop) == 0 {
-		return data, ""
+	out := data
+	if mode != ModeReport && len(drop) > 0 {
+		out = make([]byte, 0, len(data))
+		last := 0
+		for _, s := range drop {
+			out = append(out, data[last:s.start]...)
+			last = s.end
+		}
+		out = append(out, data[last:]...)
 	}
-	out := make([]byte, 0, len(data))
-	last := 0
-	for _, s := range drop {
-		out = append(out, data[last:s.start]...)
-		last = s.end
+	// A known value anywhere else in the bytes (pixel data stored
+	// uncompressed, a critical chunk): the image is withheld.
+	if dec.in(out) {
+		g.record(ctx, tenantID, mode, Finding{Type: TypeSecret, End: len(data), Confidence: 1}, string(data), 0)
+		if mode != ModeReport {
+			return nil, Marker(TypeSecret)
+		}
 	}
-	return append(out, data[last:]...), ""
+	return out, ""
 }
 
 // segment is a byte range of an image: a metadata chunk or segment to

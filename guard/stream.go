@@ -35,7 +35,7 @@ func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamReda
 	}
 	// The redactor lives for one call; it keeps the call's ctx for the
 	// Audit hook because the contexts.StreamRedactor contract has no ctx.
-	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: declaredOf(ctx)}
+	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}
 }
 
 type passStream struct{}

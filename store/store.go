@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -45,9 +46,16 @@ type Backend interface {
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error
+	// AppendAuditBatch adds evs to the trail in order, all or none, in one
+	// write (audit.Writer's batches).
+	AppendAuditBatch(ctx context.Context, evs []AuditEvent) error
 	// ListAudit returns the newest events first, of one tenant or of all
 	// when tenantID is empty; limit <= 0 means 100.
 	ListAudit(ctx context.Context, tenantID string, limit int) ([]AuditEvent, error)
+	// PruneAudit removes at most limit events (<= 0: 10000) whose At is
+	// before before and returns how many it removed: the retention sweep
+	// (contexts.AuditPruner), system work refused to a tenant-scoped ctx.
+	PruneAudit(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 var (

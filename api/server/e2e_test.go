@@ -250,8 +250,13 @@ func TestE2E(t *testing.T) {
 		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", d.key, body, api.HeaderGuardMode, "report"); code != 200 || !strings.Contains(out, email) {
 			t.Errorf("admin override report: %d %.300s", code, out)
 		}
-		if al, err := a.Audit(ctx, "guard.finding", 10); err != nil || len(al.Events) == 0 || al.Events[0].Detail["mode"] != "report" {
-			t.Errorf("report-mode finding not audited: %+v %v", al, err)
+		// Findings reach the trail behind the output (the daemon's audit
+		// writer): wait for it.
+		if !eventually(func() bool {
+			al, err := a.Audit(ctx, "guard.finding", 10)
+			return err == nil && len(al.Events) > 0 && al.Events[0].Detail["mode"] == "report"
+		}) {
+			t.Errorf("report-mode finding not audited")
 		}
 		if code, out := raw(t, "POST", d.URL+"/v1/tools/run_code", otherKey, body, api.HeaderGuardMode, "off"); code != 403 || strings.Contains(out, email) {
 			t.Errorf("non-admin override: %d %.300s", code, out)
@@ -272,10 +277,17 @@ func TestE2E(t *testing.T) {
 		if _, err := a.Download(ctx, ft, "straddle.txt", &buf, nil); err != nil || buf.String() != head+"[REDACTED:EMAIL]\n" {
 			t.Fatalf("download across chunks: %v, tail %q", err, buf.String()[max(0, buf.Len()-60):])
 		}
-		// Findings are in the audit trail, without the value.
-		code, out := raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
+		// Findings are in the audit trail, without the value: the
+		// download's finding is the newest one once it is written.
+		var code int
+		var out string
 		var al api.AuditList
-		if code != 200 || json.Unmarshal([]byte(out), &al) != nil || len(al.Events) == 0 {
+		eventually(func() bool {
+			code, out = raw(t, "GET", d.URL+"/v1/audit?kind=guard.finding&limit=50", d.key, "")
+			al = api.AuditList{}
+			return code == 200 && json.Unmarshal([]byte(out), &al) == nil && len(al.Events) > 0 && al.Events[0].Detail["mode"] == "enforce"
+		})
+		if code != 200 || len(al.Events) == 0 {
 			t.Fatalf("audit: %d %.300s", code, out)
 		}
 		if strings.Contains(out, email) || strings.Contains(out, strings.Split(email, "@")[0]) {
@@ -521,6 +533,19 @@ func BenchmarkE2EWarmRunCode(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if _, err := c.RunCode(ctx, py("bench", "", "1+1")); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// eventually polls cond every 50 ms for up to 30 s and reports whether it
+// held: for what the daemon does behind a response (its audit trail).
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
 }

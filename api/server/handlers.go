@@ -406,9 +406,34 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	var kept []audit.Event
 	for _, ev := range evs {
 		if kind == "" || ev.Kind == kind {
-			kept = append(kept, ev)
+			kept = append(kept, s.guardAudit(r.Context(), ev))
 		}
 	}
 	out := api.AuditList{Events: auditEventsOf(kept)}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// auditUnguarded are the detail fields the daemon writes itself, as
+// typed values, which the guard must not touch: the address a
+// connection was dialled at or refused for (an IP address, which the
+// guard redacts as personal data) is what the trail is for. Everything
+// else may hold what a sandbox chose: the name it asked for or sent as
+// SNI or Host, an error from inside it.
+var auditUnguarded = map[string]bool{"addr": true}
+
+// guardAudit returns ev with its detail values passed through the guard,
+// as output of its tenant's context.
+func (s *Server) guardAudit(ctx context.Context, ev audit.Event) audit.Event {
+	if s.cfg.GuardText == nil || len(ev.Detail) == 0 {
+		return ev
+	}
+	d := make(map[string]string, len(ev.Detail))
+	for k, v := range ev.Detail {
+		if !auditUnguarded[k] {
+			v = s.cfg.GuardText(ctx, ev.TenantID, ev.ContextID, v)
+		}
+		d[k] = v
+	}
+	ev.Detail = d
+	return ev
 }

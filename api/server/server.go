@@ -108,6 +108,11 @@ type Config struct {
 	// GET /v1/audit (store.Backend.ListAudit); without it the route
 	// answers 503.
 	Audit func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error)
+	// GuardText passes text a sandbox chose, that is not otherwise its
+	// output (the names and errors in its audit events), through the
+	// egress guard as output of the tenant's context contextID ("" when
+	// none). Nil passes it unchanged (tests only).
+	GuardText func(ctx context.Context, tenantID, contextID, text string) string
 }
 
 // Server is the HTTP API. Its methods are safe for concurrent use.

@@ -30,8 +30,11 @@ type Event struct {
 	Allowed   bool
 	Reason    string // why allowed or denied
 	Injected  int    // secret placeholders replaced in requests
-	Start     time.Time
-	Duration  time.Duration
+	// Suppressed counts events of the sandbox that an event of its own
+	// stands for: the ones its audit rate did not let through.
+	Suppressed int64
+	Start      time.Time
+	Duration   time.Duration
 }
 
 // Func receives events. It is called from the connection's goroutine

@@ -6,6 +6,8 @@
 // on its veth. A request needs the sandbox's traffic access token in the
 // e2b-traffic-access-token header unless the sandbox asked for public
 // ports; the token is checked by a callback and never reaches the sandbox.
+// What a sandbox answers passes the egress guard (Config.Guard): headers,
+// bodies streamed with the guard's file rules, WebSocket messages.
 package ports
 
 import (
@@ -44,8 +46,11 @@ type Target struct {
 	Ingress policy.Ingress
 	// Tenant owns the sandbox: a request from inside another tenant's
 	// sandbox is refused unless that sandbox may reach the internet
-	// (WithCaller).
+	// (WithCaller). Its guard judges what the sandbox answers.
 	Tenant string
+	// Context is the execution context the sandbox serves ("" for none):
+	// the guard masks its declared secrets too.
+	Context string
 }
 
 // Caller is the sandbox a request comes from when it reaches the route
@@ -100,6 +105,12 @@ type Config struct {
 	// MaxIdleConns bounds the route's idle connections to sandboxes, all
 	// sandboxes and ports together (default 256; 16 per port).
 	MaxIdleConns int
+	// Guard judges everything a sandbox answers through the route: its
+	// headers, its bodies (streamed, with the guard's file rules), its
+	// WebSocket messages. Nil relays them as they are (tests only; serve
+	// always sets it, and the tenant's guard mode off is how an operator
+	// makes a tenant's route raw).
+	Guard Guard
 }
 
 // DefaultResponseTimeout is Config.ResponseTimeout's default.
@@ -123,7 +134,8 @@ type route struct {
 	port   int
 	path   string // upstream path (path form), "" to keep the request's
 	target Target
-	woken  bool // Wake resumed the sandbox for this request
+	woken  bool     // Wake resumed the sandbox for this request
+	guard  *guarded // nil: relayed as it is
 }
 
 // WakeGrace is how long a port of a sandbox that was just resumed may
@@ -188,9 +200,21 @@ func New(cfg Config) (*Handler, error) {
 			IdleConnTimeout:       30 * time.Second,
 			ResponseHeaderTimeout: cfg.ResponseTimeout,
 		},
+		ModifyResponse: func(res *http.Response) error {
+			rt := res.Request.Context().Value(routeKey{}).(*route)
+			if rt.guard == nil {
+				return nil
+			}
+			guardHeader(res.Header, rt.guard.text)
+			return rt.guard.guardResponse(res)
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			rt := r.Context().Value(routeKey{}).(*route)
 			h.log.Debug("ports: upstream failed", logkey.Sandbox, rt.id, "port", rt.port, logkey.Err, err)
+			if errors.Is(err, errUnguardable) {
+				writeJSON(w, http.StatusBadGateway, "unavailable", strings.TrimPrefix(err.Error(), errUnguardable.Error()+": "))
+				return
+			}
 			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 				writeJSON(w, http.StatusGatewayTimeout, errdefs.CodeDeadlineExceeded, fmt.Sprintf("port %d of the sandbox did not answer within %s", rt.port, cfg.ResponseTimeout))
 				return
@@ -317,6 +341,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if h.cfg.Guard != nil {
+		if body := h.cfg.Guard.Body(r.Context(), t); body != nil {
+			rt.guard = &guarded{g: h.cfg.Guard, ctx: r.Context(), t: t, body: body}
+			w = &guardedWriter{ResponseWriter: w, text: rt.guard.text}
+		}
+	}
 	h.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
 }
 
@@ -347,6 +377,9 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		pr.Out.Header.Set("X-Forwarded-Prefix", strings.TrimSuffix(pr.In.URL.Path, strings.TrimPrefix(rt.path, "/")))
 	}
 	pr.Out.Header.Del(e2bwire.HeaderTrafficToken)
+	if rt.guard != nil {
+		guardRequest(pr.Out.Header)
+	}
 	// X-Forwarded-For and -Host, not -Proto: the daemon may sit behind a
 	// TLS terminator, and a wrong scheme breaks more apps than none.
 	if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {

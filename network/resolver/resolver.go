@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"golang.org/x/time/rate"
 
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/audit"
@@ -51,8 +52,23 @@ type Config struct {
 	Audit audit.Func
 	// Timeout bounds one upstream exchange (default 2s).
 	Timeout time.Duration
-	Log     *slog.Logger
+	// Rate is how many questions a second one sandbox may ask, in bursts
+	// of Burst; past it questions are answered REFUSED without any other
+	// work (0: DefaultRate and DefaultBurst; negative: no limit). A
+	// sandbox's flood must cost its own lookups, not the daemon's name
+	// server, the upstream servers and the audit trail that every tenant
+	// shares.
+	Rate  float64
+	Burst int
+	Log   *slog.Logger
 }
+
+// Default question rate of a sandbox: far above what programs ask (a
+// resolver library caches), far below a flood.
+const (
+	DefaultRate  = 200
+	DefaultBurst = 1000
+)
 
 // TTL bounds: answers to sandboxes live at most maxTTL, so a policy change
 // takes effect within that; names are remembered for the proxy at least
@@ -76,8 +92,10 @@ type Resolver struct {
 	tcp    *dns.Client
 
 	ports atomic.Pointer[portsRoute] // SetPorts; nil: none
+	rate  rate.Limit
 
 	mu    sync.Mutex
+	limit map[string]*rate.Limiter             // sandbox → its question rate
 	names map[string]map[netip.Addr]remembered // sandbox → address → name
 	cache map[string]cached                    // name → A records, for the proxy
 
@@ -118,8 +136,20 @@ func New(cfg Config) (*Resolver, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	r := rate.Limit(cfg.Rate)
+	switch {
+	case cfg.Rate == 0:
+		r = DefaultRate
+	case cfg.Rate < 0:
+		r = rate.Inf
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
 	return &Resolver{
-		cfg: cfg, log: cfg.Log,
+		rate:  r,
+		limit: map[string]*rate.Limiter{},
+		cfg:   cfg, log: cfg.Log,
 		client: &dns.Client{Net: "udp", Timeout: cfg.Timeout, UDPSize: udpBufferSize},
 		tcp:    &dns.Client{Net: "tcp", Timeout: cfg.Timeout},
 		names:  map[string]map[netip.Addr]remembered{},
@@ -162,7 +192,20 @@ func (r *Resolver) Shutdown(ctx context.Context) error {
 func (r *Resolver) Forget(sandboxID string) {
 	r.mu.Lock()
 	delete(r.names, sandboxID)
+	delete(r.limit, sandboxID)
 	r.mu.Unlock()
+}
+
+// allow takes one question of a sandbox's rate.
+func (r *Resolver) allow(sandboxID string) bool {
+	r.mu.Lock()
+	l := r.limit[sandboxID]
+	if l == nil {
+		l = rate.NewLimiter(r.rate, r.cfg.Burst)
+		r.limit[sandboxID] = l
+	}
+	r.mu.Unlock()
+	return l.Allow()
 }
 
 // NameFor returns the name the resolver last answered a for, to this
@@ -307,6 +350,11 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	ev.SandboxID, ev.Tenant = sb.ID, sb.Tenant
+	if !r.allow(sb.ID) {
+		m.Rcode = dns.RcodeRefused
+		ev.Reason = "rate limited: the sandbox asks too many questions"
+		return
+	}
 	if len(req.Question) != 1 || req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeFormatError
 		ev.Reason = "malformed question"

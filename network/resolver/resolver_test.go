@@ -47,7 +47,7 @@ type fixture struct {
 	events   []audit.Event
 }
 
-func newFixture(t *testing.T, p policy.Policy) *fixture {
+func newFixture(t *testing.T, p policy.Policy, mod ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{upstream: &nettest.DNS{
 		Zone: map[string][]string{
@@ -67,7 +67,7 @@ func newFixture(t *testing.T, p policy.Policy) *fixture {
 	f.upstream.Serve(t, upc, ul)
 	f.setPolicy(t, p)
 	f.known.Store(true)
-	r, err := New(Config{
+	cfg := Config{
 		Upstream: []string{uaddr},
 		Lookup: func(src netip.Addr) (Sandbox, bool) {
 			if !f.known.Load() || src != netip.MustParseAddr("127.0.0.1") {
@@ -81,7 +81,11 @@ func newFixture(t *testing.T, p policy.Policy) *fixture {
 			f.mu.Unlock()
 		},
 		Timeout: time.Second,
-	})
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,5 +337,37 @@ func TestPortsDomain(t *testing.T) {
 					dns.RcodeToString[resp.Rcode], answers(resp), dns.RcodeToString[tt.rcode], tt.want)
 			}
 		}
+	}
+}
+
+// TestRateLimit: a sandbox asks its burst of questions, then gets
+// REFUSED at once, without its question going upstream, and the refusal
+// is reported; a forgotten sandbox starts over.
+func TestRateLimit(t *testing.T) {
+	f := newFixture(t, policy.Policy{Mode: policy.Allowlist, Allow: []policy.Rule{policy.MustRule("www.example.test")}},
+		func(c *Config) { c.Rate, c.Burst = 0.001, 5 }) // no token refills during the test
+	for i := range 5 {
+		if m := f.ask(t, "udp", "www.example.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+			t.Fatalf("question %d within the burst: %s", i, dns.RcodeToString[m.Rcode])
+		}
+	}
+	upstream := len(f.upstream.Queries())
+	for range 20 {
+		if m := f.ask(t, "udp", "www.example.test", dns.TypeA); m.Rcode != dns.RcodeRefused {
+			t.Fatalf("a question past the rate: %s, want REFUSED", dns.RcodeToString[m.Rcode])
+		}
+	}
+	if n := len(f.upstream.Queries()); n != upstream {
+		t.Errorf("questions past the rate went upstream: %d more", n-upstream)
+	}
+	f.mu.Lock()
+	last := f.events[len(f.events)-1]
+	f.mu.Unlock()
+	if last.Allowed || !strings.Contains(last.Reason, "rate limited") || last.SandboxID != "sb-1" {
+		t.Errorf("the refusal's event: %+v", last)
+	}
+	f.r.Forget("sb-1")
+	if m := f.ask(t, "udp", "www.example.test", dns.TypeA); m.Rcode != dns.RcodeSuccess {
+		t.Errorf("after Forget: %s", dns.RcodeToString[m.Rcode])
 	}
 }

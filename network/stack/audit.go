@@ -1,92 +1,146 @@
 package stack
 
 import (
-	"context"
-	"log/slog"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/sandlot/sandlot/network/audit"
+	storeaudit "github.com/sandlot/sandlot/store/audit"
 )
 
-// AuditQueue carries events from the connections' goroutines to a writer
-// (the store's audit trail) on one goroutine of its own, so a slow store
-// never holds a sandbox's connection. When Size events wait, new ones are
-// dropped and counted (Dropped), and the drop is logged once a minute:
-// the trail is best effort under a flood, the connections are not.
-type AuditQueue struct {
-	ch      chan queued
-	write   func(ctx context.Context, ev audit.Event, contextID string) error
-	log     *slog.Logger
-	dropped atomic.Int64
-	done    chan struct{}
-	once    sync.Once
+// Audit rates: a sandbox's events (connections and questions together)
+// reach Config.Audit at DefaultAuditRate a second, in bursts of
+// DefaultAuditBurst; past that they are counted, and the count reaches
+// Config.Audit as one ProtoLimited event. A sandbox is a tenant's, and
+// the audit trail is shared: a flood of questions must cost its tenant,
+// not the trail (docs/security.md, "Queues are tenants' too").
+const (
+	DefaultAuditRate  = 100
+	DefaultAuditBurst = 1000
+)
 
-	mu       sync.Mutex
-	lastWarn time.Time
+// ProtoLimited marks an event that stands for others: Suppressed events
+// of its sandbox that its audit rate did not let through.
+const ProtoLimited = "limited"
+
+// auditLimiter holds each sandbox's audit rate and what it suppressed.
+type auditLimiter struct {
+	rate  rate.Limit
+	burst int
+
+	mu  sync.Mutex
+	sbs map[string]*limited // by sandbox id
 }
 
-type queued struct {
-	ev  audit.Event
-	ctx string
+type limited struct {
+	lim        *rate.Limiter
+	tenant     string
+	suppressed int64
 }
 
-// NewAuditQueue starts a queue of size events (0: 4096) in front of write.
-func NewAuditQueue(size int, write func(ctx context.Context, ev audit.Event, contextID string) error, log *slog.Logger) *AuditQueue {
-	if size <= 0 {
-		size = 4096
+func newAuditLimiter(perSecond float64, burst int) *auditLimiter {
+	if perSecond == 0 {
+		perSecond = DefaultAuditRate
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if burst <= 0 {
+		burst = DefaultAuditBurst
 	}
-	q := &AuditQueue{ch: make(chan queued, size), write: write, log: log, done: make(chan struct{})}
-	go q.run()
-	return q
+	r := rate.Limit(perSecond)
+	if perSecond < 0 {
+		r = rate.Inf
+	}
+	return &auditLimiter{rate: r, burst: burst, sbs: map[string]*limited{}}
 }
 
-// Func is the AuditFunc that enqueues.
-func (q *AuditQueue) Func() AuditFunc {
-	return func(ev audit.Event, contextID string) {
-		select {
-		case q.ch <- queued{ev, contextID}:
-		default:
-			n := q.dropped.Add(1)
-			q.mu.Lock()
-			warn := time.Since(q.lastWarn) > time.Minute
-			if warn {
-				q.lastWarn = time.Now()
-			}
-			q.mu.Unlock()
-			if warn {
-				q.log.Warn("network audit: queue full, events dropped", "dropped_total", n)
-			}
-		}
+// allow reports whether ev may be recorded, and returns the count of the
+// sandbox's events suppressed before it, to record first (nil: none).
+func (l *auditLimiter) allow(ev audit.Event) (bool, *audit.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sbs[ev.SandboxID]
+	if s == nil {
+		s = &limited{lim: rate.NewLimiter(l.rate, l.burst), tenant: ev.Tenant}
+		l.sbs[ev.SandboxID] = s
 	}
+	if !s.lim.Allow() {
+		s.suppressed++
+		return false, nil
+	}
+	return true, s.summary(ev.SandboxID)
 }
 
-// Dropped is how many events the queue dropped.
-func (q *AuditQueue) Dropped() int64 { return q.dropped.Load() }
-
-func (q *AuditQueue) run() {
-	defer close(q.done)
-	for it := range q.ch {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := q.write(ctx, it.ev, it.ctx); err != nil {
-			q.log.Warn("network audit: write failed", "sandbox", it.ev.SandboxID, "err", err)
-		}
-		cancel()
-	}
-}
-
-// Close writes what is queued (until ctx ends) and stops. Call it after
-// the stack is closed: events sent afterwards panic.
-func (q *AuditQueue) Close(ctx context.Context) error {
-	q.once.Do(func() { close(q.ch) })
-	select {
-	case <-q.done:
+// forget drops a sandbox (at teardown) and returns the count it still
+// held.
+func (l *auditLimiter) forget(sandboxID string) *audit.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.sbs[sandboxID]
+	delete(l.sbs, sandboxID)
+	if s == nil {
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return s.summary(sandboxID)
+}
+
+// flush returns the counts every sandbox holds (at Close).
+func (l *auditLimiter) flush() []audit.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []audit.Event
+	for id, s := range l.sbs {
+		if ev := s.summary(id); ev != nil {
+			out = append(out, *ev)
+		}
+	}
+	return out
+}
+
+// summary is the ProtoLimited event for what s suppressed (nil: none),
+// and resets the count. Precondition: the limiter's mu.
+func (s *limited) summary(sandboxID string) *audit.Event {
+	if s.suppressed == 0 {
+		return nil
+	}
+	ev := &audit.Event{SandboxID: sandboxID, Tenant: s.tenant, Proto: ProtoLimited, Start: time.Now(),
+		Reason: "audit rate of the sandbox exceeded: events counted, not recorded", Suppressed: s.suppressed}
+	s.suppressed = 0
+	return ev
+}
+
+// StoreEvent is the audit trail's record of a proxy or resolver event:
+// kind network.connection, network.dns or network.limited, with the
+// tenant and the execution context, and the event's fields as detail.
+func StoreEvent(ev audit.Event, contextID string) storeaudit.Event {
+	d := map[string]string{"sandbox": ev.SandboxID}
+	kind := storeaudit.KindNetConnection
+	switch ev.Proto {
+	case ProtoLimited:
+		d["suppressed"] = strconv.FormatInt(ev.Suppressed, 10)
+		d["reason"] = ev.Reason
+		return storeaudit.Event{TenantID: ev.Tenant, ContextID: contextID, Kind: storeaudit.KindNetLimited, Detail: d, At: ev.Start}
+	case audit.ProtoDNS:
+		kind = storeaudit.KindNetDNS
+	}
+	d["proto"], d["allowed"], d["reason"] = ev.Proto, strconv.FormatBool(ev.Allowed), ev.Reason
+	if ev.Host != "" {
+		d["host"] = ev.Host
+	}
+	if ev.Addr.IsValid() {
+		d["addr"] = ev.Addr.String()
+	}
+	if ev.Port != 0 {
+		d["port"] = strconv.Itoa(int(ev.Port))
+	}
+	if ev.Proto != audit.ProtoDNS {
+		d["bytesUp"] = strconv.FormatInt(ev.BytesUp, 10)
+		d["bytesDown"] = strconv.FormatInt(ev.BytesDown, 10)
+		d["durationMs"] = strconv.FormatInt(ev.Duration.Milliseconds(), 10)
+	}
+	if ev.Injected > 0 {
+		d["injected"] = strconv.Itoa(ev.Injected)
+	}
+	return storeaudit.Event{TenantID: ev.Tenant, ContextID: contextID, Kind: kind, Detail: d, At: ev.Start}
 }

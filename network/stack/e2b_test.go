@@ -39,7 +39,8 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 	t.Helper()
 	p := newProvider(t, kind, e.st)
 	log := slog.New(slog.DiscardHandler)
-	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, MaxPerTenant: 20, Networks: e.st, Logger: log})
+	g := servedGuard(t, e)
+	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, MaxPerTenant: 20, Networks: e.st, Logger: log, Guard: g})
 	if err := m.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 			return errdefs.ErrPermissionDenied
 		}
 		return nil
-	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) })
+	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) }, routeGuard{g, m})
 	if err != nil {
 		t.Fatal(err)
 	}

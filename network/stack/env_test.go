@@ -62,6 +62,13 @@ func (s *syncBuffer) String() string {
 // newEnv starts a stack; spares is Config.Network.Spares.
 func newEnv(t testing.TB, spares int) *env {
 	t.Helper()
+	return newEnvWith(t, spares, nil)
+}
+
+// newEnvWith is newEnv with mod applied to the configuration before the
+// stack starts.
+func newEnvWith(t testing.TB, spares int, mod func(*Config)) *env {
+	t.Helper()
 	nettest.Require(t)
 	e := &env{world: nettest.NewWorld(t), logs: &syncBuffer{}, secrets: map[string]Secret{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -81,6 +88,9 @@ func newEnv(t testing.TB, spares int) *env {
 		},
 		RootCAs: e.world.CA,
 		Log:     log,
+	}
+	if mod != nil {
+		mod(&e.cfg)
 	}
 	e.st = e.start(t)
 	return e

@@ -47,9 +47,11 @@ type Secret struct {
 // errdefs.ErrInvalidArgument.
 type SecretsFunc func(ctx context.Context, tenant string, names []string) ([]Secret, error)
 
-// AuditFunc receives every event of the proxy and the resolver with the
-// execution context of the sandbox ("" when unknown). It is called on the
-// connection's goroutine and must not block for long (see AuditQueue).
+// AuditFunc receives the events of the proxy and the resolver with the
+// execution context of the sandbox ("" when unknown), within each
+// sandbox's audit rate (Config.AuditRate; past it, a ProtoLimited event
+// counts the rest). It is called on the connection's goroutine and must
+// not block (serve hands events to the store's audit.Writer).
 type AuditFunc func(ev audit.Event, contextID string)
 
 // Config configures a Stack.
@@ -66,6 +68,16 @@ type Config struct {
 	Secrets SecretsFunc
 	// Audit receives the proxy's and the resolver's events; nil: none.
 	Audit AuditFunc
+	// AuditRate is how many events a second one sandbox may send to
+	// Audit, in bursts of AuditBurst; past it they are counted (0:
+	// DefaultAuditRate and DefaultAuditBurst; a negative rate: no limit).
+	AuditRate  float64
+	AuditBurst int
+	// DNSRate is how many questions a second one sandbox may ask the
+	// resolver, in bursts of DNSBurst; past it they are refused (0:
+	// resolver.DefaultRate and resolver.DefaultBurst; negative: no limit).
+	DNSRate  float64
+	DNSBurst int
 	// Limits bound the descriptors the egress proxy holds per sandbox,
 	// per tenant and in all, and the process's watermark (zero fields:
 	// egress.Limits' defaults).
@@ -88,6 +100,7 @@ type Stack struct {
 	res *resolver.Resolver
 	px  *egress.Proxy
 	log *slog.Logger
+	lim *auditLimiter
 
 	// domain is the ports domain, set by Ports (before Start); "" until
 	// then, and sandboxes are not told of a route.
@@ -118,7 +131,7 @@ func New(cfg Config) (*Stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{cfg: cfg, mgr: mgr, reg: egress.NewRegistry(), log: cfg.Log}
+	s := &Stack{cfg: cfg, mgr: mgr, reg: egress.NewRegistry(), log: cfg.Log, lim: newAuditLimiter(cfg.AuditRate, cfg.AuditBurst)}
 	s.res, err = resolver.New(resolver.Config{
 		Lookup: func(src netip.Addr) (resolver.Sandbox, bool) {
 			sb, ok := s.reg.Lookup(src)
@@ -128,6 +141,7 @@ func New(cfg Config) (*Stack, error) {
 			return resolver.Sandbox{ID: sb.ID, Tenant: sb.Tenant, Policy: sb.Policy}, true
 		},
 		Upstream: cfg.Upstream, Internal: mgr.Internal, Audit: s.audit, Log: cfg.Log,
+		Rate: cfg.DNSRate, Burst: cfg.DNSBurst,
 	})
 	if err != nil {
 		return nil, err
@@ -227,6 +241,9 @@ func (s *Stack) Close(ctx context.Context) error {
 	s.px.Close()
 	errs = append(errs, s.res.Shutdown(ctx))
 	s.served.Wait()
+	for _, ev := range s.lim.flush() {
+		s.record(ev)
+	}
 	errs = append(errs, s.mgr.Close(ctx))
 	return errors.Join(ignoreClosed(errs)...)
 }
@@ -301,6 +318,9 @@ func (s *Stack) Teardown(ctx context.Context, sandboxID string) error {
 		s.px.Recheck(sandboxID)
 	}
 	s.res.Forget(sandboxID)
+	if ev := s.lim.forget(sandboxID); ev != nil {
+		s.record(*ev)
+	}
 	return s.mgr.Teardown(ctx, sandboxID)
 }
 
@@ -387,7 +407,7 @@ func (s *Stack) Target(sandboxID string) ports.Target {
 	if !ok {
 		return ports.Target{}
 	}
-	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}
+	return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant, Context: n.Policy.Context}
 }
 
 // RefreshSecrets loads the secrets of tenant's sandboxes again, after the
@@ -459,8 +479,22 @@ func secretSet(ss []Secret) (*secret.Set, error) {
 	return secret.NewSet(plain)
 }
 
-// audit hands an event to Config.Audit with the sandbox's context.
+// audit hands an event to Config.Audit within the sandbox's audit rate.
 func (s *Stack) audit(ev audit.Event) {
+	if s.cfg.Audit == nil {
+		return
+	}
+	ok, suppressed := s.lim.allow(ev)
+	if suppressed != nil {
+		s.record(*suppressed)
+	}
+	if ok {
+		s.record(ev)
+	}
+}
+
+// record hands an event to Config.Audit with the sandbox's context.
+func (s *Stack) record(ev audit.Event) {
 	if s.cfg.Audit == nil {
 		return
 	}
@@ -489,11 +523,12 @@ func (s *Stack) Find(id string) (*network.Net, bool) {
 // Ports returns the route to sandboxes' ports (network/ports) on domain.
 // Its id is a sandbox's or its execution context's (Find); authorize
 // checks a token for a sandbox of tenant; wake, when not nil, runs before
-// a request goes through (ports.Config.Wake), with the sandbox's tenant.
-// The proxy answers the same route to sandboxes, and sandboxes created
-// after are told where it is (runtime.Network.PortsDomain). Call it
-// before Start.
-func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error)) (*ports.Handler, error) {
+// a request goes through (ports.Config.Wake), with the sandbox's tenant;
+// guard judges what sandboxes answer (ports.Config.Guard; nil: relayed
+// as it is, tests only). The proxy answers the same route to sandboxes,
+// and sandboxes created after are told where it is
+// (runtime.Network.PortsDomain). Call it before Start.
+func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, tenant, token string) error, wake func(ctx context.Context, id, tenant string) (bool, error), guard ports.Guard) (*ports.Handler, error) {
 	var wakeFn func(ctx context.Context, id string) (bool, error)
 	if wake != nil {
 		wakeFn = func(ctx context.Context, id string) (bool, error) {
@@ -514,7 +549,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 			if !ok {
 				return ports.Target{}, fmt.Errorf("sandbox %s has no network (create it with one to reach its ports): %w", id, errdefs.ErrNotFound)
 			}
-			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant}, nil
+			return ports.Target{Addr: n.Addr, Ingress: n.Policy.Policy.Ingress, Tenant: n.Policy.Tenant, Context: n.Policy.Context}, nil
 		},
 		Authorize: func(ctx context.Context, id, token string) error {
 			n, ok := s.Find(id)
@@ -528,6 +563,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 		Reserved:        ports.ReservedE2B,
 		ResponseTimeout: s.cfg.PortsTimeout,
 		Dial:            s.mgr.DialSandbox,
+		Guard:           guard,
 	})
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 // Package audit declares the event of the audit trail that every store
-// keeps. It is its own package so that the store implementations and the
-// store package (which opens them) do not import each other; callers use it
-// as store.AuditEvent.
+// keeps, and the Writer that carries the events sandboxes cause to it
+// fairly across tenants, in batches. It is its own package so that the
+// store implementations and the store package (which opens them) do not
+// import each other; callers use the event as store.AuditEvent.
 package audit
 
 import "time"
@@ -18,6 +19,9 @@ const (
 	KindKeyRotated        = "tenant.key_rotated"
 	KindNetConnection     = "network.connection" // a sandbox's outbound connection (allowed or not)
 	KindNetDNS            = "network.dns"        // a sandbox's DNS question
+	// KindNetLimited: a sandbox's network events past its audit rate,
+	// counted instead of recorded (detail sandbox, suppressed).
+	KindNetLimited = "network.limited"
 )
 
 // Event is one audit record. ID and (when zero) At are assigned by the

@@ -31,6 +31,7 @@ type Store struct {
 	keys      map[string]string             // key hash -> tenant id
 	keyOf     map[string]string             // tenant id -> key hash
 	events    []audit.Event                 // ascending ID
+	lastEvent int64                         // the last event ID handed out (pruning keeps IDs increasing)
 	nodes     map[string]time.Time          // node id -> last heartbeat
 	secrets   map[secretKey]secret.Stored   // tenants' secrets
 	templates map[string]templates.Template // by template id
@@ -431,15 +432,49 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 
 // AppendAudit adds ev to the trail.
 func (s *Store) AppendAudit(ctx context.Context, ev audit.Event) error {
-	if err := rules.PrepareAudit(ctx, &ev, time.Now()); err != nil {
+	return s.AppendAuditBatch(ctx, []audit.Event{ev})
+}
+
+// AppendAuditBatch adds evs to the trail in order, all or none.
+func (s *Store) AppendAuditBatch(ctx context.Context, evs []audit.Event) error {
+	evs, err := rules.PrepareAuditBatch(ctx, evs, time.Now())
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ev.ID = int64(len(s.events)) + 1
-	ev.Detail = maps.Clone(ev.Detail)
-	s.events = append(s.events, ev)
+	for _, ev := range evs {
+		s.lastEvent++
+		ev.ID = s.lastEvent
+		ev.Detail = maps.Clone(ev.Detail)
+		s.events = append(s.events, ev)
+	}
 	return nil
+}
+
+// PruneAudit removes at most limit events whose At is before before,
+// first appended first, and returns how many it removed. It is system
+// work (the cleanup sweep): a tenant-scoped ctx is refused.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit, err := rules.PreparePrune(ctx, limit)
+	if err != nil {
+		return 0, err
+	}
+	before = rules.Time(before)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	kept := s.events[:0]
+	for _, ev := range s.events {
+		if n < limit && ev.At.Before(before) {
+			n++
+			continue
+		}
+		kept = append(kept, ev)
+	}
+	clear(s.events[len(kept):])
+	s.events = kept
+	return n, nil
 }
 
 // ListAudit returns the newest events first, of tenantID or of all tenants

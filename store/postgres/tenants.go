@@ -199,3 +199,45 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]au
 	}
 	return out, nil
 }
+
+// AppendAuditBatch adds evs to the trail in order, in one statement (one
+// round trip and one commit for the batch).
+func (s *Store) AppendAuditBatch(ctx context.Context, evs []audit.Event) error {
+	evs, err := rules.PrepareAuditBatch(ctx, evs, time.Now())
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	tenants, ctxIDs, kinds, details, ats := make([]string, len(evs)), make([]string, len(evs)),
+		make([]string, len(evs)), make([]string, len(evs)), make([]time.Time, len(evs))
+	for i, ev := range evs {
+		tenants[i], ctxIDs[i], kinds[i], details[i], ats[i] = ev.TenantID, ev.ContextID, ev.Kind, mapText(ev.Detail), ev.At
+	}
+	// WITH ORDINALITY and ORDER BY: ids are assigned in the batch's order.
+	err = s.run(ctx, func(q querier) error {
+		_, err := q.Exec(ctx, `INSERT INTO audit_events (tenant_id, context_id, kind, detail, at)
+			SELECT t, c, k, d::jsonb, a FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
+				WITH ORDINALITY AS u(t, c, k, d, a, n) ORDER BY n`, tenants, ctxIDs, kinds, details, ats)
+		return err
+	})
+	if err != nil {
+		return mapErr(err, "append audit")
+	}
+	return nil
+}
+
+// PruneAudit removes at most limit events whose At is before before,
+// oldest first, and returns how many it removed. It is system work (the
+// cleanup sweep, as the owner: the tenant role may not delete audit
+// rows); a tenant-scoped ctx is refused.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit, err := rules.PreparePrune(ctx, limit)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM audit_events WHERE id IN
+		(SELECT id FROM audit_events WHERE at < $1 ORDER BY at LIMIT $2)`, rules.Time(before), limit)
+	if err != nil {
+		return 0, mapErr(err, "prune audit")
+	}
+	return int(tag.RowsAffected()), nil
+}

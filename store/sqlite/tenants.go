@@ -170,6 +170,51 @@ func (s *Store) AppendAudit(ctx context.Context, ev audit.Event) error {
 	return nil
 }
 
+// AppendAuditBatch adds evs to the trail in order, in one transaction:
+// one commit (one WAL sync) for the batch instead of one per event.
+func (s *Store) AppendAuditBatch(ctx context.Context, evs []audit.Event) error {
+	evs, err := rules.PrepareAuditBatch(ctx, evs, time.Now())
+	if err != nil || len(evs) == 0 {
+		return err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	defer tx.Rollback()
+	st, err := tx.PrepareContext(ctx, `INSERT INTO audit_events (tenant_id, context_id, kind, detail, at) VALUES (?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	defer st.Close()
+	for _, ev := range evs {
+		if _, err := st.ExecContext(ctx, ev.TenantID, ev.ContextID, ev.Kind, metaText(ev.Detail), ms(ev.At)); err != nil {
+			return fmt.Errorf("append audit %s: %w", ev.Kind, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	return nil
+}
+
+// PruneAudit removes at most limit events whose At is before before,
+// oldest first, and returns how many it removed. It is system work (the
+// cleanup sweep): a tenant-scoped ctx is refused.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (int, error) {
+	limit, err := rules.PreparePrune(ctx, limit)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.w.ExecContext(ctx, `DELETE FROM audit_events WHERE id IN
+		(SELECT id FROM audit_events WHERE at < ? ORDER BY at LIMIT ?)`, ms(rules.Time(before)), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune audit: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
 // ListAudit returns the newest events first, of tenantID or of all tenants
 // when it is empty; limit <= 0 means 100.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {

@@ -43,6 +43,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"List", testList},
 		{"Tenants", testTenants},
 		{"Audit", testAudit},
+		{"AuditBatch", testAuditBatch},
+		{"AuditRetention", testAuditRetention},
 		{"TenantScope", testTenantScope},
 		{"NodeColumn", testNodeColumn},
 		{"Claim", testClaim},

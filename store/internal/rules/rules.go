@@ -184,6 +184,36 @@ func PrepareAudit(ctx context.Context, ev *audit.Event, now time.Time) error {
 	return nil
 }
 
+// PrepareAuditBatch returns a copy of a batch with every event prepared
+// (PrepareAudit); the batch is refused whole when one is bad.
+func PrepareAuditBatch(ctx context.Context, evs []audit.Event, now time.Time) ([]audit.Event, error) {
+	out := make([]audit.Event, len(evs))
+	for i, ev := range evs {
+		if err := PrepareAudit(ctx, &ev, now); err != nil {
+			return nil, err
+		}
+		out[i] = ev
+	}
+	return out, nil
+}
+
+// MaxPrune bounds the events one PruneAudit removes, so one sweep of a
+// large trail never holds a long transaction; the caller calls again.
+const MaxPrune = 10000
+
+// PreparePrune checks a PruneAudit call: it is system work (the cleanup
+// sweep), refused to a tenant-scoped ctx, and removes at most MaxPrune
+// events (limit <= 0 or above: MaxPrune).
+func PreparePrune(ctx context.Context, limit int) (int, error) {
+	if id, ok := tenant.FromContext(ctx); ok {
+		return 0, fmt.Errorf("tenant %s may not remove audit events: %w", id, errdefs.ErrPermissionDenied)
+	}
+	if limit <= 0 || limit > MaxPrune {
+		limit = MaxPrune
+	}
+	return limit, nil
+}
+
 // AuditLimit applies the default page size.
 func AuditLimit(limit int) int {
 	if limit <= 0 {
