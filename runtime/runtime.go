@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"net/netip"
 	"regexp"
 	"syscall"
 	"time"
@@ -157,14 +156,21 @@ type Network struct {
 	// CACerts (PEM) are added to the sandbox's trust store (the system
 	// bundle it sees); nil adds none.
 	CACerts []byte
-	// PortsDomain, when set, is the daemon's ports domain, whose names
-	// (<port>-<id>.<domain>) programs in the sandbox reach at PortsAddr
-	// (the gateway, where the egress proxy answers the ports route). A
-	// browser that would resolve them itself (Chromium sends every
-	// *.localhost name to its own loopback) is told so: a root with
-	// Debian's Chromium (/etc/chromium.d) gets a host-resolver rule.
-	PortsDomain string
-	PortsAddr   netip.Addr
+	// Files are small files the sandbox sees read-only, each only when its
+	// root has the directory When: a program's drop-in directory, so the
+	// file is for that program alone (the ports route's rule for a browser
+	// that would resolve the ports domain itself, network/ports). The
+	// runtime knows nothing of the programs.
+	Files []File
+}
+
+// File is a read-only file of a sandbox's network (Network.Files).
+type File struct {
+	// Path is where the sandbox sees it: absolute and clean.
+	Path string
+	// When is a directory of the root the file needs ("": always).
+	When string
+	Data []byte
 }
 
 // Mount is a bind mount of a host path into the sandbox.

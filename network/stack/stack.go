@@ -306,7 +306,12 @@ func (s *Stack) Setup(ctx context.Context, sandboxID, tenant, contextID string, 
 	}
 	rn := &runtime.Network{Path: n.Path, ResolvConf: n.ResolvConf(), CACerts: n.CA.CertPEM()}
 	if s.domain != "" {
-		rn.PortsDomain, rn.PortsAddr = s.domain, n.Gateway
+		f, err := ports.ChromiumRules(s.domain, n.Gateway)
+		if err != nil { // the domain was checked when the stack was made
+			s.Teardown(ctx, sandboxID)
+			return nil, nil, err
+		}
+		rn.Files = append(rn.Files, f)
 	}
 	return rn, env, nil
 }

@@ -83,16 +83,18 @@ func (r *Runtime) networkMounts(rootfs string, n *runtime.Network) ([]specs.Moun
 		}
 		mounts = append(mounts, specs.Mount{Destination: CABundlePath, Type: "bind", Source: ca, Options: ro})
 	}
-	if n.PortsDomain != "" && dirInRoot(rootfs, chromiumDir) {
-		rules, err := chromiumRules(n.PortsDomain, n.PortsAddr)
+	for _, f := range n.Files {
+		if !filepath.IsAbs(f.Path) || filepath.Clean(f.Path) != f.Path || f.Path == "/" {
+			return nil, fmt.Errorf("network file %q: not an absolute clean path: %w", f.Path, errdefs.ErrInvalidArgument)
+		}
+		if f.When != "" && !dirInRoot(rootfs, f.When) {
+			continue
+		}
+		p, err := shareFile(dir, "file-", f.Data)
 		if err != nil {
 			return nil, err
 		}
-		p, err := shareFile(dir, "chromium-", rules)
-		if err != nil {
-			return nil, err
-		}
-		mounts = append(mounts, specs.Mount{Destination: ChromiumRulesPath, Type: "bind", Source: p, Options: ro})
+		mounts = append(mounts, specs.Mount{Destination: f.Path, Type: "bind", Source: p, Options: ro})
 	}
 	return mounts, nil
 }

@@ -2,9 +2,7 @@ package oci
 
 import (
 	"errors"
-	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -75,46 +73,39 @@ func BenchmarkNetworkMounts(b *testing.B) {
 	}
 }
 
-// TestChromiumRules: a root with Debian's Chromium (/etc/chromium.d) gets
-// the ports route's host-resolver rule as a read-only file the wrapper
-// sources, which sh turns into one argument, first, before the caller's;
-// a root without it gets nothing; a domain that is not a DNS name never
-// reaches the shell file.
-func TestChromiumRules(t *testing.T) {
+// TestNetworkFiles: a network file is bound read-only at its path when the
+// root has its When directory, and not otherwise; a path that is not
+// absolute and clean is refused.
+func TestNetworkFiles(t *testing.T) {
 	r := &Runtime{share: t.TempDir()}
-	gw := netip.MustParseAddr("10.254.0.1")
-	withChromium := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(withChromium, "etc/chromium.d"), 0o755); err != nil {
+	withDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(withDir, "etc/prog.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n := &runtime.Network{ResolvConf: []byte("nameserver 10.254.0.1\n"), PortsDomain: "sandlot.localhost", PortsAddr: gw}
+	f := runtime.File{Path: "/etc/prog.d/rule", When: "/etc/prog.d", Data: []byte("rule\n")}
+	n := &runtime.Network{ResolvConf: []byte("nameserver 10.254.0.1\n"), Files: []runtime.File{f}}
 
-	mounts, err := r.networkMounts(withChromium, n)
+	mounts, err := r.networkMounts(withDir, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(mounts, func(m specs.Mount) bool { return m.Destination == ChromiumRulesPath })
+	i := slices.IndexFunc(mounts, func(m specs.Mount) bool { return m.Destination == f.Path })
 	if i < 0 || !slices.Contains(mounts[i].Options, "ro") {
-		t.Fatalf("no read-only %s among %+v", ChromiumRulesPath, mounts)
+		t.Fatalf("no read-only %s among %+v", f.Path, mounts)
 	}
-	out, err := exec.Command("sh", "-c", `. "$0"; printf '%s\n' "$@"`, mounts[i].Source, "--", "http://8000-x.sandlot.localhost/").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "--host-resolver-rules=MAP *.sandlot.localhost 10.254.0.1\n--\nhttp://8000-x.sandlot.localhost/\n"
-	if string(out) != want {
-		t.Errorf("the wrapper's arguments:\n%s\nwant:\n%s", out, want)
+	if b, err := os.ReadFile(mounts[i].Source); err != nil || string(b) != "rule\n" {
+		t.Errorf("the file holds %q, %v", b, err)
 	}
 
 	mounts, err = r.networkMounts(t.TempDir(), n)
-	if err != nil || slices.ContainsFunc(mounts, func(m specs.Mount) bool { return m.Destination == ChromiumRulesPath }) {
-		t.Errorf("a root without Chromium: %+v, %v", mounts, err)
+	if err != nil || slices.ContainsFunc(mounts, func(m specs.Mount) bool { return m.Destination == f.Path }) {
+		t.Errorf("a root without %s: %+v, %v", f.When, mounts, err)
 	}
-	for _, bad := range []string{`x" "--remote-debugging-port=1`, "a b", "$(reboot)", "a..b", ""} {
+	for _, bad := range []string{"etc/x", "/etc/../x", "/", ""} {
 		bn := *n
-		bn.PortsDomain = bad
-		if _, err := r.networkMounts(withChromium, &bn); bad != "" && !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("domain %q: %v", bad, err)
+		bn.Files = []runtime.File{{Path: bad, Data: []byte("x")}}
+		if _, err := r.networkMounts(withDir, &bn); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("path %q: %v", bad, err)
 		}
 	}
 }
