@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,29 +24,33 @@ func TestCompiledDriverCurrent(t *testing.T) {
 	}
 }
 
-// hostPythonTag is /usr/bin/python3's cache tag.
-func hostPythonTag(t *testing.T) string {
-	t.Helper()
-	testenv.RequireBinary(t, "/usr/bin/python3")
-	out, err := exec.Command("/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(out))
+// hostPython holds what TestPythonBoot needs of the host's python, read by
+// TestMain before any test runs: once a test starts a kernel, the agent's
+// reaper (agent/internal/proc) waits for every child of this process, and
+// could reap an exec.Command's python before its own Wait ("waitid: no
+// child processes", seen once under load).
+var hostPython struct {
+	tag    string // /usr/bin/python3's cache tag
+	marked []byte // the driver compiled by it, marking itself first
+	err    error
 }
 
-// compileWith compiles source with the host's python, as
-// compile_driver.py does.
-func compileWith(t *testing.T, source string) []byte {
-	t.Helper()
+func TestMain(m *testing.M) {
+	hostPython.tag, hostPython.marked, hostPython.err = readHostPython()
+	os.Exit(m.Run())
+}
+
+func readHostPython() (string, []byte, error) {
+	out, err := exec.Command("/usr/bin/python3", "-c", "import sys; print(sys.implementation.cache_tag)").Output()
+	if err != nil {
+		return "", nil, err
+	}
+	// Compiled as compile_driver.py does.
 	cmd := exec.Command("/usr/bin/python3", "-c", `import marshal, sys
 sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), "<string>", "exec", dont_inherit=True, optimize=0)))`)
-	cmd.Stdin = strings.NewReader(source)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	cmd.Stdin = strings.NewReader("import builtins\nbuiltins._sandlot_boot = 'compiled'\n" + pythonMain)
+	marked, err := cmd.Output()
+	return strings.TrimSpace(string(out)), marked, err
 }
 
 // TestPythonBoot: a python of the compiled driver's tag runs the code on
@@ -53,9 +58,12 @@ sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), "<string>", "exe
 // compiles the source; either way the user's stdin is /dev/null and
 // cells and their errors work as before.
 func TestPythonBoot(t *testing.T) {
-	tag := hostPythonTag(t)
+	testenv.RequireBinary(t, "/usr/bin/python3")
+	if hostPython.err != nil {
+		t.Fatal(hostPython.err)
+	}
+	tag, marked := hostPython.tag, hostPython.marked
 	testenv.Require(t, tag == pythonCacheTag, "the host's python ("+tag+") is the compiled driver's ("+pythonCacheTag+")")
-	marked := compileWith(t, "import builtins\nbuiltins._sandlot_boot = 'compiled'\n"+pythonMain)
 	saved := pythonCompiled
 	defer func() { pythonCompiled = saved }()
 	for _, tc := range []struct {

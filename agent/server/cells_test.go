@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -123,7 +122,7 @@ func TestPythonNotebookSyntax(t *testing.T) {
 // TestPythonTablesAndImages: a DataFrame result carries its columns as
 // data, and PIL's Image.show() and Image.save(path) display the image.
 func TestPythonTablesAndImages(t *testing.T) {
-	ok := exec.Command("/usr/bin/python3", "-c", "import pandas, PIL, numpy").Run() == nil
+	ok := hostImports["import pandas, PIL, numpy"]
 	testenv.Require(t, ok, "python3-pandas, python3-pil and python3-numpy (scripts/deps.sh)")
 	c, _ := agenttest.StartClient(t)
 	r := run(t, c, agent.Python, "import pandas as pd\npd.DataFrame({'a': [1, 2], 't': pd.to_datetime(['2024-01-01', '2024-01-02'])})")

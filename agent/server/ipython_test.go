@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,7 +17,7 @@ import (
 // needs Debian's python3-ipython (scripts/deps.sh).
 func requireIPython(t *testing.T) {
 	t.Helper()
-	ok := exec.Command("/usr/bin/python3", "-c", "import IPython").Run() == nil
+	ok := hostImports["import IPython"]
 	testenv.Require(t, ok, "python3-ipython for /usr/bin/python3 (scripts/deps.sh)")
 }
 
@@ -98,7 +97,7 @@ func TestIPythonMode(t *testing.T) {
 // %matplotlib inline), a DataFrame carries its data.
 func TestIPythonModeFiguresAndFrames(t *testing.T) {
 	requireIPython(t)
-	ok := exec.Command("/usr/bin/python3", "-c", "import pandas, matplotlib").Run() == nil
+	ok := hostImports["import pandas, matplotlib"]
 	testenv.Require(t, ok, "python3-pandas and python3-matplotlib (scripts/deps.sh)")
 	c, _ := agenttest.StartClient(t)
 	r := ipy(t, c, "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [4, 5, 6], label='up')\nplt.title('T')\nplt.show()")
