@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/openat2"
 )
 
 // Limits bound what one layer may put on disk. Zero values take the
@@ -266,7 +267,7 @@ func (a *applier) resolve(rel string) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	return unix.Openat2(a.root, rel, &unix.OpenHow{
+	return openat2.Open(a.root, rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/internal/openat2"
 )
 
 // dirInRoot reports whether name is a directory inside root, resolved as
@@ -14,7 +16,7 @@ func dirInRoot(root, name string) bool {
 		return false
 	}
 	defer unix.Close(rfd)
-	fd, err := unix.Openat2(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
+	fd, err := openat2.Open(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})

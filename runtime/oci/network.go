@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/openat2"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -214,7 +215,7 @@ func readInRoot(root, name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer unix.Close(rfd)
-	fd, err := unix.Openat2(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
+	fd, err := openat2.Open(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_CLOEXEC | unix.O_NOFOLLOW,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 	})
@@ -224,7 +225,7 @@ func readInRoot(root, name string, limit int64) ([]byte, error) {
 		if !errors.Is(err, unix.ELOOP) {
 			return nil, err
 		}
-		fd, err = unix.Openat2(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
+		fd, err = openat2.Open(rfd, strings.TrimPrefix(name, "/"), &unix.OpenHow{
 			Flags:   unix.O_RDONLY | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})

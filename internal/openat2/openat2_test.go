@@ -1,0 +1,41 @@
+package openat2
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOpen: a path inside the root opens, a symlink climbing out of it is
+// clamped to the root, and an error other than EAGAIN is returned at once.
+func TestOpen(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "a/b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../..", filepath.Join(root, "a/up")); err != nil {
+		t.Fatal(err)
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(rfd)
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT}
+	fd, err := Open(rfd, "a/b", how)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(fd)
+	fd, err = Open(rfd, "a/up/a/b", how)
+	if err != nil {
+		t.Fatalf("a climbing symlink is clamped to the root: %v", err)
+	}
+	unix.Close(fd)
+	if _, err := Open(rfd, "missing", how); !errors.Is(err, unix.ENOENT) {
+		t.Fatalf("missing: %v", err)
+	}
+}
