@@ -45,8 +45,13 @@ var OpenAPI []byte
 
 // Error is the body of every non-2xx response.
 type Error struct {
-	Code    errdefs.Code `json:"code"`
-	Message string       `json:"message"`
+	Code errdefs.Code `json:"code"`
+	// Message is one sentence that says what happened and what to do
+	// (errdefs.PublicMessage); the server's log has the whole chain.
+	Message string `json:"message"`
+	// RequestID is the request's id (as X-Request-Id) on a server fault
+	// (5xx), whose log line it finds.
+	RequestID string `json:"requestId,omitempty"`
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }

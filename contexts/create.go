@@ -242,7 +242,14 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))
+		gerr := guardError(ctx, m.cfg.Guard, id.TenantID, err)
+		err = fmt.Errorf("create sandbox for context %s: %w", rec.ID, gerr)
+		if _, explained := errdefs.Explanation(gerr); !explained && errdefs.IsClientFault(gerr) {
+			// The caller reads the cause, not the id of a context it
+			// never named (errdefs.PublicMessage).
+			err = errdefs.Public(err, errdefs.PublicMessage(gerr))
+		}
+		return nil, err
 	}
 
 	m.mu.Lock()

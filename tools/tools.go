@@ -102,6 +102,10 @@ type Call struct {
 	// Network is the network the call's context should have
 	// (contexts.CreateOptions.Network); nil: Config.Create's.
 	Network *policy.Policy
+	// EdgeArgs are the argument names the calling edge accepts besides
+	// the tool's own and took out of Args (MCP's conversationId, pathId,
+	// taskId): a message about an unknown field lists them as allowed.
+	EdgeArgs []string
 }
 
 // create returns the options for a context the call creates.
@@ -268,7 +272,7 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	if r.cfg.Unavailable != nil {
 		return nil, fmt.Errorf("tool %q: no sandbox can run it: %w", call.Name, r.cfg.Unavailable)
 	}
-	args, err := e.schema.validate(call.Name, call.Args)
+	args, err := e.schema.validate(call.Name, call.Args, call.EdgeArgs...)
 	if err != nil {
 		return nil, err
 	}
