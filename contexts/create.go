@@ -69,6 +69,11 @@ type CreateOptions struct {
 	// kernel it would not have started. A sandbox from the warm pool has
 	// the pool's kernels (Config.PoolPrestart).
 	Prestart []string
+	// Language is the language of the call that may create the context
+	// (Execute sets it): a template that does not offer it is refused
+	// before a record or a sandbox exists (invalid_argument), so a call
+	// refused for its language leaves nothing running. "": no check.
+	Language string
 }
 
 // check validates the options a caller gives, before anything is looked
@@ -167,6 +172,11 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	template, err := m.resolveTemplate(ctx, id.TenantID, template)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Language != "" {
+		if err := m.checkLanguage(ctx, template, opts.Language); err != nil {
+			return nil, err
+		}
 	}
 	ttl := opts.TTL
 	if ttl <= 0 {
