@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 func init() {
@@ -117,7 +118,7 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level, ReplaceAttr: export.Milliseconds}))
 	start := time.Now()
 	p, err := local.New(local.Config{Runtime: f.runtime, StateDir: f.stateDir, Logger: log})
 	if err != nil {

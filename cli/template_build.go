@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/templates"
 )
 
@@ -131,7 +132,7 @@ func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuil
 	if o.imagesDir == "" {
 		o.imagesDir = filepath.Join(o.store.dataDir, "images")
 	}
-	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: export.Milliseconds}))
 	s, err := image.Open(o.imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)

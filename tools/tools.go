@@ -257,7 +257,7 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID,
 		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
-		"forced", call.Forced, "duration_ms", d.Milliseconds(), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
+		"forced", call.Forced, slog.Duration(logkey.Duration, d), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {
 		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})
 	}
