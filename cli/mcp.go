@@ -46,7 +46,7 @@ func newMCPCmd() *cobra.Command {
 		}
 		diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
 		log := newLogger(diag, cfg.logLevel)
-		cfg.Logger, cfg.Stdio = log, true
+		cfg.Logger, cfg.Stdio, cfg.Version = log, true, Version()
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err
