@@ -188,6 +188,9 @@ func (f *Contexts) List(ctx context.Context, flt contexts.Filter) ([]*contexts.R
 		if flt.ConversationID != "" && r.ConversationID != flt.ConversationID {
 			continue
 		}
+		if flt.PathID != "" && r.PathID != flt.PathID {
+			continue
+		}
 		if len(flt.States) > 0 && !containsState(flt.States, r.State) {
 			continue
 		}
