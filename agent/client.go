@@ -516,7 +516,14 @@ func (c *Client) rpcError(method string, e *RPCError) error {
 	if len(msg) > 4096 {
 		msg = msg[:4096]
 	}
-	return fmt.Errorf("sandbox %s: %s: %s: %w", c.id, method, msg, sentinel)
+	err := fmt.Errorf("sandbox %s: %s: %s: %w", c.id, method, msg, sentinel)
+	if errdefs.IsClientFault(err) {
+		// The agent's own message was written for the caller ("working
+		// directory /x does not exist"); the sandbox id and the method
+		// before it are the log's.
+		err = errdefs.Public(err, errdefs.Message(msg))
+	}
+	return err
 }
 
 func (c *Client) notify(method string, params any) {

@@ -45,8 +45,13 @@ var OpenAPI []byte
 
 // Error is the body of every non-2xx response.
 type Error struct {
-	Code    errdefs.Code `json:"code"`
-	Message string       `json:"message"`
+	Code errdefs.Code `json:"code"`
+	// Message is one sentence that says what happened and what to do
+	// (errdefs.PublicMessage); the server's log has the whole chain.
+	Message string `json:"message"`
+	// RequestID is the request's id (as X-Request-Id) on a server fault
+	// (5xx), whose log line it finds.
+	RequestID string `json:"requestId,omitempty"`
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
@@ -478,4 +483,40 @@ type TemplateBuildLog struct {
 	Timestamp time.Time `json:"timestamp"`
 	Level     string    `json:"level"`
 	Message   string    `json:"message"`
+}
+
+// ShellProtocol is the Upgrade token of GET .../shell: after the 101
+// answer, the connection carries one JSON object per line each way,
+// ShellInput from the client and ShellOutput from the server.
+const ShellProtocol = "sandlot-shell"
+
+// ShellInput is one line from the client of a shell: keystrokes (Stdin),
+// a new terminal size (Resize), or the end of input (EOF, which the
+// terminal reads as ^D).
+type ShellInput struct {
+	Stdin  string     `json:"stdin,omitempty"`
+	Resize *ShellSize `json:"resize,omitempty"`
+	EOF    bool       `json:"eof,omitempty"`
+}
+
+// ShellSize is a terminal's size in characters, 1 to 1000 each way.
+type ShellSize struct {
+	Cols int `json:"cols"`
+	Rows int `json:"rows"`
+}
+
+// Shell output types.
+const (
+	ShellData  = "data"  // the terminal's output, guarded
+	ShellExit  = "exit"  // the shell ended; the last line
+	ShellError = "error" // the session failed; the last line
+)
+
+// ShellOutput is one line from the server of a shell.
+type ShellOutput struct {
+	Type     string       `json:"type"`
+	Data     string       `json:"data,omitempty"`
+	ExitCode int          `json:"exitCode,omitempty"` // type exit
+	Code     errdefs.Code `json:"code,omitempty"`     // type error
+	Message  string       `json:"message,omitempty"`  // type error
 }

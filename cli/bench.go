@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,11 +43,13 @@ func init() {
 const benchSummary = "run the benchmark suite on the real runtime (--json; --markdown FILE regenerates BENCHMARKS.md from JSON on stdin)"
 
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: benchSummary, Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "bench", Short: benchSummary, Args: cobra.NoArgs,
+		Example: `  sandlot bench
+  sandlot bench --cases 'warm|cold' --warm-n 200
+  sandlot bench -o json > bench.json && sandlot bench --markdown BENCHMARKS.md < bench.json`}
 	fs := cmd.Flags()
 	sz := bench.DefaultSizes
 	var (
-		asJSON     bool
 		markdown   string
 		rt         string
 		memMiB     int64
@@ -60,7 +61,9 @@ func newBenchCmd() *cobra.Command {
 		imagesDir  string
 		only       string
 	)
-	fs.BoolVar(&asJSON, "json", false, "print the JSON report to stdout instead of the table")
+	var o output
+	o.register(cmd)
+	fs.Lookup("json").Usage = "print the JSON report to stdout instead of the table (the same as -o json; --markdown reads it)"
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
 	fs.StringVar(&rt, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
 	fs.Int64Var(&memMiB, "sandbox-memory", 256, "memory limit per sandbox in MiB")
@@ -166,10 +169,8 @@ func newBenchCmd() *cobra.Command {
 			return err
 		}
 		rep.Runtime = rtName
-		if asJSON {
-			enc := json.NewEncoder(std.Out)
-			enc.SetIndent("", "  ")
-			if jerr := enc.Encode(rep); jerr != nil {
+		if o.structured() {
+			if jerr := o.print(std.Out, rep); jerr != nil {
 				return jerr
 			}
 		} else {

@@ -36,7 +36,13 @@ func newRoot(std IO) *cobra.Command {
 		Use:   "sandlot",
 		Short: "sandboxes for AI agents: the daemon and its client",
 		Long: "sandlot runs isolated, stateful sandboxes for AI agents (serve, mcp) and talks to them.\n\n" +
-			"The daemon's settings are flags, SANDLOT_* variables or config-file keys (docs/configuration.md).",
+			"The daemon's settings are flags, SANDLOT_* variables or config-file keys (docs/configuration.md).\n" +
+			"The client commands find their server by --url, $SANDLOT_URL or a context of the client config\n" +
+			"(sandlot config add-context), and print tables, or JSON and YAML with -o json|yaml.",
+		Example: `  sudo sandlot serve                                  # the daemon, on 127.0.0.1:7423
+  sandlot exec --conversation demo 'print(1 + 1)'     # in another terminal, same directory
+  sandlot config add-context local --api-key-file .sandlot/api-key   # then from anywhere
+  sandlot shell --conversation demo`,
 		Version:       Version(),
 		SilenceErrors: true, // Main prints the one error line
 		SilenceUsage:  true, // a mistake gets a hint, not the whole usage
@@ -45,15 +51,7 @@ func newRoot(std IO) *cobra.Command {
 	root.SetOut(std.Out)
 	root.SetErr(std.Err)
 	root.SetVersionTemplate("sandlot {{.Version}}\n")
-	root.AddCommand(&cobra.Command{
-		Use:   "version",
-		Short: "print the version",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sandlot %s\n", Version())
-			return err
-		},
-	})
+	root.AddCommand(newVersionCmd())
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd())
 	}
@@ -63,6 +61,11 @@ func newRoot(std IO) *cobra.Command {
 	if c, _, err := root.Find([]string{"completion"}); err == nil && c != root {
 		c.Args = cobra.NoArgs
 		c.RunE = verbGroup("", "").RunE
+		c.Example = `  source <(sandlot completion bash)
+  sandlot completion zsh > "${fpath[1]}/_sandlot"`
+		for _, sh := range c.Commands() {
+			sh.Example = "  sandlot completion " + sh.Name() + " > sandlot." + sh.Name()
+		}
 	}
 	return root
 }
@@ -71,6 +74,12 @@ func newRoot(std IO) *cobra.Command {
 // mistake in the command line (unknown command or flag, wrong arguments)
 // is a *usageError, invalid_argument.
 func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) error {
+	_, err := runTree(ctx, args, in, out, errw)
+	return err
+}
+
+// runTree is Run, and the command that ran (or refused the command line).
+func runTree(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) (*cobra.Command, error) {
 	root := newRoot(IO{In: in, Out: out, Err: errw})
 	// The command's own code starts after its flags and arguments were
 	// accepted: an error before is the command line's.
@@ -80,12 +89,12 @@ func Run(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) 
 	root.SetContext(ctx)
 	cmd, err := root.ExecuteC()
 	if err == nil || started {
-		return err
+		return cmd, err
 	}
 	if !errdefs.Categorized(err) {
 		err = fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	return &usageError{err: err, path: cmd.CommandPath()}
+	return cmd, &usageError{err: err, path: cmd.CommandPath()}
 }
 
 // usageError is a command line cobra refused; Main adds where its help is.
@@ -129,4 +138,23 @@ func unknownVerb(cmd *cobra.Command, args []string) error {
 		msg += " (did you mean " + strings.Join(near, " or ") + "?)"
 	}
 	return errors.New(msg)
+}
+
+func newVersionCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "version",
+		Short:   "print the version",
+		Args:    cobra.NoArgs,
+		Example: "  sandlot version\n  sandlot version -o json",
+	}
+	var o output
+	o.register(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if o.structured() {
+			return o.print(cmd.OutOrStdout(), map[string]string{"version": Version()})
+		}
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "sandlot %s\n", Version())
+		return err
+	}
+	return cmd
 }

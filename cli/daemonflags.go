@@ -24,9 +24,6 @@ import (
 type daemonDefaults struct {
 	stateDir, logLevel string
 	poolSize           int
-	// defaultImage: "" runs the default template on the host's /usr, as
-	// before images (mcp, until its first start can wait for a build).
-	defaultImage string
 }
 
 // registerDaemon adds the flags of the daemon behind every front end, the
@@ -56,11 +53,10 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.Float64Var(&c.cpus, "sandbox-cpus", 0, "CPU quota per sandbox in cores (0: the provider default, 1)")
 	fs.Int64Var(&c.diskMiB, "sandbox-disk", 0, "writable space per sandbox in MiB: the whole writable layer of an image template, each of /home/user and /tmp under the host template (0: the provider default, 512)")
 	fs.StringVar(&c.Images.Dir, "images-dir", "", "image store of the local provider's templates (default DATA_DIR/images)")
-	imageHelp := "the default template: debian (built from the Debian mirror at first start, cached) or none (name an image \"default\" yourself)"
-	if d.defaultImage == "" {
-		imageHelp += "; unset: the host's /usr read-only"
-	}
-	fs.StringVar(&c.Images.Default, "default-image", d.defaultImage, imageHelp)
+	// serve and mcp run on the same default image, so a session sees the
+	// environment the daemon's sandboxes have.
+	fs.StringVar(&c.Images.Default, "default-image", daemon.DefaultImageDebian,
+		"the default template: debian (built from the Debian mirror at first start, cached) or none (name an image \"default\" yourself)")
 	fs.DurationVar(&c.Images.GCInterval, "image-gc-interval", daemon.DefaultImageGCInterval, "how often image layers that no template, named image or sandbox uses are removed (0: never)")
 	fs.BoolVar(&c.Images.HostTemplate, "host-template", false, "also offer the template \"host\": the host's /usr read-only (without /usr/local), for hosts without images")
 	poolHelp := "warm sandboxes kept per template (-1: the manager default)"
@@ -96,7 +92,7 @@ func (c *serveConfig) registerLifecycle(fs *flag.FlagSet) {
 // that config.go also reads from the environment and the config file. A
 // new knob is a flag added in one of these.
 func (c *serveConfig) registerServe(fs *flag.FlagSet) {
-	c.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1, defaultImage: daemon.DefaultImageDebian})
+	c.registerDaemon(fs, daemonDefaults{logLevel: "info", poolSize: -1})
 	c.registerHTTP(fs)
 	registerNetwork(fs, &c.Network)
 	registerBuild(fs, &c.Build)

@@ -26,11 +26,16 @@ func newExecCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec [flags] CODE...   or   sandlot exec [flags] --file F",
 		Short: "run code in a conversation's sandbox (python, javascript, typescript, bash, sh, r, java)",
+		Example: `  sandlot exec 'print(1 + 1)'
+  sandlot exec --conversation demo 'x = 41'
+  sandlot exec --conversation demo 'print(x + 1)'      # state persists in the conversation
+  sandlot exec --lang bash --conversation demo ls -la
+  sandlot exec --file analysis.py -o json`,
 	}
 	codeArgs(cmd)
 	fs := cmd.Flags()
 	var r remote
-	r.register(fs)
+	r.register(cmd)
 	conv := fs.String("conversation", "", "conversation id (default: a new one, printed on stderr)")
 	path := fs.String("path", "", "path id (default main)")
 	task := fs.String("task", "", "task id, used when there is no conversation id")
@@ -73,17 +78,19 @@ func runExec(ctx context.Context, std IO, args []string, r remote, f execFlags) 
 		Target:   client.Target{ConversationID: f.conv, PathID: f.path, TaskID: f.task},
 		Language: f.lang, Code: code, Timeout: f.timeout, Template: f.tpl,
 	}
-	c := r.client()
+	c, err := r.client()
+	if err != nil {
+		return err
+	}
 	var res *api.RunCodeResult
-	var err error
-	if r.json {
+	if r.out.structured() {
 		sp := startSpinner(std, "running", nil)
 		res, err = c.RunCode(ctx, req)
 		sp.stop()
 		if err != nil {
 			return err
 		}
-		if err := printJSON(std.Out, res); err != nil {
+		if err := r.out.print(std.Out, res); err != nil {
 			return err
 		}
 	} else {

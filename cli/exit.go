@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,22 +18,54 @@ import (
 // the error carries for the exit code, and a hint when no server answered.
 // Code that ran and failed (exec, run) exits with its own status, after
 // its output said why.
+//
+// With -o json or yaml (or --json) the error is one JSON object on errw
+// instead: {"code", "message", "exitCode"} and, when the server named it,
+// "requestId", so a script or a model reads it as it reads the output.
 func Main(ctx context.Context, args []string, in io.Reader, out, errw io.Writer) int {
-	err := Run(ctx, args, in, out, errw)
+	cmd, err := runTree(ctx, args, in, out, errw)
 	var ce *codeExit
 	if err == nil || errors.As(err, &ce) {
 		return exitStatus(err)
 	}
 	msg := errorMessage(err)
 	var ue *usageError
+	hint := ""
 	if errors.As(err, &ue) {
-		msg += "\nSee '" + ue.path + " --help'."
+		hint = "See '" + ue.path + " --help'."
 	}
 	if noServer(err) {
-		msg += "\nhint: no sandlot server answers; is `sandlot serve` running? Set SANDLOT_URL (or --url) to its address."
+		hint = "hint: no sandlot server answers; is `sandlot serve` running? Set SANDLOT_URL (or --url), or add a context (sandlot config add-context)."
+	}
+	var ae *api.Error
+	reqID := ""
+	if errors.As(err, &ae) {
+		reqID = ae.RequestID
+	}
+	if structuredCmd(cmd) || structuredArgs(args) {
+		v := jsonError{Code: errdefs.CodeOf(err), Message: msg, Hint: hint, RequestID: reqID, ExitCode: exitStatus(err)}
+		if b, merr := json.Marshal(v); merr == nil {
+			fmt.Fprintln(errw, string(b))
+			return exitStatus(err)
+		}
+	}
+	if reqID != "" {
+		msg += " (request id " + reqID + ")"
+	}
+	if hint != "" {
+		msg += "\n" + hint
 	}
 	fmt.Fprintln(errw, "error: "+msg)
 	return exitStatus(err)
+}
+
+// jsonError is an error as the CLI prints it in json and yaml modes.
+type jsonError struct {
+	Code      errdefs.Code `json:"code"`
+	Message   string       `json:"message"`
+	Hint      string       `json:"hint,omitempty"`
+	RequestID string       `json:"requestId,omitempty"`
+	ExitCode  int          `json:"exitCode"`
 }
 
 // exitStatus is the exit status of a command that returned err: the

@@ -18,13 +18,25 @@ import (
 
 func init() {
 	commands = append(commands, func() *cobra.Command {
-		return verbGroup("files", "copy files into and out of a sandbox, and list them (put, get, ls)",
-			filesVerb("put LOCAL [REMOTE]", nil, "copy a local file into the sandbox (- for stdin, then name REMOTE)", filesPut),
+		cmd := verbGroup("files", "copy files into and out of a sandbox, and list them (put, get, ls)",
+			filesVerb("put LOCAL [REMOTE]", nil, "copy a local file into the sandbox (- for stdin, then name REMOTE)", filesPut,
+				`  sandlot files put --conversation demo data.csv
+  sandlot files put --conversation demo data.csv input/data.csv
+  echo hello | sandlot files put --conversation demo - notes.txt`),
 			filesVerb("get REMOTE [LOCAL|-]", nil, "copy a file out of the sandbox (- for stdout)",
-				func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, _ remote, std IO) error {
-					return filesGet(ctx, c, t, fs, std)
-				}),
-			filesVerb("ls [DIR]", []string{"list"}, "list a directory (--depth)", filesList))
+				func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error {
+					return filesGet(ctx, c, t, fs, r, std)
+				},
+				`  sandlot files get --conversation demo chart.png
+  sandlot files get --conversation demo results.csv - | head
+  sandlot files get --context 461904e7-e85f-47c5-af3a-126bba2f7052 out.txt /tmp/out.txt`),
+			filesVerb("ls [DIR]", []string{"list"}, "list a directory (--depth)", filesList,
+				`  sandlot files ls --conversation demo
+  sandlot files ls --conversation demo --depth 3 /tmp -o json`))
+		cmd.Example = `  sandlot files put --conversation demo data.csv
+  sandlot exec --conversation demo 'import pandas; print(pandas.read_csv("data.csv").describe())'
+  sandlot files ls --conversation demo`
+		return cmd
 	})
 }
 
@@ -32,11 +44,11 @@ func init() {
 // or by --conversation and --path (whose context is created when absent,
 // like a tool call).
 func filesVerb(use string, aliases []string, short string,
-	run func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short}
+	run func(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error, example string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Example: example}
 	fs := cmd.Flags()
 	var r remote
-	r.register(fs)
+	r.register(cmd)
 	var t client.FileTarget
 	fs.StringVar(&t.ContextID, "context", "", "context id")
 	fs.StringVar(&t.ConversationID, "conversation", "", "conversation id (instead of --context)")
@@ -48,7 +60,11 @@ func filesVerb(use string, aliases []string, short string,
 		if t.ContextID == "" && t.ConversationID == "" {
 			return usageErr("files: give --context or --conversation")
 		}
-		return run(cmd.Context(), r.client(), t, fs, r, ioOf(cmd))
+		c, err := r.client()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), c, t, fs, r, ioOf(cmd))
 	}
 	return cmd
 }
@@ -69,8 +85,8 @@ func filesList(ctx context.Context, c *client.Client, t client.FileTarget, fs *f
 	if err != nil {
 		return err
 	}
-	if r.json {
-		return printJSON(std.Out, l)
+	if r.out.structured() {
+		return r.out.print(std.Out, l)
 	}
 	rows := make([][]string, 0, len(l.Entries))
 	for _, e := range l.Entries {
@@ -113,14 +129,14 @@ func filesPut(ctx context.Context, c *client.Client, t client.FileTarget, fs *fl
 	if err != nil {
 		return err
 	}
-	if r.json {
-		return printJSON(std.Out, fi)
+	if r.out.structured() {
+		return r.out.print(std.Out, fi)
 	}
 	fmt.Fprintf(std.Out, "%s  %s\n", fi.Path, humanBytes(fi.Size))
 	return nil
 }
 
-func filesGet(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, std IO) error {
+func filesGet(ctx context.Context, c *client.Client, t client.FileTarget, fs *flag.FlagSet, r remote, std IO) error {
 	if fs.NArg() < 1 || fs.NArg() > 2 {
 		return usageErr("files get: REMOTE [LOCAL|-]")
 	}
@@ -128,6 +144,9 @@ func filesGet(ctx context.Context, c *client.Client, t client.FileTarget, fs *fl
 	local := path.Base(remotePath)
 	if fs.NArg() == 2 {
 		local = fs.Arg(1)
+	}
+	if local == "-" && r.out.structured() {
+		return usageErr("files get -: the file is the output; -o json and yaml describe a file written to disk")
 	}
 	var out io.Writer = std.Out
 	var tmp *os.File
@@ -157,6 +176,13 @@ func filesGet(ctx context.Context, c *client.Client, t client.FileTarget, fs *fl
 		}
 		if err := os.Rename(tmp.Name(), local); err != nil {
 			return fmt.Errorf("files get: %w", err)
+		}
+		if r.out.structured() {
+			return r.out.print(std.Out, struct {
+				Path  string `json:"path"`
+				Local string `json:"local"`
+				Size  int64  `json:"size"`
+			}{remotePath, local, cw.n.Load()})
 		}
 		fmt.Fprintf(std.Err, "%s  %s\n", local, humanBytes(cw.n.Load()))
 	}

@@ -246,3 +246,79 @@ func TestErrorLine(t *testing.T) {
 		})
 	}
 }
+
+// TestExamplesEverywhere: every command and verb shows an example in its
+// help (cobra's help command aside), so a person or a model reading
+// --help sees a command line that works.
+func TestExamplesEverywhere(t *testing.T) {
+	root := newRoot(IO{})
+	if root.Example == "" {
+		t.Error("sandlot: no example")
+	}
+	var walk func(c *cobra.Command)
+	n := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Name() == "help" {
+				continue
+			}
+			n++
+			if strings.TrimSpace(sub.Example) == "" {
+				t.Errorf("%s: no example", sub.CommandPath())
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
+	if n < 30 {
+		t.Fatalf("only %d commands walked", n)
+	}
+}
+
+// TestOutputEverywhere: every command that prints takes -o json|yaml|wide
+// and --json; those that do not print a value (a daemon, a terminal, a
+// completion script, a command made of verbs) are listed here.
+func TestOutputEverywhere(t *testing.T) {
+	noValue := map[string]bool{"sandlot serve": true, "sandlot mcp": true, "sandlot shell": true, "sandlot completion": true}
+	root := newRoot(IO{})
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+			path := sub.CommandPath()
+			if sub.Name() == "help" || sub.HasSubCommands() || noValue[path] || noValue[sub.Parent().CommandPath()] {
+				continue
+			}
+			if sub.Flags().Lookup("output") == nil || sub.Flags().ShorthandLookup("o") == nil || sub.Flags().Lookup("json") == nil {
+				t.Errorf("%s takes no -o/--output or --json", path)
+			}
+		}
+	}
+	walk(root)
+	var out, errw bytes.Buffer
+	if code := Main(context.Background(), []string{"version", "-o", "xml"}, nil, &out, &errw); code != 2 || !strings.Contains(errw.String(), "json, yaml and wide") {
+		t.Errorf("-o xml: exit %d, %q", code, errw.String())
+	}
+}
+
+// TestStructuredOutput: -o json and -o yaml print the same value, and
+// --json is -o json.
+func TestStructuredOutput(t *testing.T) {
+	old := version
+	defer func() { version = old }()
+	version = "v9.9.9"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"version", "-o", "json"}, "{\n  \"version\": \"v9.9.9\"\n}\n"},
+		{[]string{"version", "--json"}, "{\n  \"version\": \"v9.9.9\"\n}\n"},
+		{[]string{"version", "-o", "yaml"}, "version: v9.9.9\n"},
+		{[]string{"version", "-oyaml"}, "version: v9.9.9\n"},
+	} {
+		var out, errw bytes.Buffer
+		if code := Main(context.Background(), tc.args, nil, &out, &errw); code != 0 || out.String() != tc.want {
+			t.Errorf("%q: exit %d, %q (stderr %q), want %q", tc.args, code, out.String(), errw.String(), tc.want)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/local"
@@ -24,13 +23,14 @@ func init() {
 // keptFlags are the flags of ps and prune: where run keeps its sandboxes.
 type keptFlags struct {
 	stateDir, runtime string
-	json              bool
+	out               output
 }
 
-func (k *keptFlags) register(fs *flag.FlagSet) {
+func (k *keptFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
 	fs.StringVar(&k.stateDir, "state-dir", lrunStateDir, "state directory of the CLI's sandboxes (as given to run)")
 	fs.StringVar(&k.runtime, "runtime", "auto", "OCI runtime: auto, crun, runc or runsc")
-	fs.BoolVar(&k.json, "json", false, "print JSON for scripts")
+	k.out.register(cmd)
 }
 
 func (k *keptFlags) provider() (*local.Provider, error) {
@@ -44,10 +44,12 @@ type keptSandbox struct {
 }
 
 func newPSCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "ps", Short: "list the sandboxes `sandlot run --keep` left running", Args: cobra.NoArgs}
-	fs := cmd.Flags()
+	cmd := &cobra.Command{Use: "ps", Short: "list the sandboxes `sandlot run --keep` left running", Args: cobra.NoArgs,
+		Example: `  sandlot run --keep 'x = 1'
+  sandlot ps
+  sandlot ps -o json`}
 	var k keptFlags
-	k.register(fs)
+	k.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
 		p, err := k.provider()
@@ -66,8 +68,8 @@ func newPSCmd() *cobra.Command {
 			}
 			list = append(list, s)
 		}
-		if k.json {
-			return printJSON(std.Out, list)
+		if k.out.structured() {
+			return k.out.print(std.Out, list)
 		}
 		rows := make([][]string, 0, len(list))
 		for _, s := range list {
@@ -80,10 +82,11 @@ func newPSCmd() *cobra.Command {
 
 func newPruneCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "prune [ID...]", Short: "destroy sandboxes `sandlot run --keep` left running (all, or the ids given)",
-		Long: "Destroys the given kept sandboxes, or all of them."}
-	fs := cmd.Flags()
+		Long: "Destroys the given kept sandboxes, or all of them.",
+		Example: `  sandlot prune
+  sandlot prune sb-0ad2b03389fd`}
 	var k keptFlags
-	k.register(fs)
+	k.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, ids []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
 		p, err := k.provider()
@@ -113,12 +116,15 @@ func newPruneCmd() *cobra.Command {
 			if err := p.Destroy(ctx, id); err != nil {
 				return err
 			}
-			if !k.json {
+			if !k.out.structured() {
 				fmt.Fprintf(std.Out, "destroyed %s\n", id)
 			}
 		}
-		if k.json {
-			return printJSON(std.Out, map[string]any{"destroyed": ids})
+		if k.out.structured() {
+			if ids == nil {
+				ids = []string{}
+			}
+			return k.out.print(std.Out, map[string]any{"destroyed": ids})
 		}
 		return nil
 	}

@@ -31,12 +31,22 @@ var mcpStateDir = filepath.Join(oci.DefaultStateDir, "mcp")
 // session runs as one tenant (--tenant, or the default tenant); its
 // conversation is the session unless a call names one.
 func newMCPCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "mcp", Short: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "mcp", Short: "serve the tools over MCP on stdin/stdout (for MCP clients that start a command)", Args: cobra.NoArgs,
+		Long: `Serves one MCP session on stdin and stdout with the daemon serve builds, on
+the same default image (Debian, built from the mirror on the first start of
+a data dir: minutes, once; until then tool calls answer that the sandbox is
+being prepared). Give --data-dir an absolute path: MCP clients start the
+command in a directory of their own. docs/tools.md has client
+configurations to copy.`,
+		Example: `  sandlot mcp --data-dir /var/lib/sandlot
+  sandlot mcp --data-dir /var/lib/sandlot --tenant acme --conversation my-project
+  # Claude Code:
+  claude mcp add sandlot -- sudo /usr/local/bin/sandlot mcp --data-dir /var/lib/sandlot`}
 	fs := cmd.Flags()
 	var cfg serveConfig
 	var tenantID, conversation string
 	cfg.registerDaemon(fs, daemonDefaults{stateDir: mcpStateDir, logLevel: "warn", poolSize: 0})
-	fs.StringVar(&tenantID, "tenant", "", "tenant id the session runs as (default: the tenant named default, or the only tenant)")
+	fs.StringVar(&tenantID, "tenant", "", "tenant (name or id) the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -46,7 +56,7 @@ func newMCPCmd() *cobra.Command {
 		}
 		diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
 		log := newLogger(diag, cfg.logLevel)
-		cfg.Logger, cfg.Stdio = log, true
+		cfg.Logger, cfg.Stdio, cfg.Version = log, true, Version()
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err
@@ -81,15 +91,11 @@ func newMCPCmd() *cobra.Command {
 	return cmd
 }
 
-// sessionTenant is the tenant named id, or with id empty the tenant named
-// "default" (created on first start), or the only tenant.
+// sessionTenant is the tenant whose id or name is id, or with id empty the
+// tenant named "default" (created on first start), or the only tenant.
 func sessionTenant(ctx context.Context, st store.Backend, id string) (*tenant.Tenant, error) {
 	if id != "" {
-		t, err := st.GetTenant(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("tenant %s: %w", id, err)
-		}
-		return t, nil
+		return findTenant(ctx, st, id)
 	}
 	ts, err := st.ListTenants(ctx)
 	if err != nil {

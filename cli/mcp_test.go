@@ -15,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 )
@@ -49,7 +50,10 @@ func TestMCPCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		dir := t.TempDir()
-		err := Run(ctx, []string{"mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run")}, inR, outW, &stderr)
+		// No default image: this test is about the protocol, not sandboxes
+		// (TestMCPLocal runs them), and must not start a Debian build.
+		err := Run(ctx, []string{"mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run"),
+			"--default-image", "none"}, inR, outW, &stderr)
 		outW.Close()
 		done <- err
 	}()
@@ -83,8 +87,11 @@ func TestMCPCommand(t *testing.T) {
 				msg.WriteString(tc.Text)
 			}
 		}
-		if !strings.Contains(msg.String(), "unavailable") && !strings.Contains(msg.String(), "provider") {
-			t.Errorf("run_code tool error: %q", msg.String())
+		// No default image here: the template is not found, or no
+		// sandbox can be made. Either way one sentence, without the id of
+		// the context the call would have made.
+		if m := msg.String(); !(strings.Contains(m, `template "default"`) || strings.Contains(m, "cannot")) || strings.Contains(m, "create sandbox for context") {
+			t.Errorf("run_code tool error: %q", m)
 		}
 	}
 	if !strings.Contains(stderr.String(), "API key") {
@@ -109,7 +116,8 @@ func TestMCPBinary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run"))
+	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run"),
+		"--default-image", "none")
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
@@ -120,18 +128,28 @@ func TestMCPBinary(t *testing.T) {
 	if err != nil || len(lt.Tools) != 9 {
 		t.Fatalf("list tools: %v, %d tools (stderr: %s)", err, len(lt.Tools), stderr.String())
 	}
+	// The server names the build's version, as --version does.
+	v, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cs.InitializeResult().ServerInfo.Version, strings.TrimSpace(strings.TrimPrefix(string(v), "sandlot ")); got != want || got == "devel" {
+		t.Errorf("serverInfo.version %q, want %q (sandlot --version)", got, want)
+	}
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v (stderr: %s)", err, stderr.String())
 	}
 }
 
 // TestMCPLocal runs `sandlot mcp` with the local provider: real sandboxes
-// on the OCI runtime. State persists between calls, a secret comes back
-// redacted, and the session's sandboxes end with it.
+// on the OCI runtime, on the default image as serve's are (not the host's
+// /usr, as sessions ran before). State persists between calls, a secret
+// comes back redacted, and the session's sandboxes end with it.
 func TestMCPLocal(t *testing.T) {
 	testenv.RequireOCIRuntime(t)
 	testenv.Env(t, "SANDLOT_AGENT_BIN") // for the sandlot mcp subprocess
 	bin := testenv.Env(t, "SANDLOT_BIN")
+	debiantest.Default(t) // the default image, from the tests' shared store
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -149,7 +167,8 @@ func TestMCPLocal(t *testing.T) {
 		}
 	})
 
-	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", stateDir, "--log-level", "info")
+	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", stateDir, "--log-level", "info",
+		"--images-dir", debiantest.StoreDir())
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	tr := &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Minute}
@@ -168,6 +187,11 @@ func TestMCPLocal(t *testing.T) {
 			t.Fatalf("run_code %q: isError=%v %+v\n%s", code, res.IsError, res.Content, stderr.String())
 		}
 		return m
+	}
+	// The host has an OCI runtime at /usr/bin/crun; the default image has
+	// none. A session on the host's /usr would see it.
+	if got := call("import os; print(os.path.exists('/usr/bin/crun'), os.path.exists('/etc/debian_version'))"); got["stdout"] != "False True\n" {
+		t.Errorf("the session's sandbox is not on the default image: %q", got["stdout"])
 	}
 	call("x = 41")
 	if got := call("print(x + 1)"); got["stdout"] != "42\n" {

@@ -97,7 +97,8 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 
 	session := func() (*sdk.ClientSession, *lockedBuffer) {
 		t.Helper()
-		cmd := exec.Command(bin, "mcp", "--data-dir", data, "--state-dir", states[1], "--conversation", "m1", "--log-level", "info")
+		cmd := exec.Command(bin, "mcp", "--data-dir", data, "--state-dir", states[1], "--conversation", "m1", "--log-level", "info",
+			"--images-dir", debiantest.StoreDir())
 		cmd.Env = env
 		var stderr lockedBuffer
 		cmd.Stderr = &stderr

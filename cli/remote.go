@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
 	flag "github.com/spf13/pflag"
 
 	"github.com/sandlot/sandlot/api"
@@ -38,42 +39,85 @@ func defaultDataDir() string {
 	return ".sandlot"
 }
 
-// remote holds the flags every client command shares.
+// remote holds the flags every client command shares: where the server
+// is, the key, and the output format.
 type remote struct {
 	url, key, dataDir string
-	json              bool
+	out               output
 }
 
-func (r *remote) register(fs *flag.FlagSet) {
-	def := os.Getenv(envURL)
-	if def == "" {
-		def = "http://" + api.DefaultAddr
+// register adds the flags to cmd (and -o, --json).
+func (r *remote) register(cmd *cobra.Command) {
+	r.registerServer(cmd.Flags())
+	r.out.register(cmd)
+}
+
+// registerServer adds the flags that find the server and its key.
+func (r *remote) registerServer(fs *flag.FlagSet) {
+	fs.StringVar(&r.url, "url", "", "server URL (default: $"+envURL+", else the client config's context, else http://"+api.DefaultAddr+")")
+	fs.StringVar(&r.key, "api-key", "", "API key (default: $"+envAPIKey+", else the context's, else the api-key file in --data-dir)")
+	fs.StringVar(&r.dataDir, "data-dir", defaultDataDir(), "data dir whose api-key file is the last fallback key ($"+envDataDir+")")
+}
+
+// endpoint resolves the server and the key, each from the first that
+// gives it: the flag, the environment ($SANDLOT_URL, $SANDLOT_API_KEY),
+// the client config's context ($SANDLOT_CONTEXT or its current context;
+// clientconfig.go), then the local defaults (http://127.0.0.1:7423 and
+// the data dir's api-key file, which `sandlot serve` writes at first
+// start). A context's key goes only to the context's own URL, so
+// --url elsewhere never sends it, and the data dir's key only to a server
+// no context named.
+func (r *remote) endpoint() (url, key string, err error) {
+	url, key = cmp.Or(r.url, os.Getenv(envURL)), cmp.Or(r.key, os.Getenv(envAPIKey))
+	fromContext := false
+	if url == "" || key == "" {
+		path, err := clientConfigPath()
+		if err != nil {
+			return "", "", err
+		}
+		cfg, err := loadClientConfig(path)
+		if err != nil {
+			return "", "", err
+		}
+		_, cc, ok, err := cfg.selected()
+		if err != nil {
+			return "", "", err
+		}
+		if ok {
+			if url == "" {
+				url, fromContext = cc.URL, true
+			}
+			if key == "" && strings.TrimRight(url, "/") == strings.TrimRight(cc.URL, "/") {
+				if key, err = cc.key(); err != nil {
+					return "", "", err
+				}
+				fromContext = true
+			}
+		}
 	}
-	fs.StringVar(&r.url, "url", def, "server URL ($"+envURL+")")
-	fs.StringVar(&r.key, "api-key", os.Getenv(envAPIKey), "API key ($"+envAPIKey+"; default: the key file in --data-dir)")
-	fs.StringVar(&r.dataDir, "data-dir", defaultDataDir(), "data dir whose api-key file is the fallback key ($"+envDataDir+")")
-	fs.BoolVar(&r.json, "json", false, "print JSON for scripts")
-}
-
-func (r *remote) client() *client.Client {
-	key := r.key
-	if key == "" {
+	if url == "" {
+		url = "http://" + api.DefaultAddr
+	}
+	if key == "" && !fromContext {
 		if b, err := os.ReadFile(filepath.Join(r.dataDir, keyFile)); err == nil {
 			key = strings.TrimSpace(string(b))
 		}
 	}
-	return client.New(r.url, client.WithAPIKey(key), client.WithUserAgent("sandlot-cli"))
+	return url, key, nil
+}
+
+// client is the client of the resolved server (endpoint).
+func (r *remote) client() (*client.Client, error) {
+	url, key, err := r.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(url, client.WithAPIKey(key), client.WithUserAgent("sandlot-cli/"+Version())), nil
 }
 
 // usageErr is a mistake in what the user asked: invalid_argument.
 func usageErr(format string, a ...any) error {
 	return fmt.Errorf(format+": %w", append(a, errdefs.ErrInvalidArgument)...)
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 // table writes aligned columns.

@@ -97,7 +97,7 @@ func (r *repl) exec(code string) error {
 	case err != nil:
 		var ce *codeExit
 		if !errors.As(err, &ce) {
-			fmt.Fprintln(r.std.Err, "error:", errdefs.PublicMessage(err))
+			fmt.Fprintln(r.std.Err, "error:", errorMessage(err)) // a local error: its text is for the person at the terminal
 		}
 	}
 	r.last = err

@@ -30,6 +30,13 @@ type ptySession struct {
 
 func startREPL(t *testing.T, state string) *ptySession {
 	t.Helper()
+	return startOnPTY(t, nil, "run", "-i", "--state-dir", state)
+}
+
+// startOnPTY runs the sandlot binary with args (and env, when not nil) on
+// a pseudo-terminal of 40 rows and 120 columns.
+func startOnPTY(t *testing.T, env []string, args ...string) *ptySession {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,8 @@ func startREPL(t *testing.T, state string) *ptySession {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(testenv.SandlotBinary(t), "run", "-i", "--state-dir", state)
+	cmd := exec.Command(testenv.SandlotBinary(t), args...)
+	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	// Its own session with the pty as controlling terminal: Ctrl-C typed
 	// there is the line discipline's SIGINT to it, as in a real shell.

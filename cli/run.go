@@ -18,6 +18,7 @@ import (
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/telemetry/export"
 )
 
 func init() {
@@ -37,6 +38,10 @@ func newRunCmd() *cobra.Command {
 		Use:   "run [flags] [CODE | --file F | -i]",
 		Short: "run code in a fresh local sandbox (no server needed)",
 		Long:  lrunLong,
+		Example: `  sudo sandlot run 'print(1 + 1)'
+  sudo sandlot run --lang bash 'uname -a; id'
+  sudo sandlot run --file script.py -o json
+  sudo sandlot run -i                      # a REPL; state persists between cells`,
 	}
 	codeArgs(cmd)
 	fs := cmd.Flags()
@@ -51,6 +56,7 @@ func newRunCmd() *cobra.Command {
 	fs.DurationVar(&f.timeout, "timeout", 60*time.Second, "per-execution wall-clock limit (1s..600s)")
 	fs.StringVar(&f.stateDir, "state-dir", lrunStateDir, "state directory of the CLI's sandboxes")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "log the runtime choice and timings to stderr")
+	f.out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		return lrunMain(cmd.Context(), ioOf(cmd), args, f)
 	}
@@ -62,6 +68,7 @@ type lrunFlags struct {
 	lang, runtime, file, sandbox, stateDir string
 	keep, destroy, repl, verbose           bool
 	timeout                                time.Duration
+	out                                    output // json, yaml: the result, for one run (not -i)
 }
 
 func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
@@ -74,6 +81,9 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 	case f.repl:
 		if f.file != "" || len(args) > 0 {
 			return fmt.Errorf("run: -i takes no code: %w", errdefs.ErrInvalidArgument)
+		}
+		if f.out.structured() {
+			return fmt.Errorf("run: -i is a session for people; -o json and yaml print one run's result: %w", errdefs.ErrInvalidArgument)
 		}
 	case f.file != "":
 		if len(args) > 0 {
@@ -117,7 +127,7 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 	if f.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(std.Err, &slog.HandlerOptions{Level: level, ReplaceAttr: export.Milliseconds}))
 	start := time.Now()
 	p, err := local.New(local.Config{Runtime: f.runtime, StateDir: f.stateDir, Logger: log})
 	if err != nil {
@@ -147,7 +157,12 @@ func lrunMain(ctx context.Context, std IO, args []string, f lrunFlags) error {
 	}
 
 	exec := func(ctx context.Context, code string) error {
-		return lrunOnce(ctx, sb, std, agent.RunCodeParams{Language: f.lang, Code: code, TimeoutMs: f.timeout.Milliseconds(), Stream: true})
+		p := agent.RunCodeParams{Language: f.lang, Code: code, TimeoutMs: f.timeout.Milliseconds(), Stream: true}
+		if f.out.structured() {
+			p.Stream = false
+			return lrunStructured(ctx, sb, std, p, f.out)
+		}
+		return lrunOnce(ctx, sb, std, p)
 	}
 	if !f.repl {
 		return exec(ctx, code)
@@ -188,6 +203,28 @@ func lrunOnce(ctx context.Context, sb contexts.Sandbox, std IO, p agent.RunCodeP
 		return nil
 	}
 	switch {
+	case res.TimedOut:
+		return fmt.Errorf("code timed out after %d ms: %w", p.TimeoutMs, errdefs.ErrDeadlineExceeded)
+	case res.Error != nil:
+		return exitedWith(1, fmt.Errorf("code raised %s: %w", res.Error.Name, errdefs.ErrFailedPrecondition))
+	default:
+		return exitedWith(res.ExitCode, fmt.Errorf("code exited %d: %w", res.ExitCode, errdefs.ErrFailedPrecondition))
+	}
+}
+
+// lrunStructured runs one cell and prints its whole result (-o json or
+// yaml); the exit status is the code's, as without -o.
+func lrunStructured(ctx context.Context, sb contexts.Sandbox, std IO, p agent.RunCodeParams, o output) error {
+	res, err := sb.RunCode(ctx, p, nil)
+	if err != nil {
+		return err
+	}
+	if err := o.print(std.Out, res); err != nil {
+		return err
+	}
+	switch {
+	case res.Success:
+		return nil
 	case res.TimedOut:
 		return fmt.Errorf("code timed out after %d ms: %w", p.TimeoutMs, errdefs.ErrDeadlineExceeded)
 	case res.Error != nil:

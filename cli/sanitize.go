@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -24,10 +23,16 @@ const maxSanitize = 256 << 20
 // a summary on stderr (report), or the findings as JSON (--json): type,
 // offsets and confidence, never the values.
 func newSanitizeCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "sanitize [flags] < input", Short: "redact PII and secrets from stdin (no server needed)", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "sanitize [flags] < input", Short: "redact PII and secrets from stdin (no server needed)", Args: cobra.NoArgs,
+		Example: `  echo 'mail ops@example.com, key sk-proj-...' | sandlot sanitize
+  sandlot sanitize --mode report < app.log > /dev/null
+  sandlot sanitize -o json < app.log          # the findings (type, offsets), never the values`}
 	fs := cmd.Flags()
 	mode := fs.String("mode", guard.ModeEnforce, "enforce (redact), report (pass through, summary on stderr) or off")
-	asJSON := fs.Bool("json", false, "write the findings (type, start, end) as JSON instead of the text")
+	var o output
+	o.register(cmd)
+	fs.Lookup("json").Usage = "write the findings (type, start, end) as JSON instead of the text (the same as -o json)"
+	fs.Lookup("output").Usage = "json or yaml: write the findings (type, start, end) instead of the text; wide: the text"
 	regions := fs.String("regions", "IE,US", "default regions for phone numbers without a country code")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		std := ioOf(cmd)
@@ -49,13 +54,11 @@ func newSanitizeCmd() *cobra.Command {
 			return fmt.Errorf("sanitize: input over %d bytes: %w", maxSanitize, errdefs.ErrResourceExhausted)
 		}
 		out, findings := g.Redact(*mode, string(in))
-		if *asJSON {
+		if o.structured() {
 			if findings == nil {
 				findings = []guard.Finding{}
 			}
-			enc := json.NewEncoder(std.Out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(findings)
+			return o.print(std.Out, findings)
 		}
 		if _, err := io.WriteString(std.Out, out); err != nil {
 			return fmt.Errorf("sanitize: write: %w", err)

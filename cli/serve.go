@@ -59,7 +59,11 @@ type serveConfig struct {
 }
 
 func newServeCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "serve", Short: "run the sandlot daemon (HTTP API, MCP, E2B wire) on " + api.DefaultAddr, Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "serve", Short: "run the sandlot daemon (HTTP API, MCP, E2B wire) on " + api.DefaultAddr, Args: cobra.NoArgs,
+		Example: `  sudo sandlot serve
+  sudo sandlot serve --data-dir /var/lib/sandlot --addr 0.0.0.0:7423 --tls-addr :443 --tls-cert c.pem --tls-key k.pem
+  sudo sandlot serve --config /etc/sandlot/sandlot.yaml
+  SANDLOT_CONTEXT_TTL=10m sudo -E sandlot serve`}
 	fs := cmd.Flags()
 	var cfg serveConfig
 	cfg.registerServe(fs)
@@ -72,7 +76,7 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		log := newLogger(std, cfg.logLevel)
-		cfg.Logger = log
+		cfg.Logger, cfg.Version = log, Version()
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err
@@ -88,6 +92,8 @@ func newServeCmd() *cobra.Command {
 			defer cancel()
 			return d.Close(cctx)
 		}
+		ts, _ := st.ListTenants(ctx)
+		firstStart := len(ts) == 0
 		if err := bootstrapTenant(ctx, st, cfg.DataDir, cfg.guardMode, cfg.bootstrapAdmin, std); err != nil {
 			closeDaemon()
 			return err
@@ -114,6 +120,13 @@ func newServeCmd() *cobra.Command {
 			fmt.Fprintf(std.Out, "sandlot listening with TLS on https://%s\n", tln.Addr())
 		}
 		fmt.Fprintf(std.Out, "sandlot listening on http://%s\n", ln.Addr())
+		if firstStart {
+			// The CLI finds the key in ./.sandlot here; a context finds it
+			// from any directory.
+			if abs, err := filepath.Abs(filepath.Join(cfg.DataDir, keyFile)); err == nil {
+				fmt.Fprintf(std.Out, "Use the CLI from any directory: sandlot config add-context local --url http://%s --api-key-file %s\n", ln.Addr(), abs)
+			}
+		}
 		waitTLS := serveTLS(ctx, d, tln, log)
 		serr := d.Serve(ctx, ln)
 		waitTLS()

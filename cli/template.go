@@ -21,12 +21,23 @@ import (
 func init() {
 	commands = append(commands, func() *cobra.Command {
 		cmd := verbGroup("template", "pull, import, build, list and delete templates (pull, import, build, ls, rm)",
-			templateVerb("pull", "pull NAME REF", nil, "pull an image from its registry as template NAME", cobra.ExactArgs(2)),
-			templateVerb("import", "import NAME FILE.tar", nil, "import an image archive (docker save, OCI layout) as template NAME", cobra.ExactArgs(2)),
+			templateVerb("pull", "pull NAME REF", nil, "pull an image from its registry as template NAME", cobra.ExactArgs(2),
+				`  sandlot template pull py312 docker.io/library/python:3.12-slim
+  sandlot template pull py312 python:3.12-slim --kernels python,bash --memory 1024`),
+			templateVerb("import", "import NAME FILE.tar", nil, "import an image archive (docker save, OCI layout) as template NAME", cobra.ExactArgs(2),
+				`  docker save my-image:latest -o my-image.tar
+  sandlot template import my-image my-image.tar`),
 			newTemplateBuildCmd(),
-			templateVerb("ls", "ls", []string{"list"}, "list templates", cobra.NoArgs),
-			templateVerb("rm", "rm NAME|ID...", []string{"delete"}, "delete templates", cobra.MinimumNArgs(1)))
+			templateVerb("ls", "ls", []string{"list"}, "list templates", cobra.NoArgs,
+				`  sandlot template ls
+  sandlot template ls -o wide
+  sandlot template ls --public --data-dir /var/lib/sandlot`),
+			templateVerb("rm", "rm NAME|ID...", []string{"delete"}, "delete templates", cobra.MinimumNArgs(1),
+				`  sandlot template rm py312`))
 		cmd.Long = templateUsage
+		cmd.Example = `  sandlot template pull py312 python:3.12-slim
+  sandlot exec --template py312 'import sys; print(sys.version)'
+  sandlot template ls`
 		return cmd
 	})
 }
@@ -40,11 +51,11 @@ const templateUsage = `usage: sandlot template pull NAME REF [flags]
 // templateVerb is one verb of template whose flags are parsed here and
 // whose work is done by a function that knows nothing of them
 // (templatePull, templateImport, templateList, templateRemove).
-func templateVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args}
+func templateVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs, example string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args, Example: example}
 	fs := cmd.Flags()
 	var r remote
-	r.register(fs)
+	r.register(cmd)
 	var st templateFlags
 	if verb == "pull" || verb == "import" {
 		st.register(fs)
@@ -55,7 +66,11 @@ func templateVerb(verb, use string, aliases []string, short string, args cobra.P
 	cmd.RunE = func(cmd *cobra.Command, pos []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
 		if *public {
-			return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.json)
+			return templatePublic(ctx, verb, pos, st, storeFlags{dataDir: r.dataDir, url: *storeURL}, *imagesDir, std.Out, r.out)
+		}
+		c, err := r.client()
+		if err != nil {
+			return err
 		}
 		switch verb {
 		case "pull", "import":
@@ -64,13 +79,13 @@ func templateVerb(verb, use string, aliases []string, short string, args cobra.P
 				return err
 			}
 			if verb == "pull" {
-				return templatePull(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+				return templatePull(ctx, c, pos[0], pos[1], settings, std.Out, r.out)
 			}
-			return templateImport(ctx, r.client(), pos[0], pos[1], settings, std.Out, r.json)
+			return templateImport(ctx, c, pos[0], pos[1], settings, std.Out, r.out)
 		case "ls":
-			return templateList(ctx, r.client(), std.Out, r.json)
+			return templateList(ctx, c, std.Out, r.out)
 		default: // rm
-			return templateRemove(ctx, r.client(), pos, std.Out)
+			return templateRemove(ctx, c, pos, std.Out, r.out)
 		}
 	}
 	return cmd
@@ -126,23 +141,23 @@ func (f *templateFlags) settings() (api.TemplateSettings, error) {
 	return st, nil
 }
 
-func printTemplate(w io.Writer, t *api.Template, asJSON bool) error {
-	if asJSON {
-		return printJSON(w, t)
+func printTemplate(w io.Writer, t *api.Template, o output) error {
+	if o.structured() {
+		return o.print(w, t)
 	}
 	_, err := fmt.Fprintf(w, "%s %s %s\n", t.ID, t.Name, t.Image)
 	return err
 }
 
-func templatePull(ctx context.Context, c *client.Client, name, ref string, st api.TemplateSettings, out io.Writer, asJSON bool) error {
+func templatePull(ctx context.Context, c *client.Client, name, ref string, st api.TemplateSettings, out io.Writer, o output) error {
 	t, err := c.PullTemplate(ctx, name, ref, st)
 	if err != nil {
 		return err
 	}
-	return printTemplate(out, t, asJSON)
+	return printTemplate(out, t, o)
 }
 
-func templateImport(ctx context.Context, c *client.Client, name, path string, st api.TemplateSettings, out io.Writer, asJSON bool) error {
+func templateImport(ctx context.Context, c *client.Client, name, path string, st api.TemplateSettings, out io.Writer, o output) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return usageErr("template import: %v", err)
@@ -152,21 +167,21 @@ func templateImport(ctx context.Context, c *client.Client, name, path string, st
 	if err != nil {
 		return err
 	}
-	return printTemplate(out, t, asJSON)
+	return printTemplate(out, t, o)
 }
 
-func templateList(ctx context.Context, c *client.Client, out io.Writer, asJSON bool) error {
+func templateList(ctx context.Context, c *client.Client, out io.Writer, o output) error {
 	l, err := c.ListTemplates(ctx)
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return printJSON(out, l)
+	if o.structured() {
+		return o.print(out, l)
 	}
-	return templateTable(out, *l)
+	return templateTable(out, *l, o.wide())
 }
 
-func templateTable(out io.Writer, l api.TemplateList) error {
+func templateTable(out io.Writer, l api.TemplateList, wide bool) error {
 	rows := make([][]string, 0, len(l.Templates))
 	for _, t := range l.Templates {
 		scope := "own"
@@ -181,7 +196,7 @@ func templateTable(out io.Writer, l api.TemplateList) error {
 			kernels = "all"
 		}
 		img := t.Image
-		if len(img) > 19 {
+		if len(img) > 19 && !wide {
 			img = img[:19]
 		}
 		rows = append(rows, []string{t.Name, t.ID, scope, kernels, img, t.Source})
@@ -189,12 +204,17 @@ func templateTable(out io.Writer, l api.TemplateList) error {
 	return table(out, []string{"NAME", "ID", "SCOPE", "KERNELS", "IMAGE", "SOURCE"}, rows)
 }
 
-func templateRemove(ctx context.Context, c *client.Client, refs []string, out io.Writer) error {
+func templateRemove(ctx context.Context, c *client.Client, refs []string, out io.Writer, o output) error {
 	for _, ref := range refs {
 		if err := c.DeleteTemplate(ctx, ref); err != nil {
 			return fmt.Errorf("template %s: %w", ref, err)
 		}
-		fmt.Fprintln(out, ref)
+		if !o.structured() {
+			fmt.Fprintln(out, ref)
+		}
+	}
+	if o.structured() {
+		return o.print(out, map[string][]string{"deleted": refs})
 	}
 	return nil
 }
@@ -204,7 +224,7 @@ func templateRemove(ctx context.Context, c *client.Client, refs []string, out io
 // API only ever acts for a tenant. A running daemon sees a new one at
 // once; a deleted one stops resolving by name at once, while contexts
 // already on it keep running.
-func templatePublic(ctx context.Context, verb string, pos []string, tf templateFlags, sf storeFlags, imagesDir string, out io.Writer, asJSON bool) error {
+func templatePublic(ctx context.Context, verb string, pos []string, tf templateFlags, sf storeFlags, imagesDir string, out io.Writer, o output) error {
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -223,7 +243,7 @@ func templatePublic(ctx context.Context, verb string, pos []string, tf templateF
 			return err
 		}
 		at := server.TemplateOut(t)
-		return printTemplate(out, &at, asJSON)
+		return printTemplate(out, &at, o)
 	}
 	switch verb {
 	case "pull", "import":
@@ -248,16 +268,21 @@ func templatePublic(ctx context.Context, verb string, pos []string, tf templateF
 		for _, t := range list {
 			l.Templates = append(l.Templates, server.TemplateOut(t))
 		}
-		if asJSON {
-			return printJSON(out, l)
+		if o.structured() {
+			return o.print(out, l)
 		}
-		return templateTable(out, l)
+		return templateTable(out, l, o.wide())
 	case "rm", "delete":
 		for _, ref := range pos {
 			if err := c.Delete(ctx, "", ref); err != nil {
 				return fmt.Errorf("template %s: %w", ref, err)
 			}
-			fmt.Fprintln(out, ref)
+			if !o.structured() {
+				fmt.Fprintln(out, ref)
+			}
+		}
+		if o.structured() {
+			return o.print(out, map[string][]string{"deleted": pos})
 		}
 		return nil
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
@@ -21,6 +21,7 @@ import (
 	"github.com/sandlot/sandlot/image/recipe"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/templates"
 )
 
@@ -64,6 +65,10 @@ func newTemplateBuildCmd() *cobra.Command {
 		Short: "build a template from a Dockerfile into the store and the image store",
 		Long:  templateBuildLong,
 		Args:  cobra.MaximumNArgs(1),
+		Example: `  sandlot template build -t data-tools .
+  sandlot template build -t data-tools -f docker/Dockerfile --build-arg PY=3.11 docker/
+  sandlot template build -t data-tools --url http://127.0.0.1:7423 .     # through a daemon
+  sandlot template build -t e2b-base -f template.json                    # an E2B template`,
 	}
 	fs := cmd.Flags()
 	var o templateBuildFlags
@@ -77,13 +82,9 @@ func newTemplateBuildCmd() *cobra.Command {
 	o.buildArgs = buildArgs{}
 	fs.Var(o.buildArgs, "build-arg", "ARG value, NAME=VALUE (repeatable)")
 	var r remote
-	r.url = os.Getenv(envURL)
-	if r.url == "" {
-		r.url = "http://" + api.DefaultAddr
-	}
-	fs.StringVar(&r.url, "url", r.url, "build through the daemon at this URL ($"+envURL+"): the context is uploaded, the log streams back")
-	fs.StringVar(&r.key, "api-key", os.Getenv(envAPIKey), "with --url: API key ($"+envAPIKey+"; default: the key file in --data-dir)")
-	fs.BoolVar(&r.json, "json", false, "with --url: print the final build state as JSON")
+	fs.StringVar(&r.url, "url", "", "build through the daemon at this URL ($"+envURL+"): the context is uploaded, the log streams back")
+	fs.StringVar(&r.key, "api-key", "", "with --url: API key (default: $"+envAPIKey+", else the client config's context, else the key file in --data-dir)")
+	r.out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		var local []string
 		for _, f := range []string{"tenant", "images-dir", "state-dir", "runtime", "store"} {
@@ -104,9 +105,13 @@ func newTemplateBuildCmd() *cobra.Command {
 				contextDir = args[0]
 			}
 			r.dataDir = o.store.dataDir
-			return templateBuildRemote(cmd.Context(), ioOf(cmd), r.client(), contextDir, o, r.json)
+			c, err := r.client()
+			if err != nil {
+				return err
+			}
+			return templateBuildRemote(cmd.Context(), ioOf(cmd), c, contextDir, o, r.out)
 		}
-		return templateBuildMain(cmd.Context(), ioOf(cmd), args, o)
+		return templateBuildMain(cmd.Context(), ioOf(cmd), args, o, r.out)
 	}
 	return cmd
 }
@@ -118,7 +123,7 @@ type templateBuildFlags struct {
 	buildArgs                                          buildArgs
 }
 
-func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuildFlags) error {
+func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuildFlags, out output) error {
 	contextDir := "."
 	if len(args) == 1 {
 		contextDir = args[0]
@@ -132,7 +137,7 @@ func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuil
 	if o.imagesDir == "" {
 		o.imagesDir = filepath.Join(o.store.dataDir, "images")
 	}
-	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(io.Err, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: export.Milliseconds}))
 	s, err := image.Open(o.imagesDir, image.Config{Logger: log})
 	if err != nil {
 		return fmt.Errorf("image store: %w", err)
@@ -147,11 +152,19 @@ func templateBuildMain(ctx context.Context, io IO, args []string, o templateBuil
 		return err
 	}
 	c := templates.New(templates.Config{Store: st, Images: s, Logger: log})
+	progress := io.Out
+	if out.structured() {
+		progress = io.Err // stdout is the result's
+	}
 	t, err := BuildTemplate(ctx, c, daemon.NewBuilder(p, s, local.BuildConfig{}, true, nil, log), TemplateBuild{
-		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: io.Out,
+		Tenant: o.tenantID, Name: o.name, Dockerfile: o.file, ContextDir: contextDir, BuildArgs: o.buildArgs, Output: progress,
 	})
 	if err != nil {
 		return err
+	}
+	if out.structured() {
+		at := server.TemplateOut(t)
+		return out.print(io.Out, &at)
 	}
 	fmt.Fprintf(io.Out, "built %s %s %s\n", t.Name, t.ID, t.Image)
 	return nil

@@ -25,7 +25,8 @@ const remoteDockerfile = ".sandlot.Dockerfile"
 // the context directory goes up as a gzip tarball, the build runs there
 // (RUN steps in its sandboxes, with its build network), and its log
 // streams here as it comes. A failed build is an error (non-zero exit).
-func templateBuildRemote(ctx context.Context, std IO, c *client.Client, contextDir string, o templateBuildFlags, asJSON bool) error {
+func templateBuildRemote(ctx context.Context, std IO, c *client.Client, contextDir string, o templateBuildFlags, out output) error {
+	asJSON := out.structured()
 	if o.file == "" {
 		o.file = filepath.Join(contextDir, "Dockerfile")
 	}
@@ -58,7 +59,7 @@ func templateBuildRemote(ctx context.Context, std IO, c *client.Client, contextD
 		}
 	})
 	if asJSON && done != nil {
-		printJSON(std.Out, done)
+		out.print(std.Out, done)
 	}
 	if err != nil {
 		return err

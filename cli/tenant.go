@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,11 +21,22 @@ import (
 func init() {
 	commands = append(commands, func() *cobra.Command {
 		cmd := verbGroup("tenant", "manage tenants and API keys in the store (create, list, rotate-key, delete)",
-			tenantVerb("create", "create NAME", nil, "create a tenant and print its API key", cobra.ExactArgs(1)),
-			tenantVerb("list", "list", []string{"ls"}, "list tenants", cobra.NoArgs),
-			tenantVerb("rotate-key", "rotate-key ID", nil, "give a tenant a new API key; the old one stops working", cobra.ExactArgs(1)),
-			tenantVerb("delete", "delete ID", []string{"rm"}, "delete a tenant; a running server ends its contexts", cobra.ExactArgs(1)))
+			tenantVerb("create", "create NAME", nil, "create a tenant and print its API key", cobra.ExactArgs(1),
+				`  sandlot tenant create acme
+  sandlot tenant create acme --guard-mode report -o json
+  sandlot tenant create ops --admin --store postgres://sandlot@db/sandlot`),
+			tenantVerb("list", "list", []string{"ls"}, "list tenants", cobra.NoArgs,
+				`  sandlot tenant list
+  sandlot tenant list -o json`),
+			tenantVerb("rotate-key", "rotate-key NAME|ID", nil, "give a tenant a new API key; the old one stops working", cobra.ExactArgs(1),
+				`  sandlot tenant rotate-key acme
+  sandlot tenant rotate-key 6f1c2a9e-0b4d-4e57-9a43-2f6d8c1b7e05 -o json`),
+			tenantVerb("delete", "delete NAME|ID", []string{"rm"}, "delete a tenant; a running server ends its contexts", cobra.ExactArgs(1),
+				`  sandlot tenant delete acme`))
 		cmd.Long = tenantLong
+		cmd.Example = `  sandlot tenant create acme
+  sandlot tenant list
+  sandlot tenant rotate-key acme`
 		return cmd
 	})
 }
@@ -71,24 +83,26 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 	return store.OpenWith(ctx, s.storeURL(), store.Options{SecretsKey: key})
 }
 
-const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key ID | delete ID [--json] [--data-dir DIR | --store URL]"
+const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key NAME|ID | delete NAME|ID [-o json|yaml|wide] [--data-dir DIR | --store URL]"
 
 // tenantLong: these are admin operations, so they work on the store
 // itself (--data-dir or --store) rather than over HTTP: whoever can read
 // the store owns every tenant anyway.
 const tenantLong = tenantUsage + `
 
-Works on the store itself (--data-dir or --store), not over HTTP. A running
+Works on the store itself (--data-dir or --store), not over HTTP. A tenant's
+name is unique, so a name stands for its id wherever one is asked. A running
 server sees the changes within a second (its key cache TTL) and ends a
 deleted tenant's contexts within seconds (its tenant reaper).`
 
 // tenantVerb is one verb of tenant.
-func tenantVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs) *cobra.Command {
-	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args}
+func tenantVerb(verb, use string, aliases []string, short string, args cobra.PositionalArgs, example string) *cobra.Command {
+	cmd := &cobra.Command{Use: use, Aliases: aliases, Short: short, Args: args, Example: example}
 	fs := cmd.Flags()
 	var sf storeFlags
 	sf.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON for scripts")
+	var out output
+	out.register(cmd)
 	admin := false
 	guard := tenant.GuardEnforce
 	if verb == "create" {
@@ -96,13 +110,13 @@ func tenantVerb(verb, use string, aliases []string, short string, args cobra.Pos
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, *asJSON, admin, guard)
+		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, out, admin, guard)
 	}
 	return cmd
 }
 
 // runTenant administers tenants.
-func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, asJSON, admin bool, guard string) error {
+func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, out output, admin bool, guard string) error {
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -120,35 +134,43 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			return printJSON(std.Out, struct {
+		if out.structured() {
+			return out.print(std.Out, struct {
 				*tenant.Tenant
 				APIKey string `json:"apiKey"`
 			}{t, key})
 		}
-		fmt.Fprintf(std.Out, "tenant %s (%s)\napi key: %s\nThe key is shown once; only its hash is stored.\n", t.ID, t.Name, key)
+		fmt.Fprintf(std.Out, "tenant %s (%s)\napi key: %s\nThe key is shown once; only its hash is stored.\n", t.Name, t.ID, key)
 		return nil
 	case "list":
 		ts, err := st.ListTenants(ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON {
+		if out.structured() {
 			if ts == nil {
 				ts = []*tenant.Tenant{}
 			}
-			return printJSON(std.Out, ts)
+			return out.print(std.Out, ts)
+		}
+		header := []string{"NAME", "ID", "KEY", "GUARD", "ADMIN", "CREATED"}
+		if out.wide() {
+			header = append(header, "KEY GENERATION")
 		}
 		rows := make([][]string, 0, len(ts))
 		for _, t := range ts {
-			rows = append(rows, []string{t.ID, t.Name, t.KeyPrefix + "…", t.GuardMode, fmt.Sprint(t.Admin), t.CreatedAt.Format(time.RFC3339)})
+			row := []string{t.Name, t.ID, t.KeyPrefix + "…", t.GuardMode, fmt.Sprint(t.Admin), t.CreatedAt.Format(time.RFC3339)}
+			if out.wide() {
+				row = append(row, fmt.Sprint(t.KeyGeneration))
+			}
+			rows = append(rows, row)
 		}
-		return table(std.Out, []string{"ID", "NAME", "KEY", "GUARD", "ADMIN", "CREATED"}, rows)
+		return table(std.Out, header, rows)
 	case "rotate-key":
 		if len(args) != 1 {
-			return usageErr("tenant rotate-key: give one tenant ID")
+			return usageErr("tenant rotate-key: give one tenant NAME or ID")
 		}
-		t, err := st.GetTenant(ctx, args[0])
+		t, err := findTenant(ctx, st, args[0])
 		if err != nil {
 			return err
 		}
@@ -160,22 +182,27 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 			return err
 		}
 		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindKeyRotated})
-		if asJSON {
-			return printJSON(std.Out, map[string]string{"id": t.ID, "apiKey": key})
+		if out.structured() {
+			return out.print(std.Out, map[string]string{"id": t.ID, "name": t.Name, "apiKey": key})
 		}
-		fmt.Fprintf(std.Out, "new api key for %s: %s\nThe old key and the E2B access tokens issued under it stop working at once here, and within a second on a running server (its caches).\n", t.ID, key)
+		fmt.Fprintf(std.Out, "new api key for %s (%s): %s\nThe old key and the E2B access tokens issued under it stop working at once here, and within a second on a running server (its caches).\n", t.Name, t.ID, key)
 		return nil
 	case "delete":
 		if len(args) != 1 {
-			return usageErr("tenant delete: give one tenant ID")
+			return usageErr("tenant delete: give one tenant NAME or ID")
 		}
-		if err := st.DeleteTenant(ctx, args[0]); err != nil {
+		t, err := findTenant(ctx, st, args[0])
+		if err != nil {
 			return err
 		}
-		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: args[0], Kind: audit.KindTenantDeleted})
-		if !asJSON {
-			fmt.Fprintf(std.Out, "deleted tenant %s; a running server stops accepting its key and tokens within a second and ends its contexts within seconds\n", args[0])
+		if err := st.DeleteTenant(ctx, t.ID); err != nil {
+			return err
 		}
+		_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindTenantDeleted})
+		if out.structured() {
+			return out.print(std.Out, map[string]string{"deleted": t.ID, "name": t.Name})
+		}
+		fmt.Fprintf(std.Out, "deleted tenant %s (%s); a running server stops accepting its key and tokens within a second and ends its contexts within seconds\n", t.Name, t.ID)
 		return nil
 	}
 	return usageErr("tenant: unknown subcommand %q", verb)
@@ -197,4 +224,23 @@ func createTenant(ctx context.Context, st store.Backend, name, guard string, adm
 	}
 	_ = st.AppendAudit(ctx, store.AuditEvent{TenantID: t.ID, Kind: audit.KindTenantCreated, Detail: map[string]string{"name": name}})
 	return t, key, nil
+}
+
+// findTenant is the tenant whose id, else whose name, is ref: names are
+// unique in the store, so a name stands for one tenant.
+func findTenant(ctx context.Context, st store.Backend, ref string) (*tenant.Tenant, error) {
+	t, err := st.GetTenant(ctx, ref)
+	if err == nil || !errors.Is(err, errdefs.ErrNotFound) {
+		return t, err
+	}
+	ts, lerr := st.ListTenants(ctx)
+	if lerr != nil {
+		return nil, fmt.Errorf("list tenants: %w", lerr)
+	}
+	for _, t := range ts {
+		if t.Name == ref {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("no tenant has the name or id %q (sandlot tenant list shows them): %w", ref, errdefs.ErrNotFound)
 }

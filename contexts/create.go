@@ -69,6 +69,11 @@ type CreateOptions struct {
 	// kernel it would not have started. A sandbox from the warm pool has
 	// the pool's kernels (Config.PoolPrestart).
 	Prestart []string
+	// Language is the language of the call that may create the context
+	// (Execute sets it): a template that does not offer it is refused
+	// before a record or a sandbox exists (invalid_argument), so a call
+	// refused for its language leaves nothing running. "": no check.
+	Language string
 }
 
 // check validates the options a caller gives, before anything is looked
@@ -168,6 +173,11 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	if err != nil {
 		return nil, err
 	}
+	if opts.Language != "" {
+		if err := m.checkLanguage(ctx, template, opts.Language); err != nil {
+			return nil, err
+		}
+	}
 	ttl := opts.TTL
 	if ttl <= 0 {
 		ttl = m.cfg.TTL
@@ -242,7 +252,14 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))
+		gerr := guardError(ctx, m.cfg.Guard, id.TenantID, err)
+		err = fmt.Errorf("create sandbox for context %s: %w", rec.ID, gerr)
+		if _, explained := errdefs.Explanation(gerr); !explained && errdefs.IsClientFault(gerr) {
+			// The caller reads the cause, not the id of a context it
+			// never named (errdefs.PublicMessage).
+			err = errdefs.Public(err, errdefs.PublicMessage(gerr))
+		}
+		return nil, err
 	}
 
 	m.mu.Lock()

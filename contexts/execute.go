@@ -170,7 +170,8 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		if req.Unbounded {
 			within = 0 // no bound to keep the record for: touch it
 		}
-		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network, Template: req.Template, Prestart: bootKernel(req)}, within)
+		e, err := m.acquire(ctx, id, CreateOptions{ContextID: req.ContextID, Network: req.Network, Template: req.Template, Prestart: bootKernel(req),
+			Language: req.Language}, within)
 		if err != nil {
 			if errors.Is(err, errdefs.ErrUnavailable) && !errors.As(err, new(ownedError)) {
 				m.countExecution(req.Language, OutcomeFault, 0) // a call for another node's context is no fault
@@ -406,7 +407,11 @@ func (m *Manager) checkLanguage(ctx context.Context, template, language string) 
 	if err != nil || len(info.Languages) == 0 || slices.Contains(info.Languages, language) {
 		return nil
 	}
-	return fmt.Errorf("template %q offers %s, not %s: %w", info.Name, strings.Join(info.Languages, ", "), language, errdefs.ErrInvalidArgument)
+	hint := "use one of those, or a template that has " + language
+	if language == agent.R || language == agent.Java {
+		hint += " (the built-in code-interpreter template has R and Java)"
+	}
+	return fmt.Errorf("template %q has no %s kernel (it offers %s); %s: %w", info.Name, language, strings.Join(info.Languages, ", "), hint, errdefs.ErrInvalidArgument)
 }
 
 // checkTemplate refuses a call that asks for template ref ("" asks for

@@ -3,6 +3,7 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -196,5 +197,26 @@ func TestMasked(t *testing.T) {
 	}
 	if got := contexts.MaskedValues(e.m.Masked(e.ctx, "no-such-context")); got != nil {
 		t.Fatalf("Masked(an unknown context) = %q", got)
+	}
+}
+
+// TestGuardKeepsSentence: an error from the sandbox that carries a public
+// sentence (errdefs.Public: an agent's own message) keeps it through the
+// guard, redacted like its text, and its category; the chain around it
+// (the sandbox id, the method) does not reach the caller.
+func TestGuardKeepsSentence(t *testing.T) {
+	g := &contextstest.Guard{Secrets: []string{"sk-SECRET"}}
+	e := newEnv(t, contexts.Config{Guard: g})
+	e.p.Run = func(context.Context, *contextstest.Sandbox, agent.RunCodeParams, contexts.OutputFunc) (*agent.RunCodeResult, error) {
+		return nil, errdefs.Public(fmt.Errorf("sandbox sb-1: kernel.run: no r kernel (sk-SECRET): %w", errdefs.ErrFailedPrecondition),
+			"no r kernel: R is not installed in this sandbox (sk-SECRET)")
+	}
+	_, err := e.m.Execute(e.ctx, ident("t1", "c1", "main"), contexts.ExecuteRequest{Language: "r", Code: "1"}, nil)
+	wantCategory(t, err, errdefs.ErrFailedPrecondition)
+	if got := errdefs.PublicMessage(err); got != "no r kernel: R is not installed in this sandbox ([REDACTED])" {
+		t.Fatalf("public message %q", got)
+	}
+	if strings.Contains(err.Error(), "sk-SECRET") {
+		t.Fatalf("the error's text is not guarded: %q", err)
 	}
 }

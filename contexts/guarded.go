@@ -241,12 +241,17 @@ func (s *guardedSandbox) Close() error { return nil }
 // (and context cancellation) for errors.Is, but not the original chain,
 // whose text could hold unredacted output.
 type guardedError struct {
-	msg   string
-	cause []error
+	msg    string
+	public string // the redacted errdefs.Explanation, if err had one
+	cause  []error
 }
 
 func (e *guardedError) Error() string   { return e.msg }
 func (e *guardedError) Unwrap() []error { return e.cause }
+
+// PublicMessage keeps the sentence of the error it replaced
+// (errdefs.PublicMessage), redacted like its text.
+func (e *guardedError) PublicMessage() string { return e.public }
 
 // guardError redacts err's message. Nil g or err returns err unchanged.
 func guardError(ctx context.Context, g Guard, tenantID string, err error) error {
@@ -254,6 +259,9 @@ func guardError(ctx context.Context, g Guard, tenantID string, err error) error 
 		return err
 	}
 	ge := &guardedError{msg: g.Text(ctx, tenantID, err.Error())}
+	if s, ok := errdefs.Explanation(err); ok {
+		ge.public = g.Text(ctx, tenantID, s)
+	}
 	if errdefs.Categorized(err) {
 		ge.cause = append(ge.cause, errdefs.FromCode(errdefs.CodeOf(err)))
 	}

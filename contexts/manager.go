@@ -97,7 +97,8 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 	return m
 }
 
-var errClosed = fmt.Errorf("context manager is closed: %w", errdefs.ErrUnavailable)
+var errClosed = errdefs.Public(fmt.Errorf("context manager is closed: %w", errdefs.ErrUnavailable),
+	"The server is shutting down; retry once it is back.")
 
 func (m *Manager) now() time.Time { return m.cfg.Clock() }
 

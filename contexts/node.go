@@ -38,6 +38,12 @@ func (e ownedError) Error() string {
 
 func (ownedError) Unwrap() error { return errdefs.ErrUnavailable }
 
+// PublicMessage is what the caller reads (errdefs.PublicMessage): where
+// to send the call, without the context's id.
+func (e ownedError) PublicMessage() string {
+	return fmt.Sprintf("This conversation is served by sandlot node %q; send its requests to that node.", e.node)
+}
+
 // mine reports whether rec belongs to this manager's node.
 func (m *Manager) mine(rec *Record) bool { return rec.Node == m.cfg.Node }
 

@@ -91,3 +91,52 @@ func TestContextIDNeverCreates(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// langCatalog is a Catalog of two templates: "default", whose languages
+// are known, and "custom", whose are not (every language offered).
+type langCatalog struct{}
+
+func (langCatalog) ResolveTemplate(ctx context.Context, _, ref string) (contexts.TemplateInfo, error) {
+	if ref == "" {
+		ref = "default"
+	}
+	return langCatalog{}.TemplateInfo(ctx, ref)
+}
+
+func (langCatalog) TemplateInfo(_ context.Context, id string) (contexts.TemplateInfo, error) {
+	switch id {
+	case "default":
+		return contexts.TemplateInfo{ID: id, Name: id, Languages: []string{"python", "bash"}, Public: true}, nil
+	case "custom":
+		return contexts.TemplateInfo{ID: id, Name: id, Public: true}, nil
+	}
+	return contexts.TemplateInfo{}, errdefs.ErrNotFound
+}
+
+// TestLanguageRefusedBeforeCreate: a first call in a language its
+// template does not offer is invalid_argument before a record or a
+// sandbox exists: nothing is left running for the context's TTL (a
+// sandbox used to be made, and then the kernel was found missing). A
+// template whose languages are unknown still creates.
+func TestLanguageRefusedBeforeCreate(t *testing.T) {
+	e := newEnv(t, contexts.Config{Catalog: langCatalog{}, PoolSize: -1})
+	id := ident("t1", "c1", "main")
+	_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "r", Code: "1"}, nil)
+	wantCategory(t, err, errdefs.ErrInvalidArgument)
+	if msg := errdefs.PublicMessage(err); msg != `template "default" has no r kernel (it offers python, bash); use one of those, or a template that has r (the built-in code-interpreter template has R and Java)` {
+		t.Errorf("message %q", msg)
+	}
+	if n := e.p.Created(); n != 0 {
+		t.Fatalf("%d sandboxes created for a refused call", n)
+	}
+	recs, err := e.store.List(e.ctx, contexts.Filter{TenantID: "t1"})
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("records after a refused call: %+v, %v", recs, err)
+	}
+	if _, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Execute(e.ctx, ident("t1", "c2", "main"), contexts.ExecuteRequest{Language: "r", Code: "1", Template: "custom"}, nil); err != nil {
+		t.Fatalf("a template of unknown languages: %v", err)
+	}
+}

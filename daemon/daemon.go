@@ -25,6 +25,7 @@ import (
 	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/telemetry/export"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
@@ -104,6 +105,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	}
 	nw := d.nw
 	tw := &templateWire{store: st, host: cfg.Images.HostTemplate, desktop: cfg.Desktop.offered(), pullAllow: cfg.Build.PullAllow, log: log}
+	if cfg.Images.Default == DefaultImageDebian {
+		tw.defaultKernels = templates.DefaultImageKernels
+	}
 	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
 	if nw != nil && nw.startErr != nil {
 		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)

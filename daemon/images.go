@@ -43,7 +43,8 @@ func (b *baseBuild) missing(template string) error {
 	case b.err != nil:
 		return fmt.Errorf("the default template could not be built (%v): %w", b.err, errdefs.ErrFailedPrecondition)
 	case !b.done:
-		return fmt.Errorf("the default template is being built (%s); try again in a few minutes: %w", b.phase, errdefs.ErrUnavailable)
+		return errdefs.Public(fmt.Errorf("the default template is being built (%s); try again in a few minutes: %w", b.phase, errdefs.ErrUnavailable),
+			fmt.Sprintf("The sandbox is still being prepared: the default template is being built (%s; minutes, on the first start only); retry in a minute.", b.phase))
 	}
 	return nil
 }

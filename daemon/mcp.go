@@ -25,7 +25,7 @@ func (d *Daemon) ServeMCP(ctx context.Context, t sdk.Transport, tenantID, conver
 	if ephemeral {
 		conversation = uuid.NewString()
 	}
-	srv := mcp.New(d.tools, mcp.Config{Tenant: tenantID, Tenants: d.auth, Conversation: conversation, Logger: d.log})
+	srv := mcp.New(d.tools, mcp.Config{Tenant: tenantID, Tenants: d.auth, Conversation: conversation, Logger: d.log, Version: d.version()})
 	err := srv.Run(ctx, t)
 	if ephemeral {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
@@ -51,4 +51,12 @@ func (d *Daemon) endConversation(ctx context.Context, tenantID, conversation str
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// version is the build's version MCP clients are told (Config.Version).
+func (d *Daemon) version() string {
+	if d.cfg.Version == "" {
+		return "devel"
+	}
+	return d.cfg.Version
 }

@@ -107,6 +107,8 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 		return providerChain(ps, log, quota), nil
 	}
 	err := fmt.Errorf("no usable sandbox provider: %v: %w", errors.Join(errs...), errdefs.ErrUnavailable)
+	err = errdefs.Public(err, "This server cannot start sandboxes (no usable sandbox provider: "+reasons(errs)+
+		"); its operator must install an OCI runtime (crun or runc) or configure E2B, then restart it (GET /readyz says what is missing).")
 	log.Error("no sandbox provider; tool calls answer 503", slog.String(logkey.Err, err.Error()))
 	return noProvider{err}, err
 }
@@ -215,4 +217,16 @@ func e2bQuota(log *slog.Logger, file string, f E2BProvider) (*chain.Quota, error
 		}()
 	}
 	return q, nil
+}
+
+// reasons joins why each provider was skipped into one line.
+func reasons(errs []error) string {
+	parts := make([]string, 0, len(errs))
+	for _, err := range errs {
+		parts = append(parts, errdefs.Message(err.Error()))
+	}
+	if len(parts) == 0 {
+		return "none configured"
+	}
+	return strings.Join(parts, "; ")
 }

@@ -66,7 +66,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	fc := frontConfig{
 		V1: v1,
-		MCP: mcp.New(d.tools, mcp.Config{Logger: d.log, Tenants: d.auth}).HTTPHandler(func(r *http.Request) (string, error) {
+		MCP: mcp.New(d.tools, mcp.Config{Logger: d.log, Tenants: d.auth, Version: d.version()}).HTTPHandler(func(r *http.Request) (string, error) {
 			// Mounted behind /v1's key check, which set the tenant.
 			if id, ok := tenant.FromContext(r.Context()); ok {
 				return id, nil

@@ -22,9 +22,12 @@ type templateWire struct {
 	host      bool
 	desktop   bool           // offer the built-in desktop template
 	pullAllow []netip.Prefix // tenants' pulls may reach these besides the internet
-	log       *slog.Logger
-	catalog   *templates.Catalog // nil until attach
-	live      func(context.Context) ([]v1.Hash, error)
+	// defaultKernels are the default template's languages when the daemon
+	// builds its image (templates.Config.DefaultKernels).
+	defaultKernels []string
+	log            *slog.Logger
+	catalog        *templates.Catalog // nil until attach
+	live           func(context.Context) ([]v1.Hash, error)
 }
 
 // attach makes the catalog over the local provider's image store, with
@@ -32,7 +35,7 @@ type templateWire struct {
 // names, read once).
 func (tw *templateWire) attach(imgs *image.Store, builtins func(string) (v1.Hash, bool)) *templates.Catalog {
 	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log,
-		CodeInterpreter: true, Builtins: builtins}
+		CodeInterpreter: true, Builtins: builtins, DefaultKernels: tw.defaultKernels}
 	if tw.desktop {
 		cfg.Desktop = desktop.Settings()
 	}

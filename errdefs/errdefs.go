@@ -10,6 +10,7 @@ package errdefs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -125,37 +126,123 @@ func IsClientFault(err error) bool {
 	return ok && c.status < 500
 }
 
-// PublicMessage is the message an edge may show: the error text for a
-// categorized error, a fixed string otherwise, so internals never leak.
+// Sentence returns an error of category cat (one of the sentinels above)
+// whose text is the formatted sentence alone: unlike "%w" of a sentinel,
+// it leaves no category words at its end, for messages that are a whole
+// sentence ("tenant name \"acme\" is taken; choose another").
+func Sentence(cat error, format string, a ...any) error {
+	return &sentenceError{msg: fmt.Sprintf(format, a...), cat: cat}
+}
+
+type sentenceError struct {
+	msg string
+	cat error
+}
+
+func (e *sentenceError) Error() string { return e.msg }
+func (e *sentenceError) Unwrap() error { return e.cat }
+
+// Public attaches to err the sentence a caller reads instead of err's
+// text: what happened and what to do, in words written for a person or a
+// model ("The sandbox is still being prepared (the default template is
+// being built); retry in a minute."). err keeps its category and its
+// chain, which is what Error returns and what the edge logs. The
+// outermost sentence wins. Public(nil, ...) is nil. An error type of its
+// own says the same with a method PublicMessage() string.
+func Public(err error, sentence string) error {
+	if err == nil {
+		return nil
+	}
+	return &publicError{err: err, sentence: sentence}
+}
+
+type publicError struct {
+	err      error
+	sentence string
+}
+
+func (e *publicError) Error() string { return e.err.Error() }
+func (e *publicError) Unwrap() error { return e.err }
+
+// PublicMessage is the sentence; PublicMessage(err) finds it.
+func (e *publicError) PublicMessage() string { return e.sentence }
+
+// explained is an error that carries the sentence a caller reads.
+type explained interface{ PublicMessage() string }
+
+// Explanation is the sentence err carries (Public, or an error type's
+// PublicMessage method), if any: for code that rebuilds an error (to
+// redact its text) and must keep the sentence.
+func Explanation(err error) (string, bool) {
+	var ex explained
+	if errors.As(err, &ex) && ex.PublicMessage() != "" {
+		return ex.PublicMessage(), true
+	}
+	return "", false
+}
+
+// The sentences of the categories whose errors are the server's: their
+// text is a chain of internals ("context 1234: sandbox: agent: unexpected
+// EOF"), which goes to the log, never to the caller.
+const (
+	unavailableSentence = "The server cannot do this right now; retry in a few seconds (if it keeps failing, the server log has the cause under this request's id)."
+	deadlineSentence    = "The call did not finish in time; retry it, or give it a longer timeout."
+	internalSentence    = "Internal error; retry, and if it keeps failing, the server log has the cause under this request's id."
+)
+
+// PublicMessage is the message an edge shows for err, one sentence that
+// says what to do:
+//   - the sentence of Public, when err (categorized) carries one;
+//   - for a client fault (a 4xx category), err's text, written for the
+//     caller, without the category words "%w" leaves in it (Message);
+//   - for unavailable and deadline_exceeded without a sentence, a fixed
+//     one: their text names internals;
+//   - for anything uncategorised, the internal sentence, so internals
+//     never leak.
+//
+// The edges (/v1, MCP, the E2B wire, the CLI) all show this, and log the
+// whole chain beside the request id.
 func PublicMessage(err error) string {
 	if err == nil {
 		return ""
 	}
-	if Categorized(err) {
-		return err.Error()
+	c, ok := lookup(err)
+	sentence, explainedErr := Explanation(err)
+	switch {
+	case !ok:
+		return internalSentence
+	case explainedErr:
+		return sentence
+	case c.status < 500:
+		return Message(err.Error())
+	case c.err == ErrDeadlineExceeded:
+		return deadlineSentence
+	default:
+		return unavailableSentence
 	}
-	return "internal error"
 }
 
-// Message is an error text without the words of its category at the end
-// (": invalid argument", ": unavailable"), which "%w" of a sentinel leaves
-// there: what a person reads beside an exit status or HTTP code that
-// already says the category. "not found" and "already exists" stay, since
-// they are the predicate of messages like "context ID: not found", unless
-// the text already says them.
+// Message is an error text without the words of its category ("invalid
+// argument", "unavailable"), which "%w" of a sentinel leaves at its end
+// or, with "%w: %w", in its middle: what a person reads beside an exit
+// status or HTTP code that already says the category. "not found" and
+// "already exists" stay where they are the predicate of a message like
+// "context ID: not found", unless the text already says them.
 func Message(text string) string {
 	for {
 		trimmed := text
 		for _, c := range table {
-			suffix := ": " + c.err.Error()
-			rest, ok := strings.CutSuffix(trimmed, suffix)
-			if !ok {
-				continue
+			word := c.err.Error()
+			predicate := c.err == ErrNotFound || c.err == ErrAlreadyExists
+			if rest, ok := strings.CutSuffix(trimmed, ": "+word); ok && (!predicate || strings.HasSuffix(rest, word)) {
+				trimmed = rest
 			}
-			if (c.err == ErrNotFound || c.err == ErrAlreadyExists) && !strings.HasSuffix(rest, c.err.Error()) {
-				continue
+			if rest, ok := strings.CutPrefix(trimmed, word+": "); ok && !predicate {
+				trimmed = rest
 			}
-			trimmed = rest
+			if !predicate {
+				trimmed = strings.ReplaceAll(trimmed, ": "+word+": ", ": ")
+			}
 		}
 		if trimmed == text {
 			return text

@@ -16,19 +16,24 @@ func TestCategories(t *testing.T) {
 		public                   string
 	}{
 		{fmt.Errorf("ctx x: %w", ErrNotFound), CodeNotFound, 404, 3, true, true, "ctx x: not found"},
-		{fmt.Errorf("bad: %w", ErrInvalidArgument), CodeInvalidArgument, 400, 2, true, true, "bad: invalid argument"},
-		{ErrAlreadyExists, CodeAlreadyExists, 409, 4, true, true, "already exists"},
-		{ErrFailedPrecondition, CodeFailedPrecondition, 412, 5, true, true, "failed precondition"},
-		{ErrResourceExhausted, CodeResourceExhausted, 429, 6, true, true, "resource exhausted"},
-		{ErrPermissionDenied, CodePermissionDenied, 403, 9, true, true, "permission denied"},
-		{ErrUnauthenticated, CodeUnauthenticated, 401, 10, true, true, "unauthenticated"},
-		// 5xx categories: shown, but a server fault.
-		{fmt.Errorf("runtime down: %w", ErrUnavailable), CodeUnavailable, 503, 7, true, false, "runtime down: unavailable"},
-		{ErrDeadlineExceeded, CodeDeadlineExceeded, 504, 8, true, false, "deadline exceeded"},
-		{fmt.Errorf("call: %w", context.DeadlineExceeded), CodeDeadlineExceeded, 504, 8, true, false, "call: context deadline exceeded"},
-		// Uncategorized: hidden.
-		{errors.New("open /var/lib/x: permission denied"), CodeInternal, 500, 1, false, false, "internal error"},
-		{ErrInternal, CodeInternal, 500, 1, false, false, "internal error"},
+		{fmt.Errorf("bad: %w", ErrInvalidArgument), CodeInvalidArgument, 400, 2, true, true, "bad"},
+		{fmt.Errorf("tenant acme: %w", ErrAlreadyExists), CodeAlreadyExists, 409, 4, true, true, "tenant acme: already exists"},
+		{fmt.Errorf("context c/main runs on template x: %w", ErrFailedPrecondition), CodeFailedPrecondition, 412, 5, true, true, "context c/main runs on template x"},
+		{fmt.Errorf("10 active contexts (limit 10): %w", ErrResourceExhausted), CodeResourceExhausted, 429, 6, true, true, "10 active contexts (limit 10)"},
+		{fmt.Errorf("not your template: %w", ErrPermissionDenied), CodePermissionDenied, 403, 9, true, true, "not your template"},
+		{fmt.Errorf("invalid API key: %w", ErrUnauthenticated), CodeUnauthenticated, 401, 10, true, true, "invalid API key"},
+		// 5xx categories: a server fault, its chain replaced by a sentence
+		// unless the error carries one (Public).
+		{fmt.Errorf("context 1234: sandbox: agent: unexpected EOF: %w", ErrUnavailable), CodeUnavailable, 503, 7, true, false, unavailableSentence},
+		{Public(fmt.Errorf("build: phase debootstrap: %w", ErrUnavailable), "The default template is being built; retry in a minute."), CodeUnavailable, 503, 7, true, false, "The default template is being built; retry in a minute."},
+		{ErrDeadlineExceeded, CodeDeadlineExceeded, 504, 8, true, false, deadlineSentence},
+		{fmt.Errorf("call: %w", context.DeadlineExceeded), CodeDeadlineExceeded, 504, 8, true, false, deadlineSentence},
+		// Uncategorized: hidden, whatever sentence it carries.
+		{errors.New("open /var/lib/x: permission denied"), CodeInternal, 500, 1, false, false, internalSentence},
+		{ErrInternal, CodeInternal, 500, 1, false, false, internalSentence},
+		// A sentence on a client fault replaces its text too.
+		{fmt.Errorf("run_code: %w", Public(fmt.Errorf("sandbox sb-1: kernel.run: no r kernel: %w", ErrFailedPrecondition), "no r kernel: R is not installed in this sandbox")),
+			CodeFailedPrecondition, 412, 5, true, true, "no r kernel: R is not installed in this sandbox"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
@@ -78,6 +83,9 @@ func TestMessage(t *testing.T) {
 		{fmt.Errorf("template x not found: %w", ErrNotFound).Error(), "template x not found"},
 		{fmt.Errorf("tenant acme: %w", ErrAlreadyExists).Error(), "tenant acme: already exists"},
 		{fmt.Errorf("a: %w", fmt.Errorf("b: %w", ErrFailedPrecondition)).Error(), "a: b"},
+		{fmt.Errorf("postgres: %w: %w", ErrUnavailable, errors.New("dial tcp: refused")).Error(), "postgres: dial tcp: refused"},
+		{fmt.Errorf("%w: %w", ErrInvalidArgument, errors.New("bad name")).Error(), "bad name"},
+		{fmt.Errorf("a: %w: b", ErrNotFound).Error(), "a: not found: b"},
 		{"plain", "plain"},
 	} {
 		if got := Message(tc.err); got != tc.want {

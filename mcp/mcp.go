@@ -56,6 +56,9 @@ const (
 	ArgTaskID         = "taskId"
 )
 
+// identityArgs are the arguments every tool takes over MCP besides its own.
+var identityArgs = []string{ArgConversationID, ArgPathID, ArgTaskID}
+
 // MetaNetwork is the key of a tool call's _meta that holds the network the
 // call's context should have (api.Network, as in POST /v1/tools/{name}).
 // It is in _meta, set by the client application, and not among the
@@ -266,7 +269,7 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		}
 		ctx = contexts.WithSecrets(ctx, secrets)
 		out, stop := progress(ctx, req)
-		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy}, out)
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy, EdgeArgs: identityArgs}, out)
 		stop()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
@@ -403,7 +406,7 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] == '{' {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(args, &m); err != nil {
-			return id, nil, fmt.Errorf("arguments are not valid JSON: %v: %w", err, errdefs.ErrInvalidArgument)
+			return id, nil, fmt.Errorf("%s: the arguments are not valid JSON: %w", req.Params.Name, errdefs.ErrInvalidArgument)
 		}
 		var task string
 		for key, dst := range map[string]*string{ArgConversationID: &id.ConversationID, ArgPathID: &id.PathID, ArgTaskID: &task} {

@@ -377,7 +377,7 @@ func TestStreamableHTTP(t *testing.T) {
 // TestToolErrorSanitized: a tool error leaves without host paths, Go
 // source positions or secrets.
 func TestToolErrorSanitized(t *testing.T) {
-	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
+	err := fmt.Errorf("create sandbox: /run/sandlot/bundles/sb-1: exec (local.go:88) for ops@exemplar.ie: %w", errdefs.ErrFailedPrecondition)
 	got := text(toolError(err))
 	if strings.Contains(got, "/run/sandlot") || strings.Contains(got, "local.go") || strings.Contains(got, "ops@exemplar.ie") ||
 		!strings.Contains(got, "[internal]") || !strings.Contains(got, "[REDACTED:EMAIL]") {

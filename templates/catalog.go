@@ -40,6 +40,11 @@ type Config struct {
 	// CodeInterpreter offers the built-in "code-interpreter" template
 	// (needs Images): the default template's packages plus R and Java.
 	CodeInterpreter bool
+	// DefaultKernels are the languages the built-in "default" template's
+	// image has (DefaultImageKernels for the Debian base the daemon
+	// builds), so a call in another is refused before a sandbox is made.
+	// nil: not known (an image the operator named "default"), all offered.
+	DefaultKernels []string
 	// Pull configures registry pulls (credentials, transport); its Name
 	// and Progress are set per pull. Its Keychain (nil: the daemon's docker
 	// config) serves public templates, the operator's.
@@ -99,7 +104,7 @@ func (c *Catalog) builtin(ctx context.Context, name string, withImage bool) (Tem
 	var t Template
 	switch {
 	case name == Default && c.cfg.Images != nil:
-		t = Template{ID: Default, Name: Default, Source: "built-in"}
+		t = Template{ID: Default, Name: Default, Source: "built-in", Settings: Settings{Kernels: slices.Clone(c.cfg.DefaultKernels)}}
 	case name == Desktop && c.cfg.Desktop != nil && c.cfg.Images != nil:
 		t = Template{ID: Desktop, Name: Desktop, Source: "built-in", Settings: c.cfg.Desktop.clone()}
 	case name == CodeInterpreter && c.cfg.CodeInterpreter && c.cfg.Images != nil:

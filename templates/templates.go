@@ -99,6 +99,11 @@ func (s Settings) clone() Settings {
 // Languages are every kernel a template can offer.
 var Languages = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh, agent.R, agent.Java}
 
+// DefaultImageKernels are the kernels of the Debian base the daemon builds
+// as the default template (image/debian.DefaultPackages: python3, nodejs,
+// bash; no R, no JDK, which the code-interpreter template adds).
+var DefaultImageKernels = []string{agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.Sh}
+
 // Offers reports whether the template's kernels include language.
 func (s Settings) Offers(language string) bool {
 	if language == agent.PrestartIPython { // as a prestart: python with IPython imported

@@ -40,7 +40,15 @@ type Tenant struct {
 	KeyGeneration int64 `json:"keyGeneration"`
 }
 
+// NameTaken is the error of a tenant name another tenant has:
+// already_exists.
+func NameTaken(name string) error {
+	return errdefs.Sentence(errdefs.ErrAlreadyExists, "tenant name %q is taken; choose another", name)
+}
+
 // Store persists tenants and key hashes. The context stores implement it too.
+// A tenant's Name, when not empty, is unique like its ID (CreateTenant and
+// UpdateTenant answer NameTaken), so a name addresses one tenant.
 type Store interface {
 	CreateTenant(ctx context.Context, t *Tenant, keyHash string) error
 	// TenantByKeyHash finds the tenant owning a key (errdefs.ErrNotFound).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strings"
@@ -59,7 +60,11 @@ func (a *additional) UnmarshalJSON(b []byte) error {
 // validate checks args (a JSON object) against s and returns the decoded
 // object. Numbers are kept as json.Number so integers stay exact. Errors
 // wrap errdefs.ErrInvalidArgument and name the tool and the field.
-func (s *schema) validate(tool string, args json.RawMessage) (map[string]any, error) {
+//
+// also are argument names the caller's edge took out of args before (MCP's
+// conversationId, pathId, taskId): an unknown field's message lists them
+// among the allowed ones, as the edge's schema does.
+func (s *schema) validate(tool string, args json.RawMessage, also ...string) (map[string]any, error) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -75,7 +80,18 @@ func (s *schema) validate(tool string, args json.RawMessage) (map[string]any, er
 	if v == nil {
 		v = map[string]any{}
 	}
-	if err := s.check(v, ""); err != nil {
+	root := s
+	if len(also) > 0 {
+		c := *s
+		c.Properties = maps.Clone(s.Properties)
+		for _, a := range also {
+			if _, ok := c.Properties[a]; !ok {
+				c.Properties[a] = &schema{} // any value: the edge checked it
+			}
+		}
+		root = &c
+	}
+	if err := root.check(v, ""); err != nil {
 		return nil, fmt.Errorf("%s: %s: %w", tool, err, errdefs.ErrInvalidArgument)
 	}
 	return v.(map[string]any), nil
@@ -97,23 +113,27 @@ func (s *schema) check(v any, path string) error {
 		if s.MaxProperties != nil && len(m) > *s.MaxProperties {
 			return fmt.Errorf("%s has %d properties (at most %d)", name, len(m), *s.MaxProperties)
 		}
-		for _, r := range s.Required {
-			if _, ok := m[r]; !ok {
-				return fmt.Errorf("%s is required", join(path, r))
-			}
-		}
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		// An unknown field first: {"lang": ...} is a misspelt language,
+		// which "language is required" would not tell.
+		for _, k := range keys {
+			if _, ok := s.Properties[k]; !ok && s.AdditionalProperties != nil && !s.AdditionalProperties.allowed {
+				return fmt.Errorf("unknown field %q (allowed: %s)", join(path, k), strings.Join(s.propertyNames(), ", "))
+			}
+		}
+		for _, r := range s.Required {
+			if _, ok := m[r]; !ok {
+				return fmt.Errorf("%s is required", join(path, r))
+			}
+		}
 		for _, k := range keys {
 			ps, ok := s.Properties[k]
 			if !ok {
 				ap := s.AdditionalProperties
-				if ap != nil && !ap.allowed {
-					return fmt.Errorf("unknown field %q (allowed: %s)", join(path, k), strings.Join(s.propertyNames(), ", "))
-				}
 				if ap == nil || ap.schema == nil {
 					continue
 				}

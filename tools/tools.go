@@ -102,6 +102,10 @@ type Call struct {
 	// Network is the network the call's context should have
 	// (contexts.CreateOptions.Network); nil: Config.Create's.
 	Network *policy.Policy
+	// EdgeArgs are the argument names the calling edge accepts besides
+	// the tool's own and took out of Args (MCP's conversationId, pathId,
+	// taskId): a message about an unknown field lists them as allowed.
+	EdgeArgs []string
 }
 
 // create returns the options for a context the call creates.
@@ -253,7 +257,7 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID,
 		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
-		"forced", call.Forced, "duration_ms", d.Milliseconds(), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
+		"forced", call.Forced, slog.Duration(logkey.Duration, d), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {
 		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})
 	}
@@ -268,7 +272,7 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	if r.cfg.Unavailable != nil {
 		return nil, fmt.Errorf("tool %q: no sandbox can run it: %w", call.Name, r.cfg.Unavailable)
 	}
-	args, err := e.schema.validate(call.Name, call.Args)
+	args, err := e.schema.validate(call.Name, call.Args, call.EdgeArgs...)
 	if err != nil {
 		return nil, err
 	}

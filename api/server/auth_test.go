@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -227,6 +228,20 @@ func TestTenantIsolation(t *testing.T) {
 		},
 		"GET /v1/contexts/{id}/files/list": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/files/list", key: e.KeyB}))
+		},
+		"GET /v1/contexts/{id}/shell": func(t *testing.T) {
+			// Refused before the upgrade: B never gets a terminal in A's context.
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA + "/shell", key: e.KeyB,
+				header: map[string]string{"Connection": "Upgrade", "Upgrade": api.ShellProtocol}}))
+		},
+		"GET /v1/conversations/{conversationId}/paths/{pathId}/shell": func(t *testing.T) {
+			// B's conv-a is B's own context (the recorder cannot be
+			// upgraded, so no terminal opens); A's stays A's (stillIntact).
+			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/shell", key: e.KeyB,
+				header: map[string]string{"Connection": "Upgrade", "Upgrade": api.ShellProtocol}})
+			if w.Code == http.StatusSwitchingProtocols || strings.Contains(w.Body.String(), idA) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
 		},
 		"POST /v1/conversations/{conversationId}/paths/{pathId}/events": func(t *testing.T) {
 			// B's "deleted" applies to B's own (conv-a, main), never A's.

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -163,10 +162,8 @@ func (s *Server) buildRequest(w http.ResponseWriter, r *http.Request) (buildReq,
 			args[k] = v
 		}
 		if raw := qv.Get("settings"); raw != "" {
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&settings); err != nil {
-				return req, fmt.Errorf("settings: malformed JSON: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument)
+			if err := api.UnmarshalStrict([]byte(raw), &settings); err != nil {
+				return req, fmt.Errorf("settings: %w", err)
 			}
 		}
 	default:

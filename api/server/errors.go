@@ -1,10 +1,8 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -67,49 +65,32 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 		return http.StatusRequestTimeout, bodyTimeoutError()
 	}
 	status := errdefs.HTTPStatus(err)
-	if !errdefs.IsClientFault(err) {
-		s.log.Error("server fault", slog.String(logkey.RequestID, r.Header.Get(api.HeaderRequestID)),
+	reqID := r.Header.Get(api.HeaderRequestID)
+	body := api.Error{Code: errdefs.CodeOf(err), Message: guard.SanitizeError(errdefs.PublicMessage(err))}
+	// The caller reads one sentence; the whole chain is the log's, under
+	// the request id that the answer carries too (the header, and the
+	// body of a server fault, whose sentence points at the log).
+	if errdefs.IsClientFault(err) {
+		s.log.Debug("client error", slog.String(logkey.RequestID, reqID),
+			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, guard.SanitizeError(err.Error())))
+	} else {
+		s.log.Error("server fault", slog.String(logkey.RequestID, reqID),
 			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, err.Error()))
+		body.RequestID = reqID
 	}
-	// A categorised message can still carry host details (a runtime's
-	// state path in an unavailable error, a Go source position) or a
-	// value the guard should redact: it leaves sanitized.
-	return status, api.Error{Code: errdefs.CodeOf(err), Message: guard.SanitizeError(errdefs.PublicMessage(err))}
+	// A categorised message can still carry host details (a path in an
+	// agent's message, a Go source position) or a value the guard should
+	// redact: it leaves sanitized.
+	return status, body
 }
 
 // decodeJSON reads a JSON body of at most Config.MaxBodyBytes into v.
 // Unknown fields are rejected, so a misspelt "conversationID" is an error
-// instead of a silently new conversation. An empty body decodes as {}.
+// instead of a silently new conversation, naming the fields the body takes
+// (api.DecodeStrict). An empty body decodes as {}. A body over the limit
+// or past its deadline is returned as the reader's error.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig), isBodyTimeout(err):
-			return err
-		case errors.Is(err, io.EOF):
-			return nil
-		}
-		return fmt.Errorf("malformed JSON body: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument)
-	}
-	if dec.More() {
-		return fmt.Errorf("malformed JSON body: trailing data after the object: %w", errdefs.ErrInvalidArgument)
-	}
-	return nil
-}
-
-// jsonErrText keeps encoding/json's message but not its Go type names.
-func jsonErrText(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field != "" {
-			return fmt.Sprintf("field %q has the wrong type (got JSON %s)", te.Field, te.Value)
-		}
-		return fmt.Sprintf("wrong type (got JSON %s)", te.Value)
-	}
-	return err.Error()
+	return api.DecodeStrict(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), v)
 }
 
 func invalid(format string, a ...any) error {

@@ -53,6 +53,11 @@ func sandboxPath(p string, allowEmpty bool) (string, error) {
 // and path (/v1/conversations/{c}/paths/{p}/...; created when absent, like
 // a tool call).
 func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb contexts.Sandbox) error) error {
+	return s.withContext(r, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error { return fn(ctx, sb) })
+}
+
+// withContext is withSandbox, handing fn the context's record too.
+func (s *Server) withContext(r *http.Request, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
 	t := mustTenant(r)
 	ctxID := r.PathValue("id")
 	if ctxID == "" {
@@ -63,9 +68,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 		if err := checkID("pathId", id.PathID); err != nil {
 			return err
 		}
-		return s.cfg.Contexts.Use(r.Context(), id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
-			return fn(ctx, sb)
-		})
+		return s.cfg.Contexts.Use(r.Context(), id, contexts.CreateOptions{}, fn)
 	}
 	rec, err := s.cfg.Contexts.Get(r.Context(), t.ID, ctxID)
 	if err != nil {
@@ -80,7 +83,7 @@ func (s *Server) withSandbox(r *http.Request, fn func(ctx context.Context, sb co
 		if cur.ID != ctxID {
 			return fmt.Errorf("context %s has ended: %w", ctxID, errdefs.ErrFailedPrecondition)
 		}
-		return fn(ctx, sb)
+		return fn(ctx, cur, sb)
 	})
 }
 

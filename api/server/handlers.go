@@ -384,7 +384,8 @@ func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
 // kind is filtered here, over the newest limit events.
 func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Audit == nil {
-		s.writeError(w, r, fmt.Errorf("this server keeps no audit trail: %w", errdefs.ErrUnavailable))
+		err := fmt.Errorf("this server keeps no audit trail: %w", errdefs.ErrUnavailable)
+		s.writeError(w, r, errdefs.Public(err, "This server keeps no audit trail (its store has none); ask its operator to use a store that keeps one."))
 		return
 	}
 	q := r.URL.Query()

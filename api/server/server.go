@@ -13,6 +13,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -169,11 +170,13 @@ func (s *Server) routes() []route {
 		{"PUT", "/v1/contexts/{id}/files", true, s.upload},
 		{"GET", "/v1/contexts/{id}/files", true, s.download},
 		{"GET", "/v1/contexts/{id}/files/list", true, s.listFiles},
+		{"GET", "/v1/contexts/{id}/shell", true, s.shell},
 		{"DELETE", "/v1/conversations/{conversationId}", true, s.endConversation},
 		{"POST", "/v1/conversations/{conversationId}/paths/{pathId}/events", true, s.pathEvent},
 		{"PUT", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.upload},
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files", true, s.download},
 		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/files/list", true, s.listFiles},
+		{"GET", "/v1/conversations/{conversationId}/paths/{pathId}/shell", true, s.shell},
 		{"GET", "/v1/metrics/sessions", true, s.sessionMetrics},
 		{"GET", "/v1/audit", true, s.listAudit},
 		{"GET", "/v1/secrets", true, s.listSecrets},
@@ -268,16 +271,21 @@ func (s *statusOnly) WriteHeader(code int) {
 	}
 }
 
+// writeJSON writes v and a newline. "<", ">" and "&" stay as they are
+// (no HTML escaping): messages such as "timeout must be <= 600000" are
+// read by people and models, not put in a page.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"code":"internal","message":"internal error"}`)
+		buf.Reset()
+		buf.WriteString(`{"code":"internal","message":"internal error"}` + "\n")
 	}
 	h := w.Header()
 	h.Set("Content-Type", api.ContentTypeJSON)
-	h.Set("Content-Length", fmt.Sprint(len(b)+1))
+	h.Set("Content-Length", fmt.Sprint(buf.Len()))
 	w.WriteHeader(status)
-	b = append(b, '\n')
-	_, _ = w.Write(b)
+	_, _ = w.Write(buf.Bytes())
 }

@@ -212,7 +212,7 @@ func TestServerFaults(t *testing.T) {
 	if w.Code != 500 || strings.Contains(w.Body.String(), "secret") {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got := decodeErr(t, w); got.Message != "internal error" {
+	if got := decodeErr(t, w); !strings.HasPrefix(got.Message, "Internal error; retry") {
 		t.Fatalf("%+v", got)
 	}
 	e.Tools.Fail = nil
@@ -233,8 +233,10 @@ func TestServerFaults(t *testing.T) {
 }
 
 // TestServerFaultLogging: a 5xx category (unavailable, deadline_exceeded)
-// keeps its message for the caller but is logged as a server fault, like
-// an uncategorized error; a client fault (4xx) is not logged as one.
+// is logged as a server fault with its whole chain and the request id,
+// like an uncategorized error, and the caller reads the category's
+// sentence; a client fault (4xx) keeps its message and is not logged as a
+// fault.
 func TestServerFaultLogging(t *testing.T) {
 	var mu sync.Mutex
 	var logs bytes.Buffer
@@ -254,15 +256,16 @@ func TestServerFaultLogging(t *testing.T) {
 	}{
 		{fmtErr("no such context", errdefs.ErrNotFound), 404, false, "no such context"},
 		{fmtErr("bad filter", errdefs.ErrInvalidArgument), 400, false, "bad filter"},
-		{fmtErr("provider down", errdefs.ErrUnavailable), 503, true, "provider down"},
-		{fmtErr("store too slow", errdefs.ErrDeadlineExceeded), 504, true, "store too slow"},
-		{errors.New("sql: database is locked"), 500, true, "internal error"},
+		{fmtErr("provider down", errdefs.ErrUnavailable), 503, true, "retry in a few seconds"},
+		{fmtErr("store too slow", errdefs.ErrDeadlineExceeded), 504, true, "did not finish in time"},
+		{errors.New("sql: database is locked"), 500, true, "Internal error"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
 			before := faults()
 			e.Contexts.FailAll = tc.err
-			w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA})
+			rid := "req-" + strings.Fields(tc.err.Error())[0]
+			w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA, header: map[string]string{api.HeaderRequestID: rid}})
 			if w.Code != tc.status {
 				t.Fatalf("status %d, want %d: %s", w.Code, tc.status, w.Body)
 			}
@@ -271,6 +274,15 @@ func TestServerFaultLogging(t *testing.T) {
 			}
 			if logged := faults() > before; logged != tc.fault {
 				t.Errorf("logged as a server fault: %v, want %v", logged, tc.fault)
+			}
+			if tc.fault {
+				mu.Lock()
+				log := logs.String()
+				mu.Unlock()
+				cause := strings.Fields(tc.err.Error())[1]
+				if !strings.Contains(log, cause) || !strings.Contains(log, `"request_id":"`+rid+`"`) || decodeErr(t, w).RequestID != rid {
+					t.Errorf("the log lacks the chain or the request id %q: %s", rid, log)
+				}
 			}
 		})
 	}
@@ -391,11 +403,11 @@ func TestAudit(t *testing.T) {
 // paths, Go source positions or secrets, on plain and streamed calls.
 func TestErrorMessagesSanitized(t *testing.T) {
 	e := newEnv(t, nil)
-	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@exemplar.ie: %w", errdefs.ErrUnavailable)
+	e.Tools.Fail = fmt.Errorf("start sandbox: open /run/sandlot/sandboxes/sb-1/config.json (manager.go:123) for ops@exemplar.ie: %w", errdefs.ErrFailedPrecondition)
 	for _, accept := range []string{"", api.ContentTypeNDJSON} {
 		w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{}`, header: map[string]string{"Accept": accept}})
 		body := w.Body.String()
-		if w.Code != 503 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@exemplar.ie") {
+		if w.Code != 412 || strings.Contains(body, "/run/sandlot") || strings.Contains(body, "manager.go") || strings.Contains(body, "ops@exemplar.ie") {
 			t.Fatalf("accept %q: %d %s", accept, w.Code, body)
 		}
 		if msg := decodeErr(t, w).Message; !strings.Contains(msg, "start sandbox: open [internal]") || !strings.Contains(msg, "[REDACTED:EMAIL]") {

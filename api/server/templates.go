@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
@@ -123,10 +121,8 @@ func (s *Server) createTemplate(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		var st api.TemplateSettings
 		if raw := q.Get("settings"); raw != "" {
-			dec := json.NewDecoder(strings.NewReader(raw))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&st); err != nil {
-				s.writeError(w, r, fmt.Errorf("settings: malformed JSON: %s: %w", jsonErrText(err), errdefs.ErrInvalidArgument))
+			if err := api.UnmarshalStrict([]byte(raw), &st); err != nil {
+				s.writeError(w, r, fmt.Errorf("settings: %w", err))
 				return
 			}
 		}

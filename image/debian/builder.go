@@ -138,7 +138,8 @@ func (b *Builder) Missing(template string) error {
 	if b.err != nil {
 		return fmt.Errorf("the %s template could not be built (%v): %w", b.name, b.err, errdefs.ErrFailedPrecondition)
 	}
-	return fmt.Errorf("the %s template is being built from Debian's mirror (%s; minutes, once): try again shortly: %w", b.name, b.phase, errdefs.ErrUnavailable)
+	return errdefs.Public(fmt.Errorf("the %s template is being built from Debian's mirror (%s; minutes, once): try again shortly: %w", b.name, b.phase, errdefs.ErrUnavailable),
+		fmt.Sprintf("The sandbox is still being prepared: the %s template is being built (%s; minutes, on its first use only); retry in a minute.", b.name, b.phase))
 }
 
 // Status reports the build: running, its phase and the last error.

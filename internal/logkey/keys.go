@@ -27,9 +27,11 @@ const (
 const (
 	// Err carries an error's text. Error texts that can hold sandbox
 	// output pass the guard before they are logged.
-	Err     = "error"
-	Reason  = "reason"
-	Elapsed = "elapsed"
+	Err    = "error"
+	Reason = "reason"
+	// Elapsed is a duration: every duration is logged in milliseconds,
+	// its key ending in _ms (telemetry/export.Milliseconds).
+	Elapsed = "elapsed_ms"
 	Addr    = "addr"
 )
 

@@ -330,6 +330,9 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 	if _, ok := s.tenants[t.ID]; ok {
 		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrAlreadyExists)
 	}
+	if s.nameTaken(t.Name, t.ID) {
+		return tenant.NameTaken(t.Name)
+	}
 	if keyHash != "" {
 		if _, ok := s.keys[keyHash]; ok {
 			return fmt.Errorf("tenant %s: key hash in use: %w", t.ID, errdefs.ErrAlreadyExists)
@@ -410,8 +413,25 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if !ok {
 		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrNotFound)
 	}
+	if s.nameTaken(t.Name, t.ID) {
+		return tenant.NameTaken(t.Name)
+	}
 	cur.Name, cur.GuardMode, cur.Admin = t.Name, t.GuardMode, t.Admin
 	return nil
+}
+
+// nameTaken reports whether a tenant other than id is named name (an empty
+// name is no name). Precondition: s.mu is held.
+func (s *Store) nameTaken(name, id string) bool {
+	if name == "" {
+		return false
+	}
+	for _, o := range s.tenants {
+		if o.Name == name && o.ID != id {
+			return true
+		}
+	}
+	return false
 }
 
 // DeleteTenant implements tenant.Store. It removes the tenant and its key;

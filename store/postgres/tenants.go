@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/store/audit"
@@ -44,10 +45,20 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (hash, tenant_id) VALUES ($1, $2)`, keyHash, t.ID)
 		return err
 	})
+	if nameTaken(err) {
+		return tenant.NameTaken(t.Name)
+	}
 	if err != nil {
 		return mapErr(err, "create tenant "+t.ID)
 	}
 	return nil
+}
+
+// nameTaken reports whether err is a violation of the tenants_name index
+// (a name in use), not of the id's key.
+func nameTaken(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "tenants_name"
 }
 
 // TenantByKeyHash implements tenant.Store.
@@ -126,6 +137,9 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET name = $2, guard_mode = $3, admin = $4 WHERE id = $1`,
 		t.ID, t.Name, t.GuardMode, t.Admin)
+	if nameTaken(err) {
+		return tenant.NameTaken(t.Name)
+	}
 	if err != nil {
 		return mapErr(err, "update tenant "+t.ID)
 	}

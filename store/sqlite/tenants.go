@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -42,6 +43,9 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration)
 	if isUnique(err) {
+		if nameTaken(err) {
+			return tenant.NameTaken(t.Name)
+		}
 		return fmt.Errorf("tenant %s: %w", t.ID, errdefs.ErrAlreadyExists)
 	}
 	if err != nil {
@@ -135,6 +139,9 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	}
 	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ? WHERE id = ?`,
 		t.Name, t.GuardMode, t.Admin, t.ID)
+	if isUnique(err) && nameTaken(err) {
+		return tenant.NameTaken(t.Name)
+	}
 	if err != nil {
 		return fmt.Errorf("update tenant %s: %w", t.ID, err)
 	}
@@ -246,3 +253,7 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]au
 	}
 	return out, rows.Err()
 }
+
+// nameTaken reports whether a unique violation is the tenants_name index's
+// (a name in use), not the id's.
+func nameTaken(err error) bool { return strings.Contains(err.Error(), "tenants.name") }

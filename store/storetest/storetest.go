@@ -42,6 +42,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"ListActiveCount", testListActiveCount},
 		{"List", testList},
 		{"Tenants", testTenants},
+		{"TenantNames", testTenantNames},
 		{"Audit", testAudit},
 		{"AuditBatch", testAuditBatch},
 		{"AuditRetention", testAuditRetention},

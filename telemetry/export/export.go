@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -110,11 +111,30 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // NewLogger returns the JSON slog logger sandlot writes to w. level is one
-// of debug, info, warn, error ("" = info).
+// of debug, info, warn, error ("" = info). Every duration it writes is in
+// milliseconds (Milliseconds).
 func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil || level == "" {
 		lv = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: Milliseconds}))
+}
+
+// Milliseconds is the ReplaceAttr of sandlot's log handlers: a duration
+// attribute is written as a number of milliseconds (with microseconds as
+// its fraction) under its key with "_ms" at the end, so every duration in
+// the logs has one unit, whatever its code passed (slog.Duration, a
+// time.Duration value). Without it the JSON handler writes nanoseconds
+// and the text handler "1.5s". Attributes that already carry
+// milliseconds as a number are named "..._ms" by the code that logs them
+// (logkey.Duration).
+func Milliseconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	if !strings.HasSuffix(a.Key, "_ms") {
+		a.Key += "_ms"
+	}
+	return slog.Float64(a.Key, float64(a.Value.Duration().Microseconds())/1000)
 }

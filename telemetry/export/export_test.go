@@ -1,11 +1,16 @@
 package export
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -82,5 +87,32 @@ func TestSpansExported(t *testing.T) {
 	}
 	if !gotTenant {
 		t.Errorf("span lacks %s", telemetry.AttrTenant)
+	}
+}
+
+// TestLogDurationsInMilliseconds: every duration the daemon's logger
+// writes is a number of milliseconds under a key ending in _ms, however
+// the code passed it (slog.Duration, a time.Duration value, a key that
+// already says _ms); without Milliseconds the JSON handler writes
+// nanoseconds, so "probe":62376516 and "duration_ms":0.87 sat in one log.
+func TestLogDurationsInMilliseconds(t *testing.T) {
+	var buf bytes.Buffer
+	log := NewLogger(&buf, "info")
+	log.Info("x", slog.Duration("elapsed", 1500*time.Microsecond), "probe", 62*time.Millisecond,
+		slog.Duration("duration_ms", 2*time.Second), slog.Int("count", 3), slog.Group("g", slog.Duration("wait", time.Minute)))
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"elapsed_ms": 1.5, "probe_ms": 62.0, "duration_ms": 2000.0, "count": 3.0, "g": map[string]any{"wait_ms": 60000.0}}
+	for k, v := range want {
+		if !reflect.DeepEqual(got[k], v) {
+			t.Errorf("%s = %v, want %v (line %s)", k, got[k], v, buf.String())
+		}
+	}
+	for _, k := range []string{"elapsed", "probe", "wait"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("key %s kept its duration unit: %s", k, buf.String())
+		}
 	}
 }

@@ -91,6 +91,21 @@ type Sandbox struct {
 
 func (s *Sandbox) ID() string { return s.id }
 
+// Exec is a process that prints its command line and exits 0 (after
+// its start event, as the agent sends it).
+func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.OutputFunc) (*agent.ExecResult, error) {
+	line := strings.Join(p.Argv, " ") + p.Shell + "\n"
+	if out != nil {
+		out(agent.OutputEvent{Stream: agent.Start, PID: 7})
+		out(agent.OutputEvent{Stream: agent.Stdout, Data: line})
+	}
+	return &agent.ExecResult{PID: 7, Stdout: line}, nil
+}
+
+// Stdin and Signal reach the fake process (which has ended).
+func (s *Sandbox) Stdin(context.Context, agent.StdinParams) error   { return nil }
+func (s *Sandbox) Signal(context.Context, agent.SignalParams) error { return nil }
+
 func (s *Sandbox) WriteFile(ctx context.Context, p agent.WriteParams) (*agent.FileInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -186,6 +201,9 @@ func (f *Contexts) List(ctx context.Context, flt contexts.Filter) ([]*contexts.R
 			continue
 		}
 		if flt.ConversationID != "" && r.ConversationID != flt.ConversationID {
+			continue
+		}
+		if flt.PathID != "" && r.PathID != flt.PathID {
 			continue
 		}
 		if len(flt.States) > 0 && !containsState(flt.States, r.State) {
