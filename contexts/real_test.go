@@ -189,7 +189,7 @@ func TestRealStateBranchesAndMerge(t *testing.T) {
 		t.Fatalf("bash state: %+v", got)
 	}
 	// The cleanup pass samples usage onto the record.
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ = e.m.Get(e.ctx, "t1", first.ContextID)
@@ -481,7 +481,7 @@ func TestRealExpiryRotationAndLimits(t *testing.T) {
 		t.Fatal("context expired before its TTL")
 	}
 	clk.Advance(2 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _ := e.m.Get(e.ctx, "t1", fresh.ContextID); rec.Reason != contexts.ReasonExpired || e.running(fresh.SandboxID) {
