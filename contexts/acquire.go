@@ -224,7 +224,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			if ctx.Err() != nil {
 				return false
 			}
-			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error())
+			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error(), false)
 			return false
 		}
 		m.mu.Lock()
@@ -244,7 +244,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			if ctx.Err() != nil {
 				return false
 			}
-			m.healthFailed(ctx, e, "health check failed: "+err.Error())
+			m.healthFailed(ctx, e, "health check failed: "+err.Error(), false)
 			return false
 		}
 		m.markAlive(e)
@@ -313,7 +313,11 @@ func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
 	}
 }
 
-func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
+// healthFailed ends e, whose sandbox is gone, counting a failed health
+// check. told says the call that found it reports the loss itself (a call
+// the sandbox died under): otherwise the identity's next context carries
+// it to the next call (markLost).
+func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string, told bool) {
 	if m.isClosed() {
 		// Close detached the sandbox under this call: that is no evidence
 		// against it, and it must stay running for the next Start.
@@ -324,7 +328,9 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	m.mu.Unlock()
 	m.countHealthFailure(template)
 	m.log.Warn("context sandbox unhealthy; recreating", logkey.Context, id, logkey.Err, m.sanitize(ctx, tid, msg))
-	m.end(ctx, e, ReasonError, msg)
+	if m.end(ctx, e, ReasonError, msg) && !told {
+		m.markLost(m.snapshot(e).Identity)
+	}
 }
 
 // SetTTL changes an active context's TTL and sets expiresAt to now + ttl.

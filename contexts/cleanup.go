@@ -89,6 +89,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 			adopted++
 		default:
 			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
 				lost++
 			}
 		}
@@ -255,6 +256,7 @@ func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 		m.sweep(ctx, running, recs, true)
 	}
 	m.sampleUsage(ctx)
+	m.forgetLost(now)
 	return res, nil
 }
 

@@ -266,6 +266,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
+	m.mu.Lock()
+	m.inheritLost(id, e)
+	m.mu.Unlock()
 	m.countCreated(template, rec.Provider)
 	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
 	return e, nil

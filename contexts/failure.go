@@ -11,7 +11,10 @@ import "errors"
 // its category for every other caller (errors.Is).
 type Failure struct {
 	Kind string // FailureLimit or FailureLost
-	Err  error
+	// StateLost says the context ended with its sandbox (FailureLost):
+	// the next call starts in a fresh one, without the earlier state.
+	StateLost bool
+	Err       error
 }
 
 // Failure kinds, the error name a tool result shows.
