@@ -29,6 +29,12 @@ const (
 	// enforce) for one request. Only admin tenants may send it; anyone
 	// else gets 403.
 	HeaderGuardMode = "X-Sandlot-Guard-Mode"
+	// HeaderCallerRequest names the caller's own request (a chat turn)
+	// that a tool call or a tool listing belongs to, at most 256 bytes:
+	// after a call of that request failed to create its sandbox, the
+	// request's code tools fail at once with that failure and are left
+	// out of its tool list for a cool-off (docs/tools.md).
+	HeaderCallerRequest = "X-Sandlot-Caller-Request"
 )
 
 // Media types.

@@ -239,10 +239,15 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.mu.Unlock()
 	if err != nil {
 		m.end(context.WithoutCancel(ctx), e, ReasonError, "create sandbox: "+err.Error())
+		gone := ctx.Err() != nil // the caller went away: no failure of the provider's
 		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
-		return nil, fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))
+		err = fmt.Errorf("create sandbox for context %s: %w", rec.ID, guardError(ctx, m.cfg.Guard, id.TenantID, err))
+		if !gone {
+			err = createFailed{err}
+		}
+		return nil, err
 	}
 
 	m.mu.Lock()

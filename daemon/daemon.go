@@ -134,7 +134,8 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	d.manager = m
-	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
+	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, TTL: mcfg.TTL, MaxExecutions: mcfg.MaxExecutionsPerContext,
+		Logger: log, Unavailable: provErr}
 	if dm := cfg.desktopManager(m, tw, log); dm != nil {
 		tcfg.Desktop = dm
 	}
