@@ -210,7 +210,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 	}
 	now := m.now()
 	switch {
-	case !rec.ExpiresAt.After(now):
+	case !rec.ExpiresAt.After(now) && (rec.FixedExpiry || !m.extendedInStore(ctx, e, now)):
 		m.end(ctx, e, ReasonExpired, "")
 		return false
 	case m.rotationDue(rec):

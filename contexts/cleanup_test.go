@@ -210,15 +210,24 @@ func TestCleanupResult(t *testing.T) {
 
 // TestCleanupHonoursStoreExtension: an expiry moved in the store by a
 // writer other than the manager (touch_execution_context on Postgres)
-// keeps a context the manager serves alive until that expiry.
+// keeps a context the manager serves alive until that expiry, for a call
+// and for the cleanup pass.
 func TestCleanupHonoursStoreExtension(t *testing.T) {
 	e := newEnv(t, contexts.Config{TTL: time.Minute})
-	rec := e.getOrCreate(ident("t1", "c1", "main"))
-	later := e.clock.Now().Add(time.Hour)
-	if err := e.store.Touch(e.ctx, rec.ID, e.clock.Now(), later); err != nil {
-		t.Fatal(err)
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	extend := func() {
+		t.Helper()
+		if err := e.store.Touch(e.ctx, rec.ID, e.clock.Now(), e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Minute) // past the in-memory expiry, before the store's
 	}
-	e.clock.Advance(10 * time.Minute) // past the in-memory expiry, before the store's
+	extend()
+	if got := e.exec(id, "1"); got.ContextID != rec.ID {
+		t.Fatalf("a call after the in-memory expiry, before the store's: %+v", got)
+	}
+	extend()
 	if res, err := e.m.Cleanup(e.ctx); err != nil || res.Cleaned != 0 {
 		t.Fatalf("Cleanup = %+v, %v", res, err)
 	}
