@@ -85,6 +85,9 @@ type entry struct {
 // no warm pool and no background cleanup.
 func NewManager(store Store, provider Provider, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
+	if cfg.Guard != nil {
+		cfg.Guard = taskGuard{g: cfg.Guard, task: TaskSandboxExecution}
+	}
 	m := &Manager{
 		store:    store,
 		provider: provider,

@@ -189,7 +189,7 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
 			_ = st.AppendAudit(context.WithoutCancel(ctx), store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding,
-				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
+				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "task": ev.Task, "hmac": ev.HMAC,
 					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
 	})
