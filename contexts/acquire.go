@@ -227,6 +227,11 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error(), false)
 			return false
 		}
+		if err := m.tellIdentity(ctx, sb, rec.Identity); err != nil {
+			// Its health check decides; a sandbox that answers keeps
+			// the identity it was told before the restart, if any.
+			m.log.Debug("attached sandbox: tell its identity", logkey.Sandbox, sb.ID(), logkey.Err, err)
+		}
 		m.mu.Lock()
 		if e.ended {
 			m.mu.Unlock()

@@ -286,16 +286,19 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
+				err = m.tellIdentity(ctx, sb, rec.Identity)
+			}
+			if err == nil {
 				return sb, nil
 			}
-			m.log.Warn("warm sandbox: claim its network; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
+			m.log.Warn("warm sandbox: claim it; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
 			go m.destroy(context.Background(), sb, sb.ID())
 		}
 	}
 	spec := Spec{
 		Template: rec.Template,
 		Limits:   m.cfg.Limits,
-		Env:      maps.Clone(opts.Env),
+		Env:      createEnv(rec.Identity, opts.Env),
 		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
 		Network:  opts.Network,

@@ -119,7 +119,7 @@ func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contex
 		rctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	b, _ := json.Marshal(map[string]any{"code": p.Code, "context_id": ccID, "env_vars": p.Env})
+	b, _ := json.Marshal(map[string]any{"code": p.Code, "context_id": ccID, "env_vars": s.callEnv(p.Env)})
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, s.interpURL+"/execute", bytes.NewReader(b))
 	if err != nil {
 		return nil, err
