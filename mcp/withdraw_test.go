@@ -99,6 +99,9 @@ func TestCodeToolsWithdrawnFromSession(t *testing.T) {
 			if all == 0 {
 				t.Fatal("no tools")
 			}
+			if in := cs.InitializeResult().Instructions; in != srv.Instructions() {
+				t.Fatalf("the client's instructions: %q", in)
+			}
 			p.down.Store(true)
 			res := runCode(t, cs, map[string]any{"language": "python", "code": "1"})
 			if !res.IsError || !strings.Contains(text(res), "runtime down") {
