@@ -37,6 +37,12 @@ func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
 	return c.call(ctx, MethodKernelRestart, p, nil, nil, 0)
 }
 
+// SetEnv adds variables to the sandbox's environment for the execs and
+// kernel runs that follow (SetEnvParams).
+func (c *Client) SetEnv(ctx context.Context, env map[string]string) error {
+	return c.call(ctx, MethodSetEnv, SetEnvParams{Env: env}, nil, nil, 0)
+}
+
 // Exec runs a process. out (may be nil) receives output notifications when
 // p.Stream is set.
 func (c *Client) Exec(ctx context.Context, p ExecParams, out func(OutputEvent)) (*ExecResult, error) {

@@ -56,6 +56,7 @@ const (
 	MethodMove          = "fs.move"        // MoveParams -> FileInfo
 	MethodGlob          = "fs.glob"        // GlobParams -> GlobResult
 	MethodGrep          = "fs.grep"        // GrepParams -> GrepResult
+	MethodSetEnv        = "env.set"        // SetEnvParams -> Empty
 
 	// NotifyOutput carries OutputEvent for a running call.
 	NotifyOutput = "output"
@@ -474,4 +475,15 @@ type GrepMatch struct {
 type GrepResult struct {
 	Matches   []GrepMatch `json:"matches"`
 	Truncated bool        `json:"truncated,omitempty"`
+}
+
+// SetEnvParams adds variables to the sandbox's environment after it
+// started (a sandbox from a warm pool learns its context's identity so,
+// contexts.IdentityEnv): they join the base environment of every exec and
+// kernel started from then on, and every run of a kernel that was already
+// running gets them as it gets RunCodeParams.Env (set for the run, the
+// run's own Env winning). A later call adds to and overrides an earlier
+// one's. Names are [A-Za-z_][A-Za-z0-9_]*; values hold no NUL.
+type SetEnvParams struct {
+	Env map[string]string `json:"env"`
 }

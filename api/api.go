@@ -29,6 +29,12 @@ const (
 	// enforce) for one request. Only admin tenants may send it; anyone
 	// else gets 403.
 	HeaderGuardMode = "X-Sandlot-Guard-Mode"
+	// HeaderCallerRequest names the caller's own request (a chat turn)
+	// that a tool call or a tool listing belongs to, at most 256 bytes:
+	// after a call of that request failed to create its sandbox, the
+	// request's code tools fail at once with that failure and are left
+	// out of its tool list for a cool-off (docs/tools.md).
+	HeaderCallerRequest = "X-Sandlot-Caller-Request"
 )
 
 // Media types.
@@ -162,12 +168,24 @@ type RunCodeResult struct {
 	// ended after it and the next call starts in a fresh sandbox (no
 	// variables, imports or files carry over).
 	Rotated bool `json:"rotated,omitempty"`
+	// StateLost: the state of the earlier calls (variables, files,
+	// installed packages) is gone. On a result that ran, the sandbox was
+	// found lost before this call and the call ran once in a fresh one;
+	// on a failed result (error SandboxLost), the sandbox was lost while
+	// this call ran and the next call starts in a fresh one. The code of
+	// a call is never run twice.
+	StateLost bool `json:"stateLost,omitempty"`
+	// Notice says in a sentence, for a model, what happened to the
+	// sandbox's state (StateLost, Rotated); empty otherwise.
+	Notice string `json:"notice,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).
 	Truncated bool `json:"truncated"`
-	// OutputType classifies stdout (or the main result's text when stdout
-	// is empty): json, table or text. A result carrying an HTML table
-	// (a pandas DataFrame) is a table.
+	// OutputType is error when the run failed (success false: an error
+	// raised, a timeout, a failure of the call). Otherwise it classifies
+	// stdout (or the main result's text when stdout is empty): json,
+	// table or text. A result carrying an HTML table (a pandas DataFrame)
+	// is a table.
 	OutputType string `json:"outputType"`
 }
 

@@ -210,7 +210,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 	}
 	now := m.now()
 	switch {
-	case !rec.ExpiresAt.After(now):
+	case !rec.ExpiresAt.After(now) && (rec.FixedExpiry || !m.extendedInStore(ctx, e, now)):
 		m.end(ctx, e, ReasonExpired, "")
 		return false
 	case m.rotationDue(rec):
@@ -224,8 +224,13 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			if ctx.Err() != nil {
 				return false
 			}
-			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error())
+			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error(), false)
 			return false
+		}
+		if err := m.tellIdentity(ctx, sb, rec.Identity); err != nil {
+			// Its health check decides; a sandbox that answers keeps
+			// the identity it was told before the restart, if any.
+			m.log.Debug("attached sandbox: tell its identity", logkey.Sandbox, sb.ID(), logkey.Err, err)
 		}
 		m.mu.Lock()
 		if e.ended {
@@ -244,7 +249,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			if ctx.Err() != nil {
 				return false
 			}
-			m.healthFailed(ctx, e, "health check failed: "+err.Error())
+			m.healthFailed(ctx, e, "health check failed: "+err.Error(), false)
 			return false
 		}
 		m.markAlive(e)
@@ -313,7 +318,11 @@ func (m *Manager) waitReady(ctx context.Context, rec *Record) (*Record, bool) {
 	}
 }
 
-func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
+// healthFailed ends e, whose sandbox is gone, counting a failed health
+// check. told says the call that found it reports the loss itself (a call
+// the sandbox died under): otherwise the identity's next context carries
+// it to the next call (markLost).
+func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string, told bool) {
 	if m.isClosed() {
 		// Close detached the sandbox under this call: that is no evidence
 		// against it, and it must stay running for the next Start.
@@ -324,7 +333,9 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string) {
 	m.mu.Unlock()
 	m.countHealthFailure(template)
 	m.log.Warn("context sandbox unhealthy; recreating", logkey.Context, id, logkey.Err, m.sanitize(ctx, tid, msg))
-	m.end(ctx, e, ReasonError, msg)
+	if m.end(ctx, e, ReasonError, msg) && !told {
+		m.markLost(m.snapshot(e).Identity)
+	}
 }
 
 // SetTTL changes an active context's TTL and sets expiresAt to now + ttl.

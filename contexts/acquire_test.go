@@ -189,6 +189,12 @@ func TestCreateFailureMarksRecordError(t *testing.T) {
 	id := ident("t1", "c1", "main")
 	_, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{})
 	wantCategory(t, err, errdefs.ErrUnavailable)
+	if !errors.Is(err, contexts.ErrCreateFailed) {
+		t.Fatalf("a failed create is not ErrCreateFailed: %v", err)
+	}
+	if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{Template: "nope"}); errors.Is(err, contexts.ErrCreateFailed) {
+		t.Fatalf("an unknown template counts as a creation failure: %v", err)
+	}
 	if strings.Contains(err.Error(), "sk-TOPSECRET") {
 		t.Fatalf("error leaks the secret: %v", err)
 	}

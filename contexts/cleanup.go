@@ -89,6 +89,7 @@ func (m *Manager) reconcile(ctx context.Context) {
 			adopted++
 		default:
 			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
 				lost++
 			}
 		}
@@ -138,11 +139,28 @@ func (m *Manager) cleanupLoop() {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := m.Cleanup(ctx); err != nil && ctx.Err() == nil {
-				m.log.Warn("cleanup", logkey.Err, err)
+			res, err := m.Cleanup(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				m.log.Warn("cleanup", "cleaned", res.Cleaned, "errors", res.Errors, logkey.Err, err)
+			case res.Cleaned > 0:
+				m.log.Info("cleanup", "cleaned", res.Cleaned, "errors", res.Errors)
 			}
 		}
 	}
+}
+
+// CleanupResult is what one cleanup pass did.
+type CleanupResult struct {
+	// Cleaned counts the contexts the pass terminated and tore down:
+	// expired ones and orphans stuck in creating. A context another
+	// manager ended first is not counted here (that manager counts it).
+	Cleaned int
+	// Errors counts the failures the pass met and went on past: a store
+	// or provider listing that failed (its step was skipped), a context
+	// whose termination the store refused (it is tried again next pass).
+	// Cleanup's error joins them.
+	Errors int
 }
 
 // Cleanup runs one pass of the cleanup loop: it terminates expired
@@ -154,12 +172,25 @@ func (m *Manager) cleanupLoop() {
 // audit events older than AuditRetention.
 // Records of another node are left to it while its lease is live. With two
 // managers on one store, only the one whose Store.Terminate succeeds tears
-// a context down.
-func (m *Manager) Cleanup(ctx context.Context) (err error) {
+// a context down. It returns what it cleaned and how many failures it met;
+// the error joins those failures (nil when Errors is 0).
+func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 	ctx, span := startSpan(ctx, spanCleanup, Identity{})
 	defer func() { endSpan(span, err) }()
 	now := m.now()
 	var errs []error
+	defer func() {
+		res.Errors = len(errs)
+		err = errors.Join(errs...)
+	}()
+	count := func(won bool, err error) {
+		if won {
+			res.Cleaned++
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 
 	// Expired contexts this manager serves (the in-memory copy is the
 	// newest when store writes failed).
@@ -172,7 +203,8 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 	}
 	m.mu.Unlock()
 	for _, rec := range mine {
-		m.expire(ctx, rec, now)
+		_, won, err := m.expire(ctx, rec, now)
+		count(won, err)
 	}
 	alive := m.liveness(ctx)
 	for {
@@ -186,7 +218,9 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 			if !m.mine(rec) && alive(rec.Node) {
 				continue // its node expires it
 			}
-			if m.expire(ctx, rec, now) {
+			left, won, err := m.expire(ctx, rec, now)
+			count(won, err)
+			if left {
 				progress = true
 			}
 		}
@@ -202,7 +236,7 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 	recs, err := m.store.ListActive(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list active contexts: %w", err))
-		return errors.Join(errs...)
+		return res, nil // the deferred func sets Errors and the error
 	}
 	m.dropEndedElsewhere(ctx, recs)
 	for _, rec := range recs {
@@ -214,7 +248,7 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 		mineNow := m.creating[rec.ID]
 		m.mu.Unlock()
 		if !mineNow {
-			m.terminateRecord(ctx, rec, ReasonError, "stuck in creating")
+			count(m.terminateRecordErr(ctx, rec, ReasonError, "stuck in creating"))
 		}
 	}
 	if perr != nil {
@@ -226,7 +260,8 @@ func (m *Manager) Cleanup(ctx context.Context) (err error) {
 	if err := m.pruneAudit(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	m.forgetLost(now)
+	return res, nil
 }
 
 // AuditPruner is implemented by stores that keep an audit trail: the
@@ -315,11 +350,12 @@ func (m *Manager) saveUsage(ctx context.Context, id, tenantID string, u Resource
 }
 
 // expire terminates rec when it is still expired and not executing. It
-// reports whether rec left the active states.
-func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
+// reports whether rec left the active states, whether this manager ended
+// it, and the store failure met doing so.
+func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) (left, won bool, err error) {
 	unlock, err := m.idLocks.lock(ctx, rec.Identity)
 	if err != nil {
-		return false
+		return false, false, nil
 	}
 	defer unlock()
 	m.mu.Lock()
@@ -327,9 +363,10 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 	m.mu.Unlock()
 	if e == nil {
 		if m.autoPause(ctx, rec) {
-			return false // paused instead (E2B's autoPause)
+			return false, false, nil // paused instead (E2B's autoPause)
 		}
-		return m.terminateRecord(ctx, rec, ReasonExpired, "")
+		won, err := m.terminateRecordErr(ctx, rec, ReasonExpired, "")
+		return won, won, err
 	}
 	m.mu.Lock()
 	fixed, end, cur := e.rec.FixedExpiry, e.rec.ExpiresAt, cloneRecord(e.rec)
@@ -339,26 +376,52 @@ func (m *Manager) expire(ctx context.Context, rec *Record, now time.Time) bool {
 		// as E2B kills a sandbox at its timeout, commands and all: a
 		// command without a timeout cannot keep it alive.
 		if end.After(now) {
-			return false
+			return false, false, nil
 		}
 		if m.autoPause(ctx, cur) {
-			return false
+			return false, false, nil
 		}
-		return m.end(ctx, e, ReasonExpired, "")
+		won, err := m.endErr(ctx, e, ReasonExpired, "")
+		return won, won, err
 	}
 	select {
 	case e.exec <- struct{}{}:
 		defer e.exec.unlock()
 	default:
-		return false // executing: it is touched when the call ends
+		return false, false, nil // executing: it is touched when the call ends
 	}
 	m.mu.Lock()
 	ended, exp, users := e.ended, e.rec.ExpiresAt, e.users
 	m.mu.Unlock()
-	if ended || exp.After(now) || users > 0 {
-		return ended
+	if ended || exp.After(now) || users > 0 || m.extendedInStore(ctx, e, now) {
+		return ended, false, nil
 	}
-	return m.end(ctx, e, ReasonExpired, "")
+	won, err = m.endErr(ctx, e, ReasonExpired, "")
+	return won, won, err
+}
+
+// extendedInStore reports whether the store holds a later expiry for e
+// than its in-memory copy, one not yet passed at now, and adopts it: a
+// write to the record outside this manager (touch_execution_context on
+// Postgres, docs/stores.md) extends a context this manager serves too.
+// A store that fails to answer leaves the in-memory expiry in force.
+func (m *Manager) extendedInStore(ctx context.Context, e *entry, now time.Time) bool {
+	m.mu.Lock()
+	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
+	m.mu.Unlock()
+	if unsaved {
+		return false
+	}
+	r, err := m.store.Get(tctx(ctx, tid), id)
+	if err != nil || !r.State.Active() || !r.ExpiresAt.After(now) {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r.ExpiresAt.After(e.rec.ExpiresAt) {
+		e.rec.ExpiresAt, e.rec.LastUsedAt = r.ExpiresAt, r.LastUsedAt
+	}
+	return true
 }
 
 // sweep destroys running sandboxes that no active record, entry or pool

@@ -2,6 +2,7 @@ package contexts_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/memory"
 )
 
 func TestTTLExtensionAndExpiryCleanup(t *testing.T) {
@@ -22,7 +24,7 @@ func TestTTLExtensionAndExpiryCleanup(t *testing.T) {
 		t.Fatalf("expiresAt after execute = %v, want %v", got, want)
 	}
 	e.clock.Advance(8 * time.Minute) // 16 min after creation, 8 after last use
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.record(rec.ID); r.State != contexts.StateReady {
@@ -33,7 +35,7 @@ func TestTTLExtensionAndExpiryCleanup(t *testing.T) {
 		t.Fatalf("lastUsedAt = %v, want %v", got, want)
 	}
 	e.clock.Advance(10 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	r := e.record(rec.ID)
@@ -67,7 +69,7 @@ func TestCleanupOrphansAndUnknownSandboxes(t *testing.T) {
 	}
 	stray, _ := e.p.Create(e.ctx, contexts.Spec{})
 
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if !e.running(stray.ID()) {
@@ -77,7 +79,7 @@ func TestCleanupOrphansAndUnknownSandboxes(t *testing.T) {
 		t.Fatalf("young creating record ended: %+v", r)
 	}
 	e.clock.Advance(3 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if e.running(stray.ID()) {
@@ -140,7 +142,7 @@ func TestCleanupSkipsBusyContext(t *testing.T) {
 	}()
 	<-started
 	e.clock.Advance(2 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.record(rec.ID); r.State != contexts.StateReady {
@@ -160,7 +162,7 @@ func TestCleanupSamplesResourceUsage(t *testing.T) {
 	id := ident("t1", "c1", "main")
 	e.exec(id, "1")
 	res := e.exec(id, "2")
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	r := e.record(res.ContextID)
@@ -192,7 +194,7 @@ func TestCleanupAuditRetention(t *testing.T) {
 			if err := trail.AppendAuditBatch(e.ctx, evs); err != nil {
 				t.Fatal(err)
 			}
-			if err := e.m.Cleanup(e.ctx); err != nil {
+			if _, err := e.m.Cleanup(e.ctx); err != nil {
 				t.Fatal(err)
 			}
 			got, err := trail.ListAudit(e.ctx, "", 0)
@@ -205,5 +207,75 @@ func TestCleanupAuditRetention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCleanupResult: a pass returns how many contexts it ended (expired
+// ones, orphans stuck in creating) and how many failures it went on past;
+// its error joins those failures.
+func TestCleanupResult(t *testing.T) {
+	fs := &flakyStore{Store: memory.New()}
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: fs, clock: newClock()}
+	e.start(contexts.Config{TTL: time.Minute})
+	a := e.getOrCreate(ident("t1", "a", "main"))
+	e.getOrCreate(ident("t1", "b", "main"))
+	orphan := &contexts.Record{Identity: ident("t1", "orphan", "main"), State: contexts.StateCreating,
+		CreatedAt: e.clock.Now(), ExpiresAt: e.clock.Now().Add(time.Hour)}
+	if err := e.store.Create(e.ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(3 * time.Minute)
+	e.getOrCreate(ident("t1", "fresh", "main")) // not expired: not cleaned
+	res, err := e.m.Cleanup(e.ctx)
+	if err != nil || res != (contexts.CleanupResult{Cleaned: 3}) {
+		t.Fatalf("Cleanup = %+v, %v; want 3 cleaned (two expired, one orphan), no error", res, err)
+	}
+	if r := e.record(a.ID); r.Reason != contexts.ReasonExpired {
+		t.Fatalf("expired context: %+v", r)
+	}
+	if res, err := e.m.Cleanup(e.ctx); err != nil || res != (contexts.CleanupResult{}) {
+		t.Fatalf("a pass with nothing to do = %+v, %v", res, err)
+	}
+
+	// With the store down: the served context still expires from memory
+	// and is torn down (cleaned), its store termination fails, and so do
+	// both listings: three errors.
+	e.clock.Advance(3 * time.Minute)
+	fs.failing.Store(true)
+	res, err = e.m.Cleanup(e.ctx)
+	if res != (contexts.CleanupResult{Cleaned: 1, Errors: 3}) || !errors.Is(err, errStoreDown) {
+		t.Fatalf("with the store down: Cleanup = %+v, %v; want 1 cleaned and 3 errors", res, err)
+	}
+}
+
+// TestCleanupHonoursStoreExtension: an expiry moved in the store by a
+// writer other than the manager (touch_execution_context on Postgres)
+// keeps a context the manager serves alive until that expiry, for a call
+// and for the cleanup pass.
+func TestCleanupHonoursStoreExtension(t *testing.T) {
+	e := newEnv(t, contexts.Config{TTL: time.Minute})
+	id := ident("t1", "c1", "main")
+	rec := e.getOrCreate(id)
+	extend := func() {
+		t.Helper()
+		if err := e.store.Touch(e.ctx, rec.ID, e.clock.Now(), e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(10 * time.Minute) // past the in-memory expiry, before the store's
+	}
+	extend()
+	if got := e.exec(id, "1"); got.ContextID != rec.ID {
+		t.Fatalf("a call after the in-memory expiry, before the store's: %+v", got)
+	}
+	extend()
+	if res, err := e.m.Cleanup(e.ctx); err != nil || res.Cleaned != 0 {
+		t.Fatalf("Cleanup = %+v, %v", res, err)
+	}
+	if r := e.record(rec.ID); r.State != contexts.StateReady || !e.running(rec.SandboxID) {
+		t.Fatalf("a context the store extended was ended: %+v", r)
+	}
+	e.clock.Advance(time.Hour)
+	if res, err := e.m.Cleanup(e.ctx); err != nil || res.Cleaned != 1 {
+		t.Fatalf("Cleanup past the store's expiry = %+v, %v", res, err)
 	}
 }

@@ -249,6 +249,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.mu.Unlock()
 	if err != nil {
 		m.end(context.WithoutCancel(ctx), e, ReasonError, "create sandbox: "+err.Error())
+		gone := ctx.Err() != nil // the caller went away: no failure of the provider's
 		if !errdefs.Categorized(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
 		}
@@ -258,6 +259,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			// The caller reads the cause, not the id of a context it
 			// never named (errdefs.PublicMessage).
 			err = errdefs.Public(err, errdefs.PublicMessage(gerr))
+		}
+		if !gone {
+			err = createFailed{err}
 		}
 		return nil, err
 	}
@@ -283,6 +287,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
+	m.mu.Lock()
+	m.inheritLost(id, e)
+	m.mu.Unlock()
 	m.countCreated(template, rec.Provider)
 	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
 	return e, nil
@@ -295,16 +302,19 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
+				err = m.tellIdentity(ctx, sb, rec.Identity)
+			}
+			if err == nil {
 				return sb, nil
 			}
-			m.log.Warn("warm sandbox: claim its network; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
+			m.log.Warn("warm sandbox: claim it; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
 			go m.destroy(context.Background(), sb, sb.ID())
 		}
 	}
 	spec := Spec{
 		Template: rec.Template,
 		Limits:   m.cfg.Limits,
-		Env:      maps.Clone(opts.Env),
+		Env:      createEnv(rec.Identity, opts.Env),
 		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
 		Network:  opts.Network,

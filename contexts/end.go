@@ -64,6 +64,13 @@ func (m *Manager) unlink(e *entry) Sandbox {
 // manager wins Store.Terminate (two managers never both destroy). A store
 // failure is logged and the teardown goes ahead.
 func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr string) bool {
+	won, _ := m.endErr(ctx, e, reason, lastErr)
+	return won
+}
+
+// endErr is end, also returning the store failure it logged (the record
+// may still say active; the cleanup pass counts it as an error).
+func (m *Manager) endErr(ctx context.Context, e *entry, reason Reason, lastErr string) (bool, error) {
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	unsaved := e.unsaved
@@ -71,6 +78,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
 	at := m.now()
 	won := true
+	var storeErr error
 	if !unsaved {
 		ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, at, lastErr)
 		switch {
@@ -80,6 +88,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 			won = false
 		default:
 			m.log.Warn("store: terminate context; tearing down anyway", logkey.Context, rec.ID, logkey.Err, err)
+			storeErr = fmt.Errorf("terminate context %s in the store: %w", rec.ID, err)
 		}
 	}
 	m.mu.Lock()
@@ -97,7 +106,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 		if sb != nil {
 			sb.Close()
 		}
-		return false
+		return false, nil
 	}
 	sid := rec.SandboxID
 	if sb != nil {
@@ -105,30 +114,37 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 	}
 	m.destroy(context.WithoutCancel(ctx), sb, sid)
 	m.terminated(ctx, rec, sid, reason, lastErr)
-	return true
+	return true, storeErr
 }
 
 // terminateRecord ends a record this manager does not serve (cleanup,
 // reconcile) and destroys its sandbox when it wins.
 func (m *Manager) terminateRecord(ctx context.Context, rec *Record, reason Reason, lastErr string) bool {
+	won, _ := m.terminateRecordErr(ctx, rec, reason, lastErr)
+	return won
+}
+
+// terminateRecordErr is terminateRecord, also returning the store failure
+// it logged.
+func (m *Manager) terminateRecordErr(ctx context.Context, rec *Record, reason Reason, lastErr string) (bool, error) {
 	m.mu.Lock()
 	e := m.byID[rec.ID]
 	m.mu.Unlock()
 	if e != nil {
-		return m.end(ctx, e, reason, lastErr)
+		return m.endErr(ctx, e, reason, lastErr)
 	}
 	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
 	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), lastErr)
 	if err != nil {
 		m.log.Warn("store: terminate context", logkey.Context, rec.ID, logkey.Err, err)
-		return false
+		return false, fmt.Errorf("terminate context %s in the store: %w", rec.ID, err)
 	}
 	if !ok {
-		return false
+		return false, nil
 	}
 	m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
 	m.terminated(ctx, rec, rec.SandboxID, reason, lastErr)
-	return true
+	return true, nil
 }
 
 // Termination is one context the manager ended (Config.OnTerminated).

@@ -97,6 +97,15 @@ type ExecuteResult struct {
 	// one's variables and files. Callers are told rather than left to
 	// meet a NameError.
 	Rotated bool
+	// StateLost is set when this call ran in a fresh context that
+	// replaced one whose sandbox was lost (found dead before this call's
+	// code started: a failed health check or attach, a request that could
+	// not be sent, a loss at reconcile): the variables, files and
+	// installed packages of the earlier calls are gone. The call itself
+	// ran once, in the fresh sandbox. A sandbox lost while a call runs
+	// fails that call instead (a Failure with StateLost), never re-running
+	// code that may have had effects (docs/contexts.md).
+	StateLost bool
 }
 
 // Languages accepted by Execute.
@@ -271,17 +280,23 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 				if mayResend && errors.Is(err, agent.ErrNotSent) && !m.isClosed() {
 					// Provably never reached the agent: nothing ran, so
 					// this is the failed health check of a reuse.
-					m.healthFailed(ctx, e, "health check failed: "+err.Error())
+					m.healthFailed(ctx, e, "health check failed: "+err.Error(), false)
 					return nil, errResend
 				}
-				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error())
+				m.healthFailed(ctx, e, "sandbox lost during execution: "+err.Error(), true)
 			}
 			m.countExecution(req.Language, OutcomeFault, wall)
 			err = guardError(ctx, g, rec.TenantID, err)
 			if !errors.Is(err, errdefs.ErrUnavailable) {
 				err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
 			}
-			return nil, &Failure{Kind: FailureLost, Err: fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)}
+			if perr == nil {
+				// The sandbox answers: the connection failed, not the
+				// sandbox, and the context (its state) is kept.
+				return nil, &Failure{Kind: FailureLost, Err: fmt.Errorf("execute in context %s: the call failed in transit; the sandbox still answers: %w", rec.ID, err)}
+			}
+			return nil, &Failure{Kind: FailureLost, StateLost: true,
+				Err: fmt.Errorf("execute in context %s: the sandbox failed, the next call gets a fresh one: %w", rec.ID, err)}
 		}
 	}
 	if err == nil {
@@ -307,6 +322,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		SandboxID:     sb.ID(),
 		Identity:      rec.Identity,
 		Rotated:       rotated,
+		StateLost:     m.takeReplaced(e),
 	}, nil
 }
 
@@ -368,6 +384,12 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 // passed the egress guard. Use does not serialize with Execute; the agent
 // handles concurrent calls. fn must not keep sb after it returns, and
 // sb.Close is a no-op.
+//
+// Inside fn, StateLost(ctx) says whether the context replaced one whose
+// sandbox was lost. When fn fails with unavailable and the sandbox no
+// longer answers a ping, the sandbox died under the call: the context is
+// ended (a failed health check) and the error is a Failure (FailureLost,
+// StateLost) that still matches the original with errors.Is.
 func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn func(ctx context.Context, rec *Record, sb Sandbox) error) error {
 	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
@@ -393,7 +415,27 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	if g, ok := gs.(*guardedSandbox); ok {
 		g.masked = MaskedValues(ctx)
 	}
-	return fn(ctx, rec, gs)
+	err = fn(m.withStateLost(ctx, e), rec, gs)
+	if err != nil && errors.Is(err, errdefs.ErrUnavailable) && ctx.Err() == nil {
+		if _, ok := AsFailure(err); !ok && m.diedUnder(ctx, e, sb) {
+			return &Failure{Kind: FailureLost, StateLost: true, Err: err}
+		}
+	}
+	return err
+}
+
+// diedUnder reports whether sb, whose call just failed with unavailable,
+// is gone (its ping fails); it then ends e as a failed health check. The
+// call that met the death reports it, so the next context is not marked.
+func (m *Manager) diedUnder(ctx context.Context, e *entry, sb Sandbox) bool {
+	pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+	perr := sb.Ping(pctx)
+	cancel()
+	if perr == nil || ctx.Err() != nil {
+		return false
+	}
+	m.healthFailed(ctx, e, "sandbox lost during a call: "+perr.Error(), true)
+	return true
 }
 
 // checkLanguage refuses a run in a language the context's template does

@@ -37,7 +37,7 @@ func TestFixedExpiry(t *testing.T) {
 		t.Fatalf("expiresAt after SetTTL and a call: %v, want %v", got, end)
 	}
 	e.clock.Advance(2 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.record(rec.ID); r.State != contexts.StateTerminated || r.Reason != contexts.ReasonExpired {
@@ -66,7 +66,7 @@ func TestFixedExpiryEndsBusyContext(t *testing.T) {
 	}()
 	<-inUse
 	e.clock.Advance(11 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	close(release)

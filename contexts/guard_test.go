@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -218,5 +219,71 @@ func TestGuardKeepsSentence(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "sk-SECRET") {
 		t.Fatalf("the error's text is not guarded: %q", err)
+	}
+}
+
+// taskRecorder records the task type of every call to the guard.
+type taskRecorder struct {
+	contextstest.Guard
+	mu    sync.Mutex
+	tasks map[string]int
+}
+
+func (g *taskRecorder) note(ctx context.Context) {
+	g.mu.Lock()
+	g.tasks[contexts.TaskTypeOf(ctx)]++
+	g.mu.Unlock()
+}
+
+func (g *taskRecorder) Text(ctx context.Context, tenantID, s string) string {
+	g.note(ctx)
+	return g.Guard.Text(ctx, tenantID, s)
+}
+
+func (g *taskRecorder) Stream(ctx context.Context, tenantID string) contexts.StreamRedactor {
+	g.note(ctx)
+	return g.Guard.Stream(ctx, tenantID)
+}
+
+func (g *taskRecorder) File(ctx context.Context, tenantID string) contexts.FileRedactor {
+	g.note(ctx)
+	return g.Guard.File(ctx, tenantID)
+}
+
+// TestGuardSeesTaskType: everything the manager guards reaches the guard
+// labelled sandbox-execution (001 §7.1's task type), so the guard can
+// resolve its mode per task type; a caller's own label is kept.
+func TestGuardSeesTaskType(t *testing.T) {
+	g := &taskRecorder{tasks: map[string]int{}}
+	e := newEnv(t, contexts.Config{Guard: g})
+	id := ident("t1", "c1", "main")
+	if _, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print('hi')"}, func(agent.OutputEvent) {}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.m.Use(e.ctx, id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		if _, err := sb.Exec(ctx, agent.ExecParams{Shell: "echo hi"}, nil); err != nil {
+			return err
+		}
+		if _, err := sb.WriteFile(ctx, agent.WriteParams{Path: "f.txt", Data: []byte("text")}); err != nil {
+			return err
+		}
+		return contexts.ReadFile(ctx, sb, "f.txt", func(contexts.FileChunk) error { return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	got := maps.Clone(g.tasks)
+	g.mu.Unlock()
+	if len(got) != 1 || got[contexts.TaskSandboxExecution] < 3 {
+		t.Fatalf("task types the guard saw: %v, want only %s", got, contexts.TaskSandboxExecution)
+	}
+	other := contexts.WithTaskType(e.ctx, "other")
+	e.m.Use(other, id, contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		_, err := sb.Exec(ctx, agent.ExecParams{Shell: "echo hi"}, nil)
+		return err
+	})
+	if g.tasks["other"] == 0 {
+		t.Fatalf("a caller's own task type was replaced: %v", g.tasks)
 	}
 }

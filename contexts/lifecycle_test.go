@@ -72,7 +72,7 @@ func TestAutoPauseByManagerClock(t *testing.T) {
 	if !e.m.Now().Equal(e.clock.Now()) {
 		t.Fatalf("Manager.Now = %v, want the test clock's %v", e.m.Now(), e.clock.Now())
 	}
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	got := e.record(a.ID)

@@ -43,9 +43,13 @@ type Manager struct {
 	poolSizes atomic.Pointer[map[string]int]
 	tstats    map[string]*TemplateStats
 	suspects  map[string]bool // sandbox ids unknown at the previous sweep
-	started   bool
-	closed    bool
-	stopCh    chan struct{} // closed by Close to stop the loops
+	// lost holds, by identity, when a context ended because its sandbox
+	// was lost, until the identity's next context takes it over
+	// (entry.replacedLost) or the cleanup loop forgets it after a TTL.
+	lost    map[Identity]time.Time
+	started bool
+	closed  bool
+	stopCh  chan struct{} // closed by Close to stop the loops
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -71,6 +75,9 @@ type entry struct {
 	unsaved bool          // Store.Create failed: the record lives only here
 	alive   time.Time     // when sb last answered (wall clock, monotonic)
 	secrets []string      // declared secret values the guard masks (mask)
+	// replacedLost: this context replaced one whose sandbox was lost, and
+	// no call has reported it yet (takeReplaced).
+	replacedLost bool
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool
@@ -78,6 +85,9 @@ type entry struct {
 // no warm pool and no background cleanup.
 func NewManager(store Store, provider Provider, cfg Config) *Manager {
 	cfg = cfg.withDefaults()
+	if cfg.Guard != nil {
+		cfg.Guard = taskGuard{g: cfg.Guard, task: TaskSandboxExecution}
+	}
 	m := &Manager{
 		store:    store,
 		provider: provider,
@@ -90,6 +100,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		pools:    map[string]*pool{},
 		tstats:   map[string]*TemplateStats{},
 		suspects: map[string]bool{},
+		lost:     map[Identity]time.Time{},
 		stopCh:   make(chan struct{}),
 	}
 	sizes := maps.Clone(cfg.PoolSizes)

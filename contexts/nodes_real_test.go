@@ -109,7 +109,7 @@ func (d *realDaemon) mustExec(id contexts.Identity, code string) *contexts.Execu
 
 func (d *realDaemon) cleanup() {
 	d.t.Helper()
-	if err := d.m.Cleanup(d.ctx); err != nil {
+	if _, err := d.m.Cleanup(d.ctx); err != nil {
 		d.t.Fatalf("%s: cleanup: %v", d.node, err)
 	}
 }

@@ -163,7 +163,7 @@ func TestNodeCleanupLeavesLiveOwners(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if err := n.b.m.Cleanup(ctx); err != nil {
+		if _, err := n.b.m.Cleanup(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +179,7 @@ func TestNodeCleanupLeavesLiveOwners(t *testing.T) {
 	// A dies: B ends what expired and what was stuck, and leaves the rest
 	// until it expires or a call takes it over.
 	n.lapse(t, n.b)
-	if err := n.b.m.Cleanup(ctx); err != nil {
+	if _, err := n.b.m.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if rec := n.a.record(stale.ContextID); rec.State != contexts.StateTerminated || rec.Reason != contexts.ReasonExpired {
@@ -209,7 +209,7 @@ func TestNodeTerminateFromAnotherNode(t *testing.T) {
 	}
 	// A's cleanup drops the context; the sweep's grace is one pass.
 	for range 2 {
-		if err := n.a.m.Cleanup(n.a.ctx); err != nil {
+		if _, err := n.a.m.Cleanup(n.a.ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -60,7 +60,9 @@ func (m *Manager) pauseLocked(ctx context.Context, rec *Record, keep time.Durati
 	}
 	if err := m.provider.Pause(ctx, rec.SandboxID); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
+			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
+			}
 			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
 		}
 		return nil, fmt.Errorf("pause context %s: %w", contextID, err)
@@ -97,7 +99,9 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	}
 	if err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		if errors.Is(err, errdefs.ErrNotFound) {
-			m.terminateRecord(ctx, rec, ReasonError, "sandbox lost")
+			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
+			}
 			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", contextID, errdefs.ErrNotFound)
 		}
 		return nil, fmt.Errorf("resume context %s: %w", contextID, err)

@@ -50,7 +50,7 @@ func TestRealPauseResume(t *testing.T) {
 
 	// Past its TTL, through a cleanup pass: still there, still paused.
 	time.Sleep(1500 * time.Millisecond)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := e.m.Get(e.ctx, "t1", cid); got == nil || got.State != contexts.StateReady || !e.running(sid) {
@@ -119,7 +119,7 @@ func TestRealAutoPause(t *testing.T) {
 		}
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	rec, err := e.m.Get(e.ctx, "t1", res.ContextID)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
@@ -181,4 +183,37 @@ func (n *claimNets) claimed() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.claims)
+}
+
+// TestSandboxKnowsItsIdentity: every context's sandbox has TENANT_ID,
+// CONVERSATION_ID and PATH_ID in its environment (001 §5.2): one created
+// for the context at create, under the caller's own variables; one from
+// the warm pool, made before anyone owned it, when the context claims it.
+func TestSandboxKnowsItsIdentity(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	env := func(rec *contexts.Record) map[string]string {
+		t.Helper()
+		sb, err := e.p.Attach(e.ctx, rec.SandboxID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sb.(*contextstest.Sandbox).Env()
+	}
+	pooled := e.getOrCreate(ident("t1", "c1", "b1"))
+	if st := e.m.Stats(); st.PoolHits != 1 {
+		t.Fatalf("not served from the pool: %+v", st)
+	}
+	want := map[string]string{"TENANT_ID": "t1", "CONVERSATION_ID": "c1", "PATH_ID": "b1"}
+	if diff := cmp.Diff(want, env(pooled)); diff != "" {
+		t.Fatalf("a pooled sandbox's environment (-want +got):\n%s", diff)
+	}
+	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{Env: map[string]string{"A": "1", "TENANT_ID": "mine"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"TENANT_ID": "mine", "CONVERSATION_ID": "c2", "PATH_ID": "main", "A": "1"}
+	if diff := cmp.Diff(want, env(rec)); diff != "" {
+		t.Fatalf("a created sandbox's environment (-want +got):\n%s", diff)
+	}
 }

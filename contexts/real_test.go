@@ -189,7 +189,7 @@ func TestRealStateBranchesAndMerge(t *testing.T) {
 		t.Fatalf("bash state: %+v", got)
 	}
 	// The cleanup pass samples usage onto the record.
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ = e.m.Get(e.ctx, "t1", first.ContextID)
@@ -215,8 +215,11 @@ func TestRealHealthCheckRecreate(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	res := e.exec(id, "python", "print('fresh')")
-	if res.ContextID == old.ContextID || res.SandboxID == old.SandboxID || res.Stdout != "fresh\n" {
-		t.Fatalf("after kill: %+v", res)
+	if res.ContextID == old.ContextID || res.SandboxID == old.SandboxID || res.Stdout != "fresh\n" || !res.StateLost {
+		t.Fatalf("after kill: %+v, want the call run once in a fresh sandbox, StateLost", res)
+	}
+	if got := e.exec(id, "python", "print(x)"); got.Error == nil || got.Error.Name != "NameError" || got.StateLost {
+		t.Fatalf("the call after the replacement: %+v, want NameError (the state is gone) and the loss not told again", got)
 	}
 	rec, _ := e.m.Get(e.ctx, "t1", old.ContextID)
 	if rec.State != contexts.StateError || e.running(old.SandboxID) {
@@ -241,13 +244,16 @@ func TestRealHealthCheckRecreate(t *testing.T) {
 	select {
 	case err := <-done:
 		wantCategory(t, err, errdefs.ErrUnavailable)
+		if f, ok := contexts.AsFailure(err); !ok || f.Kind != contexts.FailureLost || !f.StateLost {
+			t.Fatalf("a call whose sandbox was killed under it: %v, want a FailureLost with StateLost", err)
+		}
 		t.Logf("call failed %s after the kill: %v", time.Since(start).Round(time.Millisecond), err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("Execute did not notice its sandbox died")
 	}
 	again := e.exec(id, "python", "print('again')")
-	if again.SandboxID == res.SandboxID || again.Stdout != "again\n" {
-		t.Fatalf("after a kill mid-call: %+v", again)
+	if again.SandboxID == res.SandboxID || again.Stdout != "again\n" || again.StateLost {
+		t.Fatalf("after a kill mid-call: %+v, want a fresh sandbox, the loss told already by the failed call", again)
 	}
 	if st := e.m.Stats(); st.HealthCheckFailures != 2 || st.Active != 1 {
 		t.Fatalf("stats = %+v", st)
@@ -481,7 +487,7 @@ func TestRealExpiryRotationAndLimits(t *testing.T) {
 		t.Fatal("context expired before its TTL")
 	}
 	clk.Advance(2 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 	if rec, _ := e.m.Get(e.ctx, "t1", fresh.ContextID); rec.Reason != contexts.ReasonExpired || e.running(fresh.SandboxID) {

@@ -112,7 +112,7 @@ func TestCleanupSpan(t *testing.T) {
 	spanRecorder(t)
 	e := newEnv(t, contexts.Config{})
 	ctx, root := otel.Tracer("test").Start(context.Background(), "root")
-	if err := e.m.Cleanup(ctx); err != nil {
+	if _, err := e.m.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	root.End()
@@ -174,7 +174,7 @@ func TestEveryTerminationTraced(t *testing.T) {
 	// expired: idle past the TTL, ended by the cleanup loop.
 	e.exec(ident(tenant, "idle", "main"), "1")
 	e.clock.Advance(2 * time.Minute)
-	if err := e.m.Cleanup(e.ctx); err != nil {
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
 	}
 

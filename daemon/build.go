@@ -114,8 +114,10 @@ func buildQueue(cfg Config, prov contexts.Provider, cat *templates.Catalog, g co
 		Builder: NewBuilder(p, p.Images(), *bc, false, nil, log),
 		Images:  p.Images(),
 		Catalog: cat,
-		Guard:   g.Text,
-		Logger:  log,
+		Guard: func(ctx context.Context, tenantID, text string) string {
+			return g.Text(contexts.WithTaskType(ctx, contexts.TaskTemplateBuild), tenantID, text)
+		},
+		Logger: log,
 	}
 	if cfg.Build.Pull {
 		bcfg.Pull = tenantPull(p.Images(), &network.DialGuard{Allow: cfg.Build.PullAllow})

@@ -74,7 +74,7 @@ func TestContextTTLExpiresContext(t *testing.T) {
 			mu.Lock()
 			now = now.Add(2 * time.Minute)
 			mu.Unlock()
-			if err := m.Cleanup(ctx); err != nil {
+			if _, err := m.Cleanup(ctx); err != nil {
 				t.Fatal(err)
 			}
 			got, err := m.Get(ctx, "t", rec.ID)

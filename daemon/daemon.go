@@ -148,7 +148,8 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}
 	d.manager = m
-	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, Logger: log, Unavailable: provErr}
+	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, TTL: mcfg.TTL, MaxExecutions: mcfg.MaxExecutionsPerContext,
+		Logger: log, Unavailable: provErr}
 	if dm := cfg.desktopManager(m, tw, log); dm != nil {
 		tcfg.Desktop = dm
 	}
@@ -207,7 +208,7 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
 			trail.Add(store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding, At: time.Now(),
-				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "hmac": ev.HMAC,
+				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "task": ev.Task, "hmac": ev.HMAC,
 					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
 	})

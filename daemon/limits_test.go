@@ -42,7 +42,7 @@ func (b *blockingTools) Call(ctx context.Context, c tools.Call, out contexts.Out
 	return map[string]any{"ok": true}, nil
 }
 
-func (b *blockingTools) Export(string) (any, error) { return []any{}, nil }
+func (b *blockingTools) ExportFor(string, string) (any, error) { return []any{}, nil }
 
 // serve runs the front door on a real listener and returns its URL.
 func serve(t *testing.T, e *env) string {
@@ -231,7 +231,7 @@ func (s slowTools) Call(ctx context.Context, c tools.Call, out contexts.OutputFu
 	return map[string]any{"ok": true}, nil
 }
 
-func (slowTools) Export(string) (any, error) { return []any{}, nil }
+func (slowTools) ExportFor(string, string) (any, error) { return []any{}, nil }
 
 // The body deadline ends with the body: a streamed answer that outlasts
 // BodyReadTimeout many times over still arrives whole.

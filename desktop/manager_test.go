@@ -177,7 +177,7 @@ func TestManager(t *testing.T) {
 		t.Errorf("session expires in %s, want about the %s TTL", left, ttl)
 	}
 	time.Sleep(time.Until(rec.ExpiresAt) + time.Second)
-	if err := cm.Cleanup(ctx); err != nil {
+	if _, err := cm.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := cm.Get(ctx, "t1", rec.ID)

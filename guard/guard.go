@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -70,6 +71,7 @@ type Finding struct {
 type Event struct {
 	TenantID string
 	Mode     string
+	Task     string // the task type of the output (contexts.TaskTypeOf), "" unnamed
 	Type     string
 	Start    int // byte offset in the text, or in the whole stream for Stream
 	End      int
@@ -104,11 +106,20 @@ type Config struct {
 	// Results are cached for 5 s per tenant; Forget drops a tenant's.
 	// Nil: no stored values.
 	Known func(ctx context.Context, tenantID string) ([]string, error)
+	// TaskModes gives a task type (contexts.TaskSandboxExecution,
+	// TaskTemplateBuild; the call's context names it) the least strict
+	// mode its output gets: the mode that applies is the stricter of the
+	// tenant's (or a request's override) and its task type's, so the
+	// operator can hold a kind of output to report or enforce whatever a
+	// tenant chose. nil: the tenant's mode alone. An unknown mode is
+	// invalid_argument.
+	TaskModes map[string]string
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
 type Guard struct {
 	mode     string
+	tasks    map[string]string
 	regions  []string
 	modeFor  func(ctx context.Context, tenantID string) string
 	audit    func(ctx context.Context, ev Event)
@@ -144,6 +155,12 @@ func New(cfg Config) (*Guard, error) {
 	if !validMode(g.mode) {
 		return nil, fmt.Errorf("guard mode %q: %w", cfg.Mode, errdefs.ErrInvalidArgument)
 	}
+	for task, m := range cfg.TaskModes {
+		if !validMode(m) {
+			return nil, fmt.Errorf("guard mode %q of task type %q: %w", m, task, errdefs.ErrInvalidArgument)
+		}
+	}
+	g.tasks = maps.Clone(cfg.TaskModes)
 	regions := cfg.Regions
 	if regions == nil {
 		regions = []string{"IE", "US"}
@@ -176,10 +193,24 @@ func WithMode(ctx context.Context, mode string) context.Context {
 	return context.WithValue(ctx, modeKey{}, mode)
 }
 
-// ModeOf returns the mode that applies to tenantID's request in ctx: a
-// per-request override (WithMode), else the mode of the tenant the request
-// authenticated as (tenant.With), else Config.ModeFor, else Config.Mode.
+// ModeOf returns the mode that applies to tenantID's output in ctx, per
+// tenant and task type (001 §7.1): the tenant's, that is a per-request
+// override (WithMode), else the mode of the tenant the request
+// authenticated as (tenant.With), else Config.ModeFor, else Config.Mode;
+// raised to the task type's mode (Config.TaskModes) when that is stricter.
 func (g *Guard) ModeOf(ctx context.Context, tenantID string) string {
+	m := g.tenantMode(ctx, tenantID)
+	if floor, ok := g.tasks[contexts.TaskTypeOf(ctx)]; ok && strictness[floor] > strictness[m] {
+		return floor
+	}
+	return m
+}
+
+// strictness orders the modes.
+var strictness = map[string]int{ModeOff: 0, ModeReport: 1, ModeEnforce: 2}
+
+// tenantMode is the mode tenantID's output gets by its tenant alone.
+func (g *Guard) tenantMode(ctx context.Context, tenantID string) string {
 	if m, ok := ctx.Value(modeKey{}).(string); ok && validMode(m) {
 		return m
 	}
@@ -244,6 +275,7 @@ func (g *Guard) record(ctx context.Context, tenantID, mode string, f Finding, va
 	g.audit(ctx, Event{
 		TenantID: tenantID,
 		Mode:     mode,
+		Task:     contexts.TaskTypeOf(ctx),
 		Type:     f.Type,
 		Start:    base + f.Start,
 		End:      base + f.End,

@@ -141,11 +141,20 @@ type Config struct {
 
 // Server is an MCP server over a tool registry. It is safe for concurrent
 // use; one Server serves any number of sessions on any transports.
+//
+// Each session gets an SDK server of its own (session.go), so that its
+// tool list can change on its own: after a call of the session failed to
+// create its sandbox, the code tools are withdrawn from that session for a
+// cool-off (tools.Registry.ToolsFor), and only its client is sent
+// notifications/tools/list_changed.
 type Server struct {
-	reg *tools.Registry
-	cfg Config
-	log *slog.Logger
-	srv *sdk.Server
+	reg   *tools.Registry
+	cfg   Config
+	log   *slog.Logger
+	tools []*sdk.Tool // the registry's tools with the identity arguments
+	// probe answers the HTTP transport's questions about the server
+	// (the protocol versions) on requests of sessions that exist.
+	probe *sdk.Server
 
 	mu    sync.Mutex
 	convs map[*sdk.ServerSession]string // conversation ids of sessions without an id (stdio)
@@ -167,19 +176,30 @@ func New(reg *tools.Registry, cfg Config) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{reg: reg, cfg: cfg, log: log, convs: map[*sdk.ServerSession]string{}}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: cfg.Name, Version: cfg.Version}, &sdk.ServerOptions{
-		Instructions: "Tools run in an isolated, stateful sandbox per conversation: run_code keeps variables " +
-			"between calls, files persist under /home/user, and there is no network access unless the client application gave the conversation one.",
-		Capabilities: &sdk.ServerCapabilities{},
-	})
 	for _, t := range reg.Tools() {
-		s.srv.AddTool(&sdk.Tool{
+		s.tools = append(s.tools, &sdk.Tool{
 			Name:        t.Name,
 			Description: t.Description,
 			InputSchema: withIdentityArgs(t.InputSchema),
-		}, s.handler(t.Name))
+		})
 	}
+	s.probe = s.newSession().srv
 	return s
+}
+
+// Instructions is what the server tells a client about its tools when a
+// session starts: the sandbox per conversation path, what survives between
+// calls and what ends it, and the withdrawal of the code tools after a
+// sandbox could not be created.
+func (s *Server) Instructions() string {
+	text := "Tools run in an isolated sandbox per conversation path (this session's conversation unless a call " +
+		"names a conversationId or taskId; path main unless it names a pathId), with no network access unless the " +
+		"client application gave the conversation one. " + s.reg.Lifecycle()
+	if d := s.reg.Cooloff(); d > 0 {
+		text += " When the sandbox cannot be created, the tools that run in it are withdrawn from this session for " +
+			d.String() + " (the tool list changes, and a call answers the creation failure at once); then they come back."
+	}
+	return text
 }
 
 // withIdentityArgs adds the optional conversationId and pathId properties
@@ -210,7 +230,7 @@ func withIdentityArgs(schema json.RawMessage) json.RawMessage {
 // Run serves one session on t until the client disconnects or ctx ends.
 // Calls are made for Config.Tenant.
 func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
-	return s.srv.Run(ctx, t)
+	return s.newSession().srv.Run(ctx, t)
 }
 
 // ServeStdio serves one session on stdin/stdout.
@@ -222,7 +242,7 @@ func (s *Server) ServeStdio(ctx context.Context) error {
 // and returns its tenant; an error answers with the error's HTTP status
 // (errdefs) and its public message.
 func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err error)) http.Handler {
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(s.serverFor, &sdk.StreamableHTTPOptions{
 		SessionTimeout: s.cfg.SessionTimeout,
 		Logger:         s.log,
 		// write_file takes up to 10 MiB of content; leave room for JSON escaping.
@@ -246,11 +266,11 @@ func (s *Server) HTTPHandler(auth func(r *http.Request) (tenantID string, err er
 		}
 		r.Header.Del(tenantHeader)
 		r.Header.Set(tenantHeader, tenantID)
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), lazyKey{}, &lazySession{s: s})))
 	})
 }
 
-func (s *Server) handler(name string) sdk.ToolHandler {
+func (s *Server) handler(sess *session, name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		id, args, err := s.identity(req)
 		if err != nil {
@@ -269,8 +289,9 @@ func (s *Server) handler(name string) sdk.ToolHandler {
 		}
 		ctx = contexts.WithSecrets(ctx, secrets)
 		out, stop := progress(ctx, req)
-		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy, EdgeArgs: identityArgs}, out)
+		res, err := s.reg.Call(ctx, tools.Call{Name: name, Identity: id, Args: args, Network: netPolicy, EdgeArgs: identityArgs, Request: sess.request}, out)
 		stop()
+		sess.check()
 		if err != nil {
 			if !errdefs.IsClientFault(err) {
 				s.log.ErrorContext(ctx, "mcp tool call failed", logkey.Tool, name, logkey.Tenant, id.TenantID, logkey.Err, err)

@@ -45,7 +45,14 @@ type AnalysisResult struct {
 	ExecutionTimeMs int64          `json:"executionTimeMs"`
 	SandboxID       string         `json:"sandboxId"`
 	Truncated       bool           `json:"truncated"`
-	OutputType      string         `json:"outputType"`
+	// OutputType is error when the run failed, else what stdout looks
+	// like (json, table, text).
+	OutputType string `json:"outputType"`
+	// Rotated, StateLost and Notice say what happened to the sandbox's
+	// state, as in run_code's result (api.RunCodeResult).
+	Rotated   bool   `json:"rotated,omitempty"`
+	StateLost bool   `json:"stateLost,omitempty"`
+	Notice    string `json:"notice,omitempty"`
 }
 
 // AnalysisProgram returns the python program run_analysis runs for a
@@ -98,20 +105,23 @@ func paramsFilePrelude(path, outputFormat string) string {
 }
 
 // prelude defines params for code in lang, through a file when they are
-// large and the language is python.
-func (r *Registry) prelude(ctx context.Context, call Call, lang string, params json.RawMessage, format string) (string, error) {
+// large and the language is python. stateLost reports that the write of
+// that file was the call that met a replaced lost sandbox
+// (contexts.StateLost): the run that follows must say so.
+func (r *Registry) prelude(ctx context.Context, call Call, lang string, params json.RawMessage, format string) (code string, stateLost bool, err error) {
 	if lang != agent.Python || len(params) <= inlineParamsMax {
-		return paramsPrelude(lang, params, format), nil
+		return paramsPrelude(lang, params, format), false, nil
 	}
 	path := "/tmp/.sandlot-params-" + uuid.NewString() + ".json"
-	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+	err = r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		stateLost = contexts.StateLost(ctx)
 		_, err := writeAll(ctx, sb, path, params, 0o600)
 		return err
 	})
 	if err != nil {
-		return "", fmt.Errorf("run_analysis: pass parameters: %w", err)
+		return "", false, fmt.Errorf("run_analysis: pass parameters: %w", lost(err))
 	}
-	return paramsFilePrelude(path, format), nil
+	return paramsFilePrelude(path, format), stateLost, nil
 }
 
 func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]any, out contexts.OutputFunc) (any, error) {
@@ -147,7 +157,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 			return nil, fmt.Errorf("run_analysis: the built-in %s program is python; language %s needs code: %w", typ, lang, errdefs.ErrInvalidArgument)
 		}
 	}
-	prelude, err := r.prelude(ctx, call, lang, params, format)
+	prelude, lostBefore, err := r.prelude(ctx, call, lang, params, format)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +188,9 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 		SandboxID:       cr.SandboxID,
 		Truncated:       cr.Truncated,
 		OutputType:      cr.OutputType,
+		Rotated:         cr.Rotated,
+		StateLost:       cr.StateLost || lostBefore,
+		Notice:          notice(cr.StateLost || lostBefore, cr.Rotated),
 		Result:          mainValue(cr.Results),
 	}
 	if ar.Success {

@@ -50,7 +50,13 @@ type MCPTool struct {
 // (2020-12 is MCP's default dialect anyway). An unknown format is
 // ErrInvalidArgument.
 func (r *Registry) Export(format string) (any, error) {
-	tools := r.Tools()
+	return r.ExportFor(format, "")
+}
+
+// ExportFor is Export of the tools offered to request (ToolsFor): without
+// the code tools while they are withdrawn from it.
+func (r *Registry) ExportFor(format, request string) (any, error) {
+	tools := r.ToolsFor(request)
 	switch format {
 	case "":
 		return tools, nil

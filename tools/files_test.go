@@ -152,7 +152,7 @@ func TestListGlobGrepBash(t *testing.T) {
 		t.Errorf("bad regex: %v", err)
 	}
 	v, err = call(t, r, "bash", `{"command":"ls","cwd":"/tmp"}`)
-	want2 := &BashResult{PathRef: testRef, ExitCode: 3, Stdout: "ls@/tmp", Stderr: "oops", ExecutionTimeMs: 7, SandboxID: "fake-sb", OutputType: OutputText}
+	want2 := &BashResult{PathRef: testRef, ExitCode: 3, Stdout: "ls@/tmp", Stderr: "oops", ExecutionTimeMs: 7, SandboxID: "fake-sb", OutputType: OutputError}
 	if diff := cmp.Diff(want2, v); err != nil || diff != "" {
 		t.Errorf("bash: %v (-want +got):\n%s", err, diff)
 	}

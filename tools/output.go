@@ -15,6 +15,9 @@ const (
 	OutputJSON  = "json"
 	OutputTable = "table"
 	OutputText  = "text"
+	// OutputError is the output type of a run that failed (success
+	// false), whatever its output: the specs' ExecutionResult shape.
+	OutputError = "error"
 )
 
 // truncate keeps the first max characters (runes) of s and reports whether

@@ -28,7 +28,13 @@ type BashResult struct {
 	ExecutionTimeMs int64  `json:"executionTimeMs"`
 	SandboxID       string `json:"sandboxId"`
 	Truncated       bool   `json:"truncated"`
-	OutputType      string `json:"outputType"`
+	// OutputType is error when the command failed (success false), else
+	// what its stdout looks like (json, table, text).
+	OutputType string `json:"outputType"`
+	// StateLost and Notice say that the sandbox's earlier state is gone,
+	// as in run_code's result (api.RunCodeResult).
+	StateLost bool   `json:"stateLost,omitempty"`
+	Notice    string `json:"notice,omitempty"`
 	// Error names a failure of the call itself (contexts.Failure), not of
 	// the command, whose failure is its exit code.
 	Error *api.ExecError `json:"error,omitempty"`
@@ -67,6 +73,8 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		TimedOut:        res.TimedOut,
 		KernelRestarted: res.KernelRestarted,
 		Rotated:         res.Rotated,
+		StateLost:       res.StateLost,
+		Notice:          notice(res.StateLost, res.Rotated),
 		Truncated:       res.Truncated,
 		Results:         []api.RichResult{},
 	}
@@ -88,7 +96,31 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		out.Results = append(out.Results, api.RichResult(b))
 	}
 	out.OutputType = resultOutputType(res.Stdout, out.Results)
+	if !out.Success {
+		out.OutputType = OutputError
+	}
 	return out
+}
+
+// Notices: what a model reads about its sandbox's state in a result.
+const (
+	noticeLost = "The sandbox of this conversation path was lost (it crashed, was killed or ran out of memory) " +
+		"before this call, and this call ran once in a fresh sandbox: the variables, files and installed packages " +
+		"of earlier calls are gone."
+	noticeRotated = "This call used up the sandbox's executions: the sandbox ended after it, and the next call " +
+		"starts in a fresh sandbox without these variables, files and installed packages."
+)
+
+// notice is the sentence a result carries about its sandbox's state.
+func notice(stateLost, rotated bool) string {
+	var parts []string
+	if stateLost {
+		parts = append(parts, noticeLost)
+	}
+	if rotated {
+		parts = append(parts, noticeRotated)
+	}
+	return strings.Join(parts, " ")
 }
 
 // trimKernelFrames drops the JavaScript kernel's own stack frames from a
@@ -186,9 +218,10 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 	err = r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		er, err := sb.Exec(ctx, p, out)
 		if err != nil {
-			return lost(err)
+			return err
 		}
 		max := r.cfg.MaxOutput
+		stateLost := contexts.StateLost(ctx)
 		res = &BashResult{
 			Success:         er.ExitCode == 0 && !er.TimedOut && er.Signal == "",
 			ExitCode:        er.ExitCode,
@@ -198,6 +231,11 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 			SandboxID:       sb.ID(),
 			Truncated:       er.Truncated,
 			OutputType:      DetectOutputType(er.Stdout),
+			StateLost:       stateLost,
+			Notice:          notice(stateLost, false),
+		}
+		if !res.Success {
+			res.OutputType = OutputError
 		}
 		var t1, t2 bool
 		res.Stdout, t1 = truncate(er.Stdout, max)
@@ -206,7 +244,7 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bash: %w", err)
+		return nil, fmt.Errorf("bash: %w", lost(err))
 	}
 	return res, nil
 }

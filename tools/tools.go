@@ -66,6 +66,18 @@ type Config struct {
 	// Desktop, when set, adds the desktop tools (desktop.go): a desktop
 	// session per conversation path, beside its execution context.
 	Desktop Desktop
+	// TTL and MaxExecutions are the manager's idle TTL and rotation limit
+	// (contexts.Config.TTL, MaxExecutionsPerContext), which the code
+	// tools' descriptions and Lifecycle tell a model: how long the state
+	// of its sandbox lasts. Zero: the manager's defaults (Create.TTL, when
+	// set, is the TTL of the contexts the registry creates); a negative
+	// MaxExecutions: no rotation.
+	TTL           time.Duration
+	MaxExecutions int64
+	// CreateCooloff is how long the code tools stay withdrawn from a
+	// request (Call.Request) after one of its calls failed to create its
+	// sandbox. Zero: DefaultCreateCooloff; negative: never withdrawn.
+	CreateCooloff time.Duration
 	// Logger receives one debug line per call. nil discards.
 	Logger *slog.Logger
 	// OnCall, when set, is called after every call (for telemetry spans
@@ -106,6 +118,11 @@ type Call struct {
 	// the tool's own and took out of Args (MCP's conversationId, pathId,
 	// taskId): a message about an unknown field lists them as allowed.
 	EdgeArgs []string
+	// Request names the caller's request the call belongs to (an MCP
+	// session, a /v1 caller's request id with its tenant), "" none: after
+	// a call of a request fails to create its sandbox, the code tools are
+	// withdrawn from that request for Config.CreateCooloff (withdraw.go).
+	Request string
 }
 
 // create returns the options for a context the call creates.
@@ -126,14 +143,17 @@ type entry struct {
 	run    handler
 }
 
-// Registry holds the tools. It is safe for concurrent use; it has no
-// mutable state after New.
+// Registry holds the tools. It is safe for concurrent use; its only
+// mutable state after New is the requests it withdrew the code tools from.
 type Registry struct {
 	c       Contexts
 	cfg     Config
 	log     *slog.Logger
 	entries map[string]*entry
 	order   []string
+	// withdrawn holds the requests whose code tools are withdrawn after
+	// a creation failure (withdraw.go), the registry's one mutable state.
+	withdrawn withdrawals
 }
 
 //go:embed schemas/*.json
@@ -171,7 +191,7 @@ func New(c Contexts, cfg Config) *Registry {
 	if cfg.MaxCodeBytes <= 0 {
 		cfg.MaxCodeBytes = contexts.DefaultMaxCodeBytes
 	}
-	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}}
+	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}, withdrawn: withdrawals{now: time.Now}}
 	handlers := map[string]handler{
 		"run_code":     r.runCode,
 		"run_analysis": r.runAnalysis,
@@ -206,8 +226,12 @@ func New(c Contexts, cfg Config) *Registry {
 		if err != nil {
 			panic(fmt.Sprintf("tools: schema of %s: %v", name, err))
 		}
+		desc := descriptions[name] + desktopDescriptions[name]
+		if keeps, ok := statefulTools[name]; ok {
+			desc += " " + r.lifecycle(keeps)
+		}
 		r.entries[name] = &entry{
-			tool:   Tool{Name: name, Description: descriptions[name] + desktopDescriptions[name], InputSchema: compact},
+			tool:   Tool{Name: name, Description: desc, InputSchema: compact},
 			schema: &s,
 			run:    h,
 		}
@@ -272,12 +296,16 @@ func (r *Registry) call(ctx context.Context, call Call, out contexts.OutputFunc)
 	if r.cfg.Unavailable != nil {
 		return nil, fmt.Errorf("tool %q: no sandbox can run it: %w", call.Name, r.cfg.Unavailable)
 	}
+	if err := r.refuseWithdrawn(call); err != nil {
+		return nil, err
+	}
 	args, err := e.schema.validate(call.Name, call.Args, call.EdgeArgs...)
 	if err != nil {
 		return nil, err
 	}
 	res, err := e.run(ctx, call, args, out)
 	if err != nil {
+		r.noteCreateFailure(call, err)
 		return failure(call.Name, err)
 	}
 	return res, nil

@@ -16,6 +16,7 @@ import (
 	_ "embed"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"regexp"
@@ -97,6 +98,13 @@ type Manager struct {
 
 	mu      sync.Mutex
 	kernels map[key]*kernel
+
+	// late is the environment added after kernels may have started
+	// (SetEnv), lateGen counts its changes; a session started before the
+	// latest change gets late with each run (its process environment
+	// predates it).
+	late    atomic.Pointer[map[string]string]
+	lateGen atomic.Int64
 }
 
 type key struct{ lang, name, user string }
@@ -256,7 +264,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	s.discard()
 	kn.id++
 	kn.count++
-	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, p.Env, p.IPython || m.cfg.IPython)
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, m.runEnv(s, p.Env), p.IPython || m.cfg.IPython)
 	if err != nil {
 		return nil, err
 	}
@@ -371,6 +379,37 @@ func describe(st syscall.WaitStatus) string {
 // start starts a kernel of lang for user; ipython (python only) imports
 // IPython as it starts, as Config.IPython does for every python kernel.
 func (m *Manager) start(lang, user string, ipython bool) (*session, error) {
+	gen := m.lateGen.Load() // before the environment is read: see SetEnv
+	s, err := m.startEnv(lang, user, ipython)
+	if err == nil {
+		s.gen = gen
+	}
+	return s, err
+}
+
+// SetEnv records env, the variables the agent added to its base
+// environment (which Config.User returns from now on, so kernels started
+// later have them): the runs of kernels started before get them with each
+// run. The caller updates the base environment first, then calls SetEnv.
+func (m *Manager) SetEnv(env map[string]string) {
+	c := maps.Clone(env)
+	m.late.Store(&c)
+	m.lateGen.Add(1)
+}
+
+// runEnv is the environment a run on s gets: p's, under which the late
+// environment when s started before its latest change.
+func (m *Manager) runEnv(s *session, env map[string]string) map[string]string {
+	late := m.late.Load()
+	if late == nil || s.gen >= m.lateGen.Load() {
+		return env
+	}
+	out := maps.Clone(*late)
+	maps.Copy(out, env)
+	return out
+}
+
+func (m *Manager) startEnv(lang, user string, ipython bool) (*session, error) {
 	env := append([]string(nil), m.cfg.Env...)
 	dir := m.cfg.Home
 	var cred *syscall.Credential

@@ -37,6 +37,7 @@ type session struct {
 	resBuf []byte
 	rbuf   []byte // read buffer of wait, reused across runs (runs are serialized)
 	dead   bool
+	gen    int64 // Manager.lateGen when it started
 }
 
 // startSession forks argv with fresh pipes on fds 1..4 and, on 0,

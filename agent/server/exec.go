@@ -168,7 +168,7 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		return nil, err
 	}
 	timeout := kernels.Timeout(p.TimeoutMs)
-	env := mergeEnv(who.env(s.cfg.Env), p.Env)
+	env := mergeEnv(who.env(s.baseEnv()), p.Env)
 	path, err := lookPath(argv[0], env)
 	if err != nil {
 		return nil, errf(errdefs.CodeNotFound, "exec: %s: command not found", argv[0])

@@ -102,6 +102,10 @@ type Server struct {
 	// owner, in the view of one file call (callAs), is who gets what the
 	// call creates; nil: the call's effective ids.
 	owner *fileOwner
+
+	// added holds the variables env.set added to cfg.Env (baseEnv),
+	// shared by the file calls' views of the server.
+	added *addedEnv
 }
 
 // New prepares an agent without listening.
@@ -118,7 +122,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -448,6 +452,15 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		}
 		fitRunCode(r)
 		return r, nil
+	case agent.MethodSetEnv:
+		p, err := decode[agent.SetEnvParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.setEnv(p.Env); err != nil {
+			return nil, err
+		}
+		return agent.Empty{}, nil
 	case agent.MethodKernelRestart:
 		p, err := decode[agent.KernelParams](req.Params)
 		if err != nil {

@@ -162,5 +162,5 @@ func (s *Server) kernelUser(name string) (*syscall.Credential, []string, string,
 	if err != nil {
 		return nil, nil, "", err
 	}
-	return a.cred, a.env(s.cfg.Env), a.home, nil
+	return a.cred, a.env(s.baseEnv()), a.home, nil
 }

@@ -44,7 +44,7 @@ func TestStateEndsWithContext(t *testing.T) {
 	}{
 		{"expired", false, func(t *testing.T, e *env, clk *testClock, id string) {
 			clk.Advance(2 * time.Minute)
-			if err := e.M.Cleanup(context.Background()); err != nil {
+			if _, err := e.M.Cleanup(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 		}},

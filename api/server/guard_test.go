@@ -36,7 +36,7 @@ type noTools struct{}
 func (noTools) Call(context.Context, tools.Call, contexts.OutputFunc) (any, error) {
 	return nil, errdefs.ErrNotFound
 }
-func (noTools) Export(string) (any, error) { return []any{}, nil }
+func (noTools) ExportFor(string, string) (any, error) { return []any{}, nil }
 
 func newGuardEnv(t *testing.T) *guardEnv {
 	t.Helper()

@@ -58,7 +58,12 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
-	v, err := s.cfg.Tools.Export(r.URL.Query().Get("format"))
+	request, err := callerRequest(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.cfg.Tools.ExportFor(r.URL.Query().Get("format"), request)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -68,6 +73,20 @@ func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
 
 // maxIDLen bounds caller-chosen ids (conversation, path, task).
 const maxIDLen = 256
+
+// callerRequest is the tools.Call.Request of r: the caller's request it
+// names (api.HeaderCallerRequest), scoped to its tenant so that no tenant
+// reaches another's; "" when it names none.
+func callerRequest(r *http.Request) (string, error) {
+	v := r.Header.Get(api.HeaderCallerRequest)
+	if v == "" {
+		return "", nil
+	}
+	if err := checkID(api.HeaderCallerRequest, v); err != nil {
+		return "", err
+	}
+	return "v1:" + mustTenant(r).ID + ":" + v, nil
+}
 
 func checkID(field, v string) error {
 	if len(v) > maxIDLen {
@@ -110,8 +129,13 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	request, err := callerRequest(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	r = r.WithContext(contexts.WithSecrets(r.Context(), req.Secrets))
-	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true, Network: netPolicy}
+	call := tools.Call{Name: r.PathValue("name"), Identity: id, Args: args, Forced: true, Network: netPolicy, Request: request}
 	if wantsNDJSON(r) {
 		s.streamTool(w, r, call)
 		return

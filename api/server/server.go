@@ -55,10 +55,10 @@ type Tools interface {
 	// receives guarded output while it runs. An unknown tool is
 	// errdefs.ErrNotFound; bad args are errdefs.ErrInvalidArgument.
 	Call(ctx context.Context, c tools.Call, out contexts.OutputFunc) (any, error)
-	// Export lists the tools' schemas in a format (openai, anthropic,
-	// mcp; "" is the registry's own). Unknown formats are
-	// errdefs.ErrInvalidArgument.
-	Export(format string) (any, error)
+	// ExportFor lists the schemas of the tools offered to a caller's
+	// request ("" none) in a format (openai, anthropic, mcp; "" is the
+	// registry's own). Unknown formats are errdefs.ErrInvalidArgument.
+	ExportFor(format, request string) (any, error)
 }
 
 var _ Tools = (*tools.Registry)(nil)

@@ -53,6 +53,7 @@ type box struct {
 	dead  bool
 	files map[string][]byte
 	vars  map[string]string // "kernel state" for Echo's assignments
+	added map[string]string // SetEnv's variables
 	runs  int
 	// paused: every call on the sandbox fails until Resume (a real
 	// frozen sandbox would hang; the manager must not call it at all).

@@ -412,3 +412,34 @@ func (s *Sandbox) Close() error {
 	s.closed.Store(true)
 	return nil
 }
+
+// SetEnv records variables added to the sandbox's environment after it
+// started (the agent's env.set).
+func (s *Sandbox) SetEnv(ctx context.Context, env map[string]string) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	if s.b.added == nil {
+		s.b.added = map[string]string{}
+	}
+	for k, v := range env {
+		s.b.added[k] = v
+	}
+	return nil
+}
+
+// Env is the sandbox's environment: its spec's, with what SetEnv added.
+func (s *Sandbox) Env() map[string]string {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range s.b.spec.Env {
+		out[k] = v
+	}
+	for k, v := range s.b.added {
+		out[k] = v
+	}
+	return out
+}

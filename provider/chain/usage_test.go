@@ -34,7 +34,7 @@ func TestUsageThroughChain(t *testing.T) {
 	if err != nil || live.MemoryBytes != 1<<20 {
 		t.Fatalf("Manager.Usage through the chain = %+v, %v; want 1 MiB of memory", live, err)
 	}
-	if err := m.Cleanup(ctx); err != nil {
+	if _, err := m.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got, err := st.Get(ctx, rec.ID)

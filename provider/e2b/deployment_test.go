@@ -71,7 +71,7 @@ func TestDeploymentsOnOneAccount(t *testing.T) {
 	}
 	mb := manager(pb) // B's start reconciles against the shared account
 	for range 2 {     // the sweep's grace is one pass
-		if err := mb.Cleanup(ctx); err != nil {
+		if _, err := mb.Cleanup(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

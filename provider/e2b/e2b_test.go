@@ -98,6 +98,21 @@ func TestProviderAgainstSandlotHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	testSandbox(t, sb)
+	// A warm sandbox learns its context's identity after create: the
+	// provider sends it with every process, under the call's own env.
+	if err := sb.(interface {
+		SetEnv(context.Context, map[string]string) error
+	}).SetEnv(ctx, map[string]string{"TENANT_ID": "t9", "GREETING": "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  map[string]string
+		want string
+	}{{nil, "t9-hello\n"}, {map[string]string{"TENANT_ID": "own"}, "own-hello\n"}} {
+		if res, err := sb.Exec(ctx, agent.ExecParams{Shell: "echo $TENANT_ID-$GREETING", Env: c.env}, nil); err != nil || res.Stdout != c.want {
+			t.Fatalf("exec after SetEnv (env %v): %+v %v, want %q", c.env, res, err, c.want)
+		}
+	}
 	ids, err := p.List(ctx)
 	if err != nil || !slices.Contains(ids, sb.ID()) {
 		t.Fatalf("list %v %v", ids, err)

@@ -228,7 +228,7 @@ type execution struct {
 func (s *Sandbox) execute(ctx context.Context, ccID, code string, env map[string]string, maxOutput int64, out contexts.OutputFunc) (*execution, error) {
 	run := &execution{res: &agent.RunCodeResult{}}
 	res := run.res
-	b, _ := json.Marshal(map[string]any{"code": code, "context_id": ccID, "env_vars": env})
+	b, _ := json.Marshal(map[string]any{"code": code, "context_id": ccID, "env_vars": s.callEnv(env)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.interpURL+"/execute", bytes.NewReader(b))
 	if err != nil {
 		return run, err

@@ -43,7 +43,7 @@ func (s *Sandbox) Exec(ctx context.Context, p agent.ExecParams, out contexts.Out
 	if p.User != "" {
 		ctx = agent.WithUser(ctx, p.User) // headerTransport sends it
 	}
-	cfg := &pb.ProcessConfig{Envs: p.Env}
+	cfg := &pb.ProcessConfig{Envs: s.callEnv(p.Env)}
 	switch {
 	case p.Shell != "":
 		cfg.Cmd, cfg.Args = "/bin/bash", []string{"-c", p.Shell}

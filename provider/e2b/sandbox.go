@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Sandbox struct {
 	ttl        time.Duration
 	lastExtend time.Time
 	kernels    map[string]*kernel // language/kernel name -> its E2B code context
+	env        map[string]string // SetEnv's variables, under each call's own
 }
 
 var _ contexts.Sandbox = (*Sandbox)(nil)
@@ -144,4 +146,32 @@ func (s *Sandbox) Ping(ctx context.Context) error {
 		return fmt.Errorf("envd health %d: %w", resp.StatusCode, errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// SetEnv adds variables to every process and code run of the sandbox from
+// now on (agent.SetEnvParams: a warm sandbox learning its context's
+// identity). envd has no default environment to change after create, so
+// they are held here and sent with each call, under the call's own; a
+// daemon restart forgets them until the manager sets them again when it
+// attaches the sandbox.
+func (s *Sandbox) SetEnv(ctx context.Context, env map[string]string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.env == nil {
+		s.env = map[string]string{}
+	}
+	maps.Copy(s.env, env)
+	return nil
+}
+
+// callEnv is a call's environment: SetEnv's variables under the call's.
+func (s *Sandbox) callEnv(env map[string]string) map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.env) == 0 {
+		return env
+	}
+	out := maps.Clone(s.env)
+	maps.Copy(out, env)
+	return out
 }

@@ -355,15 +355,12 @@ func (s *Store) list(ctx context.Context, what, sql string, args ...any) ([]*con
 }
 
 // ListExpired implements contexts.Store: soonest expiry first, at most
-// limit records (limit <= 0: all).
+// limit records (limit <= 0: all). It is the schema's
+// get_expired_execution_contexts (migration 9) with the manager's clock
+// for cutoff; the planner inlines the function, so the query is the same.
 func (s *Store) ListExpired(ctx context.Context, cutoff time.Time, limit int) ([]*contexts.Record, error) {
-	var lim *int
-	if limit > 0 {
-		lim = &limit
-	}
-	return s.list(ctx, "list expired", `SELECT `+recordCols+` FROM execution_contexts
-		WHERE state IN ('creating', 'ready') AND expires_at <= $1 ORDER BY expires_at, id LIMIT $2`,
-		rules.Time(cutoff), lim)
+	return s.list(ctx, "list expired", `SELECT `+recordCols+` FROM get_expired_execution_contexts($1, $2)`,
+		limit, rules.Time(cutoff))
 }
 
 // ListActive implements contexts.Store, ordered by creation time.

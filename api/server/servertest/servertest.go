@@ -335,7 +335,7 @@ type Tools struct {
 
 var _ server.Tools = (*Tools)(nil)
 
-func (t *Tools) Export(format string) (any, error) {
+func (t *Tools) ExportFor(format, request string) (any, error) {
 	switch format {
 	case "", "openai", "anthropic", "mcp":
 		return []map[string]string{{"name": "run_code", "format": format}}, nil
