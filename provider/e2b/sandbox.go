@@ -36,7 +36,7 @@ type Sandbox struct {
 	ttl        time.Duration
 	lastExtend time.Time
 	kernels    map[string]*kernel // language/kernel name -> its E2B code context
-	env        map[string]string // SetEnv's variables, under each call's own
+	env        map[string]string  // SetEnv's variables, under each call's own
 }
 
 var _ contexts.Sandbox = (*Sandbox)(nil)
