@@ -272,9 +272,12 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 }
 
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
-// else a new one.
+// else a new one, on which the template's PoolSpec.Warm runs when the
+// pool could have served the create, so that the create returns what a
+// warm sandbox would have been (a desktop started and drawn) either way.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if m.poolServes(rec.Template, opts) {
+	serves := m.poolServes(rec.Template, opts)
+	if serves {
 		if sb := m.poolTake(ctx, rec.Template); sb != nil {
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
@@ -298,6 +301,12 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		return nil, err
 	}
 	m.poolEnsure(rec.Template)
+	if warm := m.cfg.PoolSpecs[rec.Template].Warm; serves && warm != nil {
+		if err := warm(ctx, sb); err != nil {
+			m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+			return nil, err
+		}
+	}
 	return sb, nil
 }
 

@@ -27,7 +27,10 @@ type PoolSpec struct {
 	Env     map[string]string
 	// Warm runs once on each new warm sandbox before it is offered (for
 	// a desktop: its X server and session started); an error discards
-	// the sandbox. nil: nothing.
+	// the sandbox. It also runs on the sandbox a create makes anew when
+	// the pool could have served it (same network and environment) but
+	// had none ready, before the create returns; its error fails that
+	// create. nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
 }
 

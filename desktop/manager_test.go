@@ -36,10 +36,12 @@ func newPooled(t testing.TB, cfg desktop.Config, pool int) (*desktop.Manager, *c
 	cat := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: desktop.Settings()})
 	log := slog.New(slog.DiscardHandler)
 	p := localtest.New(t, local.Config{Runtime: "crun", Images: imgs, Templates: cat, Logger: log})
-	ccfg := contexts.Config{PoolSize: -1, Catalog: cat, Logger: log}
+	// The pool's spec whatever its size, as the daemon sets it: a
+	// desktop created anew is started by the same warm-up.
+	ccfg := contexts.Config{PoolSize: -1, Catalog: cat, Logger: log,
+		PoolSpecs: map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, cfg)}}
 	if pool > 0 {
 		ccfg.PoolSizes = map[string]int{desktop.Template: pool}
-		ccfg.PoolSpecs = map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, cfg.Width, cfg.Height, cfg.Network)}
 	}
 	cm := contexts.NewManager(memory.New(), p, ccfg)
 	if err := cm.Start(context.Background()); err != nil {
