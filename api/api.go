@@ -319,10 +319,13 @@ type SessionStats struct {
 	HealthCheckFailures int64 `json:"health_check_failures"`
 }
 
-// SessionMetrics is the body of GET /v1/metrics/sessions. The top-level
-// counters are the totals over both session managers; Execution and
-// Desktop are each manager's own (desktop sessions are all zero until a
-// daemon runs desktop sandboxes).
+// SessionMetrics is the body of GET /v1/metrics/sessions: the counters of
+// one tenant's sessions (the caller's; an admin's key may ask for any
+// tenant's, or for every tenant's). Execution and Desktop are each
+// session manager's own (desktop sessions are the contexts of the desktop
+// template), Totals their sum, which the top-level counters repeat (the
+// wire's first form). Pool hits and misses are the tenant's creates';
+// PoolSize is the warm sandboxes ready now, which belong to no tenant.
 type SessionMetrics struct {
 	SessionStats
 	PoolSize    int64                   `json:"pool_size"`
@@ -331,6 +334,10 @@ type SessionMetrics struct {
 	PerTemplate map[string]SessionStats `json:"per_template"`
 	Execution   SessionStats            `json:"execution"`
 	Desktop     SessionStats            `json:"desktop"`
+	Totals      SessionStats            `json:"totals"`
+	// Tenant is the tenant counted; "*" for every tenant (an admin's
+	// view without ?tenant=).
+	Tenant string `json:"tenant"`
 }
 
 // Health is the body of /healthz and /readyz.

@@ -266,7 +266,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
-	m.countCreated(template, rec.Provider)
+	m.countCreated(id.TenantID, template, rec.Provider)
 	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
 	return e, nil
 }
@@ -278,7 +278,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
 	serves := m.poolServes(rec.Template, opts)
 	if serves {
-		if sb := m.poolTake(ctx, rec.Template); sb != nil {
+		if sb := m.poolTake(ctx, rec.TenantID, rec.Template); sb != nil {
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
 				return sb, nil

@@ -149,7 +149,7 @@ func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string,
 		}
 		span.End()
 	}
-	m.countTerminated(rec.Template, reason)
+	m.countTerminated(rec.TenantID, rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	ev := Termination{TenantID: rec.TenantID, ContextID: rec.ID, SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr}
 	if m.cfg.OnTerminated != nil {

@@ -41,11 +41,13 @@ type Manager struct {
 	// poolSizes is Config.PoolSizes with public templates' names turned
 	// into ids at Start (Config.Catalog).
 	poolSizes atomic.Pointer[map[string]int]
-	tstats    map[string]*TemplateStats
-	suspects  map[string]bool // sandbox ids unknown at the previous sweep
-	started   bool
-	closed    bool
-	stopCh    chan struct{} // closed by Close to stop the loops
+	// tstats are the counters by tenant and template (query.go): one
+	// small struct per pair this manager served since it started.
+	tstats   map[statsKey]*TemplateStats
+	suspects map[string]bool // sandbox ids unknown at the previous sweep
+	started  bool
+	closed   bool
+	stopCh   chan struct{} // closed by Close to stop the loops
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -88,7 +90,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		byIdent:  map[Identity]*entry{},
 		creating: map[string]bool{},
 		pools:    map[string]*pool{},
-		tstats:   map[string]*TemplateStats{},
+		tstats:   map[statsKey]*TemplateStats{},
 		suspects: map[string]bool{},
 		stopCh:   make(chan struct{}),
 	}

@@ -54,22 +54,22 @@ const (
 )
 
 // countCreated records a context this manager created.
-func (m *Manager) countCreated(template, provider string) {
-	m.count(template, func(s *TemplateStats) { s.TotalCreated++ })
+func (m *Manager) countCreated(tenantID, template, provider string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.TotalCreated++ })
 	m.inst.created.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String("template", template), attribute.String("provider", provider)))
 }
 
 // countReused records a GetOrCreate answered by an existing context.
-func (m *Manager) countReused(template string) {
-	m.count(template, func(s *TemplateStats) { s.TotalReused++ })
+func (m *Manager) countReused(tenantID, template string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.TotalReused++ })
 	m.inst.reused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("template", template)))
 }
 
 // countTerminated records a context this manager terminated and tore down.
 // Only idle expiry counts as cleaned (the session spec's total_cleaned).
-func (m *Manager) countTerminated(template string, reason Reason) {
-	m.count(template, func(s *TemplateStats) {
+func (m *Manager) countTerminated(tenantID, template string, reason Reason) {
+	m.count(tenantID, template, func(s *TemplateStats) {
 		s.TotalTerminated++
 		if reason == ReasonExpired {
 			s.TotalCleaned++
@@ -81,9 +81,20 @@ func (m *Manager) countTerminated(template string, reason Reason) {
 	}
 }
 
-// countHealthFailure records a failed reuse health check.
-func (m *Manager) countHealthFailure(template string) {
-	m.count(template, func(s *TemplateStats) { s.HealthCheckFailures++ })
+// HealthCheckFailed counts a failed health check of rec's context that a
+// session manager over these contexts ran itself (the desktop manager's:
+// a part of the desktop found stopped and restarted), in
+// health_check_failures of rec's tenant and template and in the health
+// check failures counter.
+func (m *Manager) HealthCheckFailed(rec *Record) {
+	m.countHealthFailure(rec.TenantID, rec.Template)
+}
+
+// countHealthFailure records a failed health check of a context of
+// tenantID's: the reuse check's (the context is recreated), or one a
+// session manager over the contexts runs (HealthCheckFailed).
+func (m *Manager) countHealthFailure(tenantID, template string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.HealthCheckFailures++ })
 	m.inst.healthFail.Add(context.Background(), 1)
 }
 

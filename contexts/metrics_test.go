@@ -100,3 +100,38 @@ func labels(s attribute.Set) string {
 	}
 	return out + "}"
 }
+
+// TestTenantStats: each tenant's counters are its own (what it created,
+// reused, ended and found unhealthy, its active contexts, its creates'
+// pool misses); Stats sums every tenant's, with the pool's size.
+func TestTenantStats(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	a1 := e.getOrCreate(ident("tA", "c1", "main")) // a pool hit
+	e.getOrCreate(ident("tA", "c1", "main"))       // reused
+	e.getOrCreate(ident("tA", "c2", "main"))       // a miss or a hit: the refill races it
+	if err := e.m.Terminate(e.ctx, "tA", a1.ID, contexts.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	b1 := e.getOrCreate(ident("tB", "c1", "main"))
+	e.m.HealthCheckFailed(b1)
+
+	a := e.m.TenantStats("tA")
+	b := e.m.TenantStats("tB")
+	if a.Active != 1 || a.TotalCreated != 2 || a.TotalReused != 1 || a.TotalTerminated != 1 || a.HealthCheckFailures != 0 ||
+		a.PoolHits+a.PoolMisses != 2 || a.PoolSize != 0 {
+		t.Errorf("tenant A's stats = %+v", a)
+	}
+	if b.Active != 1 || b.TotalCreated != 1 || b.TotalReused != 0 || b.TotalTerminated != 0 || b.HealthCheckFailures != 1 ||
+		b.PoolHits+b.PoolMisses != 1 || b.PoolSize != 0 {
+		t.Errorf("tenant B's stats = %+v", b)
+	}
+	if n := e.m.TenantStats("tC"); n.Active != 0 || n.TotalCreated != 0 || len(n.PerTemplate) != 0 {
+		t.Errorf("a tenant that did nothing: %+v", n)
+	}
+	all := e.m.Stats()
+	if all.Active != 2 || all.TotalCreated != 3 || all.TotalReused != 1 || all.TotalTerminated != 1 || all.HealthCheckFailures != 1 ||
+		all.PoolHits+all.PoolMisses != 3 || all.PerTemplate["default"].TotalCreated != 3 {
+		t.Errorf("every tenant's stats = %+v", all)
+	}
+}

@@ -49,6 +49,9 @@ const PathPrefix = "desktop:"
 type Contexts interface {
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// HealthCheckFailed counts a session whose health check found a part
+	// stopped (the session metrics' health_check_failures).
+	HealthCheckFailed(rec *contexts.Record)
 }
 
 // Config configures a Manager. Zero values are documented per field.
@@ -131,16 +134,28 @@ type Health struct {
 	WindowManager bool `json:"windowManager"` // xfwm4
 	Browser       bool `json:"browser"`       // Chromium's DevTools endpoint
 	Stream        bool `json:"stream"`        // noVNC's page
+	// starting: the browser does not answer but one runs or starts
+	// (browserLock is held): not a failure.
+	starting bool
 }
 
 // OK reports whether everything answers.
 func (h Health) OK() bool { return h.X && h.WindowManager && h.Browser && h.Stream }
 
+// failed reports whether a part stopped: X, the window manager or the
+// stream does not answer, or the browser neither answers nor starts. A
+// browser still starting (it takes seconds after a session opens) is not
+// a failure.
+func (h Health) failed() bool {
+	return !h.X || !h.WindowManager || !h.Stream || !h.Browser && !h.starting
+}
+
 // healthScript prints one line per part: its name and 0 (answers) or not.
 var healthScript = fmt.Sprintf(`xdpyinfo >/dev/null 2>&1; echo x $?
 pgrep -x xfwm4 >/dev/null; echo wm $?
 curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/json/version; echo browser $?
-curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?`, DevToolsPort, StreamPort)
+curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?
+flock -n %s true; echo idle $?`, DevToolsPort, StreamPort, browserLock)
 
 func parseHealth(out string) Health {
 	var h Health
@@ -156,6 +171,8 @@ func parseHealth(out string) Health {
 			h.Browser = ok
 		case "stream":
 			h.Stream = ok
+		case "idle": // browserLock could not be taken: a browser holds it
+			h.starting = !ok
 		}
 	}
 	return h
@@ -244,8 +261,11 @@ const minColours = 64
 // a process of its own (a third of a second of CPU on a loaded machine),
 // so the page is asked for only once the port listens (/proc/net/tcp*).
 // It notes in phasesFile when it first saw each part answer (Timeline),
-// and prints "not drawn" when the desktop was not drawn in time (the
-// call goes on: the wait is a bound, as for the stream).
+// and when the desktop was not drawn in time notes "undrawn" and prints
+// "not drawn" (the call goes on: the wait is a bound, as for the
+// stream). The drawing is waited for once per sandbox: a later wait (the
+// native manager's after the warm-up's, or after a restart of a part)
+// finds either note and does not wait again.
 func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
@@ -259,10 +279,10 @@ until [ -n "$x" ] && [ -n "$wm" ]; do
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
-end=$(( $(now) + %[1]d ))
-python3 -c "$DRAWN_PY" "$end" %[5]d & drawn=$!
+end=$(( $(now) + %[1]d )); drawn=
+grep -qs '^\(drawn\|undrawn\) ' %[3]s || { python3 -c "$DRAWN_PY" "$end" %[5]d & drawn=$!; }
 while [ -z "$st" ] && [ "$(now)" -lt "$end" ]; do stream && { st=1; mark stream; }; sleep 0.05; done
-if wait $drawn; then mark drawn; else echo "not drawn"; fi
+[ -z "$drawn" ] || if wait $drawn; then mark drawn; else mark undrawn; echo "not drawn"; fi
 exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours)
 }
 
@@ -319,11 +339,16 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		if err != nil {
 			return false, err
 		}
-		if h.X && h.WindowManager && h.Stream {
+		if !h.failed() {
 			m.mu.Lock()
 			s.healthy = time.Now()
 			m.mu.Unlock()
 			return !h.Browser, nil
+		}
+		m.cfg.Contexts.HealthCheckFailed(rec)
+		if h.X && h.WindowManager && h.Stream {
+			m.log.Info("desktop: the browser stopped; starting it again", logkey.Context, rec.ID)
+			return true, nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
 	} else {

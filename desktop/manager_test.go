@@ -134,7 +134,12 @@ func TestManager(t *testing.T) {
 	}
 	t.Logf("active window after open_url: %q", res.ActiveWindow)
 
-	// A browser that died is started again by the health check.
+	// A browser still starting is not a failed health check; one that
+	// died is, and the health check starts it again.
+	failures := func() int64 { return cm.TenantStats("t1").PerTemplate[desktop.Template].HealthCheckFailures }
+	if n := failures(); n != 0 {
+		t.Errorf("health check failures before anything stopped: %d", n)
+	}
 	killBrowser(t, cm, "t1")
 	if h, err = dm.Health(ctx, id); err != nil || h.Browser {
 		t.Errorf("health right after the browser was killed: %+v %v, want no browser", h, err)
@@ -147,6 +152,12 @@ func TestManager(t *testing.T) {
 	}
 	if !h.OK() {
 		t.Errorf("health after the browser died = %+v, want it started again", h)
+	}
+	if n := failures(); n < 1 {
+		t.Errorf("health check failures after the browser died: %d, want it counted", n)
+	}
+	if n := cm.TenantStats("another").HealthCheckFailures; n != 0 {
+		t.Errorf("another tenant's health check failures: %d", n)
 	}
 
 	// The session is a context of the desktop template on its own path;
