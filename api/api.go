@@ -247,11 +247,12 @@ func (c *Context) Active() bool { return c.Status == "creating" || c.Status == "
 
 // ResourceUsage is the last sampled usage of a context's sandbox.
 type ResourceUsage struct {
-	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
-	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
-	DiskBytes   int64 `json:"diskBytes,omitempty"`
-	PIDs        int64 `json:"pids,omitempty"`
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	CacheBytes  int64   `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
+	CPUTimeMs   int64   `json:"cpuTimeMs,omitempty"`
+	CPUPct      float64 `json:"cpuPct,omitempty"` // share of the CPUs used over the provider's last sampling interval (e2b)
+	DiskBytes   int64   `json:"diskBytes,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
 }
 
 // ContextList is the body of GET /v1/contexts.

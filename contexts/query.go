@@ -75,8 +75,9 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record,
 }
 
 // Usage samples the resource usage of a context this manager serves, live
-// from its provider (Provider.Usage); a context it has no sandbox attached
-// for, or a provider that cannot sample, gives the record's last sample.
+// from its provider (Provider.Usage, by sandbox id, attached or not); a
+// context it does not serve, or a provider that cannot sample, gives the
+// record's last sample.
 func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (ResourceUsage, error) {
 	rec, err := m.Get(ctx, tenantID, contextID)
 	if err != nil {
@@ -84,10 +85,10 @@ func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (Resour
 	}
 	m.mu.Lock()
 	e := m.byID[contextID]
-	attached := e != nil && e.sb != nil && !e.ended
+	served := e != nil && !e.ended
 	m.mu.Unlock()
 	// runsc samples disk usage from inside, which a frozen sandbox cannot answer.
-	if !m.provider.Capabilities().Has(CapUsage) || !attached || !rec.State.Active() || rec.Paused() {
+	if !m.provider.Capabilities().Has(CapUsage) || !served || !rec.State.Active() || rec.Paused() || rec.SandboxID == "" {
 		return rec.ResourceUsage, nil
 	}
 	u, err := m.provider.Usage(ctx, rec.SandboxID)
