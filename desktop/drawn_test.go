@@ -55,3 +55,26 @@ func TestFirstScreenshotIsDrawn(t *testing.T) {
 		t.Logf("window manager at %s, drawn at %s from the open", wm.Sub(start).Round(time.Millisecond), drawn.Sub(start).Round(time.Millisecond))
 	}
 }
+
+// TestDrawnWaitBounded: the wait for the drawing is bounded by the
+// stream-ready wait: with a wait shorter than XFCE's drawing, the session
+// opens anyway, and its timeline says the wait ran out ("undrawn").
+func TestDrawnWaitBounded(t *testing.T) {
+	dm, _ := newManagers(t, desktop.Config{StreamWait: time.Millisecond})
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "t1", ConversationID: "bounded", PathID: "main"}
+	if _, err := dm.Screenshot(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := dm.Timeline(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range tl {
+		seen[p.Name] = true
+	}
+	if !seen["undrawn"] || seen["drawn"] || !seen["wm"] {
+		t.Errorf("timeline %v: want the window manager, then the wait for the drawing run out", tl)
+	}
+}
