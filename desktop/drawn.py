@@ -89,8 +89,9 @@ def sample():
     return memoryview(data).cast("I")[::7]
 
 
-last = None
+last, probes = None, 0
 while True:
+    probes += 1
     X.XSync(d, 0)
     cls = classes(root)
     if "Xfdesktop" in cls and "Xfce4-panel" in cls:
@@ -102,6 +103,6 @@ while True:
             last = b
         else:
             last = None
-    if time.time() > deadline:
+    if time.time() > deadline and probes >= 2:  # a deadline past already: one look (two samples)
         sys.exit(1)
     time.sleep(0.05)

@@ -264,8 +264,10 @@ const minColours = 64
 // and when the desktop was not drawn in time notes "undrawn" and prints
 // "not drawn" (the call goes on: the wait is a bound, as for the
 // stream). The drawing is waited for once per sandbox: a later wait (the
-// native manager's after the warm-up's, or after a restart of a part)
-// finds either note and does not wait again.
+// native manager's after the warm-up's, the take of a warm desktop, a
+// restart of a part) finds "drawn" and does not look, or "undrawn" and
+// looks once without waiting (a warm desktop is drawn by the time it is
+// taken, though its warm-up's wait ran out).
 func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
@@ -280,7 +282,10 @@ until [ -n "$x" ] && [ -n "$wm" ]; do
   sleep 0.05
 done
 end=$(( $(now) + %[1]d )); drawn=
-grep -qs '^\(drawn\|undrawn\) ' %[3]s || { python3 -c "$DRAWN_PY" "$end" %[5]d & drawn=$!; }
+if ! grep -qs '^drawn ' %[3]s; then
+  dend=$end; ! grep -qs '^undrawn ' %[3]s || dend=0
+  python3 -c "$DRAWN_PY" "$dend" %[5]d & drawn=$!
+fi
 while [ -z "$st" ] && [ "$(now)" -lt "$end" ]; do stream && { st=1; mark stream; }; sleep 0.05; done
 [ -z "$drawn" ] || if wait $drawn; then mark drawn; else mark undrawn; echo "not drawn"; fi
 exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours)
