@@ -83,7 +83,7 @@ func TestDesktopToolsServe(t *testing.T) {
 	}
 	if img, err := png.Decode(bytes.NewReader(raw)); err != nil || img.Bounds().Dx() != 1024 || img.Bounds().Dy() != 768 {
 		t.Errorf("screenshot: %v", err)
-	} else if n := colours(img); n < 1000 {
+	} else if n := colours(img); n < 2500 {
 		t.Errorf("the first screenshot of a new session has %d colours: the desktop was not drawn", n)
 	}
 	call("desktop_move", `{"x":10,"y":10}`)
