@@ -270,11 +270,12 @@ func (c *Context) Active() bool { return c.Status == "creating" || c.Status == "
 
 // ResourceUsage is the last sampled usage of a context's sandbox.
 type ResourceUsage struct {
-	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
-	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
-	DiskBytes   int64 `json:"diskBytes,omitempty"`
-	PIDs        int64 `json:"pids,omitempty"`
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	CacheBytes  int64   `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
+	CPUTimeMs   int64   `json:"cpuTimeMs,omitempty"`
+	CPUPct      float64 `json:"cpuPct,omitempty"` // share of the CPUs used over the provider's last sampling interval (e2b)
+	DiskBytes   int64   `json:"diskBytes,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
 }
 
 // ContextList is the body of GET /v1/contexts.
@@ -342,10 +343,13 @@ type SessionStats struct {
 	HealthCheckFailures int64 `json:"health_check_failures"`
 }
 
-// SessionMetrics is the body of GET /v1/metrics/sessions. The top-level
-// counters are the totals over both session managers; Execution and
-// Desktop are each manager's own (desktop sessions are all zero until a
-// daemon runs desktop sandboxes).
+// SessionMetrics is the body of GET /v1/metrics/sessions: the counters of
+// one tenant's sessions (the caller's; an admin's key may ask for any
+// tenant's, or for every tenant's). Execution and Desktop are each
+// session manager's own (desktop sessions are the contexts of the desktop
+// template), Totals their sum, which the top-level counters repeat (the
+// wire's first form). Pool hits and misses are the tenant's creates';
+// PoolSize is the warm sandboxes ready now, which belong to no tenant.
 type SessionMetrics struct {
 	SessionStats
 	PoolSize    int64                   `json:"pool_size"`
@@ -354,6 +358,10 @@ type SessionMetrics struct {
 	PerTemplate map[string]SessionStats `json:"per_template"`
 	Execution   SessionStats            `json:"execution"`
 	Desktop     SessionStats            `json:"desktop"`
+	Totals      SessionStats            `json:"totals"`
+	// Tenant is the tenant counted; "*" for every tenant (an admin's
+	// view without ?tenant=).
+	Tenant string `json:"tenant"`
 }
 
 // Health is the body of /healthz and /readyz.

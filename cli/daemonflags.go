@@ -73,6 +73,8 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.MetricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
 	fs.StringVar(&c.SpanPrefix, "telemetry-span-prefix", "", "application prefix of span names (default none: execution_context.get_or_create)")
+	fs.StringVar((*string)(&c.TelemetryNames), "telemetry-names", string(telemetry.NamesSandlot),
+		"names of spans and metrics: sandlot (sandlot.executions, tool.run_code) or spec, the specifications' exactly where they name one (execution_context.executions.total, compliance.tool.run_code; no span prefix)")
 	fs.StringVar(&c.Node, "node", "", "this daemon's node id in a store shared with other daemons ($"+envNode+
 		"; default: one kept in DATA/nodes/ per state dir, so a restart keeps it)")
 }

@@ -106,7 +106,7 @@ func tenantVerb(verb, use string, aliases []string, short string, args cobra.Pos
 	admin := false
 	guard := tenant.GuardEnforce
 	if verb == "create" {
-		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request")
+		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request and read every tenant's session metrics")
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

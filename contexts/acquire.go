@@ -114,9 +114,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			}
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
-				template := e.rec.Template
+				tenant, template := e.rec.TenantID, e.rec.Template
 				m.mu.Unlock()
-				m.countReused(template)
+				m.countReused(tenant, template)
 				if err := m.ensureNetwork(ctx, e, opts.Network); err != nil {
 					return nil, err
 				}
@@ -331,7 +331,7 @@ func (m *Manager) healthFailed(ctx context.Context, e *entry, msg string, told b
 	m.mu.Lock()
 	template, id, tid := e.rec.Template, e.rec.ID, e.rec.TenantID
 	m.mu.Unlock()
-	m.countHealthFailure(template)
+	m.countHealthFailure(tid, template)
 	m.log.Warn("context sandbox unhealthy; recreating", logkey.Context, id, logkey.Err, m.sanitize(ctx, tid, msg))
 	if m.end(ctx, e, ReasonError, msg) && !told {
 		m.markLost(m.snapshot(e).Identity)

@@ -297,8 +297,11 @@ func (m *Manager) pruneAudit(ctx context.Context, now time.Time) error {
 	return ctx.Err()
 }
 
-// sampleUsage records the resource usage of every attached, idle context.
-// It reads the record fresh from the store and writes it back right away,
+// sampleUsage records the resource usage of every active, idle context
+// this manager serves, attached or not (Provider.Usage works by id), whose
+// provider samples usage: a provider chain samples each sandbox by its own
+// provider, and one that cannot (NotSupported) is skipped quietly. It
+// reads the record fresh from the store and writes it back right away,
 // under the context's exec lock, so the counters it saves are current.
 func (m *Manager) sampleUsage(ctx context.Context) {
 	if !m.provider.Capabilities().Has(CapUsage) {
@@ -307,7 +310,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 	m.mu.Lock()
 	var es []*entry
 	for _, e := range m.byID {
-		if e.sb != nil && e.rec.State == StateReady && !e.rec.Paused() {
+		if e.rec.SandboxID != "" && e.rec.State == StateReady && !e.rec.Paused() {
 			es = append(es, e)
 		}
 	}
@@ -322,7 +325,9 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 		id, tid, sid, unsaved, ended := e.rec.ID, e.rec.TenantID, e.rec.SandboxID, e.unsaved, e.ended
 		m.mu.Unlock()
 		if !ended {
-			if u, err := m.provider.Usage(ctx, sid); err != nil {
+			if u, err := m.provider.Usage(ctx, sid); errors.Is(err, ErrNotSupported) {
+				// this sandbox's provider cannot sample (a chain's)
+			} else if err != nil {
 				m.log.Debug("sample usage", logkey.Sandbox, sid, logkey.Err, err)
 			} else {
 				m.mu.Lock()

@@ -279,3 +279,22 @@ func TestCleanupHonoursStoreExtension(t *testing.T) {
 		t.Fatalf("Cleanup past the store's expiry = %+v, %v", res, err)
 	}
 }
+
+// TestCleanupSamplesUnattachedContexts: a context this manager serves but
+// has not attached (adopted at start, after a restart, and not used
+// since) is sampled too: Provider.Usage works by sandbox id.
+func TestCleanupSamplesUnattachedContexts(t *testing.T) {
+	e := newEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "1")
+	if err := e.m.Close(e.ctx); err != nil { // the sandbox keeps running
+		t.Fatal(err)
+	}
+	e2 := e.second(contexts.Config{})
+	if _, err := e2.m.Cleanup(e2.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := e2.record(res.ContextID); r.ResourceUsage != (contexts.ResourceUsage{MemoryBytes: 1 << 20, PIDs: 1}) {
+		t.Fatalf("usage of the adopted context after a cleanup pass = %+v", r.ResourceUsage)
+	}
+}

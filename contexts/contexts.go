@@ -64,13 +64,17 @@ const (
 	ReasonRotated  Reason = "rotated"
 )
 
-// ResourceUsage is the last sampled usage of the sandbox.
+// ResourceUsage is the last sampled usage of the sandbox. A provider
+// fills what it can measure: provider/local every field but CPUPct (its
+// cgroup gives CPU time), provider/e2b memory, cache, disk and CPUPct
+// (E2B reports a share of the CPUs, not a time).
 type ResourceUsage struct {
-	MemoryBytes int64 `json:"memoryBytes,omitempty"`
-	CacheBytes  int64 `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
-	CPUTimeMs   int64 `json:"cpuTimeMs,omitempty"`
-	DiskBytes   int64 `json:"diskBytes,omitempty"`
-	PIDs        int64 `json:"pids,omitempty"`
+	MemoryBytes int64   `json:"memoryBytes,omitempty"`
+	CacheBytes  int64   `json:"cacheBytes,omitempty"` // of MemoryBytes, page cache
+	CPUTimeMs   int64   `json:"cpuTimeMs,omitempty"`
+	CPUPct      float64 `json:"cpuPct,omitempty"` // share of the sandbox's CPUs used over the provider's last sampling interval, percent
+	DiskBytes   int64   `json:"diskBytes,omitempty"`
+	PIDs        int64   `json:"pids,omitempty"`
 }
 
 // Record is the stored form of a context.

@@ -290,16 +290,19 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.mu.Lock()
 	m.inheritLost(id, e)
 	m.mu.Unlock()
-	m.countCreated(template, rec.Provider)
+	m.countCreated(id.TenantID, template, rec.Provider)
 	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
 	return e, nil
 }
 
 // sandbox returns a sandbox for rec: a warm one from the pool when it can,
-// else a new one.
+// else a new one, on which the template's PoolSpec.Warm runs when the
+// pool could have served the create, so that the create returns what a
+// warm sandbox would have been (a desktop started and drawn) either way.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
-	if m.poolServes(rec.Template, opts) {
-		if sb := m.poolTake(ctx, rec.Template); sb != nil {
+	serves := m.poolServes(rec.Template, opts)
+	if serves {
+		if sb := m.poolTake(ctx, rec.TenantID, rec.Template); sb != nil {
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
 				err = m.tellIdentity(ctx, sb, rec.Identity)
@@ -325,6 +328,12 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		return nil, err
 	}
 	m.poolEnsure(rec.Template)
+	if warm := m.cfg.PoolSpecs[rec.Template].Warm; serves && warm != nil {
+		if err := warm(ctx, sb); err != nil {
+			m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+			return nil, err
+		}
+	}
 	return sb, nil
 }
 

@@ -160,12 +160,14 @@ type Termination struct {
 func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string, reason Reason, lastErr string) {
 	if !inTerminateSpan(ctx) {
 		_, span := startSpan(ctx, spanTerminate, rec.Identity, attrContext.String(rec.ID), attrReason.String(string(reason)))
-		if lastErr != "" {
-			span.SetAttributes(attrLastError.String(lastErr))
-		}
+		terminateAttrs(span, rec, sandboxID, lastErr)
 		span.End()
+	} else {
+		// The Terminate or PathEvent span is the current one: it knew
+		// the context by id or by identity only.
+		terminateAttrs(currentSpan(ctx), rec, sandboxID, lastErr)
 	}
-	m.countTerminated(rec.Template, reason)
+	m.countTerminated(rec.TenantID, rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	ev := Termination{TenantID: rec.TenantID, ContextID: rec.ID, SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr}
 	if m.cfg.OnTerminated != nil {

@@ -41,8 +41,10 @@ type Manager struct {
 	// poolSizes is Config.PoolSizes with public templates' names turned
 	// into ids at Start (Config.Catalog).
 	poolSizes atomic.Pointer[map[string]int]
-	tstats    map[string]*TemplateStats
-	suspects  map[string]bool // sandbox ids unknown at the previous sweep
+	// tstats are the counters by tenant and template (query.go): one
+	// small struct per pair this manager served since it started.
+	tstats   map[statsKey]*TemplateStats
+	suspects map[string]bool // sandbox ids unknown at the previous sweep
 	// lost holds, by identity, when a context ended because its sandbox
 	// was lost, until the identity's next context takes it over
 	// (entry.replacedLost) or the cleanup loop forgets it after a TTL.
@@ -98,7 +100,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		byIdent:  map[Identity]*entry{},
 		creating: map[string]bool{},
 		pools:    map[string]*pool{},
-		tstats:   map[string]*TemplateStats{},
+		tstats:   map[statsKey]*TemplateStats{},
 		suspects: map[string]bool{},
 		lost:     map[Identity]time.Time{},
 		stopCh:   make(chan struct{}),

@@ -10,7 +10,9 @@ import (
 	"github.com/sandlot/sandlot/telemetry"
 )
 
-// The manager's metrics. Each event is recorded once, by one method here:
+// The manager's metrics. With telemetry.NamesSpec, the six the
+// specification names (001 §8.2) carry its names and units instead of
+// sandlot's (specMetrics). Each event is recorded once, by one method here:
 // the counter behind Stats (per template, served as /v1/metrics/sessions)
 // and the OpenTelemetry instrument exported at /metrics move together,
 // and the gauges read Stats when they are collected, so the two views
@@ -27,11 +29,29 @@ type instruments struct {
 	executions   metric.Int64Counter
 	execErrors   metric.Int64Counter
 	execDuration metric.Float64Histogram
+	durationMs   bool   // execDuration is in milliseconds (the specification's), else seconds
+	active       string // the active contexts gauge's name
 	healthFail   metric.Int64Counter
 }
 
+// durationBounds are the execution duration histogram's buckets, in
+// seconds: 0.5 ms to 10 minutes (the longest execution).
+var durationBounds = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600}
+
+// specMetrics are the names 001 §8.2 gives the manager's metrics, which
+// telemetry.NamesSpec puts in place of sandlot's (no prefix; the duration
+// in milliseconds).
+var specMetrics = struct{ created, terminated, executions, duration, errors, active string }{
+	created:    "execution_context.created.total",
+	terminated: "execution_context.terminated.total",
+	executions: "execution_context.executions.total",
+	duration:   "execution_context.execution.duration_ms",
+	errors:     "execution_context.execution.errors.total",
+	active:     "execution_context.active.count",
+}
+
 func newInstruments(m metric.Meter) *instruments {
-	return &instruments{
+	in := &instruments{
 		meter:      m,
 		created:    telemetry.Counter(m, "sandlot.execution_context.created", "Execution contexts created."),
 		reused:     telemetry.Counter(m, "sandlot.execution_context.reused", "GetOrCreate calls served by an existing context."),
@@ -40,9 +60,23 @@ func newInstruments(m metric.Meter) *instruments {
 		executions: telemetry.Counter(m, "sandlot.executions", "Code executions, by language and outcome."),
 		execErrors: telemetry.Counter(m, "sandlot.execution.errors", "Executions that failed: user error, timeout or system fault."),
 		execDuration: telemetry.Histogram(m, "sandlot.execution.duration", "Execution wall time.", "s",
-			0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600),
+			durationBounds...),
+		active:     telemetry.MetricName("sandlot.execution_context.active"),
 		healthFail: telemetry.Counter(m, "sandlot.health_check.failures", "Reuse health checks that failed and led to a recreate."),
 	}
+	if telemetry.CurrentNames() == telemetry.NamesSpec {
+		ms := make([]float64, len(durationBounds))
+		for i, b := range durationBounds {
+			ms[i] = b * 1000
+		}
+		in.created = telemetry.Counter(m, specMetrics.created, "Execution contexts created.")
+		in.terminated = telemetry.Counter(m, specMetrics.terminated, "Execution contexts terminated, by reason.")
+		in.executions = telemetry.Counter(m, specMetrics.executions, "Code executions, by language and outcome.")
+		in.execErrors = telemetry.Counter(m, specMetrics.errors, "Executions that failed: user error, timeout or system fault.")
+		in.execDuration = telemetry.Histogram(m, specMetrics.duration, "Execution wall time.", "ms", ms...)
+		in.durationMs, in.active = true, specMetrics.active
+	}
+	return in
 }
 
 // Execution outcomes, the outcome label of sandlot.executions.
@@ -54,22 +88,22 @@ const (
 )
 
 // countCreated records a context this manager created.
-func (m *Manager) countCreated(template, provider string) {
-	m.count(template, func(s *TemplateStats) { s.TotalCreated++ })
+func (m *Manager) countCreated(tenantID, template, provider string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.TotalCreated++ })
 	m.inst.created.Add(context.Background(), 1, metric.WithAttributes(
 		attribute.String("template", template), attribute.String("provider", provider)))
 }
 
 // countReused records a GetOrCreate answered by an existing context.
-func (m *Manager) countReused(template string) {
-	m.count(template, func(s *TemplateStats) { s.TotalReused++ })
+func (m *Manager) countReused(tenantID, template string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.TotalReused++ })
 	m.inst.reused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("template", template)))
 }
 
 // countTerminated records a context this manager terminated and tore down.
 // Only idle expiry counts as cleaned (the session spec's total_cleaned).
-func (m *Manager) countTerminated(template string, reason Reason) {
-	m.count(template, func(s *TemplateStats) {
+func (m *Manager) countTerminated(tenantID, template string, reason Reason) {
+	m.count(tenantID, template, func(s *TemplateStats) {
 		s.TotalTerminated++
 		if reason == ReasonExpired {
 			s.TotalCleaned++
@@ -81,9 +115,20 @@ func (m *Manager) countTerminated(template string, reason Reason) {
 	}
 }
 
-// countHealthFailure records a failed reuse health check.
-func (m *Manager) countHealthFailure(template string) {
-	m.count(template, func(s *TemplateStats) { s.HealthCheckFailures++ })
+// HealthCheckFailed counts a failed health check of rec's context that a
+// session manager over these contexts ran itself (the desktop manager's:
+// a part of the desktop found stopped and restarted), in
+// health_check_failures of rec's tenant and template and in the health
+// check failures counter.
+func (m *Manager) HealthCheckFailed(rec *Record) {
+	m.countHealthFailure(rec.TenantID, rec.Template)
+}
+
+// countHealthFailure records a failed health check of a context of
+// tenantID's: the reuse check's (the context is recreated), or one a
+// session manager over the contexts runs (HealthCheckFailed).
+func (m *Manager) countHealthFailure(tenantID, template string) {
+	m.count(tenantID, template, func(s *TemplateStats) { s.HealthCheckFailures++ })
 	m.inst.healthFail.Add(context.Background(), 1)
 }
 
@@ -93,7 +138,11 @@ func (m *Manager) countExecution(language, outcome string, d time.Duration) {
 	attrs := metric.WithAttributes(attribute.String("language", language), attribute.String("outcome", outcome))
 	ctx := context.Background()
 	m.inst.executions.Add(ctx, 1, attrs)
-	m.inst.execDuration.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("language", language)))
+	v := d.Seconds()
+	if m.inst.durationMs {
+		v = float64(d) / float64(time.Millisecond)
+	}
+	m.inst.execDuration.Record(ctx, v, metric.WithAttributes(attribute.String("language", language)))
 	if outcome != OutcomeOK {
 		m.inst.execErrors.Add(ctx, 1, attrs)
 	}
@@ -104,7 +153,7 @@ func (m *Manager) countExecution(language, outcome string, d time.Duration) {
 // unregistration. Start calls it; Close unregisters.
 func (m *Manager) observeStats() (func(), error) {
 	mt := m.inst.meter
-	active, err1 := mt.Int64ObservableGauge(telemetry.MetricName("sandlot.execution_context.active"), metric.WithDescription("Active execution contexts."))
+	active, err1 := mt.Int64ObservableGauge(m.inst.active, metric.WithDescription("Active execution contexts."))
 	size, err2 := mt.Int64ObservableGauge(telemetry.MetricName("sandlot.pool.size"), metric.WithDescription("Ready sandboxes in the warm pool, by template."))
 	hits, err3 := mt.Int64ObservableCounter(telemetry.MetricName("sandlot.pool.hits"), metric.WithDescription("GetOrCreate served from the warm pool."))
 	misses, err4 := mt.Int64ObservableCounter(telemetry.MetricName("sandlot.pool.misses"), metric.WithDescription("GetOrCreate that found the warm pool empty."))

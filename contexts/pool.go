@@ -27,7 +27,10 @@ type PoolSpec struct {
 	Env     map[string]string
 	// Warm runs once on each new warm sandbox before it is offered (for
 	// a desktop: its X server and session started); an error discards
-	// the sandbox. nil: nothing.
+	// the sandbox. It also runs on the sandbox a create makes anew when
+	// the pool could have served it (same network and environment) but
+	// had none ready, before the create returns; its error fails that
+	// create. nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
 }
 
@@ -92,9 +95,10 @@ func (m *Manager) poolKick(template string) {
 	}
 }
 
-// poolTake returns a warm, healthy sandbox of template, or nil (a miss,
-// counted when the template is pooled and the manager runs).
-func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
+// poolTake returns a warm, healthy sandbox of template for a create of
+// tenantID's, or nil (a miss, counted when the template is pooled and the
+// manager runs).
+func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandbox {
 	if m.poolSize(template) <= 0 {
 		return nil
 	}
@@ -107,7 +111,7 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 		}
 		p := m.pools[template]
 		if p == nil || len(p.ready) == 0 {
-			m.ts(template).PoolMisses++
+			m.ts(tenantID, template).PoolMisses++
 			m.mu.Unlock()
 			return nil
 		}
@@ -126,7 +130,7 @@ func (m *Manager) poolTake(ctx context.Context, template string) Sandbox {
 			}
 			continue
 		}
-		m.count(template, func(s *TemplateStats) { s.PoolHits++ })
+		m.count(tenantID, template, func(s *TemplateStats) { s.PoolHits++ })
 		return sb
 	}
 }

@@ -161,6 +161,57 @@ func TestPoolSpec(t *testing.T) {
 	}
 }
 
+// TestPoolSpecWarmsACreate: a create the pool could serve but finds empty
+// (no pool, or none ready) gets a new sandbox warmed before the create
+// returns, so it returns what a warm sandbox would have been; a create
+// asking for another network or environment is not warmed; a warm-up
+// that fails fails the create and leaves no sandbox running.
+func TestPoolSpecWarmsACreate(t *testing.T) {
+	env := map[string]string{"DISPLAY": ":0"}
+	var mu sync.Mutex
+	warmed := map[string]bool{}
+	var failWarm bool
+	spec := contexts.PoolSpec{Size: 0, Env: env, Warm: func(ctx context.Context, sb contexts.Sandbox) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failWarm {
+			return errors.New("the X server did not start")
+		}
+		warmed[sb.ID()] = true
+		return nil
+	}}
+	e := newEnv(t, contexts.Config{PoolSpecs: map[string]contexts.PoolSpec{"default": spec}})
+	isWarm := func(id string) bool { mu.Lock(); defer mu.Unlock(); return warmed[id] }
+
+	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "same", "main"), contexts.CreateOptions{Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isWarm(rec.SandboxID) {
+		t.Errorf("a create the pool could serve returned sandbox %s unwarmed", rec.SandboxID)
+	}
+	other, err := e.m.GetOrCreate(e.ctx, ident("t1", "other", "main"), contexts.CreateOptions{Env: map[string]string{"DISPLAY": ":1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isWarm(other.SandboxID) {
+		t.Errorf("a create with another environment was warmed")
+	}
+
+	mu.Lock()
+	failWarm = true
+	mu.Unlock()
+	before := len(e.p.Running())
+	_, err = e.m.GetOrCreate(e.ctx, ident("t1", "fails", "main"), contexts.CreateOptions{Env: env})
+	wantCategory(t, err, errdefs.ErrUnavailable)
+	if n := len(e.p.Running()); n != before {
+		t.Errorf("running sandboxes after a failed warm-up: %d, want %d", n, before)
+	}
+	if _, err := e.m.Lookup(e.ctx, ident("t1", "fails", "main")); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the failed create left an active context: %v", err)
+	}
+}
+
 // claimNets is a contexts.Networks that records claims of warm networks.
 type claimNets struct {
 	mu     sync.Mutex

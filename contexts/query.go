@@ -17,7 +17,7 @@ type TemplateStats struct {
 	TotalCleaned        int64 `json:"totalCleaned"`    // contexts this manager ended for being idle (expired)
 	TotalTerminated     int64 `json:"totalTerminated"` // contexts this manager ended, any reason
 	HealthCheckFailures int64 `json:"healthCheckFailures"`
-	PoolSize            int64 `json:"poolSize"` // warm sandboxes ready now
+	PoolSize            int64 `json:"poolSize"` // warm sandboxes ready now (every tenant's: Stats only)
 	PoolHits            int64 `json:"poolHits"`
 	PoolMisses          int64 `json:"poolMisses"`
 }
@@ -29,19 +29,24 @@ type Stats struct {
 	PerTemplate                                                                           map[string]TemplateStats
 }
 
-// ts returns the counters of template. Precondition: mu held.
-func (m *Manager) ts(template string) *TemplateStats {
-	s := m.tstats[template]
+// statsKey names the counters of one tenant's contexts of one template.
+type statsKey struct{ tenant, template string }
+
+// ts returns the counters of tenantID's contexts of template.
+// Precondition: mu held.
+func (m *Manager) ts(tenantID, template string) *TemplateStats {
+	k := statsKey{tenantID, template}
+	s := m.tstats[k]
 	if s == nil {
 		s = &TemplateStats{}
-		m.tstats[template] = s
+		m.tstats[k] = s
 	}
 	return s
 }
 
-func (m *Manager) count(template string, f func(*TemplateStats)) {
+func (m *Manager) count(tenantID, template string, f func(*TemplateStats)) {
 	m.mu.Lock()
-	f(m.ts(template))
+	f(m.ts(tenantID, template))
 	m.mu.Unlock()
 }
 
@@ -70,8 +75,9 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record,
 }
 
 // Usage samples the resource usage of a context this manager serves, live
-// from its provider (Provider.Usage); a context it has no sandbox attached
-// for, or a provider that cannot sample, gives the record's last sample.
+// from its provider (Provider.Usage, by sandbox id, attached or not); a
+// context it does not serve, or a provider that cannot sample, gives the
+// record's last sample.
 func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (ResourceUsage, error) {
 	rec, err := m.Get(ctx, tenantID, contextID)
 	if err != nil {
@@ -79,10 +85,10 @@ func (m *Manager) Usage(ctx context.Context, tenantID, contextID string) (Resour
 	}
 	m.mu.Lock()
 	e := m.byID[contextID]
-	attached := e != nil && e.sb != nil && !e.ended
+	served := e != nil && !e.ended
 	m.mu.Unlock()
 	// runsc samples disk usage from inside, which a frozen sandbox cannot answer.
-	if !m.provider.Capabilities().Has(CapUsage) || !attached || !rec.State.Active() || rec.Paused() {
+	if !m.provider.Capabilities().Has(CapUsage) || !served || !rec.State.Active() || rec.Paused() || rec.SandboxID == "" {
 		return rec.ResourceUsage, nil
 	}
 	u, err := m.provider.Usage(ctx, rec.SandboxID)
@@ -128,27 +134,57 @@ func (m *Manager) List(ctx context.Context, f Filter) ([]*Record, error) {
 	return recs, nil
 }
 
-// Stats returns the manager's counters. Active counts the contexts this
-// manager serves (including reconciled ones not yet attached).
+// Stats returns the manager's counters over every tenant. Active counts
+// the contexts this manager serves (including reconciled ones not yet
+// attached); PoolSize the warm sandboxes ready now.
 func (m *Manager) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	st := m.statsLocked(func(string) bool { return true })
+	for k, p := range m.pools {
+		s := st.PerTemplate[k]
+		s.PoolSize = int64(len(p.ready))
+		st.PerTemplate[k] = s
+		st.PoolSize += s.PoolSize
+	}
+	return st
+}
+
+// TenantStats returns the counters of tenantID's contexts alone: what it
+// created, reused, ended and found unhealthy, its active contexts and its
+// creates' pool hits and misses. The warm pool holds no tenant's
+// sandboxes: PoolSize is zero.
+func (m *Manager) TenantStats(tenantID string) Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.statsLocked(func(t string) bool { return t == tenantID })
+}
+
+// statsLocked sums the counters of the tenants mine accepts, per
+// template, with their active contexts. Precondition: mu held.
+func (m *Manager) statsLocked(mine func(tenantID string) bool) Stats {
 	per := map[string]TemplateStats{}
 	for k, v := range m.tstats {
-		s := *v
-		s.Active = 0
-		s.PoolSize = 0
-		per[k] = s
+		if !mine(k.tenant) {
+			continue
+		}
+		s := per[k.template]
+		s.TotalCreated += v.TotalCreated
+		s.TotalReused += v.TotalReused
+		s.TotalCleaned += v.TotalCleaned
+		s.TotalTerminated += v.TotalTerminated
+		s.HealthCheckFailures += v.HealthCheckFailures
+		s.PoolHits += v.PoolHits
+		s.PoolMisses += v.PoolMisses
+		per[k.template] = s
 	}
 	for _, e := range m.byID {
+		if !mine(e.rec.TenantID) {
+			continue
+		}
 		s := per[e.rec.Template]
 		s.Active++
 		per[e.rec.Template] = s
-	}
-	for k, p := range m.pools {
-		s := per[k]
-		s.PoolSize = int64(len(p.ready))
-		per[k] = s
 	}
 	var st Stats
 	for _, s := range per {
@@ -158,7 +194,6 @@ func (m *Manager) Stats() Stats {
 		st.TotalCleaned += s.TotalCleaned
 		st.TotalTerminated += s.TotalTerminated
 		st.HealthCheckFailures += s.HealthCheckFailures
-		st.PoolSize += s.PoolSize
 		st.PoolHits += s.PoolHits
 		st.PoolMisses += s.PoolMisses
 	}

@@ -46,6 +46,22 @@ func (m *Manager) sandboxAttr(span trace.Span, e *entry) {
 	}
 }
 
+// terminateAttrs sets on a terminate span what the termination knows: the
+// context's identity and id, its sandbox and the (guarded) last error.
+func terminateAttrs(span trace.Span, rec *Record, sandboxID, lastErr string) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := telemetry.IdentityAttrs([]attribute.KeyValue{attrContext.String(rec.ID)}, rec.TenantID, rec.ConversationID, rec.PathID)
+	if sandboxID != "" {
+		attrs = append(attrs, telemetry.AttrSandbox.String(sandboxID))
+	}
+	if lastErr != "" {
+		attrs = append(attrs, attrLastError.String(lastErr))
+	}
+	span.SetAttributes(attrs...)
+}
+
 // terminateSpanKey marks a context whose terminate span is already open
 // (Terminate, PathEvent): the terminations under it add none of their own.
 type terminateSpanKey struct{}
@@ -63,3 +79,6 @@ var (
 	attrLastError = attribute.Key("execution_context.last_error")
 	attrTimedOut  = attribute.Bool("code.timed_out", true)
 )
+
+// currentSpan is the span ctx carries (a no-op one without).
+func currentSpan(ctx context.Context) trace.Span { return trace.SpanFromContext(ctx) }

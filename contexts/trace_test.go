@@ -103,8 +103,18 @@ func TestSpans(t *testing.T) {
 		t.Errorf("get_or_create attributes %v", a)
 	}
 	term := byName["execution_context.terminate"]
-	if len(term) != 1 || attrs(term[0])["execution_context.reason"] != "manual" || attrs(term[0])["execution_context.id"] != res.ContextID {
-		t.Errorf("terminate spans %v", term)
+	if len(term) != 1 {
+		t.Fatalf("terminate spans %v", term)
+	}
+	// Terminate knew the context by id only; its span carries what the
+	// termination found: identity and sandbox (000 §8.4's attributes).
+	wantTerm := map[attribute.Key]string{"execution_context.reason": "manual", "execution_context.id": res.ContextID,
+		"app.tenant.id": "t-spans", "app.conversation.id": "conv", "app.path.id": "main", "sandbox.id": res.SandboxID}
+	a = attrs(term[0])
+	for k, v := range wantTerm {
+		if a[k] != v {
+			t.Errorf("terminate %s = %q, want %q", k, a[k], v)
+		}
 	}
 }
 

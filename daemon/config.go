@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/network/egress"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Config is everything the daemon is told, as plain values. `sandlot serve`
@@ -74,10 +75,13 @@ type Config struct {
 	PoolSize  int
 	PoolSizes map[string]int
 
-	// MetricPrefix and SpanPrefix name the daemon's metrics and spans
-	// (telemetry.SetPrefixes); "": sandlot's metric names, no span prefix.
-	MetricPrefix string
-	SpanPrefix   string
+	// MetricPrefix and SpanPrefix name the daemon's metrics and spans,
+	// and TelemetryNames picks sandlot's names or the specifications'
+	// (telemetry.SetNaming); "": sandlot's metric names, no span prefix,
+	// sandlot's names.
+	MetricPrefix   string
+	SpanPrefix     string
+	TelemetryNames telemetry.Names
 
 	// Stdio builds the daemon of one `sandlot mcp` session, whose MCP
 	// speaks on stdio: it has no HTTP front door, so neither the E2B

@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 
 	// Exporters first: the guard, the provider chain and the manager make
 	// their instruments from the global meter this installs.
-	if err := telemetry.SetPrefixes(cfg.MetricPrefix, cfg.SpanPrefix); err != nil {
+	if err := telemetry.SetNaming(telemetry.Naming{MetricPrefix: cfg.MetricPrefix, SpanPrefix: cfg.SpanPrefix, Names: cfg.TelemetryNames}); err != nil {
 		return nil, err
 	}
 	if d.tel, err = export.Setup(ctx, export.Config{}); err != nil {

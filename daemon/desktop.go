@@ -40,13 +40,14 @@ func (c Config) desktopNetwork() *policy.Policy {
 }
 
 // desktopPool is the desktop template's warm pool (started desktops),
-// when the daemon offers it.
+// when the daemon offers it; a desktop created anew for a create the pool
+// could have served is started the same way before the create returns.
 func (c Config) desktopPool(mcfg *contexts.Config, tw *templateWire) {
 	if !c.Desktop.offered() || tw == nil || tw.catalog == nil {
 		return
 	}
 	mcfg.PoolSpecs = map[string]contexts.PoolSpec{
-		desktop.Template: desktop.PoolSpec(desktop.DefaultPoolSize, desktop.DefaultWidth, desktop.DefaultHeight, c.desktopNetwork()),
+		desktop.Template: desktop.PoolSpec(desktop.DefaultPoolSize, desktop.Config{StreamWait: c.Desktop.StreamWait, Network: c.desktopNetwork(), Logger: mcfg.Logger}),
 	}
 }
 

@@ -202,7 +202,7 @@ func (m metrics) dump() string {
 // the scrape.
 func TestTelemetryPrefix(t *testing.T) {
 	needRuntime(t)
-	t.Cleanup(func() { telemetry.SetPrefixes("", "") })
+	t.Cleanup(func() { telemetry.SetNaming(telemetry.Naming{}) })
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
 		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second,
@@ -223,5 +223,66 @@ func TestTelemetryPrefix(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(b), "acme_executions_total") || strings.Contains(string(b), "sandlot_executions_total") {
 		t.Fatalf("scrape without acme_executions_total, or with sandlot_ names:\n%.2000s", b)
+	}
+}
+
+// TestSpecTelemetryNames: Config.TelemetryNames spec (--telemetry-names
+// spec) gives the scrape 001 §8.2's metrics under their names as the
+// Prometheus exposition writes them (dots as underscores, a counter's
+// _total once, no unit suffix: the name carries it), after real calls;
+// sandlot's names for them are gone.
+func TestSpecTelemetryNames(t *testing.T) {
+	needRuntime(t)
+	t.Cleanup(func() { telemetry.SetNaming(telemetry.Naming{}) })
+	dir := t.TempDir()
+	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
+		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second,
+		TelemetryNames: telemetry.NamesSpec, Logger: export.NewLogger(&lockedBuffer{}, "info")})
+	do := func(method, path, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
+		req.Header.Set("X-API-KEY", d.key)
+		if path == "/metrics" {
+			req.Header.Set("Authorization", "Bearer "+d.MetricsToken())
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		return b
+	}
+	var res api.RunCodeResult
+	json.Unmarshal(do("POST", "/v1/tools/run_code", `{"conversationId":"spec","args":{"language":"python","code":"1+1"}}`), &res)
+	do("POST", "/v1/tools/run_code", `{"conversationId":"spec","args":{"language":"python","code":"raise ValueError('x')"}}`)
+	do("POST", "/v1/tools/run_code", `{"conversationId":"spec2","args":{"language":"python","code":"1"}}`)
+	do("DELETE", "/v1/contexts/"+res.ContextID, "")
+	scrape := string(do("GET", "/metrics", ""))
+	for _, want := range []string{
+		`execution_context_created_total{provider="local",template="default"} 2`,
+		`execution_context_terminated_total{reason="manual"} 1`,
+		`execution_context_executions_total{language="python",outcome="ok"} 2`,
+		`execution_context_executions_total{language="python",outcome="error"} 1`,
+		`execution_context_execution_errors_total{language="python",outcome="error"} 1`,
+		`execution_context_execution_duration_ms_count{language="python"} 3`,
+		`execution_context_execution_duration_ms_bucket{language="python",le="600000"} 3`,
+		"execution_context_active_count 1",
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
+	}
+	for _, gone := range []string{"sandlot_executions_total", "sandlot_execution_duration", "sandlot_execution_context_created_total", "_ms_milliseconds"} {
+		if strings.Contains(scrape, gone) {
+			t.Errorf("scrape has %q", gone)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", scrape)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"fmt"
 	"image/png"
 	"log/slog"
@@ -48,6 +49,9 @@ const PathPrefix = "desktop:"
 type Contexts interface {
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// HealthCheckFailed counts a session whose health check found a part
+	// stopped (the session metrics' health_check_failures).
+	HealthCheckFailed(rec *contexts.Record)
 }
 
 // Config configures a Manager. Zero values are documented per field.
@@ -92,6 +96,12 @@ const healthEvery = 10 * time.Second
 
 // New returns a manager.
 func New(cfg Config) *Manager {
+	cfg = withDefaults(cfg)
+	return &Manager{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}
+}
+
+// withDefaults is cfg with its zero values replaced by the defaults.
+func withDefaults(cfg Config) Config {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
 	}
@@ -104,7 +114,7 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}
+	return cfg
 }
 
 // identity is the desktop session's identity for a conversation's path.
@@ -124,16 +134,28 @@ type Health struct {
 	WindowManager bool `json:"windowManager"` // xfwm4
 	Browser       bool `json:"browser"`       // Chromium's DevTools endpoint
 	Stream        bool `json:"stream"`        // noVNC's page
+	// starting: the browser does not answer but one runs or starts
+	// (browserLock is held): not a failure.
+	starting bool
 }
 
 // OK reports whether everything answers.
 func (h Health) OK() bool { return h.X && h.WindowManager && h.Browser && h.Stream }
 
+// failed reports whether a part stopped: X, the window manager or the
+// stream does not answer, or the browser neither answers nor starts. A
+// browser still starting (it takes seconds after a session opens) is not
+// a failure.
+func (h Health) failed() bool {
+	return !h.X || !h.WindowManager || !h.Stream || !h.Browser && !h.starting
+}
+
 // healthScript prints one line per part: its name and 0 (answers) or not.
 var healthScript = fmt.Sprintf(`xdpyinfo >/dev/null 2>&1; echo x $?
 pgrep -x xfwm4 >/dev/null; echo wm $?
 curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/json/version; echo browser $?
-curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?`, DevToolsPort, StreamPort)
+curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?
+flock -n %s true; echo idle $?`, DevToolsPort, StreamPort, browserLock)
 
 func parseHealth(out string) Health {
 	var h Health
@@ -149,41 +171,58 @@ func parseHealth(out string) Health {
 			h.Browser = ok
 		case "stream":
 			h.Stream = ok
+		case "idle": // browserLock could not be taken: a browser holds it
+			h.starting = !ok
 		}
 	}
 	return h
 }
 
-// stackScript starts what a session runs, each part only when it does
-// not run yet (x11vnc always anew, for the session's password), as much
-// at once as the parts allow: the stream's web side (websockify, which
-// needs no X) beside the X server, then the XFCE session and x11vnc. The
-// session starts on a bus of its own without startxfce4's shell chain
-// (its xinitrc runs xdg-user-dirs-update, and xrdb through the C
-// preprocessor), with the environment startxfce4 would give it, and
-// without the accessibility bus (nothing in the image provides it; every
-// GTK program would ask for it). The browser is not started here (see
-// browserScript). The stream listens on all addresses (the ports route
-// reaches it on the sandbox's address) and asks for the session's VNC
-// password; x11vnc and the DevTools endpoint listen on loopback only.
+// sessionScript starts what every desktop runs, each part only when it
+// does not run yet, as much at once as the parts allow: the stream's web
+// side (websockify, which needs no X) beside the X server (the SDK's own
+// command line; warmMarker notes its screen for the Xvfb shim), then the
+// XFCE session. The session starts on a bus of its own without
+// startxfce4's shell chain (its xinitrc runs xdg-user-dirs-update, and
+// xrdb through the C preprocessor), with the environment startxfce4 would
+// give it, and without the accessibility bus (nothing in the image
+// provides it; every GTK program would ask for it). Its clients (xfwm4,
+// xfsettingsd, the panel, Thunar, xfdesktop) start at once: the session's
+// own order starts them one priority group after another, each waiting
+// for the one before to register, which left the screen black for 3-6 s
+// after the window manager (docs/desktop.md); the user's copy of the
+// session's settings gives them one priority. The stream listens on all
+// addresses (the ports route reaches it on the sandbox's address).
 // (The pattern that finds websockify is anchored: unanchored, it would
 // find this script's own command line.)
-func stackScript(w, h int) string {
+func sessionScript(w, h int) string {
 	return fmt.Sprintf(`export DISPLAY=:0 NO_AT_BRIDGE=1
 pgrep -f '^[^ ]*python3 [^ ]*websockify .* %[4]d ' >/dev/null || websockify --web /opt/noVNC %[4]d localhost:%[3]d >/tmp/.desktop-novnc.log 2>&1 &
 if ! xdpyinfo >/dev/null 2>&1; then
-  Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
+  echo %[1]dx%[2]dx24 >%[5]s
+  /usr/bin/Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -retro -dpi 96 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
   for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
 fi
 pgrep -x xfce4-session >/dev/null || {
-  mkdir -p ~/.config ~/.cache
+  conf=~/.config/xfce4/xfconf/xfce-perchannel-xml sys=/etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfce4-session.xml
+  mkdir -p ~/.cache "$conf"
+  [ -e "$conf/xfce4-session.xml" ] || ! [ -f "$sys" ] ||
+    sed 's/_Priority" type="int" value="[0-9]*"/_Priority" type="int" value="15"/' "$sys" >"$conf/xfce4-session.xml"
   XDG_CURRENT_DESKTOP=XFCE XDG_MENU_PREFIX=xfce- DESKTOP_SESSION=xfce XDG_CONFIG_DIRS=/etc/xdg XDG_DATA_DIRS=/usr/local/share:/usr/share \
     exec dbus-launch --exit-with-session xfce4-session >/tmp/.desktop-xfce.log 2>&1
 } &
-mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 2>&1
+`, w, h, vncPort, StreamPort, warmMarker)
+}
+
+// stackScript is sessionScript and x11vnc, started anew for the
+// session's password, held for the sandbox's life. The browser is not
+// started here (see browserScript). The stream asks for the session's VNC
+// password; x11vnc and the DevTools endpoint listen on loopback only.
+func stackScript(w, h int) string {
+	return sessionScript(w, h) + fmt.Sprintf(`mkdir -p ~/.vnc && x11vnc -storepasswd "$VNC_PASSWORD" ~/.vnc/passwd >/dev/null 2>&1
 pkill -x x11vnc && sleep 0.2
-x11vnc -display :0 -forever -shared -localhost -rfbport %[3]d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
-wait`, w, h, vncPort, StreamPort)
+x11vnc -display :0 -forever -shared -localhost -rfbport %d -rfbauth ~/.vnc/passwd -quiet >/tmp/.desktop-x11vnc.log 2>&1 &
+wait`, vncPort)
 }
 
 // browserLock is held by the session's browser for its life (an
@@ -203,16 +242,33 @@ exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1`
 // browserEnv is browserScript's environment.
 var browserEnv = map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}
 
+//go:embed drawn.py
+var drawnPy string
+
+// minColours is how many colours (in every 7th pixel) a drawn desktop
+// shows at least: XFCE's shows about 900 (backdrop, icons, two panels),
+// the X server's root before it 1 or 2.
+const minColours = 64
+
 // readyScript waits (at most 120 s, by the clock: a loaded machine makes
 // every probe slow) for the X server and the window manager, and then at
-// most streamMs more for the stream. The stream is probed in the same
-// loop, from the start: its web side starts first and is usually up by
-// the time the window manager is, so the wait costs nothing then. A probe
-// of noVNC's page is a request websockify serves in a process of its own
-// (a third of a second of CPU on a loaded machine), so the page is asked
-// for only once the port listens (/proc/net/tcp*). It notes in phasesFile
-// when it first saw each part answer (Timeline).
-func readyScript(streamMs int64) string {
+// most waitMs more for the stream and for the desktop to be drawn
+// (drawn.py, given in $DRAWN_PY: XFCE's desktop and panel painted; the
+// processes run seconds before their windows show anything). The stream
+// is probed in the same loop, from the start: its web side starts first
+// and is usually up by the time the window manager is, so the wait costs
+// nothing then. A probe of noVNC's page is a request websockify serves in
+// a process of its own (a third of a second of CPU on a loaded machine),
+// so the page is asked for only once the port listens (/proc/net/tcp*).
+// It notes in phasesFile when it first saw each part answer (Timeline),
+// and when the desktop was not drawn in time notes "undrawn" and prints
+// "not drawn" (the call goes on: the wait is a bound, as for the
+// stream). The drawing is waited for once per sandbox: a later wait (the
+// native manager's after the warm-up's, the take of a warm desktop, a
+// restart of a part) finds "drawn" and does not look, or "undrawn" and
+// looks once without waiting (a warm desktop is drawn by the time it is
+// taken, though its warm-up's wait ran out).
+func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
 stream() { grep -qs ':%04[4]X [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 && curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html 2>/dev/null; }
@@ -225,11 +281,18 @@ until [ -n "$x" ] && [ -n "$wm" ]; do
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
-[ -n "$st" ] && exit 0
-end=$(( $(now) + %[1]d ))
-while [ "$(now)" -lt "$end" ]; do stream && { mark stream; exit 0; }; sleep 0.05; done
-exit 0`, streamMs, StreamPort, phasesFile, StreamPort)
+end=$(( $(now) + %[1]d )); drawn=
+if ! grep -qs '^drawn ' %[3]s; then
+  dend=$end; ! grep -qs '^undrawn ' %[3]s || dend=0
+  python3 -c "$DRAWN_PY" "$dend" %[5]d & drawn=$!
+fi
+while [ -z "$st" ] && [ "$(now)" -lt "$end" ]; do stream && { st=1; mark stream; }; sleep 0.05; done
+[ -z "$drawn" ] || if wait $drawn; then mark drawn; else mark undrawn; echo "not drawn"; fi
+exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours)
 }
+
+// readyEnv is readyScript's environment.
+var readyEnv = map[string]string{"DISPLAY": ":0", "DRAWN_PY": drawnPy}
 
 // use runs fn in the session of id, starting the session (and its
 // desktop) when needed, and extends the session by the TTL.
@@ -281,11 +344,16 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		if err != nil {
 			return false, err
 		}
-		if h.X && h.WindowManager && h.Stream {
+		if !h.failed() {
 			m.mu.Lock()
 			s.healthy = time.Now()
 			m.mu.Unlock()
 			return !h.Browser, nil
+		}
+		m.cfg.Contexts.HealthCheckFailed(rec)
+		if h.X && h.WindowManager && h.Stream {
+			m.log.Info("desktop: the browser stopped; starting it again", logkey.Context, rec.ID)
+			return true, nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
 	} else {
@@ -299,15 +367,25 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		m.mu.Unlock()
 	}
 	m.spawn(did, rec.ID, stackScript(m.cfg.Width, m.cfg.Height), map[string]string{"VNC_PASSWORD": s.password}, "desktop")
-	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(m.cfg.StreamWait.Milliseconds())},
-		Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 150_000, Tag: "desktop-ready"}, nil)
+	return true, waitReady(ctx, sb, m.cfg.StreamWait, m.log, rec.ID)
+}
+
+// waitReady runs readyScript in sb: it returns once the X server and the
+// window manager answer and the desktop is drawn and its stream answers,
+// or wait after the window manager when either is late (logged).
+func waitReady(ctx context.Context, sb contexts.Sandbox, wait time.Duration, log *slog.Logger, contextID string) error {
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(wait.Milliseconds())},
+		Env: readyEnv, TimeoutMs: 150_000 + wait.Milliseconds(), Tag: "desktop-ready"}, nil)
 	if err != nil {
-		return true, err
+		return err
 	}
 	if res.ExitCode != 0 || res.TimedOut {
-		return true, fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
+		return fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
 	}
-	return true, nil
+	if strings.Contains(res.Stdout, "not drawn") {
+		log.Info("desktop: not drawn within the stream-ready wait; going on", logkey.Context, contextID, "wait", wait)
+	}
+	return nil
 }
 
 // spawn runs script in the session's sandbox for as long as the

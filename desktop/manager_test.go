@@ -36,10 +36,12 @@ func newPooled(t testing.TB, cfg desktop.Config, pool int) (*desktop.Manager, *c
 	cat := templates.New(templates.Config{Store: memory.New(), Images: imgs, Desktop: desktop.Settings()})
 	log := slog.New(slog.DiscardHandler)
 	p := localtest.New(t, local.Config{Runtime: "crun", Images: imgs, Templates: cat, Logger: log})
-	ccfg := contexts.Config{PoolSize: -1, Catalog: cat, Logger: log}
+	// The pool's spec whatever its size, as the daemon sets it: a
+	// desktop created anew is started by the same warm-up.
+	ccfg := contexts.Config{PoolSize: -1, Catalog: cat, Logger: log,
+		PoolSpecs: map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, cfg)}}
 	if pool > 0 {
 		ccfg.PoolSizes = map[string]int{desktop.Template: pool}
-		ccfg.PoolSpecs = map[string]contexts.PoolSpec{desktop.Template: desktop.PoolSpec(pool, cfg.Width, cfg.Height, cfg.Network)}
 	}
 	cm := contexts.NewManager(memory.New(), p, ccfg)
 	if err := cm.Start(context.Background()); err != nil {
@@ -132,7 +134,12 @@ func TestManager(t *testing.T) {
 	}
 	t.Logf("active window after open_url: %q", res.ActiveWindow)
 
-	// A browser that died is started again by the health check.
+	// A browser still starting is not a failed health check; one that
+	// died is, and the health check starts it again.
+	failures := func() int64 { return cm.TenantStats("t1").PerTemplate[desktop.Template].HealthCheckFailures }
+	if n := failures(); n != 0 {
+		t.Errorf("health check failures before anything stopped: %d", n)
+	}
 	killBrowser(t, cm, "t1")
 	if h, err = dm.Health(ctx, id); err != nil || h.Browser {
 		t.Errorf("health right after the browser was killed: %+v %v, want no browser", h, err)
@@ -145,6 +152,12 @@ func TestManager(t *testing.T) {
 	}
 	if !h.OK() {
 		t.Errorf("health after the browser died = %+v, want it started again", h)
+	}
+	if n := failures(); n < 1 {
+		t.Errorf("health check failures after the browser died: %d, want it counted", n)
+	}
+	if n := cm.TenantStats("another").HealthCheckFailures; n != 0 {
+		t.Errorf("another tenant's health check failures: %d", n)
 	}
 
 	// The session is a context of the desktop template on its own path;

@@ -13,7 +13,8 @@ import (
 )
 
 // Phase is a moment of a desktop's start: a part answering ("x", "wm",
-// "stream", first seen by the readiness wait) or a process starting
+// "stream", first seen by the readiness wait), the desktop drawn
+// ("drawn"; "undrawn" when the wait for it ran out) or a process starting
 // ("start:<name>", read from /proc afterwards; "start:sandbox" is the
 // sandbox's first process).
 type Phase struct {

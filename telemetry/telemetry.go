@@ -45,46 +45,95 @@ const (
 // DefaultPrefix is the first part of every metric name ("sandlot.executions").
 const DefaultPrefix = "sandlot"
 
-// prefixes are the application prefixes of metric and span names.
-type prefixes struct{ metric, span string }
+// Names say which names sandlot's spans and metrics carry (Naming.Names).
+type Names string
 
-var current atomic.Pointer[prefixes]
+const (
+	// NamesSandlot: sandlot's own names, the default: metrics under the
+	// metric prefix (sandlot.executions, sandlot.execution.duration in
+	// seconds), tool spans tool.<name>.
+	NamesSandlot Names = "sandlot"
+	// NamesSpec: the specifications' names wherever they name one (000
+	// §8.4, 001 §8.2), exactly: tool spans compliance.tool.<name>, and the
+	// six execution_context.* metrics with their units
+	// (execution_context.execution.duration_ms in milliseconds); sandlot's
+	// own names for what they do not name.
+	NamesSpec Names = "spec"
+)
 
-func init() { current.Store(&prefixes{metric: DefaultPrefix}) }
+// Naming configures the names of sandlot's telemetry (SetNaming).
+type Naming struct {
+	// MetricPrefix replaces "sandlot" in sandlot's own metric names
+	// (acme.executions). "": DefaultPrefix. The specification's names
+	// (NamesSpec) take no prefix.
+	MetricPrefix string
+	// SpanPrefix starts every span name (acme.execution_context.terminate).
+	// "": none, and the spans carry the specification's names (or, for
+	// the tool spans, sandlot's unless Names is NamesSpec). With NamesSpec
+	// a prefix is refused: the specification's names are exact.
+	SpanPrefix string
+	// Names picks sandlot's names or the specification's. "":
+	// NamesSandlot.
+	Names Names
+}
+
+var current atomic.Pointer[Naming]
+
+func init() { current.Store(&Naming{MetricPrefix: DefaultPrefix, Names: NamesSandlot}) }
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,62}$`)
 
-// SetPrefixes sets the application prefix of metric names (empty:
-// DefaultPrefix) and of span names (empty: none; span names then are the
-// spec's own, "execution_context.get_or_create"). Call it before the
-// instruments are made (serve does, before wiring the manager):
-// instruments keep the name they were made with.
-func SetPrefixes(metric, span string) error {
-	if metric == "" {
-		metric = DefaultPrefix
+// SetNaming sets the names of sandlot's metrics and spans. Call it before
+// the instruments are made (the daemon does, before wiring the manager):
+// instruments keep the name they were made with. A prefix is a letter
+// then letters, digits or _; a bad one, unknown names, or a span prefix
+// with NamesSpec are invalid_argument.
+func SetNaming(n Naming) error {
+	if n.MetricPrefix == "" {
+		n.MetricPrefix = DefaultPrefix
 	}
-	if !prefixRE.MatchString(metric) || span != "" && !prefixRE.MatchString(span) {
-		return fmt.Errorf("telemetry prefix %q/%q: want a letter then letters, digits or _: %w", metric, span, errdefs.ErrInvalidArgument)
+	if n.Names == "" {
+		n.Names = NamesSandlot
 	}
-	current.Store(&prefixes{metric: metric, span: span})
+	switch {
+	case !prefixRE.MatchString(n.MetricPrefix) || n.SpanPrefix != "" && !prefixRE.MatchString(n.SpanPrefix):
+		return fmt.Errorf("telemetry prefix %q/%q: want a letter then letters, digits or _: %w", n.MetricPrefix, n.SpanPrefix, errdefs.ErrInvalidArgument)
+	case n.Names != NamesSandlot && n.Names != NamesSpec:
+		return fmt.Errorf("telemetry names %q: want %s or %s: %w", n.Names, NamesSandlot, NamesSpec, errdefs.ErrInvalidArgument)
+	case n.Names == NamesSpec && n.SpanPrefix != "":
+		return fmt.Errorf("telemetry names %s give the spans the specification's exact names; a span prefix (%q) would rename them: %w", NamesSpec, n.SpanPrefix, errdefs.ErrInvalidArgument)
+	}
+	current.Store(&n)
 	return nil
 }
+
+// CurrentNames reports which names are configured (SetNaming).
+func CurrentNames() Names { return current.Load().Names }
 
 // MetricName is name, written with DefaultPrefix ("sandlot.pool.size"),
 // under the configured metric prefix.
 func MetricName(name string) string {
 	if rest, ok := strings.CutPrefix(name, DefaultPrefix+"."); ok {
-		return current.Load().metric + "." + rest
+		return current.Load().MetricPrefix + "." + rest
 	}
 	return name
 }
 
 // SpanName is name under the configured span prefix, if any.
 func SpanName(name string) string {
-	if p := current.Load().span; p != "" {
+	if p := current.Load().SpanPrefix; p != "" {
 		return p + "." + name
 	}
 	return name
+}
+
+// ToolSpanName is the span name of a call of tool: tool.<tool>, or with
+// NamesSpec the specification's compliance.tool.<tool>.
+func ToolSpanName(tool string) string {
+	if CurrentNames() == NamesSpec {
+		return "compliance.tool." + tool
+	}
+	return SpanName("tool." + tool)
 }
 
 // Tracer returns sandlot's tracer from the global provider (a no-op until

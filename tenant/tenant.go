@@ -31,7 +31,7 @@ type Tenant struct {
 	ID        string    `json:"id"`
 	Name      string    `json:"name"`
 	GuardMode string    `json:"guardMode"` // off | report | enforce (default)
-	Admin     bool      `json:"admin"`     // may override guard mode per request
+	Admin     bool      `json:"admin"`     // may override guard mode per request, read every tenant's session metrics
 	CreatedAt time.Time `json:"createdAt"`
 	KeyPrefix string    `json:"keyPrefix"` // first characters of the key, for display
 	// KeyGeneration counts the tenant's keys: 1 at creation, one more at

@@ -173,6 +173,7 @@ func (r *Registry) runAnalysis(ctx context.Context, call Call, args map[string]a
 	if err != nil {
 		return nil, fmt.Errorf("run_analysis: %w", err)
 	}
+	noteSandbox(ctx, res.SandboxID)
 	cr := r.codeResult(res)
 	ar := &AnalysisResult{
 		Success:         cr.Success,

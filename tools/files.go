@@ -94,6 +94,7 @@ type GrepResult struct {
 // the tool name.
 func (r *Registry) use(ctx context.Context, tool string, call Call, fn func(ctx context.Context, sb contexts.Sandbox) error) error {
 	err := r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+		noteSandbox(ctx, sb.ID())
 		return fn(ctx, sb)
 	})
 	if err != nil {

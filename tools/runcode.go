@@ -58,6 +58,7 @@ func (r *Registry) runCode(ctx context.Context, call Call, args map[string]any, 
 	if err != nil {
 		return nil, fmt.Errorf("run_code: %w", err)
 	}
+	noteSandbox(ctx, res.SandboxID)
 	return r.codeResult(res), nil
 }
 
@@ -216,6 +217,7 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 	}
 	var res *BashResult
 	err = r.c.Use(ctx, call.Identity, r.create(call), func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
+		noteSandbox(ctx, sb.ID())
 		er, err := sb.Exec(ctx, p, out)
 		if err != nil {
 			return err

@@ -370,8 +370,40 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// sessionMetrics answers the counters of the caller's sessions. An
+// admin tenant's key counts every tenant's without ?tenant=, or the named
+// tenant's; any other key counts its own tenant's, and naming another
+// tenant is 403 (the counts say how busy a tenant is).
 func (s *Server) sessionMetrics(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, sessionMetricsOf(s.cfg.Contexts.Stats()))
+	t := mustTenant(r)
+	q := r.URL.Query()
+	want, named := q.Get("tenant"), q.Has("tenant")
+	if err := checkID("tenant", want); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if named && want == "" {
+		s.writeError(w, r, invalid("tenant must name a tenant (leave it out for your own)"))
+		return
+	}
+	var out api.SessionMetrics
+	switch {
+	case named && want != t.ID && !t.Admin:
+		s.writeError(w, r, fmt.Errorf("only an admin tenant's key may read another tenant's session metrics: %w", errdefs.ErrPermissionDenied))
+		return
+	case !named && t.Admin:
+		out = sessionMetricsOf(s.cfg.Contexts.Stats())
+		out.Tenant = "*"
+	case named:
+		out = sessionMetricsOf(s.cfg.Contexts.TenantStats(want))
+		out.Tenant = want
+	default:
+		out = sessionMetricsOf(s.cfg.Contexts.TenantStats(t.ID))
+		out.Tenant = t.ID
+	}
+	// The warm pool belongs to no tenant: its size is the daemon's.
+	out.PoolSize = s.cfg.Contexts.Stats().PoolSize
+	writeJSON(w, http.StatusOK, out)
 }
 
 // sessionMetricsOf is the wire form of the manager's counters. Desktop
@@ -394,6 +426,7 @@ func sessionMetricsOf(s contexts.Stats) api.SessionMetrics {
 			TotalTerminated: total.TotalTerminated - desk.TotalTerminated, HealthCheckFailures: total.HealthCheckFailures - desk.HealthCheckFailures,
 		},
 		Desktop:  desk,
+		Totals:   total,
 		PoolSize: s.PoolSize, PoolHits: s.PoolHits, PoolMisses: s.PoolMisses,
 		PerTemplate: make(map[string]api.SessionStats, len(s.PerTemplate)),
 	}

@@ -151,23 +151,25 @@ func TestContexts(t *testing.T) {
 	}
 }
 
-// TestSessionMetrics: the manager's counters in the wire's names: totals,
-// per template, and split into execution and desktop sessions (the
-// desktop template's contexts), which add up to the totals.
+// TestSessionMetrics: the manager's counters of the caller's tenant in the
+// wire's names: totals, per template, and split into execution and
+// desktop sessions (the desktop template's contexts), which add up to the
+// totals; the warm pool's size is the daemon's.
 func TestSessionMetrics(t *testing.T) {
 	e := newEnv(t, nil)
-	e.Contexts.Counters = &contexts.Stats{Active: 5, TotalCreated: 8, TotalReused: 7, TotalCleaned: 3, TotalTerminated: 5, HealthCheckFailures: 1,
-		PoolSize: 2, PoolHits: 4, PoolMisses: 1,
+	e.Contexts.Counters = &contexts.Stats{Active: 9, TotalCreated: 9, PoolSize: 2}
+	e.Contexts.TenantCounters = map[string]contexts.Stats{"tenant-a": {Active: 5, TotalCreated: 8, TotalReused: 7, TotalCleaned: 3, TotalTerminated: 5, HealthCheckFailures: 1,
+		PoolHits: 4, PoolMisses: 1,
 		PerTemplate: map[string]contexts.TemplateStats{
-			"default": {Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2, TotalTerminated: 4, HealthCheckFailures: 1, PoolSize: 2, PoolHits: 4, PoolMisses: 1},
+			"default": {Active: 3, TotalCreated: 5, TotalReused: 7, TotalCleaned: 2, TotalTerminated: 4, HealthCheckFailures: 1, PoolHits: 4, PoolMisses: 1},
 			"desktop": {Active: 2, TotalCreated: 3, TotalCleaned: 1, TotalTerminated: 1},
-		}}
+		}}}
 	w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyA})
 	row := `{"active_sessions":3,"total_created":5,"total_reused":7,"total_cleaned":2,"total_terminated":4,"health_check_failures":1}`
 	desk := `{"active_sessions":2,"total_created":3,"total_reused":0,"total_cleaned":1,"total_terminated":1,"health_check_failures":0}`
-	want := `{"active_sessions":5,"total_created":8,"total_reused":7,"total_cleaned":3,"total_terminated":5,"health_check_failures":1,` +
-		`"pool_size":2,"pool_hits":4,"pool_misses":1,"per_template":{"default":` + row + `,"desktop":` + desk + `},` +
-		`"execution":` + row + `,"desktop":` + desk + `}` + "\n"
+	total := `{"active_sessions":5,"total_created":8,"total_reused":7,"total_cleaned":3,"total_terminated":5,"health_check_failures":1}`
+	want := total[:len(total)-1] + `,"pool_size":2,"pool_hits":4,"pool_misses":1,"per_template":{"default":` + row + `,"desktop":` + desk + `},` +
+		`"execution":` + row + `,"desktop":` + desk + `,"totals":` + total + `,"tenant":"tenant-a"}` + "\n"
 	if w.Code != 200 || w.Body.String() != want {
 		t.Fatalf("%d %s\nwant %s", w.Code, w.Body, want)
 	}

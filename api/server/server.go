@@ -43,7 +43,9 @@ type Contexts interface {
 	// Use runs fn with the (guarded) sandbox of id's active context,
 	// creating the context when there is none.
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
+	// Stats counts every tenant's contexts, TenantStats one tenant's.
 	Stats() contexts.Stats
+	TenantStats(tenantID string) contexts.Stats
 }
 
 var _ Contexts = (*contexts.Manager)(nil)

@@ -26,7 +26,9 @@ import (
 )
 
 // TestDesktopToolsServe calls the desktop tools of `sandlot serve
-// --network` over /v1: a screenshot (a PNG of the screen), an action, and
+// --network` over /v1: a screenshot (a PNG of the screen, the desktop
+// drawn: the session's start waits for it, within the stream-ready
+// wait, long here for a loaded machine), an action, and
 // the live view, whose URL is answered through the port route (TLS in
 // front) with noVNC's page and a WebSocket that reaches x11vnc asking for
 // VNC authentication; the session counts as a desktop session.
@@ -34,7 +36,7 @@ func TestDesktopToolsServe(t *testing.T) {
 	nettest.Require(t)
 	debiantest.Default(t)
 	debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
-	_, srvURL, key := serve(t)
+	_, srvURL, key := serve(t, "--desktop-stream-wait", "3m")
 	caFile := tlsFront(t, srvURL)
 	// serve leaves sandboxes running when it stops (a restart takes them
 	// over): the conversation is ended first, pass or fail.
@@ -79,8 +81,10 @@ func TestDesktopToolsServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg, err := png.DecodeConfig(bytes.NewReader(raw)); err != nil || cfg.Width != 1024 || cfg.Height != 768 {
-		t.Errorf("screenshot: %v %dx%d", err, cfg.Width, cfg.Height)
+	if img, err := png.Decode(bytes.NewReader(raw)); err != nil || img.Bounds().Dx() != 1024 || img.Bounds().Dy() != 768 {
+		t.Errorf("screenshot: %v", err)
+	} else if n := colours(img); n < 2500 {
+		t.Errorf("the first screenshot of a new session has %d colours: the desktop was not drawn", n)
 	}
 	call("desktop_move", `{"x":10,"y":10}`)
 

@@ -85,6 +85,16 @@ func TestSandlotBehindSandlot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cleanup pass samples the E2B-backed context's usage from the
+	// inner sandlot's metrics (its sandbox's cgroup) and stores it.
+	if _, err := m.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := m.Get(ctx, "tenant-outer", rec.ID); err != nil || got.ResourceUsage.MemoryBytes <= 0 {
+		t.Fatalf("usage of the e2b-backed context after a cleanup pass: %+v %v", got, err)
+	} else {
+		t.Logf("usage through the e2b provider: %+v", got.ResourceUsage)
+	}
 	if err := m.Terminate(ctx, "tenant-outer", rec.ID, contexts.ReasonManual); err != nil {
 		t.Fatal(err)
 	}

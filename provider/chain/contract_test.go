@@ -112,14 +112,18 @@ func TestChainCapabilities(t *testing.T) {
 		t.Fatalf("chain over all reports %s, want %s", got, union)
 	}
 
-	c := New([]contexts.Provider{&recorder{}, e2b.New(e2b.Config{})}, Config{})
+	c := New([]contexts.Provider{&recorder{}, e2b.New(e2b.Config{}), &fakeProvider{name: "plain"}}, Config{})
 	ctx := context.Background()
 	err := c.Pause(ctx, "e2b:abc")
 	if !errors.Is(err, contexts.ErrNotSupported) || !errors.Is(err, errdefs.ErrFailedPrecondition) || err.Error() != "pause is not supported by provider e2b" {
 		t.Fatalf("pause of an e2b sandbox through the chain: %v", err)
 	}
-	if _, err := c.Usage(ctx, "e2b:abc"); !errors.Is(err, contexts.ErrNotSupported) || err.Error() != "usage is not supported by provider e2b" {
-		t.Fatalf("usage of an e2b sandbox through the chain: %v", err)
+	if _, err := c.Usage(ctx, "plain:abc"); !errors.Is(err, contexts.ErrNotSupported) || err.Error() != "usage is not supported by provider plain" {
+		t.Fatalf("usage of a plain sandbox through the chain: %v", err)
+	}
+	// The e2b provider samples usage: without a key it says so.
+	if _, err := c.Usage(ctx, "e2b:abc"); !errors.Is(err, e2b.ErrNoAPIKey) {
+		t.Fatalf("usage of an e2b sandbox through the chain, no key: %v", err)
 	}
 	if u, err := c.Usage(ctx, "rec:abc"); err != nil || u.PIDs != 7 {
 		t.Fatalf("usage of the recorder's sandbox through the chain: %+v, %v", u, err)

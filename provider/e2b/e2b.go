@@ -220,10 +220,9 @@ func New(cfg Config) *Provider {
 // Name implements contexts.Provider.
 func (p *Provider) Name() string { return "e2b" }
 
-// Capabilities implements contexts.Provider: none of the optional
-// operations yet. E2B's API pauses, resumes and reports metrics; this
-// client does not call those yet.
-func (p *Provider) Capabilities() contexts.Capabilities { return 0 }
+// Capabilities implements contexts.Provider: usage, from E2B's metrics.
+// E2B's API also pauses and resumes; this client does not call those yet.
+func (p *Provider) Capabilities() contexts.Capabilities { return contexts.CapUsage }
 
 // Pause implements contexts.Provider: not supported.
 func (p *Provider) Pause(ctx context.Context, sandboxID string) error {
@@ -235,9 +234,45 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 	return contexts.NotSupported(p.Name(), contexts.CapPause)
 }
 
-// Usage implements contexts.Provider: not supported.
+// metricBody is one of E2B's SandboxMetric samples: memory used (without
+// the page cache) and the page cache, disk used, in bytes, and the share
+// of the sandbox's CPUs used since the sample before, in percent.
+type metricBody struct {
+	TimestampUnix int64   `json:"timestampUnix"`
+	CPUUsedPct    float64 `json:"cpuUsedPct"`
+	MemUsed       int64   `json:"memUsed"`
+	MemCache      int64   `json:"memCache"`
+	DiskUsed      int64   `json:"diskUsed"`
+}
+
+// Usage implements contexts.Provider from E2B's metrics of the sandbox
+// (GET /sandboxes/{id}/metrics), its newest sample: memory (used plus
+// page cache, as a cgroup counts it), page cache, disk and the CPU share.
+// E2B samples every few seconds; a sandbox with no sample yet is
+// unavailable (the next cleanup pass asks again).
 func (p *Provider) Usage(ctx context.Context, sandboxID string) (contexts.ResourceUsage, error) {
-	return contexts.ResourceUsage{}, contexts.NotSupported(p.Name(), contexts.CapUsage)
+	if p.cfg.APIKey == "" {
+		return contexts.ResourceUsage{}, ErrNoAPIKey
+	}
+	var samples []metricBody
+	if err := p.api(ctx, http.MethodGet, "/sandboxes/"+url.PathEscape(sandboxID)+"/metrics", nil, &samples); err != nil {
+		return contexts.ResourceUsage{}, fmt.Errorf("e2b usage of %s: %w", sandboxID, err)
+	}
+	if len(samples) == 0 {
+		return contexts.ResourceUsage{}, fmt.Errorf("e2b usage of %s: no metrics sample yet: %w", sandboxID, errdefs.ErrUnavailable)
+	}
+	last := samples[0]
+	for _, s := range samples[1:] {
+		if s.TimestampUnix >= last.TimestampUnix {
+			last = s
+		}
+	}
+	if last.MemUsed < 0 || last.MemCache < 0 || last.MemUsed > math.MaxInt64-last.MemCache || last.DiskUsed < 0 ||
+		last.CPUUsedPct < 0 || math.IsNaN(last.CPUUsedPct) {
+		return contexts.ResourceUsage{}, fmt.Errorf("e2b usage of %s: figures out of range in the sample: %w", sandboxID, errdefs.ErrUnavailable)
+	}
+	return contexts.ResourceUsage{MemoryBytes: last.MemUsed + last.MemCache, CacheBytes: last.MemCache,
+		DiskBytes: last.DiskUsed, CPUPct: last.CPUUsedPct}, nil
 }
 
 type createBody struct {

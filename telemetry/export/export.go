@@ -6,7 +6,9 @@
 //
 // Spans are exported over OTLP only when the standard
 // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) is set; metrics are
-// always collected and served in the Prometheus text format.
+// always collected and served in the Prometheus text format, and pushed
+// over OTLP too when OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set, or
+// OTEL_EXPORTER_OTLP_ENDPOINT unless OTEL_METRICS_EXPORTER is none.
 package export
 
 import (
@@ -24,12 +26,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Config configures Setup. The zero value is usable.
@@ -40,6 +45,9 @@ type Config struct {
 	Version string
 	// SpanExporter overrides the OTLP exporter (tests use an in-memory one).
 	SpanExporter sdktrace.SpanExporter
+	// MetricReader, when set, reads the metrics besides the Prometheus
+	// exposition (tests use a manual reader).
+	MetricReader sdkmetric.Reader
 }
 
 // Telemetry owns the providers installed by Setup.
@@ -68,11 +76,31 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 	t := &Telemetry{registry: prometheus.NewRegistry()}
 	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	exp, err := otelprom.New(otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo())
+	popts := []otelprom.Option{otelprom.WithRegisterer(t.registry), otelprom.WithoutScopeInfo()}
+	if telemetry.CurrentNames() == telemetry.NamesSpec {
+		// The specification's names carry their unit (duration_ms):
+		// the exposition adds none (execution_context_execution_duration_ms,
+		// not ..._ms_milliseconds). No other instrument has a unit then:
+		// sandlot's seconds histogram is the specification's one.
+		popts = append(popts, otelprom.WithoutUnits())
+	}
+	exp, err := otelprom.New(popts...)
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+	mopts := []sdkmetric.Option{sdkmetric.WithReader(exp), sdkmetric.WithResource(res)}
+	if cfg.MetricReader != nil {
+		mopts = append(mopts, sdkmetric.WithReader(cfg.MetricReader))
+	}
+	if otlpMetricsConfigured() {
+		mexp, err := otlpmetrichttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("otlp metric exporter: %w", err)
+		}
+		// The interval is OTEL_METRIC_EXPORT_INTERVAL's (60 s by default).
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp)))
+	}
+	t.mp = sdkmetric.NewMeterProvider(mopts...)
 	otel.SetMeterProvider(t.mp)
 
 	spanExp := cfg.SpanExporter
@@ -95,6 +123,16 @@ func Setup(ctx context.Context, cfg Config) (*Telemetry, error) {
 
 func otlpConfigured() bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// otlpMetricsConfigured: metrics go over OTLP to their own endpoint, or to
+// the shared one unless OTEL_METRICS_EXPORTER=none keeps them off it (a
+// collector that takes traces only).
+func otlpMetricsConfigured() bool {
+	if os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
+		return true
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" && os.Getenv("OTEL_METRICS_EXPORTER") != "none"
 }
 
 // Handler serves the Prometheus text exposition of every sandlot metric.

@@ -167,6 +167,9 @@ type Contexts struct {
 	// Counters, when set, is what Stats returns; else Stats counts the
 	// contexts created.
 	Counters *contexts.Stats
+	// TenantCounters, when set, is what TenantStats returns per tenant;
+	// else TenantStats counts the tenant's contexts created.
+	TenantCounters map[string]contexts.Stats
 }
 
 var _ server.Contexts = (*Contexts)(nil)
@@ -320,6 +323,21 @@ func (f *Contexts) Stats() contexts.Stats {
 		return *f.Counters
 	}
 	return contexts.Stats{TotalCreated: int64(f.n)}
+}
+
+func (f *Contexts) TenantStats(tenantID string) contexts.Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.TenantCounters != nil {
+		return f.TenantCounters[tenantID]
+	}
+	var st contexts.Stats
+	for _, r := range f.recs {
+		if r.TenantID == tenantID {
+			st.TotalCreated++
+		}
+	}
+	return st
 }
 
 // Tools implements run_code the way the registry and manager validate
