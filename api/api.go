@@ -333,7 +333,7 @@ type SessionMetrics struct {
 	Desktop     SessionStats            `json:"desktop"`
 }
 
-// Health is the body of /healthz and /readyz.
+// Health is the body of /healthz (/readyz answers a Readiness).
 type Health struct {
 	Status string            `json:"status"` // ok | unavailable
 	Checks map[string]string `json:"checks,omitempty"`

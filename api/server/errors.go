@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,6 +32,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := s.errorBody(r, err)
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", RetryAfter)
+	}
+	if d, ok := errdefs.RetryAfter(err); ok { // an expected state: when to come back
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(d, time.Second).Round(time.Second).Seconds())))
 	}
 	writeJSON(w, status, body)
 }
@@ -67,7 +72,11 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 		return http.StatusRequestTimeout, bodyTimeoutError()
 	}
 	status := errdefs.HTTPStatus(err)
-	if !errdefs.IsClientFault(err) {
+	if _, ok := errdefs.RetryAfter(err); ok {
+		// A state that passes (a template being built), not a fault.
+		s.log.Info("not ready yet", slog.String(logkey.RequestID, r.Header.Get(api.HeaderRequestID)),
+			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, err.Error()))
+	} else if !errdefs.IsClientFault(err) {
 		s.log.Error("server fault", slog.String(logkey.RequestID, r.Header.Get(api.HeaderRequestID)),
 			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, err.Error()))
 	}
