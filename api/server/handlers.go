@@ -28,6 +28,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz answers Readiness: 200 when ready, else 503.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	status, body := s.Readiness(r.Context())
+	if status != http.StatusOK && len(body.Waiting) > 0 && body.Checks["server"] == "" {
+		// Waiting for work that ends (a template's first build): a state,
+		// with when to look again, not a fault.
+		w.Header().Set("Retry-After", "5")
+		for _, c := range body.Checks {
+			if c == "unavailable" {
+				w.Header().Del("Retry-After")
+			}
+		}
+	}
 	writeJSON(w, status, body)
 }
 
