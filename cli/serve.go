@@ -69,7 +69,7 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		log := newLogger(std, cfg.logLevel)
-		cfg.Logger = log
+		cfg.Logger, cfg.Version = log, Version()
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err

@@ -31,6 +31,9 @@ type Config struct {
 	Node string
 	// Logger receives the daemon's logs; nil discards.
 	Logger *slog.Logger
+	// Version is the build's version, reported to MCP clients (serverInfo);
+	// "": "devel".
+	Version string
 
 	// Runtime is the local provider's OCI runtime: crun, runc or runsc;
 	// "" or "auto" picks one.
