@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
@@ -175,7 +176,14 @@ func (m *Manager) poolWorker(p *pool) {
 					return
 				}
 				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-				m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				if after, ok := errdefs.RetryAfter(err); ok {
+					// A state that passes (the template being built): said,
+					// not warned about, and looked at again when it says.
+					backoff = after
+					m.log.Info("warm pool: waiting for the template", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				} else {
+					m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				}
 				select {
 				case <-ctx.Done():
 					return

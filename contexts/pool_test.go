@@ -1,9 +1,13 @@
 package contexts_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,4 +185,34 @@ func (n *claimNets) claimed() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return slices.Clone(n.claims)
+}
+
+// TestPoolWaitsForTemplate: while the template is being built (a create
+// fails with errdefs.Retry), the pool says so at INFO and tries again when
+// told, not as a warning with its own backoff; it fills once the template
+// is there.
+func TestPoolWaitsForTemplate(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	e.p.CreateErr = errdefs.Retry(fmt.Errorf("the default template is being built: %w", errdefs.ErrUnavailable), 20*time.Millisecond)
+	e.start(contexts.Config{PoolSize: 1, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))})
+	read := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	waitFor(t, "the pool to wait", func() bool { return strings.Count(read(), "warm pool: waiting for the template") >= 2 })
+	if out := read(); strings.Contains(out, `"level":"WARN"`) || !strings.Contains(out, `"retry_in":20000000`) {
+		t.Errorf("the pool's lines while the template builds:\n%s", out)
+	}
+	e.p.CreateErr = nil
+	waitFor(t, "the pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -227,6 +227,9 @@ func (b *Builder) buildStage(i int) (image.Image, error) {
 		attrs = append(attrs, slog.String("stage", st.Name), slog.String("stages", fmt.Sprintf("%d/%d", i+1, len(b.stages))))
 	}
 	b.log.Info(what+" (once per image store; minutes)", attrs...)
+	b.mu.Lock()
+	b.progress, b.reported = Progress{Phase: "starting"}, time.Time{}
+	b.mu.Unlock()
 	var lastLog time.Time
 	logged := 0
 	logNow := func(p Progress) {
@@ -301,7 +304,7 @@ func (b *Builder) Missing(template string) error {
 	if s.Err != nil {
 		return fmt.Errorf("the %s template could not be built (%v): %w", b.name, s.Err, errdefs.ErrFailedPrecondition)
 	}
-	return errdefs.Retry(fmt.Errorf("the %s template is being built from Debian's mirror (%s; on its first use only): try again in %s: %w",
+	return errdefs.Retry(fmt.Errorf("the %s template is being built from Debian's mirror (%s; once per image store): try again in %s: %w",
 		b.name, s.Describe(), RetryAfter, errdefs.ErrUnavailable), RetryAfter)
 }
 
@@ -342,12 +345,12 @@ func (b *Builder) Status() Status {
 // this step".
 func (s Status) Describe() string {
 	p := s.Progress
-	if p.Step == 0 {
-		return "starting"
-	}
 	out := ""
 	if s.Stage != "" {
 		out = fmt.Sprintf("stage %s %d/%d, ", s.Stage, s.StageIndex, s.Stages)
+	}
+	if p.Step == 0 {
+		return out + "starting"
 	}
 	out += fmt.Sprintf("step %d/%d %s", p.Step, p.Steps, p.Phase)
 	if p.Total > 0 {
