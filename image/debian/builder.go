@@ -2,6 +2,7 @@ package debian
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -203,6 +204,14 @@ func (b *Builder) run() {
 			return
 		}
 		b.serve(img.Digest, i)
+		// The earlier stages' images are not needed once this one serves
+		// (a restart finds this one): without their cache names, GC takes
+		// them when no sandbox uses them any more.
+		for _, st := range b.stages[:i] {
+			if err := b.store.Untag(b.ctx, CachePrefix+st.Config.Key()); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				b.log.Warn(b.name+" template: untag an earlier stage", slog.String("stage", st.Name), slog.String(logkey.Err, err.Error()))
+			}
+		}
 		attrs := []any{slog.String("image", img.Digest.String()), slog.Duration(logkey.Elapsed, time.Since(start).Round(time.Millisecond))}
 		if st := b.stages[i].Name; st != "" {
 			attrs = append(attrs, slog.String("stage", st))

@@ -127,6 +127,9 @@ func TestStagedBuilder(t *testing.T) {
 	if got := fake.Calls(); !slices.Equal(got, []string{"core", "full"}) {
 		t.Errorf("builds %q, want core then full", got)
 	}
+	if _, err := s.Resolve(ctx, debian.CachePrefix+stages(fake)[0].Config.Key()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the core keeps its cache name once the full image serves (%v): GC would never take it", err)
+	}
 
 	// A restart: the full image serves at once, nothing builds.
 	again := debian.NewStaged(ctx, s, "tpl", stages(fake), nil)
