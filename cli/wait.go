@@ -142,7 +142,7 @@ func readyLine(url string, rd *api.Readiness) string {
 }
 
 // workLine is one build in a line: "template default, stage core 1/2:
-// step 5/9 installing packages, 40/73 packages set up (python3.11), about
+// step 5/10 installing packages, 40/73 packages set up (python3.11), about
 // 20s left in this step".
 func workLine(w api.Work) string {
 	s := w.What

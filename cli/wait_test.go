@@ -132,7 +132,7 @@ func TestWaitWhileTemplateBuilds(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
 		t.Errorf("wait with a short timeout: %v", err)
 	}
-	if want := "not ready: template default, stage core 1/2: step 5/9 installing packages, 1/4 packages set up (python3-numpy)"; !strings.Contains(werr.String(), want) {
+	if want := "not ready: template default, stage core 1/2: step 5/10 installing packages, 1/4 packages set up (python3-numpy)"; !strings.Contains(werr.String(), want) {
 		t.Errorf("wait printed %q, want %q", werr.String(), want)
 	}
 

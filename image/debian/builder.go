@@ -350,7 +350,7 @@ func (b *Builder) Status() Status {
 }
 
 // Describe is the build's state in a few words: "stage core 1/2, step
-// 5/9 installing packages, 12/40 packages set up, about 30 s left in
+// 5/10 installing packages, 12/40 packages set up, about 30 s left in
 // this step".
 func (s Status) Describe() string {
 	p := s.Progress

@@ -87,7 +87,7 @@ func TestStagedBuilder(t *testing.T) {
 	if d, ok := errdefs.RetryAfter(err); !errors.Is(err, errdefs.ErrUnavailable) || !ok || d != debian.RetryAfter {
 		t.Errorf("Missing while building = %v (retry after %v %v), want unavailable with Retry-After", err, d, ok)
 	}
-	for _, want := range []string{"stage core 1/2", "step 5/9 installing packages", "1/4 packages set up"} {
+	for _, want := range []string{"stage core 1/2", "step 5/10 installing packages", "1/4 packages set up"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Missing = %v, want it to say %q", err, want)
 		}

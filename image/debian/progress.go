@@ -32,6 +32,8 @@ var phases = [...]struct{ prefix, phase string }{
 	{"I: extracting archives", "extracting packages"},
 	{"I: installing essential packages", "installing essential packages"},
 	{"I: installing remaining packages", "installing packages"},
+	// The customize hooks: python's byte code (deferCompile), the user.
+	{"I: running --customize-hook", "compiling python, adding the user"},
 	{"I: cleaning package lists", "cleaning up"},
 	{"I: creating tarball", "packing the root file system"},
 	{"", "storing the image"},

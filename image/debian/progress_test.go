@@ -56,8 +56,11 @@ func TestTracker(t *testing.T) {
 			// 3 of 20 halves done in 4 s: 17 more take about 23 s.
 			want{Step: 5, Phase: "installing packages", Done: 1, Total: 10, Package: "python3-numpy", Elapsed: 14 * time.Second,
 				StepElapsed: 4 * time.Second, ETA: 23 * time.Second}},
+		{"the customize hooks: byte-compiling", time.Second, []string{"I: running --customize-hook in shell: sh -c 'set -e",
+			"I: running --customize-hook in shell: sh -c 'set -e"},
+			want{Step: 6, Phase: "compiling python, adding the user", Elapsed: 15 * time.Second}},
 		{"a step that counts none", time.Second, []string{"I: cleaning package lists and apt cache...", "I: creating tarball..."},
-			want{Step: 7, Phase: "packing the root file system", Elapsed: 15 * time.Second}},
+			want{Step: 8, Phase: "packing the root file system", Elapsed: 16 * time.Second}},
 	}
 	for _, st := range steps {
 		feed(st.d, st.lines...)
