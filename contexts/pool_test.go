@@ -216,3 +216,44 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestRefreshPool: after RefreshPool (a built-in template's image changed)
+// no create gets a warm sandbox made before: the ready ones are destroyed,
+// one being created at the time is destroyed when it is done, and the pool
+// refills with new ones. Before, the default's full image went live while
+// the pool still handed out two sandboxes of its core (no numpy in them).
+func TestRefreshPool(t *testing.T) {
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	started := make(chan struct{}, 16)
+	e.p.OnCreate = func(contexts.Spec) { started <- struct{}{} }
+	e.p.CreateDelay = 300 * time.Millisecond
+	e.start(contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	<-started
+	old := e.p.Running()
+	if len(old) != 1 {
+		t.Fatalf("running %v", old)
+	}
+	e.m.RefreshPool("default")
+	waitFor(t, "the old warm sandbox to go", func() bool { return !slices.Contains(e.p.Running(), old[0]) })
+	select {
+	case <-started: // the refill's create is under way
+	case <-time.After(time.Minute):
+		t.Fatal("the pool did not refill after RefreshPool")
+	}
+	e.m.RefreshPool("default") // that sandbox will be of the image before
+	waitFor(t, "the pool to refill", func() bool { return e.m.Stats().PoolSize == 1 })
+	if d := e.p.Destroyed(); d != 2 {
+		t.Errorf("%d sandboxes destroyed, want 2: the ready one and the one being created at the second refresh", d)
+	}
+	e.p.CreateDelay = 0
+	rec := e.getOrCreate(ident("t1", "c1", "main"))
+	running := e.p.Running()
+	if slices.Contains(old, rec.SandboxID) || !slices.Contains(running, rec.SandboxID) {
+		t.Fatalf("a create after RefreshPool got %s (running %v, before %v)", rec.SandboxID, running, old)
+	}
+	if st := e.m.Stats(); st.PoolHits != 1 {
+		t.Errorf("the create did not take the refilled warm sandbox: %+v", st)
+	}
+	e.m.RefreshPool("no-such-template") // no pool: nothing happens
+}

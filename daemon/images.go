@@ -67,6 +67,22 @@ func (b *builtinImages) image(name string) (v1.Hash, bool) {
 	return v1.Hash{}, false
 }
 
+// onServe tells fn the name of each built-in template whose builder makes
+// a new image its own (the default's full image replacing its core, a
+// desktop built on first use): the manager refreshes that template's warm
+// pool.
+func (b *builtinImages) onServe(fn func(template string)) {
+	if b == nil {
+		return
+	}
+	if b.base != nil {
+		b.base.OnServe(func(v1.Hash) { fn(local.DefaultTemplate) })
+	}
+	for name, bl := range b.builder {
+		bl.OnServe(func(v1.Hash) { fn(name) })
+	}
+}
+
 // statuses are the built-ins' builders' states, the default's first (none
 // with --default-image none, whose default the daemon does not build).
 func (b *builtinImages) statuses() []debian.Status {

@@ -59,6 +59,16 @@ type Builder struct {
 	image    v1.Hash // the image the template is, once there is one (Image)
 	live     string  // which stage image is: a Stage.Name, or "previous"
 	ready    bool
+	onServe  func(v1.Hash)
+}
+
+// OnServe sets fn, told of every image a build of this builder makes the
+// template's from now on: the daemon refreshes the template's warm pool,
+// whose sandboxes are of the image before.
+func (b *Builder) OnServe(fn func(v1.Hash)) {
+	b.mu.Lock()
+	b.onServe = fn
+	b.mu.Unlock()
 }
 
 // Previous is the live stage of a staged template served by an image the
@@ -204,6 +214,12 @@ func (b *Builder) run() {
 			return
 		}
 		b.serve(img.Digest, i)
+		b.mu.Lock()
+		onServe := b.onServe
+		b.mu.Unlock()
+		if onServe != nil {
+			onServe(img.Digest)
+		}
 		// The earlier stages' images are not needed once this one serves
 		// (a restart finds this one): without their cache names, GC takes
 		// them when no sandbox uses them any more.

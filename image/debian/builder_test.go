@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/debian"
@@ -74,6 +76,9 @@ func TestStagedBuilder(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := debian.NewStaged(ctx, s, "tpl", stages(fake), nil)
+	var servedMu sync.Mutex
+	var served []v1.Hash
+	b.OnServe(func(d v1.Hash) { servedMu.Lock(); served = append(served, d); servedMu.Unlock() })
 	fake.Reached(t, "core")
 	if _, ok := b.Image(); ok {
 		t.Fatal("an image before the first stage is built")
@@ -121,6 +126,11 @@ func TestStagedBuilder(t *testing.T) {
 	}
 	waitFor(t, "the build to end", func() bool { return !b.Status().Building })
 	full, _ := b.Image()
+	servedMu.Lock()
+	if !slices.Equal(served, []v1.Hash{core, full}) {
+		t.Errorf("OnServe told %v, want the core %s then the full image %s", served, core, full)
+	}
+	servedMu.Unlock()
 	if d, err := s.Resolve(ctx, "tpl"); err != nil || d != full {
 		t.Errorf("the store names tpl %s (%v), want the full image %s", d, err, full)
 	}
