@@ -51,7 +51,6 @@ type Builder struct {
 	mu       sync.Mutex
 	building bool
 	next     int // the stage the build makes (or made last)
-	from     int // the first stage the current build makes
 	progress Progress
 	reported time.Time // when progress came
 	err      error
@@ -185,7 +184,7 @@ func (b *Builder) Start() {
 	if b.building || b.next >= len(b.stages) || (b.err != nil && time.Since(b.failedAt) < retryAfter) {
 		return
 	}
-	b.building, b.err, b.from = true, nil, b.next
+	b.building, b.err = true, nil
 	b.progress = Progress{Phase: "starting"}
 	go b.run()
 }
@@ -357,7 +356,7 @@ type Status struct {
 func (b *Builder) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Status{Template: b.name, Ready: b.ready, Image: b.image, Live: b.live, Building: b.building,
+	s := Status{Template: b.name, Ready: b.ready, Image: b.image, Live: b.live, Building: b.building && b.next < len(b.stages),
 		Stages: len(b.stages), Progress: b.current(), Err: b.err}
 	if b.building && b.next < len(b.stages) {
 		s.Stage, s.StageIndex = b.stages[b.next].Name, b.next+1
