@@ -356,7 +356,7 @@ type Status struct {
 func (b *Builder) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s := Status{Template: b.name, Ready: b.ready, Image: b.image, Live: b.live, Building: b.building && b.next < len(b.stages),
+	s := Status{Template: b.name, Ready: b.ready, Image: b.image, Live: b.live, Building: b.building,
 		Stages: len(b.stages), Progress: b.current(), Err: b.err}
 	if b.building && b.next < len(b.stages) {
 		s.Stage, s.StageIndex = b.stages[b.next].Name, b.next+1

@@ -40,6 +40,8 @@ func NewFake(t testing.TB) *Fake {
 	script := fmt.Sprintf(`#!/bin/sh
 dir=%q
 case " $* " in *" --variant=essential "*) stage=core ;; *) stage=full ;; esac
+touch "$dir/running.$$"
+trap 'rm -f "$dir/running.$$"' EXIT
 echo "$stage" >> "$dir/calls"
 say() { echo "$1" >&2; }
 say "I: running apt-get update..."
@@ -79,12 +81,19 @@ say "I: success in 1.0 seconds"
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// A build still waiting ends with the test.
+		// A build still waiting ends with the test, and the test waits for
+		// it (up to a minute), so nothing writes here while it is removed.
 		for _, st := range []string{"core", "full"} {
 			_ = os.WriteFile(filepath.Join(dir, st+".fail"), nil, 0o644)
 			_ = os.WriteFile(filepath.Join(dir, st+".go"), nil, 0o644)
 			_ = os.WriteFile(filepath.Join(dir, st+".exit"), nil, 0o644)
 		}
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if running, _ := filepath.Glob(filepath.Join(dir, "running.*")); len(running) == 0 {
+				return
+			}
+		}
+		t.Errorf("the fake mmdebstrap still runs a minute after the test")
 	})
 	return &Fake{Path: path, dir: dir}
 }
