@@ -296,7 +296,7 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 			removeScratch = false
 			go func() {
 				<-lines
-				if err := cmd.Wait(); err != nil {
+				if err := cmd.Wait(); err != nil && ctx.Err() == nil { // a shutdown kills it: what is left of its tree is in tmp/, which GC empties
 					cfg.Logger.Warn("debian: mmdebstrap failed after handing over the image", slog.String(logkey.Err, err.Error()))
 				}
 				os.RemoveAll(scratch)
