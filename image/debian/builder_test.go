@@ -299,3 +299,30 @@ func TestBuildDoesNotWaitForCleanup(t *testing.T) {
 	}
 	fake.ReleaseExit(t, "core")
 }
+
+// TestFailedBuildStoresNothing: mmdebstrap says it removes its temporary
+// tree after a failure too, before any tarball; such a build is a failure,
+// and nothing is stored under the recipe's key. Before, the build took the
+// line for the tarball's end and stored an image of no files (the desktop
+// image of a failed build, found cached by every later run).
+func TestFailedBuildStoresNothing(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "mmdebstrap")
+	script := "#!/bin/sh\necho 'I: running apt-get update...' >&2\necho 'E: setup failed: the mirror went away' >&2\n" +
+		"echo 'I: removing tempdir /tmp/mmdebstrap.x...' >&2\nsleep 1\nexit 1\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := image.Open(t.TempDir(), image.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := debian.Config{Mmdebstrap: fake}
+	if _, err := debian.Build(context.Background(), s, cfg, nil); err == nil || !strings.Contains(err.Error(), "the mirror went away") {
+		t.Fatalf("a failed build: %v", err)
+	}
+	if _, err := s.Get(context.Background(), debian.CachePrefix+cfg.Key()); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("a failed build stored an image: %v", err)
+	}
+}

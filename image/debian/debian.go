@@ -258,6 +258,7 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 		handed := make(chan struct{}) // the whole tarball is in stdout
 		lines := make(chan struct{})  // stderr ended
 		handedOver := (<-chan struct{})(handed)
+		tarDone := false
 		go func() {
 			defer close(lines)
 			sc := bufio.NewScanner(stderr)
@@ -271,7 +272,12 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 				if changed {
 					report(-1)
 				}
-				if strings.HasPrefix(line, "I: removing tempdir") && handed != nil {
+				// "I: done" comes once the tarball is made; mmdebstrap says it
+				// removes its tree after a failure too, when no tarball came.
+				if strings.HasPrefix(line, "I: done") {
+					tarDone = true
+				}
+				if strings.HasPrefix(line, "I: removing tempdir") && tarDone && handed != nil {
 					close(handed)
 					handed = nil
 				}
@@ -313,6 +319,11 @@ func Build(ctx context.Context, s *image.Store, cfg Config, progress func(Progre
 		return image.Image{}, err
 	}
 	defer layer.Close()
+	// Less than a tar's end-of-archive marker is no root file system (a
+	// build that stopped without saying so).
+	if size, err := layer.Size(); err != nil || size < 1024 {
+		return image.Image{}, fmt.Errorf("debian: mmdebstrap wrote no root file system (%d bytes)\n%s: %w", size, strings.Join(tail, "\n"), errdefs.ErrUnavailable)
+	}
 	report(phaseStore)
 
 	img, err := mutate.AppendLayers(empty.Image, layer)
