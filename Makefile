@@ -2,6 +2,9 @@
 GO      ?= go
 BIN     := $(CURDIR)/bin
 DATA    ?= $(CURDIR)/.sandlot
+# make run ADDR=HOST:PORT listens there (default 127.0.0.1:7423, or $$SANDLOT_ADDR); the CLI then
+# needs SANDLOT_URL=http://HOST:PORT.
+ADDR    ?=
 PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
 # The version `sandlot --version` prints; a build outside git falls back to Go's build info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
@@ -11,9 +14,9 @@ TESTMODS := guard/oracle
 
 .PHONY: run test test-e2b-python build deps test-deps bench bench-deps benchmarks vet fmt clean
 
-## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback)
+## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback; ADDR=HOST:PORT, DATA=DIR)
 run: deps build
-	$(BIN)/sandlot serve --data-dir $(DATA)
+	$(BIN)/sandlot serve --data-dir $(DATA)$(if $(ADDR), --addr $(ADDR))
 
 ## test: install what the tests need (runtime, Postgres, npm packages), build, and run every test (the nested test modules too)
 test: test-deps build

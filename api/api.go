@@ -364,7 +364,7 @@ type SessionMetrics struct {
 	Tenant string `json:"tenant"`
 }
 
-// Health is the body of /healthz and /readyz.
+// Health is the body of /healthz (/readyz answers a Readiness).
 type Health struct {
 	Status string            `json:"status"` // ok | unavailable
 	Checks map[string]string `json:"checks,omitempty"`

@@ -441,6 +441,33 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, "GET", "/readyz", nil, nil, "", nil)
 }
 
+// Readiness returns the server's readiness (GET /readyz), ready or not:
+// a 503 whose body is a readiness report is an answer, with Ready false
+// and what the server waits for. An error means no report: the server
+// did not answer (unavailable), or answered something else.
+func (c *Client) Readiness(ctx context.Context) (*api.Readiness, error) {
+	req, err := c.request(ctx, "GET", "/readyz", nil, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("GET /readyz: %w", ctxErr)
+		}
+		return nil, fmt.Errorf("GET /readyz: %w: %w", err, errdefs.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
+		return nil, errorFrom(resp)
+	}
+	var out api.Readiness
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil || out.Status == "" {
+		return nil, fmt.Errorf("GET /readyz: HTTP %d without a readiness report: %w", resp.StatusCode, errdefs.ErrUnavailable)
+	}
+	return &out, nil
+}
+
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) (*http.Request, error) {
 	if c.err != nil {
 		return nil, c.err

@@ -270,6 +270,9 @@ func guardError(ctx context.Context, g Guard, tenantID string, err error) error 
 			ge.cause = append(ge.cause, c)
 		}
 	}
+	if d, ok := errdefs.RetryAfter(err); ok {
+		return errdefs.Retry(ge, d) // a state that passes stays one (Retry-After)
+	}
 	return ge
 }
 

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 )
@@ -54,8 +55,37 @@ type pool struct {
 	template string
 	size     int
 	kick     chan struct{} // wakes the worker to refill
+	wake     chan struct{} // ends the worker's backoff (RefreshPool)
 	ready    []Sandbox     // guarded by Manager.mu; oldest first
 	filling  int           // sandboxes being created; guarded by Manager.mu
+	gen      int           // RefreshPool's count; guarded by Manager.mu
+}
+
+// RefreshPool replaces template's warm sandboxes: the ready ones are
+// destroyed, one being created now is destroyed when it is done, and the
+// pool refills at once. The daemon calls it when a built-in template's
+// image changes (the default's full image replacing its core), so a
+// create from then on never gets a sandbox of the image before.
+func (m *Manager) RefreshPool(template string) {
+	m.mu.Lock()
+	p := m.pools[template]
+	if p == nil {
+		m.mu.Unlock()
+		return
+	}
+	stale := p.ready
+	p.ready = nil
+	p.gen++
+	for _, c := range []chan struct{}{p.kick, p.wake} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	m.mu.Unlock()
+	for _, sb := range stale {
+		go m.destroy(context.Background(), sb, sb.ID())
+	}
 }
 
 // poolEnsure makes sure template has a pool (when its size is positive and
@@ -72,7 +102,7 @@ func (m *Manager) poolEnsure(template string) {
 	}
 	p := m.pools[template]
 	if p == nil {
-		p = &pool{template: template, size: size, kick: make(chan struct{}, 1)}
+		p = &pool{template: template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 		m.pools[template] = p
 		m.wg.Add(1)
 		go m.poolWorker(p)
@@ -149,6 +179,7 @@ func (m *Manager) poolWorker(p *pool) {
 			if need {
 				p.filling++
 			}
+			gen := p.gen
 			m.mu.Unlock()
 			if !need {
 				break
@@ -170,20 +201,33 @@ func (m *Manager) poolWorker(p *pool) {
 			m.mu.Lock()
 			p.filling--
 			closed := m.closed
-			if err == nil && !closed {
+			stale := err == nil && gen != p.gen // made before RefreshPool: maybe of the image before
+			if err == nil && !closed && !stale {
 				p.ready = append(p.ready, sb)
 			}
 			m.mu.Unlock()
+			if stale && !closed {
+				m.destroy(context.Background(), sb, sb.ID())
+				continue
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-				m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				if after, ok := errdefs.RetryAfter(err); ok {
+					// A state that passes (the template being built): said,
+					// not warned about, and looked at again when it says.
+					backoff = after
+					m.log.Info("warm pool: waiting for the template", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				} else {
+					m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				}
 				select {
 				case <-ctx.Done():
 					return
 				case <-time.After(backoff):
+				case <-p.wake:
 				}
 				continue
 			}

@@ -1,9 +1,13 @@
 package contexts_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -267,4 +271,75 @@ func TestSandboxKnowsItsIdentity(t *testing.T) {
 	if diff := cmp.Diff(want, env(rec)); diff != "" {
 		t.Fatalf("a created sandbox's environment (-want +got):\n%s", diff)
 	}
+}
+
+// TestPoolWaitsForTemplate: while the template is being built (a create
+// fails with errdefs.Retry), the pool says so at INFO and tries again when
+// told, not as a warning with its own backoff; it fills once the template
+// is there.
+func TestPoolWaitsForTemplate(t *testing.T) {
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	e.p.CreateErr = errdefs.Retry(fmt.Errorf("the default template is being built: %w", errdefs.ErrUnavailable), 20*time.Millisecond)
+	e.start(contexts.Config{PoolSize: 1, Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))})
+	read := func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }
+	waitFor(t, "the pool to wait", func() bool { return strings.Count(read(), "warm pool: waiting for the template") >= 2 })
+	if out := read(); strings.Contains(out, `"level":"WARN"`) || !strings.Contains(out, `"retry_in":20000000`) {
+		t.Errorf("the pool's lines while the template builds:\n%s", out)
+	}
+	e.p.CreateErr = nil
+	waitFor(t, "the pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// TestRefreshPool: after RefreshPool (a built-in template's image changed)
+// no create gets a warm sandbox made before: the ready ones are destroyed,
+// one being created at the time is destroyed when it is done, and the pool
+// refills with new ones. Before, the default's full image went live while
+// the pool still handed out two sandboxes of its core (no numpy in them).
+func TestRefreshPool(t *testing.T) {
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	started := make(chan struct{}, 16)
+	e.p.OnCreate = func(contexts.Spec) { started <- struct{}{} }
+	e.p.CreateDelay = 300 * time.Millisecond
+	e.start(contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	<-started
+	old := e.p.Running()
+	if len(old) != 1 {
+		t.Fatalf("running %v", old)
+	}
+	e.m.RefreshPool("default")
+	waitFor(t, "the old warm sandbox to go", func() bool { return !slices.Contains(e.p.Running(), old[0]) })
+	select {
+	case <-started: // the refill's create is under way
+	case <-time.After(time.Minute):
+		t.Fatal("the pool did not refill after RefreshPool")
+	}
+	e.m.RefreshPool("default") // that sandbox will be of the image before
+	waitFor(t, "the pool to refill", func() bool { return e.m.Stats().PoolSize == 1 })
+	if d := e.p.Destroyed(); d != 2 {
+		t.Errorf("%d sandboxes destroyed, want 2: the ready one and the one being created at the second refresh", d)
+	}
+	e.p.CreateDelay = 0
+	rec := e.getOrCreate(ident("t1", "c1", "main"))
+	running := e.p.Running()
+	if slices.Contains(old, rec.SandboxID) || !slices.Contains(running, rec.SandboxID) {
+		t.Fatalf("a create after RefreshPool got %s (running %v, before %v)", rec.SandboxID, running, old)
+	}
+	if st := e.m.Stats(); st.PoolHits != 1 {
+		t.Errorf("the create did not take the refilled warm sandbox: %+v", st)
+	}
+	e.m.RefreshPool("no-such-template") // no pool: nothing happens
 }

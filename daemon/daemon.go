@@ -144,6 +144,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if nw != nil {
 		nw.guard.g, nw.guard.m = g, m
 	}
+	// A built-in's new image (the default's full image after its core)
+	// serves new sandboxes only: the warm pool's are of the image before.
+	tw.builtins.onServe(m.RefreshPool)
 	if err := m.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start the context manager: %w", err)
 	}

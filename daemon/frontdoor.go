@@ -23,6 +23,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/internal/slowbody"
+	"github.com/sandlot/sandlot/landing"
 	"github.com/sandlot/sandlot/telemetry"
 )
 
@@ -73,17 +74,21 @@ type frontConfig struct {
 	// its context ends; zero: DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger
+	// Version is shown by the landing page at / ("": devel).
+	Version string
 }
 
 // frontDoor is sandlot's one HTTP front door. Every request gets a request
 // id, a server span in the caller's trace, one access-log line and panic
 // recovery; then ServeHTTP dispatches it, in this one place: a sandbox's
 // port; else, under the body deadline and the admission limit, the E2B
-// wire; MCP at /mcp; /metrics; and the /v1 API for everything else.
+// wire; the landing page at GET /; MCP at /mcp; /metrics; and the /v1 API
+// for everything else.
 type frontDoor struct {
 	cfg          frontConfig
 	log          *slog.Logger
 	v1           *server.Server
+	landing      http.Handler   // GET and HEAD /
 	mux          *http.ServeMux // /mcp and /metrics
 	metricsToken string
 }
@@ -112,6 +117,7 @@ func newFrontDoor(cfg frontConfig) *frontDoor {
 		v1.Logger = f.log
 	}
 	f.v1 = server.New(v1)
+	f.landing = landing.New(landing.Config{Version: cfg.Version, Readiness: f.v1.Readiness})
 	if cfg.MCP != nil {
 		h := identityOnly(f.v1.RequireKey(cfg.MCP))
 		f.mux.Handle("/mcp", h)
@@ -169,6 +175,8 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.cfg.Ports.ServeHTTP(lw, r)
 		return
 	}
+	// The surfaces log their faults and states under the request's id.
+	r.Header.Set(api.HeaderRequestID, rid)
 	slowbody.Arm(w, r, f.cfg.BodyReadTimeout, f.cfg.MinBodyRate)
 	isE2B := f.cfg.E2B != nil && f.cfg.E2B.Match(r)
 	if !exempt(r) {
@@ -186,6 +194,11 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isE2B {
 		f.cfg.E2B.ServeHTTP(lw, r)
+		return
+	}
+	if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		route = "landing"
+		f.landing.ServeHTTP(lw, r)
 		return
 	}
 	if h, pattern := f.mux.Handler(r); pattern != "" {
@@ -207,7 +220,10 @@ func (f *frontDoor) logRequest(r *http.Request, lw *logWriter, span trace.Span, 
 		status = http.StatusOK
 	}
 	level := slog.LevelInfo
-	if status >= 500 && route != "ports" { // a closed port in a sandbox is not the server's fault
+	// A closed port in a sandbox is not the server's fault, and neither is
+	// a 503 that says when to come back (Retry-After: a template being
+	// built, the admission limit).
+	if status >= 500 && route != "ports" && !(status == http.StatusServiceUnavailable && lw.Header().Get("Retry-After") != "") {
 		level = slog.LevelError
 	}
 	// Mux patterns carry their method ("GET /v1/contexts").

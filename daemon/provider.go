@@ -54,7 +54,7 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 				}
 				lc.Images, lc.Missing = s, builtins.missing
 				if tw != nil {
-					lc.Templates = tw.attach(s, builtins.image)
+					lc.Templates = tw.attach(s, builtins)
 				}
 			}
 			if nw != nil {

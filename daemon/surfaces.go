@@ -61,6 +61,9 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	if p.tw.catalog != nil { // a nil *Catalog in the interface would not be nil
 		v1.Templates = p.tw.catalog
 	}
+	if p.tw.builtins != nil {
+		v1.Progress = p.tw.builtins.progress
+	}
 	if p.builds != nil {
 		v1.Builds = p.builds
 	}
@@ -81,6 +84,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		BodyReadTimeout: cfg.BodyReadTimeout,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          d.log,
+		Version:         cfg.Version,
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph

@@ -28,14 +28,19 @@ type templateWire struct {
 	log            *slog.Logger
 	catalog        *templates.Catalog // nil until attach
 	live           func(context.Context) ([]v1.Hash, error)
+	builtins       *builtinImages // the built-ins' images and builds; nil until attach
 }
 
 // attach makes the catalog over the local provider's image store, with
 // the built-in templates' images as builtins pins them (nil: the store's
 // names, read once).
-func (tw *templateWire) attach(imgs *image.Store, builtins func(string) (v1.Hash, bool)) *templates.Catalog {
+func (tw *templateWire) attach(imgs *image.Store, builtins *builtinImages) *templates.Catalog {
+	tw.builtins = builtins
 	cfg := templates.Config{Store: tw.store, Images: imgs, HostTemplate: tw.host, PullAllow: tw.pullAllow, Logger: tw.log,
-		CodeInterpreter: true, Builtins: builtins, DefaultKernels: tw.defaultKernels}
+		CodeInterpreter: true, DefaultKernels: tw.defaultKernels}
+	if builtins != nil {
+		cfg.Builtins = builtins.image
+	}
 	if tw.desktop {
 		cfg.Desktop = desktop.Settings()
 	}

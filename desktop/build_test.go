@@ -32,7 +32,7 @@ func TestBuilderFirstUse(t *testing.T) {
 		t.Fatalf("first use: %v, want unavailable (building) or the failure", err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if building, _, _ := b.Status(); !building {
+		if !b.Status().Building {
 			break
 		}
 		if time.Now().After(deadline) {

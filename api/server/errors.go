@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -28,6 +30,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := s.errorBody(r, err)
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", RetryAfter)
+	}
+	if d, ok := errdefs.RetryAfter(err); ok { // an expected state: when to come back
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(d, time.Second).Round(time.Second).Seconds())))
 	}
 	writeJSON(w, status, body)
 }
@@ -70,7 +75,11 @@ func (s *Server) errorBody(r *http.Request, err error) (int, api.Error) {
 	// The caller reads one sentence; the whole chain is the log's, under
 	// the request id that the answer carries too (the header, and the
 	// body of a server fault, whose sentence points at the log).
-	if errdefs.IsClientFault(err) {
+	if _, ok := errdefs.RetryAfter(err); ok {
+		// A state that passes (a template being built), not a fault.
+		s.log.Info("not ready yet", slog.String(logkey.RequestID, reqID),
+			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, guard.SanitizeError(err.Error())))
+	} else if errdefs.IsClientFault(err) {
 		s.log.Debug("client error", slog.String(logkey.RequestID, reqID),
 			slog.String(logkey.Route, r.Pattern), slog.String(logkey.Err, guard.SanitizeError(err.Error())))
 	} else {

@@ -25,12 +25,31 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
-// readyz runs every probe with a short deadline. Probe errors are logged,
-// not returned: they may carry DSNs or paths.
+// readyz answers Readiness: 200 when ready, else 503.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	status, body := s.Readiness(r.Context())
+	if status != http.StatusOK && len(body.Waiting) > 0 && body.Checks["server"] == "" {
+		// Waiting for work that ends (a template's first build): a state,
+		// with when to look again, not a fault.
+		w.Header().Set("Retry-After", "5")
+		for _, c := range body.Checks {
+			if c == "unavailable" {
+				w.Header().Del("Retry-After")
+			}
+		}
+	}
+	writeJSON(w, status, body)
+}
+
+// Readiness runs every probe with a short deadline and adds the work the
+// daemon reports (Config.Progress): the server is ready when every probe
+// passes, nothing readiness waits for remains, and it is not shutting
+// down. Probe errors are logged, not returned: they may carry DSNs or
+// paths. The status is 200 when ready, else 503.
+func (s *Server) Readiness(ctx context.Context) (int, api.Readiness) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	h := api.Health{Status: "ok", Checks: map[string]string{}}
+	h := api.Readiness{Status: "ok", Checks: map[string]string{}}
 	if s.draining.Load() {
 		h.Status = "unavailable"
 		h.Checks["server"] = "shutting down"
@@ -44,11 +63,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 		h.Checks[name] = "ok"
 	}
-	status := http.StatusOK
-	if h.Status != "ok" {
-		status = http.StatusServiceUnavailable
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(&h)
+		if len(h.Waiting) > 0 {
+			h.Status = "unavailable"
+		}
 	}
-	writeJSON(w, status, h)
+	h.Ready = h.Status == "ok"
+	if !h.Ready {
+		return http.StatusServiceUnavailable, h
+	}
+	return http.StatusOK, h
 }
 
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {

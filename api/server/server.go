@@ -97,6 +97,9 @@ type Config struct {
 	MaxImportBytes int64
 	// Ready holds the probes of /readyz by name ("store", "runtime").
 	Ready map[string]Check
+	// Progress, when set, adds the daemon's work under way to /readyz's
+	// body (template builds): a Waiting entry makes it answer 503.
+	Progress func(*api.Readiness)
 	// Secrets, when set, keeps tenants' secrets (/v1/secrets); nil answers
 	// those routes 412. SecretsChanged is told of every change, by tenant.
 	Secrets        secret.Store

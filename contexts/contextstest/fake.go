@@ -27,6 +27,9 @@ type Provider struct {
 	CreateDelay time.Duration
 	// CreateErr, when set, is returned by every Create.
 	CreateErr error
+	// OnCreate, when set, is called as each Create begins (before
+	// CreateDelay), for a test that must know a create is under way.
+	OnCreate func(spec contexts.Spec)
 	// IDPrefix starts every sandbox id; "": "fake-". Fakes standing for
 	// providers on different hosts need different prefixes, or their ids
 	// collide.
@@ -153,6 +156,9 @@ func (p *Provider) FailCreates(n int) {
 
 // Create implements contexts.Provider.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	if p.OnCreate != nil {
+		p.OnCreate(spec)
+	}
 	if p.CreateDelay > 0 {
 		select {
 		case <-ctx.Done():

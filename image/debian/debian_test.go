@@ -126,7 +126,7 @@ func TestDebianBase(t *testing.T) {
 	}
 	t.Logf("unpacked: %.1f MiB in %d files", float64(du(t, img.Layers[0].Dir))/(1<<20), countFiles(t, img.Layers[0].Dir))
 	if len(phases) > 0 {
-		if got := phases[len(phases)-1]; !strings.HasPrefix(got, "9/9 done") {
+		if got := phases[len(phases)-1]; !strings.HasPrefix(got, "10/10 done") {
 			t.Errorf("last progress = %q", got)
 		}
 	}
@@ -158,12 +158,22 @@ stat -c 'sudoers %u:%g %a' /etc/sudoers.d/user
 grep -qx 'user ALL=(ALL:ALL) NOPASSWD: ALL' /etc/sudoers.d/user && test -x /usr/bin/sudo && echo sudo ok
 grep -qx 'break-system-packages = true' /etc/pip.conf && pip --version >/dev/null && python --version >/dev/null && echo pip ok
 test ! -e /usr/bin/g++ && ! python3 -c 'import scipy' 2>/dev/null && python3 -c 'import munkres' && echo no scipy
+for f in /usr/lib/python3/dist-packages/numpy/__pycache__/__init__.cpython-311.pyc /usr/lib/python3/dist-packages/sympy/__pycache__/__init__.cpython-311.pyc /usr/share/python3/debpython/__pycache__/version.cpython-311.pyc; do
+  test -s "$f" || echo "not compiled: $f"
+done
+head -c 1 /usr/bin/py3compile | grep -q '#' && grep -q 'import' /usr/bin/py3compile && ! dpkg-divert --list | grep -q py3compile && test ! -e /var/lib/sandlot-py3compile && echo py3compile restored
+test -s /usr/share/doc/bash/copyright && test ! -e /usr/share/doc/bash/README && test -z "$(ls /usr/share/man)" && test -z "$(ls /usr/share/locale | grep -vx locale.alias)" && echo trimmed
+test -z "$(find /etc/alternatives -xtype l)" && echo no dangling alternatives
 `)
 	for _, want := range []string{"python ok 3\n", "lean start []\n", "setuptools distutils True\n", "node ok\n", "bash ok\n", "git ok\n", "curl ok\n", "certs ok\n",
-		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n", "sudoers 0:0 440\n", "sudo ok\n", "pip ok\n", "no scipy\n"} {
+		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "1000:1000 750\n", "sudoers 0:0 440\n", "sudo ok\n", "pip ok\n", "no scipy\n",
+		"py3compile restored\n", "trimmed\n", "no dangling alternatives\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "not compiled") {
+		t.Errorf("modules left without their byte code (the deferred compile):\n%s", out)
 	}
 	c := img.Config.Config
 	if c.Labels["org.sandlot.debian.key"] != (debian.Config{}).Key() || !img.Config.Created.Time.Equal(time.Unix(debian.DefaultEpoch, 0)) {
@@ -289,4 +299,37 @@ func TestBuilderPinsItsImage(t *testing.T) {
 	if err := b.Missing("tpl"); err != nil {
 		t.Errorf("Missing with an image: %v", err)
 	}
+}
+
+// TestDefaultCore builds the default template's first stage (the core that
+// serves while the full image builds) and checks that it runs what the
+// agent's kernels need: python3 (standard library, `python`), node with
+// its REPL internals, bash, the CA bundle and the sandbox user.
+func TestDefaultCore(t *testing.T) {
+	core := debian.DefaultStages()[0]
+	if core.Name != "core" {
+		t.Fatalf("the first stage is %q", core.Name)
+	}
+	_, img := debiantest.Image(t, core.Config, "default-core")
+	out := inImage(t, img, `
+python3 -c "import json, asyncio, ssl, sqlite3; print('python ok')"
+python -c "print('python is python3')"
+node --expose-internals -e "require('internal/repl/await'); require('internal/deps/acorn/acorn/dist/acorn'); console.log('node ok')"
+bash -c 'echo bash ok'
+test -s /etc/ssl/certs/ca-certificates.crt && echo certs ok
+id user
+test ! -e /usr/bin/apt-get && echo no apt
+test -s /usr/lib/python3.11/json/__pycache__/__init__.cpython-311.pyc && echo stdlib compiled
+`)
+	for _, want := range []string{"python ok\n", "python is python3\n", "node ok\n", "bash ok\n", "certs ok\n",
+		"uid=1000(user) gid=1000(user) groups=1000(user)\n", "no apt\n", "stdlib compiled\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var size int64
+	for _, l := range img.Layers {
+		size += l.Size
+	}
+	t.Logf("core %s: %.1f MiB stored, unpacked %.1f MiB", img.Digest, float64(size)/(1<<20), float64(du(t, img.Layers[0].Dir))/(1<<20))
 }

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sandlot/sandlot/e2bwire"
 	"github.com/sandlot/sandlot/errdefs"
@@ -92,6 +94,7 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
+	retryAfter(w, err)
 	WriteJSON(w, status, struct {
 		Code    errdefs.Code `json:"code"`
 		Message string       `json:"message"`
@@ -104,7 +107,16 @@ func WriteAPIError(w http.ResponseWriter, err error) {
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
+	retryAfter(w, err)
 	WriteJSON(w, status, APIError{Code: status, Message: PublicMessage(err)})
+}
+
+// retryAfter sets Retry-After when err is an expected state that passes
+// (errdefs.Retry: a template being built).
+func retryAfter(w http.ResponseWriter, err error) {
+	if d, ok := errdefs.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(d, time.Second).Round(time.Second).Seconds())))
+	}
 }
 
 // WriteStatus writes {code, message} with status.

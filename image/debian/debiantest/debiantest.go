@@ -157,8 +157,19 @@ func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, 
 	}
 	start := time.Now()
 	fmt.Fprintf(os.Stderr, "debiantest: building the Debian image %s in %s (once per machine; minutes)\n", name, dir)
+	// A line per step, and one every 10 s within a step (the progress
+	// comes with every package).
+	lastStep, lastAt := 0, time.Time{}
 	img, err := debian.Ensure(ctx, s, cfg, name, func(p debian.Progress) {
-		fmt.Fprintf(os.Stderr, "debiantest: %s %d/%d %s (%s)\n", name, p.Step, p.Steps, p.Phase, time.Since(start).Round(time.Second))
+		if p.Step == lastStep && time.Since(lastAt) < 10*time.Second {
+			return
+		}
+		lastStep, lastAt = p.Step, time.Now()
+		pkgs := ""
+		if p.Total > 0 {
+			pkgs = fmt.Sprintf(", %d/%d packages set up", p.Done, p.Total)
+		}
+		fmt.Fprintf(os.Stderr, "debiantest: %s %d/%d %s%s (%s)\n", name, p.Step, p.Steps, p.Phase, pkgs, time.Since(start).Round(time.Second))
 	})
 	return s, img, time.Since(start), err
 }
