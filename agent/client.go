@@ -519,9 +519,12 @@ func (c *Client) rpcError(method string, e *RPCError) error {
 	err := fmt.Errorf("sandbox %s: %s: %s: %w", c.id, method, msg, sentinel)
 	if errdefs.IsClientFault(err) {
 		// The agent's own message was written for the caller ("working
-		// directory /x does not exist"); the sandbox id and the method
-		// before it are the log's.
-		err = errdefs.Public(err, errdefs.Message(msg))
+		// directory /x does not exist", "read /x: permission denied", the
+		// OS's reason last); the sandbox id and the method before it are
+		// the log's. Its words are kept whole: the agent never appends a
+		// category, and a reason like "permission denied" is the message's
+		// point, not a category word to trim.
+		err = errdefs.Public(err, msg)
 	}
 	return err
 }

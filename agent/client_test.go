@@ -347,3 +347,31 @@ func TestClientWriteDeadlineNotPerCall(t *testing.T) {
 		t.Errorf("100 calls set the write deadline %d times", n)
 	}
 }
+
+// TestClientKeepsAgentReason: the public sentence of an agent's error is its
+// own message whole, the OS's reason included, without the sandbox id and
+// method the log gets (before, "permission denied" was trimmed as if it
+// were the category's word, and the E2B SDK showed "403: read /x").
+func TestClientKeepsAgentReason(t *testing.T) {
+	sock := fakeAgent(t, func(w io.Writer, req Request) {
+		var msg string
+		_ = json.Unmarshal(req.Params, &struct {
+			Path *string `json:"path"`
+		}{&msg})
+		b, _ := json.Marshal(msg)
+		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+jsonID(req)+`,"error":{"code":-32000,"message":`+string(b)+`,"data":{"category":"permission_denied"}}}`+"\n")
+	})
+	c := dialFake(t, sock)
+	for _, msg := range []string{
+		"read /home/user/x: permission denied",
+		"read /proc/self/environ: file calls do not read or write /proc or /sys (a command can)",
+	} {
+		_, err := c.Stat(context.Background(), msg)
+		if !errors.Is(err, errdefs.ErrPermissionDenied) {
+			t.Fatalf("%q: category of %v", msg, err)
+		}
+		if got := errdefs.PublicMessage(err); got != msg {
+			t.Errorf("public message %q, want the agent's %q", got, msg)
+		}
+	}
+}

@@ -453,8 +453,18 @@ func (m *Manager) checkLanguage(ctx context.Context, template, language string) 
 	if language == agent.R || language == agent.Java {
 		hint += " (the built-in code-interpreter template has R and Java)"
 	}
-	return fmt.Errorf("template %q has no %s kernel (it offers %s); %s: %w", info.Name, language, strings.Join(info.Languages, ", "), hint, errdefs.ErrInvalidArgument)
+	return languageRefused{fmt.Errorf("template %q has no %s kernel (it offers %s); %s: %w", info.Name, language, strings.Join(info.Languages, ", "), hint, errdefs.ErrInvalidArgument)}
 }
+
+// ErrLanguageNotOffered marks a run refused because its context's template
+// offers no kernel for its language (an invalid_argument too), so an edge
+// can answer it in its own protocol's shape (E2B: NotSupportedError).
+var ErrLanguageNotOffered = errors.New("language not offered by the template")
+
+type languageRefused struct{ error }
+
+func (e languageRefused) Unwrap() error        { return e.error }
+func (e languageRefused) Is(target error) bool { return target == ErrLanguageNotOffered }
 
 // checkTemplate refuses a call that asks for template ref ("" asks for
 // nothing) in a context that runs on another one.

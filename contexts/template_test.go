@@ -2,6 +2,7 @@ package contexts_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -123,6 +124,9 @@ func TestLanguageRefusedBeforeCreate(t *testing.T) {
 	id := ident("t1", "c1", "main")
 	_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "r", Code: "1"}, nil)
 	wantCategory(t, err, errdefs.ErrInvalidArgument)
+	if !errors.Is(err, contexts.ErrLanguageNotOffered) {
+		t.Fatalf("a run refused for its language is not marked so for the edges: %v", err)
+	}
 	if msg := errdefs.PublicMessage(err); msg != `template "default" has no r kernel (it offers python, bash); use one of those, or a template that has r (the built-in code-interpreter template has R and Java)` {
 		t.Errorf("message %q", msg)
 	}

@@ -130,11 +130,18 @@ func kernelLanguage(l string) (string, error) {
 // the sandbox's image lacks (failed_precondition: R and Java are only in
 // the code-interpreter template) into one that says where they are.
 func notInTemplate(lang string, err error) error {
-	if (lang != agent.R && lang != agent.Java) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if (lang != agent.R && lang != agent.Java) || !notOffered(err) {
 		return err
 	}
 	return fmt.Errorf("language %q is not supported by this sandbox's template: R and Java kernels are in the %q template (Sandbox.create(%q)): %w",
 		lang, templates.CodeInterpreter, templates.CodeInterpreter, errdefs.ErrFailedPrecondition)
+}
+
+// notOffered: the sandbox has no kernel for the run's language, as its
+// agent says (failed_precondition) or as the manager knows from the
+// template before it asks (contexts.ErrLanguageNotOffered).
+func notOffered(err error) bool {
+	return errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, contexts.ErrLanguageNotOffered)
 }
 
 func (h *Handler) routes() *http.ServeMux {
@@ -183,7 +190,7 @@ func (h *Handler) createContext(w http.ResponseWriter, r *http.Request) {
 		cc.user = agent.RootUser
 	}
 	if err := h.chdir(r.Context(), ref, cc); err != nil {
-		if errors.Is(err, errdefs.ErrFailedPrecondition) && (lang == agent.R || lang == agent.Java) {
+		if notOffered(err) && (lang == agent.R || lang == agent.Java) {
 			// Not in this template: 501, as for a language with no kernel.
 			core.WriteJSON(w, http.StatusNotImplemented, core.APIError{Code: http.StatusNotImplemented, Message: core.PublicMessage(err)})
 			return
