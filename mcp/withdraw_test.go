@@ -104,7 +104,8 @@ func TestCodeToolsWithdrawnFromSession(t *testing.T) {
 			}
 			p.down.Store(true)
 			res := runCode(t, cs, map[string]any{"language": "python", "code": "1"})
-			if !res.IsError || !strings.Contains(text(res), "runtime down") {
+			// A server fault: one public sentence, its chain in the log.
+			if !res.IsError || strings.Contains(text(res), "runtime down") {
 				t.Fatalf("the failed create: %s", text(res))
 			}
 			wait(t, changed, "when the tools were withdrawn")
@@ -113,7 +114,7 @@ func TestCodeToolsWithdrawnFromSession(t *testing.T) {
 			}
 			before := p.attempts.Load()
 			res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "bash", Arguments: map[string]any{"command": "true"}})
-			if err != nil || !res.IsError || !strings.Contains(text(res), "withdrawn from this request") || !strings.Contains(text(res), "runtime down") {
+			if err != nil || !res.IsError || !strings.Contains(text(res), "withdrawn from this request") || strings.Contains(text(res), "runtime down") {
 				t.Fatalf("a call while withdrawn: %v %s", err, text(res))
 			}
 			if p.attempts.Load() != before {

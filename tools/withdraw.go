@@ -153,6 +153,14 @@ func (e withdrawnError) Error() string {
 
 func (e withdrawnError) Unwrap() error { return e.err }
 
+// PublicMessage is what the caller reads (errdefs.PublicMessage): the
+// withdrawal and until when, then the failure's own public sentence (a
+// server fault's chain stays in the log).
+func (e withdrawnError) PublicMessage() string {
+	return fmt.Sprintf("%s: the code tools are withdrawn from this request until %s after its sandbox could not be created: %s",
+		e.tool, e.until.UTC().Format(time.RFC3339), errdefs.PublicMessage(e.err))
+}
+
 // Cooloff is how long the code tools stay withdrawn from a request after
 // a creation failure (Config.CreateCooloff; 0 when never).
 func (r *Registry) Cooloff() time.Duration {
