@@ -80,7 +80,10 @@ func TestExpectedStateLogging(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) {
 		c.Logger = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, nil))
 	})
-	e.Contexts.FailAll = errdefs.Retry(fmtErr("the default template is being built (step 5/9)", errdefs.ErrUnavailable), 10*time.Second)
+	// As the template builders say it: a sentence for the caller, a time
+	// to come back, the chain for the log.
+	e.Contexts.FailAll = errdefs.Retry(errdefs.Public(fmtErr("the default template is being built (step 5/9)", errdefs.ErrUnavailable),
+		"The sandbox is still being prepared: the default template is being built (step 5/9); retry in 10s."), 10*time.Second)
 	w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA, header: map[string]string{api.HeaderRequestID: "rid-42"}})
 	if w.Code != 503 || w.Header().Get("Retry-After") != "10" {
 		t.Fatalf("status %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
