@@ -59,8 +59,21 @@ try {
   const other = await sbx.commands.run('curl -sS -m 10 http://web2.test/ || true')
   assert.doesNotMatch(other.stdout, /"Server"/)
 
-  // Open internet is refused unless the operator allows it (403).
-  await assert.rejects(Sandbox.create('base', { allowInternetAccess: true }), /403|denied|not allowed|may not/i)
+  // allowInternetAccess true is a request, met up to the operator's cap:
+  // this tenant may not have mode open, so no egress, and public ports,
+  // E2B's default, which the cap allows.
+  const asked = await Sandbox.create('base', { allowInternetAccess: true, timeoutMs: 60_000 })
+  try {
+    info = await asked.getInfo()
+    assert.equal(info.allowInternetAccess, false)
+    assert.equal(info.network.allowPublicTraffic, true)
+    const out = await asked.commands.run('curl -sS -m 10 http://www.example.test/asked || true')
+    assert.doesNotMatch(out.stdout, /"Path"/)
+  } finally {
+    await asked.kill()
+  }
+  // The open internet named explicitly (minus a range) is refused (403).
+  await assert.rejects(Sandbox.create('base', { allowInternetAccess: true, network: { denyOut: ['10.0.0.0/8'] } }), /403|denied|not allowed|may not/i)
 } finally {
   await sbx.kill()
 }
