@@ -118,7 +118,7 @@ func (c *serveConfig) registerHTTP(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BodyReadTimeout, "body-read-timeout", 0, "time a request body may take to arrive, plus 1 s per 32 KiB (0: 30s); slower is a 408")
 	fs.DurationVar(&c.E2B.MaxTimeout, "e2b-max-timeout", 0, "largest E2B sandbox timeout a caller may ask for (0: 24h, E2B Pro's cap); more is a 400")
 	fs.DurationVar(&c.E2B.PausedTimeout, "e2b-paused-timeout", 0, "how long an E2B sandbox may stay paused (frozen, its memory kept) before it is killed (0: 7 days)")
-	fs.BoolVar(&c.E2B.Internet, "e2b-internet", false, "E2B creates get E2B's network defaults: open internet and public ports when they name neither allowInternetAccess nor network, public ports when network has no allowPublicTraffic (needs --network and a cap that allows mode open; otherwise sandlot's: no network, private ports)")
+	fs.BoolVar(&c.E2B.Internet, "e2b-internet", false, "E2B creates that name neither allowInternetAccess nor network get E2B's default, open internet and public ports (needs --network and a cap that allows mode open; otherwise sandlot's: no network)")
 	fs.DurationVar(&c.E2B.TokenTTL, "e2b-token-ttl", 0, "lifetime of E2B access tokens; connect hands out new ones (0: 24h)")
 	fs.StringVar(&c.E2B.InterpTemplate, "e2b-code-interpreter-template", "", "template E2B's default code-interpreter-v1 creates (\"\": default, small, no R or Java; code-interpreter: with R and Java, built on first use)")
 	fs.StringVar(&c.E2B.Python, "e2b-python", "ipython", "how the E2B code interpreter runs python cells: ipython (IPython's shell, as on E2B) or plain (the plain python kernel)")

@@ -53,6 +53,13 @@ func (m *Manager) checkNetwork(tenant string, p *policy.Policy) error {
 	return nil
 }
 
+// CheckNetwork reports whether tenant may have p, by the check a create
+// asking for it meets (nil: it may). The E2B edge asks it to grant what
+// the SDKs request by default up to the operator's cap.
+func (m *Manager) CheckNetwork(tenant string, p policy.Policy) error {
+	return m.checkNetwork(tenant, &p)
+}
+
 // UpdateNetwork replaces the network policy of an active context of
 // tenantID (E2B's updateNetwork). The context must have been created
 // with a network: a sandbox's namespace is fixed when it starts

@@ -83,7 +83,13 @@ func (r *redactStream) Flush() string {
 func npmReady(t *testing.T) {
 	t.Helper()
 	testenv.RequireBinary(t, "node")
-	if _, err := os.Stat("node_modules/e2b/package.json"); err == nil {
+	ready := true
+	for _, pkg := range []string{"e2b", "e2b-245"} {
+		if _, err := os.Stat("node_modules/" + pkg + "/package.json"); err != nil {
+			ready = false
+		}
+	}
+	if ready {
 		return
 	}
 	cmd := exec.Command(testenv.RequireBinary(t, "npm"), "ci", "--no-audit", "--no-fund")

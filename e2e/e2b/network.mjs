@@ -59,8 +59,28 @@ try {
   const other = await sbx.commands.run('curl -sS -m 10 http://web2.test/ || true')
   assert.doesNotMatch(other.stdout, /"Server"/)
 
-  // Open internet is refused unless the operator allows it (403).
-  await assert.rejects(Sandbox.create('base', { allowInternetAccess: true }), /403|denied|not allowed|may not/i)
+  // allowInternetAccess true is a request, met up to the operator's cap:
+  // this tenant may not have mode open, so no egress, and public ports,
+  // E2B's default, which the cap allows.
+  const asked = await Sandbox.create('base', { allowInternetAccess: true, timeoutMs: 60_000 })
+  try {
+    info = await asked.getInfo()
+    assert.equal(info.allowInternetAccess, false)
+    assert.equal(info.network.allowPublicTraffic, true)
+    const out = await asked.commands.run('curl -sS -m 10 http://www.example.test/asked || true')
+    assert.doesNotMatch(out.stdout, /"Path"/)
+    // Public, as on E2B: the port answers without the traffic token.
+    await asked.commands.run('mkdir -p /tmp/www && echo public-by-default > /tmp/www/index.html')
+    await asked.commands.run('cd /tmp/www && exec python3 -m http.server 8000 --bind 0.0.0.0', { background: true })
+    await asked.commands.run('for i in $(seq 100); do python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8000), 1)" 2>/dev/null && exit 0; sleep 0.1; done; exit 1')
+    const page = await get(asked.getHost(8000), '/index.html')
+    assert.equal(page.status, 200, page.body)
+    assert.match(page.body, /public-by-default/)
+  } finally {
+    await asked.kill()
+  }
+  // The open internet named explicitly (minus a range) is refused (403).
+  await assert.rejects(Sandbox.create('base', { allowInternetAccess: true, network: { denyOut: ['10.0.0.0/8'] } }), /403|denied|not allowed|may not/i)
 } finally {
   await sbx.kill()
 }

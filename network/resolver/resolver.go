@@ -324,11 +324,20 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	m.SetReply(req)
 	m.RecursionAvailable = true
 	ev := audit.Event{Proto: audit.ProtoDNS, Start: start}
+	// why, when set, tells a client that speaks EDNS why its name was not
+	// answered (RFC 8914 extended error "Blocked"; dig prints it), so a
+	// process or a model in the sandbox learns it is the policy, not the
+	// name.
+	var why string
 	defer func() {
 		size := dns.MinMsgSize
 		if opt := req.IsEdns0(); opt != nil {
 			size = max(int(opt.UDPSize()), dns.MinMsgSize)
 			m.SetEdns0(udpBufferSize, false)
+			if why != "" {
+				o := m.IsEdns0()
+				o.Option = append(o.Option, &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeBlocked, ExtraText: why})
+			}
 		}
 		if _, tcp := w.RemoteAddr().(*net.TCPAddr); tcp {
 			size = dns.MaxMsgSize
@@ -383,6 +392,7 @@ func (r *Resolver) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		// itself a way out (to whoever serves that name).
 		m.Rcode = dns.RcodeNameError
 		ev.Reason = "name not allowed"
+		why = blockedText(sb.Policy.Mode(), name)
 		return
 	case q.Qtype == dns.TypeANY:
 		m.Rcode = dns.RcodeNotImplemented
@@ -499,4 +509,16 @@ func (r *Resolver) answerPorts(m *dns.Msg, q dns.Question, name string) bool {
 		})
 	}
 	return true
+}
+
+// blockedText says why the sandbox's policy does not answer name, in the
+// extended error of the answer.
+func blockedText(mode policy.Mode, name string) string {
+	switch mode {
+	case policy.None:
+		return "sandlot: this sandbox has no internet access (network mode none); " + name + " is not resolved"
+	case policy.Allowlist:
+		return "sandlot: " + name + " is not in this sandbox's network allowlist"
+	}
+	return "sandlot: " + name + " is denied by this sandbox's network policy"
 }

@@ -237,6 +237,58 @@ func TestOpenAndNone(t *testing.T) {
 	}
 }
 
+// TestBlockedSaysWhy: a name the policy does not answer comes back
+// NXDOMAIN with an extended error (RFC 8914, Blocked) saying it is the
+// sandbox's network policy, to a client that speaks EDNS; one that does
+// not gets the bare NXDOMAIN.
+func TestBlockedSaysWhy(t *testing.T) {
+	f := newFixture(t, policy.Policy{})
+	ede := func(edns bool) *dns.EDNS0_EDE {
+		t.Helper()
+		q := new(dns.Msg)
+		q.SetQuestion("multi.test.", dns.TypeA)
+		if edns {
+			q.SetEdns0(1232, false)
+		}
+		resp, _, err := (&dns.Client{Timeout: 3 * time.Second}).Exchange(q, f.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Rcode != dns.RcodeNameError {
+			t.Fatalf("rcode %s", dns.RcodeToString[resp.Rcode])
+		}
+		if opt := resp.IsEdns0(); opt != nil {
+			for _, o := range opt.Option {
+				if e, ok := o.(*dns.EDNS0_EDE); ok {
+					return e
+				}
+			}
+		}
+		return nil
+	}
+	cases := []struct {
+		name string
+		p    policy.Policy
+		want string
+	}{
+		{"none", policy.Policy{}, "sandlot: this sandbox has no internet access (network mode none); multi.test is not resolved"},
+		{"allowlist", policy.Policy{Mode: policy.Allowlist, Allow: []policy.Rule{policy.MustRule("www.example.test")}}, "sandlot: multi.test is not in this sandbox's network allowlist"},
+		{"open with a deny rule", policy.Policy{Mode: policy.Open, Deny: []policy.Rule{policy.MustRule("multi.test")}}, "sandlot: multi.test is denied by this sandbox's network policy"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f.setPolicy(t, c.p)
+			e := ede(true)
+			if e == nil || e.InfoCode != dns.ExtendedErrorCodeBlocked || e.ExtraText != c.want {
+				t.Errorf("extended error %v, want Blocked %q", e, c.want)
+			}
+			if e := ede(false); e != nil {
+				t.Errorf("a client without EDNS got %v", e)
+			}
+		})
+	}
+}
+
 func TestMalformed(t *testing.T) {
 	f := newFixture(t, policy.Policy{Mode: policy.Open})
 	q := new(dns.Msg)

@@ -81,7 +81,8 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 // TestE2BNetwork runs the official E2B JS SDK (e2e/e2b/network.mjs)
 // against the daemon: create with a network, getInfo, a web server in
 // the sandbox reached through getHost with and without the traffic
-// token, updateNetwork opening a domain, mode open refused by the caps.
+// token, updateNetwork opening a domain, allowInternetAccess met up to
+// the caps (no egress, public ports), mode open named explicitly refused.
 func TestE2BNetwork(t *testing.T) {
 	e := newEnv(t, 1)
 	d := newDaemon(t, e, "crun")

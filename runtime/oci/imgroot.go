@@ -53,7 +53,7 @@ func newImageSkeleton() *skeleton {
 	s.file(AgentPath[1:], "", 0o555)
 	s.file("etc/hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n", 0o644)
 	s.file("etc/hostname", "sandbox\n", 0o644)
-	s.file("etc/resolv.conf", "", 0o644)
+	s.file("etc/resolv.conf", NoNetworkResolvConf, 0o644)
 	s.file("etc/machine-id", "", 0o444) // the mount point of the sandbox's own (identity.go)
 	return s
 }

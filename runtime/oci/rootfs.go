@@ -59,6 +59,14 @@ func (s *skeleton) link(p, target string) {
 	s.files = append(s.files, skelEntry{path: p, kind: 'l', data: target})
 }
 
+// NoNetworkResolvConf is /etc/resolv.conf in a sandbox without a network
+// of its own (a sandbox with one gets its resolver's over it, network.go):
+// no name server, so every name fails to resolve, and a note saying why
+// to whoever reads the file to find out.
+const NoNetworkResolvConf = "# This sandbox has no network: it reaches nothing outside itself (loopback only),\n" +
+	"# so no name resolves. Its network is what the sandlot daemon's operator allows;\n" +
+	"# ask for one when the sandbox is created (docs/network.md).\n"
+
 // hostUsrLinks are the top-level names that a merged-/usr host links into
 // /usr. Only those whose /usr target exists are created.
 var hostUsrLinks = []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"}
@@ -87,7 +95,7 @@ func newSkeleton(hostRoot string) (*skeleton, error) {
 	s.file("etc/hosts", "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n", 0o644)
 	s.file("etc/hostname", "sandbox\n", 0o644)
 	s.file("etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\n", 0o644)
-	s.file("etc/resolv.conf", "", 0o644)
+	s.file("etc/resolv.conf", NoNetworkResolvConf, 0o644)
 	s.file("etc/machine-id", "", 0o444) // the mount point of the sandbox's own (identity.go)
 	s.link("etc/localtime", "/usr/share/zoneinfo/Etc/UTC")
 	s.file("etc/timezone", "Etc/UTC\n", 0o644)

@@ -132,7 +132,7 @@ func TestSkeleton(t *testing.T) {
 	for _, e := range s.files {
 		byPath[e.path] = e
 	}
-	if byPath["bin"].data != "usr/bin" || byPath["etc/resolv.conf"].kind != 'f' || byPath["etc/resolv.conf"].data != "" {
+	if byPath["bin"].data != "usr/bin" || byPath["etc/resolv.conf"].kind != 'f' || byPath["etc/resolv.conf"].data != NoNetworkResolvConf {
 		t.Errorf("bin %+v resolv %+v", byPath["bin"], byPath["etc/resolv.conf"])
 	}
 	for p := range byPath {

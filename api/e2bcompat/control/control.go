@@ -251,14 +251,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		return
 	}
 	e2bDefaults := h.edge.Domain() != nil && h.cfg.DefaultOpen != nil && h.cfg.DefaultOpen(tenantID)
-	if e2bDefaults && body.Network != nil && body.Network.AllowPublicTraffic == nil {
-		// E2B's default ingress: public ports unless the call says not.
-		public := true
-		n := *body.Network
-		n.AllowPublicTraffic = &public
-		body.Network = &n
-	}
 	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
+	if err == nil {
+		netPolicy, err = h.grantDefaults(tenantID, body, netPolicy)
+	}
 	if err != nil {
 		core.WriteAPIError(w, err)
 		return

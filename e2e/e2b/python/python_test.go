@@ -19,14 +19,17 @@ import (
 
 // daemons are the `sandlot serve` configurations the suite runs against.
 // The Python SDK asks for the open internet on every create
-// (allow_internet_access: true, its default), which a daemon serves only
-// with sandbox networks and a cap that allows mode open; a daemon with
-// default settings refuses such a create (403).
+// (allow_internet_access: true, its default): a daemon with default
+// settings meets it with no network, one with sandbox networks and a cap
+// that allows mode open with mode open. internet is what the suite's
+// Network case expects (SANDLOT_INTERNET).
 var daemons = []struct {
-	name  string
-	flags []string
+	name     string
+	flags    []string
+	internet string
 }{
-	{"network opt-ins", []string{"--network", "--network-allow-open", "--network-spares", "0", "--network-upstream", "127.0.0.1:9"}},
+	{"default settings", nil, "none"},
+	{"network opt-ins", []string{"--network", "--network-allow-open", "--network-spares", "0", "--network-upstream", "127.0.0.1:9"}, "open"},
 }
 
 // TestPythonSDK runs sdk_suite.py with the official E2B Python SDKs,
@@ -51,7 +54,8 @@ func TestPythonSDK(t *testing.T) {
 			}
 			cmd := exec.CommandContext(ctx, py, args...)
 			cmd.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1",
-				"E2B_API_KEY="+key, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "E2B_DOMAIN=")
+				"E2B_API_KEY="+key, "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_DEBUG=", "E2B_DOMAIN=",
+				"SANDLOT_INTERNET="+d.internet)
 			out, err := cmd.CombinedOutput()
 			t.Logf("python -m unittest sdk_suite:\n%s", out)
 			if err != nil {

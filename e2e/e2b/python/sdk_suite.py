@@ -12,6 +12,7 @@ timeout refresh (spec 004), and run_code.
 import asyncio
 import json
 import logging
+import os
 import unittest
 
 import e2b
@@ -97,6 +98,24 @@ class SyncSandbox(unittest.TestCase):
         self.assertEqual(again.commands.run("echo ok").stdout, "ok\n")
         again.set_timeout(TIMEOUT * 2)
         self.assertEqual(again.files.read("/home/user/state.txt"), "kept")
+
+
+class Network(unittest.TestCase):
+    """The SDK asks for the internet on every create (allow_internet_access
+    True, its default): the daemon gives what its operator allows,
+    SANDLOT_INTERNET says which ("open", or "none" on a daemon with default
+    settings), and get_info says so."""
+
+    def test_default_create(self):
+        sbx = Sandbox.create(timeout=TIMEOUT)
+        self.addCleanup(sbx.kill)
+        info = sbx.get_info()
+        self.assertEqual(info.allow_internet_access, os.environ["SANDLOT_INTERNET"] == "open")
+        if os.environ["SANDLOT_INTERNET"] == "none":
+            r = sbx.commands.run("curl -sS -m 10 http://example.com/ 2>&1; echo exit $?; cat /etc/resolv.conf")
+            self.assertIn("Could not resolve host: example.com", r.stdout)
+            self.assertNotIn("exit 0", r.stdout)
+            self.assertIn("This sandbox has no network", r.stdout)
 
 
 class AsyncSandboxes(unittest.IsolatedAsyncioTestCase):
