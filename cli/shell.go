@@ -90,7 +90,19 @@ func runShell(ctx context.Context, std IO, r remote, t client.FileTarget) error 
 			}
 		}()
 	}
+	// Without a terminal (stdin a pipe or /dev/null), input waits for the
+	// shell's first output: bash on the remote terminal discards what
+	// arrives before its line editor starts, and an end of input (^D) lost
+	// that way would leave the session open forever.
+	started := make(chan struct{})
 	go func() {
+		if !tty {
+			select {
+			case <-started:
+			case <-ctx.Done():
+				return
+			}
+		}
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := std.In.Read(buf)
@@ -120,6 +132,11 @@ func runShell(ctx context.Context, std IO, r remote, t client.FileTarget) error 
 		switch o.Type {
 		case api.ShellData:
 			io.WriteString(std.Out, o.Data)
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
 		case api.ShellExit:
 			if o.ExitCode != 0 {
 				return exitedWith(o.ExitCode, fmt.Errorf("shell exited %d: %w", o.ExitCode, errdefs.ErrFailedPrecondition))

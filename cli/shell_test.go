@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,34 @@ func TestShellTerminal(t *testing.T) {
 		Target: client.Target{ConversationID: "term"}, Language: "python", Code: "print(open('/home/user/mark.txt').read(), end='')"})
 	if err != nil || res.Stdout != "shell-was-here\n" {
 		t.Fatalf("run_code after the shell: %+v %v", res, err)
+	}
+
+	// Without a terminal: piped lines run and the session ends with the
+	// input, its status the shell's; an empty input ends it at once. Before,
+	// the end of input reached bash before its line editor and was lost:
+	// the command never returned.
+	for _, c := range []struct {
+		in   string
+		want string
+		code int
+	}{{"echo piped-$((6*7))\nexit 3\n", "piped-42", 3}, {"", "", 0}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		cmd := exec.CommandContext(ctx, bin, "shell", "--url", srv.URL, "--api-key", key, "--conversation", "term")
+		cmd.Env, cmd.Stdin = env, strings.NewReader(c.in)
+		out, err := cmd.Output()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("shell with input %q did not end: %s", c.in, out)
+		}
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), c.want) || (c.code != 0) != (code != 0) {
+			t.Errorf("shell with input %q: exit %d, output %q; want %q and exit %d", c.in, code, out, c.want, c.code)
+		}
 	}
 }
