@@ -23,8 +23,9 @@ import (
 )
 
 // errNetStop ends a build step at its network: the test needs what the
-// step asked for, not a network.
-var errNetStop = fmt.Errorf("the test's network stops here: %w", errdefs.ErrUnavailable)
+// step asked for, not a network. Its sentence is public, so the build's
+// reason shows it (a server fault's chain would go to the log only).
+var errNetStop = errdefs.Public(fmt.Errorf("the test's network stops here: %w", errdefs.ErrUnavailable), "the test's network stops here")
 
 // capNetworks is a Networks that checks policies against a real operator
 // policy, as network/stack does, and records every Setup.
