@@ -71,8 +71,11 @@ const DefaultPathID = "main"
 
 // ToolRequest is the body of POST /v1/tools/{name}. Identity resolution:
 // pathId defaults to "main", taskId stands in for a missing conversationId,
-// and with neither a new conversationId is generated and returned.
+// and with neither a new conversationId is generated and returned. userId,
+// optional, is the end user behind the tenant's key: part of the key, so
+// two users who send the same conversationId get two sandboxes.
 type ToolRequest struct {
+	UserID         string          `json:"userId,omitempty"`
 	ConversationID string          `json:"conversationId,omitempty"`
 	PathID         string          `json:"pathId,omitempty"`
 	TaskID         string          `json:"taskId,omitempty"`
@@ -141,6 +144,7 @@ type RunCodeArgs struct {
 // result carries it (embedded first), so a caller that sent no
 // conversationId learns the one the server generated.
 type PathRef struct {
+	UserID         string `json:"userId,omitempty"`
 	ConversationID string `json:"conversationId"`
 	PathID         string `json:"pathId"`
 }
@@ -241,6 +245,7 @@ type Event struct {
 type Context struct {
 	ID             string `json:"id"`
 	TenantID       string `json:"tenantId"`
+	UserID         string `json:"userId,omitempty"`
 	ConversationID string `json:"conversationId"`
 	PathID         string `json:"pathId"`
 	// Status is creating, ready, terminated or error; terminated and
@@ -297,6 +302,7 @@ const (
 // ConversationEnded answers DELETE /v1/conversations/{c}: the contexts of
 // every path of the conversation are terminated (reason deleted).
 type ConversationEnded struct {
+	UserID         string `json:"userId,omitempty"`
 	ConversationID string `json:"conversationId"`
 	Terminated     int    `json:"terminated"` // contexts ended by this call
 }

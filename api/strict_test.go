@@ -12,7 +12,7 @@ import (
 // the field, never Go's type names, and is invalid_argument.
 func TestDecodeStrict(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{`{"conversation_id":"c"}`, `unknown field "conversation_id" (allowed: args, conversationId, network, pathId, secrets, taskId)`},
+		{`{"conversation_id":"c"}`, `unknown field "conversation_id" (allowed: args, conversationId, network, pathId, secrets, taskId, userId)`},
 		{`{"args":{}, "lang":"python"}`, `unknown field "lang" (allowed: `},
 		{`{"conversationId":5}`, `field "conversationId" must be a string, not a number`},
 		{`{"secrets":[]}`, `field "secrets" must be an object, not an array`},

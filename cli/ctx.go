@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ func newCtxLs() *cobra.Command {
 	fs := cmd.Flags()
 	var r remote
 	r.register(cmd)
+	user := fs.String("user", "", "only this end user's contexts")
 	conv := fs.String("conversation", "", "only this conversation")
 	path := fs.String("path", "", "only this path")
 	status := fs.String("status", "active", "comma-separated: creating, ready, terminated, error, active; empty for all")
@@ -47,20 +49,29 @@ func newCtxLs() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		l, err := c.ListContexts(ctx, client.ListOptions{ConversationID: *conv, PathID: *path, Status: st, Limit: *limit, After: *after})
+		l, err := c.ListContexts(ctx, client.ListOptions{UserID: *user, ConversationID: *conv, PathID: *path, Status: st, Limit: *limit, After: *after})
 		if err != nil {
 			return err
 		}
 		if r.out.structured() {
 			return r.out.print(std.Out, l)
 		}
+		// The user column shows when a listed context has a user: a
+		// tenant whose key serves no end users sees the table it did.
+		users := slices.ContainsFunc(l.Contexts, func(c api.Context) bool { return c.UserID != "" })
 		header := []string{"ID", "CONVERSATION", "PATH", "STATUS", "EXECS", "LAST USED", "SANDBOX"}
+		if users {
+			header = slices.Insert(header, 1, "USER")
+		}
 		if r.out.wide() {
 			header = append(header, "TEMPLATE", "PROVIDER", "NODE", "CREATED", "EXPIRES")
 		}
 		rows := make([][]string, 0, len(l.Contexts))
 		for _, c := range l.Contexts {
 			row := []string{c.ID, c.ConversationID, c.PathID, c.Status, fmt.Sprint(c.ExecutionCount), ago(c.LastUsedAt), c.SandboxID}
+			if users {
+				row = slices.Insert(row, 1, c.UserID)
+			}
 			if r.out.wide() {
 				row = append(row, c.Template, c.Provider, c.Node, c.CreatedAt.Format(time.RFC3339), c.ExpiresAt.Format(time.RFC3339))
 			}
@@ -79,7 +90,7 @@ func newCtxLs() *cobra.Command {
 
 // ctxTarget is how ctx get and rm name a context: its id, or a
 // conversation (and path), as a positional argument or flags.
-type ctxTarget struct{ conv, path string }
+type ctxTarget struct{ user, conv, path string }
 
 // check refuses a command line that names no context, as cobra refuses
 // a missing argument.
@@ -93,6 +104,7 @@ func (t ctxTarget) check(cmd *cobra.Command, args []string) error {
 func (t *ctxTarget) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&t.conv, "conversation", "", "the context of this conversation (instead of an ID)")
 	cmd.Flags().StringVar(&t.path, "path", "", "with --conversation, or a conversation as the argument: its path (default main)")
+	cmd.Flags().StringVar(&t.user, "user", "", "with --conversation, or a conversation as the argument: the end user whose conversation it is")
 }
 
 // resolve is the id of the context ref names: ref itself when a context
@@ -120,10 +132,13 @@ func (t ctxTarget) resolve(ctx context.Context, c *client.Client, ref string) (s
 	if path == "" {
 		path = api.DefaultPathID
 	}
-	l, err := c.ListContexts(ctx, client.ListOptions{ConversationID: conv, PathID: path, Status: []string{"active"}, Limit: 2})
+	// The listing of a conversation holds every user's; the one of
+	// t.user ("" being no user) is the conversation's context here.
+	l, err := c.ListContexts(ctx, client.ListOptions{UserID: t.user, ConversationID: conv, PathID: path, Status: []string{"active"}, Limit: 1000})
 	if err != nil {
 		return "", err
 	}
+	l.Contexts = slices.DeleteFunc(l.Contexts, func(c api.Context) bool { return c.UserID != t.user })
 	if len(l.Contexts) == 0 {
 		if ref != "" {
 			return "", errdefs.Sentence(errdefs.ErrNotFound, "no context has the id %q, and conversation %q has no active context on path %s", ref, conv, path)
@@ -169,6 +184,9 @@ func newCtxGet() *cobra.Command {
 			{"created", rec.CreatedAt.Format(time.RFC3339)}, {"last used", rec.LastUsedAt.Format(time.RFC3339)},
 			{"expires", rec.ExpiresAt.Format(time.RFC3339)},
 			{"executions", fmt.Sprint(rec.ExecutionCount)}, {"execution time", (time.Duration(rec.TotalExecutionTimeMs) * time.Millisecond).String()},
+		}
+		if rec.UserID != "" {
+			rows = slices.Insert(rows, 2, []string{"user", rec.UserID})
 		}
 		if rec.LastError != "" {
 			rows = append(rows, []string{"last error", rec.LastError})

@@ -36,6 +36,7 @@ func newExecCmd() *cobra.Command {
 	fs := cmd.Flags()
 	var r remote
 	r.register(cmd)
+	user := fs.String("user", "", "end user the call is made for (optional; part of the context's key)")
 	conv := fs.String("conversation", "", "conversation id (default: a new one, printed on stderr)")
 	path := fs.String("path", "", "path id (default main)")
 	task := fs.String("task", "", "task id, used when there is no conversation id")
@@ -44,14 +45,14 @@ func newExecCmd() *cobra.Command {
 	timeout := fs.Duration("timeout", 0, "execution timeout, 1s to 10m (default: the server's)")
 	tpl := fs.String("template", "", "template (name or id) when this call creates the context (default: the default template)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return runExec(cmd.Context(), ioOf(cmd), args, r, execFlags{conv: *conv, path: *path, task: *task, lang: *lang, file: *file, timeout: *timeout, tpl: *tpl})
+		return runExec(cmd.Context(), ioOf(cmd), args, r, execFlags{user: *user, conv: *conv, path: *path, task: *task, lang: *lang, file: *file, timeout: *timeout, tpl: *tpl})
 	}
 	return cmd
 }
 
 type execFlags struct {
-	conv, path, task, lang, file, tpl string
-	timeout                           time.Duration
+	user, conv, path, task, lang, file, tpl string
+	timeout                                 time.Duration
 }
 
 func runExec(ctx context.Context, std IO, args []string, r remote, f execFlags) error {
@@ -75,7 +76,7 @@ func runExec(ctx context.Context, std IO, args []string, r remote, f execFlags) 
 		return usageErr("exec: no code (sandlot exec CODE..., or --file F)")
 	}
 	req := client.RunCodeRequest{
-		Target:   client.Target{ConversationID: f.conv, PathID: f.path, TaskID: f.task},
+		Target:   client.Target{UserID: f.user, ConversationID: f.conv, PathID: f.path, TaskID: f.task},
 		Language: f.lang, Code: code, Timeout: f.timeout, Template: f.tpl,
 	}
 	c, err := r.client()

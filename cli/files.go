@@ -52,6 +52,7 @@ func filesVerb(use string, aliases []string, short string,
 	var t client.FileTarget
 	fs.StringVar(&t.ContextID, "context", "", "context id")
 	fs.StringVar(&t.ConversationID, "conversation", "", "conversation id (instead of --context)")
+	fs.StringVar(&t.UserID, "user", "", "with --conversation: the end user whose conversation it is")
 	fs.StringVar(&t.PathID, "path", "", "path id (default main)")
 	if cmd.Name() == "ls" {
 		fs.Int("depth", 1, "levels to list, 1 to 10")

@@ -44,11 +44,12 @@ configurations to copy.`,
   claude mcp add sandlot -- sudo /usr/local/bin/sandlot mcp --data-dir /var/lib/sandlot`}
 	fs := cmd.Flags()
 	var cfg serveConfig
-	var tenantID, conversation string
+	var tenantID, user, conversation string
 	cfg.registerDaemon(fs, daemonDefaults{stateDir: mcpStateDir, logLevel: "warn", poolSize: 0})
 	fs.StringVar(&tenantID, "tenant", "", "tenant (name or id) the session runs as (default: the tenant named default, or the only tenant)")
 	fs.StringVar(&conversation, "conversation", "", "conversation of the session; name one to keep its sandbox across runs "+
 		"(default: a new one, whose sandboxes end with the session)")
+	fs.StringVar(&user, "user", "", "end user the session's calls are made for, unless a call's _meta names one (sandlot.dev/user); part of the sandbox's key")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
 		if err := cfg.load(fs); err != nil {
@@ -82,7 +83,7 @@ configurations to copy.`,
 		if err != nil {
 			return err
 		}
-		err = d.ServeMCP(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}}, t.ID, conversation)
+		err = d.ServeMCP(ctx, &sdk.IOTransport{Reader: io.NopCloser(std.In), Writer: nopWriteCloser{std.Out}}, t.ID, user, conversation)
 		if ctx.Err() != nil {
 			err = nil // interrupted: a normal end for a stdio server
 		}

@@ -47,6 +47,7 @@ guard, as every tool's output does. The exit status is the shell's.`,
 	var t client.FileTarget
 	fs.StringVar(&t.ConversationID, "conversation", "", "the conversation whose context to open")
 	fs.StringVar(&t.PathID, "path", "", "its path (default main)")
+	fs.StringVar(&t.UserID, "user", "", "with --conversation: the end user whose conversation it is")
 	fs.StringVar(&t.ContextID, "context", "", "a context by id (instead of --conversation)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if (t.ContextID == "") == (t.ConversationID == "") {

@@ -74,8 +74,12 @@ func New(baseURL string, opts ...Option) *Client {
 
 // Target names the context a call runs in. PathID defaults to "main";
 // TaskID stands in for a missing ConversationID; with neither the server
-// generates a conversation id and returns it in the result.
+// generates a conversation id and returns it in the result. UserID,
+// optional, is the end user behind the tenant's key: part of the
+// context's key, so two users who name the same conversation or task get
+// two sandboxes.
 type Target struct {
+	UserID         string
 	ConversationID string
 	PathID         string
 	TaskID         string
@@ -88,11 +92,24 @@ type Target struct {
 }
 
 // FileTarget names the context of a file call: ContextID, or else the
-// active context of (ConversationID, PathID), created when absent.
+// active context of (UserID, ConversationID, PathID), created when absent.
 type FileTarget struct {
 	ContextID      string
+	UserID         string // optional; with ContextID it is not used
 	ConversationID string
 	PathID         string // default "main"
+}
+
+// query is q with the target's user, when it names its context by
+// conversation and has one.
+func (f FileTarget) query(q url.Values) url.Values {
+	if f.ContextID == "" && f.UserID != "" {
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("userId", f.UserID)
+	}
+	return q
 }
 
 func (f FileTarget) prefix() (string, error) {
@@ -164,7 +181,7 @@ func toolBody(t Target, args any) ([]byte, error) {
 	if string(raw) == "null" {
 		raw = nil
 	}
-	return json.Marshal(api.ToolRequest{ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw, Network: t.Network, Secrets: t.Secrets})
+	return json.Marshal(api.ToolRequest{UserID: t.UserID, ConversationID: t.ConversationID, PathID: t.PathID, TaskID: t.TaskID, Args: raw, Network: t.Network, Secrets: t.Secrets})
 }
 
 // ToolStream calls a tool with Accept: application/x-ndjson. fn (may be
@@ -265,6 +282,7 @@ func (c *Client) Tools(ctx context.Context, format string) (json.RawMessage, err
 // ListOptions filters ListContexts. Status takes creating, ready,
 // terminated, error or active.
 type ListOptions struct {
+	UserID         string // only this end user's contexts; "": every user's
 	ConversationID string
 	PathID         string
 	Status         []string
@@ -281,6 +299,7 @@ func (c *Client) ListContexts(ctx context.Context, o ListOptions) (*api.ContextL
 			q.Set(k, v)
 		}
 	}
+	set("userId", o.UserID)
 	set("conversationId", o.ConversationID)
 	set("pathId", o.PathID)
 	set("status", strings.Join(o.Status, ","))
@@ -312,8 +331,14 @@ func (c *Client) DeleteContext(ctx context.Context, id string) error {
 // EndConversation terminates the contexts of every path of a conversation
 // (reason deleted) and returns how many it ended.
 func (c *Client) EndConversation(ctx context.Context, conversationID string) (int, error) {
+	return c.EndUserConversation(ctx, "", conversationID)
+}
+
+// EndUserConversation is EndConversation of one end user's conversation
+// ("" is no user): another user's conversation of the same id stays.
+func (c *Client) EndUserConversation(ctx context.Context, userID, conversationID string) (int, error) {
 	var out api.ConversationEnded
-	if err := c.do(ctx, "DELETE", "/v1/conversations/"+url.PathEscape(conversationID), nil, nil, "", &out); err != nil {
+	if err := c.do(ctx, "DELETE", "/v1/conversations/"+url.PathEscape(conversationID), FileTarget{UserID: userID}.query(nil), nil, "", &out); err != nil {
 		return 0, err
 	}
 	return out.Terminated, nil
@@ -322,12 +347,18 @@ func (c *Client) EndConversation(ctx context.Context, conversationID string) (in
 // PathEvent reports a conversation path event (branched, edited, merged,
 // deleted, archived).
 func (c *Client) PathEvent(ctx context.Context, conversationID, pathID string, ev api.PathEvent) error {
+	return c.UserPathEvent(ctx, "", conversationID, pathID, ev)
+}
+
+// UserPathEvent is PathEvent on one end user's conversation ("" is no
+// user).
+func (c *Client) UserPathEvent(ctx context.Context, userID, conversationID, pathID string, ev api.PathEvent) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
 	p := "/v1/conversations/" + url.PathEscape(conversationID) + "/paths/" + url.PathEscape(pathID) + "/events"
-	return c.do(ctx, "POST", p, nil, body, api.ContentTypeJSON, nil)
+	return c.do(ctx, "POST", p, FileTarget{UserID: userID}.query(nil), body, api.ContentTypeJSON, nil)
 }
 
 // Upload streams r into the file at path (relative paths resolve against
@@ -337,7 +368,7 @@ func (c *Client) Upload(ctx context.Context, t FileTarget, path string, r io.Rea
 	if err != nil {
 		return nil, err
 	}
-	return sendBody[api.FileInfo](ctx, c, "PUT", prefix+"/files", url.Values{"path": {path}}, r, "application/octet-stream")
+	return sendBody[api.FileInfo](ctx, c, "PUT", prefix+"/files", t.query(url.Values{"path": {path}}), r, "application/octet-stream")
 }
 
 // sendBody sends body (of type ctype) to path and decodes the answer into
@@ -367,7 +398,7 @@ func (c *Client) Download(ctx context.Context, t FileTarget, path string, w io.W
 	if err != nil {
 		return 0, err
 	}
-	req, err := c.request(ctx, "GET", prefix+"/files", url.Values{"path": {path}}, nil, "")
+	req, err := c.request(ctx, "GET", prefix+"/files", t.query(url.Values{"path": {path}}), nil, "")
 	if err != nil {
 		return 0, err
 	}
@@ -402,7 +433,7 @@ func (c *Client) ListFiles(ctx context.Context, t FileTarget, path string, depth
 		q.Set("depth", strconv.Itoa(depth))
 	}
 	var out api.FileList
-	if err := c.do(ctx, "GET", prefix+"/files/list", q, nil, "", &out); err != nil {
+	if err := c.do(ctx, "GET", prefix+"/files/list", t.query(q), nil, "", &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

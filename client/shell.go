@@ -36,7 +36,7 @@ func (c *Client) OpenShell(ctx context.Context, t FileTarget, cols, rows int) (*
 		q.Set("cols", strconv.Itoa(cols))
 		q.Set("rows", strconv.Itoa(rows))
 	}
-	req, err := c.request(ctx, "GET", prefix+"/shell", q, nil, "")
+	req, err := c.request(ctx, "GET", prefix+"/shell", t.query(q), nil, "")
 	if err != nil {
 		return nil, err
 	}

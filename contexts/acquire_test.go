@@ -15,7 +15,8 @@ import (
 func TestResolve(t *testing.T) {
 	for _, tc := range []struct {
 		name               string
-		conv, path, task   string
+		user, conv, path   string
+		task               string
 		wantConv, wantPath string
 		wantGenerated      bool
 	}{
@@ -24,17 +25,18 @@ func TestResolve(t *testing.T) {
 		{name: "path defaults to main", conv: "c", wantConv: "c", wantPath: "main"},
 		{name: "task stands in for conversation", task: "task-1", wantConv: "task-1", wantPath: "main"},
 		{name: "neither generates", path: "b1", wantPath: "b1", wantGenerated: true},
+		{name: "user with task", user: "u1", task: "task-1", wantConv: "task-1", wantPath: "main"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			id, gen := contexts.Resolve("t1", tc.conv, tc.path, tc.task)
-			if gen != tc.wantGenerated || id.TenantID != "t1" || id.PathID != tc.wantPath {
+			id, gen := contexts.Resolve("t1", tc.user, tc.conv, tc.path, tc.task)
+			if gen != tc.wantGenerated || id.TenantID != "t1" || id.UserID != tc.user || id.PathID != tc.wantPath {
 				t.Fatalf("Resolve = %+v, %v", id, gen)
 			}
 			if tc.wantGenerated {
 				if len(id.ConversationID) != 36 {
 					t.Fatalf("generated conversation id %q is not a UUID", id.ConversationID)
 				}
-				if again, _ := contexts.Resolve("t1", "", "", ""); again.ConversationID == id.ConversationID {
+				if again, _ := contexts.Resolve("t1", "", "", "", ""); again.ConversationID == id.ConversationID {
 					t.Fatal("two generated ids are equal")
 				}
 			} else if id.ConversationID != tc.wantConv {

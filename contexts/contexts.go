@@ -31,9 +31,13 @@ import (
 // DefaultPath is the path id used when a request names none.
 const DefaultPath = "main"
 
-// Identity keys an execution context.
+// Identity keys an execution context: the session key (tenant, user,
+// conversation or task, path). UserID is optional: "" is no user, the key
+// of every context made before users existed, and two end users behind
+// one tenant key who name the same conversation get two contexts.
 type Identity struct {
 	TenantID       string `json:"tenantId"`
+	UserID         string `json:"userId,omitempty"`
 	ConversationID string `json:"conversationId"`
 	PathID         string `json:"pathId"`
 }
@@ -181,7 +185,12 @@ func CheckMetadata(m map[string]string) error {
 
 // Filter selects records for List. Zero fields match everything.
 type Filter struct {
-	TenantID       string
+	TenantID string
+	// UserID keeps one user's records when not empty. ByUser makes it an
+	// exact match, so that an empty UserID keeps the records with no user
+	// (without it, "" matches every user, as the other zero fields do).
+	UserID         string
+	ByUser         bool
 	ConversationID string
 	PathID         string
 	States         []State
@@ -223,8 +232,9 @@ type Store interface {
 	// ListActive returns every active record (all tenants, for reconcile).
 	ListActive(ctx context.Context) ([]*Record, error)
 	// CountActive counts active records of a tenant, and of one
-	// conversation of it when conversationID is not empty.
-	CountActive(ctx context.Context, tenantID, conversationID string) (int, error)
+	// conversation of one user of it (userID "" being no user) when
+	// conversationID is not empty.
+	CountActive(ctx context.Context, tenantID, userID, conversationID string) (int, error)
 	// List returns records matching f ordered by ID, for paging.
 	List(ctx context.Context, f Filter) ([]*Record, error)
 	// Claim moves an active record from node from to node to, a

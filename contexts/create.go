@@ -131,13 +131,13 @@ func (m *Manager) hasTemplate(name string) bool {
 // id. Precondition: the tenant lock is held.
 func (m *Manager) limitErr(ctx context.Context, id Identity) error {
 	count := func(conv string) int {
-		n, err := m.store.CountActive(tctx(ctx, id.TenantID), id.TenantID, conv)
+		n, err := m.store.CountActive(tctx(ctx, id.TenantID), id.TenantID, id.UserID, conv)
 		if err != nil {
 			m.log.Warn("store: count active contexts; using the in-memory count", logkey.Tenant, id.TenantID, logkey.Err, err)
 			n = 0
 			m.mu.Lock()
 			for k := range m.byIdent {
-				if k.TenantID == id.TenantID && (conv == "" || k.ConversationID == conv) {
+				if k.TenantID == id.TenantID && (conv == "" || k.UserID == id.UserID && k.ConversationID == conv) {
 					n++
 				}
 			}
@@ -151,6 +151,8 @@ func (m *Manager) limitErr(ctx context.Context, id Identity) error {
 				id.TenantID, n, lim, errdefs.ErrResourceExhausted)}
 		}
 	}
+	// A conversation's limit counts the contexts of one user's
+	// conversation: two users who name the same conversation have two.
 	if lim := m.cfg.MaxPerConversation; lim > 0 {
 		if n := count(id.ConversationID); n >= lim {
 			return &Failure{Kind: FailureLimit, Err: fmt.Errorf("conversation %s of tenant %s has %d active contexts (limit %d); terminate one or wait for expiry: %w",

@@ -336,12 +336,14 @@ func (m *Manager) PathEvent(ctx context.Context, id Identity, ev PathEvent) erro
 // tenantID, on every path, with reason deleted: the call a client makes
 // when a conversation is deleted, instead of one path event per path it
 // would have to know. It returns how many contexts it ended; a
-// conversation with none is not an error (ending is idempotent).
-func (m *Manager) EndConversation(ctx context.Context, tenantID, conversationID string) (int, error) {
-	if _, err := normalize(Identity{TenantID: tenantID, ConversationID: conversationID}); err != nil {
+// conversation with none is not an error (ending is idempotent). The
+// conversation is one user's (userID, "" being no user): another user's
+// contexts of the same conversation id stay.
+func (m *Manager) EndConversation(ctx context.Context, tenantID, userID, conversationID string) (int, error) {
+	if _, err := normalize(Identity{TenantID: tenantID, UserID: userID, ConversationID: conversationID}); err != nil {
 		return 0, err
 	}
-	f := Filter{TenantID: tenantID, ConversationID: conversationID, States: []State{StateCreating, StateReady}}
+	f := Filter{TenantID: tenantID, UserID: userID, ByUser: true, ConversationID: conversationID, States: []State{StateCreating, StateReady}}
 	var ended int
 	for {
 		recs, err := m.List(ctx, f)

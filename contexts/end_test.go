@@ -158,7 +158,7 @@ func TestSetTTLReachesProvider(t *testing.T) {
 }
 
 // TestEndConversation: one call ends every path of a conversation (reason
-// deleted) and nothing of another conversation or tenant; a second call
+// deleted) and nothing of another conversation, tenant or user; a second call
 // finds nothing left.
 func TestEndConversation(t *testing.T) {
 	e := newEnv(t, contexts.Config{MaxPerConversation: -1})
@@ -168,8 +168,11 @@ func TestEndConversation(t *testing.T) {
 	}
 	other := e.getOrCreate(ident("t1", "c2", "main"))
 	otherTenant := e.getOrCreate(ident("t2", "c1", "main"))
+	aliceID := ident("t1", "c1", "main")
+	aliceID.UserID = "alice"
+	otherUser := e.getOrCreate(aliceID)
 
-	n, err := e.m.EndConversation(e.ctx, "t1", "c1")
+	n, err := e.m.EndConversation(e.ctx, "t1", "", "c1")
 	if err != nil || n != len(paths) {
 		t.Fatalf("EndConversation = %d, %v; want %d", n, err, len(paths))
 	}
@@ -178,14 +181,17 @@ func TestEndConversation(t *testing.T) {
 			t.Errorf("path %s: %+v", rec.PathID, r)
 		}
 	}
-	for _, rec := range []*contexts.Record{other, otherTenant} {
+	for _, rec := range []*contexts.Record{other, otherTenant, otherUser} {
 		if r := e.record(rec.ID); r.State != contexts.StateReady || !e.running(rec.SandboxID) {
 			t.Errorf("context %s/%s/%s was ended: %+v", rec.TenantID, rec.ConversationID, rec.PathID, r)
 		}
 	}
-	if n, err := e.m.EndConversation(e.ctx, "t1", "c1"); err != nil || n != 0 {
+	if n, err := e.m.EndConversation(e.ctx, "t1", "", "c1"); err != nil || n != 0 {
 		t.Errorf("second EndConversation = %d, %v; want 0", n, err)
 	}
-	_, err = e.m.EndConversation(e.ctx, "t1", "")
+	_, err = e.m.EndConversation(e.ctx, "t1", "", "")
 	wantCategory(t, err, errdefs.ErrInvalidArgument)
+	if n, err := e.m.EndConversation(e.ctx, "t1", "alice", "c1"); err != nil || n != 1 {
+		t.Errorf("EndConversation of alice's c1 = %d, %v; want 1", n, err)
+	}
 }

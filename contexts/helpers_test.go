@@ -220,11 +220,11 @@ func (s *flakyStore) ListActive(ctx context.Context) ([]*contexts.Record, error)
 	return s.Store.ListActive(ctx)
 }
 
-func (s *flakyStore) CountActive(ctx context.Context, tid, cid string) (int, error) {
+func (s *flakyStore) CountActive(ctx context.Context, tid, uid, cid string) (int, error) {
 	if err := s.fail(); err != nil {
 		return 0, err
 	}
-	return s.Store.CountActive(ctx, tid, cid)
+	return s.Store.CountActive(ctx, tid, uid, cid)
 }
 
 func (s *flakyStore) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {

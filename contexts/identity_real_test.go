@@ -37,4 +37,14 @@ func TestRealIdentityEnv(t *testing.T) {
 	if got := e.exec(other, "python", py+"; print(os.environ['MINE'])"); got.Stdout != "t1 c2 b2\nx\n" {
 		t.Fatalf("a created sandbox's python: %+v", got)
 	}
+	// A user is in the environment when the identity has one, and only
+	// then.
+	if got := e.exec(other, "python", "import os; print(os.environ.get('USER_ID', '-'))"); got.Stdout != "-\n" {
+		t.Fatalf("a context without a user: USER_ID %+v", got)
+	}
+	alice := ident("t1", "c2", "b2")
+	alice.UserID = "alice"
+	if got := e.exec(alice, "python", py+"; print(os.environ['USER_ID'])"); got.Stdout != "t1 c2 b2\nalice\n" {
+		t.Fatalf("alice's sandbox's python: %+v", got)
+	}
 }

@@ -21,12 +21,18 @@ const (
 	EnvTenantID       = "TENANT_ID"
 	EnvConversationID = "CONVERSATION_ID"
 	EnvPathID         = "PATH_ID"
+	// EnvUserID is set only when the identity has a user.
+	EnvUserID = "USER_ID"
 )
 
 // IdentityEnv is the environment that tells a sandbox its context's
 // identity.
 func IdentityEnv(id Identity) map[string]string {
-	return map[string]string{EnvTenantID: id.TenantID, EnvConversationID: id.ConversationID, EnvPathID: id.PathID}
+	env := map[string]string{EnvTenantID: id.TenantID, EnvConversationID: id.ConversationID, EnvPathID: id.PathID}
+	if id.UserID != "" {
+		env[EnvUserID] = id.UserID
+	}
+	return env
 }
 
 // envSetter is a sandbox whose environment can grow after it started

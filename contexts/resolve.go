@@ -14,7 +14,10 @@ import (
 // conversationId, else a new UUID (generated=true) that the caller must
 // return to its client. The task comes first because a task names the unit
 // of work whose state must persist, even when it spans conversations.
-func Resolve(tenantID, conversationID, pathID, taskID string) (id Identity, generated bool) {
+//
+// userID is the optional end user behind the tenant's key: it is part of
+// the key as given, and "" is no user.
+func Resolve(tenantID, userID, conversationID, pathID, taskID string) (id Identity, generated bool) {
 	if pathID == "" {
 		pathID = DefaultPath
 	}
@@ -25,7 +28,7 @@ func Resolve(tenantID, conversationID, pathID, taskID string) (id Identity, gene
 		conversationID = uuid.NewString()
 		generated = true
 	}
-	return Identity{TenantID: tenantID, ConversationID: conversationID, PathID: pathID}, generated
+	return Identity{TenantID: tenantID, UserID: userID, ConversationID: conversationID, PathID: pathID}, generated
 }
 
 // maxIDLen bounds each identity component.
@@ -42,14 +45,27 @@ func normalize(id Identity) (Identity, error) {
 		if f.v == "" {
 			return id, fmt.Errorf("%s is required: %w", f.name, errdefs.ErrInvalidArgument)
 		}
-		if len(f.v) > maxIDLen {
-			return id, fmt.Errorf("%s is longer than %d bytes: %w", f.name, maxIDLen, errdefs.ErrInvalidArgument)
-		}
-		for _, r := range f.v {
-			if unicode.IsControl(r) {
-				return id, fmt.Errorf("%s contains a control character: %w", f.name, errdefs.ErrInvalidArgument)
-			}
+		if err := CheckIDPart(f.name, f.v); err != nil {
+			return id, err
 		}
 	}
+	if err := CheckIDPart("userId", id.UserID); err != nil {
+		return id, err
+	}
 	return id, nil
+}
+
+// CheckIDPart applies the rules every identity part shares to v, named
+// name in the error: at most 256 bytes and no control character. An empty
+// v passes (whether a part may be empty is the caller's rule: a user may).
+func CheckIDPart(name, v string) error {
+	if len(v) > maxIDLen {
+		return fmt.Errorf("%s is longer than %d bytes: %w", name, maxIDLen, errdefs.ErrInvalidArgument)
+	}
+	for _, r := range v {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%s contains a control character: %w", name, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
 }

@@ -76,7 +76,7 @@ func TestTwoManagersOnSharedStore(t *testing.T) {
 			if c1, c2 := e1.m.Stats().TotalCleaned, e2.m.Stats().TotalCleaned; c1+c2 != 4 {
 				t.Fatalf("cleaned %d + %d, want 4", c1, c2)
 			}
-			if n, err := e1.store.CountActive(ctx, "t1", ""); err != nil || n != 0 {
+			if n, err := e1.store.CountActive(ctx, "t1", "", ""); err != nil || n != 0 {
 				t.Fatalf("active after cleanup: %d, %v", n, err)
 			}
 		})

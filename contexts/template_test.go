@@ -22,7 +22,7 @@ func TestUnknownTemplate(t *testing.T) {
 	if e.p.Created() != 0 {
 		t.Fatalf("%d sandboxes created for an unknown template", e.p.Created())
 	}
-	if n, err := e.store.CountActive(e.ctx, "t1", ""); err != nil || n != 0 {
+	if n, err := e.store.CountActive(e.ctx, "t1", "", ""); err != nil || n != 0 {
 		t.Fatalf("active records %d, %v", n, err)
 	}
 	recs, err := e.store.List(e.ctx, contexts.Filter{TenantID: "t1"})

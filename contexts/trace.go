@@ -25,7 +25,7 @@ func startSpan(ctx context.Context, name string, id Identity, attrs ...attribute
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.ConversationID, id.PathID)
+	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.UserID, id.ConversationID, id.PathID)
 	span.SetAttributes(attrs...)
 	return ctx, span
 }
@@ -52,7 +52,7 @@ func terminateAttrs(span trace.Span, rec *Record, sandboxID, lastErr string) {
 	if !span.IsRecording() {
 		return
 	}
-	attrs := telemetry.IdentityAttrs([]attribute.KeyValue{attrContext.String(rec.ID)}, rec.TenantID, rec.ConversationID, rec.PathID)
+	attrs := telemetry.IdentityAttrs([]attribute.KeyValue{attrContext.String(rec.ID)}, rec.TenantID, rec.UserID, rec.ConversationID, rec.PathID)
 	if sandboxID != "" {
 		attrs = append(attrs, telemetry.AttrSandbox.String(sandboxID))
 	}

@@ -19,13 +19,16 @@ import (
 // as the tenant tenantID until the client leaves or ctx ends. The
 // session's conversation is conversation, or with "" a new one that
 // nobody can name again, whose contexts end with the session rather than
-// at their TTL. A call may still name another conversation.
-func (d *Daemon) ServeMCP(ctx context.Context, t sdk.Transport, tenantID, conversation string) error {
+// at their TTL. A call may still name another conversation. user is the
+// end user of calls whose _meta names none ("" is no user); the contexts
+// of an ephemeral conversation end whoever's they are, since only this
+// session knows its id.
+func (d *Daemon) ServeMCP(ctx context.Context, t sdk.Transport, tenantID, user, conversation string) error {
 	ephemeral := conversation == ""
 	if ephemeral {
 		conversation = uuid.NewString()
 	}
-	srv := mcp.New(d.tools, mcp.Config{Tenant: tenantID, Tenants: d.auth, Conversation: conversation, Logger: d.log, Version: d.version()})
+	srv := mcp.New(d.tools, mcp.Config{Tenant: tenantID, Tenants: d.auth, User: user, Conversation: conversation, Logger: d.log, Version: d.version()})
 	err := srv.Run(ctx, t)
 	if ephemeral {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)

@@ -112,6 +112,30 @@ func callSecrets(req *sdk.CallToolRequest) (map[string]string, error) {
 	return m, nil
 }
 
+// MetaUser is the key of a tool call's _meta that names the end user the
+// call is made for (a string; "" is no user): part of the context's key,
+// so two users behind one tenant who name the same conversation get two
+// sandboxes. It is in _meta, set by the client application, and not among
+// the arguments: a model never chooses whose sandbox it works in.
+const MetaUser = "sandlot.dev/user"
+
+// callUser reads req's _meta user, checked like every identity part;
+// def when absent.
+func callUser(req *sdk.CallToolRequest, def string) (string, error) {
+	v, ok := req.Params.GetMeta()[MetaUser]
+	if !ok || v == nil {
+		return def, nil
+	}
+	u, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("_meta %s must be a string: %w", MetaUser, errdefs.ErrInvalidArgument)
+	}
+	if err := contexts.CheckIDPart("_meta "+MetaUser, u); err != nil {
+		return "", err
+	}
+	return u, nil
+}
+
 // Tenants finds a tenant by id; *tenant.Authenticator implements it, with
 // the cache every edge shares.
 type Tenants interface {
@@ -131,6 +155,9 @@ type Config struct {
 	// Conversation is the default conversation of sessions without a
 	// session id (stdio, in-memory). Empty: a UUID per session.
 	Conversation string
+	// User is the end user of calls whose _meta names none (MetaUser).
+	// Empty: no user.
+	User string
 	// Name and Version are reported to clients. "": "sandlot", "dev".
 	Name, Version string
 	// SessionTimeout closes idle HTTP sessions. 0: 30 minutes.
@@ -423,6 +450,10 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 	if id.TenantID == "" {
 		return id, nil, fmt.Errorf("no tenant for this MCP session: %w", errdefs.ErrUnauthenticated)
 	}
+	var err error
+	if id.UserID, err = callUser(req, s.cfg.User); err != nil {
+		return id, nil, err
+	}
 	args := req.Params.Arguments
 	if t := bytes.TrimSpace(args); len(t) > 0 && t[0] == '{' {
 		var m map[string]json.RawMessage
@@ -440,7 +471,6 @@ func (s *Server) identity(req *sdk.CallToolRequest) (contexts.Identity, json.Raw
 			}
 			delete(m, key)
 		}
-		var err error
 		if args, err = json.Marshal(m); err != nil {
 			return id, nil, errors.Join(err, errdefs.ErrInvalidArgument)
 		}

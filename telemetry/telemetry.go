@@ -35,6 +35,7 @@ const ScopeName = "github.com/sandlot/sandlot"
 const (
 	AttrTenant       = attribute.Key("app.tenant.id")
 	AttrConversation = attribute.Key("app.conversation.id")
+	AttrUser         = attribute.Key("app.user.id")
 	AttrPath         = attribute.Key("app.path.id")
 	AttrSandbox      = attribute.Key("sandbox.id")
 	AttrTool         = attribute.Key("tool.name")
@@ -144,11 +145,14 @@ func Tracer() trace.Tracer { return otel.Tracer(ScopeName) }
 // from it before export.Setup runs start recording once it has.
 func Meter() metric.Meter { return otel.Meter(ScopeName) }
 
-// IdentityAttrs appends the tenant, conversation and path ids that are
+// IdentityAttrs appends the tenant, user, conversation and path ids that are
 // known (not empty) to attrs.
-func IdentityAttrs(attrs []attribute.KeyValue, tenant, conversation, path string) []attribute.KeyValue {
+func IdentityAttrs(attrs []attribute.KeyValue, tenant, user, conversation, path string) []attribute.KeyValue {
 	if tenant != "" {
 		attrs = append(attrs, AttrTenant.String(tenant))
+	}
+	if user != "" {
+		attrs = append(attrs, AttrUser.String(user))
 	}
 	if conversation != "" {
 		attrs = append(attrs, AttrConversation.String(conversation))

@@ -275,11 +275,11 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	ctx, span := startSpan(ctx, call)
 	res, err := r.call(ctx, call, out)
 	if p, ok := res.(interface{ SetPathRef(api.PathRef) }); ok && err == nil {
-		p.SetPathRef(api.PathRef{ConversationID: call.Identity.ConversationID, PathID: call.Identity.PathID})
+		p.SetPathRef(api.PathRef{UserID: call.Identity.UserID, ConversationID: call.Identity.ConversationID, PathID: call.Identity.PathID})
 	}
 	telemetry.EndSpan(span, err)
 	d := time.Since(start)
-	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID,
+	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID, logkey.User, call.Identity.UserID,
 		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
 		"forced", call.Forced, slog.Duration(logkey.Duration, d), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {

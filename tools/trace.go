@@ -27,7 +27,7 @@ func startSpan(ctx context.Context, call Call) (context.Context, trace.Span) {
 		telemetry.AttrToolForced.Bool(call.Forced),
 	}
 	id := call.Identity
-	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.ConversationID, id.PathID)
+	attrs = telemetry.IdentityAttrs(attrs, id.TenantID, id.UserID, id.ConversationID, id.PathID)
 	var a struct {
 		Language string `json:"language"`
 	}

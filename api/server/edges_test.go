@@ -55,7 +55,7 @@ func TestUnknownBodyField(t *testing.T) {
 	e := newEnv(t, nil)
 	w := e.do(t, req{method: "POST", path: "/v1/tools/run_code", key: e.KeyA, body: `{"conversation_id":"c","args":{}}`})
 	got := decodeErr(t, w)
-	want := `unknown field "conversation_id" (allowed: args, conversationId, network, pathId, secrets, taskId)`
+	want := `unknown field "conversation_id" (allowed: args, conversationId, network, pathId, secrets, taskId, userId)`
 	if w.Code != 400 || got.Code != "invalid_argument" || got.Message != want {
 		t.Fatalf("%d %+v, want 400 %q", w.Code, got, want)
 	}

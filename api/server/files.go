@@ -61,7 +61,11 @@ func (s *Server) withContext(r *http.Request, fn func(ctx context.Context, rec *
 	t := mustTenant(r)
 	ctxID := r.PathValue("id")
 	if ctxID == "" {
-		id := contexts.Identity{TenantID: t.ID, ConversationID: r.PathValue("conversationId"), PathID: r.PathValue("pathId")}
+		user, err := userParam(r)
+		if err != nil {
+			return err
+		}
+		id := contexts.Identity{TenantID: t.ID, UserID: user, ConversationID: r.PathValue("conversationId"), PathID: r.PathValue("pathId")}
 		if err := checkID("conversationId", id.ConversationID); err != nil {
 			return err
 		}

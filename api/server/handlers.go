@@ -113,6 +113,14 @@ func callerRequest(r *http.Request) (string, error) {
 	return "v1:" + mustTenant(r).ID + ":" + v, nil
 }
 
+// userParam is the optional ?userId= of a route that names a conversation
+// in its path or filters by one: the end user whose conversation it is
+// ("" is no user).
+func userParam(r *http.Request) (string, error) {
+	v := r.URL.Query().Get("userId")
+	return v, checkID("userId", v)
+}
+
 func checkID(field, v string) error {
 	if len(v) > maxIDLen {
 		return invalid("%s is longer than %d bytes", field, maxIDLen)
@@ -133,14 +141,14 @@ func (s *Server) callTool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, f := range []struct{ name, v string }{
-		{"conversationId", req.ConversationID}, {"pathId", req.PathID}, {"taskId", req.TaskID},
+		{"userId", req.UserID}, {"conversationId", req.ConversationID}, {"pathId", req.PathID}, {"taskId", req.TaskID},
 	} {
 		if err := checkID(f.name, f.v); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
 	}
-	id, _ := contexts.Resolve(t.ID, req.ConversationID, req.PathID, req.TaskID)
+	id, _ := contexts.Resolve(t.ID, req.UserID, req.ConversationID, req.PathID, req.TaskID)
 	args := req.Args
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -286,8 +294,14 @@ var validStates = map[contexts.State]bool{
 func (s *Server) listContexts(w http.ResponseWriter, r *http.Request) {
 	t := mustTenant(r)
 	q := r.URL.Query()
+	user, err := userParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	f := contexts.Filter{
 		TenantID:       t.ID,
+		UserID:         user,
 		ConversationID: q.Get("conversationId"),
 		PathID:         q.Get("pathId"),
 		After:          q.Get("after"),
@@ -354,12 +368,17 @@ func (s *Server) endConversation(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	n, err := s.cfg.Contexts.EndConversation(r.Context(), mustTenant(r).ID, conv)
+	user, err := userParam(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.ConversationEnded{ConversationID: conv, Terminated: n})
+	n, err := s.cfg.Contexts.EndConversation(r.Context(), mustTenant(r).ID, user, conv)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ConversationEnded{UserID: user, ConversationID: conv, Terminated: n})
 }
 
 var pathEventTypes = map[string]bool{
@@ -378,7 +397,12 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, invalid("unknown path event type %q (branched, edited, merged, deleted, archived)", ev.Type))
 		return
 	}
-	id := contexts.Identity{TenantID: t.ID, ConversationID: r.PathValue("conversationId"), PathID: r.PathValue("pathId")}
+	user, err := userParam(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id := contexts.Identity{TenantID: t.ID, UserID: user, ConversationID: r.PathValue("conversationId"), PathID: r.PathValue("pathId")}
 	for _, f := range []struct{ name, v string }{
 		{"conversationId", id.ConversationID}, {"pathId", id.PathID},
 		{"sourcePathId", ev.SourcePathID}, {"targetPathId", ev.TargetPathID},

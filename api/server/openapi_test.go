@@ -98,3 +98,41 @@ func TestOpenAPILanguages(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIUserID: wherever the document names a conversation (a
+// parameter or a property), it names the user beside it, since the user is
+// part of the key (004 §2.1).
+func TestOpenAPIUserID(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In string } `json:"parameters"`
+		} `json:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for p, ops := range doc.Paths {
+		for m, op := range ops {
+			var conv, user bool
+			for _, prm := range op.Parameters {
+				conv = conv || prm.Name == "conversationId"
+				user = user || prm.Name == "userId" && prm.In == "query"
+			}
+			if conv && !user {
+				t.Errorf("%s %s takes a conversationId and no userId query parameter", strings.ToUpper(m), p)
+			}
+		}
+	}
+	for name, s := range doc.Components.Schemas {
+		_, conv := s.Properties["conversationId"]
+		_, user := s.Properties["userId"]
+		if conv && !user {
+			t.Errorf("schema %s has conversationId and no userId", name)
+		}
+	}
+}

@@ -39,7 +39,7 @@ type Contexts interface {
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error
-	EndConversation(ctx context.Context, tenantID, conversationID string) (int, error)
+	EndConversation(ctx context.Context, tenantID, userID, conversationID string) (int, error)
 	// Use runs fn with the (guarded) sandbox of id's active context,
 	// creating the context when there is none.
 	Use(ctx context.Context, id contexts.Identity, opts contexts.CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error

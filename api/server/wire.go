@@ -17,6 +17,7 @@ func contextOf(r *contexts.Record) api.Context {
 	return api.Context{
 		ID:                   r.ID,
 		TenantID:             r.TenantID,
+		UserID:               r.UserID,
 		ConversationID:       r.ConversationID,
 		PathID:               r.PathID,
 		Status:               string(r.State),

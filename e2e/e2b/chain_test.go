@@ -40,7 +40,7 @@ func TestSandlotBehindSandlot(t *testing.T) {
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
 
-	id, _ := contexts.Resolve("tenant-outer", "conv-1", "", "")
+	id, _ := contexts.Resolve("tenant-outer", "", "conv-1", "", "")
 	if _, err := m.Execute(ctx, id, contexts.ExecuteRequest{Language: agent.Python, Code: "x = 20"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestSandlotBehindSandlot(t *testing.T) {
 		mu.Unlock()
 	}})
 	m2 := contexts.NewManager(memory.New(), noKey, contexts.Config{PoolSize: -1})
-	id2, _ := contexts.Resolve("tenant-outer", "conv-2", "", "")
+	id2, _ := contexts.Resolve("tenant-outer", "", "conv-2", "", "")
 	res, err = m2.Execute(ctx, id2, contexts.ExecuteRequest{Language: agent.Bash, Code: "echo local"}, nil)
 	if err != nil {
 		t.Fatal(err)

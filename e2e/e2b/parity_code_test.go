@@ -119,7 +119,7 @@ func TestCodeParityWithLocal(t *testing.T) {
 		t.Cleanup(func() { m.Close(context.Background()) })
 		registries[name] = tools.New(m, tools.Config{})
 	}
-	id, _ := contexts.Resolve("tenant-parity", "conv-parity", "", "")
+	id, _ := contexts.Resolve("tenant-parity", "", "conv-parity", "", "")
 
 	type step struct {
 		name, tool, args string

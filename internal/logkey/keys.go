@@ -11,7 +11,9 @@ package logkey
 
 // Identity and resources.
 const (
-	Tenant   = "tenant_id"
+	Tenant = "tenant_id"
+	// User is the end user of an identity ("" when it has none).
+	User     = "user_id"
 	Context  = "context_id"
 	Sandbox  = "sandbox_id"
 	Template = "template"

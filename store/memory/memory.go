@@ -248,7 +248,7 @@ func (s *Store) ListActive(ctx context.Context) ([]*contexts.Record, error) {
 }
 
 // CountActive implements contexts.Store.
-func (s *Store) CountActive(ctx context.Context, tenantID, conversationID string) (int, error) {
+func (s *Store) CountActive(ctx context.Context, tenantID, userID, conversationID string) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -256,7 +256,7 @@ func (s *Store) CountActive(ctx context.Context, tenantID, conversationID string
 	}
 	n := 0
 	for idn, id := range s.active {
-		if idn.TenantID == tenantID && (conversationID == "" || idn.ConversationID == conversationID) &&
+		if idn.TenantID == tenantID && (conversationID == "" || idn.UserID == userID && idn.ConversationID == conversationID) &&
 			rules.Visible(ctx, s.records[id].TenantID) {
 			n++
 		}
@@ -295,6 +295,7 @@ func match(ctx context.Context, r *contexts.Record, f contexts.Filter) bool {
 	switch {
 	case !rules.Visible(ctx, r.TenantID),
 		f.TenantID != "" && r.TenantID != f.TenantID,
+		(f.UserID != "" || f.ByUser) && r.UserID != f.UserID,
 		f.ConversationID != "" && r.ConversationID != f.ConversationID,
 		f.PathID != "" && r.PathID != f.PathID,
 		len(f.States) > 0 && !slices.Contains(f.States, r.State),

@@ -212,8 +212,11 @@ func TestIndexesUsed(t *testing.T) {
 		{"execution_contexts_tenant_active", "(tenant_id) WHERE (state = ANY",
 			"SELECT count(*) FROM execution_contexts WHERE tenant_id = 't1' AND state IN ('creating', 'ready')",
 			"execution_contexts_active_identity"},
-		{"execution_contexts_active_identity", "(tenant_id, conversation_id, path_id) WHERE (state = ANY",
-			"SELECT id FROM execution_contexts WHERE tenant_id = 't1' AND conversation_id = 'c1' AND path_id = 'main' AND state IN ('creating', 'ready')", ""},
+		{"execution_contexts_active_identity", "(tenant_id, user_id, conversation_id, path_id) WHERE (state = ANY",
+			"SELECT id FROM execution_contexts WHERE tenant_id = 't1' AND user_id = '' AND conversation_id = 'c1' AND path_id = 'main' AND state IN ('creating', 'ready')", ""},
+		// One user's contexts (GET /v1/contexts?userId=).
+		{"execution_contexts_user", "(tenant_id, user_id, conversation_id) WHERE (user_id <> ''",
+			"SELECT id FROM execution_contexts WHERE tenant_id = 't1' AND user_id = 'u1' ORDER BY id", ""},
 		{"execution_contexts_expiry", "(expires_at) WHERE (state = ANY",
 			"SELECT id FROM get_expired_execution_contexts(10, now())", ""},
 		{"execution_contexts_sandbox", "(sandbox_id) WHERE (sandbox_id <> ''",

@@ -21,7 +21,7 @@ import (
 const recordCols = `id::text, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id`
 
 func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	var (
@@ -35,7 +35,7 @@ func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reason, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -176,11 +176,11 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node},
-		lifecycleArgs(&rec.Lifecycle)...)
+		append(lifecycleArgs(&rec.Lifecycle), rec.UserID)...)
 	err := s.run(ctx, func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO execution_contexts (`+strings.ReplaceAll(recordCols, "id::text", "id")+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19,
-			$20, $21, $22, $23, $24, $25::jsonb, $26)`, args...)
+			$20, $21, $22, $23, $24, $25::jsonb, $26, $27)`, args...)
 		return err
 	})
 	if err != nil {
@@ -215,8 +215,8 @@ func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.
 	err := s.run(ctx, func(q querier) error {
 		var err error
 		r, err = scanRecord(q.QueryRow(ctx, `SELECT `+recordCols+` FROM execution_contexts
-			WHERE tenant_id = $1 AND conversation_id = $2 AND path_id = $3 AND state IN ('creating', 'ready')`,
-			id.TenantID, id.ConversationID, id.PathID))
+			WHERE tenant_id = $1 AND conversation_id = $2 AND path_id = $3 AND user_id = $4 AND state IN ('creating', 'ready')`,
+			id.TenantID, id.ConversationID, id.PathID, id.UserID))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -370,12 +370,12 @@ func (s *Store) ListActive(ctx context.Context) ([]*contexts.Record, error) {
 }
 
 // CountActive implements contexts.Store.
-func (s *Store) CountActive(ctx context.Context, tenantID, conversationID string) (int, error) {
+func (s *Store) CountActive(ctx context.Context, tenantID, userID, conversationID string) (int, error) {
 	var n int
 	err := s.run(ctx, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT COUNT(*) FROM execution_contexts
-			WHERE tenant_id = $1 AND ($2 = '' OR conversation_id = $2) AND state IN ('creating', 'ready')`,
-			tenantID, conversationID).Scan(&n)
+			WHERE tenant_id = $1 AND ($2 = '' OR (conversation_id = $2 AND user_id = $3)) AND state IN ('creating', 'ready')`,
+			tenantID, conversationID, userID).Scan(&n)
 	})
 	if err != nil {
 		return 0, mapErr(err, "count active")
@@ -394,6 +394,9 @@ func (s *Store) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record
 	b.WriteString(`SELECT ` + recordCols + ` FROM execution_contexts WHERE true`)
 	if f.TenantID != "" {
 		b.WriteString(" AND tenant_id = " + arg(f.TenantID))
+	}
+	if f.UserID != "" || f.ByUser {
+		b.WriteString(" AND user_id = " + arg(f.UserID))
 	}
 	if f.ConversationID != "" {
 		b.WriteString(" AND conversation_id = " + arg(f.ConversationID))

@@ -22,7 +22,7 @@ import (
 const recordCols = `id, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id`
 
 // scopeCond restricts a statement to the tenant in ctx; its two arguments
 // come from scope(ctx).
@@ -53,7 +53,7 @@ func scanRecord(sc scanner) (*contexts.Record, error) {
 	err := sc.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reas, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, ms(rec.CreatedAt), ms(rec.LastUsedAt), ms(rec.ExpiresAt), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), metaText(rec.Metadata),
-		rec.Node}, lifecycleArgs(&rec.Lifecycle)...)
+		rec.Node}, append(lifecycleArgs(&rec.Lifecycle), rec.UserID)...)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
 		VALUES (`+strings.Repeat("?, ", len(args))+`?)`, append(args, nowMs())...)
 	if isUnique(err) {
@@ -167,7 +167,7 @@ func (s *Store) Get(ctx context.Context, id string) (*contexts.Record, error) {
 
 // GetActive implements contexts.Store.
 func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.Record, error) {
-	r, err := scanRecord(s.getActiveStmt.QueryRowContext(ctx, scope(ctx), id.TenantID, id.ConversationID, id.PathID))
+	r, err := scanRecord(s.getActiveStmt.QueryRowContext(ctx, scope(ctx), id.TenantID, id.ConversationID, id.PathID, id.UserID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("active context of %s/%s/%s: %w", id.TenantID, id.ConversationID, id.PathID, errdefs.ErrNotFound)
 	}
@@ -292,11 +292,11 @@ func (s *Store) ListActive(ctx context.Context) ([]*contexts.Record, error) {
 }
 
 // CountActive implements contexts.Store.
-func (s *Store) CountActive(ctx context.Context, tenantID, conversationID string) (int, error) {
+func (s *Store) CountActive(ctx context.Context, tenantID, userID, conversationID string) (int, error) {
 	var n int
 	err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM execution_contexts
-		WHERE tenant_id = ?2 AND (?3 = '' OR conversation_id = ?3) AND state IN ('creating', 'ready')`+scopeCond,
-		scope(ctx), tenantID, conversationID).Scan(&n)
+		WHERE tenant_id = ?2 AND (?3 = '' OR (conversation_id = ?3 AND user_id = ?4)) AND state IN ('creating', 'ready')`+scopeCond,
+		scope(ctx), tenantID, conversationID, userID).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count active: %w", err)
 	}
@@ -314,6 +314,9 @@ func (s *Store) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record
 	b.WriteString(`SELECT ` + recordCols + ` FROM execution_contexts WHERE 1 = 1` + scopeCond)
 	if f.TenantID != "" {
 		b.WriteString(" AND tenant_id = " + arg(f.TenantID))
+	}
+	if f.UserID != "" || f.ByUser {
+		b.WriteString(" AND user_id = " + arg(f.UserID))
 	}
 	if f.ConversationID != "" {
 		b.WriteString(" AND conversation_id = " + arg(f.ConversationID))

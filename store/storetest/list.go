@@ -88,7 +88,7 @@ func testListActiveCount(t *testing.T, s store.Backend) {
 	}{
 		{"A", "", 3}, {"A", "c1", 2}, {"A", "c2", 1}, {"A", "c3", 0}, {"B", "", 1}, {"B", "c9", 0}, {"C", "", 0},
 	} {
-		n, err := s.CountActive(ctx, tc.tenant, tc.conv)
+		n, err := s.CountActive(ctx, tc.tenant, "", tc.conv)
 		if err != nil || n != tc.want {
 			t.Errorf("CountActive(%q, %q) = %d, %v; want %d", tc.tenant, tc.conv, n, err, tc.want)
 		}

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"TemplateRebuild", testTemplateRebuild},
 		{"Lifecycle", testLifecycle},
 		{"ReservedMetadata", testReservedMetadata},
+		{"Users", testUsers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -224,10 +224,10 @@ func testTenantScope(t *testing.T, s store.Backend) {
 			t.Fatalf("%s unscoped = %d records, %v; want 2", tc.name, len(got), err)
 		}
 	}
-	if n, err := s.CountActive(ctxA, "B", ""); err != nil || n != 0 {
+	if n, err := s.CountActive(ctxA, "B", "", ""); err != nil || n != 0 {
 		t.Fatalf("CountActive(B) scoped to A = %d, %v; want 0", n, err)
 	}
-	if n, err := s.CountActive(ctxB, "B", ""); err != nil || n != 1 {
+	if n, err := s.CountActive(ctxB, "B", "", ""); err != nil || n != 1 {
 		t.Fatalf("CountActive(B) scoped to B = %d, %v; want 1", n, err)
 	}
 

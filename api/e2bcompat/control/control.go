@@ -82,6 +82,10 @@ const (
 	MetaConversation = "conversationId"
 	MetaPath         = "pathId"
 	MetaTask         = "taskId" // keys the sandbox before conversationId (the session-reuse order)
+	// MetaUser names the end user behind the tenant's key: part of the
+	// key, so two users who name the same conversation or task get two
+	// sandboxes. Absent: no user.
+	MetaUser = "userId"
 )
 
 // maxListLimit bounds one page of GET /v2/sandboxes.
@@ -224,7 +228,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	if !ok {
 		tmpl = body.TemplateID
 	}
-	id := contexts.Identity{TenantID: tenantID, ConversationID: body.Metadata[MetaConversation], PathID: body.Metadata[MetaPath]}
+	id := contexts.Identity{TenantID: tenantID, UserID: body.Metadata[MetaUser], ConversationID: body.Metadata[MetaConversation], PathID: body.Metadata[MetaPath]}
 	if task := body.Metadata[MetaTask]; task != "" {
 		id.ConversationID = task
 	}

@@ -115,9 +115,13 @@ func parseList(r *http.Request, tenantID string) (listQuery, error) {
 	return lq, nil
 }
 
-// conversation and path are shown as metadata when the caller set them;
-// filtering on them maps to the identity columns.
+// user, conversation and path are shown as metadata when the caller set
+// them; filtering on them maps to the identity columns.
 func identityFilter(f *contexts.Filter) {
+	if v, ok := f.Metadata[MetaUser]; ok {
+		f.UserID, f.ByUser = v, true
+		delete(f.Metadata, MetaUser)
+	}
 	if v, ok := f.Metadata[MetaConversation]; ok {
 		f.ConversationID = v
 		delete(f.Metadata, MetaConversation)

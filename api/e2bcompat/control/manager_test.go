@@ -103,3 +103,27 @@ func TestTaskKeysTheSandbox(t *testing.T) {
 		t.Fatalf("sandboxes %s %s %s %s: want the first three equal, the last apart", a.SandboxID, b.SandboxID, c.SandboxID, d.SandboxID)
 	}
 }
+
+// TestUserKeysTheSandbox: a userId in metadata is part of the key, so two
+// users who name the same task or conversation get two sandboxes, one
+// user gets one, and listing by userId finds that user's only. A userId
+// past the identity bound is a 400.
+func TestUserKeysTheSandbox(t *testing.T) {
+	e, _ := newManagerEnv(t, contexts.Config{})
+	a := e.Create(key1, `{"metadata":{"userId":"alice","taskId":"task-1"}}`)
+	b := e.Create(key1, `{"metadata":{"userId":"bob","taskId":"task-1"}}`)
+	c := e.Create(key1, `{"metadata":{"userId":"alice","taskId":"task-1"}}`)
+	d := e.Create(key1, `{"metadata":{"taskId":"task-1"}}`)
+	if a.SandboxID == b.SandboxID || a.SandboxID != c.SandboxID || d.SandboxID == a.SandboxID || d.SandboxID == b.SandboxID {
+		t.Fatalf("sandboxes alice %s, bob %s, alice again %s, no user %s", a.SandboxID, b.SandboxID, c.SandboxID, d.SandboxID)
+	}
+	resp := e.Do("GET", "/v2/sandboxes?metadata="+url.QueryEscape("userId=bob"), nil, "X-API-KEY", key1)
+	if l := decode[[]struct{ SandboxID string }](t, resp); len(l) != 1 || l[0].SandboxID != b.SandboxID {
+		t.Fatalf("list by user bob: %v, want %s", l, b.SandboxID)
+	}
+	resp = e.Do("POST", "/v2/sandboxes", strings.NewReader(`{"metadata":{"userId":"`+strings.Repeat("u", 257)+`"}}`),
+		"X-API-KEY", key1, "Content-Type", "application/json")
+	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(body), "userId") {
+		t.Fatalf("a 257-byte userId: %d %s", resp.StatusCode, body)
+	}
+}

@@ -203,6 +203,9 @@ func (f *Contexts) List(ctx context.Context, flt contexts.Filter) ([]*contexts.R
 		if flt.TenantID != "" && r.TenantID != flt.TenantID {
 			continue
 		}
+		if (flt.UserID != "" || flt.ByUser) && r.UserID != flt.UserID {
+			continue
+		}
 		if flt.ConversationID != "" && r.ConversationID != flt.ConversationID {
 			continue
 		}
@@ -266,7 +269,7 @@ func (f *Contexts) PathEvent(ctx context.Context, id contexts.Identity, ev conte
 	return nil
 }
 
-func (f *Contexts) EndConversation(ctx context.Context, tenantID, conversationID string) (int, error) {
+func (f *Contexts) EndConversation(ctx context.Context, tenantID, userID, conversationID string) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.FailAll != nil {
@@ -274,7 +277,7 @@ func (f *Contexts) EndConversation(ctx context.Context, tenantID, conversationID
 	}
 	n := 0
 	for _, r := range f.recs {
-		if r.TenantID == tenantID && r.ConversationID == conversationID && r.State.Active() {
+		if r.TenantID == tenantID && r.UserID == userID && r.ConversationID == conversationID && r.State.Active() {
 			r.State, r.Reason = contexts.StateTerminated, contexts.ReasonDeleted
 			n++
 		}
@@ -411,7 +414,7 @@ func (t *Tools) Call(ctx context.Context, c tools.Call, out contexts.OutputFunc)
 			}
 		}
 		res = &api.RunCodeResult{Success: true, Stdout: stdout.String(), SandboxID: rec.SandboxID,
-			PathRef: api.PathRef{ConversationID: c.Identity.ConversationID, PathID: c.Identity.PathID}}
+			PathRef: api.PathRef{UserID: c.Identity.UserID, ConversationID: c.Identity.ConversationID, PathID: c.Identity.PathID}}
 		return nil
 	})
 	if err != nil {
