@@ -22,7 +22,8 @@ import (
 // cannot drift apart: a flag named context-ttl is $SANDLOT_CONTEXT_TTL and
 // the key context-ttl. Precedence: a flag on the command line, then the
 // environment, then the file, then the flag's default
-// (docs/configuration.md).
+// (docs/configuration.md). The specifications' own names of some settings
+// are read too, as aliases below these (aliases.go).
 
 // envConfig names the config file when --config is not given.
 const envConfig = "SANDLOT_CONFIG"
@@ -48,9 +49,11 @@ func (c *serveConfig) parse(fs *flag.FlagSet, args []string) error {
 // the environment and the config file, checks the values and fills the
 // daemon's Config fields no flag sets directly.
 func (c *serveConfig) load(fs *flag.FlagSet) error {
-	if err := applyConfig(fs, c.configFile, serveKeys()); err != nil {
+	aliases, err := applyConfig(fs, c.configFile, serveKeys())
+	if err != nil {
 		return err
 	}
+	c.aliases = aliases
 	if err := c.validate(); err != nil {
 		return err
 	}
@@ -82,8 +85,10 @@ func serveKeys() map[string]bool {
 // $SANDLOT_<NAME>, else from the key NAME of file ("" reads no file). A
 // key that names no flag of fs nor of other (the keys of a sibling
 // command sharing the file) is an error, as is a value its flag rejects.
-// The flag "config" itself is read from neither.
-func applyConfig(fs *flag.FlagSet, file string, other map[string]bool) error {
+// The flag "config" itself is read from neither. The specifications'
+// names of settings are read last (applyAliases), and returned for the
+// start's log.
+func applyConfig(fs *flag.FlagSet, file string, other map[string]bool) ([]aliasUse, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	// The file's keys are flag names, which hold dashes, never dots.
@@ -91,21 +96,22 @@ func applyConfig(fs *flag.FlagSet, file string, other map[string]bool) error {
 	if file != "" {
 		v.SetConfigFile(file)
 		if err := v.ReadInConfig(); err != nil {
-			return fmt.Errorf("config file %s: %v: %w", file, err, errdefs.ErrInvalidArgument)
+			return nil, fmt.Errorf("config file %s: %v: %w", file, err, errdefs.ErrInvalidArgument)
 		}
 		var unknown []string
 		for k := range v.AllSettings() {
-			if fs.Lookup(k) == nil && !other[k] || k == "config" {
+			if fs.Lookup(k) == nil && !other[k] && !isAliasKey(k) || k == "config" {
 				unknown = append(unknown, k)
 			}
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			return fmt.Errorf("config file %s: unknown key %s (keys are the flags' names, see docs/configuration.md): %w",
+			return nil, fmt.Errorf("config file %s: unknown key %s (keys are the flags' names, see docs/configuration.md): %w",
 				file, strings.Join(unknown, ", "), errdefs.ErrInvalidArgument)
 		}
 	}
 	var err error
+	from := map[string]string{} // flag -> where its value came from
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || set[f.Name] || f.Name == "config" {
 			return
@@ -118,19 +124,23 @@ func applyConfig(fs *flag.FlagSet, file string, other map[string]bool) error {
 		if !v.IsSet(f.Name) {
 			return
 		}
-		from := "config file " + file + " key " + f.Name
+		src := "config file " + file + " key " + f.Name
 		if _, ok := os.LookupEnv(env); ok {
-			from = "$" + env
+			src = "$" + env
 		}
 		val, verr := configString(v.Get(f.Name))
 		if verr == nil {
 			verr = fs.Set(f.Name, val)
 		}
 		if verr != nil {
-			err = fmt.Errorf("%s: %v: %w", from, verr, errdefs.ErrInvalidArgument)
+			err = fmt.Errorf("%s: %v: %w", src, verr, errdefs.ErrInvalidArgument)
 		}
+		from[f.Name] = src
 	})
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return applyAliases(fs, v, file, set, from)
 }
 
 // configString renders a value read from the environment or a file as

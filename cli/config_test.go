@@ -301,3 +301,46 @@ func TestGuardModeKnob(t *testing.T) {
 		t.Fatalf("first tenant's guard mode %q, want report", ts[0].GuardMode)
 	}
 }
+
+// TestServeDefaults: with nothing in the environment or a file, serve's
+// flags give the session specification's defaults, or leave the value to
+// the manager, whose defaults contexts' TestManagerDefaults checks (0 and
+// -1 below; daemon's TestConfigReachesConsumers maps them). The values are
+// written out, not taken from the constants.
+func TestServeDefaults(t *testing.T) {
+	clearAliasEnv(t)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var probe serveConfig
+	probe.registerServe(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != "config" {
+			t.Setenv(envName(f.Name), "")
+		}
+	})
+	c, err := parseServe(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want any
+	}{
+		{"--context-ttl", c.ContextTTL, 30 * time.Minute},
+		{"--cleanup-interval", c.CleanupInterval, 60 * time.Second},
+		{"--exec-timeout", c.ExecTimeout, 60 * time.Second},
+		{"--max-exec-timeout", c.MaxExecTimeout, 10 * time.Minute},
+		{"--max-executions", c.MaxExecutions, int64(100)},
+		{"--create-timeout", c.CreateTimeout, 60 * time.Second},
+		{"--max-contexts-per-tenant (the manager's 10)", c.MaxPerTenant, 0},
+		{"--max-contexts-per-conversation (the manager's 5)", c.MaxPerConversation, 0},
+		{"--pool-size (the manager's 2)", c.PoolSize, -1},
+		{"--desktop-ttl", c.Desktop.TTL, 15 * time.Minute},
+		{"--desktop-stream-wait", c.Desktop.StreamWait, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/network/ports"
+	"github.com/sandlot/sandlot/provider/e2b"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/tenant"
@@ -142,9 +143,9 @@ const (
 // E2B_DOMAIN (load reads them), so an API key never appears on a command
 // line.
 func registerE2BProvider(fs *flag.FlagSet, f *daemon.E2BProvider) {
-	fs.StringVar(&f.Template, "e2b-template", "", "E2B template of the e2b provider's sandboxes when a call names none (default: E2B's base)")
+	fs.StringVar(&f.Template, "e2b-template", "", "E2B template of the e2b provider's sandboxes when a call names none (default: "+e2b.DefaultTemplate+", E2B's code interpreter, which run_code needs)")
 	fs.StringVar(&f.Deployment, "e2b-deployment", "", "label of the e2b provider's sandboxes: it lists and sweeps only its own (default: the node id)")
-	fs.DurationVar(&f.ConnectTimeout, "e2b-connect-timeout", 0, "time the e2b provider waits for a new sandbox's envd (0: the provider default, 30s)")
+	fs.DurationVar(&f.ConnectTimeout, "e2b-connect-timeout", 0, "time the e2b provider waits for a new sandbox's envd (0: the provider default, "+e2b.DefaultConnectTimeout.String()+")")
 	fs.StringVar(&f.Sizes, "e2b-sizes", "", "E2B templates by resources, TEMPLATE:CPUS:MEMORY_MB,...: a sandbox asking for limits gets the smallest that fits")
 	fs.Int64Var(&f.PlanCreations, "e2b-plan-creations", 0, "sandbox creations the E2B account's plan allows (0: not tracked); warnings at the --quota-thresholds")
 	fs.Float64Var(&f.PlanComputeMinutes, "e2b-plan-compute-minutes", 0, "sandbox wall-clock minutes the E2B account's plan allows (0: not tracked)")

@@ -58,6 +58,7 @@ configurations to copy.`,
 		diag := IO{In: std.In, Out: std.Err, Err: std.Err} // stdout belongs to the protocol
 		log := newLogger(diag, cfg.logLevel)
 		cfg.Logger, cfg.Stdio, cfg.Version = log, true, Version()
+		logAliases(log, cfg.aliases)
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err

@@ -56,6 +56,10 @@ type serveConfig struct {
 	tlsAddr string // --tls-addr: the front door over TLS too
 	tlsCert string
 	tlsKey  string
+
+	// aliases are the specifications' names of settings read at start
+	// (aliases.go), logged once the logger exists.
+	aliases []aliasUse
 }
 
 func newServeCmd() *cobra.Command {
@@ -77,6 +81,7 @@ func newServeCmd() *cobra.Command {
 		}
 		log := newLogger(std, cfg.logLevel)
 		cfg.Logger, cfg.Version = log, Version()
+		logAliases(log, cfg.aliases)
 		st, err := cfg.store.open(ctx)
 		if err != nil {
 			return err

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -80,6 +82,17 @@ func TestLocalSandbox(t *testing.T) {
 	ar = do("run_analysis", `{"analysisType":"compliance_check","outputFormat":"csv","parameters":{"record":{"age":30},"rules":[{"id":"adult","field":"age","op":"gte","value":18}]}}`).(*tools.AnalysisResult)
 	if rows, ok := ar.ParsedOutput.([]map[string]string); !ok || len(rows) != 1 || rows[0]["passed"] != "pass" {
 		t.Errorf("compliance csv: %+v", ar)
+	}
+
+	// result is the program's last expression: its JSON when the kernel
+	// gives one (a _repr_json_), else its text (000 §6.1).
+	ar = do("run_analysis", `{"analysisType":"custom","parameters":{},"code":"x = 40\nx + 2"}`).(*tools.AnalysisResult)
+	if ar.Result != "42" {
+		t.Errorf("result of x + 2: %#v, want \"42\"", ar.Result)
+	}
+	ar = do("run_analysis", `{"analysisType":"custom","parameters":{},"code":"class J:\n    def _repr_json_(self):\n        return {'answer': 42}\nJ()"}`).(*tools.AnalysisResult)
+	if diff := cmp.Diff(map[string]any{"answer": 42.0}, ar.Result); diff != "" {
+		t.Errorf("result of a JSON value (-want +got):\n%s", diff)
 	}
 
 	key := toolstest.FakeOpenAIKey()

@@ -39,13 +39,14 @@ type Provider struct {
 	// Zero: it has them all.
 	Without contexts.Capabilities
 
-	mu       sync.Mutex
-	boxes    map[string]*box // running sandboxes by id
-	created  []contexts.Spec // every successful Create, in order
-	seq      int
-	destroys int // running sandboxes removed
-	calls    int // Destroy calls
-	failNext int // Creates left to fail
+	mu         sync.Mutex
+	boxes      map[string]*box // running sandboxes by id
+	created    []contexts.Spec // every successful Create, in order
+	seq        int
+	destroys   int   // running sandboxes removed
+	calls      int   // Destroy calls
+	failNext   int   // Creates left to fail
+	destroyErr error // FailDestroy: what every Destroy answers
 }
 
 // box is a fake sandbox's shared state; handles (Attach) point at it.
@@ -214,6 +215,9 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
+	if p.destroyErr != nil {
+		return p.destroyErr
+	}
 	if b := p.boxes[id]; b != nil {
 		b.mu.Lock()
 		b.dead = true
@@ -222,6 +226,15 @@ func (p *Provider) Destroy(ctx context.Context, id string) error {
 		p.destroys++
 	}
 	return nil
+}
+
+// FailDestroy makes every later Destroy fail with err and leave its
+// sandbox running (a runtime that refuses the kill); nil makes them work
+// again.
+func (p *Provider) FailDestroy(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.destroyErr = err
 }
 
 // DestroyCalls returns how many times Destroy was called, known id or not.

@@ -156,6 +156,8 @@ func TestCodeParityWithLocal(t *testing.T) {
 		// (docs/e2b-provider.md).
 		{name: "the code sees the file", tool: "run_code", args: `{"language":"python","code":"print(open('notes/a.txt').read())"}`},
 		{name: "list files", tool: "list_files", args: `{"path":"notes"}`},
+		// a file two levels down: glob's ** crosses directories on both
+		{name: "write a nested file", tool: "write_file", args: `{"path":"notes/deep/er/b.txt","content":"nested\n"}`},
 		{name: "glob", tool: "glob", args: `{"pattern":"notes/**/*.txt"}`},
 		{name: "grep", tool: "grep", args: `{"pattern":"^th","path":"notes"}`},
 		{name: "a missing file", tool: "read_file", args: `{"path":"notes/none.txt"}`},
