@@ -236,15 +236,19 @@ func (m *Manager) sanitize(ctx context.Context, tenantID, s string) string {
 		return s
 	}
 	s = strings.Join(strings.Fields(s), " ")
+	if m.cfg.Guard != nil {
+		// Stored text is held to the guard's enforce mode whatever the
+		// tenant's (TaskStoredRecord): secrets and PII are never stored
+		// (000 §5.4). Guarded before it is cut, so no value is cut in
+		// half past the guard's sight.
+		s = m.cfg.Guard.Text(WithTaskType(ctx, TaskStoredRecord), tenantID, s)
+	}
 	if len(s) > 512 {
 		s = s[:512]
 		for len(s) > 0 && !validEnd(s) {
 			s = s[:len(s)-1]
 		}
 		s += "…"
-	}
-	if m.cfg.Guard != nil {
-		s = m.cfg.Guard.Text(ctx, tenantID, s)
 	}
 	return s
 }

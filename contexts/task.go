@@ -18,6 +18,12 @@ const (
 	// TaskTemplateBuild is a template build's output (RUN steps' logs,
 	// errors: templates/builds).
 	TaskTemplateBuild = "template-build"
+	// TaskStoredRecord is text the manager writes into the store (a
+	// record's last error). The guard holds it to its enforce mode
+	// whatever the tenant's mode: the specifications forbid storing
+	// secrets and PII (000 §5.4), while a tenant's mode only says what
+	// its callers see.
+	TaskStoredRecord = "stored-record"
 )
 
 type taskKey struct{}

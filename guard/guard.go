@@ -161,6 +161,12 @@ func New(cfg Config) (*Guard, error) {
 		}
 	}
 	g.tasks = maps.Clone(cfg.TaskModes)
+	if g.tasks == nil {
+		g.tasks = map[string]string{}
+	}
+	// What is stored is always enforced (contexts.TaskStoredRecord); no
+	// setting lowers it.
+	g.tasks[contexts.TaskStoredRecord] = ModeEnforce
 	regions := cfg.Regions
 	if regions == nil {
 		regions = []string{"IE", "US"}
