@@ -42,9 +42,6 @@ const (
 	// DefaultListPages bounds List: at 100 sandboxes a page, 10,000
 	// sandboxes of one deployment.
 	DefaultListPages = 100
-	// DefaultRetries is how many times an idempotent call is tried again
-	// after a transient failure (see retry.go).
-	DefaultRetries = 3
 
 	// labelManaged marks the sandboxes sandlot created, and
 	// labelDeployment the deployment that created them: List filters on

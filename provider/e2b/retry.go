@@ -27,6 +27,10 @@ import (
 // A create, a command, a code cell and any other write are sent once: a
 // repeat could start a second sandbox or run code twice.
 const (
+	// DefaultRetries is how many times an idempotent call is tried again
+	// after a transient failure.
+	DefaultRetries = 3
+
 	retryFirst = 200 * time.Millisecond // first backoff step
 	retryCap   = 2 * time.Second        // longest backoff step
 	// retryAfterCap bounds a Retry-After honoured; a longer one is
