@@ -114,9 +114,14 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			}
 			if m.revive(ctx, e, recordWithin) {
 				m.mu.Lock()
-				tenant, template := e.rec.TenantID, e.rec.Template
+				tenant, template, recID := e.rec.TenantID, e.rec.Template, e.rec.ID
+				sandboxID := ""
+				if e.sb != nil {
+					sandboxID = e.sb.ID()
+				}
 				m.mu.Unlock()
 				m.countReused(tenant, template)
+				m.log.Debug("context reused", sessionAttrs(id, logkey.Context, recID, logkey.Sandbox, sandboxID, logkey.Template, template)...)
 				if err := m.ensureNetwork(ctx, e, opts.Network); err != nil {
 					return nil, err
 				}
@@ -137,6 +142,20 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		return e, err
 	}
 	return nil, fmt.Errorf("context of %s/%s: %w", id.ConversationID, id.PathID, lastErr)
+}
+
+// sessionAttrs returns a log line's attributes naming the session key of
+// id (tenant, user when it has one, conversation, path) followed by more:
+// the create and reuse lines carry it, so a conversation's log query shows
+// which context and sandbox served it.
+func sessionAttrs(id Identity, more ...any) []any {
+	a := make([]any, 0, 8+len(more))
+	a = append(a, logkey.Tenant, id.TenantID)
+	if id.UserID != "" {
+		a = append(a, logkey.User, id.UserID)
+	}
+	a = append(a, logkey.Conversation, id.ConversationID, logkey.PathID, id.PathID)
+	return append(a, more...)
 }
 
 var errLostRace = fmt.Errorf("another manager created this context concurrently: %w", errdefs.ErrUnavailable)

@@ -293,7 +293,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.inheritLost(id, e)
 	m.mu.Unlock()
 	m.countCreated(id.TenantID, template, rec.Provider)
-	m.log.Debug("context created", logkey.Context, rec.ID, logkey.Tenant, id.TenantID, logkey.Sandbox, sb.ID(), logkey.Template, template)
+	m.log.Debug("context created", sessionAttrs(id, logkey.Context, rec.ID, logkey.Sandbox, sb.ID(), logkey.Template, template)...)
 	return e, nil
 }
 

@@ -280,7 +280,7 @@ func (r *Registry) Call(ctx context.Context, call Call, out contexts.OutputFunc)
 	telemetry.EndSpan(span, err)
 	d := time.Since(start)
 	r.log.DebugContext(ctx, "tool call", logkey.Tool, call.Name, logkey.Tenant, call.Identity.TenantID, logkey.User, call.Identity.UserID,
-		"conversation", call.Identity.ConversationID, logkey.Path, call.Identity.PathID,
+		logkey.Conversation, call.Identity.ConversationID, logkey.PathID, call.Identity.PathID,
 		"forced", call.Forced, slog.Duration(logkey.Duration, d), "code", string(errdefs.CodeOf(err)), "ok", err == nil)
 	if r.cfg.OnCall != nil {
 		r.cfg.OnCall(ctx, CallEvent{Tool: call.Name, Identity: call.Identity, Forced: call.Forced, Duration: d, Err: err})

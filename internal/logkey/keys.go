@@ -13,16 +13,20 @@ package logkey
 const (
 	Tenant = "tenant_id"
 	// User is the end user of an identity ("" when it has none).
-	User     = "user_id"
-	Context  = "context_id"
-	Sandbox  = "sandbox_id"
-	Template = "template"
-	Node     = "node"
-	Provider = "provider"
-	Runtime  = "runtime"
-	Tool     = "tool"
-	Language = "language"
-	Path     = "path"
+	User = "user_id"
+	// Conversation and PathID are the rest of a session's key (with
+	// Tenant and User): the conversation and the path within it.
+	Conversation = "conversation_id"
+	PathID       = "path_id"
+	Context      = "context_id"
+	Sandbox      = "sandbox_id"
+	Template     = "template"
+	Node         = "node"
+	Provider     = "provider"
+	Runtime      = "runtime"
+	Tool         = "tool"
+	Language     = "language"
+	Path         = "path"
 )
 
 // Events.

@@ -108,7 +108,11 @@ type Config struct {
 	// operation. Zero: 30 s.
 	ExtendEvery time.Duration
 	// HTTPClient for all calls. Nil: one with ConnectTimeout as dial bound.
+	// Its transport is wrapped by the one that retries idempotent calls.
 	HTTPClient *http.Client
+	// Retries is how many times an idempotent call is tried again after a
+	// transient failure (retry.go). Zero: DefaultRetries; negative: none.
+	Retries int
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Deployment names this sandlot deployment on the E2B account: Create
@@ -204,13 +208,23 @@ func New(cfg Config) *Provider {
 		cfg.ListPages = DefaultListPages
 	}
 	cfg.Deployment = deploymentID(cfg.Deployment)
-	p := &Provider{cfg: cfg, http: cfg.HTTPClient, log: cfg.Logger}
-	if p.http == nil {
+	if cfg.Retries == 0 {
+		cfg.Retries = DefaultRetries
+	}
+	p := &Provider{cfg: cfg, log: cfg.Logger}
+	client := http.Client{}
+	if cfg.HTTPClient != nil {
+		client = *cfg.HTTPClient
+	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.DialContext = (&net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
 		tr.TLSHandshakeTimeout = cfg.ConnectTimeout
-		p.http = &http.Client{Transport: tr}
+		client.Transport = tr
 	}
+	if cfg.Retries > 0 {
+		client.Transport = &retryTransport{base: client.Transport, retries: cfg.Retries}
+	}
+	p.http = &client
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -492,9 +506,10 @@ func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
 	return nil
 }
 
-// setTimeout sets the sandbox's E2B timeout to ttl from now.
+// setTimeout sets the sandbox's E2B timeout to ttl from now; it is
+// retried on a transient failure (a repeat sets the same time or later).
 func (p *Provider) setTimeout(ctx context.Context, id string, ttl time.Duration) error {
-	return p.api(ctx, http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", map[string]int64{"timeout": int64(ttl / time.Second)}, nil)
+	return p.api(idempotent(ctx), http.MethodPost, "/sandboxes/"+url.PathEscape(id)+"/timeout", map[string]int64{"timeout": int64(ttl / time.Second)}, nil)
 }
 
 func (p *Provider) api(ctx context.Context, method, path string, in, out any) error {
@@ -502,8 +517,13 @@ func (p *Provider) api(ctx context.Context, method, path string, in, out any) er
 	return err
 }
 
-// apiHeader calls the control plane and decodes the JSON answer.
+// apiHeader calls the control plane and decodes the JSON answer. A GET or
+// DELETE is retried on a transient failure (retry.go); other methods only
+// when the caller marks ctx idempotent.
 func (p *Provider) apiHeader(ctx context.Context, method, path string, in, out any) (http.Header, error) {
+	if method == http.MethodGet || method == http.MethodDelete {
+		ctx = idempotent(ctx)
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

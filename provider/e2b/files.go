@@ -42,9 +42,10 @@ func fileInfo(e *fspb.EntryInfo) *agent.FileInfo {
 	return fi
 }
 
-// readAll fetches a whole file with GET /files.
+// readAll fetches a whole file with GET /files (retried on a transient
+// failure, as a read can be).
 func (s *Sandbox) readAll(ctx context.Context, p string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.envdURL+"/files?"+url.Values{"path": {p}}.Encode(), nil)
+	req, err := http.NewRequestWithContext(idempotent(ctx), http.MethodGet, s.envdURL+"/files?"+url.Values{"path": {p}}.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +94,7 @@ func (s *Sandbox) ReadFile(ctx context.Context, p agent.ReadParams) (*agent.Read
 		limit = agent.ChunkSize
 	}
 	off := max(p.Offset, 0)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.envdURL+"/files?"+url.Values{"path": {p.Path}}.Encode(), nil)
+	req, err := http.NewRequestWithContext(idempotent(ctx), http.MethodGet, s.envdURL+"/files?"+url.Values{"path": {p.Path}}.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
