@@ -203,16 +203,22 @@ if ! xdpyinfo >/dev/null 2>&1; then
   /usr/bin/Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -retro -dpi 96 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
   for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
 fi
-pgrep -x xfce4-session >/dev/null || {
+`+xfceStart+`
+`, w, h, vncPort, StreamPort, warmMarker)
+}
+
+// xfceStart starts the XFCE session unless it runs (its clients all at
+// once: one start priority), logging to /tmp/.desktop-xfce.log. It is
+// safe to run again: readyScript does, once, when the session is gone
+// before its window manager came up.
+const xfceStart = `pgrep -x xfce4-session >/dev/null || {
   conf=~/.config/xfce4/xfconf/xfce-perchannel-xml sys=/etc/xdg/xfce4/xfconf/xfce-perchannel-xml/xfce4-session.xml
   mkdir -p ~/.cache "$conf"
   [ -e "$conf/xfce4-session.xml" ] || ! [ -f "$sys" ] ||
     sed 's/_Priority" type="int" value="[0-9]*"/_Priority" type="int" value="15"/' "$sys" >"$conf/xfce4-session.xml"
   XDG_CURRENT_DESKTOP=XFCE XDG_MENU_PREFIX=xfce- DESKTOP_SESSION=xfce XDG_CONFIG_DIRS=/etc/xdg XDG_DATA_DIRS=/usr/local/share:/usr/share \
-    exec dbus-launch --exit-with-session xfce4-session >/tmp/.desktop-xfce.log 2>&1
-} &
-`, w, h, vncPort, StreamPort, warmMarker)
-}
+    exec dbus-launch --exit-with-session xfce4-session >>/tmp/.desktop-xfce.log 2>&1
+} &`
 
 // stackScript is sessionScript and x11vnc, started anew for the
 // session's password, held for the sandbox's life. The browser is not
@@ -272,13 +278,25 @@ func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
 stream() { grep -qs ':%04[4]X [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 && curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html 2>/dev/null; }
-end=$(( $(now) + 120000 )); x=; wm=; st=
+end=$(( $(now) + 120000 )); x=; wm=; st=; gone=; again=
 until [ -n "$x" ] && [ -n "$wm" ]; do
   [ -n "$x" ] || ! xdpyinfo >/dev/null 2>&1 || { x=1; mark x; }
   [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
   [ -n "$st" ] || ! stream || { st=1; mark stream; }
   [ -n "$x" ] && [ -n "$wm" ] && break
-  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' ')" >&2; exit 3; }
+  # The session gone for 10 s while X answers and before its window
+  # manager came up (seen on a loaded host): start it once more.
+  if [ -n "$x" ] && [ -z "$again" ] && ! pgrep -x xfce4-session >/dev/null; then
+    [ -n "$gone" ] || gone=$(now)
+    if [ $(( $(now) - gone )) -gt 10000 ]; then
+      again=1; echo "the XFCE session ended before its window manager started; starting it again" >&2
+      export DISPLAY=:0 NO_AT_BRIDGE=1
+      `+xfceStart+`
+    fi
+  else
+    gone=
+  fi
+  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
 end=$(( $(now) + %[1]d )); drawn=
