@@ -19,9 +19,12 @@ func TestBenchCommand(t *testing.T) {
 	lrunNeedAgent(t)
 	debiantest.Default(t) // the image-template figures run on the shared Debian base
 	var out, errw bytes.Buffer
+	// One desktop per desktop case (when the shared store holds the
+	// desktop image): each is a whole XFCE and Chromium start, and the
+	// default three of each made this test most of the package's time.
 	err := Run(context.Background(), []string{"bench", "--json", "--floor-n", "50", "--warm-n", "20", "--http-n", "20",
 		"--cold-n", "2", "--pool-n", "2", "--throughput", "300ms", "--concurrency", "2", "--guard-mb", "1", "--peer-n", "0",
-		"--images-dir", debiantest.StoreDir()},
+		"--desktop-n", "1", "--images-dir", debiantest.StoreDir()},
 		nil, &out, &errw)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errw.String())

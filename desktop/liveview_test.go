@@ -23,6 +23,7 @@ import (
 // wallpaper and panel), not noVNC's connect dialog or a blank page. With
 // SANDLOT_TEST_ARTIFACTS set, the screenshot is kept there to look at.
 func TestLiveViewInBrowser(t *testing.T) {
+	t.Parallel()
 	dm, cm := newManagers(t, desktop.Config{})
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "t1", ConversationID: "live", PathID: "main"}
@@ -74,8 +75,16 @@ http.server.ThreadingHTTPServer(("127.0.0.1", 8001), H).serve_forever()`
 				return err
 			}
 			go sb.Exec(context.WithoutCancel(ctx), agent.ExecParams{Argv: []string{"python3", "-c", server}, TimeoutMs: 120_000}, nil)
+			// Headless Chromium writes the screenshot and then stays (the
+			// live view's websocket holds it): it is ended once it said
+			// so, rather than at the call's timeout two minutes later.
 			res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"bash", "-c", `for i in $(seq 100); do curl -fsS -o /dev/null http://127.0.0.1:8001/ && break; sleep 0.1; done
-exec chromium --headless --user-data-dir=/tmp/.live-profile --window-size=1024,768 --screenshot=/tmp/live.png http://127.0.0.1:8001/`}, TimeoutMs: 120_000}, nil)
+chromium --headless --user-data-dir=/tmp/.live-profile --window-size=1024,768 --screenshot=/tmp/live.png http://127.0.0.1:8001/ >/tmp/live.log 2>&1 &
+pid=$!
+while kill -0 $pid 2>/dev/null && ! grep -q 'bytes written to file /tmp/live.png' /tmp/live.log; do sleep 0.2; done
+kill $pid 2>/dev/null; wait $pid; status=$?
+cat /tmp/live.log >&2
+grep -q 'bytes written to file /tmp/live.png' /tmp/live.log || exit $status`}, TimeoutMs: 120_000}, nil)
 			if err != nil {
 				return err
 			}

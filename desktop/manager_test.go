@@ -64,6 +64,7 @@ func newPooled(t testing.TB, cfg desktop.Config, pool int) (*desktop.Manager, *c
 // from the conversation's execution context, and it ends TTL after its
 // last call.
 func TestManager(t *testing.T) {
+	t.Parallel()
 	const ttl = 75 * time.Second // longer than one open on a loaded machine
 	dm, cm := newManagers(t, desktop.Config{TTL: ttl, Width: 800, Height: 600})
 	ctx := context.Background()
@@ -205,6 +206,7 @@ func TestManager(t *testing.T) {
 // TestActionArgs: bad input to an action is invalid_argument before
 // anything runs; text never reaches a shell.
 func TestActionArgs(t *testing.T) {
+	t.Parallel()
 	dm := desktop.New(desktop.Config{Contexts: nil})
 	for _, a := range []desktop.Action{
 		{Kind: "move", X: -1, Y: 0},

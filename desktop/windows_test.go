@@ -17,6 +17,7 @@ import (
 // clipboard holds the address Chromium copied, read over the X selection
 // protocol (the image has no clipboard tool).
 func TestWindowsAndClipboard(t *testing.T) {
+	t.Parallel()
 	dm, _ := newManagers(t, desktop.Config{})
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "t1", ConversationID: "win", PathID: "main"}
@@ -80,6 +81,7 @@ func poll(t *testing.T, what string, f func() (string, bool)) {
 // about:blank 3 s late, so the order is that one every time. Then the
 // browser dies, and open_url must start one itself.
 func TestOpenURLWhileBrowserStarts(t *testing.T) {
+	t.Parallel()
 	dm, cm := newManagers(t, desktop.Config{})
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "t1", ConversationID: "slow-browser", PathID: "main"}

@@ -19,6 +19,7 @@ import (
 // provider chain starts with the e2b provider, pointed at a second sandlot
 // (E2B surface, real Manager, real sandlot-agent processes) over HTTP.
 func TestSandlotBehindSandlot(t *testing.T) {
+	t.Parallel()
 	url := server(t, sandboxProvider(t))
 	remote := e2b.New(e2b.Config{APIKey: apiKey, APIURL: url, SandboxURL: url, ConnectTimeout: 5 * time.Second})
 	local := sandboxProvider(t)

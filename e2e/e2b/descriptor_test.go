@@ -23,6 +23,7 @@ import (
 // types and oneofs. json_name is left out: the SDK strips it and the
 // default lowerCamelCase is what both sides use.
 func TestEnvdDescriptorsMatchSDK(t *testing.T) {
+	t.Parallel()
 	npmReady(t)
 	js, err := os.ReadFile("node_modules/e2b/dist/index.js")
 	if err != nil {

@@ -162,14 +162,19 @@ func server(t *testing.T, provider contexts.Provider) string {
 // process, and against a real `sandlot serve` (SANDLOT_BIN, as `make test`
 // sets it, or a build of cmd/sandlot).
 func TestOfficialSDK(t *testing.T) {
+	t.Parallel()
 	npmReady(t)
+	// The two suites run at once: each has its own server, sandboxes
+	// and node process.
 	t.Run("inprocess", func(t *testing.T) {
+		t.Parallel()
 		p := sandboxProvider(t)
 		t.Logf("sandboxes on provider %s", p.Name())
 		url := server(t, p)
 		runNode(t, url, apiKey, "E2E_SECRET="+secret)
 	})
 	t.Run("serve", func(t *testing.T) {
+		t.Parallel()
 		testenv.RequireRoot(t) // sandlot serve runs the local provider
 		// The R and Java cells run on the code-interpreter template, from
 		// the tests' shared image store (built once per machine).

@@ -27,6 +27,7 @@ import (
 // the chunk boundaries (it must come back exactly as the original with each
 // secret replaced), and a PNG with a secret in a tEXt chunk.
 func TestFilesGuardRealSandbox(t *testing.T) {
+	t.Parallel()
 	g, err := guard.New(guard.Config{})
 	if err != nil {
 		t.Fatal(err)

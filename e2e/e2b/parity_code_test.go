@@ -108,6 +108,7 @@ func resultText(rr api.RichResult) string {
 // run_analysis's result and parsed output, and the file tools on files the
 // code then reads.
 func TestCodeParityWithLocal(t *testing.T) {
+	t.Parallel()
 	url := server(t, sandboxProvider(t))
 	remote := e2b.New(e2b.Config{APIKey: apiKey, APIURL: url, SandboxURL: url, ConnectTimeout: 5 * time.Second})
 	registries := map[string]*tools.Registry{}

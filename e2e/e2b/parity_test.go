@@ -18,6 +18,7 @@ import (
 // cwd, and a timeout that stops the code (the process is gone afterwards,
 // not only the call).
 func TestParityWithLocal(t *testing.T) {
+	t.Parallel()
 	url := server(t, sandboxProvider(t))
 	remote := e2b.New(e2b.Config{APIKey: apiKey, APIURL: url, SandboxURL: url, ConnectTimeout: 5 * time.Second})
 	local := sandboxProvider(t)

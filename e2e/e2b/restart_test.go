@@ -19,6 +19,7 @@ import (
 // exit code, that kill(pid) ends one, and that the sandbox's kernel state
 // is there (restart.mjs).
 func TestCommandsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	npmReady(t)
 	testenv.RequireRoot(t)
 	bin := testenv.SandlotBinary(t)

@@ -20,6 +20,7 @@ import (
 // sandbox networks on the host and the template also apt-installs jq from
 // Debian's mirror through the build allowlist.
 func TestTemplateBuild(t *testing.T) {
+	t.Parallel()
 	npmReady(t)
 	testenv.RequireRoot(t)
 	var extra, env []string
