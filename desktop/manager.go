@@ -284,19 +284,26 @@ until [ -n "$x" ] && [ -n "$wm" ]; do
   [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
   [ -n "$st" ] || ! stream || { st=1; mark stream; }
   [ -n "$x" ] && [ -n "$wm" ] && break
-  # The session gone for 10 s while X answers and before its window
-  # manager came up (seen on a loaded host): start it once more.
+  # The session (or the X server under it) gone for 10 s after X first
+  # answered and before the window manager came up (seen on a loaded
+  # host): start what is missing once more, X first.
   if [ -n "$x" ] && [ -z "$again" ] && ! pgrep -x xfce4-session >/dev/null; then
     [ -n "$gone" ] || gone=$(now)
     if [ $(( $(now) - gone )) -gt 10000 ]; then
       again=1; echo "the XFCE session ended before its window manager started; starting it again" >&2
       export DISPLAY=:0 NO_AT_BRIDGE=1
+      if ! xdpyinfo >/dev/null 2>&1; then
+        echo "the X server had ended too; starting it again" >&2
+        screen=$(cat `+warmMarker+` 2>/dev/null); [ -n "$screen" ] || screen=`+fmt.Sprintf("%dx%dx24", DefaultWidth, DefaultHeight)+`
+        /usr/bin/Xvfb :0 -ac -screen 0 "$screen" -retro -dpi 96 -nolisten tcp -nolisten unix >>/tmp/.desktop-xvfb.log 2>&1 &
+        for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
+      fi
       `+xfceStart+`
     fi
   else
     gone=
   fi
-  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
+  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' '); the X server's: $(tail -c 300 /tmp/.desktop-xvfb.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
 end=$(( $(now) + %[1]d )); drawn=
