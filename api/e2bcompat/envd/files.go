@@ -79,8 +79,7 @@ var errClientGone = errors.New("client gone")
 
 // writeFiles serves POST /files: multipart (one part "file" per file; the
 // part's filename is its path when the path query is absent) or a raw
-// application/octet-stream body for the path query. The request's files
-// are written all or none (upload).
+// application/octet-stream body for the path query.
 //
 // A gzip body (Content-Encoding: gzip, as the SDKs send `gzip: true`) is
 // inflated as it is written, within the same bound as a plain body:
@@ -101,14 +100,57 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 	qpath := r.URL.Query().Get("path")
 	var out []writtenFile
 	err = h.edge.Use(r.Context(), core.RefFrom(r.Context()), func(ctx context.Context, sb contexts.Sandbox) error {
-		u := &upload{sb: sb, md: md}
-		if err := readParts(r, limit, qpath, func(dest string, src io.Reader) error { return u.add(ctx, dest, src) }); err != nil {
-			u.abort(ctx)
+		body, err := decodedBody(r, limit)
+		if err != nil {
 			return err
 		}
-		var err error
-		out, err = u.commit(ctx)
-		return err
+		ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if ct != "multipart/form-data" {
+			if qpath == "" {
+				return fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
+			}
+			fi, err := writeStream(ctx, sb, qpath, body, md)
+			if err != nil {
+				return err
+			}
+			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file", Metadata: fi.Metadata})
+			return nil
+		}
+		_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if params["boundary"] == "" {
+			return fmt.Errorf("multipart body without a boundary: %w", errdefs.ErrInvalidArgument)
+		}
+		mr := multipart.NewReader(body, params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("multipart body: %w", errdefs.ErrInvalidArgument)
+			}
+			if part.FormName() != "file" {
+				continue
+			}
+			dest := qpath
+			// part.FileName() strips directories; the SDKs put the whole
+			// path there.
+			if _, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition")); err == nil && params["filename"] != "" && (qpath == "" || dest == "") {
+				dest = params["filename"]
+			}
+			if dest == "" {
+				return fmt.Errorf("file part without a path: %w", errdefs.ErrInvalidArgument)
+			}
+			fi, err := writeStream(ctx, sb, dest, part, md)
+			if err != nil {
+				return err
+			}
+			out = append(out, writtenFile{Path: fi.Path, Name: fi.Name, Type: "file", Metadata: fi.Metadata})
+		}
+		if len(out) == 0 {
+			return fmt.Errorf("no file in the request: %w", errdefs.ErrInvalidArgument)
+		}
+		return nil
 	})
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -119,60 +161,6 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	core.WriteJSON(w, http.StatusOK, out)
-}
-
-// readParts calls write for each file of r's body (the path query's, or
-// each multipart "file" part's) with its destination and content.
-func readParts(r *http.Request, limit int64, qpath string, write func(dest string, src io.Reader) error) error {
-	body, err := decodedBody(r, limit)
-	if err != nil {
-		return err
-	}
-	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ct != "multipart/form-data" {
-		if qpath == "" {
-			return fmt.Errorf("path is required: %w", errdefs.ErrInvalidArgument)
-		}
-		return write(qpath, body)
-	}
-	if params["boundary"] == "" {
-		return fmt.Errorf("multipart body without a boundary: %w", errdefs.ErrInvalidArgument)
-	}
-	mr := multipart.NewReader(body, params["boundary"])
-	files := 0
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF { // the closing boundary; a body cut off before it is an error wrapping EOF
-			break
-		}
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) || errors.Is(err, errInflatedUpload) {
-				return err
-			}
-			return fmt.Errorf("multipart body: %v: %w", err, errdefs.ErrInvalidArgument)
-		}
-		if part.FormName() != "file" {
-			continue
-		}
-		dest := qpath
-		// part.FileName() strips directories; the SDKs put the whole
-		// path there.
-		if _, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition")); err == nil && params["filename"] != "" && dest == "" {
-			dest = params["filename"]
-		}
-		if dest == "" {
-			return fmt.Errorf("file part without a path: %w", errdefs.ErrInvalidArgument)
-		}
-		if err := write(dest, part); err != nil {
-			return err
-		}
-		files++
-	}
-	if files == 0 {
-		return fmt.Errorf("no file in the request: %w", errdefs.ErrInvalidArgument)
-	}
-	return nil
 }
 
 // errInflatedUpload ends a gzip upload that inflates past the bound.
@@ -194,19 +182,16 @@ func decodedBody(r *http.Request, limit int64) (io.Reader, error) {
 	}
 }
 
-// writeStream writes src to path in agent-sized chunks, the file created
-// with mode (0: the agent's default). An upload that fails part way is
-// removed: a truncated file is worse than none. md is the file's
-// metadata, set with its first chunk. Only io.EOF ends src well: a
-// multipart part cut off before its boundary reads io.ErrUnexpectedEOF,
-// which fails the file.
-func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.Reader, md map[string]string, mode uint32) (*agent.FileInfo, error) {
+// writeStream writes src to path in agent-sized chunks. An upload that
+// fails part way is removed: a truncated file is worse than none.
+// md is the file's metadata, set with its first chunk.
+func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.Reader, md map[string]string) (*agent.FileInfo, error) {
 	buf := make([]byte, agent.ChunkSize)
 	var fi *agent.FileInfo
 	first := true
 	for {
-		n, rerr := fill(src, buf)
-		if rerr != nil && rerr != io.EOF {
+		n, rerr := io.ReadFull(src, buf)
+		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
 			if !first {
 				_ = sb.Remove(context.WithoutCancel(ctx), agent.RemoveParams{Path: path})
 			}
@@ -220,13 +205,10 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 			var err error
 			p := agent.WriteParams{Path: path, Data: append([]byte(nil), buf[:n]...), Append: !first}
 			if first {
-				p.Metadata, p.Mode = md, mode
+				p.Metadata = md
 			}
 			fi, err = sb.WriteFile(ctx, p)
 			if err != nil {
-				if !first {
-					_ = sb.Remove(context.WithoutCancel(ctx), agent.RemoveParams{Path: path})
-				}
 				return nil, err
 			}
 			first = false
@@ -239,21 +221,6 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 		fi.Name = path[strings.LastIndex(path, "/")+1:]
 	}
 	return fi, nil
-}
-
-// fill reads into buf until it is full or src ends; unlike io.ReadFull it
-// hands on src's own error (io.EOF at the end), so a source that breaks
-// off (io.ErrUnexpectedEOF) is told from a short last chunk.
-func fill(src io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := src.Read(buf[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // metadataHeader prefixes the request headers that carry a file's
