@@ -39,7 +39,13 @@ func desktopCases(env Env, sz Sizes) []Case {
 // refill's warm-up (X, XFCE, noVNC) waits while hold is locked, so that a
 // timed create never shares the cores with the next warm desktop's start.
 func desktopManager(ctx context.Context, env Env, pool int, hold *sync.Mutex) (*desktop.Manager, *contexts.Manager, func(), error) {
-	cfg := contexts.Config{PoolSize: -1, Catalog: env.DesktopCatalog}
+	// A desktop's limits are its template's (what serve gives it), not
+	// the bench's --sandbox-memory sized for density: XFCE, the drawing
+	// check and Chromium outgrow 256 MiB, and the OOM killer then took
+	// the X server or the session.
+	r := desktop.Resources
+	cfg := contexts.Config{PoolSize: -1, Catalog: env.DesktopCatalog,
+		Limits: contexts.Limits{MemoryBytes: r.MemoryBytes, PIDs: r.PIDs, DiskBytes: r.DiskBytes}}
 	// The spec with or without a pool, as the daemon sets it: a cold
 	// create is started (and drawn) by its warm-up too.
 	spec := desktop.PoolSpec(pool, desktop.Config{})

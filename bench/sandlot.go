@@ -115,7 +115,9 @@ func manager(ctx context.Context, env Env, cfg contexts.Config) (*contexts.Manag
 	}
 	cfg.MaxPerTenant, cfg.MaxPerConversation, cfg.MaxExecutionsPerContext = -1, -1, -1
 	cfg.CleanupInterval = time.Hour
-	cfg.Limits = env.Limits
+	if cfg.Limits == (contexts.Limits{}) {
+		cfg.Limits = env.Limits
+	}
 	if env.Guard != nil {
 		cfg.Guard = env.Guard
 	}

@@ -197,15 +197,23 @@ func parseHealth(out string) Health {
 // find this script's own command line.)
 func sessionScript(w, h int) string {
 	return fmt.Sprintf(`export DISPLAY=:0 NO_AT_BRIDGE=1
-pgrep -f '^[^ ]*python3 [^ ]*websockify .* %[4]d ' >/dev/null || websockify --web /opt/noVNC %[4]d localhost:%[3]d >/tmp/.desktop-novnc.log 2>&1 &
+pgrep -f '^[^ ]*python3 [^ ]*websockify .* %[4]d ' >/dev/null || setsid -f websockify --web /opt/noVNC %[4]d localhost:%[3]d >/tmp/.desktop-novnc.log 2>&1 </dev/null
 if ! xdpyinfo >/dev/null 2>&1; then
   echo %[1]dx%[2]dx24 >%[5]s
-  /usr/bin/Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -retro -dpi 96 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 &
+  setsid -f /usr/bin/Xvfb :0 -ac -screen 0 %[1]dx%[2]dx24 -retro -dpi 96 -nolisten tcp -nolisten unix >/tmp/.desktop-xvfb.log 2>&1 </dev/null
   for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
 fi
 `+xfceStart+`
 `, w, h, vncPort, StreamPort, warmMarker)
 }
+
+// The desktop's long-lived parts (Xvfb, the XFCE session, websockify)
+// run in sessions of their own (setsid): they belong to the sandbox, not
+// to the exec that started them, so an exec that ends or is killed with
+// its process group (a warm-up's, a ready wait's) takes none of them
+// along. Seen before: a desktop whose X server and session vanished
+// while the sandbox lived, and websockify, started by a later exec,
+// stayed.
 
 // xfceStart starts the XFCE session unless it runs (its clients all at
 // once: one start priority), logging to /tmp/.desktop-xfce.log. It is
@@ -217,7 +225,7 @@ const xfceStart = `pgrep -x xfce4-session >/dev/null || {
   [ -e "$conf/xfce4-session.xml" ] || ! [ -f "$sys" ] ||
     sed 's/_Priority" type="int" value="[0-9]*"/_Priority" type="int" value="15"/' "$sys" >"$conf/xfce4-session.xml"
   XDG_CURRENT_DESKTOP=XFCE XDG_MENU_PREFIX=xfce- DESKTOP_SESSION=xfce XDG_CONFIG_DIRS=/etc/xdg XDG_DATA_DIRS=/usr/local/share:/usr/share \
-    exec dbus-launch --exit-with-session xfce4-session >>/tmp/.desktop-xfce.log 2>&1
+    exec setsid dbus-launch --exit-with-session xfce4-session >>/tmp/.desktop-xfce.log 2>&1 </dev/null
 } &`
 
 // stackScript is sessionScript and x11vnc, started anew for the
@@ -278,30 +286,34 @@ func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
 stream() { grep -qs ':%04[4]X [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 && curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html 2>/dev/null; }
-end=$(( $(now) + 120000 )); x=; wm=; st=; gone=; again=
+end=$(( $(now) + 120000 )); x=; wm=; st=; xat=; again=
 until [ -n "$x" ] && [ -n "$wm" ]; do
   [ -n "$x" ] || ! xdpyinfo >/dev/null 2>&1 || { x=1; mark x; }
   [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
   [ -n "$st" ] || ! stream || { st=1; mark stream; }
   [ -n "$x" ] && [ -n "$wm" ] && break
-  # The session (or the X server under it) gone for 10 s after X first
-  # answered and before the window manager came up (seen on a loaded
-  # host): start what is missing once more, X first.
-  if [ -n "$x" ] && [ -z "$again" ] && ! pgrep -x xfce4-session >/dev/null; then
-    [ -n "$gone" ] || gone=$(now)
-    if [ $(( $(now) - gone )) -gt 10000 ]; then
-      again=1; echo "the XFCE session ended before its window manager started; starting it again" >&2
+  # No window manager 15 s after X first answered (seen on a loaded host
+  # and once on a quiet one: the session gone, the X server under it gone,
+  # or the session up without xfwm4): start what is missing, once.
+  if [ -n "$x" ] && [ -z "$again" ]; then
+    [ -n "$xat" ] || xat=$(now)
+    if [ $(( $(now) - xat )) -gt 15000 ]; then
+      again=1
       export DISPLAY=:0 NO_AT_BRIDGE=1
       if ! xdpyinfo >/dev/null 2>&1; then
-        echo "the X server had ended too; starting it again" >&2
+        echo "the X server had ended; starting it again" >&2
         screen=$(cat `+warmMarker+` 2>/dev/null); [ -n "$screen" ] || screen=`+fmt.Sprintf("%dx%dx24", DefaultWidth, DefaultHeight)+`
-        /usr/bin/Xvfb :0 -ac -screen 0 "$screen" -retro -dpi 96 -nolisten tcp -nolisten unix >>/tmp/.desktop-xvfb.log 2>&1 &
+        setsid -f /usr/bin/Xvfb :0 -ac -screen 0 "$screen" -retro -dpi 96 -nolisten tcp -nolisten unix >>/tmp/.desktop-xvfb.log 2>&1 </dev/null
         for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
       fi
-      `+xfceStart+`
+      if ! pgrep -x xfce4-session >/dev/null; then
+        echo "the XFCE session had ended; starting it again" >&2
+        `+xfceStart+`
+      else
+        echo "the XFCE session runs without its window manager; starting xfwm4" >&2
+        setsid xfwm4 --replace >>/tmp/.desktop-xfwm4.log 2>&1 </dev/null &
+      fi
     fi
-  else
-    gone=
   fi
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' '); the X server's: $(tail -c 300 /tmp/.desktop-xvfb.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
@@ -409,6 +421,10 @@ func waitReady(ctx context.Context, sb contexts.Sandbox, wait time.Duration, log
 	}
 	if strings.Contains(res.Stdout, "not drawn") {
 		log.Info("desktop: not drawn within the stream-ready wait; going on", logkey.Context, contextID, "wait", wait)
+	}
+	if s := strings.TrimSpace(res.Stderr); s != "" {
+		// readyScript started a part that had ended (or never came up).
+		log.Warn("desktop: started a part again while waiting for it", logkey.Context, contextID, "detail", s)
 	}
 	return nil
 }
