@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strconv"
 	"strings"
@@ -241,4 +242,30 @@ func waitNoProcess(t *testing.T, e *env, sb created) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatal("the flood did not end within a minute")
+}
+
+// A multipart upload whose body ends inside a part (the client went away,
+// a proxy cut it) is a 400 that leaves no file, not a complete upload of
+// the part's first bytes. Before, the cut part was stored truncated and
+// the answer was 200.
+func TestTruncatedMultipartUpload(t *testing.T) {
+	e := newEnv(t)
+	sb := e.Create(key1, `{}`)
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, err := mw.CreateFormFile("file", "/home/user/cut.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write([]byte("the first bytes of a part whose end never comes"))
+	// No mw.Close(): the closing boundary never arrives.
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", mw.FormDataContentType())
+	resp := e.Do("POST", "/files", bytes.NewReader(buf.Bytes()), hdr...)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 {
+		t.Fatalf("a body cut inside its part: %d %s, want 400", resp.StatusCode, b)
+	}
+	if resp := e.Do("GET", "/files?path=/home/user/cut.txt", nil, e.Headers(sb, "49983")...); resp.StatusCode != 404 {
+		t.Fatalf("the cut part was stored: GET %d", resp.StatusCode)
+	}
 }

@@ -163,6 +163,20 @@ func (h *Handler) writeFiles(w http.ResponseWriter, r *http.Request) {
 	core.WriteJSON(w, http.StatusOK, out)
 }
 
+// sourceErr keeps the error its reader returned other than io.EOF.
+type sourceErr struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceErr) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return n, err
+}
+
 // errInflatedUpload ends a gzip upload that inflates past the bound.
 var errInflatedUpload = errors.New("decompressed upload is too large")
 
@@ -189,8 +203,15 @@ func writeStream(ctx context.Context, sb contexts.Sandbox, path string, src io.R
 	buf := make([]byte, agent.ChunkSize)
 	var fi *agent.FileInfo
 	first := true
+	rec := &sourceErr{r: src}
 	for {
-		n, rerr := io.ReadFull(src, buf)
+		n, rerr := io.ReadFull(rec, buf)
+		// io.ReadFull says ErrUnexpectedEOF for a short last chunk too;
+		// only the source's own error says the body ended inside its
+		// part (multipart) or before its length (a cut connection).
+		if errors.Is(rerr, io.ErrUnexpectedEOF) && rec.err != nil {
+			rerr = errors.New("the request body ended before the file did")
+		}
 		if rerr != nil && !errors.Is(rerr, io.EOF) && !errors.Is(rerr, io.ErrUnexpectedEOF) {
 			if !first {
 				_ = sb.Remove(context.WithoutCancel(ctx), agent.RemoveParams{Path: path})
