@@ -4,13 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/sandlot/sandlot/store/internal/migrate"
-	"github.com/sandlot/sandlot/store/postgres/pgtest"
 	"github.com/sandlot/sandlot/store/storetest"
 )
 
@@ -20,29 +15,7 @@ import (
 // typed columns and leaves the caller's metadata alone.
 func TestUpgradeToLifecycle(t *testing.T) {
 	ctx := context.Background()
-	u := pgtest.SchemaURL(t)
-	ms, err := migrate.Load(os.DirFS("."), "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	for _, m := range ms {
-		if m.Version >= 6 {
-			break
-		}
-		exec(m.SQL)
-		exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
-	}
+	u, conn, exec := schemaBefore(ctx, t, 6)
 	for i, row := range storetest.LegacyRows() {
 		meta, _ := json.Marshal(row.Metadata)
 		if row.Metadata == nil {

@@ -2,12 +2,8 @@ package sqlite_test
 
 import (
 	"context"
-	"database/sql"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/sandlot/sandlot/store/internal/migrate"
 	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/store/storetest"
 )
@@ -18,29 +14,7 @@ import (
 // context of its own.
 func TestUpgradeToUsers(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "sandlot.db")
-	ms, err := migrate.Load(os.DirFS("."), "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) {
-		t.Helper()
-		if _, err := db.Exec(q, args...); err != nil {
-			t.Fatalf("%.60s: %v", q, err)
-		}
-	}
-	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	for _, m := range ms {
-		if m.Version >= 10 {
-			break
-		}
-		exec(m.SQL)
-		exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
-	}
+	path, db, exec := databaseBefore(t, 10)
 	exec(`INSERT INTO execution_contexts (id, tenant_id, conversation_id, path_id, state, sandbox_id, created_at, last_used_at, expires_at, updated_at)
 		VALUES (?, 't', 'c', 'main', 'ready', 'sb-1', 1, 1, 9999999999999, 1)`, storetest.LegacyContextID)
 	db.Close()
