@@ -90,12 +90,6 @@ func OpenWith(ctx context.Context, url string, opts Options) (Backend, error) {
 	case url == "":
 		return nil, fmt.Errorf("store: empty url: %w", errdefs.ErrInvalidArgument)
 	default:
-		path := url
-		if p, ok := strings.CutPrefix(url, "sqlite://"); ok {
-			path = p // sqlite:///abs/path -> /abs/path
-		} else if p, ok := strings.CutPrefix(url, "sqlite:"); ok {
-			path = p
-		}
-		return sqlite.Open(ctx, path, sqlite.Config{SecretsKey: opts.SecretsKey})
+		return sqlite.Open(ctx, SQLitePath(url), sqlite.Config{SecretsKey: opts.SecretsKey})
 	}
 }

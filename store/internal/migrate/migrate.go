@@ -59,17 +59,55 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	return out, nil
 }
 
-// Known fails when the database records a migration this binary does not
-// have: it was migrated by a newer sandlot.
-func Known(ms []Migration, applied map[int]bool) error {
+// Status is where a database stands against a binary's migrations.
+type Status struct {
+	// Current is the highest version the database records (0: none).
+	Current int
+	// Latest is the newest version the binary has.
+	Latest int
+	// Pending are the binary's migrations the database lacks, in the
+	// order they would be applied.
+	Pending []Migration
+	// Unknown are versions the database records that the binary lacks:
+	// a newer sandlot migrated it.
+	Unknown []int
+}
+
+// Plan compares the recorded versions applied with ms (sorted, as Load
+// returns them).
+func Plan(ms []Migration, applied map[int]bool) Status {
+	var st Status
 	have := map[int]bool{}
 	for _, m := range ms {
 		have[m.Version] = true
-	}
-	for v := range applied {
-		if !have[v] {
-			return fmt.Errorf("database schema has migration %d, unknown to this binary (a newer sandlot migrated it): %w", v, errdefs.ErrFailedPrecondition)
+		st.Latest = max(st.Latest, m.Version)
+		if !applied[m.Version] {
+			st.Pending = append(st.Pending, m)
 		}
 	}
-	return nil
+	for v := range applied {
+		st.Current = max(st.Current, v)
+		if !have[v] {
+			st.Unknown = append(st.Unknown, v)
+		}
+	}
+	sort.Ints(st.Unknown)
+	return st
+}
+
+// Err is nil unless the database was migrated by a newer sandlot, which
+// this binary must not run on: it names both versions and what to do.
+func (st Status) Err() error {
+	if len(st.Unknown) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the database's schema is at version %d (it records migration %d), newer than this sandlot's %d: a newer sandlot migrated it. "+
+		"Run that release or a later one on this store, or restore a backup taken before the upgrade; sandlot never migrates a schema down: %w",
+		st.Current, st.Unknown[len(st.Unknown)-1], st.Latest, errdefs.ErrFailedPrecondition)
+}
+
+// Known fails when the database records a migration this binary does not
+// have: it was migrated by a newer sandlot (Status.Err).
+func Known(ms []Migration, applied map[int]bool) error {
+	return Plan(ms, applied).Err()
 }

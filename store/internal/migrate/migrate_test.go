@@ -1,8 +1,13 @@
 package migrate
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 func TestLoad(t *testing.T) {
@@ -58,6 +63,41 @@ func TestKnown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := Known(ms, tc.applied); (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPlan(t *testing.T) {
+	ms := []Migration{{Version: 1, Name: "0001_a.sql"}, {Version: 2, Name: "0002_b.sql"}, {Version: 3, Name: "0003_c.sql"}}
+	for _, tc := range []struct {
+		name    string
+		applied map[int]bool
+		current int
+		pending []int
+		wantErr string
+	}{
+		{"fresh", map[int]bool{}, 0, []int{1, 2, 3}, ""},
+		{"gap", map[int]bool{1: true, 3: true}, 3, []int{2}, ""},
+		{"current", map[int]bool{1: true, 2: true, 3: true}, 3, nil, ""},
+		{"newer", map[int]bool{1: true, 2: true, 3: true, 7: true}, 7, nil,
+			"schema is at version 7 (it records migration 7), newer than this sandlot's 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Plan(ms, tc.applied)
+			var pending []int
+			for _, m := range st.Pending {
+				pending = append(pending, m.Version)
+			}
+			if st.Current != tc.current || st.Latest != 3 || fmt.Sprint(pending) != fmt.Sprint(tc.pending) {
+				t.Fatalf("Plan = current %d latest %d pending %v, want %d 3 %v", st.Current, st.Latest, pending, tc.current, tc.pending)
+			}
+			err := st.Err()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Err() = %v, want %q", err, tc.wantErr)
+			}
+			if err != nil && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("Err() = %v, not failed_precondition", err)
 			}
 		})
 	}

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sandlot/sandlot/daemon"
+	"github.com/sandlot/sandlot/doctor"
+)
+
+func init() {
+	commands = append(commands, newDoctorCmd)
+}
+
+// doctorFlags are the serve settings doctor checks the host for, under
+// serve's names, so --config, $SANDLOT_<NAME> and a config file give both
+// commands the same values.
+type doctorFlags struct {
+	configFile string
+	store      storeFlags
+	runtime    string
+	imagesDir  string
+	image      string
+	network    bool
+	json       bool
+}
+
+func newDoctorCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "check whether this host can run sandlot, and say what to fix",
+		Long: `Checks the kernel, user namespaces, cgroups and their controllers, overlayfs, seccomp,
+nftables, each OCI runtime (crun, runc, runsc) and its version, the data dir's free space, the store
+(opened read-only; its schema against this binary's) and the default template, for the settings serve
+would run with (the same flags, $SANDLOT_<NAME> variables and --config file). Nothing is changed.
+
+Exit status: 0 when every required check passes (warnings do not fail), 1 when one fails.`,
+		Args: cobra.NoArgs,
+		Example: `  sudo sandlot doctor
+  sudo sandlot doctor --config /etc/sandlot/config.yaml
+  sudo sandlot doctor --runtime crun --network --json`,
+	}
+	var f doctorFlags
+	fs := cmd.Flags()
+	fs.StringVar(&f.configFile, "config", os.Getenv(envConfig), "serve's config file, whose keys set these flags ($"+envConfig+")")
+	f.store.register(fs)
+	fs.StringVar(&f.runtime, "runtime", "auto", "OCI runtime serve uses: auto (crun or runc), crun, runc, runsc")
+	fs.StringVar(&f.imagesDir, "images-dir", "", "image store of the templates (default DATA_DIR/images)")
+	fs.StringVar(&f.image, "default-image", daemon.DefaultImageDebian, "serve's default template: debian or none")
+	fs.BoolVar(&f.network, "network", false, "serve runs with --network: nftables is required")
+	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := applyConfig(fs, f.configFile, serveKeys()); err != nil {
+			return err
+		}
+		return runDoctor(cmd.Context(), ioOf(cmd), f)
+	}
+	return cmd
+}
+
+// runDoctor prints the report; a failed one exits 1 with no error line
+// (the report said why).
+func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
+	rep := doctor.Run(ctx, doctor.Config{
+		Runtime: f.runtime, DataDir: f.store.dataDir, StoreURL: f.store.url,
+		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network,
+	})
+	var err error
+	if f.json {
+		err = rep.WriteJSON(std.Out)
+	} else {
+		err = rep.WriteText(std.Out)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return &codeExit{status: 1, err: errDoctorFailed}
+	}
+	return nil
+}
+
+var errDoctorFailed = doctorError("a required check failed")
+
+type doctorError string
+
+func (e doctorError) Error() string { return string(e) }
