@@ -119,10 +119,10 @@ func checkStore(ctx context.Context, cfg Config) []Result {
 	s, err := store.InspectSchema(ctx, url)
 	switch {
 	case err != nil:
-		r.Status, r.Detail = Fail, "cannot open "+where+": "+err.Error()
+		r.Status, r.Detail = Fail, "cannot open "+where+": "+errdefs.Message(err.Error())
 		r.Fix = "check --store (the URL, the server, the password) or the data dir's permissions"
 	case s.Err() != nil:
-		r.Status, r.Detail = Fail, where+": "+s.Err().Error()
+		r.Status, r.Detail = Fail, where+": "+errdefs.Message(s.Err().Error())
 		r.Fix = "install the sandlot release that migrated it (or a later one)"
 	case !s.Exists:
 		r.Status, r.Detail = OK, fmt.Sprintf("%s does not exist yet; the first start makes it at schema %d", where, s.Latest)

@@ -66,7 +66,8 @@ func InspectSchema(ctx context.Context, url string) (Schema, error) {
 	out.Current, out.Latest, out.Newer, out.err = st.Current, st.Latest, st.Unknown, st.Err()
 	out.Pending = []Migration{}
 	for _, m := range st.Pending {
-		out.Pending = append(out.Pending, Migration{Version: m.Version, Name: strings.TrimSuffix(m.Name, ".sql")})
+		_, name, _ := strings.Cut(strings.TrimSuffix(m.Name, ".sql"), "_")
+		out.Pending = append(out.Pending, Migration{Version: m.Version, Name: name})
 	}
 	return out, nil
 }

@@ -101,9 +101,13 @@ func (st Status) Err() error {
 	if len(st.Unknown) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the database's schema is at version %d (it records migration %d), newer than this sandlot's %d: a newer sandlot migrated it. "+
+	lacks := make([]string, len(st.Unknown))
+	for i, v := range st.Unknown {
+		lacks[i] = strconv.Itoa(v)
+	}
+	return fmt.Errorf("the database's schema is at version %d, newer than this sandlot's %d (it lacks migration %s): a newer sandlot migrated it. "+
 		"Run that release or a later one on this store, or restore a backup taken before the upgrade; sandlot never migrates a schema down: %w",
-		st.Current, st.Unknown[len(st.Unknown)-1], st.Latest, errdefs.ErrFailedPrecondition)
+		st.Current, st.Latest, strings.Join(lacks, ", "), errdefs.ErrFailedPrecondition)
 }
 
 // Known fails when the database records a migration this binary does not

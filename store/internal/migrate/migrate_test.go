@@ -81,7 +81,7 @@ func TestPlan(t *testing.T) {
 		{"gap", map[int]bool{1: true, 3: true}, 3, []int{2}, ""},
 		{"current", map[int]bool{1: true, 2: true, 3: true}, 3, nil, ""},
 		{"newer", map[int]bool{1: true, 2: true, 3: true, 7: true}, 7, nil,
-			"schema is at version 7 (it records migration 7), newer than this sandlot's 3"},
+			"schema is at version 7, newer than this sandlot's 3 (it lacks migration 7)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := Plan(ms, tc.applied)
