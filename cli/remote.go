@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -28,7 +29,7 @@ const (
 )
 
 // keyFile is the name of the default tenant's key file in the data dir.
-const keyFile = "api-key"
+const keyFile = daemon.APIKeyFile
 
 // defaultDataDir is $SANDLOT_DATA_DIR, else .sandlot in the working
 // directory (where `make run` keeps it).

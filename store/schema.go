@@ -87,3 +87,7 @@ func SQLitePath(url string) string {
 	}
 	return url
 }
+
+// SchemaVersion is the newest schema version this binary has (both SQL
+// stores number their migrations alike).
+func SchemaVersion() int { return sqlite.SchemaVersion() }

@@ -1,0 +1,357 @@
+package backup
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+
+	"github.com/sandlot/sandlot/daemon"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/store"
+)
+
+// Config says what Create copies and where to.
+type Config struct {
+	// DataDir is the daemon's data dir.
+	DataDir string
+	// StoreURL is the daemon's --store ("": SQLite in DataDir). A Postgres
+	// store is refused: pg_dump backs it up.
+	StoreURL string
+	// Out is the archive to write; it must not exist.
+	Out string
+	// Sandlot is this binary's version, for the manifest.
+	Sandlot string
+	// WithoutSecretsKey leaves DATA/secrets-key out.
+	WithoutSecretsKey bool
+	// ExternalKey: the daemon reads its secrets key from a file outside
+	// the data dir or from the environment, so there is none to copy.
+	ExternalKey bool
+	// Templates adds the images of every template record (ImagesDir, ""
+	// is DataDir/images) as templates.tar.
+	Templates bool
+	ImagesDir string
+}
+
+// PostgresAdvice is what Create answers for a Postgres store.
+const PostgresAdvice = "the store is Postgres: back it up with pg_dump (pg_dump -Fc -f sandlot.dump 'postgres://…'; pg_restore -d … sandlot.dump to restore), " +
+	"and copy from the data dir the files that are state: secrets-key (unless the daemons read the key from --secrets-key-file or $SANDLOT_SECRETS_KEY), " +
+	"guard-hmac-key, metrics-token, e2b-secret, e2b-quota.json and api-key"
+
+// Create writes the archive of cfg.DataDir's state to cfg.Out, mode 0600,
+// and returns its manifest. The database is copied with VACUUM INTO, a
+// consistent copy while a daemon writes; the archive appears at Out only
+// once it is whole.
+func Create(ctx context.Context, cfg Config) (Manifest, error) {
+	url := cfg.StoreURL
+	if url == "" {
+		url = filepath.Join(cfg.DataDir, DatabaseName)
+	}
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return Manifest{}, fmt.Errorf("%s: %w", PostgresAdvice, errdefs.ErrFailedPrecondition)
+	}
+	dbPath := store.SQLitePath(url)
+	if dbPath == "" {
+		return Manifest{}, fmt.Errorf("backup: the store %q keeps nothing to back up: %w", url, errdefs.ErrInvalidArgument)
+	}
+	if _, err := os.Stat(dbPath); err != nil {
+		return Manifest{}, fmt.Errorf("backup: no store at %s (is --data-dir the daemon's?): %w", dbPath, errdefs.ErrNotFound)
+	}
+	if _, err := os.Lstat(cfg.Out); err == nil {
+		return Manifest{}, fmt.Errorf("backup: %s exists; name a new file: %w", cfg.Out, errdefs.ErrAlreadyExists)
+	}
+	stage, err := os.MkdirTemp(filepath.Dir(cfg.Out), ".sandlot-backup-")
+	if err != nil {
+		return Manifest{}, fmt.Errorf("backup: %w", err)
+	}
+	defer os.RemoveAll(stage)
+
+	m := Manifest{Format: Format, Sandlot: cfg.Sandlot, CreatedAt: time.Now().UTC().Truncate(time.Second)}
+	// sources are the members in archive order, after the manifest.
+	sources := map[string]string{}
+	var order []string
+	add := func(name, path string) { sources[name] = path; order = append(order, name) }
+	// addCopy adds a small file of the data dir through a copy in the
+	// stage, so its checksum and its bytes in the archive are of one read.
+	addCopy := func(name, path string) error {
+		b, err := readSmall(path)
+		if err != nil {
+			return fmt.Errorf("backup: %s: %w", name, err)
+		}
+		staged := filepath.Join(stage, name)
+		if err := os.WriteFile(staged, b, 0o600); err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		add(name, staged)
+		return nil
+	}
+
+	dbCopy := filepath.Join(stage, DatabaseName)
+	if err := vacuumInto(ctx, dbPath, dbCopy); err != nil {
+		return Manifest{}, err
+	}
+	sc, err := store.InspectSchema(ctx, dbCopy)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m.Schema = sc.Current
+	add(DatabaseName, dbCopy)
+
+	keyPath := filepath.Join(cfg.DataDir, daemon.SecretsKeyFile)
+	switch _, err := os.Stat(keyPath); {
+	case cfg.ExternalKey:
+		m.SecretsKey = KeyExternal
+	case cfg.WithoutSecretsKey:
+		m.SecretsKey = KeyLeftOut
+	case err == nil:
+		m.SecretsKey = KeyIncluded
+		if err := addCopy(daemon.SecretsKeyFile, keyPath); err != nil {
+			return Manifest{}, err
+		}
+	default:
+		m.SecretsKey = KeyExternal // no key in the data dir: the daemon never made one there
+	}
+	for _, name := range daemon.StateFiles {
+		p := filepath.Join(cfg.DataDir, name)
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			if err := addCopy(name, p); err != nil {
+				return Manifest{}, err
+			}
+		}
+	}
+	if cfg.Templates {
+		imagesDir := cfg.ImagesDir
+		if imagesDir == "" {
+			imagesDir = filepath.Join(cfg.DataDir, "images")
+		}
+		tpl := filepath.Join(stage, TemplatesName)
+		if m.Templates, err = exportTemplates(ctx, dbCopy, imagesDir, stage, tpl); err != nil {
+			return Manifest{}, err
+		}
+		add(TemplatesName, tpl)
+	}
+	for _, name := range order {
+		f, err := sumFile(sources[name])
+		if err != nil {
+			return Manifest{}, fmt.Errorf("backup: %s: %w", name, err)
+		}
+		f.Name = name
+		m.Files = append(m.Files, f)
+	}
+	if err := writeArchive(cfg.Out, m, order, sources); err != nil {
+		return Manifest{}, err
+	}
+	return m, nil
+}
+
+// vacuumInto copies the database at src to dst with VACUUM INTO: one read
+// transaction, so the copy is the database at one instant, whatever a
+// daemon writes meanwhile (WAL lets it write on).
+func vacuumInto(ctx context.Context, src, dst string) error {
+	db, err := sql.Open("sqlite", src+"?_busy_timeout=10000")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, dst); err != nil {
+		return fmt.Errorf("backup: copy %s: %w", src, err)
+	}
+	return nil
+}
+
+// readSmall reads a state file of at most smallFileMax bytes.
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, smallFileMax+1))
+	if err == nil && len(b) > smallFileMax {
+		err = fmt.Errorf("larger than %d bytes", smallFileMax)
+	}
+	return b, err
+}
+
+func sumFile(path string) (File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return File{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return File{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, err
+}
+
+// exportTemplates writes the image of every template record of the
+// database at db into an OCI layout tarball at out.
+func exportTemplates(ctx context.Context, db, imagesDir, stage, out string) ([]Template, error) {
+	conn, err := sql.Open("sqlite", db+"?_query_only=1")
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	defer conn.Close()
+	rows, err := conn.QueryContext(ctx, `SELECT id, COALESCE(tenant_id, ''), name, image FROM templates ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("backup: templates: %w", err)
+	}
+	var tpls []Template
+	for rows.Next() {
+		var t Template
+		if err := rows.Scan(&t.ID, &t.Tenant, &t.Name, &t.Image); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("backup: templates: %w", err)
+		}
+		tpls = append(tpls, t)
+	}
+	rows.Close()
+	dir := filepath.Join(stage, "layout")
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	done := map[string]bool{}
+	if len(tpls) > 0 {
+		imgs, err := image.Open(imagesDir, image.Config{})
+		if err != nil {
+			return nil, fmt.Errorf("backup: image store: %w", err)
+		}
+		for _, t := range tpls {
+			if done[t.Image] {
+				continue
+			}
+			done[t.Image] = true
+			h, err := v1.NewHash(t.Image)
+			if err != nil {
+				return nil, fmt.Errorf("backup: template %s: image %q: %w", t.Name, t.Image, err)
+			}
+			img, err := imgs.V1(ctx, h)
+			if err != nil {
+				return nil, fmt.Errorf("backup: template %s: its image is not in %s: %w", t.Name, imagesDir, err)
+			}
+			if err := p.AppendImage(img); err != nil {
+				return nil, fmt.Errorf("backup: template %s: %w", t.Name, err)
+			}
+		}
+	}
+	return tpls, tarDir(dir, out)
+}
+
+// tarDir writes the regular files under dir into a tar at out, with names
+// relative to dir.
+func tarDir(dir, out string) error {
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		fi, err := src.Stat()
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(rel), Mode: 0o644, Size: fi.Size(), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, src)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("backup: templates: %w", err)
+	}
+	return f.Close()
+}
+
+// writeArchive writes the manifest and the members to out: a temporary
+// file beside it, synced and renamed, so a failed backup leaves no archive
+// that looks whole.
+func writeArchive(out string, m Manifest, order []string, sources map[string]string) (err error) {
+	mb, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".sandlot-backup-*.tmp")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return err
+	}
+	zw := gzip.NewWriter(tmp)
+	tw := tar.NewWriter(zw)
+	mtime := m.CreatedAt
+	put := func(name string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o600, Size: size, ModTime: mtime, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		n, err := io.Copy(tw, r)
+		if err == nil && n != size {
+			err = fmt.Errorf("%s changed while it was copied", name)
+		}
+		return err
+	}
+	if err := put(ManifestName, int64(len(mb)), bytes.NewReader(mb)); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	for i, name := range order {
+		f, err := os.Open(sources[name])
+		if err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+		err = put(name, m.Files[i].Size, io.LimitReader(f, m.Files[i].Size+1))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("backup: %w", err)
+		}
+	}
+	if err := errors.Join(tw.Close(), zw.Close(), tmp.Sync()); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if err := os.Link(tmp.Name(), out); err != nil { // fails if out appeared meanwhile
+		return fmt.Errorf("backup: %w", err)
+	}
+	return os.Remove(tmp.Name())
+}

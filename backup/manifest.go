@@ -1,0 +1,135 @@
+// Package backup copies a data dir's state into one archive and brings it
+// back (sandlot backup, sandlot restore). The archive is a gzipped tar
+// whose first member, manifest.json, names every other member with its
+// size and SHA-256, the sandlot version and the schema version of the
+// database; the members are the SQLite store (an online copy made with
+// VACUUM INTO, consistent while a daemon runs), the secrets key unless
+// left out, the daemon's other state files (daemon.StateFiles), and with
+// Templates the images of every template record as one OCI layout
+// tarball.
+//
+// An archive is hostile input to Restore: only the names a manifest may
+// hold are written, each once, as a regular file under the target dir
+// (through os.Root), of exactly the size the manifest says and no larger
+// than the limits, and checked against its SHA-256 before anything in the
+// target changes. docs/operations.md says what an operator does with it.
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/sandlot/sandlot/daemon"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// Format is the archive layout's version: Restore refuses others.
+const Format = 1
+
+// The members besides the state files.
+const (
+	ManifestName  = "manifest.json"
+	DatabaseName  = "sandlot.db"
+	TemplatesName = "templates.tar"
+)
+
+// Secrets key notes, in Manifest.SecretsKey.
+const (
+	KeyIncluded = "included"
+	KeyLeftOut  = "left out"
+	KeyExternal = "external"
+)
+
+// Manifest describes an archive.
+type Manifest struct {
+	Format int `json:"format"`
+	// Sandlot is the version of the sandlot that made it.
+	Sandlot   string    `json:"sandlot"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Schema is the database's schema version.
+	Schema int `json:"schema"`
+	// SecretsKey says whether the secrets key is a member: included, left
+	// out (by request), or external (the daemon reads it from a file
+	// outside the data dir or the environment; it is not in the archive).
+	SecretsKey string `json:"secretsKey"`
+	// Templates lists the template records whose images templates.tar
+	// holds (empty without Config.Templates).
+	Templates []Template `json:"templates,omitempty"`
+	Files     []File     `json:"files"`
+}
+
+// Template is one template record whose image is in the archive.
+type Template struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenant,omitempty"`
+	Name   string `json:"name"`
+	Image  string `json:"image"`
+}
+
+// File is one member.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// smallFileMax bounds the key and state files; the database and the
+// templates are bounded by RestoreConfig.MaxBytes.
+const smallFileMax = 1 << 20
+
+// manifestMax bounds manifest.json.
+const manifestMax = 1 << 20
+
+// allowed are the member names a manifest may hold, each with its size
+// bound (0: RestoreConfig.MaxBytes).
+func allowed() map[string]int64 {
+	m := map[string]int64{DatabaseName: 0, TemplatesName: 0, daemon.SecretsKeyFile: smallFileMax}
+	for _, f := range daemon.StateFiles {
+		m[f] = smallFileMax
+	}
+	return m
+}
+
+var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// parseManifest reads and checks a manifest: its format, and files whose
+// names are allowed, each once, with sizes within the bounds (maxBytes for
+// the database and the templates) and well-formed checksums.
+func parseManifest(b []byte, maxBytes int64) (Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return m, fmt.Errorf("backup: manifest: %v: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if m.Format != Format {
+		return m, fmt.Errorf("backup: archive format %d, this sandlot reads %d: %w", m.Format, Format, errdefs.ErrInvalidArgument)
+	}
+	ok := allowed()
+	seen := map[string]bool{}
+	hasDB := false
+	for _, f := range m.Files {
+		limit, known := ok[f.Name]
+		if !known {
+			return m, fmt.Errorf("backup: the manifest names %q, which is no file of a data dir: %w", f.Name, errdefs.ErrInvalidArgument)
+		}
+		if seen[f.Name] {
+			return m, fmt.Errorf("backup: the manifest names %q twice: %w", f.Name, errdefs.ErrInvalidArgument)
+		}
+		seen[f.Name] = true
+		if limit == 0 {
+			limit = maxBytes
+		}
+		if f.Size < 0 || f.Size > limit {
+			return m, fmt.Errorf("backup: %s is %d bytes, over the %d allowed: %w", f.Name, f.Size, limit, errdefs.ErrInvalidArgument)
+		}
+		if !hexRE.MatchString(f.SHA256) {
+			return m, fmt.Errorf("backup: %s: malformed checksum: %w", f.Name, errdefs.ErrInvalidArgument)
+		}
+		hasDB = hasDB || f.Name == DatabaseName
+	}
+	if !hasDB {
+		return m, fmt.Errorf("backup: the archive holds no database: %w", errdefs.ErrInvalidArgument)
+	}
+	return m, nil
+}
