@@ -157,3 +157,50 @@ func TestUpgradeFromEverySchema(t *testing.T) {
 		})
 	}
 }
+
+// TestInspect: Inspect (migrate --dry-run, doctor) reports the fixture of
+// schema 7's pending migrations and changes nothing; a schema a newer
+// sandlot migrated is reported with the error Open gives.
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+	script, err := os.ReadFile(fixturePath(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := pgtest.SchemaURL(t)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, string(script)); err != nil {
+		t.Fatal(err)
+	}
+	tables := func() (n int) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := tables()
+	st, err := postgres.Inspect(ctx, url)
+	if err != nil || st.Current != 7 || len(st.Pending) != st.Latest-7 || st.Pending[0].Version != 8 || st.Err() != nil {
+		t.Fatalf("Inspect = %+v, %v", st, err)
+	}
+	var recorded int
+	conn.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&recorded)
+	if recorded != 7 || tables() != before {
+		t.Errorf("Inspect changed the schema: %d migrations recorded, %d tables (was %d)", recorded, tables(), before)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
+		t.Fatal(err)
+	}
+	st, err = postgres.Inspect(ctx, url)
+	if err != nil || st.Err() == nil || !str.Contains(st.Err().Error(), "newer than this sandlot's") {
+		t.Fatalf("Inspect of a newer schema = %+v, %v", st, err)
+	}
+	if _, err := postgres.Open(ctx, url, postgres.Config{}); err == nil || !str.Contains(err.Error(), "schema is at version 9999") {
+		t.Fatalf("Open of a newer schema: %v", err)
+	}
+}
