@@ -22,7 +22,7 @@ func dataDir(t *testing.T) string {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
 		"secrets-key": strings.Repeat("k", 32), "guard-hmac-key": strings.Repeat("g", 32), "metrics-token": "m0",
-		"api-key": storetest.FixtureKey + "\n", "nodes/abc": "node-a", "images/refs.json": "{}",
+		"api-key": storetest.FixtureKey + "\n", "nodes/0123456789abcdef": "node-a\n", "nodes/not-a-node": "x", "images/refs.json": "{}",
 	} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
@@ -53,7 +53,7 @@ func TestBackupRestore(t *testing.T) {
 	for _, f := range m.Files {
 		names = append(names, f.Name)
 	}
-	if got := strings.Join(names, ","); got != "sandlot.db,secrets-key,guard-hmac-key,metrics-token,api-key" {
+	if got := strings.Join(names, ","); got != "sandlot.db,secrets-key,guard-hmac-key,metrics-token,api-key,nodes/0123456789abcdef" {
 		t.Errorf("members %s", got)
 	}
 	if _, err := Create(ctx, Config{DataDir: src, Out: out}); !errors.Is(err, errdefs.ErrAlreadyExists) {
@@ -64,14 +64,14 @@ func TestBackupRestore(t *testing.T) {
 	if _, err := Restore(ctx, RestoreConfig{From: out, DataDir: dst}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"secrets-key", "guard-hmac-key", "metrics-token", "api-key"} {
+	for _, name := range []string{"secrets-key", "guard-hmac-key", "metrics-token", "api-key", "nodes/0123456789abcdef"} {
 		a, _ := os.ReadFile(filepath.Join(src, name))
 		b, err := os.ReadFile(filepath.Join(dst, name))
 		if err != nil || string(a) != string(b) {
 			t.Errorf("%s: restored %q, %v; want %q", name, b, err, a)
 		}
 	}
-	for _, left := range []string{"nodes", "images"} {
+	for _, left := range []string{"nodes/not-a-node", "images"} {
 		if _, err := os.Stat(filepath.Join(dst, left)); err == nil {
 			t.Errorf("%s was restored", left)
 		}

@@ -136,6 +136,18 @@ func Create(ctx context.Context, cfg Config) (Manifest, error) {
 			}
 		}
 	}
+	nodes, _ := os.ReadDir(filepath.Join(cfg.DataDir, NodesDir))
+	for _, e := range nodes {
+		name := NodesDir + "/" + e.Name()
+		if e.Type().IsRegular() && nodeRE.MatchString(name) {
+			if err := os.MkdirAll(filepath.Join(stage, NodesDir), 0o700); err != nil {
+				return Manifest{}, fmt.Errorf("backup: %w", err)
+			}
+			if err := addCopy(name, filepath.Join(cfg.DataDir, NodesDir, e.Name())); err != nil {
+				return Manifest{}, err
+			}
+		}
+	}
 	if cfg.Templates {
 		imagesDir := cfg.ImagesDir
 		if imagesDir == "" {

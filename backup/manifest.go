@@ -6,7 +6,8 @@
 // VACUUM INTO, consistent while a daemon runs), the secrets key unless
 // left out, the daemon's other state files (daemon.StateFiles), and with
 // Templates the images of every template record as one OCI layout
-// tarball.
+// tarball. The node ids of DATA/nodes/ come along, so a daemon restored on
+// the same state dir path is the node it was.
 //
 // An archive is hostile input to Restore: only the names a manifest may
 // hold are written, each once, as a regular file under the target dir
@@ -82,8 +83,8 @@ const smallFileMax = 1 << 20
 // manifestMax bounds manifest.json.
 const manifestMax = 1 << 20
 
-// allowed are the member names a manifest may hold, each with its size
-// bound (0: RestoreConfig.MaxBytes).
+// allowed are the member names a manifest may hold besides the node ids,
+// each with its size bound (0: RestoreConfig.MaxBytes).
 func allowed() map[string]int64 {
 	m := map[string]int64{DatabaseName: 0, TemplatesName: 0, daemon.SecretsKeyFile: smallFileMax}
 	for _, f := range daemon.StateFiles {
@@ -93,6 +94,27 @@ func allowed() map[string]int64 {
 }
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// NodesDir holds the data dir's node ids, one file per state dir
+// (daemon.resolveNode): restored, a daemon on the same state dir path is
+// the same node, so the records it served are its own again.
+const NodesDir = "nodes"
+
+// nodeRE is the name of a node id file in the archive.
+var nodeRE = regexp.MustCompile(`^nodes/[0-9a-f]{16}$`)
+
+// limitOf is the size bound of a member name, and whether a manifest may
+// name it at all.
+func limitOf(name string, maxBytes int64) (int64, bool) {
+	if nodeRE.MatchString(name) {
+		return smallFileMax, true
+	}
+	limit, ok := allowed()[name]
+	if ok && limit == 0 {
+		limit = maxBytes
+	}
+	return limit, ok
+}
 
 // parseManifest reads and checks a manifest: its format, and files whose
 // names are allowed, each once, with sizes within the bounds (maxBytes for
@@ -105,11 +127,10 @@ func parseManifest(b []byte, maxBytes int64) (Manifest, error) {
 	if m.Format != Format {
 		return m, fmt.Errorf("backup: archive format %d, this sandlot reads %d: %w", m.Format, Format, errdefs.ErrInvalidArgument)
 	}
-	ok := allowed()
 	seen := map[string]bool{}
 	hasDB := false
 	for _, f := range m.Files {
-		limit, known := ok[f.Name]
+		limit, known := limitOf(f.Name, maxBytes)
 		if !known {
 			return m, fmt.Errorf("backup: the manifest names %q, which is no file of a data dir: %w", f.Name, errdefs.ErrInvalidArgument)
 		}
@@ -117,9 +138,6 @@ func parseManifest(b []byte, maxBytes int64) (Manifest, error) {
 			return m, fmt.Errorf("backup: the manifest names %q twice: %w", f.Name, errdefs.ErrInvalidArgument)
 		}
 		seen[f.Name] = true
-		if limit == 0 {
-			limit = maxBytes
-		}
 		if f.Size < 0 || f.Size > limit {
 			return m, fmt.Errorf("backup: %s is %d bytes, over the %d allowed: %w", f.Name, f.Size, limit, errdefs.ErrInvalidArgument)
 		}

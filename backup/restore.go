@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -177,6 +178,11 @@ func extractMember(root *os.Root, tr io.Reader, hdr *tar.Header, want map[string
 		return fmt.Errorf("restore: member %q is %d bytes, the manifest says %d: %w", hdr.Name, hdr.Size, f.Size, errdefs.ErrInvalidArgument)
 	}
 	seen[hdr.Name] = true
+	if dir := path.Dir(hdr.Name); dir != "." {
+		if err := root.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
 	out, err := root.OpenFile(hdr.Name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
@@ -209,6 +215,9 @@ func place(stage, dir string, m Manifest) error {
 					return fmt.Errorf("restore: %w", err)
 				}
 			}
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Name)), 0o700); err != nil {
+			return fmt.Errorf("restore: %w", err)
 		}
 		if err := os.Rename(filepath.Join(stage, f.Name), filepath.Join(dir, f.Name)); err != nil {
 			return fmt.Errorf("restore: %w", err)

@@ -127,6 +127,14 @@ func TestWallHostileArchive(t *testing.T) {
 			return craft(t, []File{fileOf(DatabaseName, db), fileOf("../x", []byte("pwned"))}, member{name: DatabaseName, body: db},
 				member{name: "../x", body: []byte("pwned")})
 		}, "no file of a data dir"},
+		{"node id with a path", func(t *testing.T, outside string) string {
+			return craft(t, []File{fileOf(DatabaseName, db), fileOf("nodes/../../x", []byte("pwned"))}, member{name: DatabaseName, body: db},
+				member{name: "nodes/../../x", body: []byte("pwned")})
+		}, "no file of a data dir"},
+		{"symlinked nodes dir", func(t *testing.T, outside string) string {
+			return craft(t, []File{fileOf(DatabaseName, db), fileOf("nodes/0123456789abcdef", []byte("pwned"))}, member{name: DatabaseName, body: db},
+				member{name: "nodes", typ: tar.TypeSymlink, link: filepath.Dir(outside)}, member{name: "nodes/0123456789abcdef", body: []byte("pwned")})
+		}, "not in the manifest"},
 		{"symlink then write through it", func(t *testing.T, outside string) string {
 			return craft(t, []File{fileOf(DatabaseName, db), fileOf("guard-hmac-key", key)}, member{name: DatabaseName, body: db},
 				member{name: "guard-hmac-key", typ: tar.TypeSymlink, link: outside}, member{name: "guard-hmac-key", body: key})

@@ -34,18 +34,22 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 	env := append(os.Environ(), "SANDLOT_AGENT_BIN="+testenv.AgentBinary(t), envNode+"=")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+	// destroy removes the sandboxes left in a state dir.
+	destroy := func(dir string) {
+		if p, err := local.New(local.Config{StateDir: dir, AgentPath: testenv.AgentBinary(t)}); err == nil {
+			ids, _ := p.List(context.Background())
+			for _, id := range ids {
+				p.Destroy(context.Background(), id)
+			}
+		}
+	}
 	stateDir := func() string {
 		dir, err := os.MkdirTemp("", "slb-") // short: socket paths are bounded
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			if p, err := local.New(local.Config{StateDir: dir, AgentPath: testenv.AgentBinary(t)}); err == nil {
-				ids, _ := p.List(context.Background())
-				for _, id := range ids {
-					p.Destroy(context.Background(), id)
-				}
-			}
+			destroy(dir)
 			os.RemoveAll(dir)
 		})
 		return dir
@@ -62,15 +66,15 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 		return res.Stdout
 	}
 
-	data := t.TempDir()
-	srv := startServeBinary(t, bin, env, "--data-dir", data, "--state-dir", stateDir())
+	data, state := t.TempDir(), stateDir()
+	srv := startServeBinary(t, bin, env, "--data-dir", data, "--state-dir", state)
 	keyBytes, err := os.ReadFile(filepath.Join(data, keyFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := strings.TrimSpace(string(keyBytes))
 	c := client.New(srv.URL, client.WithAPIKey(key))
-	if got := run(c, "kept", "print(6 * 7)"); got != "42\n" {
+	if got := run(c, "kept", "x = 6; print(x * 7)"); got != "42\n" {
 		t.Fatalf("before: %q", got)
 	}
 	list, err := c.ListContexts(ctx, client.ListOptions{})
@@ -94,6 +98,8 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 		t.Fatalf("backup: exit %d\n%s%s", code, stdout, errw)
 	}
 	srv.stop(t)
+	// The host is lost, sandboxes and all; a new one has the same paths.
+	destroy(state)
 
 	restored := filepath.Join(t.TempDir(), "restored")
 	if code, stdout, errw := cliRun("restore", "--from", out, "--data-dir", restored); code != 0 {
@@ -111,7 +117,7 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 		t.Errorf("the template's image %s is not in the restored image store: %v", tpl.Image, err)
 	}
 
-	srv2 := startServeBinary(t, bin, env, "--data-dir", restored, "--state-dir", stateDir())
+	srv2 := startServeBinary(t, bin, env, "--data-dir", restored, "--state-dir", state)
 	defer srv2.stop(t)
 	c2 := client.New(srv2.URL, client.WithAPIKey(key))
 	got, err := c2.GetContext(ctx, ctxID)
@@ -128,6 +134,12 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 	}
 	if got := run(c2, "after", "print(6 * 7)"); got != "42\n" {
 		t.Errorf("after: %q", got)
+	}
+	// The restored daemon is the node it was (its node id came back), so
+	// the conversation whose sandbox was lost goes on at once, in a new
+	// sandbox.
+	if got := run(c2, "kept", "print('x' in globals())"); got != "False\n" {
+		t.Errorf("the restored conversation: %q", got)
 	}
 	// A key the restored store does not hold is still refused.
 	if _, err := client.New(srv2.URL, client.WithAPIKey("sk_not_a_key")).ListContexts(ctx, client.ListOptions{}); err == nil {

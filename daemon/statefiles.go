@@ -10,9 +10,9 @@ const SecretsKeyFile = secretsKeyFile
 // ones), the metrics token and the E2B token secret (scrapers and issued
 // tokens keep working), the E2B plan's usage, and the first tenant's API
 // key file that serve writes for the CLI. sandlot backup copies them.
-// What is left out is rebuilt or belongs to the host: images/ (templates'
-// images go through their own export), nodes/ (node ids per state dir),
-// net/ (sandbox networks).
+// The node ids of nodes/ go too (backup.NodesDir); what is left out is
+// rebuilt or belongs to the host: images/ (templates' images are
+// exported by digest), net/ (sandbox networks).
 var StateFiles = []string{guardKeyFile, metricsTokenFile, e2bSecretFile, e2bQuotaFile, APIKeyFile}
 
 // APIKeyFile is the first tenant's API key that serve writes into the
