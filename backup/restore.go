@@ -71,9 +71,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (Manifest, error) {
 	if err := sc.Err(); err != nil {
 		return m, fmt.Errorf("restore: the archive comes from a newer sandlot: %w", err)
 	}
-	if err := place(stage, cfg.DataDir, m); err != nil {
-		return m, err
-	}
+	// The images first: a template that does not come back stops the
+	// restore before the data dir changes (blobs imported meanwhile are
+	// the image store's, for its GC).
 	if hasFile(m, TemplatesName) {
 		imagesDir := cfg.ImagesDir
 		if imagesDir == "" {
@@ -82,6 +82,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (Manifest, error) {
 		if err := importTemplates(ctx, filepath.Join(stage, TemplatesName), imagesDir, m.Templates); err != nil {
 			return m, err
 		}
+	}
+	if err := place(stage, cfg.DataDir, m); err != nil {
+		return m, err
 	}
 	return m, nil
 }

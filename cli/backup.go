@@ -100,10 +100,14 @@ stopped. Start serve on the data dir afterwards; it migrates an older schema at 
 	force := fs.Bool("force", false, "replace the state of a data dir that is not empty (stop its daemon first)")
 	images := fs.String("images-dir", "", "where the templates' images go (default DATA_DIR/images)")
 	maxBytes := fs.Int64("max-bytes", 0, "largest database or templates member accepted (0: 64 GiB)")
+	configFile := fs.String("config", os.Getenv(envConfig), "serve's config file, whose data-dir and images-dir keys are read ($"+envConfig+")")
 	var out output
 	out.register(cmd)
 	cmd.MarkFlagRequired("from")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if _, err := applyConfig(fs, *configFile, serveKeys()); err != nil {
+			return err
+		}
 		return runRestore(cmd.Context(), ioOf(cmd), backup.RestoreConfig{From: *from, DataDir: *dir, Force: *force, ImagesDir: *images, MaxBytes: *maxBytes}, out)
 	}
 	return cmd

@@ -20,7 +20,8 @@ func newMigrateCmd() *cobra.Command {
 		Short: "bring the store's schema to this sandlot's (serve also does at start); --dry-run lists what it would apply",
 		Long: `Applies the schema migrations this sandlot has and the store lacks, in order, each recorded in
 schema_migrations; serve does the same at start, so running migrate first is a choice (to upgrade
-at a time of your own, after a backup). With --dry-run it lists them (number and name) and changes
+at a time of your own, after a backup). Stop the daemons on the store first: a daemon of the older
+release must not run on the newer schema. With --dry-run it lists them (number and name) and changes
 nothing: the store is opened read-only and no file is created.
 
 A store migrated by a newer sandlot is refused, by migrate as by serve: sandlot never migrates a

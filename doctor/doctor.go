@@ -202,11 +202,18 @@ func (r Report) WriteText(w io.Writer) error {
 	}
 	var err error
 	if r.OK {
-		_, err = fmt.Fprintf(w, "\nsandlot can run on this host (%d warnings).\n", warns)
+		_, err = fmt.Fprintf(w, "\nsandlot can run on this host (%s).\n", count(warns, "warning"))
 	} else {
-		_, err = fmt.Fprintf(w, "\nsandlot cannot run on this host: %d required checks failed, %d warnings.\n", fails, warns)
+		_, err = fmt.Fprintf(w, "\nsandlot cannot run on this host: %s failed, %s.\n", count(fails, "required check"), count(warns, "warning"))
 	}
 	return err
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // WriteJSON prints r as one JSON object.
