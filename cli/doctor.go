@@ -24,7 +24,7 @@ type doctorFlags struct {
 	imagesDir  string
 	image      string
 	network    bool
-	json       bool
+	out        output
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -40,7 +40,8 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 		Args: cobra.NoArgs,
 		Example: `  sudo sandlot doctor
   sudo sandlot doctor --config /etc/sandlot/config.yaml
-  sudo sandlot doctor --runtime crun --network --json`,
+  sudo sandlot doctor --runtime crun --network --json
+  sandlot doctor -o yaml`,
 	}
 	var f doctorFlags
 	fs := cmd.Flags()
@@ -50,7 +51,7 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 	fs.StringVar(&f.imagesDir, "images-dir", "", "image store of the templates (default DATA_DIR/images)")
 	fs.StringVar(&f.image, "default-image", daemon.DefaultImageDebian, "serve's default template: debian or none")
 	fs.BoolVar(&f.network, "network", false, "serve runs with --network: nftables is required")
-	fs.BoolVar(&f.json, "json", false, "print the report as JSON")
+	f.out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := applyConfig(fs, f.configFile, serveKeys()); err != nil {
 			return err
@@ -68,8 +69,8 @@ func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
 		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network,
 	})
 	var err error
-	if f.json {
-		err = rep.WriteJSON(std.Out)
+	if f.out.structured() {
+		err = f.out.print(std.Out, rep)
 	} else {
 		err = rep.WriteText(std.Out)
 	}
