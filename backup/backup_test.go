@@ -119,6 +119,9 @@ func TestBackupWithoutKey(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if m.SecretsKeyNote == "" {
+			t.Errorf("%s: no note in words", tc.note)
+		}
 		if m.SecretsKey != tc.note {
 			t.Errorf("secretsKey %q, want %q", m.SecretsKey, tc.note)
 		}

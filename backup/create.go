@@ -128,6 +128,7 @@ func Create(ctx context.Context, cfg Config) (Manifest, error) {
 	default:
 		m.SecretsKey = KeyExternal // no key in the data dir: the daemon never made one there
 	}
+	m.SecretsKeyNote = keyNotes[m.SecretsKey]
 	for _, name := range daemon.StateFiles {
 		p := filepath.Join(cfg.DataDir, name)
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {

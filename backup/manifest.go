@@ -43,6 +43,15 @@ const (
 	KeyExternal = "external"
 )
 
+// keyNotes are Manifest.SecretsKeyNote.
+var keyNotes = map[string]string{
+	KeyIncluded: "the secrets key is in this archive (secrets-key, 32 bytes, in the clear): it opens every tenant secret in sandlot.db. " +
+		"The archive is written 0600 and not encrypted; keep it as the data dir",
+	KeyLeftOut: "the secrets key was left out: restore it as DATA/secrets-key (0600) or give serve --secrets-key-file, or the stored secrets do not open",
+	KeyExternal: "the daemon reads its secrets key from --secrets-key-file or $SANDLOT_SECRETS_KEY, outside the data dir: it is not in this archive, " +
+		"and the restored daemon needs it",
+}
+
 // Manifest describes an archive.
 type Manifest struct {
 	Format int `json:"format"`
@@ -55,6 +64,8 @@ type Manifest struct {
 	// out (by request), or external (the daemon reads it from a file
 	// outside the data dir or the environment; it is not in the archive).
 	SecretsKey string `json:"secretsKey"`
+	// SecretsKeyNote says the same in words, and how the key is protected.
+	SecretsKeyNote string `json:"secretsKeyNote"`
 	// Templates lists the template records whose images templates.tar
 	// holds (empty without Config.Templates).
 	Templates []Template `json:"templates,omitempty"`

@@ -63,15 +63,8 @@ says which files to copy besides).`,
 	return cmd
 }
 
-// keyNotes say what each Manifest.SecretsKey means to an operator.
-var keyNotes = map[string]string{
-	backup.KeyIncluded: "included: the archive opens every stored secret, keep it as the data dir",
-	backup.KeyLeftOut:  "left out: restore it beside the data dir (secrets-key) or give serve --secrets-key-file, else stored secrets do not open",
-	backup.KeyExternal: "not in the data dir (--secrets-key-file or $SANDLOT_SECRETS_KEY): the restored daemon needs the same key",
-}
-
 func printBackup(std IO, title string, m backup.Manifest) error {
-	fmt.Fprintf(std.Out, "%s\n  sandlot %s, schema %d, %s\n  secrets key: %s\n", title, m.Sandlot, m.Schema, m.CreatedAt.Format("2006-01-02 15:04:05Z"), keyNotes[m.SecretsKey])
+	fmt.Fprintf(std.Out, "%s\n  sandlot %s, schema %d, %s\n  %s\n", title, m.Sandlot, m.Schema, m.CreatedAt.Format("2006-01-02 15:04:05Z"), m.SecretsKeyNote)
 	for _, f := range m.Files {
 		fmt.Fprintf(std.Out, "  %-16s %10d  sha256:%s\n", f.Name, f.Size, f.SHA256[:16])
 	}
