@@ -148,3 +148,20 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 		t.Errorf("migrate: exit %d\n%s", code, errw)
 	}
 }
+
+// TestOperatorCommandsReadConfig: migrate and doctor find the data dir in
+// serve's config file, as serve does.
+func TestOperatorCommandsReadConfig(t *testing.T) {
+	dir := fixtureDataDir(t, "0007")
+	cfg := filepath.Join(t.TempDir(), "sandlot.yaml")
+	if err := os.WriteFile(cfg, []byte("data-dir: "+dir+"\ncontext-ttl: 10m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errw := cliRun("migrate", "--dry-run", "--config", cfg); code != 0 || !strings.Contains(out, filepath.Join(dir, "sandlot.db")+" is at schema 7") {
+		t.Errorf("migrate --config: exit %d\n%s%s", code, out, errw)
+	}
+	_, out, errw := cliRun("doctor", "--config", cfg, "-o", "json")
+	if !strings.Contains(out, filepath.Join(dir, "sandlot.db")+" is at schema 7") {
+		t.Errorf("doctor --config does not look at the file's data dir:\n%s%s", out, errw)
+	}
+}
