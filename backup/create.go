@@ -22,9 +22,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
-	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
+	"github.com/sandlot/sandlot/internal/datadir"
 	"github.com/sandlot/sandlot/store"
 )
 
@@ -114,7 +114,7 @@ func Create(ctx context.Context, cfg Config) (Manifest, error) {
 	m.Schema = sc.Current
 	add(DatabaseName, dbCopy)
 
-	keyPath := filepath.Join(cfg.DataDir, daemon.SecretsKeyFile)
+	keyPath := filepath.Join(cfg.DataDir, datadir.SecretsKey)
 	switch _, err := os.Stat(keyPath); {
 	case cfg.ExternalKey:
 		m.SecretsKey = KeyExternal
@@ -122,14 +122,14 @@ func Create(ctx context.Context, cfg Config) (Manifest, error) {
 		m.SecretsKey = KeyLeftOut
 	case err == nil:
 		m.SecretsKey = KeyIncluded
-		if err := addCopy(daemon.SecretsKeyFile, keyPath); err != nil {
+		if err := addCopy(datadir.SecretsKey, keyPath); err != nil {
 			return Manifest{}, err
 		}
 	default:
 		m.SecretsKey = KeyExternal // no key in the data dir: the daemon never made one there
 	}
 	m.SecretsKeyNote = keyNotes[m.SecretsKey]
-	for _, name := range daemon.StateFiles {
+	for _, name := range datadir.StateFiles {
 		p := filepath.Join(cfg.DataDir, name)
 		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
 			if err := addCopy(name, p); err != nil {
@@ -152,7 +152,7 @@ func Create(ctx context.Context, cfg Config) (Manifest, error) {
 	if cfg.Templates {
 		imagesDir := cfg.ImagesDir
 		if imagesDir == "" {
-			imagesDir = filepath.Join(cfg.DataDir, "images")
+			imagesDir = filepath.Join(cfg.DataDir, datadir.Images)
 		}
 		tpl := filepath.Join(stage, TemplatesName)
 		if m.Templates, err = exportTemplates(ctx, dbCopy, imagesDir, stage, tpl); err != nil {

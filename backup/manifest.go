@@ -4,7 +4,7 @@
 // size and SHA-256, the sandlot version and the schema version of the
 // database; the members are the SQLite store (an online copy made with
 // VACUUM INTO, consistent while a daemon runs), the secrets key unless
-// left out, the daemon's other state files (daemon.StateFiles), and with
+// left out, the daemon's other state files (datadir.StateFiles), and with
 // Templates the images of every template record as one OCI layout
 // tarball. The node ids of DATA/nodes/ come along, so a daemon restored on
 // the same state dir path is the node it was.
@@ -22,8 +22,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/datadir"
 )
 
 // Format is the archive layout's version: Restore refuses others.
@@ -32,7 +32,7 @@ const Format = 1
 // The members besides the state files.
 const (
 	ManifestName  = "manifest.json"
-	DatabaseName  = "sandlot.db"
+	DatabaseName  = datadir.Database
 	TemplatesName = "templates.tar"
 )
 
@@ -97,8 +97,8 @@ const manifestMax = 1 << 20
 // allowed are the member names a manifest may hold besides the node ids,
 // each with its size bound (0: RestoreConfig.MaxBytes).
 func allowed() map[string]int64 {
-	m := map[string]int64{DatabaseName: 0, TemplatesName: 0, daemon.SecretsKeyFile: smallFileMax}
-	for _, f := range daemon.StateFiles {
+	m := map[string]int64{DatabaseName: 0, TemplatesName: 0, datadir.SecretsKey: smallFileMax}
+	for _, f := range datadir.StateFiles {
 		m[f] = smallFileMax
 	}
 	return m
@@ -109,7 +109,7 @@ var hexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // NodesDir holds the data dir's node ids, one file per state dir
 // (daemon.resolveNode): restored, a daemon on the same state dir path is
 // the same node, so the records it served are its own again.
-const NodesDir = "nodes"
+const NodesDir = datadir.Nodes
 
 // nodeRE is the name of a node id file in the archive.
 var nodeRE = regexp.MustCompile(`^nodes/[0-9a-f]{16}$`)

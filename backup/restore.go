@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/datadir"
 	"github.com/sandlot/sandlot/store"
 )
 
@@ -77,7 +78,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (Manifest, error) {
 	if hasFile(m, TemplatesName) {
 		imagesDir := cfg.ImagesDir
 		if imagesDir == "" {
-			imagesDir = filepath.Join(cfg.DataDir, "images")
+			imagesDir = filepath.Join(cfg.DataDir, datadir.Images)
 		}
 		if err := importTemplates(ctx, filepath.Join(stage, TemplatesName), imagesDir, m.Templates); err != nil {
 			return m, err

@@ -17,8 +17,8 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
-	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/datadir"
 )
 
 // Environment variables the client commands read.
@@ -29,7 +29,7 @@ const (
 )
 
 // keyFile is the name of the default tenant's key file in the data dir.
-const keyFile = daemon.APIKeyFile
+const keyFile = datadir.APIKey
 
 // defaultDataDir is $SANDLOT_DATA_DIR, else .sandlot in the working
 // directory (where `make run` keeps it).
