@@ -53,7 +53,7 @@ type Config struct {
 // PostgresAdvice is what Create answers for a Postgres store.
 const PostgresAdvice = "the store is Postgres: back it up with pg_dump (pg_dump -Fc -f sandlot.dump 'postgres://…'; pg_restore -d … sandlot.dump to restore), " +
 	"and copy from the data dir the files that are state: secrets-key (unless the daemons read the key from --secrets-key-file or $SANDLOT_SECRETS_KEY), " +
-	"guard-hmac-key, metrics-token, e2b-secret, e2b-quota.json and api-key"
+	"guard-hmac-key, metrics-token, e2b-secret, e2b-quota.json, api-key and nodes/"
 
 // Create writes the archive of cfg.DataDir's state to cfg.Out, mode 0600,
 // and returns its manifest. The database is copied with VACUUM INTO, a
