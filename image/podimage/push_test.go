@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,39 +16,17 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/imagetest"
 	"github.com/sandlot/sandlot/image/podimage"
+	"github.com/sandlot/sandlot/templates/templatestest"
 )
 
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// Registry starts a real registry (go-containerregistry's) on loopback;
-// with user set, it asks for HTTP basic auth as user:pass, as a private
-// registry does. It returns host:port.
-func Registry(t *testing.T, user, pass string) string {
-	t.Helper()
-	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	h := reg
-	if user != "" {
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if u, p, ok := r.BasicAuth(); !ok || u != user || p != pass {
-				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
-				return
-			}
-			reg.ServeHTTP(w, r)
-		})
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
 }
 
 // DockerConfig writes a docker config dir holding user:pass for host and
@@ -73,7 +49,7 @@ func TestPush(t *testing.T) {
 	}
 	want := imagetest.Digest(t, img)
 	t.Run("anonymous", func(t *testing.T) {
-		host := Registry(t, "", "")
+		host := templatestest.Registry(t)
 		pinned, err := podimage.Push(context.Background(), img, host+"/sandlot/default:1", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +73,7 @@ func TestPush(t *testing.T) {
 		}
 	})
 	t.Run("basic auth from the docker config", func(t *testing.T) {
-		host := Registry(t, "ci", "s3cret")
+		host := templatestest.AuthRegistry(t) // user:pass
 		ref := host + "/team/pod:v1"
 		// Without credentials the registry refuses: unauthenticated,
 		// naming where credentials come from.
@@ -106,16 +82,16 @@ func TestPush(t *testing.T) {
 		if !errors.Is(err, errdefs.ErrUnauthenticated) || !strings.Contains(err.Error(), "docker config") {
 			t.Fatalf("push without credentials: %v, want unauthenticated naming the docker config", err)
 		}
-		DockerConfig(t, host, "ci", "wrong")
+		DockerConfig(t, host, "user", "wrong")
 		if _, err := podimage.Push(context.Background(), img, ref, authn.DefaultKeychain); !errors.Is(err, errdefs.ErrUnauthenticated) {
 			t.Fatalf("push with a wrong password: %v, want unauthenticated", err)
 		}
-		DockerConfig(t, host, "ci", "s3cret")
+		DockerConfig(t, host, "user", "pass")
 		pinned, err := podimage.Push(context.Background(), img, ref, authn.DefaultKeychain)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := remote.Image(pinned, remote.WithAuth(&authn.Basic{Username: "ci", Password: "s3cret"}))
+		got, err := remote.Image(pinned, remote.WithAuth(&authn.Basic{Username: "user", Password: "pass"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +103,7 @@ func TestPush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		desc, err := remote.Head(tag, remote.WithAuth(&authn.Basic{Username: "ci", Password: "s3cret"}))
+		desc, err := remote.Head(tag, remote.WithAuth(&authn.Basic{Username: "user", Password: "pass"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +112,7 @@ func TestPush(t *testing.T) {
 		}
 	})
 	t.Run("digest reference", func(t *testing.T) {
-		host := Registry(t, "", "")
+		host := templatestest.Registry(t)
 		if _, err := podimage.Push(context.Background(), img, host+"/p@"+want.String(), nil); err != nil {
 			t.Errorf("push to its own digest: %v", err)
 		}
