@@ -68,7 +68,7 @@ func Build(ctx context.Context, templateImage v1.Image, agentBinary []byte) (v1.
 	if err != nil {
 		return nil, fmt.Errorf("podimage: template image config: %w", err)
 	}
-	if err := checkAgent(agentBinary, cf.Architecture); err != nil {
+	if err := CheckStatic(agentBinary, cf.Architecture, "the agent binary"); err != nil {
 		return nil, err
 	}
 	mt, err := templateImage.MediaType()
@@ -126,21 +126,22 @@ var machines = map[elf.Machine]string{
 	elf.EM_S390:    "s390x",
 }
 
-// checkAgent refuses what cannot run as the pod's entrypoint: no ELF
-// executable, a dynamically linked one (it has an interpreter), or one
-// for another architecture than the image's.
-func checkAgent(bin []byte, arch string) error {
+// CheckStatic refuses a binary (what names it in errors) that cannot run
+// in an image of architecture arch whatever the image holds: no ELF
+// executable, a dynamically linked one (it names a loader), or one for
+// another architecture (invalid_argument).
+func CheckStatic(bin []byte, arch, what string) error {
 	f, err := elf.NewFile(bytes.NewReader(bin))
 	if err != nil {
-		return fmt.Errorf("podimage: the agent binary is not an ELF executable (%v): %w", err, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("podimage: %s is not an ELF executable (%v): %w", what, err, errdefs.ErrInvalidArgument)
 	}
 	defer f.Close()
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return fmt.Errorf("podimage: the agent binary is an ELF %s, not an executable: %w", f.Type, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("podimage: %s is an ELF %s, not an executable: %w", what, f.Type, errdefs.ErrInvalidArgument)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("podimage: the agent binary is dynamically linked (it names a loader); build it with CGO_ENABLED=0 (make build): %w", errdefs.ErrInvalidArgument)
+			return fmt.Errorf("podimage: %s is dynamically linked (it names a loader); build it with CGO_ENABLED=0: %w", what, errdefs.ErrInvalidArgument)
 		}
 	}
 	if arch == "" {
@@ -148,7 +149,7 @@ func checkAgent(bin []byte, arch string) error {
 	}
 	got, ok := machines[f.Machine]
 	if !ok || got != arch {
-		return fmt.Errorf("podimage: the agent binary is for %s, the template's image for %s: %w", f.Machine, arch, errdefs.ErrInvalidArgument)
+		return fmt.Errorf("podimage: %s is for %s, the image for %s: %w", what, f.Machine, arch, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }
