@@ -10,7 +10,7 @@ PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disabl
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
-TESTMODS := guard/oracle
+TESTMODS := guard/oracle deploy/helm/test
 
 # make images: the image store the Debian bases are built into (make run's), and where to push.
 IMAGE_STORE ?= $(DATA)/images
