@@ -37,7 +37,7 @@ func main() {
 	flag.StringVar(&c.sandlot, "sandlot", "bin/images/sandlot", "the static sandlot binary")
 	flag.StringVar(&c.agent, "agent", "bin/sandlot-agent", "the static sandlot-agent binary")
 	flag.StringVar(&c.version, "version", "dev", "the version: the images' tag and label")
-	flag.StringVar(&c.registry, "registry", "", "HOST:PORT[/PREFIX] to push to as PREFIX/sandlot/daemon:VERSION and .../sandlot/pod-default:VERSION (none: layouts only)")
+	flag.StringVar(&c.registry, "registry", "", "HOST:PORT[/PREFIX] to push to: PREFIX/sandlot/daemon:VERSION and PREFIX/sandlot/templates/default:VERSION and :latest, where the kubernetes provider looks for a template's pod image (none: layouts only)")
 	flag.BoolVar(&c.podDefault, "pod-default", true, "also build the default template's pod image")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -79,7 +79,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	if err := emit(ctx, c, "daemon", tag, daemon); err != nil {
+	if err := emit(ctx, c, "daemon", daemon, "sandlot/daemon:"+tag); err != nil {
 		return err
 	}
 	if !c.podDefault {
@@ -97,28 +97,31 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	return emit(ctx, c, "pod-default", tag, pod)
+	return emit(ctx, c, "pod-default", pod, "sandlot/templates/default:"+tag, "sandlot/templates/default:latest")
 }
 
-// emit writes img as the layout OUT/sandlot-NAME and pushes it when a
-// registry is given, printing what it made.
-func emit(ctx context.Context, c config, name, tag string, img v1.Image) error {
+// emit writes img as the layout OUT/sandlot-NAME, its index entry named
+// refs[0], and pushes it as each of refs when a registry is given,
+// printing what it made.
+func emit(ctx context.Context, c config, name string, img v1.Image, refs ...string) error {
 	d, err := img.Digest()
 	if err != nil {
 		return err
 	}
 	dir := filepath.Join(c.out, "sandlot-"+name)
-	if err := daemonimage.WriteLayout(dir, img, "sandlot/"+name+":"+tag); err != nil {
+	if err := daemonimage.WriteLayout(dir, img, refs[0]); err != nil {
 		return fmt.Errorf("layout %s: %w", dir, err)
 	}
 	fmt.Printf("%s %s %s\n", name, d, dir)
 	if c.registry == "" {
 		return nil
 	}
-	pinned, err := podimage.Push(ctx, img, strings.TrimSuffix(c.registry, "/")+"/sandlot/"+name+":"+tag, authn.DefaultKeychain)
-	if err != nil {
-		return err
+	for _, ref := range refs {
+		pinned, err := podimage.Push(ctx, img, strings.TrimSuffix(c.registry, "/")+"/"+ref, authn.DefaultKeychain)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s pushed as %s\n", name, pinned, ref)
 	}
-	fmt.Printf("%s %s pushed\n", name, pinned)
 	return nil
 }
