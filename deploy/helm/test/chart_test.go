@@ -357,8 +357,14 @@ func TestRefused(t *testing.T) {
 	for _, tc := range []struct{ name, overrides, says string }{
 		{"no postgres", `postgres: {url: ""}`, "postgres.url or postgres.existingSecret is required"},
 		{"no secrets key", `secretsKey: {value: ""}`, "secretsKey.value"},
-		{"runtime class", `kubernetes: {runtimeClass: runc}`, "want gvisor, kata or none"},
+		{"runtime class", `kubernetes: {runtimeClass: runc}`, "runtimeClass"},
 		{"tls without a secret", `ports: {tls: {enabled: true}}`, "ports.tls.secretName is required"},
+		// values.schema.json
+		{"replicas a string", `replicaCount: two`, "replicaCount"},
+		{"negative pool", `kubernetes: {pools: {default: -1}}`, "pools"},
+		{"pool of a bad template name", `kubernetes: {pools: {"Bad Name": 1}}`, "Bad Name"},
+		{"not a postgres URL", `postgres: {url: "mysql://x"}`, "postgres"},
+		{"egress port out of range", `network: {egressProxy: {port: 70000}}`, "port"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tryRender(t, tc.overrides)
