@@ -408,3 +408,17 @@ func TestConfigKeysAreFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigValuesStayValues: a value holding YAML of its own (a newline
+// and a key) stays one string of the config file; it cannot add or
+// replace a setting such as the provider.
+func TestConfigValuesStayValues(t *testing.T) {
+	objs := render(t, `{ports: {domain: "sb.example.com\nproviders: local\nguard-mode: off"}, kubernetes: {imageRegistry: "r.example/x\"\nnetwork: true"}}`)
+	cfg := daemonConfig(t, objs)
+	if cfg["providers"] != "kubernetes" || cfg["guard-mode"] != nil || cfg["network"] != nil {
+		t.Errorf("a value added settings: %v", cfg)
+	}
+	if cfg["ports-domain"] != "sb.example.com\nproviders: local\nguard-mode: off" || cfg["kube-registry"] != "r.example/x\"\nnetwork: true" {
+		t.Errorf("the values did not stay whole: %q %q", cfg["ports-domain"], cfg["kube-registry"])
+	}
+}
