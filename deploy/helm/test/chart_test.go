@@ -295,6 +295,12 @@ config: {context-ttl: 45m, log-level: debug}
 	if d.Spec["replicas"] != float64(3) {
 		t.Errorf("replicas %v", d.Spec["replicas"])
 	}
+	if pdb, ok := objs["PodDisruptionBudget/sandlot"]; !ok || pdb.Spec["maxUnavailable"] != float64(1) {
+		t.Errorf("no PodDisruptionBudget taking one replica at a time: %v", pdb.Spec)
+	}
+	if _, ok := render(t, "replicaCount: 1")["PodDisruptionBudget/sandlot"]; ok {
+		t.Error("a PodDisruptionBudget for one replica would block every drain")
+	}
 	spec := podSpec(t, objs)
 	c := spec["containers"].([]any)[0].(map[string]any)
 	if c["image"] != "registry.example:5000/sandlot/daemon@sha256:0123456789012345678901234567890123456789012345678901234567890123" {
