@@ -53,9 +53,16 @@ func newTemplatePushCmd() *cobra.Command {
 	fs.StringVar(&o.imagesDir, "images-dir", "", "image store (default DATA_DIR/images, serve's)")
 	fs.StringVar(&o.tenantID, "tenant", "", "the tenant whose template TEMPLATE names (default: a built-in or public template)")
 	fs.StringVar(&o.agent, "agent", "", "the static sandlot-agent to put in the image (default: sandlot-agent beside this binary, else $"+local.AgentEnv+")")
+	// --url is taken only to say why it cannot be: a user of template
+	// build's remote mode tries it here too.
+	fs.String("url", "", "not taken: template push works on the image store, as the operator")
+	_ = fs.MarkHidden("url")
 	var out output
 	out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if fs.Changed("url") {
+			return usageErr("template push: no daemon API hands out a template's image, so it works on the image store itself, as the operator: run it where the store is (--data-dir or --store, --images-dir), without --url")
+		}
 		return templatePush(cmd.Context(), ioOf(cmd), args[0], args[1], o, out)
 	}
 	return cmd

@@ -83,6 +83,7 @@ func TestTemplatePush(t *testing.T) {
 			{"capitals", []string{"shared", dst + "/Sandlot/shared:1"}, errdefs.ErrInvalidArgument, "REGISTRY/REPOSITORY:TAG"},
 			{"unknown template", []string{"nosuch", ref}, errdefs.ErrNotFound, "nosuch"},
 			{"agent missing", []string{"shared", ref, "--tenant", "t1", "--agent", "/nonexistent/agent"}, errdefs.ErrInvalidArgument, "agent binary"},
+			{"through a daemon", []string{"shared", ref, "--url", "http://127.0.0.1:1"}, errdefs.ErrInvalidArgument, "no daemon API"},
 			{"agent not static", []string{"shared", ref, "--agent", "/bin/true"}, errdefs.ErrInvalidArgument, "dynamically linked"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
