@@ -31,7 +31,11 @@ type File struct {
 // directories (0755, root), every entry with the modification time epoch
 // and sorted by name, so the same files always give the same bytes and
 // digests: the layers sandlot adds to images it ships (the daemon image,
-// a template's pod image) are reproducible. mediaType is the layer's
+// a template's pod image) are reproducible. The parents are written, not
+// left to the image below, so a directory the image lets its user write
+// (a template's /usr/local/bin owned by uid 1000) becomes root's again and
+// nobody but root can replace the files (podimage's
+// TestWallAgentNotReplaceable). mediaType is the layer's
 // (types.OCILayer or types.DockerLayer, matching the image it joins).
 func Files(epoch time.Time, mediaType types.MediaType, files ...File) (v1.Layer, error) {
 	b, err := filesTar(epoch, files)

@@ -225,3 +225,52 @@ func TestBuildRefusesAgents(t *testing.T) {
 		})
 	}
 }
+
+// TestWallAgentNotReplaceable: a template whose /usr/local/bin the
+// sandbox user owns (or that ships a sandlot-agent of its own) still gets
+// the real agent, in a root-owned 0755 directory, so code running as the
+// image's user cannot swap the binary that a restarted container runs.
+func TestWallAgentNotReplaceable(t *testing.T) {
+	bin := agent(t)
+	tmpl := imagetest.Image(t, imagetest.Layer(t,
+		imagetest.File{Name: "usr/", Type: tar.TypeDir},
+		imagetest.File{Name: "usr/local/", Type: tar.TypeDir, Mode: 0o777, UID: 1000, GID: 1000},
+		imagetest.File{Name: "usr/local/bin/", Type: tar.TypeDir, Mode: 0o777, UID: 1000, GID: 1000},
+		imagetest.File{Name: "usr/local/bin/sandlot-agent", Body: "#!/bin/sh\necho impostor\n", Mode: 0o777, UID: 1000, GID: 1000}))
+	img, err := podimage.Build(context.Background(), tmpl, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type meta struct {
+		Mode     int64
+		UID, GID int
+	}
+	got := map[string]meta{}
+	var body []byte
+	tr := tar.NewReader(mutate.Extract(img))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = meta{h.Mode & 0o7777, h.Uid, h.Gid}
+		if h.Name == "usr/local/bin/sandlot-agent" {
+			body, _ = io.ReadAll(tr)
+		}
+	}
+	want := map[string]meta{
+		"usr":                         {0o755, 0, 0},
+		"usr/local":                   {0o755, 0, 0},
+		"usr/local/bin":               {0o755, 0, 0},
+		"usr/local/bin/sandlot-agent": {0o755, 0, 0},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the pod image's root (-want +got):\n%s", diff)
+	}
+	if !bytes.Equal(body, bin) {
+		t.Errorf("the pod image runs the template's sandlot-agent (%d bytes), not the one given", len(body))
+	}
+}
