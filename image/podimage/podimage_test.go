@@ -229,7 +229,9 @@ func TestBuildRefusesAgents(t *testing.T) {
 // TestWallAgentNotReplaceable: a template whose /usr/local/bin the
 // sandbox user owns (or that ships a sandlot-agent of its own) still gets
 // the real agent, in a root-owned 0755 directory, so code running as the
-// image's user cannot swap the binary that a restarted container runs.
+// image's user cannot swap the binary on disk for whatever runs it by its
+// path later (an operator's kubectl exec, a container started on a
+// writable copy of the tree).
 func TestWallAgentNotReplaceable(t *testing.T) {
 	bin := agent(t)
 	tmpl := imagetest.Image(t, imagetest.Layer(t,
