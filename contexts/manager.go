@@ -27,6 +27,10 @@ type Manager struct {
 	store    Store
 	provider Provider
 	cfg      Config
+	// shared: the provider is CapShared, so every node serves every
+	// context and the cluster lease gates the work over all of them
+	// (lease.go).
+	shared bool
 	log      *slog.Logger
 	inst     *instruments
 
@@ -61,6 +65,11 @@ type Manager struct {
 	observers []observer
 	obsSeq    int
 
+	// leaseMu guards leaseUntil: until when (monotonic) this node holds
+	// the cluster lease. It may be taken under mu, never mu under it.
+	leaseMu    sync.Mutex
+	leaseUntil time.Time
+
 	wg sync.WaitGroup // background loops and pool workers
 }
 
@@ -94,6 +103,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		store:    store,
 		provider: provider,
 		cfg:      cfg,
+		shared:   provider.Capabilities().Has(CapShared),
 		log:      cfg.Logger,
 		inst:     newInstruments(cfg.Meter),
 		byID:     map[string]*entry{},

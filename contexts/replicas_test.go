@@ -1,0 +1,216 @@
+package contexts_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
+)
+
+// replicaProvider is one replica's handle on a shared provider (one fake
+// both replicas reach, as every sandlot replica reaches every pod): it
+// counts the warm sandboxes this replica made and, across replicas, the
+// Destroy calls per sandbox.
+type replicaProvider struct {
+	*contextstest.Provider
+	tally *tally
+	node  string
+}
+
+type tally struct {
+	mu       sync.Mutex
+	pooled   map[string]int // warm sandboxes made, by node
+	destroys map[string]int // Destroy calls, by sandbox
+}
+
+func (p *replicaProvider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, spec)
+	if err == nil && spec.Labels["sandlot.pool"] != "" {
+		p.tally.mu.Lock()
+		p.tally.pooled[p.node]++
+		p.tally.mu.Unlock()
+	}
+	return sb, err
+}
+
+func (p *replicaProvider) Destroy(ctx context.Context, id string) error {
+	p.tally.mu.Lock()
+	p.tally.destroys[id]++
+	p.tally.mu.Unlock()
+	return p.Provider.Destroy(ctx, id)
+}
+
+func (t *tally) get(m map[string]int, k string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return m[k]
+}
+
+// replica is one sandlot replica: its own store connection pool on the
+// shared Postgres, its own manager.
+type replica struct {
+	node string
+	m    *contexts.Manager
+}
+
+// TestReplicasOnSharedProvider: two replicas on one real Postgres with a
+// shared provider. A context made through either is served by the other
+// with its state; expiry, lost records and the warm pool run on the
+// holder of the cluster lease alone, and expiry destroys a sandbox once;
+// when the holder is killed (no Close: its lease is not given up), the
+// other keeps serving every context and takes the cleanup over once the
+// lease lapses.
+func TestReplicasOnSharedProvider(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	ctx := context.Background()
+	fake := contextstest.NewProvider()
+	fake.Shared = true
+	tl := &tally{pooled: map[string]int{}, destroys: map[string]int{}}
+	clk := newClock()
+	const leaseTTL = 3 * time.Second
+	start := func(node string) *replica {
+		t.Helper()
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		m := contexts.NewManager(st, &replicaProvider{Provider: fake, tally: tl, node: node}, contexts.Config{
+			Node: node, LeaseTTL: leaseTTL, Clock: clk.Now, PoolSize: 1, CleanupInterval: time.Hour,
+		})
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		return &replica{node: node, m: m}
+	}
+	a := start("node-a")
+	b := start("node-b")
+	if !a.m.HoldsLease() || b.m.HoldsLease() {
+		t.Fatalf("lease: node-a holds %v, node-b holds %v; want node-a alone (it started first)", a.m.HoldsLease(), b.m.HoldsLease())
+	}
+	run := func(r *replica, id contexts.Identity, code string) string {
+		t.Helper()
+		res, err := r.m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: code}, nil)
+		if err != nil {
+			t.Fatalf("%s: Execute(%s, %q): %v", r.node, id.ConversationID, code, err)
+		}
+		return strings.TrimSpace(res.Stdout)
+	}
+	create := func(r *replica, conv string, ttl time.Duration) *contexts.Record {
+		t.Helper()
+		rec, err := r.m.GetOrCreate(ctx, ident("t1", conv, "main"), contexts.CreateOptions{TTL: ttl})
+		if err != nil {
+			t.Fatalf("%s: GetOrCreate(%s): %v", r.node, conv, err)
+		}
+		return rec
+	}
+	get := func(r *replica, id string) *contexts.Record {
+		t.Helper()
+		rec, err := r.m.Get(ctx, "t1", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+
+	// Any replica serves any context, state kept.
+	x, y := ident("t1", "x", "main"), ident("t1", "y", "main")
+	run(a, x, "v = 'made-on-a'")
+	run(b, y, "v = 'made-on-b'")
+	for _, c := range []struct {
+		r    *replica
+		id   contexts.Identity
+		want string
+	}{{b, x, "made-on-a"}, {a, y, "made-on-b"}, {b, x, "made-on-a"}} {
+		if got := run(c.r, c.id, "print(v)"); got != c.want {
+			t.Fatalf("%s serving %s: print(v) = %q, want %q", c.r.node, c.id.ConversationID, got, c.want)
+		}
+	}
+	recX, _ := a.m.Lookup(ctx, x)
+	if recX == nil || recX.Node != "node-a" || recX.ExecutionCount != 3 {
+		t.Fatalf("x after calls on both replicas: %+v; want node-a's record with 3 executions", recX)
+	}
+
+	// Expiry runs on the lease holder only, and destroys the sandbox once.
+	z := create(b, "z", time.Minute)
+	clk.Advance(2 * time.Minute)
+	if res, err := b.m.Cleanup(ctx); err != nil || res.Cleaned != 0 {
+		t.Fatalf("node-b (no lease) Cleanup = %+v, %v; want nothing cleaned", res, err)
+	}
+	if rec := get(b, z.ID); !rec.State.Active() {
+		t.Fatalf("z ended by node-b without the lease: %+v", rec)
+	}
+	if res, err := a.m.Cleanup(ctx); err != nil || res.Cleaned != 1 {
+		t.Fatalf("node-a (lease) Cleanup = %+v, %v; want z cleaned", res, err)
+	}
+	var wg sync.WaitGroup
+	for _, r := range []*replica{a, b, a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.m.Cleanup(ctx) }()
+	}
+	wg.Wait()
+	if rec := get(a, z.ID); rec.State != contexts.StateTerminated || rec.Reason != contexts.ReasonExpired {
+		t.Fatalf("z after cleanup: %s/%s, want terminated/expired", rec.State, rec.Reason)
+	}
+	if n := tl.get(tl.destroys, z.SandboxID); n != 1 {
+		t.Fatalf("z's sandbox destroyed %d times, want once", n)
+	}
+	// The warm pool is filled by the holder alone.
+	waitFor(t, "node-a's warm pool", func() bool { return tl.get(tl.pooled, "node-a") >= 1 })
+	if n := tl.get(tl.pooled, "node-b"); n != 0 {
+		t.Fatalf("node-b, without the lease, made %d warm sandboxes", n)
+	}
+
+	// A context that ends when node-a is gone, and one whose sandbox is
+	// lost while it is.
+	v := create(a, "v", time.Minute)
+	u := create(a, "u", time.Hour)
+	a.m.Kill()
+	fake.Vanish(u.SandboxID)
+
+	// node-b serves every context at once, node-a's too, state kept.
+	for _, c := range []struct {
+		id   contexts.Identity
+		want string
+	}{{x, "made-on-a"}, {y, "made-on-b"}} {
+		if got := run(b, c.id, "print(v)"); got != c.want {
+			t.Fatalf("node-b after node-a was killed, %s: print(v) = %q, want %q", c.id.ConversationID, got, c.want)
+		}
+	}
+
+	// node-b takes the lease once node-a's lapses (a bounded wait: at most
+	// leaseTTL after node-a's last renewal, plus a renewal period), ends
+	// the lost record, fills its pool and expires node-a's context.
+	deadline := time.Now().Add(2*leaseTTL + 10*time.Second)
+	for !b.m.HoldsLease() {
+		if time.Now().After(deadline) {
+			t.Fatal("node-b never took the cluster lease after node-a was killed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitFor(t, "u ended as lost by the new holder", func() bool {
+		rec := get(b, u.ID)
+		return rec.State == contexts.StateError && strings.Contains(rec.LastError, "sandbox lost")
+	})
+	waitFor(t, "node-b's warm pool", func() bool { return tl.get(tl.pooled, "node-b") >= 1 })
+	clk.Advance(2 * time.Minute)
+	if res, err := b.m.Cleanup(ctx); err != nil || res.Cleaned < 1 {
+		t.Fatalf("node-b (now the holder) Cleanup = %+v, %v; want v cleaned", res, err)
+	}
+	if rec := get(b, v.ID); rec.State != contexts.StateTerminated || rec.Reason != contexts.ReasonExpired {
+		t.Fatalf("v after node-b's cleanup: %s/%s, want terminated/expired", rec.State, rec.Reason)
+	}
+	if n := tl.get(tl.destroys, v.SandboxID); n != 1 {
+		t.Fatalf("v's sandbox destroyed %d times, want once", n)
+	}
+	if got := run(b, x, "print(v)"); got != "made-on-a" {
+		t.Fatalf("x after the takeover: %q", got)
+	}
+}
