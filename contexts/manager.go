@@ -31,8 +31,8 @@ type Manager struct {
 	// context and the cluster lease gates the work over all of them
 	// (lease.go).
 	shared bool
-	log      *slog.Logger
-	inst     *instruments
+	log    *slog.Logger
+	inst   *instruments
 
 	idLocks     keyed[Identity]
 	tenantLocks keyed[string]
