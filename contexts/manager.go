@@ -103,7 +103,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		store:    store,
 		provider: provider,
 		cfg:      cfg,
-		shared:   provider.Capabilities().Has(CapShared),
+		shared:   provider != nil && provider.Capabilities().Has(CapShared),
 		log:      cfg.Logger,
 		inst:     newInstruments(cfg.Meter),
 		byID:     map[string]*entry{},

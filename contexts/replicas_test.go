@@ -172,7 +172,7 @@ func TestReplicasOnSharedProvider(t *testing.T) {
 	// lost while it is.
 	v := create(a, "v", time.Minute)
 	u := create(a, "u", time.Hour)
-	a.m.Kill()
+	contexts.Kill(a.m)
 	fake.Vanish(u.SandboxID)
 
 	// node-b serves every context at once, node-a's too, state kept.
