@@ -212,9 +212,7 @@ func (m *Manager) refresh(ctx context.Context, e *entry) bool {
 	if e.ended {
 		return false
 	}
-	if r.State == StateReady || e.rec.State != StateReady {
-		e.rec = r
-	}
+	e.rec = r
 	if d := r.ExpiresAt.Sub(r.LastUsedAt); d > 0 && !r.FixedExpiry {
 		e.ttl = d
 	}
