@@ -2,6 +2,7 @@ package contexts_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/store/postgres/pgtest"
 )
 
@@ -212,5 +214,50 @@ func TestReplicasOnSharedProvider(t *testing.T) {
 	}
 	if got := run(b, x, "print(v)"); got != "made-on-a" {
 		t.Fatalf("x after the takeover: %q", got)
+	}
+}
+
+// TestReplicaReadsTheStoreBeforeReuse: with a shared provider, a replica
+// holding a context reads its record again before reusing it, so what
+// another replica did to it holds: a pause made through node-b is refused
+// as paused by node-a (not pinged, found unresponsive and ended as lost),
+// and a context node-b ended is not served by node-a, whose next call gets
+// a fresh context, with no "state lost" claim.
+func TestReplicaReadsTheStoreBeforeReuse(t *testing.T) {
+	st, clk := memory.New(), newClock()
+	p := contextstest.NewProvider()
+	p.Shared = true
+	a := (&env{t: t, ctx: context.Background(), p: p, store: st, clock: clk}).start(contexts.Config{Node: "node-a"})
+	b := (&env{t: t, ctx: context.Background(), p: p, store: st, clock: clk}).start(contexts.Config{Node: "node-b"})
+	id := ident("t1", "c", "main")
+	first := a.exec(id, "v = 1")
+	if got := b.exec(id, "print(v)"); strings.TrimSpace(got.Stdout) != "1" {
+		t.Fatalf("node-b: print(v) = %q", got.Stdout)
+	}
+
+	if _, err := b.m.Pause(b.ctx, "t1", first.ContextID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.m.Execute(a.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print(v)"}, nil)
+	if !errors.Is(err, contexts.ErrPaused) {
+		t.Fatalf("node-a on a context paused through node-b: %v, want paused", err)
+	}
+	if rec := a.record(first.ContextID); !rec.State.Active() || !rec.Paused() {
+		t.Fatalf("record after node-a's call: %s, paused %v; want active and paused", rec.State, rec.Paused())
+	}
+	if _, err := b.m.Resume(b.ctx, "t1", first.ContextID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.exec(id, "print(v)"); strings.TrimSpace(got.Stdout) != "1" || got.ContextID != first.ContextID {
+		t.Fatalf("node-a after node-b's resume: %q in %s", got.Stdout, got.ContextID)
+	}
+
+	if err := b.m.Terminate(b.ctx, "t1", first.ContextID, contexts.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	res := a.exec(id, "print('fresh')")
+	if res.ContextID == first.ContextID || res.StateLost {
+		t.Fatalf("node-a after node-b ended the context: context %s (first %s), state lost %v; want a fresh one, nothing lost",
+			res.ContextID, first.ContextID, res.StateLost)
 	}
 }
