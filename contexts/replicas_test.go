@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,5 +260,83 @@ func TestReplicaReadsTheStoreBeforeReuse(t *testing.T) {
 	if res.ContextID == first.ContextID || res.StateLost {
 		t.Fatalf("node-a after node-b ended the context: context %s (first %s), state lost %v; want a fresh one, nothing lost",
 			res.ContextID, first.ContextID, res.StateLost)
+	}
+}
+
+// leaseFailer is a store connection whose lease renewals can be made to
+// fail (the holder cut off from Postgres).
+type leaseFailer struct {
+	contexts.Store
+	fail atomic.Bool
+}
+
+func (s *leaseFailer) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	if s.fail.Load() {
+		return false, errors.New("connection refused")
+	}
+	return s.Store.AcquireLease(ctx, name, holder, ttl)
+}
+
+// TestLeaseLostStopsWorkFirst: the holder's renewals start failing on a
+// real Postgres. It stops the cluster's work (HoldsLease false, a cleanup
+// pass ends nothing, its warm pool destroyed) by the time the other node
+// has the lease, never after: at the moment node-b holds it, node-a no
+// longer does.
+func TestLeaseLostStopsWorkFirst(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	ctx := context.Background()
+	fake := contextstest.NewProvider()
+	fake.Shared = true
+	clk := newClock()
+	const leaseTTL = 1500 * time.Millisecond
+	open := func() contexts.Store {
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	fa := &leaseFailer{Store: open()}
+	start := func(st contexts.Store, node string) *contexts.Manager {
+		m := contexts.NewManager(st, fake, contexts.Config{Node: node, LeaseTTL: leaseTTL, Clock: clk.Now, PoolSize: 1, CleanupInterval: time.Hour})
+		if err := m.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close(context.Background()) })
+		return m
+	}
+	a := start(fa, "node-a")
+	b := start(open(), "node-b")
+	if !a.HoldsLease() || b.HoldsLease() {
+		t.Fatalf("lease: node-a %v, node-b %v; want node-a alone", a.HoldsLease(), b.HoldsLease())
+	}
+	waitFor(t, "node-a's warm pool", func() bool { return a.Stats().PoolSize == 1 })
+	rec, err := a.GetOrCreate(ctx, ident("t1", "z", "main"), contexts.CreateOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Minute) // z is due; whoever holds the lease ends it
+
+	fa.fail.Store(true)
+	deadline := time.Now().Add(2*leaseTTL + 10*time.Second)
+	for !b.HoldsLease() {
+		if time.Now().After(deadline) {
+			t.Fatal("node-b never took the lease")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if a.HoldsLease() {
+		t.Fatal("node-a still counts the lease its own while node-b holds it")
+	}
+	if res, err := a.Cleanup(ctx); res.Cleaned != 0 {
+		t.Fatalf("node-a's cleanup after losing the lease = %+v, %v; want nothing ended", res, err)
+	}
+	waitFor(t, "node-a's warm pool destroyed", func() bool { return a.Stats().PoolSize == 0 })
+	if res, err := b.Cleanup(ctx); err != nil || res.Cleaned != 1 {
+		t.Fatalf("node-b's cleanup as the holder = %+v, %v; want z ended", res, err)
+	}
+	if r, err := b.Get(ctx, "t1", rec.ID); err != nil || r.State != contexts.StateTerminated {
+		t.Fatalf("z after node-b's cleanup: %+v, %v", r, err)
 	}
 }
