@@ -70,35 +70,6 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// reconcileShared is Start's reconcile for a shared provider: the node
-// that takes the cluster lease ends the records whose sandbox is gone.
-// Nothing is adopted (a call loads its context on any node) and nothing
-// is swept without the grace: another node may be creating a sandbox
-// right now that no record names yet; the cleanup pass sweeps with it.
-func (m *Manager) reconcileShared(ctx context.Context) {
-	if m.cfg.Node != "" {
-		m.renewLease(ctx)
-	}
-	ok, until := m.clusterWork()
-	if !ok {
-		m.log.Info("reconcile: another node holds the cluster lease and reconciles", logkey.Node, m.cfg.Node)
-		return
-	}
-	if !until.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, until)
-		defer cancel()
-	}
-	running, perr := m.provider.List(ctx)
-	recs, err := m.store.ListActive(ctx)
-	if err != nil {
-		m.log.Warn("reconcile: list active contexts; skipping reconciliation", logkey.Err, err)
-		return
-	}
-	lost := m.endLost(ctx, running, perr, recs)
-	m.log.Info("reconciled contexts", "lost", lost, "shared", true)
-}
-
 func (m *Manager) reconcile(ctx context.Context) {
 	running, perr := m.provider.List(ctx)
 	if perr != nil {
