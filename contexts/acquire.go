@@ -91,6 +91,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		m.mu.Lock()
 		e := m.byIdent[id]
 		m.mu.Unlock()
+		if e != nil && !m.refresh(ctx, e) {
+			e = nil // ended on another node: the store may hold its successor
+		}
 		if e == nil {
 			if e, err = m.load(ctx, id); err != nil {
 				return nil, err
@@ -176,6 +179,44 @@ func (m *Manager) load(ctx context.Context, id Identity) (*entry, error) {
 		return nil, err
 	}
 	return m.adopt(rec), nil
+}
+
+// refresh reads e's record again when other nodes may serve it too (a
+// shared provider): the store is the truth about a context several nodes
+// serve, and this node's copy may miss a pause, a new TTL or network, or
+// an ending made on another. It reports false when e ended (dropped). A
+// store that cannot answer leaves the copy as it is, as does a record the
+// store lacks (unsaved).
+func (m *Manager) refresh(ctx context.Context, e *entry) bool {
+	m.mu.Lock()
+	id, tid, unsaved, ended := e.rec.ID, e.rec.TenantID, e.unsaved, e.ended
+	m.mu.Unlock()
+	if ended {
+		return false
+	}
+	if !m.shared || unsaved {
+		return true
+	}
+	r, err := m.store.Get(tctx(ctx, tid), id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound), err == nil && !r.State.Active():
+		m.log.Info("context ended elsewhere; dropping it", logkey.Context, id)
+		m.drop(e)
+		return false
+	case err != nil:
+		m.log.Warn("store: read a context served by several nodes; using this node's copy", logkey.Context, id, logkey.Err, err)
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.ended {
+		return false
+	}
+	e.rec = r
+	if d := r.ExpiresAt.Sub(r.LastUsedAt); d > 0 && !r.FixedExpiry {
+		e.ttl = d
+	}
+	return true
 }
 
 // adopt registers rec as an entry without a connected sandbox, or returns

@@ -38,7 +38,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.Heartbeat(ctx); err != nil {
 		m.log.Warn("node heartbeat", logkey.Node, m.cfg.Node, logkey.Err, err)
 	}
-	m.reconcile(ctx)
+	if m.shared {
+		m.reconcileShared(ctx)
+	} else {
+		m.reconcile(ctx)
+	}
 
 	unobserve, err := m.observeStats()
 	if err != nil {
@@ -58,6 +62,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	if m.cfg.Node != "" {
 		m.wg.Add(1)
 		go m.heartbeatLoop()
+		if m.shared {
+			m.wg.Add(1)
+			go m.leaseLoop()
+		}
 	}
 	return nil
 }
@@ -153,7 +161,8 @@ func (m *Manager) cleanupLoop() {
 // CleanupResult is what one cleanup pass did.
 type CleanupResult struct {
 	// Cleaned counts the contexts the pass terminated and tore down:
-	// expired ones and orphans stuck in creating. A context another
+	// expired ones, orphans stuck in creating and, with a shared
+	// provider, those whose sandbox is lost. A context another
 	// manager ended first is not counted here (that manager counts it).
 	Cleaned int
 	// Errors counts the failures the pass met and went on past: a store
@@ -170,14 +179,25 @@ type CleanupResult struct {
 // sandboxes that no active record names and that were already unknown at
 // the previous pass (the grace protects creations in flight), and removes
 // audit events older than AuditRetention.
-// Records of another node are left to it while its lease is live. With two
-// managers on one store, only the one whose Store.Terminate succeeds tears
-// a context down. It returns what it cleaned and how many failures it met;
-// the error joins those failures (nil when Errors is 0).
+// Records of another node are left to it while its lease is live. With a
+// shared provider, expiry, the ending of records whose sandbox is lost and
+// the sweep cover every node's records and run only on the holder of the
+// cluster lease, under a context that ends with the lease (lease.go); the
+// other nodes expire only the contexts whose record the store lacks. With
+// two managers on one store, only the one whose Store.Terminate succeeds
+// tears a context down. It returns what it cleaned and how many failures
+// it met; the error joins those failures (nil when Errors is 0).
 func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 	ctx, span := startSpan(ctx, spanCleanup, Identity{})
 	defer func() { endSpan(span, err) }()
 	now := m.now()
+	cluster, until := m.clusterWork()
+	cctx := ctx // the cluster's work: ends with the lease
+	if cluster && !until.IsZero() {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithDeadline(ctx, until)
+		defer cancel()
+	}
 	var errs []error
 	defer func() {
 		res.Errors = len(errs)
@@ -193,38 +213,40 @@ func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 	}
 
 	// Expired contexts this manager serves (the in-memory copy is the
-	// newest when store writes failed).
+	// newest when store writes failed). With a shared provider, a node
+	// without the lease expires only those the store lacks: the holder
+	// ends the others from the store's records.
 	m.mu.Lock()
 	var mine []*Record
 	for _, e := range m.byID {
-		if !e.rec.ExpiresAt.After(now) {
+		if !e.rec.ExpiresAt.After(now) && (!m.shared || cluster || e.unsaved) {
 			mine = append(mine, cloneRecord(e.rec))
 		}
 	}
 	m.mu.Unlock()
 	for _, rec := range mine {
-		_, won, err := m.expire(ctx, rec, now)
+		_, won, err := m.expire(cctx, rec, now)
 		count(won, err)
 	}
 	alive := m.liveness(ctx)
-	for {
-		recs, err := m.store.ListExpired(ctx, now, 200)
+	for cluster { // the store's expired records: this node's, or all with the lease
+		recs, err := m.store.ListExpired(cctx, now, 200)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list expired contexts: %w", err))
 			break
 		}
 		progress := false
 		for _, rec := range recs {
-			if !m.mine(rec) && alive(rec.Node) {
+			if !m.serves(rec) && alive(rec.Node) {
 				continue // its node expires it
 			}
-			left, won, err := m.expire(ctx, rec, now)
+			left, won, err := m.expire(cctx, rec, now)
 			count(won, err)
 			if left {
 				progress = true
 			}
 		}
-		if len(recs) < 200 || !progress || ctx.Err() != nil {
+		if len(recs) < 200 || !progress || cctx.Err() != nil {
 			break
 		}
 	}
@@ -251,9 +273,17 @@ func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 			count(m.terminateRecordErr(ctx, rec, ReasonError, "stuck in creating"))
 		}
 	}
-	if perr != nil {
+	switch {
+	case m.shared && !cluster:
+		// the lease holder ends lost records and sweeps
+	case perr != nil:
 		errs = append(errs, fmt.Errorf("list sandboxes: %w", perr))
-	} else {
+	case m.shared:
+		res.Cleaned += m.endLost(cctx, running, nil, recs)
+		if cctx.Err() == nil {
+			m.sweep(cctx, running, recs, true)
+		}
+	default:
 		m.sweep(ctx, running, recs, true)
 	}
 	m.sampleUsage(ctx)
@@ -476,10 +506,11 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 	return killed
 }
 
-// Close stops the loops, destroys the warm pools (pooled sandboxes have no
-// record and would leak) and detaches every context sandbox, leaving it
-// running for the next Start to reattach. Later calls fail with
-// ErrUnavailable.
+// Close stops the loops, gives the cluster lease up (another node takes
+// the cleanup over at once), destroys the warm pools (pooled sandboxes
+// have no record and would leak) and detaches every context sandbox,
+// leaving it running for the next Start to reattach. Later calls fail
+// with ErrUnavailable.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -501,6 +532,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close context manager: %w", ctx.Err())
 	}
+	m.releaseLease(ctx) // the loops have stopped: no cluster work runs here now
 
 	m.mu.Lock()
 	var warm, attached []Sandbox

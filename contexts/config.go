@@ -128,6 +128,15 @@ type Config struct {
 	// expire and take over any a call names. It must exceed the clock
 	// skew between the daemons' hosts. Zero: 1 minute.
 	NodeLease time.Duration
+	// LeaseTTL is how long the cluster lease lasts once taken or renewed;
+	// it matters only with a shared provider (CapShared) and a named
+	// Node. Its holder renews it every LeaseTTL/3 and stops the cluster's
+	// work (expiry, lost records, the sweep, the warm pool) at LeaseTTL
+	// after the start of its last renewal that succeeded, less 1%, before
+	// the store lets another node take it; a holder killed without Close
+	// hands the work over after at most LeaseTTL. The store's clock
+	// judges it, so hosts' clocks need not agree. Zero: 30 s.
+	LeaseTTL time.Duration
 }
 
 // Defaults.
@@ -147,6 +156,7 @@ const (
 	DefaultPoolSize           = 2
 	DefaultTemplate           = "default"
 	DefaultNodeLease          = time.Minute
+	DefaultLeaseTTL           = 30 * time.Second
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -165,6 +175,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.CreatingTimeout, DefaultCreatingTimeout)
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
 	setDur(&c.NodeLease, DefaultNodeLease)
+	setDur(&c.LeaseTTL, DefaultLeaseTTL)
 	if c.MaxCodeBytes == 0 {
 		c.MaxCodeBytes = DefaultMaxCodeBytes
 	}

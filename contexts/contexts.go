@@ -248,6 +248,20 @@ type Store interface {
 	// LastHeartbeat returns node's last heartbeat (ErrNotFound when the
 	// node never sent one).
 	LastHeartbeat(ctx context.Context, node string) (time.Time, error)
+	// AcquireLease takes the cluster-wide lease name for holder for ttl,
+	// or renews it when holder has it already: a compare-and-set, so at
+	// any moment at most one holder has a lease. It reports false when
+	// another holder's lease is live. The store's clock judges the
+	// expiry (Postgres: the database's), never the caller's, and the
+	// lease never ends before ttl after the call was made: a holder that
+	// reads its own clock before the call and stops by then plus ttl has
+	// stopped before anyone else can take it. Leases are system rows,
+	// never tenant-scoped; name and holder must not be empty, ttl must be
+	// positive (ErrInvalidArgument).
+	AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// ReleaseLease gives lease name up if holder has it, so another
+	// holder can take it at once; otherwise it does nothing.
+	ReleaseLease(ctx context.Context, name, holder string) error
 	// Close releases the store.
 	Close() error
 }

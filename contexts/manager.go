@@ -27,8 +27,12 @@ type Manager struct {
 	store    Store
 	provider Provider
 	cfg      Config
-	log      *slog.Logger
-	inst     *instruments
+	// shared: the provider is CapShared, so every node serves every
+	// context and the cluster lease gates the work over all of them
+	// (lease.go).
+	shared bool
+	log    *slog.Logger
+	inst   *instruments
 
 	idLocks     keyed[Identity]
 	tenantLocks keyed[string]
@@ -60,6 +64,11 @@ type Manager struct {
 	obsMu     sync.Mutex
 	observers []observer
 	obsSeq    int
+
+	// leaseMu guards leaseUntil: until when (monotonic) this node holds
+	// the cluster lease. It may be taken under mu, never mu under it.
+	leaseMu    sync.Mutex
+	leaseUntil time.Time
 
 	wg sync.WaitGroup // background loops and pool workers
 }
@@ -94,6 +103,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		store:    store,
 		provider: provider,
 		cfg:      cfg,
+		shared:   provider != nil && provider.Capabilities().Has(CapShared),
 		log:      cfg.Logger,
 		inst:     newInstruments(cfg.Meter),
 		byID:     map[string]*entry{},

@@ -26,6 +26,11 @@ import (
 //     naming the owner, while its lease is live; taken over (Store.Claim,
 //     then attached or replaced like any lost sandbox) once it lapsed.
 //
+// A shared provider (CapShared) lifts the ownership: every node reaches
+// every sandbox, so any node serves any context and claims nothing, and
+// the work over all records runs on the holder of the cluster lease
+// (lease.go).
+//
 // docs/contexts.md ("Nodes") has the argument.
 
 // ownedError refuses a call for a context another live node serves.
@@ -46,6 +51,10 @@ func (e ownedError) PublicMessage() string {
 
 // mine reports whether rec belongs to this manager's node.
 func (m *Manager) mine(rec *Record) bool { return rec.Node == m.cfg.Node }
+
+// serves reports whether this manager may serve rec: its own, or any
+// record when the provider is shared (every node reaches its sandbox).
+func (m *Manager) serves(rec *Record) bool { return m.shared || m.mine(rec) }
 
 // Heartbeat renews this node's lease in the store. Start sends the first
 // and a background loop one every NodeLease/4; the unnamed node sends
@@ -116,7 +125,7 @@ func (m *Manager) liveness(ctx context.Context) func(node string) bool {
 // serves, or any other node's when this is the unnamed node, which takes
 // nothing over.
 func (m *Manager) servedElsewhere(ctx context.Context, rec *Record) error {
-	if m.mine(rec) || m.cfg.Node != "" && !m.alive(ctx, rec.Node) {
+	if m.serves(rec) || m.cfg.Node != "" && !m.alive(ctx, rec.Node) {
 		return nil
 	}
 	return ownedError{id: rec.ID, conversation: rec.ConversationID, path: rec.PathID, node: rec.Node}
@@ -127,8 +136,8 @@ func (m *Manager) servedElsewhere(ctx context.Context, rec *Record) error {
 // claimed. A nil record and nil error mean another node claimed or ended
 // it first: the caller reads the store again.
 func (m *Manager) own(ctx context.Context, rec *Record) (*Record, error) {
-	if m.mine(rec) {
-		return rec, nil
+	if m.serves(rec) {
+		return rec, nil // a shared provider's: served where it is, never claimed
 	}
 	if err := m.servedElsewhere(ctx, rec); err != nil {
 		return nil, err
@@ -177,7 +186,7 @@ func (m *Manager) dropEndedElsewhere(ctx context.Context, recs []*Record) {
 		id, tid := e.rec.ID, e.rec.TenantID
 		m.mu.Unlock()
 		rec, err := m.store.Get(tctx(ctx, tid), id)
-		if err == nil && rec.State.Active() && m.mine(rec) {
+		if err == nil && rec.State.Active() && m.serves(rec) {
 			continue
 		}
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {

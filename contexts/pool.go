@@ -166,7 +166,9 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 }
 
 // poolWorker keeps p full, one creation at a time (the machine is small),
-// backing off while the provider fails.
+// backing off while the provider fails. With a shared provider only the
+// holder of the cluster lease fills its pools (the refill runs once
+// across the nodes); taking the lease kicks them (tookLease).
 func (m *Manager) poolWorker(p *pool) {
 	defer m.wg.Done()
 	ctx, cancel := m.loopCtx()
@@ -175,7 +177,7 @@ func (m *Manager) poolWorker(p *pool) {
 	for {
 		for {
 			m.mu.Lock()
-			need := !m.closed && len(p.ready)+p.filling < p.size
+			need := !m.closed && len(p.ready)+p.filling < p.size && m.HoldsLease()
 			if need {
 				p.filling++
 			}

@@ -99,6 +99,14 @@ type Capabilities uint
 const (
 	CapPause Capabilities = 1 << iota // Pause and Resume, memory kept
 	CapUsage                          // Usage
+	// CapShared: every node on the store reaches this provider's
+	// sandboxes by id (Attach, Destroy and the rest), and List names
+	// every node's (kubernetes pods, an E2B account). Not an operation
+	// but a fact the manager needs: with it, any node serves any
+	// context, and the work over every node's contexts (expiry, lost
+	// records, the sweep, the warm pool) runs on the holder of the
+	// cluster lease. docs/contexts.md, "Nodes".
+	CapShared
 )
 
 var capNames = []struct {
@@ -107,6 +115,7 @@ var capNames = []struct {
 }{
 	{CapPause, "pause"},
 	{CapUsage, "usage"},
+	{CapShared, "shared"},
 }
 
 // Has reports whether every operation of op is in c.

@@ -30,6 +30,10 @@ type Config struct {
 	// Node is this daemon's node id in a store shared with other daemons.
 	// "": the one kept in DATA/nodes/ for StateDir, made on first start.
 	Node string
+	// LeaseTTL is the cluster lease's (contexts.Config.LeaseTTL): with a
+	// shared provider, how long after a replica dies another takes its
+	// cleanup over at most. Zero: 30 s.
+	LeaseTTL time.Duration
 	// Logger receives the daemon's logs; nil discards.
 	Logger *slog.Logger
 	// Version is the build's version, reported to MCP clients (serverInfo);

@@ -39,6 +39,7 @@ func TestConfigReachesConsumers(t *testing.T) {
 		{"MaxCreating", Config{MaxCreating: 3}, func(_ contexts.Config, l local.Config) any { return l.MaxCreating }, 3},
 		{"Runtime auto", Config{Runtime: "auto"}, func(_ contexts.Config, l local.Config) any { return l.Runtime }, ""},
 		{"Node", Config{Node: "n-1"}, func(m contexts.Config, _ local.Config) any { return m.Node }, "n-1"},
+		{"LeaseTTL", Config{LeaseTTL: 21 * time.Second}, func(m contexts.Config, _ local.Config) any { return m.LeaseTTL }, 21 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if diff := cmp.Diff(tc.want, tc.got(tc.cfg.managerConfig(), tc.cfg.localConfig(nil))); diff != "" {

@@ -238,6 +238,7 @@ func (c Config) managerConfig() contexts.Config {
 		MaxExecutionsPerContext: c.MaxExecutions,
 		Limits:                  c.Limits,
 		Node:                    c.Node,
+		LeaseTTL:                c.LeaseTTL,
 	}
 	if c.PoolSize >= 0 {
 		mcfg.PoolSize = c.PoolSize

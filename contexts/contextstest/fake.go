@@ -38,6 +38,11 @@ type Provider struct {
 	// leaves them out and their methods answer contexts.NotSupported.
 	// Zero: it has them all.
 	Without contexts.Capabilities
+	// Shared adds contexts.CapShared: the fake stands for a provider
+	// every node reaches (kubernetes), so managers that share one fake
+	// (and a store) are nodes of one cluster. Zero: node-bound, as two
+	// fakes for two hosts are.
+	Shared bool
 
 	mu         sync.Mutex
 	boxes      map[string]*box // running sandboxes by id
@@ -69,8 +74,15 @@ var _ contexts.Provider = (*Provider)(nil)
 // all is every optional operation the fake performs.
 const all = contexts.CapPause | contexts.CapUsage
 
-// Capabilities implements contexts.Provider: all but Without.
-func (p *Provider) Capabilities() contexts.Capabilities { return all &^ p.Without }
+// Capabilities implements contexts.Provider: all but Without, and
+// CapShared when Shared.
+func (p *Provider) Capabilities() contexts.Capabilities {
+	c := all &^ p.Without
+	if p.Shared {
+		c |= contexts.CapShared
+	}
+	return c
+}
 
 // running returns sandbox id when the fake can perform op on it.
 func (p *Provider) running(id string, op contexts.Capabilities) (*box, error) {

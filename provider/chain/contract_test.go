@@ -108,8 +108,13 @@ func TestChainCapabilities(t *testing.T) {
 			}
 		})
 	}
-	if got := New(providers, Config{}).Capabilities(); got != union {
-		t.Fatalf("chain over all reports %s, want %s", got, union)
+	// Shared is every provider's or none: one node-bound provider makes
+	// the chain's sandboxes node-bound.
+	if got, want := New(providers, Config{}).Capabilities(), union&^contexts.CapShared; got != want {
+		t.Fatalf("chain over all reports %s, want %s", got, want)
+	}
+	if got := New([]contexts.Provider{&recorder{}, e2b.New(e2b.Config{})}, Config{}).Capabilities(); !got.Has(contexts.CapShared) {
+		t.Fatalf("chain over two shared providers reports %s, want shared", got)
 	}
 
 	c := New([]contexts.Provider{&recorder{}, e2b.New(e2b.Config{}), &fakeProvider{name: "plain"}}, Config{})

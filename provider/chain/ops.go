@@ -14,12 +14,20 @@ import (
 // (contexts.NotSupported naming it). An id no provider of the chain
 // names is not_found.
 
-// Capabilities implements contexts.Provider: what any provider of the
-// chain does. Which of them a sandbox has is its own provider's.
+// Capabilities implements contexts.Provider: the operations any provider
+// of the chain does (which of them a sandbox has is its own provider's),
+// and CapShared only when every provider is shared: one sandbox out of
+// another node's reach makes the chain's sandboxes node-bound.
 func (c *Chain) Capabilities() contexts.Capabilities {
 	var caps contexts.Capabilities
+	shared := len(c.providers) > 0
 	for _, p := range c.providers {
-		caps |= p.Capabilities()
+		pc := p.Capabilities()
+		caps |= pc
+		shared = shared && pc.Has(contexts.CapShared)
+	}
+	if !shared {
+		caps &^= contexts.CapShared
 	}
 	return caps
 }

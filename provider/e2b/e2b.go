@@ -234,9 +234,12 @@ func New(cfg Config) *Provider {
 // Name implements contexts.Provider.
 func (p *Provider) Name() string { return "e2b" }
 
-// Capabilities implements contexts.Provider: usage, from E2B's metrics.
+// Capabilities implements contexts.Provider: usage, from E2B's metrics,
+// and shared: every node with the account reaches a sandbox by id.
 // E2B's API also pauses and resumes; this client does not call those yet.
-func (p *Provider) Capabilities() contexts.Capabilities { return contexts.CapUsage }
+func (p *Provider) Capabilities() contexts.Capabilities {
+	return contexts.CapUsage | contexts.CapShared
+}
 
 // Pause implements contexts.Provider: not supported.
 func (p *Provider) Pause(ctx context.Context, sandboxID string) error {

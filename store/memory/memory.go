@@ -33,6 +33,7 @@ type Store struct {
 	events    []audit.Event                 // ascending ID
 	lastEvent int64                         // the last event ID handed out (pruning keeps IDs increasing)
 	nodes     map[string]time.Time          // node id -> last heartbeat
+	leases    map[string]lease              // by name
 	secrets   map[secretKey]secret.Stored   // tenants' secrets
 	templates map[string]templates.Template // by template id
 	closed    bool
@@ -52,6 +53,7 @@ func New() *Store {
 		keys:    map[string]string{},
 		keyOf:   map[string]string{},
 		nodes:   map[string]time.Time{},
+		leases:  map[string]lease{},
 	}
 }
 

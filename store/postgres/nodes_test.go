@@ -55,19 +55,29 @@ func TestUpgradeToNodes(t *testing.T) {
 	}
 }
 
-// TestNodesNotReachableAsAppRole: leases are system rows. A statement
+// TestNodesNotReachableAsAppRole: node and cluster leases are system rows. A statement
 // running as sandlot_app (every tenant-scoped statement) can neither read
-// nor write the nodes table, so no tenant path can forge or see a lease.
+// nor write the nodes and leases tables, so no tenant path can forge or
+// see a lease.
 func TestNodesNotReachableAsAppRole(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, pgtest.SchemaURL(t))
 	if err := s.Heartbeat(ctx, "node-a", time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	if ok, err := s.AcquireLease(ctx, "cleanup", "node-a", time.Minute); !ok || err != nil {
+		t.Fatalf("AcquireLease = %v, %v", ok, err)
+	}
 	for _, q := range []string{
 		`SELECT count(*) FROM nodes`,
 		`INSERT INTO nodes (id, heartbeat_at) VALUES ('forged', now())`,
 		`UPDATE nodes SET heartbeat_at = now()`,
+		// A lease forged or stretched from a tenant's statement would
+		// stop the cluster's cleanup (expiry, lost records, the pool).
+		`SELECT count(*) FROM leases`,
+		`INSERT INTO leases (name, holder, expires_at) VALUES ('cleanup', 'forged', now() + interval '1 year')`,
+		`UPDATE leases SET expires_at = now() + interval '1 year'`,
+		`DELETE FROM leases`,
 	} {
 		t.Run(q, func(t *testing.T) {
 			err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {

@@ -51,6 +51,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Claim", testClaim},
 		{"ConcurrentClaim", testConcurrentClaim},
 		{"Heartbeat", testHeartbeat},
+		{"Lease", testLease},
+		{"ConcurrentLease", testConcurrentLease},
 		{"Secrets", testSecrets},
 		{"Templates", testTemplates},
 		{"TemplateRebuild", testTemplateRebuild},

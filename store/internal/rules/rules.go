@@ -250,3 +250,21 @@ func WhyNot(ctx context.Context, get func(context.Context, string) (*contexts.Re
 	}
 	return Ended(id, r.State)
 }
+
+// MaxLeaseNameLen bounds a lease's name (AcquireLease).
+const MaxLeaseNameLen = 128
+
+// CheckLease rejects a lease request without a name or a holder, or for
+// no time (AcquireLease, ReleaseLease with ttl 1).
+func CheckLease(name, holder string, ttl time.Duration) error {
+	if name == "" || len(name) > MaxLeaseNameLen {
+		return fmt.Errorf("lease name %q must be 1 to %d bytes: %w", name, MaxLeaseNameLen, errdefs.ErrInvalidArgument)
+	}
+	if err := CheckNode(holder); err != nil {
+		return fmt.Errorf("lease %s: holder: %w", name, err)
+	}
+	if ttl <= 0 {
+		return fmt.Errorf("lease %s: ttl %v must be positive: %w", name, ttl, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
