@@ -8,6 +8,7 @@ ADDR    ?=
 PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
 # The version `sandlot --version` prints; a build outside git falls back to Go's build info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
 TESTMODS := guard/oracle
@@ -32,7 +33,7 @@ test-e2b-python: test-deps build
 ## build: build bin/sandlot and the static bin/sandlot-agent
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
-	$(GO) build -ldflags='-X github.com/sandlot/sandlot/cli.version=$(VERSION)' -o $(BIN)/sandlot ./cmd/sandlot
+	$(GO) build -ldflags='-X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/sandlot ./cmd/sandlot
 
 ## bench: run the benchmark suite on the real runtime and print a table (installs the Jupyter and bwrap peers)
 bench: bench-deps build
