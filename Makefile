@@ -9,11 +9,16 @@ PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disabl
 # The version `sandlot --version` prints; a build outside git falls back to Go's build info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The release's time (the commit's): the SBOMs' and the package files' dates.
+EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null)
+DIST    ?= $(CURDIR)/dist
+# The release tooling is a module of its own (nfpm stays out of sandlot's).
+RELEASE := cd release && $(GO) run ./cmd/sandlot-release
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
-TESTMODS := guard/oracle
+TESTMODS := guard/oracle release
 
-.PHONY: run test test-e2b-python build deps test-deps bench bench-deps benchmarks vet fmt clean
+.PHONY: run test test-e2b-python build dist deb deps test-deps bench bench-deps benchmarks vet fmt clean
 
 ## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback; ADDR=HOST:PORT, DATA=DIR)
 run: deps build
@@ -34,6 +39,16 @@ test-e2b-python: test-deps build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
 	$(GO) build -ldflags='-X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/sandlot ./cmd/sandlot
+
+## dist: cross-build static sandlot and sandlot-agent for linux/amd64 and linux/arm64 into dist/, reproducibly, with SHA256SUMS and an SPDX SBOM per binary (VERSION, COMMIT, EPOCH from git)
+dist:
+	rm -rf $(DIST)
+	$(RELEASE) dist -src $(CURDIR) -out $(DIST) -version $(VERSION) -commit $(COMMIT) -epoch $(EPOCH)
+
+## deb: make dist, then the Debian packages dist/sandlot_VERSION_ARCH.deb (docs/install.md)
+deb: dist
+	$(RELEASE) deb -dist $(DIST) -version $(VERSION) -epoch $(EPOCH) \
+		-doc copyright=$(CURDIR)/LICENSE -doc changelog=$(CURDIR)/CHANGELOG.md -doc install.md=$(CURDIR)/docs/install.md
 
 ## bench: run the benchmark suite on the real runtime and print a table (installs the Jupyter and bwrap peers)
 bench: bench-deps build
@@ -60,4 +75,4 @@ vet:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)
