@@ -73,7 +73,11 @@ func baseRoot(t *testing.T) string {
 	// mmdebstrap writes a tarball only to a name ending in .tar (any
 	// other is a directory).
 	tmp := strings.TrimSuffix(tarball, ".tar") + ".tmp.tar"
-	cmd := exec.Command(mmdebstrap, "--variant=apt", "--mode=root", "--include="+strings.Join(rootPackages(), ","), rootSuite, tmp, rootMirror)
+	// In a mount namespace of its own: mmdebstrap mounts /proc, /sys and
+	// /dev into its tree, and a run that is killed would leave them on the
+	// host.
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--",
+		mmdebstrap, "--variant=apt", "--mode=root", "--include="+strings.Join(rootPackages(), ","), rootSuite, tmp, rootMirror)
 	cmd.Env = append(os.Environ(), "SOURCE_DATE_EPOCH=1700000000")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
