@@ -184,8 +184,9 @@ type daemon struct {
 // 1 here): a mount namespace where the root is read-only
 // (ProtectSystem=strict) but for its ReadWritePaths, /home and /root are
 // empty and read-only (ProtectHome), /tmp and /var/tmp are private
-// (PrivateTmp), /run is a fresh tmpfs holding the RuntimeDirectory, then
-// chroot. The environment adds the address it listens on and the tests'
+// (PrivateTmp), /run is a fresh tmpfs holding the RuntimeDirectory, and
+// root becomes the namespace's root with pivot_root: a chrooted process may
+// not make user namespaces (clone(2), EPERM), and every sandbox is one. The environment adds the address it listens on and the tests'
 // shared image store (its default template, so no first-start build;
 // no image GC there), which the process may write; both are settings the
 // config file leaves to them ($SANDLOT_ADDR, $SANDLOT_IMAGES_DIR outrank
@@ -223,7 +224,9 @@ func startUnit(t *testing.T, root, images string) *daemon {
 	s.WriteString("for d in /home /root; do mount -t tmpfs -o ro,mode=0755 tmpfs \"$R$d\"; done\n")
 	s.WriteString("for d in /tmp /var/tmp; do mount -t tmpfs -o mode=1777 tmpfs \"$R$d\"; done\n")
 	fmt.Fprintf(&s, "mount --bind %q \"$R%s\"\n", images, mnt)
-	fmt.Fprintf(&s, "exec chroot \"$R\" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SANDLOT_ADDR=127.0.0.1:%d SANDLOT_IMAGES_DIR=%s SANDLOT_IMAGE_GC_INTERVAL=0 %s\n", port, mnt, exec0)
+	// The host's root goes under /mnt for the switch and is then detached.
+	s.WriteString("cd \"$R\"\npivot_root . mnt\ncd /\n/usr/bin/umount -l /mnt\n")
+	fmt.Fprintf(&s, "exec /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin SANDLOT_ADDR=127.0.0.1:%d SANDLOT_IMAGES_DIR=%s SANDLOT_IMAGE_GC_INTERVAL=0 %s\n", port, mnt, exec0)
 
 	d := &daemon{url: fmt.Sprintf("http://127.0.0.1:%d", port), log: &bytes.Buffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", s.String())
