@@ -147,7 +147,8 @@ func Build(cfg Config, w io.Writer) error {
 		{Source: cfg.Agent, Destination: Agent, FileInfo: mode(0o755)},
 		{Source: "../lib/sandlot/sandlot", Destination: Command, Type: files.TypeSymlink, FileInfo: mode(0o777)},
 		{Source: path("sandlot.service"), Destination: Unit, FileInfo: mode(0o644)},
-		{Source: path("config.yaml"), Destination: ConfigFile, Type: files.TypeConfig, FileInfo: mode(0o644)},
+		// 0600: the file may hold a store URL with its password.
+		{Source: path("config.yaml"), Destination: ConfigFile, Type: files.TypeConfig, FileInfo: mode(0o600)},
 		{Destination: "/etc/sandlot", Type: files.TypeDir, FileInfo: mode(0o755)},
 	}
 	for name, p := range cfg.Docs {

@@ -139,7 +139,7 @@ func TestPackage(t *testing.T) {
 		Agent:                 {"-rwxr-xr-x", "root/root", ""},
 		Command:               {"lrwxrwxrwx", "root/root", "../lib/sandlot/sandlot"},
 		Unit:                  {"-rw-r--r--", "root/root", ""},
-		ConfigFile:            {"-rw-r--r--", "root/root", ""},
+		ConfigFile:            {"-rw-------", "root/root", ""},
 		"/etc/sandlot":        {"drwxr-xr-x", "root/root", ""},
 		DocDir + "/copyright": {"-rw-r--r--", "root/root", ""},
 	} {

@@ -90,7 +90,7 @@ func TestInstall(t *testing.T) {
 			Agent:                    {0o755},
 			Command:                  {os.ModeSymlink | 0o777},
 			Unit:                     {0o644},
-			ConfigFile:               {0o644},
+			ConfigFile:               {0o600},
 		} {
 			mode, uid := fileMode(t, filepath.Join(root, path))
 			if mode != want.mode || uid != 0 {
