@@ -12,6 +12,10 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 # The release's time (the commit's): the SBOMs' and the package files' dates.
 EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null)
 DIST    ?= $(CURDIR)/dist
+# Expanded once: dist and deb of one make run name the same commit even if HEAD moves meanwhile.
+VERSION := $(VERSION)
+COMMIT  := $(COMMIT)
+EPOCH   := $(EPOCH)
 # The release tooling is a module of its own (nfpm stays out of sandlot's).
 RELEASE := cd release && $(GO) run ./cmd/sandlot-release
 TESTFLAGS ?= -count=1 -timeout 40m
