@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -33,6 +34,11 @@ var Binaries = map[string]string{
 	"sandlot":       "./cmd/sandlot",
 	"sandlot-agent": "./cmd/sandlot-agent",
 }
+
+var (
+	safeVersion = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+~_-]*$`)
+	safeCommit  = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
+)
 
 // versionPkg is where the version and commit are linked in.
 const versionPkg = "github.com/sandlot/sandlot/internal/version"
@@ -64,8 +70,12 @@ func FileName(binary, arch string) string { return binary + "_linux_" + arch }
 
 // Build builds every binary of cfg and writes the SBOMs and SHA256SUMS.
 func Build(ctx context.Context, cfg Config) error {
-	if cfg.Version == "" || cfg.Commit == "" || cfg.Epoch.IsZero() {
-		return fmt.Errorf("dist: version, commit and epoch are required")
+	if cfg.Epoch.IsZero() {
+		return fmt.Errorf("dist: no epoch (SOURCE_DATE_EPOCH)")
+	}
+	// Both go into -ldflags, which splits on spaces and reads quotes.
+	if !safeVersion.MatchString(cfg.Version) || !safeCommit.MatchString(cfg.Commit) {
+		return fmt.Errorf("dist: version %q or commit %q is not one git describe and rev-parse give", cfg.Version, cfg.Commit)
 	}
 	if cfg.Arches == nil {
 		cfg.Arches = Arches

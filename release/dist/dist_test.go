@@ -161,3 +161,20 @@ func TestWriteSums(t *testing.T) {
 		t.Errorf("SHA256SUMS:\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestBuildRefusesBadVersion: what would not survive -ldflags' parsing (a
+// space, a quote) or is no commit is refused before any build.
+func TestBuildRefusesBadVersion(t *testing.T) {
+	for _, tc := range []struct{ version, commit string }{
+		{"v1.0.0 -X main.x=y", "abc1234"},
+		{"v1.0.0'", "abc1234"},
+		{"", "abc1234"},
+		{"v1.0.0", ""},
+		{"v1.0.0", "HEAD"},
+	} {
+		err := Build(context.Background(), Config{Src: t.TempDir(), Out: t.TempDir(), Version: tc.version, Commit: tc.commit, Epoch: time.Unix(1, 0), Go: "/nonexistent/go"})
+		if err == nil || !strings.Contains(err.Error(), "is not one git describe") {
+			t.Errorf("Build(%q, %q) = %v", tc.version, tc.commit, err)
+		}
+	}
+}
