@@ -8,15 +8,25 @@ ADDR    ?=
 PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disable
 # The version `sandlot --version` prints; a build outside git falls back to Go's build info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+# The release's time (the commit's): the SBOMs' and the package files' dates.
+EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null)
+DIST    ?= $(CURDIR)/dist
+# Expanded once: dist and deb of one make run name the same commit even if HEAD moves meanwhile.
+VERSION := $(VERSION)
+COMMIT  := $(COMMIT)
+EPOCH   := $(EPOCH)
+# The release tooling is a module of its own (nfpm stays out of sandlot's).
+RELEASE := cd release && $(GO) run ./cmd/sandlot-release
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
-TESTMODS := guard/oracle deploy/helm/test
+TESTMODS := guard/oracle deploy/helm/test release
 
 # make images: the image store the Debian bases are built into (make run's), and where to push.
 IMAGE_STORE ?= $(DATA)/images
 REGISTRY ?=
 
-.PHONY: run test test-e2b-python build images deps test-deps bench bench-deps benchmarks vet fmt clean
+.PHONY: run test test-e2b-python build dist deb images deps test-deps bench bench-deps benchmarks vet fmt clean
 
 ## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback; ADDR=HOST:PORT, DATA=DIR)
 run: deps build
@@ -36,11 +46,21 @@ test-e2b-python: test-deps build
 ## build: build bin/sandlot and the static bin/sandlot-agent
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
-	$(GO) build -ldflags='-X github.com/sandlot/sandlot/cli.version=$(VERSION)' -o $(BIN)/sandlot ./cmd/sandlot
+	$(GO) build -ldflags='-X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/sandlot ./cmd/sandlot
+
+## dist: cross-build static sandlot and sandlot-agent for linux/amd64 and linux/arm64 into dist/, reproducibly, with SHA256SUMS and an SPDX SBOM per binary (VERSION, COMMIT, EPOCH from git)
+dist:
+	rm -rf $(DIST)
+	$(RELEASE) dist -src $(CURDIR) -out $(DIST) -version $(VERSION) -commit $(COMMIT) -epoch $(EPOCH)
+
+## deb: make dist, then the Debian packages dist/sandlot_VERSION_ARCH.deb (docs/install.md)
+deb: dist
+	$(RELEASE) deb -dist $(DIST) -version $(VERSION) -epoch $(EPOCH) \
+		-doc copyright=$(CURDIR)/LICENSE -doc changelog=$(CURDIR)/CHANGELOG.md -doc install.md=$(CURDIR)/docs/install.md
 
 ## images: build the daemon image and the default template's pod image as OCI layouts in bin/images/, without Docker (root and mmdebstrap: the Debian bases are built into IMAGE_STORE once); REGISTRY=HOST:PORT[/PREFIX] also pushes them (docker config credentials)
 images: build
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X github.com/sandlot/sandlot/cli.version=$(VERSION)' -o $(BIN)/images/sandlot ./cmd/sandlot
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/images/sandlot ./cmd/sandlot
 	$(GO) run ./internal/cmd/images -store $(IMAGE_STORE) -out $(BIN)/images -sandlot $(BIN)/images/sandlot \
 		-agent $(BIN)/sandlot-agent -version $(or $(VERSION),dev)$(if $(REGISTRY), -registry $(REGISTRY))
 
@@ -69,4 +89,4 @@ vet:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -376,6 +376,15 @@ type Health struct {
 	Checks map[string]string `json:"checks,omitempty"`
 }
 
+// Version is the body of GET /v1/version and of `sandlot version -o
+// json`: the build's version, the commit it was built from ("" when the
+// build recorded none) and the newest store schema it knows.
+type Version struct {
+	Version       string `json:"version"`
+	Commit        string `json:"commit,omitempty"`
+	SchemaVersion int    `json:"schemaVersion"`
+}
+
 // AuditList is the body of GET /v1/audit: the tenant's events, newest
 // first.
 type AuditList struct {

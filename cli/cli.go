@@ -43,14 +43,15 @@ func newRoot(std IO) *cobra.Command {
   sandlot exec --conversation demo 'print(1 + 1)'     # in another terminal, same directory
   sandlot config add-context local --api-key-file .sandlot/api-key   # then from anywhere
   sandlot shell --conversation demo`,
-		Version:       Version(),
+		Version:       versionLine(buildVersion()),
 		SilenceErrors: true, // Main prints the one error line
 		SilenceUsage:  true, // a mistake gets a hint, not the whole usage
 	}
 	root.SetIn(std.In)
 	root.SetOut(std.Out)
 	root.SetErr(std.Err)
-	root.SetVersionTemplate("sandlot {{.Version}}\n")
+	// --version prints the line `sandlot version` does.
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newVersionCmd())
 	for _, newCmd := range commands {
 		root.AddCommand(newCmd())
@@ -143,17 +144,18 @@ func unknownVerb(cmd *cobra.Command, args []string) error {
 func newVersionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "version",
-		Short:   "print the version",
+		Short:   "print the version, the commit it was built from and the store schema it knows",
 		Args:    cobra.NoArgs,
 		Example: "  sandlot version\n  sandlot version -o json",
 	}
 	var o output
 	o.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := buildVersion()
 		if o.structured() {
-			return o.print(cmd.OutOrStdout(), map[string]string{"version": Version()})
+			return o.print(cmd.OutOrStdout(), v)
 		}
-		_, err := fmt.Fprintf(cmd.OutOrStdout(), "sandlot %s\n", Version())
+		_, err := fmt.Fprint(cmd.OutOrStdout(), versionLine(v))
 		return err
 	}
 	return cmd

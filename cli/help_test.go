@@ -3,15 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/store"
 )
 
 // -h prints the flags and exits 0 without running the command: serve and
@@ -140,18 +145,26 @@ func TestSingleDashLongFlags(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	old := version
-	defer func() { version = old }()
+	want := versionLine(buildVersion())
+	if !strings.HasPrefix(want, "sandlot ") || !strings.Contains(want, fmt.Sprintf("schema %d)", store.SchemaVersion())) {
+		t.Fatalf("version line %q", want)
+	}
 	for _, arg := range []string{"--version", "-version", "version"} {
-		version = "v1.2.3-4-gabc"
 		var out, errw bytes.Buffer
-		if code := Main(context.Background(), []string{arg}, nil, &out, &errw); code != 0 || out.String() != "sandlot v1.2.3-4-gabc\n" {
-			t.Errorf("%s: exit %d, %q", arg, code, out.String())
+		if code := Main(context.Background(), []string{arg}, nil, &out, &errw); code != 0 || out.String() != want {
+			t.Errorf("%s: exit %d, %q, want %q", arg, code, out.String(), want)
 		}
 	}
-	version = ""
-	if v := Version(); v == "" {
-		t.Error("no version without ldflags")
+	var out, errw bytes.Buffer
+	if code := Main(context.Background(), []string{"version", "-o", "json"}, nil, &out, &errw); code != 0 {
+		t.Fatalf("version -o json: exit %d: %s", code, errw.String())
+	}
+	var got api.Version
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(buildVersion(), got); diff != "" {
+		t.Errorf("version -o json (-want +got)\n%s", diff)
 	}
 }
 
@@ -304,17 +317,25 @@ func TestOutputEverywhere(t *testing.T) {
 // TestStructuredOutput: -o json and -o yaml print the same value, and
 // --json is -o json.
 func TestStructuredOutput(t *testing.T) {
-	old := version
-	defer func() { version = old }()
-	version = "v9.9.9"
+	v := buildVersion()
+	commit := ""
+	if v.Commit != "" {
+		commit = fmt.Sprintf("  \"commit\": %q,\n", v.Commit)
+	}
+	asJSON := fmt.Sprintf("{\n  \"version\": %q,\n%s  \"schemaVersion\": %d\n}\n", v.Version, commit, v.SchemaVersion)
+	asYAML := "version: " + v.Version + "\n"
+	if v.Commit != "" {
+		asYAML += "commit: " + v.Commit + "\n"
+	}
+	asYAML += fmt.Sprintf("schemaVersion: %d\n", v.SchemaVersion)
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"version", "-o", "json"}, "{\n  \"version\": \"v9.9.9\"\n}\n"},
-		{[]string{"version", "--json"}, "{\n  \"version\": \"v9.9.9\"\n}\n"},
-		{[]string{"version", "-o", "yaml"}, "version: v9.9.9\n"},
-		{[]string{"version", "-oyaml"}, "version: v9.9.9\n"},
+		{[]string{"version", "-o", "json"}, asJSON},
+		{[]string{"version", "--json"}, asJSON},
+		{[]string{"version", "-o", "yaml"}, asYAML},
+		{[]string{"version", "-oyaml"}, asYAML},
 	} {
 		var out, errw bytes.Buffer
 		if code := Main(context.Background(), tc.args, nil, &out, &errw); code != 0 || out.String() != tc.want {

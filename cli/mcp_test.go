@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
@@ -129,11 +131,15 @@ func TestMCPBinary(t *testing.T) {
 		t.Fatalf("list tools: %v, %d tools (stderr: %s)", err, len(lt.Tools), stderr.String())
 	}
 	// The server names the build's version, as --version does.
-	v, err := exec.Command(bin, "--version").Output()
+	v, err := exec.Command(bin, "version", "-o", "json").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cs.InitializeResult().ServerInfo.Version, strings.TrimSpace(strings.TrimPrefix(string(v), "sandlot ")); got != want || got == "devel" {
+	var built api.Version
+	if err := json.Unmarshal(v, &built); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cs.InitializeResult().ServerInfo.Version, built.Version; got != want || got == "devel" {
 		t.Errorf("serverInfo.version %q, want %q (sandlot --version)", got, want)
 	}
 	if err := cs.Close(); err != nil {

@@ -1,40 +1,27 @@
 package cli
 
 import (
-	"runtime/debug"
+	"fmt"
+
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/daemon"
+	"github.com/sandlot/sandlot/internal/version"
 )
 
-// version is set when the binary is linked (Makefile: git describe):
-// -ldflags "-X github.com/sandlot/sandlot/cli.version=v1.2.3".
-var version string
+// Version is this binary's version (internal/version owns it: a release's
+// linked tag, else the Go build info's module version or commit).
+func Version() string { return version.String() }
 
-// Version is the version of this binary: the one linked in, else the
-// module version `go install` records, else the VCS revision `go build`
-// records (with -dirty for uncommitted changes), else "devel".
-func Version() string {
-	if version != "" {
-		return version
+// versionLine is what `sandlot --version` and `sandlot version` print:
+// the fields of /v1/version on one line.
+func versionLine(v api.Version) string {
+	commit := v.Commit
+	if commit == "" {
+		commit = "unknown"
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "devel"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if rev == "" {
-		return "devel"
-	}
-	return "devel-" + rev[:min(12, len(rev))] + dirty
+	return fmt.Sprintf("sandlot %s (commit %s, schema %d)\n", v.Version, commit, v.SchemaVersion)
 }
+
+// buildVersion is daemon.BuildVersion, the one the daemon serves at
+// /v1/version.
+func buildVersion() api.Version { return daemon.BuildVersion() }

@@ -472,6 +472,16 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, "GET", "/readyz", nil, nil, "", nil)
 }
 
+// Version returns the server's build: version, commit and the store
+// schema it knows (GET /v1/version).
+func (c *Client) Version(ctx context.Context) (*api.Version, error) {
+	var out api.Version
+	if err := c.do(ctx, "GET", "/v1/version", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Readiness returns the server's readiness (GET /readyz), ready or not:
 // a 503 whose body is a readiness report is an answer, with Ready false
 // and what the server waits for. An error means no report: the server

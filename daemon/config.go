@@ -36,8 +36,8 @@ type Config struct {
 	LeaseTTL time.Duration
 	// Logger receives the daemon's logs; nil discards.
 	Logger *slog.Logger
-	// Version is the build's version, reported to MCP clients (serverInfo);
-	// "": "devel".
+	// Version is the version reported to MCP clients (serverInfo), the
+	// landing page and /v1/version; "": the build's own (BuildVersion).
 	Version string
 
 	// Runtime is the local provider's OCI runtime: crun, runc or runsc;

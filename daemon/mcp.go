@@ -56,10 +56,6 @@ func (d *Daemon) endConversation(ctx context.Context, tenantID, conversation str
 	return errors.Join(errs...)
 }
 
-// version is the build's version MCP clients are told (Config.Version).
-func (d *Daemon) version() string {
-	if d.cfg.Version == "" {
-		return "devel"
-	}
-	return d.cfg.Version
-}
+// version is the version MCP clients, the landing page and /v1/version
+// are told (Config.Version).
+func (d *Daemon) version() string { return d.buildVersion().Version }

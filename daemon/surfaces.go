@@ -48,6 +48,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),
 		Audit:    p.st.ListAudit,
+		Version:  d.buildVersion(),
 		// What a sandbox chose outside its output (the names in its audit
 		// events) reaches a caller through the guard, as its context's.
 		GuardText: func(ctx context.Context, tenantID, contextID, text string) string {
@@ -84,7 +85,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		BodyReadTimeout: cfg.BodyReadTimeout,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          d.log,
-		Version:         cfg.Version,
+		Version:         d.version(),
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph

@@ -40,6 +40,9 @@ PY=/usr/bin/python3
 # busybox: the image builder's tests build on a busybox image.
 # curl, nsenter and unshare: the network tests run curl inside a sandbox's
 # network namespace; ip runs inside a container joined to one.
+# dpkg-deb, systemd-analyze, mount, tar, sha256sum: the release module's
+# tests read the package, verify its unit, install it into a Debian root
+# made by mmdebstrap and check make dist's checksums.
 # bash-completion: the CLI's bash completion script is tested in a real bash,
 # which needs the package's helpers as users' shells have them.
 # python3-dateutil ... python3-sniffio: the official E2B Python SDK's
@@ -76,6 +79,11 @@ t   glob:/usr/lib/postgresql/*/bin/postgres           postgresql
 t   cmd:psql                                          postgresql-client
 t   cmd:su                                            util-linux
 t   cmd:git                                           git
+t   cmd:dpkg-deb                                      dpkg
+t   cmd:systemd-analyze                               systemd
+t   cmd:mount                                         mount
+t   cmd:tar                                           tar
+t   cmd:sha256sum                                     coreutils
 t   cmd:busybox                                       busybox-static
 t   cmd:chroot                                        coreutils
 t   cmd:curl                                          curl

@@ -181,7 +181,19 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /healthz":         func(t *testing.T) {}, // public, no tenant data
 		"GET /readyz":          func(t *testing.T) {},
 		"GET /v1/openapi.json": func(t *testing.T) {},
-		"GET /v1/tools":        func(t *testing.T) {}, // schemas only
+		"GET /v1/version": func(t *testing.T) { // public: the build, nothing of a tenant
+			w := e.do(t, req{method: "GET", path: "/v1/version", key: e.KeyB})
+			var body map[string]any
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("%v: %s", err, w.Body)
+			}
+			for k := range body {
+				if k != "version" && k != "commit" && k != "schemaVersion" {
+					t.Errorf("/v1/version answers %q: %s", k, w.Body)
+				}
+			}
+		},
+		"GET /v1/tools": func(t *testing.T) {}, // schemas only
 		"GET /v1/metrics/sessions": func(t *testing.T) {
 			// Aggregates only: no ids, no identities.
 			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})

@@ -25,6 +25,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 }
 
+// version answers the build's version, commit and schema version.
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.cfg.Version)
+}
+
 // readyz answers Readiness: 200 when ready, else 503.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	status, body := s.Readiness(r.Context())

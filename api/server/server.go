@@ -119,6 +119,10 @@ type Config struct {
 	// egress guard as output of the tenant's context contextID ("" when
 	// none). Nil passes it unchanged (tests only).
 	GuardText func(ctx context.Context, tenantID, contextID, text string) string
+	// Version is the body of GET /v1/version (the daemon's build:
+	// daemon.BuildVersion). Public like the landing page, which shows it
+	// too: it names no tenant, path or host.
+	Version api.Version
 }
 
 // Server is the HTTP API. Its methods are safe for concurrent use.
@@ -167,6 +171,7 @@ func (s *Server) routes() []route {
 		{"GET", "/healthz", false, s.healthz},
 		{"GET", "/readyz", false, s.readyz},
 		{"GET", "/v1/openapi.json", false, s.openapi},
+		{"GET", "/v1/version", false, s.version},
 		{"GET", "/v1/tools", true, s.listTools},
 		{"POST", "/v1/tools/{name}", true, s.callTool},
 		{"GET", "/v1/contexts", true, s.listContexts},
