@@ -55,12 +55,3 @@ func Inspect(ctx context.Context, path string) (st migrate.Status, exists bool, 
 	}
 	return migrate.Plan(ms, applied), true, nil
 }
-
-// SchemaVersion is the newest schema version this binary has.
-func SchemaVersion() int {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil || len(ms) == 0 {
-		return 0 // the embedded files are checked by every test that opens a store
-	}
-	return ms[len(ms)-1].Version
-}
