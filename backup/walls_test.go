@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,13 +17,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/store"
 )
 
 // fixtureDB is a SQLite database of today's schema: the store's upgrade
 // fixture.
 func fixtureDB(t *testing.T) []byte {
 	t.Helper()
-	f, err := os.Open("../store/sqlite/testdata/schema-0010.db.gz")
+	f, err := os.Open(fmt.Sprintf("../store/sqlite/testdata/schema-%04d.db.gz", store.SchemaVersion()))
 	if err != nil {
 		t.Fatal(err)
 	}
