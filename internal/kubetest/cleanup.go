@@ -95,6 +95,11 @@ func (c *Cluster) Stop() error {
 		_ = c.registry.Shutdown(ctx)
 		cancel()
 	}
+	if c.Dir != "" && os.Getenv("SANDLOT_KUBETEST_KEEP_LOGS") != "" {
+		if kept, err := keepLogs(c.path("logs")); err == nil {
+			c.logf("the cluster's logs are kept in %s", kept)
+		}
+	}
 	if c.Dir != "" {
 		errs = append(errs, cleanHost(c.Dir, c.bins, c.logf)...)
 	}

@@ -160,16 +160,53 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	return c, nil
 }
 
-// failed adds the logs of the components that exited to a start error.
+// failed adds to a start error the end of the logs of the components that
+// exited (of all of them when none did), and keeps the logs, since Stop
+// removes the cluster's directory.
 func (c *Cluster) failed(err error) error {
 	var b strings.Builder
 	b.WriteString(err.Error())
+	exited := 0
 	for _, p := range c.procs {
 		if ok, perr := p.exited(); ok {
+			exited++
 			fmt.Fprintf(&b, "\n--- %s exited (%v); its log ends:\n%s", p.name, perr, p.tail(15))
 		}
 	}
+	if exited == 0 {
+		for _, p := range c.procs {
+			fmt.Fprintf(&b, "\n--- %s's log ends:\n%s", p.name, p.tail(5))
+		}
+	}
+	if c.Dir != "" {
+		if kept, kerr := keepLogs(c.path("logs")); kerr == nil {
+			fmt.Fprintf(&b, "\n(all logs kept in %s)", kept)
+		}
+	}
 	return errors.New(b.String())
+}
+
+// keepLogs copies the logs directory to a new directory under the system's
+// temporary directory.
+func keepLogs(dir string) (string, error) {
+	dst, err := os.MkdirTemp("", "sandlot-kubetest-logs-")
+	if err != nil {
+		return "", err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
 }
 
 // prepare makes the directory, certificates, registry, images and configs.

@@ -182,7 +182,6 @@ evictionHard:
   imagefs.available: "1%%"
   imagefs.inodesFree: "1%%"
 protectKernelDefaults: false
-makeIPTablesUtilChains: false
 localStorageCapacityIsolation: true
 shutdownGracePeriod: 0s
 `, c.nodeIP, c.ports.kubelet, c.ports.kubeletHealthz, c.pki.path("ca.crt"), c.pki.path("kubelet-serving.crt"),
@@ -196,7 +195,6 @@ mode: iptables
 clientConnection: {kubeconfig: %s}
 hostnameOverride: %s
 clusterCIDR: %s
-bindAddress: 127.0.0.1
 healthzBindAddress: 127.0.0.1:%d
 metricsBindAddress: 127.0.0.1:%d
 conntrack:
