@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,28 +35,84 @@ var (
 	nftTables     = []string{"kube-proxy"}
 )
 
-// hostState is what Stop restores: the forwarding switch the bridge plugin
-// turns on.
-type hostState struct {
-	ipForward string
+// hostSysctls are the host's settings the cluster changes: the bridge
+// plugin turns on forwarding, and the kubelet sets its kernel tunables
+// (overcommit, panic on oops, keyring quotas) unless told to fail instead.
+// Stop puts back what they were; the values are also saved in the
+// cluster's directory, so the cleanup after a crash restores them too.
+var hostSysctls = []string{
+	"net/ipv4/ip_forward",
+	"vm/overcommit_memory",
+	"vm/panic_on_oom",
+	"kernel/panic",
+	"kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys",
+	"kernel/keys/root_maxbytes",
+	"net/ipv4/conf/all/route_localnet",
 }
 
-const ipForwardPath = "/proc/sys/net/ipv4/ip_forward"
+// hostState holds the host's sysctl values from before the cluster.
+type hostState map[string]string
+
+const hostStateFile = "host-sysctls"
 
 func snapshotHost() hostState {
-	b, _ := os.ReadFile(ipForwardPath)
-	return hostState{ipForward: strings.TrimSpace(string(b))}
+	h := hostState{}
+	for _, k := range hostSysctls {
+		if b, err := os.ReadFile(filepath.Join("/proc/sys", k)); err == nil {
+			h[k] = strings.TrimSpace(string(b))
+		}
+	}
+	return h
+}
+
+// save writes the values into dir, for a cleanup after a crash.
+func (h hostState) save(dir string) error {
+	var b strings.Builder
+	for k, v := range h {
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	return os.WriteFile(filepath.Join(dir, hostStateFile), []byte(b.String()), 0o600)
+}
+
+func loadHostState(dir string) hostState {
+	b, err := os.ReadFile(filepath.Join(dir, hostStateFile))
+	if err != nil {
+		return nil
+	}
+	h := hostState{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && slices.Contains(hostSysctls, k) {
+			h[k] = v
+		}
+	}
+	return h
 }
 
 func (h hostState) enableForwarding() error {
-	return os.WriteFile(ipForwardPath, []byte("1"), 0o644)
+	return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 }
 
 func (h hostState) restore() error {
-	if h.ipForward == "" {
-		return nil
+	var errs []error
+	for k, v := range h {
+		if err := os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return os.WriteFile(ipForwardPath, []byte(h.ipForward), 0o644)
+	return errors.Join(errs...)
+}
+
+// changed lists the settings that differ from h now.
+func (h hostState) changed() []string {
+	var out []string
+	for k, v := range snapshotHost() {
+		if old, ok := h[k]; ok && old != v {
+			out = append(out, fmt.Sprintf("%s=%s (was %s)", k, v, old))
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Stop removes everything the cluster made: pods first through the kubelet
@@ -161,7 +218,11 @@ func cleanStale(base string, b *bins, logf func(string, ...any)) error {
 		dir := filepath.Join(base, e.Name())
 		logf("removing a stale cluster: %s", dir)
 		killTree(dir, logf)
+		h := loadHostState(dir)
 		errs = append(errs, cleanHost(dir, b, logf)...)
+		if err := h.restore(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if found == 0 {
 		// No directory, but a cluster could have died before making one.

@@ -221,6 +221,9 @@ func (c *Cluster) prepare(ctx context.Context, base string) error {
 		return err
 	}
 	c.host = snapshotHost()
+	if err := c.host.save(c.Dir); err != nil {
+		return err
+	}
 	ip, err := nodeIP()
 	if err != nil {
 		return err

@@ -197,6 +197,8 @@ hostnameOverride: %s
 clusterCIDR: %s
 healthzBindAddress: 127.0.0.1:%d
 metricsBindAddress: 127.0.0.1:%d
+iptables:
+  localhostNodePorts: false
 conntrack:
   maxPerCore: 0
   min: 0

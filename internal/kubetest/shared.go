@@ -109,6 +109,10 @@ func Main(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "kubetest: the stopped cluster left: %v\n", left)
 			code = 1
 		}
+		if changed := c.host.changed(); len(changed) > 0 {
+			fmt.Fprintf(os.Stderr, "kubetest: the stopped cluster left host settings changed: %v\n", changed)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
