@@ -162,7 +162,8 @@ build() {
     log "another build holds $CACHE/.lock; waiting"
     flock 9
   fi
-  local name version bins dir start total=$SECONDS
+  local name version bins dir rc total=$SECONDS
+  local TIMEFORMAT='%0R s (CPU %0U s user, %0S s system)'
   while read -r name version bins; do
     # shellcheck disable=SC2086
     built "$name" "$version" $bins && continue
@@ -170,13 +171,18 @@ build() {
     rm -rf "$dir.tmp"
     mkdir -p "$dir.tmp"
     log "building $name $version (log: $dir.tmp/build.log)"
-    start=$SECONDS
-    if ! "build_$name" "$dir.tmp" >"$dir.tmp/build.log" 2>&1; then
+    # set -e holds inside the build only outside a condition, hence rc.
+    set +e
+    { time (set -e; "build_$name" "$dir.tmp") >"$dir.tmp/build.log" 2>&1; } 2>"$dir.tmp/build.time"
+    rc=$?
+    set -e
+    for b in $bins; do [ -x "$dir.tmp/bin/$b" ] || rc=1; done
+    if [ "$rc" != 0 ]; then
       tail -30 "$dir.tmp/build.log" >&2
       log "building $name $version failed"
       exit 1
     fi
-    log "built $name $version in $((SECONDS - start)) s"
+    log "built $name $version in $(cat "$dir.tmp/build.time")"
     touch "$dir.tmp/.done"
     rm -rf "$dir"
     mv "$dir.tmp" "$dir"

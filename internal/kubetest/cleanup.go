@@ -141,11 +141,13 @@ func (c *Cluster) Stop() error {
 			p.stop(10 * time.Second)
 		}
 	}
-	if c.Dir != "" {
-		killTree(c.Dir, c.logf)
-	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].stop(10 * time.Second)
+	}
+	// What containerd leaves running: shims, and the containers of pods
+	// the drain did not reach.
+	if c.Dir != "" {
+		killTree(c.Dir, c.logf)
 	}
 	if c.registry != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
