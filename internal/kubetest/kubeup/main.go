@@ -150,7 +150,10 @@ func stop() error {
 		if strings.Contains(tail(string(b), 5), "kubeup:") {
 			return fmt.Errorf("stopping:\n%s", tail(string(b), 5))
 		}
+		fmt.Fprintln(os.Stderr, "kubeup: the cluster stopped and left nothing")
+		return nil
 	}
+	// No cluster process: remove whatever a dead one left.
 	_ = os.Remove(stateFile)
 	return kubetest.Clean(context.Background(), "", time.Minute)
 }
