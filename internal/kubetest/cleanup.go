@@ -328,9 +328,7 @@ func cleanHost(dir string, b *bins, logf func(string, ...any)) []error {
 		removeLinksInto("/var/log/pods", dir)
 	}
 	removeDeadSockets("/run/containerd/s")
-	for _, d := range []string{"/run/containerd/s", "/run/containerd"} {
-		_ = os.Remove(d) // only when empty: another containerd may own it
-	}
+	removeHostPaths()
 	if dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("kubetest: removing %s: %w", dir, err))
@@ -661,4 +659,39 @@ func Clean(ctx context.Context, base string, wait time.Duration) error {
 	}
 	defer unlock(lock)
 	return cleanStale(base, b, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "kubetest: "+f+"\n", a...) })
+}
+
+// hostPaths are the paths outside the cluster's directory that its
+// components write whatever their configuration says: libcni's result
+// cache (one file per pod network, named by the network: ours and
+// containerd's loopback), the kubelet's device plugin socket, and the
+// directories that hold them, the kubelet's log links and the shims'
+// sockets (/run/containerd/s, whatever containerd's state directory). Only a cluster
+// holding the machine lock runs, so what matches is ours.
+var (
+	hostFileGlobs = []string{
+		"/var/lib/cni/results/kubetest-*",
+		"/var/lib/cni/results/cni-loopback-*",
+		"/var/lib/kubelet/device-plugins/kubelet.sock",
+		"/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
+	}
+	// hostDirs are removed when empty, children first.
+	hostDirs = []string{
+		"/var/lib/cni/results", "/var/lib/cni",
+		"/var/lib/kubelet/device-plugins", "/var/lib/kubelet",
+		"/var/log/containers", "/var/log/pods",
+		"/run/containerd/s", "/run/containerd",
+	}
+)
+
+func removeHostPaths() {
+	for _, g := range hostFileGlobs {
+		matches, _ := filepath.Glob(g)
+		for _, m := range matches {
+			_ = os.Remove(m)
+		}
+	}
+	for _, d := range hostDirs {
+		_ = os.Remove(d) // fails, as it should, when not empty
+	}
 }

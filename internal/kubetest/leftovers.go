@@ -63,6 +63,17 @@ func Leftovers(dir string) []string {
 	if _, err := os.Stat(dir); err == nil {
 		out = append(out, "directory "+dir)
 	}
+	for _, g := range hostFileGlobs {
+		matches, _ := filepath.Glob(g)
+		for _, m := range matches {
+			out = append(out, "file "+m)
+		}
+	}
+	for _, d := range hostDirs {
+		if ents, err := os.ReadDir(d); err == nil && len(ents) == 0 {
+			out = append(out, "empty directory "+d)
+		}
+	}
 	return out
 }
 
