@@ -9,6 +9,7 @@
 #   scripts/k8s.sh env     print NAME=PATH for every binary and the CRD
 #                          directory; fails naming what is not built
 #   scripts/k8s.sh check   verify only (exit 1 naming what is missing)
+#   scripts/k8s.sh prune   remove cached components of other versions
 #
 # Each component is a small Go module of its own that requires the exact
 # version (the proxy refuses version lists for some of these modules, so
@@ -222,12 +223,31 @@ env_lines() {
   return $fail
 }
 
+# prune removes <name>-<version> directories no component line names (what
+# version bumps left), under the build lock.
+prune() {
+  [ -d "$CACHE" ] || return 0
+  exec 9>"$CACHE/.lock"
+  flock 9
+  local keep name version bins d
+  keep=$(components | while read -r name version bins; do echo "$name-$version"; done)
+  for d in "$CACHE"/*/; do
+    d=$(basename "$d")
+    [ -f "$CACHE/$d/.done" ] || [[ "$d" == *.tmp ]] || continue
+    if ! grep -qxF "$d" <<<"$keep"; then
+      log "removing $CACHE/$d"
+      rm -rf "${CACHE:?}/$d"
+    fi
+  done
+}
+
 case "${1:-}" in
 build) build ;;
+prune) prune ;;
 env) env_lines ;;
 check) env_lines >/dev/null ;;
 *)
-  echo "usage: scripts/k8s.sh build|env|check" >&2
+  echo "usage: scripts/k8s.sh build|env|check|prune" >&2
   exit 2
   ;;
 esac

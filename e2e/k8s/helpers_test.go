@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandlot/sandlot/internal/kubetest"
@@ -24,28 +23,10 @@ func randSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// namespace makes a namespace of the test's own, ready for pods (its default
-// service account exists), deleted when the test ends.
+// namespace is the cluster's Namespace helper, kept short for the tests.
 func namespace(t *testing.T, c *kubetest.Cluster, prefix string) string {
 	t.Helper()
-	ctx := context.Background()
-	ns, err := c.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: prefix + "-" + randSuffix()},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Client().CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
-	})
-	poll(t, 2*time.Minute, "the default service account of "+ns.Name, func() (bool, string) {
-		_, err := c.Client().CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, "not yet"
-		}
-		return err == nil, fmt.Sprint(err)
-	})
-	return ns.Name
+	return c.Namespace(t, prefix)
 }
 
 // poll checks cond until it holds, failing the test after bound with the

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -115,4 +118,29 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// Namespace makes a namespace named prefix-<random> that is ready for pods
+// (its default service account exists) and deletes it when the test ends.
+func (c *Cluster) Namespace(t testing.TB, prefix string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := waitFor(wctx, nil, "the default service account of "+ns.Name, func() (bool, error) {
+		_, err := c.client.CoreV1().ServiceAccounts(ns.Name).Get(wctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
 }
