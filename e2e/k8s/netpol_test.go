@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,10 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 		}
 	}()
 
+	// kube-router lets every pod reach the node's addresses on the
+	// NodePort range whatever the policy; a listener there is the node too.
+	nodePort := listenInRange(t, c.NodeIP(), 30100, 32767)
+
 	allowedIP := runPod(t, c, ns, probePod("allowed", c.ProbeImage(), "", map[string]string{"role": "allowed"}))
 	otherIP := runPod(t, c, ns, probePod("other", c.ProbeImage(), "", map[string]string{"role": "other"}))
 	clientIP := runPod(t, c, ns, probePod("client", c.ProbeImage(), runtimeClass, map[string]string{"role": "client"}))
@@ -68,6 +73,7 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 		"the API server's service":   c.APIServiceAddr(),
 		"the API server on the node": net.JoinHostPort(apiHost, apiPort),
 		"the node":                   l.Addr().String(),
+		"the node on a NodePort":     nodePort,
 	}
 	dial := func(addr string) error {
 		_, err := get("http://" + clientIP + ":8080/dial?addr=" + url.QueryEscape(addr))
@@ -115,4 +121,29 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 	if err := dial(allowed); err != nil {
 		t.Errorf("with the policy, the allowed pod: %v", err)
 	}
+}
+
+// listenInRange listens on the first free port of [lo, hi] at ip, accepting
+// and closing connections until the test ends, and returns its address.
+func listenInRange(t *testing.T, ip string, lo, hi int) string {
+	t.Helper()
+	for p := lo; p <= hi; p++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				conn.Close()
+			}
+		}()
+		return l.Addr().String()
+	}
+	t.Fatalf("no free port in %d-%d on %s", lo, hi, ip)
+	return ""
 }

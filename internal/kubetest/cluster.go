@@ -323,6 +323,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--service-account-key-file=" + p("sa.pub"),
 		"--service-account-signing-key-file=" + p("sa.key"),
 		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-node-port-range=" + nodePortRange,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
@@ -406,6 +407,7 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		"--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--run-loadbalancer=false",
 		"--enable-cni=false", "--enable-ipv4=true", "--enable-ipv6=false",
 		"--service-cluster-ip-range=" + serviceCIDR,
+		"--service-node-port-range=" + nodePortRange,
 		"--metrics-port=0", "--health-port=" + strconv.Itoa(c.ports.routerHealth),
 		"--iptables-sync-period=30s",
 	}); err != nil {

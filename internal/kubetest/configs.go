@@ -17,6 +17,11 @@ const (
 	bridgeName  = "kubetest0"
 	nodeName    = "kubetest"
 	cgroupRoot  = "/kubetest"
+	// nodePortRange is as small as the API server accepts: kube-router lets
+	// every pod reach the node's own addresses on these ports whatever its
+	// NetworkPolicy says (for NodePort services), so any listener on the
+	// node in the default range (30000-32767) would be open to a sandbox.
+	nodePortRange = "30000-30001"
 )
 
 func (c *Cluster) path(elem ...string) string {
