@@ -63,17 +63,22 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 	otherIP := runPod(t, c, ns, probePod("other", c.ProbeImage(), "", map[string]string{"role": "other"}))
 	clientIP := runPod(t, c, ns, probePod("client", c.ProbeImage(), runtimeClass, map[string]string{"role": "client"}))
 
+	// The node is also at its address on the pods' bridge, there once a pod
+	// runs.
+	gateway := listenInRange(t, c.PodGateway(), 40000, 40100)
+
 	apiHost, apiPort, err := net.SplitHostPort(strings.TrimPrefix(c.REST.Host, "https://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	allowed := net.JoinHostPort(allowedIP, "8080")
 	denied := map[string]string{
-		"another pod":                net.JoinHostPort(otherIP, "8080"),
-		"the API server's service":   c.APIServiceAddr(),
-		"the API server on the node": net.JoinHostPort(apiHost, apiPort),
-		"the node":                   l.Addr().String(),
-		"the node on a NodePort":     nodePort,
+		"another pod":                  net.JoinHostPort(otherIP, "8080"),
+		"the API server's service":     c.APIServiceAddr(),
+		"the API server on the node":   net.JoinHostPort(apiHost, apiPort),
+		"the node":                     l.Addr().String(),
+		"the node on a NodePort":       nodePort,
+		"the node on the pods' bridge": gateway,
 	}
 	dial := func(addr string) error {
 		_, err := get("http://" + clientIP + ":8080/dial?addr=" + url.QueryEscape(addr))

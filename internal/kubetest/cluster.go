@@ -83,6 +83,10 @@ func (c *Cluster) NodeIP() string { return c.nodeIP }
 // Service in default), which kube-proxy forwards to the node.
 func (c *Cluster) APIServiceAddr() string { return net.JoinHostPort(apiService, "443") }
 
+// PodGateway is the node's address on the pods' bridge (their default
+// route): the node as pods see it next to NodeIP.
+func (c *Cluster) PodGateway() string { return podGateway }
+
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 

@@ -12,6 +12,7 @@ import (
 const (
 	clusterCIDR = "10.245.0.0/16"
 	podCIDR     = "10.245.0.0/24"
+	podGateway  = "10.245.0.1" // the bridge plugin gives the bridge the range's first address
 	serviceCIDR = "10.246.0.0/24"
 	apiService  = "10.246.0.1"
 	bridgeName  = "kubetest0"
