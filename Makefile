@@ -36,7 +36,8 @@ run: deps build
 test: test-deps build
 	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot SANDLOT_TEST_POSTGRES='$(PGURL)' \
 		$(GO) test $(TESTFLAGS) ./...
-	for m in $(TESTMODS); do (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
+	for m in $(TESTMODS); do (cd $$m && SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot \
+		$(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 ## test-e2b-python: the official E2B Python SDKs against sandlot serve (e2e/e2b/python); needs scripts/e2b-python.sh's install from the SDKs' source, which no registry these machines reach serves, so make test leaves it out
 test-e2b-python: test-deps build
