@@ -353,3 +353,39 @@ func TestPodChannelEmptyKey(t *testing.T) {
 		t.Fatalf("agent: %v, want ErrAuth", err)
 	}
 }
+
+// TestPodChannelWrongPoolKey: a peer without the pool key that goes on
+// regardless of the agent's proof (it sends a proof made with its own key,
+// then an enrollment) enrolls nothing.
+func TestPodChannelWrongPoolKey(t *testing.T) {
+	ctx := testCtx(t)
+	a := startPodAgent(t, nil, poolKey)
+	c, err := dialPodTLS(ctx, a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	binding, err := channelBinding(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	nonceH := bytes.Repeat([]byte{9}, nonceSize)
+	c.Write(append([]byte(enrollMagic), nonceH...))
+	reply := make([]byte, len(handshakeMagic)+nonceSize+macSize)
+	if _, err := io.ReadFull(c, reply); err != nil {
+		t.Fatal(err)
+	}
+	nonceA := reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
+	pr := enrollProofs(binding)
+	c.Write(handshakeMAC(otherKey, pr.host, nonceA, nonceH, binding))
+	msg := []byte(`{"key":"` + "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=" + `"}`)
+	c.Write(append([]byte{0, 0, 0, byte(len(msg))}, msg...))
+	io.Copy(io.Discard, c)
+	if err := a.result(t); !errors.Is(err, ErrAuth) {
+		t.Errorf("agent: %v, want ErrAuth", err)
+	}
+	if a.keys.Enrolled() {
+		t.Fatal("a peer without the pool key enrolled the agent")
+	}
+}
