@@ -175,7 +175,9 @@ func (p *Provider) Name() string { return Name }
 func (p *Provider) Capabilities() contexts.Capabilities { return 0 }
 
 // Pause implements contexts.Provider: NotSupported.
-func (p *Provider) Pause(context.Context, string) error { return contexts.NotSupported(Name, contexts.CapPause) }
+func (p *Provider) Pause(context.Context, string) error {
+	return contexts.NotSupported(Name, contexts.CapPause)
+}
 
 // Resume implements contexts.Provider: NotSupported.
 func (p *Provider) Resume(context.Context, string) error {
