@@ -1,0 +1,295 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// perSandbox are the kinds a sandbox makes; each must be back to its count
+// before the sandbox once it is destroyed.
+var perSandbox = []schema.GroupVersionResource{gvrClaim, gvrSandbox, gvrSecret, gvrPod}
+
+// counts counts claims, Sandboxes, pods, and the Secrets other than the
+// templates' pool keys (made once per template, kept across sandboxes).
+func (c *cluster) counts() map[string]int {
+	m := map[string]int{}
+	for _, g := range perSandbox {
+		m[g.Resource] = c.count(g)
+	}
+	pools, err := c.res(gvrSecret).List(context.Background(), metav1.ListOptions{LabelSelector: "!" + labelSandbox})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	m["secrets"] -= len(pools.Items)
+	return m
+}
+
+// TestCreate: a create on a pooled template is a claim, on an unpooled one
+// (or with limits of its own) a cold Sandbox; either way the pod's agent
+// is enrolled with the context's environment and runs code, another
+// replica attaches by id, and Destroy leaves none of the sandbox's
+// objects.
+func TestCreate(t *testing.T) {
+	tests := []struct {
+		name   string
+		pool   int
+		limits contexts.Limits
+		warm   bool
+	}{
+		{name: "warm claim", pool: 2, warm: true},
+		{name: "no pool: cold", pool: 0},
+		{name: "limits of its own: cold", pool: 2, limits: contexts.Limits{MemoryBytes: 3 << 30}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			c := newCluster(t)
+			cfg := Config{Templates: map[string]Template{"python": {Pool: tc.pool}}}
+			p := c.provider(t, cfg)
+			before := c.counts()
+			sb, err := p.Create(ctx, contexts.Spec{
+				Template: "python", Limits: tc.limits,
+				Env:    map[string]string{"GREETING": "from the context"},
+				Labels: map[string]string{contexts.LabelTenant: "acme@example.com", contexts.LabelContext: "ctx-1"},
+			})
+			if err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			defer sb.Close()
+			id := sb.ID()
+			r, err := sb.Exec(ctx, agent.ExecParams{Shell: "echo $GREETING"}, nil)
+			if err != nil || strings.TrimSpace(r.Stdout) != "from the context" {
+				t.Fatalf("exec: %+v, %v", r, err)
+			}
+			_, claimErr := c.res(gvrClaim).Get(ctx, id, metav1.GetOptions{})
+			if (claimErr == nil) != tc.warm {
+				t.Errorf("claim %s: %v, want one: %v", id, claimErr, tc.warm)
+			}
+			if !tc.warm {
+				cold, err := c.res(gvrSandbox).Get(ctx, id, metav1.GetOptions{})
+				if err != nil {
+					t.Fatalf("cold sandbox: %v", err)
+				}
+				if a := cold.GetAnnotations()[contexts.LabelTenant]; a != "acme@example.com" {
+					t.Errorf("tenant annotation %q", a)
+				}
+			}
+
+			// Another replica: a provider of its own on the same cluster.
+			other := c.provider(t, cfg)
+			ids, err := other.List(ctx)
+			if err != nil || !cmp.Equal(ids, []string{id}) {
+				t.Errorf("list: %v, %v; want [%s]", ids, err, id)
+			}
+			sb2, err := other.Attach(ctx, id)
+			if err != nil {
+				t.Fatalf("attach from another replica: %v", err)
+			}
+			r, err = sb2.Exec(ctx, agent.ExecParams{Shell: "echo $GREETING"}, nil)
+			sb2.Close()
+			if err != nil || strings.TrimSpace(r.Stdout) != "from the context" {
+				t.Fatalf("exec after attach: %+v, %v", r, err)
+			}
+
+			if err := p.Destroy(ctx, id); err != nil {
+				t.Fatalf("destroy: %v", err)
+			}
+			// The fake has no kubelet to remove pods with their Sandbox:
+			// drop the pod as the garbage collector would.
+			c.dropPods(ctx, t)
+			if diff := cmp.Diff(before, c.counts()); diff != "" {
+				t.Errorf("objects left after destroy (-before +after):\n%s", diff)
+			}
+			if err := p.Destroy(ctx, id); err != nil {
+				t.Errorf("destroy again: %v", err)
+			}
+			if _, err := other.Attach(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("attach after destroy: %v, want not_found", err)
+			}
+		})
+	}
+}
+
+// dropPods deletes the pods whose Sandbox is gone.
+func (c *cluster) dropPods(ctx context.Context, t *testing.T) {
+	pods, _ := c.res(gvrPod).List(ctx, metav1.ListOptions{})
+	for _, pod := range pods.Items {
+		sb := strings.TrimSuffix(pod.GetName(), "-pod")
+		if _, err := c.res(gvrSandbox).Get(ctx, sb, metav1.GetOptions{}); err != nil {
+			c.res(gvrPod).Delete(ctx, pod.GetName(), metav1.DeleteOptions{})
+		}
+	}
+}
+
+// TestAPIServerUnreachable: with no API server to answer, create, list,
+// attach and destroy fail as unavailable (503 at the edge), at once.
+func TestAPIServerUnreachable(t *testing.T) {
+	client, err := dynamic.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Client: client, Registry: "registry.test/sandlot", Templates: map[string]Template{"python": {Pool: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	_, cerr := p.Create(ctx, contexts.Spec{Template: "python"})
+	_, lerr := p.List(ctx)
+	_, aerr := p.Attach(ctx, "k8s-000000000001")
+	derr := p.Destroy(ctx, "k8s-000000000001")
+	for name, err := range map[string]error{"create": cerr, "list": lerr, "attach": aerr, "destroy": derr} {
+		if !errors.Is(err, errdefs.ErrUnavailable) {
+			t.Errorf("%s: %v, want unavailable", name, err)
+		}
+	}
+}
+
+// TestUnschedulable: a cluster out of capacity fails the create at once
+// with resource_exhausted naming it, and leaves nothing behind.
+func TestUnschedulable(t *testing.T) {
+	for _, pool := range []int{0, 1} {
+		t.Run("pool "+string(rune('0'+pool)), func(t *testing.T) {
+			ctx := testCtx(t)
+			c := newCluster(t)
+			c.mu.Lock()
+			c.unscheduled = true
+			c.mu.Unlock()
+			p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: pool}}})
+			before := c.counts()
+			_, err := p.Create(ctx, contexts.Spec{Template: "python"})
+			if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "out of capacity") {
+				t.Fatalf("create: %v, want resource_exhausted naming the capacity", err)
+			}
+			if diff := cmp.Diff(before, c.counts()); diff != "" {
+				t.Errorf("objects left after a failed create (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestNotBound: a claim that is never bound fails the create with
+// deadline_exceeded once ReadyTimeout passes, and leaves nothing.
+func TestNotBound(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t)
+	c.mu.Lock()
+	c.stall = true
+	c.mu.Unlock()
+	p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 1}}, ReadyTimeout: 300 * time.Millisecond})
+	before := c.counts()
+	_, err := p.Create(ctx, contexts.Spec{Template: "python"})
+	if !errors.Is(err, errdefs.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "not bound") {
+		t.Fatalf("create: %v, want deadline_exceeded saying the claim is not bound", err)
+	}
+	if diff := cmp.Diff(before, c.counts()); diff != "" {
+		t.Errorf("objects left after a failed create (-before +after):\n%s", diff)
+	}
+}
+
+// TestLost: a sandbox whose pod was evicted, replaced by another pod (the
+// controller remade it: none of the state is there), or whose node is
+// gone, is not attached but reported not_found, which the manager takes
+// as a lost sandbox (contexts/lost.go).
+func TestLost(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(ctx context.Context, c *cluster, pod *unstructured.Unstructured)
+	}{
+		{name: "evicted", fault: func(ctx context.Context, c *cluster, pod *unstructured.Unstructured) {
+			unstructured.SetNestedField(pod.Object, "Failed", "status", "phase")
+			unstructured.SetNestedField(pod.Object, "Evicted", "status", "reason")
+			c.res(gvrPod).Update(ctx, pod, metav1.UpdateOptions{})
+		}},
+		{name: "pod replaced", fault: func(ctx context.Context, c *cluster, pod *unstructured.Unstructured) {
+			ip, _, _ := unstructured.NestedString(pod.Object, "status", "podIP")
+			c.makePod(ctx, pod.GetName(), ip, "node-1")
+		}},
+		{name: "pod gone", fault: func(ctx context.Context, c *cluster, pod *unstructured.Unstructured) {
+			c.res(gvrPod).Delete(ctx, pod.GetName(), metav1.DeleteOptions{})
+		}},
+		{name: "node gone", fault: func(ctx context.Context, c *cluster, pod *unstructured.Unstructured) {
+			c.res(gvrNode).Delete(ctx, "node-1", metav1.DeleteOptions{})
+		}},
+	}
+	for _, tc := range tests {
+		for _, pool := range []int{0, 1} {
+			t.Run(tc.name+map[int]string{0: " cold", 1: " warm"}[pool], func(t *testing.T) {
+				ctx := testCtx(t)
+				c := newCluster(t)
+				p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: pool}}})
+				sb, err := p.Create(ctx, contexts.Spec{Template: "python"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sb.Close()
+				tc.fault(ctx, c, c.podOfSandbox(t, sb.ID()))
+				if _, err := p.Attach(ctx, sb.ID()); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Fatalf("attach: %v, want not_found (lost)", err)
+				}
+				if err := p.Destroy(ctx, sb.ID()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestNotSupported: pause, resume and usage answer NotSupported, and
+// Capabilities says so.
+func TestNotSupported(t *testing.T) {
+	c := newCluster(t)
+	p := c.provider(t, Config{})
+	if p.Capabilities() != 0 {
+		t.Errorf("capabilities %s, want none", p.Capabilities())
+	}
+	ctx := testCtx(t)
+	_, uerr := p.Usage(ctx, "k8s-000000000001")
+	for name, err := range map[string]error{"pause": p.Pause(ctx, "k8s-000000000001"), "resume": p.Resume(ctx, "k8s-000000000001"), "usage": uerr} {
+		if !errors.Is(err, contexts.ErrNotSupported) {
+			t.Errorf("%s: %v, want NotSupported", name, err)
+		}
+	}
+}
+
+// TestBadInput: names that cannot name objects are refused up front.
+func TestBadInput(t *testing.T) {
+	c := newCluster(t)
+	p := c.provider(t, Config{})
+	ctx := testCtx(t)
+	for _, tmpl := range []string{"Python", "a/b", "../x", strings.Repeat("a", 60)} {
+		if _, err := p.Create(ctx, contexts.Spec{Template: tmpl}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("template %q: %v, want invalid_argument", tmpl, err)
+		}
+	}
+	for _, id := range []string{"sb-000000000001", "k8s-../x", "k8s-ABC", ""} {
+		if _, err := p.Attach(ctx, id); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("attach %q: %v, want invalid_argument", id, err)
+		}
+		if err := p.Destroy(ctx, id); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("destroy %q: %v, want invalid_argument", id, err)
+		}
+	}
+	if _, err := New(Config{Client: c.client, RuntimeClass: "runc"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("runtime class runc: %v, want invalid_argument", err)
+	}
+}
