@@ -33,11 +33,11 @@ type cluster struct {
 	port   int
 
 	mu          sync.Mutex
-	next        int                // the last loopback address used
-	started     map[string]bool    // sandboxes whose pod runs
-	unscheduled bool               // pods cannot be placed
-	stall       bool               // claims are never bound
-	agents      map[string]func()  // pod name -> stop its agent
+	next        int               // the last loopback address used
+	started     map[string]bool   // sandboxes whose pod runs
+	unscheduled bool              // pods cannot be placed
+	stall       bool              // claims are never bound
+	agents      map[string]func() // pod name -> stop its agent
 }
 
 func newCluster(t *testing.T) *cluster {
