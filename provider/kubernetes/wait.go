@@ -253,7 +253,8 @@ func apiErr(op string, err error) error {
 		return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrInvalidArgument)
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
 		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), unreachable(err):
-		return fmt.Errorf("kubernetes: %s: the API server is unavailable: %v: %w", op, err, errdefs.ErrUnavailable)
+		return errdefs.Public(fmt.Errorf("kubernetes: %s: the API server is unavailable: %v: %w", op, err, errdefs.ErrUnavailable),
+			"The Kubernetes cluster that runs the sandboxes does not answer; retry in a few seconds (the server log has the cause under this request's id).")
 	}
 	return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrUnavailable)
 }
