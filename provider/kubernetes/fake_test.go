@@ -37,6 +37,7 @@ type cluster struct {
 	started     map[string]bool   // sandboxes whose pod runs
 	unscheduled bool              // pods cannot be placed
 	stall       bool              // claims are never bound
+	impostor    bool              // pods run an agent with a key of its own
 	agents      map[string]func() // pod name -> stop its agent
 }
 
@@ -199,6 +200,9 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
 	c.mu.Lock()
 	c.next++
 	ip := fmt.Sprintf("127.0.0.%d", c.next)
+	if c.impostor {
+		key = []byte("an impostor's key, not the pool's")
+	}
 	c.mu.Unlock()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(c.port)))
 	if err != nil {

@@ -293,3 +293,33 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("runtime class runc: %v, want invalid_argument", err)
 	}
 }
+
+// TestImpostorPod: whatever answers at the pod's address without the key
+// its pod mounts (another pod that got the address, a forged status) is
+// not enrolled and not used: the create fails as permission_denied and
+// leaves nothing.
+func TestImpostorPod(t *testing.T) {
+	for _, pool := range []int{0, 1} {
+		t.Run(map[int]string{0: "cold", 1: "warm"}[pool], func(t *testing.T) {
+			ctx := testCtx(t)
+			c := newCluster(t)
+			c.mu.Lock()
+			c.impostor = true
+			c.mu.Unlock()
+			p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: pool}}})
+			before := c.counts()
+			sb, err := p.Create(ctx, contexts.Spec{Template: "python", Env: map[string]string{"TOKEN": "for the real pod only"}})
+			if err == nil {
+				sb.Close()
+				t.Fatal("the provider enrolled an impostor")
+			}
+			if !errors.Is(err, errdefs.ErrPermissionDenied) {
+				t.Errorf("create: %v, want permission_denied", err)
+			}
+			c.dropPods(ctx, t)
+			if diff := cmp.Diff(before, c.counts()); diff != "" {
+				t.Errorf("objects left (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
