@@ -12,7 +12,7 @@ TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
 TESTMODS := guard/oracle
 
-.PHONY: run test test-e2b-python build deps test-deps bench bench-deps benchmarks vet fmt clean
+.PHONY: run test test-e2b-python build deps test-deps bench bench-deps benchmarks vet fmt clean k8s-up k8s-down
 
 ## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback; ADDR=HOST:PORT, DATA=DIR)
 run: deps build
@@ -42,6 +42,17 @@ bench: bench-deps build
 benchmarks: bench-deps build
 	$(BIN)/sandlot bench --json > $(BIN)/bench.json
 	$(BIN)/sandlot bench --markdown BENCHMARKS.md < $(BIN)/bench.json
+
+## k8s-up: start the single-node test cluster (internal/kubetest) in the background and print `export KUBECONFIG=...` (builds its binaries once, scripts/k8s.sh)
+k8s-up:
+	scripts/k8s.sh build
+	$(GO) build -o $(BIN)/kubeup ./internal/kubetest/kubeup
+	$(BIN)/kubeup start
+
+## k8s-down: stop the cluster k8s-up started and remove everything it made
+k8s-down:
+	$(GO) build -o $(BIN)/kubeup ./internal/kubetest/kubeup
+	$(BIN)/kubeup stop
 
 bench-deps:
 	scripts/deps.sh bench

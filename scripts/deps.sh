@@ -45,6 +45,9 @@ PY=/usr/bin/python3
 # python3-dateutil ... python3-sniffio: the official E2B Python SDK's
 # dependencies that bookworm meets, for e2e/e2b/python (the SDK itself and
 # the newer packages it needs come from scripts/e2b-python.sh).
+# iptables, ipset, nftables: the test cluster's kube-proxy, kube-router and
+# CNI portmap plugin run them (internal/kubetest; scripts/k8s.sh builds the
+# cluster itself).
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -95,6 +98,9 @@ t   py:h11                                            python3-h11
 t   py:certifi                                        python3-certifi
 t   py:idna                                           python3-idna
 t   py:sniffio                                        python3-sniffio
+t   cmd:iptables                                      iptables
+t   cmd:ipset                                         ipset
+t   cmd:nft                                           nftables
 EOF
 }
 
@@ -148,6 +154,9 @@ if [ "$mode" = test ] && [ "$install" = 1 ] && ! command -v runsc >/dev/null 2>&
 fi
 
 if [ "$mode" = test ] && [ "$install" = 1 ]; then
+  # the single-node Kubernetes cluster of internal/kubetest, built once per
+  # machine into /var/cache/sandlot-k8s (tens of minutes cold on 2 cores)
+  scripts/k8s.sh build
   scripts/postgres.sh
   # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
   (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
@@ -174,6 +183,7 @@ if [ "$mode" = test ]; then
     [ -f "e2e/e2b/node_modules/$m/package.json" ] ||
       { echo "missing: npm package $m (cd e2e/e2b && npm ci)" >&2; fail=1; }
   done
+  scripts/k8s.sh check || fail=1
   # Reported, not fatal here: only e2e/e2b/python needs them, and it fails
   # in CI (testenv) naming the same step, while every other test can run.
   scripts/e2b-python.sh check ||
