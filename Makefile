@@ -10,9 +10,13 @@ PGURL   ?= postgres://sandlot:sandlot@127.0.0.1:5432/sandlot_test?sslmode=disabl
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
-TESTMODS := guard/oracle
+TESTMODS := guard/oracle deploy/helm/test
 
-.PHONY: run test test-e2b-python build deps test-deps bench bench-deps benchmarks vet fmt clean k8s-up k8s-down
+# make images: the image store the Debian bases are built into (make run's), and where to push.
+IMAGE_STORE ?= $(DATA)/images
+REGISTRY ?=
+
+.PHONY: run test test-e2b-python build images deps test-deps bench bench-deps benchmarks vet fmt clean k8s-up k8s-down
 
 ## run: install what is missing, build, and start the server on its embedded default (SQLite, loopback; ADDR=HOST:PORT, DATA=DIR)
 run: deps build
@@ -33,6 +37,12 @@ test-e2b-python: test-deps build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
 	$(GO) build -ldflags='-X github.com/sandlot/sandlot/cli.version=$(VERSION)' -o $(BIN)/sandlot ./cmd/sandlot
+
+## images: build the daemon image and the default template's pod image as OCI layouts in bin/images/, without Docker (root and mmdebstrap: the Debian bases are built into IMAGE_STORE once); REGISTRY=HOST:PORT[/PREFIX] also pushes them (docker config credentials)
+images: build
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X github.com/sandlot/sandlot/cli.version=$(VERSION)' -o $(BIN)/images/sandlot ./cmd/sandlot
+	$(GO) run ./internal/cmd/images -store $(IMAGE_STORE) -out $(BIN)/images -sandlot $(BIN)/images/sandlot \
+		-agent $(BIN)/sandlot-agent -version $(or $(VERSION),dev)$(if $(REGISTRY), -registry $(REGISTRY))
 
 ## bench: run the benchmark suite on the real runtime and print a table (installs the Jupyter and bwrap peers)
 bench: bench-deps build

@@ -20,7 +20,7 @@ import (
 
 func init() {
 	commands = append(commands, func() *cobra.Command {
-		cmd := verbGroup("template", "pull, import, build, list and delete templates (pull, import, build, ls, rm)",
+		cmd := verbGroup("template", "pull, import, build, push, list and delete templates (pull, import, build, push, ls, rm)",
 			templateVerb("pull", "pull NAME REF", nil, "pull an image from its registry as template NAME", cobra.ExactArgs(2),
 				`  sandlot template pull py312 docker.io/library/python:3.12-slim
   sandlot template pull py312 python:3.12-slim --kernels python,bash --memory 1024`),
@@ -28,6 +28,7 @@ func init() {
 				`  docker save my-image:latest -o my-image.tar
   sandlot template import my-image my-image.tar`),
 			newTemplateBuildCmd(),
+			newTemplatePushCmd(),
 			templateVerb("ls", "ls", []string{"list"}, "list templates", cobra.NoArgs,
 				`  sandlot template ls
   sandlot template ls -o wide
@@ -45,6 +46,7 @@ func init() {
 const templateUsage = `usage: sandlot template pull NAME REF [flags]
        sandlot template import NAME FILE.tar [flags]
        sandlot template build -t NAME [-f Dockerfile] [--build-arg K=V]... [CONTEXT_DIR]
+       sandlot template push TEMPLATE REGISTRY/REPOSITORY:TAG [flags]
        sandlot template ls [flags]
        sandlot template rm NAME|ID... [flags]`
 
