@@ -436,10 +436,16 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 
 // List implements contexts.Provider: the ids on the provider's claims,
 // cold Sandboxes and key Secrets (a create that died halfway leaves one
-// of them; the manager's sweep destroys it).
+// of them; the manager's sweep destroys it), except those of creates that
+// may still be under way: every replica lists every sandbox, and another
+// replica's sweep must not take one whose record is not written yet. An
+// object younger than the create bound (and a margin) marks its id as in
+// creation; a create that takes longer has failed and cleaned up itself.
 func (p *Provider) List(ctx context.Context) ([]string, error) {
 	sel := metav1.ListOptions{LabelSelector: labelManaged + "=" + managedBy + "," + labelSandbox}
+	young := time.Now().Add(-(p.ready + 30*time.Second))
 	seen := map[string]bool{}
+	creating := map[string]bool{}
 	var ids []string
 	for _, gvr := range []struct {
 		r    dynamicResource
@@ -451,13 +457,25 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 		}
 		for _, it := range l.Items {
 			id := it.GetLabels()[labelSandbox]
-			if checkID(id) == nil && !seen[id] {
+			if checkID(id) != nil {
+				continue
+			}
+			if it.GetCreationTimestamp().Time.After(young) {
+				creating[id] = true
+			}
+			if !seen[id] {
 				seen[id] = true
 				ids = append(ids, id)
 			}
 		}
 	}
-	return ids, nil
+	out := ids[:0]
+	for _, id := range ids {
+		if !creating[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 type dynamicResource interface {
