@@ -361,3 +361,47 @@ func TestListLeavesCreatesAlone(t *testing.T) {
 		t.Fatalf("list once the create bound passed: %v, %v; want [%s]", ids, err, sb.ID())
 	}
 }
+
+// TestTemplateUpdated: a provider with another configuration (a new pool
+// size, image or proxy) brings the template, pool and policy that exist to
+// it at its first create, and keeps the pool key the warm pods hold.
+func TestTemplateUpdated(t *testing.T) {
+	ctx := testCtx(t)
+	c := newCluster(t)
+	a := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 2}}})
+	sb, err := a.Create(ctx, contexts.Spec{Template: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	key := func() string {
+		s, err := c.res(gvrSecret).Get(ctx, "sandlot-python-pool", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := unstructured.NestedString(s.Object, "data", secretKey)
+		return v
+	}
+	before := key()
+	b := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 5, Image: "registry.test/py:2"}}, EgressProxy: "proxy:3128"})
+	sb, err = b.Create(ctx, contexts.Spec{Template: "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.Close()
+	pool, _ := c.res(gvrWarmPool).Get(ctx, "sandlot-python", metav1.GetOptions{})
+	tmpl, _ := c.res(gvrTemplate).Get(ctx, "sandlot-python", metav1.GetOptions{})
+	np, _ := c.res(gvrNetworkPolicy).Get(ctx, networkName, metav1.GetOptions{})
+	for _, ck := range []check{
+		{"pool", pool.Object, "spec.replicas", int64(5)},
+		{"template", tmpl.Object, "spec.podTemplate.spec.containers.0.image", "registry.test/py:2"},
+		{"policy", np.Object, "spec.egress.0.ports.0.port", int64(3128)},
+	} {
+		if diff := cmp.Diff(ck.want, field(ck.obj, ck.path)); diff != "" {
+			t.Errorf("%s: %s (-want +got):\n%s", ck.name, ck.path, diff)
+		}
+	}
+	if key() != before {
+		t.Error("the pool key was replaced: the warm pods would no longer enroll")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -23,11 +24,13 @@ type ensure struct {
 	err  error
 }
 
-// ensureTemplate makes (or finds) the network policy and, for a pooled
-// template, its SandboxTemplate, SandboxWarmPool and pool key Secret.
-// Objects that exist are kept as they are: another replica made them, or
-// an operator changed them. A failure is not remembered: the next create
-// tries again.
+// ensureTemplate makes the network policy and, for a pooled template, its
+// SandboxTemplate, SandboxWarmPool and pool key Secret, once per process.
+// The policy, template and pool that exist get this configuration's spec
+// (another replica made them, or an earlier configuration: a new image,
+// pool size or proxy reaches the cluster this way); the pool key that
+// exists is kept, as the warm pods hold it. A failure is not remembered:
+// the next create tries again.
 func (p *Provider) ensureTemplate(ctx context.Context, t templateConf) error {
 	p.mu.Lock()
 	e, ok := p.ensured[t.name]
@@ -54,7 +57,7 @@ func (p *Provider) ensureTemplate(ctx context.Context, t templateConf) error {
 }
 
 func (p *Provider) makeTemplate(ctx context.Context, t templateConf) error {
-	if err := p.createIfAbsent(ctx, gvrNetworkPolicy, p.networkPolicy()); err != nil {
+	if err := p.apply(ctx, gvrNetworkPolicy, p.networkPolicy(), true); err != nil {
 		return err
 	}
 	if t.pool == 0 {
@@ -62,23 +65,47 @@ func (p *Provider) makeTemplate(ctx context.Context, t templateConf) error {
 	}
 	tmpl, pool, secret := p.templateObjects(t, newKey())
 	for _, o := range []struct {
-		gvr schema.GroupVersionResource
-		u   *unstructured.Unstructured
-	}{{gvrSecret, secret}, {gvrTemplate, tmpl}, {gvrWarmPool, pool}} {
-		if err := p.createIfAbsent(ctx, o.gvr, o.u); err != nil {
+		gvr    schema.GroupVersionResource
+		u      *unstructured.Unstructured
+		update bool
+	}{{gvrSecret, secret, false}, {gvrTemplate, tmpl, true}, {gvrWarmPool, pool, true}} {
+		if err := p.apply(ctx, o.gvr, o.u, o.update); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (p *Provider) createIfAbsent(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured) error {
-	_, err := p.c.Resource(gvr).Namespace(p.ns).Create(ctx, u, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+// apply creates u, or when it exists and update is set, gives the one
+// that exists u's spec.
+func (p *Provider) apply(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, update bool) error {
+	r := p.c.Resource(gvr).Namespace(p.ns)
+	_, err := r.Create(ctx, u, metav1.CreateOptions{})
+	if err == nil || !apierrors.IsAlreadyExists(err) {
 		return apiErr(fmt.Sprintf("create %s %s", u.GetKind(), u.GetName()), err)
 	}
+	if !update {
+		return nil
+	}
+	cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return apiErr(fmt.Sprintf("read %s %s", u.GetKind(), u.GetName()), err)
+	}
+	if equality(cur.Object["spec"], u.Object["spec"]) {
+		return nil
+	}
+	cur.Object["spec"] = u.Object["spec"]
+	if _, err := r.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return apiErr(fmt.Sprintf("update %s %s", u.GetKind(), u.GetName()), err)
+	}
+	p.log.Info("updated to this configuration", "kind", u.GetKind(), "name", u.GetName())
 	return nil
 }
+
+// equality compares two specs as JSON values (an API server adds
+// defaults, so a spec it holds may differ in fields this one leaves out:
+// that costs one update per process, no more).
+func equality(a, b any) bool { return reflect.DeepEqual(a, b) }
 
 // poolKey reads a template's pool key from its Secret (another replica
 // may have made it).
