@@ -53,8 +53,8 @@ func (s *Server) enroll(e agent.Enrollment) error {
 		if err != nil {
 			return err
 		}
-		env = make(map[string]string, len(e.Env)+len(caEnv))
-		for _, k := range caEnv {
+		env = make(map[string]string, len(e.Env)+len(agent.CAEnv))
+		for _, k := range agent.CAEnv {
 			env[k] = path
 		}
 		for k, v := range e.Env {
@@ -66,10 +66,6 @@ func (s *Server) enroll(e agent.Enrollment) error {
 	}
 	return s.setEnv(env)
 }
-
-// caEnv are the variables programs with a trust store of their own read
-// (the same list the local provider sets, provider/local/network.go).
-var caEnv = []string{"NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "PIP_CERT"}
 
 // systemBundles are where images keep their CA bundle.
 var systemBundles = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}

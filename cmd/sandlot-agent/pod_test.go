@@ -19,6 +19,7 @@ import (
 func startPod(t *testing.T, bin string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"pod", "--listen", "127.0.0.1:0", "--health", "", "--home", filepath.Join(t.TempDir(), "home")}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // where an enrollment's CA bundle goes
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestPodMode(t *testing.T) {
 		if served(addr, pool) {
 			t.Fatal("the pool key was served before the enrollment")
 		}
-		e := agent.Enrollment{Key: key, Env: map[string]string{"GREETING": "hello from the claim"}}
+		e := agent.Enrollment{Key: key, Env: map[string]string{"GREETING": "hello from the claim"}, CACerts: []byte("-----BEGIN CERTIFICATE-----\nthe proxy's CA\n-----END CERTIFICATE-----\n")}
 		if err := agent.Enroll(ctx, addr, pool, e); err != nil {
 			t.Fatalf("enroll: %v", err)
 		}
@@ -110,6 +111,11 @@ func TestPodMode(t *testing.T) {
 		r, err := c.Exec(ctx, agent.ExecParams{Shell: "echo $GREETING"}, nil)
 		if err != nil || strings.TrimSpace(r.Stdout) != "hello from the claim" {
 			t.Fatalf("exec: %+v, %v; want the enrolled environment", r, err)
+		}
+		// The CA joins the bundle the usual variables point at.
+		r, err = c.Exec(ctx, agent.ExecParams{Shell: `test "$SSL_CERT_FILE" = "$REQUESTS_CA_BUNDLE" && grep -c "the proxy's CA" "$SSL_CERT_FILE"`}, nil)
+		if err != nil || strings.TrimSpace(r.Stdout) != "1" {
+			t.Fatalf("exec: %+v, %v; want the enrolled CA in the bundle", r, err)
 		}
 	})
 }

@@ -197,6 +197,9 @@ type templateConf struct {
 	writableRoot bool
 }
 
+// envName is a variable name the agent's environment takes.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // nameRE is what a template's name may be to name objects after it.
 var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$`)
 
@@ -291,8 +294,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, err
 	}
-	if _, err := agent.SandboxEnv(spec.Env); err != nil {
-		return nil, fmt.Errorf("sandbox env: %v: %w", err, errdefs.ErrInvalidArgument)
+	for k, v := range spec.Env {
+		// What the agent's environment takes (env.set): an enrollment
+		// with another name would be refused after the pod was claimed.
+		if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("sandbox env: invalid environment variable %q (letters, digits and _): %w", k, errdefs.ErrInvalidArgument)
+		}
 	}
 	env := maps.Clone(spec.Env)
 	if env == nil {

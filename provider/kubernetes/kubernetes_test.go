@@ -281,6 +281,14 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("template %q: %v, want invalid_argument", tmpl, err)
 		}
 	}
+	for _, name := range []string{"my-var", "A=B", "", "1X"} {
+		if _, err := p.Create(ctx, contexts.Spec{Template: "python", Env: map[string]string{name: "v"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("env %q: %v, want invalid_argument", name, err)
+		}
+	}
+	if c.count(gvrSecret) != 0 {
+		t.Error("a refused create made objects")
+	}
 	for _, id := range []string{"sb-000000000001", "k8s-../x", "k8s-ABC", ""} {
 		if _, err := p.Attach(ctx, id); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("attach %q: %v, want invalid_argument", id, err)
