@@ -246,10 +246,10 @@ func (p *Provider) claim(id, template string, labels, annotations map[string]str
 	if len(annotations) > 0 {
 		c.SetAnnotations(annotations)
 	}
-	c.Object["spec"] = map[string]any{
-		"warmPoolRef":           map[string]any{"name": objectName(template)},
-		"additionalPodMetadata": map[string]any{"labels": map[string]any{labelSandbox: id}},
-	}
+	// No additionalPodMetadata: agent-sandbox takes pod labels there only
+	// in domains its operator allowed, and the pod is found through the
+	// claim anyway.
+	c.Object["spec"] = map[string]any{"warmPoolRef": map[string]any{"name": objectName(template)}}
 	return c
 }
 

@@ -113,7 +113,7 @@ func TestObjects(t *testing.T) {
 		{"pool", pool, "spec.replicas", int64(3)},
 		{"pool", pool, "spec.sandboxTemplateRef.name", "sandlot-python"},
 		{"claim", claim, "spec.warmPoolRef.name", "sandlot-python"},
-		{"claim", claim, "spec.env", nil},
+		{"claim", claim, "spec", map[string]any{"warmPoolRef": map[string]any{"name": "sandlot-python"}}},
 		{"policy", np, "spec.podSelector.matchLabels", map[string]any{labelRole: roleSandbox}},
 		{"policy", np, "spec.policyTypes", []any{"Ingress", "Egress"}},
 		{"policy", np, "spec.ingress", []any{map[string]any{"from": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "sandlot"}}}}}}},
