@@ -204,3 +204,66 @@ func TestProvider(t *testing.T) {
 		t.Errorf("list after destroy: %v, %v", ids, err)
 	}
 }
+
+// TestProviderFaults: on the real cluster, a sandbox that no node can hold
+// fails at once as resource_exhausted naming the capacity, and a sandbox
+// whose pod is deleted (agent-sandbox makes a new one, without the state)
+// is lost: Attach answers not_found. Nothing is left of either.
+func TestProviderFaults(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "root (the test cluster)")
+	c := kubetest.Shared(t)
+	ref := defaultPodImage(t, c)
+	ns := namespace(t, c, "faults")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	p, err := kubernetes.New(kubernetes.Config{
+		Client:       c.Dynamic(),
+		Namespace:    ns,
+		RuntimeClass: "gvisor",
+		Templates:    map[string]kubernetes.Template{"default": {Image: ref}},
+		ReadyTimeout: 5 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := sandboxObjects(t, c, ns)
+
+	t.Run("out of capacity", func(t *testing.T) {
+		start := time.Now()
+		_, err := p.Create(ctx, contexts.Spec{Template: "default", Limits: contexts.Limits{MemoryBytes: 1 << 40}})
+		if !errors.Is(err, errdefs.ErrResourceExhausted) || !strings.Contains(err.Error(), "out of capacity") {
+			t.Fatalf("create of 1 TiB: %v, want resource_exhausted naming the capacity", err)
+		}
+		t.Logf("refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
+	})
+
+	t.Run("pod deleted", func(t *testing.T) {
+		sb, err := p.Create(ctx, contexts.Spec{Template: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Close()
+		sbObj, err := c.Dynamic().Resource(sandboxes).Namespace(ns).Get(ctx, sb.ID(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		podName := sbObj.GetAnnotations()["agents.x-k8s.io/pod-name"]
+		if podName == "" {
+			podName = sb.ID()
+		}
+		if err := c.Client().CoreV1().Pods(ns).Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(t, 3*time.Minute, "the sandbox reported lost", func() (bool, string) {
+			_, err := p.Attach(ctx, sb.ID())
+			return errors.Is(err, errdefs.ErrNotFound), fmt.Sprint(err)
+		})
+		if err := p.Destroy(ctx, sb.ID()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	poll(t, 3*time.Minute, "every sandbox's objects gone", func() (bool, string) {
+		got := sandboxObjects(t, c, ns)
+		return fmt.Sprint(got) == fmt.Sprint(before), fmt.Sprintf("%v, before %v", got, before)
+	})
+}
