@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -384,6 +385,14 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		"--hostname-override=" + nodeName,
 		"--node-ip=" + c.nodeIP,
 		"--v=1",
+	}); err != nil {
+		return err
+	}
+	// kube-proxy and kube-router find their node by name: wait for the
+	// kubelet to register it.
+	if err := waitFor(ctx, c.proc("kubelet"), "node "+nodeName+" registered", func() (bool, error) {
+		_, err := c.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		return err == nil, err
 	}); err != nil {
 		return err
 	}

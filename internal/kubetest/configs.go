@@ -54,6 +54,9 @@ current-context: kubetest
 // containerdConfig keeps every path of containerd, its shims and runtimes
 // under the cluster's directory (network namespaces too), so a stop finds
 // all of it, and points image pulls for the harness's registry at plain HTTP.
+// restrict_oom_score_adj keeps containers' OOM scores at or above
+// containerd's own: the kubelet asks -998 for pod sandboxes, which takes
+// CAP_SYS_RESOURCE, and machines that run the tests may lack it.
 func (c *Cluster) containerdConfig() error {
 	hosts := fmt.Sprintf("server = \"http://%s\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n  skip_verify = true\n",
 		c.Registry, c.Registry)
@@ -88,6 +91,7 @@ state = %[2]q
 
 [plugins."io.containerd.cri.v1.runtime"]
   netns_mounts_under_state_dir = true
+  restrict_oom_score_adj = true
   enable_unprivileged_ports = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [%[7]q]
