@@ -87,14 +87,27 @@ func strMap(m map[string]string) map[string]any {
 	return out
 }
 
-// resources is a container's resources for lim: requests equal limits
-// (Guaranteed QoS: a sandbox is not the first evicted under pressure).
+// resources is a container's resources for lim: limits as asked, and
+// requests of an eighth of the memory and a tenth of the CPU. A sandbox
+// idles most of its life (a kernel waiting for its next cell), and
+// requests equal to limits held a 2-core node to one sandbox and its warm
+// pod: the scheduler refused the next as out of capacity. Under memory
+// pressure a sandbox above its request may be evicted first (lost).
 func resources(lim contexts.Limits) map[string]any {
-	l := map[string]any{
-		"memory": strconv.FormatInt(lim.MemoryBytes, 10),
-		"cpu":    strconv.FormatInt(int64(math.Ceil(lim.CPUs*1000)), 10) + "m",
+	return map[string]any{
+		"limits": map[string]any{
+			"memory": strconv.FormatInt(lim.MemoryBytes, 10),
+			"cpu":    milliCPU(lim.CPUs),
+		},
+		"requests": map[string]any{
+			"memory": strconv.FormatInt(lim.MemoryBytes/8, 10),
+			"cpu":    milliCPU(lim.CPUs / 10),
+		},
 	}
-	return map[string]any{"limits": l, "requests": l}
+}
+
+func milliCPU(cpus float64) string {
+	return strconv.FormatInt(max(1, int64(math.Ceil(cpus*1000))), 10) + "m"
 }
 
 // podSpec is a sandbox pod: the template's pod image, whose entrypoint is

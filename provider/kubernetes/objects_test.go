@@ -72,7 +72,7 @@ func TestObjects(t *testing.T) {
 	coldSB := get(c.res(gvrSandbox), cold.ID())
 	np := get(c.res(gvrNetworkPolicy), networkName)
 
-	pod := func(name string, o map[string]any, memory, cpu, secret, item string, labels map[string]any) []check {
+	pod := func(name string, o map[string]any, memory, cpu, memReq, cpuReq, secret, item string, labels map[string]any) []check {
 		ps := "spec.podTemplate.spec."
 		ct := ps + "containers.0."
 		return []check{
@@ -90,6 +90,8 @@ func TestObjects(t *testing.T) {
 			{name, o, ct + "securityContext.seccompProfile.type", "RuntimeDefault"},
 			{name, o, ct + "resources.limits.memory", memory},
 			{name, o, ct + "resources.limits.cpu", cpu},
+			{name, o, ct + "resources.requests.memory", memReq},
+			{name, o, ct + "resources.requests.cpu", cpuReq},
 			{name, o, ct + "env", nil},
 			{name, o, ct + "volumeMounts.0.mountPath", "/home/user"},
 			{name, o, ct + "volumeMounts.1.mountPath", "/tmp"},
@@ -101,12 +103,12 @@ func TestObjects(t *testing.T) {
 		}
 	}
 	labels := map[string]any{labelRole: roleSandbox, labelTemplate: "python", labelManaged: managedBy}
-	checks := pod("template", tmpl, "1073741824", "500m", "sandlot-python-pool", secretKey, labels)
+	checks := pod("template", tmpl, "1073741824", "500m", "134217728", "50m", "sandlot-python-pool", secretKey, labels)
 	coldLabels := map[string]any{labelSandbox: cold.ID()}
 	for k, v := range labels {
 		coldLabels[k] = v
 	}
-	checks = append(checks, pod("cold sandbox", coldSB, "3221225472", "2000m", cold.ID(), secretEnroll, coldLabels)...)
+	checks = append(checks, pod("cold sandbox", coldSB, "3221225472", "2000m", "402653184", "200m", cold.ID(), secretEnroll, coldLabels)...)
 	checks = append(checks, []check{
 		{"template", tmpl, "spec.networkPolicyManagement", "Unmanaged"},
 		{"template", tmpl, "spec.envVarsInjectionPolicy", "Disallowed"},
