@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -266,4 +267,108 @@ func TestProviderFaults(t *testing.T) {
 		got := sandboxObjects(t, c, ns)
 		return fmt.Sprint(got) == fmt.Sprint(before), fmt.Sprintf("%v, before %v", got, before)
 	})
+}
+
+// TestProviderNetworkPolicy: the provider's NetworkPolicy, enforced for
+// real (kube-router): a sandbox pod reaches sandlot's pods on the egress
+// proxy's port and nothing else (not another pod, not the API server, not
+// the node), and only sandlot's pods reach it. Each denial is checked
+// beside an allowed path that works, so the test fails when the policy
+// blocks everything or nothing.
+func TestProviderNetworkPolicy(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "root (the test cluster)")
+	c := kubetest.Shared(t)
+	ref := defaultPodImage(t, c)
+	ns := namespace(t, c, "netpol-provider")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	// sandlot's pods (the label the policy names) and another pod, both
+	// serving on 8080; the "proxy" is sandlot's pod on 8080.
+	sandlotIP := runPod(t, c, ns, probePod("sandlot", c.ProbeImage(), "", map[string]string{"app.kubernetes.io/name": "sandlot"}))
+	otherIP := runPod(t, c, ns, probePod("other", c.ProbeImage(), "", map[string]string{"app": "other"}))
+	p, err := kubernetes.New(kubernetes.Config{
+		Client:       c.Dynamic(),
+		Namespace:    ns,
+		RuntimeClass: "gvisor",
+		Templates:    map[string]kubernetes.Template{"default": {Image: ref}},
+		EgressProxy:  sandlotIP + ":8080",
+		ReadyTimeout: 5 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := p.Create(ctx, contexts.Spec{Template: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sb.Close()
+		p.Destroy(context.Background(), sb.ID())
+	}()
+	sbObj, err := c.Dynamic().Resource(sandboxes).Namespace(ns).Get(ctx, sb.ID(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, _, _ := unstructured.NestedStringSlice(sbObj.Object, "status", "podIPs")
+	if len(ips) == 0 {
+		t.Fatal("the sandbox has no pod IP")
+	}
+	agentAddr := ips[0] + ":49983"
+
+	// dialFrom connects from inside the sandbox.
+	dialFrom := func(addr string) error {
+		r, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"python3", "-c",
+			"import socket,sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)", strings.Split(addr, ":")[0], strings.Split(addr, ":")[1]}}, nil)
+		if err != nil {
+			return err
+		}
+		if r.ExitCode != 0 {
+			return fmt.Errorf("exit %d: %s", r.ExitCode, strings.TrimSpace(r.Stderr))
+		}
+		return nil
+	}
+	// dialVia connects from a probe pod.
+	dialVia := func(probeIP, addr string) error {
+		_, err := get("http://" + probeIP + ":8080/dial?addr=" + addr)
+		return err
+	}
+	denied := func(what string, dial func() error) {
+		t.Helper()
+		poll(t, time.Minute, what+" denied", func() (bool, string) {
+			err := dial()
+			return err != nil, "connected"
+		})
+	}
+	allowed := func(what string, dial func() error) {
+		t.Helper()
+		poll(t, time.Minute, what+" allowed", func() (bool, string) {
+			err := dial()
+			return err == nil, fmt.Sprint(err)
+		})
+	}
+	// Out of the sandbox.
+	allowed("sandbox -> sandlot's proxy port", func() error { return dialFrom(sandlotIP + ":8080") })
+	denied("sandbox -> another pod", func() error { return dialFrom(otherIP + ":8080") })
+	denied("sandbox -> the API server's service", func() error { return dialFrom(c.APIServiceAddr()) })
+	node, err := net.Listen("tcp", net.JoinHostPort(c.NodeIP(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	go func() {
+		for {
+			conn, err := node.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	denied("sandbox -> a listener on the node", func() error { return dialFrom(node.Addr().String()) })
+	denied("sandbox -> the API server on the node", func() error {
+		return dialFrom(strings.TrimPrefix(c.REST.Host, "https://"))
+	})
+	// Into the sandbox.
+	allowed("sandlot's pod -> the agent", func() error { return dialVia(sandlotIP, agentAddr) })
+	denied("another pod -> the agent", func() error { return dialVia(otherIP, agentAddr) })
 }
