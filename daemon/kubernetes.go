@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/kubernetes"
 )
 
@@ -45,6 +48,18 @@ func kubernetesProvider(c Config, log *slog.Logger) (*kubernetes.Provider, error
 		ReadyTimeout: k.CreateTimeout,
 		Logger:       log,
 	})
+}
+
+// prepareKubernetes makes the configured pools at start, so their warm
+// pods are ready before the first create. It runs beside the daemon's
+// start, bounded: a cluster that does not answer is logged, and each
+// create makes what is missing.
+func prepareKubernetes(p *kubernetes.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := p.Prepare(ctx); err != nil {
+		log.Warn("kubernetes: the warm pools are not made yet; the first create of each template makes them", slog.String(logkey.Err, err.Error()))
+	}
 }
 
 // kubernetesTemplates are the templates the configuration names: their

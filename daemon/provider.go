@@ -93,6 +93,7 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 			if err != nil {
 				return nil, fmt.Errorf("provider kubernetes: %w", err)
 			}
+			go prepareKubernetes(p, log)
 			log.Info("provider ready", slog.String(logkey.Provider, name))
 			ps = append(ps, p)
 		default:

@@ -38,6 +38,7 @@ type cluster struct {
 	unscheduled bool              // pods cannot be placed
 	stall       bool              // claims are never bound
 	impostor    bool              // pods run an agent with a key of its own
+	poolEmpty   bool              // warm pools report no ready pod
 	agents      map[string]func() // pod name -> stop its agent
 }
 
@@ -135,8 +136,21 @@ func (c *cluster) run(ctx context.Context) {
 
 func (c *cluster) step(ctx context.Context) {
 	c.mu.Lock()
-	stall := c.stall
+	stall, empty := c.stall, c.poolEmpty
 	c.mu.Unlock()
+	// Pools report their replicas ready: the stand-in keeps no warm
+	// Sandboxes (a claim gets one made for it), so none linger to count.
+	pools, _ := c.res(gvrWarmPool).List(ctx, metav1.ListOptions{})
+	for _, pl := range pools.Items {
+		n, _, _ := unstructured.NestedInt64(pl.Object, "spec", "replicas")
+		if empty {
+			n = 0
+		}
+		if cur, ok, _ := unstructured.NestedInt64(pl.Object, "status", "readyReplicas"); !ok || cur != n {
+			unstructured.SetNestedField(pl.Object, n, "status", "readyReplicas")
+			c.res(gvrWarmPool).Update(ctx, &pl, metav1.UpdateOptions{})
+		}
+	}
 	claims, _ := c.res(gvrClaim).List(ctx, metav1.ListOptions{})
 	for _, cl := range claims.Items {
 		if name, _, _ := unstructured.NestedString(cl.Object, "status", "sandbox", "name"); name != "" || stall {
@@ -285,4 +299,35 @@ func (c *cluster) podOfSandbox(t *testing.T, id string) *unstructured.Unstructur
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// waitPoolReady waits for the stand-in to report pool's pods ready.
+func (c *cluster) waitPoolReady(t *testing.T, pool string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		u, err := c.res(gvrWarmPool).Get(context.Background(), pool, metav1.GetOptions{})
+		if err == nil {
+			if n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas"); n > 0 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s never ready: %v", pool, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// prepare makes p's pools and waits for them to be ready.
+func (c *cluster) prepare(t *testing.T, p *Provider) {
+	t.Helper()
+	if err := p.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, tmpl := range p.templates {
+		if tmpl.Pool > 0 {
+			c.waitPoolReady(t, objectName(name))
+		}
+	}
 }

@@ -286,8 +286,8 @@ func meta(id, template string, specLabels map[string]string) (labels, annotation
 }
 
 // Create implements contexts.Provider: a claim on the template's warm
-// pool when it has one and the spec's limits are the pool's, else a cold
-// Sandbox; then the pod's agent is enrolled with a new key and the
+// pool when it has a ready pod and the spec's limits are the pool's, else
+// a cold Sandbox; then the pod's agent is enrolled with a new key and the
 // context's configuration, and connected.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
 	t, err := p.template(spec.Template)
@@ -326,7 +326,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	lim := p.limitsFor(spec.Limits)
-	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{})
+	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) && p.poolReady(ctx, t)
 	id := NewID()
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -385,6 +385,42 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "pod", pod.name)
 	return &Sandbox{c}, nil
+}
+
+// Prepare makes the objects of every configured template with a pool
+// (kubernetes.go's mapping), so that their warm pods are ready before the
+// first create; a create makes them too when they are missing. The daemon
+// calls it at start, in the background: the API server may be down then.
+func (p *Provider) Prepare(ctx context.Context) error {
+	var errs []error
+	for name, t := range p.templates {
+		if t.Pool <= 0 {
+			continue
+		}
+		tc, err := p.template(name)
+		if err == nil {
+			err = p.ensureTemplate(ctx, tc)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("template %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poolReady reports whether t's warm pool has a ready pod to claim. An
+// empty pool (still filling, or drained) gets a cold Sandbox of the
+// create's own rather than a claim, which agent-sandbox would serve cold
+// from the template with the pool's key; an answer that does not come is
+// taken as empty. Another replica may take the last pod first: the claim
+// is then served cold by agent-sandbox, and enrolled the same way.
+func (p *Provider) poolReady(ctx context.Context, t templateConf) bool {
+	u, err := p.c.Resource(gvrWarmPool).Namespace(p.ns).Get(ctx, objectName(t.name), metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	return n > 0
 }
 
 // recordPod writes the uid of the pod the sandbox was enrolled in on its

@@ -53,19 +53,27 @@ func TestCreate(t *testing.T) {
 	tests := []struct {
 		name   string
 		pool   int
+		empty  bool
 		limits contexts.Limits
 		warm   bool
 	}{
 		{name: "warm claim", pool: 2, warm: true},
 		{name: "no pool: cold", pool: 0},
+		{name: "pool empty: cold", pool: 2, empty: true},
 		{name: "limits of its own: cold", pool: 2, limits: contexts.Limits{MemoryBytes: 3 << 30}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			c := newCluster(t)
+			c.mu.Lock()
+			c.poolEmpty = tc.empty
+			c.mu.Unlock()
 			cfg := Config{Templates: map[string]Template{"python": {Pool: tc.pool}}}
 			p := c.provider(t, cfg)
+			if tc.pool > 0 && !tc.empty {
+				c.prepare(t, p)
+			}
 			before := c.counts()
 			sb, err := p.Create(ctx, contexts.Spec{
 				Template: "python", Limits: tc.limits,
@@ -196,6 +204,7 @@ func TestNotBound(t *testing.T) {
 	c.stall = true
 	c.mu.Unlock()
 	p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 1}}, ReadyTimeout: 300 * time.Millisecond})
+	c.prepare(t, p)
 	before := c.counts()
 	_, err := p.Create(ctx, contexts.Spec{Template: "python"})
 	if !errors.Is(err, errdefs.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "not bound") {
@@ -237,6 +246,9 @@ func TestLost(t *testing.T) {
 				ctx := testCtx(t)
 				c := newCluster(t)
 				p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: pool}}})
+				if pool > 0 {
+					c.prepare(t, p)
+				}
 				sb, err := p.Create(ctx, contexts.Spec{Template: "python"})
 				if err != nil {
 					t.Fatal(err)
@@ -315,6 +327,9 @@ func TestImpostorPod(t *testing.T) {
 			c.impostor = true
 			c.mu.Unlock()
 			p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: pool}}})
+			if pool > 0 {
+				c.prepare(t, p)
+			}
 			before := c.counts()
 			sb, err := p.Create(ctx, contexts.Spec{Template: "python", Env: map[string]string{"TOKEN": "for the real pod only"}})
 			if err == nil {
@@ -377,6 +392,7 @@ func TestTemplateUpdated(t *testing.T) {
 	ctx := testCtx(t)
 	c := newCluster(t)
 	a := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 2}}})
+	c.prepare(t, a)
 	sb, err := a.Create(ctx, contexts.Spec{Template: "python"})
 	if err != nil {
 		t.Fatal(err)

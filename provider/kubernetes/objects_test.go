@@ -47,6 +47,7 @@ func TestObjects(t *testing.T) {
 		EgressProxy:  "sandlot-egress:3128",
 		Limits:       contexts.Limits{MemoryBytes: 1 << 30, CPUs: 0.5, DiskBytes: 256 << 20},
 	})
+	c.prepare(t, p)
 	warm, err := p.Create(ctx, contexts.Spec{Template: "python"})
 	if err != nil {
 		t.Fatal(err)
