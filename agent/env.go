@@ -12,6 +12,14 @@ import (
 // configuring the agent itself.
 const EnvPrefix = "SANDLOT_ENV_"
 
+// CAEnv are the variables that point programs keeping a trust store of
+// their own at a CA bundle: Node adds NODE_EXTRA_CA_CERTS to its built-in
+// roots, Python's requests and pip read REQUESTS_CA_BUNDLE and PIP_CERT,
+// OpenSSL and Go SSL_CERT_FILE, curl CURL_CA_BUNDLE. The host sets them for
+// a local sandbox's network (provider/local), the agent for the CA an
+// enrollment brings (a pod's).
+var CAEnv = []string{"NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "PIP_CERT"}
+
 // SandboxEnv returns env with every name prefixed by EnvPrefix, ready for
 // the agent's process environment. A name that is empty or holds '=' or NUL
 // is an error.

@@ -48,18 +48,38 @@ const (
 // sandbox's key, or does not speak the protocol.
 var ErrAuth = errors.New("agent authentication failed")
 
-func handshakeMAC(key []byte, role string, a, b []byte) []byte {
+// handshakeMAC is one side's proof. binding, when set, ties the proof to
+// the transport it travels on (channel.go): nil gives the MACs of the
+// unix-socket handshake, unchanged.
+func handshakeMAC(key []byte, role string, a, b []byte, binding ...[]byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(role))
 	m.Write(a)
 	m.Write(b)
+	for _, x := range binding {
+		m.Write(x)
+	}
 	return m.Sum(nil)
 }
+
+// proofs names one kind of handshake: its magic and the roles its MACs
+// are made for, and the channel binding they cover (nil on a unix socket).
+type proofs struct {
+	magic, agent, host string
+	binding            []byte
+}
+
+// unbound is the handshake on a channel the runtime guarantees (one host).
+var unbound = proofs{magic: handshakeMagic, agent: "agent", host: "host"}
 
 // HostHandshake authenticates the agent at the other end of conn and
 // proves the host's own knowledge of key. It fails with ErrAuth (and
 // errdefs.ErrPermissionDenied) when the peer does not hold key.
 func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
+	return hostHandshake(ctx, conn, key, unbound)
+}
+
+func hostHandshake(ctx context.Context, conn net.Conn, key []byte, pr proofs) error {
 	if len(key) == 0 {
 		return fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
 	}
@@ -73,7 +93,7 @@ func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
 	defer stop()
 
 	hello := make([]byte, len(handshakeMagic)+nonceSize)
-	copy(hello, handshakeMagic)
+	copy(hello, pr.magic)
 	nonceH := hello[len(handshakeMagic):]
 	rand.Read(nonceH)
 	if _, err := conn.Write(hello); err != nil {
@@ -83,14 +103,14 @@ func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
 	if _, err := io.ReadFull(conn, reply); err != nil {
 		return handshakeErr(ctx, err)
 	}
-	if string(reply[:len(handshakeMagic)]) != handshakeMagic {
+	if string(reply[:len(handshakeMagic)]) != pr.magic {
 		return fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
 	nonceA := reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
-	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, "agent", nonceH, nonceA)) {
+	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)) {
 		return fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	if _, err := conn.Write(handshakeMAC(key, "host", nonceA, nonceH)); err != nil {
+	if _, err := conn.Write(handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding)); err != nil {
 		return handshakeErr(ctx, err)
 	}
 	var ok [1]byte
@@ -127,13 +147,19 @@ func AgentHandshake(conn net.Conn, key []byte) error {
 	if string(hello[:len(handshakeMagic)]) != handshakeMagic {
 		return fmt.Errorf("%w: no handshake", ErrAuth)
 	}
-	nonceH := hello[len(handshakeMagic):]
+	return agentProve(conn, key, hello[len(handshakeMagic):], unbound)
+}
+
+// agentProve is the agent's side of the handshake once it read the
+// host's hello (whose magic chose pr) and its nonce nonceH: it proves key
+// and checks the host's proof.
+func agentProve(conn net.Conn, key, nonceH []byte, pr proofs) error {
 	reply := make([]byte, 0, len(handshakeMagic)+nonceSize+macSize)
-	reply = append(reply, handshakeMagic...)
+	reply = append(reply, pr.magic...)
 	nonceA := make([]byte, nonceSize)
 	rand.Read(nonceA)
 	reply = append(reply, nonceA...)
-	reply = append(reply, handshakeMAC(key, "agent", nonceH, nonceA)...)
+	reply = append(reply, handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)...)
 	if _, err := conn.Write(reply); err != nil {
 		return fmt.Errorf("%w: %v", ErrAuth, err)
 	}
@@ -141,7 +167,7 @@ func AgentHandshake(conn net.Conn, key []byte) error {
 	if _, err := io.ReadFull(conn, proof); err != nil {
 		return fmt.Errorf("%w: %v", ErrAuth, err)
 	}
-	if !hmac.Equal(proof, handshakeMAC(key, "host", nonceA, nonceH)) {
+	if !hmac.Equal(proof, handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding)) {
 		conn.Write([]byte{handshakeRefused})
 		return fmt.Errorf("%w: the peer does not hold the key", ErrAuth)
 	}

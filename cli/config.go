@@ -254,3 +254,35 @@ func (p *poolSizes) Set(s string) error {
 	*p = m
 	return nil
 }
+
+// templateImages is the flag value of --kube-images: NAME=REF,...
+type templateImages map[string]string
+
+func (p *templateImages) Type() string { return "NAME=REF,..." }
+
+func (p *templateImages) String() string {
+	if p == nil || *p == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(*p))
+	for _, k := range slices.Sorted(maps.Keys(*p)) {
+		parts = append(parts, k+"="+(*p)[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *templateImages) Set(s string) error {
+	m := map[string]string{}
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		name, ref, ok := strings.Cut(part, "=")
+		if !ok || name == "" || ref == "" {
+			return fmt.Errorf("%q is not NAME=REF", part)
+		}
+		m[name] = ref
+	}
+	*p = m
+	return nil
+}

@@ -45,7 +45,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	}
 	fs.StringVar(&c.StateDir, "state-dir", d.stateDir, stateHelp)
 	fs.StringVar(&c.Runtime, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
-	fs.StringVar(&c.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b)")
+	fs.StringVar(&c.providers, "providers", "local", "sandbox providers in fallback order, comma-separated (local, e2b, kubernetes)")
 	fs.StringVar(&c.logLevel, "log-level", d.logLevel, "debug, info, warn, error (logs go to stderr)")
 	fs.IntVar(&c.MaxPerTenant, "max-contexts-per-tenant", 0, "active contexts per tenant (0: the manager default, 10)")
 	fs.IntVar(&c.MaxPerConversation, "max-contexts-per-conversation", 0, "active contexts per conversation (0: the manager default, 5)")
@@ -70,6 +70,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	fs.DurationVar(&c.CreateTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")
 	c.registerLifecycle(fs)
 	registerE2BProvider(fs, &c.E2BProvider)
+	registerKubernetes(fs, &c.Kubernetes)
 	fs.StringVar(&c.guardMode, "guard-mode", tenant.GuardEnforce, "egress guard mode of the tenant created at first start: off, report, enforce (tenant create --guard-mode sets others')")
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.MetricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
@@ -135,6 +136,19 @@ const (
 	// envNode names the daemon's node (--node) in a fleet.
 	envNode = "SANDLOT_NODE"
 )
+
+// registerKubernetes adds the settings of the "kubernetes" provider
+// (docs/kubernetes.md). Its warm pools are --pool-sizes (and --pool-size
+// for the default template), kept by agent-sandbox.
+func registerKubernetes(fs *flag.FlagSet, k *daemon.Kubernetes) {
+	fs.StringVar(&k.Kubeconfig, "kube-config", "", "kubeconfig file of the kubernetes provider's cluster (default: the in-cluster configuration, the pod's service account)")
+	fs.StringVar(&k.Namespace, "kube-namespace", "", "namespace of the kubernetes provider's objects: Sandboxes, SandboxTemplates, SandboxWarmPools, SandboxClaims, key Secrets, the NetworkPolicy (default: default)")
+	fs.StringVar(&k.RuntimeClass, "kube-runtime-class", "none", "runtimeClassName of sandbox pods: gvisor, kata or none (the cluster's default runtime)")
+	fs.StringVar(&k.Registry, "kube-registry", "", "registry prefix of the templates' pod images: a template's is PREFIX/TEMPLATE:latest (sandlot template push)")
+	fs.Var((*templateImages)(&k.Images), "kube-images", "pod images of named templates, NAME=REF,... (overrides --kube-registry for them)")
+	fs.StringVar(&k.EgressProxy, "kube-egress-proxy", "", "HOST:PORT of the egress proxy, the one address sandbox pods may reach (default: none, they reach nothing)")
+	fs.DurationVar(&k.CreateTimeout, "kube-create-timeout", 0, "time a kubernetes sandbox may take from claim to connected agent (0: 2m; a cold pod may pull its image)")
+}
 
 // registerE2BProvider adds the settings of the "e2b" provider and of its
 // account's plan limits. Like every daemon knob each is a flag,

@@ -43,8 +43,8 @@ type Config struct {
 	// Runtime is the local provider's OCI runtime: crun, runc or runsc;
 	// "" or "auto" picks one.
 	Runtime string
-	// Providers are the sandbox providers in fallback order (local, e2b).
-	// Empty: local.
+	// Providers are the sandbox providers in fallback order (local, e2b,
+	// kubernetes). Empty: local.
 	Providers []string
 	// Limits bound each sandbox; zero fields keep the provider's defaults.
 	Limits contexts.Limits
@@ -58,6 +58,9 @@ type Config struct {
 	Images Images
 	// E2BProvider configures the "e2b" provider when Providers names it.
 	E2BProvider E2BProvider
+	// Kubernetes configures the "kubernetes" provider when Providers
+	// names it.
+	Kubernetes Kubernetes
 
 	// The context manager's lifecycle (contexts.Config); zero keeps the
 	// manager's defaults.
@@ -161,6 +164,32 @@ type E2BProvider struct {
 	PlanCreations      int64
 	PlanComputeMinutes float64
 	QuotaThresholds    string
+}
+
+// Kubernetes configures the "kubernetes" provider (docs/kubernetes.md,
+// "The kubernetes provider"). Its warm pools are PoolSizes (PoolSize, when
+// positive, for the default template): agent-sandbox's SandboxWarmPools
+// keep them, and the manager keeps none of its own while kubernetes is the
+// first provider.
+type Kubernetes struct {
+	// Kubeconfig is the path of a kubeconfig file; "": the in-cluster
+	// configuration (the pod's service account).
+	Kubeconfig string
+	// Namespace holds the sandboxes' objects; "": default.
+	Namespace string
+	// RuntimeClass is the sandbox pods' runtimeClassName: gvisor, kata or
+	// none ("": none).
+	RuntimeClass string
+	// Registry prefixes the templates' pod images, REGISTRY/TEMPLATE:latest.
+	Registry string
+	// Images names a template's pod image when it is not the Registry's.
+	Images map[string]string
+	// EgressProxy is the egress proxy's host:port, the one address sandbox
+	// pods may reach; "": they reach nothing.
+	EgressProxy string
+	// CreateTimeout bounds a create from claim to connected agent; 0: the
+	// provider's default (2 minutes: a cold pod may pull its image).
+	CreateTimeout time.Duration
 }
 
 // E2B configures the E2B wire (api/e2bcompat).

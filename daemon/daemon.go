@@ -249,6 +249,10 @@ func (c Config) managerConfig() contexts.Config {
 	if len(c.PoolSizes) > 0 {
 		mcfg.PoolSizes = c.PoolSizes
 	}
+	if c.providers()[0] == "kubernetes" {
+		// agent-sandbox keeps the warm pods (kubernetesProvider).
+		mcfg.PoolSize, mcfg.PoolSizes = -1, nil
+	}
 	return mcfg
 }
 

@@ -88,8 +88,16 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 				return nil, err
 			}
 			ps = append(ps, p)
+		case "kubernetes":
+			p, err := kubernetesProvider(cfg, log)
+			if err != nil {
+				return nil, fmt.Errorf("provider kubernetes: %w", err)
+			}
+			go prepareKubernetes(p, log)
+			log.Info("provider ready", slog.String(logkey.Provider, name))
+			ps = append(ps, p)
 		default:
-			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b): %w", name, errdefs.ErrInvalidArgument))
+			errs = append(errs, fmt.Errorf("provider %q is not built into this binary (local, e2b, kubernetes): %w", name, errdefs.ErrInvalidArgument))
 		}
 	}
 	if len(ps) > 0 {

@@ -35,6 +35,16 @@ type Config struct {
 	// abstract name (the sandbox's own network namespace holds it). "":
 	// /run/sandlot/agent.sock.
 	Socket string
+	// Listen, when set, is a TCP address ("host:port") to serve on
+	// instead of Socket: the pod channel (agent/channel.go), TLS 1.3 with
+	// a certificate made at start and the bound handshake with the keys
+	// in Pod, which must be set. Key is not used then.
+	Listen string
+	// Pod holds a pod agent's keys (with Listen or Listener).
+	Pod *agent.PodKeys
+	// Listener, when set, is the TCP listener of the pod channel, already
+	// listening (tests); Listen is then ignored.
+	Listener net.Listener
 	// Key, when set, is the sandbox's secret: every connection must pass
 	// the handshake (agent.AgentHandshake) before anything is served, so
 	// only the host, which holds the key, can drive the agent. nil: no
@@ -187,30 +197,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	if u := s.cfg.User; errors.Is(statErr, fs.ErrNotExist) && s.cfg.Root && u != nil {
 		_ = os.Chown(s.cfg.Home, int(u.UID), int(u.GID)) // the template user's working directory
 	}
-	abstract := strings.HasPrefix(s.cfg.Socket, "@")
-	if !abstract {
-		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
-			return fmt.Errorf("socket dir: %w", err)
-		}
-		if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove stale socket: %w", err)
-		}
-	}
-	ln, err := net.Listen("unix", s.cfg.Socket)
+	ln, accept, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	if !abstract {
-		// uid 1000 inside and root outside both connect.
-		if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {
-			ln.Close()
-			return fmt.Errorf("chmod socket: %w", err)
-		}
+		return err
 	}
 	if s.cfg.Listening != nil {
 		s.cfg.Listening()
 	}
-	s.log.Info("agent listening", "socket", s.cfg.Socket, "pid", os.Getpid())
+	s.log.Info("agent listening", "address", ln.Addr().String(), "pid", os.Getpid())
 	if s.cfg.Health != "" {
 		go serveHealth(ctx, s.cfg.Health, s.log)
 	}
@@ -254,25 +248,65 @@ func (s *Server) Serve(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if s.cfg.Key != nil {
-				if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
-					s.log.Warn("connection refused", logkey.Err, err)
-					c.Close()
-					mu.Lock()
-					delete(conns, c)
-					mu.Unlock()
-					return
-				}
+			defer func() {
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+			}()
+			sc, err := accept(c)
+			if err != nil {
+				s.log.Warn("connection refused", logkey.Err, err)
+				c.Close()
+				return
 			}
-			s.serveConn(ctx, c)
-			mu.Lock()
-			delete(conns, c)
-			mu.Unlock()
+			if sc == nil { // done: an enrollment
+				c.Close()
+				return
+			}
+			s.serveConn(ctx, sc)
 		}()
 	}
 	wg.Wait()
 	s.kernels.Close()
 	return nil
+}
+
+// listen opens the agent's listener: the unix socket, or the pod
+// channel's TCP port. accept authenticates one connection and returns
+// the connection to serve, or nil when it is done (an enrollment).
+func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error) {
+	if s.cfg.Listen != "" || s.cfg.Listener != nil {
+		return s.listenPod()
+	}
+	abstract := strings.HasPrefix(s.cfg.Socket, "@")
+	if !abstract {
+		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("socket dir: %w", err)
+		}
+		if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, fmt.Errorf("remove stale socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", s.cfg.Socket)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen: %w", err)
+	}
+	if !abstract {
+		// uid 1000 inside and root outside both connect.
+		if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {
+			ln.Close()
+			return nil, nil, fmt.Errorf("chmod socket: %w", err)
+		}
+	}
+	accept := func(c net.Conn) (net.Conn, error) {
+		if s.cfg.Key != nil {
+			if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+	return ln, accept, nil
 }
 
 // conn is one host connection.

@@ -1,5 +1,7 @@
-// Command sandlot-agent runs as PID 1 inside every local sandbox and serves
-// the agent protocol (package agent) on a unix socket.
+// Command sandlot-agent runs as PID 1 inside every sandbox and serves the
+// agent protocol (package agent): on a unix socket in a local sandbox, or,
+// as `sandlot-agent pod`, on the pod channel (agent/channel.go) in a
+// Kubernetes pod (pod.go).
 package main
 
 import (
@@ -29,6 +31,13 @@ func main() {
 	// this; children regain dumpability at execve.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent: prctl(PR_SET_DUMPABLE):", err)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "pod" {
+		if err := runPod(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "sandlot-agent pod:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	def := filepath.Join(agent.SocketDir, agent.SocketName)
 	if v := os.Getenv("SANDLOT_AGENT_SOCKET"); v != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/runtime"
 	"github.com/sandlot/sandlot/runtime/oci"
@@ -25,20 +26,13 @@ type Networks interface {
 	Check(tenant string, p policy.Policy) error
 }
 
-// caEnv points the programs that keep a trust store of their own at the
-// sandbox's system bundle, which holds its CA (docs/network.md, Trust):
-// Node adds NODE_EXTRA_CA_CERTS to its built-in roots, Python's requests
-// and pip read REQUESTS_CA_BUNDLE and PIP_CERT, OpenSSL and Go
-// SSL_CERT_FILE, curl CURL_CA_BUNDLE.
-var caEnv = []string{"NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "PIP_CERT"}
-
 // networkEnv is the sandbox's environment with its network's: the CA
 // variables first (the caller may point them elsewhere), then the secret
 // placeholders, which win (the sandbox asked for those secrets by name).
 func networkEnv(user map[string]string, n *runtime.Network, netEnv map[string]string) map[string]string {
-	env := make(map[string]string, len(user)+len(caEnv)+len(netEnv))
+	env := make(map[string]string, len(user)+len(agent.CAEnv)+len(netEnv))
 	if len(n.CACerts) > 0 {
-		for _, k := range caEnv {
+		for _, k := range agent.CAEnv { // the sandbox's system bundle holds its CA (docs/network.md, Trust)
 			env[k] = oci.CABundlePath
 		}
 	}

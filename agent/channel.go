@@ -1,0 +1,311 @@
+package agent
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"sync"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// The pod channel is how the host reaches an agent over a network it does
+// not control (a Kubernetes pod network, provider/kubernetes). The agent
+// listens on TCP and speaks TLS 1.3 with a certificate it makes at start
+// and nobody verifies; inside, the handshake of handshake.go runs with
+// each MAC also covering the TLS session's exported keying material
+// (RFC 8446 §7.5, RFC 9266's idea). A relay that terminates TLS on both
+// sides has two sessions with two different exports, so the proofs it
+// relays check on neither side: the key authenticates the peer, and the
+// binding makes that peer the other end of this very TLS session.
+//
+// An agent has a sandbox key from its start (a cold pod: the key is in a
+// Secret only that pod mounts), or a pool key shared by the warm pods of
+// one template. A pool agent serves nothing: it accepts one enrollment,
+// from a peer that proves the pool key, which delivers the sandbox's own
+// key and its configuration (Enrollment); from then on it accepts only
+// the sandbox key, and the pool key opens nothing.
+const (
+	// PodPort is the agent's TCP port in a pod.
+	PodPort = 49983
+	// podMagic opens the bound handshake with the sandbox key, enrollMagic
+	// the bound handshake with the pool key that an enrollment follows.
+	podMagic    = "SLP1"
+	enrollMagic = "SLE1"
+	// exporterLabel names the keying material the MACs cover.
+	exporterLabel = "EXPORTER-sandlot-agent-channel"
+	// MaxEnrollment bounds an enrollment message.
+	MaxEnrollment = 1 << 20
+	enrollOK      = 0x01
+)
+
+// Enrollment is what the host delivers to a pool agent when it claims its
+// pod: the sandbox's key, which replaces the pool key, and the
+// configuration of the context the pod now serves.
+type Enrollment struct {
+	// Key is the sandbox's key: every later connection must prove it.
+	Key []byte `json:"key"`
+	// Env joins the base environment of every process and kernel (the
+	// context's environment, its secrets' placeholders, its proxy).
+	Env map[string]string `json:"env,omitempty"`
+	// CACerts (PEM) join the sandbox's trust store: the agent writes the
+	// system bundle plus these to a file and points the usual variables
+	// at it (the egress proxy's CA, for secret injection).
+	CACerts []byte `json:"caCerts,omitempty"`
+}
+
+// NewPodCertificate makes the agent's ephemeral, self-signed TLS
+// certificate. Nobody verifies it: the bound handshake authenticates.
+func NewPodCertificate() (tls.Certificate, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "sandlot-agent"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
+}
+
+// PodServerTLS is the agent's TLS configuration: TLS 1.3 only (its
+// exporter is what the binding needs).
+func PodServerTLS(cert tls.Certificate) *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
+}
+
+// podClientTLS is the host's: TLS 1.3 only, and no verification of the
+// agent's certificate, which is ephemeral by design; the bound handshake
+// that follows proves the peer holds the key.
+func podClientTLS() *tls.Config {
+	return &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
+}
+
+// channelBinding is the TLS session's exported keying material.
+func channelBinding(c *tls.Conn) ([]byte, error) {
+	cs := c.ConnectionState()
+	if cs.Version != tls.VersionTLS13 {
+		return nil, fmt.Errorf("%w: TLS version %x, want 1.3", ErrAuth, cs.Version)
+	}
+	return cs.ExportKeyingMaterial(exporterLabel, nil, 32)
+}
+
+func podProofs(binding []byte) proofs {
+	return proofs{magic: podMagic, agent: "agent", host: "host", binding: binding}
+}
+
+func enrollProofs(binding []byte) proofs {
+	return proofs{magic: enrollMagic, agent: "agent-enroll", host: "host-enroll", binding: binding}
+}
+
+// dialPodTLS connects to addr and completes TLS as the client.
+func dialPodTLS(ctx context.Context, addr string) (*tls.Conn, error) {
+	d := tls.Dialer{Config: podClientTLS()}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("dial agent %s: %w", addr, ctx.Err())
+		}
+		return nil, fmt.Errorf("dial agent %s: %v: %w", addr, err, errdefs.ErrUnavailable)
+	}
+	return c.(*tls.Conn), nil
+}
+
+// DialPod connects to the agent at addr (host:port on the pod network)
+// over the pod channel and proves cfg.Key, which the agent must prove
+// too. A peer that does not hold it, or is not the other end of this TLS
+// session, fails with ErrAuth (permission_denied).
+func DialPod(ctx context.Context, addr string, cfg ClientConfig) (*Client, error) {
+	if len(cfg.Key) == 0 {
+		return nil, fmt.Errorf("pod channel: no key: %w", errdefs.ErrInvalidArgument)
+	}
+	c, err := dialPodTLS(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
+	}
+	binding, err := channelBinding(c)
+	if err == nil {
+		err = hostHandshake(ctx, c, cfg.Key, podProofs(binding))
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
+	}
+	return NewClient(c, cfg), nil
+}
+
+// Enroll claims the pool agent at addr: it proves poolKey and delivers e.
+// The agent refuses a second enrollment, and a peer without the pool key.
+func Enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) error {
+	if len(poolKey) == 0 || len(e.Key) < 16 {
+		return fmt.Errorf("enroll: a pool key and a sandbox key are needed: %w", errdefs.ErrInvalidArgument)
+	}
+	msg, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	if len(msg) > MaxEnrollment {
+		return fmt.Errorf("enroll: %d bytes of configuration, at most %d: %w", len(msg), MaxEnrollment, errdefs.ErrInvalidArgument)
+	}
+	c, err := dialPodTLS(ctx, addr)
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	defer c.Close()
+	binding, err := channelBinding(c)
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	if err := hostHandshake(ctx, c, poolKey, enrollProofs(binding)); err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	deadline := time.Now().Add(HandshakeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.SetDeadline(deadline)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
+	if _, err := c.Write(append(frame, msg...)); err != nil {
+		return fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
+	}
+	var ok [1]byte
+	if _, err := io.ReadFull(c, ok[:]); err != nil {
+		return fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
+	}
+	if ok[0] != enrollOK {
+		return fmt.Errorf("enroll: the agent refused the configuration: %w", errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// PodKeys is a pod agent's key state: a sandbox key, or a pool key until
+// the one enrollment replaces it. Safe for concurrent use.
+type PodKeys struct {
+	// enrolling serializes enrollments, so two peers that both prove the
+	// pool key cannot both enroll.
+	enrolling sync.Mutex
+
+	mu   sync.Mutex
+	key  []byte // the sandbox key; nil until enrolled in a pool pod
+	pool []byte // the pool key; nil in a cold pod and once enrolled
+}
+
+// NewPodKeys holds key (a cold pod's) or pool (a pool pod's); one of them.
+func NewPodKeys(key, pool []byte) (*PodKeys, error) {
+	if (len(key) == 0) == (len(pool) == 0) {
+		return nil, errors.New("pod keys: exactly one of a sandbox key and a pool key")
+	}
+	return &PodKeys{key: key, pool: pool}, nil
+}
+
+// Enrolled reports whether the agent has its sandbox key.
+func (k *PodKeys) Enrolled() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.key != nil
+}
+
+// Accept runs the agent's side of the pod channel on c, a connection it
+// accepted: TLS, then the bound handshake. It returns nil when the peer
+// proved the sandbox key and may be served. When the peer proved the pool
+// key instead, Accept reads its enrollment, hands it to apply, and on
+// success takes its key as the sandbox key and forgets the pool key;
+// enrolled is then true and the connection is done (the caller closes
+// it). Any other peer gets ErrAuth.
+func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled bool, err error) {
+	c.SetDeadline(time.Now().Add(HandshakeTimeout))
+	defer c.SetDeadline(time.Time{})
+	if err := c.Handshake(); err != nil {
+		return false, fmt.Errorf("%w: tls: %v", ErrAuth, err)
+	}
+	binding, err := channelBinding(c)
+	if err != nil {
+		return false, err
+	}
+	hello := make([]byte, len(handshakeMagic)+nonceSize)
+	if _, err := io.ReadFull(c, hello); err != nil {
+		return false, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	nonceH := hello[len(handshakeMagic):]
+	switch string(hello[:len(handshakeMagic)]) {
+	case podMagic:
+		k.mu.Lock()
+		key := k.key
+		k.mu.Unlock()
+		if key == nil {
+			return false, fmt.Errorf("%w: not enrolled yet", ErrAuth)
+		}
+		return false, agentProve(c, key, nonceH, podProofs(binding))
+	case enrollMagic:
+		return true, k.enroll(c, nonceH, binding, apply)
+	default:
+		return false, fmt.Errorf("%w: no handshake", ErrAuth)
+	}
+}
+
+func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollment) error) error {
+	k.enrolling.Lock()
+	defer k.enrolling.Unlock()
+	k.mu.Lock()
+	pool := k.pool
+	k.mu.Unlock()
+	if pool == nil {
+		return fmt.Errorf("%w: enrollment refused: enrolled already, or not a pool pod", ErrAuth)
+	}
+	if err := agentProve(c, pool, nonceH, enrollProofs(binding)); err != nil {
+		return err
+	}
+	var n [4]byte
+	if _, err := io.ReadFull(c, n[:]); err != nil {
+		return fmt.Errorf("enrollment: %v", err)
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > MaxEnrollment {
+		c.Write([]byte{0})
+		return fmt.Errorf("enrollment: %d bytes, at most %d", size, MaxEnrollment)
+	}
+	msg := make([]byte, size)
+	if _, err := io.ReadFull(c, msg); err != nil {
+		return fmt.Errorf("enrollment: %v", err)
+	}
+	var e Enrollment
+	if err := json.Unmarshal(msg, &e); err != nil || len(e.Key) < 16 {
+		c.Write([]byte{0})
+		return fmt.Errorf("enrollment: malformed (%v)", err)
+	}
+	if err := apply(e); err != nil {
+		c.Write([]byte{0})
+		return fmt.Errorf("enrollment: %w", err)
+	}
+	k.mu.Lock()
+	k.key = e.Key
+	clear(k.pool)
+	k.pool = nil
+	k.mu.Unlock()
+	_, err := c.Write([]byte{enrollOK})
+	return err
+}

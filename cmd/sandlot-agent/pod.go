@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/server"
+)
+
+// runPod is `sandlot-agent pod`: the agent as a pod's entrypoint, on the
+// pod channel. Its key is a file of a Secret volume: the sandbox's own
+// (--key-file, a cold pod) or its template's pool key (--pool-key-file, a
+// warm pod, which serves nothing until one enrollment gives it the
+// sandbox's key and configuration).
+func runPod(args []string) error {
+	fs := flag.NewFlagSet("sandlot-agent pod", flag.ContinueOnError)
+	listen := fs.String("listen", ":"+strconv.Itoa(agent.PodPort), "TCP address of the pod channel")
+	keyFile := fs.String("key-file", "/var/run/sandlot/key", "the sandbox's key (a cold pod)")
+	poolKeyFile := fs.String("pool-key-file", "", "the pool's key (a warm pod): accept one enrollment, then only the key it delivers; overrides --key-file")
+	home := fs.String("home", "/home/user", "the user's home: base of relative paths")
+	prestart := fs.String("prestart", "", "comma-separated languages whose kernel starts at boot")
+	health := fs.String("health", server.HealthAddr, "TCP address where GET /health answers once the agent listens (the pod's readiness probe); \"\": none")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var key, pool []byte
+	var err error
+	if *poolKeyFile != "" {
+		pool, err = readKeyFile(*poolKeyFile)
+	} else {
+		key, err = readKeyFile(*keyFile)
+	}
+	if err != nil {
+		return err
+	}
+	keys, err := agent.NewPodKeys(key, pool)
+	if err != nil {
+		return err
+	}
+	var langs []string
+	for _, l := range strings.Split(*prestart, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			langs = append(langs, l)
+		}
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1) // as in main: the agent multiplexes I/O
+	}
+	reserved := make(chan struct{})
+	listening := func() {
+		go func() {
+			reserveThreads(threadReserve)
+			close(reserved)
+		}()
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx := context.Background()
+	if os.Getpid() == 1 {
+		dropSignals()
+	} else {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+	}
+	return server.Run(ctx, server.Config{Listen: *listen, Pod: keys, Home: *home, Prestart: langs, Health: *health, Ready: reserved, Listening: listening, Logger: log})
+}
+
+// readKeyFile reads a key from a Secret volume's file. The file stays
+// readable in the pod (a Secret volume cannot be unmounted without
+// privileges the pod does not have); docs/security.md says what that
+// leaves open.
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	defer f.Close()
+	key, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("key %s: %w", path, err)
+	}
+	if len(key) < 16 {
+		return nil, fmt.Errorf("key %s: %d bytes, want at least 16", path, len(key))
+	}
+	return key, nil
+}

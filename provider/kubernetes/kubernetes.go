@@ -1,0 +1,596 @@
+// Package kubernetes is the contexts.Provider that runs sandboxes as pods
+// of kubernetes-sigs/agent-sandbox: a sandlot template is a
+// SandboxTemplate and a SandboxWarmPool, a create is a SandboxClaim on the
+// pool (or, without a pool or with limits of its own, a cold Sandbox),
+// and the daemon reaches the pod's sandlot-agent over the pod channel
+// (agent/channel.go): TLS 1.3 with the handshake bound to the session.
+// Every pod starts with a key that only enrolls it (the template's pool
+// key, or a cold pod's own); the daemon enrolls it with a fresh sandbox
+// key and the context's configuration, and only that key opens it from
+// then on. The key lives in a Secret named after the sandbox, so any
+// replica attaches. docs/kubernetes.md, "The kubernetes provider".
+package kubernetes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/typescript"
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+	"github.com/sandlot/sandlot/network/policy"
+)
+
+// Name is the provider name stored in contexts.Record.Provider.
+const Name = "kubernetes"
+
+// IDPrefix starts every sandbox id of this provider (a valid object name).
+const IDPrefix = "k8s-"
+
+// Template configures one sandlot template on the cluster.
+type Template struct {
+	// Image is the template's pod image (`sandlot template push`); "":
+	// Config.Registry + "/" + the template's name + ":latest".
+	Image string
+	// Pool is the warm pool's size; 0: no pool, every create is cold.
+	Pool int
+	// WritableRoot leaves the pod's root writable, for images whose
+	// programs write outside /home/user and /tmp.
+	WritableRoot bool
+}
+
+// Config configures a Provider.
+type Config struct {
+	// Client is the dynamic client of the cluster (required).
+	Client dynamic.Interface
+	// Namespace holds every object the provider makes; "": "default".
+	Namespace string
+	// RuntimeClass is the pods' runtimeClassName: gvisor, kata, or none
+	// ("" is none: the cluster's default runtime).
+	RuntimeClass string
+	// Templates configures the templates by name; one not named here gets
+	// the Registry's image and no pool.
+	Templates map[string]Template
+	// Registry prefixes the pod image of a template without an Image.
+	Registry string
+	// DaemonLabels select sandlot's own pods: the only pods that may reach
+	// a sandbox pod, and where its egress proxy runs. nil:
+	// app.kubernetes.io/name=sandlot.
+	DaemonLabels map[string]string
+	// EgressProxy is the egress proxy's address (host:port) that sandbox
+	// pods are given as their HTTP(S) proxy and may reach; "": sandbox
+	// pods reach nothing, and a spec asking for a network is refused.
+	EgressProxy string
+	// Limits are the defaults for zero fields of contexts.Spec.Limits
+	// (2 GiB, 1 CPU, 512 MiB of disk when zero here too). A pool's pods
+	// have these; a spec that asks for others gets a cold pod.
+	Limits contexts.Limits
+	// Prestart names kernels the agent starts at boot.
+	Prestart []string
+	// ReadyTimeout bounds a create from the claim (or Sandbox) to a
+	// connected agent; 0: 2 minutes (a cold pod may pull its image).
+	ReadyTimeout time.Duration
+	// AgentPort is the agent's port in the pod; 0: agent.PodPort.
+	AgentPort int
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+// Provider runs sandboxes as agent-sandbox pods. Safe for concurrent use.
+type Provider struct {
+	c            dynamic.Interface
+	ns           string
+	runtimeClass string
+	templates    map[string]Template
+	registry     string
+	daemonLabels map[string]string
+	proxy        string
+	proxyPort    int
+	limits       contexts.Limits
+	prestart     []string
+	ready        time.Duration
+	port         int
+	log          *slog.Logger
+
+	// mu guards ensured: the templates whose objects this process made
+	// or found, so a create does not ask the API server again.
+	mu      sync.Mutex
+	ensured map[string]*ensure
+}
+
+var _ contexts.Provider = (*Provider)(nil)
+
+// New checks cfg; it does not reach the cluster (the first create does).
+func New(cfg Config) (*Provider, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("kubernetes provider: no client: %w", errdefs.ErrInvalidArgument)
+	}
+	p := &Provider{
+		c: cfg.Client, ns: cfg.Namespace, templates: cfg.Templates, registry: strings.TrimSuffix(cfg.Registry, "/"),
+		daemonLabels: cfg.DaemonLabels, proxy: cfg.EgressProxy, limits: cfg.Limits, prestart: cfg.Prestart,
+		ready: cfg.ReadyTimeout, port: cfg.AgentPort, log: cfg.Logger, ensured: map[string]*ensure{},
+	}
+	if p.ns == "" {
+		p.ns = "default"
+	}
+	switch cfg.RuntimeClass {
+	case "", "none":
+	case "gvisor", "kata":
+		p.runtimeClass = cfg.RuntimeClass
+	default:
+		return nil, fmt.Errorf("kubernetes provider: runtime class %q: want gvisor, kata or none: %w", cfg.RuntimeClass, errdefs.ErrInvalidArgument)
+	}
+	if p.daemonLabels == nil {
+		p.daemonLabels = map[string]string{"app.kubernetes.io/name": "sandlot"}
+	}
+	if p.proxy != "" {
+		_, port, err := net.SplitHostPort(p.proxy)
+		n, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || n <= 0 || n > 65535 {
+			return nil, fmt.Errorf("kubernetes provider: egress proxy %q: want host:port: %w", p.proxy, errdefs.ErrInvalidArgument)
+		}
+		p.proxyPort = n
+	}
+	if p.ready <= 0 {
+		p.ready = 2 * time.Minute
+	}
+	if p.port <= 0 {
+		p.port = agent.PodPort
+	}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	for name := range cfg.Templates {
+		if _, err := p.template(name); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Name implements contexts.Provider.
+func (p *Provider) Name() string { return Name }
+
+// Capabilities implements contexts.Provider: none. agent-sandbox's
+// suspend deletes the pod (its memory with it), which is not a pause.
+func (p *Provider) Capabilities() contexts.Capabilities { return 0 }
+
+// Pause implements contexts.Provider: NotSupported.
+func (p *Provider) Pause(context.Context, string) error {
+	return contexts.NotSupported(Name, contexts.CapPause)
+}
+
+// Resume implements contexts.Provider: NotSupported.
+func (p *Provider) Resume(context.Context, string) error {
+	return contexts.NotSupported(Name, contexts.CapPause)
+}
+
+// Usage implements contexts.Provider: NotSupported.
+func (p *Provider) Usage(context.Context, string) (contexts.ResourceUsage, error) {
+	return contexts.ResourceUsage{}, contexts.NotSupported(Name, contexts.CapUsage)
+}
+
+// templateConf is a template as the provider uses it.
+type templateConf struct {
+	name         string
+	image        string
+	pool         int
+	writableRoot bool
+}
+
+// envName is a variable name the agent's environment takes.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// nameRE is what a template's name may be to name objects after it.
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,40}[a-z0-9])?$`)
+
+func objectName(template string) string { return "sandlot-" + template }
+
+func (p *Provider) template(name string) (templateConf, error) {
+	if name == "" {
+		name = "default"
+	}
+	if !nameRE.MatchString(name) {
+		return templateConf{}, fmt.Errorf("template %q: on kubernetes a template's name is lower-case letters, digits and '-' (at most 42): %w", name, errdefs.ErrInvalidArgument)
+	}
+	t := p.templates[name]
+	c := templateConf{name: name, image: t.Image, pool: t.Pool, writableRoot: t.WritableRoot}
+	if c.image == "" {
+		if p.registry == "" {
+			return templateConf{}, fmt.Errorf("template %q has no pod image and no registry is configured: %w", name, errdefs.ErrFailedPrecondition)
+		}
+		c.image = p.registry + "/" + name + ":latest"
+	}
+	return c, nil
+}
+
+func (p *Provider) limitsFor(l contexts.Limits) contexts.Limits {
+	pick := func(a, b, def int64) int64 {
+		if a > 0 {
+			return a
+		}
+		if b > 0 {
+			return b
+		}
+		return def
+	}
+	cpus := l.CPUs
+	if cpus <= 0 {
+		cpus = p.limits.CPUs
+	}
+	if cpus <= 0 {
+		cpus = 1
+	}
+	return contexts.Limits{
+		MemoryBytes: pick(l.MemoryBytes, p.limits.MemoryBytes, 2<<30),
+		PIDs:        pick(l.PIDs, p.limits.PIDs, 256),
+		CPUs:        cpus,
+		DiskBytes:   pick(l.DiskBytes, p.limits.DiskBytes, 512<<20),
+	}
+}
+
+func newKey() []byte {
+	k := make([]byte, agent.KeySize)
+	rand.Read(k)
+	return k
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+// NewID returns a fresh sandbox id: IDPrefix and 12 hex digits.
+func NewID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("%s%x", IDPrefix, b)
+}
+
+// checkID refuses an id that is not this provider's (it names objects).
+func checkID(id string) error {
+	if !strings.HasPrefix(id, IDPrefix) || len(validation.IsDNS1123Label(id)) > 0 {
+		return fmt.Errorf("sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// meta are the labels and annotations of a sandbox's objects: sandlot's
+// own labels, and the spec's labels as annotations (a tenant's id need not
+// be a valid label value).
+func meta(id, template string, specLabels map[string]string) (labels, annotations map[string]string) {
+	labels = map[string]string{labelManaged: managedBy, labelSandbox: id, labelTemplate: template}
+	annotations = map[string]string{}
+	for k, v := range specLabels {
+		if len(validation.IsQualifiedName(k)) == 0 {
+			annotations[k] = v
+		}
+	}
+	return labels, annotations
+}
+
+// Create implements contexts.Provider: a claim on the template's warm
+// pool when it has a ready pod and the spec's limits are the pool's, else
+// a cold Sandbox; then the pod's agent is enrolled with a new key and the
+// context's configuration, and connected.
+func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
+	t, err := p.template(spec.Template)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range spec.Env {
+		// What the agent's environment takes (env.set): an enrollment
+		// with another name would be refused after the pod was claimed.
+		if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
+			return nil, fmt.Errorf("sandbox env: invalid environment variable %q (letters, digits and _): %w", k, errdefs.ErrInvalidArgument)
+		}
+	}
+	env := maps.Clone(spec.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if n := spec.Network; n != nil {
+		// The proxy does not know yet which pod a connection comes from,
+		// so it cannot hold a sandbox to an allowlist or inject its
+		// secrets: those are refused rather than given as open.
+		switch {
+		case n.Mode.Normalize() == policy.None && len(n.Secrets) == 0:
+		case n.Mode.Normalize() != policy.Open || len(n.Secrets) > 0 || len(n.Headers) > 0:
+			return nil, fmt.Errorf("network mode %q with secrets or headers: the kubernetes provider gives none or open egress only: %w", n.Mode, errdefs.ErrFailedPrecondition)
+		case p.proxy == "":
+			return nil, fmt.Errorf("open egress needs an egress proxy (kubernetes.egressProxy): %w", errdefs.ErrFailedPrecondition)
+		default:
+			proxy := "http://" + p.proxy
+			for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+				env[k] = proxy
+			}
+		}
+	}
+	if err := p.ensureTemplate(ctx, t); err != nil {
+		return nil, err
+	}
+	lim := p.limitsFor(spec.Limits)
+	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) && p.poolReady(ctx, t)
+	id := NewID()
+	ctx, cancel := context.WithTimeout(ctx, p.ready)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer dcancel()
+			if derr := p.Destroy(dctx, id); derr != nil {
+				p.log.Warn("cleanup after failed create", logkey.Sandbox, id, logkey.Err, derr)
+			}
+		}
+	}()
+	labels, annotations := meta(id, t.name, spec.Labels)
+	key := newKey()
+	var enrollKey []byte
+	if !warm {
+		enrollKey = newKey()
+	}
+	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, labels, annotations), metav1.CreateOptions{}); err != nil {
+		return nil, apiErr("create the key secret", err)
+	}
+	if warm {
+		if _, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{}); err != nil {
+			return nil, apiErr("create the claim", err)
+		}
+	} else {
+		prestart := mergePrestart(p.prestart, spec.Prestart)
+		if _, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Create(ctx, p.coldSandbox(id, t, lim, prestart, labels, annotations), metav1.CreateOptions{}); err != nil {
+			return nil, apiErr("create the sandbox", err)
+		}
+	}
+	pod, err := p.waitReady(ctx, id, warm)
+	if err != nil {
+		return nil, err
+	}
+	if warm {
+		enrollKey, err = p.poolKey(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+	}
+	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
+	if err := agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env}); err != nil {
+		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
+	}
+	if err := p.recordPod(ctx, id, pod); err != nil {
+		return nil, err
+	}
+	c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "pod", pod.name)
+	return &Sandbox{c}, nil
+}
+
+// Prepare makes the objects of every configured template with a pool
+// (kubernetes.go's mapping), so that their warm pods are ready before the
+// first create; a create makes them too when they are missing. The daemon
+// calls it at start, in the background: the API server may be down then.
+func (p *Provider) Prepare(ctx context.Context) error {
+	var errs []error
+	for name, t := range p.templates {
+		if t.Pool <= 0 {
+			continue
+		}
+		tc, err := p.template(name)
+		if err == nil {
+			err = p.ensureTemplate(ctx, tc)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("template %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poolReady reports whether t's warm pool has a ready pod to claim. An
+// empty pool (still filling, or drained) gets a cold Sandbox of the
+// create's own rather than a claim, which agent-sandbox would serve cold
+// from the template with the pool's key; an answer that does not come is
+// taken as empty. Another replica may take the last pod first: the claim
+// is then served cold by agent-sandbox, and enrolled the same way.
+func (p *Provider) poolReady(ctx context.Context, t templateConf) bool {
+	u, err := p.c.Resource(gvrWarmPool).Namespace(p.ns).Get(ctx, objectName(t.name), metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+	return n > 0
+}
+
+// recordPod writes the uid of the pod the sandbox was enrolled in on its
+// key Secret: another pod behind the same Sandbox is a lost sandbox.
+func (p *Provider) recordPod(ctx context.Context, id string, pod podRef) error {
+	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
+	if err != nil {
+		return apiErr("read the key secret", err)
+	}
+	a := s.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[annPodUID] = pod.uid
+	s.SetAnnotations(a)
+	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+		return apiErr("update the key secret", err)
+	}
+	return nil
+}
+
+// Attach implements contexts.Provider: the sandbox's key from its Secret,
+// its pod from its claim or Sandbox. A pod that is gone, failed (evicted),
+// on a node that is gone, or is not the one enrolled is a lost sandbox:
+// not_found.
+func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandbox, error) {
+	if err := checkID(sandboxID); err != nil {
+		return nil, err
+	}
+	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, sandboxID, metav1.GetOptions{})
+	if err != nil {
+		return nil, apiErr("sandbox "+sandboxID, err)
+	}
+	key, err := secretData(s, secretKey)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %v: %w", sandboxID, err, errdefs.ErrNotFound)
+	}
+	pod, err := p.currentPod(ctx, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if want := s.GetAnnotations()[annPodUID]; want == "" || want != pod.uid {
+		return nil, fmt.Errorf("sandbox %s: its pod %s is not the one it was enrolled in (lost): %w", sandboxID, pod.name, errdefs.ErrNotFound)
+	}
+	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
+	c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: sandboxID, Key: key, Logger: p.log})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &Sandbox{c}, nil
+}
+
+// List implements contexts.Provider: the ids on the provider's claims,
+// cold Sandboxes and key Secrets (a create that died halfway leaves one
+// of them; the manager's sweep destroys it), except those of creates that
+// may still be under way: every replica lists every sandbox, and another
+// replica's sweep must not take one whose record is not written yet. An
+// object younger than the create bound (and a margin) marks its id as in
+// creation; a create that takes longer has failed and cleaned up itself.
+func (p *Provider) List(ctx context.Context) ([]string, error) {
+	sel := metav1.ListOptions{LabelSelector: labelManaged + "=" + managedBy + "," + labelSandbox}
+	young := time.Now().Add(-(p.ready + 30*time.Second))
+	seen := map[string]bool{}
+	creating := map[string]bool{}
+	var ids []string
+	for _, gvr := range []struct {
+		r    dynamicResource
+		what string
+	}{{p.c.Resource(gvrClaim).Namespace(p.ns), "claims"}, {p.c.Resource(gvrSandbox).Namespace(p.ns), "sandboxes"}, {p.c.Resource(gvrSecret).Namespace(p.ns), "secrets"}} {
+		l, err := gvr.r.List(ctx, sel)
+		if err != nil {
+			return nil, apiErr("list "+gvr.what, err)
+		}
+		for _, it := range l.Items {
+			id := it.GetLabels()[labelSandbox]
+			if checkID(id) != nil {
+				continue
+			}
+			if it.GetCreationTimestamp().Time.After(young) {
+				creating[id] = true
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		if !creating[id] {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+type dynamicResource interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
+}
+
+// Destroy implements contexts.Provider: the claim, the Sandbox it bound
+// (or the cold one) and the key Secret. Unknown ids are not an error.
+func (p *Provider) Destroy(ctx context.Context, sandboxID string) error {
+	if err := checkID(sandboxID); err != nil {
+		return err
+	}
+	var errs []error
+	del := func(r dynamic.ResourceInterface, name, what string) {
+		bg := metav1.DeletePropagationBackground
+		if err := r.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, apiErr("delete "+what+" "+name, err))
+		}
+	}
+	claims := p.c.Resource(gvrClaim).Namespace(p.ns)
+	if c, err := claims.Get(ctx, sandboxID, metav1.GetOptions{}); err == nil {
+		// The claim owns the Sandbox it adopted, but the garbage
+		// collector may be slow or absent: delete it by name too.
+		if name, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name"); name != "" {
+			del(p.c.Resource(gvrSandbox).Namespace(p.ns), name, "sandbox")
+		}
+		del(claims, sandboxID, "claim")
+	} else if !apierrors.IsNotFound(err) {
+		errs = append(errs, apiErr("read the claim", err))
+	}
+	del(p.c.Resource(gvrSandbox).Namespace(p.ns), sandboxID, "sandbox")
+	del(p.c.Resource(gvrSecret).Namespace(p.ns), sandboxID, "key secret")
+	return errors.Join(errs...)
+}
+
+func secretData(s *unstructured.Unstructured, item string) ([]byte, error) {
+	v, ok, _ := unstructured.NestedString(s.Object, "data", item)
+	if !ok {
+		return nil, fmt.Errorf("secret %s has no %q", s.GetName(), item)
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) < 16 {
+		return nil, fmt.Errorf("secret %s: %q is not a key", s.GetName(), item)
+	}
+	return b, nil
+}
+
+// mergePrestart is the provider's boot kernels plus the spec's, once each.
+func mergePrestart(base, extra []string) []string {
+	out := append([]string(nil), base...)
+	for _, k := range extra {
+		if !contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Sandbox is a pod's agent client, with TypeScript transpiled on the host
+// as for local sandboxes (package agent/typescript).
+type Sandbox struct{ *agent.Client }
+
+// RunCode implements contexts.Sandbox.
+func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
+	return typescript.RunCode(ctx, s.Client, p, out)
+}

@@ -1,0 +1,294 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// ensure is one template's objects being made, once per process.
+type ensure struct {
+	done chan struct{}
+	err  error
+}
+
+// ensureTemplate makes the network policy and, for a pooled template, its
+// SandboxTemplate, SandboxWarmPool and pool key Secret, once per process.
+// The policy, template and pool that exist get this configuration's spec
+// (another replica made them, or an earlier configuration: a new image,
+// pool size or proxy reaches the cluster this way); the pool key that
+// exists is kept, as the warm pods hold it. A failure is not remembered:
+// the next create tries again.
+func (p *Provider) ensureTemplate(ctx context.Context, t templateConf) error {
+	p.mu.Lock()
+	e, ok := p.ensured[t.name]
+	if !ok {
+		e = &ensure{done: make(chan struct{})}
+		p.ensured[t.name] = e
+		p.mu.Unlock()
+		e.err = p.makeTemplate(ctx, t)
+		if e.err != nil {
+			p.mu.Lock()
+			delete(p.ensured, t.name)
+			p.mu.Unlock()
+		}
+		close(e.done)
+		return e.err
+	}
+	p.mu.Unlock()
+	select {
+	case <-e.done:
+		return e.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Provider) makeTemplate(ctx context.Context, t templateConf) error {
+	if err := p.apply(ctx, gvrNetworkPolicy, p.networkPolicy(), true); err != nil {
+		return err
+	}
+	if t.pool == 0 {
+		return nil
+	}
+	tmpl, pool, secret := p.templateObjects(t, newKey())
+	for _, o := range []struct {
+		gvr    schema.GroupVersionResource
+		u      *unstructured.Unstructured
+		update bool
+	}{{gvrSecret, secret, false}, {gvrTemplate, tmpl, true}, {gvrWarmPool, pool, true}} {
+		if err := p.apply(ctx, o.gvr, o.u, o.update); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply creates u, or when it exists and update is set, gives the one
+// that exists u's spec.
+func (p *Provider) apply(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, update bool) error {
+	r := p.c.Resource(gvr).Namespace(p.ns)
+	_, err := r.Create(ctx, u, metav1.CreateOptions{})
+	if err == nil || !apierrors.IsAlreadyExists(err) {
+		return apiErr(fmt.Sprintf("create %s %s", u.GetKind(), u.GetName()), err)
+	}
+	if !update {
+		return nil
+	}
+	cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return apiErr(fmt.Sprintf("read %s %s", u.GetKind(), u.GetName()), err)
+	}
+	if equality(cur.Object["spec"], u.Object["spec"]) {
+		return nil
+	}
+	cur.Object["spec"] = u.Object["spec"]
+	if _, err := r.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return apiErr(fmt.Sprintf("update %s %s", u.GetKind(), u.GetName()), err)
+	}
+	p.log.Info("updated to this configuration", "kind", u.GetKind(), "name", u.GetName())
+	return nil
+}
+
+// equality compares two specs as JSON values (an API server adds
+// defaults, so a spec it holds may differ in fields this one leaves out:
+// that costs one update per process, no more).
+func equality(a, b any) bool { return reflect.DeepEqual(a, b) }
+
+// poolKey reads a template's pool key from its Secret (another replica
+// may have made it).
+func (p *Provider) poolKey(ctx context.Context, t templateConf) ([]byte, error) {
+	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, objectName(t.name)+"-pool", metav1.GetOptions{})
+	if err != nil {
+		return nil, apiErr("read the pool key", err)
+	}
+	k, err := secretData(s, secretKey)
+	if err != nil {
+		return nil, fmt.Errorf("template %s: %v: %w", t.name, err, errdefs.ErrFailedPrecondition)
+	}
+	return k, nil
+}
+
+// podRef is the pod behind a sandbox.
+type podRef struct {
+	name, uid, ip, node string
+}
+
+// waitReady waits, within ctx, for the sandbox's pod to be ready: a claim
+// bound to a Sandbox, or the cold Sandbox itself, Ready with a pod IP. A
+// pod the scheduler cannot place fails at once with resource_exhausted.
+func (p *Provider) waitReady(ctx context.Context, id string, warm bool) (podRef, error) {
+	delay := 5 * time.Millisecond
+	last := "no status yet"
+	for {
+		pod, state, err := p.readyOnce(ctx, id, warm)
+		if err != nil || state == "" {
+			return pod, err
+		}
+		last = state
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return podRef{}, fmt.Errorf("sandbox %s was not ready within %s (%s): %w", id, p.ready, last, errdefs.ErrDeadlineExceeded)
+			}
+			return podRef{}, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// readyOnce looks once: the pod when ready, else what it waits for.
+func (p *Provider) readyOnce(ctx context.Context, id string, warm bool) (podRef, string, error) {
+	name := id
+	if warm {
+		c, err := p.c.Resource(gvrClaim).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
+		if err != nil {
+			return podRef{}, "", apiErr("read the claim", err)
+		}
+		if cond := condition(c, "Ready"); cond != nil && cond["status"] == "False" {
+			switch cond["reason"] {
+			case "TemplateNotFound", "WarmPoolNotFound", "VolumeClaimTemplatesError":
+				return podRef{}, "", fmt.Errorf("sandbox %s: claim: %s: %s: %w", id, cond["reason"], cond["message"], errdefs.ErrFailedPrecondition)
+			}
+		}
+		if name, _, _ = unstructured.NestedString(c.Object, "status", "sandbox", "name"); name == "" {
+			return podRef{}, "the claim is not bound", nil
+		}
+	}
+	s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return podRef{}, "its sandbox is not made yet", nil
+	} else if err != nil {
+		return podRef{}, "", apiErr("read the sandbox", err)
+	}
+	if cond := condition(s, "PodScheduled"); cond != nil && cond["status"] == "False" && cond["reason"] == "Unschedulable" {
+		return podRef{}, "", fmt.Errorf("sandbox %s: the cluster is out of capacity: its pod cannot be scheduled: %s: %w", id, cond["message"], errdefs.ErrResourceExhausted)
+	}
+	if cond := condition(s, "Finished"); cond != nil && cond["status"] == "True" {
+		return podRef{}, "", fmt.Errorf("sandbox %s: its pod ended before it was ready (%s: %s): %w", id, cond["reason"], cond["message"], errdefs.ErrUnavailable)
+	}
+	if cond := condition(s, "Ready"); cond == nil || cond["status"] != "True" {
+		return podRef{}, "its pod is not ready", nil
+	}
+	pod, err := p.podOf(ctx, s)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return podRef{}, "its pod is not made yet", nil
+		}
+		return podRef{}, "", err
+	}
+	if pod.ip == "" {
+		return podRef{}, "its pod has no IP yet", nil
+	}
+	return pod, "", nil
+}
+
+// podOf reads a Sandbox's pod.
+func (p *Provider) podOf(ctx context.Context, s *unstructured.Unstructured) (podRef, error) {
+	name := s.GetAnnotations()[annPodName]
+	if name == "" {
+		name = s.GetName()
+	}
+	pod, err := p.c.Resource(gvrPod).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return podRef{}, apiErr("read pod "+name, err)
+	}
+	r := podRef{name: name, uid: string(pod.GetUID())}
+	r.ip, _, _ = unstructured.NestedString(pod.Object, "status", "podIP")
+	r.node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
+	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
+	if phase == "Failed" || phase == "Succeeded" || pod.GetDeletionTimestamp() != nil {
+		reason, _, _ := unstructured.NestedString(pod.Object, "status", "reason")
+		return r, fmt.Errorf("pod %s has ended (%s %s): %w", name, phase, reason, errdefs.ErrNotFound)
+	}
+	return r, nil
+}
+
+// currentPod is the pod behind a running sandbox, or not_found (lost)
+// when the claim, the Sandbox or the pod is gone, the pod ended (evicted),
+// or its node is gone.
+func (p *Provider) currentPod(ctx context.Context, id string) (podRef, error) {
+	name := id
+	c, err := p.c.Resource(gvrClaim).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		if name, _, _ = unstructured.NestedString(c.Object, "status", "sandbox", "name"); name == "" {
+			return podRef{}, fmt.Errorf("sandbox %s: its claim is not bound: %w", id, errdefs.ErrNotFound)
+		}
+	case !apierrors.IsNotFound(err):
+		return podRef{}, apiErr("read the claim", err)
+	}
+	s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return podRef{}, fmt.Errorf("sandbox %s: %w", id, apiErr("read the sandbox", err))
+	}
+	pod, err := p.podOf(ctx, s)
+	if err != nil {
+		return podRef{}, fmt.Errorf("sandbox %s (lost): %w", id, err)
+	}
+	if pod.node != "" {
+		_, err := p.c.Resource(gvrNode).Get(ctx, pod.node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return podRef{}, fmt.Errorf("sandbox %s (lost): its node %s is gone: %w", id, pod.node, errdefs.ErrNotFound)
+		}
+		// Any other answer (a role that may not read nodes) leaves the
+		// question to the connection.
+	}
+	return pod, nil
+}
+
+// condition is a status condition of u by type, or nil.
+func condition(u *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// apiErr says what the API server's answer means in errdefs' terms. A
+// server that cannot be reached, or answers that it is overloaded, is
+// unavailable (503 at the edge); the daemon stays up.
+func apiErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("kubernetes: %s: %w", op, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrNotFound)
+	case apierrors.IsAlreadyExists(err):
+		return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrAlreadyExists)
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return fmt.Errorf("kubernetes: %s: the daemon's account may not (check its role): %v: %w", op, err, errdefs.ErrFailedPrecondition)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrInvalidArgument)
+	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), unreachable(err):
+		return errdefs.Public(fmt.Errorf("kubernetes: %s: the API server is unavailable: %v: %w", op, err, errdefs.ErrUnavailable),
+			"The Kubernetes cluster that runs the sandboxes does not answer; retry in a few seconds (the server log has the cause under this request's id).")
+	}
+	return fmt.Errorf("kubernetes: %s: %v: %w", op, err, errdefs.ErrUnavailable)
+}
+
+// unreachable reports a transport failure: no answer from the API server.
+func unreachable(err error) bool {
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED)
+}
