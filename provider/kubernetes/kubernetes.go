@@ -170,9 +170,11 @@ func New(cfg Config) (*Provider, error) {
 // Name implements contexts.Provider.
 func (p *Provider) Name() string { return Name }
 
-// Capabilities implements contexts.Provider: none. agent-sandbox's
-// suspend deletes the pod (its memory with it), which is not a pause.
-func (p *Provider) Capabilities() contexts.Capabilities { return 0 }
+// Capabilities implements contexts.Provider: shared, as every replica
+// reaches a sandbox's pod by id (its address from the Sandbox's status,
+// its key from its Secret); no pause, as agent-sandbox's suspend deletes
+// the pod (its memory with it), and no usage yet.
+func (p *Provider) Capabilities() contexts.Capabilities { return contexts.CapShared }
 
 // Pause implements contexts.Provider: NotSupported.
 func (p *Provider) Pause(context.Context, string) error {

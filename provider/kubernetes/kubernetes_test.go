@@ -267,12 +267,12 @@ func TestLost(t *testing.T) {
 }
 
 // TestNotSupported: pause, resume and usage answer NotSupported, and
-// Capabilities says so.
+// Capabilities says so (it has shared alone: any replica reaches a pod).
 func TestNotSupported(t *testing.T) {
 	c := newCluster(t)
 	p := c.provider(t, Config{})
-	if p.Capabilities() != 0 {
-		t.Errorf("capabilities %s, want none", p.Capabilities())
+	if p.Capabilities() != contexts.CapShared {
+		t.Errorf("capabilities %s, want shared only", p.Capabilities())
 	}
 	ctx := testCtx(t)
 	_, uerr := p.Usage(ctx, "k8s-000000000001")
