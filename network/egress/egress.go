@@ -226,6 +226,15 @@ func (p *Proxy) handle(c net.Conn) {
 		p.log.Warn("egress: no original destination", logkey.Sandbox, sb.ID, logkey.Err, err)
 		return
 	}
+	p.serve(c, bufio.NewReaderSize(c, peekBuffer), src, sb, dst, "")
+}
+
+// serve judges and carries one connection of sb from src to dst. br reads
+// c (what was read of it already included). hint names the destination
+// when the sandbox's first bytes do not (a forward proxy's CONNECT
+// target); dst's address may then be the zero Addr, which no rule allows,
+// so only the name can be allowed and the proxy resolves it itself.
+func (p *Proxy) serve(c net.Conn, br *bufio.Reader, src netip.Addr, sb *Sandbox, dst netip.AddrPort, hint string) {
 	ev := audit.Event{SandboxID: sb.ID, Tenant: sb.Tenant, Proto: audit.ProtoTCP, Addr: dst.Addr(), Port: dst.Port(), Start: time.Now()}
 	defer func() {
 		if p.cfg.Audit != nil {
@@ -245,8 +254,10 @@ func (p *Proxy) handle(c net.Conn) {
 		}
 	}()
 
-	br := bufio.NewReaderSize(c, peekBuffer)
 	k, claimed := sniff(c, br, time.Now().Add(p.cfg.PeekTimeout))
+	if claimed == "" {
+		claimed = hint
+	}
 	switch k {
 	case kindTLS:
 		ev.Proto = audit.ProtoTLS
