@@ -37,7 +37,6 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/network/policy"
 )
 
 // Name is the provider name stored in contexts.Record.Provider.
@@ -80,6 +79,14 @@ type Config struct {
 	// pods are given as their HTTP(S) proxy and may reach; "": sandbox
 	// pods reach nothing, and a spec asking for a network is refused.
 	EgressProxy string
+	// EgressKey, with EgressProxy and Egress, turns on the egress proxy's
+	// per-sandbox identity (network/egress, ForwardConfig): each pod gets
+	// a proxy credential made with it, and modes allowlist, secrets and
+	// header rules are served. nil: none and open only.
+	EgressKey []byte
+	// Egress checks a network policy against the operator's cap and gives
+	// the env it adds to the pod (its secrets' placeholders).
+	Egress Egress
 	// Limits are the defaults for zero fields of contexts.Spec.Limits
 	// (2 GiB, 1 CPU, 512 MiB of disk when zero here too). A pool's pods
 	// have these; a spec that asks for others gets a cold pod.
@@ -105,6 +112,8 @@ type Provider struct {
 	daemonLabels map[string]string
 	proxy        string
 	proxyPort    int
+	egressKey    []byte
+	egress       Egress
 	limits       contexts.Limits
 	prestart     []string
 	ready        time.Duration
@@ -128,6 +137,9 @@ func New(cfg Config) (*Provider, error) {
 		c: cfg.Client, ns: cfg.Namespace, templates: cfg.Templates, registry: strings.TrimSuffix(cfg.Registry, "/"),
 		daemonLabels: cfg.DaemonLabels, proxy: cfg.EgressProxy, limits: cfg.Limits, prestart: cfg.Prestart,
 		ready: cfg.ReadyTimeout, port: cfg.AgentPort, log: cfg.Logger, ensured: map[string]*ensure{},
+	}
+	if cfg.EgressProxy != "" && len(cfg.EgressKey) > 0 && cfg.Egress != nil {
+		p.egressKey, p.egress = cfg.EgressKey, cfg.Egress
 	}
 	if p.ns == "" {
 		p.ns = "default"
@@ -307,23 +319,6 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if env == nil {
 		env = map[string]string{}
 	}
-	if n := spec.Network; n != nil {
-		// The proxy does not know yet which pod a connection comes from,
-		// so it cannot hold a sandbox to an allowlist or inject its
-		// secrets: those are refused rather than given as open.
-		switch {
-		case n.Mode.Normalize() == policy.None && len(n.Secrets) == 0:
-		case n.Mode.Normalize() != policy.Open || len(n.Secrets) > 0 || len(n.Headers) > 0:
-			return nil, fmt.Errorf("network mode %q with secrets or headers: the kubernetes provider gives none or open egress only: %w", n.Mode, errdefs.ErrFailedPrecondition)
-		case p.proxy == "":
-			return nil, fmt.Errorf("open egress needs an egress proxy (kubernetes.egressProxy): %w", errdefs.ErrFailedPrecondition)
-		default:
-			proxy := "http://" + p.proxy
-			for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
-				env[k] = proxy
-			}
-		}
-	}
 	if err := p.ensureTemplate(ctx, t); err != nil {
 		return nil, err
 	}
@@ -341,13 +336,17 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			}
 		}
 	}()
+	nw, err := p.network(ctx, id, spec, env)
+	if err != nil {
+		return nil, err
+	}
 	labels, annotations := meta(id, t.name, spec.Labels)
 	key := newKey()
 	var enrollKey []byte
 	if !warm {
 		enrollKey = newKey()
 	}
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, labels, annotations), metav1.CreateOptions{}); err != nil {
+	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{}); err != nil {
 		return nil, apiErr("create the key secret", err)
 	}
 	if warm {
@@ -371,7 +370,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	if err := agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env}); err != nil {
+	if err := agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}); err != nil {
 		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
 	}
 	if err := p.recordPod(ctx, id, pod); err != nil {

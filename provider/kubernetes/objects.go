@@ -61,6 +61,11 @@ const (
 	// attaches), and a cold pod's enrollment key (the only item mounted).
 	secretKey    = "key"
 	secretEnroll = "enroll"
+	// secretCACert and secretCAKey are the sandbox's egress CA, with which
+	// any replica's proxy terminates TLS to inject its secrets. The pod
+	// mounts neither (only its enrollment key).
+	secretCACert = "egress-ca.crt"
+	secretCAKey  = "egress-ca.key"
 	// The pod's paths.
 	keyDir      = "/var/run/sandlot"
 	keyPath     = keyDir + "/key"
@@ -237,12 +242,15 @@ func (p *Provider) networkPolicy() *unstructured.Unstructured {
 
 // keySecret is a sandbox's key Secret: its key, and for a cold pod the
 // enrollment key its pod mounts.
-func (p *Provider) keySecret(id string, key, enroll []byte, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
+func (p *Provider) keySecret(id string, key, enroll []byte, egressCA map[string][]byte, labels map[string]string, annotations map[string]string) *unstructured.Unstructured {
 	s := obj("v1", "Secret", p.ns, id, labels)
 	s.Object["type"] = "Opaque"
 	data := map[string]any{secretKey: b64(key)}
 	if enroll != nil {
 		data[secretEnroll] = b64(enroll)
+	}
+	for k, v := range egressCA {
+		data[k] = b64(v)
 	}
 	s.Object["data"] = data
 	if len(annotations) > 0 {

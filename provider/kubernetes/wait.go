@@ -124,6 +124,7 @@ func (p *Provider) poolKey(ctx context.Context, t templateConf) ([]byte, error) 
 // podRef is the pod behind a sandbox.
 type podRef struct {
 	name, uid, ip, node string
+	ips                 []string // status.podIPs (ip among them)
 }
 
 // waitReady waits, within ctx, for the sandbox's pod to be ready: a claim
@@ -208,6 +209,17 @@ func (p *Provider) podOf(ctx context.Context, s *unstructured.Unstructured) (pod
 	}
 	r := podRef{name: name, uid: string(pod.GetUID())}
 	r.ip, _, _ = unstructured.NestedString(pod.Object, "status", "podIP")
+	ips, _, _ := unstructured.NestedSlice(pod.Object, "status", "podIPs")
+	for _, v := range ips {
+		if m, ok := v.(map[string]any); ok {
+			if ip, ok := m["ip"].(string); ok && ip != "" {
+				r.ips = append(r.ips, ip)
+			}
+		}
+	}
+	if len(r.ips) == 0 && r.ip != "" {
+		r.ips = []string{r.ip}
+	}
 	r.node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
 	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
 	if phase == "Failed" || phase == "Succeeded" || pod.GetDeletionTimestamp() != nil {
