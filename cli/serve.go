@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,6 +88,15 @@ func newServeCmd() *cobra.Command {
 			return err
 		}
 		defer st.Close()
+		if cfg.Kubernetes.EgressProxy != "" && slices.Contains(cfg.Providers, "kubernetes") {
+			// The pods' proxy credentials: every replica has the secrets
+			// key, so any replica checks any pod's.
+			key, err := daemon.SecretsKey(cfg.store.dataDir, cfg.store.secretsKeyFile, os.Getenv(envSecretsKey))
+			if err != nil {
+				return err
+			}
+			cfg.Kubernetes.EgressKey = daemon.EgressKey(key)
+		}
 		d, err := daemon.New(ctx, cfg.Config, st)
 		if err != nil {
 			return err

@@ -187,6 +187,14 @@ type Kubernetes struct {
 	// EgressProxy is the egress proxy's host:port, the one address sandbox
 	// pods may reach; "": they reach nothing.
 	EgressProxy string
+	// EgressKey makes the pods' proxy credentials (EgressKey of the
+	// secrets key, the same on every replica); with EgressProxy, the
+	// daemon serves the pods' egress proxy on EgressListen and gives them
+	// allowlists, secrets and header rules. nil: modes none and open only.
+	EgressKey []byte
+	// EgressListen is where the pods' egress proxy listens; "": every
+	// address, on EgressProxy's port.
+	EgressListen string
 	// CreateTimeout bounds a create from claim to connected agent; 0: the
 	// provider's default (2 minutes: a cold pod may pull its image).
 	CreateTimeout time.Duration

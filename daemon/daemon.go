@@ -49,6 +49,7 @@ type Daemon struct {
 	unlock    func()            // the state dir's lock
 	tel       *export.Telemetry // the exporters
 	nw        *netWire          // sandbox networks (nil-safe)
+	kegress   *kubeEgress       // sandbox pods' egress proxy (nil-safe)
 	trail     *audit.Writer     // the audit trail's writer
 	stopLoops func()            // the tenant reaper and the image GC
 	loopsDone []chan struct{}
@@ -104,11 +105,16 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 		return nil, err
 	}
 	nw := d.nw
+	if k := cfg.Kubernetes; cfg.uses("kubernetes") && k.EgressProxy != "" && len(k.EgressKey) > 0 {
+		if d.kegress, err = newKubeEgress(cfg, st, d.trail, log); err != nil {
+			return nil, err
+		}
+	}
 	tw := &templateWire{store: st, host: cfg.Images.HostTemplate, desktop: cfg.Desktop.offered(), pullAllow: cfg.Build.PullAllow, log: log}
 	if cfg.Images.Default == DefaultImageDebian {
 		tw.defaultKernels = templates.DefaultImageKernels
 	}
-	prov, provErr := newProvider(ctx, cfg, log, nw, tw)
+	prov, provErr := newProvider(ctx, cfg, log, nw, tw, d.kegress)
 	if nw != nil && nw.startErr != nil {
 		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
 	}
@@ -295,6 +301,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 			errs = append(errs, d.manager.Close(ctx))
 		}
 		errs = append(errs, d.nw.close(ctx))
+		d.kegress.close()
 		// The trail after the manager and the networks: it writes what
 		// they sent.
 		if d.trail != nil {

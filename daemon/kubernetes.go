@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -21,7 +22,7 @@ import (
 // and its creates answer unavailable until the server is back. Settings
 // that do not parse (no kubeconfig, a runtime class that is none of
 // gvisor, kata or none) are an error: the daemon does not start.
-func kubernetesProvider(c Config, log *slog.Logger) (*kubernetes.Provider, error) {
+func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes.Provider, error) {
 	k := c.Kubernetes
 	var rc *rest.Config
 	var err error
@@ -37,6 +38,10 @@ func kubernetesProvider(c Config, log *slog.Logger) (*kubernetes.Provider, error
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
+	var eg kubernetes.Egress
+	if ke != nil {
+		eg = ke
+	}
 	return kubernetes.New(kubernetes.Config{
 		Client:       client,
 		Namespace:    k.Namespace,
@@ -44,6 +49,8 @@ func kubernetesProvider(c Config, log *slog.Logger) (*kubernetes.Provider, error
 		Templates:    c.kubernetesTemplates(),
 		Registry:     k.Registry,
 		EgressProxy:  k.EgressProxy,
+		EgressKey:    k.EgressKey,
+		Egress:       eg,
 		Limits:       c.Limits,
 		ReadyTimeout: k.CreateTimeout,
 		Logger:       log,
@@ -84,4 +91,13 @@ func (c Config) kubernetesTemplates() map[string]kubernetes.Template {
 		ts[name] = t
 	}
 	return ts
+}
+
+// egressListen is where the pods' egress proxy listens.
+func (k Kubernetes) egressListen() string {
+	if k.EgressListen != "" {
+		return k.EgressListen
+	}
+	_, port, _ := net.SplitHostPort(k.EgressProxy)
+	return ":" + port
 }

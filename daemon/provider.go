@@ -39,7 +39,7 @@ func (c Config) localConfig(log *slog.Logger) local.Config {
 // starts, and /readyz and every tool call say why. Settings that do not
 // parse, or networks that do not start, are no provider and an error: the
 // daemon does not start.
-func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire, tw *templateWire) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire, tw *templateWire, ke *kubeEgress) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range cfg.providers() {
@@ -89,9 +89,14 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 			}
 			ps = append(ps, p)
 		case "kubernetes":
-			p, err := kubernetesProvider(cfg, log)
+			p, err := kubernetesProvider(cfg, log, ke)
 			if err != nil {
 				return nil, fmt.Errorf("provider kubernetes: %w", err)
+			}
+			if ke != nil {
+				if err := ke.serve(cfg.Kubernetes.egressListen(), cfg.Kubernetes.EgressKey, p, log); err != nil {
+					return nil, err
+				}
 			}
 			go prepareKubernetes(p, log)
 			log.Info("provider ready", slog.String(logkey.Provider, name))
