@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 		return nil, err
 	}
 	nw := d.nw
-	if k := cfg.Kubernetes; cfg.uses("kubernetes") && k.EgressProxy != "" && len(k.EgressKey) > 0 {
+	if cfg.uses("kubernetes") {
 		if d.kegress, err = newKubeEgress(cfg, st, d.trail, log); err != nil {
 			return nil, err
 		}
@@ -121,7 +121,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if prov == nil {
 		return nil, provErr // a provider's settings that do not parse
 	}
-	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.trail)
+	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.kegress.serving(), d.trail)
 	if err != nil {
 		return nil, err
 	}
@@ -195,13 +195,13 @@ func (d *Daemon) loop(fn func()) {
 // newGuard is the egress guard every result passes, with its findings to
 // the audit trail and, with sandbox networks, the tenants' stored secret
 // values among the values it masks (guard.Config.Known).
-func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, trail *audit.Writer) (*guard.Guard, error) {
+func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, podSecrets bool, trail *audit.Writer) (*guard.Guard, error) {
 	hmacKey, err := guardKey(dataDir)
 	if err != nil {
 		return nil, err
 	}
 	var known func(ctx context.Context, tenantID string) ([]string, error)
-	if nw != nil {
+	if nw != nil || podSecrets {
 		known = knownValues(st)
 	}
 	g, err := guard.New(guard.Config{

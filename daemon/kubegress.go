@@ -44,6 +44,9 @@ type kubeEgress struct {
 	prov    *kubernetes.Provider
 	px      *egress.Proxy
 	ln      net.Listener
+	// verify checks an E2B traffic access token (the E2B surface's), for
+	// the ports route; set before the front door serves.
+	verify func(ctx context.Context, sid, token string) (string, error)
 
 	// mu guards contexts: each identified sandbox's context id, for the
 	// audit rows.
@@ -160,8 +163,7 @@ func (k *kubeEgress) identify(ctx context.Context, id string) (*egress.Sandbox, 
 }
 
 // serve listens on addr and serves the forward proxy with key.
-func (k *kubeEgress) serve(addr string, key []byte, prov *kubernetes.Provider, log *slog.Logger) error {
-	k.prov = prov
+func (k *kubeEgress) serve(addr string, key []byte, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("kubernetes egress proxy on %s: %w", addr, err)

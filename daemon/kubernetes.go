@@ -39,8 +39,9 @@ func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes
 		return nil, fmt.Errorf("kubernetes client: %v: %w", err, errdefs.ErrInvalidArgument)
 	}
 	var eg kubernetes.Egress
-	if ke != nil {
-		eg = ke
+	var key []byte
+	if ke != nil && k.EgressProxy != "" && len(k.EgressKey) > 0 {
+		eg, key = ke, k.EgressKey
 	}
 	return kubernetes.New(kubernetes.Config{
 		Client:       client,
@@ -49,7 +50,7 @@ func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes
 		Templates:    c.kubernetesTemplates(),
 		Registry:     k.Registry,
 		EgressProxy:  k.EgressProxy,
-		EgressKey:    k.EgressKey,
+		EgressKey:    key,
 		Egress:       eg,
 		Limits:       c.Limits,
 		ReadyTimeout: k.CreateTimeout,

@@ -180,9 +180,15 @@ func newNetworks(cfg Config, st store.Backend, trail *storeaudit.Writer, log *sl
 // key of the sandbox's tenant (for /v1 callers, who get no traffic
 // token).
 func (w *netWire) authorize(ctx context.Context, id, tenantID, token string, keys tenant.Store) error {
+	return authorizeTraffic(ctx, w.verify, id, tenantID, token, keys)
+}
+
+// authorizeTraffic is netWire.authorize with verify (the E2B surface's
+// traffic token check; nil: none).
+func authorizeTraffic(ctx context.Context, verify func(ctx context.Context, sid, token string) (string, error), id, tenantID, token string, keys tenant.Store) error {
 	denied := fmt.Errorf("traffic access token: %w", errdefs.ErrPermissionDenied)
-	if w.verify != nil {
-		if t, err := w.verify(ctx, id, token); err == nil {
+	if verify != nil {
+		if t, err := verify(ctx, id, token); err == nil {
 			if subtle.ConstantTimeCompare([]byte(t), []byte(tenantID)) == 1 {
 				return nil
 			}

@@ -94,8 +94,11 @@ func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire,
 				return nil, fmt.Errorf("provider kubernetes: %w", err)
 			}
 			if ke != nil {
-				if err := ke.serve(cfg.Kubernetes.egressListen(), cfg.Kubernetes.EgressKey, p, log); err != nil {
-					return nil, err
+				ke.prov = p
+				if k := cfg.Kubernetes; k.EgressProxy != "" && len(k.EgressKey) > 0 {
+					if err := ke.serve(k.egressListen(), k.EgressKey, log); err != nil {
+						return nil, err
+					}
 				}
 			}
 			go prepareKubernetes(p, log)

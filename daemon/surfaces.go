@@ -58,6 +58,10 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	if p.nw != nil {
 		// Tenants' secrets serve nothing without networks.
 		v1.Secrets, v1.SecretsChanged = p.st, p.nw.secretsChanged
+	} else if d.kegress.serving() {
+		// The pods' proxy reads a sandbox's secrets at each connection:
+		// a change holds at the next one; the guard forgets the old values.
+		v1.Secrets, v1.SecretsChanged = p.st, d.guard.Forget
 	}
 	if p.tw.catalog != nil { // a nil *Catalog in the interface would not be nil
 		v1.Templates = p.tw.catalog
@@ -88,6 +92,15 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Version:         d.version(),
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
+		fc.Ports = ph
+	} else if d.kegress != nil && d.kegress.prov != nil {
+		if e2bH != nil {
+			d.kegress.verify = e2bH.VerifyTrafficToken
+		}
+		ph, err := d.kegress.portsRoute(cfg.Network.Domain, cfg.Network.PortsTimeout, &portsGuard{g: d.guard, m: d.manager}, d.log)
+		if err != nil {
+			return frontConfig{}, err
+		}
 		fc.Ports = ph
 	}
 	return fc, nil
