@@ -283,7 +283,7 @@ config: {context-ttl: 45m, log-level: debug}
 	want := map[string]any{
 		"addr": "0.0.0.0:7423", "data-dir": "/var/lib/sandlot", "state-dir": "/run/sandlot", "default-image": "none",
 		"providers": "kubernetes", "kube-namespace": "sandboxes", "kube-runtime-class": "kata",
-		"kube-registry": "registry.example:5000/sandlot/templates", "kube-egress-proxy": "sandlot.sandlot.svc:3130",
+		"kube-registry": "registry.example:5000/sandlot/templates", "kube-egress-proxy": "sandlot.sandlot.svc:3130", "kube-egress-listen": "0.0.0.0:3130",
 		"pool-sizes":   map[string]any{"default": float64(4), "data-tools": float64(1)},
 		"ports-domain": "sb.example.com", "tls-addr": "0.0.0.0:7443", "tls-cert": "/etc/sandlot/tls/tls.crt", "tls-key": "/etc/sandlot/tls/tls.key",
 		"context-ttl": "45m", "log-level": "debug",

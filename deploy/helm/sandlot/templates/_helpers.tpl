@@ -81,6 +81,7 @@ of its own. config: keys come last and win.
   "kube-namespace" (include "sandlot.sandboxNamespace" .)
   "kube-runtime-class" $runtimeClass
   "kube-egress-proxy" (include "sandlot.egressProxy" .)
+  "kube-egress-listen" (printf "0.0.0.0:%d" (int .Values.network.egressProxy.port))
 -}}
 {{- with .Values.kubernetes.imageRegistry }}{{ $_ := set $cfg "kube-registry" . }}{{ end -}}
 {{- with .Values.kubernetes.pools }}{{ $_ := set $cfg "pool-sizes" . }}{{ end -}}
