@@ -20,6 +20,10 @@
 // bodies up to Config.MaxBody), re-encrypts to the real server (verifying
 // its certificate), and swaps the values back out of the responses.
 // Every connection ends in one audit event.
+//
+// Sandboxes given the proxy's address instead (pods on Kubernetes) reach
+// the same decision through a forward-proxy front (ServeForward), which
+// knows a sandbox by its credential and its source address.
 package egress
 
 import (

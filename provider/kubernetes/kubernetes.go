@@ -77,7 +77,7 @@ type Config struct {
 	DaemonLabels map[string]string
 	// EgressProxy is the egress proxy's address (host:port) that sandbox
 	// pods are given as their HTTP(S) proxy and may reach; "": sandbox
-	// pods reach nothing, and a spec asking for a network is refused.
+	// pods reach nothing, and a spec asking for egress is refused.
 	EgressProxy string
 	// EgressKey, with EgressProxy and Egress, turns on the egress proxy's
 	// per-sandbox identity (network/egress, ForwardConfig): each pod gets
