@@ -165,6 +165,15 @@ func (in *Install) Close() {
 	in.pg = nil
 }
 
+// PostgresProcess is the Postgres server's pid and directory, for
+// KillPostgres when the process holding the install dies.
+func (in *Install) PostgresProcess() (int, string) {
+	if in.pg == nil || in.pg.cmd == nil || in.pg.cmd.Process == nil {
+		return 0, ""
+	}
+	return in.pg.cmd.Process.Pid, in.pg.dir
+}
+
 // Manifests are the rendered chart that was applied.
 func (in *Install) Manifests() string { return in.manifests }
 

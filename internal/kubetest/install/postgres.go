@@ -11,6 +11,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -44,9 +45,12 @@ func startPostgres(ctx context.Context, addr, podNet string) (*postgres, error) 
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true}
+	// Pdeathsig: a test binary killed by its timeout takes its Postgres
+	// along rather than leaving it on the pods' bridge.
+	cred := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Setpgid: true,
+		Pdeathsig: syscall.SIGKILL}
 
-	dir, err := os.MkdirTemp("", "sandlot-k8s-postgres-")
+	dir, err := os.MkdirTemp("", pgDirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -126,6 +130,20 @@ func startPostgres(ctx context.Context, addr, podNet string) (*postgres, error) 
 		}
 	}
 }
+
+// KillPostgres ends a Postgres that Install.PostgresProcess named (its
+// process group) and removes its directory: make k8s-down's sweep after
+// the process holding the install died.
+func KillPostgres(pid int, dir string) {
+	if pid > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+	if strings.HasPrefix(filepath.Base(dir), pgDirPrefix) {
+		_ = os.RemoveAll(dir)
+	}
+}
+
+const pgDirPrefix = "sandlot-k8s-postgres-"
 
 // stop ends the server (a fast shutdown, then a kill) and removes its data.
 func (p *postgres) stop() {
