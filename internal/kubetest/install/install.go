@@ -201,7 +201,9 @@ func bridgeUp(ctx context.Context, c *kubetest.Cluster, ns string) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = pods.Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}) }()
+	defer func() {
+		_ = pods.Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
+	}()
 	deadline := time.Now().Add(2 * time.Minute)
 	for !hasAddr(c.PodGateway()) {
 		if time.Now().After(deadline) {
