@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/image/daemonimage"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
@@ -264,7 +265,7 @@ func testReplicaKill(t *testing.T, c *kubetest.Cluster, ns string, cl *client.Cl
 				for {
 					r, err := cl.RunCode(ctx, client.RunCodeRequest{Target: targets[i], Language: "python", Code: "n += 1\nprint(n)"})
 					if err == nil && strings.TrimSpace(r.Stdout) != want {
-						err = fmt.Errorf("context %d: got %q, want %s (%+v)", i, r.Stdout, want, r)
+						err = fmt.Errorf("context %d: got %q, want %s (%s)", i, r.Stdout, want, describe(r))
 					}
 					var op *net.OpError
 					if err != nil && errors.As(err, &op) && op.Op == "dial" {
@@ -282,8 +283,8 @@ func testReplicaKill(t *testing.T, c *kubetest.Cluster, ns string, cl *client.Cl
 				if cc.err != nil {
 					// The call may or may not have run: read the counter back.
 					r, err := cl.RunCode(ctx, client.RunCodeRequest{Target: targets[i], Language: "python", Code: "print(n)"})
-					if err != nil {
-						t.Errorf("context %d after a failed call: %v", i, err)
+					if err != nil || !r.Success {
+						t.Errorf("context %d after a failed call: %s, %v", i, describe(r), err)
 						return
 					}
 					var got int
@@ -337,7 +338,22 @@ func testReplicaKill(t *testing.T, c *kubetest.Cluster, ns string, cl *client.Cl
 	for i := range targets {
 		r, err := cl.RunCode(ctx, client.RunCodeRequest{Target: targets[i], Language: "python", Code: "print(n >= " + fmt.Sprint(100*i) + ")"})
 		if err != nil || strings.TrimSpace(r.Stdout) != "True" {
-			t.Errorf("context %d after the kill: %+v, %v", i, r, err)
+			t.Errorf("context %d after the kill: %s, %v", i, describe(r), err)
 		}
 	}
+}
+
+// describe is a run's output and error, for failure messages.
+func describe(r *api.RunCodeResult) string {
+	if r == nil {
+		return "no result"
+	}
+	s := fmt.Sprintf("stdout %q stderr %q exit %d", r.Stdout, r.Stderr, r.ExitCode)
+	if r.Error != nil {
+		s += fmt.Sprintf(" error %s: %s", r.Error.Name, r.Error.Value)
+	}
+	if r.Notice != "" {
+		s += " notice " + r.Notice
+	}
+	return s
 }
