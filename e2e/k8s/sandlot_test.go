@@ -19,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/client"
@@ -84,7 +85,7 @@ func TestSandlotOnCluster(t *testing.T) {
 	// Every context is terminated by now (each subtest deletes its own).
 	poll(t, 3*time.Minute, "no sandbox object left", func() (bool, string) {
 		got := sandboxObjects(t, c, ns)
-		return got["sandboxclaims"] == 0 && got["sandboxes"] == 0 && got["secrets"] == 0, fmt.Sprint(got)
+		return got["sandboxclaims"] == 0 && got["sandboxes"] == 0 && got["secrets"] == 0, fmt.Sprint(got, objectNames(t, c, ns))
 	})
 	t.Logf("left after terminate: %v", sandboxObjects(t, c, ns))
 }
@@ -239,9 +240,10 @@ func testReplicaKill(t *testing.T, c *kubetest.Cluster, ns string, cl *client.Cl
 		ids[i] = r.ContextID
 	}
 	defer func() {
-		for _, id := range ids {
-			if err := cl.DeleteContext(ctx, id); err != nil {
-				t.Errorf("terminate %s: %v", id, err)
+		// By conversation: a context that ended meanwhile has a successor.
+		for i, tg := range targets {
+			if _, err := cl.EndConversation(ctx, tg.ConversationID); err != nil {
+				t.Errorf("end conversation %d (first context %s): %v", i, ids[i], err)
 			}
 		}
 	}()
@@ -356,4 +358,21 @@ func describe(r *api.RunCodeResult) string {
 		s += " notice " + r.Notice
 	}
 	return s
+}
+
+// objectNames names the claims and Sandboxes in ns with their labels, for
+// failure messages.
+func objectNames(t *testing.T, c *kubetest.Cluster, ns string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range []schema.GroupVersionResource{claims, sandboxes} {
+		l, err := c.Dynamic().Resource(r).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		for _, u := range l.Items {
+			fmt.Fprintf(&b, "; %s %s %v %v", r.Resource, u.GetName(), u.GetLabels(), u.GetAnnotations())
+		}
+	}
+	return b.String()
 }
