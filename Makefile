@@ -74,13 +74,13 @@ benchmarks: bench-deps build
 	$(BIN)/sandlot bench --json > $(BIN)/bench.json
 	$(BIN)/sandlot bench --markdown BENCHMARKS.md < $(BIN)/bench.json
 
-## k8s-up: start the single-node test cluster (internal/kubetest) in the background and print `export KUBECONFIG=...` (builds its binaries once, scripts/k8s.sh)
-k8s-up:
+## k8s-up: start the single-node test cluster (internal/kubetest) in the background, install sandlot on it with the Helm chart (make images; two replicas, a Postgres of its own) and print `export KUBECONFIG=...`, `export SANDLOT_URL=... SANDLOT_API_KEY=...` and the E2B variables (builds the cluster's binaries once, scripts/k8s.sh; IMAGE_STORE=/var/cache/sandlot-test/images reuses the tests' Debian bases)
+k8s-up: images
 	scripts/k8s.sh build
 	$(GO) build -o $(BIN)/kubeup ./internal/kubetest/kubeup
-	$(BIN)/kubeup start
+	$(BIN)/kubeup start -images $(BIN)/images -sandlot $(BIN)/sandlot
 
-## k8s-down: stop the cluster k8s-up started and remove everything it made
+## k8s-down: stop the cluster k8s-up started (sandlot, its Postgres and the cluster) and remove everything it made
 k8s-down:
 	$(GO) build -o $(BIN)/kubeup ./internal/kubetest/kubeup
 	$(BIN)/kubeup stop

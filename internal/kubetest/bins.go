@@ -109,3 +109,7 @@ func moduleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// SourceDir is sandlot's source tree: $SANDLOT_SOURCE_DIR, else the module
+// root above the working directory.
+func SourceDir() (string, error) { return moduleRoot() }

@@ -87,6 +87,9 @@ func (c *Cluster) APIServiceAddr() string { return net.JoinHostPort(apiService, 
 // route): the node as pods see it next to NodeIP.
 func (c *Cluster) PodGateway() string { return podGateway }
 
+// Kubectl is the path of the kubectl built with the cluster's version.
+func (c *Cluster) Kubectl() string { return c.bins.kubectl }
+
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 

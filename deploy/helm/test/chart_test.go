@@ -337,7 +337,7 @@ config: {context-ttl: 45m, log-level: debug}
 	}
 
 	t.Run("existing secrets", func(t *testing.T) {
-		objs := render(t, `{postgres: {url: "", existingSecret: pg, existingSecretKey: dsn}, secretsKey: {value: "", existingSecret: sk}}`)
+		objs := render(t, `{postgres: {url: "", existingSecret: pg, existingSecretKey: dsn}, secretsKey: {value: "", existingSecret: sk}, e2b: {tokenSecret: {existingSecret: e2b, existingSecretKey: tok}}}`)
 		for k := range objs {
 			if strings.HasPrefix(k, "Secret/") {
 				t.Errorf("the chart made %s though existing Secrets were named", k)
@@ -345,6 +345,30 @@ config: {context-ttl: 45m, log-level: debug}
 		}
 		if !strings.Contains(objs["Deployment/sandlot"].Raw, "name: pg") || !strings.Contains(objs["Deployment/sandlot"].Raw, "key: dsn") {
 			t.Errorf("the Deployment does not read the named Secret:\n%s", objs["Deployment/sandlot"].Raw)
+		}
+		if !strings.Contains(objs["Deployment/sandlot"].Raw, "secretName: e2b") || !strings.Contains(objs["Deployment/sandlot"].Raw, "subPath: tok") {
+			t.Errorf("the Deployment does not mount the named E2B token Secret:\n%s", objs["Deployment/sandlot"].Raw)
+		}
+	})
+
+	// Every replica reads one E2B token key from one Secret, mounted where
+	// the daemon reads it (DATA/e2b-secret); a key of one's own is used as given.
+	t.Run("e2b token key", func(t *testing.T) {
+		objs := render(t, "")
+		s := objs["Secret/sandlot-e2b"]
+		var sec struct {
+			StringData map[string]string `json:"stringData"`
+		}
+		if err := yaml.Unmarshal([]byte(s.Raw), &sec); err != nil || len(sec.StringData["secret"]) < 32 {
+			t.Errorf("the made E2B token Secret: %v\n%s", err, s.Raw)
+		}
+		d := objs["Deployment/sandlot"].Raw
+		if !strings.Contains(d, "mountPath: /var/lib/sandlot/e2b-secret") || !strings.Contains(d, "secretName: sandlot-e2b") {
+			t.Errorf("the E2B token key is not mounted at the data dir's e2b-secret:\n%s", d)
+		}
+		objs = render(t, `e2b: {tokenSecret: {value: "0123456789abcdef0123456789abcdef"}}`)
+		if !strings.Contains(objs["Secret/sandlot-e2b"].Raw, `"0123456789abcdef0123456789abcdef"`) {
+			t.Errorf("the given key is not the Secret's:\n%s", objs["Secret/sandlot-e2b"].Raw)
 		}
 	})
 }
@@ -371,6 +395,7 @@ func TestRefused(t *testing.T) {
 		{"pool of a bad template name", `kubernetes: {pools: {"Bad Name": 1}}`, "Bad Name"},
 		{"not a postgres URL", `postgres: {url: "mysql://x"}`, "postgres"},
 		{"egress port out of range", `network: {egressProxy: {port: 70000}}`, "port"},
+		{"short e2b token key", `e2b: {tokenSecret: {value: short}}`, "tokenSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tryRender(t, tc.overrides)

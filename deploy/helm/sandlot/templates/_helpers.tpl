@@ -58,6 +58,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default (printf "%s-postgres" (include "sandlot.fullname" .)) .Values.postgres.existingSecret -}}
 {{- end -}}
 
+{{- define "sandlot.e2bSecret" -}}
+{{- default (printf "%s-e2b" (include "sandlot.fullname" .)) .Values.e2b.tokenSecret.existingSecret -}}
+{{- end -}}
+
 {{- define "sandlot.secretsKeySecret" -}}
 {{- default (printf "%s-secrets-key" (include "sandlot.fullname" .)) .Values.secretsKey.existingSecret -}}
 {{- end -}}
