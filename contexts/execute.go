@@ -351,8 +351,9 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	m.mu.Unlock()
 	if !unsaved {
 		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
-		if err == nil && r.Node != m.cfg.Node {
-			// Another node took it over while this one's lease had lapsed.
+		if err == nil && !m.serves(r) {
+			// Another node took it over while this one's lease had lapsed
+			// (a shared provider's records are every node's: no takeover).
 			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
 			m.drop(e)
 			return

@@ -127,6 +127,7 @@ func TestReplicasOnSharedProvider(t *testing.T) {
 	x, y := ident("t1", "x", "main"), ident("t1", "y", "main")
 	run(a, x, "v = 'made-on-a'")
 	run(b, y, "v = 'made-on-b'")
+	attaches := fake.AttachCalls()
 	for _, c := range []struct {
 		r    *replica
 		id   contexts.Identity
@@ -135,6 +136,13 @@ func TestReplicasOnSharedProvider(t *testing.T) {
 		if got := run(c.r, c.id, "print(v)"); got != c.want {
 			t.Fatalf("%s serving %s: print(v) = %q, want %q", c.r.node, c.id.ConversationID, got, c.want)
 		}
+	}
+	// Each replica attaches a context made on the other once and keeps
+	// it: node-b served x twice and node-a y once, so two attaches. A
+	// replica that dropped the context after each call (the record names
+	// the creating node) attached at every call.
+	if got := fake.AttachCalls() - attaches; got != 2 {
+		t.Errorf("%d attaches for 3 calls across replicas; want 2 (one per replica and context it did not make)", got)
 	}
 	recX, _ := a.m.Lookup(ctx, x)
 	if recX == nil || recX.Node != "node-a" || recX.ExecutionCount != 3 {

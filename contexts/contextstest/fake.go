@@ -46,6 +46,7 @@ type Provider struct {
 
 	mu         sync.Mutex
 	boxes      map[string]*box // running sandboxes by id
+	attaches   int             // Attach calls
 	created    []contexts.Spec // every successful Create, in order
 	seq        int
 	destroys   int   // running sandboxes removed
@@ -203,6 +204,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 func (p *Provider) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.attaches++
 	b := p.boxes[id]
 	if b == nil {
 		return nil, fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
@@ -247,6 +249,13 @@ func (p *Provider) FailDestroy(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.destroyErr = err
+}
+
+// AttachCalls returns how many times Attach was called, known id or not.
+func (p *Provider) AttachCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attaches
 }
 
 // DestroyCalls returns how many times Destroy was called, known id or not.
