@@ -420,8 +420,8 @@ func kubeIdle(ctx context.Context, env KubeEnv, n int) ([]Figure, error) {
 	var sum int64
 	for _, uid := range uids {
 		b, err := env.MemoryOf(uid)
-		if err != nil {
-			return out, err
+		if err != nil { // a cluster whose node is another machine
+			return append(out, Figure{Name: "kubernetes: memory per idle sandbox pod", Note: "not measured: " + err.Error()}), nil
 		}
 		sum += b
 	}
