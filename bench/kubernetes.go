@@ -76,6 +76,17 @@ var (
 	kubePoolObject = "sandlot-default" // the provider's SandboxWarmPool of the default template
 )
 
+// KubeCaseNames are the names of the group's cases (and "kubernetes", the
+// one that says it was not run), so a --cases pattern can tell whether
+// the cluster is needed before it is set up.
+func KubeCaseNames() []string {
+	names := []string{kubeGroup}
+	for _, c := range kubeCases(KubeEnv{}, KubeSizes{}) {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
 // KubeCases is the kubernetes group, or one case that reports why it was
 // not run.
 func KubeCases(env KubeEnv, sz KubeSizes) []Case {
@@ -91,6 +102,10 @@ func KubeCases(env KubeEnv, sz KubeSizes) []Case {
 	if env.Pool <= 0 {
 		env.Pool = 2
 	}
+	return kubeCases(env, sz)
+}
+
+func kubeCases(env KubeEnv, sz KubeSizes) []Case {
 	return []Case{
 		{Name: "kubernetes: claim from the warm pool to first result", Group: kubeGroup, Run: func(ctx context.Context) ([]Figure, error) {
 			return kubeWarm(ctx, env, sz.Warm)

@@ -164,7 +164,7 @@ func newBenchCmd() *cobra.Command {
 			}
 		}
 		cases := bench.Cases(env, sz)
-		if re == nil || re.MatchString("kubernetes") {
+		if re == nil || slices.ContainsFunc(bench.KubeCaseNames(), re.MatchString) {
 			kenv, kstop := benchKube(ctx, kf, imagesDir, log)
 			defer kstop()
 			cases = append(cases, bench.KubeCases(kenv, kf.sz)...)
