@@ -63,6 +63,8 @@ func newBenchCmd() *cobra.Command {
 	)
 	var o output
 	o.register(cmd)
+	var kf benchKubeFlags
+	kf.register(fs)
 	fs.Lookup("json").Usage = "print the JSON report to stdout instead of the table (the same as -o json; --markdown reads it)"
 	fs.StringVar(&markdown, "markdown", "", "read a JSON report from stdin and write it as markdown to FILE (- for stdout), keeping FILE's \"## Notes\" section")
 	fs.StringVar(&rt, "runtime", "auto", "OCI runtime: auto, crun, runc, runsc")
@@ -155,12 +157,19 @@ func newBenchCmd() *cobra.Command {
 			}
 			defer pprof.StopCPUProfile()
 		}
-		cases := bench.Cases(env, sz)
+		var re *regexp.Regexp
 		if only != "" {
-			re, err := regexp.Compile(only)
-			if err != nil {
+			if re, err = regexp.Compile(only); err != nil {
 				return usageErr("--cases %q: %v", only, err)
 			}
+		}
+		cases := bench.Cases(env, sz)
+		if re == nil || slices.ContainsFunc(bench.KubeCaseNames(), re.MatchString) {
+			kenv, kstop := benchKube(ctx, kf, imagesDir, log)
+			defer kstop()
+			cases = append(cases, bench.KubeCases(kenv, kf.sz)...)
+		}
+		if re != nil {
 			cases = slices.DeleteFunc(cases, func(c bench.Case) bool { return !re.MatchString(c.Name) })
 		}
 		r := bench.Runner{Cases: cases, Logger: log, Progress: std.Err}

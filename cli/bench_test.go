@@ -18,6 +18,9 @@ import (
 func TestBenchCommand(t *testing.T) {
 	lrunNeedAgent(t)
 	debiantest.Default(t) // the image-template figures run on the shared Debian base
+	// No cluster: the kubernetes group is one line that says why
+	// (bench's TestKubernetesGroup runs it on the test cluster).
+	t.Setenv("KUBECONFIG", "")
 	var out, errw bytes.Buffer
 	// One desktop per desktop case (when the shared store holds the
 	// desktop image): each is a whole XFCE and Chromium start, and the
@@ -48,9 +51,12 @@ func TestBenchCommand(t *testing.T) {
 	got := map[string]bench.Figure{}
 	for _, f := range rep.Figures {
 		got[f.Name] = f
-		if f.Group != "peer" && strings.HasPrefix(f.Note, "not measured") {
+		if f.Group != "peer" && f.Group != "kubernetes" && strings.HasPrefix(f.Note, "not measured") {
 			t.Errorf("%s: %s", f.Name, f.Note)
 		}
+	}
+	if f := got["kubernetes"]; f.Group != "kubernetes" || !strings.Contains(f.Note, "not run: no cluster") {
+		t.Errorf("the kubernetes group without a cluster: %+v", f)
 	}
 	for _, name := range want {
 		f, ok := got[name]
