@@ -236,11 +236,26 @@ func cleanHost(dir string, b *bins, logf func(string, ...any)) []error {
 	removeDeadSockets("/run/containerd/s")
 	removeHostPaths()
 	if dir != "" {
-		if err := os.RemoveAll(dir); err != nil {
+		if err := removeDir(dir, 30*time.Second); err != nil {
 			errs = append(errs, fmt.Errorf("kubetest: removing %s: %w", dir, err))
 		}
 	}
 	return errs
+}
+
+// removeDir removes dir, detaching again whatever is mounted under it
+// when a removal fails (a mount that a shim or the kubelet made late, as
+// they ended, answers EBUSY), until it is gone or within has passed.
+func removeDir(dir string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		_ = unmountUnder(dir)
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // unmountUnder detaches every mount at or below dir, deepest first, until

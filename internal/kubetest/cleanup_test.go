@@ -1,8 +1,15 @@
 package kubetest
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestReferencesChain: the sweep removes rules in the host's chains that
@@ -36,5 +43,30 @@ func TestUnescapeMount(t *testing.T) {
 		if got := unescapeMount(in); got != want {
 			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRemoveDirUnmountsLate: a mount under the cluster's dir that appeared
+// after the sweep (the kubelet's or a shim's, made as it ended) no longer
+// fails the removal with EBUSY; os.RemoveAll alone failed on it.
+func TestRemoveDirUnmountsLate(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "root (mounts a tmpfs)")
+	dir := filepath.Join(t.TempDir(), "c")
+	root := filepath.Join(dir, "kubelet", "root")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", root, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(root, unix.MNT_DETACH) })
+	if err := os.RemoveAll(dir); err == nil {
+		t.Fatal("os.RemoveAll removed a directory with a mount under it; the test cannot tell removeDir's work")
+	}
+	if err := removeDir(dir, 10*time.Second); err != nil {
+		t.Fatalf("removeDir: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there: %v", dir, err)
 	}
 }
