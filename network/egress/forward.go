@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -45,6 +46,12 @@ type ForwardConfig struct {
 	Identify func(ctx context.Context, id string) (*Sandbox, []netip.Addr, error)
 	// HeadTimeout bounds the wait for the request head (default 10s).
 	HeadTimeout time.Duration
+	// MaxPending bounds the connections whose head is still being read or
+	// identified (default 256): they hold a descriptor and a goroutine
+	// for up to HeadTimeout before the limits of an identified sandbox
+	// apply, so a pod that opens connections and sends nothing is closed
+	// at once beyond it instead of exhausting the daemon's descriptors.
+	MaxPending int
 }
 
 // credentialDomain separates these MACs from any other use of the key.
@@ -74,6 +81,10 @@ func (p *Proxy) ServeForward(l net.Listener, cfg ForwardConfig) error {
 	if cfg.HeadTimeout == 0 {
 		cfg.HeadTimeout = 10 * time.Second
 	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = 256
+	}
+	pending := make(chan struct{}, cfg.MaxPending)
 	var wait time.Duration
 	for {
 		c, err := l.Accept()
@@ -87,12 +98,23 @@ func (p *Proxy) ServeForward(l net.Listener, cfg ForwardConfig) error {
 			continue
 		}
 		wait = 0
-		go p.forward(c, cfg)
+		select {
+		case pending <- struct{}{}:
+		default:
+			c.Close() // too many unidentified connections already
+			continue
+		}
+		var once sync.Once
+		go p.forward(c, cfg, func() { once.Do(func() { <-pending }) })
 	}
 }
 
-func (p *Proxy) forward(c net.Conn, cfg ForwardConfig) {
+// forward serves one connection; identified is called once its head is
+// read and judged (and at the latest when it ends), which frees its place
+// among the pending ones.
+func (p *Proxy) forward(c net.Conn, cfg ForwardConfig, identified func()) {
 	defer c.Close()
+	defer identified()
 	ta, ok := c.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return
@@ -109,6 +131,7 @@ func (p *Proxy) forward(c net.Conn, cfg ForwardConfig) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
 	sb, err := p.identify(ctx, cfg, src, req.Header.Get("Proxy-Authorization"))
 	cancel()
+	identified()
 	if err != nil {
 		p.log.Debug("egress: forward proxy refused a connection", "src", src.String(), logkey.Err, err)
 		answer(c, http.StatusProxyAuthRequired, "sandlot: "+err.Error(), `Basic realm="sandlot"`)
