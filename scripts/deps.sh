@@ -48,7 +48,8 @@ PY=/usr/bin/python3
 # python3-dateutil ... python3-sniffio: the official E2B Python SDK's
 # dependencies that bookworm meets, for e2e/e2b/python (the SDK itself and
 # the newer packages it needs come from scripts/e2b-python.sh).
-# iptables, ipset, nftables: the test cluster's kube-proxy, kube-router and
+# iptables, ipset, nftables, conntrack: the test cluster's kube-proxy (which
+# clears stale UDP entries with conntrack), kube-router and
 # CNI portmap plugin run them (internal/kubetest; scripts/k8s.sh builds the
 # cluster itself).
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
@@ -108,6 +109,7 @@ t   py:idna                                           python3-idna
 t   py:sniffio                                        python3-sniffio
 t   cmd:iptables                                      iptables
 t   cmd:ipset                                         ipset
+t   cmd:conntrack                                     conntrack
 t   cmd:nft                                           nftables
 EOF
 }
