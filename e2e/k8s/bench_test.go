@@ -1,0 +1,85 @@
+package k8s
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/bench"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/image/podimage"
+	"github.com/sandlot/sandlot/internal/kubetest"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// TestKubernetesGroup runs sandlot bench's kubernetes group with small counts on the
+// test cluster (gVisor, the default template's pod image): every figure
+// is measured, none is an error note.
+func TestKubernetesGroup(t *testing.T) {
+	testenv.Require(t, os.Geteuid() == 0, "root (the test cluster)")
+	c := kubetest.Shared(t)
+	store, img := debiantest.Default(t)
+	agentBin, err := os.ReadFile(testenv.AgentBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	base, err := store.V1(ctx, img.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pi, err := podimage.Build(ctx, base, agentBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, err := podimage.Push(ctx, pi, c.Registry+"/sandlot/templates/default:bench", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := bench.KubeEnv{Client: c.Dynamic(), Namespace: c.Namespace(t, "bench"), Image: pinned.String(),
+		RuntimeClass: "gvisor", Pool: 1, MemoryOf: bench.PodMemory}
+	r := bench.Runner{Cases: bench.KubeCases(env, bench.KubeSizes{Warm: 2, Cold: 1, Idle: 2, Creates: 3})}
+	rep, err := r.Run(ctx, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"kubernetes: claim from the warm pool to first result: python 1+1 (GetOrCreate + Execute)",
+		"kubernetes: claim from the warm pool: GetOrCreate (pod enrolled, agent connected)",
+		"kubernetes: floor: agent-sandbox's own claim on the warm pool to Ready (no sandlot)",
+		"kubernetes: cold pod to first result: python 1+1 (a Sandbox of its own)",
+		"kubernetes: cold pod: GetOrCreate (scheduled, started, enrolled, connected)",
+		"kubernetes: idle sandboxes per node, by the pods' requests (what the scheduler admits)",
+		"kubernetes: memory per idle sandbox pod, python kernel up (pod cgroup working set, mean of 2)",
+		"kubernetes: idle sandboxes per node, by memory held (node allocatable / the mean above)",
+		"kubernetes: create through two replicas, 2 at once on each (latency)",
+	}
+	got := map[string]bench.Figure{}
+	for _, f := range rep.Figures[1:] { // after the floor
+		got[f.Name] = f
+		if f.Group != "kubernetes" || strings.HasPrefix(f.Note, "not measured") {
+			t.Errorf("%s (%s): %s", f.Name, f.Group, f.Note)
+		}
+	}
+	for _, name := range want {
+		f, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("no figure %q", name)
+		case f.P50 <= 0 && f.Value <= 0:
+			t.Errorf("%s: nothing measured: %+v", name, f)
+		}
+	}
+	if f := got[want[0]]; f.Met == nil || !strings.Contains(f.Note, "served by a claim on the pool") {
+		t.Errorf("warm claim figure without its goal or note: %+v", f)
+	}
+	if f := got[want[8]]; f.Unit != "creates/s" || f.N != 3 {
+		t.Errorf("replicas figure: %+v", f)
+	}
+	for _, f := range rep.Figures {
+		t.Logf("%s: n=%d p50=%.1f p95=%.1f value=%.1f %s %s", f.Name, f.N, f.P50, f.P95, f.Value, f.Unit, f.Note)
+	}
+}
