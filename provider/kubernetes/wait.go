@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -77,7 +78,10 @@ func (p *Provider) makeTemplate(ctx context.Context, t templateConf) error {
 }
 
 // apply creates u, or when it exists and update is set, gives the one
-// that exists u's spec.
+// that exists u's spec. Replicas whose first creates run at once may
+// update one object together: an update that meets a conflict (another
+// wrote it since it was read) reads it again and updates only if it still
+// differs.
 func (p *Provider) apply(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, update bool) error {
 	r := p.c.Resource(gvr).Namespace(p.ns)
 	_, err := r.Create(ctx, u, metav1.CreateOptions{})
@@ -87,25 +91,102 @@ func (p *Provider) apply(ctx context.Context, gvr schema.GroupVersionResource, u
 	if !update {
 		return nil
 	}
-	cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
+	var op string
+	updated := false
+	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := r.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			op = "read"
+			return err
+		}
+		if covers(cur.Object["spec"], u.Object["spec"]) {
+			return nil
+		}
+		cur.Object["spec"] = u.Object["spec"]
+		op = "update"
+		_, err = r.Update(ctx, cur, metav1.UpdateOptions{})
+		updated = err == nil
+		return err
+	})
 	if err != nil {
-		return apiErr(fmt.Sprintf("read %s %s", u.GetKind(), u.GetName()), err)
+		return apiErr(fmt.Sprintf("%s %s %s", op, u.GetKind(), u.GetName()), err)
 	}
-	if equality(cur.Object["spec"], u.Object["spec"]) {
-		return nil
+	if updated {
+		p.log.Info("updated to this configuration", "kind", u.GetKind(), "name", u.GetName())
 	}
-	cur.Object["spec"] = u.Object["spec"]
-	if _, err := r.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		return apiErr(fmt.Sprintf("update %s %s", u.GetKind(), u.GetName()), err)
-	}
-	p.log.Info("updated to this configuration", "kind", u.GetKind(), "name", u.GetName())
 	return nil
 }
 
-// equality compares two specs as JSON values (an API server adds
-// defaults, so a spec it holds may differ in fields this one leaves out:
-// that costs one update per process, no more).
-func equality(a, b any) bool { return reflect.DeepEqual(a, b) }
+// covers reports whether have holds every field of want with want's value
+// (JSON values, as unstructured objects hold them): a field only have has
+// is taken for one the API server filled in with its default, and an
+// empty field of want's that have lacks for one it left out, so a spec
+// read back is not updated for those alone. Lists must have want's
+// length and match element by element; numbers compare by value, as the
+// server's int64 and a spec's int do.
+func covers(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, wv := range w {
+			hv, ok := h[k]
+			if !ok && empty(wv) {
+				continue // the server's copy leaves out an empty field
+			}
+			if !ok || !covers(hv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !covers(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	if hn, ok := number(have); ok {
+		wn, ok := number(want)
+		return ok && hn == wn
+	}
+	return reflect.DeepEqual(have, want)
+}
+
+// empty is a JSON value with nothing in it: null, [] or {}.
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// number is a JSON number as float64.
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
 
 // poolKey reads a template's pool key from its Secret (another replica
 // may have made it).
