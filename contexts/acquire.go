@@ -115,7 +115,11 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			if !ended && paused {
 				return nil, pausedErr(rec.ID)
 			}
-			if m.revive(ctx, e, recordWithin) {
+			ok, err := m.revive(ctx, e, recordWithin)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				m.mu.Lock()
 				tenant, template, recID := e.rec.TenantID, e.rec.Template, e.rec.ID
 				sandboxID := ""
@@ -248,21 +252,23 @@ func (m *Manager) adopt(rec *Record) *entry {
 // revive makes e usable: it waits for a record another process is
 // creating, rotates or expires it when due, attaches and pings its sandbox
 // and touches it (see acquire for recordWithin). It reports false when e
-// was ended instead (the caller creates a new context). Precondition: the
-// identity lock is held.
-func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) bool {
+// was ended instead (the caller creates a new context), and an error when
+// a shared provider's sandbox could not be reached now but is not known to
+// be lost (reachable): the call fails and the context is kept. Precondition:
+// the identity lock is held.
+func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) (bool, error) {
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	sb, ttl, ended := e.sb, e.ttl, e.ended
 	m.mu.Unlock()
 	if ended {
-		return false
+		return false, nil
 	}
 	if rec.State == StateCreating && sb == nil {
 		r, ok := m.waitReady(ctx, rec)
 		if !ok {
 			m.drop(e)
-			return false
+			return false, nil
 		}
 		m.mu.Lock()
 		e.rec, rec = r, cloneRecord(r)
@@ -272,20 +278,24 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 	switch {
 	case !rec.ExpiresAt.After(now) && (rec.FixedExpiry || !m.extendedInStore(ctx, e, now)):
 		m.end(ctx, e, ReasonExpired, "")
-		return false
+		return false, nil
 	case m.rotationDue(rec):
 		m.end(ctx, e, ReasonRotated, "")
-		return false
+		return false, nil
 	}
+	attached := sb == nil
 	if sb == nil {
 		var err error
 		sb, err = m.provider.Attach(ctx, rec.SandboxID)
 		if err != nil {
 			if ctx.Err() != nil {
-				return false
+				return false, nil
+			}
+			if err := m.unreachable(rec, err); err != nil {
+				return false, err
 			}
 			m.healthFailed(ctx, e, "sandbox lost: attach: "+err.Error(), false)
-			return false
+			return false, nil
 		}
 		if err := m.tellIdentity(ctx, sb, rec.Identity); err != nil {
 			// Its health check decides; a sandbox that answers keeps
@@ -296,7 +306,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		if e.ended {
 			m.mu.Unlock()
 			sb.Close()
-			return false
+			return false, nil
 		}
 		e.sb = sb
 		m.mu.Unlock()
@@ -307,10 +317,22 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return false
+				return false, nil
+			}
+			if m.shared {
+				// This node's connection failed, which says nothing of
+				// the sandbox every node reaches: attach it again, and
+				// let the provider's answer judge (once: a sandbox the
+				// provider just attached and that does not answer is
+				// unreachable, not lost).
+				m.detach(e, sb)
+				if attached {
+					return false, m.unreachable(rec, fmt.Errorf("ping: %v: %w", err, errdefs.ErrUnavailable))
+				}
+				return m.revive(ctx, e, recordWithin)
 			}
 			m.healthFailed(ctx, e, "health check failed: "+err.Error(), false)
-			return false
+			return false, nil
 		}
 		m.markAlive(e)
 	}
@@ -321,9 +343,37 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		// process ended (recordExecution drops the entry then). A sandbox
 		// that process tore down is caught before the call by the health
 		// check (its connection is closed).
-		return true
+		return true, nil
 	}
-	return m.touch(ctx, e, now, ttl)
+	return m.touch(ctx, e, now, ttl), nil
+}
+
+// unreachable is the error of a call whose shared provider's sandbox
+// could not be attached for a reason other than its loss (the cluster's
+// API server, the network to the pod): every node reaches such a sandbox,
+// and only the provider's not_found says it is gone. Nil when err is that
+// verdict, or the provider is not shared (its attach failing is the loss).
+func (m *Manager) unreachable(rec *Record, err error) error {
+	if !m.shared || errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if !errdefs.Categorized(err) {
+		err = fmt.Errorf("%w: %w", err, errdefs.ErrUnavailable)
+	}
+	m.log.Warn("attach a context's sandbox; the context is kept and the next call tries again", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+	return fmt.Errorf("context %s: its sandbox %s cannot be reached now: %w", rec.ID, rec.SandboxID, err)
+}
+
+// detach forgets sb, e's connection to its sandbox, and closes it, unless
+// another call replaced it meanwhile; the next use attaches again.
+func (m *Manager) detach(e *entry, sb Sandbox) {
+	m.mu.Lock()
+	if e.sb == sb {
+		e.sb = nil
+		e.alive = time.Time{}
+	}
+	m.mu.Unlock()
+	sb.Close()
 }
 
 // touch extends e's expiry and reports false when the store says another

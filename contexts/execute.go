@@ -276,6 +276,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 			pctx, pcancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
 			perr := sb.Ping(pctx)
 			pcancel()
+			if perr != nil && !m.sandboxGone(ctx, e, sb) {
+				perr = nil // this node's connection failed; the sandbox is there
+			}
 			if perr != nil {
 				if mayResend && errors.Is(err, agent.ErrNotSent) && !m.isClosed() {
 					// Provably never reached the agent: nothing ran, so
@@ -432,11 +435,28 @@ func (m *Manager) diedUnder(ctx context.Context, e *entry, sb Sandbox) bool {
 	pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
 	perr := sb.Ping(pctx)
 	cancel()
-	if perr == nil || ctx.Err() != nil {
+	if perr == nil || ctx.Err() != nil || !m.sandboxGone(ctx, e, sb) {
 		return false
 	}
 	m.healthFailed(ctx, e, "sandbox lost during a call: "+perr.Error(), true)
 	return true
+}
+
+// sandboxGone decides whether sb's sandbox, which just failed to answer a
+// ping, is gone. A sandbox of a provider that is not shared is. A shared
+// provider's sandbox is reached by every node, so this node's connection
+// failing says little: the connection is dropped (the next call attaches
+// again), and the sandbox is gone only when the provider says so (an
+// attach answers not_found).
+func (m *Manager) sandboxGone(ctx context.Context, e *entry, sb Sandbox) bool {
+	if !m.shared {
+		return true
+	}
+	m.mu.Lock()
+	id := e.rec.SandboxID
+	m.mu.Unlock()
+	m.detach(e, sb)
+	return m.attachLost(ctx, id)
 }
 
 // checkLanguage refuses a run in a language the context's template does

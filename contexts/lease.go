@@ -2,8 +2,10 @@ package contexts
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 )
 
@@ -179,7 +181,7 @@ func (m *Manager) endLost(ctx context.Context, running []string, perr error, rec
 		if ctx.Err() != nil {
 			break
 		}
-		if rec.State != StateReady || rec.SandboxID == "" || isRunning[rec.SandboxID] || m.attachable(ctx, rec.SandboxID) {
+		if rec.State != StateReady || rec.SandboxID == "" || isRunning[rec.SandboxID] || !m.attachLost(ctx, rec.SandboxID) {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -194,6 +196,25 @@ func (m *Manager) endLost(ctx context.Context, running []string, perr error, rec
 		m.log.Info("ended contexts whose sandbox is lost", "lost", lost)
 	}
 	return lost
+}
+
+// attachLost reports whether the shared provider says, by answering an
+// attach with not_found, that a sandbox is lost. Any other failure (the
+// cluster's API server, the network to the pod, a lease that ended) says
+// nothing of the sandbox: its record is left for the next pass.
+func (m *Manager) attachLost(ctx context.Context, sandboxID string) bool {
+	sb, err := m.provider.Attach(ctx, sandboxID)
+	if err == nil {
+		sb.Close()
+		return false
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		if ctx.Err() == nil {
+			m.log.Warn("lost records: attach a sandbox; leaving its record for the next pass", logkey.Sandbox, sandboxID, logkey.Err, err)
+		}
+		return false
+	}
+	return true
 }
 
 // drainPools destroys the warm sandboxes of every pool, and those being
