@@ -33,10 +33,11 @@ import (
 // cluster, two replicas behind the Service with the kubernetes provider
 // and a warm pool of the default template (internal/kubetest/install), and
 // runs against the Service: the /v1 API (state kept across calls, files, a
-// command, terminate), a claim served from the warm pool, and the official
-// E2B JS SDK, with calls spread over both replicas. At the end no Sandbox,
-// SandboxClaim or key Secret of a sandbox is left. (A replica killed under
-// load is not here yet: docs/kubernetes.md, "What fails today".)
+// command, terminate), a claim served from the warm pool, the official E2B
+// JS SDK, with calls spread over both replicas, and one replica killed
+// under load, after which every context answers with its state through the
+// other. At the end no Sandbox, SandboxClaim or key Secret of a sandbox is
+// left.
 func TestSandlotOnCluster(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "root (the test cluster)")
 	testenv.RequireBinary(t, "node")
@@ -50,6 +51,10 @@ func TestSandlotOnCluster(t *testing.T) {
 	in, err := install.Run(ctx, c, install.Options{
 		Namespace: ns, Daemon: daemon, Pod: pod, Sandlot: testenv.SandlotBinary(t),
 		Replicas: 2, Pool: 1, Logf: t.Logf,
+		// The replica-kill part makes about a thousand calls per context;
+		// at the default 100 a context rotates (by design: a fresh
+		// sandbox, its state gone).
+		Config: map[string]any{"max-executions": -1},
 	})
 	if err != nil {
 		t.Fatalf("install: %v", err)
@@ -77,6 +82,7 @@ func TestSandlotOnCluster(t *testing.T) {
 
 	t.Run("v1", func(t *testing.T) { testV1(t, c, ns, cl) })
 	t.Run("e2b sdk", func(t *testing.T) { testE2B(t, in) })
+	t.Run("replica killed under load", func(t *testing.T) { testReplicaKill(t, c, in, cl) })
 
 	// Every context is terminated by now (each subtest deletes its own).
 	poll(t, 3*time.Minute, "no sandbox object left", func() (bool, string) {
