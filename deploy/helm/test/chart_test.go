@@ -159,7 +159,7 @@ func TestRBAC(t *testing.T) {
 				t.Errorf("the sandboxes' Role is in %q, want %q", sb.Metadata.Namespace, tc.sandboxNS)
 			}
 			want := []rule{
-				{"", "pods", []string{"get", "list", "watch"}},
+				{"", "pods", []string{"get", "list", "patch", "watch"}},
 				{"", "secrets", []string{"create", "delete", "get", "list", "update"}},
 				{"agents.x-k8s.io", "sandboxes", crud},
 				{"extensions.agents.x-k8s.io", "sandboxclaims", crud},
@@ -339,7 +339,9 @@ config: {context-ttl: 45m, log-level: debug}
 	t.Run("existing secrets", func(t *testing.T) {
 		objs := render(t, `{postgres: {url: "", existingSecret: pg, existingSecretKey: dsn}, secretsKey: {value: "", existingSecret: sk}, e2b: {tokenSecret: {existingSecret: e2b, existingSecretKey: tok}}}`)
 		for k := range objs {
-			if strings.HasPrefix(k, "Secret/") {
+			// sandlot-keys holds nothing of the operator's: the replicas'
+			// shared guard key and metrics token, made by the chart.
+			if strings.HasPrefix(k, "Secret/") && k != "Secret/sandlot-keys" {
 				t.Errorf("the chart made %s though existing Secrets were named", k)
 			}
 		}
@@ -365,6 +367,23 @@ config: {context-ttl: 45m, log-level: debug}
 		d := objs["Deployment/sandlot"].Raw
 		if !strings.Contains(d, "mountPath: /var/lib/sandlot/e2b-secret") || !strings.Contains(d, "secretName: sandlot-e2b") {
 			t.Errorf("the E2B token key is not mounted at the data dir's e2b-secret:\n%s", d)
+		}
+		// What serve makes per data dir at first start and the replicas
+		// must share: the guard's HMAC key and the metrics token.
+		var keys struct {
+			StringData map[string]string `json:"stringData"`
+		}
+		if err := yaml.Unmarshal([]byte(objs["Secret/sandlot-keys"].Raw), &keys); err != nil ||
+			len(keys.StringData["guard-hmac-key"]) < 32 || len(keys.StringData["metrics-token"]) < 32 {
+			t.Errorf("the replicas' shared keys Secret: %v\n%s", err, objs["Secret/sandlot-keys"].Raw)
+		}
+		for _, f := range []string{"guard-hmac-key", "metrics-token"} {
+			if !strings.Contains(d, "mountPath: /var/lib/sandlot/"+f+"\n              subPath: "+f) {
+				t.Errorf("%s is not mounted in the data dir from the keys Secret:\n%s", f, d)
+			}
+		}
+		if !strings.Contains(d, "secretName: sandlot-keys") {
+			t.Errorf("the Deployment does not mount Secret sandlot-keys:\n%s", d)
 		}
 		objs = render(t, `e2b: {tokenSecret: {value: "0123456789abcdef0123456789abcdef"}}`)
 		if !strings.Contains(objs["Secret/sandlot-e2b"].Raw, `"0123456789abcdef0123456789abcdef"`) {
