@@ -205,6 +205,9 @@ func (c *serveConfig) validate() error {
 	if c.ExecTimeout > c.MaxExecTimeout {
 		return usageErr("--exec-timeout %s is above --max-exec-timeout %s", c.ExecTimeout, c.MaxExecTimeout)
 	}
+	if c.LeaseTTL < 3*time.Second {
+		return usageErr("--lease-ttl must be 3s or more (it is renewed every third of it), got %s", c.LeaseTTL)
+	}
 	if c.MaxExecutions == 0 {
 		return usageErr("--max-executions must be positive, or -1 for never")
 	}

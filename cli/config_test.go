@@ -117,6 +117,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "negative TTL flag", args: []string{"--context-ttl", "-5m"}, want: "--context-ttl must be positive"},
 		{name: "negative TTL env", env: map[string]string{"SANDLOT_CONTEXT_TTL": "-1s"}, want: "--context-ttl must be positive"},
 		{name: "zero executions", args: []string{"--max-executions", "0"}, want: "--max-executions"},
+		{name: "lease ttl too short", args: []string{"--lease-ttl", "1s"}, want: "--lease-ttl must be 3s or more"},
 		{name: "default above max", args: []string{"--exec-timeout", "20m"}, want: "above --max-exec-timeout"},
 		{name: "guard mode", env: map[string]string{"SANDLOT_GUARD_MODE": "lax"}, want: "--guard-mode"},
 		{name: "pool sizes", args: []string{"--pool-sizes", "python"}, want: "NAME=N"},

@@ -89,6 +89,7 @@ func (c *serveConfig) registerLifecycle(fs *flag.FlagSet) {
 	fs.DurationVar(&c.auditRetention, "audit-retention", contexts.DefaultAuditRetention, "how long audit events are kept; the cleanup pass removes older ones (0: forever)")
 	fs.DurationVar(&c.ExecTimeout, "exec-timeout", contexts.DefaultExecuteTimeout, "execution timeout of calls that give none")
 	fs.DurationVar(&c.MaxExecTimeout, "max-exec-timeout", contexts.DefaultMaxTimeout, "largest execution timeout a call may ask for; more is a 400")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", contexts.DefaultLeaseTTL, "with a shared provider (kubernetes), how long the cleanup lease lasts: another replica takes the cleanup over at most this long after its holder died; renewed every third of it")
 	fs.Int64Var(&c.MaxExecutions, "max-executions", contexts.DefaultMaxExecutions, "executions after which a context is rotated: ended, and the next call gets a fresh sandbox (-1: never)")
 }
 
