@@ -32,7 +32,7 @@ func TestApply(t *testing.T) {
 			s := runtime.DeepCopyJSONValue(w).(map[string]any)
 			// Fields this spec leaves out, as defaults fill them in.
 			s["egress"].([]any)[0].(map[string]any)["ports"].([]any)[0].(map[string]any)["endPort"] = int64(3128)
-			s["podSelector"].(map[string]any)["matchExpressions"] = []any{}
+			s["ingress"].([]any)[0].(map[string]any)["ports"] = []any{}
 			return s
 		}, 0, 0},
 		{"another port", func(w map[string]any) map[string]any {
@@ -107,4 +107,3 @@ func TestCovers(t *testing.T) {
 		})
 	}
 }
-

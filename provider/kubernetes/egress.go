@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -27,6 +28,10 @@ type Egress interface {
 type netSetup struct {
 	ca     map[string][]byte // the egress CA's items of the key Secret
 	caCert []byte            // PEM, for the pod's trust store
+	// proxied: the pod is given the egress proxy. One that is not (no
+	// network, or mode none without secrets or header rules) reaches
+	// nothing at all: its pod is labelled for the policy without egress.
+	proxied bool
 }
 
 // network checks spec's network and adds its proxy variables to env.
@@ -49,15 +54,14 @@ func (p *Provider) network(ctx context.Context, id string, spec contexts.Spec, e
 			return netSetup{}, fmt.Errorf("open egress needs an egress proxy (kubernetes.egressProxy): %w", errdefs.ErrFailedPrecondition)
 		}
 		setProxy(env, "http://"+p.proxy)
-		return netSetup{}, nil
+		return netSetup{proxied: true}, nil
 	}
 	add, err := p.egress.Prepare(ctx, spec.Labels[contexts.LabelTenant], *n)
 	if err != nil {
 		return netSetup{}, err
 	}
 	if mode == policy.None && len(n.Secrets) == 0 && len(n.Headers) == 0 {
-		// No credential: the one address the pod's NetworkPolicy lets it
-		// reach answers it 407, and nothing is dialled.
+		// No credential, and no route to the proxy either.
 		return netSetup{}, nil
 	}
 	for k, v := range add {
@@ -72,7 +76,7 @@ func (p *Provider) network(ctx context.Context, id string, spec contexts.Spec, e
 	if err != nil {
 		return netSetup{}, fmt.Errorf("sandbox %s: egress CA: %w", id, err)
 	}
-	return netSetup{ca: map[string][]byte{secretCACert: c.CertPEM(), secretCAKey: keyPEM}, caCert: c.CertPEM()}, nil
+	return netSetup{ca: map[string][]byte{secretCACert: c.CertPEM(), secretCAKey: keyPEM}, caCert: c.CertPEM(), proxied: true}, nil
 }
 
 func setProxy(env map[string]string, url string) {
@@ -128,4 +132,16 @@ func (p *Provider) EgressPeer(ctx context.Context, sandboxID string) (Peer, erro
 		}
 	}
 	return peer, nil
+}
+
+// labelNoEgress labels a claimed warm pod as one with no egress, so the
+// NetworkPolicy without egress selects it instead of the one that lets
+// sandbox pods reach the egress proxy. The pod's uid is a precondition:
+// a pod that replaced it meanwhile is not labelled in its stead.
+func (p *Provider) labelNoEgress(ctx context.Context, pod podRef) error {
+	patch := fmt.Sprintf(`{"metadata":{"uid":%q,"labels":{%q:%q}}}`, pod.uid, labelEgress, egressNone)
+	if _, err := p.c.Resource(gvrPod).Namespace(p.ns).Patch(ctx, pod.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return apiErr("label pod "+pod.name+" for no egress", err)
+	}
+	return nil
 }

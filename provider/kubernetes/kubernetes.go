@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"regexp"
 	"strconv"
@@ -36,7 +35,6 @@ import (
 	"github.com/sandlot/sandlot/agent/typescript"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/logkey"
 )
 
 // Name is the provider name stored in contexts.Record.Provider.
@@ -44,6 +42,17 @@ const Name = "kubernetes"
 
 // IDPrefix starts every sandbox id of this provider (a valid object name).
 const IDPrefix = "k8s-"
+
+// ClientQPS and ClientBurst are the request rate a client of the provider
+// should allow itself (rest.Config's QPS and Burst). client-go's defaults
+// (5 and 10) queue a busy daemon's requests in the client: a create reads
+// and writes about ten objects, a connection through the egress proxy
+// reads six, the readiness check lists three kinds; under load the queue,
+// not the API server, set the create's latency (1.9 s warm, measured).
+const (
+	ClientQPS   = 100
+	ClientBurst = 200
+)
 
 // Template configures one sandlot template on the cluster.
 type Template struct {
@@ -120,10 +129,12 @@ type Provider struct {
 	port         int
 	log          *slog.Logger
 
-	// mu guards ensured: the templates whose objects this process made
-	// or found, so a create does not ask the API server again.
-	mu      sync.Mutex
-	ensured map[string]*ensure
+	// mu guards ensured, the templates whose objects this process made
+	// or found, so a create does not ask the API server again, and
+	// poolKeys, the pool keys read so far.
+	mu       sync.Mutex
+	ensured  map[string]*ensure
+	poolKeys map[string][]byte
 }
 
 var _ contexts.Provider = (*Provider)(nil)
@@ -136,7 +147,7 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{
 		c: cfg.Client, ns: cfg.Namespace, templates: cfg.Templates, registry: strings.TrimSuffix(cfg.Registry, "/"),
 		daemonLabels: cfg.DaemonLabels, proxy: cfg.EgressProxy, limits: cfg.Limits, prestart: cfg.Prestart,
-		ready: cfg.ReadyTimeout, port: cfg.AgentPort, log: cfg.Logger, ensured: map[string]*ensure{},
+		ready: cfg.ReadyTimeout, port: cfg.AgentPort, log: cfg.Logger, ensured: map[string]*ensure{}, poolKeys: map[string][]byte{},
 	}
 	if cfg.EgressProxy != "" && len(cfg.EgressKey) > 0 && cfg.Egress != nil {
 		p.egressKey, p.egress = cfg.EgressKey, cfg.Egress
@@ -297,150 +308,6 @@ func meta(id, template string, specLabels map[string]string) (labels, annotation
 		}
 	}
 	return labels, annotations
-}
-
-// Create implements contexts.Provider: a claim on the template's warm
-// pool when it has a ready pod and the spec's limits are the pool's, else
-// a cold Sandbox; then the pod's agent is enrolled with a new key and the
-// context's configuration, and connected.
-func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
-	t, err := p.template(spec.Template)
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range spec.Env {
-		// What the agent's environment takes (env.set): an enrollment
-		// with another name would be refused after the pod was claimed.
-		if !envName.MatchString(k) || strings.ContainsRune(v, 0) {
-			return nil, fmt.Errorf("sandbox env: invalid environment variable %q (letters, digits and _): %w", k, errdefs.ErrInvalidArgument)
-		}
-	}
-	env := maps.Clone(spec.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	if err := p.ensureTemplate(ctx, t); err != nil {
-		return nil, err
-	}
-	lim := p.limitsFor(spec.Limits)
-	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) && p.poolReady(ctx, t)
-	id := NewID()
-	ctx, cancel := context.WithTimeout(ctx, p.ready)
-	defer cancel()
-	defer func() {
-		if err != nil {
-			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer dcancel()
-			if derr := p.Destroy(dctx, id); derr != nil {
-				p.log.Warn("cleanup after failed create", logkey.Sandbox, id, logkey.Err, derr)
-			}
-		}
-	}()
-	nw, err := p.network(ctx, id, spec, env)
-	if err != nil {
-		return nil, err
-	}
-	labels, annotations := meta(id, t.name, spec.Labels)
-	key := newKey()
-	var enrollKey []byte
-	if !warm {
-		enrollKey = newKey()
-	}
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{}); err != nil {
-		return nil, apiErr("create the key secret", err)
-	}
-	if warm {
-		if _, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{}); err != nil {
-			return nil, apiErr("create the claim", err)
-		}
-	} else {
-		prestart := mergePrestart(p.prestart, spec.Prestart)
-		if _, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Create(ctx, p.coldSandbox(id, t, lim, prestart, labels, annotations), metav1.CreateOptions{}); err != nil {
-			return nil, apiErr("create the sandbox", err)
-		}
-	}
-	pod, err := p.waitReady(ctx, id, warm)
-	if err != nil {
-		return nil, err
-	}
-	if warm {
-		enrollKey, err = p.poolKey(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-	}
-	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	if err := agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}); err != nil {
-		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
-	}
-	if err := p.recordPod(ctx, id, pod); err != nil {
-		return nil, err
-	}
-	c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Ping(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "pod", pod.name)
-	return &Sandbox{c}, nil
-}
-
-// Prepare makes the objects of every configured template with a pool
-// (kubernetes.go's mapping), so that their warm pods are ready before the
-// first create; a create makes them too when they are missing. The daemon
-// calls it at start, in the background: the API server may be down then.
-func (p *Provider) Prepare(ctx context.Context) error {
-	var errs []error
-	for name, t := range p.templates {
-		if t.Pool <= 0 {
-			continue
-		}
-		tc, err := p.template(name)
-		if err == nil {
-			err = p.ensureTemplate(ctx, tc)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("template %s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// poolReady reports whether t's warm pool has a ready pod to claim. An
-// empty pool (still filling, or drained) gets a cold Sandbox of the
-// create's own rather than a claim, which agent-sandbox would serve cold
-// from the template with the pool's key; an answer that does not come is
-// taken as empty. Another replica may take the last pod first: the claim
-// is then served cold by agent-sandbox, and enrolled the same way.
-func (p *Provider) poolReady(ctx context.Context, t templateConf) bool {
-	u, err := p.c.Resource(gvrWarmPool).Namespace(p.ns).Get(ctx, objectName(t.name), metav1.GetOptions{})
-	if err != nil {
-		return false
-	}
-	n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
-	return n > 0
-}
-
-// recordPod writes the uid of the pod the sandbox was enrolled in on its
-// key Secret: another pod behind the same Sandbox is a lost sandbox.
-func (p *Provider) recordPod(ctx context.Context, id string, pod podRef) error {
-	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		return apiErr("read the key secret", err)
-	}
-	a := s.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[annPodUID] = pod.uid
-	s.SetAnnotations(a)
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		return apiErr("update the key secret", err)
-	}
-	return nil
 }
 
 // Attach implements contexts.Provider: the sandbox's key from its Secret,

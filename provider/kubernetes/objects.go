@@ -49,6 +49,14 @@ const (
 	// policy selects them.
 	labelRole   = "sandlot.dev/role"
 	roleSandbox = "sandbox"
+	// labelEgress "none" marks a sandbox pod that reaches nothing, not
+	// even the egress proxy (a context of network mode none): the
+	// NetworkPolicy sandlot-sandboxes leaves it out and sandlot-sandboxes-
+	// none, which allows no egress, selects it. A cold pod has it from its
+	// template; a warm pod is labelled once its claim is bound, before it
+	// is enrolled (its labels were the pool's).
+	labelEgress = "sandlot.dev/egress"
+	egressNone  = "none"
 	// labelTemplate names the sandlot template of a pod or pool.
 	labelTemplate = "sandlot.dev/template"
 	// annPodUID is the uid of the pod a sandbox was enrolled in: another
@@ -72,6 +80,8 @@ const (
 	healthPort  = 49999
 	agentImage  = "agent"
 	networkName = "sandlot-sandboxes"
+	// networkNameNone is the NetworkPolicy of the pods with no egress.
+	networkNameNone = networkName + "-none"
 )
 
 func obj(apiVersion, kind, namespace, name string, labels map[string]string) *unstructured.Unstructured {
@@ -232,10 +242,31 @@ func (p *Provider) networkPolicy() *unstructured.Unstructured {
 		})
 	}
 	np.Object["spec"] = map[string]any{
-		"podSelector": map[string]any{"matchLabels": map[string]any{labelRole: roleSandbox}},
+		// Policies add up: a pod this one selected would reach the proxy
+		// whatever another policy said, so the pods with no egress are
+		// left out here (networkPolicyNone).
+		"podSelector": map[string]any{
+			"matchLabels":      map[string]any{labelRole: roleSandbox},
+			"matchExpressions": []any{map[string]any{"key": labelEgress, "operator": "NotIn", "values": []any{egressNone}}},
+		},
 		"policyTypes": []any{"Ingress", "Egress"},
 		"ingress":     []any{map[string]any{"from": []any{daemons}}},
 		"egress":      egress,
+	}
+	return np
+}
+
+// networkPolicyNone is the NetworkPolicy of the sandbox pods with no
+// egress (network mode none): ingress from sandlot's pods, as for every
+// sandbox pod, and no egress at all.
+func (p *Provider) networkPolicyNone() *unstructured.Unstructured {
+	np := obj("networking.k8s.io/v1", "NetworkPolicy", p.ns, networkNameNone, map[string]string{labelManaged: managedBy})
+	daemons := map[string]any{"podSelector": map[string]any{"matchLabels": strMap(p.daemonLabels)}}
+	np.Object["spec"] = map[string]any{
+		"podSelector": map[string]any{"matchLabels": map[string]any{labelRole: roleSandbox, labelEgress: egressNone}},
+		"policyTypes": []any{"Ingress", "Egress"},
+		"ingress":     []any{map[string]any{"from": []any{daemons}}},
+		"egress":      []any{},
 	}
 	return np
 }
@@ -276,13 +307,16 @@ func (p *Provider) claim(id, template string, labels, annotations map[string]str
 
 // coldSandbox is a Sandbox of its own for id, with the limits asked for
 // and the enrollment key of its key Secret.
-func (p *Provider) coldSandbox(id string, t templateConf, lim contexts.Limits, prestart []string, labels, annotations map[string]string) *unstructured.Unstructured {
+func (p *Provider) coldSandbox(id string, t templateConf, lim contexts.Limits, prestart []string, noEgress bool, labels, annotations map[string]string) *unstructured.Unstructured {
 	s := obj("agents.x-k8s.io/v1beta1", "Sandbox", p.ns, id, labels)
 	if len(annotations) > 0 {
 		s.SetAnnotations(annotations)
 	}
 	pt := podTemplate(p.podSpec(t, lim, id, secretEnroll, prestart), t.name)
 	pt["metadata"].(map[string]any)["labels"].(map[string]any)[labelSandbox] = id
+	if noEgress {
+		pt["metadata"].(map[string]any)["labels"].(map[string]any)[labelEgress] = egressNone
+	}
 	s.Object["spec"] = map[string]any{"podTemplate": pt, "operatingMode": "Running"}
 	return s
 }

@@ -72,6 +72,11 @@ func TestObjects(t *testing.T) {
 	claim := get(c.res(gvrClaim), warm.ID())
 	coldSB := get(c.res(gvrSandbox), cold.ID())
 	np := get(c.res(gvrNetworkPolicy), networkName)
+	npNone := get(c.res(gvrNetworkPolicy), networkNameNone)
+	warmSB, _ := field(claim, "status.sandbox.name").(string)
+	warmAnn, _ := field(get(c.res(gvrSandbox), warmSB), "metadata.annotations").(map[string]any)
+	warmPodName, _ := warmAnn[annPodName].(string)
+	warmLabels, _ := field(get(c.res(gvrPod), warmPodName), "metadata.labels").(map[string]any)
 
 	pod := func(name string, o map[string]any, memory, cpu, memReq, cpuReq, secret, item string, labels map[string]any) []check {
 		ps := "spec.podTemplate.spec."
@@ -105,7 +110,9 @@ func TestObjects(t *testing.T) {
 	}
 	labels := map[string]any{labelRole: roleSandbox, labelTemplate: "python", labelManaged: managedBy}
 	checks := pod("template", tmpl, "1073741824", "500m", "134217728", "50m", "sandlot-python-pool", secretKey, labels)
-	coldLabels := map[string]any{labelSandbox: cold.ID()}
+	// Neither create has a network: each pod reaches nothing (the cold
+	// one from its template, the warm one labelled once claimed).
+	coldLabels := map[string]any{labelSandbox: cold.ID(), labelEgress: egressNone}
 	for k, v := range labels {
 		coldLabels[k] = v
 	}
@@ -118,6 +125,12 @@ func TestObjects(t *testing.T) {
 		{"claim", claim, "spec.warmPoolRef.name", "sandlot-python"},
 		{"claim", claim, "spec", map[string]any{"warmPoolRef": map[string]any{"name": "sandlot-python"}}},
 		{"policy", np, "spec.podSelector.matchLabels", map[string]any{labelRole: roleSandbox}},
+		{"policy", np, "spec.podSelector.matchExpressions", []any{map[string]any{"key": labelEgress, "operator": "NotIn", "values": []any{egressNone}}}},
+		{"policy without egress", npNone, "spec.podSelector", map[string]any{"matchLabels": map[string]any{labelRole: roleSandbox, labelEgress: egressNone}}},
+		{"policy without egress", npNone, "spec.policyTypes", []any{"Ingress", "Egress"}},
+		{"policy without egress", npNone, "spec.egress", []any{}},
+		{"policy without egress", npNone, "spec.ingress", []any{map[string]any{"from": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "sandlot"}}}}}}},
+		{"claimed warm pod", map[string]any{"egress": warmLabels[labelEgress]}, "egress", egressNone},
 		{"policy", np, "spec.policyTypes", []any{"Ingress", "Egress"}},
 		{"policy", np, "spec.ingress", []any{map[string]any{"from": []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "sandlot"}}}}}}},
 		{"policy", np, "spec.egress", []any{map[string]any{

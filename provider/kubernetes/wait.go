@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"reflect"
 	"syscall"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,8 +57,10 @@ func (p *Provider) ensureTemplate(ctx context.Context, t templateConf) error {
 }
 
 func (p *Provider) makeTemplate(ctx context.Context, t templateConf) error {
-	if err := p.apply(ctx, gvrNetworkPolicy, p.networkPolicy(), true); err != nil {
-		return err
+	for _, np := range []*unstructured.Unstructured{p.networkPolicy(), p.networkPolicyNone()} {
+		if err := p.apply(ctx, gvrNetworkPolicy, np, true); err != nil {
+			return err
+		}
 	}
 	if t.pool == 0 {
 		return nil
@@ -189,93 +190,41 @@ func number(v any) (float64, bool) {
 }
 
 // poolKey reads a template's pool key from its Secret (another replica
-// may have made it).
+// may have made it), once per process: the Secret that exists is kept
+// (ensureTemplate), so the key does not change under the warm pods.
 func (p *Provider) poolKey(ctx context.Context, t templateConf) ([]byte, error) {
+	p.mu.Lock()
+	k := p.poolKeys[t.name]
+	p.mu.Unlock()
+	if k != nil {
+		return k, nil
+	}
 	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, objectName(t.name)+"-pool", metav1.GetOptions{})
 	if err != nil {
 		return nil, apiErr("read the pool key", err)
 	}
-	k, err := secretData(s, secretKey)
+	k, err = secretData(s, secretKey)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %v: %w", t.name, err, errdefs.ErrFailedPrecondition)
 	}
+	p.mu.Lock()
+	p.poolKeys[t.name] = k
+	p.mu.Unlock()
 	return k, nil
+}
+
+// forgetPoolKey drops a template's pool key after an enrollment with it
+// failed: an operator may have replaced the Secret.
+func (p *Provider) forgetPoolKey(t templateConf) {
+	p.mu.Lock()
+	delete(p.poolKeys, t.name)
+	p.mu.Unlock()
 }
 
 // podRef is the pod behind a sandbox.
 type podRef struct {
 	name, uid, ip, node string
 	ips                 []string // status.podIPs (ip among them)
-}
-
-// waitReady waits, within ctx, for the sandbox's pod to be ready: a claim
-// bound to a Sandbox, or the cold Sandbox itself, Ready with a pod IP. A
-// pod the scheduler cannot place fails at once with resource_exhausted.
-func (p *Provider) waitReady(ctx context.Context, id string, warm bool) (podRef, error) {
-	delay := 5 * time.Millisecond
-	last := "no status yet"
-	for {
-		pod, state, err := p.readyOnce(ctx, id, warm)
-		if err != nil || state == "" {
-			return pod, err
-		}
-		last = state
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return podRef{}, fmt.Errorf("sandbox %s was not ready within %s (%s): %w", id, p.ready, last, errdefs.ErrDeadlineExceeded)
-			}
-			return podRef{}, ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 250*time.Millisecond)
-	}
-}
-
-// readyOnce looks once: the pod when ready, else what it waits for.
-func (p *Provider) readyOnce(ctx context.Context, id string, warm bool) (podRef, string, error) {
-	name := id
-	if warm {
-		c, err := p.c.Resource(gvrClaim).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
-		if err != nil {
-			return podRef{}, "", apiErr("read the claim", err)
-		}
-		if cond := condition(c, "Ready"); cond != nil && cond["status"] == "False" {
-			switch cond["reason"] {
-			case "TemplateNotFound", "WarmPoolNotFound", "VolumeClaimTemplatesError":
-				return podRef{}, "", fmt.Errorf("sandbox %s: claim: %s: %s: %w", id, cond["reason"], cond["message"], errdefs.ErrFailedPrecondition)
-			}
-		}
-		if name, _, _ = unstructured.NestedString(c.Object, "status", "sandbox", "name"); name == "" {
-			return podRef{}, "the claim is not bound", nil
-		}
-	}
-	s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return podRef{}, "its sandbox is not made yet", nil
-	} else if err != nil {
-		return podRef{}, "", apiErr("read the sandbox", err)
-	}
-	if cond := condition(s, "PodScheduled"); cond != nil && cond["status"] == "False" && cond["reason"] == "Unschedulable" {
-		return podRef{}, "", fmt.Errorf("sandbox %s: the cluster is out of capacity: its pod cannot be scheduled: %s: %w", id, cond["message"], errdefs.ErrResourceExhausted)
-	}
-	if cond := condition(s, "Finished"); cond != nil && cond["status"] == "True" {
-		return podRef{}, "", fmt.Errorf("sandbox %s: its pod ended before it was ready (%s: %s): %w", id, cond["reason"], cond["message"], errdefs.ErrUnavailable)
-	}
-	if cond := condition(s, "Ready"); cond == nil || cond["status"] != "True" {
-		return podRef{}, "its pod is not ready", nil
-	}
-	pod, err := p.podOf(ctx, s)
-	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return podRef{}, "its pod is not made yet", nil
-		}
-		return podRef{}, "", err
-	}
-	if pod.ip == "" {
-		return podRef{}, "its pod has no IP yet", nil
-	}
-	return pod, "", nil
 }
 
 // podOf reads a Sandbox's pod.
