@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/podimage"
+	"github.com/sandlot/sandlot/provider/kubernetes"
 	"github.com/sandlot/sandlot/provider/local"
 )
 
@@ -70,6 +71,7 @@ func benchKube(ctx context.Context, f benchKubeFlags, imagesDir string, log *slo
 	if err != nil {
 		return fail("kubeconfig %s: %v", path, err)
 	}
+	rc.QPS, rc.Burst = kubernetes.ClientQPS, kubernetes.ClientBurst
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return fail("kubernetes client: %v", err)

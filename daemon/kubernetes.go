@@ -34,6 +34,7 @@ func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes
 	if err != nil {
 		return nil, fmt.Errorf("--kube-config %q: %v: %w", k.Kubeconfig, err, errdefs.ErrInvalidArgument)
 	}
+	rc.QPS, rc.Burst = kubernetes.ClientQPS, kubernetes.ClientBurst
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v: %w", err, errdefs.ErrInvalidArgument)
