@@ -1,9 +1,15 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,9 +45,14 @@ func TestKubernetesGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The provider's debug line "sandbox ready" says where each create's
+	// time went; the test logs the medians.
+	var phases phaseLog
 	env := bench.KubeEnv{Client: c.Dynamic(), Namespace: c.Namespace(t, "bench"), Image: pinned.String(),
-		RuntimeClass: "gvisor", Pool: 1, MemoryOf: bench.PodMemory}
-	r := bench.Runner{Cases: bench.KubeCases(env, bench.KubeSizes{Warm: 2, Cold: 1, Idle: 2, Creates: 3})}
+		RuntimeClass: "gvisor", Pool: 1, MemoryOf: bench.PodMemory,
+		Logger: slog.New(slog.NewJSONHandler(&phases, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	r := bench.Runner{Cases: bench.KubeCases(env, bench.KubeSizes{Warm: 10, Cold: 1, Idle: 2, Creates: 3})}
+	defer func() { t.Logf("where a create's time went (median ms): %s", phases.medians()) }()
 	rep, err := r.Run(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
@@ -82,4 +93,50 @@ func TestKubernetesGroup(t *testing.T) {
 	for _, f := range rep.Figures {
 		t.Logf("%s: n=%d p50=%.1f p95=%.1f value=%.1f %s %s", f.Name, f.N, f.P50, f.P95, f.Value, f.Unit, f.Note)
 	}
+}
+
+// phaseLog collects the provider's "sandbox ready" lines (JSON).
+type phaseLog struct {
+	mu    sync.Mutex
+	lines bytes.Buffer
+}
+
+func (l *phaseLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if bytes.Contains(b, []byte(`"sandbox ready"`)) {
+		l.lines.Write(b)
+	}
+	return len(b), nil
+}
+
+// medians are each phase's median over the warm and the cold creates.
+func (l *phaseLog) medians() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := []string{"objects_ms", "ready_ms", "bound_ms", "enroll_ms", "connect_ms", "record_ms"}
+	by := map[bool]map[string][]float64{true: {}, false: {}}
+	for _, line := range bytes.Split(l.lines.Bytes(), []byte("\n")) {
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		warm, _ := m["warm"].(bool)
+		for _, k := range keys {
+			if v, ok := m[k].(float64); ok {
+				by[warm][k] = append(by[warm][k], v)
+			}
+		}
+	}
+	var b strings.Builder
+	for _, warm := range []bool{true, false} {
+		fmt.Fprintf(&b, " warm=%v:", warm)
+		for _, k := range keys {
+			if v := by[warm][k]; len(v) > 0 {
+				slices.Sort(v)
+				fmt.Fprintf(&b, " %s %.0f (n=%d)", k, v[len(v)/2], len(v))
+			}
+		}
+	}
+	return b.String()
 }
