@@ -78,6 +78,20 @@ func main() {
 	}
 }
 
+// lockWait bounds the wait for the machine's cluster lock: the test
+// cluster of a test package in another shell runs for minutes.
+const lockWait = 30 * time.Minute
+
+// lockLine is the log's line about the lock's holder.
+func lockLine(log string) string {
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "another cluster runs on this machine") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
 // start runs `kubeup run` detached, with its output in up.log, and waits
 // for it to write the state file (or to exit).
 func start(args []string) error {
@@ -107,13 +121,23 @@ func start(args []string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	fmt.Fprintf(os.Stderr, "kubeup: starting the cluster (log: %s)\n", logFile)
-	// The cluster's start (4 minutes at most) and the install's (pushes, and
-	// the replicas Ready within 5 minutes).
-	deadline := time.After(15 * time.Minute)
+	// The wait for the machine's lock (another cluster: a test, or another
+	// k8s-up), the cluster's start (4 minutes at most) and the install's
+	// (pushes, and the replicas Ready within 5 minutes).
+	deadline := time.After(lockWait + 15*time.Minute)
+	said := false
 	for {
 		if s, err := readState(); err == nil && s.PID == cmd.Process.Pid {
 			printExports(s)
 			return nil
+		}
+		if !said {
+			// Say so when the cluster waits for the lock, or the wait
+			// looks like a hang.
+			if b, _ := os.ReadFile(logFile); strings.Contains(string(b), "another cluster runs on this machine") {
+				fmt.Fprintf(os.Stderr, "kubeup: waiting for another cluster on this machine to stop (a test's, or another k8s-up's; up to %s): %s\n", lockWait, lockLine(string(b)))
+				said = true
+			}
 		}
 		select {
 		case err := <-exited:
@@ -141,7 +165,7 @@ func run(images, sandlot string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format(time.TimeOnly)+" "+f+"\n", a...) }
-	c, err := kubetest.Start(ctx, kubetest.Options{LockWait: time.Minute, Logf: logf})
+	c, err := kubetest.Start(ctx, kubetest.Options{LockWait: lockWait, Logf: logf})
 	if err != nil {
 		return err
 	}
