@@ -67,14 +67,24 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if !warm {
 		enrollKey = newKey()
 	}
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{}); err != nil {
-		return nil, apiErr("create the key secret", err)
-	}
+	// A warm pod mounts the pool's key, not this Secret: the claim goes
+	// out beside it. A cold pod mounts it, so it is made first.
+	claimed := make(chan error, 1)
 	if warm {
-		if _, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{}); err != nil {
-			return nil, apiErr("create the claim", err)
+		go func() {
+			_, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{})
+			claimed <- apiErr("create the claim", err)
+		}()
+	}
+	_, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
+	if warm {
+		if err := errors.Join(apiErr("create the key secret", serr), <-claimed); err != nil {
+			return nil, err
 		}
 	} else {
+		if serr != nil {
+			return nil, apiErr("create the key secret", serr)
+		}
 		prestart := mergePrestart(p.prestart, spec.Prestart)
 		if _, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Create(ctx, p.coldSandbox(id, t, lim, prestart, !nw.proxied, labels, annotations), metav1.CreateOptions{}); err != nil {
 			return nil, apiErr("create the sandbox", err)
