@@ -33,7 +33,7 @@ type parts struct {
 func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	cfg := d.cfg
 	adm := newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerTenant)
-	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.log)
+	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.vols, d.log)
 	if err != nil {
 		return frontConfig{}, err
 	}

@@ -184,7 +184,7 @@ func (h *Host) Open(id string) (int, error) {
 	img, err := os.OpenFile(name, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return -1, NotFound(id)
+			return -1, errdefs.Sentence(errdefs.ErrFailedPrecondition, "volume %s has no data on this host (a backup restores volumes' records, not their files)", id)
 		}
 		return -1, fmt.Errorf("volume %s: %w", id, err)
 	}
