@@ -326,9 +326,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	rs := runtime.Spec{
 		Volumes: vols,
 		User:    user,
-		ID:   id,
-		Args: args,
-		Env:  env,
+		ID:      id,
+		Args:    args,
+		Env:     env,
 		Mounts: []runtime.Mount{
 			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},
