@@ -72,6 +72,9 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	if p.builds != nil {
 		v1.Builds = p.builds
 	}
+	if d.vols != nil {
+		v1.Volumes = d.vols
+	}
 	fc := frontConfig{
 		V1: v1,
 		MCP: mcp.New(d.tools, mcp.Config{Logger: d.log, Tenants: d.auth, Version: d.version()}).HTTPHandler(func(r *http.Request) (string, error) {
