@@ -62,7 +62,7 @@ func TestCheckPath(t *testing.T) {
 		{"/etc", false},
 		{"/etc/ssl", false},
 		{"/usr/local/x", false},
-		{"/opt", false},       // the agent's /opt/sandlot is under it
+		{"/opt", false}, // the agent's /opt/sandlot is under it
 		{"/opt/sandlot", false},
 		{"/opt/other", true},
 		{"/run", false},
