@@ -53,7 +53,9 @@ func newVolumeCreate() *cobra.Command {
 }
 
 func newVolumeLs() *cobra.Command {
-	cmd := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "list volumes", Args: cobra.NoArgs}
+	cmd := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "list volumes", Args: cobra.NoArgs,
+		Example: `  sandlot volume ls
+  sandlot volume ls -o json`}
 	var r remote
 	r.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -79,7 +81,9 @@ func newVolumeLs() *cobra.Command {
 }
 
 func newVolumeInspect() *cobra.Command {
-	cmd := &cobra.Command{Use: "inspect NAME|ID", Aliases: []string{"get"}, Short: "show a volume, its use of the host's disk and the contexts that mount it", Args: cobra.ExactArgs(1)}
+	cmd := &cobra.Command{Use: "inspect NAME|ID", Aliases: []string{"get"}, Short: "show a volume, its use of the host's disk and the contexts that mount it", Args: cobra.ExactArgs(1),
+		Example: `  sandlot volume inspect data
+  sandlot volume inspect vol0123456789abcdefghij -o json`}
 	var r remote
 	r.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -106,7 +110,9 @@ func newVolumeInspect() *cobra.Command {
 }
 
 func newVolumeRm() *cobra.Command {
-	cmd := &cobra.Command{Use: "rm NAME|ID...", Aliases: []string{"delete"}, Short: "remove volumes (refused while a sandbox mounts one)", Args: cobra.MinimumNArgs(1)}
+	cmd := &cobra.Command{Use: "rm NAME|ID...", Aliases: []string{"delete"}, Short: "remove volumes (refused while a sandbox mounts one)", Args: cobra.MinimumNArgs(1),
+		Example: `  sandlot volume rm data
+  sandlot volume rm scratch other`}
 	var r remote
 	r.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
