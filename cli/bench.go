@@ -34,6 +34,7 @@ import (
 	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 func init() {
@@ -309,10 +310,34 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 	if _, err := s.Get(context.Background(), local.DefaultTemplate); err != nil {
 		return fmt.Errorf("image store %s has no %q image: %w", dir, local.DefaultTemplate, err)
 	}
-	p, err := local.New(local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Logger: log})
+	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Logger: log}
+	vs, verr := benchVolumes(filepath.Join(stateDir, "volumes"), log)
+	if verr == nil {
+		lc.Volumes = vs
+	} else {
+		log.Warn("bench: volume figures skipped", logkey.Err, verr)
+	}
+	p, err := local.New(lc)
 	if err != nil {
 		return err
 	}
 	env.ImageProvider, env.ImageUsage, env.ImageStoreDir = p, p, dir
+	if verr == nil {
+		env.Volumes = vs
+	}
 	return nil
+}
+
+// benchVolumes is a volumes service for the bench's tenant, its files in
+// dir (removed with the bench's temp dir), its records in memory.
+func benchVolumes(dir string, log *slog.Logger) (*volumes.Service, error) {
+	h, err := volumes.NewHost(dir)
+	if err != nil {
+		return nil, err
+	}
+	st := memory.New()
+	if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: bench.Tenant}, tenant.HashKey("e2b_bench-volumes")); err != nil {
+		return nil, err
+	}
+	return volumes.NewService(st, h, volumes.Config{Logger: log}), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // CreateOptions shape a context when GetOrCreate has to create it; they are
@@ -74,6 +75,10 @@ type CreateOptions struct {
 	// before a record or a sandbox exists (invalid_argument), so a call
 	// refused for its language leaves nothing running. "": no check.
 	Language string
+	// Volumes are mounted into a new context's sandbox (VolumeMount); a
+	// context with volumes is never served from the warm pool. They do
+	// not apply to an existing context.
+	Volumes []VolumeMount
 }
 
 // check validates the options a caller gives, before anything is looked
@@ -88,7 +93,7 @@ func (o *CreateOptions) check(provider Provider) error {
 	if o.AutoPause > 0 && !provider.Capabilities().Has(CapPause) {
 		return fmt.Errorf("pausing at expiry: %w", NotSupported(provider.Name(), CapPause))
 	}
-	return nil
+	return volumes.CheckMounts(o.Volumes)
 }
 
 // templateNotFound is the error for a template the manager does not know:
@@ -324,6 +329,7 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
 		Network:  opts.Network,
 		Prestart: slices.Clone(opts.Prestart),
+		Volumes:  slices.Clone(opts.Volumes),
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {

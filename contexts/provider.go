@@ -31,6 +31,9 @@ type Spec struct {
 	// through the daemon. nil: loopback only, nothing in or out. A
 	// provider that cannot give one fails with errdefs.ErrFailedPrecondition.
 	Network *policy.Policy
+	// Volumes are mounted into the sandbox (VolumeMount). A provider that
+	// cannot mount them fails with errdefs.ErrFailedPrecondition.
+	Volumes []VolumeMount
 }
 
 // Labels the Manager puts on every sandbox it creates (Spec.Labels).

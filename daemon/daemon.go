@@ -28,6 +28,7 @@ import (
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // Daemon is one running sandlot daemon. Its methods are safe for
@@ -50,6 +51,7 @@ type Daemon struct {
 	tel       *export.Telemetry // the exporters
 	nw        *netWire          // sandbox networks (nil-safe)
 	kegress   *kubeEgress       // sandbox pods' egress proxy (nil-safe)
+	vols      *volumes.Service  // tenants' volumes; nil when off (volumes.go)
 	trail     *audit.Writer     // the audit trail's writer
 	stopLoops func()            // the tenant reaper and the image GC
 	loopsDone []chan struct{}
@@ -114,7 +116,8 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if cfg.Images.Default == DefaultImageDebian {
 		tw.defaultKernels = templates.DefaultImageKernels
 	}
-	prov, provErr := newProvider(ctx, cfg, log, nw, tw, d.kegress)
+	d.vols = newVolumes(cfg, st, log)
+	prov, provErr := newProvider(ctx, cfg, log, nw, tw, d.kegress, d.vols)
 	if nw != nil && nw.startErr != nil {
 		return nil, fmt.Errorf("sandbox networks: %w", nw.startErr)
 	}
@@ -169,6 +172,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	reaper := &tenantReaper{st: st, m: m, log: log}
 	d.loop(func() { reaper.run(lctx) })
 	d.loop(func() { tw.gcLoop(lctx, cfg.Images.GCInterval) })
+	if d.vols != nil {
+		d.loop(func() { sweepVolumes(lctx, d.vols, log) })
+	}
 
 	q, err := buildQueue(cfg, prov, tw.catalog, g, log)
 	if err != nil {

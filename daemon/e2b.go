@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // e2bSecretFile holds the key that signs E2B envdAccessTokens, so tokens
@@ -23,7 +24,7 @@ const e2bSecretFile = "e2b-secret"
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager, which
 // the front door matches before its other routes. admit is the per-tenant
 // in-flight limit of every surface.
-func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, log *slog.Logger) (*e2bcompat.Handler, error) {
+func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, vols *volumes.Service, log *slog.Logger) (*e2bcompat.Handler, error) {
 	secret, err := e2bSecret(cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -51,6 +52,9 @@ func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2
 	}
 	if cat != nil { // a nil *Catalog in the interface would not be nil
 		ecfg.Catalog = cat
+	}
+	if vols != nil {
+		ecfg.Volumes = vols
 	}
 	if cfg.E2B.Internet && nw == nil {
 		log.Warn("--e2b-internet has no effect without --network: E2B creates get no network")

@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/provider/chain"
 	"github.com/sandlot/sandlot/provider/e2b"
 	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // localConfig is the local provider's configuration, without its images
@@ -39,13 +40,16 @@ func (c Config) localConfig(log *slog.Logger) local.Config {
 // starts, and /readyz and every tool call say why. Settings that do not
 // parse, or networks that do not start, are no provider and an error: the
 // daemon does not start.
-func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire, tw *templateWire, ke *kubeEgress) (contexts.Provider, error) {
+func newProvider(ctx context.Context, cfg Config, log *slog.Logger, nw *netWire, tw *templateWire, ke *kubeEgress, vols *volumes.Service) (contexts.Provider, error) {
 	var ps []contexts.Provider
 	var errs []error
 	for _, name := range cfg.providers() {
 		switch name {
 		case "local":
 			lc := cfg.localConfig(log)
+			if vols != nil { // a nil *Service in the interface would not be nil
+				lc.Volumes = vols
+			}
 			if cfg.Images.Default != "" {
 				s, builtins, err := openImages(ctx, cfg, log)
 				if err != nil {

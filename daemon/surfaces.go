@@ -33,7 +33,7 @@ type parts struct {
 func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	cfg := d.cfg
 	adm := newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerTenant)
-	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.log)
+	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.vols, d.log)
 	if err != nil {
 		return frontConfig{}, err
 	}
@@ -71,6 +71,9 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	if p.builds != nil {
 		v1.Builds = p.builds
+	}
+	if d.vols != nil {
+		v1.Volumes = d.vols
 	}
 	fc := frontConfig{
 		V1: v1,

@@ -95,6 +95,9 @@ type Spec struct {
 	// layers under a writable layer of the sandbox's own. nil: the host
 	// template (a generated skeleton with the host's /usr, read-only).
 	Root *Root
+	// Volumes are mounted into an image Root before the sandbox starts
+	// (volume.go); a sandbox without a Root has none.
+	Volumes []Volume
 	// User is the init's uid and gid inside the sandbox; nil: the sandbox
 	// user (1000:1000). uid 0 is root of the sandbox's user namespace and
 	// gets RootCaps there (nothing on the host); any other uid gets no

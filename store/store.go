@@ -31,6 +31,7 @@ import (
 	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // AuditEvent is one entry of the audit trail.
@@ -43,6 +44,7 @@ type Backend interface {
 	tenant.Store
 	secret.Store
 	templates.Store
+	volumes.Store
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error

@@ -52,6 +52,8 @@ type (
 	Catalog = control.Catalog
 	// Builds is the daemon's build queue, shared with /v1's build route.
 	Builds = control.Builds
+	// Volumes is the daemon's volumes.
+	Volumes = control.Volumes
 )
 
 // Config configures the handler. Manager and Tenants are required.
@@ -120,6 +122,10 @@ type Config struct {
 	// recording into its own catalog (the daemon's, Catalog's); nil: those
 	// routes answer failed_precondition.
 	Builds *Builds
+	// Volumes, when set, serves E2B's volumes (control/volumes.go: create,
+	// list, get, delete; volumeMounts on create); nil: those answer
+	// failed_precondition.
+	Volumes Volumes
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -205,7 +211,7 @@ func New(cfg Config) *Handler {
 		edge: edge,
 		control: control.New(edge, control.Config{MaxTimeout: cfg.MaxTimeout, PausedTimeout: cfg.PausedTimeout,
 			DefaultTimeout: cfg.DefaultTimeout, Templates: cfg.Templates, PlainPython: cfg.PlainPython,
-			DefaultOpen: cfg.DefaultOpen, Catalog: cfg.Catalog, Builds: cfg.Builds}),
+			DefaultOpen: cfg.DefaultOpen, Catalog: cfg.Catalog, Builds: cfg.Builds, Volumes: cfg.Volumes}),
 		envd:   envd.New(edge, envd.Config{MaxMessageBytes: cfg.MaxMessageBytes, MaxUploadBytes: cfg.MaxUploadBytes}),
 		interp: interp.New(edge, interp.Config{PlainPython: cfg.PlainPython}),
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/sandlot/sandlot/templates/builds"
 	"github.com/sandlot/sandlot/templates/templatestest"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 func TestAuth(t *testing.T) {
@@ -116,8 +118,27 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := templates.New(templates.Config{Store: secrets, Images: imgs})
+	vhost, err := volumes.NewHost(filepath.Join(t.TempDir(), "volumes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := volumes.NewService(secrets, vhost, volumes.Config{})
+	volA, err := vols.Create(context.Background(), "tenant-a", "avol", volumes.MinSizeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aVolumeIntact := func(t *testing.T) {
+		t.Helper()
+		if got, err := vols.Get(context.Background(), "tenant-a", volA.ID); err != nil || got.Name != "avol" {
+			t.Fatalf("A's volume was touched: %+v %v", got, err)
+		}
+		if _, err := vhost.Usage(volA.ID); err != nil {
+			t.Fatalf("A's volume's file: %v", err)
+		}
+	}
 	e := newEnv(t, func(c *server.Config) {
 		c.Secrets = secrets
+		c.Volumes = vols
 		c.Templates = cat
 		c.Builds = builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat})
 	})
@@ -325,6 +346,24 @@ func TestTenantIsolation(t *testing.T) {
 		"POST /v1/templates": func(t *testing.T) {
 			e.do(t, req{method: "POST", path: "/v1/templates", key: e.KeyB, body: api.TemplateRequest{Name: "app", Ref: "127.0.0.1:1/x:1"}})
 			aTemplateIntact(t)
+		},
+		"GET /v1/volumes": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/volumes", key: e.KeyB})
+			if w.Code != 200 || strings.Contains(w.Body.String(), volA.ID) || strings.Contains(w.Body.String(), "avol") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"POST /v1/volumes": func(t *testing.T) {
+			// B's volume of the same name is B's own.
+			e.do(t, req{method: "POST", path: "/v1/volumes", key: e.KeyB, body: api.VolumeRequest{Name: "avol", SizeBytes: volumes.MinSizeBytes}})
+			aVolumeIntact(t)
+		},
+		"GET /v1/volumes/{nameOrId}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "GET", path: "/v1/volumes/" + volA.ID, key: e.KeyB}))
+		},
+		"DELETE /v1/volumes/{nameOrId}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/volumes/" + volA.ID, key: e.KeyB}))
+			aVolumeIntact(t)
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})

@@ -110,6 +110,9 @@ type Config struct {
 	// Builds, when set, serves /v1/templates/builds (the daemon's build
 	// queue, shared with the E2B wire); nil answers those routes 412.
 	Builds Builds
+	// Volumes, when set, serves /v1/volumes (volumes.go); nil answers
+	// those routes 412.
+	Volumes Volumes
 	// Audit, when set, lists a tenant's audit trail, newest first, for
 	// GET /v1/audit (store.Backend.ListAudit); without it the route
 	// answers 503.
@@ -198,6 +201,10 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/templates/{nameOrId}", true, s.deleteTemplate},
 		{"POST", "/v1/templates/builds", true, s.buildTemplate},
 		{"GET", "/v1/templates/builds/{buildId}", true, s.buildStatus},
+		{"GET", "/v1/volumes", true, s.listVolumes},
+		{"POST", "/v1/volumes", true, s.createVolume},
+		{"GET", "/v1/volumes/{nameOrId}", true, s.getVolume},
+		{"DELETE", "/v1/volumes/{nameOrId}", true, s.deleteVolume},
 	}
 }
 

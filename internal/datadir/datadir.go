@@ -27,6 +27,10 @@ const (
 	Nodes = "nodes"
 	// Images is the default image store.
 	Images = "images"
+	// Volumes holds the tenants' volumes, a file each (docs/volumes.md).
+	// Backups leave it out: a backup restores volumes' records, not their
+	// bytes.
+	Volumes = "volumes"
 )
 
 // StateFiles are the files, besides the store and the secrets key, that a

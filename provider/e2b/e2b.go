@@ -338,6 +338,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	if p.cfg.APIKey == "" {
 		return nil, ErrNoAPIKey
 	}
+	if len(spec.Volumes) > 0 {
+		return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "volumes are not supported by provider e2b")
+	}
 	ttl := spec.TTL
 	if ttl <= 0 {
 		ttl = DefaultTTL

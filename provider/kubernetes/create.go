@@ -24,6 +24,9 @@ import (
 // a cold Sandbox; then the pod's agent is enrolled with a new key and the
 // context's configuration, and connected.
 func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.Sandbox, err error) {
+	if len(spec.Volumes) > 0 {
+		return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "volumes are not supported by provider kubernetes")
+	}
 	t, err := p.template(spec.Template)
 	if err != nil {
 		return nil, err

@@ -87,6 +87,9 @@ type Config struct {
 	// used yet (the default template while it is being built: unavailable);
 	// nil from it: not_found.
 	Missing func(template string) error
+	// Volumes opens the volumes sandboxes mount (contexts.Spec.Volumes);
+	// nil refuses them.
+	Volumes Volumes
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -107,6 +110,7 @@ type Provider struct {
 	prestart  []string
 	ready     time.Duration
 	nets      Networks
+	volumes   Volumes
 	creating  chan struct{} // one token per creation under way
 	// building holds the ids of the build-step sandboxes this process runs
 	// (build.go); List leaves them out.
@@ -151,6 +155,7 @@ func New(cfg Config) (*Provider, error) {
 		prestart:     cfg.Prestart,
 		ready:        cfg.ReadyTimeout,
 		nets:         cfg.Networks,
+		volumes:      cfg.Volumes,
 		log:          log,
 	}
 	if p.ready <= 0 {
@@ -313,11 +318,17 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			args = append(args, "--sudo")
 		}
 	}
+	vols, closeVols, err := p.openVolumes(ctx, spec, tmpl.root != nil)
+	if err != nil {
+		return nil, err
+	}
+	defer closeVols()
 	rs := runtime.Spec{
-		User: user,
-		ID:   id,
-		Args: args,
-		Env:  env,
+		Volumes: vols,
+		User:    user,
+		ID:      id,
+		Args:    args,
+		Env:     env,
 		Mounts: []runtime.Mount{
 			{Source: agentBin, Destination: oci.AgentPath, ReadOnly: true},
 		},

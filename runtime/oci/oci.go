@@ -434,9 +434,15 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			return err
 		}
 	}
+	if err := r.checkVolumes(spec); err != nil {
+		return err
+	}
 	rootfs := r.rootfs
 	if spec.Root != nil {
 		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes, &ph); err != nil {
+			return err
+		}
+		if err := attachVolumes(rootfs, spec.Volumes, ids); err != nil {
 			return err
 		}
 	}

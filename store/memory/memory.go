@@ -36,6 +36,7 @@ type Store struct {
 	leases    map[string]lease              // by name
 	secrets   map[secretKey]secret.Stored   // tenants' secrets
 	templates map[string]templates.Template // by template id
+	vols      volumeState                   // volumes.go
 	closed    bool
 }
 
@@ -450,6 +451,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	delete(s.tenants, id)
 	s.dropSecrets(id)
 	s.dropTemplates(id)
+	s.dropVolumes(id)
 	return nil
 }
 

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Lifecycle", testLifecycle},
 		{"ReservedMetadata", testReservedMetadata},
 		{"Users", testUsers},
+		{"Volumes", testVolumes},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -42,6 +42,7 @@ type Config struct {
 	DefaultOpen    func(tenantID string) bool
 	Catalog        Catalog // nil: the template routes answer failed_precondition
 	Builds         *Builds // nil: builds answer failed_precondition
+	Volumes        Volumes // nil: the volume routes and volumeMounts answer failed_precondition
 }
 
 // Handler serves the control plane. It is safe for concurrent use.
@@ -113,6 +114,7 @@ func (h *Handler) routes() *http.ServeMux {
 	h.templateRoutes(mux)
 	h.templateListRoutes(mux)
 	h.templateTagRoutes(mux)
+	h.volumeRoutes(mux)
 	mux.HandleFunc("/", core.NoRoute)
 	return mux
 }
@@ -175,6 +177,7 @@ type createBody struct {
 	AutoResume      *struct {
 		Enabled bool `json:"enabled"`
 	} `json:"autoResume"`
+	VolumeMounts []volumeMountBody `json:"volumeMounts"` // volumes.go
 }
 
 // sandboxBody answers create and connect.
@@ -254,6 +257,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 		core.WriteAPIError(w, err)
 		return
 	}
+	mounts, err := h.volumeMounts(r.Context(), tenantID, body.VolumeMounts)
+	if err != nil {
+		core.WriteAPIError(w, err)
+		return
+	}
 	e2bDefaults := h.edge.Domain() != nil && h.cfg.DefaultOpen != nil && h.cfg.DefaultOpen(tenantID)
 	netPolicy, err := createNetwork(body.AllowInternetAccess, body.Network)
 	if err == nil {
@@ -289,7 +297,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// setTimeout (and connect or refreshes asking for more) moves it.
 	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
 		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoResume: autoResume,
-		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID)})
+		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID), Volumes: mounts})
 	if err != nil {
 		h.edge.Logger().Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		core.WriteAPIError(w, err)

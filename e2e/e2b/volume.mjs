@@ -1,0 +1,67 @@
+// Volumes through the official SDK (run by TestVolumes, in phases around
+// a restart of `sandlot serve`).
+// a: create a volume, mount it into sandbox A, write a file, refuse to
+//    destroy it while A runs, kill A, read the file from sandbox B mounted
+//    at another path; refuse mount paths that cover the system; print the
+//    volume's id and name as JSON.
+// b (after the restart): the volume is still there, and sandbox C reads
+//    the file.
+// other (another tenant's key): the volume is not found, by every route,
+//    and cannot be mounted.
+// end: destroy it; then it is gone.
+import assert from 'node:assert/strict'
+import { Sandbox, Volume, VolumeNotFoundError } from 'e2b'
+
+const phase = process.argv[2]
+if (phase === 'a') {
+  const name = 'shared-' + Math.random().toString(36).slice(2, 10)
+  const vol = await Volume.create(name)
+  assert.equal(vol.name, name)
+  assert.ok(vol.volumeId)
+  const listed = await Volume.list()
+  assert.ok(listed.some((v) => v.volumeId === vol.volumeId && v.name === name), `list: ${JSON.stringify(listed)}`)
+  const info = await Volume.getInfo(vol.volumeId)
+  assert.equal(info.name, name)
+
+  const a = await Sandbox.create({ volumeMounts: { '/mnt/vol': vol }, timeoutMs: 300_000 })
+  await a.commands.run('echo hello from A > /mnt/vol/f.txt && mkdir -p /mnt/vol/sub && ln -s /etc /mnt/vol/sub/etc')
+  assert.equal(await a.files.read('/mnt/vol/f.txt'), 'hello from A\n')
+  await assert.rejects(Volume.destroy(vol.volumeId), /mounted/, 'destroy while A mounts it')
+
+  for (const bad of ['/proc', '/', '/..', '/dev/x', '/opt/sandlot', '/etc']) {
+    await assert.rejects(Sandbox.create({ volumeMounts: { [bad]: name }, timeoutMs: 60_000 }), /mount path/, `mount at ${bad}`)
+  }
+  await assert.rejects(Sandbox.create({ volumeMounts: { '/data': 'no-such-volume' }, timeoutMs: 60_000 }), /not found/)
+
+  await a.kill()
+  const b = await Sandbox.create({ volumeMounts: { '/home/user/data': name }, timeoutMs: 300_000 })
+  assert.equal(await b.files.read('/home/user/data/f.txt'), 'hello from A\n')
+  const owner = await b.commands.run('stat -c %U /home/user/data/f.txt && touch /home/user/data/by-b')
+  assert.equal(owner.stdout, 'user\n')
+  await b.kill()
+  console.log(JSON.stringify({ id: vol.volumeId, name }))
+} else if (phase === 'b') {
+  const { id, name } = JSON.parse(process.argv[3])
+  const vol = await Volume.connect(id)
+  assert.equal(vol.name, name)
+  const c = await Sandbox.create({ volumeMounts: { '/srv/v': vol }, timeoutMs: 300_000 })
+  const out = await c.commands.run('cat /srv/v/f.txt && ls /srv/v')
+  assert.equal(out.stdout, 'hello from A\nby-b\nf.txt\nlost+found\nsub\n')
+  await c.kill()
+  console.log('b: ok')
+} else if (phase === 'other') {
+  const { id, name } = JSON.parse(process.argv[3])
+  await assert.rejects(Volume.getInfo(id), VolumeNotFoundError)
+  await assert.rejects(Volume.connect(id), VolumeNotFoundError)
+  assert.equal(await Volume.destroy(id), false)
+  assert.ok(!(await Volume.list()).some((v) => v.volumeId === id))
+  for (const ref of [name, id]) {
+    await assert.rejects(Sandbox.create({ volumeMounts: { '/data': ref }, timeoutMs: 60_000 }), /not found/)
+  }
+  console.log('other: ok')
+} else if (phase === 'end') {
+  const { id } = JSON.parse(process.argv[3])
+  assert.equal(await Volume.destroy(id), true)
+  await assert.rejects(Volume.getInfo(id), VolumeNotFoundError)
+  console.log('end: ok')
+}
