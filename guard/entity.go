@@ -82,45 +82,20 @@ func (sc *scanner) entities() {
 	s := sc.s
 	n := len(s)
 	var words []entityWord
-	flush := func() {
-		if len(words) > 0 {
-			sc.judge(words)
-			words = words[:0]
-		}
-	}
 	for i := 0; i < n; {
-		c := s[i]
-		if c == '\n' {
-			flush()
+		// Skip to the next capital (or non-ASCII byte): most text has none.
+		for i < n && !wordStart[s[i]] {
 			i++
+		}
+		if i >= n {
+			break
+		}
+		if i > 0 && (is(s[i-1], cAlnum) || s[i-1] >= 0x80 || strings.IndexByte("_.$@/\\#", s[i-1]) >= 0) {
+			i++ // inside a word, an identifier or a path
 			continue
 		}
-		if c < 0x80 && !is(c, cAlnum) {
-			// Words of a run are separated by one space (after a comma
-			// only for addresses, which judge reads on from the run).
-			if c != ' ' || i+1 >= n || i > 0 && s[i-1] == ' ' {
-				flush()
-			}
-			i++
-			continue
-		}
-		if c < 0x80 && !is(c, cUpper) {
-			// lower-case word or number: a particle joins, else the run ends
-			j := i + 1
-			for j < n && (s[j] >= 0x80 || is(s[j], cAlnum)) {
-				j++
-			}
-			if len(words) > 0 && particles[s[i:j]] && j < n && s[j] == ' ' {
-				words = append(words, entityWord{start: i, end: j, text: s[i:j], particle: true})
-			} else {
-				flush()
-			}
-			i = j
-			continue
-		}
-		if i+1 < n && is(s[i+1], cDigit) && (i == 0 || !is(s[i-1], cWord)) {
+		if s[i] < 0x80 && i+1 < n && is(s[i+1], cDigit) {
 			if e := postcode(s, i); e > 0 {
-				flush()
 				if sc.ents&entAddress != 0 && i >= sc.entEnd {
 					sc.add(TypeAddress, i, e, 0.85)
 				}
@@ -128,25 +103,69 @@ func (sc *scanner) entities() {
 				continue
 			}
 		}
-		e, ok := capWord(s, i)
-		if !ok {
-			flush()
-			if e <= i {
-				e = i + 1
+		// A run: capitalised words separated by one space, joined by
+		// particles (Ó, Ní, of, and, &).
+		words = words[:0]
+		j := i
+		for {
+			e, ok := capWord(s, j)
+			if !ok {
+				if e <= j {
+					e = j + 1
+				}
+				if len(words) == 0 {
+					j = e
+				}
+				break
 			}
-			i = e
-			continue
+			words = append(words, entityWord{start: j, end: e, text: s[j:e], particle: particles[s[j:e]]})
+			j = e
+			if j+1 >= n || s[j] != ' ' {
+				break
+			}
+			k := j + 1
+			if wordStart[s[k]] {
+				j = k
+				continue
+			}
+			// a lower-case particle between capitalised words
+			q := k
+			for q < n && q-k < 4 && (is(s[q], cLower) || s[q] == '&') {
+				q++
+			}
+			if q > k && q+1 < n && s[q] == ' ' && particles[s[k:q]] && wordStart[s[q+1]] {
+				words = append(words, entityWord{start: k, end: q, text: s[k:q], particle: true})
+				j = q + 1
+				continue
+			}
+			if q > k && legalWords[s[k:q]] && (q == n || !is(s[q], cAlnum)) {
+				words = append(words, entityWord{start: k, end: q, text: s[k:q]}) // Kerry Group plc
+				j = q
+			}
+			break
 		}
-		if i > 0 && (is(s[i-1], cAlnum) || strings.IndexByte("_.$@/\\#", s[i-1]) >= 0) && len(words) == 0 {
-			i = e // part of an identifier or a path
-			continue
+		if len(words) > 0 {
+			sc.judge(words)
+			words = words[:0]
 		}
-		w := s[i:e]
-		words = append(words, entityWord{start: i, end: e, text: w, particle: particles[w]})
-		i = e
+		if j <= i {
+			j = i + 1
+		}
+		i = j
 	}
-	flush()
 }
+
+// wordStart marks the bytes that may start a capitalised word: ASCII
+// capitals and the lead bytes of non-ASCII letters (Ó, Á).
+var wordStart = func() (t [256]bool) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := 0xc0; c < 0x100; c++ {
+		t[c] = true
+	}
+	return
+}()
 
 // capWord parses a capitalised word at i: an upper-case letter, then
 // letters (Irish forms: O'Brien, Ó, McCarthy, MacNamara, Ní, hyphens), or
@@ -233,6 +252,16 @@ func (sc *scanner) judge(words []entityWord) {
 		words = words[1:]
 	}
 	if len(words) == 0 || words[0].start < sc.entEnd {
+		return
+	}
+	plain := true // only words of code, tools and the calendar: no entity
+	for _, w := range words {
+		if t := strings.TrimSuffix(w.text, "."); !w.particle && !techWords[t] && !calendar[t] && !streetWords[t] {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		return
 	}
 	// Leading words that open sentences or greet (The, In, Dear) are cues
@@ -431,6 +460,9 @@ func (sc *scanner) titleCase(a int) bool {
 	if le-ls > 400 {
 		ls, le = max(ls, a-200), min(le, a+200)
 	}
+	if row(s[ls:le]) {
+		return false // a table's row: its capitals are its values
+	}
 	words, caps := 0, 0
 	for _, w := range strings.Fields(s[ls:le]) {
 		w = strings.Trim(w, `"'(),.:;!?[]{}`)
@@ -502,7 +534,10 @@ func (sc *scanner) cueBefore(a int) string {
 
 // keyCue is what a key names: name, customer, employer, city, ...
 func keyCue(key string) string {
-	key = strings.ToLower(strings.NewReplacer(" ", "_", "-", "_").Replace(key))
+	if len(key) < 2 || len(key) > 32 {
+		return ""
+	}
+	key = strings.ToLower(keyFold.Replace(key))
 	if c, ok := keyCues[key]; ok {
 		return c
 	}
@@ -513,6 +548,8 @@ func keyCue(key string) string {
 	}
 	return ""
 }
+
+var keyFold = strings.NewReplacer(" ", "_", "-", "_")
 
 // columnCue reads the column of a table the position a is in: a CSV
 // field or a whitespace-aligned column (a DataFrame, a psql table) whose
@@ -528,14 +565,21 @@ func (sc *scanner) columnCue(a int) string {
 		line = line[:nl]
 	}
 	col := a - ls
+	if !tabular(line) {
+		return ""
+	}
 	// the header: a line above in this block (no blank line between), at
 	// most 64 lines and 8 KiB up, with a key at the value's column
 	h := ls
 	for k := 0; k < 64 && h > 0 && ls-h < 8<<10; k++ {
 		p := strings.LastIndexByte(s[:h-1], '\n') + 1
 		header := s[p : h-1]
-		if strings.TrimSpace(header) == "" {
-			break
+		if strings.Trim(header, " -+=|:\t") == "" && strings.TrimSpace(header) != "" {
+			h = p
+			continue // a rule under a header: ----+----
+		}
+		if strings.TrimSpace(header) == "" || !tabular(header) {
+			break // a table's rows and header are contiguous tabular lines
 		}
 		h = p
 		if c := headerCue(header, line, col); c != "" {
@@ -545,8 +589,38 @@ func (sc *scanner) columnCue(a int) string {
 	return ""
 }
 
+// tabular reports a line that may be a table's row: fields separated by
+// commas, bars, tabs or runs of spaces.
+func tabular(line string) bool {
+	t := strings.TrimLeft(line, " \t")
+	return strings.IndexByte(t, ',') >= 0 || strings.IndexByte(t, '|') >= 0 ||
+		strings.IndexByte(t, '\t') >= 0 || strings.Contains(t, "  ")
+}
+
+// row reports a line that is a table's row more surely than tabular:
+// bars, tabs, two commas, or two gaps of spaces between values.
+func row(line string) bool {
+	t := strings.TrimSpace(line)
+	return strings.IndexByte(t, '|') >= 0 || strings.IndexByte(t, '\t') >= 0 ||
+		strings.Count(t, ",") >= 2 || gaps(t) >= 2
+}
+
+// gaps counts the runs of two or more spaces in t.
+func gaps(t string) int {
+	n := 0
+	for i := 0; i+1 < len(t); i++ {
+		if t[i] == ' ' && t[i+1] == ' ' && (i == 0 || t[i-1] != ' ') {
+			n++
+		}
+	}
+	return n
+}
+
 // headerCue is what the column of header that holds line[col:] names.
 func headerCue(header, line string, col int) string {
+	if !tabular(header) {
+		return ""
+	}
 	if strings.Count(header, ",") >= 1 {
 		if strings.Count(line[:col], ",") > strings.Count(header, ",") {
 			return ""
