@@ -33,6 +33,17 @@ func TestCorpusScores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// holdout.txt was written after the rules were last changed and
+		// has not been tuned against: its figures are logged apart.
+		var held []entitycorpus.Doc
+		for _, d := range docs {
+			if d.Name == "holdout.txt" {
+				held = append(held, d)
+			}
+		}
+		for _, s := range entitycorpus.Evaluate(held, g.Scan) {
+			t.Logf("holdout model=%v %-14s labels %3d found %3d precision %.3f recall %.3f", withModel, s.Type, s.Labels, s.Found, s.Precision(), s.Recall())
+		}
 		for _, s := range entitycorpus.Evaluate(docs, g.Scan) {
 			t.Logf("model=%v %-14s labels %3d found %3d precision %.3f recall %.3f", withModel, s.Type, s.Labels, s.Found, s.Precision(), s.Recall())
 			for _, m := range s.Misses {
