@@ -94,7 +94,7 @@ func (sc *scanner) entities() {
 			i++ // inside a word, an identifier or a path
 			continue
 		}
-		if s[i] < 0x80 && i+1 < n && is(s[i+1], cDigit) {
+		if s[i] < 0x80 && i+2 < n && (is(s[i+1], cDigit) || is(s[i+1], cUpper) && is(s[i+2], cDigit)) {
 			if e := postcode(s, i); e > 0 {
 				if sc.ents&entAddress != 0 && i >= sc.entEnd {
 					sc.add(TypeAddress, i, e, 0.85)
@@ -474,7 +474,7 @@ func (sc *scanner) titleCase(a int) bool {
 			caps++
 		}
 	}
-	return words >= 5 && caps*10 >= words*7
+	return words >= 6 && caps*4 >= words*3
 }
 
 // modelContext is how far either side of a run its model window reaches.
