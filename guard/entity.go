@@ -418,8 +418,12 @@ func (sc *scanner) model(run entityRun) (string, float64) {
 	} else {
 		le += b
 	}
-	ls = max(ls, a-modelContext)
-	le = min(le, b+modelContext)
+	if le-ls > 2*modelContext {
+		// a long line: the run and its neighbourhood (a short line is one
+		// window, so the runs on it share one call)
+		ls = max(ls, a-modelContext)
+		le = min(le, b+modelContext)
+	}
 	if sc.win == nil || sc.winStart != ls || sc.winEnd != le {
 		sc.win, sc.winStart, sc.winEnd = sc.g.recognize(sc.s[ls:le]), ls, le
 	}
