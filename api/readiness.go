@@ -20,6 +20,25 @@ type Readiness struct {
 	// from now ("core", "full"; "previous" for an image the store had
 	// before this daemon built one; "" for a template of one stage).
 	Live map[string]string `json:"live,omitempty"`
+	// Guard says what the egress guard detects with: whether its entity
+	// model is loaded, and the memory it takes beside the daemon's own.
+	// A guard without its model still scans with its patterns and entity
+	// rules: it does not make the server unready.
+	Guard *GuardHealth `json:"guard,omitempty"`
+}
+
+// GuardHealth is the egress guard's part of Readiness.
+type GuardHealth struct {
+	// EntityModel names the model ("prose/v2.0.0 en"); State is "loaded",
+	// or "unavailable" with Error saying why (the guard then runs its
+	// patterns and entity rules alone).
+	EntityModel string `json:"entityModel,omitempty"`
+	State       string `json:"state"`
+	Error       string `json:"error,omitempty"`
+	// ModelBytes is the heap the model's weights take; DaemonHeapBytes is
+	// the daemon's whole heap in use (the model included).
+	ModelBytes      int64 `json:"modelBytes,omitempty"`
+	DaemonHeapBytes int64 `json:"daemonHeapBytes"`
 }
 
 // Work is one piece of work under way: a template's image being built.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/guard/ner"
 )
 
 func init() {
@@ -34,6 +35,7 @@ func newSanitizeCmd() *cobra.Command {
 	fs.Lookup("json").Usage = "write the findings (type, start, end) as JSON instead of the text (the same as -o json)"
 	fs.Lookup("output").Usage = "json or yaml: write the findings (type, start, end) instead of the text; wide: the text"
 	regions := fs.String("regions", "IE,US", "default regions for phone numbers without a country code")
+	model := fs.Bool("entity-model", true, "judge the names, places and organisations the entity rules leave open with the entity model, as serve does (about 0.7 s to load)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		std := ioOf(cmd)
 		var rs []string
@@ -42,7 +44,16 @@ func newSanitizeCmd() *cobra.Command {
 				rs = append(rs, r)
 			}
 		}
-		g, err := guard.New(guard.Config{Mode: *mode, Regions: rs})
+		cfg := guard.Config{Mode: *mode, Regions: rs}
+		if *model && *mode != guard.ModeOff {
+			m, err := ner.Load()
+			if err != nil {
+				fmt.Fprintf(std.Err, "sanitize: the entity model did not load (%v); the patterns and entity rules run alone\n", err)
+			} else {
+				cfg.Model = m
+			}
+		}
+		g, err := guard.New(cfg)
 		if err != nil {
 			return fmt.Errorf("sanitize: %w", err)
 		}

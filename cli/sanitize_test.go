@@ -92,3 +92,25 @@ func TestSanitizeBadArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestSanitizeEntities: sanitize runs the entity detection serve runs,
+// with the model, and without it when asked.
+func TestSanitizeEntities(t *testing.T) {
+	in := "Dear Mary O'Brien, 14 Ardee Road, Rathmines, Dublin 6.\nBill Gates met Warren Buffett in Omaha.\n"
+	out, _, err := runCLI(t, in, "sanitize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"Mary", "Ardee", "Warren Buffett"} {
+		if strings.Contains(out, v) {
+			t.Errorf("sanitize left %q: %q", v, out)
+		}
+	}
+	out, _, err = runCLI(t, in, "sanitize", "--entity-model=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "Mary") || strings.Contains(out, "Ardee") || !strings.Contains(out, "Warren Buffett") {
+		t.Errorf("rules alone: %q", out)
+	}
+}

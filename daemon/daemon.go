@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if prov == nil {
 		return nil, provErr // a provider's settings that do not parse
 	}
-	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.kegress.serving(), d.trail)
+	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.kegress.serving(), d.trail, log)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (d *Daemon) loop(fn func()) {
 // newGuard is the egress guard every result passes, with its findings to
 // the audit trail and, with sandbox networks, the tenants' stored secret
 // values among the values it masks (guard.Config.Known).
-func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, podSecrets bool, trail *audit.Writer) (*guard.Guard, error) {
+func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, podSecrets bool, trail *audit.Writer, log *slog.Logger) (*guard.Guard, error) {
 	hmacKey, err := guardKey(dataDir)
 	if err != nil {
 		return nil, err
@@ -210,7 +210,7 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 	if nw != nil || podSecrets {
 		known = knownValues(st)
 	}
-	g, err := guard.New(guard.Config{
+	gcfg := guard.Config{
 		HMACKey: hmacKey,
 		Known:   known,
 		// Requests carry their tenant, whose mode the guard reads; this is
@@ -226,10 +226,14 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "task": ev.Task, "hmac": ev.HMAC,
 					"start": strconv.Itoa(ev.Start), "end": strconv.Itoa(ev.End)}})
 		},
-	})
+	}
+	m, merr := entityModel()
+	withEntityModel(&gcfg, log, m, merr)
+	g, err := guard.New(gcfg)
 	if err != nil {
 		return nil, err
 	}
+	guardMeters(g)
 	if nw != nil {
 		nw.forget = g.Forget
 	}

@@ -124,6 +124,10 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 			t.Errorf("%s{%s} = %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
+	// The guard's entity model's memory, beside the daemon's heap.
+	if mb, hb := m.get("sandlot_guard_model_bytes", ``), m.get("sandlot_daemon_heap_bytes", ``); mb < 1<<20 || hb < mb {
+		t.Errorf("guard model bytes %v, daemon heap bytes %v", mb, hb)
+	}
 	if m.get("sandlot_pool_hits_total", `template="default"`)+m.get("sandlot_pool_misses_total", `template="default"`) != 2 {
 		t.Errorf("pool hits + misses != 2 creations")
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
@@ -66,8 +67,11 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	if p.tw.catalog != nil { // a nil *Catalog in the interface would not be nil
 		v1.Templates = p.tw.catalog
 	}
-	if p.tw.builtins != nil {
-		v1.Progress = p.tw.builtins.progress
+	v1.Progress = func(r *api.Readiness) {
+		if p.tw.builtins != nil {
+			p.tw.builtins.progress(r)
+		}
+		guardHealth(d.guard, r)
 	}
 	if p.builds != nil {
 		v1.Builds = p.builds

@@ -19,6 +19,9 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/guard/ner"
 )
 
 // Status is a check's outcome.
@@ -82,6 +85,9 @@ type Probes struct {
 	Nftables func(ctx context.Context) error
 	// Version runs bin --version and returns its first line.
 	Version func(ctx context.Context, bin string) (string, error)
+	// EntityModel loads the guard's entity model (guard/ner) and says
+	// what it is and what it takes.
+	EntityModel func() (guard.ModelInfo, error)
 }
 
 // Check is one named check.
@@ -102,6 +108,7 @@ var Checks = []Check{
 	{"disk", checkDisk},
 	{"store", checkStore},
 	{"default template", checkTemplate},
+	{"guard entity model", checkEntityModel},
 }
 
 // Run runs every check on cfg.
@@ -146,6 +153,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.Probes.Nftables == nil {
 		cfg.Probes.Nftables = probeNftables
+	}
+	if cfg.Probes.EntityModel == nil {
+		cfg.Probes.EntityModel = probeEntityModel
 	}
 	if cfg.Probes.Version == nil {
 		cfg.Probes.Version = probeVersion
@@ -213,4 +223,28 @@ func count(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// checkEntityModel loads the egress guard's entity model, as serve does:
+// without it the guard still finds patterns, addresses, dates of birth and
+// the names its rules see, so a failure is a warning.
+func checkEntityModel(_ context.Context, cfg Config) []Result {
+	r := Result{Name: "guard entity model", Status: OK}
+	info, err := cfg.Probes.EntityModel()
+	if err != nil {
+		r.Status = Warn
+		r.Detail = "did not load: " + err.Error() + "; the guard runs its patterns and entity rules alone"
+		r.Fix = "the model is compiled into sandlot: reinstall the binary"
+		return []Result{r}
+	}
+	r.Detail = fmt.Sprintf("%s, %.0f MB of heap, loaded in %.1f s", info.Name, float64(info.Bytes)/1e6, info.LoadTime.Seconds())
+	return []Result{r}
+}
+
+func probeEntityModel() (guard.ModelInfo, error) {
+	m, err := ner.Load()
+	if err != nil {
+		return guard.ModelInfo{}, err
+	}
+	return m.Info(), nil
 }

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/guard"
 )
 
 // fakeHost is a root and PATH of a host as sandlot needs it; a test case
@@ -61,6 +64,9 @@ func (h fakeHost) config(t *testing.T) Config {
 			Version: func(_ context.Context, bin string) (string, error) {
 				return filepath.Base(bin) + " version 1.0", nil
 			},
+			EntityModel: func() (guard.ModelInfo, error) {
+				return guard.ModelInfo{Name: "prose/v2.0.0 en", Bytes: 40 << 20, LoadTime: 700 * time.Millisecond}, nil
+			},
 		},
 	}
 }
@@ -84,6 +90,10 @@ func TestFakeHost(t *testing.T) {
 		words  string // in the check's detail or fix
 	}{
 		{"all there", func(*testing.T, fakeHost, *Config) {}, "kernel", OK, true, "6.13.2"},
+		{"entity model loaded", func(*testing.T, fakeHost, *Config) {}, "guard entity model", OK, true, "42 MB of heap"},
+		{"entity model missing", func(_ *testing.T, _ fakeHost, c *Config) {
+			c.Probes.EntityModel = func() (guard.ModelInfo, error) { return guard.ModelInfo{}, errors.New("weights did not decode") }
+		}, "guard entity model", Warn, true, "patterns and entity rules alone"},
 		{"old kernel", func(t *testing.T, h fakeHost, _ *Config) { h.write(t, "proc/sys/kernel/osrelease", "5.10.0-28-amd64") },
 			"kernel", Fail, false, "older than 5.12"},
 		{"kernel too old for images", func(t *testing.T, h fakeHost, _ *Config) { h.write(t, "proc/sys/kernel/osrelease", "6.1.0-18-amd64") },

@@ -189,7 +189,7 @@ func (d *declared) partial(s string) int {
 
 // scanCtx is scan plus the values known for tenantID under ctx.
 func (g *Guard) scanCtx(ctx context.Context, tenantID, s string) []Finding {
-	return withDeclared(g.scan(s), g.declaredOf(ctx, tenantID), s)
+	return withDeclared(g.scanEnts(s, g.entsOf(ctx, tenantID)), g.declaredOf(ctx, tenantID), s)
 }
 
 // in reports whether any form occurs in b.

@@ -24,7 +24,7 @@ func (g *Guard) File(ctx context.Context, tenantID string) contexts.FileRedactor
 	}
 	// Like Stream, the redactor lives for one read and keeps its ctx for
 	// the Audit hook.
-	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}}
+	return &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID), ents: g.entsOf(ctx, tenantID)}}
 }
 
 // Message is File for one message of a protocol that says what it is (a
@@ -38,7 +38,7 @@ func (g *Guard) Message(ctx context.Context, tenantID string, binary bool) conte
 	if mode == ModeOff {
 		return passFile{}
 	}
-	f := &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}, sniffd: true}
+	f := &file{st: &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID), ents: g.entsOf(ctx, tenantID)}, sniffd: true}
 	if binary {
 		f.bin = newBinFile(f.st, "binary")
 	}

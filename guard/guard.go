@@ -19,6 +19,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nyaruka/phonenumbers"
 	"go.opentelemetry.io/otel/attribute"
@@ -114,6 +115,20 @@ type Config struct {
 	// tenant chose. nil: the tenant's mode alone. An unknown mode is
 	// invalid_argument.
 	TaskModes map[string]string
+	// Entities are the entity types (EntityTypes) every tenant's output is
+	// scanned for unless it chose others; nil means all, empty none. An
+	// unknown type is invalid_argument.
+	Entities []string
+	// EntitiesFor returns a tenant's entity types when ctx does not carry
+	// the tenant (tenant.With carries its GuardEntities); nil, or a nil
+	// result, means Entities.
+	EntitiesFor func(ctx context.Context, tenantID string) []string
+	// Model judges the candidates the entity rules leave open (guard/ner).
+	// Nil: the rules alone (addresses, dates of birth, names after a cue
+	// or a given name, organisations by their legal word); ModelError says
+	// why, for ModelStatus.
+	Model      Recognizer
+	ModelError error
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
@@ -126,6 +141,12 @@ type Guard struct {
 	key      []byte
 	findings metric.Int64Counter
 	known    func(ctx context.Context, tenantID string) ([]string, error)
+
+	ents        entitySet
+	entsFor     func(ctx context.Context, tenantID string) []string
+	model       Recognizer
+	modelErr    error
+	modelPanics atomic.Int64
 
 	knownMu    sync.Mutex
 	knownCache map[string]knownForms // tenant → its stored values' forms
@@ -143,7 +164,15 @@ func New(cfg Config) (*Guard, error) {
 		known:   cfg.Known,
 
 		knownCache: map[string]knownForms{},
+		entsFor:    cfg.EntitiesFor,
+		model:      cfg.Model,
+		modelErr:   cfg.ModelError,
 	}
+	ents, err := entitySetOf(cfg.Entities)
+	if err != nil {
+		return nil, err
+	}
+	g.ents = ents
 	meter := cfg.Meter
 	if meter == nil {
 		meter = telemetry.Meter()

@@ -198,7 +198,7 @@ func (sc *scanner) base64Run(i, j int) {
 	if err != nil || !texty(dec) {
 		return
 	}
-	fs := sc.g.scanView(string(dec), sc.depth+1, false)
+	fs := sc.g.scanView(string(dec), sc.depth+1, false, 0)
 	if len(fs) == 0 {
 		return
 	}

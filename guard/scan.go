@@ -73,13 +73,19 @@ func is(c byte, k uint16) bool { return class[c]&k != 0 }
 // maxDepth bounds base64-in-base64 recursion.
 const maxDepth = 1
 
-// scan finds everything in s, in s's byte offsets.
+// scan finds everything in s, in s's byte offsets, with the default
+// entity types.
 func (g *Guard) scan(s string) []Finding {
+	return g.scanEnts(s, g.ents)
+}
+
+// scanEnts finds everything in s, with the entity types in ents.
+func (g *Guard) scanEnts(s string, ents entitySet) []Finding {
 	if isASCII(s) {
-		return g.scanView(s, 0, false)
+		return g.scanView(s, 0, false, ents)
 	}
 	v := normalize(s)
-	fs := g.scanView(v.text, 0, false)
+	fs := g.scanView(v.text, 0, false, ents)
 	for i := range fs {
 		fs[i].Start, fs[i].End = v.raw(fs[i].Start, fs[i].End)
 	}
@@ -92,12 +98,17 @@ func (g *Guard) scan(s string) []Finding {
 // and tokens with a checksum or a fixed length also match at the start
 // of a longer run (see loose).
 func (g *Guard) scanBinary(s string) []Finding {
-	return g.scanView(s, 0, true)
+	return g.scanView(s, 0, true, 0)
 }
 
-// scanView runs every detector over normalized text.
-func (g *Guard) scanView(s string, depth int, loose bool) []Finding {
+// scanView runs every detector over normalized text. Entities (ents) are
+// looked for in text only: not in base64 payloads, nor in the views of
+// binary formats, whose runs of printable bytes are not prose.
+func (g *Guard) scanView(s string, depth int, loose bool, ents entitySet) []Finding {
 	sc := scanner{g: g, s: s, depth: depth, loose: loose}
+	if depth == 0 && !loose {
+		sc.ents = ents
+	}
 	sc.words()
 	sc.numbers()
 	sc.emails()
@@ -110,6 +121,9 @@ func (g *Guard) scanView(s string, depth int, loose bool) []Finding {
 	if loose {
 		sc.glued()
 	}
+	if sc.ents != 0 {
+		sc.entities()
+	}
 	return resolve(sc.out)
 }
 
@@ -121,14 +135,39 @@ type scanner struct {
 	// loose is set for the view of binary data: a value may end where the
 	// run of its characters does not (scanBinary).
 	loose bool
+	// ents are the entity types to look for.
+	ents entitySet
+	// entEnd is the end of the last address: runs inside it are judged.
+	entEnd int
+	// win is the model's answer for the window [winStart, winEnd).
+	win              []Span
+	winStart, winEnd int
 }
 
 func (sc *scanner) add(typ string, start, end int, conf float64) {
 	sc.out = append(sc.out, Finding{Type: typ, Start: start, End: end, Confidence: conf})
 }
 
+// specificity ranks types for overlaps: a validated pattern says more
+// than an address or a date of birth, which say more than a name, an
+// organisation or a place found by judgement.
+func specificity(typ string) int {
+	switch typ {
+	case TypeAddress, TypeDateOfBirth:
+		return 3
+	case TypeOrganization:
+		return 2
+	case TypePerson:
+		return 1
+	case TypeLocation:
+		return 0
+	}
+	return 4
+}
+
 // resolve sorts findings and merges overlaps into the earliest, longest one,
-// so that nothing of either value survives redaction.
+// so that nothing of either value survives redaction; the merged finding
+// takes the most specific type (the earliest of equals).
 func resolve(fs []Finding) []Finding {
 	if len(fs) < 2 {
 		return fs
@@ -145,6 +184,9 @@ func resolve(fs []Finding) []Finding {
 		if f.Start < last.End {
 			if f.End > last.End {
 				last.End = f.End
+			}
+			if specificity(f.Type) > specificity(last.Type) {
+				last.Type, last.Confidence = f.Type, f.Confidence
 			}
 			continue
 		}

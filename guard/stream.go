@@ -35,7 +35,7 @@ func (g *Guard) Stream(ctx context.Context, tenantID string) contexts.StreamReda
 	}
 	// The redactor lives for one call; it keeps the call's ctx for the
 	// Audit hook because the contexts.StreamRedactor contract has no ctx.
-	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID)}
+	return &stream{g: g, ctx: ctx, tenant: tenantID, mode: mode, sec: g.declaredOf(ctx, tenantID), ents: g.entsOf(ctx, tenantID)}
 }
 
 type passStream struct{}
@@ -51,6 +51,7 @@ type stream struct {
 	tenant string
 	mode   string
 	sec    *declared // the declared secret values of the call's context; nil: none
+	ents   entitySet // the entity types the tenant's output is scanned for
 
 	pending []byte // raw text not yet emitted (a buffer: tiny writes must not copy it)
 	prev    string // the tail of emitted raw text, context for the next scan
@@ -136,7 +137,7 @@ func (st *stream) process(chunk string, final bool) string {
 	if st.binary {
 		fs = st.g.scanBinary(view)
 	} else {
-		fs = st.g.scan(view)
+		fs = st.g.scanEnts(view, st.ents)
 	}
 	fs = withDeclared(fs, st.sec, view)
 	cut := len(view)
