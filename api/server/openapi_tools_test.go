@@ -51,12 +51,6 @@ func pascal(name string) string {
 	return b.String()
 }
 
-// camel turns run_code into runCode, the operation's id.
-func camel(name string) string {
-	p := pascal(name)
-	return strings.ToLower(p[:1]) + p[1:]
-}
-
 func ref(name string) *ordered { return obj("$ref", "#/components/schemas/"+name) }
 
 // generateToolsOpenAPI rewrites doc's tool operations from the registry:
@@ -159,7 +153,8 @@ func resultSchema(tool string) *ordered {
 	return obj("oneOf", []any{ref(p + "Result"), ref("FailureResult")})
 }
 
-// toolOperation is POST /v1/tools/<tool>: the generic route's parameters
+// toolOperation is POST /v1/tools/<tool> (operation toolRunCode, apart
+// from the other routes' ids such as listFiles): the generic route's parameters
 // (but the tool's name) and error responses, with the tool's own body and
 // result.
 func toolOperation(t tools.Tool, generic *ordered) *ordered {
@@ -172,7 +167,7 @@ func toolOperation(t tools.Tool, generic *ordered) *ordered {
 		params = append(params, prm)
 	}
 	op := obj(
-		"operationId", camel(t.Name),
+		"operationId", "tool"+pascal(t.Name),
 		"summary", "Call the "+t.Name+" tool",
 		"description", t.Description+" (Model-facing description; generated from the tool registry. A failure of the code itself, a context limit or a lost sandbox is a 200 result with success false, which a model can read.)",
 		"tags", []any{"tools"},
@@ -419,6 +414,21 @@ func TestOpenAPIToolArgs(t *testing.T) {
 				t.Errorf("%sArgs differs from the registry's schema (-registry +document):\n%s", pascal(tool.Name), d)
 			}
 		})
+	}
+	ids := map[string]string{}
+	for p, ops := range doc.Paths {
+		for m, raw := range ops {
+			var op struct {
+				OperationID string `json:"operationId"`
+			}
+			if json.Unmarshal(raw, &op) != nil || op.OperationID == "" {
+				continue
+			}
+			if other, dup := ids[op.OperationID]; dup {
+				t.Errorf("operationId %s of %s %s is also %s's: generated clients need them unique", op.OperationID, m, p, other)
+			}
+			ids[op.OperationID] = m + " " + p
+		}
 	}
 	var documented []string
 	for p := range doc.Paths {
