@@ -385,6 +385,15 @@ type Version struct {
 	SchemaVersion int    `json:"schemaVersion"`
 }
 
+// TenantInfo is the body of GET /v1/tenant: the tenant the request's key
+// belongs to. The key decides the tenant; a client that is handed a tenant
+// id (specification 001's identity) checks it against this one.
+type TenantInfo struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Admin bool   `json:"admin,omitempty"`
+}
+
 // AuditList is the body of GET /v1/audit: the tenant's events, newest
 // first.
 type AuditList struct {

@@ -52,6 +52,8 @@ PY=/usr/bin/python3
 # clears stale UDP entries with conntrack), kube-router and
 # CNI portmap plugin run them (internal/kubetest; scripts/k8s.sh builds the
 # cluster itself).
+# python3-httpx, python3-pytest, mypy: the Python SDK (sdk/python) runs on
+# httpx, and e2e/sdk tests it with pytest and checks it with mypy --strict.
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -107,6 +109,9 @@ t   py:h11                                            python3-h11
 t   py:certifi                                        python3-certifi
 t   py:idna                                           python3-idna
 t   py:sniffio                                        python3-sniffio
+t   py:httpx                                          python3-httpx
+t   py:pytest                                         python3-pytest
+t   cmd:mypy                                          mypy
 t   cmd:iptables                                      iptables
 t   cmd:ipset                                         ipset
 t   cmd:conntrack                                     conntrack
@@ -170,6 +175,9 @@ if [ "$mode" = test ] && [ "$install" = 1 ]; then
   scripts/postgres.sh
   # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
   (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
+  # the TypeScript SDK's toolchain and the agent frameworks its tests use
+  # (e2e/sdk), exactly as sdk/typescript/package-lock.json pins them
+  (cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
   # the official E2B Python SDKs for e2e/e2b/python, pinned, into the tests'
   # cache: from git clones of their repositories, as no reachable registry
   # has them (scripts/e2b-python.sh says why and how)
@@ -192,6 +200,10 @@ if [ "$mode" = test ]; then
   for m in e2b @e2b/code-interpreter @e2b/desktop npm; do
     [ -f "e2e/e2b/node_modules/$m/package.json" ] ||
       { echo "missing: npm package $m (cd e2e/e2b && npm ci)" >&2; fail=1; }
+  done
+  for m in typescript openapi-typescript ai @openai/agents @langchain/core; do
+    [ -f "sdk/typescript/node_modules/$m/package.json" ] ||
+      { echo "missing: npm package $m (cd sdk/typescript && npm ci)" >&2; fail=1; }
   done
   scripts/k8s.sh check || fail=1
   # Reported, not fatal here: only e2e/e2b/python needs them, and it fails

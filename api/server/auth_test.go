@@ -215,6 +215,16 @@ func TestTenantIsolation(t *testing.T) {
 			}
 		},
 		"GET /v1/tools": func(t *testing.T) {}, // schemas only
+		"GET /v1/tenant": func(t *testing.T) { // the key's own tenant, never another's
+			w := e.do(t, req{method: "GET", path: "/v1/tenant", key: e.KeyB})
+			var got api.TenantInfo
+			if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || w.Code != 200 {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			if got.ID != "tenant-b" || strings.Contains(w.Body.String(), "tenant-a") {
+				t.Fatalf("B's key answers %s", w.Body)
+			}
+		},
 		"GET /v1/metrics/sessions": func(t *testing.T) {
 			// Aggregates only: no ids, no identities.
 			w := e.do(t, req{method: "GET", path: "/v1/metrics/sessions", key: e.KeyB})

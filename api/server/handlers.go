@@ -424,6 +424,12 @@ func (s *Server) pathEvent(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// whoami answers the tenant of the request's key.
+func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
+	t := mustTenant(r)
+	writeJSON(w, http.StatusOK, api.TenantInfo{ID: t.ID, Name: t.Name, Admin: t.Admin})
+}
+
 // sessionMetrics answers the counters of the caller's sessions. An
 // admin tenant's key counts every tenant's without ?tenant=, or the named
 // tenant's; any other key counts its own tenant's, and naming another

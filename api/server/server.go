@@ -175,6 +175,7 @@ func (s *Server) routes() []route {
 		{"GET", "/readyz", false, s.readyz},
 		{"GET", "/v1/openapi.json", false, s.openapi},
 		{"GET", "/v1/version", false, s.version},
+		{"GET", "/v1/tenant", true, s.whoami},
 		{"GET", "/v1/tools", true, s.listTools},
 		{"POST", "/v1/tools/{name}", true, s.callTool},
 		{"GET", "/v1/contexts", true, s.listContexts},
