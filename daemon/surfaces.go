@@ -43,6 +43,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	v1 := server.Config{
 		Contexts: d.manager,
+		Live:     d.manager,
 		Tools:    d.tools,
 		Auth:     d.auth,
 		Logger:   d.log,
