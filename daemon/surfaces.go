@@ -7,6 +7,7 @@ import (
 
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/console"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/mcp"
@@ -91,6 +92,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          d.log,
 		Version:         d.version(),
+		Console:         console.New(),
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph
