@@ -270,6 +270,27 @@ type Context struct {
 	Node string `json:"node,omitempty"`
 }
 
+// ContextSnapshot is the first event of GET /v1/contexts/events (and
+// the one after a watcher fell behind): every active context the key
+// sees, and the server's time, against which a page counts TTLs.
+type ContextSnapshot struct {
+	Contexts   []Context `json:"contexts"`
+	ServerTime time.Time `json:"serverTime"`
+}
+
+// ContextEvent is an event of GET /v1/contexts/events after the snapshot:
+// one context whose record changed (terminated and error are its last).
+type ContextEvent struct {
+	Context    Context   `json:"context"`
+	ServerTime time.Time `json:"serverTime"`
+}
+
+// TTLRequest is the body of PUT /v1/contexts/{id}/ttl: the context's TTL
+// from now, in seconds (1 to 86400).
+type TTLRequest struct {
+	TTLSeconds int `json:"ttlSeconds"`
+}
+
 // Active reports whether the context is creating or ready.
 func (c *Context) Active() bool { return c.Status == "creating" || c.Status == "ready" }
 
@@ -539,6 +560,11 @@ type TemplateBuildLog struct {
 // answer, the connection carries one JSON object per line each way,
 // ShellInput from the client and ShellOutput from the server.
 const ShellProtocol = "sandlot-shell"
+
+// ShellKeyProtocolPrefix starts the second subprotocol a browser's
+// WebSocket to GET .../shell offers, after ShellProtocol: the API key,
+// which a page cannot send in a header there.
+const ShellKeyProtocolPrefix = "sandlot-key."
 
 // ShellInput is one line from the client of a shell: keystrokes (Stdin),
 // a new terminal size (Resize), or the end of input (EOF, which the

@@ -387,6 +387,7 @@ func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.D
 	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
 	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
 	m.mu.Unlock()
+	defer m.changed(tid, id)
 	if unsaved {
 		return true
 	}
@@ -491,6 +492,7 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 		}
 	}
 	rec.LastUsedAt, rec.ExpiresAt = now, exp
+	m.changed(tenantID, contextID)
 	return rec, nil
 }
 

@@ -381,7 +381,9 @@ func (m *Manager) saveUsage(ctx context.Context, id, tenantID string, u Resource
 	rec.ResourceUsage = u
 	if err := m.store.Update(sctx, rec); err != nil {
 		m.log.Warn("store: save resource usage", logkey.Context, id, logkey.Err, err)
+		return
 	}
+	m.changed(tenantID, id)
 }
 
 // expire terminates rec when it is still expired and not executing. It

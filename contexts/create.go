@@ -249,6 +249,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	m.byIdent[id] = e
 	m.mu.Unlock()
 	unlockTenant()
+	m.changed(id.TenantID, rec.ID)
 
 	sb, err := m.sandbox(ctx, rec, opts)
 	m.mu.Lock()
@@ -294,6 +295,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 			m.log.Warn("store: mark context ready", logkey.Context, rec.ID, logkey.Err, err)
 		}
 	}
+	m.changed(id.TenantID, rec.ID)
 	m.mu.Lock()
 	m.inheritLost(id, e)
 	m.mu.Unlock()

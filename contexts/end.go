@@ -78,6 +78,7 @@ func (m *Manager) endErr(ctx context.Context, e *entry, reason Reason, lastErr s
 	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
 	at := m.now()
 	won := true
+	defer m.changed(rec.TenantID, rec.ID)
 	var storeErr error
 	if !unsaved {
 		ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, at, lastErr)
@@ -135,6 +136,7 @@ func (m *Manager) terminateRecordErr(ctx context.Context, rec *Record, reason Re
 	}
 	lastErr = m.sanitize(ctx, rec.TenantID, lastErr)
 	ok, err := m.store.Terminate(tctx(context.WithoutCancel(ctx), rec.TenantID), rec.ID, reason, m.now(), lastErr)
+	m.changed(rec.TenantID, rec.ID)
 	if err != nil {
 		m.log.Warn("store: terminate context", logkey.Context, rec.ID, logkey.Err, err)
 		return false, fmt.Errorf("terminate context %s in the store: %w", rec.ID, err)

@@ -354,6 +354,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	m.mu.Unlock()
 	if !unsaved {
 		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
+		m.changed(tid, id)
 		if err == nil && !m.serves(r) {
 			// Another node took it over while this one's lease had lapsed
 			// (a shared provider's records are every node's: no takeover).

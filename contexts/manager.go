@@ -70,6 +70,9 @@ type Manager struct {
 	leaseMu    sync.Mutex
 	leaseUntil time.Time
 
+	// watch are the Watchers told of every record written (watch.go).
+	watch watchers
+
 	wg sync.WaitGroup // background loops and pool workers
 }
 

@@ -100,6 +100,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 			m.log.Warn("store: update network", logkey.Context, contextID, logkey.Err, err)
 		}
 	}
+	m.changed(tenantID, contextID)
 	return rec, nil
 }
 

@@ -154,6 +154,7 @@ func (m *Manager) lockForPause(ctx context.Context, tenantID, contextID string) 
 // health check before the next call after a pause or resume.
 func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Record), ttl time.Duration) (*Record, error) {
 	change(rec)
+	defer m.changed(rec.TenantID, rec.ID)
 	m.mu.Lock()
 	e := m.byID[rec.ID]
 	unsaved := false

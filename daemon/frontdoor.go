@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/console"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/internal/slowbody"
@@ -76,14 +77,17 @@ type frontConfig struct {
 	Logger          *slog.Logger
 	// Version is shown by the landing page at / ("": devel).
 	Version string
+	// Console, when set, serves the web console at /ui and under it
+	// (package console); the landing page links it.
+	Console http.Handler
 }
 
 // frontDoor is sandlot's one HTTP front door. Every request gets a request
 // id, a server span in the caller's trace, one access-log line and panic
 // recovery; then ServeHTTP dispatches it, in this one place: a sandbox's
 // port; else, under the body deadline and the admission limit, the E2B
-// wire; the landing page at GET /; MCP at /mcp; /metrics; and the /v1 API
-// for everything else.
+// wire; the console at /ui; the landing page at GET /; MCP at /mcp;
+// /metrics; and the /v1 API for everything else.
 type frontDoor struct {
 	cfg          frontConfig
 	log          *slog.Logger
@@ -117,7 +121,11 @@ func newFrontDoor(cfg frontConfig) *frontDoor {
 		v1.Logger = f.log
 	}
 	f.v1 = server.New(v1)
-	f.landing = landing.New(landing.Config{Version: cfg.Version, Readiness: f.v1.Readiness})
+	lc := landing.Config{Version: cfg.Version, Readiness: f.v1.Readiness}
+	if cfg.Console != nil {
+		lc.Console = console.Path
+	}
+	f.landing = landing.New(lc)
 	if cfg.MCP != nil {
 		h := identityOnly(f.v1.RequireKey(cfg.MCP))
 		f.mux.Handle("/mcp", h)
@@ -194,6 +202,11 @@ func (f *frontDoor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if isE2B {
 		f.cfg.E2B.ServeHTTP(lw, r)
+		return
+	}
+	if f.cfg.Console != nil && console.Match(r) {
+		route = "console"
+		f.cfg.Console.ServeHTTP(lw, r)
 		return
 	}
 	if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {

@@ -8,6 +8,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/e2bcompat"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/console"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/mcp"
@@ -44,6 +45,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	v1 := server.Config{
 		Contexts: d.manager,
+		Live:     d.manager,
 		Tools:    d.tools,
 		Auth:     d.auth,
 		Logger:   d.log,
@@ -97,6 +99,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		ShutdownTimeout: cfg.ShutdownTimeout,
 		Logger:          d.log,
 		Version:         d.version(),
+		Console:         console.New(),
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph

@@ -30,7 +30,10 @@ func APIKey(r *http.Request) string {
 			return strings.TrimSpace(k)
 		}
 	}
-	return strings.TrimSpace(r.Header.Get(api.HeaderAPIKey))
+	if k := strings.TrimSpace(r.Header.Get(api.HeaderAPIKey)); k != "" {
+		return k
+	}
+	return wsKey(r) // a browser's WebSocket (shellws.go)
 }
 
 // authenticate resolves the tenant of a request's API key.

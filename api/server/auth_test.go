@@ -260,6 +260,21 @@ func TestTenantIsolation(t *testing.T) {
 		"GET /v1/contexts/{id}": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "GET", path: "/v1/contexts/" + idA, key: e.KeyB}))
 		},
+		"GET /v1/contexts/events": func(t *testing.T) {
+			// This env has no live feed (503); TestContextEventsTenantIsolation
+			// attacks the feed over a real manager.
+			w := e.do(t, req{method: "GET", path: "/v1/contexts/events", key: e.KeyB})
+			if w.Code == 200 || strings.Contains(w.Body.String(), idA) || strings.Contains(w.Body.String(), "conv-a") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
+		"PUT /v1/contexts/{id}/ttl": func(t *testing.T) {
+			// No TTL setter here (503); TestSetTTL answers B 404 over a real manager.
+			w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/ttl", key: e.KeyB, body: api.TTLRequest{TTLSeconds: 5}})
+			if w.Code == 200 || strings.Contains(w.Body.String(), "tenant-a") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		},
 		"DELETE /v1/contexts/{id}": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
 		},

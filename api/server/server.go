@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/sandlot/sandlot/api"
@@ -122,6 +123,10 @@ type Config struct {
 	// egress guard as output of the tenant's context contextID ("" when
 	// none). Nil passes it unchanged (tests only).
 	GuardText func(ctx context.Context, tenantID, contextID, text string) string
+	// Live, when set, serves the live feed of contexts (GET
+	// /v1/contexts/events) and PUT /v1/contexts/{id}/ttl; nil answers
+	// them 503.
+	Live Live
 	// Version is the body of GET /v1/version (the daemon's build:
 	// daemon.BuildVersion). Public like the landing page, which shows it
 	// too: it names no tenant, path or host.
@@ -134,6 +139,9 @@ type Server struct {
 	log      *slog.Logger
 	mux      *http.ServeMux
 	draining atomic.Bool
+	// drained is closed by Drain: long-lived streams (the live feed) end.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns a server for cfg.
@@ -150,7 +158,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxUploadBytes <= 0 {
 		cfg.MaxUploadBytes = DefaultMaxUploadBytes
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cfg.Logger, mux: http.NewServeMux(), drained: make(chan struct{})}
 	for _, rt := range s.routes() {
 		h := http.Handler(rt.h)
 		if rt.auth {
@@ -179,7 +187,9 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/tools", true, s.listTools},
 		{"POST", "/v1/tools/{name}", true, s.callTool},
 		{"GET", "/v1/contexts", true, s.listContexts},
+		{"GET", "/v1/contexts/events", true, s.contextEvents},
 		{"GET", "/v1/contexts/{id}", true, s.getContext},
+		{"PUT", "/v1/contexts/{id}/ttl", true, s.setTTL},
 		{"DELETE", "/v1/contexts/{id}", true, s.deleteContext},
 		{"PUT", "/v1/contexts/{id}/files", true, s.upload},
 		{"GET", "/v1/contexts/{id}/files", true, s.download},
@@ -238,7 +248,10 @@ func (s *Server) Route(r *http.Request) string {
 
 // Drain makes /readyz answer unavailable ("shutting down") from now on:
 // the front door calls it when its graceful shutdown begins.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() {
+	s.draining.Store(true)
+	s.drainOnce.Do(func() { close(s.drained) })
+}
 
 // WriteError writes err as the /v1 JSON error (writeError): the front
 // door's answer to requests it refuses or that panicked, outside the E2B

@@ -45,6 +45,15 @@ const (
 // exec with a pty): it ends with the connection, and the context keeps
 // its files.
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
+	if isWebSocket(r) {
+		size, err := shellSize(r.URL.Query().Get("cols"), r.URL.Query().Get("rows"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		s.shellWS(w, r, size)
+		return
+	}
 	if !strings.EqualFold(r.Header.Get("Upgrade"), api.ShellProtocol) {
 		s.writeError(w, r, fmt.Errorf("a shell needs the request upgraded to %s (Connection: Upgrade, Upgrade: %s); `sandlot shell` speaks it: %w",
 			api.ShellProtocol, api.ShellProtocol, errdefs.ErrInvalidArgument))

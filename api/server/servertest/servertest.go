@@ -49,6 +49,15 @@ func (f *Tenants) Add(id string) string {
 	return key
 }
 
+// AddAdmin adds an admin tenant (tenant.Tenant.Admin) and returns its key.
+func (f *Tenants) AddAdmin(id string) string {
+	key := f.Add(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byHash[tenant.HashKey(key)].Admin = true
+	return key
+}
+
 func (f *Tenants) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

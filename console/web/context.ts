@@ -1,0 +1,176 @@
+// A context's page: its state, the editor with Run Code and Run Analysis
+// (run directly, as forced tool calls), the streamed output, the calls
+// made from this page and the context's audit trail, its files and a
+// terminal (loaded when first opened).
+import { ApiError, call, json, key, lines, pathBase } from "./api";
+import { clear, duration, h } from "./dom";
+import { filesSection } from "./files";
+import { contexts, Ctx, now, onChange } from "./live";
+import { final, Output } from "./output";
+
+const LANGS = ["python", "javascript", "typescript", "bash", "sh", "r", "java"];
+const ANALYSES = ["custom", "data_analysis", "tax_calculation", "compliance_check"];
+
+export function contextPage(root: HTMLElement, conv: string, path: string): () => void {
+  const base = pathBase(conv, path);
+  const status = h("p", { class: "muted", role: "status" }, "Opening…");
+  const lang = h("select", { id: "lang" }, ...LANGS.map((l) => h("option", { value: l }, l)));
+  const code = h("textarea", { id: "code", rows: "12", spellcheck: "false", autocapitalize: "off" });
+  code.value = 'print("hello from sandlot")';
+  const atype = h("select", { id: "atype" }, ...ANALYSES.map((a) => h("option", { value: a }, a)));
+  const aformat = h("select", { id: "aformat" }, ...["json", "text", "csv"].map((f) => h("option", { value: f }, f)));
+  const params = h("textarea", { id: "params", rows: "4", spellcheck: "false" });
+  params.value = "{}";
+  const runCode = h("button", { type: "button" }, "Run Code");
+  const runAnalysis = h("button", { type: "button", class: "secondary" }, "Run Analysis");
+  const clearBtn = h("button", { type: "button", class: "secondary" }, "Clear output");
+  const outEl = h("section", { id: "output", class: "output", role: "region", "aria-label": "Output", "aria-live": "polite", tabindex: "0" });
+  const out = new Output(outEl);
+  const calls = h("tbody");
+  const auditBody = h("tbody");
+  const termBox = h("div");
+  const termBtn = h("button", { type: "button", class: "secondary" }, "Open terminal");
+  const files = filesSection(base);
+
+  root.append(
+    h("p", null, h("a", { href: "#/" }, "← Contexts")),
+    h("h1", null, "Conversation ", h("code", null, conv), " · path ", h("code", null, path)),
+    status,
+    h("div", { class: "grid" },
+      h("div", { class: "card" },
+        h("h2", null, "Editor"),
+        h("div", { class: "row" }, h("div", null, h("label", { for: "lang" }, "Language"), lang)),
+        h("label", { for: "code" }, "Code"), code,
+        h("details", null, h("summary", null, "Run Analysis parameters"),
+          h("div", { class: "row" },
+            h("div", null, h("label", { for: "atype" }, "Analysis type"), atype),
+            h("div", null, h("label", { for: "aformat" }, "Output format"), aformat)),
+          h("label", { for: "params" }, "Parameters (JSON)"), params,
+          h("p", { class: "muted" }, "custom runs the code above with these parameters as params; the others run their built-in program.")),
+        h("div", { class: "row" }, runCode, runAnalysis, clearBtn),
+        h("p", { class: "muted" }, "Ctrl+Enter runs the code.")),
+      h("div", { class: "card" },
+        h("h2", { "aria-hidden": "true" }, "Output"), outEl)),
+    h("section", { class: "card", "aria-labelledby": "calls-title" },
+      h("h2", { id: "calls-title" }, "Calls"),
+      h("div", { class: "scroll" }, h("table", { "aria-label": "Calls from this page" },
+        h("thead", null, h("tr", null, ...["Time", "Tool", "Language", "Result", "Duration"].map((c) => h("th", { scope: "col" }, c)))), calls)),
+      h("h2", null, "Audit trail of this context"),
+      h("div", { class: "scroll" }, h("table", { "aria-label": "Audit trail of this context" },
+        h("thead", null, h("tr", null, ...["Time", "Kind", "Detail"].map((c) => h("th", { scope: "col" }, c)))), auditBody))),
+    files.el,
+    h("section", { class: "card", "aria-labelledby": "term-title" },
+      h("h2", { id: "term-title" }, "Terminal"), termBtn, termBox));
+
+  let ctxId = "";
+  const showState = () => {
+    const c: Ctx | undefined = [...contexts.values()].find((c) => c.conversationId === conv && c.pathId === path && (!ctxId || c.id === ctxId));
+    if (c) {
+      ctxId = c.id;
+      status.textContent = "Context " + c.id + " · " + c.status + " · template " + (c.template || "–") + " · " +
+        c.executionCount + " executions · TTL left " + duration(Date.parse(c.expiresAt) - now());
+    } else if (ctxId) {
+      status.textContent = "Context " + ctxId + " has ended; the next call starts a new one.";
+      ctxId = "";
+    }
+  };
+  const off = onChange(showState);
+  const tick = setInterval(showState, 1000);
+
+  const loadAudit = async () => {
+    if (!ctxId) return;
+    try {
+      const res = await json("/v1/audit?limit=1000");
+      clear(auditBody);
+      const evs = (res.events || []).filter((e: any) => e.contextId === ctxId);
+      if (!evs.length) auditBody.append(h("tr", null, h("td", { colspan: "3", class: "muted" }, "No audit event for this context yet.")));
+      for (const e of evs) {
+        auditBody.append(h("tr", null, h("td", null, new Date(e.at).toLocaleTimeString()), h("td", null, e.kind),
+          h("td", { class: "wrap" }, Object.entries(e.detail || {}).map(([k, v]) => k + "=" + v).join(" "))));
+      }
+    } catch { /* an audit-less store */ }
+  };
+
+  const run = async (tool: "run_code" | "run_analysis") => {
+    let args: any;
+    if (tool === "run_code") {
+      args = { language: lang.value, code: code.value };
+    } else {
+      let p: any;
+      try { p = JSON.parse(params.value || "{}"); } catch (e) { out.error("Parameters are not JSON", String(e)); return; }
+      args = { analysisType: atype.value, parameters: p, outputFormat: aformat.value };
+      if (atype.value === "custom") {
+        args.code = code.value;
+        args.language = lang.value === "javascript" ? "javascript" : "python";
+      }
+    }
+    runCode.disabled = runAnalysis.disabled = true;
+    const started = performance.now();
+    out.start(tool + (tool === "run_code" ? " (" + lang.value + ")" : " (" + atype.value + ")"));
+    let outcome = "…";
+    try {
+      const res = await call("/v1/tools/" + tool, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/x-ndjson" },
+        body: JSON.stringify({ conversationId: conv, pathId: path, args }) });
+      await lines(res, (line) => {
+        if (!line) return;
+        const ev = JSON.parse(line);
+        if (ev.type === "stdout" || ev.type === "stderr") out.text(ev.type, ev.data || "");
+        else if (ev.type === "result") out.result(ev.result);
+        else if (ev.type === "error") { out.error("Error (" + ev.code + ")", ev.message || ""); outcome = "error"; }
+        else if (ev.type === "final") {
+          final(out, tool, ev.result);
+          outcome = ev.result.success ? "success" : "failed";
+          if (ev.result.contextId) ctxId = ev.result.contextId;
+        }
+      });
+    } catch (e) {
+      out.error("Error" + (e instanceof ApiError ? " (" + e.status + " " + e.code + ")" : ""), e instanceof Error ? e.message : String(e));
+      outcome = "error";
+    } finally {
+      runCode.disabled = runAnalysis.disabled = false;
+    }
+    calls.prepend(h("tr", null, h("td", null, new Date().toLocaleTimeString()), h("td", null, tool),
+      h("td", null, tool === "run_code" ? lang.value : atype.value), h("td", null, outcome),
+      h("td", null, Math.round(performance.now() - started) + " ms")));
+    showState();
+    loadAudit();
+  };
+  runCode.addEventListener("click", () => run("run_code"));
+  runAnalysis.addEventListener("click", () => run("run_analysis"));
+  clearBtn.addEventListener("click", () => clear(outEl));
+  code.addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); run("run_code"); }
+  });
+
+  let term: { close(): void } | null = null;
+  termBtn.addEventListener("click", async () => {
+    if (term) { term.close(); term = null; clear(termBox); termBtn.textContent = "Open terminal"; return; }
+    termBtn.disabled = true;
+    try {
+      const { openTerminal } = await import("./terminal");
+      const proto = location.protocol === "https:" ? "wss:" : "ws:";
+      term = openTerminal(termBox, proto + "//" + location.host + base + "/shell", key());
+      termBtn.textContent = "Close terminal";
+    } finally {
+      termBtn.disabled = false;
+    }
+  });
+
+  // Opening the page opens the context, creating it when there is none
+  // (any call on the path does; listing its home is the cheapest).
+  (async () => {
+    try {
+      await json(base + "/files/list?path=" + encodeURIComponent("/home/user"));
+      const list = await json("/v1/contexts?conversationId=" + encodeURIComponent(conv) + "&pathId=" + encodeURIComponent(path) + "&status=active");
+      if (list.contexts?.length) ctxId = list.contexts[0].id;
+      showState();
+      if (!contexts.has(ctxId)) status.textContent = "Context " + ctxId + " · ready";
+      loadAudit();
+      files.load();
+    } catch (e) {
+      status.textContent = "Could not open the context: " + (e instanceof Error ? e.message : String(e));
+    }
+  })();
+  code.focus();
+  return () => { off(); clearInterval(tick); term?.close(); };
+}

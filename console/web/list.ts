@@ -1,0 +1,106 @@
+// The contexts page: open a conversation, the key figures, and the live
+// table of contexts with filter, extend and terminate.
+import { ApiError, json, send } from "./api";
+import { bytes, clear, duration, h } from "./dom";
+import { contexts, Ctx, liveStatus, now, onChange } from "./live";
+import { me } from "./main";
+
+const EXTEND_S = 30 * 60;
+
+export function contextsPage(root: HTMLElement): () => void {
+  const conv = h("input", { id: "conv", type: "text", required: true, spellcheck: "false", autocomplete: "off" });
+  const openForm = h("form", { class: "row", onsubmit: (ev: Event) => {
+    ev.preventDefault();
+    const c = conv.value.trim();
+    if (c) location.hash = "#/c/" + encodeURIComponent(c) + "/main";
+  } },
+  h("div", { class: "grow" }, h("label", { for: "conv" }, "Conversation"), conv),
+  h("button", { type: "submit" }, "Open"));
+
+  const filter = h("input", { id: "filter", type: "search", placeholder: "tenant, conversation, state, template…" });
+  const live = h("span", { class: "live", role: "status" });
+  const msg = h("p", { class: "error", role: "alert" });
+  const tbody = h("tbody");
+  const count = h("span", { class: "muted" });
+  const figures = h("ul", { class: "figures", "aria-label": "Key figures" });
+  const table = h("table", { "aria-label": "Contexts", "aria-describedby": "contexts-count" },
+    h("thead", null, h("tr", null, ...["Tenant", "Conversation", "Path", "State", "Template", "Age", "TTL left",
+      "Executions", "Memory", "CPU", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+    tbody);
+  root.append(
+    h("section", { class: "card", "aria-labelledby": "open-title" }, h("h1", { id: "open-title" }, "Open a conversation"),
+      h("p", { class: "muted" }, "Opens the conversation's context on path main, creating it when it has none."), openForm),
+    figures,
+    h("section", { class: "card", "aria-labelledby": "ctx-title" },
+      h("div", { class: "row" }, h("h2", { id: "ctx-title", class: "grow" }, "Contexts ", count), live),
+      h("div", { class: "row" }, h("div", { class: "grow" }, h("label", { for: "filter" }, "Filter"), filter)),
+      msg,
+      h("div", { class: "scroll", tabindex: "0", role: "group", "aria-label": "Contexts table, scrollable" }, table),
+      h("p", { id: "contexts-count", class: "muted" }, "Live: contexts appear when created and leave when they end.")));
+
+  const act = async (what: string, fn: () => Promise<unknown>) => {
+    msg.textContent = "";
+    try { await fn(); } catch (e) { msg.textContent = what + ": " + (e instanceof ApiError ? e.message : String(e)); }
+  };
+  const row = (c: Ctx): HTMLTableRowElement => {
+    const t = now();
+    const name = c.conversationId + "/" + c.pathId;
+    const own = c.tenantId === me.tenant;
+    const u = c.resourceUsage || {};
+    return h("tr", { "data-id": c.id },
+      h("td", null, c.tenantId),
+      h("td", { class: "wrap" }, own ? h("a", { href: "#/c/" + encodeURIComponent(c.conversationId) + "/" + encodeURIComponent(c.pathId) }, c.conversationId) : c.conversationId),
+      h("td", null, c.pathId),
+      h("td", null, h("span", { class: "state state-" + c.status }, c.status)),
+      h("td", null, c.template || "–"),
+      h("td", null, duration(t - Date.parse(c.createdAt))),
+      h("td", null, duration(Date.parse(c.expiresAt) - t)),
+      h("td", null, String(c.executionCount)),
+      h("td", null, bytes(u.memoryBytes)),
+      h("td", null, u.cpuPct ? u.cpuPct.toFixed(1) + "%" : u.cpuTimeMs ? u.cpuTimeMs + " ms" : "–"),
+      h("td", null, own ? [
+        h("button", { type: "button", class: "secondary", "aria-label": "Extend the TTL of " + name,
+          onclick: () => act("extend", () => send("PUT", "/v1/contexts/" + c.id + "/ttl", { ttlSeconds: EXTEND_S })) }, "+30 min"), " ",
+        h("button", { type: "button", class: "danger", "aria-label": "Terminate " + name,
+          onclick: () => { if (confirm("Terminate " + name + "?")) act("terminate", () => json("/v1/contexts/" + c.id, { method: "DELETE" })); } }, "Terminate"),
+      ] : h("span", { class: "muted" }, "another tenant's")));
+  };
+  const render = () => {
+    const q = filter.value.trim().toLowerCase();
+    const rows = [...contexts.values()]
+      .filter((c) => !q || [c.tenantId, c.conversationId, c.pathId, c.status, c.template || "", c.id].some((f) => f.toLowerCase().includes(q)))
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+    clear(tbody);
+    if (!rows.length) tbody.append(h("tr", null, h("td", { colspan: "11", class: "muted" }, contexts.size ? "No context matches the filter." : "No active context.")));
+    rows.forEach((c) => tbody.append(row(c)));
+    count.textContent = "(" + rows.length + (rows.length !== contexts.size ? " of " + contexts.size : "") + ")";
+    const s = liveStatus();
+    live.textContent = s === "live" ? "Live" : s === "reconnecting" ? "Reconnecting…" : "Connecting…";
+    live.classList.toggle("on", s === "live");
+  };
+  let pending = false;
+  const schedule = () => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; render(); });
+  };
+  filter.addEventListener("input", schedule);
+  const off = onChange(schedule);
+  const tick = setInterval(() => { if (!document.hidden) schedule(); }, 1000);
+  render();
+  loadFigures(figures);
+  const figTick = setInterval(() => loadFigures(figures), 15000);
+  conv.focus();
+  return () => { off(); clearInterval(tick); clearInterval(figTick); };
+}
+
+async function loadFigures(ul: HTMLElement): Promise<void> {
+  try {
+    const m = await json("/v1/metrics/sessions");
+    clear(ul);
+    const fig = (label: string, v: number | string) => h("li", null, h("b", null, String(v)), label);
+    ul.append(fig("active contexts", m.active_sessions ?? 0), fig("created", m.total_created ?? 0),
+      fig("reused", m.total_reused ?? 0), fig("ended", m.total_terminated ?? 0),
+      fig("warm pool", m.pool_size ?? 0), fig("health-check failures", m.health_check_failures ?? 0));
+  } catch { /* figures are optional */ }
+}
