@@ -43,6 +43,7 @@ type Backend interface {
 	tenant.Store
 	secret.Store
 	templates.Store
+	templates.SnapshotStore
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error

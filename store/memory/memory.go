@@ -36,6 +36,7 @@ type Store struct {
 	leases    map[string]lease              // by name
 	secrets   map[secretKey]secret.Stored   // tenants' secrets
 	templates map[string]templates.Template // by template id
+	snapshots map[string]templates.Snapshot // by template id; a row whose template is gone is gone (snapshots.go)
 	closed    bool
 }
 
