@@ -27,7 +27,8 @@ func Match(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
 		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
-		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/")
+		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/") ||
+		p == "/snapshots"
 }
 
 // HostRoute reads a sandbox call addressed by host name, as the SDKs
