@@ -73,6 +73,7 @@ type Provider interface {
 	Destroy(ctx context.Context, sandboxID string) error
 	Pauser       // CapPause
 	UsageSampler // CapUsage
+	Capturer     // CapSnapshot (snapshot.go)
 }
 
 // Pauser freezes a sandbox and thaws it again with its memory kept
@@ -110,6 +111,8 @@ const (
 	// records, the sweep, the warm pool) runs on the holder of the
 	// cluster lease. docs/contexts.md, "Nodes".
 	CapShared
+	// CapSnapshot: Capture, a sandbox's filesystem as a layer.
+	CapSnapshot
 )
 
 var capNames = []struct {
@@ -119,6 +122,7 @@ var capNames = []struct {
 	{CapPause, "pause"},
 	{CapUsage, "usage"},
 	{CapShared, "shared"},
+	{CapSnapshot, "snapshot"},
 }
 
 // Has reports whether every operation of op is in c.

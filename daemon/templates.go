@@ -41,6 +41,9 @@ func (tw *templateWire) attach(imgs *image.Store, builtins *builtinImages) *temp
 	if builtins != nil {
 		cfg.Builtins = builtins.image
 	}
+	if ss, ok := tw.store.(templates.SnapshotStore); ok { // every store.Backend
+		cfg.Snapshots = ss
+	}
 	if tw.desktop {
 		cfg.Desktop = desktop.Settings()
 	}

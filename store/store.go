@@ -45,6 +45,7 @@ type Backend interface {
 	secret.Store
 	templates.Store
 	volumes.Store
+	templates.SnapshotStore
 	// AppendAudit adds ev to the trail (ID assigned by the store, At
 	// defaults to now).
 	AppendAudit(ctx context.Context, ev AuditEvent) error

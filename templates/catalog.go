@@ -70,6 +70,14 @@ type Config struct {
 	// metadata and host addresses only as single addresses). The
 	// operator's public pulls are not restricted.
 	PullAllow []netip.Prefix
+	// Snapshots keeps snapshot records (snapshot.go); nil: the daemon
+	// takes no snapshots (failed_precondition).
+	Snapshots SnapshotStore
+	// MaxSnapshots bounds a tenant's snapshots; 0: DefaultMaxSnapshots.
+	MaxSnapshots int
+	// SnapshotBytes bounds a snapshot's captured layer (file bytes,
+	// apparent sizes); 0: DefaultSnapshotBytes.
+	SnapshotBytes int64
 	// Logger; nil discards.
 	Logger *slog.Logger
 }

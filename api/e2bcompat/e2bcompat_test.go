@@ -40,6 +40,8 @@ func TestMatch(t *testing.T) {
 		{"/v2/templates/t/builds/b", "", true},
 		{"/templates/aliases/x", "", true},
 		{"/v1/templates", "", false},
+		{"/snapshots", "", true},
+		{"/v1/snapshots", "", false},
 	} {
 		r := httptest.NewRequest("GET", tc.path, nil)
 		if tc.sid != "" {

@@ -73,7 +73,7 @@ type box struct {
 var _ contexts.Provider = (*Provider)(nil)
 
 // all is every optional operation the fake performs.
-const all = contexts.CapPause | contexts.CapUsage
+const all = contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
 
 // Capabilities implements contexts.Provider: all but Without, and
 // CapShared when Shared.

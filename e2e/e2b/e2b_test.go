@@ -184,7 +184,8 @@ func TestOfficialSDK(t *testing.T) {
 		// access key id assembled inside the sandbox.
 		runNode(t, url, key, "E2E_SECRET=AKIA"+"QWERTYUIOPASDFGH", "E2E_REDACTED=[REDACTED:AWS_ACCESS_KEY]",
 			"E2E_ROOT=1", // serve's sandboxes are on the default image template, which has root
-			"E2E_CODE_INTERPRETER=1")
+			"E2E_CODE_INTERPRETER=1",
+			"E2E_SNAPSHOTS=1") // serve keeps templates in an image store
 	})
 }
 

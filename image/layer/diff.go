@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -39,16 +38,35 @@ type DiffOptions struct {
 // devices as .wh.<name> whiteouts, opaque directories followed by their
 // .wh..wh..opq marker, hardlinks kept, other devices and sockets left out.
 //
+// Diff reads the tree through directory descriptors, never through a path
+// from dir: each entry is opened relative to its parent's descriptor with
+// O_NOFOLLOW and checked to be the inode the listing saw, so a writer that
+// swaps a directory for a symlink while Diff runs (a sandbox still
+// running) can fail the diff but never make it read outside dir. A tree
+// deeper than maxDiffDepth is refused (each level holds a descriptor).
+//
 // Precondition: nothing writes to dir while Diff runs (the sandbox that
-// wrote it has stopped). Diff never follows a symlink in dir.
+// wrote it has stopped), or the tar is not a consistent copy.
 func Diff(ctx context.Context, dir string, w io.Writer, opt DiffOptions) (Stats, error) {
 	d := &differ{opt: opt, lim: opt.Limits.withDefaults(), tw: tar.NewWriter(w), links: map[[2]uint64]string{}}
-	err := d.walk(ctx, dir, "")
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return d.st, fmt.Errorf("layer: diff %s: %w", dir, err)
+	}
+	err = d.walk(ctx, fd, "", 0)
 	if err == nil {
 		err = d.tw.Close()
 	}
 	return d.st, err
 }
+
+// maxDiffDepth bounds the directories Diff holds open at once.
+const maxDiffDepth = 512
+
+// testHookListed, when set (tests), is called once a directory's entries
+// are listed and before any of them is read: where a writer still running
+// would swap a directory for a symlink.
+var testHookListed func(rel string)
 
 type differ struct {
 	opt   DiffOptions
@@ -58,29 +76,55 @@ type differ struct {
 	links map[[2]uint64]string // (dev, ino) -> first name written
 }
 
-// walk writes the entries below abs (whose name in the layer is rel),
-// sorted by name.
-func (d *differ) walk(ctx context.Context, abs, rel string) error {
-	ents, err := os.ReadDir(abs)
-	if err != nil {
-		return fmt.Errorf("layer: diff %s: %w", abs, err)
+// walk writes the entries of the directory open as dirfd (whose name in
+// the layer is rel), sorted by name, and closes dirfd.
+func (d *differ) walk(ctx context.Context, dirfd int, rel string, depth int) error {
+	f := os.NewFile(uintptr(dirfd), rel)
+	defer f.Close()
+	if depth > maxDiffDepth {
+		return fmt.Errorf("layer: diff: more than %d directory levels: %w", maxDiffDepth, errdefs.ErrResourceExhausted)
 	}
-	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
-	for _, e := range ents {
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("layer: diff %s: %w", rel, err)
+	}
+	sort.Strings(names)
+	if testHookListed != nil {
+		testHookListed(rel)
+	}
+	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		p, r := filepath.Join(abs, e.Name()), path.Join(rel, e.Name())
-		if err := d.one(ctx, p, r); err != nil {
+		if err := d.one(ctx, dirfd, name, path.Join(rel, name), depth); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *differ) one(ctx context.Context, abs, rel string) error {
+// openSame opens name below dirfd without following a symlink and checks
+// it is the inode st describes (the entry was not swapped meanwhile).
+func openSame(dirfd int, name, rel string, flags int, st *unix.Stat_t) (int, error) {
+	fd, err := unix.Openat(dirfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("layer: diff open %s: %w", rel, err)
+	}
+	var now unix.Stat_t
+	if err := unix.Fstat(fd, &now); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("layer: diff %s: %w", rel, err)
+	}
+	if now.Dev != st.Dev || now.Ino != st.Ino || now.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT {
+		unix.Close(fd)
+		return -1, fmt.Errorf("layer: diff %s: changed while read: %w", rel, errdefs.ErrFailedPrecondition)
+	}
+	return fd, nil
+}
+
+func (d *differ) one(ctx context.Context, dirfd int, name, rel string, depth int) error {
 	var st unix.Stat_t
-	if err := unix.Lstat(abs, &st); err != nil {
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("layer: diff stat %s: %w", rel, err)
 	}
 	d.st.Entries++
@@ -98,27 +142,71 @@ func (d *differ) one(ctx context.Context, abs, rel string) error {
 	if !d.opt.Epoch.IsZero() && hdr.ModTime.After(d.opt.Epoch) {
 		hdr.ModTime = d.opt.Epoch
 	}
-	opaque := false
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		hdr.Typeflag, hdr.Name = tar.TypeDir, rel+"/"
-		opaque = isOpaque(abs)
+		fd, err := openSame(dirfd, name, rel, unix.O_RDONLY|unix.O_DIRECTORY, &st)
+		if err != nil {
+			return err
+		}
+		if err := d.xattrs(fd, hdr); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if err := d.tw.WriteHeader(hdr); err != nil {
+			unix.Close(fd)
+			return err
+		}
+		if isOpaque(fd) {
+			d.st.Opaques++
+			if err := d.tw.WriteHeader(&tar.Header{Name: rel + "/" + opaqueMarker, Typeflag: tar.TypeReg, Mode: 0o600, ModTime: hdr.ModTime, Format: tar.FormatPAX}); err != nil {
+				unix.Close(fd)
+				return err
+			}
+		}
+		return d.walk(ctx, fd, rel, depth+1)
 	case unix.S_IFREG:
 		key := [2]uint64{st.Dev, st.Ino}
 		if first, ok := d.links[key]; ok && st.Nlink > 1 {
 			hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
-		} else {
-			d.links[key] = rel
-			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+			return d.tw.WriteHeader(hdr)
 		}
+		if st.Size > d.lim.MaxBytes-d.st.Bytes {
+			return fmt.Errorf("layer: diff: more than %d bytes: %w", d.lim.MaxBytes, errdefs.ErrResourceExhausted)
+		}
+		fd, err := openSame(dirfd, name, rel, unix.O_RDONLY|unix.O_NONBLOCK, &st)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), rel)
+		defer f.Close()
+		d.links[key] = rel
+		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+		if err := d.xattrs(fd, hdr); err != nil {
+			return err
+		}
+		if err := d.tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		n, err := io.Copy(d.tw, io.LimitReader(f, hdr.Size))
+		d.st.Bytes += n
+		if err == nil && n != hdr.Size {
+			err = fmt.Errorf("layer: diff %s: file shrank while read", rel)
+		}
+		return err
 	case unix.S_IFLNK:
-		target, err := os.Readlink(abs)
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(dirfd, name, buf)
 		if err != nil {
 			return fmt.Errorf("layer: diff readlink %s: %w", rel, err)
 		}
-		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, string(buf[:n])
+		return d.tw.WriteHeader(hdr)
 	case unix.S_IFIFO:
+		// Never opened (an open would wait for a writer); its xattrs,
+		// which only a descriptor could read safely, are not kept.
 		hdr.Typeflag = tar.TypeFifo
+		return d.tw.WriteHeader(hdr)
 	case unix.S_IFCHR:
 		if st.Rdev != 0 {
 			d.st.SkippedDevices++
@@ -135,43 +223,6 @@ func (d *differ) one(ctx context.Context, abs, rel string) error {
 		d.st.SkippedOther++
 		return nil
 	}
-	if hdr.Typeflag != tar.TypeSymlink {
-		if err := d.xattrs(abs, hdr); err != nil {
-			return err
-		}
-	}
-	if hdr.Typeflag == tar.TypeReg {
-		if hdr.Size > d.lim.MaxBytes-d.st.Bytes {
-			return fmt.Errorf("layer: diff: more than %d bytes: %w", d.lim.MaxBytes, errdefs.ErrResourceExhausted)
-		}
-		f, err := os.OpenFile(abs, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-		if err != nil {
-			return fmt.Errorf("layer: diff open %s: %w", rel, err)
-		}
-		defer f.Close()
-		if err := d.tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		n, err := io.Copy(d.tw, io.LimitReader(f, hdr.Size))
-		d.st.Bytes += n
-		if err == nil && n != hdr.Size {
-			err = fmt.Errorf("layer: diff %s: file shrank while read", rel)
-		}
-		return err
-	}
-	if err := d.tw.WriteHeader(hdr); err != nil {
-		return err
-	}
-	if hdr.Typeflag != tar.TypeDir {
-		return nil
-	}
-	if opaque {
-		d.st.Opaques++
-		if err := d.tw.WriteHeader(&tar.Header{Name: rel + "/" + opaqueMarker, Typeflag: tar.TypeReg, Mode: 0o600, ModTime: hdr.ModTime, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-	}
-	return d.walk(ctx, abs, rel)
 }
 
 func (d *differ) id(v uint32) int {
@@ -189,10 +240,10 @@ func (d *differ) id(v uint32) int {
 	return int(v)
 }
 
-func isOpaque(abs string) bool {
+func isOpaque(fd int) bool {
 	for _, name := range []string{xattrOpaque, xattrUserOpaque} {
 		buf := make([]byte, 8)
-		n, err := unix.Lgetxattr(abs, name, buf)
+		n, err := unix.Fgetxattr(fd, name, buf)
 		if err == nil && n == 1 && buf[0] == 'y' {
 			return true
 		}
@@ -200,9 +251,10 @@ func isOpaque(abs string) bool {
 	return false
 }
 
-// xattrs records the user.* xattrs of abs, the same set Apply keeps.
-func (d *differ) xattrs(abs string, hdr *tar.Header) error {
-	sz, err := unix.Llistxattr(abs, nil)
+// xattrs records the user.* xattrs of the open fd, the same set Apply
+// keeps.
+func (d *differ) xattrs(fd int, hdr *tar.Header) error {
+	sz, err := unix.Flistxattr(fd, nil)
 	if err != nil || sz == 0 {
 		if errors.Is(err, unix.ENOTSUP) {
 			return nil
@@ -210,7 +262,7 @@ func (d *differ) xattrs(abs string, hdr *tar.Header) error {
 		return err
 	}
 	buf := make([]byte, sz)
-	sz, err = unix.Llistxattr(abs, buf)
+	sz, err = unix.Flistxattr(fd, buf)
 	if err != nil {
 		return err
 	}
@@ -220,7 +272,7 @@ func (d *differ) xattrs(abs string, hdr *tar.Header) error {
 			continue
 		}
 		val := make([]byte, d.lim.MaxXattrBytes)
-		n, err := unix.Lgetxattr(abs, name, val)
+		n, err := unix.Fgetxattr(fd, name, val)
 		if errors.Is(err, unix.ERANGE) {
 			return fmt.Errorf("layer: diff %s: xattr %s too large: %w", hdr.Name, name, errdefs.ErrResourceExhausted)
 		}

@@ -195,7 +195,7 @@ func (p *Provider) Name() string { return Name }
 // Capabilities implements contexts.Provider: every runtime pauses (with
 // the sandbox's memory) and reports usage.
 func (p *Provider) Capabilities() contexts.Capabilities {
-	return contexts.CapPause | contexts.CapUsage
+	return contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
 }
 
 // Runtime returns the runtime in use (for its name and Stats).

@@ -37,6 +37,7 @@ type Store struct {
 	secrets   map[secretKey]secret.Stored   // tenants' secrets
 	templates map[string]templates.Template // by template id
 	vols      volumeState                   // volumes.go
+	snapshots map[string]templates.Snapshot // by template id; a row whose template is gone is gone (snapshots.go)
 	closed    bool
 }
 

@@ -185,7 +185,19 @@ func TestInspect(t *testing.T) {
 	}
 	before := tables()
 	st, err := postgres.Inspect(ctx, url)
-	if err != nil || st.Current != 7 || len(st.Pending) != st.Latest-7 || st.Pending[0].Version != 8 || st.Err() != nil {
+	// Versions are reserved by parallel branches, so they may have gaps:
+	// count the migrations after 7.
+	ms, lerr := migrate.Load(os.DirFS("."), "migrations")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	after := 0
+	for _, m := range ms {
+		if m.Version > 7 {
+			after++
+		}
+	}
+	if err != nil || st.Current != 7 || len(st.Pending) != after || st.Pending[0].Version != 8 || st.Err() != nil {
 		t.Fatalf("Inspect = %+v, %v", st, err)
 	}
 	var recorded int

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Secrets", testSecrets},
 		{"Templates", testTemplates},
 		{"TemplateRebuild", testTemplateRebuild},
+		{"Snapshots", testSnapshots},
 		{"Lifecycle", testLifecycle},
 		{"ReservedMetadata", testReservedMetadata},
 		{"Users", testUsers},

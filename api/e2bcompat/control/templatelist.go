@@ -43,6 +43,9 @@ type Catalog interface {
 	Tag(ctx context.Context, tenantID, target string, tags []string) (templates.Template, error)
 	Untag(ctx context.Context, tenantID, name string, tags []string) error
 	Tags(ctx context.Context, tenantID, ref string) ([]templates.TagInfo, error)
+	// Snapshot and Snapshots: snapshots.go.
+	Snapshot(ctx context.Context, tenantID string, spec templates.SnapshotSpec, capture templates.Capture) (templates.Template, templates.Snapshot, error)
+	Snapshots(ctx context.Context, tenantID, contextID string) ([]templates.Template, []templates.Snapshot, error)
 }
 
 var _ Catalog = (*templates.Catalog)(nil)

@@ -19,9 +19,3 @@ func (h *Handler) notSupported(feature, why string) controlFunc {
 		core.WriteJSON(w, http.StatusNotImplemented, core.APIError{Code: http.StatusNotImplemented, Message: feature + " is not supported by sandlot: " + why})
 	}
 }
-
-// noSnapshots answers GET /snapshots: sandlot takes none, so the list is
-// empty.
-func (h *Handler) noSnapshots(w http.ResponseWriter, r *http.Request, tenantID string) {
-	core.WriteJSON(w, http.StatusOK, []struct{}{})
-}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
@@ -27,6 +28,8 @@ type Manager interface {
 	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	// Usage samples a context's resource usage now (getMetrics).
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
+	// Capture writes a context's filesystem as a layer (a snapshot).
+	Capture(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) (*contexts.Record, error)
 	// Now is the manager's clock: a sandbox's end is judged by it.
 	Now() time.Time
 	// OnTerminated tells fn of every context the manager ends, whatever

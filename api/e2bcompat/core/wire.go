@@ -28,7 +28,8 @@ func Match(r *http.Request) bool {
 	return p == "/sandboxes" || strings.HasPrefix(p, "/sandboxes/") ||
 		p == "/v2/sandboxes" || strings.HasPrefix(p, "/v2/sandboxes/") ||
 		p == "/v3/templates" || p == "/templates" || p == "/v2/templates" || strings.HasPrefix(p, "/templates/") || strings.HasPrefix(p, "/v2/templates/") ||
-		p == "/volumes" || strings.HasPrefix(p, "/volumes/")
+		p == "/volumes" || strings.HasPrefix(p, "/volumes/") ||
+		p == "/snapshots"
 }
 
 // HostRoute reads a sandbox call addressed by host name, as the SDKs

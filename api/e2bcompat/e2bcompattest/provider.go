@@ -37,7 +37,9 @@ func NewProvider() *Provider {
 func (p *Provider) Name() string { return "fake" }
 
 // Capabilities implements contexts.Provider.
-func (p *Provider) Capabilities() contexts.Capabilities { return contexts.CapPause | contexts.CapUsage }
+func (p *Provider) Capabilities() contexts.Capabilities {
+	return contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
+}
 
 // Create implements contexts.Provider: a fake sandbox with spec's
 // environment.

@@ -1,0 +1,14 @@
+package e2b
+
+import (
+	"context"
+	"io"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// Capture implements contexts.Provider: NotSupported (E2B's snapshots are
+// templates of its cloud, not a layer sandlot could store).
+func (p *Provider) Capture(context.Context, string, io.Writer, int64) error {
+	return contexts.NotSupported(p.Name(), contexts.CapSnapshot)
+}

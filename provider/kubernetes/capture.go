@@ -1,0 +1,14 @@
+package kubernetes
+
+import (
+	"context"
+	"io"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// Capture implements contexts.Provider: NotSupported (a pod's writable
+// layer is the node's container runtime's).
+func (p *Provider) Capture(context.Context, string, io.Writer, int64) error {
+	return contexts.NotSupported(Name, contexts.CapSnapshot)
+}

@@ -1,0 +1,222 @@
+package templates
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image"
+)
+
+// A snapshot is a tenant's template made of a sandbox's filesystem: the
+// image of the template the sandbox ran, plus one layer, the sandbox's
+// writable layer as captured (the provider's Capture). Its template record
+// is an ordinary one (resolved, listed, started from, deleted like any);
+// the Snapshot record beside it says where it came from, and goes with the
+// template (a delete of the template deletes it). docs/state.md.
+
+// Snapshot is the record of a template made from a sandbox.
+type Snapshot struct {
+	// ID is the template's id.
+	ID string `json:"id"`
+	// TenantID owns it (snapshots are never public).
+	TenantID string `json:"tenantId"`
+	// ContextID is the context whose sandbox it was taken from.
+	ContextID string `json:"contextId"`
+	// Template is the id of the template that sandbox ran.
+	Template string `json:"template"`
+	// Bytes are the captured layer's file bytes.
+	Bytes     int64     `json:"bytes"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// SnapshotStore keeps snapshot records. Every backend implements it the
+// same way (store/storetest); a tenant-scoped ctx reads and writes only
+// that tenant's (row-level security on Postgres).
+type SnapshotStore interface {
+	// CreateSnapshot records s; its template (s.ID) must exist and be
+	// s.TenantID's (else not_found). CreatedAt is set when zero.
+	CreateSnapshot(ctx context.Context, s Snapshot) error
+	// ListSnapshots returns tenantID's snapshots whose template still
+	// exists, newest first; contextID, when not "", only those taken from
+	// that context.
+	ListSnapshots(ctx context.Context, tenantID, contextID string) ([]Snapshot, error)
+}
+
+// DefaultMaxSnapshots is Config.MaxSnapshots' zero value: how many
+// snapshots a tenant may keep.
+const DefaultMaxSnapshots = 100
+
+// DefaultSnapshotBytes is Config.SnapshotBytes' zero value: the file
+// bytes of a captured writable layer (apparent sizes: a sparse file counts
+// whole).
+const DefaultSnapshotBytes = 4 << 30
+
+// SnapshotSpec asks for a snapshot of tenantID's context ContextID, whose
+// sandbox runs template Template.
+type SnapshotSpec struct {
+	ContextID string
+	Template  string
+	// Name is the new template's name; "": "snapshot-" and random letters.
+	Name string
+}
+
+// Capture writes a sandbox's writable layer as an uncompressed layer
+// tarball of at most max file bytes (the provider's Capture through the
+// manager).
+type Capture func(ctx context.Context, w io.Writer, max int64) error
+
+// Snapshot makes a template of tenantID's from spec's sandbox: the source
+// template's image plus the layer capture writes, with the source's
+// settings. The tenant's snapshots are bounded by Config.MaxSnapshots
+// (resource_exhausted). The image is stored unnamed under a lease until
+// its record exists, like a pull's.
+func (c *Catalog) Snapshot(ctx context.Context, tenantID string, spec SnapshotSpec, capture Capture) (Template, Snapshot, error) {
+	if c.cfg.Snapshots == nil || c.cfg.Images == nil {
+		return Template{}, Snapshot{}, fmt.Errorf("this daemon keeps no snapshots: %w", errdefs.ErrFailedPrecondition)
+	}
+	if tenantID == "" {
+		return Template{}, Snapshot{}, fmt.Errorf("a snapshot belongs to a tenant: %w", errdefs.ErrInvalidArgument)
+	}
+	if spec.Name == "" {
+		spec.Name = "snapshot-" + rand.Text()[:12]
+		spec.Name = lowerName(spec.Name)
+	}
+	if err := c.check(ctx, tenantID, Spec{Name: spec.Name}); err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	have, err := c.cfg.Snapshots.ListSnapshots(ctx, tenantID, "")
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	if max := c.maxSnapshots(); len(have) >= max {
+		return Template{}, Snapshot{}, errdefs.Sentence(errdefs.ErrResourceExhausted, "tenant %s keeps %d snapshots, the most it may; delete one first", tenantID, max)
+	}
+	src, err := c.ByID(ctx, spec.Template)
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	if src.Image == "" {
+		return Template{}, Snapshot{}, errdefs.Sentence(errdefs.ErrFailedPrecondition, "template %q has no image: a sandbox of it cannot be snapshotted", src.Name)
+	}
+	base, err := v1.NewHash(src.Image)
+	if err != nil {
+		return Template{}, Snapshot{}, fmt.Errorf("template %s: image %q: %w", src.ID, src.Image, err)
+	}
+	lease, err := c.cfg.Images.Lease(ctx)
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	defer lease.Release()
+	baseImg, err := c.cfg.Images.V1(ctx, base)
+	if err != nil {
+		return Template{}, Snapshot{}, fmt.Errorf("template %s: %w", src.ID, err)
+	}
+	var bytes int64
+	l, err := c.cfg.Images.NewTarLayer(ctx, func(w io.Writer) error {
+		cw := &counter{w: w}
+		err := capture(ctx, cw, c.snapshotBytes())
+		bytes = cw.n
+		return err
+	})
+	if err != nil {
+		return Template{}, Snapshot{}, fmt.Errorf("snapshot of context %s: %w", spec.ContextID, err)
+	}
+	defer l.Close()
+	now := time.Now().UTC()
+	img, err := mutate.Append(baseImg, mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: now}, CreatedBy: "sandlot snapshot of context " + spec.ContextID}})
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	stored, err := c.cfg.Images.Put(ctx, img, image.PutOptions{})
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	t, err := c.cfg.Store.CreateTemplate(ctx, Template{TenantID: tenantID, Name: spec.Name, Image: stored.Digest.String(),
+		Source: "snapshot", Settings: src.Settings.clone()})
+	if err != nil {
+		return Template{}, Snapshot{}, err
+	}
+	s := Snapshot{ID: t.ID, TenantID: tenantID, ContextID: spec.ContextID, Template: src.ID, Bytes: bytes, CreatedAt: t.CreatedAt}
+	if err := c.cfg.Snapshots.CreateSnapshot(ctx, s); err != nil {
+		// The template without its record would be a snapshot no list
+		// shows: take it back.
+		derr := c.cfg.Store.DeleteTemplate(context.WithoutCancel(ctx), tenantID, t.ID)
+		return Template{}, Snapshot{}, errors.Join(err, derr)
+	}
+	c.remember(t)
+	c.log.Info("snapshot created", slog.String("template", t.ID), slog.String("name", t.Name), slog.String("tenant", tenantID),
+		slog.String("context", spec.ContextID), slog.Int64("bytes", bytes))
+	return t, s, nil
+}
+
+// Snapshots lists tenantID's snapshots (contextID "": all) with their
+// templates, newest first.
+func (c *Catalog) Snapshots(ctx context.Context, tenantID, contextID string) ([]Template, []Snapshot, error) {
+	if c.cfg.Snapshots == nil {
+		return nil, nil, nil
+	}
+	ss, err := c.cfg.Snapshots.ListSnapshots(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts := make([]Template, 0, len(ss))
+	out := ss[:0]
+	for _, s := range ss {
+		t, err := c.lookupID(ctx, s.ID, false)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		ts = append(ts, t)
+		out = append(out, s)
+	}
+	return ts, out, nil
+}
+
+func (c *Catalog) maxSnapshots() int {
+	if c.cfg.MaxSnapshots > 0 {
+		return c.cfg.MaxSnapshots
+	}
+	return DefaultMaxSnapshots
+}
+
+func (c *Catalog) snapshotBytes() int64 {
+	if c.cfg.SnapshotBytes > 0 {
+		return c.cfg.SnapshotBytes
+	}
+	return DefaultSnapshotBytes
+}
+
+// lowerName maps rand.Text's alphabet (upper case and digits) into a
+// template name's.
+func lowerName(s string) string {
+	b := []byte(s)
+	for i, ch := range b {
+		if ch >= 'A' && ch <= 'Z' {
+			b[i] = ch + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
