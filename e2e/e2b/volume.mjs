@@ -25,6 +25,8 @@ if (phase === 'a') {
   assert.equal(info.name, name)
 
   const a = await Sandbox.create({ volumeMounts: { '/mnt/vol': vol }, timeoutMs: 300_000 })
+  const aInfo = await a.getInfo()
+  assert.deepEqual(aInfo.volumeMounts, [{ name, path: '/mnt/vol' }])
   await a.commands.run('echo hello from A > /mnt/vol/f.txt && mkdir -p /mnt/vol/sub && ln -s /etc /mnt/vol/sub/etc')
   assert.equal(await a.files.read('/mnt/vol/f.txt'), 'hello from A\n')
   await assert.rejects(Volume.destroy(vol.volumeId), /mounted/, 'destroy while A mounts it')
