@@ -102,6 +102,7 @@ var Checks = []Check{
 	{"disk", checkDisk},
 	{"store", checkStore},
 	{"default template", checkTemplate},
+	{"volumes", checkVolumes},
 }
 
 // Run runs every check on cfg.
