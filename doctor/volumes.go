@@ -12,7 +12,10 @@ import (
 func checkVolumes(_ context.Context, cfg Config) []Result {
 	r := Result{Name: "volumes"}
 	var missing, fixes []string
-	if _, ok := cfg.lookPath("mkfs.ext4"); !ok {
+	// The daemon looks in PATH, then /usr/sbin and /sbin (volumes.NewHost).
+	sbin := cfg
+	sbin.Path = strings.Join([]string{cfg.Path, cfg.host("/usr/sbin"), cfg.host("/sbin")}, string(os.PathListSeparator))
+	if _, ok := sbin.lookPath("mkfs.ext4"); !ok {
 		missing, fixes = append(missing, "mkfs.ext4 is not in PATH"), append(fixes, "apt-get install e2fsprogs")
 	}
 	fss, _ := cfg.readHost("/proc/filesystems")
