@@ -109,6 +109,7 @@ var Checks = []Check{
 	{"store", checkStore},
 	{"default template", checkTemplate},
 	{"guard entity model", checkEntityModel},
+	{"volumes", checkVolumes},
 }
 
 // Run runs every check on cfg.

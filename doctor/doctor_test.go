@@ -161,6 +161,14 @@ func TestFakeHost(t *testing.T) {
 			os.Remove(filepath.Join(h.path, "mmdebstrap"))
 			c.DefaultImage = "none"
 		}, "default template", OK, true, "--default-image none"},
+		{"volumes", func(t *testing.T, h fakeHost, _ *Config) {
+			h.tool(t, "mkfs.ext4")
+			h.write(t, "dev/loop-control", "")
+		}, "volumes", OK, true, "mkfs.ext4, ext4 and loop devices"},
+		{"no mkfs.ext4", func(t *testing.T, h fakeHost, _ *Config) { h.write(t, "dev/loop-control", "") },
+			"volumes", Warn, true, "apt-get install e2fsprogs"},
+		{"no loop devices", func(t *testing.T, h fakeHost, _ *Config) { h.tool(t, "mkfs.ext4") },
+			"volumes", Warn, true, "modprobe loop"},
 		{"store not made yet", func(*testing.T, fakeHost, *Config) {}, "store", OK, true, "does not exist yet"},
 		{"store unreadable", func(t *testing.T, _ fakeHost, c *Config) {
 			os.WriteFile(filepath.Join(c.DataDir, "sandlot.db"), []byte("this is not a database, and longer than a header of one"), 0o600)

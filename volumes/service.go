@@ -210,19 +210,46 @@ func (s *Service) Resolve(ctx context.Context, tenantID string, reqs []Request) 
 	return out, nil
 }
 
-// Open records that contextID of tenantID mounts volume id and returns
-// the volume's file system as a detached mount, which the caller closes
+// Open records that contextID of tenantID mounts m and returns the
+// volume's file system as a detached mount, which the caller closes
 // (provider/local hands it to the runtime). A volume deleted meanwhile is
 // not_found: the record goes before the file, under the volume's lock.
-func (s *Service) Open(ctx context.Context, tenantID, contextID, id string) (int, error) {
-	if !ValidID(id) {
-		return -1, NotFound(id)
+func (s *Service) Open(ctx context.Context, tenantID, contextID string, m Mount) (int, error) {
+	if !ValidID(m.VolumeID) {
+		return -1, NotFound(m.VolumeID)
 	}
-	defer s.lock(id)()
-	if err := s.store.AttachVolume(ctx, tenantID, contextID, id); err != nil {
+	defer s.lock(m.VolumeID)()
+	if err := s.store.AttachVolume(ctx, tenantID, contextID, m); err != nil {
 		return -1, err
 	}
-	return s.host.Open(id)
+	return s.host.Open(m.VolumeID)
+}
+
+// Mounts returns the volumes tenantID's context contextID mounts, with
+// their names (a volume deleted since is left out).
+func (s *Service) Mounts(ctx context.Context, tenantID, contextID string) ([]Mounted, error) {
+	ms, err := s.store.ContextVolumes(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Mounted, 0, len(ms))
+	for _, m := range ms {
+		v, err := s.store.GetVolume(ctx, tenantID, m.VolumeID)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Mounted{Mount: m, Name: v.Name})
+	}
+	return out, nil
+}
+
+// Mounted is a mount with its volume's name.
+type Mounted struct {
+	Mount
+	Name string
 }
 
 // Sweep removes the files of volumes that have no record (their tenant

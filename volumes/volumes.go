@@ -62,8 +62,13 @@ type Store interface {
 	// files whose record is gone).
 	ListVolumes(ctx context.Context, tenantID string) ([]Volume, error)
 	// AttachVolume records that context contextID of tenantID mounts
-	// volume id; ErrNotFound when tenantID has no such volume.
-	AttachVolume(ctx context.Context, tenantID, contextID, id string) error
+	// volume m.VolumeID at m.Path; ErrNotFound when tenantID has no such
+	// volume. A second attachment of one volume to one context keeps the
+	// first.
+	AttachVolume(ctx context.Context, tenantID, contextID string, m Mount) error
+	// ContextVolumes returns the mounts recorded for tenantID's context
+	// contextID, by path (none: empty).
+	ContextVolumes(ctx context.Context, tenantID, contextID string) ([]Mount, error)
 	// VolumeUsers returns the contexts not yet terminated that mount
 	// tenantID's volume id (ErrNotFound when there is none).
 	VolumeUsers(ctx context.Context, tenantID, id string) ([]string, error)

@@ -3,9 +3,10 @@
 // a: create a volume, mount it into sandbox A, write a file, refuse to
 //    destroy it while A runs, kill A, read the file from sandbox B mounted
 //    at another path; refuse mount paths that cover the system; print the
-//    volume's id and name as JSON.
-// b (after the restart): the volume is still there, and sandbox C reads
-//    the file.
+//    volume's id and name and B's id as JSON, B left running.
+// b (after the restart): the volume is still there and still in use by
+//    B; sandbox C reads the file, and C and B see each other's writes (one
+//    file system, not two on one image).
 // other (another tenant's key): the volume is not found, by every route,
 //    and cannot be mounted.
 // end: destroy it; then it is gone.
@@ -24,6 +25,8 @@ if (phase === 'a') {
   assert.equal(info.name, name)
 
   const a = await Sandbox.create({ volumeMounts: { '/mnt/vol': vol }, timeoutMs: 300_000 })
+  const aInfo = await a.getInfo()
+  assert.deepEqual(aInfo.volumeMounts, [{ name, path: '/mnt/vol' }])
   await a.commands.run('echo hello from A > /mnt/vol/f.txt && mkdir -p /mnt/vol/sub && ln -s /etc /mnt/vol/sub/etc')
   assert.equal(await a.files.read('/mnt/vol/f.txt'), 'hello from A\n')
   await assert.rejects(Volume.destroy(vol.volumeId), /mounted/, 'destroy while A mounts it')
@@ -38,15 +41,26 @@ if (phase === 'a') {
   assert.equal(await b.files.read('/home/user/data/f.txt'), 'hello from A\n')
   const owner = await b.commands.run('stat -c %U /home/user/data/f.txt && touch /home/user/data/by-b')
   assert.equal(owner.stdout, 'user\n')
-  await b.kill()
-  console.log(JSON.stringify({ id: vol.volumeId, name }))
+  // B stays up across the restart, holding the volume.
+  console.log(JSON.stringify({ id: vol.volumeId, name, b: b.sandboxId }))
 } else if (phase === 'b') {
-  const { id, name } = JSON.parse(process.argv[3])
+  const { id, name, b: bID } = JSON.parse(process.argv[3])
   const vol = await Volume.connect(id)
   assert.equal(vol.name, name)
+  // B, from before the restart, still mounts it: the new daemon refuses
+  // to destroy it too.
+  await assert.rejects(Volume.destroy(id), /mounted/, 'destroy while B mounts it, after the restart')
   const c = await Sandbox.create({ volumeMounts: { '/srv/v': vol }, timeoutMs: 300_000 })
   const out = await c.commands.run('cat /srv/v/f.txt && ls /srv/v')
   assert.equal(out.stdout, 'hello from A\nby-b\nf.txt\nlost+found\nsub\n')
+  // C and B share one file system (the new daemon found B's loop device):
+  // what C writes B reads at once, and the other way round.
+  await c.commands.run('echo from C > /srv/v/c.txt')
+  const b = await Sandbox.connect(bID)
+  assert.equal((await b.commands.run('cat /home/user/data/c.txt')).stdout, 'from C\n')
+  await b.commands.run('echo from B > /home/user/data/b.txt')
+  assert.equal((await c.commands.run('cat /srv/v/b.txt')).stdout, 'from B\n')
+  await b.kill()
   await c.kill()
   console.log('b: ok')
 } else if (phase === 'other') {

@@ -11,8 +11,9 @@ import (
 )
 
 // TestVolumes runs volume.mjs: a volume written by one sandbox and read by
-// the next, across a restart of `sandlot serve`, refused to another
-// tenant's key as a volume that does not exist.
+// the next, across a restart of `sandlot serve` with a sandbox holding it
+// (the new daemon mounts the same file system into a new sandbox), refused
+// to another tenant's key as a volume that does not exist.
 func TestVolumes(t *testing.T) {
 	t.Parallel()
 	npmReady(t)

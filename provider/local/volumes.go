@@ -8,13 +8,14 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // Volumes opens the volumes a sandbox mounts: volumes.Service, which
 // records the mount (so the volume is not deleted while the context
 // lives) and returns the volume's file system as a detached mount.
 type Volumes interface {
-	Open(ctx context.Context, tenantID, contextID, volumeID string) (int, error)
+	Open(ctx context.Context, tenantID, contextID string, m volumes.Mount) (int, error)
 }
 
 // openVolumes opens spec's volumes for the runtime and returns them with
@@ -37,7 +38,7 @@ func (p *Provider) openVolumes(ctx context.Context, spec contexts.Spec, imageRoo
 		}
 	}
 	for _, m := range spec.Volumes {
-		fd, err := p.volumes.Open(ctx, spec.Labels[contexts.LabelTenant], spec.Labels[contexts.LabelContext], m.VolumeID)
+		fd, err := p.volumes.Open(ctx, spec.Labels[contexts.LabelTenant], spec.Labels[contexts.LabelContext], m)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -19,7 +19,7 @@ var _ volumes.Store = (*Store)(nil)
 // that mount each.
 type volumeState struct {
 	byID   map[string]volumes.Volume
-	mounts map[string]map[string]bool // volume id -> context ids
+	mounts map[string]map[string]volumes.Mount // volume id -> context id -> mount
 }
 
 // CreateVolume implements volumes.Store.
@@ -40,7 +40,7 @@ func (s *Store) CreateVolume(ctx context.Context, v volumes.Volume) (volumes.Vol
 	}
 	if s.vols.byID == nil {
 		s.vols.byID = map[string]volumes.Volume{}
-		s.vols.mounts = map[string]map[string]bool{}
+		s.vols.mounts = map[string]map[string]volumes.Mount{}
 	}
 	s.vols.byID[v.ID] = v
 	return v, nil
@@ -93,7 +93,8 @@ func (s *Store) ListVolumes(ctx context.Context, tenantID string) ([]volumes.Vol
 }
 
 // AttachVolume implements volumes.Store.
-func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID, id string) error {
+func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID string, m volumes.Mount) error {
+	id := m.VolumeID
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v, err := s.getVolume(ctx, tenantID, id)
@@ -101,10 +102,29 @@ func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID, id string
 		return volumes.NotFound(id)
 	}
 	if s.vols.mounts[id] == nil {
-		s.vols.mounts[id] = map[string]bool{}
+		s.vols.mounts[id] = map[string]volumes.Mount{}
 	}
-	s.vols.mounts[id][contextID] = true
+	if _, ok := s.vols.mounts[id][contextID]; !ok {
+		s.vols.mounts[id][contextID] = m
+	}
 	return nil
+}
+
+// ContextVolumes implements volumes.Store.
+func (s *Store) ContextVolumes(ctx context.Context, tenantID, contextID string) ([]volumes.Mount, error) {
+	if !rules.Visible(ctx, tenantID) || tenantID == "" {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []volumes.Mount
+	for id, byCtx := range s.vols.mounts {
+		if m, ok := byCtx[contextID]; ok && s.vols.byID[id].TenantID == tenantID {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b volumes.Mount) int { return strings.Compare(a.Path, b.Path) })
+	return out, nil
 }
 
 // volumeUsers lists the live contexts mounting id. Precondition: s.mu is

@@ -100,14 +100,15 @@ func (s *Store) ListVolumes(ctx context.Context, tenantID string) ([]volumes.Vol
 }
 
 // AttachVolume implements volumes.Store.
-func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID, id string) error {
+func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID string, m volumes.Mount) error {
+	id := m.VolumeID
 	if !rules.Visible(ctx, tenantID) || tenantID == "" {
 		return volumes.NotFound(id)
 	}
 	var n int64
 	err := s.run(volumeScope(ctx, tenantID), func(q querier) error {
-		tag, err := q.Exec(ctx, `INSERT INTO volume_mounts (volume_id, context_id, tenant_id) SELECT id, $1, tenant_id FROM volumes WHERE id = $2 AND tenant_id = $3 ON CONFLICT DO NOTHING`,
-			contextID, id, tenantID)
+		tag, err := q.Exec(ctx, `INSERT INTO volume_mounts (volume_id, context_id, tenant_id, path, read_only) SELECT id, $1, tenant_id, $4, $5 FROM volumes WHERE id = $2 AND tenant_id = $3 ON CONFLICT DO NOTHING`,
+			contextID, id, tenantID, m.Path, m.ReadOnly)
 		n = tag.RowsAffected()
 		return err
 	})
@@ -170,4 +171,31 @@ func (s *Store) DeleteVolume(ctx context.Context, tenantID, id string) error {
 		return err
 	}
 	return volumes.InUse(id)
+}
+
+// ContextVolumes implements volumes.Store.
+func (s *Store) ContextVolumes(ctx context.Context, tenantID, contextID string) ([]volumes.Mount, error) {
+	if !rules.Visible(ctx, tenantID) || tenantID == "" {
+		return nil, nil
+	}
+	var out []volumes.Mount
+	err := s.run(volumeScope(ctx, tenantID), func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT volume_id, path, read_only FROM volume_mounts WHERE context_id::text = $1 AND tenant_id = $2 ORDER BY path`, contextID, tenantID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m volumes.Mount
+			if err := rows.Scan(&m.VolumeID, &m.Path, &m.ReadOnly); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, mapErr(err, "volumes of context "+contextID)
+	}
+	return out, nil
 }

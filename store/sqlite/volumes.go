@@ -89,12 +89,17 @@ func (s *Store) ListVolumes(ctx context.Context, tenantID string) ([]volumes.Vol
 }
 
 // AttachVolume implements volumes.Store.
-func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID, id string) error {
+func (s *Store) AttachVolume(ctx context.Context, tenantID, contextID string, m volumes.Mount) error {
+	id := m.VolumeID
 	if !rules.Visible(ctx, tenantID) || tenantID == "" {
 		return volumes.NotFound(id)
 	}
-	res, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO volume_mounts (volume_id, context_id, tenant_id) SELECT id, ?, tenant_id FROM volumes WHERE id = ? AND tenant_id = ?`,
-		contextID, id, tenantID)
+	ro := 0
+	if m.ReadOnly {
+		ro = 1
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT OR IGNORE INTO volume_mounts (volume_id, context_id, tenant_id, path, read_only) SELECT id, ?, tenant_id, ?, ? FROM volumes WHERE id = ? AND tenant_id = ?`,
+		contextID, m.Path, ro, id, tenantID)
 	if err != nil {
 		return fmt.Errorf("attach volume %s: %w", id, err)
 	}
@@ -143,4 +148,25 @@ func (s *Store) DeleteVolume(ctx context.Context, tenantID, id string) error {
 		return err
 	}
 	return volumes.InUse(id)
+}
+
+// ContextVolumes implements volumes.Store.
+func (s *Store) ContextVolumes(ctx context.Context, tenantID, contextID string) ([]volumes.Mount, error) {
+	if !rules.Visible(ctx, tenantID) || tenantID == "" {
+		return nil, nil
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT volume_id, path, read_only FROM volume_mounts WHERE context_id = ? AND tenant_id = ? ORDER BY path`, contextID, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("volumes of context %s: %w", contextID, err)
+	}
+	defer rows.Close()
+	var out []volumes.Mount
+	for rows.Next() {
+		var m volumes.Mount
+		if err := rows.Scan(&m.VolumeID, &m.Path, &m.ReadOnly); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }

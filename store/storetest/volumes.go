@@ -85,8 +85,8 @@ func testVolumes(t *testing.T, s store.Backend) {
 		{"get by id as B", func() error { _, err := s.GetVolume(bCtx, "B", dataA.ID); return err }()},
 		{"get A's with B's scope", func() error { _, err := s.GetVolume(bCtx, "A", dataA.ID); return err }()},
 		{"get A's id under B", func() error { _, err := s.GetVolume(ctx, "B", dataA.ID); return err }()},
-		{"attach A's as B", s.AttachVolume(bCtx, "B", "0b7e4f7c-6a52-4c39-9b7e-6f6d1c1f0b0b", dataA.ID)},
-		{"attach A's with B's scope", s.AttachVolume(bCtx, "A", "0b7e4f7c-6a52-4c39-9b7e-6f6d1c1f0b0b", dataA.ID)},
+		{"attach A's as B", s.AttachVolume(bCtx, "B", "0b7e4f7c-6a52-4c39-9b7e-6f6d1c1f0b0b", volumes.Mount{VolumeID: dataA.ID, Path: "/x"})},
+		{"attach A's with B's scope", s.AttachVolume(bCtx, "A", "0b7e4f7c-6a52-4c39-9b7e-6f6d1c1f0b0b", volumes.Mount{VolumeID: dataA.ID, Path: "/x"})},
 		{"users of A's as B", func() error { _, err := s.VolumeUsers(bCtx, "B", dataA.ID); return err }()},
 		{"delete A's as B", s.DeleteVolume(bCtx, "B", dataA.ID)},
 		{"delete A's with B's scope", s.DeleteVolume(bCtx, "A", dataA.ID)},
@@ -113,11 +113,21 @@ func testVolumes(t *testing.T, s store.Backend) {
 
 	// In use while a live context mounts it.
 	rec := mustCreate(t, s, newRec(ident("A", "vol-conv", "main")))
-	if err := s.AttachVolume(tenant.WithID(ctx, "A"), "A", rec.ID, dataA.ID); err != nil {
+	mount := volumes.Mount{VolumeID: dataA.ID, Path: "/mnt/data", ReadOnly: true}
+	if err := s.AttachVolume(tenant.WithID(ctx, "A"), "A", rec.ID, mount); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AttachVolume(ctx, "A", rec.ID, dataA.ID); err != nil {
+	if err := s.AttachVolume(ctx, "A", rec.ID, volumes.Mount{VolumeID: dataA.ID, Path: "/other"}); err != nil {
 		t.Fatalf("attach twice: %v", err)
+	}
+	if got, err := s.ContextVolumes(tenant.WithID(ctx, "A"), "A", rec.ID); err != nil || len(got) != 1 || got[0] != mount {
+		t.Errorf("A's context's volumes: %+v, %v; want the first attachment %+v", got, err, mount)
+	}
+	if got, err := s.ContextVolumes(bCtx, "B", rec.ID); err != nil || len(got) != 0 {
+		t.Errorf("A's context's volumes as B: %+v, %v", got, err)
+	}
+	if got, err := s.ContextVolumes(bCtx, "A", rec.ID); err != nil || len(got) != 0 {
+		t.Errorf("A's context's volumes with B's scope: %+v, %v", got, err)
 	}
 	if users, err := s.VolumeUsers(ctx, "A", dataA.ID); err != nil || len(users) != 1 || users[0] != rec.ID {
 		t.Errorf("users: %v, %v", users, err)
@@ -140,7 +150,7 @@ func testVolumes(t *testing.T, s store.Backend) {
 	if err := s.DeleteVolume(ctx, "A", dataA.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("delete twice: %v", err)
 	}
-	if err := s.AttachVolume(ctx, "A", rec.ID, dataA.ID); !errors.Is(err, errdefs.ErrNotFound) {
+	if err := s.AttachVolume(ctx, "A", rec.ID, mount); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("attach a deleted volume: %v", err)
 	}
 

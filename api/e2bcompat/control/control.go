@@ -211,6 +211,8 @@ type detailBody struct {
 	// The sandbox's network policy (network.go); absent without one.
 	AllowInternetAccess *bool              `json:"allowInternetAccess,omitempty"`
 	Network             *policy.E2BNetwork `json:"network,omitempty"`
+	// The volumes it mounts (getInfo only; volumes.go).
+	VolumeMounts []volumeMountBody `json:"volumeMounts,omitempty"`
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string) {
@@ -387,6 +389,9 @@ func (h *Handler) info(w http.ResponseWriter, r *http.Request, tenantID string) 
 		return
 	}
 	d, err := h.detail(r.Context(), tenantID, rec, true)
+	if err == nil {
+		d.VolumeMounts, err = h.sandboxVolumes(r.Context(), tenantID, rec.ID)
+	}
 	if err != nil {
 		core.WriteAPIError(w, err)
 		return

@@ -18,6 +18,7 @@ type Volumes interface {
 	List(ctx context.Context, tenantID string) ([]volumes.Volume, error)
 	Delete(ctx context.Context, tenantID, ref string) error
 	Resolve(ctx context.Context, tenantID string, reqs []volumes.Request) ([]volumes.Mount, error)
+	Mounts(ctx context.Context, tenantID, contextID string) ([]volumes.Mounted, error)
 }
 
 // volumeBody is E2B's Volume; with Token, its VolumeAndToken. The token
@@ -133,4 +134,21 @@ func (h *Handler) volumeMounts(ctx context.Context, tenantID string, ms []volume
 		reqs = append(reqs, volumes.Request{Volume: m.Name, Path: m.Path})
 	}
 	return h.cfg.Volumes.Resolve(ctx, tenantID, reqs)
+}
+
+// sandboxVolumes is getInfo's volumeMounts: the volumes the sandbox
+// mounts, by name; none (or no volumes on this server) is nil.
+func (h *Handler) sandboxVolumes(ctx context.Context, tenantID, sandboxID string) ([]volumeMountBody, error) {
+	if h.cfg.Volumes == nil {
+		return nil, nil
+	}
+	ms, err := h.cfg.Volumes.Mounts(ctx, tenantID, sandboxID)
+	if err != nil {
+		return nil, err
+	}
+	var out []volumeMountBody
+	for _, m := range ms {
+		out = append(out, volumeMountBody{Name: m.Name, Path: m.Path})
+	}
+	return out, nil
 }

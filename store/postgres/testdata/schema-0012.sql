@@ -351,8 +351,8 @@ INSERT INTO schema_migrations (version, name) VALUES (11, '0011_leases.sql');
 -- 0012_volumes.sql
 -- Version 12: volumes (docs/volumes.md). A volume belongs to one tenant;
 -- names are unique per tenant. volume_mounts records which contexts
--- mount a volume: a volume is in use while one of them is not
--- terminated, and DeleteVolume refuses it then. Row-level security: a
+-- mount a volume, where and how: a volume is in use while one of them is
+-- not terminated, and DeleteVolume refuses it then. Row-level security: a
 -- statement scoped to a tenant reads and writes that tenant's rows only,
 -- like execution_contexts. Records are never updated.
 
@@ -370,8 +370,12 @@ CREATE TABLE volume_mounts (
     volume_id  text NOT NULL REFERENCES volumes (id) ON DELETE CASCADE,
     context_id uuid NOT NULL,
     tenant_id  text NOT NULL,
+    path       text NOT NULL DEFAULT '',
+    read_only  boolean NOT NULL DEFAULT false,
     PRIMARY KEY (volume_id, context_id)
 );
+
+CREATE INDEX volume_mounts_context ON volume_mounts (context_id);
 
 GRANT SELECT, INSERT, DELETE ON volumes, volume_mounts TO sandlot_app;
 ALTER TABLE volumes ENABLE ROW LEVEL SECURITY;
