@@ -65,6 +65,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	if p.tw.catalog != nil { // a nil *Catalog in the interface would not be nil
 		v1.Templates = p.tw.catalog
+		v1.Snapshots, v1.Capture = p.tw.catalog, d.capture
 	}
 	if p.tw.builtins != nil {
 		v1.Progress = p.tw.builtins.progress

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -107,6 +108,11 @@ type Config struct {
 	// Templates, when set, serves /v1/templates (list, get, delete, pull
 	// and import for the request's tenant); nil answers those routes 412.
 	Templates Templates
+	// Snapshots and Capture, both set, serve /v1/snapshots and POST
+	// /v1/contexts/{id}/snapshots (snapshots.go: the catalog and the
+	// manager's Capture); else those routes answer 412.
+	Snapshots Snapshots
+	Capture   func(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) error
 	// Builds, when set, serves /v1/templates/builds (the daemon's build
 	// queue, shared with the E2B wire); nil answers those routes 412.
 	Builds Builds
@@ -198,6 +204,9 @@ func (s *Server) routes() []route {
 		{"DELETE", "/v1/templates/{nameOrId}", true, s.deleteTemplate},
 		{"POST", "/v1/templates/builds", true, s.buildTemplate},
 		{"GET", "/v1/templates/builds/{buildId}", true, s.buildStatus},
+		{"POST", "/v1/contexts/{id}/snapshots", true, s.createSnapshot},
+		{"GET", "/v1/snapshots", true, s.listSnapshots},
+		{"DELETE", "/v1/snapshots/{id}", true, s.deleteSnapshot},
 	}
 }
 
