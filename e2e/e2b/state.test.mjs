@@ -42,3 +42,16 @@ test('state: createSnapshot, a sandbox from it, list and delete', { skip: !snaps
 test('state: createSnapshot of an unknown sandbox is SandboxNotFound', async () => {
   await assert.rejects(Sandbox.createSnapshot('nosuchsandbox'), (err) => err instanceof SandboxError && /not found/i.test(err.message))
 })
+
+test('state: createSnapshot where the server keeps no templates is a clear 412', { skip: snapshots }, async () => {
+  const sbx = await Sandbox.create('base', { timeoutMs: 60_000 })
+  try {
+    await assert.rejects(sbx.createSnapshot(), (e) => {
+      assert.ok(e.name !== 'SandboxNotFoundError', `got ${e.name}: ${e.message}`)
+      assert.match(e.message, /not enabled/)
+      return true
+    })
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
+  }
+})
