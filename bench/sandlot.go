@@ -20,6 +20,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
 )
 
 // Env is what the sandlot cases run on. Provider is a real provider
@@ -43,6 +44,9 @@ type Env struct {
 	ImageProvider contexts.Provider
 	ImageUsage    contexts.UsageSampler
 	ImageStoreDir string // the image store, whose size is reported once
+	// ImageCatalog, when set, is ImageProvider's template catalog, with
+	// snapshots: the state cases (state.go) run on it.
+	ImageCatalog *templates.Catalog
 	// DesktopProvider, when set, starts the desktop template (its image
 	// and DesktopCatalog's settings): the desktop cases run on it.
 	DesktopProvider contexts.Provider
@@ -94,6 +98,9 @@ func Cases(env Env, sz Sizes) []Case {
 	if env.ImageProvider != nil {
 		cs = append(cs, imageCases(env, sz)...)
 	}
+	if env.ImageCatalog != nil {
+		cs = append(cs, stateCases(env, sz)...)
+	}
 	if env.DesktopProvider != nil && sz.Desktop > 0 {
 		cs = append(cs, desktopCases(env, sz)...)
 	}
@@ -133,7 +140,10 @@ func manager(ctx context.Context, env Env, cfg contexts.Config) (*contexts.Manag
 	return m, stop, nil
 }
 
-const benchTenant = "bench"
+const benchTenant = Tenant
+
+// Tenant is the tenant of every context the bench makes.
+const Tenant = "bench"
 
 func terminateAll(ctx context.Context, m *contexts.Manager) {
 	recs, _ := m.List(ctx, contexts.Filter{TenantID: benchTenant, States: []contexts.State{contexts.StateCreating, contexts.StateReady}, Limit: 1000})
