@@ -29,3 +29,21 @@ type Snapshot struct {
 type SnapshotList struct {
 	Snapshots []Snapshot `json:"snapshots"`
 }
+
+// ForkRequest is the JSON body of POST /v1/contexts/{id}/fork: the path
+// of the source's conversation the fork goes onto.
+type ForkRequest struct {
+	// PathID is the new context's path; required, and not the source's
+	// own.
+	PathID string `json:"pathId"`
+}
+
+// ForkResult is the body of a fork: the new context, the snapshot it
+// started from, and whether its memory (kernels, variables, processes)
+// was carried; false on crun and runc, where the fork's kernels start
+// fresh with the source's files.
+type ForkResult struct {
+	Context  Context  `json:"context"`
+	Snapshot Snapshot `json:"snapshot"`
+	Memory   bool     `json:"memory"`
+}

@@ -41,3 +41,18 @@ func (c *Client) ListSnapshots(ctx context.Context, contextID string) (*api.Snap
 func (c *Client) DeleteSnapshot(ctx context.Context, idOrName string) error {
 	return c.do(ctx, "DELETE", "/v1/snapshots/"+url.PathEscape(idOrName), nil, nil, "", nil)
 }
+
+// Fork starts a new context on pathID of the source's conversation from
+// a snapshot of context contextID's filesystem. The result says whether memory came along (false on crun
+// and runc: the fork's kernels start fresh).
+func (c *Client) Fork(ctx context.Context, contextID, pathID string) (*api.ForkResult, error) {
+	body, err := json.Marshal(api.ForkRequest{PathID: pathID})
+	if err != nil {
+		return nil, err
+	}
+	var out api.ForkResult
+	if err := c.do(ctx, "POST", "/v1/contexts/"+url.PathEscape(contextID)+"/fork", nil, body, "application/json", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

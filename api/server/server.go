@@ -205,6 +205,7 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/templates/builds", true, s.buildTemplate},
 		{"GET", "/v1/templates/builds/{buildId}", true, s.buildStatus},
 		{"POST", "/v1/contexts/{id}/snapshots", true, s.createSnapshot},
+		{"POST", "/v1/contexts/{id}/fork", true, s.fork},
 		{"GET", "/v1/snapshots", true, s.listSnapshots},
 		{"DELETE", "/v1/snapshots/{id}", true, s.deleteSnapshot},
 	}

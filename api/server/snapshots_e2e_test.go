@@ -49,7 +49,32 @@ func TestSnapshotsServe(t *testing.T) {
 	if r, err := from(a, "from-1"); err != nil || r.Stdout != "state kept\n" {
 		t.Errorf("a context from the snapshot: %+v %v", r, err)
 	}
+	// Fork onto another path of the same conversation: the files come
+	// along, the kernel's variables do not (memory false); a second fork
+	// onto the same path is refused, the source's own path too.
+	if r, err := a.RunCode(ctx, client.RunCodeRequest{Target: client.Target{ConversationID: "src"}, Language: "python", Code: "kept = 41"}); err != nil || !r.Success {
+		t.Fatalf("python in the source: %+v %v", r, err)
+	}
+	fr, err := a.Fork(ctx, src.ContextID, "branch")
+	if err != nil || fr.Memory || fr.Context.PathID != "branch" || fr.Context.ConversationID != "src" || fr.Snapshot.ContextID != src.ContextID {
+		t.Fatalf("fork: %+v %v", fr, err)
+	}
+	onBranch := client.Target{ConversationID: "src", PathID: "branch"}
+	if r, err := a.RunCode(ctx, client.RunCodeRequest{Target: onBranch, Language: "sh", Code: "cat /home/user/work/notes.txt"}); err != nil || r.Stdout != "state kept\n" || r.ContextID != fr.Context.ID {
+		t.Errorf("the fork's files: %+v %v", r, err)
+	}
+	if r, err := a.RunCode(ctx, client.RunCodeRequest{Target: onBranch, Language: "python", Code: "'kept' in globals()"}); err != nil || len(r.Results) == 0 || r.Results[0].Text != "False" {
+		t.Errorf("the fork's kernel, fresh: %+v %v", r, err)
+	}
 	var e *api.Error
+	for path, want := range map[string]errdefs.Code{"branch": errdefs.CodeAlreadyExists, "main": errdefs.CodeInvalidArgument} {
+		if _, err := a.Fork(ctx, src.ContextID, path); !errors.As(err, &e) || e.Code != want {
+			t.Errorf("fork onto %s: %v, want %s", path, err, want)
+		}
+	}
+	if _, err := b.Fork(ctx, src.ContextID, "b-branch"); !errors.As(err, &e) || e.Code != errdefs.CodeNotFound {
+		t.Errorf("another tenant's fork: %v, want not_found", err)
+	}
 	if _, err := from(b, "from-b"); !errors.As(err, &e) || e.Code != errdefs.CodeNotFound {
 		t.Errorf("another tenant from A's snapshot: %v, want not_found", err)
 	}
@@ -67,7 +92,7 @@ func TestSnapshotsServe(t *testing.T) {
 	defer d.cleanup(t, d.key, otherKey)
 	a = d.client(d.key)
 	l, err := a.ListSnapshots(ctx, src.ContextID)
-	if err != nil || len(l.Snapshots) != 1 || l.Snapshots[0].Name != "after-setup" || l.Snapshots[0].ContextID != src.ContextID {
+	if err != nil || len(l.Snapshots) != 2 || l.Snapshots[1].Name != "after-setup" || l.Snapshots[1].ContextID != src.ContextID {
 		t.Fatalf("after a restart: %+v %v", l, err)
 	}
 	if r, err := from(a, "from-2"); err != nil || r.Stdout != "state kept\n" {
