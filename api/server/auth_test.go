@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -115,10 +117,15 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := imgs.Put(context.Background(), templatestest.Image(t, "default"), image.PutOptions{Name: templates.Default}); err != nil {
 		t.Fatal(err)
 	}
-	cat := templates.New(templates.Config{Store: secrets, Images: imgs})
+	cat := templates.New(templates.Config{Store: secrets, Images: imgs, Snapshots: secrets})
+	emptyLayer := func(ctx context.Context, w io.Writer, max int64) error { return tar.NewWriter(w).Close() }
 	e := newEnv(t, func(c *server.Config) {
 		c.Secrets = secrets
 		c.Templates = cat
+		c.Snapshots = cat
+		c.Capture = func(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) error {
+			return emptyLayer(ctx, w, max)
+		}
 		c.Builds = builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat})
 	})
 	w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: api.TemplateBuildRequest{Name: "built", Dockerfile: "FROM default\n"}})
@@ -154,6 +161,17 @@ func TestTenantIsolation(t *testing.T) {
 	idA := recs[0].ID
 	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
 		t.Fatal(w.Body)
+	}
+	// A's snapshot of its context, "snap-a".
+	snapA, _, err := cat.Snapshot(context.Background(), "tenant-a", templates.SnapshotSpec{ContextID: idA, Template: templates.Default, Name: "snap-a"}, emptyLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aSnapshotIntact := func(t *testing.T) {
+		t.Helper()
+		if _, ss, err := cat.Snapshots(context.Background(), "tenant-a", idA); err != nil || len(ss) != 1 || ss[0].ID != snapA.ID {
+			t.Fatalf("A's snapshots were touched: %+v %v", ss, err)
+		}
 	}
 	stillIntact := func(t *testing.T) {
 		t.Helper()
@@ -325,6 +343,25 @@ func TestTenantIsolation(t *testing.T) {
 		"POST /v1/templates": func(t *testing.T) {
 			e.do(t, req{method: "POST", path: "/v1/templates", key: e.KeyB, body: api.TemplateRequest{Name: "app", Ref: "127.0.0.1:1/x:1"}})
 			aTemplateIntact(t)
+		},
+		"POST /v1/contexts/{id}/snapshots": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "POST", path: "/v1/contexts/" + idA + "/snapshots", key: e.KeyB, body: api.SnapshotRequest{Name: "stolen"}}))
+		},
+		"POST /v1/contexts/{id}/fork": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "POST", path: "/v1/contexts/" + idA + "/fork", key: e.KeyB, body: api.ForkRequest{PathID: "b-branch"}}))
+		},
+		"GET /v1/snapshots": func(t *testing.T) {
+			for _, q := range []string{"", "?contextId=" + idA} {
+				w := e.do(t, req{method: "GET", path: "/v1/snapshots" + q, key: e.KeyB})
+				if w.Code != 200 || strings.Contains(w.Body.String(), snapA.ID) || strings.Contains(w.Body.String(), "snap-a") {
+					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+				}
+			}
+		},
+		"DELETE /v1/snapshots/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/snapshots/" + snapA.ID, key: e.KeyB}))
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/snapshots/snap-a", key: e.KeyB}))
+			aSnapshotIntact(t)
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})
