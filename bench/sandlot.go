@@ -22,6 +22,7 @@ import (
 	"github.com/sandlot/sandlot/guard/entitycorpus"
 	"github.com/sandlot/sandlot/guard/ner"
 	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/volumes"
 )
 
@@ -49,6 +50,9 @@ type Env struct {
 	// Volumes, when set, are the volumes ImageProvider's sandboxes mount:
 	// the volume case runs (volume.go).
 	Volumes *volumes.Service
+	// ImageCatalog, when set, is ImageProvider's template catalog, with
+	// snapshots: the state cases (state.go) run on it.
+	ImageCatalog *templates.Catalog
 	// DesktopProvider, when set, starts the desktop template (its image
 	// and DesktopCatalog's settings): the desktop cases run on it.
 	DesktopProvider contexts.Provider
@@ -105,6 +109,9 @@ func Cases(env Env, sz Sizes) []Case {
 		if env.Volumes != nil {
 			cs = append(cs, volumeCase(env, sz))
 		}
+	}
+	if env.ImageCatalog != nil {
+		cs = append(cs, stateCases(env, sz)...)
 	}
 	if env.DesktopProvider != nil && sz.Desktop > 0 {
 		cs = append(cs, desktopCases(env, sz)...)

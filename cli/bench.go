@@ -310,7 +310,14 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 	if _, err := s.Get(context.Background(), local.DefaultTemplate); err != nil {
 		return fmt.Errorf("image store %s has no %q image: %w", dir, local.DefaultTemplate, err)
 	}
-	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Logger: log}
+	// The catalog resolves "default" by the store's name, as the provider
+	// did without one, and keeps the state cases' snapshots.
+	st := memory.New()
+	if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: bench.Tenant}, tenant.HashKey("e2b_bench")); err != nil {
+		return err
+	}
+	cat := templates.New(templates.Config{Store: st, Images: s, Snapshots: st, Logger: log})
+	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Templates: cat, Logger: log}
 	vs, verr := benchVolumes(filepath.Join(stateDir, "volumes"), log)
 	if verr == nil {
 		lc.Volumes = vs
@@ -321,7 +328,7 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 	if err != nil {
 		return err
 	}
-	env.ImageProvider, env.ImageUsage, env.ImageStoreDir = p, p, dir
+	env.ImageProvider, env.ImageUsage, env.ImageStoreDir, env.ImageCatalog = p, p, dir, cat
 	if verr == nil {
 		env.Volumes = vs
 	}

@@ -7,3 +7,9 @@ import (
 
 // Capture implements contexts.Provider: no provider, no sandbox.
 func (p noProvider) Capture(context.Context, string, io.Writer, int64) error { return p.err }
+
+// capture is the manager's Capture as /v1's snapshots call it.
+func (d *Daemon) capture(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) error {
+	_, err := d.manager.Capture(ctx, tenantID, contextID, w, max)
+	return err
+}

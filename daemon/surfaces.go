@@ -68,6 +68,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	if p.tw.catalog != nil { // a nil *Catalog in the interface would not be nil
 		v1.Templates = p.tw.catalog
+		v1.Snapshots, v1.Capture = p.tw.catalog, d.capture
 	}
 	v1.Progress = func(r *api.Readiness) {
 		if p.tw.builtins != nil {

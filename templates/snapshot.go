@@ -33,7 +33,7 @@ type Snapshot struct {
 	ContextID string `json:"contextId"`
 	// Template is the id of the template that sandbox ran.
 	Template string `json:"template"`
-	// Bytes are the captured layer's file bytes.
+	// Bytes is the size of the captured layer's tarball.
 	Bytes     int64     `json:"bytes"`
 	CreatedAt time.Time `json:"createdAt"`
 }

@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"archive/tar"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -117,7 +119,8 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := imgs.Put(context.Background(), templatestest.Image(t, "default"), image.PutOptions{Name: templates.Default}); err != nil {
 		t.Fatal(err)
 	}
-	cat := templates.New(templates.Config{Store: secrets, Images: imgs})
+	cat := templates.New(templates.Config{Store: secrets, Images: imgs, Snapshots: secrets})
+	emptyLayer := func(ctx context.Context, w io.Writer, max int64) error { return tar.NewWriter(w).Close() }
 	vhost, err := volumes.NewHost(filepath.Join(t.TempDir(), "volumes"))
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +143,10 @@ func TestTenantIsolation(t *testing.T) {
 		c.Secrets = secrets
 		c.Volumes = vols
 		c.Templates = cat
+		c.Snapshots = cat
+		c.Capture = func(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) error {
+			return emptyLayer(ctx, w, max)
+		}
 		c.Builds = builds.New(builds.Config{Builder: build.New(build.Config{Store: imgs}), Images: imgs, Catalog: cat})
 	})
 	w := e.do(t, req{method: "POST", path: "/v1/templates/builds", key: e.KeyA, body: api.TemplateBuildRequest{Name: "built", Dockerfile: "FROM default\n"}})
@@ -175,6 +182,17 @@ func TestTenantIsolation(t *testing.T) {
 	idA := recs[0].ID
 	if w := e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyA, body: "A's file"}); w.Code != 200 {
 		t.Fatal(w.Body)
+	}
+	// A's snapshot of its context, "snap-a".
+	snapA, _, err := cat.Snapshot(context.Background(), "tenant-a", templates.SnapshotSpec{ContextID: idA, Template: templates.Default, Name: "snap-a"}, emptyLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aSnapshotIntact := func(t *testing.T) {
+		t.Helper()
+		if _, ss, err := cat.Snapshots(context.Background(), "tenant-a", idA); err != nil || len(ss) != 1 || ss[0].ID != snapA.ID {
+			t.Fatalf("A's snapshots were touched: %+v %v", ss, err)
+		}
 	}
 	stillIntact := func(t *testing.T) {
 		t.Helper()
@@ -389,6 +407,25 @@ func TestTenantIsolation(t *testing.T) {
 		"DELETE /v1/volumes/{nameOrId}": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/volumes/" + volA.ID, key: e.KeyB}))
 			aVolumeIntact(t)
+		},
+		"POST /v1/contexts/{id}/snapshots": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "POST", path: "/v1/contexts/" + idA + "/snapshots", key: e.KeyB, body: api.SnapshotRequest{Name: "stolen"}}))
+		},
+		"POST /v1/contexts/{id}/fork": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "POST", path: "/v1/contexts/" + idA + "/fork", key: e.KeyB, body: api.ForkRequest{PathID: "b-branch"}}))
+		},
+		"GET /v1/snapshots": func(t *testing.T) {
+			for _, q := range []string{"", "?contextId=" + idA} {
+				w := e.do(t, req{method: "GET", path: "/v1/snapshots" + q, key: e.KeyB})
+				if w.Code != 200 || strings.Contains(w.Body.String(), snapA.ID) || strings.Contains(w.Body.String(), "snap-a") {
+					t.Fatalf("%s: %d %s", q, w.Code, w.Body)
+				}
+			}
+		},
+		"DELETE /v1/snapshots/{id}": func(t *testing.T) {
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/snapshots/" + snapA.ID, key: e.KeyB}))
+			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/snapshots/snap-a", key: e.KeyB}))
+			aSnapshotIntact(t)
 		},
 		"GET /v1/conversations/{conversationId}/paths/{pathId}/files/list": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/conversations/conv-a/paths/main/files/list", key: e.KeyB})

@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -108,6 +109,11 @@ type Config struct {
 	// Templates, when set, serves /v1/templates (list, get, delete, pull
 	// and import for the request's tenant); nil answers those routes 412.
 	Templates Templates
+	// Snapshots and Capture, both set, serve /v1/snapshots and POST
+	// /v1/contexts/{id}/snapshots (snapshots.go: the catalog and the
+	// manager's Capture); else those routes answer 412.
+	Snapshots Snapshots
+	Capture   func(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) error
 	// Builds, when set, serves /v1/templates/builds (the daemon's build
 	// queue, shared with the E2B wire); nil answers those routes 412.
 	Builds Builds
@@ -216,6 +222,10 @@ func (s *Server) routes() []route {
 		{"POST", "/v1/volumes", true, s.createVolume},
 		{"GET", "/v1/volumes/{nameOrId}", true, s.getVolume},
 		{"DELETE", "/v1/volumes/{nameOrId}", true, s.deleteVolume},
+		{"POST", "/v1/contexts/{id}/snapshots", true, s.createSnapshot},
+		{"POST", "/v1/contexts/{id}/fork", true, s.fork},
+		{"GET", "/v1/snapshots", true, s.listSnapshots},
+		{"DELETE", "/v1/snapshots/{id}", true, s.deleteSnapshot},
 	}
 }
 

@@ -286,16 +286,6 @@ test('life: getMetrics has real figures, memCache, timestampUnix, and honours st
   assert.deepEqual(none, [])
 })
 
-test('life: createSnapshot and fork say "not supported" for a running sandbox', async () => {
-  for (const call of [() => sbx.createSnapshot(), () => sbx.fork()]) {
-    await assert.rejects(call(), (e) => {
-      assert.ok(e.name !== 'SandboxNotFoundError', `got ${e.name}: ${e.message}`)
-      assert.match(e.message, /not supported/)
-      return true
-    })
-  }
-})
-
 test('life: files.watchDir reports creates, writes and removes', async () => {
   const dir = `${home}/watched`
   await sbx.files.makeDir(dir)

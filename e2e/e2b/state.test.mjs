@@ -42,3 +42,44 @@ test('state: createSnapshot, a sandbox from it, list and delete', { skip: !snaps
 test('state: createSnapshot of an unknown sandbox is SandboxNotFound', async () => {
   await assert.rejects(Sandbox.createSnapshot('nosuchsandbox'), (err) => err instanceof SandboxError && /not found/i.test(err.message))
 })
+
+test('state: createSnapshot and fork where the server keeps no templates are a clear 412', { skip: snapshots }, async () => {
+  const sbx = await Sandbox.create('base', { timeoutMs: 60_000 })
+  try {
+    for (const call of [() => sbx.createSnapshot(), () => Sandbox.fork(sbx.sandboxId, { count: 2 })]) {
+      await assert.rejects(call(), (e) => {
+        assert.ok(e.name !== 'SandboxNotFoundError', `got ${e.name}: ${e.message}`)
+        assert.match(e.message, /not enabled/)
+        return true
+      })
+    }
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
+  }
+})
+
+test('state: fork with count 2 copies the files, each fork its own, the source running on', { skip: !snapshots }, async () => {
+  const sbx = await Sandbox.create('base', { timeoutMs: 120_000 })
+  const forks = []
+  try {
+    await sbx.files.write('/home/user/branch.txt', 'before the fork')
+    await sbx.commands.run('python3 -c "print(1)"')
+    const got = await Sandbox.fork(sbx.sandboxId, { count: 2, timeoutMs: 120_000 })
+    assert.equal(got.length, 2)
+    for (const f of got) {
+      assert.ok(f instanceof Sandbox, `a fork failed: ${f}`)
+      forks.push(f)
+    }
+    assert.notEqual(forks[0].sandboxId, forks[1].sandboxId)
+    await forks[0].files.write('/home/user/branch.txt', 'fork 0 wrote this')
+    assert.equal(await forks[1].files.read('/home/user/branch.txt'), 'before the fork')
+    assert.equal(await forks[0].files.read('/home/user/branch.txt'), 'fork 0 wrote this')
+    assert.equal(await sbx.files.read('/home/user/branch.txt'), 'before the fork')
+    // The source runs on.
+    assert.equal((await sbx.commands.run('echo alive')).stdout, 'alive\n')
+  } finally {
+    for (const f of forks) await Sandbox.kill(f.sandboxId)
+    await Sandbox.kill(sbx.sandboxId)
+    for (const s of await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()) await Sandbox.deleteSnapshot(s.snapshotId)
+  }
+})

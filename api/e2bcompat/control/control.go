@@ -108,7 +108,7 @@ func (h *Handler) routes() *http.ServeMux {
 	mux.HandleFunc("POST /sandboxes/{id}/pause", h.authed(h.pause))
 	mux.HandleFunc("GET /sandboxes/{id}/metrics", h.authed(h.metricsRoute))
 	mux.HandleFunc("POST /sandboxes/{id}/snapshots", h.authed(h.createSnapshot))
-	mux.HandleFunc("POST /sandboxes/{id}/fork", h.authed(h.notSupported("fork", "a sandbox cannot be copied while it runs (no snapshot)")))
+	mux.HandleFunc("POST /sandboxes/{id}/fork", h.authed(h.fork))
 	mux.HandleFunc("GET /snapshots", h.authed(h.listSnapshots))
 	mux.HandleFunc("PUT /sandboxes/{id}/network", h.authed(h.updateNetwork))
 	h.templateRoutes(mux)

@@ -184,26 +184,23 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestForkNotSupported: a running sandbox gets a 501 that names the
-// feature (not SandboxNotFound); an unknown one 404. Without templates,
-// a snapshot is 412 and the list empty.
-func TestForkNotSupported(t *testing.T) {
+// TestSnapshotWithoutTemplates: without a catalog (no image store) a
+// snapshot and a fork are 412 and the list empty; an unknown sandbox is
+// 404 (the SDK's SandboxNotFoundError).
+func TestSnapshotWithoutTemplates(t *testing.T) {
 	e := newEnv(t)
 	sb := e.Create(key1, `{}`)
-	resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/fork", strings.NewReader(`{}`), "X-API-KEY", key1)
-	body, _ := io.ReadAll(resp.Body)
-	var ae apiErr
-	json.Unmarshal(body, &ae)
-	if resp.StatusCode != 501 || !strings.Contains(ae.Message, "not supported") {
-		t.Errorf("fork: %d %s", resp.StatusCode, body)
-	}
 	for _, p := range []string{"snapshots", "fork"} {
 		if r := e.Do("POST", "/sandboxes/nope/"+p, strings.NewReader(`{}`), "X-API-KEY", key1); r.StatusCode != 404 {
 			t.Errorf("%s of an unknown sandbox: %d", p, r.StatusCode)
 		}
-	}
-	if r := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/snapshots", strings.NewReader(`{}`), "X-API-KEY", key1); r.StatusCode != 412 {
-		t.Errorf("snapshot without templates: %d", r.StatusCode)
+		resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/"+p, strings.NewReader(`{}`), "X-API-KEY", key1)
+		body, _ := io.ReadAll(resp.Body)
+		var ae apiErr
+		json.Unmarshal(body, &ae)
+		if resp.StatusCode != 412 || !strings.Contains(ae.Message, "not enabled") {
+			t.Errorf("%s without templates: %d %s", p, resp.StatusCode, body)
+		}
 	}
 	if l := decode[[]any](t, e.Do("GET", "/snapshots", nil, "X-API-KEY", key1)); len(l) != 0 {
 		t.Errorf("snapshots %v", l)

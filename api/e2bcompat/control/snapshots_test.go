@@ -90,10 +90,35 @@ func TestSnapshotRoutes(t *testing.T) {
 	if from.SandboxID == "" || from.SandboxID == sb.SandboxID {
 		t.Errorf("create from the snapshot: %+v", from)
 	}
+	// Fork: count sandboxes from one capture, each its own; bad counts
+	// are 400; another tenant's fork is 404.
+	resp = e.Do("POST", "/sandboxes/"+sb.SandboxID+"/fork", strings.NewReader(`{"count":2,"timeout":60}`), "X-API-KEY", key1)
+	if resp.StatusCode != 201 {
+		t.Fatalf("fork: %d", resp.StatusCode)
+	}
+	forks := decode[[]struct {
+		Sandbox *struct{ SandboxID, EnvdAccessToken string }
+		Error   *struct{ Code int }
+	}](t, resp)
+	if len(forks) != 2 || forks[0].Sandbox == nil || forks[1].Sandbox == nil || forks[0].Sandbox.SandboxID == forks[1].Sandbox.SandboxID ||
+		forks[0].Sandbox.SandboxID == sb.SandboxID || forks[0].Sandbox.EnvdAccessToken == "" {
+		t.Fatalf("forks %+v", forks)
+	}
+	for _, body := range []string{`{"count":0}`, `{"count":11}`} {
+		if r := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/fork", strings.NewReader(body), "X-API-KEY", key1); r.StatusCode != 400 {
+			t.Errorf("fork %s: %d, want 400", body, r.StatusCode)
+		}
+	}
+	if r := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/fork", strings.NewReader(`{}`), "X-API-KEY", key2); r.StatusCode != 404 {
+		t.Errorf("another tenant's fork: %d, want 404", r.StatusCode)
+	}
+	if got := list(key1, "?sandboxID="+sb.SandboxID); len(got) != 2 {
+		t.Errorf("the snapshot and the fork's: %v", got)
+	}
 	if r := e.Do("DELETE", "/templates/"+info.SnapshotID, nil, "X-API-KEY", key1); r.StatusCode != 204 {
 		t.Fatalf("deleteSnapshot: %d", r.StatusCode)
 	}
-	if got := list(key1, ""); len(got) != 0 {
-		t.Errorf("after delete: %v", got)
+	if got := list(key1, ""); len(got) != 1 {
+		t.Errorf("after delete, the fork's is left: %v", got)
 	}
 }
