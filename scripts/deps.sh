@@ -52,6 +52,8 @@ PY=/usr/bin/python3
 # clears stale UDP entries with conntrack), kube-router and
 # CNI portmap plugin run them (internal/kubetest; scripts/k8s.sh builds the
 # cluster itself).
+# chromium: the web console's browser test (e2e/console) drives Debian's
+# Chromium headless.
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -73,6 +75,7 @@ rtb cmd:gpg                                           gpg
 rtb file:/usr/share/perl5/Dpkg.pm                     libdpkg-perl
 rtb file:/usr/share/keyrings/debian-archive-keyring.gpg debian-archive-keyring
 t   cmd:npm                                           npm
+t   cmd:chromium                                      chromium
 tb  cmd:bwrap                                         bubblewrap
 tb  py:ipykernel                                      python3-ipykernel
 tb  py:jupyter_client                                 python3-jupyter-client

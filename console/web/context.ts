@@ -41,7 +41,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
         h("h2", null, "Editor"),
         h("div", { class: "row" }, h("div", null, h("label", { for: "lang" }, "Language"), lang)),
         h("label", { for: "code" }, "Code"), code,
-        h("details", null, h("summary", null, "Run Analysis parameters"),
+        h("fieldset", null, h("legend", null, "Run Analysis parameters"),
           h("div", { class: "row" },
             h("div", null, h("label", { for: "atype" }, "Analysis type"), atype),
             h("div", null, h("label", { for: "aformat" }, "Output format"), aformat)),
