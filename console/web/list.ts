@@ -6,6 +6,7 @@ import { contexts, Ctx, liveStatus, now, onChange } from "./live";
 import { me } from "./main";
 
 const EXTEND_S = 30 * 60;
+const COLS = ["Tenant", "Conversation", "Path", "State", "Template", "Age", "TTL left", "Executions", "Memory", "CPU", "Actions"];
 
 export function contextsPage(root: HTMLElement): () => void {
   const conv = h("input", { id: "conv", type: "text", required: true, spellcheck: "false", autocomplete: "off" });
@@ -23,9 +24,8 @@ export function contextsPage(root: HTMLElement): () => void {
   const tbody = h("tbody");
   const count = h("span", { class: "muted" });
   const figures = h("ul", { class: "figures", "aria-label": "Key figures" });
-  const table = h("table", { "aria-label": "Contexts", "aria-describedby": "contexts-count" },
-    h("thead", null, h("tr", null, ...["Tenant", "Conversation", "Path", "State", "Template", "Age", "TTL left",
-      "Executions", "Memory", "CPU", "Actions"].map((c) => h("th", { scope: "col" }, c)))),
+  const table = h("table", { class: "cards", "aria-label": "Contexts", "aria-describedby": "contexts-count" },
+    h("thead", null, h("tr", null, ...COLS.map((c) => h("th", { scope: "col" }, c)))),
     tbody);
   root.append(
     h("section", { class: "card", "aria-labelledby": "open-title" }, h("h1", { id: "open-title" }, "Open a conversation"),
@@ -47,7 +47,7 @@ export function contextsPage(root: HTMLElement): () => void {
     const name = c.conversationId + "/" + c.pathId;
     const own = c.tenantId === me.tenant;
     const u = c.resourceUsage || {};
-    return h("tr", { "data-id": c.id },
+    const tr = h("tr", { "data-id": c.id },
       h("td", null, c.tenantId),
       h("td", { class: "wrap" }, own ? h("a", { href: "#/c/" + encodeURIComponent(c.conversationId) + "/" + encodeURIComponent(c.pathId) }, c.conversationId) : c.conversationId),
       h("td", null, c.pathId),
@@ -64,6 +64,9 @@ export function contextsPage(root: HTMLElement): () => void {
         h("button", { type: "button", class: "danger", "aria-label": "Terminate " + name,
           onclick: () => { if (confirm("Terminate " + name + "?")) act("terminate", () => json("/v1/contexts/" + c.id, { method: "DELETE" })); } }, "Terminate"),
       ] : h("span", { class: "muted" }, "another tenant's")));
+    // On a phone's width each row reads as a card, its cells labelled.
+    tr.querySelectorAll("td").forEach((td, i) => td.setAttribute("data-label", COLS[i]));
+    return tr;
   };
   const render = () => {
     const q = filter.value.trim().toLowerCase();
@@ -85,7 +88,11 @@ export function contextsPage(root: HTMLElement): () => void {
     requestAnimationFrame(() => { pending = false; render(); });
   };
   filter.addEventListener("input", schedule);
-  const off = onChange(schedule);
+  let figAt = 0;
+  const off = onChange(() => {
+    schedule();
+    if (Date.now() - figAt > 2000) { figAt = Date.now(); loadFigures(figures); }
+  });
   const tick = setInterval(() => { if (!document.hidden) schedule(); }, 1000);
   render();
   loadFigures(figures);

@@ -71,6 +71,27 @@ func TestConsole(t *testing.T) {
 	p.waitText("table", "Files", "the uploaded file", contains("upload-me.txt"))
 	p.click("button", "Download upload-me.txt")
 	waitFile(t, filepath.Join(dl, "upload-me.txt"), "console upload\n")
+	// Drag and drop: the drop event a browser sends with a file.
+	var dropped bool
+	p.eval(`(() => {
+		const dt = new DataTransfer();
+		dt.items.add(new File(["dropped bytes\n"], "dropped.txt"));
+		const zone = document.querySelector('[aria-label="Drop files here to upload"]');
+		for (const type of ["dragover", "drop"]) zone.dispatchEvent(new DragEvent(type, {dataTransfer: dt, bubbles: true, cancelable: true}));
+		return true;
+	})()`, &dropped)
+	p.waitText("table", "Files", "the dropped file", contains("dropped.txt"))
+	// A small text file edited in the page.
+	p.click("button", "Edit dropped.txt")
+	p.setValue("textbox", "File contents: /home/user/dropped.txt", "edited in the console\n")
+	p.click("button", "Save file")
+	deadline := time.Now().Add(time.Minute)
+	for d.file(t, d.key, "browser-conv", "/home/user/dropped.txt") != "edited in the console\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the edit was not saved: %q", d.file(t, d.key, "browser-conv", "/home/user/dropped.txt"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	p.shot("files")
 
 	// The terminal: typed keys reach bash, its output comes back.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,4 +114,18 @@ func (d *daemon) runCode(t *testing.T, key, conv, code string) string {
 		t.Fatalf("run_code in %s: %+v", conv, res)
 	}
 	return res.ContextID
+}
+
+// file reads a file of a conversation's main path with key.
+func (d *daemon) file(t *testing.T, key, conv, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", d.url+"/v1/conversations/"+conv+"/paths/main/files?path="+url.QueryEscape(path), nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
 }
