@@ -187,4 +187,6 @@ func (p *page) waitJS(what, expr string) {
 	}
 }
 
-func contains(sub string) func(string) bool { return func(s string) bool { return strings.Contains(s, sub) } }
+func contains(sub string) func(string) bool {
+	return func(s string) bool { return strings.Contains(s, sub) }
+}

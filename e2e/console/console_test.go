@@ -3,10 +3,14 @@ package console_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 )
 
@@ -30,9 +34,20 @@ func TestConsole(t *testing.T) {
 	p.byName("textbox", "API key")
 	// Module scripts run before DOMContentLoaded: by its end the page
 	// answers input (the bench's /ui-to-interactive, in a real browser).
-	var dcl float64
-	p.eval(`performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd`, &dcl)
-	t.Logf("/ui to interactive (DOMContentLoaded, main.js run): %.1f ms", dcl)
+	// The first load also starts the browser's renderer; the figure is of
+	// the loads after it, with the cache off (a first visit).
+	p.run("cache off", network.SetCacheDisabled(true))
+	var loads []float64
+	for i := 0; i < 6; i++ {
+		var dcl float64
+		p.run("reload", chromedp.Navigate(d.url+"/ui"))
+		p.byName("textbox", "API key")
+		p.eval(`performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd`, &dcl)
+		loads = append(loads, dcl)
+	}
+	p.run("cache on", network.SetCacheDisabled(false))
+	sort.Float64s(loads)
+	t.Logf("/ui to interactive (DOMContentLoaded, main.js run), cache off, 6 loads: median %.1f ms, all %v", (loads[2]+loads[3])/2, loads)
 	p.shot("signin")
 	p.typeInto("textbox", "API key", d.key)
 	p.click("button", "Sign in")
@@ -107,6 +122,21 @@ func TestConsole(t *testing.T) {
 	p.typeInto("textbox", "Terminal", "echo term-$((6*7))\r")
 	p.waitText("textbox", "Terminal", "the command's output", contains("term-42"))
 	p.shot("terminal")
+	// The terminal follows the window: a narrower page, fewer columns.
+	sizes := regexp.MustCompile(`(?m)^(\d+) (\d+)\s*$`)
+	lastSize := func(s string) string {
+		m := sizes.FindAllStringSubmatch(s, -1)
+		if len(m) == 0 {
+			return ""
+		}
+		return m[len(m)-1][2]
+	}
+	p.typeInto("textbox", "Terminal", "stty size\r")
+	wide := lastSize(p.waitText("textbox", "Terminal", "stty's size", func(s string) bool { return lastSize(s) != "" }))
+	p.viewport(700, 800, false)
+	p.typeInto("textbox", "Terminal", "clear; stty size\r")
+	p.waitText("textbox", "Terminal", "fewer columns after the resize", func(s string) bool { c := lastSize(s); return c != "" && c != wide })
+	p.run("window back", emulation.ClearDeviceMetricsOverride())
 
 	// The other pages, and the phone's width.
 	p.run("audit", chromedp.Navigate(d.url+"/ui#/audit"))
