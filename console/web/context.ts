@@ -82,7 +82,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
     try {
       const res = await json("/v1/audit?limit=1000");
       clear(auditBody);
-      const evs = (res.events || []).filter((e: any) => e.contextId === ctxId);
+      const evs = (res.events || []).filter((e: any) => e.contextId === ctxId || e.detail?.context === ctxId);
       if (!evs.length) auditBody.append(h("tr", null, h("td", { colspan: "3", class: "muted" }, "No audit event for this context yet.")));
       for (const e of evs) {
         auditBody.append(h("tr", null, h("td", null, new Date(e.at).toLocaleTimeString()), h("td", null, e.kind),

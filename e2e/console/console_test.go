@@ -144,6 +144,12 @@ func TestConsole(t *testing.T) {
 	p.shot("audit")
 	p.run("templates", chromedp.Navigate(d.url+"/ui#/templates"))
 	p.waitText("table", "Templates", "the templates", contains("default"))
+	// A template build, its log followed in the page.
+	p.typeInto("textbox", "Template name", "console-built")
+	p.click("button", "Build")
+	p.waitText("region", "Build log", "the build's log", func(s string) bool { return strings.TrimSpace(s) != "" })
+	p.waitJS("the build ready", `document.querySelector('[role=status]')?.textContent.includes(': ready')`)
+	p.waitText("table", "Templates", "the built template", contains("console-built"))
 	p.shot("templates")
 	p.run("contexts", chromedp.Navigate(d.url+"/ui#/"))
 	p.waitText("table", "Contexts", "browser-conv's context", contains("browser-conv"))
