@@ -80,6 +80,9 @@ func TestConsole(t *testing.T) {
 	p.setValue("textbox", "Code", "import json\nprint(json.dumps({'sum': params['a'] + params['b']}))\n")
 	p.click("button", "Run Analysis")
 	p.waitText("region", "Output", "the analysis' output", contains(`"sum": 42`))
+	p.waitText("table", "Calls", "both calls in the audit trail", func(s string) bool {
+		return strings.Contains(s, "run_code") && strings.Contains(s, "run_analysis") && strings.Contains(s, "direct (forceTool)")
+	})
 	p.shot("context")
 
 	// Files: upload through the file input, download through the page.
@@ -134,8 +137,18 @@ func TestConsole(t *testing.T) {
 	p.typeInto("textbox", "Terminal", "stty size\r")
 	wide := lastSize(p.waitText("textbox", "Terminal", "stty's size", func(s string) bool { return lastSize(s) != "" }))
 	p.viewport(700, 800, false)
-	p.typeInto("textbox", "Terminal", "clear; stty size\r")
-	p.waitText("textbox", "Terminal", "fewer columns after the resize", func(s string) bool { c := lastSize(s); return c != "" && c != wide })
+	// The page sends the new size once the window settles: ask again
+	// until the shell has it.
+	for i := 0; ; i++ {
+		p.typeInto("textbox", "Terminal", "clear; stty size\r")
+		time.Sleep(time.Second)
+		if c := lastSize(p.text("textbox", "Terminal")); c != "" && c != wide {
+			break
+		}
+		if i == 30 {
+			t.Fatalf("the terminal kept %s columns after the window narrowed:\n%s", wide, p.text("textbox", "Terminal"))
+		}
+	}
 	p.run("window back", emulation.ClearDeviceMetricsOverride())
 
 	// The other pages, and the phone's width.
