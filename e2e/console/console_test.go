@@ -173,6 +173,36 @@ func TestConsole(t *testing.T) {
 	p.run("context on a phone", chromedp.Navigate(d.url+"/ui#/c/browser-conv/main"))
 	p.byName("button", "Run Code")
 	p.shot("context-phone")
+
+	// Extend and terminate from the list, by keyboard-reachable buttons.
+	p.run("window back", emulation.ClearDeviceMetricsOverride())
+	p.run("contexts", chromedp.Navigate(d.url+"/ui#/"))
+	p.waitText("table", "Contexts", "browser-conv's context", contains("browser-conv"))
+	expires := func() string {
+		var l struct {
+			Contexts []struct{ ExpiresAt string }
+		}
+		d.api(t, d.key, "GET", "/v1/contexts?conversationId=browser-conv&status=active", nil, &l)
+		if len(l.Contexts) != 1 {
+			return ""
+		}
+		return l.Contexts[0].ExpiresAt
+	}
+	before := expires()
+	time.Sleep(1100 * time.Millisecond) // the expiry moves by at least a second
+	p.click("button", "Extend the TTL of browser-conv/main")
+	for deadline := time.Now().Add(time.Minute); expires() <= before; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the TTL was not extended: %s", expires())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p.click("button", "Terminate browser-conv/main")
+	p.click("button", "Confirm: terminate browser-conv/main")
+	p.waitText("table", "Contexts", "the terminated context gone", func(s string) bool { return !strings.Contains(s, "browser-conv") })
+	if e := expires(); e != "" {
+		t.Fatalf("browser-conv still has an active context (expires %s)", e)
+	}
 }
 
 // noOtherTenant: nothing of the other tenant is on the page, nor was in
