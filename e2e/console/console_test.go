@@ -70,9 +70,15 @@ func TestConsole(t *testing.T) {
 	// A conversation's context: Run Code streams its output and chart.
 	p.typeInto("textbox", "Conversation", "browser-conv")
 	p.click("button", "Open")
-	p.setValue("textbox", "Code", "import matplotlib.pyplot as plt\nprint('streamed hello')\nplt.plot([1, 3, 2, 4])\nplt.title('console chart')\nplt.show()\n")
+	// An AWS key id assembled in the sandbox: the guard (the bootstrap
+	// tenant enforces) redacts it, and the page shows the redaction.
+	p.setValue("textbox", "Code", "import matplotlib.pyplot as plt\nprint('streamed hello')\nprint('key ' + 'AKIA' + 'QWERTYUIOPASDFGH')\nplt.plot([1, 3, 2, 4])\nplt.title('console chart')\nplt.show()\n")
 	p.click("button", "Run Code")
 	p.waitText("region", "Output", "the code's output", contains("streamed hello"))
+	p.waitJS("the redaction shown as one", `[...document.querySelectorAll('#output mark.redaction')].some(m => m.textContent === '[REDACTED:AWS_ACCESS_KEY]')`)
+	if out := p.text("region", "Output"); strings.Contains(out, "QWERTYUIOPASDFGH") {
+		t.Fatalf("the key reached the page:\n%s", out)
+	}
 	p.waitJS("a chart in the output", `[...document.querySelectorAll('#output img')].some(i => i.src.startsWith('data:image/png;base64,') && i.naturalWidth > 100)`)
 
 	// Run Analysis: custom code with parameters.
