@@ -127,17 +127,18 @@ export function contextsPage(root: HTMLElement): () => void {
     requestAnimationFrame(() => { pending = false; render(); });
   };
   filter.addEventListener("input", schedule);
-  let figAt = 0;
+  // The figures follow the list, at most once a second.
+  let figTimer = 0;
   const off = onChange(() => {
     schedule();
-    if (Date.now() - figAt > 2000) { figAt = Date.now(); loadFigures(figures); }
+    if (!figTimer) figTimer = window.setTimeout(() => { figTimer = 0; loadFigures(figures); }, 1000);
   });
   const tick = setInterval(() => { if (!document.hidden) schedule(); }, 1000);
   render();
   loadFigures(figures);
   const figTick = setInterval(() => loadFigures(figures), 15000);
   conv.focus();
-  return () => { off(); clearInterval(tick); clearInterval(figTick); };
+  return () => { off(); clearInterval(tick); clearInterval(figTick); clearTimeout(figTimer); };
 }
 
 async function loadFigures(ul: HTMLElement): Promise<void> {

@@ -62,6 +62,7 @@ func TestConsole(t *testing.T) {
 	p.waitText("table", "Contexts", "the context made by the API", contains("made-by-api"))
 	t.Logf("a context made through the API was listed %v after its call began (the call includes its sandbox's start)", time.Since(start))
 	d.runCode(t, d.otherKey, "other-tenant-during", "x = 2")
+	p.waitText("list", "Key figures", "the figures following the list", func(s string) bool { return strings.HasPrefix(strings.TrimSpace(s), "1") })
 	p.shot("contexts")
 	d.api(t, d.key, "DELETE", "/v1/contexts/"+id, nil, nil)
 	p.waitText("table", "Contexts", "the context's end", func(s string) bool { return !strings.Contains(s, "made-by-api") })
