@@ -210,6 +210,13 @@ func TestConsole(t *testing.T) {
 	if e := expires(); e != "" {
 		t.Fatalf("browser-conv still has an active context (expires %s)", e)
 	}
+
+	// An admin tenant's key sees every tenant's contexts, read-only.
+	p.click("button", "Sign out")
+	p.typeInto("textbox", "API key", d.adminKey)
+	p.click("button", "Sign in")
+	p.waitText("table", "Contexts", "the other tenant's contexts", contains("other-tenant-during"))
+	p.shot("contexts-admin")
 }
 
 // noOtherTenant: nothing of the other tenant is on the page, nor was in

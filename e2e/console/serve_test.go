@@ -20,9 +20,9 @@ import (
 )
 
 // daemon is a `sandlot serve` of the test's, with the bootstrap tenant's
-// key (the console's user) and another tenant's.
+// key (the console's user), another tenant's and an admin tenant's.
 type daemon struct {
-	url, key, otherKey string
+	url, key, otherKey, adminKey string
 }
 
 // serve starts `sandlot serve` on the local provider with a fresh data
@@ -62,6 +62,12 @@ func serve(t *testing.T) *daemon {
 		t.Fatalf("tenant create: %v %s", err, out)
 	}
 	d.otherKey = created.APIKey
+	out, err = exec.Command(bin, "tenant", "create", "operators", "--admin", "--data-dir", data, "--json").Output()
+	created.APIKey = ""
+	if err != nil || json.Unmarshal(out, &created) != nil || created.APIKey == "" {
+		t.Fatalf("tenant create --admin: %v %s", err, out)
+	}
+	d.adminKey = created.APIKey
 	res, err := http.Get(d.url + "/readyz")
 	if err != nil {
 		t.Fatal(err)
