@@ -20,7 +20,7 @@ EPOCH   := $(EPOCH)
 RELEASE := cd release && $(GO) run ./cmd/sandlot-release
 TESTFLAGS ?= -count=1 -timeout 40m
 # Nested modules holding test-only dependencies (not in sandlot's module graph).
-TESTMODS := guard/oracle deploy/helm/test release
+TESTMODS := guard/oracle deploy/helm/test release e2e/console
 
 # make images: the image store the Debian bases are built into (make run's), and where to push.
 IMAGE_STORE ?= $(DATA)/images

@@ -104,6 +104,7 @@ func Cases(env Env, sz Sizes) []Case {
 		{Name: "throughput and density", Group: "throughput", Run: func(ctx context.Context) ([]Figure, error) { return throughput(ctx, env, sz) }},
 		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
 	}
+	cs = append(cs, consoleCases(env, sz)...)
 	if env.ImageProvider != nil {
 		cs = append(cs, imageCases(env, sz)...)
 		if env.Volumes != nil {

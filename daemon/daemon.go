@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	}
 	d.manager = m
 	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, TTL: mcfg.TTL, MaxExecutions: mcfg.MaxExecutionsPerContext,
-		Logger: log, Unavailable: provErr}
+		Logger: log, Unavailable: provErr, OnCall: toolAudit(d.trail)}
 	if dm := cfg.desktopManager(m, tw, log); dm != nil {
 		tcfg.Desktop = dm
 	}

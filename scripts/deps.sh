@@ -54,6 +54,8 @@ PY=/usr/bin/python3
 # cluster itself).
 # python3-httpx, python3-pytest, mypy: the Python SDK (sdk/python) runs on
 # httpx, and e2e/sdk tests it with pytest and checks it with mypy --strict.
+# chromium: the web console's browser test (e2e/console) drives Debian's
+# Chromium headless.
 # r-base-core, default-jdk-headless: the r and java kernels' driver tests
 # (agent/kernels) run them on the host; sandboxes get them from the
 # code-interpreter template's image instead.
@@ -75,6 +77,7 @@ rtb cmd:gpg                                           gpg
 rtb file:/usr/share/perl5/Dpkg.pm                     libdpkg-perl
 rtb file:/usr/share/keyrings/debian-archive-keyring.gpg debian-archive-keyring
 t   cmd:npm                                           npm
+t   cmd:chromium                                      chromium
 tb  cmd:bwrap                                         bubblewrap
 tb  py:ipykernel                                      python3-ipykernel
 tb  py:jupyter_client                                 python3-jupyter-client

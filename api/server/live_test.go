@@ -201,3 +201,24 @@ func TestSetTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestContextEventsEndOnDrain: a daemon shutting down ends the live
+// streams (they would hold its graceful shutdown to its deadline).
+func TestContextEventsEndOnDrain(t *testing.T) {
+	m := contexts.NewManager(memory.New(), contextstest.NewProvider(), contexts.Config{PoolSize: -1})
+	defer m.Close(context.Background())
+	e := newEnv(t, func(c *server.Config) { c.Contexts, c.Live = m, m })
+	ts := httptest.NewServer(e.Handler)
+	t.Cleanup(ts.Close)
+	stream := openEvents(t, ts.URL, e.KeyA)
+	waitEvent(t, stream, "the snapshot", func(ev sseEvent) bool { return ev.name == "snapshot" })
+	e.Server.Drain()
+	select {
+	case _, open := <-stream:
+		for open {
+			_, open = <-stream
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream outlived the drain by 30 s")
+	}
+}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"golang.org/x/net/websocket"
 
 	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/contexts"
 )
 
 // TestShellWebSocket: a page's shell is a WebSocket whose key rides in a
@@ -91,6 +93,28 @@ func TestShellWebSocketWalls(t *testing.T) {
 			}
 		})
 	}
+	t.Run("another tenant's context by id", func(t *testing.T) {
+		e.runCode(t, e.KeyA, "conv-a", "main", "x = 1")
+		recs, _ := e.Contexts.List(context.Background(), contexts.Filter{TenantID: "tenant-a"})
+		if len(recs) != 1 {
+			t.Fatalf("A's contexts: %d", len(recs))
+		}
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/contexts/"+recs[0].ID+"/shell", nil)
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+		req.Header.Set("Sec-WebSocket-Protocol", api.ShellProtocol+", "+api.ShellKeyProtocolPrefix+e.KeyB)
+		req.Header.Set("Origin", ts.URL)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 404 {
+			t.Fatalf("B's WebSocket to A's context: %d, want 404", res.StatusCode)
+		}
+	})
 	t.Run("key protocol on a plain request", func(t *testing.T) {
 		req, _ := http.NewRequest("GET", ts.URL+"/v1/contexts", nil)
 		req.Header.Set("Sec-WebSocket-Protocol", api.ShellKeyProtocolPrefix+e.KeyA)

@@ -3,7 +3,7 @@
 // made from this page and the context's audit trail, its files and a
 // terminal (loaded when first opened).
 import { ApiError, call, json, key, lines, pathBase } from "./api";
-import { clear, duration, h } from "./dom";
+import { clear, duration, guarded, h } from "./dom";
 import { filesSection } from "./files";
 import { contexts, Ctx, now, onChange } from "./live";
 import { final, Output } from "./output";
@@ -41,7 +41,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
         h("h2", null, "Editor"),
         h("div", { class: "row" }, h("div", null, h("label", { for: "lang" }, "Language"), lang)),
         h("label", { for: "code" }, "Code"), code,
-        h("details", null, h("summary", null, "Run Analysis parameters"),
+        h("fieldset", null, h("legend", null, "Run Analysis parameters"),
           h("div", { class: "row" },
             h("div", null, h("label", { for: "atype" }, "Analysis type"), atype),
             h("div", null, h("label", { for: "aformat" }, "Output format"), aformat)),
@@ -52,9 +52,9 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
       h("div", { class: "card" },
         h("h2", { "aria-hidden": "true" }, "Output"), outEl)),
     h("section", { class: "card", "aria-labelledby": "calls-title" },
-      h("h2", { id: "calls-title" }, "Calls"),
-      h("div", { class: "scroll" }, h("table", { "aria-label": "Calls from this page" },
-        h("thead", null, h("tr", null, ...["Time", "Tool", "Language", "Result", "Duration"].map((c) => h("th", { scope: "col" }, c)))), calls)),
+      h("h2", { id: "calls-title" }, "Calls on this path (audit trail)"),
+      h("div", { class: "scroll" }, h("table", { "aria-label": "Calls" },
+        h("thead", null, h("tr", null, ...["Time", "Tool", "Called", "Result", "Duration"].map((c) => h("th", { scope: "col" }, c)))), calls)),
       h("h2", null, "Audit trail of this context"),
       h("div", { class: "scroll" }, h("table", { "aria-label": "Audit trail of this context" },
         h("thead", null, h("tr", null, ...["Time", "Kind", "Detail"].map((c) => h("th", { scope: "col" }, c)))), auditBody))),
@@ -77,16 +77,27 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
   const off = onChange(showState);
   const tick = setInterval(showState, 1000);
 
+  // The context's calls (tool.call events of this path, whoever made
+  // them: the page, an agent, MCP) and its other audit events.
   const loadAudit = async () => {
-    if (!ctxId) return;
     try {
       const res = await json("/v1/audit?limit=1000");
+      const evs = res.events || [];
+      clear(calls);
+      const mine = evs.filter((e: any) => e.kind === "tool.call" && e.detail?.conversation === conv && e.detail?.path === path);
+      if (!mine.length) calls.append(h("tr", null, h("td", { colspan: "5", class: "muted" }, "No call on this path yet.")));
+      for (const e of mine) {
+        const d = e.detail || {};
+        calls.append(h("tr", null, h("td", null, new Date(e.at).toLocaleTimeString()), h("td", null, d.tool || "–"),
+          h("td", null, d.forced === "true" ? "direct (forceTool)" : "model"), h("td", null, d.code ? "error: " + d.code : "ok"),
+          h("td", null, (d.durationMs ?? "?") + " ms")));
+      }
       clear(auditBody);
-      const evs = (res.events || []).filter((e: any) => e.contextId === ctxId);
-      if (!evs.length) auditBody.append(h("tr", null, h("td", { colspan: "3", class: "muted" }, "No audit event for this context yet.")));
-      for (const e of evs) {
+      const others = ctxId ? evs.filter((e: any) => e.kind !== "tool.call" && (e.contextId === ctxId || e.detail?.context === ctxId)) : [];
+      if (!others.length) auditBody.append(h("tr", null, h("td", { colspan: "3", class: "muted" }, "No other audit event for this context yet.")));
+      for (const e of others) {
         auditBody.append(h("tr", null, h("td", null, new Date(e.at).toLocaleTimeString()), h("td", null, e.kind),
-          h("td", { class: "wrap" }, Object.entries(e.detail || {}).map(([k, v]) => k + "=" + v).join(" "))));
+          h("td", { class: "wrap" }, guarded(Object.entries(e.detail || {}).map(([k, v]) => k + "=" + v).join(" ")))));
       }
     } catch { /* an audit-less store */ }
   };
@@ -129,11 +140,10 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
     } finally {
       runCode.disabled = runAnalysis.disabled = false;
     }
-    calls.prepend(h("tr", null, h("td", null, new Date().toLocaleTimeString()), h("td", null, tool),
-      h("td", null, tool === "run_code" ? lang.value : atype.value), h("td", null, outcome),
-      h("td", null, Math.round(performance.now() - started) + " ms")));
+    out.meta(tool + " " + outcome + " · " + Math.round(performance.now() - started) + " ms in the browser");
     showState();
     loadAudit();
+    setTimeout(loadAudit, 1500); // the trail is written in batches
   };
   runCode.addEventListener("click", () => run("run_code"));
   runAnalysis.addEventListener("click", () => run("run_analysis"));

@@ -157,7 +157,7 @@ export function openTerminal(box: HTMLElement, url: string, key: string): Termin
   const ws = new WebSocket(url + "?cols=" + sz.cols + "&rows=" + sz.rows, ["sandlot-shell", "sandlot-key." + key]);
   const send = (msg: object) => { if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg) + "\n"); };
   let buf = "";
-  ws.onopen = () => { status.textContent = "Connected: bash in the context. Click or tab into the terminal to type."; pre.focus(); };
+  ws.onopen = () => { status.textContent = "Connected: bash in the context. Click or tab into the terminal to type; Shift+Tab leaves it."; pre.focus(); };
   ws.onmessage = (ev) => {
     buf += typeof ev.data === "string" ? ev.data : "";
     let i: number;

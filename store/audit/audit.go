@@ -22,6 +22,10 @@ const (
 	// KindNetLimited: a sandbox's network events past its audit rate,
 	// counted instead of recorded (detail sandbox, suppressed).
 	KindNetLimited = "network.limited"
+	// KindToolCall: a tool call ended (detail: tool, conversation, path,
+	// user, forced, durationMs, code: the error's category, "" on
+	// success); the web console's history of a context's calls.
+	KindToolCall = "tool.call"
 )
 
 // Event is one audit record. ID and (when zero) At are assigned by the
