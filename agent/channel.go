@@ -130,7 +130,7 @@ func dialPodTLS(ctx context.Context, addr string) (*tls.Conn, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("dial agent %s: %w", addr, ctx.Err())
 		}
-		return nil, fmt.Errorf("dial agent %s: %v: %w", addr, err, errdefs.ErrUnavailable)
+		return nil, fmt.Errorf("dial agent %s: %w: %w", addr, err, errdefs.ErrUnavailable)
 	}
 	return c.(*tls.Conn), nil
 }

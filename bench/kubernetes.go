@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/provider/kubernetes"
 	"github.com/sandlot/sandlot/store"
@@ -131,7 +132,11 @@ func kubeProvider(env KubeEnv) (*kubernetes.Provider, error) {
 		Templates:    map[string]kubernetes.Template{"default": {Image: env.Image, Pool: env.Pool}},
 		Limits:       env.Limits,
 		ReadyTimeout: 5 * time.Minute,
-		Logger:       env.Logger,
+		// The warm pods start the python kernel at boot, as the manager's own
+		// pools do (contexts.Config.PoolPrestart): a claim's first cell then
+		// runs on a kernel that is up.
+		Prestart: []string{agent.Python},
+		Logger:   env.Logger,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -55,7 +56,11 @@ func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes
 		Egress:       eg,
 		Limits:       c.Limits,
 		ReadyTimeout: k.CreateTimeout,
-		Logger:       log,
+		// The warm pods start the python kernel at boot, as the manager's own
+		// pools do (contexts.Config.PoolPrestart): a claim's first cell then
+		// runs on a kernel that is up.
+		Prestart: []string{agent.Python},
+		Logger:   log,
 	})
 }
 

@@ -105,6 +105,30 @@ except Exception as e:
 	if name, _, _ := unstructured.NestedString(cl.Object, "status", "sandbox", "name"); name == warm.ID() || name == "" {
 		t.Fatalf("mode none, warm: the claim was served cold (%q), want one of the pool's", name)
 	}
+	// sandlot's pods (the replicas) reach a mode-none pod's agent as
+	// they reach any sandbox pod: a replica enrolls the claimed pod right
+	// after labelling it, and any replica attaches it.
+	sbName, _, _ := unstructured.NestedString(cl.Object, "status", "sandbox", "name")
+	sbObj, err := c.Dynamic().Resource(sandboxes).Namespace(ns).Get(ctx, sbName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips, _, _ := unstructured.NestedStringSlice(sbObj.Object, "status", "podIPs")
+	if len(ips) == 0 {
+		t.Fatal("the warm sandbox has no pod IP")
+	}
+	agentAddr := net.JoinHostPort(ips[0], "49983")
+	first := time.Now()
+	var derr error
+	for deadline := first.Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, derr = get("http://" + proxyIP + ":8080/dial?addr=" + agentAddr); derr == nil {
+			break
+		}
+	}
+	t.Logf("sandlot's pod -> the mode-none pod's agent: %v, %.1fs after the create", derr, time.Since(first).Seconds())
+	if derr != nil {
+		t.Errorf("sandlot's pod cannot reach a mode-none pod's agent: %v", derr)
+	}
 	cold := create("none, cold", &none, contexts.Limits{MemoryBytes: 1 << 30})
 	for _, tc := range []struct {
 		name string

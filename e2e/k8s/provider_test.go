@@ -22,6 +22,7 @@ import (
 	"github.com/sandlot/sandlot/image/podimage"
 	"github.com/sandlot/sandlot/internal/kubetest"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/provider/kubernetes"
 )
 
@@ -297,7 +298,9 @@ func TestProviderNetworkPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := p.Create(ctx, contexts.Spec{Template: "default"})
+	// Given the proxy (mode open): a pod of mode none reaches nothing at
+	// all (TestModeNoneReachesNothing).
+	sb, err := p.Create(ctx, contexts.Spec{Template: "default", Network: &policy.Policy{Mode: policy.Open}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,15 +123,20 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	if err := agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}); err != nil {
+	if err := retryDial(ctx, func() error {
+		return agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert})
+	}); err != nil {
 		if warm {
 			p.forgetPoolKey(t)
 		}
 		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
 	}
 	enrolled := time.Now()
-	c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
-	if err != nil {
+	var c *agent.Client
+	if err := retryDial(ctx, func() (err error) {
+		c, err = agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := c.Ping(ctx); err != nil {
@@ -204,4 +209,31 @@ func (p *Provider) recordPod(ctx context.Context, id string, pod podRef) error {
 		return apiErr("update the key secret", err)
 	}
 	return nil
+}
+
+// dialRetry bounds how long a connection to a pod that is refused or
+// unanswered is tried again. The policy enforcer applies a pod's new
+// labels (a claimed pod of network mode none) asynchronously: kube-router
+// rejects connections from sandlot's pods for a moment while it moves
+// the pod to its new policy, so an enrollment or attach right after the
+// label would fail.
+const dialRetry = 10 * time.Second
+
+// retryDial runs dial, again every 100 ms within dialRetry (and ctx) while
+// it fails to connect at all: nothing reached the agent, so trying again
+// is safe (an enrollment is taken once).
+func retryDial(ctx context.Context, dial func() error) error {
+	deadline := time.Now().Add(dialRetry)
+	for {
+		err := dial()
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -334,8 +334,11 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 		return nil, fmt.Errorf("sandbox %s: its pod %s is not the one it was enrolled in (lost): %w", sandboxID, pod.name, errdefs.ErrNotFound)
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: sandboxID, Key: key, Logger: p.log})
-	if err != nil {
+	var c *agent.Client
+	if err := retryDial(ctx, func() (err error) {
+		c, err = agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: sandboxID, Key: key, Logger: p.log})
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if err := c.Ping(ctx); err != nil {

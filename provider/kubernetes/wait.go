@@ -225,6 +225,7 @@ func (p *Provider) forgetPoolKey(t templateConf) {
 type podRef struct {
 	name, uid, ip, node string
 	ips                 []string // status.podIPs (ip among them)
+	ready               bool     // the pod's Ready condition is True
 }
 
 // podOf reads a Sandbox's pod.
@@ -251,6 +252,9 @@ func (p *Provider) podOf(ctx context.Context, s *unstructured.Unstructured) (pod
 		r.ips = []string{r.ip}
 	}
 	r.node, _, _ = unstructured.NestedString(pod.Object, "spec", "nodeName")
+	if cond := condition(pod, "Ready"); cond != nil && cond["status"] == "True" {
+		r.ready = true
+	}
 	phase, _, _ := unstructured.NestedString(pod.Object, "status", "phase")
 	if phase == "Failed" || phase == "Succeeded" || pod.GetDeletionTimestamp() != nil {
 		reason, _, _ := unstructured.NestedString(pod.Object, "status", "reason")

@@ -48,6 +48,15 @@ func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *t
 		}
 		name, _, _ = unstructured.NestedString(c.Object, "status", "sandbox", "name")
 		*bound = time.Now()
+		// A claim binds a warm pool's Sandbox whose pod already runs and
+		// is Ready (the agent answers its probe); the controller's
+		// adoption refreshes the Sandbox's own status some 100 ms later.
+		// The pod's readiness is the fact needed: take it when it is so.
+		if s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			if pod, err := p.podOf(ctx, s); err == nil && pod.ready && pod.ip != "" {
+				return pod, nil
+			}
+		}
 	}
 	last = "its pod is not ready"
 	s, err := p.watchUntil(ctx, gvrSandbox, name, func(s *unstructured.Unstructured) (bool, error) {
