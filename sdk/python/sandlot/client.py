@@ -268,8 +268,21 @@ class Path:
         p.event("branched", source_path_id=self.path_id)
         return p
 
+    def edited(self) -> None:
+        """A message of this path was edited: the same context continues."""
+        self.event("edited")
+
     def merge(self, target_path_id: str) -> None:
+        """This path merged into target_path_id: its context is terminated (reason merged)."""
         self.event("merged", target_path_id=target_path_id)
+
+    def delete(self) -> None:
+        """This path was deleted: its context is terminated."""
+        self.event("deleted")
+
+    def archive(self) -> None:
+        """This path was archived: its context is terminated."""
+        self.event("archived")
 
     def active_context(self) -> Context | None:
         for c in self.client.contexts(conversationId=self.conversation_id, pathId=self.path_id, userId=self.user_id, status="active"):
@@ -422,3 +435,12 @@ class AsyncPath:
         p = AsyncPath(self.client, self.conversation_id, new_path_id, self.user_id)
         await p.event("branched", source_path_id=self.path_id)
         return p
+
+    async def merge(self, target_path_id: str) -> None:
+        await self.event("merged", target_path_id=target_path_id)
+
+    async def active_context(self) -> Context | None:
+        for c in await self.client.contexts(conversationId=self.conversation_id, pathId=self.path_id, userId=self.user_id, status="active"):
+            if c.get("status") in ("creating", "ready"):
+                return c
+        return None
