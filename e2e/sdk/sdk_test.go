@@ -231,3 +231,34 @@ func firstBlock(t *testing.T, path, lang string) string {
 	}
 	return string(m[1])
 }
+
+// TestSDKVersions: both SDKs carry the daemon's newest release
+// (CHANGELOG.md's first version section) in their package metadata and in
+// the constant their version check compares with, so a release that
+// forgets to version the SDKs with the daemon fails here.
+func TestSDKVersions(t *testing.T) {
+	changelog, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\]`).FindSubmatch(changelog)
+	if m == nil {
+		t.Fatal("CHANGELOG.md names no release")
+	}
+	release := string(m[1])
+	for _, c := range []struct{ file, pattern string }{
+		{tsDir + "/package.json", `(?m)^  "version": "([^"]+)"`},
+		{tsDir + "/src/version.ts", `SDK_VERSION = "([^"]+)"`},
+		{pyDir + "/pyproject.toml", `(?m)^version = "([^"]+)"`},
+		{pyDir + "/sandlot/client.py", `(?m)^SDK_VERSION = "([^"]+)"`},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := regexp.MustCompile(c.pattern).FindSubmatch(b)
+		if got == nil || string(got[1]) != release {
+			t.Errorf("%s: version %q, want the daemon's release %s", c.file, got, release)
+		}
+	}
+}
