@@ -482,6 +482,15 @@ func (c *Client) Version(ctx context.Context) (*api.Version, error) {
 	return &out, nil
 }
 
+// Tenant returns the tenant of the client's key (GET /v1/tenant).
+func (c *Client) Tenant(ctx context.Context) (*api.TenantInfo, error) {
+	var out api.TenantInfo
+	if err := c.do(ctx, "GET", "/v1/tenant", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Readiness returns the server's readiness (GET /readyz), ready or not:
 // a 503 whose body is a readiness report is an answer, with Ready false
 // and what the server waits for. An error means no report: the server

@@ -194,3 +194,18 @@ func TestContextsAndFiles(t *testing.T) {
 	}
 	_ = e
 }
+
+func TestTenant(t *testing.T) {
+	e, c, ts := setup(t)
+	got, err := c.Tenant(context.Background())
+	if err != nil || got.ID != "tenant-a" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	other, err := client.New(ts.URL, client.WithAPIKey(e.KeyB)).Tenant(context.Background())
+	if err != nil || other.ID != "tenant-b" {
+		t.Fatalf("B's key: %+v %v", other, err)
+	}
+	if _, err := client.New(ts.URL).Tenant(context.Background()); client.Code(err) != errdefs.CodeUnauthenticated {
+		t.Fatalf("no key: %v", err)
+	}
+}

@@ -1,6 +1,6 @@
 // Package sdk is the end-to-end suite of sandlot's SDKs (sdk/typescript,
-// sdk/python): it checks that the TypeScript client generated from
-// api/openapi.json is current and type-checks tool arguments, builds the
+// sdk/python): it checks that the TypeScript and Python types generated
+// from api/openapi.json are current and type-check tool calls, builds the
 // TypeScript SDK with its pinned toolchain (package-lock.json), starts a
 // real `sandlot serve`, and runs each SDK's suite, the framework tools'
 // tests and both READMEs' first example against it. `go test ./e2e/sdk`

@@ -86,6 +86,42 @@ func TestOpenAPITypeScript(t *testing.T) {
 	}
 }
 
+// TestPythonTypes: sandlot/types.py is what scripts/gen_types.py makes of
+// api/openapi.json, the SDK is mypy --strict clean, and its results are
+// typed: typecheck/good.py passes, a wrong language or a field run_code's
+// result does not have fails naming it.
+func TestPythonTypes(t *testing.T) {
+	python := testenv.RequireBinary(t, "/usr/bin/python3")
+	mypy := testenv.RequireBinary(t, "mypy")
+	out := filepath.Join(t.TempDir(), "types.py")
+	if o, err := run(t, pyDir, nil, time.Minute, python, "scripts/gen_types.py", out); err != nil {
+		t.Fatalf("gen_types: %v\n%s", err, o)
+	}
+	want, _ := os.ReadFile(out)
+	got, _ := os.ReadFile(filepath.Join(pyDir, "sandlot", "types.py"))
+	if string(want) != string(got) {
+		t.Errorf("sdk/python/sandlot/types.py is not current: run python3 scripts/gen_types.py in sdk/python")
+	}
+	env := []string{"MYPYPATH=."}
+	if o, err := run(t, pyDir, env, 5*time.Minute, mypy, "--strict", "--no-incremental", "sandlot", "typecheck/good.py"); err != nil {
+		t.Fatalf("mypy --strict: %v\n%s", err, o)
+	}
+	for file, want := range map[string]string{
+		"bad_language.py": `incompatible type "Literal['cobol']"`,
+		"bad_field.py":    `TypedDict "RunCodeResult" has no key "output"`,
+	} {
+		t.Run(file, func(t *testing.T) {
+			o, err := run(t, pyDir, env, 5*time.Minute, mypy, "--strict", "--no-incremental", "typecheck/"+file)
+			if err == nil {
+				t.Fatalf("typecheck/%s passes mypy: a wrong use went unnoticed", file)
+			}
+			if !strings.Contains(o, want) {
+				t.Errorf("typecheck/%s failed otherwise than on its mistake:\n%s", file, o)
+			}
+		})
+	}
+}
+
 // serve starts `sandlot serve` (SANDLOT_BIN, as make test sets it) on a
 // fresh data dir with a context limit per conversation the suites meet,
 // and returns its URL and the bootstrap tenant's key.
@@ -169,7 +205,7 @@ func TestSDKs(t *testing.T) {
 }
 
 // pythonReady checks Debian's python3 has what the Python SDK and its
-// tests use, and that the SDK is mypy --strict clean.
+// tests use.
 func pythonReady(t *testing.T) string {
 	t.Helper()
 	python := testenv.RequireBinary(t, "/usr/bin/python3")
@@ -177,10 +213,6 @@ func pythonReady(t *testing.T) string {
 		if o, err := run(t, pyDir, nil, time.Minute, python, "-c", "import "+mod); err != nil {
 			t.Fatalf("python3 has no %s (scripts/deps.sh test installs it): %s", mod, o)
 		}
-	}
-	mypy := testenv.RequireBinary(t, "mypy")
-	if o, err := run(t, pyDir, nil, 5*time.Minute, mypy, "--strict", "--no-incremental", "sandlot"); err != nil {
-		t.Fatalf("mypy --strict: %v\n%s", err, o)
 	}
 	return python
 }
@@ -198,4 +230,35 @@ func firstBlock(t *testing.T, path, lang string) string {
 		t.Fatalf("%s has no %s block", path, lang)
 	}
 	return string(m[1])
+}
+
+// TestSDKVersions: both SDKs carry the daemon's newest release
+// (CHANGELOG.md's first version section) in their package metadata and in
+// the constant their version check compares with, so a release that
+// forgets to version the SDKs with the daemon fails here.
+func TestSDKVersions(t *testing.T) {
+	changelog, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\]`).FindSubmatch(changelog)
+	if m == nil {
+		t.Fatal("CHANGELOG.md names no release")
+	}
+	release := string(m[1])
+	for _, c := range []struct{ file, pattern string }{
+		{tsDir + "/package.json", `(?m)^  "version": "([^"]+)"`},
+		{tsDir + "/src/version.ts", `SDK_VERSION = "([^"]+)"`},
+		{pyDir + "/pyproject.toml", `(?m)^version = "([^"]+)"`},
+		{pyDir + "/sandlot/client.py", `(?m)^SDK_VERSION = "([^"]+)"`},
+	} {
+		b, err := os.ReadFile(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := regexp.MustCompile(c.pattern).FindSubmatch(b)
+		if got == nil || string(got[1]) != release {
+			t.Errorf("%s: version %q, want the daemon's release %s", c.file, got, release)
+		}
+	}
 }

@@ -5,14 +5,16 @@ run_analysis, bash and files; streaming iterators; typed errors; sync
 (Client) and async (AsyncClient) on httpx; specification 001's
 ExecutionContextManager."""
 
+from . import types
 from .client import SDK_VERSION, AsyncClient, AsyncPath, Client, Event, Path, Result, compatible
+from .types import Language
 from .ecm import ExecutionContext, ExecutionContextIdentity, ExecutionContextManager, ExecutionResult, to_result
 from .errors import (AlreadyExistsError, DeadlineExceededError, FailedPreconditionError, InternalError,
                      InvalidArgumentError, NotFoundError, PermissionDeniedError, ResourceExhaustedError, SandlotError,
                      UnauthenticatedError, UnavailableError, VersionMismatchError)
 
 __all__ = [
-    "SDK_VERSION", "AsyncClient", "AsyncPath", "Client", "Event", "Path", "Result", "compatible",
+    "types", "Language", "SDK_VERSION", "AsyncClient", "AsyncPath", "Client", "Event", "Path", "Result", "compatible",
     "ExecutionContext", "ExecutionContextIdentity", "ExecutionContextManager", "ExecutionResult", "to_result",
     "AlreadyExistsError", "DeadlineExceededError", "FailedPreconditionError", "InternalError", "InvalidArgumentError",
     "NotFoundError", "PermissionDeniedError", "ResourceExhaustedError", "SandlotError", "UnauthenticatedError",

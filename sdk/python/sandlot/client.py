@@ -11,20 +11,29 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 
 import httpx
 
 from .errors import SandlotError, VersionMismatchError, error_from_response, make_error
+from .types import (BashResult, Context, ConversationEnded, FileInfo, FileList, Language, RunAnalysisResult,
+                    RunCodeResult, TenantInfo, Template, Version)
 
 SDK_VERSION = "0.1.0"
 """The version of this SDK, the daemon release it was made with."""
 
 Result = dict[str, Any]
-"""A tool's result, as the OpenAPI document's <Tool>Result describes it."""
-Event = dict[str, Any]
-"""One line of a streamed call: stdout, stderr, result, then final."""
-Language = Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]
+"""A tool's result by name (call); the named methods return the <Tool>Result of sandlot.types."""
+
+
+class Event(TypedDict, total=False):
+    """One line of a streamed call: stdout and stderr (data) and rich results (result) as they happen,
+    then final (result: the tool's result). An error line is raised as its typed error instead."""
+
+    type: Literal["stdout", "stderr", "result", "final"]
+    data: str
+    result: Any
+
 PathEventType = Literal["branched", "edited", "merged", "deleted", "archived"]
 
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
@@ -57,10 +66,10 @@ def _parse_line(line: str, status: int) -> Event | None:
     line = line.strip()
     if not line:
         return None
-    ev: Event = json.loads(line)
-    if ev.get("type") == "error":
-        raise make_error(str(ev.get("code", "internal")), str(ev.get("message", "the call failed")), status)
-    return ev
+    raw: dict[str, Any] = json.loads(line)
+    if raw.get("type") == "error":
+        raise make_error(str(raw.get("code", "internal")), str(raw.get("message", "the call failed")), status)
+    return cast(Event, raw)
 
 
 class _Base:
@@ -72,7 +81,7 @@ class _Base:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self._check = check_version
-        self._version: dict[str, Any] | None = None
+        self._version: Version | None = None
 
     def _headers(self, accept: str = "application/json") -> dict[str, str]:
         h = {"Accept": accept}
@@ -80,7 +89,7 @@ class _Base:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
 
-    def _checked(self, v: dict[str, Any]) -> dict[str, Any]:
+    def _checked(self, v: Version) -> Version:
         if not compatible(str(v.get("version", ""))):
             raise VersionMismatchError("failed_precondition",
                                        f"the daemon is sandlot {v.get('version')} and this SDK is {SDK_VERSION}: "
@@ -111,15 +120,14 @@ class Client(_Base):
         """A handle on one conversation path: its tools, files and events."""
         return Path(self, conversation_id, path_id, user_id)
 
-    def version(self) -> dict[str, Any]:
+    def version(self) -> Version:
         """The daemon's build (GET /v1/version)."""
         res = self._http.get(self.url + "/v1/version", headers=self._headers())
         if res.status_code >= 400:
             raise error_from_response(res)
-        out: dict[str, Any] = res.json()
-        return out
+        return cast(Version, res.json())
 
-    def check_version(self) -> dict[str, Any]:
+    def check_version(self) -> Version:
         """Asks the daemon's version once and refuses a daemon of another release."""
         return self._version or self._checked(self.version())
 
@@ -177,31 +185,28 @@ class Client(_Base):
                     raise make_error("unavailable", "the stream ended before the call's result", res.status_code)
                 return
 
-    def whoami(self) -> dict[str, Any]:
+    def whoami(self) -> TenantInfo:
         """The tenant of the key (GET /v1/tenant)."""
-        out: dict[str, Any] = self.json("GET", "/v1/tenant")
-        return out
+        return cast(TenantInfo, self.json("GET", "/v1/tenant"))
 
     def tools(self) -> list[dict[str, Any]]:
         """The daemon's tools as OpenAI function definitions."""
         out: list[dict[str, Any]] = self.json("GET", "/v1/tools", params={"format": "openai"})
         return out
 
-    def contexts(self, **filters: Any) -> list[dict[str, Any]]:
+    def contexts(self, **filters: Any) -> list[Context]:
         """The tenant's contexts; filters: conversationId, pathId, userId, status, limit, after."""
-        out: list[dict[str, Any]] = self.json("GET", "/v1/contexts", params=filters)["contexts"]
-        return out
+        return cast(list[Context], self.json("GET", "/v1/contexts", params=filters)["contexts"])
 
     def terminate(self, context_id: str) -> None:
         self.request("DELETE", f"/v1/contexts/{context_id}")
 
-    def end_conversation(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = self.json("DELETE", f"/v1/conversations/{conversation_id}", params={"userId": user_id})
-        return out
+    def end_conversation(self, conversation_id: str, *, user_id: str | None = None) -> ConversationEnded:
+        """Ends every path of a conversation (reason deleted)."""
+        return cast(ConversationEnded, self.json("DELETE", f"/v1/conversations/{conversation_id}", params={"userId": user_id}))
 
-    def templates(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = self.json("GET", "/v1/templates")["templates"]
-        return out
+    def templates(self) -> list[Template]:
+        return cast(list[Template], self.json("GET", "/v1/templates")["templates"])
 
 
 class Path:
@@ -220,36 +225,38 @@ class Path:
         return self.client.stream(tool, args, self.conversation_id, self.path_id, user_id=self.user_id, secrets=secrets)
 
     def run_code(self, code: str, language: Language = "python", *, timeout_ms: int | None = None,
-                 env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> Result:
+                 env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> RunCodeResult:
         """run_code: variables, imports and files persist between calls of this path."""
-        return self.call("run_code", _code_args(code, language, timeout_ms, env), secrets=secrets)
+        return cast(RunCodeResult, self.call("run_code", _code_args(code, language, timeout_ms, env), secrets=secrets))
 
     def run_code_stream(self, code: str, language: Language = "python", *, timeout_ms: int | None = None,
                         env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> Iterator[Event]:
         return self.stream("run_code", _code_args(code, language, timeout_ms, env), secrets=secrets)
 
-    def run_analysis(self, analysis_type: str, parameters: Mapping[str, Any], **kw: Any) -> Result:
-        return self.call("run_analysis", {"analysisType": analysis_type, "parameters": dict(parameters), **kw})
+    def run_analysis(self, analysis_type: str, parameters: Mapping[str, Any], **kw: Any) -> RunAnalysisResult:
+        """run_analysis; kw are its other arguments (code, language, outputFormat, timeout)."""
+        return cast(RunAnalysisResult, self.call("run_analysis", {"analysisType": analysis_type, "parameters": dict(parameters), **kw}))
 
-    def bash(self, command: str, *, cwd: str | None = None, timeout_ms: int | None = None) -> Result:
+    def bash(self, command: str, *, cwd: str | None = None, timeout_ms: int | None = None) -> BashResult:
+        """bash: one command in a fresh process."""
         args: dict[str, Any] = {"command": command}
         if cwd:
             args["cwd"] = cwd
         if timeout_ms:
             args["timeout"] = timeout_ms
-        return self.call("bash", args)
+        return cast(BashResult, self.call("bash", args))
 
-    def upload_file(self, path: str, data: bytes | str) -> dict[str, Any]:
+    def upload_file(self, path: str, data: bytes | str) -> FileInfo:
+        """Uploads a file into the path's sandbox (created when absent), under /home/user or /tmp."""
         content = data.encode() if isinstance(data, str) else data
-        out: dict[str, Any] = self.client.json("PUT", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, content=content)
-        return out
+        return cast(FileInfo, self.client.json("PUT", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, content=content))
 
     def download_file(self, path: str) -> bytes:
+        """Downloads a file, guarded (a secret in it arrives redacted)."""
         return self.client.request("GET", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, accept="*/*").content
 
-    def list_files(self, path: str = "/home/user", depth: int | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = self.client.json("GET", self._prefix() + "/files/list", params={"path": path, "depth": depth, "userId": self.user_id})
-        return out
+    def list_files(self, path: str = "/home/user", depth: int | None = None) -> FileList:
+        return cast(FileList, self.client.json("GET", self._prefix() + "/files/list", params={"path": path, "depth": depth, "userId": self.user_id}))
 
     def event(self, type: PathEventType, *, source_path_id: str | None = None, target_path_id: str | None = None) -> None:
         body = {k: v for k, v in {"type": type, "sourcePathId": source_path_id, "targetPathId": target_path_id}.items() if v}
@@ -261,10 +268,23 @@ class Path:
         p.event("branched", source_path_id=self.path_id)
         return p
 
+    def edited(self) -> None:
+        """A message of this path was edited: the same context continues."""
+        self.event("edited")
+
     def merge(self, target_path_id: str) -> None:
+        """This path merged into target_path_id: its context is terminated (reason merged)."""
         self.event("merged", target_path_id=target_path_id)
 
-    def active_context(self) -> dict[str, Any] | None:
+    def delete(self) -> None:
+        """This path was deleted: its context is terminated."""
+        self.event("deleted")
+
+    def archive(self) -> None:
+        """This path was archived: its context is terminated."""
+        self.event("archived")
+
+    def active_context(self) -> Context | None:
         for c in self.client.contexts(conversationId=self.conversation_id, pathId=self.path_id, userId=self.user_id, status="active"):
             if c.get("status") in ("creating", "ready"):
                 return c
@@ -301,14 +321,13 @@ class AsyncClient(_Base):
     def path(self, conversation_id: str, path_id: str = "main", *, user_id: str | None = None) -> AsyncPath:
         return AsyncPath(self, conversation_id, path_id, user_id)
 
-    async def version(self) -> dict[str, Any]:
+    async def version(self) -> Version:
         res = await self._http.get(self.url + "/v1/version", headers=self._headers())
         if res.status_code >= 400:
             raise error_from_response(res)
-        out: dict[str, Any] = res.json()
-        return out
+        return cast(Version, res.json())
 
-    async def check_version(self) -> dict[str, Any]:
+    async def check_version(self) -> Version:
         return self._version or self._checked(await self.version())
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None,
@@ -362,13 +381,11 @@ class AsyncClient(_Base):
                     raise make_error("unavailable", "the stream ended before the call's result", res.status_code)
                 return
 
-    async def contexts(self, **filters: Any) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = (await self.json("GET", "/v1/contexts", params=filters))["contexts"]
-        return out
+    async def contexts(self, **filters: Any) -> list[Context]:
+        return cast(list[Context], (await self.json("GET", "/v1/contexts", params=filters))["contexts"])
 
-    async def end_conversation(self, conversation_id: str, *, user_id: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = await self.json("DELETE", f"/v1/conversations/{conversation_id}", params={"userId": user_id})
-        return out
+    async def end_conversation(self, conversation_id: str, *, user_id: str | None = None) -> ConversationEnded:
+        return cast(ConversationEnded, await self.json("DELETE", f"/v1/conversations/{conversation_id}", params={"userId": user_id}))
 
 
 class AsyncPath:
@@ -387,23 +404,28 @@ class AsyncPath:
         return self.client.stream(tool, args, self.conversation_id, self.path_id, user_id=self.user_id, secrets=secrets)
 
     async def run_code(self, code: str, language: Language = "python", *, timeout_ms: int | None = None,
-                       env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> Result:
-        return await self.call("run_code", _code_args(code, language, timeout_ms, env), secrets=secrets)
+                       env: Mapping[str, str] | None = None, secrets: Mapping[str, str] | None = None) -> RunCodeResult:
+        return cast(RunCodeResult, await self.call("run_code", _code_args(code, language, timeout_ms, env), secrets=secrets))
 
     def run_code_stream(self, code: str, language: Language = "python", *, timeout_ms: int | None = None,
                         env: Mapping[str, str] | None = None) -> AsyncIterator[Event]:
         return self.stream("run_code", _code_args(code, language, timeout_ms, env))
 
-    async def bash(self, command: str) -> Result:
-        return await self.call("bash", {"command": command})
+    async def run_analysis(self, analysis_type: str, parameters: Mapping[str, Any], **kw: Any) -> RunAnalysisResult:
+        return cast(RunAnalysisResult, await self.call("run_analysis", {"analysisType": analysis_type, "parameters": dict(parameters), **kw}))
 
-    async def upload_file(self, path: str, data: bytes | str) -> dict[str, Any]:
+    async def bash(self, command: str) -> BashResult:
+        return cast(BashResult, await self.call("bash", {"command": command}))
+
+    async def upload_file(self, path: str, data: bytes | str) -> FileInfo:
         content = data.encode() if isinstance(data, str) else data
-        out: dict[str, Any] = await self.client.json("PUT", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, content=content)
-        return out
+        return cast(FileInfo, await self.client.json("PUT", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, content=content))
 
     async def download_file(self, path: str) -> bytes:
         return (await self.client.request("GET", self._prefix() + "/files", params={"path": path, "userId": self.user_id}, accept="*/*")).content
+
+    async def list_files(self, path: str = "/home/user", depth: int | None = None) -> FileList:
+        return cast(FileList, await self.client.json("GET", self._prefix() + "/files/list", params={"path": path, "depth": depth, "userId": self.user_id}))
 
     async def event(self, type: PathEventType, *, source_path_id: str | None = None, target_path_id: str | None = None) -> None:
         body = {k: v for k, v in {"type": type, "sourcePathId": source_path_id, "targetPathId": target_path_id}.items() if v}
@@ -413,3 +435,12 @@ class AsyncPath:
         p = AsyncPath(self.client, self.conversation_id, new_path_id, self.user_id)
         await p.event("branched", source_path_id=self.path_id)
         return p
+
+    async def merge(self, target_path_id: str) -> None:
+        await self.event("merged", target_path_id=target_path_id)
+
+    async def active_context(self) -> Context | None:
+        for c in await self.client.contexts(conversationId=self.conversation_id, pathId=self.path_id, userId=self.user_id, status="active"):
+            if c.get("status") in ("creating", "ready"):
+                return c
+        return None

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
-from .client import Client
+from .client import Client, Path
+from .types import Language
+from .types import Context, RunCodeResult, TenantInfo
 from .errors import InvalidArgumentError, NotFoundError, PermissionDeniedError, UnavailableError
 
 
@@ -51,9 +53,9 @@ class ExecutionContextManager:
 
     def __init__(self, url: str | None = None, api_key: str | None = None, *, client: Client | None = None) -> None:
         self.client = client or Client(url, api_key)
-        self._tenant: dict[str, Any] | None = None
+        self._tenant: TenantInfo | None = None
 
-    def _path(self, identity: ExecutionContextIdentity) -> Any:
+    def _path(self, identity: ExecutionContextIdentity) -> Path:
         conv = identity.get("conversation_id") or identity.get("conversationId")
         if not conv:
             raise InvalidArgumentError("invalid_argument", "identity conversation_id is required")
@@ -61,7 +63,7 @@ class ExecutionContextManager:
         if tenant:
             if self._tenant is None:
                 self._tenant = self.client.whoami()
-            if tenant not in (self._tenant.get("id"), self._tenant.get("name")):
+            if tenant not in (self._tenant["id"], self._tenant["name"]):
                 raise PermissionDeniedError("permission_denied",
                                             f"identity tenant_id {tenant!r} is not the tenant of the API key; the key decides the tenant")
         path = identity.get("path_id") or identity.get("pathId") or "main"
@@ -77,7 +79,7 @@ class ExecutionContextManager:
             raise UnavailableError("unavailable", "the context ended as soon as it was created; try again")
         return _context(c)
 
-    def execute_code(self, identity: ExecutionContextIdentity, code: str, language: str = "python") -> ExecutionResult:
+    def execute_code(self, identity: ExecutionContextIdentity, code: str, language: Language = "python") -> ExecutionResult:
         r = self._path(identity).run_code(code, language)
         return to_result(r)
 
@@ -98,7 +100,7 @@ class ExecutionContextManager:
         return 0
 
 
-def _context(c: dict[str, Any]) -> ExecutionContext:
+def _context(c: Context) -> ExecutionContext:
     st = c.get("status")
     status: Literal["active", "expired", "error", "terminated"] = (
         "active" if st in ("creating", "ready") else "error" if st == "error"
@@ -109,7 +111,7 @@ def _context(c: dict[str, Any]) -> ExecutionContext:
                             status=status, last_error=c.get("lastError"))
 
 
-def to_result(r: dict[str, Any]) -> ExecutionResult:
+def to_result(r: RunCodeResult) -> ExecutionResult:
     """run_code's result as 001's ExecutionResult."""
     main = next((x.get("text") for x in r.get("results") or [] if x.get("main")), None)
     output = str(r.get("stdout", ""))

@@ -42,6 +42,14 @@ def test_branch_isolation(client: sandlot.Client, conversation: Callable[[], str
     branch.merge("main")
     assert branch.active_context() is None
     assert main.active_context() is not None
+    main.edited()
+    assert main_text(main.run_code("only_main")) == "1"
+    for end in ("delete", "archive"):
+        p = main.branch(end)
+        p.run_code("w = 2")
+        assert p.active_context() is not None
+        getattr(p, end)()
+        assert p.active_context() is None, end
 
 
 def test_streaming(client: sandlot.Client, conversation: Callable[[], str]) -> None:
@@ -85,6 +93,11 @@ def test_cancellation_async(conversation: Callable[[], str]) -> None:
             assert time.monotonic() - start < 50
             lines = [e async for e in p.run_code_stream("print('a')")]
             assert lines[-1]["type"] == "final"
+            b = await p.branch("async-b")
+            r2 = await b.run_code("kept")
+            assert not r2["success"]
+            await b.merge("main")
+            assert await b.active_context() is None
 
     asyncio.run(go())
 

@@ -180,6 +180,15 @@ export class Sandlot {
   }
 
   /**
+   * callTool runs a tool the document does not type (the desktop tools,
+   * offered only with a desktop template) by name; the daemon validates
+   * its arguments.
+   */
+  async callTool(name: string, args: Record<string, unknown>, target: Target = {}, opts: CallOptions = {}): Promise<Record<string, unknown>> {
+    return this.call(name as ToolName, args as never, target, opts) as Promise<Record<string, unknown>>;
+  }
+
+  /**
    * stream runs tool name and yields its events as they happen: stdout,
    * stderr and rich results, then one final event with the result. A
    * failure after output began is thrown as its typed error; aborting
@@ -339,6 +348,11 @@ export class Path {
   /** Runs tool name here. */
   call<N extends ToolName>(name: N, args: ToolArgs<N>, opts?: CallOptions): Promise<ToolResult<N>> {
     return this.client.call(name, args, this.target, opts);
+  }
+
+  /** Runs a tool the document does not type (a desktop tool) here. */
+  callTool(name: string, args: Record<string, unknown>, opts?: CallOptions): Promise<Record<string, unknown>> {
+    return this.client.callTool(name, args, this.target, opts);
   }
 
   /** Runs tool name here, streaming its output. */

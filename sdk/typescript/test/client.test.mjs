@@ -16,6 +16,9 @@ test("state is kept across calls of one path", async () => {
   assert.equal(a.success, true, JSON.stringify(a));
   const b = await p.runCode({ language: "python", code: "x + 1" });
   assert.equal(mainText(b), "42");
+  const untyped = await p.callTool("run_code", { language: "python", code: "x * 2" });
+  assert.equal(mainText(untyped), "82");
+  await assert.rejects(p.callTool("no_such_tool", {}), (e) => e.code === "not_found" && e.status === 404);
   assert.equal(b.sandboxId, a.sandboxId);
   assert.equal(b.conversationId, p.conversationId);
   assert.equal(b.pathId, "main");
@@ -166,9 +169,15 @@ test("errors map to their typed classes", async () => {
   await assert.rejects(bad.path(conversation()).runCode({ language: "python", code: "1" }), (e) => e instanceof UnauthenticatedError && e instanceof SandlotError);
 });
 
-test("the CommonJS build loads and works", async () => {
+test("the package's exports resolve by name, ESM and CommonJS, and the CommonJS build works", async () => {
   const require = createRequire(import.meta.url);
-  const cjs = require("../dist/cjs/index.js");
+  // The package names itself (its exports map), as an application would.
+  for (const entry of ["@sandlot/sdk", "@sandlot/sdk/ai", "@sandlot/sdk/openai-agents", "@sandlot/sdk/langchain", "@sandlot/sdk/openai"]) {
+    const esm = await import(entry);
+    const cjs = require(entry);
+    assert.deepEqual(Object.keys(cjs).sort(), Object.keys(esm).filter((k) => k !== "default").sort(), entry);
+  }
+  const cjs = require("@sandlot/sdk");
   const v = await new cjs.Sandlot().version();
   assert.equal(typeof v.version, "string");
   assert.ok(new cjs.NotFoundError("not_found", "x") instanceof cjs.SandlotError);
