@@ -47,6 +47,7 @@ type serveConfig struct {
 	// The first start's tenant (bootstrapTenant): its guard mode ("" is
 	// enforce) and whether it may override the guard.
 	guardMode      string
+	guardEntities  string
 	bootstrapAdmin bool
 	// auditRetention is Config.AuditRetention in the flag's terms: 0
 	// keeps audit events forever.
