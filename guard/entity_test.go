@@ -59,6 +59,29 @@ func TestEntityRules(t *testing.T) {
 	}
 }
 
+// TestLongTable: a header names its column for every row below it,
+// however long the table (rows beyond the 64 lines a search walks up).
+func TestLongTable(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	var b strings.Builder
+	b.WriteString("id,name,balance\n")
+	for i := 0; i < 300; i++ {
+		b.WriteString("7,Fiachra,10.50\n")
+		if i%50 == 0 {
+			b.WriteString("8,,0\n") // a row with no name
+		}
+	}
+	out, _ := g.Redact(ModeEnforce, b.String())
+	if n := strings.Count(out, "[REDACTED:PERSON]"); n != 300 || strings.Contains(out, "Fiachra") {
+		t.Errorf("%d of 300 names redacted", n)
+	}
+	// a blank line ends the table: what follows has no header
+	out, _ = g.Redact(ModeEnforce, "id,name\n1,Fiachra\n\nnote,Fiachra\n")
+	if want := "id,name\n1,[REDACTED:PERSON]\n\nnote,Fiachra\n"; out != want {
+		t.Errorf("got %q want %q", out, want)
+	}
+}
+
 // TestEntityModes: off passes entities, report audits them and passes
 // the text, enforce redacts; the audit carries the types, never a value.
 func TestEntityModes(t *testing.T) {

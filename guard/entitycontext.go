@@ -89,13 +89,19 @@ func (sc *scanner) columnCue(a int) string {
 	if !tabular(line) {
 		return ""
 	}
+	// A header found for a row above holds while the rows between are
+	// table rows: a long CSV is read once, not 64 lines up for each row.
+	if sc.hdrEnd > 0 && sc.tableFrom(sc.hdrReach, ls) {
+		sc.hdrReach = ls + len(line)
+		return headerCue(s[sc.hdrStart:sc.hdrEnd], line, col)
+	}
 	// the header: a line above in this block (no blank line between), at
 	// most 64 lines and 8 KiB up, with a key at the value's column
 	h := ls
 	for k := 0; k < 64 && h > 0 && ls-h < 8<<10; k++ {
 		p := strings.LastIndexByte(s[:h-1], '\n') + 1
 		header := s[p : h-1]
-		if strings.Trim(header, " -+=|:\t") == "" && strings.TrimSpace(header) != "" {
+		if ruleLine(header) {
 			h = p
 			continue // a rule under a header: ----+----
 		}
@@ -104,10 +110,40 @@ func (sc *scanner) columnCue(a int) string {
 		}
 		h = p
 		if c := headerCue(header, line, col); c != "" {
+			sc.hdrStart, sc.hdrEnd, sc.hdrReach = p, p+len(header), ls+len(line)
 			return c
 		}
 	}
 	return ""
+}
+
+// tableFrom reports whether the lines from the one holding from to the
+// one starting at ls are all rows of one table (tabular or rules, no
+// blank line). Rows are judged in order, so each gap is read once.
+func (sc *scanner) tableFrom(from, ls int) bool {
+	s := sc.s
+	if from >= ls {
+		return from-ls <= len(s) && strings.LastIndexByte(s[:from], '\n')+1 <= ls
+	}
+	if from < len(s) && s[from] == '\n' {
+		from++
+	}
+	for p := from; p < ls; {
+		q := strings.IndexByte(s[p:], '\n')
+		if q < 0 {
+			return false
+		}
+		if l := s[p : p+q]; strings.TrimSpace(l) == "" || !tabular(l) && !ruleLine(l) {
+			return false
+		}
+		p += q + 1
+	}
+	return true
+}
+
+// ruleLine reports a rule under a header: ----+----, ===, |---|---|.
+func ruleLine(l string) bool {
+	return strings.Trim(l, " -+=|:\t") == "" && strings.TrimSpace(l) != ""
 }
 
 // tabular reports a line that may be a table's row: fields separated by
