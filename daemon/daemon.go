@@ -216,6 +216,14 @@ func newGuard(dataDir string, entities []string, st store.Backend, auth *tenant.
 			}
 			return tenant.GuardEnforce
 		},
+		// The same for the tenant's entity types; nil (unknown tenant, or
+		// none chosen) is --guard-entities.
+		EntitiesFor: func(ctx context.Context, tenantID string) []string {
+			if t, err := auth.Tenant(ctx, tenantID); err == nil {
+				return t.GuardEntities
+			}
+			return nil
+		},
 		Audit: func(ctx context.Context, ev guard.Event) {
 			trail.Add(store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding, At: time.Now(),
 				Detail: map[string]string{"type": ev.Type, "mode": ev.Mode, "task": ev.Task, "hmac": ev.HMAC,

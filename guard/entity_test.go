@@ -3,10 +3,13 @@ package guard
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // letter holds one entity of each type and a pattern value.
@@ -201,5 +204,22 @@ func TestMostSpecificWins(t *testing.T) {
 	want := []Finding{{Type: TypeAddress, Start: 0, End: 30}, {Type: TypeEmail, Start: 40, End: 60}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("resolve (-want +got):\n%s", diff)
+	}
+}
+
+// TestEntityTypesOfRequestTenant: the request's tenant (tenant.With)
+// carries its stored choice; an empty one turns entities off for it.
+func TestEntityTypesOfRequestTenant(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	off := tenant.With(context.Background(), &tenant.Tenant{ID: "t", GuardMode: ModeEnforce, GuardEntities: []string{}})
+	if out := g.Text(off, "t", letter); !strings.Contains(out, "Mary O'Brien") || strings.Contains(out, "exemplar") {
+		t.Errorf("tenant with no entity types: %q", out)
+	}
+	def := tenant.With(context.Background(), &tenant.Tenant{ID: "t", GuardMode: ModeEnforce})
+	if out := g.Text(def, "t", letter); strings.Contains(out, "Mary") {
+		t.Errorf("tenant with the default: %q", out)
+	}
+	if !slices.Equal(EntityTypes, tenant.GuardEntityTypes) {
+		t.Errorf("guard.EntityTypes %v, tenant.GuardEntityTypes %v", EntityTypes, tenant.GuardEntityTypes)
 	}
 }

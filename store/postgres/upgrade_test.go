@@ -184,8 +184,18 @@ func TestInspect(t *testing.T) {
 		return n
 	}
 	before := tables()
+	ms, err := migrate.Load(os.DirFS("."), "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after7 := 0 // the migrations after 7 (numbers may skip one another branch holds)
+	for _, m := range ms {
+		if m.Version > 7 {
+			after7++
+		}
+	}
 	st, err := postgres.Inspect(ctx, url)
-	if err != nil || st.Current != 7 || len(st.Pending) != st.Latest-7 || st.Pending[0].Version != 8 || st.Err() != nil {
+	if err != nil || st.Current != 7 || len(st.Pending) != after7 || st.Pending[0].Version != 8 || st.Err() != nil {
 		t.Fatalf("Inspect = %+v, %v", st, err)
 	}
 	var recorded int
