@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -219,7 +220,32 @@ func (c *serveConfig) validate() error {
 	if c.MaxCreating < 0 {
 		return usageErr("--max-creating must not be negative, got %d", c.MaxCreating)
 	}
+	ents, err := entityTypes(c.guardEntities)
+	if err != nil {
+		return err
+	}
+	c.GuardEntities = ents
 	return nil
+}
+
+// entityTypes reads --guard-entities: all (nil), none (empty) or a list
+// of guard.EntityTypes.
+func entityTypes(v string) ([]string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "all":
+		return nil, nil
+	case "none":
+		return []string{}, nil
+	}
+	out := []string{}
+	for _, t := range strings.Split(v, ",") {
+		t = strings.ToUpper(strings.TrimSpace(t))
+		if !slices.Contains(guard.EntityTypes, t) {
+			return nil, usageErr("--guard-entities: %q is not one of all, none, %s", t, strings.Join(guard.EntityTypes, ", "))
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // poolSizes is the flag value of --pool-sizes: NAME=N,...

@@ -211,6 +211,7 @@ func TestKnobsReachTheirConsumer(t *testing.T) {
 		{"SANDLOT_DATA_DIR", "/srv/sandlot", func(c daemon.Config) any { return c.DataDir }, "/srv/sandlot"},
 		{"SANDLOT_NODE", "fleet-3", func(c daemon.Config) any { return c.Node }, "fleet-3"},
 		{"E2B_API_KEY", "e2b_key", func(c daemon.Config) any { return c.E2BProvider.APIKey }, "e2b_key"},
+		{"SANDLOT_GUARD_ENTITIES", "person,address", func(c daemon.Config) any { return c.GuardEntities }, []string{"PERSON", "ADDRESS"}},
 	} {
 		t.Run(tc.env, func(t *testing.T) {
 			t.Setenv(envConfig, "")

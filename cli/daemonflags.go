@@ -72,6 +72,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 	registerE2BProvider(fs, &c.E2BProvider)
 	registerKubernetes(fs, &c.Kubernetes)
 	fs.StringVar(&c.guardMode, "guard-mode", tenant.GuardEnforce, "egress guard mode of the tenant created at first start: off, report, enforce (tenant create --guard-mode sets others')")
+	fs.StringVar(&c.guardEntities, "guard-entities", "all", "entity types the egress guard finds in every tenant's output: all, none (the patterns alone) or a list of PERSON,ADDRESS,ORGANIZATION,LOCATION,DATE_OF_BIRTH")
 	fs.BoolVar(&c.bootstrapAdmin, "bootstrap-admin", false, "on first start, make the default tenant an admin (may switch the guard off per request)")
 	fs.StringVar(&c.MetricPrefix, "telemetry-prefix", telemetry.DefaultPrefix, "application prefix of metric names (sandlot.executions)")
 	fs.StringVar(&c.SpanPrefix, "telemetry-span-prefix", "", "application prefix of span names (default none: execution_context.get_or_create)")

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -125,6 +126,17 @@ func TestTenantCommands(t *testing.T) {
 	}
 	if err != nil || json.Unmarshal([]byte(out), &created2) != nil || created2.Name != "acme2" || !created2.Admin {
 		t.Fatalf("create with trailing flags: %q %v", out, err)
+	}
+	// The guard's entity types: a list, none, and an unknown type refused.
+	out, _, err = run(t, "", "tenant", "create", "hr", "--data-dir", dir, "--guard-entities", "person,address", "--json")
+	var created3 struct {
+		GuardEntities []string `json:"guardEntities"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &created3) != nil || !slices.Equal(created3.GuardEntities, []string{"PERSON", "ADDRESS"}) {
+		t.Fatalf("create with --guard-entities: %q %v", out, err)
+	}
+	if _, _, err := run(t, "", "tenant", "create", "hr2", "--data-dir", dir, "--guard-entities", "shoe_size"); errdefs.ExitCode(err) != 2 {
+		t.Fatalf("an unknown entity type: %v", err)
 	}
 	if _, _, err := run(t, "", "tenant", "create", "--data-dir", dir, "--", "-dash"); err != nil {
 		t.Fatalf("create after --: %v", err)

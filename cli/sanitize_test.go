@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,5 +113,26 @@ func TestSanitizeEntities(t *testing.T) {
 	}
 	if strings.Contains(out, "Mary") || strings.Contains(out, "Ardee") || !strings.Contains(out, "Warren Buffett") {
 		t.Errorf("rules alone: %q", out)
+	}
+}
+
+// TestGuardEntitiesFlag: --guard-entities reads all, none or a list, and
+// refuses an unknown type.
+func TestGuardEntitiesFlag(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		bad  bool
+	}{
+		{"all", nil, false},
+		{"", nil, false},
+		{"none", []string{}, false},
+		{"person, address", []string{"PERSON", "ADDRESS"}, false},
+		{"PERSON,SHOE_SIZE", nil, true},
+	} {
+		got, err := entityTypes(c.in)
+		if (err != nil) != c.bad || !c.bad && (got == nil) != (c.want == nil) || !slices.Equal(got, c.want) {
+			t.Errorf("entityTypes(%q) = %#v, %v; want %#v (error %v)", c.in, got, err, c.want, c.bad)
+		}
 	}
 }

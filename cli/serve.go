@@ -47,6 +47,7 @@ type serveConfig struct {
 	// The first start's tenant (bootstrapTenant): its guard mode ("" is
 	// enforce) and whether it may override the guard.
 	guardMode      string
+	guardEntities  string
 	bootstrapAdmin bool
 	// auditRetention is Config.AuditRetention in the flag's terms: 0
 	// keeps audit events forever.
@@ -167,7 +168,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 	if len(ts) > 0 {
 		return nil
 	}
-	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin)
+	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil)
 	if err != nil {
 		return fmt.Errorf("create the default tenant: %w", err)
 	}

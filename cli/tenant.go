@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,7 @@ func init() {
 			tenantVerb("create", "create NAME", nil, "create a tenant and print its API key", cobra.ExactArgs(1),
 				`  sandlot tenant create acme
   sandlot tenant create acme --guard-mode report -o json
+  sandlot tenant create hr --guard-entities PERSON,ADDRESS,DATE_OF_BIRTH
   sandlot tenant create ops --admin --store postgres://sandlot@db/sandlot`),
 			tenantVerb("list", "list", []string{"ls"}, "list tenants", cobra.NoArgs,
 				`  sandlot tenant list
@@ -83,7 +85,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 	return store.OpenWith(ctx, s.storeURL(), store.Options{SecretsKey: key})
 }
 
-const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] | list | rotate-key NAME|ID | delete NAME|ID [-o json|yaml|wide] [--data-dir DIR | --store URL]"
+const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] [--guard-entities E] | list | rotate-key NAME|ID | delete NAME|ID [-o json|yaml|wide] [--data-dir DIR | --store URL]"
 
 // tenantLong: these are admin operations, so they work on the store
 // itself (--data-dir or --store) rather than over HTTP: whoever can read
@@ -105,18 +107,30 @@ func tenantVerb(verb, use string, aliases []string, short string, args cobra.Pos
 	out.register(cmd)
 	admin := false
 	guard := tenant.GuardEnforce
+	entities := "default"
 	if verb == "create" {
 		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request and read every tenant's session metrics")
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
+		fs.StringVar(&entities, "guard-entities", "default", "entity types the egress guard finds in the tenant's output: default (serve's --guard-entities), all, none, or a list of PERSON,ADDRESS,ORGANIZATION,LOCATION,DATE_OF_BIRTH")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, out, admin, guard)
+		var ents []string
+		if verb == "create" && entities != "default" {
+			var err error
+			if ents, err = entityTypes(entities); err != nil {
+				return err
+			}
+			if ents == nil { // all, chosen: the list, so a later --guard-entities does not change it
+				ents = slices.Clone(tenant.GuardEntityTypes)
+			}
+		}
+		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, out, admin, guard, ents)
 	}
 	return cmd
 }
 
 // runTenant administers tenants.
-func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, out output, admin bool, guard string) error {
+func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, out output, admin bool, guard string, ents []string) error {
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -130,7 +144,7 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 		if guard != tenant.GuardOff && guard != tenant.GuardReport && guard != tenant.GuardEnforce {
 			return usageErr("tenant create: --guard-mode must be off, report or enforce")
 		}
-		t, key, err := createTenant(ctx, st, args[0], guard, admin)
+		t, key, err := createTenant(ctx, st, args[0], guard, admin, ents)
 		if err != nil {
 			return err
 		}
@@ -210,7 +224,7 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 
 // createTenant makes a tenant with a fresh key and returns the key, which
 // exists nowhere else afterwards.
-func createTenant(ctx context.Context, st store.Backend, name, guard string, admin bool) (*tenant.Tenant, string, error) {
+func createTenant(ctx context.Context, st store.Backend, name, guard string, admin bool, ents []string) (*tenant.Tenant, string, error) {
 	if name == "" {
 		return nil, "", fmt.Errorf("tenant name is empty: %w", errdefs.ErrInvalidArgument)
 	}
@@ -218,7 +232,7 @@ func createTenant(ctx context.Context, st store.Backend, name, guard string, adm
 	if err != nil {
 		return nil, "", err
 	}
-	t := &tenant.Tenant{Name: name, GuardMode: guard, Admin: admin, KeyPrefix: tenant.Prefix(key)}
+	t := &tenant.Tenant{Name: name, GuardMode: guard, Admin: admin, KeyPrefix: tenant.Prefix(key), GuardEntities: ents}
 	if err := st.CreateTenant(ctx, t, tenant.HashKey(key)); err != nil {
 		return nil, "", err
 	}

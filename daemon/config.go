@@ -39,6 +39,10 @@ type Config struct {
 	// Version is the version reported to MCP clients (serverInfo), the
 	// landing page and /v1/version; "": the build's own (BuildVersion).
 	Version string
+	// GuardEntities are the entity types the egress guard scans every
+	// tenant's output for (guard.EntityTypes); nil: all, empty: none (the
+	// patterns alone).
+	GuardEntities []string
 
 	// Runtime is the local provider's OCI runtime: crun, runc or runsc;
 	// "" or "auto" picks one.

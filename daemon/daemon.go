@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if prov == nil {
 		return nil, provErr // a provider's settings that do not parse
 	}
-	g, err := newGuard(cfg.DataDir, st, d.auth, nw, d.kegress.serving(), d.trail, log)
+	g, err := newGuard(cfg.DataDir, cfg.GuardEntities, st, d.auth, nw, d.kegress.serving(), d.trail, log)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func (d *Daemon) loop(fn func()) {
 // newGuard is the egress guard every result passes, with its findings to
 // the audit trail and, with sandbox networks, the tenants' stored secret
 // values among the values it masks (guard.Config.Known).
-func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *netWire, podSecrets bool, trail *audit.Writer, log *slog.Logger) (*guard.Guard, error) {
+func newGuard(dataDir string, entities []string, st store.Backend, auth *tenant.Authenticator, nw *netWire, podSecrets bool, trail *audit.Writer, log *slog.Logger) (*guard.Guard, error) {
 	hmacKey, err := guardKey(dataDir)
 	if err != nil {
 		return nil, err
@@ -211,8 +211,9 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 		known = knownValues(st)
 	}
 	gcfg := guard.Config{
-		HMACKey: hmacKey,
-		Known:   known,
+		HMACKey:  hmacKey,
+		Known:    known,
+		Entities: entities,
 		// Requests carry their tenant, whose mode the guard reads; this is
 		// for work outside a request (cleanup, reconcile).
 		ModeFor: func(ctx context.Context, tenantID string) string {
@@ -220,6 +221,14 @@ func newGuard(dataDir string, st store.Backend, auth *tenant.Authenticator, nw *
 				return t.GuardMode
 			}
 			return tenant.GuardEnforce
+		},
+		// The same for the tenant's entity types; nil (unknown tenant, or
+		// none chosen) is --guard-entities.
+		EntitiesFor: func(ctx context.Context, tenantID string) []string {
+			if t, err := auth.Tenant(ctx, tenantID); err == nil {
+				return t.GuardEntities
+			}
+			return nil
 		},
 		Audit: func(ctx context.Context, ev guard.Event) {
 			trail.Add(store.AuditEvent{TenantID: ev.TenantID, Kind: audit.KindGuardFinding, At: time.Now(),

@@ -3,10 +3,13 @@ package guard
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // letter holds one entity of each type and a pattern value.
@@ -56,6 +59,29 @@ func TestEntityRules(t *testing.T) {
 				t.Errorf("Redact(%q)\n got %q\nwant %q\nfindings %v", c.in, got, want, fs)
 			}
 		})
+	}
+}
+
+// TestLongTable: a header names its column for every row below it,
+// however long the table (rows beyond the 64 lines a search walks up).
+func TestLongTable(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	var b strings.Builder
+	b.WriteString("id,name,balance\n")
+	for i := 0; i < 300; i++ {
+		b.WriteString("7,Fiachra,10.50\n")
+		if i%50 == 0 {
+			b.WriteString("8,,0\n") // a row with no name
+		}
+	}
+	out, _ := g.Redact(ModeEnforce, b.String())
+	if n := strings.Count(out, "[REDACTED:PERSON]"); n != 300 || strings.Contains(out, "Fiachra") {
+		t.Errorf("%d of 300 names redacted", n)
+	}
+	// a blank line ends the table: what follows has no header
+	out, _ = g.Redact(ModeEnforce, "id,name\n1,Fiachra\n\nnote,Fiachra\n")
+	if want := "id,name\n1,[REDACTED:PERSON]\n\nnote,Fiachra\n"; out != want {
+		t.Errorf("got %q want %q", out, want)
 	}
 }
 
@@ -178,5 +204,22 @@ func TestMostSpecificWins(t *testing.T) {
 	want := []Finding{{Type: TypeAddress, Start: 0, End: 30}, {Type: TypeEmail, Start: 40, End: 60}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("resolve (-want +got):\n%s", diff)
+	}
+}
+
+// TestEntityTypesOfRequestTenant: the request's tenant (tenant.With)
+// carries its stored choice; an empty one turns entities off for it.
+func TestEntityTypesOfRequestTenant(t *testing.T) {
+	g := newTestGuard(t, Config{})
+	off := tenant.With(context.Background(), &tenant.Tenant{ID: "t", GuardMode: ModeEnforce, GuardEntities: []string{}})
+	if out := g.Text(off, "t", letter); !strings.Contains(out, "Mary O'Brien") || strings.Contains(out, "exemplar") {
+		t.Errorf("tenant with no entity types: %q", out)
+	}
+	def := tenant.With(context.Background(), &tenant.Tenant{ID: "t", GuardMode: ModeEnforce})
+	if out := g.Text(def, "t", letter); strings.Contains(out, "Mary") {
+		t.Errorf("tenant with the default: %q", out)
+	}
+	if !slices.Equal(EntityTypes, tenant.GuardEntityTypes) {
+		t.Errorf("guard.EntityTypes %v, tenant.GuardEntityTypes %v", EntityTypes, tenant.GuardEntityTypes)
 	}
 }

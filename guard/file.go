@@ -219,7 +219,7 @@ func (b *binFile) textView(p []byte) []byte {
 	}
 	for i := 0; b.png != nil && i < len(p); {
 		field, n := b.png.step(p[i:])
-		if field != pngData && field != pngDone {
+		if field != pngData && field != pngDone || field == pngData && pngCompressed(b.png.hdr[4:]) {
 			for k := i; k < i+n; k++ {
 				v[k] = '\n'
 			}
@@ -332,6 +332,17 @@ func (w *pngChunks) step(p []byte) (field, n int) {
 		}
 	}
 	return field, n
+}
+
+// pngCompressed says whether a chunk's data is deflated (image data, APNG
+// frames, zTXt, the ICC profile): opaque to the scan, whose chance
+// matches there would only break the stream's checksum (docs/guard.md).
+func pngCompressed(t []byte) bool {
+	switch string(t) {
+	case "IDAT", "fdAT", "zTXt", "iCCP":
+		return true
+	}
+	return false
 }
 
 func pngType(t []byte) bool {

@@ -4,7 +4,10 @@
 // Detection runs hand-written scanners, one cheap pass per trigger (digits,
 // '@', "://", '=' and ':', word prefixes, base64 runs, PEM headers), and only
 // calls the expensive validators (checksums, libphonenumber, public
-// suffixes, netip) around candidates. Matching runs on the NFKC form of the
+// suffixes, netip) around candidates. People, addresses, organisations,
+// places and dates of birth are judged instead (entity.go): rules read a
+// candidate's context, and a model (Config.Model, guard/ner) decides what
+// they leave open. Matching runs on the NFKC form of the
 // text; findings are mapped back to byte offsets in the original text, so
 // redaction leaves everything else untouched. docs/guard.md lists the rules.
 package guard

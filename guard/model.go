@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // Span is an entity a Recognizer found: a type (TypePerson,
@@ -79,13 +80,16 @@ func entitySetOf(types []string) (entitySet, error) {
 }
 
 // entsOf is the entity types tenantID's output is scanned for: the
-// tenant's choice (Config.EntitiesFor), else Config.Entities. An unknown
-// type in a tenant's choice is ignored (the others still apply).
+// tenant's choice (tenant.Tenant.GuardEntities of the request's tenant,
+// else Config.EntitiesFor), else Config.Entities. An unknown type in a
+// tenant's choice is ignored (the others still apply).
 func (g *Guard) entsOf(ctx context.Context, tenantID string) entitySet {
-	if g.entsFor == nil {
-		return g.ents
+	var types []string
+	if t, ok := tenant.From(ctx); ok && t.ID == tenantID {
+		types = t.GuardEntities
+	} else if g.entsFor != nil {
+		types = g.entsFor(ctx, tenantID)
 	}
-	types := g.entsFor(ctx, tenantID)
 	if types == nil {
 		return g.ents
 	}

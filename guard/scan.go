@@ -139,6 +139,9 @@ type scanner struct {
 	ents entitySet
 	// entEnd is the end of the last address: runs inside it are judged.
 	entEnd int
+	// hdrStart, hdrEnd is the last table header found, which holds for
+	// the rows up to hdrReach (the end of the last row it served).
+	hdrStart, hdrEnd, hdrReach int
 	// win is the model's answer for the window [winStart, winEnd).
 	win              []Span
 	winStart, winEnd int

@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -38,6 +39,35 @@ type Tenant struct {
 	// every SetKey. Tokens the daemon signs for a tenant (E2B access
 	// tokens) name the generation, so rotating the key revokes them.
 	KeyGeneration int64 `json:"keyGeneration"`
+	// GuardEntities are the entity types (GuardEntityTypes) the egress
+	// guard finds in the tenant's output: nil, the daemon's default
+	// (serve --guard-entities); empty, none (the patterns alone).
+	GuardEntities []string `json:"guardEntities,omitempty"`
+}
+
+// GuardEntityTypes are the entity types a tenant may choose (the guard's
+// EntityTypes: TestEntityTypesMatchTenant).
+var GuardEntityTypes = []string{"PERSON", "ADDRESS", "ORGANIZATION", "LOCATION", "DATE_OF_BIRTH"}
+
+// EncodeEntities is GuardEntities as a store column: NULL for nil, else
+// the types joined by commas ("" for none).
+func EncodeEntities(types []string) *string {
+	if types == nil {
+		return nil
+	}
+	s := strings.Join(types, ",")
+	return &s
+}
+
+// DecodeEntities reads EncodeEntities' column.
+func DecodeEntities(col *string) []string {
+	if col == nil {
+		return nil
+	}
+	if *col == "" {
+		return []string{}
+	}
+	return strings.Split(*col, ",")
 }
 
 // NameTaken is the error of a tenant name another tenant has:
@@ -58,7 +88,7 @@ type Store interface {
 	// SetKey replaces the tenant's key hash (rotation) and moves its
 	// KeyGeneration on by one.
 	SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
-	// UpdateTenant saves Name, GuardMode and Admin.
+	// UpdateTenant saves Name, GuardMode, Admin and GuardEntities.
 	UpdateTenant(ctx context.Context, t *Tenant) error
 	DeleteTenant(ctx context.Context, id string) error
 }

@@ -66,3 +66,25 @@ func TestStreamSplitWithModel(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrent: one model serves many goroutines (every stream of the
+// daemon shares it); run with -race.
+func TestConcurrent(t *testing.T) {
+	m := load(t)
+	want := len(m.Recognize("Patrick Murphy flew from Seattle to Cork."))
+	done := make(chan int)
+	for i := 0; i < 4; i++ {
+		go func() {
+			n := 0
+			for k := 0; k < 20; k++ {
+				n = len(m.Recognize("Patrick Murphy flew from Seattle to Cork."))
+			}
+			done <- n
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if n := <-done; n != want {
+			t.Errorf("concurrent Recognize found %d spans, alone %d", n, want)
+		}
+	}
+}

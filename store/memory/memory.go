@@ -322,7 +322,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func cloneTenant(t *tenant.Tenant) *tenant.Tenant { c := *t; return &c }
+func cloneTenant(t *tenant.Tenant) *tenant.Tenant {
+	c := *t
+	c.GuardEntities = slices.Clone(t.GuardEntities)
+	return &c
+}
 
 // CreateTenant implements tenant.Store. It fills t.ID (when empty),
 // t.GuardMode (enforce), t.CreatedAt and t.KeyGeneration (1).
@@ -407,9 +411,13 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	return nil
 }
 
-// UpdateTenant implements tenant.Store: it saves Name, GuardMode and Admin.
+// UpdateTenant implements tenant.Store: it saves Name, GuardMode, Admin
+// and GuardEntities.
 func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardMode(t.GuardMode); err != nil {
+		return err
+	}
+	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -421,7 +429,7 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if s.nameTaken(t.Name, t.ID) {
 		return tenant.NameTaken(t.Name)
 	}
-	cur.Name, cur.GuardMode, cur.Admin = t.Name, t.GuardMode, t.Admin
+	cur.Name, cur.GuardMode, cur.Admin, cur.GuardEntities = t.Name, t.GuardMode, t.Admin, slices.Clone(t.GuardEntities)
 	return nil
 }
 

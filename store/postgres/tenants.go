@@ -16,13 +16,17 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation`
+const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation, t.guard_entities`
 
 func scanTenant(row pgx.Row) (*tenant.Tenant, error) {
-	var t tenant.Tenant
-	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix, &t.KeyGeneration); err != nil {
+	var (
+		t        tenant.Tenant
+		entities *string
+	)
+	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix, &t.KeyGeneration, &entities); err != nil {
 		return nil, err
 	}
+	t.GuardEntities = tenant.DecodeEntities(entities)
 	t.CreatedAt = t.CreatedAt.UTC()
 	return &t, nil
 }
@@ -35,8 +39,9 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix, key_generation)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix, t.KeyGeneration); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix, t.KeyGeneration,
+			tenant.EncodeEntities(t.GuardEntities)); err != nil {
 			return err
 		}
 		if keyHash == "" {
@@ -130,13 +135,17 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	return nil
 }
 
-// UpdateTenant implements tenant.Store: it saves Name, GuardMode and Admin.
+// UpdateTenant implements tenant.Store: it saves Name, GuardMode, Admin
+// and GuardEntities.
 func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardMode(t.GuardMode); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET name = $2, guard_mode = $3, admin = $4 WHERE id = $1`,
-		t.ID, t.Name, t.GuardMode, t.Admin)
+	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET name = $2, guard_mode = $3, admin = $4, guard_entities = $5 WHERE id = $1`,
+		t.ID, t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities))
 	if nameTaken(err) {
 		return tenant.NameTaken(t.Name)
 	}

@@ -15,16 +15,18 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation`
+const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities`
 
 func scanTenant(sc scanner) (*tenant.Tenant, error) {
 	var (
-		t       tenant.Tenant
-		created int64
+		t        tenant.Tenant
+		created  int64
+		entities *string
 	)
-	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration); err != nil {
+	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration, &entities); err != nil {
 		return nil, err
 	}
+	t.GuardEntities = tenant.DecodeEntities(entities)
 	t.CreatedAt = fromMs(created)
 	return &t, nil
 }
@@ -40,8 +42,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return fmt.Errorf("create tenant: %w", err)
 	}
 	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration)
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration, tenant.EncodeEntities(t.GuardEntities))
 	if isUnique(err) {
 		if nameTaken(err) {
 			return tenant.NameTaken(t.Name)
@@ -132,13 +134,17 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	return tx.Commit()
 }
 
-// UpdateTenant implements tenant.Store: it saves Name, GuardMode and Admin.
+// UpdateTenant implements tenant.Store: it saves Name, GuardMode, Admin
+// and GuardEntities.
 func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardMode(t.GuardMode); err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ? WHERE id = ?`,
-		t.Name, t.GuardMode, t.Admin, t.ID)
+	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ?, guard_entities = ? WHERE id = ?`,
+		t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities), t.ID)
 	if isUnique(err) && nameTaken(err) {
 		return tenant.NameTaken(t.Name)
 	}

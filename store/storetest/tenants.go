@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,6 +98,31 @@ func testTenants(t *testing.T, s store.Backend) {
 	}
 	wantErr(t, "UpdateTenant unknown", s.UpdateTenant(ctx, &tenant.Tenant{ID: "nope", GuardMode: tenant.GuardOff}), errdefs.ErrNotFound)
 	wantErr(t, "UpdateTenant bad mode", s.UpdateTenant(ctx, &tenant.Tenant{ID: "A", GuardMode: "x"}), errdefs.ErrInvalidArgument)
+
+	// The guard's entity types: nil (the daemon's default), empty (none)
+	// and a list are three answers, each kept as it was given.
+	for _, ents := range [][]string{{"PERSON", "ADDRESS"}, {}, nil} {
+		upd.GuardEntities = ents
+		if err := s.UpdateTenant(ctx, upd); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = s.GetTenant(ctx, "A")
+		if !slices.Equal(got.GuardEntities, ents) || (got.GuardEntities == nil) != (ents == nil) {
+			t.Fatalf("GuardEntities %#v came back %#v", ents, got.GuardEntities)
+		}
+	}
+	wantErr(t, "UpdateTenant unknown entity type", s.UpdateTenant(ctx, &tenant.Tenant{ID: "A", GuardMode: tenant.GuardOff, GuardEntities: []string{"SHOE_SIZE"}}), errdefs.ErrInvalidArgument)
+	wantErr(t, "CreateTenant unknown entity type", s.CreateTenant(ctx, &tenant.Tenant{ID: "E", GuardEntities: []string{"SHOE_SIZE"}}, ""), errdefs.ErrInvalidArgument)
+	withEnts := &tenant.Tenant{ID: "F", Name: "phi", GuardEntities: []string{"LOCATION"}, CreatedAt: base.Add(2 * time.Second)}
+	if err := s.CreateTenant(ctx, withEnts, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetTenant(ctx, "F"); got == nil || !slices.Equal(got.GuardEntities, []string{"LOCATION"}) {
+		t.Fatalf("CreateTenant's GuardEntities came back %+v", got)
+	}
+	if err := s.DeleteTenant(ctx, "F"); err != nil {
+		t.Fatal(err)
+	}
 
 	// Delete removes the tenant and its key; the key hash becomes free.
 	if err := s.DeleteTenant(ctx, "A"); err != nil {

@@ -5,6 +5,7 @@ package rules
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -149,6 +150,9 @@ func PrepareTenant(t *tenant.Tenant, now time.Time) error {
 	if err := CheckGuardMode(t.GuardMode); err != nil {
 		return err
 	}
+	if err := CheckGuardEntities(t.GuardEntities); err != nil {
+		return err
+	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
 	}
@@ -164,6 +168,16 @@ func CheckGuardMode(m string) error {
 		return nil
 	}
 	return fmt.Errorf("guard mode %q: %w", m, errdefs.ErrInvalidArgument)
+}
+
+// CheckGuardEntities rejects an entity type the guard does not know.
+func CheckGuardEntities(types []string) error {
+	for _, e := range types {
+		if !slices.Contains(tenant.GuardEntityTypes, e) {
+			return fmt.Errorf("guard entity type %q: %w", e, errdefs.ErrInvalidArgument)
+		}
+	}
+	return nil
 }
 
 // PrepareAudit validates ev for AppendAudit and fills its defaults.
