@@ -4,6 +4,54 @@
  */
 
 export interface paths {
+    "/v1/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the tenant's volumes
+         * @description Sorted by name.
+         */
+        get: operations["listVolumes"];
+        put?: never;
+        /**
+         * Create a volume
+         * @description A volume is a file system of the tenant's, of a fixed size, that outlives sandboxes and daemon restarts; E2B's volumeMounts mount it into a sandbox at a path (docs/volumes.md). Past the tenant's quotas (count, bytes in all) it is 429.
+         */
+        post: operations["createVolume"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/volumes/{nameOrId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a volume
+         * @description With the bytes it holds of the host's disk and the live contexts that mount it. Another tenant's volume is 404, as a missing one is.
+         */
+        get: operations["getVolume"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a volume
+         * @description Its bytes go with it. A volume a live context mounts is 412 failed_precondition: end those contexts first.
+         */
+        delete: operations["deleteVolume"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -332,6 +380,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contexts/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Server-sent events of the caller's active contexts (an admin tenant's key: every tenant's): a snapshot event, then one context event per change */
+        get: operations["contextEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contexts/{id}": {
         parameters: {
             query?: never;
@@ -345,6 +410,23 @@ export interface paths {
         post?: never;
         /** Terminate a context (reason manual); its record stays for audit */
         delete: operations["deleteContext"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contexts/{id}/ttl": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Set a context's TTL from now (the console's extend) */
+        put: operations["setContextTTL"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -687,10 +769,108 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contexts/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork a context onto another path
+         * @description The context's filesystem is captured as a snapshot template of the tenant's (named fork-…, listed with the snapshots) and a new context starts from it on pathId of the source's conversation, for the source's user. A new path never forks implicitly: its branch starts fresh. memory says whether the kernels' state came along: false on crun and runc, where the fork's kernels start fresh with the source's files. A path that already has a context is 409. docs/state.md.
+         */
+        post: operations["forkContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/contexts/{id}/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Snapshot a context's filesystem as a template of the tenant's
+         * @description The context's writable layer over its template (what its sandbox wrote, deleted or changed) becomes one layer on top of the template's image, stored as a new template of the tenant's with the template's settings. The sandbox is frozen while it is read and runs on after (a paused one stays paused). Memory and kernels are not kept. Start a context from it by its id or name, like any template. A tenant keeps at most 100 snapshots (429); a layer past 4 GiB of file bytes (apparent sizes) is 429 too; a context on the host template has no layer (412). docs/state.md.
+         */
+        post: operations["createSnapshot"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's snapshots, newest first */
+        get: operations["listSnapshots"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/snapshots/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete one of the tenant's snapshots (its template)
+         * @description Contexts already running on it keep running; its layer goes at the next image GC when nothing else uses it. A template that is not a snapshot is 404 here (DELETE /v1/templates/{nameOrId} deletes it).
+         */
+        delete: operations["deleteSnapshot"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        Volume: {
+            /** @description vol and 20 lowercase letters and digits. */
+            id: string;
+            name: string;
+            /** @description What a sandbox can write before ENOSPC, and what the volume counts against the tenant's quota. */
+            sizeBytes: number;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The bytes it holds of the host's disk (GET of one volume). */
+            usedBytes?: number;
+            /** @description The live contexts that mount it (GET of one volume). */
+            mountedBy?: string[];
+        };
+        VolumeList: {
+            volumes: components["schemas"]["Volume"][];
+        };
+        VolumeRequest: {
+            name: string;
+            /** @description 0 or absent: the daemon's default (1 GiB); at least 16 MiB, at most the per-volume bound (16 GiB by default). */
+            sizeBytes?: number;
+        };
         Error: {
             /** @enum {string} */
             code: "not_found" | "invalid_argument" | "already_exists" | "failed_precondition" | "resource_exhausted" | "unavailable" | "deadline_exceeded" | "permission_denied" | "unauthenticated" | "internal";
@@ -923,6 +1103,17 @@ export interface components {
             };
         };
         Readiness: {
+            /** @description The egress guard: whether its entity model is loaded, and the memory it takes beside the daemon's heap. Without its model the guard still scans with its patterns and entity rules, and the server stays ready. */
+            guard?: {
+                entityModel?: string;
+                /** @enum {string} */
+                state: "loaded" | "unavailable";
+                error?: string;
+                /** Format: int64 */
+                modelBytes?: number;
+                /** Format: int64 */
+                daemonHeapBytes: number;
+            };
             /** @enum {string} */
             status: "ok" | "unavailable";
             ready: boolean;
@@ -1509,6 +1700,39 @@ export interface components {
             retryable: boolean;
             stateLost?: boolean;
         };
+        ForkRequest: {
+            /** @description The new context's path in the source's conversation (not the source's own). */
+            pathId: string;
+        };
+        ForkResult: {
+            context: components["schemas"]["Context"];
+            snapshot: components["schemas"]["Snapshot"];
+            /** @description Whether the kernels' state (variables, processes) came along; false on crun and runc. */
+            memory: boolean;
+        };
+        SnapshotRequest: {
+            /** @description The snapshot template's name (1-63 of [a-z0-9_-], free among the tenant's templates); absent: snapshot- and random letters. */
+            name?: string;
+        };
+        Snapshot: {
+            /** @description The snapshot template's id. */
+            id: string;
+            name: string;
+            /** @description The context it was taken from. */
+            contextId: string;
+            /** @description The id of the template that context ran. */
+            template: string;
+            /**
+             * Format: int64
+             * @description The captured layer's size (its tarball).
+             */
+            bytes: number;
+            /** Format: date-time */
+            createdAt: string;
+        };
+        SnapshotList: {
+            snapshots: components["schemas"]["Snapshot"][];
+        };
     };
     responses: {
         /** @description An error. */
@@ -1528,6 +1752,119 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listVolumes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tenant's volumes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VolumeList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    createVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["VolumeRequest"];
+            };
+        };
+        responses: {
+            /** @description The created volume. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name or id. */
+                nameOrId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The volume. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volume"];
+                };
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    deleteVolume: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The volume's name or id. */
+                nameOrId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
     healthz: {
         parameters: {
             query?: never;
@@ -2081,6 +2418,30 @@ export interface operations {
             500: components["responses"]["Error"];
         };
     };
+    contextEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description An event stream: 'snapshot' ({contexts, serverTime}) first, then 'context' ({context, serverTime}) for each context whose record changed; comments keep it alive. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            401: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
     getContext: {
         parameters: {
             query?: never;
@@ -2131,6 +2492,42 @@ export interface operations {
             404: components["responses"]["Error"];
             429: components["responses"]["Error"];
             500: components["responses"]["Error"];
+        };
+    };
+    setContextTTL: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Context id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    ttlSeconds: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The context. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Context"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
         };
     };
     downloadFile: {
@@ -2828,6 +3225,133 @@ export interface operations {
                 };
             };
             400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    forkContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The source context's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkRequest"];
+            };
+        };
+        responses: {
+            /** @description The new context. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkResult"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    createSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The context's id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SnapshotRequest"];
+            };
+        };
+        responses: {
+            /** @description The snapshot. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Snapshot"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    listSnapshots: {
+        parameters: {
+            query?: {
+                /** @description Only the snapshots taken from this context. */
+                contextId?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The snapshots. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SnapshotList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    deleteSnapshot: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The snapshot's id or name. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
             412: components["responses"]["Error"];
