@@ -590,7 +590,9 @@ func guardScan(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	if err != nil {
 		return append(out, Figure{Name: "guard: entity model", Note: "not measured: " + err.Error()}), nil
 	}
-	gm, err := guard.New(guard.Config{Model: m})
+	// The model's own cost: no time budget (serve's guard has one,
+	// guard.DefaultModelBudget).
+	gm, err := guard.New(guard.Config{Model: m, ModelBudget: -1})
 	if err != nil {
 		return nil, err
 	}

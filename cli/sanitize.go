@@ -44,7 +44,9 @@ func newSanitizeCmd() *cobra.Command {
 				rs = append(rs, r)
 			}
 		}
-		cfg := guard.Config{Mode: *mode, Regions: rs}
+		// A file on the operator's own machine: the model judges every
+		// window, however long it takes.
+		cfg := guard.Config{Mode: *mode, Regions: rs, ModelBudget: -1}
 		if *model && *mode != guard.ModeOff {
 			m, err := ner.Load()
 			if err != nil {

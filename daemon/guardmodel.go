@@ -41,8 +41,10 @@ func withEntityModel(cfg *guard.Config, log *slog.Logger, m guard.Recognizer, er
 	cfg.Model = m
 }
 
-// guardMeters reports the entity model's memory beside the daemon's heap:
-// sandlot.guard.model.bytes and sandlot.daemon.heap.bytes.
+// guardMeters reports the entity model's memory beside the daemon's heap,
+// and the windows its time budget left to the rules:
+// sandlot.guard.model.bytes, sandlot.guard.model.skipped and
+// sandlot.daemon.heap.bytes.
 func guardMeters(g *guard.Guard) {
 	m := telemetry.Meter()
 	_, _ = m.Int64ObservableGauge(telemetry.MetricName("sandlot.guard.model.bytes"),
@@ -50,6 +52,12 @@ func guardMeters(g *guard.Guard) {
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			info, _ := g.ModelStatus()
 			o.Observe(info.Bytes)
+			return nil
+		}))
+	_, _ = m.Int64ObservableCounter(telemetry.MetricName("sandlot.guard.model.skipped"),
+		metric.WithDescription("Windows the guard's entity rules judged without the model, its time budget for that second spent."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(g.ModelSkipped())
 			return nil
 		}))
 	_, _ = m.Int64ObservableGauge(telemetry.MetricName("sandlot.daemon.heap.bytes"),

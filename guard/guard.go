@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nyaruka/phonenumbers"
 	"go.opentelemetry.io/otel/attribute"
@@ -132,6 +133,11 @@ type Config struct {
 	// why, for ModelStatus.
 	Model      Recognizer
 	ModelError error
+	// ModelBudget is the time the model may take in each second, across
+	// every stream of the process; past it the rules judge alone until the
+	// next second (ModelSkipped counts those windows). 0:
+	// DefaultModelBudget; negative: no bound.
+	ModelBudget time.Duration
 }
 
 // Guard finds and redacts. It is safe for concurrent use.
@@ -150,6 +156,7 @@ type Guard struct {
 	model       Recognizer
 	modelErr    error
 	modelPanics atomic.Int64
+	budget      *modelBudget
 
 	knownMu    sync.Mutex
 	knownCache map[string]knownForms // tenant → its stored values' forms
@@ -170,6 +177,7 @@ func New(cfg Config) (*Guard, error) {
 		entsFor:    cfg.EntitiesFor,
 		model:      cfg.Model,
 		modelErr:   cfg.ModelError,
+		budget:     newModelBudget(cfg.ModelBudget),
 	}
 	ents, err := entitySetOf(cfg.Entities)
 	if err != nil {

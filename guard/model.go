@@ -50,6 +50,11 @@ func (g *Guard) ModelStatus() (ModelInfo, error) {
 // window to the rules (the patterns and entity rules have run on it
 // regardless): text is never let through unscanned.
 func (g *Guard) recognize(window string) (spans []Span) {
+	start, ok := g.budget.take()
+	if !ok {
+		return []Span{}
+	}
+	defer g.budget.spend(start)
 	defer func() {
 		if recover() != nil {
 			g.modelPanics.Add(1)

@@ -14,7 +14,7 @@ func BenchmarkLogModel(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, _ := guard.New(guard.Config{Model: m})
+	g, _ := guard.New(guard.Config{Model: m, ModelBudget: -1})
 	text := bench.LogCorpus(16<<20, 7)
 	b.SetBytes(int64(len(text)))
 	for b.Loop() {

@@ -25,7 +25,8 @@ func TestCorpusScores(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, withModel := range []bool{true, false} {
-		cfg := guard.Config{}
+		// The model's own quality: no time budget (guard.Config.ModelBudget).
+		cfg := guard.Config{ModelBudget: -1}
 		if withModel {
 			cfg.Model = m
 		}
