@@ -179,8 +179,12 @@ type RunCodeResult struct {
 	// this call ran and the next call starts in a fresh one. The code of
 	// a call is never run twice.
 	StateLost bool `json:"stateLost,omitempty"`
+	// Woken: the context was suspended to disk and woke for this call:
+	// its files are as they were, its kernels started fresh (the
+	// variables, imports and processes of earlier calls are gone).
+	Woken bool `json:"woken,omitempty"`
 	// Notice says in a sentence, for a model, what happened to the
-	// sandbox's state (StateLost, Rotated); empty otherwise.
+	// sandbox's state (StateLost, Rotated, Woken); empty otherwise.
 	Notice string `json:"notice,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).

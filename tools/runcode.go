@@ -75,6 +75,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		KernelRestarted: res.KernelRestarted,
 		Rotated:         res.Rotated,
 		StateLost:       res.StateLost,
+		Woken:           res.Woken,
 		Notice:          notice(res.StateLost, res.Rotated),
 		Truncated:       res.Truncated,
 		Results:         []api.RichResult{},
@@ -96,6 +97,9 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		out.Truncated = out.Truncated || t
 		out.Results = append(out.Results, api.RichResult(b))
 	}
+	if res.Woken {
+		out.Notice = strings.TrimSpace(noticeWoken + " " + out.Notice)
+	}
 	out.OutputType = resultOutputType(res.Stdout, out.Results)
 	if !out.Success {
 		out.OutputType = OutputError
@@ -108,6 +112,8 @@ const (
 	noticeLost = "The sandbox of this conversation path was lost (it crashed, was killed or ran out of memory) " +
 		"before this call, and this call ran once in a fresh sandbox: the variables, files and installed packages " +
 		"of earlier calls are gone."
+	noticeWoken = "This conversation path's sandbox was suspended to disk and woke for this call: its files are as " +
+		"they were, but its kernels started fresh, so the variables, imports and processes of earlier calls are gone."
 	noticeRotated = "This call used up the sandbox's executions: the sandbox ended after it, and the next call " +
 		"starts in a fresh sandbox without these variables, files and installed packages."
 )

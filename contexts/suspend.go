@@ -1,0 +1,218 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// Suspending to disk frees a context's memory and keeps its files: the
+// sandbox's writable layer is captured (as Capture does) and kept as an
+// image of the tenant's, the sandbox is destroyed, and the record stays
+// ready and active with no sandbox (Record.SuspendImage, PausedAt). The
+// next call wakes it on a new sandbox of that image: same context id,
+// counters and TTL, its files as they were, its kernels and processes
+// fresh (ExecuteResult.Woken says so). Reconcile and the lost-sandbox
+// sweep pass over a context without a sandbox; expiry ends it and frees
+// its image. docs/state.md, "Suspend to disk".
+
+// ErrSuspended is a Capture or Pause of a context suspended to disk:
+// failed_precondition (its next call wakes it).
+var ErrSuspended = fmt.Errorf("the context is suspended to disk: %w", errdefs.ErrFailedPrecondition)
+
+// SuspendImages keeps suspended contexts' filesystems. templates.Catalog
+// implements it; the manager finds it on Config.Catalog.
+type SuspendImages interface {
+	// KeepSuspended stores the layer capture writes, over the image of
+	// template, as a template of tenantID's (source "suspend", listed
+	// nowhere) and returns its id and the layer's bytes.
+	KeepSuspended(ctx context.Context, tenantID, contextID, template string, capture func(ctx context.Context, w io.Writer, max int64) error) (string, int64, error)
+	// DropSuspended deletes such a template; the image GC then frees its
+	// layer once no sandbox runs on it. An id that is gone is not an
+	// error.
+	DropSuspended(ctx context.Context, tenantID, id string) error
+}
+
+func (m *Manager) suspendImages() (SuspendImages, bool) {
+	si, ok := m.cfg.Catalog.(SuspendImages)
+	return si, ok && m.cfg.Catalog != nil
+}
+
+// Suspend suspends tenantID's ready context to disk. keep > 0 moves its
+// expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
+// context still ends on its TTL. A paused context may be suspended (its
+// frozen memory is dropped); a suspended one is ErrSuspended.
+func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	if keep < 0 {
+		return nil, fmt.Errorf("keep %s must not be negative: %w", keep, errdefs.ErrInvalidArgument)
+	}
+	if !m.provider.Capabilities().Has(CapSnapshot) {
+		return nil, fmt.Errorf("suspend context %s: %w", contextID, NotSupported(m.provider.Name(), CapSnapshot))
+	}
+	images, ok := m.suspendImages()
+	if !ok {
+		return nil, fmt.Errorf("suspend context %s: this daemon keeps no images: %w", contextID, errdefs.ErrFailedPrecondition)
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.suspendLocked(ctx, rec, images, keep)
+}
+
+// suspendLocked suspends rec. Precondition: its identity lock is held.
+func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration) (*Record, error) {
+	if rec.Suspended() {
+		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
+	}
+	sandboxID := rec.SandboxID
+	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
+		return m.provider.Capture(ctx, sandboxID, w, max)
+	})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) && m.notListed(ctx, sandboxID) {
+			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
+			}
+			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", rec.ID, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, err)
+	}
+	// The record first: a crash after it leaves a stray sandbox, which
+	// the sweep destroys; the other order would leave a record naming a
+	// destroyed sandbox, ended as lost at the next start.
+	now := m.now()
+	m.mu.Lock()
+	var sb Sandbox
+	if e := m.byID[rec.ID]; e != nil && !e.ended {
+		sb, e.sb = e.sb, nil
+	}
+	m.mu.Unlock()
+	out, err := m.savePause(ctx, rec, func(r *Record) {
+		at := now.UTC()
+		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, ""
+		if keep > 0 {
+			r.ExpiresAt = now.Add(keep)
+		}
+	}, 0)
+	if err != nil {
+		m.dropImage(ctx, rec.TenantID, img)
+		return nil, err
+	}
+	m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
+	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, "image", img, "bytes", bytes)
+	return out, nil
+}
+
+// notListed reports whether the provider no longer has the sandbox (a
+// capture's not_found may also be the template's).
+func (m *Manager) notListed(ctx context.Context, sandboxID string) bool {
+	ids, err := m.provider.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if id == sandboxID {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) dropImage(ctx context.Context, tenantID, img string) {
+	images, ok := m.suspendImages()
+	if !ok || img == "" {
+		return
+	}
+	if err := images.DropSuspended(context.WithoutCancel(ctx), tenantID, img); err != nil {
+		m.log.Warn("drop a suspended context's image", logkey.Tenant, tenantID, "image", img, logkey.Err, err)
+	}
+}
+
+// wake gives suspended e a new sandbox from its image and ttl from now
+// (0: its own TTL), and frees the image. The sandbox has the context's
+// identity, network and limits; its kernels start fresh (prestart: those
+// a call is about to use). Precondition: the identity lock is held.
+func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestart []string) (*Record, error) {
+	m.mu.Lock()
+	rec := cloneRecord(e.rec)
+	if ttl <= 0 {
+		ttl = e.ttl
+	}
+	m.mu.Unlock()
+	if !rec.Suspended() {
+		return rec, nil
+	}
+	spec := Spec{
+		Template: rec.SuspendImage,
+		Limits:   m.cfg.Limits,
+		Env:      createEnv(rec.Identity, nil),
+		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
+		TTL:      ttl,
+		Network:  clonePolicy(rec.Network),
+		Prestart: prestart,
+	}
+	sb, err := m.provider.Create(ctx, spec)
+	if err != nil {
+		err = guardError(ctx, m.cfg.Guard, rec.TenantID, err)
+		if !errdefs.Categorized(err) {
+			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
+	}
+	now := m.now()
+	img := rec.SuspendImage
+	out, err := m.savePause(ctx, rec, func(r *Record) {
+		r.PausedAt, r.SuspendImage, r.SandboxID = nil, "", sb.ID()
+		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
+	}, ttl)
+	if err != nil {
+		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+		return nil, err
+	}
+	m.mu.Lock()
+	if e.ended {
+		m.mu.Unlock()
+		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+		return nil, fmt.Errorf("context %s has ended: %w", rec.ID, errdefs.ErrNotFound)
+	}
+	e.sb = sb
+	e.woken = true
+	e.alive = time.Now()
+	m.mu.Unlock()
+	m.dropImage(ctx, rec.TenantID, img)
+	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
+	return out, nil
+}
+
+// takeWoken reports whether e woke from suspension and no call has said
+// so yet, and clears it: one call reports it.
+func (m *Manager) takeWoken(e *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := e.woken
+	e.woken = false
+	return v
+}
+
+type wokenKey struct{}
+
+// Woken reports, inside a Use callback, whether the call's context woke
+// from suspension to disk for it: its files are as they were, its kernels
+// and processes started fresh. The first caller to ask gets true, once.
+func Woken(ctx context.Context) bool {
+	f, ok := ctx.Value(wokenKey{}).(func() bool)
+	return ok && f()
+}
+
+// withWoken returns ctx for a Use callback on e: Woken(ctx) asks whether
+// e woke for this call.
+func (m *Manager) withWoken(ctx context.Context, e *entry) context.Context {
+	return context.WithValue(ctx, wokenKey{}, func() bool { return m.takeWoken(e) })
+}

@@ -1,0 +1,201 @@
+package contexts_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/provider/local"
+	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/store/memory"
+	"github.com/sandlot/sandlot/templates"
+	"github.com/sandlot/sandlot/tenant"
+)
+
+// suspendEnv is a manager on crun sandboxes of the default image, with a
+// catalog that keeps suspended contexts' images, over one memory store
+// that outlives a restart.
+type suspendEnv struct {
+	t     *testing.T
+	ctx   context.Context
+	dir   string
+	store *memory.Store
+	cat   *templates.Catalog
+	cfg   local.Config
+	p     *local.Provider
+	m     *contexts.Manager
+}
+
+func newSuspendEnv(t *testing.T) *suspendEnv {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "crun")
+	imgs, _ := debiantest.Default(t)
+	st := memory.New()
+	for _, id := range []string{"t1", "t2"} {
+		if err := st.CreateTenant(context.Background(), &tenant.Tenant{ID: id}, tenant.HashKey("k"+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cat := templates.New(templates.Config{Store: st, Images: imgs})
+	dir, err := os.MkdirTemp("", "sls-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &suspendEnv{t: t, ctx: context.Background(), dir: dir, store: st, cat: cat,
+		cfg: local.Config{Runtime: "crun", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
+			Logger: slog.New(slog.DiscardHandler)}}
+	t.Cleanup(func() {
+		if e.p != nil {
+			ids, _ := e.p.List(context.Background())
+			for _, id := range ids {
+				e.p.Destroy(context.Background(), id)
+			}
+		}
+		oci.Purge(dir)
+	})
+	e.start()
+	return e
+}
+
+// start is a daemon start: a new provider on the state dir, a new manager
+// on the store, reconciled.
+func (e *suspendEnv) start() {
+	e.t.Helper()
+	p, err := local.New(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.p = p
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat})
+	if err := e.m.Start(e.ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	m := e.m
+	e.t.Cleanup(func() { m.Close(context.Background()) })
+}
+
+func (e *suspendEnv) exec(id contexts.Identity, code string) *contexts.ExecuteResult {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Minute)
+	defer cancel()
+	res, err := e.m.Execute(ctx, id, contexts.ExecuteRequest{Language: "python", Code: code, Timeout: 60 * time.Second}, nil)
+	if err != nil {
+		e.t.Fatalf("Execute(%q): %v", code, err)
+	}
+	return res
+}
+
+func (e *suspendEnv) running(id string) bool {
+	ids, err := e.p.List(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return slices.Contains(ids, id)
+}
+
+// TestRealSuspendWake suspends a context of a crun sandbox to disk: its
+// sandbox is gone (memory freed), the record stays ready with the image
+// it wakes from, another tenant can neither suspend nor wake it, a
+// cleanup pass and a daemon restart leave it alone, and the next call
+// wakes it on a new sandbox with its file and without its python variable,
+// saying so (Woken, once); the image is freed on wake, and on the end of a
+// context ended while suspended.
+func TestRealSuspendWake(t *testing.T) {
+	e := newSuspendEnv(t)
+	a := ident("t1", "suspend", "main")
+	res := e.exec(a, "x = 41\nopen('/home/user/kept.txt', 'w').write('kept')")
+	if !res.Success {
+		t.Fatalf("setup: %+v", res)
+	}
+	cid, sid := res.ContextID, res.SandboxID
+
+	if _, err := e.m.Suspend(e.ctx, "t2", cid, 0); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another tenant's suspend: %v, want not_found", err)
+	}
+	rec, err := e.m.Suspend(e.ctx, "t1", cid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Suspended() || !rec.Paused() || rec.SandboxID != "" || rec.State != contexts.StateReady {
+		t.Fatalf("suspended record: %+v", rec)
+	}
+	img := rec.SuspendImage
+	if e.running(sid) {
+		t.Fatal("the suspended context's sandbox still runs")
+	}
+	if _, err := e.m.Suspend(e.ctx, "t1", cid, 0); !errors.Is(err, contexts.ErrSuspended) {
+		t.Fatalf("second suspend: %v, want ErrSuspended", err)
+	}
+	if _, err := e.m.Resume(e.ctx, "t2", cid, time.Minute); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another tenant's wake: %v, want not_found", err)
+	}
+	list, err := e.cat.List(e.ctx, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range list {
+		if tm.ID == img {
+			t.Fatalf("the suspended context's image is listed as a template: %+v", tm)
+		}
+	}
+
+	// A cleanup pass and a restart (reconcile) leave it suspended.
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	got, err := e.m.Get(e.ctx, "t1", cid)
+	if err != nil || got.State != contexts.StateReady || got.SuspendImage != img {
+		t.Fatalf("after a cleanup pass and a restart: %+v, %v", got, err)
+	}
+
+	// The next call wakes it: the same context, a new sandbox, the file
+	// kept, the variable gone, and the result says why.
+	start := time.Now()
+	res = e.exec(a, "x")
+	t.Logf("wake to first result: %s", time.Since(start))
+	if res.ContextID != cid || res.SandboxID == sid || res.SandboxID == "" || !res.Woken {
+		t.Fatalf("first call after suspend: context %s sandbox %s woken %v; want context %s on a new sandbox, woken", res.ContextID, res.SandboxID, res.Woken, cid)
+	}
+	if res.Error == nil || res.Error.Name != "NameError" {
+		t.Fatalf("x after wake: %+v, want NameError (kernels start fresh)", res)
+	}
+	res = e.exec(a, "open('/home/user/kept.txt').read()")
+	if mainResult(res) != "'kept'" || res.Woken {
+		t.Fatalf("the file after wake: %+v (%q), want 'kept', not woken again", res, mainResult(res))
+	}
+	got, _ = e.m.Get(e.ctx, "t1", cid)
+	if got.Suspended() || got.Paused() || got.ExecutionCount != 3 {
+		t.Fatalf("woken record: %+v, want running with 3 executions", got)
+	}
+	if _, err := e.cat.ByID(e.ctx, img); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the image after wake: %v, want it deleted", err)
+	}
+
+	// Ended while suspended: its image goes with it.
+	rec, err = e.m.Suspend(e.ctx, "t1", cid, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Until(rec.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("suspended with keep 1h: expires %s", rec.ExpiresAt)
+	}
+	if err := e.m.Terminate(e.ctx, "t1", cid, contexts.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the image of a context ended while suspended: %v, want it deleted", err)
+	}
+}
