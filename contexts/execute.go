@@ -456,6 +456,14 @@ func (m *Manager) diedUnder(ctx context.Context, e *entry, sb Sandbox) bool {
 // again), and the sandbox is gone only when the provider says so (an
 // attach answers not_found).
 func (m *Manager) sandboxGone(ctx context.Context, e *entry, sb Sandbox) bool {
+	m.mu.Lock()
+	moved := e.rec.SandboxID != sb.ID()
+	m.mu.Unlock()
+	if moved {
+		// Suspended under the call (its sandbox destroyed on purpose), or
+		// woken since on another: not a loss.
+		return false
+	}
 	if !m.shared {
 		return true
 	}
