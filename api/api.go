@@ -272,6 +272,10 @@ type Context struct {
 	// Node is the daemon that serves the context, when several share a
 	// store.
 	Node string `json:"node,omitempty"`
+	// Suspended: the context is suspended to disk (POST
+	// /v1/contexts/{id}/suspend): no sandbox runs for it, its files are
+	// kept, and its next call wakes it with its kernels fresh.
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // ContextSnapshot is the first event of GET /v1/contexts/events (and

@@ -216,3 +216,77 @@ func Woken(ctx context.Context) bool {
 func (m *Manager) withWoken(ctx context.Context, e *entry) context.Context {
 	return context.WithValue(ctx, wokenKey{}, func() bool { return m.takeWoken(e) })
 }
+
+// suspendIdle suspends the ready, running contexts this manager serves
+// that no call has used for Config.IdleSuspend, and returns how many. A
+// context a call or a Use callback holds is left for the next pass.
+func (m *Manager) suspendIdle(ctx context.Context, now time.Time) int {
+	idle := m.cfg.IdleSuspend
+	if idle <= 0 || !m.provider.Capabilities().Has(CapSnapshot) {
+		return 0
+	}
+	images, ok := m.suspendImages()
+	if !ok {
+		return 0
+	}
+	due := func(e *entry) bool { // precondition: mu held
+		r := e.rec
+		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() &&
+			now.Sub(r.LastUsedAt) >= idle && r.ExpiresAt.After(now)
+	}
+	m.mu.Lock()
+	var ids []Identity
+	for _, e := range m.byID {
+		if due(e) {
+			ids = append(ids, e.rec.Identity)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		if m.suspendIdleOne(ctx, id, images, due) {
+			n++
+		}
+	}
+	if n > 0 {
+		m.log.Info("suspended idle contexts", "count", n, "idle", idle)
+	}
+	return n
+}
+
+// suspendIdleOne suspends id's context if it is still due once its
+// identity lock is held and no call runs on it.
+func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images SuspendImages, due func(*entry) bool) bool {
+	unlock, err := m.idLocks.lock(ctx, id)
+	if err != nil {
+		return false
+	}
+	defer unlock()
+	m.mu.Lock()
+	e := m.byIdent[id]
+	m.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case e.exec <- struct{}{}:
+		defer e.exec.unlock()
+	default:
+		return false // executing: used now
+	}
+	m.mu.Lock()
+	ok := due(e)
+	rec := cloneRecord(e.rec)
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if _, err := m.suspendLocked(ctx, rec, images, 0); err != nil {
+		m.log.Warn("suspend an idle context", logkey.Context, rec.ID, logkey.Err, err)
+		return false
+	}
+	return true
+}

@@ -32,6 +32,7 @@ type suspendEnv struct {
 	cfg   local.Config
 	p     *local.Provider
 	m     *contexts.Manager
+	idle  time.Duration // Config.IdleSuspend
 }
 
 func newSuspendEnv(t *testing.T) *suspendEnv {
@@ -75,7 +76,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -197,5 +198,36 @@ func TestRealSuspendWake(t *testing.T) {
 	}
 	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("the image of a context ended while suspended: %v, want it deleted", err)
+	}
+}
+
+// TestRealIdleSuspend: with Config.IdleSuspend, a cleanup pass suspends a
+// context idle that long (its sandbox destroyed), one used since is kept,
+// and the next call wakes the suspended one with its files.
+func TestRealIdleSuspend(t *testing.T) {
+	e := newSuspendEnv(t)
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.idle = time.Second
+	e.start()
+	idle, busy := ident("t1", "idle", "main"), ident("t1", "busy", "main")
+	first := e.exec(idle, "open('/home/user/kept.txt', 'w').write('idle')")
+	e.exec(busy, "1")
+	time.Sleep(1200 * time.Millisecond)
+	e.exec(busy, "2") // used within the idle time
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.m.Get(e.ctx, "t1", first.ContextID)
+	if err != nil || !got.Suspended() || e.running(first.SandboxID) {
+		t.Fatalf("idle context after a cleanup pass: %+v, %v (sandbox running %v); want suspended", got, err, e.running(first.SandboxID))
+	}
+	if rec, _ := e.m.GetOrCreate(e.ctx, busy, contexts.CreateOptions{}); rec == nil || rec.Suspended() {
+		t.Fatalf("the context used since: %+v, want running", rec)
+	}
+	res := e.exec(idle, "open('/home/user/kept.txt').read()")
+	if !res.Woken || mainResult(res) != "'idle'" || res.ContextID != first.ContextID {
+		t.Fatalf("after the idle suspend: %+v (%q)", res, mainResult(res))
 	}
 }

@@ -255,6 +255,7 @@ func (c Config) managerConfig() contexts.Config {
 	mcfg := contexts.Config{
 		TTL:                     c.ContextTTL,
 		CleanupInterval:         c.CleanupInterval,
+		IdleSuspend:             c.IdleSuspend,
 		AuditRetention:          c.AuditRetention,
 		DefaultTimeout:          c.ExecTimeout,
 		MaxTimeout:              c.MaxExecTimeout,
