@@ -24,7 +24,7 @@ import (
 // catalog that keeps suspended contexts' images, over one memory store
 // that outlives a restart.
 type suspendEnv struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	dir   string
 	store *memory.Store
@@ -35,7 +35,7 @@ type suspendEnv struct {
 	idle  time.Duration // Config.IdleSuspend
 }
 
-func newSuspendEnv(t *testing.T) *suspendEnv {
+func newSuspendEnv(t testing.TB) *suspendEnv {
 	t.Helper()
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
@@ -76,7 +76,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, MaxPerTenant: 1000})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
