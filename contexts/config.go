@@ -42,6 +42,10 @@ type Config struct {
 	// never. A provider that cannot capture (CapSnapshot), or a manager
 	// without an image keeper (Catalog), never suspends.
 	IdleSuspend time.Duration
+	// Volumes says which volumes a context mounts (volumes.Service): a
+	// context that mounts one is not suspended, since a wake does not
+	// mount volumes yet. nil: no context has volumes.
+	Volumes VolumeLister
 	// AuditRetention is how long audit events are kept: each cleanup pass
 	// removes older ones when the store can (AuditPruner). Zero: 30 days.
 	// Negative: kept forever.

@@ -71,6 +71,17 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	if rec.Suspended() {
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
 	}
+	if m.cfg.Volumes != nil {
+		// A wake mounts no volume yet: the context would wake without
+		// them, its files there missing.
+		ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
+		if err != nil {
+			return nil, fmt.Errorf("suspend context %s: its volumes: %w", rec.ID, err)
+		}
+		if len(ms) > 0 {
+			return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "context %s mounts volume %q: a context with volumes cannot be suspended to disk yet", rec.ID, ms[0].Name)
+		}
+	}
 	sandboxID := rec.SandboxID
 	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
 		return m.provider.Capture(ctx, sandboxID, w, max)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
+	"github.com/sandlot/sandlot/volumes"
 )
 
 // suspendEnv is a manager on crun sandboxes of the default image, with a
@@ -32,7 +34,8 @@ type suspendEnv struct {
 	cfg   local.Config
 	p     *local.Provider
 	m     *contexts.Manager
-	idle  time.Duration // Config.IdleSuspend
+	idle  time.Duration         // Config.IdleSuspend
+	vols  contexts.VolumeLister // Config.Volumes
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -76,7 +79,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, MaxPerTenant: 1000})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, MaxPerTenant: 1000, Volumes: e.vols})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -199,6 +202,24 @@ func TestRealSuspendWake(t *testing.T) {
 	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("the image of a context ended while suspended: %v, want it deleted", err)
 	}
+
+	// Expired while suspended: the cleanup pass ends it and frees its
+	// image.
+	res = e.exec(ident("t1", "expiring", "main"), "1")
+	rec, err = e.m.Suspend(e.ctx, "t1", res.ContextID, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.m.Get(e.ctx, "t1", res.ContextID); err != nil || got.Reason != contexts.ReasonExpired {
+		t.Fatalf("a suspended context past its expiry after a cleanup pass: %+v, %v", got, err)
+	}
+	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the image of a context expired while suspended: %v, want it deleted", err)
+	}
 }
 
 // TestRealIdleSuspend: with Config.IdleSuspend, a cleanup pass suspends a
@@ -229,5 +250,36 @@ func TestRealIdleSuspend(t *testing.T) {
 	res := e.exec(idle, "open('/home/user/kept.txt').read()")
 	if !res.Woken || mainResult(res) != "'idle'" || res.ContextID != first.ContextID {
 		t.Fatalf("after the idle suspend: %+v (%q)", res, mainResult(res))
+	}
+}
+
+// mountsOf says that the contexts in it mount a volume.
+type mountsOf map[string]bool
+
+func (m mountsOf) Mounts(ctx context.Context, tenantID, contextID string) ([]volumes.Mounted, error) {
+	if m[contextID] {
+		return []volumes.Mounted{{Mount: volumes.Mount{VolumeID: "v1", Path: "/home/user/data"}, Name: "data"}}, nil
+	}
+	return nil, nil
+}
+
+// TestRealSuspendRefusesVolumes: a context that mounts a volume is not
+// suspended (a wake would not mount it), clearly, and keeps running.
+func TestRealSuspendRefusesVolumes(t *testing.T) {
+	e := newSuspendEnv(t)
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	vols := mountsOf{}
+	e.vols = vols
+	e.start()
+	res := e.exec(ident("t1", "vol", "main"), "x = 1")
+	vols[res.ContextID] = true
+	_, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `volume "data"`) {
+		t.Fatalf("suspend of a context with a volume: %v, want failed_precondition naming the volume", err)
+	}
+	if got := e.exec(ident("t1", "vol", "main"), "x"); mainResult(got) != "1" || got.Woken {
+		t.Fatalf("after the refused suspend: %+v", got)
 	}
 }
