@@ -33,8 +33,11 @@ type BashResult struct {
 	OutputType string `json:"outputType"`
 	// StateLost and Notice say that the sandbox's earlier state is gone,
 	// as in run_code's result (api.RunCodeResult).
-	StateLost bool   `json:"stateLost,omitempty"`
-	Notice    string `json:"notice,omitempty"`
+	StateLost bool `json:"stateLost,omitempty"`
+	// Woken: the context woke from suspension to disk for this call
+	// (api.RunCodeResult.Woken); Notice says so.
+	Woken  bool   `json:"woken,omitempty"`
+	Notice string `json:"notice,omitempty"`
 	// Error names a failure of the call itself (contexts.Failure), not of
 	// the command, whose failure is its exit code.
 	Error *api.ExecError `json:"error,omitempty"`
@@ -241,6 +244,10 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 			OutputType:      DetectOutputType(er.Stdout),
 			StateLost:       stateLost,
 			Notice:          notice(stateLost, false),
+		}
+		if contexts.Woken(ctx) {
+			res.Woken = true
+			res.Notice = strings.TrimSpace(noticeWoken + " " + res.Notice)
 		}
 		if !res.Success {
 			res.OutputType = OutputError
