@@ -165,7 +165,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	unsaved := false
 	if e != nil && !e.ended {
 		e.rec.PausedAt = cloneTime(rec.PausedAt)
-		e.rec.SuspendImage, e.rec.SandboxID = rec.SuspendImage, rec.SandboxID
+		e.rec.SuspendImage, e.rec.SandboxID, e.rec.Template = rec.SuspendImage, rec.SandboxID, rec.Template
 		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 		e.alive = time.Time{}
 		if ttl > 0 {
@@ -184,7 +184,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 		return rec, nil
 	}
 	cur.PausedAt = rec.PausedAt
-	cur.SuspendImage, cur.SandboxID = rec.SuspendImage, rec.SandboxID
+	cur.SuspendImage, cur.SandboxID, cur.Template = rec.SuspendImage, rec.SandboxID, rec.Template
 	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 	if err := m.store.Update(sctx, cur); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {

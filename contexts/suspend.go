@@ -32,9 +32,11 @@ type SuspendImages interface {
 	// template, as a template of tenantID's (source "suspend", listed
 	// nowhere) and returns its id and the layer's bytes.
 	KeepSuspended(ctx context.Context, tenantID, contextID, template string, capture func(ctx context.Context, w io.Writer, max int64) error) (string, int64, error)
-	// DropSuspended deletes such a template; the image GC then frees its
-	// layer once no sandbox runs on it. An id that is gone is not an
-	// error.
+	// DropSuspended deletes such a template of tenantID's; the image GC
+	// then frees its layer once no sandbox or image uses it. An id that is
+	// gone, or names a template that is not such a one, is left alone
+	// without an error: the manager asks it of every template a context
+	// it ends ran on.
 	DropSuspended(ctx context.Context, tenantID, id string) error
 }
 
@@ -116,6 +118,9 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		m.dropImage(ctx, rec.TenantID, img)
 		return nil, err
 	}
+	// The template the sandbox ran on, when an earlier wake's image: the
+	// new image holds its layers, so nothing needs it any more.
+	m.dropImage(ctx, rec.TenantID, rec.Template)
 	m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
 	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, "image", img, "bytes", bytes)
 	return out, nil
@@ -178,9 +183,14 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
 	}
 	now := m.now()
+	// The new sandbox runs on the image's template, which becomes the
+	// context's: a later suspend, snapshot or fork captures the layer
+	// over it (its upper dir holds only what changed since the wake), so
+	// the template stays while the context runs, and goes when a later
+	// suspend supersedes it or the context ends (dropImage).
 	img := rec.SuspendImage
 	out, err := m.savePause(ctx, rec, func(r *Record) {
-		r.PausedAt, r.SuspendImage, r.SandboxID = nil, "", sb.ID()
+		r.PausedAt, r.SuspendImage, r.SandboxID, r.Template = nil, "", sb.ID(), img
 		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
 	}, ttl)
 	if err != nil {
@@ -197,7 +207,6 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	e.woken = true
 	e.alive = time.Now()
 	m.mu.Unlock()
-	m.dropImage(ctx, rec.TenantID, img)
 	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
 	return out, nil
 }

@@ -184,11 +184,13 @@ func TestRealSuspendWake(t *testing.T) {
 	if got.Suspended() || got.Paused() || got.ExecutionCount != 3 {
 		t.Fatalf("woken record: %+v, want running with 3 executions", got)
 	}
-	if _, err := e.cat.ByID(e.ctx, img); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("the image after wake: %v, want it deleted", err)
+	// The woken context runs on the image's template, which a second
+	// suspend captures over (its sandbox's upper dir holds only what
+	// changed since the wake) and then drops.
+	if got.Template != img {
+		t.Fatalf("woken context's template %q, want its image's %q", got.Template, img)
 	}
-
-	// Ended while suspended: its image goes with it.
+	e.exec(a, "open('/home/user/second.txt', 'w').write('second')")
 	rec, err = e.m.Suspend(e.ctx, "t1", cid, time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -196,11 +198,28 @@ func TestRealSuspendWake(t *testing.T) {
 	if time.Until(rec.ExpiresAt) < 50*time.Minute {
 		t.Fatalf("suspended with keep 1h: expires %s", rec.ExpiresAt)
 	}
+	if _, err := e.cat.ByID(e.ctx, img); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the first image after a second suspend: %v, want it deleted", err)
+	}
+	res = e.exec(a, "open('/home/user/kept.txt').read() + open('/home/user/second.txt').read()")
+	if !res.Woken || mainResult(res) != "'keptsecond'" {
+		t.Fatalf("after a second suspend: %+v (%q), want both files", res, mainResult(res))
+	}
+
+	// Ended while suspended: its image goes with it, and so does the
+	// template it ran on.
+	running := rec.SuspendImage
+	rec, err = e.m.Suspend(e.ctx, "t1", cid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := e.m.Terminate(e.ctx, "t1", cid, contexts.ReasonManual); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatalf("the image of a context ended while suspended: %v, want it deleted", err)
+	for _, id := range []string{rec.SuspendImage, running} {
+		if _, err := e.cat.ByID(e.ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("image %s of a context ended while suspended: %v, want it deleted", id, err)
+		}
 	}
 
 	// Expired while suspended: the cleanup pass ends it and frees its

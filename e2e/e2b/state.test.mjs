@@ -112,6 +112,7 @@ test('state: pause({keepMemory: false}) suspends to disk; connect boots it again
     assert.equal(await again.pause(), true)
     const rebooted = await CodeSandbox.connect(sbx.sandboxId, { timeoutMs: 120_000, onResume: 'reboot' })
     assert.equal(await rebooted.files.read('/home/user/second.txt'), 'after the reboot')
+    assert.equal(await rebooted.files.read('/home/user/kept.txt'), 'through the suspend', 'the files from before the first suspend')
     assert.equal((await rebooted.runCode('y')).error?.name, 'NameError')
   } finally {
     await Sandbox.kill(sbx.sandboxId)
