@@ -122,7 +122,7 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	// new image holds its layers, so nothing needs it any more.
 	m.dropImage(ctx, rec.TenantID, rec.Template)
 	m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
-	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, "image", img, "bytes", bytes)
+	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, logkey.Template, img, logkey.Bytes, bytes)
 	return out, nil
 }
 
@@ -147,7 +147,7 @@ func (m *Manager) dropImage(ctx context.Context, tenantID, img string) {
 		return
 	}
 	if err := images.DropSuspended(context.WithoutCancel(ctx), tenantID, img); err != nil {
-		m.log.Warn("drop a suspended context's image", logkey.Tenant, tenantID, "image", img, logkey.Err, err)
+		m.log.Warn("drop a suspended context's image", logkey.Tenant, tenantID, logkey.Template, img, logkey.Err, err)
 	}
 }
 
