@@ -179,8 +179,12 @@ type RunCodeResult struct {
 	// this call ran and the next call starts in a fresh one. The code of
 	// a call is never run twice.
 	StateLost bool `json:"stateLost,omitempty"`
+	// Woken: the context was suspended to disk and woke for this call:
+	// its files are as they were, its kernels started fresh (the
+	// variables, imports and processes of earlier calls are gone).
+	Woken bool `json:"woken,omitempty"`
 	// Notice says in a sentence, for a model, what happened to the
-	// sandbox's state (StateLost, Rotated); empty otherwise.
+	// sandbox's state (StateLost, Rotated, Woken); empty otherwise.
 	Notice string `json:"notice,omitempty"`
 	// Truncated is set when any field was cut to the tools' MaxOutput
 	// characters (or by the agent's own output bound).
@@ -268,6 +272,10 @@ type Context struct {
 	// Node is the daemon that serves the context, when several share a
 	// store.
 	Node string `json:"node,omitempty"`
+	// Suspended: the context is suspended to disk (POST
+	// /v1/contexts/{id}/suspend): no sandbox runs for it, its files are
+	// kept, and its next call wakes it with its kernels fresh.
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // ContextSnapshot is the first event of GET /v1/contexts/events (and

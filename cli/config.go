@@ -196,7 +196,7 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	for name, d := range map[string]time.Duration{"shutdown-timeout": c.ShutdownTimeout, "body-read-timeout": c.BodyReadTimeout,
-		"audit-retention": c.auditRetention,
+		"audit-retention": c.auditRetention, "idle-suspend": c.IdleSuspend,
 		"e2b-max-timeout": c.E2B.MaxTimeout, "e2b-token-ttl": c.E2B.TokenTTL,
 		"e2b-paused-timeout": c.E2B.PausedTimeout} {
 		if d < 0 {

@@ -116,6 +116,7 @@ func TestConfigErrors(t *testing.T) {
 		{name: "bad duration in env", env: map[string]string{"SANDLOT_CLEANUP_INTERVAL": "abc"}, want: "$SANDLOT_CLEANUP_INTERVAL"},
 		{name: "negative TTL flag", args: []string{"--context-ttl", "-5m"}, want: "--context-ttl must be positive"},
 		{name: "negative TTL env", env: map[string]string{"SANDLOT_CONTEXT_TTL": "-1s"}, want: "--context-ttl must be positive"},
+		{name: "negative idle suspend", args: []string{"--idle-suspend", "-1m"}, want: "--idle-suspend must not be negative"},
 		{name: "zero executions", args: []string{"--max-executions", "0"}, want: "--max-executions"},
 		{name: "lease ttl too short", args: []string{"--lease-ttl", "1s"}, want: "--lease-ttl must be 3s or more"},
 		{name: "default above max", args: []string{"--exec-timeout", "20m"}, want: "above --max-exec-timeout"},

@@ -87,6 +87,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 func (c *serveConfig) registerLifecycle(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ContextTTL, "context-ttl", contexts.DefaultTTL, "how long an idle context lives; every use extends it")
 	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", contexts.DefaultCleanupInterval, "period of the cleanup pass (expiry, orphans, pools)")
+	fs.DurationVar(&c.IdleSuspend, "idle-suspend", 0, "suspend to disk the contexts idle this long (files kept, memory freed, woken by the next call; docs/state.md); 0: never")
 	fs.DurationVar(&c.auditRetention, "audit-retention", contexts.DefaultAuditRetention, "how long audit events are kept; the cleanup pass removes older ones (0: forever)")
 	fs.DurationVar(&c.ExecTimeout, "exec-timeout", contexts.DefaultExecuteTimeout, "execution timeout of calls that give none")
 	fs.DurationVar(&c.MaxExecTimeout, "max-exec-timeout", contexts.DefaultMaxTimeout, "largest execution timeout a call may ask for; more is a 400")

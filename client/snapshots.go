@@ -56,3 +56,14 @@ func (c *Client) Fork(ctx context.Context, contextID, pathID string) (*api.ForkR
 	}
 	return &out, nil
 }
+
+// Suspend suspends a context to disk (POST /v1/contexts/{id}/suspend):
+// its files kept, its sandbox and memory freed; its next call wakes it
+// with its kernels fresh (the result says woken).
+func (c *Client) Suspend(ctx context.Context, contextID string) (*api.Context, error) {
+	var out api.Context
+	if err := c.do(ctx, "POST", "/v1/contexts/"+url.PathEscape(contextID)+"/suspend", nil, nil, "", &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -112,8 +112,15 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 			if !ended && !paused && !rec.ExpiresAt.After(m.now()) {
 				paused = m.autoPause(ctx, rec) // E2B's autoPause: at its expiry it pauses
 			}
-			if !ended && paused {
+			if !ended && paused && !rec.Suspended() {
 				return nil, pausedErr(rec.ID)
+			}
+			if !ended && rec.Suspended() && rec.ExpiresAt.After(m.now()) {
+				// Suspended to disk: this call wakes it on a new
+				// sandbox of its image, with its own TTL.
+				if _, err := m.wake(ctx, e, 0, opts.Prestart); err != nil {
+					return nil, err
+				}
 			}
 			ok, err := m.revive(ctx, e, recordWithin)
 			if err != nil {

@@ -286,6 +286,7 @@ func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 	default:
 		m.sweep(ctx, running, recs, true)
 	}
+	m.suspendIdle(ctx, now)
 	m.sampleUsage(ctx)
 	if err := m.pruneAudit(ctx, now); err != nil {
 		errs = append(errs, err)

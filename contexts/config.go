@@ -36,6 +36,16 @@ type Config struct {
 	MaxExecutionsPerContext int64
 	// CleanupInterval is the period of the cleanup loop. Zero: 60 s.
 	CleanupInterval time.Duration
+	// IdleSuspend, when positive, suspends to disk (Suspend) every ready
+	// context this manager serves that no call has used for that long:
+	// the cleanup pass does it, so within CleanupInterval after. Zero:
+	// never. A provider that cannot capture (CapSnapshot), or a manager
+	// without an image keeper (Catalog), never suspends.
+	IdleSuspend time.Duration
+	// Volumes says which volumes a context mounts (volumes.Service): a
+	// context that mounts one is not suspended, since a wake does not
+	// mount volumes yet. nil: no context has volumes.
+	Volumes VolumeLister
 	// AuditRetention is how long audit events are kept: each cleanup pass
 	// removes older ones when the store can (AuditPruner). Zero: 30 days.
 	// Negative: kept forever.

@@ -133,6 +133,13 @@ type Lifecycle struct {
 	// names templates its own way (E2B's templateID, which maps several
 	// names onto one template); Template is what was started.
 	TemplateName string `json:"templateName,omitempty"`
+	// SuspendImage, when set, says the context is suspended to disk
+	// (Manager.Suspend): it has no sandbox (SandboxID is empty), and this
+	// is the id of the tenant's template, source "suspend", whose image is
+	// the context's template plus its writable layer as it was. The next
+	// call wakes it on a new sandbox of that image. PausedAt is set too:
+	// a suspended context is paused, without its memory.
+	SuspendImage string `json:"suspendImage,omitempty"`
 }
 
 // Clone returns a copy of r that shares nothing mutable with it. A
@@ -159,8 +166,12 @@ func cloneTime(t *time.Time) *time.Time {
 	return &v
 }
 
-// Paused reports whether the context is paused.
+// Paused reports whether the context is paused (suspended included).
 func (l *Lifecycle) Paused() bool { return l.PausedAt != nil }
+
+// Suspended reports whether the context is suspended to disk: paused,
+// without a sandbox, its filesystem kept as an image (SuspendImage).
+func (l *Lifecycle) Suspended() bool { return l.SuspendImage != "" }
 
 // ReservedPrefix starts the metadata keys that are sandlot's own. A caller
 // may not set one (CheckMetadata); sandlot keeps its own state in typed

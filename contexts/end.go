@@ -169,6 +169,10 @@ func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string,
 		// the context by id or by identity only.
 		terminateAttrs(currentSpan(ctx), rec, sandboxID, lastErr)
 	}
+	// Its suspended image, and the template it ran on when that was an
+	// earlier wake's image (dropImage leaves any other template alone).
+	m.dropImage(ctx, rec.TenantID, rec.SuspendImage)
+	m.dropImage(ctx, rec.TenantID, rec.Template)
 	m.countTerminated(rec.TenantID, rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	ev := Termination{TenantID: rec.TenantID, ContextID: rec.ID, SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr}

@@ -106,6 +106,11 @@ type ExecuteResult struct {
 	// fails that call instead (a Failure with StateLost), never re-running
 	// code that may have had effects (docs/contexts.md).
 	StateLost bool
+	// Woken is set on the first call after the context woke from
+	// suspension to disk (Manager.Suspend): its files are as they were,
+	// its kernels started fresh, so the variables, imports and processes
+	// of earlier calls are gone.
+	Woken bool
 }
 
 // Languages accepted by Execute.
@@ -326,6 +331,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		Identity:      rec.Identity,
 		Rotated:       rotated,
 		StateLost:     m.takeReplaced(e),
+		Woken:         m.takeWoken(e),
 	}, nil
 }
 
@@ -420,7 +426,7 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	if g, ok := gs.(*guardedSandbox); ok {
 		g.masked = MaskedValues(ctx)
 	}
-	err = fn(m.withStateLost(ctx, e), rec, gs)
+	err = fn(m.withWoken(m.withStateLost(ctx, e), e), rec, gs)
 	if err != nil && errors.Is(err, errdefs.ErrUnavailable) && ctx.Err() == nil {
 		if _, ok := AsFailure(err); !ok && m.diedUnder(ctx, e, sb) {
 			return &Failure{Kind: FailureLost, StateLost: true, Err: err}
@@ -450,6 +456,14 @@ func (m *Manager) diedUnder(ctx context.Context, e *entry, sb Sandbox) bool {
 // again), and the sandbox is gone only when the provider says so (an
 // attach answers not_found).
 func (m *Manager) sandboxGone(ctx context.Context, e *entry, sb Sandbox) bool {
+	m.mu.Lock()
+	moved := e.rec.SandboxID != sb.ID()
+	m.mu.Unlock()
+	if moved {
+		// Suspended under the call (its sandbox destroyed on purpose), or
+		// woken since on another: not a loss.
+		return false
+	}
 	if !m.shared {
 		return true
 	}

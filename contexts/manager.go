@@ -92,6 +92,9 @@ type entry struct {
 	// replacedLost: this context replaced one whose sandbox was lost, and
 	// no call has reported it yet (takeReplaced).
 	replacedLost bool
+	// woken: this context woke from suspension to disk and no call has
+	// reported it yet (takeWoken).
+	woken bool
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

@@ -90,6 +90,9 @@ func (m *Manager) Resume(ctx context.Context, tenantID, contextID string, ttl ti
 	if !rec.Paused() {
 		return nil, fmt.Errorf("context %s: %w", contextID, ErrNotPaused)
 	}
+	if rec.Suspended() {
+		return m.wake(ctx, m.adopt(rec), ttl, nil)
+	}
 	// A sandbox found running was thawed by an earlier Resume whose
 	// record write did not happen (a crash between the two): the record
 	// catches up. A provider that cannot resume cannot have paused it.
@@ -141,6 +144,8 @@ func (m *Manager) lockForPause(ctx context.Context, tenantID, contextID string) 
 	case !rec.State.Active():
 		unlock()
 		return nil, nil, fmt.Errorf("context %s has ended: %w", contextID, errdefs.ErrNotFound)
+	case rec.State == StateReady && rec.Suspended():
+		// No sandbox: the caller wakes it or refuses.
 	case rec.State != StateReady || rec.SandboxID == "":
 		unlock()
 		return nil, nil, fmt.Errorf("context %s is still being created: %w", contextID, errdefs.ErrFailedPrecondition)
@@ -160,6 +165,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	unsaved := false
 	if e != nil && !e.ended {
 		e.rec.PausedAt = cloneTime(rec.PausedAt)
+		e.rec.SuspendImage, e.rec.SandboxID, e.rec.Template = rec.SuspendImage, rec.SandboxID, rec.Template
 		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 		e.alive = time.Time{}
 		if ttl > 0 {
@@ -178,6 +184,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 		return rec, nil
 	}
 	cur.PausedAt = rec.PausedAt
+	cur.SuspendImage, cur.SandboxID, cur.Template = rec.SuspendImage, rec.SandboxID, rec.Template
 	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 	if err := m.store.Update(sctx, cur); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {

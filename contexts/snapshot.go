@@ -34,6 +34,9 @@ func (m *Manager) Capture(ctx context.Context, tenantID, contextID string, w io.
 		return nil, err
 	}
 	defer unlock()
+	if rec.Suspended() {
+		return nil, fmt.Errorf("snapshot of context %s: wake it first: %w", contextID, ErrSuspended)
+	}
 	if err := m.provider.Capture(ctx, rec.SandboxID, w, max); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) {
 			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {

@@ -1,6 +1,10 @@
 package contexts
 
-import "github.com/sandlot/sandlot/volumes"
+import (
+	"context"
+
+	"github.com/sandlot/sandlot/volumes"
+)
 
 // VolumeMount is a volume a new context's sandbox mounts
 // (CreateOptions.Volumes, Spec.Volumes): a volume of the context's
@@ -9,3 +13,8 @@ import "github.com/sandlot/sandlot/volumes"
 // (provider/local) and records the mount, so a volume a live context
 // mounts is never deleted.
 type VolumeMount = volumes.Mount
+
+// VolumeLister lists the volumes a context mounts (volumes.Service).
+type VolumeLister interface {
+	Mounts(ctx context.Context, tenantID, contextID string) ([]volumes.Mounted, error)
+}

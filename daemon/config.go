@@ -70,6 +70,9 @@ type Config struct {
 	// manager's defaults.
 	ContextTTL      time.Duration
 	CleanupInterval time.Duration
+	// IdleSuspend suspends to disk the contexts idle that long
+	// (contexts.Config.IdleSuspend); 0: never.
+	IdleSuspend time.Duration
 	// AuditRetention is how long audit events are kept; the cleanup pass
 	// removes older ones (contexts.Config.AuditRetention: 0 is 30 days,
 	// negative keeps them forever).

@@ -148,6 +148,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if tw.catalog != nil {
 		mcfg.Catalog = tw.catalog
 	}
+	if d.vols != nil {
+		mcfg.Volumes = d.vols
+	}
 	cfg.desktopPool(&mcfg, tw)
 	m := contexts.NewManager(st, prov, mcfg)
 	if nw != nil {
@@ -255,6 +258,7 @@ func (c Config) managerConfig() contexts.Config {
 	mcfg := contexts.Config{
 		TTL:                     c.ContextTTL,
 		CleanupInterval:         c.CleanupInterval,
+		IdleSuspend:             c.IdleSuspend,
 		AuditRetention:          c.AuditRetention,
 		DefaultTimeout:          c.ExecTimeout,
 		MaxTimeout:              c.MaxExecTimeout,

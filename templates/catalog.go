@@ -246,6 +246,9 @@ func (c *Catalog) List(ctx context.Context, tenantID string) ([]Template, error)
 	if err != nil {
 		return nil, err
 	}
+	// A suspended context's image is the context's, not a template the
+	// tenant made.
+	recs = slices.DeleteFunc(recs, func(t Template) bool { return t.Source == SourceSuspend })
 	return append(out, recs...), nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -100,47 +101,12 @@ func (c *Catalog) Snapshot(ctx context.Context, tenantID string, spec SnapshotSp
 	if max := c.maxSnapshots(); len(have) >= max {
 		return Template{}, Snapshot{}, errdefs.Sentence(errdefs.ErrResourceExhausted, "tenant %s keeps %d snapshots, the most it may; delete one first", tenantID, max)
 	}
-	src, err := c.ByID(ctx, spec.Template)
-	if err != nil {
-		return Template{}, Snapshot{}, err
-	}
-	if src.Image == "" {
-		return Template{}, Snapshot{}, errdefs.Sentence(errdefs.ErrFailedPrecondition, "template %q has no image: a sandbox of it cannot be snapshotted", src.Name)
-	}
-	base, err := v1.NewHash(src.Image)
-	if err != nil {
-		return Template{}, Snapshot{}, fmt.Errorf("template %s: image %q: %w", src.ID, src.Image, err)
-	}
-	lease, err := c.cfg.Images.Lease(ctx)
-	if err != nil {
-		return Template{}, Snapshot{}, err
-	}
-	defer lease.Release()
-	baseImg, err := c.cfg.Images.V1(ctx, base)
-	if err != nil {
-		return Template{}, Snapshot{}, fmt.Errorf("template %s: %w", src.ID, err)
-	}
-	var bytes int64
-	l, err := c.cfg.Images.NewTarLayer(ctx, func(w io.Writer) error {
-		cw := &counter{w: w}
-		err := capture(ctx, cw, c.snapshotBytes())
-		bytes = cw.n
-		return err
-	})
+	src, digest, bytes, release, err := c.captureImage(ctx, spec.Template, "sandlot snapshot of context "+spec.ContextID, capture)
 	if err != nil {
 		return Template{}, Snapshot{}, fmt.Errorf("snapshot of context %s: %w", spec.ContextID, err)
 	}
-	defer l.Close()
-	now := time.Now().UTC()
-	img, err := mutate.Append(baseImg, mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: now}, CreatedBy: "sandlot snapshot of context " + spec.ContextID}})
-	if err != nil {
-		return Template{}, Snapshot{}, err
-	}
-	stored, err := c.cfg.Images.Put(ctx, img, image.PutOptions{})
-	if err != nil {
-		return Template{}, Snapshot{}, err
-	}
-	t, err := c.cfg.Store.CreateTemplate(ctx, Template{TenantID: tenantID, Name: spec.Name, Image: stored.Digest.String(),
+	defer release()
+	t, err := c.cfg.Store.CreateTemplate(ctx, Template{TenantID: tenantID, Name: spec.Name, Image: digest,
 		Source: "snapshot", Settings: src.Settings.clone()})
 	if err != nil {
 		return Template{}, Snapshot{}, err
@@ -156,6 +122,57 @@ func (c *Catalog) Snapshot(ctx context.Context, tenantID string, spec SnapshotSp
 	c.log.Info("snapshot created", slog.String("template", t.ID), slog.String("name", t.Name), slog.String("tenant", tenantID),
 		slog.String("context", spec.ContextID), slog.Int64("bytes", bytes))
 	return t, s, nil
+}
+
+// captureImage stores the image of template srcID plus the layer capture
+// writes, unnamed, and returns the source template, the new image's
+// digest and the layer's bytes. The image store's lease is held until
+// release, so that the GC leaves the image alone until a template record
+// names it.
+func (c *Catalog) captureImage(ctx context.Context, srcID, createdBy string, capture Capture) (Template, string, int64, func(), error) {
+	src, err := c.ByID(ctx, srcID)
+	if err != nil {
+		return Template{}, "", 0, nil, err
+	}
+	if src.Image == "" {
+		return Template{}, "", 0, nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "template %q has no image: a sandbox of it cannot be captured", src.Name)
+	}
+	base, err := v1.NewHash(src.Image)
+	if err != nil {
+		return Template{}, "", 0, nil, fmt.Errorf("template %s: image %q: %w", src.ID, src.Image, err)
+	}
+	lease, err := c.cfg.Images.Lease(ctx)
+	if err != nil {
+		return Template{}, "", 0, nil, err
+	}
+	fail := func(err error) (Template, string, int64, func(), error) {
+		lease.Release()
+		return Template{}, "", 0, nil, err
+	}
+	baseImg, err := c.cfg.Images.V1(ctx, base)
+	if err != nil {
+		return fail(fmt.Errorf("template %s: %w", src.ID, err))
+	}
+	var bytes int64
+	l, err := c.cfg.Images.NewTarLayer(ctx, func(w io.Writer) error {
+		cw := &counter{w: w}
+		err := capture(ctx, cw, c.snapshotBytes())
+		bytes = cw.n
+		return err
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer l.Close()
+	img, err := mutate.Append(baseImg, mutate.Addendum{Layer: l, History: v1.History{Created: v1.Time{Time: time.Now().UTC()}, CreatedBy: createdBy}})
+	if err != nil {
+		return fail(err)
+	}
+	stored, err := c.cfg.Images.Put(ctx, img, image.PutOptions{})
+	if err != nil {
+		return fail(err)
+	}
+	return src, stored.Digest.String(), bytes, lease.Release, nil
 }
 
 // Snapshots lists tenantID's snapshots (contextID "": all) with their
@@ -219,4 +236,62 @@ func (c *counter) Write(b []byte) (int, error) {
 	n, err := c.w.Write(b)
 	c.n += int64(n)
 	return n, err
+}
+
+// SourceSuspend is the Source of a template that holds a context suspended
+// to disk (contexts.Manager.Suspend): the tenant's, named "suspended-" and
+// random letters, left out of List and of the snapshots, deleted when the
+// context wakes or ends.
+const SourceSuspend = "suspend"
+
+// KeepSuspended implements contexts.SuspendImages: the image of template
+// plus the layer capture writes, as a template of tenantID's with the
+// source's settings. It is not a snapshot (no record, not counted in
+// MaxSnapshots): the context's record names it, and the context holds
+// one at most.
+func (c *Catalog) KeepSuspended(ctx context.Context, tenantID, contextID, template string, capture func(context.Context, io.Writer, int64) error) (string, int64, error) {
+	if c.cfg.Images == nil {
+		return "", 0, fmt.Errorf("this daemon keeps no images: %w", errdefs.ErrFailedPrecondition)
+	}
+	if tenantID == "" {
+		return "", 0, fmt.Errorf("a suspended context belongs to a tenant: %w", errdefs.ErrInvalidArgument)
+	}
+	src, digest, bytes, release, err := c.captureImage(ctx, template, "sandlot suspend of context "+contextID, capture)
+	if err != nil {
+		return "", 0, err
+	}
+	defer release()
+	t, err := c.cfg.Store.CreateTemplate(ctx, Template{TenantID: tenantID, Name: lowerName("suspended-" + rand.Text()[:16]), Image: digest,
+		Source: SourceSuspend, Settings: src.Settings.clone()})
+	if err != nil {
+		return "", 0, err
+	}
+	c.remember(t)
+	return t.ID, bytes, nil
+}
+
+// DropSuspended implements contexts.SuspendImages: it deletes tenantID's
+// suspend template id, and leaves any other template alone (another
+// tenant's, a built-in, a snapshot, an imported one).
+func (c *Catalog) DropSuspended(ctx context.Context, tenantID, id string) error {
+	if tenantID == "" || id == "" || slices.Contains(Reserved, id) {
+		return nil
+	}
+	t, err := c.lookupID(ctx, id, false)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if t.TenantID != tenantID || t.Source != SourceSuspend {
+		return nil
+	}
+	if err := c.cfg.Store.DeleteTemplate(ctx, tenantID, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.byID, id)
+	c.mu.Unlock()
+	return nil
 }

@@ -33,8 +33,11 @@ type BashResult struct {
 	OutputType string `json:"outputType"`
 	// StateLost and Notice say that the sandbox's earlier state is gone,
 	// as in run_code's result (api.RunCodeResult).
-	StateLost bool   `json:"stateLost,omitempty"`
-	Notice    string `json:"notice,omitempty"`
+	StateLost bool `json:"stateLost,omitempty"`
+	// Woken: the context woke from suspension to disk for this call
+	// (api.RunCodeResult.Woken); Notice says so.
+	Woken  bool   `json:"woken,omitempty"`
+	Notice string `json:"notice,omitempty"`
 	// Error names a failure of the call itself (contexts.Failure), not of
 	// the command, whose failure is its exit code.
 	Error *api.ExecError `json:"error,omitempty"`
@@ -75,6 +78,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		KernelRestarted: res.KernelRestarted,
 		Rotated:         res.Rotated,
 		StateLost:       res.StateLost,
+		Woken:           res.Woken,
 		Notice:          notice(res.StateLost, res.Rotated),
 		Truncated:       res.Truncated,
 		Results:         []api.RichResult{},
@@ -96,6 +100,9 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		out.Truncated = out.Truncated || t
 		out.Results = append(out.Results, api.RichResult(b))
 	}
+	if res.Woken {
+		out.Notice = strings.TrimSpace(noticeWoken + " " + out.Notice)
+	}
 	out.OutputType = resultOutputType(res.Stdout, out.Results)
 	if !out.Success {
 		out.OutputType = OutputError
@@ -108,6 +115,8 @@ const (
 	noticeLost = "The sandbox of this conversation path was lost (it crashed, was killed or ran out of memory) " +
 		"before this call, and this call ran once in a fresh sandbox: the variables, files and installed packages " +
 		"of earlier calls are gone."
+	noticeWoken = "This conversation path's sandbox was suspended to disk and woke for this call: its files are as " +
+		"they were, but its kernels started fresh, so the variables, imports and processes of earlier calls are gone."
 	noticeRotated = "This call used up the sandbox's executions: the sandbox ended after it, and the next call " +
 		"starts in a fresh sandbox without these variables, files and installed packages."
 )
@@ -235,6 +244,10 @@ func (r *Registry) bash(ctx context.Context, call Call, args map[string]any, out
 			OutputType:      DetectOutputType(er.Stdout),
 			StateLost:       stateLost,
 			Notice:          notice(stateLost, false),
+		}
+		if contexts.Woken(ctx) {
+			res.Woken = true
+			res.Notice = strings.TrimSpace(noticeWoken + " " + res.Notice)
 		}
 		if !res.Success {
 			res.OutputType = OutputError

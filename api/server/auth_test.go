@@ -296,6 +296,10 @@ func TestTenantIsolation(t *testing.T) {
 		"DELETE /v1/contexts/{id}": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "DELETE", path: "/v1/contexts/" + idA, key: e.KeyB}))
 		},
+		"POST /v1/contexts/{id}/suspend": func(t *testing.T) {
+			// TestSuspendServe answers B 404 over a real daemon too.
+			notFound(t, e.do(t, req{method: "POST", path: "/v1/contexts/" + idA + "/suspend", key: e.KeyB}))
+		},
 		"PUT /v1/contexts/{id}/files": func(t *testing.T) {
 			notFound(t, e.do(t, req{method: "PUT", path: "/v1/contexts/" + idA + "/files?path=a.txt", key: e.KeyB, body: "B was here"}))
 		},

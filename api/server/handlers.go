@@ -366,6 +366,18 @@ func (s *Server) deleteContext(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// suspendContext suspends a context to disk: its files kept as an image,
+// its sandbox and memory freed; the next call wakes it (docs/state.md,
+// "Suspend to disk"). Its expiry stays: it still ends on its TTL.
+func (s *Server) suspendContext(w http.ResponseWriter, r *http.Request) {
+	rec, err := s.cfg.Contexts.Suspend(r.Context(), mustTenant(r).ID, r.PathValue("id"), 0)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, contextOf(rec))
+}
+
 // endConversation ends every path of a conversation (reason deleted).
 func (s *Server) endConversation(w http.ResponseWriter, r *http.Request) {
 	conv := r.PathValue("conversationId")

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
@@ -40,6 +41,9 @@ type Contexts interface {
 	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
+	// Suspend suspends a context to disk (docs/state.md); keep 0 keeps
+	// its expiry.
+	Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	PathEvent(ctx context.Context, id contexts.Identity, ev contexts.PathEvent) error
 	EndConversation(ctx context.Context, tenantID, userID, conversationID string) (int, error)
 	// Use runs fn with the (guarded) sandbox of id's active context,
@@ -197,6 +201,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/contexts/{id}", true, s.getContext},
 		{"PUT", "/v1/contexts/{id}/ttl", true, s.setTTL},
 		{"DELETE", "/v1/contexts/{id}", true, s.deleteContext},
+		{"POST", "/v1/contexts/{id}/suspend", true, s.suspendContext},
 		{"PUT", "/v1/contexts/{id}/files", true, s.upload},
 		{"GET", "/v1/contexts/{id}/files", true, s.download},
 		{"GET", "/v1/contexts/{id}/files/list", true, s.listFiles},

@@ -35,6 +35,7 @@ func contextOf(r *contexts.Record) api.Context {
 		ResourceUsage:        api.ResourceUsage(r.ResourceUsage),
 		Metadata:             r.Metadata,
 		Node:                 r.Node,
+		Suspended:            r.Suspended(),
 	}
 }
 

@@ -1,11 +1,13 @@
 // State that outlives a sandbox, through the official SDK: snapshots
 // (createSnapshot, listSnapshots, create from one, deleteSnapshot).
+// pause({keepMemory: false}) and connect (suspend to disk).
 // Test names start with "state:" (E2E_FILTER=state:). E2E_SNAPSHOTS=1:
 // the server keeps templates in an image store (sandlot serve); the
 // in-process server has no image store, where a snapshot is refused.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox, SandboxError } from 'e2b'
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
 
 const snapshots = process.env.E2E_SNAPSHOTS === '1'
 
@@ -81,5 +83,38 @@ test('state: fork with count 2 copies the files, each fork its own, the source r
     for (const f of forks) await Sandbox.kill(f.sandboxId)
     await Sandbox.kill(sbx.sandboxId)
     for (const s of await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()) await Sandbox.deleteSnapshot(s.snapshotId)
+  }
+})
+
+test('state: pause({keepMemory: false}) suspends to disk; connect boots it again with its files, its kernels and processes fresh', { skip: !snapshots }, async () => {
+  const sbx = await CodeSandbox.create({ timeoutMs: 120_000 })
+  try {
+    await sbx.files.write('/home/user/kept.txt', 'through the suspend')
+    await sbx.runCode('x = 41')
+    await sbx.commands.run('sleep 600', { background: true })
+    assert.equal(await sbx.pause({ keepMemory: false }), true)
+    assert.equal(await sbx.pause({ keepMemory: false }), false, 'a second pause is 409: false')
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+
+    const again = await CodeSandbox.connect(sbx.sandboxId, { timeoutMs: 120_000 })
+    assert.equal(again.sandboxId, sbx.sandboxId)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'running')
+    assert.equal(await again.files.read('/home/user/kept.txt'), 'through the suspend')
+    const gone = await again.runCode('x')
+    assert.equal(gone.error?.name, 'NameError', JSON.stringify(gone))
+    const procs = await again.commands.list()
+    assert.ok(!procs.some((p) => [p.cmd, ...(p.args ?? [])].join(' ').includes('sleep 600')), JSON.stringify(procs))
+
+    // onResume 'reboot' on a sandbox paused with its memory: the memory
+    // is dropped, the files kept.
+    await again.runCode('y = 1')
+    await again.files.write('/home/user/second.txt', 'after the reboot')
+    assert.equal(await again.pause(), true)
+    const rebooted = await CodeSandbox.connect(sbx.sandboxId, { timeoutMs: 120_000, onResume: 'reboot' })
+    assert.equal(await rebooted.files.read('/home/user/second.txt'), 'after the reboot')
+    assert.equal(await rebooted.files.read('/home/user/kept.txt'), 'through the suspend', 'the files from before the first suspend')
+    assert.equal((await rebooted.runCode('y')).error?.name, 'NameError')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
   }
 })

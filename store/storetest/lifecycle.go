@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/tenant"
 )
 
 // cmpNet compares address prefixes, which cmp cannot look into.
@@ -45,6 +47,7 @@ func lifecycleRec(id contexts.Identity) *contexts.Record {
 		MaxExecutions: -1,
 		Network:       testPolicy(),
 		TemplateName:  "code-interpreter-v1",
+		SuspendImage:  "0b1c2d3e-0000-4000-8000-00000000000a",
 	}
 	rec.Metadata = map[string]string{"user": "alice"}
 	return rec
@@ -126,6 +129,95 @@ func testLifecycle(t *testing.T, s store.Backend) {
 	plain := mustCreate(t, s, newRec(ident("t", "c", "plain")))
 	if got := mustGet(t, s, plain.ID); got.Lifecycle != (contexts.Lifecycle{}) {
 		t.Fatalf("lifecycle of a record created without one: %+v", got.Lifecycle)
+	}
+}
+
+// testSuspend: a context suspended to disk (Manager.Suspend) is a ready
+// record with no sandbox and the id of the image it wakes from; it stays
+// active (listed, counted, unique by identity, found by ListExpired at its
+// expiry), keeps its counters, another tenant neither sees nor changes
+// it, and waking it (a new sandbox, SuspendImage cleared) is an Update.
+func testSuspend(t *testing.T, s store.Backend) {
+	bg := context.Background()
+	ctxA, ctxB := tenant.WithID(bg, "A"), tenant.WithID(bg, "B")
+	rec := newRec(ident("A", "c", "main"))
+	rec.State, rec.SandboxID = contexts.StateReady, "sb-1"
+	if err := s.Create(ctxA, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RecordExecution(ctxA, rec.ID, time.Second, base.Add(time.Minute), base.Add(31*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	sus := mustGet(t, s, rec.ID)
+	at := base.Add(2 * time.Minute)
+	sus.SandboxID, sus.PausedAt, sus.SuspendImage = "", &at, "0b1c2d3e-0000-4000-8000-00000000000b"
+	if err := s.Update(ctxA, sus); err != nil {
+		t.Fatalf("Update that suspends: %v", err)
+	}
+	want := stored(sus)
+	for what, get := range map[string]func() (*contexts.Record, error){
+		"Get":       func() (*contexts.Record, error) { return s.Get(ctxA, rec.ID) },
+		"GetActive": func() (*contexts.Record, error) { return s.GetActive(bg, rec.Identity) },
+		"ListActive": func() (*contexts.Record, error) {
+			recs, err := s.ListActive(bg)
+			if err != nil || len(recs) != 1 {
+				return nil, fmt.Errorf("%d records, %v", len(recs), err)
+			}
+			return recs[0], nil
+		},
+		"ListExpired": func() (*contexts.Record, error) {
+			recs, err := s.ListExpired(bg, base.Add(time.Hour), 0)
+			if err != nil || len(recs) != 1 {
+				return nil, fmt.Errorf("%d records, %v", len(recs), err)
+			}
+			return recs[0], nil
+		},
+	} {
+		got, err := get()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if d := cmp.Diff(want, got, cmpNet); d != "" {
+			t.Fatalf("%s of a suspended context (-want +got):\n%s", what, d)
+		}
+	}
+	if n, err := s.CountActive(bg, "A", "", ""); err != nil || n != 1 {
+		t.Fatalf("CountActive with a suspended context: %d, %v; want 1", n, err)
+	}
+	wantErr(t, "Create beside a suspended context", s.Create(bg, newRec(ident("A", "c", "main"))), errdefs.ErrAlreadyExists)
+
+	// Another tenant: not found, and its Update changes nothing.
+	_, err := s.Get(ctxB, rec.ID)
+	wantErr(t, "Get another tenant's suspended context", err, errdefs.ErrNotFound)
+	steal := sus.Clone()
+	steal.SuspendImage, steal.PausedAt, steal.SandboxID = "", nil, "sb-stolen"
+	wantErr(t, "wake another tenant's suspended context", s.Update(ctxB, steal), errdefs.ErrNotFound)
+	if got := mustGet(t, s, rec.ID); got.SuspendImage != sus.SuspendImage || got.SandboxID != "" {
+		t.Fatalf("after another tenant's Update: sandbox %q image %q", got.SandboxID, got.SuspendImage)
+	}
+
+	// Woken: a new sandbox, the image cleared, the counters kept.
+	woke := mustGet(t, s, rec.ID)
+	woke.SandboxID, woke.PausedAt, woke.SuspendImage = "sb-2", nil, ""
+	if err := s.Update(ctxA, woke); err != nil {
+		t.Fatalf("Update that wakes: %v", err)
+	}
+	got := mustGet(t, s, rec.ID)
+	if got.Suspended() || got.Paused() || got.SandboxID != "sb-2" || got.ExecutionCount != 1 {
+		t.Fatalf("woken: %+v", got)
+	}
+	// Ended while suspended: the record keeps the image's id, for the
+	// teardown that frees it.
+	sus2 := got.Clone()
+	sus2.SandboxID, sus2.SuspendImage = "", "0b1c2d3e-0000-4000-8000-00000000000c"
+	if err := s.Update(ctxA, sus2); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Terminate(ctxA, rec.ID, contexts.ReasonExpired, base.Add(time.Hour), ""); err != nil || !ok {
+		t.Fatalf("Terminate: %v, %v", ok, err)
+	}
+	if got := mustGet(t, s, rec.ID); got.SuspendImage != sus2.SuspendImage || got.State != contexts.StateTerminated {
+		t.Fatalf("ended while suspended: state %s image %q", got.State, got.SuspendImage)
 	}
 }
 

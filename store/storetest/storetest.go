@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"TemplateRebuild", testTemplateRebuild},
 		{"Snapshots", testSnapshots},
 		{"Lifecycle", testLifecycle},
+		{"Suspend", testSuspend},
 		{"ReservedMetadata", testReservedMetadata},
 		{"Users", testUsers},
 		{"Volumes", testVolumes},

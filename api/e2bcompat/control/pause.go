@@ -38,7 +38,7 @@ func stateOf(rec *contexts.Record) string {
 // pauseBody is the body of POST /sandboxes/{id}/pause.
 type pauseBody struct {
 	// Memory false asks for a file-system-only pause (resumed by a
-	// reboot); sandlot's pause always keeps memory.
+	// reboot): a suspend to disk (contexts.Manager.Suspend).
 	Memory *bool `json:"memory"`
 }
 
@@ -55,7 +55,14 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 		return
 	}
 	if body.Memory != nil && !*body.Memory {
-		core.WriteAPIError(w, fmt.Errorf("a pause without memory (keepMemory: false) is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument))
+		// keepMemory: false: suspended to disk, the memory freed; connect
+		// boots it again from its files (docs/state.md, "Suspend to disk").
+		if _, err := h.m.Suspend(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
+			h.writeLifecycleError(w, id, err)
+			return
+		}
+		h.edge.Paused(id)
+		w.WriteHeader(http.StatusNoContent)
 		return
 	}
 	if _, err := h.m.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
@@ -154,12 +161,22 @@ func (h *Handler) resumeTimeout(body resumeBody, def time.Duration) (time.Durati
 	return h.timeoutOf(*body.Timeout)
 }
 
-// resumeRec resumes a paused sandbox. memory false (onResume: 'reboot')
-// asks for a cold boot from the file system, which sandlot does not do:
-// it is refused rather than silently given the memory.
+// resumeRec resumes a paused sandbox. One paused without memory
+// (suspended to disk) boots again from its files whatever onResume says,
+// as E2B's 'restore' is a cold boot for a snapshot without memory; memory
+// false (onResume: 'reboot') on one paused with its memory drops that
+// memory first (a suspend), then boots from the files.
 func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBody, ttl time.Duration) (*contexts.Record, error) {
 	if body.Memory != nil && !*body.Memory {
-		return nil, fmt.Errorf("resuming without memory (onResume: 'reboot') is not supported: sandlot resumes a paused sandbox with its memory: %w", errdefs.ErrInvalidArgument)
+		rec, err := h.m.Get(r.Context(), tenantID, id)
+		if err != nil {
+			return nil, err
+		}
+		if !rec.Suspended() {
+			if _, err := h.m.Suspend(r.Context(), tenantID, id, 0); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return h.m.Resume(r.Context(), tenantID, id, ttl)
 }
@@ -171,7 +188,7 @@ func (h *Handler) writeLifecycleError(w http.ResponseWriter, id string, err erro
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound):
 		core.WriteAPIError(w, core.NotFound(id))
-	case errors.Is(err, contexts.ErrPaused):
+	case errors.Is(err, contexts.ErrPaused), errors.Is(err, contexts.ErrSuspended):
 		core.WriteConflict(w, "sandbox "+id+" is already paused")
 	case errors.Is(err, contexts.ErrNotPaused):
 		core.WriteConflict(w, "sandbox "+id+" is already running")

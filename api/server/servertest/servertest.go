@@ -257,6 +257,22 @@ func (f *Contexts) Terminate(ctx context.Context, tenantID, id string, reason co
 	return nil
 }
 
+// Suspend marks the context suspended, as the manager's record says it.
+func (f *Contexts) Suspend(ctx context.Context, tenantID, id string, keep time.Duration) (*contexts.Record, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.recs[id]
+	if !ok || r.TenantID != tenantID || !r.State.Active() {
+		return nil, fmt.Errorf("context %s: %w", id, errdefs.ErrNotFound)
+	}
+	if r.Suspended() {
+		return nil, fmt.Errorf("context %s: %w", id, contexts.ErrSuspended)
+	}
+	now := time.Now()
+	r.PausedAt, r.SuspendImage, r.SandboxID = &now, "suspended-"+id, ""
+	return r.Clone(), nil
+}
+
 func (f *Contexts) active(id contexts.Identity) *contexts.Record {
 	for _, r := range f.recs {
 		if r.Identity == id && r.State.Active() {

@@ -432,6 +432,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/contexts/{id}/suspend": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Suspend a context to disk: its files kept as an image, its sandbox and memory freed; its next call wakes it with its kernels fresh */
+        post: operations["suspendContext"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/contexts/{id}/files": {
         parameters: {
             query?: never;
@@ -959,6 +976,8 @@ export interface components {
             rotated?: boolean;
             /** @description The state of the earlier calls (variables, files, installed packages) is gone. On a result that ran: the sandbox was found lost before this call, which ran once in a fresh sandbox. On a failed result (error SandboxLost): the sandbox was lost while this call ran; its code is not run again, and the next call starts in a fresh sandbox. */
             stateLost?: boolean;
+            /** @description The context was suspended to disk and woke for this call: its files are as they were, its kernels started fresh (the variables, imports and processes of earlier calls are gone). */
+            woken?: boolean;
             /** @description One sentence for a model on what happened to the sandbox's state (stateLost, rotated); absent otherwise. */
             notice?: string;
             truncated: boolean;
@@ -1032,6 +1051,8 @@ export interface components {
             };
             /** @description The sandlot daemon (node) that serves the context when several share one store; absent for records from before nodes. */
             node?: string;
+            /** @description The context is suspended to disk: no sandbox runs for it, its files are kept, and its next call wakes it with its kernels fresh. */
+            suspended?: boolean;
         };
         ContextList: {
             contexts: components["schemas"]["Context"][];
@@ -1596,6 +1617,7 @@ export interface components {
             /** @enum {string} */
             outputType: "json" | "table" | "text" | "error";
             stateLost?: boolean;
+            woken?: boolean;
             notice?: string;
             error?: components["schemas"]["ExecError"];
         };
@@ -2522,6 +2544,35 @@ export interface operations {
                 };
             };
             400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    suspendContext: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Context id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The context, suspended. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Context"];
+                };
+            };
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
             412: components["responses"]["Error"];

@@ -1,0 +1,312 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// Suspending to disk frees a context's memory and keeps its files: the
+// sandbox's writable layer is captured (as Capture does) and kept as an
+// image of the tenant's, the sandbox is destroyed, and the record stays
+// ready and active with no sandbox (Record.SuspendImage, PausedAt). The
+// next call wakes it on a new sandbox of that image: same context id,
+// counters and TTL, its files as they were, its kernels and processes
+// fresh (ExecuteResult.Woken says so). Reconcile and the lost-sandbox
+// sweep pass over a context without a sandbox; expiry ends it and frees
+// its image. docs/state.md, "Suspend to disk".
+
+// ErrSuspended is a Capture or Pause of a context suspended to disk:
+// failed_precondition (its next call wakes it).
+var ErrSuspended = fmt.Errorf("the context is suspended to disk: %w", errdefs.ErrFailedPrecondition)
+
+// SuspendImages keeps suspended contexts' filesystems. templates.Catalog
+// implements it; the manager finds it on Config.Catalog.
+type SuspendImages interface {
+	// KeepSuspended stores the layer capture writes, over the image of
+	// template, as a template of tenantID's (source "suspend", listed
+	// nowhere) and returns its id and the layer's bytes.
+	KeepSuspended(ctx context.Context, tenantID, contextID, template string, capture func(ctx context.Context, w io.Writer, max int64) error) (string, int64, error)
+	// DropSuspended deletes such a template of tenantID's; the image GC
+	// then frees its layer once no sandbox or image uses it. An id that is
+	// gone, or names a template that is not such a one, is left alone
+	// without an error: the manager asks it of every template a context
+	// it ends ran on.
+	DropSuspended(ctx context.Context, tenantID, id string) error
+}
+
+func (m *Manager) suspendImages() (SuspendImages, bool) {
+	si, ok := m.cfg.Catalog.(SuspendImages)
+	return si, ok && m.cfg.Catalog != nil
+}
+
+// Suspend suspends tenantID's ready context to disk. keep > 0 moves its
+// expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
+// context still ends on its TTL. A paused context may be suspended (its
+// frozen memory is dropped); a suspended one is ErrSuspended.
+func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	if keep < 0 {
+		return nil, fmt.Errorf("keep %s must not be negative: %w", keep, errdefs.ErrInvalidArgument)
+	}
+	if !m.provider.Capabilities().Has(CapSnapshot) {
+		return nil, fmt.Errorf("suspend context %s: %w", contextID, NotSupported(m.provider.Name(), CapSnapshot))
+	}
+	images, ok := m.suspendImages()
+	if !ok {
+		return nil, fmt.Errorf("suspend context %s: this daemon keeps no images: %w", contextID, errdefs.ErrFailedPrecondition)
+	}
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return m.suspendLocked(ctx, rec, images, keep)
+}
+
+// suspendLocked suspends rec. Precondition: its identity lock is held.
+func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration) (*Record, error) {
+	if rec.Suspended() {
+		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
+	}
+	if m.cfg.Volumes != nil {
+		// A wake mounts no volume yet: the context would wake without
+		// them, its files there missing.
+		ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
+		if err != nil {
+			return nil, fmt.Errorf("suspend context %s: its volumes: %w", rec.ID, err)
+		}
+		if len(ms) > 0 {
+			return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "context %s mounts volume %q: a context with volumes cannot be suspended to disk yet", rec.ID, ms[0].Name)
+		}
+	}
+	sandboxID := rec.SandboxID
+	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
+		return m.provider.Capture(ctx, sandboxID, w, max)
+	})
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) && m.notListed(ctx, sandboxID) {
+			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
+				m.markLost(rec.Identity)
+			}
+			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", rec.ID, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, err)
+	}
+	// The record first: a crash after it leaves a stray sandbox, which
+	// the sweep destroys; the other order would leave a record naming a
+	// destroyed sandbox, ended as lost at the next start.
+	now := m.now()
+	m.mu.Lock()
+	var sb Sandbox
+	if e := m.byID[rec.ID]; e != nil && !e.ended {
+		sb, e.sb = e.sb, nil
+	}
+	m.mu.Unlock()
+	out, err := m.savePause(ctx, rec, func(r *Record) {
+		at := now.UTC()
+		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, ""
+		if keep > 0 {
+			r.ExpiresAt = now.Add(keep)
+		}
+	}, 0)
+	if err != nil {
+		m.dropImage(ctx, rec.TenantID, img)
+		return nil, err
+	}
+	// The template the sandbox ran on, when an earlier wake's image: the
+	// new image holds its layers, so nothing needs it any more.
+	m.dropImage(ctx, rec.TenantID, rec.Template)
+	m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
+	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, logkey.Template, img, logkey.Bytes, bytes)
+	return out, nil
+}
+
+// notListed reports whether the provider no longer has the sandbox (a
+// capture's not_found may also be the template's).
+func (m *Manager) notListed(ctx context.Context, sandboxID string) bool {
+	ids, err := m.provider.List(ctx)
+	if err != nil {
+		return false
+	}
+	for _, id := range ids {
+		if id == sandboxID {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Manager) dropImage(ctx context.Context, tenantID, img string) {
+	images, ok := m.suspendImages()
+	if !ok || img == "" {
+		return
+	}
+	if err := images.DropSuspended(context.WithoutCancel(ctx), tenantID, img); err != nil {
+		m.log.Warn("drop a suspended context's image", logkey.Tenant, tenantID, logkey.Template, img, logkey.Err, err)
+	}
+}
+
+// wake gives suspended e a new sandbox from its image and ttl from now
+// (0: its own TTL), and frees the image. The sandbox has the context's
+// identity, network and limits; its kernels start fresh (prestart: those
+// a call is about to use). Precondition: the identity lock is held.
+func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestart []string) (*Record, error) {
+	m.mu.Lock()
+	rec := cloneRecord(e.rec)
+	if ttl <= 0 {
+		ttl = e.ttl
+	}
+	m.mu.Unlock()
+	if !rec.Suspended() {
+		return rec, nil
+	}
+	spec := Spec{
+		Template: rec.SuspendImage,
+		Limits:   m.cfg.Limits,
+		Env:      createEnv(rec.Identity, nil),
+		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
+		TTL:      ttl,
+		Network:  clonePolicy(rec.Network),
+		Prestart: prestart,
+	}
+	sb, err := m.provider.Create(ctx, spec)
+	if err != nil {
+		err = guardError(ctx, m.cfg.Guard, rec.TenantID, err)
+		if !errdefs.Categorized(err) {
+			err = fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
+	}
+	now := m.now()
+	// The new sandbox runs on the image's template, which becomes the
+	// context's: a later suspend, snapshot or fork captures the layer
+	// over it (its upper dir holds only what changed since the wake), so
+	// the template stays while the context runs, and goes when a later
+	// suspend supersedes it or the context ends (dropImage).
+	img := rec.SuspendImage
+	out, err := m.savePause(ctx, rec, func(r *Record) {
+		r.PausedAt, r.SuspendImage, r.SandboxID, r.Template = nil, "", sb.ID(), img
+		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
+	}, ttl)
+	if err != nil {
+		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+		return nil, err
+	}
+	m.mu.Lock()
+	if e.ended {
+		m.mu.Unlock()
+		m.destroy(context.WithoutCancel(ctx), sb, sb.ID())
+		return nil, fmt.Errorf("context %s has ended: %w", rec.ID, errdefs.ErrNotFound)
+	}
+	e.sb = sb
+	e.woken = true
+	e.alive = time.Now()
+	m.mu.Unlock()
+	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
+	return out, nil
+}
+
+// takeWoken reports whether e woke from suspension and no call has said
+// so yet, and clears it: one call reports it.
+func (m *Manager) takeWoken(e *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v := e.woken
+	e.woken = false
+	return v
+}
+
+type wokenKey struct{}
+
+// Woken reports, inside a Use callback, whether the call's context woke
+// from suspension to disk for it: its files are as they were, its kernels
+// and processes started fresh. The first caller to ask gets true, once.
+func Woken(ctx context.Context) bool {
+	f, ok := ctx.Value(wokenKey{}).(func() bool)
+	return ok && f()
+}
+
+// withWoken returns ctx for a Use callback on e: Woken(ctx) asks whether
+// e woke for this call.
+func (m *Manager) withWoken(ctx context.Context, e *entry) context.Context {
+	return context.WithValue(ctx, wokenKey{}, func() bool { return m.takeWoken(e) })
+}
+
+// suspendIdle suspends the ready, running contexts this manager serves
+// that no call has used for Config.IdleSuspend, and returns how many. A
+// context a call or a Use callback holds is left for the next pass.
+func (m *Manager) suspendIdle(ctx context.Context, now time.Time) int {
+	idle := m.cfg.IdleSuspend
+	if idle <= 0 || !m.provider.Capabilities().Has(CapSnapshot) {
+		return 0
+	}
+	images, ok := m.suspendImages()
+	if !ok {
+		return 0
+	}
+	due := func(e *entry) bool { // precondition: mu held
+		r := e.rec
+		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() &&
+			now.Sub(r.LastUsedAt) >= idle && r.ExpiresAt.After(now)
+	}
+	m.mu.Lock()
+	var ids []Identity
+	for _, e := range m.byID {
+		if due(e) {
+			ids = append(ids, e.rec.Identity)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		if m.suspendIdleOne(ctx, id, images, due) {
+			n++
+		}
+	}
+	if n > 0 {
+		m.log.Info("suspended idle contexts", "count", n, "idle", idle)
+	}
+	return n
+}
+
+// suspendIdleOne suspends id's context if it is still due once its
+// identity lock is held and no call runs on it.
+func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images SuspendImages, due func(*entry) bool) bool {
+	unlock, err := m.idLocks.lock(ctx, id)
+	if err != nil {
+		return false
+	}
+	defer unlock()
+	m.mu.Lock()
+	e := m.byIdent[id]
+	m.mu.Unlock()
+	if e == nil {
+		return false
+	}
+	select {
+	case e.exec <- struct{}{}:
+		defer e.exec.unlock()
+	default:
+		return false // executing: used now
+	}
+	m.mu.Lock()
+	ok := due(e)
+	rec := cloneRecord(e.rec)
+	m.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if _, err := m.suspendLocked(ctx, rec, images, 0); err != nil {
+		m.log.Warn("suspend an idle context", logkey.Context, rec.ID, logkey.Err, err)
+		return false
+	}
+	return true
+}
