@@ -48,6 +48,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Live:     d.manager,
 		Tools:    d.tools,
 		Auth:     d.auth,
+		Keys:     p.st,
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),
 		Audit:    p.st.ListAudit,
