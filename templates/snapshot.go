@@ -220,3 +220,13 @@ func (c *counter) Write(b []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// MaxSnapshots is how many snapshots a tenant may keep
+// (Config.MaxSnapshots, or DefaultMaxSnapshots); 0 when the catalog keeps
+// none (no snapshot store or image store).
+func (c *Catalog) MaxSnapshots() int {
+	if c.cfg.Snapshots == nil || c.cfg.Images == nil {
+		return 0
+	}
+	return c.maxSnapshots()
+}

@@ -137,6 +137,10 @@ type Config struct {
 	// Keys, when set, serves /v1/keys, the tenant's own API keys
 	// (keys.go; the store); nil answers those routes 412.
 	Keys tenant.Keys
+	// Usage, when set, answers GET /v1/usage: the tenant's quotas and
+	// its use of each (the daemon's, which knows the limits); nil answers
+	// 412.
+	Usage func(ctx context.Context, tenantID string) ([]api.Quota, error)
 	// Version is the body of GET /v1/version (the daemon's build:
 	// daemon.BuildVersion). Public like the landing page, which shows it
 	// too: it names no tenant, path or host.
@@ -197,6 +201,7 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/keys", true, s.listKeys},
 		{"POST", "/v1/keys", true, s.createKey},
 		{"DELETE", "/v1/keys/{id}", true, s.revokeKey},
+		{"GET", "/v1/usage", true, s.usage},
 		{"GET", "/v1/tools", true, s.listTools},
 		{"POST", "/v1/tools/{name}", true, s.callTool},
 		{"GET", "/v1/contexts", true, s.listContexts},

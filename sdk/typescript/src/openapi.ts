@@ -153,6 +153,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authenticated tenant's quotas and its use of each
+         * @description The limits this daemon enforces for the key's tenant, each with its use now: active contexts (of the tenant, and of its busiest conversation), volumes and their bytes and snapshots (where they are on), requests in flight on this daemon (this one included). A limit that is absent is none. An admin key reads its own tenant's.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/readyz": {
         parameters: {
             query?: never;
@@ -1803,6 +1823,22 @@ export interface components {
             /** @description The key (e2b_<40 hex>), shown this once. */
             key: string;
         };
+        Quota: {
+            /** @enum {string} */
+            name: "contexts" | "contextsPerConversation" | "volumes" | "volumeBytes" | "snapshots" | "requestsInFlight";
+            /** Format: int64 */
+            used: number;
+            /**
+             * Format: int64
+             * @description The most allowed; absent when unlimited.
+             */
+            limit?: number;
+            description: string;
+        };
+        Usage: {
+            tenant: string;
+            quotas: components["schemas"]["Quota"][];
+        };
     };
     responses: {
         /** @description An error. */
@@ -2075,6 +2111,31 @@ export interface operations {
             };
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quotas. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            401: components["responses"]["Error"];
             412: components["responses"]["Error"];
             429: components["responses"]["Error"];
             500: components["responses"]["Error"];
