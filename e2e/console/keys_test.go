@@ -8,7 +8,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// TestConsoleKeys: the "API keys" page lists the tenant's keys by prefix
+// TestConsoleKeys: the contexts page shows the usage against quotas; the
+// "API keys" page lists the tenant's keys by prefix
 // (never another tenant's, never a key), makes one and shows it once,
 // and revokes one: the page's own key signs the page out and is refused
 // by the API at once; the last key is refused with the server's reason.
@@ -18,6 +19,11 @@ func TestConsoleKeys(t *testing.T) {
 	p.run("open /ui", chromedp.Navigate(d.url+"/ui"))
 	p.typeInto("textbox", "API key", d.key)
 	p.click("button", "Sign in")
+	// The usage panel of the contexts page: the tenant's quotas.
+	p.waitText("table", "Usage against quotas", "the quotas", func(s string) bool {
+		return strings.Contains(s, "Active contexts") && strings.Contains(s, "Requests in flight")
+	})
+	p.byName("meter", "Active contexts: 0 of 10")
 	p.click("link", "API keys")
 	first := d.key[:10]
 	p.waitText("table", "API keys", "the key of the page", contains(first))
