@@ -1096,6 +1096,7 @@ export interface components {
             };
             /** @description The sandlot daemon (node) that serves the context when several share one store; absent for records from before nodes. */
             node?: string;
+            network?: components["schemas"]["ContextNetwork"];
         };
         ContextList: {
             contexts: components["schemas"]["Context"][];
@@ -1838,6 +1839,23 @@ export interface components {
         Usage: {
             tenant: string;
             quotas: components["schemas"]["Quota"][];
+        };
+        /** @description A context's network policy; absent on a context without a network (loopback only). Header rules show the host and header names, never a value. */
+        ContextNetwork: {
+            /** @enum {string} */
+            mode: "none" | "allowlist" | "open";
+            /** @description Rules in their text form (example.org, *.example.org:443, 203.0.113.0/24). */
+            allow?: string[];
+            deny?: string[];
+            headers?: {
+                host: string;
+                names: string[];
+            }[];
+            ingress?: {
+                public?: boolean;
+                maskRequestHost?: string;
+            };
+            secrets?: string[];
         };
     };
     responses: {
