@@ -104,6 +104,15 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Version:         d.version(),
 		Console:         console.New(),
 	}
+	if cfg.Network.Enabled && cfg.Desktop.offered() {
+		// Desktops' live views are pages of the ports domain
+		// (desktopManager's LiveURL): the context page frames them.
+		c, err := console.New().WithLiveViews(cfg.Network.Domain)
+		if err != nil {
+			return frontConfig{}, err
+		}
+		fc.Console = c
+	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph
 	} else if d.kegress != nil && d.kegress.prov != nil {

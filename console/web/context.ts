@@ -6,6 +6,7 @@ import { ApiError, call, json, key, lines, pathBase } from "./api";
 import { clear, duration, guarded, h } from "./dom";
 import { filesSection } from "./files";
 import { contexts, Ctx, now, onChange } from "./live";
+import { desktopSection } from "./desktop";
 import { networkSection } from "./network";
 import { final, Output } from "./output";
 
@@ -33,11 +34,13 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
   const termBtn = h("button", { type: "button", class: "secondary" }, "Open terminal");
   const files = filesSection(base);
   const net = networkSection();
+  const desk = desktopSection(conv, path);
 
   root.append(
     h("p", null, h("a", { href: "#/" }, "← Contexts")),
     h("h1", null, "Conversation ", h("code", null, conv), " · path ", h("code", null, path)),
     status,
+    desk.el,
     h("div", { class: "grid" },
       h("div", { class: "card" },
         h("h2", null, "Editor"),
@@ -73,6 +76,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
       status.textContent = "Context " + c.id + " · " + c.status + " · template " + (c.template || "–") + " · " +
         c.executionCount + " executions · TTL left " + duration(Date.parse(c.expiresAt) - now());
       net.show(c.network, true);
+      desk.show(c.template);
     } else if (ctxId) {
       status.textContent = "Context " + ctxId + " has ended; the next call starts a new one.";
       ctxId = "";
@@ -180,6 +184,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
       if (list.contexts?.length) {
         ctxId = list.contexts[0].id;
         net.show(list.contexts[0].network, true);
+        desk.show(list.contexts[0].template);
       }
       showState();
       if (!contexts.has(ctxId)) status.textContent = "Context " + ctxId + " · ready";

@@ -17,7 +17,7 @@ export function usagePanel(): { el: HTMLElement; load: () => Promise<void> } {
   const el = h("section", { class: "card", "aria-labelledby": "usage-title" },
     h("h2", { id: "usage-title" }, "Usage against quotas"),
     h("div", { class: "scroll" }, h("table", { "aria-label": "Usage against quotas" },
-      h("thead", null, h("tr", null, ...["Quota", "Used", "Limit", ""].map((c) => h("th", { scope: "col" }, c)))), tbody)));
+      h("thead", null, h("tr", null, ...["Quota", "Used", "Limit", "Share of the limit"].map((c) => h("th", { scope: "col" }, c)))), tbody)));
   const load = async () => {
     let u: any;
     try { u = await json("/v1/usage"); } catch { return; } // usage is optional, like the figures
