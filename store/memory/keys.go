@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/internal/rules"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -16,6 +17,9 @@ var _ tenant.Keys = (*Store)(nil)
 func (s *Store) AddKey(ctx context.Context, k *tenant.Key, keyHash string) error {
 	if err := tenant.CheckKeyName(k.Name); err != nil {
 		return err
+	}
+	if !rules.Visible(ctx, k.TenantID) {
+		return fmt.Errorf("tenant %s: %w", k.TenantID, errdefs.ErrNotFound)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -36,6 +40,9 @@ func (s *Store) AddKey(ctx context.Context, k *tenant.Key, keyHash string) error
 
 // ListKeys implements tenant.Keys.
 func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]*tenant.Key, error) {
+	if !rules.Visible(ctx, tenantID) {
+		return nil, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*tenant.Key
@@ -58,6 +65,9 @@ func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]*tenant.Key, e
 
 // RevokeKey implements tenant.Keys.
 func (s *Store) RevokeKey(ctx context.Context, tenantID, id string) (string, error) {
+	if !rules.Visible(ctx, tenantID) {
+		return "", fmt.Errorf("key %s: %w", id, errdefs.ErrNotFound)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mine := s.keysOf(tenantID)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/internal/rules"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -18,6 +19,9 @@ var _ tenant.Keys = (*Store)(nil)
 func (s *Store) AddKey(ctx context.Context, k *tenant.Key, keyHash string) error {
 	if err := tenant.CheckKeyName(k.Name); err != nil {
 		return err
+	}
+	if !rules.Visible(ctx, k.TenantID) {
+		return fmt.Errorf("tenant %s: %w", k.TenantID, errdefs.ErrNotFound)
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -61,6 +65,9 @@ func (s *Store) AddKey(ctx context.Context, k *tenant.Key, keyHash string) error
 
 // ListKeys implements tenant.Keys.
 func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]*tenant.Key, error) {
+	if !rules.Visible(ctx, tenantID) {
+		return nil, nil
+	}
 	rows, err := s.r.QueryContext(ctx, `SELECT id, tenant_id, name, prefix, created_at, last_used_at FROM api_keys
 		WHERE tenant_id = ? ORDER BY created_at, id`, tenantID)
 	if err != nil {
@@ -90,6 +97,9 @@ func (s *Store) ListKeys(ctx context.Context, tenantID string) ([]*tenant.Key, e
 // RevokeKey implements tenant.Keys, in one write transaction: two
 // revocations of a tenant's last two keys cannot both pass the count.
 func (s *Store) RevokeKey(ctx context.Context, tenantID, id string) (string, error) {
+	if !rules.Visible(ctx, tenantID) {
+		return "", fmt.Errorf("key %s: %w", id, errdefs.ErrNotFound)
+	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return "", fmt.Errorf("revoke key: %w", err)

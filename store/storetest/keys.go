@@ -88,6 +88,29 @@ func testKeys(t *testing.T, s store.Backend) {
 	_, err = s.RevokeKey(ctx, "A", first[0].ID)
 	wantErr(t, "RevokeKey twice", err, errdefs.ErrNotFound)
 
+	// A statement scoped to a tenant (as every /v1 call is) works on that
+	// tenant's keys and sees none of another's.
+	ctxA, ctxB := tenant.WithID(ctx, "A"), tenant.WithID(ctx, "B")
+	scoped := &tenant.Key{TenantID: "A", Name: "scoped"}
+	if err := s.AddKey(ctxA, scoped, tenant.HashKey("e2b_scoped")); err != nil {
+		t.Fatalf("AddKey scoped to its tenant: %v", err)
+	}
+	if ks, err := s.ListKeys(ctxA, "A"); err != nil || len(ks) != 2 {
+		t.Fatalf("ListKeys scoped to its tenant: %v, %v", ks, err)
+	}
+	if ks, err := s.ListKeys(ctxB, "A"); err != nil || len(ks) != 0 {
+		t.Fatalf("ListKeys of A scoped to B: %v, %v", ks, err)
+	}
+	_, err = s.RevokeKey(ctxB, "A", scoped.ID)
+	wantErr(t, "RevokeKey of A's key scoped to B", err, errdefs.ErrNotFound)
+	wantErr(t, "AddKey to A scoped to B", s.AddKey(ctxB, &tenant.Key{TenantID: "A"}, tenant.HashKey("e2b_intruder")), errdefs.ErrNotFound)
+	if _, err := s.TenantByKeyHash(ctx, tenant.HashKey("e2b_intruder")); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("a key B added to A: %v", err)
+	}
+	if _, err := s.RevokeKey(ctxA, "A", scoped.ID); err != nil {
+		t.Fatalf("RevokeKey scoped to its tenant: %v", err)
+	}
+
 	at := base.Add(time.Hour)
 	if err := s.KeyUsed(ctx, tenant.HashKey("e2b_a2"), at); err != nil {
 		t.Fatal(err)
