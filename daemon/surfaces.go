@@ -49,6 +49,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Tools:    d.tools,
 		Auth:     d.auth,
 		Keys:     p.st,
+		AuditAdd: d.trail.Add,
 		Usage:    d.usage(p.st, p.tw.catalog, adm),
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -81,6 +82,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.auditKey(audit.Event{TenantID: k.TenantID, Kind: audit.KindKeyCreated,
+		Detail: map[string]string{"key": k.ID, "prefix": k.Prefix, "name": k.Name}})
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, api.APIKeyCreated{APIKey: keyOut(k, ""), Key: key})
 }
@@ -90,13 +93,22 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	hash, err := st.RevokeKey(r.Context(), mustTenant(r).ID, r.PathValue("id"))
+	t := mustTenant(r)
+	hash, err := st.RevokeKey(r.Context(), t.ID, r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	s.auditKey(audit.Event{TenantID: t.ID, Kind: audit.KindKeyRevoked, Detail: map[string]string{"key": r.PathValue("id")}})
 	if f, ok := s.cfg.Auth.(interface{ Forget(keyHash string) }); ok {
 		f.Forget(hash)
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// auditKey adds a key's event to the tenant's trail (Config.AuditAdd).
+func (s *Server) auditKey(ev audit.Event) {
+	if s.cfg.AuditAdd != nil {
+		s.cfg.AuditAdd(ev)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
+	"github.com/sandlot/sandlot/store/audit"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -29,6 +30,8 @@ func keysEnv(t *testing.T) (e *env, keyA, keyB string) {
 	e = newEnv(t, func(c *server.Config) {
 		c.Auth = tenant.NewAuthenticator(st, tenant.AuthConfig{CacheTTL: time.Hour})
 		c.Keys = st
+		c.AuditAdd = func(ev audit.Event) { _ = st.AppendAudit(context.Background(), ev) }
+		c.Audit = st.ListAudit
 	})
 	return e, keyA, keyB
 }
@@ -99,6 +102,12 @@ func TestKeys(t *testing.T) {
 	}
 	if w := e.do(t, req{method: "GET", path: "/v1/tenant", key: made.Key}); w.Code != http.StatusOK {
 		t.Fatalf("the last key after a refused revocation: %d %s", w.Code, w.Body)
+	}
+	// Both are in a's trail, by id.
+	w = e.do(t, req{method: "GET", path: "/v1/audit", key: made.Key})
+	if !strings.Contains(w.Body.String(), `"kind":"tenant.key_created"`) || !strings.Contains(w.Body.String(), `"kind":"tenant.key_revoked"`) ||
+		!strings.Contains(w.Body.String(), first) || strings.Contains(w.Body.String(), made.Key) {
+		t.Errorf("the trail: %s", w.Body)
 	}
 	for _, bad := range []string{`{"name": "a\u0000b"}`, `{"name": "` + strings.Repeat("n", 65) + `"}`, `{"name": 5}`, `{"key": "e2b_mine"}`, `[]`} {
 		if w := e.do(t, req{method: "POST", path: "/v1/keys", key: made.Key, body: bad}); w.Code != http.StatusBadRequest {

@@ -135,8 +135,11 @@ type Config struct {
 	// them 503.
 	Live Live
 	// Keys, when set, serves /v1/keys, the tenant's own API keys
-	// (keys.go; the store); nil answers those routes 412.
-	Keys tenant.Keys
+	// (keys.go; the store); nil answers those routes 412. AuditAdd, when
+	// set, is told of each key made and revoked (the daemon's batched
+	// audit writer).
+	Keys     tenant.Keys
+	AuditAdd func(ev audit.Event)
 	// Usage, when set, answers GET /v1/usage: the tenant's quotas and
 	// its use of each (the daemon's, which knows the limits); nil answers
 	// 412.

@@ -16,6 +16,7 @@ export function usagePanel(): { el: HTMLElement; load: () => Promise<void> } {
   const tbody = h("tbody");
   const el = h("section", { class: "card", "aria-labelledby": "usage-title" },
     h("h2", { id: "usage-title" }, "Usage against quotas"),
+    h("p", { class: "muted" }, "Of this key's tenant (quotas are per tenant), as this daemon counts them."),
     h("div", { class: "scroll" }, h("table", { "aria-label": "Usage against quotas" },
       h("thead", null, h("tr", null, ...["Quota", "Used", "Limit", "Share of the limit"].map((c) => h("th", { scope: "col" }, c)))), tbody)));
   const load = async () => {
