@@ -276,6 +276,29 @@ type Context struct {
 	// /v1/contexts/{id}/suspend): no sandbox runs for it, its files are
 	// kept, and its next call wakes it with its kernels fresh.
 	Suspended bool `json:"suspended,omitempty"`
+	// Network is the policy of the context's own network; absent: none
+	// (loopback only).
+	Network *ContextNetwork `json:"network,omitempty"`
+}
+
+// ContextNetwork is a context's network policy as /v1 shows it: the
+// request's Network, with its rules in their text form ("example.org:443"),
+// and of its header rules the host and the header names only: a value may
+// be a credential, and no route returns one.
+type ContextNetwork struct {
+	Mode    string                `json:"mode"`
+	Allow   []string              `json:"allow,omitempty"`
+	Deny    []string              `json:"deny,omitempty"`
+	Headers []ContextNetworkHeads `json:"headers,omitempty"`
+	Ingress NetworkIngress        `json:"ingress,omitzero"`
+	Secrets []string              `json:"secrets,omitempty"`
+}
+
+// ContextNetworkHeads names the headers a context's proxy sets on HTTPS
+// requests to Host, without their values.
+type ContextNetworkHeads struct {
+	Host  string   `json:"host"`
+	Names []string `json:"names"`
 }
 
 // ContextSnapshot is the first event of GET /v1/contexts/events (and

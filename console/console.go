@@ -21,6 +21,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -51,7 +52,32 @@ type asset struct {
 
 // Handler serves the console under Path: the page at Path and Path/, its
 // assets at Path/<name>, 404 for anything else. Only GET and HEAD.
-type Handler struct{ assets map[string]*asset }
+type Handler struct {
+	assets map[string]*asset
+	csp    string // CSP, or LiveViewCSP's
+}
+
+// LiveViewCSP is CSP with desktop live views allowed in frames: the pages
+// of https://<port>-<sandbox>.<domain>, the ports route's names, which
+// are never the console's origin, so a page a sandbox serves cannot reach
+// the console's storage (the key). Nothing else may be framed.
+func LiveViewCSP(domain string) string {
+	return CSP + "; frame-src https://*." + domain
+}
+
+// validDomain is a DNS name of lowercase letters, digits, '-' and '.':
+// what may go into a CSP source expression unquoted.
+var validDomain = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+
+// WithLiveViews returns h serving LiveViewCSP(domain): the daemon's ports
+// domain, when it serves desktops' live views. A domain that is not a
+// plain DNS name is refused (it would change the policy's meaning).
+func (h *Handler) WithLiveViews(domain string) (*Handler, error) {
+	if len(domain) > 253 || !validDomain.MatchString(domain) {
+		return nil, fmt.Errorf("console: live views: ports domain %q is not a DNS name of lowercase letters, digits, '-' and '.'", domain)
+	}
+	return &Handler{assets: h.assets, csp: LiveViewCSP(domain)}, nil
+}
 
 // New returns the console's handler over the embedded bundle.
 func New() *Handler { return newHandler(mustSub(dist, "dist")) }
@@ -65,7 +91,7 @@ func mustSub(f fs.FS, dir string) fs.FS {
 }
 
 func newHandler(files fs.FS) *Handler {
-	h := &Handler{assets: map[string]*asset{}}
+	h := &Handler{assets: map[string]*asset{}, csp: CSP}
 	entries, _ := fs.ReadDir(files, ".")
 	for _, e := range entries {
 		if e.IsDir() {
@@ -100,7 +126,7 @@ func Match(r *http.Request) bool {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
-	hdr.Set("Content-Security-Policy", CSP)
+	hdr.Set("Content-Security-Policy", h.csp)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("Referrer-Policy", "no-referrer")
 	hdr.Set("X-Frame-Options", "DENY")

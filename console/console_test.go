@@ -186,3 +186,36 @@ func TestGzipAndBudget(t *testing.T) {
 		t.Errorf("initial load %d bytes gzipped, budget 300 KiB", gz)
 	}
 }
+
+// TestLiveViewCSP: with live views the policy frames the ports domain's
+// https names only, the rest as strict; a domain that would change the
+// policy's meaning is refused; without live views nothing may be framed.
+func TestLiveViewCSP(t *testing.T) {
+	h, err := New().WithLiveViews("sandlot.localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/ui", nil))
+	got := w.Header().Get("Content-Security-Policy")
+	dirs := map[string]string{}
+	for _, d := range strings.Split(got, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		dirs[name] = value
+	}
+	if dirs["frame-src"] != "https://*.sandlot.localhost" || dirs["script-src"] != "'self'" || dirs["default-src"] != "'none'" ||
+		dirs["frame-ancestors"] != "'none'" || w.Code != 200 {
+		t.Fatalf("CSP with live views: %d %q", w.Code, got)
+	}
+	w = httptest.NewRecorder()
+	New().ServeHTTP(w, httptest.NewRequest("GET", "/ui", nil))
+	if strings.Contains(w.Header().Get("Content-Security-Policy"), "frame-src") {
+		t.Fatalf("a frame source without live views: %q", w.Header().Get("Content-Security-Policy"))
+	}
+	for _, bad := range []string{"", "x.test; script-src *", "x.test 'unsafe-inline'", "*.x.test", "X.TEST", ".x.test", "x..test",
+		"x.test:8443", "x.test/", "x.test\n", "-x.test", "x.test."} {
+		if _, err := New().WithLiveViews(bad); err == nil {
+			t.Errorf("WithLiveViews(%q) accepted", bad)
+		}
+	}
+}

@@ -200,3 +200,10 @@ func (m *Manager) statsLocked(mine func(tenantID string) bool) Stats {
 	st.PerTemplate = per
 	return st
 }
+
+// Limits are the active contexts a tenant and one user's conversation may
+// have (Config.MaxPerTenant and MaxPerConversation with their defaults);
+// zero or less is no limit.
+func (m *Manager) Limits() (perTenant, perConversation int) {
+	return m.cfg.MaxPerTenant, m.cfg.MaxPerConversation
+}

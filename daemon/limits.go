@@ -122,3 +122,11 @@ func identityOnly(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// inFlight is how many requests of tenantID are in flight, and its limit
+// (<= 0: none).
+func (a *admission) inFlight(tenantID string) (n, limit int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tenants[tenantID], a.perTenant
+}

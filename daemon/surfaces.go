@@ -48,6 +48,9 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Live:     d.manager,
 		Tools:    d.tools,
 		Auth:     d.auth,
+		Keys:     p.st,
+		AuditAdd: d.trail.Add,
+		Usage:    d.usage(p.st, p.tw.catalog, adm),
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),
 		Audit:    p.st.ListAudit,
@@ -101,6 +104,15 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Logger:          d.log,
 		Version:         d.version(),
 		Console:         console.New(),
+	}
+	if cfg.Network.Enabled && cfg.Desktop.offered() {
+		// Desktops' live views are pages of the ports domain
+		// (desktopManager's LiveURL): the context page frames them.
+		c, err := console.New().WithLiveViews(cfg.Network.Domain)
+		if err != nil {
+			return frontConfig{}, err
+		}
+		fc.Console = c
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph

@@ -42,6 +42,7 @@ type AuditEvent = audit.Event
 type Backend interface {
 	contexts.Store
 	tenant.Store
+	tenant.Keys
 	secret.Store
 	templates.Store
 	volumes.Store

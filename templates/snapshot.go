@@ -295,3 +295,13 @@ func (c *Catalog) DropSuspended(ctx context.Context, tenantID, id string) error 
 	c.mu.Unlock()
 	return nil
 }
+
+// MaxSnapshots is how many snapshots a tenant may keep
+// (Config.MaxSnapshots, or DefaultMaxSnapshots); 0 when the catalog keeps
+// none (no snapshot store or image store).
+func (c *Catalog) MaxSnapshots() int {
+	if c.cfg.Snapshots == nil || c.cfg.Images == nil {
+		return 0
+	}
+	return c.maxSnapshots()
+}

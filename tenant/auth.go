@@ -44,6 +44,11 @@ type Authenticator struct {
 	clock func() time.Time
 	keys  cache // by key hash
 	ids   cache // by tenant id
+
+	// usedMu guards used: when each key's use was last recorded
+	// (Keys.KeyUsed), so a busy key costs one write per KeyUseInterval.
+	usedMu sync.Mutex
+	used   map[string]time.Time
 }
 
 // NewAuthenticator returns an Authenticator over st.
@@ -75,7 +80,45 @@ func (a *Authenticator) Key(ctx context.Context, key string) (*Tenant, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up API key: %w", err)
 	}
+	a.markUsed(ctx, hash)
 	return t, nil
+}
+
+// Forget drops the key of keyHash from the cache, so that a revoked key
+// is refused by the next request on this daemon rather than after
+// CacheTTL. Another daemon on the same store refuses it within its own
+// CacheTTL.
+func (a *Authenticator) Forget(keyHash string) {
+	a.keys.drop(keyHash)
+}
+
+// markUsed records the key's use in the store when it implements
+// KeyUsed, at most once per KeyUseInterval per key. A failure is not the
+// request's: it is dropped, and the next request tries again.
+func (a *Authenticator) markUsed(ctx context.Context, hash string) {
+	ku, ok := a.st.(interface {
+		KeyUsed(ctx context.Context, keyHash string, at time.Time) error
+	})
+	if !ok {
+		return
+	}
+	now := a.clock()
+	a.usedMu.Lock()
+	last, seen := a.used[hash]
+	if seen && now.Sub(last) < KeyUseInterval {
+		a.usedMu.Unlock()
+		return
+	}
+	if a.used == nil || len(a.used) >= maxCached {
+		a.used = map[string]time.Time{}
+	}
+	a.used[hash] = now
+	a.usedMu.Unlock()
+	if err := ku.KeyUsed(ctx, hash, now); err != nil {
+		a.usedMu.Lock()
+		delete(a.used, hash)
+		a.usedMu.Unlock()
+	}
 }
 
 // Tenant returns the tenant of id (errdefs.ErrNotFound when there is none,
@@ -89,14 +132,15 @@ func (a *Authenticator) cached(ctx context.Context, c *cache, k string, lookup f
 		return lookup(ctx, k)
 	}
 	now := a.clock()
-	if t, ok := c.get(k, now); ok {
+	t, epoch, ok := c.get(k, now)
+	if ok {
 		return t, nil
 	}
 	t, err := lookup(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	c.put(k, t, now.Add(a.ttl))
+	c.put(k, t, now.Add(a.ttl), epoch)
 	return t, nil
 }
 
@@ -107,6 +151,9 @@ const maxCached = 4096
 type cache struct {
 	mu sync.Mutex
 	m  map[string]cached
+	// epoch counts drops: a lookup that began before a drop does not put
+	// its (perhaps revoked) answer back.
+	epoch uint64
 }
 
 type cached struct {
@@ -114,19 +161,29 @@ type cached struct {
 	expires time.Time
 }
 
-func (c *cache) get(k string, now time.Time) (*Tenant, bool) {
+func (c *cache) get(k string, now time.Time) (*Tenant, uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
 	if !ok || !now.Before(e.expires) {
-		return nil, false
+		return nil, c.epoch, false
 	}
-	return e.t, true
+	return e.t, c.epoch, true
 }
 
-func (c *cache) put(k string, t *Tenant, expires time.Time) {
+func (c *cache) drop(k string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.m, k)
+	c.epoch++
+}
+
+func (c *cache) put(k string, t *Tenant, expires time.Time, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch {
+		return
+	}
 	if c.m == nil || len(c.m) >= maxCached {
 		c.m = map[string]cached{}
 	}

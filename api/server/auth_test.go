@@ -139,7 +139,24 @@ func TestTenantIsolation(t *testing.T) {
 			t.Fatalf("A's volume's file: %v", err)
 		}
 	}
+	// A has two keys, so that revoking one is not refused as its last.
+	if err := secrets.AddKey(context.Background(), &tenant.Key{TenantID: "tenant-a", Name: "a-second"}, tenant.HashKey("e2b_tenant-a-2")); err != nil {
+		t.Fatal(err)
+	}
+	aKeys, _ := secrets.ListKeys(context.Background(), "tenant-a")
+	aKeysIntact := func(t *testing.T) {
+		t.Helper()
+		if got, _ := secrets.ListKeys(context.Background(), "tenant-a"); len(got) != 2 {
+			t.Fatalf("A's keys were touched: %v", got)
+		}
+	}
+	var usageAsked []string
 	e := newEnv(t, func(c *server.Config) {
+		c.Keys = secrets
+		c.Usage = func(_ context.Context, tenantID string) ([]api.Quota, error) {
+			usageAsked = append(usageAsked, tenantID)
+			return nil, nil
+		}
 		c.Secrets = secrets
 		c.Volumes = vols
 		c.Templates = cat
@@ -393,6 +410,31 @@ func TestTenantIsolation(t *testing.T) {
 		"POST /v1/templates": func(t *testing.T) {
 			e.do(t, req{method: "POST", path: "/v1/templates", key: e.KeyB, body: api.TemplateRequest{Name: "app", Ref: "127.0.0.1:1/x:1"}})
 			aTemplateIntact(t)
+		},
+		"GET /v1/keys": func(t *testing.T) {
+			w := e.do(t, req{method: "GET", path: "/v1/keys", key: e.KeyB})
+			for _, k := range aKeys {
+				if w.Code != 200 || strings.Contains(w.Body.String(), k.ID) || strings.Contains(w.Body.String(), "a-second") {
+					t.Fatalf("%d %s", w.Code, w.Body)
+				}
+			}
+		},
+		"POST /v1/keys": func(t *testing.T) {
+			e.do(t, req{method: "POST", path: "/v1/keys", key: e.KeyB, body: api.APIKeyRequest{Name: "b"}})
+			aKeysIntact(t)
+		},
+		"DELETE /v1/keys/{id}": func(t *testing.T) {
+			for _, k := range aKeys {
+				notFound(t, e.do(t, req{method: "DELETE", path: "/v1/keys/" + k.ID, key: e.KeyB}))
+			}
+			aKeysIntact(t)
+		},
+		"GET /v1/usage": func(t *testing.T) {
+			usageAsked = nil
+			e.do(t, req{method: "GET", path: "/v1/usage?tenant=tenant-a", key: e.KeyB})
+			if len(usageAsked) != 1 || usageAsked[0] != "tenant-b" {
+				t.Fatalf("usage asked for %v, want tenant-b's only", usageAsked)
+			}
 		},
 		"GET /v1/volumes": func(t *testing.T) {
 			w := e.do(t, req{method: "GET", path: "/v1/volumes", key: e.KeyB})

@@ -30,6 +30,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/secret"
 	"github.com/sandlot/sandlot/store/audit"
+	"github.com/sandlot/sandlot/tenant"
 	"github.com/sandlot/sandlot/tools"
 )
 
@@ -137,6 +138,16 @@ type Config struct {
 	// /v1/contexts/events) and PUT /v1/contexts/{id}/ttl; nil answers
 	// them 503.
 	Live Live
+	// Keys, when set, serves /v1/keys, the tenant's own API keys
+	// (keys.go; the store); nil answers those routes 412. AuditAdd, when
+	// set, is told of each key made and revoked (the daemon's batched
+	// audit writer).
+	Keys     tenant.Keys
+	AuditAdd func(ev audit.Event)
+	// Usage, when set, answers GET /v1/usage: the tenant's quotas and
+	// its use of each (the daemon's, which knows the limits); nil answers
+	// 412.
+	Usage func(ctx context.Context, tenantID string) ([]api.Quota, error)
 	// Version is the body of GET /v1/version (the daemon's build:
 	// daemon.BuildVersion). Public like the landing page, which shows it
 	// too: it names no tenant, path or host.
@@ -194,6 +205,10 @@ func (s *Server) routes() []route {
 		{"GET", "/v1/openapi.json", false, s.openapi},
 		{"GET", "/v1/version", false, s.version},
 		{"GET", "/v1/tenant", true, s.whoami},
+		{"GET", "/v1/keys", true, s.listKeys},
+		{"POST", "/v1/keys", true, s.createKey},
+		{"DELETE", "/v1/keys/{id}", true, s.revokeKey},
+		{"GET", "/v1/usage", true, s.usage},
 		{"GET", "/v1/tools", true, s.listTools},
 		{"POST", "/v1/tools/{name}", true, s.callTool},
 		{"GET", "/v1/contexts", true, s.listContexts},

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/audit"
 )
 
@@ -36,7 +40,30 @@ func contextOf(r *contexts.Record) api.Context {
 		Metadata:             r.Metadata,
 		Node:                 r.Node,
 		Suspended:            r.Suspended(),
+		Network:              networkOf(r.Network),
 	}
+}
+
+// networkOf is the wire form of a context's policy: header rules by host
+// and header names, never a value (a value may be a credential).
+func networkOf(p *policy.Policy) *api.ContextNetwork {
+	if p == nil {
+		return nil
+	}
+	rules := func(rs []policy.Rule) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.String())
+		}
+		return out
+	}
+	out := &api.ContextNetwork{Mode: string(p.Mode.Normalize()), Allow: rules(p.Allow), Deny: rules(p.Deny),
+		Ingress: api.NetworkIngress(p.Ingress), Secrets: slices.Clone(p.Secrets)}
+	for _, h := range p.Headers {
+		names := slices.Sorted(maps.Keys(h.Headers))
+		out.Headers = append(out.Headers, api.ContextNetworkHeads{Host: h.Host, Names: names})
+	}
+	return out
 }
 
 // fileInfosOf is the wire form of a listing; never nil.

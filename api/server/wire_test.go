@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/audit"
 )
 
@@ -59,5 +61,34 @@ func TestWireForms(t *testing.T) {
 	}
 	if api.DefaultPathID != contexts.DefaultPath {
 		t.Errorf("api.DefaultPathID %q, contexts.DefaultPath %q", api.DefaultPathID, contexts.DefaultPath)
+	}
+}
+
+// TestContextNetworkWire: a context's network policy reaches the wire
+// with its rules and header names, and never a header's value (a value
+// may be a credential the tenant gave the proxy).
+func TestContextNetworkWire(t *testing.T) {
+	const secret = "Bearer sk-live-0123456789"
+	allow, err := policy.ParseRule("api.example.org:443,8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &contexts.Record{ID: "ctx-1", Identity: contexts.Identity{TenantID: "t", ConversationID: "c", PathID: "p"}, State: contexts.StateReady}
+	rec.Network = &policy.Policy{Mode: policy.Allowlist, Allow: []policy.Rule{allow},
+		Headers: []policy.HeaderRule{{Host: "api.example.org", Headers: map[string]string{"X-B": "b", "Authorization": secret}}},
+		Ingress: policy.Ingress{Public: true}, Secrets: []string{"gh-token"}}
+	got := server.ContextOf(rec).Network
+	want := &api.ContextNetwork{Mode: "allowlist", Allow: []string{"api.example.org:443,8443"},
+		Headers: []api.ContextNetworkHeads{{Host: "api.example.org", Names: []string{"Authorization", "X-B"}}},
+		Ingress: api.NetworkIngress{Public: true}, Secrets: []string{"gh-token"}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("network (-want +got):\n%s", d)
+	}
+	b, _ := json.Marshal(server.ContextOf(rec))
+	if strings.Contains(string(b), "sk-live") {
+		t.Fatalf("a header value on the wire: %s", b)
+	}
+	if server.ContextOf(&contexts.Record{}).Network != nil {
+		t.Fatal("a context without a network has one on the wire")
 	}
 }

@@ -6,6 +6,8 @@ import { ApiError, call, json, key, lines, pathBase } from "./api";
 import { clear, duration, guarded, h } from "./dom";
 import { filesSection } from "./files";
 import { contexts, Ctx, now, onChange } from "./live";
+import { desktopSection } from "./desktop";
+import { networkSection } from "./network";
 import { final, Output } from "./output";
 
 const LANGS = ["python", "javascript", "typescript", "bash", "sh", "r", "java"];
@@ -31,11 +33,14 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
   const termBox = h("div");
   const termBtn = h("button", { type: "button", class: "secondary" }, "Open terminal");
   const files = filesSection(base);
+  const net = networkSection();
+  const desk = desktopSection(conv, path);
 
   root.append(
     h("p", null, h("a", { href: "#/" }, "← Contexts")),
     h("h1", null, "Conversation ", h("code", null, conv), " · path ", h("code", null, path)),
     status,
+    desk.el,
     h("div", { class: "grid" },
       h("div", { class: "card" },
         h("h2", null, "Editor"),
@@ -58,6 +63,7 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
       h("h2", null, "Audit trail of this context"),
       h("div", { class: "scroll" }, h("table", { "aria-label": "Audit trail of this context" },
         h("thead", null, h("tr", null, ...["Time", "Kind", "Detail"].map((c) => h("th", { scope: "col" }, c)))), auditBody))),
+    net.el,
     files.el,
     h("section", { class: "card", "aria-labelledby": "term-title" },
       h("h2", { id: "term-title" }, "Terminal"), termBtn, termBox));
@@ -69,11 +75,14 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
       ctxId = c.id;
       status.textContent = "Context " + c.id + " · " + c.status + " · template " + (c.template || "–") + " · " +
         c.executionCount + " executions · TTL left " + duration(Date.parse(c.expiresAt) - now());
+      net.show(c.network, true);
+      desk.show(c.template);
     } else if (ctxId) {
       status.textContent = "Context " + ctxId + " has ended; the next call starts a new one.";
       ctxId = "";
     }
   };
+  net.show(undefined, false);
   const off = onChange(showState);
   const tick = setInterval(showState, 1000);
 
@@ -172,7 +181,11 @@ export function contextPage(root: HTMLElement, conv: string, path: string): () =
     try {
       await json(base + "/files/list?path=" + encodeURIComponent("/home/user"));
       const list = await json("/v1/contexts?conversationId=" + encodeURIComponent(conv) + "&pathId=" + encodeURIComponent(path) + "&status=active");
-      if (list.contexts?.length) ctxId = list.contexts[0].id;
+      if (list.contexts?.length) {
+        ctxId = list.contexts[0].id;
+        net.show(list.contexts[0].network, true);
+        desk.show(list.contexts[0].template);
+      }
       showState();
       if (!contexts.has(ctxId)) status.textContent = "Context " + ctxId + " · ready";
       loadAudit();

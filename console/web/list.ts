@@ -4,6 +4,7 @@ import { ApiError, json, send } from "./api";
 import { bytes, clear, duration, h } from "./dom";
 import { contexts, Ctx, liveStatus, now, onChange } from "./live";
 import { me } from "./main";
+import { usagePanel } from "./usage";
 
 const EXTEND_S = 30 * 60;
 const COLS = ["Tenant", "Conversation", "Path", "State", "Template", "Age", "TTL left", "Executions", "Memory", "CPU", "Actions"];
@@ -27,6 +28,7 @@ export function contextsPage(root: HTMLElement): () => void {
   const table = h("table", { class: "cards", "aria-label": "Contexts", "aria-describedby": "contexts-count" },
     h("thead", null, h("tr", null, ...COLS.map((c) => h("th", { scope: "col" }, c)))),
     tbody);
+  const usage = usagePanel();
   root.append(
     h("section", { class: "card", "aria-labelledby": "open-title" }, h("h1", { id: "open-title" }, "Open a conversation"),
       h("p", { class: "muted" }, "Opens the conversation's context on path main, creating it when it has none."), openForm),
@@ -36,7 +38,8 @@ export function contextsPage(root: HTMLElement): () => void {
       h("div", { class: "row" }, h("div", { class: "grow" }, h("label", { for: "filter" }, "Filter"), filter)),
       msg,
       h("div", { class: "scroll", tabindex: "0", role: "group", "aria-label": "Contexts table, scrollable" }, table),
-      h("p", { id: "contexts-count", class: "muted" }, "Live: contexts appear when created and leave when they end.")));
+      h("p", { id: "contexts-count", class: "muted" }, "Live: contexts appear when created and leave when they end.")),
+    usage.el);
 
   const act = async (what: string, fn: () => Promise<unknown>) => {
     msg.textContent = "";
@@ -131,12 +134,13 @@ export function contextsPage(root: HTMLElement): () => void {
   let figTimer = 0;
   const off = onChange(() => {
     schedule();
-    if (!figTimer) figTimer = window.setTimeout(() => { figTimer = 0; loadFigures(figures); }, 1000);
+    if (!figTimer) figTimer = window.setTimeout(() => { figTimer = 0; loadFigures(figures); usage.load(); }, 1000);
   });
   const tick = setInterval(() => { if (!document.hidden) schedule(); }, 1000);
   render();
   loadFigures(figures);
-  const figTick = setInterval(() => loadFigures(figures), 15000);
+  usage.load();
+  const figTick = setInterval(() => { loadFigures(figures); usage.load(); }, 15000);
   conv.focus();
   return () => { off(); clearInterval(tick); clearInterval(figTick); clearTimeout(figTimer); };
 }

@@ -2,11 +2,13 @@
 // cannot send the Authorization header), parsed as server-sent events,
 // reconnecting with a backoff.
 import { call, lines } from "./api";
+import type { Net } from "./network";
 
 export interface Ctx {
   id: string; tenantId: string; userId?: string; conversationId: string; pathId: string;
   status: string; terminationReason?: string; template?: string; createdAt: string; lastUsedAt: string;
   expiresAt: string; executionCount: number; resourceUsage: { memoryBytes?: number; cpuPct?: number; cpuTimeMs?: number };
+  network?: Net;
 }
 
 export const contexts = new Map<string, Ctx>();

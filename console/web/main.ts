@@ -1,8 +1,9 @@
 // The console's entry: sign-in, the router (#/, #/c/<conversation>/<path>,
-// #/audit, #/templates) and the live feed shared by every page.
+// #/audit, #/templates, #/keys) and the live feed shared by every page.
 import { ApiError, json, key, setKey, whenSignedOut } from "./api";
 import { clear } from "./dom";
 import { contextPage } from "./context";
+import { keysPage } from "./keys";
 import { contextsPage } from "./list";
 import * as live from "./live";
 import { auditPage, templatesPage } from "./pages";
@@ -51,6 +52,9 @@ function route(): void {
   } else if (hash === "#/audit") {
     document.title = "Audit · sandlot console";
     leave = auditPage(app);
+  } else if (hash === "#/keys") {
+    document.title = "API keys · sandlot console";
+    leave = keysPage(app, () => signedOut("This page's key was revoked; sign in with another."));
   } else if (hash === "#/templates") {
     document.title = "Templates · sandlot console";
     leave = templatesPage(app);

@@ -27,14 +27,15 @@ type page struct {
 	seq   int    // marks of byName
 }
 
-// newPage starts Debian's chromium headless at 1280x800 and returns a
-// tab; downloads go to dl.
-func newPage(t *testing.T, dl string) *page {
+// newPage starts Debian's chromium headless at 1280x800 (with extra
+// options) and returns a tab; downloads go to dl.
+func newPage(t *testing.T, dl string, extra ...chromedp.ExecAllocatorOption) *page {
 	t.Helper()
 	bin := testenv.RequireBinary(t, "chromium")
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
 		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelC(); cancelA() })

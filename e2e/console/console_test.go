@@ -80,6 +80,8 @@ func TestConsole(t *testing.T) {
 	if out := p.text("region", "Output"); strings.Contains(out, "QWERTYUIOPASDFGH") {
 		t.Fatalf("the key reached the page:\n%s", out)
 	}
+	// The context's network policy: this daemon gives sandboxes none.
+	p.waitText("table", "Network policy", "the context's network", contains("no network: loopback only"))
 	p.waitJS("a chart in the output", `[...document.querySelectorAll('#output img')].some(i => i.src.startsWith('data:image/png;base64,') && i.naturalWidth > 100)`)
 
 	// Run Analysis: custom code with parameters.

@@ -27,7 +27,10 @@ type daemon struct {
 
 // serve starts `sandlot serve` on the local provider with a fresh data
 // dir, and makes a second tenant.
-func serve(t *testing.T) *daemon {
+func serve(t *testing.T) *daemon { return serveWith(t) }
+
+// serveWith is serve with more flags for `sandlot serve`.
+func serveWith(t *testing.T, extra ...string) *daemon {
 	t.Helper()
 	bin := testenv.SandlotBinary(t)
 	debiantest.Default(t) // the default template, from the tests' shared image store
@@ -39,6 +42,7 @@ func serve(t *testing.T) *daemon {
 	t.Cleanup(func() { os.RemoveAll(state) }) // registered first: runs after serve stopped
 	cmd := exec.Command(bin, "serve", "--addr", "127.0.0.1:0", "--data-dir", data, "--state-dir", state,
 		"--pool-size", "0", "--providers", "local", "--images-dir", debiantest.StoreDir())
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Env = append(os.Environ(), "SANDLOT_ADDR=")
 	srv := testenv.StartServe(t, cmd, data, 60*time.Second)
 	t.Cleanup(func() {

@@ -17,8 +17,13 @@ const (
 	KindTenantCreated     = "tenant.created"
 	KindTenantDeleted     = "tenant.deleted"
 	KindKeyRotated        = "tenant.key_rotated"
-	KindNetConnection     = "network.connection" // a sandbox's outbound connection (allowed or not)
-	KindNetDNS            = "network.dns"        // a sandbox's DNS question
+	// KindKeyCreated and KindKeyRevoked: a tenant made or revoked one of
+	// its keys over /v1/keys (detail: key, the id; prefix and name on
+	// creation).
+	KindKeyCreated    = "tenant.key_created"
+	KindKeyRevoked    = "tenant.key_revoked"
+	KindNetConnection = "network.connection" // a sandbox's outbound connection (allowed or not)
+	KindNetDNS        = "network.dns"        // a sandbox's DNS question
 	// KindNetLimited: a sandbox's network events past its audit rate,
 	// counted instead of recorded (detail sandbox, suppressed).
 	KindNetLimited = "network.limited"

@@ -28,8 +28,7 @@ type Store struct {
 	records   map[string]*contexts.Record   // by context id; never handed out
 	active    map[contexts.Identity]string  // identity -> id of its active record
 	tenants   map[string]*tenant.Tenant     // by tenant id
-	keys      map[string]string             // key hash -> tenant id
-	keyOf     map[string]string             // tenant id -> key hash
+	keys      map[string]*tenant.Key        // by key hash (keys.go)
 	events    []audit.Event                 // ascending ID
 	lastEvent int64                         // the last event ID handed out (pruning keeps IDs increasing)
 	nodes     map[string]time.Time          // node id -> last heartbeat
@@ -52,8 +51,7 @@ func New() *Store {
 		records: map[string]*contexts.Record{},
 		active:  map[contexts.Identity]string{},
 		tenants: map[string]*tenant.Tenant{},
-		keys:    map[string]string{},
-		keyOf:   map[string]string{},
+		keys:    map[string]*tenant.Key{},
 		nodes:   map[string]time.Time{},
 		leases:  map[string]lease{},
 	}
@@ -346,8 +344,7 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		if _, ok := s.keys[keyHash]; ok {
 			return fmt.Errorf("tenant %s: key hash in use: %w", t.ID, errdefs.ErrAlreadyExists)
 		}
-		s.keys[keyHash] = t.ID
-		s.keyOf[t.ID] = keyHash
+		s.keys[keyHash] = &tenant.Key{ID: tenant.NewKeyID(), TenantID: t.ID, Prefix: t.KeyPrefix, CreatedAt: time.Now().UTC()}
 	}
 	s.tenants[t.ID] = cloneTenant(t)
 	return nil
@@ -357,11 +354,11 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 func (s *Store) TenantByKeyHash(ctx context.Context, keyHash string) (*tenant.Tenant, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id, ok := s.keys[keyHash]
+	k, ok := s.keys[keyHash]
 	if !ok {
 		return nil, fmt.Errorf("key: %w", errdefs.ErrNotFound)
 	}
-	return cloneTenant(s.tenants[id]), nil
+	return cloneTenant(s.tenants[k.TenantID]), nil
 }
 
 // GetTenant implements tenant.Store.
@@ -400,12 +397,11 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	if !ok {
 		return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
 	}
-	if owner, ok := s.keys[keyHash]; ok && owner != id {
+	if k, ok := s.keys[keyHash]; ok && k.TenantID != id {
 		return fmt.Errorf("tenant %s: key hash in use: %w", id, errdefs.ErrAlreadyExists)
 	}
-	delete(s.keys, s.keyOf[id])
-	s.keys[keyHash] = id
-	s.keyOf[id] = keyHash
+	s.dropKeys(id)
+	s.keys[keyHash] = &tenant.Key{ID: tenant.NewKeyID(), TenantID: id, Prefix: keyPrefix, CreatedAt: time.Now().UTC()}
 	t.KeyPrefix = keyPrefix
 	t.KeyGeneration++
 	return nil
@@ -455,8 +451,7 @@ func (s *Store) DeleteTenant(ctx context.Context, id string) error {
 	if _, ok := s.tenants[id]; !ok {
 		return fmt.Errorf("tenant %s: %w", id, errdefs.ErrNotFound)
 	}
-	delete(s.keys, s.keyOf[id])
-	delete(s.keyOf, id)
+	s.dropKeys(id)
 	delete(s.tenants, id)
 	s.dropSecrets(id)
 	s.dropTemplates(id)

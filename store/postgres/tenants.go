@@ -47,7 +47,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		if keyHash == "" {
 			return nil
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (hash, tenant_id) VALUES ($1, $2)`, keyHash, t.ID)
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, hash, tenant_id, prefix) VALUES ($1, $2, $3, $4)`,
+			tenant.NewKeyID(), keyHash, t.ID, t.KeyPrefix)
 		return err
 	})
 	if nameTaken(err) {
@@ -123,7 +124,8 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 		if _, err := tx.Exec(ctx, `DELETE FROM api_keys WHERE tenant_id = $1`, id); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO api_keys (hash, tenant_id) VALUES ($1, $2)`, keyHash, id)
+		_, err = tx.Exec(ctx, `INSERT INTO api_keys (id, hash, tenant_id, prefix) VALUES ($1, $2, $3, $4)`,
+			tenant.NewKeyID(), keyHash, id, keyPrefix)
 		return err
 	})
 	if errors.Is(err, errNoTenant) {

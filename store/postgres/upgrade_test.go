@@ -66,7 +66,12 @@ func fixtureRows(version int) string {
 	var b str.Builder
 	fmt.Fprintf(&b, "INSERT INTO tenants (id, name, guard_mode, admin, key_prefix, created_at) VALUES (%s, %s, 'enforce', false, %s, %s);\n",
 		q(storetest.FixtureTenantID), q(storetest.FixtureTenantName), q(storetest.FixtureKeyPrefix), at)
-	fmt.Fprintf(&b, "INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (%s, %s, %s);\n", q(storetest.FixtureKeyHash()), q(storetest.FixtureTenantID), at)
+	if version >= 16 {
+		fmt.Fprintf(&b, "INSERT INTO api_keys (id, hash, tenant_id, name, prefix, created_at) VALUES (%s, %s, %s, 'first', %s, %s);\n",
+			q(storetest.FixtureKeyID), q(storetest.FixtureKeyHash()), q(storetest.FixtureTenantID), q(storetest.FixtureKeyPrefix), at)
+	} else {
+		fmt.Fprintf(&b, "INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (%s, %s, %s);\n", q(storetest.FixtureKeyHash()), q(storetest.FixtureTenantID), at)
+	}
 	fmt.Fprintf(&b, "INSERT INTO execution_contexts (id, tenant_id, conversation_id, path_id, state, sandbox_id, provider, template, "+
 		"created_at, last_used_at, expires_at, execution_count, total_execution_time_ms, metadata, updated_at) "+
 		"VALUES (%s, %s, %s, 'main', 'ready', 'sb-1', 'local', 'default', %s, %s, '2100-01-01T00:00:00Z', 3, 120, '{\"team\":\"blue\"}', %s);\n",

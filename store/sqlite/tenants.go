@@ -54,7 +54,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return fmt.Errorf("create tenant %s: %w", t.ID, err)
 	}
 	if keyHash != "" {
-		_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, keyHash, t.ID, nowMs())
+		_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (id, hash, tenant_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
+			tenant.NewKeyID(), keyHash, t.ID, t.KeyPrefix, nowMs())
 		if isUnique(err) {
 			return fmt.Errorf("tenant %s: key hash in use: %w", t.ID, errdefs.ErrAlreadyExists)
 		}
@@ -124,7 +125,8 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 	if _, err := tx.ExecContext(ctx, `DELETE FROM api_keys WHERE tenant_id = ?`, id); err != nil {
 		return fmt.Errorf("set key of %s: %w", id, err)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, keyHash, id, nowMs())
+	_, err = tx.ExecContext(ctx, `INSERT INTO api_keys (id, hash, tenant_id, prefix, created_at) VALUES (?, ?, ?, ?, ?)`,
+		tenant.NewKeyID(), keyHash, id, keyPrefix, nowMs())
 	if isUnique(err) {
 		return fmt.Errorf("tenant %s: key hash in use: %w", id, errdefs.ErrAlreadyExists)
 	}

@@ -64,7 +64,12 @@ func writeFixture(t *testing.T, version int) {
 	const at = 1700000000000
 	exec(`INSERT INTO tenants (id, name, guard_mode, admin, key_prefix, created_at) VALUES (?, ?, 'enforce', 0, ?, ?)`,
 		storetest.FixtureTenantID, storetest.FixtureTenantName, storetest.FixtureKeyPrefix, at)
-	exec(`INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, storetest.FixtureKeyHash(), storetest.FixtureTenantID, at)
+	if version >= 16 {
+		exec(`INSERT INTO api_keys (id, hash, tenant_id, name, prefix, created_at) VALUES (?, ?, ?, 'first', ?, ?)`,
+			storetest.FixtureKeyID, storetest.FixtureKeyHash(), storetest.FixtureTenantID, storetest.FixtureKeyPrefix, at)
+	} else {
+		exec(`INSERT INTO api_keys (hash, tenant_id, created_at) VALUES (?, ?, ?)`, storetest.FixtureKeyHash(), storetest.FixtureTenantID, at)
+	}
 	exec(`INSERT INTO execution_contexts (id, tenant_id, conversation_id, path_id, state, sandbox_id, provider, template,
 		created_at, last_used_at, expires_at, execution_count, total_execution_time_ms, metadata, updated_at)
 		VALUES (?, ?, ?, 'main', 'ready', 'sb-1', 'local', 'default', ?, ?, 4102444800000, 3, 120, '{"team":"blue"}', ?)`,

@@ -20,8 +20,11 @@ const (
 	FixtureTenantID   = "11111111-1111-4111-8111-111111111111"
 	FixtureTenantName = "acme"
 	// FixtureKey is the tenant's API key; its SHA-256 is stored.
-	FixtureKey        = "sk_fixture_0123456789abcdef"
-	FixtureKeyPrefix  = "sk_fixture_0"
+	FixtureKey       = "sk_fixture_0123456789abcdef"
+	FixtureKeyPrefix = "sk_fixture_0"
+	// FixtureKeyID is the key's id from schema 16 on (before, migration 16
+	// gives it a random one).
+	FixtureKeyID      = "key_fixture000001"
 	FixtureLiveID     = "22222222-2222-4222-8222-222222222222"
 	FixtureEndedID    = "33333333-3333-4333-8333-333333333333"
 	FixtureConv       = "conv-1"
@@ -52,6 +55,11 @@ func CheckFixture(t *testing.T, s store.Backend, version int) {
 	ten, err := s.TenantByKeyHash(ctx, FixtureKeyHash())
 	if err != nil || ten.ID != FixtureTenantID || ten.Name != FixtureTenantName || ten.KeyPrefix != FixtureKeyPrefix {
 		t.Fatalf("tenant by key: %+v, %v", ten, err)
+	}
+	keys, err := s.ListKeys(ctx, FixtureTenantID)
+	if err != nil || len(keys) != 1 || keys[0].Prefix != FixtureKeyPrefix || !strings.HasPrefix(keys[0].ID, "key_") ||
+		(version >= 16 && (keys[0].ID != FixtureKeyID || keys[0].Name != "first")) {
+		t.Fatalf("the tenant's keys: %v, %v", keys, err)
 	}
 	live, err := s.Get(ctx, FixtureLiveID)
 	if err != nil {

@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"List", testList},
 		{"Tenants", testTenants},
 		{"TenantNames", testTenantNames},
+		{"Keys", testKeys},
 		{"Audit", testAudit},
 		{"AuditBatch", testAuditBatch},
 		{"AuditRetention", testAuditRetention},

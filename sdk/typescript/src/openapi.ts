@@ -863,6 +863,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authenticated tenant's API keys, without the keys
+         * @description Each key's id, name, prefix (its first 10 characters), when it was made and last used (to the minute). current marks the key the request was made with. No route shows a key after POST /v1/keys.
+         */
+        get: operations["listKeys"];
+        put?: never;
+        /**
+         * Make an API key for the authenticated tenant
+         * @description The answer holds the key, this once (Cache-Control: no-store); only its SHA-256 is stored. A tenant has at most 50 keys (429 resource_exhausted past them).
+         */
+        post: operations["createKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke one of the authenticated tenant's API keys
+         * @description The key is refused from the next request on this daemon (another daemon on the same store refuses it within its one-second key cache). Another tenant's key id is a 404. A tenant's last key cannot be revoked (412 failed_precondition): make another first.
+         */
+        delete: operations["revokeKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authenticated tenant's quotas and its use of each
+         * @description The limits this daemon enforces for the key's tenant, each with its use now: active contexts (of the tenant, and of its busiest conversation), volumes and their bytes and snapshots (where they are on), requests in flight on this daemon (this one included). A limit that is absent is none. An admin key reads its own tenant's.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1053,6 +1117,7 @@ export interface components {
             node?: string;
             /** @description The context is suspended to disk: no sandbox runs for it, its files are kept, and its next call wakes it with its kernels fresh. */
             suspended?: boolean;
+            network?: components["schemas"]["ContextNetwork"];
         };
         ContextList: {
             contexts: components["schemas"]["Context"][];
@@ -1754,6 +1819,65 @@ export interface components {
         };
         SnapshotList: {
             snapshots: components["schemas"]["Snapshot"][];
+        };
+        APIKey: {
+            id: string;
+            name: string;
+            /** @description The key's first 10 characters. */
+            prefix: string;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description Absent when never used.
+             */
+            lastUsedAt?: string;
+            /** @description The key the request was made with. */
+            current?: boolean;
+        };
+        APIKeyList: {
+            keys: components["schemas"]["APIKey"][];
+        };
+        APIKeyRequest: {
+            /** @description A label for the key, without control characters. */
+            name?: string;
+        };
+        APIKeyCreated: components["schemas"]["APIKey"] & {
+            /** @description The key (e2b_<40 hex>), shown this once. */
+            key: string;
+        };
+        Quota: {
+            /** @enum {string} */
+            name: "contexts" | "contextsPerConversation" | "volumes" | "volumeBytes" | "snapshots" | "requestsInFlight";
+            /** Format: int64 */
+            used: number;
+            /**
+             * Format: int64
+             * @description The most allowed; absent when unlimited.
+             */
+            limit?: number;
+            description: string;
+        };
+        Usage: {
+            tenant: string;
+            quotas: components["schemas"]["Quota"][];
+        };
+        /** @description A context's network policy; absent on a context without a network (loopback only). Header rules show the host and header names, never a value. */
+        ContextNetwork: {
+            /** @enum {string} */
+            mode: "none" | "allowlist" | "open";
+            /** @description Rules in their text form (example.org, *.example.org:443, 203.0.113.0/24). */
+            allow?: string[];
+            deny?: string[];
+            headers?: {
+                host: string;
+                names: string[];
+            }[];
+            ingress?: {
+                public?: boolean;
+                maskRequestHost?: string;
+            };
+            secrets?: string[];
         };
     };
     responses: {
@@ -3405,6 +3529,114 @@ export interface operations {
             };
             401: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    listKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeyList"];
+                };
+            };
+            401: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    createKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["APIKeyRequest"];
+            };
+        };
+        responses: {
+            /** @description The new key. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["APIKeyCreated"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    revokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id (key_<16 hex>). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            412: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quotas. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            401: components["responses"]["Error"];
             412: components["responses"]["Error"];
             429: components["responses"]["Error"];
             500: components["responses"]["Error"];
