@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
+__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ContextNetwork", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
 
 Language = Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]
 """The languages of run_code."""
@@ -37,6 +37,7 @@ class BashResult(TypedDict):
     truncated: bool
     outputType: Literal["json", "table", "text", "error"]
     stateLost: NotRequired[bool]
+    woken: NotRequired[bool]
     notice: NotRequired[str]
     error: NotRequired[ExecError]
 
@@ -64,6 +65,8 @@ class Context(TypedDict):
     resourceUsage: NotRequired[Any]
     metadata: NotRequired[dict[str, str]]
     node: NotRequired[str]
+    suspended: NotRequired[bool]
+    network: NotRequired[ContextNetwork]
 
 
 class ContextList(TypedDict):
@@ -71,6 +74,17 @@ class ContextList(TypedDict):
 
     contexts: list[Context]
     next: NotRequired[str]
+
+
+class ContextNetwork(TypedDict):
+    """A context's network policy; absent on a context without a network (loopback only). Header rules show the host and header names, never a value."""
+
+    mode: Literal["none", "allowlist", "open"]
+    allow: NotRequired[list[str]]
+    deny: NotRequired[list[str]]
+    headers: NotRequired[list[Any]]
+    ingress: NotRequired[Any]
+    secrets: NotRequired[list[str]]
 
 
 class ConversationEnded(TypedDict):
@@ -336,6 +350,7 @@ class RunCodeResult(TypedDict):
     kernelRestarted: NotRequired[bool]
     rotated: NotRequired[bool]
     stateLost: NotRequired[bool]
+    woken: NotRequired[bool]
     notice: NotRequired[str]
     truncated: bool
     outputType: Literal["json", "table", "text", "error"]
