@@ -90,6 +90,9 @@ func TestKubernetesGroup(t *testing.T) {
 	if f := got[want[8]]; f.Unit != "creates/s" || f.N != 3 {
 		t.Errorf("replicas figure: %+v", f)
 	}
+	if t.Failed() {
+		t.Logf("the node's load now: %s", c.NodeLoad(ctx))
+	}
 	for _, f := range rep.Figures {
 		t.Logf("%s: n=%d p50=%.1f p95=%.1f value=%.1f %s %s", f.Name, f.N, f.P50, f.P95, f.Value, f.Unit, f.Note)
 	}

@@ -121,7 +121,8 @@ func Main(m *testing.M) {
 }
 
 // Namespace makes a namespace named prefix-<random> that is ready for pods
-// (its default service account exists) and deletes it when the test ends.
+// (its default service account exists) and deletes it when the test ends,
+// waiting until it is gone.
 func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -132,7 +133,11 @@ func (c *Cluster) Namespace(t testing.TB, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		// Waiting frees the node for the next test: a namespace's pods
+		// hold their requests until they are gone.
+		if err := c.deleteNamespace(ns.Name, 3*time.Minute); err != nil {
+			t.Logf("the namespace %s is not gone: %v", ns.Name, err)
+		}
 	})
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()

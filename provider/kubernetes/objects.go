@@ -170,6 +170,11 @@ func (p *Provider) podSpec(t templateConf, lim contexts.Limits, secretName, item
 		"automountServiceAccountToken": false,
 		"enableServiceLinks":           false,
 		"restartPolicy":                "Never",
+		// The agent is the pod's PID 1 and ignores signals (nothing in the
+		// sandbox may stop it), so a deleted pod would hold its node's
+		// requests for the default 30 s grace before the kill. A sandbox
+		// has nothing to flush: the kill comes after one second.
+		"terminationGracePeriodSeconds": int64(1),
 		"securityContext": map[string]any{
 			"runAsNonRoot":   true,
 			"runAsUser":      int64(1000),

@@ -85,6 +85,7 @@ func TestObjects(t *testing.T) {
 			{name, o, ps + "runtimeClassName", "gvisor"},
 			{name, o, ps + "automountServiceAccountToken", false},
 			{name, o, ps + "enableServiceLinks", false},
+			{name, o, ps + "terminationGracePeriodSeconds", int64(1)},
 			{name, o, ps + "securityContext.runAsNonRoot", true},
 			{name, o, ps + "securityContext.runAsUser", int64(1000)},
 			{name, o, ps + "securityContext.seccompProfile.type", "RuntimeDefault"},

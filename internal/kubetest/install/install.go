@@ -335,6 +335,11 @@ func podsState(ctx context.Context, c *kubetest.Cluster, ns string) string {
 	}
 	for _, p := range l.Items {
 		fmt.Fprintf(&b, "\npod %s: %s", p.Name, p.Status.Phase)
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != "True" && cond.Reason != "" {
+				fmt.Fprintf(&b, "; %s: %s %s", cond.Type, cond.Reason, cond.Message)
+			}
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if w := cs.State.Waiting; w != nil {
 				fmt.Fprintf(&b, "; waiting: %s %s", w.Reason, w.Message)
@@ -346,5 +351,6 @@ func podsState(ctx context.Context, c *kubetest.Cluster, ns string) string {
 		out, _ := kubectl(ctx, c, "", "logs", "-n", ns, p.Name, "--tail", "30")
 		fmt.Fprintf(&b, "\n%s", out)
 	}
+	fmt.Fprintf(&b, "\n%s", c.NodeLoad(ctx))
 	return b.String()
 }
