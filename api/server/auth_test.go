@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,8 +82,13 @@ func TestAuth(t *testing.T) {
 // TestKeyCache: a deleted key stops working once the cache TTL passes.
 func TestKeyCache(t *testing.T) {
 	e := newEnv(t, nil)
+	// A clock the test moves: on a loaded machine real time may pass the
+	// TTL between two requests.
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e.Handler = server.New(server.Config{Contexts: e.Contexts, Tools: e.Tools,
-		Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{CacheTTL: 50 * time.Millisecond})}).Handler()
+		Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{CacheTTL: 50 * time.Millisecond, Clock: clock})}).Handler()
 	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
 		t.Fatal(w.Code)
 	}
@@ -90,7 +96,9 @@ func TestKeyCache(t *testing.T) {
 	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 200 {
 		t.Fatalf("cached key: %d", w.Code)
 	}
-	time.Sleep(60 * time.Millisecond)
+	mu.Lock()
+	now = now.Add(60 * time.Millisecond)
+	mu.Unlock()
 	if w := e.do(t, req{method: "GET", path: "/v1/contexts", key: e.KeyA}); w.Code != 500 {
 		t.Fatalf("after the TTL: %d", w.Code)
 	}
