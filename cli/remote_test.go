@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -216,5 +218,35 @@ func TestBootstrapTenant(t *testing.T) {
 				t.Fatalf("%q %v", out.String(), err)
 			}
 		})
+	}
+}
+
+// hiddenTenants lists no tenant: the view of a replica that read the store
+// just before another replica made the default tenant.
+type hiddenTenants struct{ store.Backend }
+
+func (hiddenTenants) ListTenants(context.Context) ([]*tenant.Tenant, error) { return nil, nil }
+
+// Two replicas that start at once on an empty store both find no tenant;
+// the one that loses the race to create "default" starts as well (before,
+// it failed on the taken name, and its pod restarted), and writes no key.
+func TestBootstrapTenantRace(t *testing.T) {
+	st, err := store.Open(context.Background(), "memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bootstrapTenant(context.Background(), st, t.TempDir(), "", false, IO{Out: io.Discard, Err: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := bootstrapTenant(context.Background(), hiddenTenants{st}, dir, "", false, IO{Out: &out, Err: &out}); err != nil {
+		t.Fatalf("the replica that lost the race: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, keyFile)); !errors.Is(err, os.ErrNotExist) || out.Len() != 0 {
+		t.Fatalf("the losing replica wrote a key or printed %q: %v", out.String(), err)
+	}
+	if ts, err := st.ListTenants(context.Background()); err != nil || len(ts) != 1 {
+		t.Fatalf("tenants: %d %v", len(ts), err)
 	}
 }

@@ -159,7 +159,8 @@ func newLogger(std IO, level string) *slog.Logger { return export.NewLogger(std.
 // prints its key once and writes it to DATA/api-key (0600), where the CLI
 // and scripts find it. The tenant is an admin (it may switch the guard off
 // per request) only when asked: the key printed at first start ends up in
-// shells and scripts.
+// shells and scripts. Replicas that start at once on an empty store make
+// one tenant: the others find its name taken and go on.
 func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard string, admin bool, std IO) error {
 	ts, err := st.ListTenants(ctx)
 	if err != nil {
@@ -169,6 +170,11 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 		return nil
 	}
 	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil)
+	if errors.Is(err, errdefs.ErrAlreadyExists) {
+		// Another replica on the same store made it between the list and
+		// the create; its start printed the key.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("create the default tenant: %w", err)
 	}
