@@ -58,7 +58,7 @@ func (sc *scanner) assignments() {
 		if !ok || !maybeKey(kbs) {
 			continue
 		}
-		if e := sc.keyValue(string(kbs), val); e > i {
+		if e := sc.keyValue(string(kbs), quotedKey(s, p), val); e > i {
 			i = e - 1 // the value is examined once, even if it holds '=' or ':'
 		}
 	}
@@ -104,8 +104,24 @@ func keyBefore(s string, p int, kb *[64]byte) ([]byte, bool) {
 	return nil, false
 }
 
-// keyValue checks the value at val if key names a secret.
-func (sc *scanner) keyValue(key string, val int) int {
+// quotedKey reports whether the key ending before p is in quotes ("key":
+// or 'key' =), as in JSON, a script's object literal or a Python dict.
+func quotedKey(s string, p int) bool {
+	for e := p; e > 0 && p-e < 4; e-- {
+		switch s[e-1] {
+		case ' ', '\t':
+			continue
+		case '"', '\'':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// keyValue checks the value at val if key names a secret; quoted tells
+// the key was in quotes.
+func (sc *scanner) keyValue(key string, quoted bool, val int) int {
 	kind := keyKind(key)
 	if kind == "" {
 		return 0
@@ -117,7 +133,7 @@ func (sc *scanner) keyValue(key string, val int) int {
 		// with an absolute path for a value it is that.
 		weak = key == "pwd"
 	}
-	return sc.value(kind, weak, val)
+	return sc.value(kind, weak, quoted, val)
 }
 
 // xmlValue handles the '>' at i closing <key>: the value starts after
@@ -156,7 +172,7 @@ func (sc *scanner) xmlValue(i int) int {
 	}
 	// reuse the value rules on the bare text
 	sub := scanner{g: sc.g, s: v, depth: sc.depth}
-	sub.keyValue(key, 0)
+	sub.keyValue(key, false, 0)
 	for _, f := range sub.out {
 		sc.add(f.Type, a+f.Start, a+f.End, f.Confidence)
 	}
@@ -165,8 +181,9 @@ func (sc *scanner) xmlValue(i int) int {
 
 // value checks the value of a secret-named key that starts at i. A weak
 // key name (key, sort_key, auth) needs a value with no separators; the
-// weak password key (pwd) never takes an absolute path.
-func (sc *scanner) value(kind string, weak bool, i int) int {
+// weak password key (pwd) never takes an absolute path. An unquoted
+// password value that reads as a name in code is not a secret (codeName).
+func (sc *scanner) value(kind string, weak, quotedKey bool, i int) int {
 	s := sc.s
 	n := len(s)
 	for k := 0; k < 3 && i < n && (s[i] == '=' || s[i] == ':'); k++ {
@@ -187,7 +204,9 @@ func (sc *scanner) value(kind string, weak bool, i int) int {
 		}
 	}
 	var a, e int
+	bare := true
 	if q := s[i]; q == '"' || q == '\'' || q == '`' {
+		bare = false
 		a = i + 1
 		x := strings.IndexByte(s[a:min(n, a+1024)], q)
 		if x < 0 {
@@ -208,7 +227,7 @@ func (sc *scanner) value(kind string, weak bool, i int) int {
 	}
 	switch kind {
 	case TypePassword:
-		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) || weak && v[0] == '/' {
+		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) || weak && v[0] == '/' || bare && codeName(v, quotedKey) {
 			return end
 		}
 		sc.add(TypePassword, a, e, 0.7)
@@ -248,6 +267,33 @@ func tokenChars(v string, strict bool) bool {
 		return false
 	}
 	return true
+}
+
+// codeName reports an unquoted value that is a name in code rather than a
+// password: a handler, a variable, a field (inputFocus, db_password). A
+// quoted key with a bare value ("key": name) is a script's object literal
+// or a dict, where a bare word is a name; otherwise the name must read as
+// one: camelCase from a lowercase start, or snake_case. Digits or other
+// signs make it a password (hunter2, s3cr3t-V4lue), and so does a single
+// word after an unquoted key (PASSWORD=correcthorse), which a config file
+// writes without quotes.
+func codeName(v string, quotedKey bool) bool {
+	camel, snake := false, false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case is(c, cLower):
+			if i+1 < len(v) && is(v[i+1], cUpper) {
+				camel = true
+			}
+		case is(c, cUpper):
+		case c == '_':
+			snake = snake || i > 0 && i+1 < len(v) && v[i-1] != '_' && v[i+1] != '_'
+		default:
+			return false
+		}
+	}
+	return quotedKey || camel && is(v[0], cLower) || snake
 }
 
 // identPath reports code-like values: self.password, os.environ, config.x.

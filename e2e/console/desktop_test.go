@@ -28,13 +28,9 @@ func TestConsoleDesktop(t *testing.T) {
 	nettest.Require(t)
 	debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
 	d := serveWith(t, "--runtime", "crun", "--network", "--network-spares", "0", "--network-upstream", "127.0.0.1:9",
-		"--desktop-stream-wait", "3m",
-		// In enforce mode the ports route's guard takes a line of noVNC's
-		// app/ui.js (`"noVNC_password_input" : inputFocus`) for a
-		// password and redacts it, and noVNC stops on the syntax error
-		// (docs/console.md, "Left open"); this test is of the console's
-		// frame, so its tenant reports instead.
-		"--guard-mode", "report")
+		// The tenant's guard enforces (the default): noVNC's scripts pass
+		// the ports route's guard whole.
+		"--desktop-stream-wait", "3m")
 	tlsFront(t, d.url)
 	t.Cleanup(func() { d.status(t, d.key, "DELETE", "/v1/conversations/desk") })
 	var shot struct{ Width int }
