@@ -4,8 +4,9 @@
 // commands, print {sandboxId, ticker, sleeper} as JSON.
 // after: connect again; both commands are listed; connect(pid) streams the
 // ticker's output to its end (exit code 0, the ticks printed while the
-// daemon was down included); kill(pid) ends the sleeper; the variable is
-// still there.
+// daemon was down included); connect(pid) of a command that ended while no
+// daemon was attached to it gets what it printed then and its exit code; kill(pid) ends the
+// sleeper; the variable is still there.
 import assert from 'node:assert/strict'
 import { Sandbox } from '@e2b/code-interpreter'
 
@@ -15,12 +16,23 @@ if (phase === 'before') {
   await sbx.runCode('kept = 6 * 7')
   const ticker = await sbx.commands.run('for i in $(seq 1 12); do echo tick-$i; sleep 1; done; echo ticker-done', { background: true, timeoutMs: 0 })
   const sleeper = await sbx.commands.run('echo sleeping; sleep 600', { background: true, timeoutMs: 0 })
+  const quick = await sbx.commands.run("trap 'echo quick-done; exit 3' TERM; echo quick-start; sleep 600 >/dev/null 2>&1 & wait", { background: true, timeoutMs: 0 })
   await ticker.disconnect()
   await sleeper.disconnect()
-  console.log(JSON.stringify({ sandboxId: sbx.sandboxId, ticker: ticker.pid, sleeper: sleeper.pid }))
+  await quick.disconnect()
+  console.log(JSON.stringify({ sandboxId: sbx.sandboxId, ticker: ticker.pid, sleeper: sleeper.pid, quick: quick.pid }))
 } else if (phase === 'after') {
-  const { sandboxId, ticker, sleeper } = JSON.parse(process.argv[3])
+  const { sandboxId, ticker, sleeper, quick } = JSON.parse(process.argv[3])
   const sbx = await Sandbox.connect(sandboxId)
+  // It ends while this daemon is not attached to it (a command of its own
+  // signals it), printing on its way out; connect then replays what it
+  // printed while detached, and its exit code.
+  await sbx.commands.run(`kill -TERM ${quick}; while kill -0 ${quick} 2>/dev/null; do sleep 0.1; done`, { timeoutMs: 60_000 })
+  const ended = []
+  const q = await sbx.commands.connect(quick, { onStdout: (d) => ended.push(d) })
+  // (quick-start went to the daemon before the restart, which streamed it)
+  await assert.rejects(q.wait(), (e) => e.name === 'CommandExitError' && e.exitCode === 3 &&
+    /quick-done/.test(ended.join('') + e.stdout))
   const pids = (await sbx.commands.list()).map((p) => p.pid)
   assert.ok(pids.includes(ticker) && pids.includes(sleeper), `listed ${pids}; want ${ticker} and ${sleeper}`)
   const seen = []

@@ -275,16 +275,18 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[pb.Co
 		return err
 	}
 	p := s.h.procs.get(ref.Rec.ID, pid)
+	var sub *subscriber
 	if p == nil {
 		var err error
-		if p, err = s.h.reattach(ctx, ref, pid); err != nil {
+		if p, sub, err = s.h.reattach(ctx, ref, pid); err != nil {
 			if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 				return s.notAttachable(ctx, ref, pid)
 			}
 			return connectError(err)
 		}
+	} else {
+		sub = p.subscribe()
 	}
-	sub := p.subscribe()
 	defer p.unsubscribe(sub)
 	if err := stream.Send(&pb.ConnectResponse{Event: startEvent(pid)}); err != nil {
 		return err
@@ -332,11 +334,17 @@ func (h *Handler) run(ctx context.Context, ref *core.Ref, p *proc, params agent.
 // which the agent kept running, detached (agent.ExecParams.Detach). It
 // returns the process's fan-out once the agent took the attach, or the
 // agent's error (not_found: nothing detached by that pid). Two Connects
-// at once share one attach.
-func (h *Handler) reattach(ctx context.Context, ref *core.Ref, pid int) (*proc, error) {
+// at once share one attach. The caller's subscription is made before the
+// attach starts: the agent replays what the process printed while no one
+// was attached, and its end if it has ended, right after the start event,
+// so a subscription made once reattach returned missed them (a command
+// that ended while the daemon was down connected with its exit code and
+// no output).
+func (h *Handler) reattach(ctx context.Context, ref *core.Ref, pid int) (*proc, *subscriber, error) {
 	p, created := h.procs.getOrAdd(ref.Rec.ID, pid)
+	sub := p.subscribe()
 	if !created {
-		return p, nil
+		return p, sub, nil
 	}
 	attached := make(chan error, 1)
 	go h.follow(context.WithoutCancel(ctx), ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
@@ -345,11 +353,13 @@ func (h *Handler) reattach(ctx context.Context, ref *core.Ref, pid int) (*proc, 
 	select {
 	case err := <-attached:
 		if err != nil {
-			return nil, err
+			p.unsubscribe(sub)
+			return nil, nil, err
 		}
-		return p, nil
+		return p, sub, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		p.unsubscribe(sub)
+		return nil, nil, ctx.Err()
 	}
 }
 
