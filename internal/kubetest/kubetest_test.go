@@ -83,7 +83,10 @@ func TestCrashLeavesNothing(t *testing.T) {
 	if len(Leftovers(c.Dir)) == 0 {
 		t.Fatal("a crashed cluster left nothing: the check below cannot fail")
 	}
-	if err := Clean(ctx, "", time.Minute); err != nil {
+	// Another test binary waiting for the machine (e2e/k8s, in the same
+	// `go test ./...`) may take the lock the crash released before Clean
+	// does; its start cleans what the crash left, and Clean waits for it.
+	if err := Clean(ctx, "", 20*time.Minute); err != nil {
 		t.Errorf("Clean: %v", err)
 	}
 	if left := Leftovers(c.Dir); len(left) > 0 {
