@@ -45,6 +45,9 @@ type Daemon struct {
 	auth *tenant.Authenticator
 	// front is the HTTP front door; nil with Config.Stdio.
 	front *frontDoor
+	// liveViews: desktop sessions have live views (pages of the ports
+	// domain), which the console frames.
+	liveViews bool
 
 	// What Close releases, each nil until New has built it.
 	unlock    func()            // the state dir's lock
@@ -165,8 +168,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	d.manager = m
 	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, TTL: mcfg.TTL, MaxExecutions: mcfg.MaxExecutionsPerContext,
 		Logger: log, Unavailable: provErr, OnCall: toolAudit(d.trail)}
-	if dm := cfg.desktopManager(m, tw, log); dm != nil {
+	if dm := cfg.desktopManager(m, tw, d.kegress.servesPorts(), log); dm != nil {
 		tcfg.Desktop = dm
+		d.liveViews = cfg.servesPorts(d.kegress.servesPorts())
 	}
 	d.tools = tools.New(m, tcfg)
 
