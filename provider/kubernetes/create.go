@@ -72,18 +72,25 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	// A warm pod mounts the pool's key, not this Secret: the claim goes
 	// out beside it. A cold pod mounts it, so it is made first.
-	claimed := make(chan error, 1)
+	type created struct {
+		u   *unstructured.Unstructured
+		err error
+	}
+	claimed := make(chan created, 1)
+	var claim *unstructured.Unstructured
 	if warm {
 		go func() {
-			_, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{})
-			claimed <- apiErr("create the claim", err)
+			u, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{})
+			claimed <- created{u, apiErr("create the claim", err)}
 		}()
 	}
 	_, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
 	if warm {
-		if err := errors.Join(apiErr("create the key secret", serr), <-claimed); err != nil {
+		c := <-claimed
+		if err := errors.Join(apiErr("create the key secret", serr), c.err); err != nil {
 			return nil, err
 		}
+		claim = c.u
 	} else {
 		if serr != nil {
 			return nil, apiErr("create the key secret", serr)
@@ -95,7 +102,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	objects := time.Now()
 	bound := objects
-	pod, err := p.waitReady(ctx, id, warm, &bound)
+	pod, err := p.waitReady(ctx, id, claim, &bound)
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +116,22 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			<-recorded
 		}
 	}()
-	if warm {
-		if !nw.proxied {
-			// Before the pod is enrolled (no code of the context runs in
-			// it before that): from now on it reaches nothing.
-			if err := p.labelNoEgress(ctx, pod); err != nil {
-				return nil, err
-			}
+	// A claimed warm pod of network mode none is labelled beside its
+	// enrollment, which runs nothing in it: the create returns, and so
+	// the context's first code runs, only once the label is on (from then
+	// on the pod reaches nothing).
+	labelled := make(chan error, 1)
+	if warm && !nw.proxied {
+		go func() { labelled <- p.labelNoEgress(ctx, pod) }()
+	} else {
+		labelled <- nil
+	}
+	defer func() {
+		if labelled != nil {
+			<-labelled
 		}
+	}()
+	if warm {
 		enrollKey, err = p.poolKey(ctx, t)
 		if err != nil {
 			return nil, err
@@ -145,6 +160,10 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	connected := time.Now()
 	err, recorded = <-recorded, nil
+	if lerr := <-labelled; lerr != nil {
+		err = errors.Join(err, lerr)
+	}
+	labelled = nil
 	if err != nil {
 		c.Close()
 		return nil, err
