@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -283,8 +284,18 @@ func (c Config) managerConfig() contexts.Config {
 		mcfg.PoolSizes = c.PoolSizes
 	}
 	if c.providers()[0] == "kubernetes" {
-		// agent-sandbox keeps the warm pods (kubernetesProvider).
+		// agent-sandbox keeps the warm pods (kubernetesProvider). The
+		// templates are the default and those the configuration names
+		// (a pool or a pod image): without PoolSizes the manager would
+		// know the default alone.
 		mcfg.PoolSize, mcfg.PoolSizes = -1, nil
+		mcfg.Templates = []string{templates.Default}
+		for name := range c.kubernetesTemplates() {
+			if name != templates.Default {
+				mcfg.Templates = append(mcfg.Templates, name)
+			}
+		}
+		slices.Sort(mcfg.Templates[1:])
 	}
 	return mcfg
 }
