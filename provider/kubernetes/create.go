@@ -138,8 +138,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	if err := retryDial(ctx, func() error {
-		return agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert})
+	ccfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
+	// The enrollment's connection becomes the session (one TLS
+	// connection, agent.EnrollSession).
+	var c *agent.Client
+	if err := retryDial(ctx, func() (err error) {
+		c, err = agent.EnrollSession(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
+		return err
 	}); err != nil {
 		if warm {
 			p.forgetPoolKey(t)
@@ -147,16 +152,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
 	}
 	enrolled := time.Now()
-	var c *agent.Client
-	if err := retryDial(ctx, func() (err error) {
-		c, err = agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := c.Ping(ctx); err != nil {
-		c.Close()
-		return nil, err
+	if c == nil {
+		// An agent that closes the enrollment's connection (a pod image
+		// made before one-connection enrollments): a connection of its own.
+		if err := retryDial(ctx, func() (err error) {
+			c, err = agent.DialPod(ctx, addr, ccfg)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		if err := c.Ping(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	connected := time.Now()
 	err, recorded = <-recorded, nil
