@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -134,4 +137,63 @@ func TestEnrollSession(t *testing.T) {
 			t.Fatalf("agent: %+v, want enrolled and the connection done", r)
 		}
 	})
+}
+
+// TestEnrollSessionOldAgent: an agent from before Enrollment.Serve takes
+// the enrollment, acknowledges it as a plain one and hangs up:
+// EnrollSession reports the enrollment taken and no session, so the host
+// dials the sandbox key anew.
+func TestEnrollSessionOldAgent(t *testing.T) {
+	ctx := testCtx(t)
+	cert, err := NewPodCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		tc := tls.Server(c, PodServerTLS(cert))
+		defer tc.Close()
+		binding, err := func() ([]byte, error) {
+			if err := tc.Handshake(); err != nil {
+				return nil, err
+			}
+			return channelBinding(tc)
+		}()
+		if err != nil {
+			return
+		}
+		hello := make([]byte, len(handshakeMagic)+nonceSize)
+		if _, err := io.ReadFull(tc, hello); err != nil {
+			return
+		}
+		if agentProve(tc, poolKey, hello[len(handshakeMagic):], enrollProofs(binding)) != nil {
+			return
+		}
+		var n [4]byte
+		if _, err := io.ReadFull(tc, n[:]); err != nil {
+			return
+		}
+		msg := make([]byte, binary.BigEndian.Uint32(n[:]))
+		if _, err := io.ReadFull(tc, msg); err != nil {
+			return
+		}
+		got <- msg
+		tc.Write([]byte{enrollOK})
+	}()
+	c, err := EnrollSession(ctx, ln.Addr().String(), poolKey, Enrollment{Key: sandboxKey}, ClientConfig{SandboxID: "s", Key: sandboxKey})
+	if err != nil || c != nil {
+		t.Fatalf("enroll session with an old agent: %v, %v; want no session and no error", c, err)
+	}
+	if msg := <-got; !bytes.Contains(msg, []byte(`"serve":true`)) {
+		t.Errorf("the enrollment sent %s, without serve", msg)
+	}
 }
