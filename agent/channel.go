@@ -224,7 +224,10 @@ func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tl
 	if err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
-	if err := hostHandshake(ctx, c, poolKey, enrollProofs(binding)); err != nil {
+	// The enrollment follows the host's proof in one flight: the agent
+	// proved the pool key on this TLS session before it is sent.
+	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
+	if err := hostHandshakeThen(ctx, c, poolKey, enrollProofs(binding), frame); err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	deadline := time.Now().Add(HandshakeTimeout)
@@ -232,10 +235,6 @@ func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tl
 		deadline = d
 	}
 	c.SetDeadline(deadline)
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
-	if _, err := c.Write(append(frame, msg...)); err != nil {
-		return nil, fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
-	}
 	var ok [1]byte
 	if _, err := io.ReadFull(c, ok[:]); err != nil {
 		return nil, fmt.Errorf("enroll: %w", handshakeErr(ctx, err))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -84,7 +85,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 			claimed <- created{u, apiErr("create the claim", err)}
 		}()
 	}
-	_, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
+	secret, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
 	if warm {
 		c := <-claimed
 		if err := errors.Join(apiErr("create the key secret", serr), c.err); err != nil {
@@ -110,7 +111,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	// The pod's uid goes on the key Secret beside the enrollment, not
 	// before it: it is needed only once the create returns (Attach).
 	recorded := make(chan error, 1)
-	go func() { recorded <- p.recordPod(ctx, id, pod) }()
+	go func() { recorded <- p.recordPod(ctx, id, pod, secret) }()
 	defer func() {
 		if recorded != nil {
 			<-recorded
@@ -221,21 +222,36 @@ func (p *Provider) poolReady(ctx context.Context, t templateConf) bool {
 
 // recordPod writes the uid of the pod the sandbox was enrolled in on its
 // key Secret: another pod behind the same Sandbox is a lost sandbox.
-func (p *Provider) recordPod(ctx context.Context, id string, pod podRef) error {
-	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		return apiErr("read the key secret", err)
+// created is the Secret as this create made it: it is updated as it is,
+// one call rather than a read and an update; a conflict (it changed
+// since) reads it again.
+func (p *Provider) recordPod(ctx context.Context, id string, pod podRef, created *unstructured.Unstructured) error {
+	r := p.c.Resource(gvrSecret).Namespace(p.ns)
+	s := created
+	for {
+		if s == nil {
+			var err error
+			if s, err = r.Get(ctx, id, metav1.GetOptions{}); err != nil {
+				return apiErr("read the key secret", err)
+			}
+		}
+		s = s.DeepCopy()
+		a := s.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[annPodUID] = pod.uid
+		s.SetAnnotations(a)
+		_, err := r.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil && apierrors.IsConflict(err) && created != nil {
+			s, created = nil, nil // once more, from a read
+			continue
+		}
+		if err != nil {
+			return apiErr("update the key secret", err)
+		}
+		return nil
 	}
-	a := s.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[annPodUID] = pod.uid
-	s.SetAnnotations(a)
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		return apiErr("update the key secret", err)
-	}
-	return nil
 }
 
 // dialRetry bounds how long a connection to a pod that is refused or
