@@ -48,6 +48,10 @@ const (
 	// MaxEnrollment bounds an enrollment message.
 	MaxEnrollment = 1 << 20
 	enrollOK      = 0x01
+	// enrollServing acknowledges an enrollment that asked to be served
+	// on its own connection (Enrollment.Serve): the connection is now a
+	// session with the sandbox key.
+	enrollServing = 0x02
 )
 
 // Enrollment is what the host delivers to a pool agent when it claims its
@@ -63,6 +67,14 @@ type Enrollment struct {
 	// system bundle plus these to a file and points the usual variables
 	// at it (the egress proxy's CA, for secret injection).
 	CACerts []byte `json:"caCerts,omitempty"`
+	// Serve asks the agent to serve the enrollment's connection as the
+	// sandbox's session once it took the key, so a create needs one TLS
+	// connection, not two. The peer proved the pool key on this TLS
+	// session and delivered the sandbox key on it: it is the holder of
+	// that key, as a new connection proving it would show. An agent
+	// that does not know the field acknowledges and closes (EnrollSession
+	// then dials).
+	Serve bool `json:"serve,omitempty"`
 }
 
 // NewPodCertificate makes the agent's ephemeral, self-signed TLS
@@ -161,45 +173,80 @@ func DialPod(ctx context.Context, addr string, cfg ClientConfig) (*Client, error
 // Enroll claims the pool agent at addr: it proves poolKey and delivers e.
 // The agent refuses a second enrollment, and a peer without the pool key.
 func Enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) error {
+	e.Serve = false
+	c, err := enroll(ctx, addr, poolKey, e)
+	if c != nil {
+		c.Close()
+	}
+	return err
+}
+
+// EnrollSession enrolls the pool agent at addr as Enroll does and asks it
+// to serve the sandbox on the same connection (Enrollment.Serve): the
+// client returned speaks to the agent with the sandbox key cfg names
+// (e.Key), one TLS connection for both. A nil client with a nil error
+// means the agent took the enrollment and closed the connection (an
+// agent before Serve): dial it with DialPod.
+func EnrollSession(ctx context.Context, addr string, poolKey []byte, e Enrollment, cfg ClientConfig) (*Client, error) {
+	e.Serve = true
+	c, err := enroll(ctx, addr, poolKey, e)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	c.SetDeadline(time.Time{})
+	return NewClient(c, cfg), nil
+}
+
+// enroll runs an enrollment; it returns the connection when the agent
+// serves it (e.Serve and an agent that knows it), else nil.
+func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tls.Conn, error) {
 	if len(poolKey) == 0 || len(e.Key) < 16 {
-		return fmt.Errorf("enroll: a pool key and a sandbox key are needed: %w", errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("enroll: a pool key and a sandbox key are needed: %w", errdefs.ErrInvalidArgument)
 	}
 	msg, err := json.Marshal(e)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(msg) > MaxEnrollment {
-		return fmt.Errorf("enroll: %d bytes of configuration, at most %d: %w", len(msg), MaxEnrollment, errdefs.ErrInvalidArgument)
+		return nil, fmt.Errorf("enroll: %d bytes of configuration, at most %d: %w", len(msg), MaxEnrollment, errdefs.ErrInvalidArgument)
 	}
 	c, err := dialPodTLS(ctx, addr)
 	if err != nil {
-		return fmt.Errorf("enroll: %w", err)
+		return nil, fmt.Errorf("enroll: %w", err)
 	}
-	defer c.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			c.Close()
+		}
+	}()
 	binding, err := channelBinding(c)
 	if err != nil {
-		return fmt.Errorf("enroll: %w", err)
+		return nil, fmt.Errorf("enroll: %w", err)
 	}
-	if err := hostHandshake(ctx, c, poolKey, enrollProofs(binding)); err != nil {
-		return fmt.Errorf("enroll: %w", err)
+	// The enrollment follows the host's proof in one flight: the agent
+	// proved the pool key on this TLS session before it is sent.
+	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
+	if err := hostHandshakeThen(ctx, c, poolKey, enrollProofs(binding), frame); err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	deadline := time.Now().Add(HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	c.SetDeadline(deadline)
-	frame := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
-	if _, err := c.Write(append(frame, msg...)); err != nil {
-		return fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
-	}
 	var ok [1]byte
 	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
+		return nil, fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
 	}
-	if ok[0] != enrollOK {
-		return fmt.Errorf("enroll: the agent refused the configuration: %w", errdefs.ErrFailedPrecondition)
+	switch {
+	case ok[0] == enrollOK:
+		return nil, nil
+	case ok[0] == enrollServing && e.Serve:
+		keep = true
+		return c, nil
 	}
-	return nil
+	return nil, fmt.Errorf("enroll: the agent refused the configuration: %w", errdefs.ErrFailedPrecondition)
 }
 
 // PodKeys is a pod agent's key state: a sandbox key, or a pool key until
@@ -234,21 +281,23 @@ func (k *PodKeys) Enrolled() bool {
 // proved the sandbox key and may be served. When the peer proved the pool
 // key instead, Accept reads its enrollment, hands it to apply, and on
 // success takes its key as the sandbox key and forgets the pool key;
-// enrolled is then true and the connection is done (the caller closes
-// it). Any other peer gets ErrAuth.
-func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled bool, err error) {
+// enrolled is then true, and the connection is done (the caller closes
+// it) unless the enrollment asked to be served on it (Enrollment.Serve):
+// serve is then true and the caller serves it as a session. Any other
+// peer gets ErrAuth.
+func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled, serve bool, err error) {
 	c.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	if err := c.Handshake(); err != nil {
-		return false, fmt.Errorf("%w: tls: %v", ErrAuth, err)
+		return false, false, fmt.Errorf("%w: tls: %v", ErrAuth, err)
 	}
 	binding, err := channelBinding(c)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	hello := make([]byte, len(handshakeMagic)+nonceSize)
 	if _, err := io.ReadFull(c, hello); err != nil {
-		return false, fmt.Errorf("%w: %v", ErrAuth, err)
+		return false, false, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
 	nonceH := hello[len(handshakeMagic):]
 	switch string(hello[:len(handshakeMagic)]) {
@@ -257,55 +306,64 @@ func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled bo
 		key := k.key
 		k.mu.Unlock()
 		if key == nil {
-			return false, fmt.Errorf("%w: not enrolled yet", ErrAuth)
+			return false, false, fmt.Errorf("%w: not enrolled yet", ErrAuth)
 		}
-		return false, agentProve(c, key, nonceH, podProofs(binding))
+		return false, false, agentProve(c, key, nonceH, podProofs(binding))
 	case enrollMagic:
-		return true, k.enroll(c, nonceH, binding, apply)
+		serve, err := k.enroll(c, nonceH, binding, apply)
+		return err == nil, serve && err == nil, err
 	default:
-		return false, fmt.Errorf("%w: no handshake", ErrAuth)
+		return false, false, fmt.Errorf("%w: no handshake", ErrAuth)
 	}
 }
 
-func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollment) error) error {
+// enroll reads and applies an enrollment on c, a peer that opened with
+// the enrollment's handshake; serve: it asked to be served on c.
+func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollment) error) (serve bool, err error) {
 	k.enrolling.Lock()
 	defer k.enrolling.Unlock()
 	k.mu.Lock()
 	pool := k.pool
 	k.mu.Unlock()
 	if pool == nil {
-		return fmt.Errorf("%w: enrollment refused: enrolled already, or not a pool pod", ErrAuth)
+		return false, fmt.Errorf("%w: enrollment refused: enrolled already, or not a pool pod", ErrAuth)
 	}
 	if err := agentProve(c, pool, nonceH, enrollProofs(binding)); err != nil {
-		return err
+		return false, err
 	}
 	var n [4]byte
 	if _, err := io.ReadFull(c, n[:]); err != nil {
-		return fmt.Errorf("enrollment: %v", err)
+		return false, fmt.Errorf("enrollment: %v", err)
 	}
 	size := binary.BigEndian.Uint32(n[:])
 	if size > MaxEnrollment {
 		c.Write([]byte{0})
-		return fmt.Errorf("enrollment: %d bytes, at most %d", size, MaxEnrollment)
+		return false, fmt.Errorf("enrollment: %d bytes, at most %d", size, MaxEnrollment)
 	}
 	msg := make([]byte, size)
 	if _, err := io.ReadFull(c, msg); err != nil {
-		return fmt.Errorf("enrollment: %v", err)
+		return false, fmt.Errorf("enrollment: %v", err)
 	}
 	var e Enrollment
 	if err := json.Unmarshal(msg, &e); err != nil || len(e.Key) < 16 {
 		c.Write([]byte{0})
-		return fmt.Errorf("enrollment: malformed (%v)", err)
+		return false, fmt.Errorf("enrollment: malformed (%v)", err)
 	}
 	if err := apply(e); err != nil {
 		c.Write([]byte{0})
-		return fmt.Errorf("enrollment: %w", err)
+		return false, fmt.Errorf("enrollment: %w", err)
 	}
 	k.mu.Lock()
 	k.key = e.Key
 	clear(k.pool)
 	k.pool = nil
 	k.mu.Unlock()
-	_, err := c.Write([]byte{enrollOK})
-	return err
+	ack := byte(enrollOK)
+	if e.Serve {
+		ack = enrollServing
+	}
+	if _, err := c.Write([]byte{ack}); err != nil {
+		return false, err
+	}
+	return e.Serve, nil
 }

@@ -50,7 +50,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 			}
 			go func() {
 				defer c.Close()
-				_, err := keys.Accept(tls.Server(c, conf), func(e Enrollment) error {
+				_, _, err := keys.Accept(tls.Server(c, conf), func(e Enrollment) error {
 					a.mu.Lock()
 					a.enrolled = append(a.enrolled, e)
 					a.mu.Unlock()

@@ -80,6 +80,15 @@ func HostHandshake(ctx context.Context, conn net.Conn, key []byte) error {
 }
 
 func hostHandshake(ctx context.Context, conn net.Conn, key []byte, pr proofs) error {
+	return hostHandshakeThen(ctx, conn, key, pr, nil)
+}
+
+// hostHandshakeThen is hostHandshake that writes then right after the
+// host's proof, before the agent's verdict: once the agent proved the key
+// on this channel, what follows the proof may go in the same flight (an
+// enrollment: one round trip less). An agent that refuses the host's
+// proof reads none of it.
+func hostHandshakeThen(ctx context.Context, conn net.Conn, key []byte, pr proofs, then []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
 	}
@@ -110,7 +119,7 @@ func hostHandshake(ctx context.Context, conn net.Conn, key []byte, pr proofs) er
 	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)) {
 		return fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	if _, err := conn.Write(handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding)); err != nil {
+	if _, err := conn.Write(append(handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding), then...)); err != nil {
 		return handshakeErr(ctx, err)
 	}
 	var ok [1]byte

@@ -148,7 +148,7 @@ func registerKubernetes(fs *flag.FlagSet, k *daemon.Kubernetes) {
 	fs.StringVar(&k.Namespace, "kube-namespace", "", "namespace of the kubernetes provider's objects: Sandboxes, SandboxTemplates, SandboxWarmPools, SandboxClaims, key Secrets, the NetworkPolicy (default: default)")
 	fs.StringVar(&k.RuntimeClass, "kube-runtime-class", "none", "runtimeClassName of sandbox pods: gvisor, kata or none (the cluster's default runtime)")
 	fs.StringVar(&k.Registry, "kube-registry", "", "registry prefix of the templates' pod images: a template's is PREFIX/TEMPLATE:latest (sandlot template push)")
-	fs.Var((*templateImages)(&k.Images), "kube-images", "pod images of named templates, NAME=REF,... (overrides --kube-registry for them)")
+	fs.Var((*templateImages)(&k.Images), "kube-images", "pod images of named templates, NAME=REF,... (overrides --kube-registry for them); desktop=REF offers the desktop template on Kubernetes")
 	fs.StringVar(&k.EgressProxy, "kube-egress-proxy", "", "HOST:PORT of the egress proxy, the one address sandbox pods may reach (default: none, they reach nothing)")
 	fs.StringVar(&k.EgressListen, "kube-egress-listen", "", "ADDR:PORT the sandbox pods' egress proxy listens on (default: every address, on --kube-egress-proxy's port)")
 	fs.DurationVar(&k.CreateTimeout, "kube-create-timeout", 0, "time a kubernetes sandbox may take from claim to connected agent (0: 2m; a cold pod may pull its image)")

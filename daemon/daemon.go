@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,6 +46,9 @@ type Daemon struct {
 	auth *tenant.Authenticator
 	// front is the HTTP front door; nil with Config.Stdio.
 	front *frontDoor
+	// liveViews: desktop sessions have live views (pages of the ports
+	// domain), which the console frames.
+	liveViews bool
 
 	// What Close releases, each nil until New has built it.
 	unlock    func()            // the state dir's lock
@@ -165,8 +169,9 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	d.manager = m
 	tcfg := tools.Config{MaxCodeBytes: mcfg.MaxCodeBytes, TTL: mcfg.TTL, MaxExecutions: mcfg.MaxExecutionsPerContext,
 		Logger: log, Unavailable: provErr, OnCall: toolAudit(d.trail)}
-	if dm := cfg.desktopManager(m, tw, log); dm != nil {
+	if dm := cfg.desktopManager(m, tw, d.kegress.servesPorts(), log); dm != nil {
 		tcfg.Desktop = dm
+		d.liveViews = cfg.servesPorts(d.kegress.servesPorts())
 	}
 	d.tools = tools.New(m, tcfg)
 
@@ -279,8 +284,18 @@ func (c Config) managerConfig() contexts.Config {
 		mcfg.PoolSizes = c.PoolSizes
 	}
 	if c.providers()[0] == "kubernetes" {
-		// agent-sandbox keeps the warm pods (kubernetesProvider).
+		// agent-sandbox keeps the warm pods (kubernetesProvider). The
+		// templates are the default and those the configuration names
+		// (a pool or a pod image): without PoolSizes the manager would
+		// know the default alone.
 		mcfg.PoolSize, mcfg.PoolSizes = -1, nil
+		mcfg.Templates = []string{templates.Default}
+		for name := range c.kubernetesTemplates() {
+			if name != templates.Default {
+				mcfg.Templates = append(mcfg.Templates, name)
+			}
+		}
+		slices.Sort(mcfg.Templates[1:])
 	}
 	return mcfg
 }

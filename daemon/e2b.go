@@ -23,14 +23,16 @@ const e2bSecretFile = "e2b-secret"
 
 // e2bWire builds the E2B surface (api/e2bcompat) over the manager, which
 // the front door matches before its other routes. admit is the per-tenant
-// in-flight limit of every surface.
-func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, vols *volumes.Service, log *slog.Logger) (*e2bcompat.Handler, error) {
+// in-flight limit of every surface. podPorts: the front door serves the
+// ports route to sandbox pods (the kubernetes provider), so creates answer
+// the ports domain as with sandbox networks.
+func e2bWire(cfg Config, m *contexts.Manager, cat *templates.Catalog, builds *e2bcompat.Builds, auth *tenant.Authenticator, admit func(context.Context, string) (func(), error), nw *netWire, podPorts bool, vols *volumes.Service, log *slog.Logger) (*e2bcompat.Handler, error) {
 	secret, err := e2bSecret(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	domain := ""
-	if nw != nil {
+	if cfg.servesPorts(podPorts) || nw != nil {
 		domain = cfg.Network.Domain
 	}
 	if cfg.E2B.Python != "" && cfg.E2B.Python != "ipython" && cfg.E2B.Python != "plain" {

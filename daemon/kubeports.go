@@ -17,6 +17,10 @@ import (
 // address were configured).
 func (k *kubeEgress) serving() bool { return k != nil && k.ln != nil }
 
+// servesPorts reports whether the front door serves the ports route to
+// sandbox pods (the kubernetes provider was built).
+func (k *kubeEgress) servesPorts() bool { return k != nil && k.prov != nil }
+
 // portsRoute is the ports route to sandbox pods (docs/kubernetes.md,
 // "Ports"): the front door of any replica forwards to the pod's address
 // and port over the pod network, which the pods' NetworkPolicy admits from

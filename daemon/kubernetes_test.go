@@ -92,7 +92,8 @@ func TestKubernetesAPIServerDown(t *testing.T) {
 
 // TestKubernetesTemplates: pools come from --pool-sizes and --pool-size
 // (the default template's; -1 the manager's default), images from
-// --kube-images; the manager keeps no pool of its own.
+// --kube-images; the manager keeps no pool of its own and knows every
+// template named.
 func TestKubernetesTemplates(t *testing.T) {
 	c := Config{Providers: []string{"kubernetes"}, PoolSize: -1, PoolSizes: map[string]int{"python": 3, "off": 0},
 		Kubernetes: Kubernetes{Images: map[string]string{"python": "r.test/py@sha256:abc", "node": "r.test/node:1"}}}
@@ -105,7 +106,13 @@ func TestKubernetesTemplates(t *testing.T) {
 	if diff := cmp.Diff(want, c.kubernetesTemplates()); diff != "" {
 		t.Errorf("templates (-want +got):\n%s", diff)
 	}
-	if m := c.managerConfig(); m.PoolSize != -1 || m.PoolSizes != nil {
+	m := c.managerConfig()
+	if m.PoolSize != -1 || m.PoolSizes != nil {
 		t.Errorf("manager pool %d %v, want none", m.PoolSize, m.PoolSizes)
+	}
+	// Every template the configuration names can be created, not only
+	// the default (a pool of 0 still names its template).
+	if diff := cmp.Diff([]string{"default", "node", "off", "python"}, m.Templates); diff != "" {
+		t.Errorf("manager templates (-want +got):\n%s", diff)
 	}
 }

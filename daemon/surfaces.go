@@ -35,7 +35,7 @@ type parts struct {
 func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	cfg := d.cfg
 	adm := newAdmission(cfg.MaxInFlight, cfg.MaxInFlightPerTenant)
-	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.vols, d.log)
+	e2bH, err := e2bWire(cfg, d.manager, p.tw.catalog, p.builds, d.auth, adm.tenant, p.nw, d.kegress.servesPorts(), d.vols, d.log)
 	if err != nil {
 		return frontConfig{}, err
 	}
@@ -105,7 +105,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Version:         d.version(),
 		Console:         console.New(),
 	}
-	if cfg.Network.Enabled && cfg.Desktop.offered() {
+	if d.liveViews {
 		// Desktops' live views are pages of the ports domain
 		// (desktopManager's LiveURL): the context page frames them.
 		c, err := console.New().WithLiveViews(cfg.Network.Domain)
@@ -116,7 +116,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 	}
 	if ph := p.nw.portsRoute(); ph != nil {
 		fc.Ports = ph
-	} else if d.kegress != nil && d.kegress.prov != nil {
+	} else if d.kegress.servesPorts() {
 		if e2bH != nil {
 			d.kegress.verify = e2bH.VerifyTrafficToken
 		}

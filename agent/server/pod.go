@@ -30,13 +30,15 @@ func (s *Server) listenPod() (net.Listener, func(net.Conn) (net.Conn, error), er
 	conf := agent.PodServerTLS(cert)
 	accept := func(c net.Conn) (net.Conn, error) {
 		tc := tls.Server(c, conf)
-		enrolled, err := s.cfg.Pod.Accept(tc, s.enroll)
+		enrolled, serve, err := s.cfg.Pod.Accept(tc, s.enroll)
 		if err != nil {
 			return nil, err
 		}
 		if enrolled {
-			s.log.Info("enrolled: the sandbox key replaced the pool key")
-			return nil, nil
+			s.log.Info("enrolled: the sandbox key replaced the pool key", "session", serve)
+			if !serve {
+				return nil, nil
+			}
 		}
 		return tc, nil
 	}

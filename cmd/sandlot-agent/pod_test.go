@@ -118,4 +118,23 @@ func TestPodMode(t *testing.T) {
 			t.Fatalf("exec: %+v, %v; want the enrolled CA in the bundle", r, err)
 		}
 	})
+	t.Run("pool, one connection", func(t *testing.T) {
+		addr := startPod(t, bin, "--pool-key-file", filepath.Join(dir, "pool"))
+		e := agent.Enrollment{Key: key, Env: map[string]string{"GREETING": "hello on the enrollment's connection"}}
+		c, err := agent.EnrollSession(ctx, addr, pool, e, agent.ClientConfig{SandboxID: "pod", Key: key})
+		if err != nil || c == nil {
+			t.Fatalf("enroll session: %v, %v", c, err)
+		}
+		defer c.Close()
+		r, err := c.Exec(ctx, agent.ExecParams{Shell: "echo $GREETING"}, nil)
+		if err != nil || strings.TrimSpace(r.Stdout) != "hello on the enrollment's connection" {
+			t.Fatalf("exec on the enrollment's connection: %+v, %v", r, err)
+		}
+		if served(addr, pool) {
+			t.Fatal("the pool key was served after the enrollment")
+		}
+		if !served(addr, key) {
+			t.Fatal("the enrolled key was not served on a new connection")
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -72,18 +73,25 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	// A warm pod mounts the pool's key, not this Secret: the claim goes
 	// out beside it. A cold pod mounts it, so it is made first.
-	claimed := make(chan error, 1)
+	type created struct {
+		u   *unstructured.Unstructured
+		err error
+	}
+	claimed := make(chan created, 1)
+	var claim *unstructured.Unstructured
 	if warm {
 		go func() {
-			_, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{})
-			claimed <- apiErr("create the claim", err)
+			u, err := p.c.Resource(gvrClaim).Namespace(p.ns).Create(ctx, p.claim(id, t.name, labels, annotations), metav1.CreateOptions{})
+			claimed <- created{u, apiErr("create the claim", err)}
 		}()
 	}
-	_, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
+	secret, serr := p.c.Resource(gvrSecret).Namespace(p.ns).Create(ctx, p.keySecret(id, key, enrollKey, nw.ca, labels, annotations), metav1.CreateOptions{})
 	if warm {
-		if err := errors.Join(apiErr("create the key secret", serr), <-claimed); err != nil {
+		c := <-claimed
+		if err := errors.Join(apiErr("create the key secret", serr), c.err); err != nil {
 			return nil, err
 		}
+		claim = c.u
 	} else {
 		if serr != nil {
 			return nil, apiErr("create the key secret", serr)
@@ -95,7 +103,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	objects := time.Now()
 	bound := objects
-	pod, err := p.waitReady(ctx, id, warm, &bound)
+	pod, err := p.waitReady(ctx, id, claim, &bound)
 	if err != nil {
 		return nil, err
 	}
@@ -103,28 +111,41 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	// The pod's uid goes on the key Secret beside the enrollment, not
 	// before it: it is needed only once the create returns (Attach).
 	recorded := make(chan error, 1)
-	go func() { recorded <- p.recordPod(ctx, id, pod) }()
+	go func() { recorded <- p.recordPod(ctx, id, pod, secret) }()
 	defer func() {
 		if recorded != nil {
 			<-recorded
 		}
 	}()
-	if warm {
-		if !nw.proxied {
-			// Before the pod is enrolled (no code of the context runs in
-			// it before that): from now on it reaches nothing.
-			if err := p.labelNoEgress(ctx, pod); err != nil {
-				return nil, err
-			}
+	// A claimed warm pod of network mode none is labelled beside its
+	// enrollment, which runs nothing in it: the create returns, and so
+	// the context's first code runs, only once the label is on (from then
+	// on the pod reaches nothing).
+	labelled := make(chan error, 1)
+	if warm && !nw.proxied {
+		go func() { labelled <- p.labelNoEgress(ctx, pod) }()
+	} else {
+		labelled <- nil
+	}
+	defer func() {
+		if labelled != nil {
+			<-labelled
 		}
+	}()
+	if warm {
 		enrollKey, err = p.poolKey(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
-	if err := retryDial(ctx, func() error {
-		return agent.Enroll(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert})
+	ccfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
+	// The enrollment's connection becomes the session (one TLS
+	// connection, agent.EnrollSession).
+	var c *agent.Client
+	if err := retryDial(ctx, func() (err error) {
+		c, err = agent.EnrollSession(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
+		return err
 	}); err != nil {
 		if warm {
 			p.forgetPoolKey(t)
@@ -132,19 +153,26 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
 	}
 	enrolled := time.Now()
-	var c *agent.Client
-	if err := retryDial(ctx, func() (err error) {
-		c, err = agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log})
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	if err := c.Ping(ctx); err != nil {
-		c.Close()
-		return nil, err
+	if c == nil {
+		// An agent that closes the enrollment's connection (a pod image
+		// made before one-connection enrollments): a connection of its own.
+		if err := retryDial(ctx, func() (err error) {
+			c, err = agent.DialPod(ctx, addr, ccfg)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		if err := c.Ping(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	connected := time.Now()
 	err, recorded = <-recorded, nil
+	if lerr := <-labelled; lerr != nil {
+		err = errors.Join(err, lerr)
+	}
+	labelled = nil
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -194,21 +222,36 @@ func (p *Provider) poolReady(ctx context.Context, t templateConf) bool {
 
 // recordPod writes the uid of the pod the sandbox was enrolled in on its
 // key Secret: another pod behind the same Sandbox is a lost sandbox.
-func (p *Provider) recordPod(ctx context.Context, id string, pod podRef) error {
-	s, err := p.c.Resource(gvrSecret).Namespace(p.ns).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		return apiErr("read the key secret", err)
+// created is the Secret as this create made it: it is updated as it is,
+// one call rather than a read and an update; a conflict (it changed
+// since) reads it again.
+func (p *Provider) recordPod(ctx context.Context, id string, pod podRef, created *unstructured.Unstructured) error {
+	r := p.c.Resource(gvrSecret).Namespace(p.ns)
+	s := created
+	for {
+		if s == nil {
+			var err error
+			if s, err = r.Get(ctx, id, metav1.GetOptions{}); err != nil {
+				return apiErr("read the key secret", err)
+			}
+		}
+		s = s.DeepCopy()
+		a := s.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[annPodUID] = pod.uid
+		s.SetAnnotations(a)
+		_, err := r.Update(ctx, s, metav1.UpdateOptions{})
+		if err != nil && apierrors.IsConflict(err) && created != nil {
+			s, created = nil, nil // once more, from a read
+			continue
+		}
+		if err != nil {
+			return apiErr("update the key secret", err)
+		}
+		return nil
 	}
-	a := s.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[annPodUID] = pod.uid
-	s.SetAnnotations(a)
-	if _, err := p.c.Resource(gvrSecret).Namespace(p.ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		return apiErr("update the key secret", err)
-	}
-	return nil
 }
 
 // dialRetry bounds how long a connection to a pod that is refused or

@@ -39,6 +39,7 @@ type cluster struct {
 	stall       bool              // claims are never bound
 	impostor    bool              // pods run an agent with a key of its own
 	poolEmpty   bool              // warm pools report no ready pod
+	sameName    bool              // pods are named as their Sandbox (agent-sandbox's own pods)
 	agents      map[string]func() // pod name -> stop its agent
 }
 
@@ -236,6 +237,9 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
 	}()
 	podName := sb.GetName() + "-pod"
 	c.mu.Lock()
+	if c.sameName {
+		podName = sb.GetName()
+	}
 	c.agents[podName] = func() { stop(); ln.Close(); <-done }
 	c.mu.Unlock()
 	c.makePod(ctx, podName, ip, "node-1")

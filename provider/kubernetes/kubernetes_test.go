@@ -56,8 +56,12 @@ func TestCreate(t *testing.T) {
 		empty  bool
 		limits contexts.Limits
 		warm   bool
+		// pods named as their Sandbox, read beside it; else named
+		// apart, read once the Sandbox names them
+		sameName bool
 	}{
 		{name: "warm claim", pool: 2, warm: true},
+		{name: "warm claim, pod named as its Sandbox", pool: 2, warm: true, sameName: true},
 		{name: "no pool: cold", pool: 0},
 		{name: "pool empty: cold", pool: 2, empty: true},
 		{name: "limits of its own: cold", pool: 2, limits: contexts.Limits{MemoryBytes: 3 << 30}},
@@ -68,6 +72,7 @@ func TestCreate(t *testing.T) {
 			c := newCluster(t)
 			c.mu.Lock()
 			c.poolEmpty = tc.empty
+			c.sameName = tc.sameName
 			c.mu.Unlock()
 			cfg := Config{Templates: map[string]Template{"python": {Pool: tc.pool}}}
 			p := c.provider(t, cfg)

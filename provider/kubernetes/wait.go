@@ -230,10 +230,48 @@ type podRef struct {
 
 // podOf reads a Sandbox's pod.
 func (p *Provider) podOf(ctx context.Context, s *unstructured.Unstructured) (podRef, error) {
-	name := s.GetAnnotations()[annPodName]
-	if name == "" {
-		name = s.GetName()
+	return p.podNamed(ctx, podName(s))
+}
+
+// podName is the name of a Sandbox's pod: agent-sandbox's annotation,
+// else the Sandbox's own name.
+func podName(s *unstructured.Unstructured) string {
+	if name := s.GetAnnotations()[annPodName]; name != "" {
+		return name
 	}
+	return s.GetName()
+}
+
+// boundPod reads the Sandbox a warm claim bound, by name, and its pod;
+// ok when the pod is Ready with an address. The pod is read beside the
+// Sandbox under the Sandbox's own name, which is its pod's name unless
+// agent-sandbox's annotation says another (then read once that is
+// known): two reads in the time of one.
+func (p *Provider) boundPod(ctx context.Context, name string) (podRef, bool) {
+	type read struct {
+		pod podRef
+		err error
+	}
+	guess := make(chan read, 1)
+	go func() {
+		pod, err := p.podNamed(ctx, name)
+		guess <- read{pod, err}
+	}()
+	s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
+	g := <-guess
+	if err != nil {
+		return podRef{}, false
+	}
+	pod, err := g.pod, g.err
+	if podName(s) != name {
+		pod, err = p.podNamed(ctx, podName(s))
+	}
+	return pod, err == nil && pod.ready && pod.ip != ""
+}
+
+// podNamed reads the pod name: its address, node, readiness; not_found
+// when it has ended.
+func (p *Provider) podNamed(ctx context.Context, name string) (podRef, error) {
 	pod, err := p.c.Resource(gvrPod).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return podRef{}, apiErr("read pod "+name, err)

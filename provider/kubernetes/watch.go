@@ -20,9 +20,12 @@ import (
 // bound to a Sandbox, or the cold Sandbox itself, Ready with a pod IP. A
 // pod the scheduler cannot place fails at once with resource_exhausted.
 // Each object is watched, so a change is seen when the API server sends
-// it rather than at the next poll. bound is set when a warm claim is
-// bound (the phase the create's debug line reports).
-func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *time.Time) (podRef, error) {
+// it rather than at the next poll. claim is the warm claim as its create
+// returned it (nil for a cold Sandbox): its watch starts from that
+// version, without a read first. bound is set when a warm claim is bound
+// (the phase the create's debug line reports).
+func (p *Provider) waitReady(ctx context.Context, id string, claim *unstructured.Unstructured, bound *time.Time) (podRef, error) {
+	warm := claim != nil
 	last := "no status yet"
 	fail := func(err error) (podRef, error) {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
@@ -33,7 +36,7 @@ func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *t
 	name := id
 	if warm {
 		last = "the claim is not bound"
-		c, err := p.watchUntil(ctx, gvrClaim, id, func(c *unstructured.Unstructured) (bool, error) {
+		c, err := p.watchUntil(ctx, gvrClaim, id, claim, func(c *unstructured.Unstructured) (bool, error) {
 			if cond := condition(c, "Ready"); cond != nil && cond["status"] == "False" {
 				switch cond["reason"] {
 				case "TemplateNotFound", "WarmPoolNotFound", "VolumeClaimTemplatesError":
@@ -52,14 +55,12 @@ func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *t
 		// is Ready (the agent answers its probe); the controller's
 		// adoption refreshes the Sandbox's own status some 100 ms later.
 		// The pod's readiness is the fact needed: take it when it is so.
-		if s, err := p.c.Resource(gvrSandbox).Namespace(p.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-			if pod, err := p.podOf(ctx, s); err == nil && pod.ready && pod.ip != "" {
-				return pod, nil
-			}
+		if pod, ok := p.boundPod(ctx, name); ok {
+			return pod, nil
 		}
 	}
 	last = "its pod is not ready"
-	s, err := p.watchUntil(ctx, gvrSandbox, name, func(s *unstructured.Unstructured) (bool, error) {
+	s, err := p.watchUntil(ctx, gvrSandbox, name, nil, func(s *unstructured.Unstructured) (bool, error) {
 		if cond := condition(s, "PodScheduled"); cond != nil && cond["status"] == "False" && cond["reason"] == "Unschedulable" {
 			return false, fmt.Errorf("sandbox %s: the cluster is out of capacity: its pod cannot be scheduled: %s: %w", id, cond["message"], errdefs.ErrResourceExhausted)
 		}
@@ -82,11 +83,7 @@ func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *t
 	// The Sandbox says Ready before its pod has an address (or before
 	// this replica's read of the pod shows it): wait for the pod.
 	last = "its pod has no IP yet"
-	podName := s.GetAnnotations()[annPodName]
-	if podName == "" {
-		podName = s.GetName()
-	}
-	if _, err := p.watchUntil(ctx, gvrPod, podName, func(u *unstructured.Unstructured) (bool, error) {
+	if _, err := p.watchUntil(ctx, gvrPod, podName(s), nil, func(u *unstructured.Unstructured) (bool, error) {
 		ip, _, _ := unstructured.NestedString(u.Object, "status", "podIP")
 		return ip != "", nil
 	}); err != nil {
@@ -101,26 +98,36 @@ func (p *Provider) waitReady(ctx context.Context, id string, warm bool, bound *t
 
 // watchUntil returns the object gvr/name once done says so, reading it
 // once and then watching it from that read's version: a change is seen
-// when the API server sends it. An object not made yet is waited for; a
-// watch the server closes (its timeout, a compaction) is opened again
-// from a new read. done's error ends the wait.
-func (p *Provider) watchUntil(ctx context.Context, gvr schema.GroupVersionResource, name string, done func(*unstructured.Unstructured) (bool, error)) (*unstructured.Unstructured, error) {
+// when the API server sends it. from, when set, is the object as a write
+// of this process returned it, which stands for the first read (one
+// round trip less). An object not made yet is waited for; a watch the
+// server closes (its timeout, a compaction) is opened again from a new
+// read. done's error ends the wait.
+func (p *Provider) watchUntil(ctx context.Context, gvr schema.GroupVersionResource, name string, from *unstructured.Unstructured, done func(*unstructured.Unstructured) (bool, error)) (*unstructured.Unstructured, error) {
 	r := p.c.Resource(gvr).Namespace(p.ns)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	what := gvr.Resource + " " + name
 	for {
-		l, err := r.List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			return nil, apiErr("read "+what, err)
+		var items []unstructured.Unstructured
+		var version string
+		if from != nil && from.GetName() == name && from.GetResourceVersion() != "" {
+			items, version = []unstructured.Unstructured{*from}, from.GetResourceVersion()
+		} else {
+			l, err := r.List(ctx, metav1.ListOptions{FieldSelector: sel})
+			if err != nil {
+				return nil, apiErr("read "+what, err)
+			}
+			items, version = l.Items, l.GetResourceVersion()
 		}
-		for i := range l.Items {
-			if u := &l.Items[i]; u.GetName() == name {
+		from = nil // a watch that ends is opened again from a read
+		for i := range items {
+			if u := &items[i]; u.GetName() == name {
 				if ok, err := done(u); ok || err != nil {
 					return u, err
 				}
 			}
 		}
-		w, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.GetResourceVersion()})
+		w, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: version})
 		if err != nil {
 			return nil, apiErr("watch "+what, err)
 		}
