@@ -540,9 +540,9 @@ func Probed(ctx context.Context) bool { v, _ := ctx.Value(probeKey{}).(bool); re
 func (c *Client) ProbesInBand() bool { return true }
 
 // probeVerdict is r, the call's reply; *probe, when set, is the ping sent
-// ahead of it, cleared once looked at. A connection that ended (r nil)
-// before the ping was answered marks the call ErrNotSent; not after a
-// protocol violation, which the agent's own frames caused.
+// ahead of it, cleared once looked at. A connection that the read loop
+// found ended (r nil) before the ping was answered marks the call
+// ErrNotSent; a Close or a protocol violation does not.
 func (c *Client) probeVerdict(r *reply, probe **call) *reply {
 	p := *probe
 	if p == nil {
