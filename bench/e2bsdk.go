@@ -113,6 +113,7 @@ func e2bSDK(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		}
 		var out struct {
 			Series map[string][]float64 `json:"series"`
+			Parts  map[string][]float64 `json:"parts"`
 		}
 		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
 			return nil, 0, 0, fmt.Errorf("node's report: %v: %.500s", err, stdout.String())
@@ -121,6 +122,9 @@ func e2bSDK(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		if srv.PoolStats != nil {
 			h1, m1 := srv.PoolStats()
 			h, m = h1-h0, m1-m0
+		}
+		for k, v := range out.Parts {
+			out.Series[k] = v
 		}
 		return out.Series, h, m, nil
 	}
@@ -140,16 +144,26 @@ func e2bSDK(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		f.Note = note
 		return f
 	}
+	// halves says where a series' time went: the p50 of the create and of
+	// the echo.
+	halves := func(s map[string][]float64, name, note string) string {
+		c, e := Latency("", millis(s[name+":create"])), Latency("", millis(s[name+":echo"]))
+		h := fmt.Sprintf("p50 of the create %.1f ms, of the echo %.1f ms", c.P50, e.P50)
+		if note == "" {
+			return h
+		}
+		return note + "; " + h
+	}
 	var out []Figure
-	f := fig(fmt.Sprintf("E2B SDK: create + echo, %d in a row, default pool", len(pooled["serial"])), pooled["serial"], served)
+	f := fig(fmt.Sprintf("E2B SDK: create + echo, %d in a row, default pool", len(pooled["serial"])), pooled["serial"], halves(pooled, "serial", served))
 	out = append(out, WithTarget(f, "p50 < 20 ms, p95 < 2x p50", f.P50 < 20 && f.P95 < 2*f.P50))
 	out = append(out, fig(fmt.Sprintf("E2B SDK: create + echo, %d in a row, no pool", len(none["serial"])), none["serial"],
-		"target: p50 < 1.3x the cold create (GetOrCreate, no pool) above"))
+		halves(none, "serial", "target: p50 < 1.3x the cold create (GetOrCreate, no pool) above")))
 	if b := pooled["burst"]; len(b) > 0 {
-		out = append(out, fig(fmt.Sprintf("E2B SDK: create + echo, a burst of %d back to back (kept), default pool", len(b)), b, ""))
+		out = append(out, fig(fmt.Sprintf("E2B SDK: create + echo, a burst of %d back to back (kept), default pool", len(b)), b, halves(pooled, "burst", "")))
 	}
 	if c := pooled["concurrent"]; len(c) > 0 {
-		out = append(out, fig(fmt.Sprintf("E2B SDK: create + echo, %d at once (%d rounds), default pool", sz.E2BConcurrent, sz.E2BRounds), c, ""))
+		out = append(out, fig(fmt.Sprintf("E2B SDK: create + echo, %d at once (%d rounds), default pool", sz.E2BConcurrent, sz.E2BRounds), c, halves(pooled, "concurrent", "")))
 	}
 	return out, nil
 }

@@ -2,9 +2,9 @@
 // E2B JavaScript SDK, found in E2B_BENCH_SDK_DIR's node_modules, creates
 // sandboxes on sandlot's E2B surface (E2B_API_URL, E2B_SANDBOX_URL,
 // E2B_API_KEY) and runs `echo` in each. It prints one JSON object:
-// {"series": {NAME: [milliseconds, ...]}}, each sample a
-// Sandbox.create() and its first commands.run('echo ok'), the kills not
-// timed.
+// {"series": {NAME: [milliseconds, ...]}, "parts": {NAME:create: [...],
+// NAME:echo: [...]}}, each sample a Sandbox.create() and its first
+// commands.run('echo ok') (parts: each half), the kills not timed.
 import { createRequire } from 'node:module'
 import { performance } from 'node:perf_hooks'
 
@@ -23,15 +23,26 @@ const pause = num('E2B_BENCH_PAUSE_MS', 0)
 
 const live = []
 
-// one creates a sandbox and runs echo in it, and returns the time taken.
-async function one () {
+// The two halves of every counted sample, by series.
+const parts = {}
+
+// one creates a sandbox and runs echo in it, and returns the time taken;
+// its halves go to parts[name].
+async function one (name) {
   const t0 = performance.now()
   const sbx = await Sandbox.create({ timeoutMs: 300_000 })
+  const t1 = performance.now()
   live.push(sbx.sandboxId)
   const r = await sbx.commands.run('echo ok')
-  const ms = performance.now() - t0
+  const t2 = performance.now()
   if (r.stdout.trim() !== 'ok') throw new Error(`echo gave ${JSON.stringify(r.stdout)}`)
-  return ms
+  if (name) {
+    parts[name + ':create'] ??= []
+    parts[name + ':echo'] ??= []
+    parts[name + ':create'].push(t1 - t0)
+    parts[name + ':echo'].push(t2 - t1)
+  }
+  return t2 - t0
 }
 
 async function killAll () {
@@ -54,14 +65,14 @@ try {
   // (a user's pace, the pool's time to refill).
   series.serial = []
   for (let i = 0; i < serial; i++) {
-    series.serial.push(await one())
+    series.serial.push(await one('serial'))
     await killAll()
     if (pause > 0) await sleep(pause)
   }
   // A burst: creates back to back, every sandbox kept until the end.
   if (burst > 0) {
     series.burst = []
-    for (let i = 0; i < burst; i++) series.burst.push(await one())
+    for (let i = 0; i < burst; i++) series.burst.push(await one('burst'))
     await killAll()
     if (pause > 0) await sleep(pause)
   }
@@ -69,7 +80,7 @@ try {
   if (conc > 0) {
     series.concurrent = []
     for (let r = 0; r < rounds; r++) {
-      series.concurrent.push(...await Promise.all(Array.from({ length: conc }, one)))
+      series.concurrent.push(...await Promise.all(Array.from({ length: conc }, () => one('concurrent'))))
       await killAll()
       if (pause > 0) await sleep(pause)
     }
@@ -77,4 +88,4 @@ try {
 } finally {
   await killAll()
 }
-process.stdout.write(JSON.stringify({ series }) + '\n')
+process.stdout.write(JSON.stringify({ series, parts }) + '\n')
