@@ -34,6 +34,10 @@ type PoolSpec struct {
 	// had none ready, before the create returns; its error fails that
 	// create. nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
+	// Bytes is what one of the template's warm sandboxes holds, counted
+	// against Config.PoolMemoryBudget when the pool grows with demand;
+	// 0: Config.PoolSandboxBytes.
+	Bytes int64
 }
 
 // poolServes reports whether a create with opts may take a warm sandbox
@@ -266,13 +270,22 @@ func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
 
 // poolTargetLocked is p's target now. Precondition: m.mu is held.
 func (m *Manager) poolTargetLocked(p *pool, now time.Time) int {
-	others := 0
+	var held int64
 	for _, q := range m.pools {
 		if q != p {
-			others += len(q.ready) + q.filling
+			held += int64(len(q.ready)+q.filling) * m.poolBytes(q.template)
 		}
 	}
-	return poolTarget(p.size, p.demand.rate(now), poolLimit(m.cfg.PoolMemoryBudget, m.cfg.PoolSandboxBytes, others))
+	return poolTarget(p.size, p.demand.rate(now), poolLimit(m.cfg.PoolMemoryBudget, held, m.poolBytes(p.template)))
+}
+
+// poolBytes is what one warm sandbox of template is taken to hold against
+// the pools' memory budget (PoolSpec.Bytes, else Config.PoolSandboxBytes).
+func (m *Manager) poolBytes(template string) int64 {
+	if b := m.cfg.PoolSpecs[template].Bytes; b > 0 {
+		return b
+	}
+	return m.cfg.PoolSandboxBytes
 }
 
 // poolTrimDue reports when p, grown past its size, is due for its trim.

@@ -82,12 +82,12 @@ func poolTarget(size int, rate float64, limit int) int {
 	return max(size, min(want, limit))
 }
 
-// poolLimit is the most warm sandboxes one pool may hold: the budget's
-// count (budget / per sandbox) less what the other pools hold now.
-// budget <= 0 gives no room to grow.
-func poolLimit(budget, perSandbox int64, others int) int {
+// poolLimit is the most warm sandboxes of perSandbox bytes one pool may
+// hold: what the budget leaves once the other pools' sandboxes (held
+// bytes) are counted. budget <= 0 gives no room to grow.
+func poolLimit(budget, held, perSandbox int64) int {
 	if budget <= 0 || perSandbox <= 0 {
 		return 0
 	}
-	return int(budget/perSandbox) - others
+	return int((budget - held) / perSandbox)
 }

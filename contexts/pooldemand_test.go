@@ -47,22 +47,23 @@ func TestDemandRate(t *testing.T) {
 func TestPoolTarget(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		name                string
-		size                int
-		rate                float64
-		budget, perSandbox  int64
-		others, want, limit int
+		name                     string
+		size                     int
+		rate                     float64
+		budget, held, perSandbox int64
+		want, limit              int
 	}{
-		{"idle: its size", 2, 0, 256 * mib, 16 * mib, 0, 2, 16},
-		{"a slow trickle: its size", 2, 0.5, 256 * mib, 16 * mib, 0, 2, 16},
-		{"a burst: a second of demand", 2, 9.2, 256 * mib, 16 * mib, 0, 10, 16},
-		{"a flood: the budget", 2, 100, 256 * mib, 16 * mib, 0, 16, 16},
-		{"other pools hold part of the budget", 2, 100, 256 * mib, 16 * mib, 10, 6, 6},
-		{"the budget is spent: its size", 2, 100, 256 * mib, 16 * mib, 20, 2, -4},
-		{"no budget: its size", 2, 100, -1, 16 * mib, 0, 2, 0},
+		{"idle: its size", 2, 0, 256 * mib, 0, 16 * mib, 2, 16},
+		{"a slow trickle: its size", 2, 0.5, 256 * mib, 0, 16 * mib, 2, 16},
+		{"a burst: a second of demand", 2, 9.2, 256 * mib, 0, 16 * mib, 10, 16},
+		{"a flood: the budget", 2, 100, 256 * mib, 0, 16 * mib, 16, 16},
+		{"other pools hold part of the budget", 2, 100, 256 * mib, 160 * mib, 16 * mib, 6, 6},
+		{"the budget is spent: its size", 2, 100, 256 * mib, 320 * mib, 16 * mib, 2, -4},
+		{"large sandboxes (a desktop): fewer", 1, 100, 256 * mib, 0, 128 * mib, 2, 2},
+		{"no budget: its size", 2, 100, -1, 0, 16 * mib, 2, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			limit := poolLimit(tc.budget, tc.perSandbox, tc.others)
+			limit := poolLimit(tc.budget, tc.held, tc.perSandbox)
 			if limit != tc.limit {
 				t.Fatalf("poolLimit = %d, want %d", limit, tc.limit)
 			}
