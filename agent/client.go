@@ -68,6 +68,9 @@ type Client struct {
 	pending   map[uint64]*call    // calls waiting for their response
 	abandoned map[uint64]struct{} // calls whose caller gave up; their frames are dropped
 	closed    bool
+	// lost: the read loop met the connection's end (end of stream, a
+	// reset) and closed it, having read every frame the agent wrote.
+	lost bool
 }
 
 type call struct {
@@ -85,6 +88,7 @@ type reply struct {
 	err     *RPCError
 	raw     json.RawMessage
 	decoded bool
+	notSent bool // the connection ended before the probe ahead of it was answered (WithProbe)
 }
 
 // Dial connects to the agent socket at socketPath (a path this process
@@ -191,6 +195,9 @@ func (c *Client) readLoop() {
 			if errors.Is(err, errFrameTooLarge) {
 				c.violation("frame larger than %d bytes", MaxFrame)
 			} else {
+				c.mu.Lock()
+				c.lost = !c.closed
+				c.mu.Unlock()
 				c.shutdown(fmt.Errorf("sandbox %s: agent connection lost: %v: %w", c.id, err, errdefs.ErrUnavailable))
 			}
 			return
@@ -442,6 +449,33 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		budget = max(budget, 4*maxOutput+16<<20)
 	}
 	cl := &call{method: method, out: out, budget: budget, result: result, resp: make(chan *reply, 1)}
+	var probe *call
+	head := 0 // bytes of frame before the request's own
+	if Probed(ctx) {
+		pid := c.nextID.Add(1)
+		probe = &call{method: MethodPing, resp: make(chan *reply, 1)}
+		pf := make([]byte, 0, len(frame)+64)
+		pf = append(pf, `{"jsonrpc":"2.0","id":`...)
+		pf = strconv.AppendUint(pf, pid, 10)
+		pf = append(pf, `,"method":"`+MethodPing+`","params":{}}`+"\n"...)
+		head = len(pf)
+		frame = append(pf, frame...)
+		defer func() {
+			if probe != nil { // not waited for: drop it when it comes
+				c.mu.Lock()
+				if _, ok := c.pending[pid]; ok {
+					delete(c.pending, pid)
+					c.abandoned[pid] = struct{}{}
+				}
+				c.mu.Unlock()
+			}
+		}()
+		c.mu.Lock()
+		if !c.closed {
+			c.pending[pid] = probe
+		}
+		c.mu.Unlock()
+	}
 	c.mu.Lock()
 	if c.closed {
 		err := c.closeErr
@@ -452,7 +486,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	c.mu.Unlock()
 
 	if n, err := c.write(frame); err != nil {
-		if n == 0 {
+		if n <= head {
 			return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
 		}
 		return fmt.Errorf("%s: %w", method, err)
@@ -460,11 +494,11 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 
 	done := ctx.Done()
 	if done == nil { // context.Background and friends: one plain receive
-		return c.finish(method, <-cl.resp, result)
+		return c.finish(method, c.probeVerdict(<-cl.resp, &probe), result)
 	}
 	select {
 	case f := <-cl.resp:
-		return c.finish(method, f, result)
+		return c.finish(method, c.probeVerdict(f, &probe), result)
 	case <-done:
 	}
 	// The caller gave up. Stop waiting; a response that still arrives is
@@ -484,9 +518,59 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	return c.finish(method, <-cl.resp, result)
 }
 
+// WithProbe returns a context whose calls send a ping in the same write,
+// just ahead of their request. The agent answers a ping inline, before it
+// reads the next frame, so when the connection is lost before the ping's
+// answer came, the request was never dispatched: the call's error then
+// wraps ErrNotSent, as if not one byte had left. That is the health check
+// of a reuse without its round trip: the kill of a sandbox can be
+// reported by its runtime while its agent's socket still takes a request
+// (the socket closes a moment later, with the request unread).
+func WithProbe(ctx context.Context) context.Context {
+	return context.WithValue(ctx, probeKey{}, true)
+}
+
+type probeKey struct{}
+
+// Probed reports whether ctx was made WithProbe.
+func Probed(ctx context.Context) bool { v, _ := ctx.Value(probeKey{}).(bool); return v }
+
+// ProbesInBand reports that calls made WithProbe check the agent in band:
+// a caller that finds this method may skip its own ping before such a call.
+func (c *Client) ProbesInBand() bool { return true }
+
+// probeVerdict is r, the call's reply; *probe, when set, is the ping sent
+// ahead of it, cleared once looked at. A connection that the read loop
+// found ended (r nil) before the ping was answered marks the call
+// ErrNotSent; a Close or a protocol violation does not.
+func (c *Client) probeVerdict(r *reply, probe **call) *reply {
+	p := *probe
+	if p == nil {
+		return r
+	}
+	*probe = nil
+	if r != nil {
+		return r // answered after the ping, in order: the ping's reply is in p.resp or was dropped
+	}
+	// The connection is gone: shutdown delivered to every pending call,
+	// so p.resp holds the ping's answer or nil. Only a loss the read loop
+	// met counts: it had read every frame the agent wrote before it, the
+	// ping's answer included; a Close here may leave that answer unread.
+	c.mu.Lock()
+	lost := c.lost
+	c.mu.Unlock()
+	if pr := <-p.resp; pr == nil && lost {
+		return &reply{notSent: true}
+	}
+	return r
+}
+
 func (c *Client) finish(method string, r *reply, result any) error {
 	if r == nil {
 		return fmt.Errorf("%s: %w", method, c.closeErr)
+	}
+	if r.notSent {
+		return fmt.Errorf("%s: %w: %w", method, ErrNotSent, c.closeErr)
 	}
 	if r.err != nil {
 		return c.rpcError(method, r.err)

@@ -55,6 +55,11 @@ type Env struct {
 	DesktopProvider contexts.Provider
 	DesktopUsage    contexts.UsageSampler
 	DesktopCatalog  contexts.Catalog
+	// E2B, when set, starts daemons serving the E2B surface: the E2B SDK
+	// figures (e2bsdk.go) run on them when node and the SDK (E2BSDKDir,
+	// "" to look for e2e/e2b) are there.
+	E2B       E2BServers
+	E2BSDKDir string
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full
@@ -70,11 +75,16 @@ type Sizes struct {
 	GuardMB     int           // guard corpus size
 	Peer        int           // Jupyter samples (bwrap: a tenth); 0 skips the peers
 	Desktop     int           // desktop creates per case (actions: five times that); 0 skips them
+	// The E2B SDK figures: creates in a row (with the pool and without;
+	// 0 skips the figures), a burst of creates kept alive, and rounds of
+	// creates at once.
+	E2BSerial, E2BBurst, E2BConcurrent, E2BRounds int
 }
 
 // DefaultSizes is what `sandlot bench` runs without flags.
 var DefaultSizes = Sizes{Floor: 3000, Warm: 3000, HTTP: 3000, Cold: 30, Pool: 30,
-	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200, Desktop: 3}
+	Throughput: 5 * time.Second, Concurrency: []int{10, 50}, GuardMB: 16, Peer: 200, Desktop: 3,
+	E2BSerial: 30, E2BBurst: 100, E2BConcurrent: 10, E2BRounds: 3}
 
 // Targets, reported beside the figures and never asserted.
 const (
@@ -102,6 +112,9 @@ func Cases(env Env, sz Sizes) []Case {
 		{Name: "guard scan", Group: "guard", Run: func(ctx context.Context) ([]Figure, error) { return guardScan(ctx, env, sz) }},
 	}
 	cs = append(cs, consoleCases(env, sz)...)
+	if sz.E2BSerial > 0 {
+		cs = append(cs, e2bSDKCase(env, sz))
+	}
 	if env.ImageProvider != nil {
 		cs = append(cs, imageCases(env, sz)...)
 		if env.Volumes != nil {

@@ -61,6 +61,8 @@ func newBenchCmd() *cobra.Command {
 		httpStore  string
 		imagesDir  string
 		only       string
+		e2bSDK     string
+		e2bBudget  int64
 	)
 	var o output
 	o.register(cmd)
@@ -80,6 +82,12 @@ func newBenchCmd() *cobra.Command {
 	fs.IntVar(&sz.GuardMB, "guard-mb", sz.GuardMB, "guard corpus size in MiB")
 	fs.IntVar(&sz.Peer, "peer-n", sz.Peer, "Jupyter samples (bwrap runs a tenth)")
 	fs.IntVar(&sz.Desktop, "desktop-n", sz.Desktop, "desktop creates per case, cold and from the pool (actions: five times that); 0 skips the desktop figures, which need the \"desktop\" image in --images-dir")
+	fs.IntVar(&sz.E2BSerial, "e2b-n", sz.E2BSerial, "E2B SDK creates (Sandbox.create and echo) in a row, with the default warm pool and with none; 0 skips the E2B SDK figures, which need node and the SDK (--e2b-sdk)")
+	fs.IntVar(&sz.E2BBurst, "e2b-burst", sz.E2BBurst, "E2B SDK creates in a burst, back to back, kept until its end (default pool)")
+	fs.IntVar(&sz.E2BConcurrent, "e2b-concurrent", sz.E2BConcurrent, "E2B SDK creates at once, per round (default pool)")
+	fs.IntVar(&sz.E2BRounds, "e2b-rounds", sz.E2BRounds, "rounds of --e2b-concurrent creates")
+	fs.Int64Var(&e2bBudget, "e2b-pool-budget", 0, "memory budget in MiB of the pooled E2B daemon's warm pool growth (0: the manager's default; negative: the pool stays at its size)")
+	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
@@ -145,6 +153,8 @@ func newBenchCmd() *cobra.Command {
 				defer d.stop()
 				env.HTTPURL, env.APIKey = d.url, d.key
 			}
+			env.E2BSDKDir = e2bSDK
+			env.E2B = e2bServers(dir, rt, limits, e2bBudget<<20)
 		}
 
 		if cpuProfile != "" {
@@ -274,6 +284,42 @@ func startDaemon(ctx context.Context, storeURL string, cfg daemon.Config) (*loca
 		st.Close()
 	}
 	return ld, nil
+}
+
+// e2bServers starts, for the E2B SDK figures, a daemon like the HTTP
+// figure's, on a memory store and state of its own under dir: with the
+// manager's default warm pool (budget: its growth's, 0 the default), or
+// with none. Its tenant has no limit on
+// contexts (a burst keeps a hundred).
+func e2bServers(dir, rt string, limits contexts.Limits, budget int64) bench.E2BServers {
+	n := 0
+	return func(ctx context.Context, pool bool) (*bench.E2BServer, error) {
+		n++
+		sub := filepath.Join(dir, fmt.Sprintf("e2b%d", n))
+		size := 0 // none
+		if pool {
+			size = -1 // the manager's default
+		}
+		d, err := startDaemon(ctx, "memory:", daemon.Config{DataDir: filepath.Join(sub, "data"), Runtime: rt,
+			StateDir: filepath.Join(sub, "state"), Limits: limits, MaxExecutions: -1, PoolSize: size, PoolMemoryBudget: budget,
+			MaxPerTenant: -1, MaxPerConversation: -1,
+			ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, err
+		}
+		m := d.d.Manager()
+		if pool {
+			// Start from a full pool, as a daemon that has been up a while.
+			deadline := time.Now().Add(time.Minute)
+			for m.Stats().PoolSize < contexts.DefaultPoolSize && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		return &bench.E2BServer{URL: d.url, Key: d.key, Stop: d.stop, PoolStats: func() (int64, int64) {
+			st := m.Stats()
+			return st.PoolHits, st.PoolMisses
+		}}, nil
+	}
 }
 
 // benchImages gives env a provider whose default template is the image

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/bench"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestBenchCommand runs `sandlot bench --json` in a tiny configuration on
@@ -27,7 +29,7 @@ func TestBenchCommand(t *testing.T) {
 	// default three of each made this test most of the package's time.
 	err := Run(context.Background(), []string{"bench", "--json", "--floor-n", "50", "--warm-n", "20", "--http-n", "20",
 		"--cold-n", "2", "--pool-n", "2", "--throughput", "300ms", "--concurrency", "2", "--guard-mb", "1", "--peer-n", "0",
-		"--desktop-n", "1", "--images-dir", debiantest.StoreDir()},
+		"--desktop-n", "1", "--e2b-n", "0", "--images-dir", debiantest.StoreDir()},
 		nil, &out, &errw)
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, errw.String())
@@ -82,5 +84,62 @@ func TestBenchCommand(t *testing.T) {
 	if !strings.HasPrefix(string(b), "# Benchmarks") || !strings.Contains(string(b), "| warm | warm run_code python (1+1), Go API |") ||
 		!strings.HasSuffix(string(b), "## Notes\n\nhand-written\n") || strings.Contains(string(b), "# old") {
 		t.Errorf("markdown:\n%s", b)
+	}
+}
+
+// TestBenchE2BSDK runs the E2B SDK figures in a tiny configuration: the
+// official E2B SDK (e2e/e2b's node_modules, installed with `npm ci` when
+// missing) creating sandboxes on the bench's daemons, with the pool and
+// without; every figure is measured, and the pooled daemon served some of
+// its creates from the pool.
+func TestBenchE2BSDK(t *testing.T) {
+	lrunNeedAgent(t)
+	testenv.RequireBinary(t, "node")
+	sdk, err := filepath.Abs(filepath.Join("..", "e2e", "e2b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(sdk, "node_modules", "e2b", "package.json")); err != nil {
+		cmd := exec.Command(testenv.RequireBinary(t, "npm"), "ci", "--no-audit", "--no-fund")
+		cmd.Dir = sdk
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci: %v\n%s", err, out)
+		}
+	}
+	var out, errw bytes.Buffer
+	err = Run(context.Background(), []string{"bench", "--json", "--cases", "^E2B SDK", "--floor-n", "50", "--peer-n", "0", "--desktop-n", "0",
+		"--e2b-n", "3", "--e2b-burst", "4", "--e2b-concurrent", "2", "--e2b-rounds", "1", "--e2b-sdk", sdk,
+		"--images-dir", filepath.Join(t.TempDir(), "none")}, nil, &out, &errw)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errw.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bench --json output: %v\n%s", err, out.String())
+	}
+	want := map[string]int{
+		"E2B SDK: create + echo, 3 in a row, default pool":                       3,
+		"E2B SDK: create + echo, 3 in a row, no pool":                            3,
+		"E2B SDK: create + echo, a burst of 4 back to back (kept), default pool": 4,
+		"E2B SDK: create + echo, 2 at once (1 rounds), default pool":             2,
+	}
+	got := map[string]bench.Figure{}
+	for _, f := range rep.Figures {
+		got[f.Name] = f
+		if strings.HasPrefix(f.Note, "not measured") {
+			t.Errorf("%s: %s", f.Name, f.Note)
+		}
+	}
+	for name, n := range want {
+		f, ok := got[name]
+		switch {
+		case !ok:
+			t.Errorf("no figure %q (figures %+v)", name, rep.Figures)
+		case f.N != n || f.P50 <= 0 || f.P95 < f.P50 || f.Ratio <= 0:
+			t.Errorf("%s: want %d samples, a p50 and its ratio to the floor: %+v", name, n, f)
+		}
+	}
+	if f := got["E2B SDK: create + echo, 3 in a row, default pool"]; !strings.Contains(f.Note, "served by the warm pool") || strings.HasPrefix(f.Note, "0 of") {
+		t.Errorf("the pooled daemon's creates: %q", f.Note)
 	}
 }

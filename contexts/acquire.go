@@ -34,6 +34,48 @@ func (m *Manager) provedAlive(e *entry, sb Sandbox) bool {
 	return !at.IsZero() && time.Since(at) < m.cfg.HealthCheckInterval
 }
 
+// inBand is a sandbox connection that can check its agent in band
+// (*agent.Client: agent.WithProbe).
+type inBand interface{ ProbesInBand() bool }
+
+// probingKey marks a context whose call will probe its sandbox in band
+// (withProbing): the reuse's own ping is skipped.
+type probingKey struct{}
+
+// withProbing marks ctx for a call that sends agent.WithProbe's ping with
+// its request, on a provider that is not shared: its sandbox's connection
+// is this host's socket, where the probe proves an unanswered request was
+// never dispatched. A pod's connection across a network may hold an
+// answer back while the request runs, and keeps the ping before the call.
+func (m *Manager) withProbing(ctx context.Context) context.Context {
+	if m.shared {
+		return ctx
+	}
+	return context.WithValue(ctx, probingKey{}, true)
+}
+
+// probesInBand reports whether the call of ctx on sb checks sb in band,
+// which stands for the reuse's health check.
+func probesInBand(ctx context.Context, sb Sandbox) bool {
+	if v, _ := ctx.Value(probingKey{}).(bool); !v {
+		return false
+	}
+	p, ok := sandboxAs[inBand](sb)
+	if !ok || !p.ProbesInBand() {
+		return false
+	}
+	d, ok := sandboxAs[doner](sb)
+	if !ok {
+		return false
+	}
+	select {
+	case <-d.Done():
+		return false // closed: the ping fails at once and the context is replaced
+	default:
+		return true
+	}
+}
+
 // markAlive records that e's sandbox just answered.
 func (m *Manager) markAlive(e *entry) {
 	now := time.Now()
@@ -318,7 +360,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		e.sb = sb
 		m.mu.Unlock()
 	}
-	if !m.provedAlive(e, sb) {
+	if !m.provedAlive(e, sb) && !probesInBand(ctx, sb) {
 		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
 		err := sb.Ping(pctx)
 		cancel()

@@ -165,3 +165,73 @@ func BenchmarkFakeGetOrCreateReused(b *testing.B) {
 func BenchmarkFakeExecute(b *testing.B) {
 	benchExecute(b, contextstest.NewProvider(), "python", "x = 1")
 }
+
+// pinged hides its sandboxes' connection (Done, ProbesInBand): the
+// manager pings them before every reuse, as it did every sandbox before
+// the health check rode on the request.
+type pinged struct{ contexts.Provider }
+
+func (p pinged) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ contexts.Sandbox }{sb}, nil
+}
+
+func (p pinged) Attach(ctx context.Context, id string) (contexts.Sandbox, error) {
+	sb, err := p.Provider.Attach(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return struct{ contexts.Sandbox }{sb}, nil
+}
+
+// benchExecuteHealthCheck times, interleaved so all three see the same
+// load, a warm Execute whose health check rides on the request
+// (agent.WithProbe), one that pings before the call, the call made
+// straight on the sandbox (the floor of both), and a ping alone (the
+// daemon to agent hop, without the kernel).
+func benchExecuteHealthCheck(b *testing.B, p contexts.Provider, language, code string) {
+	ctx := context.Background()
+	cfg := contexts.Config{PoolSize: -1, MaxExecutionsPerContext: -1}
+	probe, ping := benchManager(b, p, cfg), benchManager(b, pinged{p}, cfg)
+	id := ident("t1", "c1", "main")
+	req := contexts.ExecuteRequest{Language: language, Code: code}
+	res, err := probe.Execute(ctx, id, req, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := ping.Execute(ctx, ident("t1", "c2", "main"), req, nil); err != nil {
+		b.Fatal(err)
+	}
+	sb, err := p.Attach(ctx, res.SandboxID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sb.Close()
+	timed := func(l *latencies, fn func() error) {
+		start := time.Now()
+		if err := fn(); err != nil {
+			b.Fatal(err)
+		}
+		*l = append(*l, time.Since(start))
+	}
+	var inBand, pinging, floor, hop latencies
+	for b.Loop() {
+		timed(&inBand, func() error { _, err := probe.Execute(ctx, id, req, nil); return err })
+		timed(&pinging, func() error { _, err := ping.Execute(ctx, ident("t1", "c2", "main"), req, nil); return err })
+		timed(&floor, func() error {
+			_, err := sb.RunCode(ctx, agent.RunCodeParams{Language: language, Code: code}, nil)
+			return err
+		})
+		timed(&hop, func() error { return sb.Ping(ctx) })
+	}
+	p50 := func(l latencies) float64 { slices.Sort(l); return float64(l[len(l)/2]) }
+	b.ReportMetric(p50(floor), "direct-p50-ns")
+	b.ReportMetric(p50(hop), "agent-ping-p50-ns") // the daemon to agent hop alone
+	b.ReportMetric(p50(inBand), "probe-p50-ns")
+	b.ReportMetric(p50(pinging), "ping-p50-ns")
+	b.ReportMetric(p50(inBand)/p50(floor), "probe/direct")
+	b.ReportMetric(p50(pinging)/p50(floor), "ping/direct")
+}

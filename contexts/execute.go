@@ -179,6 +179,9 @@ func (m *Manager) execute(ctx context.Context, id Identity, req ExecuteRequest, 
 		return nil, err
 	}
 	resent := false
+	// The call's request carries the health check (agent.WithProbe) where
+	// it can: the reuse's ping before it was a third of a warm call.
+	ctx = m.withProbing(ctx)
 	for range 4 {
 		within := timeout + timeoutGrace
 		if req.Unbounded {
@@ -251,6 +254,9 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		p.TimeoutMs = -1
 		cancel()
 		cctx, cancel = context.WithCancel(ctx)
+	}
+	if probesInBand(ctx, sb) {
+		cctx = agent.WithProbe(cctx)
 	}
 	start := time.Now()
 	res, err := sb.RunCode(cctx, p, sg.fn())

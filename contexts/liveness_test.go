@@ -20,8 +20,12 @@ import (
 type liveProvider struct {
 	*contextstest.Provider
 	pings atomic.Int64
-	mu    sync.Mutex
-	conns map[string]*liveSandbox
+	// inBand: the sandboxes probe in band (agent.WithProbe); probed
+	// counts the calls that came with the probe.
+	inBand bool
+	probed atomic.Int64
+	mu     sync.Mutex
+	conns  map[string]*liveSandbox
 }
 
 type liveSandbox struct {
@@ -39,7 +43,12 @@ func (s *liveSandbox) Ping(ctx context.Context) error {
 	return s.Sandbox.Ping(ctx)
 }
 
+func (s *liveSandbox) ProbesInBand() bool { return s.p.inBand }
+
 func (s *liveSandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out contexts.OutputFunc) (*agent.RunCodeResult, error) {
+	if agent.Probed(ctx) {
+		s.p.probed.Add(1)
+	}
 	if s.notSent.Load() {
 		return nil, fmt.Errorf("run_code: %w: connection reset: %w", agent.ErrNotSent, errdefs.ErrUnavailable)
 	}
@@ -129,6 +138,43 @@ func TestHealthCheckSkippedWhileAlive(t *testing.T) {
 	liveExec(t, m, "x")
 	if n := lp.pings.Load(); n != 1 {
 		t.Fatalf("a reuse past the interval pinged %d times", n)
+	}
+}
+
+// TestHealthCheckInBand: a warm Execute on a sandbox whose connection
+// probes in band (agent.WithProbe) sends its request with the probe and
+// skips the ping before it (its round trip was a third of a warm call); a
+// shared provider's (a pod's connection) or a connection without the
+// probe is pinged on every reuse.
+func TestHealthCheckInBand(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		shared, inBand bool
+		pings, probed  int64
+	}{
+		{"local, in band", false, true, 0, 5},
+		{"shared, in band", true, true, 5, 0},
+		{"local, no probe", false, false, 5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := contextstest.NewProvider()
+			fake.Shared = tc.shared
+			lp := &liveProvider{Provider: fake, conns: map[string]*liveSandbox{}, inBand: tc.inBand}
+			m := contexts.NewManager(memory.New(), lp, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour})
+			if err := m.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close(context.Background()) })
+			liveExec(t, m, "x = 1")
+			lp.pings.Store(0)
+			lp.probed.Store(0)
+			for range 5 {
+				liveExec(t, m, "x")
+			}
+			if n, p := lp.pings.Load(), lp.probed.Load(); n != tc.pings || p != tc.probed {
+				t.Fatalf("5 warm reuses pinged %d times and probed %d, want %d and %d", n, p, tc.pings, tc.probed)
+			}
+		})
 	}
 }
 

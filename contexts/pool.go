@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -33,6 +34,10 @@ type PoolSpec struct {
 	// had none ready, before the create returns; its error fails that
 	// create. nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
+	// Bytes is what one of the template's warm sandboxes holds, counted
+	// against Config.PoolMemoryBudget when the pool grows with demand;
+	// 0: Config.PoolSandboxBytes.
+	Bytes int64
 }
 
 // poolServes reports whether a create with opts may take a warm sandbox
@@ -59,9 +64,11 @@ type pool struct {
 	size     int
 	kick     chan struct{} // wakes the worker to refill
 	wake     chan struct{} // ends the worker's backoff (RefreshPool)
+	filled   chan error    // each creation's outcome, to the worker
 	ready    []Sandbox     // guarded by Manager.mu; oldest first
 	filling  int           // sandboxes being created; guarded by Manager.mu
 	gen      int           // RefreshPool's count; guarded by Manager.mu
+	demand   demand        // recent acquisitions; guarded by Manager.mu
 }
 
 // RefreshPool replaces template's warm sandboxes: the ready ones are
@@ -105,7 +112,8 @@ func (m *Manager) poolEnsure(template string) {
 	}
 	p := m.pools[template]
 	if p == nil {
-		p = &pool{template: template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
+		p = &pool{template: template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+			filled: make(chan error, poolFillers)}
 		m.pools[template] = p
 		m.wg.Add(1)
 		go m.poolWorker(p)
@@ -136,6 +144,7 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 		return nil
 	}
 	defer m.poolKick(template)
+	counted := false
 	for {
 		m.mu.Lock()
 		if !m.started {
@@ -143,6 +152,10 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 			return nil
 		}
 		p := m.pools[template]
+		if p != nil && !counted {
+			p.demand.add(m.now()) // a take or a miss: the demand the pool grows by
+			counted = true
+		}
 		if p == nil || len(p.ready) == 0 {
 			m.ts(tenantID, template).PoolMisses++
 			m.mu.Unlock()
@@ -168,85 +181,156 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 	}
 }
 
-// poolWorker keeps p full, one creation at a time (the machine is small),
-// backing off while the provider fails. With a shared provider only the
-// holder of the cluster lease fills its pools (the refill runs once
-// across the nodes); taking the lease kicks them (tookLease).
+// poolWorker keeps p at its target (poolTarget: its size, grown by the
+// recent acquisition rate within the memory budget), one creation at a
+// time at its size and poolFillers at once while grown, backing off while
+// the provider fails; it trims a grown pool back to its size once
+// acquisitions stop for poolIdle. With a shared provider only the holder
+// of the cluster lease fills its pools (the refill runs once across the
+// nodes); taking the lease kicks them (tookLease).
 func (m *Manager) poolWorker(p *pool) {
 	defer m.wg.Done()
 	ctx, cancel := m.loopCtx()
 	defer cancel()
 	backoff := time.Duration(0)
+	var retry <-chan time.Time // set while backing off
 	for {
-		for {
-			m.mu.Lock()
-			need := !m.closed && len(p.ready)+p.filling < p.size && m.HoldsLease()
-			if need {
-				p.filling++
-			}
-			gen := p.gen
-			m.mu.Unlock()
-			if !need {
-				break
-			}
-			spec := m.cfg.PoolSpecs[p.template]
-			sb, err := m.provider.Create(ctx, Spec{
-				Template: p.template,
-				Limits:   m.cfg.Limits,
-				Labels:   map[string]string{"sandlot.pool": p.template},
-				Prestart: m.cfg.PoolPrestart,
-				Env:      maps.Clone(spec.Env),
-				Network:  spec.Network,
-			})
-			if err == nil && spec.Warm != nil {
-				if err = spec.Warm(ctx, sb); err != nil {
-					m.destroy(context.Background(), sb, sb.ID())
-				}
-			}
-			m.mu.Lock()
-			p.filling--
-			closed := m.closed
-			stale := err == nil && gen != p.gen // made before RefreshPool: maybe of the image before
-			if err == nil && !closed && !stale {
-				p.ready = append(p.ready, sb)
-			}
-			m.mu.Unlock()
-			if stale && !closed {
-				m.destroy(context.Background(), sb, sb.ID())
-				continue
-			}
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
-				if after, ok := errdefs.RetryAfter(err); ok {
-					// A state that passes (the template being built): said,
-					// not warned about, and looked at again when it says.
-					backoff = after
-					m.log.Info("warm pool: waiting for the template", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
-				} else {
-					m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				case <-p.wake:
-				}
-				continue
-			}
-			backoff = 0
-			if closed {
-				m.destroy(context.Background(), sb, sb.ID())
-				return
-			}
+		if retry == nil {
+			m.poolLaunch(ctx, p)
+		}
+		var recheck <-chan time.Time
+		if d, ok := m.poolTrimDue(p); ok {
+			recheck = time.After(d)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
+		case <-recheck:
+		case <-retry:
+			retry = nil
+		case <-p.wake:
+			retry = nil
+		case err := <-p.filled:
+			if err == nil {
+				backoff = 0
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
+			if after, ok := errdefs.RetryAfter(err); ok {
+				// A state that passes (the template being built): said,
+				// not warned about, and looked at again when it says.
+				backoff = after
+				m.log.Info("warm pool: waiting for the template", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+			} else {
+				m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+			}
+			retry = time.After(backoff)
 		}
+	}
+}
+
+// poolLaunch starts the creations p needs to reach its target, and trims
+// a grown pool idle for poolIdle back to its size.
+func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
+	now := m.now()
+	m.mu.Lock()
+	if m.closed || !m.HoldsLease() {
+		m.mu.Unlock()
+		return
+	}
+	var trim []Sandbox
+	if n := len(p.ready) - p.size; n > 0 && now.Sub(p.demand.newest()) >= poolIdle {
+		trim = slices.Clone(p.ready[:n]) // the oldest
+		p.ready = slices.Delete(p.ready, 0, n)
+	}
+	target := m.poolTargetLocked(p, now)
+	fillers := 1
+	if target > p.size {
+		fillers = poolFillers
+	}
+	launch := 0
+	for len(p.ready)+p.filling < target && p.filling < fillers {
+		p.filling++
+		launch++
+	}
+	gen := p.gen
+	m.mu.Unlock()
+	for _, sb := range trim {
+		m.destroy(context.Background(), sb, sb.ID())
+	}
+	for range launch {
+		m.wg.Add(1) // the worker's own count is held: Close still waits
+		go m.poolMake(ctx, p, gen)
+	}
+}
+
+// poolTargetLocked is p's target now. Precondition: m.mu is held.
+func (m *Manager) poolTargetLocked(p *pool, now time.Time) int {
+	var held int64
+	for _, q := range m.pools {
+		if q != p {
+			held += int64(len(q.ready)+q.filling) * m.poolBytes(q.template)
+		}
+	}
+	return poolTarget(p.size, p.demand.rate(now), poolLimit(m.cfg.PoolMemoryBudget, held, m.poolBytes(p.template)))
+}
+
+// poolBytes is what one warm sandbox of template is taken to hold against
+// the pools' memory budget (PoolSpec.Bytes, else Config.PoolSandboxBytes).
+func (m *Manager) poolBytes(template string) int64 {
+	if b := m.cfg.PoolSpecs[template].Bytes; b > 0 {
+		return b
+	}
+	return m.cfg.PoolSandboxBytes
+}
+
+// poolTrimDue reports when p, grown past its size, is due for its trim.
+func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(p.ready) <= p.size {
+		return 0, false
+	}
+	return max(p.demand.newest().Add(poolIdle).Sub(now), 0) + time.Millisecond, true
+}
+
+// poolMake creates one warm sandbox for p and reports to its worker.
+func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
+	defer m.wg.Done()
+	spec := m.cfg.PoolSpecs[p.template]
+	sb, err := m.provider.Create(ctx, Spec{
+		Template: p.template,
+		Limits:   m.cfg.Limits,
+		Labels:   map[string]string{"sandlot.pool": p.template},
+		Prestart: m.cfg.PoolPrestart,
+		Env:      maps.Clone(spec.Env),
+		Network:  spec.Network,
+	})
+	if err == nil && spec.Warm != nil {
+		if err = spec.Warm(ctx, sb); err != nil {
+			m.destroy(context.Background(), sb, sb.ID())
+		}
+	}
+	m.mu.Lock()
+	p.filling--
+	closed := m.closed
+	stale := gen != p.gen // made before RefreshPool: maybe of the image before
+	keep := err == nil && !closed && !stale
+	if keep {
+		p.ready = append(p.ready, sb)
+	}
+	m.mu.Unlock()
+	if err == nil && !keep {
+		m.destroy(context.Background(), sb, sb.ID())
+	}
+	select {
+	case p.filled <- err:
+	case <-ctx.Done(): // the worker is gone
 	}
 }
 

@@ -343,3 +343,55 @@ func TestRefreshPool(t *testing.T) {
 	}
 	e.m.RefreshPool("no-such-template") // no pool: nothing happens
 }
+
+// TestPoolGrowsWithDemand: a burst of creates grows the pool past its
+// size to the recent demand (a second's worth), within the memory budget,
+// so the next burst is served from it; once acquisitions stop for a while
+// the pool trims back to its size.
+func TestPoolGrowsWithDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		grown  int64
+	}{
+		{"within the budget", 0, 9},        // 10 at once: 9 a second
+		{"the budget caps it", 5 << 24, 5}, // 5 sandboxes of 16 MiB
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+			e.start(contexts.Config{PoolSize: 2, PoolMemoryBudget: tc.budget, MaxPerTenant: -1, MaxPerConversation: -1})
+			wait := func(what string, cond func() bool) {
+				t.Helper()
+				deadline := time.Now().Add(30 * time.Second)
+				for !cond() {
+					if time.Now().After(deadline) {
+						t.Fatalf("timed out waiting for %s (stats %+v)", what, e.m.Stats())
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+			wait("the pool to fill", func() bool { return e.m.Stats().PoolSize == 2 })
+			for i := range 10 { // the clock stands still: all at once
+				e.getOrCreate(ident("t1", fmt.Sprintf("a%d", i), "main"))
+			}
+			wait("the pool to grow", func() bool { return e.m.Stats().PoolSize >= tc.grown })
+			hits := e.m.Stats().PoolHits
+			for i := range tc.grown {
+				e.getOrCreate(ident("t1", fmt.Sprintf("b%d", i), "main"))
+			}
+			if got := e.m.Stats().PoolHits - hits; got != tc.grown {
+				t.Fatalf("a burst of %d after the pool grew: %d served from it", tc.grown, got)
+			}
+			if st := e.m.Stats(); tc.budget > 0 && st.PoolSize > 5 {
+				t.Fatalf("pool of %d past a budget of 5", st.PoolSize)
+			}
+			// Idle past poolIdle: a kick (a create the pool cannot serve)
+			// trims it to its size.
+			e.clock.Advance(31 * time.Second)
+			if _, err := e.m.GetOrCreate(e.ctx, ident("t1", "env", "main"), contexts.CreateOptions{Env: map[string]string{"A": "1"}}); err != nil {
+				t.Fatal(err)
+			}
+			wait("the pool to trim to its size", func() bool { return e.m.Stats().PoolSize == 2 })
+		})
+	}
+}

@@ -461,6 +461,14 @@ func BenchmarkLocalExecutePython(b *testing.B) {
 	benchExecute(b, e.p, "python", "x = 1")
 }
 
+// BenchmarkLocalExecuteHealthCheck compares the health check riding on
+// the request with a ping before it (docs/contexts.md).
+func BenchmarkLocalExecuteHealthCheck(b *testing.B) {
+	e := newRealEnv(b, contexts.Config{})
+	e.m.Close(e.ctx)
+	benchExecuteHealthCheck(b, e.p, "python", "1+1")
+}
+
 func TestRealExpiryRotationAndLimits(t *testing.T) {
 	clk := newClock()
 	e := newRealEnv(t, contexts.Config{Clock: clk.Now, TTL: 10 * time.Minute, MaxExecutionsPerContext: 2, MaxPerConversation: 2})

@@ -88,6 +88,10 @@ type Config struct {
 	// manager's default. PoolSizes overrides it by template name.
 	PoolSize  int
 	PoolSizes map[string]int
+	// PoolMemoryBudget bounds what the warm pools hold when they grow
+	// ahead of a burst of creates (contexts.Config.PoolMemoryBudget: 0 is
+	// 256 MiB, negative keeps each pool at its size).
+	PoolMemoryBudget int64
 
 	// MetricPrefix and SpanPrefix name the daemon's metrics and spans,
 	// and TelemetryNames picks sandlot's names or the specifications'

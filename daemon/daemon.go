@@ -273,6 +273,7 @@ func (c Config) managerConfig() contexts.Config {
 		Limits:                  c.Limits,
 		Node:                    c.Node,
 		LeaseTTL:                c.LeaseTTL,
+		PoolMemoryBudget:        c.PoolMemoryBudget,
 	}
 	if c.PoolSize >= 0 {
 		mcfg.PoolSize = c.PoolSize

@@ -35,8 +35,15 @@ const DefaultPoolSize = 1
 func PoolSpec(size int, cfg Config) contexts.PoolSpec {
 	cfg = withDefaults(cfg)
 	return contexts.PoolSpec{Size: size, Network: cfg.Network, Env: Env,
-		Warm: func(ctx context.Context, sb contexts.Sandbox) error { return warm(ctx, sb, cfg) }}
+		Warm:  func(ctx context.Context, sb contexts.Sandbox) error { return warm(ctx, sb, cfg) },
+		Bytes: warmBytes}
 }
+
+// warmBytes is what a warm desktop is taken to hold against the warm
+// pools' memory budget when its pool grows with demand: a running one
+// measured 140 MiB with its browser, a warm one runs X and XFCE without
+// it.
+const warmBytes = 128 << 20
 
 // warmMarker holds the warm desktop's screen (WxHx24) while its
 // pre-started X server runs.
