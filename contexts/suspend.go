@@ -97,6 +97,19 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		}
 		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, err)
 	}
+	// Where the provider keeps memory (runsc), the sandbox is
+	// checkpointed and stays on the host, stopped: the record keeps its
+	// id, and the wake restores it (the image is the fallback). A failed
+	// checkpoint leaves a sandbox whose agent let go of its channel: it is
+	// destroyed as a file-only suspend's is.
+	memory := false
+	if m.provider.Capabilities().Has(CapMemory) {
+		if err := m.provider.Checkpoint(ctx, sandboxID); err != nil {
+			m.log.Warn("suspend without memory: checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, sandboxID, logkey.Err, err)
+		} else {
+			memory = true
+		}
+	}
 	// The record first: a crash after it leaves a stray sandbox, which
 	// the sweep destroys; the other order would leave a record naming a
 	// destroyed sandbox, ended as lost at the next start.
@@ -107,16 +120,30 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		sb, e.sb = e.sb, nil
 	}
 	m.mu.Unlock()
+	kept := ""
+	if memory {
+		kept = sandboxID
+	}
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		at := now.UTC()
-		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, ""
+		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, kept
 		if keep > 0 {
 			r.ExpiresAt = now.Add(keep)
 		}
 	}, 0)
 	if err != nil {
 		m.dropImage(ctx, rec.TenantID, img)
+		if memory {
+			m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
+		}
 		return nil, err
+	}
+	if memory {
+		if sb != nil {
+			sb.Close() // its connection ended with the checkpoint
+		}
+		m.log.Info("context suspended with its memory", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, logkey.Template, img, logkey.Bytes, bytes)
+		return out, nil
 	}
 	// The template the sandbox ran on, when an earlier wake's image: the
 	// new image holds its layers, so nothing needs it any more.
@@ -165,6 +192,15 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	if !rec.Suspended() {
 		return rec, nil
 	}
+	if rec.SandboxID != "" {
+		out, err := m.restore(ctx, e, rec, ttl)
+		if err == nil || errors.Is(err, errdefs.ErrNotFound) && e.isEnded(m) {
+			return out, err
+		}
+		// The image holds its files: wake without the memory.
+		m.log.Warn("wake without memory: restore failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
+	}
 	spec := Spec{
 		Template: rec.SuspendImage,
 		Limits:   m.cfg.Limits,
@@ -204,7 +240,7 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		return nil, fmt.Errorf("context %s has ended: %w", rec.ID, errdefs.ErrNotFound)
 	}
 	e.sb = sb
-	e.woken = true
+	e.woken, e.restored = true, false
 	e.alive = time.Now()
 	m.mu.Unlock()
 	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())

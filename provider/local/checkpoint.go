@@ -9,21 +9,18 @@ import (
 	"github.com/sandlot/sandlot/runtime"
 )
 
-// KeepsMemory reports whether this provider's sandboxes can be
-// checkpointed with their memory (Checkpoint, Restore): under runsc.
-func (p *Provider) KeepsMemory() bool { return p.rt.CanCheckpoint() }
-
-// Checkpoint saves sandbox sandboxID's memory (its kernels, variables,
-// processes) into dir, an empty directory on disk, and stops it: nothing
-// of it runs on the host until Restore. Its agent releases the channel
-// first (gVisor cannot save the host socket), which ends every connection
-// to it, the caller's too. Under crun and runc: failed_precondition.
-func (p *Provider) Checkpoint(ctx context.Context, sandboxID, dir string) error {
+// Checkpoint implements contexts.Provider: sandbox sandboxID's memory (its
+// kernels, variables, processes) is saved in its bundle, on the state
+// dir's disk, and it stops: nothing of it runs on the host until Restore.
+// Its agent releases the channel first (gVisor cannot save the host
+// socket), which ends every connection to it, the caller's too. Under
+// crun and runc: NotSupported.
+func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
 	}
 	if !p.rt.CanCheckpoint() {
-		return errdefs.Sentence(errdefs.ErrFailedPrecondition, "a memory checkpoint is not supported by runtime %s (runsc only)", p.rt.Name())
+		return contexts.NotSupported(p.Name()+" on "+p.rt.Name(), contexts.CapMemory)
 	}
 	key, err := p.rt.Secret(sandboxID)
 	if err != nil {
@@ -38,13 +35,13 @@ func (p *Provider) Checkpoint(ctx context.Context, sandboxID, dir string) error 
 	if err != nil {
 		return fmt.Errorf("sandbox %s: release the channel: %w", sandboxID, err)
 	}
-	return p.rt.Checkpoint(ctx, sandboxID, dir, false)
+	return p.rt.Checkpoint(ctx, sandboxID, "", false)
 }
 
-// Restore starts checkpointed sandbox sandboxID again from dir and
-// returns it connected: its agent listens again, the channel sealed
-// once the agent has proved its key, as at create.
-func (p *Provider) Restore(ctx context.Context, sandboxID, dir string) (contexts.Sandbox, error) {
+// Restore implements contexts.Provider: checkpointed sandbox sandboxID
+// starts again and is returned connected: its agent listens again, the
+// channel sealed once the agent has proved its key, as at create.
+func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sandbox, error) {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return nil, err
 	}
@@ -52,7 +49,10 @@ func (p *Provider) Restore(ctx context.Context, sandboxID, dir string) (contexts
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", sandboxID, errdefs.ErrNotFound)
 	}
-	if err := p.rt.Restore(ctx, sandboxID, dir); err != nil {
+	if !p.rt.CanCheckpoint() {
+		return nil, contexts.NotSupported(p.Name()+" on "+p.rt.Name(), contexts.CapMemory)
+	}
+	if err := p.rt.Restore(ctx, sandboxID, ""); err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.ready)

@@ -35,18 +35,18 @@ func TestCheckpointKeepsMemory(t *testing.T) {
 			if r, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "x = 41"}, nil); err != nil || !r.Success {
 				t.Fatalf("x = 41: %+v %v", r, err)
 			}
-			dir := t.TempDir() // on disk
+			dir := filepath.Join(p.rt.StateDir(), "bundles", c.ID(), "checkpoint") // on disk here
 			if kind != "runsc" {
-				if err := p.Checkpoint(ctx, c.ID(), dir); !errors.Is(err, errdefs.ErrFailedPrecondition) || p.KeepsMemory() {
-					t.Fatalf("checkpoint under %s = %v (keeps memory: %v), want failed_precondition", kind, err, p.KeepsMemory())
+				if err := p.Checkpoint(ctx, c.ID()); !errors.Is(err, errdefs.ErrFailedPrecondition) || p.Capabilities().Has(contexts.CapMemory) {
+					t.Fatalf("checkpoint under %s = %v (caps %v), want failed_precondition", kind, err, p.Capabilities())
 				}
 				return
 			}
-			if !p.KeepsMemory() {
+			if !p.Capabilities().Has(contexts.CapMemory) {
 				t.Fatal("runsc says it cannot keep memory")
 			}
 			start := time.Now()
-			if err := p.Checkpoint(ctx, c.ID(), dir); err != nil {
+			if err := p.Checkpoint(ctx, c.ID()); err != nil {
 				t.Fatal(err)
 			}
 			saved := time.Since(start)
@@ -66,7 +66,7 @@ func TestCheckpointKeepsMemory(t *testing.T) {
 			}
 
 			start = time.Now()
-			sb, err := p.Restore(ctx, c.ID(), dir)
+			sb, err := p.Restore(ctx, c.ID())
 			if err != nil {
 				t.Fatal(err)
 			}
