@@ -48,8 +48,21 @@ func (m *Manager) suspendImages() (SuspendImages, bool) {
 // Suspend suspends tenantID's ready context to disk. keep > 0 moves its
 // expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
 // context still ends on its TTL. A paused context may be suspended (its
-// frozen memory is dropped); a suspended one is ErrSuspended.
+// frozen memory is dropped); a suspended one is ErrSuspended. Where the
+// provider keeps memory (CapMemory) a running context keeps it: the wake
+// restores its kernels (Record.KeepsMemory).
 func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	return m.suspend(ctx, tenantID, contextID, keep, true)
+}
+
+// SuspendFiles is Suspend without the memory, whatever the provider can:
+// the wake boots the context from its files, its kernels fresh (E2B's
+// pause with keepMemory false, and its reboot).
+func (m *Manager) SuspendFiles(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	return m.suspend(ctx, tenantID, contextID, keep, false)
+}
+
+func (m *Manager) suspend(ctx context.Context, tenantID, contextID string, keep time.Duration, memory bool) (*Record, error) {
 	if keep < 0 {
 		return nil, fmt.Errorf("keep %s must not be negative: %w", keep, errdefs.ErrInvalidArgument)
 	}
@@ -65,11 +78,12 @@ func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep 
 		return nil, err
 	}
 	defer unlock()
-	return m.suspendLocked(ctx, rec, images, keep)
+	return m.suspendLocked(ctx, rec, images, keep, memory)
 }
 
-// suspendLocked suspends rec. Precondition: its identity lock is held.
-func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration) (*Record, error) {
+// suspendLocked suspends rec, with its memory when withMemory and the
+// provider can. Precondition: its identity lock is held.
+func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration, withMemory bool) (*Record, error) {
 	if rec.Suspended() {
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
 	}
@@ -101,9 +115,10 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	// checkpointed and stays on the host, stopped: the record keeps its
 	// id, and the wake restores it (the image is the fallback). A failed
 	// checkpoint leaves a sandbox whose agent let go of its channel: it is
-	// destroyed as a file-only suspend's is.
+	// destroyed as a file-only suspend's is. A paused (frozen) sandbox
+	// drops its memory, as Suspend says, and could not release its channel.
 	memory := false
-	if m.provider.Capabilities().Has(CapMemory) {
+	if withMemory && !rec.Paused() && m.provider.Capabilities().Has(CapMemory) {
 		if err := m.provider.Checkpoint(ctx, sandboxID); err != nil {
 			m.log.Warn("suspend without memory: checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, sandboxID, logkey.Err, err)
 		} else {
@@ -340,7 +355,7 @@ func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images Suspen
 	if !ok {
 		return false
 	}
-	if _, err := m.suspendLocked(ctx, rec, images, 0); err != nil {
+	if _, err := m.suspendLocked(ctx, rec, images, 0, true); err != nil {
 		m.log.Warn("suspend an idle context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}
