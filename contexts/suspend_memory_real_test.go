@@ -85,6 +85,22 @@ func TestRealSuspendWakeMemory(t *testing.T) {
 	if _, err := e.cat.ByID(e.ctx, img); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("the suspend's image %s after the wake: %v, want not_found", img, err)
 	}
+
+	// Ended while suspended with its memory: the checkpointed sandbox and
+	// the image go.
+	rec, err = e.m.Suspend(e.ctx, "t1", cid, 0)
+	if err != nil || !rec.KeepsMemory() {
+		t.Fatalf("second suspend: %+v, %v", rec, err)
+	}
+	if err := e.m.Terminate(e.ctx, "t1", cid, contexts.ReasonManual); err != nil {
+		t.Fatal(err)
+	}
+	if e.running(sid) {
+		t.Fatal("the checkpointed sandbox of an ended context is still there")
+	}
+	if _, err := e.cat.ByID(e.ctx, rec.SuspendImage); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("the image of an ended context: %v, want not_found", err)
+	}
 }
 
 // sandboxHostMemory returns the host memory a stopped sandbox holds: the
