@@ -207,7 +207,8 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	if !rec.Suspended() {
 		return rec, nil
 	}
-	if rec.SandboxID != "" {
+	fallback := rec.SandboxID != ""
+	if fallback {
 		out, err := m.restore(ctx, e, rec, ttl)
 		if err == nil || errors.Is(err, errdefs.ErrNotFound) && e.isEnded(m) {
 			return out, err
@@ -258,6 +259,11 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	e.woken, e.restored = true, false
 	e.alive = time.Now()
 	m.mu.Unlock()
+	if fallback {
+		// A suspend with memory kept the template the sandbox ran on (an
+		// earlier wake's image) for the restore; the new image holds it.
+		m.dropImage(ctx, rec.TenantID, rec.Template)
+	}
 	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
 	return out, nil
 }
