@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
+	"github.com/sandlot/sandlot/agent/server"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -69,5 +72,39 @@ func waitGone(t *testing.T, ctx context.Context, cl *agent.Client) {
 			t.Fatal("the connection still answers after a release")
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestReleasePod: a pod agent refuses channel.release (its TCP listener,
+// handed in, could not be opened again) and keeps serving.
+func TestReleasePod(t *testing.T) {
+	key := []byte("a pod's sandbox key, 32 bytes..")
+	keys, err := agent.NewPodKeys(key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		server.New(server.Config{Listener: ln, Pod: keys, Home: t.TempDir()}).Serve(sctx)
+	}()
+	t.Cleanup(func() { stop(); ln.Close(); <-done })
+	c, err := agent.DialPod(ctx, ln.Addr().String(), agent.ClientConfig{SandboxID: "pod", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Release(ctx); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("release of a pod agent = %v, want failed_precondition", err)
+	}
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("the pod agent after a refused release: %v", err)
 	}
 }

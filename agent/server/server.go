@@ -454,6 +454,11 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		fitRunCode(r)
 		return r, nil
 	case agent.MethodRelease:
+		if s.cfg.Listen != "" || s.cfg.Listener != nil {
+			// The pod channel is a TCP port of the pod's: nothing to
+			// release, and a listener handed in could not be reopened.
+			return nil, errf(errdefs.CodeFailedPrecondition, "channel.release: a pod agent's channel is not released")
+		}
 		return agent.Empty{}, nil
 	case agent.MethodSetEnv:
 		p, err := decode[agent.SetEnvParams](req.Params)
