@@ -37,6 +37,13 @@ func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
 	return c.call(ctx, MethodKernelRestart, p, nil, nil, 0)
 }
 
+// Release asks the agent to close its channel after it answers
+// (MethodRelease): this connection ends, and the next one is to a new
+// listener.
+func (c *Client) Release(ctx context.Context) error {
+	return c.call(ctx, MethodRelease, Empty{}, nil, nil, 0)
+}
+
 // SetEnv adds variables to the sandbox's environment for the execs and
 // kernel runs that follow (SetEnvParams).
 func (c *Client) SetEnv(ctx context.Context, env map[string]string) error {

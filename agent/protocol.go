@@ -57,6 +57,13 @@ const (
 	MethodGlob          = "fs.glob"        // GlobParams -> GlobResult
 	MethodGrep          = "fs.grep"        // GrepParams -> GrepResult
 	MethodSetEnv        = "env.set"        // SetEnvParams -> Empty
+	// MethodRelease asks the agent to let go of its channel: once it has
+	// answered it closes its listener and every connection, and listens
+	// again as soon as it can bind (the host decides when: a sealed
+	// channel directory refuses the bind until the host opens it). Under
+	// gVisor a checkpoint cannot save a socket bound on the host, so the
+	// host asks this first (runtime/oci checkpoint.go).
+	MethodRelease = "channel.release" // Empty -> Empty
 
 	// NotifyOutput carries OutputEvent for a running call.
 	NotifyOutput = "output"

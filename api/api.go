@@ -183,6 +183,10 @@ type RunCodeResult struct {
 	// its files are as they were, its kernels started fresh (the
 	// variables, imports and processes of earlier calls are gone).
 	Woken bool `json:"woken,omitempty"`
+	// Restored: the context was suspended with its memory (runsc) and
+	// was restored for this call: its files, kernels, variables and
+	// processes are as they were; nothing was lost.
+	Restored bool `json:"restored,omitempty"`
 	// Notice says in a sentence, for a model, what happened to the
 	// sandbox's state (StateLost, Rotated, Woken); empty otherwise.
 	Notice string `json:"notice,omitempty"`

@@ -134,11 +134,13 @@ type Lifecycle struct {
 	// names onto one template); Template is what was started.
 	TemplateName string `json:"templateName,omitempty"`
 	// SuspendImage, when set, says the context is suspended to disk
-	// (Manager.Suspend): it has no sandbox (SandboxID is empty), and this
-	// is the id of the tenant's template, source "suspend", whose image is
-	// the context's template plus its writable layer as it was. The next
-	// call wakes it on a new sandbox of that image. PausedAt is set too:
-	// a suspended context is paused, without its memory.
+	// (Manager.Suspend), and is the id of the tenant's template, source
+	// "suspend", whose image is the context's template plus its writable
+	// layer as it was. PausedAt is set too. SandboxID is empty, and the
+	// next call wakes the context on a new sandbox of that image, its
+	// kernels fresh; or, where the provider kept its memory (CapMemory),
+	// SandboxID names the checkpointed sandbox, which the wake restores
+	// (the image is then the fallback of a failed restore).
 	SuspendImage string `json:"suspendImage,omitempty"`
 }
 
@@ -170,8 +172,12 @@ func cloneTime(t *time.Time) *time.Time {
 func (l *Lifecycle) Paused() bool { return l.PausedAt != nil }
 
 // Suspended reports whether the context is suspended to disk: paused,
-// without a sandbox, its filesystem kept as an image (SuspendImage).
+// its filesystem kept as an image (SuspendImage).
 func (l *Lifecycle) Suspended() bool { return l.SuspendImage != "" }
+
+// KeepsMemory reports whether the context is suspended with its memory:
+// its sandbox checkpointed (SandboxID), to be restored by the wake.
+func (r *Record) KeepsMemory() bool { return r.Suspended() && r.SandboxID != "" }
 
 // ReservedPrefix starts the metadata keys that are sandlot's own. A caller
 // may not set one (CheckMetadata); sandlot keeps its own state in typed

@@ -111,6 +111,11 @@ type ExecuteResult struct {
 	// its kernels started fresh, so the variables, imports and processes
 	// of earlier calls are gone.
 	Woken bool
+	// Restored is set on the first call after the context woke from
+	// suspension with its memory (a provider with CapMemory: runsc): its
+	// kernels, variables and processes are as they were, nothing was
+	// lost. Woken is then false.
+	Restored bool
 }
 
 // Languages accepted by Execute.
@@ -338,6 +343,7 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		Rotated:       rotated,
 		StateLost:     m.takeReplaced(e),
 		Woken:         m.takeWoken(e),
+		Restored:      m.takeRestored(e),
 	}, nil
 }
 

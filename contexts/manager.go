@@ -95,6 +95,9 @@ type entry struct {
 	// woken: this context woke from suspension to disk and no call has
 	// reported it yet (takeWoken).
 	woken bool
+	// restored: this context woke from suspension with its memory
+	// (restore.go) and no call has reported it yet (takeRestored).
+	restored bool
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

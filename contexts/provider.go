@@ -74,6 +74,21 @@ type Provider interface {
 	Pauser       // CapPause
 	UsageSampler // CapUsage
 	Capturer     // CapSnapshot (snapshot.go)
+	Checkpointer // CapMemory
+}
+
+// Checkpointer keeps a stopped sandbox's memory (its kernels, variables,
+// processes) on the provider's disk: provider/local under runsc (gVisor's
+// checkpoint). Manager.Suspend uses it where it can, so that a woken
+// context keeps its kernels (docs/state.md).
+type Checkpointer interface {
+	// Checkpoint saves the sandbox's memory and stops it: nothing of it
+	// runs on the host until Restore; Destroy removes it, checkpoint
+	// included. Every connection to it ends.
+	Checkpoint(ctx context.Context, sandboxID string) error
+	// Restore starts a checkpointed sandbox again with its memory as it
+	// was and returns it connected.
+	Restore(ctx context.Context, sandboxID string) (Sandbox, error)
 }
 
 // Pauser freezes a sandbox and thaws it again with its memory kept
@@ -113,6 +128,10 @@ const (
 	CapShared
 	// CapSnapshot: Capture, a sandbox's filesystem as a layer.
 	CapSnapshot
+	// CapMemory: Checkpoint and Restore, a sandbox's memory kept on disk.
+	// A wrapper's union may claim it for some of its sandboxes only: an
+	// operation on another answers NotSupported.
+	CapMemory
 )
 
 var capNames = []struct {
@@ -123,6 +142,7 @@ var capNames = []struct {
 	{CapUsage, "usage"},
 	{CapShared, "shared"},
 	{CapSnapshot, "snapshot"},
+	{CapMemory, "memory"},
 }
 
 // Has reports whether every operation of op is in c.

@@ -48,8 +48,21 @@ func (m *Manager) suspendImages() (SuspendImages, bool) {
 // Suspend suspends tenantID's ready context to disk. keep > 0 moves its
 // expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
 // context still ends on its TTL. A paused context may be suspended (its
-// frozen memory is dropped); a suspended one is ErrSuspended.
+// frozen memory is dropped); a suspended one is ErrSuspended. Where the
+// provider keeps memory (CapMemory) a running context keeps it: the wake
+// restores its kernels (Record.KeepsMemory).
 func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	return m.suspend(ctx, tenantID, contextID, keep, true)
+}
+
+// SuspendFiles is Suspend without the memory, whatever the provider can:
+// the wake boots the context from its files, its kernels fresh (E2B's
+// pause with keepMemory false, and its reboot).
+func (m *Manager) SuspendFiles(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
+	return m.suspend(ctx, tenantID, contextID, keep, false)
+}
+
+func (m *Manager) suspend(ctx context.Context, tenantID, contextID string, keep time.Duration, memory bool) (*Record, error) {
 	if keep < 0 {
 		return nil, fmt.Errorf("keep %s must not be negative: %w", keep, errdefs.ErrInvalidArgument)
 	}
@@ -65,11 +78,12 @@ func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep 
 		return nil, err
 	}
 	defer unlock()
-	return m.suspendLocked(ctx, rec, images, keep)
+	return m.suspendLocked(ctx, rec, images, keep, memory)
 }
 
-// suspendLocked suspends rec. Precondition: its identity lock is held.
-func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration) (*Record, error) {
+// suspendLocked suspends rec, with its memory when withMemory and the
+// provider can. Precondition: its identity lock is held.
+func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration, withMemory bool) (*Record, error) {
 	if rec.Suspended() {
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
 	}
@@ -97,6 +111,20 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		}
 		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, err)
 	}
+	// Where the provider keeps memory (runsc), the sandbox is
+	// checkpointed and stays on the host, stopped: the record keeps its
+	// id, and the wake restores it (the image is the fallback). A failed
+	// checkpoint leaves a sandbox whose agent let go of its channel: it is
+	// destroyed as a file-only suspend's is. A paused (frozen) sandbox
+	// drops its memory, as Suspend says, and could not release its channel.
+	memory := false
+	if withMemory && !rec.Paused() && m.provider.Capabilities().Has(CapMemory) {
+		if err := m.provider.Checkpoint(ctx, sandboxID); err != nil {
+			m.log.Warn("suspend without memory: checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, sandboxID, logkey.Err, err)
+		} else {
+			memory = true
+		}
+	}
 	// The record first: a crash after it leaves a stray sandbox, which
 	// the sweep destroys; the other order would leave a record naming a
 	// destroyed sandbox, ended as lost at the next start.
@@ -107,16 +135,30 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		sb, e.sb = e.sb, nil
 	}
 	m.mu.Unlock()
+	kept := ""
+	if memory {
+		kept = sandboxID
+	}
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		at := now.UTC()
-		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, ""
+		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, kept
 		if keep > 0 {
 			r.ExpiresAt = now.Add(keep)
 		}
 	}, 0)
 	if err != nil {
 		m.dropImage(ctx, rec.TenantID, img)
+		if memory {
+			m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
+		}
 		return nil, err
+	}
+	if memory {
+		if sb != nil {
+			sb.Close() // its connection ended with the checkpoint
+		}
+		m.log.Info("context suspended with its memory", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, logkey.Template, img, logkey.Bytes, bytes)
+		return out, nil
 	}
 	// The template the sandbox ran on, when an earlier wake's image: the
 	// new image holds its layers, so nothing needs it any more.
@@ -165,6 +207,16 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	if !rec.Suspended() {
 		return rec, nil
 	}
+	fallback := rec.SandboxID != ""
+	if fallback {
+		out, err := m.restore(ctx, e, rec, ttl)
+		if err == nil || errors.Is(err, errdefs.ErrNotFound) && e.isEnded(m) {
+			return out, err
+		}
+		// The image holds its files: wake without the memory.
+		m.log.Warn("wake without memory: restore failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
+	}
 	spec := Spec{
 		Template: rec.SuspendImage,
 		Limits:   m.cfg.Limits,
@@ -204,9 +256,14 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		return nil, fmt.Errorf("context %s has ended: %w", rec.ID, errdefs.ErrNotFound)
 	}
 	e.sb = sb
-	e.woken = true
+	e.woken, e.restored = true, false
 	e.alive = time.Now()
 	m.mu.Unlock()
+	if fallback {
+		// A suspend with memory kept the template the sandbox ran on (an
+		// earlier wake's image) for the restore; the new image holds it.
+		m.dropImage(ctx, rec.TenantID, rec.Template)
+	}
 	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
 	return out, nil
 }
@@ -304,7 +361,7 @@ func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images Suspen
 	if !ok {
 		return false
 	}
-	if _, err := m.suspendLocked(ctx, rec, images, 0); err != nil {
+	if _, err := m.suspendLocked(ctx, rec, images, 0, true); err != nil {
 		m.log.Warn("suspend an idle context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}

@@ -40,8 +40,14 @@ type suspendEnv struct {
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
 	t.Helper()
+	return newSuspendEnvOn(t, "crun")
+}
+
+// newSuspendEnvOn is newSuspendEnv on runtime kind's sandboxes.
+func newSuspendEnvOn(t testing.TB, kind string) *suspendEnv {
+	t.Helper()
 	testenv.RequireRoot(t)
-	testenv.RequireBinary(t, "crun")
+	testenv.RequireBinary(t, kind)
 	imgs, _ := debiantest.Default(t)
 	st := memory.New()
 	for _, id := range []string{"t1", "t2"} {
@@ -55,7 +61,7 @@ func newSuspendEnv(t testing.TB) *suspendEnv {
 		t.Fatal(err)
 	}
 	e := &suspendEnv{t: t, ctx: context.Background(), dir: dir, store: st, cat: cat,
-		cfg: local.Config{Runtime: "crun", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
+		cfg: local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
 			Logger: slog.New(slog.DiscardHandler)}}
 	t.Cleanup(func() {
 		if e.p != nil {

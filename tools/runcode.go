@@ -79,6 +79,7 @@ func (r *Registry) codeResult(res *contexts.ExecuteResult) *RunCodeResult {
 		Rotated:         res.Rotated,
 		StateLost:       res.StateLost,
 		Woken:           res.Woken,
+		Restored:        res.Restored,
 		Notice:          notice(res.StateLost, res.Rotated),
 		Truncated:       res.Truncated,
 		Results:         []api.RichResult{},

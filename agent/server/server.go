@@ -116,6 +116,9 @@ type Server struct {
 	// added holds the variables env.set added to cfg.Env (baseEnv),
 	// shared by the file calls' views of the server.
 	added *addedEnv
+	// released tells the accept loop to let go of the channel
+	// (release.go).
+	released chan struct{}
 }
 
 // New prepares an agent without listening.
@@ -132,7 +135,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, released: make(chan struct{}, 1)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -217,54 +220,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]struct{}{}
-	go func() {
-		<-ctx.Done()
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	}()
 	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			s.log.Error("accept", logkey.Err, err)
-			time.Sleep(10 * time.Millisecond)
-			continue
+		s.serveListener(ctx, ln, accept, &wg)
+		if ctx.Err() != nil {
+			break
 		}
-		mu.Lock()
-		conns[c] = struct{}{}
-		mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				mu.Lock()
-				delete(conns, c)
-				mu.Unlock()
-			}()
-			sc, err := accept(c)
-			if err != nil {
-				s.log.Warn("connection refused", logkey.Err, err)
-				c.Close()
-				return
-			}
-			if sc == nil { // done: an enrollment
-				c.Close()
-				return
-			}
-			s.serveConn(ctx, sc)
-		}()
+		// Released (release.go): listen again once the host lets us.
+		if ln, accept, err = s.relisten(ctx); err != nil {
+			break
+		}
 	}
 	wg.Wait()
 	s.kernels.Close()
@@ -439,6 +403,9 @@ func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
 	c.mu.Unlock()
 	ccancel(nil)
 	c.reply(id, res, err)
+	if err == nil && isRelease(req) {
+		c.s.release()
+	}
 }
 
 func (c *conn) notification(req *agent.Request) {
@@ -486,6 +453,13 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		}
 		fitRunCode(r)
 		return r, nil
+	case agent.MethodRelease:
+		if s.cfg.Listen != "" || s.cfg.Listener != nil {
+			// The pod channel is a TCP port of the pod's: nothing to
+			// release, and a listener handed in could not be reopened.
+			return nil, errf(errdefs.CodeFailedPrecondition, "channel.release: a pod agent's channel is not released")
+		}
+		return agent.Empty{}, nil
 	case agent.MethodSetEnv:
 		p, err := decode[agent.SetEnvParams](req.Params)
 		if err != nil {

@@ -16,3 +16,14 @@ func (p *Provider) Capture(ctx context.Context, id string, w io.Writer, max int6
 	}
 	return tar.NewWriter(w).Close()
 }
+
+// Checkpoint implements contexts.Provider: NotSupported (the fake keeps
+// no memory).
+func (p *Provider) Checkpoint(ctx context.Context, id string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
+
+// Restore implements contexts.Provider: NotSupported.
+func (p *Provider) Restore(ctx context.Context, id string) (contexts.Sandbox, error) {
+	return nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
+}

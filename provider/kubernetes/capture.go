@@ -12,3 +12,13 @@ import (
 func (p *Provider) Capture(context.Context, string, io.Writer, int64) error {
 	return contexts.NotSupported(Name, contexts.CapSnapshot)
 }
+
+// Checkpoint implements contexts.Provider: NotSupported.
+func (p *Provider) Checkpoint(context.Context, string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
+
+// Restore implements contexts.Provider: NotSupported.
+func (p *Provider) Restore(context.Context, string) (contexts.Sandbox, error) {
+	return nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
+}

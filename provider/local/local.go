@@ -193,9 +193,14 @@ func findAgent(p string) (string, error) {
 func (p *Provider) Name() string { return Name }
 
 // Capabilities implements contexts.Provider: every runtime pauses (with
-// the sandbox's memory) and reports usage.
+// the sandbox's memory) and reports usage; runsc also checkpoints a
+// sandbox's memory to disk (checkpoint.go).
 func (p *Provider) Capabilities() contexts.Capabilities {
-	return contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
+	caps := contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
+	if p.rt.CanCheckpoint() {
+		caps |= contexts.CapMemory
+	}
+	return caps
 }
 
 // Runtime returns the runtime in use (for its name and Stats).

@@ -57,7 +57,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 	if body.Memory != nil && !*body.Memory {
 		// keepMemory: false: suspended to disk, the memory freed; connect
 		// boots it again from its files (docs/state.md, "Suspend to disk").
-		if _, err := h.m.Suspend(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
+		if _, err := h.m.SuspendFiles(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
 			h.writeLifecycleError(w, id, err)
 			return
 		}
@@ -172,8 +172,15 @@ func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBod
 		if err != nil {
 			return nil, err
 		}
-		if !rec.Suspended() {
-			if _, err := h.m.Suspend(r.Context(), tenantID, id, 0); err != nil {
+		if rec.KeepsMemory() {
+			// Suspended with its memory (a /v1 or idle suspend on runsc):
+			// restored, then suspended again without it.
+			if _, err := h.m.Resume(r.Context(), tenantID, id, ttl); err != nil {
+				return nil, err
+			}
+		}
+		if rec.KeepsMemory() || !rec.Suspended() {
+			if _, err := h.m.SuspendFiles(r.Context(), tenantID, id, 0); err != nil {
 				return nil, err
 			}
 		}

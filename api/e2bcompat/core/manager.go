@@ -23,9 +23,9 @@ type Manager interface {
 	// with a TTL of ttl from now (contexts.ErrPaused, ErrNotPaused).
 	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
-	// Suspend suspends a context to disk (pause without memory): its
+	// SuspendFiles suspends a context to disk (pause without memory): its
 	// files kept, its sandbox and memory gone; Resume boots it again.
-	Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
+	SuspendFiles(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	// AutoPause pauses a context past its expiry that asked to pause then
 	// (Record.AutoPause) and returns its record.
 	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -19,4 +20,15 @@ func (p *Provider) Capture(ctx context.Context, id string, w io.Writer, max int6
 		return fmt.Errorf("fake sandbox %s: %w", id, errdefs.ErrNotFound)
 	}
 	return tar.NewWriter(w).Close()
+}
+
+// Checkpoint implements contexts.Provider: NotSupported (the fake keeps
+// no memory).
+func (p *Provider) Checkpoint(context.Context, string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
+
+// Restore implements contexts.Provider: NotSupported.
+func (p *Provider) Restore(context.Context, string) (contexts.Sandbox, error) {
+	return nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
 }

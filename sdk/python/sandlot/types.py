@@ -351,6 +351,7 @@ class RunCodeResult(TypedDict):
     rotated: NotRequired[bool]
     stateLost: NotRequired[bool]
     woken: NotRequired[bool]
+    restored: NotRequired[bool]
     notice: NotRequired[str]
     truncated: bool
     outputType: Literal["json", "table", "text", "error"]

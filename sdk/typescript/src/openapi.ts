@@ -1042,6 +1042,8 @@ export interface components {
             stateLost?: boolean;
             /** @description The context was suspended to disk and woke for this call: its files are as they were, its kernels started fresh (the variables, imports and processes of earlier calls are gone). */
             woken?: boolean;
+            /** @description The context was suspended with its memory (runsc) and was restored for this call: its files, kernels, variables and processes are as they were; nothing was lost. */
+            restored?: boolean;
             /** @description One sentence for a model on what happened to the sandbox's state (stateLost, rotated); absent otherwise. */
             notice?: string;
             truncated: boolean;

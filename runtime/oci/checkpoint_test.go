@@ -1,0 +1,100 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime"
+)
+
+// counterSpec runs a python process that counts in memory and writes the
+// count to the channel directory (runsc's, on the host) every 20 ms.
+func counterSpec(id string) runtime.Spec {
+	code := "import time\nn = 0\nwhile True:\n    n += 1\n    open('/run/sandlot/n.tmp', 'w').write(str(n))\n    __import__('os').rename('/run/sandlot/n.tmp', '/run/sandlot/n')\n    time.sleep(0.02)\n"
+	return runtime.Spec{ID: id, Args: []string{"/usr/bin/python3", "-c", code},
+		Limits: runtime.Limits{MemoryBytes: 256 << 20, PIDs: 64, DiskBytes: 16 << 20}}
+}
+
+// waitCount waits until the counter's file reads a count other than
+// not and more than after, and returns it.
+func waitCount(t *testing.T, r *Runtime, id string, after, not int) int {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(r.chanDir(id), "n"))
+		if n, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil && n > after && n != not {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the counter of %s did not pass %d: %q %v", id, after, b, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCheckpointRestore: under runsc a checkpoint stops the sandbox with
+// nothing of it running on the host, and the restore continues the same
+// process with its memory (the count goes on, it does not start again).
+// crun and runc refuse with failed_precondition.
+func TestCheckpointRestore(t *testing.T) {
+	for _, kind := range testKinds {
+		t.Run(kind, func(t *testing.T) {
+			r := newRuntime(t, kind)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if kind != KindRunsc {
+				id, _ := startProbe(t, r, runtime.Limits{})
+				err := r.Checkpoint(ctx, id, t.TempDir(), false)
+				if !errors.Is(err, errdefs.ErrFailedPrecondition) || r.CanCheckpoint() {
+					t.Fatalf("checkpoint under %s = %v (can %v), want failed_precondition", kind, err, r.CanCheckpoint())
+				}
+				return
+			}
+			id := runtime.NewID()
+			if err := r.Create(ctx, counterSpec(id)); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Delete(context.Background(), id) })
+			waitCount(t, r, id, 20, -1)
+			img := t.TempDir()
+			if err := r.Checkpoint(ctx, id, img, false); err != nil {
+				t.Fatal(err)
+			}
+			saved := waitCount(t, r, id, 0, -1)
+			st, err := r.State(ctx, id)
+			if err != nil || st.Status != runtime.StatusStopped {
+				t.Fatalf("after a checkpoint: %+v %v, want stopped", st, err)
+			}
+			for _, d := range cgroupDirs(id) {
+				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("cgroup %s left while checkpointed: %v", d, err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+			if n := waitCount(t, r, id, 0, -1); n != saved {
+				t.Fatalf("the counter moved from %d to %d while checkpointed", saved, n)
+			}
+			if err := r.Restore(ctx, id, img); err != nil {
+				t.Fatal(err)
+			}
+			// The first count written after the restore: a fresh process
+			// would write 1, the restored one goes on from saved.
+			if next := waitCount(t, r, id, 0, saved); next <= saved {
+				t.Fatalf("counter %d after the restore, want above %d: the process started again", next, saved)
+			}
+			if st, err := r.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
+				t.Fatalf("after restore: %+v %v", st, err)
+			}
+			if err := r.Restore(ctx, id, img); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+				t.Fatalf("restore of a running sandbox = %v, want failed_precondition", err)
+			}
+		})
+	}
+}
