@@ -1,0 +1,164 @@
+package oci
+
+// How one runtime binary (crun, runc, runsc) is invoked for one bundle:
+// its global flags, detached starts, short commands and their logs.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// driver is how to call one runtime binary for one bundle.
+type driver struct {
+	r    *Runtime
+	kind string
+	bin  string
+	// need is a mount the runtime binary must see (an image root); crun's
+	// launcher refreshes its copy of the host's mounts when it lacks it.
+	need string
+	// network is the namespace a sandbox being created joins (its path),
+	// "" for none: crun must see its mount, and runsc must use it.
+	network string
+}
+
+func (r *Runtime) driver(kind string) driver {
+	if kind == r.kind || kind == "" {
+		return driver{r: r, kind: r.kind, bin: r.bin}
+	}
+	bin, err := exec.LookPath(kind)
+	if err != nil {
+		bin = kind
+	}
+	return driver{r: r, kind: kind, bin: bin}
+}
+
+// driverFor returns the driver of the runtime that created id.
+func (r *Runtime) driverFor(id string) driver {
+	b, err := os.ReadFile(filepath.Join(r.bundle(id), "runtime"))
+	if err != nil {
+		return r.driver("")
+	}
+	return r.driver(strings.TrimSpace(string(b)))
+}
+
+func (d driver) globalArgs(logPath string) []string {
+	args := []string{"--root", filepath.Join(d.r.stateDir, d.kind)}
+	if logPath != "" {
+		switch d.kind {
+		case KindCrun:
+			args = append(args, "--log=file:"+logPath)
+		default:
+			args = append(args, "--log", logPath)
+		}
+	}
+	if d.kind == KindRunsc {
+		args = append(args, runscFlags...)
+		if d.network != "" {
+			args = append(args, runscNetwork)
+		}
+	}
+	return args
+}
+
+// cmd builds a runtime invocation with /dev/null stdio in its own session.
+func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctx, d.bin, append(d.globalArgs(logPath), args...)...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	c.WaitDelay = 5 * time.Second
+	return c
+}
+
+func (d driver) start(c *exec.Cmd) error {
+	if d.kind == KindCrun {
+		// also for crun bundles found by a runc Runtime
+		need := []string{d.r.share, d.r.rootsDir()}
+		if d.need != "" {
+			need = append(need, d.need)
+		}
+		if d.network != "" {
+			need = append(need, d.network)
+		}
+		return launcher.start(c, need...)
+	}
+	return c.Start()
+}
+
+// output runs a short runtime command and returns its stdout.
+func (d driver) output(ctx context.Context, args ...string) ([]byte, error) {
+	c := d.cmd(ctx, "", args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	if err := d.start(c); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", d.kind, args[0], err)
+	}
+	if err := c.Wait(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if isNotExist(msg) {
+			return nil, fmt.Errorf("%s %s: %s: %w", d.kind, args[0], msg, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("%s %s: %v: %s", d.kind, args[0], err, msg)
+	}
+	return out.Bytes(), nil
+}
+
+func isNotExist(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "does not exist") || strings.Contains(m, "not found") || strings.Contains(m, "no such file")
+}
+
+// detached runs `args` with /dev/null stdio and files as descriptors 3...,
+// and waits for the runtime binary (not the container) to exit. Errors
+// come from the log file.
+func (d driver) detached(ctx context.Context, id, logPath string, files []*os.File, args ...string) error {
+	null, err := d.r.openNull(id) // never the host's /dev/null (null.go)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	c := d.cmd(ctx, logPath, args...)
+	c.Stdin, c.Stdout, c.Stderr = null, null, null
+	c.ExtraFiles = files
+	if err := d.start(c); err != nil {
+		return fmt.Errorf("%s: %w", d.kind, err)
+	}
+	if err := c.Wait(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", d.kind, args[0], err, logTail(logPath))
+	}
+	return nil
+}
+
+// logTail returns the last messages of a runtime log, one line.
+func logTail(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil || len(b) == 0 {
+		return "no log"
+	}
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct {
+			Msg string `json:"msg"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg != "" {
+			line = l.Msg
+		}
+		msgs = append(msgs, strings.TrimSpace(line))
+	}
+	if len(msgs) > 3 {
+		msgs = msgs[len(msgs)-3:]
+	}
+	s := strings.Join(msgs, "; ")
+	if len(s) > 1000 {
+		s = s[len(s)-1000:]
+	}
+	return s
+}
