@@ -58,7 +58,7 @@ func (sc *scanner) assignments() {
 		if !ok || !maybeKey(kbs) {
 			continue
 		}
-		if e := sc.keyValue(string(kbs), quotedKey(s, p), val); e > i {
+		if e := sc.keyValue(string(kbs), val); e > i {
 			i = e - 1 // the value is examined once, even if it holds '=' or ':'
 		}
 	}
@@ -104,24 +104,8 @@ func keyBefore(s string, p int, kb *[64]byte) ([]byte, bool) {
 	return nil, false
 }
 
-// quotedKey reports whether the key ending before p is in quotes ("key":
-// or 'key' =), as in JSON, a script's object literal or a Python dict.
-func quotedKey(s string, p int) bool {
-	for e := p; e > 0 && p-e < 4; e-- {
-		switch s[e-1] {
-		case ' ', '\t':
-			continue
-		case '"', '\'':
-			return true
-		}
-		return false
-	}
-	return false
-}
-
-// keyValue checks the value at val if key names a secret; quoted tells
-// the key was in quotes.
-func (sc *scanner) keyValue(key string, quoted bool, val int) int {
+// keyValue checks the value at val if key names a secret.
+func (sc *scanner) keyValue(key string, val int) int {
 	kind := keyKind(key)
 	if kind == "" {
 		return 0
@@ -133,7 +117,7 @@ func (sc *scanner) keyValue(key string, quoted bool, val int) int {
 		// with an absolute path for a value it is that.
 		weak = key == "pwd"
 	}
-	return sc.value(kind, weak, quoted, val)
+	return sc.value(kind, weak, val)
 }
 
 // xmlValue handles the '>' at i closing <key>: the value starts after
@@ -172,7 +156,7 @@ func (sc *scanner) xmlValue(i int) int {
 	}
 	// reuse the value rules on the bare text
 	sub := scanner{g: sc.g, s: v, depth: sc.depth}
-	sub.keyValue(key, false, 0)
+	sub.keyValue(key, 0)
 	for _, f := range sub.out {
 		sc.add(f.Type, a+f.Start, a+f.End, f.Confidence)
 	}
@@ -181,11 +165,12 @@ func (sc *scanner) xmlValue(i int) int {
 
 // value checks the value of a secret-named key that starts at i. A weak
 // key name (key, sort_key, auth) needs a value with no separators; the
-// weak password key (pwd) never takes an absolute path. An unquoted
-// password value that reads as a name in code is not a secret (codeName).
-func (sc *scanner) value(kind string, weak, quotedKey bool, i int) int {
+// weak password key (pwd) never takes an absolute path.
+func (sc *scanner) value(kind string, weak bool, i int) int {
 	s := sc.s
 	n := len(s)
+	// An assignment or a key's colon, not ("KEY", value)'s comma.
+	sep := i > 0 && (s[i-1] == '=' || s[i-1] == ':' || s[i-1] == '>')
 	for k := 0; k < 3 && i < n && (s[i] == '=' || s[i] == ':'); k++ {
 		i++
 	}
@@ -227,7 +212,7 @@ func (sc *scanner) value(kind string, weak, quotedKey bool, i int) int {
 	}
 	switch kind {
 	case TypePassword:
-		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) || weak && v[0] == '/' || bare && codeName(v, quotedKey) {
+		if len(v) < 6 || entropy(v) < 2.5 || identPath(v) || weak && v[0] == '/' || bare && sep && codeName(v) && codeEnds(s, e) {
 			return end
 		}
 		sc.add(TypePassword, a, e, 0.7)
@@ -269,31 +254,32 @@ func tokenChars(v string, strict bool) bool {
 	return true
 }
 
-// codeName reports an unquoted value that is a name in code rather than a
-// password: a handler, a variable, a field (inputFocus, db_password). A
-// quoted key with a bare value ("key": name) is a script's object literal
-// or a dict, where a bare word is a name; otherwise the name must read as
-// one: camelCase from a lowercase start, or snake_case. Digits or other
-// signs make it a password (hunter2, s3cr3t-V4lue), and so does a single
-// word after an unquoted key (PASSWORD=correcthorse), which a config file
-// writes without quotes.
-func codeName(v string, quotedKey bool) bool {
-	camel, snake := false, false
+// codeName reports an unquoted value that may be a name in code (a
+// variable, a handler: inputFocus, db_password): letters and '_' from a
+// lowercase start. Digits or other signs make it a password (hunter2,
+// s3cr3t-V4lue), and so does a capital start (Summertime, SUPER_SECRET).
+func codeName(v string) bool {
+	if !is(v[0], cLower) {
+		return false
+	}
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		switch {
-		case is(c, cLower):
-			if i+1 < len(v) && is(v[i+1], cUpper) {
-				camel = true
-			}
-		case is(c, cUpper):
-		case c == '_':
-			snake = snake || i > 0 && i+1 < len(v) && v[i-1] != '_' && v[i+1] != '_'
-		default:
+		if c := v[i]; !is(c, cAlpha) && c != '_' {
 			return false
 		}
 	}
-	return quotedKey || camel && is(v[0], cLower) || snake
+	return true
+}
+
+// codeEnds reports whether the value ending at e is followed, past blanks,
+// by what ends an expression in code: ';', ',', ')', '}' or ']'
+// ("noVNC_password_input" : inputFocus; login({password: passwordValue})).
+// A value at the end of its line (an env or ini file, YAML, a flag) or
+// before '&' or a quote (a query string, a form body) is a password.
+func codeEnds(s string, e int) bool {
+	for e < len(s) && (s[e] == ' ' || s[e] == '\t') {
+		e++
+	}
+	return e < len(s) && strings.IndexByte(";,)}]", s[e]) >= 0
 }
 
 // identPath reports code-like values: self.password, os.environ, config.x.

@@ -15,11 +15,11 @@ func TestPasswordKeysInCode(t *testing.T) {
 		neg("js object key no blank", `{"x_password_input":inputFocus}`),
 		neg("js single-quoted key", `const handlers = { 'password_field': onPasswordChange };`),
 		neg("js shorthand value", `login({ user: userName, password: someIdentifier });`),
-		neg("js identifier key", `password: someIdentifier`),
+		neg("js identifier key", `password: someIdentifier,`),
 		neg("js lookup", `passwordField = document.getElementById("noVNC_password_input");`),
 		neg("js let", `let passwordInput = passwordElement;`),
 		neg("python keyword argument", `client = connect(host=host, password=db_password, timeout=timeout)`),
-		neg("python assignment", `self.password_hash = hash_password`),
+		neg("python assignment of a call", `self.password_hash = hash_password(raw)`),
 		neg("python dict", `cfg = {"password": password_from_env, "user": user}`),
 		neg("go field", `Password:  passwordHash,`),
 		pos("js literal", TypePassword, `password: "%s"`, "hunter2xyz"),
@@ -30,6 +30,20 @@ func TestPasswordKeysInCode(t *testing.T) {
 		pos("js object literal", TypePassword, `"noVNC_password" : "%s",`, "Tr0ub4dor&3"),
 		pos("env letters only", TypePassword, "DB_PASSWORD=%s", "correcthorsebattery"),
 		pos("quoted key letters", TypePassword, `"password": "%s"`, "correctHorseBattery"),
+		// Letters only, but not followed by what ends an expression in code:
+		// these are passwords (a name in code is exempt only before ; , ) } ]).
+		pos("yaml camelCase", TypePassword, "password: %s", "openSesame"),
+		pos("query string", TypePassword, "curl 'https://api.example.com/login?user=bob&password=%s'", "openSesame"),
+		pos("form body", TypePassword, "curl -d 'username=admin&password=%s'", "adminLetMeIn"),
+		pos("flag", TypePassword, "mysql -u root --password=%s", "letMeInNow"),
+		pos("env snake", TypePassword, "DB_PASSWORD=%s", "correct_horse_battery"),
+		pos("env caps", TypePassword, "PASSWORD=%s", "SUPER_SECRET_VALUE"),
+		pos("ini", TypePassword, "[db]\npassword = %s", "myDbPassword"),
+		pos("yaml quoted key", TypePassword, `"password": %s`, "CorrectHorseBattery"),
+		pos("dict capital", TypePassword, `'db_password': %s,`, "Summertime"),
+		// A name assigned at the end of a line reads as an env or ini file's
+		// password: still flagged, as before names in code were exempt.
+		pos("python assignment of a name", TypePassword, "self.password_hash = %s", "hash_password"),
 	})
 }
 
