@@ -223,7 +223,7 @@ func (m *Manager) refresh(ctx context.Context, e *entry) bool {
 	if e.ended {
 		return false
 	}
-	e.rec = r
+	e.rec = withEnv(r, e.rec)
 	if d := r.ExpiresAt.Sub(r.LastUsedAt); d > 0 && !r.FixedExpiry {
 		e.ttl = d
 	}

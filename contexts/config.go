@@ -43,8 +43,8 @@ type Config struct {
 	// without an image keeper (Catalog), never suspends.
 	IdleSuspend time.Duration
 	// Volumes says which volumes a context mounts (volumes.Service): a
-	// context that mounts one is not suspended, since a wake does not
-	// mount volumes yet. nil: no context has volumes.
+	// wake from suspension to disk mounts them again. nil: no context has
+	// volumes.
 	Volumes VolumeLister
 	// AuditRetention is how long audit events are kept: each cleanup pass
 	// removes older ones when the store can (AuditPruner). Zero: 30 days.

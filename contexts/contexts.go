@@ -105,6 +105,12 @@ type Record struct {
 	// that created or took it over); "" is no node (records written before
 	// nodes existed). Only Create sets it and only Claim changes it.
 	Node string `json:"node,omitempty"`
+	// Env is the environment the create gave the sandbox
+	// (CreateOptions.Env, E2B's envVars), kept so that a wake gives the
+	// new sandbox the same. Its values may be credentials: it is never
+	// marshalled, no edge shows it, and SQLite and Postgres keep it sealed
+	// with the secrets key (docs/state.md, "What a wake carries").
+	Env map[string]string `json:"-"`
 	Lifecycle
 }
 
@@ -149,6 +155,7 @@ type Lifecycle struct {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Metadata = maps.Clone(r.Metadata)
+	c.Env = maps.Clone(r.Env)
 	c.TerminatedAt = cloneTime(r.TerminatedAt)
 	c.PausedAt = cloneTime(r.PausedAt)
 	if r.Network != nil {

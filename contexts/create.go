@@ -210,6 +210,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
 		Node:       m.cfg.Node,
+		Env:        maps.Clone(opts.Env),
 		Lifecycle: Lifecycle{
 			AutoPause:     opts.AutoPause,
 			AutoResume:    opts.AutoResume,

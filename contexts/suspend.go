@@ -73,17 +73,6 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	if rec.Suspended() {
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
 	}
-	if m.cfg.Volumes != nil {
-		// A wake mounts no volume yet: the context would wake without
-		// them, its files there missing.
-		ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
-		if err != nil {
-			return nil, fmt.Errorf("suspend context %s: its volumes: %w", rec.ID, err)
-		}
-		if len(ms) > 0 {
-			return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "context %s mounts volume %q: a context with volumes cannot be suspended to disk yet", rec.ID, ms[0].Name)
-		}
-	}
 	sandboxID := rec.SandboxID
 	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
 		return m.provider.Capture(ctx, sandboxID, w, max)
@@ -126,6 +115,25 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	return out, nil
 }
 
+// volumesOf returns the volumes rec's sandbox mounted, for the sandbox a
+// wake gives it: the mounts recorded when its first sandbox opened them
+// (Config.Volumes), which also keep the volumes from being deleted while
+// the context is suspended.
+func (m *Manager) volumesOf(ctx context.Context, rec *Record) ([]VolumeMount, error) {
+	if m.cfg.Volumes == nil {
+		return nil, nil
+	}
+	ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("its volumes: %w", err)
+	}
+	out := make([]VolumeMount, 0, len(ms))
+	for _, v := range ms {
+		out = append(out, v.Mount)
+	}
+	return out, nil
+}
+
 // notListed reports whether the provider no longer has the sandbox (a
 // capture's not_found may also be the template's).
 func (m *Manager) notListed(ctx context.Context, sandboxID string) bool {
@@ -152,8 +160,10 @@ func (m *Manager) dropImage(ctx context.Context, tenantID, img string) {
 }
 
 // wake gives suspended e a new sandbox from its image and ttl from now
-// (0: its own TTL), and frees the image. The sandbox has the context's
-// identity, network and limits; its kernels start fresh (prestart: those
+// (0: its own TTL), and frees the image. The sandbox has what the create
+// gave the first: the context's identity, the create's environment
+// (Record.Env), its network, limits and volumes (as the store records
+// them, where they were mounted); its kernels start fresh (prestart: those
 // a call is about to use). Precondition: the identity lock is held.
 func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestart []string) (*Record, error) {
 	m.mu.Lock()
@@ -165,14 +175,19 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	if !rec.Suspended() {
 		return rec, nil
 	}
+	vols, err := m.volumesOf(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
+	}
 	spec := Spec{
 		Template: rec.SuspendImage,
 		Limits:   m.cfg.Limits,
-		Env:      createEnv(rec.Identity, nil),
+		Env:      createEnv(rec.Identity, rec.Env),
 		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      ttl,
 		Network:  clonePolicy(rec.Network),
 		Prestart: prestart,
+		Volumes:  vols,
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {

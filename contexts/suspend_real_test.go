@@ -5,8 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -272,33 +272,60 @@ func TestRealIdleSuspend(t *testing.T) {
 	}
 }
 
-// mountsOf says that the contexts in it mount a volume.
-type mountsOf map[string]bool
-
-func (m mountsOf) Mounts(ctx context.Context, tenantID, contextID string) ([]volumes.Mounted, error) {
-	if m[contextID] {
-		return []volumes.Mounted{{Mount: volumes.Mount{VolumeID: "v1", Path: "/home/user/data"}, Name: "data"}}, nil
-	}
-	return nil, nil
-}
-
-// TestRealSuspendRefusesVolumes: a context that mounts a volume is not
-// suspended (a wake would not mount it), clearly, and keeps running.
-func TestRealSuspendRefusesVolumes(t *testing.T) {
+// TestRealSuspendWakeCarries: a wake gives the new sandbox what the create
+// gave the first: the create's environment (E2B's envVars) and the
+// context's volumes, at their paths, with their files; the volume cannot
+// be deleted while its context sleeps. Before the wake carried them, a
+// context with a volume was refused (failed_precondition) and a woken
+// sandbox had the identity environment only.
+func TestRealSuspendWakeCarries(t *testing.T) {
+	testenv.RequireBinary(t, "mkfs.ext4")
 	e := newSuspendEnv(t)
 	if err := e.m.Close(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	vols := mountsOf{}
-	e.vols = vols
-	e.start()
-	res := e.exec(ident("t1", "vol", "main"), "x = 1")
-	vols[res.ContextID] = true
-	_, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `volume "data"`) {
-		t.Fatalf("suspend of a context with a volume: %v, want failed_precondition naming the volume", err)
+	host, err := volumes.NewHost(filepath.Join(e.dir, "volumes"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := e.exec(ident("t1", "vol", "main"), "x"); mainResult(got) != "1" || got.Woken {
-		t.Fatalf("after the refused suspend: %+v", got)
+	vs := volumes.NewService(e.store, host, volumes.Config{})
+	e.vols, e.cfg.Volumes = vs, vs
+	e.start()
+	vol, err := vs.Create(e.ctx, "t1", "data", volumes.MinSizeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ident("t1", "carries", "main")
+	if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{
+		Env:     map[string]string{"WAKE_TOKEN": "tok-0123456789"},
+		Volumes: []contexts.VolumeMount{{VolumeID: vol.ID, Path: "/home/user/data"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.exec(id, "import os\nopen('/home/user/data/v.txt', 'w').write('on the volume')\nos.environ['WAKE_TOKEN']")
+	if mainResult(res) != "'tok-0123456789'" {
+		t.Fatalf("setup: %+v (%q)", res, mainResult(res))
+	}
+	rec, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
+	if err != nil {
+		t.Fatalf("suspend of a context with a volume and env: %v", err)
+	}
+	if !rec.Suspended() || e.running(res.SandboxID) {
+		t.Fatalf("suspended: %+v (sandbox running %v)", rec, e.running(res.SandboxID))
+	}
+	if err := vs.Delete(e.ctx, "t1", "data"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("delete of a suspended context's volume: %v, want failed_precondition (in use)", err)
+	}
+	// A restart between: the wake reads what it carries from the store.
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	got := e.exec(id, "import os\nos.environ.get('WAKE_TOKEN', 'unset') + ' ' + open('/home/user/data/v.txt').read()")
+	if !got.Woken || got.ContextID != res.ContextID || mainResult(got) != "'tok-0123456789 on the volume'" {
+		t.Fatalf("after the wake: %+v (%q), want the env var and the volume's file", got, mainResult(got))
+	}
+	if got := e.exec(id, "open('/home/user/data/w.txt', 'w').write('after')"); !got.Success {
+		t.Fatalf("write to the volume after the wake: %+v", got)
 	}
 }

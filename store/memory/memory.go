@@ -136,7 +136,8 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 		return err
 	}
 	n := clone(rec)
-	n.Identity, n.CreatedAt, n.Node = r.Identity, r.CreatedAt, r.Node
+	// Identity, creation and the create's env are written once, by Create.
+	n.Identity, n.CreatedAt, n.Node, n.Env = r.Identity, r.CreatedAt, r.Node, maps.Clone(r.Env)
 	rules.Normalize(n)
 	if !n.State.Active() {
 		delete(s.active, r.Identity)
