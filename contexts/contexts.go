@@ -146,6 +146,14 @@ type Lifecycle struct {
 	// call wakes it on a new sandbox of that image. PausedAt is set too:
 	// a suspended context is paused, without its memory.
 	SuspendImage string `json:"suspendImage,omitempty"`
+	// SuspendHeld says a suspended context was suspended as E2B's pause
+	// (Suspend with keep > 0: pause({keepMemory: false}), or its timeout's
+	// onTimeout pause without memory): E2B's traffic (envd, the code
+	// interpreter, its ports) wakes it only when it asked for autoResume,
+	// as on E2B, until connect does. A suspend of sandlot's own (/v1's,
+	// the idle suspend) is not held: the next call or port request wakes
+	// the context.
+	SuspendHeld bool `json:"suspendHeld,omitempty"`
 }
 
 // Clone returns a copy of r that shares nothing mutable with it. A

@@ -166,6 +166,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	if e != nil && !e.ended {
 		e.rec.PausedAt = cloneTime(rec.PausedAt)
 		e.rec.SuspendImage, e.rec.SandboxID, e.rec.Template = rec.SuspendImage, rec.SandboxID, rec.Template
+		e.rec.SuspendHeld = rec.SuspendHeld
 		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 		e.alive = time.Time{}
 		if ttl > 0 {
@@ -185,6 +186,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	}
 	cur.PausedAt = rec.PausedAt
 	cur.SuspendImage, cur.SandboxID, cur.Template = rec.SuspendImage, rec.SandboxID, rec.Template
+	cur.SuspendHeld = rec.SuspendHeld
 	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 	if err := m.store.Update(sctx, cur); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {

@@ -45,9 +45,11 @@ func (m *Manager) suspendImages() (SuspendImages, bool) {
 	return si, ok && m.cfg.Catalog != nil
 }
 
-// Suspend suspends tenantID's ready context to disk. keep > 0 moves its
-// expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
-// context still ends on its TTL. A paused context may be suspended (its
+// Suspend suspends tenantID's ready context to disk. keep > 0 is E2B's
+// pause: the expiry moves to now + keep (E2B's paused timeout) and the
+// suspend is held (Record.SuspendHeld: E2B's traffic wakes it only with
+// autoResume). 0 keeps its expiry, so the context still ends on its TTL,
+// and any call or port request wakes it. A paused context may be suspended (its
 // frozen memory is dropped); a suspended one is ErrSuspended.
 func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
 	if keep < 0 {
@@ -99,6 +101,7 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		at := now.UTC()
 		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, ""
+		r.SuspendHeld = keep > 0
 		if keep > 0 {
 			r.ExpiresAt = now.Add(keep)
 		}
@@ -206,6 +209,7 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	img := rec.SuspendImage
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		r.PausedAt, r.SuspendImage, r.SandboxID, r.Template = nil, "", sb.ID(), img
+		r.SuspendHeld = false
 		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
 	}, ttl)
 	if err != nil {
@@ -324,4 +328,22 @@ func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images Suspen
 		return false
 	}
 	return true
+}
+
+// Wake wakes tenantID's context suspended to disk as its next call would
+// (a new sandbox of its image, its own TTL from now) and returns its
+// record; a context that is not suspended is returned as it is, running
+// or paused with its memory (Resume thaws that one). The edges call it
+// for traffic that reaches a context without a call: a request to one of
+// its ports.
+func (m *Manager) Wake(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !rec.Suspended() {
+		return rec, nil
+	}
+	return m.wake(ctx, m.adopt(rec), 0, nil)
 }

@@ -329,3 +329,40 @@ func TestRealSuspendWakeCarries(t *testing.T) {
 		t.Fatalf("write to the volume after the wake: %+v", got)
 	}
 }
+
+// TestRealWake: Manager.Wake (the ports route's wake of a suspended
+// context) wakes a context suspended to disk as a call would, with its
+// files; one that runs is returned as it is; another tenant's is
+// not_found. An E2B pause (keep > 0) is held (Record.SuspendHeld), /v1's
+// and the idle suspend (keep 0) are not, and a wake clears it.
+func TestRealWake(t *testing.T) {
+	e := newSuspendEnv(t)
+	a := ident("t1", "wake", "main")
+	res := e.exec(a, "open('/home/user/kept.txt', 'w').write('woken')")
+	rec, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
+	if err != nil || rec.SuspendHeld {
+		t.Fatalf("suspend with keep 0: %+v, %v; want not held", rec, err)
+	}
+	if _, err := e.m.Wake(e.ctx, "t2", res.ContextID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another tenant's wake: %v, want not_found", err)
+	}
+	got, err := e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || got.Suspended() || got.SandboxID == "" || !e.running(got.SandboxID) {
+		t.Fatalf("Wake: %+v, %v; want running on a new sandbox", got, err)
+	}
+	again, err := e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || again.SandboxID != got.SandboxID {
+		t.Fatalf("Wake of a running context: %+v, %v; want it as it is", again, err)
+	}
+	if r := e.exec(a, "open('/home/user/kept.txt').read()"); mainResult(r) != "'woken'" || !r.Woken {
+		t.Fatalf("the first call after Wake: %+v (%q), want the file and woken", r, mainResult(r))
+	}
+	rec, err = e.m.Suspend(e.ctx, "t1", res.ContextID, time.Hour)
+	if err != nil || !rec.SuspendHeld {
+		t.Fatalf("suspend with keep 1h (E2B's pause): %+v, %v; want held", rec, err)
+	}
+	got, err = e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || got.SuspendHeld || got.Suspended() {
+		t.Fatalf("Wake of a held suspend: %+v, %v; want running, not held", got, err)
+	}
+}

@@ -458,16 +458,19 @@ CREATE POLICY tenant_isolation ON api_keys
     WITH CHECK (tenant_id = NULLIF(current_setting('app.tenant_id', true), ''));
 INSERT INTO schema_migrations (version, name) VALUES (16, '0016_api_keys.sql');
 
--- 0017_context_env.sql
--- Version 17: a context keeps the environment its create gave the sandbox
--- (E2B's envVars), so that a wake from suspension to disk gives the new
--- sandbox the same (docs/state.md, "What a wake carries"). The value is
--- sealed with the secrets key (AES-256-GCM, the tenant and the context's
--- id as additional data), never in the clear; '': no environment, or a
--- store without a key. The column is on execution_contexts, whose
--- row-level security by tenant covers it.
+-- 0017_wake.sql
+-- Version 17: what a wake from suspension to disk needs (docs/state.md,
+-- "What a wake carries", "Wake by port traffic"). env is the environment
+-- the context's create gave the sandbox (E2B's envVars), which a wake gives
+-- the new sandbox: sealed with the secrets key (AES-256-GCM, the tenant and
+-- the context's id as additional data), never in the clear; '': none, or a
+-- store without a key. suspend_held is true for a context suspended as
+-- E2B's pause, which E2B's traffic wakes only with autoResume; false for
+-- the others, which the next call or port request wakes. Both columns are
+-- on execution_contexts, whose row-level security by tenant covers them.
 ALTER TABLE execution_contexts ADD COLUMN env text NOT NULL DEFAULT '';
-INSERT INTO schema_migrations (version, name) VALUES (17, '0017_context_env.sql');
+ALTER TABLE execution_contexts ADD COLUMN suspend_held boolean NOT NULL DEFAULT false;
+INSERT INTO schema_migrations (version, name) VALUES (17, '0017_wake.sql');
 
 -- The rows (store/storetest/fixture.go).
 INSERT INTO tenants (id, name, guard_mode, admin, key_prefix, created_at) VALUES ('11111111-1111-4111-8111-111111111111', 'acme', 'enforce', false, 'sk_fixture_0', to_timestamp(1700000000));
