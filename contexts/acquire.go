@@ -78,6 +78,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 	if err := opts.check(m.provider); err != nil {
 		return nil, err
 	}
+	if _, ok := m.suspendImages(); opts.AutoPauseToDisk && !ok {
+		return nil, fmt.Errorf("suspending to disk at expiry: this daemon keeps no images: %w", errdefs.ErrFailedPrecondition)
+	}
 	if m.isClosed() {
 		return nil, errClosed
 	}

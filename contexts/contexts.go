@@ -124,6 +124,11 @@ type Lifecycle struct {
 	// AutoPause, when positive, pauses the context at its expiry instead of
 	// ending it, and keeps it paused for that long (E2B's autoPause).
 	AutoPause time.Duration `json:"autoPause,omitempty"`
+	// AutoPauseToDisk makes AutoPause's pause one without memory: the
+	// context is suspended to disk at its expiry (Suspend, held as E2B's
+	// pause is), kept for AutoPause (E2B's onTimeout {action: 'pause',
+	// keepMemory: false}).
+	AutoPauseToDisk bool `json:"autoPauseToDisk,omitempty"`
 	// AutoResume, when positive, lets traffic to a paused context resume
 	// it, with that TTL (E2B's autoResume, which the E2B edge applies).
 	AutoResume time.Duration `json:"autoResume,omitempty"`

@@ -22,7 +22,7 @@ import (
 const recordCols = `id::text, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held, auto_pause_disk`
 
 func scanRecord(row pgx.Row, box *seal.Box) (*contexts.Record, error) {
 	var (
@@ -37,7 +37,7 @@ func scanRecord(row pgx.Row, box *seal.Box) (*contexts.Record, error) {
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reason, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld, &r.AutoPauseToDisk)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +185,11 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node},
-		append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld)...)
+		append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	err = s.run(ctx, func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO execution_contexts (`+strings.ReplaceAll(recordCols, "id::text", "id")+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19,
-			$20, $21, $22, $23, $24, $25::jsonb, $26, $27, $28, $29, $30)`, args...)
+			$20, $21, $22, $23, $24, $25::jsonb, $26, $27, $28, $29, $30, $31)`, args...)
 		return err
 	})
 	if err != nil {
@@ -252,13 +252,13 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
 		rules.Time(rec.LastUsedAt), rules.Time(rec.ExpiresAt), tp(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata)},
-		append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld)...)
+		append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	var n int64
 	err := s.run(ctx, func(q querier) error {
 		tag, err := q.Exec(ctx, `UPDATE execution_contexts SET state = $2, reason = $3, sandbox_id = $4,
 			provider = $5, template = $6, last_used_at = $7, expires_at = $8, terminated_at = $9,
 			execution_count = $10, total_execution_time_ms = $11, last_error = $12, resource_usage = $13::jsonb,
-			metadata = $14::jsonb, `+lifecycleSet(15)+`, suspend_image = $22, suspend_held = $23
+			metadata = $14::jsonb, `+lifecycleSet(15)+`, suspend_image = $22, suspend_held = $23, auto_pause_disk = $24
 			WHERE id = $1 AND (state IN ('creating', 'ready') OR state = $2)`, args...)
 		n = tag.RowsAffected()
 		return err

@@ -23,7 +23,7 @@ import (
 const recordCols = `id, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held, auto_pause_disk`
 
 // scopeCond restricts a statement to the tenant in ctx; its two arguments
 // come from scope(ctx).
@@ -55,7 +55,7 @@ func scanRecord(sc scanner, box *seal.Box) (*contexts.Record, error) {
 	err := sc.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reas, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld, &r.AutoPauseToDisk)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, ms(rec.CreatedAt), ms(rec.LastUsedAt), ms(rec.ExpiresAt), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), metaText(rec.Metadata),
-		rec.Node}, append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld)...)
+		rec.Node}, append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	_, err = s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
 		VALUES (`+strings.Repeat("?, ", len(args))+`?)`, append(args, nowMs())...)
 	if isUnique(err) {
@@ -197,12 +197,12 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{scope(ctx), rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
 		ms(rules.Time(rec.LastUsedAt)), ms(rules.Time(rec.ExpiresAt)), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage),
-		metaText(rec.Metadata), nowMs()}, append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld)...)
+		metaText(rec.Metadata), nowMs()}, append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	res, err := s.w.ExecContext(ctx, `UPDATE execution_contexts SET state = ?3, reason = ?4, sandbox_id = ?5,
 		provider = ?6, template = ?7, last_used_at = ?8, expires_at = ?9, terminated_at = ?10,
 		execution_count = ?11, total_execution_time_ms = ?12, last_error = ?13, resource_usage = ?14,
 		metadata = ?15, updated_at = ?16, paused_at = ?17, auto_pause_ms = ?18, auto_resume_ms = ?19,
-		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23, suspend_image = ?24, suspend_held = ?25
+		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23, suspend_image = ?24, suspend_held = ?25, auto_pause_disk = ?26
 		WHERE id = ?2 AND (state IN ('creating', 'ready') OR state = ?3)`+scopeCond, args...)
 	if err != nil {
 		return fmt.Errorf("update context %s: %w", rec.ID, err)

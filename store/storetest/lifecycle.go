@@ -48,6 +48,9 @@ func lifecycleRec(id contexts.Identity) *contexts.Record {
 		Network:       testPolicy(),
 		TemplateName:  "code-interpreter-v1",
 		SuspendImage:  "0b1c2d3e-0000-4000-8000-00000000000a",
+		SuspendHeld:   true,
+		// A pause to disk at the expiry (E2B's keepMemory: false).
+		AutoPauseToDisk: true,
 	}
 	rec.Metadata = map[string]string{"user": "alice"}
 	return rec

@@ -466,10 +466,14 @@ INSERT INTO schema_migrations (version, name) VALUES (16, '0016_api_keys.sql');
 -- the context's id as additional data), never in the clear; '': none, or a
 -- store without a key. suspend_held is true for a context suspended as
 -- E2B's pause, which E2B's traffic wakes only with autoResume; false for
--- the others, which the next call or port request wakes. Both columns are
--- on execution_contexts, whose row-level security by tenant covers them.
+-- the others, which the next call or port request wakes. auto_pause_disk
+-- is true for a context whose pause at its expiry (auto_pause_ms) is a
+-- suspend to disk (E2B's onTimeout pause with keepMemory: false). The
+-- columns are on execution_contexts, whose row-level security by tenant covers
+-- them.
 ALTER TABLE execution_contexts ADD COLUMN env text NOT NULL DEFAULT '';
 ALTER TABLE execution_contexts ADD COLUMN suspend_held boolean NOT NULL DEFAULT false;
+ALTER TABLE execution_contexts ADD COLUMN auto_pause_disk boolean NOT NULL DEFAULT false;
 INSERT INTO schema_migrations (version, name) VALUES (17, '0017_wake.sql');
 
 -- The rows (store/storetest/fixture.go).

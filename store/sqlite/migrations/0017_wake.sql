@@ -6,5 +6,8 @@
 -- in the clear; '': none, or a store without a key. suspend_held is 1 for a
 -- context suspended as E2B's pause, which E2B's traffic wakes only with
 -- autoResume; 0 for the others, which the next call or port request wakes.
+-- auto_pause_disk is 1 for a context whose pause at its expiry (auto_pause_ms)
+-- is a suspend to disk (E2B's onTimeout pause with keepMemory: false).
 ALTER TABLE execution_contexts ADD COLUMN env TEXT NOT NULL DEFAULT '';
 ALTER TABLE execution_contexts ADD COLUMN suspend_held INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE execution_contexts ADD COLUMN auto_pause_disk INTEGER NOT NULL DEFAULT 0;
