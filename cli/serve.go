@@ -168,7 +168,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 	if len(ts) > 0 {
 		return nil
 	}
-	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil)
+	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil, 0)
 	if err != nil {
 		return fmt.Errorf("create the default tenant: %w", err)
 	}

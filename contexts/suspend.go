@@ -257,43 +257,76 @@ func (m *Manager) withWoken(ctx context.Context, e *entry) context.Context {
 }
 
 // suspendIdle suspends the ready, running contexts this manager serves
-// that no call has used for Config.IdleSuspend, and returns how many. A
-// context a call or a Use callback holds is left for the next pass.
+// that no call has used for their idle suspend (idleFor), and returns how
+// many. A context a call or a Use callback holds is left for the next
+// pass.
 func (m *Manager) suspendIdle(ctx context.Context, now time.Time) int {
-	idle := m.cfg.IdleSuspend
-	if idle <= 0 || !m.provider.Capabilities().Has(CapSnapshot) {
+	if (m.cfg.IdleSuspend <= 0 && m.cfg.IdleSuspendOf == nil) || !m.provider.Capabilities().Has(CapSnapshot) {
 		return 0
 	}
 	images, ok := m.suspendImages()
 	if !ok {
 		return 0
 	}
-	due := func(e *entry) bool { // precondition: mu held
+	running := func(e *entry) bool { // precondition: mu held
 		r := e.rec
-		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() &&
-			now.Sub(r.LastUsedAt) >= idle && r.ExpiresAt.After(now)
+		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() && r.ExpiresAt.After(now)
+	}
+	type cand struct {
+		id               Identity
+		tenant, template string
+		used             time.Time
 	}
 	m.mu.Lock()
-	var ids []Identity
+	var cands []cand
 	for _, e := range m.byID {
-		if due(e) {
-			ids = append(ids, e.rec.Identity)
+		if running(e) {
+			cands = append(cands, cand{e.rec.Identity, e.rec.TenantID, e.rec.Template, e.rec.LastUsedAt})
 		}
 	}
 	m.mu.Unlock()
 	n := 0
-	for _, id := range ids {
+	idle := m.idleFor(ctx)
+	for _, c := range cands {
 		if ctx.Err() != nil {
 			break
 		}
-		if m.suspendIdleOne(ctx, id, images, due) {
+		d := idle(c.tenant, c.template)
+		if d <= 0 || now.Sub(c.used) < d {
+			continue
+		}
+		due := func(e *entry) bool { return running(e) && now.Sub(e.rec.LastUsedAt) >= d }
+		if m.suspendIdleOne(ctx, c.id, images, due) {
 			n++
 		}
 	}
 	if n > 0 {
-		m.log.Info("suspended idle contexts", "count", n, "idle", idle)
+		m.log.Info("suspended idle contexts", "count", n)
 	}
 	return n
+}
+
+// idleFor returns, for one cleanup pass, the idle suspend of a context of
+// a tenant and template: the smallest set value of the daemon's
+// (Config.IdleSuspend) and theirs (Config.IdleSuspendOf, asked once per
+// pair); 0, never.
+func (m *Manager) idleFor(ctx context.Context) func(tenantID, template string) time.Duration {
+	type key struct{ tenant, template string }
+	seen := map[key]time.Duration{}
+	return func(tenantID, template string) time.Duration {
+		k := key{tenantID, template}
+		if d, ok := seen[k]; ok {
+			return d
+		}
+		d := m.cfg.IdleSuspend
+		if m.cfg.IdleSuspendOf != nil {
+			if o := m.cfg.IdleSuspendOf(ctx, tenantID, template); o > 0 && (d <= 0 || o < d) {
+				d = o
+			}
+		}
+		seen[k] = d
+		return d
+	}
 }
 
 // suspendIdleOne suspends id's context if it is still due once its

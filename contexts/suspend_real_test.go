@@ -26,16 +26,17 @@ import (
 // catalog that keeps suspended contexts' images, over one memory store
 // that outlives a restart.
 type suspendEnv struct {
-	t     testing.TB
-	ctx   context.Context
-	dir   string
-	store *memory.Store
-	cat   *templates.Catalog
-	cfg   local.Config
-	p     *local.Provider
-	m     *contexts.Manager
-	idle  time.Duration         // Config.IdleSuspend
-	vols  contexts.VolumeLister // Config.Volumes
+	t      testing.TB
+	ctx    context.Context
+	dir    string
+	store  *memory.Store
+	cat    *templates.Catalog
+	cfg    local.Config
+	p      *local.Provider
+	m      *contexts.Manager
+	idle   time.Duration                                                      // Config.IdleSuspend
+	idleOf func(ctx context.Context, tenantID, template string) time.Duration // Config.IdleSuspendOf
+	vols   contexts.VolumeLister                                              // Config.Volumes
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -79,7 +80,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, MaxPerTenant: 1000, Volumes: e.vols})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -364,5 +365,44 @@ func TestRealWake(t *testing.T) {
 	got, err = e.m.Wake(e.ctx, "t1", res.ContextID)
 	if err != nil || got.SuspendHeld || got.Suspended() {
 		t.Fatalf("Wake of a held suspend: %+v, %v; want running, not held", got, err)
+	}
+}
+
+// TestRealIdleSuspendPerTenant: a tenant's (or template's) idle suspend
+// shorter than the daemon's wins (Config.IdleSuspendOf): a cleanup pass
+// suspends t1's context idle 1 s under the daemon's hour, and leaves t2's,
+// which asks for nothing, running; the wake is as ever.
+func TestRealIdleSuspendPerTenant(t *testing.T) {
+	e := newSuspendEnv(t)
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.idle = time.Hour
+	asked := map[string]int{}
+	e.idleOf = func(ctx context.Context, tenantID, template string) time.Duration {
+		asked[tenantID]++
+		if tenantID == "t1" {
+			return time.Second
+		}
+		return 0
+	}
+	e.start()
+	short := e.exec(ident("t1", "short", "main"), "open('/home/user/kept.txt', 'w').write('t1')")
+	long := e.exec(ident("t2", "long", "main"), "1")
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.m.Get(e.ctx, "t1", short.ContextID); err != nil || !got.Suspended() {
+		t.Fatalf("t1's context idle past its tenant's 1 s: %+v, %v; want suspended", got, err)
+	}
+	if got, err := e.m.Get(e.ctx, "t2", long.ContextID); err != nil || got.Suspended() || !e.running(long.SandboxID) {
+		t.Fatalf("t2's context under the daemon's hour: %+v, %v; want running", got, err)
+	}
+	if asked["t1"] != 1 || asked["t2"] != 1 {
+		t.Fatalf("IdleSuspendOf asked %v; want once per tenant and template in a pass", asked)
+	}
+	if res := e.exec(ident("t1", "short", "main"), "open('/home/user/kept.txt').read()"); !res.Woken || mainResult(res) != "'t1'" {
+		t.Fatalf("after the tenant's idle suspend: %+v (%q)", res, mainResult(res))
 	}
 }

@@ -417,6 +417,9 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
+	if err := rules.CheckIdleSuspend(t.IdleSuspendSeconds); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.tenants[t.ID]
@@ -427,6 +430,7 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 		return tenant.NameTaken(t.Name)
 	}
 	cur.Name, cur.GuardMode, cur.Admin, cur.GuardEntities = t.Name, t.GuardMode, t.Admin, slices.Clone(t.GuardEntities)
+	cur.IdleSuspendSeconds = t.IdleSuspendSeconds
 	return nil
 }
 

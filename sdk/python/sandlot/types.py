@@ -393,6 +393,7 @@ class TemplateSettings(TypedDict):
     startCmd: NotRequired[str]
     kernels: NotRequired[list[Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]]]
     prestart: NotRequired[list[Literal["python", "javascript", "typescript", "bash", "sh", "r", "java", "ipython"]]]
+    idleSuspendSeconds: NotRequired[int]
     resources: NotRequired[TemplateResources]
 
 

@@ -1310,6 +1310,11 @@ export interface components {
             kernels?: ("python" | "javascript" | "typescript" | "bash" | "sh" | "r" | "java")[];
             /** @description Kernels started at boot; a subset of kernels. ipython: the python kernel with IPython imported (run_code ipython cells do not pay the import). */
             prestart?: ("python" | "javascript" | "typescript" | "bash" | "sh" | "r" | "java" | "ipython")[];
+            /**
+             * Format: int64
+             * @description Suspend this template's idle contexts to disk after this many seconds without a call; the smallest of the daemon's (serve --idle-suspend), the template's and the tenant's setting wins. 0: no setting of the template's.
+             */
+            idleSuspendSeconds?: number;
             resources?: components["schemas"]["TemplateResources"];
         };
         TemplateRequest: {

@@ -471,9 +471,13 @@ INSERT INTO schema_migrations (version, name) VALUES (16, '0016_api_keys.sql');
 -- suspend to disk (E2B's onTimeout pause with keepMemory: false). The
 -- columns are on execution_contexts, whose row-level security by tenant covers
 -- them.
+-- tenants.idle_suspend_s is the tenant's idle auto-suspend in seconds (0:
+-- none of its own; the smallest of the daemon's, the template's and the
+-- tenant's wins).
 ALTER TABLE execution_contexts ADD COLUMN env text NOT NULL DEFAULT '';
 ALTER TABLE execution_contexts ADD COLUMN suspend_held boolean NOT NULL DEFAULT false;
 ALTER TABLE execution_contexts ADD COLUMN auto_pause_disk boolean NOT NULL DEFAULT false;
+ALTER TABLE tenants ADD COLUMN idle_suspend_s bigint NOT NULL DEFAULT 0;
 INSERT INTO schema_migrations (version, name) VALUES (17, '0017_wake.sql');
 
 -- The rows (store/storetest/fixture.go).

@@ -8,6 +8,10 @@
 -- autoResume; 0 for the others, which the next call or port request wakes.
 -- auto_pause_disk is 1 for a context whose pause at its expiry (auto_pause_ms)
 -- is a suspend to disk (E2B's onTimeout pause with keepMemory: false).
+-- tenants.idle_suspend_s is the tenant's idle auto-suspend in seconds (0:
+-- none of its own; the smallest of the daemon's, the template's and the
+-- tenant's wins).
 ALTER TABLE execution_contexts ADD COLUMN env TEXT NOT NULL DEFAULT '';
 ALTER TABLE execution_contexts ADD COLUMN suspend_held INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE execution_contexts ADD COLUMN auto_pause_disk INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tenants ADD COLUMN idle_suspend_s INTEGER NOT NULL DEFAULT 0;
