@@ -503,9 +503,13 @@ type TemplateSettings struct {
 	StartCmd string            `json:"startCmd,omitempty"`
 	// Kernels are the languages run_code offers (python, javascript,
 	// typescript, bash, sh, r, java); empty: all.
-	Kernels   []string          `json:"kernels,omitempty"`
-	Prestart  []string          `json:"prestart,omitempty"`
-	Resources TemplateResources `json:"resources,omitempty"`
+	Kernels  []string `json:"kernels,omitempty"`
+	Prestart []string `json:"prestart,omitempty"`
+	// IdleSuspendSeconds suspends the template's idle contexts to disk
+	// after that long without a call; the smallest of the daemon's, the
+	// template's and the tenant's wins. 0: none of the template's.
+	IdleSuspendSeconds int64             `json:"idleSuspendSeconds,omitempty"`
+	Resources          TemplateResources `json:"resources,omitempty"`
 }
 
 // TemplateResources are a template's defaults for its sandboxes' limits.

@@ -243,7 +243,7 @@ func startDaemon(ctx context.Context, storeURL string, cfg daemon.Config) (*loca
 	if err != nil {
 		return nil, err
 	}
-	t, key, err := createTenant(ctx, st, "bench", tenant.GuardEnforce, false, nil)
+	t, key, err := createTenant(ctx, st, "bench", tenant.GuardEnforce, false, nil, 0)
 	if err != nil {
 		st.Close()
 		return nil, err

@@ -169,7 +169,7 @@ func bootstrapTenant(ctx context.Context, st store.Backend, dataDir, guard strin
 	if len(ts) > 0 {
 		return nil
 	}
-	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil)
+	t, key, err := createTenant(ctx, st, "default", cmp.Or(guard, tenant.GuardEnforce), admin, nil, 0)
 	if errors.Is(err, errdefs.ErrAlreadyExists) {
 		// Another replica on the same store made it between the list and
 		// the create; its start printed the key.

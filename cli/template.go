@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	flag "github.com/spf13/pflag"
@@ -99,6 +100,7 @@ type templateFlags struct {
 	env                                        multiFlag
 	cpus                                       float64
 	memoryMiB, diskMiB, pids                   int64
+	idleSuspend                                time.Duration
 }
 
 type multiFlag []string
@@ -118,6 +120,7 @@ func (f *templateFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.memoryMiB, "memory", 0, "memory limit in MiB (0: the daemon's)")
 	fs.Int64Var(&f.diskMiB, "disk", 0, "writable layer in MiB (0: the daemon's)")
 	fs.Int64Var(&f.pids, "pids", 0, "process limit (0: the daemon's)")
+	fs.DurationVar(&f.idleSuspend, "idle-suspend", 0, "suspend the template's idle contexts to disk after this long without a call, e.g. 10m (0: no setting; the smallest of serve's, the template's and the tenant's wins)")
 }
 
 func splitList(s string) []string {
@@ -128,8 +131,12 @@ func splitList(s string) []string {
 }
 
 func (f *templateFlags) settings() (api.TemplateSettings, error) {
+	if f.idleSuspend < 0 || f.idleSuspend%time.Second != 0 {
+		return api.TemplateSettings{}, usageErr("--idle-suspend %s: want whole seconds, 0 or more", f.idleSuspend)
+	}
 	st := api.TemplateSettings{User: f.user, Workdir: f.workdir, StartCmd: f.startCmd, Kernels: splitList(f.kernels), Prestart: splitList(f.prestart),
-		Resources: api.TemplateResources{CPUs: f.cpus, MemoryBytes: f.memoryMiB << 20, DiskBytes: f.diskMiB << 20, PIDs: f.pids}}
+		IdleSuspendSeconds: int64(f.idleSuspend / time.Second),
+		Resources:          api.TemplateResources{CPUs: f.cpus, MemoryBytes: f.memoryMiB << 20, DiskBytes: f.diskMiB << 20, PIDs: f.pids}}
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {

@@ -85,7 +85,7 @@ func (s *storeFlags) open(ctx context.Context) (store.Backend, error) {
 	return store.OpenWith(ctx, s.storeURL(), store.Options{SecretsKey: key})
 }
 
-const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] [--guard-entities E] | list | rotate-key NAME|ID | delete NAME|ID [-o json|yaml|wide] [--data-dir DIR | --store URL]"
+const tenantUsage = "usage: sandlot tenant create NAME [--admin] [--guard-mode M] [--guard-entities E] [--idle-suspend D] | list | rotate-key NAME|ID | delete NAME|ID [-o json|yaml|wide] [--data-dir DIR | --store URL]"
 
 // tenantLong: these are admin operations, so they work on the store
 // itself (--data-dir or --store) rather than over HTTP: whoever can read
@@ -108,7 +108,9 @@ func tenantVerb(verb, use string, aliases []string, short string, args cobra.Pos
 	admin := false
 	guard := tenant.GuardEnforce
 	entities := "default"
+	var idle time.Duration
 	if verb == "create" {
+		fs.DurationVar(&idle, "idle-suspend", 0, "suspend the tenant's idle contexts to disk after this long without a call, e.g. 10m (0: no setting; the smallest of serve's, the template's and the tenant's wins)")
 		fs.BoolVar(&admin, "admin", false, "the tenant may override the guard mode per request and read every tenant's session metrics")
 		fs.StringVar(&guard, "guard-mode", tenant.GuardEnforce, "egress guard: off, report, enforce")
 		fs.StringVar(&entities, "guard-entities", "default", "entity types the egress guard finds in the tenant's output: default (serve's --guard-entities), all, none, or a list of PERSON,ADDRESS,ORGANIZATION,LOCATION,DATE_OF_BIRTH")
@@ -124,13 +126,17 @@ func tenantVerb(verb, use string, aliases []string, short string, args cobra.Pos
 				ents = slices.Clone(tenant.GuardEntityTypes)
 			}
 		}
-		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, out, admin, guard, ents)
+		if idle < 0 || idle%time.Second != 0 {
+			return usageErr("tenant create: --idle-suspend %s: want whole seconds, 0 or more", idle)
+		}
+		return runTenant(cmd.Context(), ioOf(cmd), verb, args, sf, out, tenant.Tenant{Admin: admin, GuardMode: guard, GuardEntities: ents, IdleSuspendSeconds: int64(idle / time.Second)})
 	}
 	return cmd
 }
 
 // runTenant administers tenants.
-func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, out output, admin bool, guard string, ents []string) error {
+func runTenant(ctx context.Context, std IO, verb string, args []string, sf storeFlags, out output, proto tenant.Tenant) error {
+	admin, guard, ents := proto.Admin, proto.GuardMode, proto.GuardEntities
 	st, err := sf.open(ctx)
 	if err != nil {
 		return err
@@ -144,7 +150,7 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 		if guard != tenant.GuardOff && guard != tenant.GuardReport && guard != tenant.GuardEnforce {
 			return usageErr("tenant create: --guard-mode must be off, report or enforce")
 		}
-		t, key, err := createTenant(ctx, st, args[0], guard, admin, ents)
+		t, key, err := createTenant(ctx, st, args[0], guard, admin, ents, proto.IdleSuspendSeconds)
 		if err != nil {
 			return err
 		}
@@ -224,7 +230,7 @@ func runTenant(ctx context.Context, std IO, verb string, args []string, sf store
 
 // createTenant makes a tenant with a fresh key and returns the key, which
 // exists nowhere else afterwards.
-func createTenant(ctx context.Context, st store.Backend, name, guard string, admin bool, ents []string) (*tenant.Tenant, string, error) {
+func createTenant(ctx context.Context, st store.Backend, name, guard string, admin bool, ents []string, idleSeconds int64) (*tenant.Tenant, string, error) {
 	if name == "" {
 		return nil, "", fmt.Errorf("tenant name is empty: %w", errdefs.ErrInvalidArgument)
 	}
@@ -232,7 +238,7 @@ func createTenant(ctx context.Context, st store.Backend, name, guard string, adm
 	if err != nil {
 		return nil, "", err
 	}
-	t := &tenant.Tenant{Name: name, GuardMode: guard, Admin: admin, KeyPrefix: tenant.Prefix(key), GuardEntities: ents}
+	t := &tenant.Tenant{Name: name, GuardMode: guard, Admin: admin, KeyPrefix: tenant.Prefix(key), GuardEntities: ents, IdleSuspendSeconds: idleSeconds}
 	if err := st.CreateTenant(ctx, t, tenant.HashKey(key)); err != nil {
 		return nil, "", err
 	}

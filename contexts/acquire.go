@@ -120,6 +120,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 	if err := opts.check(m.provider); err != nil {
 		return nil, err
 	}
+	if _, ok := m.suspendImages(); opts.AutoPauseToDisk && !ok {
+		return nil, fmt.Errorf("suspending to disk at expiry: this daemon keeps no images: %w", errdefs.ErrFailedPrecondition)
+	}
 	if m.isClosed() {
 		return nil, errClosed
 	}
@@ -265,7 +268,7 @@ func (m *Manager) refresh(ctx context.Context, e *entry) bool {
 	if e.ended {
 		return false
 	}
-	e.rec = r
+	e.rec = withEnv(r, e.rec)
 	if d := r.ExpiresAt.Sub(r.LastUsedAt); d > 0 && !r.FixedExpiry {
 		e.ttl = d
 	}

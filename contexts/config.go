@@ -42,9 +42,16 @@ type Config struct {
 	// never. A provider that cannot capture (CapSnapshot), or a manager
 	// without an image keeper (Catalog), never suspends.
 	IdleSuspend time.Duration
+	// IdleSuspendOf, when set, is the idle suspend a context's template
+	// and tenant ask for (the smaller of their settings that are set; 0:
+	// neither is): a context is suspended after the smallest of that and
+	// IdleSuspend, so a template or a tenant can shorten the daemon's
+	// value, or ask for one where the daemon has none. The cleanup pass
+	// asks it once per tenant and template.
+	IdleSuspendOf func(ctx context.Context, tenantID, template string) time.Duration
 	// Volumes says which volumes a context mounts (volumes.Service): a
-	// context that mounts one is not suspended, since a wake does not
-	// mount volumes yet. nil: no context has volumes.
+	// wake from suspension to disk mounts them again. nil: no context has
+	// volumes.
 	Volumes VolumeLister
 	// AuditRetention is how long audit events are kept: each cleanup pass
 	// removes older ones when the store can (AuditPruner). Zero: 30 days.

@@ -105,6 +105,12 @@ type Record struct {
 	// that created or took it over); "" is no node (records written before
 	// nodes existed). Only Create sets it and only Claim changes it.
 	Node string `json:"node,omitempty"`
+	// Env is the environment the create gave the sandbox
+	// (CreateOptions.Env, E2B's envVars), kept so that a wake gives the
+	// new sandbox the same. Its values may be credentials: it is never
+	// marshalled, no edge shows it, and SQLite and Postgres keep it sealed
+	// with the secrets key (docs/state.md, "What a wake carries").
+	Env map[string]string `json:"-"`
 	Lifecycle
 }
 
@@ -118,6 +124,11 @@ type Lifecycle struct {
 	// AutoPause, when positive, pauses the context at its expiry instead of
 	// ending it, and keeps it paused for that long (E2B's autoPause).
 	AutoPause time.Duration `json:"autoPause,omitempty"`
+	// AutoPauseToDisk makes AutoPause's pause one without memory: the
+	// context is suspended to disk at its expiry (Suspend, held as E2B's
+	// pause is), kept for AutoPause (E2B's onTimeout {action: 'pause',
+	// keepMemory: false}).
+	AutoPauseToDisk bool `json:"autoPauseToDisk,omitempty"`
 	// AutoResume, when positive, lets traffic to a paused context resume
 	// it, with that TTL (E2B's autoResume, which the E2B edge applies).
 	AutoResume time.Duration `json:"autoResume,omitempty"`
@@ -142,6 +153,14 @@ type Lifecycle struct {
 	// SandboxID names the checkpointed sandbox, which the wake restores
 	// (the image is then the fallback of a failed restore).
 	SuspendImage string `json:"suspendImage,omitempty"`
+	// SuspendHeld says a suspended context was suspended as E2B's pause
+	// (Suspend with keep > 0: pause({keepMemory: false}), or its timeout's
+	// onTimeout pause without memory): E2B's traffic (envd, the code
+	// interpreter, its ports) wakes it only when it asked for autoResume,
+	// as on E2B, until connect does. A suspend of sandlot's own (/v1's,
+	// the idle suspend) is not held: the next call or port request wakes
+	// the context.
+	SuspendHeld bool `json:"suspendHeld,omitempty"`
 }
 
 // Clone returns a copy of r that shares nothing mutable with it. A
@@ -151,6 +170,7 @@ type Lifecycle struct {
 func (r *Record) Clone() *Record {
 	c := *r
 	c.Metadata = maps.Clone(r.Metadata)
+	c.Env = maps.Clone(r.Env)
 	c.TerminatedAt = cloneTime(r.TerminatedAt)
 	c.PausedAt = cloneTime(r.PausedAt)
 	if r.Network != nil {

@@ -49,6 +49,10 @@ type CreateOptions struct {
 	// of ending it, for that long (Record.AutoPause). A provider that
 	// cannot pause refuses it up front (NotSupported).
 	AutoPause time.Duration
+	// AutoPauseToDisk makes AutoPause suspend the context to disk instead
+	// (Record.AutoPauseToDisk); a provider that cannot capture, or a
+	// manager that keeps no images, refuses it up front.
+	AutoPauseToDisk bool
 	// AutoResume, when positive, is kept on the record (Record.AutoResume)
 	// for the edge that resumes a paused context on traffic.
 	AutoResume time.Duration
@@ -90,7 +94,12 @@ func (o *CreateOptions) check(provider Provider) error {
 	if o.AutoPause < 0 || o.AutoResume < 0 {
 		return fmt.Errorf("autoPause and autoResume must not be negative: %w", errdefs.ErrInvalidArgument)
 	}
-	if o.AutoPause > 0 && !provider.Capabilities().Has(CapPause) {
+	switch {
+	case o.AutoPauseToDisk && o.AutoPause <= 0:
+		return fmt.Errorf("autoPauseToDisk needs autoPause: %w", errdefs.ErrInvalidArgument)
+	case o.AutoPauseToDisk && !provider.Capabilities().Has(CapSnapshot):
+		return fmt.Errorf("suspending to disk at expiry: %w", NotSupported(provider.Name(), CapSnapshot))
+	case o.AutoPause > 0 && !o.AutoPauseToDisk && !provider.Capabilities().Has(CapPause):
 		return fmt.Errorf("pausing at expiry: %w", NotSupported(provider.Name(), CapPause))
 	}
 	return volumes.CheckMounts(o.Volumes)
@@ -210,13 +219,15 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 		ExpiresAt:  now.Add(ttl),
 		Metadata:   maps.Clone(opts.Metadata),
 		Node:       m.cfg.Node,
+		Env:        maps.Clone(opts.Env),
 		Lifecycle: Lifecycle{
-			AutoPause:     opts.AutoPause,
-			AutoResume:    opts.AutoResume,
-			FixedExpiry:   opts.FixedExpiry,
-			MaxExecutions: opts.MaxExecutions,
-			Network:       clonePolicy(opts.Network),
-			TemplateName:  opts.TemplateName,
+			AutoPause:       opts.AutoPause,
+			AutoPauseToDisk: opts.AutoPauseToDisk,
+			AutoResume:      opts.AutoResume,
+			FixedExpiry:     opts.FixedExpiry,
+			MaxExecutions:   opts.MaxExecutions,
+			Network:         clonePolicy(opts.Network),
+			TemplateName:    opts.TemplateName,
 		},
 	}
 	sctx := tctx(ctx, id.TenantID)

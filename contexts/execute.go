@@ -383,7 +383,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 		if err == nil {
 			m.mu.Lock()
 			if !e.ended {
-				e.rec = r
+				e.rec = withEnv(r, e.rec)
 			}
 			m.mu.Unlock()
 			return

@@ -152,6 +152,17 @@ func (m *Manager) snapshot(e *entry) *Record {
 
 func cloneRecord(r *Record) *Record { return r.Clone() }
 
+// withEnv returns r, a record read from the store, with the create's
+// environment of cur, the manager's copy, when the store returned none: a
+// store without a secrets key keeps none at rest, so the manager's copy is
+// what a wake in this process has (Record.Env). Precondition: mu held.
+func withEnv(r, cur *Record) *Record {
+	if r.Env == nil && cur != nil && cur.ID == r.ID {
+		r.Env = cur.Env
+	}
+	return r
+}
+
 func (m *Manager) isClosed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

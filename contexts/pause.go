@@ -166,6 +166,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	if e != nil && !e.ended {
 		e.rec.PausedAt = cloneTime(rec.PausedAt)
 		e.rec.SuspendImage, e.rec.SandboxID, e.rec.Template = rec.SuspendImage, rec.SandboxID, rec.Template
+		e.rec.SuspendHeld = rec.SuspendHeld
 		e.rec.LastUsedAt, e.rec.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 		e.alive = time.Time{}
 		if ttl > 0 {
@@ -185,6 +186,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	}
 	cur.PausedAt = rec.PausedAt
 	cur.SuspendImage, cur.SandboxID, cur.Template = rec.SuspendImage, rec.SandboxID, rec.Template
+	cur.SuspendHeld = rec.SuspendHeld
 	cur.LastUsedAt, cur.ExpiresAt = rec.LastUsedAt, rec.ExpiresAt
 	if err := m.store.Update(sctx, cur); err != nil {
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
@@ -195,12 +197,24 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 	return cloneRecord(cur), nil
 }
 
-// autoPause pauses an expired context that asked for it (AutoPause)
-// instead of ending it, and reports whether it did. Precondition: the
+// autoPause pauses an expired context that asked for it (AutoPause; to
+// disk with AutoPauseToDisk) instead of ending it, and reports whether it did. Precondition: the
 // identity lock is held.
 func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
 	if rec.AutoPause <= 0 || rec.Paused() || rec.State != StateReady || rec.SandboxID == "" {
 		return false
+	}
+	if rec.AutoPauseToDisk {
+		images, ok := m.suspendImages()
+		if !ok {
+			m.log.Warn("auto-suspend at expiry: this daemon keeps no images; ending the context", logkey.Context, rec.ID)
+			return false
+		}
+		if _, err := m.suspendLocked(ctx, cloneRecord(rec), images, rec.AutoPause, false); err != nil {
+			m.log.Warn("auto-suspend at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
+			return false
+		}
+		return true
 	}
 	if _, err := m.pauseLocked(ctx, cloneRecord(rec), rec.AutoPause); err != nil {
 		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)

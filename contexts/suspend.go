@@ -45,12 +45,14 @@ func (m *Manager) suspendImages() (SuspendImages, bool) {
 	return si, ok && m.cfg.Catalog != nil
 }
 
-// Suspend suspends tenantID's ready context to disk. keep > 0 moves its
-// expiry to now + keep (E2B's paused timeout); 0 keeps its expiry, so the
-// context still ends on its TTL. A paused context may be suspended (its
-// frozen memory is dropped); a suspended one is ErrSuspended. Where the
-// provider keeps memory (CapMemory) a running context keeps it: the wake
-// restores its kernels (Record.KeepsMemory).
+// Suspend suspends tenantID's ready context to disk. keep > 0 is E2B's
+// pause: the expiry moves to now + keep (E2B's paused timeout) and the
+// suspend is held (Record.SuspendHeld: E2B's traffic wakes it only with
+// autoResume). 0 keeps its expiry, so the context still ends on its TTL,
+// and any call or port request wakes it. A paused context may be
+// suspended (its frozen memory is dropped); a suspended one is
+// ErrSuspended. Where the provider keeps memory (CapMemory) a running
+// context keeps it: the wake restores its kernels (Record.KeepsMemory).
 func (m *Manager) Suspend(ctx context.Context, tenantID, contextID string, keep time.Duration) (*Record, error) {
 	return m.suspend(ctx, tenantID, contextID, keep, true)
 }
@@ -86,17 +88,6 @@ func (m *Manager) suspend(ctx context.Context, tenantID, contextID string, keep 
 func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration, withMemory bool) (*Record, error) {
 	if rec.Suspended() {
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
-	}
-	if m.cfg.Volumes != nil {
-		// A wake mounts no volume yet: the context would wake without
-		// them, its files there missing.
-		ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
-		if err != nil {
-			return nil, fmt.Errorf("suspend context %s: its volumes: %w", rec.ID, err)
-		}
-		if len(ms) > 0 {
-			return nil, errdefs.Sentence(errdefs.ErrFailedPrecondition, "context %s mounts volume %q: a context with volumes cannot be suspended to disk yet", rec.ID, ms[0].Name)
-		}
 	}
 	sandboxID := rec.SandboxID
 	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
@@ -142,6 +133,7 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		at := now.UTC()
 		r.PausedAt, r.SuspendImage, r.SandboxID = &at, img, kept
+		r.SuspendHeld = keep > 0
 		if keep > 0 {
 			r.ExpiresAt = now.Add(keep)
 		}
@@ -165,6 +157,25 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	m.dropImage(ctx, rec.TenantID, rec.Template)
 	m.destroy(context.WithoutCancel(ctx), sb, sandboxID)
 	m.log.Info("context suspended", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sandboxID, logkey.Template, img, logkey.Bytes, bytes)
+	return out, nil
+}
+
+// volumesOf returns the volumes rec's sandbox mounted, for the sandbox a
+// wake gives it: the mounts recorded when its first sandbox opened them
+// (Config.Volumes), which also keep the volumes from being deleted while
+// the context is suspended.
+func (m *Manager) volumesOf(ctx context.Context, rec *Record) ([]VolumeMount, error) {
+	if m.cfg.Volumes == nil {
+		return nil, nil
+	}
+	ms, err := m.cfg.Volumes.Mounts(tctx(ctx, rec.TenantID), rec.TenantID, rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("its volumes: %w", err)
+	}
+	out := make([]VolumeMount, 0, len(ms))
+	for _, v := range ms {
+		out = append(out, v.Mount)
+	}
 	return out, nil
 }
 
@@ -194,8 +205,10 @@ func (m *Manager) dropImage(ctx context.Context, tenantID, img string) {
 }
 
 // wake gives suspended e a new sandbox from its image and ttl from now
-// (0: its own TTL), and frees the image. The sandbox has the context's
-// identity, network and limits; its kernels start fresh (prestart: those
+// (0: its own TTL), and frees the image. The sandbox has what the create
+// gave the first: the context's identity, the create's environment
+// (Record.Env), its network, limits and volumes (as the store records
+// them, where they were mounted); its kernels start fresh (prestart: those
 // a call is about to use). Precondition: the identity lock is held.
 func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestart []string) (*Record, error) {
 	m.mu.Lock()
@@ -213,18 +226,28 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		if err == nil || errors.Is(err, errdefs.ErrNotFound) && e.isEnded(m) {
 			return out, err
 		}
+		if ctx.Err() != nil {
+			// The caller gave up (a timeout, a cancel) during the restore:
+			// the checkpoint stays for the next wake, which tries again.
+			return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
+		}
 		// The image holds its files: wake without the memory.
 		m.log.Warn("wake without memory: restore failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
 		m.destroy(context.WithoutCancel(ctx), nil, rec.SandboxID)
 	}
+	vols, err := m.volumesOf(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("wake context %s: %w", rec.ID, err)
+	}
 	spec := Spec{
 		Template: rec.SuspendImage,
 		Limits:   m.cfg.Limits,
-		Env:      createEnv(rec.Identity, nil),
+		Env:      createEnv(rec.Identity, rec.Env),
 		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
 		TTL:      ttl,
 		Network:  clonePolicy(rec.Network),
 		Prestart: prestart,
+		Volumes:  vols,
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {
@@ -243,6 +266,7 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 	img := rec.SuspendImage
 	out, err := m.savePause(ctx, rec, func(r *Record) {
 		r.PausedAt, r.SuspendImage, r.SandboxID, r.Template = nil, "", sb.ID(), img
+		r.SuspendHeld = false
 		r.LastUsedAt, r.ExpiresAt = now, now.Add(ttl)
 	}, ttl)
 	if err != nil {
@@ -295,43 +319,76 @@ func (m *Manager) withWoken(ctx context.Context, e *entry) context.Context {
 }
 
 // suspendIdle suspends the ready, running contexts this manager serves
-// that no call has used for Config.IdleSuspend, and returns how many. A
-// context a call or a Use callback holds is left for the next pass.
+// that no call has used for their idle suspend (idleFor), and returns how
+// many. A context a call or a Use callback holds is left for the next
+// pass.
 func (m *Manager) suspendIdle(ctx context.Context, now time.Time) int {
-	idle := m.cfg.IdleSuspend
-	if idle <= 0 || !m.provider.Capabilities().Has(CapSnapshot) {
+	if (m.cfg.IdleSuspend <= 0 && m.cfg.IdleSuspendOf == nil) || !m.provider.Capabilities().Has(CapSnapshot) {
 		return 0
 	}
 	images, ok := m.suspendImages()
 	if !ok {
 		return 0
 	}
-	due := func(e *entry) bool { // precondition: mu held
+	running := func(e *entry) bool { // precondition: mu held
 		r := e.rec
-		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() &&
-			now.Sub(r.LastUsedAt) >= idle && r.ExpiresAt.After(now)
+		return !e.ended && !e.unsaved && e.users == 0 && r.State == StateReady && r.SandboxID != "" && !r.Paused() && r.ExpiresAt.After(now)
+	}
+	type cand struct {
+		id               Identity
+		tenant, template string
+		used             time.Time
 	}
 	m.mu.Lock()
-	var ids []Identity
+	var cands []cand
 	for _, e := range m.byID {
-		if due(e) {
-			ids = append(ids, e.rec.Identity)
+		if running(e) {
+			cands = append(cands, cand{e.rec.Identity, e.rec.TenantID, e.rec.Template, e.rec.LastUsedAt})
 		}
 	}
 	m.mu.Unlock()
 	n := 0
-	for _, id := range ids {
+	idle := m.idleFor(ctx)
+	for _, c := range cands {
 		if ctx.Err() != nil {
 			break
 		}
-		if m.suspendIdleOne(ctx, id, images, due) {
+		d := idle(c.tenant, c.template)
+		if d <= 0 || now.Sub(c.used) < d {
+			continue
+		}
+		due := func(e *entry) bool { return running(e) && now.Sub(e.rec.LastUsedAt) >= d }
+		if m.suspendIdleOne(ctx, c.id, images, due) {
 			n++
 		}
 	}
 	if n > 0 {
-		m.log.Info("suspended idle contexts", "count", n, "idle", idle)
+		m.log.Info("suspended idle contexts", "count", n)
 	}
 	return n
+}
+
+// idleFor returns, for one cleanup pass, the idle suspend of a context of
+// a tenant and template: the smallest set value of the daemon's
+// (Config.IdleSuspend) and theirs (Config.IdleSuspendOf, asked once per
+// pair); 0, never.
+func (m *Manager) idleFor(ctx context.Context) func(tenantID, template string) time.Duration {
+	type key struct{ tenant, template string }
+	seen := map[key]time.Duration{}
+	return func(tenantID, template string) time.Duration {
+		k := key{tenantID, template}
+		if d, ok := seen[k]; ok {
+			return d
+		}
+		d := m.cfg.IdleSuspend
+		if m.cfg.IdleSuspendOf != nil {
+			if o := m.cfg.IdleSuspendOf(ctx, tenantID, template); o > 0 && (d <= 0 || o < d) {
+				d = o
+			}
+		}
+		seen[k] = d
+		return d
+	}
 }
 
 // suspendIdleOne suspends id's context if it is still due once its
@@ -366,4 +423,22 @@ func (m *Manager) suspendIdleOne(ctx context.Context, id Identity, images Suspen
 		return false
 	}
 	return true
+}
+
+// Wake wakes tenantID's context suspended to disk as its next call would
+// (a new sandbox of its image, its own TTL from now) and returns its
+// record; a context that is not suspended is returned as it is, running
+// or paused with its memory (Resume thaws that one). The edges call it
+// for traffic that reaches a context without a call: a request to one of
+// its ports.
+func (m *Manager) Wake(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	rec, unlock, err := m.lockForPause(ctx, tenantID, contextID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !rec.Suspended() {
+		return rec, nil
+	}
+	return m.wake(ctx, m.adopt(rec), 0, nil)
 }

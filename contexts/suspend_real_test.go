@@ -5,8 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -26,16 +26,17 @@ import (
 // catalog that keeps suspended contexts' images, over one memory store
 // that outlives a restart.
 type suspendEnv struct {
-	t     testing.TB
-	ctx   context.Context
-	dir   string
-	store *memory.Store
-	cat   *templates.Catalog
-	cfg   local.Config
-	p     *local.Provider
-	m     *contexts.Manager
-	idle  time.Duration         // Config.IdleSuspend
-	vols  contexts.VolumeLister // Config.Volumes
+	t      testing.TB
+	ctx    context.Context
+	dir    string
+	store  *memory.Store
+	cat    *templates.Catalog
+	cfg    local.Config
+	p      *local.Provider
+	m      *contexts.Manager
+	idle   time.Duration                                                      // Config.IdleSuspend
+	idleOf func(ctx context.Context, tenantID, template string) time.Duration // Config.IdleSuspendOf
+	vols   contexts.VolumeLister                                              // Config.Volumes
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -85,7 +86,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, MaxPerTenant: 1000, Volumes: e.vols})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -278,33 +279,136 @@ func TestRealIdleSuspend(t *testing.T) {
 	}
 }
 
-// mountsOf says that the contexts in it mount a volume.
-type mountsOf map[string]bool
-
-func (m mountsOf) Mounts(ctx context.Context, tenantID, contextID string) ([]volumes.Mounted, error) {
-	if m[contextID] {
-		return []volumes.Mounted{{Mount: volumes.Mount{VolumeID: "v1", Path: "/home/user/data"}, Name: "data"}}, nil
-	}
-	return nil, nil
-}
-
-// TestRealSuspendRefusesVolumes: a context that mounts a volume is not
-// suspended (a wake would not mount it), clearly, and keeps running.
-func TestRealSuspendRefusesVolumes(t *testing.T) {
+// TestRealSuspendWakeCarries: a wake gives the new sandbox what the create
+// gave the first: the create's environment (E2B's envVars) and the
+// context's volumes, at their paths, with their files; the volume cannot
+// be deleted while its context sleeps. Before the wake carried them, a
+// context with a volume was refused (failed_precondition) and a woken
+// sandbox had the identity environment only.
+func TestRealSuspendWakeCarries(t *testing.T) {
+	testenv.RequireBinary(t, "mkfs.ext4")
 	e := newSuspendEnv(t)
 	if err := e.m.Close(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	vols := mountsOf{}
-	e.vols = vols
-	e.start()
-	res := e.exec(ident("t1", "vol", "main"), "x = 1")
-	vols[res.ContextID] = true
-	_, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), `volume "data"`) {
-		t.Fatalf("suspend of a context with a volume: %v, want failed_precondition naming the volume", err)
+	host, err := volumes.NewHost(filepath.Join(e.dir, "volumes"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := e.exec(ident("t1", "vol", "main"), "x"); mainResult(got) != "1" || got.Woken {
-		t.Fatalf("after the refused suspend: %+v", got)
+	vs := volumes.NewService(e.store, host, volumes.Config{})
+	e.vols, e.cfg.Volumes = vs, vs
+	e.start()
+	vol, err := vs.Create(e.ctx, "t1", "data", volumes.MinSizeBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ident("t1", "carries", "main")
+	if _, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{
+		Env:     map[string]string{"WAKE_TOKEN": "tok-0123456789"},
+		Volumes: []contexts.VolumeMount{{VolumeID: vol.ID, Path: "/home/user/data"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res := e.exec(id, "import os\nopen('/home/user/data/v.txt', 'w').write('on the volume')\nos.environ['WAKE_TOKEN']")
+	if mainResult(res) != "'tok-0123456789'" {
+		t.Fatalf("setup: %+v (%q)", res, mainResult(res))
+	}
+	rec, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
+	if err != nil {
+		t.Fatalf("suspend of a context with a volume and env: %v", err)
+	}
+	if !rec.Suspended() || e.running(res.SandboxID) {
+		t.Fatalf("suspended: %+v (sandbox running %v)", rec, e.running(res.SandboxID))
+	}
+	if err := vs.Delete(e.ctx, "t1", "data"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("delete of a suspended context's volume: %v, want failed_precondition (in use)", err)
+	}
+	// A restart between: the wake reads what it carries from the store.
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	got := e.exec(id, "import os\nos.environ.get('WAKE_TOKEN', 'unset') + ' ' + open('/home/user/data/v.txt').read()")
+	if !got.Woken || got.ContextID != res.ContextID || mainResult(got) != "'tok-0123456789 on the volume'" {
+		t.Fatalf("after the wake: %+v (%q), want the env var and the volume's file", got, mainResult(got))
+	}
+	if got := e.exec(id, "open('/home/user/data/w.txt', 'w').write('after')"); !got.Success {
+		t.Fatalf("write to the volume after the wake: %+v", got)
+	}
+}
+
+// TestRealWake: Manager.Wake (the ports route's wake of a suspended
+// context) wakes a context suspended to disk as a call would, with its
+// files; one that runs is returned as it is; another tenant's is
+// not_found. An E2B pause (keep > 0) is held (Record.SuspendHeld), /v1's
+// and the idle suspend (keep 0) are not, and a wake clears it.
+func TestRealWake(t *testing.T) {
+	e := newSuspendEnv(t)
+	a := ident("t1", "wake", "main")
+	res := e.exec(a, "open('/home/user/kept.txt', 'w').write('woken')")
+	rec, err := e.m.Suspend(e.ctx, "t1", res.ContextID, 0)
+	if err != nil || rec.SuspendHeld {
+		t.Fatalf("suspend with keep 0: %+v, %v; want not held", rec, err)
+	}
+	if _, err := e.m.Wake(e.ctx, "t2", res.ContextID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Fatalf("another tenant's wake: %v, want not_found", err)
+	}
+	got, err := e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || got.Suspended() || got.SandboxID == "" || !e.running(got.SandboxID) {
+		t.Fatalf("Wake: %+v, %v; want running on a new sandbox", got, err)
+	}
+	again, err := e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || again.SandboxID != got.SandboxID {
+		t.Fatalf("Wake of a running context: %+v, %v; want it as it is", again, err)
+	}
+	if r := e.exec(a, "open('/home/user/kept.txt').read()"); mainResult(r) != "'woken'" || !r.Woken {
+		t.Fatalf("the first call after Wake: %+v (%q), want the file and woken", r, mainResult(r))
+	}
+	rec, err = e.m.Suspend(e.ctx, "t1", res.ContextID, time.Hour)
+	if err != nil || !rec.SuspendHeld {
+		t.Fatalf("suspend with keep 1h (E2B's pause): %+v, %v; want held", rec, err)
+	}
+	got, err = e.m.Wake(e.ctx, "t1", res.ContextID)
+	if err != nil || got.SuspendHeld || got.Suspended() {
+		t.Fatalf("Wake of a held suspend: %+v, %v; want running, not held", got, err)
+	}
+}
+
+// TestRealIdleSuspendPerTenant: a tenant's (or template's) idle suspend
+// shorter than the daemon's wins (Config.IdleSuspendOf): a cleanup pass
+// suspends t1's context idle 1 s under the daemon's hour, and leaves t2's,
+// which asks for nothing, running; the wake is as ever.
+func TestRealIdleSuspendPerTenant(t *testing.T) {
+	e := newSuspendEnv(t)
+	if err := e.m.Close(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.idle = time.Hour
+	asked := map[string]int{}
+	e.idleOf = func(ctx context.Context, tenantID, template string) time.Duration {
+		asked[tenantID]++
+		if tenantID == "t1" {
+			return time.Second
+		}
+		return 0
+	}
+	e.start()
+	short := e.exec(ident("t1", "short", "main"), "open('/home/user/kept.txt', 'w').write('t1')")
+	long := e.exec(ident("t2", "long", "main"), "1")
+	time.Sleep(1200 * time.Millisecond)
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.m.Get(e.ctx, "t1", short.ContextID); err != nil || !got.Suspended() {
+		t.Fatalf("t1's context idle past its tenant's 1 s: %+v, %v; want suspended", got, err)
+	}
+	if got, err := e.m.Get(e.ctx, "t2", long.ContextID); err != nil || got.Suspended() || !e.running(long.SandboxID) {
+		t.Fatalf("t2's context under the daemon's hour: %+v, %v; want running", got, err)
+	}
+	if asked["t1"] != 1 || asked["t2"] != 1 {
+		t.Fatalf("IdleSuspendOf asked %v; want once per tenant and template in a pass", asked)
+	}
+	if res := e.exec(ident("t1", "short", "main"), "open('/home/user/kept.txt').read()"); !res.Woken || mainResult(res) != "'t1'" {
+		t.Fatalf("after the tenant's idle suspend: %+v (%q)", res, mainResult(res))
 	}
 }

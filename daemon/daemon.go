@@ -155,6 +155,7 @@ func New(ctx context.Context, cfg Config, st store.Backend) (_ *Daemon, err erro
 	if d.vols != nil {
 		mcfg.Volumes = d.vols
 	}
+	mcfg.IdleSuspendOf = idleSuspendOf(tw.catalog, st)
 	cfg.desktopPool(&mcfg, tw)
 	m := contexts.NewManager(st, prov, mcfg)
 	if nw != nil {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/guard"
@@ -169,11 +171,29 @@ func newNetworks(cfg Config, st store.Backend, trail *storeaudit.Writer, log *sl
 			return false, nil
 		}
 		return w.wake(ctx, tenantID, id)
-	}, w.guard)
+	}, asleepIn(st), w.guard)
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// asleepIn finds, for the ports route, an execution context of st
+// suspended to disk that had a network (stack.Asleep): the route then
+// checks the request's token against its tenant and wakes it.
+func asleepIn(st contexts.Store) stack.Asleep {
+	return func(ctx context.Context, id string) (string, policy.Policy, bool) {
+		if _, err := uuid.Parse(id); err != nil {
+			return "", policy.Policy{}, false
+		}
+		// Unscoped: the route has no tenant yet; the token check that
+		// follows is the tenant's.
+		rec, err := st.Get(tenant.WithID(ctx, ""), id)
+		if err != nil || rec.State != contexts.StateReady || !rec.Suspended() || rec.Network == nil {
+			return "", policy.Policy{}, false
+		}
+		return rec.TenantID, *rec.Network, true
+	}
 }
 
 // authorize accepts the sandbox's E2B traffic access token, or an API

@@ -132,6 +132,9 @@ func overlay(s, o Settings) Settings {
 	if o.Resources != (Resources{}) {
 		s.Resources = o.Resources
 	}
+	if o.IdleSuspendSeconds > 0 {
+		s.IdleSuspendSeconds = o.IdleSuspendSeconds
+	}
 	return s
 }
 

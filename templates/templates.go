@@ -74,8 +74,13 @@ type Settings struct {
 	// Prestart are the kernels started at boot; a subset of Kernels, where
 	// "ipython" is the python kernel with IPython imported (the first
 	// IPython cell does not pay the import).
-	Prestart  []string  `json:"prestart,omitempty"`
-	Resources Resources `json:"resources,omitempty"`
+	Prestart []string `json:"prestart,omitempty"`
+	// IdleSuspendSeconds suspends the template's idle contexts to disk
+	// after that many seconds without a call (contexts.Config.IdleSuspendOf:
+	// the smallest of the daemon's, the template's and the tenant's wins);
+	// 0: no setting of the template's.
+	IdleSuspendSeconds int64     `json:"idleSuspendSeconds,omitempty"`
+	Resources          Resources `json:"resources,omitempty"`
 }
 
 // Resources are a template's defaults for its sandboxes' limits; zero:
@@ -276,6 +281,9 @@ func (s Settings) Validate() error {
 		if !s.Offers(k) {
 			return bad("prestart kernel %q is not one the template offers (%v)", k, s.OfferedLanguages())
 		}
+	}
+	if s.IdleSuspendSeconds < 0 {
+		return bad("idleSuspendSeconds %d: want 0 (none) or more", s.IdleSuspendSeconds)
 	}
 	r := s.Resources
 	if r.CPUs < 0 || r.MemoryBytes < 0 || r.DiskBytes < 0 || r.PIDs < 0 {

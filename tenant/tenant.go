@@ -43,6 +43,11 @@ type Tenant struct {
 	// guard finds in the tenant's output: nil, the daemon's default
 	// (serve --guard-entities); empty, none (the patterns alone).
 	GuardEntities []string `json:"guardEntities,omitempty"`
+	// IdleSuspendSeconds suspends the tenant's idle contexts to disk after
+	// that many seconds without a call; the smallest of the daemon's
+	// (serve --idle-suspend), the template's and the tenant's wins. 0: no
+	// setting of the tenant's.
+	IdleSuspendSeconds int64 `json:"idleSuspendSeconds,omitempty"`
 }
 
 // GuardEntityTypes are the entity types a tenant may choose (the guard's
@@ -88,7 +93,8 @@ type Store interface {
 	// SetKey replaces the tenant's key hash (rotation) and moves its
 	// KeyGeneration on by one.
 	SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
-	// UpdateTenant saves Name, GuardMode, Admin and GuardEntities.
+	// UpdateTenant saves Name, GuardMode, Admin, GuardEntities and
+	// IdleSuspendSeconds.
 	UpdateTenant(ctx context.Context, t *Tenant) error
 	DeleteTenant(ctx context.Context, id string) error
 }

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // it is, so a caller that sent no conversationId learns the generated one.
 // A tool added without a case here fails the test.
 func TestResultsCarryPathRef(t *testing.T) {
-	m := contexts.NewManager(memory.New(), contextstest.NewProvider(), contexts.Config{PoolSize: -1})
+	m := contexts.NewManager(memory.New(), contextstest.NewProvider(), contexts.Config{PoolSize: -1, Catalog: keeper{}})
 	ctx := context.Background()
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestResultsCarryPathRef(t *testing.T) {
 		{"run_code", `{"language":"python","code":"1"}`},
 		{"run_analysis", `{"analysisType":"custom","parameters":{},"code":"print(1)","outputFormat":"text"}`},
 		{"bash", `{"command":"echo hi"}`},
+		{"suspend_sandbox", `{}`}, // last: it frees the sandbox
 	}
 	covered := map[string]bool{}
 	for _, c := range calls {
@@ -58,3 +60,21 @@ func TestResultsCarryPathRef(t *testing.T) {
 		}
 	}
 }
+
+// keeper is a catalog that keeps suspended contexts' images (nowhere):
+// enough for suspend_sandbox to run over the fake provider.
+type keeper struct{}
+
+func (keeper) ResolveTemplate(ctx context.Context, tenantID, ref string) (contexts.TemplateInfo, error) {
+	return contexts.TemplateInfo{ID: ref, Name: ref}, nil
+}
+
+func (keeper) TemplateInfo(ctx context.Context, id string) (contexts.TemplateInfo, error) {
+	return contexts.TemplateInfo{ID: id, Name: id}, nil
+}
+
+func (keeper) KeepSuspended(ctx context.Context, tenantID, contextID, template string, capture func(ctx context.Context, w io.Writer, max int64) error) (string, int64, error) {
+	return "img-" + contextID, 0, capture(ctx, io.Discard, 1<<20)
+}
+
+func (keeper) DropSuspended(ctx context.Context, tenantID, id string) error { return nil }

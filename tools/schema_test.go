@@ -75,6 +75,8 @@ var argCases = []struct {
 	{"grep", `{"pattern":"fo+","path":".","glob":"*.go","ignore_case":true}`, ""},
 	{"grep", `{"pattern":"x","ignore_case":1}`, "grep: ignore_case must be a boolean"},
 	{"grep", `{"glob":"*.go"}`, "grep: pattern is required"},
+	{"suspend_sandbox", `{}`, ""},
+	{"suspend_sandbox", `{"keep":60}`, "suspend_sandbox: unknown field \"keep\""},
 }
 
 func TestValidate(t *testing.T) {

@@ -177,6 +177,9 @@ var descriptions = map[string]string{
 	"list_files": "List a directory in the sandbox (name, type, size), optionally a few levels deep.",
 	"glob":       "Find files in the sandbox whose paths match a glob pattern (** matches any depth).",
 	"grep":       "Search sandbox files for a regular expression (RE2) and return matching lines with their paths and line numbers.",
+	"suspend_sandbox": "Suspend this conversation's sandbox to disk when you will not need it for a while: its files are kept " +
+		"and its memory is freed. The next call on this conversation path wakes it with its files; variables, imports " +
+		"and running processes start fresh (the woken call's result says so).",
 }
 
 // New returns a registry over c.
@@ -193,15 +196,16 @@ func New(c Contexts, cfg Config) *Registry {
 	}
 	r := &Registry{c: c, cfg: cfg, log: log, entries: map[string]*entry{}, withdrawn: withdrawals{now: time.Now}}
 	handlers := map[string]handler{
-		"run_code":     r.runCode,
-		"run_analysis": r.runAnalysis,
-		"bash":         r.bash,
-		"read_file":    r.readFile,
-		"write_file":   r.writeFile,
-		"edit_file":    r.editFile,
-		"list_files":   r.listFiles,
-		"glob":         r.glob,
-		"grep":         r.grep,
+		"run_code":        r.runCode,
+		"run_analysis":    r.runAnalysis,
+		"bash":            r.bash,
+		"read_file":       r.readFile,
+		"write_file":      r.writeFile,
+		"edit_file":       r.editFile,
+		"list_files":      r.listFiles,
+		"glob":            r.glob,
+		"grep":            r.grep,
+		"suspend_sandbox": r.suspendSandbox,
 	}
 	if cfg.Desktop != nil {
 		for name, h := range r.desktopHandlers() {

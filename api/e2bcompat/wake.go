@@ -20,6 +20,10 @@ import (
 // the traffic token, any request to a public port (as on E2B, where
 // public traffic resumes a sandbox). Without autoResume a paused sandbox
 // answers as one that is not running until Sandbox.connect resumes it.
+// A context suspended to disk by sandlot rather than paused by its caller
+// (the idle suspend, /v1's suspend: Record.SuspendHeld false) is woken by
+// the same requests whether or not it asked for auto-resume, as a call
+// wakes it (docs/state.md, "Wake by port traffic").
 
 // ErrPausedNoWake is what Wake answers for a paused sandbox without
 // auto-resume (the ports route answers it like E2B's edge, 502).
@@ -32,6 +36,16 @@ var ErrPausedNoWake = fmt.Errorf("the sandbox is paused; Sandbox.connect resumes
 func (h *Handler) wake(ctx context.Context, tenantID string, rec *contexts.Record) (*contexts.Record, bool, error) {
 	if !rec.Paused() {
 		return rec, false, nil
+	}
+	if rec.Suspended() && !rec.SuspendHeld && rec.AutoResume <= 0 {
+		// Suspended by sandlot (the idle suspend, /v1's suspend), not
+		// paused by its caller: traffic wakes it as a call does.
+		woken, err := h.edge.Manager().Wake(ctx, tenantID, rec.ID)
+		if err != nil {
+			return nil, false, fmt.Errorf("wake sandbox %s: %w", rec.ID, err)
+		}
+		h.edge.Logger().Info("e2b sandbox woken by traffic", logkey.Sandbox, rec.ID)
+		return woken, true, nil
 	}
 	if rec.AutoResume <= 0 {
 		return nil, false, ErrPausedNoWake

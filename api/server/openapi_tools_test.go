@@ -24,15 +24,16 @@ var update = flag.Bool("update", false, "rewrite api/openapi.json's tool operati
 // registry has one (TestOpenAPITools fails on a tool without), so a new
 // tool cannot be left out of the document.
 var toolResults = map[string]any{
-	"run_code":     api.RunCodeResult{},
-	"run_analysis": tools.AnalysisResult{},
-	"bash":         tools.BashResult{},
-	"read_file":    tools.ReadFileResult{},
-	"write_file":   tools.WriteFileResult{},
-	"edit_file":    tools.EditFileResult{},
-	"list_files":   tools.ListFilesResult{},
-	"glob":         tools.GlobResult{},
-	"grep":         tools.GrepResult{},
+	"run_code":        api.RunCodeResult{},
+	"run_analysis":    tools.AnalysisResult{},
+	"bash":            tools.BashResult{},
+	"read_file":       tools.ReadFileResult{},
+	"write_file":      tools.WriteFileResult{},
+	"edit_file":       tools.EditFileResult{},
+	"list_files":      tools.ListFilesResult{},
+	"glob":            tools.GlobResult{},
+	"grep":            tools.GrepResult{},
+	"suspend_sandbox": tools.SuspendSandboxResult{},
 }
 
 // codeTools answer a failure of the call (a context limit, a lost

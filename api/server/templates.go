@@ -41,13 +41,13 @@ func TemplateOut(t templates.Template) api.Template {
 	st := t.Settings
 	return api.Template{ID: t.ID, Name: t.Name, Public: t.Public(), BuiltIn: t.ID == t.Name, Image: t.Image, Source: t.Source,
 		CreatedAt: t.CreatedAt, Settings: api.TemplateSettings{User: st.User, Workdir: st.Workdir, Env: st.Env, StartCmd: st.StartCmd,
-			Kernels: st.Kernels, Prestart: st.Prestart, Resources: api.TemplateResources(st.Resources)}}
+			Kernels: st.Kernels, Prestart: st.Prestart, IdleSuspendSeconds: st.IdleSuspendSeconds, Resources: api.TemplateResources(st.Resources)}}
 }
 
 // TemplateSettingsIn is the API's settings as a record's.
 func TemplateSettingsIn(st api.TemplateSettings) templates.Settings {
 	return templates.Settings{User: st.User, Workdir: st.Workdir, Env: st.Env, StartCmd: st.StartCmd,
-		Kernels: st.Kernels, Prestart: st.Prestart, Resources: templates.Resources(st.Resources)}
+		Kernels: st.Kernels, Prestart: st.Prestart, IdleSuspendSeconds: st.IdleSuspendSeconds, Resources: templates.Resources(st.Resources)}
 }
 
 func (s *Server) listTemplates(w http.ResponseWriter, r *http.Request) {

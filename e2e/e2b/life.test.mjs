@@ -519,7 +519,8 @@ test('life: lifecycle onTimeout pause pauses at the timeout; connect resumes (E2
   } finally {
     await Sandbox.kill(sb.sandboxId)
   }
-  await assert.rejects(CodeSandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } }), /not supported/)
+  // keepMemory: false suspends to disk at the timeout (state.test.mjs); with autoResume it is refused (the SDK itself refuses it, as E2B does).
+  await assert.rejects(CodeSandbox.create({ lifecycle: { onTimeout: { action: 'pause', keepMemory: false }, autoResume: true } }), /keepMemory: false|cannot be combined/)
 })
 
 test('life: lifecycle autoResume: the next call to a paused sandbox resumes it and runs (E2B autoResume)', async () => {

@@ -118,3 +118,23 @@ test('state: pause({keepMemory: false}) suspends to disk; connect boots it again
     await Sandbox.kill(sbx.sandboxId)
   }
 })
+
+test('state: lifecycle onTimeout pause without memory suspends to disk at the timeout; connect boots it with its files', { skip: !snapshots }, async () => {
+  const sbx = await CodeSandbox.create({ timeoutMs: 4_000, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } })
+  try {
+    await sbx.files.write('/home/user/kept.txt', 'through the timeout')
+    await sbx.runCode('x = 41')
+    let state = ''
+    for (let i = 0; i < 120 && state !== 'paused'; i++) {
+      await new Promise((r) => setTimeout(r, 500))
+      state = (await Sandbox.getInfo(sbx.sandboxId)).state
+    }
+    assert.equal(state, 'paused')
+    assert.equal(await sbx.isRunning(), false, 'held as a pause: traffic does not wake it')
+    const again = await CodeSandbox.connect(sbx.sandboxId, { timeoutMs: 120_000 })
+    assert.equal(await again.files.read('/home/user/kept.txt'), 'through the timeout')
+    assert.equal((await again.runCode('x')).error?.name, 'NameError')
+  } finally {
+    await Sandbox.kill(sbx.sandboxId)
+  }
+})

@@ -51,6 +51,11 @@ type Target struct {
 	// Context is the execution context the sandbox serves ("" for none):
 	// the guard masks its declared secrets too.
 	Context string
+	// Asleep says the sandbox's context is suspended to disk: it has no
+	// sandbox and no address until Wake wakes it, after which the route
+	// looks the target up again. Ingress and Tenant are its context's, so
+	// the token check runs before anything wakes.
+	Asleep bool
 }
 
 // Caller is the sandbox a request comes from when it reaches the route
@@ -304,7 +309,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, errdefs.CodeOf(err), errdefs.PublicMessage(err))
 		return
 	}
-	if !t.Addr.IsValid() {
+	if !t.Addr.IsValid() && !t.Asleep {
 		writeJSON(w, http.StatusBadGateway, "unavailable", "the sandbox has no network")
 		return
 	}
@@ -340,6 +345,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+	}
+	if t.Asleep {
+		// Woken (or not) by Wake: the new sandbox has a network of its
+		// own, at a new address.
+		if rt.woken {
+			t, err = h.cfg.Lookup(r.Context(), id)
+		}
+		if !rt.woken || err != nil || !t.Addr.IsValid() || t.Asleep {
+			writeEdgeError(w, id, "The sandbox is paused")
+			return
+		}
+		rt.target = t
 	}
 	if h.cfg.Guard != nil {
 		if body := h.cfg.Guard.Body(r.Context(), t); body != nil {

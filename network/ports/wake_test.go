@@ -106,3 +106,86 @@ func TestWake(t *testing.T) {
 		})
 	}
 }
+
+// TestWakeAsleep: a request to a context suspended to disk (its target
+// Asleep: no sandbox, no address) is checked first, as any request is: a
+// private port without a token, or with a wrong one, is refused and wakes
+// nothing (waking costs a sandbox); an authorized one wakes it, the route
+// looks the target up again and the request reaches the new sandbox; one
+// that Wake does not wake answers as a paused sandbox. Before Asleep, the
+// route answered "the sandbox has no network" and never called Wake.
+func TestWakeAsleep(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "awake") })}
+	go srv.Serve(l)
+	defer srv.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	awake := map[string]bool{}
+	wakes := map[string]int{}
+	h, err := New(Config{
+		Lookup: func(ctx context.Context, id string) (Target, error) {
+			if !awake[id] {
+				return Target{Tenant: "t1", Context: id, Asleep: true}, nil
+			}
+			return Target{Addr: netip.MustParseAddr("127.0.0.1"), Tenant: "t1", Context: id}, nil
+		},
+		Authorize: func(ctx context.Context, id, tok string) error {
+			if tok != "good" {
+				return errdefs.ErrPermissionDenied
+			}
+			return nil
+		},
+		Wake: func(ctx context.Context, id string) (bool, error) {
+			wakes[id]++
+			if id == "held" {
+				return false, fmt.Errorf("paused: %w", errdefs.ErrFailedPrecondition)
+			}
+			if id == "stays" {
+				return false, nil
+			}
+			awake[id] = true
+			return true, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(h)
+	defer front.Close()
+	tests := []struct {
+		name, id, token string
+		status          int
+		body            string
+		wakes           int
+	}{
+		{"no token", "a", "", 403, "missing traffic access token", 0},
+		{"wrong token", "a", "bad", 403, "invalid traffic access token", 0},
+		{"authorized", "a", "good", 200, "awake", 1},
+		{"held", "held", "good", 502, `"message":"The sandbox is paused"`, 1},
+		{"not woken", "stays", "good", 502, `"message":"The sandbox is paused"`, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", front.URL+"/", nil)
+			req.Host = Host(DefaultDomain, tt.id, port)
+			if tt.token != "" {
+				req.Header.Set("e2b-traffic-access-token", tt.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.status || !strings.Contains(string(b), tt.body) {
+				t.Fatalf("%d %s, want %d %s", resp.StatusCode, b, tt.status, tt.body)
+			}
+			if wakes[tt.id] != tt.wakes {
+				t.Fatalf("Wake called %d times, want %d", wakes[tt.id], tt.wakes)
+			}
+		})
+	}
+}

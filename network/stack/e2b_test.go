@@ -56,7 +56,7 @@ func newDaemon(t *testing.T, e *env, kind string) *daemon {
 			return errdefs.ErrPermissionDenied
 		}
 		return nil
-	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) }, routeGuard{g, m})
+	}, func(ctx context.Context, id, tenant string) (bool, error) { return d.e2b.Wake(ctx, tenant, id) }, nil, routeGuard{g, m})
 	if err != nil {
 		t.Fatal(err)
 	}

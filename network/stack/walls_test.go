@@ -369,7 +369,7 @@ func TestWallPortsGuarded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(context.Background()) })
-	h, err := e.st.Ports("sandlot.localhost", func(context.Context, string, string, string) error { return nil }, nil, routeGuard{g, m})
+	h, err := e.st.Ports("sandlot.localhost", func(context.Context, string, string, string) error { return nil }, nil, nil, routeGuard{g, m})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err != nil {
 		return fmt.Errorf("sandbox %s: release the channel: %w", sandboxID, err)
 	}
-	return p.rt.Checkpoint(ctx, sandboxID, "", false)
+	return p.rt.Checkpoint(ctx, sandboxID, "")
 }
 
 // Restore implements contexts.Provider: checkpointed sandbox sandboxID

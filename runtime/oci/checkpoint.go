@@ -36,10 +36,12 @@ type Checkpointer interface {
 	// checkpointed.
 	CanCheckpoint() bool
 	// Checkpoint saves sandbox id's memory into dir (an empty directory
-	// on disk; "": the sandbox's bundle, removed with it). leaveRunning:
-	// the sandbox runs on, its channel reopened; otherwise it stops, and
-	// only Restore or Delete apply to it.
-	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
+	// on disk; "": the sandbox's bundle, removed with it); the sandbox
+	// stops, and only Restore or Delete apply to it. (A checkpoint that
+	// leaves the sandbox running would reopen its channel with nothing to
+	// seal it again; no caller needs one: docs/state.md, "Fork with
+	// memory".)
+	Checkpoint(ctx context.Context, id, dir string) error
 	// Restore starts stopped sandbox id again from the checkpoint in dir
 	// ("": the bundle's, removed once restored), its channel open for the
 	// agent to listen again.
@@ -57,7 +59,7 @@ func errNoCheckpoint(kind string) error {
 }
 
 // Checkpoint implements Checkpointer with `runsc checkpoint`.
-func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error {
+func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 	if err := runtime.CheckID(id); err != nil {
 		return err
 	}
@@ -82,18 +84,8 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, leaveRunning b
 			return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 		}
 	}
-	args := []string{"checkpoint", "--image-path", dir}
-	if leaveRunning {
-		args = append(args, "--leave-running")
-	}
-	if _, err := d.output(ctx, append(args, id)...); err != nil {
-		if leaveRunning {
-			_ = r.reopenChannel(id) // the agent listens again
-		}
+	if _, err := d.output(ctx, "checkpoint", "--image-path", dir, id); err != nil {
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
-	}
-	if leaveRunning {
-		return r.reopenChannel(id)
 	}
 	// The sandbox stops once saved; runsc's own record of it and its
 	// cgroups go, so nothing of it runs or is charged on the host.

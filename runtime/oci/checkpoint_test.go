@@ -51,7 +51,7 @@ func TestCheckpointRestore(t *testing.T) {
 			defer cancel()
 			if kind != KindRunsc {
 				id, _ := startProbe(t, r, runtime.Limits{})
-				err := r.Checkpoint(ctx, id, t.TempDir(), false)
+				err := r.Checkpoint(ctx, id, t.TempDir())
 				if !errors.Is(err, errdefs.ErrFailedPrecondition) || r.CanCheckpoint() {
 					t.Fatalf("checkpoint under %s = %v (can %v), want failed_precondition", kind, err, r.CanCheckpoint())
 				}
@@ -64,7 +64,7 @@ func TestCheckpointRestore(t *testing.T) {
 			t.Cleanup(func() { _ = r.Delete(context.Background(), id) })
 			waitCount(t, r, id, 20, -1)
 			img := t.TempDir()
-			if err := r.Checkpoint(ctx, id, img, false); err != nil {
+			if err := r.Checkpoint(ctx, id, img); err != nil {
 				t.Fatal(err)
 			}
 			saved := waitCount(t, r, id, 0, -1)

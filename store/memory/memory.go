@@ -136,7 +136,8 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 		return err
 	}
 	n := clone(rec)
-	n.Identity, n.CreatedAt, n.Node = r.Identity, r.CreatedAt, r.Node
+	// Identity, creation and the create's env are written once, by Create.
+	n.Identity, n.CreatedAt, n.Node, n.Env = r.Identity, r.CreatedAt, r.Node, maps.Clone(r.Env)
 	rules.Normalize(n)
 	if !n.State.Active() {
 		delete(s.active, r.Identity)
@@ -416,6 +417,9 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
+	if err := rules.CheckIdleSuspend(t.IdleSuspendSeconds); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur, ok := s.tenants[t.ID]
@@ -426,6 +430,7 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 		return tenant.NameTaken(t.Name)
 	}
 	cur.Name, cur.GuardMode, cur.Admin, cur.GuardEntities = t.Name, t.GuardMode, t.Admin, slices.Clone(t.GuardEntities)
+	cur.IdleSuspendSeconds = t.IdleSuspendSeconds
 	return nil
 }
 

@@ -76,6 +76,30 @@ func TestSecretsAtRest(t *testing.T) {
 	})
 }
 
+// TestContextEnvAtRest reads the env column behind the store's back, as
+// the schema's owner.
+func TestContextEnvAtRest(t *testing.T) {
+	u := pgtest.SchemaURL(t)
+	raw := open(t, u)
+	storetest.ContextEnvAtRest(t, func(t *testing.T, key []byte) (store.Backend, error) {
+		s, err := postgres.Open(context.Background(), u, postgres.Config{SecretsKey: key})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}, func(t *testing.T, id string) string {
+		var v string
+		if err := raw.Pool().QueryRow(context.Background(), `SELECT env FROM execution_contexts WHERE id = $1`, id).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}, func(t *testing.T, id, v string) {
+		if _, err := raw.Pool().Exec(context.Background(), `UPDATE execution_contexts SET env = $1 WHERE id = $2`, v, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func open(t testing.TB, u string) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(context.Background(), u, postgres.Config{SecretsKey: testKey})

@@ -16,14 +16,15 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/store/internal/seal"
 )
 
 const recordCols = `id::text, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held, auto_pause_disk`
 
-func scanRecord(row pgx.Row) (*contexts.Record, error) {
+func scanRecord(row pgx.Row, box *seal.Box) (*contexts.Record, error) {
 	var (
 		r                      contexts.Record
 		terminated, paused     *time.Time
@@ -31,11 +32,12 @@ func scanRecord(row pgx.Row) (*contexts.Record, error) {
 		state, reason          string
 		created, used, expires time.Time
 		autoPause, autoResume  int64
+		env                    string
 	)
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reason, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld, &r.AutoPauseToDisk)
 	if err != nil {
 		return nil, err
 	}
@@ -58,17 +60,20 @@ func scanRecord(row pgx.Row) (*contexts.Record, error) {
 	if len(r.Metadata) == 0 {
 		r.Metadata = nil
 	}
+	if err := rules.OpenEnv(box, &r, env); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
-func collectRecords(rows pgx.Rows, err error) ([]*contexts.Record, error) {
+func collectRecords(box *seal.Box, rows pgx.Rows, err error) ([]*contexts.Record, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []*contexts.Record
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := scanRecord(rows, box)
 		if err != nil {
 			return nil, err
 		}
@@ -173,14 +178,18 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.PrepareCreate(ctx, rec, time.Now()); err != nil {
 		return err
 	}
+	env, err := rules.SealEnv(s.box, rec)
+	if err != nil {
+		return err
+	}
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, rec.CreatedAt, rec.LastUsedAt, rec.ExpiresAt, rec.TerminatedAt,
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata), rec.Node},
-		append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage)...)
-	err := s.run(ctx, func(q querier) error {
+		append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld, rec.AutoPauseToDisk)...)
+	err = s.run(ctx, func(q querier) error {
 		_, err := q.Exec(ctx, `INSERT INTO execution_contexts (`+strings.ReplaceAll(recordCols, "id::text", "id")+`)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17::jsonb, $18::jsonb, $19,
-			$20, $21, $22, $23, $24, $25::jsonb, $26, $27, $28)`, args...)
+			$20, $21, $22, $23, $24, $25::jsonb, $26, $27, $28, $29, $30, $31)`, args...)
 		return err
 	})
 	if err != nil {
@@ -197,7 +206,7 @@ func (s *Store) Get(ctx context.Context, id string) (*contexts.Record, error) {
 	var r *contexts.Record
 	err := s.run(ctx, func(q querier) error {
 		var err error
-		r, err = scanRecord(q.QueryRow(ctx, `SELECT `+recordCols+` FROM execution_contexts WHERE id = $1`, id))
+		r, err = scanRecord(q.QueryRow(ctx, `SELECT `+recordCols+` FROM execution_contexts WHERE id = $1`, id), s.box)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -216,7 +225,7 @@ func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.
 		var err error
 		r, err = scanRecord(q.QueryRow(ctx, `SELECT `+recordCols+` FROM execution_contexts
 			WHERE tenant_id = $1 AND conversation_id = $2 AND path_id = $3 AND user_id = $4 AND state IN ('creating', 'ready')`,
-			id.TenantID, id.ConversationID, id.PathID, id.UserID))
+			id.TenantID, id.ConversationID, id.PathID, id.UserID), s.box)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -243,13 +252,13 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
 		rules.Time(rec.LastUsedAt), rules.Time(rec.ExpiresAt), tp(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), mapText(rec.Metadata)},
-		append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage)...)
+		append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	var n int64
 	err := s.run(ctx, func(q querier) error {
 		tag, err := q.Exec(ctx, `UPDATE execution_contexts SET state = $2, reason = $3, sandbox_id = $4,
 			provider = $5, template = $6, last_used_at = $7, expires_at = $8, terminated_at = $9,
 			execution_count = $10, total_execution_time_ms = $11, last_error = $12, resource_usage = $13::jsonb,
-			metadata = $14::jsonb, `+lifecycleSet(15)+`, suspend_image = $22
+			metadata = $14::jsonb, `+lifecycleSet(15)+`, suspend_image = $22, suspend_held = $23, auto_pause_disk = $24
 			WHERE id = $1 AND (state IN ('creating', 'ready') OR state = $2)`, args...)
 		n = tag.RowsAffected()
 		return err
@@ -279,7 +288,7 @@ func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duratio
 		r, err = scanRecord(q.QueryRow(ctx, `UPDATE execution_contexts SET execution_count = execution_count + 1,
 			total_execution_time_ms = total_execution_time_ms + $2, last_used_at = $3, expires_at = $4
 			WHERE id = $1 AND state IN ('creating', 'ready') RETURNING `+recordCols,
-			id, dur.Milliseconds(), rules.Time(now), rules.Time(expiresAt)))
+			id, dur.Milliseconds(), rules.Time(now), rules.Time(expiresAt)), s.box)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -344,8 +353,8 @@ func (s *Store) Terminate(ctx context.Context, id string, reason contexts.Reason
 func (s *Store) list(ctx context.Context, what, sql string, args ...any) ([]*contexts.Record, error) {
 	var out []*contexts.Record
 	err := s.run(ctx, func(q querier) error {
-		var err error
-		out, err = collectRecords(q.Query(ctx, sql, args...))
+		rows, err := q.Query(ctx, sql, args...)
+		out, err = collectRecords(s.box, rows, err)
 		return err
 	})
 	if err != nil {

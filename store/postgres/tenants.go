@@ -16,14 +16,14 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation, t.guard_entities`
+const tenantCols = `t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation, t.guard_entities, t.idle_suspend_s`
 
 func scanTenant(row pgx.Row) (*tenant.Tenant, error) {
 	var (
 		t        tenant.Tenant
 		entities *string
 	)
-	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix, &t.KeyGeneration, &entities); err != nil {
+	if err := row.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &t.CreatedAt, &t.KeyPrefix, &t.KeyGeneration, &entities, &t.IdleSuspendSeconds); err != nil {
 		return nil, err
 	}
 	t.GuardEntities = tenant.DecodeEntities(entities)
@@ -39,9 +39,9 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return err
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix, t.KeyGeneration,
-			tenant.EncodeEntities(t.GuardEntities)); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO tenants (id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities, idle_suspend_s)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, t.ID, t.Name, t.GuardMode, t.Admin, t.CreatedAt, t.KeyPrefix, t.KeyGeneration,
+			tenant.EncodeEntities(t.GuardEntities), t.IdleSuspendSeconds); err != nil {
 			return err
 		}
 		if keyHash == "" {
@@ -146,8 +146,11 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET name = $2, guard_mode = $3, admin = $4, guard_entities = $5 WHERE id = $1`,
-		t.ID, t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities))
+	if err := rules.CheckIdleSuspend(t.IdleSuspendSeconds); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE tenants SET name = $2, guard_mode = $3, admin = $4, guard_entities = $5, idle_suspend_s = $6 WHERE id = $1`,
+		t.ID, t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities), t.IdleSuspendSeconds)
 	if nameTaken(err) {
 		return tenant.NameTaken(t.Name)
 	}

@@ -16,13 +16,14 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/store/internal/rules"
+	"github.com/sandlot/sandlot/store/internal/seal"
 	"github.com/sandlot/sandlot/tenant"
 )
 
 const recordCols = `id, tenant_id, conversation_id, path_id, state, reason, sandbox_id, provider, template,
 	created_at, last_used_at, expires_at, terminated_at, execution_count, total_execution_time_ms,
 	last_error, resource_usage, metadata, node,
-	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image`
+	paused_at, auto_pause_ms, auto_resume_ms, fixed_expiry, max_executions, network, template_name, user_id, suspend_image, env, suspend_held, auto_pause_disk`
 
 // scopeCond restricts a statement to the tenant in ctx; its two arguments
 // come from scope(ctx).
@@ -41,7 +42,7 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanRecord(sc scanner) (*contexts.Record, error) {
+func scanRecord(sc scanner, box *seal.Box) (*contexts.Record, error) {
 	var (
 		r                        contexts.Record
 		created, used, expires   int64
@@ -49,11 +50,12 @@ func scanRecord(sc scanner) (*contexts.Record, error) {
 		usage, meta, state, reas string
 		autoPause, autoResume    int64
 		network                  sql.NullString
+		env                      string
 	)
 	err := sc.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.PathID, &state, &reas, &r.SandboxID, &r.Provider,
 		&r.Template, &created, &used, &expires, &terminated, &r.ExecutionCount, &r.TotalExecutionTimeMs,
 		&r.LastError, &usage, &meta, &r.Node,
-		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage)
+		&paused, &autoPause, &autoResume, &r.FixedExpiry, &r.MaxExecutions, &network, &r.TemplateName, &r.UserID, &r.SuspendImage, &env, &r.SuspendHeld, &r.AutoPauseToDisk)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +77,9 @@ func scanRecord(sc scanner) (*contexts.Record, error) {
 	}
 	if len(r.Metadata) == 0 {
 		r.Metadata = nil
+	}
+	if err := rules.OpenEnv(box, &r, env); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -138,11 +143,15 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 	if err := rules.PrepareCreate(ctx, rec, time.Now()); err != nil {
 		return err
 	}
+	env, err := rules.SealEnv(s.box, rec)
+	if err != nil {
+		return err
+	}
 	args := append([]any{rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, string(rec.State), string(rec.Reason), rec.SandboxID,
 		rec.Provider, rec.Template, ms(rec.CreatedAt), ms(rec.LastUsedAt), ms(rec.ExpiresAt), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage), metaText(rec.Metadata),
-		rec.Node}, append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage)...)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
+		rec.Node}, append(lifecycleArgs(&rec.Lifecycle), rec.UserID, rec.SuspendImage, env, rec.SuspendHeld, rec.AutoPauseToDisk)...)
+	_, err = s.w.ExecContext(ctx, `INSERT INTO execution_contexts (`+recordCols+`, updated_at)
 		VALUES (`+strings.Repeat("?, ", len(args))+`?)`, append(args, nowMs())...)
 	if isUnique(err) {
 		return fmt.Errorf("context %s for %s/%s/%s: %w", rec.ID, rec.TenantID, rec.ConversationID, rec.PathID, errdefs.ErrAlreadyExists)
@@ -155,7 +164,7 @@ func (s *Store) Create(ctx context.Context, rec *contexts.Record) error {
 
 // Get implements contexts.Store.
 func (s *Store) Get(ctx context.Context, id string) (*contexts.Record, error) {
-	r, err := scanRecord(s.getStmt.QueryRowContext(ctx, scope(ctx), id))
+	r, err := scanRecord(s.getStmt.QueryRowContext(ctx, scope(ctx), id), s.box)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound(id)
 	}
@@ -167,7 +176,7 @@ func (s *Store) Get(ctx context.Context, id string) (*contexts.Record, error) {
 
 // GetActive implements contexts.Store.
 func (s *Store) GetActive(ctx context.Context, id contexts.Identity) (*contexts.Record, error) {
-	r, err := scanRecord(s.getActiveStmt.QueryRowContext(ctx, scope(ctx), id.TenantID, id.ConversationID, id.PathID, id.UserID))
+	r, err := scanRecord(s.getActiveStmt.QueryRowContext(ctx, scope(ctx), id.TenantID, id.ConversationID, id.PathID, id.UserID), s.box)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("active context of %s/%s/%s: %w", id.TenantID, id.ConversationID, id.PathID, errdefs.ErrNotFound)
 	}
@@ -188,12 +197,12 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	args := append([]any{scope(ctx), rec.ID, string(rec.State), string(rec.Reason), rec.SandboxID, rec.Provider, rec.Template,
 		ms(rules.Time(rec.LastUsedAt)), ms(rules.Time(rec.ExpiresAt)), termMs(rec.TerminatedAt),
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage),
-		metaText(rec.Metadata), nowMs()}, append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage)...)
+		metaText(rec.Metadata), nowMs()}, append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	res, err := s.w.ExecContext(ctx, `UPDATE execution_contexts SET state = ?3, reason = ?4, sandbox_id = ?5,
 		provider = ?6, template = ?7, last_used_at = ?8, expires_at = ?9, terminated_at = ?10,
 		execution_count = ?11, total_execution_time_ms = ?12, last_error = ?13, resource_usage = ?14,
 		metadata = ?15, updated_at = ?16, paused_at = ?17, auto_pause_ms = ?18, auto_resume_ms = ?19,
-		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23, suspend_image = ?24
+		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23, suspend_image = ?24, suspend_held = ?25, auto_pause_disk = ?26
 		WHERE id = ?2 AND (state IN ('creating', 'ready') OR state = ?3)`+scopeCond, args...)
 	if err != nil {
 		return fmt.Errorf("update context %s: %w", rec.ID, err)
@@ -210,7 +219,7 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 
 // RecordExecution implements contexts.Store.
 func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
-	r, err := scanRecord(s.recordStmt.QueryRowContext(ctx, scope(ctx), id, dur.Milliseconds(), ms(now), ms(expiresAt), nowMs()))
+	r, err := scanRecord(s.recordStmt.QueryRowContext(ctx, scope(ctx), id, dur.Milliseconds(), ms(now), ms(expiresAt), nowMs()), s.box)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, rules.WhyNot(ctx, s.Get, id)
 	}
@@ -257,7 +266,7 @@ func (s *Store) queryRecords(ctx context.Context, q string, args ...any) ([]*con
 	defer rows.Close()
 	var out []*contexts.Record
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := scanRecord(rows, s.box)
 		if err != nil {
 			return nil, err
 		}

@@ -205,7 +205,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.terminateStmt = prep(s.w, `UPDATE execution_contexts SET state = ?3, reason = ?4, terminated_at = ?5,
 		last_error = CASE WHEN ?6 = '' THEN last_error ELSE ?6 END, updated_at = ?7
 		WHERE id = ?2 AND state IN ('creating', 'ready')`+scopeCond)
-	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation, t.guard_entities
+	s.keyStmt = prep(s.r, `SELECT t.id, t.name, t.guard_mode, t.admin, t.created_at, t.key_prefix, t.key_generation, t.guard_entities, t.idle_suspend_s
 		FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE k.hash = ?`)
 	return err
 }

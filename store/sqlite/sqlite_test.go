@@ -77,6 +77,36 @@ func TestSecretsAtRest(t *testing.T) {
 	})
 }
 
+// TestContextEnvAtRest reads the env column behind the store's back.
+func TestContextEnvAtRest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sandlot.db")
+	db := func(t *testing.T) *sql.DB {
+		db, err := sql.Open("sqlite", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	storetest.ContextEnvAtRest(t, func(t *testing.T, key []byte) (store.Backend, error) {
+		s, err := sqlite.Open(context.Background(), path, sqlite.Config{SecretsKey: key})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}, func(t *testing.T, id string) string {
+		var v string
+		if err := db(t).QueryRow(`SELECT env FROM execution_contexts WHERE id = ?`, id).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}, func(t *testing.T, id, v string) {
+		if _, err := db(t).Exec(`UPDATE execution_contexts SET env = ? WHERE id = ?`, v, id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Backend { return open(t) })
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/sandlot/sandlot/tenant"
 )
 
-const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities`
+const tenantCols = `id, name, guard_mode, admin, created_at, key_prefix, key_generation, guard_entities, idle_suspend_s`
 
 func scanTenant(sc scanner) (*tenant.Tenant, error) {
 	var (
@@ -23,7 +23,7 @@ func scanTenant(sc scanner) (*tenant.Tenant, error) {
 		created  int64
 		entities *string
 	)
-	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration, &entities); err != nil {
+	if err := sc.Scan(&t.ID, &t.Name, &t.GuardMode, &t.Admin, &created, &t.KeyPrefix, &t.KeyGeneration, &entities, &t.IdleSuspendSeconds); err != nil {
 		return nil, err
 	}
 	t.GuardEntities = tenant.DecodeEntities(entities)
@@ -42,8 +42,8 @@ func (s *Store) CreateTenant(ctx context.Context, t *tenant.Tenant, keyHash stri
 		return fmt.Errorf("create tenant: %w", err)
 	}
 	defer tx.Rollback()
-	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration, tenant.EncodeEntities(t.GuardEntities))
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants (`+tenantCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.Name, t.GuardMode, t.Admin, ms(t.CreatedAt), t.KeyPrefix, t.KeyGeneration, tenant.EncodeEntities(t.GuardEntities), t.IdleSuspendSeconds)
 	if isUnique(err) {
 		if nameTaken(err) {
 			return tenant.NameTaken(t.Name)
@@ -137,7 +137,7 @@ func (s *Store) SetKey(ctx context.Context, id, keyHash, keyPrefix string) error
 }
 
 // UpdateTenant implements tenant.Store: it saves Name, GuardMode, Admin
-// and GuardEntities.
+// GuardEntities and IdleSuspendSeconds.
 func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardMode(t.GuardMode); err != nil {
 		return err
@@ -145,8 +145,11 @@ func (s *Store) UpdateTenant(ctx context.Context, t *tenant.Tenant) error {
 	if err := rules.CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
-	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ?, guard_entities = ? WHERE id = ?`,
-		t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities), t.ID)
+	if err := rules.CheckIdleSuspend(t.IdleSuspendSeconds); err != nil {
+		return err
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE tenants SET name = ?, guard_mode = ?, admin = ?, guard_entities = ?, idle_suspend_s = ? WHERE id = ?`,
+		t.Name, t.GuardMode, t.Admin, tenant.EncodeEntities(t.GuardEntities), t.IdleSuspendSeconds, t.ID)
 	if isUnique(err) && nameTaken(err) {
 		return tenant.NameTaken(t.Name)
 	}

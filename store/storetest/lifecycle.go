@@ -48,6 +48,9 @@ func lifecycleRec(id contexts.Identity) *contexts.Record {
 		Network:       testPolicy(),
 		TemplateName:  "code-interpreter-v1",
 		SuspendImage:  "0b1c2d3e-0000-4000-8000-00000000000a",
+		SuspendHeld:   true,
+		// A pause to disk at the expiry (E2B's keepMemory: false).
+		AutoPauseToDisk: true,
 	}
 	rec.Metadata = map[string]string{"user": "alice"}
 	return rec
@@ -150,7 +153,7 @@ func testSuspend(t *testing.T, s store.Backend) {
 	}
 	sus := mustGet(t, s, rec.ID)
 	at := base.Add(2 * time.Minute)
-	sus.SandboxID, sus.PausedAt, sus.SuspendImage = "", &at, "0b1c2d3e-0000-4000-8000-00000000000b"
+	sus.SandboxID, sus.PausedAt, sus.SuspendImage, sus.SuspendHeld = "", &at, "0b1c2d3e-0000-4000-8000-00000000000b", true
 	if err := s.Update(ctxA, sus); err != nil {
 		t.Fatalf("Update that suspends: %v", err)
 	}
@@ -198,12 +201,12 @@ func testSuspend(t *testing.T, s store.Backend) {
 
 	// Woken: a new sandbox, the image cleared, the counters kept.
 	woke := mustGet(t, s, rec.ID)
-	woke.SandboxID, woke.PausedAt, woke.SuspendImage = "sb-2", nil, ""
+	woke.SandboxID, woke.PausedAt, woke.SuspendImage, woke.SuspendHeld = "sb-2", nil, "", false
 	if err := s.Update(ctxA, woke); err != nil {
 		t.Fatalf("Update that wakes: %v", err)
 	}
 	got := mustGet(t, s, rec.ID)
-	if got.Suspended() || got.Paused() || got.SandboxID != "sb-2" || got.ExecutionCount != 1 {
+	if got.Suspended() || got.Paused() || got.SuspendHeld || got.SandboxID != "sb-2" || got.ExecutionCount != 1 {
 		t.Fatalf("woken: %+v", got)
 	}
 	// Ended while suspended: the record keeps the image's id, for the

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Snapshots", testSnapshots},
 		{"Lifecycle", testLifecycle},
 		{"Suspend", testSuspend},
+		{"ContextEnv", testContextEnv},
 		{"ReservedMetadata", testReservedMetadata},
 		{"Users", testUsers},
 		{"Volumes", testVolumes},

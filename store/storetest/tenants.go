@@ -113,13 +113,27 @@ func testTenants(t *testing.T, s store.Backend) {
 	}
 	wantErr(t, "UpdateTenant unknown entity type", s.UpdateTenant(ctx, &tenant.Tenant{ID: "A", GuardMode: tenant.GuardOff, GuardEntities: []string{"SHOE_SIZE"}}), errdefs.ErrInvalidArgument)
 	wantErr(t, "CreateTenant unknown entity type", s.CreateTenant(ctx, &tenant.Tenant{ID: "E", GuardEntities: []string{"SHOE_SIZE"}}, ""), errdefs.ErrInvalidArgument)
-	withEnts := &tenant.Tenant{ID: "F", Name: "phi", GuardEntities: []string{"LOCATION"}, CreatedAt: base.Add(2 * time.Second)}
+	withEnts := &tenant.Tenant{ID: "F", Name: "phi", GuardEntities: []string{"LOCATION"}, IdleSuspendSeconds: 600, CreatedAt: base.Add(2 * time.Second)}
 	if err := s.CreateTenant(ctx, withEnts, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.GetTenant(ctx, "F"); got == nil || !slices.Equal(got.GuardEntities, []string{"LOCATION"}) {
-		t.Fatalf("CreateTenant's GuardEntities came back %+v", got)
+	if got, _ := s.GetTenant(ctx, "F"); got == nil || !slices.Equal(got.GuardEntities, []string{"LOCATION"}) || got.IdleSuspendSeconds != 600 {
+		t.Fatalf("CreateTenant's GuardEntities and IdleSuspendSeconds came back %+v", got)
 	}
+	// The idle suspend setting: kept by UpdateTenant, never negative.
+	upd.IdleSuspendSeconds = 90
+	if err := s.UpdateTenant(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.GetTenant(ctx, "A"); got.IdleSuspendSeconds != 90 {
+		t.Fatalf("IdleSuspendSeconds 90 came back %d", got.IdleSuspendSeconds)
+	}
+	upd.IdleSuspendSeconds = 0
+	if err := s.UpdateTenant(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "UpdateTenant negative idle suspend", s.UpdateTenant(ctx, &tenant.Tenant{ID: "A", GuardMode: tenant.GuardOff, IdleSuspendSeconds: -1}), errdefs.ErrInvalidArgument)
+	wantErr(t, "CreateTenant negative idle suspend", s.CreateTenant(ctx, &tenant.Tenant{ID: "E", IdleSuspendSeconds: -1}, ""), errdefs.ErrInvalidArgument)
 	if err := s.DeleteTenant(ctx, "F"); err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 			return
 		}
 	}
-	autoPause, autoResume, err := h.lifecycle(body, ttl)
+	autoPause, autoResume, toDisk, err := h.lifecycle(body, ttl)
 	if err != nil {
 		core.WriteAPIError(w, err)
 		return
@@ -298,7 +298,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// FixedExpiry: E2B's timeout is absolute; calls do not extend it, only
 	// setTimeout (and connect or refreshes asking for more) moves it.
 	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
-		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoResume: autoResume,
+		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoPauseToDisk: toDisk, AutoResume: autoResume,
 		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID), Volumes: mounts})
 	if err != nil {
 		h.edge.Logger().Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)

@@ -237,13 +237,19 @@ func TestDefaultTimeout(t *testing.T) {
 // refused as not supported, and autoResume with it as E2B refuses it.
 func TestAutoPause(t *testing.T) {
 	e := newEnv(t)
-	for _, tc := range []struct{ body, want string }{
-		{`{"autoPause":true,"autoPauseMemory":false}`, "not supported"},
-		{`{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, "cannot be combined"},
+	for _, tc := range []struct {
+		body   string
+		status int
+		want   string
+	}{
+		// This daemon keeps no images (no catalog): a pause without
+		// memory cannot be kept (TestAutoPauseToDisk has one).
+		{`{"autoPause":true,"autoPauseMemory":false}`, 412, "keeps no images"},
+		{`{"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}}`, 400, "cannot be combined"},
 	} {
 		resp := e.Do("POST", "/v2/sandboxes", strings.NewReader(tc.body), "X-API-KEY", key1)
-		if got := decode[apiErr](t, resp); resp.StatusCode != 400 || !strings.Contains(got.Message, tc.want) {
-			t.Fatalf("create %s: %d %+v, want 400 %s", tc.body, resp.StatusCode, got, tc.want)
+		if got := decode[apiErr](t, resp); resp.StatusCode != tc.status || !strings.Contains(got.Message, tc.want) {
+			t.Fatalf("create %s: %d %+v, want %d %s", tc.body, resp.StatusCode, got, tc.status, tc.want)
 		}
 	}
 	auto := e.Create(key1, `{"timeout":1,"autoPause":true}`)

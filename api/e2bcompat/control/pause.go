@@ -208,22 +208,22 @@ func (h *Handler) writeLifecycleError(w http.ResponseWriter, id string, err erro
 // 'pause') and autoResume: at its timeout the manager pauses the sandbox
 // for Config.PausedTimeout instead of ending it (autoPause, 0 when not
 // asked), and traffic resumes it with ttl, its create's timeout
-// (autoResume, 0 when not asked; api/e2bcompat's wake.go). A pause without memory is not supported:
-// a clear 400, and so is autoResume with it (E2B refuses that pair too).
-func (h *Handler) lifecycle(body createBody, ttl time.Duration) (autoPause, autoResume time.Duration, err error) {
+// (autoResume, 0 when not asked; api/e2bcompat's wake.go). A pause
+// without memory (keepMemory: false) is a suspend to disk at the timeout
+// (toDisk); autoResume with it is a 400, as E2B refuses that pair.
+func (h *Handler) lifecycle(body createBody, ttl time.Duration) (autoPause, autoResume time.Duration, toDisk bool, err error) {
 	resume := body.AutoResume != nil && body.AutoResume.Enabled
 	noMemory := body.AutoPauseMemory != nil && !*body.AutoPauseMemory
 	if resume && noMemory {
-		return 0, 0, fmt.Errorf("autoResume cannot be combined with onTimeout keepMemory: false: %w", errdefs.ErrInvalidArgument)
+		return 0, 0, false, fmt.Errorf("autoResume cannot be combined with onTimeout keepMemory: false: %w", errdefs.ErrInvalidArgument)
 	}
 	if resume {
 		autoResume = ttl
 	}
 	if body.AutoPause == nil || !*body.AutoPause {
-		return 0, autoResume, nil
+		return 0, autoResume, false, nil
 	}
-	if noMemory {
-		return 0, 0, fmt.Errorf("onTimeout keepMemory: false is not supported: sandlot keeps a paused sandbox's memory: %w", errdefs.ErrInvalidArgument)
-	}
-	return h.cfg.PausedTimeout, autoResume, nil
+	// keepMemory: false: suspended to disk at the timeout, kept as a
+	// paused sandbox is; connect boots it from its files.
+	return h.cfg.PausedTimeout, autoResume, noMemory, nil
 }

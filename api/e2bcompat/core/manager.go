@@ -26,6 +26,9 @@ type Manager interface {
 	// SuspendFiles suspends a context to disk (pause without memory): its
 	// files kept, its sandbox and memory gone; Resume boots it again.
 	SuspendFiles(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
+	// Wake wakes a context suspended to disk as its next call would; one
+	// that is not suspended is returned as it is.
+	Wake(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	// AutoPause pauses a context past its expiry that asked to pause then
 	// (Record.AutoPause) and returns its record.
 	AutoPause(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ContextNetwork", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
+__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ContextNetwork", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "SuspendSandboxArgs", "SuspendSandboxResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
 
 Language = Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]
 """The languages of run_code."""
@@ -357,6 +357,23 @@ class RunCodeResult(TypedDict):
     outputType: Literal["json", "table", "text", "error"]
 
 
+class SuspendSandboxArgs(TypedDict):
+    """The API's SuspendSandboxArgs."""
+
+    pass
+
+
+class SuspendSandboxResult(TypedDict):
+    """The API's SuspendSandboxResult."""
+
+    userId: NotRequired[str]
+    conversationId: str
+    pathId: str
+    success: bool
+    contextId: str
+    notice: str
+
+
 class Template(TypedDict):
     """The API's Template."""
 
@@ -394,6 +411,7 @@ class TemplateSettings(TypedDict):
     startCmd: NotRequired[str]
     kernels: NotRequired[list[Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]]]
     prestart: NotRequired[list[Literal["python", "javascript", "typescript", "bash", "sh", "r", "java", "ipython"]]]
+    idleSuspendSeconds: NotRequired[int]
     resources: NotRequired[TemplateResources]
 
 
@@ -440,6 +458,7 @@ TOOLS: dict[str, type] = {
     "read_file": ReadFileArgs,
     "run_analysis": RunAnalysisArgs,
     "run_code": RunCodeArgs,
+    "suspend_sandbox": SuspendSandboxArgs,
     "write_file": WriteFileArgs,
 }
 """The tools the document types, by name: their arguments."""

@@ -343,6 +343,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tools/suspend_sandbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Call the suspend_sandbox tool
+         * @description Suspend this conversation's sandbox to disk when you will not need it for a while: its files are kept and its memory is freed. The next call on this conversation path wakes it with its files; variables, imports and running processes start fresh (the woken call's result says so). (Model-facing description; generated from the tool registry. A failure of the code itself, a context limit or a lost sandbox is a 200 result with success false, which a model can read.)
+         */
+        post: operations["toolSuspendSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tools/write_file": {
         parameters: {
             query?: never;
@@ -1312,6 +1332,11 @@ export interface components {
             kernels?: ("python" | "javascript" | "typescript" | "bash" | "sh" | "r" | "java")[];
             /** @description Kernels started at boot; a subset of kernels. ipython: the python kernel with IPython imported (run_code ipython cells do not pay the import). */
             prestart?: ("python" | "javascript" | "typescript" | "bash" | "sh" | "r" | "java" | "ipython")[];
+            /**
+             * Format: int64
+             * @description Suspend this template's idle contexts to disk after this many seconds without a call; the smallest of the daemon's (serve --idle-suspend), the template's and the tenant's setting wins. 0: no setting of the template's.
+             */
+            idleSuspendSeconds?: number;
             resources?: components["schemas"]["TemplateResources"];
         };
         TemplateRequest: {
@@ -1880,6 +1905,35 @@ export interface components {
                 maskRequestHost?: string;
             };
             secrets?: string[];
+        };
+        SuspendSandboxArgs: Record<string, unknown>;
+        SuspendSandboxRequest: {
+            /** @description The end user behind the tenant's key (optional): part of the context's key, so two users who send the same conversationId or taskId never share a sandbox. */
+            userId?: string;
+            conversationId?: string;
+            /** @default main */
+            pathId?: string;
+            taskId?: string;
+            args?: components["schemas"]["SuspendSandboxArgs"];
+            network?: components["schemas"]["Network"];
+            /** @description Declared secrets, name to value: run_code, run_analysis and bash get them as environment variables, and the egress guard masks each value (plain, base64, hex, URL and JSON escaped, split across writes or file chunks) in everything that leaves the context from this call on, as [REDACTED:SECRET]. Names are [A-Za-z_][A-Za-z0-9_]* up to 128 bytes, not starting with SANDLOT_, and not also in the tool's env; a bad name, a value outside 8..4096 bytes or more than 32 secrets is 400. */
+            secrets?: {
+                [key: string]: string;
+            };
+        };
+        /** @description One NDJSON line of a streamed suspend_sandbox call: output as it happens, then its final result (or an error). */
+        SuspendSandboxStreamEvent: components["schemas"]["StdoutEvent"] | components["schemas"]["StderrEvent"] | components["schemas"]["RichResultEvent"] | components["schemas"]["ErrorEvent"] | {
+            /** @constant */
+            type: "final";
+            result: components["schemas"]["SuspendSandboxResult"] | components["schemas"]["FailureResult"];
+        };
+        SuspendSandboxResult: {
+            userId?: string;
+            conversationId: string;
+            pathId: string;
+            success: boolean;
+            contextId: string;
+            notice: string;
         };
     };
     responses: {
@@ -2479,6 +2533,43 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["RunCodeResult"];
                     "application/x-ndjson": components["schemas"]["RunCodeStreamEvent"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            408: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            415: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    toolSuspendSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's own request (a chat turn) this call belongs to, at most 256 bytes. After a call of that request failed to create its sandbox, the code tools (every tool that runs in the conversation's execution context) are withdrawn from the request for a cool-off (30 s): their calls answer that failure at once, without trying to create again, and GET /v1/tools with this header leaves them out. */
+                "X-Sandlot-Caller-Request"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuspendSandboxRequest"];
+            };
+        };
+        responses: {
+            /** @description The tool's result, with the call's conversationId and pathId (and userId). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuspendSandboxResult"] | components["schemas"]["FailureResult"];
+                    "application/x-ndjson": components["schemas"]["SuspendSandboxStreamEvent"];
                 };
             };
             400: components["responses"]["Error"];

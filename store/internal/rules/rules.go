@@ -153,6 +153,9 @@ func PrepareTenant(t *tenant.Tenant, now time.Time) error {
 	if err := CheckGuardEntities(t.GuardEntities); err != nil {
 		return err
 	}
+	if err := CheckIdleSuspend(t.IdleSuspendSeconds); err != nil {
+		return err
+	}
 	if t.CreatedAt.IsZero() {
 		t.CreatedAt = now
 	}
@@ -279,6 +282,14 @@ func CheckLease(name, holder string, ttl time.Duration) error {
 	}
 	if ttl <= 0 {
 		return fmt.Errorf("lease %s: ttl %v must be positive: %w", name, ttl, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// CheckIdleSuspend refuses a negative idle suspend setting of a tenant's.
+func CheckIdleSuspend(seconds int64) error {
+	if seconds < 0 {
+		return fmt.Errorf("idle suspend of %d s: want 0 (none) or more: %w", seconds, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -58,34 +59,47 @@ func (b *Box) Seal(tenant, name, value string) (string, error) {
 	if b == nil {
 		return "", errNoKey
 	}
-	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(value)+b.aead.Overhead())
+	return b.seal([]byte(value), ad(tenant, name))
+}
+
+func (b *Box) seal(plain, ad []byte) (string, error) {
+	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plain)+b.aead.Overhead())
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	out := b.aead.Seal(nonce, nonce, []byte(value), ad(tenant, name))
+	out := b.aead.Seal(nonce, nonce, plain, ad)
 	return Prefix + base64.RawStdEncoding.EncodeToString(out), nil
 }
 
 // Open decrypts a stored value of the secret name of tenant; a value
 // without Prefix (written before encryption) is returned as it is.
 func (b *Box) Open(tenant, name, stored string) (string, error) {
-	enc, ok := strings.CutPrefix(stored, Prefix)
-	if !ok {
+	if !Sealed(stored) {
 		return stored, nil
 	}
+	plain, err := b.open(stored, ad(tenant, name), fmt.Sprintf("secret %q of tenant %s", name, tenant))
+	return string(plain), err
+}
+
+// open decrypts sealed value stored of what under ad.
+func (b *Box) open(stored string, ad []byte, what string) ([]byte, error) {
+	enc, ok := strings.CutPrefix(stored, Prefix)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a sealed value: %w", what, ErrWrongKey)
+	}
 	if b == nil {
-		return "", fmt.Errorf("secret %q of tenant %s is encrypted and the store has no secrets key: %w", name, tenant, ErrWrongKey)
+		return nil, fmt.Errorf("%s is encrypted and the store has no secrets key: %w", what, ErrWrongKey)
 	}
 	raw, err := base64.RawStdEncoding.DecodeString(enc)
 	n := b.aead.NonceSize()
 	if err != nil || len(raw) < n+b.aead.Overhead() {
-		return "", fmt.Errorf("secret %q of tenant %s: malformed sealed value: %w", name, tenant, ErrWrongKey)
+		return nil, fmt.Errorf("%s: malformed sealed value: %w", what, ErrWrongKey)
 	}
-	plain, err := b.aead.Open(nil, raw[:n], raw[n:], ad(tenant, name))
+	plain, err := b.aead.Open(nil, raw[:n], raw[n:], ad)
 	if err != nil {
-		return "", fmt.Errorf("secret %q of tenant %s: %w", name, tenant, ErrWrongKey)
+		return nil, fmt.Errorf("%s: %w", what, ErrWrongKey)
 	}
-	return string(plain), nil
+	return plain, nil
 }
 
 // Sealed reports whether a stored value is sealed.
@@ -118,4 +132,44 @@ func (b *Box) Unsealed(rows []Row) (plain []Row, sealed []string, err error) {
 		}
 	}
 	return plain, sealed, nil
+}
+
+// SealEnv encrypts the environment a create gave tenant's context
+// contextID (contexts.Record.Env, a wake gives it to the new sandbox): its
+// JSON, under additional data of its own, so a sealed environment neither
+// opens as a secret nor on another context's row. An empty env is "".
+func (b *Box) SealEnv(tenant, contextID string, env map[string]string) (string, error) {
+	if len(env) == 0 {
+		return "", nil
+	}
+	if b == nil {
+		return "", errNoKey
+	}
+	plain, err := json.Marshal(env)
+	if err != nil {
+		return "", err
+	}
+	return b.seal(plain, envAD(tenant, contextID))
+}
+
+// OpenEnv decrypts what SealEnv stored for tenant's context contextID; ""
+// is no environment.
+func (b *Box) OpenEnv(tenant, contextID, stored string) (map[string]string, error) {
+	if stored == "" {
+		return nil, nil
+	}
+	what := fmt.Sprintf("the environment of context %s of tenant %s", contextID, tenant)
+	plain, err := b.open(stored, envAD(tenant, contextID), what)
+	if err != nil {
+		return nil, err
+	}
+	var env map[string]string
+	if err := json.Unmarshal(plain, &env); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, ErrWrongKey)
+	}
+	return env, nil
+}
+
+func envAD(tenant, contextID string) []byte {
+	return []byte("sandlot context env\x00" + tenant + "\x00" + contextID)
 }

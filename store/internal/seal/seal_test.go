@@ -88,3 +88,52 @@ func TestUnsealed(t *testing.T) {
 		t.Fatal("a row sealed under another key: no error")
 	}
 }
+
+// TestSealEnv: a context's environment is sealed (no value in the clear),
+// opens for its own tenant and context only, never as a secret, and not
+// under another key or without one.
+func TestSealEnv(t *testing.T) {
+	b, err := New(bytes.Repeat([]byte{7}, KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"API_TOKEN": "tok-0123456789", "MODE": "blue"}
+	s, err := b.SealEnv("t1", "c1", env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Sealed(s) || strings.Contains(s, "tok-0123456789") || strings.Contains(s, "API_TOKEN") {
+		t.Fatalf("sealed env %q", s)
+	}
+	got, err := b.OpenEnv("t1", "c1", s)
+	if err != nil || len(got) != 2 || got["API_TOKEN"] != env["API_TOKEN"] || got["MODE"] != "blue" {
+		t.Fatalf("open: %v %v", got, err)
+	}
+	if s, err := b.SealEnv("t1", "c1", nil); err != nil || s != "" {
+		t.Fatalf("empty env sealed as %q, %v; want \"\"", s, err)
+	}
+	if got, err := b.OpenEnv("t1", "c1", ""); err != nil || got != nil {
+		t.Fatalf(`OpenEnv(""): %v %v`, got, err)
+	}
+	if _, err := (*Box)(nil).SealEnv("t1", "c1", env); err == nil {
+		t.Fatal("SealEnv without a key succeeded")
+	}
+	other, _ := New(bytes.Repeat([]byte{8}, KeySize))
+	for _, c := range []struct {
+		name string
+		open func() error
+	}{
+		{"another context", func() error { _, err := b.OpenEnv("t1", "c2", s); return err }},
+		{"another tenant", func() error { _, err := b.OpenEnv("t2", "c1", s); return err }},
+		{"as a secret", func() error { _, err := b.Open("t1", "c1", s); return err }},
+		{"wrong key", func() error { _, err := other.OpenEnv("t1", "c1", s); return err }},
+		{"no key", func() error { _, err := (*Box)(nil).OpenEnv("t1", "c1", s); return err }},
+		{"in the clear", func() error { _, err := b.OpenEnv("t1", "c1", `{"A":"b"}`); return err }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := c.open(); !errors.Is(err, ErrWrongKey) {
+				t.Fatalf("%v, want ErrWrongKey", err)
+			}
+		})
+	}
+}
