@@ -36,8 +36,9 @@ const MaxKeys = 50
 const MaxKeyName = 64
 
 // KeyUseInterval is how often a key's LastUsedAt is written at most: the
-// Authenticator records a use when it reads the store for the key, and
-// not again within this time, so a busy key costs one write a minute.
+// Authenticator records a use on a request with the key (from its cache
+// too), and not again within this time, so a busy key costs one store
+// write a minute, made in that request.
 const KeyUseInterval = time.Minute
 
 // Keys is what the key routes need of a store: a tenant's several API
