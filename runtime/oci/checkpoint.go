@@ -50,8 +50,23 @@ type Checkpointer interface {
 
 var _ Checkpointer = (*Runtime)(nil)
 
-// CanCheckpoint implements Checkpointer: runsc only.
-func (r *Runtime) CanCheckpoint() bool { return r.kind == KindRunsc }
+// CanCheckpoint implements Checkpointer: runsc only, and only where the
+// state dir, which holds the checkpoint in the bundle, is not a tmpfs (a
+// checkpoint there would keep the sandbox's memory in the host's memory,
+// which a suspend exists to free; DefaultStateDir is under /run, a tmpfs on
+// most systemd hosts: put --state-dir on a disk there).
+func (r *Runtime) CanCheckpoint() bool {
+	return r.kind == KindRunsc && !onTmpfs(r.stateDir)
+}
+
+// onTmpfs reports whether dir is on a tmpfs (or ramfs): in memory.
+func onTmpfs(dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
+}
 
 // errNoCheckpoint is a checkpoint asked of a runtime that cannot.
 func errNoCheckpoint(kind string) error {

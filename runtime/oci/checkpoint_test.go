@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
+	"golang.org/x/sys/unix"
 )
 
 // counterSpec runs a python process that counts in memory and writes the
@@ -96,5 +98,23 @@ func TestCheckpointRestore(t *testing.T) {
 				t.Fatalf("restore of a running sandbox = %v, want failed_precondition", err)
 			}
 		})
+	}
+}
+
+// TestCheckpointNotOnTmpfs: a state dir on a tmpfs holds a checkpoint in
+// the host's memory, so a runtime there does not checkpoint.
+func TestCheckpointNotOnTmpfs(t *testing.T) {
+	testenv.RequireRoot(t)
+	disk, mem := t.TempDir(), t.TempDir()
+	if err := unix.Mount("tmpfs", mem, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mem, unix.MNT_DETACH) })
+	if onTmpfs(disk) == onTmpfs(mem) || !onTmpfs(mem) {
+		t.Fatalf("onTmpfs: %s %v, %s (a tmpfs) %v", disk, onTmpfs(disk), mem, onTmpfs(mem))
+	}
+	r := &Runtime{kind: KindRunsc, stateDir: mem}
+	if r.CanCheckpoint() {
+		t.Error("runsc on a tmpfs state dir can checkpoint")
 	}
 }
