@@ -61,6 +61,7 @@ func (c *serveConfig) load(fs *flag.FlagSet) error {
 	c.DataDir = c.store.dataDir
 	c.Providers = strings.Split(c.providers, ",")
 	c.Limits = c.limits()
+	c.PoolMemoryBudget = c.poolBudgetMiB << 20
 	if c.AuditRetention = c.auditRetention; c.auditRetention == 0 {
 		c.AuditRetention = -1 // the flag's 0 keeps audit events forever
 	}

@@ -347,3 +347,24 @@ func TestServeDefaults(t *testing.T) {
 		})
 	}
 }
+
+// --pool-memory-budget is in MiB; 0 leaves the manager's default and -1
+// keeps the pools at their size (contexts.Config.PoolMemoryBudget).
+func TestServePoolMemoryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, 0},
+		{[]string{"--pool-memory-budget", "64"}, 64 << 20},
+		{[]string{"--pool-memory-budget", "-1"}, -1 << 20},
+	} {
+		c, err := parseServe(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PoolMemoryBudget != tc.want {
+			t.Errorf("%v: PoolMemoryBudget %d, want %d", tc.args, c.PoolMemoryBudget, tc.want)
+		}
+	}
+}

@@ -65,6 +65,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 		poolHelp = "warm sandboxes kept per template (0: none)"
 	}
 	fs.IntVar(&c.PoolSize, "pool-size", d.poolSize, poolHelp)
+	fs.Int64Var(&c.poolBudgetMiB, "pool-memory-budget", 0, "MiB the warm pools may hold when they grow ahead of a burst of creates, counting 16 MiB per warm sandbox (0: 256; -1: pools keep their size)")
 	fs.Var((*poolSizes)(&c.PoolSizes), "pool-sizes", "warm sandboxes of named templates, NAME=N,... (overrides --pool-size for them; 0 turns a template's pool off)")
 	fs.IntVar(&c.MaxCreating, "max-creating", 0, "sandboxes being created at once by the local provider; more wait (0: the CPUs, at least 2)")
 	fs.DurationVar(&c.CreateTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")

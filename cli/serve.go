@@ -44,6 +44,8 @@ type serveConfig struct {
 	pids      int64
 	cpus      float64
 	diskMiB   int64
+	// poolBudgetMiB is Config.PoolMemoryBudget in MiB (-1: pools never grow).
+	poolBudgetMiB int64
 	// The first start's tenant (bootstrapTenant): its guard mode ("" is
 	// enforce) and whether it may override the guard.
 	guardMode      string
