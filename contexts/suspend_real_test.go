@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ type suspendEnv struct {
 	idle   time.Duration                                                      // Config.IdleSuspend
 	idleOf func(ctx context.Context, tenantID, template string) time.Duration // Config.IdleSuspendOf
 	vols   contexts.VolumeLister                                              // Config.Volumes
+	clock  func() time.Time                                                   // Config.Clock
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -86,7 +88,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols, Clock: e.clock})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
@@ -256,12 +258,16 @@ func TestRealIdleSuspend(t *testing.T) {
 	if err := e.m.Close(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	e.idle = time.Second
+	// The manager's clock jumps past the idle time, so a slow call on a
+	// loaded machine cannot make the busy context look idle.
+	var skew atomic.Int64
+	e.clock = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	e.idle = time.Minute
 	e.start()
 	idle, busy := ident("t1", "idle", "main"), ident("t1", "busy", "main")
 	first := e.exec(idle, "open('/home/user/kept.txt', 'w').write('idle')")
 	e.exec(busy, "1")
-	time.Sleep(1200 * time.Millisecond)
+	skew.Store(int64(2 * time.Minute))
 	e.exec(busy, "2") // used within the idle time
 	if _, err := e.m.Cleanup(e.ctx); err != nil {
 		t.Fatal(err)
