@@ -37,6 +37,7 @@ type suspendEnv struct {
 	idle   time.Duration                                                      // Config.IdleSuspend
 	idleOf func(ctx context.Context, tenantID, template string) time.Duration // Config.IdleSuspendOf
 	vols   contexts.VolumeLister                                              // Config.Volumes
+	log    *slog.Logger                                                       // Config.Logger
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -86,7 +87,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols, Logger: e.log})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
