@@ -39,6 +39,7 @@ type suspendEnv struct {
 	idleOf func(ctx context.Context, tenantID, template string) time.Duration // Config.IdleSuspendOf
 	vols   contexts.VolumeLister                                              // Config.Volumes
 	clock  func() time.Time                                                   // Config.Clock
+	log    *slog.Logger                                                       // Config.Logger
 }
 
 func newSuspendEnv(t testing.TB) *suspendEnv {
@@ -88,7 +89,7 @@ func (e *suspendEnv) start() {
 		e.t.Fatal(err)
 	}
 	e.p = p
-	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols, Clock: e.clock})
+	e.m = contexts.NewManager(e.store, p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: e.cat, IdleSuspend: e.idle, IdleSuspendOf: e.idleOf, MaxPerTenant: 1000, Volumes: e.vols, Clock: e.clock, Logger: e.log})
 	if err := e.m.Start(e.ctx); err != nil {
 		e.t.Fatal(err)
 	}
