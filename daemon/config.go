@@ -73,6 +73,10 @@ type Config struct {
 	// IdleSuspend suspends to disk the contexts idle that long
 	// (contexts.Config.IdleSuspend); 0: never.
 	IdleSuspend time.Duration
+	// SuspendMemory lets a suspend keep the kernels' memory where the
+	// runtime can (runsc; local.Config.KeepMemory). Off by default
+	// (docs/security.md, "The channel across a restore").
+	SuspendMemory bool
 	// AuditRetention is how long audit events are kept; the cleanup pass
 	// removes older ones (contexts.Config.AuditRetention: 0 is 30 days,
 	// negative keeps them forever).

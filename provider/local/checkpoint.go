@@ -14,12 +14,12 @@ import (
 // dir's disk, and it stops: nothing of it runs on the host until Restore.
 // Its agent releases the channel first (gVisor cannot save the host
 // socket), which ends every connection to it, the caller's too. Under
-// crun and runc: NotSupported.
+// crun and runc, or without Config.KeepMemory: NotSupported.
 func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
 	}
-	if !p.rt.CanCheckpoint() {
+	if !p.keepMemory || !p.rt.CanCheckpoint() {
 		return contexts.NotSupported(p.Name()+" on "+p.rt.Name(), contexts.CapMemory)
 	}
 	key, err := p.rt.Secret(sandboxID)

@@ -28,7 +28,7 @@ import (
 func TestCheckpointKeepsMemory(t *testing.T) {
 	for _, kind := range testKinds {
 		t.Run(kind, func(t *testing.T) {
-			p := newProvider(t, kind, contexts.Limits{}, agent.Python)
+			p := newProviderWith(t, Config{Runtime: kind, Prestart: []string{agent.Python}, KeepMemory: true})
 			c := create(t, p, contexts.Spec{})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -153,4 +153,19 @@ func dirBytes(t *testing.T, dir string) int64 {
 		}
 	}
 	return n
+}
+
+// TestCheckpointOptIn: without Config.KeepMemory a runsc provider keeps no
+// memory (docs/security.md, "The channel across a restore").
+func TestCheckpointOptIn(t *testing.T) {
+	p := newProvider(t, "runsc", contexts.Limits{})
+	if p.Capabilities().Has(contexts.CapMemory) {
+		t.Fatal("runsc without KeepMemory says it keeps memory")
+	}
+	c := create(t, p, contexts.Spec{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := p.Checkpoint(ctx, c.ID()); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("checkpoint without KeepMemory = %v, want failed_precondition", err)
+	}
 }

@@ -46,6 +46,12 @@ const AgentEnv = "SANDLOT_AGENT_BIN"
 type Config struct {
 	// Runtime is auto (""), crun, runc or runsc.
 	Runtime string
+	// KeepMemory lets a suspend keep the kernels' memory where the runtime
+	// can checkpoint (runsc; CapMemory). Off by default: while a restore
+	// reopens the sandbox's channel, code saved with the kernels can bind
+	// a relay there that passes the handshake (docs/security.md, "The
+	// channel across a restore").
+	KeepMemory bool
 	// StateDir holds bundles, keys and runtime state; "": /run/sandlot.
 	StateDir string
 	// AgentPath is the host path of the static sandlot-agent binary. "":
@@ -99,6 +105,7 @@ type Provider struct {
 	rt           *oci.Runtime
 	images       *image.Store
 	hostTemplate bool
+	keepMemory   bool // Config.KeepMemory
 	missing      func(string) error
 	templates    Templates
 	stateDir     string
@@ -146,6 +153,7 @@ func New(cfg Config) (*Provider, error) {
 		rt:           rt,
 		images:       cfg.Images,
 		hostTemplate: cfg.HostTemplate,
+		keepMemory:   cfg.KeepMemory,
 		missing:      cfg.Missing,
 		templates:    cfg.Templates,
 		stateDir:     rt.StateDir(),
@@ -197,7 +205,7 @@ func (p *Provider) Name() string { return Name }
 // sandbox's memory to disk (checkpoint.go).
 func (p *Provider) Capabilities() contexts.Capabilities {
 	caps := contexts.CapPause | contexts.CapUsage | contexts.CapSnapshot
-	if p.rt.CanCheckpoint() {
+	if p.keepMemory && p.rt.CanCheckpoint() {
 		caps |= contexts.CapMemory
 	}
 	return caps
