@@ -91,6 +91,7 @@ t   cmd:git                                           git
 t   cmd:dpkg-deb                                      dpkg
 t   cmd:systemd-analyze                               systemd
 t   cmd:mount                                         mount
+t   cmd:mkfs.ext4                                     e2fsprogs
 t   cmd:tar                                           tar
 t   cmd:sha256sum                                     coreutils
 t   cmd:busybox                                       busybox-static
