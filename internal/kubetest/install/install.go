@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,7 +146,43 @@ func Run(ctx context.Context, c *kubetest.Cluster, o Options) (in *Install, err 
 		return in, err
 	}
 	in.URL = "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "7423")
+	// Ready replicas are not yet a Service that answers: kube-proxy
+	// programs the Service's address a moment later (under load, seconds).
+	if err := waitServing(ctx, in.URL+"/healthz", 2*time.Minute); err != nil {
+		return in, err
+	}
 	return in, nil
+}
+
+// waitServing waits, up to bound, until url answers 200.
+func waitServing(ctx context.Context, url string, bound time.Duration) error {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	deadline := time.Now().Add(bound)
+	last := ""
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the Service at %s does not answer within %s: %s", url, bound, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Close deletes what the chart made (the daemons first, so none writes to
