@@ -56,7 +56,7 @@ var _ Checkpointer = (*Runtime)(nil)
 // which a suspend exists to free; DefaultStateDir is under /run, a tmpfs on
 // most systemd hosts: put --state-dir on a disk there).
 func (r *Runtime) CanCheckpoint() bool {
-	return r.kind == KindRunsc && !onTmpfs(r.stateDir)
+	return r.kind == KindRunsc && !r.stateTmpfs
 }
 
 // onTmpfs reports whether dir is on a tmpfs (or ramfs): in memory.

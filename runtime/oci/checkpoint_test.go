@@ -113,7 +113,7 @@ func TestCheckpointNotOnTmpfs(t *testing.T) {
 	if onTmpfs(disk) == onTmpfs(mem) || !onTmpfs(mem) {
 		t.Fatalf("onTmpfs: %s %v, %s (a tmpfs) %v", disk, onTmpfs(disk), mem, onTmpfs(mem))
 	}
-	r := &Runtime{kind: KindRunsc, stateDir: mem}
+	r := &Runtime{kind: KindRunsc, stateDir: mem, stateTmpfs: onTmpfs(mem)} // as New sets it
 	if r.CanCheckpoint() {
 		t.Error("runsc on a tmpfs state dir can checkpoint")
 	}

@@ -83,7 +83,9 @@ type Runtime struct {
 	kind     string
 	bin      string
 	stateDir string
-	rootfs   string
+	// stateTmpfs: the state dir is in memory (CanCheckpoint).
+	stateTmpfs bool
+	rootfs     string
 	// imageSkel is the top layer of every image root (imgroot.go).
 	imageSkel string
 	log       *slog.Logger
@@ -200,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		if !ok {
 			continue
 		}
-		r := &Runtime{kind: k, bin: bin, stateDir: dir, rootfs: rootfs, imageSkel: imageSkel, share: share, ids: ids, log: log}
+		r := &Runtime{kind: k, bin: bin, stateDir: dir, stateTmpfs: onTmpfs(dir), rootfs: rootfs, imageSkel: imageSkel, share: share, ids: ids, log: log}
 		if kind != KindAuto && k != KindCrun {
 			return r, nil
 		}
