@@ -49,7 +49,19 @@ type Authenticator struct {
 	// (Keys.KeyUsed), so a busy key costs one write per KeyUseInterval.
 	usedMu sync.Mutex
 	used   map[string]time.Time
+	// writes bounds the key-use writes in flight. They run off the
+	// request's path: a slow store delays no request, and a full set
+	// drops the write (the key's next request tries again).
+	writes  chan struct{}
+	writing sync.WaitGroup
 }
+
+// keyUseWrites is how many key-use writes may be in flight at once, and
+// keyUseTimeout how long one may take.
+const (
+	keyUseWrites  = 4
+	keyUseTimeout = 10 * time.Second
+)
 
 // NewAuthenticator returns an Authenticator over st.
 func NewAuthenticator(st Lookup, cfg AuthConfig) *Authenticator {
@@ -59,7 +71,7 @@ func NewAuthenticator(st Lookup, cfg AuthConfig) *Authenticator {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	return &Authenticator{st: st, ttl: cfg.CacheTTL, clock: cfg.Clock}
+	return &Authenticator{st: st, ttl: cfg.CacheTTL, clock: cfg.Clock, writes: make(chan struct{}, keyUseWrites)}
 }
 
 // Key returns the tenant owning an API key. A missing, malformed or
@@ -93,8 +105,10 @@ func (a *Authenticator) Forget(keyHash string) {
 }
 
 // markUsed records the key's use in the store when it implements
-// KeyUsed, at most once per KeyUseInterval per key. A failure is not the
-// request's: it is dropped, and the next request tries again.
+// KeyUsed, at most once per KeyUseInterval per key. The write runs in the
+// background with a context of its own (the request may end first). A
+// failure, or a write dropped because keyUseWrites are already in flight,
+// is not the request's: the next request of the key tries again.
 func (a *Authenticator) markUsed(ctx context.Context, hash string) {
 	ku, ok := a.st.(interface {
 		KeyUsed(ctx context.Context, keyHash string, at time.Time) error
@@ -114,11 +128,32 @@ func (a *Authenticator) markUsed(ctx context.Context, hash string) {
 	}
 	a.used[hash] = now
 	a.usedMu.Unlock()
-	if err := ku.KeyUsed(ctx, hash, now); err != nil {
-		a.usedMu.Lock()
-		delete(a.used, hash)
-		a.usedMu.Unlock()
+	select {
+	case a.writes <- struct{}{}:
+	default:
+		a.forgetUse(hash, now)
+		return
 	}
+	a.writing.Add(1)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyUseTimeout)
+	go func() {
+		defer a.writing.Done()
+		defer func() { <-a.writes }()
+		defer cancel()
+		if err := ku.KeyUsed(wctx, hash, now); err != nil {
+			a.forgetUse(hash, now)
+		}
+	}()
+}
+
+// forgetUse drops the record that hash's use was written at at, unless a
+// later use replaced it, so the next request writes it.
+func (a *Authenticator) forgetUse(hash string, at time.Time) {
+	a.usedMu.Lock()
+	if t, ok := a.used[hash]; ok && t.Equal(at) {
+		delete(a.used, hash)
+	}
+	a.usedMu.Unlock()
 }
 
 // Tenant returns the tenant of id (errdefs.ErrNotFound when there is none,

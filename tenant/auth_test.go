@@ -18,6 +18,8 @@ type gated struct {
 	entered chan struct{}
 	usedMu  sync.Mutex
 	used    []time.Time
+	// useGate, when set, holds every KeyUsed until it is closed.
+	useGate chan struct{}
 }
 
 func (g *gated) TenantByKeyHash(ctx context.Context, h string) (*Tenant, error) {
@@ -29,6 +31,9 @@ func (g *gated) TenantByKeyHash(ctx context.Context, h string) (*Tenant, error) 
 }
 
 func (g *gated) KeyUsed(_ context.Context, _ string, at time.Time) error {
+	if g.useGate != nil {
+		<-g.useGate
+	}
 	g.usedMu.Lock()
 	defer g.usedMu.Unlock()
 	g.used = append(g.used, at)
@@ -97,9 +102,57 @@ func TestAuthenticatorKeyUsed(t *testing.T) {
 		if _, err := a.Key(ctx, key); err != nil {
 			t.Fatal(err)
 		}
+		a.writing.Wait()
 	}
 	want := []time.Time{time.Unix(1000, 0), time.Unix(1061, 0)}
 	if len(g.used) != len(want) || !g.used[0].Equal(want[0]) || !g.used[1].Equal(want[1]) {
 		t.Fatalf("uses written at %v, want %v", g.used, want)
+	}
+}
+
+// TestKeyUseOffRequestPath: a store slow to record a key's use delays no
+// request. The write runs in the background and lands when the store
+// answers; with every write slot taken, further uses are dropped and
+// written by a later request.
+func TestKeyUseOffRequestPath(t *testing.T) {
+	ctx := context.Background()
+	g := &gated{lookup: lookup{byHash: map[string]*Tenant{}}, useGate: make(chan struct{})}
+	keys := make([]string, keyUseWrites+2)
+	for i := range keys {
+		keys[i], _ = NewKey()
+		g.byHash[HashKey(keys[i])] = &Tenant{ID: "t1"}
+	}
+	clk := &clock{now: time.Unix(1000, 0)}
+	a := NewAuthenticator(g, AuthConfig{Clock: clk.Now})
+	done := make(chan error, 1)
+	go func() {
+		for _, k := range keys {
+			if _, err := a.Key(ctx, k); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("requests waited for the store to record their keys' use")
+	}
+	close(g.useGate)
+	a.writing.Wait()
+	if len(g.used) != keyUseWrites {
+		t.Fatalf("%d uses written, want %d (the rest dropped while the slots were taken)", len(g.used), keyUseWrites)
+	}
+	// A dropped use is written by the key's next request.
+	if _, err := a.Key(ctx, keys[len(keys)-1]); err != nil {
+		t.Fatal(err)
+	}
+	a.writing.Wait()
+	if len(g.used) != keyUseWrites+1 {
+		t.Fatalf("%d uses written after a dropped key's next request, want %d", len(g.used), keyUseWrites+1)
 	}
 }

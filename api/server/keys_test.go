@@ -84,8 +84,15 @@ func TestKeys(t *testing.T) {
 			first = k.ID
 		}
 	}
-	if l := listKeys(t, e, keyA); l.Keys[0].LastUsedAt == nil {
-		t.Errorf("the key in use has no last use: %+v", l.Keys[0])
+	// The use is written in the background: wait for it, bounded.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		l := listKeys(t, e, keyA)
+		if l.Keys[0].LastUsedAt != nil {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the key in use has no last use: %+v", l.Keys[0])
+		}
 	}
 
 	// keyA is cached by the Authenticator; revoking it (with the new key)
