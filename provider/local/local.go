@@ -407,7 +407,9 @@ func (p *Provider) slot(ctx context.Context) (func(), error) {
 // A peer that fails the runtime's check or the handshake is never retried:
 // it is not the sandbox's agent.
 func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool) (*agent.Client, error) {
-	cfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
+	// A channel a restore reopened may lead through a relay of the
+	// sandbox's own code: its sessions are sealed (agent/sealed.go).
+	cfg := agent.ClientConfig{SandboxID: id, Key: key, Sealed: p.rt.Reopened(id), Logger: p.log}
 	// The agent listens a few ms after the runtime returns: DialWait waits
 	// for it (tightly, and ends when the sandbox's init dies). A peer that
 	// listens but fails the handshake is tried again, and now and then the
