@@ -14,7 +14,7 @@ import (
 // dir's disk, and it stops: nothing of it runs on the host until Restore.
 // Its agent releases the channel first (gVisor cannot save the host
 // socket), which ends every connection to it, the caller's too. Under
-// crun and runc, or without Config.KeepMemory: NotSupported.
+// crun and runc, or with Config.NoMemory: NotSupported.
 func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err

@@ -86,7 +86,7 @@ threading.Thread(target=relay, name='relay', daemon=True).start()
 // would come back FORGEDVAL. It failed before sessions of a reopened
 // channel were sealed: the relay read the request and forged the result.
 func TestRealRestoreRelay(t *testing.T) {
-	p := newProviderWith(t, Config{Runtime: "runsc", Prestart: []string{agent.Python}, KeepMemory: true})
+	p := newProviderWith(t, Config{Runtime: "runsc", Prestart: []string{agent.Python}})
 	if !p.Capabilities().Has(contexts.CapMemory) {
 		t.Fatal("runsc cannot keep memory here (a tmpfs state dir?)")
 	}
