@@ -2,8 +2,11 @@ package agent
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"net"
 	"testing"
+	"time"
 )
 
 // bufConn is a net.Conn whose writes land in a buffer its reads drain.
@@ -40,5 +43,45 @@ func BenchmarkSealedFrame(b *testing.B) {
 		if n, err := ag.Read(out); err != nil || n != len(frame) {
 			b.Fatal(n, err)
 		}
+	}
+}
+
+// TestSealedNoDowngrade: a relay that turns the host's sealed hello into a
+// plain one for the agent, and the agent's plain reply back into a sealed
+// one, hands the host a proof made for the plain handshake: the host
+// refuses it (ErrAuth), so no session is sealed on one side only. An
+// agent before sealed sessions refuses the sealed hello outright.
+func TestSealedNoDowngrade(t *testing.T) {
+	key := bytes.Repeat([]byte{4}, KeySize)
+	tests := []struct {
+		name string
+		peer func(c net.Conn)
+	}{
+		{name: "magic rewritten", peer: func(c net.Conn) {
+			hello := make([]byte, len(handshakeMagic)+nonceSize)
+			if _, err := io.ReadFull(c, hello); err != nil {
+				return
+			}
+			// The plain proofs, under the sealed magic.
+			agentProve(c, key, hello[len(handshakeMagic):], proofs{magic: sealedMagic, agent: "agent", host: "host"})
+		}},
+		{name: "old agent", peer: func(c net.Conn) { AgentHandshake(c, key) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, a := unixPair(t)
+			defer h.Close()
+			go func() { tc.peer(a); a.Close() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := Connect(ctx, h, ClientConfig{SandboxID: "t", Key: key, Sealed: true})
+			if err == nil {
+				t.Fatal("a sealed session opened with a peer that made no sealed proof")
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("the host waited for the context: %v", err)
+			}
+			t.Logf("refused: %v", err)
+		})
 	}
 }
