@@ -32,6 +32,13 @@ type ClientConfig struct {
 	// holds Key is refused. nil: no handshake (agents started without a
 	// key, in tests).
 	Key []byte
+	// Sealed, with Key, makes the session a sealed one (sealed.go): every
+	// message is encrypted and authenticated with keys the handshake
+	// derives, so nothing between the host and the agent can read or
+	// forge one. For a channel the runtime cannot guarantee (a sandbox
+	// whose channel was reopened by a restore); an agent before it
+	// closes the connection.
+	Sealed bool
 	// Logger receives protocol violations. nil discards.
 	Logger *slog.Logger
 }
@@ -101,9 +108,22 @@ func Dial(ctx context.Context, socketPath string, cfg ClientConfig) (*Client, er
 }
 
 // Connect runs the protocol over conn, after the handshake when cfg.Key is
-// set. The Client owns conn from now on; on error conn is closed.
+// set (a sealed session with cfg.Sealed). The Client owns conn from now on; on error conn is closed.
 func Connect(ctx context.Context, conn net.Conn, cfg ClientConfig) (*Client, error) {
-	if cfg.Key != nil {
+	switch {
+	case cfg.Sealed:
+		nonceH, nonceA, err := hostProve(ctx, conn, cfg.Key, sealedProofs, nil)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
+		}
+		sc, err := newSealedConn(conn, cfg.Key, nonceH, nonceA, true)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
+		}
+		conn = sc
+	case cfg.Key != nil:
 		if err := HostHandshake(ctx, conn, cfg.Key); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)

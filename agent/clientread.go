@@ -25,9 +25,14 @@ func (c *Client) readLoop() {
 	for {
 		line, err := fr.next()
 		if err != nil {
-			if errors.Is(err, errFrameTooLarge) {
+			switch {
+			case errors.Is(err, errFrameTooLarge):
 				c.violation("frame larger than %d bytes", MaxFrame)
-			} else {
+			case errors.Is(err, errSealed):
+				// Not the agent's bytes (sealed.go): a violation, not a
+				// loss, so no call counts as not sent.
+				c.violation("%v", err)
+			default:
 				c.mu.Lock()
 				c.lost = !c.closed
 				c.mu.Unlock()

@@ -89,8 +89,15 @@ func hostHandshake(ctx context.Context, conn net.Conn, key []byte, pr proofs) er
 // enrollment: one round trip less). An agent that refuses the host's
 // proof reads none of it.
 func hostHandshakeThen(ctx context.Context, conn net.Conn, key []byte, pr proofs, then []byte) error {
+	_, _, err := hostProve(ctx, conn, key, pr, then)
+	return err
+}
+
+// hostProve is hostHandshakeThen that returns both sides' nonces (a sealed
+// session derives its keys from them).
+func hostProve(ctx context.Context, conn net.Conn, key []byte, pr proofs, then []byte) (nonceH, nonceA []byte, err error) {
 	if len(key) == 0 {
-		return fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
+		return nil, nil, fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
 	}
 	deadline := time.Now().Add(HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -103,33 +110,33 @@ func hostHandshakeThen(ctx context.Context, conn net.Conn, key []byte, pr proofs
 
 	hello := make([]byte, len(handshakeMagic)+nonceSize)
 	copy(hello, pr.magic)
-	nonceH := hello[len(handshakeMagic):]
+	nonceH = hello[len(handshakeMagic):]
 	rand.Read(nonceH)
 	if _, err := conn.Write(hello); err != nil {
-		return handshakeErr(ctx, err)
+		return nil, nil, handshakeErr(ctx, err)
 	}
 	reply := make([]byte, len(handshakeMagic)+nonceSize+macSize)
 	if _, err := io.ReadFull(conn, reply); err != nil {
-		return handshakeErr(ctx, err)
+		return nil, nil, handshakeErr(ctx, err)
 	}
 	if string(reply[:len(handshakeMagic)]) != pr.magic {
-		return fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return nil, nil, fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	nonceA := reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
+	nonceA = reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
 	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)) {
-		return fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return nil, nil, fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
 	if _, err := conn.Write(append(handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding), then...)); err != nil {
-		return handshakeErr(ctx, err)
+		return nil, nil, handshakeErr(ctx, err)
 	}
 	var ok [1]byte
 	if _, err := io.ReadFull(conn, ok[:]); err != nil {
-		return handshakeErr(ctx, err)
+		return nil, nil, handshakeErr(ctx, err)
 	}
 	if ok[0] != handshakeOK {
-		return fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return nil, nil, fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	return nil
+	return nonceH, nonceA, nil
 }
 
 func handshakeErr(ctx context.Context, err error) error {
@@ -159,10 +166,43 @@ func AgentHandshake(conn net.Conn, key []byte) error {
 	return agentProve(conn, key, hello[len(handshakeMagic):], unbound)
 }
 
+// AgentAccept is the agent's side of the handshake on a connection it
+// accepted, plain or sealed as the host asked (sealed.go). It returns the
+// connection to serve: conn itself, or conn wrapped in the sealed layer.
+func AgentAccept(conn net.Conn, key []byte) (net.Conn, error) {
+	conn.SetDeadline(time.Now().Add(HandshakeTimeout))
+	defer conn.SetDeadline(time.Time{})
+	hello := make([]byte, len(handshakeMagic)+nonceSize)
+	if _, err := io.ReadFull(conn, hello); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
+	}
+	nonceH := hello[len(handshakeMagic):]
+	switch string(hello[:len(handshakeMagic)]) {
+	case handshakeMagic:
+		if err := agentProve(conn, key, nonceH, unbound); err != nil {
+			return nil, err
+		}
+		return conn, nil
+	case sealedMagic:
+		nonceA, err := agentProveNonce(conn, key, nonceH, sealedProofs)
+		if err != nil {
+			return nil, err
+		}
+		return newSealedConn(conn, key, nonceH, nonceA, false)
+	}
+	return nil, fmt.Errorf("%w: no handshake", ErrAuth)
+}
+
 // agentProve is the agent's side of the handshake once it read the
 // host's hello (whose magic chose pr) and its nonce nonceH: it proves key
 // and checks the host's proof.
 func agentProve(conn net.Conn, key, nonceH []byte, pr proofs) error {
+	_, err := agentProveNonce(conn, key, nonceH, pr)
+	return err
+}
+
+// agentProveNonce is agentProve that returns the agent's nonce.
+func agentProveNonce(conn net.Conn, key, nonceH []byte, pr proofs) ([]byte, error) {
 	reply := make([]byte, 0, len(handshakeMagic)+nonceSize+macSize)
 	reply = append(reply, pr.magic...)
 	nonceA := make([]byte, nonceSize)
@@ -170,16 +210,18 @@ func agentProve(conn net.Conn, key, nonceH []byte, pr proofs) error {
 	reply = append(reply, nonceA...)
 	reply = append(reply, handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)...)
 	if _, err := conn.Write(reply); err != nil {
-		return fmt.Errorf("%w: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
 	proof := make([]byte, macSize)
 	if _, err := io.ReadFull(conn, proof); err != nil {
-		return fmt.Errorf("%w: %v", ErrAuth, err)
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
 	if !hmac.Equal(proof, handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding)) {
 		conn.Write([]byte{handshakeRefused})
-		return fmt.Errorf("%w: the peer does not hold the key", ErrAuth)
+		return nil, fmt.Errorf("%w: the peer does not hold the key", ErrAuth)
 	}
-	_, err := conn.Write([]byte{handshakeOK})
-	return err
+	if _, err := conn.Write([]byte{handshakeOK}); err != nil {
+		return nil, err
+	}
+	return nonceA, nil
 }

@@ -88,7 +88,7 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 func (c *serveConfig) registerLifecycle(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ContextTTL, "context-ttl", contexts.DefaultTTL, "how long an idle context lives; every use extends it")
 	fs.DurationVar(&c.CleanupInterval, "cleanup-interval", contexts.DefaultCleanupInterval, "period of the cleanup pass (expiry, orphans, pools)")
-	fs.BoolVar(&c.SuspendMemory, "suspend-memory", false, "on runsc, a suspend keeps the kernels' memory (a checkpoint on the state dir's disk; docs/state.md); off by default: docs/security.md, \"The channel across a restore\"")
+	fs.BoolVar(&c.SuspendMemory, "suspend-memory", true, "on runsc with the state dir on a disk, a suspend keeps the kernels' memory (a checkpoint in the sandbox's bundle; docs/state.md); false: a suspend keeps the files only")
 	fs.DurationVar(&c.IdleSuspend, "idle-suspend", 0, "suspend to disk the contexts idle this long (files kept, memory freed, woken by the next call; docs/state.md); 0: never")
 	fs.DurationVar(&c.auditRetention, "audit-retention", contexts.DefaultAuditRetention, "how long audit events are kept; the cleanup pass removes older ones (0: forever)")
 	fs.DurationVar(&c.ExecTimeout, "exec-timeout", contexts.DefaultExecuteTimeout, "execution timeout of calls that give none")

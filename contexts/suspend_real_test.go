@@ -65,7 +65,7 @@ func newSuspendEnvOn(t testing.TB, kind string) *suspendEnv {
 		t.Fatal(err)
 	}
 	e := &suspendEnv{t: t, ctx: context.Background(), dir: dir, store: st, cat: cat,
-		cfg: local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat, KeepMemory: true,
+		cfg: local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
 			Logger: slog.New(slog.DiscardHandler)}}
 	t.Cleanup(func() {
 		if e.p != nil {

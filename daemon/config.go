@@ -74,8 +74,9 @@ type Config struct {
 	// (contexts.Config.IdleSuspend); 0: never.
 	IdleSuspend time.Duration
 	// SuspendMemory lets a suspend keep the kernels' memory where the
-	// runtime can (runsc; local.Config.KeepMemory). Off by default
-	// (docs/security.md, "The channel across a restore").
+	// runtime can (runsc with the state dir on a disk; local.Config
+	// NoMemory when false). On by serve's default (--suspend-memory);
+	// false keeps a suspend to the sandbox's files.
 	SuspendMemory bool
 	// AuditRetention is how long audit events are kept; the cleanup pass
 	// removes older ones (contexts.Config.AuditRetention: 0 is 30 days,

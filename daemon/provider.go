@@ -28,7 +28,7 @@ func (c Config) localConfig(log *slog.Logger) local.Config {
 		StateDir:     c.StateDir,
 		Limits:       c.Limits,
 		HostTemplate: c.Images.HostTemplate,
-		KeepMemory:   c.SuspendMemory,
+		NoMemory:     !c.SuspendMemory,
 		ReadyTimeout: c.CreateTimeout,
 		MaxCreating:  c.MaxCreating,
 		Logger:       log,

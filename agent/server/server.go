@@ -42,7 +42,7 @@ type Config struct {
 	// listening (tests); Listen is then ignored.
 	Listener net.Listener
 	// Key, when set, is the sandbox's secret: every connection must pass
-	// the handshake (agent.AgentHandshake) before anything is served, so
+	// the handshake (agent.AgentAccept) before anything is served, so
 	// only the host, which holds the key, can drive the agent. nil: no
 	// handshake (tests).
 	Key []byte
@@ -260,9 +260,7 @@ func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error
 	}
 	accept := func(c net.Conn) (net.Conn, error) {
 		if s.cfg.Key != nil {
-			if err := agent.AgentHandshake(c, s.cfg.Key); err != nil {
-				return nil, err
-			}
+			return agent.AgentAccept(c, s.cfg.Key)
 		}
 		return c, nil
 	}

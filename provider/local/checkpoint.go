@@ -14,7 +14,7 @@ import (
 // dir's disk, and it stops: nothing of it runs on the host until Restore.
 // Its agent releases the channel first (gVisor cannot save the host
 // socket), which ends every connection to it, the caller's too. Under
-// crun and runc, or without Config.KeepMemory: NotSupported.
+// crun and runc, or with Config.NoMemory: NotSupported.
 func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err := runtime.CheckID(sandboxID); err != nil {
 		return err
@@ -55,6 +55,9 @@ func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sand
 	if err := p.rt.Restore(ctx, sandboxID, ""); err != nil {
 		return nil, err
 	}
+	if restoreHook != nil {
+		restoreHook(sandboxID)
+	}
 	rctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
 	c, err := p.connect(rctx, sandboxID, key, true)
@@ -63,3 +66,8 @@ func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sand
 	}
 	return &Sandbox{c}, nil
 }
+
+// restoreHook, when set (tests), runs between a restore and its first
+// connection: an attack test holds the daemon there until the sandbox's
+// own code has taken the reopened channel, so that code wins its race.
+var restoreHook func(sandboxID string)

@@ -28,7 +28,7 @@ import (
 func TestCheckpointKeepsMemory(t *testing.T) {
 	for _, kind := range testKinds {
 		t.Run(kind, func(t *testing.T) {
-			p := newProviderWith(t, Config{Runtime: kind, Prestart: []string{agent.Python}, KeepMemory: true})
+			p := newProviderWith(t, Config{Runtime: kind, Prestart: []string{agent.Python}})
 			c := create(t, p, contexts.Spec{})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -155,17 +155,21 @@ func dirBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
-// TestCheckpointOptIn: without Config.KeepMemory a runsc provider keeps no
-// memory (docs/security.md, "The channel across a restore").
-func TestCheckpointOptIn(t *testing.T) {
-	p := newProvider(t, "runsc", contexts.Limits{})
+// TestCheckpointOptOut: a runsc provider on a disk state dir keeps memory
+// by default (its sessions after a restore are sealed: TestRealRestoreRelay);
+// with Config.NoMemory (serve --suspend-memory=false) it keeps none.
+func TestCheckpointOptOut(t *testing.T) {
+	if p := newProvider(t, "runsc", contexts.Limits{}); !p.Capabilities().Has(contexts.CapMemory) {
+		t.Fatal("runsc on a disk state dir keeps no memory by default")
+	}
+	p := newProviderWith(t, Config{Runtime: "runsc", NoMemory: true})
 	if p.Capabilities().Has(contexts.CapMemory) {
-		t.Fatal("runsc without KeepMemory says it keeps memory")
+		t.Fatal("runsc with NoMemory says it keeps memory")
 	}
 	c := create(t, p, contexts.Spec{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := p.Checkpoint(ctx, c.ID()); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Fatalf("checkpoint without KeepMemory = %v, want failed_precondition", err)
+		t.Fatalf("checkpoint with NoMemory = %v, want failed_precondition", err)
 	}
 }

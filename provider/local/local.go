@@ -46,12 +46,12 @@ const AgentEnv = "SANDLOT_AGENT_BIN"
 type Config struct {
 	// Runtime is auto (""), crun, runc or runsc.
 	Runtime string
-	// KeepMemory lets a suspend keep the kernels' memory where the runtime
-	// can checkpoint (runsc; CapMemory). Off by default: while a restore
-	// reopens the sandbox's channel, code saved with the kernels can bind
-	// a relay there that passes the handshake (docs/security.md, "The
-	// channel across a restore").
-	KeepMemory bool
+	// NoMemory keeps a suspend to the sandbox's files even where the
+	// runtime could checkpoint its memory (runsc with the state dir on a
+	// disk: CapMemory, the default there). Sessions on a channel a
+	// restore reopened are sealed (docs/security.md, "The channel across
+	// a restore"), so keeping memory is no longer a trade of safety.
+	NoMemory bool
 	// StateDir holds bundles, keys and runtime state; "": /run/sandlot.
 	StateDir string
 	// AgentPath is the host path of the static sandlot-agent binary. "":
@@ -105,7 +105,7 @@ type Provider struct {
 	rt           *oci.Runtime
 	images       *image.Store
 	hostTemplate bool
-	keepMemory   bool // Config.KeepMemory
+	keepMemory   bool // not Config.NoMemory
 	missing      func(string) error
 	templates    Templates
 	stateDir     string
@@ -153,7 +153,7 @@ func New(cfg Config) (*Provider, error) {
 		rt:           rt,
 		images:       cfg.Images,
 		hostTemplate: cfg.HostTemplate,
-		keepMemory:   cfg.KeepMemory,
+		keepMemory:   !cfg.NoMemory,
 		missing:      cfg.Missing,
 		templates:    cfg.Templates,
 		stateDir:     rt.StateDir(),
@@ -407,7 +407,9 @@ func (p *Provider) slot(ctx context.Context) (func(), error) {
 // A peer that fails the runtime's check or the handshake is never retried:
 // it is not the sandbox's agent.
 func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool) (*agent.Client, error) {
-	cfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
+	// A channel a restore reopened may lead through a relay of the
+	// sandbox's own code: its sessions are sealed (agent/sealed.go).
+	cfg := agent.ClientConfig{SandboxID: id, Key: key, Sealed: p.rt.Reopened(id), Logger: p.log}
 	// The agent listens a few ms after the runtime returns: DialWait waits
 	// for it (tightly, and ends when the sandbox's init dies). A peer that
 	// listens but fails the handshake is tried again, and now and then the

@@ -147,6 +147,11 @@ func (r *Runtime) Restore(ctx context.Context, id, dir string) error {
 	if _, err := os.Stat(filepath.Join(bundle, "pid")); err == nil {
 		return fmt.Errorf("restore sandbox %s: it was not stopped by a checkpoint: %w", id, errdefs.ErrFailedPrecondition)
 	}
+	// Marked before it opens: from now on the socket at the channel's
+	// name may not be the agent's (Reopened).
+	if err := os.WriteFile(filepath.Join(bundle, reopenedFile), nil, 0o600); err != nil {
+		return fmt.Errorf("restore sandbox %s: %w", id, err)
+	}
 	if err := r.reopenChannel(id); err != nil {
 		return err
 	}
@@ -182,6 +187,24 @@ func (r *Runtime) Checkpointed(id string) bool {
 	}
 	_, err = os.Stat(filepath.Join(r.bundle(id), "pid"))
 	return errors.Is(err, os.ErrNotExist)
+}
+
+// reopenedFile, in a bundle, marks a sandbox whose channel was reopened.
+const reopenedFile = "reopened"
+
+// Reopened reports whether sandbox id's channel was ever reopened (by a
+// Restore). While it was open, code saved with the sandbox could move the
+// agent's fresh socket aside and bind a relay at its name, which the
+// runtime's checks of the listener pass (it is a process of the sandbox)
+// and the seal then keeps: every later connection to the sandbox may pass
+// through user code. Its sessions must then be sealed (agent.ClientConfig
+// Sealed), for the sandbox's whole life; the mark goes with its bundle.
+func (r *Runtime) Reopened(id string) bool {
+	if runtime.CheckID(id) != nil {
+		return true
+	}
+	_, err := os.Stat(filepath.Join(r.bundle(id), reopenedFile))
+	return err == nil || !errors.Is(err, os.ErrNotExist)
 }
 
 // reopenChannel makes sandbox id's sealed channel tmpfs writable again,
