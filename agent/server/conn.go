@@ -351,16 +351,15 @@ func (c *conn) reply(id uint64, res any, err error) {
 		c.writeError(&id, ae.code, ae.msg, ae.category)
 		return
 	}
-	b, merr := json.Marshal(res)
+	frame := make([]byte, 0, 512)
+	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
+	frame = strconv.AppendUint(frame, id, 10)
+	frame = append(frame, `,"result":`...)
+	frame, merr := appendResult(frame, res)
 	if merr != nil {
 		c.writeError(&id, agent.CodeInternalError, "encode result: "+merr.Error(), errdefs.CodeInternal)
 		return
 	}
-	frame := make([]byte, 0, len(b)+48)
-	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
-	frame = strconv.AppendUint(frame, id, 10)
-	frame = append(frame, `,"result":`...)
-	frame = append(frame, b...)
 	frame = append(frame, "}\n"...)
 	if len(frame) > agent.MaxFrame {
 		c.writeError(&id, agent.CodeAppError, "result too large for one frame", errdefs.CodeResourceExhausted)
