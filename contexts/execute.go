@@ -412,8 +412,13 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 // sandbox was lost. When fn fails with unavailable and the sandbox no
 // longer answers a ping, the sandbox died under the call: the context is
 // ended (a failed health check) and the error is a Failure (FailureLost,
-// StateLost) that still matches the original with errors.Is.
+// StateLost) that still matches the original with errors.Is. A ctx made
+// with ProbeInCall moves the health check into fn's calls.
 func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn func(ctx context.Context, rec *Record, sb Sandbox) error) error {
+	inCall := probeInCall(ctx, opts)
+	if inCall {
+		ctx = m.withProbing(ctx)
+	}
 	e, err := m.acquire(ctx, id, opts, 0)
 	if err != nil {
 		return err
@@ -438,7 +443,14 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 	if g, ok := gs.(*guardedSandbox); ok {
 		g.masked = MaskedValues(ctx)
 	}
-	err = fn(m.withWoken(m.withStateLost(ctx, e), e), rec, gs)
+	fctx := m.withWoken(m.withStateLost(ctx, e), e)
+	if inCall && probesInBand(ctx, sb) {
+		// A request the probe shows never dispatched fails with
+		// agent.ErrNotSent (unavailable): diedUnder below ends the
+		// context, as the ping before fn would have.
+		fctx = agent.WithProbe(fctx)
+	}
+	err = fn(fctx, rec, gs)
 	if err != nil && errors.Is(err, errdefs.ErrUnavailable) && ctx.Err() == nil {
 		if _, ok := AsFailure(err); !ok && m.diedUnder(ctx, e, sb) {
 			return &Failure{Kind: FailureLost, StateLost: true, Err: err}

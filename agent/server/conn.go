@@ -25,6 +25,8 @@ type conn struct {
 	c      net.Conn
 	cancel context.CancelFunc // ends the connection and its calls
 	wmu    sync.Mutex         // serializes frame writes
+	// wdeadline is the write deadline set on c; under wmu.
+	wdeadline time.Time
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelCauseFunc // calls in flight, for "cancel"
@@ -84,6 +86,9 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 	}
 }
 
+// writeTimeout bounds one frame write.
+const writeTimeout = time.Minute
+
 // maxSpares bounds the goroutines parked per connection after a burst of
 // concurrent calls.
 const maxSpares = 4
@@ -105,7 +110,7 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 			continue
 		}
 		var r agent.Request
-		if err := json.Unmarshal(line, &r); err != nil {
+		if err := parseRequest(line, &r); err != nil {
 			c.writeError(nil, agent.CodeParseError, "parse error: "+err.Error(), errdefs.CodeInvalidArgument)
 			continue
 		}
@@ -346,16 +351,15 @@ func (c *conn) reply(id uint64, res any, err error) {
 		c.writeError(&id, ae.code, ae.msg, ae.category)
 		return
 	}
-	b, merr := json.Marshal(res)
+	frame := make([]byte, 0, 512)
+	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
+	frame = strconv.AppendUint(frame, id, 10)
+	frame = append(frame, `,"result":`...)
+	frame, merr := appendResult(frame, res)
 	if merr != nil {
 		c.writeError(&id, agent.CodeInternalError, "encode result: "+merr.Error(), errdefs.CodeInternal)
 		return
 	}
-	frame := make([]byte, 0, len(b)+48)
-	frame = append(frame, `{"jsonrpc":"2.0","id":`...)
-	frame = strconv.AppendUint(frame, id, 10)
-	frame = append(frame, `,"result":`...)
-	frame = append(frame, b...)
 	frame = append(frame, "}\n"...)
 	if len(frame) > agent.MaxFrame {
 		c.writeError(&id, agent.CodeAppError, "result too large for one frame", errdefs.CodeResourceExhausted)
@@ -380,10 +384,15 @@ func (c *conn) writeError(id *uint64, code int, msg string, category errdefs.Cod
 }
 
 // write sends one frame. A host that stops reading for a minute is gone.
+// The deadline is re-armed only once half of it is used up (a timer
+// update per frame otherwise), so a write still gets at least 30 s.
 func (c *conn) write(frame []byte) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.c.SetWriteDeadline(time.Now().Add(time.Minute))
+	if now := time.Now(); c.wdeadline.Sub(now) < writeTimeout/2 {
+		c.wdeadline = now.Add(writeTimeout)
+		_ = c.c.SetWriteDeadline(c.wdeadline)
+	}
 	if _, err := c.c.Write(frame); err != nil {
 		c.c.Close()
 	}

@@ -323,8 +323,10 @@ func (s *processService) notAttachable(ctx context.Context, ref *core.Ref, pid i
 
 // run executes one process and publishes its events to p.
 // ctx bounds it (a deadline past the agent's timer; none: unbounded).
+// Its health check rides on the exec's request (contexts.ProbeInCall):
+// the ping before it was a round trip as long as the call.
 func (h *Handler) run(ctx context.Context, ref *core.Ref, p *proc, params agent.ExecParams) {
-	h.follow(ctx, ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
+	h.follow(contexts.ProbeInCall(ctx), ref, p, func(ctx context.Context, sb contexts.Sandbox, out contexts.OutputFunc) (*agent.ExecResult, error) {
 		return sb.Exec(ctx, params, out)
 	}, nil)
 }
