@@ -20,11 +20,24 @@ const EnvPrefix = "SANDLOT_ENV_"
 // enrollment brings (a pod's).
 var CAEnv = []string{"NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE", "PIP_CERT"}
 
-// SandboxEnv returns env with every name prefixed by EnvPrefix, ready for
-// the agent's process environment. A name that is empty or holds '=' or NUL
-// is an error.
+// RuntimeEnv is the agent's own Go runtime setting, in its process
+// environment beside the sandbox's variables: one P from the start. The
+// agent wants one (cmd/sandlot-agent) and used to set it in main, where
+// the runtime had already started with one P per CPU the cgroup allows:
+// shrinking then hands the dropped P's cached spans back to the heap's
+// central lists, about 80 of the agent's ~640 page faults at boot on the
+// dev machine, every create. The agent never passes it on (only
+// EnvPrefix'ed variables reach what it starts).
+var RuntimeEnv = map[string]string{"GOMAXPROCS": "1"}
+
+// SandboxEnv returns env with every name prefixed by EnvPrefix, plus
+// RuntimeEnv, ready for the agent's process environment. A name that is
+// empty or holds '=' or NUL is an error.
 func SandboxEnv(env map[string]string) (map[string]string, error) {
-	out := make(map[string]string, len(env))
+	out := make(map[string]string, len(env)+len(RuntimeEnv))
+	for k, v := range RuntimeEnv {
+		out[k] = v
+	}
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return nil, fmt.Errorf("invalid environment variable %q", k)

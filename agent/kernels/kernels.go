@@ -429,7 +429,7 @@ func (m *Manager) startEnv(lang, user string, ipython bool) (*session, error) {
 			env = append(env, "SANDLOT_IPYTHON=preload") // the driver unsets it
 		}
 		argv = []string{m.cfg.Python, "-u", "-c", pythonBoot}
-		stdin = pythonCompiled
+		stdin = pythonStdin(pythonDriver())
 	case agent.JavaScript:
 		env = append(env, "NODE_NO_WARNINGS=1")
 		argv = []string{m.cfg.Node, "--expose-internals", "-e", nodeDriver}

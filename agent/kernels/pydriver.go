@@ -5,8 +5,9 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"strconv"
+	"fmt"
 	"strings"
+	"sync"
 )
 
 //go:generate python3 compile_driver.py
@@ -30,42 +31,71 @@ var pythonIPython string
 //go:embed driver.pyc.bin
 var driverPyc []byte
 
-// pythonCompiled is the compiled driver a python kernel reads on its
-// stdin, nil when driver.pyc.bin was made from another driver.py (a test
-// fails then; kernels compile the source, as on other pythons).
-// pythonCacheTag is the python it is for (sys.implementation.cache_tag).
-var pythonCompiled, pythonCacheTag = compiledDriver(driverPyc, pythonMain)
+// pythonDriver is the compiled driver a python kernel runs, nil when
+// driver.pyc.bin was made from another driver.py (a test fails then;
+// kernels compile the source, as on other pythons), and the python it is
+// for (sys.implementation.cache_tag). Checked once, when the first python
+// kernel starts: not in the agent's init, which every sandbox's boot pays.
+var pythonDriver = sync.OnceValues(func() ([]byte, string) { return compiledDriver(driverPyc, pythonMain) })
 
-// pythonBoot is the python kernel's program (-c): the driver's extras (the
-// chart reader, the magics and the IPython mode) and its source as string
-// constants, then the driver itself, whose last line starts the loop. A
-// python whose cache tag is the compiled driver's runs that code, read
-// from its stdin (a sealed memfd, then /dev/null as before); any other
-// compiles the source. Compiling the driver took 11 to 17 ms of every
-// kernel's start on the dev machine (the first result of every new
-// sandbox waits on it); the constants cost well under one. Python
-// compiles the extras only when a cell needs them. strconv.Quote's
-// escapes are all valid in a Python string literal.
-var pythonBoot = "_SANDLOT_EXTRAS = " + strconv.Quote(pythonCharts+"\n"+pythonMagics+"\n"+pythonIPython) + "\n" +
-	"_SANDLOT_DRIVER = " + strconv.Quote(pythonMain) + "\n" + `import sys
+// pythonBoot is the python kernel's program (-c). It reads the rest from
+// its stdin (a sealed memfd, replaced by /dev/null before any cell runs),
+// which pythonStdin writes: the compiled driver, the driver's source and
+// its extras (the chart reader, the magics and the IPython mode). A python
+// whose cache tag is the compiled driver's runs that code; any other
+// compiles the source. The extras stay bytes until a cell needs them
+// (_extras compiles them).
+//
+// The program is small on purpose. It used to carry the driver's source
+// and the extras as string literals (35 KB): python decodes a -c program
+// to wide characters, tokenizes and parses it and keeps the constants, and
+// that cost every kernel's start about 600 page faults (1,700 against the
+// 1,085 of `python3 -c 'print(1+1)'`) and 7 ms of CPU on the dev machine;
+// read from stdin as one bytes object they cost a few pages.
+const pythonBoot = `import sys
 
 
-def _sandlot_code():
+def _sandlot_boot():
     import os
 
-    compiled = sys.stdin.buffer.read()
+    data = memoryview(sys.stdin.buffer.read())
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    if compiled and sys.implementation.cache_tag == ` + strconv.Quote(pythonCacheTag) + `:
+    end = bytes(data[:256]).index(b"\n")
+    _, tag, nc, nd = bytes(data[:end]).split()
+    nc = end + 1 + int(nc)
+    nd = nc + int(nd)
+    globals()["_SANDLOT_EXTRAS"] = bytes(data[nd:])
+    if nc > end + 1 and tag.decode() == sys.implementation.cache_tag:
         import marshal
 
-        return marshal.loads(compiled)
-    return compile(_SANDLOT_DRIVER, "<string>", "exec")
+        return marshal.loads(data[end + 1 : nc])
+    return compile(bytes(data[nc:nd]), "<string>", "exec")
 
 
-exec(_sandlot_code())
+exec(_sandlot_boot())
 `
+
+// pythonStdin is what pythonBoot reads: a header line "sandlot-boot TAG
+// CODE DRIVER" (the compiled driver's cache tag, "-" without one, and the
+// two lengths in bytes), the compiled driver (compiled, possibly empty),
+// the driver's source, then the extras to the end.
+func pythonStdin(compiled []byte, tag string) []byte {
+	if len(compiled) == 0 || tag == "" {
+		compiled, tag = nil, "-"
+	}
+	head := fmt.Sprintf("sandlot-boot %s %d %d\n", tag, len(compiled), len(pythonMain))
+	b := make([]byte, 0, len(head)+len(compiled)+len(pythonMain)+len(pythonCharts)+len(pythonMagics)+len(pythonIPython)+2)
+	b = append(b, head...)
+	b = append(b, compiled...)
+	b = append(b, pythonMain...)
+	b = append(b, pythonCharts...)
+	b = append(b, '\n')
+	b = append(b, pythonMagics...)
+	b = append(b, '\n')
+	return append(b, pythonIPython...)
+}
 
 // compiledDriver checks the embedded compiled driver against the driver's
 // source and returns its code and cache tag, or nil when it does not match.

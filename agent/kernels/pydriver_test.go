@@ -63,9 +63,10 @@ func TestPythonBoot(t *testing.T) {
 		t.Fatal(hostPython.err)
 	}
 	tag, marked := hostPython.tag, hostPython.marked
-	testenv.Require(t, tag == pythonCacheTag, "the host's python ("+tag+") is the compiled driver's ("+pythonCacheTag+")")
-	saved := pythonCompiled
-	defer func() { pythonCompiled = saved }()
+	_, cacheTag := pythonDriver()
+	testenv.Require(t, tag == cacheTag, "the host's python ("+tag+") is the compiled driver's ("+cacheTag+")")
+	saved := pythonDriver
+	defer func() { pythonDriver = saved }()
 	for _, tc := range []struct {
 		name     string
 		compiled []byte
@@ -75,7 +76,7 @@ func TestPythonBoot(t *testing.T) {
 		{"source", nil, "'source'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pythonCompiled = tc.compiled
+			pythonDriver = func() ([]byte, string) { return tc.compiled, tag }
 			m := needs(t, agent.Python)
 			r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: `import builtins, os, sys
 (getattr(builtins, "_sandlot_boot", "source"), os.readlink("/proc/self/fd/0"), sys.stdin.read())`})
@@ -87,5 +88,22 @@ func TestPythonBoot(t *testing.T) {
 				t.Fatalf("error: %+v", r.Error)
 			}
 		})
+	}
+}
+
+// TestPythonBootSmall: the -c program stays a loader. Python decodes,
+// tokenizes and parses a -c program at every kernel start, and the 35 KB
+// one that carried the driver's source and its extras as literals cost
+// each start about 600 page faults; they travel on stdin instead.
+func TestPythonBootSmall(t *testing.T) {
+	if n := len(pythonBoot); n > 2048 {
+		t.Fatalf("the python boot program is %d bytes; keep it a loader (under 2 KB) and put code in pythonStdin", n)
+	}
+	code, tag := pythonDriver()
+	for _, in := range [][]byte{pythonStdin(code, tag), pythonStdin(nil, "")} {
+		head, rest, ok := strings.Cut(string(in), "\n")
+		if !ok || !strings.HasPrefix(head, "sandlot-boot ") || !strings.HasSuffix(rest, pythonIPython) || !strings.Contains(rest, pythonMain) {
+			t.Fatalf("stdin header %q", head)
+		}
 	}
 }

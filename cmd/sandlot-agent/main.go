@@ -93,7 +93,7 @@ func main() {
 	// The agent only multiplexes I/O (kernel and exec pipes wait on the
 	// netpoller). More Ps only add thread handoffs and spinning threads that
 	// compete with user code for the sandbox's CPUs; one P measured faster
-	// on the warm kernel round trip. GOMAXPROCS in the environment wins.
+	// on the warm kernel round trip. GOMAXPROCS in the environment wins: the host sets it (agent.RuntimeEnv), so the runtime starts with one P and does not resize here.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}

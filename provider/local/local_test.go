@@ -33,6 +33,11 @@ func TestCreateRunDestroy(t *testing.T) {
 			if got := sh(t, c, "id -u"); got.Stdout != "1000\n" {
 				t.Errorf("id -u: %+v", got)
 			}
+			// The agent's own runtime settings (agent.RuntimeEnv) stay the
+			// agent's: user code does not inherit them.
+			if got := sh(t, c, "echo ${GOMAXPROCS-unset}"); got.Stdout != "unset\n" {
+				t.Errorf("the agent's GOMAXPROCS reached user code: %+v", got)
+			}
 			ids, err := p.List(ctx)
 			if err != nil || !slices.Contains(ids, c.ID()) {
 				t.Errorf("list = %v, %v; want %s", ids, err, c.ID())
