@@ -71,7 +71,7 @@ func TestSuspendCases(t *testing.T) {
 			t.Errorf("%s: %+v", name, f)
 		}
 	}
-	held := byName["suspend (files only): host memory a suspended context holds (mean of 5)"]
+	held := byName["suspend (files only): host memory a suspended context holds, 1 MiB written (mean of 5)"]
 	fits := byName["suspend (files only): suspended contexts per 2 GiB (by the host memory each holds)"]
 	if held.Met == nil || held.Value <= 0 || held.Unit != "KiB" || fits.Met == nil || fits.Value <= 0 {
 		t.Errorf("held %+v, per 2 GiB %+v", held, fits)
