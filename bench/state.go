@@ -15,9 +15,9 @@ import (
 // sandbox wrote, and a context started from it to its first result (what
 // one E2B fork costs per sandbox after its capture).
 func stateCases(env Env, sz Sizes) []Case {
-	return []Case{{Name: "snapshot: capture and store; a context from it", Group: "state", Run: func(ctx context.Context) ([]Figure, error) {
+	return append([]Case{{Name: "snapshot: capture and store; a context from it", Group: "state", Run: func(ctx context.Context) ([]Figure, error) {
 		return snapshotFigures(ctx, env, sz)
-	}}}
+	}}}, suspendCases(env, sz)...)
 }
 
 func snapshotFigures(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {

@@ -51,18 +51,19 @@ func newBenchCmd() *cobra.Command {
 	fs := cmd.Flags()
 	sz := bench.DefaultSizes
 	var (
-		markdown   string
-		rt         string
-		memMiB     int64
-		conc       string
-		throughput time.Duration
-		cpuProfile string
-		logLevel   string
-		httpStore  string
-		imagesDir  string
-		only       string
-		e2bSDK     string
-		e2bBudget  int64
+		markdown      string
+		rt            string
+		memMiB        int64
+		conc          string
+		throughput    time.Duration
+		cpuProfile    string
+		logLevel      string
+		httpStore     string
+		imagesDir     string
+		only          string
+		suspendMemory bool
+		e2bSDK        string
+		e2bBudget     int64
 	)
 	var o output
 	o.register(cmd)
@@ -90,6 +91,7 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
+	fs.BoolVar(&suspendMemory, "suspend-memory", false, "the image provider keeps memory on a suspend where its runtime can (runsc; serve's --suspend-memory): the suspend figures say which they measured")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
@@ -131,7 +133,7 @@ func newBenchCmd() *cobra.Command {
 			fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
 		}
 		if perr == nil {
-			if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, log); err != nil {
+			if err := benchImages(&env, imagesDir, rt, filepath.Join(dir, "image"), limits, suspendMemory, log); err != nil {
 				fmt.Fprintf(std.Err, "bench: image-template figures skipped: %v\n", err)
 			}
 			if sz.Desktop > 0 {
@@ -345,7 +347,7 @@ func benchDesktop(env *bench.Env, dir, rt, stateDir string, log *slog.Logger) er
 	return nil
 }
 
-func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limits, log *slog.Logger) error {
+func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limits, keepMemory bool, log *slog.Logger) error {
 	if _, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("no image store at %s (run sandlot serve once, or pass --images-dir)", dir)
 	}
@@ -363,7 +365,7 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 		return err
 	}
 	cat := templates.New(templates.Config{Store: st, Images: s, Snapshots: st, Logger: log})
-	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Templates: cat, Logger: log}
+	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Templates: cat, KeepMemory: keepMemory, Logger: log}
 	vs, verr := benchVolumes(filepath.Join(stateDir, "volumes"), log)
 	if verr == nil {
 		lc.Volumes = vs

@@ -73,7 +73,7 @@ func TestMCPCommand(t *testing.T) {
 	for _, tl := range lt.Tools {
 		names = append(names, tl.Name)
 	}
-	if got := strings.Join(names, ","); got != "bash,edit_file,glob,grep,list_files,read_file,run_analysis,run_code,suspend_sandbox,write_file" {
+	if got := strings.Join(names, ","); got != "bash,edit_file,fork_sandbox,glob,grep,list_files,read_file,run_analysis,run_code,suspend_sandbox,write_file" {
 		t.Errorf("tools = %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": "1+1"}})
@@ -127,7 +127,7 @@ func TestMCPBinary(t *testing.T) {
 		t.Fatalf("connect: %v (stderr: %s)", err, stderr.String())
 	}
 	lt, err := cs.ListTools(ctx, nil)
-	if err != nil || len(lt.Tools) != 10 {
+	if err != nil || len(lt.Tools) != 11 {
 		t.Fatalf("list tools: %v, %d tools (stderr: %s)", err, len(lt.Tools), stderr.String())
 	}
 	// The server names the build's version, as --version does.

@@ -13,3 +13,14 @@ func Kill(m *Manager) {
 	m.mu.Unlock()
 	m.wg.Wait()
 }
+
+// LockWaiters reports how many calls hold or wait for id's identity lock,
+// for a test that must know a call is waiting on it.
+func LockWaiters(m *Manager, id Identity) int {
+	m.idLocks.mu.Lock()
+	defer m.idLocks.mu.Unlock()
+	if l := m.idLocks.m[id]; l != nil {
+		return l.refs
+	}
+	return 0
+}

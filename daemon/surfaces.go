@@ -53,7 +53,7 @@ func (d *Daemon) surfaces(p parts) (frontConfig, error) {
 		Usage:    d.usage(p.st, p.tw.catalog, adm),
 		Logger:   d.log,
 		Ready:    readiness(p.st, p.prov, p.provErr),
-		Audit:    p.st.ListAudit,
+		Audit:    p.st.ListAuditKind,
 		Version:  d.buildVersion(),
 		// What a sandbox chose outside its output (the names in its audit
 		// events) reaches a caller through the guard, as its context's.

@@ -56,6 +56,9 @@ type Backend interface {
 	// ListAudit returns the newest events first, of one tenant or of all
 	// when tenantID is empty; limit <= 0 means 100.
 	ListAudit(ctx context.Context, tenantID string, limit int) ([]AuditEvent, error)
+	// ListAuditKind is ListAudit of the events of one kind ("" any): the
+	// newest limit events of that kind, not those among the newest limit.
+	ListAuditKind(ctx context.Context, tenantID, kind string, limit int) ([]AuditEvent, error)
 	// PruneAudit removes at most limit events (<= 0: 10000) whose At is
 	// before before and returns how many it removed: the retention sweep
 	// (contexts.AuditPruner), system work refused to a tenant-scoped ctx.

@@ -13,6 +13,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image"
 )
@@ -304,4 +305,22 @@ func (c *Catalog) MaxSnapshots() int {
 		return 0
 	}
 	return c.maxSnapshots()
+}
+
+var _ contexts.Snapshots = (*Catalog)(nil)
+
+// TakeSnapshot implements contexts.Snapshots (a fork's template): the
+// snapshot Snapshot makes, named name, described as the manager needs it.
+func (c *Catalog) TakeSnapshot(ctx context.Context, tenantID, contextID, template, name string, capture func(context.Context, io.Writer, int64) error) (contexts.SnapshotInfo, error) {
+	t, s, err := c.Snapshot(ctx, tenantID, SnapshotSpec{ContextID: contextID, Template: template, Name: name}, capture)
+	if err != nil {
+		return contexts.SnapshotInfo{}, err
+	}
+	return contexts.SnapshotInfo{ID: t.ID, Name: t.Name, ContextID: s.ContextID, Template: s.Template, Bytes: s.Bytes, CreatedAt: s.CreatedAt}, nil
+}
+
+// DeleteSnapshot implements contexts.Snapshots: Delete of tenantID's
+// template id.
+func (c *Catalog) DeleteSnapshot(ctx context.Context, tenantID, id string) error {
+	return c.Delete(ctx, tenantID, id)
 }

@@ -46,8 +46,8 @@ func TestExport(t *testing.T) {
 			if err := json.Unmarshal(got, &list); err != nil {
 				t.Fatal(err)
 			}
-			if len(list) != 10 {
-				t.Fatalf("%d tools, want 10", len(list))
+			if len(list) != 11 {
+				t.Fatalf("%d tools, want 11", len(list))
 			}
 			for _, e := range list {
 				var schema map[string]any

@@ -35,6 +35,7 @@ func TestResultsCarryPathRef(t *testing.T) {
 		{"run_code", `{"language":"python","code":"1"}`},
 		{"run_analysis", `{"analysisType":"custom","parameters":{},"code":"print(1)","outputFormat":"text"}`},
 		{"bash", `{"command":"echo hi"}`},
+		{"fork_sandbox", `{"to_path":"fork"}`},
 		{"suspend_sandbox", `{}`}, // last: it frees the sandbox
 	}
 	covered := map[string]bool{}
@@ -78,3 +79,9 @@ func (keeper) KeepSuspended(ctx context.Context, tenantID, contextID, template s
 }
 
 func (keeper) DropSuspended(ctx context.Context, tenantID, id string) error { return nil }
+
+func (keeper) TakeSnapshot(ctx context.Context, tenantID, contextID, template, name string, capture func(ctx context.Context, w io.Writer, max int64) error) (contexts.SnapshotInfo, error) {
+	return contexts.SnapshotInfo{ID: "snap-" + contextID, Name: name, ContextID: contextID, Template: template}, capture(ctx, io.Discard, 1<<20)
+}
+
+func (keeper) DeleteSnapshot(ctx context.Context, tenantID, id string) error { return nil }

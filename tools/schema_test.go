@@ -77,6 +77,9 @@ var argCases = []struct {
 	{"grep", `{"glob":"*.go"}`, "grep: pattern is required"},
 	{"suspend_sandbox", `{}`, ""},
 	{"suspend_sandbox", `{"keep":60}`, "suspend_sandbox: unknown field \"keep\""},
+	{"fork_sandbox", `{"to_path":"attempt-2"}`, ""},
+	{"fork_sandbox", `{}`, "fork_sandbox: to_path is required"},
+	{"fork_sandbox", `{"to_path":"b","conversationId":"other"}`, "fork_sandbox: unknown field \"conversationId\""},
 }
 
 func TestValidate(t *testing.T) {

@@ -177,6 +177,10 @@ var descriptions = map[string]string{
 	"list_files": "List a directory in the sandbox (name, type, size), optionally a few levels deep.",
 	"glob":       "Find files in the sandbox whose paths match a glob pattern (** matches any depth).",
 	"grep":       "Search sandbox files for a regular expression (RE2) and return matching lines with their paths and line numbers.",
+	"fork_sandbox": "Fork this conversation's sandbox onto another path of the conversation (to_path), to try something " +
+		"without losing the current state: the fork starts with a copy of this sandbox's files, and this sandbox runs on " +
+		"unchanged. Use the fork by calling the tools with pathId set to to_path. The result says whether memory " +
+		"(variables, imports, processes) was kept; where it was not, the fork's kernels start fresh.",
 	"suspend_sandbox": "Suspend this conversation's sandbox to disk when you will not need it for a while: its files are kept " +
 		"and its memory is freed. The next call on this conversation path wakes it with its files; variables, imports " +
 		"and running processes start fresh (the woken call's result says so).",
@@ -206,6 +210,7 @@ func New(c Contexts, cfg Config) *Registry {
 		"glob":            r.glob,
 		"grep":            r.grep,
 		"suspend_sandbox": r.suspendSandbox,
+		"fork_sandbox":    r.forkSandbox,
 	}
 	if cfg.Desktop != nil {
 		for name, h := range r.desktopHandlers() {

@@ -29,12 +29,13 @@ const maxWithdrawals = 10_000
 
 // contextTools are the tools that run in the conversation's execution
 // context, withdrawn after a creation failure: the code tools and the file
-// tools, which would create the same sandbox, and suspend_sandbox, which
-// has none to suspend. The desktop tools run in a
+// tools, which would create the same sandbox, and suspend_sandbox and
+// fork_sandbox, which have none to act on. The desktop tools run in a
 // sandbox of their own and stay.
 var contextTools = map[string]bool{
 	"run_code": true, "run_analysis": true, "bash": true, "read_file": true, "write_file": true,
 	"edit_file": true, "list_files": true, "glob": true, "grep": true, "suspend_sandbox": true,
+	"fork_sandbox": true,
 }
 
 // withdrawal is one request's withdrawn code tools.

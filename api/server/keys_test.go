@@ -31,7 +31,7 @@ func keysEnv(t *testing.T) (e *env, keyA, keyB string) {
 		c.Auth = tenant.NewAuthenticator(st, tenant.AuthConfig{CacheTTL: time.Hour})
 		c.Keys = st
 		c.AuditAdd = func(ev audit.Event) { _ = st.AppendAudit(context.Background(), ev) }
-		c.Audit = st.ListAudit
+		c.Audit = st.ListAuditKind
 	})
 	return e, keyA, keyB
 }

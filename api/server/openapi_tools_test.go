@@ -34,6 +34,7 @@ var toolResults = map[string]any{
 	"glob":            tools.GlobResult{},
 	"grep":            tools.GrepResult{},
 	"suspend_sandbox": tools.SuspendSandboxResult{},
+	"fork_sandbox":    tools.ForkSandboxResult{},
 }
 
 // codeTools answer a failure of the call (a context limit, a lost

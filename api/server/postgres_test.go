@@ -67,7 +67,7 @@ CREATE TRIGGER spy BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION r
 	if err := st.CreateTenant(ctx, &tenant.Tenant{ID: tid, Name: tid, KeyPrefix: tenant.Prefix(key), GuardMode: tenant.GuardEnforce}, tenant.HashKey(key)); err != nil {
 		t.Fatal(err)
 	}
-	h := server.New(server.Config{Contexts: m, Tools: noTools{}, Auth: tenant.NewAuthenticator(st, tenant.AuthConfig{}), Audit: st.ListAudit}).Handler()
+	h := server.New(server.Config{Contexts: m, Tools: noTools{}, Auth: tenant.NewAuthenticator(st, tenant.AuthConfig{}), Audit: st.ListAuditKind}).Handler()
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+key)

@@ -128,7 +128,7 @@ type Config struct {
 	// Audit, when set, lists a tenant's audit trail, newest first, for
 	// GET /v1/audit (store.Backend.ListAudit); without it the route
 	// answers 503.
-	Audit func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error)
+	Audit func(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error)
 	// GuardText passes text a sandbox chose, that is not otherwise its
 	// output (the names and errors in its audit events), through the
 	// egress guard as output of the tenant's context contextID ("" when

@@ -385,6 +385,11 @@ func TestAudit(t *testing.T) {
 	if code, l := get("?limit=1"); code != 200 || !cmp.Equal(ids(l), []int64{3}) {
 		t.Fatalf("limit: %d %+v", code, l)
 	}
+	// The newest event of a kind behind a newer one of another kind: the
+	// limit counts that kind's events.
+	if code, l := get("?kind=tenant.key_rotated&limit=1"); code != 200 || !cmp.Equal(ids(l), []int64{2}) {
+		t.Fatalf("kind and limit: %d %+v", code, l)
+	}
 	if code, l := get("?kind=nothing"); code != 200 || l.Events == nil || len(l.Events) != 0 {
 		t.Fatalf("empty: %d %+v", code, l)
 	}

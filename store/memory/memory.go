@@ -514,13 +514,18 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 // ListAudit returns the newest events first, of tenantID or of all tenants
 // when it is empty; limit <= 0 means 100.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+	return s.ListAuditKind(ctx, tenantID, "", limit)
+}
+
+// ListAuditKind is ListAudit of the events of kind ("" any).
+func (s *Store) ListAuditKind(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error) {
 	limit = rules.AuditLimit(limit)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []audit.Event
 	for i := len(s.events) - 1; i >= 0 && len(out) < limit; i-- {
 		ev := s.events[i]
-		if (tenantID == "" || ev.TenantID == tenantID) && rules.Visible(ctx, ev.TenantID) {
+		if (tenantID == "" || ev.TenantID == tenantID) && (kind == "" || ev.Kind == kind) && rules.Visible(ctx, ev.TenantID) {
 			ev.Detail = maps.Clone(ev.Detail)
 			out = append(out, ev)
 		}

@@ -195,10 +195,15 @@ func (s *Store) AppendAudit(ctx context.Context, ev audit.Event) error {
 // ListAudit returns the newest events first, of tenantID or of all tenants
 // when it is empty; limit <= 0 means 100.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+	return s.ListAuditKind(ctx, tenantID, "", limit)
+}
+
+// ListAuditKind is ListAudit of the events of kind ("" any).
+func (s *Store) ListAuditKind(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error) {
 	var out []audit.Event
 	err := s.run(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT id, tenant_id, context_id, kind, detail, at FROM audit_events
-			WHERE ($1 = '' OR tenant_id = $1) ORDER BY id DESC LIMIT $2`, tenantID, rules.AuditLimit(limit))
+			WHERE ($1 = '' OR tenant_id = $1) AND ($3 = '' OR kind = $3) ORDER BY id DESC LIMIT $2`, tenantID, rules.AuditLimit(limit), kind)
 		if err != nil {
 			return err
 		}

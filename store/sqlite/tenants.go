@@ -236,9 +236,14 @@ func (s *Store) PruneAudit(ctx context.Context, before time.Time, limit int) (in
 // ListAudit returns the newest events first, of tenantID or of all tenants
 // when it is empty; limit <= 0 means 100.
 func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+	return s.ListAuditKind(ctx, tenantID, "", limit)
+}
+
+// ListAuditKind is ListAudit of the events of kind ("" any).
+func (s *Store) ListAuditKind(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, tenant_id, context_id, kind, detail, at FROM audit_events
-		WHERE (?2 = '' OR tenant_id = ?2)`+scopeCond+` ORDER BY id DESC LIMIT ?3`,
-		scope(ctx), tenantID, rules.AuditLimit(limit))
+		WHERE (?2 = '' OR tenant_id = ?2) AND (?4 = '' OR kind = ?4)`+scopeCond+` ORDER BY id DESC LIMIT ?3`,
+		scope(ctx), tenantID, rules.AuditLimit(limit), kind)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}

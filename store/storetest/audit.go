@@ -113,3 +113,35 @@ func testAuditRetention(t *testing.T, s store.Backend) {
 		t.Fatalf("a new event after pruning got id %d, not above %d (%v)", newest[0].ID, got[0].ID, err)
 	}
 }
+
+// testAuditKind: a list of one kind is the newest limit events of that
+// kind, however many newer events of other kinds follow them, and only
+// the tenant's.
+func testAuditKind(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	add := func(tn, kind string) {
+		t.Helper()
+		if err := s.AppendAudit(ctx, store.AuditEvent{TenantID: tn, Kind: kind}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("A", "kind.old")
+	add("B", "kind.old")
+	for range 5 {
+		add("A", "kind.new")
+	}
+	old, err := s.ListAuditKind(ctx, "A", "kind.old", 2)
+	if err != nil || len(old) != 1 || old[0].Kind != "kind.old" || old[0].TenantID != "A" {
+		t.Fatalf("ListAuditKind(A, kind.old, 2) = %+v, %v; want A's one event behind five newer of another kind", old, err)
+	}
+	newer, err := s.ListAuditKind(ctx, "A", "kind.new", 2)
+	if err != nil || len(newer) != 2 || newer[0].ID <= newer[1].ID || newer[0].Kind != "kind.new" {
+		t.Fatalf("ListAuditKind(A, kind.new, 2) = %+v, %v; want the two newest, newest first", newer, err)
+	}
+	if all, err := s.ListAuditKind(ctx, "", "kind.old", 10); err != nil || len(all) != 2 {
+		t.Fatalf("ListAuditKind(all tenants, kind.old) = %+v, %v; want A's and B's", all, err)
+	}
+	if any, err := s.ListAuditKind(ctx, "A", "", 3); err != nil || len(any) != 3 || any[0].Kind != "kind.new" {
+		t.Fatalf("ListAuditKind(A, any kind, 3) = %+v, %v", any, err)
+	}
+}

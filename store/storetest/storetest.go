@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Keys", testKeys},
 		{"Audit", testAudit},
 		{"AuditBatch", testAuditBatch},
+		{"AuditKind", testAuditKind},
 		{"AuditRetention", testAuditRetention},
 		{"TenantScope", testTenantScope},
 		{"NodeColumn", testNodeColumn},

@@ -1,11 +1,9 @@
 package control
 
 import (
-	"crypto/rand"
 	"fmt"
 	"maps"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,7 +12,6 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
-	"github.com/sandlot/sandlot/templates"
 )
 
 // Fork (POST /sandboxes/{id}/fork {count, timeout}): the sandbox's
@@ -65,29 +62,30 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenantID string) 
 		core.WriteAPIError(w, err)
 		return
 	}
-	name := "fork-" + strings.ToLower(rand.Text()[:12])
-	t, _, err := h.cfg.Catalog.Snapshot(r.Context(), tenantID, templates.SnapshotSpec{ContextID: id, Template: rec.Template, Name: name}, h.snapshotCapture(tenantID, id))
+	// The capture is the manager's (contexts.Manager.ForkSnapshot), as
+	// /v1's fork onto a path; the forks are new conversations of E2B's.
+	rec, t, err := h.m.ForkSnapshot(r.Context(), tenantID, id)
 	if err != nil {
 		core.WriteAPIError(w, err)
 		return
 	}
 	out := make([]forkResult, 0, count)
 	for range count {
-		out = append(out, h.forkOne(r, tenantID, rec, t, ttl))
+		out = append(out, h.forkOne(r, tenantID, rec, t.ID, ttl))
 	}
 	core.WriteJSON(w, http.StatusCreated, out)
 }
 
-// forkOne starts one sandbox from the fork's template t, with the
+// forkOne starts one sandbox from the fork's template, with the
 // source's metadata, user and network.
-func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record, t templates.Template, ttl time.Duration) forkResult {
+func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record, template string, ttl time.Duration) forkResult {
 	ctxID := uuid.NewString()
 	id := contexts.Identity{TenantID: tenantID, UserID: src.UserID, ConversationID: ctxID, PathID: contexts.DefaultPath}
 	meta := maps.Clone(src.Metadata)
 	for _, k := range []string{MetaConversation, MetaPath, MetaTask} {
 		delete(meta, k) // the fork is a conversation of its own
 	}
-	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: t.ID, TemplateName: t.ID, TTL: ttl,
+	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: template, TemplateName: template, TTL: ttl,
 		Metadata: meta, MaxExecutions: -1, FixedExpiry: true, Network: src.Network, Prestart: h.bootKernels(templateOf(src))})
 	if err == nil {
 		var b sandboxBody

@@ -165,25 +165,11 @@ func (h *Handler) resumeTimeout(body resumeBody, def time.Duration) (time.Durati
 // (suspended to disk) boots again from its files whatever onResume says,
 // as E2B's 'restore' is a cold boot for a snapshot without memory; memory
 // false (onResume: 'reboot') on one paused with its memory drops that
-// memory first (a suspend), then boots from the files.
+// memory and boots from the files, as one operation of the manager's
+// (contexts.Manager.Reboot: no call lands between the steps).
 func (h *Handler) resumeRec(r *http.Request, tenantID, id string, body resumeBody, ttl time.Duration) (*contexts.Record, error) {
 	if body.Memory != nil && !*body.Memory {
-		rec, err := h.m.Get(r.Context(), tenantID, id)
-		if err != nil {
-			return nil, err
-		}
-		if rec.KeepsMemory() {
-			// Suspended with its memory (a /v1 or idle suspend on runsc):
-			// restored, then suspended again without it.
-			if _, err := h.m.Resume(r.Context(), tenantID, id, ttl); err != nil {
-				return nil, err
-			}
-		}
-		if rec.KeepsMemory() || !rec.Suspended() {
-			if _, err := h.m.SuspendFiles(r.Context(), tenantID, id, 0); err != nil {
-				return nil, err
-			}
-		}
+		return h.m.Reboot(r.Context(), tenantID, id, ttl)
 	}
 	return h.m.Resume(r.Context(), tenantID, id, ttl)
 }

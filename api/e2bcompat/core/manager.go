@@ -36,6 +36,12 @@ type Manager interface {
 	Usage(ctx context.Context, tenantID, contextID string) (contexts.ResourceUsage, error)
 	// Capture writes a context's filesystem as a layer (a snapshot).
 	Capture(ctx context.Context, tenantID, contextID string, w io.Writer, max int64) (*contexts.Record, error)
+	// ForkSnapshot captures a context as a snapshot template for forks
+	// (contexts.Manager.ForkSnapshot) and returns the source's record.
+	ForkSnapshot(ctx context.Context, tenantID, contextID string) (*contexts.Record, contexts.SnapshotInfo, error)
+	// Reboot drops a paused context's memory and boots it again from its
+	// files, as one operation under its lock (contexts.Manager.Reboot).
+	Reboot(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
 	// Now is the manager's clock: a sandbox's end is judged by it.
 	Now() time.Time
 	// OnTerminated tells fn of every context the manager ends, whatever

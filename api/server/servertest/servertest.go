@@ -473,10 +473,10 @@ func NewEnv(mod func(*server.Config)) *Env {
 	e.KeyA = e.Tenants.Add("tenant-a")
 	e.KeyB = e.Tenants.Add("tenant-b")
 	cfg := server.Config{Contexts: e.Contexts, Tools: e.Tools, Auth: tenant.NewAuthenticator(e.Tenants, tenant.AuthConfig{}),
-		Audit: func(ctx context.Context, tenantID string, limit int) ([]audit.Event, error) {
+		Audit: func(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error) {
 			var out []audit.Event
 			for i := len(e.Audit) - 1; i >= 0 && len(out) < limit; i-- {
-				if e.Audit[i].TenantID == tenantID {
+				if e.Audit[i].TenantID == tenantID && (kind == "" || e.Audit[i].Kind == kind) {
 					out = append(out, e.Audit[i])
 				}
 			}

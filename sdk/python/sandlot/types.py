@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ContextNetwork", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "SuspendSandboxArgs", "SuspendSandboxResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
+__all__ = ["BashArgs", "BashResult", "Context", "ContextList", "ContextNetwork", "ConversationEnded", "EditFileArgs", "EditFileResult", "ExecError", "FailureResult", "FileEntry", "FileInfo", "FileList", "ForkSandboxArgs", "ForkSandboxResult", "GlobArgs", "GlobResult", "GrepArgs", "GrepMatch", "GrepResult", "ListFilesArgs", "ListFilesResult", "Network", "ReadFileArgs", "ReadFileResult", "RichResult", "RunAnalysisArgs", "RunAnalysisResult", "RunCodeArgs", "RunCodeResult", "SuspendSandboxArgs", "SuspendSandboxResult", "Template", "TemplateList", "TemplateResources", "TemplateSettings", "TenantInfo", "Version", "WriteFileArgs", "WriteFileResult", "TOOLS", "Language"]
 
 Language = Literal["python", "javascript", "typescript", "bash", "sh", "r", "java"]
 """The languages of run_code."""
@@ -165,6 +165,27 @@ class FileList(TypedDict):
 
     path: NotRequired[str]
     entries: NotRequired[list[FileInfo]]
+
+
+class ForkSandboxArgs(TypedDict):
+    """The API's ForkSandboxArgs."""
+
+    to_path: str
+
+
+class ForkSandboxResult(TypedDict):
+    """The API's ForkSandboxResult."""
+
+    userId: NotRequired[str]
+    conversationId: str
+    pathId: str
+    success: bool
+    sourceContextId: str
+    contextId: str
+    forkPathId: str
+    snapshotId: str
+    memory: bool
+    notice: str
 
 
 class GlobArgs(TypedDict):
@@ -452,6 +473,7 @@ class WriteFileResult(TypedDict):
 TOOLS: dict[str, type] = {
     "bash": BashArgs,
     "edit_file": EditFileArgs,
+    "fork_sandbox": ForkSandboxArgs,
     "glob": GlobArgs,
     "grep": GrepArgs,
     "list_files": ListFilesArgs,

@@ -223,6 +223,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tools/fork_sandbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Call the fork_sandbox tool
+         * @description Fork this conversation's sandbox onto another path of the conversation (to_path), to try something without losing the current state: the fork starts with a copy of this sandbox's files, and this sandbox runs on unchanged. Use the fork by calling the tools with pathId set to to_path. The result says whether memory (variables, imports, processes) was kept; where it was not, the fork's kernels start fresh. (Model-facing description; generated from the tool registry. A failure of the code itself, a context limit or a lost sandbox is a 200 result with success false, which a model can read.)
+         */
+        post: operations["toolForkSandbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tools/glob": {
         parameters: {
             query?: never;
@@ -1935,6 +1955,42 @@ export interface components {
             contextId: string;
             notice: string;
         };
+        ForkSandboxArgs: {
+            /** @description The path of this conversation the fork goes onto (a name of your choosing, such as attempt-2); it must have no sandbox yet. Call the tools with this pathId to use the fork. */
+            to_path: string;
+        };
+        ForkSandboxRequest: {
+            /** @description The end user behind the tenant's key (optional): part of the context's key, so two users who send the same conversationId or taskId never share a sandbox. */
+            userId?: string;
+            conversationId?: string;
+            /** @default main */
+            pathId?: string;
+            taskId?: string;
+            args: components["schemas"]["ForkSandboxArgs"];
+            network?: components["schemas"]["Network"];
+            /** @description Declared secrets, name to value: run_code, run_analysis and bash get them as environment variables, and the egress guard masks each value (plain, base64, hex, URL and JSON escaped, split across writes or file chunks) in everything that leaves the context from this call on, as [REDACTED:SECRET]. Names are [A-Za-z_][A-Za-z0-9_]* up to 128 bytes, not starting with SANDLOT_, and not also in the tool's env; a bad name, a value outside 8..4096 bytes or more than 32 secrets is 400. */
+            secrets?: {
+                [key: string]: string;
+            };
+        };
+        /** @description One NDJSON line of a streamed fork_sandbox call: output as it happens, then its final result (or an error). */
+        ForkSandboxStreamEvent: components["schemas"]["StdoutEvent"] | components["schemas"]["StderrEvent"] | components["schemas"]["RichResultEvent"] | components["schemas"]["ErrorEvent"] | {
+            /** @constant */
+            type: "final";
+            result: components["schemas"]["ForkSandboxResult"] | components["schemas"]["FailureResult"];
+        };
+        ForkSandboxResult: {
+            userId?: string;
+            conversationId: string;
+            pathId: string;
+            success: boolean;
+            sourceContextId: string;
+            contextId: string;
+            forkPathId: string;
+            snapshotId: string;
+            memory: boolean;
+            notice: string;
+        };
     };
     responses: {
         /** @description An error. */
@@ -2311,6 +2367,43 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["EditFileResult"] | components["schemas"]["FailureResult"];
                     "application/x-ndjson": components["schemas"]["EditFileStreamEvent"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            408: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            415: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            500: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    toolForkSandbox: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The caller's own request (a chat turn) this call belongs to, at most 256 bytes. After a call of that request failed to create its sandbox, the code tools (every tool that runs in the conversation's execution context) are withdrawn from the request for a cool-off (30 s): their calls answer that failure at once, without trying to create again, and GET /v1/tools with this header leaves them out. */
+                "X-Sandlot-Caller-Request"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForkSandboxRequest"];
+            };
+        };
+        responses: {
+            /** @description The tool's result, with the call's conversationId and pathId (and userId). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForkSandboxResult"] | components["schemas"]["FailureResult"];
+                    "application/x-ndjson": components["schemas"]["ForkSandboxStreamEvent"];
                 };
             };
             400: components["responses"]["Error"];
