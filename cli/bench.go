@@ -91,7 +91,7 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
-	fs.BoolVar(&suspendMemory, "suspend-memory", false, "the image provider keeps memory on a suspend where its runtime can (runsc; serve's --suspend-memory): the suspend figures say which they measured")
+	fs.BoolVar(&suspendMemory, "suspend-memory", true, "the image provider keeps memory on a suspend where its runtime can (runsc with the state dir on a disk; serve's --suspend-memory); false: files only. The suspend figures say which they measured")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
@@ -365,7 +365,7 @@ func benchImages(env *bench.Env, dir, rt, stateDir string, limits contexts.Limit
 		return err
 	}
 	cat := templates.New(templates.Config{Store: st, Images: s, Snapshots: st, Logger: log})
-	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Templates: cat, KeepMemory: keepMemory, Logger: log}
+	lc := local.Config{Runtime: rt, StateDir: stateDir, Limits: limits, Images: s, Templates: cat, NoMemory: !keepMemory, Logger: log}
 	vs, verr := benchVolumes(filepath.Join(stateDir, "volumes"), log)
 	if verr == nil {
 		lc.Volumes = vs
