@@ -28,12 +28,18 @@ func (s *Server) fork(w http.ResponseWriter, r *http.Request) {
 	if _, ok := s.snapshotsOf(w, r); !ok {
 		return
 	}
+	tn := mustTenant(r)
+	// The source is looked up first, so an id that is not the caller's is
+	// 404 on any server, whether or not it can fork.
+	if _, err := s.cfg.Contexts.Get(r.Context(), tn.ID, r.PathValue("id")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	f, ok := s.cfg.Contexts.(Forker)
 	if !ok {
 		s.writeError(w, r, errdefs.Sentence(errdefs.ErrFailedPrecondition, "this server cannot fork contexts"))
 		return
 	}
-	tn := mustTenant(r)
 	var req api.ForkRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.writeError(w, r, err)
