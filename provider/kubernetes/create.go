@@ -48,10 +48,17 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	start := time.Now()
 	lim := p.limitsFor(spec.Limits)
-	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) && p.poolReady(ctx, t)
-	id := NewID()
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
+	// The pool's status is read beside the network's setup (a store read,
+	// a CA made), which does not depend on it.
+	pooled := make(chan bool, 1)
+	if t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) {
+		go func() { pooled <- p.poolReady(ctx, t) }()
+	} else {
+		pooled <- false
+	}
+	id := NewID()
 	defer func() {
 		if err != nil {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -62,6 +69,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}()
 	nw, err := p.network(ctx, id, spec, env)
+	warm := <-pooled
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +111,20 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	objects := time.Now()
 	bound := objects
-	pod, err := p.waitReady(ctx, id, claim, &bound)
+	// A warm pod's enrollment is begun as soon as the bound claim names
+	// its address, beside the pod's read (early).
+	var pre *early
+	onBound := func(c *unstructured.Unstructured) {
+		if ip := claimIP(c); ip != "" {
+			pre = p.beginEnroll(ctx, t, ip)
+		}
+	}
+	defer func() {
+		if pre != nil {
+			pre.drop()
+		}
+	}()
+	pod, err := p.waitReady(ctx, id, claim, &bound, onBound)
 	if err != nil {
 		return nil, err
 	}
@@ -142,15 +163,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	ccfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
 	// The enrollment's connection becomes the session (one TLS
 	// connection, agent.EnrollSession).
-	var c *agent.Client
-	if err := retryDial(ctx, func() (err error) {
-		c, err = agent.EnrollSession(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
-		return err
-	}); err != nil {
+	c, usedEarly, err := p.enroll(ctx, pre, pod, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
+	if err != nil {
 		if warm {
 			p.forgetPoolKey(t)
 		}
-		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	enrolled := time.Now()
 	if c == nil {
@@ -178,7 +196,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	ms := func(a, b time.Time) int64 { return b.Sub(a).Milliseconds() }
-	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "pod", pod.name,
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "early", usedEarly, "pod", pod.name,
 		"objects_ms", ms(start, objects), "bound_ms", ms(objects, bound), "ready_ms", ms(bound, ready), "enroll_ms", ms(ready, enrolled),
 		"connect_ms", ms(enrolled, connected), "record_ms", ms(connected, time.Now()))
 	return &Sandbox{c}, nil
