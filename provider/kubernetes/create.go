@@ -47,13 +47,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	start := time.Now()
-	lim := p.limitsFor(spec.Limits)
+	lim := p.limitsFor(t, spec.Limits)
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
 	// The pool's status is read beside the network's setup (a store read,
 	// a CA made), which does not depend on it.
 	pooled := make(chan bool, 1)
-	if t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) {
+	if t.pool > 0 && lim == p.poolLimits(t) {
 		go func() { pooled <- p.poolReady(ctx, t) }()
 	} else {
 		pooled <- false
@@ -113,10 +113,18 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	bound := objects
 	// A warm pod's enrollment is begun as soon as the bound claim names
 	// its address, beside the pod's read (early).
+	// So is the label of a warm pod of network mode none, by the pod's
+	// name as the claim's Sandbox gives it (checked against the read).
 	var pre *early
+	var labelledEarly chan labelled
 	onBound := func(c *unstructured.Unstructured) {
 		if ip := claimIP(c); ip != "" {
 			pre = p.beginEnroll(ctx, t, ip)
+		}
+		if !nw.proxied {
+			name, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name")
+			labelledEarly = make(chan labelled, 1)
+			go func() { labelledEarly <- p.labelNoEgressEarly(ctx, name) }()
 		}
 	}
 	defer func() {
@@ -131,8 +139,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	ready := time.Now()
 	// The pod's uid goes on the key Secret beside the enrollment, not
 	// before it: it is needed only once the create returns (Attach).
+	recordedAt, labelledAt := ready, ready // for the debug line
 	recorded := make(chan error, 1)
-	go func() { recorded <- p.recordPod(ctx, id, pod, secret) }()
+	go func() {
+		err := p.recordPod(ctx, id, pod, secret)
+		recordedAt = time.Now()
+		recorded <- err
+	}()
 	defer func() {
 		if recorded != nil {
 			<-recorded
@@ -140,17 +153,28 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}()
 	// A claimed warm pod of network mode none is labelled beside its
 	// enrollment, which runs nothing in it: the create returns, and so
-	// the context's first code runs, only once the label is on (from then
-	// on the pod reaches nothing).
-	labelled := make(chan error, 1)
+	// the context's first code runs, only once the label is on the pod
+	// the read found (from then on the pod reaches nothing).
+	isLabelled := make(chan error, 1)
 	if warm && !nw.proxied {
-		go func() { labelled <- p.labelNoEgress(ctx, pod) }()
+		go func() {
+			var err error
+			var l labelled
+			if labelledEarly != nil {
+				l = <-labelledEarly
+			}
+			if l.uid == "" || l.err != nil || l.name != pod.name || l.uid != pod.uid {
+				err = p.labelNoEgress(ctx, pod)
+			}
+			labelledAt = time.Now()
+			isLabelled <- err
+		}()
 	} else {
-		labelled <- nil
+		isLabelled <- nil
 	}
 	defer func() {
-		if labelled != nil {
-			<-labelled
+		if isLabelled != nil {
+			<-isLabelled
 		}
 	}()
 	if warm {
@@ -187,10 +211,10 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	connected := time.Now()
 	err, recorded = <-recorded, nil
-	if lerr := <-labelled; lerr != nil {
+	if lerr := <-isLabelled; lerr != nil {
 		err = errors.Join(err, lerr)
 	}
-	labelled = nil
+	isLabelled = nil
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -198,7 +222,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	ms := func(a, b time.Time) int64 { return b.Sub(a).Milliseconds() }
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "early", usedEarly, "pod", pod.name,
 		"objects_ms", ms(start, objects), "bound_ms", ms(objects, bound), "ready_ms", ms(bound, ready), "enroll_ms", ms(ready, enrolled),
-		"connect_ms", ms(enrolled, connected), "record_ms", ms(connected, time.Now()))
+		"connect_ms", ms(enrolled, connected), "record_ms", ms(connected, time.Now()),
+		"recorded_ms", ms(ready, recordedAt), "labelled_ms", ms(ready, labelledAt))
 	return &Sandbox{c}, nil
 }
 
