@@ -200,6 +200,19 @@ func EnrollSession(ctx context.Context, addr string, poolKey []byte, e Enrollmen
 // enroll runs an enrollment; it returns the connection when the agent
 // serves it (e.Serve and an agent that knows it), else nil.
 func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tls.Conn, error) {
+	msg, err := enrollment(poolKey, e)
+	if err != nil {
+		return nil, err
+	}
+	pe, err := BeginEnrollment(ctx, addr, poolKey)
+	if err != nil {
+		return nil, err
+	}
+	return pe.finish(ctx, msg, e.Serve)
+}
+
+// enrollment checks e and encodes it.
+func enrollment(poolKey []byte, e Enrollment) ([]byte, error) {
 	if len(poolKey) == 0 || len(e.Key) < 16 {
 		return nil, fmt.Errorf("enroll: a pool key and a sandbox key are needed: %w", errdefs.ErrInvalidArgument)
 	}
@@ -210,43 +223,7 @@ func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tl
 	if len(msg) > MaxEnrollment {
 		return nil, fmt.Errorf("enroll: %d bytes of configuration, at most %d: %w", len(msg), MaxEnrollment, errdefs.ErrInvalidArgument)
 	}
-	c, err := dialPodTLS(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
-	}
-	keep := false
-	defer func() {
-		if !keep {
-			c.Close()
-		}
-	}()
-	binding, err := channelBinding(c)
-	if err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
-	}
-	// The enrollment follows the host's proof in one flight: the agent
-	// proved the pool key on this TLS session before it is sent.
-	frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)
-	if err := hostHandshakeThen(ctx, c, poolKey, enrollProofs(binding), frame); err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
-	}
-	deadline := time.Now().Add(HandshakeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	c.SetDeadline(deadline)
-	var ok [1]byte
-	if _, err := io.ReadFull(c, ok[:]); err != nil {
-		return nil, fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
-	}
-	switch {
-	case ok[0] == enrollOK:
-		return nil, nil
-	case ok[0] == enrollServing && e.Serve:
-		keep = true
-		return c, nil
-	}
-	return nil, fmt.Errorf("enroll: the agent refused the configuration: %w", errdefs.ErrFailedPrecondition)
+	return msg, nil
 }
 
 // PodKeys is a pod agent's key state: a sandbox key, or a pool key until

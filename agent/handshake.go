@@ -99,44 +99,80 @@ func hostProve(ctx context.Context, conn net.Conn, key []byte, pr proofs, then [
 	if len(key) == 0 {
 		return nil, nil, fmt.Errorf("handshake: no key: %w", errdefs.ErrInvalidArgument)
 	}
+	h, err := hostHello(ctx, conn, key, pr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := h.prove(ctx, conn, then); err != nil {
+		return nil, nil, err
+	}
+	return h.nonceH, h.nonceA, nil
+}
+
+// helloed is a handshake whose first half is done: the agent proved the
+// key on this channel, the host has not proved it yet.
+type helloed struct {
+	key            []byte
+	pr             proofs
+	nonceH, nonceA []byte
+}
+
+// handshakeDeadline bounds one half of a handshake on conn: ctx's deadline
+// or HandshakeTimeout, whichever is sooner; ctx's end ends it at once.
+// The returned func clears the deadline.
+func handshakeDeadline(ctx context.Context, conn net.Conn) func() {
 	deadline := time.Now().Add(HandshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
 	conn.SetDeadline(deadline)
-	defer conn.SetDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	return func() {
+		stop()
+		conn.SetDeadline(time.Time{})
+	}
+}
 
+// hostHello is the handshake's first half: the host's hello, and the
+// agent's proof of key, checked. Nothing of the host's key has been shown.
+func hostHello(ctx context.Context, conn net.Conn, key []byte, pr proofs) (helloed, error) {
+	defer handshakeDeadline(ctx, conn)()
 	hello := make([]byte, len(handshakeMagic)+nonceSize)
 	copy(hello, pr.magic)
-	nonceH = hello[len(handshakeMagic):]
+	nonceH := hello[len(handshakeMagic):]
 	rand.Read(nonceH)
 	if _, err := conn.Write(hello); err != nil {
-		return nil, nil, handshakeErr(ctx, err)
+		return helloed{}, handshakeErr(ctx, err)
 	}
 	reply := make([]byte, len(handshakeMagic)+nonceSize+macSize)
 	if _, err := io.ReadFull(conn, reply); err != nil {
-		return nil, nil, handshakeErr(ctx, err)
+		return helloed{}, handshakeErr(ctx, err)
 	}
 	if string(reply[:len(handshakeMagic)]) != pr.magic {
-		return nil, nil, fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return helloed{}, fmt.Errorf("%w: not an agent: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	nonceA = reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
+	nonceA := reply[len(handshakeMagic) : len(handshakeMagic)+nonceSize]
 	if !hmac.Equal(reply[len(handshakeMagic)+nonceSize:], handshakeMAC(key, pr.agent, nonceH, nonceA, pr.binding)) {
-		return nil, nil, fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return helloed{}, fmt.Errorf("%w: the peer does not hold the sandbox's key: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	if _, err := conn.Write(append(handshakeMAC(key, pr.host, nonceA, nonceH, pr.binding), then...)); err != nil {
-		return nil, nil, handshakeErr(ctx, err)
+	return helloed{key: key, pr: pr, nonceH: nonceH, nonceA: nonceA}, nil
+}
+
+// prove is the handshake's second half: the host's proof, then (in the
+// same flight), and the agent's verdict.
+func (h helloed) prove(ctx context.Context, conn net.Conn, then []byte) error {
+	defer handshakeDeadline(ctx, conn)()
+	if _, err := conn.Write(append(handshakeMAC(h.key, h.pr.host, h.nonceA, h.nonceH, h.pr.binding), then...)); err != nil {
+		return handshakeErr(ctx, err)
 	}
 	var ok [1]byte
 	if _, err := io.ReadFull(conn, ok[:]); err != nil {
-		return nil, nil, handshakeErr(ctx, err)
+		return handshakeErr(ctx, err)
 	}
 	if ok[0] != handshakeOK {
-		return nil, nil, fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
+		return fmt.Errorf("%w: the agent refused the host's proof: %w", ErrAuth, errdefs.ErrPermissionDenied)
 	}
-	return nonceH, nonceA, nil
+	return nil
 }
 
 func handshakeErr(ctx context.Context, err error) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/desktop"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/provider/kubernetes"
@@ -78,7 +79,7 @@ func prepareKubernetes(p *kubernetes.Provider, log *slog.Logger) {
 
 // kubernetesTemplates are the templates the configuration names: their
 // pools (PoolSizes, and PoolSize for the default template: -1 is the
-// manager's default size, 0 none) and pod images.
+// manager's default size, 0 none), pod images, and the desktop's limits.
 func (c Config) kubernetesTemplates() map[string]kubernetes.Template {
 	ts := map[string]kubernetes.Template{}
 	switch {
@@ -96,6 +97,13 @@ func (c Config) kubernetesTemplates() map[string]kubernetes.Template {
 		t := ts[name]
 		t.Image = img
 		ts[name] = t
+	}
+	// The desktop template's resources (its memory, processes and disk
+	// for Chromium and XFCE) are its pods' defaults, as on one host.
+	if t, ok := ts[desktop.Template]; ok {
+		r := desktop.Resources
+		t.Limits = contexts.Limits{MemoryBytes: r.MemoryBytes, PIDs: r.PIDs, CPUs: r.CPUs, DiskBytes: r.DiskBytes}
+		ts[desktop.Template] = t
 	}
 	return ts
 }

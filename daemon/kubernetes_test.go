@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/kubernetes"
 	"github.com/sandlot/sandlot/store/memory"
@@ -96,12 +97,14 @@ func TestKubernetesAPIServerDown(t *testing.T) {
 // template named.
 func TestKubernetesTemplates(t *testing.T) {
 	c := Config{Providers: []string{"kubernetes"}, PoolSize: -1, PoolSizes: map[string]int{"python": 3, "off": 0},
-		Kubernetes: Kubernetes{Images: map[string]string{"python": "r.test/py@sha256:abc", "node": "r.test/node:1"}}}
+		Kubernetes: Kubernetes{Images: map[string]string{"python": "r.test/py@sha256:abc", "node": "r.test/node:1", "desktop": "r.test/desktop:1"}}}
 	want := map[string]kubernetes.Template{
 		"default": {Pool: 2},
 		"python":  {Pool: 3, Image: "r.test/py@sha256:abc"},
 		"off":     {},
 		"node":    {Image: "r.test/node:1"},
+		// the desktop's resources (desktop.Resources), as on one host
+		"desktop": {Image: "r.test/desktop:1", Limits: contexts.Limits{MemoryBytes: 2 << 30, PIDs: 512, DiskBytes: 1 << 30}},
 	}
 	if diff := cmp.Diff(want, c.kubernetesTemplates()); diff != "" {
 		t.Errorf("templates (-want +got):\n%s", diff)
@@ -112,7 +115,7 @@ func TestKubernetesTemplates(t *testing.T) {
 	}
 	// Every template the configuration names can be created, not only
 	// the default (a pool of 0 still names its template).
-	if diff := cmp.Diff([]string{"default", "node", "off", "python"}, m.Templates); diff != "" {
+	if diff := cmp.Diff([]string{"default", "desktop", "node", "off", "python"}, m.Templates); diff != "" {
 		t.Errorf("manager templates (-want +got):\n%s", diff)
 	}
 }

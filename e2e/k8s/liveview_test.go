@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/desktop"
@@ -194,6 +196,20 @@ func TestLiveViewOnCluster(t *testing.T) {
 	}
 	if rec.Network == nil || !rec.Network.Ingress.Public || rec.Network.Mode.Normalize() != policy.None {
 		t.Errorf("the E2B desktop's network %+v, want public ports and no egress", rec.Network)
+	}
+	// The desktop's resources (desktop.Resources) are its pod's: its
+	// memory limit, and the size of its home and /tmp.
+	pod, err := c.Client().CoreV1().Pods(ns).Get(ctx, rec.SandboxID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the E2B desktop's pod: %v", err)
+	}
+	if got := pod.Spec.Containers[0].Resources.Limits.Memory().Value(); got != desktop.Resources.MemoryBytes {
+		t.Errorf("the desktop pod's memory limit %d, want the desktop's %d", got, desktop.Resources.MemoryBytes)
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.EmptyDir != nil && (v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Value() != desktop.Resources.DiskBytes) {
+			t.Errorf("the desktop pod's volume %s: size %v, want the desktop's %d", v.Name, v.EmptyDir.SizeLimit, desktop.Resources.DiskBytes)
+		}
 	}
 	res, err := d.Manager().Execute(ctx, rec.Identity, contexts.ExecuteRequest{Language: "bash", Timeout: time.Minute,
 		Code: `cd /tmp && echo "key AKIA""QWERTYUIOPASDFGH" > k.txt && (nohup python3 -m http.server 8000 --bind 0.0.0.0 >/dev/null 2>&1 &)`}, nil)

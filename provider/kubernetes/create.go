@@ -47,11 +47,18 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		return nil, err
 	}
 	start := time.Now()
-	lim := p.limitsFor(spec.Limits)
-	warm := t.pool > 0 && lim == p.limitsFor(contexts.Limits{}) && p.poolReady(ctx, t)
-	id := NewID()
+	lim := p.limitsFor(t, spec.Limits)
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
+	// The pool's status is read beside the network's setup (a store read,
+	// a CA made), which does not depend on it.
+	pooled := make(chan bool, 1)
+	if t.pool > 0 && lim == p.poolLimits(t) {
+		go func() { pooled <- p.poolReady(ctx, t) }()
+	} else {
+		pooled <- false
+	}
+	id := NewID()
 	defer func() {
 		if err != nil {
 			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -62,6 +69,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		}
 	}()
 	nw, err := p.network(ctx, id, spec, env)
+	warm := <-pooled
 	if err != nil {
 		return nil, err
 	}
@@ -103,15 +111,41 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	objects := time.Now()
 	bound := objects
-	pod, err := p.waitReady(ctx, id, claim, &bound)
+	// A warm pod's enrollment is begun as soon as the bound claim names
+	// its address, beside the pod's read (early).
+	// So is the label of a warm pod of network mode none, by the pod's
+	// name as the claim's Sandbox gives it (checked against the read).
+	var pre *early
+	var labelledEarly chan labelled
+	onBound := func(c *unstructured.Unstructured) {
+		if ip := claimIP(c); ip != "" {
+			pre = p.beginEnroll(ctx, t, ip)
+		}
+		if !nw.proxied {
+			name, _, _ := unstructured.NestedString(c.Object, "status", "sandbox", "name")
+			labelledEarly = make(chan labelled, 1)
+			go func() { labelledEarly <- p.labelNoEgressEarly(ctx, name) }()
+		}
+	}
+	defer func() {
+		if pre != nil {
+			pre.drop()
+		}
+	}()
+	pod, err := p.waitReady(ctx, id, claim, &bound, onBound)
 	if err != nil {
 		return nil, err
 	}
 	ready := time.Now()
 	// The pod's uid goes on the key Secret beside the enrollment, not
 	// before it: it is needed only once the create returns (Attach).
+	recordedAt, labelledAt := ready, ready // for the debug line
 	recorded := make(chan error, 1)
-	go func() { recorded <- p.recordPod(ctx, id, pod, secret) }()
+	go func() {
+		err := p.recordPod(ctx, id, pod, secret)
+		recordedAt = time.Now()
+		recorded <- err
+	}()
 	defer func() {
 		if recorded != nil {
 			<-recorded
@@ -119,17 +153,28 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}()
 	// A claimed warm pod of network mode none is labelled beside its
 	// enrollment, which runs nothing in it: the create returns, and so
-	// the context's first code runs, only once the label is on (from then
-	// on the pod reaches nothing).
-	labelled := make(chan error, 1)
+	// the context's first code runs, only once the label is on the pod
+	// the read found (from then on the pod reaches nothing).
+	isLabelled := make(chan error, 1)
 	if warm && !nw.proxied {
-		go func() { labelled <- p.labelNoEgress(ctx, pod) }()
+		go func() {
+			var err error
+			var l labelled
+			if labelledEarly != nil {
+				l = <-labelledEarly
+			}
+			if l.uid == "" || l.err != nil || l.name != pod.name || l.uid != pod.uid {
+				err = p.labelNoEgress(ctx, pod)
+			}
+			labelledAt = time.Now()
+			isLabelled <- err
+		}()
 	} else {
-		labelled <- nil
+		isLabelled <- nil
 	}
 	defer func() {
-		if labelled != nil {
-			<-labelled
+		if isLabelled != nil {
+			<-isLabelled
 		}
 	}()
 	if warm {
@@ -142,15 +187,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	ccfg := agent.ClientConfig{SandboxID: id, Key: key, Logger: p.log}
 	// The enrollment's connection becomes the session (one TLS
 	// connection, agent.EnrollSession).
-	var c *agent.Client
-	if err := retryDial(ctx, func() (err error) {
-		c, err = agent.EnrollSession(ctx, addr, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
-		return err
-	}); err != nil {
+	c, usedEarly, err := p.enroll(ctx, pre, pod, enrollKey, agent.Enrollment{Key: key, Env: env, CACerts: nw.caCert}, ccfg)
+	if err != nil {
 		if warm {
 			p.forgetPoolKey(t)
 		}
-		return nil, fmt.Errorf("sandbox %s: pod %s: %w", id, pod.name, err)
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
 	}
 	enrolled := time.Now()
 	if c == nil {
@@ -169,18 +211,19 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	connected := time.Now()
 	err, recorded = <-recorded, nil
-	if lerr := <-labelled; lerr != nil {
+	if lerr := <-isLabelled; lerr != nil {
 		err = errors.Join(err, lerr)
 	}
-	labelled = nil
+	isLabelled = nil
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	ms := func(a, b time.Time) int64 { return b.Sub(a).Milliseconds() }
-	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "pod", pod.name,
+	p.log.Debug("sandbox ready", logkey.Sandbox, id, "warm", warm, "early", usedEarly, "pod", pod.name,
 		"objects_ms", ms(start, objects), "bound_ms", ms(objects, bound), "ready_ms", ms(bound, ready), "enroll_ms", ms(ready, enrolled),
-		"connect_ms", ms(enrolled, connected), "record_ms", ms(connected, time.Now()))
+		"connect_ms", ms(enrolled, connected), "record_ms", ms(connected, time.Now()),
+		"recorded_ms", ms(ready, recordedAt), "labelled_ms", ms(ready, labelledAt))
 	return &Sandbox{c}, nil
 }
 

@@ -145,3 +145,24 @@ func (p *Provider) labelNoEgress(ctx context.Context, pod podRef) error {
 	}
 	return nil
 }
+
+// labelled is the outcome of a label patched before the pod's read.
+type labelled struct {
+	name, uid string // the pod labelled
+	err       error
+}
+
+// labelNoEgressEarly labels the pod named name (the bound Sandbox's, by
+// its name) as labelNoEgress does, but before the pod's read gives its
+// uid, so without that precondition: the label only takes egress away,
+// and a pod that replaced the one meant loses nothing it should have. It
+// reports the uid of the pod it labelled, which the create checks
+// against the read's (labelNoEgress again when they differ).
+func (p *Provider) labelNoEgressEarly(ctx context.Context, name string) labelled {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelEgress, egressNone)
+	u, err := p.c.Resource(gvrPod).Namespace(p.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil {
+		return labelled{name: name, err: apiErr("label pod "+name+" for no egress", err)}
+	}
+	return labelled{name: name, uid: string(u.GetUID())}
+}

@@ -40,6 +40,7 @@ type cluster struct {
 	impostor    bool              // pods run an agent with a key of its own
 	poolEmpty   bool              // warm pools report no ready pod
 	sameName    bool              // pods are named as their Sandbox (agent-sandbox's own pods)
+	claimIPs    []string          // the addresses a bound claim's status names, if not its pod's
 	agents      map[string]func() // pod name -> stop its agent
 }
 
@@ -168,7 +169,28 @@ func (c *cluster) step(ctx context.Context) {
 		if _, err := c.res(gvrSandbox).Create(ctx, sb, metav1.CreateOptions{}); err != nil {
 			continue
 		}
+		// A warm pool's pod runs before the claim: the claim is bound
+		// with the pod's addresses in its status, as agent-sandbox
+		// mirrors the Sandbox's (or with claimIPs, a stale status).
+		c.mu.Lock()
+		c.started[sb.GetName()] = true
+		unsched, stale := c.unscheduled, c.claimIPs
+		c.mu.Unlock()
+		ip := ""
+		if unsched {
+			setCondition(sb, "PodScheduled", "False", "Unschedulable", "0/1 nodes are available: 1 Insufficient memory.")
+			c.res(gvrSandbox).Update(ctx, sb, metav1.UpdateOptions{})
+		} else {
+			ip = c.startPod(ctx, sb)
+		}
 		unstructured.SetNestedField(cl.Object, sb.GetName(), "status", "sandbox", "name")
+		if ip != "" {
+			ips := []string{ip}
+			if stale != nil {
+				ips = stale
+			}
+			unstructured.SetNestedStringSlice(cl.Object, ips, "status", "sandbox", "podIPs")
+		}
 		c.res(gvrClaim).Update(ctx, &cl, metav1.UpdateOptions{})
 	}
 	sandboxes, _ := c.res(gvrSandbox).List(ctx, metav1.ListOptions{})
@@ -191,8 +213,9 @@ func (c *cluster) step(ctx context.Context) {
 }
 
 // startPod makes sb's pod and runs its agent with the key its pod spec
-// mounts (the Secret and item named in its key volume).
-func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
+// mounts (the Secret and item named in its key volume); it returns the
+// pod's address, "" when it could not start it.
+func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) string {
 	vols, _, _ := unstructured.NestedSlice(sb.Object, "spec", "podTemplate", "spec", "volumes")
 	var key []byte
 	for _, v := range vols {
@@ -204,12 +227,12 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
 		s, err := c.res(gvrSecret).Get(ctx, sec["secretName"].(string), metav1.GetOptions{})
 		if err != nil {
 			c.t.Errorf("pod of %s: its key secret: %v", sb.GetName(), err)
-			return
+			return ""
 		}
 		item := sec["items"].([]any)[0].(map[string]any)["key"].(string)
 		if key, err = secretData(s, item); err != nil {
 			c.t.Errorf("pod of %s: %v", sb.GetName(), err)
-			return
+			return ""
 		}
 	}
 	c.mu.Lock()
@@ -222,12 +245,12 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(c.port)))
 	if err != nil {
 		c.t.Errorf("pod of %s: %v", sb.GetName(), err)
-		return
+		return ""
 	}
 	keys, err := agent.NewPodKeys(nil, key)
 	if err != nil {
 		c.t.Errorf("pod of %s: %v", sb.GetName(), err)
-		return
+		return ""
 	}
 	actx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -253,6 +276,7 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) {
 	setCondition(sb, "Ready", "True", "DependenciesReady", "")
 	unstructured.SetNestedStringSlice(sb.Object, []string{ip}, "status", "podIPs")
 	c.res(gvrSandbox).Update(ctx, sb, metav1.UpdateOptions{})
+	return ip
 }
 
 var uids = struct {

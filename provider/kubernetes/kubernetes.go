@@ -64,6 +64,11 @@ type Template struct {
 	// WritableRoot leaves the pod's root writable, for images whose
 	// programs write outside /home/user and /tmp.
 	WritableRoot bool
+	// Limits are the template's defaults for the zero fields of a spec's
+	// limits (the desktop's 2 GiB and 1 GiB of disk, desktop.Resources),
+	// before Config.Limits: a template's resources on one host
+	// (templates.Resources) are its pods' here. Its pool's pods have them.
+	Limits contexts.Limits
 }
 
 // Config configures a Provider.
@@ -97,8 +102,10 @@ type Config struct {
 	// the env it adds to the pod (its secrets' placeholders).
 	Egress Egress
 	// Limits are the defaults for zero fields of contexts.Spec.Limits
-	// (2 GiB, 1 CPU, 512 MiB of disk when zero here too). A pool's pods
-	// have these; a spec that asks for others gets a cold pod.
+	// after the template's own (Template.Limits); 2 GiB, 1 CPU, 512 MiB of
+	// disk when zero there too. A pool's pods have the limits of a spec
+	// with these (the manager's creates); a spec that asks for others
+	// gets a cold pod.
 	Limits contexts.Limits
 	// Prestart names kernels the agent starts at boot.
 	Prestart []string
@@ -220,6 +227,7 @@ type templateConf struct {
 	image        string
 	pool         int
 	writableRoot bool
+	limits       contexts.Limits // the template's defaults (Template.Limits)
 }
 
 // envName is a variable name the agent's environment takes.
@@ -238,7 +246,7 @@ func (p *Provider) template(name string) (templateConf, error) {
 		return templateConf{}, fmt.Errorf("template %q: on kubernetes a template's name is lower-case letters, digits and '-' (at most 42): %w", name, errdefs.ErrInvalidArgument)
 	}
 	t := p.templates[name]
-	c := templateConf{name: name, image: t.Image, pool: t.Pool, writableRoot: t.WritableRoot}
+	c := templateConf{name: name, image: t.Image, pool: t.Pool, writableRoot: t.WritableRoot, limits: t.Limits}
 	if c.image == "" {
 		if p.registry == "" {
 			return templateConf{}, fmt.Errorf("template %q has no pod image and no registry is configured: %w", name, errdefs.ErrFailedPrecondition)
@@ -248,29 +256,40 @@ func (p *Provider) template(name string) (templateConf, error) {
 	return c, nil
 }
 
-func (p *Provider) limitsFor(l contexts.Limits) contexts.Limits {
-	pick := func(a, b, def int64) int64 {
-		if a > 0 {
-			return a
-		}
-		if b > 0 {
-			return b
+// limitsFor are the limits of a pod of template t for a spec's limits l:
+// each field l sets, else t's default, else the provider's (Config.Limits),
+// else 2 GiB, 256 processes, 1 CPU, 512 MiB of disk. The daemon's limits
+// (--sandbox-memory, ...) come in l, as on one host, where they win over
+// a public template's resources too.
+func (p *Provider) limitsFor(t templateConf, l contexts.Limits) contexts.Limits {
+	pick := func(def int64, v ...int64) int64 {
+		for _, x := range v {
+			if x > 0 {
+				return x
+			}
 		}
 		return def
 	}
-	cpus := l.CPUs
-	if cpus <= 0 {
-		cpus = p.limits.CPUs
-	}
-	if cpus <= 0 {
-		cpus = 1
+	cpus := 1.0
+	for _, c := range []float64{l.CPUs, t.limits.CPUs, p.limits.CPUs} {
+		if c > 0 {
+			cpus = c
+			break
+		}
 	}
 	return contexts.Limits{
-		MemoryBytes: pick(l.MemoryBytes, p.limits.MemoryBytes, 2<<30),
-		PIDs:        pick(l.PIDs, p.limits.PIDs, 256),
+		MemoryBytes: pick(2<<30, l.MemoryBytes, t.limits.MemoryBytes, p.limits.MemoryBytes),
+		PIDs:        pick(256, l.PIDs, t.limits.PIDs, p.limits.PIDs),
 		CPUs:        cpus,
-		DiskBytes:   pick(l.DiskBytes, p.limits.DiskBytes, 512<<20),
+		DiskBytes:   pick(512<<20, l.DiskBytes, t.limits.DiskBytes, p.limits.DiskBytes),
 	}
+}
+
+// poolLimits are the limits of t's warm pods: those of a create whose
+// spec has the provider's limits, as the manager's creates do. A create
+// with other limits gets a cold pod.
+func (p *Provider) poolLimits(t templateConf) contexts.Limits {
+	return p.limitsFor(t, p.limits)
 }
 
 func newKey() []byte {

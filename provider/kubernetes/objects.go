@@ -215,7 +215,7 @@ func (p *Provider) templateObjects(t templateConf, poolKey []byte) (tmpl, pool, 
 	secret = obj("v1", "Secret", p.ns, name+"-pool", labels)
 	secret.Object["type"] = "Opaque"
 	secret.Object["data"] = map[string]any{secretKey: b64(poolKey)}
-	lim := p.limitsFor(contexts.Limits{})
+	lim := p.poolLimits(t)
 	tmpl = obj("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate", p.ns, name, labels)
 	tmpl.Object["spec"] = map[string]any{
 		"podTemplate": podTemplate(p.podSpec(t, lim, secret.GetName(), secretKey, p.prestart), t.name),

@@ -23,8 +23,9 @@ import (
 // it rather than at the next poll. claim is the warm claim as its create
 // returned it (nil for a cold Sandbox): its watch starts from that
 // version, without a read first. bound is set when a warm claim is bound
-// (the phase the create's debug line reports).
-func (p *Provider) waitReady(ctx context.Context, id string, claim *unstructured.Unstructured, bound *time.Time) (podRef, error) {
+// (the phase the create's debug line reports), and onBound, when set, is
+// given the bound claim before its pod is read.
+func (p *Provider) waitReady(ctx context.Context, id string, claim *unstructured.Unstructured, bound *time.Time, onBound func(*unstructured.Unstructured)) (podRef, error) {
 	warm := claim != nil
 	last := "no status yet"
 	fail := func(err error) (podRef, error) {
@@ -51,6 +52,9 @@ func (p *Provider) waitReady(ctx context.Context, id string, claim *unstructured
 		}
 		name, _, _ = unstructured.NestedString(c.Object, "status", "sandbox", "name")
 		*bound = time.Now()
+		if onBound != nil {
+			onBound(c)
+		}
 		// A claim binds a warm pool's Sandbox whose pod already runs and
 		// is Ready (the agent answers its probe); the controller's
 		// adoption refreshes the Sandbox's own status some 100 ms later.

@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/sandlot/sandlot/errdefs"
+)
+
+// TestPendingEnrollment: the first half of an enrollment (the agent's
+// proof of the pool key) delivers nothing: a pending enrollment that is
+// closed leaves the agent waiting for its one enrollment, which a later
+// one gets; a pending enrollment that is completed is the session
+// EnrollSession gives; a peer that cannot prove the pool key fails at
+// the first half, before the host shows anything.
+func TestPendingEnrollment(t *testing.T) {
+	cfg := ClientConfig{SandboxID: "s", Key: sandboxKey}
+	t.Run("closed, then enrolled by another", func(t *testing.T) {
+		ctx := testCtx(t)
+		addr, results := startServingAgent(t, nil, poolKey, nil)
+		pe, err := BeginEnrollment(ctx, addr, poolKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pe.Close()
+		if r := next(t, results); r.enrolled || r.serve || r.err == nil {
+			t.Fatalf("agent after a closed pending enrollment: %+v, want nothing taken", r)
+		}
+		pe, err = BeginEnrollment(ctx, addr, poolKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pe.Session(ctx, Enrollment{Key: sandboxKey}, cfg)
+		if err != nil || c == nil {
+			t.Fatalf("session: %v, %v", c, err)
+		}
+		c.Close()
+		if r := next(t, results); !r.enrolled || !r.serve || r.err != nil {
+			t.Fatalf("agent: %+v, want enrolled and served", r)
+		}
+		d, err := DialPod(ctx, addr, cfg)
+		if err != nil {
+			t.Fatalf("dial with the enrolled key: %v", err)
+		}
+		d.Close()
+	})
+	t.Run("the wrong pool key", func(t *testing.T) {
+		ctx := testCtx(t)
+		addr, results := startServingAgent(t, nil, poolKey, nil)
+		if pe, err := BeginEnrollment(ctx, addr, otherKey); !errors.Is(err, errdefs.ErrPermissionDenied) {
+			if pe != nil {
+				pe.Close()
+			}
+			t.Fatalf("begin with the wrong pool key: %v, want permission_denied", err)
+		}
+		if r := next(t, results); r.enrolled || r.err == nil {
+			t.Fatalf("agent: %+v, want refused", r)
+		}
+	})
+}
