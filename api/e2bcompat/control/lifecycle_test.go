@@ -316,3 +316,31 @@ func TestAutoResume(t *testing.T) {
 		t.Fatalf("Wake of a running sandbox: %v %v, want no resume", resumed, err)
 	}
 }
+
+// wokenFirst is a manager whose Resume finds the context woken by someone
+// else first: it resumes it, then answers the caller's resume as the
+// manager would then (ErrNotPaused).
+type wokenFirst struct{ *contexts.Manager }
+
+func (m wokenFirst) Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error) {
+	if _, err := m.Manager.Resume(ctx, tenantID, contextID, ttl); err != nil {
+		return nil, err
+	}
+	return m.Manager.Resume(ctx, tenantID, contextID, ttl)
+}
+
+// TestConnectWokenMeanwhile: a paused sandbox woken between connect's read
+// and its resume (traffic, another connect) is running, which is what
+// connect asks for: 200 with the sandbox, not 409 "already running".
+func TestConnectWokenMeanwhile(t *testing.T) {
+	e := e2bcompattest.NewEnv(t, e2bcompattest.Options{Wrap: func(m *contexts.Manager) e2bcompat.Manager { return wokenFirst{m} }})
+	sb := e.Create(key1, `{"timeout":60}`)
+	if resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/pause", nil, "X-API-KEY", key1); resp.StatusCode != 204 {
+		t.Fatalf("pause: %d", resp.StatusCode)
+	}
+	resp := e.Do("POST", "/sandboxes/"+sb.SandboxID+"/connect", strings.NewReader(`{"timeout":60}`), "X-API-KEY", key1)
+	got := decode[struct{ SandboxID string }](t, resp)
+	if resp.StatusCode != 200 || got.SandboxID != sb.SandboxID {
+		t.Fatalf("connect to a sandbox woken meanwhile: %d %+v, want 200 with the sandbox", resp.StatusCode, got)
+	}
+}

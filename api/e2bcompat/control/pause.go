@@ -88,11 +88,21 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, tenantID strin
 	}
 	status := http.StatusOK
 	if rec.Paused() {
-		if rec, err = h.resumeRec(r, tenantID, id, body, ttl); err != nil {
+		got, err := h.resumeRec(r, tenantID, id, body, ttl)
+		switch {
+		case errors.Is(err, contexts.ErrNotPaused):
+			// Woken since it was read (traffic, another connect): it runs,
+			// which is what a connect asks for.
+			if rec, err = h.m.Get(r.Context(), tenantID, id); err != nil {
+				h.writeLifecycleError(w, id, err)
+				return
+			}
+		case err != nil:
 			h.writeLifecycleError(w, id, err)
 			return
+		default:
+			rec, status = got, http.StatusCreated
 		}
-		status = http.StatusCreated
 	} else if body.Timeout != nil && *body.Timeout > 0 && h.m.Now().Add(ttl).After(rec.ExpiresAt) {
 		if rec, err = h.m.SetTTL(r.Context(), tenantID, id, ttl); err != nil {
 			core.WriteAPIError(w, err)
