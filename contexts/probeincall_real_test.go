@@ -49,10 +49,18 @@ func TestRealUseProbeInCall(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := use(); !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrNotFound) {
+	// unavailable: the probe in the call found the agent gone; not_found:
+	// the client had seen its connection end before the call, and the
+	// context was ended without a call. Either ends the context once.
+	_, err := use()
+	if !errors.Is(err, errdefs.ErrUnavailable) && !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("Use on a killed sandbox: %v, want unavailable or not_found", err)
 	}
-	rec, _ := e.m.Get(e.ctx, "t1", old.ContextID)
+	t.Logf("Use on the killed sandbox: %v", err)
+	rec, err := e.m.Get(e.ctx, "t1", old.ContextID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if rec.State != contexts.StateError {
 		t.Fatalf("killed context: %+v", rec)
 	}
