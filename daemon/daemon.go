@@ -342,6 +342,9 @@ func (d *Daemon) Close(ctx context.Context) error {
 		}
 		errs = append(errs, d.nw.close(ctx))
 		d.kegress.close()
+		if d.auth != nil {
+			errs = append(errs, d.auth.Wait(ctx))
+		}
 		// The trail after the manager and the networks: it writes what
 		// they sent.
 		if d.trail != nil {

@@ -52,8 +52,7 @@ type Authenticator struct {
 	// writes bounds the key-use writes in flight. They run off the
 	// request's path: a slow store delays no request, and a full set
 	// drops the write (the key's next request tries again).
-	writes  chan struct{}
-	writing sync.WaitGroup
+	writes chan struct{}
 }
 
 // keyUseWrites is how many key-use writes may be in flight at once, and
@@ -134,16 +133,36 @@ func (a *Authenticator) markUsed(ctx context.Context, hash string) {
 		a.forgetUse(hash, now)
 		return
 	}
-	a.writing.Add(1)
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyUseTimeout)
 	go func() {
-		defer a.writing.Done()
 		defer func() { <-a.writes }()
 		defer cancel()
 		if err := ku.KeyUsed(wctx, hash, now); err != nil {
 			a.forgetUse(hash, now)
 		}
 	}()
+}
+
+// Wait waits until the key-use writes in flight have ended, or ctx is
+// done: a daemon's close calls it before its store closes, so no write
+// races the close. It takes every write slot, then gives them back; a use
+// marked meanwhile is dropped, and written by the key's next request.
+func (a *Authenticator) Wait(ctx context.Context) error {
+	taken := 0
+	defer func() {
+		for ; taken > 0; taken-- {
+			<-a.writes
+		}
+	}()
+	for taken < cap(a.writes) {
+		select {
+		case a.writes <- struct{}{}:
+			taken++
+		case <-ctx.Done():
+			return fmt.Errorf("key-use writes in flight: %w", ctx.Err())
+		}
+	}
+	return nil
 }
 
 // forgetUse drops the record that hash's use was written at at, unless a

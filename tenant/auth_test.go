@@ -102,7 +102,9 @@ func TestAuthenticatorKeyUsed(t *testing.T) {
 		if _, err := a.Key(ctx, key); err != nil {
 			t.Fatal(err)
 		}
-		a.writing.Wait()
+		if err := a.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := []time.Time{time.Unix(1000, 0), time.Unix(1061, 0)}
 	if len(g.used) != len(want) || !g.used[0].Equal(want[0]) || !g.used[1].Equal(want[1]) {
@@ -142,8 +144,15 @@ func TestKeyUseOffRequestPath(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("requests waited for the store to record their keys' use")
 	}
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if err := a.Wait(short); err == nil {
+		t.Fatal("Wait returned while the writes were held")
+	}
 	close(g.useGate)
-	a.writing.Wait()
+	if err := a.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if len(g.used) != keyUseWrites {
 		t.Fatalf("%d uses written, want %d (the rest dropped while the slots were taken)", len(g.used), keyUseWrites)
 	}
@@ -151,7 +160,9 @@ func TestKeyUseOffRequestPath(t *testing.T) {
 	if _, err := a.Key(ctx, keys[len(keys)-1]); err != nil {
 		t.Fatal(err)
 	}
-	a.writing.Wait()
+	if err := a.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if len(g.used) != keyUseWrites+1 {
 		t.Fatalf("%d uses written after a dropped key's next request, want %d", len(g.used), keyUseWrites+1)
 	}
