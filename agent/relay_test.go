@@ -23,7 +23,9 @@ import (
 // open (a restore with memory, docs/security.md): move the agent's fresh
 // socket aside, listen at its name, and forward every connection to the
 // agent's socket, both ways. It keeps what the host sent, and passes what
-// the agent answers after the handshake through tamper (the nth answer).
+// the agent answers after the handshake through tamper (the nth answer);
+// a tamper that returns nil makes the relay drop that answer and close
+// both ends cleanly, at a frame's (and a record's) boundary.
 type relay struct {
 	ln     net.Listener
 	tamper func(b []byte, n int) []byte
@@ -85,7 +87,14 @@ func startRelay(t *testing.T, path string, r *relay) *relay {
 						if skip := handshakeReply - total; skip < n && r.tamper != nil {
 							skip = max(skip, 0)
 							answers++
-							b = append(append([]byte(nil), b[:skip]...), r.tamper(bytes.Clone(b[skip:]), answers)...)
+							t := r.tamper(bytes.Clone(b[skip:]), answers)
+							if t == nil {
+								h.Write(b[:skip])
+								h.Close()
+								a.Close()
+								return
+							}
+							b = append(append([]byte(nil), b[:skip]...), t...)
 						}
 						total += n
 						h.Write(b)
@@ -214,6 +223,49 @@ func TestRelay(t *testing.T) {
 			if tc.changes {
 				t.Fatal("three calls succeeded on a session the relay tampered with")
 			}
+		})
+	}
+}
+
+// TestRelayDropsProbeAnswer: a relay that drops the agent's answer to the
+// in-band ping (agent.WithProbe) and then closes the connection cleanly
+// makes the loss look as if it came before the agent read the request,
+// though the agent read and ran it. On a sealed session (the only kind a
+// relay can sit in) the call must fail unavailable, never ErrNotSent, or
+// the caller would run the code again elsewhere. The plain session shows
+// the harness does what it says: there the drop is taken for "not sent".
+func TestRelayDropsProbeAnswer(t *testing.T) {
+	key := bytes.Repeat([]byte{8}, agent.KeySize)
+	for _, sealed := range []bool{true, false} {
+		t.Run("sealed="+strconv.FormatBool(sealed), func(t *testing.T) {
+			socket, home := startKeyedAgent(t, key)
+			startRelay(t, socket, &relay{tamper: func([]byte, int) []byte { return nil }})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := agent.Dial(ctx, socket, agent.ClientConfig{SandboxID: "relayed", Key: key, Sealed: sealed})
+			if err != nil {
+				t.Fatalf("dial through the relay: %v", err)
+			}
+			defer c.Close()
+			path := filepath.Join(home, "ran")
+			_, err = c.Mkdir(agent.WithProbe(ctx), path)
+			if err == nil || ctx.Err() != nil || !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("call through a relay that dropped the answers: %v, want unavailable", err)
+			}
+			// The agent got the request and ran it.
+			for {
+				if _, serr := os.Stat(path); serr == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("the agent never ran the request")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := errors.Is(err, agent.ErrNotSent); got != !sealed {
+				t.Fatalf("sealed %v: ErrNotSent = %v (%v)", sealed, got, err)
+			}
+			t.Logf("sealed %v: %v", sealed, err)
 		})
 	}
 }
