@@ -299,7 +299,8 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 // just ahead of their request. The agent answers a ping inline, before it
 // reads the next frame, so when the connection is lost before the ping's
 // answer came, the request was never dispatched: the call's error then
-// wraps ErrNotSent, as if not one byte had left. That is the health check
+// wraps ErrNotSent, as if not one byte had left (not on a sealed session,
+// whose relay could drop the answer: probeVerdict). That is the health check
 // of a reuse without its round trip: the kill of a sandbox can be
 // reported by its runtime while its agent's socket still takes a request
 // (the socket closes a moment later, with the request unread).
@@ -319,7 +320,7 @@ func (c *Client) ProbesInBand() bool { return true }
 // probeVerdict is r, the call's reply; *probe, when set, is the ping sent
 // ahead of it, cleared once looked at. A connection that the read loop
 // found ended (r nil) before the ping was answered marks the call
-// ErrNotSent; a Close or a protocol violation does not.
+// ErrNotSent; a Close, a protocol violation or a sealed session does not.
 func (c *Client) probeVerdict(r *reply, probe **call) *reply {
 	p := *probe
 	if p == nil {
@@ -333,8 +334,13 @@ func (c *Client) probeVerdict(r *reply, probe **call) *reply {
 	// so p.resp holds the ping's answer or nil. Only a loss the read loop
 	// met counts: it had read every frame the agent wrote before it, the
 	// ping's answer included; a Close here may leave that answer unread.
+	// On a sealed session the end of the stream may be a relay's
+	// (sealed.go): it can drop the ping's answer, though the agent read
+	// the request and may have run it, and close cleanly at a record's
+	// boundary. Nothing there tells that from a loss, so the call is not
+	// marked: it fails unavailable.
 	c.mu.Lock()
-	lost := c.lost
+	lost := c.lost && !c.cfg.Sealed
 	c.mu.Unlock()
 	if pr := <-p.resp; pr == nil && lost {
 		return &reply{notSent: true}

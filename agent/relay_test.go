@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ import (
 // open (a restore with memory, docs/security.md): move the agent's fresh
 // socket aside, listen at its name, and forward every connection to the
 // agent's socket, both ways. It keeps what the host sent, and passes what
-// the agent answers after the handshake through tamper (the nth answer).
+// the agent answers after the handshake through tamper (the nth answer);
+// a tamper that returns nil makes the relay drop that answer and close
+// both ends cleanly, at a frame's (and a record's) boundary.
 type relay struct {
 	ln     net.Listener
 	tamper func(b []byte, n int) []byte
@@ -85,7 +88,14 @@ func startRelay(t *testing.T, path string, r *relay) *relay {
 						if skip := handshakeReply - total; skip < n && r.tamper != nil {
 							skip = max(skip, 0)
 							answers++
-							b = append(append([]byte(nil), b[:skip]...), r.tamper(bytes.Clone(b[skip:]), answers)...)
+							t := r.tamper(bytes.Clone(b[skip:]), answers)
+							if t == nil {
+								h.Write(b[:skip])
+								h.Close()
+								a.Close()
+								return
+							}
+							b = append(append([]byte(nil), b[:skip]...), t...)
 						}
 						total += n
 						h.Write(b)
@@ -143,8 +153,9 @@ func startKeyedAgent(t testing.TB, key []byte) (socket, home string) {
 // sealed session (ClientConfig.Sealed) it must learn nothing of what the
 // host sends, and nothing it changes may reach a caller as the agent's
 // answer: the call fails instead (unavailable), so the relay can only
-// drop. On a plain session each case fails: the relay reads the request
-// and its forgery is taken.
+// drop. The plain subtests are the control: on a plain session the same
+// relay reads the request and its forgery is taken, so the sealed cases'
+// passing is the sealed layer's doing, not a harness that sees nothing.
 func TestRelay(t *testing.T) {
 	key := bytes.Repeat([]byte{9}, agent.KeySize)
 	tests := []struct {
@@ -153,18 +164,22 @@ func TestRelay(t *testing.T) {
 		// changes: the relay changes bytes (else it forwards them, or
 		// finds nothing to change in a sealed stream).
 		changes bool
+		// plain: also run on a plain session, where the relay must read
+		// the request and, if forged, its forgery must be taken: the
+		// control that shows the harness sees and changes the stream.
+		plain, forged bool
 	}{
-		{name: "forwards", tamper: func(b []byte, _ int) []byte { return b }},
+		{name: "forwards", tamper: func(b []byte, _ int) []byte { return b }, plain: true},
 		{name: "forges in place", tamper: func(b []byte, _ int) []byte {
 			return bytes.ReplaceAll(b, []byte("REALVALUE"), []byte("FORGEDVAL"))
-		}},
+		}, plain: true, forged: true},
 		{name: "answers in the agent's place", tamper: func(b []byte, n int) []byte {
 			id := strconv.Itoa(n)
 			if m := answerID.FindSubmatch(b); m != nil {
 				id = string(m[1])
 			}
 			return []byte(`{"jsonrpc":"2.0","id":` + id + `,"result":{"name":"FORGEDVAL","path":"/FORGEDVAL"}}` + "\n")
-		}, changes: true},
+		}, changes: true, plain: true, forged: true},
 		{name: "flips a bit", tamper: func(b []byte, _ int) []byte {
 			b[len(b)-1] ^= 1
 			return b
@@ -214,6 +229,74 @@ func TestRelay(t *testing.T) {
 			if tc.changes {
 				t.Fatal("three calls succeeded on a session the relay tampered with")
 			}
+		})
+		if !tc.plain {
+			continue
+		}
+		t.Run("plain/"+tc.name, func(t *testing.T) {
+			socket, home := startKeyedAgent(t, key)
+			r := startRelay(t, socket, &relay{tamper: tc.tamper})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := agent.Dial(ctx, socket, agent.ClientConfig{SandboxID: "relayed", Key: key})
+			if err != nil {
+				t.Fatalf("dial through the relay: %v", err)
+			}
+			defer c.Close()
+			path := filepath.Join(home, "secret-plaintext-REALVALUE")
+			fi, err := c.Mkdir(ctx, path)
+			if err != nil {
+				t.Fatalf("a plain call through the relay: %v", err)
+			}
+			if !r.sawPlain("secret-plaintext") {
+				t.Fatal("the relay did not see a plain session's request: the harness reads nothing")
+			}
+			if forged := !strings.Contains(fi.Path, "REALVALUE"); forged != tc.forged {
+				t.Fatalf("the call took %+v: forged %v, want %v", fi, forged, tc.forged)
+			}
+		})
+	}
+}
+
+// TestRelayDropsProbeAnswer: a relay that drops the agent's answer to the
+// in-band ping (agent.WithProbe) and then closes the connection cleanly
+// makes the loss look as if it came before the agent read the request,
+// though the agent read and ran it. On a sealed session (the only kind a
+// relay can sit in) the call must fail unavailable, never ErrNotSent, or
+// the caller would run the code again elsewhere. The plain session shows
+// the harness does what it says: there the drop is taken for "not sent".
+func TestRelayDropsProbeAnswer(t *testing.T) {
+	key := bytes.Repeat([]byte{8}, agent.KeySize)
+	for _, sealed := range []bool{true, false} {
+		t.Run("sealed="+strconv.FormatBool(sealed), func(t *testing.T) {
+			socket, home := startKeyedAgent(t, key)
+			startRelay(t, socket, &relay{tamper: func([]byte, int) []byte { return nil }})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := agent.Dial(ctx, socket, agent.ClientConfig{SandboxID: "relayed", Key: key, Sealed: sealed})
+			if err != nil {
+				t.Fatalf("dial through the relay: %v", err)
+			}
+			defer c.Close()
+			path := filepath.Join(home, "ran")
+			_, err = c.Mkdir(agent.WithProbe(ctx), path)
+			if err == nil || ctx.Err() != nil || !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("call through a relay that dropped the answers: %v, want unavailable", err)
+			}
+			// The agent got the request and ran it.
+			for {
+				if _, serr := os.Stat(path); serr == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatal("the agent never ran the request")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := errors.Is(err, agent.ErrNotSent); got != !sealed {
+				t.Fatalf("sealed %v: ErrNotSent = %v (%v)", sealed, got, err)
+			}
+			t.Logf("sealed %v: %v", sealed, err)
 		})
 	}
 }

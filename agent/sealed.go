@@ -128,7 +128,7 @@ func (s *sealedConn) Write(p []byte) (int, error) {
 	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	buf := s.wbuf[:0]
+	buf := s.writeBuffer(len(p))
 	for off := 0; off < len(p); {
 		end := min(off+maxRecordPlain, len(p))
 		start := len(buf)
@@ -137,17 +137,30 @@ func (s *sealedConn) Write(p []byte) (int, error) {
 		s.wseq++
 		off = end
 	}
-	if cap(buf) <= 1<<20 {
-		s.wbuf = buf
-	} else {
-		s.wbuf = nil // don't pin a huge buffer after one big write
-	}
 	w, err := s.Conn.Write(buf)
 	if err == nil {
 		return len(p), nil
 	}
 	// Every record but the last carries maxRecordPlain bytes of p.
 	return w / (4 + maxRecordPlain + s.seal.Overhead()) * maxRecordPlain, err
+}
+
+// writeBuffer returns an empty buffer that holds the records of n bytes.
+// The connection keeps it (s.wbuf) only up to one record's size: the host
+// holds a client per restored sandbox, so a buffer kept after one large
+// write would stay pinned for each of them; a larger write gets a buffer
+// of its own, which goes with the write.
+func (s *sealedConn) writeBuffer(n int) []byte {
+	per := 4 + s.seal.Overhead()
+	need := n + (n+maxRecordPlain-1)/maxRecordPlain*per
+	if need <= cap(s.wbuf) {
+		return s.wbuf[:0]
+	}
+	if record := maxRecordPlain + per; need <= record {
+		s.wbuf = make([]byte, 0, min(record, max(need, 2*cap(s.wbuf), 512)))
+		return s.wbuf
+	}
+	return make([]byte, 0, need)
 }
 
 // Read returns opened bytes; a record that fails to open ends the stream.

@@ -85,3 +85,34 @@ func TestSealedNoDowngrade(t *testing.T) {
 		})
 	}
 }
+
+// TestSealedWriteBufferBounded: after large writes a sealed connection
+// keeps at most one record's buffer, not the whole write's: the host
+// holds a client per restored sandbox, and a megabyte per client adds up.
+func TestSealedWriteBufferBounded(t *testing.T) {
+	key := bytes.Repeat([]byte{5}, KeySize)
+	nh, na := bytes.Repeat([]byte{6}, nonceSize), bytes.Repeat([]byte{7}, nonceSize)
+	var buf bytes.Buffer
+	s, err := newSealedConn(bufConn{b: &buf}, key, nh, na, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, err := newSealedConn(bufConn{b: &buf}, key, nh, na, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := 4 + maxRecordPlain + s.seal.Overhead()
+	for _, size := range []int{100, maxRecordPlain, maxRecordPlain + 1, 1 << 20, 1<<20 - 1000} {
+		p := bytes.Repeat([]byte{'x'}, size)
+		if n, err := s.Write(p); err != nil || n != size {
+			t.Fatalf("Write(%d) = %d, %v", size, n, err)
+		}
+		if c := cap(s.wbuf); c > record {
+			t.Fatalf("after a write of %d bytes the connection keeps a %d-byte buffer, want at most one record's %d", size, c, record)
+		}
+		got := make([]byte, size)
+		if _, err := io.ReadFull(peer, got); err != nil || !bytes.Equal(got, p) {
+			t.Fatalf("read back %d bytes: %v", size, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,4 +104,106 @@ func BenchmarkAppendRunCode(b *testing.B) {
 			_, _ = json.Marshal(r)
 		}
 	})
+}
+
+// fillNonZero sets every exported field reachable from v (a settable
+// struct, pointer, slice, map or scalar) to a non-zero value, so a field
+// added to the result types later reaches the encoders without anyone
+// remembering to add it to a test. json.RawMessage fields are left out:
+// plainRunCode sends a result holding one through encoding/json
+// (TestPlainRunCodeRawFields checks that it sees each of them).
+func fillNonZero(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	if v.Type() == reflect.TypeFor[json.RawMessage]() {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.String:
+		v.SetString(path + " \"q\" \\ \n\x01\xffé")
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(-int64(len(path)))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(len(path)))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(len(path)) + 0.5)
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillNonZero(t, v.Elem(), path)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		fillNonZero(t, v.Index(0), path+"[0]")
+		fillNonZero(t, v.Index(1), path+"[1]")
+	case reflect.Map:
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillNonZero(t, k, path+".key")
+		fillNonZero(t, e, path+".value")
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(k, e)
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			fillNonZero(t, v.Field(i), path+"."+f.Name)
+			if v.Field(i).IsZero() && f.Type != reflect.TypeFor[json.RawMessage]() {
+				t.Fatalf("%s.%s was left zero", path, f.Name)
+			}
+		}
+	default:
+		t.Fatalf("%s: fillNonZero does not know %s; teach it, and encode.go the field", path, v.Type())
+	}
+}
+
+// TestAppendRunCodeEveryField: every exported field of RunCodeResult,
+// RichResult and ExecError, set by reflection, comes out of the
+// hand-written encoder as encoding/json writes it. A field added to one
+// of these types and not to appendRunCode/appendRich (encode.go) fails
+// here.
+func TestAppendRunCodeEveryField(t *testing.T) {
+	var r agent.RunCodeResult
+	fillNonZero(t, reflect.ValueOf(&r).Elem(), "RunCodeResult")
+	if !plainRunCode(&r) {
+		t.Fatal("plainRunCode is false for a result with no raw JSON")
+	}
+	want, err := json.Marshal(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := appendRunCode(nil, &r)
+	// Decoded as generic JSON: a field dropped, renamed or mistyped by the
+	// hand-written encoder shows up as a key missing or different.
+	var wv, gv any
+	if err := json.Unmarshal(want, &wv); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(got, &gv); err != nil {
+		t.Fatalf("appendRunCode wrote invalid JSON %q: %v", got, err)
+	}
+	if diff := cmp.Diff(wv, gv); diff != "" {
+		t.Fatalf("appendRunCode (encode.go) differs from encoding/json; a field was added to the types and not to the encoder? (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlainRunCodeRawFields: a result holding any json.RawMessage field
+// of RichResult goes through encoding/json, since appendRich does not
+// write raw JSON.
+func TestPlainRunCodeRawFields(t *testing.T) {
+	rt := reflect.TypeFor[agent.RichResult]()
+	for i := 0; i < rt.NumField(); i++ {
+		f := rt.Field(i)
+		if f.Type != reflect.TypeFor[json.RawMessage]() {
+			continue
+		}
+		t.Run(f.Name, func(t *testing.T) {
+			var x agent.RichResult
+			reflect.ValueOf(&x).Elem().Field(i).Set(reflect.ValueOf(json.RawMessage(`{"a":1}`)))
+			r := agent.RunCodeResult{Results: []agent.RichResult{{Text: "t"}, x}}
+			if plainRunCode(&r) {
+				t.Fatalf("plainRunCode is true with %s set: appendRich would drop it (encode.go)", f.Name)
+			}
+		})
+	}
 }

@@ -118,3 +118,29 @@ func TestCheckpointNotOnTmpfs(t *testing.T) {
 		t.Error("runsc on a tmpfs state dir can checkpoint")
 	}
 }
+
+// TestReopenedMark: Reopened reads the bundle's mark, the one Restore
+// writes and the one docs/install.md ("Upgrade") has an operator make by
+// hand for a sandbox an older daemon restored without it; a bundle it
+// cannot tell about, or a bad id, counts as reopened (sealed).
+func TestReopenedMark(t *testing.T) {
+	r := &Runtime{stateDir: t.TempDir()}
+	if err := os.MkdirAll(r.bundle("plain"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.bundle("marked"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// As `install -m 0600 /dev/null STATE_DIR/bundles/ID/reopened` does.
+	if err := os.WriteFile(filepath.Join(r.bundle("marked"), "reopened"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want bool
+	}{{"plain", false}, {"marked", true}, {"../x", true}} {
+		if got := r.Reopened(tc.id); got != tc.want {
+			t.Errorf("Reopened(%q) = %v, want %v", tc.id, got, tc.want)
+		}
+	}
+}
