@@ -71,7 +71,9 @@ func (m *Manager) snapshots() (Snapshots, error) {
 // ForkSnapshot captures tenantID's active context contextID as a snapshot
 // template named fork-… for forks to start from, and returns the source's
 // record as it was and the template. The source is frozen during the
-// capture and runs on; a suspended one is ErrSuspended.
+// capture and runs on; a suspended one is ErrSuspended. The template stays
+// at least until ctx is done (the caller starts the forks under it), then
+// goes when no context runs on it (forkdrop.go).
 func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) (*Record, SnapshotInfo, error) {
 	sn, err := m.snapshots()
 	if err != nil {
