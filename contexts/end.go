@@ -173,6 +173,7 @@ func (m *Manager) terminated(ctx context.Context, rec *Record, sandboxID string,
 	// earlier wake's image (dropImage leaves any other template alone).
 	m.dropImage(ctx, rec.TenantID, rec.SuspendImage)
 	m.dropImage(ctx, rec.TenantID, rec.Template)
+	m.dropFork(ctx, rec.TenantID, rec.Template)
 	m.countTerminated(rec.TenantID, rec.Template, reason)
 	m.log.Info("context terminated", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Reason, string(reason))
 	ev := Termination{TenantID: rec.TenantID, ContextID: rec.ID, SandboxID: sandboxID, Template: rec.Template, Reason: reason, LastError: lastErr}

@@ -49,8 +49,8 @@ type SnapshotInfo struct {
 type ForkResult struct {
 	// Context is the new context, on the path asked for.
 	Context *Record
-	// Snapshot is the template it started from (it stays: the context
-	// runs on it; deleting it once the context ends frees its layer).
+	// Snapshot is the template it started from: it stays while a context
+	// runs on it and is deleted when the last one ends (forkdrop.go).
 	Snapshot SnapshotInfo
 	// Memory reports whether the source's memory (kernels, variables,
 	// processes) was carried: never yet, on any provider.
@@ -71,7 +71,9 @@ func (m *Manager) snapshots() (Snapshots, error) {
 // ForkSnapshot captures tenantID's active context contextID as a snapshot
 // template named fork-… for forks to start from, and returns the source's
 // record as it was and the template. The source is frozen during the
-// capture and runs on; a suspended one is ErrSuspended.
+// capture and runs on; a suspended one is ErrSuspended. The template stays
+// at least until ctx is done (the caller starts the forks under it), then
+// goes when no context runs on it (forkdrop.go).
 func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) (*Record, SnapshotInfo, error) {
 	sn, err := m.snapshots()
 	if err != nil {
@@ -84,7 +86,14 @@ func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) 
 	if !src.State.Active() {
 		return nil, SnapshotInfo{}, fmt.Errorf("context %s has ended: %w", contextID, errdefs.ErrNotFound)
 	}
-	return m.forkSnapshot(ctx, sn, src)
+	src, info, err := m.forkSnapshot(ctx, sn, src)
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	// The caller starts the forks under ctx: the template stays pinned
+	// until it is done, then goes with the last context on it.
+	context.AfterFunc(ctx, func() { m.unpinFork(context.WithoutCancel(ctx), src.TenantID, info.ID) })
+	return src, info, nil
 }
 
 func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (*Record, SnapshotInfo, error) {
@@ -96,6 +105,7 @@ func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (
 	if err != nil {
 		return nil, SnapshotInfo{}, err
 	}
+	m.forks.add(src.TenantID, info.ID) // pinned: the caller unpins (forkdrop.go)
 	return src, info, nil
 }
 
@@ -148,10 +158,12 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 		err = taken(rec)
 	}
 	if err != nil {
+		m.forks.forget(info.ID)
 		if derr := sn.DeleteSnapshot(context.WithoutCancel(ctx), tenantID, info.ID); derr != nil {
 			m.log.Warn("fork: its template stays", logkey.Template, info.ID, logkey.Err, derr)
 		}
 		return nil, fmt.Errorf("fork onto path %s: %w", pathID, err)
 	}
+	m.unpinFork(ctx, src.TenantID, info.ID)
 	return &ForkResult{Context: rec, Snapshot: info}, nil
 }

@@ -3,6 +3,7 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,4 +80,91 @@ func TestForkWalls(t *testing.T) {
 	if _, err := m.Lookup(ctx, contexts.Identity{TenantID: "t1", UserID: "u1", ConversationID: "c", PathID: "third"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("the refused fork's path: %v, want no context", err)
 	}
+}
+
+// TestForkTemplateGoes: a fork's template (up to 4 GiB a layer, counted in
+// the tenant's snapshot bound, and not deletable over MCP) is deleted once
+// no context runs on it: kept while another context still runs on it,
+// gone when the last one ends. ForkSnapshot's template (E2B's fork of N)
+// stays while its caller's ctx is live, so a fork of the batch that ends
+// early does not take it from the others, and goes after.
+func TestForkTemplateGoes(t *testing.T) {
+	p := contextstest.NewProvider()
+	k := &keeper{}
+	m := contexts.NewManager(memory.New(), p, contexts.Config{PoolSize: -1, CleanupInterval: time.Hour, Catalog: k})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	src, err := m.GetOrCreate(ctx, contexts.Identity{TenantID: "t1", ConversationID: "c", PathID: "main"}, contexts.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := func(id string) bool { return slices.Contains(k.deletedIDs(), id) }
+	waitDeleted := func(t *testing.T, id string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !deleted(id); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("template %s was not deleted; deleted: %v", id, k.deletedIDs())
+			}
+		}
+	}
+	end := func(t *testing.T, id string) {
+		t.Helper()
+		if err := m.Terminate(ctx, "t1", id, contexts.ReasonManual); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("fork onto a path", func(t *testing.T) {
+		res, err := m.Fork(ctx, "t1", src.ID, "branch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := res.Snapshot.ID
+		other, err := m.GetOrCreate(ctx, contexts.Identity{TenantID: "t1", ConversationID: "d", PathID: "main"}, contexts.CreateOptions{Template: tmpl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end(t, res.Context.ID)
+		if deleted(tmpl) {
+			t.Fatal("the fork's template was deleted while another context runs on it")
+		}
+		end(t, other.ID)
+		waitDeleted(t, tmpl)
+	})
+
+	t.Run("ForkSnapshot batch", func(t *testing.T) {
+		call, cancel := context.WithCancel(ctx)
+		defer cancel()
+		_, info, err := m.ForkSnapshot(call, "t1", src.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, conv := range []string{"e1", "e2"} {
+			rec, err := m.GetOrCreate(call, contexts.Identity{TenantID: "t1", ConversationID: conv, PathID: "main"}, contexts.CreateOptions{Template: info.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			end(t, rec.ID) // each ends before the batch is done
+		}
+		if deleted(info.ID) {
+			t.Fatal("the fork's template was deleted while its batch was still starting")
+		}
+		cancel()
+		waitDeleted(t, info.ID)
+	})
+
+	t.Run("kept while its fork runs", func(t *testing.T) {
+		res, err := m.Fork(ctx, "t1", src.ID, "live")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if deleted(res.Snapshot.ID) {
+			t.Fatal("the template of a running fork was deleted")
+		}
+		end(t, res.Context.ID)
+		waitDeleted(t, res.Snapshot.ID)
+	})
 }

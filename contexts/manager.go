@@ -59,6 +59,9 @@ type Manager struct {
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
+	// forks are the fork templates this manager made (forkdrop.go).
+	forks forkTemplates
+
 	// obsMu guards observers, told of every termination after
 	// Config.OnTerminated (OnTerminated).
 	obsMu     sync.Mutex

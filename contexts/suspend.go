@@ -288,6 +288,8 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		// earlier wake's image) for the restore; the new image holds it.
 		m.dropImage(ctx, rec.TenantID, rec.Template)
 	}
+	// A fork's template it ran on, when this was the last context on it.
+	m.dropFork(ctx, rec.TenantID, rec.Template)
 	m.log.Info("context woken", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
 	return out, nil
 }

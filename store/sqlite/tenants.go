@@ -241,9 +241,8 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, limit int) ([]au
 
 // ListAuditKind is ListAudit of the events of kind ("" any).
 func (s *Store) ListAuditKind(ctx context.Context, tenantID, kind string, limit int) ([]audit.Event, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, tenant_id, context_id, kind, detail, at FROM audit_events
-		WHERE (?2 = '' OR tenant_id = ?2) AND (?4 = '' OR kind = ?4)`+scopeCond+` ORDER BY id DESC LIMIT ?3`,
-		scope(ctx), tenantID, rules.AuditLimit(limit), kind)
+	q, args := auditQuery(scope(ctx), tenantID, kind, rules.AuditLimit(limit))
+	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", err)
 	}
@@ -268,6 +267,29 @@ func (s *Store) ListAuditKind(ctx context.Context, tenantID, kind string, limit 
 		out = append(out, ev)
 	}
 	return out, rows.Err()
+}
+
+// auditQuery is ListAuditKind's statement and its arguments (?1 the scope,
+// ?2 the tenant, ?3 the limit, ?4 the kind). A tenant, given or the scope's,
+// is matched with tenant_id = ?2 and a kind with kind = ?4, never with an
+// "empty or equal" form, which SQLite cannot search an index by: so a tenant's
+// list reads audit_events_tenant_kind (migration 18) or audit_events_tenant,
+// not the table every tenant shares. Only the all-tenants list of the
+// system (no scope, no tenant) walks the table by id.
+func auditQuery(scope, tenantID, kind string, limit int) (string, []any) {
+	if tenantID == "" {
+		tenantID = scope
+	}
+	q := `SELECT id, tenant_id, context_id, kind, detail, at FROM audit_events WHERE 1 = 1`
+	if tenantID != "" {
+		q += ` AND tenant_id = ?2`
+	}
+	args := []any{scope, tenantID, limit}
+	if kind != "" {
+		q += ` AND kind = ?4`
+		args = append(args, kind)
+	}
+	return q + scopeCond + ` ORDER BY id DESC LIMIT ?3`, args
 }
 
 // nameTaken reports whether a unique violation is the tenants_name index's
