@@ -21,7 +21,11 @@ import (
 // relay-saw-plain (it read a request in clear), relay-forged (it changed
 // an answer: REALVALUE becomes FORGEDVAL). The host sees it in place by
 // the agent's socket moved aside (agent.sock.real): it writes no file
-// there, which would keep the directory from being sealed again.
+// there, which would keep the directory from being sealed again. It acts
+// only on a socket the agent bound after it started (the restore's): the
+// checkpoint's release may open the directory while the agent's first
+// socket is still there, and a relay placed then is undone by the
+// restored agent's bind, so the attack would not take place.
 const restoreRelay = `
 import os, socket, threading, time
 P = %q
@@ -48,9 +52,18 @@ def pump(src, dst, up):
             s.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+def ident():
+    try:
+        st = os.stat(P)
+        return (st.st_ino, st.st_ctime_ns)
+    except OSError:
+        return None
+FIRST = ident()
 def relay():
     while True:
         time.sleep(0.002)
+        if ident() == FIRST:
+            continue  # the agent's socket from before the checkpoint: wait for the restore's
         if not os.access(D, os.W_OK):
             continue  # sealed
         try:

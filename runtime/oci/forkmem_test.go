@@ -86,7 +86,9 @@ func TestRestoreIntoAnotherSandbox(t *testing.T) {
 	if err := r.Restore(ctx, b, img); err != nil {
 		t.Fatalf("restore of A's checkpoint into B under warning: %v", err)
 	}
-	next := waitCount(t, r, b, 0, savedB)
+	// The copied file reads A's last count until the restored process writes:
+	// wait for the first count that is not it.
+	next := waitCount(t, r, b, 0, savedA)
 	if next <= savedA {
 		t.Fatalf("B counts %d after the restore, want above A's %d (B had %d): not A's process", next, savedA, savedB)
 	}
