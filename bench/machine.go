@@ -14,10 +14,10 @@ import (
 // VMs than on others). A part that cannot be read is left out.
 func machine() string {
 	var parts []string
-	if m := procField("/proc/cpuinfo", "model name", ":"); m != "" {
+	if m := procField("/proc/cpuinfo", "model name"); m != "" {
 		parts = append(parts, m)
 	}
-	if kb := procField("/proc/meminfo", "MemTotal", ":"); kb != "" {
+	if kb := procField("/proc/meminfo", "MemTotal"); kb != "" {
 		if n, err := strconv.ParseFloat(strings.TrimSuffix(kb, " kB"), 64); err == nil {
 			parts = append(parts, fmt.Sprintf("%.0f GiB", n/(1<<20)))
 		}
@@ -43,8 +43,8 @@ func loadAverage() string {
 }
 
 // procField returns the value of the first line of a /proc file whose key
-// (before sep) is key, trimmed.
-func procField(path, key, sep string) string {
+// (before its colon) is key, trimmed.
+func procField(path, key string) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
@@ -52,7 +52,7 @@ func procField(path, key, sep string) string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), sep)
+		k, v, ok := strings.Cut(sc.Text(), ":")
 		if ok && strings.TrimSpace(k) == key {
 			return strings.TrimSpace(v)
 		}
