@@ -2,8 +2,10 @@ package contexts
 
 import (
 	"context"
+	"errors"
 	"sync"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 )
 
@@ -107,6 +109,12 @@ func (m *Manager) dropFork(ctx context.Context, tenantID, id string) {
 		return
 	}
 	if err := sn.DeleteSnapshot(ctx, tenantID, id); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return // deleted elsewhere: nothing left to mark
+		}
+		// Marked again, unpinned, so the next end on it retries.
+		m.forks.add(tenantID, id)
+		m.forks.unpin(id)
 		m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
 		return
 	}
