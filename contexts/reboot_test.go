@@ -127,6 +127,9 @@ func TestRebootAtomic(t *testing.T) {
 			for contexts.LockWaiters(m, id) < 2 && time.Now().Before(deadline) {
 				time.Sleep(time.Millisecond)
 			}
+			if contexts.LockWaiters(m, id) < 2 {
+				t.Error("the call never waited on the reboot's lock: the interleaving was not exercised")
+			}
 		})
 	}
 	p.mu.Unlock()
