@@ -297,8 +297,6 @@ func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled, s
 // enroll reads and applies an enrollment on c, a peer that opened with
 // the enrollment's handshake; serve: it asked to be served on c.
 func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollment) error) (serve bool, err error) {
-	k.enrolling.Lock()
-	defer k.enrolling.Unlock()
 	k.mu.Lock()
 	pool := k.pool
 	k.mu.Unlock()
@@ -325,6 +323,19 @@ func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollm
 	if err := json.Unmarshal(msg, &e); err != nil || len(e.Key) < 16 {
 		c.Write([]byte{0})
 		return false, fmt.Errorf("enrollment: malformed (%v)", err)
+	}
+	// One enrollment applies at a time. The lock is taken only now, with
+	// the whole message read: a host that proved the pool key and then
+	// waits (an enrollment begun early, at an address that may be stale)
+	// holds nothing another host's enrollment needs.
+	k.enrolling.Lock()
+	defer k.enrolling.Unlock()
+	k.mu.Lock()
+	taken := k.pool == nil
+	k.mu.Unlock()
+	if taken {
+		c.Write([]byte{0})
+		return false, fmt.Errorf("%w: enrollment refused: enrolled already", ErrAuth)
 	}
 	if err := apply(e); err != nil {
 		c.Write([]byte{0})

@@ -44,6 +44,33 @@ func TestPendingEnrollment(t *testing.T) {
 		}
 		d.Close()
 	})
+	t.Run("held open, another host enrolls", func(t *testing.T) {
+		// An enrollment begun at an address that turns out to be another
+		// pod's (stale) is held open until the pod read; that pod's own
+		// enrollment by another create must not wait on it.
+		ctx := testCtx(t)
+		addr, results := startServingAgent(t, nil, poolKey, nil)
+		held, err := BeginEnrollment(ctx, addr, poolKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Close()
+		c, err := EnrollSession(ctx, addr, poolKey, Enrollment{Key: sandboxKey}, cfg)
+		if err != nil || c == nil {
+			t.Fatalf("an enrollment beside a held one: %v, %v", c, err)
+		}
+		c.Close()
+		if r := next(t, results); !r.enrolled || r.err != nil {
+			t.Fatalf("agent: %+v, want enrolled", r)
+		}
+		// The held one, delivered late, is refused: the pod is enrolled.
+		if s, err := held.Session(ctx, Enrollment{Key: otherKey}, cfg); err == nil {
+			if s != nil {
+				s.Close()
+			}
+			t.Fatal("a second enrollment of an enrolled pod was taken")
+		}
+	})
 	t.Run("the wrong pool key", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
