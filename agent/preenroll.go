@@ -76,7 +76,6 @@ func (p *PendingEnrollment) Session(ctx context.Context, e Enrollment, cfg Clien
 	if err != nil || c == nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Time{})
 	return NewClient(c, cfg), nil
 }
 
@@ -98,11 +97,7 @@ func (p *PendingEnrollment) finish(ctx context.Context, msg []byte, serve bool) 
 	if err := p.h.prove(ctx, c, frame); err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
 	}
-	deadline := time.Now().Add(HandshakeTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
-	c.SetDeadline(deadline)
+	defer handshakeDeadline(ctx, c)()
 	var ok [1]byte
 	if _, err := io.ReadFull(c, ok[:]); err != nil {
 		return nil, fmt.Errorf("enroll: %w", handshakeErr(ctx, err))
