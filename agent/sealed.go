@@ -91,7 +91,7 @@ func newSealedConn(c net.Conn, key, nonceH, nonceA []byte, host bool) (*sealedCo
 	if err != nil {
 		return nil, err
 	}
-	s := &sealedConn{Conn: c, in: bufio.NewReaderSize(c, 64<<10)}
+	s := &sealedConn{Conn: c, in: bufio.NewReaderSize(c, 4<<10)}
 	if host {
 		s.seal, s.open = h2a, a2h
 	} else {
