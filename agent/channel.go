@@ -193,7 +193,6 @@ func EnrollSession(ctx context.Context, addr string, poolKey []byte, e Enrollmen
 	if err != nil || c == nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Time{})
 	return NewClient(c, cfg), nil
 }
 
