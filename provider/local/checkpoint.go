@@ -55,8 +55,8 @@ func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sand
 	if err := p.rt.Restore(ctx, sandboxID, ""); err != nil {
 		return nil, err
 	}
-	if restoreHook != nil {
-		restoreHook(sandboxID)
+	if p.restoreHook != nil {
+		p.restoreHook(sandboxID)
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -66,8 +66,3 @@ func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sand
 	}
 	return &Sandbox{c}, nil
 }
-
-// restoreHook, when set (tests), runs between a restore and its first
-// connection: an attack test holds the daemon there until the sandbox's
-// own code has taken the reopened channel, so that code wins its race.
-var restoreHook func(sandboxID string)

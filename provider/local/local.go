@@ -102,7 +102,12 @@ type Config struct {
 
 // Provider runs sandboxes with an OCI runtime. Safe for concurrent use.
 type Provider struct {
-	rt           *oci.Runtime
+	rt *oci.Runtime
+	// restoreHook, when set (tests, before the Restore it is for), runs
+	// between a restore and its first connection: an attack test holds
+	// the daemon there until the sandbox's own code has taken the
+	// reopened channel, so that code wins its race.
+	restoreHook  func(sandboxID string)
 	images       *image.Store
 	hostTemplate bool
 	keepMemory   bool // not Config.NoMemory

@@ -115,7 +115,7 @@ func TestRealRestoreRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(p.rt.StateDir(), "chan", id)
-	restoreHook = func(string) {
+	p.restoreHook = func(string) {
 		deadline := time.Now().Add(2 * time.Minute)
 		for time.Now().Before(deadline) {
 			_, moved := os.Stat(filepath.Join(dir, agent.SocketName+".real"))
@@ -127,7 +127,6 @@ func TestRealRestoreRelay(t *testing.T) {
 		}
 		t.Error("the relay did not take the channel within 2 minutes")
 	}
-	defer func() { restoreHook = nil }()
 	sb, err := p.Restore(ctx, id)
 	if err != nil {
 		t.Fatalf("restore with the relay in place: %v", err)
