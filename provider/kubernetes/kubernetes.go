@@ -262,26 +262,11 @@ func (p *Provider) template(name string) (templateConf, error) {
 // (--sandbox-memory, ...) come in l, as on one host, where they win over
 // a public template's resources too.
 func (p *Provider) limitsFor(t templateConf, l contexts.Limits) contexts.Limits {
-	pick := func(def int64, v ...int64) int64 {
-		for _, x := range v {
-			if x > 0 {
-				return x
-			}
-		}
-		return def
-	}
-	cpus := 1.0
-	for _, c := range []float64{l.CPUs, t.limits.CPUs, p.limits.CPUs} {
-		if c > 0 {
-			cpus = c
-			break
-		}
-	}
 	return contexts.Limits{
-		MemoryBytes: pick(2<<30, l.MemoryBytes, t.limits.MemoryBytes, p.limits.MemoryBytes),
-		PIDs:        pick(256, l.PIDs, t.limits.PIDs, p.limits.PIDs),
-		CPUs:        cpus,
-		DiskBytes:   pick(512<<20, l.DiskBytes, t.limits.DiskBytes, p.limits.DiskBytes),
+		MemoryBytes: firstPositive(int64(2<<30), l.MemoryBytes, t.limits.MemoryBytes, p.limits.MemoryBytes),
+		PIDs:        firstPositive(int64(256), l.PIDs, t.limits.PIDs, p.limits.PIDs),
+		CPUs:        firstPositive(1.0, l.CPUs, t.limits.CPUs, p.limits.CPUs),
+		DiskBytes:   firstPositive(int64(512<<20), l.DiskBytes, t.limits.DiskBytes, p.limits.DiskBytes),
 	}
 }
 
@@ -483,4 +468,14 @@ type Sandbox struct{ *agent.Client }
 // RunCode implements contexts.Sandbox.
 func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
 	return typescript.RunCode(ctx, s.Client, p, out)
+}
+
+// firstPositive is the first of v above zero, or def.
+func firstPositive[T int64 | float64](def T, v ...T) T {
+	for _, x := range v {
+		if x > 0 {
+			return x
+		}
+	}
+	return def
 }
