@@ -44,6 +44,12 @@ func (c *Client) Release(ctx context.Context) error {
 	return c.call(ctx, MethodRelease, Empty{}, nil, nil, 0)
 }
 
+// Rekey gives the agent a new key (MethodRekey): connections after it
+// must prove key. The agent refuses it on a session that is not sealed.
+func (c *Client) Rekey(ctx context.Context, key []byte) error {
+	return c.call(ctx, MethodRekey, RekeyParams{Key: key}, nil, nil, 0)
+}
+
 // SetEnv adds variables to the sandbox's environment for the execs and
 // kernel runs that follow (SetEnvParams).
 func (c *Client) SetEnv(ctx context.Context, env map[string]string) error {

@@ -64,6 +64,14 @@ const (
 	// gVisor a checkpoint cannot save a socket bound on the host, so the
 	// host asks this first (runtime/oci checkpoint.go).
 	MethodRelease = "channel.release" // Empty -> Empty
+	// MethodRekey replaces the key the agent checks every new connection
+	// against. A fork with memory restores the source's agent, which holds
+	// the source's key, into a sandbox of its own: the host gives it the
+	// fork's key before anything else, so the two never share one. Only
+	// over a sealed session (the new key never crosses the channel in the
+	// clear, and no relay can choose it); the connection that asked keeps
+	// going, later ones must prove the new key.
+	MethodRekey = "channel.rekey" // RekeyParams -> Empty
 
 	// NotifyOutput carries OutputEvent for a running call.
 	NotifyOutput = "output"
@@ -493,4 +501,9 @@ type GrepResult struct {
 // one's. Names are [A-Za-z_][A-Za-z0-9_]*; values hold no NUL.
 type SetEnvParams struct {
 	Env map[string]string `json:"env"`
+}
+
+// RekeyParams is the agent's new key (MethodRekey): KeySize bytes.
+type RekeyParams struct {
+	Key []byte `json:"key"`
 }

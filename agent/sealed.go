@@ -209,3 +209,10 @@ func (s *sealedConn) next() error {
 	s.plain = plain
 	return nil
 }
+
+// IsSealed reports whether conn is the agent's end of a sealed session
+// (AgentAccept of a sealed handshake).
+func IsSealed(conn net.Conn) bool {
+	_, ok := conn.(*sealedConn)
+	return ok
+}

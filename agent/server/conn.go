@@ -211,6 +211,15 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 			return nil, errf(errdefs.CodeFailedPrecondition, "channel.release: a pod agent's channel is not released")
 		}
 		return agent.Empty{}, nil
+	case agent.MethodRekey:
+		p, err := decode[agent.RekeyParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.rekey(c.c, p.Key); err != nil {
+			return nil, err
+		}
+		return agent.Empty{}, nil
 	case agent.MethodSetEnv:
 		p, err := decode[agent.SetEnvParams](req.Params)
 		if err != nil {

@@ -115,6 +115,10 @@ type Server struct {
 	// released tells the accept loop to let go of the channel
 	// (release.go).
 	released chan struct{}
+
+	// keys holds the key connections must prove, which channel.rekey
+	// replaces (rekey.go); shared by the file calls' views of the server.
+	keys *keyBox
 }
 
 // New prepares an agent without listening.
@@ -131,7 +135,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, released: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, released: make(chan struct{}, 1)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -259,8 +263,8 @@ func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error
 		}
 	}
 	accept := func(c net.Conn) (net.Conn, error) {
-		if s.cfg.Key != nil {
-			return agent.AgentAccept(c, s.cfg.Key)
+		if key := s.key(); key != nil {
+			return agent.AgentAccept(c, key)
 		}
 		return c, nil
 	}
