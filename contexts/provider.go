@@ -34,6 +34,12 @@ type Spec struct {
 	// Volumes are mounted into the sandbox (VolumeMount). A provider that
 	// cannot mount them fails with errdefs.ErrFailedPrecondition.
 	Volumes []VolumeMount
+	// Memory, when set, is a fork checkpoint (Checkpointer.ForkCheckpoint)
+	// the sandbox is restored from instead of starting: its processes and
+	// memory are the source's, its host identity its own. The spec must
+	// ask for what the source's did, or the create fails (failed
+	// precondition) and the caller forks files only.
+	Memory string
 }
 
 // Labels the Manager puts on every sandbox it creates (Spec.Labels).
@@ -89,6 +95,12 @@ type Checkpointer interface {
 	// Restore starts a checkpointed sandbox again with its memory as it
 	// was and returns it connected.
 	Restore(ctx context.Context, sandboxID string) (Sandbox, error)
+	// ForkCheckpoint saves a running sandbox's memory for forks
+	// (Spec.Memory) and leaves it running; every connection to it ends,
+	// and it is returned connected again. DropForkCheckpoint deletes the
+	// checkpoint once the forks are made.
+	ForkCheckpoint(ctx context.Context, sandboxID string) (checkpoint string, source Sandbox, err error)
+	DropForkCheckpoint(ctx context.Context, checkpoint string) error
 }
 
 // Pauser freezes a sandbox and thaws it again with its memory kept

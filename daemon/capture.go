@@ -21,3 +21,13 @@ func (d *Daemon) capture(ctx context.Context, tenantID, contextID string, w io.W
 	_, err := d.manager.Capture(ctx, tenantID, contextID, w, max)
 	return err
 }
+
+// ForkCheckpoint implements contexts.Provider: NotSupported.
+func (p noProvider) ForkCheckpoint(context.Context, string) (string, contexts.Sandbox, error) {
+	return "", nil, p.err
+}
+
+// DropForkCheckpoint implements contexts.Provider: NotSupported.
+func (p noProvider) DropForkCheckpoint(context.Context, string) error {
+	return p.err
+}

@@ -2,7 +2,12 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"net"
 	"sync"
 	"time"
@@ -123,3 +128,22 @@ func (s *Server) release() {
 
 // isRelease reports whether req asks for a release.
 func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelease }
+
+// moveStale moves aside a socket left at path by a listener before a
+// release, under a name of its own, instead of removing it. Under gVisor
+// the gofer may still hold the old socket's file (a sandbox that runs on
+// after a fork's checkpoint keeps its gofer): removed, it would be a file
+// deleted while in use, and the host could no longer seal the channel's
+// tmpfs (a read-only remount fails with EBUSY while one exists). A
+// renamed file is not deleted.
+func moveStale(path string) error {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	if err := os.Rename(path, path+".stale-"+hex.EncodeToString(b[:])); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("move stale socket: %w", err)
+	}
+	return nil
+}

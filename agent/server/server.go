@@ -247,8 +247,8 @@ func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error
 		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
 			return nil, nil, fmt.Errorf("socket dir: %w", err)
 		}
-		if err := os.Remove(s.cfg.Socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("remove stale socket: %w", err)
+		if err := moveStale(s.cfg.Socket); err != nil {
+			return nil, nil, err
 		}
 	}
 	ln, err := net.Listen("unix", s.cfg.Socket)

@@ -34,3 +34,22 @@ func (f *fakeProvider) Checkpoint(context.Context, string) error {
 func (f *fakeProvider) Restore(context.Context, string) (contexts.Sandbox, error) {
 	return nil, contexts.NotSupported(f.name, contexts.CapMemory)
 }
+
+func (r *recorder) ForkCheckpoint(_ context.Context, id string) (string, contexts.Sandbox, error) {
+	r.saw("ForkCheckpoint " + id)
+	sb, err := contextstest.NewProvider().Create(context.Background(), contexts.Spec{})
+	return "ck", sb, err
+}
+
+func (r *recorder) DropForkCheckpoint(_ context.Context, ck string) error {
+	r.saw("DropForkCheckpoint " + ck)
+	return nil
+}
+
+func (f *fakeProvider) ForkCheckpoint(context.Context, string) (string, contexts.Sandbox, error) {
+	return "", nil, contexts.NotSupported(f.name, contexts.CapMemory)
+}
+
+func (f *fakeProvider) DropForkCheckpoint(context.Context, string) error {
+	return contexts.NotSupported(f.name, contexts.CapMemory)
+}

@@ -93,6 +93,22 @@ func (c *Chain) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbo
 	if len(c.providers) == 0 {
 		return nil, fmt.Errorf("no provider configured: %w", errdefs.ErrUnavailable)
 	}
+	if spec.Memory != "" {
+		// A fork with memory is restored where its checkpoint is.
+		p, inner, ok := c.route(spec.Memory)
+		if !ok {
+			return nil, fmt.Errorf("fork checkpoint %q: %w", spec.Memory, errdefs.ErrNotFound)
+		}
+		spec.Memory = inner
+		sb, err := p.Create(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		if c.cfg.Quota != nil {
+			c.cfg.Quota.Started(spec.Labels[c.cfg.TenantLabel], p.Name(), sb.ID())
+		}
+		return &sandbox{Sandbox: sb, id: p.Name() + sep + sb.ID()}, nil
+	}
 	var errs []error
 	for i, p := range c.providers {
 		sb, err := p.Create(ctx, spec)

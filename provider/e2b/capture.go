@@ -23,3 +23,13 @@ func (p *Provider) Checkpoint(context.Context, string) error {
 func (p *Provider) Restore(context.Context, string) (contexts.Sandbox, error) {
 	return nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
 }
+
+// ForkCheckpoint implements contexts.Provider: NotSupported.
+func (p *Provider) ForkCheckpoint(context.Context, string) (string, contexts.Sandbox, error) {
+	return "", nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
+
+// DropForkCheckpoint implements contexts.Provider: NotSupported.
+func (p *Provider) DropForkCheckpoint(context.Context, string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapMemory)
+}

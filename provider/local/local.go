@@ -248,6 +248,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if spec.Network != nil && p.nets == nil {
 		return nil, fmt.Errorf("sandbox networks are not enabled on this daemon: %w", errdefs.ErrFailedPrecondition)
 	}
+	if err := p.canRestoreFork(spec); err != nil {
+		return nil, err
+	}
 	agentBin, err := p.agentCopy()
 	if err != nil {
 		return nil, err
@@ -358,6 +361,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
+	if spec.Memory != "" { // a fork with memory (fork.go)
+		c, err := p.restoreFork(ctx, rs, spec.Memory, tmpl.release)
+		if err != nil {
+			return nil, p.readyErr(ctx, id, err)
+		}
+		return &Sandbox{c}, nil
+	}
 	err = p.rt.Create(ctx, rs)
 	created := time.Now()
 	tmpl.release() // the bundle names the image now, for GC

@@ -37,10 +37,8 @@ type Checkpointer interface {
 	CanCheckpoint() bool
 	// Checkpoint saves sandbox id's memory into dir (an empty directory
 	// on disk; "": the sandbox's bundle, removed with it); the sandbox
-	// stops, and only Restore or Delete apply to it. (A checkpoint that
-	// leaves the sandbox running would reopen its channel with nothing to
-	// seal it again; no caller needs one: docs/state.md, "Fork with
-	// memory".)
+	// stops, and only Restore or Delete apply to it. (ForkCheckpoint,
+	// fork.go, leaves it running.)
 	Checkpoint(ctx context.Context, id, dir string) error
 	// Restore starts stopped sandbox id again from the checkpoint in dir
 	// ("": the bundle's, removed once restored), its channel open for the

@@ -29,6 +29,10 @@ type driver struct {
 	// network is the namespace a sandbox being created joins (its path),
 	// "" for none: crun must see its mount, and runsc must use it.
 	network string
+	// anySpec has runsc restore a checkpoint into a sandbox whose spec is
+	// not the saved one's (a fork with memory, fork.go): gVisor's own
+	// comparison only logs, sandlot's (sameForkSpec) was made before.
+	anySpec bool
 }
 
 func (r *Runtime) driver(kind string) driver {
@@ -65,6 +69,9 @@ func (d driver) globalArgs(logPath string) []string {
 		args = append(args, runscFlags...)
 		if d.network != "" {
 			args = append(args, runscNetwork)
+		}
+		if d.anySpec {
+			args = append(args, restoreAnySpec)
 		}
 	}
 	return args

@@ -87,3 +87,27 @@ func TestSameForkSpec(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreAnySpecOnlyForks: gVisor's spec validation is relaxed for a
+// fork's restore alone; every other runsc call (an ordinary Restore, the
+// checkpoint, a create) keeps enforce, which TestRestoreIntoAnotherSandbox
+// shows refusing another sandbox's checkpoint.
+func TestRestoreAnySpecOnlyForks(t *testing.T) {
+	r := &Runtime{stateDir: "/state"}
+	has := func(d driver) bool {
+		for _, a := range d.globalArgs("") {
+			if a == restoreAnySpec {
+				return true
+			}
+		}
+		return false
+	}
+	d := driver{r: r, kind: KindRunsc}
+	if has(d) {
+		t.Fatalf("an ordinary runsc call has %s", restoreAnySpec)
+	}
+	d.anySpec = true
+	if !has(d) {
+		t.Fatalf("a fork's restore lacks %s", restoreAnySpec)
+	}
+}

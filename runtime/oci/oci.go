@@ -247,10 +247,13 @@ func (r *Runtime) Create(ctx context.Context, spec runtime.Spec) error {
 	if err := runtime.CheckID(spec.ID); err != nil {
 		return err
 	}
-	return r.create(ctx, r.bundle(spec.ID), spec, "run")
+	return r.create(ctx, r.bundle(spec.ID), spec, "run", "")
 }
 
-func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub string) (err error) {
+// create makes sandbox spec.ID's bundle in dir and runs the runtime's sub
+// on it: run (a sandbox), create (a probe), or restore (a fork from the
+// checkpoint in image: fork.go).
+func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub, image string) (err error) {
 	if err := checkNetwork(spec.Network); err != nil {
 		return err
 	}
@@ -285,7 +288,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	}()
 	ph.mark("ids")
 	var chanDir string
-	if r.kind == KindRunsc && sub == "run" {
+	if r.kind == KindRunsc && (sub == "run" || sub == "restore") {
 		if chanDir, err = r.mountChannel(spec.ID, ids); err != nil {
 			return err
 		}
@@ -330,11 +333,23 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 		return err
 	}
 	args := []string{sub, "--bundle", dir, "--pid-file", filepath.Join(dir, "pid")}
-	if sub == "run" {
+	if sub == "run" || sub == "restore" {
 		args = append(args, "--detach")
 	}
+	if sub == "restore" {
+		if err := r.prepareForkRestore(&d, spec.ID, dir, image, sp, ids); err != nil {
+			return err
+		}
+		args = append(args, "--image-path", image)
+	}
 	var files []*os.File
-	if spec.Secret != nil {
+	if spec.Secret != nil && sub == "restore" {
+		// The restored agent holds the source's key; the fork's is
+		// for the host's rekey (fork.go), never handed in.
+		if err := os.WriteFile(filepath.Join(dir, "secret"), spec.Secret, 0o600); err != nil {
+			return err
+		}
+	} else if spec.Secret != nil {
 		if err := os.WriteFile(filepath.Join(dir, "secret"), spec.Secret, 0o600); err != nil {
 			return err
 		}

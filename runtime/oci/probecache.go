@@ -92,7 +92,7 @@ func (r *Runtime) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	bdir := filepath.Join(dir, id)
-	if err := r.create(ctx, bdir, runtime.Spec{ID: id, Args: []string{"/usr/bin/true"}}, "create"); err != nil {
+	if err := r.create(ctx, bdir, runtime.Spec{ID: id, Args: []string{"/usr/bin/true"}}, "create", ""); err != nil {
 		return err
 	}
 	if r.kind == KindCrun && r.seccompBPF == "" {

@@ -21,3 +21,13 @@ func (p *HostProvider) Checkpoint(context.Context, string) error {
 func (p *HostProvider) Restore(context.Context, string) (contexts.Sandbox, error) {
 	return nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
 }
+
+// ForkCheckpoint implements contexts.Provider: NotSupported.
+func (p *HostProvider) ForkCheckpoint(context.Context, string) (string, contexts.Sandbox, error) {
+	return "", nil, contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
+
+// DropForkCheckpoint implements contexts.Provider: NotSupported.
+func (p *HostProvider) DropForkCheckpoint(context.Context, string) error {
+	return contexts.NotSupported(p.Name(), contexts.CapMemory)
+}
