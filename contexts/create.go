@@ -83,6 +83,11 @@ type CreateOptions struct {
 	// context with volumes is never served from the warm pool. They do
 	// not apply to an existing context.
 	Volumes []VolumeMount
+	// Memory is a fork checkpoint (Manager.ForkSnapshot's
+	// SnapshotInfo.Memory) a new context's sandbox is restored from
+	// (Spec.Memory), never from the warm pool; where that restore fails
+	// the sandbox starts fresh from the template, files only (forkmem.go).
+	Memory string
 }
 
 // check validates the options a caller gives, before anything is looked
@@ -343,8 +348,9 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		Network:  opts.Network,
 		Prestart: slices.Clone(opts.Prestart),
 		Volumes:  slices.Clone(opts.Volumes),
+		Memory:   opts.Memory,
 	}
-	sb, err := m.provider.Create(ctx, spec)
+	sb, err := m.createSandbox(ctx, rec, spec)
 	if err != nil {
 		return nil, err
 	}

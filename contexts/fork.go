@@ -19,8 +19,9 @@ import (
 // the new context starts from it. The manager owns the sequence, so every
 // edge forks alike: /v1's fork onto a path and the fork_sandbox tool
 // (Fork), E2B's Sandbox.fork into new conversations (ForkSnapshot, then
-// one create per fork). Memory is not carried (ForkResult.Memory): the
-// forks' kernels start fresh. docs/state.md, "Fork".
+// one create per fork). Memory is carried where the provider keeps it
+// (forkmem.go, ForkResult.Memory); elsewhere the forks' kernels start
+// fresh. docs/state.md, "Fork".
 
 // Snapshots stores the template a fork starts from. templates.Catalog
 // implements it; the manager finds it on Config.Catalog.
@@ -43,6 +44,11 @@ type SnapshotInfo struct {
 	// Bytes is the captured layer's size.
 	Bytes     int64
 	CreatedAt time.Time
+	// Memory, on a fork's template (ForkSnapshot), is the fork checkpoint
+	// of the source's memory the forks start from (CreateOptions.Memory),
+	// deleted when the caller's request is done; "" where the provider
+	// keeps no memory: the forks carry files.
+	Memory string
 }
 
 // ForkResult is a fork onto a path.
@@ -53,7 +59,8 @@ type ForkResult struct {
 	// runs on it and is deleted when the last one ends (forkdrop.go).
 	Snapshot SnapshotInfo
 	// Memory reports whether the source's memory (kernels, variables,
-	// processes) was carried: never yet, on any provider.
+	// processes) was carried: on runsc (forkmem.go); elsewhere the fork's
+	// kernels start fresh with the source's files.
 	Memory bool
 }
 
@@ -91,20 +98,29 @@ func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) 
 		return nil, SnapshotInfo{}, err
 	}
 	// The caller starts the forks under ctx: the template stays pinned
-	// until it is done, then goes with the last context on it.
-	context.AfterFunc(ctx, func() { m.unpinFork(context.WithoutCancel(ctx), src.TenantID, info.ID) })
+	// and the memory checkpoint kept until it is done; then the template
+	// goes with the last context on it, the checkpoint at once.
+	context.AfterFunc(ctx, func() {
+		m.dropForkCheckpoint(ctx, info.Memory)
+		m.unpinFork(context.WithoutCancel(ctx), src.TenantID, info.ID)
+	})
 	return src, info, nil
 }
 
 func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (*Record, SnapshotInfo, error) {
 	name := "fork-" + strings.ToLower(rand.Text()[:12])
+	var ck string
 	info, err := sn.TakeSnapshot(ctx, src.TenantID, src.ID, src.Template, name, func(ctx context.Context, w io.Writer, max int64) error {
-		_, err := m.Capture(ctx, src.TenantID, src.ID, w, max)
+		m.dropForkCheckpoint(ctx, ck) // a capture tried again
+		var err error
+		_, ck, err = m.captureForFork(ctx, src.TenantID, src.ID, w, max, true)
 		return err
 	})
 	if err != nil {
+		m.dropForkCheckpoint(ctx, ck)
 		return nil, SnapshotInfo{}, err
 	}
+	info.Memory = ck
 	m.forks.add(src.TenantID, info.ID) // pinned: the caller unpins (forkdrop.go)
 	return src, info, nil
 }
@@ -152,7 +168,9 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 	if err != nil {
 		return nil, err
 	}
-	rec, err := m.GetOrCreate(ctx, to, CreateOptions{Template: info.ID, Network: src.Network})
+	defer m.dropForkCheckpoint(ctx, info.Memory)
+	kept := false
+	rec, err := m.GetOrCreate(context.WithValue(ctx, forkKeptKey{}, &kept), to, CreateOptions{Template: info.ID, Network: src.Network, Memory: info.Memory})
 	if err == nil && rec.Template != info.ID {
 		// A context reached the path meanwhile; it runs its own template.
 		err = taken(rec)
@@ -165,5 +183,5 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 		return nil, fmt.Errorf("fork onto path %s: %w", pathID, err)
 	}
 	m.unpinFork(ctx, src.TenantID, info.ID)
-	return &ForkResult{Context: rec, Snapshot: info}, nil
+	return &ForkResult{Context: rec, Snapshot: info, Memory: kept}, nil
 }

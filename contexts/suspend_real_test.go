@@ -59,7 +59,7 @@ func newSuspendEnvOn(t testing.TB, kind string) *suspendEnv {
 			t.Fatal(err)
 		}
 	}
-	cat := templates.New(templates.Config{Store: st, Images: imgs})
+	cat := templates.New(templates.Config{Store: st, Images: imgs, Snapshots: st})
 	dir, err := os.MkdirTemp("", "sls-")
 	if err != nil {
 		t.Fatal(err)
