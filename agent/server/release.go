@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"net"
+	"os"
 	"sync"
 	"time"
 

@@ -71,14 +71,17 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request, tenantID string) 
 	}
 	out := make([]forkResult, 0, count)
 	for range count {
-		out = append(out, h.forkOne(r, tenantID, rec, t.ID, ttl))
+		out = append(out, h.forkOne(r, tenantID, rec, t, ttl))
 	}
 	core.WriteJSON(w, http.StatusCreated, out)
 }
 
 // forkOne starts one sandbox from the fork's template, with the
 // source's metadata, user and network.
-func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record, template string, ttl time.Duration) forkResult {
+// Where the source's memory was saved (t.Memory: runsc), each fork is
+// restored from it, its kernels the source's; else it starts fresh.
+func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record, t contexts.SnapshotInfo, ttl time.Duration) forkResult {
+	template := t.ID
 	ctxID := uuid.NewString()
 	id := contexts.Identity{TenantID: tenantID, UserID: src.UserID, ConversationID: ctxID, PathID: contexts.DefaultPath}
 	meta := maps.Clone(src.Metadata)
@@ -86,7 +89,7 @@ func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record
 		delete(meta, k) // the fork is a conversation of its own
 	}
 	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: template, TemplateName: template, TTL: ttl,
-		Metadata: meta, MaxExecutions: -1, FixedExpiry: true, Network: src.Network, Prestart: h.bootKernels(templateOf(src))})
+		Metadata: meta, MaxExecutions: -1, FixedExpiry: true, Network: src.Network, Prestart: h.bootKernels(templateOf(src)), Memory: t.Memory})
 	if err == nil {
 		var b sandboxBody
 		if b, err = h.sandboxBody(r.Context(), tenantID, rec); err == nil {
