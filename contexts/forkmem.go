@@ -84,6 +84,11 @@ func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sa
 	}
 	sb, err := m.provider.Create(ctx, spec)
 	if err == nil {
+		// The restored agent's environment names the source's identity
+		// (IdentityEnv): the fork's replaces it for what runs from now on.
+		if err := m.tellIdentity(ctx, sb, rec.Identity); err != nil {
+			m.log.Warn("fork with memory: tell its identity", logkey.Context, rec.ID, logkey.Err, err)
+		}
 		if kept, ok := ctx.Value(forkKeptKey{}).(*bool); ok {
 			*kept = true
 		}

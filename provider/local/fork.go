@@ -98,6 +98,18 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	return name, &Sandbox{src}, nil
 }
 
+// dropStaleForks, at start, deletes the fork checkpoints an earlier
+// process left (it ended between a checkpoint and its forks): each holds
+// a source's whole memory and its key, and no fork can come of it now.
+func (p *Provider) dropStaleForks() {
+	ents, _ := os.ReadDir(p.forksDir())
+	for _, e := range ents {
+		if forkDirName.MatchString(e.Name()) {
+			_ = os.RemoveAll(filepath.Join(p.forksDir(), e.Name()))
+		}
+	}
+}
+
 // DropForkCheckpoint implements contexts.Provider.
 func (p *Provider) DropForkCheckpoint(_ context.Context, name string) error {
 	dir, err := p.forkDir(name)

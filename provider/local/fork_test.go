@@ -117,4 +117,13 @@ func TestForkWithMemory(t *testing.T) {
 			t.Errorf("Memory %q: %v", bad, err)
 		}
 	}
+	// A checkpoint an earlier process left goes at the next start.
+	stale := filepath.Join(p.forksDir(), "fk-abcdefghijklmnopqrstuvwxyz")
+	if err := os.MkdirAll(stale, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.dropStaleForks()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a stale fork checkpoint stays: %v", err)
+	}
 }

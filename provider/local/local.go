@@ -179,6 +179,7 @@ func New(cfg Config) (*Provider, error) {
 		n = max(2, goruntime.NumCPU())
 	}
 	p.creating = make(chan struct{}, n)
+	p.dropStaleForks()
 	return p, nil
 }
 
