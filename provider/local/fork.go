@@ -74,6 +74,11 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err := os.WriteFile(filepath.Join(dir, forkKeyFile), key, 0o600); err != nil {
 		return "", nil, err
 	}
+	// Everything that may refuse comes before the release: after it, the
+	// source is reachable again only once its channel reopens.
+	if err := p.rt.PrepareForkCheckpoint(ctx, sandboxID, dir); err != nil {
+		return "", nil, err
+	}
 	c, err := p.connect(ctx, sandboxID, key, false)
 	if err != nil {
 		return "", nil, err

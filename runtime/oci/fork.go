@@ -39,13 +39,13 @@ const restoreAnySpec = "--restore-spec-validation=warning"
 // forkSourceFile, in a fork checkpoint's directory, is the source's spec.
 const forkSourceFile = "sandlot-source.json"
 
-// ForkCheckpoint saves running sandbox id's memory into dir (empty, on a
-// disk) and leaves it running. Its agent must have released the channel
-// (gVisor cannot save the bound host socket): the channel is opened again
-// once saved, the bundle marked Reopened before, so the source's sessions
-// are sealed from now on, as after a Restore. dir gets the source's spec
-// too, for RestoreFork's comparison. The caller removes dir.
-func (r *Runtime) ForkCheckpoint(ctx context.Context, id, dir string) error {
+// PrepareForkCheckpoint checks that running sandbox id can be
+// checkpointed for forks into dir (empty, on a disk) and writes there
+// what the forks need beside the kernel: the source's spec, for
+// RestoreFork's comparison, and its channel's sockets. It runs before the
+// agent releases its channel, so that a refusal leaves the sandbox as it
+// was. The caller removes dir.
+func (r *Runtime) PrepareForkCheckpoint(ctx context.Context, id, dir string) error {
 	if err := runtime.CheckID(id); err != nil {
 		return err
 	}
@@ -71,18 +71,28 @@ func (r *Runtime) ForkCheckpoint(ctx context.Context, id, dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, forkSourceFile), cfg, 0o600); err != nil {
 		return fmt.Errorf("fork checkpoint of %s: %w", id, err)
 	}
-	// Marked before the channel opens: from now on the socket at its
-	// name may not be the agent's.
-	if err := os.WriteFile(filepath.Join(bundle, reopenedFile), nil, 0o600); err != nil {
-		return fmt.Errorf("fork checkpoint of %s: %w", id, err)
-	}
-	if err := r.saveChannel(id, dir); err != nil {
+	return r.saveChannel(id, dir)
+}
+
+// ForkCheckpoint saves sandbox id's memory into dir, prepared by
+// PrepareForkCheckpoint, and leaves it running. Its agent must have
+// released the channel (gVisor cannot save the bound host socket): the
+// channel is opened again once saved, whatever the outcome, the bundle
+// marked Reopened before, so the source's sessions are sealed from now
+// on, as after a Restore.
+func (r *Runtime) ForkCheckpoint(ctx context.Context, id, dir string) error {
+	if err := runtime.CheckID(id); err != nil {
 		return err
+	}
+	// Marked before the channel opens: from now on the socket at its
+	// name may not be the agent's. Unmarked, it stays shut.
+	if err := os.WriteFile(filepath.Join(r.bundle(id), reopenedFile), nil, 0o600); err != nil {
+		return fmt.Errorf("fork checkpoint of %s: %w", id, err)
 	}
 	sock := filepath.Join(r.chanDir(id), filepath.Base(runscChannel))
 	var before syscall.Stat_t
 	_ = syscall.Lstat(sock, &before)
-	_, cerr := d.output(ctx, "checkpoint", "--leave-running", "--image-path", dir, id)
+	_, cerr := r.driverFor(id).output(ctx, "checkpoint", "--leave-running", "--image-path", dir, id)
 	// Whatever the checkpoint's outcome the sandbox runs: its released
 	// agent must be able to listen again.
 	if err := r.reopenChannel(id); err != nil {
