@@ -12,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -86,6 +87,11 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	err = c.Release(ctx)
 	c.Close()
 	if err != nil {
+		// The agent may have let go though its answer was lost: open the
+		// channel so that it can listen again.
+		if rerr := p.rt.ReopenChannel(sandboxID); rerr != nil {
+			p.log.Warn("fork checkpoint: reopen the channel after a failed release", logkey.Sandbox, sandboxID, logkey.Err, rerr)
+		}
 		return "", nil, fmt.Errorf("sandbox %s: release the channel: %w", sandboxID, err)
 	}
 	cerr := p.rt.ForkCheckpoint(ctx, sandboxID, dir)

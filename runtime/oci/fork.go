@@ -86,8 +86,8 @@ func (r *Runtime) ForkCheckpoint(ctx context.Context, id, dir string) error {
 	}
 	// Marked before the channel opens: from now on the socket at its
 	// name may not be the agent's. Unmarked, it stays shut.
-	if err := os.WriteFile(filepath.Join(r.bundle(id), reopenedFile), nil, 0o600); err != nil {
-		return fmt.Errorf("fork checkpoint of %s: %w", id, err)
+	if err := r.markReopened(id); err != nil {
+		return err
 	}
 	sock := filepath.Join(r.chanDir(id), filepath.Base(runscChannel))
 	var before syscall.Stat_t
@@ -115,6 +115,27 @@ func (r *Runtime) ForkCheckpoint(ctx context.Context, id, dir string) error {
 	}
 	if wctx.Err() != nil {
 		return fmt.Errorf("sandbox %s: its agent did not listen again after the fork checkpoint: %w", id, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// ReopenChannel opens running sandbox id's sealed channel again, its
+// bundle marked Reopened first (its sessions sealed from now on): for an
+// agent whose release may have happened though its answer was lost, so
+// that it can listen again. The next authenticated connection seals it.
+func (r *Runtime) ReopenChannel(id string) error {
+	if err := runtime.CheckID(id); err != nil {
+		return err
+	}
+	if err := r.markReopened(id); err != nil {
+		return err
+	}
+	return r.reopenChannel(id)
+}
+
+func (r *Runtime) markReopened(id string) error {
+	if err := os.WriteFile(filepath.Join(r.bundle(id), reopenedFile), nil, 0o600); err != nil {
+		return fmt.Errorf("sandbox %s: mark its channel reopened: %w", id, err)
 	}
 	return nil
 }
