@@ -38,6 +38,11 @@ type Snapshot struct {
 	// Bytes is the size of the captured layer's tarball.
 	Bytes     int64     `json:"bytes"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Fork marks the template a fork made for its contexts to start from
+	// (SnapshotSpec.Fork): the cleanup pass deletes it once no context
+	// runs on it (contexts/forkdrop.go). A snapshot the tenant took is
+	// never marked, whatever its name.
+	Fork bool `json:"-"`
 }
 
 // SnapshotStore keeps snapshot records. Every backend implements it the
@@ -51,6 +56,10 @@ type SnapshotStore interface {
 	// exists, newest first; contextID, when not "", only those taken from
 	// that context.
 	ListSnapshots(ctx context.Context, tenantID, contextID string) ([]Snapshot, error)
+	// ForkSnapshots returns at most limit snapshots marked Fork, created
+	// before before, oldest first: every tenant's on a system ctx, only
+	// the ctx's tenant's on a tenant-scoped one.
+	ForkSnapshots(ctx context.Context, before time.Time, limit int) ([]Snapshot, error)
 }
 
 // DefaultMaxSnapshots is Config.MaxSnapshots' zero value: how many
@@ -69,6 +78,9 @@ type SnapshotSpec struct {
 	Template  string
 	// Name is the new template's name; "": "snapshot-" and random letters.
 	Name string
+	// Fork marks the snapshot as a fork's own (Snapshot.Fork); only the
+	// manager's fork asks for it (TakeForkSnapshot), never an edge.
+	Fork bool
 }
 
 // Capture writes a sandbox's writable layer as an uncompressed layer
@@ -112,7 +124,7 @@ func (c *Catalog) Snapshot(ctx context.Context, tenantID string, spec SnapshotSp
 	if err != nil {
 		return Template{}, Snapshot{}, err
 	}
-	s := Snapshot{ID: t.ID, TenantID: tenantID, ContextID: spec.ContextID, Template: src.ID, Bytes: bytes, CreatedAt: t.CreatedAt}
+	s := Snapshot{ID: t.ID, TenantID: tenantID, ContextID: spec.ContextID, Template: src.ID, Bytes: bytes, CreatedAt: t.CreatedAt, Fork: spec.Fork}
 	if err := c.cfg.Snapshots.CreateSnapshot(ctx, s); err != nil {
 		// The template without its record would be a snapshot no list
 		// shows: take it back.
