@@ -98,14 +98,13 @@ func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) 
 
 func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (*Record, SnapshotInfo, error) {
 	name := "fork-" + strings.ToLower(rand.Text()[:12])
-	info, err := sn.TakeSnapshot(ctx, src.TenantID, src.ID, src.Template, name, func(ctx context.Context, w io.Writer, max int64) error {
+	info, err := m.takeForkSnapshot(ctx, sn, src.TenantID, src.ID, src.Template, name, func(ctx context.Context, w io.Writer, max int64) error {
 		_, err := m.Capture(ctx, src.TenantID, src.ID, w, max)
 		return err
-	})
+	}) // pinned: the caller unpins (forkdrop.go)
 	if err != nil {
 		return nil, SnapshotInfo{}, err
 	}
-	m.forks.add(src.TenantID, info.ID) // pinned: the caller unpins (forkdrop.go)
 	return src, info, nil
 }
 
@@ -158,7 +157,7 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 		err = taken(rec)
 	}
 	if err != nil {
-		m.forks.forget(info.ID)
+		m.forgetFork(ctx, info.ID)
 		if derr := sn.DeleteSnapshot(context.WithoutCancel(ctx), tenantID, info.ID); derr != nil {
 			m.log.Warn("fork: its template stays", logkey.Template, info.ID, logkey.Err, derr)
 		}

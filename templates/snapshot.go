@@ -331,6 +331,35 @@ func (c *Catalog) TakeSnapshot(ctx context.Context, tenantID, contextID, templat
 	return contexts.SnapshotInfo{ID: t.ID, Name: t.Name, ContextID: s.ContextID, Template: s.Template, Bytes: s.Bytes, CreatedAt: s.CreatedAt}, nil
 }
 
+var _ contexts.ForkMarks = (*Catalog)(nil)
+
+// TakeForkSnapshot implements contexts.ForkMarks: TakeSnapshot with the
+// snapshot's row marked as the fork's own (Snapshot.Fork).
+func (c *Catalog) TakeForkSnapshot(ctx context.Context, tenantID, contextID, template, name string, capture func(context.Context, io.Writer, int64) error) (contexts.SnapshotInfo, error) {
+	t, s, err := c.Snapshot(ctx, tenantID, SnapshotSpec{ContextID: contextID, Template: template, Name: name, Fork: true}, capture)
+	if err != nil {
+		return contexts.SnapshotInfo{}, err
+	}
+	return contexts.SnapshotInfo{ID: t.ID, Name: t.Name, ContextID: s.ContextID, Template: s.Template, Bytes: s.Bytes, CreatedAt: s.CreatedAt}, nil
+}
+
+// ForkTemplates implements contexts.ForkMarks from the snapshot store's
+// marked rows; a catalog without one marks none.
+func (c *Catalog) ForkTemplates(ctx context.Context, before time.Time, limit int) ([]contexts.ForkTemplate, error) {
+	if c.cfg.Snapshots == nil {
+		return nil, nil
+	}
+	ss, err := c.cfg.Snapshots.ForkSnapshots(ctx, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]contexts.ForkTemplate, len(ss))
+	for i, s := range ss {
+		out[i] = contexts.ForkTemplate{TenantID: s.TenantID, ID: s.ID, CreatedAt: s.CreatedAt}
+	}
+	return out, nil
+}
+
 // DeleteSnapshot implements contexts.Snapshots: Delete of tenantID's
 // template id.
 func (c *Catalog) DeleteSnapshot(ctx context.Context, tenantID, id string) error {
