@@ -1,0 +1,148 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// TestE2BPauseMemoryServe: E2B's pause() with its memory (the SDK's
+// default) on runsc, against `sandlot serve --runtime runsc`: the sandbox
+// is checkpointed to disk, not frozen, so no process of it is left on the
+// host (a frozen one kept its sentry and its memory); it shows as paused
+// (info, the paused list), and connect restores it: x = 41 before, x + 1
+// answers 42 after. The same for the pause at the timeout of a sandbox
+// created with onTimeout: 'pause'. Before, pause froze it and its
+// processes stayed.
+func TestE2BPauseMemoryServe(t *testing.T) {
+	runtimePreconditions(t)
+	testenv.RequireBinary(t, "runsc")
+	dir := t.TempDir()
+	d := startDaemon(t, dir, "--runtime", "runsc", "--image-gc-interval", "0")
+	defer d.stop(t)
+	defer d.cleanup(t, d.key)
+	ctx := context.Background()
+	e2b := func(method, path, body string) (int, string) {
+		t.Helper()
+		return raw(t, method, d.URL+path, d.key, body, "Content-Type", "application/json")
+	}
+	code, body := e2b("POST", "/sandboxes", `{"timeout":300}`)
+	var sb struct{ SandboxID string }
+	if json.Unmarshal([]byte(body), &sb); code != 201 || sb.SandboxID == "" {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	run := func(src string) string {
+		t.Helper()
+		req, _ := json.Marshal(map[string]string{"code": src, "language": "python"})
+		code, body := raw(t, "POST", d.URL+"/execute", d.key, string(req), "Content-Type", "application/json",
+			"E2b-Sandbox-Id", sb.SandboxID, "E2b-Sandbox-Port", "49999")
+		if code != 200 {
+			t.Fatalf("execute %q: %d %s", src, code, body)
+		}
+		return body
+	}
+	if out := run("x = 41\nx + 1"); !strings.Contains(out, `"text":"42"`) {
+		t.Fatalf("x + 1 before the pause: %s", out)
+	}
+	rec, err := d.client(d.key).GetContext(ctx, sb.SandboxID)
+	if err != nil || rec.SandboxID == "" {
+		t.Fatalf("the sandbox's context: %+v %v", rec, err)
+	}
+	host := rec.SandboxID
+	if n := hostProcesses(t, host); n == 0 {
+		t.Fatalf("no host process of the running sandbox %s: the probe sees nothing", host)
+	}
+
+	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{}`); code != 204 {
+		t.Fatalf("pause: %d %s", code, body)
+	}
+	if n := hostProcesses(t, host); n != 0 {
+		t.Fatalf("%d host processes of the paused sandbox %s: its memory is still held", n, host)
+	}
+	if rec, err := d.client(d.key).GetContext(ctx, sb.SandboxID); err != nil || !rec.Suspended {
+		t.Fatalf("the paused sandbox's context: %+v %v, want suspended (checkpointed)", rec, err)
+	}
+	if code, body := e2b("GET", "/sandboxes/"+sb.SandboxID, ""); code != 200 || !strings.Contains(body, `"state":"paused"`) {
+		t.Fatalf("info of the paused sandbox: %d %s", code, body)
+	}
+	if code, body := e2b("GET", "/v2/sandboxes?state=paused", ""); code != 200 || !strings.Contains(body, sb.SandboxID) {
+		t.Fatalf("the paused list: %d %s", code, body)
+	}
+	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{}`); code != 409 {
+		t.Fatalf("a second pause: %d %s, want 409", code, body)
+	}
+
+	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":300}`); code != 201 {
+		t.Fatalf("connect: %d %s", code, body)
+	}
+	if out := run("x + 1"); !strings.Contains(out, `"text":"42"`) {
+		t.Fatalf("x + 1 after pause and connect: %s, want 42 (the kernel restored)", out)
+	}
+	if code, body := e2b("DELETE", "/sandboxes/"+sb.SandboxID, ""); code != 204 {
+		t.Fatalf("kill: %d %s", code, body)
+	}
+
+	// onTimeout: 'pause' (autoPause) keeps the memory the same way.
+	code, body = e2b("POST", "/sandboxes", `{"timeout":300,"autoPause":true}`)
+	if json.Unmarshal([]byte(body), &sb); code != 201 || sb.SandboxID == "" {
+		t.Fatalf("create with autoPause: %d %s", code, body)
+	}
+	if out := run("x = 41"); strings.Contains(out, `"error"`) {
+		t.Fatalf("x = 41: %s", out)
+	}
+	rec, err = d.client(d.key).GetContext(ctx, sb.SandboxID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host = rec.SandboxID
+	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/timeout", `{"timeout":1}`); code != 204 {
+		t.Fatalf("timeout 1 s: %d %s", code, body)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		code, body := e2b("GET", "/sandboxes/"+sb.SandboxID, "")
+		if code == 200 && strings.Contains(body, `"state":"paused"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not paused at its timeout: %d %s", code, body)
+		}
+	}
+	if n := hostProcesses(t, host); n != 0 {
+		t.Fatalf("%d host processes of the sandbox paused at its timeout", n)
+	}
+	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":300}`); code != 201 {
+		t.Fatalf("connect after the timeout's pause: %d %s", code, body)
+	}
+	if out := run("x + 1"); !strings.Contains(out, `"text":"42"`) {
+		t.Fatalf("x + 1 after the timeout's pause and connect: %s, want 42", out)
+	}
+}
+
+// hostProcesses counts the host processes of sandbox id: those in its
+// cgroup or naming it in their arguments (runsc's sentry and gofer).
+func hostProcesses(t *testing.T, id string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range ents {
+		dir := filepath.Join("/proc", p.Name())
+		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err != nil {
+			continue
+		}
+		args, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if strings.Contains(string(cg), "/"+id+"\n") || strings.Contains(string(args), id) {
+			n++
+		}
+	}
+	return n
+}
