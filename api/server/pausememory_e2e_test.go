@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/api"
+	"github.com/sandlot/sandlot/client"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -19,7 +21,7 @@ import (
 // (info, the paused list), and connect restores it: x = 41 before, x + 1
 // answers 42 after. The same for the pause at the timeout of a sandbox
 // created with onTimeout: 'pause'. Before, pause froze it and its
-// processes stayed.
+// processes stayed. /v1's suspend answers memory: true there.
 func TestE2BPauseMemoryServe(t *testing.T) {
 	runtimePreconditions(t)
 	testenv.RequireBinary(t, "runsc")
@@ -121,6 +123,32 @@ func TestE2BPauseMemoryServe(t *testing.T) {
 	}
 	if out := run("x + 1"); !strings.Contains(out, `"text":"42"`) {
 		t.Fatalf("x + 1 after the timeout's pause and connect: %s, want 42", out)
+	}
+
+	// /v1's suspend says the memory was kept (and GET says so while it
+	// lasts); the next call restores it.
+	a := d.client(d.key)
+	py := func(src string) *api.RunCodeResult {
+		t.Helper()
+		r, err := a.RunCode(ctx, client.RunCodeRequest{Target: client.Target{ConversationID: "v1mem"}, Language: "python", Code: src})
+		if err != nil {
+			t.Fatalf("run_code %q: %v", src, err)
+		}
+		return r
+	}
+	src := py("y = 41")
+	c, err := a.Suspend(ctx, src.ContextID)
+	if err != nil || !c.Suspended || !c.Memory {
+		t.Fatalf("/v1 suspend on runsc: %+v %v, want suspended with its memory", c, err)
+	}
+	if c, err := a.GetContext(ctx, src.ContextID); err != nil || !c.Memory {
+		t.Fatalf("/v1 context suspended with its memory: %+v %v", c, err)
+	}
+	if r := py("y + 1"); len(r.Results) == 0 || r.Results[0].Text != "42" || !r.Restored {
+		t.Fatalf("y + 1 after /v1's suspend: %+v, want 42, restored", r)
+	}
+	if c, err := a.GetContext(ctx, src.ContextID); err != nil || c.Memory || c.Suspended {
+		t.Fatalf("/v1 context after its wake: %+v %v, want neither suspended nor memory", c, err)
 	}
 }
 

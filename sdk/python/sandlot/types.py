@@ -66,6 +66,7 @@ class Context(TypedDict):
     metadata: NotRequired[dict[str, str]]
     node: NotRequired[str]
     suspended: NotRequired[bool]
+    memory: NotRequired[bool]
     network: NotRequired[ContextNetwork]
 
 
