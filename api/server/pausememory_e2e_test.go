@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,14 +58,19 @@ func TestE2BPauseMemoryServe(t *testing.T) {
 		t.Fatalf("the sandbox's context: %+v %v", rec, err)
 	}
 	host := rec.SandboxID
-	if n := hostProcesses(t, host); n == 0 {
+	n, running := hostMemory(t, host)
+	if n == 0 {
 		t.Fatalf("no host process of the running sandbox %s: the probe sees nothing", host)
 	}
 
+	start := time.Now()
 	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/pause", `{}`); code != 204 {
 		t.Fatalf("pause: %d %s", code, body)
 	}
-	if n := hostProcesses(t, host); n != 0 {
+	paused := time.Since(start)
+	n, held := hostMemory(t, host)
+	t.Logf("pause %v; host RSS of the sandbox's processes running %d KiB, paused %d KiB (%d processes)", paused, running>>10, held>>10, n)
+	if n != 0 {
 		t.Fatalf("%d host processes of the paused sandbox %s: its memory is still held", n, host)
 	}
 	if rec, err := d.client(d.key).GetContext(ctx, sb.SandboxID); err != nil || !rec.Suspended {
@@ -80,12 +86,15 @@ func TestE2BPauseMemoryServe(t *testing.T) {
 		t.Fatalf("a second pause: %d %s, want 409", code, body)
 	}
 
+	start = time.Now()
 	if code, body := e2b("POST", "/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":300}`); code != 201 {
 		t.Fatalf("connect: %d %s", code, body)
 	}
+	connected := time.Since(start)
 	if out := run("x + 1"); !strings.Contains(out, `"text":"42"`) {
 		t.Fatalf("x + 1 after pause and connect: %s, want 42 (the kernel restored)", out)
 	}
+	t.Logf("connect %v; connect to the first result %v", connected, time.Since(start))
 	if code, body := e2b("DELETE", "/sandboxes/"+sb.SandboxID, ""); code != 204 {
 		t.Fatalf("kill: %d %s", code, body)
 	}
@@ -155,12 +164,19 @@ func TestE2BPauseMemoryServe(t *testing.T) {
 // hostProcesses counts the host processes of sandbox id: those in its
 // cgroup or naming it in their arguments (runsc's sentry and gofer).
 func hostProcesses(t *testing.T, id string) int {
+	n, _ := hostMemory(t, id)
+	return n
+}
+
+// hostMemory returns the host processes of sandbox id and the sum of
+// their resident memory.
+func hostMemory(t *testing.T, id string) (int, int64) {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n, rss := 0, int64(0)
 	for _, p := range ents {
 		dir := filepath.Join("/proc", p.Name())
 		cg, err := os.ReadFile(filepath.Join(dir, "cgroup"))
@@ -168,9 +184,17 @@ func hostProcesses(t *testing.T, id string) int {
 			continue
 		}
 		args, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if strings.Contains(string(cg), "/"+id+"\n") || strings.Contains(string(args), id) {
-			n++
+		if !strings.Contains(string(cg), "/"+id+"\n") && !strings.Contains(string(args), id) {
+			continue
+		}
+		n++
+		st, _ := os.ReadFile(filepath.Join(dir, "status"))
+		for _, l := range strings.Split(string(st), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				rss += kb << 10
+			}
 		}
 	}
-	return n
+	return n, rss
 }
