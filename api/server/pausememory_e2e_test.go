@@ -22,7 +22,8 @@ import (
 // (info, the paused list), and connect restores it: x = 41 before, x + 1
 // answers 42 after. The same for the pause at the timeout of a sandbox
 // created with onTimeout: 'pause'. Before, pause froze it and its
-// processes stayed. /v1's suspend answers memory: true there.
+// processes stayed. /v1's suspend and the suspend_sandbox tool answer
+// memory: true there.
 func TestE2BPauseMemoryServe(t *testing.T) {
 	runtimePreconditions(t)
 	testenv.RequireBinary(t, "runsc")
@@ -158,6 +159,22 @@ func TestE2BPauseMemoryServe(t *testing.T) {
 	}
 	if c, err := a.GetContext(ctx, src.ContextID); err != nil || c.Memory || c.Suspended {
 		t.Fatalf("/v1 context after its wake: %+v %v, want neither suspended nor memory", c, err)
+	}
+
+	// The MCP tool says so too, rather than that the memory was freed.
+	tool := client.Target{ConversationID: "toolmem"}
+	if r, err := a.RunCode(ctx, client.RunCodeRequest{Target: tool, Language: "python", Code: "z = 41"}); err != nil || !r.Success {
+		t.Fatalf("z = 41: %+v %v", r, err)
+	}
+	var sus struct {
+		Memory bool
+		Notice string
+	}
+	if err := a.Tool(ctx, "suspend_sandbox", tool, map[string]any{}, &sus); err != nil || !sus.Memory || !strings.Contains(sus.Notice, "with its memory") {
+		t.Fatalf("suspend_sandbox on runsc: %+v %v, want memory kept", sus, err)
+	}
+	if r, err := a.RunCode(ctx, client.RunCodeRequest{Target: tool, Language: "python", Code: "z + 1"}); err != nil || len(r.Results) == 0 || r.Results[0].Text != "42" {
+		t.Fatalf("z + 1 after suspend_sandbox: %+v %v, want 42", r, err)
 	}
 }
 

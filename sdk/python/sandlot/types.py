@@ -393,6 +393,7 @@ class SuspendSandboxResult(TypedDict):
     pathId: str
     success: bool
     contextId: str
+    memory: bool
     notice: str
 
 

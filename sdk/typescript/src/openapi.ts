@@ -1955,6 +1955,7 @@ export interface components {
             pathId: string;
             success: boolean;
             contextId: string;
+            memory: boolean;
             notice: string;
         };
         ForkSandboxArgs: {
