@@ -13,6 +13,9 @@ import (
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/store"
+	"github.com/sandlot/sandlot/store/postgres"
+	"github.com/sandlot/sandlot/store/postgres/pgtest"
 	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/templatestest"
@@ -20,9 +23,9 @@ import (
 )
 
 // TestForkTemplateSwept: a fork's template survives neither a restart nor
-// another node's end of its last context. A manager on a real SQLite
-// store forks, restarts (its marks in memory gone), and its cleanup pass
-// keeps the template while the fork runs on it and deletes it once the
+// another node's end of its last context. A manager on a real store
+// (SQLite, Postgres) forks, restarts (its marks in memory gone), and its
+// cleanup pass keeps the template while the fork runs on it and deletes it once the
 // fork has ended. A snapshot the tenant took itself, named like a fork's
 // (fork-…), is never swept: a name-based sweep deleted it. A fork batch
 // still starting on one node (its caller's request live, no context on
@@ -30,13 +33,36 @@ import (
 // the grace alone that node deleted it.
 func TestForkTemplateSwept(t *testing.T) {
 	testenv.RequireRoot(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "sandlot.db"), sqlite.Config{})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T, dir string) store.Backend
+	}{
+		{"sqlite", func(t *testing.T, dir string) store.Backend {
+			st, err := sqlite.Open(context.Background(), filepath.Join(dir, "sandlot.db"), sqlite.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}},
+		{"postgres", func(t *testing.T, dir string) store.Backend {
+			st, err := postgres.Open(context.Background(), pgtest.SchemaURL(t), postgres.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st := tc.open(t, dir)
+			t.Cleanup(func() { st.Close() }) // after the managers' Close
+			testForkTemplateSwept(t, st, dir)
+		})
 	}
-	defer st.Close()
+}
+
+func testForkTemplateSwept(t *testing.T, st store.Backend, dir string) {
+	ctx := context.Background()
 	imgs, err := image.Open(filepath.Join(dir, "images"), image.Config{})
 	if err != nil {
 		t.Fatal(err)
