@@ -35,8 +35,13 @@ type Context struct {
 	Node string `json:"node,omitempty"`
 	// Suspended: the context is suspended to disk (POST
 	// /v1/contexts/{id}/suspend): no sandbox runs for it, its files are
-	// kept, and its next call wakes it with its kernels fresh.
+	// kept, and its next call wakes it: with its kernels fresh, or as they
+	// were when Memory.
 	Suspended bool `json:"suspended,omitempty"`
+	// Memory: the suspended context kept its memory (runsc's checkpoint):
+	// its next call restores its kernels, variables and processes. The
+	// suspend's answer says by it whether the memory was kept.
+	Memory bool `json:"memory,omitempty"`
 	// Network is the policy of the context's own network; absent: none
 	// (loopback only).
 	Network *ContextNetwork `json:"network,omitempty"`

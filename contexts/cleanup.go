@@ -177,8 +177,9 @@ type CleanupResult struct {
 // CreatingTimeout (reason error), destroying their sandboxes, drops the
 // contexts it serves that another node ended, and destroys running
 // sandboxes that no active record names and that were already unknown at
-// the previous pass (the grace protects creations in flight), and removes
-// audit events older than AuditRetention.
+// the previous pass (the grace protects creations in flight), deletes the
+// fork templates no context runs on (forkdrop.go), and removes audit
+// events older than AuditRetention.
 // Records of another node are left to it while its lease is live. With a
 // shared provider, expiry, the ending of records whose sandbox is lost and
 // the sweep cover every node's records and run only on the holder of the
@@ -285,6 +286,11 @@ func (m *Manager) Cleanup(ctx context.Context) (res CleanupResult, err error) {
 		}
 	default:
 		m.sweep(ctx, running, recs, true)
+	}
+	if cluster && cctx.Err() == nil {
+		if err := m.sweepForks(cctx, now); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	m.suspendIdle(ctx, now)
 	m.sampleUsage(ctx)

@@ -164,6 +164,11 @@ type Config struct {
 	// hands the work over after at most LeaseTTL. The store's clock
 	// judges it, so hosts' clocks need not agree. Zero: 30 s.
 	LeaseTTL time.Duration
+	// ForkGrace is how old a fork's template must be before the cleanup
+	// pass may delete it when no context runs on it (forkdrop.go): it
+	// covers the moment between the template's row and its first
+	// context's, or its lease, on another node. Zero: 2 minutes.
+	ForkGrace time.Duration
 }
 
 // Defaults.
@@ -186,6 +191,7 @@ const (
 	DefaultTemplate           = "default"
 	DefaultNodeLease          = time.Minute
 	DefaultLeaseTTL           = 30 * time.Second
+	DefaultForkGrace          = 2 * time.Minute
 )
 
 // withDefaults returns c with every zero value replaced by its default.
@@ -205,6 +211,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.HealthCheckTimeout, DefaultHealthCheckTimeout)
 	setDur(&c.NodeLease, DefaultNodeLease)
 	setDur(&c.LeaseTTL, DefaultLeaseTTL)
+	setDur(&c.ForkGrace, DefaultForkGrace)
 	if c.MaxCodeBytes == 0 {
 		c.MaxCodeBytes = DefaultMaxCodeBytes
 	}

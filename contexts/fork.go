@@ -110,18 +110,17 @@ func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) 
 func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (*Record, SnapshotInfo, error) {
 	name := "fork-" + strings.ToLower(rand.Text()[:12])
 	var ck string
-	info, err := sn.TakeSnapshot(ctx, src.TenantID, src.ID, src.Template, name, func(ctx context.Context, w io.Writer, max int64) error {
+	info, err := m.takeForkSnapshot(ctx, sn, src.TenantID, src.ID, src.Template, name, func(ctx context.Context, w io.Writer, max int64) error {
 		m.dropForkCheckpoint(ctx, ck) // a capture tried again
 		var err error
 		_, ck, err = m.captureForFork(ctx, src.TenantID, src.ID, w, max, true)
 		return err
-	})
+	}) // pinned: the caller unpins (forkdrop.go)
 	if err != nil {
 		m.dropForkCheckpoint(ctx, ck)
 		return nil, SnapshotInfo{}, err
 	}
 	info.Memory = ck
-	m.forks.add(src.TenantID, info.ID) // pinned: the caller unpins (forkdrop.go)
 	return src, info, nil
 }
 
@@ -176,7 +175,7 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 		err = taken(rec)
 	}
 	if err != nil {
-		m.forks.forget(info.ID)
+		m.forgetFork(ctx, info.ID)
 		if derr := sn.DeleteSnapshot(context.WithoutCancel(ctx), tenantID, info.ID); derr != nil {
 			m.log.Warn("fork: its template stays", logkey.Template, info.ID, logkey.Err, derr)
 		}

@@ -198,7 +198,8 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 }
 
 // autoPause pauses an expired context that asked for it (AutoPause; to
-// disk with AutoPauseToDisk) instead of ending it, and reports whether it did. Precondition: the
+// disk with AutoPauseToDisk, else with its memory as PauseMemory keeps
+// it) instead of ending it, and reports whether it did. Precondition: the
 // identity lock is held.
 func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
 	if rec.AutoPause <= 0 || rec.Paused() || rec.State != StateReady || rec.SandboxID == "" {
@@ -216,7 +217,7 @@ func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
 		}
 		return true
 	}
-	if _, err := m.pauseLocked(ctx, cloneRecord(rec), rec.AutoPause); err != nil {
+	if _, err := m.pauseMemoryLocked(ctx, cloneRecord(rec), rec.AutoPause); err != nil {
 		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}

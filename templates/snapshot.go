@@ -38,6 +38,11 @@ type Snapshot struct {
 	// Bytes is the size of the captured layer's tarball.
 	Bytes     int64     `json:"bytes"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Fork marks the template a fork made for its contexts to start from
+	// (SnapshotSpec.Fork): the cleanup pass deletes it once no context
+	// runs on it (contexts/forkdrop.go). A snapshot the tenant took is
+	// never marked, whatever its name.
+	Fork bool `json:"-"`
 }
 
 // SnapshotStore keeps snapshot records. Every backend implements it the
@@ -51,6 +56,10 @@ type SnapshotStore interface {
 	// exists, newest first; contextID, when not "", only those taken from
 	// that context.
 	ListSnapshots(ctx context.Context, tenantID, contextID string) ([]Snapshot, error)
+	// ForkSnapshots returns at most limit snapshots marked Fork, created
+	// before before, oldest first: every tenant's on a system ctx, only
+	// the ctx's tenant's on a tenant-scoped one.
+	ForkSnapshots(ctx context.Context, before time.Time, limit int) ([]Snapshot, error)
 }
 
 // DefaultMaxSnapshots is Config.MaxSnapshots' zero value: how many
@@ -69,6 +78,9 @@ type SnapshotSpec struct {
 	Template  string
 	// Name is the new template's name; "": "snapshot-" and random letters.
 	Name string
+	// Fork marks the snapshot as a fork's own (Snapshot.Fork); only the
+	// manager's fork asks for it (TakeForkSnapshot), never an edge.
+	Fork bool
 }
 
 // Capture writes a sandbox's writable layer as an uncompressed layer
@@ -112,7 +124,7 @@ func (c *Catalog) Snapshot(ctx context.Context, tenantID string, spec SnapshotSp
 	if err != nil {
 		return Template{}, Snapshot{}, err
 	}
-	s := Snapshot{ID: t.ID, TenantID: tenantID, ContextID: spec.ContextID, Template: src.ID, Bytes: bytes, CreatedAt: t.CreatedAt}
+	s := Snapshot{ID: t.ID, TenantID: tenantID, ContextID: spec.ContextID, Template: src.ID, Bytes: bytes, CreatedAt: t.CreatedAt, Fork: spec.Fork}
 	if err := c.cfg.Snapshots.CreateSnapshot(ctx, s); err != nil {
 		// The template without its record would be a snapshot no list
 		// shows: take it back.
@@ -317,6 +329,35 @@ func (c *Catalog) TakeSnapshot(ctx context.Context, tenantID, contextID, templat
 		return contexts.SnapshotInfo{}, err
 	}
 	return contexts.SnapshotInfo{ID: t.ID, Name: t.Name, ContextID: s.ContextID, Template: s.Template, Bytes: s.Bytes, CreatedAt: s.CreatedAt}, nil
+}
+
+var _ contexts.ForkMarks = (*Catalog)(nil)
+
+// TakeForkSnapshot implements contexts.ForkMarks: TakeSnapshot with the
+// snapshot's row marked as the fork's own (Snapshot.Fork).
+func (c *Catalog) TakeForkSnapshot(ctx context.Context, tenantID, contextID, template, name string, capture func(context.Context, io.Writer, int64) error) (contexts.SnapshotInfo, error) {
+	t, s, err := c.Snapshot(ctx, tenantID, SnapshotSpec{ContextID: contextID, Template: template, Name: name, Fork: true}, capture)
+	if err != nil {
+		return contexts.SnapshotInfo{}, err
+	}
+	return contexts.SnapshotInfo{ID: t.ID, Name: t.Name, ContextID: s.ContextID, Template: s.Template, Bytes: s.Bytes, CreatedAt: s.CreatedAt}, nil
+}
+
+// ForkTemplates implements contexts.ForkMarks from the snapshot store's
+// marked rows; a catalog without one marks none.
+func (c *Catalog) ForkTemplates(ctx context.Context, before time.Time, limit int) ([]contexts.ForkTemplate, error) {
+	if c.cfg.Snapshots == nil {
+		return nil, nil
+	}
+	ss, err := c.cfg.Snapshots.ForkSnapshots(ctx, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]contexts.ForkTemplate, len(ss))
+	for i, s := range ss {
+		out[i] = contexts.ForkTemplate{TenantID: s.TenantID, ID: s.ID, CreatedAt: s.CreatedAt}
+	}
+	return out, nil
 }
 
 // DeleteSnapshot implements contexts.Snapshots: Delete of tenantID's

@@ -28,12 +28,33 @@ type SuspendSandboxResult struct {
 	// ContextID is the suspended context's; it keeps its id, counters and
 	// TTL, and the next call on the path wakes it.
 	ContextID string `json:"contextId"`
+	// Memory reports whether the sandbox's memory was kept (runsc's
+	// checkpoint): the next call then restores its kernels, variables
+	// and processes; false: its files only.
+	Memory bool `json:"memory"`
 	// Notice says what the suspend kept and what it dropped.
 	Notice string `json:"notice"`
 }
 
-const suspendNotice = "The sandbox is suspended to disk: its files are kept, its memory is freed. The next call on this " +
-	"conversation path wakes it with its files; variables, imports and running processes start fresh."
+const (
+	suspendNotice = "The sandbox is suspended to disk: its files are kept, its memory is freed. The next call on this " +
+		"conversation path wakes it with its files; variables, imports and running processes start fresh."
+	suspendMemoryNotice = "The sandbox is suspended to disk with its memory: its files, variables, imports and processes are " +
+		"kept, and the next call on this conversation path restores them as they were."
+)
+
+// suspendResult is the tool's answer for rec, suspended (already, when
+// was).
+func suspendResult(rec *contexts.Record, already bool) *SuspendSandboxResult {
+	notice := suspendNotice
+	if rec.KeepsMemory() {
+		notice = suspendMemoryNotice
+	}
+	if already {
+		notice = "The sandbox was already suspended. " + notice
+	}
+	return &SuspendSandboxResult{Success: true, ContextID: rec.ID, Memory: rec.KeepsMemory(), Notice: notice}
+}
 
 // suspendSandbox suspends the call's context to disk
 // (contexts.Manager.Suspend, docs/state.md "Suspend to disk"), keeping its
@@ -52,13 +73,17 @@ func (r *Registry) suspendSandbox(ctx context.Context, call Call, _ map[string]a
 		return nil, err
 	}
 	if rec.Suspended() {
-		return &SuspendSandboxResult{Success: true, ContextID: rec.ID, Notice: "The sandbox was already suspended. " + suspendNotice}, nil
+		return suspendResult(rec, true), nil
 	}
-	if _, err := s.Suspend(ctx, rec.TenantID, rec.ID, 0); err != nil {
-		if errors.Is(err, contexts.ErrSuspended) {
-			return &SuspendSandboxResult{Success: true, ContextID: rec.ID, Notice: "The sandbox was already suspended. " + suspendNotice}, nil
+	out, err := s.Suspend(ctx, rec.TenantID, rec.ID, 0)
+	if errors.Is(err, contexts.ErrSuspended) {
+		if cur, lerr := s.Lookup(ctx, call.Identity); lerr == nil && cur.ID == rec.ID {
+			rec = cur // suspended meanwhile: say how
 		}
+		return suspendResult(rec, true), nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("suspend_sandbox: %w", err)
 	}
-	return &SuspendSandboxResult{Success: true, ContextID: rec.ID, Notice: suspendNotice}, nil
+	return suspendResult(out, false), nil
 }

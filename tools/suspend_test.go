@@ -74,7 +74,7 @@ func TestSuspendSandboxTool(t *testing.T) {
 
 	v, err := call(mine, "suspend_sandbox", `{}`)
 	res, ok := v.(*tools.SuspendSandboxResult)
-	if err != nil || !ok || !res.Success || res.ContextID != before.ID || !strings.Contains(res.Notice, "files are kept") || res.ConversationID != "c" {
+	if err != nil || !ok || !res.Success || res.ContextID != before.ID || !strings.Contains(res.Notice, "files are kept") || res.Memory || res.ConversationID != "c" {
 		t.Fatalf("suspend_sandbox: %+v, %v", v, err)
 	}
 	if ids, _ := p.List(ctx); contains(ids, before.SandboxID) {

@@ -40,8 +40,8 @@ func TestSuspendServe(t *testing.T) {
 		t.Fatalf("another tenant's suspend: %v, want not_found", err)
 	}
 	c, err := a.Suspend(ctx, src.ContextID)
-	if err != nil || !c.Suspended || c.SandboxID != "" || c.Status != "ready" {
-		t.Fatalf("suspend: %+v %v", c, err)
+	if err != nil || !c.Suspended || c.Memory || c.SandboxID != "" || c.Status != "ready" {
+		t.Fatalf("suspend: %+v %v, want suspended without its memory", c, err)
 	}
 	if _, err := a.Suspend(ctx, src.ContextID); !errors.As(err, &e) || e.Code != errdefs.CodeFailedPrecondition {
 		t.Fatalf("a second suspend: %v, want failed_precondition", err)

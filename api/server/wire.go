@@ -40,6 +40,7 @@ func contextOf(r *contexts.Record) api.Context {
 		Metadata:             r.Metadata,
 		Node:                 r.Node,
 		Suspended:            r.Suspended(),
+		Memory:               r.KeepsMemory(),
 		Network:              networkOf(r.Network),
 	}
 }

@@ -62,3 +62,26 @@ func (s *Store) ListSnapshots(ctx context.Context, tenantID, contextID string) (
 	})
 	return out, nil
 }
+
+// ForkSnapshots implements templates.SnapshotStore.
+func (s *Store) ForkSnapshots(ctx context.Context, before time.Time, limit int) ([]templates.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneSnapshots()
+	var out []templates.Snapshot
+	for _, sn := range s.snapshots {
+		if sn.Fork && sn.CreatedAt.Before(before) && rules.Visible(ctx, sn.TenantID) {
+			out = append(out, sn)
+		}
+	}
+	slices.SortFunc(out, func(a, b templates.Snapshot) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

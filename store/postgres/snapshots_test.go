@@ -18,7 +18,7 @@ import (
 // TestSnapshotsRLS runs raw statements on the snapshots table as the
 // application role under tenant B's setting, below the store's filters:
 // B reads and deletes only its own rows, inserts none of A's (not even on
-// its own template) and updates none. Without the policy (RLS not
+// its own template) and updates none (not the fork mark either). Without the policy (RLS not
 // enabled on the table) B read and deleted A's rows.
 func TestSnapshotsRLS(t *testing.T) {
 	ctx := context.Background()
@@ -66,6 +66,7 @@ func TestSnapshotsRLS(t *testing.T) {
 	for _, q := range []string{
 		`INSERT INTO snapshots (id, tenant_id, context_id, template, bytes, created_at) VALUES ('` + ids["B"] + `', 'A', 'evil', 'default', 0, now())`,
 		`UPDATE snapshots SET context_id = 'evil'`,
+		`UPDATE snapshots SET fork = NOT fork`, // a mark never changes: no sweep of a tenant's own
 	} {
 		err := asB(func(tx pgx.Tx) error { _, err := tx.Exec(ctx, q); return err })
 		var pe *pgconn.PgError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -86,5 +87,75 @@ func testSnapshots(t *testing.T, s store.Backend) {
 	}
 	if got := list(ctx, "B", ""); len(got) != 0 {
 		t.Errorf("a deleted tenant's snapshots: %v", got)
+	}
+}
+
+// testForkSnapshots: the fork mark is kept as written (never by name: a
+// tenant's own snapshot named fork-… is unmarked); ForkSnapshots lists the
+// marked rows created before its time, oldest first, every tenant's on
+// the system's ctx and only its own on a tenant's, bounded by limit; a
+// deleted template takes its row out of the list.
+func testForkSnapshots(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	for _, id := range []string{"A", "B"} {
+		if err := s.CreateTenant(ctx, &tenant.Tenant{ID: id, CreatedAt: base}, tenant.HashKey("e2b_fork"+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row := func(tn, name string, at time.Duration, fork bool) templates.Snapshot {
+		t.Helper()
+		tp, err := s.CreateTemplate(ctx, templates.Template{TenantID: tn, Name: name, Image: digestA, Source: "snapshot", CreatedAt: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sn := templates.Snapshot{ID: tp.ID, TenantID: tn, ContextID: "ctx-" + name, Template: "default", Bytes: 1, CreatedAt: base.Add(at), Fork: fork}
+		if err := s.CreateSnapshot(tenant.WithID(ctx, tn), sn); err != nil {
+			t.Fatal(err)
+		}
+		sn.CreatedAt = ms(sn.CreatedAt)
+		return sn
+	}
+	aFork := row("A", "fork-aaaa", 0, true)
+	aOwn := row("A", "fork-bbbb", time.Second, false) // the tenant's own, named like a fork's
+	bFork := row("B", "fork-cccc", 2*time.Second, true)
+	aLate := row("A", "fork-dddd", time.Hour, true)
+	forks := func(ctx context.Context, before time.Time, limit int) []templates.Snapshot {
+		t.Helper()
+		got, err := s.ForkSnapshots(ctx, before, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	cutoff := base.Add(time.Minute)
+	for _, tc := range []struct {
+		name   string
+		ctx    context.Context
+		before time.Time
+		limit  int
+		want   []templates.Snapshot
+	}{
+		{"the system's, every tenant's", ctx, cutoff, 0, []templates.Snapshot{aFork, bFork}},
+		{"a limit", ctx, cutoff, 1, []templates.Snapshot{aFork}},
+		{"later ones too", ctx, base.Add(2 * time.Hour), 0, []templates.Snapshot{aFork, bFork, aLate}},
+		{"A's ctx", tenant.WithID(ctx, "A"), cutoff, 0, []templates.Snapshot{aFork}},
+		{"B's ctx", tenant.WithID(ctx, "B"), cutoff, 0, []templates.Snapshot{bFork}},
+	} {
+		if diff := cmp.Diff(tc.want, forks(tc.ctx, tc.before, tc.limit)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	got, err := s.ListSnapshots(ctx, "A", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]templates.Snapshot{aLate, aOwn, aFork}, got); diff != "" {
+		t.Errorf("A's snapshots keep their marks (-want +got):\n%s", diff)
+	}
+	if err := s.DeleteTemplate(tenant.WithID(ctx, "A"), "A", aFork.ID); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]templates.Snapshot{bFork}, forks(ctx, cutoff, 0)); diff != "" {
+		t.Errorf("after A's fork template's delete (-want +got):\n%s", diff)
 	}
 }

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Templates", testTemplates},
 		{"TemplateRebuild", testTemplateRebuild},
 		{"Snapshots", testSnapshots},
+		{"ForkSnapshots", testForkSnapshots},
 		{"Lifecycle", testLifecycle},
 		{"Suspend", testSuspend},
 		{"ContextEnv", testContextEnv},

@@ -12,8 +12,9 @@ import (
 )
 
 // Pause and resume, as E2B has them (docs/e2b.md, "Pause and resume"):
-// pause freezes the sandbox with its memory (contexts.Manager.Pause), so
-// kernels, variables, processes and files are there after a resume; while
+// pause keeps the sandbox's memory (contexts.Manager.PauseMemory: a
+// checkpoint to disk on runsc, the freezer elsewhere), so kernels,
+// variables, processes and files are there after a resume; while
 // paused the sandbox is listed and shown with state "paused", its calls
 // answer as a sandbox that is not running, and its timeout does not run
 // (it is killed only after Config.PausedTimeout). connect resumes it with
@@ -65,7 +66,10 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if _, err := h.m.Pause(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
+	// With its memory: checkpointed to disk where the provider can
+	// (runsc), so a paused sandbox holds no memory on the host; frozen
+	// elsewhere (docs/e2b.md, "Pause and resume").
+	if _, err := h.m.PauseMemory(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
 		h.writeLifecycleError(w, id, err)
 		return
 	}

@@ -23,6 +23,10 @@ type Manager interface {
 	// with a TTL of ttl from now (contexts.ErrPaused, ErrNotPaused).
 	Pause(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	Resume(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
+	// PauseMemory pauses a context for at most keep with its memory:
+	// checkpointed to disk where the provider can (runsc), frozen
+	// otherwise (E2B's pause()).
+	PauseMemory(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)
 	// SuspendFiles suspends a context to disk (pause without memory): its
 	// files kept, its sandbox and memory gone; Resume boots it again.
 	SuspendFiles(ctx context.Context, tenantID, contextID string, keep time.Duration) (*contexts.Record, error)

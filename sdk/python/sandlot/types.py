@@ -66,6 +66,7 @@ class Context(TypedDict):
     metadata: NotRequired[dict[str, str]]
     node: NotRequired[str]
     suspended: NotRequired[bool]
+    memory: NotRequired[bool]
     network: NotRequired[ContextNetwork]
 
 
@@ -392,6 +393,7 @@ class SuspendSandboxResult(TypedDict):
     pathId: str
     success: bool
     contextId: str
+    memory: bool
     notice: str
 
 

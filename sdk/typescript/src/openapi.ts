@@ -481,7 +481,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Suspend a context to disk: its files kept as an image, its sandbox and memory freed; its next call wakes it with its kernels fresh */
+        /** Suspend a context to disk: its files kept as an image, its sandbox freed; on runsc its memory is checkpointed and its next call restores it (memory: true in the answer), elsewhere its next call wakes it with its kernels fresh */
         post: operations["suspendContext"];
         delete?: never;
         options?: never;
@@ -1157,8 +1157,10 @@ export interface components {
             };
             /** @description The sandlot daemon (node) that serves the context when several share one store; absent for records from before nodes. */
             node?: string;
-            /** @description The context is suspended to disk: no sandbox runs for it, its files are kept, and its next call wakes it with its kernels fresh. */
+            /** @description The context is suspended to disk: no sandbox runs for it, its files are kept, and its next call wakes it: with its kernels fresh, or as they were when memory is true. */
             suspended?: boolean;
+            /** @description The suspended context kept its memory (runsc's checkpoint, where the state dir is on a disk): its next call restores its kernels, variables and processes. Absent or false: its files only. The suspend's answer says by it whether the memory was kept. */
+            memory?: boolean;
             network?: components["schemas"]["ContextNetwork"];
         };
         ContextList: {
@@ -1953,6 +1955,7 @@ export interface components {
             pathId: string;
             success: boolean;
             contextId: string;
+            memory: boolean;
             notice: string;
         };
         ForkSandboxArgs: {
@@ -2874,7 +2877,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The context, suspended. */
+            /** @description The context, suspended; memory says whether its memory was kept. */
             200: {
                 headers: {
                     [name: string]: unknown;
