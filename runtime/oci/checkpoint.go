@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -107,6 +108,11 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 	if err := r.stopSaved(ctx, d, id); err != nil {
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
+	// Its writable layer goes to disk too (stow.go); one that cannot
+	// stays in memory, and the restore finds it where it was.
+	if _, err := r.stowLayer(id); err != nil {
+		r.log.Warn("checkpoint keeps the writable layer in memory", logkey.Sandbox, id, logkey.Err, err)
+	}
 	return nil
 }
 
@@ -153,6 +159,9 @@ func (r *Runtime) Restore(ctx context.Context, id, dir string) error {
 		return fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
 	if err := r.reopenChannel(id); err != nil {
+		return err
+	}
+	if err := r.unstowLayer(id); err != nil {
 		return err
 	}
 	r.info.Delete(id)
