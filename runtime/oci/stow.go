@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -146,7 +147,21 @@ func (r *Runtime) unstowLayer(id string) (err error) {
 	if err := mountOverlay(merged, append([]string{r.imageSkel}, info.Layers...), upper, work, userns, info.Sudo); err != nil {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
-	return os.RemoveAll(disk)
+	discard(disk)
+	return nil
+}
+
+// discard removes dir, a directory of a bundle, off the caller's path: it
+// is renamed at once (so a later checkpoint or stow of the sandbox makes
+// a new one) and removed in the background; one a crash leaves goes with
+// the bundle.
+func discard(dir string) {
+	gone := fmt.Sprintf("%s.gone-%d", dir, time.Now().UnixNano())
+	if err := os.Rename(dir, gone); err != nil {
+		_ = os.RemoveAll(dir)
+		return
+	}
+	go func() { _ = os.RemoveAll(gone) }()
 }
 
 // mountsBelow reports whether anything is mounted below dir.
