@@ -110,7 +110,7 @@ func TestRealSuspendWakeMemory(t *testing.T) {
 // their arguments: runsc's sentry and gofer), and the bytes used on its
 // host tmpfs mounts (its writable layer, its channel); and how many such
 // processes there are.
-func sandboxHostMemory(t *testing.T, stateDir, id string) (int64, int) {
+func sandboxHostMemory(t testing.TB, stateDir, id string) (int64, int) {
 	t.Helper()
 	var held int64
 	procs := 0
