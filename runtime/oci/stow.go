@@ -27,9 +27,10 @@ import (
 // <bundle>/root.json names. The sandbox's files are then as it left them,
 // at the same paths, with the same owners, modes and times.
 //
-// A root with anything mounted below it (a volume) is left as it is: its
-// mounts are not the runtime's to make again. A stow that fails leaves the
-// layer in memory, as before, and the restore as it was.
+// A root with anything mounted below it (a volume, once runsc has them)
+// is left as it is: its mounts are not the runtime's to make again. A
+// stow that fails leaves the layer in memory, as before, and the restore
+// as it was.
 
 // rootInfo is what a sandbox's image root is made of, kept in its bundle
 // to mount it again after a stow.
