@@ -61,6 +61,17 @@ func TestCheckpointStowsLayer(t *testing.T) {
 	if isMountPoint(r.rootDir(id)) || isMountPoint(filepath.Join(r.rootDir(id), "root")) {
 		t.Fatal("the writable layer's tmpfs is still mounted while checkpointed")
 	}
+	// Nor in any other mount namespace: its pages are freed only when no
+	// namespace keeps the tmpfs.
+	procs, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	for _, mi := range procs {
+		b, _ := os.ReadFile(mi)
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "/roots/"+id) {
+				t.Fatalf("%s still mounts %s while checkpointed", mi, f[4])
+			}
+		}
+	}
 	disk := filepath.Join(r.bundle(id), stowedDir)
 	if fi, err := os.Stat(filepath.Join(disk, "home/user/kept")); err != nil || fi.Size() != 1<<20 {
 		t.Fatalf("the stowed layer's file: %v %v", fi, err)
