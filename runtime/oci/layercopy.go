@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -58,11 +57,12 @@ type layerLimits struct {
 	Entries   int   // entries in the tree
 	Depth     int   // directory levels
 	DataBytes int64 // bytes of file data (holes not counted)
+	LinkBytes int   // bytes of the paths remembered for hard links
 }
 
 // defaultLayerLimits are layer.Limits' bounds; the data is bounded by the
 // layer's own tmpfs.
-var defaultLayerLimits = layerLimits{Entries: 1 << 20, Depth: 512, DataBytes: 1 << 40}
+var defaultLayerLimits = layerLimits{Entries: 1 << 20, Depth: 512, DataBytes: 1 << 40, LinkBytes: 16 << 20}
 
 // errLayerBound is a tree past layerLimits.
 var errLayerBound = fmt.Errorf("layer past its copy bounds: %w", errdefs.ErrResourceExhausted)
@@ -70,12 +70,13 @@ var errLayerBound = fmt.Errorf("layer past its copy bounds: %w", errdefs.ErrReso
 type fileKey struct{ dev, ino uint64 }
 
 type layerCopier struct {
-	lim     layerLimits
-	root    int                // dst's descriptor
-	links   map[fileKey]string // first copy of a multiply-linked file, relative to root
-	entries int
-	bytes   int64
-	buf     []byte
+	lim       layerLimits
+	root      int                // dst's descriptor
+	links     map[fileKey]string // first copy of a multiply-linked file, relative to root
+	entries   int
+	bytes     int64
+	linkBytes int // of the paths in links (a layer of many multiply-linked files deep down)
+	buf       []byte
 }
 
 // dir copies the entries of directory sfd into dfd (rel: dfd's path
@@ -84,19 +85,31 @@ func (c *layerCopier) dir(sfd, dfd int, rel string, depth int) error {
 	if depth >= c.lim.Depth {
 		return errLayerBound
 	}
-	names, err := readNames(sfd)
+	d, err := unix.Dup(sfd)
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		if c.entries++; c.entries > c.lim.Entries {
+	f := os.NewFile(uintptr(d), "layer dir")
+	defer f.Close()
+	// In batches, each counted before it is copied: a directory of a
+	// million long names is never held whole.
+	for {
+		names, err := f.Readdirnames(512)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if c.entries += len(names); c.entries > c.lim.Entries {
 			return errLayerBound
 		}
-		if err := c.entry(sfd, dfd, rel, name, depth); err != nil {
-			return fmt.Errorf("%s: %w", path.Join(rel, name), err)
+		for _, name := range names {
+			if err := c.entry(sfd, dfd, rel, name, depth); err != nil {
+				return fmt.Errorf("%s: %w", path.Join(rel, name), err)
+			}
 		}
 	}
-	return nil
 }
 
 // entry copies name of directory sfd into dfd.
@@ -111,7 +124,11 @@ func (c *layerCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 		if first, ok := c.links[key]; ok {
 			return c.link(first, dfd, name)
 		}
-		c.links[key] = path.Join(rel, name)
+		first := path.Join(rel, name)
+		if c.linkBytes += len(first); c.linkBytes > c.lim.LinkBytes {
+			return errLayerBound
+		}
+		c.links[key] = first
 	}
 	switch mode {
 	case unix.S_IFDIR:
@@ -325,22 +342,6 @@ func copyXattrs(src, dst xattrRef) error {
 		}
 	}
 	return nil
-}
-
-// readNames lists directory fd's entries but . and .., sorted.
-func readNames(fd int) ([]string, error) {
-	d, err := unix.Dup(fd)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(d), "layer dir")
-	defer f.Close()
-	names, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, err
-	}
-	slices.Sort(names)
-	return names, nil
 }
 
 // readlinkat reads symlink name in directory dfd.

@@ -148,11 +148,12 @@ func TestCopyLayerHostile(t *testing.T) {
 		t.Errorf("a layer with a device: %v, want invalid_argument", err)
 	}
 	must(os.Remove(filepath.Join(src, "null")))
-	// Bounds: entries, depth, data.
+	// Bounds: entries, depth, data, hard links' paths.
 	for name, lim := range map[string]layerLimits{
-		"entries": {Entries: 3, Depth: 512, DataBytes: 1 << 30},
-		"depth":   {Entries: 1 << 20, Depth: 1, DataBytes: 1 << 30},
-		"data":    {Entries: 1 << 20, Depth: 512, DataBytes: 8},
+		"entries": {Entries: 3, Depth: 512, DataBytes: 1 << 30, LinkBytes: 1 << 20},
+		"depth":   {Entries: 1 << 20, Depth: 1, DataBytes: 1 << 30, LinkBytes: 1 << 20},
+		"data":    {Entries: 1 << 20, Depth: 512, DataBytes: 8, LinkBytes: 1 << 20},
+		"links":   {Entries: 1 << 20, Depth: 512, DataBytes: 1 << 30, LinkBytes: 2},
 	} {
 		err := copyLayer(src, filepath.Join(t.TempDir(), "layer"), lim)
 		if !errors.Is(err, errdefs.ErrResourceExhausted) {
