@@ -162,9 +162,9 @@ func suspendedHeld(ctx context.Context, env Env, m *contexts.Manager, k int) ([]
 			if p, err := sandboxPss(out.SandboxID); err == nil {
 				sandbox += p // a process left running: counted
 			}
-			// Kept with its memory, the sandbox keeps its writable layer
-			// where the restore needs it: a host tmpfs.
-			layer += rootTmpfsBytes(out.SandboxID)
+			// Kept with its memory, the sandbox keeps its channel's
+			// tmpfs, and its writable layer's unless stowed on disk.
+			layer += hostTmpfsBytes(out.SandboxID)
 		} else if slices.Contains(listed, rec.SandboxID) {
 			return nil, fmt.Errorf("a suspended context's sandbox %s still runs", rec.SandboxID)
 		}
@@ -180,7 +180,7 @@ func suspendedHeld(ctx context.Context, env Env, m *contexts.Manager, k int) ([]
 	per := perHeap + float64(sandbox+layer)/float64(k)
 	held := WithTarget(Figure{Name: fmt.Sprintf("suspend (%s): host memory a suspended context holds, 1 MiB written (mean of %d)", kind, k),
 		Value: round(per/1024, 1), Unit: "KiB",
-		Note: fmt.Sprintf("daemon heap grown per suspended context %.1f KiB (entry, record, image template; after a GC) + its sandbox's processes' PSS %.1f KiB + its writable layer's host tmpfs %.1f KiB",
+		Note: fmt.Sprintf("daemon heap grown per suspended context %.1f KiB (entry, record, image template; after a GC) + its sandbox's processes' PSS %.1f KiB + its host tmpfs mounts (writable layer, channel) %.1f KiB",
 			perHeap/1024, float64(sandbox)/float64(k)/1024, float64(layer)/float64(k)/1024)},
 		"< 1024 KiB", per < targetSuspendedBytes)
 	fit := float64(densityBudgetByte) / max(per, 1)
@@ -233,24 +233,26 @@ func forkFigures(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	return []Figure{Latency(fmt.Sprintf("fork (%s): onto a path to first python result, 1 MiB written", kind), fork)}, nil
 }
 
-// rootTmpfsBytes is the space used on the tmpfs that holds sandbox id's
-// writable layer (<share>/roots/<id>, runtime/oci), 0 when none is
-// mounted.
-func rootTmpfsBytes(id string) int64 {
+// hostTmpfsBytes is the space used on the host tmpfs mounts of sandbox
+// id (runtime/oci): its writable layer's (<share>/roots/<id>, unless a
+// checkpoint stowed it on disk) and its channel's (<state>/chan/<id>); 0
+// when none is mounted.
+func hostTmpfsBytes(id string) int64 {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return 0
 	}
+	var n int64
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 5 || !strings.HasSuffix(f[4], "/roots/"+id) {
+		if len(f) < 5 || !(strings.HasSuffix(f[4], "/roots/"+id) || strings.HasSuffix(f[4], "/chan/"+id)) {
 			continue
 		}
 		var st unix.Statfs_t
-		if err := unix.Statfs(f[4], &st); err != nil {
-			return 0
+		if err := unix.Statfs(f[4], &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+			continue
 		}
-		return int64(st.Blocks-st.Bfree) * st.Bsize
+		n += int64(st.Blocks-st.Bfree) * st.Bsize
 	}
-	return 0
+	return n
 }

@@ -16,6 +16,7 @@ import (
 // context keeps the template it ran on. Precondition: the identity lock
 // is held and rec (e's record) is suspended with a sandbox id.
 func (m *Manager) restore(ctx context.Context, e *entry, rec *Record, ttl time.Duration) (*Record, error) {
+	start := time.Now()
 	sb, err := m.provider.Restore(ctx, rec.SandboxID)
 	if err != nil {
 		if !errdefs.Categorized(err) {
@@ -23,6 +24,7 @@ func (m *Manager) restore(ctx context.Context, e *entry, rec *Record, ttl time.D
 		}
 		return nil, fmt.Errorf("restore context %s: %w", rec.ID, err)
 	}
+	restored := time.Since(start)
 	now := m.now()
 	img := rec.SuspendImage
 	out, err := m.savePause(ctx, rec, func(r *Record) {
@@ -33,7 +35,9 @@ func (m *Manager) restore(ctx context.Context, e *entry, rec *Record, ttl time.D
 		sb.Close()
 		return nil, err
 	}
+	recorded := time.Since(start)
 	m.dropImage(ctx, rec.TenantID, img)
+	dropped := time.Since(start)
 	m.mu.Lock()
 	if e.ended {
 		m.mu.Unlock()
@@ -44,7 +48,8 @@ func (m *Manager) restore(ctx context.Context, e *entry, rec *Record, ttl time.D
 	e.woken, e.restored = false, true
 	e.alive = time.Now()
 	m.mu.Unlock()
-	m.log.Info("context woken with its memory", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID())
+	m.log.Info("context woken with its memory", logkey.Context, rec.ID, logkey.Tenant, rec.TenantID, logkey.Sandbox, sb.ID(),
+		"restore", restored, "record", recorded-restored, "image", dropped-recorded)
 	return out, nil
 }
 

@@ -65,3 +65,59 @@ func BenchmarkRealSuspendWake(b *testing.B) {
 	// entries, records (memory store) and what their calls left.
 	b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/n/1024, "suspended-daemon-heap-KiB/ctx")
 }
+
+// BenchmarkRealSuspendWakeMemory is BenchmarkRealSuspendWake on runsc,
+// where the suspend keeps the memory (a checkpoint, the writable layer
+// stowed on disk) and the wake restores it: the suspend, the call that
+// wakes the context to its first result (x + 1 in the kernel that kept x,
+// goal < 300 ms), and the host memory each suspended context holds, having
+// written 1 MiB (its sandbox's processes and host tmpfs mounts, goal
+// < 1 MiB). docs/state.md, "Suspend with memory".
+func BenchmarkRealSuspendWakeMemory(b *testing.B) {
+	e := newSuspendEnvOn(b, "runsc")
+	var suspend, wake time.Duration
+	var held int64
+	ids := make([]contexts.Identity, b.N)
+	sandboxes := make([]string, b.N)
+	for i := range b.N {
+		ids[i] = ident("t1", fmt.Sprintf("bench-%d", i), "main")
+		res := e.exec(ids[i], "open('/home/user/blob', 'wb').write(b'b' * (1 << 20))\nx = 41")
+		sandboxes[i] = res.SandboxID
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		rec, err := e.m.Lookup(e.ctx, ids[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		out, err := e.m.Suspend(e.ctx, "t1", rec.ID, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		suspend += time.Since(start)
+		if !out.KeepsMemory() {
+			b.Fatalf("suspend on runsc did not keep the memory: %+v", out)
+		}
+	}
+	b.StopTimer()
+	for i := range b.N {
+		h, procs := sandboxHostMemory(b, e.dir, sandboxes[i])
+		if procs != 0 {
+			b.Fatalf("%d processes of suspended sandbox %s run on the host", procs, sandboxes[i])
+		}
+		held += h
+	}
+	for i := range b.N {
+		start := time.Now()
+		res := e.exec(ids[i], "x + 1")
+		wake += time.Since(start)
+		if !res.Restored || mainResult(res) != "42" {
+			b.Fatalf("wake: %+v", res)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(suspend.Milliseconds())/n, "suspend-ms/op")
+	b.ReportMetric(float64(wake.Milliseconds())/n, "wake-to-result-ms/op")
+	b.ReportMetric(float64(held)/n/1024, "suspended-host-KiB/ctx")
+}

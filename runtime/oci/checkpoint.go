@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -47,6 +48,13 @@ type Checkpointer interface {
 }
 
 var _ Checkpointer = (*Runtime)(nil)
+
+// checkpointFlags and restoreFlags are runsc's options for the image
+// (docs/state.md, "Numbers": each measured by BenchmarkRestoreOptions).
+var (
+	checkpointFlags []string
+	restoreFlags    []string
+)
 
 // CanCheckpoint implements Checkpointer: runsc only, and only where the
 // state dir, which holds the checkpoint in the bundle, is not a tmpfs (a
@@ -97,13 +105,19 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 			return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 		}
 	}
-	if _, err := d.output(ctx, "checkpoint", "--image-path", dir, id); err != nil {
+	args := append(append([]string{"checkpoint"}, checkpointFlags...), "--image-path", dir, id)
+	if _, err := d.output(ctx, args...); err != nil {
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
 	// The sandbox stops once saved; runsc's own record of it and its
 	// cgroups go, so nothing of it runs or is charged on the host.
 	if err := r.stopSaved(ctx, d, id); err != nil {
 		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+	}
+	// Its writable layer goes to disk too (stow.go); one that cannot
+	// stays in memory, and the restore finds it where it was.
+	if _, err := r.stowLayer(id); err != nil {
+		r.log.Warn("checkpoint keeps the writable layer in memory", logkey.Sandbox, id, logkey.Err, err)
 	}
 	return nil
 }
@@ -150,12 +164,18 @@ func (r *Runtime) Restore(ctx context.Context, id, dir string) error {
 	if err := os.WriteFile(filepath.Join(bundle, reopenedFile), nil, 0o600); err != nil {
 		return fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
+	ph := phases{start: time.Now()}
 	if err := r.reopenChannel(id); err != nil {
 		return err
 	}
+	ph.mark("channel")
+	if err := r.unstowLayer(id); err != nil {
+		return err
+	}
+	ph.mark("layer")
 	r.info.Delete(id)
-	if err := d.detached(ctx, id, filepath.Join(bundle, "log"), nil,
-		"restore", "--image-path", dir, "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), "--detach", id); err != nil {
+	args := append(append([]string{"restore"}, restoreFlags...), "--image-path", dir, "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), "--detach", id)
+	if err := d.detached(ctx, id, filepath.Join(bundle, "log"), nil, args...); err != nil {
 		// Leave nothing running half restored; the bundle stays for
 		// Delete (or another Restore).
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -163,9 +183,12 @@ func (r *Runtime) Restore(ctx context.Context, id, dir string) error {
 		_ = r.stopSaved(cctx, d, id)
 		return fmt.Errorf("restore sandbox %s: %w", id, err)
 	}
+	ph.mark("runsc")
 	if own {
-		_ = os.RemoveAll(dir) // the restored sandbox's memory is its own now
+		discard(dir) // the restored sandbox's memory is its own now
 	}
+	ph.mark("cleanup")
+	r.log.Debug("sandbox restored", append([]any{logkey.Sandbox, id}, ph.attrs()...)...)
 	return nil
 }
 

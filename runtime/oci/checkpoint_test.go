@@ -26,7 +26,7 @@ func counterSpec(id string) runtime.Spec {
 
 // waitCount waits until the counter's file reads a count other than
 // not and more than after, and returns it.
-func waitCount(t *testing.T, r *Runtime, id string, after, not int) int {
+func waitCount(t testing.TB, r *Runtime, id string, after, not int) int {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

@@ -98,14 +98,8 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 			r.unmountImageRoot(id)
 		}
 	}()
-	opts := fmt.Sprintf("size=%d,mode=0711", diskBytes)
-	if root.Sudo {
-		// The overlay below it honours set-id bits: only the sandbox's
-		// root (who resolves the root path) may reach it, no host account.
-		opts = fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", diskBytes, ids.Host(0), ids.Host(0))
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return "", fmt.Errorf("image root: writable layer: %w", err)
+	if err := mountLayerTmpfs(dir, diskBytes, root.Sudo, ids); err != nil {
+		return "", err
 	}
 	ph.mark("tmpfs")
 	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
@@ -151,6 +145,22 @@ func (r *Runtime) mountImageRoot(id string, root *runtime.Root, ids IDRange, dis
 		ph.mark("sudo")
 	}
 	return merged, nil
+}
+
+// mountLayerTmpfs mounts at dir the tmpfs that holds a sandbox's writable
+// layer: diskBytes large, searchable by all, or (sudo) reachable by the
+// sandbox's root only.
+func mountLayerTmpfs(dir string, diskBytes int64, sudo bool, ids IDRange) error {
+	opts := fmt.Sprintf("size=%d,mode=0711", diskBytes)
+	if sudo {
+		// The overlay below it honours set-id bits: only the sandbox's
+		// root (who resolves the root path) may reach it, no host account.
+		opts = fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", diskBytes, ids.Host(0), ids.Host(0))
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		return fmt.Errorf("image root: writable layer: %w", err)
+	}
+	return nil
 }
 
 // SudoPath is the file Root.Sudo gives its setuid bit back.

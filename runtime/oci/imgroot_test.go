@@ -21,7 +21,7 @@ import (
 
 // imageLayers returns two images that share the Debian base and differ in
 // a top layer each (/image-a or /image-b), as layer trees top first.
-func imageLayers(t *testing.T) (a, b []string) {
+func imageLayers(t testing.TB) (a, b []string) {
 	t.Helper()
 	_, img := debiantest.Default(t)
 	base := img.LowerDirs()

@@ -301,6 +301,9 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 		if rootfs, err = r.mountImageRoot(spec.ID, spec.Root, ids, spec.Limits.WithDefaults().DiskBytes, &ph); err != nil {
 			return err
 		}
+		if err := r.saveRootInfo(dir, spec.Root, spec.Limits.WithDefaults().DiskBytes); err != nil {
+			return err
+		}
 		if err := attachVolumes(rootfs, spec.Volumes, ids); err != nil {
 			return err
 		}
