@@ -143,18 +143,38 @@ func (m *Manager) poolKick(template string) {
 	}
 }
 
+// poolKickAfter asks template's pool to refill after a take: at once after
+// a miss or when the pool holds no warm sandbox now, else poolRefillDelay
+// later. A creation costs tens of milliseconds of CPU, which on a small
+// machine the caller's first call would share: its create returned a
+// moment ago, so that call is on its way (an E2B create's first command
+// follows within a few milliseconds). A pool that keeps being taken from
+// refills anyway, as each creation ends (poolWorker).
+func (m *Manager) poolKickAfter(template string, hit bool) {
+	m.mu.Lock()
+	p := m.pools[template]
+	later := hit && p != nil && len(p.ready) > 0
+	m.mu.Unlock()
+	if !later {
+		m.poolKick(template)
+		return
+	}
+	time.AfterFunc(poolRefillDelay, func() { m.poolKick(template) })
+}
+
 // poolTake returns a warm, healthy sandbox of template for a create of
 // id's, told its identity (poolTell), or nil (a miss, counted when the
 // template is pooled and the manager runs). With none ready but one being made that no other create
 // waits for, it waits for that one (poolWait): it is ready sooner than a
 // new sandbox would be, and a cold create beside the pool's own would slow
-// both on a small machine.
-func (m *Manager) poolTake(ctx context.Context, id Identity, template string) Sandbox {
+// both on a small machine. A hit that leaves a warm sandbox ready asks
+// for the refill poolRefillDelay later (poolKickAfter).
+func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (taken Sandbox) {
 	tenantID := id.TenantID
 	if m.poolSize(template) <= 0 {
 		return nil
 	}
-	defer m.poolKick(template)
+	defer func() { m.poolKickAfter(template, taken != nil) }()
 	counted := false
 	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {

@@ -29,6 +29,9 @@ const (
 	// poolFillers is how many warm sandboxes a grown pool makes at once
 	// (a pool at its size makes one at a time: the machine is small).
 	poolFillers = 2
+	// poolRefillDelay is how long after a take the refill waits while the
+	// pool still holds a warm sandbox (poolKickAfter).
+	poolRefillDelay = 25 * time.Millisecond
 	// poolWaitFirst bounds a create's wait for a sandbox being made before
 	// the pool has made one (poolWaitBound).
 	poolWaitFirst = 5 * time.Second
