@@ -258,6 +258,10 @@ func (m *Manager) poolTell(ctx context.Context, sb Sandbox, id Identity) (health
 func (m *Manager) poolWait(ctx context.Context, p *pool, deadline time.Time) bool {
 	p.waiting++
 	made := p.made
+	select { // the worker makes one more for the waiter (poolLaunch)
+	case p.kick <- struct{}{}:
+	default:
+	}
 	m.mu.Unlock()
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -345,8 +349,11 @@ func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
 	if target > p.size {
 		fillers = poolFillers
 	}
+	// A create waiting for a sandbox being made (poolWait) takes one the
+	// pool counted on: one more is made for each, as its own create would
+	// have been, so a burst is served as fast as before it waited.
 	launch := 0
-	for len(p.ready)+p.filling < target && p.filling < fillers {
+	for len(p.ready)+p.filling < target+p.waiting && p.filling < fillers+p.waiting {
 		p.filling++
 		launch++
 	}
