@@ -70,12 +70,10 @@ type pool struct {
 	gen      int           // RefreshPool's count; guarded by Manager.mu
 	demand   demand        // recent acquisitions; guarded by Manager.mu
 	// waiting is how many creates wait for a sandbox being made (poolWait);
-	// starts are when the creations under way began, oldest first (one
-	// per filling); made is closed, and replaced, each time a creation
-	// ends; fillTime is how long creations took lately (a moving average;
-	// 0: none yet). All guarded by Manager.mu; times are real time.
+	// made is closed, and replaced, each time a creation ends; fillTime is
+	// how long creations took lately (a moving average; 0: none yet). All
+	// guarded by Manager.mu.
 	waiting  int
-	starts   []time.Time
 	made     chan struct{}
 	fillTime time.Duration
 }
@@ -178,7 +176,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 	}
 	defer func() { m.poolKickAfter(template, taken != nil) }()
 	counted := false
-	var waitUntil time.Time // set at the first wait
+	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {
 		m.mu.Lock()
 		if !m.started {
@@ -190,9 +188,13 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 			p.demand.add(m.now()) // a take or a miss: the demand the pool grows by
 			counted = true
 		}
-		if p != nil && len(p.ready) == 0 && p.waiting < len(p.starts) && (!waitUntil.IsZero() || m.poolWaitWorth(p)) {
+		if p != nil && len(p.ready) == 0 && p.filling > p.waiting {
 			if waitUntil.IsZero() {
-				waitUntil = m.poolWaitUntil(p)
+				bound := poolWaitBound(p.fillTime)
+				if m.poolWaitMax > 0 {
+					bound = m.poolWaitMax
+				}
+				waitUntil = time.Now().Add(bound)
 			}
 			if m.poolWait(ctx, p, waitUntil) {
 				continue
@@ -248,30 +250,6 @@ func (m *Manager) poolTell(ctx context.Context, sb Sandbox, id Identity) (health
 		return true, nil
 	}
 	return sb.Ping(pctx) == nil, err
-}
-
-// poolWaitWorth reports whether a create that finds p empty should wait for
-// a creation under way: one no other create waits for, at least half done
-// by the time creations took lately (or any before the first ended). One
-// just begun is worth no wait: the create's own sandbox is ready about as
-// soon, and costs the machine no more (a warm one also starts the pool's
-// kernel), which matters while a burst keeps the CPUs busy.
-// Precondition: m.mu is held.
-func (m *Manager) poolWaitWorth(p *pool) bool {
-	if p.waiting >= len(p.starts) {
-		return false
-	}
-	return m.poolWaitMax > 0 || p.fillTime == 0 || time.Since(p.starts[p.waiting]) >= p.fillTime/2
-}
-
-// poolWaitUntil is how long a create waits for p's creation under way
-// (poolWaitWorth): until twice the recent creation time from its start
-// (poolWaitBound). Precondition: m.mu is held.
-func (m *Manager) poolWaitUntil(p *pool) time.Time {
-	if m.poolWaitMax > 0 {
-		return time.Now().Add(m.poolWaitMax)
-	}
-	return p.starts[p.waiting].Add(poolWaitBound(p.fillTime))
 }
 
 // poolWait waits, until the deadline or ctx ends, for one of p's creations
@@ -374,21 +352,19 @@ func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
 	// A create waiting for a sandbox being made (poolWait) takes one the
 	// pool counted on: one more is made for each, as its own create would
 	// have been, so a burst is served as fast as before it waited.
-	var starts []time.Time
+	launch := 0
 	for len(p.ready)+p.filling < target+p.waiting && p.filling < fillers+p.waiting {
 		p.filling++
-		start := time.Now()
-		p.starts = append(p.starts, start)
-		starts = append(starts, start)
+		launch++
 	}
 	gen := p.gen
 	m.mu.Unlock()
 	for _, sb := range trim {
 		m.destroy(context.Background(), sb, sb.ID())
 	}
-	for _, start := range starts {
+	for range launch {
 		m.wg.Add(1) // the worker's own count is held: Close still waits
-		go m.poolMake(ctx, p, gen, start)
+		go m.poolMake(ctx, p, gen)
 	}
 }
 
@@ -424,9 +400,10 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 }
 
 // poolMake creates one warm sandbox for p and reports to its worker.
-func (m *Manager) poolMake(ctx context.Context, p *pool, gen int, start time.Time) {
+func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	spec := m.cfg.PoolSpecs[p.template]
+	start := time.Now() // real time: fillTime bounds real waits
 	sb, err := m.provider.Create(ctx, Spec{
 		Template: p.template,
 		Limits:   m.cfg.Limits,
@@ -442,9 +419,6 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int, start time.Tim
 	}
 	m.mu.Lock()
 	p.filling--
-	if i := slices.Index(p.starts, start); i >= 0 {
-		p.starts = slices.Delete(p.starts, i, i+1)
-	}
 	closed := m.closed
 	stale := gen != p.gen // made before RefreshPool: maybe of the image before
 	keep := err == nil && !closed && !stale
