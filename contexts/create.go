@@ -327,11 +327,8 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
 	serves := m.poolServes(rec.Template, opts)
 	if serves {
-		if sb := m.poolTake(ctx, rec.TenantID, rec.Template); sb != nil {
+		if sb := m.poolTake(ctx, rec.Identity, rec.Template); sb != nil { // told its identity
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
-			if err == nil {
-				err = m.tellIdentity(ctx, sb, rec.Identity)
-			}
 			if err == nil {
 				return sb, nil
 			}

@@ -1,5 +1,7 @@
 package contexts
 
+import "time"
+
 // Kill stops m as a killed process stops: its loops end (no lease is
 // renewed or given up), calls are refused, and nothing is destroyed or
 // detached: its sandboxes, its warm pool's too, keep running. A function,
@@ -23,4 +25,23 @@ func LockWaiters(m *Manager, id Identity) int {
 		return l.refs
 	}
 	return 0
+}
+
+// PoolWaiting reports how many creates wait for a warm sandbox of template
+// being made, for a test that must know one waits.
+func PoolWaiting(m *Manager, template string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[template]; p != nil {
+		return p.waiting
+	}
+	return 0
+}
+
+// SetPoolWait bounds m's creates' waits for a warm sandbox being made
+// (0: twice the recent creation time), so a test does not race that bound.
+func SetPoolWait(m *Manager, d time.Duration) {
+	m.mu.Lock()
+	m.poolWaitMax = d
+	m.mu.Unlock()
 }

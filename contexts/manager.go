@@ -42,6 +42,9 @@ type Manager struct {
 	byIdent  map[Identity]*entry // the same, by identity
 	creating map[string]bool     // context ids between Store.Create and ready
 	pools    map[string]*pool    // by template
+	// poolWaitMax, when set (tests), bounds a create's wait for a warm
+	// sandbox being made instead of poolWaitBound.
+	poolWaitMax time.Duration
 	// poolSizes is Config.PoolSizes with public templates' names turned
 	// into ids at Start (Config.Catalog).
 	poolSizes atomic.Pointer[map[string]int]

@@ -69,6 +69,13 @@ type pool struct {
 	filling  int           // sandboxes being created; guarded by Manager.mu
 	gen      int           // RefreshPool's count; guarded by Manager.mu
 	demand   demand        // recent acquisitions; guarded by Manager.mu
+	// waiting is how many creates wait for a sandbox being made (poolWait);
+	// made is closed, and replaced, each time a creation ends; fillTime is
+	// how long creations took lately (a moving average; 0: none yet). All
+	// guarded by Manager.mu.
+	waiting  int
+	made     chan struct{}
+	fillTime time.Duration
 }
 
 // RefreshPool replaces template's warm sandboxes: the ready ones are
@@ -113,7 +120,7 @@ func (m *Manager) poolEnsure(template string) {
 	p := m.pools[template]
 	if p == nil {
 		p = &pool{template: template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-			filled: make(chan error, poolFillers)}
+			filled: make(chan error, poolFillers), made: make(chan struct{})}
 		m.pools[template] = p
 		m.wg.Add(1)
 		go m.poolWorker(p)
@@ -136,15 +143,40 @@ func (m *Manager) poolKick(template string) {
 	}
 }
 
+// poolKickAfter asks template's pool to refill after a take: at once after
+// a miss or when the pool holds no warm sandbox now, else poolRefillDelay
+// later. A creation costs tens of milliseconds of CPU, which on a small
+// machine the caller's first call would share: its create returned a
+// moment ago, so that call is on its way (an E2B create's first command
+// follows within a few milliseconds). A pool that keeps being taken from
+// refills anyway, as each creation ends (poolWorker).
+func (m *Manager) poolKickAfter(template string, hit bool) {
+	m.mu.Lock()
+	p := m.pools[template]
+	later := hit && p != nil && len(p.ready) > 0
+	m.mu.Unlock()
+	if !later {
+		m.poolKick(template)
+		return
+	}
+	time.AfterFunc(poolRefillDelay, func() { m.poolKick(template) })
+}
+
 // poolTake returns a warm, healthy sandbox of template for a create of
-// tenantID's, or nil (a miss, counted when the template is pooled and the
-// manager runs).
-func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandbox {
+// id's, told its identity (poolTell), or nil (a miss, counted when the
+// template is pooled and the manager runs). With none ready but one being made that no other create
+// waits for, it waits for that one (poolWait): it is ready sooner than a
+// new sandbox would be, and a cold create beside the pool's own would slow
+// both on a small machine. A hit that leaves a warm sandbox ready asks
+// for the refill poolRefillDelay later (poolKickAfter).
+func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (taken Sandbox) {
+	tenantID := id.TenantID
 	if m.poolSize(template) <= 0 {
 		return nil
 	}
-	defer m.poolKick(template)
+	defer func() { m.poolKickAfter(template, taken != nil) }()
 	counted := false
+	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {
 		m.mu.Lock()
 		if !m.started {
@@ -156,6 +188,22 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 			p.demand.add(m.now()) // a take or a miss: the demand the pool grows by
 			counted = true
 		}
+		if p != nil && len(p.ready) == 0 && p.filling > p.waiting {
+			if waitUntil.IsZero() {
+				bound := poolWaitBound(p.fillTime)
+				if m.poolWaitMax > 0 {
+					bound = m.poolWaitMax
+				}
+				waitUntil = time.Now().Add(bound)
+			}
+			if m.poolWait(ctx, p, waitUntil) {
+				continue
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			m.mu.Lock()
+		}
 		if p == nil || len(p.ready) == 0 {
 			m.ts(tenantID, template).PoolMisses++
 			m.mu.Unlock()
@@ -165,20 +213,69 @@ func (m *Manager) poolTake(ctx context.Context, tenantID, template string) Sandb
 		p.ready = p.ready[1:]
 		m.mu.Unlock()
 
-		pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
-		err := sb.Ping(pctx)
-		cancel()
+		healthy, err := m.poolTell(ctx, sb, id)
 		if err != nil {
-			m.log.Warn("warm sandbox unhealthy; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
+			m.log.Warn("warm sandbox unhealthy or not told its identity; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
 			go m.destroy(context.Background(), sb, sb.ID())
 			if ctx.Err() != nil {
 				return nil
 			}
-			continue
+			if !healthy { // the next one may be alive
+				continue
+			}
+			m.mu.Lock()
+			m.ts(tenantID, template).PoolMisses++
+			m.mu.Unlock()
+			return nil
 		}
 		m.count(tenantID, template, func(s *TemplateStats) { s.PoolHits++ })
 		return sb
 	}
+}
+
+// poolTell tells a warm sandbox the identity of the context taking it,
+// which is also its health check: the call's round trip proves the agent
+// answers, as the ping before it did (one round trip per warm create
+// less). A sandbox that cannot be told is pinged. When the call fails, a
+// ping says whether the sandbox is dead (healthy false: the next warm one
+// may serve) or refused the call (healthy true: the next would too).
+func (m *Manager) poolTell(ctx context.Context, sb Sandbox, id Identity) (healthy bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, m.cfg.HealthCheckTimeout)
+	defer cancel()
+	es, ok := sandboxAs[envSetter](sb)
+	if !ok {
+		return false, sb.Ping(pctx)
+	}
+	if err = es.SetEnv(pctx, IdentityEnv(id)); err == nil {
+		return true, nil
+	}
+	return sb.Ping(pctx) == nil, err
+}
+
+// poolWait waits, until the deadline or ctx ends, for one of p's creations
+// under way to end, and reports whether one did (the caller looks at the
+// pool again). Precondition: m.mu is held; it is released.
+func (m *Manager) poolWait(ctx context.Context, p *pool, deadline time.Time) bool {
+	p.waiting++
+	made := p.made
+	select { // the worker makes one more for the waiter (poolLaunch)
+	case p.kick <- struct{}{}:
+	default:
+	}
+	m.mu.Unlock()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	ended := false
+	select {
+	case <-made:
+		ended = true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	m.mu.Lock()
+	p.waiting--
+	m.mu.Unlock()
+	return ended
 }
 
 // poolWorker keeps p at its target (poolTarget: its size, grown by the
@@ -252,8 +349,11 @@ func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
 	if target > p.size {
 		fillers = poolFillers
 	}
+	// A create waiting for a sandbox being made (poolWait) takes one the
+	// pool counted on: one more is made for each, as its own create would
+	// have been, so a burst is served as fast as before it waited.
 	launch := 0
-	for len(p.ready)+p.filling < target && p.filling < fillers {
+	for len(p.ready)+p.filling < target+p.waiting && p.filling < fillers+p.waiting {
 		p.filling++
 		launch++
 	}
@@ -303,6 +403,7 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	spec := m.cfg.PoolSpecs[p.template]
+	start := time.Now() // real time: fillTime bounds real waits
 	sb, err := m.provider.Create(ctx, Spec{
 		Template: p.template,
 		Limits:   m.cfg.Limits,
@@ -324,6 +425,11 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	if keep {
 		p.ready = append(p.ready, sb)
 	}
+	if err == nil {
+		p.fillTime = movingAverage(p.fillTime, time.Since(start))
+	}
+	close(p.made) // creates waiting for it look again
+	p.made = make(chan struct{})
 	m.mu.Unlock()
 	if err == nil && !keep {
 		m.destroy(context.Background(), sb, sb.ID())

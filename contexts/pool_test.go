@@ -26,6 +26,9 @@ func TestPoolHitMissRefill(t *testing.T) {
 	e.p.CreateDelay = 30 * time.Millisecond // before Start: the pool worker reads it
 	e.start(contexts.Config{PoolSize: 1})
 	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	// A create that finds the pool empty waits for the refill under way
+	// (TestPoolCreateWaitsForFill), up to a bound: here none.
+	contexts.SetPoolWait(e.m, time.Nanosecond)
 	hit := e.getOrCreate(ident("t1", "c1", "main"))
 	miss := e.getOrCreate(ident("t1", "c2", "main")) // the refill is still running
 	waitFor(t, "pool to refill", func() bool { return e.m.Stats().PoolSize == 1 })

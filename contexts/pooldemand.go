@@ -29,7 +29,31 @@ const (
 	// poolFillers is how many warm sandboxes a grown pool makes at once
 	// (a pool at its size makes one at a time: the machine is small).
 	poolFillers = 2
+	// poolRefillDelay is how long after a take the refill waits while the
+	// pool still holds a warm sandbox (poolKickAfter).
+	poolRefillDelay = 25 * time.Millisecond
+	// poolWaitFirst bounds a create's wait for a sandbox being made before
+	// the pool has made one (poolWaitBound).
+	poolWaitFirst = 5 * time.Second
 )
+
+// poolWaitBound is how long a create waits for a warm sandbox being made
+// when none is ready: twice what a creation took lately (fillTime), then
+// it makes its own; 0: none has been made yet, poolWaitFirst.
+func poolWaitBound(fillTime time.Duration) time.Duration {
+	if fillTime <= 0 {
+		return poolWaitFirst
+	}
+	return 2 * fillTime
+}
+
+// movingAverage folds d into avg (0: none yet), weighing the past 3 to 1.
+func movingAverage(avg, d time.Duration) time.Duration {
+	if avg <= 0 {
+		return d
+	}
+	return (3*avg + d) / 4
+}
 
 // demand is the recent acquisitions (takes and misses) of one pool.
 // Guarded by Manager.mu.

@@ -418,8 +418,9 @@ func (p *Provider) slot(ctx context.Context) (func(), error) {
 	}
 }
 
-// connect dials the agent over the runtime's channel, runs the handshake
-// with key, and pings it; with wait set it waits for the agent to listen.
+// connect dials the agent over the runtime's channel and runs the
+// handshake with key (a sealed session is pinged too); with wait set it
+// waits for the agent to listen.
 // A peer that fails the runtime's check or the handshake is never retried:
 // it is not the sandbox's agent.
 func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool) (*agent.Client, error) {
@@ -447,15 +448,20 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 			if c, err = agent.Connect(ctx, conn, cfg); err == nil {
 				shaken := time.Now()
 				// The agent proved the key: seal the channel before any
-				// request (so before any user code) runs.
-				if err = p.rt.Seal(id); err == nil {
-					if err = c.Ping(ctx); err == nil {
-						if wait {
-							p.log.Debug("agent connected", logkey.Sandbox, id, "dial", dialed.Sub(start), "tries", tries,
-								"handshake", shaken.Sub(dialed), "seal_ping", time.Since(shaken))
-						}
-						return c, nil
+				// request (so before any user code) runs. The handshake's
+				// last message is the agent's answer on this connection,
+				// so a plain session needs no ping to know it is served;
+				// a sealed one pings, its first sealed frame proving the
+				// keys both sides derived.
+				if err = p.rt.Seal(id); err == nil && cfg.Sealed {
+					err = c.Ping(ctx)
+				}
+				if err == nil {
+					if wait {
+						p.log.Debug("agent connected", logkey.Sandbox, id, "dial", dialed.Sub(start), "tries", tries,
+							"handshake", shaken.Sub(dialed), "seal_ping", time.Since(shaken))
 					}
+					return c, nil
 				}
 				c.Close()
 			}
