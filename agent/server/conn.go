@@ -67,7 +67,8 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 			wg.Add(1)
 			go c.readLoop(ctx, fr, wg)
 		}
-		if !c.s.ready(ctx) {
+		// run_code holds its cell, not its kernel's start (kernels.Config.Ready).
+		if req.Method != agent.MethodRunCode && !c.s.ready(ctx) {
 			return
 		}
 		c.serve(ctx, id, req)
