@@ -81,13 +81,7 @@ type Config struct {
 	// User resolves the user a kernel runs as (RunCodeParams.User). nil:
 	// every kernel runs as the agent, in Home, and only the default user
 	// exists.
-	User UserFunc
-	// Ready, when set, holds every cell (and every sh run) until it is
-	// closed: the agent closes it once its thread reserve stands, which
-	// must be before any user code runs. A kernel's start does not wait
-	// for it (the interpreter and its driver run no user code), so a first
-	// call's kernel starts while the reserve is made.
-	Ready  <-chan struct{}
+	User   UserFunc
 	Logger *slog.Logger // nil discards
 }
 
@@ -227,9 +221,6 @@ func (m *Manager) Run(ctx context.Context, p agent.RunCodeParams, out func(agent
 	switch p.Language {
 	case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
 	case agent.Sh:
-		if err := m.ready(ctx); err != nil {
-			return nil, err
-		}
 		return m.runSh(ctx, p, timeout, out)
 	default:
 		return nil, invalid("unknown language %q (want python, javascript, typescript, bash, sh, r or java)", p.Language)
@@ -270,9 +261,6 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		kn.count = 0
 	}
 	s := kn.s
-	if err := m.ready(ctx); err != nil {
-		return nil, err
-	}
 	s.discard()
 	kn.id++
 	kn.count++
@@ -466,19 +454,6 @@ func (m *Manager) startEnv(lang, user string, ipython bool) (*session, error) {
 		return nil, fmt.Errorf("no kernel for %q", lang)
 	}
 	return startSession(argv, env, dir, cred, stdin)
-}
-
-// ready waits for Config.Ready, before user code runs.
-func (m *Manager) ready(ctx context.Context) error {
-	if m.cfg.Ready == nil {
-		return nil
-	}
-	select {
-	case <-m.cfg.Ready:
-		return nil
-	case <-ctx.Done():
-		return &Error{Category: errdefs.CodeUnavailable, Msg: fmt.Sprintf("the agent was not ready to run code: %v", context.Cause(ctx))}
-	}
 }
 
 func (m *Manager) runSh(ctx context.Context, p agent.RunCodeParams, timeout time.Duration, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {

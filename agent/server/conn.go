@@ -67,8 +67,7 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 			wg.Add(1)
 			go c.readLoop(ctx, fr, wg)
 		}
-		// run_code holds its cell, not its kernel's start (kernels.Config.Ready).
-		if req.Method != agent.MethodRunCode && !c.s.ready(ctx) {
+		if !c.s.ready(ctx) {
 			return
 		}
 		c.serve(ctx, id, req)

@@ -72,10 +72,10 @@ func TestReadyHoldsRequests(t *testing.T) {
 	}
 }
 
-// TestReadyHoldsCells: a run_code may start its kernel before Ready (the
-// kernel's own start runs no user code) but its cell, and an sh run,
-// neither runs nor is answered until Ready is closed: user code could
-// fork-bomb the sandbox before the agent's thread reserve is made.
+// TestReadyHoldsCells: a run_code cell (a kernel's) and an sh run neither
+// run nor are answered until Ready is closed: user code could fork-bomb
+// the sandbox before the agent's thread reserve is made. Whatever moves
+// where the wait happens (the request, or only its cell) must keep this.
 func TestReadyHoldsCells(t *testing.T) {
 	for _, lang := range []string{agent.Bash, agent.Sh} {
 		t.Run(lang, func(t *testing.T) {

@@ -84,10 +84,7 @@ type Config struct {
 	// Ready, when set, holds every request but ping until it is closed
 	// (the agent closes it once its thread reserve stands, which must be
 	// before any user code runs); listening, the handshake and pings go on
-	// meanwhile, so the host's connect does not wait for the reserve. A
-	// run_code is taken at once and starts its kernel (which runs no user
-	// code), and the kernels hold its cell until Ready (kernels.Config):
-	// a first call's kernel start no longer waits for the reserve.
+	// meanwhile, so the host's connect does not wait for the reserve.
 	Ready <-chan struct{}
 	// Listening, when set, is called once the socket listens (the agent
 	// starts its thread reserve then: off the path to listening).
@@ -155,7 +152,6 @@ func New(cfg Config) *Server {
 		Bash:   cfg.Bash,
 		Shell:  s.exec,
 		User:   s.kernelUser,
-		Ready:  cfg.Ready,
 		Logger: cfg.Logger,
 	})
 	return s

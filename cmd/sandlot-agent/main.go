@@ -155,61 +155,13 @@ const threadReserve = 16
 // the failed clone would abort the Go runtime and, the agent being PID 1,
 // end the sandbox. The runtime never retires idle threads, so the reserve
 // lasts for the agent's life.
-//
-// The threads come one at a time: each parked goroutine holds its own
-// thread, so the runtime hands the one P to a new thread for the next.
-// The reserve runs while the host connects (the server answers no request
-// but ping before it is complete), and with one P a chain of ready
-// goroutines never lets the scheduler look at the network: the accept and
-// the handshake waited for all n threads (about 2 ms at idle, 10 ms beside
-// a prestarting kernel). So each goroutine announces itself on a pipe the
-// reserve waits on through the netpoller: between two threads the P is
-// free, and the poll that wakes the reserve wakes the connection's
-// goroutines too.
 func reserveThreads(n int) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		reserveChained(n)
-		return
-	}
-	defer r.Close()
-	defer w.Close()
-	release := make(chan struct{})
-	var held sync.WaitGroup
-	var b [1]byte
-	for range n {
-		held.Add(1)
-		go func() {
-			defer held.Done()
-			runtime.LockOSThread() // each parked goroutine holds its own thread
-			_, werr := w.Write([]byte{1})
-			if werr != nil {
-				runtime.UnlockOSThread()
-				return
-			}
-			<-release
-			runtime.UnlockOSThread()
-		}()
-		if _, err := r.Read(b[:]); err != nil {
-			close(release)
-			held.Wait()
-			reserveChained(n)
-			return
-		}
-	}
-	close(release)
-	held.Wait()
-}
-
-// reserveChained is reserveThreads without the pipe: the goroutines are
-// all started at once and wait for each other.
-func reserveChained(n int) {
 	var started, release sync.WaitGroup
 	started.Add(n)
 	release.Add(1)
 	for range n {
 		go func() {
-			runtime.LockOSThread()
+			runtime.LockOSThread() // each parked goroutine holds its own thread
 			started.Done()
 			release.Wait()
 			runtime.UnlockOSThread()
