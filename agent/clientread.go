@@ -124,6 +124,12 @@ func (c *Client) dispatchResult(id uint64, line []byte) bool {
 	var dst any = new(json.RawMessage) // validated, not kept
 	if ok && cl.result != nil {
 		dst = cl.result
+		// A run_code result in the agent's own layout skips reflection
+		// (runcodedecode.go); any other goes through encoding/json.
+		if rc, isRC := dst.(*RunCodeResult); isRC && decodeRunCodeFrame(line, id, rc) {
+			cl.resp <- &reply{decoded: true}
+			return true
+		}
 	}
 	rf := resultFrame{Result: dst}
 	err := json.Unmarshal(line, &rf)

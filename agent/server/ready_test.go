@@ -2,6 +2,10 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -65,5 +69,63 @@ func TestReadyHoldsRequests(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no answer after Ready")
+	}
+}
+
+// TestReadyHoldsCells: a run_code cell (a kernel's) and an sh run neither
+// run nor are answered until Ready is closed: user code could fork-bomb
+// the sandbox before the agent's thread reserve is made. Whatever moves
+// where the wait happens (the request, or only its cell) must keep this.
+func TestReadyHoldsCells(t *testing.T) {
+	for _, lang := range []string{agent.Bash, agent.Sh} {
+		t.Run(lang, func(t *testing.T) {
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "agent.sock")
+			ctx, cancel := context.WithCancel(context.Background())
+			ready := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready}).Serve(ctx)
+			}()
+			t.Cleanup(func() { cancel(); <-done })
+			var c *agent.Client
+			var err error
+			for i := 0; i < 200; i++ {
+				if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			marker := filepath.Join(dir, "ran")
+			res := make(chan error, 1)
+			go func() {
+				r, err := c.RunCode(ctx, agent.RunCodeParams{Language: lang, Code: "touch " + marker + " && echo ran"}, nil)
+				if err == nil && r.Stdout != "ran\n" {
+					err = fmt.Errorf("stdout %q", r.Stdout)
+				}
+				res <- err
+			}()
+			select {
+			case err := <-res:
+				t.Fatalf("a %s cell was answered before Ready (err %v)", lang, err)
+			case <-time.After(500 * time.Millisecond):
+			}
+			if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the %s cell ran before Ready (stat: %v)", lang, err)
+			}
+			close(ready)
+			select {
+			case err := <-res:
+				if err != nil {
+					t.Fatalf("%s cell after Ready: %v", lang, err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no answer after Ready")
+			}
+		})
 	}
 }
