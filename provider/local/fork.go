@@ -84,7 +84,7 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err != nil {
 		return "", nil, err
 	}
-	err = c.Release(ctx)
+	err = p.release(ctx, c)
 	c.Close()
 	if err != nil {
 		// The agent may have let go though its answer was lost: open the
