@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 )
 
 // The typed calls of the protocol, one per agent method; the framing,
@@ -39,9 +40,21 @@ func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
 
 // Release asks the agent to close its channel after it answers
 // (MethodRelease): this connection ends, and the next one is to a new
-// listener.
+// listener. It returns once the agent has let go, not at its answer: the
+// agent closes its listener after it has written the answer, and only
+// then its connections, so this one's end is the sign that no listener
+// is left (a checkpoint taken between the two fails on the bound socket,
+// which a loaded machine made happen). Until then ctx bounds the wait.
 func (c *Client) Release(ctx context.Context) error {
-	return c.call(ctx, MethodRelease, Empty{}, nil, nil, 0)
+	if err := c.call(ctx, MethodRelease, Empty{}, nil, nil, 0); err != nil {
+		return err
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sandbox %s: %s: answered, but the connection did not end: %w", c.id, MethodRelease, ctx.Err())
+	}
 }
 
 // Rekey gives the agent a new key (MethodRekey): connections after it

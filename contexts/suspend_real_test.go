@@ -67,6 +67,15 @@ func newSuspendEnvOn(t testing.TB, kind string) *suspendEnv {
 	e := &suspendEnv{t: t, ctx: context.Background(), dir: dir, store: st, cat: cat,
 		cfg: local.Config{Runtime: kind, StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
 			Logger: slog.New(slog.DiscardHandler)}}
+	// The manager's warnings (a fork that fell back to files, a restore
+	// that failed) are the first thing a failure needs.
+	logs := &logBuf{}
+	e.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager log:\n%s", logs)
+		}
+	})
 	t.Cleanup(func() {
 		if e.p != nil {
 			ids, _ := e.p.List(context.Background())

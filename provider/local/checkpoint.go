@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
@@ -30,12 +31,21 @@ func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err != nil {
 		return err
 	}
-	err = c.Release(ctx)
+	err = p.release(ctx, c)
 	c.Close()
 	if err != nil {
 		return fmt.Errorf("sandbox %s: release the channel: %w", sandboxID, err)
 	}
 	return p.rt.Checkpoint(ctx, sandboxID, "")
+}
+
+// release has the agent on c let go of its channel, and returns once it
+// has (agent.Client.Release), within the provider's ready bound: runsc
+// refuses to checkpoint a sandbox while the agent's listener is bound.
+func (p *Provider) release(ctx context.Context, c *agent.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, p.ready)
+	defer cancel()
+	return c.Release(ctx)
 }
 
 // Restore implements contexts.Provider: checkpointed sandbox sandboxID

@@ -84,7 +84,7 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err != nil {
 		return "", nil, err
 	}
-	err = c.Release(ctx)
+	err = p.release(ctx, c)
 	c.Close()
 	if err != nil {
 		// The agent may have let go though its answer was lost: open the
@@ -100,6 +100,9 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	defer cancel()
 	src, err := p.connect(rctx, sandboxID, key, true)
 	if err != nil {
+		if cerr != nil {
+			return "", nil, fmt.Errorf("sandbox %s after its failed fork checkpoint (%v): %w", sandboxID, cerr, err)
+		}
 		return "", nil, fmt.Errorf("sandbox %s after its fork checkpoint: %w", sandboxID, err)
 	}
 	if cerr != nil {
