@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -50,8 +51,12 @@ func forkComparable(sp *specs.Spec) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Numbers stay json.Numbers: as float64s, limits past 2^53 that differ
+	// would compare equal.
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := d.Decode(&m); err != nil {
 		return nil, err
 	}
 	delete(m, "hostname")

@@ -86,6 +86,16 @@ func TestSameForkSpec(t *testing.T) {
 			}
 		})
 	}
+	// Numbers past 2^53 are compared exactly, not as float64s that round
+	// two different limits to one.
+	t.Run("refused/large numbers", func(t *testing.T) {
+		s, f := build("sb-aaaaaaaaaaaa", 1<<20), build("sb-bbbbbbbbbbbb", 2<<20)
+		s.Process.Rlimits[0].Hard = 1 << 63
+		f.Process.Rlimits[0].Hard = 1<<63 + 1024
+		if err := sameForkSpec(s, f); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			t.Fatalf("rlimits 2^63 and 2^63+1024: %v, want failed_precondition", err)
+		}
+	})
 }
 
 // TestRestoreAnySpecOnlyForks: gVisor's spec validation is relaxed for a
