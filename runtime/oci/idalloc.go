@@ -59,7 +59,7 @@ func newIDAllocatorEtc(stateDir, hostDir, etc string, base uint32, ranges int) (
 	if uint64(base)+uint64(ranges)*IDRangeSize > 1<<32-1 {
 		return nil, fmt.Errorf("id ranges %d+%d*%d pass the 32-bit id limit: %w", base, ranges, IDRangeSize, errdefs.ErrInvalidArgument)
 	}
-	state, err := filepath.Abs(stateDir)
+	state, err := stateName(stateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +81,19 @@ func newIDAllocatorEtc(stateDir, hostDir, etc string, base uint32, ranges int) (
 		return nil, fmt.Errorf("every sandbox id range overlaps a host account: %w", errdefs.ErrFailedPrecondition)
 	}
 	return a, nil
+}
+
+// stateName is how the allocation files name state dir dir: its absolute
+// path with symlinks resolved, the same however a daemon was told it.
+func stateName(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real, nil
+	}
+	return abs, nil
 }
 
 // checkIDDir refuses an allocation dir that is not a directory of ours

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -121,8 +123,8 @@ func TestIDDirHostile(t *testing.T) {
 		{"file", func(t *testing.T, dir string) { must(t, os.WriteFile(dir, nil, 0o700)) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "other owner" && os.Geteuid() != 0 {
-				t.Skip("needs root to chown") // the suite runs as root (testenv)
+			if tc.name == "other owner" {
+				testenv.RequireRoot(t) // to chown
 			}
 			dir := hostIDDir(t)
 			tc.plant(t, dir)
@@ -200,5 +202,51 @@ func TestTwoRuntimesIDs(t *testing.T) {
 			t.Errorf("runtime %d's sandbox has host ids from %d, as %s of the other state dir", i, rng.Base, prev)
 		}
 		seen[rng.Base] = r.StateDir()
+	}
+}
+
+// TestIDRangesAfterReboot: a reboot empties /run, and with it the
+// allocation; a daemon's start brings back the range of each of its
+// bundles. The runtime has a share of its own, so that wiping its ids/
+// opens no window in which another process on this host takes the range.
+func TestIDRangesAfterReboot(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, KindCrun)
+	ctx := context.Background()
+	state := t.TempDir()
+	// The sandbox's root user must search its way to the share's rootfs.
+	share, err := os.MkdirTemp("/run", "sl-share-")
+	must(t, err)
+	must(t, os.Chmod(share, 0o711))
+	t.Cleanup(func() {
+		unix.Unmount(share, unix.MNT_DETACH)
+		os.RemoveAll(share)
+		os.Remove(share + ".lock")
+	})
+	r, err := New(ctx, Config{Runtime: KindCrun, StateDir: state, ShareDir: share})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := runtime.NewID()
+	if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
+	})
+	rng, err := r.IDRange(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, os.RemoveAll(filepath.Join(share, idsDir)))
+	if _, err := New(ctx, Config{Runtime: KindCrun, StateDir: state, ShareDir: share}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(share, idsDir, strconv.FormatUint(uint64(rng.Base), 10))
+	rec, ok := readIDRecord(file)
+	if want := (idRecord{State: r.StateDir(), Owner: id}); !ok || rec != want {
+		t.Errorf("after a reboot the range's record is %+v (%v), want %+v", rec, ok, want)
 	}
 }

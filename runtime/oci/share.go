@@ -91,7 +91,7 @@ func Purge(stateDir string) error {
 		os.Remove(filepath.Join(DefaultShareDir, "roots", b.Name()))
 		os.Remove(filepath.Join(DefaultShareDir, "null", b.Name()))
 	}
-	if abs, err := filepath.Abs(stateDir); err == nil {
+	if abs, err := stateName(stateDir); err == nil {
 		if err := freeState(filepath.Join(DefaultShareDir, idsDir), abs); err != nil {
 			errs = append(errs, fmt.Errorf("id ranges: %w", err))
 		}
