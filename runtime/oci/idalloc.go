@@ -177,10 +177,11 @@ type idEntry struct {
 	mod  time.Time
 }
 
-// entries lists the allocation files. A name that is a host id counts as
+// entries lists the allocation files; with full, each one's record and
+// age too (alloc needs only the names). A name that is a host id counts as
 // that range taken whatever the file holds: what cannot be read is never
 // handed out.
-func (a *idAllocator) entries() ([]idEntry, error) {
+func (a *idAllocator) entries(full bool) ([]idEntry, error) {
 	ents, err := os.ReadDir(a.dir)
 	if err != nil {
 		return nil, err
@@ -192,6 +193,10 @@ func (a *idAllocator) entries() ([]idEntry, error) {
 			continue
 		}
 		en := idEntry{name: e.Name(), base: uint32(b)}
+		if !full {
+			out = append(out, en)
+			continue
+		}
 		if info, err := e.Info(); err == nil {
 			en.mod = info.ModTime()
 		}
@@ -258,7 +263,7 @@ var allocPause func()
 func (a *idAllocator) alloc(owner string) (IDRange, error) {
 	var got IDRange
 	err := a.locked(func() error {
-		ents, err := a.entries()
+		ents, err := a.entries(false)
 		if err != nil {
 			return err
 		}
@@ -301,7 +306,7 @@ func (a *idAllocator) free(owner string, r IDRange) error {
 func (a *idAllocator) held() (int, error) {
 	n := 0
 	err := a.locked(func() error {
-		ents, err := a.entries()
+		ents, err := a.entries(true)
 		for _, e := range ents {
 			if e.ok && e.rec.State == a.state {
 				n++
@@ -337,7 +342,7 @@ func (a *idAllocator) rebuild(owners map[string]string) (conflicts map[string]ID
 				held[r.Base] = id
 			} // else a bundle without a user namespace (older daemon)
 		}
-		ents, err := a.entries()
+		ents, err := a.entries(true)
 		if err != nil {
 			return err
 		}
@@ -395,7 +400,7 @@ func freeState(hostDir, state string) error {
 	}
 	a := &idAllocator{dir: hostDir, state: state}
 	return a.locked(func() error {
-		ents, err := a.entries()
+		ents, err := a.entries(true)
 		for _, e := range ents {
 			if e.ok && e.rec.State == state {
 				os.Remove(filepath.Join(hostDir, e.name))
