@@ -64,7 +64,9 @@ func newIDAllocatorEtc(stateDir, hostDir, etc string, base uint32, ranges int) (
 		return nil, err
 	}
 	a := &idAllocator{dir: hostDir, state: state, base: base, ranges: ranges, reserved: map[int]bool{}}
-	if err := os.Mkdir(hostDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := os.Mkdir(hostDir, 0o700); err == nil {
+		os.Chmod(hostDir, 0o700) // whatever the umask took
+	} else if !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("id ranges: %w", err)
 	}
 	if err := checkIDDir(hostDir); err != nil {
@@ -113,10 +115,6 @@ func checkIDDir(dir string) error {
 	}
 	return nil
 }
-
-// reserve marks the ranges that overlap host ids [lo, lo+n) as a host
-// account's.
-func (a *idAllocator) reserve(lo, n uint64) { markSlots(a.reserved, a.base, a.ranges, lo, n) }
 
 // markSlots sets the indexes of the ranges (ranges of IDRangeSize from
 // base) that overlap host ids [lo, lo+n).
