@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 // hostFootprint counts what sandboxes can leave on the host. Only our own
@@ -46,7 +47,14 @@ func footprintOf(p *Provider, ids []string) hostFootprint {
 		}
 	}
 	n := func(d string) int { e, _ := os.ReadDir(filepath.Join(p.stateDir, d)); return len(e) }
-	f.Bundles, f.ChanDirs, f.IDRanges, f.RuntimeStates = n("bundles"), n("chan"), n("ids")-1, n(p.Runtime().Name()) // ids/.lock
+	f.Bundles, f.ChanDirs, f.RuntimeStates = n("bundles"), n("chan"), n(p.Runtime().Name())
+	if r, ok := p.Runtime().(*oci.Runtime); ok {
+		n, err := r.HeldIDRanges()
+		if err != nil {
+			n = -1 // shows as a difference
+		}
+		f.IDRanges = n
+	}
 	return f
 }
 

@@ -56,7 +56,8 @@ func TestIDAllocator(t *testing.T) {
 		"subuid": fmt.Sprintf("someone:%d:2\n", base+2*IDRangeSize-1),
 	})
 	state := t.TempDir()
-	a, err := newIDAllocatorEtc(state, etc, base, 6)
+	host := hostIDDir(t)
+	a, err := newIDAllocatorEtc(state, host, etc, base, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,41 +100,71 @@ func TestIDAllocator(t *testing.T) {
 	for id, k := range map[string]int{"sb-0": 0, "sb-3": 3} {
 		bundles[id] = writeConfig(t, state, id, base+uint32(k)*IDRangeSize)
 	}
-	os.Remove(filepath.Join(state, "ids", "0"))
+	name := func(k int) string { return filepath.Join(host, strconv.Itoa(base+k*IDRangeSize)) }
+	os.Remove(name(0))
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(filepath.Join(state, "ids", "5"), old, old) // sb-2: deleted, file left by a crash
-	os.WriteFile(filepath.Join(state, "ids", "1"), []byte("sb-young"), 0o600)
-	a2, err := newIDAllocatorEtc(state, etc, base, 6)
+	os.Chtimes(name(5), old, old) // sb-2: deleted, file left by a crash
+	writeRecord(t, name(1), state, "sb-young")
+	a2, err := newIDAllocatorEtc(state, host, etc, base, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a2.rebuild(bundles); err != nil {
-		t.Fatal(err)
+	if c, err := a2.rebuild(bundles); err != nil || len(c) > 0 {
+		t.Fatalf("rebuild: conflicts %v, %v", c, err)
 	}
-	held := map[string]string{}
-	ents, _ := os.ReadDir(filepath.Join(state, "ids"))
-	for _, e := range ents {
-		if b, err := os.ReadFile(filepath.Join(state, "ids", e.Name())); err == nil && e.Name() != ".lock" {
-			held[e.Name()] = string(b)
-		}
-	}
-	if diff := cmp.Diff(map[string]string{"0": "sb-0", "1": "sb-young", "3": "sb-3"}, held); diff != "" {
+	want := map[int]idRecord{0: {state, "sb-0"}, 1: {state, "sb-young"}, 3: {state, "sb-3"}}
+	if diff := cmp.Diff(want, records(t, host, base)); diff != "" {
 		t.Errorf("after rebuild (-want +got):\n%s", diff)
 	}
 }
 
-// TestIDAllocatorConcurrent: two allocators on one state dir (two
-// processes) never hand out a range twice.
+// hostIDDir is a host-wide allocation dir of the test's own (the real one
+// is in the share).
+func hostIDDir(t *testing.T) string {
+	t.Helper()
+	return filepath.Join(t.TempDir(), "ids")
+}
+
+// writeRecord writes an allocation file by hand.
+func writeRecord(t *testing.T, path, state, owner string) {
+	t.Helper()
+	b, _ := json.Marshal(idRecord{State: state, Owner: owner})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// records reads the allocation files of host dir by range index from base.
+func records(t *testing.T, host string, base int) map[int]idRecord {
+	t.Helper()
+	out := map[int]idRecord{}
+	ents, err := os.ReadDir(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		rec, _ := readIDRecord(filepath.Join(host, e.Name()))
+		out[(n-base)/IDRangeSize] = rec
+	}
+	return out
+}
+
+// TestIDAllocatorConcurrent: two allocators (two processes) on one state
+// dir, and one on another, never hand out a range twice.
 func TestIDAllocatorConcurrent(t *testing.T) {
 	etc := fakeEtc(t, map[string]string{})
-	state := t.TempDir()
+	state, host := t.TempDir(), hostIDDir(t)
 	allocPause = func() { time.Sleep(time.Millisecond) }
 	defer func() { allocPause = nil }()
 	var mu sync.Mutex
 	seen := map[uint32]string{}
 	var wg sync.WaitGroup
-	for p := range 2 {
-		a, err := newIDAllocatorEtc(state, etc, 0, 0)
+	for p := range 3 {
+		a, err := newIDAllocatorEtc(filepath.Join(state, strconv.Itoa(p/2)), host, etc, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,17 +188,17 @@ func TestIDAllocatorConcurrent(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if len(seen) != 100 {
-		t.Errorf("%d ranges handed out, want 100", len(seen))
+	if len(seen) != 150 {
+		t.Errorf("%d ranges handed out, want 150", len(seen))
 	}
 }
 
 func TestIDAllocatorLimits(t *testing.T) {
 	etc := fakeEtc(t, map[string]string{"passwd": fmt.Sprintf("x:x:%d:0::/:/bin/sh\n", DefaultIDBase)})
-	if _, err := newIDAllocatorEtc(t.TempDir(), etc, 1<<31, 1<<16); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := newIDAllocatorEtc(t.TempDir(), hostIDDir(t), etc, 1<<31, 1<<16); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("ranges past 2^32: %v, want invalid_argument", err)
 	}
-	if _, err := newIDAllocatorEtc(t.TempDir(), etc, 0, 1); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+	if _, err := newIDAllocatorEtc(t.TempDir(), hostIDDir(t), etc, 0, 1); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("the only range holds a host account: %v, want failed_precondition", err)
 	}
 }

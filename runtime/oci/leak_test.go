@@ -91,7 +91,11 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 			f.NullNodes++
 		}
 	}
-	f.IDRanges = countDir(filepath.Join(r.StateDir(), "ids")) - 1 // .lock
+	n, err := r.HeldIDRanges()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.IDRanges = n
 	return f
 }
 

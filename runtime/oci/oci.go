@@ -172,13 +172,20 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	if err := mountShare(share); err != nil {
 		return nil, err
 	}
-	ids, err := newIDAllocator(dir, cfg.IDBase, cfg.IDRanges)
+	ids, err := newIDAllocator(dir, filepath.Join(share, idsDir), cfg.IDBase, cfg.IDRanges)
 	if err != nil {
 		return nil, err
 	}
-	if err := ids.rebuild(bundleConfigs(dir)); err != nil {
+	conflicts, err := ids.rebuild(bundleConfigs(dir))
+	if err != nil {
 		return nil, fmt.Errorf("id ranges: %w", err)
 	}
+	for id, c := range conflicts {
+		log.Warn("sandbox's host id range is held by another state dir's sandbox or file; delete one of the two", logkey.Sandbox, id, "id_base", c.Base, logkey.Path, dir)
+	}
+	// The allocation of an older version, per state dir: the bundles
+	// carried it over above.
+	os.RemoveAll(filepath.Join(dir, "ids"))
 	skel, err := newSkeleton("/")
 	if err != nil {
 		return nil, err
@@ -236,6 +243,10 @@ func (r *Runtime) StateDir() string { return r.stateDir }
 
 // Rootfs is the shared root skeleton in use.
 func (r *Runtime) Rootfs() string { return r.rootfs }
+
+// HeldIDRanges is how many host id ranges this state dir holds (leak
+// checks).
+func (r *Runtime) HeldIDRanges() (int, error) { return r.ids.held() }
 
 // ShareDir is the host's share (share.go), for files that sandboxes
 // bind-mount read-only (Spec.Mounts sources): their paths there reveal

@@ -71,7 +71,8 @@ func withLock(path string, fn func() error) error {
 
 // Purge removes a state dir, first unmounting the runsc channel
 // directories and the image roots (in the default share) its sandboxes
-// left (Delete unmounts each sandbox's own). For
+// left (Delete unmounts each sandbox's own) and freeing the host id ranges
+// it holds. For
 // tests and uninstalls; every sandbox in it should have been deleted.
 func Purge(stateDir string) error {
 	mounts, _ := filepath.Glob(filepath.Join(stateDir, "chan", "*"))
@@ -89,6 +90,11 @@ func Purge(stateDir string) error {
 	for _, b := range bundles {
 		os.Remove(filepath.Join(DefaultShareDir, "roots", b.Name()))
 		os.Remove(filepath.Join(DefaultShareDir, "null", b.Name()))
+	}
+	if abs, err := stateName(stateDir); err == nil {
+		if err := freeState(filepath.Join(DefaultShareDir, idsDir), abs); err != nil {
+			errs = append(errs, fmt.Errorf("id ranges: %w", err))
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
