@@ -21,16 +21,17 @@ import (
 // limit: raised before anything touched the sandbox.
 var errLayerTooBig = fmt.Errorf("layer over 1 GiB: %w", errdefs.ErrResourceExhausted)
 
-// captureFailEnv is an env whose provider keeps memory and pauses but
-// whose every capture fails with errLayerTooBig, logging to logs.
-func captureFailEnv(t *testing.T, cfg contexts.Config) (*env, func() string) {
+// memoryEnv is an env whose provider keeps memory (its checkpoints fail:
+// memoryFake) and pauses, whose every capture fails with captureErr
+// (nil: none does), logging to logs.
+func memoryEnv(t *testing.T, cfg contexts.Config, captureErr error) (*env, func() string) {
 	t.Helper()
 	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
 	var mu sync.Mutex
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
 	cfg.Clock, cfg.PoolSize, cfg.CleanupInterval, cfg.Catalog = e.clock.Now, -1, time.Hour, &keeper{}
-	e.m = contexts.NewManager(e.store, memoryFake{Provider: e.p, captureErr: errLayerTooBig}, cfg)
+	e.m = contexts.NewManager(e.store, memoryFake{Provider: e.p, captureErr: captureErr}, cfg)
 	if err := e.m.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +69,7 @@ func TestPauseMemoryCaptureFails(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, logs := captureFailEnv(t, contexts.Config{TTL: 10 * time.Minute})
+			e, logs := memoryEnv(t, contexts.Config{TTL: 10 * time.Minute}, errLayerTooBig)
 			id := ident("t1", "c", "main")
 			rec, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{FixedExpiry: true, AutoPause: time.Hour})
 			if err != nil {
@@ -122,7 +123,7 @@ func TestSuspendCaptureFails(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, _ := captureFailEnv(t, contexts.Config{TTL: 10 * time.Minute, IdleSuspend: tc.idle})
+			e, _ := memoryEnv(t, contexts.Config{TTL: 10 * time.Minute, IdleSuspend: tc.idle}, errLayerTooBig)
 			id := ident("t1", "c", "main")
 			rec := e.getOrCreate(id)
 			e.exec(id, "x = 41")
@@ -135,6 +136,45 @@ func TestSuspendCaptureFails(t *testing.T) {
 			}
 			if res := e.exec(id, "x + 1"); res.Woken || res.Restored {
 				t.Fatalf("call after the failed suspend: %+v, want the same sandbox", res)
+			}
+		})
+	}
+}
+
+// TestSuspendWithoutMemoryWarns: a suspend asked to keep the memory where
+// the provider keeps it, that keeps only the files (an image), says so at
+// warn: when the checkpoint fails, and when the sandbox is frozen (its
+// agent cannot let go of its channel).
+func TestSuspendWithoutMemoryWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		frozen     bool
+	}{
+		{"checkpoint fails", "checkpoint failed", false},
+		{"frozen", "frozen", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, logs := memoryEnv(t, contexts.Config{}, nil)
+			id := ident("t1", "c", "main")
+			rec := e.getOrCreate(id)
+			if tc.frozen {
+				if _, err := e.m.Pause(e.ctx, "t1", rec.ID, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := e.m.Suspend(e.ctx, "t1", rec.ID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Suspended() || got.KeepsMemory() {
+				t.Fatalf("record after the suspend: %+v; want suspended with its files only", got)
+			}
+			var warned bool
+			for _, l := range strings.Split(logs(), "\n") {
+				warned = warned || strings.Contains(l, "level=WARN") && strings.Contains(l, "suspend without memory") && strings.Contains(l, tc.want)
+			}
+			if !warned {
+				t.Fatalf("logs: %s\nwant a warning that the suspend kept no memory (%s)", logs(), tc.want)
 			}
 		})
 	}

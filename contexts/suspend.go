@@ -115,6 +115,8 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		} else {
 			memory = true
 		}
+	} else if withMemory && m.provider.Capabilities().Has(CapMemory) {
+		m.log.Warn("suspend without memory: the sandbox is frozen", logkey.Context, rec.ID, logkey.Sandbox, sandboxID)
 	}
 	// The record first: a crash after it leaves a stray sandbox, which
 	// the sweep destroys; the other order would leave a record naming a
