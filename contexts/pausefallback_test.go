@@ -45,33 +45,37 @@ func memoryEnv(t *testing.T, cfg contexts.Config, captureErr error) (*env, func(
 // resource_exhausted) freezes the sandbox, as it did before pauses
 // checkpointed, and says so at warn: E2B's pause() succeeds, and the
 // pause at an autoPause sandbox's expiry (by the cleanup loop or by
-// AutoPause) leaves it paused and active, never ended. Resume thaws it
-// and a call runs. Before the fallback took any error of the capture,
-// the pause failed and the expiry ended the context.
+// AutoPause, with memory or to disk) leaves it paused and active, never
+// ended. Resume thaws it and a call runs. Before the fallback took any
+// error of the capture, the pause failed and the expiry ended the
+// context.
 func TestPauseMemoryCaptureFails(t *testing.T) {
+	cleanup := func(e *env, rec *contexts.Record) error {
+		e.clock.Advance(11 * time.Minute)
+		_, err := e.m.Cleanup(e.ctx)
+		return err
+	}
 	for _, tc := range []struct {
-		name  string
-		pause func(e *env, rec *contexts.Record) error
+		name   string
+		toDisk bool // AutoPauseToDisk
+		pause  func(e *env, rec *contexts.Record) error
 	}{
-		{"pause", func(e *env, rec *contexts.Record) error {
+		{"pause", false, func(e *env, rec *contexts.Record) error {
 			_, err := e.m.PauseMemory(e.ctx, "t1", rec.ID, time.Hour)
 			return err
 		}},
-		{"expiry by the cleanup loop", func(e *env, rec *contexts.Record) error {
-			e.clock.Advance(11 * time.Minute)
-			_, err := e.m.Cleanup(e.ctx)
-			return err
-		}},
-		{"expiry by AutoPause", func(e *env, rec *contexts.Record) error {
+		{"expiry by the cleanup loop", false, cleanup},
+		{"expiry by AutoPause", false, func(e *env, rec *contexts.Record) error {
 			e.clock.Advance(11 * time.Minute)
 			_, err := e.m.AutoPause(e.ctx, "t1", rec.ID)
 			return err
 		}},
+		{"expiry to disk", true, cleanup},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, logs := memoryEnv(t, contexts.Config{TTL: 10 * time.Minute}, errLayerTooBig)
 			id := ident("t1", "c", "main")
-			rec, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{FixedExpiry: true, AutoPause: time.Hour})
+			rec, err := e.m.GetOrCreate(e.ctx, id, contexts.CreateOptions{FixedExpiry: true, AutoPause: time.Hour, AutoPauseToDisk: tc.toDisk})
 			if err != nil {
 				t.Fatal(err)
 			}

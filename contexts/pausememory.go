@@ -51,7 +51,7 @@ func (m *Manager) pauseMemoryLocked(ctx context.Context, rec *Record, keep time.
 		if err == nil || !freezable(err) || !caps.Has(CapPause) {
 			return out, err
 		}
-		m.logFrozen(rec, err)
+		m.logFrozen(rec, "pause with memory: frozen, not checkpointed", err)
 	}
 	if !caps.Has(CapPause) {
 		return nil, fmt.Errorf("pause context %s: %w", rec.ID, NotSupported(m.provider.Name(), CapPause))
@@ -78,15 +78,15 @@ func freezable(err error) bool {
 	return errors.As(err, &u)
 }
 
-// logFrozen says that a pause with memory froze rec's sandbox because its
+// logFrozen says (msg) that a pause froze rec's sandbox because its
 // suspend failed with err before the checkpoint: at info for a sandbox
-// with nothing to capture (the host template: that pause is always the
-// freezer's), at warn for anything else, which an operator may want to
-// know of (its memory stays on the host while it is paused).
-func (m *Manager) logFrozen(rec *Record, err error) {
+// with nothing to capture (the host template, whose pause is always the
+// freezer's), at warn for anything else, which an operator wants to know
+// of (the sandbox's memory stays on the host while it is paused).
+func (m *Manager) logFrozen(rec *Record, msg string, err error) {
 	if errors.Is(err, errdefs.ErrFailedPrecondition) {
-		m.log.Info("pause with memory: frozen, not checkpointed", logkey.Context, rec.ID, logkey.Err, err)
+		m.log.Info(msg, logkey.Context, rec.ID, logkey.Err, err)
 		return
 	}
-	m.log.Warn("pause with memory: frozen, not checkpointed: the capture failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+	m.log.Warn(msg+": the capture failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
 }
