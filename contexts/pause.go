@@ -199,25 +199,32 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 
 // autoPause pauses an expired context that asked for it (AutoPause; to
 // disk with AutoPauseToDisk, else with its memory as PauseMemory keeps
-// it) instead of ending it, and reports whether it did. Precondition: the
-// identity lock is held.
+// it) instead of ending it, and reports whether it did. A suspend to disk
+// whose capture fails freezes the sandbox instead, as PauseMemory does.
+// Precondition: the identity lock is held.
 func (m *Manager) autoPause(ctx context.Context, rec *Record) bool {
 	if rec.AutoPause <= 0 || rec.Paused() || rec.State != StateReady || rec.SandboxID == "" {
 		return false
 	}
+	var err error
 	if rec.AutoPauseToDisk {
 		images, ok := m.suspendImages()
 		if !ok {
 			m.log.Warn("auto-suspend at expiry: this daemon keeps no images; ending the context", logkey.Context, rec.ID)
 			return false
 		}
-		if _, err := m.suspendLocked(ctx, cloneRecord(rec), images, rec.AutoPause, false); err != nil {
-			m.log.Warn("auto-suspend at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
-			return false
+		_, err = m.suspendLocked(ctx, cloneRecord(rec), images, rec.AutoPause, false)
+		if err != nil && freezable(err) && m.provider.Capabilities().Has(CapPause) {
+			// The capture failed and the sandbox runs as it did: frozen,
+			// it keeps more than was asked (its memory) rather than
+			// losing its files with the context.
+			m.logFrozen(rec, "auto-suspend at expiry: frozen, not suspended", err)
+			_, err = m.pauseLocked(ctx, cloneRecord(rec), rec.AutoPause)
 		}
-		return true
+	} else {
+		_, err = m.pauseMemoryLocked(ctx, cloneRecord(rec), rec.AutoPause)
 	}
-	if _, err := m.pauseMemoryLocked(ctx, cloneRecord(rec), rec.AutoPause); err != nil {
+	if err != nil {
 		m.log.Warn("auto-pause at expiry failed; ending the context", logkey.Context, rec.ID, logkey.Err, err)
 		return false
 	}

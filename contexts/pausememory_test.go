@@ -14,10 +14,12 @@ import (
 )
 
 // memoryFake is the fake provider claiming CapMemory; noLayer makes its
-// capture refuse as the host template's does (no layer to capture).
+// capture refuse as the host template's does (no layer to capture), and
+// captureErr, when set, is every capture's error.
 type memoryFake struct {
 	*contextstest.Provider
-	noLayer bool
+	noLayer    bool
+	captureErr error
 }
 
 func (p memoryFake) Capabilities() contexts.Capabilities {
@@ -27,6 +29,9 @@ func (p memoryFake) Capabilities() contexts.Capabilities {
 func (p memoryFake) Capture(ctx context.Context, id string, w io.Writer, max int64) error {
 	if p.noLayer {
 		return errdefs.Sentence(errdefs.ErrFailedPrecondition, "sandbox %s has no image root", id)
+	}
+	if p.captureErr != nil {
+		return p.captureErr
 	}
 	return p.Provider.Capture(ctx, id, w, max)
 }

@@ -100,7 +100,7 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 			}
 			return nil, fmt.Errorf("context %s: its sandbox is gone: %w", rec.ID, errdefs.ErrNotFound)
 		}
-		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, err)
+		return nil, fmt.Errorf("suspend context %s: %w", rec.ID, untouchedError{err})
 	}
 	// Where the provider keeps memory (runsc), the sandbox is
 	// checkpointed and stays on the host, stopped: the record keeps its
@@ -115,6 +115,8 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		} else {
 			memory = true
 		}
+	} else if withMemory && m.provider.Capabilities().Has(CapMemory) {
+		m.log.Warn("suspend without memory: the sandbox is frozen", logkey.Context, rec.ID, logkey.Sandbox, sandboxID)
 	}
 	// The record first: a crash after it leaves a stray sandbox, which
 	// the sweep destroys; the other order would leave a record naming a
