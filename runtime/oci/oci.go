@@ -338,6 +338,9 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	if err := os.WriteFile(filepath.Join(dir, "runtime"), []byte(r.kind+"\n"), 0o600); err != nil {
 		return err
 	}
+	if dir == r.bundle(spec.ID) {
+		r.cacheInfo(spec.ID, sp)
+	}
 	args := []string{sub, "--bundle", dir, "--pid-file", filepath.Join(dir, "pid")}
 	if sub == "run" || sub == "restore" {
 		args = append(args, "--detach")
