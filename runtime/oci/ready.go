@@ -18,9 +18,9 @@ import (
 // connect that follows an early close (anything else in the sandbox cannot
 // hold the descriptor: the init is its first process, and marks it
 // close-on-exec before it starts any) is checked like any other, and a
-// refused one goes back to polling. runsc is not given one: descriptors it
-// passes in (--pass-fd) are the sentry's, so their end is not the init's
-// close, and its dial keeps polling.
+// refused one goes back to polling. runsc is not given one: a descriptor
+// it passes in (--pass-fd) is a host file of its sentry, and whether the
+// init's close releases it there was not tried; its dial keeps polling.
 
 // readyFD is the descriptor the init gets the readiness pipe on.
 const readyFD = 4
