@@ -87,6 +87,12 @@ type Spec struct {
 	// root can read it (Runtime.Secret). It never appears in the sandbox's
 	// environment, arguments or files. nil: no descriptor 3.
 	Secret []byte
+	// Ready asks for a readiness pipe: with a Secret, a runtime that can
+	// hands the init the write end of a pipe as file descriptor 4, which
+	// the init closes once it listens on its channel, and its dial waits
+	// on the read end instead of polling. Runtimes that cannot ignore it
+	// (runtime/oci: Runtime.ReadyFD).
+	Ready bool
 	// Network, when set, is the sandbox's network: a namespace the host
 	// built (network.Manager) that the sandbox joins instead of a
 	// loopback-only one of its own. nil: loopback only.

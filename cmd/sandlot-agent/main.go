@@ -54,7 +54,10 @@ func main() {
 	userFlag := flag.String("user", "", "with --root: the default user's account as NAME:UID:GID, when the template runs as a user of its image other than the sandbox user (uid 1000)")
 	sudo := flag.Bool("sudo", false, "with --root: the default user can become root with the image's sudo, so the user's file calls run as root and give what they create to the user (as E2B's envd does)")
 	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
+	readyFD := flag.Int("ready-fd", -1, "close this file descriptor once the socket listens (the host waits for that before it connects)")
 	flag.Parse()
+	// Before anything else: the readiness pipe must never reach a child.
+	ready := readyPipe(*readyFD)
 	var key []byte
 	if *keyFD >= 0 {
 		var err error
@@ -103,6 +106,9 @@ func main() {
 	// ping before it is complete.
 	reserved := make(chan struct{})
 	listening := func() {
+		if ready != nil {
+			ready.Close() // the host connects now
+		}
 		go func() {
 			reserveThreads(threadReserve)
 			close(reserved)
@@ -142,6 +148,20 @@ func readKey(fd int) ([]byte, error) {
 		return nil, fmt.Errorf("key fd %d: %d bytes, want at least 16", fd, len(key))
 	}
 	return key, nil
+}
+
+// readyPipe takes the readiness pipe's write end on fd (none if fd < 0):
+// marked close-on-exec at once, so no process the agent starts inherits it
+// (the runtime hands it in inheritable), and closed once the agent listens.
+func readyPipe(fd int) *os.File {
+	if fd < 0 {
+		return nil
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "sandlot-agent: ready fd %d: %v\n", fd, err)
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "ready")
 }
 
 // threadReserve is how many OS threads the agent starts before it serves:

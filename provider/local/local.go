@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -323,6 +324,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		home = tmpl.settings.Workdir
 	}
 	args := []string{oci.AgentPath, "--socket", p.rt.Channel(), "--key-fd", "3", "--home", home}
+	// and, where the runtime can, a pipe it closes once it listens, which
+	// the host waits on before it dials (oci.Runtime.ReadyFD).
+	ready := p.rt.ReadyFD() >= 0
+	if ready {
+		args = append(args, "--ready-fd", strconv.Itoa(p.rt.ReadyFD()))
+	}
 	if prestart := tmpl.prestart(p.prestart, spec.Prestart); len(prestart) > 0 {
 		args = append(args, "--prestart", strings.Join(prestart, ","))
 	}
@@ -357,6 +364,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Limits:  tmpl.limits(p.limitsFor(spec.Limits), spec.Limits),
 		Labels:  labels,
 		Secret:  key,
+		Ready:   ready,
 		Root:    tmpl.root,
 		Network: rn,
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
 )
@@ -53,6 +55,17 @@ func (r *Runtime) sandboxInfo(id string) (*sandboxInfo, error) {
 	info := &sandboxInfo{kind: r.driverFor(id).kind, ids: ids, uid: uid}
 	r.info.Store(id, info)
 	return info, nil
+}
+
+// cacheInfo records what a bundle being created holds (its config sp), so
+// that the dial after it reads nothing back: the same as sandboxInfo
+// would read from config.json (a new process still reads it from there).
+func (r *Runtime) cacheInfo(id string, sp *specs.Spec) {
+	m := sp.Linux.UIDMappings
+	if len(m) != 1 || m[0].ContainerID != 0 {
+		return // sandboxInfo says why
+	}
+	r.info.Store(id, &sandboxInfo{kind: r.kind, ids: IDRange{Base: m[0].HostID, Size: m[0].Size}, uid: sp.Process.User.UID})
 }
 
 // IDRange returns sandbox id's host uid/gid range.

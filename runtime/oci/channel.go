@@ -124,7 +124,9 @@ func connect(ctx context.Context, fd int, sa unix.Sockaddr) error {
 // a try costs one system call where a Dial reads the pid file and the
 // init's cgroups and enters the namespace twice (tens of µs, hundreds of
 // tries on a loaded host): the wait no longer takes the CPU the booting
-// agent needs. Tries are 50 µs apart at first, then 500 µs.
+// agent needs. A sandbox created with Spec.Ready is tried once its init
+// closes its readiness pipe (ready.go); otherwise tries are 50 µs apart at
+// first, then 500 µs.
 func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 	if err := runtime.CheckID(id); err != nil {
 		return nil, err
@@ -159,8 +161,18 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 		return nil, err
 	}
 	defer unix.Close(pidfd)
+	// A new sandbox's init says when it listens (ready.go): wait for that
+	// before the first try, and poll only if a try is refused after it.
+	ready := r.takeReady(id)
+	if ready != nil {
+		defer ready.Close()
+	}
+	signalled := ready == nil
 	sa := &unix.SockaddrUnix{Name: netnsChannel}
 	for {
+		if !signalled {
+			signalled = waitReady(ctx, ready, pidfd)
+		}
 		err := connect(ctx, fd, sa)
 		if err == nil {
 			return peerConn(id, fd, pid, info)
@@ -172,6 +184,9 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 		if exited(pidfd) {
 			unix.Close(fd)
 			return nil, fmt.Errorf("sandbox %s: init %d exited before it listened: %w", id, pid, errdefs.ErrNotFound)
+		}
+		if !signalled && ctx.Err() == nil {
+			continue // waitReady was the pause
 		}
 		if perr := pause(); perr != nil {
 			unix.Close(fd)

@@ -48,6 +48,9 @@ func (r *Runtime) driver(kind string) driver {
 
 // driverFor returns the driver of the runtime that created id.
 func (r *Runtime) driverFor(id string) driver {
+	if v, ok := r.info.Load(id); ok {
+		return r.driver(v.(*sandboxInfo).kind)
+	}
 	b, err := os.ReadFile(filepath.Join(r.bundle(id), "runtime"))
 	if err != nil {
 		return r.driver("")

@@ -97,6 +97,9 @@ type Runtime struct {
 	// info caches what Dial needs of a bundle (id -> *sandboxInfo); a
 	// bundle does not change after create.
 	info sync.Map
+	// ready holds the read end of each new sandbox's readiness pipe
+	// (ready.go) until DialWait takes it (id -> *os.File).
+	ready sync.Map
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -346,6 +349,9 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	if err := os.WriteFile(filepath.Join(dir, "runtime"), []byte(r.kind+"\n"), 0o600); err != nil {
 		return err
 	}
+	if dir == r.bundle(spec.ID) {
+		r.cacheInfo(spec.ID, sp)
+	}
 	args := []string{sub, "--bundle", dir, "--pid-file", filepath.Join(dir, "pid")}
 	if sub == "run" || sub == "restore" {
 		args = append(args, "--detach")
@@ -357,6 +363,7 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 		args = append(args, "--image-path", image)
 	}
 	var files []*os.File
+	var readyR *os.File // the readiness pipe's read end (ready.go)
 	if spec.Secret != nil && sub == "restore" {
 		// The restored agent holds the source's key; the fork's is
 		// for the host's rekey (fork.go), never handed in.
@@ -375,13 +382,31 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 		files = append(files, pr)
 		if r.kind == KindRunsc {
 			args = append(args, "--pass-fd", "3:3")
+		} else if spec.Ready && sub == "run" {
+			rr, rw, perr := os.Pipe()
+			if perr != nil {
+				return perr
+			}
+			// The daemon's write end closes once the runtime has exited
+			// (it held a copy only to hand to the init); from then on
+			// only the init holds one.
+			defer rw.Close()
+			readyR = rr
+			files = append(files, rw)
+			args = append(args, "--preserve-fds", "2")
 		} else {
 			args = append(args, "--preserve-fds", "1")
 		}
 	}
 	ph.mark("bundle")
 	if err := d.detached(ctx, spec.ID, filepath.Join(dir, "log"), files, append(args, spec.ID)...); err != nil {
+		if readyR != nil {
+			readyR.Close()
+		}
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	if readyR != nil {
+		r.ready.Store(spec.ID, readyR)
 	}
 	ph.mark(d.kind + "_" + sub)
 	return nil
@@ -439,6 +464,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 		return fmt.Errorf("remove bundle: %w", err)
 	}
 	r.info.Delete(id)
+	r.dropReady(id)
 	if idErr == nil {
 		if err := r.ids.free(id, ids); err != nil {
 			return fmt.Errorf("free id range: %w", err)
