@@ -16,7 +16,7 @@ import (
 // keeps memory on disk (CapMemory: runsc with the state dir on a disk)
 // the pause is a suspend with the memory instead (suspendLocked: the
 // kernels checkpointed, the sandbox stopped, the wake restores it), which
-// holds nothing on the host but the writable layer's tmpfs. Elsewhere,
+// holds no host memory (its writable layer is stowed on disk). Elsewhere,
 // and for a sandbox that cannot be captured (the host template), it is
 // the freezer (pauseLocked). docs/state.md, "Suspend with memory".
 
