@@ -16,7 +16,7 @@ import (
 // keeps memory on disk (CapMemory: runsc with the state dir on a disk)
 // the pause is a suspend with the memory instead (suspendLocked: the
 // kernels checkpointed, the sandbox stopped, the wake restores it), which
-// holds nothing on the host but the writable layer's tmpfs. Elsewhere,
+// holds no host memory (its writable layer is stowed on disk). Elsewhere,
 // and for a sandbox whose capture fails before the checkpoint began (the
 // host template, with nothing to capture; a layer over the limit; an
 // image the store could not keep), it is the freezer (pauseLocked), as

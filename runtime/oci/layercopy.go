@@ -23,8 +23,10 @@ import (
 // reached from its parent's descriptor (O_NOFOLLOW), a symlink is copied
 // as a symlink, a hard link is made from a parent reopened beneath dst
 // with no symlink allowed, and only regular files and directories are
-// ever opened. A device other than a whiteout is refused, as are trees
-// past lim. The caller holds the tree still (the sandbox is stopped).
+// ever opened, each checked after its open to be the file its stat saw
+// (openStated). A device other than a whiteout is refused, as are trees
+// past lim. The caller holds the tree still (the sandbox is stopped); an
+// entry swapped under the copy all the same is refused, never followed.
 // On failure dst is left for the caller to remove.
 func copyLayer(src, dst string, lim layerLimits) error {
 	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -112,11 +114,18 @@ func (c *layerCopier) dir(sfd, dfd int, rel string, depth int) error {
 	}
 }
 
+// layerEntryStat, when set (tests), runs between an entry's stat and its
+// open: the window in which the tree could change under the copy.
+var layerEntryStat func(name string)
+
 // entry copies name of directory sfd into dfd.
 func (c *layerCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(sfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return err
+	}
+	if layerEntryStat != nil {
+		layerEntryStat(name)
 	}
 	mode := st.Mode & unix.S_IFMT
 	key := fileKey{uint64(st.Dev), st.Ino}
@@ -132,7 +141,7 @@ func (c *layerCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 	}
 	switch mode {
 	case unix.S_IFDIR:
-		fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := openStated(sfd, name, unix.O_DIRECTORY, &st)
 		if err != nil {
 			return err
 		}
@@ -150,7 +159,7 @@ func (c *layerCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 		}
 		return c.attrs(fd, nfd, -1, -1, "", &st)
 	case unix.S_IFREG:
-		fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		fd, err := openStated(sfd, name, 0, &st)
 		if err != nil {
 			return err
 		}
@@ -187,6 +196,30 @@ func (c *layerCopier) entry(sfd, dfd int, rel, name string, depth int) error {
 		return fmt.Errorf("a file of type %#o in the layer: %w", mode, errdefs.ErrInvalidArgument)
 	}
 	return c.attrs(-1, -1, sfd, dfd, name, &st)
+}
+
+// openStated opens name in directory sfd (flags added to read-only, no
+// symlink followed, no blocking: a FIFO put there opens at once) and
+// checks that what it opened is the file st describes: the same type,
+// device and inode. Between the stat and the open the entry may have been
+// swapped (the sandbox is stopped, but the copy does not rest on it): a
+// FIFO, a directory, another file whose data would be copied under st's
+// owner and mode.
+func openStated(sfd int, name string, flags int, st *unix.Stat_t) (int, error) {
+	fd, err := unix.Openat(sfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|flags, 0)
+	if err != nil {
+		return -1, err
+	}
+	var got unix.Stat_t
+	if err := unix.Fstat(fd, &got); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if got.Mode&unix.S_IFMT != st.Mode&unix.S_IFMT || got.Dev != st.Dev || got.Ino != st.Ino {
+		unix.Close(fd)
+		return -1, fmt.Errorf("the entry changed while it was copied: %w", errdefs.ErrInvalidArgument)
+	}
+	return fd, nil
 }
 
 // link makes name in dfd a hard link of the copy at first (relative to

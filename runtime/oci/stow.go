@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -62,6 +63,11 @@ func (r *Runtime) saveRootInfo(dir string, root *runtime.Root, diskBytes int64) 
 // on disk, and unmounts its image root. It reports whether it did (false:
 // no image root, or one with mounts below it); an error leaves the root
 // mounted as it was.
+//
+// The copy is made as <bundle>/layer.part, synced and only then renamed
+// to <bundle>/layer, before anything is unmounted: a daemon that dies at
+// any step leaves the layer in memory (mounted), or whole on disk, or
+// both, never only a part of it (unstowLayer sorts out which).
 func (r *Runtime) stowLayer(id string) (bool, error) {
 	dir, bundle := r.rootDir(id), r.bundle(id)
 	merged := filepath.Join(dir, "root")
@@ -76,18 +82,30 @@ func (r *Runtime) stowLayer(id string) (bool, error) {
 		return false, err
 	}
 	disk := filepath.Join(bundle, stowedDir)
-	if err := os.RemoveAll(disk); err != nil {
-		return false, err
+	part := disk + partSuffix
+	for _, p := range []string{disk, part} {
+		if err := os.RemoveAll(p); err != nil {
+			return false, err
+		}
 	}
-	if err := copyLayer(filepath.Join(dir, "upper"), disk, defaultLayerLimits); err != nil {
+	step("stow: copy")
+	if err := copyLayer(filepath.Join(dir, "upper"), part, defaultLayerLimits); err != nil {
+		_ = os.RemoveAll(part)
+		return false, fmt.Errorf("stow layer of %s: %w", id, err)
+	}
+	step("stow: copied")
+	if err := syncRename(part, disk); err != nil {
+		_ = os.RemoveAll(part)
 		_ = os.RemoveAll(disk)
 		return false, fmt.Errorf("stow layer of %s: %w", id, err)
 	}
+	step("stow: renamed")
 	// Not detached: a busy overlay stays, and so does its layer.
 	if err := unix.Unmount(merged, 0); err != nil {
 		_ = os.RemoveAll(disk)
 		return false, fmt.Errorf("stow layer of %s: unmount the root: %w", id, err)
 	}
+	step("stow: overlay unmounted")
 	// Nothing holds the tmpfs now that its overlay is gone; detached,
 	// whatever still did would only delay the freeing of its pages.
 	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
@@ -96,14 +114,81 @@ func (r *Runtime) stowLayer(id string) (bool, error) {
 	return true, nil
 }
 
+// partSuffix names a stowed layer's copy while it is made.
+const partSuffix = ".part"
+
+// syncRename puts the copy at part on its disk (the whole filesystem
+// synced once: cheaper than a sync of each of the layer's files, and the
+// checkpoint's image beside it goes too) and then renames it to name, in
+// a directory synced after: once name is there, after a power loss too,
+// it is whole.
+func syncRename(part, name string) error {
+	for _, f := range []func() error{
+		func() error { return syncPath(part, true) },
+		func() error { return os.Rename(part, name) },
+		func() error { return syncPath(filepath.Dir(name), false) },
+	} {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncPath syncs directory dir: its filesystem whole (fs), or itself.
+func syncPath(dir string, fs bool) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if fs {
+		return unix.Syncfs(fd)
+	}
+	return unix.Fsync(fd)
+}
+
 // unstowLayer mounts stowed sandbox id's image root again with its layer
 // from the bundle, and removes the stowed copy. Without one it does
 // nothing.
+//
+// It takes up whatever a daemon that died in a stow or an unstow left:
+//   - a part of a copy (layer.part) is never used, and goes;
+//   - a root still mounted, overlay and all, is the layer (a stow cut
+//     short before its unmounts, or an unstow after its overlay): a copy
+//     beside it goes;
+//   - a tmpfs mounted without its overlay (a stow cut short between its
+//     unmounts, an unstow in its copy back) may hold a part of the layer:
+//     it is unmounted and the whole copy, which both have by then, put
+//     back;
+//   - neither a mounted root nor a copy, where the bundle names an image
+//     root, is a layer lost (a host restart in a stow's copy): refused,
+//     not restored without its files.
 func (r *Runtime) unstowLayer(id string) (err error) {
 	bundle := r.bundle(id)
 	disk := filepath.Join(bundle, stowedDir)
-	if _, err := os.Lstat(disk); errors.Is(err, fs.ErrNotExist) {
+	dir := r.rootDir(id)
+	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
+	if _, err := os.Lstat(disk + partSuffix); err == nil {
+		discard(disk + partSuffix)
+	}
+	_, err = os.Lstat(disk)
+	stowed := err == nil
+	switch mounted := isMountPoint(dir); {
+	case mounted && isMountPoint(merged):
+		if stowed {
+			discard(disk)
+		}
 		return nil
+	case !stowed:
+		if _, err := os.Stat(filepath.Join(bundle, rootInfoFile)); mounted || err == nil {
+			return fmt.Errorf("unstow layer of %s: its writable layer is neither mounted nor stowed: %w", id, errdefs.ErrFailedPrecondition)
+		}
+		return nil // no image root
+	case mounted:
+		if err := r.unmountImageRoot(id); err != nil {
+			return fmt.Errorf("unstow layer of %s: %w", id, err)
+		}
 	}
 	b, err := os.ReadFile(filepath.Join(bundle, rootInfoFile))
 	if err != nil {
@@ -117,10 +202,6 @@ func (r *Runtime) unstowLayer(id string) (err error) {
 	if err != nil {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
-	dir := r.rootDir(id)
-	if isMountPoint(dir) {
-		return fmt.Errorf("unstow layer of %s: its root is mounted", id)
-	}
 	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
@@ -132,7 +213,6 @@ func (r *Runtime) unstowLayer(id string) (err error) {
 	if err := mountLayerTmpfs(dir, info.DiskBytes, info.Sudo, ids); err != nil {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
-	upper, work, merged := filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "root")
 	if err := copyLayer(disk, upper, defaultLayerLimits); err != nil {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
@@ -148,8 +228,19 @@ func (r *Runtime) unstowLayer(id string) (err error) {
 	if err := mountOverlay(merged, append([]string{r.imageSkel}, info.Layers...), upper, work, userns, info.Sudo); err != nil {
 		return fmt.Errorf("unstow layer of %s: %w", id, err)
 	}
+	step("unstow: overlay mounted")
 	discard(disk)
 	return nil
+}
+
+// stowStep, when set (tests), runs at each step of a stow and an unstow;
+// a test panics in it to stand for the daemon dying there.
+var stowStep func(step string)
+
+func step(s string) {
+	if stowStep != nil {
+		stowStep(s)
+	}
 }
 
 // discard removes dir, a directory of a bundle, off the caller's path: it
