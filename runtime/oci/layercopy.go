@@ -79,6 +79,8 @@ type layerCopier struct {
 	bytes     int64
 	linkBytes int // of the paths in links (a layer of many multiply-linked files deep down)
 	buf       []byte
+	xnames    []byte // copyXattrs' buffers, made once per copy, not per entry
+	xval      []byte
 }
 
 // dir copies the entries of directory sfd into dfd (rel: dfd's path
@@ -291,7 +293,7 @@ func (c *layerCopier) attrs(sfd, dfd, spdfd, pdfd int, name string, st *unix.Sta
 		if err := unix.Fchmod(dfd, st.Mode&0o7777); err != nil {
 			return err
 		}
-		if err := copyXattrs(xattrRef{fd: sfd}, xattrRef{fd: dfd}); err != nil {
+		if err := c.copyXattrs(xattrRef{fd: sfd}, xattrRef{fd: dfd}); err != nil {
 			return err
 		}
 		return unix.UtimesNanoAt(dfd, "", ts, unix.AT_EMPTY_PATH)
@@ -304,7 +306,7 @@ func (c *layerCopier) attrs(sfd, dfd, spdfd, pdfd int, name string, st *unix.Sta
 			return err
 		}
 	}
-	if err := copyXattrs(xattrAt(spdfd, name), xattrAt(pdfd, name)); err != nil {
+	if err := c.copyXattrs(xattrAt(spdfd, name), xattrAt(pdfd, name)); err != nil {
 		return err
 	}
 	return unix.UtimesNanoAt(pdfd, name, ts, unix.AT_SYMLINK_NOFOLLOW)
@@ -349,8 +351,11 @@ const xattrMax = 64 << 10
 
 // copyXattrs copies every xattr of src to dst as it is (overlayfs's
 // trusted.overlay.* marks, security.capability, user.*).
-func copyXattrs(src, dst xattrRef) error {
-	names := make([]byte, xattrMax)
+func (c *layerCopier) copyXattrs(src, dst xattrRef) error {
+	if c.xnames == nil {
+		c.xnames, c.xval = make([]byte, xattrMax), make([]byte, xattrMax)
+	}
+	names, val := c.xnames, c.xval
 	n, err := src.list(names)
 	if errors.Is(err, unix.ENOTSUP) {
 		return nil
@@ -358,7 +363,6 @@ func copyXattrs(src, dst xattrRef) error {
 	if err != nil {
 		return fmt.Errorf("xattrs: %w", err)
 	}
-	val := make([]byte, xattrMax)
 	for _, attr := range strings.Split(string(names[:n]), "\x00") {
 		if attr == "" {
 			continue
