@@ -55,24 +55,22 @@ func (m *Manager) captureForFork(ctx context.Context, tenantID, contextID string
 	if !memory || rec.Paused() || rec.Network != nil || !m.provider.Capabilities().Has(CapMemory) {
 		return rec, "", nil
 	}
+	m.mu.Lock()
+	e := m.byID[rec.ID]
+	m.mu.Unlock()
+	done := m.beginCheckpoint(e)
+	defer done()
 	ck, sb, err := m.provider.ForkCheckpoint(ctx, rec.SandboxID)
 	if err != nil {
+		// The source's agent may have let go of its channel: the
+		// connection the provider hands back replaces the closed one, and
+		// without one the next call attaches again. Either way the source
+		// is kept.
 		m.log.Warn("fork without memory: fork checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		m.swapConn(e, sb)
 		return rec, "", nil
 	}
-	m.mu.Lock()
-	var old Sandbox
-	if e := m.byID[rec.ID]; e != nil && !e.ended {
-		old, e.sb = e.sb, sb
-		e.alive = time.Now()
-		sb = nil
-	}
-	m.mu.Unlock()
-	for _, c := range []Sandbox{old, sb} {
-		if c != nil {
-			c.Close()
-		}
-	}
+	m.swapConn(e, sb)
 	return rec, ck, nil
 }
 
@@ -105,6 +103,28 @@ func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sa
 // forkKeptKey is the context key under which a fork's caller learns
 // whether its sandbox was restored with the source's memory.
 type forkKeptKey struct{}
+
+// swapConn makes sb e's connection, nil meaning "attach again", and
+// closes the one it replaces (and sb when e has ended).
+func (m *Manager) swapConn(e *entry, sb Sandbox) {
+	m.mu.Lock()
+	var old Sandbox
+	if e != nil && !e.ended {
+		old, e.sb = e.sb, sb
+		if sb != nil {
+			e.alive = time.Now()
+		} else {
+			e.alive = time.Time{}
+		}
+		sb = nil
+	}
+	m.mu.Unlock()
+	for _, c := range []Sandbox{old, sb} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
 
 // dropForkCheckpoint deletes fork checkpoint ck, if any.
 func (m *Manager) dropForkCheckpoint(ctx context.Context, ck string) {

@@ -97,8 +97,10 @@ type Checkpointer interface {
 	Restore(ctx context.Context, sandboxID string) (Sandbox, error)
 	// ForkCheckpoint saves a running sandbox's memory for forks
 	// (Spec.Memory) and leaves it running; every connection to it ends,
-	// and it is returned connected again. DropForkCheckpoint deletes the
-	// checkpoint once the forks are made.
+	// and it is returned connected again. A checkpoint that fails may
+	// still return the source connected again (its old connections ended
+	// all the same); a nil source then means "attach it again".
+	// DropForkCheckpoint deletes the checkpoint once the forks are made.
 	ForkCheckpoint(ctx context.Context, sandboxID string) (checkpoint string, source Sandbox, err error)
 	DropForkCheckpoint(ctx context.Context, checkpoint string) error
 }

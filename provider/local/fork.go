@@ -106,8 +106,9 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 		return "", nil, fmt.Errorf("sandbox %s after its fork checkpoint: %w", sandboxID, err)
 	}
 	if cerr != nil {
-		src.Close()
-		return "", nil, cerr
+		// The source's old connection closed with the release: this one
+		// is the caller's (contexts.Provider.ForkCheckpoint).
+		return "", &Sandbox{src}, cerr
 	}
 	return name, &Sandbox{src}, nil
 }
