@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -126,6 +127,11 @@ func (s *Server) release() {
 	}
 }
 
+// restoredMark, in the channel directory, is the host's word that the
+// sandbox was restored from a checkpoint that stopped it (runtime/oci
+// Restore).
+const restoredMark = "restored"
+
 // isRelease reports whether req asks for a release.
 func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelease }
 
@@ -136,7 +142,22 @@ func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelea
 // deleted while in use, and the host could no longer seal the channel's
 // tmpfs (a read-only remount fails with EBUSY while one exists). A
 // renamed file is not deleted.
+//
+// After a restore (the host leaves restoredMark in the channel before it)
+// the ones moved aside earlier are removed: each wake with memory would
+// move one more, and the channel's tmpfs has 16 inodes. The restore
+// started a new gofer, which holds them no more than the sandbox's kernel
+// does (it drops its own on the unlink). After a fork's checkpoint there
+// is no mark: the source's gofer, the same, may hold them.
 func moveStale(path string) error {
+	mark := filepath.Join(filepath.Dir(path), restoredMark)
+	if _, err := os.Lstat(mark); err == nil {
+		old, _ := filepath.Glob(path + ".stale-*")
+		for _, o := range old {
+			_ = os.Remove(o)
+		}
+		_ = os.Remove(mark)
+	}
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
