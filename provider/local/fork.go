@@ -34,6 +34,11 @@ var forkDirName = regexp.MustCompile(`^fk-[a-z0-9]{26}$`)
 // forkKeyFile, in a fork checkpoint, is the source's key.
 const forkKeyFile = "source.key"
 
+// forkTenantFile, in a fork checkpoint, names the source's tenant: only
+// a create of that tenant's restores it (restoreFork), so a checkpoint's
+// name, were it learned, opens no other tenant's way to the memory.
+const forkTenantFile = "tenant"
+
 func (p *Provider) forksDir() string { return filepath.Join(p.rt.StateDir(), "forks") }
 
 func (p *Provider) forkDir(name string) (string, error) {
@@ -73,6 +78,13 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 		}
 	}()
 	if err := os.WriteFile(filepath.Join(dir, forkKeyFile), key, 0o600); err != nil {
+		return "", nil, err
+	}
+	st, err := p.rt.State(ctx, sandboxID)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, forkTenantFile), []byte(st.Labels[contexts.LabelTenant]), 0o600); err != nil {
 		return "", nil, err
 	}
 	// Everything that may refuse comes before the release: after it, the
@@ -151,6 +163,11 @@ func (p *Provider) restoreFork(ctx context.Context, rs runtime.Spec, name string
 	dir, err := p.forkDir(name)
 	if err != nil {
 		return nil, err
+	}
+	tenant, err := os.ReadFile(filepath.Join(dir, forkTenantFile))
+	if err != nil || string(tenant) != rs.Labels[contexts.LabelTenant] {
+		// Another tenant's is as good as absent to this one.
+		return nil, fmt.Errorf("fork checkpoint %s: %w", name, errdefs.ErrNotFound)
 	}
 	srcKey, err := os.ReadFile(filepath.Join(dir, forkKeyFile))
 	if err != nil {
