@@ -269,6 +269,13 @@ func (r *Runtime) markRestored(id string) error {
 	if err != nil {
 		return err
 	}
+	return r.markRestoredIn(id, ids)
+}
+
+// markRestoredIn is markRestored for a sandbox of id range ids (a fork's,
+// whose restore is also a new gofer's: the sockets placed for the saved
+// kernel are held by nothing once it is up).
+func (r *Runtime) markRestoredIn(id string, ids IDRange) error {
 	p := filepath.Join(r.chanDir(id), restoredMark)
 	if _, err := os.Lstat(p); err == nil {
 		return nil // a restore before this one left it
