@@ -127,11 +127,6 @@ func (s *Server) release() {
 	}
 }
 
-// restoredMark, in the channel directory, is the host's word that the
-// sandbox was restored from a checkpoint that stopped it (runtime/oci
-// Restore).
-const restoredMark = "restored"
-
 // isRelease reports whether req asks for a release.
 func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelease }
 
@@ -143,20 +138,20 @@ func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelea
 // tmpfs (a read-only remount fails with EBUSY while one exists). A
 // renamed file is not deleted.
 //
-// After a restore (the host leaves restoredMark in the channel before it)
-// the ones moved aside earlier are removed: each wake with memory would
-// move one more, and the channel's tmpfs has 16 inodes. The restore
-// started a new gofer, which holds them no more than the sandbox's kernel
-// does (it drops its own on the unlink). After a fork's checkpoint there
-// is no mark: the source's gofer, the same, may hold them.
-func moveStale(path string) error {
-	mark := filepath.Join(filepath.Dir(path), restoredMark)
-	if _, err := os.Lstat(mark); err == nil {
+// With prune (the release was for a checkpoint that stopped the sandbox,
+// agent.ReleaseParams.Stop) the ones moved aside before are removed
+// first: the gofer that held them is gone, the restored kernel drops its
+// own hold on the unlink, and each wake would otherwise cost one of the
+// channel tmpfs's 16 inodes. A removal that fails (the channel still read
+// only) is tried again by the next listen.
+func moveStale(path string, prune bool) error {
+	if prune {
 		old, _ := filepath.Glob(path + ".stale-*")
 		for _, o := range old {
-			_ = os.Remove(o)
+			if err := os.Remove(o); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove stale socket: %w", err)
+			}
 		}
-		_ = os.Remove(mark)
 	}
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil

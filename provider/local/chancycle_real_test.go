@@ -47,11 +47,18 @@ func TestCheckpointCyclesKeepChannelBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		most = max(most, len(ents))
+		if len(ents) > most {
+			most = len(ents)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Logf("cycle %d: %v", i, names)
+		}
 	}
 	sb.Close()
 	t.Logf("most entries in the channel over 18 cycles: %d", most)
-	if most > 4 {
+	if most > 3 {
 		t.Fatalf("the channel held %d entries, want a bounded few", most)
 	}
 }
@@ -60,9 +67,10 @@ func itoa(i int) string { return fmt.Sprint(i) }
 
 // TestForkCheckpointsInARow (runsc): one source fork-checkpointed five
 // times in a row (it runs on, its gofer the same) answers after each: the
-// agent removes the sockets it moved aside only after a restore (a new
-// gofer), never under the gofer that may hold them (the host could no
-// longer seal the channel). Without the restore's mark it did.
+// agent removes the sockets it moved aside only after a release for a
+// stop (a new gofer on restore), never under the gofer that may hold them
+// (removed on every listen, the host could no longer seal the channel at
+// the second fork checkpoint).
 func TestForkCheckpointsInARow(t *testing.T) {
 	p := newProviderWith(t, Config{Runtime: "runsc", Prestart: []string{agent.Python}})
 	var sb contexts.Sandbox = create(t, p, contexts.Spec{})

@@ -96,7 +96,7 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err != nil {
 		return "", nil, err
 	}
-	err = p.release(ctx, c)
+	err = p.release(ctx, c, false)
 	c.Close()
 	if err != nil {
 		// The agent may have let go though its answer was lost: open the

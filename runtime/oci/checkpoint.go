@@ -168,9 +168,6 @@ func (r *Runtime) Restore(ctx context.Context, id, dir string) error {
 	if err := r.reopenChannel(id); err != nil {
 		return err
 	}
-	if err := r.markRestored(id); err != nil {
-		return err
-	}
 	ph.mark("channel")
 	if err := r.unstowLayer(id); err != nil {
 		return err
@@ -255,39 +252,4 @@ func (r *Runtime) reopenChannel(id string) error {
 		return fmt.Errorf("sandbox %s: reopen channel: %w", id, err)
 	}
 	return nil
-}
-
-// restoredMark, a socket file in the channel directory, tells the
-// restored agent that its sandbox was stopped and restored: the sockets it
-// moved aside before are held by no gofer now, and it removes them (agent
-// server, moveStale), so that wakes do not use up the tmpfs's inodes. A
-// socket, as saveChannel expects of every entry; nothing listens on it.
-const restoredMark = "restored"
-
-func (r *Runtime) markRestored(id string) error {
-	ids, err := r.IDRange(id)
-	if err != nil {
-		return err
-	}
-	return r.markRestoredIn(id, ids)
-}
-
-// markRestoredIn is markRestored for a sandbox of id range ids (a fork's,
-// whose restore is also a new gofer's: the sockets placed for the saved
-// kernel are held by nothing once it is up).
-func (r *Runtime) markRestoredIn(id string, ids IDRange) error {
-	p := filepath.Join(r.chanDir(id), restoredMark)
-	if _, err := os.Lstat(p); err == nil {
-		return nil // a restore before this one left it
-	}
-	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	err = unix.Bind(fd, &unix.SockaddrUnix{Name: p})
-	unix.Close(fd)
-	if err != nil {
-		return fmt.Errorf("sandbox %s: channel mark: %w", id, err)
-	}
-	return os.Lchown(p, int(ids.Host(UID)), int(ids.Host(GID)))
 }

@@ -202,9 +202,6 @@ func (r *Runtime) prepareForkRestore(d *driver, id, bundle, image string, sp *sp
 	if err := r.placeChannel(id, image, ids); err != nil {
 		return err
 	}
-	if err := r.markRestoredIn(id, ids); err != nil {
-		return err
-	}
 	d.anySpec = true
 	return nil
 }
