@@ -53,4 +53,3 @@ func TestForkCheckpointOtherTenant(t *testing.T) {
 		t.Fatalf("x + 1 in the tenant's own fork = %q, want 42", got)
 	}
 }
-
