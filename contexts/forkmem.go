@@ -16,7 +16,7 @@ import (
 // a fork checkpoint of the source (Checkpointer.ForkCheckpoint): its
 // memory saved, the source running on, reconnected (its sessions sealed
 // from then on). Each fork is then created from the snapshot template
-// with CreateOptions.Memory: its sandbox restores the checkpoint over the
+// with CreateOptions.MemoryCheckpoint: its sandbox restores the checkpoint over the
 // source's files, so its kernels, variables and processes are the
 // source's as they were. A restore that fails (a spec that differs, a file
 // gVisor cannot find) starts the fork fresh instead, files only; the
@@ -75,9 +75,9 @@ func (m *Manager) captureForFork(ctx context.Context, tenantID, contextID string
 }
 
 // createSandbox is the provider's Create; one from a fork checkpoint
-// (spec.Memory) that fails is made again without it, files only.
+// (spec.MemoryCheckpoint) that fails is made again without it, files only.
 func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sandbox, error) {
-	if spec.Memory == "" {
+	if spec.MemoryCheckpoint == "" {
 		return m.provider.Create(ctx, spec)
 	}
 	sb, err := m.provider.Create(ctx, spec)
@@ -96,7 +96,7 @@ func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sa
 		return nil, err
 	}
 	m.log.Warn("fork without memory: its restore failed; starting it from the files", logkey.Context, rec.ID, logkey.Err, err)
-	spec.Memory = ""
+	spec.MemoryCheckpoint = ""
 	return m.provider.Create(ctx, spec)
 }
 

@@ -20,14 +20,14 @@ import (
 // source's agent releases its channel, runsc saves the source's kernel
 // and leaves it running (oci.Runtime.ForkCheckpoint), and the source is
 // reconnected over a sealed session (its channel was reopened). Each fork
-// is a Create whose Spec.Memory names that checkpoint: a sandbox of its
+// is a Create whose Spec.MemoryCheckpoint names that checkpoint: a sandbox of its
 // own restores it (oci.Runtime.RestoreFork). Its agent is the source's
 // and holds the source's key: the host proves that key once, over a
 // sealed session, gives the agent the fork's own key (channel.rekey), and
 // from then on only the fork's key opens it. The checkpoint, and the
 // source's key kept beside it, are deleted by DropForkCheckpoint.
 
-// forkDirName is a fork checkpoint's name: the only names Spec.Memory
+// forkDirName is a fork checkpoint's name: the only names Spec.MemoryCheckpoint
 // and DropForkCheckpoint accept, so neither reaches outside forksDir.
 var forkDirName = regexp.MustCompile(`^fk-[a-z0-9]{26}$`)
 
@@ -149,7 +149,7 @@ func (p *Provider) DropForkCheckpoint(_ context.Context, name string) error {
 // canRestoreFork refuses a Create from a fork checkpoint that cannot be
 // one: the source's own network and volumes are not the fork's.
 func (p *Provider) canRestoreFork(spec contexts.Spec) error {
-	if spec.Memory != "" && (spec.Network != nil || len(spec.Volumes) > 0 || !p.keepMemory || !p.rt.CanCheckpoint()) {
+	if spec.MemoryCheckpoint != "" && (spec.Network != nil || len(spec.Volumes) > 0 || !p.keepMemory || !p.rt.CanCheckpoint()) {
 		return errdefs.Sentence(errdefs.ErrFailedPrecondition, "a fork with memory takes no network or volumes, and runs on runsc keeping memory")
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestForkCheckpointOtherTenant(t *testing.T) {
 	defer src.Close()
 	defer p.DropForkCheckpoint(ctx, ck)
 	before, _ := p.List(ctx)
-	if f, err := p.Create(ctx, contexts.Spec{Memory: ck, Labels: map[string]string{contexts.LabelTenant: "t2"}}); !errors.Is(err, errdefs.ErrNotFound) {
+	if f, err := p.Create(ctx, contexts.Spec{MemoryCheckpoint: ck, Labels: map[string]string{contexts.LabelTenant: "t2"}}); !errors.Is(err, errdefs.ErrNotFound) {
 		if f != nil {
 			f.Close()
 		}
@@ -44,7 +44,7 @@ func TestForkCheckpointOtherTenant(t *testing.T) {
 	if after, _ := p.List(ctx); len(after) != len(before) {
 		t.Fatalf("a refused fork left a sandbox: %v, was %v", after, before)
 	}
-	f, err := p.Create(ctx, contexts.Spec{Memory: ck, Labels: mine})
+	f, err := p.Create(ctx, contexts.Spec{MemoryCheckpoint: ck, Labels: mine})
 	if err != nil {
 		t.Fatal(err)
 	}
