@@ -45,8 +45,11 @@ func (c *Client) RestartKernel(ctx context.Context, p KernelParams) error {
 // then its connections, so this one's end is the sign that no listener
 // is left (a checkpoint taken between the two fails on the bound socket,
 // which a loaded machine made happen). Until then ctx bounds the wait.
-func (c *Client) Release(ctx context.Context) error {
-	if err := c.call(ctx, MethodRelease, Empty{}, nil, nil, 0); err != nil {
+func (c *Client) Release(ctx context.Context) error { return c.ReleaseWith(ctx, ReleaseParams{}) }
+
+// ReleaseWith is Release with its parameters.
+func (c *Client) ReleaseWith(ctx context.Context, p ReleaseParams) error {
+	if err := c.call(ctx, MethodRelease, p, nil, nil, 0); err != nil {
 		return err
 	}
 	select {

@@ -63,7 +63,7 @@ const (
 	// channel directory refuses the bind until the host opens it). Under
 	// gVisor a checkpoint cannot save a socket bound on the host, so the
 	// host asks this first (runtime/oci checkpoint.go).
-	MethodRelease = "channel.release" // Empty -> Empty
+	MethodRelease = "channel.release" // ReleaseParams -> Empty
 	// MethodRekey replaces the key the agent checks every new connection
 	// against. A fork with memory restores the source's agent, which holds
 	// the source's key, into a sandbox of its own: the host gives it the
@@ -506,4 +506,14 @@ type SetEnvParams struct {
 // RekeyParams is the agent's new key (MethodRekey): KeySize bytes.
 type RekeyParams struct {
 	Key []byte `json:"key"`
+}
+
+// ReleaseParams are MethodRelease's. Stop says the sandbox stops for its
+// checkpoint (a suspend with memory): the gofer that may hold the sockets
+// the agent moved aside goes with it, so once restored the agent removes
+// them (each wake would otherwise use up one more of the channel's few
+// inodes). A fork's checkpoint leaves the source running, its gofer too:
+// no Stop, and the moved sockets stay.
+type ReleaseParams struct {
+	Stop bool `json:"stop,omitempty"`
 }

@@ -371,6 +371,13 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 			if ctx.Err() != nil {
 				return false, nil
 			}
+			m.mu.Lock()
+			moved := connMoved(e, sb)
+			m.mu.Unlock()
+			if moved {
+				// A checkpoint closed this connection (checkpointing.go).
+				return false, errMoving(rec.ID)
+			}
 			if m.shared {
 				// This node's connection failed, which says nothing of
 				// the sandbox every node reaches: attach it again, and

@@ -83,11 +83,11 @@ type CreateOptions struct {
 	// context with volumes is never served from the warm pool. They do
 	// not apply to an existing context.
 	Volumes []VolumeMount
-	// Memory is a fork checkpoint (Manager.ForkSnapshot's
-	// SnapshotInfo.Memory) a new context's sandbox is restored from
-	// (Spec.Memory), never from the warm pool; where that restore fails
+	// MemoryCheckpoint is a fork checkpoint (Manager.ForkSnapshot's
+	// SnapshotInfo.MemoryCheckpoint) a new context's sandbox is restored from
+	// (Spec.MemoryCheckpoint), never from the warm pool; where that restore fails
 	// the sandbox starts fresh from the template, files only (forkmem.go).
-	Memory string
+	MemoryCheckpoint string
 }
 
 // check validates the options a caller gives, before anything is looked
@@ -337,15 +337,15 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 		}
 	}
 	spec := Spec{
-		Template: rec.Template,
-		Limits:   m.cfg.Limits,
-		Env:      createEnv(rec.Identity, opts.Env),
-		Labels:   map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
-		TTL:      rec.ExpiresAt.Sub(rec.CreatedAt),
-		Network:  opts.Network,
-		Prestart: slices.Clone(opts.Prestart),
-		Volumes:  slices.Clone(opts.Volumes),
-		Memory:   opts.Memory,
+		Template:         rec.Template,
+		Limits:           m.cfg.Limits,
+		Env:              createEnv(rec.Identity, opts.Env),
+		Labels:           map[string]string{LabelTenant: rec.TenantID, LabelContext: rec.ID},
+		TTL:              rec.ExpiresAt.Sub(rec.CreatedAt),
+		Network:          opts.Network,
+		Prestart:         slices.Clone(opts.Prestart),
+		Volumes:          slices.Clone(opts.Volumes),
+		MemoryCheckpoint: opts.MemoryCheckpoint,
 	}
 	sb, err := m.createSandbox(ctx, rec, spec)
 	if err != nil {

@@ -481,11 +481,12 @@ func (m *Manager) diedUnder(ctx context.Context, e *entry, sb Sandbox) bool {
 // attach answers not_found).
 func (m *Manager) sandboxGone(ctx context.Context, e *entry, sb Sandbox) bool {
 	m.mu.Lock()
-	moved := e.rec.SandboxID != sb.ID()
+	moved := e.rec.SandboxID != sb.ID() || e.rec.Suspended() || connMoved(e, sb)
 	m.mu.Unlock()
 	if moved {
-		// Suspended under the call (its sandbox destroyed on purpose), or
-		// woken since on another: not a loss.
+		// Suspended under the call (its sandbox destroyed on purpose),
+		// woken since on another, or checkpointed (its agent let go of
+		// the channel, checkpointing.go): not a loss.
 		return false
 	}
 	if !m.shared {

@@ -44,11 +44,11 @@ type SnapshotInfo struct {
 	// Bytes is the captured layer's size.
 	Bytes     int64
 	CreatedAt time.Time
-	// Memory, on a fork's template (ForkSnapshot), is the fork checkpoint
-	// of the source's memory the forks start from (CreateOptions.Memory),
+	// MemoryCheckpoint, on a fork's template (ForkSnapshot), is the fork checkpoint
+	// of the source's memory the forks start from (CreateOptions.MemoryCheckpoint),
 	// deleted when the caller's request is done; "" where the provider
 	// keeps no memory: the forks carry files.
-	Memory string
+	MemoryCheckpoint string
 }
 
 // ForkResult is a fork onto a path.
@@ -101,7 +101,7 @@ func (m *Manager) ForkSnapshot(ctx context.Context, tenantID, contextID string) 
 	// and the memory checkpoint kept until it is done; then the template
 	// goes with the last context on it, the checkpoint at once.
 	context.AfterFunc(ctx, func() {
-		m.dropForkCheckpoint(ctx, info.Memory)
+		m.dropForkCheckpoint(ctx, info.MemoryCheckpoint)
 		m.unpinFork(context.WithoutCancel(ctx), src.TenantID, info.ID)
 	})
 	return src, info, nil
@@ -120,7 +120,7 @@ func (m *Manager) forkSnapshot(ctx context.Context, sn Snapshots, src *Record) (
 		m.dropForkCheckpoint(ctx, ck)
 		return nil, SnapshotInfo{}, err
 	}
-	info.Memory = ck
+	info.MemoryCheckpoint = ck
 	return src, info, nil
 }
 
@@ -167,9 +167,9 @@ func (m *Manager) Fork(ctx context.Context, tenantID, contextID, pathID string) 
 	if err != nil {
 		return nil, err
 	}
-	defer m.dropForkCheckpoint(ctx, info.Memory)
+	defer m.dropForkCheckpoint(ctx, info.MemoryCheckpoint)
 	kept := false
-	rec, err := m.GetOrCreate(context.WithValue(ctx, forkKeptKey{}, &kept), to, CreateOptions{Template: info.ID, Network: src.Network, Memory: info.Memory})
+	rec, err := m.GetOrCreate(context.WithValue(ctx, forkKeptKey{}, &kept), to, CreateOptions{Template: info.ID, Network: src.Network, MemoryCheckpoint: info.MemoryCheckpoint})
 	if err == nil && rec.Template != info.ID {
 		// A context reached the path meanwhile; it runs its own template.
 		err = taken(rec)

@@ -16,7 +16,7 @@ import (
 // a fork checkpoint of the source (Checkpointer.ForkCheckpoint): its
 // memory saved, the source running on, reconnected (its sessions sealed
 // from then on). Each fork is then created from the snapshot template
-// with CreateOptions.Memory: its sandbox restores the checkpoint over the
+// with CreateOptions.MemoryCheckpoint: its sandbox restores the checkpoint over the
 // source's files, so its kernels, variables and processes are the
 // source's as they were. A restore that fails (a spec that differs, a file
 // gVisor cannot find) starts the fork fresh instead, files only; the
@@ -55,31 +55,29 @@ func (m *Manager) captureForFork(ctx context.Context, tenantID, contextID string
 	if !memory || rec.Paused() || rec.Network != nil || !m.provider.Capabilities().Has(CapMemory) {
 		return rec, "", nil
 	}
+	m.mu.Lock()
+	e := m.byID[rec.ID]
+	m.mu.Unlock()
+	done := m.beginCheckpoint(e)
+	defer done()
 	ck, sb, err := m.provider.ForkCheckpoint(ctx, rec.SandboxID)
 	if err != nil {
+		// The source's agent may have let go of its channel: the
+		// connection the provider hands back replaces the closed one, and
+		// without one the next call attaches again. Either way the source
+		// is kept.
 		m.log.Warn("fork without memory: fork checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, rec.SandboxID, logkey.Err, err)
+		m.swapConn(e, sb)
 		return rec, "", nil
 	}
-	m.mu.Lock()
-	var old Sandbox
-	if e := m.byID[rec.ID]; e != nil && !e.ended {
-		old, e.sb = e.sb, sb
-		e.alive = time.Now()
-		sb = nil
-	}
-	m.mu.Unlock()
-	for _, c := range []Sandbox{old, sb} {
-		if c != nil {
-			c.Close()
-		}
-	}
+	m.swapConn(e, sb)
 	return rec, ck, nil
 }
 
 // createSandbox is the provider's Create; one from a fork checkpoint
-// (spec.Memory) that fails is made again without it, files only.
+// (spec.MemoryCheckpoint) that fails is made again without it, files only.
 func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sandbox, error) {
-	if spec.Memory == "" {
+	if spec.MemoryCheckpoint == "" {
 		return m.provider.Create(ctx, spec)
 	}
 	sb, err := m.provider.Create(ctx, spec)
@@ -98,13 +96,35 @@ func (m *Manager) createSandbox(ctx context.Context, rec *Record, spec Spec) (Sa
 		return nil, err
 	}
 	m.log.Warn("fork without memory: its restore failed; starting it from the files", logkey.Context, rec.ID, logkey.Err, err)
-	spec.Memory = ""
+	spec.MemoryCheckpoint = ""
 	return m.provider.Create(ctx, spec)
 }
 
 // forkKeptKey is the context key under which a fork's caller learns
 // whether its sandbox was restored with the source's memory.
 type forkKeptKey struct{}
+
+// swapConn makes sb e's connection, nil meaning "attach again", and
+// closes the one it replaces (and sb when e has ended).
+func (m *Manager) swapConn(e *entry, sb Sandbox) {
+	m.mu.Lock()
+	var old Sandbox
+	if e != nil && !e.ended {
+		old, e.sb = e.sb, sb
+		if sb != nil {
+			e.alive = time.Now()
+		} else {
+			e.alive = time.Time{}
+		}
+		sb = nil
+	}
+	m.mu.Unlock()
+	for _, c := range []Sandbox{old, sb} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
 
 // dropForkCheckpoint deletes fork checkpoint ck, if any.
 func (m *Manager) dropForkCheckpoint(ctx context.Context, ck string) {

@@ -88,12 +88,12 @@ func TestRealForkMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Memory == "" {
+	if info.MemoryCheckpoint == "" {
 		t.Fatal("ForkSnapshot made no memory checkpoint on runsc")
 	}
 	for i, conv := range []string{"batch-1", "batch-2"} {
 		id := ident("t1", conv, contexts.DefaultPath)
-		if _, err := e.m.GetOrCreate(call, id, contexts.CreateOptions{Template: info.ID, Network: src.Network, Memory: info.Memory}); err != nil {
+		if _, err := e.m.GetOrCreate(call, id, contexts.CreateOptions{Template: info.ID, Network: src.Network, MemoryCheckpoint: info.MemoryCheckpoint}); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.exec(id, "x + 1"); mainResult(r) != "42" {

@@ -104,6 +104,10 @@ type entry struct {
 	// restored: this context woke from suspension with its memory
 	// (restore.go) and no call has reported it yet (takeRestored).
 	restored bool
+	// moving counts checkpoints under way (checkpointing.go): the agent
+	// lets go of its channel for them, and a connection failing meanwhile
+	// is no evidence of a loss.
+	moving int
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

@@ -44,7 +44,7 @@ type PoolSpec struct {
 // of template.
 func (m *Manager) poolServes(template string, opts CreateOptions) bool {
 	spec := m.cfg.PoolSpecs[template]
-	if len(opts.Volumes) > 0 || opts.Memory != "" { // a warm sandbox started without them, or fresh
+	if len(opts.Volumes) > 0 || opts.MemoryCheckpoint != "" { // a warm sandbox started without them, or fresh
 		return false
 	}
 	if len(opts.Env) != len(spec.Env) || (len(opts.Env) > 0 && !maps.Equal(opts.Env, spec.Env)) {

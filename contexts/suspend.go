@@ -110,6 +110,11 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 	// drops its memory, as Suspend says, and could not release its channel.
 	memory := false
 	if withMemory && !rec.Paused() && m.provider.Capabilities().Has(CapMemory) {
+		// A call in flight meets the release: not a loss (checkpointing.go).
+		m.mu.Lock()
+		e := m.byID[rec.ID]
+		m.mu.Unlock()
+		defer m.beginCheckpoint(e)()
 		if err := m.provider.Checkpoint(ctx, sandboxID); err != nil {
 			m.log.Warn("suspend without memory: checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, sandboxID, logkey.Err, err)
 		} else {

@@ -210,6 +210,11 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 			// release, and a listener handed in could not be reopened.
 			return nil, errf(errdefs.CodeFailedPrecondition, "channel.release: a pod agent's channel is not released")
 		}
+		p, err := decode[agent.ReleaseParams](req.Params)
+		if err != nil {
+			return nil, err
+		}
+		s.pruneStale.Store(p.Stop)
 		return agent.Empty{}, nil
 	case agent.MethodRekey:
 		p, err := decode[agent.RekeyParams](req.Params)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"net"
 	"sync"
 
@@ -22,10 +23,23 @@ type keyBox struct {
 }
 
 // key is the key a new connection must prove (nil: none asked).
+// A copy: the box's own is zeroed when replaced.
 func (s *Server) key() []byte {
 	s.keys.mu.Lock()
 	defer s.keys.mu.Unlock()
-	return s.keys.key
+	if s.keys.key == nil {
+		return nil
+	}
+	return bytes.Clone(s.keys.key)
+}
+
+// replace makes key the box's key and zeroes the one it had: after a
+// fork's rekey the source's key stays nowhere in the fork's agent (the
+// server's Config.Key, which the box's first key is, included).
+// Precondition: b.mu held.
+func (b *keyBox) replace(key []byte) {
+	clear(b.key)
+	b.key = append([]byte(nil), key...)
 }
 
 // rekey replaces the key, asked over conn: only a sealed session may, on
@@ -46,6 +60,6 @@ func (s *Server) rekey(conn net.Conn, key []byte) error {
 	if s.keys.key == nil {
 		return errf(errdefs.CodeFailedPrecondition, "channel.rekey: this agent checks no key")
 	}
-	s.keys.key = append([]byte(nil), key...)
+	s.keys.replace(key)
 	return nil
 }

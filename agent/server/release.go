@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -136,7 +137,22 @@ func isRelease(req *agent.Request) bool { return req.Method == agent.MethodRelea
 // deleted while in use, and the host could no longer seal the channel's
 // tmpfs (a read-only remount fails with EBUSY while one exists). A
 // renamed file is not deleted.
-func moveStale(path string) error {
+//
+// With prune (the release was for a checkpoint that stopped the sandbox,
+// agent.ReleaseParams.Stop) the ones moved aside before are removed
+// first: the gofer that held them is gone, the restored kernel drops its
+// own hold on the unlink, and each wake would otherwise cost one of the
+// channel tmpfs's 16 inodes. A removal that fails (the channel still read
+// only) is tried again by the next listen.
+func moveStale(path string, prune bool) error {
+	if prune {
+		old, _ := filepath.Glob(path + ".stale-*")
+		for _, o := range old {
+			if err := os.Remove(o); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove stale socket: %w", err)
+			}
+		}
+	}
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

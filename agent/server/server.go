@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -119,6 +120,9 @@ type Server struct {
 	// keys holds the key connections must prove, which channel.rekey
 	// replaces (rekey.go); shared by the file calls' views of the server.
 	keys *keyBox
+	// pruneStale: the last release was for a checkpoint that stops the
+	// sandbox; the next listen removes the sockets moved aside (moveStale).
+	pruneStale *atomic.Bool
 }
 
 // New prepares an agent without listening.
@@ -135,7 +139,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, released: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -247,7 +251,7 @@ func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error
 		if err := os.MkdirAll(filepath.Dir(s.cfg.Socket), 0o755); err != nil {
 			return nil, nil, fmt.Errorf("socket dir: %w", err)
 		}
-		if err := moveStale(s.cfg.Socket); err != nil {
+		if err := moveStale(s.cfg.Socket, s.pruneStale.Load()); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -255,6 +259,7 @@ func (s *Server) listen() (net.Listener, func(net.Conn) (net.Conn, error), error
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen: %w", err)
 	}
+	s.pruneStale.Store(false)
 	if !abstract {
 		// uid 1000 inside and root outside both connect.
 		if err := os.Chmod(s.cfg.Socket, 0o666); err != nil {

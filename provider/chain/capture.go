@@ -46,6 +46,9 @@ func (c *Chain) ForkCheckpoint(ctx context.Context, id string) (string, contexts
 	o, err := routed(c, id, func(p contexts.Provider, inner string) (out, error) {
 		ck, sb, err := p.ForkCheckpoint(ctx, inner)
 		if err != nil {
+			if sb != nil {
+				return out{sb: &sandbox{Sandbox: sb, id: id}}, err
+			}
 			return out{}, err
 		}
 		return out{p.Name() + sep + ck, &sandbox{Sandbox: sb, id: id}}, nil

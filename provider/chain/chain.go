@@ -93,13 +93,13 @@ func (c *Chain) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbo
 	if len(c.providers) == 0 {
 		return nil, fmt.Errorf("no provider configured: %w", errdefs.ErrUnavailable)
 	}
-	if spec.Memory != "" {
+	if spec.MemoryCheckpoint != "" {
 		// A fork with memory is restored where its checkpoint is.
-		p, inner, ok := c.route(spec.Memory)
+		p, inner, ok := c.route(spec.MemoryCheckpoint)
 		if !ok {
-			return nil, fmt.Errorf("fork checkpoint %q: %w", spec.Memory, errdefs.ErrNotFound)
+			return nil, fmt.Errorf("fork checkpoint %q: %w", spec.MemoryCheckpoint, errdefs.ErrNotFound)
 		}
-		spec.Memory = inner
+		spec.MemoryCheckpoint = inner
 		sb, err := p.Create(ctx, spec)
 		if err != nil {
 			return nil, err

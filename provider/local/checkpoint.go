@@ -31,7 +31,7 @@ func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 	if err != nil {
 		return err
 	}
-	err = p.release(ctx, c)
+	err = p.release(ctx, c, true)
 	c.Close()
 	if err != nil {
 		return fmt.Errorf("sandbox %s: release the channel: %w", sandboxID, err)
@@ -42,10 +42,11 @@ func (p *Provider) Checkpoint(ctx context.Context, sandboxID string) error {
 // release has the agent on c let go of its channel, and returns once it
 // has (agent.Client.Release), within the provider's ready bound: runsc
 // refuses to checkpoint a sandbox while the agent's listener is bound.
-func (p *Provider) release(ctx context.Context, c *agent.Client) error {
+// stop: the checkpoint stops the sandbox (agent.ReleaseParams.Stop).
+func (p *Provider) release(ctx context.Context, c *agent.Client, stop bool) error {
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
-	return c.Release(ctx)
+	return c.ReleaseWith(ctx, agent.ReleaseParams{Stop: stop})
 }
 
 // Restore implements contexts.Provider: checkpointed sandbox sandboxID

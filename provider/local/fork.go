@@ -20,19 +20,24 @@ import (
 // source's agent releases its channel, runsc saves the source's kernel
 // and leaves it running (oci.Runtime.ForkCheckpoint), and the source is
 // reconnected over a sealed session (its channel was reopened). Each fork
-// is a Create whose Spec.Memory names that checkpoint: a sandbox of its
+// is a Create whose Spec.MemoryCheckpoint names that checkpoint: a sandbox of its
 // own restores it (oci.Runtime.RestoreFork). Its agent is the source's
 // and holds the source's key: the host proves that key once, over a
 // sealed session, gives the agent the fork's own key (channel.rekey), and
 // from then on only the fork's key opens it. The checkpoint, and the
 // source's key kept beside it, are deleted by DropForkCheckpoint.
 
-// forkDirName is a fork checkpoint's name: the only names Spec.Memory
+// forkDirName is a fork checkpoint's name: the only names Spec.MemoryCheckpoint
 // and DropForkCheckpoint accept, so neither reaches outside forksDir.
 var forkDirName = regexp.MustCompile(`^fk-[a-z0-9]{26}$`)
 
 // forkKeyFile, in a fork checkpoint, is the source's key.
 const forkKeyFile = "source.key"
+
+// forkTenantFile, in a fork checkpoint, names the source's tenant: only
+// a create of that tenant's restores it (restoreFork), so a checkpoint's
+// name, were it learned, opens no other tenant's way to the memory.
+const forkTenantFile = "tenant"
 
 func (p *Provider) forksDir() string { return filepath.Join(p.rt.StateDir(), "forks") }
 
@@ -75,6 +80,13 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err := os.WriteFile(filepath.Join(dir, forkKeyFile), key, 0o600); err != nil {
 		return "", nil, err
 	}
+	st, err := p.rt.State(ctx, sandboxID)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, forkTenantFile), []byte(st.Labels[contexts.LabelTenant]), 0o600); err != nil {
+		return "", nil, err
+	}
 	// Everything that may refuse comes before the release: after it, the
 	// source is reachable again only once its channel reopens.
 	if err := p.rt.PrepareForkCheckpoint(ctx, sandboxID, dir); err != nil {
@@ -84,7 +96,7 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if err != nil {
 		return "", nil, err
 	}
-	err = p.release(ctx, c)
+	err = p.release(ctx, c, false)
 	c.Close()
 	if err != nil {
 		// The agent may have let go though its answer was lost: open the
@@ -106,8 +118,9 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 		return "", nil, fmt.Errorf("sandbox %s after its fork checkpoint: %w", sandboxID, err)
 	}
 	if cerr != nil {
-		src.Close()
-		return "", nil, cerr
+		// The source's old connection closed with the release: this one
+		// is the caller's (contexts.Provider.ForkCheckpoint).
+		return "", &Sandbox{src}, cerr
 	}
 	return name, &Sandbox{src}, nil
 }
@@ -136,7 +149,7 @@ func (p *Provider) DropForkCheckpoint(_ context.Context, name string) error {
 // canRestoreFork refuses a Create from a fork checkpoint that cannot be
 // one: the source's own network and volumes are not the fork's.
 func (p *Provider) canRestoreFork(spec contexts.Spec) error {
-	if spec.Memory != "" && (spec.Network != nil || len(spec.Volumes) > 0 || !p.keepMemory || !p.rt.CanCheckpoint()) {
+	if spec.MemoryCheckpoint != "" && (spec.Network != nil || len(spec.Volumes) > 0 || !p.keepMemory || !p.rt.CanCheckpoint()) {
 		return errdefs.Sentence(errdefs.ErrFailedPrecondition, "a fork with memory takes no network or volumes, and runs on runsc keeping memory")
 	}
 	return nil
@@ -150,6 +163,11 @@ func (p *Provider) restoreFork(ctx context.Context, rs runtime.Spec, name string
 	dir, err := p.forkDir(name)
 	if err != nil {
 		return nil, err
+	}
+	tenant, err := os.ReadFile(filepath.Join(dir, forkTenantFile))
+	if err != nil || string(tenant) != rs.Labels[contexts.LabelTenant] {
+		// Another tenant's is as good as absent to this one.
+		return nil, fmt.Errorf("fork checkpoint %s: %w", name, errdefs.ErrNotFound)
 	}
 	srcKey, err := os.ReadFile(filepath.Join(dir, forkKeyFile))
 	if err != nil {

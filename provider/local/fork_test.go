@@ -45,7 +45,7 @@ func TestForkWithMemory(t *testing.T) {
 	var took []time.Duration
 	for range 2 {
 		start := time.Now()
-		f, err := p.Create(ctx, contexts.Spec{Memory: ck})
+		f, err := p.Create(ctx, contexts.Spec{MemoryCheckpoint: ck})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestForkWithMemory(t *testing.T) {
 	// memory limit) is refused by sandlot's comparison before runsc runs,
 	// and leaves nothing behind.
 	before, _ := p.List(ctx)
-	if _, err := p.Create(ctx, contexts.Spec{Memory: ck, Limits: contexts.Limits{MemoryBytes: 1 << 30}}); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "linux.resources.memory") {
+	if _, err := p.Create(ctx, contexts.Spec{MemoryCheckpoint: ck, Limits: contexts.Limits{MemoryBytes: 1 << 30}}); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "linux.resources.memory") {
 		t.Fatalf("a fork with another memory limit: %v, want failed_precondition naming the field", err)
 	}
 	if after, _ := p.List(ctx); len(after) != len(before) {
@@ -113,7 +113,7 @@ func TestForkWithMemory(t *testing.T) {
 	}
 	// A checkpoint name that is not one is not found, never a path.
 	for _, bad := range []string{"../bundles", "fk-../../x", "fk-00000000000000000000000000"} {
-		if _, err := p.Create(ctx, contexts.Spec{Memory: bad}); !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if _, err := p.Create(ctx, contexts.Spec{MemoryCheckpoint: bad}); !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrFailedPrecondition) {
 			t.Errorf("Memory %q: %v", bad, err)
 		}
 	}

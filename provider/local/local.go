@@ -370,8 +370,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
-	if spec.Memory != "" { // a fork with memory (fork.go)
-		c, err := p.restoreFork(ctx, rs, spec.Memory, tmpl.release)
+	if spec.MemoryCheckpoint != "" { // a fork with memory (fork.go)
+		c, err := p.restoreFork(ctx, rs, spec.MemoryCheckpoint, tmpl.release)
 		if err != nil {
 			return nil, p.readyErr(ctx, id, err)
 		}

@@ -89,7 +89,7 @@ func (h *Handler) forkOne(r *http.Request, tenantID string, src *contexts.Record
 		delete(meta, k) // the fork is a conversation of its own
 	}
 	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: template, TemplateName: template, TTL: ttl,
-		Metadata: meta, MaxExecutions: -1, FixedExpiry: true, Network: src.Network, Prestart: h.bootKernels(templateOf(src)), Memory: t.Memory})
+		Metadata: meta, MaxExecutions: -1, FixedExpiry: true, Network: src.Network, Prestart: h.bootKernels(templateOf(src)), MemoryCheckpoint: t.MemoryCheckpoint})
 	if err == nil {
 		var b sandboxBody
 		if b, err = h.sandboxBody(r.Context(), tenantID, rec); err == nil {
