@@ -517,9 +517,10 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 
 // Close stops the loops, gives the cluster lease up (another node takes
 // the cleanup over at once), destroys the warm pools (pooled sandboxes
-// have no record and would leak) and detaches every context sandbox,
-// leaving it running for the next Start to reattach. Later calls fail
-// with ErrUnavailable.
+// have no record and would leak), waits for the warm sandboxes creates
+// discarded to be destroyed (destroyLater), and detaches every context
+// sandbox, leaving it running for the next Start to reattach. Later calls
+// fail with ErrUnavailable.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -564,5 +565,5 @@ func (m *Manager) Close(ctx context.Context) error {
 	for _, sb := range attached {
 		sb.Close()
 	}
-	return nil
+	return m.waitDiscards(ctx) // warm sandboxes creates discarded
 }

@@ -59,6 +59,10 @@ type Manager struct {
 	started bool
 	closed  bool
 	stopCh  chan struct{} // closed by Close to stop the loops
+	// discarding counts the background destroys under way (destroyLater);
+	// drained, when set, is closed once it drops to zero (Close waits).
+	discarding int
+	drained    chan struct{}
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 

@@ -101,7 +101,7 @@ func (m *Manager) RefreshPool(template string) {
 	}
 	m.mu.Unlock()
 	for _, sb := range stale {
-		go m.destroy(context.Background(), sb, sb.ID())
+		m.destroyLater(sb)
 	}
 }
 
@@ -179,7 +179,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {
 		m.mu.Lock()
-		if !m.started {
+		if !m.started || m.closed { // Close destroys what the pool holds
 			m.mu.Unlock()
 			return nil
 		}
@@ -216,7 +216,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 		healthy, err := m.poolTell(ctx, sb, id)
 		if err != nil {
 			m.log.Warn("warm sandbox unhealthy or not told its identity; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
-			go m.destroy(context.Background(), sb, sb.ID())
+			m.destroyLater(sb)
 			if ctx.Err() != nil {
 				return nil
 			}
