@@ -535,6 +535,12 @@ func (m *Manager) Close(ctx context.Context) error {
 		unobserve()
 	}
 
+	// The pool's creations under way finish and see the manager closed
+	// (poolMake destroys what they made): a runtime killed mid-create can
+	// leave a sandbox it cannot account for. They are cut short only when
+	// ctx ends first.
+	stopMakes := context.AfterFunc(ctx, m.endMakes)
+	defer stopMakes()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {
@@ -542,6 +548,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close context manager: %w", ctx.Err())
 	}
+	m.endMakes()
 	m.releaseLease(ctx) // the loops have stopped: no cluster work runs here now
 
 	m.mu.Lock()

@@ -399,12 +399,13 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 	return max(p.demand.newest().Add(poolIdle).Sub(now), 0) + time.Millisecond, true
 }
 
-// poolMake creates one warm sandbox for p and reports to its worker.
+// poolMake creates one warm sandbox for p and reports to its worker (ctx:
+// the worker's). The creation runs in m.makes: Close waits for it.
 func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	spec := m.cfg.PoolSpecs[p.template]
 	start := time.Now() // real time: fillTime bounds real waits
-	sb, err := m.provider.Create(ctx, Spec{
+	sb, err := m.provider.Create(m.makes, Spec{
 		Template: p.template,
 		Limits:   m.cfg.Limits,
 		Labels:   map[string]string{"sandlot.pool": p.template},
@@ -413,7 +414,7 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 		Network:  spec.Network,
 	})
 	if err == nil && spec.Warm != nil {
-		if err = spec.Warm(ctx, sb); err != nil {
+		if err = spec.Warm(m.makes, sb); err != nil {
 			m.destroy(context.Background(), sb, sb.ID())
 		}
 	}
