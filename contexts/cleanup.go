@@ -517,9 +517,10 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 
 // Close stops the loops, gives the cluster lease up (another node takes
 // the cleanup over at once), destroys the warm pools (pooled sandboxes
-// have no record and would leak) and detaches every context sandbox,
-// leaving it running for the next Start to reattach. Later calls fail
-// with ErrUnavailable.
+// have no record and would leak), waits for the warm sandboxes creates
+// discarded to be destroyed (destroyLater), and detaches every context
+// sandbox, leaving it running for the next Start to reattach. Later calls
+// fail with ErrUnavailable.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -534,6 +535,12 @@ func (m *Manager) Close(ctx context.Context) error {
 		unobserve()
 	}
 
+	// The pool's creations under way finish and see the manager closed
+	// (poolMake destroys what they made): a runtime killed mid-create can
+	// leave a sandbox it cannot account for. They are cut short only when
+	// ctx ends first.
+	stopMakes := context.AfterFunc(ctx, m.endMakes)
+	defer stopMakes()
 	done := make(chan struct{})
 	go func() { m.wg.Wait(); close(done) }()
 	select {
@@ -541,6 +548,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("close context manager: %w", ctx.Err())
 	}
+	m.endMakes()
 	m.releaseLease(ctx) // the loops have stopped: no cluster work runs here now
 
 	m.mu.Lock()
@@ -564,5 +572,5 @@ func (m *Manager) Close(ctx context.Context) error {
 	for _, sb := range attached {
 		sb.Close()
 	}
-	return nil
+	return m.waitDiscards(ctx) // warm sandboxes creates discarded
 }

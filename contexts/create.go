@@ -333,7 +333,7 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 				return sb, nil
 			}
 			m.log.Warn("warm sandbox: claim it; creating anew", logkey.Sandbox, sb.ID(), logkey.Err, err)
-			go m.destroy(context.Background(), sb, sb.ID())
+			m.destroyLater(sb)
 		}
 	}
 	spec := Spec{

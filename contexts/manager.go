@@ -59,6 +59,16 @@ type Manager struct {
 	started bool
 	closed  bool
 	stopCh  chan struct{} // closed by Close to stop the loops
+	// makes is the warm pool's creations' context: Close lets a creation
+	// under way finish (and destroys what it made) rather than killing
+	// the runtime mid-create, and ends it (endMakes) only when its own
+	// context ends first.
+	makes    context.Context
+	endMakes context.CancelFunc
+	// discarding counts the background destroys under way (destroyLater);
+	// drained, when set, is closed once it drops to zero (Close waits).
+	discarding int
+	drained    chan struct{}
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -118,6 +128,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 	if cfg.Guard != nil {
 		cfg.Guard = taskGuard{g: cfg.Guard, task: TaskSandboxExecution}
 	}
+	makes, endMakes := context.WithCancel(context.Background())
 	m := &Manager{
 		store:    store,
 		provider: provider,
@@ -133,6 +144,8 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		suspects: map[string]bool{},
 		lost:     map[Identity]time.Time{},
 		stopCh:   make(chan struct{}),
+		makes:    makes,
+		endMakes: endMakes,
 	}
 	sizes := maps.Clone(cfg.PoolSizes)
 	m.poolSizes.Store(&sizes)

@@ -101,7 +101,7 @@ func (m *Manager) RefreshPool(template string) {
 	}
 	m.mu.Unlock()
 	for _, sb := range stale {
-		go m.destroy(context.Background(), sb, sb.ID())
+		m.destroyLater(sb)
 	}
 }
 
@@ -179,7 +179,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {
 		m.mu.Lock()
-		if !m.started {
+		if !m.started || m.closed { // Close destroys what the pool holds
 			m.mu.Unlock()
 			return nil
 		}
@@ -216,7 +216,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 		healthy, err := m.poolTell(ctx, sb, id)
 		if err != nil {
 			m.log.Warn("warm sandbox unhealthy or not told its identity; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
-			go m.destroy(context.Background(), sb, sb.ID())
+			m.destroyLater(sb)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -399,12 +399,13 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 	return max(p.demand.newest().Add(poolIdle).Sub(now), 0) + time.Millisecond, true
 }
 
-// poolMake creates one warm sandbox for p and reports to its worker.
+// poolMake creates one warm sandbox for p and reports to its worker (ctx:
+// the worker's). The creation runs in m.makes: Close waits for it.
 func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	spec := m.cfg.PoolSpecs[p.template]
 	start := time.Now() // real time: fillTime bounds real waits
-	sb, err := m.provider.Create(ctx, Spec{
+	sb, err := m.provider.Create(m.makes, Spec{
 		Template: p.template,
 		Limits:   m.cfg.Limits,
 		Labels:   map[string]string{"sandlot.pool": p.template},
@@ -413,7 +414,7 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 		Network:  spec.Network,
 	})
 	if err == nil && spec.Warm != nil {
-		if err = spec.Warm(ctx, sb); err != nil {
+		if err = spec.Warm(m.makes, sb); err != nil {
 			m.destroy(context.Background(), sb, sb.ID())
 		}
 	}

@@ -2,6 +2,7 @@ package contexts_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -164,5 +165,52 @@ func TestPoolTakeSkipsDeadSandbox(t *testing.T) {
 	}
 	if st := e.m.Stats(); st.PoolHits != 1 || st.PoolMisses != 0 || g.colds() != 0 {
 		t.Fatalf("stats = %+v, cold creates %d", st, g.colds())
+	}
+}
+
+// TestPoolCloseWaitsForDiscards: a warm sandbox a create discards (dead
+// when taken) is destroyed in the background; Close waits for that
+// destroy, so no sandbox of the pool outlives it.
+func TestPoolCloseWaitsForDiscards(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	dead := e.p.Running()[0]
+	e.p.Kill(dead)
+	e.p.DestroyDelay = 200 * time.Millisecond // the discard is still under way when Close begins
+	e.getOrCreate(ident("t1", "c1", "main"))
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := e.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(e.p.Running(), dead) {
+		t.Fatalf("the discarded warm sandbox %s outlived Close", dead)
+	}
+}
+
+// TestPoolCloseFinishesCreation: Close lets a warm sandbox being created
+// finish, then destroys it, rather than cutting the runtime short mid-
+// create (a runtime killed there may leave a sandbox it cannot account
+// for).
+func TestPoolCloseFinishesCreation(t *testing.T) {
+	var mu sync.Mutex
+	started := 0
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	e.p.CreateDelay = 100 * time.Millisecond
+	e.p.OnCreate = func(contexts.Spec) { mu.Lock(); started++; mu.Unlock() }
+	e.start(contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	rec := e.getOrCreate(ident("t1", "c1", "main")) // takes the warm one; the refill starts
+	waitFor(t, "the refill to start", func() bool { mu.Lock(); defer mu.Unlock(); return started == 2 })
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := e.m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.p.Created(); n != 2 {
+		t.Fatalf("%d sandboxes created, want 2: the refill was cut short", n)
+	}
+	if got, want := e.p.Running(), []string{rec.SandboxID}; !slices.Equal(got, want) {
+		t.Fatalf("running after Close: %v, want the context's only %v", got, want)
 	}
 }

@@ -92,6 +92,25 @@ func newRealEnv(t testing.TB, cfg contexts.Config) *realEnv {
 	return e
 }
 
+// describe names each sandbox's labels (a pool's or a context's) and
+// whether a create returned it, for a leak's report.
+func (e *realEnv) describe(ids []string) string {
+	created := map[string]bool{}
+	for _, id := range e.p.created() {
+		created[id] = true
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "\n%s: created %v", id, created[id])
+		if st, err := e.p.Runtime().State(e.ctx, id); err != nil {
+			fmt.Fprintf(&b, ", state: %v", err)
+		} else {
+			fmt.Fprintf(&b, ", %s, labels %v", st.Status, st.Labels)
+		}
+	}
+	return b.String()
+}
+
 func (e *realEnv) provider() *local.Provider {
 	e.t.Helper()
 	p, err := local.New(local.Config{StateDir: e.stateDir, AgentPath: e.agent, Logger: slog.New(slog.DiscardHandler)})
@@ -422,7 +441,7 @@ func TestRealSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ids, _ := e.p.List(e.ctx); len(ids) != 0 {
-		t.Fatalf("sandboxes left after the soak: %v", ids)
+		t.Fatalf("sandboxes left after the soak: %s", e.describe(ids))
 	}
 	ids := e.p.created()
 	if len(ids) < n {

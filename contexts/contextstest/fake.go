@@ -27,6 +27,9 @@ type Provider struct {
 	CreateDelay time.Duration
 	// CreateErr, when set, is returned by every Create.
 	CreateErr error
+	// DestroyDelay is slept in Destroy before the sandbox goes (honouring
+	// ctx), for a test that must see a destroy still under way.
+	DestroyDelay time.Duration
 	// OnCreate, when set, is called as each Create begins (before
 	// CreateDelay), for a test that must know a create is under way.
 	OnCreate func(spec contexts.Spec)
@@ -226,6 +229,13 @@ func (p *Provider) List(ctx context.Context) ([]string, error) {
 
 // Destroy implements contexts.Provider.
 func (p *Provider) Destroy(ctx context.Context, id string) error {
+	if p.DestroyDelay > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(p.DestroyDelay):
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++
