@@ -129,6 +129,7 @@ func newBenchCmd() *cobra.Command {
 		if perr == nil {
 			env.Provider, env.Usage = prov, prov
 			rtName = prov.Runtime().Name()
+			env.Runtime = rtName
 		} else {
 			fmt.Fprintf(std.Err, "bench: no local provider, sandbox figures are skipped: %v\n", perr)
 		}
