@@ -154,7 +154,7 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	// way is: passes must stay seconds apart.
 	m, stop, err := manager(ctx, img, contexts.Config{PoolSize: size, Catalog: env.ImageCatalog,
 		CleanupInterval: 3 * time.Second,
-		IdleSuspendOf: func(context.Context, string, string) time.Duration { return idleFor }})
+		IdleSuspendOf:   func(context.Context, string, string) time.Duration { return idleFor }})
 	if err != nil {
 		return nil, err
 	}
