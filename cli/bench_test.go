@@ -143,3 +143,52 @@ func TestBenchE2BSDK(t *testing.T) {
 		t.Errorf("the pooled daemon's creates: %q", f.Note)
 	}
 }
+
+// TestBenchRunscGroup: `sandlot bench --runtime runsc` adds the runsc
+// group (gVisor's goal met by the warm pool and the idle suspend), each
+// figure beside its goal, and --markdown renders it; the cold rows carry
+// runsc's goal there.
+func TestBenchRunscGroup(t *testing.T) {
+	lrunNeedAgent(t)
+	testenv.RequireBinary(t, "runsc")
+	debiantest.Default(t)
+	t.Setenv("KUBECONFIG", "")
+	var out, errw bytes.Buffer
+	err := Run(context.Background(), []string{"bench", "--json", "--runtime", "runsc", "--cases", "^(runsc|cold create to first result$)",
+		"--floor-n", "20", "--cold-n", "5", "--pool-n", "2", "--desktop-n", "0", "--e2b-n", "0", "--images-dir", debiantest.StoreDir()},
+		nil, &out, &errw)
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, errw.String())
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("bench --json output: %v\n%s", err, out.String())
+	}
+	targets := map[string]string{
+		"cold create to first result: python 1+1, no pool":                                    "p50 < 150 ms",
+		"runsc: create from the warm pool to first python result (kernel prestarted)":         "p50 < 150 ms",
+		"runsc: idle contexts per 2 GiB with idle suspend (memory kept)":                      ">= 150",
+		"runsc: wake of an idle-suspended context to first python result (its variable kept)": "p50 < 300 ms",
+	}
+	for _, f := range rep.Figures {
+		if strings.HasPrefix(f.Note, "not measured") {
+			t.Errorf("%s: %s", f.Name, f.Note)
+		}
+		if want, ok := targets[f.Name]; ok {
+			if f.Target != want || f.Met == nil {
+				t.Errorf("%s: target %q (met %v), want %q", f.Name, f.Target, f.Met, want)
+			}
+			delete(targets, f.Name)
+		}
+	}
+	if rep.Runtime != "runsc" || len(targets) != 0 {
+		t.Errorf("runtime %q; figures missing: %v", rep.Runtime, targets)
+	}
+	var md bytes.Buffer
+	if err := Run(context.Background(), []string{"bench", "--markdown", "-"}, bytes.NewReader(out.Bytes()), &md, &errw); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| runsc | runsc: idle contexts per 2 GiB with idle suspend (memory kept) |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
