@@ -492,8 +492,13 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 			known[sb.ID()] = true
 		}
 	}
-	prev := m.suspects
+	prev, prevMark := m.suspects, m.suspectsMark
 	m.mu.Unlock()
+	// A create begun before the previous sweep and still under way may
+	// own a sandbox listed then and now (a runtime lists it from the
+	// start): its suspects wait for the next pass.
+	mark := m.creates.mark()
+	settled := !m.creates.anyBefore(prevMark)
 
 	next := map[string]bool{}
 	killed := 0
@@ -501,7 +506,7 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 		if known[id] {
 			continue
 		}
-		if grace && !prev[id] {
+		if grace && (!prev[id] || !settled) {
 			next[id] = true
 			continue
 		}
@@ -510,7 +515,7 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 		killed++
 	}
 	m.mu.Lock()
-	m.suspects = next
+	m.suspects, m.suspectsMark = next, mark
 	m.mu.Unlock()
 	return killed
 }

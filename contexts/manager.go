@@ -52,6 +52,10 @@ type Manager struct {
 	// small struct per pair this manager served since it started.
 	tstats   map[statsKey]*TemplateStats
 	suspects map[string]bool // sandbox ids unknown at the previous sweep
+	// suspectsMark is creates' mark (inflight) at the previous sweep:
+	// its suspects are strays once no create begun before it runs.
+	suspectsMark uint64
+	creates      inflight // sandbox creates under way (inflight.go)
 	// lost holds, by identity, when a context ended because its sandbox
 	// was lost, until the identity's next context takes it over
 	// (entry.replacedLost) or the cleanup loop forgets it after a TTL.

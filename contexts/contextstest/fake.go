@@ -33,6 +33,10 @@ type Provider struct {
 	// OnCreate, when set, is called as each Create begins (before
 	// CreateDelay), for a test that must know a create is under way.
 	OnCreate func(spec contexts.Spec)
+	// ListedEarly lists a sandbox from the start of its Create (before
+	// OnCreate), as an OCI runtime lists its bundle; one destroyed before
+	// the Create returns fails it with not_found, as a runtime's does.
+	ListedEarly bool
 	// IDPrefix starts every sandbox id; "": "fake-". Fakes standing for
 	// providers on different hosts need different prefixes, or their ids
 	// collide.
@@ -172,7 +176,20 @@ func (p *Provider) FailCreates(n int) {
 }
 
 // Create implements contexts.Provider.
-func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.Sandbox, error) {
+func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (sb contexts.Sandbox, err error) {
+	var early *box
+	if p.ListedEarly {
+		p.mu.Lock()
+		early = p.newBox(spec)
+		p.mu.Unlock()
+		defer func() {
+			if err != nil {
+				p.mu.Lock()
+				delete(p.boxes, early.id)
+				p.mu.Unlock()
+			}
+		}()
+	}
 	if p.OnCreate != nil {
 		p.OnCreate(spec)
 	}
@@ -192,6 +209,18 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 		p.failNext--
 		return nil, fmt.Errorf("fake: create failed: %w", errdefs.ErrUnavailable)
 	}
+	b := early
+	if b == nil {
+		b = p.newBox(spec)
+	} else if p.boxes[b.id] != b {
+		return nil, fmt.Errorf("fake sandbox %s destroyed while being created: %w", b.id, errdefs.ErrNotFound)
+	}
+	p.created = append(p.created, spec)
+	return &Sandbox{p: p, b: b}, nil
+}
+
+// newBox lists a new sandbox of spec. Precondition: p.mu held.
+func (p *Provider) newBox(spec contexts.Spec) *box {
 	p.seq++
 	prefix := p.IDPrefix
 	if prefix == "" {
@@ -199,8 +228,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (contexts.San
 	}
 	b := &box{id: fmt.Sprintf("%s%d", prefix, p.seq), spec: spec, files: map[string][]byte{}, vars: map[string]string{}}
 	p.boxes[b.id] = b
-	p.created = append(p.created, spec)
-	return &Sandbox{p: p, b: b}, nil
+	return b
 }
 
 // Attach implements contexts.Provider.

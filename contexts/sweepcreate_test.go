@@ -1,0 +1,85 @@
+package contexts_test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/sandlot/sandlot/contexts"
+)
+
+// TestSweepSparesCreatesInFlight: a runtime lists a sandbox from the start
+// of its create (runsc: seconds before it returns under load), so cleanup
+// passes closer together than a create saw a context's or a warm pool's
+// sandbox with no owner twice and destroyed it mid-create (the create
+// failed: not_found). The sweep now waits, while a create begun before its
+// previous pass runs, and destroys a true stray at the pass after the
+// create ends.
+func TestSweepSparesCreatesInFlight(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		pool  int
+		label string // the held create's spec carries it
+	}{
+		{"context create", -1, contexts.LabelContext},
+		{"warm pool make", 1, "sandlot.pool"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, contexts.Config{PoolSize: -1})
+			e.p.ListedEarly = true
+			gate, held := make(chan struct{}), make(chan struct{}, 1)
+			var release sync.Once
+			open := func() { release.Do(func() { close(gate) }) }
+			e.p.OnCreate = func(spec contexts.Spec) {
+				if _, ok := spec.Labels[c.label]; ok {
+					select {
+					case held <- struct{}{}:
+						<-gate
+					default: // only the first is held
+					}
+				}
+			}
+			before := e.p.Running()
+			done := make(chan error, 1)
+			if c.pool > 0 {
+				e.m.Close(e.ctx)
+				e.start(contexts.Config{PoolSize: c.pool})
+			} else {
+				go func() {
+					_, err := e.m.GetOrCreate(e.ctx, ident("t1", "slow", "main"), contexts.CreateOptions{})
+					done <- err
+				}()
+			}
+			t.Cleanup(open) // before the managers' Close waits for the held create
+			<-held
+			var making string
+			for _, id := range e.p.Running() {
+				if !slices.Contains(before, id) {
+					making = id
+				}
+			}
+			stray, _ := e.p.Create(e.ctx, contexts.Spec{})
+			for range 2 {
+				if _, err := e.m.Cleanup(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if making == "" || !e.running(making) {
+				t.Fatalf("the sandbox being created (%q) was destroyed by two cleanup passes during its create", making)
+			}
+			open()
+			if c.pool > 0 {
+				waitFor(t, "the pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+			} else if err := <-done; err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			if _, err := e.m.Cleanup(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if e.running(stray.ID()) || !e.running(making) {
+				t.Fatalf("the pass after the create: stray running %v (want destroyed), the create's %v (want running)",
+					e.running(stray.ID()), e.running(making))
+			}
+		})
+	}
+}
