@@ -149,11 +149,9 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	img := env
 	img.Provider = env.ImageProvider
 	// The idle suspend runs in the cleanup pass (serve's default: every
-	// 60 s). Its sweep destroys a sandbox that two passes in a row saw
-	// with no context or pool owning it, which a runsc create still under
-	// way is: passes must stay seconds apart.
+	// 60 s; here a second, so it comes soon after the idle time).
 	m, stop, err := manager(ctx, img, contexts.Config{PoolSize: size, Catalog: env.ImageCatalog,
-		CleanupInterval: 3 * time.Second,
+		CleanupInterval: time.Second,
 		IdleSuspendOf:   func(context.Context, string, string) time.Duration { return idleFor }})
 	if err != nil {
 		return nil, err
@@ -269,7 +267,7 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		wake = append(wake, took)
 		m.Terminate(ctx, benchTenant, r.ID, contexts.ReasonDeleted)
 	}
-	note := fmt.Sprintf("idle suspend %v; the cleanup loop suspended all %d with their memory %.1f s after their last call; %d of %d created from the warm pool", idleFor, k, fired.Seconds(), poolHits, k)
+	note := fmt.Sprintf("idle suspend %v; the cleanup loop suspended all %d with their memory within %.1f s of the last one's last call; %d of %d created from the warm pool", idleFor, k, fired.Seconds(), poolHits, k)
 	held := Figure{Name: fmt.Sprintf("runsc: host memory an idle-suspended context holds, python kernel up (memory kept, mean of %d)", k),
 		Value: round(per/1024, 1), Unit: "KiB",
 		Note: fmt.Sprintf("daemon heap grown per context %.1f KiB + its sandbox's processes' PSS %.1f KiB + its host tmpfs mounts %.1f KiB; %s",
