@@ -477,7 +477,10 @@ func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bo
 		}
 		line := s.resBuf[:i]
 		var dr driverResult
-		jerr := json.Unmarshal(line, &dr)
+		var jerr error
+		if !decodePlainResult(line, &dr) {
+			jerr = json.Unmarshal(line, &dr)
+		}
 		s.resBuf = s.resBuf[i+1:]
 		if jerr == nil && dr.ID != nil && *dr.ID == id {
 			if len(s.resBuf) == 0 {
