@@ -98,6 +98,15 @@ type Config struct {
 	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
 	// Passed to the provider as Spec.Prestart.
 	PoolPrestart []string
+	// PoolWarmKernels are the kernel sets a create may ask its warm
+	// sandbox to have started (CreateOptions.WarmKernels) other than its
+	// template's own (PoolSpec.Prestart, PoolPrestart): a pooled template
+	// keeps a pool of each beside its own, of the same size, the default
+	// template's warmed at Start, another's made when a create first asks.
+	// A create asking for a set not named here takes from the template's
+	// own pool. The daemon names E2B's base sandbox's (none) on the local
+	// provider. Empty: one pool per template.
+	PoolWarmKernels [][]string
 	// DefaultTemplate is used when CreateOptions.Template is empty.
 	// Zero: "default".
 	DefaultTemplate string
