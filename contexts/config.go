@@ -96,7 +96,9 @@ type Config struct {
 	// PoolPrestart names the kernels a pooled sandbox starts at boot, so
 	// the first call of a context served from the pool does not wait for
 	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
-	// Passed to the provider as Spec.Prestart.
+	// Passed to the provider as Spec.Prestart. A template's
+	// PoolSpec.Prestart replaces it for that template's own pool, and a
+	// pool of PoolWarmKernels starts its own set.
 	PoolPrestart []string
 	// PoolWarmKernels are the kernel sets a create may ask its warm
 	// sandbox to have started (CreateOptions.WarmKernels) other than its
