@@ -60,6 +60,11 @@ type Env struct {
 	// "" to look for e2e/e2b) are there.
 	E2B       E2BServers
 	E2BSDKDir string
+	// E2BSamples, when set, is a file the E2B SDK figures write their
+	// pooled run's samples to (JSON: each series' milliseconds, and
+	// NAME:at, when each sample started, in Unix milliseconds), to match
+	// slow samples with what else ran then.
+	E2BSamples string
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full
