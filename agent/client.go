@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sandlot/sandlot/agent/internal/rawio"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -60,6 +61,7 @@ var ErrNotSent = errors.New("request not sent")
 type Client struct {
 	id       string
 	conn     net.Conn
+	raw      *rawio.Conn // conn's descriptor, when it has one (rawio); nil otherwise
 	cfg      ClientConfig
 	log      *slog.Logger
 	nextID   atomic.Uint64
@@ -143,6 +145,7 @@ func NewClient(conn net.Conn, cfg ClientConfig) *Client {
 	c := &Client{
 		id:        cfg.SandboxID,
 		conn:      conn,
+		raw:       rawio.New(conn),
 		cfg:       cfg,
 		log:       cfg.Logger,
 		done:      make(chan struct{}),
@@ -427,7 +430,13 @@ func (c *Client) write(frame []byte) (int, error) {
 		c.wdeadline = now.Add(c.cfg.WriteTimeout)
 		_ = c.conn.SetWriteDeadline(c.wdeadline)
 	}
-	n, err := c.conn.Write(frame)
+	var n int
+	var err error
+	if c.raw != nil {
+		n, err = c.raw.Write(frame)
+	} else {
+		n, err = c.conn.Write(frame)
+	}
 	if err != nil {
 		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
 		return n, c.closeErr

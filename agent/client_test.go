@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -373,5 +374,103 @@ func TestClientKeepsAgentReason(t *testing.T) {
 		if got := errdefs.PublicMessage(err); got != msg {
 			t.Errorf("public message %q, want the agent's %q", got, msg)
 		}
+	}
+}
+
+// A call without a result (RestartKernel) takes its answer checked but
+// not decoded (discardable): a well-formed one ends the call, and every
+// hostile shape still closes the connection.
+func TestClientResultlessFrames(t *testing.T) {
+	cases := []struct {
+		name  string
+		frame string // %s is the request's id
+		ok    bool
+	}{
+		{"empty object", `{"jsonrpc":"2.0","id":%s,"result":{}}`, true},
+		{"any value", `{"jsonrpc":"2.0","id":%s,"result":[1,{"a":"}"},null]}`, true},
+		{"spaces around the value", `{"jsonrpc":"2.0","id":%s,"result": {} }`, true},
+		{"another key after the result", `{"jsonrpc":"2.0","id":%s,"result":{},"id":999}`, false},
+		{"a method after the result", `{"jsonrpc":"2.0","id":%s,"result":{},"method":"exec"}`, false},
+		{"another version after the result", `{"jsonrpc":"2.0","id":%s,"result":{},"jsonrpc":"1.0"}`, false},
+		{"an error after the result", `{"jsonrpc":"2.0","id":%s,"result":{},"error":{"code":1,"message":"x"}}`, false},
+		{"trailing brace", `{"jsonrpc":"2.0","id":%s,"result":{}}}`, false},
+		{"two values", `{"jsonrpc":"2.0","id":%s,"result":{} {}}`, false},
+		{"no value", `{"jsonrpc":"2.0","id":%s,"result":}`, false},
+		{"unterminated", `{"jsonrpc":"2.0","id":%s,"result":{}`, false},
+		{"leading zero id", `{"jsonrpc":"2.0","id":0%s,"result":{}}`, false},
+		{"bad value", `{"jsonrpc":"2.0","id":%s,"result":{"a":}}`, false},
+		{"unknown id", `{"jsonrpc":"2.0","id":9%s,"result":{}}`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := fakeAgent(t, func(w io.Writer, req Request) {
+				fmt.Fprintf(w, tc.frame+"\n", jsonID(req))
+			})
+			c := dialFake(t, sock)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := c.RestartKernel(ctx, KernelParams{Language: "python"})
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("RestartKernel = %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Fatalf("RestartKernel = %v, want unavailable", err)
+			}
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Fatal("client did not close")
+			}
+		})
+	}
+}
+
+// The ping that rides ahead of a request (WithProbe) is answered in the
+// discardable layout; a hostile answer to it closes the connection
+// before the request's answer is read.
+func TestClientProbeAnswerChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name, ping string
+		ok         bool
+	}{
+		{"well formed", `{"jsonrpc":"2.0","id":%s,"result":{"version":"x","uptimeMs":1,"pid":7}}`, true},
+		{"a method after the result", `{"jsonrpc":"2.0","id":%s,"result":{},"method":"exec"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := fakeAgent(t, func(w io.Writer, req Request) {
+				if req.Method == MethodPing {
+					fmt.Fprintf(w, tc.ping+"\n", jsonID(req))
+					return
+				}
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"success":true,"stdout":"2\n"}}`+"\n", jsonID(req))
+			})
+			c := dialFake(t, sock)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := c.RunCode(WithProbe(ctx), RunCodeParams{Language: "python", Code: "print(2)"}, nil)
+			if tc.ok {
+				if err != nil || r.Stdout != "2\n" {
+					t.Fatalf("RunCode = %+v, %v", r, err)
+				}
+				if err := c.Ping(ctx); err != nil {
+					t.Fatalf("the connection did not survive a good probe: %v", err)
+				}
+				return
+			}
+			// The fake answers each frame on its own goroutine, so the
+			// request's answer may come first: the connection must end
+			// either way.
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+				t.Fatal("client did not close")
+			}
+			if !errors.Is(c.Err(), ErrProtocol) {
+				t.Fatalf("Err() = %v, want a protocol violation", c.Err())
+			}
+		})
 	}
 }

@@ -138,6 +138,15 @@ func e2bSDK(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	if err != nil {
 		return nil, fmt.Errorf("default pool: %w", err)
 	}
+	if env.E2BSamples != "" {
+		b, err := json.Marshal(pooled)
+		if err == nil {
+			err = os.WriteFile(env.E2BSamples, b, 0o644)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--e2b-samples: %w", err)
+		}
+	}
 	served := fmt.Sprintf("%d of %d creates of the run served by the warm pool", hits, hits+misses)
 	fig := func(name string, ms []float64, note string) Figure {
 		f := Latency(name, millis(ms))

@@ -39,8 +39,10 @@ async function one (name) {
   if (name) {
     parts[name + ':create'] ??= []
     parts[name + ':echo'] ??= []
+    parts[name + ':at'] ??= []
     parts[name + ':create'].push(t1 - t0)
     parts[name + ':echo'].push(t2 - t1)
+    parts[name + ':at'].push(performance.timeOrigin + t0)
   }
   return t2 - t0
 }

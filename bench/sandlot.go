@@ -63,6 +63,11 @@ type Env struct {
 	// Runtime names the providers' OCI runtime (crun, runc, runsc): the
 	// cold rows take its goals, and runsc adds its own cases (runsc.go).
 	Runtime string
+	// E2BSamples, when set, is a file the E2B SDK figures write their
+	// pooled run's samples to (JSON: each series' milliseconds, and
+	// NAME:at, when each sample started, in Unix milliseconds), to match
+	// slow samples with what else ran then.
+	E2BSamples string
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full

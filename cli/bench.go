@@ -63,6 +63,7 @@ func newBenchCmd() *cobra.Command {
 		only          string
 		suspendMemory bool
 		e2bSDK        string
+		e2bSamples    string
 		e2bBudget     int64
 	)
 	var o output
@@ -88,6 +89,7 @@ func newBenchCmd() *cobra.Command {
 	fs.IntVar(&sz.E2BConcurrent, "e2b-concurrent", sz.E2BConcurrent, "E2B SDK creates at once, per round (default pool)")
 	fs.IntVar(&sz.E2BRounds, "e2b-rounds", sz.E2BRounds, "rounds of --e2b-concurrent creates")
 	fs.Int64Var(&e2bBudget, "e2b-pool-budget", 0, "memory budget in MiB of the pooled E2B daemon's warm pool growth (0: the manager's default; negative: the pool stays at its size)")
+	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds)")
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
@@ -156,7 +158,7 @@ func newBenchCmd() *cobra.Command {
 				defer d.stop()
 				env.HTTPURL, env.APIKey = d.url, d.key
 			}
-			env.E2BSDKDir = e2bSDK
+			env.E2BSDKDir, env.E2BSamples = e2bSDK, e2bSamples
 			env.E2B = e2bServers(dir, rt, limits, e2bBudget<<20)
 		}
 
@@ -312,9 +314,11 @@ func e2bServers(dir, rt string, limits contexts.Limits, budget int64) bench.E2BS
 		}
 		m := d.d.Manager()
 		if pool {
-			// Start from a full pool, as a daemon that has been up a while.
+			// Start from full pools, as a daemon that has been up a while:
+			// the default template's own (python started) and the one of
+			// E2B's base sandbox (no kernel).
 			deadline := time.Now().Add(time.Minute)
-			for m.Stats().PoolSize < contexts.DefaultPoolSize && time.Now().Before(deadline) {
+			for m.Stats().PoolSize < 2*contexts.DefaultPoolSize && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		}

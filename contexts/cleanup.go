@@ -53,10 +53,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.unobserve = unobserve
 	m.mu.Unlock()
 	m.resolvePoolSizes(ctx)
-	m.poolEnsure(m.defaultTemplateID(ctx))
-	for t := range *m.poolSizes.Load() {
-		m.poolEnsure(t)
-	}
+	m.poolsWarm(ctx)
 	m.wg.Add(1)
 	go m.cleanupLoop()
 	if m.cfg.Node != "" {

@@ -96,8 +96,19 @@ type Config struct {
 	// PoolPrestart names the kernels a pooled sandbox starts at boot, so
 	// the first call of a context served from the pool does not wait for
 	// an interpreter (about 30 ms for python). Nil: python. Empty: none.
-	// Passed to the provider as Spec.Prestart.
+	// Passed to the provider as Spec.Prestart. A template's
+	// PoolSpec.Prestart replaces it for that template's own pool, and a
+	// pool of PoolWarmKernels starts its own set.
 	PoolPrestart []string
+	// PoolWarmKernels are the kernel sets a create may ask its warm
+	// sandbox to have started (CreateOptions.WarmKernels) other than its
+	// template's own (PoolSpec.Prestart, PoolPrestart): a pooled template
+	// keeps a pool of each beside its own, of the same size, the default
+	// template's warmed at Start, another's made when a create first asks.
+	// A create asking for a set not named here takes from the template's
+	// own pool. The daemon names E2B's base sandbox's (none) on the local
+	// provider. Empty: one pool per template.
+	PoolWarmKernels [][]string
 	// DefaultTemplate is used when CreateOptions.Template is empty.
 	// Zero: "default".
 	DefaultTemplate string

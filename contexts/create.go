@@ -72,8 +72,18 @@ type CreateOptions struct {
 	// kernel: the call is about to start it anyway, so its start overlaps
 	// the handshake instead of following it, and costs no sandbox a
 	// kernel it would not have started. A sandbox from the warm pool has
-	// the pool's kernels (Config.PoolPrestart).
+	// the pool's kernels (WarmKernels).
 	Prestart []string
+	// WarmKernels, when not nil, chooses the warm pool a create takes
+	// from: the template's pool whose sandboxes started exactly these
+	// kernels at boot, made when a create first asks for it (or at Start,
+	// Config.PoolWarmKernels). []string{}: none (E2B's base sandbox runs
+	// commands: a pool that starts python would spend half of each
+	// refill's CPU on a kernel it never uses). nil: the template's own
+	// pool (PoolSpec.Prestart, else Config.PoolPrestart). A kernel the
+	// sandbox did not start at boot starts on its first use, as on any
+	// sandbox.
+	WarmKernels []string
 	// Language is the language of the call that may create the context
 	// (Execute sets it): a template that does not offer it is refused
 	// before a record or a sandbox exists (invalid_argument), so a call
@@ -327,8 +337,9 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // warm sandbox would have been (a desktop started and drawn) either way.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
 	serves := m.poolServes(rec.Template, opts)
+	key := m.poolKeyOf(rec.Template, opts.WarmKernels)
 	if serves {
-		if sb := m.poolTake(ctx, rec.Identity, rec.Template); sb != nil { // told its identity
+		if sb := m.poolTake(ctx, rec.Identity, key); sb != nil { // told its identity
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)
 			if err == nil {
 				return sb, nil
@@ -352,7 +363,7 @@ func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) 
 	if err != nil {
 		return nil, err
 	}
-	m.poolEnsure(rec.Template)
+	m.poolEnsure(key)
 	if warm := m.cfg.PoolSpecs[rec.Template].Warm; serves && warm != nil {
 		if err := warm(ctx, sb); err != nil {
 			m.destroy(context.WithoutCancel(ctx), sb, sb.ID())

@@ -28,14 +28,17 @@ func LockWaiters(m *Manager, id Identity) int {
 }
 
 // PoolWaiting reports how many creates wait for a warm sandbox of template
-// being made, for a test that must know one waits.
+// (any of its pools) being made, for a test that must know one waits.
 func PoolWaiting(m *Manager, template string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p := m.pools[template]; p != nil {
-		return p.waiting
+	n := 0
+	for k, p := range m.pools {
+		if k.template == template {
+			n += p.waiting
+		}
 	}
-	return 0
+	return n
 }
 
 // SetPoolWait bounds m's creates' waits for a warm sandbox being made

@@ -127,10 +127,7 @@ func (m *Manager) tookLease(ctx context.Context) {
 		m.endLost(lctx, running, perr, recs)
 	}
 	cancel()
-	m.poolEnsure(m.defaultTemplateID(ctx))
-	for t := range *m.poolSizes.Load() {
-		m.poolEnsure(t)
-	}
+	m.poolsWarm(ctx)
 }
 
 // reconcileShared is Start's reconcile for a shared provider: the node

@@ -41,7 +41,7 @@ type Manager struct {
 	byID     map[string]*entry   // active contexts by context id
 	byIdent  map[Identity]*entry // the same, by identity
 	creating map[string]bool     // context ids between Store.Create and ready
-	pools    map[string]*pool    // by template
+	pools    map[poolKey]*pool   // by template and boot kernels
 	// poolWaitMax, when set (tests), bounds a create's wait for a warm
 	// sandbox being made instead of poolWaitBound.
 	poolWaitMax time.Duration
@@ -143,7 +143,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		byID:     map[string]*entry{},
 		byIdent:  map[Identity]*entry{},
 		creating: map[string]bool{},
-		pools:    map[string]*pool{},
+		pools:    map[poolKey]*pool{},
 		tstats:   map[statsKey]*TemplateStats{},
 		suspects: map[string]bool{},
 		lost:     map[Identity]time.Time{},

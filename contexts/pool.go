@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -38,6 +39,49 @@ type PoolSpec struct {
 	// against Config.PoolMemoryBudget when the pool grows with demand;
 	// 0: Config.PoolSandboxBytes.
 	Bytes int64
+	// Prestart names the kernels the template's warm sandboxes start at
+	// boot (Spec.Prestart); nil: Config.PoolPrestart, []string{}: none.
+	// A create naming other kernels (CreateOptions.WarmKernels) takes
+	// from a pool of its own.
+	Prestart []string
+}
+
+// poolKey names a warm pool: a template and the kernels its sandboxes
+// start at boot. One template may have several pools (a create chooses
+// with CreateOptions.WarmKernels): E2B's base sandbox runs commands and
+// never needs the python kernel that /v1's first call finds started.
+type poolKey struct {
+	template string
+	kernels  string // the kernels' names, joined by commas
+}
+
+// prestart is the kernels k's sandboxes start at boot.
+func (k poolKey) prestart() []string {
+	if k.kernels == "" {
+		return []string{}
+	}
+	return strings.Split(k.kernels, ",")
+}
+
+// templateKernels is what template's own pool starts at boot
+// (PoolSpec.Prestart, else Config.PoolPrestart).
+func (m *Manager) templateKernels(template string) []string {
+	if k := m.cfg.PoolSpecs[template].Prestart; k != nil {
+		return k
+	}
+	return m.cfg.PoolPrestart
+}
+
+// poolKeyOf is the pool a create of template takes from: the one of
+// warm's kernels (CreateOptions.WarmKernels) when Config.PoolWarmKernels
+// names that set, else the template's own. Only the operator's sets get
+// a pool: a create cannot make the manager keep pools of its choosing.
+func (m *Manager) poolKeyOf(template string, warm []string) poolKey {
+	kernels := m.templateKernels(template)
+	if warm != nil && slices.ContainsFunc(m.cfg.PoolWarmKernels, func(ks []string) bool { return slices.Equal(ks, warm) }) {
+		kernels = warm
+	}
+	return poolKey{template: template, kernels: strings.Join(kernels, ",")}
 }
 
 // poolServes reports whether a create with opts may take a warm sandbox
@@ -60,7 +104,8 @@ func (m *Manager) poolServes(template string, opts CreateOptions) bool {
 // run user code and has no record: the manager knows it only in memory,
 // so Close destroys the pool.
 type pool struct {
-	template string
+	key      poolKey
+	template string // key.template
 	size     int
 	kick     chan struct{} // wakes the worker to refill
 	wake     chan struct{} // ends the worker's backoff (RefreshPool)
@@ -85,18 +130,19 @@ type pool struct {
 // create from then on never gets a sandbox of the image before.
 func (m *Manager) RefreshPool(template string) {
 	m.mu.Lock()
-	p := m.pools[template]
-	if p == nil {
-		m.mu.Unlock()
-		return
-	}
-	stale := p.ready
-	p.ready = nil
-	p.gen++
-	for _, c := range []chan struct{}{p.kick, p.wake} {
-		select {
-		case c <- struct{}{}:
-		default:
+	var stale []Sandbox
+	for k, p := range m.pools {
+		if k.template != template {
+			continue
+		}
+		stale = append(stale, p.ready...)
+		p.ready = nil
+		p.gen++
+		for _, c := range []chan struct{}{p.kick, p.wake} {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -105,10 +151,10 @@ func (m *Manager) RefreshPool(template string) {
 	}
 }
 
-// poolEnsure makes sure template has a pool (when its size is positive and
-// the manager runs) and asks it to refill.
-func (m *Manager) poolEnsure(template string) {
-	size := m.poolSize(template)
+// poolEnsure makes sure pool k exists (when its template's size is
+// positive and the manager runs) and asks it to refill.
+func (m *Manager) poolEnsure(k poolKey) {
+	size := m.poolSize(k.template)
 	if size <= 0 {
 		return
 	}
@@ -117,11 +163,11 @@ func (m *Manager) poolEnsure(template string) {
 	if !m.started || m.closed {
 		return
 	}
-	p := m.pools[template]
+	p := m.pools[k]
 	if p == nil {
-		p = &pool{template: template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		p = &pool{key: k, template: k.template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 			filled: make(chan error, poolFillers), made: make(chan struct{})}
-		m.pools[template] = p
+		m.pools[k] = p
 		m.wg.Add(1)
 		go m.poolWorker(p)
 	}
@@ -131,11 +177,26 @@ func (m *Manager) poolEnsure(template string) {
 	}
 }
 
-// poolKick asks template's pool, if it has one, to refill.
-func (m *Manager) poolKick(template string) {
+// poolsWarm starts the pools warmed at Start (and when this node takes
+// the cluster lease): the default template's own and those of
+// Config.PoolWarmKernels, and the own pools of the templates in
+// PoolSizes (their other pools are made when a create asks).
+func (m *Manager) poolsWarm(ctx context.Context) {
+	def := m.defaultTemplateID(ctx)
+	m.poolEnsure(m.poolKeyOf(def, nil))
+	for _, ks := range m.cfg.PoolWarmKernels {
+		m.poolEnsure(m.poolKeyOf(def, append([]string{}, ks...)))
+	}
+	for t := range *m.poolSizes.Load() {
+		m.poolEnsure(m.poolKeyOf(t, nil))
+	}
+}
+
+// poolKick asks pool k, if it exists, to refill.
+func (m *Manager) poolKick(k poolKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if p := m.pools[template]; p != nil {
+	if p := m.pools[k]; p != nil {
 		select {
 		case p.kick <- struct{}{}:
 		default:
@@ -143,38 +204,38 @@ func (m *Manager) poolKick(template string) {
 	}
 }
 
-// poolKickAfter asks template's pool to refill after a take: at once after
+// poolKickAfter asks pool k to refill after a take: at once after
 // a miss or when the pool holds no warm sandbox now, else poolRefillDelay
 // later. A creation costs tens of milliseconds of CPU, which on a small
 // machine the caller's first call would share: its create returned a
 // moment ago, so that call is on its way (an E2B create's first command
 // follows within a few milliseconds). A pool that keeps being taken from
 // refills anyway, as each creation ends (poolWorker).
-func (m *Manager) poolKickAfter(template string, hit bool) {
+func (m *Manager) poolKickAfter(k poolKey, hit bool) {
 	m.mu.Lock()
-	p := m.pools[template]
+	p := m.pools[k]
 	later := hit && p != nil && len(p.ready) > 0
 	m.mu.Unlock()
 	if !later {
-		m.poolKick(template)
+		m.poolKick(k)
 		return
 	}
-	time.AfterFunc(poolRefillDelay, func() { m.poolKick(template) })
+	time.AfterFunc(poolRefillDelay, func() { m.poolKick(k) })
 }
 
-// poolTake returns a warm, healthy sandbox of template for a create of
+// poolTake returns a warm, healthy sandbox of pool k for a create of
 // id's, told its identity (poolTell), or nil (a miss, counted when the
 // template is pooled and the manager runs). With none ready but one being made that no other create
 // waits for, it waits for that one (poolWait): it is ready sooner than a
 // new sandbox would be, and a cold create beside the pool's own would slow
 // both on a small machine. A hit that leaves a warm sandbox ready asks
 // for the refill poolRefillDelay later (poolKickAfter).
-func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (taken Sandbox) {
-	tenantID := id.TenantID
+func (m *Manager) poolTake(ctx context.Context, id Identity, k poolKey) (taken Sandbox) {
+	tenantID, template := id.TenantID, k.template
 	if m.poolSize(template) <= 0 {
 		return nil
 	}
-	defer func() { m.poolKickAfter(template, taken != nil) }()
+	defer func() { m.poolKickAfter(k, taken != nil) }()
 	counted := false
 	var waitUntil time.Time // set at the first wait (real time, as fillTime)
 	for {
@@ -183,7 +244,7 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, template string) (t
 			m.mu.Unlock()
 			return nil
 		}
-		p := m.pools[template]
+		p := m.pools[k]
 		if p != nil && !counted {
 			p.demand.add(m.now()) // a take or a miss: the demand the pool grows by
 			counted = true
@@ -410,7 +471,7 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 		Template: p.template,
 		Limits:   m.cfg.Limits,
 		Labels:   map[string]string{"sandlot.pool": p.template},
-		Prestart: m.cfg.PoolPrestart,
+		Prestart: p.key.prestart(),
 		Env:      maps.Clone(spec.Env),
 		Network:  spec.Network,
 	})

@@ -141,11 +141,11 @@ func (m *Manager) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.statsLocked(func(string) bool { return true })
-	for k, p := range m.pools {
-		s := st.PerTemplate[k]
-		s.PoolSize = int64(len(p.ready))
-		st.PerTemplate[k] = s
-		st.PoolSize += s.PoolSize
+	for _, p := range m.pools {
+		s := st.PerTemplate[p.template]
+		s.PoolSize += int64(len(p.ready))
+		st.PerTemplate[p.template] = s
+		st.PoolSize += int64(len(p.ready))
 	}
 	return st
 }

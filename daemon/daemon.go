@@ -285,6 +285,12 @@ func (c Config) managerConfig() contexts.Config {
 	if len(c.PoolSizes) > 0 {
 		mcfg.PoolSizes = c.PoolSizes
 	}
+	if c.providers()[0] == "local" {
+		// E2B's base sandbox runs commands: its warm sandboxes start no
+		// kernel (the E2B edge asks for none), so a refill costs half the
+		// CPU it would with the python that /v1's pool keeps started.
+		mcfg.PoolWarmKernels = [][]string{{}}
+	}
 	if c.providers()[0] == "kubernetes" {
 		// agent-sandbox keeps the warm pods (kubernetesProvider). The
 		// templates are the default and those the configuration names

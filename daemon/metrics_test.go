@@ -92,7 +92,9 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 	if st, b := call("GET", "/metrics", "", false); st != http.StatusUnauthorized || strings.Contains(string(b), "sandlot_") {
 		t.Errorf("/metrics without the metrics token: %d %.200s", st, b)
 	}
-	// The pool refills in the background; wait for it before scraping.
+	// The pools refill in the background; wait for them before scraping:
+	// the default template has two on the local provider, python started
+	// (/v1's) and none (E2B's base sandbox's), of one sandbox each.
 	deadline := time.Now().Add(30 * time.Second)
 	var m metrics
 	for {
@@ -101,7 +103,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 			t.Fatalf("/metrics: %d %s", st, b)
 		}
 		m = parseMetrics(t, string(b))
-		if m.get("sandlot_pool_size", `template="default"`) == 1 || time.Now().After(deadline) {
+		if m.get("sandlot_pool_size", `template="default"`) == 2 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -115,7 +117,7 @@ func TestMetricsAfterRealCalls(t *testing.T) {
 		{"sandlot_executions_total", `language="python",outcome="ok"`, 3},
 		{"sandlot_execution_duration_seconds_count", `language="python"`, 3},
 		{"sandlot_execution_context_active", ``, 1},
-		{"sandlot_pool_size", `template="default"`, 1},
+		{"sandlot_pool_size", `template="default"`, 2},
 		{"sandlot_guard_findings_total", `type="EMAIL"`, 1},
 		{"sandlot_execution_context_terminated_total", `reason="manual"`, 1},
 	}

@@ -170,7 +170,7 @@ func (s *session) pollWait(fds []unix.PollFd, timeout time.Duration) (int, error
 	var werr error
 	_ = s.ep.SetReadDeadline(time.Now().Add(timeout))
 	err := s.rc.Read(func(uintptr) bool {
-		k, err := unix.EpollWait(s.epfd, evs[:], 0)
+		k, err := rawEpollNow(s.epfd, evs[:])
 		if err != nil && err != unix.EINTR {
 			werr = err
 			return true
@@ -221,7 +221,7 @@ func (s *session) kill() {
 // common case (nothing left) without a read per pipe.
 func (s *session) discard() {
 	fds := []unix.PollFd{{Fd: int32(s.out), Events: unix.POLLIN}, {Fd: int32(s.err), Events: unix.POLLIN}, {Fd: int32(s.res), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 0); n <= 0 || err != nil {
+	if n, err := rawPollNow(fds); n <= 0 || err != nil {
 		return
 	}
 	buf := s.buf()
@@ -230,7 +230,7 @@ func (s *session) discard() {
 			continue
 		}
 		for j := 0; j < 64; j++ {
-			n, err := unix.Read(fd, buf[:])
+			n, err := rawRead(fd, buf[:])
 			if n <= 0 || err != nil {
 				break
 			}
@@ -397,7 +397,7 @@ func (s *session) readOutput(pfd *unix.PollFd, buf []byte, ob *outbuf.Buffer, em
 	if pfd.Revents == 0 || pfd.Fd < 0 {
 		return
 	}
-	n, err := unix.Read(int(pfd.Fd), buf)
+	n, err := rawRead(int(pfd.Fd), buf)
 	if n > 0 {
 		kept := ob.Write(buf[:n])
 		if emit != nil && kept != "" {
@@ -415,7 +415,7 @@ func (s *session) readOutput(pfd *unix.PollFd, buf []byte, ob *outbuf.Buffer, em
 // drain reads what is left in the output pipes without blocking.
 func (s *session) drain(buf []byte, spec waitSpec) {
 	fds := []unix.PollFd{{Fd: int32(s.out), Events: unix.POLLIN}, {Fd: int32(s.err), Events: unix.POLLIN}}
-	if n, err := unix.Poll(fds, 0); n == 0 && err == nil {
+	if n, err := rawPollNow(fds); n == 0 && err == nil {
 		s.flush(spec)
 		return
 	}
@@ -425,7 +425,7 @@ func (s *session) drain(buf []byte, spec waitSpec) {
 		stream string
 	}{{s.out, spec.stdout, agent.Stdout}, {s.err, spec.stderr, agent.Stderr}} {
 		for i := 0; i < 1024; i++ { // bounded: a writer that keeps writing cannot hold us
-			n, _ := unix.Read(x.fd, buf)
+			n, _ := rawRead(x.fd, buf)
 			if n <= 0 {
 				break
 			}
@@ -455,7 +455,7 @@ func (s *session) flush(spec waitSpec) {
 // line.
 func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bool) {
 	for {
-		n, err := unix.Read(s.res, buf)
+		n, err := rawRead(s.res, buf)
 		if n > 0 {
 			s.resBuf = append(s.resBuf, buf[:n]...)
 		}
@@ -477,7 +477,10 @@ func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bo
 		}
 		line := s.resBuf[:i]
 		var dr driverResult
-		jerr := json.Unmarshal(line, &dr)
+		var jerr error
+		if !decodePlainResult(line, &dr) {
+			jerr = json.Unmarshal(line, &dr)
+		}
 		s.resBuf = s.resBuf[i+1:]
 		if jerr == nil && dr.ID != nil && *dr.ID == id {
 			if len(s.resBuf) == 0 {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/internal/rawio"
 	"github.com/sandlot/sandlot/agent/kernels"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -23,6 +25,7 @@ import (
 type conn struct {
 	s      *Server
 	c      net.Conn
+	raw    *rawio.Conn        // c's descriptor, when it has one (rawio); nil otherwise
 	cancel context.CancelFunc // ends the connection and its calls
 	wmu    sync.Mutex         // serializes frame writes
 	// wdeadline is the write deadline set on c; under wmu.
@@ -38,10 +41,14 @@ type conn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
+	c := &conn{s: s, c: nc, raw: rawio.New(nc), cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
+	var r io.Reader = nc
+	if c.raw != nil {
+		r = c.raw
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go c.readLoop(ctx, newLineReader(nc, agent.MaxFrame), &wg)
+	go c.readLoop(ctx, newLineReader(r, agent.MaxFrame), &wg)
 	<-ctx.Done() // the agent stops, or the host hung up (readLoop cancels)
 	nc.Close()
 	wg.Wait()
@@ -407,7 +414,13 @@ func (c *conn) write(frame []byte) {
 		c.wdeadline = now.Add(writeTimeout)
 		_ = c.c.SetWriteDeadline(c.wdeadline)
 	}
-	if _, err := c.c.Write(frame); err != nil {
+	var err error
+	if c.raw != nil {
+		_, err = c.raw.Write(frame)
+	} else {
+		_, err = c.c.Write(frame)
+	}
+	if err != nil {
 		c.c.Close()
 	}
 }

@@ -299,7 +299,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request, tenantID string
 	// setTimeout (and connect or refreshes asking for more) moves it.
 	rec, err := h.m.GetOrCreate(r.Context(), id, core.CreateOptions{ID: ctxID, Template: tmpl, TemplateName: body.TemplateID, TTL: ttl,
 		Metadata: body.Metadata, Env: body.EnvVars, MaxExecutions: -1, FixedExpiry: true, AutoPause: autoPause, AutoPauseToDisk: toDisk, AutoResume: autoResume,
-		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID), Volumes: mounts})
+		Network: netPolicy, Prestart: h.bootKernels(body.TemplateID), WarmKernels: warmKernels(body.TemplateID), Volumes: mounts})
 	if err != nil {
 		h.edge.Logger().Warn("e2b create failed", logkey.Tenant, tenantID, logkey.Err, err)
 		core.WriteAPIError(w, err)
@@ -493,6 +493,19 @@ func (h *Handler) bootKernels(e2bTemplate string) []string {
 		return nil
 	}
 	return []string{agent.PrestartIPython}
+}
+
+// warmKernels are the kernels a warm sandbox serving a create of E2B's
+// template name has started (core.CreateOptions.WarmKernels): none for a
+// base sandbox, which runs commands (a kernel it is asked for starts on
+// its first use), so its pool's refills do not start a python kernel on
+// the CPU the creates share; nil, the template's own pool (python
+// started), for the code interpreter, whose first cell wants python.
+func warmKernels(e2bTemplate string) []string {
+	if slices.Contains(interpreterTemplates, e2bTemplate) {
+		return nil
+	}
+	return []string{}
 }
 
 // Holds reports whether the control plane keeps anything of sandbox sid
