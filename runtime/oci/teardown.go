@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,7 +48,7 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 	}
 	if d.kind != KindRunsc {
 		// crun's and runc's directory for the container under --root.
-		if err := os.RemoveAll(filepath.Join(r.stateDir, d.kind, id)); err != nil {
+		if err := removeRuntimeDir(filepath.Join(r.stateDir, d.kind, id)); err != nil {
 			return fmt.Errorf("remove %s state: %w", d.kind, err)
 		}
 	}
@@ -79,6 +80,26 @@ func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) er
 		}
 	}
 	return nil
+}
+
+// removeRuntimeDir removes a container's directory under the runtime's
+// --root. runc mounts a read-only copy of its binary there while it runs
+// (runc.XXXXXX, its guard against a container overwriting the binary) and
+// unmounts it before it exits; a runc killed mid-run (a cancelled create)
+// leaves the mount, which is detached here first.
+func removeRuntimeDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	for _, e := range ents {
+		if p := filepath.Join(dir, e.Name()); isMountPoint(p) {
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+				return fmt.Errorf("unmount %s: %w", p, err)
+			}
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // teardownConfig is what a delete reads of a bundle's config.json, in one

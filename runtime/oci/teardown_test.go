@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -68,5 +71,35 @@ func TestDeleteHalfWritten(t *testing.T) {
 				t.Errorf("left after delete: %q", left)
 			}
 		})
+	}
+}
+
+// TestRemoveRuntimeDirMounted: runc mounts a copy of its binary in the
+// container's directory under --root while it starts (runc.XXXXXX) and a
+// runc killed in between leaves it mounted; the delete must still remove
+// the directory (a plain RemoveAll failed with EBUSY and left the mount in
+// the host's namespace).
+func TestRemoveRuntimeDirMounted(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "runc", runtime.NewID())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "runc.abcdef")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/exe", target, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	if err := removeRuntimeDir(dir); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		t.Error("the directory is still there")
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(b), target) {
+		t.Errorf("the mount is still there (%v)", err)
 	}
 }
