@@ -48,3 +48,6 @@ func SetPoolWait(m *Manager, d time.Duration) {
 	m.poolWaitMax = d
 	m.mu.Unlock()
 }
+
+// ForkEntries reports how many fork templates m keeps state of in memory.
+func ForkEntries(m *Manager) int { return m.forks.len() }

@@ -14,28 +14,30 @@ import (
 
 // A fork's template is the fork's own: nothing but the contexts started
 // from it needs it, and MCP (fork_sandbox) has no way to delete one. So
-// the manager remembers the fork templates it made (forkTemplates) and
-// deletes one when a context that ran on it ends, or wakes onto an image
-// of its own, and no active context of the tenant runs on it any more
-// (dropFork). While a fork's contexts are still being started the
-// template is pinned: Fork until its create returns, ForkSnapshot (E2B's
-// Sandbox.fork, N contexts from one template) until its caller's ctx is
-// done, so a fork of the batch that ends early does not take the
-// template from the others.
+// the store marks it (ForkMarks: the snapshot row's fork column, set when
+// the row is written, never inferred from a name), and the manager deletes
+// a marked template when a context that ran on it ends, or wakes onto an
+// image of its own, and no active context of the tenant runs on it any
+// more (dropFork), whichever node that end is on. While a fork's contexts
+// are still being started the template is pinned: Fork until its create
+// returns, ForkSnapshot (E2B's Sandbox.fork, N contexts from one template)
+// until its caller's ctx is done, so a fork of the batch that ends early
+// does not take the template from the others. The pins are the only fork
+// state the manager keeps in memory (forkPins), and only while they last:
+// a template another node's end or sweep deleted leaves nothing here.
 //
-// The store keeps the mark too (ForkMarks: the snapshot row's fork
-// column, set when the row is written, never inferred from a name), so
-// the cleanup pass (sweepForks) deletes the fork templates no context
-// runs on that this manager's memory does not know: a fork made before a
-// restart, or on another node of the store, or whose last context ended
-// on another node. It leaves alone a template younger than
-// Config.ForkGrace (its first context may not have been written yet) and
-// one whose store lease "fork/<id>" another node holds: a node holds it
-// while the template is pinned there (up to forkLeaseTTL, should that
-// node die). docs/state.md, "A fork's template goes with its forks".
+// A node holds the store lease "fork/<id>" while it pins template id (up
+// to forkLeaseTTL, should that node die): dropFork and the cleanup pass
+// (sweepForks) of every other node leave such a template alone. The sweep
+// deletes the marked templates no context runs on that no end deleted: a
+// fork made before a restart, or whose last end failed to delete it. It
+// leaves alone a template younger than Config.ForkGrace (its first context
+// may not have been written yet). docs/state.md, "A fork's template goes
+// with its forks".
 
 // ForkMarks is the store's side of the fork marks; templates.Catalog
-// implements it. A Snapshots without it leaves the marks in memory only.
+// implements it. With a Snapshots without it no template is taken for a
+// fork's: nothing deletes them.
 type ForkMarks interface {
 	// TakeForkSnapshot is Snapshots.TakeSnapshot with the snapshot marked
 	// as a fork's own.
@@ -43,6 +45,9 @@ type ForkMarks interface {
 	// ForkTemplates returns, over every tenant, at most limit templates
 	// marked as a fork's own and created before before, oldest first.
 	ForkTemplates(ctx context.Context, before time.Time, limit int) ([]ForkTemplate, error)
+	// IsForkTemplate reports whether tenantID's template id is marked as
+	// a fork's own; false for any other template, or none.
+	IsForkTemplate(ctx context.Context, tenantID, id string) (bool, error)
 }
 
 // ForkTemplate is a fork's template as the store marks it.
@@ -61,77 +66,56 @@ const (
 
 func forkLease(id string) string { return "fork/" + id }
 
-// forkTemplates are the fork templates this manager made.
-type forkTemplates struct {
-	mu    sync.Mutex
-	owned map[string]*forkMark // by template id
+// forkPins counts, per fork template, the forks from it still starting on
+// this node. An entry lives only while it has a pin.
+type forkPins struct {
+	mu   sync.Mutex
+	pins map[string]int // by template id
 }
 
-type forkMark struct {
-	tenant string
-	pins   int // forks from it still starting
-}
-
-// add marks id, tenantID's, as a fork's template, pinned once.
-func (f *forkTemplates) add(tenantID, id string) {
+// pin adds a pin to id.
+func (f *forkPins) pin(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.owned == nil {
-		f.owned = map[string]*forkMark{}
+	if f.pins == nil {
+		f.pins = map[string]int{}
 	}
-	f.owned[id] = &forkMark{tenant: tenantID, pins: 1}
-}
-
-// forget drops id's mark (the fork deleted its template itself).
-func (f *forkTemplates) forget(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.owned, id)
+	f.pins[id]++
 }
 
 // unpin takes one pin off id and reports whether that was its last.
-func (f *forkTemplates) unpin(id string) bool {
+func (f *forkPins) unpin(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if mk := f.owned[id]; mk != nil && mk.pins > 0 {
-		mk.pins--
-		return mk.pins == 0
+	n, ok := f.pins[id]
+	if !ok {
+		return false
 	}
+	if n <= 1 {
+		delete(f.pins, id)
+		return true
+	}
+	f.pins[id] = n - 1
 	return false
 }
 
 // pinned reports whether a fork from id is still starting here.
-func (f *forkTemplates) pinned(id string) bool {
+func (f *forkPins) pinned(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mk := f.owned[id]
-	return mk != nil && mk.pins > 0
+	return f.pins[id] > 0
 }
 
-// droppable reports whether id is tenantID's fork template, unpinned.
-func (f *forkTemplates) droppable(tenantID, id string) bool {
+// len is how many templates are pinned here (tests).
+func (f *forkPins) len() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	mk := f.owned[id]
-	return mk != nil && mk.pins == 0 && mk.tenant == tenantID
-}
-
-// take removes id's mark if it is still droppable, so that of two ends
-// racing only one deletes.
-func (f *forkTemplates) take(tenantID, id string) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	mk := f.owned[id]
-	if mk == nil || mk.pins > 0 || mk.tenant != tenantID {
-		return false
-	}
-	delete(f.owned, id)
-	return true
+	return len(f.pins)
 }
 
 // takeForkSnapshot stores a fork's template (marked in the store when sn
-// can) and marks it here, pinned, with the store's lease on it for the
-// other nodes' sweeps; the caller unpins it (unpinFork) or forgets it.
+// can) and pins it here, with the store's lease on it for the other
+// nodes; the caller unpins it (unpinFork) or forgets it.
 func (m *Manager) takeForkSnapshot(ctx context.Context, sn Snapshots, tenantID, contextID, template, name string, capture func(ctx context.Context, w io.Writer, max int64) error) (SnapshotInfo, error) {
 	take := sn.TakeSnapshot
 	if fm, ok := sn.(ForkMarks); ok {
@@ -141,7 +125,7 @@ func (m *Manager) takeForkSnapshot(ctx context.Context, sn Snapshots, tenantID, 
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	m.forks.add(tenantID, info.ID)
+	m.forks.pin(info.ID)
 	if m.cfg.Node != "" {
 		// A failure leaves the grace as the only guard: logged, not fatal.
 		if ok, err := m.store.AcquireLease(context.WithoutCancel(ctx), forkLease(info.ID), m.cfg.Node, forkLeaseTTL); err != nil || !ok {
@@ -161,9 +145,9 @@ func (m *Manager) releaseFork(ctx context.Context, id string) {
 	}
 }
 
-// forgetFork drops template id's mark and lease: the fork deleted it.
+// forgetFork drops template id's pin and lease: the fork deletes it.
 func (m *Manager) forgetFork(ctx context.Context, id string) {
-	m.forks.forget(id)
+	m.forks.unpin(id)
 	m.releaseFork(ctx, id)
 }
 
@@ -176,12 +160,17 @@ func (m *Manager) unpinFork(ctx context.Context, tenantID, id string) {
 	m.dropFork(ctx, tenantID, id)
 }
 
-// dropFork deletes template id when it is a fork's template of
-// tenantID's this manager made, no fork from it is still starting and no
-// active context of the tenant runs on it. A failure leaves the mark, so
-// the next end retries.
+// dropFork deletes template id when the store marks it as a fork's
+// template of tenantID's, no fork from it is still starting (here, or on
+// another node: its lease) and no active context of the tenant runs on
+// it. A failure leaves the template and its mark, so the next end, or the
+// sweep, retries.
 func (m *Manager) dropFork(ctx context.Context, tenantID, id string) {
-	if id == "" || !m.forks.droppable(tenantID, id) {
+	if id == "" || m.forks.pinned(id) {
+		return
+	}
+	fm, ok := m.cfg.Catalog.(ForkMarks)
+	if !ok || m.cfg.Catalog == nil {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -189,22 +178,37 @@ func (m *Manager) dropFork(ctx context.Context, tenantID, id string) {
 	if err != nil {
 		return
 	}
+	fork, err := fm.IsForkTemplate(tctx(ctx, tenantID), tenantID, id)
+	if err != nil {
+		m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
+		return
+	}
+	if !fork {
+		return
+	}
+	if m.cfg.Node != "" {
+		ok, err := m.store.AcquireLease(ctx, forkLease(id), m.cfg.Node, forkLeaseTTL)
+		if err != nil {
+			m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
+			return
+		}
+		if !ok {
+			return // a fork from it is starting on another node
+		}
+		defer m.releaseFork(ctx, id)
+	}
 	used, err := m.templateInUse(ctx, tenantID, id)
 	if err != nil {
 		m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
 		return
 	}
-	if used || !m.forks.take(tenantID, id) {
+	if used || m.forks.pinned(id) {
 		return
 	}
 	if err := sn.DeleteSnapshot(ctx, tenantID, id); err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) {
-			return // deleted elsewhere: nothing left to mark
+		if !errors.Is(err, errdefs.ErrNotFound) { // else deleted elsewhere
+			m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
 		}
-		// Marked again, unpinned, so the next end on it retries.
-		m.forks.add(tenantID, id)
-		m.forks.unpin(id)
-		m.log.Warn("fork: its template stays", logkey.Template, id, logkey.Err, err)
 		return
 	}
 	m.log.Info("fork template deleted: no context runs on it", logkey.Tenant, tenantID, logkey.Template, id)
@@ -262,7 +266,6 @@ func (m *Manager) sweepFork(ctx context.Context, sn Snapshots, ft ForkTemplate) 
 	if err := sn.DeleteSnapshot(ctx, ft.TenantID, ft.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("delete fork template %s: %w", ft.ID, err)
 	}
-	m.forks.forget(ft.ID)
 	m.log.Info("fork template deleted by the sweep: no context runs on it", logkey.Tenant, ft.TenantID, logkey.Template, ft.ID)
 	return nil
 }

@@ -3,10 +3,14 @@ package contexts_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -18,6 +22,7 @@ import (
 // x == 41 on its sandbox. Before, a cell that met the release ended the
 // source as lost.
 func TestRealForkMemoryCallInFlight(t *testing.T) {
+	const cellStarted = "cell started"
 	e := newSuspendEnvOn(t, "runsc")
 	a := ident("t1", "forkflight", "main")
 	res := e.exec(a, "import time\nx = 41")
@@ -32,18 +37,32 @@ func TestRealForkMemoryCallInFlight(t *testing.T) {
 	}
 	outs := make(chan outcome, 1000)
 	done := make(chan struct{})
+	// Each cell says it has started (printed, flushed, streamed) before
+	// it sleeps: the fork waits for the first one's word, so it comes in
+	// that cell's middle or the next one's.
+	started := make(chan struct{})
+	var once sync.Once
+	out := func(ev agent.OutputEvent) {
+		if ev.Stream == "stdout" && strings.Contains(ev.Data, cellStarted) {
+			once.Do(func() { close(started) })
+		}
+	}
 	go func() {
 		defer close(done)
 		for !stop.Load() {
 			ctx, cancel := context.WithTimeout(e.ctx, 2*time.Minute)
-			r, err := e.m.Execute(ctx, a, contexts.ExecuteRequest{Language: "python", Code: "time.sleep(2)\nx", Timeout: time.Minute}, nil)
+			r, err := e.m.Execute(ctx, a, contexts.ExecuteRequest{Language: "python", Code: "print(" + strconv.Quote(cellStarted) + ", flush=True)\ntime.sleep(2)\nx", Timeout: time.Minute}, out)
 			cancel()
 			outs <- outcome{r, err}
 		}
 	}()
-	// The first cell is under way (its sleep outlasts this wait), the
-	// fork's release comes in its middle or the next one's.
-	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-started:
+	case <-time.After(2 * time.Minute):
+		stop.Store(true)
+		<-done
+		t.Fatal("the first cell did not say it had started within 2 minutes")
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, 3*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -76,8 +76,9 @@ type Manager struct {
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
-	// forks are the fork templates this manager made (forkdrop.go).
-	forks forkTemplates
+	// forks pins the fork templates forks are still starting from here
+	// (forkdrop.go); the store marks which templates are forks'.
+	forks forkPins
 
 	// obsMu guards observers, told of every termination after
 	// Config.OnTerminated (OnTerminated).

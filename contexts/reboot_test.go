@@ -37,6 +37,7 @@ type keeper struct {
 	mu      sync.Mutex
 	seq     int
 	deleted []string
+	forks   map[string]string // fork templates (TakeForkSnapshot): tenant by id
 }
 
 func (*keeper) ResolveTemplate(ctx context.Context, tenantID, ref string) (contexts.TemplateInfo, error) {
@@ -71,7 +72,35 @@ func (k *keeper) DeleteSnapshot(ctx context.Context, tenantID, id string) error 
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.deleted = append(k.deleted, id)
+	delete(k.forks, id)
 	return nil
+}
+
+// TakeForkSnapshot, ForkTemplates and IsForkTemplate: the store's marks
+// (contexts.ForkMarks), kept here.
+func (k *keeper) TakeForkSnapshot(ctx context.Context, tenantID, contextID, template, name string, capture func(ctx context.Context, w io.Writer, max int64) error) (contexts.SnapshotInfo, error) {
+	info, err := k.TakeSnapshot(ctx, tenantID, contextID, template, name, capture)
+	if err != nil {
+		return info, err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.forks == nil {
+		k.forks = map[string]string{}
+	}
+	k.forks[info.ID] = tenantID
+	return info, nil
+}
+
+func (k *keeper) ForkTemplates(ctx context.Context, before time.Time, limit int) ([]contexts.ForkTemplate, error) {
+	return nil, nil // the fake's templates have no age: nothing for the sweep
+}
+
+func (k *keeper) IsForkTemplate(ctx context.Context, tenantID, id string) (bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	t, ok := k.forks[id]
+	return ok && t == tenantID, nil
 }
 
 func (k *keeper) deletedIDs() []string {

@@ -360,6 +360,26 @@ func (c *Catalog) ForkTemplates(ctx context.Context, before time.Time, limit int
 	return out, nil
 }
 
+// IsForkTemplate implements contexts.ForkMarks: whether tenantID's
+// template id is a snapshot marked as a fork's own. It reads the tenant's
+// snapshots (at most Config.MaxSnapshots rows): the manager asks at every
+// end of a context, whatever template that ran.
+func (c *Catalog) IsForkTemplate(ctx context.Context, tenantID, id string) (bool, error) {
+	if c.cfg.Snapshots == nil || id == "" {
+		return false, nil
+	}
+	ss, err := c.cfg.Snapshots.ListSnapshots(ctx, tenantID, "")
+	if err != nil {
+		return false, err
+	}
+	for _, s := range ss {
+		if s.ID == id {
+			return s.Fork, nil
+		}
+	}
+	return false, nil
+}
+
 // DeleteSnapshot implements contexts.Snapshots: Delete of tenantID's
 // template id.
 func (c *Catalog) DeleteSnapshot(ctx context.Context, tenantID, id string) error {

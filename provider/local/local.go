@@ -108,7 +108,11 @@ type Provider struct {
 	// between a restore and its first connection: an attack test holds
 	// the daemon there until the sandbox's own code has taken the
 	// reopened channel, so that code wins its race.
-	restoreHook  func(sandboxID string)
+	restoreHook func(sandboxID string)
+	// createHook, when set (tests), learns each create's sandbox id as
+	// soon as it is chosen: a create that fails names none, and a test
+	// that cancels creates checks that nothing of the id is left.
+	createHook   func(sandboxID string)
 	images       *image.Store
 	hostTemplate bool
 	keepMemory   bool // not Config.NoMemory
@@ -283,6 +287,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		merged[k] = v
 	}
 	id := runtime.NewID()
+	if p.createHook != nil {
+		p.createHook(id)
+	}
 	start := time.Now()
 	defer func() {
 		if err != nil {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -42,21 +44,44 @@ func cgroupDirs(id string) []string {
 	return dirs
 }
 
-// removeCgroups removes whatever the runtime left of the sandbox's
-// cgroups. A cgroup can only be removed once its last task is gone, which
-// after SIGKILL takes a moment, so it retries briefly.
-func removeCgroups(ctx context.Context, id string) error {
+// removeCgroups removes sandbox id's cgroups (dirs, cgroupDirs(id)),
+// killing what is left in them: a cgroup can only be removed once its last
+// task is gone. A removal that finds a cgroup busy sends SIGKILL to every
+// process listed in it (killProcs) and waits for them to exit on their
+// pidfds, then tries again; one still busy with none to kill is retried a
+// little later each time. The rmdir is the check that
+// none is left, in each hierarchy: a create cancelled while the runtime
+// moved its child into the cgroups may leave a process in some of them
+// only, and one forked between a read and the kill is met on the next try
+// (the pids limit bounds each). Killing the init alone would end its pid
+// namespace; this kills whatever the cgroups hold.
+func removeCgroups(ctx context.Context, id string, dirs []string) error {
 	deadline := time.Now().Add(5 * time.Second)
-	for _, d := range cgroupDirs(id) {
+	wait := 250 * time.Microsecond
+	killed := map[int]bool{}
+	for _, d := range dirs {
 		for {
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
+			err := unix.Rmdir(d)
+			if err == nil || errors.Is(err, unix.ENOENT) {
 				break
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				return fmt.Errorf("remove cgroup %s: %w", d, err)
 			}
-			time.Sleep(5 * time.Millisecond)
+			if errors.Is(err, unix.EBUSY) {
+				if fds := killProcs(d, id, killed); len(fds) > 0 {
+					// Woken as they exit; a process that is slow to die
+					// is killed no more, and then waited for by polling.
+					until := time.Now().Add(time.Second)
+					if until.After(deadline) {
+						until = deadline
+					}
+					waitExited(fds, until)
+					continue
+				}
+			}
+			time.Sleep(wait)
+			wait = min(2*wait, 5*time.Millisecond)
 		}
 	}
 	return nil

@@ -130,7 +130,7 @@ func (r *Runtime) stopSaved(ctx context.Context, d driver, id string) error {
 	}
 	r.info.Delete(id) // its pid changes with the restore
 	_ = os.Remove(filepath.Join(r.bundle(id), "pid"))
-	return removeCgroups(ctx, id)
+	return removeCgroups(ctx, id, cgroupDirs(id))
 }
 
 // Restore implements Checkpointer with `runsc restore`.

@@ -121,8 +121,16 @@ func (d driver) output(ctx context.Context, args ...string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// isNotExist reports a runtime's message for a container it does not have.
+// crun's "error loading `<root>/<id>/config.json`" counts: its run was
+// killed (a cancelled create) before it copied the config into its state,
+// so no command can load the container; runc's state.json missing for the
+// same reason reads "container does not exist".
 func isNotExist(msg string) bool {
 	m := strings.ToLower(msg)
+	if strings.Contains(m, "error loading") && strings.Contains(m, "/config.json") {
+		return true
+	}
 	return strings.Contains(m, "does not exist") || strings.Contains(m, "not found") || strings.Contains(m, "no such file")
 }
 

@@ -113,9 +113,17 @@ func readIDRange(configPath string) (IDRange, error) {
 	if err := json.Unmarshal(b, &sp); err != nil {
 		return IDRange{}, err
 	}
-	m := sp.Linux.UIDMappings
+	r, err := idRangeOf(sp.Linux.UIDMappings)
+	if err != nil {
+		return IDRange{}, fmt.Errorf("%s: %w", configPath, err)
+	}
+	return r, nil
+}
+
+// idRangeOf is the id range of a bundle's uid mappings: one, from 0.
+func idRangeOf(m []specs.LinuxIDMapping) (IDRange, error) {
 	if len(m) != 1 || m[0].ContainerID != 0 {
-		return IDRange{}, fmt.Errorf("%s: no single user namespace mapping", configPath)
+		return IDRange{}, errors.New("no single user namespace mapping")
 	}
 	return IDRange{Base: m[0].HostID, Size: m[0].Size}, nil
 }

@@ -279,6 +279,8 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 	}
 	d := r.driver("")
 	ph := phases{start: time.Now()}
+	var ids IDRange
+	allocated := false
 	defer func() {
 		if err == nil {
 			r.log.Debug("sandbox started", append([]any{logkey.Sandbox, spec.ID}, ph.attrs()...)...)
@@ -287,19 +289,20 @@ func (r *Runtime) create(ctx context.Context, dir string, spec runtime.Spec, sub
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			if derr := r.deleteBundle(cctx, d, spec.ID, dir); derr != nil {
+				// A process of the sandbox may still run as its ids: the
+				// range stays held until a delete succeeds.
 				r.log.Warn("cleanup after failed create", logkey.Sandbox, spec.ID, logkey.Err, derr)
+			} else if allocated {
+				// deleteBundle freed it too once config.json was written.
+				r.ids.free(spec.ID, ids)
 			}
 		}
 	}()
-	ids, err := r.ids.alloc(spec.ID)
+	ids, err = r.ids.alloc(spec.ID)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			r.ids.free(spec.ID, ids) // deleteBundle frees it too once config.json is written
-		}
-	}()
+	allocated = true
 	ph.mark("ids")
 	var chanDir string
 	if r.kind == KindRunsc && (sub == "run" || sub == "restore") {
@@ -434,43 +437,6 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		return nil
 	}
 	return r.deleteBundle(ctx, r.driverFor(id), id, dir)
-}
-
-// deleteBundle force-deletes the container, makes sure its cgroups are
-// gone and removes the bundle directory.
-func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) error {
-	thaw(id) // a paused sandbox's tasks die only once thawed
-	_, err := d.output(ctx, "delete", "--force", id)
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return err
-	}
-	if err := removeCgroups(ctx, id); err != nil {
-		return err
-	}
-	// Every process of the sandbox is gone (its cgroups could be removed):
-	// its id range and channel can go too.
-	if err := r.unmountChannel(id); err != nil {
-		return err
-	}
-	r.removeShareFiles(filepath.Join(dir, "config.json"))
-	if err := r.unmountImageRoot(id); err != nil {
-		return err
-	}
-	if err := r.removeNull(id); err != nil {
-		return err
-	}
-	ids, idErr := readIDRange(filepath.Join(dir, "config.json"))
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove bundle: %w", err)
-	}
-	r.info.Delete(id)
-	r.dropReady(id)
-	if idErr == nil {
-		if err := r.ids.free(id, ids); err != nil {
-			return fmt.Errorf("free id range: %w", err)
-		}
-	}
-	return nil
 }
 
 // runtimeState is the part of `<runtime> state` we use.

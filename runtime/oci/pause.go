@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -120,11 +121,15 @@ func refreeze(id string) {
 // sandbox would wait for its cgroups in vain. It writes the v1 freezer's
 // state (or v2's cgroup.freeze) directly: the sandbox is being deleted,
 // and the runtime's resume would refuse a container it finds half gone.
-func thaw(id string) {
-	for _, d := range cgroupDirs(id) {
+func thaw(dirs []string) {
+	for _, d := range dirs {
 		// Only the freezer hierarchy (v1) or the unified one (v2) has the
-		// file; elsewhere the write fails and is of no interest.
-		_ = os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-		_ = os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
+		// file.
+		switch h := filepath.Base(filepath.Dir(filepath.Dir(d))); {
+		case strings.Contains(h, "freezer"):
+			_ = os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+		case h == "cgroup" || h == "unified":
+			_ = os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -112,18 +111,8 @@ var sandboxShareFiles = []struct{ dir, prefix string }{
 
 // removeShareFiles removes the share's files of one sandbox
 // (sandboxShareFiles) that a deleted bundle's config mounted.
-func (r *Runtime) removeShareFiles(configPath string) {
-	b, err := os.ReadFile(configPath)
-	if err != nil {
-		return
-	}
-	var sp struct {
-		Mounts []specs.Mount `json:"mounts"`
-	}
-	if json.Unmarshal(b, &sp) != nil {
-		return
-	}
-	for _, m := range sp.Mounts {
+func (r *Runtime) removeShareFiles(mounts []specs.Mount) {
+	for _, m := range mounts {
 		for _, f := range sandboxShareFiles {
 			rest, ok := strings.CutPrefix(m.Source, filepath.Join(r.share, f.dir)+"/")
 			if !ok || rest == "" || !strings.HasPrefix(rest, f.prefix) || strings.Contains(rest, "/") {

@@ -50,7 +50,11 @@ func TestRemoveShareFiles(t *testing.T) {
 	if len(net) != 2 || len(ids) != 2 {
 		t.Fatalf("network mounts %v, id files %v", net, ids)
 	}
-	r.removeShareFiles(config)
+	cfg, err := readTeardownConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.removeShareFiles(cfg.Mounts)
 
 	gone := append([]string{net[1].Source}, ids...) // net[0] is resolv.conf
 	for _, f := range gone {

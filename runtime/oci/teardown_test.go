@@ -1,0 +1,105 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/runtime"
+)
+
+// TestDeleteHalfWritten: a runtime killed in the middle of its run (the
+// create's context cancelled) leaves its state half-written: crun's
+// directory without config.json, runc's without state.json, with the
+// sandbox's init already running in its cgroups. Delete must still remove
+// everything: the processes, the cgroups, the runtime's state, the bundle
+// and the id range. Before, crun's delete failed ("error loading
+// config.json") and nothing was removed; runc's said the container does
+// not exist and the cgroups stayed busy with the running init.
+func TestDeleteHalfWritten(t *testing.T) {
+	for kind, file := range map[string]string{KindCrun: "config.json", KindRunc: "state.json"} {
+		t.Run(kind, func(t *testing.T) {
+			r := newRuntime(t, kind)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			id := runtime.NewID()
+			if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
+				t.Fatal(err)
+			}
+			st, err := r.State(ctx, id)
+			if err != nil || st.PID <= 0 {
+				t.Fatalf("state = %+v, %v", st, err)
+			}
+			if err := os.Remove(filepath.Join(r.stateDir, kind, id, file)); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Delete(ctx, id); err != nil {
+				t.Fatalf("delete of a half-written sandbox: %v", err)
+			}
+			// The init was killed; the host's PID 1 reaps it, maybe lazily.
+			var left []string
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				left = nil
+				if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", st.PID)); err == nil && strings.Contains(string(b), cgroupParent+"/"+id) {
+					left = append(left, "the init, in the sandbox's cgroup")
+				}
+				if len(left) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, d := range cgroupDirs(id) {
+				if _, err := os.Stat(d); err == nil {
+					left = append(left, "cgroup "+d)
+				}
+			}
+			for _, p := range []string{r.bundle(id), filepath.Join(r.stateDir, kind, id)} {
+				if _, err := os.Lstat(p); err == nil {
+					left = append(left, p)
+				}
+			}
+			if n, err := r.HeldIDRanges(); err != nil || n != 0 {
+				left = append(left, "id ranges held")
+			}
+			if len(left) > 0 {
+				t.Errorf("left after delete: %q", left)
+			}
+		})
+	}
+}
+
+// TestRemoveRuntimeDirMounted: runc mounts a copy of its binary in the
+// container's directory under --root while it starts (runc.XXXXXX) and a
+// runc killed in between leaves it mounted; the delete must still remove
+// the directory (a plain RemoveAll failed with EBUSY and left the mount in
+// the host's namespace).
+func TestRemoveRuntimeDirMounted(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := filepath.Join(t.TempDir(), "runc", runtime.NewID())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "runc.abcdef")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/exe", target, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	if err := removeRuntimeDir(dir); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		t.Error("the directory is still there")
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(b), target) {
+		t.Errorf("the mount is still there (%v)", err)
+	}
+}
