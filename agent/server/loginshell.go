@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -329,21 +328,33 @@ func pipeBytes(f *os.File) (int, error) {
 	return n, ierr
 }
 
+// stopOrKill is the mask of SIGKILL, SIGSTOP, SIGTSTP, SIGTTIN and
+// SIGTTOU in /proc/PID/status (signal n is bit n-1).
+const stopOrKill = 1<<(9-1) | 1<<(19-1) | 1<<(20-1) | 1<<(21-1) | 1<<(22-1)
+
 // runnable says the process pid is running, or sleeping in a wait it
-// leaves by itself: not stopped (a signal, a tracer), not a zombie.
+// leaves by itself (not stopped by a signal or a tracer, not a zombie),
+// with no stop or kill signal pending: a SIGSTOP sent just before is pending until
+// the process is scheduled to take it.
 func runnable(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return false
 	}
-	// pid (comm) STATE ...: comm may hold anything but ends at the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return false
+	ok := false
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			ok = v != "" && strings.ContainsRune("RSD", rune(v[0]))
+		case "SigPnd", "ShdPnd":
+			// Stop and kill signals; others (a SIGCHLD while the
+			// profile runs) are the shell's business.
+			if m, err := strconv.ParseUint(v, 16, 64); err != nil || m&stopOrKill != 0 {
+				return false
+			}
+		}
 	}
-	switch b[i+2] {
-	case 'R', 'S', 'D':
-		return true
-	}
-	return false
+	return ok
 }

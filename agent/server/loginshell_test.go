@@ -111,14 +111,14 @@ func TestSpareLoginShell(t *testing.T) {
 	// The first spare may predate the profile: it is then discarded.
 	execOK(t, c, e2bCmd("true"))
 
-	script := `echo "pid=$$ 0=$0 argc=$# cwd=$(pwd) home=$HOME user=$USER"; shopt -q login_shell && echo login; echo "profile=$FROM_PROFILE fn=$(profile_fn) cmd=[$SANDLOT_SPARE_CMD]"; type -t ll; ls -l /proc/$$/fd | grep -c ' 3 ->'; true`
+	script := `echo "pid=$$ 0=$0 argc=$# cwd=$(pwd) home=$HOME user=$USER"; shopt -q login_shell && echo login; echo "profile=$FROM_PROFILE fn=$(profile_fn) cmd=[$SANDLOT_SPARE_CMD]"; type -t ll; if [ -e /dev/fd/3 ]; then echo fd3 open; else echo fd3 closed; fi`
 	sp := next()
 	r := execOK(t, c, e2bCmd(script))
 	if r.PID != sp {
 		t.Fatalf("pid %d; want the spare's %d (the command did not take it)", r.PID, sp)
 	}
 	want := fmt.Sprintf("pid=%d 0=/bin/bash argc=0 cwd=%s home=%s user=%s\nlogin\nprofile=yes fn=fn cmd=[]\n", sp, a.Home, a.Home, "user")
-	if !strings.HasPrefix(r.Stdout, want) || r.ExitCode != 0 {
+	if !strings.HasPrefix(r.Stdout, want) || !strings.HasSuffix(r.Stdout, "fd3 closed\n") || r.ExitCode != 0 {
 		t.Fatalf("spare ran %q (exit %d, stderr %q); want it to start %q", r.Stdout, r.ExitCode, r.Stderr, want)
 	}
 	cold := execOK(t, c, coldCmd(script))
@@ -174,8 +174,9 @@ func TestSpareLoginShell(t *testing.T) {
 			code int
 		}{{"SIGKILL", 137}, {"SIGTERM", 143}, {"SIGINT", 130}} {
 			sp := next()
-			p := e2bCmd("sleep 30")
-			pid, resc := startBackground(t, c, p)
+			// Signalled once it runs the command: a signal a login bash
+			// gets while its profile runs is its own affair, spare or not.
+			pid, resc := startRunning(t, c, e2bCmd("echo up; sleep 30"))
 			if pid != sp {
 				t.Errorf("pid %d; want the spare's %d", pid, sp)
 			}
@@ -185,7 +186,7 @@ func TestSpareLoginShell(t *testing.T) {
 			}
 			listed := false
 			for _, pr := range procs {
-				listed = listed || pr.PID == pid && strings.Join(pr.Argv, " ") == "/bin/bash -l -c sleep 30"
+				listed = listed || pr.PID == pid && strings.Join(pr.Argv, " ") == "/bin/bash -l -c echo up; sleep 30"
 			}
 			if !listed {
 				t.Errorf("pid %d not listed as the command: %+v", pid, procs)
@@ -286,4 +287,43 @@ func want2(ok bool, r *agent.ExecResult) error {
 		return nil
 	}
 	return fmt.Errorf("unexpected result %+v", r)
+}
+
+// startRunning starts p streaming and returns its pid once it printed
+// its first output.
+func startRunning(t *testing.T, c *agent.Client, p agent.ExecParams) (int, <-chan *agent.ExecResult) {
+	t.Helper()
+	p.Stream = true
+	pidc := make(chan int, 1)
+	up := make(chan struct{}, 1)
+	resc := make(chan *agent.ExecResult, 1)
+	go func() {
+		r, err := c.Exec(context.Background(), p, func(ev agent.OutputEvent) {
+			switch ev.Stream {
+			case agent.Start:
+				pidc <- ev.PID
+			case agent.Stdout:
+				select {
+				case up <- struct{}{}:
+				default:
+				}
+			}
+		})
+		if err != nil {
+			t.Errorf("exec: %v", err)
+		}
+		resc <- r
+	}()
+	select {
+	case pid := <-pidc:
+		select {
+		case <-up:
+			return pid, resc
+		case <-time.After(30 * time.Second):
+			t.Fatal("no output")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no start event")
+	}
+	return 0, nil
 }
