@@ -39,14 +39,6 @@ func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := &conn{s: s, c: nc, cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
-	// The host is here: a sandbox about to be used. Its first command
-	// finds a login shell started ahead (loginshell.go), started once
-	// user code may run.
-	go func() {
-		if s.ready(ctx) {
-			s.fillSpare()
-		}
-	}()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go c.readLoop(ctx, newLineReader(nc, agent.MaxFrame), &wg)

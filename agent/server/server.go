@@ -219,6 +219,14 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.Health != "" {
 		go serveHealth(ctx, s.cfg.Health, s.log)
 	}
+	// The sandbox's first command finds a login shell started ahead
+	// (loginshell.go), started once user code may run: while the host
+	// connects and its create returns, not after.
+	go func() {
+		if s.ready(ctx) {
+			s.fillSpare()
+		}
+	}()
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {
