@@ -42,15 +42,16 @@ const (
 	// spareMaxCmd bounds the commands a spare takes: one write of at
 	// most PIPE_BUF bytes into an empty pipe is atomic and never blocks.
 	spareMaxCmd = 4095
-	// spareIdle is how long a spare nobody took is kept: a sandbox that
-	// runs no command stops paying for it (a pid, a bash's memory); the
-	// next command starts its own and a new spare after it.
-	spareIdle = 5 * time.Minute
 	// spareRefill is how long after a take the next spare starts at the
 	// latest (sooner when the command ends): off the taking command's
 	// start, which it would compete with for the CPU.
 	spareRefill = 100 * time.Millisecond
 )
+
+// spareIdle is how long a spare nobody took is kept: a sandbox that runs
+// no command stops paying for it (a pid, a bash's memory); the next
+// command starts its own and a new spare after it. A variable for tests.
+var spareIdle = 5 * time.Minute
 
 // spareLoader is the spare's -c script: read the command up to its NUL
 // from fd 3, close fd 3, and evaluate the command with the loader's
@@ -132,7 +133,7 @@ func spareCommand(p agent.ExecParams) (string, bool) {
 	return a[3], true
 }
 
-// fill starts the default user's spare unless one is there or starting.
+// fillSpare starts the default user's spare unless one is there or starting.
 // It runs on its own goroutine, after the agent is ready for user code.
 func (s *Server) fillSpare() {
 	ls := s.spare
@@ -156,6 +157,10 @@ func (s *Server) fillSpare() {
 		ls.mu.Unlock()
 	}()
 }
+
+// fillSpareLater starts the next spare spareRefill from now: not beside
+// the command that starts its own bash now.
+func (s *Server) fillSpareLater() { time.AfterFunc(spareRefill, s.fillSpare) }
 
 // startSpare starts a login shell of the default user in its home, or
 // returns nil when it cannot (no bash, the pids limit full).
@@ -217,7 +222,7 @@ func (s *Server) takeSpare(p agent.ExecParams, who *account, env []string, cwd s
 	sp := ls.cur
 	if sp == nil {
 		ls.mu.Unlock()
-		s.fillSpare() // for the next command
+		s.fillSpareLater() // for the next command
 		return nil
 	}
 	if sp.uid != who.uid || sp.cwd != cwd || !slices.Equal(sp.env, env) {
@@ -230,7 +235,7 @@ func (s *Server) takeSpare(p agent.ExecParams, who *account, env []string, cwd s
 		ls.mu.Unlock()
 		if stale {
 			sp.end()
-			s.fillSpare()
+			s.fillSpareLater()
 		}
 		return nil
 	}
@@ -239,12 +244,12 @@ func (s *Server) takeSpare(p agent.ExecParams, who *account, env []string, cwd s
 	sp.idle.Stop()
 	if !sp.clean() || !slices.Equal(sp.files, stampFiles(loginFiles(who.home))) {
 		sp.end()
-		s.fillSpare()
+		s.fillSpareLater()
 		return nil
 	}
 	if _, err := sp.cmdW.Write(append([]byte(cmd), 0)); err != nil {
 		sp.end()
-		s.fillSpare()
+		s.fillSpareLater()
 		return nil
 	}
 	sp.cmdW.Close()
