@@ -76,6 +76,9 @@ type loginSpare struct {
 	cur      *spareShell
 	starting bool
 	closed   bool // the agent stopped: no more spares
+	// gen counts the base environment's changes (env.set): a spare
+	// that started before one is replaced.
+	gen uint64
 }
 
 // fileStamp is what a stat says of one login file; equal stamps say it
@@ -143,19 +146,48 @@ func (s *Server) fillSpare() {
 		return
 	}
 	ls.starting = true
+	gen := ls.gen
 	ls.mu.Unlock()
 	go func() {
-		sp := s.startSpare()
-		ls.mu.Lock()
-		ls.starting = false
-		if sp != nil && ls.closed {
-			sp.end()
-		} else if sp != nil {
-			ls.cur = sp
-			sp.idle = time.AfterFunc(spareIdle, func() { s.dropSpare(sp) })
+		for {
+			sp := s.startSpare()
+			ls.mu.Lock()
+			if sp != nil && !ls.closed && ls.gen != gen {
+				// The environment changed while it started: again.
+				gen = ls.gen
+				ls.mu.Unlock()
+				sp.end()
+				continue
+			}
+			ls.starting = false
+			if sp != nil && ls.closed {
+				sp.end()
+			} else if sp != nil {
+				ls.cur = sp
+				sp.idle = time.AfterFunc(spareIdle, func() { s.dropSpare(sp) })
+			}
+			ls.mu.Unlock()
+			return
 		}
-		ls.mu.Unlock()
 	}()
+}
+
+// renewSpare replaces the spare after the base environment changed
+// (env.set; a warm sandbox's claim sets its identity so): at once, since
+// the sandbox's first command is likely on its way. No spare is started
+// where there was none.
+func (s *Server) renewSpare() {
+	ls := s.spare
+	ls.mu.Lock()
+	ls.gen++
+	sp := ls.cur
+	ls.cur = nil
+	ls.mu.Unlock()
+	if sp != nil {
+		sp.idle.Stop()
+		sp.end()
+		s.fillSpare()
+	}
 }
 
 // fillSpareLater starts the next spare spareRefill from now: not beside

@@ -216,6 +216,21 @@ func TestSpareLoginShell(t *testing.T) {
 		}
 	})
 
+	t.Run("env.set replaces the spare", func(t *testing.T) {
+		// A warm sandbox's claim sets its identity so, just before its
+		// first command: that command still finds a spare, with the
+		// new variables.
+		sp := next()
+		if err := c.SetEnv(ctx, map[string]string{"SET_LATER": "v1"}); err != nil {
+			t.Fatal(err)
+		}
+		sp2 := next()
+		r := execOK(t, c, e2bCmd("echo $SET_LATER"))
+		if r.Stdout != "v1\n" || r.PID != sp2 || sp2 == sp {
+			t.Errorf("after env.set: %+v (spare before %d, after %d)", r, sp, sp2)
+		}
+	})
+
 	t.Run("a changed profile discards the spare", func(t *testing.T) {
 		sp := next()
 		if err := os.WriteFile(filepath.Join(a.Home, ".profile"), []byte("export FROM_PROFILE=changed\n"), 0o644); err != nil {
