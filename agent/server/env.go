@@ -47,7 +47,6 @@ func (s *Server) setEnv(env map[string]string) error {
 	// After the base environment: a kernel starting now either reads the
 	// new base or started before the kernels heard of it.
 	s.kernels.SetEnv(added)
-	s.renewSpare() // the spare started with the old environment
 	return nil
 }
 

@@ -46,6 +46,9 @@ const (
 	// latest (sooner when the command ends): off the taking command's
 	// start, which it would compete with for the CPU.
 	spareRefill = 100 * time.Millisecond
+	// spareAfterEnd is how long after the taking command ended the next
+	// spare starts (sooner than spareRefill).
+	spareAfterEnd = 25 * time.Millisecond
 )
 
 // spareIdle is how long a spare nobody took is kept: a sandbox that runs
@@ -53,10 +56,11 @@ const (
 // command starts its own and a new spare after it. A variable for tests.
 var spareIdle = 5 * time.Minute
 
-// spareLoader is the spare's -c script: read the command up to its NUL
-// from fd 3, close fd 3, and evaluate the command with the loader's
-// variable gone.
-const spareLoader = `IFS= read -r -d '' -u 3 SANDLOT_SPARE_CMD; exec 3<&-; eval "unset SANDLOT_SPARE_CMD; eval ${SANDLOT_SPARE_CMD@Q}"`
+// spareLoader is the spare's -c script: read the variables the base
+// environment gained since the spare started (export statements the
+// agent quoted) and the command, each up to its NUL, from fd 3, close
+// fd 3, and evaluate them with the loader's variables gone.
+const spareLoader = `IFS= read -r -d '' -u 3 SANDLOT_SPARE_ENV; IFS= read -r -d '' -u 3 SANDLOT_SPARE_CMD; exec 3<&-; eval "unset SANDLOT_SPARE_ENV SANDLOT_SPARE_CMD; $SANDLOT_SPARE_ENV eval ${SANDLOT_SPARE_CMD@Q}"`
 
 // spareShell is one login shell started ahead.
 type spareShell struct {
@@ -76,9 +80,6 @@ type loginSpare struct {
 	cur      *spareShell
 	starting bool
 	closed   bool // the agent stopped: no more spares
-	// gen counts the base environment's changes (env.set): a spare
-	// that started before one is replaced.
-	gen uint64
 }
 
 // fileStamp is what a stat says of one login file; equal stamps say it
@@ -146,48 +147,19 @@ func (s *Server) fillSpare() {
 		return
 	}
 	ls.starting = true
-	gen := ls.gen
 	ls.mu.Unlock()
 	go func() {
-		for {
-			sp := s.startSpare()
-			ls.mu.Lock()
-			if sp != nil && !ls.closed && ls.gen != gen {
-				// The environment changed while it started: again.
-				gen = ls.gen
-				ls.mu.Unlock()
-				sp.end()
-				continue
-			}
-			ls.starting = false
-			if sp != nil && ls.closed {
-				sp.end()
-			} else if sp != nil {
-				ls.cur = sp
-				sp.idle = time.AfterFunc(spareIdle, func() { s.dropSpare(sp) })
-			}
-			ls.mu.Unlock()
-			return
+		sp := s.startSpare()
+		ls.mu.Lock()
+		ls.starting = false
+		if sp != nil && ls.closed {
+			sp.end()
+		} else if sp != nil {
+			ls.cur = sp
+			sp.idle = time.AfterFunc(spareIdle, func() { s.dropSpare(sp) })
 		}
+		ls.mu.Unlock()
 	}()
-}
-
-// renewSpare replaces the spare after the base environment changed
-// (env.set; a warm sandbox's claim sets its identity so): at once, since
-// the sandbox's first command is likely on its way. No spare is started
-// where there was none.
-func (s *Server) renewSpare() {
-	ls := s.spare
-	ls.mu.Lock()
-	ls.gen++
-	sp := ls.cur
-	ls.cur = nil
-	ls.mu.Unlock()
-	if sp != nil {
-		sp.idle.Stop()
-		sp.end()
-		s.fillSpare()
-	}
 }
 
 // fillSpareLater starts the next spare spareRefill from now: not beside
@@ -257,18 +229,21 @@ func (s *Server) takeSpare(p agent.ExecParams, who *account, env []string, cwd s
 		s.fillSpareLater() // for the next command
 		return nil
 	}
-	if sp.uid != who.uid || sp.cwd != cwd || !slices.Equal(sp.env, env) {
-		// This exec differs; the spare stays for one that does not,
-		// unless it no longer matches what a plain command would get.
-		stale := !slices.Equal(sp.env, who.env(s.baseEnv()))
-		if stale {
-			ls.cur = nil
-		}
+	if len(p.Env) > 0 || sp.uid != who.uid || sp.cwd != cwd {
+		// This exec differs (a command's own variables never pass
+		// through a spare); the spare stays for one that does not.
 		ls.mu.Unlock()
-		if stale {
-			sp.end()
-			s.fillSpareLater()
-		}
+		return nil
+	}
+	exports, ok := envGained(sp.env, env)
+	if !ok || len(exports)+len(cmd)+2 > spareMaxCmd+1 {
+		// The base environment lost or renamed something since the
+		// spare started: it no longer fits any command.
+		ls.cur = nil
+		ls.mu.Unlock()
+		sp.idle.Stop()
+		sp.end()
+		s.fillSpareLater()
 		return nil
 	}
 	ls.cur = nil
@@ -279,17 +254,23 @@ func (s *Server) takeSpare(p agent.ExecParams, who *account, env []string, cwd s
 		s.fillSpareLater()
 		return nil
 	}
-	if _, err := sp.cmdW.Write(append([]byte(cmd), 0)); err != nil {
+	msg := make([]byte, 0, len(exports)+len(cmd)+2)
+	msg = append(append(append(append(msg, exports...), 0), cmd...), 0)
+	if _, err := sp.cmdW.Write(msg); err != nil {
 		sp.end()
 		s.fillSpareLater()
 		return nil
 	}
 	sp.cmdW.Close()
 	go func() {
+		// The next spare: once the command ended, a little later (a
+		// sandbox killed right after its command never starts one), or
+		// spareRefill after the take for a command that runs on.
 		t := time.NewTimer(spareRefill)
 		defer t.Stop()
 		select {
 		case <-sp.p.Done():
+			time.Sleep(spareAfterEnd)
 		case <-t.C:
 		}
 		s.fillSpare()
@@ -394,4 +375,36 @@ func runnable(pid int) bool {
 		}
 	}
 	return ok
+}
+
+// envGained returns export statements that take a spare started with
+// had to want, and whether want only adds or changes variables with
+// names a shell can export (env.set's, such as a warm sandbox's
+// identity): a removed variable, or a name the shell cannot export, is
+// false.
+func envGained(had, want []string) (string, bool) {
+	if slices.Equal(had, want) {
+		return "", true
+	}
+	old := make(map[string]string, len(had))
+	for _, kv := range had {
+		k, v, _ := strings.Cut(kv, "=")
+		old[k] = v
+	}
+	var b strings.Builder
+	seen := 0
+	for _, kv := range want {
+		k, v, _ := strings.Cut(kv, "=")
+		if ov, ok := old[k]; ok {
+			seen++
+			if ov == v {
+				continue
+			}
+		}
+		if !envName.MatchString(k) {
+			return "", false
+		}
+		b.WriteString("export " + k + "='" + strings.ReplaceAll(v, "'", `'\''`) + "'; ")
+	}
+	return b.String(), seen == len(old)
 }

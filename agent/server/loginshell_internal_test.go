@@ -146,3 +146,28 @@ func TestIdleSpareEnds(t *testing.T) {
 		t.Error("a spare started after the agent stopped")
 	}
 }
+
+func TestEnvGained(t *testing.T) {
+	had := []string{"A=1", "B=2"}
+	cases := []struct {
+		name string
+		want []string
+		out  string
+		ok   bool
+	}{
+		{"same", []string{"A=1", "B=2"}, "", true},
+		{"reordered", []string{"B=2", "A=1"}, "", true},
+		{"added", []string{"A=1", "B=2", "C=x y"}, "export C='x y'; ", true},
+		{"changed, quoted", []string{"A=it's", "B=2"}, `export A='it'\''s'; `, true},
+		{"removed", []string{"A=1"}, "", false},
+		{"a name no shell exports", []string{"A=1", "B=2", "C-D=1"}, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := envGained(had, tc.want)
+			if ok != tc.ok || ok && out != tc.out {
+				t.Errorf("envGained = %q, %v; want %q, %v", out, ok, tc.out, tc.ok)
+			}
+		})
+	}
+}

@@ -111,7 +111,7 @@ func TestSpareLoginShell(t *testing.T) {
 	// The first spare may predate the profile: it is then discarded.
 	execOK(t, c, e2bCmd("true"))
 
-	script := `echo "pid=$$ 0=$0 argc=$# cwd=$(pwd) home=$HOME user=$USER"; shopt -q login_shell && echo login; echo "profile=$FROM_PROFILE fn=$(profile_fn) cmd=[$SANDLOT_SPARE_CMD]"; type -t ll; if [ -e /dev/fd/3 ]; then echo fd3 open; else echo fd3 closed; fi`
+	script := `echo "pid=$$ 0=$0 argc=$# cwd=$(pwd) home=$HOME user=$USER"; shopt -q login_shell && echo login; echo "profile=$FROM_PROFILE fn=$(profile_fn) cmd=[$SANDLOT_SPARE_CMD$SANDLOT_SPARE_ENV]"; type -t ll; if [ -e /dev/fd/3 ]; then echo fd3 open; else echo fd3 closed; fi`
 	sp := next()
 	r := execOK(t, c, e2bCmd(script))
 	if r.PID != sp {
@@ -216,18 +216,18 @@ func TestSpareLoginShell(t *testing.T) {
 		}
 	})
 
-	t.Run("env.set replaces the spare", func(t *testing.T) {
+	t.Run("env.set reaches the spare", func(t *testing.T) {
 		// A warm sandbox's claim sets its identity so, just before its
-		// first command: that command still finds a spare, with the
-		// new variables.
+		// first command: that command still takes the spare, which
+		// exports what the base environment gained.
 		sp := next()
-		if err := c.SetEnv(ctx, map[string]string{"SET_LATER": "v1"}); err != nil {
+		if err := c.SetEnv(ctx, map[string]string{"SET_LATER": "it's \"q\" $x\nl"}); err != nil {
 			t.Fatal(err)
 		}
-		sp2 := next()
-		r := execOK(t, c, e2bCmd("echo $SET_LATER"))
-		if r.Stdout != "v1\n" || r.PID != sp2 || sp2 == sp {
-			t.Errorf("after env.set: %+v (spare before %d, after %d)", r, sp, sp2)
+		r := execOK(t, c, e2bCmd(`printf '%s|' "$SET_LATER"; env`))
+		cold := execOK(t, c, coldCmd(`printf '%s|' "$SET_LATER"; env`))
+		if r.PID != sp || !strings.HasPrefix(r.Stdout, "it's \"q\" $x\nl|") || strings.Join(envLines(r.Stdout), "\n") != strings.Join(envLines(cold.Stdout), "\n") {
+			t.Errorf("after env.set, through the spare %d (pid %d):\n%s\nfresh:\n%s", sp, r.PID, r.Stdout, cold.Stdout)
 		}
 	})
 
