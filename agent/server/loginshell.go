@@ -21,26 +21,29 @@ import (
 // login profile that itself forks `id -u` on Debian) was most of a first
 // command's start. The agent keeps one such shell of the default user
 // started ahead, its profile read, blocked reading its command on fd 3.
-// A command of exactly that form, for the default user, with the
-// environment and working directory the spare started with, takes it:
-// the agent writes the command to fd 3, the shell closes fd 3 and
-// evaluates it. The spare's pid, pipes, process group, user, environment
-// and working directory are those of the process the command would have
-// started. Anything else (another user, other variables, another
-// directory, a terminal, a long command) starts its own bash as before.
+// A command of exactly that form, for the default user, with no
+// variables of its own, in the home directory, takes it: the agent
+// writes to fd 3 exports of what the base environment gained since the
+// spare started (env.set) and the command; the shell closes fd 3 and
+// evaluates them. The spare's pid, pipes, process group, user,
+// environment and working directory are those of the process the command
+// would have started. Anything else (another user, variables of its own,
+// another directory, a terminal, a long command) starts its own bash as
+// before.
 //
 // What differs from a fresh `bash -l -c CMD`, documented in docs/e2b.md:
 // the profile ran when the spare started, not when the command came (a
-// change to one of the login files, loginFiles, discards the spare;
-// what a profile reads beyond them is read at the spare's start), the
-// command runs through eval (bash's exec of a last simple command does
-// not apply: `sleep 9` is a child of the shell, in its process group;
-// BASH_EXECUTION_STRING is the loader), and a spare is visible to `ps`
-// while it waits.
+// change to one of the login files, loginFiles, discards the spare; what
+// a profile reads beyond them is read at the spare's start, and it did
+// not see what env.set added later), the command runs through eval
+// (bash's exec of a last simple command does not apply: `sleep 9` is a
+// child of the shell, in its process group; BASH_EXECUTION_STRING is the
+// loader), and a spare is visible to `ps` while it waits.
 
 const (
-	// spareMaxCmd bounds the commands a spare takes: one write of at
-	// most PIPE_BUF bytes into an empty pipe is atomic and never blocks.
+	// spareMaxCmd bounds the commands a spare takes (with the exports
+	// before them): one small write into the socket's empty buffer,
+	// which never blocks.
 	spareMaxCmd = 4095
 	// spareRefill is how long after a take the next spare starts at the
 	// latest (sooner when the command ends): off the taking command's
