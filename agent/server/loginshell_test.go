@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
+	"github.com/sandlot/sandlot/agent/server"
 )
 
 // e2bCmd is an exec as E2B's SDKs send every command: a login bash.
@@ -341,4 +342,52 @@ func startRunning(t *testing.T, c *agent.Client, p agent.ExecParams) (int, <-cha
 		t.Fatal("no start event")
 	}
 	return 0, nil
+}
+
+// TestSpareConcurrentCommands: commands arriving at once (the agent in
+// this process, for the race detector) each run once, as themselves:
+// at most one takes the spare, the others start their own bash, and
+// every one's output is its own.
+func TestSpareConcurrentCommands(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home")}).Serve(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var c *agent.Client
+	var err error
+	for i := 0; i < 200; i++ {
+		if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if pid := spareShell(t, os.Getpid(), 0); pid == 0 {
+		t.Fatal("no spare")
+	}
+	for round := 0; round < 3; round++ {
+		const n = 8
+		errc := make(chan error, n)
+		for i := 0; i < n; i++ {
+			go func() {
+				r, err := c.Exec(ctx, e2bCmd(fmt.Sprintf("echo %d $$", i)), nil)
+				if err == nil && (r.Stdout != fmt.Sprintf("%d %d\n", i, r.PID) || r.ExitCode != 0) {
+					err = fmt.Errorf("command %d: %+v", i, r)
+				}
+				errc <- err
+			}()
+		}
+		for i := 0; i < n; i++ {
+			if err := <-errc; err != nil {
+				t.Error(err)
+			}
+		}
+	}
 }
