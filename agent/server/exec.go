@@ -180,32 +180,15 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
-	sio, err := openStdio(p.Pty, who.cred)
-	if err != nil {
+	var sio *stdio
+	var pr *proc.Process
+	if sp := s.takeSpare(p, who, env, cwd); sp != nil {
+		// A login shell started ahead runs it (loginshell.go).
+		sio, pr = sp.sio, sp.p
+	} else if sio, pr, err = startProcess(append([]string{path}, argv[1:]...), argv0, p.Pty, cwd, env, who); err != nil {
 		return nil, err
 	}
 	inW, outR, errR := sio.inW, sio.outR, sio.errR
-	pr, err := proc.Start(append([]string{path}, argv[1:]...), proc.Attr{
-		Dir:   cwd,
-		Env:   env,
-		Files: sio.child,
-		Ctty:  p.Pty != nil,
-		Cred:  who.cred,
-	})
-	sio.closeChild()
-	if err != nil {
-		sio.closeParent()
-		cat := errdefs.CodeInternal
-		switch {
-		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
-			cat = errdefs.CodeNotFound
-		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM):
-			// The sandbox's pids or memory limit is full (a fork bomb's
-			// leftovers, say): the caller's fault, and it may pass.
-			cat = errdefs.CodeResourceExhausted
-		}
-		return nil, errf(cat, "exec %s: %v", argv0, err)
-	}
 	argv[0] = argv0
 	r := &running{p: pr, argv: argv, cwd: cwd, tag: p.Tag, stdin: inW, pty: p.Pty != nil}
 	s.procs.add(r)
@@ -358,6 +341,37 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		<-pr.Done()
 	}
 	return finish(timedOut), nil
+}
+
+// startProcess starts argv (argv0 is its name in errors) with fresh
+// pipes, or a terminal of size pty.
+func startProcess(argv []string, argv0 string, pty *agent.PtySize, cwd string, env []string, who *account) (*stdio, *proc.Process, error) {
+	sio, err := openStdio(pty, who.cred)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := proc.Start(argv, proc.Attr{
+		Dir:   cwd,
+		Env:   env,
+		Files: sio.child,
+		Ctty:  pty != nil,
+		Cred:  who.cred,
+	})
+	sio.closeChild()
+	if err != nil {
+		sio.closeParent()
+		cat := errdefs.CodeInternal
+		switch {
+		case errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EACCES):
+			cat = errdefs.CodeNotFound
+		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM):
+			// The sandbox's pids or memory limit is full (a fork bomb's
+			// leftovers, say): the caller's fault, and it may pass.
+			cat = errdefs.CodeResourceExhausted
+		}
+		return nil, nil, errf(cat, "exec %s: %v", argv0, err)
+	}
+	return sio, pr, nil
 }
 
 // waitProcess waits for pr to end, killing it at deadline (zero: none). It
