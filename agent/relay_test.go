@@ -21,7 +21,7 @@ import (
 )
 
 // relay is what code in a sandbox can do while its channel directory is
-// open (a restore with memory, docs/security.md): move the agent's fresh
+// open (a restore with memory, docs/security-walls-sandbox.md): move the agent's fresh
 // socket aside, listen at its name, and forward every connection to the
 // agent's socket, both ways. It keeps what the host sent, and passes what
 // the agent answers after the handshake through tamper (the nth answer);

@@ -19,14 +19,14 @@ import (
 // the handshake. The handshake proves that the key's holder answered; it
 // does not prove that the bytes after it come from that holder: a process
 // that sits between the two ends (a relay that took the socket's name
-// while the channel directory was open, docs/security.md) forwards both
+// while the channel directory was open, docs/security-walls-sandbox.md) forwards both
 // proofs and may then read, drop, forge or inject messages. A sealed
 // session leaves such a relay nothing but dropping them.
 //
 // The host asks for it (ClientConfig.Sealed) where the channel cannot be
 // trusted to reach the agent itself: a sandbox whose channel directory
 // was reopened by a restore. Elsewhere the runtime guarantees the channel
-// (docs/security.md, wall 2) and the session stays plain, which keeps the
+// (docs/security-walls-sandbox.md, wall 2) and the session stays plain, which keeps the
 // cost off the warm path; the agent accepts both.
 //
 // The handshake is that of handshake.go with its own magic and roles, so

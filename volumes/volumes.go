@@ -7,7 +7,7 @@
 // each volume's bytes on the host (an ext4 image per volume, attached to
 // a loop device only while a sandbox mounts it); service.go puts the two
 // together with the quotas. docs/volumes.md records the design and
-// docs/security.md its walls.
+// docs/security-walls-daemon.md its walls.
 package volumes
 
 import (

@@ -80,7 +80,7 @@ func runPod(args []string) error {
 
 // readKeyFile reads a key from a Secret volume's file. The file stays
 // readable in the pod (a Secret volume cannot be unmounted without
-// privileges the pod does not have); docs/security.md says what that
+// privileges the pod does not have); docs/security-walls-kubernetes.md says what that
 // leaves open.
 func readKeyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)

@@ -419,7 +419,7 @@ func copyTar(w io.Writer, r *os.File, handed <-chan struct{}) (drained bool, err
 // customize adds the sandbox user (1000:1000, home /home/user, bash), as
 // E2B's images and sandlot's sandboxes have it, and, when the image has
 // sudo, lets the user use it without a password, as on E2B: root of a
-// sandbox is root of its user namespace only (docs/security.md). Where
+// sandbox is root of its user namespace only (docs/security-walls-sandbox.md). Where
 // the image has pip, pip may install into the sandbox's python (PEP 668's
 // guard is for a host's system python; a sandbox's is its own), as
 // `pip install` and the Template SDK's pipInstall do on E2B.

@@ -16,7 +16,7 @@ import (
 // DefaultAuditBurst; past that they are counted, and the count reaches
 // Config.Audit as one ProtoLimited event. A sandbox is a tenant's, and
 // the audit trail is shared: a flood of questions must cost its tenant,
-// not the trail (docs/security.md, "Queues are tenants' too").
+// not the trail (docs/security-walls-daemon.md, "Queues are tenants' too").
 const (
 	DefaultAuditRate  = 100
 	DefaultAuditBurst = 1000

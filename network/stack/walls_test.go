@@ -42,7 +42,7 @@ import (
 // must learn nothing of the host, keep no connection a stricter policy
 // refuses, take nothing of another tenant's share of the daemon (its
 // audit trail), and send nothing out past the egress guard.
-// docs/security.md says what each wall is meant to stop.
+// docs/security-walls-daemon.md says what each wall is meant to stop.
 
 // auditPath is the daemon's path from the stack's events to the store's
 // audit trail, as serve wires it (StoreEvent into the store's

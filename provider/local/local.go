@@ -50,7 +50,7 @@ type Config struct {
 	// NoMemory keeps a suspend to the sandbox's files even where the
 	// runtime could checkpoint its memory (runsc with the state dir on a
 	// disk: CapMemory, the default there). Sessions on a channel a
-	// restore reopened are sealed (docs/security.md, "The channel across
+	// restore reopened are sealed (docs/security-walls-sandbox.md, "The channel across
 	// a restore"), so keeping memory is no longer a trade of safety.
 	NoMemory bool
 	// StateDir holds bundles, keys and runtime state; "": /run/sandlot.

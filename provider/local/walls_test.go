@@ -25,7 +25,7 @@ import (
 
 // The tests in this file attack the walls between a sandbox and the host
 // (and other sandboxes) from inside, as a hostile tenant would, on every
-// runtime. See docs/security.md for what each wall is meant to stop.
+// runtime. See docs/security-walls-sandbox.md for what each wall is meant to stop.
 
 // restarted is a fresh Provider on p's state dir: the daemon after a restart.
 func restarted(t *testing.T, p *Provider) *Provider {
