@@ -143,7 +143,7 @@ const (
 )
 
 // registerKubernetes adds the settings of the "kubernetes" provider
-// (docs/kubernetes.md). Its warm pools are --pool-sizes (and --pool-size
+// (docs/kubernetes-provider.md). Its warm pools are --pool-sizes (and --pool-size
 // for the default template), kept by agent-sandbox.
 func registerKubernetes(fs *flag.FlagSet, k *daemon.Kubernetes) {
 	fs.StringVar(&k.Kubeconfig, "kube-config", "", "kubeconfig file of the kubernetes provider's cluster (default: the in-cluster configuration, the pod's service account)")

@@ -182,7 +182,7 @@ type E2BProvider struct {
 	QuotaThresholds    string
 }
 
-// Kubernetes configures the "kubernetes" provider (docs/kubernetes.md,
+// Kubernetes configures the "kubernetes" provider (docs/kubernetes-provider.md,
 // "The kubernetes provider"). Its warm pools are PoolSizes (PoolSize, when
 // positive, for the default template): agent-sandbox's SandboxWarmPools
 // keep them, and the manager keeps none of its own while kubernetes is the

@@ -34,7 +34,7 @@ func EgressKey(secretsKey []byte) []byte {
 }
 
 // kubeEgress is the egress proxy of sandbox pods on Kubernetes
-// (docs/kubernetes.md, "Egress"): a forward proxy on every replica that
+// (docs/kubernetes-provider.md, "Egress"): a forward proxy on every replica that
 // knows a pod by its credential and its source address, and judges,
 // injects and audits as the proxy of one host.
 type kubeEgress struct {

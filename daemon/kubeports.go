@@ -21,7 +21,7 @@ func (k *kubeEgress) serving() bool { return k != nil && k.ln != nil }
 // sandbox pods (the kubernetes provider was built).
 func (k *kubeEgress) servesPorts() bool { return k != nil && k.prov != nil }
 
-// portsRoute is the ports route to sandbox pods (docs/kubernetes.md,
+// portsRoute is the ports route to sandbox pods (docs/kubernetes-provider.md,
 // "Ports"): the front door of any replica forwards to the pod's address
 // and port over the pod network, which the pods' NetworkPolicy admits from
 // sandlot's pods only. The pod is the one the cluster says the sandbox

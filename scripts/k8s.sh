@@ -28,7 +28,7 @@ CNI_VERSION=v1.10.0
 AGENT_SANDBOX_VERSION=v1.0.3
 # kube-router only for its NetworkPolicy controller: sigs.k8s.io/kube-network-policies
 # queues packets with nftables' `queue` statement, and this kernel is built
-# without CONFIG_NFT_QUEUE (docs/kubernetes.md). v2.1.0 is the newest
+# without CONFIG_NFT_QUEUE (docs/kubernetes-test-cluster.md). v2.1.0 is the newest
 # kube-router/v2 the module proxy serves.
 KUBE_ROUTER_VERSION=v2.1.0
 # gVisor's containerd shim comes from the same gVisor as scripts/deps.sh's runsc.

@@ -6,5 +6,5 @@
 // the agent-sandbox controller with its extensions. The binaries come from
 // scripts/k8s.sh's cache. One cluster per test binary (Shared, stopped by
 // Main) and one per machine (a lock); Stop removes everything it made, which
-// Leftovers checks. docs/kubernetes.md describes the cluster.
+// Leftovers checks. docs/kubernetes-test-cluster.md describes the cluster.
 package kubetest

@@ -8,7 +8,7 @@
 // key, or a cold pod's own); the daemon enrolls it with a fresh sandbox
 // key and the context's configuration, and only that key opens it from
 // then on. The key lives in a Secret named after the sandbox, so any
-// replica attaches. docs/kubernetes.md, "The kubernetes provider".
+// replica attaches. docs/kubernetes-provider.md, "The kubernetes provider".
 package kubernetes
 
 import (
