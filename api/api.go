@@ -396,7 +396,7 @@ type SecretList struct {
 }
 
 // TemplateSettings are what a sandbox of a template starts with
-// (docs/images.md, "Templates"); zero values mean the image's or the
+// (docs/images-templates.md, "Templates"); zero values mean the image's or the
 // daemon's.
 type TemplateSettings struct {
 	User     string            `json:"user,omitempty"`

@@ -191,7 +191,7 @@ func registerNetwork(fs *flag.FlagSet, f *daemon.Network) {
 	fs.DurationVar(&f.PortsTimeout, "ports-response-timeout", ports.DefaultResponseTimeout, "how long the ports route waits for a sandbox's server to answer a request")
 }
 
-// registerBuild adds the flags of template builds (docs/images.md, Builds).
+// registerBuild adds the flags of template builds (docs/images-builds.md, Builds).
 func registerBuild(fs *flag.FlagSet, f *daemon.Build) {
 	fs.StringVar(&f.Allow, "build-allow", strings.Join(local.DefaultBuildAllow, ","),
 		`what a build's RUN steps may reach, comma-separated allowlist rules (needs --network; "none": no network)`)

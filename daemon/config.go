@@ -270,7 +270,7 @@ type Network struct {
 	PortsTimeout time.Duration
 }
 
-// Build configures template builds (docs/images.md, Builds).
+// Build configures template builds (docs/images-builds.md, Builds).
 type Build struct {
 	// Allow is what a build's RUN steps may reach, comma-separated
 	// allowlist rules; "" or "none": no network (also without

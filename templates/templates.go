@@ -6,7 +6,7 @@
 //
 // This file is the record and the Store the persistence backends
 // implement; catalog.go resolves, pulls, imports, lists and deletes them,
-// with the built-in templates beside the records. docs/images.md
+// with the built-in templates beside the records. docs/images-templates.md
 // ("Templates") records the design.
 package templates
 

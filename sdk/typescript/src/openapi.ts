@@ -750,7 +750,7 @@ export interface paths {
         };
         /**
          * The templates the authenticated tenant can start sandboxes from
-         * @description The built-in templates (default; host where enabled), the tenant's own and the public ones (docs/images.md, "Templates").
+         * @description The built-in templates (default; host where enabled), the tenant's own and the public ones (docs/images-templates.md, "Templates").
          */
         get: operations["listTemplates"];
         put?: never;
@@ -797,7 +797,7 @@ export interface paths {
         put?: never;
         /**
          * Build one of the tenant's templates from a Dockerfile
-         * @description With Content-Type application/x-tar (or application/gzip, or Content-Encoding gzip: a gzip body is also told by its magic bytes) the body is the build context's tarball; the Dockerfile is the file named by the query parameter dockerfile inside it (default Dockerfile), the template's name is name (NAME or NAME:TAG), buildArg (NAME=VALUE, repeatable) sets ARGs and settings (TemplateSettings as JSON) overrides what the build gives the template. The context is unpacked into a staging directory: entries with '..' or absolute names, device nodes, FIFOs and overlay whiteout names are 400, symlinks are kept and never followed out of the context (COPY copies them as symlinks), the body and the unpacked files are bounded (1 GiB by default, 100,000 entries; 413 beyond), a malformed tar or gzip is 400. With a JSON body (TemplateBuildRequest) the Dockerfile comes as text and the build has no context. RUN steps run in sandboxes of their own. The build is queued (202) and shares the daemon's build limits with the E2B wire: a tenant with 8 unfinished builds gets 429. A successful build of a name the tenant has replaces that template (docs/images.md, "Builds").
+         * @description With Content-Type application/x-tar (or application/gzip, or Content-Encoding gzip: a gzip body is also told by its magic bytes) the body is the build context's tarball; the Dockerfile is the file named by the query parameter dockerfile inside it (default Dockerfile), the template's name is name (NAME or NAME:TAG), buildArg (NAME=VALUE, repeatable) sets ARGs and settings (TemplateSettings as JSON) overrides what the build gives the template. The context is unpacked into a staging directory: entries with '..' or absolute names, device nodes, FIFOs and overlay whiteout names are 400, symlinks are kept and never followed out of the context (COPY copies them as symlinks), the body and the unpacked files are bounded (1 GiB by default, 100,000 entries; 413 beyond), a malformed tar or gzip is 400. With a JSON body (TemplateBuildRequest) the Dockerfile comes as text and the build has no context. RUN steps run in sandboxes of their own. The build is queued (202) and shares the daemon's build limits with the E2B wire: a tenant with 8 unfinished builds gets 429. A successful build of a name the tenant has replaces that template (docs/images-builds.md, "Builds").
          */
         post: operations["buildTemplate"];
         delete?: never;
