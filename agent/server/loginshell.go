@@ -31,7 +31,7 @@ import (
 // another directory, a terminal, a long command) starts its own bash as
 // before.
 //
-// What differs from a fresh `bash -l -c CMD`, documented in docs/e2b.md:
+// What differs from a fresh `bash -l -c CMD`, documented in docs/e2b-lifecycle.md:
 // the profile ran when the spare started, not when the command came (a
 // change to one of the login files, loginFiles, discards the spare; what
 // a profile reads beyond them is read at the spare's start, and it did

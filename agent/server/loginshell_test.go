@@ -78,7 +78,7 @@ func envLines(out string) []string {
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		// SHLVL: a fresh `bash -c env` execs env in its place, one
 		// level down (0); through the spare env is the shell's child
-		// (1): a difference docs/e2b.md states.
+		// (1): a difference docs/e2b-lifecycle.md states.
 		if strings.HasPrefix(l, "_=") || strings.HasPrefix(l, "SANDLOT_T_COLD=") || strings.HasPrefix(l, "SHLVL=") {
 			continue
 		}

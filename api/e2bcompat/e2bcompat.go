@@ -156,7 +156,7 @@ const DefaultMaxUploadBytes = 256 << 20
 // templates: base and code-interpreter-v1 (the SDKs' default) to the
 // default template (python, node and bash kernels; small and built at the
 // daemon's start), code-interpreter to the template of that name, which
-// adds R and Java (built when first asked for). docs/e2b.md says why.
+// adds R and Java (built when first asked for). docs/e2b-interpreter.md says why.
 var DefaultTemplates = map[string]string{
 	"base":                    "",
 	"code-interpreter-v1":     "",

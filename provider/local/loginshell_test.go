@@ -141,7 +141,7 @@ func TestSpareLoginShellOnImage(t *testing.T) {
 }
 
 // envOf is an environment as text, sorted, without what differs between
-// two bash processes by design (docs/e2b.md: SHLVL of a program bash
+// two bash processes by design (docs/e2b-lifecycle.md: SHLVL of a program bash
 // execs in its place) or was set to tell them apart.
 func envOf(out string) string {
 	var keep []string

@@ -11,7 +11,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 )
 
-// Pause and resume, as E2B has them (docs/e2b.md, "Pause and resume"):
+// Pause and resume, as E2B has them (docs/e2b-lifecycle.md, "Pause and resume"):
 // pause keeps the sandbox's memory (contexts.Manager.PauseMemory: a
 // checkpoint to disk on runsc, the freezer elsewhere), so kernels,
 // variables, processes and files are there after a resume; while
@@ -68,7 +68,7 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, tenantID string)
 	}
 	// With its memory: checkpointed to disk where the provider can
 	// (runsc), so a paused sandbox holds no memory on the host; frozen
-	// elsewhere (docs/e2b.md, "Pause and resume").
+	// elsewhere (docs/e2b-lifecycle.md, "Pause and resume").
 	if _, err := h.m.PauseMemory(r.Context(), tenantID, id, h.cfg.PausedTimeout); err != nil {
 		h.writeLifecycleError(w, id, err)
 		return
