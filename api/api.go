@@ -372,7 +372,7 @@ type AuditEvent struct {
 
 // SecretRequest is the body of PUT /v1/secrets/{name}: a tenant's
 // credential that only travels to Hosts, outside sandboxes
-// (docs/network.md, "Secrets at the edge").
+// (docs/network-egress.md, "Secrets at the edge").
 type SecretRequest struct {
 	Value string   `json:"value"`
 	Hosts []string `json:"hosts"`

@@ -12,7 +12,7 @@ import (
 )
 
 // secretsKeyFile holds, by default, the key that encrypts tenants' secrets
-// in the store (docs/network.md, "Secrets at the edge").
+// in the store (docs/network-egress.md, "Secrets at the edge").
 const secretsKeyFile = "secrets-key"
 
 // secretsKeySize is AES-256's.

@@ -272,7 +272,7 @@ func (p *Proxy) serve(c net.Conn, br *bufio.Reader, src netip.Addr, sb *Sandbox,
 	if host, ok := pr.name(claimed); ok {
 		// The daemon's own front door, not the internet: answered in
 		// process by the ports route in every mode, mode none included
-		// (docs/network.md, "Ports from inside a sandbox").
+		// (docs/network-ports.md, "Ports from inside a sandbox").
 		ev.Host = trim(host)
 		if k != kindHTTP {
 			ev.Reason = "the ports route answers plain HTTP only inside sandboxes"

@@ -346,7 +346,7 @@ type Policy struct {
 	Ingress Ingress      `json:"ingress,omitzero"`
 	// Secrets names the tenant's secrets the sandbox may use: it sees
 	// their placeholders, and the proxy puts their values into requests
-	// to their hosts (docs/network.md, Secrets at the edge).
+	// to their hosts (docs/network-egress.md, Secrets at the edge).
 	Secrets []string `json:"secrets,omitempty"`
 }
 

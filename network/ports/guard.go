@@ -14,7 +14,7 @@ import (
 
 // Guard is the egress guard as the route applies it to what a sandbox
 // answers: everything that leaves a sandbox passes the guard, and the
-// route is one way out (docs/network.md, "What the route carries").
+// route is one way out (docs/network-ports.md, "What the route carries").
 type Guard interface {
 	// Body returns the redactor of one response body of t's sandbox: its
 	// first bytes decide text or a binary format, as for a file download.

@@ -90,7 +90,7 @@ func (s *Stack) Ports(domain string, authorize func(ctx context.Context, id, ten
 		return nil, err
 	}
 	// Sandboxes reach the route too, through the proxy, which answers it
-	// in process (docs/network.md, "Ports from inside a sandbox").
+	// in process (docs/network-ports.md, "Ports from inside a sandbox").
 	if domain == "" {
 		domain = ports.DefaultDomain
 	}

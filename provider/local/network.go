@@ -32,7 +32,7 @@ type Networks interface {
 func networkEnv(user map[string]string, n *runtime.Network, netEnv map[string]string) map[string]string {
 	env := make(map[string]string, len(user)+len(agent.CAEnv)+len(netEnv))
 	if len(n.CACerts) > 0 {
-		for _, k := range agent.CAEnv { // the sandbox's system bundle holds its CA (docs/network.md, Trust)
+		for _, k := range agent.CAEnv { // the sandbox's system bundle holds its CA (docs/network-egress.md, Trust)
 			env[k] = oci.CABundlePath
 		}
 	}
