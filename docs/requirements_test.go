@@ -10,36 +10,53 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite the totals block of requirements.md from its rows")
+var update = flag.Bool("update", false, "rewrite the totals block of requirements.md from the rows of both requirements pages")
 
 // root is the repository root, seen from this package's directory.
 const root = ".."
 
-// TestRequirements checks requirements.md against itself and the tree:
-// the totals block is what the rows add up to; every row has a known
+// The requirements are two pages: the specifications' rows with the
+// totals of both pages, then the earlier issues' rows. Their sections are
+// read as one document.
+const (
+	requirementsFile = "requirements.md"
+	issuesFile       = "requirements-issues.md"
+)
+
+// TestRequirements checks requirements.md and requirements-issues.md
+// against themselves and the tree: the totals block (in requirements.md,
+// and only there) is what the rows of both add up to; every row has a known
 // status, a met row names a test and any other row says why; every path a
 // row names exists, and every test it names is a function of a _test.go
 // file under one of those paths; the specifications' rows stay in the
 // order of their sections. With -update it rewrites the totals block
 // (the rows' other faults still fail).
 func TestRequirements(t *testing.T) {
-	const file = "requirements.md"
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
+	read := func(file string) *document {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := parse(string(b))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(d.sections) == 0 {
+			t.Fatalf("%s has no sections", file)
+		}
+		return d
 	}
-	d, err := parse(string(b))
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
+	file := requirementsFile
+	d, issues := read(file), read(issuesFile)
 	if d.begin < 0 {
 		t.Fatalf("%s has no totals block; put the two lines\n%s\n%s\nwhere it goes and run go generate ./docs", file, totalsBegin, totalsEnd)
 	}
-	if len(d.sections) == 0 {
-		t.Fatalf("%s has no sections", file)
+	if issues.begin >= 0 {
+		t.Fatalf("%s has a totals block at line %d; the totals of both pages are in %s", issuesFile, issues.begin+1, file)
 	}
 
-	want := totals(d)
+	want := totals(&document{sections: slices.Concat(d.sections, issues.sections)})
 	got := d.lines[d.begin : d.end+1]
 	if diff := cmp.Diff(want, got); diff != "" {
 		if *update {
@@ -54,13 +71,18 @@ func TestRequirements(t *testing.T) {
 	}
 
 	tests := testFunctions(t)
-	for _, s := range d.sections {
-		for _, p := range checkOrder(s) {
-			t.Errorf("%s %s", file, p)
-		}
-		for _, r := range s.rows {
-			for _, p := range checkRow(r, tests) {
-				t.Errorf("%s %s", file, p)
+	for _, doc := range []struct {
+		file string
+		d    *document
+	}{{file, d}, {issuesFile, issues}} {
+		for _, s := range doc.d.sections {
+			for _, p := range checkOrder(s) {
+				t.Errorf("%s %s", doc.file, p)
+			}
+			for _, r := range s.rows {
+				for _, p := range checkRow(r, tests) {
+					t.Errorf("%s %s", doc.file, p)
+				}
 			}
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The reader of requirements.md. The document is a list of sections
+// The reader of requirements.md and requirements-issues.md. A document is a list of sections
 // ("## " headings), each holding one table whose header names its
 // columns; the columns are found by name, so a section may add one (the
 // specifications' sections have "Spec"). A generated block between
@@ -40,7 +40,7 @@ type section struct {
 	rows []row
 }
 
-// document is requirements.md, read.
+// document is a requirements page, read.
 type document struct {
 	sections []*section
 	// lines of the file, and the totals block's first and last line
