@@ -83,3 +83,66 @@ func TestSweepSparesCreatesInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepCreateEndsMidPass: a create that spans a pass (its sandbox a
+// suspect at the previous one) and ends while a sweep runs, after the
+// sweep listed the owners and before it asked whether a create was under
+// way, left its sandbox out of the owners while the pass counted as
+// settled: the sweep destroyed the live sandbox of the context just
+// created. The sweep now asks about creates before it lists the owners.
+func TestSweepCreateEndsMidPass(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: -1})
+	e.p.ListedEarly = true
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	e.p.OnCreate = func(spec contexts.Spec) {
+		if _, ok := spec.Labels[contexts.LabelContext]; ok {
+			select {
+			case held <- struct{}{}:
+				<-gate
+			default:
+			}
+		}
+	}
+	before := e.p.Running()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.GetOrCreate(e.ctx, ident("t1", "slow", "main"), contexts.CreateOptions{})
+		done <- err
+	}()
+	t.Cleanup(open)
+	<-held
+	var making string
+	for _, id := range e.p.Running() {
+		if !slices.Contains(before, id) {
+			making = id
+		}
+	}
+	for range 2 {
+		if _, err := e.m.Cleanup(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if making == "" || !e.running(making) {
+		t.Fatalf("the sandbox being created (%q) was destroyed during its create", making)
+	}
+	var cerr error
+	var once sync.Once
+	contexts.SetSweepListed(e.m, func() {
+		once.Do(func() {
+			open()
+			cerr = <-done // the create returned: its context owns the sandbox
+		})
+	})
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	contexts.SetSweepListed(e.m, nil)
+	if cerr != nil {
+		t.Fatalf("create: %v", cerr)
+	}
+	if !e.running(making) {
+		t.Fatal("the pass during which the create ended destroyed the sandbox its context owns")
+	}
+}
