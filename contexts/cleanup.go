@@ -473,11 +473,14 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 	// own a sandbox listed then and now (a runtime lists it from the
 	// start): its suspects wait for the next pass. Asked before the
 	// owners are listed: a create that ends after this answer is waited
-	// for, one that ended before it has its sandbox among the owners.
+	// for, one that ended before it has its sandbox among the owners. A
+	// create begun more than CreatingTimeout ago holds no longer (its
+	// record is an orphan by then): a hung one must not keep every
+	// stray on the node running.
 	m.mu.Lock()
 	prev, prevMark := m.suspects, m.suspectsMark
 	m.mu.Unlock()
-	settled := !m.creates.anyBefore(prevMark)
+	settled := !m.creates.anyBefore(prevMark, m.now().Add(-m.cfg.CreatingTimeout))
 	mark := m.creates.mark()
 
 	known := map[string]bool{}
