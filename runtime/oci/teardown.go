@@ -94,7 +94,7 @@ func removeRuntimeDir(dir string) error {
 	}
 	for _, e := range ents {
 		if p := filepath.Join(dir, e.Name()); isMountPoint(p) {
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 				return fmt.Errorf("unmount %s: %w", p, err)
 			}
 		}
