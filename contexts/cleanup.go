@@ -474,9 +474,9 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 	// start): its suspects wait for the next pass. Asked before the
 	// owners are listed: a create that ends after this answer is waited
 	// for, one that ended before it has its sandbox among the owners. A
-	// create begun more than CreatingTimeout ago holds no longer (its
-	// record is an orphan by then): a hung one must not keep every
-	// stray on the node running.
+	// create begun more than CreatingTimeout ago holds no longer (taken
+	// for hung, as a record creating that long on another node is): it
+	// must not keep every stray on the node running.
 	m.mu.Lock()
 	prev, prevMark := m.suspects, m.suspectsMark
 	m.mu.Unlock()
