@@ -469,6 +469,20 @@ func (m *Manager) extendedInStore(ctx context.Context, e *entry, now time.Time) 
 // names. With grace, a sandbox must be unknown at two passes in a row.
 // It returns how many it destroyed.
 func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, grace bool) int {
+	// A create begun before the previous sweep and still under way may
+	// own a sandbox listed then and now (a runtime lists it from the
+	// start): its suspects wait for the next pass. Asked before the
+	// owners are listed: a create that ends after this answer is waited
+	// for, one that ended before it has its sandbox among the owners. A
+	// create begun more than CreatingTimeout ago holds no longer (taken
+	// for hung, as a record creating that long on another node is): it
+	// must not keep every stray on the node running.
+	m.mu.Lock()
+	prev, prevMark := m.suspects, m.suspectsMark
+	m.mu.Unlock()
+	settled := !m.creates.anyBefore(prevMark, m.now().Add(-m.cfg.CreatingTimeout))
+	mark := m.creates.mark()
+
 	known := map[string]bool{}
 	for _, r := range recs {
 		if r.SandboxID != "" {
@@ -489,13 +503,11 @@ func (m *Manager) sweep(ctx context.Context, running []string, recs []*Record, g
 			known[sb.ID()] = true
 		}
 	}
-	prev, prevMark := m.suspects, m.suspectsMark
+	hook := m.sweepListed
 	m.mu.Unlock()
-	// A create begun before the previous sweep and still under way may
-	// own a sandbox listed then and now (a runtime lists it from the
-	// start): its suspects wait for the next pass.
-	mark := m.creates.mark()
-	settled := !m.creates.anyBefore(prevMark)
+	if hook != nil {
+		hook()
+	}
 
 	next := map[string]bool{}
 	killed := 0

@@ -277,7 +277,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 	unlockTenant()
 	m.changed(id.TenantID, rec.ID)
 
-	defer m.creates.begin()() // until e owns the sandbox, or it is destroyed
+	defer m.creates.begin(m.now())() // until e owns the sandbox, or it is destroyed
 	sb, err := m.sandbox(ctx, rec, opts)
 	m.mu.Lock()
 	delete(m.creating, rec.ID)

@@ -51,3 +51,11 @@ func SetPoolWait(m *Manager, d time.Duration) {
 
 // ForkEntries reports how many fork templates m keeps state of in memory.
 func ForkEntries(m *Manager) int { return m.forks.len() }
+
+// SetSweepListed makes each of m's sweeps call f right after it listed the
+// sandboxes' owners, for a test of a create that ends at that moment.
+func SetSweepListed(m *Manager, f func()) {
+	m.mu.Lock()
+	m.sweepListed = f
+	m.mu.Unlock()
+}

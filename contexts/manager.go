@@ -56,6 +56,9 @@ type Manager struct {
 	// its suspects are strays once no create begun before it runs.
 	suspectsMark uint64
 	creates      inflight // sandbox creates under way (inflight.go)
+	// sweepListed, when set (tests), runs in each sweep right after it
+	// listed the owners, for a test of a create ending at that moment.
+	sweepListed func()
 	// lost holds, by identity, when a context ended because its sandbox
 	// was lost, until the identity's next context takes it over
 	// (entry.replacedLost) or the cleanup loop forgets it after a TTL.

@@ -256,7 +256,7 @@ func (m *Manager) wake(ctx context.Context, e *entry, ttl time.Duration, prestar
 		Prestart: prestart,
 		Volumes:  vols,
 	}
-	defer m.creates.begin()() // until e owns the sandbox, or it is destroyed
+	defer m.creates.begin(m.now())() // until e owns the sandbox, or it is destroyed
 	sb, err := m.provider.Create(ctx, spec)
 	if err != nil {
 		err = guardError(ctx, m.cfg.Guard, rec.TenantID, err)

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 )
@@ -81,5 +82,118 @@ func TestSweepSparesCreatesInFlight(t *testing.T) {
 					e.running(stray.ID()), e.running(making))
 			}
 		})
+	}
+}
+
+// TestSweepCreateEndsMidPass: a create that spans a pass (its sandbox a
+// suspect at the previous one) and ends while a sweep runs, after the
+// sweep listed the owners and before it asked whether a create was under
+// way, left its sandbox out of the owners while the pass counted as
+// settled: the sweep destroyed the live sandbox of the context just
+// created. The sweep now asks about creates before it lists the owners.
+func TestSweepCreateEndsMidPass(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: -1})
+	e.p.ListedEarly = true
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	e.p.OnCreate = func(spec contexts.Spec) {
+		if _, ok := spec.Labels[contexts.LabelContext]; ok {
+			select {
+			case held <- struct{}{}:
+				<-gate
+			default:
+			}
+		}
+	}
+	before := e.p.Running()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.GetOrCreate(e.ctx, ident("t1", "slow", "main"), contexts.CreateOptions{})
+		done <- err
+	}()
+	t.Cleanup(open)
+	<-held
+	var making string
+	for _, id := range e.p.Running() {
+		if !slices.Contains(before, id) {
+			making = id
+		}
+	}
+	for range 2 {
+		if _, err := e.m.Cleanup(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if making == "" || !e.running(making) {
+		t.Fatalf("the sandbox being created (%q) was destroyed during its create", making)
+	}
+	var cerr error
+	var once sync.Once
+	contexts.SetSweepListed(e.m, func() {
+		once.Do(func() {
+			open()
+			cerr = <-done // the create returned: its context owns the sandbox
+		})
+	})
+	if _, err := e.m.Cleanup(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	contexts.SetSweepListed(e.m, nil)
+	if cerr != nil {
+		t.Fatalf("create: %v", cerr)
+	}
+	if !e.running(making) {
+		t.Fatal("the pass during which the create ended destroyed the sandbox its context owns")
+	}
+}
+
+// TestSweepHungCreateBounded: a create under way held every stray on the
+// node alive (the sweep waited for all creates begun before its previous
+// pass), so one hung create (a provider that never answers) kept any
+// tenant's strays running for as long as it hung. A create older than
+// CreatingTimeout no longer holds the sweep.
+func TestSweepHungCreateBounded(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: -1})
+	e.p.ListedEarly = true
+	gate, held := make(chan struct{}), make(chan struct{}, 1)
+	var release sync.Once
+	open := func() { release.Do(func() { close(gate) }) }
+	e.p.OnCreate = func(spec contexts.Spec) {
+		if _, ok := spec.Labels[contexts.LabelContext]; ok {
+			select {
+			case held <- struct{}{}:
+				<-gate
+			default:
+			}
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.GetOrCreate(e.ctx, ident("t1", "hung", "main"), contexts.CreateOptions{})
+		done <- err
+	}()
+	t.Cleanup(func() { open(); <-done })
+	<-held
+	stray, err := e.p.Create(e.ctx, contexts.Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := e.m.Cleanup(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !e.running(stray.ID()) {
+		t.Fatal("the stray was destroyed while a create of the last minutes was under way")
+	}
+	e.clock.Advance(contexts.DefaultCreatingTimeout + time.Second)
+	for range 2 {
+		if _, err := e.m.Cleanup(e.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.running(stray.ID()) {
+		t.Fatal("a create hung past CreatingTimeout still keeps a stray running")
 	}
 }

@@ -40,6 +40,9 @@ type session struct {
 	gen    int64 // Manager.lateGen when it started
 }
 
+// setNonblock is unix.SetNonblock, replaced by a test that makes it fail.
+var setNonblock = unix.SetNonblock
+
 // startSession forks argv with fresh pipes on fds 1..4 and, on 0,
 // /dev/null, or a sealed memfd holding stdin when it is set (the java
 // kernel's program: its launcher reads a file it can seek, and one the
@@ -105,8 +108,13 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential, stdi
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	s := &session{p: p, ctrl: fds[0][1], out: fds[1][0], err: fds[2][0], res: fds[3][0]}
+	// The raw reads (agent/internal/rawio) are safe on non-blocking
+	// descriptors only: a blocking pipe would hang the agent's read.
 	for _, fd := range []int{s.out, s.err, s.res} {
-		_ = unix.SetNonblock(fd, true)
+		if err := setNonblock(fd, true); err != nil {
+			s.kill()
+			return nil, fmt.Errorf("start %s: pipe: %w", argv[0], err)
+		}
 	}
 	if err := s.initEpoll(); err != nil {
 		s.kill()
@@ -148,7 +156,10 @@ func (s *session) initEpoll() error {
 			return fmt.Errorf("epoll add: %w", err)
 		}
 	}
-	_ = unix.SetNonblock(epfd, true)
+	if err := setNonblock(epfd, true); err != nil {
+		_ = unix.Close(epfd)
+		return fmt.Errorf("epoll: %w", err)
+	}
 	s.epfd = epfd
 	s.ep = os.NewFile(uintptr(epfd), "kernel-epoll")
 	rc, err := s.ep.SyscallConn()

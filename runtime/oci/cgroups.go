@@ -58,7 +58,6 @@ func cgroupDirs(id string) []string {
 func removeCgroups(ctx context.Context, id string, dirs []string) error {
 	deadline := time.Now().Add(5 * time.Second)
 	wait := 250 * time.Microsecond
-	killed := map[int]bool{}
 	for _, d := range dirs {
 		for {
 			err := unix.Rmdir(d)
@@ -69,9 +68,9 @@ func removeCgroups(ctx context.Context, id string, dirs []string) error {
 				return fmt.Errorf("remove cgroup %s: %w", d, err)
 			}
 			if errors.Is(err, unix.EBUSY) {
-				if fds := killProcs(d, id, killed); len(fds) > 0 {
-					// Woken as they exit; a process that is slow to die
-					// is killed no more, and then waited for by polling.
+				if fds := killProcs(d, id); len(fds) > 0 {
+					// Woken as they exit; one slow to die is met again
+					// (and signalled again) on the next try.
 					until := time.Now().Add(time.Second)
 					if until.After(deadline) {
 						until = deadline

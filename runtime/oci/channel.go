@@ -250,8 +250,11 @@ func peerConn(id string, fd, pid int, info *sandboxInfo) (net.Conn, error) {
 
 // initProcess returns the host pid of sandbox id's init and a pidfd that
 // pins it. The pid comes from the runtime's pid file in the bundle; it must
-// still be a process of the sandbox's cgroup, checked while the pidfd
-// keeps the pid from being reused.
+// still be a process of the sandbox's cgroup. A pidfd does not keep the
+// pid from being reused: the check holds because a reused pid's
+// /proc/<pid>/cgroup shows the new process's own cgroups, and a signal 0
+// through the pidfd after that read fails (ESRCH) if the process it was
+// opened on had already gone, so the read was of that process.
 func (r *Runtime) initProcess(id string) (int, int, error) {
 	b, err := os.ReadFile(filepath.Join(r.bundle(id), "pid"))
 	if err != nil {

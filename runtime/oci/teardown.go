@@ -94,7 +94,7 @@ func removeRuntimeDir(dir string) error {
 	}
 	for _, e := range ents {
 		if p := filepath.Join(dir, e.Name()); isMountPoint(p) {
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 				return fmt.Errorf("unmount %s: %w", p, err)
 			}
 		}
@@ -122,10 +122,11 @@ func readTeardownConfig(p string) (teardownConfig, error) {
 }
 
 // killProcs sends SIGKILL to every process listed in cgroup dir that is
-// in one of sandbox id's cgroups and not in killed (a SIGKILL cannot be
-// caught: once is enough), and returns pidfds of those it signalled, for
-// the caller to wait on and close.
-func killProcs(dir, id string, killed map[int]bool) []int {
+// in one of sandbox id's cgroups, and returns pidfds of those it
+// signalled, for the caller to wait on and close. Each round signals every
+// listed pid again: a second SIGKILL is harmless, and a pid number already
+// signalled may since name another process of the sandbox (reused).
+func killProcs(dir, id string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil {
 		return nil
@@ -133,11 +134,10 @@ func killProcs(dir, id string, killed map[int]bool) []int {
 	var fds []int
 	for _, f := range bytes.Fields(b) {
 		pid, err := strconv.Atoi(string(f))
-		if err != nil || pid <= 0 || killed[pid] {
+		if err != nil || pid <= 0 {
 			continue
 		}
 		if fd := killIn(pid, id); fd >= 0 {
-			killed[pid] = true
 			fds = append(fds, fd)
 		}
 	}
@@ -145,8 +145,11 @@ func killProcs(dir, id string, killed map[int]bool) []int {
 }
 
 // killIn sends SIGKILL to host process pid if it is (still) in one of
-// sandbox id's cgroups, checked while a pidfd keeps the pid from being
-// reused, and returns that pidfd (-1: not signalled).
+// sandbox id's cgroups, and returns the pidfd it signalled through (-1:
+// not signalled). A pidfd does not keep the pid from being reused; the
+// check holds because the signal goes through the pidfd (ESRCH once the
+// process it was opened on is gone, whatever now has its number) and a
+// reused pid's /proc/<pid>/cgroup shows the new process's own cgroups.
 func killIn(pid int, id string) int {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
