@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"strconv"
@@ -61,7 +62,7 @@ var ErrNotSent = errors.New("request not sent")
 type Client struct {
 	id       string
 	conn     net.Conn
-	raw      *rawio.Conn // conn's descriptor, when it has one (rawio); nil otherwise
+	rw       io.ReadWriter // conn, or its descriptor's raw calls (rawio.ReadWriter)
 	cfg      ClientConfig
 	log      *slog.Logger
 	nextID   atomic.Uint64
@@ -145,7 +146,7 @@ func NewClient(conn net.Conn, cfg ClientConfig) *Client {
 	c := &Client{
 		id:        cfg.SandboxID,
 		conn:      conn,
-		raw:       rawio.New(conn),
+		rw:        rawio.ReadWriter(conn),
 		cfg:       cfg,
 		log:       cfg.Logger,
 		done:      make(chan struct{}),
@@ -430,13 +431,7 @@ func (c *Client) write(frame []byte) (int, error) {
 		c.wdeadline = now.Add(c.cfg.WriteTimeout)
 		_ = c.conn.SetWriteDeadline(c.wdeadline)
 	}
-	var n int
-	var err error
-	if c.raw != nil {
-		n, err = c.raw.Write(frame)
-	} else {
-		n, err = c.conn.Write(frame)
-	}
+	n, err := c.rw.Write(frame)
 	if err != nil {
 		c.shutdown(fmt.Errorf("sandbox %s: write to agent: %v: %w", c.id, err, errdefs.ErrUnavailable))
 		return n, c.closeErr

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -22,11 +21,7 @@ func (c *Client) violation(format string, args ...any) {
 }
 
 func (c *Client) readLoop() {
-	var r io.Reader = c.conn
-	if c.raw != nil {
-		r = c.raw
-	}
-	fr := newFrameReader(r, MaxFrame)
+	fr := newFrameReader(c.rw, MaxFrame)
 	for {
 		line, err := fr.next()
 		if err != nil {

@@ -25,7 +25,7 @@ import (
 type conn struct {
 	s      *Server
 	c      net.Conn
-	raw    *rawio.Conn        // c's descriptor, when it has one (rawio); nil otherwise
+	rw     io.ReadWriter      // c, or its descriptor's raw calls (rawio.ReadWriter)
 	cancel context.CancelFunc // ends the connection and its calls
 	wmu    sync.Mutex         // serializes frame writes
 	// wdeadline is the write deadline set on c; under wmu.
@@ -41,14 +41,10 @@ type conn struct {
 func (s *Server) serveConn(ctx context.Context, nc net.Conn) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &conn{s: s, c: nc, raw: rawio.New(nc), cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
-	var r io.Reader = nc
-	if c.raw != nil {
-		r = c.raw
-	}
+	c := &conn{s: s, c: nc, rw: rawio.ReadWriter(nc), cancel: cancel, running: map[uint64]context.CancelCauseFunc{}, spare: make(chan *lineReader)}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go c.readLoop(ctx, newLineReader(r, agent.MaxFrame), &wg)
+	go c.readLoop(ctx, newLineReader(c.rw, agent.MaxFrame), &wg)
 	<-ctx.Done() // the agent stops, or the host hung up (readLoop cancels)
 	nc.Close()
 	wg.Wait()
@@ -414,13 +410,7 @@ func (c *conn) write(frame []byte) {
 		c.wdeadline = now.Add(writeTimeout)
 		_ = c.c.SetWriteDeadline(c.wdeadline)
 	}
-	var err error
-	if c.raw != nil {
-		_, err = c.raw.Write(frame)
-	} else {
-		_, err = c.c.Write(frame)
-	}
-	if err != nil {
+	if _, err := c.rw.Write(frame); err != nil {
 		c.c.Close()
 	}
 }

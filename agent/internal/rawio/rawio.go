@@ -43,6 +43,16 @@ func New(c net.Conn) *Conn {
 	return &Conn{rc: rc}
 }
 
+// ReadWriter returns what c's frames are read and written through: c's
+// raw reader and writer (New) when c has a polled descriptor, else c
+// itself. Callers hold the result instead of choosing per call.
+func ReadWriter(c net.Conn) io.ReadWriter {
+	if r := New(c); r != nil {
+		return r
+	}
+	return c
+}
+
 // Read reads into p as net.Conn.Read does: it waits (within the read
 // deadline) until some bytes or the end of the stream are there.
 func (c *Conn) Read(p []byte) (int, error) {

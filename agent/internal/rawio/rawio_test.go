@@ -54,6 +54,19 @@ func TestNewOnlyForPolledSockets(t *testing.T) {
 	}
 }
 
+func TestReadWriterChoosesRawOrPlain(t *testing.T) {
+	a, _ := unixPair(t)
+	if _, ok := ReadWriter(a).(*Conn); !ok {
+		t.Errorf("ReadWriter(unix socket) = %T, want the raw calls (*Conn)", ReadWriter(a))
+	}
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	if rw := ReadWriter(p1); rw != io.ReadWriter(p1) {
+		t.Errorf("ReadWriter(net.Pipe) = %T, want the connection itself", rw)
+	}
+}
+
 func TestReadWriteRoundTrip(t *testing.T) {
 	a, b := unixPair(t)
 	ra, rb := New(a), New(b)
