@@ -89,8 +89,12 @@ type Config struct {
 	// MaxExecutions rotates a context after this many executions; 0: the
 	// manager's default; -1: never.
 	MaxExecutions int64
-	// PoolSize is the warm sandboxes kept per template: 0 none, -1 the
-	// manager's default. PoolSizes overrides it by template name.
+	// PoolSize is the warm sandboxes kept per pool: 0 none, -1 the
+	// manager's default. PoolSizes overrides it by template name. A
+	// template may keep more than one pool of this size: on the local
+	// provider the default template keeps two, one with python prestarted
+	// (/v1's creates) and one starting no kernel (E2B's base sandbox;
+	// contexts.Config.PoolWarmKernels).
 	PoolSize  int
 	PoolSizes map[string]int
 	// PoolMemoryBudget bounds what the warm pools hold when they grow
