@@ -8,6 +8,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -219,4 +220,13 @@ func or(s, otherwise string) string {
 		return otherwise
 	}
 	return s
+}
+
+// ReadReport decodes a JSON report (the output of `sandlot bench --json`).
+func ReadReport(r io.Reader) (*Report, error) {
+	var rep Report
+	if err := json.NewDecoder(r).Decode(&rep); err != nil {
+		return nil, fmt.Errorf("read the JSON report: %w", err)
+	}
+	return &rep, nil
 }
