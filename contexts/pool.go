@@ -464,7 +464,7 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 // the worker's). The creation runs in m.makes: Close waits for it.
 func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
-	defer m.creates.begin(m.now())() // until the pool holds the sandbox (cleanup.go's sweep)
+	defer m.creates.begin(m.now())() // until the pool holds the sandbox (sweep.go)
 	spec := m.cfg.PoolSpecs[p.template]
 	start := time.Now() // real time: fillTime bounds real waits
 	sb, err := m.provider.Create(m.makes, Spec{
