@@ -10,7 +10,7 @@ import (
 	"github.com/sandlot/sandlot/templates"
 )
 
-// stateCases are the figures of snapshots (docs/state.md) on the image
+// stateCases are the figures of snapshots (docs/state-snapshots.md) on the image
 // provider: a snapshot's capture and store against the bytes its
 // sandbox wrote, and a context started from it to its first result (what
 // one E2B fork costs per sandbox after its capture).

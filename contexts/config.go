@@ -156,7 +156,7 @@ type Config struct {
 	// its own records (and those of nodes whose lease lapsed), and a call
 	// for a context another live node owns is refused with unavailable,
 	// naming that node. Managers that share a store must each have their
-	// own Node; sandlot serve and sandlot mcp do (docs/contexts.md,
+	// own Node; sandlot serve and sandlot mcp do (docs/contexts-nodes.md,
 	// "Nodes"). Zero: "", the unnamed node of a store with one manager: it
 	// renews no lease and takes nothing over.
 	Node string

@@ -21,7 +21,7 @@ import (
 // (Fork), E2B's Sandbox.fork into new conversations (ForkSnapshot, then
 // one create per fork). Memory is carried where the provider keeps it
 // (forkmem.go, ForkResult.Memory); elsewhere the forks' kernels start
-// fresh. docs/state.md, "Fork".
+// fresh. docs/state-snapshots.md, "Fork".
 
 // Snapshots stores the template a fork starts from. templates.Catalog
 // implements it; the manager finds it on Config.Catalog.

@@ -32,7 +32,7 @@ import (
 // deletes the marked templates no context runs on that no end deleted: a
 // fork made before a restart, or whose last end failed to delete it. It
 // leaves alone a template younger than Config.ForkGrace (its first context
-// may not have been written yet). docs/state.md, "A fork's template goes
+// may not have been written yet). docs/state-snapshots.md, "A fork's template goes
 // with its forks".
 
 // ForkMarks is the store's side of the fork marks; templates.Catalog

@@ -31,7 +31,7 @@ import (
 // the work over all records runs on the holder of the cluster lease
 // (lease.go).
 //
-// docs/contexts.md ("Nodes") has the argument.
+// docs/contexts-nodes.md ("Nodes") has the argument.
 
 // ownedError refuses a call for a context another live node serves.
 type ownedError struct{ id, conversation, path, node string }

@@ -138,7 +138,7 @@ const (
 	// but a fact the manager needs: with it, any node serves any
 	// context, and the work over every node's contexts (expiry, lost
 	// records, the sweep, the warm pool) runs on the holder of the
-	// cluster lease. docs/contexts.md, "Nodes".
+	// cluster lease. docs/contexts-nodes.md, "Nodes".
 	CapShared
 	// CapSnapshot: Capture, a sandbox's filesystem as a layer.
 	CapSnapshot

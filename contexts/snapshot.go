@@ -16,7 +16,7 @@ import (
 // on the host as hostile input (image/layer.Diff). max bounds the file
 // bytes (apparent sizes); past it the capture is resource_exhausted. A
 // sandbox on a template without an image (host) is failed_precondition.
-// docs/state.md.
+// docs/state-snapshots.md.
 type Capturer interface {
 	Capture(ctx context.Context, sandboxID string, w io.Writer, max int64) error
 }

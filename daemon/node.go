@@ -68,7 +68,7 @@ func createNodeID(path, stateDir string) (string, error) {
 		return "", fmt.Errorf("node id: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	_, werr := fmt.Fprintf(tmp, "%s\n# the sandlot node of state dir %s; see docs/contexts.md, Nodes\n", id, stateDir)
+	_, werr := fmt.Fprintf(tmp, "%s\n# the sandlot node of state dir %s; see docs/contexts-nodes.md, Nodes\n", id, stateDir)
 	if err := errors.Join(werr, tmp.Close()); err != nil {
 		return "", fmt.Errorf("node id: %w", err)
 	}

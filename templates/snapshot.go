@@ -23,7 +23,7 @@ import (
 // writable layer as captured (the provider's Capture). Its template record
 // is an ordinary one (resolved, listed, started from, deleted like any);
 // the Snapshot record beside it says where it came from, and goes with the
-// template (a delete of the template deletes it). docs/state.md.
+// template (a delete of the template deletes it). docs/state-snapshots.md.
 
 // Snapshot is the record of a template made from a sandbox.
 type Snapshot struct {

@@ -41,7 +41,7 @@ type ForkSandboxResult struct {
 }
 
 // forkSandbox forks the call's context onto another path of its
-// conversation (contexts.Manager.Fork, docs/state.md "Fork onto a path").
+// conversation (contexts.Manager.Fork, docs/state-snapshots.md "Fork onto a path").
 // The caller names a path only: the fork is always in its own tenant,
 // user and conversation. A path without a context is not_found.
 func (r *Registry) forkSandbox(ctx context.Context, call Call, args map[string]any, _ contexts.OutputFunc) (any, error) {

@@ -10,7 +10,7 @@ import (
 )
 
 // Forker is what /v1's fork needs of the manager (contexts.Manager.Fork,
-// which owns the fork: docs/state.md, "Fork onto a path").
+// which owns the fork: docs/state-snapshots.md, "Fork onto a path").
 type Forker interface {
 	Fork(ctx context.Context, tenantID, contextID, pathID string) (*contexts.ForkResult, error)
 }

@@ -14,7 +14,7 @@ import (
 
 // Snapshots is what /v1's snapshot routes need of the template catalog
 // (*templates.Catalog): a snapshot is a template of the tenant's made from
-// a context's filesystem (docs/state.md).
+// a context's filesystem (docs/state-snapshots.md).
 type Snapshots interface {
 	Snapshot(ctx context.Context, tenantID string, spec templates.SnapshotSpec, capture templates.Capture) (templates.Template, templates.Snapshot, error)
 	Snapshots(ctx context.Context, tenantID, contextID string) ([]templates.Template, []templates.Snapshot, error)

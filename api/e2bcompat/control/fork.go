@@ -18,7 +18,7 @@ import (
 // filesystem is captured once, as a snapshot template of the tenant's
 // (snapshots.go), and count new sandboxes start from it, each a context of
 // its own. Memory is not carried on the local runtimes: the forks' kernels
-// and processes start fresh (docs/state.md, "Fork"). The snapshot stays a
+// and processes start fresh (docs/state-snapshots.md, "Fork"). The snapshot stays a
 // template of the tenant's (named fork-…, listed with the snapshots),
 // since the forks run on it; deleting it once they end frees its layer.
 

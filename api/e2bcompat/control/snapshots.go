@@ -16,7 +16,7 @@ import (
 // template of the tenant's from the sandbox's filesystem
 // (templates.Catalog.Snapshot over the manager's Capture); GET /snapshots
 // lists them; the SDK's deleteSnapshot is DELETE /templates/{id}, and a
-// create from a snapshot is a create from that template. docs/state.md.
+// create from a snapshot is a create from that template. docs/state-snapshots.md.
 
 // snapshotInfo is E2B's SnapshotInfo. snapshotID is the template's id:
 // unique, so a create or a delete by it never meets a name another

@@ -837,7 +837,7 @@ export interface paths {
         put?: never;
         /**
          * Fork a context onto another path
-         * @description The context's filesystem is captured as a snapshot template of the tenant's (named fork-…, listed with the snapshots) and a new context starts from it on pathId of the source's conversation, for the source's user. A new path never forks implicitly: its branch starts fresh. memory says whether the kernels' state came along: false on crun and runc, where the fork's kernels start fresh with the source's files. A path that already has a context is 409. docs/state.md.
+         * @description The context's filesystem is captured as a snapshot template of the tenant's (named fork-…, listed with the snapshots) and a new context starts from it on pathId of the source's conversation, for the source's user. A new path never forks implicitly: its branch starts fresh. memory says whether the kernels' state came along: false on crun and runc, where the fork's kernels start fresh with the source's files. A path that already has a context is 409. docs/state-snapshots.md.
          */
         post: operations["forkContext"];
         delete?: never;
@@ -857,7 +857,7 @@ export interface paths {
         put?: never;
         /**
          * Snapshot a context's filesystem as a template of the tenant's
-         * @description The context's writable layer over its template (what its sandbox wrote, deleted or changed) becomes one layer on top of the template's image, stored as a new template of the tenant's with the template's settings. The sandbox is frozen while it is read and runs on after (a paused one stays paused). Memory and kernels are not kept. Start a context from it by its id or name, like any template. A tenant keeps at most 100 snapshots (429); a layer past 4 GiB of file bytes (apparent sizes) is 429 too; a context on the host template has no layer (412). docs/state.md.
+         * @description The context's writable layer over its template (what its sandbox wrote, deleted or changed) becomes one layer on top of the template's image, stored as a new template of the tenant's with the template's settings. The sandbox is frozen while it is read and runs on after (a paused one stays paused). Memory and kernels are not kept. Start a context from it by its id or name, like any template. A tenant keeps at most 100 snapshots (429); a layer past 4 GiB of file bytes (apparent sizes) is 429 too; a context on the host template has no layer (412). docs/state-snapshots.md.
          */
         post: operations["createSnapshot"];
         delete?: never;
