@@ -3,7 +3,6 @@ package contexts_test
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 )
@@ -18,23 +17,13 @@ func TestRealPoolServesBurst(t *testing.T) {
 	const burst = 5
 	clk := newClock()
 	e := newRealEnv(t, contexts.Config{PoolSize: 2, Clock: clk.Now, MaxPerTenant: -1, MaxPerConversation: -1})
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (stats %+v)", what, e.m.Stats())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	wait("the pool to fill", func() bool { return e.m.Stats().PoolSize == 2 })
+	e.waitStats("the pool to fill", func() bool { return e.m.Stats().PoolSize == 2 })
 	for i := range burst + 1 { // burst+1 at one instant: burst a second
 		if _, err := e.m.GetOrCreate(e.ctx, ident("t1", fmt.Sprintf("a%d", i), "main"), contexts.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wait("the pool to grow", func() bool { return e.m.Stats().PoolSize >= burst })
+	e.waitStats("the pool to grow", func() bool { return e.m.Stats().PoolSize >= burst })
 	hits := e.m.Stats().PoolHits
 	var ids []contexts.Identity
 	for i := range burst {

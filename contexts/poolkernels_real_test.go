@@ -3,7 +3,6 @@ package contexts_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 )
@@ -16,17 +15,7 @@ import (
 // answers.
 func TestRealPoolKernels(t *testing.T) {
 	e := newRealEnv(t, contexts.Config{PoolSize: 1, PoolWarmKernels: [][]string{{}}})
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s (stats %+v)", what, e.m.Stats())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	wait("both pools to fill", func() bool { return e.m.Stats().PoolSize == 2 })
+	e.waitStats("both pools to fill", func() bool { return e.m.Stats().PoolSize == 2 })
 	v1, base := ident("t1", "v1", "main"), ident("t1", "base", "main")
 	if _, err := e.m.GetOrCreate(e.ctx, v1, contexts.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -51,7 +40,7 @@ func TestRealPoolKernels(t *testing.T) {
 	// The prestarted kernel starts when the agent listens: wait for it on
 	// the /v1 sandbox. The two warm sandboxes were made at Start, together:
 	// by then the base one would have started its own, had it one.
-	wait("the /v1 sandbox's prestarted python", func() bool { return hasPython(v1) })
+	e.waitStats("the /v1 sandbox's prestarted python", func() bool { return hasPython(v1) })
 	if out := procs(base); strings.Contains(out, "python") {
 		t.Fatalf("the E2B base sandbox from the pool runs python:\n%s", out)
 	}

@@ -92,6 +92,19 @@ func newRealEnv(t testing.TB, cfg contexts.Config) *realEnv {
 	return e
 }
 
+// waitStats polls cond for up to 3 minutes (real sandboxes on a loaded
+// machine) and fails naming what it waited for with the manager's Stats.
+func (e *realEnv) waitStats(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s (stats %+v)", what, e.m.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // describe names each sandbox's labels (a pool's or a context's) and
 // whether a create returned it, for a leak's report.
 func (e *realEnv) describe(ids []string) string {

@@ -4,22 +4,16 @@ import (
 	"archive/tar"
 	"context"
 	"io"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
-	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store"
-	"github.com/sandlot/sandlot/store/postgres"
-	"github.com/sandlot/sandlot/store/postgres/pgtest"
-	"github.com/sandlot/sandlot/store/sqlite"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/templates/templatestest"
-	"github.com/sandlot/sandlot/tenant"
 )
 
 // TestForkTemplateSwept: a fork's template survives neither a restart nor
@@ -33,51 +27,16 @@ import (
 // the grace alone that node deleted it.
 func TestForkTemplateSwept(t *testing.T) {
 	testenv.RequireRoot(t)
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T, dir string) store.Backend
-	}{
-		{"sqlite", func(t *testing.T, dir string) store.Backend {
-			st, err := sqlite.Open(context.Background(), filepath.Join(dir, "sandlot.db"), sqlite.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-		{"postgres", func(t *testing.T, dir string) store.Backend {
-			st, err := postgres.Open(context.Background(), pgtest.SchemaURL(t), postgres.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			st := tc.open(t, dir)
-			t.Cleanup(func() { st.Close() }) // after the managers' Close
-			testForkTemplateSwept(t, st, dir)
-		})
-	}
+	templatestest.OnRealStores(t, testForkTemplateSwept)
 }
 
 func testForkTemplateSwept(t *testing.T, st store.Backend, dir string) {
 	ctx := context.Background()
-	imgs, err := image.Open(filepath.Join(dir, "images"), image.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTenant(ctx, &tenant.Tenant{ID: "A"}, tenant.HashKey("e2b_sweepA")); err != nil {
-		t.Fatal(err)
-	}
+	imgs := templatestest.AppTenant(t, st, dir, "A")
 	catalog := func() *templates.Catalog {
 		return templates.New(templates.Config{Store: st, Images: imgs, Snapshots: st})
 	}
 	c1 := catalog()
-	archive := templatestest.DockerArchive(t, templatestest.Image(t, "base"), "example.test/app:v1")
-	if _, err := c1.Import(ctx, "A", archive, templates.Spec{Name: "app", Settings: templates.Settings{Kernels: []string{"sh"}}}, nil); err != nil {
-		t.Fatal(err)
-	}
 	p := contextstest.NewProvider()
 	manager := func(t *testing.T, node string, c *templates.Catalog) *contexts.Manager {
 		t.Helper()

@@ -19,28 +19,9 @@ import (
 // but answers no other request (none could start user code) until Ready
 // is closed.
 func TestReadyHoldsRequests(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan struct{})
 	listening := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready, Listening: func() { close(listening) }}).Serve(ctx)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var c *agent.Client
-	var err error
-	for i := 0; i < 200; i++ {
-		if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatalf("the agent does not take connections before Ready: %v", err)
-	}
-	defer c.Close()
+	ctx, c := startInProcess(t, t.TempDir(), server.Config{Ready: ready, Listening: func() { close(listening) }})
 	select {
 	case <-listening:
 	default:
@@ -80,26 +61,8 @@ func TestReadyHoldsCells(t *testing.T) {
 	for _, lang := range []string{agent.Bash, agent.Sh} {
 		t.Run(lang, func(t *testing.T) {
 			dir := t.TempDir()
-			sock := filepath.Join(dir, "agent.sock")
-			ctx, cancel := context.WithCancel(context.Background())
 			ready := make(chan struct{})
-			done := make(chan error, 1)
-			go func() {
-				done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home"), Ready: ready}).Serve(ctx)
-			}()
-			t.Cleanup(func() { cancel(); <-done })
-			var c *agent.Client
-			var err error
-			for i := 0; i < 200; i++ {
-				if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			ctx, c := startInProcess(t, dir, server.Config{Ready: ready})
 			marker := filepath.Join(dir, "ran")
 			res := make(chan error, 1)
 			go func() {
@@ -128,4 +91,30 @@ func TestReadyHoldsCells(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startInProcess serves an agent of cfg in this process, its socket and
+// home in dir, and dials it while it starts (it takes connections before
+// Ready). The context ends and the agent stops at the test's end, after
+// the client is closed.
+func startInProcess(t *testing.T, dir string, cfg server.Config) (context.Context, *agent.Client) {
+	t.Helper()
+	cfg.Socket, cfg.Home = filepath.Join(dir, "agent.sock"), filepath.Join(dir, "home")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- server.New(cfg).Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var c *agent.Client
+	var err error
+	for i := 0; i < 200; i++ {
+		if c, err = agent.Dial(ctx, cfg.Socket, agent.ClientConfig{}); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the agent takes no connection: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
 }

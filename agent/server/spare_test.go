@@ -1,11 +1,8 @@
 package server_test
 
 import (
-	"context"
-	"path/filepath"
 	"runtime/metrics"
 	"testing"
-	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/server"
@@ -15,24 +12,7 @@ import (
 // spare reader instead of starting a goroutine per request (a fresh
 // goroutine regrew its stack by copying on every call).
 func TestRequestsReuseGoroutines(t *testing.T) {
-	dir := t.TempDir()
-	sock := filepath.Join(dir, "agent.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- server.New(server.Config{Socket: sock, Home: filepath.Join(dir, "home")}).Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	var c *agent.Client
-	var err error
-	for i := 0; i < 200; i++ {
-		if c, err = agent.Dial(ctx, sock, agent.ClientConfig{}); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := startInProcess(t, t.TempDir(), server.Config{})
 	created := func() uint64 {
 		s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
 		metrics.Read(s)
