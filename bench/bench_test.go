@@ -79,3 +79,25 @@ func TestCrunPythonPeer(t *testing.T) {
 		t.Fatalf("crun figure = %+v", figs[0])
 	}
 }
+
+// TestTimePaired: both sample sets are taken, in turn, one per round.
+func TestTimePaired(t *testing.T) {
+	testenv.RequireBinary(t, HostPython)
+	calls := 0
+	samples, floor, err := TimePaired(context.Background(), 2, 20, func(context.Context) error {
+		calls++
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 20 || len(floor) != 20 || calls != 22 {
+		t.Fatalf("samples %d floor %d calls %d, want 20, 20, 22", len(samples), len(floor), calls)
+	}
+	for i, s := range samples {
+		if s < time.Millisecond {
+			t.Fatalf("sample %d = %v: shorter than the call it timed", i, s)
+		}
+	}
+}

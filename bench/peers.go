@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,53 +14,6 @@ import (
 // HostPython is the interpreter the floor and the peers use: the same one
 // the sandboxes run.
 const HostPython = "/usr/bin/python3"
-
-const replSource = `import sys
-for line in sys.stdin:
-    sys.stdout.write(repr(eval(line)) + "\n")
-    sys.stdout.flush()
-`
-
-// PythonPipeFloor measures the floor: a host python REPL evaluating `1+1`
-// over a pipe, one line each way.
-func PythonPipeFloor(ctx context.Context, n int) (Figure, error) {
-	cmd := exec.CommandContext(ctx, HostPython, "-u", "-c", replSource)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return Figure{}, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return Figure{}, err
-	}
-	if err := cmd.Start(); err != nil {
-		return Figure{}, fmt.Errorf("start %s: %w", HostPython, err)
-	}
-	defer func() {
-		stdin.Close()
-		cmd.Wait()
-	}()
-	rd := bufio.NewReader(stdout)
-	samples, err := Time(ctx, 50, n, func(context.Context) error {
-		if _, err := io.WriteString(stdin, "1+1\n"); err != nil {
-			return err
-		}
-		line, err := rd.ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if line != "2\n" {
-			return fmt.Errorf("floor REPL answered %q", line)
-		}
-		return nil
-	})
-	if err != nil {
-		return Figure{}, err
-	}
-	f := Latency("floor: host python REPL over a pipe (1+1)", samples)
-	f.Group = "floor"
-	return f, nil
-}
 
 const jupyterSource = `import json, sys, time
 from jupyter_client.manager import start_new_kernel
