@@ -180,12 +180,8 @@ func (s *Server) exec(ctx context.Context, p agent.ExecParams, out func(agent.Ou
 		return nil, errf(errdefs.CodeNotFound, "exec: working directory %s does not exist", cwd)
 	}
 
-	var sio *stdio
-	var pr *proc.Process
-	if sp := s.takeSpare(p, who, env, cwd); sp != nil {
-		// A login shell started ahead runs it (loginshell.go).
-		sio, pr = sp.sio, sp.p
-	} else if sio, pr, err = startProcess(append([]string{path}, argv[1:]...), argv0, p.Pty, cwd, env, who); err != nil {
+	sio, pr, err := startProcess(append([]string{path}, argv[1:]...), argv0, p.Pty, cwd, env, who)
+	if err != nil {
 		return nil, err
 	}
 	inW, outR, errR := sio.inW, sio.outR, sio.errR

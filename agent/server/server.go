@@ -123,10 +123,6 @@ type Server struct {
 	// pruneStale: the last release was for a checkpoint that stops the
 	// sandbox; the next listen removes the sockets moved aside (moveStale).
 	pruneStale *atomic.Bool
-
-	// spare is the default user's login shell started ahead for E2B's
-	// commands (loginshell.go); shared by the file calls' views.
-	spare *loginSpare
 }
 
 // New prepares an agent without listening.
@@ -143,7 +139,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), spare: &loginSpare{}, released: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
@@ -219,14 +215,6 @@ func (s *Server) Serve(ctx context.Context) error {
 	if s.cfg.Health != "" {
 		go serveHealth(ctx, s.cfg.Health, s.log)
 	}
-	// The sandbox's first command finds a login shell started ahead
-	// (loginshell.go), started once user code may run: while the host
-	// connects and its create returns, not after.
-	go func() {
-		if s.ready(ctx) {
-			s.fillSpare()
-		}
-	}()
 	for _, lang := range s.cfg.Prestart {
 		go func() {
 			if err := s.kernels.Prestart(lang); err != nil {
@@ -247,7 +235,6 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
-	s.closeSpare()
 	s.kernels.Close()
 	return nil
 }
