@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,7 +66,7 @@ func TestSudoOnImage(t *testing.T) {
 				"sh -c 'ls /run/sandlot/* && touch /run/sandlot/x'",                                // runsc: the sealed channel directory
 				"grep -rs b-secret /proc/1/root/home /tmp",                                         // the other sandbox's files
 				"sh -c 'for p in /proc/[0-9]*; do grep -qx sleep $p/comm && exit 0; done; exit 1'", // its processes
-				"sh -c 'kill -KILL 1; kill -TERM 1; sleep 1; ! kill -0 1'",                         // the agent takes no signal
+				"sh -c 'for s in " + everySignal + "; do kill -$s 1; done; sleep 1; ! kill -0 1'",  // the agent takes no signal (Ping below: nor stops)
 				"curl -s -m 3 http://127.0.0.1:1/",                                                 // no network
 				"ls /proc/1/root/var/cache/sandlot-test",                                           // the host's file system
 			}
@@ -87,6 +88,13 @@ func TestSudoOnImage(t *testing.T) {
 			}
 			if err := c.Ping(ctx); err != nil {
 				t.Fatalf("agent after the attacks: %v", err)
+			}
+			// What the agent starts has every signal's default: none
+			// ignored, none blocked. The agent keeps signals off itself
+			// with handlers, never with SIG_IGN or a mask, which a child
+			// would inherit.
+			if r := sh(t, c, "grep -E '^Sig(Ign|Blk)' /proc/self/status | tr -d '\\t'"); r.Stdout != "SigBlk:0000000000000000\nSigIgn:0000000000000000\n" {
+				t.Errorf("a process of the sandbox inherits dispositions: %q %q", r.Stdout, r.Stderr)
 			}
 			if r := sh(t, other, "cat /home/user/b"); r.Stdout != "b-secret\n" {
 				t.Errorf("the other sandbox: %+v", r)
@@ -159,3 +167,12 @@ func rootMount(t *testing.T, id string) string {
 	t.Fatalf("no image root mounted for %s", id)
 	return ""
 }
+
+// everySignal lists signals 1-31 for kill -N, KILL and STOP included.
+var everySignal = func() string {
+	var b strings.Builder
+	for sig := 1; sig < 32; sig++ {
+		fmt.Fprintf(&b, " %d", sig)
+	}
+	return b.String()
+}()
