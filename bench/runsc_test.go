@@ -84,7 +84,7 @@ func TestRunscCases(t *testing.T) {
 	}
 	held := byName["runsc: host memory an idle-suspended context holds, python kernel up (memory kept, mean of 5)"]
 	fits := byName["runsc: idle contexts per 2 GiB with idle suspend (memory kept)"]
-	if held.Unit != "KiB" || held.Value < 0 || fits.Met == nil || fits.Target != ">= 150" || fits.Value <= 0 {
+	if held.Unit != "KiB" || held.Value <= 0 || fits.Met == nil || fits.Target != ">= 150" || fits.Value <= 0 {
 		t.Errorf("held %+v, per 2 GiB %+v", held, fits)
 	}
 	if ids, _ := p.List(context.Background()); len(ids) != 0 {
@@ -98,4 +98,34 @@ func caseNames(cs []Case) string {
 		b.WriteString(c.Name + "; ")
 	}
 	return b.String()
+}
+
+// TestSuspendedRowsNotMeasured: when nothing measured held anything (the
+// GC shrank the heap between the reads, no process or tmpfs left), the
+// rows say not measured instead of 2 GiB / 1 byte contexts "met".
+func TestSuspendedRowsNotMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after uint64
+		sandbox       int64
+		measured      bool
+	}{
+		{"heap shrank, nothing left", 100 << 20, 90 << 20, 0, false},
+		{"heap unchanged, nothing left", 100 << 20, 100 << 20, 0, false},
+		{"heap grew", 100 << 20, 100<<20 + 5*64<<10, 0, true},
+		{"heap shrank, a process left", 100 << 20, 90 << 20, 5 * 1 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, fits := suspendedRows(5, tc.before, tc.after, tc.sandbox, 0, "n")
+			if !tc.measured {
+				if held.Value != 0 || fits.Value != 0 || fits.Met != nil || !strings.HasPrefix(held.Note, "not measured") || !strings.HasPrefix(fits.Note, "not measured") {
+					t.Errorf("held %+v, fits %+v", held, fits)
+				}
+				return
+			}
+			if held.Value <= 0 || fits.Value <= 0 || fits.Met == nil || !strings.Contains(held.Note, "page cache") {
+				t.Errorf("held %+v, fits %+v", held, fits)
+			}
+		})
+	}
 }
