@@ -62,7 +62,7 @@ func runscPool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer stop()
-	acq, first, refill, err := poolSamples(ctx, m, size, sz.Pool, "runsc-pool")
+	acq, first, refill, err := poolSamples(ctx, m, size, sz.Pool, max(3, min(sz.Pool/3, 10)), "runsc-pool")
 	if err != nil {
 		return nil, err
 	}
@@ -76,15 +76,12 @@ func runscPool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 // poolSamples takes n contexts of new identities from a full, settled
 // pool of size: GetOrCreate alone and to the first python result. Then,
 // for a few more, GetOrCreate alone and how long the pool takes to be full
-// again after it (the refill). The teardown is not timed.
-func poolSamples(ctx context.Context, m *contexts.Manager, size, n int, prefix string) (acq, first, refill []time.Duration, err error) {
+// again after it (the refill; refills of them, none for 0). The teardown
+// is not timed.
+func poolSamples(ctx context.Context, m *contexts.Manager, size, n, refills int, prefix string) (acq, first, refill []time.Duration, err error) {
 	full := func() error {
-		deadline := time.Now().Add(2 * time.Minute)
-		for m.Stats().PoolSize < int64(size) {
-			if time.Now().After(deadline) {
-				return errors.New("the warm pool does not refill")
-			}
-			time.Sleep(2 * time.Millisecond)
+		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
+			return err
 		}
 		// A pool normally sits idle between requests: let the refill's
 		// prestarted kernel come up and its CPU settle (not timed).
@@ -105,7 +102,7 @@ func poolSamples(ctx context.Context, m *contexts.Manager, size, n int, prefix s
 	if got := m.Stats().PoolHits - hits; got < int64(n) {
 		return nil, nil, nil, fmt.Errorf("pool hits %d of %d acquisitions", got, n)
 	}
-	for i := 0; i < max(3, min(n/3, 10)); i++ {
+	for i := 0; i < refills; i++ {
 		if err := full(); err != nil {
 			return nil, nil, nil, err
 		}
@@ -114,12 +111,8 @@ func poolSamples(ctx context.Context, m *contexts.Manager, size, n int, prefix s
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		deadline := t0.Add(2 * time.Minute)
-		for m.Stats().PoolSize < int64(size) {
-			if time.Now().After(deadline) {
-				return nil, nil, nil, errors.New("the warm pool does not refill")
-			}
-			time.Sleep(time.Millisecond)
+		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
+			return nil, nil, nil, err
 		}
 		refill = append(refill, time.Since(t0))
 		m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted)
@@ -164,16 +157,7 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		runtime.ReadMemStats(&ms)
 		return ms.HeapAlloc
 	}
-	waitPool := func() error {
-		deadline := time.Now().Add(2 * time.Minute)
-		for m.Stats().PoolSize < size {
-			if time.Now().After(deadline) {
-				return errors.New("the warm pool does not refill")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return nil
-	}
+	waitPool := func() error { return WaitPool(ctx, m, int64(size), 2*time.Minute) }
 	if err := waitPool(); err != nil {
 		return nil, err
 	}

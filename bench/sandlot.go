@@ -373,32 +373,9 @@ func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer stop()
-	full := func() error {
-		deadline := time.Now().Add(time.Minute)
-		for m.Stats().PoolSize < size {
-			if time.Now().After(deadline) {
-				return errors.New("the warm pool does not refill")
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		// A pool normally sits idle between requests: let the refill's
-		// prestarted kernel come up and its CPU settle (not timed).
-		time.Sleep(150 * time.Millisecond)
-		return nil
-	}
-	var acq, first []time.Duration
-	for i := 0; i < sz.Pool; i++ {
-		if err := full(); err != nil {
-			return nil, err
-		}
-		get, res, err := firstResult(ctx, m, ident(fmt.Sprintf("pool-%d", i)))
-		if err != nil {
-			return nil, err
-		}
-		acq, first = append(acq, get), append(first, res)
-	}
-	if st := m.Stats(); st.PoolHits < int64(sz.Pool) {
-		return nil, fmt.Errorf("pool hits %d of %d acquisitions", st.PoolHits, sz.Pool)
+	acq, first, _, err := poolSamples(ctx, m, size, sz.Pool, 0, "pool")
+	if err != nil {
+		return nil, err
 	}
 	fa := Latency("GetOrCreate from the warm pool", acq)
 	ff := Latency("warm pool to first result: python 1+1 (kernel prestarted)", first)
