@@ -73,53 +73,6 @@ func runscPool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	return []Figure{fa, WithTarget(ff, fmt.Sprintf("p50 < %g ms", targetRunscColdMs), ff.P50 < targetRunscColdMs), fr}, nil
 }
 
-// poolSamples takes n contexts of new identities from a full, settled
-// pool of size: GetOrCreate alone and to the first python result. Then,
-// for a few more, GetOrCreate alone and how long the pool takes to be full
-// again after it (the refill; refills of them, none for 0). The teardown
-// is not timed.
-func poolSamples(ctx context.Context, m *contexts.Manager, size, n, refills int, prefix string) (acq, first, refill []time.Duration, err error) {
-	full := func() error {
-		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
-			return err
-		}
-		// A pool normally sits idle between requests: let the refill's
-		// prestarted kernel come up and its CPU settle (not timed).
-		time.Sleep(150 * time.Millisecond)
-		return nil
-	}
-	hits := m.Stats().PoolHits
-	for i := 0; i < n; i++ {
-		if err := full(); err != nil {
-			return nil, nil, nil, err
-		}
-		get, res, err := firstResult(ctx, m, ident(fmt.Sprintf("%s-%d", prefix, i)))
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		acq, first = append(acq, get), append(first, res)
-	}
-	if got := m.Stats().PoolHits - hits; got < int64(n) {
-		return nil, nil, nil, fmt.Errorf("pool hits %d of %d acquisitions", got, n)
-	}
-	for i := 0; i < refills; i++ {
-		if err := full(); err != nil {
-			return nil, nil, nil, err
-		}
-		t0 := time.Now()
-		rec, err := m.GetOrCreate(ctx, ident(fmt.Sprintf("%s-refill-%d", prefix, i)), contexts.CreateOptions{})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
-			return nil, nil, nil, err
-		}
-		refill = append(refill, time.Since(t0))
-		m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted)
-	}
-	return acq, first, refill, nil
-}
-
 // runscIdle: k contexts (python kernel up holding a variable) left idle
 // under an idle suspend of one second, on the image provider with the
 // warm pool serving their creates, as serve runs a tenant or template
