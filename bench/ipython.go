@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -134,12 +133,8 @@ func ipythonPool(ctx context.Context, env Env, n int) ([]time.Duration, error) {
 	defer stop()
 	var out []time.Duration
 	for i := 0; i < n; i++ {
-		deadline := time.Now().Add(time.Minute)
-		for m.Stats().PoolSize < size {
-			if time.Now().After(deadline) {
-				return nil, errors.New("the warm pool does not refill")
-			}
-			time.Sleep(2 * time.Millisecond)
+		if err := WaitPool(ctx, m, int64(size), time.Minute); err != nil {
+			return nil, err
 		}
 		time.Sleep(3 * time.Second) // a pool sits idle: the prestart's import is done
 		d, err := timeFirst(ctx, m, ident(fmt.Sprintf("ipy-pool-%d", i)), contexts.ExecuteRequest{Language: agent.Python, Code: "1+1", IPython: true})

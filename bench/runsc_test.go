@@ -2,15 +2,13 @@ package bench
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/provider/local/localtest"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
@@ -38,23 +36,7 @@ func TestRunscCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := templates.New(templates.Config{Store: st, Images: imgs, Snapshots: st})
-	dir, err := os.MkdirTemp("", "slr-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Config{Runtime: "runsc", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-		oci.Purge(dir)
-		os.RemoveAll(dir)
-	})
+	p := localtest.New(t, local.Config{Runtime: "runsc", Images: imgs, Templates: cat})
 	env := Env{Provider: p, ImageProvider: p, ImageCatalog: cat, Runtime: RuntimeRunsc}
 	sz := Sizes{Pool: 3, Cold: 5}
 	byName := map[string]Figure{}
@@ -84,7 +66,7 @@ func TestRunscCases(t *testing.T) {
 	}
 	held := byName["runsc: host memory an idle-suspended context holds, python kernel up (memory kept, mean of 5)"]
 	fits := byName["runsc: idle contexts per 2 GiB with idle suspend (memory kept)"]
-	if held.Unit != "KiB" || held.Value < 0 || fits.Met == nil || fits.Target != ">= 150" || fits.Value <= 0 {
+	if held.Unit != "KiB" || held.Value <= 0 || fits.Met == nil || fits.Target != ">= 150" || fits.Value <= 0 {
 		t.Errorf("held %+v, per 2 GiB %+v", held, fits)
 	}
 	if ids, _ := p.List(context.Background()); len(ids) != 0 {
@@ -98,4 +80,34 @@ func caseNames(cs []Case) string {
 		b.WriteString(c.Name + "; ")
 	}
 	return b.String()
+}
+
+// TestSuspendedRowsNotMeasured: when nothing measured held anything (the
+// GC shrank the heap between the reads, no process or tmpfs left), the
+// rows say not measured instead of 2 GiB / 1 byte contexts "met".
+func TestSuspendedRowsNotMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after uint64
+		sandbox       int64
+		measured      bool
+	}{
+		{"heap shrank, nothing left", 100 << 20, 90 << 20, 0, false},
+		{"heap unchanged, nothing left", 100 << 20, 100 << 20, 0, false},
+		{"heap grew", 100 << 20, 100<<20 + 5*64<<10, 0, true},
+		{"heap shrank, a process left", 100 << 20, 90 << 20, 5 * 1 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held, fits := suspendedRows(5, tc.before, tc.after, tc.sandbox, 0, "n")
+			if !tc.measured {
+				if held.Value != 0 || fits.Value != 0 || fits.Met != nil || !strings.HasPrefix(held.Note, "not measured") || !strings.HasPrefix(fits.Note, "not measured") {
+					t.Errorf("held %+v, fits %+v", held, fits)
+				}
+				return
+			}
+			if held.Value <= 0 || fits.Value <= 0 || fits.Met == nil || !strings.Contains(held.Note, "page cache") {
+				t.Errorf("held %+v, fits %+v", held, fits)
+			}
+		})
+	}
 }

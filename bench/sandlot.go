@@ -364,6 +364,53 @@ func firstResult(ctx context.Context, m *contexts.Manager, id contexts.Identity)
 	return get, first, m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted)
 }
 
+// poolSamples takes n contexts of new identities from a full, settled
+// pool of size: GetOrCreate alone and to the first python result. Then,
+// for a few more, GetOrCreate alone and how long the pool takes to be full
+// again after it (the refill; refills of them, none for 0). The teardown
+// is not timed.
+func poolSamples(ctx context.Context, m *contexts.Manager, size, n, refills int, prefix string) (acq, first, refill []time.Duration, err error) {
+	full := func() error {
+		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
+			return err
+		}
+		// A pool normally sits idle between requests: let the refill's
+		// prestarted kernel come up and its CPU settle (not timed).
+		time.Sleep(150 * time.Millisecond)
+		return nil
+	}
+	hits := m.Stats().PoolHits
+	for i := 0; i < n; i++ {
+		if err := full(); err != nil {
+			return nil, nil, nil, err
+		}
+		get, res, err := firstResult(ctx, m, ident(fmt.Sprintf("%s-%d", prefix, i)))
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		acq, first = append(acq, get), append(first, res)
+	}
+	if got := m.Stats().PoolHits - hits; got < int64(n) {
+		return nil, nil, nil, fmt.Errorf("pool hits %d of %d acquisitions", got, n)
+	}
+	for i := 0; i < refills; i++ {
+		if err := full(); err != nil {
+			return nil, nil, nil, err
+		}
+		t0 := time.Now()
+		rec, err := m.GetOrCreate(ctx, ident(fmt.Sprintf("%s-refill-%d", prefix, i)), contexts.CreateOptions{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if err := WaitPool(ctx, m, int64(size), 2*time.Minute); err != nil {
+			return nil, nil, nil, err
+		}
+		refill = append(refill, time.Since(t0))
+		m.Terminate(ctx, benchTenant, rec.ID, contexts.ReasonDeleted)
+	}
+	return acq, first, refill, nil
+}
+
 // pool measures GetOrCreate of new identities served from a full, settled
 // warm pool; the refill and the teardown are not timed.
 func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
@@ -373,32 +420,9 @@ func pool(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer stop()
-	full := func() error {
-		deadline := time.Now().Add(time.Minute)
-		for m.Stats().PoolSize < size {
-			if time.Now().After(deadline) {
-				return errors.New("the warm pool does not refill")
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		// A pool normally sits idle between requests: let the refill's
-		// prestarted kernel come up and its CPU settle (not timed).
-		time.Sleep(150 * time.Millisecond)
-		return nil
-	}
-	var acq, first []time.Duration
-	for i := 0; i < sz.Pool; i++ {
-		if err := full(); err != nil {
-			return nil, err
-		}
-		get, res, err := firstResult(ctx, m, ident(fmt.Sprintf("pool-%d", i)))
-		if err != nil {
-			return nil, err
-		}
-		acq, first = append(acq, get), append(first, res)
-	}
-	if st := m.Stats(); st.PoolHits < int64(sz.Pool) {
-		return nil, fmt.Errorf("pool hits %d of %d acquisitions", st.PoolHits, sz.Pool)
+	acq, first, _, err := poolSamples(ctx, m, size, sz.Pool, 0, "pool")
+	if err != nil {
+		return nil, err
 	}
 	fa := Latency("GetOrCreate from the warm pool", acq)
 	ff := Latency("warm pool to first result: python 1+1 (kernel prestarted)", first)

@@ -2,15 +2,13 @@ package bench
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/runtime/oci"
+	"github.com/sandlot/sandlot/provider/local/localtest"
 	"github.com/sandlot/sandlot/store/memory"
 	"github.com/sandlot/sandlot/templates"
 	"github.com/sandlot/sandlot/tenant"
@@ -29,22 +27,7 @@ func TestSuspendCases(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat := templates.New(templates.Config{Store: st, Images: imgs, Snapshots: st})
-	dir, err := os.MkdirTemp("", "slb-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := local.New(local.Config{Runtime: "crun", StateDir: dir, AgentPath: testenv.AgentBinary(t), Images: imgs, Templates: cat,
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := p.List(context.Background())
-		for _, id := range ids {
-			p.Destroy(context.Background(), id)
-		}
-		oci.Purge(dir)
-	})
+	p := localtest.New(t, local.Config{Runtime: "crun", Images: imgs, Templates: cat})
 	env := Env{Provider: p, ImageProvider: p, ImageCatalog: cat}
 	sz := Sizes{Cold: 5} // 3 samples each, 5 contexts held
 	var figs []Figure

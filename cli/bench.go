@@ -317,9 +317,12 @@ func e2bServers(dir, rt string, limits contexts.Limits, budget int64) bench.E2BS
 			// Start from full pools, as a daemon that has been up a while:
 			// the default template's own (python started) and the one of
 			// E2B's base sandbox (no kernel).
-			deadline := time.Now().Add(time.Minute)
-			for m.Stats().PoolSize < 2*contexts.DefaultPoolSize && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+			// daemon.New lists the empty kernel set on the local
+			// provider, so the default template has two pools of the
+			// manager's default size, warmed at Start.
+			if err := bench.WaitPool(ctx, m, 2*contexts.DefaultPoolSize, time.Minute); err != nil {
+				d.stop()
+				return nil, fmt.Errorf("the default template's two warm pools (/v1's and E2B's base sandbox's, %d each) did not fill: %w", contexts.DefaultPoolSize, err)
 			}
 		}
 		return &bench.E2BServer{URL: d.url, Key: d.key, Stop: d.stop, PoolStats: func() (int64, int64) {

@@ -60,13 +60,13 @@ func (c *serveConfig) registerDaemon(fs *flag.FlagSet, d daemonDefaults) {
 		"the default template: debian (built from the Debian mirror at first start, cached) or none (name an image \"default\" yourself)")
 	fs.DurationVar(&c.Images.GCInterval, "image-gc-interval", daemon.DefaultImageGCInterval, "how often image layers that no template, named image or sandbox uses are removed (0: never)")
 	fs.BoolVar(&c.Images.HostTemplate, "host-template", false, "also offer the template \"host\": the host's /usr read-only (without /usr/local), for hosts without images")
-	poolHelp := "warm sandboxes kept per template (-1: the manager default)"
+	poolHelp := "warm sandboxes kept per pool; on the local provider a template has one pool per kernel set it is asked for (/v1 with python, E2B with none), so default keeps twice this (-1: the manager default)"
 	if d.poolSize == 0 {
-		poolHelp = "warm sandboxes kept per template (0: none)"
+		poolHelp = "warm sandboxes kept per pool (0: none)"
 	}
 	fs.IntVar(&c.PoolSize, "pool-size", d.poolSize, poolHelp)
 	fs.Int64Var(&c.poolBudgetMiB, "pool-memory-budget", 0, "MiB the warm pools may hold when they grow ahead of a burst of creates, counting 16 MiB per warm sandbox (0: 256; -1: pools keep their size)")
-	fs.Var((*poolSizes)(&c.PoolSizes), "pool-sizes", "warm sandboxes of named templates, NAME=N,... (overrides --pool-size for them; 0 turns a template's pool off)")
+	fs.Var((*poolSizes)(&c.PoolSizes), "pool-sizes", "warm sandboxes per pool of named templates, NAME=N,... (overrides --pool-size for them; 0 turns a template's pools off)")
 	fs.IntVar(&c.MaxCreating, "max-creating", 0, "sandboxes being created at once by the local provider; more wait (0: the CPUs, at least 2)")
 	fs.DurationVar(&c.CreateTimeout, "create-timeout", defaultCreateTimeout, "time a local sandbox may take from create to healthy (waiting for --max-creating not counted)")
 	c.registerLifecycle(fs)

@@ -104,16 +104,15 @@ func (m *Manager) poolServes(template string, opts CreateOptions) bool {
 // run user code and has no record: the manager knows it only in memory,
 // so Close destroys the pool.
 type pool struct {
-	key      poolKey
-	template string // key.template
-	size     int
-	kick     chan struct{} // wakes the worker to refill
-	wake     chan struct{} // ends the worker's backoff (RefreshPool)
-	filled   chan error    // each creation's outcome, to the worker
-	ready    []Sandbox     // guarded by Manager.mu; oldest first
-	filling  int           // sandboxes being created; guarded by Manager.mu
-	gen      int           // RefreshPool's count; guarded by Manager.mu
-	demand   demand        // recent acquisitions; guarded by Manager.mu
+	key     poolKey
+	size    int
+	kick    chan struct{} // wakes the worker to refill
+	wake    chan struct{} // ends the worker's backoff (RefreshPool)
+	filled  chan error    // each creation's outcome, to the worker
+	ready   []Sandbox     // guarded by Manager.mu; oldest first
+	filling int           // sandboxes being created; guarded by Manager.mu
+	gen     int           // RefreshPool's count; guarded by Manager.mu
+	demand  demand        // recent acquisitions; guarded by Manager.mu
 	// waiting is how many creates wait for a sandbox being made (poolWait);
 	// made is closed, and replaced, each time a creation ends; fillTime is
 	// how long creations took lately (a moving average; 0: none yet). All
@@ -165,7 +164,7 @@ func (m *Manager) poolEnsure(k poolKey) {
 	}
 	p := m.pools[k]
 	if p == nil {
-		p = &pool{key: k, template: k.template, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+		p = &pool{key: k, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 			filled: make(chan error, poolFillers), made: make(chan struct{})}
 		m.pools[k] = p
 		m.wg.Add(1)
@@ -382,9 +381,9 @@ func (m *Manager) poolWorker(p *pool) {
 				// A state that passes (the template being built): said,
 				// not warned about, and looked at again when it says.
 				backoff = after
-				m.log.Info("warm pool: waiting for the template", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				m.log.Info("warm pool: waiting for the template", logkey.Template, p.key.template, logkey.Kernels, p.key.kernels, logkey.Err, err, "retry_in", backoff)
 			} else {
-				m.log.Warn("warm pool: create sandbox", logkey.Template, p.template, logkey.Err, err, "retry_in", backoff)
+				m.log.Warn("warm pool: create sandbox", logkey.Template, p.key.template, logkey.Kernels, p.key.kernels, logkey.Err, err, "retry_in", backoff)
 			}
 			retry = time.After(backoff)
 		}
@@ -434,10 +433,10 @@ func (m *Manager) poolTargetLocked(p *pool, now time.Time) int {
 	var held int64
 	for _, q := range m.pools {
 		if q != p {
-			held += int64(len(q.ready)+q.filling) * m.poolBytes(q.template)
+			held += int64(len(q.ready)+q.filling) * m.poolBytes(q.key.template)
 		}
 	}
-	return poolTarget(p.size, p.demand.rate(now), poolLimit(m.cfg.PoolMemoryBudget, held, m.poolBytes(p.template)))
+	return poolTarget(p.size, p.demand.rate(now), poolLimit(m.cfg.PoolMemoryBudget, held, m.poolBytes(p.key.template)))
 }
 
 // poolBytes is what one warm sandbox of template is taken to hold against
@@ -465,12 +464,12 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	defer m.creates.begin(m.now())() // until the pool holds the sandbox (sweep.go)
-	spec := m.cfg.PoolSpecs[p.template]
+	spec := m.cfg.PoolSpecs[p.key.template]
 	start := time.Now() // real time: fillTime bounds real waits
 	sb, err := m.provider.Create(m.makes, Spec{
-		Template: p.template,
+		Template: p.key.template,
 		Limits:   m.cfg.Limits,
-		Labels:   map[string]string{"sandlot.pool": p.template},
+		Labels:   map[string]string{"sandlot.pool": p.key.template},
 		Prestart: p.key.prestart(),
 		Env:      maps.Clone(spec.Env),
 		Network:  spec.Network,

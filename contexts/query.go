@@ -142,9 +142,9 @@ func (m *Manager) Stats() Stats {
 	defer m.mu.Unlock()
 	st := m.statsLocked(func(string) bool { return true })
 	for _, p := range m.pools {
-		s := st.PerTemplate[p.template]
+		s := st.PerTemplate[p.key.template]
 		s.PoolSize += int64(len(p.ready))
-		st.PerTemplate[p.template] = s
+		st.PerTemplate[p.key.template] = s
 		st.PoolSize += int64(len(p.ready))
 	}
 	return st

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
 )
 
 // TestSweepSparesCreatesInFlight: a runtime lists a sandbox from the start
@@ -28,18 +29,7 @@ func TestSweepSparesCreatesInFlight(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, contexts.Config{PoolSize: -1})
 			e.p.ListedEarly = true
-			gate, held := make(chan struct{}), make(chan struct{}, 1)
-			var release sync.Once
-			open := func() { release.Do(func() { close(gate) }) }
-			e.p.OnCreate = func(spec contexts.Spec) {
-				if _, ok := spec.Labels[c.label]; ok {
-					select {
-					case held <- struct{}{}:
-						<-gate
-					default: // only the first is held
-					}
-				}
-			}
+			held, open := holdFirstCreate(e.p, c.label)
 			before := e.p.Running()
 			done := make(chan error, 1)
 			if c.pool > 0 {
@@ -94,18 +84,7 @@ func TestSweepSparesCreatesInFlight(t *testing.T) {
 func TestSweepCreateEndsMidPass(t *testing.T) {
 	e := newEnv(t, contexts.Config{PoolSize: -1})
 	e.p.ListedEarly = true
-	gate, held := make(chan struct{}), make(chan struct{}, 1)
-	var release sync.Once
-	open := func() { release.Do(func() { close(gate) }) }
-	e.p.OnCreate = func(spec contexts.Spec) {
-		if _, ok := spec.Labels[contexts.LabelContext]; ok {
-			select {
-			case held <- struct{}{}:
-				<-gate
-			default:
-			}
-		}
-	}
+	held, open := holdFirstCreate(e.p, contexts.LabelContext)
 	before := e.p.Running()
 	done := make(chan error, 1)
 	go func() {
@@ -156,18 +135,7 @@ func TestSweepCreateEndsMidPass(t *testing.T) {
 func TestSweepHungCreateBounded(t *testing.T) {
 	e := newEnv(t, contexts.Config{PoolSize: -1})
 	e.p.ListedEarly = true
-	gate, held := make(chan struct{}), make(chan struct{}, 1)
-	var release sync.Once
-	open := func() { release.Do(func() { close(gate) }) }
-	e.p.OnCreate = func(spec contexts.Spec) {
-		if _, ok := spec.Labels[contexts.LabelContext]; ok {
-			select {
-			case held <- struct{}{}:
-				<-gate
-			default:
-			}
-		}
-	}
+	held, open := holdFirstCreate(e.p, contexts.LabelContext)
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.m.GetOrCreate(e.ctx, ident("t1", "hung", "main"), contexts.CreateOptions{})
@@ -196,4 +164,23 @@ func TestSweepHungCreateBounded(t *testing.T) {
 	if e.running(stray.ID()) {
 		t.Fatal("a create hung past CreatingTimeout still keeps a stray running")
 	}
+}
+
+// holdFirstCreate holds p's first create whose spec carries label inside
+// the provider's Create (the sandbox already listed when p.ListedEarly)
+// until open is called; held receives once it is held. Later creates
+// pass. open may be called more than once.
+func holdFirstCreate(p *contextstest.Provider, label string) (held <-chan struct{}, open func()) {
+	gate, h := make(chan struct{}), make(chan struct{}, 1)
+	var release sync.Once
+	p.OnCreate = func(spec contexts.Spec) {
+		if _, ok := spec.Labels[label]; ok {
+			select {
+			case h <- struct{}{}:
+				<-gate
+			default: // only the first is held
+			}
+		}
+	}
+	return h, func() { release.Do(func() { close(gate) }) }
 }

@@ -363,9 +363,12 @@ func (c *Catalog) ForkTemplates(ctx context.Context, before time.Time, limit int
 // IsForkTemplate implements contexts.ForkMarks: whether tenantID's
 // template id is a snapshot marked as a fork's own. It reads the tenant's
 // snapshots (at most Config.MaxSnapshots rows): the manager asks at every
-// end of a context, whatever template that ran.
+// end and wake of a context, whatever template that ran. A snapshot's id
+// is its stored template's, which the store gives (NewID; Prepare refuses
+// any other shape) and no tenant chooses: an id of another shape, such as
+// a built-in template's, is no snapshot's, and is answered without a read.
 func (c *Catalog) IsForkTemplate(ctx context.Context, tenantID, id string) (bool, error) {
-	if c.cfg.Snapshots == nil || id == "" {
+	if c.cfg.Snapshots == nil || !idRE.MatchString(id) {
 		return false, nil
 	}
 	ss, err := c.cfg.Snapshots.ListSnapshots(ctx, tenantID, "")

@@ -26,7 +26,10 @@ const (
 	Runtime      = "runtime"
 	Tool         = "tool"
 	Language     = "language"
-	Path         = "path"
+	// Kernels names the kernels a warm pool's sandboxes start, joined by
+	// commas ("" for none): a template can have two pools.
+	Kernels = "kernels"
+	Path    = "path"
 )
 
 // Events.
