@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -84,8 +85,57 @@ func (d driver) globalArgs(logPath string) []string {
 func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.Cmd {
 	c := exec.CommandContext(ctx, d.bin, append(d.globalArgs(logPath), args...)...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// A cancelled invocation takes its whole process group (its session's,
+	// Setsid): `crun run --detach` forks a child that goes on creating the
+	// sandbox, its state and its cgroups after the parent was killed, so a
+	// cleanup that ran then left an empty cgroup behind. The parent is not
+	// reaped yet when this runs, so the group is still the runtime's.
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 5 * time.Second
 	return c
+}
+
+// waitGroupGone waits until no live process is left in process group pgid
+// (one the runtime led, killed by its Cancel), or until deadline.
+func waitGroupGone(pgid int, deadline time.Time) bool {
+	for {
+		if !groupAlive(pgid) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether a process that is not a zombie has process
+// group pgid, by /proc/<pid>/stat's state and pgrp fields.
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(pgid)
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 2 && f[0] != "Z" && f[2] == want {
+			return true
+		}
+	}
+	return false
 }
 
 func (d driver) start(c *exec.Cmd) error {
@@ -150,6 +200,11 @@ func (d driver) detached(ctx context.Context, id, logPath string, files []*os.Fi
 		return fmt.Errorf("%s: %w", d.kind, err)
 	}
 	if err := c.Wait(); err != nil {
+		if ctx.Err() != nil {
+			// What the killed group was doing ends before the caller's
+			// cleanup looks at the sandbox's state and cgroups.
+			waitGroupGone(c.Process.Pid, time.Now().Add(5*time.Second))
+		}
 		return fmt.Errorf("%s %s: %v: %s", d.kind, args[0], err, logTail(logPath))
 	}
 	return nil
