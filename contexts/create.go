@@ -337,7 +337,7 @@ func (m *Manager) create(ctx context.Context, id Identity, opts CreateOptions) (
 // warm sandbox would have been (a desktop started and drawn) either way.
 func (m *Manager) sandbox(ctx context.Context, rec *Record, opts CreateOptions) (Sandbox, error) {
 	serves := m.poolServes(rec.Template, opts)
-	key := m.poolKeyOf(rec.Template, opts.WarmKernels)
+	key := m.poolChoose(rec.Template, opts.WarmKernels)
 	if serves {
 		if sb := m.poolTake(ctx, rec.Identity, key); sb != nil { // told its identity
 			err := m.claimNetwork(ctx, rec, sb, opts.Network)

@@ -84,6 +84,41 @@ func (m *Manager) poolKeyOf(template string, warm []string) poolKey {
 	return poolKey{template: template, kernels: strings.Join(kernels, ",")}
 }
 
+// poolChoose is the pool a create of template asking for warm's kernels
+// takes from: poolKeyOf's, or, when that pool holds no sandbox ready or
+// being made (one no create asked for yet, such as the kernel-less pool
+// of a --pool-sizes template), the template's own pool when it holds one
+// ready and its sandboxes start every kernel asked for. A warm sandbox
+// with a kernel more serves the create, as one did before pools had
+// kernel sets, where a cold create would not: an E2B desktop create
+// takes the started desktop of the template's own pool.
+func (m *Manager) poolChoose(template string, warm []string) poolKey {
+	k := m.poolKeyOf(template, warm)
+	own := m.poolKeyOf(template, nil)
+	if warm == nil || k == own {
+		return k
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[k]; p != nil && (len(p.ready) > 0 || p.filling > 0) {
+		return k
+	}
+	if p := m.pools[own]; p != nil && len(p.ready) > 0 && containsAll(own.prestart(), warm) {
+		return own
+	}
+	return k
+}
+
+// containsAll reports whether have holds every name of want.
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
 // poolServes reports whether a create with opts may take a warm sandbox
 // of template.
 func (m *Manager) poolServes(template string, opts CreateOptions) bool {

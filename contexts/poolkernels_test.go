@@ -120,3 +120,31 @@ func TestRefreshPoolEveryKernelSet(t *testing.T) {
 		return true
 	})
 }
+
+// A create asking for a kernel set whose pool of a template holds nothing
+// yet (no create asked for it: a --pool-sizes template's kernel-less pool,
+// such as an E2B desktop's) takes from the template's own pool when that
+// starts every kernel asked for, rather than making a cold sandbox: the
+// started desktop an E2B create expects is in the own pool.
+func TestPoolOwnServesAnUnfilledKernelSet(t *testing.T) {
+	e := newEnv(t, contexts.Config{PoolSize: -1, PoolSizes: map[string]int{"desk": 1}, PoolWarmKernels: [][]string{{}, {"javascript"}}})
+	waitFor(t, "the template's own pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	rec, err := e.m.GetOrCreate(e.ctx, ident("t1", "c1", "main"), contexts.CreateOptions{Template: "desk", WarmKernels: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := e.m.Stats(); st.PoolHits != 1 || st.PoolMisses != 0 {
+		t.Fatalf("pool hits %d, misses %d: the own pool's warm sandbox should serve the create", st.PoolHits, st.PoolMisses)
+	}
+	if diff := cmp.Diff([]string{"python"}, e.prestartOf(rec)); diff != "" {
+		t.Errorf("Spec.Prestart (-want +got):\n%s", diff)
+	}
+	// A listed kernel set the own pool does not start is not served by it.
+	waitFor(t, "the own pool to refill", func() bool { return e.m.Stats().PoolSize == 1 })
+	if _, err := e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{Template: "desk", WarmKernels: []string{"javascript"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.m.Stats(); st.PoolHits != 1 {
+		t.Fatalf("pool hits %d: a create asking for javascript took a python sandbox", st.PoolHits)
+	}
+}
