@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestReadyFD: with --ready-fd the agent closes that descriptor once it
@@ -82,7 +83,7 @@ func TestReadyFD(t *testing.T) {
 	pids := []string{strconv.Itoa(cmd.Process.Pid), strings.SplitN(r.Stdout, "\n", 2)[0]}
 	var kids []string
 	for deadline := time.Now().Add(60 * time.Second); len(kids) == 0 && time.Now().Before(deadline); {
-		kids = children(cmd.Process.Pid) // the prestarted kernel
+		kids = testenv.ChildPIDs(cmd.Process.Pid) // the prestarted kernel
 		time.Sleep(20 * time.Millisecond)
 	}
 	if len(kids) == 0 {
@@ -100,22 +101,4 @@ func TestReadyFD(t *testing.T) {
 			}
 		}
 	}
-}
-
-// children returns the pids of pid's child processes.
-func children(pid int) []string {
-	var out []string
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, not ')'.
-		_, rest, ok := strings.Cut(string(b), ") ")
-		if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return out
 }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestReadyPipeGone: the readiness pipe the runtime hands the agent as
@@ -46,7 +46,7 @@ func TestReadyPipeGone(t *testing.T) {
 				l, _ := os.Readlink(fd)
 				agentFDs[l] = true
 			}
-			kids := childPIDs(st.PID)
+			kids := testenv.ChildPIDs(st.PID)
 			if len(kids) == 0 {
 				t.Fatal("no kernel among the init's children")
 			}
@@ -57,21 +57,4 @@ func TestReadyPipeGone(t *testing.T) {
 			}
 		})
 	}
-}
-
-// childPIDs returns the pids of pid's child processes.
-func childPIDs(pid int) []string {
-	var out []string
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		_, rest, ok := strings.Cut(string(b), ") ") // comm may hold spaces
-		if f := strings.Fields(rest); ok && len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, filepath.Base(filepath.Dir(p)))
-		}
-	}
-	return out
 }
