@@ -87,7 +87,7 @@ const (
 	DefaultEpoch = 1700000000
 	// recipeVersion changes when the way the image is made changes, so an
 	// old cached image is not taken for a new one.
-	recipeVersion = "4"
+	recipeVersion = "5"
 	// CachePrefix names cached base images: CachePrefix + key.
 	CachePrefix = "sandlot/debian-base:"
 )
@@ -510,13 +510,41 @@ fi
 rm -f "$1/var/lib/sandlot-py3compile"
 `
 
+// loginProfile is a customize hook: a login shell's profile that starts
+// no process. E2B's SDKs run every command as `bash -l -c CMD`, and
+// Debian's /etc/profile forks and execs `id -u` to pick root's PATH or a
+// user's (2 of a login bash's 4.6 ms in a sandbox); root's ~/.profile
+// runs `mesg n`, which with no terminal fails and changes nothing. The
+// new /etc/profile is Debian's with bash's $EUID in place of `id -u`
+// (other shells, which have no EUID, still run `id -u`); root's
+// ~/.profile runs mesg only when stdin or stdout is a terminal, the ones
+// mesg looks at (stderr goes to /dev/null). Each is Debian's own file
+// edited, and only when it holds the line: base-files' postinst writes
+// them (no package ships them), and on an upgrade replaces them only
+// when they are one of its past versions, so `apt-get upgrade` leaves
+// these alone and asks nothing. A local dpkg diversion keeps Debian's
+// text beside them (/etc/profile.distrib, /root/.profile.distrib) and
+// would take a future package's copy there instead of over them.
+const loginProfile = `set -e
+if grep -qF '"$(id -u)"' "$1/etc/profile"; then
+  chroot "$1" dpkg-divert --quiet --local --rename --add /etc/profile
+  cp -p "$1/etc/profile.distrib" "$1/etc/profile"
+  sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/g' "$1/etc/profile"
+fi
+if grep -qx 'mesg n 2> /dev/null || true' "$1/root/.profile"; then
+  chroot "$1" dpkg-divert --quiet --local --rename --add /root/.profile
+  cp -p "$1/root/.profile.distrib" "$1/root/.profile"
+  sed -i 's/^mesg n 2> \/dev\/null || true$/if [ -t 0 ] || [ -t 1 ]; then mesg n 2> \/dev\/null || true; fi/' "$1/root/.profile"
+fi
+`
+
 // args is the mmdebstrap command line: the tarball goes to stdout.
 // Recommends are not installed; documentation, manuals and translations
 // are left out (trim; copyright files stay). --verbose passes apt's and
 // dpkg's lines through, which the build counts packages by.
 func args(c Config) []string {
 	hooks := []string{"--essential-hook=" + trim, "--essential-hook=" + deferCompile,
-		"--customize-hook=" + compileNow, "--customize-hook=" + customize}
+		"--customize-hook=" + compileNow, "--customize-hook=" + customize, "--customize-hook=" + loginProfile}
 	for _, h := range c.Customize {
 		hooks = append(hooks, "--customize-hook="+h)
 	}

@@ -90,9 +90,26 @@ func realBuild(t *testing.T) (*image.Store, image.Image, []string) {
 // in a throwaway mount and pid namespace, and returns its output.
 func inImage(t *testing.T, img image.Image, script string) string {
 	t.Helper()
+	return inImageMount(t, img, false, script)
+}
+
+// inImageMount is inImage with, when writable, an overlay whose writes
+// go to a throwaway upper directory.
+func inImageMount(t *testing.T, img image.Image, writable bool, script string) string {
+	t.Helper()
 	m := t.TempDir()
 	lower := strings.Join(append(img.LowerDirs(), t.TempDir()), ":")
-	if err := unix.Mount("overlay", m, "overlay", unix.MS_RDONLY, "lowerdir="+lower); err != nil {
+	flags, opts := uintptr(unix.MS_RDONLY), "lowerdir="+lower
+	if writable {
+		rw := t.TempDir()
+		for _, d := range []string{"upper", "work"} {
+			if err := os.Mkdir(filepath.Join(rw, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flags, opts = 0, opts+",upperdir="+filepath.Join(rw, "upper")+",workdir="+filepath.Join(rw, "work")
+	}
+	if err := unix.Mount("overlay", m, "overlay", flags, opts); err != nil {
 		t.Fatal(err)
 	}
 	defer unix.Unmount(m, unix.MNT_DETACH)
