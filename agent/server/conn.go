@@ -70,6 +70,9 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 			wg.Add(1)
 			go c.readLoop(ctx, fr, wg)
 		}
+		if !c.s.isReady() {
+			c.s.beforeReady(req)
+		}
 		if !c.s.ready(ctx) {
 			return
 		}
@@ -127,6 +130,37 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 			continue
 		}
 		return *r.ID, &r, true
+	}
+}
+
+// isReady says whether Config.Ready is closed (or not set).
+func (s *Server) isReady() bool {
+	select {
+	case <-s.cfg.Ready:
+		return true
+	default:
+		return s.cfg.Ready == nil
+	}
+}
+
+// beforeReady runs when req is to wait for Config.Ready: a run_code on
+// the default kernel of its language starts that kernel now (what the
+// kernel runs at boot is the agent's driver, not user code; its cell
+// still waits), then Config.Hold is called, so the agent's thread reserve
+// is made while the kernel boots. A kernel that fails to start here is
+// started again by the run, which reports the error.
+func (s *Server) beforeReady(req *agent.Request) {
+	if req.Method == agent.MethodRunCode {
+		if p, err := decode[agent.RunCodeParams](req.Params); err == nil && p.Kernel == "" &&
+			(p.User == "" || p.User == agent.DefaultUser) {
+			switch p.Language {
+			case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
+				_ = s.kernels.Prestart(p.Language)
+			}
+		}
+	}
+	if s.cfg.Hold != nil {
+		s.cfg.Hold()
 	}
 }
 

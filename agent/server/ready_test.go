@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/server"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestReadyHoldsRequests: with Config.Ready open the agent listens (and
@@ -91,6 +94,61 @@ func TestReadyHoldsCells(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadyStartsKernelFirst: a run_code that arrives before Ready starts
+// its kernel (not its cell) and then calls Config.Hold, so the agent's
+// thread reserve is made while the kernel boots instead of before the
+// request is read; the cell still waits for Ready.
+func TestReadyStartsKernelFirst(t *testing.T) {
+	dir := t.TempDir()
+	ready := make(chan struct{})
+	var held atomic.Int32
+	ctx, c := startInProcess(t, dir, server.Config{Ready: ready, Hold: func() { held.Add(1) }})
+	marker := filepath.Join(dir, "ran")
+	res := make(chan error, 1)
+	go func() {
+		r, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Bash, Code: "touch " + marker + " && echo ran"}, nil)
+		if err == nil && r.Stdout != "ran\n" {
+			err = fmt.Errorf("stdout %q", r.Stdout)
+		}
+		res <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for held.Load() == 0 || !kernelChild() {
+		select {
+		case err := <-res:
+			t.Fatalf("the cell was answered before Ready (err %v)", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before Ready: Hold called %d times, a bash kernel started: %v", held.Load(), kernelChild())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the cell ran before Ready (stat: %v)", err)
+	}
+	close(ready)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("cell after Ready: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer after Ready")
+	}
+}
+
+// kernelChild says whether this process has a bash child (the in-process
+// agent's bash kernel).
+func kernelChild() bool {
+	for _, pid := range testenv.ChildPIDs(os.Getpid()) {
+		if b, err := os.ReadFile("/proc/" + pid + "/comm"); err == nil && strings.TrimSpace(string(b)) == "bash" {
+			return true
+		}
+	}
+	return false
 }
 
 // startInProcess serves an agent of cfg in this process, its socket and

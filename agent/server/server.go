@@ -87,8 +87,13 @@ type Config struct {
 	// before any user code runs); listening, the handshake and pings go on
 	// meanwhile, so the host's connect does not wait for the reserve.
 	Ready <-chan struct{}
-	// Listening, when set, is called once the socket listens (the agent
-	// starts its thread reserve then: off the path to listening).
+	// Hold, when set, is called when a request waits for Ready, after the
+	// request started what it may before Ready: a run_code's kernel (its
+	// boot, not its cell). The agent makes its thread reserve then, while
+	// the kernel boots, rather than between listening and the first
+	// request. Called from any goroutine, possibly more than once.
+	Hold func()
+	// Listening, when set, is called once the socket listens.
 	Listening func()
 	// Logger: nil discards.
 	Logger *slog.Logger

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -100,19 +101,28 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	// The reserve is made once the agent listens, while the host connects
-	// (16 thread starts were on the path of every sandbox's start, about
-	// 5 ms of it on the dev machine); the server answers no request but
+	// The reserve is made once a request waits for it (server.Config.Hold:
+	// after a run_code started its kernel, so the 16 thread starts run
+	// while the kernel boots), or reserveAfter after listening if none
+	// came, whichever is first. Made when the agent listens, it held the
+	// agent's one P from the host's handshake and the first request for
+	// ~2.5 ms of every cold create. The server answers no request but
 	// ping before it is complete.
 	reserved := make(chan struct{})
+	var reserveOnce sync.Once
+	reserve := func() {
+		reserveOnce.Do(func() {
+			go func() {
+				reserveThreads(threadReserve)
+				close(reserved)
+			}()
+		})
+	}
 	listening := func() {
 		if ready != nil {
 			ready.Close() // the host connects now
 		}
-		go func() {
-			reserveThreads(threadReserve)
-			close(reserved)
-		}()
+		time.AfterFunc(reserveAfter, reserve)
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -126,7 +136,7 @@ func main() {
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Listening: listening, Logger: log}); err != nil {
+	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Hold: reserve, Listening: listening, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 		os.Exit(1)
 	}
@@ -163,6 +173,11 @@ func readyPipe(fd int) *os.File {
 	}
 	return os.NewFile(uintptr(fd), "ready")
 }
+
+// reserveAfter is when, after listening, the agent makes its thread
+// reserve if no request asked for it first: a sandbox of a warm pool has
+// it before it is taken. A cold create's first request comes sooner.
+const reserveAfter = 20 * time.Millisecond
 
 // threadReserve is how many OS threads the agent starts before it serves:
 // enough for its blocking system calls (the reaper's wait4, file
