@@ -1,0 +1,195 @@
+package testenv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// CgroupRoot is where the host's cgroup hierarchies are mounted.
+const CgroupRoot = "/sys/fs/cgroup"
+
+// Sandbox is a sandbox a state dir knows (runtime/oci's layout: one
+// bundles/<id> dir each, labels as config.json annotations) that still
+// holds a process.
+type Sandbox struct {
+	ID     string
+	Labels map[string]string // org.sandlot.label.* annotations, prefix cut
+	PIDs   []int
+}
+
+func (s Sandbox) String() string {
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var l []string
+	for _, k := range keys {
+		l = append(l, k+"="+s.Labels[k])
+	}
+	return fmt.Sprintf("%s [%s] pids %v", s.ID, strings.Join(l, " "), s.PIDs)
+}
+
+// LiveSandboxes lists the sandboxes of stateDir whose cgroups under
+// cgroupRoot (each v1 controller's sandlot/<id>, or v2's) still hold a
+// process. A state dir that does not exist holds none.
+func LiveSandboxes(cgroupRoot, stateDir string) ([]Sandbox, error) {
+	ents, err := os.ReadDir(filepath.Join(stateDir, "bundles"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Sandbox
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") {
+			continue
+		}
+		pids := cgroupPIDs(cgroupRoot, e.Name())
+		if len(pids) == 0 {
+			continue
+		}
+		out = append(out, Sandbox{ID: e.Name(), Labels: bundleLabels(filepath.Join(stateDir, "bundles", e.Name())), PIDs: pids})
+	}
+	return out, nil
+}
+
+// SandboxCgroups returns sandbox id's cgroup dirs that exist under
+// cgroupRoot: sandlot/<id> in each v1 controller, or in the v2 root.
+func SandboxCgroups(cgroupRoot, id string) []string {
+	var dirs []string
+	if fi, err := os.Stat(filepath.Join(cgroupRoot, "sandlot", id)); err == nil && fi.IsDir() {
+		dirs = append(dirs, filepath.Join(cgroupRoot, "sandlot", id))
+	}
+	ents, _ := os.ReadDir(cgroupRoot)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue // v1's cpu,cpuacct links name a hierarchy listed under its own name
+		}
+		d := filepath.Join(cgroupRoot, e.Name(), "sandlot", id)
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// cgroupPIDs is every process in sandbox id's cgroups (and their
+// children's), deduplicated.
+func cgroupPIDs(cgroupRoot, id string) []int {
+	var pids []int
+	for _, d := range SandboxCgroups(cgroupRoot, id) {
+		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, n) {
+					pids = append(pids, n)
+				}
+			}
+			return nil
+		})
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+func bundleLabels(dir string) map[string]string {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil
+	}
+	var sp struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if json.Unmarshal(b, &sp) != nil {
+		return nil
+	}
+	l := map[string]string{}
+	for k, v := range sp.Annotations {
+		if s, ok := strings.CutPrefix(k, "org.sandlot.label."); ok {
+			l[s] = v
+		}
+	}
+	return l
+}
+
+// KillSandbox ends every process of sandbox id (thawing a paused one
+// first), waits up to timeout for its cgroups to empty, and removes them.
+// It is for tests that clean up after a daemon; the runtime's own state
+// under the daemon's state dir goes with that dir.
+func KillSandbox(cgroupRoot, id string, timeout time.Duration) error {
+	dirs := SandboxCgroups(cgroupRoot, id)
+	for _, d := range dirs {
+		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+		os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pids := cgroupPIDs(cgroupRoot, id)
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox %s: processes %v outlived SIGKILL for %v", id, pids, timeout)
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var errs []error
+	for _, d := range dirs {
+		// Children first: a sandbox may have made cgroups of its own.
+		var sub []string
+		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				sub = append(sub, p)
+			}
+			return nil
+		})
+		for i := len(sub) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(sub[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", sub[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckNoSandboxes fails t when stateDir still has sandboxes with a
+// process: what a daemon left behind. Each is killed (KillSandbox), so a
+// failing test leaves nothing running either. what names the daemon.
+func CheckNoSandboxes(t testing.TB, stateDir, what string) {
+	t.Helper()
+	left, err := LiveSandboxes(CgroupRoot, stateDir)
+	if err != nil {
+		t.Errorf("%s: list its sandboxes: %v", what, err)
+		return
+	}
+	if len(left) == 0 {
+		return
+	}
+	var lines []string
+	for _, sb := range left {
+		lines = append(lines, sb.String())
+		if err := KillSandbox(CgroupRoot, sb.ID, 30*time.Second); err != nil {
+			lines = append(lines, "  kill: "+err.Error())
+		}
+	}
+	t.Errorf("%s left %d sandbox(es) running in %s (killed now):\n%s", what, len(left), stateDir, strings.Join(lines, "\n"))
+}
