@@ -144,3 +144,31 @@ func TestArgValue(t *testing.T) {
 		}
 	}
 }
+
+// TestStartServeDiesWithTest: a test binary that dies without running its
+// cleanups (here os.Exit, as a panic or the -timeout kill end it) still
+// stops its daemon with SIGTERM, so the daemon's shutdown destroys its
+// warm pools instead of serving them forever.
+func TestStartServeDiesWithTest(t *testing.T) {
+	if term := os.Getenv("TESTENV_DIE_TERM"); term != "" {
+		script := `trap 'echo term > ` + term + `; exit 0' TERM
+echo "sandlot listening on http://127.0.0.1:1"
+while :; do sleep 0.1; done`
+		StartServe(t, exec.Command("sh", "-c", script), t.TempDir(), time.Minute)
+		os.Exit(3)
+	}
+	term := filepath.Join(t.TempDir(), "term")
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestStartServeDiesWithTest$")
+	cmd.Env = append(os.Environ(), "TESTENV_DIE_TERM="+term)
+	if out, err := cmd.CombinedOutput(); err == nil || cmd.ProcessState.ExitCode() != 3 {
+		t.Fatalf("the dying test: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(term); strings.TrimSpace(string(b)) == "term" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon of a test binary that died got no SIGTERM")
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +49,15 @@ func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duratio
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = pw, logf
-	err = cmd.Start()
+	// A test binary that dies without its cleanups (a panic, the -timeout
+	// kill) stops its daemon as the cleanup would: with SIGTERM.
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
+	err = startOnForkThread(cmd)
 	pw.Close()
 	logf.Close()
 	if err != nil {
@@ -91,6 +101,28 @@ func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duratio
 		t.Fatalf("serve did not start within %v\n%s", timeout, s.Log())
 	}
 	return s
+}
+
+// forkThread runs the functions sent to it on one OS thread that never
+// exits: the parent death signal follows the thread that forked, not the
+// process, and a thread of the test binary can exit mid-test (a goroutine
+// that locked it returns, as namespace code does on an error).
+var forkThread = sync.OnceValue(func() chan<- func() {
+	c := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+		for f := range c {
+			f()
+		}
+	}()
+	return c
+})
+
+// startOnForkThread is cmd.Start on forkThread.
+func startOnForkThread(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	forkThread() <- func() { errc <- cmd.Start() }
+	return <-errc
 }
 
 // stopTimeout bounds the SIGTERM stop of a daemon a test left running: a
