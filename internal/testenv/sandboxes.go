@@ -128,10 +128,17 @@ func bundleLabels(dir string) map[string]string {
 	return l
 }
 
+// ShareDir is the runtime's host share (runtime/oci's DefaultShareDir),
+// where a sandbox's image root is mounted (roots/<id>) and its null device
+// made (null/<id>).
+const ShareDir = "/run/sandlot-share"
+
 // KillSandbox ends every process of sandbox id (thawing a paused one
-// first), waits up to timeout for its cgroups to empty, and removes them.
-// It is for tests that clean up after a daemon; the runtime's own state
-// under the daemon's state dir goes with that dir.
+// first), waits up to timeout for its cgroups to empty, removes them, and
+// unmounts and removes its image root and null device in ShareDir. It is
+// for tests that clean up after a daemon; the runtime's own state under
+// the daemon's state dir goes with that dir (its id ranges are reclaimed
+// once the dir is gone).
 func KillSandbox(cgroupRoot, id string, timeout time.Duration) error {
 	dirs := SandboxCgroups(cgroupRoot, id)
 	for _, d := range dirs {
@@ -166,6 +173,17 @@ func KillSandbox(cgroupRoot, id string, timeout time.Duration) error {
 			if err := syscall.Rmdir(sub[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
 				errs = append(errs, fmt.Errorf("remove %s: %w", sub[i], err))
 			}
+		}
+	}
+	root := filepath.Join(ShareDir, "roots", id)
+	for _, m := range []string{filepath.Join(root, "root"), root} {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	for _, p := range []string{root, filepath.Join(ShareDir, "null", id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
