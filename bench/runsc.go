@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -103,7 +104,12 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	}
 	defer stop()
 	k := max(5, min(sz.Cold, 20))
-	heap := liveHeap
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
 	waitPool := func() error { return WaitPool(ctx, m, int64(size), 2*time.Minute) }
 	if err := waitPool(); err != nil {
 		return nil, err
