@@ -224,11 +224,12 @@ func suspendedRows(k int, before, after uint64, sandbox, tmpfs int64, note strin
 	if after <= before {
 		heapNote = "daemon heap not grown between the reads (the GC shrank it): counted 0"
 	}
-	if per <= 0 {
-		// Nothing measured held anything: the heap shrank between the
-		// reads and no process or tmpfs was left. 2 GiB / 0 would read
-		// as billions of contexts "met"; say the row was not measured.
-		why := fmt.Sprintf("not measured: no memory read per context (%s, no process or tmpfs left); %s", heapNote, note)
+	if why := heldUnmeasured(per); why != "" {
+		// Nothing measured held anything (the heap shrank between the
+		// reads and no process or tmpfs was left), or less than a
+		// record: 2 GiB over it would read as billions of contexts
+		// "met"; say the row was not measured.
+		why = fmt.Sprintf("%s (%s, no process or tmpfs left); %s", why, heapNote, note)
 		held = Figure{Name: heldName, Note: why}
 		fits = Figure{Name: fitsName, Note: why}
 	} else {

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/doctor"
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 func init() {
@@ -24,6 +27,8 @@ type doctorFlags struct {
 	imagesDir  string
 	image      string
 	network    bool
+	stateDir   string
+	fix        bool
 	out        output
 }
 
@@ -33,15 +38,19 @@ func newDoctorCmd() *cobra.Command {
 		Short: "check whether this host can run sandlot, and say what to fix",
 		Long: `Checks the kernel, user namespaces, cgroups and their controllers, overlayfs, seccomp,
 nftables, each OCI runtime (crun, runc, runsc) and its version, the data dir's free space, the store
-(opened read-only; its schema against this binary's) and the default template, for the settings serve
-would run with (the same flags, $SANDLOT_<NAME> variables and --config file). Nothing is changed.
+(opened read-only; its schema against this binary's), the default template, and the sandbox cgroups
+left over by a daemon killed before its teardown (empty, and owned by no sandbox of --state-dir), for
+the settings serve would run with (the same flags, $SANDLOT_<NAME> variables and --config file).
+Nothing is changed, unless --fix: it removes those left-over cgroups first (rmdir of empty sandbox
+cgroups only, made over a minute ago; links are not followed) and says which.
 
 Exit status: 0 when every required check passes (warnings do not fail), 1 when one fails.`,
 		Args: cobra.NoArgs,
 		Example: `  sudo sandlot doctor
   sudo sandlot doctor --config /etc/sandlot/config.yaml
   sudo sandlot doctor --runtime crun --network --json
-  sandlot doctor -o yaml`,
+  sandlot doctor -o yaml
+  sudo sandlot doctor --fix --state-dir /run/sandlot`,
 	}
 	var f doctorFlags
 	fs := cmd.Flags()
@@ -51,6 +60,8 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 	fs.StringVar(&f.imagesDir, "images-dir", "", "image store of the templates (default DATA_DIR/images)")
 	fs.StringVar(&f.image, "default-image", daemon.DefaultImageDebian, "serve's default template: debian or none")
 	fs.BoolVar(&f.network, "network", false, "serve runs with --network: nftables is required")
+	fs.StringVar(&f.stateDir, "state-dir", oci.DefaultStateDir, "serve's state dir: its sandboxes own their cgroups")
+	fs.BoolVar(&f.fix, "fix", false, "remove the empty sandbox cgroups no sandbox of --state-dir owns, then check")
 	f.out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := applyConfig(fs, f.configFile, serveKeys()); err != nil {
@@ -64,10 +75,21 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 // runDoctor prints the report; a failed one exits 1 with no error line
 // (the report said why).
 func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
-	rep := doctor.Run(ctx, doctor.Config{
+	cfg := doctor.Config{
 		Runtime: f.runtime, DataDir: f.store.dataDir, StoreURL: f.store.url,
-		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network,
-	})
+		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network, StateDir: f.stateDir,
+	}
+	if f.fix {
+		removed, err := doctor.RemoveStrayCgroups(cfg)
+		// Said on stderr: stdout holds the report, which -o json parses.
+		if werr := doctor.WriteRemoved(std.Err, removed); werr != nil {
+			return werr
+		}
+		if err != nil {
+			return fmt.Errorf("doctor --fix: %v: %w", err, errdefs.ErrFailedPrecondition)
+		}
+	}
+	rep := doctor.Run(ctx, cfg)
 	var err error
 	if f.out.structured() {
 		err = f.out.print(std.Out, rep)

@@ -19,9 +19,11 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/guard/ner"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 // Status is a check's outcome.
@@ -64,6 +66,9 @@ type Config struct {
 	// DataDir is serve's --data-dir, StoreURL its --store ("": SQLite in
 	// DataDir), ImagesDir its --images-dir ("": DataDir/images).
 	DataDir, StoreURL, ImagesDir string
+	// StateDir is serve's --state-dir ("": oci.DefaultStateDir): the
+	// sandboxes it holds own their cgroups.
+	StateDir string
 	// DefaultImage is serve's --default-image (debian or none).
 	DefaultImage string
 	// Network is serve's --network: nftables is then required.
@@ -73,6 +78,11 @@ type Config struct {
 	MinFreeBytes int64
 	// Probes are the checks that act; nil fields are the real ones.
 	Probes Probes
+
+	now func() time.Time // nil: time.Now
+	// only, when set, narrows the sandbox cgroups judged to the names it
+	// accepts: a test on the real host touches its own alone.
+	only func(name string) bool
 }
 
 // Probes are the checks that must do something to know. Tests replace
@@ -110,6 +120,7 @@ var Checks = []Check{
 	{"default template", checkTemplate},
 	{"guard entity model", checkEntityModel},
 	{"volumes", checkVolumes},
+	{"sandbox cgroups", checkCgroupLeftovers},
 }
 
 // Run runs every check on cfg.
@@ -143,11 +154,17 @@ func (cfg Config) withDefaults() Config {
 	if cfg.ImagesDir == "" {
 		cfg.ImagesDir = filepath.Join(cfg.DataDir, "images")
 	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = oci.DefaultStateDir
+	}
 	if cfg.DefaultImage == "" {
 		cfg.DefaultImage = "debian"
 	}
 	if cfg.MinFreeBytes <= 0 {
 		cfg.MinFreeBytes = 1 << 30
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
 	}
 	if cfg.Probes.Userns == nil {
 		cfg.Probes.Userns = probeUserns

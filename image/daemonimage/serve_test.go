@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -72,9 +73,29 @@ func TestDaemonImageServes(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon stops as an operator stops it (SIGTERM), or is killed
+	// when it does not within a minute: killed, it leaves its sandboxes'
+	// cgroups on the host (its pid namespace takes their processes).
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = exec.Command(runc, "kill", id, "TERM").Run()
+		select {
+		case err := <-waited:
+			return err
+		case <-time.After(time.Minute):
+			_ = exec.Command(runc, "kill", id, "KILL").Run()
+			<-waited
+			return errors.New("the daemon did not stop within a minute of SIGTERM")
+		}
+	}
 	t.Cleanup(func() {
-		_ = exec.Command(runc, "kill", id, "KILL").Run()
-		_ = cmd.Wait()
+		stop()
 		_ = exec.Command(runc, "delete", "-f", id).Run()
 	})
 	url := "http://127.0.0.1:" + port
@@ -105,6 +126,25 @@ func TestDaemonImageServes(t *testing.T) {
 	}
 	if !strings.Contains(res.Stdout, "42") {
 		t.Errorf("stdout %q, want 42", res.Stdout)
+	}
+	// Its context is deleted, and the daemon stops cleanly: no sandbox
+	// cgroup of it is left on the host.
+	l, err := c.ListContexts(ctx, client.ListOptions{Status: []string{"active"}})
+	if err != nil || len(l.Contexts) != 1 {
+		t.Fatalf("contexts: %v %v", l, err)
+	}
+	sb := l.Contexts[0].SandboxID
+	if err := c.DeleteContext(ctx, l.Contexts[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, log())
+	}
+	if sb == "" {
+		t.Fatalf("the context named no sandbox: %+v", l.Contexts[0])
+	}
+	if dirs := testenv.SandboxCgroups(testenv.CgroupRoot, sb); len(dirs) != 0 {
+		t.Errorf("the daemon left its sandbox's cgroups: %v", dirs)
 	}
 }
 

@@ -1,0 +1,226 @@
+package testenv
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// CgroupRoot is where the host's cgroup hierarchies are mounted.
+const CgroupRoot = "/sys/fs/cgroup"
+
+// Sandbox is a sandbox a state dir knows (runtime/oci's layout: one
+// bundles/<id> dir each, labels as config.json annotations) that still
+// holds a process.
+type Sandbox struct {
+	ID     string
+	Labels map[string]string // org.sandlot.label.* annotations, prefix cut
+	PIDs   []int
+}
+
+func (s Sandbox) String() string {
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var l []string
+	for _, k := range keys {
+		l = append(l, k+"="+s.Labels[k])
+	}
+	return fmt.Sprintf("%s [%s] pids %v", s.ID, strings.Join(l, " "), s.PIDs)
+}
+
+// LiveSandboxes lists the sandboxes of stateDir whose cgroups under
+// cgroupRoot (each v1 controller's sandlot/<id>, or v2's) still hold a
+// process. A state dir that does not exist holds none.
+func LiveSandboxes(cgroupRoot, stateDir string) ([]Sandbox, error) {
+	ents, err := os.ReadDir(filepath.Join(stateDir, "bundles"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Sandbox
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") {
+			continue
+		}
+		pids := cgroupPIDs(cgroupRoot, e.Name())
+		if len(pids) == 0 {
+			continue
+		}
+		out = append(out, Sandbox{ID: e.Name(), Labels: bundleLabels(filepath.Join(stateDir, "bundles", e.Name())), PIDs: pids})
+	}
+	return out, nil
+}
+
+// SandboxCgroups returns sandbox id's cgroup dirs that exist under
+// cgroupRoot: sandlot/<id> in each v1 controller, or in the v2 root.
+func SandboxCgroups(cgroupRoot, id string) []string {
+	var dirs []string
+	if fi, err := os.Stat(filepath.Join(cgroupRoot, "sandlot", id)); err == nil && fi.IsDir() {
+		dirs = append(dirs, filepath.Join(cgroupRoot, "sandlot", id))
+	}
+	ents, _ := os.ReadDir(cgroupRoot)
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue // v1's cpu,cpuacct links name a hierarchy listed under its own name
+		}
+		d := filepath.Join(cgroupRoot, e.Name(), "sandlot", id)
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// cgroupPIDs is every process in sandbox id's cgroups (and their
+// children's), deduplicated.
+func cgroupPIDs(cgroupRoot, id string) []int {
+	var pids []int
+	for _, d := range SandboxCgroups(cgroupRoot, id) {
+		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil || e.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, n) {
+					pids = append(pids, n)
+				}
+			}
+			return nil
+		})
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+func bundleLabels(dir string) map[string]string {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil
+	}
+	var sp struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if json.Unmarshal(b, &sp) != nil {
+		return nil
+	}
+	l := map[string]string{}
+	for k, v := range sp.Annotations {
+		if s, ok := strings.CutPrefix(k, "org.sandlot.label."); ok {
+			l[s] = v
+		}
+	}
+	return l
+}
+
+// ShareDir is the runtime's host share (runtime/oci's DefaultShareDir),
+// where a sandbox's image root is mounted (roots/<id>) and its null device
+// made (null/<id>).
+const ShareDir = "/run/sandlot-share"
+
+// KillSandbox ends every process of sandbox id (thawing a paused one
+// first), waits up to timeout for its cgroups to empty, removes them, and
+// unmounts and removes its image root and null device in ShareDir. It is
+// for tests that clean up after a daemon; the runtime's own state under
+// the daemon's state dir goes with that dir (its id ranges are reclaimed
+// once the dir is gone).
+func KillSandbox(cgroupRoot, id string, timeout time.Duration) error {
+	dirs := SandboxCgroups(cgroupRoot, id)
+	for _, d := range dirs {
+		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
+		os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pids := cgroupPIDs(cgroupRoot, id)
+		if len(pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("sandbox %s: processes %v outlived SIGKILL for %v", id, pids, timeout)
+		}
+		for _, p := range pids {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var errs []error
+	for _, d := range dirs {
+		// Children first: a sandbox may have made cgroups of its own.
+		var sub []string
+		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				sub = append(sub, p)
+			}
+			return nil
+		})
+		for i := len(sub) - 1; i >= 0; i-- {
+			if err := syscall.Rmdir(sub[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", sub[i], err))
+			}
+		}
+	}
+	root := filepath.Join(ShareDir, "roots", id)
+	for _, m := range []string{filepath.Join(root, "root"), root} {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	for _, p := range []string{root, filepath.Join(ShareDir, "null", id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckNoSandboxes kills the sandboxes stateDir still runs (KillSandbox),
+// so a test leaves none behind, and fails t for each warm one (no
+// sandlot.context label): a pooled sandbox has no record, and a daemon's
+// clean stop destroys its pools, so one left is a daemon killed or a
+// shutdown that skipped its pools. A context's sandbox a clean stop
+// detached on purpose (the next start would reattach it) is killed and
+// logged: a test daemon's state dir is temporary. what names the daemon.
+func CheckNoSandboxes(t testing.TB, stateDir, what string) {
+	t.Helper()
+	left, err := LiveSandboxes(CgroupRoot, stateDir)
+	if err != nil {
+		t.Errorf("%s: list its sandboxes: %v", what, err)
+		return
+	}
+	if len(left) == 0 {
+		return
+	}
+	var lines []string
+	warm := 0
+	for _, sb := range left {
+		if sb.Labels["sandlot.context"] == "" {
+			warm++
+		}
+		lines = append(lines, sb.String())
+		if err := KillSandbox(CgroupRoot, sb.ID, 30*time.Second); err != nil {
+			lines = append(lines, "  kill: "+err.Error())
+		}
+	}
+	msg := fmt.Sprintf("%s left %d sandbox(es) running in %s (%d warm; killed now):\n%s", what, len(left), stateDir, warm, strings.Join(lines, "\n"))
+	if warm > 0 {
+		t.Errorf("%s", msg)
+		return
+	}
+	t.Logf("%s", msg)
+}
