@@ -193,9 +193,12 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 	s := c.s
 	switch req.Method {
 	case agent.MethodRunCode:
-		p, err := decode[agent.RunCodeParams](req.Params)
-		if err != nil {
-			return nil, err
+		var p agent.RunCodeParams
+		if !agent.DecodeRunCodeParams(req.Params, &p) { // the host's layout, without reflection
+			var err error
+			if p, err = decode[agent.RunCodeParams](req.Params); err != nil {
+				return nil, err
+			}
 		}
 		r, err := s.kernels.Run(ctx, p, c.emitter(id))
 		if err != nil {
