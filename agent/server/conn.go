@@ -9,7 +9,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -123,7 +122,8 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 		}
 		if r.Method == agent.MethodPing {
 			// Inline: the cheapest possible health check.
-			c.reply(*r.ID, agent.PingResult{Version: agent.Version, UptimeMs: time.Since(c.s.started).Milliseconds(), PID: os.Getpid()}, nil)
+			var buf [96]byte
+			c.write(appendPingReply(buf[:0], *r.ID, time.Since(c.s.started).Milliseconds(), agentPID))
 			continue
 		}
 		return *r.ID, &r, true
