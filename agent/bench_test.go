@@ -167,16 +167,20 @@ func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
 	}
 }
 
-// BenchmarkPing is the protocol's own round trip (no kernel).
+// BenchmarkPing is the protocol's own round trip (no kernel), with the
+// agent's CPU per ping (steadier than the wall time on a loaded machine).
 func BenchmarkPing(b *testing.B) {
-	c, _ := agenttest.StartClient(b)
+	c, a := agenttest.StartClient(b)
 	ctx := context.Background()
+	cpu0 := cpuNs(a.Cmd.Process.Pid)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := c.Ping(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpuNs(a.Cmd.Process.Pid)-cpu0)/float64(b.N)/1e3, "agent-cpu-us/op")
 }
 
 // cpuNs is the CPU time so far of every thread of process pid, from
@@ -195,4 +199,31 @@ func cpuNs(pid int) int64 {
 		}
 	}
 	return total
+}
+
+// BenchmarkKernelRoundTripProbed alternates a warm python call with the
+// reuse's health check riding on it (WithProbe: a ping in the same write,
+// answered before the request is dispatched) and the same call without,
+// so both see the same load: probe-ns/op less plain-ns/op is what the
+// in-band health check costs the caller.
+func BenchmarkKernelRoundTripProbed(b *testing.B) {
+	c, _ := agenttest.StartClient(b)
+	p := agent.RunCodeParams{Language: agent.Python, Code: "1+1"}
+	warm(b, c, p)
+	plain, probed := context.Background(), agent.WithProbe(context.Background())
+	var plainT, probedT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		r, err := c.RunCode(probed, p, nil)
+		t1 := time.Now()
+		check(b, r, err, "2")
+		r, err = c.RunCode(plain, p, nil)
+		plainT += time.Since(t1)
+		probedT += t1.Sub(t0)
+		check(b, r, err, "2")
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(probedT.Nanoseconds())/float64(b.N), "probe-ns/op")
+	b.ReportMetric(float64(plainT.Nanoseconds())/float64(b.N), "plain-ns/op")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -150,17 +151,18 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 		if e != nil {
 			// A paused context is refused before revive, whose health
 			// check a frozen sandbox could not answer.
+			// The record's plain fields, read without a copy of it (a
+			// warm call's every copy was an allocation).
 			m.mu.Lock()
-			rec, ended := cloneRecord(e.rec), e.ended
+			recID, paused, suspended, expiresAt, ended := e.rec.ID, e.rec.Paused(), e.rec.Suspended(), e.rec.ExpiresAt, e.ended
 			m.mu.Unlock()
-			paused := rec.Paused()
-			if !ended && !paused && !rec.ExpiresAt.After(m.now()) {
-				paused = m.autoPause(ctx, rec) // E2B's autoPause: at its expiry it pauses
+			if !ended && !paused && !expiresAt.After(m.now()) {
+				paused = m.autoPause(ctx, m.snapshot(e)) // E2B's autoPause: at its expiry it pauses
 			}
-			if !ended && paused && !rec.Suspended() {
-				return nil, pausedErr(rec.ID)
+			if !ended && paused && !suspended {
+				return nil, pausedErr(recID)
 			}
-			if !ended && rec.Suspended() && rec.ExpiresAt.After(m.now()) {
+			if !ended && suspended && expiresAt.After(m.now()) {
 				// Suspended to disk: this call wakes it on a new
 				// sandbox of its image, with its own TTL.
 				if _, err := m.wake(ctx, e, 0, opts.Prestart); err != nil {
@@ -180,7 +182,9 @@ func (m *Manager) acquireEntry(ctx context.Context, id Identity, opts CreateOpti
 				}
 				m.mu.Unlock()
 				m.countReused(tenant, template)
-				m.log.Debug("context reused", sessionAttrs(id, logkey.Context, recID, logkey.Sandbox, sandboxID, logkey.Template, template)...)
+				if m.log.Enabled(ctx, slog.LevelDebug) { // its attributes cost allocations per warm call
+					m.log.Debug("context reused", sessionAttrs(id, logkey.Context, recID, logkey.Sandbox, sandboxID, logkey.Template, template)...)
+				}
 				if err := m.ensureNetwork(ctx, e, opts.Network); err != nil {
 					return nil, err
 				}

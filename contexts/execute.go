@@ -329,9 +329,8 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 	m.countExecution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()
-	after, ended := cloneRecord(e.rec), e.ended
+	rotated := !e.ended && m.rotationDue(e.rec)
 	m.mu.Unlock()
-	rotated := !ended && m.rotationDue(after)
 	if rotated {
 		m.end(ctx, e, ReasonRotated, "")
 	}

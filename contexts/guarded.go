@@ -451,7 +451,7 @@ type streamGuard struct {
 }
 
 func newStreamGuard(ctx context.Context, g Guard, tenantID string, out OutputFunc) *streamGuard {
-	return &streamGuard{ctx: ctx, g: g, tenant: tenantID, out: out, reds: map[string]StreamRedactor{}}
+	return &streamGuard{ctx: ctx, g: g, tenant: tenantID, out: out} // reds made on the first output
 }
 
 // fn returns the OutputFunc to hand to the sandbox (nil when the caller
@@ -478,6 +478,9 @@ func (s *streamGuard) write(ev agent.OutputEvent) {
 		red, ok := s.reds[ev.Stream]
 		if !ok {
 			red = s.g.Stream(s.ctx, s.tenant)
+			if s.reds == nil {
+				s.reds = map[string]StreamRedactor{}
+			}
 			s.reds[ev.Stream] = red
 			s.keys = append(s.keys, ev.Stream)
 		}

@@ -3,6 +3,7 @@ package contexts
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // keyed is a set of mutexes, one per key, created on demand and dropped
@@ -17,7 +18,27 @@ type keyedLock struct {
 	refs int           // holders and waiters; guarded by keyed.mu
 }
 
-// lock acquires k's mutex and returns its unlock function.
+// keyedLocks recycles the locks of keys nobody holds any more: a warm
+// call takes and drops its identity's lock once, and made one each time.
+var keyedLocks = sync.Pool{New: func() any { return &keyedLock{ch: make(chan struct{}, 1)} }}
+
+// keyedHold is one holder's lock, unlocked at most once.
+type keyedHold[K comparable] struct {
+	k    *keyed[K]
+	l    *keyedLock
+	key  K
+	done atomic.Bool
+}
+
+func (h *keyedHold[K]) unlock() {
+	if h.done.CompareAndSwap(false, true) {
+		<-h.l.ch
+		h.k.release(h.key, h.l)
+	}
+}
+
+// lock acquires k's mutex and returns its unlock function, which may be
+// called more than once.
 func (k *keyed[K]) lock(ctx context.Context, key K) (func(), error) {
 	k.mu.Lock()
 	if k.m == nil {
@@ -25,33 +46,35 @@ func (k *keyed[K]) lock(ctx context.Context, key K) (func(), error) {
 	}
 	l := k.m[key]
 	if l == nil {
-		l = &keyedLock{ch: make(chan struct{}, 1)}
+		l = keyedLocks.Get().(*keyedLock)
 		k.m[key] = l
 	}
 	l.refs++
 	k.mu.Unlock()
 
-	release := func() {
-		k.mu.Lock()
-		l.refs--
-		if l.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
 	select {
 	case l.ch <- struct{}{}:
 	case <-ctx.Done():
-		release()
+		k.release(key, l)
 		return nil, ctx.Err()
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			<-l.ch
-			release()
-		})
-	}, nil
+	h := &keyedHold[K]{k: k, l: l, key: key}
+	return h.unlock, nil
+}
+
+// release drops one holder or waiter of l, key's lock; the last one
+// drops the lock (its channel empty: nobody holds it).
+func (k *keyed[K]) release(key K, l *keyedLock) {
+	k.mu.Lock()
+	l.refs--
+	last := l.refs == 0
+	if last {
+		delete(k.m, key)
+	}
+	k.mu.Unlock()
+	if last {
+		keyedLocks.Put(l)
+	}
 }
 
 // sem is a mutex whose Lock honours ctx.

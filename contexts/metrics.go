@@ -99,7 +99,28 @@ func (m *Manager) countCreated(tenantID, template, provider string) {
 // countReused records a GetOrCreate answered by an existing context.
 func (m *Manager) countReused(tenantID, template string) {
 	m.count(tenantID, template, func(s *TemplateStats) { s.TotalReused++ })
-	m.inst.reused.Add(context.Background(), 1, metric.WithAttributes(attribute.String("template", template)))
+	m.inst.reused.Add(context.Background(), 1, reusedAttrsOf(template))
+}
+
+var (
+	reusedAttrsCache sync.Map     // template -> metric.MeasurementOption
+	reusedAttrsCount atomic.Int32 // entries in reusedAttrsCache
+)
+
+// reusedAttrsOf is a reuse's metric attributes, made once per template
+// (up to maxExecAttrs templates; past them, per call) as execAttrsOf's
+// are: every warm call counts a reuse.
+func reusedAttrsOf(template string) metric.MeasurementOption {
+	if a, ok := reusedAttrsCache.Load(template); ok {
+		return a.(metric.MeasurementOption)
+	}
+	a := metric.WithAttributeSet(attribute.NewSet(attribute.String("template", template)))
+	if reusedAttrsCount.Load() < maxExecAttrs {
+		if _, loaded := reusedAttrsCache.LoadOrStore(template, a); !loaded {
+			reusedAttrsCount.Add(1)
+		}
+	}
+	return a
 }
 
 // countTerminated records a context this manager terminated and tore down.

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -126,7 +125,8 @@ func (c *conn) nextCall(fr *lineReader) (id uint64, req *agent.Request, ok bool)
 		}
 		if r.Method == agent.MethodPing {
 			// Inline: the cheapest possible health check.
-			c.reply(*r.ID, agent.PingResult{Version: agent.Version, UptimeMs: time.Since(c.s.started).Milliseconds(), PID: os.Getpid()}, nil)
+			var buf [96]byte
+			c.write(appendPingReply(buf[:0], *r.ID, time.Since(c.s.started).Milliseconds(), agentPID))
 			continue
 		}
 		return *r.ID, &r, true
@@ -227,9 +227,12 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 	s := c.s
 	switch req.Method {
 	case agent.MethodRunCode:
-		p, err := decode[agent.RunCodeParams](req.Params)
-		if err != nil {
-			return nil, err
+		var p agent.RunCodeParams
+		if !agent.DecodeRunCodeParams(req.Params, &p) { // the host's layout, without reflection
+			var err error
+			if p, err = decode[agent.RunCodeParams](req.Params); err != nil {
+				return nil, err
+			}
 		}
 		r, err := s.kernels.Run(ctx, p, c.emitter(id))
 		if err != nil {

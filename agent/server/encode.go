@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"os"
 	"strconv"
 	"unicode/utf8"
 
@@ -22,6 +23,28 @@ func appendResult(dst []byte, res any) ([]byte, error) {
 		return dst, err
 	}
 	return append(dst, b...), nil
+}
+
+// pingVersion is agent.Version as encoding/json writes it.
+var pingVersion, _ = json.Marshal(agent.Version)
+
+// agentPID is this process's id, which a ping's answer carries: read once,
+// not by a system call per ping (one rides on every warm call).
+var agentPID = os.Getpid()
+
+// appendPingReply appends the response to ping id as reply writes an
+// agent.PingResult through encoding/json, by hand: the ping that rides on
+// a warm call is answered before its request is dispatched.
+func appendPingReply(b []byte, id uint64, uptimeMs int64, pid int) []byte {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendUint(b, id, 10)
+	b = append(b, `,"result":{"version":`...)
+	b = append(b, pingVersion...)
+	b = append(b, `,"uptimeMs":`...)
+	b = strconv.AppendInt(b, uptimeMs, 10)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(pid), 10)
+	return append(b, "}}\n"...)
 }
 
 // plainRunCode reports a result appendRunCode writes: no raw JSON.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -205,5 +206,24 @@ func TestPlainRunCodeRawFields(t *testing.T) {
 				t.Fatalf("plainRunCode is true with %s set: appendRich would drop it (encode.go)", f.Name)
 			}
 		})
+	}
+}
+
+// TestAppendPingReply: a ping's answer by hand is byte for byte the one
+// reply writes through encoding/json.
+func TestAppendPingReply(t *testing.T) {
+	for _, tc := range []struct {
+		id     uint64
+		uptime int64
+		pid    int
+	}{{1, 0, 1}, {18446744073709551615, 1 << 62, 1 << 31}, {42, -3, 0}} {
+		res, err := json.Marshal(agent.PingResult{Version: agent.Version, UptimeMs: tc.uptime, PID: tc.pid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := `{"jsonrpc":"2.0","id":` + strconv.FormatUint(tc.id, 10) + `,"result":` + string(res) + "}\n"
+		if got := string(appendPingReply(nil, tc.id, tc.uptime, tc.pid)); got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
 	}
 }
