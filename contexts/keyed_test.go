@@ -2,8 +2,10 @@ package contexts
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 )
 
 // TestKeyedUnlockOnce: a second unlock of a hold is a no-op, even once the
@@ -57,6 +59,9 @@ func TestKeyedExcludes(t *testing.T) {
 				if inside != 1 {
 					t.Errorf("%d holders at once", inside)
 				}
+				mu.Unlock()
+				runtime.Gosched() // another goroutine gets its turn while this one holds the key
+				mu.Lock()
 				inside--
 				mu.Unlock()
 				unlock()
@@ -73,8 +78,43 @@ func TestKeyedExcludes(t *testing.T) {
 	if _, err := k.lock(ctx, "x"); err == nil {
 		t.Fatal("took a held lock")
 	}
+	// A waiter blocked on the held key, then cancelled, gives up without
+	// taking it; the holder's unlock then leaves no lock behind.
+	ctx, cancel = context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := k.lock(ctx, "x")
+		gaveUp <- err
+	}()
+	waitWaiters(t, &k, "x", 2)
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("a cancelled waiter took a held lock")
+	}
 	unlock()
 	if n := len(k.m); n != 0 {
 		t.Fatalf("%d locks kept after the last unlock", n)
+	}
+}
+
+// waitWaiters waits, bounded, until key's lock counts n holders and waiters.
+func waitWaiters(t *testing.T, k *keyed[string], key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		k.mu.Lock()
+		l := k.m[key]
+		refs := 0
+		if l != nil {
+			refs = l.refs
+		}
+		k.mu.Unlock()
+		if refs == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("key %q counts %d holders and waiters, want %d", key, refs, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
