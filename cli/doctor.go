@@ -42,7 +42,7 @@ nftables, each OCI runtime (crun, runc, runsc) and its version, the data dir's f
 left over by a daemon killed before its teardown (empty, and owned by no sandbox of --state-dir), for
 the settings serve would run with (the same flags, $SANDLOT_<NAME> variables and --config file).
 Nothing is changed, unless --fix: it removes those left-over cgroups first (rmdir of empty sandbox
-cgroups only, made over a minute ago; links are not followed) and says which.
+cgroups only, first seen over a minute ago; links are not followed) and says which.
 
 Exit status: 0 when every required check passes (warnings do not fail), 1 when one fails.`,
 		Args: cobra.NoArgs,
@@ -72,6 +72,9 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 	return cmd
 }
 
+// removeStrayCgroups is doctor.RemoveStrayCgroups (tests replace it).
+var removeStrayCgroups = doctor.RemoveStrayCgroups
+
 // runDoctor prints the report; a failed one exits 1 with no error line
 // (the report said why).
 func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
@@ -79,14 +82,17 @@ func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
 		Runtime: f.runtime, DataDir: f.store.dataDir, StoreURL: f.store.url,
 		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network, StateDir: f.stateDir,
 	}
+	// A failed --fix still prints the report (it counts what is left),
+	// then ends with the removal's error.
+	var fixErr error
 	if f.fix {
-		removed, err := doctor.RemoveStrayCgroups(cfg)
+		removed, err := removeStrayCgroups(cfg)
 		// Said on stderr: stdout holds the report, which -o json parses.
 		if werr := doctor.WriteRemoved(std.Err, removed); werr != nil {
 			return werr
 		}
 		if err != nil {
-			return fmt.Errorf("doctor --fix: %v: %w", err, errdefs.ErrFailedPrecondition)
+			fixErr = fmt.Errorf("doctor --fix: %v: %w", err, errdefs.ErrFailedPrecondition)
 		}
 	}
 	rep := doctor.Run(ctx, cfg)
@@ -98,6 +104,9 @@ func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
 	}
 	if err != nil {
 		return err
+	}
+	if fixErr != nil {
+		return fixErr
 	}
 	if !rep.OK {
 		return &codeExit{status: 1, err: errDoctorFailed}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/doctor"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
@@ -100,5 +103,31 @@ func TestDoctorRuntimeMissing(t *testing.T) {
 	if err := cmd.Run(); err == nil || !strings.Contains(out.String(), "crun is not in PATH") ||
 		!strings.Contains(out.String(), "fix: apt-get install crun") || !strings.Contains(out.String(), "sandlot cannot run on this host") {
 		t.Errorf("text report (err %v):\n%s", err, out.String())
+	}
+}
+
+// TestDoctorFixFailurePrintsReport: a --fix whose removal fails still
+// prints the report (stdout, here JSON) and the cgroups it did remove
+// (stderr), and then ends with the removal's error.
+func TestDoctorFixFailurePrintsReport(t *testing.T) {
+	orig := removeStrayCgroups
+	t.Cleanup(func() { removeStrayCgroups = orig })
+	removeStrayCgroups = func(doctor.Config) ([]string, error) {
+		return []string{"/sys/fs/cgroup/pids/sandlot/sb-removed0001"}, errors.New("remove /sys/fs/cgroup/pids/sandlot/sb-busy00000001: device or resource busy")
+	}
+	var out, errw bytes.Buffer
+	dir := t.TempDir()
+	err := Run(context.Background(), []string{"doctor", "--fix", "--json", "--data-dir", dir, "--state-dir", dir}, strings.NewReader(""), &out, &errw)
+	if err == nil || !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "sb-busy00000001") {
+		t.Errorf("err %v, want the removal's error (failed precondition)", err)
+	}
+	var rep struct {
+		Checks []struct{ Name string }
+	}
+	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil || len(rep.Checks) == 0 {
+		t.Errorf("no report printed before the error (%v):\n%s", jerr, out.String())
+	}
+	if !strings.Contains(errw.String(), "sb-removed0001") {
+		t.Errorf("the removed cgroup is not said on stderr:\n%s", errw.String())
 	}
 }

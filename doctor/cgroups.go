@@ -53,8 +53,8 @@ func isDir(p string) bool {
 
 // StrayCgroups lists the sandbox cgroups (host paths under cfg.Root) that
 // hold no process and no child cgroup, belong to no sandbox of
-// cfg.StateDir (its bundles/<id>), and are older than a minute: what a
-// daemon killed before its teardown leaves behind.
+// cfg.StateDir (its bundles/<id>), and were first seen over a minute ago
+// (stray's age): what a daemon killed before its teardown leaves behind.
 func StrayCgroups(cfg Config) []string {
 	cfg = cfg.withDefaults()
 	var out []string
@@ -78,6 +78,9 @@ func (cfg Config) stray(parent, name string, now time.Time) bool {
 		return false
 	}
 	p := filepath.Join(parent, name)
+	// The age is the directory's mtime, which on cgroupfs is when its
+	// inode was first looked up, not when the cgroup was made: "first
+	// seen over a minute ago".
 	fi, err := os.Lstat(p)
 	if err != nil || !fi.IsDir() || now.Sub(fi.ModTime()) < strayMinAge {
 		return false

@@ -179,12 +179,19 @@ func TestStrayCgroupsHost(t *testing.T) {
 		}
 		t.Cleanup(func() { os.Remove(d) })
 	}
-	// This process in busy, for the test's span.
+	// This process in busy, for the test's span, then back in its own
+	// cgroup (not the root: the test binary may run in one of its own).
+	home := ownCgroup(t, ctl)
 	if err := os.WriteFile(filepath.Join(busy, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(filepath.Dir(filepath.Dir(busy)), "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0)
+		if err := os.WriteFile(filepath.Join(ctl, home, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			t.Errorf("back to %s: %v", home, err)
+		}
+		if now := ownCgroup(t, ctl); now != home {
+			t.Errorf("the test process ends in cgroup %s, not its own %s", now, home)
+		}
 	})
 	old := time.Now().Add(-time.Hour)
 	for _, d := range []string{empty, busy} {
@@ -208,4 +215,27 @@ func TestStrayCgroupsHost(t *testing.T) {
 	if _, err := os.Stat(busy); err != nil {
 		t.Fatalf("%s: %v", busy, err)
 	}
+}
+
+// ownCgroup is this process's cgroup path (from /proc/self/cgroup) in the
+// hierarchy mounted at ctl: the pids one, or v2's unified one at
+// /sys/fs/cgroup.
+func ownCgroup(t *testing.T, ctl string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Base(ctl) // "pids", or "cgroup" on a v2 host
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		if want == "cgroup" && f[0] == "0" && f[1] == "" || slices.Contains(strings.Split(f[1], ","), want) {
+			return f[2]
+		}
+	}
+	t.Fatalf("no %s line in /proc/self/cgroup:\n%s", want, b)
+	return ""
 }

@@ -70,7 +70,7 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 			go c.readLoop(ctx, fr, wg)
 		}
 		if !c.s.isReady() {
-			c.s.beforeReady(req)
+			c.s.beforeReady()
 		}
 		if !c.s.ready(ctx) {
 			return
@@ -143,22 +143,13 @@ func (s *Server) isReady() bool {
 	}
 }
 
-// beforeReady runs when req is to wait for Config.Ready: a run_code on
-// the default kernel of its language starts that kernel now (what the
-// kernel runs at boot is the agent's driver, not user code; its cell
-// still waits), then Config.Hold is called, so the agent's thread reserve
-// is made while the kernel boots. A kernel that fails to start here is
-// started again by the run, which reports the error.
-func (s *Server) beforeReady(req *agent.Request) {
-	if req.Method == agent.MethodRunCode {
-		if p, err := decode[agent.RunCodeParams](req.Params); err == nil && p.Kernel == "" &&
-			(p.User == "" || p.User == agent.DefaultUser) {
-			switch p.Language {
-			case agent.Python, agent.JavaScript, agent.TypeScript, agent.Bash, agent.R, agent.Java:
-				_ = s.kernels.Prestart(p.Language)
-			}
-		}
-	}
+// beforeReady runs when a request is to wait for Config.Ready: it calls
+// Config.Hold, so the agent's thread reserve is made once a request
+// waits. It starts nothing: every interpreter runs code the sandbox's
+// creator controls as it starts (bash's BASH_ENV, python's .pth files,
+// NODE_OPTIONS, R's profiles, JAVA_TOOL_OPTIONS), which could fill the
+// pids limit before the reserve stands.
+func (s *Server) beforeReady() {
 	if s.cfg.Hold != nil {
 		s.cfg.Hold()
 	}

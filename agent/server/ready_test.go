@@ -96,12 +96,17 @@ func TestReadyHoldsCells(t *testing.T) {
 	}
 }
 
-// TestReadyStartsKernelFirst: a run_code that arrives before Ready starts
-// its kernel (not its cell) and then calls Config.Hold, so the agent's
-// thread reserve is made while the kernel boots instead of before the
-// request is read; the cell still waits for Ready.
-func TestReadyStartsKernelFirst(t *testing.T) {
+// TestReadyStartsNoKernel: a run_code that arrives before Ready starts no
+// interpreter, because every interpreter runs code the sandbox's creator
+// controls as it starts (here bash's BASH_ENV, from the sandbox's
+// environment, with a command substitution): a fork bomb there could fill
+// the pids limit before the agent's thread reserve stands. Hold is still
+// called (the reserve is made once a request waits), and after Ready the
+// kernel starts and runs both the BASH_ENV and the cell.
+func TestReadyStartsNoKernel(t *testing.T) {
 	dir := t.TempDir()
+	envMarker := filepath.Join(dir, "bash_env_ran")
+	t.Setenv(agent.EnvPrefix+"BASH_ENV", "$(touch "+envMarker+")")
 	ready := make(chan struct{})
 	var held atomic.Int32
 	ctx, c := startInProcess(t, dir, server.Config{Ready: ready, Hold: func() { held.Add(1) }})
@@ -115,19 +120,28 @@ func TestReadyStartsKernelFirst(t *testing.T) {
 		res <- err
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for held.Load() == 0 || !kernelChild() {
+	for held.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("Hold was not called for a run_code waiting for Ready")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Whatever the request started before Ready has had Hold's call to
+	// start by; watch a while longer for a late one.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		select {
 		case err := <-res:
 			t.Fatalf("the cell was answered before Ready (err %v)", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("before Ready: Hold called %d times, a bash kernel started: %v", held.Load(), kernelChild())
+		if pid := bashKernelChild(); pid != "" {
+			t.Fatalf("a bash kernel (pid %s) started before Ready", pid)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("the cell ran before Ready (stat: %v)", err)
+		for _, m := range []string{envMarker, marker} {
+			if _, err := os.Stat(m); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("%s exists before Ready (stat: %v)", filepath.Base(m), err)
+			}
+		}
 	}
 	close(ready)
 	select {
@@ -138,17 +152,58 @@ func TestReadyStartsKernelFirst(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no answer after Ready")
 	}
+	// The environment reached the kernel: the check above could fail.
+	if _, err := os.Stat(envMarker); err != nil {
+		t.Fatalf("BASH_ENV did not run after Ready: %v", err)
+	}
 }
 
-// kernelChild says whether this process has a bash child (the in-process
-// agent's bash kernel).
-func kernelChild() bool {
-	for _, pid := range testenv.ChildPIDs(os.Getpid()) {
-		if b, err := os.ReadFile("/proc/" + pid + "/comm"); err == nil && strings.TrimSpace(string(b)) == "bash" {
-			return true
+// TestReadyPrestartWaits: Config.Prestart's kernels start only once Ready
+// is closed, for the reason TestReadyStartsNoKernel gives.
+func TestReadyPrestartWaits(t *testing.T) {
+	dir := t.TempDir()
+	envMarker := filepath.Join(dir, "bash_env_ran")
+	t.Setenv(agent.EnvPrefix+"BASH_ENV", "$(touch "+envMarker+")")
+	ready := make(chan struct{})
+	ctx, c := startInProcess(t, dir, server.Config{Ready: ready, Prestart: []string{agent.Bash}})
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer pcancel()
+	if err := c.Ping(pctx); err != nil {
+		t.Fatalf("ping before Ready: %v", err)
+	}
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if pid := bashKernelChild(); pid != "" {
+			t.Fatalf("a prestarted bash kernel (pid %s) started before Ready", pid)
+		}
+		if _, err := os.Stat(envMarker); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("BASH_ENV ran before Ready (stat: %v)", err)
 		}
 	}
-	return false
+	close(ready)
+	deadline := time.Now().Add(30 * time.Second)
+	for bashKernelChild() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the prestarted bash kernel did not start after Ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// bashKernelChild returns the pid of a child of this process (the
+// in-process agent) running the bash kernel's driver, or "".
+func bashKernelChild() string {
+	for _, pid := range testenv.ChildPIDs(os.Getpid()) {
+		b, err := os.ReadFile("/proc/" + pid + "/cmdline")
+		if err != nil {
+			continue
+		}
+		argv := strings.Split(string(b), "\x00")
+		if len(argv) >= 4 && filepath.Base(argv[0]) == "bash" && argv[1] == "--noprofile" &&
+			argv[3] == "-c" && strings.Contains(strings.Join(argv[4:], " "), "__sandlot_code") {
+			return pid
+		}
+	}
+	return ""
 }
 
 // startInProcess serves an agent of cfg in this process, its socket and

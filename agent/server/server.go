@@ -58,7 +58,8 @@ type Config struct {
 	// Python, Node and Bash override interpreter paths (tests).
 	Python, Node, Bash string
 	// Prestart lists languages whose default kernel starts with the agent
-	// rather than on first use (warm pools). nil: none.
+	// (once Ready is closed, when set) rather than on first use (warm
+	// pools). nil: none.
 	Prestart []string
 	// Root says the agent is root of its sandbox (uid 0 of the sandbox's
 	// user namespace, with the runtime's root capabilities there): it then
@@ -87,11 +88,12 @@ type Config struct {
 	// before any user code runs); listening, the handshake and pings go on
 	// meanwhile, so the host's connect does not wait for the reserve.
 	Ready <-chan struct{}
-	// Hold, when set, is called when a request waits for Ready, after the
-	// request started what it may before Ready: a run_code's kernel (its
-	// boot, not its cell). The agent makes its thread reserve then, while
-	// the kernel boots, rather than between listening and the first
-	// request. Called from any goroutine, possibly more than once.
+	// Hold, when set, is called when a request waits for Ready; the agent
+	// makes its thread reserve then rather than between listening and the
+	// first request. Nothing starts before Ready: not a run_code's kernel
+	// (an interpreter runs creator-controlled code as it starts) nor
+	// Prestart's kernels. Called from any goroutine, possibly more than
+	// once.
 	Hold func()
 	// Listening, when set, is called once the socket listens.
 	Listening func()
@@ -222,6 +224,11 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	for _, lang := range s.cfg.Prestart {
 		go func() {
+			// A kernel runs creator-controlled code as it starts (BASH_ENV,
+			// .pth files, NODE_OPTIONS, ...): not before the reserve stands.
+			if !s.ready(ctx) {
+				return
+			}
 			if err := s.kernels.Prestart(lang); err != nil {
 				s.log.Warn("prestart kernel", logkey.Language, lang, logkey.Err, err)
 			}

@@ -101,13 +101,13 @@ func main() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
-	// The reserve is made once a request waits for it (server.Config.Hold:
-	// after a run_code started its kernel, so the 16 thread starts run
-	// while the kernel boots), or reserveAfter after listening if none
-	// came, whichever is first. Made when the agent listens, it held the
-	// agent's one P from the host's handshake and the first request for
-	// ~2.5 ms of every cold create. The server answers no request but
-	// ping before it is complete.
+	// The reserve is made once a request waits for it (server.Config.Hold),
+	// or reserveAfter after listening if none came, whichever is first; no
+	// kernel starts before it stands (each runs creator-controlled code as
+	// it starts). Made when the agent listens, it held the agent's one P
+	// from the host's handshake and the first request for ~2.5 ms of
+	// every cold create. The server answers no request but ping before it
+	// is complete.
 	reserved := make(chan struct{})
 	var reserveOnce sync.Once
 	reserve := func() {
