@@ -106,8 +106,9 @@ func main() {
 	// kernel starts before it stands (each runs creator-controlled code as
 	// it starts). Made when the agent listens, it held the agent's one P
 	// from the host's handshake and the first request for ~2.5 ms of
-	// every cold create. The server answers no request but ping before it
-	// is complete.
+	// every cold create. With kernels to prestart (--prestart) it is made
+	// at once: they wait for it, so deferring it would only delay them.
+	// The server answers no request but ping before it is complete.
 	reserved := make(chan struct{})
 	var reserveOnce sync.Once
 	reserve := func() {
@@ -121,6 +122,10 @@ func main() {
 	listening := func() {
 		if ready != nil {
 			ready.Close() // the host connects now
+		}
+		if len(langs) > 0 {
+			reserve() // prestarted kernels wait for it: nothing to gain by waiting
+			return
 		}
 		time.AfterFunc(reserveAfter, reserve)
 	}
