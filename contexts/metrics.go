@@ -186,7 +186,8 @@ var (
 	execAttrsCount atomic.Int32 // entries in execAttrsCache
 )
 
-// maxExecAttrs bounds execAttrsCache; languages are the catalog's, a few.
+// maxExecAttrs bounds execAttrsCache (languages: the catalog's, a few) and
+// the reuse metric's per-template cache (past it, a call builds its own).
 const maxExecAttrs = 64
 
 func execAttrsOf(language, outcome string) *execAttrs {
