@@ -106,7 +106,7 @@ func main() {
 	// kernel starts before it stands (each runs creator-controlled code as
 	// it starts). Made when the agent listens, it held the agent's one P
 	// from the host's handshake and the first request for ~2.5 ms of
-	// every cold create. With kernels to prestart (--prestart) it is made
+	// every cold create without prestarted kernels. With kernels to prestart (--prestart) it is made
 	// at once: they wait for it, so deferring it would only delay them.
 	// The server answers no request but ping before it is complete.
 	reserved := make(chan struct{})

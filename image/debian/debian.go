@@ -516,8 +516,9 @@ rm -f "$1/var/lib/sandlot-py3compile"
 // user's (2 of a login bash's 4.6 ms in a sandbox); root's ~/.profile
 // runs `mesg n`, which with no terminal fails and changes nothing. The
 // new /etc/profile is Debian's with bash's $EUID in place of `id -u`
-// (other shells, which have no EUID, still run `id -u`; an EUID a caller
-// exported is believed, the one difference left); root's
+// (other shells, which have no EUID of their own, still run `id -u`; an
+// EUID a caller exported is believed by bash and sh alike, the one
+// difference left, a choice of PATH); root's
 // ~/.profile runs mesg only when stdin or stdout is a terminal, the ones
 // mesg looks at (stderr goes to /dev/null). Each is Debian's own file
 // edited, and only when it holds the line: base-files' postinst writes

@@ -88,6 +88,8 @@ func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duratio
 		}
 		if state != "" {
 			CheckNoSandboxes(t, state, "sandlot serve")
+		} else {
+			t.Log("sandlot serve had no --state-dir on its command line: its sandboxes left were not checked")
 		}
 	})
 	select {
