@@ -117,21 +117,11 @@ func RemoveStrayCgroups(cfg Config) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, p := range StrayCgroups(cfg) {
-		parent, name := filepath.Dir(p), filepath.Base(p)
-		fd, err := openat2.Open(unix.AT_FDCWD, parent, &unix.OpenHow{
-			Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("open %s: %w", parent, err))
+		if !cfg.stray(filepath.Dir(p), filepath.Base(p), cfg.now()) {
 			continue
 		}
-		if !cfg.stray(parent, name, cfg.now()) {
-			unix.Close(fd)
-			continue
-		}
-		err = unix.Unlinkat(fd, name, unix.AT_REMOVEDIR)
-		unix.Close(fd)
-		if err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("remove %s: %w", p, err))
+		if err := openat2.Rmdir(p); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, err)
 			continue
 		}
 		removed = append(removed, p)

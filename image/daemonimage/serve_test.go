@@ -127,8 +127,11 @@ func TestDaemonImageServes(t *testing.T) {
 	if !strings.Contains(res.Stdout, "42") {
 		t.Errorf("stdout %q, want 42", res.Stdout)
 	}
-	// Its context is deleted, and the daemon stops cleanly: no sandbox
-	// cgroup of it is left on the host.
+	// Its context is deleted through the API, then the daemon stops: the
+	// delete's teardown left no cgroup of the sandbox on the host. This
+	// does not tell a clean stop from a killed one (the sandbox is gone
+	// before the stop); what a stop with live contexts leaves is removed
+	// by the next daemon's reconcile (runtime/oci's TestDeleteVanished).
 	l, err := c.ListContexts(ctx, client.ListOptions{Status: []string{"active"}})
 	if err != nil || len(l.Contexts) != 1 {
 		t.Fatalf("contexts: %v %v", l, err)

@@ -7,6 +7,8 @@ package openat2
 
 import (
 	"errors"
+	"io/fs"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,4 +31,22 @@ func Open(dirfd int, path string, how *unix.OpenHow) (int, error) {
 		}
 	}
 	return -1, err
+}
+
+// Rmdir removes the empty directory path through its parent opened without
+// following any symbolic link (RESOLVE_NO_SYMLINKS: a link on the way fails
+// with ELOOP). It never removes anything but an empty directory: a cgroup
+// with a process or a child is refused by the kernel (EBUSY).
+func Rmdir(path string) error {
+	parent, name := filepath.Dir(path), filepath.Base(path)
+	fd, err := Open(unix.AT_FDCWD, parent, &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS})
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: parent, Err: err}
+	}
+	defer unix.Close(fd)
+	if err := unix.Unlinkat(fd, name, unix.AT_REMOVEDIR); err != nil {
+		return &fs.PathError{Op: "rmdir", Path: path, Err: err}
+	}
+	return nil
 }

@@ -39,3 +39,34 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("missing: %v", err)
 	}
 }
+
+// TestRmdir: an empty directory goes; one with an entry, and one reached
+// through a symbolic link, stay.
+func TestRmdir(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"real/empty", "real/full/child", "real/linked"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("real", filepath.Join(root, "alias")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rmdir(filepath.Join(root, "real/empty")); err != nil {
+		t.Errorf("rmdir of an empty directory: %v", err)
+	}
+	if err := Rmdir(filepath.Join(root, "real/full")); !errors.Is(err, unix.ENOTEMPTY) {
+		t.Errorf("rmdir of a full directory = %v, want ENOTEMPTY", err)
+	}
+	if err := Rmdir(filepath.Join(root, "alias/linked")); !errors.Is(err, unix.ELOOP) {
+		t.Errorf("rmdir through a link = %v, want ELOOP", err)
+	}
+	for _, d := range []string{"real/full/child", "real/linked"} {
+		if _, err := os.Stat(filepath.Join(root, d)); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "real/empty")); err == nil {
+		t.Error("real/empty is still there")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sandlot/sandlot/internal/openat2"
 	"github.com/sandlot/sandlot/runtime"
 )
 
@@ -84,6 +85,27 @@ func removeCgroups(ctx context.Context, id string, dirs []string) error {
 		}
 	}
 	return nil
+}
+
+// removeEmptyCgroups removes those of dirs that are empty, for a sandbox
+// whose bundle is gone: a daemon run as a container's PID 1 takes its
+// sandboxes' processes with its pid namespace when it stops, and their
+// cgroups stay on the host (--cgroupns host) while the bundles went with
+// the container. Nothing is killed: a cgroup still busy (EBUSY) is left
+// alone, and so is one reached through a link (ELOOP: a v1 alias such as
+// cpu -> cpu,cpuacct, whose real directory is also in dirs).
+func removeEmptyCgroups(dirs []string) error {
+	var errs []error
+	for _, d := range dirs {
+		err := openat2.Rmdir(d)
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT), errors.Is(err, unix.EBUSY),
+			errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.ELOOP):
+		default:
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func readInt(p string) (int64, error) {

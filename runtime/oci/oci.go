@@ -434,7 +434,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	}
 	dir := r.bundle(id)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return removeEmptyCgroups(cgroupDirs(id))
 	}
 	return r.deleteBundle(ctx, r.driverFor(id), id, dir)
 }

@@ -103,3 +103,91 @@ func TestRemoveRuntimeDirMounted(t *testing.T) {
 		t.Errorf("the mount is still there (%v)", err)
 	}
 }
+
+// TestDeleteVanished: a daemon run as a container's PID 1 takes its
+// sandboxes' processes with its pid namespace when it stops, and their
+// bundles and runtime state with the container's /run/sandlot, while their
+// cgroups stay on the host. The next daemon's Delete of such a sandbox
+// must still remove its empty cgroups, and leave a busy one alone. Before,
+// Delete returned at the missing bundle and every cgroup stayed.
+func TestDeleteVanished(t *testing.T) {
+	for _, kind := range []string{KindCrun, KindRunc} {
+		for _, busy := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/busy=%v", kind, busy), func(t *testing.T) {
+				r := newRuntime(t, kind)
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				id := runtime.NewID()
+				if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
+					t.Fatal(err)
+				}
+				// The bundle and the runtime's state are moved aside, as a
+				// vanished container took them, and put back at the end
+				// for the full teardown.
+				aside := map[string]string{r.bundle(id): r.bundle(id) + ".aside",
+					filepath.Join(r.stateDir, kind, id): filepath.Join(r.stateDir, kind, id+".aside")}
+				for from, to := range aside {
+					if err := os.Rename(from, to); err != nil {
+						t.Fatal(err)
+					}
+				}
+				t.Cleanup(func() {
+					for from, to := range aside {
+						_ = os.Rename(to, from)
+					}
+					if err := r.Delete(context.Background(), id); err != nil {
+						t.Errorf("cleanup delete: %v", err)
+					}
+				})
+				cgs := cgroupDirs(id)
+				if !busy {
+					killAll(t, id, cgs)
+				}
+				if err := r.Delete(ctx, id); err != nil {
+					t.Fatalf("delete of a vanished sandbox: %v", err)
+				}
+				var there []string
+				for _, d := range cgs {
+					if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+						there = append(there, d)
+					}
+				}
+				switch {
+				case !busy && len(there) > 0:
+					t.Errorf("empty cgroups left after delete: %q", there)
+				case busy && len(there) == 0:
+					t.Error("the busy sandbox's cgroups were removed")
+				case busy:
+					if b, err := os.ReadFile(filepath.Join(there[0], "cgroup.procs")); err != nil || len(strings.Fields(string(b))) == 0 {
+						t.Errorf("the busy cgroup %s lost its processes (%v)", there[0], err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// killAll kills every process in the sandbox's cgroups and waits, bounded,
+// until none is listed (the host's PID 1 reaps the init, maybe lazily).
+func killAll(t *testing.T, id string, cgs []string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		left := false
+		for _, d := range cgs {
+			if fds := killProcs(d, id); len(fds) > 0 {
+				left = true
+				waitExited(fds, time.Now().Add(time.Second))
+			}
+			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+				left = true
+			}
+		}
+		if !left {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox's processes outlived their kill")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
