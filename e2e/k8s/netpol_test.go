@@ -84,14 +84,20 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 		_, err := get("http://" + clientIP + ":8080/dial?addr=" + url.QueryEscape(addr))
 		return err
 	}
-	// Without a policy every destination answers: the test can fail.
+	// Without a policy every destination answers: the test can fail. The
+	// API server's service answers once kube-proxy has written its rules,
+	// which on a loaded node can come after the pods run (a new machine's
+	// rehearsal dialled it too soon): wait for each, bounded.
 	if err := dial(allowed); err != nil {
 		t.Fatalf("without a policy, the allowed pod: %v", err)
 	}
 	for what, addr := range denied {
-		if err := dial(addr); err != nil {
-			t.Fatalf("without a policy, %s (%s) is unreachable, so the policy's effect cannot show: %v", what, addr, err)
-		}
+		poll(t, 2*time.Minute, "without a policy, "+what+" ("+addr+") to answer, so the policy's effect can show", func() (bool, string) {
+			if err := dial(addr); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
 	}
 
 	port := intstr.FromInt32(8080)
