@@ -102,25 +102,14 @@ func (m *Manager) countReused(tenantID, template string) {
 	m.inst.reused.Add(context.Background(), 1, reusedAttrsOf(template))
 }
 
-var (
-	reusedAttrsCache sync.Map     // template -> metric.MeasurementOption
-	reusedAttrsCount atomic.Int32 // entries in reusedAttrsCache
-)
+// reusedAttrs are a reuse's metric attributes, made once per template
+// (past maxAttrSets templates, per call): every warm call counts a reuse.
+var reusedAttrs attrSets[string, metric.MeasurementOption]
 
-// reusedAttrsOf is a reuse's metric attributes, made once per template
-// (up to maxExecAttrs templates; past them, per call) as execAttrsOf's
-// are: every warm call counts a reuse.
 func reusedAttrsOf(template string) metric.MeasurementOption {
-	if a, ok := reusedAttrsCache.Load(template); ok {
-		return a.(metric.MeasurementOption)
-	}
-	a := metric.WithAttributeSet(attribute.NewSet(attribute.String("template", template)))
-	if reusedAttrsCount.Load() < maxExecAttrs {
-		if _, loaded := reusedAttrsCache.LoadOrStore(template, a); !loaded {
-			reusedAttrsCount.Add(1)
-		}
-	}
-	return a
+	return reusedAttrs.get(template, func(template string) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(attribute.String("template", template)))
+	})
 }
 
 // countTerminated records a context this manager terminated and tore down.
@@ -181,31 +170,41 @@ type execAttrs struct {
 
 type execAttrsKey struct{ language, outcome string }
 
-var (
-	execAttrsCache sync.Map     // execAttrsKey -> *execAttrs
-	execAttrsCount atomic.Int32 // entries in execAttrsCache
-)
+var execAttrSets attrSets[execAttrsKey, *execAttrs]
 
-// maxExecAttrs bounds execAttrsCache (languages: the catalog's, a few) and
-// the reuse metric's per-template cache (past it, a call builds its own).
-const maxExecAttrs = 64
+// maxAttrSets bounds each attrSets: the languages and outcomes (the
+// catalog's, a few) and the templates a reuse is counted for.
+const maxAttrSets = 64
 
-func execAttrsOf(language, outcome string) *execAttrs {
-	k := execAttrsKey{language, outcome}
-	if a, ok := execAttrsCache.Load(k); ok {
-		return a.(*execAttrs)
+// attrSets keeps metric attribute sets made once per key, up to
+// maxAttrSets keys; past them each call builds its own. build takes the
+// key, not a closure, so a hit allocates nothing.
+type attrSets[K comparable, V any] struct {
+	m sync.Map     // K -> V
+	n atomic.Int32 // entries in m
+}
+
+func (c *attrSets[K, V]) get(k K, build func(K) V) V {
+	if v, ok := c.m.Load(k); ok {
+		return v.(V)
 	}
-	lang := attribute.String("language", language)
-	a := &execAttrs{
-		both: metric.WithAttributeSet(attribute.NewSet(lang, attribute.String("outcome", outcome))),
-		lang: metric.WithAttributeSet(attribute.NewSet(lang)),
-	}
-	if execAttrsCount.Load() < maxExecAttrs {
-		if _, loaded := execAttrsCache.LoadOrStore(k, a); !loaded {
-			execAttrsCount.Add(1)
+	v := build(k)
+	if c.n.Load() < maxAttrSets {
+		if _, loaded := c.m.LoadOrStore(k, v); !loaded {
+			c.n.Add(1)
 		}
 	}
-	return a
+	return v
+}
+
+func execAttrsOf(language, outcome string) *execAttrs {
+	return execAttrSets.get(execAttrsKey{language, outcome}, func(k execAttrsKey) *execAttrs {
+		lang := attribute.String("language", k.language)
+		return &execAttrs{
+			both: metric.WithAttributeSet(attribute.NewSet(lang, attribute.String("outcome", k.outcome))),
+			lang: metric.WithAttributeSet(attribute.NewSet(lang)),
+		}
+	})
 }
 
 // observeStats registers the gauges that read Stats at collection (active
