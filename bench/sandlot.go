@@ -256,7 +256,8 @@ func warmAPI(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	parts, err := warmParts(ctx, m, sz)
+	return append(out, parts...), err
 }
 
 func warmHTTP(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
