@@ -27,6 +27,17 @@ func heldUnmeasured(per float64) string {
 	return ""
 }
 
+// heldPerContext is what each of k contexts holds on the host: the
+// daemon's live heap grown between before and after (0 when the GC shrank
+// it), plus the bytes read outside it (sandboxes' PSS, tmpfs mounts), all
+// over k. perHeap is the heap's share alone.
+func heldPerContext(k int, before, after uint64, outside int64) (per, perHeap float64) {
+	if after > before {
+		perHeap = float64(after-before) / float64(k)
+	}
+	return perHeap + float64(outside)/float64(k), perHeap
+}
+
 // liveHeap forces a GC and returns the heap it found live
 // (/gc/heap/live:bytes): unlike HeapAlloc read after it, allocations of
 // other goroutines since the GC ended do not count.

@@ -210,11 +210,7 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 // and after they were suspended and what their sandboxes' processes and
 // host tmpfs mounts hold.
 func suspendedRows(k int, before, after uint64, sandbox, tmpfs int64, note string) (held, fits Figure) {
-	perHeap := float64(0)
-	if after > before {
-		perHeap = float64(after-before) / float64(k)
-	}
-	per := perHeap + float64(sandbox+tmpfs)/float64(k)
+	per, perHeap := heldPerContext(k, before, after, sandbox+tmpfs)
 	heldName := fmt.Sprintf("runsc: host memory an idle-suspended context holds, python kernel up (memory kept, mean of %d)", k)
 	fitsName := "runsc: idle contexts per 2 GiB with idle suspend (memory kept)"
 	// Left out of the figure: the kernel's own memory for the sandbox's

@@ -180,11 +180,7 @@ func suspendedHeld(ctx context.Context, env Env, m *contexts.Manager, k int) ([]
 // mounts hold; a reading heldUnmeasured refuses makes rows that say "not
 // measured", with no goal met or missed.
 func heldRows(kind string, k int, before, after uint64, sandbox, layer int64) []Figure {
-	perHeap := float64(0)
-	if after > before {
-		perHeap = float64(after-before) / float64(k)
-	}
-	per := perHeap + float64(sandbox+layer)/float64(k)
+	per, perHeap := heldPerContext(k, before, after, sandbox+layer)
 	heldName := fmt.Sprintf("suspend (%s): host memory a suspended context holds, 1 MiB written (mean of %d)", kind, k)
 	fitsName := fmt.Sprintf("suspend (%s): suspended contexts per 2 GiB (by the host memory each holds)", kind)
 	read := fmt.Sprintf("daemon heap grown per suspended context %.1f KiB (entry, record, image template; live after a GC) + its sandbox's processes' PSS %.1f KiB + its host tmpfs mounts (writable layer, channel) %.1f KiB",
