@@ -25,16 +25,19 @@ var (
 )
 
 // spanRecorder installs (once per process) a global tracer provider that
-// records into memory, and returns the spans whose app.tenant.id is tenant
-// (tests sharing the process use distinct tenants).
+// records into memory, and returns a reader of the spans whose
+// app.tenant.id is tenant (tests sharing the process use distinct tenants).
 func spanRecorder(t *testing.T) func(tenant string) []sdktrace.ReadOnlySpan {
 	spansOnce.Do(func() {
 		spansExp = tracetest.NewInMemoryExporter()
 		otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spansExp)))
 	})
+	// Only spans ended after this call count: a test run again in the
+	// same process (go test -count=2) reuses its tenant.
+	from := len(spansExp.GetSpans())
 	return func(tenant string) []sdktrace.ReadOnlySpan {
 		var out []sdktrace.ReadOnlySpan
-		for _, s := range spansExp.GetSpans().Snapshots() {
+		for _, s := range spansExp.GetSpans()[from:].Snapshots() {
 			for _, a := range s.Attributes() {
 				if a.Key == "app.tenant.id" && a.Value.AsString() == tenant {
 					out = append(out, s)
