@@ -21,15 +21,16 @@ func init() {
 // serve's names, so --config, $SANDLOT_<NAME> and a config file give both
 // commands the same values.
 type doctorFlags struct {
-	configFile string
-	store      storeFlags
-	runtime    string
-	imagesDir  string
-	image      string
-	network    bool
-	stateDir   string
-	fix        bool
-	out        output
+	configFile    string
+	store         storeFlags
+	runtime       string
+	imagesDir     string
+	image         string
+	network       bool
+	stateDir      string
+	moreStateDirs []string
+	fix           bool
+	out           output
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -61,7 +62,8 @@ Exit status: 0 when every required check passes (warnings do not fail), 1 when o
 	fs.StringVar(&f.image, "default-image", daemon.DefaultImageDebian, "serve's default template: debian or none")
 	fs.BoolVar(&f.network, "network", false, "serve runs with --network: nftables is required")
 	fs.StringVar(&f.stateDir, "state-dir", oci.DefaultStateDir, "serve's state dir: its sandboxes own their cgroups")
-	fs.BoolVar(&f.fix, "fix", false, "remove the empty sandbox cgroups no sandbox of --state-dir owns, then check")
+	fs.StringArrayVar(&f.moreStateDirs, "more-state-dir", nil, "the state dir of another daemon on this host, whose sandboxes own their cgroups too (repeatable)")
+	fs.BoolVar(&f.fix, "fix", false, "remove the empty sandbox cgroups no sandbox of --state-dir (or --more-state-dir) owns, then check")
 	f.out.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if _, err := applyConfig(fs, f.configFile, serveKeys()); err != nil {
@@ -81,6 +83,7 @@ func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
 	cfg := doctor.Config{
 		Runtime: f.runtime, DataDir: f.store.dataDir, StoreURL: f.store.url,
 		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network, StateDir: f.stateDir,
+		MoreStateDirs: f.moreStateDirs,
 	}
 	// A failed --fix still prints the report (it counts what is left),
 	// then ends with the removal's error.

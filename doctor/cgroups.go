@@ -53,8 +53,9 @@ func isDir(p string) bool {
 
 // StrayCgroups lists the sandbox cgroups (host paths under cfg.Root) that
 // hold no process and no child cgroup, belong to no sandbox of
-// cfg.StateDir (its bundles/<id>), and were first seen over a minute ago
-// (stray's age): what a daemon killed before its teardown leaves behind.
+// cfg.StateDir or cfg.MoreStateDirs (their bundles/<id>), and were first
+// seen over a minute ago (stray's age): what a daemon killed before its
+// teardown leaves behind.
 func StrayCgroups(cfg Config) []string {
 	cfg = cfg.withDefaults()
 	var out []string
@@ -85,8 +86,10 @@ func (cfg Config) stray(parent, name string, now time.Time) bool {
 	if err != nil || !fi.IsDir() || now.Sub(fi.ModTime()) < strayMinAge {
 		return false
 	}
-	if _, err := os.Lstat(filepath.Join(cfg.StateDir, "bundles", name)); !errors.Is(err, os.ErrNotExist) {
-		return false // the state dir knows it (or cannot say)
+	for _, dir := range cfg.stateDirs() {
+		if _, err := os.Lstat(filepath.Join(dir, "bundles", name)); !errors.Is(err, os.ErrNotExist) {
+			return false // a state dir knows it (or cannot say)
+		}
 	}
 	ents, err := os.ReadDir(p)
 	if err != nil {
@@ -145,9 +148,14 @@ func checkCgroupLeftovers(_ context.Context, cfg Config) []Result {
 		return []Result{r}
 	}
 	r.Status = Warn
+	dirs := cfg.stateDirs()
 	r.Detail = fmt.Sprintf("%d empty sandbox cgroups under %s belong to no sandbox of %s (left by a daemon killed before it removed them)",
-		len(stray), cfg.parentsText(parents), cfg.StateDir)
-	r.Fix = "sandlot doctor --fix --state-dir " + cfg.StateDir + " removes them (rmdir of empty sandbox cgroups only)"
+		len(stray), cfg.parentsText(parents), strings.Join(dirs, ", "))
+	fix := "sandlot doctor --fix --state-dir " + cfg.StateDir
+	for _, d := range dirs[1:] {
+		fix += " --more-state-dir " + d
+	}
+	r.Fix = fix + " removes them (rmdir of empty sandbox cgroups only; name every daemon's state dir on this host)"
 	return []Result{r}
 }
 
@@ -177,4 +185,10 @@ func WriteRemoved(w io.Writer, removed []string) error {
 	}
 	_, err := fmt.Fprintf(w, "removed %d stray sandbox cgroups\n\n", len(removed))
 	return err
+}
+
+// stateDirs are the state dirs whose sandboxes own their cgroups: serve's
+// and the other daemons' on this host.
+func (cfg Config) stateDirs() []string {
+	return append([]string{cfg.StateDir}, cfg.MoreStateDirs...)
 }

@@ -18,13 +18,14 @@ import (
 // TestStrayCgroups: on a fake v1 host, the empty sandbox cgroups no
 // sandbox of the state dir owns are counted and removed, and nothing
 // else is: a cgroup with a process or a child cgroup, one the state dir
-// knows, one made within the minute, a name outside the sandbox pattern,
+// or another daemon's knows, one made within the minute, a name outside the sandbox pattern,
 // a link named like a sandbox's, a parent that is a link (to a directory
 // outside the hierarchy), and a cgroup.procs that is a link.
 func TestStrayCgroups(t *testing.T) {
 	h := newFakeHost(t)
 	cfg := h.config(t)
 	cfg.StateDir = t.TempDir()
+	cfg.MoreStateDirs = []string{t.TempDir()}
 	cg := filepath.Join(h.root, "sys/fs/cgroup")
 	outside := t.TempDir()
 	old := time.Now().Add(-time.Hour)
@@ -43,6 +44,7 @@ func TestStrayCgroups(t *testing.T) {
 		age(mk(filepath.Join(parent, "sb-stray-two")))      // stray
 		mk(filepath.Join(parent, "sb-young"))               // made just now
 		age(mk(filepath.Join(parent, "sb-known")))          // the state dir's
+		age(mk(filepath.Join(parent, "sb-other")))          // another daemon's
 		age(mk(filepath.Join(parent, "notasandbox")))       // outside the pattern
 		age(mk(filepath.Join(parent, "sb-Upper")))          // outside the pattern
 		age(mk(filepath.Join(parent, "sb-child", "inner"))) // a child cgroup
@@ -81,6 +83,7 @@ func TestStrayCgroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk(filepath.Join(cfg.StateDir, "bundles", "sb-known"))
+	mk(filepath.Join(cfg.MoreStateDirs[0], "bundles", "sb-other"))
 	// Children first: making an entry in a directory sets its mtime.
 	slices.SortFunc(aged, func(a, b string) int { return len(b) - len(a) })
 	for _, p := range aged {
@@ -102,7 +105,7 @@ func TestStrayCgroups(t *testing.T) {
 	}
 	r := find(Run(context.Background(), cfg), "sandbox cgroups")
 	if r.Status != Warn || r.Required || !strings.HasPrefix(r.Detail, "7 empty sandbox cgroups") ||
-		!strings.Contains(r.Fix, "sandlot doctor --fix --state-dir "+cfg.StateDir) {
+		!strings.Contains(r.Fix, "sandlot doctor --fix --state-dir "+cfg.StateDir+" --more-state-dir "+cfg.MoreStateDirs[0]) {
 		t.Fatalf("check: %+v", r)
 	}
 

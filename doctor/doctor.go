@@ -69,6 +69,9 @@ type Config struct {
 	// StateDir is serve's --state-dir ("": oci.DefaultStateDir): the
 	// sandboxes it holds own their cgroups.
 	StateDir string
+	// MoreStateDirs are the state dirs of the host's other daemons: their
+	// sandboxes own their cgroups too.
+	MoreStateDirs []string
 	// DefaultImage is serve's --default-image (debian or none).
 	DefaultImage string
 	// Network is serve's --network: nftables is then required.
