@@ -308,6 +308,16 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, k poolKey) (taken S
 		p.ready = p.ready[1:]
 		m.mu.Unlock()
 
+		// First: the identity's round trip is then served at the
+		// normal priority.
+		if err := poolForeground(ctx, sb); err != nil {
+			m.log.Warn("warm sandbox's CPU priority not restored; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
+			m.destroyLater(sb)
+			if ctx.Err() != nil {
+				return nil
+			}
+			continue // the sandbox is gone, or its cgroup: the next one may serve
+		}
 		healthy, err := m.poolTell(ctx, sb, id)
 		if err != nil {
 			m.log.Warn("warm sandbox unhealthy or not told its identity; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
@@ -345,6 +355,22 @@ func (m *Manager) poolTell(ctx context.Context, sb Sandbox, id Identity) (health
 		return true, nil
 	}
 	return sb.Ping(pctx) == nil, err
+}
+
+// foregrounder is a sandbox made with Spec.Background: Foreground gives
+// it the normal CPU priority.
+type foregrounder interface {
+	Foreground(ctx context.Context) error
+}
+
+// poolForeground gives a warm sandbox a create takes the normal CPU
+// priority, before the create returns and its first request reaches the
+// sandbox.
+func poolForeground(ctx context.Context, sb Sandbox) error {
+	if f, ok := sandboxAs[foregrounder](sb); ok {
+		return f.Foreground(ctx)
+	}
+	return nil
 }
 
 // poolWait waits, until the deadline or ctx ends, for one of p's creations
@@ -508,6 +534,9 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 		Prestart: p.key.prestart(),
 		Env:      maps.Clone(spec.Env),
 		Network:  spec.Network,
+		// Until a create takes it (poolTake): the refill yields the CPU
+		// to the requests of the sandboxes in use.
+		Background: true,
 	})
 	if err == nil && spec.Warm != nil {
 		if err = spec.Warm(m.makes, sb); err != nil {

@@ -374,6 +374,8 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Ready:   ready,
 		Root:    tmpl.root,
 		Network: rn,
+		// A fork with memory is restored by a create that waits for it.
+		Background: spec.Background && spec.MemoryCheckpoint == "",
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -382,7 +384,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		if err != nil {
 			return nil, p.readyErr(ctx, id, err)
 		}
-		return &Sandbox{c}, nil
+		return &Sandbox{Client: c}, nil
 	}
 	err = p.rt.Create(ctx, rs)
 	created := time.Now()
@@ -402,7 +404,11 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(t0),
 		"prepare", start.Sub(t0), "run", created.Sub(start), "agent", time.Since(created))
-	return &Sandbox{c}, nil
+	sb := &Sandbox{Client: c}
+	if rs.Background {
+		sb.rt = p.rt
+	}
+	return sb, nil
 }
 
 // readyErr is a create's error, said as the timeout it is when the
@@ -446,7 +452,7 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{c}, nil
+	return &Sandbox{Client: c}, nil
 }
 
 // List implements contexts.Provider: every sandbox in the state directory,

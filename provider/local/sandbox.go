@@ -5,12 +5,33 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/typescript"
+	"github.com/sandlot/sandlot/runtime"
 )
 
 // Sandbox is a local sandbox as the provider hands it out: its agent's
 // client, with each TypeScript cell transpiled here, on the host, before
 // it reaches the agent (package agent/typescript says why).
-type Sandbox struct{ *agent.Client }
+type Sandbox struct {
+	*agent.Client
+	// rt, for a sandbox created with contexts.Spec.Background until
+	// Foreground succeeds, is its runtime; nil otherwise.
+	rt runtime.Runtime
+}
+
+// Foreground gives a sandbox created with contexts.Spec.Background (a
+// warm pool's) the normal CPU weight; on any other it does nothing. The
+// manager calls it when a create takes the sandbox, before the create's
+// first request.
+func (s *Sandbox) Foreground(ctx context.Context) error {
+	if s.rt == nil {
+		return nil
+	}
+	if err := s.rt.Foreground(ctx, s.ID()); err != nil {
+		return err
+	}
+	s.rt = nil
+	return nil
+}
 
 // RunCode implements contexts.Sandbox.
 func (s *Sandbox) RunCode(ctx context.Context, p agent.RunCodeParams, out func(agent.OutputEvent)) (*agent.RunCodeResult, error) {
