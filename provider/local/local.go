@@ -375,7 +375,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Root:    tmpl.root,
 		Network: rn,
 		// A fork with memory is restored by a create that waits for it.
-		Background: spec.Background && spec.MemoryCheckpoint == "",
+		Background: spec.Background != nil && spec.Background.Low() && spec.MemoryCheckpoint == "",
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -392,6 +392,12 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, p.readyErr(ctx, id, err)
 	}
+	if rs.Background {
+		// A create waiting for this one may have raised it meanwhile.
+		if err := spec.Background.Lowered(ctx, func(ctx context.Context) error { return p.rt.Foreground(ctx, id) }); err != nil {
+			return nil, err
+		}
+	}
 	c, err := p.connect(ctx, id, key, true)
 	if err != nil {
 		return nil, p.readyErr(ctx, id, err)
@@ -404,11 +410,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(t0),
 		"prepare", start.Sub(t0), "run", created.Sub(start), "agent", time.Since(created))
-	sb := &Sandbox{Client: c}
-	if rs.Background {
-		sb.rt = p.rt
-	}
-	return sb, nil
+	return &Sandbox{Client: c, prio: spec.Background}, nil
 }
 
 // readyErr is a create's error, said as the timeout it is when the

@@ -5,7 +5,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/typescript"
-	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/contexts"
 )
 
 // Sandbox is a local sandbox as the provider hands it out: its agent's
@@ -13,24 +13,20 @@ import (
 // it reaches the agent (package agent/typescript says why).
 type Sandbox struct {
 	*agent.Client
-	// rt, for a sandbox created with contexts.Spec.Background until
-	// Foreground succeeds, is its runtime; nil otherwise.
-	rt runtime.Runtime
+	// prio is contexts.Spec.Background's, for a warm pool's sandbox; nil
+	// otherwise.
+	prio *contexts.Priority
 }
 
 // Foreground gives a sandbox created with contexts.Spec.Background (a
-// warm pool's) the normal CPU weight; on any other it does nothing. The
+// warm pool's) the normal CPU priority; on any other it does nothing. The
 // manager calls it when a create takes the sandbox, before the create's
 // first request.
 func (s *Sandbox) Foreground(ctx context.Context) error {
-	if s.rt == nil {
+	if s.prio == nil {
 		return nil
 	}
-	if err := s.rt.Foreground(ctx, s.ID()); err != nil {
-		return err
-	}
-	s.rt = nil
-	return nil
+	return s.prio.Foreground(ctx)
 }
 
 // RunCode implements contexts.Sandbox.
