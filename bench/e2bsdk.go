@@ -45,14 +45,20 @@ func e2bSDKCase(env Env, sz Sizes) Case {
 
 // E2BSDKDir finds the directory whose node_modules holds the E2B SDK:
 // dir when given, else the e2e suite's (e2e/e2b) under the working
-// directory or one of its parents.
+// directory or one of its parents. The path is absolute: node resolves
+// the SDK from it (createRequire takes absolute paths only), in a
+// working directory of its own.
 func E2BSDKDir(dir string) (string, error) {
 	has := func(d string) bool {
 		_, err := os.Stat(filepath.Join(d, "node_modules", "e2b", "package.json"))
 		return err == nil
 	}
 	if dir != "" {
-		if !has(dir) {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", err
+		}
+		if dir = abs; !has(dir) {
 			return "", fmt.Errorf("no E2B SDK in %s (node_modules/e2b; npm ci there)", dir)
 		}
 		return dir, nil

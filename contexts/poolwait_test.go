@@ -214,3 +214,43 @@ func TestPoolCloseFinishesCreation(t *testing.T) {
 		t.Fatalf("running after Close: %v, want the context's only %v", got, want)
 	}
 }
+
+// TestPoolWaitRaisesRefill: a warm sandbox being made starts at the low
+// CPU priority (Spec.Background), and a create that waits for it raises
+// it: it is on that create's path now.
+func TestPoolWaitRaisesRefill(t *testing.T) {
+	e, g := gatedEnv(t, 1)
+	contexts.SetPoolWait(e.m, time.Minute)
+	var mu sync.Mutex
+	var prios []*contexts.Priority
+	e.p.OnCreate = func(spec contexts.Spec) {
+		mu.Lock()
+		prios = append(prios, spec.Background)
+		mu.Unlock()
+		g.onCreate(spec)
+	}
+	e.getOrCreate(ident("t1", "c1", "main"))
+	waitFor(t, "the refill to start", func() bool { return g.holding() == 1 })
+	mu.Lock()
+	refill := prios[0]
+	mu.Unlock()
+	if refill == nil || !refill.Low() {
+		t.Fatalf("the refill's priority %+v, want low", refill)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.GetOrCreate(e.ctx, ident("t1", "c2", "main"), contexts.CreateOptions{})
+		done <- err
+	}()
+	waitFor(t, "the second create to wait for the refill", func() bool { return contexts.PoolWaiting(e.m, "default") == 1 })
+	waitFor(t, "the waiting create to raise the refill", func() bool { return !refill.Low() })
+	g.open()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting create did not return once the refill was done")
+	}
+}

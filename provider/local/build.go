@@ -114,7 +114,7 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	release, err := p.slot(ctx)
+	release, err := p.slot(ctx, nil)
 	if err != nil {
 		return build.RunResult{}, err
 	}
