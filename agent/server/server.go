@@ -148,7 +148,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1), trim: newIdleTrim(idleTrimAfter)}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1), trim: newIdleTrim(idleTrimAfter, idleTrimMin)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
