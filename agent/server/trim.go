@@ -4,6 +4,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,14 +33,21 @@ type idleTrim struct {
 	free  func()        // debug.FreeOSMemory; tests replace it
 	alloc func() uint64 // bytes allocated since the start; tests replace it
 
-	mu    sync.Mutex
-	busy  int         // calls in flight
-	timer *time.Timer // armed when busy drops to zero; nil before the first call
-	mark  uint64      // alloc() after the last trim, or at the start
+	// A call pays two atomic adds, a clock read, a store and a failed
+	// compare-and-swap: no lock and no timer reset on the warm path. The
+	// timer is armed once per idle spell and, when calls came since, sleeps
+	// again for the rest.
+	busy  atomic.Int64 // calls in flight
+	last  atomic.Int64 // when the last call ended, as time.Since(epoch)
+	armed atomic.Bool  // a timer will call fire
+	epoch time.Time
+
+	mu   sync.Mutex // guards mark
+	mark uint64     // alloc() when the last trim began, or at the start
 }
 
 func newIdleTrim(after time.Duration, min uint64) *idleTrim {
-	t := &idleTrim{after: after, min: min, free: debug.FreeOSMemory, alloc: heapAllocs}
+	t := &idleTrim{after: after, min: min, free: debug.FreeOSMemory, alloc: heapAllocs, epoch: time.Now()}
 	t.mark = t.alloc()
 	return t
 }
@@ -56,38 +64,42 @@ func heapAllocs() uint64 {
 
 // begin marks a call in flight.
 func (t *idleTrim) begin() {
-	t.mu.Lock()
-	t.busy++
-	t.mu.Unlock()
+	t.busy.Add(1)
 }
 
-// end marks a call done; the last one arms (or pushes back) the trim.
+// end marks a call done; the last one in flight arms the trim unless a
+// timer is armed already.
 func (t *idleTrim) end() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.busy--; t.busy > 0 {
-		return
+	t.last.Store(int64(time.Since(t.epoch)))
+	if t.busy.Add(-1) == 0 && t.armed.CompareAndSwap(false, true) {
+		time.AfterFunc(t.after, t.fire)
 	}
-	if t.timer == nil {
-		t.timer = time.AfterFunc(t.after, t.fire)
-		return
-	}
-	t.timer.Reset(t.after)
 }
 
-// fire trims unless a call began since the timer was armed (its end arms
-// the timer again) or too little was allocated since the last trim.
-// The trim runs outside mu: a call that begins meanwhile does not wait.
+// fire trims once the agent has been idle for t.after and allocated
+// t.min since the last trim. With a call in flight it leaves the arming
+// to that call's end; when a call ended less than t.after ago it sleeps
+// for the rest. The trim runs outside mu: nothing on a call's path waits
+// for it.
 func (t *idleTrim) fire() {
-	t.mu.Lock()
-	if t.busy > 0 || t.alloc()-t.mark < t.min {
-		t.mu.Unlock()
+	t.armed.Store(false)
+	if t.busy.Load() > 0 {
 		return
 	}
-	t.mu.Unlock()
-	t.free()
-	a := t.alloc()
+	if wait := t.after - (time.Since(t.epoch) - time.Duration(t.last.Load())); wait > 0 {
+		if t.armed.CompareAndSwap(false, true) {
+			time.AfterFunc(wait, t.fire)
+		}
+		return
+	}
 	t.mu.Lock()
-	t.mark = a
+	a := t.alloc()
+	enough := a-t.mark >= t.min
+	if enough {
+		t.mark = a
+	}
 	t.mu.Unlock()
+	if enough {
+		t.free()
+	}
 }

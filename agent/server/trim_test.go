@@ -36,7 +36,7 @@ func TestIdleTrim(t *testing.T) {
 	tr.begin()
 	tr.begin()
 	tr.end() // one call still in flight: nothing armed
-	if tr.timer != nil {
+	if tr.armed.Load() {
 		t.Fatal("the trim was armed with a call in flight")
 	}
 	tr.end()
@@ -50,7 +50,8 @@ func TestIdleTrim(t *testing.T) {
 	tr.end()
 	waitFreed(t, freed)
 
-	// Too little allocated since the last trim: none.
+	// Too little allocated since the last trim: none. (The agent has
+	// been idle for t.after since the trim above.)
 	allocs.Store(350)
 	tr.fire()
 	noTrim(t, freed, "50 bytes after the last trim, with 100 the minimum")
