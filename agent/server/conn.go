@@ -172,6 +172,8 @@ func (s *Server) ready(ctx context.Context) bool {
 func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
 	// The cause tells a detached exec a cancel (which kills it) from its
 	// connection dropping (which it survives).
+	c.s.trim.begin()
+	defer c.s.trim.end() // after the reply
 	cctx, ccancel := context.WithCancelCause(ctx)
 	c.mu.Lock()
 	c.running[id] = ccancel

@@ -130,6 +130,8 @@ type Server struct {
 	// pruneStale: the last release was for a checkpoint that stops the
 	// sandbox; the next listen removes the sockets moved aside (moveStale).
 	pruneStale *atomic.Bool
+	// trim gives the free heap back once no call is in flight (trim.go).
+	trim *idleTrim
 }
 
 // New prepares an agent without listening.
@@ -146,7 +148,7 @@ func New(cfg Config) *Server {
 	if cfg.Env == nil {
 		cfg.Env = defaultEnv(cfg.Home)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), procs: newProcTable(), detached: &detachedTable{}, added: &addedEnv{}, keys: &keyBox{key: cfg.Key}, pruneStale: new(atomic.Bool), released: make(chan struct{}, 1), trim: newIdleTrim(idleTrimAfter, idleTrimMin)}
 	s.bash = "/bin/bash"
 	if cfg.Bash != "" {
 		s.bash = cfg.Bash
