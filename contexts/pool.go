@@ -155,10 +155,6 @@ type pool struct {
 	waiting  int
 	made     chan struct{}
 	fillTime time.Duration
-	// making holds the priority of each sandbox being made (Spec.Background):
-	// a create that waits for one raises them (poolWait). Guarded by
-	// Manager.mu.
-	making map[*Priority]struct{}
 }
 
 // RefreshPool replaces template's warm sandboxes: the ready ones are
@@ -204,7 +200,7 @@ func (m *Manager) poolEnsure(k poolKey) {
 	p := m.pools[k]
 	if p == nil {
 		p = &pool{key: k, size: size, kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-			filled: make(chan error, poolFillers), made: make(chan struct{}), making: map[*Priority]struct{}{}}
+			filled: make(chan error, poolFillers), made: make(chan struct{})}
 		m.pools[k] = p
 		m.wg.Add(1)
 		go m.poolWorker(p)
@@ -312,16 +308,6 @@ func (m *Manager) poolTake(ctx context.Context, id Identity, k poolKey) (taken S
 		p.ready = p.ready[1:]
 		m.mu.Unlock()
 
-		// First: the identity's round trip is then served at the
-		// normal priority.
-		if err := poolForeground(ctx, sb); err != nil {
-			m.log.Warn("warm sandbox's CPU priority not restored; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
-			m.destroyLater(sb)
-			if ctx.Err() != nil {
-				return nil
-			}
-			continue // the sandbox is gone, or its cgroup: the next one may serve
-		}
 		healthy, err := m.poolTell(ctx, sb, id)
 		if err != nil {
 			m.log.Warn("warm sandbox unhealthy or not told its identity; discarding it", logkey.Sandbox, sb.ID(), logkey.Err, err)
@@ -361,22 +347,6 @@ func (m *Manager) poolTell(ctx context.Context, sb Sandbox, id Identity) (health
 	return sb.Ping(pctx) == nil, err
 }
 
-// foregrounder is a sandbox made with Spec.Background: Foreground gives
-// it the normal CPU priority.
-type foregrounder interface {
-	Foreground(ctx context.Context) error
-}
-
-// poolForeground gives a warm sandbox a create takes the normal CPU
-// priority, before the create returns and its first request reaches the
-// sandbox.
-func poolForeground(ctx context.Context, sb Sandbox) error {
-	if f, ok := sandboxAs[foregrounder](sb); ok {
-		return f.Foreground(ctx)
-	}
-	return nil
-}
-
 // poolWait waits, until the deadline or ctx ends, for one of p's creations
 // under way to end, and reports whether one did (the caller looks at the
 // pool again). Precondition: m.mu is held; it is released.
@@ -387,14 +357,7 @@ func (m *Manager) poolWait(ctx context.Context, p *pool, deadline time.Time) boo
 	case p.kick <- struct{}{}:
 	default:
 	}
-	// Whichever ends first is this create's: none may yield the CPU now.
-	raise := slices.Collect(maps.Keys(p.making))
 	m.mu.Unlock()
-	for _, prio := range raise {
-		if err := prio.Foreground(ctx); err != nil {
-			m.log.Debug("warm pool: raise the priority of a sandbox being made", logkey.Template, p.key.template, logkey.Err, err)
-		}
-	}
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	ended := false
@@ -484,24 +447,19 @@ func (m *Manager) poolLaunch(ctx context.Context, p *pool) {
 	// A create waiting for a sandbox being made (poolWait) takes one the
 	// pool counted on: one more is made for each, as its own create would
 	// have been, so a burst is served as fast as before it waited.
-	var launch []*Priority
+	launch := 0
 	for len(p.ready)+p.filling < target+p.waiting && p.filling < fillers+p.waiting {
 		p.filling++
-		prio := &Priority{}
-		if p.waiting > 0 { // made for a create that waits: on its path
-			prio.Foreground(ctx) // raises nothing yet
-		}
-		p.making[prio] = struct{}{}
-		launch = append(launch, prio)
+		launch++
 	}
 	gen := p.gen
 	m.mu.Unlock()
 	for _, sb := range trim {
 		m.destroy(context.Background(), sb, sb.ID())
 	}
-	for _, prio := range launch {
+	for range launch {
 		m.wg.Add(1) // the worker's own count is held: Close still waits
-		go m.poolMake(ctx, p, gen, prio)
+		go m.poolMake(ctx, p, gen)
 	}
 }
 
@@ -536,10 +494,9 @@ func (m *Manager) poolTrimDue(p *pool) (time.Duration, bool) {
 	return max(p.demand.newest().Add(poolIdle).Sub(now), 0) + time.Millisecond, true
 }
 
-// poolMake creates one warm sandbox for p, at prio (registered in
-// p.making, and removed here), and reports to its worker (ctx: the
-// worker's). The creation runs in m.makes: Close waits for it.
-func (m *Manager) poolMake(ctx context.Context, p *pool, gen int, prio *Priority) {
+// poolMake creates one warm sandbox for p and reports to its worker (ctx:
+// the worker's). The creation runs in m.makes: Close waits for it.
+func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	defer m.wg.Done()
 	defer m.creates.begin(m.now())() // until the pool holds the sandbox (sweep.go)
 	spec := m.cfg.PoolSpecs[p.key.template]
@@ -551,9 +508,6 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int, prio *Priority
 		Prestart: p.key.prestart(),
 		Env:      maps.Clone(spec.Env),
 		Network:  spec.Network,
-		// Until a create takes it (poolTake): the refill yields the CPU
-		// to the requests of the sandboxes in use.
-		Background: prio,
 	})
 	if err == nil && spec.Warm != nil {
 		if err = spec.Warm(m.makes, sb); err != nil {
@@ -562,7 +516,6 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int, prio *Priority
 	}
 	m.mu.Lock()
 	p.filling--
-	delete(p.making, prio)
 	closed := m.closed
 	stale := gen != p.gen // made before RefreshPool: maybe of the image before
 	keep := err == nil && !closed && !stale

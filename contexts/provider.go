@@ -40,13 +40,6 @@ type Spec struct {
 	// ask for what the source's did, or the create fails (failed
 	// precondition) and the caller forks files only.
 	MemoryCheckpoint string
-	// Background, when set, asks for a sandbox that runs at the lowest
-	// CPU priority until Background.Foreground (a warm pool's: Priority).
-	// The provider starts it low unless Foreground came first, and calls
-	// Lowered once it runs; its sandbox then offers Foreground(ctx) error,
-	// which the manager calls when a create takes it. Providers without
-	// CPU priorities ignore it.
-	Background *Priority
 }
 
 // Labels the Manager puts on every sandbox it creates (Spec.Labels).

@@ -64,7 +64,6 @@ type realEnv struct {
 	ctx      context.Context
 	stateDir string
 	agent    string
-	runtime  string // the local provider's (local.Config.Runtime); "": auto
 	p        *recorder
 	store    *memory.Store
 	m        *contexts.Manager
@@ -74,17 +73,8 @@ type realEnv struct {
 // with a private state directory; everything left is destroyed at the end.
 func newRealEnv(t testing.TB, cfg contexts.Config) *realEnv {
 	t.Helper()
-	return newRealEnvOn(t, "", cfg)
-}
-
-// newRealEnvOn is newRealEnv on OCI runtime kind ("": auto).
-func newRealEnvOn(t testing.TB, kind string, cfg contexts.Config) *realEnv {
-	t.Helper()
 	testenv.RequireOCIRuntime(t)
-	if kind != "" {
-		testenv.RequireBinary(t, kind)
-	}
-	e := &realEnv{t: t, ctx: context.Background(), agent: testenv.AgentBinary(t), store: memory.New(), runtime: kind}
+	e := &realEnv{t: t, ctx: context.Background(), agent: testenv.AgentBinary(t), store: memory.New()}
 	dir, err := os.MkdirTemp("", "slm-") // short: socket paths are bounded
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +126,7 @@ func (e *realEnv) describe(ids []string) string {
 
 func (e *realEnv) provider() *local.Provider {
 	e.t.Helper()
-	p, err := local.New(local.Config{Runtime: e.runtime, StateDir: e.stateDir, AgentPath: e.agent, Logger: slog.New(slog.DiscardHandler)})
+	p, err := local.New(local.Config{StateDir: e.stateDir, AgentPath: e.agent, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		e.t.Fatalf("local provider: %v", err)
 	}

@@ -39,10 +39,6 @@ type Runtime interface {
 	// Resume thaws a paused sandbox; a sandbox that is not paused fails
 	// with errdefs.ErrFailedPrecondition.
 	Resume(ctx context.Context, id string) error
-	// Foreground gives a sandbox started with Spec.Background the normal
-	// CPU weight; on any other sandbox it changes nothing. An unknown id
-	// fails with errdefs.ErrNotFound.
-	Foreground(ctx context.Context, id string) error
 	// Delete stops the sandbox if it runs and removes its processes,
 	// mounts, cgroups and bundle. Deleting an unknown id is not an error.
 	Delete(ctx context.Context, id string) error
@@ -115,11 +111,6 @@ type Spec struct {
 	User *User
 	// Cwd is the init's working directory; "": the sandbox user's home.
 	Cwd string
-	// Background starts the sandbox at the lowest CPU weight, from its
-	// first process on: it gets the CPU that nothing else wants, so a
-	// warm pool's refill yields to the requests it would share a small
-	// machine with. Runtime.Foreground gives it the normal weight.
-	Background bool
 }
 
 // Root is a sandbox root made of image layers.

@@ -114,7 +114,7 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	release, err := p.slot(ctx, nil)
+	release, err := p.slot(ctx)
 	if err != nil {
 		return build.RunResult{}, err
 	}

@@ -75,5 +75,5 @@ func (p *Provider) Restore(ctx context.Context, sandboxID string) (contexts.Sand
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{Client: c}, nil
+	return &Sandbox{c}, nil
 }

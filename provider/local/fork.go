@@ -120,9 +120,9 @@ func (p *Provider) ForkCheckpoint(ctx context.Context, sandboxID string) (_ stri
 	if cerr != nil {
 		// The source's old connection closed with the release: this one
 		// is the caller's (contexts.Provider.ForkCheckpoint).
-		return "", &Sandbox{Client: src}, cerr
+		return "", &Sandbox{src}, cerr
 	}
-	return name, &Sandbox{Client: src}, nil
+	return name, &Sandbox{src}, nil
 }
 
 // dropStaleForks, at start, deletes the fork checkpoints an earlier

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	goruntime "runtime"
@@ -130,13 +129,6 @@ type Provider struct {
 	nets      Networks
 	volumes   Volumes
 	creating  chan struct{} // one token per creation under way
-	// slotMu guards bgSlots, the priorities of the background creations
-	// (contexts.Spec.Background) holding a slot, and slotWaiters, the
-	// other creations waiting for one: those must not wait behind a
-	// creation that yields the CPU to them (slot).
-	slotMu      sync.Mutex
-	bgSlots     map[*contexts.Priority]struct{}
-	slotWaiters int
 	// building holds the ids of the build-step sandboxes this process runs
 	// (build.go); List leaves them out.
 	building sync.Map
@@ -269,7 +261,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err != nil {
 		return nil, err
 	}
-	release, err := p.slot(ctx, spec.Background)
+	release, err := p.slot(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -382,8 +374,6 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		Ready:   ready,
 		Root:    tmpl.root,
 		Network: rn,
-		// A fork with memory is restored by a create that waits for it.
-		Background: spec.Background != nil && spec.Background.Low() && spec.MemoryCheckpoint == "",
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
 	defer cancel()
@@ -392,19 +382,13 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		if err != nil {
 			return nil, p.readyErr(ctx, id, err)
 		}
-		return &Sandbox{Client: c}, nil
+		return &Sandbox{c}, nil
 	}
 	err = p.rt.Create(ctx, rs)
 	created := time.Now()
 	tmpl.release() // the bundle names the image now, for GC
 	if err != nil {
 		return nil, p.readyErr(ctx, id, err)
-	}
-	if rs.Background {
-		// A create waiting for this one may have raised it meanwhile.
-		if err := spec.Background.Lowered(ctx, func(ctx context.Context) error { return p.rt.Foreground(ctx, id) }); err != nil {
-			return nil, err
-		}
 	}
 	c, err := p.connect(ctx, id, key, true)
 	if err != nil {
@@ -418,7 +402,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	}
 	p.log.Debug("sandbox ready", logkey.Sandbox, id, logkey.Runtime, p.rt.Name(), logkey.Elapsed, time.Since(t0),
 		"prepare", start.Sub(t0), "run", created.Sub(start), "agent", time.Since(created))
-	return &Sandbox{Client: c, prio: spec.Background}, nil
+	return &Sandbox{c}, nil
 }
 
 // readyErr is a create's error, said as the timeout it is when the
@@ -432,65 +416,20 @@ func (p *Provider) readyErr(ctx context.Context, id string, err error) error {
 }
 
 // slot waits for one of the MaxCreating creation slots, for as long as
-// ctx allows, and returns its release. prio is the creation's
-// contexts.Spec.Background (nil: none). A creation that is not in the
-// background and must wait raises the background ones holding slots: at
-// the lowest CPU weight, under load, they would hold the slots for as long
-// as the creations they yield to keep the CPU busy. A background one that
-// takes a slot while such a creation waits starts raised.
-func (p *Provider) slot(ctx context.Context, prio *contexts.Priority) (func(), error) {
+// ctx allows, and returns its release.
+func (p *Provider) slot(ctx context.Context) (func(), error) {
 	select {
 	case p.creating <- struct{}{}:
-		return p.slotHeld(ctx, prio), nil
+		return func() { <-p.creating }, nil
 	default:
 	}
 	start := time.Now()
-	if prio == nil || !prio.Low() {
-		p.slotMu.Lock()
-		p.slotWaiters++
-		raise := slices.Collect(maps.Keys(p.bgSlots))
-		p.slotMu.Unlock()
-		defer func() {
-			p.slotMu.Lock()
-			p.slotWaiters--
-			p.slotMu.Unlock()
-		}()
-		for _, bg := range raise {
-			if err := bg.Foreground(ctx); err != nil {
-				p.log.Debug("raise a background creation holding a slot", logkey.Err, err)
-			}
-		}
-	}
 	select {
 	case p.creating <- struct{}{}:
 		p.log.Debug("waited for a creation slot", logkey.Elapsed, time.Since(start))
-		return p.slotHeld(ctx, prio), nil
+		return func() { <-p.creating }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a sandbox creation slot (%d under way): %w", cap(p.creating), ctx.Err())
-	}
-}
-
-// slotHeld records a taken slot's background priority and returns the
-// slot's release.
-func (p *Provider) slotHeld(ctx context.Context, prio *contexts.Priority) func() {
-	if prio == nil {
-		return func() { <-p.creating }
-	}
-	p.slotMu.Lock()
-	if p.bgSlots == nil {
-		p.bgSlots = map[*contexts.Priority]struct{}{}
-	}
-	p.bgSlots[prio] = struct{}{}
-	waiters := p.slotWaiters
-	p.slotMu.Unlock()
-	if waiters > 0 {
-		prio.Foreground(ctx) // not started yet: nothing to raise, it starts raised
-	}
-	return func() {
-		p.slotMu.Lock()
-		delete(p.bgSlots, prio)
-		p.slotMu.Unlock()
-		<-p.creating
 	}
 }
 
@@ -507,7 +446,7 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	if err != nil {
 		return nil, err
 	}
-	return &Sandbox{Client: c}, nil
+	return &Sandbox{c}, nil
 }
 
 // List implements contexts.Provider: every sandbox in the state directory,

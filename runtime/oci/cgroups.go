@@ -13,7 +13,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/openat2"
 	"github.com/sandlot/sandlot/runtime"
 )
@@ -171,40 +170,4 @@ func readStatsV2(dir string) (*runtime.Stats, error) {
 		}
 	}
 	return st, nil
-}
-
-// The cpu controller's weights (runtime.Spec.Background, Foreground):
-// cgroup v1's cpu.shares, lowest and default, and v2's default cpu.weight.
-const (
-	sharesBackground = 2
-	sharesDefault    = 1024
-	weightDefault    = 100
-)
-
-// Foreground implements runtime.Runtime: it writes the default CPU weight
-// to the sandbox's cgroup, which is where every runtime (runsc's sandbox
-// process included) puts it.
-func (r *Runtime) Foreground(ctx context.Context, id string) error {
-	if err := runtime.CheckID(id); err != nil {
-		return err
-	}
-	file, val := filepath.Join(cgroupRoot, "cpu", cgroupParent, id, "cpu.shares"), strconv.Itoa(sharesDefault)
-	if unifiedOnly() {
-		file, val = filepath.Join(cgroupRoot, cgroupParent, id, "cpu.weight"), strconv.Itoa(weightDefault)
-	}
-	f, err := os.OpenFile(file, os.O_WRONLY, 0)
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("sandbox %s: %w", id, errdefs.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("sandbox %s: cpu weight: %w", id, err)
-	}
-	_, err = f.WriteString(val)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sandbox %s: cpu weight: %w", id, err)
-	}
-	return nil
 }

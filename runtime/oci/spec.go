@@ -218,12 +218,6 @@ func buildSpec(s runtime.Spec, rootfs, kind, seccompBPF string, ids IDRange, cha
 		}
 		sp.Linux.Resources.Devices = append(sp.Linux.Resources.Devices, dc)
 	}
-	if s.Background {
-		// The lowest weight; crun and runc give cgroup v2 its equivalent
-		// (cpu.weight 1). Runtime.Foreground writes the default back.
-		shares := uint64(sharesBackground)
-		sp.Linux.Resources.CPU.Shares = &shares
-	}
 	if seccompBPF != "" {
 		// crun loads this precompiled filter instead of compiling the
 		// profile with libseccomp, which costs ~14 ms per container.
