@@ -251,8 +251,7 @@ func warmAPI(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 			// The floor's own p50 rises when other work runs between its
 			// calls, as it does between a warm call's: the ratio to a floor
 			// taken in turn with these samples is said beside the goal's.
-			pf := Latency("", floor).P50
-			f.Note = fmt.Sprintf("taken in turn with the floor's REPL: its p50 then %.3f ms, this p50 %.2fx that", pf, f.P50/pf)
+			f.Note = inTurnNote(f, floor)
 		}
 		out = append(out, f)
 	}

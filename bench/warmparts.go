@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -11,10 +12,11 @@ import (
 // warmParts splits the warm python row by what each call crosses, on the
 // same warm context and each taken in turn with the floor's REPL: the
 // daemon's round trip to the agent alone (a ping: no kernel), and run_code
-// on the sandbox without the manager (no keyed lock, TTL, record, metrics
-// or guard). The warm row minus the second is the manager's share; the
-// second minus the first is the agent's hop to the kernel and python's own
-// work.
+// on the sandbox the manager hands a call (its guard still reads the
+// result) without the manager's own work (keyed lock, TTL, record,
+// metrics). The warm row minus the second is the manager's share; the
+// second minus the first is the agent's hop to the kernel, python's own
+// work and the guard.
 func warmParts(ctx context.Context, m *contexts.Manager, sz Sizes) ([]Figure, error) {
 	var out []Figure
 	err := m.Use(ctx, ident("warm-python"), contexts.CreateOptions{}, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
@@ -23,7 +25,7 @@ func warmParts(ctx context.Context, m *contexts.Manager, sz Sizes) ([]Figure, er
 			call func(ctx context.Context) error
 		}{
 			{"warm part: daemon to agent and back (ping, no kernel), Go API", sb.Ping},
-			{"warm part: run_code python (1+1) on the sandbox, no manager, Go API", func(ctx context.Context) error {
+			{"warm part: run_code python (1+1) on the sandbox, guarded, no manager, Go API", func(ctx context.Context) error {
 				res, err := sb.RunCode(ctx, agent.RunCodeParams{Language: "python", Code: "1+1"}, nil)
 				if err != nil {
 					return err
@@ -37,8 +39,7 @@ func warmParts(ctx context.Context, m *contexts.Manager, sz Sizes) ([]Figure, er
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
 			f := Latency(p.name, samples)
-			pf := Latency("", floor).P50
-			f.Note = fmt.Sprintf("taken in turn with the floor's REPL: its p50 then %.3f ms, this p50 %.2fx that", pf, f.P50/pf)
+			f.Note = inTurnNote(f, floor)
 			out = append(out, f)
 		}
 		return nil
@@ -57,4 +58,11 @@ func checkRun(res *agent.RunCodeResult, want string) error {
 		}
 	}
 	return fmt.Errorf("no main result %q in %+v", want, res.Results)
+}
+
+// inTurnNote says a figure's p50 against the floor taken in turn with it
+// (TimePaired's floor samples).
+func inTurnNote(f Figure, floor []time.Duration) string {
+	pf := Latency("", floor).P50
+	return fmt.Sprintf("taken in turn with the floor's REPL: its p50 then %.3f ms, this p50 %.2fx that", pf, f.P50/pf)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/guard"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/provider/local/localtest"
@@ -17,14 +18,18 @@ func TestWarmRows(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireBinary(t, "crun")
 	p := localtest.New(t, local.Config{Runtime: "crun"})
-	figs, err := warmAPI(context.Background(), Env{Provider: p}, Sizes{Warm: 20})
+	g, err := guard.New(guard.Config{}) // as sandlot bench runs it
+	if err != nil {
+		t.Fatal(err)
+	}
+	figs, err := warmAPI(context.Background(), Env{Provider: p, Guard: g}, Sizes{Warm: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"warm run_code python (1+1), Go API", "warm run_code javascript (1+1), Go API", "warm run_code bash (echo 2), Go API",
 		"warm part: daemon to agent and back (ping, no kernel), Go API",
-		"warm part: run_code python (1+1) on the sandbox, no manager, Go API",
+		"warm part: run_code python (1+1) on the sandbox, guarded, no manager, Go API",
 	}
 	if len(figs) != len(want) {
 		t.Fatalf("%d figures, want %d: %+v", len(figs), len(want), figs)
