@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -80,6 +81,18 @@ var removeStrayCgroups = doctor.RemoveStrayCgroups
 // runDoctor prints the report; a failed one exits 1 with no error line
 // (the report said why).
 func runDoctor(ctx context.Context, std IO, f doctorFlags) error {
+	// A state dir that is not one (mistyped, missing) would protect
+	// nothing: the other daemon's stopped sandboxes would look stray.
+	for i, d := range f.moreStateDirs {
+		abs, err := filepath.Abs(d)
+		if err == nil {
+			_, err = os.Stat(filepath.Join(abs, "bundles"))
+		}
+		if d == "" || err != nil {
+			return fmt.Errorf("--more-state-dir %q is no daemon's state dir (no bundles/ in it): %w", d, errdefs.ErrInvalidArgument)
+		}
+		f.moreStateDirs[i] = abs
+	}
 	cfg := doctor.Config{
 		Runtime: f.runtime, DataDir: f.store.dataDir, StoreURL: f.store.url,
 		ImagesDir: f.imagesDir, DefaultImage: f.image, Network: f.network, StateDir: f.stateDir,

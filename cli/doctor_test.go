@@ -131,3 +131,35 @@ func TestDoctorFixFailurePrintsReport(t *testing.T) {
 		t.Errorf("the removed cgroup is not said on stderr:\n%s", errw.String())
 	}
 }
+
+// TestDoctorMoreStateDirChecked: a --more-state-dir that is no daemon's
+// state dir (missing, mistyped, empty) is a usage error before anything
+// is removed, since it would protect none of that daemon's cgroups; a real
+// one, given relative, is used absolute.
+func TestDoctorMoreStateDirChecked(t *testing.T) {
+	orig := removeStrayCgroups
+	t.Cleanup(func() { removeStrayCgroups = orig })
+	var got []string
+	removeStrayCgroups = func(cfg doctor.Config) ([]string, error) {
+		got = cfg.MoreStateDirs
+		return nil, nil
+	}
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	if err := os.MkdirAll(filepath.Join(other, "bundles"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{filepath.Join(dir, "typo"), "", dir} {
+		var out, errw bytes.Buffer
+		err := Run(context.Background(), []string{"doctor", "--fix", "--json", "--data-dir", dir, "--state-dir", dir, "--more-state-dir", bad}, strings.NewReader(""), &out, &errw)
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || got != nil {
+			t.Errorf("--more-state-dir %q: err %v, removal ran with %v; want invalid_argument and no removal", bad, err, got)
+		}
+	}
+	t.Chdir(dir)
+	var out, errw bytes.Buffer
+	Run(context.Background(), []string{"doctor", "--fix", "--json", "--data-dir", dir, "--state-dir", dir, "--more-state-dir", "other"}, strings.NewReader(""), &out, &errw)
+	if len(got) != 1 || got[0] != other {
+		t.Errorf("removal ran with %v, want [%s]", got, other)
+	}
+}
