@@ -126,6 +126,7 @@ func TestInstall(t *testing.T) {
 		if cli := inRoot(t, root, "sandlot version -o json"); !strings.Contains(cli, `"version": "`+currentVersion+`"`) {
 			t.Errorf("sandlot version in the root: %s", cli)
 		}
+		d.endContexts(t, key)
 		d.stop(t)
 
 		out = install(t, root, current)

@@ -143,6 +143,31 @@ func (d *daemon) runCode(t *testing.T, key, conversation, code string) string {
 	return string(d.call(t, key, "POST", "/v1/tools/run_code", "application/json", body, 200))
 }
 
+// endContexts ends every context of key's tenant before the daemon's
+// last stop: a stop leaves contexts running (a restart takes them back),
+// and this emulation's /run, their state, dies with its mount namespace,
+// which would leave their sandboxes running on the host.
+func (d *daemon) endContexts(t *testing.T, key string) {
+	t.Helper()
+	var list struct {
+		Contexts []struct {
+			ID        string `json:"id"`
+			SandboxID string `json:"sandboxId"`
+		} `json:"contexts"`
+	}
+	if err := json.Unmarshal(d.call(t, key, "GET", "/v1/contexts", "", nil, 200), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list.Contexts {
+		d.call(t, key, "DELETE", "/v1/contexts/"+c.ID, "", nil, 204)
+		// Ended means no process of it is left on the host.
+		procs := filepath.Join("/sys/fs/cgroup/pids/sandlot", c.SandboxID, "cgroup.procs")
+		if b, err := os.ReadFile(procs); c.SandboxID == "" || err == nil && len(bytes.TrimSpace(b)) > 0 {
+			t.Errorf("context %s ended, its sandbox %q still runs: %q", c.ID, c.SandboxID, b)
+		}
+	}
+}
+
 func fileMode(t *testing.T, path string) (os.FileMode, uint32) {
 	t.Helper()
 	fi, err := os.Lstat(path)
