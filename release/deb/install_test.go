@@ -190,6 +190,7 @@ func TestInstall(t *testing.T) {
 		if out := d.runCode(t, key, "upgrade-a", "print('again')"); !strings.Contains(out, "again") {
 			t.Errorf("run_code in upgrade-a after the upgrade: %s", out)
 		}
+		d.endContexts(t, key)
 		d.stop(t)
 
 		inRoot(t, root, "dpkg --remove sandlot")

@@ -184,7 +184,8 @@ type daemon struct {
 // 1 here): a mount namespace where the root is read-only
 // (ProtectSystem=strict) but for its ReadWritePaths, /home and /root are
 // empty and read-only (ProtectHome), /tmp and /var/tmp are private
-// (PrivateTmp), /run is a fresh tmpfs holding the RuntimeDirectory, and
+// (PrivateTmp), /run holds the RuntimeDirectory and is kept across starts of
+// the same root (RuntimeDirectoryPreserve=yes), and
 // root becomes the namespace's root with pivot_root: a chrooted process may
 // not make user namespaces (clone(2), EPERM), and every sandbox is one. The environment adds the address it listens on and the tests'
 // shared image store (its default template, so no first-start build;
@@ -211,15 +212,21 @@ func startUnit(t *testing.T, root, images string) *daemon {
 	fmt.Fprintf(&s, "set -e\nR=%q\n", root)
 	s.WriteString("mount --bind \"$R\" \"$R\"\nmount -o remount,bind,ro \"$R\"\n")
 	s.WriteString("mount -t proc proc \"$R/proc\"\nmount --rbind /sys \"$R/sys\"\nmount --rbind /dev \"$R/dev\"\n")
-	s.WriteString("mount -t tmpfs -o mode=0755 tmpfs \"$R/run\"\n")
+	// /run keeps the RuntimeDirectory across starts of the same root
+	// (RuntimeDirectoryPreserve=yes): a restart takes its sandboxes back.
+	run := filepath.Join(filepath.Dir(root), filepath.Base(root)+".run")
+	if err := os.MkdirAll(run, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&s, "mount --bind %q \"$R/run\"\n", run)
 	for _, p := range rw {
 		if p == "/run" {
-			continue // the fresh tmpfs above
+			continue // bound above
 		}
 		fmt.Fprintf(&s, "mount --bind \"$R%s\" \"$R%s\"\nmount -o remount,bind,rw \"$R%s\" \"$R%s\"\n", p, p, p, p)
 	}
 	for _, d := range u["RuntimeDirectory"] {
-		fmt.Fprintf(&s, "mkdir -m 0700 \"$R/run/%s\"\n", d)
+		fmt.Fprintf(&s, "mkdir -p \"$R/run/%s\"\nchmod 0700 \"$R/run/%s\"\n", d, d)
 	}
 	s.WriteString("for d in /home /root; do mount -t tmpfs -o ro,mode=0755 tmpfs \"$R$d\"; done\n")
 	s.WriteString("for d in /tmp /var/tmp; do mount -t tmpfs -o mode=1777 tmpfs \"$R$d\"; done\n")
