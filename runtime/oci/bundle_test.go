@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/sandlot/sandlot/runtime"
 )
 
 // TestCachedInfo: what create caches of a new bundle is what a fresh
@@ -16,10 +14,7 @@ func TestCachedInfo(t *testing.T) {
 			r := newRuntime(t, kind)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			id := runtime.NewID()
-			if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-				t.Fatal(err)
-			}
+			id := createProbe(t, ctx, r)
 			t.Cleanup(func() { r.Delete(context.Background(), id) })
 			v, ok := r.info.Load(id)
 			if !ok {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/runtime"
 )
 
 // TestIDAllocatorAcrossStateDirs: two daemons with different state dirs
@@ -190,10 +189,7 @@ func TestTwoRuntimesIDs(t *testing.T) {
 	seen := map[uint32]string{}
 	for i := range 2 {
 		r := newRuntime(t, KindCrun)
-		id := runtime.NewID()
-		if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-			t.Fatal(err)
-		}
+		id := createProbe(t, ctx, r)
 		rng, err := r.IDRange(id)
 		if err != nil {
 			t.Fatal(err)
@@ -227,10 +223,7 @@ func TestIDRangesAfterReboot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := runtime.NewID()
-	if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-		t.Fatal(err)
-	}
+	id := createProbe(t, ctx, r)
 	t.Cleanup(func() {
 		if err := r.Delete(ctx, id); err != nil {
 			t.Error(err)

@@ -70,10 +70,7 @@ func TestIdentity(t *testing.T) {
 func TestIdentityFilesRemoved(t *testing.T) {
 	r := newRuntime(t, KindCrun)
 	ctx := context.Background()
-	id := runtime.NewID()
-	if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-		t.Fatal(err)
-	}
+	id := createProbe(t, ctx, r)
 	b, err := os.ReadFile(filepath.Join(r.bundle(id), "config.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -95,6 +95,16 @@ func probeSpec(t testing.TB, r *Runtime, id string) runtime.Spec {
 	}
 }
 
+// createProbe creates a new sandbox of probeSpec on r and returns its id.
+func createProbe(t testing.TB, ctx context.Context, r *Runtime) string {
+	t.Helper()
+	id := runtime.NewID()
+	if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // probeBinary is a copy of the test binary in r's state dir, where the
 // sandboxes' root users (unprivileged host ids) can reach it; the go
 // build cache directory is private to the host's root.

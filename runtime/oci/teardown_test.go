@@ -29,10 +29,7 @@ func TestDeleteHalfWritten(t *testing.T) {
 			r := newRuntime(t, kind)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			id := runtime.NewID()
-			if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-				t.Fatal(err)
-			}
+			id := createProbe(t, ctx, r)
 			st, err := r.State(ctx, id)
 			if err != nil || st.PID <= 0 {
 				t.Fatalf("state = %+v, %v", st, err)
@@ -117,10 +114,7 @@ func TestDeleteVanished(t *testing.T) {
 				r := newRuntime(t, kind)
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				defer cancel()
-				id := runtime.NewID()
-				if err := r.Create(ctx, probeSpec(t, r, id)); err != nil {
-					t.Fatal(err)
-				}
+				id := createProbe(t, ctx, r)
 				// The bundle and the runtime's state are moved aside, as a
 				// vanished container took them, and put back at the end
 				// for the full teardown.
