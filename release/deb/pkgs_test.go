@@ -160,12 +160,36 @@ func (d *daemon) endContexts(t *testing.T, key string) {
 	}
 	for _, c := range list.Contexts {
 		d.call(t, key, "DELETE", "/v1/contexts/"+c.ID, "", nil, 204)
-		// Ended means no process of it is left on the host.
-		procs := filepath.Join("/sys/fs/cgroup/pids/sandlot", c.SandboxID, "cgroup.procs")
-		if b, err := os.ReadFile(procs); c.SandboxID == "" || err == nil && len(bytes.TrimSpace(b)) > 0 {
-			t.Errorf("context %s ended, its sandbox %q still runs: %q", c.ID, c.SandboxID, b)
+		if c.SandboxID == "" {
+			t.Errorf("context %s has no sandbox id", c.ID)
+			continue
+		}
+		// Ended means no process of it is left on the host, once the
+		// kernel has reaped them (bounded).
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			left := sandboxProcs(c.SandboxID)
+			if left == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("context %s ended, its sandbox %s still runs: %q", c.ID, c.SandboxID, left)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// sandboxProcs lists the processes in sandbox id's cgroup on the host:
+// pids/sandlot/<id> on cgroup v1, sandlot/<id> on v2 ("" when none, or no
+// such cgroup).
+func sandboxProcs(id string) string {
+	for _, dir := range []string{"/sys/fs/cgroup/pids/sandlot", "/sys/fs/cgroup/sandlot"} {
+		if b, err := os.ReadFile(filepath.Join(dir, id, "cgroup.procs")); err == nil {
+			return string(bytes.TrimSpace(b))
+		}
+	}
+	return ""
 }
 
 func fileMode(t *testing.T, path string) (os.FileMode, uint32) {
