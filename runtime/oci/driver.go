@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
 )
@@ -86,20 +89,26 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 	c := exec.CommandContext(ctx, d.bin, append(d.globalArgs(logPath), args...)...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	// A cancelled invocation takes its whole process group (its session's,
-	// Setsid): `crun run --detach` forks a child that goes on creating the
-	// sandbox, its state and its cgroups after the parent was killed, so a
-	// cleanup that ran then left an empty cgroup behind. The parent is not
+	// Setsid), and what left it is met by endCancelled. The parent is not
 	// reaped yet when this runs, so the group is still the runtime's.
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 5 * time.Second
 	return c
 }
 
-// waitGroupGone waits until no live process is left in process group pgid
-// (one the runtime led, killed by its Cancel), or until deadline.
-func waitGroupGone(pgid int, deadline time.Time) bool {
+// endCancelled ends what is left of a cancelled invocation of the runtime
+// for sandbox id, whose process group pgid its Cancel killed, and waits
+// until deadline for all of it to go. `crun run --detach` forks a child
+// that calls setsid and forks again: that grandchild, in a session of its
+// own where the group kill does not reach, goes on creating the sandbox
+// (its state, its cgroups, its init), so a cleanup that ran then left
+// empty cgroups behind. It keeps the runtime's argv, which names the
+// sandbox: every live process whose argv[0] is the runtime's binary and
+// whose arguments hold id is killed too, until none is left (one forked
+// between two scans is met on the next).
+func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 	for {
-		if !groupAlive(pgid) {
+		if !d.killLeft(pgid, id) {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -109,33 +118,76 @@ func waitGroupGone(pgid int, deadline time.Time) bool {
 	}
 }
 
-// groupAlive reports whether a process that is not a zombie has process
-// group pgid, by /proc/<pid>/stat's state and pgrp fields.
-func groupAlive(pgid int) bool {
+// killLeft reports whether a live process (not a zombie) is left of an
+// invocation (endCancelled), and sends SIGKILL to each one that runs the
+// runtime's binary for id.
+func (d driver) killLeft(pgid int, id string) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
 	}
-	want := strconv.Itoa(pgid)
+	left := false
 	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces and ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
+		state, pgrp, ok := procStat(pid)
+		if !ok || state == "Z" {
 			continue
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == want {
-			return true
+		if pgrp == pgid {
+			left = true // killed by Cancel, not reaped yet
+			continue
+		}
+		if d.killRun(pid, id) {
+			left = true
 		}
 	}
-	return false
+	return left
+}
+
+// killRun sends SIGKILL to process pid if it runs the runtime's binary
+// (its argv[0]) with id among its arguments, and reports whether it did.
+// The signal goes through a pidfd opened before the argv is read, so a
+// pid reused in between is not signalled (as killIn). A process of
+// another sandbox that shows such an argv only has itself killed, and
+// keeps a cancelled create's cleanup waiting no longer than its deadline.
+func (d driver) killRun(pid int, id string) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if len(args) < 2 || args[0] != d.bin || !slices.Contains(args[1:], id) {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0) == nil
+}
+
+// procStat reads process pid's state and process group from
+// /proc/<pid>/stat.
+func procStat(pid int) (state string, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	// pid (comm) state ppid pgrp ...: comm may hold spaces and ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return "", 0, false
+	}
+	pgrp, err = strconv.Atoi(f[2])
+	return f[0], pgrp, err == nil
 }
 
 func (d driver) start(c *exec.Cmd) error {
@@ -201,9 +253,11 @@ func (d driver) detached(ctx context.Context, id, logPath string, files []*os.Fi
 	}
 	if err := c.Wait(); err != nil {
 		if ctx.Err() != nil {
-			// What the killed group was doing ends before the caller's
-			// cleanup looks at the sandbox's state and cgroups.
-			waitGroupGone(c.Process.Pid, time.Now().Add(5*time.Second))
+			// What the cancelled runtime was doing ends before the
+			// caller's cleanup looks at the sandbox's state and cgroups.
+			if !d.endCancelled(c.Process.Pid, id, time.Now().Add(5*time.Second)) {
+				return fmt.Errorf("%s %s: %v (a process of the cancelled runtime still runs): %s", d.kind, args[0], err, logTail(logPath))
+			}
 		}
 		return fmt.Errorf("%s %s: %v: %s", d.kind, args[0], err, logTail(logPath))
 	}

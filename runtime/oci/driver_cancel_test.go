@@ -3,16 +3,18 @@ package oci
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
 
 // TestCancelEndsRuntimeGroup: a runtime invocation cancelled while a child
 // it forked goes on working (as `crun run --detach`'s does) takes that
-// child with it, and waitGroupGone sees the group end. Before the group
+// child with it, and endCancelled sees the group end. Before the group
 // kill, the child outlived the cancel and created the sandbox's cgroups
 // after the cleanup had run (an empty cgroup left by
 // TestCreateCancelledLeavesNothing, once in many runs).
@@ -43,7 +45,7 @@ func TestCancelEndsRuntimeGroup(t *testing.T) {
 	if err := c.Wait(); err == nil {
 		t.Fatal("a cancelled runtime reported success")
 	}
-	if !waitGroupGone(c.Process.Pid, time.Now().Add(30*time.Second)) {
+	if !d.endCancelled(c.Process.Pid, "x", time.Now().Add(30*time.Second)) {
 		t.Fatalf("process group %d still has a live process", c.Process.Pid)
 	}
 	if alive(pid) {
@@ -60,4 +62,72 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	f := strings.Fields(string(b[i+1:]))
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// fakeDetachEnv runs the test binary as a runtime that detaches as
+// `crun run --detach` does: the process started forks a copy of itself
+// (the same argv) that calls setsid, writes its pid to the file the
+// variable names and goes on working, while the first waits for it.
+const fakeDetachEnv = "SANDLOT_OCI_FAKE_DETACH"
+
+func fakeDetachMain(pidFile string) {
+	if os.Getenv(fakeDetachEnv+"_CHILD") == "" {
+		c := exec.Command("/proc/self/exe", os.Args[1:]...)
+		c.Args[0] = os.Args[0]
+		c.Env = append(os.Environ(), fakeDetachEnv+"_CHILD=1")
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			os.Exit(3)
+		}
+		c.Wait()
+		os.Exit(0)
+	}
+	tmp := pidFile + ".tmp"
+	if os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), 0o600) != nil || os.Rename(tmp, pidFile) != nil {
+		os.Exit(4)
+	}
+	time.Sleep(5 * time.Minute)
+	os.Exit(0)
+}
+
+// TestCancelEndsDetachedRuntime: a runtime invocation cancelled after the
+// child it forked left its process group for a session of its own (as
+// `crun run --detach`'s child does, then forks again to do the work) takes
+// that child with it too. The group kill alone missed it, and it went on
+// to create the sandbox's cgroups after the cleanup had run (empty
+// cgroups left by TestCreateCancelledLeavesNothing under load).
+func TestCancelEndsDetachedRuntime(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "child")
+	t.Setenv(fakeDetachEnv, pidFile)
+	const id = "sb-0123456789ab"
+	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := d.cmd(ctx, "", "run", "--detach", id)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(5 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		} else if time.Now().After(deadline) {
+			t.Fatal("the runtime's child never started")
+		}
+	}
+	cancel()
+	if err := c.Wait(); err == nil {
+		t.Fatal("a cancelled runtime reported success")
+	}
+	if !d.endCancelled(c.Process.Pid, id, time.Now().Add(30*time.Second)) {
+		t.Fatal("a process of the cancelled runtime is still live")
+	}
+	if alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the runtime's detached child %d outlived the cancel", pid)
+	}
 }

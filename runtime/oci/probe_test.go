@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 		probeMain()
 		return
 	}
+	if f := os.Getenv(fakeDetachEnv); f != "" {
+		fakeDetachMain(f)
+		return
+	}
 	os.Exit(m.Run())
 }
 
