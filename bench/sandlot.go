@@ -106,6 +106,7 @@ const (
 func Cases(env Env, sz Sizes) []Case {
 	cs := []Case{
 		{Name: "warm round trip, Go API", Group: "warm", Run: func(ctx context.Context) ([]Figure, error) { return warmAPI(ctx, env, sz) }},
+		chattyCase(env, sz),
 		{Name: "warm round trip, HTTP", Group: "warm", Run: func(ctx context.Context) ([]Figure, error) { return warmHTTP(ctx, env, sz) }},
 		{Name: "cold create to first result", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return cold(ctx, env, sz) }},
 		{Name: "GetOrCreate from the warm pool", Group: "create", Run: func(ctx context.Context) ([]Figure, error) { return pool(ctx, env, sz) }},

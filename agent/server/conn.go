@@ -178,11 +178,19 @@ func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
 	c.mu.Lock()
 	c.running[id] = ccancel
 	c.mu.Unlock()
-	res, err := c.handle(cctx, id, req)
+	var q *coalescer // the call's output, for the calls that stream it
+	switch req.Method {
+	case agent.MethodRunCode, agent.MethodExec, agent.MethodAttach:
+		q = newCoalescer(c, id)
+	}
+	res, err := c.handle(cctx, req, q)
 	c.mu.Lock()
 	delete(c.running, id)
 	c.mu.Unlock()
 	ccancel(nil)
+	if q != nil {
+		q.close() // its output goes before its reply
+	}
 	c.reply(id, res, err)
 	if err == nil && isRelease(req) {
 		c.s.release()
@@ -216,7 +224,9 @@ func decode[T any](raw json.RawMessage) (T, error) {
 	return v, nil
 }
 
-func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, error) {
+// handle runs one call; q (set for the calls that stream output) takes
+// its output events.
+func (c *conn) handle(ctx context.Context, req *agent.Request, q *coalescer) (any, error) {
 	s := c.s
 	switch req.Method {
 	case agent.MethodRunCode:
@@ -227,7 +237,7 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 				return nil, err
 			}
 		}
-		r, err := s.kernels.Run(ctx, p, c.emitter(id))
+		r, err := s.kernels.Run(ctx, p, q.emit)
 		if err != nil {
 			var ke *kernels.Error
 			if errors.As(err, &ke) {
@@ -285,7 +295,7 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		if err != nil {
 			return nil, err
 		}
-		r, err := s.exec(ctx, p, c.emitter(id))
+		r, err := s.exec(ctx, p, q.emit)
 		if err != nil {
 			return nil, err
 		}
@@ -296,7 +306,7 @@ func (c *conn) handle(ctx context.Context, id uint64, req *agent.Request) (any, 
 		if err != nil {
 			return nil, err
 		}
-		return s.attach(ctx, p, c.emitter(id))
+		return s.attach(ctx, p, q.emit)
 	case agent.MethodSignal:
 		p, err := decode[agent.SignalParams](req.Params)
 		if err != nil {
@@ -368,25 +378,6 @@ func callAs[P, R any](s *Server, raw json.RawMessage, f func(*Server, P) (R, err
 		return nil, err
 	}
 	return r, nil
-}
-
-// emitter returns the output callback of call id.
-func (c *conn) emitter(id uint64) func(agent.OutputEvent) {
-	return func(ev agent.OutputEvent) {
-		ev.Ref = id
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return
-		}
-		frame := make([]byte, 0, len(b)+48)
-		frame = append(frame, `{"jsonrpc":"2.0","method":"output","params":`...)
-		frame = append(frame, b...)
-		frame = append(frame, "}\n"...)
-		if len(frame) > agent.MaxFrame {
-			return // never send what the host must reject
-		}
-		c.write(frame)
-	}
 }
 
 func (c *conn) reply(id uint64, res any, err error) {

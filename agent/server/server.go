@@ -95,6 +95,11 @@ type Config struct {
 	// Prestart's kernels. Called from any goroutine, possibly more than
 	// once.
 	Hold func()
+	// OutputWindow is how long the first pending byte of a call's
+	// streamed output waits for more before the call's pending text goes
+	// to the host as one event (coalesce.go). 0: DefaultOutputWindow;
+	// negative: none, each read is its own event.
+	OutputWindow time.Duration
 	// Listening, when set, is called once the socket listens.
 	Listening func()
 	// Logger: nil discards.
