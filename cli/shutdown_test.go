@@ -35,7 +35,7 @@ func TestServeSIGTERMLeavesNoSandbox(t *testing.T) {
 					ents, _ := os.ReadDir(filepath.Join(state, "bundles"))
 					return len(ents) > 0 // a create under way
 				}
-				live, _ := testenv.LiveSandboxes(testenv.CgroupRoot, state)
+				live, _ := testenv.LiveSandboxes(state)
 				n := 0
 				for _, sb := range live {
 					if sb.Labels["sandlot.pool"] != "" {
@@ -46,7 +46,7 @@ func TestServeSIGTERMLeavesNoSandbox(t *testing.T) {
 			}
 			for deadline := time.Now().Add(3 * time.Minute); !ready(); time.Sleep(20 * time.Millisecond) {
 				if time.Now().After(deadline) {
-					live, _ := testenv.LiveSandboxes(testenv.CgroupRoot, state)
+					live, _ := testenv.LiveSandboxes(state)
 					t.Fatalf("pool (full %v) not reached: %v\n%s", tc.full, live, d.Log())
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // recorder is a testing.TB whose Errorf is kept, not reported: the tests
@@ -45,9 +47,9 @@ func fakeSandbox(t *testing.T, stateDir string) (string, *exec.Cmd) {
 func fakeLabelled(t *testing.T, stateDir, key, value string) (string, *exec.Cmd) {
 	t.Helper()
 	RequireRoot(t)
-	ctl := filepath.Join(CgroupRoot, "pids")
+	ctl := filepath.Join(teardown.CgroupRoot, "pids")
 	if _, err := os.Stat(filepath.Join(ctl, "cgroup.procs")); err != nil {
-		ctl = CgroupRoot // a v2 host
+		ctl = teardown.CgroupRoot // a v2 host
 	}
 	id := "sb-testenv" + strconv.Itoa(os.Getpid())
 	cg := filepath.Join(ctl, "sandlot", id)
@@ -84,7 +86,7 @@ func TestCheckNoSandboxes(t *testing.T) {
 		t.Fatalf("an empty state dir failed: %s", f)
 	}
 	id, sleep := fakeSandbox(t, state)
-	left, err := LiveSandboxes(CgroupRoot, state)
+	left, err := LiveSandboxes(state)
 	if err != nil || len(left) != 1 || left[0].ID != id || left[0].Labels["sandlot.pool"] != "default" || len(left[0].PIDs) != 1 || left[0].PIDs[0] != sleep.Process.Pid {
 		t.Fatalf("LiveSandboxes: %v %v", left, err)
 	}
@@ -102,7 +104,7 @@ func TestCheckNoSandboxes(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the sandbox's process still runs")
 	}
-	if dirs := SandboxCgroups(CgroupRoot, id); len(dirs) != 0 {
+	if dirs := SandboxCgroups(id); len(dirs) != 0 {
 		t.Fatalf("cgroups left: %v", dirs)
 	}
 }
