@@ -48,10 +48,7 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			destroy(dir)
-			os.RemoveAll(dir)
-		})
+		t.Cleanup(func() { os.RemoveAll(dir) }) // after the daemons' checks (startServeBinary)
 		return dir
 	}
 	run := func(c *client.Client, conv, code string) string {
@@ -118,7 +115,6 @@ func TestBackupRestoreRealDaemon(t *testing.T) {
 	}
 
 	srv2 := startServeBinary(t, bin, env, "--data-dir", restored, "--state-dir", state)
-	defer srv2.stop(t)
 	c2 := client.New(srv2.URL, client.WithAPIKey(key))
 	got, err := c2.GetContext(ctx, ctxID)
 	if err != nil || got.ConversationID != "kept" {

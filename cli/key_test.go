@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/provider/local"
 )
 
 // TestKeyAndUsageCommands runs sandlot key and sandlot usage against a
@@ -28,17 +26,8 @@ func TestKeyAndUsageCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if p, err := local.New(local.Config{StateDir: state, AgentPath: testenv.AgentBinary(t)}); err == nil {
-			ids, _ := p.List(context.Background())
-			for _, id := range ids {
-				p.Destroy(context.Background(), id)
-			}
-		}
-		os.RemoveAll(state)
-	})
+	t.Cleanup(func() { os.RemoveAll(state) }) // after the daemon's check (startServeBinary)
 	srv := startServeBinary(t, bin, env, "--data-dir", data, "--state-dir", state)
-	defer srv.stop(t)
 	t.Setenv(envClientConfig, filepath.Join(t.TempDir(), "none.yaml"))
 	t.Setenv(envURL, srv.URL)
 	t.Setenv(envAPIKey, "")

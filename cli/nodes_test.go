@@ -22,6 +22,12 @@ import (
 // binDaemon is a `sandlot serve` process.
 type binDaemon struct{ *testenv.Serve }
 
+// startServeBinary starts bin's serve with args, which name its
+// --data-dir. When the test ends, a daemon still running first ends the
+// contexts of its data dir's key (endContexts), then stops, and a sandbox
+// of any kind left in its --state-dir fails the test (ContextsEnd): a
+// test that stops its daemon itself ends its contexts first, or says why
+// it leaves them (a host lost, a restart that takes them back).
 func startServeBinary(t *testing.T, bin string, env []string, args ...string) *binDaemon {
 	t.Helper()
 	// The default template from the tests' shared image store, built once.
@@ -29,7 +35,45 @@ func startServeBinary(t *testing.T, bin string, env []string, args ...string) *b
 	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--pool-size", "0", "--shutdown-timeout", "20s",
 		"--images-dir", debiantest.StoreDir()}, args...)...)
 	cmd.Env = env
-	return &binDaemon{testenv.StartServe(t, cmd, t.TempDir(), 2*time.Minute)}
+	d := &binDaemon{testenv.StartServe(t, cmd, t.TempDir(), 2*time.Minute)}
+	d.ContextsEnd = true
+	data := testenv.ArgValue(args, "--data-dir")
+	t.Cleanup(func() { // before StartServe's stop and check
+		if !d.Exited() {
+			d.endContexts(t, data)
+		}
+	})
+	return d
+}
+
+// endContexts deletes every active context of the tenant of data's
+// bootstrap key, until none is listed (bounded).
+func (d *binDaemon) endContexts(t *testing.T, data string) {
+	t.Helper()
+	key, err := os.ReadFile(filepath.Join(data, keyFile))
+	if err != nil {
+		t.Errorf("end the daemon's contexts: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := client.New(d.URL, client.WithAPIKey(strings.TrimSpace(string(key))))
+	for {
+		l, err := c.ListContexts(ctx, client.ListOptions{Status: []string{"active"}, Limit: 1000})
+		if err != nil {
+			t.Errorf("end the daemon's contexts: %v", err)
+			return
+		}
+		if len(l.Contexts) == 0 {
+			return
+		}
+		for _, r := range l.Contexts {
+			if err := c.DeleteContext(ctx, r.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				t.Errorf("end context %s: %v", r.ID, err)
+				return
+			}
+		}
+	}
 }
 
 func (d *binDaemon) stop(t *testing.T) { d.Stop(t, time.Minute) }
@@ -56,14 +100,18 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 		}
 		states = append(states, dir)
 	}
-	t.Cleanup(func() {
-		for _, dir := range states {
-			if p, err := local.New(local.Config{StateDir: dir, AgentPath: testenv.AgentBinary(t)}); err == nil {
-				ids, _ := p.List(context.Background())
-				for _, id := range ids {
-					p.Destroy(context.Background(), id)
-				}
+	t.Cleanup(func() { // after serve's check (startServeBinary)
+		// The MCP sessions leave their conversation's context by design (a
+		// new session takes it back), and no call ends it: its sandbox goes
+		// through the provider.
+		if p, err := local.New(local.Config{StateDir: states[1], AgentPath: testenv.AgentBinary(t)}); err == nil {
+			ids, _ := p.List(context.Background())
+			for _, id := range ids {
+				p.Destroy(context.Background(), id)
 			}
+		}
+		testenv.CheckNoSandboxes(t, states[1], "sandlot mcp")
+		for _, dir := range states {
 			os.RemoveAll(dir)
 		}
 	})

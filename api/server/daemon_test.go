@@ -55,6 +55,7 @@ func startServe(t testing.TB, dataDir string, extra ...string) *daemon {
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir,
 		"--state-dir", filepath.Join(dataDir, "run"), "--pool-size", "0", "--shutdown-timeout", "20s", "--bootstrap-admin"}, extra...)
 	d := &daemon{Serve: testenv.StartServe(t, exec.Command(testenv.SandlotBinary(t), args...), dataDir, 60*time.Second), dataDir: dataDir}
+	d.ContextsEnd = true // the tests end what they make (cleanup)
 	b, err := os.ReadFile(filepath.Join(dataDir, "api-key"))
 	if err != nil {
 		t.Fatal(err)

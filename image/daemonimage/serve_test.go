@@ -146,7 +146,7 @@ func TestDaemonImageServes(t *testing.T) {
 	if sb == "" {
 		t.Fatalf("the context named no sandbox: %+v", l.Contexts[0])
 	}
-	if dirs := testenv.SandboxCgroups(testenv.CgroupRoot, sb); len(dirs) != 0 {
+	if dirs := testenv.SandboxCgroups(sb); len(dirs) != 0 {
 		t.Errorf("the daemon left its sandbox's cgroups: %v", dirs)
 	}
 }

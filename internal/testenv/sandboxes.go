@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,13 +12,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// CgroupRoot is where the host's cgroup hierarchies are mounted.
-const CgroupRoot = "/sys/fs/cgroup"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
+)
 
 // Sandbox is a sandbox a state dir knows (runtime/oci's layout: one
 // bundles/<id> dir each, labels as config.json annotations) that still
@@ -41,10 +40,10 @@ func (s Sandbox) String() string {
 	return fmt.Sprintf("%s [%s] pids %v", s.ID, strings.Join(l, " "), s.PIDs)
 }
 
-// LiveSandboxes lists the sandboxes of stateDir whose cgroups under
-// cgroupRoot (each v1 controller's sandlot/<id>, or v2's) still hold a
-// process. A state dir that does not exist holds none.
-func LiveSandboxes(cgroupRoot, stateDir string) ([]Sandbox, error) {
+// LiveSandboxes lists the sandboxes of stateDir whose cgroups (each v1
+// controller's sandlot/<id>, or v2's) still hold a process. A state dir
+// that does not exist holds none.
+func LiveSandboxes(stateDir string) ([]Sandbox, error) {
 	ents, err := os.ReadDir(filepath.Join(stateDir, "bundles"))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -57,7 +56,7 @@ func LiveSandboxes(cgroupRoot, stateDir string) ([]Sandbox, error) {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "sb-") {
 			continue
 		}
-		pids := cgroupPIDs(cgroupRoot, e.Name())
+		pids := cgroupPIDs(e.Name())
 		if len(pids) == 0 {
 			continue
 		}
@@ -66,19 +65,11 @@ func LiveSandboxes(cgroupRoot, stateDir string) ([]Sandbox, error) {
 	return out, nil
 }
 
-// SandboxCgroups returns sandbox id's cgroup dirs that exist under
-// cgroupRoot: sandlot/<id> in each v1 controller, or in the v2 root.
-func SandboxCgroups(cgroupRoot, id string) []string {
+// SandboxCgroups returns sandbox id's cgroup dirs that exist
+// (runtime/oci/teardown's CgroupDirs).
+func SandboxCgroups(id string) []string {
 	var dirs []string
-	if fi, err := os.Stat(filepath.Join(cgroupRoot, "sandlot", id)); err == nil && fi.IsDir() {
-		dirs = append(dirs, filepath.Join(cgroupRoot, "sandlot", id))
-	}
-	ents, _ := os.ReadDir(cgroupRoot)
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue // v1's cpu,cpuacct links name a hierarchy listed under its own name
-		}
-		d := filepath.Join(cgroupRoot, e.Name(), "sandlot", id)
+	for _, d := range teardown.CgroupDirs(id) {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			dirs = append(dirs, d)
 		}
@@ -88,9 +79,9 @@ func SandboxCgroups(cgroupRoot, id string) []string {
 
 // cgroupPIDs is every process in sandbox id's cgroups (and their
 // children's), deduplicated.
-func cgroupPIDs(cgroupRoot, id string) []int {
+func cgroupPIDs(id string) []int {
 	var pids []int
-	for _, d := range SandboxCgroups(cgroupRoot, id) {
+	for _, d := range SandboxCgroups(id) {
 		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
 			if err != nil || e.Name() != "cgroup.procs" {
 				return nil
@@ -133,72 +124,48 @@ func bundleLabels(dir string) map[string]string {
 // made (null/<id>).
 const ShareDir = "/run/sandlot-share"
 
-// KillSandbox ends every process of sandbox id (thawing a paused one
-// first), waits up to timeout for its cgroups to empty, removes them, and
-// unmounts and removes its image root and null device in ShareDir. It is
-// for tests that clean up after a daemon; the runtime's own state under
-// the daemon's state dir goes with that dir (its id ranges are reclaimed
-// once the dir is gone).
-func KillSandbox(cgroupRoot, id string, timeout time.Duration) error {
-	dirs := SandboxCgroups(cgroupRoot, id)
-	for _, d := range dirs {
-		os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-		os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		pids := cgroupPIDs(cgroupRoot, id)
-		if len(pids) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sandbox %s: processes %v outlived SIGKILL for %v", id, pids, timeout)
-		}
-		for _, p := range pids {
-			syscall.Kill(p, syscall.SIGKILL)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// KillSandbox ends every process of sandbox id and removes its cgroups
+// (thawing a paused one first), and unmounts and removes its image root
+// and null device in ShareDir, as runtime/oci's delete does (package
+// runtime/oci/teardown; within that delete's bound of 5 s, or timeout if
+// shorter). It is for tests that clean up after a daemon; the runtime's
+// own state under the daemon's state dir goes with that dir (its id ranges
+// are reclaimed once the dir is gone).
+func KillSandbox(id string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	dirs := teardown.CgroupDirs(id)
+	teardown.Thaw(dirs)
 	var errs []error
-	for _, d := range dirs {
-		// Children first: a sandbox may have made cgroups of its own.
-		var sub []string
-		filepath.WalkDir(d, func(p string, e fs.DirEntry, err error) error {
-			if err == nil && e.IsDir() {
-				sub = append(sub, p)
-			}
-			return nil
-		})
-		for i := len(sub) - 1; i >= 0; i-- {
-			if err := syscall.Rmdir(sub[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
-				errs = append(errs, fmt.Errorf("remove %s: %w", sub[i], err))
-			}
-		}
+	if err := teardown.RemoveCgroups(ctx, id, dirs); err != nil {
+		errs = append(errs, fmt.Errorf("sandbox %s: %w (processes %v)", id, err, cgroupPIDs(id)))
 	}
-	root := filepath.Join(ShareDir, "roots", id)
-	for _, m := range []string{filepath.Join(root, "root"), root} {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
+	if err := teardown.UnmountImageRoot(filepath.Join(ShareDir, "roots", id)); err != nil {
+		errs = append(errs, err)
 	}
-	for _, p := range []string{root, filepath.Join(ShareDir, "null", id)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
+	if err := os.Remove(filepath.Join(ShareDir, "null", id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // CheckNoSandboxes kills the sandboxes stateDir still runs (KillSandbox),
-// so a test leaves none behind, and fails t for each warm one (no
-// sandlot.context label): a pooled sandbox has no record, and a daemon's
-// clean stop destroys its pools, so one left is a daemon killed or a
-// shutdown that skipped its pools. A context's sandbox a clean stop
-// detached on purpose (the next start would reattach it) is killed and
-// logged: a test daemon's state dir is temporary. what names the daemon.
+// so a test leaves none behind, and fails t for each one: what names the
+// daemon.
 func CheckNoSandboxes(t testing.TB, stateDir, what string) {
 	t.Helper()
-	left, err := LiveSandboxes(CgroupRoot, stateDir)
+	checkSandboxes(t, stateDir, what, true)
+}
+
+// checkSandboxes is CheckNoSandboxes; unless contextsFail, a context's
+// sandbox left (one with a sandlot.context label) is killed and only
+// logged, and a warm one (none: a pooled sandbox has no record, and a
+// daemon's clean stop destroys its pools) still fails t. A clean stop
+// detaches a context's sandbox on purpose (the next start would reattach
+// it), but a test daemon's state dir is temporary and nothing would.
+func checkSandboxes(t testing.TB, stateDir, what string, contextsFail bool) {
+	t.Helper()
+	left, err := LiveSandboxes(stateDir)
 	if err != nil {
 		t.Errorf("%s: list its sandboxes: %v", what, err)
 		return
@@ -213,12 +180,12 @@ func CheckNoSandboxes(t testing.TB, stateDir, what string) {
 			warm++
 		}
 		lines = append(lines, sb.String())
-		if err := KillSandbox(CgroupRoot, sb.ID, 30*time.Second); err != nil {
+		if err := KillSandbox(sb.ID, 30*time.Second); err != nil {
 			lines = append(lines, "  kill: "+err.Error())
 		}
 	}
 	msg := fmt.Sprintf("%s left %d sandbox(es) running in %s (%d warm; killed now):\n%s", what, len(left), stateDir, warm, strings.Join(lines, "\n"))
-	if warm > 0 {
+	if warm > 0 || contextsFail {
 		t.Errorf("%s", msg)
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // recorder is a testing.TB whose Errorf is kept, not reported: the tests
@@ -38,11 +40,16 @@ func (r *recorder) failures() string {
 // sandlot/<id> holding a sleeping process of the host. It returns the id
 // and the process (reaped by the caller).
 func fakeSandbox(t *testing.T, stateDir string) (string, *exec.Cmd) {
+	return fakeLabelled(t, stateDir, "sandlot.pool", "default")
+}
+
+// fakeLabelled is fakeSandbox with one label, key=value.
+func fakeLabelled(t *testing.T, stateDir, key, value string) (string, *exec.Cmd) {
 	t.Helper()
 	RequireRoot(t)
-	ctl := filepath.Join(CgroupRoot, "pids")
+	ctl := filepath.Join(teardown.CgroupRoot, "pids")
 	if _, err := os.Stat(filepath.Join(ctl, "cgroup.procs")); err != nil {
-		ctl = CgroupRoot // a v2 host
+		ctl = teardown.CgroupRoot // a v2 host
 	}
 	id := "sb-testenv" + strconv.Itoa(os.Getpid())
 	cg := filepath.Join(ctl, "sandlot", id)
@@ -54,7 +61,7 @@ func fakeSandbox(t *testing.T, stateDir string) (string, *exec.Cmd) {
 	if err := os.MkdirAll(bundle, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"annotations":{"org.sandlot.label.sandlot.pool":"default","org.sandlot.runtime":"crun"}}`), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"annotations":{"org.sandlot.label.`+key+`":"`+value+`","org.sandlot.runtime":"crun"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sleep := exec.Command("sleep", "600")
@@ -79,7 +86,7 @@ func TestCheckNoSandboxes(t *testing.T) {
 		t.Fatalf("an empty state dir failed: %s", f)
 	}
 	id, sleep := fakeSandbox(t, state)
-	left, err := LiveSandboxes(CgroupRoot, state)
+	left, err := LiveSandboxes(state)
 	if err != nil || len(left) != 1 || left[0].ID != id || left[0].Labels["sandlot.pool"] != "default" || len(left[0].PIDs) != 1 || left[0].PIDs[0] != sleep.Process.Pid {
 		t.Fatalf("LiveSandboxes: %v %v", left, err)
 	}
@@ -97,7 +104,7 @@ func TestCheckNoSandboxes(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the sandbox's process still runs")
 	}
-	if dirs := SandboxCgroups(CgroupRoot, id); len(dirs) != 0 {
+	if dirs := SandboxCgroups(id); len(dirs) != 0 {
 		t.Fatalf("cgroups left: %v", dirs)
 	}
 }
@@ -128,6 +135,52 @@ while :; do sleep 0.1; done`
 	}
 }
 
+// TestContextSandboxLeft: a context's sandbox left fails CheckNoSandboxes
+// and a StartServe whose test set ContextsEnd; without ContextsEnd it is
+// killed and only logged (a clean stop detaches it on purpose).
+func TestContextSandboxLeft(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		check func(t testing.TB, state string)
+		fails bool
+	}{
+		{"CheckNoSandboxes", func(t testing.TB, state string) { CheckNoSandboxes(t, state, "daemon") }, true},
+		{"StartServe ContextsEnd", func(t testing.TB, state string) { serveLeaving(t, state, true) }, true},
+		{"StartServe", func(t testing.TB, state string) { serveLeaving(t, state, false) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			id, sleep := fakeLabelled(t, state, "sandlot.context", "ctx-1")
+			r := &recorder{TB: t}
+			t.Run("test", func(t *testing.T) {
+				r.TB = t
+				tc.check(r, state)
+			})
+			f := r.failures()
+			if failed := strings.Contains(f, "left 1 sandbox(es) running in "+state) && strings.Contains(f, id+" [sandlot.context=ctx-1]"); failed != tc.fails {
+				t.Errorf("failures %q; want failed %v", f, tc.fails)
+			}
+			done := make(chan struct{})
+			go func() { sleep.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the sandbox's process still runs")
+			}
+		})
+	}
+}
+
+// serveLeaving starts a stand-in for serve on state that exits 0 on
+// SIGTERM, leaving what state holds.
+func serveLeaving(t testing.TB, state string, contextsEnd bool) {
+	script := `trap 'exit 0' TERM
+echo "sandlot listening on http://127.0.0.1:1"
+while :; do sleep 0.1; done`
+	s := StartServe(t, exec.Command("sh", "-c", script, "sh", "--state-dir", state), t.TempDir(), time.Minute)
+	s.ContextsEnd = contextsEnd
+}
+
 func TestArgValue(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -139,8 +192,8 @@ func TestArgValue(t *testing.T) {
 		{[]string{"serve", "--state-dir"}, ""},
 		{[]string{"serve", "--data-dir", "/d"}, ""},
 	} {
-		if got := argValue(tc.args, "--state-dir"); got != tc.want {
-			t.Errorf("argValue(%q) = %q, want %q", tc.args, got, tc.want)
+		if got := ArgValue(tc.args, "--state-dir"); got != tc.want {
+			t.Errorf("ArgValue(%q) = %q, want %q", tc.args, got, tc.want)
 		}
 	}
 }

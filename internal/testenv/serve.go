@@ -20,9 +20,14 @@ type Serve struct {
 	Cmd     *exec.Cmd
 	URL     string // where it listens, http://host:port
 	LogPath string // its stderr
-	done    chan error
-	exited  bool
-	err     error
+	// ContextsEnd says the test ends every context it makes before the
+	// daemon stops: a context's sandbox left in --state-dir then fails it
+	// too. Unset, such a sandbox is killed and only logged (a clean stop
+	// detaches it on purpose; checkSandboxes).
+	ContextsEnd bool
+	done        chan error
+	exited      bool
+	err         error
 }
 
 var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
@@ -35,9 +40,10 @@ var listenRE = regexp.MustCompile(`sandlot listening on (http://\S+)`)
 // When the test ends, a process that has not exited is stopped as an
 // operator would, with SIGTERM (Stop: a SIGKILL would skip the shutdown
 // that destroys the warm pools), and the sandboxes its --state-dir still
-// runs are checked (CheckNoSandboxes): a context sandbox a clean stop
+// runs are checked and killed: a warm one fails the test, and so does a
+// context's when the test set ContextsEnd (a context sandbox a clean stop
 // detaches on purpose outlives a test daemon too, and nothing would ever
-// reattach it, so a test deletes what it made or the check fails it.
+// reattach it).
 func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duration) *Serve {
 	t.Helper()
 	pr, pw, err := os.Pipe()
@@ -79,7 +85,7 @@ func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duratio
 			}
 		}
 	}()
-	state := argValue(cmd.Args, "--state-dir")
+	state := ArgValue(cmd.Args, "--state-dir")
 	t.Cleanup(func() {
 		if !s.exited {
 			if err := s.stop(stopTimeout); err != nil {
@@ -87,7 +93,7 @@ func StartServe(t testing.TB, cmd *exec.Cmd, logDir string, timeout time.Duratio
 			}
 		}
 		if state != "" {
-			CheckNoSandboxes(t, state, "sandlot serve")
+			checkSandboxes(t, state, "sandlot serve", s.ContextsEnd)
 		} else {
 			t.Log("sandlot serve had no --state-dir on its command line: its sandboxes left were not checked")
 		}
@@ -131,9 +137,9 @@ func startOnForkThread(cmd *exec.Cmd) error {
 // daemon's own bound on its shutdown is 30 s (serve's close).
 const stopTimeout = time.Minute
 
-// argValue is flag name's value in args ("--name v" or "--name=v"), the
+// ArgValue is flag name's value in args ("--name v" or "--name=v"), the
 // last one given; "" when absent.
-func argValue(args []string, name string) string {
+func ArgValue(args []string, name string) string {
 	v := ""
 	for i, a := range args {
 		switch {

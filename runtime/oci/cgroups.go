@@ -1,10 +1,8 @@
 package oci
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,77 +13,11 @@ import (
 
 	"github.com/sandlot/sandlot/internal/openat2"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
-// cgroupRoot is where the v1 controllers are mounted.
-const cgroupRoot = "/sys/fs/cgroup"
-
-// unifiedOnly reports a pure cgroup v2 host.
-func unifiedOnly() bool {
-	_, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers"))
-	return err == nil
-}
-
-// cgroupDirs returns the sandbox's cgroup directory in every mounted
-// hierarchy (whether it exists or not).
-func cgroupDirs(id string) []string {
-	if unifiedOnly() {
-		return []string{filepath.Join(cgroupRoot, cgroupParent, id)}
-	}
-	ents, err := os.ReadDir(cgroupRoot)
-	if err != nil {
-		return nil
-	}
-	var dirs []string
-	for _, e := range ents {
-		if e.IsDir() || e.Type()&fs.ModeSymlink == 0 {
-			dirs = append(dirs, filepath.Join(cgroupRoot, e.Name(), cgroupParent, id))
-		}
-	}
-	return dirs
-}
-
-// removeCgroups removes sandbox id's cgroups (dirs, cgroupDirs(id)),
-// killing what is left in them: a cgroup can only be removed once its last
-// task is gone. A removal that finds a cgroup busy sends SIGKILL to every
-// process listed in it (killProcs) and waits for them to exit on their
-// pidfds, then tries again; one still busy with none to kill is retried a
-// little later each time. The rmdir is the check that
-// none is left, in each hierarchy: a create cancelled while the runtime
-// moved its child into the cgroups may leave a process in some of them
-// only, and one forked between a read and the kill is met on the next try
-// (the pids limit bounds each). Killing the init alone would end its pid
-// namespace; this kills whatever the cgroups hold.
-func removeCgroups(ctx context.Context, id string, dirs []string) error {
-	deadline := time.Now().Add(5 * time.Second)
-	wait := 250 * time.Microsecond
-	for _, d := range dirs {
-		for {
-			err := unix.Rmdir(d)
-			if err == nil || errors.Is(err, unix.ENOENT) {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("remove cgroup %s: %w", d, err)
-			}
-			if errors.Is(err, unix.EBUSY) {
-				if fds := killProcs(d, id); len(fds) > 0 {
-					// Woken as they exit; one slow to die is met again
-					// (and signalled again) on the next try.
-					until := time.Now().Add(time.Second)
-					if until.After(deadline) {
-						until = deadline
-					}
-					waitExited(fds, until)
-					continue
-				}
-			}
-			time.Sleep(wait)
-			wait = min(2*wait, 5*time.Millisecond)
-		}
-	}
-	return nil
-}
+// cgroupRoot is where the cgroup hierarchies are mounted.
+const cgroupRoot = teardown.CgroupRoot
 
 // removeEmptyCgroups removes those of dirs that are empty, for a sandbox
 // whose bundle is gone: a daemon run as a container's PID 1 takes its
@@ -118,7 +50,7 @@ func readInt(p string) (int64, error) {
 
 // readStats samples the memory, cpu and pids controllers.
 func readStats(id string) (*runtime.Stats, error) {
-	if unifiedOnly() {
+	if teardown.UnifiedOnly() {
 		return readStatsV2(filepath.Join(cgroupRoot, cgroupParent, id))
 	}
 	dir := func(ctl string) string { return filepath.Join(cgroupRoot, ctl, cgroupParent, id) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // The channel is how the host reaches a sandbox's init (the agent): a unix
@@ -288,7 +289,7 @@ func inCgroup(pid int, id string) bool {
 		if len(parts) != 3 || parts[2] != want {
 			continue
 		}
-		if parts[1] == "pids" || strings.Contains(parts[1], "pids,") || strings.HasSuffix(parts[1], ",pids") || (parts[0] == "0" && unifiedOnly()) {
+		if parts[1] == "pids" || strings.Contains(parts[1], "pids,") || strings.HasSuffix(parts[1], ",pids") || (parts[0] == "0" && teardown.UnifiedOnly()) {
 			return true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // Memory checkpoints (runsc only). gVisor saves a sandbox's whole kernel
@@ -130,7 +131,7 @@ func (r *Runtime) stopSaved(ctx context.Context, d driver, id string) error {
 	}
 	r.info.Delete(id) // its pid changes with the restore
 	_ = os.Remove(filepath.Join(r.bundle(id), "pid"))
-	return removeCgroups(ctx, id, cgroupDirs(id))
+	return teardown.RemoveCgroups(ctx, id, teardown.CgroupDirs(id))
 }
 
 // Restore implements Checkpointer with `runsc restore`.

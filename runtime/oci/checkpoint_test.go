@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 	"golang.org/x/sys/unix"
 )
 
@@ -74,7 +75,7 @@ func TestCheckpointRestore(t *testing.T) {
 			if err != nil || st.Status != runtime.StatusStopped {
 				t.Fatalf("after a checkpoint: %+v %v, want stopped", st, err)
 			}
-			for _, d := range cgroupDirs(id) {
+			for _, d := range teardown.CgroupDirs(id) {
 				if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("cgroup %s left while checkpointed: %v", d, err)
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // A sandbox whose Spec has a Root runs on an overlayfs made by the daemon,
@@ -270,16 +271,7 @@ func ensureHome(merged string, ids IDRange) error {
 // the writable layer with everything in it. Nothing of the sandbox's tree
 // is walked on the host.
 func (r *Runtime) unmountImageRoot(id string) error {
-	dir := r.rootDir(id)
-	for _, m := range []string{filepath.Join(dir, "root"), dir} {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("image root: unmount: %w", err)
-		}
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("image root: %w", err)
-	}
-	return nil
+	return teardown.UnmountImageRoot(r.rootDir(id))
 }
 
 // imageRootUsage is what sandbox id has written to its image root, or

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // footprint is what a sandbox can leave on the host.
@@ -77,7 +78,7 @@ func measure(t *testing.T, r *Runtime, ids []string) footprint {
 		f.NSMounts = countStateMounts(fmt.Sprintf("/proc/self/task/%d/mountinfo", launcher.tid), r.StateDir())
 	}
 	for _, id := range ids {
-		for _, d := range cgroupDirs(id) {
+		for _, d := range teardown.CgroupDirs(id) {
 			if _, err := os.Stat(d); err == nil {
 				f.Cgroups++
 			}

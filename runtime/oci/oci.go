@@ -39,6 +39,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // Runtime kinds.
@@ -434,7 +435,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	}
 	dir := r.bundle(id)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return removeEmptyCgroups(cgroupDirs(id))
+		return removeEmptyCgroups(teardown.CgroupDirs(id))
 	}
 	return r.deleteBundle(ctx, r.driverFor(id), id, dir)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // testKinds are the runtimes the runtime tests cover. newRuntime skips a
@@ -153,7 +154,7 @@ func TestLifecycle(t *testing.T) {
 			if err := r.Delete(ctx, id); err != nil {
 				t.Errorf("second delete: %v", err)
 			}
-			for _, d := range cgroupDirs(id) {
+			for _, d := range teardown.CgroupDirs(id) {
 				if _, err := os.Stat(d); err == nil {
 					t.Errorf("cgroup %s left behind", d)
 				}

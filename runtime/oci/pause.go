@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // Pause implements runtime.Runtime with the runtime's own `pause`: crun
@@ -108,28 +108,10 @@ func notIn(st *runtime.State, sub string, from runtime.Status) error {
 // refreeze asks the v1 freezer of sandbox id to freeze again; elsewhere
 // (no freezer.state) nothing is written.
 func refreeze(id string) {
-	for _, d := range cgroupDirs(id) {
+	for _, d := range teardown.CgroupDirs(id) {
 		f := filepath.Join(d, "freezer.state")
 		if _, err := os.Stat(f); err == nil {
 			_ = os.WriteFile(f, []byte("FROZEN"), 0)
-		}
-	}
-}
-
-// thaw makes sure no process of sandbox id stays frozen: a frozen task
-// cannot die of SIGKILL until it is thawed, so a delete of a paused
-// sandbox would wait for its cgroups in vain. It writes the v1 freezer's
-// state (or v2's cgroup.freeze) directly: the sandbox is being deleted,
-// and the runtime's resume would refuse a container it finds half gone.
-func thaw(dirs []string) {
-	for _, d := range dirs {
-		// Only the freezer hierarchy (v1) or the unified one (v2) has the
-		// file.
-		switch h := filepath.Base(filepath.Dir(filepath.Dir(d))); {
-		case strings.Contains(h, "freezer"):
-			_ = os.WriteFile(filepath.Join(d, "freezer.state"), []byte("THAWED"), 0)
-		case h == "cgroup" || h == "unified":
-			_ = os.WriteFile(filepath.Join(d, "cgroup.freeze"), []byte("0"), 0)
 		}
 	}
 }

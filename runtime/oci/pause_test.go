@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // counterCmd starts a process that counts in /tmp/c, about 50 times a
@@ -118,7 +119,7 @@ func TestPauseResume(t *testing.T) {
 			if err := r.Delete(ctx, id); err != nil {
 				t.Fatalf("delete of a paused sandbox: %v", err)
 			}
-			for _, d := range cgroupDirs(id) {
+			for _, d := range teardown.CgroupDirs(id) {
 				if _, err := os.Stat(d); err == nil {
 					t.Errorf("cgroup %s left behind", d)
 				}

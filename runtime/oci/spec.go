@@ -9,6 +9,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // Annotation keys written to config.json.
@@ -21,7 +22,7 @@ const (
 )
 
 // cgroupParent groups every sandbox's cgroups: /sys/fs/cgroup/<ctl>/sandlot/<id>.
-const cgroupParent = "/sandlot"
+const cgroupParent = teardown.CgroupParent
 
 // defaultEnv is the environment of the sandbox's init process. Matplotlib
 // writes its cache under $HOME, which is the writable tmpfs.

@@ -4,7 +4,6 @@ package oci
 // cancelled halfway through the runtime's run.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,15 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"syscall"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // deleteBundle removes sandbox id: its processes, cgroups, runtime state,
@@ -36,14 +32,14 @@ import (
 // it. runsc keeps its own delete: its sandbox is the sentry and the gofer,
 // and its state is its own.
 func (r *Runtime) deleteBundle(ctx context.Context, d driver, id, dir string) error {
-	cgs := cgroupDirs(id)
-	thaw(cgs) // a paused sandbox's tasks die only once thawed
+	cgs := teardown.CgroupDirs(id)
+	teardown.Thaw(cgs) // a paused sandbox's tasks die only once thawed
 	if d.kind == KindRunsc {
 		if _, err := d.output(ctx, "delete", "--force", id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			return err
 		}
 	}
-	if err := removeCgroups(ctx, id, cgs); err != nil {
+	if err := teardown.RemoveCgroups(ctx, id, cgs); err != nil {
 		return err
 	}
 	if d.kind != KindRunsc {
@@ -119,87 +115,4 @@ func readTeardownConfig(p string) (teardownConfig, error) {
 		return c, err
 	}
 	return c, json.Unmarshal(b, &c)
-}
-
-// killProcs sends SIGKILL to every process listed in cgroup dir that is
-// in one of sandbox id's cgroups, and returns pidfds of those it
-// signalled, for the caller to wait on and close. Each round signals every
-// listed pid again: a second SIGKILL is harmless, and a pid number already
-// signalled may since name another process of the sandbox (reused).
-func killProcs(dir, id string) []int {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
-	var fds []int
-	for _, f := range bytes.Fields(b) {
-		pid, err := strconv.Atoi(string(f))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if fd := killIn(pid, id); fd >= 0 {
-			fds = append(fds, fd)
-		}
-	}
-	return fds
-}
-
-// killIn sends SIGKILL to host process pid if it is (still) in one of
-// sandbox id's cgroups, and returns the pidfd it signalled through (-1:
-// not signalled). A pidfd does not keep the pid from being reused; the
-// check holds because the signal goes through the pidfd (ESRCH once the
-// process it was opened on is gone, whatever now has its number) and a
-// reused pid's /proc/<pid>/cgroup shows the new process's own cgroups.
-func killIn(pid int, id string) int {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return -1 // gone
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil && inAnyCgroup(b, id) {
-		if unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0) == nil {
-			return fd
-		}
-	}
-	unix.Close(fd)
-	return -1
-}
-
-// waitExited waits until every process of pidfds has exited (its pidfd
-// polls readable; by then it has left its cgroups) or until deadline, and
-// closes them.
-func waitExited(pidfds []int, deadline time.Time) {
-	defer func() {
-		for _, fd := range pidfds {
-			unix.Close(fd)
-		}
-	}()
-	pfds := make([]unix.PollFd, len(pidfds))
-	for i, fd := range pidfds {
-		pfds[i] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
-	}
-	for len(pfds) > 0 {
-		ms := int(time.Until(deadline).Milliseconds())
-		if ms <= 0 {
-			return
-		}
-		if _, err := unix.Poll(pfds, ms); err != nil && !errors.Is(err, unix.EINTR) {
-			return
-		}
-		pfds = slices.DeleteFunc(pfds, func(p unix.PollFd) bool { return p.Revents != 0 })
-		for i := range pfds {
-			pfds[i].Revents = 0
-		}
-	}
-}
-
-// inAnyCgroup reports whether a /proc/<pid>/cgroup text places the process
-// in sandbox id's cgroup in any hierarchy.
-func inAnyCgroup(procCgroup []byte, id string) bool {
-	want := []byte(":" + cgroupParent + "/" + id)
-	for _, l := range bytes.Split(procCgroup, []byte{'\n'}) {
-		if bytes.HasSuffix(l, want) {
-			return true
-		}
-	}
-	return false
 }

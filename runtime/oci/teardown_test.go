@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime"
+	"github.com/sandlot/sandlot/runtime/oci/teardown"
 )
 
 // TestDeleteHalfWritten: a runtime killed in the middle of its run (the
@@ -51,7 +52,7 @@ func TestDeleteHalfWritten(t *testing.T) {
 					break
 				}
 			}
-			for _, d := range cgroupDirs(id) {
+			for _, d := range teardown.CgroupDirs(id) {
 				if _, err := os.Stat(d); err == nil {
 					left = append(left, "cgroup "+d)
 				}
@@ -133,7 +134,7 @@ func TestDeleteVanished(t *testing.T) {
 						t.Errorf("cleanup delete: %v", err)
 					}
 				})
-				cgs := cgroupDirs(id)
+				cgs := teardown.CgroupDirs(id)
 				if !busy {
 					killAll(t, id, cgs)
 				}
@@ -168,9 +169,9 @@ func killAll(t *testing.T, id string, cgs []string) {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		left := false
 		for _, d := range cgs {
-			if fds := killProcs(d, id); len(fds) > 0 {
+			if fds := teardown.KillProcs(d, id); len(fds) > 0 {
 				left = true
-				waitExited(fds, time.Now().Add(time.Second))
+				teardown.WaitExited(fds, time.Now().Add(time.Second))
 			}
 			if b, err := os.ReadFile(filepath.Join(d, "cgroup.procs")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 				left = true

@@ -107,6 +107,7 @@ func Start(argv []string, attr Attr) (*Process, error) {
 func StartReaper() { once.Do(startReaper) }
 
 func startReaper() {
+	resetIgnored() // before any child: none inherits an ignored signal
 	if os.Getpid() != 1 {
 		_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 	}
