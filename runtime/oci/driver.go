@@ -107,6 +107,7 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 // whose arguments hold id is killed too, until none is left (one forked
 // between two scans is met on the next).
 func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
+	wait := time.Millisecond
 	for {
 		if !d.killLeft(pgid, id) {
 			return true
@@ -114,7 +115,10 @@ func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(2 * time.Millisecond)
+		// Each scan reads every process's stat: a cleanup that waits
+		// long (a loaded host) scans less often.
+		time.Sleep(wait)
+		wait = min(2*wait, 20*time.Millisecond)
 	}
 }
 
@@ -149,25 +153,33 @@ func (d driver) killLeft(pgid int, id string) bool {
 
 // killRun sends SIGKILL to process pid if it runs the runtime's binary
 // (its argv[0]) with id among its arguments, and reports whether it did.
-// The signal goes through a pidfd opened before the argv is read, so a
-// pid reused in between is not signalled (as killIn). A process of
-// another sandbox that shows such an argv only has itself killed, and
-// keeps a cancelled create's cleanup waiting no longer than its deadline.
+// The argv is read once to pick a candidate (most processes are not) and
+// again after a pidfd is opened on it; the signal goes through that
+// pidfd, so a pid reused in between is not signalled (as killIn). A
+// process of another sandbox that shows such an argv only has itself
+// killed, and keeps a cancelled create's cleanup waiting no longer than
+// its deadline.
 func (d driver) killRun(pid int, id string) bool {
+	if !d.runsFor(pid, id) {
+		return false
+	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(fd)
+	return d.runsFor(pid, id) && unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0) == nil
+}
+
+// runsFor reports whether process pid's argv is the runtime's binary
+// with id among its arguments.
+func (d driver) runsFor(pid int, id string) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
 	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	if len(args) < 2 || args[0] != d.bin || !slices.Contains(args[1:], id) {
-		return false
-	}
-	return unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0) == nil
+	return len(args) > 1 && args[0] == d.bin && slices.Contains(args[1:], id)
 }
 
 // procStat reads process pid's state and process group from
