@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,16 +125,22 @@ func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 
 // killLeft reports whether a live process (not a zombie) is left of an
 // invocation (endCancelled), and sends SIGKILL to each one that runs the
-// runtime's binary for id.
+// runtime's binary for id. Only the daemon's own namespaces are looked
+// at: the runtime and what it forks run there until the sandbox's init
+// enters its own, and a sandbox's processes, whose argv and process
+// groups are theirs to choose, are neither read nor counted (the init,
+// not yet in its cgroups, ends when the killed runtime's end of its sync
+// socket closes; in its cgroups, the delete kills it).
 func (d driver) killLeft(pgid int, id string) bool {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return false
 	}
+	own := ownNamespaces()
 	left := false
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || !own.holds(pid) {
 			continue
 		}
 		state, pgrp, ok := procStat(pid)
@@ -151,14 +158,29 @@ func (d driver) killLeft(pgid int, id string) bool {
 	return left
 }
 
+// namespaces are a process's user and pid namespaces, as their links read.
+type namespaces struct{ user, pid string }
+
+// ownNamespaces are the daemon's.
+func ownNamespaces() namespaces { return namespacesOf("self") }
+
+func namespacesOf(pid string) namespaces {
+	u, _ := os.Readlink("/proc/" + pid + "/ns/user")
+	p, _ := os.Readlink("/proc/" + pid + "/ns/pid")
+	return namespaces{u, p}
+}
+
+// holds reports whether process pid is in namespaces n (both known).
+func (n namespaces) holds(pid int) bool {
+	o := namespacesOf(strconv.Itoa(pid))
+	return n.user != "" && n.pid != "" && o == n
+}
+
 // killRun sends SIGKILL to process pid if it runs the runtime's binary
 // (its argv[0]) with id among its arguments, and reports whether it did.
 // The argv is read once to pick a candidate (most processes are not) and
 // again after a pidfd is opened on it; the signal goes through that
-// pidfd, so a pid reused in between is not signalled (as killIn). A
-// process of another sandbox that shows such an argv only has itself
-// killed, and keeps a cancelled create's cleanup waiting no longer than
-// its deadline.
+// pidfd, so a pid reused in between is not signalled (as killIn).
 func (d driver) killRun(pid int, id string) bool {
 	if !d.runsFor(pid, id) {
 		return false
@@ -171,14 +193,22 @@ func (d driver) killRun(pid int, id string) bool {
 	return d.runsFor(pid, id) && unix.PidfdSendSignal(fd, syscall.SIGKILL, nil, 0) == nil
 }
 
+// argvMax bounds what runsFor reads of an argv: the runtime's holds four
+// paths at most (each under PATH_MAX) and a few flags, and a process's
+// argv can be megabytes.
+const argvMax = 64 << 10
+
 // runsFor reports whether process pid's argv is the runtime's binary
 // with id among its arguments.
 func (d driver) runsFor(pid int, id string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	defer f.Close()
+	buf := make([]byte, argvMax)
+	n, _ := io.ReadFull(f, buf)
+	args := strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
 	return len(args) > 1 && args[0] == d.bin && slices.Contains(args[1:], id)
 }
 
