@@ -33,7 +33,8 @@ type PoolSpec struct {
 	// the sandbox. It also runs on the sandbox a create makes anew when
 	// the pool could have served it (same network and environment) but
 	// had none ready, before the create returns; its error fails that
-	// create. nil: nothing.
+	// create. PoolFill(ctx) tells the two apart: nobody waits for a
+	// pool's fill, a create does. nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
 	// Bytes is what one of the template's warm sandboxes holds, counted
 	// against Config.PoolMemoryBudget when the pool grows with demand;
@@ -45,6 +46,13 @@ type PoolSpec struct {
 	// from a pool of its own.
 	Prestart []string
 }
+
+// poolFillKey marks the context of a pool's fill (PoolFill).
+type poolFillKey struct{}
+
+// PoolFill reports whether ctx is that of PoolSpec.Warm on a warm pool's
+// new sandbox, which no create waits for, rather than on a create's own.
+func PoolFill(ctx context.Context) bool { return ctx.Value(poolFillKey{}) != nil }
 
 // poolKey names a warm pool: a template and the kernels its sandboxes
 // start at boot. One template may have several pools (a create chooses
@@ -510,7 +518,7 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 		Network:  spec.Network,
 	})
 	if err == nil && spec.Warm != nil {
-		if err = spec.Warm(m.makes, sb); err != nil {
+		if err = spec.Warm(context.WithValue(m.makes, poolFillKey{}, true), sb); err != nil {
 			m.destroy(context.Background(), sb, sb.ID())
 		}
 	}

@@ -108,10 +108,13 @@ func TestPoolSpec(t *testing.T) {
 	net := &policy.Policy{Ingress: policy.Ingress{Public: true}}
 	env := map[string]string{"DISPLAY": ":0"}
 	var mu sync.Mutex
-	warmed, fail := 0, true
+	warmed, fail, notFill := 0, true, 0
 	spec := contexts.PoolSpec{Size: 1, Network: net, Env: env, Warm: func(ctx context.Context, sb contexts.Sandbox) error {
 		mu.Lock()
 		defer mu.Unlock()
+		if !contexts.PoolFill(ctx) {
+			notFill++
+		}
 		if fail { // the first warm-up fails: that sandbox is destroyed
 			fail = false
 			return errors.New("no X server")
@@ -166,6 +169,9 @@ func TestPoolSpec(t *testing.T) {
 	if warmed < 1 {
 		t.Fatalf("warmed = %d", warmed)
 	}
+	if notFill != 0 {
+		t.Errorf("%d of the pool's warm-ups were not told they are a pool's fill (PoolFill)", notFill)
+	}
 }
 
 // TestPoolSpecWarmsACreate: a create the pool could serve but finds empty
@@ -183,6 +189,9 @@ func TestPoolSpecWarmsACreate(t *testing.T) {
 		defer mu.Unlock()
 		if failWarm {
 			return errors.New("the X server did not start")
+		}
+		if contexts.PoolFill(ctx) {
+			return errors.New("a create's warm-up was told it is a pool's fill")
 		}
 		warmed[sb.ID()] = true
 		return nil

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/desktop"
 )
@@ -58,9 +61,13 @@ func TestFirstScreenshotIsDrawn(t *testing.T) {
 
 // TestDrawnWaitBounded: the wait for the drawing is bounded by the
 // stream-ready wait: with a wait shorter than XFCE's drawing, the session
-// opens anyway, and its timeline says the wait ran out ("undrawn").
+// opens anyway, its timeline says the wait ran out ("undrawn"), and the
+// create's warm-up that ran out is counted (sandlot.desktop.undrawn,
+// stage create).
 func TestDrawnWaitBounded(t *testing.T) {
-	dm, _ := newManagers(t, desktop.Config{StreamWait: time.Millisecond})
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	dm, _ := newManagers(t, desktop.Config{StreamWait: time.Millisecond, Meter: meter})
 	ctx := context.Background()
 	id := contexts.Identity{TenantID: "t1", ConversationID: "bounded", PathID: "main"}
 	if _, err := dm.Screenshot(ctx, id); err != nil {
@@ -77,4 +84,65 @@ func TestDrawnWaitBounded(t *testing.T) {
 	if !seen["undrawn"] || !seen["wm"] {
 		t.Errorf("timeline %v: want the window manager, then the wait for the drawing run out", tl)
 	}
+	if n := undrawn(t, reader)["create"]; n != 1 {
+		t.Errorf("undrawn counted %d for the create's warm-up, want 1", n)
+	}
+}
+
+// TestPoolWarmDrawn: a pool's warm-up, which no create waits for, is not
+// bounded by the create's stream-ready wait: it waits until the desktop
+// is drawn (at most drawScale times its own start), so the desktop a
+// create takes is drawn before the take, and its first call does not
+// look again. Before, a warm-up whose drawing outlasted the stream-ready
+// wait (every one on a loaded 2-core machine, with the default 3 s) was
+// offered still drawing ("undrawn" before the take), silently.
+func TestPoolWarmDrawn(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	dm, cm := newPooled(t, desktop.Config{StreamWait: time.Millisecond, Meter: meter}, 1)
+	ctx := context.Background()
+	id := contexts.Identity{TenantID: "t1", ConversationID: "pooled", PathID: "main"}
+	if _, err := dm.Screenshot(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if hits := cm.Stats().PerTemplate[desktop.Template].PoolHits; hits != 1 {
+		t.Fatalf("pool hits %d: the create did not take the warm desktop", hits)
+	}
+	tl, err := dm.Timeline(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]time.Time{}
+	for _, p := range tl {
+		at[p.Name] = p.At
+	}
+	if !at["undrawn"].IsZero() || at["drawn"].IsZero() || at["host:sandbox"].IsZero() || !at["drawn"].Before(at["host:sandbox"]) {
+		t.Errorf("timeline %v: want the desktop drawn by its warm-up, before the take (host:sandbox)", tl)
+	} else {
+		t.Logf("warm-up: window manager %s after the sandbox's start, drawn %s after it", at["wm"].Sub(at["start:sandbox"]), at["drawn"].Sub(at["wm"]))
+	}
+	if n := undrawn(t, reader); len(n) != 0 {
+		t.Errorf("undrawn counted %v, want none", n)
+	}
+}
+
+// undrawn reads sandlot.desktop.undrawn by stage.
+func undrawn(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if d, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "sandlot.desktop.undrawn" {
+				for _, p := range d.DataPoints {
+					stage, _ := p.Attributes.Value("stage")
+					out[stage.AsString()] += p.Value
+				}
+			}
+		}
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"fmt"
 	"image/png"
 	"log/slog"
@@ -13,11 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
+	"github.com/sandlot/sandlot/telemetry"
 )
 
 // Defaults of Config.
@@ -71,14 +73,17 @@ type Config struct {
 	// https://<port>-<id>.<domain>); nil: no live view.
 	LiveURL func(contextID string, port int) string
 	Logger  *slog.Logger
+	// Meter makes the desktop's counters; nil: telemetry.Meter().
+	Meter metric.Meter
 }
 
 // Manager runs desktop sessions: one per (tenant, conversation, path),
 // each a sandbox of the desktop template whose X server, window manager,
 // browser and stream it starts, checks and drives. Safe for concurrent use.
 type Manager struct {
-	cfg Config
-	log *slog.Logger
+	cfg     Config
+	log     *slog.Logger
+	undrawn metric.Int64Counter
 
 	mu       sync.Mutex
 	sessions map[string]*session // by context id
@@ -88,6 +93,7 @@ type Manager struct {
 type session struct {
 	password string    // the live view's VNC password
 	healthy  time.Time // when its desktop last answered a health check; under Manager.mu
+	opened   []Phase   // the host's side of the call that opened it (Timeline); under Manager.mu
 }
 
 // healthEvery is how often a call checks its desktop's health: a check
@@ -97,7 +103,7 @@ const healthEvery = 10 * time.Second
 // New returns a manager.
 func New(cfg Config) *Manager {
 	cfg = withDefaults(cfg)
-	return &Manager{cfg: cfg, log: cfg.Logger, sessions: map[string]*session{}}
+	return &Manager{cfg: cfg, log: cfg.Logger, undrawn: newUndrawn(cfg.Meter), sessions: map[string]*session{}}
 }
 
 // withDefaults is cfg with its zero values replaced by the defaults.
@@ -113,6 +119,9 @@ func withDefaults(cfg Config) Config {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = telemetry.Meter()
 	}
 	return cfg
 }
@@ -256,81 +265,6 @@ exec chromium about:blank >/tmp/.desktop-chromium.log 2>&1`
 // browserEnv is browserScript's environment.
 var browserEnv = map[string]string{"DISPLAY": ":0", "NO_AT_BRIDGE": "1"}
 
-//go:embed drawn.py
-var drawnPy string
-
-// minColours is how many colours (in every 7th pixel) a drawn desktop
-// shows at least: XFCE's shows about 900 (backdrop, icons, two panels),
-// the X server's root before it 1 or 2.
-const minColours = 64
-
-// readyScript waits (at most 120 s, by the clock: a loaded machine makes
-// every probe slow) for the X server and the window manager, and then at
-// most waitMs more for the stream and for the desktop to be drawn
-// (drawn.py, given in $DRAWN_PY: XFCE's desktop and panel painted; the
-// processes run seconds before their windows show anything). The stream
-// is probed in the same loop, from the start: its web side starts first
-// and is usually up by the time the window manager is, so the wait costs
-// nothing then. A probe of noVNC's page is a request websockify serves in
-// a process of its own (a third of a second of CPU on a loaded machine),
-// so the page is asked for only once the port listens (/proc/net/tcp*).
-// It notes in phasesFile when it first saw each part answer (Timeline),
-// and when the desktop was not drawn in time notes "undrawn" and prints
-// "not drawn" (the call goes on: the wait is a bound, as for the
-// stream). The drawing is waited for once per sandbox: a later wait (the
-// native manager's after the warm-up's, the take of a warm desktop, a
-// restart of a part) finds "drawn" and does not look, or "undrawn" and
-// looks once without waiting (a warm desktop is drawn by the time it is
-// taken, though its warm-up's wait ran out).
-func readyScript(waitMs int64) string {
-	return fmt.Sprintf(`now() { date +%%s%%3N; }
-mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
-stream() { grep -qs ':%04[4]X [0-9A-F]*:0000 0A ' /proc/net/tcp /proc/net/tcp6 && curl -fsS -m 1 -o /dev/null http://127.0.0.1:%[2]d/vnc.html 2>/dev/null; }
-end=$(( $(now) + 120000 )); x=; wm=; st=; xat=; again=
-until [ -n "$x" ] && [ -n "$wm" ]; do
-  [ -n "$x" ] || ! xdpyinfo >/dev/null 2>&1 || { x=1; mark x; }
-  [ -n "$wm" ] || ! pgrep -x xfwm4 >/dev/null || { wm=1; mark wm; }
-  [ -n "$st" ] || ! stream || { st=1; mark stream; }
-  [ -n "$x" ] && [ -n "$wm" ] && break
-  # No window manager 15 s after X first answered (seen on a loaded host
-  # and once on a quiet one: the session gone, the X server under it gone,
-  # or the session up without xfwm4): start what is missing, once.
-  if [ -n "$x" ] && [ -z "$again" ]; then
-    [ -n "$xat" ] || xat=$(now)
-    if [ $(( $(now) - xat )) -gt 15000 ]; then
-      again=1
-      export DISPLAY=:0 NO_AT_BRIDGE=1
-      if ! xdpyinfo >/dev/null 2>&1; then
-        echo "the X server had ended; starting it again" >&2
-        screen=$(cat `+warmMarker+` 2>/dev/null); [ -n "$screen" ] || screen=`+fmt.Sprintf("%dx%dx24", DefaultWidth, DefaultHeight)+`
-        setsid -f /usr/bin/Xvfb :0 -ac -screen 0 "$screen" -retro -dpi 96 -nolisten tcp -nolisten unix >>/tmp/.desktop-xvfb.log 2>&1 </dev/null
-        for i in $(seq 500); do xdpyinfo >/dev/null 2>&1 && break; sleep 0.02; done
-      fi
-      if ! pgrep -x xfce4-session >/dev/null; then
-        echo "the XFCE session had ended; starting it again" >&2
-        `+xfceStart+`
-      else
-        echo "the XFCE session runs without its window manager; starting xfwm4" >&2
-        setsid xfwm4 --replace >>/tmp/.desktop-xfwm4.log 2>&1 </dev/null &
-      fi
-    fi
-  fi
-  [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' '); the X server's: $(tail -c 300 /tmp/.desktop-xvfb.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
-  sleep 0.05
-done
-end=$(( $(now) + %[1]d )); drawn=
-if ! grep -qs '^drawn ' %[3]s; then
-  dend=$end; ! grep -qs '^undrawn ' %[3]s || dend=0
-  python3 -c "$DRAWN_PY" "$dend" %[5]d & drawn=$!
-fi
-while [ -z "$st" ] && [ "$(now)" -lt "$end" ]; do stream && { st=1; mark stream; }; sleep 0.05; done
-[ -z "$drawn" ] || if wait $drawn; then mark drawn; else mark undrawn; echo "not drawn"; fi
-exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours)
-}
-
-// readyEnv is readyScript's environment.
-var readyEnv = map[string]string{"DISPLAY": ":0", "DRAWN_PY": drawnPy}
-
 // use runs fn in the session of id, starting the session (and its
 // desktop) when needed, and extends the session by the TTL.
 func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error {
@@ -340,11 +274,20 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 	browser := false
 	err := m.cfg.Contexts.Use(ctx, did, opts, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		recID = rec.ID
+		in := time.Now()
+		var opened *session
 		var err error
-		if browser, err = m.ensure(ctx, did, rec, sb); err != nil {
+		if browser, opened, err = m.ensure(ctx, did, rec, sb); err != nil {
 			return err
 		}
-		return fn(ctx, rec, sb)
+		ready := time.Now()
+		err = fn(ctx, rec, sb)
+		if opened != nil {
+			m.mu.Lock()
+			opened.opened = []Phase{{"host:sandbox", in}, {"host:ready", ready}, {"host:answered", time.Now()}}
+			m.mu.Unlock()
+		}
+		return err
 	})
 	if browser {
 		m.spawn(did, recID, browserScript, browserEnv, "desktop-browser")
@@ -366,7 +309,8 @@ func (m *Manager) use(ctx context.Context, id contexts.Identity, fn func(ctx con
 // call: the desktop was (re)started, or the browser did not answer the
 // health check (browserScript starts none while one runs, so a browser
 // still starting is left alone and one that died is started again).
-func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) (browser bool, err error) {
+// opened is the session when this call opened it.
+func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contexts.Record, sb contexts.Sandbox) (browser bool, opened *session, err error) {
 	m.mu.Lock()
 	s := m.sessions[rec.ID]
 	m.mu.Unlock()
@@ -375,22 +319,22 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 		fresh := time.Since(s.healthy) < healthEvery
 		m.mu.Unlock()
 		if fresh {
-			return false, nil
+			return false, nil, nil
 		}
 		h, err := m.health(ctx, sb)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if !h.failed() {
 			m.mu.Lock()
 			s.healthy = time.Now()
 			m.mu.Unlock()
-			return !h.Browser, nil
+			return !h.Browser, nil, nil
 		}
 		m.cfg.Contexts.HealthCheckFailed(rec)
 		if h.X && h.WindowManager && h.Stream {
 			m.log.Info("desktop: the browser stopped; starting it again", logkey.Context, rec.ID)
-			return true, nil
+			return true, nil, nil
 		}
 		m.log.Info("desktop: restarting parts that stopped", logkey.Context, rec.ID, "health", fmt.Sprintf("%+v", h))
 	} else {
@@ -400,33 +344,12 @@ func (m *Manager) ensure(ctx context.Context, did contexts.Identity, rec *contex
 			s = old
 		} else {
 			m.sessions[rec.ID] = s
+			opened = s
 		}
 		m.mu.Unlock()
 	}
 	m.spawn(did, rec.ID, stackScript(m.cfg.Width, m.cfg.Height), map[string]string{"VNC_PASSWORD": s.password}, "desktop")
-	return true, waitReady(ctx, sb, m.cfg.StreamWait, m.log, rec.ID)
-}
-
-// waitReady runs readyScript in sb: it returns once the X server and the
-// window manager answer and the desktop is drawn and its stream answers,
-// or wait after the window manager when either is late (logged).
-func waitReady(ctx context.Context, sb contexts.Sandbox, wait time.Duration, log *slog.Logger, contextID string) error {
-	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(wait.Milliseconds())},
-		Env: readyEnv, TimeoutMs: 150_000 + wait.Milliseconds(), Tag: "desktop-ready"}, nil)
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 || res.TimedOut {
-		return fmt.Errorf("desktop did not start (exit %d%s): %s: %w", res.ExitCode, res.Signal, strings.TrimSpace(res.Stderr), errdefs.ErrUnavailable)
-	}
-	if strings.Contains(res.Stdout, "not drawn") {
-		log.Info("desktop: not drawn within the stream-ready wait; going on", logkey.Context, contextID, "wait", wait)
-	}
-	if s := strings.TrimSpace(res.Stderr); s != "" {
-		// readyScript started a part that had ended (or never came up).
-		log.Warn("desktop: started a part again while waiting for it", logkey.Context, contextID, "detail", s)
-	}
-	return nil
+	return true, opened, waitReady(ctx, sb, readiness{wait: m.cfg.StreamWait, stage: "open"}, m.undrawn, m.log, rec.ID)
 }
 
 // spawn runs script in the session's sandbox for as long as the

@@ -16,7 +16,10 @@ import (
 // "stream", first seen by the readiness wait), the desktop drawn
 // ("drawn"; "undrawn" when the wait for it ran out) or a process starting
 // ("start:<name>", read from /proc afterwards; "start:sandbox" is the
-// sandbox's first process).
+// sandbox's first process), or a moment of the call that opened the
+// session, seen by the host ("host:sandbox": the contexts manager handed
+// over the sandbox, taken warm or created and warmed; "host:ready": the
+// desktop answered; "host:answered": the call's own work done).
 type Phase struct {
 	Name string
 	At   time.Time
@@ -71,12 +74,18 @@ func parseTimeline(out string) []Phase {
 // spends its time on (`sandlot bench` reports it per phase).
 func (m *Manager) Timeline(ctx context.Context, id contexts.Identity) ([]Phase, error) {
 	var ps []Phase
-	err := m.use(ctx, id, func(ctx context.Context, _ *contexts.Record, sb contexts.Sandbox) error {
+	err := m.use(ctx, id, func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error {
 		res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", timelineScript}, TimeoutMs: 30_000, Tag: "desktop-timeline"}, nil)
 		if err != nil {
 			return err
 		}
 		ps = parseTimeline(res.Stdout)
+		m.mu.Lock()
+		if s := m.sessions[rec.ID]; s != nil {
+			ps = append(ps, s.opened...)
+		}
+		m.mu.Unlock()
+		sort.SliceStable(ps, func(i, j int) bool { return ps[i].At.Before(ps[j].At) })
 		return nil
 	})
 	return ps, err
