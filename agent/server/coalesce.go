@@ -8,11 +8,12 @@ import (
 	"github.com/sandlot/sandlot/agent"
 )
 
-// A call's streamed output is coalesced before it goes to the host: the
-// writes a cell or process makes within Config.OutputWindow of the first
-// one pending go out as one output event, as a Jupyter kernel's stream does
-// (python's print writes its text and its newline apart, and a reader
-// that wakes between them would otherwise send two events). The pending
+// A call's streamed stdout and stderr are coalesced before they go to the
+// host (a terminal's output is not: see coalesced): the writes a cell or
+// process makes within Config.OutputWindow of the first one pending go out
+// as one output event, as a Jupyter kernel's stream does (python's print
+// writes its text and its newline apart, and a reader that wakes between
+// them would otherwise send two events). The pending
 // text goes out at the window's end, at coalesceMax bytes, before an event
 // of another stream or kind, and at the call's end before its reply, so
 // the reply waits for nothing and the order of events is kept.
@@ -75,9 +76,11 @@ func (q *coalescer) emit(ev agent.OutputEvent) {
 	q.pending = append(q.pending, ev.Data...)
 }
 
-// coalesced says whether events of stream carry text that may be joined.
+// coalesced says whether events of stream carry text that may be joined:
+// stdout and stderr only. A terminal's output goes out as read, as E2B's
+// envd sends it: a keystroke's echo must not wait for the window.
 func coalesced(stream string) bool {
-	return stream == agent.Stdout || stream == agent.Stderr || stream == agent.Pty
+	return stream == agent.Stdout || stream == agent.Stderr
 }
 
 // fire is the window's end. A fire that comes late (its text went out

@@ -210,3 +210,60 @@ func TestOutputHostilePrinterBounded(t *testing.T) {
 		t.Fatalf("streamed %d bytes, stdout %d, budget %d", total, len(r.Stdout), budget)
 	}
 }
+
+// TestPtyOutputNotCoalesced: a terminal's output goes to the host as it is
+// read, whatever the output window (a minute here): a keystroke's echo
+// that waited for the window would make a shell feel dead, and E2B's envd
+// sends a terminal's chunks as read. The process answers a first line on
+// its terminal and waits for a second: the answer must arrive while the
+// call still runs, long before the window could end it.
+func TestPtyOutputNotCoalesced(t *testing.T) {
+	c := agenttest.Start(t, "--output-window", "1m").Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	pids := make(chan int, 1)
+	var mu sync.Mutex
+	var out strings.Builder
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, agent.ExecParams{Shell: "read x; echo got-$x; read y", Stream: true, KeepStdin: true, Pty: &agent.PtySize{Cols: 80, Rows: 24}},
+			func(ev agent.OutputEvent) {
+				if ev.Stream == agent.Start {
+					pids <- ev.PID
+					return
+				}
+				mu.Lock()
+				out.WriteString(ev.Data)
+				mu.Unlock()
+			})
+		done <- err
+	}()
+	var pid int
+	select {
+	case pid = <-pids:
+	case err := <-done:
+		t.Fatalf("the call ended before it started: %v", err)
+	}
+	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "hello\n"}); err != nil {
+		t.Fatal(err)
+	}
+	// The bound is well inside the window: only an event sent as read
+	// arrives within it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		got := out.String()
+		mu.Unlock()
+		if strings.Contains(got, "got-hello") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no got-hello within 30 s while the call ran (terminal output held for the window): %q", got)
+		}
+	}
+	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "bye\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
