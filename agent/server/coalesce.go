@@ -38,7 +38,7 @@ type coalescer struct {
 	stream  string
 	pending []byte
 	timer   *time.Timer // flushes pending at the window's end; made on first use
-	closed  bool        // the call replied: events go out as they come
+	closed  bool        // the call is ending: its events are dropped
 }
 
 func newCoalescer(c *conn, ref uint64) *coalescer {
@@ -53,7 +53,10 @@ func newCoalescer(c *conn, ref uint64) *coalescer {
 func (q *coalescer) emit(ev agent.OutputEvent) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.window < 0 || ev.Data == "" || ev.Result != nil || !coalesced(ev.Stream) {
+	if q.closed {
+		return // the host would read it as output for an unknown call
+	}
+	if q.window < 0 || ev.Data == "" || ev.Result != nil || !coalesced(ev.Stream) {
 		q.flushLocked()
 		q.send(ev)
 		return
@@ -93,8 +96,10 @@ func (q *coalescer) fire() {
 	}
 }
 
-// close sends what is pending and stops the timer; later events (a
-// detached process's, say) go out one by one. Called before the reply.
+// close sends what is pending and stops the timer. Called before the
+// reply: a later event is dropped, since the host reads output after the
+// reply as output for an unknown call and closes the connection (no caller
+// emits after the close today).
 func (q *coalescer) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
