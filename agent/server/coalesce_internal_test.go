@@ -86,7 +86,11 @@ func TestCoalescerKeepsTextOrderAndBound(t *testing.T) {
 	// reads output after the reply as output for an unknown call.
 	tail.emit(agent.OutputEvent{Stream: agent.Stdout, Data: "late"})
 	tail.emit(agent.OutputEvent{Stream: agent.Result, Result: &agent.RichResult{Text: "late"}})
-	time.Sleep(5 * time.Millisecond) // a late timer would send now
+	// A timer that fires after the close (it was stopped as it fired)
+	// sends nothing either: the close emptied the window and the late
+	// emits were not kept.
+	tail.fire()
+	q.fire()
 	agentSide.Close()
 	if err := <-read; err != nil {
 		t.Fatal(err)
