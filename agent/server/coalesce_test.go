@@ -231,49 +231,17 @@ func TestPtyOutputNotCoalesced(t *testing.T) {
 	c := agenttest.Start(t, "--output-window", "1m").Dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	pids := make(chan int, 1)
-	var mu sync.Mutex
-	var out strings.Builder
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Exec(ctx, agent.ExecParams{Shell: "read x; echo got-$x; read y", Stream: true, KeepStdin: true, Pty: &agent.PtySize{Cols: 80, Rows: 24}},
-			func(ev agent.OutputEvent) {
-				if ev.Stream == agent.Start {
-					pids <- ev.PID
-					return
-				}
-				mu.Lock()
-				out.WriteString(ev.Data)
-				mu.Unlock()
-			})
-		done <- err
-	}()
-	var pid int
-	select {
-	case pid = <-pids:
-	case err := <-done:
-		t.Fatalf("the call ended before it started: %v", err)
-	}
-	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "hello\n"}); err != nil {
+	p := startPty(t, ctx, c, "read x; echo got-$x; read y")
+	if err := c.Stdin(ctx, agent.StdinParams{PID: p.pid, Data: "hello\n"}); err != nil {
 		t.Fatal(err)
 	}
 	// The bound is well inside the window: only an event sent as read
 	// arrives within it.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		got := out.String()
-		mu.Unlock()
-		if strings.Contains(got, "got-hello") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no got-hello within 30 s while the call ran (terminal output held for the window): %q", got)
-		}
-	}
-	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "bye\n"}); err != nil {
+	p.waitOut(t, "got-hello", 30*time.Second)
+	if err := c.Stdin(ctx, agent.StdinParams{PID: p.pid, Data: "bye\n"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	if err := <-p.done; err != nil {
 		t.Fatal(err)
 	}
 }
