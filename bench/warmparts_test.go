@@ -4,25 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/sandlot/sandlot/guard"
-	"github.com/sandlot/sandlot/internal/testenv"
-	"github.com/sandlot/sandlot/provider/local"
-	"github.com/sandlot/sandlot/provider/local/localtest"
 )
 
 // TestWarmRows runs the warm Go API case at a small size on crun: every
 // language's row and both parts of the python row have their samples, and
 // the rows judged or read against the floor say the floor taken in turn.
 func TestWarmRows(t *testing.T) {
-	testenv.RequireRoot(t)
-	testenv.RequireBinary(t, "crun")
-	p := localtest.New(t, local.Config{Runtime: "crun"})
-	g, err := guard.New(guard.Config{}) // as sandlot bench runs it
-	if err != nil {
-		t.Fatal(err)
-	}
-	figs, err := warmAPI(context.Background(), Env{Provider: p, Guard: g}, Sizes{Warm: 20})
+	env := crunEnv(t)
+	figs, err := warmAPI(context.Background(), env, Sizes{Warm: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +32,5 @@ func TestWarmRows(t *testing.T) {
 		if judged := i == 0 || i >= 3; judged != inTurn {
 			t.Errorf("%s: note %q", f.Name, f.Note)
 		}
-	}
-	if ids, _ := p.List(context.Background()); len(ids) != 0 {
-		t.Errorf("sandboxes left running: %v", ids)
 	}
 }

@@ -8,11 +8,12 @@ import (
 	"github.com/sandlot/sandlot/agent"
 )
 
-// A call's streamed output is coalesced before it goes to the host: the
-// writes a cell or process makes within Config.OutputWindow of the first
-// one pending go out as one output event, as a Jupyter kernel's stream does
-// (python's print writes its text and its newline apart, and a reader
-// that wakes between them would otherwise send two events). The pending
+// A call's streamed stdout and stderr are coalesced before they go to the
+// host (a terminal's output is not: see coalesced): the writes a cell or
+// process makes within Config.OutputWindow of the first one pending go out
+// as one output event, as a Jupyter kernel's stream does (python's print
+// writes its text and its newline apart, and a reader that wakes between
+// them would otherwise send two events). The pending
 // text goes out at the window's end, at coalesceMax bytes, before an event
 // of another stream or kind, and at the call's end before its reply, so
 // the reply waits for nothing and the order of events is kept.
@@ -37,7 +38,7 @@ type coalescer struct {
 	stream  string
 	pending []byte
 	timer   *time.Timer // flushes pending at the window's end; made on first use
-	closed  bool        // the call replied: events go out as they come
+	closed  bool        // the call is ending: its events are dropped
 }
 
 func newCoalescer(c *conn, ref uint64) *coalescer {
@@ -52,7 +53,10 @@ func newCoalescer(c *conn, ref uint64) *coalescer {
 func (q *coalescer) emit(ev agent.OutputEvent) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.window < 0 || ev.Data == "" || ev.Result != nil || !coalesced(ev.Stream) {
+	if q.closed {
+		return // the host would read it as output for an unknown call
+	}
+	if q.window < 0 || ev.Data == "" || ev.Result != nil || !coalesced(ev.Stream) {
 		q.flushLocked()
 		q.send(ev)
 		return
@@ -75,9 +79,11 @@ func (q *coalescer) emit(ev agent.OutputEvent) {
 	q.pending = append(q.pending, ev.Data...)
 }
 
-// coalesced says whether events of stream carry text that may be joined.
+// coalesced says whether events of stream carry text that may be joined:
+// stdout and stderr only. A terminal's output goes out as read, as E2B's
+// envd sends it: a keystroke's echo must not wait for the window.
 func coalesced(stream string) bool {
-	return stream == agent.Stdout || stream == agent.Stderr || stream == agent.Pty
+	return stream == agent.Stdout || stream == agent.Stderr
 }
 
 // fire is the window's end. A fire that comes late (its text went out
@@ -90,8 +96,10 @@ func (q *coalescer) fire() {
 	}
 }
 
-// close sends what is pending and stops the timer; later events (a
-// detached process's, say) go out one by one. Called before the reply.
+// close sends what is pending and stops the timer. Called before the
+// reply: a later event is dropped, since the host reads output after the
+// reply as output for an unknown call and closes the connection (no caller
+// emits after the close today).
 func (q *coalescer) close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -17,8 +17,9 @@ import (
 // results between them, and the window's timer firing meanwhile: each
 // stream's text arrives whole and in order, no event is past 64 KiB unless
 // one write was, the call's end sends what its window still holds, and
-// nothing the call emitted follows its reply. Run with
-// -race, it also checks the timer and the writers share the state safely.
+// nothing the call emitted follows its reply, even what it emitted after its
+// close. Run with -race, it also checks the timer and the writers share the
+// state safely.
 func TestCoalescerKeepsTextOrderAndBound(t *testing.T) {
 	host, agentSide := net.Pipe()
 	defer host.Close()
@@ -81,7 +82,15 @@ func TestCoalescerKeepsTextOrderAndBound(t *testing.T) {
 	q.close()
 	tail.close()
 	c.write([]byte(`{"jsonrpc":"2.0","id":7,"result":{}}` + "\n")) // the reply
-	time.Sleep(5 * time.Millisecond)                               // a late timer would send now
+	// An event after the close (a late pump's) is dropped: the host
+	// reads output after the reply as output for an unknown call.
+	tail.emit(agent.OutputEvent{Stream: agent.Stdout, Data: "late"})
+	tail.emit(agent.OutputEvent{Stream: agent.Result, Result: &agent.RichResult{Text: "late"}})
+	// A timer that fires after the close (it was stopped as it fired)
+	// sends nothing either: the close emptied the window and the late
+	// emits were not kept.
+	tail.fire()
+	q.fire()
 	agentSide.Close()
 	if err := <-read; err != nil {
 		t.Fatal(err)

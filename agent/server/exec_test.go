@@ -405,6 +405,66 @@ func TestExecWithoutTimeout(t *testing.T) {
 	}
 }
 
+// ptyCall is an exec on an 80x24 terminal, streamed with its stdin kept
+// open, running in the background.
+type ptyCall struct {
+	pid  int
+	done chan error // the call's end
+	res  *agent.ExecResult
+
+	mu      sync.Mutex
+	out     strings.Builder
+	streams map[string]bool // of the events after the start
+}
+
+// startPty starts shell on a terminal and returns once its process runs.
+func startPty(t *testing.T, ctx context.Context, c *agent.Client, shell string) *ptyCall {
+	t.Helper()
+	p := &ptyCall{done: make(chan error, 1), streams: map[string]bool{}}
+	pids := make(chan int, 1)
+	go func() {
+		r, err := c.Exec(ctx, agent.ExecParams{Shell: shell, Stream: true, KeepStdin: true, Pty: &agent.PtySize{Cols: 80, Rows: 24}},
+			func(ev agent.OutputEvent) {
+				if ev.Stream == agent.Start {
+					pids <- ev.PID
+					return
+				}
+				p.mu.Lock()
+				p.streams[ev.Stream] = true
+				p.out.WriteString(ev.Data)
+				p.mu.Unlock()
+			})
+		p.res = r
+		p.done <- err
+	}()
+	select {
+	case p.pid = <-pids:
+	case err := <-p.done:
+		t.Fatalf("the call ended before its process started: %v", err)
+	}
+	return p
+}
+
+func (p *ptyCall) text() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// waitOut waits, within bound, for s in the terminal's output.
+func (p *ptyCall) waitOut(t *testing.T, s string, bound time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(bound); ; time.Sleep(20 * time.Millisecond) {
+		got := p.text()
+		if strings.Contains(got, s) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within %v: %q", s, bound, got)
+		}
+	}
+}
+
 // TestExecPty: a process on a terminal sees a tty of the asked size, reads
 // what is written to it, and a SIGWINCH with a size resizes it; output is
 // one pty stream.
@@ -412,63 +472,32 @@ func TestExecPty(t *testing.T) {
 	c, _ := agenttest.StartClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	pids := make(chan int, 1)
-	var mu sync.Mutex
-	var out strings.Builder
-	streams := map[string]bool{}
-	done := make(chan *agent.ExecResult, 1)
-	go func() {
-		r, err := c.Exec(ctx, agent.ExecParams{Shell: "stty size; test -t 0 && echo is-a-tty; read x; stty size; echo got-$x", Stream: true, KeepStdin: true, Pty: &agent.PtySize{Cols: 80, Rows: 24}},
-			func(ev agent.OutputEvent) {
-				if ev.Stream == agent.Start {
-					pids <- ev.PID
-					return
-				}
-				mu.Lock()
-				streams[ev.Stream] = true
-				out.WriteString(ev.Data)
-				mu.Unlock()
-			})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
-	pid := <-pids
-	waitOut := func(s string) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			mu.Lock()
-			got := out.String()
-			mu.Unlock()
-			if strings.Contains(got, s) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in %q", s, got)
-			}
-		}
-	}
-	waitOut("is-a-tty")
+	p := startPty(t, ctx, c, "stty size; test -t 0 && echo is-a-tty; read x; stty size; echo got-$x")
+	pid := p.pid
+	p.waitOut(t, "is-a-tty", 10*time.Second)
 	if err := c.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGWINCH", Cols: 100, Rows: 30}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Stdin(ctx, agent.StdinParams{PID: pid, Data: "hello\n"}); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
-	if r == nil || r.ExitCode != 0 {
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+	if r := p.res; r.ExitCode != 0 {
 		t.Fatalf("result %+v", r)
 	}
-	got := out.String()
+	got := p.text()
 	for _, want := range []string{"24 80", "30 100", "got-hello"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("no %q in %q", want, got)
 		}
 	}
-	if len(streams) != 1 || !streams[agent.Pty] {
-		t.Errorf("streams %v, want only pty", streams)
+	p.mu.Lock()
+	if len(p.streams) != 1 || !p.streams[agent.Pty] {
+		t.Errorf("streams %v, want only pty", p.streams)
 	}
+	p.mu.Unlock()
 	if err := c.Signal(ctx, agent.SignalParams{PID: 999999, Signal: "SIGWINCH", Cols: 1, Rows: 1}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("resize of no process: %v", err)
 	}

@@ -96,7 +96,7 @@ type Config struct {
 	// once.
 	Hold func()
 	// OutputWindow is how long the first pending byte of a call's
-	// streamed output waits for more before the call's pending text goes
+	// streamed stdout or stderr waits for more before the call's pending text goes
 	// to the host as one event (coalesce.go). 0: DefaultOutputWindow;
 	// negative: none, each read is its own event.
 	OutputWindow time.Duration

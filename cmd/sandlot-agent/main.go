@@ -56,7 +56,7 @@ func main() {
 	sudo := flag.Bool("sudo", false, "with --root: the default user can become root with the image's sudo, so the user's file calls run as root and give what they create to the user (as E2B's envd does)")
 	keyFD := flag.Int("key-fd", -1, "read the sandbox's key from this file descriptor (to its end) and require every connection to prove it")
 	readyFD := flag.Int("ready-fd", -1, "close this file descriptor once the socket listens (the host waits for that before it connects)")
-	outputWindow := flag.Duration("output-window", 0, "how long a call's streamed output waits for more before it goes to the host as one event (0: 5ms; negative: each read is its own event); the call's end sends it at once")
+	outputWindow := flag.Duration("output-window", 0, "how long a call's streamed stdout or stderr waits for more before it goes to the host as one event (0: 5ms; negative: each read is its own event); the call's end sends it at once")
 	flag.Parse()
 	// Before anything else: the readiness pipe must never reach a child.
 	ready := readyPipe(*readyFD)
