@@ -159,11 +159,20 @@ func (h Health) failed() bool {
 	return !h.X || !h.WindowManager || !h.Stream || !h.Browser && !h.starting
 }
 
+// httpProbe is a shell function: probe URL exits 0 when URL answers. A
+// part that answers late is slow, not stopped: a request that times out
+// after 1 s is asked again for up to 5 s more, and only one that refuses,
+// fails or stays silent that long counts as stopped (a loaded machine's
+// browser or websockify took more than 1 s to answer, and the session's
+// parts were restarted while they ran).
+const httpProbe = `probe() { curl -fsS -m 1 -o /dev/null "$1"; r=$?; [ $r -ne 28 ] && return $r; curl -fsS -m 5 -o /dev/null "$1"; }`
+
 // healthScript prints one line per part: its name and 0 (answers) or not.
-var healthScript = fmt.Sprintf(`xdpyinfo >/dev/null 2>&1; echo x $?
+var healthScript = fmt.Sprintf(httpProbe+`
+xdpyinfo >/dev/null 2>&1; echo x $?
 pgrep -x xfwm4 >/dev/null; echo wm $?
-curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/json/version; echo browser $?
-curl -fsS -m 1 -o /dev/null http://127.0.0.1:%d/vnc.html; echo stream $?
+probe http://127.0.0.1:%d/json/version; echo browser $?
+probe http://127.0.0.1:%d/vnc.html; echo stream $?
 flock -n %s true; echo idle $?`, DevToolsPort, StreamPort, browserLock)
 
 func parseHealth(out string) Health {
@@ -376,7 +385,7 @@ func (m *Manager) forget(contextID string) {
 }
 
 func (m *Manager) health(ctx context.Context, sb contexts.Sandbox) (Health, error) {
-	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", healthScript}, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 10_000, Tag: "desktop-health"}, nil)
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", healthScript}, Env: map[string]string{"DISPLAY": ":0"}, TimeoutMs: 20_000, Tag: "desktop-health"}, nil)
 	if err != nil {
 		return Health{}, err
 	}
