@@ -33,8 +33,10 @@ type PoolSpec struct {
 	// the sandbox. It also runs on the sandbox a create makes anew when
 	// the pool could have served it (same network and environment) but
 	// had none ready, before the create returns; its error fails that
-	// create. PoolFill(ctx) tells the two apart: nobody waits for a
-	// pool's fill, a create does. nil: nothing.
+	// create. PoolFill(ctx) tells the two apart: a create waits for its
+	// own warm-up, and for a pool's fill only when it arrives while the
+	// fill is under way and none is ready (bounded by the pool's wait).
+	// nil: nothing.
 	Warm func(ctx context.Context, sb Sandbox) error
 	// Bytes is what one of the template's warm sandboxes holds, counted
 	// against Config.PoolMemoryBudget when the pool grows with demand;
@@ -51,7 +53,8 @@ type PoolSpec struct {
 type poolFillKey struct{}
 
 // PoolFill reports whether ctx is that of PoolSpec.Warm on a warm pool's
-// new sandbox, which no create waits for, rather than on a create's own.
+// new sandbox (which a create waits for only when it arrives during the
+// fill with none ready), rather than on a create's own.
 func PoolFill(ctx context.Context) bool { return ctx.Value(poolFillKey{}) != nil }
 
 // poolKey names a warm pool: a template and the kernels its sandboxes

@@ -89,7 +89,7 @@ func TestDrawnWaitBounded(t *testing.T) {
 	}
 }
 
-// TestPoolWarmDrawn: a pool's warm-up, which no create waits for, is not
+// TestPoolWarmDrawn: a pool's warm-up (a fill) is not
 // bounded by the create's stream-ready wait: it waits until the desktop
 // is drawn (at most drawScale times its own start), so the desktop a
 // create takes is drawn before the take, and its first call does not

@@ -171,8 +171,9 @@ const httpProbe = `probe() { curl -fsS -m 1 -o /dev/null "$1"; r=$?; [ $r -ne 28
 var healthScript = fmt.Sprintf(httpProbe+`
 xdpyinfo >/dev/null 2>&1; echo x $?
 pgrep -x xfwm4 >/dev/null; echo wm $?
-probe http://127.0.0.1:%d/json/version; echo browser $?
-probe http://127.0.0.1:%d/vnc.html; echo stream $?
+probe http://127.0.0.1:%d/json/version & b=$!
+probe http://127.0.0.1:%d/vnc.html; s=$?
+wait $b; echo browser $?; echo stream $s
 flock -n %s true; echo idle $?`, DevToolsPort, StreamPort, browserLock)
 
 func parseHealth(out string) Health {

@@ -108,14 +108,15 @@ type readiness struct {
 	// manager answered, when that is longer (drawScale).
 	scale int
 	// stage says whose wait it is, in logs and the undrawn counter:
-	// "pool" (a warm-up no create waits for), "create" (a create's own
+	// "pool" (a pool's fill), "create" (a create's own
 	// warm-up) or "open" (the native manager opening a session).
 	stage string
 }
 
 // drawScale is how many times its own start up to the window manager a
-// pool's warm-up gives the desktop to be drawn. Nobody waits for a
-// pool's fill, and a desktop offered undrawn is still drawing when it is
+// pool's warm-up gives the desktop to be drawn. A create waits for a
+// pool's fill only when it comes during the fill with none ready (then at
+// most the pool's wait bound), and a desktop offered undrawn is still drawing when it is
 // taken: its take looks again (a python process, 1-2 s of a loaded
 // machine) beside XFCE's painting. The drawing's time grows with the
 // machine and its load as the start's does: measured on the 2-core

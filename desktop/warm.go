@@ -96,7 +96,8 @@ func warmStack(w, h int) string { return sessionScript(w, h) + "wait" }
 // they are drawn (readyScript): a create's own warm-up at most the
 // stream-ready wait after the window manager (the create waits for it),
 // a pool's fill also at most drawScale times its own start, when that is
-// longer (nobody waits for it, and its take should find it drawn).
+// longer (a create waits for it only when it comes during the fill with
+// none ready, and its take should find it drawn).
 func warm(ctx context.Context, sb contexts.Sandbox, cfg Config, undrawn metric.Int64Counter) error {
 	for path, body := range warmShims {
 		res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/sh", "-c", `cat >"$0" && chmod 755 "$0"`, path},
@@ -129,7 +130,7 @@ func warm(ctx context.Context, sb contexts.Sandbox, cfg Config, undrawn metric.I
 // manager, the settings daemon, the panel and the desktop at once:
 // uncached, one font listing took 1.15 s of a loaded 2-core machine,
 // cached 0.1 s, and building the system's cache 0.17 s. It is written as
-// root in the sandbox's own layer (the image unchanged). A failure is
+// root in the sandbox's own layer (the image unchanged). A non-zero exit is
 // logged, not fatal: the session then scans as before.
 func fontCache(ctx context.Context, sb contexts.Sandbox, log *slog.Logger) error {
 	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"fc-cache", "-s"}, User: agent.RootUser, TimeoutMs: 60_000, Tag: "desktop-warm"}, nil)

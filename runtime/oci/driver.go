@@ -199,17 +199,21 @@ func (d driver) killRun(pid int, id string) bool {
 const argvMax = 64 << 10
 
 // runsFor reports whether process pid's argv is the runtime's binary
-// with id among its arguments.
+// with id among its arguments. argv[0] is read first, alone: most
+// processes are not the runtime's, and the rest is read only for those.
 func (d driver) runsFor(pid int, id string) bool {
 	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	buf := make([]byte, argvMax)
-	n, _ := io.ReadFull(f, buf)
-	args := strings.Split(strings.TrimRight(string(buf[:n]), "\x00"), "\x00")
-	return len(args) > 1 && args[0] == d.bin && slices.Contains(args[1:], id)
+	head := make([]byte, len(d.bin)+1)
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != d.bin+"\x00" {
+		return false
+	}
+	rest := make([]byte, argvMax)
+	n, _ := io.ReadFull(f, rest)
+	return slices.Contains(strings.Split(string(rest[:n]), "\x00"), id)
 }
 
 // procStat reads process pid's state and process group from
