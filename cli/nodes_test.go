@@ -47,7 +47,7 @@ func startServeBinary(t *testing.T, bin string, env []string, args ...string) *b
 }
 
 // endContexts deletes every active context of the tenant of data's
-// bootstrap key, until none is listed (bounded).
+// bootstrap key, until none is listed (bounded), pausing between rounds.
 func (d *binDaemon) endContexts(t *testing.T, data string) {
 	t.Helper()
 	key, err := os.ReadFile(filepath.Join(data, keyFile))
@@ -58,6 +58,7 @@ func (d *binDaemon) endContexts(t *testing.T, data string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := client.New(d.URL, client.WithAPIKey(strings.TrimSpace(string(key))))
+	pause := 20 * time.Millisecond
 	for {
 		l, err := c.ListContexts(ctx, client.ListOptions{Status: []string{"active"}, Limit: 1000})
 		if err != nil {
@@ -73,6 +74,16 @@ func (d *binDaemon) endContexts(t *testing.T, data string) {
 				return
 			}
 		}
+		// One still listed after its delete (ended meanwhile by another
+		// path, or not yet shown as ended) is looked at again a little
+		// later, not at once.
+		select {
+		case <-ctx.Done():
+			t.Errorf("end the daemon's contexts: %d still active: %v", len(l.Contexts), ctx.Err())
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
 

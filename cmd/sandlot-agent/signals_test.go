@@ -25,7 +25,8 @@ var ignoredAtStart = []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SI
 // TestChildrenStartWithDefaultSignals: an agent started with signals
 // ignored (SIG_IGN is inherited across exec) starts its children with the
 // default disposition for every one of them, as a fresh login shell has
-// them: user code is not handed its launcher's ignored signals.
+// them: user code is not handed its launcher's ignored signals. The agent
+// itself still survives a SIGHUP it was started ignoring.
 func TestChildrenStartWithDefaultSignals(t *testing.T) {
 	if bin := os.Getenv("SANDLOT_T_EXEC_IGNORING"); bin != "" {
 		// The launcher: ignore, then become the agent.
@@ -64,6 +65,16 @@ func TestChildrenStartWithDefaultSignals(t *testing.T) {
 		if ign&mask(sig) != 0 {
 			t.Errorf("the child starts with signal %d (%v) ignored (SigIgn %#x)", int(sig), sig, ign)
 		}
+	}
+	// The agent (not PID 1) still meets SIGHUP as one it was started
+	// ignoring, as under nohup. A fatal signal's default ends the process
+	// before kill returns, so the exec after it finds the agent gone if
+	// SIGHUP was put back to the default.
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Exec(context.Background(), agent.ExecParams{Argv: []string{"/bin/true"}}, nil); err != nil || r.ExitCode != 0 {
+		t.Fatalf("exec after SIGHUP: %+v, %v (the agent started with SIGHUP ignored did not survive it)", r, err)
 	}
 }
 

@@ -127,10 +127,10 @@ const ShareDir = "/run/sandlot-share"
 // KillSandbox ends every process of sandbox id and removes its cgroups
 // (thawing a paused one first), and unmounts and removes its image root
 // and null device in ShareDir, as runtime/oci's delete does (package
-// runtime/oci/teardown; within that delete's bound of 5 s, or timeout if
-// shorter). It is for tests that clean up after a daemon; the runtime's
-// own state under the daemon's state dir goes with that dir (its id ranges
-// are reclaimed once the dir is gone).
+// runtime/oci/teardown), trying for up to timeout. It is for tests that
+// clean up after a daemon; the runtime's own state under the daemon's
+// state dir goes with that dir (its id ranges are reclaimed once the dir
+// is gone).
 func KillSandbox(id string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

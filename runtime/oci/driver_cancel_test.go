@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -33,14 +34,7 @@ func TestCancelEndsRuntimeGroup(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(5 * time.Millisecond) {
-		if b, err := os.ReadFile(childPID); err == nil {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		} else if time.Now().After(deadline) {
-			t.Fatal("the runtime's child never started")
-		}
-	}
+	pid := waitPIDFile(t, childPID)
 	cancel()
 	if err := c.Wait(); err == nil {
 		t.Fatal("a cancelled runtime reported success")
@@ -51,6 +45,30 @@ func TestCancelEndsRuntimeGroup(t *testing.T) {
 	if alive(pid) {
 		t.Fatalf("the runtime's child %d outlived the cancel", pid)
 	}
+}
+
+// waitPIDFile waits (bounded) for the runtime's child to write its pid to
+// path, and returns it.
+func waitPIDFile(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if pid, ok := readPIDFile(path); ok {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the runtime's child never started")
+		}
+	}
+}
+
+// readPIDFile reads the pid the runtime's child wrote to path, if it has.
+func readPIDFile(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 0
 }
 
 // alive reports whether pid runs and is not a zombie.
@@ -104,6 +122,18 @@ func TestCancelEndsDetachedRuntime(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child")
 	t.Setenv(fakeDetachEnv, pidFile)
 	const id = "sb-0123456789ab"
+	// A fatal path leaves no fake child sleeping out its 5 min: it is the
+	// process whose environment names this test's pid file.
+	t.Cleanup(func() {
+		pid, ok := readPIDFile(pidFile)
+		if !ok || !alive(pid) {
+			return
+		}
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err == nil && bytes.Contains(env, []byte(fakeDetachEnv+"="+pidFile+"\x00")) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,14 +141,7 @@ func TestCancelEndsDetachedRuntime(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	for deadline := time.Now().Add(30 * time.Second); pid == 0; time.Sleep(5 * time.Millisecond) {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		} else if time.Now().After(deadline) {
-			t.Fatal("the runtime's child never started")
-		}
-	}
+	pid := waitPIDFile(t, pidFile)
 	cancel()
 	if err := c.Wait(); err == nil {
 		t.Fatal("a cancelled runtime reported success")
@@ -127,7 +150,6 @@ func TestCancelEndsDetachedRuntime(t *testing.T) {
 		t.Fatal("a process of the cancelled runtime is still live")
 	}
 	if alive(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("the runtime's detached child %d outlived the cancel", pid)
 	}
 }

@@ -1,54 +1,46 @@
 package proc
 
 import (
-	"unsafe"
-
-	"golang.org/x/sys/unix"
+	"os"
+	"os/signal"
+	"syscall"
 )
 
 // A disposition of SIG_IGN survives execve, so a process started with a
 // signal ignored hands it to all it starts. The Go runtime replaces most
 // with its own handler (which execve resets to the default in a child),
-// but leaves SIGHUP and SIGINT ignored when it finds them so, and never
-// touches the real-time signals it does not use (32 and 34 on Linux).
-// User code should start as a fresh login shell would, with no signal
-// ignored, so the reaper's start puts every signal the agent still
-// ignores back to its default, before the first child is forked.
+// but leaves SIGHUP and SIGINT ignored when it finds them so (and SIGTSTP,
+// SIGTTIN, SIGTTOU), and never touches the real-time signals os/signal
+// refuses (32 and 34 on Linux; 33 too under cgo). User code should start
+// as a fresh login shell would, with no signal ignored.
 
-// sigaction is the kernel's struct sigaction on amd64 and arm64, the
-// agent's architectures.
-type sigaction struct {
-	handler, flags, restorer uintptr
-	mask                     uint64
-}
+// nsig is the highest signal number on Linux.
+const nsig = 64
 
-const (
-	sigDFL = 0
-	sigIGN = 1
-	nsig   = 64
-)
-
-// resetIgnored sets every signal whose disposition is SIG_IGN to SIG_DFL.
-// The agent itself then meets them as a
-// process started without them ignored does (the agent as PID 1 takes
-// every signal it can to a handler first: cmd/sandlot-agent's
-// dropSignals).
+// resetIgnored makes every signal the agent ignores one its children start
+// with at the default, before the first child is forked. A signal os/signal
+// can catch is taken to Go's handler and dropped there: execve resets a
+// handled signal to SIG_DFL in the child, and the agent goes on meeting it
+// as one it ignores (an agent started under nohup outlives a SIGHUP). Only
+// one os/signal cannot catch is set to SIG_DFL itself (setDefault), which
+// the agent then meets as any process does; the Go runtime uses none of
+// them. The agent as PID 1 has taken every signal it can to a handler
+// already (cmd/sandlot-agent's dropSignals).
 func resetIgnored() {
+	var found []os.Signal
 	for sig := 1; sig <= nsig; sig++ {
-		var old sigaction
-		if rtSigaction(sig, nil, &old) != nil || old.handler != sigIGN {
-			continue
+		if ignored(sig) {
+			found = append(found, syscall.Signal(sig))
 		}
-		_ = rtSigaction(sig, &sigaction{handler: sigDFL}, nil)
 	}
-}
-
-// rtSigaction is rt_sigaction(2) itself: libc's and Go's os/signal refuse
-// the real-time signals their runtimes reserve.
-func rtSigaction(sig int, act, old *sigaction) error {
-	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(act)), uintptr(unsafe.Pointer(old)), 8, 0, 0)
-	if e != 0 {
-		return e
+	if len(found) == 0 {
+		return
 	}
-	return nil
+	// Never read: a signal is dropped when the channel's one slot is full.
+	signal.Notify(make(chan os.Signal, 1), found...)
+	for _, s := range found {
+		if sig := int(s.(syscall.Signal)); ignored(sig) {
+			setDefault(sig)
+		}
+	}
 }

@@ -71,3 +71,44 @@ func TestRemoveCgroupsNested(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoveCgroupsUsesDeadline: RemoveCgroups keeps trying until its
+// context's deadline, not only DefaultBound (before, the bound was fixed at
+// 5 s and testenv.KillSandbox's 30 s timeout could only shorten it). A
+// plain directory stands in for a busy cgroup: its rmdir fails (not
+// empty) until its file is removed, after DefaultBound has passed.
+func TestRemoveCgroupsUsesDeadline(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "cg")
+	f := filepath.Join(d, "task")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*DefaultBound)
+	defer cancel()
+	freed := time.AfterFunc(DefaultBound+DefaultBound/10, func() { os.Remove(f) })
+	defer freed.Stop()
+	if err := RemoveCgroups(ctx, "sb-deadline", []string{d}); err != nil {
+		t.Fatalf("RemoveCgroups gave up before its context's deadline: %v", err)
+	}
+	if _, err := os.Stat(d); !os.IsNotExist(err) {
+		t.Errorf("%s: %v, want gone", d, err)
+	}
+}
+
+// TestRemoveCgroupsDefaultBound: without a deadline, a cgroup that stays
+// busy is given up after DefaultBound with an error (the delete path).
+func TestRemoveCgroupsDefaultBound(t *testing.T) {
+	d := filepath.Join(t.TempDir(), "cg")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "task"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveCgroups(context.Background(), "sb-bound", []string{d}); err == nil {
+		t.Fatal("RemoveCgroups of a directory that stays busy succeeded")
+	}
+}
