@@ -137,7 +137,7 @@ func KillSandbox(id string, timeout time.Duration) error {
 	dirs := teardown.CgroupDirs(id)
 	teardown.Thaw(dirs)
 	var errs []error
-	if err := teardown.RemoveCgroups(ctx, id, dirs); err != nil {
+	if err := teardown.RemoveCgroupsWithin(ctx, id, dirs, timeout); err != nil {
 		errs = append(errs, fmt.Errorf("sandbox %s: %w (processes %v)", id, err, cgroupPIDs(id)))
 	}
 	if err := teardown.UnmountImageRoot(filepath.Join(ShareDir, "roots", id)); err != nil {

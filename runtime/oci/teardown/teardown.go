@@ -72,8 +72,8 @@ func Thaw(dirs []string) {
 	}
 }
 
-// DefaultBound is how long RemoveCgroups keeps trying when its context
-// has no deadline (runtime/oci's delete).
+// DefaultBound is how long RemoveCgroups keeps trying (runtime/oci's
+// delete and suspend).
 const DefaultBound = 5 * time.Second
 
 // RemoveCgroups removes sandbox id's cgroups (dirs, CgroupDirs(id)),
@@ -82,18 +82,22 @@ const DefaultBound = 5 * time.Second
 // process listed in it (KillProcs) and waits for them to exit on their
 // pidfds, then tries again; one busy with none to kill has cgroups of its
 // own made inside it, removed first the same way; one still busy is
-// retried a little later each time, until ctx's deadline (DefaultBound
-// from now when ctx has none). The rmdir is the check
+// retried a little later each time, for DefaultBound at most (or until
+// ctx ends). The rmdir is the check
 // that none is left, in each hierarchy: a create cancelled while the
 // runtime moved its child into the cgroups may leave a process in some of
 // them only, and one forked between a read and the kill is met on the next
 // try (the pids limit bounds each). Killing the init alone would end its
 // pid namespace; this kills whatever the cgroups hold.
 func RemoveCgroups(ctx context.Context, id string, dirs []string) error {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(DefaultBound)
-	}
+	return RemoveCgroupsWithin(ctx, id, dirs, DefaultBound)
+}
+
+// RemoveCgroupsWithin is RemoveCgroups trying for bound instead of
+// DefaultBound: for tests' cleanup after a daemon (testenv.KillSandbox),
+// which may wait longer on a loaded machine than a delete should.
+func RemoveCgroupsWithin(ctx context.Context, id string, dirs []string, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
 	for _, d := range dirs {
 		if err := removeCgroup(ctx, id, d, deadline); err != nil {
 			return err
