@@ -229,8 +229,9 @@ func WaitExited(pidfds []int, deadline time.Time) {
 // in sandbox id's cgroup (or one made inside it) in any hierarchy.
 func inAnyCgroup(procCgroup []byte, id string) bool {
 	want := []byte(":" + CgroupParent + "/" + id)
+	inside := []byte(":" + CgroupParent + "/" + id + "/")
 	for _, l := range bytes.Split(procCgroup, []byte{'\n'}) {
-		if bytes.HasSuffix(l, want) || bytes.Contains(l, append(want, '/')) {
+		if bytes.HasSuffix(l, want) || bytes.Contains(l, inside) {
 			return true
 		}
 	}
