@@ -132,12 +132,10 @@ const ShareDir = "/run/sandlot-share"
 // state dir goes with that dir (its id ranges are reclaimed once the dir
 // is gone).
 func KillSandbox(id string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	dirs := teardown.CgroupDirs(id)
 	teardown.Thaw(dirs)
 	var errs []error
-	if err := teardown.RemoveCgroupsWithin(ctx, id, dirs, timeout); err != nil {
+	if err := teardown.RemoveCgroupsWithin(context.Background(), id, dirs, timeout); err != nil {
 		errs = append(errs, fmt.Errorf("sandbox %s: %w (processes %v)", id, err, cgroupPIDs(id)))
 	}
 	if err := teardown.UnmountImageRoot(filepath.Join(ShareDir, "roots", id)); err != nil {
