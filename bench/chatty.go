@@ -30,10 +30,11 @@ func chatty(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	defer stop()
 	id := ident("warm-chatty")
 	req := contexts.ExecuteRequest{Language: "python", Code: fmt.Sprintf("for i in range(%d):\n    print(i)", chattyPrints)}
-	want := ""
-	for i := 0; i < chattyPrints; i++ {
-		want += fmt.Sprintf("%d\n", i)
+	var b strings.Builder
+	for i := range chattyPrints {
+		fmt.Fprintf(&b, "%d\n", i)
 	}
+	want := b.String()
 	var counts []int
 	var got strings.Builder
 	call := func(ctx context.Context) error {

@@ -92,7 +92,9 @@ func phaseFigures(kind string, phases map[string][]time.Duration) []Figure {
 		switch {
 		case name == "browser":
 			f.Note = "polled after the screenshot, every ~0.1 s"
-		case strings.HasPrefix(name, "warm:"):
+		case name == "warm:wm":
+			f.Note = "before the take"
+		case name == "warm:drawn":
 			f.Note = "before the take, of the warm-ups drawn in time"
 		}
 		out = append(out, f)
