@@ -112,10 +112,7 @@ func TestPoolWarmDrawn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := map[string]time.Time{}
-	for _, p := range tl {
-		at[p.Name] = p.At
-	}
+	at := phaseTimes(tl)
 	if !at["undrawn"].IsZero() || at["drawn"].IsZero() || at["host:sandbox"].IsZero() || !at["drawn"].Before(at["host:sandbox"]) {
 		t.Errorf("timeline %v: want the desktop drawn by its warm-up, before the take (host:sandbox)", tl)
 	} else {
@@ -145,4 +142,13 @@ func undrawn(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 		}
 	}
 	return out
+}
+
+// phaseTimes maps a timeline's phases to their times by name.
+func phaseTimes(tl []desktop.Phase) map[string]time.Time {
+	at := map[string]time.Time{}
+	for _, p := range tl {
+		at[p.Name] = p.At
+	}
+	return at
 }

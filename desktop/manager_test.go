@@ -97,10 +97,7 @@ func TestManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := map[string]time.Time{}
-	for _, p := range tl {
-		at[p.Name] = p.At
-	}
+	at := phaseTimes(tl)
 	t.Logf("timeline: %v", tl)
 	for _, name := range []string{"start:sandbox", "start:Xvfb", "x", "start:xfwm4", "wm", "start:x11vnc", "start:chromium"} {
 		if at[name].IsZero() {

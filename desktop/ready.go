@@ -113,8 +113,11 @@ type readiness struct {
 	stage string
 }
 
-// drawScale is how many times its own start up to the window manager a
-// pool's warm-up gives the desktop to be drawn. A create waits for a
+// drawScale is how many times its own wait for the window manager (from
+// readyScript's start, after the warm-up's shims and font cache: a little
+// less than the sandbox's start, which the figures below are taken from,
+// so the margin is a little smaller than they say) a pool's warm-up gives
+// the desktop to be drawn. A create waits for a
 // pool's fill only when it comes during the fill with none ready (then at
 // most the pool's wait bound), and a desktop offered undrawn is still drawing when it is
 // taken: its take looks again (a python process, 1-2 s of a loaded
