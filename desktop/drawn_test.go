@@ -91,7 +91,7 @@ func TestDrawnWaitBounded(t *testing.T) {
 
 // TestPoolWarmDrawn: a pool's warm-up (a fill) is not
 // bounded by the create's stream-ready wait: it waits until the desktop
-// is drawn (at most drawScale times its own start), so the desktop a
+// is drawn (at most poolDrawWait after the window manager), so the desktop a
 // create takes is drawn before the take, and its first call does not
 // look again. Before, a warm-up whose drawing outlasted the stream-ready
 // wait (every one on a loaded 2-core machine, with the default 3 s) was

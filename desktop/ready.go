@@ -28,9 +28,7 @@ const minColours = 64
 
 // readyScript waits (at most 120 s, by the clock: a loaded machine makes
 // every probe slow) for the X server and the window manager, and then at
-// most waitMs more (or, with scale > 0, scale times what the wait took
-// until the window manager answered, when that is longer) for the stream
-// and for the desktop to be drawn
+// most waitMs more for the stream and for the desktop to be drawn
 // (drawn.py, given in $DRAWN_PY: XFCE's desktop and panel painted; the
 // processes run seconds before their windows show anything). The stream
 // is probed in the same loop, from the start: its web side starts first
@@ -49,7 +47,7 @@ const minColours = 64
 // restart of a part) finds "drawn" and does not look, or "undrawn" and
 // looks once without waiting (a warm desktop is drawn by the time it is
 // taken, though its warm-up's wait ran out).
-func readyScript(waitMs int64, scale int) string {
+func readyScript(waitMs int64) string {
 	return fmt.Sprintf(`now() { date +%%s%%3N; }
 mark() { grep -qs "^$1 " %[3]s || echo "$1 $(now)" >>%[3]s; }
 seen=; ! grep -qs '^stream ' %[3]s || seen=1
@@ -86,15 +84,14 @@ until [ -n "$x" ] && [ -n "$wm" ]; do
   [ "$(now)" -lt "$end" ] || { echo "the X server or the window manager did not start in 120 s; running: $(ps -eo comm= | sort -u | tr '\n' ' '); the session's log ends: $(tail -c 600 /tmp/.desktop-xfce.log 2>/dev/null | tr '\n' ' '); the X server's: $(tail -c 300 /tmp/.desktop-xvfb.log 2>/dev/null | tr '\n' ' ')" >&2; exit 3; }
   sleep 0.05
 done
-bound=%[1]d; [ %[6]d -eq 0 ] || { d=$(( ($(now) - start) * %[6]d )); [ "$d" -le "$bound" ] || bound=$d; }
-end=$(( $(now) + bound )); drawn=
+end=$(( $(now) + %[1]d )); drawn=
 if ! grep -qs '^drawn ' %[3]s; then
   dend=$end; ! grep -qs '^undrawn ' %[3]s || dend=0
   python3 -c "$DRAWN_PY" "$dend" %[5]d & drawn=$!
 fi
 while [ -z "$st" ] && [ "$(now)" -lt "$end" ]; do stream && { st=1; mark stream; }; sleep 0.05; done
 [ -z "$drawn" ] || if wait $drawn; then mark drawn; else mark undrawn; echo "not drawn"; fi
-exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours, scale)
+exit 0`, waitMs, StreamPort, phasesFile, StreamPort, minColours)
 }
 
 // readyEnv is readyScript's environment.
@@ -104,40 +101,33 @@ var readyEnv = map[string]string{"DISPLAY": ":0", "DRAWN_PY": drawnPy}
 // drawing once its window manager answers.
 type readiness struct {
 	wait time.Duration // at most this
-	// scale > 0: or scale times what the wait took until the window
-	// manager answered, when that is longer (drawScale).
-	scale int
 	// stage says whose wait it is, in logs and the undrawn counter:
 	// "pool" (a pool's fill), "create" (a create's own
 	// warm-up) or "open" (the native manager opening a session).
 	stage string
 }
 
-// drawScale is how many times its own wait for the window manager (from
-// readyScript's start, after the warm-up's shims and font cache: a little
-// less than the sandbox's start, which the figures below are taken from,
-// so the margin is a little smaller than they say) a pool's warm-up gives
-// the desktop to be drawn. A create waits for a
-// pool's fill only when it comes during the fill with none ready (then at
-// most the pool's wait bound), and a desktop offered undrawn is still drawing when it is
-// taken: its take looks again (a python process, 1-2 s of a loaded
-// machine) beside XFCE's painting. The drawing's time grows with the
-// machine and its load as the start's does: measured on the 2-core
-// machine at load 6-8 (2026-11-30), it took 0.8-1.25 times as long as
-// the start (6.6-8.9 s after a window manager that came 5.4-11.3 s after
-// the start), once 3.1 times (a start of 1.8 s), where the create's
-// stream-ready wait (3 s) ran out in every warm-up. Four times leaves
-// room for that spread; the bound only matters for a desktop that does
-// not draw at all.
-const drawScale = 4
+// poolDrawWait is how long a pool's fill waits, after the window manager,
+// for the desktop to be drawn (when the stream-ready wait is shorter). A
+// create waits for a pool's fill only when it comes during the fill with
+// none ready (then at most the pool's wait bound), so the fill can wait for
+// the drawing instead of offering a desktop still drawing, whose take
+// would look again (a python process, 1-2 s of a loaded machine) beside
+// XFCE's painting. The drawing's time grows with the machine and its
+// load: on the 2-core machine at load 6-8 it came 6.6-8.9 s after the
+// window manager, and under a full test run 9.5 s after it, where a bound
+// scaled from the warm-up's own wait for the window manager (4 times,
+// about 4 s there: the font cache had taken the start's time) ran out.
+// The bound only matters for a desktop that does not draw at all.
+const poolDrawWait = 60 * time.Second
 
 // waitReady runs readyScript in sb: it returns once the X server and the
 // window manager answer and the desktop is drawn and its stream answers,
 // or once r's wait after the window manager ran out for either (logged,
 // and counted by undrawn with r's stage).
 func waitReady(ctx context.Context, sb contexts.Sandbox, r readiness, undrawn metric.Int64Counter, log *slog.Logger, contextID string) error {
-	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(r.wait.Milliseconds(), r.scale)},
-		Env: readyEnv, TimeoutMs: 150_000*int64(1+r.scale) + r.wait.Milliseconds(), Tag: "desktop-ready"}, nil)
+	res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/bash", "-c", readyScript(r.wait.Milliseconds())},
+		Env: readyEnv, TimeoutMs: 150_000 + r.wait.Milliseconds(), Tag: "desktop-ready"}, nil)
 	if err != nil {
 		return err
 	}
@@ -151,7 +141,7 @@ func waitReady(ctx context.Context, sb contexts.Sandbox, r readiness, undrawn me
 			// Offered undrawn: its take looks again, beside the painting.
 			level = slog.LevelWarn
 		}
-		log.Log(ctx, level, "desktop: not drawn within the readiness wait; going on", logkey.Context, contextID, "stage", r.stage, "wait", r.wait, "scale", r.scale)
+		log.Log(ctx, level, "desktop: not drawn within the readiness wait; going on", logkey.Context, contextID, "stage", r.stage, "wait", r.wait)
 	}
 	if s := strings.TrimSpace(res.Stderr); s != "" {
 		// readyScript started a part that had ended (or never came up).

@@ -95,9 +95,9 @@ func warmStack(w, h int) string { return sessionScript(w, h) + "wait" }
 // warm starts a desktop sandbox's X server and session and waits until
 // they are drawn (readyScript): a create's own warm-up at most the
 // stream-ready wait after the window manager (the create waits for it),
-// a pool's fill also at most drawScale times its own start, when that is
-// longer (a create waits for it only when it comes during the fill with
-// none ready, and its take should find it drawn).
+// a pool's fill at most poolDrawWait, when that is longer (a create waits
+// for it only when it comes during the fill with none ready, and its take
+// should find it drawn).
 func warm(ctx context.Context, sb contexts.Sandbox, cfg Config, undrawn metric.Int64Counter) error {
 	for path, body := range warmShims {
 		res, err := sb.Exec(ctx, agent.ExecParams{Argv: []string{"/bin/sh", "-c", `cat >"$0" && chmod 755 "$0"`, path},
@@ -115,7 +115,7 @@ func warm(ctx context.Context, sb contexts.Sandbox, cfg Config, undrawn metric.I
 	}
 	r := readiness{wait: cfg.StreamWait, stage: "create"}
 	if contexts.PoolFill(ctx) {
-		r.scale, r.stage = drawScale, "pool"
+		r.wait, r.stage = max(r.wait, poolDrawWait), "pool"
 	}
 	if err := waitReady(ctx, sb, r, undrawn, cfg.Logger, sb.ID()); err != nil {
 		return fmt.Errorf("desktop warm-up: %w", err)
