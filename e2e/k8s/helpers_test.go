@@ -33,6 +33,13 @@ func namespace(t *testing.T, c *kubetest.Cluster, prefix string) string {
 // last state cond reported.
 func poll(t *testing.T, bound time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
+	pollDiag(t, bound, what, cond, nil)
+}
+
+// pollDiag is poll that, when the bound passes, also reports diag's
+// account of the state (when diag is not nil).
+func pollDiag(t *testing.T, bound time.Duration, what string, cond func() (bool, string), diag func() string) {
+	t.Helper()
 	deadline := time.Now().Add(bound)
 	var last string
 	for {
@@ -42,6 +49,9 @@ func poll(t *testing.T, bound time.Duration, what string, cond func() (bool, str
 		}
 		last = state
 		if time.Now().After(deadline) {
+			if diag != nil {
+				last += "\n" + diag()
+			}
 			t.Fatalf("waiting %s for %s: %s", bound, what, last)
 		}
 		time.Sleep(200 * time.Millisecond)

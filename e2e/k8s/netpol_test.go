@@ -92,12 +92,12 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 		t.Fatalf("without a policy, the allowed pod: %v", err)
 	}
 	for what, addr := range denied {
-		poll(t, 2*time.Minute, "without a policy, "+what+" ("+addr+") to answer, so the policy's effect can show", func() (bool, string) {
+		pollDiag(t, 2*time.Minute, "without a policy, "+what+" ("+addr+") to answer, so the policy's effect can show", func() (bool, string) {
 			if err := dial(addr); err != nil {
 				return false, err.Error()
 			}
 			return true, ""
-		})
+		}, func() string { return c.NetDiag(ctx, clientIP) })
 	}
 
 	port := intstr.FromInt32(8080)
