@@ -405,7 +405,8 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		return err
 	}
 	if _, err := c.startProc("kube-proxy", c.bins.kubeProxy,
-		[]string{"--config=" + c.path("kube-proxy", "config.yaml")}); err != nil {
+		// -v=2: each sync of its rules is logged (NetDiag shows the end).
+		[]string{"--config=" + c.path("kube-proxy", "config.yaml"), "--v=2"}); err != nil {
 		return err
 	}
 	if _, err := c.startProc("kube-router", c.bins.kubeRouter, []string{

@@ -3,9 +3,11 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os/exec"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -14,9 +16,28 @@ import (
 // a destination unreachable: every pod the API server holds at that address
 // (a pod whose address came back to the pool while its object lingers keeps
 // kube-router's rules for it), the netfilter rules that name the address,
-// and kube-proxy's rules for the API server's service.
+// kube-proxy's rules for the API server's service and the endpoints it
+// holds, whether the node itself reaches the service and the API server,
+// and the end of kube-proxy's and kube-router's logs.
 func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 	var b strings.Builder
+	if eps, err := c.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"}); err != nil {
+		fmt.Fprintf(&b, "the kubernetes service's endpoints: %v\n", err)
+	} else {
+		for _, s := range eps.Items {
+			for _, e := range s.Endpoints {
+				ready := e.Conditions.Ready != nil && *e.Conditions.Ready
+				fmt.Fprintf(&b, "the kubernetes service's endpoint %v (ready %v), ports %d\n", e.Addresses, ready, len(s.Ports))
+			}
+		}
+	}
+	for _, addr := range []string{net.JoinHostPort(apiService, "443"), strings.TrimPrefix(c.REST.Host, "https://")} {
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		fmt.Fprintf(&b, "the node dials %s: %v\n", addr, err)
+	}
 	pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		fmt.Fprintf(&b, "pods: %v\n", err)
@@ -41,9 +62,10 @@ func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 			fmt.Fprintf(&b, "iptables-save -t %s: %v\n", table, err)
 			continue
 		}
-		fmt.Fprintf(&b, "%s rules naming %s or the API server's service:\n", table, ip)
+		fmt.Fprintf(&b, "%s: the base chains' rules, and those naming %s or the API server's service:\n", table, ip)
 		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, ip+"/") || strings.Contains(line, ip+" ") || strings.Contains(line, "default/kubernetes") {
+			base := strings.HasPrefix(line, "-A PREROUTING ") || strings.HasPrefix(line, "-A INPUT ") || strings.HasPrefix(line, "-A OUTPUT ") || strings.HasPrefix(line, "-A FORWARD ")
+			if base || strings.Contains(line, ip+"/") || strings.Contains(line, ip+" ") || strings.Contains(line, "default/kubernetes") {
 				b.WriteString("  " + line + "\n")
 			}
 		}
@@ -59,6 +81,11 @@ func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 			}
 		}
 		fmt.Fprintf(&b, "ipsets holding %s: %v\n", ip, sets)
+	}
+	for _, name := range []string{"kube-proxy", "kube-router"} {
+		if p := c.proc(name); p != nil {
+			fmt.Fprintf(&b, "%s's log ends:\n%s\n", name, p.tail(15))
+		}
 	}
 	return b.String()
 }
