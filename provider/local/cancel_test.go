@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/runtime/oci"
@@ -31,9 +34,12 @@ func TestCreateCancelledLeavesNothing(t *testing.T) {
 }
 
 func testCreateCancelled(t *testing.T, kind string) {
-	p := newProvider(t, kind, contexts.Limits{})
+	// The daemon's warnings (a cleanup that failed) go with what is left.
+	var logs lockedBuffer
+	p := newProviderWith(t, Config{Runtime: kind, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	var mu sync.Mutex
 	var ids []string
+	ended := map[string]createEnd{} // by sandbox id
 	p.createHook = func(id string) {
 		mu.Lock()
 		ids = append(ids, id)
@@ -67,11 +73,19 @@ func testCreateCancelled(t *testing.T, kind string) {
 				go cancelInRun(ctx, cancel, filepath.Join(p.stateDir, kind, id), after)
 			}
 		}
+		mu.Lock()
+		before := len(ids)
+		mu.Unlock()
 		sb, err := p.Create(ctx, contexts.Spec{})
 		if timer != nil {
 			timer.Stop()
 		}
 		cancel()
+		mu.Lock()
+		if len(ids) > before { // creates run one at a time: the last id is this one's
+			ended[ids[len(ids)-1]] = createEnd{at: time.Now(), delay: d, err: err}
+		}
+		mu.Unlock()
 		if err == nil { // done before the cancel: not what is under test
 			sb.Close()
 			if err := p.Destroy(context.Background(), sb.ID()); err != nil {
@@ -89,13 +103,13 @@ func testCreateCancelled(t *testing.T, kind string) {
 	// Killed processes are reaped by the host's PID 1, maybe lazily.
 	var left []string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		left = leftOf(t, p, ids)
+		left = leftOf(t, p, ids, ended)
 		if len(left) == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
 	if len(left) > 0 {
-		t.Errorf("after %d creates (%d cancelled), left:\n%s", len(ids), failed, strings.Join(left, "\n"))
+		t.Errorf("after %d creates (%d cancelled), left:\n%s\ndaemon warnings:\n%s", len(ids), failed, strings.Join(left, "\n"), logs.String())
 	}
 }
 
@@ -114,8 +128,44 @@ func cancelInRun(ctx context.Context, cancel func(), dir string, after time.Dura
 	}
 }
 
-// leftOf lists what sandboxes ids left on the host.
-func leftOf(t *testing.T, p *Provider, ids []string) []string {
+// createEnd is how a create of the test ended: when it returned, the
+// cancel's delay (negative: in the runtime's run) and its error.
+type createEnd struct {
+	at    time.Time
+	delay time.Duration
+	err   error
+}
+
+func (e createEnd) String() string {
+	if e.at.IsZero() {
+		return "create not returned"
+	}
+	return fmt.Sprintf("create cancelled at %v returned %s ago: %v", e.delay, time.Since(e.at).Round(time.Millisecond), e.err)
+}
+
+// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// leftOf lists what sandboxes ids left on the host: each process with its
+// argv, each cgroup with the processes it lists and how long after its
+// create returned it was made (its ctime), each state entry, with how its
+// create ended.
+func leftOf(t *testing.T, p *Provider, ids []string, ended map[string]createEnd) []string {
 	var left []string
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, pr := range procs {
@@ -123,7 +173,7 @@ func leftOf(t *testing.T, p *Provider, ids []string) []string {
 		cmd, _ := os.ReadFile(pr + "/cmdline")
 		for _, id := range ids {
 			if bytes.Contains(cg, []byte("/sandlot/"+id)) || bytes.Contains(cmd, []byte(id)) {
-				left = append(left, fmt.Sprintf("process %s of %s: %q", filepath.Base(pr), id, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '})))
+				left = append(left, fmt.Sprintf("process %s of %s: %q (%s)", filepath.Base(pr), id, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}), ended[id]))
 			}
 		}
 		if mi, err := os.ReadFile(pr + "/mountinfo"); err == nil && bytes.Contains(mi, []byte(p.stateDir)) {
@@ -134,15 +184,21 @@ func leftOf(t *testing.T, p *Provider, ids []string) []string {
 	for _, c := range ctls {
 		for _, id := range ids {
 			d := filepath.Join("/sys/fs/cgroup", c.Name(), "sandlot", id)
-			if _, err := os.Stat(d); err == nil {
-				left = append(left, "cgroup "+d)
+			var st unix.Stat_t
+			if unix.Stat(d, &st) == nil {
+				procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+				made := "made before its create returned"
+				if e := ended[id]; !e.at.IsZero() && time.Unix(st.Ctim.Unix()).After(e.at) {
+					made = fmt.Sprintf("made %v after its create returned", time.Unix(st.Ctim.Unix()).Sub(e.at))
+				}
+				left = append(left, fmt.Sprintf("cgroup %s (processes %q; %s; %s)", d, strings.Fields(string(procs)), made, ended[id]))
 			}
 		}
 	}
 	for _, sub := range []string{"bundles", p.Runtime().Name()} {
 		ents, _ := os.ReadDir(filepath.Join(p.stateDir, sub))
 		for _, e := range ents {
-			left = append(left, fmt.Sprintf("%s/%s", sub, e.Name()))
+			left = append(left, fmt.Sprintf("%s/%s (%s)", sub, e.Name(), ended[e.Name()]))
 		}
 	}
 	if n, err := p.Runtime().(*oci.Runtime).HeldIDRanges(); err != nil || n != 0 {

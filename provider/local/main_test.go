@@ -63,7 +63,8 @@ func newProvider(t testing.TB, kind string, lim contexts.Limits, prestart ...str
 }
 
 // newProviderWith is newProvider with cfg's other fields (images,
-// templates); StateDir, AgentPath and Logger are the test's.
+// templates, a Logger: nil discards); StateDir and AgentPath are the
+// test's.
 func newProviderWith(t testing.TB, cfg Config) *Provider {
 	t.Helper()
 	testenv.RequireRoot(t)
@@ -74,7 +75,10 @@ func newProviderWith(t testing.TB, cfg Config) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.StateDir, cfg.AgentPath, cfg.Logger = dir, testenv.AgentBinary(t), slog.New(slog.DiscardHandler)
+	cfg.StateDir, cfg.AgentPath = dir, testenv.AgentBinary(t)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	p, err := New(cfg)
 	if err != nil {
 		oci.Purge(dir)

@@ -107,10 +107,20 @@ func (d driver) cmd(ctx context.Context, logPath string, args ...string) *exec.C
 // sandbox: every live process whose argv[0] is the runtime's binary and
 // whose arguments hold id is killed too, until none is left (one forked
 // between two scans is met on the next).
+//
+// None is left once two scans in a row find none. One is not enough: the
+// child forks the grandchild and exits at once, so a child listed alive
+// by a scan may fork after the listing and be a zombie when the scan
+// reads it, and the grandchild, not listed, went on alone. The next
+// scan's listing, taken after that read, holds it. (Each further
+// generation that forked and exited so would need one more scan; crun
+// has the one.)
 func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 	wait := time.Millisecond
-	for {
-		if !d.killLeft(pgid, id) {
+	for clean := 0; ; {
+		if d.killLeft(pgid, id) {
+			clean = 0
+		} else if clean++; clean == 2 {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -124,23 +134,23 @@ func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 }
 
 // killLeft reports whether a live process (not a zombie) is left of an
-// invocation (endCancelled), and sends SIGKILL to each one that runs the
-// runtime's binary for id. Only the daemon's own namespaces are looked
-// at: the runtime and what it forks run there until the sandbox's init
-// enters its own, and a sandbox's processes, whose argv and process
-// groups are theirs to choose, are neither read nor counted (the init,
-// not yet in its cgroups, ends when the killed runtime's end of its sync
-// socket closes; in its cgroups, the delete kills it).
+// invocation (endCancelled), or /proc could not be listed, and sends
+// SIGKILL to each one that runs the runtime's binary for id. Only the
+// daemon's own namespaces are looked at: the runtime and what it forks
+// run there until the sandbox's init enters its own, and a sandbox's
+// processes, whose argv and process groups are theirs to choose, are
+// neither read nor counted (the init, not yet in its cgroups, ends when
+// the killed runtime's end of its sync socket closes; in its cgroups, the
+// delete kills it).
 func (d driver) killLeft(pgid int, id string) bool {
-	ents, err := os.ReadDir("/proc")
+	pids, err := procPIDs()
 	if err != nil {
-		return false
+		return true // not known to be clean
 	}
 	own := ownNamespaces()
 	left := false
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || !own.holds(pid) {
+	for _, pid := range pids {
+		if !own.holds(pid) {
 			continue
 		}
 		state, pgrp, ok := procStat(pid)
@@ -156,6 +166,18 @@ func (d driver) killLeft(pgid int, id string) bool {
 		}
 	}
 	return left
+}
+
+// procPIDs lists the processes /proc shows (a variable for tests).
+var procPIDs = func() ([]int, error) {
+	ents, err := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, err
 }
 
 // namespaces are a process's user and pid namespaces, as their links read.

@@ -41,6 +41,10 @@ func TestMain(m *testing.M) {
 		fakeDetachMain(f)
 		return
 	}
+	if f := os.Getenv(fakeForkExitEnv); f != "" {
+		fakeForkExitMain(f)
+		return
+	}
 	os.Exit(m.Run())
 }
 
