@@ -169,6 +169,12 @@ func (s *stepRunner) Run(ctx context.Context, req build.RunRequest) (_ build.Run
 		}
 	}
 	ccancel()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The step's bound (from create to exit) ran out while its
+		// sandbox started (a loaded machine): the step is past its time,
+		// whatever the runtime said as it was ended.
+		return build.RunResult{}, fmt.Errorf("build step sandbox: %v: %w", err, errdefs.ErrDeadlineExceeded)
+	}
 	return build.RunResult{}, fmt.Errorf("build step sandbox: %w", err)
 }
 

@@ -162,6 +162,14 @@ func TestBuildStepWalls(t *testing.T) {
 			if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
 				t.Errorf("a step past its time: %v, want deadline_exceeded", err)
 			}
+			// Past its time while its sandbox still starts (as a loaded
+			// machine makes a 3 s bound): deadline_exceeded too, not the
+			// runtime's "signal: killed".
+			shorter := p.BuildRunner(BuildConfig{Timeout: 5 * time.Millisecond})
+			_, _, _, err = runStep(t, shorter, s, img, 0, "true")
+			if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
+				t.Errorf("a step past its time as its sandbox starts: %v, want deadline_exceeded", err)
+			}
 		})
 	}
 }
