@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,6 @@ import (
 	"github.com/sandlot/sandlot/provider/local"
 )
 
-// lockedBuffer is an output or log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestMCPCommand drives `sandlot mcp` with the SDK client over its stdin
 // and stdout: the protocol stays clean (the first-start key notice goes to
 // stderr), the tools are listed, and a tool call reaches the manager.
@@ -48,7 +28,7 @@ func TestMCPCommand(t *testing.T) {
 	defer cancel()
 	inR, inW := io.Pipe()   // client -> command stdin
 	outR, outW := io.Pipe() // command stdout -> client
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		dir := t.TempDir()
@@ -120,7 +100,7 @@ func TestMCPBinary(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", filepath.Join(dir, "run"),
 		"--default-image", "none")
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -175,7 +155,7 @@ func TestMCPLocal(t *testing.T) {
 
 	cmd := exec.Command(bin, "mcp", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"), "--state-dir", stateDir, "--log-level", "info",
 		"--images-dir", debiantest.StoreDir())
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	tr := &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Minute}
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, tr, nil)

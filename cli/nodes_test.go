@@ -154,12 +154,12 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 	}
 	mustRun(api(srv), "c1", "x = 41", "")
 
-	session := func() (*sdk.ClientSession, *lockedBuffer) {
+	session := func() (*sdk.ClientSession, *testenv.Buffer) {
 		t.Helper()
 		cmd := exec.Command(bin, "mcp", "--data-dir", data, "--state-dir", states[1], "--conversation", "m1", "--log-level", "info",
 			"--images-dir", debiantest.StoreDir())
 		cmd.Env = env
-		var stderr lockedBuffer
+		var stderr testenv.Buffer
 		cmd.Stderr = &stderr
 		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
 			&sdk.CommandTransport{Command: cmd, TerminateDuration: time.Minute}, nil)
@@ -168,7 +168,7 @@ func TestServeAndMCPOneDataDir(t *testing.T) {
 		}
 		return cs, &stderr
 	}
-	mcpRun := func(cs *sdk.ClientSession, stderr *lockedBuffer, code, want string) {
+	mcpRun := func(cs *sdk.ClientSession, stderr *testenv.Buffer, code, want string) {
 		t.Helper()
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_code", Arguments: map[string]any{"language": "python", "code": code}})
 		if err != nil {

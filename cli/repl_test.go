@@ -23,7 +23,7 @@ type ptySession struct {
 	ptmx     *os.File
 	tty      *os.File
 	cmd      *exec.Cmd
-	out      lockedBuffer
+	out      testenv.Buffer
 	mark     int
 	copyDone chan struct{}
 }

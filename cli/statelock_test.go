@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
 
@@ -22,16 +23,16 @@ import (
 func TestServeLocksStateDir(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "run")
-	serve := func(ctx context.Context, name string, out *lockedBuffer) error {
+	serve := func(ctx context.Context, name string, out *testenv.Buffer) error {
 		return Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:", "--data-dir", filepath.Join(dir, name),
 			"--state-dir", state, "--pool-size", "0", "--providers", "local", "--log-level", "error", "--default-image", "none"}, strings.NewReader(""), out, out)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out1 lockedBuffer
+	var out1 testenv.Buffer
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, "d1", &out1) }()
-	waitListening := func(out *lockedBuffer, done chan error) {
+	waitListening := func(out *testenv.Buffer, done chan error) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for !strings.Contains(out.String(), "listening on") {
@@ -52,7 +53,7 @@ func TestServeLocksStateDir(t *testing.T) {
 		t.Fatalf("lock file %q, %v", b, err)
 	}
 
-	var out2 lockedBuffer
+	var out2 testenv.Buffer
 	start := time.Now()
 	err := serve(context.Background(), "d2", &out2)
 	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "state dir "+state+" is in use by another sandlot daemon (pid "+strconv.Itoa(os.Getpid())+")") {
@@ -71,7 +72,7 @@ func TestServeLocksStateDir(t *testing.T) {
 	}
 	ctx3, cancel3 := context.WithCancel(context.Background())
 	defer cancel3()
-	var out3 lockedBuffer
+	var out3 testenv.Buffer
 	done3 := make(chan error, 1)
 	go func() { done3 <- serve(ctx3, "d3", &out3) }()
 	waitListening(&out3, done3)

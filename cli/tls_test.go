@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/nettest"
 )
 
@@ -41,7 +42,7 @@ func TestServeTLS(t *testing.T) {
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serve := func(ctx context.Context, name string, out *lockedBuffer, extra ...string) error {
+	serve := func(ctx context.Context, name string, out *testenv.Buffer, extra ...string) error {
 		args := append([]string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:", "--data-dir", filepath.Join(dir, name),
 			"--state-dir", filepath.Join(dir, name+"-run"), "--pool-size", "0", "--providers", "local", "--log-level", "error", "--default-image", "none"}, extra...)
 		return Run(ctx, args, strings.NewReader(""), out, out)
@@ -57,7 +58,7 @@ func TestServeTLS(t *testing.T) {
 		{"key that is not one", []string{"--tls-addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", certFile}, "--tls-cert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var out lockedBuffer
+			var out testenv.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			err := serve(ctx, "bad", &out, tc.args...)
@@ -72,7 +73,7 @@ func TestServeTLS(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out lockedBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- serve(ctx, "ok", &out, "--tls-addr", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +36,7 @@ func TestWaitWhileTemplateBuilds(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--store", "memory:", "--data-dir", filepath.Join(dir, "data"),
@@ -127,7 +125,7 @@ func TestWaitWhileTemplateBuilds(t *testing.T) {
 	}
 
 	// sandlot wait gives up at its timeout, having said what it waits for.
-	var wout, werr syncBuffer
+	var wout, werr testenv.Buffer
 	err = Run(context.Background(), []string{"wait", "--url", url, "--timeout", "2s"}, strings.NewReader(""), &wout, &werr)
 	if !errors.Is(err, errdefs.ErrDeadlineExceeded) {
 		t.Errorf("wait with a short timeout: %v", err)
@@ -138,7 +136,7 @@ func TestWaitWhileTemplateBuilds(t *testing.T) {
 
 	// sandlot wait returns once the core is built.
 	waited := make(chan error, 1)
-	wout, werr = syncBuffer{}, syncBuffer{}
+	wout, werr = testenv.Buffer{}, testenv.Buffer{}
 	go func() {
 		waited <- Run(context.Background(), []string{"wait", "--url", url, "--timeout", "2m"}, strings.NewReader(""), &wout, &werr)
 	}()
@@ -161,23 +159,4 @@ func TestWaitWhileTemplateBuilds(t *testing.T) {
 			t.Fatalf("the full image never went live:\n%s", out.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the daemon's and the test's
-// goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

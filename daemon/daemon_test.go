@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -23,24 +22,6 @@ func needRuntime(t *testing.T) {
 	testenv.RequireBinary(t, "crun")
 	testenv.RequireBinary(t, "runc")
 	t.Setenv("SANDLOT_AGENT_BIN", testenv.AgentBinary(t))
-}
-
-// lockedBuffer is a log sink safe for concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // testDaemon is New over cfg and a store, served on a loopback port, with

@@ -17,6 +17,7 @@ import (
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/api/server"
 	"github.com/sandlot/sandlot/api/server/servertest"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/tenant"
 )
 
@@ -214,7 +215,7 @@ func TestMetricsMethod(t *testing.T) {
 // authenticated tenant (on /v1 and MCP alike), and a panic in a handler is
 // a logged 500 in /v1's error shape, not a dropped connection.
 func TestAccessLog(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	e := newEnv(t, func(c *frontConfig) {
 		c.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { panic("boom") })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/telemetry"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
@@ -24,7 +25,7 @@ import (
 func TestMetricsAfterRealCalls(t *testing.T) {
 	needRuntime(t)
 	dir := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
 		Limits: contexts.Limits{MemoryBytes: 256 << 20}, PoolSize: 1, ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(logs, "debug")})
 
@@ -212,7 +213,7 @@ func TestTelemetryPrefix(t *testing.T) {
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
 		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second,
-		MetricPrefix: "acme", Logger: export.NewLogger(&lockedBuffer{}, "info")})
+		MetricPrefix: "acme", Logger: export.NewLogger(&testenv.Buffer{}, "info")})
 	req, _ := http.NewRequest("POST", d.url+"/v1/tools/run_code", strings.NewReader(`{"conversationId":"p","args":{"language":"python","code":"1+1"}}`))
 	req.Header.Set("X-API-KEY", d.key)
 	req.Header.Set("Content-Type", "application/json")
@@ -243,7 +244,7 @@ func TestSpecTelemetryNames(t *testing.T) {
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
 		Limits: contexts.Limits{MemoryBytes: 256 << 20}, ShutdownTimeout: 5 * time.Second,
-		TelemetryNames: telemetry.NamesSpec, Logger: export.NewLogger(&lockedBuffer{}, "info")})
+		TelemetryNames: telemetry.NamesSpec, Logger: export.NewLogger(&testenv.Buffer{}, "info")})
 	do := func(method, path, body string) []byte {
 		t.Helper()
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestNoProviderNoTools(t *testing.T) {
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), Runtime: "no-such-runtime",
-		StateDir: filepath.Join(dir, "run"), ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&lockedBuffer{}, "info")})
+		StateDir: filepath.Join(dir, "run"), ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&testenv.Buffer{}, "info")})
 	call := func(method, path, body string) (int, []byte) {
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))
 		req.Header.Set("X-API-KEY", d.key)

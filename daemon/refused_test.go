@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
@@ -33,7 +34,7 @@ func TestRefusedBeforeCreate(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(state) })
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: state,
 		Images:          Images{Default: DefaultImageDebian, Dir: debiantest.StoreDir()},
-		ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&lockedBuffer{}, "error")})
+		ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&testenv.Buffer{}, "error")})
 	call := func(method, path, body string) (int, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, d.url+path, strings.NewReader(body))

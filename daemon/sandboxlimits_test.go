@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/telemetry/export"
 )
 
@@ -22,7 +23,7 @@ func TestLimitsReachSandbox(t *testing.T) {
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
 		Limits:          contexts.Limits{MemoryBytes: 256 << 20, PIDs: 48, DiskBytes: 24 << 20, CPUs: 0.5},
-		ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&lockedBuffer{}, "error")})
+		ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&testenv.Buffer{}, "error")})
 
 	run := func(code string) api.RunCodeResult {
 		t.Helper()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandlot/sandlot/api"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/telemetry/export"
 	"github.com/sandlot/sandlot/tenant"
 )
@@ -26,7 +27,7 @@ import (
 func TestUsageAndKeys(t *testing.T) {
 	dir := t.TempDir()
 	d := start(t, "", Config{DataDir: filepath.Join(dir, "data"), Runtime: "no-such-runtime",
-		StateDir: filepath.Join(dir, "run"), ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&lockedBuffer{}, "info")})
+		StateDir: filepath.Join(dir, "run"), ShutdownTimeout: 5 * time.Second, Logger: export.NewLogger(&testenv.Buffer{}, "info")})
 	ctx := context.Background()
 	me, err := d.st.TenantByKeyHash(ctx, tenant.HashKey(d.key))
 	if err != nil {

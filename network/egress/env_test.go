@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/netns"
@@ -36,34 +36,17 @@ type env struct {
 	res   *resolver.Resolver
 	px    *Proxy
 	op    *policy.Operator
-	logs  *syncBuffer
+	logs  *testenv.Buffer
 
 	mu     sync.Mutex
 	events []audit.Event
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func newEnv(t testing.TB, mut ...func(*Config)) *env {
 	t.Helper()
 	nettest.Require(t)
 	ctx := context.Background()
-	e := &env{world: nettest.NewWorld(t), reg: NewRegistry(), logs: &syncBuffer{}}
+	e := &env{world: nettest.NewWorld(t), reg: NewRegistry(), logs: &testenv.Buffer{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.op = &policy.Operator{
 		Default: policy.TenantCap{AllowOpen: true},

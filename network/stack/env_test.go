@@ -1,7 +1,6 @@
 package stack
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/netip"
@@ -13,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/nettest"
@@ -34,29 +34,12 @@ type env struct {
 	world *nettest.World
 	st    *Stack
 	cfg   Config
-	logs  *syncBuffer
+	logs  *testenv.Buffer
 
 	mu      sync.Mutex
 	secrets map[string]Secret // by tenant + "/" + name
 	events  []audit.Event
 	ctxIDs  []string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newEnv starts a stack; spares is Config.Network.Spares.
@@ -70,7 +53,7 @@ func newEnv(t testing.TB, spares int) *env {
 func newEnvWith(t testing.TB, spares int, mod func(*Config)) *env {
 	t.Helper()
 	nettest.Require(t)
-	e := &env{world: nettest.NewWorld(t), logs: &syncBuffer{}, secrets: map[string]Secret{}}
+	e := &env{world: nettest.NewWorld(t), logs: &testenv.Buffer{}, secrets: map[string]Secret{}}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.cfg = Config{
 		Network: network.Config{StateDir: t.TempDir(), NetnsDir: t.TempDir(), Spares: spares},

@@ -1,46 +1,32 @@
 package kubernetes
 
 import (
-	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// syncBuffer is a log destination for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
 // earlyOf is the "early" field of the create's "sandbox ready" line.
-func earlyOf(t *testing.T, log *syncBuffer) bool {
+func earlyOf(t *testing.T, log *testenv.Buffer) bool {
 	t.Helper()
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	for _, line := range strings.Split(log.b.String(), "\n") {
+	text := log.String()
+	for _, line := range strings.Split(text, "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "sandbox ready" {
 			return m["early"] == true
 		}
 	}
-	t.Fatalf("no \"sandbox ready\" line in %s", log.b.String())
+	t.Fatalf("no \"sandbox ready\" line in %s", text)
 	return false
 }
 
@@ -91,7 +77,7 @@ func TestEarlyEnrollment(t *testing.T) {
 		t.Run(map[bool]string{false: "the claim names the pod", true: "the claim names another pool agent"}[stale], func(t *testing.T) {
 			ctx := testCtx(t)
 			c := newCluster(t)
-			var log syncBuffer
+			var log testenv.Buffer
 			p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 1}},
 				Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			c.prepare(t, p)

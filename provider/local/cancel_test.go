@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/runtime/oci"
 )
 
@@ -35,7 +36,7 @@ func TestCreateCancelledLeavesNothing(t *testing.T) {
 
 func testCreateCancelled(t *testing.T, kind string) {
 	// The daemon's warnings (a cleanup that failed) go with what is left.
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	p := newProviderWith(t, Config{Runtime: kind, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	var mu sync.Mutex
 	var ids []string
@@ -141,24 +142,6 @@ func (e createEnd) String() string {
 		return "create not returned"
 	}
 	return fmt.Sprintf("create cancelled at %v returned %s ago: %v", e.delay, time.Since(e.at).Round(time.Millisecond), e.err)
-}
-
-// lockedBuffer is a bytes.Buffer for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // leftOf lists what sandboxes ids left on the host: each process with its
