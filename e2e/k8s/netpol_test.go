@@ -2,8 +2,10 @@ package k8s
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,7 +99,7 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 				return false, err.Error()
 			}
 			return true, ""
-		}, func() string { return c.NetDiag(ctx, clientIP) })
+		}, func() string { return dialAll(dial, allowed, denied) + c.NetDiag(ctx, clientIP) })
 	}
 
 	port := intstr.FromInt32(8080)
@@ -132,6 +134,23 @@ func testNetworkPolicyEgress(t *testing.T, c *kubetest.Cluster, runtimeClass str
 	if err := dial(allowed); err != nil {
 		t.Errorf("with the policy, the allowed pod: %v", err)
 	}
+}
+
+// dialAll says, for a failure's report, which destinations the client
+// reaches now: one that does not answer alone points at its own path (a
+// service's translation), all of them at the pod's.
+func dialAll(dial func(string) error, allowed string, denied map[string]string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the client dials, now:\n  the allowed pod (%s): %v\n", allowed, dial(allowed))
+	names := make([]string, 0, len(denied))
+	for what := range denied {
+		names = append(names, what)
+	}
+	sort.Strings(names)
+	for _, what := range names {
+		fmt.Fprintf(&b, "  %s (%s): %v\n", what, denied[what], dial(denied[what]))
+	}
+	return b.String()
 }
 
 // listenInRange listens on the first free port of [lo, hi] at ip, accepting

@@ -3,9 +3,11 @@ package kubetest
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -112,7 +114,23 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	if err := waitHTTP(ctx, c.proc("kube-router"), "http://127.0.0.1:"+strconv.Itoa(c.ports.routerHealth)+"/healthz", nil); err != nil {
 		return err
 	}
-	return waitHTTP(ctx, c.proc("kube-proxy"), "http://127.0.0.1:"+strconv.Itoa(c.ports.proxyHealthz)+"/healthz", &http.Client{})
+	if err := waitHTTP(ctx, c.proc("kube-proxy"), "http://127.0.0.1:"+strconv.Itoa(c.ports.proxyHealthz)+"/healthz", &http.Client{}); err != nil {
+		return err
+	}
+	// kube-proxy says healthy after a failed first sync too: kube-router's
+	// rewrite of the whole filter table can drop a chain kube-proxy just
+	// made ("Failed to ensure chain jumps ... Chain 'KUBE-FORWARD' does not
+	// exist"), which leaves no service rules until its retry 30 s later
+	// (seen at cluster start). The node reaching the API server's service
+	// address shows the rules are in.
+	return waitFor(ctx, c.proc("kube-proxy"), "kube-proxy's rules for the API server's service", func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(apiService, "443"), 2*time.Second)
+		if err != nil {
+			return false, err
+		}
+		conn.Close()
+		return true, nil
+	})
 }
 
 func (c *Cluster) proc(name string) *proc {

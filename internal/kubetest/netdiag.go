@@ -17,8 +17,10 @@ import (
 // (a pod whose address came back to the pool while its object lingers keeps
 // kube-router's rules for it), the netfilter rules that name the address,
 // kube-proxy's rules for the API server's service and the endpoints it
-// holds, whether the node itself reaches the service and the API server,
-// and the end of kube-proxy's and kube-router's logs.
+// holds, with packet counts, whether the node itself reaches the service
+// and the API server, what else on the host decides the pod's packets
+// (hostNetDiag: conntrack, every nftables base chain, legacy iptables, the
+// route, sysctls) and the end of kube-proxy's and kube-router's logs.
 func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 	var b strings.Builder
 	if eps, err := c.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"}); err != nil {
@@ -57,19 +59,19 @@ func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 		fmt.Fprintf(&b, "pods at %s:\n%s\n", ip, strings.Join(lines, "\n"))
 	}
 	for _, table := range []string{"filter", "nat"} {
-		out, err := exec.CommandContext(ctx, "iptables-save", "-t", table).Output()
+		// -c: each rule's packet counts say how far the client's packets
+		// went (a DNAT that counted them, a drop that did).
+		out, err := exec.CommandContext(ctx, "iptables-save", "-c", "-t", table).Output()
 		if err != nil {
 			fmt.Fprintf(&b, "iptables-save -t %s: %v\n", table, err)
 			continue
 		}
-		fmt.Fprintf(&b, "%s: the base chains' rules, and those naming %s or the API server's service:\n", table, ip)
-		for _, line := range strings.Split(string(out), "\n") {
-			base := strings.HasPrefix(line, "-A PREROUTING ") || strings.HasPrefix(line, "-A INPUT ") || strings.HasPrefix(line, "-A OUTPUT ") || strings.HasPrefix(line, "-A FORWARD ")
-			if base || strings.Contains(line, ip+"/") || strings.Contains(line, ip+" ") || strings.Contains(line, "default/kubernetes") {
-				b.WriteString("  " + line + "\n")
-			}
+		fmt.Fprintf(&b, "%s: the base chains, their rules, and the rules naming %s or the API server's service, with [packets:bytes]:\n", table, ip)
+		for _, line := range ruleLines(string(out), ip) {
+			b.WriteString("  " + line + "\n")
 		}
 	}
+	b.WriteString(hostNetDiag(ctx, ip))
 	if out, err := exec.CommandContext(ctx, "ipset", "list").Output(); err == nil {
 		var sets []string
 		var cur string
@@ -88,4 +90,29 @@ func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 		}
 	}
 	return b.String()
+}
+
+// ruleLines picks from iptables-save's output (with or without -c) the
+// base chains with their policy counts, their rules, and the rules naming
+// ip or the API server's service (kube-proxy's comment names it).
+func ruleLines(save, ip string) []string {
+	var out []string
+	for _, line := range strings.Split(save, "\n") {
+		rule := line
+		if strings.HasPrefix(rule, "[") {
+			if _, r, ok := strings.Cut(rule, "] "); ok {
+				rule = r
+			}
+		}
+		base := false
+		for _, ch := range []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"} {
+			if strings.HasPrefix(rule, "-A "+ch+" ") || strings.HasPrefix(rule, ":"+ch+" ") {
+				base = true
+			}
+		}
+		if base || strings.Contains(rule, ip+"/") || strings.Contains(rule, ip+" ") || strings.Contains(rule, "default/kubernetes") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
