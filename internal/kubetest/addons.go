@@ -117,12 +117,18 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	if err := waitHTTP(ctx, c.proc("kube-proxy"), "http://127.0.0.1:"+strconv.Itoa(c.ports.proxyHealthz)+"/healthz", &http.Client{}); err != nil {
 		return err
 	}
-	// kube-proxy says healthy after a failed first sync too: kube-router's
-	// rewrite of the whole filter table can drop a chain kube-proxy just
-	// made ("Failed to ensure chain jumps ... Chain 'KUBE-FORWARD' does not
-	// exist"), which leaves no service rules until its retry 30 s later
-	// (seen at cluster start). The node reaching the API server's service
-	// address shows the rules are in.
+	return c.waitServiceRules(ctx)
+}
+
+// waitServiceRules waits until the node reaches the API server's service
+// address: kube-proxy's rules are in. kube-proxy says healthy after a
+// failed first sync too: kube-router's rewrite of the whole filter table
+// can drop a chain kube-proxy just made ("Failed to ensure chain jumps
+// ... Chain 'KUBE-FORWARD' does not exist"), which leaves no service
+// rules until a retry 30 s later, which can meet kube-router's next
+// rewrite the same way (seen at cluster start). startNode starts
+// kube-router only after this holds; waitReady checks it again.
+func (c *Cluster) waitServiceRules(ctx context.Context) error {
 	return waitFor(ctx, c.proc("kube-proxy"), "kube-proxy's rules for the API server's service", func() (bool, error) {
 		conn, err := net.DialTimeout("tcp", net.JoinHostPort(apiService, "443"), 2*time.Second)
 		if err != nil {

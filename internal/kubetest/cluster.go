@@ -409,6 +409,12 @@ func (c *Cluster) startNode(ctx context.Context) error {
 		[]string{"--config=" + c.path("kube-proxy", "config.yaml"), "--v=2"}); err != nil {
 		return err
 	}
+	// kube-router rewrites the whole filter table as it syncs: started
+	// beside kube-proxy's first sync, it can make that sync fail
+	// (waitServiceRules). It starts once kube-proxy's rules are in.
+	if err := c.waitServiceRules(ctx); err != nil {
+		return err
+	}
 	if _, err := c.startProc("kube-router", c.bins.kubeRouter, []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--hostname-override=" + nodeName,
