@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -120,23 +122,35 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	return c.waitServiceRules(ctx)
 }
 
-// waitServiceRules waits until the node reaches the API server's service
-// address: kube-proxy's rules are in. kube-proxy says healthy after a
-// failed first sync too: kube-router's rewrite of the whole filter table
-// can drop a chain kube-proxy just made ("Failed to ensure chain jumps
-// ... Chain 'KUBE-FORWARD' does not exist"), which leaves no service
-// rules until a retry 30 s later, which can meet kube-router's next
-// rewrite the same way (seen at cluster start). startNode starts
+// waitServiceRules waits until the API server answers the node at its
+// service address: kube-proxy's rules are in. kube-proxy says healthy
+// after a failed first sync too: kube-router's rewrite of the whole filter
+// table can drop a chain kube-proxy just made ("Failed to ensure chain
+// jumps ... Chain 'KUBE-SERVICES' does not exist"), which leaves no
+// service rules until a retry 30 s later, which can meet kube-router's
+// next rewrite the same way (seen at cluster start). startNode starts
 // kube-router only after this holds; waitReady checks it again.
 func (c *Cluster) waitServiceRules(ctx context.Context) error {
 	return waitFor(ctx, c.proc("kube-proxy"), "kube-proxy's rules for the API server's service", func() (bool, error) {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(apiService, "443"), 2*time.Second)
-		if err != nil {
-			return false, err
-		}
-		conn.Close()
-		return true, nil
+		return c.answersAt(ctx, net.JoinHostPort(apiService, "443")) == nil, nil
 	})
+}
+
+// answersAt is nil when the cluster's API server answers /readyz at
+// hostport over TLS, its certificate checked against the cluster's CA. A
+// TCP connect alone proves nothing: some networks answer a connect to any
+// address on 443 (a transparent proxy on the default route), so an address
+// kube-proxy has not translated can seem to answer.
+func (c *Cluster) answersAt(ctx context.Context, hostport string) error {
+	cfg := rest.CopyConfig(c.REST)
+	cfg.Host = "https://" + hostport
+	cfg.Timeout = 3 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
 }
 
 func (c *Cluster) proc(name string) *proc {

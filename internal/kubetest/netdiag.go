@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -34,11 +33,7 @@ func (c *Cluster) NetDiag(ctx context.Context, ip string) string {
 		}
 	}
 	for _, addr := range []string{net.JoinHostPort(apiService, "443"), strings.TrimPrefix(c.REST.Host, "https://")} {
-		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err == nil {
-			conn.Close()
-		}
-		fmt.Fprintf(&b, "the node dials %s: %v\n", addr, err)
+		fmt.Fprintf(&b, "the API server answers the node at %s (TLS, the cluster's CA): %v\n", addr, c.answersAt(ctx, addr))
 	}
 	pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
