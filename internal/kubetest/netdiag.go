@@ -15,9 +15,10 @@ import (
 // a destination unreachable: every pod the API server holds at that address
 // (a pod whose address came back to the pool while its object lingers keeps
 // kube-router's rules for it), the netfilter rules that name the address,
-// kube-proxy's rules for the API server's service and the endpoints it
-// holds, with packet counts, whether the node itself reaches the service
-// and the API server, what else on the host decides the pod's packets
+// kube-proxy's rules for the API server's service (with packet counts)
+// and the service's endpoints as the API server holds them, whether the
+// API server answers the node at the service address and at its own
+// (answersAt), what else on the host decides the pod's packets
 // (hostNetDiag: conntrack, every nftables base chain, legacy iptables, the
 // route, sysctls) and the end of kube-proxy's and kube-router's logs.
 func (c *Cluster) NetDiag(ctx context.Context, ip string) string {

@@ -143,12 +143,11 @@ func (d driver) endCancelled(pgid int, id string, deadline time.Time) bool {
 // the killed runtime's end of its sync socket closes; in its cgroups, the
 // delete kills it).
 func (d driver) killLeft(pgid int, id string) bool {
+	// A listing that failed part way still kills what it listed, and is
+	// not known to be clean.
 	pids, err := procPIDs()
-	if err != nil {
-		return true // not known to be clean
-	}
 	own := ownNamespaces()
-	left := false
+	left := err != nil
 	for _, pid := range pids {
 		if !own.holds(pid) {
 			continue

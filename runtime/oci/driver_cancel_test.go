@@ -122,18 +122,8 @@ func TestCancelEndsDetachedRuntime(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child")
 	t.Setenv(fakeDetachEnv, pidFile)
 	const id = "sb-0123456789ab"
-	// A fatal path leaves no fake child sleeping out its 5 min: it is the
-	// process whose environment names this test's pid file.
-	t.Cleanup(func() {
-		pid, ok := readPIDFile(pidFile)
-		if !ok || !alive(pid) {
-			return
-		}
-		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-		if err == nil && bytes.Contains(env, []byte(fakeDetachEnv+"="+pidFile+"\x00")) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	// A fatal path leaves no fake child sleeping out its 5 min.
+	killFakesAtEnd(t, fakeDetachEnv+"="+pidFile, pidFile)
 	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -152,4 +142,23 @@ func TestCancelEndsDetachedRuntime(t *testing.T) {
 	if alive(pid) {
 		t.Fatalf("the runtime's detached child %d outlived the cancel", pid)
 	}
+}
+
+// killFakesAtEnd kills, when t ends, each process whose pid a file of
+// pidFiles holds and whose environment holds env ("KEY=value", the test's
+// own fake runtime): a fatal path leaves none sleeping out its minutes,
+// and a pid reused by another process is left alone.
+func killFakesAtEnd(t *testing.T, env string, pidFiles ...string) {
+	t.Cleanup(func() {
+		for _, f := range pidFiles {
+			pid, ok := readPIDFile(f)
+			if !ok || !alive(pid) {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+			if err == nil && bytes.Contains(b, []byte(env+"\x00")) {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
 }

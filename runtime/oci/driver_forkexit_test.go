@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -83,20 +82,8 @@ func TestCancelEndsRuntimeForkedDuringScan(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(fakeForkExitEnv, dir)
 	const id = "sb-0123456789ab"
-	// A fatal path leaves no fake process sleeping out its 5 min: those
-	// whose environment names this test's dir.
-	t.Cleanup(func() {
-		for _, f := range []string{"c", "g"} {
-			pid, ok := readPIDFile(filepath.Join(dir, f))
-			if !ok || !alive(pid) {
-				continue
-			}
-			env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-			if err == nil && bytes.Contains(env, []byte(fakeForkExitEnv+"="+dir+"\x00")) {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	})
+	// A fatal path leaves no fake process sleeping out its 5 min.
+	killFakesAtEnd(t, fakeForkExitEnv+"="+dir, filepath.Join(dir, "c"), filepath.Join(dir, "g"))
 	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
