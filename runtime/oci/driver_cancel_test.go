@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,18 +89,14 @@ const fakeDetachEnv = "SANDLOT_OCI_FAKE_DETACH"
 
 func fakeDetachMain(pidFile string) {
 	if os.Getenv(fakeDetachEnv+"_CHILD") == "" {
-		c := exec.Command("/proc/self/exe", os.Args[1:]...)
-		c.Args[0] = os.Args[0]
-		c.Env = append(os.Environ(), fakeDetachEnv+"_CHILD=1")
-		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		c := reexec(fakeDetachEnv+"_CHILD=1", true)
 		if err := c.Start(); err != nil {
 			os.Exit(3)
 		}
 		c.Wait()
 		os.Exit(0)
 	}
-	tmp := pidFile + ".tmp"
-	if os.WriteFile(tmp, []byte(strconv.Itoa(os.Getpid())), 0o600) != nil || os.Rename(tmp, pidFile) != nil {
+	if writePIDFile(pidFile) != nil {
 		os.Exit(4)
 	}
 	time.Sleep(5 * time.Minute)
@@ -115,22 +110,9 @@ func fakeDetachMain(pidFile string) {
 // to create the sandbox's cgroups after the cleanup had run (empty
 // cgroups left by TestCreateCancelledLeavesNothing under load).
 func TestCancelEndsDetachedRuntime(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	pidFile := filepath.Join(t.TempDir(), "child")
-	t.Setenv(fakeDetachEnv, pidFile)
 	const id = "sb-0123456789ab"
-	// A fatal path leaves no fake child sleeping out its 5 min.
-	killFakesAtEnd(t, fakeDetachEnv+"="+pidFile, pidFile)
-	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := d.cmd(ctx, "", "run", "--detach", id)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d, c, cancel := startFakeRun(t, fakeDetachEnv+"="+pidFile, id, pidFile)
 	pid := waitPIDFile(t, pidFile)
 	cancel()
 	if err := c.Wait(); err == nil {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,13 +23,7 @@ const fakeForkExitEnv = "SANDLOT_OCI_FAKE_FORKEXIT"
 const fakeForkExitStage = fakeForkExitEnv + "_STAGE"
 
 func fakeForkExitMain(dir string) {
-	self := func(stage string, setsid bool) *exec.Cmd {
-		c := exec.Command("/proc/self/exe", os.Args[1:]...)
-		c.Args[0] = os.Args[0]
-		c.Env = append(os.Environ(), fakeForkExitStage+"="+stage)
-		c.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
-		return c
-	}
+	self := func(stage string, setsid bool) *exec.Cmd { return reexec(fakeForkExitStage+"="+stage, setsid) }
 	switch os.Getenv(fakeForkExitStage) {
 	case "":
 		c := self("c", true)
@@ -66,6 +61,40 @@ func writePIDFile(path string) error {
 	return os.Rename(path+".tmp", path)
 }
 
+// reexec is the test binary started again with its own argv and env, and
+// env ("KEY=value") added, in a session of its own when setsid: a fake
+// runtime's next process.
+func reexec(env string, setsid bool) *exec.Cmd {
+	c := exec.Command("/proc/self/exe", os.Args[1:]...)
+	c.Args[0] = os.Args[0]
+	c.Env = append(os.Environ(), env)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	return c
+}
+
+// startFakeRun starts `run --detach` of a sandbox through a driver whose
+// runtime is the test binary run as a fake (env, "KEY=value", selects
+// which), and kills, when t ends, the fake's processes whose pids
+// pidFiles hold: a fatal path leaves none sleeping out its minutes.
+func startFakeRun(t *testing.T, env, id string, pidFiles ...string) (driver, *exec.Cmd, context.CancelFunc) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, v, _ := strings.Cut(env, "=")
+	t.Setenv(k, v)
+	killFakesAtEnd(t, env, pidFiles...)
+	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := d.cmd(ctx, "", "run", "--detach", id)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return d, c, cancel
+}
+
 // TestCancelEndsRuntimeForkedDuringScan: the detached child of a cancelled
 // runtime (crun's, in a session of its own) that forks its worker after a
 // scan has listed /proc and exits before the scan reads it leaves the scan
@@ -75,22 +104,9 @@ func writePIDFile(path string) error {
 // (empty cgroups left by TestCreateCancelledLeavesNothing, about once in
 // 80 runs under load). The worker is met by the next scan.
 func TestCancelEndsRuntimeForkedDuringScan(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	t.Setenv(fakeForkExitEnv, dir)
 	const id = "sb-0123456789ab"
-	// A fatal path leaves no fake process sleeping out its 5 min.
-	killFakesAtEnd(t, fakeForkExitEnv+"="+dir, filepath.Join(dir, "c"), filepath.Join(dir, "g"))
-	d := driver{r: &Runtime{stateDir: t.TempDir()}, kind: KindCrun, bin: exe}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	c := d.cmd(ctx, "", "run", "--detach", id)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d, c, cancel := startFakeRun(t, fakeForkExitEnv+"="+dir, id, filepath.Join(dir, "c"), filepath.Join(dir, "g"))
 	child := waitPIDFile(t, filepath.Join(dir, "c"))
 	cancel()
 	if err := c.Wait(); err == nil {
