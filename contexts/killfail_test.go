@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestFailedKill(t *testing.T) {
 	for _, how := range []string{"terminate", "expiry"} {
 		t.Run(how, func(t *testing.T) {
-			var logs logBuf
+			var logs testenv.Buffer
 			e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
 			e.start(contexts.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			id := ident("t1", "c1", "main")

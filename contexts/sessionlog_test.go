@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestSessionKeyIsLogged: creating a context and reusing it each write a
@@ -24,7 +25,7 @@ func TestSessionKeyIsLogged(t *testing.T) {
 		{"without a user", contexts.Identity{TenantID: "t1", ConversationID: "conv-2", PathID: "default"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs logBuf
+			var logs testenv.Buffer
 			e := newEnv(t, contexts.Config{Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			created := e.getOrCreate(tc.id)
 			if again := e.getOrCreate(tc.id); again.ID != created.ID {

@@ -1,40 +1,22 @@
 package contexts_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store/memory"
 )
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestStoreFailureIsLogged: while the store is down the calls succeed from
 // the in-memory state, and every failed store call is logged as a warning
 // naming the operation and the error.
 func TestStoreFailureIsLogged(t *testing.T) {
-	var logs logBuf
+	var logs testenv.Buffer
 	fs := &flakyStore{Store: memory.New()}
 	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: fs, clock: newClock()}
 	e.start(contexts.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})

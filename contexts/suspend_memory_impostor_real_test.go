@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // restoreImpostor is python run in a context's kernel: a thread that, in a
@@ -84,7 +85,7 @@ threading.Thread(target=_impostor, args=(%q,), name='impostor', daemon=True).sta
 func TestRealSuspendRestoreImpostor(t *testing.T) {
 	e := newSuspendEnvOn(t, "runsc")
 	// The manager's log says why a wake fell back.
-	var logs logBuf
+	var logs testenv.Buffer
 	e.log = slog.New(slog.NewTextHandler(&logs, nil))
 	if err := e.m.Close(e.ctx); err != nil {
 		t.Fatal(err)

@@ -69,7 +69,7 @@ func newSuspendEnvOn(t testing.TB, kind string) *suspendEnv {
 			Logger: slog.New(slog.DiscardHandler)}}
 	// The manager's warnings (a fork that fell back to files, a restore
 	// that failed) are the first thing a failure needs.
-	logs := &logBuf{}
+	logs := &testenv.Buffer{}
 	e.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	t.Cleanup(func() {
 		if t.Failed() {
