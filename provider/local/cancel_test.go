@@ -170,9 +170,14 @@ func leftOf(t *testing.T, p *Provider, ids []string, ended map[string]createEnd)
 			var st unix.Stat_t
 			if unix.Stat(d, &st) == nil {
 				procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-				made := "made before its create returned"
-				if e := ended[id]; !e.at.IsZero() && time.Unix(st.Ctim.Unix()).After(e.at) {
-					made = fmt.Sprintf("made %v after its create returned", time.Unix(st.Ctim.Unix()).Sub(e.at))
+				made, at := "", time.Unix(st.Ctim.Unix())
+				switch e := ended[id]; {
+				case e.at.IsZero():
+					made = "made at " + at.Format("15:04:05.000")
+				case at.After(e.at):
+					made = fmt.Sprintf("made %v after its create returned", at.Sub(e.at))
+				default:
+					made = "made before its create returned"
 				}
 				left = append(left, fmt.Sprintf("cgroup %s (processes %q; %s; %s)", d, strings.Fields(string(procs)), made, ended[id]))
 			}
