@@ -7,7 +7,10 @@
 # is on the first call's path (ast, for one, is imported by the first cell
 # that is not a single expression; json, signal and warnings are not
 # imported at all, as they bring re and enum: the C modules under them
-# serve). _SANDLOT_EXTRAS, set before this file by the agent, is the
+# serve). The kernel runs with -S: _site() sets up site-packages as site
+# does, but runs the import lines of .pth files only when a module outside
+# the standard library is first imported. _SANDLOT_EXTRAS, set before this
+# file by the agent, is the
 # source of the chart reader, the magics and the IPython mode
 # (ipython.py): compiled by _extras() on first use, not at every start.
 import _signal
@@ -72,6 +75,7 @@ def _json_codec():
 
 
 def _sandlot_main():
+    _site()
     os.set_inheritable(3, False)
     os.set_inheritable(4, False)
     rin = open(3, "rb")
@@ -326,10 +330,8 @@ def _sandlot_main():
                     ns["_"] = v
                     results.append(rich(v, True))
             else:
-                import ast
-
                 try:
-                    tree = ast.parse(code, fname, "exec")
+                    tree = _parse(code, fname)
                 except SyntaxError:
                     # Not Python: perhaps IPython syntax (!cmd, %magic),
                     # which valid code never pays for.
@@ -337,10 +339,8 @@ def _sandlot_main():
                     if alt is None:
                         raise
                     code = cells[fname] = alt
-                    tree = ast.parse(code, fname, "exec")
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
+                    tree = _parse(code, fname)
+                last = _last_expression(tree)
                 execute(compile(tree, fname, "exec", FLAGS))
                 if last is not None:
                     v = execute(compile(last, fname, "eval", FLAGS))
@@ -376,6 +376,101 @@ def _sandlot_main():
         while view:
             n = os.write(4, view)
             view = view[n:]
+
+
+def _parse(code, fname="<unknown>"):
+    # ast.parse(code, fname, "exec"), without the ast module: its import
+    # (enum, contextlib and the unparser's classes) held ~1.3 MiB of every
+    # kernel that ran a cell other than a single expression. _ast (its node
+    # types, ~0.2 MiB) is imported by the first such cell too, not at start.
+    import _ast
+
+    return compile(code, fname, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+
+
+def _last_expression(tree):
+    # The module tree's last statement, taken off it, as an Expression to
+    # evaluate for the cell's result; None when it is not an expression.
+    import _ast
+
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        return _ast.Expression(tree.body.pop().value)
+    return None
+
+
+def _site():
+    # What python's start does without -S (site.main(): the venv, the user
+    # and system site-packages, the path lines of their .pth files, help()
+    # and exit(), sitecustomize), except that the import lines of the .pth
+    # files (a setuptools shim, namespace-package stubs, a CA bundle hook)
+    # wait for the first import of a module outside the standard library.
+    # Those lines imported ~30 modules at every start (1.2 MiB and ~15 ms of
+    # a kernel's start) that a kernel running only the standard library
+    # never uses; site's own execution of them is the model (each runs with
+    # `sitedir` in its caller's frame; an error skips the rest of its file).
+    import site
+
+    pending = []
+
+    def later(line):
+        frame = sys._getframe(1)  # site.addpackage
+        pending.append((frame.f_locals.get("sitedir"), frame.f_locals.get("fullname"), line))
+
+    stdlib = getattr(sys, "stdlib_module_names", None)
+    cwd = sys.path[0] if sys.path and sys.path[0] == "" else None
+    if cwd is not None:
+        del sys.path[0]  # python adds the -c program's "" after site runs
+    if stdlib is not None:
+        site.exec = later
+    try:
+        site.main()
+    finally:
+        site.__dict__.pop("exec", None)
+        if cwd is not None:
+            sys.path.insert(0, cwd)
+    if pending:
+        sys.meta_path.insert(0, _PthLines(pending, stdlib))
+
+
+class _PthLines:
+    """Runs the deferred .pth import lines (_site) when a module outside the
+    standard library (or distutils, which one of them shims) is first
+    looked for, before any finder looks for it."""
+
+    def __init__(self, pending, stdlib):
+        self.pending = pending
+        self.stdlib = stdlib
+
+    def find_spec(self, name, path=None, target=None):
+        if self.pending is None:
+            return None
+        top = name.partition(".")[0]
+        if top in self.stdlib and top != "distutils":
+            return None
+        pending, self.pending = self.pending, None
+        skip = None
+        for sitedir, fullname, line in pending:
+            if fullname == skip:
+                continue
+            if not _pth_line(sitedir, fullname, line):
+                skip = fullname
+        return None
+
+
+def _pth_line(sitedir, fullname, line):
+    # One .pth import line, run as site runs it: site's globals, and the
+    # caller's frame has sitedir. False when it failed (reported on stderr).
+    import site
+
+    try:
+        exec(line, vars(site), {})
+        return True
+    except Exception as e:
+        import traceback
+
+        msg = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        sys.stderr.write("Error processing a line of %s:\n\n%s\nRemainder of file ignored\n" % (fullname, msg))
+        return False
 
 
 def _extras():
