@@ -497,6 +497,8 @@ class ImportHook:
             return None
         if name == "matplotlib.axes._axes":
             return _patched(name, path, _record_boxplots)
+        if name == "subprocess":
+            return _patched(name, path, _site_in_children)
         if name != "PIL.Image":
             return None
         import importlib.machinery
@@ -553,6 +555,18 @@ def _patched(name, path, patch):
 
     spec.loader.exec_module = exec_module
     return spec
+
+
+def _site_in_children(module):
+    # The kernel runs with -S (_site); the pythons multiprocessing starts
+    # (spawn, forkserver) take the kernel's flags from here, and must start
+    # as python does, with site.
+    flags = module._args_from_interpreter_flags
+
+    def args():
+        return [a for a in flags() if a != "-S"]
+
+    module._args_from_interpreter_flags = args
 
 
 def _record_boxplots(module):

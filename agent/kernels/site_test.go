@@ -16,7 +16,7 @@ import (
 // .pth files' import lines wait for the first import of a module outside
 // the standard library, and then run once, as site runs them (sitedir in
 // the caller's frame; a failing line skips the rest of its file, said on
-// stderr). A kernel imports neither ast nor _ast until a cell of several
+// stderr). The pythons multiprocessing spawns start with site. A kernel imports neither ast nor _ast until a cell of several
 // statements, and then only _ast.
 func TestPythonSiteDeferred(t *testing.T) {
 	testenv.RequireBinary(t, "/usr/bin/python3")
@@ -67,6 +67,15 @@ func TestPythonSiteDeferred(t *testing.T) {
 	}
 	if !strings.Contains(r.Stderr, "b.pth") || !strings.Contains(r.Stderr, "no_such_module_sandlot_test") || !strings.Contains(r.Stderr, "Remainder of file ignored") {
 		t.Fatalf("the failing line's report: stderr %q", r.Stderr)
+	}
+	// multiprocessing's spawned pythons start with site (the kernel's -S
+	// is not passed on), so the .pth lines run in them at their start.
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: `import multiprocessing
+with multiprocessing.get_context("spawn").Pool(1) as pool:
+    child = pool.apply(eval, ("(__import__('sys').flags.no_site, getattr(__import__('builtins'), 'PTH_RAN', 0))",))
+child`})
+	if r.Error != nil || len(texts(r)) != 1 || texts(r)[0] != "(0, 1)" {
+		t.Fatalf("a spawned child: %+v error %+v stderr %q", texts(r), r.Error, r.Stderr)
 	}
 	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "import thirdparty_probe, email.mime\nimport builtins\nbuiltins.PTH_RAN"})
 	if r.Error != nil || len(texts(r)) != 1 || texts(r)[0] != "1" || r.Stderr != "" {
