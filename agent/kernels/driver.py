@@ -316,6 +316,7 @@ def _sandlot_main():
         cells[fname] = code  # for tracebacks; linecache is filled on error
         if len(cells) > 1000:
             del cells[next(iter(cells))]
+        compiled = []
         results = []
         state["results"] = results
         err = None
@@ -325,6 +326,7 @@ def _sandlot_main():
             except SyntaxError:
                 co = None
             if co is not None:
+                compiled.append(co)
                 v = execute(co)
                 if v is not None:
                     ns["_"] = v
@@ -341,14 +343,20 @@ def _sandlot_main():
                     code = cells[fname] = alt
                     tree = _parse(code, fname)
                 last = _last_expression(tree)
-                execute(compile(tree, fname, "exec", FLAGS))
+                compiled.append(compile(tree, fname, "exec", FLAGS))
+                execute(compiled[-1])
                 if last is not None:
-                    v = execute(compile(last, fname, "eval", FLAGS))
+                    compiled.append(compile(last, fname, "eval", FLAGS))
+                    v = execute(compiled[-1])
                     if v is not None:
                         ns["_"] = v
                         results.append(rich(v, True))
         except BaseException as e:
             err = error_of(e)
+        if not _defines(compiled):
+            # Only code this cell defines (functions, classes, lambdas,
+            # comprehensions) can show in a later cell's traceback.
+            cells.pop(fname, None)
         state["results"] = None
         figures(results)
         return {"id": req.get("id"), "results": results, "error": err}
@@ -386,6 +394,16 @@ def _parse(code, fname="<unknown>"):
     import _ast
 
     return compile(code, fname, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+
+
+def _defines(codes):
+    # Whether any of these code objects holds another (a function, class,
+    # lambda or comprehension defined in it).
+    for co in codes:
+        for c in co.co_consts:
+            if type(c) is type(co):
+                return True
+    return False
 
 
 def _last_expression(tree):
