@@ -1,11 +1,11 @@
-# sandlot python kernel driver. Run as: python3 -u -c <this file>.
+# sandlot python kernel driver. Run as: python3 -S -u -c <the boot program>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
 # fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"}
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
-# is on the first call's path (ast, for one, is imported by the first cell
-# that is not a single expression; json, signal and warnings are not
+# is on the first call's path (_ast, for one, is imported by the first cell
+# that is not a single expression, and ast never; json, signal and warnings are not
 # imported at all, as they bring re and enum: the C modules under them
 # serve). The kernel runs with -S: _site() sets up site-packages as site
 # does, but runs the import lines of .pth files only when a module outside
@@ -75,7 +75,6 @@ def _json_codec():
 
 
 def _sandlot_main():
-    _site()
     os.set_inheritable(3, False)
     os.set_inheritable(4, False)
     rin = open(3, "rb")
@@ -171,6 +170,7 @@ def _sandlot_main():
 
     builtins.display = display
     sys.meta_path.insert(0, ImportHook(display))
+    _site()  # after the hook: its .pth lines go first, and sitecustomize's imports are patched
 
     def magics():
         # The first cell that is not Python makes the magics (and the name
