@@ -1,13 +1,16 @@
-# sandlot python kernel driver. Run as: python3 -u -c <this file>.
+# sandlot python kernel driver. Run as: python3 -S -u -c <the boot program>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
 # fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"}
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
-# is on the first call's path (ast, for one, is imported by the first cell
-# that is not a single expression; json, signal and warnings are not
+# is on the first call's path (_ast, for one, is imported by the first cell
+# that is not a single expression, and ast never; json, signal and warnings are not
 # imported at all, as they bring re and enum: the C modules under them
-# serve). _SANDLOT_EXTRAS, set before this file by the agent, is the
+# serve). The kernel runs with -S: _site() sets up site-packages as site
+# does, but runs the import lines of .pth files only when a module outside
+# the standard library is first imported. _SANDLOT_EXTRAS, set before this
+# file by the agent, is the
 # source of the chart reader, the magics and the IPython mode
 # (ipython.py): compiled by _extras() on first use, not at every start.
 import _signal
@@ -167,6 +170,7 @@ def _sandlot_main():
 
     builtins.display = display
     sys.meta_path.insert(0, ImportHook(display))
+    _site()  # after the hook: its .pth lines go first, and sitecustomize's imports are patched
 
     def magics():
         # The first cell that is not Python makes the magics (and the name
@@ -312,6 +316,7 @@ def _sandlot_main():
         cells[fname] = code  # for tracebacks; linecache is filled on error
         if len(cells) > 1000:
             del cells[next(iter(cells))]
+        compiled = []
         results = []
         state["results"] = results
         err = None
@@ -321,15 +326,14 @@ def _sandlot_main():
             except SyntaxError:
                 co = None
             if co is not None:
+                compiled.append(co)
                 v = execute(co)
                 if v is not None:
                     ns["_"] = v
                     results.append(rich(v, True))
             else:
-                import ast
-
                 try:
-                    tree = ast.parse(code, fname, "exec")
+                    tree = _parse(code, fname)
                 except SyntaxError:
                     # Not Python: perhaps IPython syntax (!cmd, %magic),
                     # which valid code never pays for.
@@ -337,18 +341,22 @@ def _sandlot_main():
                     if alt is None:
                         raise
                     code = cells[fname] = alt
-                    tree = ast.parse(code, fname, "exec")
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-                execute(compile(tree, fname, "exec", FLAGS))
+                    tree = _parse(code, fname)
+                last = _last_expression(tree)
+                compiled.append(compile(tree, fname, "exec", FLAGS))
+                execute(compiled[-1])
                 if last is not None:
-                    v = execute(compile(last, fname, "eval", FLAGS))
+                    compiled.append(compile(last, fname, "eval", FLAGS))
+                    v = execute(compiled[-1])
                     if v is not None:
                         ns["_"] = v
                         results.append(rich(v, True))
         except BaseException as e:
             err = error_of(e)
+        if not _defines(compiled):
+            # Only code this cell defines (functions, classes, lambdas,
+            # comprehensions) can show in a later cell's traceback.
+            cells.pop(fname, None)
         state["results"] = None
         figures(results)
         return {"id": req.get("id"), "results": results, "error": err}
@@ -378,6 +386,111 @@ def _sandlot_main():
             view = view[n:]
 
 
+def _parse(code, fname="<unknown>"):
+    # ast.parse(code, fname, "exec"), without the ast module: its import
+    # (enum, contextlib and the unparser's classes) held ~1.3 MiB of every
+    # kernel that ran a cell other than a single expression. _ast (its node
+    # types, ~0.2 MiB) is imported by the first such cell too, not at start.
+    import _ast
+
+    return compile(code, fname, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+
+
+def _defines(codes):
+    # Whether any of these code objects holds another (a function, class,
+    # lambda or comprehension defined in it).
+    for co in codes:
+        for c in co.co_consts:
+            if type(c) is type(co):
+                return True
+    return False
+
+
+def _last_expression(tree):
+    # The module tree's last statement, taken off it, as an Expression to
+    # evaluate for the cell's result; None when it is not an expression.
+    import _ast
+
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        return _ast.Expression(tree.body.pop().value)
+    return None
+
+
+def _site():
+    # What python's start does without -S (site.main(): the venv, the user
+    # and system site-packages, the path lines of their .pth files, help()
+    # and exit(), sitecustomize), except that the import lines of the .pth
+    # files (a setuptools shim, namespace-package stubs, a CA bundle hook)
+    # wait for the first import of a module outside the standard library.
+    # Those lines imported ~30 modules at every start (1.2 MiB and ~15 ms of
+    # a kernel's start) that a kernel running only the standard library
+    # never uses; site's own execution of them is the model (each runs with
+    # `sitedir` in its caller's frame; an error skips the rest of its file).
+    import site
+
+    pending = []
+
+    def later(line):
+        frame = sys._getframe(1)  # site.addpackage
+        pending.append((frame.f_locals.get("sitedir"), frame.f_locals.get("fullname"), line))
+
+    stdlib = getattr(sys, "stdlib_module_names", None)
+    cwd = sys.path[0] if sys.path and sys.path[0] == "" else None
+    if cwd is not None:
+        del sys.path[0]  # python adds the -c program's "" after site runs
+    if stdlib is not None:
+        site.exec = later
+    try:
+        site.main()
+    finally:
+        site.__dict__.pop("exec", None)
+        if cwd is not None:
+            sys.path.insert(0, cwd)
+    if pending:
+        sys.meta_path.insert(0, _PthLines(pending, stdlib))
+
+
+class _PthLines:
+    """Runs the deferred .pth import lines (_site) when a module outside the
+    standard library (or distutils, which one of them shims) is first
+    looked for, before any finder looks for it."""
+
+    def __init__(self, pending, stdlib):
+        self.pending = pending
+        self.stdlib = stdlib
+
+    def find_spec(self, name, path=None, target=None):
+        if self.pending is None:
+            return None
+        top = name.partition(".")[0]
+        if top in self.stdlib and top != "distutils":
+            return None
+        pending, self.pending = self.pending, None
+        skip = None
+        for sitedir, fullname, line in pending:
+            if fullname == skip:
+                continue
+            if not _pth_line(sitedir, fullname, line):
+                skip = fullname
+        return None
+
+
+def _pth_line(sitedir, fullname, line):
+    # One .pth import line, run as site runs it: site's globals, and the
+    # caller's frame has sitedir. False when it failed (reported on stderr).
+    import site
+
+    try:
+        exec(line, vars(site), {})
+        return True
+    except Exception as e:
+        import traceback
+
+        msg = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+        sys.stderr.write("Error processing a line of %s:\n\n%s\nRemainder of file ignored\n" % (fullname, msg))
+        return False
+
+
 def _extras():
     # Runs the extras (charts.py, magics.py, ipython.py) in the driver's
     # globals, once.
@@ -402,6 +515,8 @@ class ImportHook:
             return None
         if name == "matplotlib.axes._axes":
             return _patched(name, path, _record_boxplots)
+        if name == "subprocess":
+            return _patched(name, path, _site_in_children)
         if name != "PIL.Image":
             return None
         import importlib.machinery
@@ -458,6 +573,18 @@ def _patched(name, path, patch):
 
     spec.loader.exec_module = exec_module
     return spec
+
+
+def _site_in_children(module):
+    # The kernel runs with -S (_site); the pythons multiprocessing starts
+    # (spawn, forkserver) take the kernel's flags from here, and must start
+    # as python does, with site.
+    flags = module._args_from_interpreter_flags
+
+    def args():
+        return [a for a in flags() if a != "-S"]
+
+    module._args_from_interpreter_flags = args
 
 
 def _record_boxplots(module):

@@ -16,9 +16,20 @@ import (
 func TestIPythonMissing(t *testing.T) {
 	testenv.RequireBinary(t, "/usr/bin/python3")
 	dir := t.TempDir()
-	// python3 -S: no site-packages, so no IPython.
+	// An IPython package first on the path that is not there: the kernel
+	// sets up site-packages itself (it runs with -S), so -S in a wrapper
+	// would no longer hide the host's IPython.
+	shadow := filepath.Join(dir, "shadow", "IPython")
+	if err := os.MkdirAll(shadow, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missing := "raise ModuleNotFoundError(\"No module named 'IPython'\", name='IPython')\n"
+	if err := os.WriteFile(filepath.Join(shadow, "__init__.py"), []byte(missing), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	py := filepath.Join(dir, "python3")
-	if err := os.WriteFile(py, []byte("#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n"), 0o755); err != nil {
+	wrapper := "#!/bin/sh\nPYTHONPATH=" + filepath.Dir(shadow) + " exec /usr/bin/python3 \"$@\"\n"
+	if err := os.WriteFile(py, []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	m := New(Config{Home: dir, Python: py})

@@ -428,7 +428,7 @@ func (m *Manager) startEnv(lang, user string, ipython bool) (*session, error) {
 		if ipython || m.cfg.IPython {
 			env = append(env, "SANDLOT_IPYTHON=preload") // the driver unsets it
 		}
-		argv = []string{m.cfg.Python, "-u", "-c", pythonBoot}
+		argv = []string{m.cfg.Python, "-S", "-u", "-c", pythonBoot}
 		stdin = pythonStdin(pythonDriver())
 	case agent.JavaScript:
 		env = append(env, "NODE_NO_WARNINGS=1")

@@ -1,7 +1,6 @@
 # sandlot python kernel: the IPython syntax a cell may use (!cmd, %magics).
 # Part of the driver's extras (driver.py): compiled on first use, in the
 # driver's globals, so startup does not pay for it.
-import ast
 import os
 import sys
 
@@ -92,13 +91,11 @@ class Magics:
 
         alt = None
         try:
-            ast.parse(code)
+            _parse(code)
         except SyntaxError:
             alt = self.cell(code)
-        tree = ast.parse(alt or code)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        tree = _parse(alt or code)
+        last = _last_expression(tree)
         c0, w0 = time.process_time(), time.perf_counter()
         t0 = os.times()
         try:

@@ -1,0 +1,35 @@
+package kernels
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
+)
+
+// TestPythonTracebackSourceOfEarlierCells: a function defined in an
+// earlier cell shows its source line in a later cell's traceback, after
+// many cells that defined nothing (the kernel keeps the source only of
+// cells that define code), and a cell's own error shows its line.
+func TestPythonTracebackSourceOfEarlierCells(t *testing.T) {
+	testenv.RequireBinary(t, "/usr/bin/python3")
+	m := needs(t, agent.Python)
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "def g():\n    return 1 / 0  # in g"})
+	if r.Error != nil {
+		t.Fatalf("def: %+v", r.Error)
+	}
+	for i := 0; i < 30; i++ {
+		if r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "x = 1\nx + 1"}); r.Error != nil {
+			t.Fatalf("cell %d: %+v", i, r.Error)
+		}
+	}
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "y = 2\ng()  # the call"})
+	if r.Error == nil || r.Error.Name != "ZeroDivisionError" || !strings.Contains(r.Error.Traceback, "return 1 / 0  # in g") || !strings.Contains(r.Error.Traceback, "g()  # the call") {
+		t.Fatalf("traceback: %+v", r.Error)
+	}
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "z = [1]\nz[5]  # out of range"})
+	if r.Error == nil || r.Error.Name != "IndexError" || !strings.Contains(r.Error.Traceback, "z[5]  # out of range") {
+		t.Fatalf("own traceback: %+v", r.Error)
+	}
+}
