@@ -11,7 +11,9 @@ import (
 // TestPythonTracebackSourceOfEarlierCells: a function defined in an
 // earlier cell shows its source line in a later cell's traceback, after
 // many cells that defined nothing (the kernel keeps the source only of
-// cells that define code), and a cell's own error shows its line.
+// cells that define code, so an exception saved by a cell that defined
+// nothing shows its line without the source), and a cell's own error
+// shows its line.
 func TestPythonTracebackSourceOfEarlierCells(t *testing.T) {
 	testenv.RequireBinary(t, "/usr/bin/python3")
 	m := needs(t, agent.Python)
@@ -27,6 +29,16 @@ func TestPythonTracebackSourceOfEarlierCells(t *testing.T) {
 	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "y = 2\ng()  # the call"})
 	if r.Error == nil || r.Error.Name != "ZeroDivisionError" || !strings.Contains(r.Error.Traceback, "return 1 / 0  # in g") || !strings.Contains(r.Error.Traceback, "g()  # the call") {
 		t.Fatalf("traceback: %+v", r.Error)
+	}
+	// A cell that defines nothing is not kept: an exception it saved and
+	// a later cell raised shows its line without the source.
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "try:\n    1 / 0  # saved here\nexcept Exception as e:\n    saved = e"})
+	if r.Error != nil {
+		t.Fatalf("save: %+v", r.Error)
+	}
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "raise saved"})
+	if r.Error == nil || r.Error.Name != "ZeroDivisionError" || !strings.Contains(r.Error.Traceback, "raise saved") || strings.Contains(r.Error.Traceback, "# saved here") {
+		t.Fatalf("saved: %+v", r.Error)
 	}
 	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "z = [1]\nz[5]  # out of range"})
 	if r.Error == nil || r.Error.Name != "IndexError" || !strings.Contains(r.Error.Traceback, "z[5]  # out of range") {

@@ -13,6 +13,7 @@
 # file by the agent, is the
 # source of the chart reader, the magics and the IPython mode
 # (ipython.py): compiled by _extras() on first use, not at every start.
+import _frozen_importlib
 import _signal
 import builtins
 import os
@@ -422,17 +423,17 @@ def _site():
     # and exit(), sitecustomize), except that the import lines of the .pth
     # files (a setuptools shim, namespace-package stubs, a CA bundle hook)
     # wait for the first import of a module outside the standard library.
-    # Those lines imported ~30 modules at every start (1.2 MiB and ~15 ms of
-    # a kernel's start) that a kernel running only the standard library
-    # never uses; site's own execution of them is the model (each runs with
-    # `sitedir` in its caller's frame; an error skips the rest of its file).
+    # Those lines imported 22 modules at every start (~0.7 MiB and ~15 ms of
+    # a kernel's start here) that a kernel running only the standard library
+    # never uses. Each later runs as site runs it: site's globals, the
+    # locals site had for it (sitedir, fullname, n, ...), and sitedir in its
+    # caller's frame; an error skips the rest of its file.
     import site
 
     pending = []
 
     def later(line):
-        frame = sys._getframe(1)  # site.addpackage
-        pending.append((frame.f_locals.get("sitedir"), frame.f_locals.get("fullname"), line))
+        pending.append(dict(sys._getframe(1).f_locals))  # site.addpackage's
 
     stdlib = getattr(sys, "stdlib_module_names", None)
     cwd = sys.path[0] if sys.path and sys.path[0] == "" else None
@@ -453,7 +454,10 @@ def _site():
 class _PthLines:
     """Runs the deferred .pth import lines (_site) when a module outside the
     standard library (or distutils, which one of them shims) is first
-    looked for, before any finder looks for it."""
+    looked for, before any other finder looks for it. The lines may put a
+    finder in front of this one (setuptools' shim does) or import the very
+    module being looked for: the finders in front are asked first, and a
+    module a line imported is handed over as it is, not run again."""
 
     def __init__(self, pending, stdlib):
         self.pending = pending
@@ -467,27 +471,60 @@ class _PthLines:
             return None
         pending, self.pending = self.pending, None
         skip = None
-        for sitedir, fullname, line in pending:
-            if fullname == skip:
+        for i, names in enumerate(pending):
+            if names.get("fullname") == skip:
                 continue
-            if not _pth_line(sitedir, fullname, line):
-                skip = fullname
+            try:
+                ok = _pth_line(names.get("sitedir"), names)
+            except BaseException:
+                self.pending = pending[i + 1 :] or None  # interrupted: the rest wait for the next import
+                raise
+            if not ok:
+                skip = names.get("fullname")
+        module = sys.modules.pop(name, None)
+        if module is not None:
+            return _frozen_importlib.ModuleSpec(name, _Imported(module), is_package=hasattr(module, "__path__"))
+        mp = sys.meta_path
+        for finder in mp[: mp.index(self)] if self in mp else ():
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                return spec
         return None
 
 
-def _pth_line(sitedir, fullname, line):
-    # One .pth import line, run as site runs it: site's globals, and the
-    # caller's frame has sitedir. False when it failed (reported on stderr).
+class _Imported:
+    """The loader of a module a .pth line imported while its own import was
+    being looked for: the module as it is, with its own spec."""
+
+    def __init__(self, module):
+        self.module = module
+        self.spec = getattr(module, "__spec__", None)
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        module.__spec__ = self.spec
+
+
+def _pth_line(sitedir, names):
+    # One .pth import line, run as site runs it (site's globals and the
+    # locals it had; sitedir is in the caller's frame too). False when it
+    # failed, reported on stderr as site reports it.
     import site
 
     try:
-        exec(line, vars(site), {})
+        exec(names["line"], vars(site), dict(names))
         return True
     except Exception as e:
         import traceback
 
-        msg = "".join(traceback.format_exception(type(e), e, e.__traceback__))
-        sys.stderr.write("Error processing a line of %s:\n\n%s\nRemainder of file ignored\n" % (fullname, msg))
+        sys.stderr.write("Error processing line %d of %s:\n\n" % (names.get("n", -1) + 1, names.get("fullname")))
+        for record in traceback.format_exception(type(e), e, e.__traceback__.tb_next):
+            for line in record.splitlines():
+                sys.stderr.write("  " + line + "\n")
+        sys.stderr.write("\nRemainder of file ignored\n")
         return False
 
 
