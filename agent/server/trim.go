@@ -13,9 +13,13 @@ import (
 const idleTrimAfter = 250 * time.Millisecond
 
 // idleTrimMin is how much the agent must have allocated since its last
-// trim (or its start) for a trim to pay: the first GC leaves 0.5-1 MiB of
-// the runtime's own metadata behind, so trimming less garbage than about
-// that gains nothing (measured: BENCHMARKS.md, notes, 2026-11-30).
+// trim (or its start) for a trim to pay: the first GC leaves 0.8-1 MiB of
+// the runtime's own metadata behind for good (mostly the blocks and spines
+// of the span sets of each size class in use), so trimming less garbage
+// than about that gains nothing. A higher minimum for the first trim only
+// (1 MiB) measured worse: the bench's contexts, left with up to 1 MiB of
+// calls' garbage, held more than that metadata costs (BENCHMARKS.md,
+// notes, 2026-11-30).
 const idleTrimMin = 512 << 10
 
 // idleTrim returns the agent's free memory to the kernel once it goes
