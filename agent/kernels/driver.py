@@ -423,7 +423,7 @@ def _site():
     # and exit(), sitecustomize), except that the import lines of the .pth
     # files (a setuptools shim, namespace-package stubs, a CA bundle hook)
     # wait for the first import of a module outside the standard library.
-    # Those lines imported 22 modules at every start (~0.7 MiB and ~15 ms of
+    # Those lines imported 22 modules at every start (~0.7 MiB and ~8 ms of
     # a kernel's start here) that a kernel running only the standard library
     # never uses. Each later runs as site runs it: site's globals, the
     # locals site had for it (sitedir, fullname, n, ...), and sitedir in its
@@ -520,7 +520,8 @@ def _pth_line(sitedir, names):
     except Exception as e:
         import traceback
 
-        sys.stderr.write("Error processing line %d of %s:\n\n" % (names.get("n", -1) + 1, names.get("fullname")))
+        n = names.get("n", 0) + (1 if sys.version_info < (3, 13) else 0)  # site counts from 1 since 3.13
+        sys.stderr.write("Error processing line %d of %s:\n\n" % (n, names.get("fullname")))
         for record in traceback.format_exception(type(e), e, e.__traceback__.tb_next):
             for line in record.splitlines():
                 sys.stderr.write("  " + line + "\n")
