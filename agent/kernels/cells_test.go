@@ -40,6 +40,17 @@ func TestPythonTracebackSourceOfEarlierCells(t *testing.T) {
 	if r.Error == nil || r.Error.Name != "ZeroDivisionError" || !strings.Contains(r.Error.Traceback, "raise saved") || strings.Contains(r.Error.Traceback, "# saved here") {
 		t.Fatalf("saved: %+v", r.Error)
 	}
+	// linecache, which tracebacks read the cells from, holds no more than
+	// the cells kept: errors in cells that define nothing do not pile up.
+	for i := 0; i < 20; i++ {
+		if r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "1 / 0"}); r.Error == nil {
+			t.Fatalf("error cell %d: no error", i)
+		}
+	}
+	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: `sum(k.startswith("<cell-") for k in __import__("linecache").cache)`})
+	if r.Error != nil || len(texts(r)) != 1 || texts(r)[0] != "2" {
+		t.Fatalf("cells in linecache after 20 errors: %+v error %+v, want 2 (g's and the last error's)", texts(r), r.Error)
+	}
 	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "z = [1]\nz[5]  # out of range"})
 	if r.Error == nil || r.Error.Name != "IndexError" || !strings.Contains(r.Error.Traceback, "z[5]  # out of range") {
 		t.Fatalf("own traceback: %+v", r.Error)

@@ -213,8 +213,14 @@ def _sandlot_main():
         import linecache
         import traceback
 
+        # linecache holds the cells the kernel keeps, no more: a cell that
+        # is no longer kept leaves it at the next error.
+        cache = linecache.cache
+        for fname in [k for k in cache if k.startswith("<cell-") and k not in cells]:
+            del cache[fname]
         for fname, code in cells.items():
-            linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+            if fname not in cache:
+                cache[fname] = (len(code), None, code.splitlines(True), fname)
 
         tb = e.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename == driver_file:
