@@ -5,14 +5,14 @@
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
 # is on the first call's path (_ast, for one, is imported by the first cell
-# that is not a single expression, and ast never; json, signal and warnings are not
-# imported at all, as they bring re and enum: the C modules under them
-# serve). The kernel runs with -S: _site() sets up site-packages as site
-# does, but runs the import lines of .pth files only when a module outside
-# the standard library is first imported. _SANDLOT_EXTRAS, set before this
-# file by the agent, is the
-# source of the chart reader, the magics and the IPython mode
-# (ipython.py): compiled by _extras() on first use, not at every start.
+# that is not a single expression, and ast never; json, signal and warnings
+# are not imported at all, as they bring re and enum: the C modules under
+# them serve). The kernel runs with -S: _site() sets up site-packages as
+# site does, but runs the import lines of .pth files only when a module
+# outside the standard library is first imported. _SANDLOT_EXTRAS, set
+# before this file by the agent, is the source of the chart reader, the
+# magics and the IPython mode (ipython.py): compiled by _extras() on first
+# use, not at every start.
 import _frozen_importlib
 import _signal
 import builtins
@@ -441,11 +441,11 @@ def _site():
     def later(line):
         pending.append(dict(sys._getframe(1).f_locals))  # site.addpackage's
 
-    stdlib = getattr(sys, "stdlib_module_names", None)
+    deferred = hasattr(sys, "stdlib_module_names")  # 3.10+; before, the lines run now
     cwd = sys.path[0] if sys.path and sys.path[0] == "" else None
     if cwd is not None:
         del sys.path[0]  # python adds the -c program's "" after site runs
-    if stdlib is not None:
+    if deferred:
         site.exec = later
     try:
         site.main()
@@ -454,7 +454,7 @@ def _site():
         if cwd is not None:
             sys.path.insert(0, cwd)
     if pending:
-        sys.meta_path.insert(0, _PthLines(pending, stdlib))
+        sys.meta_path.insert(0, _PthLines(pending))
 
 
 class _PthLines:
@@ -465,15 +465,14 @@ class _PthLines:
     module being looked for: the finders in front are asked first, and a
     module a line imported is handed over as it is, not run again."""
 
-    def __init__(self, pending, stdlib):
+    def __init__(self, pending):
         self.pending = pending
-        self.stdlib = stdlib
 
     def find_spec(self, name, path=None, target=None):
         if self.pending is None:
             return None
         top = name.partition(".")[0]
-        if top in self.stdlib and top != "distutils":
+        if top in sys.stdlib_module_names and top != "distutils":
             return None
         pending, self.pending = self.pending, None
         skip = None
