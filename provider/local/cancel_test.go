@@ -170,7 +170,8 @@ func leftOf(t *testing.T, p *Provider, ids []string, ended map[string]createEnd)
 			var st unix.Stat_t
 			if unix.Stat(d, &st) == nil {
 				procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-				made, at := "", time.Unix(st.Ctim.Unix())
+				var made string
+				at := time.Unix(st.Ctim.Unix())
 				switch e := ended[id]; {
 				case e.at.IsZero():
 					made = "made at " + at.Format("15:04:05.000")
