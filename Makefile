@@ -34,9 +34,9 @@ run: deps build
 
 ## test: install what the tests need (runtime, Postgres, npm packages), build, and run every test (the nested test modules too)
 test: test-deps build
-	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot SANDLOT_TEST_POSTGRES='$(PGURL)' \
+	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_POD_AGENT_BIN=$(BIN)/sandlot-pod-agent SANDLOT_BIN=$(BIN)/sandlot SANDLOT_TEST_POSTGRES='$(PGURL)' \
 		$(GO) test $(TESTFLAGS) ./...
-	for m in $(TESTMODS); do (cd $$m && SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot \
+	for m in $(TESTMODS); do (cd $$m && SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_POD_AGENT_BIN=$(BIN)/sandlot-pod-agent SANDLOT_BIN=$(BIN)/sandlot \
 		$(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 ## test-e2b-python: the official E2B Python SDKs against sandlot serve (e2e/e2b/python); needs scripts/e2b-python.sh's install from the SDKs' source, which no registry these machines reach serves, so make test leaves it out
@@ -44,12 +44,13 @@ test-e2b-python: test-deps build
 	SANDLOT_AGENT_BIN=$(BIN)/sandlot-agent SANDLOT_BIN=$(BIN)/sandlot \
 		$(GO) test $(TESTFLAGS) -tags pythonsdk ./e2e/e2b/python/
 
-## build: build bin/sandlot and the static bin/sandlot-agent
+## build: build bin/sandlot, the static bin/sandlot-agent (local sandboxes) and the static bin/sandlot-pod-agent (pod images)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-agent ./cmd/sandlot-agent
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN)/sandlot-pod-agent ./cmd/sandlot-pod-agent
 	$(GO) build -ldflags='-X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/sandlot ./cmd/sandlot
 
-## dist: cross-build static sandlot and sandlot-agent for linux/amd64 and linux/arm64 into dist/, reproducibly, with SHA256SUMS and an SPDX SBOM per binary (VERSION, COMMIT, EPOCH from git)
+## dist: cross-build static sandlot, sandlot-agent and sandlot-pod-agent for linux/amd64 and linux/arm64 into dist/, reproducibly, with SHA256SUMS and an SPDX SBOM per binary (VERSION, COMMIT, EPOCH from git)
 dist:
 	rm -rf $(DIST)
 	$(RELEASE) dist -src $(CURDIR) -out $(DIST) -version $(VERSION) -commit $(COMMIT) -epoch $(EPOCH)
@@ -63,7 +64,7 @@ deb: dist
 images: build
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -X github.com/sandlot/sandlot/internal/version.version=$(VERSION) -X github.com/sandlot/sandlot/internal/version.commit=$(COMMIT)' -o $(BIN)/images/sandlot ./cmd/sandlot
 	$(GO) run ./internal/cmd/images -store $(IMAGE_STORE) -out $(BIN)/images -sandlot $(BIN)/images/sandlot \
-		-agent $(BIN)/sandlot-agent -version $(or $(VERSION),dev)$(if $(REGISTRY), -registry $(REGISTRY))
+		-agent $(BIN)/sandlot-agent -pod-agent $(BIN)/sandlot-pod-agent -version $(or $(VERSION),dev)$(if $(REGISTRY), -registry $(REGISTRY))
 
 ## bench: run the benchmark suite on the real runtime and print a table (installs the Jupyter and bwrap peers)
 bench: bench-deps build

@@ -2,18 +2,12 @@ package agent
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
+	"net"
 	"sync"
 	"time"
 
@@ -43,8 +37,6 @@ const (
 	// the bound handshake with the pool key that an enrollment follows.
 	podMagic    = "SLP1"
 	enrollMagic = "SLE1"
-	// exporterLabel names the keying material the MACs cover.
-	exporterLabel = "EXPORTER-sandlot-agent-channel"
 	// MaxEnrollment bounds an enrollment message.
 	MaxEnrollment = 1 << 20
 	enrollOK      = 0x01
@@ -77,53 +69,25 @@ type Enrollment struct {
 	Serve bool `json:"serve,omitempty"`
 }
 
-// NewPodCertificate makes the agent's ephemeral, self-signed TLS
-// certificate. Nobody verifies it: the bound handshake authenticates.
-func NewPodCertificate() (tls.Certificate, error) {
-	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "sandlot-agent"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
+// BoundConn is a connection of the pod channel: TLS 1.3 (agent/podtls),
+// whose session's exported keying material (Binding) the bound handshake
+// covers. Package agent names only this interface, so the local agent,
+// which never speaks TLS, links no TLS.
+type BoundConn interface {
+	net.Conn
+	// Handshake completes the TLS handshake if it has not run yet.
+	Handshake() error
+	// Binding is the session's exported keying material.
+	Binding() ([]byte, error)
 }
 
-// PodServerTLS is the agent's TLS configuration: TLS 1.3 only (its
-// exporter is what the binding needs).
-func PodServerTLS(cert tls.Certificate) *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
-}
-
-// podClientTLS is the host's: TLS 1.3 only, and no verification of the
-// agent's certificate, which is ephemeral by design; the bound handshake
-// that follows proves the peer holds the key.
-func podClientTLS() *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
-}
-
-// channelBinding is the TLS session's exported keying material.
-func channelBinding(c *tls.Conn) ([]byte, error) {
-	cs := c.ConnectionState()
-	if cs.Version != tls.VersionTLS13 {
-		return nil, fmt.Errorf("%w: TLS version %x, want 1.3", ErrAuth, cs.Version)
+// channelBinding is c's binding; a session that has none fails with ErrAuth.
+func channelBinding(c BoundConn) ([]byte, error) {
+	b, err := c.Binding()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrAuth, err)
 	}
-	return cs.ExportKeyingMaterial(exporterLabel, nil, 32)
+	return b, nil
 }
 
 func podProofs(binding []byte) proofs {
@@ -134,30 +98,15 @@ func enrollProofs(binding []byte) proofs {
 	return proofs{magic: enrollMagic, agent: "agent-enroll", host: "host-enroll", binding: binding}
 }
 
-// dialPodTLS connects to addr and completes TLS as the client.
-func dialPodTLS(ctx context.Context, addr string) (*tls.Conn, error) {
-	d := tls.Dialer{Config: podClientTLS()}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dial agent %s: %w", addr, ctx.Err())
-		}
-		return nil, fmt.Errorf("dial agent %s: %w: %w", addr, err, errdefs.ErrUnavailable)
-	}
-	return c.(*tls.Conn), nil
-}
-
-// DialPod connects to the agent at addr (host:port on the pod network)
-// over the pod channel and proves cfg.Key, which the agent must prove
-// too. A peer that does not hold it, or is not the other end of this TLS
-// session, fails with ErrAuth (permission_denied).
-func DialPod(ctx context.Context, addr string, cfg ClientConfig) (*Client, error) {
+// OpenPod runs the host's side of the pod channel on c, a connection to
+// an agent (agent/podchannel.DialPod dials it): it proves cfg.Key, which
+// the agent must prove too. A peer that does not hold it, or is not the
+// other end of this TLS session, fails with ErrAuth (permission_denied).
+// c is the client's, or closed on an error.
+func OpenPod(ctx context.Context, c BoundConn, cfg ClientConfig) (*Client, error) {
 	if len(cfg.Key) == 0 {
+		c.Close()
 		return nil, fmt.Errorf("pod channel: no key: %w", errdefs.ErrInvalidArgument)
-	}
-	c, err := dialPodTLS(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
 	}
 	binding, err := channelBinding(c)
 	if err == nil {
@@ -170,26 +119,27 @@ func DialPod(ctx context.Context, addr string, cfg ClientConfig) (*Client, error
 	return NewClient(c, cfg), nil
 }
 
-// Enroll claims the pool agent at addr: it proves poolKey and delivers e.
-// The agent refuses a second enrollment, and a peer without the pool key.
-func Enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) error {
+// Enroll claims the pool agent on c (a connection to it, which Enroll
+// closes): it proves poolKey and delivers e. The agent refuses a second
+// enrollment, and a peer without the pool key.
+func Enroll(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment) error {
 	e.Serve = false
-	c, err := enroll(ctx, addr, poolKey, e)
+	c, err := enroll(ctx, c, poolKey, e)
 	if c != nil {
 		c.Close()
 	}
 	return err
 }
 
-// EnrollSession enrolls the pool agent at addr as Enroll does and asks it
+// EnrollSession enrolls the pool agent on c as Enroll does and asks it
 // to serve the sandbox on the same connection (Enrollment.Serve): the
 // client returned speaks to the agent with the sandbox key cfg names
 // (e.Key), one TLS connection for both. A nil client with a nil error
 // means the agent took the enrollment and closed the connection (an
-// agent before Serve): dial it with DialPod.
-func EnrollSession(ctx context.Context, addr string, poolKey []byte, e Enrollment, cfg ClientConfig) (*Client, error) {
+// agent before Serve): open a new one with OpenPod.
+func EnrollSession(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment, cfg ClientConfig) (*Client, error) {
 	e.Serve = true
-	c, err := enroll(ctx, addr, poolKey, e)
+	c, err := enroll(ctx, c, poolKey, e)
 	if err != nil || c == nil {
 		return nil, err
 	}
@@ -198,12 +148,13 @@ func EnrollSession(ctx context.Context, addr string, poolKey []byte, e Enrollmen
 
 // enroll runs an enrollment; it returns the connection when the agent
 // serves it (e.Serve and an agent that knows it), else nil.
-func enroll(ctx context.Context, addr string, poolKey []byte, e Enrollment) (*tls.Conn, error) {
+func enroll(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment) (BoundConn, error) {
 	msg, err := enrollment(poolKey, e)
 	if err != nil {
+		c.Close()
 		return nil, err
 	}
-	pe, err := BeginEnrollment(ctx, addr, poolKey)
+	pe, err := BeginEnrollment(ctx, c, poolKey)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +212,7 @@ func (k *PodKeys) Enrolled() bool {
 // it) unless the enrollment asked to be served on it (Enrollment.Serve):
 // serve is then true and the caller serves it as a session. Any other
 // peer gets ErrAuth.
-func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled, serve bool, err error) {
+func (k *PodKeys) Accept(c BoundConn, apply func(Enrollment) error) (enrolled, serve bool, err error) {
 	c.SetDeadline(time.Now().Add(HandshakeTimeout))
 	defer c.SetDeadline(time.Time{})
 	if err := c.Handshake(); err != nil {
@@ -295,7 +246,7 @@ func (k *PodKeys) Accept(c *tls.Conn, apply func(Enrollment) error) (enrolled, s
 
 // enroll reads and applies an enrollment on c, a peer that opened with
 // the enrollment's handshake; serve: it asked to be served on c.
-func (k *PodKeys) enroll(c *tls.Conn, nonceH, binding []byte, apply func(Enrollment) error) (serve bool, err error) {
+func (k *PodKeys) enroll(c BoundConn, nonceH, binding []byte, apply func(Enrollment) error) (serve bool, err error) {
 	k.mu.Lock()
 	pool := k.pool
 	k.mu.Unlock()

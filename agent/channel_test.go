@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"github.com/sandlot/sandlot/agent/podtls"
 	"io"
 	"net"
 	"sync"
@@ -31,7 +32,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := NewPodCertificate()
+	cert, err := podtls.NewCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 	}
 	t.Cleanup(func() { ln.Close() })
 	a := &podAgent{addr: ln.Addr().String(), keys: keys, results: make(chan error, 16)}
-	conf := PodServerTLS(cert)
+	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -50,7 +51,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 			}
 			go func() {
 				defer c.Close()
-				_, _, err := keys.Accept(tls.Server(c, conf), func(e Enrollment) error {
+				_, _, err := keys.Accept(podtls.Conn{Conn: tls.Server(c, conf)}, func(e Enrollment) error {
 					a.mu.Lock()
 					a.enrolled = append(a.enrolled, e)
 					a.mu.Unlock()
@@ -122,7 +123,7 @@ func TestPodChannelKeys(t *testing.T) {
 					e.Key = otherKey
 				}
 				took = took || tc.enrollOK[i]
-				err := Enroll(ctx, a.addr, k, e)
+				err := enrollAt(ctx, a.addr, k, e)
 				if (err == nil) != tc.enrollOK[i] {
 					t.Fatalf("enrollment %d: %v, want ok %v", i, err, tc.enrollOK[i])
 				}
@@ -130,7 +131,7 @@ func TestPodChannelKeys(t *testing.T) {
 					t.Fatalf("agent on enrollment %d: %v, want ok %v", i, aerr, tc.enrollOK[i])
 				}
 			}
-			c, err := DialPod(ctx, a.addr, ClientConfig{SandboxID: "s", Key: tc.dial})
+			c, err := dialPod(ctx, a.addr, ClientConfig{SandboxID: "s", Key: tc.dial})
 			if err == nil {
 				c.Close()
 			}
@@ -168,7 +169,7 @@ func TestPodChannelRaceEnroll(t *testing.T) {
 	a := startPodAgent(t, nil, poolKey)
 	errs := make(chan error, 2)
 	for _, k := range [][]byte{sandboxKey, otherKey} {
-		go func() { errs <- Enroll(ctx, a.addr, poolKey, Enrollment{Key: k}) }()
+		go func() { errs <- enrollAt(ctx, a.addr, poolKey, Enrollment{Key: k}) }()
 	}
 	ok := 0
 	for range 2 {
@@ -263,10 +264,10 @@ func TestPodChannelRelay(t *testing.T) {
 			mitm := startRelay(t, a.addr)
 			var err error
 			if enroll {
-				err = Enroll(ctx, mitm, poolKey, Enrollment{Key: sandboxKey})
+				err = enrollAt(ctx, mitm, poolKey, Enrollment{Key: sandboxKey})
 			} else {
 				var c *Client
-				if c, err = DialPod(ctx, mitm, ClientConfig{SandboxID: "s", Key: sandboxKey}); err == nil {
+				if c, err = dialPod(ctx, mitm, ClientConfig{SandboxID: "s", Key: sandboxKey}); err == nil {
 					c.Close()
 				}
 			}
@@ -290,11 +291,11 @@ func TestPodChannelRelay(t *testing.T) {
 // its own that dials the agent and copies plaintext both ways.
 func startRelay(t *testing.T, agentAddr string) string {
 	t.Helper()
-	cert, err := NewPodCertificate()
+	cert, err := podtls.NewCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", PodServerTLS(cert))
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", podtls.ServerConfig(cert))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func startRelay(t *testing.T, agentAddr string) string {
 			}
 			go func() {
 				defer h.Close()
-				ag, err := tls.Dial("tcp", agentAddr, podClientTLS())
+				ag, err := podtls.Dial(context.Background(), agentAddr)
 				if err != nil {
 					return
 				}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"github.com/sandlot/sandlot/agent/podtls"
 	"io"
 	"net"
 	"testing"
@@ -27,7 +28,7 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := NewPodCertificate()
+	cert, err := podtls.NewCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 	}
 	t.Cleanup(func() { ln.Close() })
 	results := make(chan accepted, 16)
-	conf := PodServerTLS(cert)
+	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -46,7 +47,7 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 			}
 			go func() {
 				defer c.Close()
-				enrolled, serve, err := keys.Accept(tls.Server(c, conf), func(Enrollment) error { return applyErr })
+				enrolled, serve, err := keys.Accept(podtls.Conn{Conn: tls.Server(c, conf)}, func(Enrollment) error { return applyErr })
 				results <- accepted{enrolled, serve, err}
 			}()
 		}
@@ -75,7 +76,7 @@ func TestEnrollSession(t *testing.T) {
 	t.Run("served", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		c, err := EnrollSession(ctx, addr, poolKey, Enrollment{Key: sandboxKey}, cfg)
+		c, err := enrollSessionAt(ctx, addr, poolKey, Enrollment{Key: sandboxKey}, cfg)
 		if err != nil || c == nil {
 			t.Fatalf("enroll session: %v, %v", c, err)
 		}
@@ -85,7 +86,7 @@ func TestEnrollSession(t *testing.T) {
 		}
 		// The key was taken: a new connection proves it, a second
 		// enrollment is refused and served nothing.
-		d, err := DialPod(ctx, addr, cfg)
+		d, err := dialPod(ctx, addr, cfg)
 		if err != nil {
 			t.Fatalf("dial with the enrolled key: %v", err)
 		}
@@ -93,7 +94,7 @@ func TestEnrollSession(t *testing.T) {
 		if r := next(t, results); r.enrolled || r.serve || r.err != nil {
 			t.Fatalf("agent on the dial: %+v", r)
 		}
-		if c, err := EnrollSession(ctx, addr, poolKey, Enrollment{Key: otherKey}, cfg); err == nil || c != nil {
+		if c, err := enrollSessionAt(ctx, addr, poolKey, Enrollment{Key: otherKey}, cfg); err == nil || c != nil {
 			t.Fatalf("a second enrollment: %v, %v", c, err)
 		}
 		if r := next(t, results); r.serve || r.err == nil {
@@ -114,7 +115,7 @@ func TestEnrollSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			addr, results := startServingAgent(t, tc.key, tc.pool, tc.applyErr)
-			c, err := EnrollSession(ctx, addr, tc.prove, Enrollment{Key: sandboxKey}, cfg)
+			c, err := enrollSessionAt(ctx, addr, tc.prove, Enrollment{Key: sandboxKey}, cfg)
 			if c != nil {
 				c.Close()
 				t.Fatal("a refused enrollment got a session")
@@ -130,7 +131,7 @@ func TestEnrollSession(t *testing.T) {
 	t.Run("plain enrollment", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		if err := Enroll(ctx, addr, poolKey, Enrollment{Key: sandboxKey, Serve: true}); err != nil {
+		if err := enrollAt(ctx, addr, poolKey, Enrollment{Key: sandboxKey, Serve: true}); err != nil {
 			t.Fatal(err)
 		}
 		if r := next(t, results); !r.enrolled || r.serve || r.err != nil {
@@ -145,7 +146,7 @@ func TestEnrollSession(t *testing.T) {
 // dials the sandbox key anew.
 func TestEnrollSessionOldAgent(t *testing.T) {
 	ctx := testCtx(t)
-	cert, err := NewPodCertificate()
+	cert, err := podtls.NewCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestEnrollSessionOldAgent(t *testing.T) {
 		if err != nil {
 			return
 		}
-		tc := tls.Server(c, PodServerTLS(cert))
+		tc := podtls.Conn{Conn: tls.Server(c, podtls.ServerConfig(cert))}
 		defer tc.Close()
 		binding, err := func() ([]byte, error) {
 			if err := tc.Handshake(); err != nil {
@@ -189,7 +190,7 @@ func TestEnrollSessionOldAgent(t *testing.T) {
 		got <- msg
 		tc.Write([]byte{enrollOK})
 	}()
-	c, err := EnrollSession(ctx, ln.Addr().String(), poolKey, Enrollment{Key: sandboxKey}, ClientConfig{SandboxID: "s", Key: sandboxKey})
+	c, err := enrollSessionAt(ctx, ln.Addr().String(), poolKey, Enrollment{Key: sandboxKey}, ClientConfig{SandboxID: "s", Key: sandboxKey})
 	if err != nil || c != nil {
 		t.Fatalf("enroll session with an old agent: %v, %v; want no session and no error", c, err)
 	}

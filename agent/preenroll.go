@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -25,22 +24,20 @@ import (
 // accepted the connection: a pending enrollment older than that has been
 // closed by the agent (Opened says when it was made).
 type PendingEnrollment struct {
-	c      *tls.Conn
+	c      BoundConn
 	h      helloed
 	opened time.Time
 }
 
-// BeginEnrollment connects to the pool agent at addr and runs the first
-// half of the enrollment's handshake: the agent proves poolKey. A peer
-// that cannot fails with ErrAuth (permission_denied); a connection that
-// could not be made at all with the dial's *net.OpError in the chain.
-func BeginEnrollment(ctx context.Context, addr string, poolKey []byte) (*PendingEnrollment, error) {
+// BeginEnrollment runs, on c (a connection to a pool agent:
+// agent/podchannel.BeginEnrollment dials it), the first half of the
+// enrollment's handshake: the agent proves poolKey. A peer that cannot
+// fails with ErrAuth (permission_denied). c is the pending enrollment's,
+// or closed on an error.
+func BeginEnrollment(ctx context.Context, c BoundConn, poolKey []byte) (*PendingEnrollment, error) {
 	if len(poolKey) == 0 {
+		c.Close()
 		return nil, fmt.Errorf("enroll: a pool key is needed: %w", errdefs.ErrInvalidArgument)
-	}
-	c, err := dialPodTLS(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	binding, err := channelBinding(c)
 	if err != nil {
@@ -83,7 +80,7 @@ func (p *PendingEnrollment) Session(ctx context.Context, e Enrollment, cfg Clien
 // reads the agent's answer; it returns the connection when the agent
 // serves it (serve asked for it and the agent knows the field), else nil
 // with the connection closed.
-func (p *PendingEnrollment) finish(ctx context.Context, msg []byte, serve bool) (*tls.Conn, error) {
+func (p *PendingEnrollment) finish(ctx context.Context, msg []byte, serve bool) (BoundConn, error) {
 	c := p.c
 	keep := false
 	defer func() {

@@ -12,12 +12,11 @@ import (
 
 	"github.com/sandlot/sandlot/image"
 	"github.com/sandlot/sandlot/image/podimage"
-	"github.com/sandlot/sandlot/provider/local"
 	"github.com/sandlot/sandlot/templates"
 )
 
 const templatePushLong = `Pushes the pod image of a template to a registry: the template's image
-plus the static sandlot-agent at /usr/local/bin/sandlot-agent as its
+plus the static sandlot-pod-agent at /usr/local/bin/sandlot-agent as its
 entrypoint (sandlot-agent pod), user 1000 where the image names none
 (image/podimage). It is what a Kubernetes pod of the template runs
 (docs/kubernetes.md, "Images"). The image is reproducible: the same
@@ -52,7 +51,7 @@ func newTemplatePushCmd() *cobra.Command {
 	o.store.register(fs)
 	fs.StringVar(&o.imagesDir, "images-dir", "", "image store (default DATA_DIR/images, serve's)")
 	fs.StringVar(&o.tenantID, "tenant", "", "the tenant whose template TEMPLATE names (default: a built-in or public template)")
-	fs.StringVar(&o.agent, "agent", "", "the static sandlot-agent to put in the image (default: sandlot-agent beside this binary, else $"+local.AgentEnv+")")
+	fs.StringVar(&o.agent, "agent", "", "the static sandlot-pod-agent to put in the image (default: sandlot-pod-agent beside this binary, else $"+podAgentEnv+")")
 	// --url is taken only to say why it cannot be: a user of template
 	// build's remote mode tries it here too.
 	fs.String("url", "", "not taken: template push works on the image store, as the operator")
@@ -146,20 +145,25 @@ func templatePush(ctx context.Context, std IO, tmpl, ref string, o templatePushF
 	return err
 }
 
-// agentBinary is --agent, else sandlot-agent beside this executable, else
-// $SANDLOT_AGENT_BIN: where serve finds the agent it bind-mounts.
+// podAgentEnv names the static sandlot-pod-agent when none is beside this
+// executable (make test sets it).
+const podAgentEnv = "SANDLOT_POD_AGENT_BIN"
+
+// agentBinary is --agent, else sandlot-pod-agent beside this executable,
+// else $SANDLOT_POD_AGENT_BIN: the pod image's agent, which speaks the pod
+// channel's TLS (the local sandboxes' sandlot-agent links none).
 func agentBinary(flagPath string) (string, error) {
 	if flagPath != "" {
 		return flagPath, nil
 	}
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "sandlot-agent")
+		p := filepath.Join(filepath.Dir(exe), "sandlot-pod-agent")
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
 		}
 	}
-	if p := os.Getenv(local.AgentEnv); p != "" {
+	if p := os.Getenv(podAgentEnv); p != "" {
 		return p, nil
 	}
-	return "", usageErr("template push: no sandlot-agent beside this binary and $%s unset: name the static agent with --agent", local.AgentEnv)
+	return "", usageErr("template push: no sandlot-pod-agent beside this binary and $%s unset: name the static pod agent with --agent", podAgentEnv)
 }

@@ -27,7 +27,7 @@ func TestTemplatePush(t *testing.T) {
 	testenv.RequireRoot(t) // the image store keeps layers' owners
 	ctx := context.Background()
 	dir := t.TempDir()
-	agent := testenv.AgentBinary(t)
+	agent := testenv.PodAgentBinary(t)
 	run := func(args ...string) (string, error) {
 		var out, errw bytes.Buffer
 		err := Run(ctx, append(append([]string{"template"}, args...), "--data-dir", dir), strings.NewReader(""), &out, &errw)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -11,25 +10,21 @@ import (
 	"github.com/sandlot/sandlot/agent"
 )
 
-// listenPod opens the pod channel (agent/channel.go): TCP, TLS 1.3 with
-// a certificate made now, and the bound handshake with the pod's keys.
+// listenPod opens the pod channel (agent/channel.go): TCP, the TLS of
+// Config.PodTLS, and the bound handshake with the pod's keys.
 func (s *Server) listenPod() (net.Listener, func(net.Conn) (net.Conn, error), error) {
-	if s.cfg.Pod == nil {
-		return nil, nil, errors.New("pod channel: no keys")
-	}
-	cert, err := agent.NewPodCertificate()
-	if err != nil {
-		return nil, nil, fmt.Errorf("pod channel: certificate: %w", err)
+	if s.cfg.Pod == nil || s.cfg.PodTLS == nil {
+		return nil, nil, errors.New("pod channel: no keys or no TLS")
 	}
 	ln := s.cfg.Listener
 	if ln == nil {
+		var err error
 		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
 			return nil, nil, fmt.Errorf("listen: %w", err)
 		}
 	}
-	conf := agent.PodServerTLS(cert)
 	accept := func(c net.Conn) (net.Conn, error) {
-		tc := tls.Server(c, conf)
+		tc := s.cfg.PodTLS(c)
 		enrolled, serve, err := s.cfg.Pod.Accept(tc, s.enroll)
 		if err != nil {
 			return nil, err

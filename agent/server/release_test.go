@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/agent/server"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -83,6 +84,10 @@ func TestReleasePod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	podTLS, err := podchannel.NewServer()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -93,10 +98,10 @@ func TestReleasePod(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		server.New(server.Config{Listener: ln, Pod: keys, Home: t.TempDir()}).Serve(sctx)
+		server.New(server.Config{Listener: ln, Pod: keys, PodTLS: podTLS, Home: t.TempDir()}).Serve(sctx)
 	}()
 	t.Cleanup(func() { stop(); ln.Close(); <-done })
-	c, err := agent.DialPod(ctx, ln.Addr().String(), agent.ClientConfig{SandboxID: "pod", Key: key})
+	c, err := podchannel.DialPod(ctx, ln.Addr().String(), agent.ClientConfig{SandboxID: "pod", Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

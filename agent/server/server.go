@@ -33,12 +33,16 @@ type Config struct {
 	// /run/sandlot/agent.sock.
 	Socket string
 	// Listen, when set, is a TCP address ("host:port") to serve on
-	// instead of Socket: the pod channel (agent/channel.go), TLS 1.3 with
-	// a certificate made at start and the bound handshake with the keys
-	// in Pod, which must be set. Key is not used then.
+	// instead of Socket: the pod channel (agent/channel.go), the TLS of
+	// PodTLS and the bound handshake with the keys in Pod, which must
+	// both be set. Key is not used then.
 	Listen string
 	// Pod holds a pod agent's keys (with Listen or Listener).
 	Pod *agent.PodKeys
+	// PodTLS wraps each connection of the pod channel in its TLS
+	// (agent/podchannel.NewServer; with Listen or Listener). The server
+	// is handed it, so the local agent links no TLS.
+	PodTLS func(net.Conn) agent.BoundConn
 	// Listener, when set, is the TCP listener of the pod channel, already
 	// listening (tests); Listen is then ignored.
 	Listener net.Listener

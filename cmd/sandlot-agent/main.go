@@ -1,7 +1,7 @@
-// Command sandlot-agent runs as PID 1 inside every sandbox and serves the
-// agent protocol (package agent): on a unix socket in a local sandbox, or,
-// as `sandlot-agent pod`, on the pod channel (agent/channel.go) in a
-// Kubernetes pod (pod.go).
+// Command sandlot-agent runs as PID 1 inside every local sandbox and
+// serves the agent protocol (package agent) on a unix socket. A
+// Kubernetes pod's agent, on the pod channel over TLS, is
+// cmd/sandlot-pod-agent: this binary links no TLS.
 package main
 
 import (
@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/pid1"
 	"github.com/sandlot/sandlot/agent/server"
 )
 
@@ -34,11 +35,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sandlot-agent: prctl(PR_SET_DUMPABLE):", err)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "pod" {
-		if err := runPod(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "sandlot-agent pod:", err)
-			os.Exit(1)
-		}
-		return
+		fmt.Fprintln(os.Stderr, "sandlot-agent: a pod's agent is sandlot-pod-agent (this one serves local sandboxes and links no TLS)")
+		os.Exit(2)
 	}
 	def := filepath.Join(agent.SocketDir, agent.SocketName)
 	if v := os.Getenv("SANDLOT_AGENT_SOCKET"); v != "" {
@@ -115,7 +113,7 @@ func main() {
 	reserve := func() {
 		reserveOnce.Do(func() {
 			go func() {
-				reserveThreads(threadReserve)
+				pid1.ReserveThreads(pid1.ThreadReserve)
 				close(reserved)
 			}()
 		})
@@ -135,7 +133,7 @@ func main() {
 	ctx := context.Background()
 	health := ""
 	if os.Getpid() == 1 {
-		dropSignals()
+		pid1.DropSignals()
 		health = server.HealthAddr // PID 1: a sandbox, with a network namespace of its own
 	} else {
 		var stop context.CancelFunc
@@ -184,55 +182,3 @@ func readyPipe(fd int) *os.File {
 // reserve if no request asked for it first: a sandbox of a warm pool has
 // it before it is taken. A cold create's first request comes sooner.
 const reserveAfter = 20 * time.Millisecond
-
-// threadReserve is how many OS threads the agent starts before it serves:
-// enough for its blocking system calls (the reaper's wait4, file
-// operations, forks) to run concurrently without a new thread.
-const threadReserve = 16
-
-// reserveThreads makes the Go runtime start n OS threads now and keep them
-// idle for later use. User code shares the sandbox's pids limit with the
-// agent, and a fork bomb fills it; if the agent then needed a new thread,
-// the failed clone would abort the Go runtime and, the agent being PID 1,
-// end the sandbox. The runtime never retires idle threads, so the reserve
-// lasts for the agent's life.
-func reserveThreads(n int) {
-	var started, release sync.WaitGroup
-	started.Add(n)
-	release.Add(1)
-	for range n {
-		go func() {
-			runtime.LockOSThread() // each parked goroutine holds its own thread
-			started.Done()
-			release.Wait()
-			runtime.UnlockOSThread()
-		}()
-	}
-	started.Wait()
-	release.Done()
-}
-
-// dropSignals keeps anything inside the sandbox from ending the agent with
-// a signal. The kernel delivers a signal sent to PID 1 from inside its own
-// namespace only when PID 1 has a handler, and the Go runtime has one for
-// every signal, whose default for most is to exit (SIGTERM, SIGINT, SIGHUP)
-// or crash (SIGQUIT, SIGABRT, and SIGSEGV or SIGBUS sent with kill). Taking
-// them all to a channel that is never read keeps them away from those
-// defaults. They are not ignored (SIG_IGN would be inherited by every
-// process the agent starts); a handled signal is reset to the default in
-// the child. The host ends a sandbox with SIGKILL, which reaches init from
-// outside its namespace whatever its handlers.
-func dropSignals() {
-	var sigs []os.Signal
-	for sig := syscall.Signal(1); sig < 32; sig++ {
-		switch sig {
-		case syscall.SIGKILL, syscall.SIGSTOP, // cannot be caught
-			syscall.SIGCHLD, // the reaper's (agent/internal/proc)
-			syscall.SIGURG,  // the Go runtime's preemption
-			syscall.SIGPROF:
-			continue
-		}
-		sigs = append(sigs, sig)
-	}
-	signal.Notify(make(chan os.Signal, 1), sigs...)
-}

@@ -306,3 +306,14 @@ func TestImportsNothingFromTheDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestPodModeIsThePodAgents: the local agent has no pod mode (it links no
+// TLS: deps_test.go); `sandlot-agent pod` names the binary that has it and
+// exits 2 rather than serving anything.
+func TestPodModeIsThePodAgents(t *testing.T) {
+	out, err := exec.Command(testenv.AgentBinary(t), "pod", "--listen", "127.0.0.1:0").CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "sandlot-pod-agent") {
+		t.Fatalf("sandlot-agent pod: %v: %s", err, out)
+	}
+}

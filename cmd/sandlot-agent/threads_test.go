@@ -8,20 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-// TestReserveThreads: after the reserve, the process has at least that many
-// threads, so a full pids limit cannot stop the agent's blocking calls.
-func TestReserveThreads(t *testing.T) {
-	reserveThreads(threadReserve)
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(tasks) < threadReserve {
-		t.Fatalf("%d threads after reserving %d", len(tasks), threadReserve)
-	}
-}
+	"github.com/sandlot/sandlot/agent/pid1"
+)
 
 // TestReserveWithoutRequests: an agent that gets no request (a sandbox of
 // a warm pool waiting to be taken) still makes its thread reserve on its
@@ -56,11 +45,11 @@ func TestReserveWithoutRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tasks) >= threadReserve {
+		if len(tasks) >= pid1.ThreadReserve {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d threads 30 s after the agent listened with no request, want at least %d", len(tasks), threadReserve)
+			t.Fatalf("%d threads 30 s after the agent listened with no request, want at least %d", len(tasks), pid1.ThreadReserve)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

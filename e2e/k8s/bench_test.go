@@ -27,7 +27,7 @@ func TestKubernetesGroup(t *testing.T) {
 	testenv.Require(t, os.Geteuid() == 0, "root (the test cluster)")
 	c := kubetest.Shared(t)
 	store, img := debiantest.Default(t)
-	agentBin, err := os.ReadFile(testenv.AgentBinary(t))
+	agentBin, err := os.ReadFile(testenv.PodAgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ var desktopPod struct {
 func desktopPodImage(t *testing.T, c *kubetest.Cluster) string {
 	t.Helper()
 	store, img := debiantest.Image(t, desktop.ImageConfig(), desktop.Template)
-	agentBin, err := os.ReadFile(testenv.AgentBinary(t))
+	agentBin, err := os.ReadFile(testenv.PodAgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

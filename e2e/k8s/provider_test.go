@@ -38,7 +38,7 @@ var pod struct {
 func defaultPodImage(t *testing.T, c *kubetest.Cluster) string {
 	t.Helper()
 	store, img := debiantest.Default(t)
-	agentBin, err := os.ReadFile(testenv.AgentBinary(t))
+	agentBin, err := os.ReadFile(testenv.PodAgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

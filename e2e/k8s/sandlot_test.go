@@ -126,7 +126,11 @@ func images(t *testing.T) (daemon, pod v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod, err = podimage.Build(ctx, pb, agentBin)
+	podAgentBin, err := os.ReadFile(testenv.PodAgentBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err = podimage.Build(ctx, pb, podAgentBin)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
 // Package podimage makes the image a Kubernetes pod of a sandlot template
-// runs: the template's own image plus one layer holding the static
-// sandlot-agent at AgentPath, which is the entrypoint (`sandlot-agent
-// pod`), and pushes it to a registry. On one host the runtime bind-mounts
+// runs: the template's own image plus one layer holding the static pod
+// agent (cmd/sandlot-pod-agent) at AgentPath, which is the entrypoint
+// (`sandlot-agent pod`: the path and the mode's name are the ones pod
+// images have always had), and pushes it to a registry. On one host the runtime bind-mounts
 // the agent into the sandbox; a pod has no such mount, so the agent
 // travels in the image.
 //
@@ -47,8 +48,8 @@ const (
 	LabelAgent = "org.sandlot.agent.sha256" // the agent binary's SHA-256
 )
 
-// Entrypoint is the pod image's entrypoint: the agent in its pod mode
-// (TCP listener, key from a file; cmd/sandlot-agent).
+// Entrypoint is the pod image's entrypoint: the pod agent (TCP listener,
+// key from a file; cmd/sandlot-pod-agent).
 func Entrypoint() []string { return []string{AgentPath, "pod"} }
 
 // Build returns templateImage with the agent added as AgentPath (mode
@@ -87,7 +88,7 @@ func Build(ctx context.Context, templateImage v1.Image, agentBinary []byte) (v1.
 	img, err := mutate.Append(templateImage, mutate.Addendum{Layer: l, History: v1.History{
 		Created:   v1.Time{Time: Epoch.UTC()},
 		CreatedBy: "sandlot podimage: " + AgentPath + " (sha256:" + hex.EncodeToString(sum[:]) + ")",
-		Comment:   "sandlot-agent as the pod's entrypoint",
+		Comment:   "sandlot-pod-agent as the pod's entrypoint",
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("podimage: %w", err)

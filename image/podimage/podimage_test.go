@@ -22,10 +22,10 @@ import (
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// agent is the real static sandlot-agent.
+// agent is the real static sandlot-pod-agent, which pod images carry.
 func agent(t *testing.T) []byte {
 	t.Helper()
-	b, err := os.ReadFile(testenv.AgentBinary(t))
+	b, err := os.ReadFile(testenv.PodAgentBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

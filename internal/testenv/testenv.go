@@ -69,7 +69,7 @@ func RequireOCIRuntime(t testing.TB) {
 	Require(t, crunErr == nil || runcErr == nil, "crun or runc installed")
 }
 
-var agentBuild, sandlotBuild build
+var agentBuild, podAgentBuild, sandlotBuild build
 
 // AgentBinary returns the static sandlot-agent that sandboxes run:
 // $SANDLOT_AGENT_BIN (make test sets it), else a build of cmd/sandlot-agent
@@ -77,6 +77,14 @@ var agentBuild, sandlotBuild build
 func AgentBinary(t testing.TB) string {
 	t.Helper()
 	return agentBuild.binary(t, "SANDLOT_AGENT_BIN", "sandlot-agent", "CGO_ENABLED=0")
+}
+
+// PodAgentBinary returns the static sandlot-pod-agent that pod images
+// carry: $SANDLOT_POD_AGENT_BIN (make test sets it), else a build of
+// cmd/sandlot-pod-agent made once per test process.
+func PodAgentBinary(t testing.TB) string {
+	t.Helper()
+	return podAgentBuild.binary(t, "SANDLOT_POD_AGENT_BIN", "sandlot-pod-agent", "CGO_ENABLED=0")
 }
 
 // SandlotBinary returns the sandlot binary: $SANDLOT_BIN (make test sets

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -199,7 +200,7 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 		// An agent that closes the enrollment's connection (a pod image
 		// made before one-connection enrollments): a connection of its own.
 		if err := retryDial(ctx, func() (err error) {
-			c, err = agent.DialPod(ctx, addr, ccfg)
+			c, err = podchannel.DialPod(ctx, addr, ccfg)
 			return err
 		}); err != nil {
 			return nil, err

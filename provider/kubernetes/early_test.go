@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podtls"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
@@ -39,7 +40,7 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := agent.NewPodCertificate()
+	cert, err := podtls.NewCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	conf := agent.PodServerTLS(cert)
+	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -58,7 +59,7 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 			}
 			go func() {
 				defer conn.Close()
-				keys.Accept(tls.Server(conn, conf), func(agent.Enrollment) error { return nil })
+				keys.Accept(podtls.Conn{Conn: tls.Server(conn, conf)}, func(agent.Enrollment) error { return nil })
 			}()
 		}
 	}()

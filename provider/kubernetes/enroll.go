@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
 )
 
 // early is a warm pod's enrollment begun at the address the bound claim's
@@ -42,7 +43,7 @@ func (p *Provider) beginEnroll(ctx context.Context, t templateConf, ip string) *
 		addr := net.JoinHostPort(ip, strconv.Itoa(p.port))
 		var pe *agent.PendingEnrollment
 		if retryDial(ctx, func() (err error) {
-			pe, err = agent.BeginEnrollment(ctx, addr, key)
+			pe, err = podchannel.BeginEnrollment(ctx, addr, key)
 			return err
 		}) == nil {
 			e.pe = pe
@@ -109,7 +110,7 @@ func (p *Provider) enroll(ctx context.Context, pre *early, pod podRef, key []byt
 	}
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
 	err = retryDial(ctx, func() (err error) {
-		c, err = agent.EnrollSession(ctx, addr, key, e, cfg)
+		c, err = podchannel.EnrollSession(ctx, addr, key, e, cfg)
 		return err
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	dynfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/agent/server"
 )
 
@@ -252,11 +253,16 @@ func (c *cluster) startPod(ctx context.Context, sb *unstructured.Unstructured) s
 		c.t.Errorf("pod of %s: %v", sb.GetName(), err)
 		return ""
 	}
+	podTLS, err := podchannel.NewServer()
+	if err != nil {
+		c.t.Errorf("pod of %s: %v", sb.GetName(), err)
+		return ""
+	}
 	actx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		server.New(server.Config{Listener: ln, Pod: keys, Home: c.t.TempDir()}).Serve(actx)
+		server.New(server.Config{Listener: ln, Pod: keys, PodTLS: podTLS, Home: c.t.TempDir()}).Serve(actx)
 	}()
 	podName := sb.GetName() + "-pod"
 	c.mu.Lock()

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/agent/typescript"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
@@ -340,7 +341,7 @@ func (p *Provider) Attach(ctx context.Context, sandboxID string) (contexts.Sandb
 	addr := net.JoinHostPort(pod.ip, strconv.Itoa(p.port))
 	var c *agent.Client
 	if err := retryDial(ctx, func() (err error) {
-		c, err = agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: sandboxID, Key: key, Logger: p.log})
+		c, err = podchannel.DialPod(ctx, addr, agent.ClientConfig{SandboxID: sandboxID, Key: key, Logger: p.log})
 		return err
 	}); err != nil {
 		return nil, err

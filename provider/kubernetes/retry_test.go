@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/errdefs"
 )
 
@@ -35,7 +36,7 @@ func TestRetryDial(t *testing.T) {
 	tries := 0
 	err = retryDial(ctx, func() error {
 		tries++
-		c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "k8s-000000000000", Key: make([]byte, agent.KeySize)})
+		c, err := podchannel.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "k8s-000000000000", Key: make([]byte, agent.KeySize)})
 		if err == nil {
 			c.Close()
 		}

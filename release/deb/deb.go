@@ -30,6 +30,7 @@ var embedded embed.FS
 const (
 	Daemon     = "/usr/lib/sandlot/sandlot"
 	Agent      = "/usr/lib/sandlot/sandlot-agent"
+	PodAgent   = "/usr/lib/sandlot/sandlot-pod-agent"
 	Command    = "/usr/bin/sandlot"
 	Unit       = "/usr/lib/systemd/system/sandlot.service"
 	ConfigFile = "/etc/sandlot/config.yaml"
@@ -73,8 +74,10 @@ type Config struct {
 	Version string
 	// Arch is the Go architecture of the binaries: amd64 or arm64.
 	Arch string
-	// Sandlot and Agent are the binaries to package (make dist's).
-	Sandlot, Agent string
+	// Sandlot, Agent and PodAgent are the binaries to package (make
+	// dist's): PodAgent is what `sandlot template push` puts in a pod
+	// image, found beside the daemon.
+	Sandlot, Agent, PodAgent string
 	// Docs are files for DocDir by their name there (copyright,
 	// changelog, install.md).
 	Docs map[string]string
@@ -145,6 +148,7 @@ func Build(cfg Config, w io.Writer) error {
 	contents := files.Contents{
 		{Source: cfg.Sandlot, Destination: Daemon, FileInfo: mode(0o755)},
 		{Source: cfg.Agent, Destination: Agent, FileInfo: mode(0o755)},
+		{Source: cfg.PodAgent, Destination: PodAgent, FileInfo: mode(0o755)},
 		{Source: "../lib/sandlot/sandlot", Destination: Command, Type: files.TypeSymlink, FileInfo: mode(0o777)},
 		{Source: path("sandlot.service"), Destination: Unit, FileInfo: mode(0o644)},
 		// 0600: the file may hold a store URL with its password.

@@ -58,16 +58,16 @@ func TestVersionsSort(t *testing.T) {
 	}
 }
 
-// fakeBinaries writes two small executables to package.
-func fakeBinaries(t *testing.T) (sandlot, agent string) {
+// fakeBinaries writes three small executables to package.
+func fakeBinaries(t *testing.T) (sandlot, agent, podAgent string) {
 	dir := t.TempDir()
-	sandlot, agent = filepath.Join(dir, "sandlot"), filepath.Join(dir, "agent")
-	for _, p := range []string{sandlot, agent} {
+	sandlot, agent, podAgent = filepath.Join(dir, "sandlot"), filepath.Join(dir, "agent"), filepath.Join(dir, "pod-agent")
+	for _, p := range []string{sandlot, agent, podAgent} {
 		if err := os.WriteFile(p, []byte("#!/bin/sh\necho "+filepath.Base(p)+"\n"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return sandlot, agent
+	return sandlot, agent, podAgent
 }
 
 func build(t *testing.T, cfg Config) string {
@@ -88,10 +88,10 @@ func build(t *testing.T, cfg Config) string {
 // maintainer scripts. Two builds of one version are the same bytes.
 func TestPackage(t *testing.T) {
 	dpkgDeb := requireBinary(t, "dpkg-deb")
-	sandlot, agent := fakeBinaries(t)
+	sandlot, agent, podAgent := fakeBinaries(t)
 	doc := filepath.Join(t.TempDir(), "LICENSE")
 	os.WriteFile(doc, []byte("license\n"), 0o600)
-	cfg := Config{Version: "v0.1.0-3-gabc1234", Arch: "arm64", Sandlot: sandlot, Agent: agent,
+	cfg := Config{Version: "v0.1.0-3-gabc1234", Arch: "arm64", Sandlot: sandlot, Agent: agent, PodAgent: podAgent,
 		Docs: map[string]string{"copyright": doc}, MTime: time.Unix(1795938546, 0)}
 	p := build(t, cfg)
 	field := func(name string) string {
@@ -137,6 +137,7 @@ func TestPackage(t *testing.T) {
 	for path, want := range map[string]entry{
 		Daemon:                {"-rwxr-xr-x", "root/root", ""},
 		Agent:                 {"-rwxr-xr-x", "root/root", ""},
+		PodAgent:              {"-rwxr-xr-x", "root/root", ""},
 		Command:               {"lrwxrwxrwx", "root/root", "../lib/sandlot/sandlot"},
 		Unit:                  {"-rw-r--r--", "root/root", ""},
 		ConfigFile:            {"-rw-------", "root/root", ""},

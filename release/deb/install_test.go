@@ -88,6 +88,7 @@ func TestInstall(t *testing.T) {
 			StateDir + "/sandlot.db": {0o600},
 			Daemon:                   {0o755},
 			Agent:                    {0o755},
+			PodAgent:                 {0o755},
 			Command:                  {os.ModeSymlink | 0o777},
 			Unit:                     {0o644},
 			ConfigFile:               {0o600},
@@ -199,7 +200,7 @@ func TestInstall(t *testing.T) {
 				t.Errorf("remove took %s: %v", p, err)
 			}
 		}
-		for _, p := range []string{Daemon, Agent, Unit} {
+		for _, p := range []string{Daemon, Agent, PodAgent, Unit} {
 			if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
 				t.Errorf("remove left %s", p)
 			}

@@ -56,8 +56,9 @@ func buildPackage(t *testing.T, src, version, commit string) string {
 	defer f.Close()
 	if err := Build(Config{
 		Version: version, Arch: runtime.GOARCH, MTime: epoch, Compression: "gzip",
-		Sandlot: filepath.Join(out, dist.FileName("sandlot", runtime.GOARCH)),
-		Agent:   filepath.Join(out, dist.FileName("sandlot-agent", runtime.GOARCH)),
+		Sandlot:  filepath.Join(out, dist.FileName("sandlot", runtime.GOARCH)),
+		Agent:    filepath.Join(out, dist.FileName("sandlot-agent", runtime.GOARCH)),
+		PodAgent: filepath.Join(out, dist.FileName("sandlot-pod-agent", runtime.GOARCH)),
 	}, f); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
-// Package dist cross-builds sandlot's release binaries: sandlot and
-// sandlot-agent for each architecture, static (CGO_ENABLED=0: the SQLite
-// driver is modernc.org/sqlite, pure Go), with -trimpath, no VCS stamping
-// and an empty build id, and the version and commit linked into
-// internal/version, so the bytes depend on the source, the Go toolchain
+// Package dist cross-builds sandlot's release binaries: sandlot,
+// sandlot-agent and sandlot-pod-agent for each architecture, static
+// (CGO_ENABLED=0: the SQLite driver is modernc.org/sqlite, pure Go), with
+// -trimpath, no VCS stamping and an empty build id, and the version and
+// commit linked into internal/version, so the bytes depend on the source, the Go toolchain
 // and the arguments alone: two builds of one commit are identical
 // (TestReproducible). Beside each binary goes its SPDX SBOM
 // (NAME.spdx.json), and SHA256SUMS covers every file.
@@ -31,8 +31,9 @@ var Arches = []string{"amd64", "arm64"}
 
 // Binaries are the commands a release holds, by name.
 var Binaries = map[string]string{
-	"sandlot":       "./cmd/sandlot",
-	"sandlot-agent": "./cmd/sandlot-agent",
+	"sandlot":           "./cmd/sandlot",
+	"sandlot-agent":     "./cmd/sandlot-agent",
+	"sandlot-pod-agent": "./cmd/sandlot-pod-agent",
 }
 
 var (

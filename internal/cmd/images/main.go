@@ -26,8 +26,8 @@ import (
 )
 
 type config struct {
-	store, out, sandlot, agent, version, registry string
-	podDefault                                    bool
+	store, out, sandlot, agent, podAgent, version, registry string
+	podDefault                                              bool
 }
 
 func main() {
@@ -35,7 +35,8 @@ func main() {
 	flag.StringVar(&c.store, "store", ".sandlot/images", "image store holding the Debian bases (make run's by default)")
 	flag.StringVar(&c.out, "out", "bin/images", "where the OCI layouts go")
 	flag.StringVar(&c.sandlot, "sandlot", "bin/images/sandlot", "the static sandlot binary")
-	flag.StringVar(&c.agent, "agent", "bin/sandlot-agent", "the static sandlot-agent binary")
+	flag.StringVar(&c.agent, "agent", "bin/sandlot-agent", "the static sandlot-agent binary (the daemon image's, for local sandboxes)")
+	flag.StringVar(&c.podAgent, "pod-agent", "bin/sandlot-pod-agent", "the static sandlot-pod-agent binary (the pod image's)")
 	flag.StringVar(&c.version, "version", "dev", "the version: the images' tag and label")
 	flag.StringVar(&c.registry, "registry", "", "HOST:PORT[/PREFIX] to push to: PREFIX/sandlot/daemon:VERSION and PREFIX/sandlot/templates/default:VERSION and :latest, where the kubernetes provider looks for a template's pod image (none: layouts only)")
 	flag.BoolVar(&c.podDefault, "pod-default", true, "also build the default template's pod image")
@@ -55,6 +56,10 @@ func run(ctx context.Context, c config) error {
 		return err
 	}
 	agent, err := os.ReadFile(c.agent)
+	if err != nil {
+		return err
+	}
+	podAgent, err := os.ReadFile(c.podAgent)
 	if err != nil {
 		return err
 	}
@@ -93,7 +98,7 @@ func run(ctx context.Context, c config) error {
 	if err != nil {
 		return err
 	}
-	pod, err := podimage.Build(ctx, tmpl, agent)
+	pod, err := podimage.Build(ctx, tmpl, podAgent)
 	if err != nil {
 		return err
 	}

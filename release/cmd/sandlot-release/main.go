@@ -83,8 +83,9 @@ func run(ctx context.Context, args []string) error {
 			path := filepath.Join(*distDir, name)
 			if err := writeDeb(path, deb.Config{
 				Version: *version, Arch: arch, MTime: t, Docs: d,
-				Sandlot: filepath.Join(*distDir, dist.FileName("sandlot", arch)),
-				Agent:   filepath.Join(*distDir, dist.FileName("sandlot-agent", arch)),
+				Sandlot:  filepath.Join(*distDir, dist.FileName("sandlot", arch)),
+				Agent:    filepath.Join(*distDir, dist.FileName("sandlot-agent", arch)),
+				PodAgent: filepath.Join(*distDir, dist.FileName("sandlot-pod-agent", arch)),
 			}); err != nil {
 				return err
 			}

@@ -1,3 +1,9 @@
+// Command sandlot-pod-agent is the agent of a Kubernetes pod: PID 1 of a
+// pod image (image/podimage puts it there as /usr/local/bin/sandlot-agent,
+// run as `sandlot-agent pod`), serving the agent protocol (package agent)
+// on the pod channel (agent/channel.go) over TLS (agent/podchannel). It is
+// a binary of its own so that the local agent (cmd/sandlot-agent), in
+// every local sandbox, links no TLS.
 package main
 
 import (
@@ -13,17 +19,36 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/pid1"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/agent/server"
 )
 
-// runPod is `sandlot-agent pod`: the agent as a pod's entrypoint, on the
-// pod channel. Its key is a file of a Secret volume: the sandbox's own
+func main() {
+	// As the local agent (cmd/sandlot-agent): no ptrace, no /proc/1/mem,
+	// no core for the user code that runs with the agent's uid.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-pod-agent: prctl(PR_SET_DUMPABLE):", err)
+	}
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "pod" { // the pod image's entrypoint names the mode
+		args = args[1:]
+	}
+	if err := runPod(args); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-pod-agent:", err)
+		os.Exit(1)
+	}
+}
+
+// runPod is the agent as a pod's entrypoint, on the pod channel. Its key is a file of a Secret volume: the sandbox's own
 // (--key-file, a cold pod) or its template's pool key (--pool-key-file, a
 // warm pod, which serves nothing until one enrollment gives it the
 // sandbox's key and configuration).
 func runPod(args []string) error {
-	fs := flag.NewFlagSet("sandlot-agent pod", flag.ContinueOnError)
+	fs := flag.NewFlagSet("sandlot-pod-agent", flag.ContinueOnError)
 	listen := fs.String("listen", ":"+strconv.Itoa(agent.PodPort), "TCP address of the pod channel")
 	keyFile := fs.String("key-file", "/var/run/sandlot/key", "the sandbox's key (a cold pod)")
 	poolKeyFile := fs.String("pool-key-file", "", "the pool's key (a warm pod): accept one enrollment, then only the key it delivers; overrides --key-file")
@@ -50,6 +75,10 @@ func runPod(args []string) error {
 	if err != nil {
 		return err
 	}
+	podTLS, err := podchannel.NewServer()
+	if err != nil {
+		return fmt.Errorf("pod channel: certificate: %w", err)
+	}
 	var langs []string
 	for _, l := range strings.Split(*prestart, ",") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -57,25 +86,25 @@ func runPod(args []string) error {
 		}
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1) // as in main: the agent multiplexes I/O
+		runtime.GOMAXPROCS(1) // as in the local agent: the agent multiplexes I/O
 	}
 	reserved := make(chan struct{})
 	listening := func() {
 		go func() {
-			reserveThreads(threadReserve)
+			pid1.ReserveThreads(pid1.ThreadReserve)
 			close(reserved)
 		}()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx := context.Background()
 	if os.Getpid() == 1 {
-		dropSignals()
+		pid1.DropSignals()
 	} else {
 		var stop context.CancelFunc
 		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 	}
-	return server.Run(ctx, server.Config{Listen: *listen, Pod: keys, Home: *home, Prestart: langs, Health: *health, Ready: reserved, Listening: listening, Logger: log})
+	return server.Run(ctx, server.Config{Listen: *listen, Pod: keys, PodTLS: podTLS, Home: *home, Prestart: langs, Health: *health, Ready: reserved, Listening: listening, Logger: log})
 }
 
 // readKeyFile reads a key from a Secret volume's file. The file stays

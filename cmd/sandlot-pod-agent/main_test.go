@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/agent/podchannel"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// startPod runs `sandlot-agent pod` on a loopback port with args and
+// startPod runs `sandlot-pod-agent pod` (as a pod image runs it) on a loopback port with args and
 // returns the address it listens on.
 func startPod(t *testing.T, bin string, args ...string) string {
 	t.Helper()
@@ -50,13 +52,13 @@ func startPod(t *testing.T, bin string, args ...string) string {
 	}
 }
 
-// TestPodMode: `sandlot-agent pod` serves the pod channel. A cold pod
+// TestPodMode: sandlot-pod-agent serves the pod channel. A cold pod
 // serves the key of its --key-file and nothing else; a warm pod serves
 // nobody until one enrollment, which brings the sandbox's key and its
 // environment, and refuses another.
 func TestPodMode(t *testing.T) {
 	dir := t.TempDir()
-	bin := buildStatic(t, dir)
+	bin := testenv.PodAgentBinary(t)
 	key := []byte("0123456789abcdef0123456789abcdef")
 	pool := []byte("pool-key-of-the-template-0123456")
 	other := []byte("another key, 32 bytes long......")
@@ -68,7 +70,7 @@ func TestPodMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	served := func(addr string, k []byte) bool {
-		c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "pod", Key: k})
+		c, err := podchannel.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "pod", Key: k})
 		if err != nil {
 			return false
 		}
@@ -84,7 +86,7 @@ func TestPodMode(t *testing.T) {
 		if served(addr, other) {
 			t.Fatal("a peer without the key was served")
 		}
-		if err := agent.Enroll(ctx, addr, key, agent.Enrollment{Key: other}); err == nil {
+		if err := podchannel.Enroll(ctx, addr, key, agent.Enrollment{Key: other}); err == nil {
 			t.Fatal("a cold pod took an enrollment")
 		}
 	})
@@ -94,16 +96,16 @@ func TestPodMode(t *testing.T) {
 			t.Fatal("the pool key was served before the enrollment")
 		}
 		e := agent.Enrollment{Key: key, Env: map[string]string{"GREETING": "hello from the claim"}, CACerts: []byte("-----BEGIN CERTIFICATE-----\nthe proxy's CA\n-----END CERTIFICATE-----\n")}
-		if err := agent.Enroll(ctx, addr, pool, e); err != nil {
+		if err := podchannel.Enroll(ctx, addr, pool, e); err != nil {
 			t.Fatalf("enroll: %v", err)
 		}
-		if err := agent.Enroll(ctx, addr, pool, agent.Enrollment{Key: other}); err == nil {
+		if err := podchannel.Enroll(ctx, addr, pool, agent.Enrollment{Key: other}); err == nil {
 			t.Fatal("a second enrollment was taken")
 		}
 		if served(addr, pool) {
 			t.Fatal("the pool key was served after the enrollment")
 		}
-		c, err := agent.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "pod", Key: key})
+		c, err := podchannel.DialPod(ctx, addr, agent.ClientConfig{SandboxID: "pod", Key: key})
 		if err != nil {
 			t.Fatalf("dial with the enrolled key: %v", err)
 		}
@@ -121,7 +123,7 @@ func TestPodMode(t *testing.T) {
 	t.Run("pool, one connection", func(t *testing.T) {
 		addr := startPod(t, bin, "--pool-key-file", filepath.Join(dir, "pool"))
 		e := agent.Enrollment{Key: key, Env: map[string]string{"GREETING": "hello on the enrollment's connection"}}
-		c, err := agent.EnrollSession(ctx, addr, pool, e, agent.ClientConfig{SandboxID: "pod", Key: key})
+		c, err := podchannel.EnrollSession(ctx, addr, pool, e, agent.ClientConfig{SandboxID: "pod", Key: key})
 		if err != nil || c == nil {
 			t.Fatalf("enroll session: %v, %v", c, err)
 		}

@@ -1,0 +1,65 @@
+// Package pid1 is what sandlot-agent and sandlot-pod-agent do as a
+// sandbox's PID 1 before they serve: a reserve of OS threads that a fork
+// bomb cannot take from them, and signals from inside the sandbox that
+// cannot end them.
+package pid1
+
+import (
+	"os"
+	"os/signal"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+// ThreadReserve is how many OS threads the agent starts before it serves:
+// enough for its blocking system calls (the reaper's wait4, file
+// operations, forks) to run concurrently without a new thread.
+const ThreadReserve = 16
+
+// ReserveThreads makes the Go runtime start n OS threads now and keep them
+// idle for later use. User code shares the sandbox's pids limit with the
+// agent, and a fork bomb fills it; if the agent then needed a new thread,
+// the failed clone would abort the Go runtime and, the agent being PID 1,
+// end the sandbox. The runtime never retires idle threads, so the reserve
+// lasts for the agent's life.
+func ReserveThreads(n int) {
+	var started, release sync.WaitGroup
+	started.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread() // each parked goroutine holds its own thread
+			started.Done()
+			release.Wait()
+			runtime.UnlockOSThread()
+		}()
+	}
+	started.Wait()
+	release.Done()
+}
+
+// DropSignals keeps anything inside the sandbox from ending the agent with
+// a signal. The kernel delivers a signal sent to PID 1 from inside its own
+// namespace only when PID 1 has a handler, and the Go runtime has one for
+// every signal, whose default for most is to exit (SIGTERM, SIGINT, SIGHUP)
+// or crash (SIGQUIT, SIGABRT, and SIGSEGV or SIGBUS sent with kill). Taking
+// them all to a channel that is never read keeps them away from those
+// defaults. They are not ignored (SIG_IGN would be inherited by every
+// process the agent starts); a handled signal is reset to the default in
+// the child. The host ends a sandbox with SIGKILL, which reaches init from
+// outside its namespace whatever its handlers.
+func DropSignals() {
+	var sigs []os.Signal
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		switch sig {
+		case syscall.SIGKILL, syscall.SIGSTOP, // cannot be caught
+			syscall.SIGCHLD, // the reaper's (agent/internal/proc)
+			syscall.SIGURG,  // the Go runtime's preemption
+			syscall.SIGPROF:
+			continue
+		}
+		sigs = append(sigs, sig)
+	}
+	signal.Notify(make(chan os.Signal, 1), sigs...)
+}
