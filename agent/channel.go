@@ -161,6 +161,13 @@ func enroll(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment) (Bou
 	return pe.finish(ctx, msg, e.Serve)
 }
 
+// CheckEnrollment reports why an enrollment of e with poolKey could not
+// be made (invalid_argument), before anything is dialed.
+func CheckEnrollment(poolKey []byte, e Enrollment) error {
+	_, err := enrollment(poolKey, e)
+	return err
+}
+
 // enrollment checks e and encodes it.
 func enrollment(poolKey []byte, e Enrollment) ([]byte, error) {
 	if len(poolKey) == 0 || len(e.Key) < 16 {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"github.com/sandlot/sandlot/agent/podtls"
 	"io"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent/podtls"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

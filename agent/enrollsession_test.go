@@ -5,12 +5,12 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
-	"github.com/sandlot/sandlot/agent/podtls"
 	"io"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent/podtls"
 	"github.com/sandlot/sandlot/errdefs"
 )
 

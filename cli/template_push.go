@@ -40,7 +40,7 @@ out a template's image, so there is no --url.`
 func newTemplatePushCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "push TEMPLATE REF",
-		Short: "push a template's pod image (its image plus sandlot-agent as entrypoint) to a registry",
+		Short: "push a template's pod image (its image plus sandlot-pod-agent as entrypoint) to a registry",
 		Long:  templatePushLong,
 		Args:  cobra.ExactArgs(2),
 		Example: `  sandlot template push default registry.example:5000/sandlot/default:1

@@ -85,6 +85,7 @@ func TestTemplatePush(t *testing.T) {
 			{"agent missing", []string{"shared", ref, "--tenant", "t1", "--agent", "/nonexistent/agent"}, errdefs.ErrInvalidArgument, "agent binary"},
 			{"through a daemon", []string{"shared", ref, "--url", "http://127.0.0.1:1"}, errdefs.ErrInvalidArgument, "no daemon API"},
 			{"agent not static", []string{"shared", ref, "--agent", "/bin/true"}, errdefs.ErrInvalidArgument, "dynamically linked"},
+			{"the local agent", []string{"shared", ref, "--agent", testenv.AgentBinary(t)}, errdefs.ErrInvalidArgument, "sandlot-pod-agent"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				out, err := run(append([]string{"push"}, tc.args...)...)

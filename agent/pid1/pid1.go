@@ -5,12 +5,27 @@
 package pid1
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
+
+// NotDumpable makes the process non-dumpable: user code runs with the
+// agent's uid, and a dumpable agent could be ptraced, or its memory read
+// through /proc/<pid>/mem, by it. The runtime's execute-only mount of the
+// local agent does this too; a pod's agent has no such mount. Children
+// regain dumpability at execve.
+func NotDumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+	}
+	return nil
+}
 
 // ThreadReserve is how many OS threads the agent starts before it serves:
 // enough for its blocking system calls (the reaper's wait4, file

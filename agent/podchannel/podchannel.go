@@ -12,11 +12,17 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/podtls"
+	"github.com/sandlot/sandlot/errdefs"
 )
 
 // DialPod connects to the agent at addr (host:port on the pod network)
-// and proves cfg.Key (agent.OpenPod).
+// and proves cfg.Key (agent.OpenPod). Every function here checks its
+// arguments before it dials (invalid_argument); a connection that could
+// not be made is unavailable, with the dial's *net.OpError in the chain.
 func DialPod(ctx context.Context, addr string, cfg agent.ClientConfig) (*agent.Client, error) {
+	if len(cfg.Key) == 0 {
+		return nil, fmt.Errorf("pod channel: no key: %w", errdefs.ErrInvalidArgument)
+	}
 	c, err := podtls.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
@@ -26,6 +32,9 @@ func DialPod(ctx context.Context, addr string, cfg agent.ClientConfig) (*agent.C
 
 // Enroll claims the pool agent at addr (agent.Enroll).
 func Enroll(ctx context.Context, addr string, poolKey []byte, e agent.Enrollment) error {
+	if err := agent.CheckEnrollment(poolKey, e); err != nil {
+		return err
+	}
 	c, err := podtls.Dial(ctx, addr)
 	if err != nil {
 		return fmt.Errorf("enroll: %w", err)
@@ -38,6 +47,9 @@ func Enroll(ctx context.Context, addr string, poolKey []byte, e agent.Enrollment
 // agent took the enrollment and closed the connection; dial it with
 // DialPod.
 func EnrollSession(ctx context.Context, addr string, poolKey []byte, e agent.Enrollment, cfg agent.ClientConfig) (*agent.Client, error) {
+	if err := agent.CheckEnrollment(poolKey, e); err != nil {
+		return nil, err
+	}
 	c, err := podtls.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
@@ -50,6 +62,9 @@ func EnrollSession(ctx context.Context, addr string, poolKey []byte, e agent.Enr
 // connection that could not be made at all fails with the dial's
 // *net.OpError in the chain.
 func BeginEnrollment(ctx context.Context, addr string, poolKey []byte) (*agent.PendingEnrollment, error) {
+	if len(poolKey) == 0 {
+		return nil, fmt.Errorf("enroll: a pool key is needed: %w", errdefs.ErrInvalidArgument)
+	}
 	c, err := podtls.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)

@@ -31,8 +31,8 @@ func main() {
 	// agent non-dumpable (no ptrace, no /proc/1/mem, no core) even when the
 	// binary is readable. The runtime's execute-only mount already does
 	// this; children regain dumpability at execve.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "sandlot-agent: prctl(PR_SET_DUMPABLE):", err)
+	if err := pid1.NotDumpable(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
 	}
 	if len(os.Args) > 1 && os.Args[1] == "pod" {
 		fmt.Fprintln(os.Stderr, "sandlot-agent: a pod's agent is sandlot-pod-agent (this one serves local sandboxes and links no TLS)")

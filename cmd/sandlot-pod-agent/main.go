@@ -19,8 +19,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/pid1"
 	"github.com/sandlot/sandlot/agent/podchannel"
@@ -28,10 +26,10 @@ import (
 )
 
 func main() {
-	// As the local agent (cmd/sandlot-agent): no ptrace, no /proc/1/mem,
-	// no core for the user code that runs with the agent's uid.
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		fmt.Fprintln(os.Stderr, "sandlot-pod-agent: prctl(PR_SET_DUMPABLE):", err)
+	// No ptrace, no /proc/1/mem, no core for the user code that runs
+	// with the agent's uid (1000 in a pod).
+	if err := pid1.NotDumpable(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandlot-pod-agent:", err)
 	}
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "pod" { // the pod image's entrypoint names the mode
@@ -43,10 +41,11 @@ func main() {
 	}
 }
 
-// runPod is the agent as a pod's entrypoint, on the pod channel. Its key is a file of a Secret volume: the sandbox's own
-// (--key-file, a cold pod) or its template's pool key (--pool-key-file, a
-// warm pod, which serves nothing until one enrollment gives it the
-// sandbox's key and configuration).
+// runPod is the agent as a pod's entrypoint, on the pod channel. Its key
+// is a file of a Secret volume: the sandbox's own (--key-file, a cold
+// pod) or its template's pool key (--pool-key-file, a warm pod, which
+// serves nothing until one enrollment gives it the sandbox's key and
+// configuration).
 func runPod(args []string) error {
 	fs := flag.NewFlagSet("sandlot-pod-agent", flag.ContinueOnError)
 	listen := fs.String("listen", ":"+strconv.Itoa(agent.PodPort), "TCP address of the pod channel")

@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,12 +18,21 @@ import (
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// startPod runs `sandlot-pod-agent pod` (as a pod image runs it) on a loopback port with args and
-// returns the address it listens on.
+// startPod runs `sandlot-pod-agent pod` (as a pod image runs it) on a
+// loopback port with args and returns the address it listens on.
 func startPod(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"pod", "--listen", "127.0.0.1:0", "--health", "", "--home", filepath.Join(t.TempDir(), "home")}, args...)...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // where an enrollment's CA bundle goes
+	addr, _ := startPodAs(t, bin, nil, t.TempDir(), args...)
+	return addr
+}
+
+// startPodAs is startPod as cred (nil: this process's user), with home and
+// TMPDIR under dir; it returns the agent's pid too.
+func startPodAs(t *testing.T, bin string, cred *syscall.Credential, dir string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"pod", "--listen", "127.0.0.1:0", "--health", "", "--home", filepath.Join(dir, "home")}, args...)...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir) // where an enrollment's CA bundle goes
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -45,10 +56,35 @@ func startPod(t *testing.T, bin string, args ...string) string {
 	}()
 	select {
 	case a := <-addr:
-		return a
+		return a, cmd.Process.Pid
 	case <-time.After(30 * time.Second):
 		t.Fatal("the agent did not listen")
-		return ""
+		return "", 0
+	}
+}
+
+// TestNotDumpable: the pod agent runs as the pod's user, uid 1000, as the
+// user code it starts does; it makes itself non-dumpable, so
+// /proc/<pid>/mem belongs to root and that code cannot ptrace or read it.
+func TestNotDumpable(t *testing.T) {
+	testenv.RequireRoot(t) // to run the agent as uid 1000
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("a pod's sandbox key, 32 bytes.."), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	_, pid := startPodAs(t, testenv.PodAgentBinary(t), &syscall.Credential{Uid: 1000, Gid: 1000}, dir, "--key-file", key)
+	st, err := os.Stat(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := st.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+		t.Fatalf("/proc/<pod agent>/mem owned by uid %d: the agent is dumpable", uid)
 	}
 }
 

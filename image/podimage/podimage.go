@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
@@ -60,7 +61,10 @@ func Entrypoint() []string { return []string{AgentPath, "pod"} }
 // image's other settings stay. agentBinary must be a static ELF
 // executable for the image's architecture: a dynamic one would need the
 // host's loader and libraries, which the template's image may lack or
-// have in other versions (invalid_argument).
+// have in other versions (invalid_argument). It must be the pod agent
+// (cmd/sandlot-pod-agent, by its Go build information): the local
+// sandboxes' sandlot-agent has no pod mode, and its pods would exit at
+// once (invalid_argument).
 func Build(ctx context.Context, templateImage v1.Image, agentBinary []byte) (v1.Image, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -70,6 +74,9 @@ func Build(ctx context.Context, templateImage v1.Image, agentBinary []byte) (v1.
 		return nil, fmt.Errorf("podimage: template image config: %w", err)
 	}
 	if err := CheckStatic(agentBinary, cf.Architecture, "the agent binary"); err != nil {
+		return nil, err
+	}
+	if err := checkPodAgent(agentBinary); err != nil {
 		return nil, err
 	}
 	mt, err := templateImage.MediaType()
@@ -125,6 +132,21 @@ var machines = map[elf.Machine]string{
 	elf.EM_RISCV:   "riscv64",
 	elf.EM_PPC64:   "ppc64le",
 	elf.EM_S390:    "s390x",
+}
+
+// PodAgentPackage is the Go package of the binary a pod image carries.
+const PodAgentPackage = "github.com/sandlot/sandlot/cmd/sandlot-pod-agent"
+
+// checkPodAgent: bin is a build of PodAgentPackage.
+func checkPodAgent(bin []byte) error {
+	bi, err := buildinfo.Read(bytes.NewReader(bin))
+	if err != nil {
+		return fmt.Errorf("podimage: the agent binary has no Go build information (%v); a pod image carries sandlot-pod-agent: %w", err, errdefs.ErrInvalidArgument)
+	}
+	if bi.Path != PodAgentPackage {
+		return fmt.Errorf("podimage: the agent binary is a build of %s; a pod image carries sandlot-pod-agent (%s): %w", bi.Path, PodAgentPackage, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // CheckStatic refuses a binary (what names it in errors) that cannot run

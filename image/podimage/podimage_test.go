@@ -204,6 +204,10 @@ func TestBuildReproducible(t *testing.T) {
 // invalid_argument before any image is made.
 func TestBuildRefusesAgents(t *testing.T) {
 	bin := agent(t)
+	local, err := os.ReadFile(testenv.AgentBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dynamic, err := os.ReadFile("/bin/true") // Debian's coreutils: dynamically linked
 	if err != nil {
 		t.Fatal(err)
@@ -216,6 +220,7 @@ func TestBuildRefusesAgents(t *testing.T) {
 		{"empty", "amd64", nil},
 		{"dynamic", "amd64", dynamic},
 		{"other architecture", "arm64", bin},
+		{"the local agent (no pod mode)", "amd64", local},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := podimage.Build(context.Background(), template(t, "", tc.arch, false), tc.agent)

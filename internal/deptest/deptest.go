@@ -63,6 +63,30 @@ func List(t TB, pkg string, env ...string) Deps {
 	return d
 }
 
+// AgentForbidden is what neither agent binary (cmd/sandlot-agent,
+// cmd/sandlot-pod-agent) may link: the daemon's libraries. An agent runs
+// in every sandbox; whatever it links is attack surface there and weight
+// in every container.
+func AgentForbidden() map[string]string {
+	return map[string]string{
+		"go.opentelemetry.io/...":                    "telemetry belongs to the daemon",
+		"github.com/prometheus/...":                  "metrics belong to the daemon",
+		"github.com/modelcontextprotocol/...":        "MCP belongs to the daemon",
+		"connectrpc.com/...":                         "the E2B wire belongs to the daemon",
+		"google.golang.org/protobuf/...":             "the agent speaks JSON-RPC",
+		"github.com/jackc/...":                       "stores belong to the daemon",
+		"modernc.org/...":                            "stores belong to the daemon",
+		"github.com/google/nftables":                 "networks are the daemon's",
+		"github.com/vishvananda/...":                 "networks are the daemon's",
+		"github.com/google/go-containerregistry/...": "images are the daemon's",
+		"k8s.io/...":                                 "the cluster is the daemon's to talk to",
+		"github.com/evanw/esbuild/...":               "the host transpiles TypeScript (agent/typescript)",
+		// net/http's init was most of a Go binary's start (esbuild's API
+		// brought it in).
+		"net/http/...": "the agent needs no HTTP library: its one answer (health) is written by hand",
+	}
+}
+
 // Check is one package's rule.
 type Check struct {
 	// Package is the import path checked.

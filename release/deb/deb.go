@@ -76,7 +76,8 @@ type Config struct {
 	Arch string
 	// Sandlot, Agent and PodAgent are the binaries to package (make
 	// dist's): PodAgent is what `sandlot template push` puts in a pod
-	// image, found beside the daemon.
+	// image, found beside the daemon; "" packages none (a release from
+	// before it).
 	Sandlot, Agent, PodAgent string
 	// Docs are files for DocDir by their name there (copyright,
 	// changelog, install.md).
@@ -148,12 +149,14 @@ func Build(cfg Config, w io.Writer) error {
 	contents := files.Contents{
 		{Source: cfg.Sandlot, Destination: Daemon, FileInfo: mode(0o755)},
 		{Source: cfg.Agent, Destination: Agent, FileInfo: mode(0o755)},
-		{Source: cfg.PodAgent, Destination: PodAgent, FileInfo: mode(0o755)},
 		{Source: "../lib/sandlot/sandlot", Destination: Command, Type: files.TypeSymlink, FileInfo: mode(0o777)},
 		{Source: path("sandlot.service"), Destination: Unit, FileInfo: mode(0o644)},
 		// 0600: the file may hold a store URL with its password.
 		{Source: path("config.yaml"), Destination: ConfigFile, Type: files.TypeConfig, FileInfo: mode(0o600)},
 		{Destination: "/etc/sandlot", Type: files.TypeDir, FileInfo: mode(0o755)},
+	}
+	if cfg.PodAgent != "" {
+		contents = append(contents, &files.Content{Source: cfg.PodAgent, Destination: PodAgent, FileInfo: mode(0o755)})
 	}
 	for name, p := range cfg.Docs {
 		contents = append(contents, &files.Content{Source: p, Destination: DocDir + "/" + name, FileInfo: mode(0o644)})

@@ -41,7 +41,13 @@ func buildPackage(t *testing.T, src, version, commit string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if err := dist.Build(ctx, dist.Config{Src: src, Out: out, Version: version, Commit: commit, Epoch: epoch, Arches: []string{runtime.GOARCH}}); err != nil {
+	// A source from before the pod agent (the upgrade's previous release)
+	// builds and packages the two binaries it has.
+	bins, podAgent := dist.Binaries, filepath.Join(out, dist.FileName("sandlot-pod-agent", runtime.GOARCH))
+	if _, err := os.Stat(filepath.Join(src, "cmd/sandlot-pod-agent")); err != nil {
+		bins, podAgent = map[string]string{"sandlot": "./cmd/sandlot", "sandlot-agent": "./cmd/sandlot-agent"}, ""
+	}
+	if err := dist.Build(ctx, dist.Config{Src: src, Out: out, Version: version, Commit: commit, Epoch: epoch, Arches: []string{runtime.GOARCH}, Binaries: bins}); err != nil {
 		t.Fatal(err)
 	}
 	name, err := FileName(version, runtime.GOARCH)
@@ -58,7 +64,7 @@ func buildPackage(t *testing.T, src, version, commit string) string {
 		Version: version, Arch: runtime.GOARCH, MTime: epoch, Compression: "gzip",
 		Sandlot:  filepath.Join(out, dist.FileName("sandlot", runtime.GOARCH)),
 		Agent:    filepath.Join(out, dist.FileName("sandlot-agent", runtime.GOARCH)),
-		PodAgent: filepath.Join(out, dist.FileName("sandlot-pod-agent", runtime.GOARCH)),
+		PodAgent: podAgent,
 	}, f); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,9 @@ type Config struct {
 	Epoch time.Time
 	// Arches: nil is Arches.
 	Arches []string
+	// Binaries: nil is Binaries (a source from before one of them was
+	// added builds the ones it has).
+	Binaries map[string]string
 	// Go is the go command; "": go on PATH.
 	Go string
 	// Env is added to the builds' environment (GOCACHE, say).
@@ -81,6 +84,9 @@ func Build(ctx context.Context, cfg Config) error {
 	if cfg.Arches == nil {
 		cfg.Arches = Arches
 	}
+	if cfg.Binaries == nil {
+		cfg.Binaries = Binaries
+	}
 	if cfg.Go == "" {
 		cfg.Go = "go"
 	}
@@ -91,7 +97,7 @@ func Build(ctx context.Context, cfg Config) error {
 		return err
 	}
 	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range Binaries {
+		for n := range cfg.Binaries {
 			if !yield(n) {
 				return
 			}
@@ -103,7 +109,7 @@ func Build(ctx context.Context, cfg Config) error {
 			out := filepath.Join(cfg.Out, FileName(name, arch))
 			start := time.Now()
 			cmd := exec.CommandContext(ctx, cfg.Go, "build", "-trimpath", "-buildvcs=false", "-mod=readonly",
-				"-ldflags="+ldflags, "-o", out, Binaries[name])
+				"-ldflags="+ldflags, "-o", out, cfg.Binaries[name])
 			cmd.Dir = cfg.Src
 			cmd.Env = append(buildEnv(arch), cfg.Env...)
 			if b, err := cmd.CombinedOutput(); err != nil {

@@ -25,7 +25,7 @@ const nsig = 64
 // one os/signal cannot catch is set to SIG_DFL itself (setDefault), which
 // the agent then meets as any process does; the Go runtime uses none of
 // them. The agent as PID 1 has taken every signal it can to a handler
-// already (cmd/sandlot-agent's dropSignals).
+// already (agent/pid1.DropSignals).
 func resetIgnored() {
 	var found []os.Signal
 	for sig := 1; sig <= nsig; sig++ {
