@@ -5,7 +5,9 @@
 package pid1
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -77,4 +79,30 @@ func DropSignals() {
 		sigs = append(sigs, sig)
 	}
 	signal.Notify(make(chan os.Signal, 1), sigs...)
+}
+
+// SignalContext is the agent's run context: as PID 1 (a sandbox or a
+// pod) it drops the signals (DropSignals) and ends only with its
+// sandbox; otherwise SIGTERM and SIGINT end it. isPID1 says which.
+func SignalContext(ctx context.Context) (_ context.Context, stop context.CancelFunc, isPID1 bool) {
+	if os.Getpid() == 1 {
+		DropSignals()
+		return ctx, func() {}, true
+	}
+	ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	return ctx, stop, false
+}
+
+// ReadKey reads a sandbox's key from f to its end (at most 4 KiB) and
+// closes f; what names f in errors. A key has at least 16 bytes.
+func ReadKey(f *os.File, what string) ([]byte, error) {
+	defer f.Close()
+	key, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(key) < 16 {
+		return nil, fmt.Errorf("%s: %d bytes, want at least 16", what, len(key))
+	}
+	return key, nil
 }

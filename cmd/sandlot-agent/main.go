@@ -8,15 +8,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -130,15 +127,11 @@ func main() {
 	}
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx := context.Background()
+	ctx, stop, isPID1 := pid1.SignalContext(context.Background())
+	defer stop()
 	health := ""
-	if os.Getpid() == 1 {
-		pid1.DropSignals()
+	if isPID1 {
 		health = server.HealthAddr // PID 1: a sandbox, with a network namespace of its own
-	} else {
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
 	}
 	if err := server.Run(ctx, server.Config{Socket: *socket, Key: key, Home: home, Prestart: langs, Root: *root, User: user, Sudo: *sudo, Health: health, Ready: reserved, Hold: reserve, Listening: listening, OutputWindow: *outputWindow, Logger: log}); err != nil {
 		fmt.Fprintln(os.Stderr, "sandlot-agent:", err)
@@ -153,15 +146,7 @@ func readKey(fd int) ([]byte, error) {
 	if f == nil {
 		return nil, fmt.Errorf("key fd %d: not open", fd)
 	}
-	defer f.Close()
-	key, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return nil, fmt.Errorf("key fd %d: %w", fd, err)
-	}
-	if len(key) < 16 {
-		return nil, fmt.Errorf("key fd %d: %d bytes, want at least 16", fd, len(key))
-	}
-	return key, nil
+	return pid1.ReadKey(f, fmt.Sprintf("key fd %d", fd))
 }
 
 // readyPipe takes the readiness pipe's write end on fd (none if fd < 0):

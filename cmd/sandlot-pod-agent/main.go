@@ -10,14 +10,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/pid1"
@@ -95,14 +92,8 @@ func runPod(args []string) error {
 		}()
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx := context.Background()
-	if os.Getpid() == 1 {
-		pid1.DropSignals()
-	} else {
-		var stop context.CancelFunc
-		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-		defer stop()
-	}
+	ctx, stop, _ := pid1.SignalContext(context.Background())
+	defer stop()
 	return server.Run(ctx, server.Config{Listen: *listen, Pod: keys, PodTLS: podTLS, Home: *home, Prestart: langs, Health: *health, Ready: reserved, Listening: listening, Logger: log})
 }
 
@@ -115,13 +106,5 @@ func readKeyFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("key: %w", err)
 	}
-	defer f.Close()
-	key, err := io.ReadAll(io.LimitReader(f, 4096))
-	if err != nil {
-		return nil, fmt.Errorf("key %s: %w", path, err)
-	}
-	if len(key) < 16 {
-		return nil, fmt.Errorf("key %s: %d bytes, want at least 16", path, len(key))
-	}
-	return key, nil
+	return pid1.ReadKey(f, "key "+path)
 }
