@@ -1,7 +1,8 @@
 // Package pid1 is what sandlot-agent and sandlot-pod-agent do as a
-// sandbox's PID 1 before they serve: a reserve of OS threads that a fork
-// bomb cannot take from them, and signals from inside the sandbox that
-// cannot end them.
+// sandbox's PID 1 before they serve: a process the user code cannot
+// ptrace (NotDumpable), the sandbox's key read once (ReadKey), signals
+// from inside the sandbox that cannot end them (SignalContext), and a
+// reserve of OS threads that a fork bomb cannot take from them.
 package pid1
 
 import (
