@@ -81,6 +81,11 @@ type BoundConn interface {
 	Binding() ([]byte, error)
 }
 
+// PodDial connects to a pod's agent and completes TLS (agent/podchannel
+// dials with agent/podtls). The channel's calls take one rather than a
+// connection, so they check their arguments before anything is dialed.
+type PodDial func(context.Context) (BoundConn, error)
+
 // channelBinding is c's binding; a session that has none fails with ErrAuth.
 func channelBinding(c BoundConn) ([]byte, error) {
 	b, err := c.Binding()
@@ -98,15 +103,16 @@ func enrollProofs(binding []byte) proofs {
 	return proofs{magic: enrollMagic, agent: "agent-enroll", host: "host-enroll", binding: binding}
 }
 
-// OpenPod runs the host's side of the pod channel on c, a connection to
-// an agent (agent/podchannel.DialPod dials it): it proves cfg.Key, which
-// the agent must prove too. A peer that does not hold it, or is not the
-// other end of this TLS session, fails with ErrAuth (permission_denied).
-// c is the client's, or closed on an error.
-func OpenPod(ctx context.Context, c BoundConn, cfg ClientConfig) (*Client, error) {
+// OpenPod connects to an agent with dial and proves cfg.Key, which the
+// agent must prove too. A peer that does not hold it, or is not the other
+// end of this TLS session, fails with ErrAuth (permission_denied).
+func OpenPod(ctx context.Context, dial PodDial, cfg ClientConfig) (*Client, error) {
 	if len(cfg.Key) == 0 {
-		c.Close()
 		return nil, fmt.Errorf("pod channel: no key: %w", errdefs.ErrInvalidArgument)
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
 	}
 	binding, err := channelBinding(c)
 	if err == nil {
@@ -119,27 +125,27 @@ func OpenPod(ctx context.Context, c BoundConn, cfg ClientConfig) (*Client, error
 	return NewClient(c, cfg), nil
 }
 
-// Enroll claims the pool agent on c (a connection to it, which Enroll
-// closes): it proves poolKey and delivers e. The agent refuses a second
-// enrollment, and a peer without the pool key.
-func Enroll(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment) error {
+// Enroll claims the pool agent dial connects to: it proves poolKey and
+// delivers e. The agent refuses a second enrollment, and a peer without
+// the pool key.
+func Enroll(ctx context.Context, dial PodDial, poolKey []byte, e Enrollment) error {
 	e.Serve = false
-	c, err := enroll(ctx, c, poolKey, e)
+	c, err := enroll(ctx, dial, poolKey, e)
 	if c != nil {
 		c.Close()
 	}
 	return err
 }
 
-// EnrollSession enrolls the pool agent on c as Enroll does and asks it
+// EnrollSession enrolls the pool agent dial connects to as Enroll does and asks it
 // to serve the sandbox on the same connection (Enrollment.Serve): the
 // client returned speaks to the agent with the sandbox key cfg names
 // (e.Key), one TLS connection for both. A nil client with a nil error
 // means the agent took the enrollment and closed the connection (an
 // agent before Serve): open a new one with OpenPod.
-func EnrollSession(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment, cfg ClientConfig) (*Client, error) {
+func EnrollSession(ctx context.Context, dial PodDial, poolKey []byte, e Enrollment, cfg ClientConfig) (*Client, error) {
 	e.Serve = true
-	c, err := enroll(ctx, c, poolKey, e)
+	c, err := enroll(ctx, dial, poolKey, e)
 	if err != nil || c == nil {
 		return nil, err
 	}
@@ -148,24 +154,16 @@ func EnrollSession(ctx context.Context, c BoundConn, poolKey []byte, e Enrollmen
 
 // enroll runs an enrollment; it returns the connection when the agent
 // serves it (e.Serve and an agent that knows it), else nil.
-func enroll(ctx context.Context, c BoundConn, poolKey []byte, e Enrollment) (BoundConn, error) {
+func enroll(ctx context.Context, dial PodDial, poolKey []byte, e Enrollment) (BoundConn, error) {
 	msg, err := enrollment(poolKey, e)
 	if err != nil {
-		c.Close()
 		return nil, err
 	}
-	pe, err := BeginEnrollment(ctx, c, poolKey)
+	pe, err := BeginEnrollment(ctx, dial, poolKey)
 	if err != nil {
 		return nil, err
 	}
 	return pe.finish(ctx, msg, e.Serve)
-}
-
-// CheckEnrollment reports why an enrollment of e with poolKey could not
-// be made (invalid_argument), before anything is dialed.
-func CheckEnrollment(poolKey []byte, e Enrollment) error {
-	_, err := enrollment(poolKey, e)
-	return err
 }
 
 // enrollment checks e and encodes it.

@@ -3,7 +3,6 @@ package agent
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -32,7 +31,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := podtls.NewCertificate()
+	wrap, err := podtls.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,6 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 	}
 	t.Cleanup(func() { ln.Close() })
 	a := &podAgent{addr: ln.Addr().String(), keys: keys, results: make(chan error, 16)}
-	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -51,7 +49,7 @@ func startPodAgent(t *testing.T, key, pool []byte) *podAgent {
 			}
 			go func() {
 				defer c.Close()
-				_, _, err := keys.Accept(podtls.Conn{Conn: tls.Server(c, conf)}, func(e Enrollment) error {
+				_, _, err := keys.Accept(wrap(c), func(e Enrollment) error {
 					a.mu.Lock()
 					a.enrolled = append(a.enrolled, e)
 					a.mu.Unlock()
@@ -123,7 +121,7 @@ func TestPodChannelKeys(t *testing.T) {
 					e.Key = otherKey
 				}
 				took = took || tc.enrollOK[i]
-				err := enrollAt(ctx, a.addr, k, e)
+				err := Enroll(ctx, podDial(a.addr), k, e)
 				if (err == nil) != tc.enrollOK[i] {
 					t.Fatalf("enrollment %d: %v, want ok %v", i, err, tc.enrollOK[i])
 				}
@@ -131,7 +129,7 @@ func TestPodChannelKeys(t *testing.T) {
 					t.Fatalf("agent on enrollment %d: %v, want ok %v", i, aerr, tc.enrollOK[i])
 				}
 			}
-			c, err := dialPod(ctx, a.addr, ClientConfig{SandboxID: "s", Key: tc.dial})
+			c, err := OpenPod(ctx, podDial(a.addr), ClientConfig{SandboxID: "s", Key: tc.dial})
 			if err == nil {
 				c.Close()
 			}
@@ -169,7 +167,7 @@ func TestPodChannelRaceEnroll(t *testing.T) {
 	a := startPodAgent(t, nil, poolKey)
 	errs := make(chan error, 2)
 	for _, k := range [][]byte{sandboxKey, otherKey} {
-		go func() { errs <- enrollAt(ctx, a.addr, poolKey, Enrollment{Key: k}) }()
+		go func() { errs <- Enroll(ctx, podDial(a.addr), poolKey, Enrollment{Key: k}) }()
 	}
 	ok := 0
 	for range 2 {
@@ -204,7 +202,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 func TestPodChannelReplay(t *testing.T) {
 	ctx := testCtx(t)
 	a := startPodAgent(t, sandboxKey, nil)
-	c, err := dialPodTLS(ctx, a.addr)
+	c, err := podDial(a.addr)(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +222,7 @@ func TestPodChannelReplay(t *testing.T) {
 		t.Fatalf("recorded %d host messages, want 2 (hello, proof)", len(rec.wrote))
 	}
 
-	r, err := dialPodTLS(ctx, a.addr)
+	r, err := podDial(a.addr)(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,10 +262,10 @@ func TestPodChannelRelay(t *testing.T) {
 			mitm := startRelay(t, a.addr)
 			var err error
 			if enroll {
-				err = enrollAt(ctx, mitm, poolKey, Enrollment{Key: sandboxKey})
+				err = Enroll(ctx, podDial(mitm), poolKey, Enrollment{Key: sandboxKey})
 			} else {
 				var c *Client
-				if c, err = dialPod(ctx, mitm, ClientConfig{SandboxID: "s", Key: sandboxKey}); err == nil {
+				if c, err = OpenPod(ctx, podDial(mitm), ClientConfig{SandboxID: "s", Key: sandboxKey}); err == nil {
 					c.Close()
 				}
 			}
@@ -291,22 +289,23 @@ func TestPodChannelRelay(t *testing.T) {
 // its own that dials the agent and copies plaintext both ways.
 func startRelay(t *testing.T, agentAddr string) string {
 	t.Helper()
-	cert, err := podtls.NewCertificate()
+	wrap, err := podtls.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", podtls.ServerConfig(cert))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
-			h, err := ln.Accept()
+			raw, err := ln.Accept()
 			if err != nil {
 				return
 			}
 			go func() {
+				h := wrap(raw)
 				defer h.Close()
 				ag, err := podtls.Dial(context.Background(), agentAddr)
 				if err != nil {
@@ -329,7 +328,7 @@ func startRelay(t *testing.T, agentAddr string) string {
 func TestPodChannelEmptyKey(t *testing.T) {
 	ctx := testCtx(t)
 	a := startPodAgent(t, nil, poolKey)
-	c, err := dialPodTLS(ctx, a.addr)
+	c, err := podDial(a.addr)(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +360,7 @@ func TestPodChannelEmptyKey(t *testing.T) {
 func TestPodChannelWrongPoolKey(t *testing.T) {
 	ctx := testCtx(t)
 	a := startPodAgent(t, nil, poolKey)
-	c, err := dialPodTLS(ctx, a.addr)
+	c, err := podDial(a.addr)(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -28,7 +27,7 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := podtls.NewCertificate()
+	wrap, err := podtls.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +37,6 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 	}
 	t.Cleanup(func() { ln.Close() })
 	results := make(chan accepted, 16)
-	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -47,7 +45,7 @@ func startServingAgent(t *testing.T, key, pool []byte, applyErr error) (string, 
 			}
 			go func() {
 				defer c.Close()
-				enrolled, serve, err := keys.Accept(podtls.Conn{Conn: tls.Server(c, conf)}, func(Enrollment) error { return applyErr })
+				enrolled, serve, err := keys.Accept(wrap(c), func(Enrollment) error { return applyErr })
 				results <- accepted{enrolled, serve, err}
 			}()
 		}
@@ -76,7 +74,7 @@ func TestEnrollSession(t *testing.T) {
 	t.Run("served", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		c, err := enrollSessionAt(ctx, addr, poolKey, Enrollment{Key: sandboxKey}, cfg)
+		c, err := EnrollSession(ctx, podDial(addr), poolKey, Enrollment{Key: sandboxKey}, cfg)
 		if err != nil || c == nil {
 			t.Fatalf("enroll session: %v, %v", c, err)
 		}
@@ -86,7 +84,7 @@ func TestEnrollSession(t *testing.T) {
 		}
 		// The key was taken: a new connection proves it, a second
 		// enrollment is refused and served nothing.
-		d, err := dialPod(ctx, addr, cfg)
+		d, err := OpenPod(ctx, podDial(addr), cfg)
 		if err != nil {
 			t.Fatalf("dial with the enrolled key: %v", err)
 		}
@@ -94,7 +92,7 @@ func TestEnrollSession(t *testing.T) {
 		if r := next(t, results); r.enrolled || r.serve || r.err != nil {
 			t.Fatalf("agent on the dial: %+v", r)
 		}
-		if c, err := enrollSessionAt(ctx, addr, poolKey, Enrollment{Key: otherKey}, cfg); err == nil || c != nil {
+		if c, err := EnrollSession(ctx, podDial(addr), poolKey, Enrollment{Key: otherKey}, cfg); err == nil || c != nil {
 			t.Fatalf("a second enrollment: %v, %v", c, err)
 		}
 		if r := next(t, results); r.serve || r.err == nil {
@@ -115,7 +113,7 @@ func TestEnrollSession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := testCtx(t)
 			addr, results := startServingAgent(t, tc.key, tc.pool, tc.applyErr)
-			c, err := enrollSessionAt(ctx, addr, tc.prove, Enrollment{Key: sandboxKey}, cfg)
+			c, err := EnrollSession(ctx, podDial(addr), tc.prove, Enrollment{Key: sandboxKey}, cfg)
 			if c != nil {
 				c.Close()
 				t.Fatal("a refused enrollment got a session")
@@ -131,7 +129,7 @@ func TestEnrollSession(t *testing.T) {
 	t.Run("plain enrollment", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		if err := enrollAt(ctx, addr, poolKey, Enrollment{Key: sandboxKey, Serve: true}); err != nil {
+		if err := Enroll(ctx, podDial(addr), poolKey, Enrollment{Key: sandboxKey, Serve: true}); err != nil {
 			t.Fatal(err)
 		}
 		if r := next(t, results); !r.enrolled || r.serve || r.err != nil {
@@ -146,7 +144,7 @@ func TestEnrollSession(t *testing.T) {
 // dials the sandbox key anew.
 func TestEnrollSessionOldAgent(t *testing.T) {
 	ctx := testCtx(t)
-	cert, err := podtls.NewCertificate()
+	wrap, err := podtls.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +159,7 @@ func TestEnrollSessionOldAgent(t *testing.T) {
 		if err != nil {
 			return
 		}
-		tc := podtls.Conn{Conn: tls.Server(c, podtls.ServerConfig(cert))}
+		tc := wrap(c)
 		defer tc.Close()
 		binding, err := func() ([]byte, error) {
 			if err := tc.Handshake(); err != nil {
@@ -190,7 +188,7 @@ func TestEnrollSessionOldAgent(t *testing.T) {
 		got <- msg
 		tc.Write([]byte{enrollOK})
 	}()
-	c, err := enrollSessionAt(ctx, ln.Addr().String(), poolKey, Enrollment{Key: sandboxKey}, ClientConfig{SandboxID: "s", Key: sandboxKey})
+	c, err := EnrollSession(ctx, podDial(ln.Addr().String()), poolKey, Enrollment{Key: sandboxKey}, ClientConfig{SandboxID: "s", Key: sandboxKey})
 	if err != nil || c != nil {
 		t.Fatalf("enroll session with an old agent: %v, %v; want no session and no error", c, err)
 	}

@@ -29,15 +29,17 @@ type PendingEnrollment struct {
 	opened time.Time
 }
 
-// BeginEnrollment runs, on c (a connection to a pool agent:
-// agent/podchannel.BeginEnrollment dials it), the first half of the
-// enrollment's handshake: the agent proves poolKey. A peer that cannot
-// fails with ErrAuth (permission_denied). c is the pending enrollment's,
-// or closed on an error.
-func BeginEnrollment(ctx context.Context, c BoundConn, poolKey []byte) (*PendingEnrollment, error) {
+// BeginEnrollment connects to a pool agent with dial and runs the first
+// half of the enrollment's handshake: the agent proves poolKey. A peer
+// that cannot fails with ErrAuth (permission_denied); a connection that
+// could not be made at all with the dial's error in the chain.
+func BeginEnrollment(ctx context.Context, dial PodDial, poolKey []byte) (*PendingEnrollment, error) {
 	if len(poolKey) == 0 {
-		c.Close()
 		return nil, fmt.Errorf("enroll: a pool key is needed: %w", errdefs.ErrInvalidArgument)
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("enroll: %w", err)
 	}
 	binding, err := channelBinding(c)
 	if err != nil {

@@ -18,7 +18,7 @@ func TestPendingEnrollment(t *testing.T) {
 	t.Run("closed, then enrolled by another", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		pe, err := beginEnrollmentAt(ctx, addr, poolKey)
+		pe, err := BeginEnrollment(ctx, podDial(addr), poolKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -26,7 +26,7 @@ func TestPendingEnrollment(t *testing.T) {
 		if r := next(t, results); r.enrolled || r.serve || r.err == nil {
 			t.Fatalf("agent after a closed pending enrollment: %+v, want nothing taken", r)
 		}
-		pe, err = beginEnrollmentAt(ctx, addr, poolKey)
+		pe, err = BeginEnrollment(ctx, podDial(addr), poolKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestPendingEnrollment(t *testing.T) {
 		if r := next(t, results); !r.enrolled || !r.serve || r.err != nil {
 			t.Fatalf("agent: %+v, want enrolled and served", r)
 		}
-		d, err := dialPod(ctx, addr, cfg)
+		d, err := OpenPod(ctx, podDial(addr), cfg)
 		if err != nil {
 			t.Fatalf("dial with the enrolled key: %v", err)
 		}
@@ -50,12 +50,12 @@ func TestPendingEnrollment(t *testing.T) {
 		// enrollment by another create must not wait on it.
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		held, err := beginEnrollmentAt(ctx, addr, poolKey)
+		held, err := BeginEnrollment(ctx, podDial(addr), poolKey)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer held.Close()
-		c, err := enrollSessionAt(ctx, addr, poolKey, Enrollment{Key: sandboxKey}, cfg)
+		c, err := EnrollSession(ctx, podDial(addr), poolKey, Enrollment{Key: sandboxKey}, cfg)
 		if err != nil || c == nil {
 			t.Fatalf("an enrollment beside a held one: %v, %v", c, err)
 		}
@@ -74,7 +74,7 @@ func TestPendingEnrollment(t *testing.T) {
 	t.Run("the wrong pool key", func(t *testing.T) {
 		ctx := testCtx(t)
 		addr, results := startServingAgent(t, nil, poolKey, nil)
-		if pe, err := beginEnrollmentAt(ctx, addr, otherKey); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		if pe, err := BeginEnrollment(ctx, podDial(addr), otherKey); !errors.Is(err, errdefs.ErrPermissionDenied) {
 			if pe != nil {
 				pe.Close()
 			}

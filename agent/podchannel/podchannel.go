@@ -7,69 +7,47 @@ package podchannel
 
 import (
 	"context"
-	"fmt"
 	"net"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/podtls"
-	"github.com/sandlot/sandlot/errdefs"
 )
 
-// DialPod connects to the agent at addr (host:port on the pod network)
-// and proves cfg.Key (agent.OpenPod). Every function here checks its
-// arguments before it dials (invalid_argument); a connection that could
-// not be made is unavailable, with the dial's *net.OpError in the chain.
+// Dial is what connects to the agent at addr (host:port on the pod
+// network): TCP and TLS. A connection that could not be made is
+// unavailable, with the dial's *net.OpError in the chain.
+func Dial(addr string) agent.PodDial {
+	return func(ctx context.Context) (agent.BoundConn, error) {
+		c, err := podtls.Dial(ctx, addr)
+		if err != nil {
+			return nil, err // not a BoundConn holding a nil *tls.Conn
+		}
+		return c, nil
+	}
+}
+
+// DialPod connects to the agent at addr and proves cfg.Key
+// (agent.OpenPod). Here as in the calls below, arguments are checked
+// before anything is dialed (invalid_argument).
 func DialPod(ctx context.Context, addr string, cfg agent.ClientConfig) (*agent.Client, error) {
-	if len(cfg.Key) == 0 {
-		return nil, fmt.Errorf("pod channel: no key: %w", errdefs.ErrInvalidArgument)
-	}
-	c, err := podtls.Dial(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s: %w", cfg.SandboxID, err)
-	}
-	return agent.OpenPod(ctx, c, cfg)
+	return agent.OpenPod(ctx, Dial(addr), cfg)
 }
 
 // Enroll claims the pool agent at addr (agent.Enroll).
 func Enroll(ctx context.Context, addr string, poolKey []byte, e agent.Enrollment) error {
-	if err := agent.CheckEnrollment(poolKey, e); err != nil {
-		return err
-	}
-	c, err := podtls.Dial(ctx, addr)
-	if err != nil {
-		return fmt.Errorf("enroll: %w", err)
-	}
-	return agent.Enroll(ctx, c, poolKey, e)
+	return agent.Enroll(ctx, Dial(addr), poolKey, e)
 }
 
 // EnrollSession enrolls the pool agent at addr and is served on the same
-// connection (agent.EnrollSession). A nil client with a nil error: the
-// agent took the enrollment and closed the connection; dial it with
-// DialPod.
+// connection (agent.EnrollSession).
 func EnrollSession(ctx context.Context, addr string, poolKey []byte, e agent.Enrollment, cfg agent.ClientConfig) (*agent.Client, error) {
-	if err := agent.CheckEnrollment(poolKey, e); err != nil {
-		return nil, err
-	}
-	c, err := podtls.Dial(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
-	}
-	return agent.EnrollSession(ctx, c, poolKey, e, cfg)
+	return agent.EnrollSession(ctx, Dial(addr), poolKey, e, cfg)
 }
 
 // BeginEnrollment connects to the pool agent at addr and runs the first
-// half of the enrollment's handshake (agent.BeginEnrollment). A
-// connection that could not be made at all fails with the dial's
-// *net.OpError in the chain.
+// half of the enrollment's handshake (agent.BeginEnrollment).
 func BeginEnrollment(ctx context.Context, addr string, poolKey []byte) (*agent.PendingEnrollment, error) {
-	if len(poolKey) == 0 {
-		return nil, fmt.Errorf("enroll: a pool key is needed: %w", errdefs.ErrInvalidArgument)
-	}
-	c, err := podtls.Dial(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("enroll: %w", err)
-	}
-	return agent.BeginEnrollment(ctx, c, poolKey)
+	return agent.BeginEnrollment(ctx, Dial(addr), poolKey)
 }
 
 // NewServer makes the agent's ephemeral certificate and returns what
