@@ -42,9 +42,9 @@ func (c Conn) Binding() ([]byte, error) {
 	return cs.ExportKeyingMaterial(exporterLabel, nil, 32)
 }
 
-// NewCertificate makes the agent's ephemeral, self-signed certificate.
+// newCertificate makes the agent's ephemeral, self-signed certificate.
 // Nobody verifies it: the bound handshake authenticates.
-func NewCertificate() (tls.Certificate, error) {
+func newCertificate() (tls.Certificate, error) {
 	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -69,20 +69,15 @@ func NewCertificate() (tls.Certificate, error) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv}, nil
 }
 
-// ServerConfig is the agent's TLS configuration: TLS 1.3 only (its
-// exporter is what the binding needs).
-func ServerConfig(cert tls.Certificate) *tls.Config {
-	return &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
-}
-
 // NewServer makes a certificate and returns what wraps each connection
-// the agent accepts in the server side of TLS with it.
+// the agent accepts in the server side of TLS with it: TLS 1.3 only (its
+// exporter is what the binding needs).
 func NewServer() (func(net.Conn) Conn, error) {
-	cert, err := NewCertificate()
+	cert, err := newCertificate()
 	if err != nil {
 		return nil, err
 	}
-	conf := ServerConfig(cert)
+	conf := &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}}
 	return func(c net.Conn) Conn { return Conn{tls.Server(c, conf)} }, nil
 }
 

@@ -12,7 +12,7 @@ import (
 // agent's kind of certificate.
 func tls12Server(t *testing.T) string {
 	t.Helper()
-	cert, err := NewCertificate()
+	cert, err := newCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

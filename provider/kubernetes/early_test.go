@@ -1,7 +1,6 @@
 package kubernetes
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -12,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sandlot/sandlot/agent"
-	"github.com/sandlot/sandlot/agent/podtls"
+	"github.com/sandlot/sandlot/agent/podchannel"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
@@ -40,7 +39,7 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := podtls.NewCertificate()
+	wrap, err := podchannel.NewServer()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +49,6 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	conf := podtls.ServerConfig(cert)
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -59,7 +57,7 @@ func decoy(t *testing.T, c *cluster, poolKey []byte) (string, *agent.PodKeys) {
 			}
 			go func() {
 				defer conn.Close()
-				keys.Accept(podtls.Conn{Conn: tls.Server(conn, conf)}, func(agent.Enrollment) error { return nil })
+				keys.Accept(wrap(conn), func(agent.Enrollment) error { return nil })
 			}()
 		}
 	}()
