@@ -2,9 +2,9 @@
 // runs: the template's own image plus one layer holding the static pod
 // agent (cmd/sandlot-pod-agent) at AgentPath, which is the entrypoint
 // (`sandlot-agent pod`: the path and the mode's name are the ones pod
-// images have always had), and pushes it to a registry. On one host the runtime bind-mounts
-// the agent into the sandbox; a pod has no such mount, so the agent
-// travels in the image.
+// images have always had), and pushes it to a registry. On one host the
+// runtime bind-mounts the agent into the sandbox; a pod has no such
+// mount, so the agent travels in the image.
 //
 // The result is reproducible: the added layer's entries are sorted, owned
 // by root and dated Epoch, and the config keeps the template's creation

@@ -41,11 +41,17 @@ func buildPackage(t *testing.T, src, version, commit string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	start := time.Now()
-	// A source from before the pod agent (the upgrade's previous release)
-	// builds and packages the two binaries it has.
-	bins, podAgent := dist.Binaries, filepath.Join(out, dist.FileName("sandlot-pod-agent", runtime.GOARCH))
-	if _, err := os.Stat(filepath.Join(src, "cmd/sandlot-pod-agent")); err != nil {
-		bins, podAgent = map[string]string{"sandlot": "./cmd/sandlot", "sandlot-agent": "./cmd/sandlot-agent"}, ""
+	// A source from before a binary was added (the upgrade's previous
+	// release) builds and packages the ones it has.
+	bins := map[string]string{}
+	for name, pkg := range dist.Binaries {
+		if _, err := os.Stat(filepath.Join(src, pkg)); err == nil {
+			bins[name] = pkg
+		}
+	}
+	podAgent := ""
+	if _, ok := bins["sandlot-pod-agent"]; ok {
+		podAgent = filepath.Join(out, dist.FileName("sandlot-pod-agent", runtime.GOARCH))
 	}
 	if err := dist.Build(ctx, dist.Config{Src: src, Out: out, Version: version, Commit: commit, Epoch: epoch, Arches: []string{runtime.GOARCH}, Binaries: bins}); err != nil {
 		t.Fatal(err)

@@ -2,9 +2,9 @@
 // sandlot-agent and sandlot-pod-agent for each architecture, static
 // (CGO_ENABLED=0: the SQLite driver is modernc.org/sqlite, pure Go), with
 // -trimpath, no VCS stamping and an empty build id, and the version and
-// commit linked into internal/version, so the bytes depend on the source, the Go toolchain
-// and the arguments alone: two builds of one commit are identical
-// (TestReproducible). Beside each binary goes its SPDX SBOM
+// commit linked into internal/version, so the bytes depend on the source,
+// the Go toolchain and the arguments alone: two builds of one commit are
+// identical (TestReproducible). Beside each binary goes its SPDX SBOM
 // (NAME.spdx.json), and SHA256SUMS covers every file.
 package dist
 
@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,13 +97,7 @@ func Build(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return err
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range cfg.Binaries {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(cfg.Binaries))
 	ldflags := fmt.Sprintf("-s -w -buildid= -X %s.version=%s -X %s.commit=%s", versionPkg, cfg.Version, versionPkg, cfg.Commit)
 	for _, arch := range cfg.Arches {
 		for _, name := range names {
