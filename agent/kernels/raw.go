@@ -6,14 +6,27 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The reads and polls of a run's wait are raw system calls: unix.Read and
-// friends enter the scheduler's syscall state, which wakes the runtime's
-// monitor thread with a futex whenever it sleeps (all Ps idle: the agent
-// between two frames), a thread wakeup per call on a warm round trip
-// (agent/internal/rawio). Only calls that cannot block qualify: reads of
-// the non-blocking output and result pipes, and polls with no timeout.
-// The command pipe's write end is blocking (a kernel that stops reading
-// could park the thread in it), so send keeps unix.Write.
+// A run's command write and the reads and polls of its wait are raw
+// system calls: unix.Write, unix.Read and friends enter the scheduler's
+// syscall state, which wakes the runtime's monitor thread with a futex
+// whenever it sleeps (all Ps idle: the agent between two frames), a
+// thread wakeup per call on a warm round trip, after which the monitor
+// polls every 20 µs until the agent idles again (agent/internal/rawio).
+// Only calls that cannot block qualify: writes of the non-blocking command
+// pipe (a full pipe waits in the netpoller, session.send), reads of the
+// non-blocking output and result pipes, and polls with no timeout.
+
+// rawWrite is unix.Write on a non-blocking descriptor.
+func rawWrite(fd int, p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(n), nil
+}
 
 // rawRead is unix.Read on a non-blocking descriptor.
 func rawRead(fd int, p []byte) (int, error) {

@@ -26,11 +26,15 @@ type session struct {
 	// ep is an epoll instance over out, err and res, registered with Go's
 	// netpoller: a run waits for its kernel without holding an OS thread
 	// in a blocking syscall (which costs a thread handoff per wakeup).
-	ep     *os.File
-	rc     syscall.RawConn
-	epfd   int
-	p      *proc.Process
-	ctrl   int // write end, blocking
+	ep   *os.File
+	rc   syscall.RawConn
+	epfd int
+	p    *proc.Process
+	ctrl int // write end, non-blocking; owned by ctrlF
+	// ctrlF holds ctrl in Go's netpoller: send writes with raw system
+	// calls and, when the pipe is full, waits there (see raw.go).
+	ctrlF  *os.File
+	ctrlRC syscall.RawConn
 	out    int // read ends, non-blocking
 	err    int
 	res    int
@@ -108,19 +112,36 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential, stdi
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	s := &session{p: p, ctrl: fds[0][1], out: fds[1][0], err: fds[2][0], res: fds[3][0]}
-	// The raw reads (agent/internal/rawio) are safe on non-blocking
-	// descriptors only: a blocking pipe would hang the agent's read.
-	for _, fd := range []int{s.out, s.err, s.res} {
+	// The raw reads and writes (raw.go) are safe on non-blocking
+	// descriptors only: a blocking pipe would hang the agent's read, or
+	// park its thread, with its P, in a write to a kernel that stopped
+	// reading.
+	for _, fd := range []int{s.ctrl, s.out, s.err, s.res} {
 		if err := setNonblock(fd, true); err != nil {
 			s.kill()
 			return nil, fmt.Errorf("start %s: pipe: %w", argv[0], err)
 		}
+	}
+	if err := s.initCtrl(); err != nil {
+		s.kill()
+		return nil, err
 	}
 	if err := s.initEpoll(); err != nil {
 		s.kill()
 		return nil, err
 	}
 	return s, nil
+}
+
+// initCtrl hands the (non-blocking) command pipe to Go's netpoller.
+func (s *session) initCtrl() error {
+	s.ctrlF = os.NewFile(uintptr(s.ctrl), "kernel-ctrl")
+	rc, err := s.ctrlF.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("command pipe: %w", err)
+	}
+	s.ctrlRC = rc
+	return nil
 }
 
 // sealedFile returns a read-only fd of a memfd holding b, sealed against
@@ -218,7 +239,12 @@ func (s *session) kill() {
 	case <-s.p.Done():
 	case <-time.After(2 * time.Second):
 	}
-	for _, fd := range []int{s.ctrl, s.out, s.err, s.res} {
+	if s.ctrlF != nil {
+		_ = s.ctrlF.Close() // it owns ctrl
+	} else {
+		_ = unix.Close(s.ctrl)
+	}
+	for _, fd := range []int{s.out, s.err, s.res} {
 		_ = unix.Close(fd)
 	}
 	if s.ep != nil {
@@ -261,19 +287,33 @@ func (s *session) buf() []byte {
 	return s.rbuf
 }
 
-// send writes one command. A dead reader shows up as EPIPE.
+// send writes one command. A dead reader shows up as EPIPE. The writes
+// are raw (raw.go): a command fits the pipe's buffer unless the kernel is
+// still reading an earlier one or stopped reading, and then send waits in
+// the netpoller, not in a system call, until the kernel reads or the
+// session is killed (which closes the pipe).
 func (s *session) send(b []byte) error {
-	for len(b) > 0 {
-		n, err := unix.Write(s.ctrl, b)
-		if err == unix.EINTR {
-			continue
+	var werr error
+	err := s.ctrlRC.Write(func(fd uintptr) bool {
+		for len(b) > 0 {
+			n, e := rawWrite(int(fd), b)
+			switch e {
+			case nil:
+				b = b[n:]
+			case unix.EINTR:
+			case unix.EAGAIN:
+				return false
+			default:
+				werr = e
+				return true
+			}
 		}
-		if err != nil {
-			return err
-		}
-		b = b[n:]
+		return true
+	})
+	if werr != nil {
+		return werr
 	}
-	return nil
+	return err
 }
 
 // driverResult is the result line of the python and node drivers.
