@@ -47,6 +47,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: benchSummary, Args: cobra.NoArgs,
 		Example: `  sandlot bench
   sandlot bench --cases 'warm|cold' --warm-n 200
+  sandlot bench --repeat 3 --cases '^(cold create to first result|peer: crun)$'
   sandlot bench -o json > bench.json && sandlot bench --markdown BENCHMARKS.md < bench.json`}
 	fs := cmd.Flags()
 	sz := bench.DefaultSizes
@@ -65,6 +66,7 @@ func newBenchCmd() *cobra.Command {
 		e2bSDK        string
 		e2bSamples    string
 		e2bBudget     int64
+		repeat        int
 	)
 	var o output
 	o.register(cmd)
@@ -94,11 +96,15 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.BoolVar(&suspendMemory, "suspend-memory", true, "the image provider keeps memory on a suspend where its runtime can (runsc with the state dir on a disk; serve's --suspend-memory); false: files only. The suspend figures say which they measured")
+	fs.IntVar(&repeat, "repeat", 1, "run the floor and the cases N times, whole runs one after another, and report per figure the row of its median run (by its judged statistic, which the note names with every run's; an even N takes the lower middle run)")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
+		if repeat < 1 {
+			return usageErr("--repeat %d: want 1 or more runs", repeat)
+		}
 		if markdown != "" {
 			return writeMarkdown(std, markdown)
 		}
@@ -189,7 +195,7 @@ func newBenchCmd() *cobra.Command {
 			cases = slices.DeleteFunc(cases, func(c bench.Case) bool { return !re.MatchString(c.Name) })
 		}
 		r := bench.Runner{Cases: cases, Logger: log, Progress: std.Err}
-		rep, err := r.Run(ctx, sz.Floor)
+		rep, err := r.Repeat(ctx, sz.Floor, repeat)
 		if rep == nil {
 			return err
 		}
