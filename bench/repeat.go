@@ -86,7 +86,7 @@ func Aggregate(reps []*Report) *Report {
 				f.Note = joinNote(fmt.Sprintf("run %d's, the run of %q, which it is read beside", lead+1, s.follows()), f.Note)
 			}
 			picked[i] = f
-			if _, dup := runOf[f.Name]; !dup {
+			if _, dup := runOf[f.Name]; !dup && run >= 0 {
 				runOf[f.Name] = run
 			}
 			if i == 0 && run >= 0 { // the floor: every run's first row

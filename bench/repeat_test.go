@@ -210,6 +210,13 @@ func TestAggregateCrunFollowsCold(t *testing.T) {
 	if f := byName(t, Aggregate(reps), crunPeerName); f.P50 != 55 {
 		t.Errorf("crun row alone %+v, want run 3's", f)
 	}
+	// Nor where the cold create's row measured nothing in any run.
+	reps = runs([]float64{0.03, 0.03, 0.03}, func(i int) []Figure {
+		return []Figure{{Name: coldFirstName, Note: "no samples"}, crunPeerFigure(us(crun[i]))}
+	})
+	if f := byName(t, Aggregate(reps), crunPeerName); f.P50 != 55 {
+		t.Errorf("crun row beside an unmeasured cold create %+v, want run 3's", f)
+	}
 }
 
 // TestRepeatOneIsRun: one run is Run's report, and its JSON has no
