@@ -91,7 +91,7 @@ func newBenchCmd() *cobra.Command {
 	fs.IntVar(&sz.E2BConcurrent, "e2b-concurrent", sz.E2BConcurrent, "E2B SDK creates at once, per round (default pool)")
 	fs.IntVar(&sz.E2BRounds, "e2b-rounds", sz.E2BRounds, "rounds of --e2b-concurrent creates")
 	fs.Int64Var(&e2bBudget, "e2b-pool-budget", 0, "memory budget in MiB of the pooled E2B daemon's warm pool growth (0: the manager's default; negative: the pool stays at its size)")
-	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds)")
+	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds; with --repeat, the last run's)")
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
