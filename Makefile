@@ -70,9 +70,9 @@ images: build
 bench: bench-deps build
 	$(BIN)/sandlot bench
 
-## benchmarks: run the suite and regenerate BENCHMARKS.md from its JSON (keeps the file's Notes section; the kubernetes group runs with KUBECONFIG and KUBE_REGISTRY=HOST:PORT, as make k8s-up prints)
+## benchmarks: run the suite and regenerate BENCHMARKS.md from its JSON (keeps the file's Notes section; the kubernetes group runs with KUBECONFIG and KUBE_REGISTRY=HOST:PORT, as make k8s-up prints; REPEAT=N runs the suite N times and keeps each row's median run, sandlot bench --repeat)
 benchmarks: bench-deps build
-	$(BIN)/sandlot bench --json$(if $(KUBE_REGISTRY), --kube-registry $(KUBE_REGISTRY)) > $(BIN)/bench.json
+	$(BIN)/sandlot bench --json$(if $(REPEAT), --repeat $(REPEAT))$(if $(KUBE_REGISTRY), --kube-registry $(KUBE_REGISTRY)) > $(BIN)/bench.json
 	$(BIN)/sandlot bench --markdown BENCHMARKS.md < $(BIN)/bench.json
 
 ## k8s-up: start the single-node test cluster (internal/kubetest) in the background, install sandlot on it with the Helm chart (make images; two replicas, a Postgres of its own) and print `export KUBECONFIG=...`, `export SANDLOT_URL=... SANDLOT_API_KEY=...` and the E2B variables (builds the cluster's binaries once, scripts/k8s.sh; IMAGE_STORE=/var/cache/sandlot-test/images reuses the tests' Debian bases)

@@ -47,6 +47,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: benchSummary, Args: cobra.NoArgs,
 		Example: `  sandlot bench
   sandlot bench --cases 'warm|cold' --warm-n 200
+  sandlot bench --repeat 3 --cases '^(cold create to first result|peer: crun)$'
   sandlot bench -o json > bench.json && sandlot bench --markdown BENCHMARKS.md < bench.json`}
 	fs := cmd.Flags()
 	sz := bench.DefaultSizes
@@ -65,6 +66,7 @@ func newBenchCmd() *cobra.Command {
 		e2bSDK        string
 		e2bSamples    string
 		e2bBudget     int64
+		repeat        int
 	)
 	var o output
 	o.register(cmd)
@@ -89,16 +91,20 @@ func newBenchCmd() *cobra.Command {
 	fs.IntVar(&sz.E2BConcurrent, "e2b-concurrent", sz.E2BConcurrent, "E2B SDK creates at once, per round (default pool)")
 	fs.IntVar(&sz.E2BRounds, "e2b-rounds", sz.E2BRounds, "rounds of --e2b-concurrent creates")
 	fs.Int64Var(&e2bBudget, "e2b-pool-budget", 0, "memory budget in MiB of the pooled E2B daemon's warm pool growth (0: the manager's default; negative: the pool stays at its size)")
-	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds)")
+	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds; with --repeat, the last run's)")
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.BoolVar(&suspendMemory, "suspend-memory", true, "the image provider keeps memory on a suspend where its runtime can (runsc with the state dir on a disk; serve's --suspend-memory); false: files only. The suspend figures say which they measured")
+	fs.IntVar(&repeat, "repeat", 1, "run the floor and the cases N times, whole runs one after another, and report per figure the row of its median run (by its judged statistic, which the note names with every run's; an even N takes the lower middle run)")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
+		if repeat < 1 {
+			return usageErr("--repeat %d: want 1 or more runs", repeat)
+		}
 		if markdown != "" {
 			return writeMarkdown(std, markdown)
 		}
@@ -189,7 +195,7 @@ func newBenchCmd() *cobra.Command {
 			cases = slices.DeleteFunc(cases, func(c bench.Case) bool { return !re.MatchString(c.Name) })
 		}
 		r := bench.Runner{Cases: cases, Logger: log, Progress: std.Err}
-		rep, err := r.Run(ctx, sz.Floor)
+		rep, err := r.Repeat(ctx, sz.Floor, repeat)
 		if rep == nil {
 			return err
 		}

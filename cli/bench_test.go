@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sandlot/sandlot/bench"
+	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/image/debian/debiantest"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
@@ -209,5 +211,20 @@ func TestBenchRunscGroup(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "| runsc | runsc: idle contexts per 2 GiB with idle suspend (memory kept) |") {
 		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+// TestBenchRepeatInvalid: --repeat below one is a usage error that names
+// the flag, before anything is started.
+func TestBenchRepeatInvalid(t *testing.T) {
+	for _, args := range [][]string{{"--repeat", "0"}, {"--repeat", "-1"}, {"--repeat=-3"}} {
+		var out, errw bytes.Buffer
+		err := Run(context.Background(), append([]string{"bench", "--json"}, args...), nil, &out, &errw)
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "--repeat") || !strings.Contains(err.Error(), "want 1 or more") {
+			t.Errorf("%v: %v, want a usage error naming --repeat", args, err)
+		}
+		if out.Len() > 0 || strings.Contains(errw.String(), "bench:") {
+			t.Errorf("%v: it ran: stdout %q, stderr %q", args, out.String(), errw.String())
+		}
 	}
 }
