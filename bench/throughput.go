@@ -97,7 +97,7 @@ func throughput(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 }
 
 // throughputFigure is the row of n contexts at once: its calls' latency
-// and executions per second. Its goal (issue 36: p99 < 50 ms at 50) is on
+// and executions per second. Its goal (p99 < 50 ms at 50 contexts) is on
 // the tail, so a repeated run picks its median run by p99.
 func throughputFigure(n int, samples []time.Duration, count int64, el time.Duration) Figure {
 	f := Latency(fmt.Sprintf("throughput: python 1+1 on %d contexts at once (latency)", n), samples)
