@@ -134,6 +134,7 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential, stdi
 }
 
 // initCtrl hands the (non-blocking) command pipe to Go's netpoller.
+// Never call s.ctrlF.Fd(): it puts the descriptor back in blocking mode.
 func (s *session) initCtrl() error {
 	s.ctrlF = os.NewFile(uintptr(s.ctrl), "kernel-ctrl")
 	rc, err := s.ctrlF.SyscallConn()
@@ -234,6 +235,9 @@ func (s *session) unwatch(fd int32) {
 // kill ends the process group and releases the pipes. It waits briefly for
 // the reaper so that a restarted kernel does not overlap the old one.
 func (s *session) kill() {
+	if s.dead { // its descriptors are closed: their numbers may be another's now
+		return
+	}
 	_ = s.p.SignalGroup(syscall.SIGKILL)
 	select {
 	case <-s.p.Done():
@@ -288,10 +292,12 @@ func (s *session) buf() []byte {
 }
 
 // send writes one command. A dead reader shows up as EPIPE. The writes
-// are raw (raw.go): a command fits the pipe's buffer unless the kernel is
-// still reading an earlier one or stopped reading, and then send waits in
-// the netpoller, not in a system call, until the kernel reads or the
-// session is killed (which closes the pipe).
+// are raw (raw.go): a command fits the pipe's buffer unless it is larger
+// or the kernel is still reading an earlier one, and then send waits in
+// the netpoller, not in a system call, until the kernel reads. A kernel
+// that stopped reading holds send as the blocking write did (its caller
+// holds the kernel's lock), until a restart's SIGKILL to the kernel's
+// group closes the read end (EPIPE).
 func (s *session) send(b []byte) error {
 	var werr error
 	err := s.ctrlRC.Write(func(fd uintptr) bool {
