@@ -346,13 +346,15 @@ func metCount(rows []*Figure) string {
 
 // stat is the statistic a repeated run picks a case's median run by, from
 // its main figure: the one its verdict is computed on. That is its ratio
-// to its run's floor where its target is one (MaxRatio), else p50 for a
-// latency, else Value. ok is false for a row with no figure (a case that
+// to its run's floor where its target is one (MaxRatio), p99 where its
+// target is on p99, else p50 for a latency, else Value. ok is false for a row with no figure (a case that
 // was not measured).
 func (f Figure) stat() (by string, v float64, unit string, ok bool) {
 	switch {
 	case f.MaxRatio > 0 && f.Ratio > 0:
 		return "ratio to its run's floor", f.Ratio, "x", true
+	case strings.HasPrefix(f.Target, "p99") && f.P99 > 0:
+		return "p99", f.P99, "ms", true
 	case f.P50 > 0:
 		return "p50", f.P50, "ms", true
 	case f.Value != 0 || f.Unit != "":

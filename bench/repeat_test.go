@@ -399,3 +399,43 @@ func TestRepeatRunFails(t *testing.T) {
 		t.Errorf("table header:\n%s", tab.String())
 	}
 }
+
+// TestAggregateTailByP99: the 50 contexts' row has its goal on p99 and is
+// its case's main figure, so the case's run is the median by p99, not by
+// p50 (here the two pick different runs), and the density row beside it
+// comes from that run.
+func TestAggregateTailByP99(t *testing.T) {
+	p50 := []float64{10, 12, 14}
+	p99 := []float64{70, 40, 55} // median by p99: run 3 (55); by p50: run 2
+	reps := runs([]float64{0.03, 0.03, 0.03}, func(i int) []Figure {
+		tp := throughputFigure(50, nil, 0, time.Second)
+		tp.N, tp.P50, tp.P95, tp.P99, tp.Value = 100, p50[i], p50[i]*2, p99[i], float64(1000*(i+1))
+		tp = WithTarget(tp, tp.Target, tp.P99 < targetTailP99Ms)
+		tp.of = "throughput"
+		d := WithTarget(Figure{Name: "density", Value: float64(400 + i), Unit: "contexts"}, ">= 400", true)
+		d.of = "throughput"
+		return []Figure{tp, d}
+	})
+	out := Aggregate(reps)
+	tp := byName(t, out, "throughput: python 1+1 on 50 contexts at once (latency)")
+	if tp.P99 != 55 || tp.Target != "p99 < 50 ms" || tp.Met == nil || *tp.Met {
+		t.Fatalf("50 contexts row: p99 %v, target %q, met %v; want run 3's 55 ms, p99 < 50 ms, missed", tp.P99, tp.Target, tp.Met)
+	}
+	if !strings.Contains(tp.Note, "p99") || !strings.Contains(tp.Note, "met in 1 of 3") {
+		t.Errorf("note %q does not say p99 and met in 1 of 3", tp.Note)
+	}
+	if d := byName(t, out, "density"); d.Value != 402 {
+		t.Errorf("density from run with value %v, want run 3's 402", d.Value)
+	}
+}
+
+// TestThroughputTarget: only the 50 contexts' level carries the tail goal.
+func TestThroughputTarget(t *testing.T) {
+	if f := throughputFigure(10, []time.Duration{time.Millisecond}, 1, time.Second); f.Target != "" {
+		t.Errorf("10 contexts carry a target %q", f.Target)
+	}
+	f := throughputFigure(50, []time.Duration{60 * time.Millisecond}, 1, time.Second)
+	if f.Target != "p99 < 50 ms" || f.Met == nil || *f.Met {
+		t.Errorf("50 contexts at p99 60 ms: target %q, met %v", f.Target, f.Met)
+	}
+}

@@ -90,12 +90,28 @@ func throughput(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		if firstErr != nil {
 			return out, fmt.Errorf("throughput with %d contexts: %w", n, firstErr)
 		}
-		f := Latency(fmt.Sprintf("throughput: python 1+1 on %d contexts at once (latency)", n), samples)
-		f.Value, f.Unit = round(float64(count)/el.Seconds(), 0), "exec/s"
-		out = append(out, f)
+		out = append(out, throughputFigure(n, samples, count, el))
 	}
 	ds, err := density(ctx, m, env, ids)
 	return append(out, ds...), err
+}
+
+// targetTailContexts is the level whose tail has a goal: at 50 contexts
+// at once, p99 under targetTailP99Ms.
+const (
+	targetTailContexts = 50
+	targetTailP99Ms    = 50
+)
+
+// throughputFigure is the row of n contexts at once: its calls' latency
+// and executions per second, with the tail's goal at its level.
+func throughputFigure(n int, samples []time.Duration, count int64, el time.Duration) Figure {
+	f := Latency(fmt.Sprintf("throughput: python 1+1 on %d contexts at once (latency)", n), samples)
+	f.Value, f.Unit = round(float64(count)/el.Seconds(), 0), "exec/s"
+	if n == targetTailContexts {
+		f = WithTarget(f, fmt.Sprintf("p99 < %d ms", targetTailP99Ms), f.P99 < targetTailP99Ms)
+	}
+	return f
 }
 
 func cmp(first, err error) error {
