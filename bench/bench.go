@@ -37,16 +37,19 @@ type Figure struct {
 	// MaxRatio, when set, is a target on Ratio: the Runner fills Met once
 	// the floor is known.
 	MaxRatio float64 `json:"-"`
-	// judgedBy names the statistic a repeated run (Runner.Repeat) picks
-	// the figure's median run by where it is neither P50 nor Value (the
-	// warm python row's ratio to the floor taken in turn); judged is its
-	// value, in judgedUnit. Set with judgeBy.
-	judgedBy, judgedUnit string
-	judged               float64
-	// follows names the figure whose run a repeated run takes this one
-	// from (crun's own run beside the cold create it is the floor of), so
-	// the two read from the table compare within one run.
+	// of is the case the figure came from (set by Runner.Run; "floor"
+	// for the floor): a repeated run takes all of a case's rows from one
+	// run (Aggregate). A figure without one is a case of its own.
+	of string
+	// follows names the figure whose case's run a repeated run takes this
+	// figure's case from (crun's own run beside the cold create it is the
+	// floor of), so the two read from the table compare within one run.
 	follows string
+	// against names a figure of the same run whose p50 times againstX is
+	// this one's goal, stated in its note (Report.noteAgainst): the E2B
+	// no-pool row against the cold GetOrCreate.
+	against  string
+	againstX float64
 }
 
 // Report is one run.
@@ -61,11 +64,14 @@ type Report struct {
 	LoadEnd   string  `json:"loadEnd,omitempty"`
 	Runtime   string  `json:"runtime,omitempty"`
 	FloorP50  float64 `json:"floorP50Ms"`
-	// Repeat is how many runs of the suite the report picks its rows
-	// from (Runner.Repeat; omitted for one), and RunFloorsP50 the floor's
-	// p50 in each, in order: a row's Ratio is to its own run's floor.
-	// FloorP50 is then the median run's.
+	// Repeat is how many runs of the suite were asked for (Runner.Repeat;
+	// omitted for one) and Completed how many ended without an error (a
+	// last run cut short still gives the rows it measured); RunFloorsP50
+	// is the floor's p50 in each run that measured it, in order: a row's
+	// Ratio is to its own run's floor. FloorP50 is then the floor's median
+	// run's.
 	Repeat       int       `json:"repeat,omitempty"`
+	Completed    int       `json:"runsCompleted,omitempty"`
 	RunFloorsP50 []float64 `json:"runFloorsP50Ms,omitempty"`
 	Figures      []Figure  `json:"figures"`
 }
@@ -93,10 +99,12 @@ func (r *Runner) Run(ctx context.Context, floorN int) (*Report, error) {
 	rep := &Report{Started: time.Now().UTC(), Host: fmt.Sprintf("%s/%s, %d cores", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
 		Machine: machine(), LoadStart: loadAverage()}
 	defer func() { rep.LoadEnd = loadAverage() }()
+	defer rep.noteAgainst()
 	floor, err := PythonPipeFloor(ctx, floorN)
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
+	floor.of = "floor"
 	rep.FloorP50 = floor.P50
 	rep.Figures = append(rep.Figures, floor)
 	for _, c := range r.Cases {
@@ -108,10 +116,11 @@ func (r *Runner) Run(ctx context.Context, floorN int) (*Report, error) {
 		}
 		figs, err := c.Run(ctx)
 		if err != nil {
-			rep.Figures = append(rep.Figures, Figure{Name: c.Name, Group: c.Group, Note: "not measured: " + err.Error()})
+			rep.Figures = append(rep.Figures, Figure{Name: c.Name, Group: c.Group, Note: "not measured: " + err.Error(), of: c.Name})
 			continue
 		}
 		for _, f := range figs {
+			f.of = c.Name
 			if f.Group == "" {
 				f.Group = c.Group
 			}
@@ -120,6 +129,29 @@ func (r *Runner) Run(ctx context.Context, floorN int) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// noteAgainst ends the note of each figure read against another of the
+// run with that figure's p50 in this run and the bound it sets, so the row
+// reads true whatever run the other's row is shown from.
+func (rep *Report) noteAgainst() {
+	for i := range rep.Figures {
+		f := &rep.Figures[i]
+		if f.against == "" {
+			continue
+		}
+		var p50 float64
+		for _, o := range rep.Figures {
+			if o.Name == f.against {
+				p50 = o.P50
+			}
+		}
+		s := fmt.Sprintf("target: p50 < %gx the p50 of %q of its own run, which did not measure it", f.againstX, f.against)
+		if p50 > 0 {
+			s = fmt.Sprintf("target: p50 < %gx the p50 of %q of its own run (%.1f ms): < %.1f ms", f.againstX, f.against, p50, f.againstX*p50)
+		}
+		f.Note = joinNote(s, f.Note)
+	}
 }
 
 // toFloor sets f's ratio to the floor's p50 and, where its target is on
@@ -190,8 +222,9 @@ func (rep *Report) Table(w io.Writer) {
 	fmt.Fprintf(tw, "sandlot bench  %s  %s  runtime=%s\n", rep.Started.Format(time.RFC3339), rep.Host, rep.Runtime)
 	fmt.Fprintf(tw, "machine: %s  load %s -> %s\n", or(rep.Machine, "?"), or(rep.LoadStart, "?"), or(rep.LoadEnd, "?"))
 	if rep.Repeat > 1 {
-		fmt.Fprintf(tw, "repeat: %d runs; each row is its median run's (the note says which), x floor against that run's floor (p50 by run: %s ms)\n",
-			rep.Repeat, joinNums(rep.RunFloorsP50, 3))
+		fmt.Fprintf(tw, "repeat: %s; each case's rows are from its median run by its main figure, or, where the note says so, "+
+			"from the run of the row they are read against (the note says which run); x floor against the row's own run's floor (p50 by run: %s ms)\n",
+			rep.runs(), joinNums(rep.RunFloorsP50, 3))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "group\tfigure\tn\tp50 ms\tp95 ms\tp99 ms\tx floor\tvalue\ttarget\tmet\tnote")
@@ -206,11 +239,12 @@ func (rep *Report) Table(w io.Writer) {
 func (rep *Report) Markdown(w io.Writer) {
 	if rep.Repeat > 1 {
 		fmt.Fprintf(w, "# Benchmarks\n\nGenerated by `make benchmarks REPEAT=%d` (`sandlot bench --json --repeat %d`, then `sandlot bench --markdown BENCHMARKS.md`) on %s (%s, runtime %s). "+
-			"The suite ran %d times, one whole run after another; each row is the row of its median run by the statistic its note names "+
-			"(for an even count the lower of the two middle runs), with that run's own figures, target and verdict. "+
+			"The suite ran as %s, one whole run after another in one process (so run 1 is the coldest); each case's rows come from its median run "+
+			"by the case's main figure (the statistic its goal is judged on), or, where the note says so, from the run of the row "+
+			"they are read against, with that run's own figures, targets and verdicts; the notes say which run and why. "+
 			"Latencies in milliseconds; \"x floor\" is p50 divided by the floor measured in the row's own run "+
 			"(a host python REPL doing `1+1` over a pipe, p50 %s ms by run).\n\n",
-			rep.Repeat, rep.Repeat, rep.Started.Format("2006-01-02"), rep.Host, rep.Runtime, rep.Repeat, joinNums(rep.RunFloorsP50, 3))
+			rep.Repeat, rep.Repeat, rep.Started.Format("2006-01-02"), rep.Host, rep.Runtime, rep.runs(), joinNums(rep.RunFloorsP50, 3))
 	} else {
 		fmt.Fprintf(w, "# Benchmarks\n\nGenerated by `make benchmarks` (`sandlot bench --json`, then `sandlot bench --markdown BENCHMARKS.md`) on %s (%s, runtime %s). "+
 			"Latencies in milliseconds; \"x floor\" is p50 divided by the floor measured in the same run "+
@@ -227,6 +261,15 @@ func (rep *Report) Markdown(w io.Writer) {
 			num(f.P50, 3), num(f.P95, 3), num(f.P99, 3), num(f.Ratio, 2), value(f), f.Target, met(f.Met),
 			strings.ReplaceAll(f.Note, "|", "/"))
 	}
+}
+
+// runs says how many runs a repeated report asked for and, when fewer,
+// how many completed.
+func (rep *Report) runs() string {
+	if rep.Completed < rep.Repeat {
+		return fmt.Sprintf("%d runs asked, %d completed", rep.Repeat, rep.Completed)
+	}
+	return fmt.Sprintf("%d runs", rep.Repeat)
 }
 
 func num(v float64, digits int) string {

@@ -447,7 +447,7 @@ func kubeIdle(ctx context.Context, env KubeEnv, n int) ([]Figure, error) {
 	}
 	mean := sum / int64(len(uids))
 	out = append(out,
-		Figure{Name: fmt.Sprintf("kubernetes: memory per idle sandbox pod, python kernel up (pod cgroup working set, mean of %d)", len(uids)), Value: round(float64(mean)/(1<<20), 1), Unit: "MiB",
+		Figure{Name: fmt.Sprintf("kubernetes: memory per idle sandbox pod, python kernel up (pod cgroup working set, mean of %d)", n), Value: round(float64(mean)/(1<<20), 1), Unit: "MiB",
 			Note: "usage less inactive file pages, the kubelet's working set; under the pod's runtime class (gVisor: the sentry and its page cache count)"},
 		Figure{Name: "kubernetes: idle sandboxes per node, by memory held (node allocatable / the mean above)", Value: float64(allocMem / max(mean, 1)), Unit: "sandboxes",
 			Note: "what fits if the requests matched what an idle pod holds; the requests admit fewer or more"})

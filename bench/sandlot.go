@@ -257,18 +257,16 @@ func warmAPI(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 }
 
 // warmPython is the warm python row, judged against the floor: its
-// target is on the ratio to the run's floor, and beside it the ratio to
-// the floor taken in turn with its samples, which a repeated run picks its
-// median by. The floor's own p50 rises when other work runs between its
-// calls, as it does between a warm call's: the floor taken in turn sees
-// what the warm calls see.
+// target is on the ratio to the run's floor (which a repeated run picks
+// its median by), and its note gives the ratio to the floor taken in turn
+// with its samples. The floor's own p50 rises when other work runs between
+// its calls, as it does between a warm call's: the floor taken in turn
+// sees what the warm calls see.
 func warmPython(name string, samples, floor []time.Duration) Figure {
 	f := Latency(name, samples)
 	f.MaxRatio = targetWarmRatio
 	f.Target = fmt.Sprintf("< %gx floor", targetWarmRatio)
-	note, ratio := inTurn(f, floor)
-	f.Note = note
-	f.judgeBy("the ratio to the floor taken in turn", ratio, "x")
+	f.Note = inTurnNote(f, floor)
 	return f
 }
 
@@ -314,6 +312,10 @@ func warmHTTP(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 // of.
 const coldFirstName = "cold create to first result: python 1+1, no pool"
 
+// coldCreateName is the cold create's GetOrCreate row, which the E2B SDK's
+// no-pool row is read against.
+const coldCreateName = "cold create: GetOrCreate, no pool (sandbox + agent ready)"
+
 // cold measures GetOrCreate + the first python result with no pool: a new
 // sandbox, the agent's handshake and the python kernel's start. The
 // teardown is not timed.
@@ -339,7 +341,7 @@ func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 			create, first, call = append(create, get), append(first, res), append(call, one)
 		}
 	}
-	fc := Latency("cold create: GetOrCreate, no pool (sandbox + agent ready)", create)
+	fc := Latency(coldCreateName, create)
 	ff := Latency(coldFirstName, first)
 	f1 := Latency("cold first call: Execute python 1+1 on a new context, no pool (creates it; its kernel starts at boot)", call)
 	goal := coldTargetMs(env)

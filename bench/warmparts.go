@@ -39,7 +39,7 @@ func warmParts(ctx context.Context, m *contexts.Manager, sz Sizes) ([]Figure, er
 				return fmt.Errorf("%s: %w", p.name, err)
 			}
 			f := Latency(p.name, samples)
-			f.Note, _ = inTurn(f, floor)
+			f.Note = inTurnNote(f, floor)
 			out = append(out, f)
 		}
 		return nil
@@ -60,10 +60,9 @@ func checkRun(res *agent.RunCodeResult, want string) error {
 	return fmt.Errorf("no main result %q in %+v", want, res.Results)
 }
 
-// inTurn says a figure's p50 against the floor taken in turn with it
-// (TimePaired's floor samples), and returns that ratio.
-func inTurn(f Figure, floor []time.Duration) (note string, ratio float64) {
+// inTurnNote says a figure's p50 against the floor taken in turn with it
+// (TimePaired's floor samples).
+func inTurnNote(f Figure, floor []time.Duration) string {
 	pf := Latency("", floor).P50
-	ratio = f.P50 / pf
-	return fmt.Sprintf("taken in turn with the floor's REPL: its p50 then %.3f ms, this p50 %.2fx that", pf, ratio), ratio
+	return fmt.Sprintf("taken in turn with the floor's REPL: its p50 then %.3f ms, this p50 %.2fx that", pf, f.P50/pf)
 }

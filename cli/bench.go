@@ -96,14 +96,14 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.BoolVar(&suspendMemory, "suspend-memory", true, "the image provider keeps memory on a suspend where its runtime can (runsc with the state dir on a disk; serve's --suspend-memory); false: files only. The suspend figures say which they measured")
-	fs.IntVar(&repeat, "repeat", 1, "run the floor and the cases N times, whole runs one after another, and report per figure the row of its median run (by its judged statistic, which the note names with every run's; an even N takes the lower middle run)")
+	fs.IntVar(&repeat, "repeat", 1, "run the floor and the cases N times (odd), whole runs one after another, and report each case's rows from its median run by its main figure (the notes say which run; the main figure's note gives every run's)")
 	fs.StringVar(&only, "cases", "", "run only the cases whose name matches this regular expression (the floor always runs)")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to FILE (go tool pprof)")
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
-		if repeat < 1 {
-			return usageErr("--repeat %d: want 1 or more runs", repeat)
+		if repeat < 1 || repeat%2 == 0 {
+			return usageErr("--repeat %d: want an odd count of runs, 1 or more (the median run is one of them)", repeat)
 		}
 		if markdown != "" {
 			return writeMarkdown(std, markdown)

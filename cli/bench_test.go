@@ -214,13 +214,13 @@ func TestBenchRunscGroup(t *testing.T) {
 	}
 }
 
-// TestBenchRepeatInvalid: --repeat below one is a usage error that names
-// the flag, before anything is started.
+// TestBenchRepeatInvalid: --repeat below one or even (no median run) is a
+// usage error that names the flag, before anything is started.
 func TestBenchRepeatInvalid(t *testing.T) {
-	for _, args := range [][]string{{"--repeat", "0"}, {"--repeat", "-1"}, {"--repeat=-3"}} {
+	for _, args := range [][]string{{"--repeat", "0"}, {"--repeat", "-1"}, {"--repeat=-3"}, {"--repeat", "2"}, {"--repeat=4"}} {
 		var out, errw bytes.Buffer
 		err := Run(context.Background(), append([]string{"bench", "--json"}, args...), nil, &out, &errw)
-		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "--repeat") || !strings.Contains(err.Error(), "want 1 or more") {
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "--repeat") || !strings.Contains(err.Error(), "want an odd count") {
 			t.Errorf("%v: %v, want a usage error naming --repeat", args, err)
 		}
 		if out.Len() > 0 || strings.Contains(errw.String(), "bench:") {
