@@ -70,7 +70,7 @@ images: build
 bench: bench-deps build
 	$(BIN)/sandlot bench
 
-## benchmarks: run the suite and regenerate BENCHMARKS.md from its JSON (keeps the file's Notes section; the kubernetes group runs with KUBECONFIG and KUBE_REGISTRY=HOST:PORT, as make k8s-up prints; REPEAT=N runs the suite N times and keeps each row's median run, sandlot bench --repeat)
+## benchmarks: run the suite and regenerate BENCHMARKS.md from its JSON (keeps the file's Notes section; the kubernetes group runs with KUBECONFIG and KUBE_REGISTRY=HOST:PORT, as make k8s-up prints; REPEAT=N, N odd, runs the suite N times and takes each case's rows from its median run, sandlot bench --repeat)
 benchmarks: bench-deps build
 	$(BIN)/sandlot bench --json$(if $(REPEAT), --repeat $(REPEAT))$(if $(KUBE_REGISTRY), --kube-registry $(KUBE_REGISTRY)) > $(BIN)/bench.json
 	$(BIN)/sandlot bench --markdown BENCHMARKS.md < $(BIN)/bench.json

@@ -251,9 +251,9 @@ func (g *group) take(slots []slot, rows []*Figure, lead int) int {
 }
 
 // median returns the run whose row is the median of rows by its statistic
-// (-1: none measured) and a note saying so. Of an even count (a repetition
-// cut short) it takes, of the two middle runs, the one that missed its
-// goal where they disagree, else the lower.
+// (-1: none measured) and a note saying so. Of an even count (a run cut
+// short, or a case missing from a run) it takes, of the two middle runs,
+// the one that missed its goal where they disagree, else the lower.
 func median(rows []*Figure) (int, string) {
 	m := measured(rows)
 	n := len(rows)

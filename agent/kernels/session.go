@@ -134,7 +134,7 @@ func startSession(argv, env []string, dir string, cred *syscall.Credential, stdi
 }
 
 // initCtrl hands the (non-blocking) command pipe to Go's netpoller.
-// Never call s.ctrlF.Fd(): it puts the descriptor back in blocking mode.
+// Its I/O goes through ctrlRC, whose raw calls need the descriptor non-blocking.
 func (s *session) initCtrl() error {
 	s.ctrlF = os.NewFile(uintptr(s.ctrl), "kernel-ctrl")
 	rc, err := s.ctrlF.SyscallConn()
