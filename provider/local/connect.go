@@ -68,6 +68,13 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 			p.log.Warn("agent channel refused", logkey.Sandbox, id, logkey.Err, err)
 			return nil, err
 		}
+		if !wait && errors.Is(err, errdefs.ErrNotFound) {
+			// The runtime's own check found no live init (initProcess): the
+			// sandbox is stopped, whatever its state file says yet. Asking
+			// the runtime's state raced with the init's reaping: a killed
+			// init still read "running" for a moment.
+			return nil, fmt.Errorf("sandbox %s: %v: %w", id, err, errdefs.ErrNotFound)
+		}
 		if !wait || ctx.Err() != nil || errors.Is(err, errdefs.ErrNotFound) {
 			return nil, p.unreachable(ctx, id, err)
 		}
