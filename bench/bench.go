@@ -50,6 +50,9 @@ type Figure struct {
 	// no-pool row against the cold GetOrCreate.
 	against  string
 	againstX float64
+	// onP99 says the figure's target is on its p99 (a tail's goal): a
+	// repeated run picks its case's median run by p99.
+	onP99 bool
 }
 
 // Report is one run.

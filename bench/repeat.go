@@ -35,8 +35,8 @@ import (
 // (Repeat says n, Completed how many ended cleanly), and the error, which
 // names the run, is returned.
 func (r *Runner) Repeat(ctx context.Context, floorN, n int) (*Report, error) {
-	if n < 1 || n%2 == 0 {
-		return nil, fmt.Errorf("repeat %d times: want an odd count, 1 or more: %w", n, errdefs.ErrInvalidArgument)
+	if err := CheckRepeat(n); err != nil {
+		return nil, err
 	}
 	if n == 1 {
 		return r.Run(ctx, floorN)
@@ -63,6 +63,15 @@ func (r *Runner) Repeat(ctx context.Context, floorN, n int) (*Report, error) {
 	out := aggregate(reps)
 	out.Repeat, out.Completed = n, completed
 	return out, err
+}
+
+// CheckRepeat says whether n runs can be repeated: an odd count, 1 or
+// more, so that the median run is one of them.
+func CheckRepeat(n int) error {
+	if n < 1 || n%2 == 0 {
+		return fmt.Errorf("repeat %d times: want an odd count of runs, 1 or more (the median run is one of them): %w", n, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // Aggregate makes one report of several runs of the same suite. For each
@@ -149,9 +158,9 @@ func collate(reps []*Report) []slot {
 		prev := -1
 		for fi := range rep.Figures {
 			f := &rep.Figures[fi]
-			key := f.of + "\x00" + f.Name
-			key += "\x00" + strconv.Itoa(seen[key])
-			seen[f.of+"\x00"+f.Name]++
+			id := f.of + "\x00" + f.Name
+			key := id + "\x00" + strconv.Itoa(seen[id])
+			seen[id]++
 			at := slices.Index(keys, key)
 			if at < 0 {
 				at = prev + 1
@@ -347,13 +356,13 @@ func metCount(rows []*Figure) string {
 // stat is the statistic a repeated run picks a case's median run by, from
 // its main figure: the one its verdict is computed on. That is its ratio
 // to its run's floor where its target is one (MaxRatio), p99 where its
-// target is on p99, else p50 for a latency, else Value. ok is false for a row with no figure (a case that
-// was not measured).
+// target is on p99 (onP99), else p50 for a latency, else Value. ok is
+// false for a row with no figure (a case that was not measured).
 func (f Figure) stat() (by string, v float64, unit string, ok bool) {
 	switch {
 	case f.MaxRatio > 0 && f.Ratio > 0:
 		return "ratio to its run's floor", f.Ratio, "x", true
-	case strings.HasPrefix(f.Target, "p99") && f.P99 > 0:
+	case f.onP99 && f.P99 > 0:
 		return "p99", f.P99, "ms", true
 	case f.P50 > 0:
 		return "p50", f.P50, "ms", true

@@ -110,6 +110,7 @@ func throughputFigure(n int, samples []time.Duration, count int64, el time.Durat
 	f.Value, f.Unit = round(float64(count)/el.Seconds(), 0), "exec/s"
 	if n == targetTailContexts {
 		f = WithTarget(f, fmt.Sprintf("p99 < %d ms", targetTailP99Ms), f.P99 < targetTailP99Ms)
+		f.onP99 = true
 	}
 	return f
 }

@@ -102,8 +102,8 @@ func newBenchCmd() *cobra.Command {
 	fs.StringVar(&logLevel, "log-level", "error", "log level of the providers' log on stderr (debug: each create's phases)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
-		if repeat < 1 || repeat%2 == 0 {
-			return usageErr("--repeat %d: want an odd count of runs, 1 or more (the median run is one of them)", repeat)
+		if err := bench.CheckRepeat(repeat); err != nil {
+			return usageErr("--repeat: %v", err)
 		}
 		if markdown != "" {
 			return writeMarkdown(std, markdown)
