@@ -68,13 +68,6 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 			p.log.Warn("agent channel refused", logkey.Sandbox, id, logkey.Err, err)
 			return nil, err
 		}
-		if !wait && errors.Is(err, errdefs.ErrNotFound) {
-			// The runtime's own check found no live init (initProcess): the
-			// sandbox is stopped, whatever its state file says yet. Asking
-			// the runtime's state raced with the init's reaping: a killed
-			// init still read "running" for a moment.
-			return nil, fmt.Errorf("sandbox %s: %v: %w", id, err, errdefs.ErrNotFound)
-		}
 		if !wait || ctx.Err() != nil || errors.Is(err, errdefs.ErrNotFound) {
 			return nil, p.unreachable(ctx, id, err)
 		}
@@ -94,7 +87,13 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 
 // unreachable classifies a failed connection: not_found when the sandbox
 // is gone or stopped, unavailable when it runs but its agent does not answer.
+// A cause that is not_found is the runtime's own finding that no live init
+// is there (its channel's check): that decides, since the runtime's state
+// still reads running while a killed init awaits reaping.
 func (p *Provider) unreachable(ctx context.Context, id string, cause error) error {
+	if errors.Is(cause, errdefs.ErrNotFound) {
+		return fmt.Errorf("sandbox %s: %v: %w", id, cause, errdefs.ErrNotFound)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	st, err := p.rt.State(sctx, id)
