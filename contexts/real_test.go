@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
@@ -263,12 +264,26 @@ func TestRealHealthCheckRecreate(t *testing.T) {
 
 	// Killed in the middle of a call: the call fails with unavailable at
 	// once, and the next one gets a fresh sandbox.
+	// The kill waits for the cell's first output: a kill before the
+	// request left would have the call resent to a fresh sandbox.
 	done := make(chan error, 1)
+	started := make(chan struct{})
+	var once sync.Once
 	go func() {
-		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "import time; time.sleep(30)", Timeout: 60 * time.Second}, nil)
+		_, err := e.m.Execute(e.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print('started', flush=True); import time; time.sleep(30)", Timeout: 60 * time.Second}, func(ev agent.OutputEvent) {
+			if strings.Contains(ev.Data, "started") {
+				once.Do(func() { close(started) })
+			}
+		})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the sleeping call ended before it printed: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sleeping call never printed")
+	}
 	start := time.Now()
 	if err := e.p.Runtime().Kill(e.ctx, res.SandboxID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

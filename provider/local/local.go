@@ -501,9 +501,37 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 }
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,
-// reconcile of wedged sandboxes).
+// reconcile of wedged sandboxes) and returns once the runtime reads it
+// stopped: the kill itself returns when the signal is sent, while the init
+// still runs its exit. It waits at most stopWait (unavailable then).
 func (p *Provider) Stop(ctx context.Context, sandboxID string) error {
-	return p.rt.Kill(ctx, sandboxID, syscall.SIGKILL)
+	if err := p.rt.Kill(ctx, sandboxID, syscall.SIGKILL); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, stopWait)
+	defer cancel()
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		st, err := p.rt.State(ctx, sandboxID)
+		if errors.Is(err, errdefs.ErrNotFound) || err == nil && st.Status == runtime.StatusStopped {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stop sandbox %s: still %v after the kill (%v): %w", sandboxID, stateOf(st), err, errdefs.ErrUnavailable)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// stopWait bounds Stop's wait for a killed sandbox's init to be reaped.
+const stopWait = 10 * time.Second
+
+// stateOf is st's status, or "unknown" when there is no state.
+func stateOf(st *runtime.State) string {
+	if st == nil {
+		return "unknown"
+	}
+	return string(st.Status)
 }
 
 // Usage implements contexts.Provider: a sandbox's resource usage, memory,

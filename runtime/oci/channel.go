@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -180,9 +181,9 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 		}
 		if !errors.Is(err, unix.ECONNREFUSED) {
 			unix.Close(fd)
-			return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
+			return nil, connectFailed(id, pid, pidfd, err)
 		}
-		if exited(pidfd) {
+		if gone(pid, pidfd) {
 			unix.Close(fd)
 			return nil, fmt.Errorf("sandbox %s: init %d exited before it listened: %w", id, pid, errdefs.ErrNotFound)
 		}
@@ -206,10 +207,24 @@ func (r *Runtime) channelSocket(id string) (pid, pidfd, fd int, err error) {
 	}
 	fd, err = socketIn(pidfd)
 	if err != nil {
-		unix.Close(pidfd)
+		defer unix.Close(pidfd)
+		if gone(pid, pidfd) { // an exiting init leaves its namespaces: ESRCH
+			return 0, -1, -1, fmt.Errorf("sandbox %s: channel: init %d is exiting (%v): %w", id, pid, err, errdefs.ErrNotFound)
+		}
 		return 0, -1, -1, fmt.Errorf("sandbox %s: channel: %v: %w", id, err, errdefs.ErrUnavailable)
 	}
 	return pid, pidfd, fd, nil
+}
+
+// connectFailed is the error of a connect to sandbox id's channel that
+// failed with err: not_found when its init (pid, pidfd) is exiting or has
+// exited (its sockets are closed, so the connect is refused or reset),
+// unavailable otherwise.
+func connectFailed(id string, pid, pidfd int, err error) error {
+	if gone(pid, pidfd) {
+		return fmt.Errorf("sandbox %s: channel: connect: %v: init %d is exiting: %w", id, err, pid, errdefs.ErrNotFound)
+	}
+	return fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
 }
 
 // exited reports whether the process of pidfd has exited (a pidfd polls
@@ -218,6 +233,71 @@ func exited(pidfd int) bool {
 	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
 	return err == nil && n > 0
+}
+
+// pfExiting is the kernel's PF_EXITING task flag: set when a task enters
+// exit, before it closes its files and leaves its namespaces, and well
+// before its pidfd polls readable (which waits for its exit to complete)
+// or the runtime's state stops reading running (which waits for reaping).
+const pfExiting = 0x4
+
+// gone reports whether the process of pid, pinned by pidfd, has exited or
+// is exiting. A killed init is in this state from the signal's delivery
+// until it is reaped, and everything asked of it then fails (entering its
+// namespaces, connecting to its sockets); the runtime's state still reads
+// running. While pidfd's process has not exited, pid is still its number,
+// so /proc/<pid>/stat is read of that process.
+func gone(pid, pidfd int) bool {
+	if exited(pidfd) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // reaped since the poll
+	}
+	flags, ok := statFlags(b)
+	return ok && flags&pfExiting != 0
+}
+
+// statFlags is the flags field (the ninth) of a /proc/<pid>/stat line. The
+// second field, the command in parentheses, may hold spaces and
+// parentheses of its own: the fields after it are counted from its last
+// ')'.
+func statFlags(stat []byte) (uint64, bool) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 7 { // state ppid pgrp session tty_nr tpgid flags
+		return 0, false
+	}
+	v, err := strconv.ParseUint(f[6], 10, 64)
+	return v, err == nil
+}
+
+// InitGone reports whether sandbox id's init is known to have exited or
+// to be exiting: its pid file names a process that no longer exists, or
+// one that has exited or is exiting. False when that cannot be told (no
+// pid file yet, the sandbox is unknown): the caller asks State then.
+func (r *Runtime) InitGone(id string) bool {
+	if runtime.CheckID(id) != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(r.bundle(id), "pid"))
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return errors.Is(err, unix.ESRCH)
+	}
+	defer unix.Close(pidfd)
+	return gone(pid, pidfd)
 }
 
 // dialNetns reaches a crun or runc sandbox's abstract socket.
@@ -229,7 +309,7 @@ func (r *Runtime) dialNetns(ctx context.Context, id string, info *sandboxInfo) (
 	defer unix.Close(pidfd)
 	if err := connect(ctx, fd, &unix.SockaddrUnix{Name: netnsChannel}); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("sandbox %s: channel: connect: %v: %w", id, err, errdefs.ErrUnavailable)
+		return nil, connectFailed(id, pid, pidfd, err)
 	}
 	return peerConn(id, fd, pid, info)
 }
@@ -255,7 +335,9 @@ func peerConn(id string, fd, pid int, info *sandboxInfo) (net.Conn, error) {
 // pid from being reused: the check holds because a reused pid's
 // /proc/<pid>/cgroup shows the new process's own cgroups, and a signal 0
 // through the pidfd after that read fails (ESRCH) if the process it was
-// opened on had already gone, so the read was of that process.
+// opened on had already gone, so the read was of that process. An init
+// that is exiting (killed, not yet reaped) is gone too: on cgroup v2 a
+// dying task keeps its cgroup path and takes signal 0.
 func (r *Runtime) initProcess(id string) (int, int, error) {
 	b, err := os.ReadFile(filepath.Join(r.bundle(id), "pid"))
 	if err != nil {
@@ -269,7 +351,7 @@ func (r *Runtime) initProcess(id string) (int, int, error) {
 	if err != nil {
 		return 0, -1, fmt.Errorf("sandbox %s: init %d: %v: %w", id, pid, err, errdefs.ErrNotFound)
 	}
-	if !inCgroup(pid, id) || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+	if !inCgroup(pid, id) || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil || gone(pid, pidfd) {
 		unix.Close(pidfd)
 		return 0, -1, fmt.Errorf("sandbox %s: init %d is gone: %w", id, pid, errdefs.ErrNotFound)
 	}

@@ -63,13 +63,20 @@ func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtim
 	if sub != "pause" || d.kind != KindCrun {
 		return nil
 	}
-	// crun returns while the freezer may still be FREEZING (busy tasks are
-	// stopped at their next kernel entry); runc and runsc wait. Wait here
-	// too, so a paused sandbox runs nothing once Pause returns.
-	//
-	// The v1 freezer tries a freeze once per request: a task it could not
-	// stop then (one in a vfork, say) leaves the cgroup FREEZING for good.
-	// Asking again, as the kernel's documentation says to, retries it.
+	return r.waitFrozen(ctx, id)
+}
+
+// waitFrozen waits until crun reads sandbox id paused, at most 10 s. crun
+// returns from a pause while the freezer may still be FREEZING (busy tasks
+// are stopped at their next kernel entry); runc and runsc wait. Waiting
+// here too, a paused sandbox runs nothing once Pause returns.
+//
+// The v1 freezer tries a freeze once per request: a task it could not stop
+// then (one in a vfork, say) leaves the cgroup FREEZING for good. Asking
+// again, as the kernel's documentation says to, retries it. A sandbox whose
+// init died around the pause (crun's state read running before it) reads
+// stopped from then on, and is not found at once.
+func (r *Runtime) waitFrozen(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	asked := time.Now()
@@ -78,8 +85,11 @@ func (r *Runtime) pauseOrResume(ctx context.Context, id, sub string, from runtim
 		if err != nil {
 			return err
 		}
-		if st.Status == runtime.StatusPaused {
+		switch st.Status {
+		case runtime.StatusPaused:
 			return nil
+		case runtime.StatusStopped:
+			return notIn(st, "pause", runtime.StatusRunning)
 		}
 		if time.Since(asked) > 100*time.Millisecond {
 			refreeze(id)
