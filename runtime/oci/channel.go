@@ -336,8 +336,8 @@ func peerConn(id string, fd, pid int, info *sandboxInfo) (net.Conn, error) {
 // /proc/<pid>/cgroup shows the new process's own cgroups, and a signal 0
 // through the pidfd after that read fails (ESRCH) if the process it was
 // opened on had already gone, so the read was of that process. An init
-// that is exiting (killed, not yet reaped) is gone too: on cgroup v2 a
-// dying task keeps its cgroup path and takes signal 0.
+// that is exiting (killed, not yet reaped) is gone too, though it takes
+// signal 0 and its cgroup may still read as the sandbox's.
 func (r *Runtime) initProcess(id string) (int, int, error) {
 	b, err := os.ReadFile(filepath.Join(r.bundle(id), "pid"))
 	if err != nil {
