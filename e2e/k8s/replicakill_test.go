@@ -152,6 +152,9 @@ func testReplicaKill(t *testing.T, c *kubetest.Cluster, in *install.Install, cl 
 					}
 					var got int
 					fmt.Sscan(strings.TrimSpace(r.Stdout), &got)
+					// Whether the failed call ran: its counter is the
+					// one it should have printed, or the one before.
+					t.Logf("context %d after a failed call: the counter reads %d (the call wanted %s)", i, got, want)
 					k = got - 100000*i - 1
 				}
 			}
@@ -300,7 +303,7 @@ func followLog(c *kubetest.Cluster, ns, pod string) *podLog {
 			return
 		}
 		defer rc.Close()
-		re := regexp.MustCompile(`(?i)lost|unhealthy|lease|dropping|sweep|reconcil|cleanup|destroy|creat|WARN|ERROR`)
+		re := regexp.MustCompile(`(?i)lost|unhealthy|lease|dropping|sweep|reconcil|cleanup|destroy|creat|attach|WARN|ERROR`)
 		sc := bufio.NewScanner(rc)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -320,7 +323,10 @@ func describe(r *api.RunCodeResult) string {
 	if r == nil {
 		return "no result"
 	}
-	s := fmt.Sprintf("stdout %q stderr %q exit %d", r.Stdout, r.Stderr, r.ExitCode)
+	s := fmt.Sprintf("stdout %q stderr %q exit %d success %v context %s sandbox %s took %d ms", r.Stdout, r.Stderr, r.ExitCode, r.Success, r.ContextID, r.SandboxID, r.ExecutionTimeMs)
+	if r.KernelRestarted || r.StateLost || r.Rotated {
+		s += fmt.Sprintf(" (kernel restarted %v, state lost %v, rotated %v)", r.KernelRestarted, r.StateLost, r.Rotated)
+	}
 	if r.Error != nil {
 		s += fmt.Sprintf(" error %s: %s", r.Error.Name, r.Error.Value)
 	}
