@@ -34,6 +34,34 @@ const crunPeerName = "peer: crun run to python's 1+1 (all namespaces, host /usr,
 // what sandlot adds (its agent, the handshake, the kernel's protocol) comes
 // on top.
 func CrunPythonPeer(ctx context.Context, n int) ([]Figure, error) {
+	p, err := newCrunPeer()
+	if err != nil {
+		return nil, err
+	}
+	defer p.close()
+	const warm = 2
+	var samples []time.Duration
+	for i := 0; i < warm+n; i++ {
+		took, err := p.sample(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if i >= warm {
+			samples = append(samples, took)
+		}
+	}
+	return []Figure{crunPeerFigure(samples)}, nil
+}
+
+// crunPeer is the peer's bundle, ready for runs of it (sample).
+type crunPeer struct {
+	crun, dir, state, bundle string
+	runs                     int
+}
+
+// newCrunPeer writes the peer's bundle in a directory of its own, which
+// close removes.
+func newCrunPeer() (*crunPeer, error) {
 	crun, err := exec.LookPath("crun")
 	if err != nil {
 		return nil, errors.New("crun not installed")
@@ -42,29 +70,30 @@ func CrunPythonPeer(ctx context.Context, n int) ([]Figure, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	p := &crunPeer{crun: crun, dir: dir, state: filepath.Join(dir, "state"), bundle: filepath.Join(dir, "bundle")}
 	// The container's root is nobody on the host: it must reach its rootfs.
 	if err := os.Chmod(dir, 0o755); err != nil {
+		p.close()
 		return nil, err
 	}
-	bundle := filepath.Join(dir, "bundle")
-	if err := writePeerBundle(bundle, []string{HostPython, "-c", "print(1+1)"}); err != nil {
+	if err := writePeerBundle(p.bundle, []string{HostPython, "-c", "print(1+1)"}); err != nil {
+		p.close()
 		return nil, err
 	}
-	state := filepath.Join(dir, "state")
-	const warm = 2
-	var samples []time.Duration
-	for i := 0; i < warm+n; i++ {
-		took, err := crunFirstResult(ctx, crun, state, bundle, fmt.Sprintf("sandlot-peer-%d-%d", os.Getpid(), i))
-		if err != nil {
-			return nil, fmt.Errorf("crun peer: %w", err)
-		}
-		if i >= warm {
-			samples = append(samples, took)
-		}
-	}
-	return []Figure{crunPeerFigure(samples)}, nil
+	return p, nil
 }
+
+// sample times one run of the peer (crunFirstResult).
+func (p *crunPeer) sample(ctx context.Context) (time.Duration, error) {
+	p.runs++
+	took, err := crunFirstResult(ctx, p.crun, p.state, p.bundle, fmt.Sprintf("sandlot-peer-%d-%d", os.Getpid(), p.runs))
+	if err != nil {
+		return 0, fmt.Errorf("crun peer: %w", err)
+	}
+	return took, nil
+}
+
+func (p *crunPeer) close() { os.RemoveAll(p.dir) }
 
 // crunPeerFigure is crun's row. The cold create's ratio to it is read
 // from the two rows of one run: a repeated run takes it from the cold

@@ -24,6 +24,10 @@ const (
 // RuntimeRunsc is Env.Runtime's name of gVisor.
 const RuntimeRunsc = "runsc"
 
+// RuntimeCrun is Env.Runtime's name of crun, whose own run is the cold
+// create's floor (crunpeer.go).
+const RuntimeCrun = "crun"
+
 // coldTargetMs and densityTarget are the cold rows' goals on env's
 // runtime: gVisor has its own (issue 36's row), the others crun's.
 func coldTargetMs(env Env) float64 {
