@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,7 @@ func TestColdAgainstCrun(t *testing.T) {
 		if f.Value != c.ratio || f.Unit != "x" || f.Met == nil || *f.Met != c.met || f.Target != "<= 1.3x" {
 			t.Errorf("first %.0f ms against crun's 20: %+v, want %.2fx, met %v", c.first, f, c.ratio, c.met)
 		}
-		if !strings.Contains(f.Note, "p50 20.000 ms") {
+		if !strings.Contains(f.Note, "p50 20.000 ms") || !strings.HasPrefix(f.Note, fmt.Sprintf("%.2fx: ", c.ratio)) {
 			t.Errorf("note %q does not give crun's p50", f.Note)
 		}
 	}
@@ -53,7 +54,7 @@ func TestColdRows(t *testing.T) {
 	}
 	r := figs[3]
 	t.Logf("%s: %.2f%s, %s", r.Name, r.Value, r.Unit, r.Note)
-	if r.Name != coldAgainstCrunName || r.Value <= 0 || r.Met == nil || !strings.Contains(r.Note, "n 3;") {
+	if r.Name != coldAgainstCrunName || r.Value <= 0 || r.Met == nil || !strings.Contains(r.Note, "n 3)") {
 		t.Errorf("ratio row: %+v", r)
 	}
 	env.Runtime = "runc"

@@ -393,7 +393,7 @@ func coldAgainstCrun(first Figure, crun []time.Duration, noPeer error) Figure {
 	peer := Latency(crunPeerName, crun)
 	r := first.P50 / peer.P50
 	f := Figure{Name: coldAgainstCrunName, Value: round(r, 2), Unit: "x",
-		Note: fmt.Sprintf("crun's run taken in turn: p50 %.3f ms, p95 %.3f ms, n %d; the cold first result's p50 %.3f ms", peer.P50, peer.P95, peer.N, first.P50)}
+		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over crun's run taken in turn, p50 %.3f ms (p95 %.3f ms, n %d)", r, first.P50, peer.P50, peer.P95, peer.N)}
 	return WithTarget(f, fmt.Sprintf("<= %gx", targetColdCrunRatio), r <= targetColdCrunRatio)
 }
 
