@@ -136,7 +136,9 @@ func (r *Runner) Run(ctx context.Context, floorN int) (*Report, error) {
 
 // noteAgainst ends the note of each figure read against another of the
 // run with that figure's p50 in this run and the bound it sets, so the row
-// reads true whatever run the other's row is shown from.
+// reads true whatever run the other's row is shown from, and gives the
+// figure that target and its verdict (none when the other was not
+// measured, or this one has no samples).
 func (rep *Report) noteAgainst() {
 	for i := range rep.Figures {
 		f := &rep.Figures[i]
@@ -152,6 +154,10 @@ func (rep *Report) noteAgainst() {
 		s := fmt.Sprintf("target: p50 < %gx the p50 of %q of its own run, which did not measure it", f.againstX, f.against)
 		if p50 > 0 {
 			s = fmt.Sprintf("target: p50 < %gx the p50 of %q of its own run (%.1f ms): < %.1f ms", f.againstX, f.against, p50, f.againstX*p50)
+			if f.P50 > 0 {
+				met := f.P50 < f.againstX*p50
+				f.Target, f.Met = fmt.Sprintf("p50 < %.1f ms (%gx, the note)", f.againstX*p50, f.againstX), &met
+			}
 		}
 		f.Note = joinNote(s, f.Note)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -298,6 +299,23 @@ func TestNoteAgainst(t *testing.T) {
 	want := `target: p50 < 1.3x the p50 of "` + coldCreateName + `" of its own run (200.0 ms): < 260.0 ms; p50 of the create`
 	if rep.Figures[1].Note != want {
 		t.Errorf("note\n%q, want\n%q", rep.Figures[1].Note, want)
+	}
+	if f := rep.Figures[1]; f.Target != "p50 < 260.0 ms (1.3x, the note)" || f.Met == nil || !*f.Met {
+		t.Errorf("target %q, met %v: want the bound, met (250 < 260)", f.Target, f.Met)
+	}
+	for _, c := range []struct {
+		p50, against float64
+		met          string
+	}{{270, 200, "false"}, {250, 0, "<nil>"}, {0, 200, "<nil>"}} {
+		rep := &Report{Figures: []Figure{{Name: coldCreateName, P50: c.against}, {Name: "e2b", P50: c.p50, against: coldCreateName, againstX: 1.3}}}
+		rep.noteAgainst()
+		got := "<nil>"
+		if m := rep.Figures[1].Met; m != nil {
+			got = fmt.Sprint(*m)
+		}
+		if got != c.met || (got == "<nil>") != (rep.Figures[1].Target == "") {
+			t.Errorf("p50 %v against %v: met %s, target %q; want met %s", c.p50, c.against, got, rep.Figures[1].Target, c.met)
+		}
 	}
 }
 
