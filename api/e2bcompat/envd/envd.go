@@ -92,6 +92,7 @@ func (h *Handler) routes() http.Handler {
 		connect.WithCompression(compressionGzip,
 			func() connect.Decompressor { return &boundedGzip{limit: limit + 1} },
 			func() connect.Compressor { return gzip.NewWriter(nil) }),
+		connect.WithCompressMinBytes(compressMinBytes),
 	)
 	bodyLimit := limit + limit/64 + 1024 // gzip of incompressible data, envelope
 	p, ph := processconnect.NewProcessHandler(&processService{h: h}, opts)
@@ -106,6 +107,12 @@ func (h *Handler) routes() http.Handler {
 }
 
 const compressionGzip = "gzip"
+
+// compressMinBytes is the smallest Connect message the handler compresses
+// for a client that accepts gzip: a stat's or a process event's hundred
+// bytes cost more to deflate and inflate than they save on any link (the
+// E2B SDK's files.exists fell from about 5 to 3.8 ms p50 on a 2-core VM).
+const compressMinBytes = 1024
 
 // boundedGzip is a gzip Decompressor that fails once it has produced more
 // than limit bytes. Connect stops reading at its own limit, but then drains
