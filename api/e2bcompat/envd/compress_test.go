@@ -19,8 +19,7 @@ func TestSmallResponsesUncompressed(t *testing.T) {
 	sb := e.Create(key1, `{}`)
 	call := func(method, body string) (*http.Response, []byte) {
 		t.Helper()
-		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1", "Accept-Encoding", "gzip")
-		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		resp := fsCall(e, sb, method, body, "Accept-Encoding", "gzip")
 		b, err := io.ReadAll(resp.Body)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: status %d, %v, body %.200q", method, resp.StatusCode, err, b)

@@ -21,11 +21,11 @@ func TestFilesystemErrors(t *testing.T) {
 	e := newEnv(t)
 	sb := e.Create(key1, `{}`)
 	unary := func(method, body, user string) (int, map[string]any, string) {
-		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+		var auth []string
 		if user != "" {
-			hdr = append(hdr, "Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(user+":")))
+			auth = []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"))}
 		}
-		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		resp := fsCall(e, sb, method, body, auth...)
 		return resp.StatusCode, decode[map[string]any](t, resp), resp.Header.Get("Content-Type")
 	}
 	for _, tc := range []struct {

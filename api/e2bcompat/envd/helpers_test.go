@@ -2,6 +2,7 @@ package envd_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/sandlot/sandlot/api/e2bcompat/e2bcompattest"
@@ -35,4 +36,12 @@ func newManagerEnv(t *testing.T, cfg contexts.Config) (*env, *contextstest.Provi
 func decode[T any](t testing.TB, resp *http.Response) T {
 	t.Helper()
 	return e2bcompattest.Decode[T](t, resp)
+}
+
+// fsCall posts body to the filesystem service's unary method on sb in
+// Connect's JSON, with the extra headers given (name, value, ...).
+func fsCall(e *env, sb created, method, body string, extra ...string) *http.Response {
+	e.T.Helper()
+	hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	return e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), append(hdr, extra...)...)
 }

@@ -2,7 +2,6 @@ package envd_test
 
 import (
 	"bytes"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,8 +16,7 @@ func TestWatcherRPCs(t *testing.T) {
 	sb := e.Create(key1, `{}`)
 	call := func(method, body string) (int, map[string]any) {
 		t.Helper()
-		hdr := append(e.Headers(sb, "49983"), "Content-Type", "application/json", "Connect-Protocol-Version", "1")
-		resp := e.Do("POST", "/filesystem.Filesystem/"+method, strings.NewReader(body), hdr...)
+		resp := fsCall(e, sb, method, body)
 		return resp.StatusCode, decode[map[string]any](t, resp)
 	}
 	write := func(path, data string) {
