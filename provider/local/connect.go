@@ -88,16 +88,12 @@ func (p *Provider) connect(ctx context.Context, id string, key []byte, wait bool
 // unreachable classifies a failed connection: not_found when the sandbox
 // is gone or stopped, unavailable when it runs but its agent does not answer.
 // A cause that is not_found is the runtime's own finding that no live init
-// is there (its channel's check), and an init the runtime finds exiting
-// now (a handshake cut by its death) is gone too: either decides, since
-// the runtime's state still reads running while a killed init awaits
-// reaping.
+// is there (its channel's check) and decides; otherwise the runtime's
+// state does, which reads stopped from an init's kill on (a handshake cut
+// by its death), not only once it is reaped.
 func (p *Provider) unreachable(ctx context.Context, id string, cause error) error {
 	if errors.Is(cause, errdefs.ErrNotFound) {
 		return fmt.Errorf("sandbox %s: %v: %w", id, cause, errdefs.ErrNotFound)
-	}
-	if p.rt.InitGone(id) {
-		return fmt.Errorf("sandbox %s: %v: its init is exiting: %w", id, cause, errdefs.ErrNotFound)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

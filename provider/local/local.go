@@ -502,8 +502,9 @@ func (p *Provider) Resume(ctx context.Context, sandboxID string) error {
 
 // Stop sends SIGKILL to a sandbox's agent without removing it (tests,
 // reconcile of wedged sandboxes) and returns once the runtime reads it
-// stopped: the kill itself returns when the signal is sent, while the init
-// still runs its exit. It waits at most stopWait (unavailable then).
+// stopped (its init exiting or gone): the kill itself returns when the
+// signal is sent, before it is delivered. It waits at most stopWait
+// (unavailable then).
 func (p *Provider) Stop(ctx context.Context, sandboxID string) error {
 	if err := p.rt.Kill(ctx, sandboxID, syscall.SIGKILL); err != nil {
 		return err

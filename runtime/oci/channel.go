@@ -183,7 +183,7 @@ func (r *Runtime) DialWait(ctx context.Context, id string) (net.Conn, error) {
 			unix.Close(fd)
 			return nil, connectFailed(id, pid, pidfd, err)
 		}
-		if gone(pid, pidfd) {
+		if exited(pidfd) { // one poll a try: an exiting init is found once its exit completes
 			unix.Close(fd)
 			return nil, fmt.Errorf("sandbox %s: init %d exited before it listened: %w", id, pid, errdefs.ErrNotFound)
 		}
@@ -276,20 +276,10 @@ func statFlags(stat []byte) (uint64, bool) {
 	return v, err == nil
 }
 
-// InitGone reports whether sandbox id's init is known to have exited or
-// to be exiting: its pid file names a process that no longer exists, or
-// one that has exited or is exiting. False when that cannot be told (no
-// pid file yet, the sandbox is unknown): the caller asks State then.
-func (r *Runtime) InitGone(id string) bool {
-	if runtime.CheckID(id) != nil {
-		return false
-	}
-	b, err := os.ReadFile(filepath.Join(r.bundle(id), "pid"))
-	if err != nil {
-		return false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
+// pidGone reports whether host process pid has exited or is exiting (a
+// pid of 0 is none: false).
+func pidGone(pid int) bool {
+	if pid <= 0 {
 		return false
 	}
 	pidfd, err := unix.PidfdOpen(pid, 0)

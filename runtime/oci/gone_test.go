@@ -1,10 +1,7 @@
 package oci
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -30,8 +27,8 @@ func TestStatFlags(t *testing.T) {
 }
 
 // TestGone: a running process is not gone; once killed it is, before it
-// is reaped (a zombie, whose pidfd polls readable), and InitGone reads the
-// same through a bundle's pid file, and after the reaping too.
+// is reaped (a zombie, whose pidfd polls readable), and after. pidGone,
+// which State asks of the pid the runtime reads running, says the same.
 func TestGone(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -44,19 +41,11 @@ func TestGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(pidfd)
-	r := &Runtime{stateDir: t.TempDir()}
-	id := "sb-000000000001"
-	if err := os.MkdirAll(r.bundle(id), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(r.bundle(id), "pid"), []byte(strconv.Itoa(pid)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if gone(pid, pidfd) || r.InitGone(id) {
+	if gone(pid, pidfd) || pidGone(pid) {
 		t.Fatal("a running process reads gone")
 	}
-	if r.InitGone("sb-000000000002") || r.InitGone("../x") {
-		t.Error("a sandbox with no pid file (or a bad id) reads gone: the caller could not ask its state")
+	if pidGone(0) {
+		t.Error("no pid (0) reads gone")
 	}
 	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -68,11 +57,11 @@ func TestGone(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if !r.InitGone(id) {
-		t.Error("InitGone of a killed, unreaped init: false")
+	if !pidGone(pid) {
+		t.Error("pidGone of a killed, unreaped process: false")
 	}
 	_ = cmd.Wait()
-	if !gone(pid, pidfd) || !r.InitGone(id) {
+	if !gone(pid, pidfd) || !pidGone(pid) {
 		t.Error("a reaped process does not read gone")
 	}
 }

@@ -491,6 +491,11 @@ func (r *Runtime) State(ctx context.Context, id string) (*runtime.State, error) 
 	case "created", "creating":
 		st.Status, st.PID = runtime.StatusCreated, rs.PID
 	}
+	if st.Status != runtime.StatusStopped && pidGone(rs.PID) {
+		// The runtime reads a killed init as it was until it is reaped;
+		// everything asked of it fails from the kill on (channel.go's gone).
+		st.Status = runtime.StatusStopped
+	}
 	return st, nil
 }
 
