@@ -47,6 +47,9 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 	if err := p.ensureTemplate(ctx, t); err != nil {
 		return nil, err
 	}
+	if t.pool > 0 {
+		p.startCache()
+	}
 	start := time.Now()
 	lim := p.limitsFor(t, spec.Limits)
 	ctx, cancel := context.WithTimeout(ctx, p.ready)
@@ -230,14 +233,17 @@ func (p *Provider) Create(ctx context.Context, spec contexts.Spec) (_ contexts.S
 
 // Prepare makes the objects of every configured template with a pool
 // (kubernetes.go's mapping), so that their warm pods are ready before the
-// first create; a create makes them too when they are missing. The daemon
+// first create, and starts the copy of the objects claims read (objCache);
+// a create does both too when they are missing. The daemon
 // calls it at start, in the background: the API server may be down then.
 func (p *Provider) Prepare(ctx context.Context) error {
 	var errs []error
+	pooled := false
 	for name, t := range p.templates {
 		if t.Pool <= 0 {
 			continue
 		}
+		pooled = true
 		tc, err := p.template(name)
 		if err == nil {
 			err = p.ensureTemplate(ctx, tc)
@@ -245,6 +251,10 @@ func (p *Provider) Prepare(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("template %s: %w", name, err))
 		}
+	}
+	if pooled {
+		// Filled before the first claim, which then reads its pod here.
+		p.startCache()
 	}
 	return errors.Join(errs...)
 }

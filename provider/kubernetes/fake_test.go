@@ -34,15 +34,16 @@ type cluster struct {
 	port   int
 
 	mu          sync.Mutex
-	next        int               // the last loopback address used
-	started     map[string]bool   // sandboxes whose pod runs
-	unscheduled bool              // pods cannot be placed
-	stall       bool              // claims are never bound
-	impostor    bool              // pods run an agent with a key of its own
-	poolEmpty   bool              // warm pools report no ready pod
-	sameName    bool              // pods are named as their Sandbox (agent-sandbox's own pods)
-	claimIPs    []string          // the addresses a bound claim's status names, if not its pod's
-	agents      map[string]func() // pod name -> stop its agent
+	next        int                  // the last loopback address used
+	started     map[string]bool      // sandboxes whose pod runs
+	unscheduled bool                 // pods cannot be placed
+	stall       bool                 // claims are never bound
+	impostor    bool                 // pods run an agent with a key of its own
+	poolEmpty   bool                 // warm pools report no ready pod
+	sameName    bool                 // pods are named as their Sandbox (agent-sandbox's own pods)
+	claimIPs    []string             // the addresses a bound claim's status names, if not its pod's
+	agents      map[string]func()    // pod name -> stop its agent
+	beforeBind  func(sandbox string) // called before a claim is bound to sandbox
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -99,6 +100,7 @@ func (c *cluster) provider(t *testing.T, cfg Config) *Provider {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(p.Close)
 	return p
 }
 
@@ -183,6 +185,12 @@ func (c *cluster) step(ctx context.Context) {
 			c.res(gvrSandbox).Update(ctx, sb, metav1.UpdateOptions{})
 		} else {
 			ip = c.startPod(ctx, sb)
+		}
+		c.mu.Lock()
+		hook := c.beforeBind
+		c.mu.Unlock()
+		if hook != nil {
+			hook(sb.GetName())
 		}
 		unstructured.SetNestedField(cl.Object, sb.GetName(), "status", "sandbox", "name")
 		if ip != "" {
@@ -291,7 +299,10 @@ var uids = struct {
 }{}
 
 func (c *cluster) makePod(ctx context.Context, name, ip, node string) {
-	pod := obj("v1", "Pod", c.ns, name, nil)
+	// As the kubelet reports a sandbox pod whose agent listens: Ready,
+	// with the labels of sandlot's pod template.
+	pod := obj("v1", "Pod", c.ns, name, map[string]string{labelRole: roleSandbox})
+	setCondition(pod, "Ready", "True", "", "")
 	uids.Lock()
 	uids.n++
 	pod.SetUID(types.UID(fmt.Sprintf("uid-%d", uids.n)))

@@ -143,6 +143,9 @@ type Provider struct {
 	mu       sync.Mutex
 	ensured  map[string]*ensure
 	poolKeys map[string][]byte
+
+	cacheOnce sync.Once
+	cache     *objCache // set by startCache
 }
 
 var _ contexts.Provider = (*Provider)(nil)

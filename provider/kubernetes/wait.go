@@ -276,6 +276,12 @@ func (p *Provider) podNamed(ctx context.Context, name string) (podRef, error) {
 	if err != nil {
 		return podRef{}, apiErr("read pod "+name, err)
 	}
+	return podFrom(pod)
+}
+
+// podFrom is what pod says of itself; not_found when it has ended.
+func podFrom(pod *unstructured.Unstructured) (podRef, error) {
+	name := pod.GetName()
 	r := podRef{name: name, uid: string(pod.GetUID())}
 	r.ip, _, _ = unstructured.NestedString(pod.Object, "status", "podIP")
 	ips, _, _ := unstructured.NestedSlice(pod.Object, "status", "podIPs")

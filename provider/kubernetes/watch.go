@@ -58,7 +58,12 @@ func (p *Provider) waitReady(ctx context.Context, id string, claim *unstructured
 		// A claim binds a warm pool's Sandbox whose pod already runs and
 		// is Ready (the agent answers its probe); the controller's
 		// adoption refreshes the Sandbox's own status some 100 ms later.
-		// The pod's readiness is the fact needed: take it when it is so.
+		// The pod's readiness is the fact needed: take it when it is so,
+		// from this process's copy of the objects when it has them
+		// (objCache), else from two reads.
+		if pod, ok := p.cache.boundPod(name); ok {
+			return pod, nil
+		}
 		if pod, ok := p.boundPod(ctx, name); ok {
 			return pod, nil
 		}
