@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/podchannel"
@@ -32,6 +33,8 @@ type cluster struct {
 	client *dynfake.FakeDynamicClient
 	ns     string
 	port   int
+
+	stepMu sync.Mutex // held by the stand-in's loop for each step (react)
 
 	mu          sync.Mutex
 	next        int                  // the last loopback address used
@@ -74,6 +77,15 @@ func newCluster(t *testing.T) *cluster {
 		}
 	})
 	return c
+}
+
+// react puts fn first in the client's reactions to verb on resource,
+// between two of the stand-in's steps: client-go's fake does not guard
+// its reaction list against calls made while it is changed.
+func (c *cluster) react(verb, resource string, fn k8stesting.ReactionFunc) {
+	c.stepMu.Lock()
+	defer c.stepMu.Unlock()
+	c.client.PrependReactor(verb, resource, fn)
 }
 
 func freePort(t *testing.T) int {
@@ -131,7 +143,9 @@ func (c *cluster) count(gvr schema.GroupVersionResource) int {
 // agent. Polling keeps it plain.
 func (c *cluster) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		c.stepMu.Lock()
 		c.step(ctx)
+		c.stepMu.Unlock()
 		select {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Millisecond):

@@ -26,7 +26,7 @@ func TestNoEgressLabelFails(t *testing.T) {
 	p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 1}}})
 	c.prepare(t, p)
 	before := c.counts()
-	c.client.PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.react("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(gvrPod.GroupResource(), "pod", errors.New("no patch here"))
 	})
 	sb, err := p.Create(ctx, contexts.Spec{Template: "python"})
@@ -72,7 +72,7 @@ func TestNoEgressLabelEarly(t *testing.T) {
 			c.prepare(t, p)
 			var mu sync.Mutex
 			var patches []string
-			c.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			c.react("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				pa := a.(k8stesting.PatchAction)
 				mu.Lock()
 				patches = append(patches, string(pa.GetPatch()))

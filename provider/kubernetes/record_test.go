@@ -22,7 +22,7 @@ func TestRecordPodConflict(t *testing.T) {
 	p := c.provider(t, Config{Templates: map[string]Template{"python": {Pool: 1}}})
 	c.prepare(t, p)
 	var conflicts atomic.Int32
-	c.client.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+	c.react("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts.Add(1) == 1 {
 			return true, nil, apierrors.NewConflict(gvrSecret.GroupResource(), "key", nil)
 		}
