@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
@@ -37,6 +38,10 @@ func kubernetesProvider(c Config, log *slog.Logger, ke *kubeEgress) (*kubernetes
 		return nil, fmt.Errorf("--kube-config %q: %v: %w", k.Kubeconfig, err, errdefs.ErrInvalidArgument)
 	}
 	rc.QPS, rc.Burst = kubernetes.ClientQPS, kubernetes.ClientBurst
+	// What client-go logs (its errors: a watch it cannot keep, an event it
+	// cannot decode, for the provider's copy of its objects) goes to the
+	// daemon's log, in its format, not to stderr in klog's.
+	klog.SetSlogLogger(log.With(slog.String("component", "client-go")))
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v: %w", err, errdefs.ErrInvalidArgument)

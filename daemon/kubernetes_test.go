@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,9 +14,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2"
 
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/provider/kubernetes"
 	"github.com/sandlot/sandlot/store/memory"
 )
@@ -118,4 +121,24 @@ func TestKubernetesTemplates(t *testing.T) {
 	if diff := cmp.Diff([]string{"default", "desktop", "node", "off", "python"}, m.Templates); diff != "" {
 		t.Errorf("manager templates (-want +got):\n%s", diff)
 	}
+}
+
+// TestKubernetesClientLog: what client-go says (its errors; it keeps
+// quiet at its default verbosity while the API server is away) reaches the
+// daemon's log as the daemon's own lines, not stderr in klog's format.
+func TestKubernetesClientLog(t *testing.T) {
+	dir := t.TempDir()
+	var log testenv.Buffer
+	start(t, "", Config{DataDir: filepath.Join(dir, "data"), StateDir: filepath.Join(dir, "run"),
+		Providers: []string{"kubernetes"}, PoolSize: 0, ShutdownTimeout: 5 * time.Second,
+		Logger:     slog.New(slog.NewJSONHandler(&log, nil)),
+		Kubernetes: Kubernetes{Kubeconfig: deadKubeconfig(t), Registry: "registry.test/sandlot"}})
+	klog.ErrorS(errors.New("refused"), "Failed to watch", "reflector", "probe")
+	for _, line := range strings.Split(log.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["component"] == "client-go" && m["msg"] == "Failed to watch" && m["level"] == "ERROR" {
+			return
+		}
+	}
+	t.Fatalf("client-go's error is not in the daemon's log:\n%s", log.String())
 }
