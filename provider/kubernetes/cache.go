@@ -22,6 +22,7 @@ import (
 type objCache struct {
 	ns              string
 	sandboxes, pods cache.SharedIndexInformer
+	ctx             context.Context // ended by Close: the copy is no longer kept
 	cancel          context.CancelFunc
 }
 
@@ -34,7 +35,7 @@ func (p *Provider) startCache() *objCache {
 		pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(p.c, 0, p.ns, func(o *metav1.ListOptions) {
 			o.LabelSelector = labels.Set{labelRole: roleSandbox}.String()
 		})
-		o := &objCache{ns: p.ns, sandboxes: f.ForResource(gvrSandbox).Informer(), pods: pf.ForResource(gvrPod).Informer(), cancel: cancel}
+		o := &objCache{ns: p.ns, ctx: ctx, sandboxes: f.ForResource(gvrSandbox).Informer(), pods: pf.ForResource(gvrPod).Informer(), cancel: cancel}
 		for _, inf := range []cache.SharedIndexInformer{o.sandboxes, o.pods} {
 			// What is read here is status, annotations and names: the
 			// field managers' records are most of an object's size.
@@ -58,8 +59,8 @@ func (p *Provider) startCache() *objCache {
 	return p.cache
 }
 
-// Close stops the provider's watches (objCache). Creates after it read
-// the API server only.
+// Close stops the provider's watches (objCache); creates after it read
+// the API server only, not a copy no longer kept.
 func (p *Provider) Close() {
 	p.cacheOnce.Do(func() {}) // none starts after this
 	if p.cache != nil {
@@ -68,10 +69,11 @@ func (p *Provider) Close() {
 }
 
 // boundPod is the pod of the Sandbox name as this copy holds them, when
-// both lists are in, the Sandbox and its pod (podName) are there, and the
-// pod is Ready with an address; ok false otherwise (read the API server).
+// both lists are in and still kept, the Sandbox and its pod (podName) are
+// there, and the pod is Ready with an address; ok false otherwise (read
+// the API server).
 func (o *objCache) boundPod(name string) (podRef, bool) {
-	if o == nil || !o.sandboxes.HasSynced() || !o.pods.HasSynced() {
+	if o == nil || o.ctx.Err() != nil || !o.sandboxes.HasSynced() || !o.pods.HasSynced() {
 		return podRef{}, false
 	}
 	s, ok := o.get(o.sandboxes, name)

@@ -93,6 +93,23 @@ func TestObjCacheBoundPod(t *testing.T) {
 	if _, ok := o.boundPod("warm-3"); ok {
 		t.Error("a pod without the sandbox role label was answered")
 	}
+
+	// A copy no longer kept (the provider closed) answers nothing.
+	fresh := obj("agents.x-k8s.io/v1beta1", "Sandbox", c.ns, "warm-4", nil)
+	if _, err := c.res(gvrSandbox).Create(ctx, fresh, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready := obj("v1", "Pod", c.ns, "warm-4", map[string]string{labelRole: roleSandbox})
+	unstructured.SetNestedField(ready.Object, "10.1.2.5", "status", "podIP")
+	setCondition(ready, "Ready", "True", "", "")
+	if _, err := c.res(gvrPod).Create(ctx, ready, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the pod named as its Sandbox answered", func() bool { _, ok := o.boundPod("warm-4"); return ok })
+	p.Close()
+	if _, ok := o.boundPod("warm-4"); ok {
+		t.Error("a closed provider's copy answered")
+	}
 }
 
 // reads counts the API requests that read (get) a pod or a Sandbox.
