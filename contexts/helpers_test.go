@@ -12,6 +12,7 @@ import (
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/contexts/contextstest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/store/memory"
 )
 
@@ -124,13 +125,7 @@ func (e *env) running(id string) bool {
 // waitFor polls cond for up to 5 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, 5*time.Second, cond)
 }
 
 func wantCategory(t *testing.T, err, cat error) {

@@ -537,15 +537,8 @@ func BenchmarkE2EWarmRunCode(b *testing.B) {
 	}
 }
 
-// eventually polls cond every 50 ms for up to 30 s and reports whether it
-// held: for what the daemon does behind a response (its audit trail).
+// eventually polls cond for up to 30 s and reports whether it held: for
+// what the daemon does behind a response (its audit trail).
 func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
+	return testenv.Until(30*time.Second, cond)
 }

@@ -32,13 +32,7 @@ func stages(fake *debiantest.Fake) []debian.Stage {
 // waitFor polls cond for up to a minute.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, time.Minute, cond)
 }
 
 // stageOf is what the image d holds in /stage (the fake's marker).

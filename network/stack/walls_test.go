@@ -25,6 +25,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
 	"github.com/sandlot/sandlot/guard"
+	"github.com/sandlot/sandlot/internal/testenv"
 	"github.com/sandlot/sandlot/network/audit"
 	"github.com/sandlot/sandlot/network/netns"
 	"github.com/sandlot/sandlot/network/nettest"
@@ -192,17 +193,10 @@ func lookupFrom(path, name string) bool {
 	return err == nil
 }
 
-// waitUntil polls cond every 20 ms until it holds, failing t after
-// bound.
+// waitUntil polls cond until it holds, failing t after bound.
 func waitUntil(t *testing.T, what string, bound time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, bound, cond)
 }
 
 // servedGuard is the egress guard as serve composes it when networks are

@@ -14,18 +14,13 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // eventually waits, bounded, for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testenv.WaitFor(t, what, 10*time.Second, cond)
 }
 
 // TestObjCacheBoundPod: the copy answers a Sandbox's pod (by the pod
@@ -89,7 +84,13 @@ func TestObjCacheBoundPod(t *testing.T) {
 	if _, err := c.res(gvrPod).Create(ctx, stranger, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the second Sandbox held", func() bool { _, ok := o.get(o.sandboxes, "warm-3"); return ok })
+	// client-go's fake does not filter a watch by its label selector, so
+	// the stranger reaches the copy: the copy's own check must refuse it.
+	eventually(t, "the second Sandbox and its pod held", func() bool {
+		_, sok := o.get(o.sandboxes, "warm-3")
+		_, pok := o.get(o.pods, "warm-3")
+		return sok && pok
+	})
 	if _, ok := o.boundPod("warm-3"); ok {
 		t.Error("a pod without the sandbox role label was answered")
 	}
@@ -153,16 +154,8 @@ func TestClaimReadsCachedPod(t *testing.T) {
 				if tc.closed {
 					return
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					if _, ok := p.cache.boundPod(sandbox); ok {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Errorf("the copy never held %s's pod", sandbox)
-						return
-					}
-					time.Sleep(time.Millisecond)
+				if !testenv.Until(10*time.Second, func() bool { _, ok := p.cache.boundPod(sandbox); return ok }) {
+					t.Errorf("the copy never held %s's pod", sandbox)
 				}
 			}
 			c.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // trail is an Appender that records its batches; while gate is set each
@@ -209,11 +211,5 @@ func TestWriterStoreDown(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "the condition", 30*time.Second, cond)
 }
