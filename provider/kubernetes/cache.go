@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,24 +40,33 @@ func (p *Provider) startCache() *objCache {
 		for _, inf := range []cache.SharedIndexInformer{o.sandboxes, o.pods} {
 			// What is read here is status, annotations and names: the
 			// field managers' records are most of an object's size.
-			_ = inf.SetTransform(func(obj any) (any, error) {
-				u, ok := obj.(*unstructured.Unstructured)
-				if !ok {
-					return obj, nil
-				}
-				if _, found, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", "managedFields"); !found {
-					return u, nil
-				}
-				u = u.DeepCopy() // what the client decoded may be shared
-				u.SetManagedFields(nil)
-				return u, nil
-			})
+			_ = inf.SetTransform(withoutManagedFields)
 		}
 		f.Start(ctx.Done())
 		pf.Start(ctx.Done())
 		p.cache = o
 	})
 	return p.cache
+}
+
+// withoutManagedFields is obj without metadata.managedFields, as a new
+// object over the same values: the object given may be shared (client-go's
+// fake hands out what it stores), so it is not changed, and nothing but
+// the two maps on the way to the field is copied.
+func withoutManagedFields(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	meta, ok := u.Object["metadata"].(map[string]any)
+	if _, has := meta["managedFields"]; !ok || !has {
+		return u, nil
+	}
+	meta = maps.Clone(meta)
+	delete(meta, "managedFields")
+	top := maps.Clone(u.Object)
+	top["metadata"] = meta
+	return &unstructured.Unstructured{Object: top}, nil
 }
 
 // Close stops the provider's watches (objCache); creates after it read

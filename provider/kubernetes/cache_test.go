@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -188,5 +189,28 @@ func TestClaimReadsCachedPod(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestWithoutManagedFields: the copy's objects lose the field managers'
+// records and keep the rest, and the object given is left as it was.
+func TestWithoutManagedFields(t *testing.T) {
+	pod := obj("v1", "Pod", "ns", "p", map[string]string{labelRole: roleSandbox})
+	pod.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate}})
+	unstructured.SetNestedField(pod.Object, "10.1.2.3", "status", "podIP")
+	before := pod.DeepCopy()
+	out, err := withoutManagedFields(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := out.(*unstructured.Unstructured)
+	if len(u.GetManagedFields()) != 0 {
+		t.Errorf("managed fields kept: %v", u.GetManagedFields())
+	}
+	if ip, _, _ := unstructured.NestedString(u.Object, "status", "podIP"); ip != "10.1.2.3" || u.GetName() != "p" || u.GetLabels()[labelRole] != roleSandbox {
+		t.Errorf("the rest not kept: %v", u.Object)
+	}
+	if !equality.Semantic.DeepEqual(before.Object, pod.Object) {
+		t.Error("the object given was changed")
 	}
 }
