@@ -3,11 +3,14 @@ package bench
 import (
 	"bytes"
 	"context"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sandlot/sandlot/internal/testenv"
+	"github.com/sandlot/sandlot/runtime/oci"
 )
 
 func TestLatencyPercentiles(t *testing.T) {
@@ -99,5 +102,40 @@ func TestTimePaired(t *testing.T) {
 		if s < time.Millisecond {
 			t.Fatalf("sample %d = %v: shorter than the call it timed", i, s)
 		}
+	}
+}
+
+// TestRunscPythonPeer runs runsc's floor with sandlot's runsc flags: each
+// run must print python's 2 (a failed run is an error, not a figure), and
+// the flags it ran with are a copy sandlot's own cannot be changed by.
+func TestRunscPythonPeer(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireBinary(t, "runsc")
+	p, err := newRunscPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	if !slices.Contains(p.global, "--platform=systrap") || !slices.Contains(p.global, "--network=none") {
+		t.Fatalf("runsc peer flags %v, want sandlot's", p.global)
+	}
+	p.global[0] = "--changed"
+	if oci.RunscFlags()[0] == "--changed" {
+		t.Fatal("oci.RunscFlags returned sandlot's own slice")
+	}
+	p.global = oci.RunscFlags()
+	for i := 0; i < 2; i++ {
+		took, err := p.sample(context.Background())
+		if err != nil || took <= 0 {
+			t.Fatalf("run %d: %v, %v", i, took, err)
+		}
+	}
+	// A bundle whose python prints something else fails the run.
+	p.bundle = filepath.Join(p.dir, "bundle-3")
+	if err := writePeerBundle(p.bundle, []string{HostPython, "-c", "print(3)"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.sample(context.Background()); err == nil || !strings.Contains(err.Error(), "want 2") {
+		t.Fatalf("a run printing 3: %v, want an error", err)
 	}
 }

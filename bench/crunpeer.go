@@ -5,13 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -53,24 +53,48 @@ func CrunPythonPeer(ctx context.Context, n int) ([]Figure, error) {
 	return []Figure{crunPeerFigure(samples)}, nil
 }
 
-// crunPeer is the peer's bundle, ready for runs of it (sample).
+// crunPeer is the peer's bundle, ready for runs of it (sample) by one
+// OCI runtime: crun (newCrunPeer) or gVisor's runsc (newRunscPeer).
 type crunPeer struct {
-	crun, dir, state, bundle string
-	runs                     int
+	name     string   // the runtime's name, for errors
+	bin      string   // its binary
+	global   []string // its global flags, before the state dir's
+	dir      string
+	state    string
+	bundle   string
+	runs     int
+	launched func(*exec.Cmd) error // starts the runtime's command
 }
 
-// newCrunPeer writes the peer's bundle in a directory of its own, which
-// close removes.
+// newCrunPeer writes the crun peer's bundle in a directory of its own,
+// which close removes; crun is started as sandlot starts it
+// (oci.StartCrun).
 func newCrunPeer() (*crunPeer, error) {
-	crun, err := exec.LookPath("crun")
+	return newPeer("crun", nil, oci.StartCrun)
+}
+
+// newRunscPeer is the peer run by gVisor's runsc with the global flags
+// sandlot gives it (oci.RunscFlags: systrap, no network, no overlay, the
+// config's seccomp profile), started as sandlot starts runsc: a session of
+// its own. It is the floor of a cold first result under runsc.
+func newRunscPeer() (*crunPeer, error) {
+	return newPeer("runsc", oci.RunscFlags(), func(c *exec.Cmd) error {
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		return c.Start()
+	})
+}
+
+func newPeer(name string, global []string, launched func(*exec.Cmd) error) (*crunPeer, error) {
+	bin, err := exec.LookPath(name)
 	if err != nil {
-		return nil, errors.New("crun not installed")
+		return nil, fmt.Errorf("%s not installed", name)
 	}
-	dir, err := os.MkdirTemp("", "sandlot-crun-peer-")
+	dir, err := os.MkdirTemp("", "sandlot-"+name+"-peer-")
 	if err != nil {
 		return nil, err
 	}
-	p := &crunPeer{crun: crun, dir: dir, state: filepath.Join(dir, "state"), bundle: filepath.Join(dir, "bundle")}
+	p := &crunPeer{name: name, bin: bin, global: global, dir: dir, state: filepath.Join(dir, "state"),
+		bundle: filepath.Join(dir, "bundle"), launched: launched}
 	// The container's root is nobody on the host: it must reach its rootfs.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		p.close()
@@ -86,9 +110,9 @@ func newCrunPeer() (*crunPeer, error) {
 // sample times one run of the peer (crunFirstResult).
 func (p *crunPeer) sample(ctx context.Context) (time.Duration, error) {
 	p.runs++
-	took, err := crunFirstResult(ctx, p.crun, p.state, p.bundle, fmt.Sprintf("sandlot-peer-%d-%d", os.Getpid(), p.runs))
+	took, err := p.firstResult(ctx, fmt.Sprintf("sandlot-peer-%d-%d", os.Getpid(), p.runs))
 	if err != nil {
-		return 0, fmt.Errorf("crun peer: %w", err)
+		return 0, fmt.Errorf("%s peer: %w", p.name, err)
 	}
 	return took, nil
 }
@@ -104,11 +128,13 @@ func crunPeerFigure(samples []time.Duration) Figure {
 	return f
 }
 
-// crunFirstResult runs the peer bundle as container id and times it from
-// the start of crun to python's line "2" on its stdout; crun's teardown
-// after that is not timed, as the cold figures do not time theirs.
-func crunFirstResult(ctx context.Context, crun, state, bundle, id string) (time.Duration, error) {
-	cmd := exec.CommandContext(ctx, crun, "--root", state, "run", "--bundle", bundle, id)
+// firstResult runs the peer bundle as container id and times it from
+// the start of the runtime to python's line "2" on its stdout; the
+// runtime's teardown after that is not timed, as the cold figures do not
+// time theirs.
+func (p *crunPeer) firstResult(ctx context.Context, id string) (time.Duration, error) {
+	args := append(append([]string{"--root", p.state}, p.global...), "run", "--bundle", p.bundle, id)
+	cmd := exec.CommandContext(ctx, p.bin, args...)
 	// Pipes, never the host's /dev/null: the runtime hands the container's
 	// stdio to the container's root.
 	var errb bytes.Buffer
@@ -118,17 +144,17 @@ func crunFirstResult(ctx context.Context, crun, state, bundle, id string) (time.
 		return 0, err
 	}
 	t0 := time.Now()
-	if err := oci.StartCrun(cmd); err != nil {
+	if err := p.launched(cmd); err != nil {
 		return 0, err
 	}
 	line, rerr := bufio.NewReader(stdout).ReadString('\n')
 	took := time.Since(t0)
 	_, _ = io.Copy(io.Discard, stdout)
 	if err := cmd.Wait(); err != nil {
-		return 0, fmt.Errorf("crun run: %v: %s", err, strings.TrimSpace(errb.String()))
+		return 0, fmt.Errorf("%s run: %v: %s", p.name, err, strings.TrimSpace(errb.String()))
 	}
 	if rerr != nil || line != "2\n" {
-		return 0, fmt.Errorf("crun run: python printed %q (%v), want 2", line, rerr)
+		return 0, fmt.Errorf("%s run: python printed %q (%v), want 2", p.name, line, rerr)
 	}
 	return took, nil
 }

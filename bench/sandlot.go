@@ -328,19 +328,24 @@ func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		return nil, err
 	}
 	defer stop()
-	// crun's own run, taken in turn with the creates (under crun): a
-	// VM's speed can drift between states minutes apart (the floor's p50
-	// by run has differed 3x), so a peer measured in a case of its own
-	// may meet another state than the creates did. Each of crun's runs
-	// follows a create's teardown, as each create follows one.
+	// The runtime's own run, taken in turn with the creates (crun's under
+	// crun, runsc's under runsc): a VM's speed can drift between states
+	// minutes apart (the floor's p50 by run has differed 3x), so a peer
+	// measured in a case of its own may meet another state than the
+	// creates did. Each of the runtime's runs follows a create's teardown,
+	// as each create follows one.
 	var peer *crunPeer
 	var noPeer error
-	if env.Runtime == RuntimeCrun {
-		if peer, noPeer = newCrunPeer(); peer != nil {
-			defer peer.close()
-		}
+	switch env.Runtime {
+	case RuntimeCrun:
+		peer, noPeer = newCrunPeer()
+	case RuntimeRunsc:
+		peer, noPeer = newRunscPeer()
 	}
-	var create, first, call, crun []time.Duration
+	if peer != nil {
+		defer peer.close()
+	}
+	var create, first, call, own []time.Duration
 	for i := 0; i < sz.Cold+1; i++ {
 		get, res, err := firstResult(ctx, m, ident(fmt.Sprintf("cold-%d", i)))
 		if err != nil {
@@ -361,7 +366,7 @@ func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 		if i > 0 { // the first warms the host's page cache
 			create, first, call = append(create, get), append(first, res), append(call, one)
 			if peer != nil {
-				crun = append(crun, floor)
+				own = append(own, floor)
 			}
 		}
 	}
@@ -370,8 +375,11 @@ func cold(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	f1 := Latency("cold first call: Execute python 1+1 on a new context, no pool (creates it; its kernel starts at boot)", call)
 	goal := coldTargetMs(env)
 	out := []Figure{fc, WithTarget(ff, fmt.Sprintf("p50 < %g ms", goal), ff.P50 < goal), f1}
-	if env.Runtime == RuntimeCrun {
-		out = append(out, coldAgainstCrun(ff, crun, noPeer))
+	switch env.Runtime {
+	case RuntimeCrun:
+		out = append(out, coldAgainstCrun(ff, own, noPeer))
+	case RuntimeRunsc:
+		out = append(out, coldAgainstRunsc(ff, own, noPeer))
 	}
 	return out, nil
 }
@@ -395,6 +403,29 @@ func coldAgainstCrun(first Figure, crun []time.Duration, noPeer error) Figure {
 	f := Figure{Name: coldAgainstCrunName, Value: round(r, 2), Unit: "x",
 		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over crun's run taken in turn, p50 %.3f ms (p95 %.3f ms, n %d)", r, first.P50, peer.P50, peer.P95, peer.N)}
 	return WithTarget(f, fmt.Sprintf("<= %gx", targetColdCrunRatio), r <= targetColdCrunRatio)
+}
+
+// coldAgainstRunscName is the row of the cold first result's ratio to
+// runsc's own run taken in turn with it (under --runtime runsc).
+const coldAgainstRunscName = "cold create to first result: python 1+1, no pool, against runsc's own run to python's 1+1 taken in turn (p50 / p50)"
+
+// coldAgainstRunsc is the cold first result's p50 over that of runsc's own
+// run of the peer's container (newRunscPeer) taken in turn with it. It
+// carries no goal of its own: it says how much of the runsc cold row is
+// runsc's own start, which the row's absolute goal (targetRunscColdMs)
+// cannot go below.
+func coldAgainstRunsc(first Figure, runs []time.Duration, noPeer error) Figure {
+	if len(runs) == 0 {
+		if noPeer == nil {
+			noPeer = errors.New("no sample")
+		}
+		return Figure{Name: coldAgainstRunscName, Note: "not measured: " + noPeer.Error()}
+	}
+	peer := Latency("", runs)
+	r := first.P50 / peer.P50
+	return Figure{Name: coldAgainstRunscName, Value: round(r, 2), Unit: "x",
+		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over runsc's run taken in turn (sandlot's runsc flags, host /usr, no agent), p50 %.3f ms (p95 %.3f ms, n %d); the cold row's goal is %g ms",
+			r, first.P50, peer.P50, peer.P95, peer.N, targetRunscColdMs)}
 }
 
 // firstCall times one Execute of python 1+1 on an identity with no

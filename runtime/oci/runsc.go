@@ -40,6 +40,10 @@ var runscFlags = []string{
 	"--overlay2=none",
 }
 
+// RunscFlags are the global flags sandlot gives runsc (runscFlags), for
+// measurements of runsc beside sandlot's sandboxes.
+func RunscFlags() []string { return slices.Clone(runscFlags) }
+
 // runscNetwork, after runscFlags, gives a sandbox that joins a network
 // namespace (runtime.Spec.Network) gVisor's own network stack on that
 // namespace's devices: runsc reads eth0's address and routes there and
