@@ -50,20 +50,12 @@ func TestColdAgainstCrun(t *testing.T) {
 func TestColdRows(t *testing.T) {
 	env := crunEnv(t)
 	env.Runtime = RuntimeCrun
-	figs, err := cold(context.Background(), env, Sizes{Cold: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(figs) != 4 {
-		t.Fatalf("%d figures, want 4: %+v", len(figs), figs)
-	}
-	r := figs[3]
-	t.Logf("%s: %.2f%s, %s", r.Name, r.Value, r.Unit, r.Note)
+	_, r := coldRatioRow(t, env, 3)
 	if r.Name != coldAgainstCrunName || r.Value <= 0 || r.Met == nil || !strings.Contains(r.Note, "n 3)") {
 		t.Errorf("ratio row: %+v", r)
 	}
 	env.Runtime = "runc"
-	if figs, err = cold(context.Background(), env, Sizes{Cold: 1}); err != nil || len(figs) != 3 {
+	if figs, err := cold(context.Background(), env, Sizes{Cold: 1}); err != nil || len(figs) != 3 {
 		t.Errorf("under another runtime: %d figures (%v), want 3: crun's run is the floor of crun's creates only", len(figs), err)
 	}
 }
@@ -98,15 +90,7 @@ func TestColdRowsRunsc(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := Env{Provider: p, Guard: g, Runtime: RuntimeRunsc}
-	figs, err := cold(context.Background(), env, Sizes{Cold: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(figs) != 4 {
-		t.Fatalf("%d figures, want 4: %+v", len(figs), figs)
-	}
-	r := figs[3]
-	t.Logf("%s: %.2f%s, %s", r.Name, r.Value, r.Unit, r.Note)
+	figs, r := coldRatioRow(t, env, 2)
 	if r.Name != coldAgainstRunscName || r.Value <= 0 || r.Met != nil || !strings.Contains(r.Note, "n 2)") {
 		t.Errorf("ratio row: %+v", r)
 	}
@@ -116,4 +100,20 @@ func TestColdRowsRunsc(t *testing.T) {
 	if ids, _ := p.List(context.Background()); len(ids) != 0 {
 		t.Errorf("sandboxes left running: %v", ids)
 	}
+}
+
+// coldRatioRow runs the cold case on env with n creates and returns its
+// rows and the last, the ratio to the runtime's own run.
+func coldRatioRow(t *testing.T, env Env, n int) ([]Figure, Figure) {
+	t.Helper()
+	figs, err := cold(context.Background(), env, Sizes{Cold: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(figs) != 4 {
+		t.Fatalf("%d figures, want 4: %+v", len(figs), figs)
+	}
+	r := figs[3]
+	t.Logf("%s: %.2f%s, %s", r.Name, r.Value, r.Unit, r.Note)
+	return figs, r
 }

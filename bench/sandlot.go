@@ -392,16 +392,10 @@ const coldAgainstCrunName = "cold create to first result: python 1+1, no pool, a
 // run (CrunPythonPeer's container) taken in turn with it, against the
 // goal's bound (targetColdCrunRatio); not measured without crun.
 func coldAgainstCrun(first Figure, crun []time.Duration, noPeer error) Figure {
-	if len(crun) == 0 {
-		if noPeer == nil {
-			noPeer = errors.New("no sample")
-		}
-		return Figure{Name: coldAgainstCrunName, Note: "not measured: " + noPeer.Error()}
+	f, r, ok := coldAgainstPeer(coldAgainstCrunName, "crun's run taken in turn", first, crun, noPeer)
+	if !ok {
+		return f
 	}
-	peer := Latency(crunPeerName, crun)
-	r := first.P50 / peer.P50
-	f := Figure{Name: coldAgainstCrunName, Value: round(r, 2), Unit: "x",
-		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over crun's run taken in turn, p50 %.3f ms (p95 %.3f ms, n %d)", r, first.P50, peer.P50, peer.P95, peer.N)}
 	return WithTarget(f, fmt.Sprintf("<= %gx", targetColdCrunRatio), r <= targetColdCrunRatio)
 }
 
@@ -415,17 +409,28 @@ const coldAgainstRunscName = "cold create to first result: python 1+1, no pool, 
 // runsc's own start, which the row's absolute goal (targetRunscColdMs)
 // cannot go below.
 func coldAgainstRunsc(first Figure, runs []time.Duration, noPeer error) Figure {
+	f, _, ok := coldAgainstPeer(coldAgainstRunscName, "runsc's run taken in turn (sandlot's runsc flags, host /usr, no agent)", first, runs, noPeer)
+	if ok {
+		f.Note += fmt.Sprintf("; the cold row's goal is %g ms", targetRunscColdMs)
+	}
+	return f
+}
+
+// coldAgainstPeer is row name: first's p50 over that of the runtime's own
+// runs (peer says what they were), its note giving both, and the ratio
+// unrounded; false with a row that says why it was not measured when
+// there are no runs.
+func coldAgainstPeer(name, peer string, first Figure, runs []time.Duration, noPeer error) (Figure, float64, bool) {
 	if len(runs) == 0 {
 		if noPeer == nil {
 			noPeer = errors.New("no sample")
 		}
-		return Figure{Name: coldAgainstRunscName, Note: "not measured: " + noPeer.Error()}
+		return Figure{Name: name, Note: "not measured: " + noPeer.Error()}, 0, false
 	}
-	peer := Latency("", runs)
-	r := first.P50 / peer.P50
-	return Figure{Name: coldAgainstRunscName, Value: round(r, 2), Unit: "x",
-		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over runsc's run taken in turn (sandlot's runsc flags, host /usr, no agent), p50 %.3f ms (p95 %.3f ms, n %d); the cold row's goal is %g ms",
-			r, first.P50, peer.P50, peer.P95, peer.N, targetRunscColdMs)}
+	own := Latency("", runs)
+	r := first.P50 / own.P50
+	return Figure{Name: name, Value: round(r, 2), Unit: "x",
+		Note: fmt.Sprintf("%.2fx: the cold first result's p50 %.3f ms over %s, p50 %.3f ms (p95 %.3f ms, n %d)", r, first.P50, peer, own.P50, own.P95, own.N)}, r, true
 }
 
 // firstCall times one Execute of python 1+1 on an identity with no
