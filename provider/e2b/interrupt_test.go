@@ -25,7 +25,9 @@ import (
 // one before it), the execution count sent as the cell starts, and a
 // client's hang-up not stopping the cell. A "late" cell ends, interrupted,
 // noticeLate after its client left (E2B notices at its next keepalive
-// write); a "deaf" cell ends only when its context restarts.
+// write); a "deaf" cell ends only when its context restarts. A cell queued
+// before a restart never runs, as E2B's (it waits on the closed websocket
+// of the kernel before), whether or not its client's hang-up was noticed.
 type e2bInterp struct {
 	noticeLate time.Duration
 
@@ -71,6 +73,9 @@ func (f *e2bInterp) execute(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, v)
 		w.(http.Flusher).Flush()
 	}
+	f.mu.Lock()
+	queuedOn := f.restart // the kernel this cell was queued on
+	f.mu.Unlock()
 	select { // wait for the cell before, as E2B's per-context lock does
 	case f.busy <- struct{}{}:
 	case <-r.Context().Done(): // a waiting request whose client left is dropped
@@ -80,6 +85,13 @@ func (f *e2bInterp) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-f.busy }()
 	f.mu.Lock()
+	if queuedOn != f.restart {
+		// E2B's restart closes the context's websocket and opens a new
+		// one: a cell queued on the old one never runs in the new kernel
+		// (also when the server has not yet noticed its client left).
+		f.mu.Unlock()
+		return
+	}
 	f.count++
 	n, restart := f.count, f.restart
 	f.mu.Unlock()
@@ -146,11 +158,11 @@ func TestTimedOutCellDoesNotBlock(t *testing.T) {
 			sb := interpSandbox(t, f)
 			t.Cleanup(func() { close(f.done) }) // before the server closes
 			ctx := context.Background()
-			res, err := sb.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: tc.cell, TimeoutMs: 200}, nil)
+			res, err := sb.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: tc.cell, TimeoutMs: 1000}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantErr := "execution timed out after 200ms"
+			wantErr := "execution timed out after 1s"
 			if tc.restarted {
 				wantErr += "; the kernel was restarted and its state is gone"
 			}
