@@ -63,6 +63,9 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 		if !ok {
 			return
 		}
+		// Known to a cancel before the next frame is read: a cancel right
+		// behind its call, or one sent while the call waits for Ready, ends it.
+		cctx, ccancel := c.track(ctx, id)
 		select {
 		case c.spare <- fr: // a parked spare reads on
 		default:
@@ -72,10 +75,17 @@ func (c *conn) readLoop(ctx context.Context, fr *lineReader, wg *sync.WaitGroup)
 		if !c.s.isReady() {
 			c.s.beforeReady()
 		}
-		if !c.s.ready(ctx) {
-			return
+		// Checked again after the wait: when Ready and the cancel are both
+		// there, the wait may return either.
+		if !c.s.ready(cctx) || cctx.Err() != nil {
+			c.untrack(id, ccancel)
+			if ctx.Err() != nil {
+				return
+			}
+			c.reply(id, nil, errf(errdefs.CodeUnavailable, "%s: %v before it started", req.Method, context.Cause(cctx)))
+		} else {
+			c.serve(cctx, ccancel, id, req)
 		}
-		c.serve(ctx, id, req)
 		// Park as a spare reader, unless enough are parked already.
 		if c.spares.Add(1) > maxSpares {
 			c.spares.Add(-1)
@@ -168,26 +178,36 @@ func (s *Server) ready(ctx context.Context) bool {
 	}
 }
 
-// serve runs one call and writes its response.
-func (c *conn) serve(ctx context.Context, id uint64, req *agent.Request) {
-	// The cause tells a detached exec a cancel (which kills it) from its
-	// connection dropping (which it survives).
-	c.s.trim.begin()
-	defer c.s.trim.end() // after the reply
+// track makes call id known to the host's "cancel", which ends the
+// returned context. The cause tells a detached exec a cancel (which kills
+// it) from its connection dropping (which it survives).
+func (c *conn) track(ctx context.Context, id uint64) (context.Context, context.CancelCauseFunc) {
 	cctx, ccancel := context.WithCancelCause(ctx)
 	c.mu.Lock()
 	c.running[id] = ccancel
 	c.mu.Unlock()
-	var q *coalescer // the call's output, for the calls that stream it
-	switch req.Method {
-	case agent.MethodRunCode, agent.MethodExec, agent.MethodAttach:
-		q = newCoalescer(c, id)
-	}
-	res, err := c.handle(cctx, req, q)
+	return cctx, ccancel
+}
+
+// untrack forgets call id, once it has ended, and releases its context.
+func (c *conn) untrack(id uint64, ccancel context.CancelCauseFunc) {
 	c.mu.Lock()
 	delete(c.running, id)
 	c.mu.Unlock()
 	ccancel(nil)
+}
+
+// serve runs one call (ctx and cancel from track) and writes its response.
+func (c *conn) serve(ctx context.Context, cancel context.CancelCauseFunc, id uint64, req *agent.Request) {
+	c.s.trim.begin()
+	defer c.s.trim.end() // after the reply
+	var q *coalescer     // the call's output, for the calls that stream it
+	switch req.Method {
+	case agent.MethodRunCode, agent.MethodExec, agent.MethodAttach:
+		q = newCoalescer(c, id)
+	}
+	res, err := c.handle(ctx, req, q)
+	c.untrack(id, cancel)
 	if q != nil {
 		q.close() // its output goes before its reply
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,4 +231,52 @@ func startInProcess(t *testing.T, dir string, cfg server.Config) (context.Contex
 	}
 	t.Cleanup(func() { c.Close() })
 	return ctx, c
+}
+
+// TestReadyCancelledCallDoesNotRun: a call cancelled while it waits for
+// Ready does not run once Ready is closed. The cancel arrives on the
+// connection right behind the call; before, the call was known to the
+// cancel only once it started, so this cancel was dropped and the call
+// ran after Ready, with no one waiting for it.
+func TestReadyCancelledCallDoesNotRun(t *testing.T) {
+	dir := t.TempDir()
+	ready := make(chan struct{})
+	waiting := make(chan struct{}) // Hold: a request waits for Ready
+	var once sync.Once
+	ctx, c := startInProcess(t, dir, server.Config{Ready: ready, Hold: func() { once.Do(func() { close(waiting) }) }})
+	marker := filepath.Join(dir, "ran")
+	cctx, cancel := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(cctx, agent.ExecParams{Shell: "touch " + marker}, nil)
+		res <- err
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the exec did not reach the agent")
+	}
+	cancel()
+	select {
+	case err := <-res:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled exec: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the cancelled exec did not return")
+	}
+	// The agent reads a connection's frames in order and answers a ping
+	// as it reads it: once the ping is answered, the cancel was read.
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	// A call after Ready runs; by its end a call that was not cancelled
+	// would have run too (it was taken first): give it two seconds more.
+	if r, err := c.Exec(ctx, agent.ExecParams{Shell: "sleep 2; echo ok"}, nil); err != nil || r.Stdout != "ok\n" {
+		t.Fatalf("exec after Ready: %+v, %v", r, err)
+	}
+	if _, err := os.Stat(marker); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the call cancelled before Ready ran after it (stat: %v)", err)
+	}
 }

@@ -69,7 +69,8 @@ func TestServeArmsIdleTrim(t *testing.T) {
 	defer side.Close()
 	go io.Copy(io.Discard, host) // the replies
 	c := &conn{s: s, c: side, rw: rawio.ReadWriter(side), cancel: func() {}, running: map[uint64]context.CancelCauseFunc{}}
-	c.serve(context.Background(), 1, &agent.Request{Method: "no.such.method"})
+	ctx, cancel := c.track(context.Background(), 1)
+	c.serve(ctx, cancel, 1, &agent.Request{Method: "no.such.method"})
 	waitFreed(t, freed)
 }
 
