@@ -147,9 +147,11 @@ func TestREPLTerminal(t *testing.T) {
 	s.expect("420")
 	s.expect("python> ")
 
-	s.send("while True: pass\r")
+	// The loop says it runs ("tick", which its echoed line does not
+	// hold) before Ctrl-C is sent: a fixed pause could end first.
+	s.send("while True: print('ti'+'ck', flush=True); __import__('time').sleep(0.1)\r")
 	s.cooked()
-	time.Sleep(300 * time.Millisecond) // let the loop start in the kernel
+	s.expect("tick")
 	s.send("\x03")
 	s.expect("interrupted")
 	s.expect("python> ")

@@ -14,7 +14,7 @@ import (
 // created for the context (a caller's env beside it); bash commands see it.
 func TestRealIdentityEnv(t *testing.T) {
 	e := newRealEnv(t, contexts.Config{PoolSize: 1})
-	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	e.waitStats("pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
 	const py = "import os; print(os.environ['TENANT_ID'], os.environ['CONVERSATION_ID'], os.environ['PATH_ID'])"
 	id := ident("t1", "c1", "main")
 	if got := e.exec(id, "python", py); got.Stdout != "t1 c1 main\n" || e.m.Stats().PoolHits != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // collector gathers one call's output events.
@@ -70,14 +71,21 @@ func TestExecDetach(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // it prints while no one is attached
 
 	second := a.Dial(t)
-	procs, err := second.Processes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	listed := map[int]bool{}
-	for _, p := range procs {
-		listed[p.PID] = true
-	}
+	// The plain process dies with its connection, as the agent sees the
+	// drop: wait for that (bounded well below its sleep's 30 s).
+	var procs []agent.Process
+	var listed map[int]bool
+	testenv.Until(20*time.Second, func() bool {
+		var err error
+		if procs, err = second.Processes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		listed = map[int]bool{}
+		for _, p := range procs {
+			listed[p.PID] = true
+		}
+		return !listed[plainPID]
+	})
 	if !listed[pid] || listed[plainPID] {
 		t.Fatalf("processes after the connection dropped: %+v; want the detached %d, not %d", procs, pid, plainPID)
 	}
@@ -109,8 +117,10 @@ func TestExecDetach(t *testing.T) {
 	if _, err := second.Exec(cctx, agent.ExecParams{Argv: []string{"sleep", "30"}, Detach: true, TimeoutMs: -1}, nil); err == nil {
 		t.Fatal("a cancelled exec returned a result")
 	}
-	time.Sleep(300 * time.Millisecond)
-	if procs, _ := second.Processes(ctx); len(procs) != 0 {
+	// Killed once the agent reads the cancel: bounded well below the
+	// sleep's own 30 s.
+	if !testenv.Until(20*time.Second, func() bool { procs, _ := second.Processes(ctx); return len(procs) == 0 }) {
+		procs, _ := second.Processes(ctx)
 		t.Fatalf("a cancelled detached exec still runs: %+v", procs)
 	}
 }

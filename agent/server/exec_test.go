@@ -15,6 +15,7 @@ import (
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/agent/internal/agenttest"
 	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 func execOK(t *testing.T, c *agent.Client, p agent.ExecParams) *agent.ExecResult {
@@ -163,7 +164,7 @@ func startBackground(t *testing.T, c *agent.Client, p agent.ExecParams) (int, <-
 }
 
 func TestExecSignalStdinList(t *testing.T) {
-	c, _ := agenttest.StartClient(t)
+	c, a := agenttest.StartClient(t)
 	ctx := context.Background()
 
 	pid, resc := startBackground(t, c, agent.ExecParams{Argv: []string{"cat"}, KeepStdin: true, Tag: "catter"})
@@ -191,8 +192,9 @@ func TestExecSignalStdinList(t *testing.T) {
 		t.Fatalf("cat result %+v", r)
 	}
 
-	pid, resc = startBackground(t, c, agent.ExecParams{Shell: "trap 'echo got TERM; exit 5' TERM; while :; do sleep 0.05; done"})
-	time.Sleep(200 * time.Millisecond) // let the trap be installed
+	armed := filepath.Join(a.Home, "armed")
+	pid, resc = startBackground(t, c, agent.ExecParams{Shell: "trap 'echo got TERM; exit 5' TERM; touch " + armed + "; while :; do sleep 0.05; done"})
+	testenv.WaitFor(t, "the trap to be installed", 30*time.Second, func() bool { _, err := os.Stat(armed); return err == nil })
 	if err := c.Signal(ctx, agent.SignalParams{PID: pid, Signal: "SIGTERM"}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +239,7 @@ func TestExecCancelKillsProcess(t *testing.T) {
 func TestReapsOrphans(t *testing.T) {
 	c, a := agenttest.StartClient(t)
 	// The orphans live long enough to be counted on a loaded machine.
+	run(t, c, agent.Bash, "true") // the bash kernel's start is not in the orphans' lifetime
 	execOK(t, c, agent.ExecParams{Shell: "for i in 1 2 3 4 5; do (sleep 3 &) ; done; exit 0"})
 	run(t, c, agent.Bash, "(sleep 3 &); sleep 0.01")
 	agentPid := a.Cmd.Process.Pid

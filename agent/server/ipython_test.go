@@ -128,7 +128,7 @@ func TestIPythonModeEnvAndInterrupt(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "import time\nwhile True:\n    time.sleep(0.01)", TimeoutMs: 500, IPython: true}, nil)
+	r, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "import time\nwhile True:\n    time.sleep(0.01)", TimeoutMs: 2000, IPython: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -337,10 +338,16 @@ func TestNamedKernelsAreSeparate(t *testing.T) {
 func TestKernelRunCancel(t *testing.T) {
 	c, _ := agenttest.StartClient(t)
 	run(t, c, agent.Python, "kept = 1")
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Cancelled once the cell says it runs (a fixed delay could land
+	// before, on a loaded machine); bounded well below its 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "import time; time.sleep(30)"}, nil); err == nil {
-		t.Fatal("canceled run returned no error")
+	if _, err := c.RunCode(ctx, agent.RunCodeParams{Language: agent.Python, Code: "import time; print('in', flush=True); time.sleep(30)", Stream: true}, func(ev agent.OutputEvent) {
+		if ev.Stream == agent.Stdout && strings.Contains(ev.Data, "in") {
+			cancel()
+		}
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled run: %v, want cancelled", err)
 	}
 	// The cancel interrupted the kernel: the next run does not wait 30 s.
 	start := time.Now()
