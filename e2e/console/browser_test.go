@@ -29,18 +29,31 @@ type page struct {
 
 // newPage starts Debian's chromium headless at 1280x800 (with extra
 // options) and returns a tab; downloads go to dl.
+//
+// Chromium's start is bounded by startBound, not chromedp's 20 s: a new
+// machine has taken longer (CI saw two starts pass 20 s; here they take
+// 1-3 s, a new machine compiling a cluster beside them). When it does not
+// come up, the failure shows what Chromium printed and the host's load.
 func newPage(t *testing.T, dl string, extra ...chromedp.ExecAllocatorOption) *page {
 	t.Helper()
 	bin := testenv.RequireBinary(t, "chromium")
+	out := &testenv.Buffer{Max: 64 << 10} // chromedp writes it until Chromium ends
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
-		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WSURLReadTimeout(startBound), chromedp.CombinedOutput(out))
 	opts = append(opts, extra...)
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelC := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
 	t.Cleanup(func() { cancelC(); cancelA() })
+	began := time.Now()
 	if err := chromedp.Run(ctx, browser.SetDownloadBehavior(browser.SetDownloadBehaviorBehaviorAllow).WithDownloadPath(dl)); err != nil {
-		t.Fatalf("start chromium: %v", err)
+		load, _ := os.ReadFile("/proc/loadavg")
+		t.Fatalf("start chromium: %v after %v (load %s); it printed:\n%s",
+			err, time.Since(began).Round(time.Millisecond), strings.TrimSpace(string(load)), out.String())
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Logf("chromium took %v to start", d.Round(time.Millisecond))
 	}
 	shots := os.Getenv("CONSOLE_SCREENSHOTS")
 	if shots == "" {
@@ -48,6 +61,9 @@ func newPage(t *testing.T, dl string, extra ...chromedp.ExecAllocatorOption) *pa
 	}
 	return &page{t: t, ctx: ctx, shots: shots}
 }
+
+// startBound bounds Chromium's start, to its DevTools address.
+const startBound = 2 * time.Minute
 
 // run runs actions with a bound.
 func (p *page) run(what string, actions ...chromedp.Action) {
