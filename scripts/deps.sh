@@ -146,6 +146,51 @@ missing() {
   done < <(rows)
 }
 
+# background NAME CMD... runs CMD with its output in a file of its own;
+# finish NAME waits for it, prints the output and fails when it failed.
+# The test mode's long steps run side by side: the cluster's compile is
+# bound by the CPU, the images' builds by the network and dpkg. Each runs
+# in a session of its own (setsid), so that when deps.sh ends before
+# finishing it (a failed step, Ctrl-C) its whole process group, compilers
+# and mmdebstrap included, is killed instead of running on unowned; both
+# caches mark an entry done only when it is complete.
+declare -A bg_pid bg_log
+background() {
+  local name=$1
+  shift
+  bg_log[$name]=$(mktemp "${TMPDIR:-/tmp}/sandlot-deps-$name.XXXXXX")
+  echo "started: $name in the background (log: ${bg_log[$name]})"
+  setsid -w "$@" >"${bg_log[$name]}" 2>&1 &
+  bg_pid[$name]=$!
+}
+unfinished() {
+  local name
+  for name in "${!bg_pid[@]}"; do
+    kill -TERM -- "-${bg_pid[$name]}" 2>/dev/null || true
+    echo "scripts/deps.sh: stopped $name (log: ${bg_log[$name]})" >&2
+  done
+}
+trap unfinished EXIT
+trap 'exit 130' INT TERM
+finish() {
+  local name=$1 rc=0
+  wait "${bg_pid[$name]}" || rc=$?
+  unset "bg_pid[$name]"
+  sed "s/^/$name: /" "${bg_log[$name]}"
+  rm -f "${bg_log[$name]}"
+  if [ "$rc" != 0 ]; then
+    echo "scripts/deps.sh: $name failed (exit $rc)" >&2
+    exit 1
+  fi
+}
+
+# the single-node Kubernetes cluster of internal/kubetest, built once per
+# machine into /var/cache/sandlot-k8s (about 15 minutes of compiling on a
+# new 2-core machine): it needs only Go, so it starts first
+if [ "$mode" = test ] && [ "$install" = 1 ] && ! scripts/k8s.sh check 2>/dev/null; then
+  background cluster scripts/k8s.sh build
+fi
+
 mapfile -t gaps < <(missing)
 if [ ${#gaps[@]} -gt 0 ] && [ "$install" = 1 ]; then
   mapfile -t pkgs < <(printf '%s\n' "${gaps[@]##* }" | sort -u)
@@ -173,9 +218,9 @@ if [ "$mode" = test ] && [ "$install" = 1 ] && ! command -v runsc >/dev/null 2>&
 fi
 
 if [ "$mode" = test ] && [ "$install" = 1 ]; then
-  # the single-node Kubernetes cluster of internal/kubetest, built once per
-  # machine into /var/cache/sandlot-k8s (tens of minutes cold on 2 cores)
-  scripts/k8s.sh build
+  # the Debian images the tests share (image/debian/debiantest), built by
+  # mmdebstrap once per machine and recipe while the cluster compiles
+  background images "${GO:-go}" run ./internal/cmd/testimages
   scripts/postgres.sh
   # the official E2B SDKs for e2e/e2b, exactly as package-lock.json pins them
   (cd e2e/e2b && npm ci --no-audit --no-fund --loglevel=error)
@@ -188,6 +233,8 @@ if [ "$mode" = test ] && [ "$install" = 1 ]; then
   if ! scripts/e2b-python.sh check && [ -n "${SANDLOT_E2B_GIT:-}" ] && [ -n "${SANDLOT_CODE_INTERPRETER_GIT:-}" ]; then
     scripts/e2b-python.sh install "$SANDLOT_E2B_GIT" "$SANDLOT_CODE_INTERPRETER_GIT"
   fi
+  finish images
+  [ -z "${bg_pid[cluster]:-}" ] || finish cluster
 fi
 
 # Verify: whatever is still missing fails here, named with its package,

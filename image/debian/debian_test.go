@@ -327,7 +327,7 @@ func TestDefaultCore(t *testing.T) {
 	if core.Name != "core" {
 		t.Fatalf("the first stage is %q", core.Name)
 	}
-	_, img := debiantest.Image(t, core.Config, "default-core")
+	_, img := debiantest.Image(t, debian.DefaultStages()[0].Config, "default-core")
 	out := inImage(t, img, `
 python3 -c "import json, asyncio, ssl, sqlite3; print('python ok')"
 python -c "print('python is python3')"

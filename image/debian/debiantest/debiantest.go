@@ -112,6 +112,16 @@ func (sh *shared) get(t testing.TB, cfg debian.Config, name string) (*image.Stor
 	return sh.store, sh.img
 }
 
+// Prepare builds the image cfg makes into the shared store, tagged name,
+// unless it is there already (the same lock and key as Image), and says
+// how long the build took (0: found cached). make test's dependency step
+// calls it (internal/cmd/testimages) so the images are built while the
+// test cluster's binaries compile, before any test waits on them.
+func Prepare(ctx context.Context, cfg debian.Config, name string) (time.Duration, error) {
+	_, _, built, err := ensure(ctx, cfg, name)
+	return built, err
+}
+
 func ensure(ctx context.Context, cfg debian.Config, name string) (*image.Store, image.Image, time.Duration, error) {
 	dir := Dir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
