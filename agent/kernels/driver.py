@@ -1,6 +1,8 @@
 # sandlot python kernel driver. Run as: python3 -S -u -c <the boot program>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
-# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"}
+# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython",
+#   "stale": the agent interrupted the cell before, which may have ended
+#   first, so an interrupt seen before this cell's code runs is dropped}
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
@@ -86,15 +88,20 @@ def _sandlot_main():
     sys.modules["__main__"] = main
     ns = main.__dict__
     driver_file = sys._getframe().f_code.co_filename
-    state = {"running": False, "results": None, "error": None}
+    state = {"running": False, "pending": False, "results": None, "error": None}
     FLAGS = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT (3.8+), without importing ast
     CO_COROUTINE = 0x80
     MAXTEXT = 1 << 20
 
     def on_sigint(signum, frame):
-        # Only user code is interrupted; a late signal must not break the loop.
+        # Only user code is interrupted; a late signal must not break the
+        # loop. One that comes before the cell's code runs (while it is
+        # read, decoded, compiled) is kept for it: the agent sends its
+        # interrupt only once it has written the cell. One it sent for an
+        # earlier cell is dropped when the next cell says "stale".
         if state["running"]:
             raise KeyboardInterrupt
+        state["pending"] = True
 
     _signal.signal(_signal.SIGINT, on_sigint)
 
@@ -238,6 +245,7 @@ def _sandlot_main():
     def execute(co):
         state["running"] = True
         try:
+            interrupted()
             v = eval(co, ns)
             if co.co_flags & CO_COROUTINE:
                 import asyncio
@@ -246,6 +254,12 @@ def _sandlot_main():
         finally:
             state["running"] = False
         return v
+
+    def interrupted():
+        # Called while running: an interrupt kept for this cell ends it.
+        if state["pending"]:
+            state["pending"] = False
+            raise KeyboardInterrupt
 
     def dedent(code):
         # As IPython does with a cell: drop leading blank lines, then the
@@ -381,7 +395,10 @@ def _sandlot_main():
             if not line:
                 return
             count += 1
-            resp = run(loads(line), count)
+            req = loads(line)
+            if req.get("stale"):
+                state["pending"] = False  # the interrupt was an earlier cell's
+            resp = run(req, count)
             out = (dumps(resp) + "\n").encode()
         except KeyboardInterrupt:
             continue

@@ -12,7 +12,9 @@ import (
 // encodeCommand is what the agent writes to a kernel for one run: the
 // command each driver reads (JSON lines for python and node, NUL-separated
 // for bash, framed for R and Java).
-func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython bool) ([]byte, error) {
+// stale says the run before was interrupted and may have ended first (its
+// interrupt may still be on its way).
+func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython, stale bool) ([]byte, error) {
 	if lang == agent.R || lang == agent.Java {
 		return encodeFramed(id, n, code, env), nil
 	}
@@ -46,7 +48,8 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 		Code string            `json:"code"`
 		Env  map[string]string `json:"env,omitempty"`
 		IPy  bool              `json:"ipython,omitempty"`
-	}{id, n, code, env, ipython && lang == agent.Python})
+		Old  bool              `json:"stale,omitempty"`
+	}{id, n, code, env, ipython && lang == agent.Python, stale})
 	if err != nil {
 		return nil, invalid("encode: %v", err)
 	}

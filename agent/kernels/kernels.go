@@ -120,6 +120,10 @@ type kernel struct {
 	cur   atomic.Pointer[session]
 	count int   // executions since start
 	id    int64 // last command id
+	// stale: the last run was sent an interrupt and ended with a result,
+	// so the interrupt may still reach the driver: the next cell says so
+	// (python's driver keeps an interrupt that comes before a cell runs).
+	stale bool
 }
 
 // New returns a Manager.
@@ -259,12 +263,13 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		kn.s = s
 		kn.cur.Store(s)
 		kn.count = 0
+		kn.stale = false
 	}
 	s := kn.s
 	s.discard()
 	kn.id++
 	kn.count++
-	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, m.runEnv(s, p.Env), p.IPython || m.cfg.IPython)
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, m.runEnv(s, p.Env), p.IPython || m.cfg.IPython, kn.stale)
 	if err != nil {
 		return nil, err
 	}
@@ -306,6 +311,7 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		spec.grace = nodeGrace
 	}
 	o := s.wait(spec)
+	kn.stale = o.interrupted && o.res != nil
 
 	r := &agent.RunCodeResult{
 		Stdout:          stdout.String(),
