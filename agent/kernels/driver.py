@@ -1,8 +1,8 @@
 # sandlot python kernel driver. Run as: python3 -S -u -c <the boot program>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
-# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython",
-#   "stale": the agent interrupted the cell before, which may have ended
-#   first, so an interrupt seen before this cell's code runs is dropped}
+# fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"};
+#   {"interrupt": id} follows a cell the agent is about to send SIGINT
+#   (tagged()), and is skipped when it is read as the next line
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
 # drains fd 1/2 after reading the result. Keep imports light: startup time
@@ -88,7 +88,7 @@ def _sandlot_main():
     sys.modules["__main__"] = main
     ns = main.__dict__
     driver_file = sys._getframe().f_code.co_filename
-    state = {"running": False, "pending": False, "results": None, "error": None}
+    state = {"running": False, "pending": False, "id": None, "results": None, "error": None}
     FLAGS = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT (3.8+), without importing ast
     CO_COROUTINE = 0x80
     MAXTEXT = 1 << 20
@@ -96,9 +96,8 @@ def _sandlot_main():
     def on_sigint(signum, frame):
         # Only user code is interrupted; a late signal must not break the
         # loop. One that comes before the cell's code runs (while it is
-        # read, decoded, compiled) is kept for it: the agent sends its
-        # interrupt only once it has written the cell. One it sent for an
-        # earlier cell is dropped when the next cell says "stale".
+        # read, decoded, compiled) is kept, and taken as the code starts if
+        # the agent tagged it for this cell (interrupted()).
         if state["running"]:
             raise KeyboardInterrupt
         state["pending"] = True
@@ -256,10 +255,33 @@ def _sandlot_main():
         return v
 
     def interrupted():
-        # Called while running: an interrupt kept for this cell ends it.
+        # Called while running: an interrupt kept for this cell ends it;
+        # one meant for an earlier cell, or not sent by the agent, is dropped.
         if state["pending"]:
             state["pending"] = False
-            raise KeyboardInterrupt
+            if tagged():
+                raise KeyboardInterrupt
+
+    def tagged():
+        # Whether the agent tagged an interrupt for this cell: it writes the
+        # tag after the cell and before the signal, so it is in the pipe by
+        # now, and nothing else follows the cell before its result. Read
+        # without blocking: no tag, no wait.
+        mark = b'{"interrupt"'
+        os.set_blocking(3, False)
+        try:
+            head = rin.peek(1)[: len(mark)]
+            if not head or mark[: len(head)] != head:
+                return False
+            line = rin.readline()  # whole: the tag is written at once
+        finally:
+            os.set_blocking(3, True)
+        try:
+            return loads(line).get("interrupt") == state["id"]
+        except BaseException:
+            return False
+
+    state["interrupted"] = interrupted
 
     def dedent(code):
         # As IPython does with a cell: drop leading blank lines, then the
@@ -394,10 +416,11 @@ def _sandlot_main():
             line = rin.readline()
             if not line:
                 return
+            if line.startswith(b'{"interrupt"'):
+                continue  # an interrupt's tag the cell before did not take
             count += 1
             req = loads(line)
-            if req.get("stale"):
-                state["pending"] = False  # the interrupt was an earlier cell's
+            state["id"] = req.get("id")
             resp = run(req, count)
             out = (dumps(resp) + "\n").encode()
         except KeyboardInterrupt:

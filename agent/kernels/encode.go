@@ -12,9 +12,7 @@ import (
 // encodeCommand is what the agent writes to a kernel for one run: the
 // command each driver reads (JSON lines for python and node, NUL-separated
 // for bash, framed for R and Java).
-// stale says the run before was interrupted and may have ended first (its
-// interrupt may still be on its way).
-func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython, stale bool) ([]byte, error) {
+func encodeCommand(lang string, id int64, n int, code string, env map[string]string, ipython bool) ([]byte, error) {
 	if lang == agent.R || lang == agent.Java {
 		return encodeFramed(id, n, code, env), nil
 	}
@@ -48,8 +46,7 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 		Code string            `json:"code"`
 		Env  map[string]string `json:"env,omitempty"`
 		IPy  bool              `json:"ipython,omitempty"`
-		Old  bool              `json:"stale,omitempty"`
-	}{id, n, code, env, ipython && lang == agent.Python, stale})
+	}{id, n, code, env, ipython && lang == agent.Python})
 	if err != nil {
 		return nil, invalid("encode: %v", err)
 	}
@@ -58,4 +55,14 @@ func encodeCommand(lang string, id int64, n int, code string, env map[string]str
 
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// interruptTag is the line the agent writes to python's command pipe, after
+// the cell of run id, just before it sends that run SIGINT. The driver keeps
+// an interrupt that comes before the cell's code runs and raises it as the
+// code starts only when the cell's tag is there: an interrupt meant for an
+// earlier run (which ended first) or one the agent did not send is dropped
+// as before. A tag the driver did not take is skipped as the next line.
+func interruptTag(id int64) []byte {
+	return []byte(`{"interrupt":` + strconv.FormatInt(id, 10) + "}\n")
 }

@@ -1,10 +1,14 @@
 package kernels
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandlot/sandlot/agent"
+	"github.com/sandlot/sandlot/internal/testenv"
 )
 
 // TestInterruptBeforeCellRuns: a run whose timeout passes while its cell
@@ -16,26 +20,51 @@ func TestInterruptBeforeCellRuns(t *testing.T) {
 	m := needs(t, agent.Python)
 	runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "kept = 5"})
 	// Parsing and compiling this takes far longer than its timeout (about
-	// 0.45 s on a loaded 2-core VM against 30 ms) and well below the
-	// interrupt's 2 s grace; its last line would run for 30 s.
-	long := strings.Repeat("x = 1\n", 25_000) + "import time\ntime.sleep(30)\n"
-	r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: long, TimeoutMs: 30})
+	// 0.1 s on a loaded 2-core VM against 1 ms, which runs from before the
+	// cell is sent) and far below the interrupt's 2 s grace; its last line
+	// would run for 30 s.
+	long := strings.Repeat("x = 1\n", 5_000) + "import time\ntime.sleep(30)\n"
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: long, TimeoutMs: 1})
 	if !r.TimedOut || r.Error == nil || r.Error.Name != "TimeoutError" {
 		t.Fatalf("the long cell: timed out %v, error %+v", r.TimedOut, r.Error)
 	}
 	if r.KernelRestarted {
 		t.Fatalf("the interrupt was lost and the kernel killed: %+v (%d ms)", r.Error, r.DurationMs)
 	}
-	if strings.Contains(r.Error.Traceback, "sleep") {
+	if strings.Contains(r.Error.Traceback, "<cell-") {
 		t.Fatalf("the interrupt came once the cell ran, not before (%d ms): this test tests nothing; make the cell longer\n%s", r.DurationMs, r.Error.Traceback)
 	}
-	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "kept"})
-	if got := texts(r); len(got) != 1 || got[0] != "5" {
-		t.Fatalf("after the interrupt: %q %+v", got, r.Error)
+	wantNext(t, m, "after the interrupt", "kept", "5")
+}
+
+// TestInterruptNotForTheNextCell: an interrupt is kept only for the cell
+// the agent sent it to. One that reaches the kernel after its cell gave
+// its result (here while the result's repr runs), and a SIGINT the agent
+// did not send, arriving between cells, leave the next cell alone.
+func TestInterruptNotForTheNextCell(t *testing.T) {
+	m := needs(t, agent.Python)
+	runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "import time\nclass Slow:\n    def __repr__(self):\n        time.sleep(0.5)\n        return 'slow'"})
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "Slow()", TimeoutMs: 100})
+	if !r.TimedOut || r.KernelRestarted {
+		t.Fatalf("the slow repr: timed out %v, restarted %v, error %+v", r.TimedOut, r.KernelRestarted, r.Error)
 	}
-	// The next cell runs whole: the interrupt was the long cell's only.
-	r = runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: "import time; time.sleep(0.2); kept + 1"})
-	if got := texts(r); !r.Success || len(got) != 1 || got[0] != "6" {
-		t.Fatalf("the cell after: %q %+v", got, r.Error)
+	wantNext(t, m, "after an interrupt that came after its cell's code", "time.sleep(0.2); 1", "1")
+
+	sent := filepath.Join(t.TempDir(), "sent")
+	runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: `import os, signal, threading
+def _kill():
+    os.kill(os.getpid(), signal.SIGINT)
+    open(` + "'" + sent + "'" + `, "w").close()
+threading.Timer(0.2, _kill).start()`})
+	testenv.WaitFor(t, "the SIGINT between cells", 30*time.Second, func() bool { _, err := os.Stat(sent); return err == nil })
+	wantNext(t, m, "after a SIGINT the agent did not send", "time.sleep(0.2); 2", "2")
+}
+
+// wantNext runs code, which must succeed with the one result want.
+func wantNext(t *testing.T, m *Manager, what, code, want string) {
+	t.Helper()
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.Python, Code: code})
+	if got := texts(r); !r.Success || len(got) != 1 || got[0] != want {
+		t.Fatalf("%s: %q %+v", what, got, r.Error)
 	}
 }

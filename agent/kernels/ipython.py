@@ -123,9 +123,7 @@ def _ipython_shell(main, state, frame_data, maxtext):
         state["error"] = None
         state["running"] = True
         try:
-            if state["pending"]:  # an interrupt that came before the cell ran
-                state["pending"] = False
-                raise KeyboardInterrupt
+            state["interrupted"]()  # one that came before the cell ran
             r = sh.run_cell(code, store_history=True)
         except KeyboardInterrupt as e:  # between the cell's own handlers
             r = None

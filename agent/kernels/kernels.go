@@ -120,10 +120,6 @@ type kernel struct {
 	cur   atomic.Pointer[session]
 	count int   // executions since start
 	id    int64 // last command id
-	// stale: the last run was sent an interrupt and ended with a result,
-	// so the interrupt may still reach the driver: the next cell says so
-	// (python's driver keeps an interrupt that comes before a cell runs).
-	stale bool
 }
 
 // New returns a Manager.
@@ -263,13 +259,12 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		kn.s = s
 		kn.cur.Store(s)
 		kn.count = 0
-		kn.stale = false
 	}
 	s := kn.s
 	s.discard()
 	kn.id++
 	kn.count++
-	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, m.runEnv(s, p.Env), p.IPython || m.cfg.IPython, kn.stale)
+	cmd, err := encodeCommand(kn.lang, kn.id, kn.count, code, m.runEnv(s, p.Env), p.IPython || m.cfg.IPython)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +296,10 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		spec.deadline = start.Add(timeout)
 	}
 	switch kn.lang {
-	case agent.Python, agent.R, agent.Java:
+	case agent.Python:
+		spec.interrupt = syscall.SIGINT
+		spec.tag = true
+	case agent.R, agent.Java:
 		// R signals an interrupt condition; the java driver stops the
 		// running snippet (JShell.stop).
 		spec.interrupt = syscall.SIGINT
@@ -311,7 +309,6 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		spec.grace = nodeGrace
 	}
 	o := s.wait(spec)
-	kn.stale = o.interrupted && o.res != nil
 
 	r := &agent.RunCodeResult{
 		Stdout:          stdout.String(),

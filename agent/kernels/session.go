@@ -322,6 +322,20 @@ func (s *session) send(b []byte) error {
 	return err
 }
 
+// tag writes an interrupt's tag to the command pipe, whole or not at all
+// (it is below PIPE_BUF, so the write is atomic); it never waits: a full
+// pipe (a kernel that stopped reading) leaves the interrupt untagged, which
+// the driver takes only while the cell's code runs.
+func (s *session) tag(b []byte) {
+	_ = s.ctrlRC.Write(func(fd uintptr) bool {
+		for {
+			if _, e := rawWrite(int(fd), b); e != unix.EINTR {
+				return true
+			}
+		}
+	})
+}
+
 // driverResult is the result line of the python and node drivers.
 type driverResult struct {
 	ID       *int64             `json:"id"`
@@ -346,6 +360,7 @@ type waitSpec struct {
 	deadline  time.Time
 	grace     time.Duration  // after the interrupt, before the kill
 	interrupt syscall.Signal // 0: kill at the deadline
+	tag       bool           // the interrupt is tagged in the command pipe (interruptTag)
 	cancel    <-chan struct{}
 	stdout    *outbuf.Buffer
 	stderr    *outbuf.Buffer
@@ -437,6 +452,9 @@ func (s *session) wait(spec waitSpec) outcome {
 				o.killed = true
 				s.kill()
 				return o
+			}
+			if spec.tag {
+				s.tag(interruptTag(spec.id))
 			}
 			_ = s.p.SignalGroup(spec.interrupt)
 			killAt = now.Add(spec.grace)
