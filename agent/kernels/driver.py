@@ -244,7 +244,8 @@ def _sandlot_main():
     def execute(co):
         state["running"] = True
         try:
-            interrupted()
+            if state["pending"]:
+                interrupted()
             v = eval(co, ns)
             if co.co_flags & CO_COROUTINE:
                 import asyncio
@@ -268,8 +269,11 @@ def _sandlot_main():
         # now, and nothing else follows the cell before its result. Read
         # without blocking: no tag, no wait.
         mark = b'{"interrupt"'
-        os.set_blocking(3, False)
         try:
+            # Inside the try: an interrupt raised as this call returns
+            # must not leave the pipe non-blocking (readline would read
+            # its b"" as the end).
+            os.set_blocking(3, False)
             head = rin.peek(1)[: len(mark)]
             if not head or mark[: len(head)] != head:
                 return False
@@ -278,7 +282,7 @@ def _sandlot_main():
             os.set_blocking(3, True)
         try:
             return loads(line).get("interrupt") == state["id"]
-        except BaseException:
+        except Exception:  # not BaseException: an interrupt raised here is the cell's
             return False
 
     state["interrupted"] = interrupted

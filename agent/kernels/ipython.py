@@ -123,7 +123,8 @@ def _ipython_shell(main, state, frame_data, maxtext):
         state["error"] = None
         state["running"] = True
         try:
-            state["interrupted"]()  # one that came before the cell ran
+            if state["pending"]:  # an interrupt that came before the cell ran
+                state["interrupted"]()
             r = sh.run_cell(code, store_history=True)
         except KeyboardInterrupt as e:  # between the cell's own handlers
             r = None
