@@ -1,7 +1,7 @@
 # sandlot python kernel driver. Run as: python3 -S -u -c <the boot program>.
 # fd 1/2: user output (pipes, so subprocess output lands there too)
 # fd 3: commands, one JSON object per line: {"id", "code", "env", "ipython"};
-#   {"interrupt": id} follows a cell the agent is about to send SIGINT
+#   {"interrupt":ID} follows a cell the agent is about to send SIGINT
 #   (tagged()), and is skipped when it is read as the next line
 # fd 4: results, one JSON object per line: {"id", "results", "error"}
 # All of a run's output is written before its result line, so the agent
@@ -92,6 +92,7 @@ def _sandlot_main():
     FLAGS = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT (3.8+), without importing ast
     CO_COROUTINE = 0x80
     MAXTEXT = 1 << 20
+    TAG = b'{"interrupt":'  # an interrupt's tag: TAG, the run's id, "}\n" (interruptTag)
 
     def on_sigint(signum, frame):
         # Only user code is interrupted; a late signal must not break the
@@ -256,34 +257,30 @@ def _sandlot_main():
         return v
 
     def interrupted():
-        # Called while running: an interrupt kept for this cell ends it;
-        # one meant for an earlier cell, or not sent by the agent, is dropped.
-        if state["pending"]:
-            state["pending"] = False
-            if tagged():
-                raise KeyboardInterrupt
+        # Called while running, with an interrupt kept: it ends the cell if
+        # it was the agent's for this cell; else (meant for an earlier cell,
+        # or not sent by the agent) it is dropped.
+        state["pending"] = False
+        if tagged():
+            raise KeyboardInterrupt
 
     def tagged():
         # Whether the agent tagged an interrupt for this cell: it writes the
         # tag after the cell and before the signal, so it is in the pipe by
         # now, and nothing else follows the cell before its result. Read
         # without blocking: no tag, no wait.
-        mark = b'{"interrupt"'
         try:
             # Inside the try: an interrupt raised as this call returns
             # must not leave the pipe non-blocking (readline would read
             # its b"" as the end).
             os.set_blocking(3, False)
-            head = rin.peek(1)[: len(mark)]
-            if not head or mark[: len(head)] != head:
+            head = rin.peek(1)[: len(TAG)]
+            if not head or TAG[: len(head)] != head:
                 return False
             line = rin.readline()  # whole: the tag is written at once
         finally:
             os.set_blocking(3, True)
-        try:
-            return loads(line).get("interrupt") == state["id"]
-        except Exception:  # not BaseException: an interrupt raised here is the cell's
-            return False
+        return line == b"%s%d}\n" % (TAG, state["id"])
 
     state["interrupted"] = interrupted
 
@@ -420,7 +417,7 @@ def _sandlot_main():
             line = rin.readline()
             if not line:
                 return
-            if line.startswith(b'{"interrupt"'):
+            if line.startswith(TAG):
                 continue  # an interrupt's tag the cell before did not take
             count += 1
             req = loads(line)
