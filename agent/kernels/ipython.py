@@ -1,5 +1,5 @@
-# The python kernel's IPython mode, run as part of driver.py (the driver
-# is charts.py, this file and driver.py, one program given to python3 -c).
+# The python kernel's IPython mode, one of the driver's extras (driver.py):
+# compiled on first use, in the driver's globals.
 #
 # A cell asked to run "ipython" goes through IPython's InteractiveShell
 # (run_cell), the shell E2B's code interpreter runs, over the same

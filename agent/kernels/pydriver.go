@@ -12,8 +12,22 @@ import (
 
 //go:generate python3 compile_driver.py
 
+//go:embed driver_site.py
+var pythonSite string
+
+//go:embed driver_hooks.py
+var pythonHooks string
+
 //go:embed driver.py
-var pythonMain string
+var pythonDriverMain string
+
+// pythonSource is the driver's program: its three files joined, driver.py
+// last (its last line starts the kernel). compile_driver.py joins them the
+// same way; TestCompiledDriverCurrent fails if the two ever differ. Joined
+// when the first python kernel starts, not in the agent's init.
+var pythonSource = sync.OnceValue(func() string {
+	return pythonSite + "\n" + pythonHooks + "\n" + pythonDriverMain
+})
 
 //go:embed charts.py
 var pythonCharts string
@@ -24,19 +38,19 @@ var pythonMagics string
 //go:embed ipython.py
 var pythonIPython string
 
-// driverPyc is driver.py compiled ahead of time (compile_driver.py): a
-// header line naming the python it is for and the driver it was made
-// from, then the marshalled code.
+// driverPyc is the driver's program compiled ahead of time
+// (compile_driver.py): a header line naming the python it is for and the
+// program it was made from, then the marshalled code.
 //
 //go:embed driver.pyc.bin
 var driverPyc []byte
 
 // pythonDriver is the compiled driver a python kernel runs, nil when
-// driver.pyc.bin was made from another driver.py (a test fails then;
+// driver.pyc.bin was made from another program (a test fails then;
 // kernels compile the source, as on other pythons), and the python it is
 // for (sys.implementation.cache_tag). Checked once, when the first python
 // kernel starts: not in the agent's init, which every sandbox's boot pays.
-var pythonDriver = sync.OnceValues(func() ([]byte, string) { return compiledDriver(driverPyc, pythonMain) })
+var pythonDriver = sync.OnceValues(func() ([]byte, string) { return compiledDriver(driverPyc, pythonSource()) })
 
 // pythonBoot is the python kernel's program (-c). It reads the rest from
 // its stdin (a sealed memfd, replaced by /dev/null before any cell runs),
@@ -85,11 +99,12 @@ func pythonStdin(compiled []byte, tag string) []byte {
 	if len(compiled) == 0 || tag == "" {
 		compiled, tag = nil, "-"
 	}
-	head := fmt.Sprintf("sandlot-boot %s %d %d\n", tag, len(compiled), len(pythonMain))
-	b := make([]byte, 0, len(head)+len(compiled)+len(pythonMain)+len(pythonCharts)+len(pythonMagics)+len(pythonIPython)+2)
+	main := pythonSource()
+	head := fmt.Sprintf("sandlot-boot %s %d %d\n", tag, len(compiled), len(main))
+	b := make([]byte, 0, len(head)+len(compiled)+len(main)+len(pythonCharts)+len(pythonMagics)+len(pythonIPython)+2)
 	b = append(b, head...)
 	b = append(b, compiled...)
-	b = append(b, pythonMain...)
+	b = append(b, main...)
 	b = append(b, pythonCharts...)
 	b = append(b, '\n')
 	b = append(b, pythonMagics...)

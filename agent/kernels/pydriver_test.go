@@ -10,16 +10,17 @@ import (
 	"github.com/sandlot/sandlot/internal/testenv"
 )
 
-// TestCompiledDriverCurrent: driver.pyc.bin was made from this driver.py.
+// TestCompiledDriverCurrent: driver.pyc.bin was made from this driver
+// program (driver_site.py, driver_hooks.py and driver.py).
 func TestCompiledDriverCurrent(t *testing.T) {
-	code, tag := compiledDriver(driverPyc, pythonMain)
+	code, tag := compiledDriver(driverPyc, pythonSource())
 	if code == nil || tag == "" {
-		t.Fatal("driver.pyc.bin was made from another driver.py: run `go generate ./agent/kernels` (with python 3.11)")
+		t.Fatal("driver.pyc.bin was made from another driver program: run `go generate ./agent/kernels` (with python 3.11)")
 	}
-	if c, _ := compiledDriver(driverPyc, pythonMain+"\n"); c != nil {
+	if c, _ := compiledDriver(driverPyc, pythonSource()+"\n"); c != nil {
 		t.Error("a compiled driver was accepted for another source")
 	}
-	if c, _ := compiledDriver([]byte("garbage"), pythonMain); c != nil {
+	if c, _ := compiledDriver([]byte("garbage"), pythonSource()); c != nil {
 		t.Error("a file without a header was accepted")
 	}
 }
@@ -48,7 +49,7 @@ func readHostPython() (string, []byte, error) {
 	// Compiled as compile_driver.py does.
 	cmd := exec.Command("/usr/bin/python3", "-c", `import marshal, sys
 sys.stdout.buffer.write(marshal.dumps(compile(sys.stdin.read(), "<string>", "exec", dont_inherit=True, optimize=0)))`)
-	cmd.Stdin = strings.NewReader("import builtins\nbuiltins._sandlot_boot = 'compiled'\n" + pythonMain)
+	cmd.Stdin = strings.NewReader("import builtins\nbuiltins._sandlot_boot = 'compiled'\n" + pythonSource())
 	marked, err := cmd.Output()
 	return strings.TrimSpace(string(out)), marked, err
 }
@@ -102,7 +103,7 @@ func TestPythonBootSmall(t *testing.T) {
 	code, tag := pythonDriver()
 	for _, in := range [][]byte{pythonStdin(code, tag), pythonStdin(nil, "")} {
 		head, rest, ok := strings.Cut(string(in), "\n")
-		if !ok || !strings.HasPrefix(head, "sandlot-boot ") || !strings.HasSuffix(rest, pythonIPython) || !strings.Contains(rest, pythonMain) {
+		if !ok || !strings.HasPrefix(head, "sandlot-boot ") || !strings.HasSuffix(rest, pythonIPython) || !strings.Contains(rest, pythonSource()) {
 			t.Fatalf("stdin header %q", head)
 		}
 	}
