@@ -217,7 +217,9 @@ func check(res *contexts.ExecuteResult, want string) error {
 		}
 	}
 	if got != want {
-		return fmt.Errorf("got %q, want %q", got, want)
+		// All of the result: a wrong answer is a fault to chase, not noise.
+		return fmt.Errorf("got %q, want %q (stderr %q, exit code %d, execution count %d, kernel restarted %t, timed out %t, state lost %t, %d results, %d ms, sandbox %s)",
+			got, want, res.Stderr, res.ExitCode, res.ExecutionCount, res.KernelRestarted, res.TimedOut, res.StateLost, len(res.Results), res.DurationMs, res.SandboxID)
 	}
 	return nil
 }
