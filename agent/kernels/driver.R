@@ -1,4 +1,4 @@
-# sandlot R kernel driver. Run as: Rscript -e <this file>.
+# sandlot R kernel driver. Run as: Rscript -e <rBoot>, which reads this file from stdin.
 # fd 1/2: user output. fd 3: commands, each a header line "id n nenv" and
 # then length-prefixed fields ("<bytes>\n" and the bytes): the code, then
 # nenv name and value pairs. fd 4: results, one JSON object per line:
@@ -6,8 +6,8 @@
 # line. Cells run in the global environment; the driver's own state lives
 # in this closure, so rm(list = ls()) cannot break the loop.
 local({
-  ctl <- file("/dev/fd/3", open = "rb")
-  res <- file("/dev/fd/4", open = "wb")
+  ctl <- file("/dev/fd/3", open = "rb", raw = TRUE)
+  res <- file("/dev/fd/4", open = "wb", raw = TRUE)
   maxtext <- 1048576L
 
   field <- function() {
@@ -95,11 +95,12 @@ local({
     list(results = results, error = err)
   }
 
-  repeat {
+  # The next command, its env set for the run (old: each name's value
+  # before it, NA for none, for finish to restore), or NULL at the end.
+  next_command <- function() {
     head <- readLines(ctl, n = 1L, warn = FALSE)
-    if (length(head) == 0L) break
+    if (length(head) == 0L) return(NULL)
     parts <- strsplit(head, " ", fixed = TRUE)[[1]]
-    id <- parts[1]
     nenv <- as.integer(parts[3])
     code <- field()
     env <- character(0)
@@ -107,23 +108,45 @@ local({
       k <- field()
       env[k] <- field()
     }
-    # envs are for this run only: each name's old value (or its absence)
-    # comes back after it.
     old <- Sys.getenv(names(env), unset = NA, names = TRUE)
     if (length(env)) do.call(Sys.setenv, as.list(env))
-    out <- tryCatch(run_cell(code), interrupt = function(i) {
-      list(results = character(0), error = list(name = "KeyboardInterrupt", value = "interrupted", traceback = ""))
-    })
-    for (k in names(env)) {
-      if (is.na(old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, stats::setNames(list(old[[k]]), k))
+    list(id = parts[1], code = code, env = env, old = old)
+  }
+
+  # Restores the run's env (envs are for one run only) and writes its
+  # result, after its output.
+  finish <- function(cmd, out) {
+    for (k in names(cmd$env)) {
+      if (is.na(cmd$old[[k]])) Sys.unsetenv(k) else do.call(Sys.setenv, stats::setNames(list(cmd$old[[k]]), k))
     }
     flush(stdout())
     flush(stderr())
     rs <- vapply(out$results, function(t) paste0("{\"text\":", jstr(t), "}"), "")
     e <- out$error
     ej <- if (is.null(e)) "null" else paste0("{\"name\":", jstr(e$name), ",\"value\":", jstr(e$value), ",\"traceback\":", jstr(e$traceback), "}")
-    line <- paste0("{\"id\":", id, ",\"results\":[", paste(rs, collapse = ","), "],\"error\":", ej, "}\n")
+    line <- paste0("{\"id\":", cmd$id, ",\"results\":[", paste(rs, collapse = ","), "],\"error\":", ej, "}\n")
     writeBin(charToRaw(enc2utf8(line)), res)
     flush(res)
+  }
+
+  # An interrupt (SIGINT: the agent's timeout or cancel) is for a cell's
+  # code. A non-interactive R halts on one raised outside a handler, which
+  # took the kernel and its state with it. So the driver's own work
+  # (reading a command, restoring the env, writing the result) holds
+  # interrupts (suspendInterrupts), and one that came while the driver
+  # waited or read (a late one for the cell before, one the agent did not
+  # send) is taken and dropped before the cell runs: Sys.sleep(0) takes a
+  # pending interrupt.
+  repeat {
+    cmd <- NULL
+    tryCatch({
+      suspendInterrupts(cmd <- next_command())
+      Sys.sleep(0)
+    }, interrupt = function(i) NULL)
+    if (is.null(cmd)) break
+    out <- tryCatch(run_cell(cmd$code), interrupt = function(i) {
+      list(results = character(0), error = list(name = "KeyboardInterrupt", value = "interrupted", traceback = ""))
+    })
+    tryCatch(suspendInterrupts(finish(cmd, out)), interrupt = function(i) NULL)
   }
 })

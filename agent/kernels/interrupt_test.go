@@ -70,3 +70,39 @@ func wantNext(t *testing.T, m *Manager, what, code, want string) {
 		t.Fatalf("%s: %q %+v", what, got, r.Error)
 	}
 }
+
+// TestStraySIGINTKeepsKernels: a SIGINT that reaches an R, node or Java
+// kernel between cells (a late interrupt for a cell that already ended, or
+// one the agent never sent: here from a process the cell started) leaves
+// the kernel and its state alone. R used to halt on one (a non-interactive
+// R ends on an interrupt raised outside a handler), taking its state.
+// python's own case is TestInterruptNotForTheNextCell.
+func TestStraySIGINTKeepsKernels(t *testing.T) {
+	for _, c := range []struct{ lang, set, kill, get, want string }{
+		{agent.R, "kept <- 5",
+			`system2("sh", c("-c", shQuote(paste0("sleep 0.2; kill -INT ", Sys.getpid(), "; touch SENT"))), wait = FALSE)`,
+			"kept", "[1] 5"},
+		{agent.JavaScript, "globalThis.kept = 5",
+			`require('child_process').spawn('sh', ['-c', 'sleep 0.2; kill -INT ' + process.pid + '; touch SENT'], {detached: true, stdio: 'ignore'}).unref()`,
+			"kept", "5"},
+		{agent.Java, "int kept = 5;",
+			`new ProcessBuilder("sh", "-c", "sleep 0.2; kill -INT " + ProcessHandle.current().pid() + "; touch SENT").start();`,
+			"kept", "5"},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			m := needs(t, c.lang)
+			sent := filepath.Join(t.TempDir(), "sent")
+			for _, code := range []string{c.set, strings.ReplaceAll(c.kill, "SENT", sent)} {
+				if r := runIn(t, m, agent.RunCodeParams{Language: c.lang, Code: code}); r.Error != nil {
+					t.Fatalf("%q: %+v", code, r.Error)
+				}
+			}
+			testenv.WaitFor(t, "the stray SIGINT", 30*time.Second, func() bool { _, err := os.Stat(sent); return err == nil })
+			time.Sleep(200 * time.Millisecond) // the kernel takes the signal while it waits for the next cell
+			r := runIn(t, m, agent.RunCodeParams{Language: c.lang, Code: c.get})
+			if got := texts(r); !r.Success || r.KernelRestarted || len(got) != 1 || got[0] != c.want {
+				t.Fatalf("after a stray SIGINT: %q, restarted %v, error %+v, stderr %q", got, r.KernelRestarted, r.Error, r.Stderr)
+			}
+		})
+	}
+}

@@ -37,6 +37,13 @@ var nodeDriver string
 //go:embed driver.R
 var rDriver string
 
+// rBoot is the R kernel's -e program: it runs the driver from stdin (a
+// sealed memfd). Rscript passes at most 10,000 bytes of -e to R, each
+// space and newline counted as three, and drops a longer program with a
+// warning (R then reads its commands from stdin); the driver itself had
+// come within 600 bytes of that.
+const rBoot = `eval(parse(file("stdin"), keep.source = FALSE))`
+
 //go:embed driver.java
 var javaDriver []byte
 
@@ -443,7 +450,8 @@ func (m *Manager) startEnv(lang, user string, ipython bool) (*session, error) {
 			return nil, err
 		}
 		env = utf8Locale(env)
-		argv = []string{m.cfg.R, "--no-save", "--no-restore", "-e", rDriver}
+		argv = []string{m.cfg.R, "--no-save", "--no-restore", "-e", rBoot}
+		stdin = []byte(rDriver)
 	case agent.Java:
 		if err := present(m.cfg.Java); err != nil {
 			return nil, err
