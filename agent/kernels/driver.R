@@ -2,9 +2,10 @@
 # fd 1/2: user output. fd 3: commands, each a header line "id n nenv" and
 # then length-prefixed fields ("<bytes>\n" and the bytes): the code, then
 # nenv name and value pairs. fd 4: results, one JSON object per line:
-# {"id", "results", "error"}. A run's output is flushed before its result
-# line. Cells run in the global environment; the driver's own state lives
-# in this closure, so rm(list = ls()) cannot break the loop.
+# {"started": id} as a cell's code starts, then {"id", "results",
+# "error"}. A run's output is flushed before its result line. Cells run in
+# the global environment; the driver's own state lives in this closure, so
+# rm(list = ls()) cannot break the loop.
 local({
   ctl <- file("/dev/fd/3", open = "rb", raw = TRUE)
   res <- file("/dev/fd/4", open = "wb", raw = TRUE)
@@ -129,24 +130,34 @@ local({
     flush(res)
   }
 
-  # An interrupt (SIGINT: the agent's timeout or cancel) is for a cell's
-  # code. A non-interactive R halts on one raised outside a handler, which
-  # took the kernel and its state with it. So the driver's own work
-  # (reading a command, restoring the env, writing the result) holds
-  # interrupts (suspendInterrupts), and one that came while the driver
-  # waited or read (a late one for the cell before, one the agent did not
-  # send) is taken and dropped before the cell runs: Sys.sleep(0) takes a
-  # pending interrupt.
-  repeat {
-    cmd <- NULL
-    tryCatch({
-      suspendInterrupts(cmd <- next_command())
-      Sys.sleep(0)
-    }, interrupt = function(i) NULL)
-    if (is.null(cmd)) break
-    out <- tryCatch(run_cell(cmd$code), interrupt = function(i) {
-      list(results = character(0), error = list(name = "KeyboardInterrupt", value = "interrupted", traceback = ""))
-    })
-    tryCatch(suspendInterrupts(finish(cmd, out)), interrupt = function(i) NULL)
+  # Tells the agent the cell's code starts: only from now does it send the
+  # cell's interrupt (a timeout or cancel that came sooner waits for this).
+  started <- function(id) {
+    writeBin(charToRaw(paste0("{\"started\":", id, "}\n")), res)
+    flush(res)
   }
+
+  interrupted <- function(i) {
+    list(results = character(0), error = list(name = "KeyboardInterrupt", value = "interrupted", traceback = ""))
+  }
+
+  # An interrupt (SIGINT) is for a cell's code. A non-interactive R halts
+  # on one raised outside a handler, which took the kernel and its state
+  # with it, so the whole loop runs with interrupts held
+  # (suspendInterrupts), and they are allowed only inside handlers that
+  # catch them (a jump to a tryCatch restores its hold). Before the cell
+  # says it started, a pending interrupt is taken and dropped (Sys.sleep(0)
+  # takes one): the agent sends the cell's only after, so one that came
+  # sooner is a late one for the cell before, or one the agent did not
+  # send. R checks for interrupts only now and then (every so many
+  # evaluations), so an unheld driver met them at random points in its own
+  # work: reading a command, restoring the env, writing the result.
+  suspendInterrupts(repeat {
+    cmd <- next_command()
+    if (is.null(cmd)) break
+    tryCatch(allowInterrupts(Sys.sleep(0)), interrupt = function(i) NULL)
+    started(cmd$id)
+    out <- tryCatch(allowInterrupts(run_cell(cmd$code)), interrupt = interrupted)
+    finish(cmd, out)
+  })
 })

@@ -66,3 +66,9 @@ func shellQuote(s string) string {
 func interruptTag(id int64) []byte {
 	return []byte(`{"interrupt":` + strconv.FormatInt(id, 10) + "}\n")
 }
+
+// startedLine is the line a kernel that reports its cell's start (R)
+// writes on its result pipe as the cell's code starts (waitSpec.started).
+func startedLine(id int64) []byte {
+	return []byte(`{"started":` + strconv.FormatInt(id, 10) + "}\n")
+}

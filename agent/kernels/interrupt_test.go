@@ -73,36 +73,89 @@ func wantNext(t *testing.T, m *Manager, what, code, want string) {
 
 // TestStraySIGINTKeepsKernels: a SIGINT that reaches an R, node or Java
 // kernel between cells (a late interrupt for a cell that already ended, or
-// one the agent never sent: here from a process the cell started) leaves
-// the kernel and its state alone. R used to halt on one (a non-interactive
-// R ends on an interrupt raised outside a handler), taking its state.
-// python's own case is TestInterruptNotForTheNextCell.
+// one the agent never sent: here from a process the cell started, once
+// the cell gave its result) leaves the kernel and its state alone. R used
+// to halt on one (a non-interactive R ends on an interrupt raised outside a
+// handler), taking its state. python's own case is
+// TestInterruptNotForTheNextCell.
 func TestStraySIGINTKeepsKernels(t *testing.T) {
 	for _, c := range []struct{ lang, set, kill, get, want string }{
 		{agent.R, "kept <- 5",
-			`system2("sh", c("-c", shQuote(paste0("sleep 0.2; kill -INT ", Sys.getpid(), "; touch SENT"))), wait = FALSE)`,
+			`system2("sh", c("-c", shQuote(paste0("` + afterGo + `", Sys.getpid(), "; touch SENT"))), wait = FALSE)`,
 			"kept", "[1] 5"},
 		{agent.JavaScript, "globalThis.kept = 5",
-			`require('child_process').spawn('sh', ['-c', 'sleep 0.2; kill -INT ' + process.pid + '; touch SENT'], {detached: true, stdio: 'ignore'}).unref()`,
+			`require('child_process').spawn('sh', ['-c', '` + afterGo + `' + process.pid + '; touch SENT'], {detached: true, stdio: 'ignore'}).unref()`,
 			"kept", "5"},
 		{agent.Java, "int kept = 5;",
-			`new ProcessBuilder("sh", "-c", "sleep 0.2; kill -INT " + ProcessHandle.current().pid() + "; touch SENT").start();`,
+			`new ProcessBuilder("sh", "-c", "` + afterGo + `" + ProcessHandle.current().pid() + "; touch SENT").start();`,
 			"kept", "5"},
 	} {
 		t.Run(c.lang, func(t *testing.T) {
 			m := needs(t, c.lang)
-			sent := filepath.Join(t.TempDir(), "sent")
-			for _, code := range []string{c.set, strings.ReplaceAll(c.kill, "SENT", sent)} {
+			dir := t.TempDir()
+			kill := strings.NewReplacer("SENT", filepath.Join(dir, "sent"), "GO", filepath.Join(dir, "go")).Replace(c.kill)
+			for _, code := range []string{c.set, kill} {
 				if r := runIn(t, m, agent.RunCodeParams{Language: c.lang, Code: code}); r.Error != nil {
 					t.Fatalf("%q: %+v", code, r.Error)
 				}
 			}
-			testenv.WaitFor(t, "the stray SIGINT", 30*time.Second, func() bool { _, err := os.Stat(sent); return err == nil })
-			time.Sleep(200 * time.Millisecond) // the kernel takes the signal while it waits for the next cell
+			// The signal goes once the cell that started its sender gave
+			// its result, and is pending before "sent" exists.
+			if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			testenv.WaitFor(t, "the stray SIGINT", 30*time.Second, func() bool { _, err := os.Stat(filepath.Join(dir, "sent")); return err == nil })
 			r := runIn(t, m, agent.RunCodeParams{Language: c.lang, Code: c.get})
 			if got := texts(r); !r.Success || r.KernelRestarted || len(got) != 1 || got[0] != c.want {
 				t.Fatalf("after a stray SIGINT: %q, restarted %v, error %+v, stderr %q", got, r.KernelRestarted, r.Error, r.Stderr)
 			}
 		})
+	}
+}
+
+// afterGo is a shell command's start that waits for the file GO, then
+// sends SIGINT to the pid that follows it.
+const afterGo = "while [ ! -e GO ]; do sleep 0.01; done; kill -INT "
+
+// TestRInterruptBeforeCellRuns: an R run whose timeout passes before its
+// cell's code starts (here 1 ms, which runs from before the cell is sent)
+// is interrupted once it starts, and the kernel keeps its state. The
+// driver drops an interrupt that comes before its cell starts (it is not
+// the cell's), so the agent holds the cell's until the driver says the
+// cell started.
+func TestRInterruptBeforeCellRuns(t *testing.T) {
+	m := needs(t, agent.R)
+	runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: "kept <- 5"})
+	for i := 0; i < 5; i++ {
+		r := runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: "Sys.sleep(30)", TimeoutMs: 1})
+		if !r.TimedOut || r.KernelRestarted || r.Error == nil || r.Error.Name != "TimeoutError" {
+			t.Fatalf("run %d: timed out %v, restarted %v, error %+v (%d ms)", i, r.TimedOut, r.KernelRestarted, r.Error, r.DurationMs)
+		}
+	}
+	if r := runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: "kept"}); r.KernelRestarted || len(texts(r)) != 1 || texts(r)[0] != "[1] 5" {
+		t.Fatalf("after the interrupts: %q, restarted %v, error %+v", texts(r), r.KernelRestarted, r.Error)
+	}
+}
+
+// TestRInterruptAnywhereInTheLoop: an interrupt that becomes due at any
+// point of the R driver's own work never ends the kernel, never loses a
+// result, and never leaves a run's env set. Each cell sends itself a
+// SIGINT while it holds interrupts, after a different number of
+// evaluations; R takes a pending interrupt only every so many evaluations,
+// so each is taken at a different point after the hold ends: at the end
+// of the cell (an interrupted run) or in the driver (dropped).
+func TestRInterruptAnywhereInTheLoop(t *testing.T) {
+	m := needs(t, agent.R)
+	runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: "kept <- 5"})
+	for n := 0; n < 600; n++ {
+		code := strings.Repeat("invisible(NULL);", n) + "suspendInterrupts(tools::pskill(Sys.getpid(), 2L)); invisible(7)"
+		r := runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: code, Env: map[string]string{"SANDLOT_T": "x"}, TimeoutMs: 20_000})
+		if r.KernelRestarted || r.TimedOut || (r.Error != nil && r.Error.Name != "KeyboardInterrupt") {
+			t.Fatalf("padding %d: restarted %v, timed out %v, error %+v (%d ms)", n, r.KernelRestarted, r.TimedOut, r.Error, r.DurationMs)
+		}
+	}
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.R, Code: "c(kept, Sys.getenv('SANDLOT_T', 'unset'))"})
+	if r.KernelRestarted || len(texts(r)) != 1 || texts(r)[0] != `[1] "5"     "unset"` {
+		t.Fatalf("after the sweep: %q, restarted %v, error %+v", texts(r), r.KernelRestarted, r.Error)
 	}
 }

@@ -42,7 +42,7 @@ var rDriver string
 // space and newline counted as three, and drops a longer program with a
 // warning (R then reads its commands from stdin); the driver itself had
 // come within 600 bytes of that.
-const rBoot = `eval(parse(file("stdin"), keep.source = FALSE))`
+const rBoot = `eval(parse("stdin", keep.source = FALSE))`
 
 //go:embed driver.java
 var javaDriver []byte
@@ -306,9 +306,12 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 	case agent.Python:
 		spec.interrupt = syscall.SIGINT
 		spec.tag = true
-	case agent.R, agent.Java:
-		// R signals an interrupt condition; the java driver stops the
-		// running snippet (JShell.stop).
+	case agent.R:
+		// R signals an interrupt condition, once the cell said it started.
+		spec.interrupt = syscall.SIGINT
+		spec.started = true
+	case agent.Java:
+		// The java driver stops the running snippet (JShell.stop).
 		spec.interrupt = syscall.SIGINT
 	case agent.JavaScript:
 		// Only an await answers SIGINT; a busy loop is killed soon after.

@@ -361,10 +361,14 @@ type waitSpec struct {
 	grace     time.Duration  // after the interrupt, before the kill
 	interrupt syscall.Signal // 0: kill at the deadline
 	tag       bool           // the interrupt is tagged in the command pipe (interruptTag)
-	cancel    <-chan struct{}
-	stdout    *outbuf.Buffer
-	stderr    *outbuf.Buffer
-	emit      func(stream, data string) // may be nil
+	// started: the kernel writes startedLine(id) on its result pipe as the
+	// cell's code starts (R), and drops an interrupt that came sooner; the
+	// interrupt waits for that line (the grace runs from the deadline).
+	started bool
+	cancel  <-chan struct{}
+	stdout  *outbuf.Buffer
+	stderr  *outbuf.Buffer
+	emit    func(stream, data string) // may be nil
 }
 
 const maxResultLine = 2 * agent.MaxFrame
@@ -383,6 +387,12 @@ func (s *session) wait(spec waitSpec) outcome {
 	}
 	buf := s.buf()
 	var killAt time.Time
+	began := !spec.started // the cell said it started: it may be interrupted
+	held := false          // an interrupt is due and waits for began
+	var startedAt *bool
+	if spec.started {
+		startedAt = &began
+	}
 	for {
 		timeout := 100 * time.Millisecond
 		now := time.Now()
@@ -407,7 +417,7 @@ func (s *session) wait(spec waitSpec) outcome {
 			s.readOutput(&fds[1], buf, spec.stdout, spec.emit, agent.Stdout)
 			s.readOutput(&fds[2], buf, spec.stderr, spec.emit, agent.Stderr)
 			if fds[0].Revents != 0 {
-				r, eof, bad := s.readResult(buf, spec.id)
+				r, eof, bad := s.readResult(buf, spec.id, startedAt)
 				if r != nil {
 					if fds[1].Revents == 0 && fds[2].Revents == 0 {
 						// The wakeup that saw the result saw both output
@@ -453,11 +463,15 @@ func (s *session) wait(spec waitSpec) outcome {
 				s.kill()
 				return o
 			}
+			held = true
+			killAt = now.Add(spec.grace)
+		}
+		if held && began {
+			held = false
 			if spec.tag {
 				s.tag(interruptTag(spec.id))
 			}
 			_ = s.p.SignalGroup(spec.interrupt)
-			killAt = now.Add(spec.grace)
 		}
 		if !killAt.IsZero() && !now.Before(killAt) {
 			s.drain(buf, spec)
@@ -528,7 +542,7 @@ func (s *session) flush(spec waitSpec) {
 // a complete line for it has arrived. Lines for other ids (late results of
 // abandoned runs) are skipped. eof reports a closed pipe; bad an oversized
 // line.
-func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bool) {
+func (s *session) readResult(buf []byte, id int64, started *bool) (r *driverResult, eof, bad bool) {
 	for {
 		n, err := rawRead(s.res, buf)
 		if n > 0 {
@@ -550,7 +564,13 @@ func (s *session) readResult(buf []byte, id int64) (r *driverResult, eof, bad bo
 		if i < 0 {
 			break
 		}
-		line := s.resBuf[:i]
+		line := s.resBuf[:i+1]
+		if started != nil && bytes.Equal(line, startedLine(id)) {
+			*started = true
+			s.resBuf = s.resBuf[i+1:]
+			continue
+		}
+		line = line[:i]
 		var dr driverResult
 		var jerr error
 		if !decodePlainResult(line, &dr) {
