@@ -257,6 +257,7 @@ func (m *Manager) refresh(ctx context.Context, e *entry) bool {
 	if !m.shared || unsaved {
 		return true
 	}
+	m.settle(ctx, e) // the store has this node's calls
 	r, err := m.store.Get(tctx(ctx, tid), id)
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound), err == nil && !r.State.Active():
@@ -272,7 +273,7 @@ func (m *Manager) refresh(ctx context.Context, e *entry) bool {
 	if e.ended {
 		return false
 	}
-	e.rec = withEnv(r, e.rec)
+	e.rec = m.withTally(e, withEnv(r, e.rec)) // and the calls answered since
 	if d := r.ExpiresAt.Sub(r.LastUsedAt); d > 0 && !r.FixedExpiry {
 		e.ttl = d
 	}
@@ -454,6 +455,7 @@ func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.D
 	if unsaved {
 		return true
 	}
+	m.settle(ctx, e) // no call's older expiry lands after this one
 	if err := m.store.Touch(tctx(ctx, tid), id, now, exp); err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
@@ -547,6 +549,7 @@ func (m *Manager) SetTTL(ctx context.Context, tenantID, contextID string, ttl ti
 		}
 	}
 	if !unsaved {
+		m.settle(ctx, e)
 		if err := m.store.Touch(tctx(ctx, tenantID), contextID, now, exp); err != nil {
 			if errors.Is(err, errdefs.ErrFailedPrecondition) || errors.Is(err, errdefs.ErrNotFound) {
 				return nil, err

@@ -378,6 +378,7 @@ func (m *Manager) sampleUsage(ctx context.Context) {
 
 func (m *Manager) saveUsage(ctx context.Context, id, tenantID string, u ResourceUsage) {
 	sctx := tctx(ctx, tenantID)
+	m.settleID(ctx, id)
 	rec, err := m.store.Get(sctx, id)
 	if err != nil || !rec.State.Active() {
 		return
@@ -500,6 +501,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.endMakes()
 	m.releaseLease(ctx) // the loops have stopped: no cluster work runs here now
+	m.settleAll(ctx)    // the calls answered are in the store
 
 	m.mu.Lock()
 	var warm, attached []Sandbox

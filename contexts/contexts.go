@@ -254,9 +254,9 @@ type Store interface {
 	// counters, error, usage, metadata). It never moves a record out of a
 	// final state (ErrFailedPrecondition).
 	Update(ctx context.Context, rec *Record) error
-	// RecordExecution atomically adds one execution of dur, sets
-	// lastUsedAt=now and expiresAt, and returns the new record.
-	RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*Record, error)
+	// RecordExecution atomically adds n executions that took dur in all,
+	// sets lastUsedAt=now and expiresAt, and returns the new record.
+	RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, expiresAt time.Time) (*Record, error)
 	// Touch sets lastUsedAt and expiresAt.
 	Touch(ctx context.Context, id string, now, expiresAt time.Time) error
 	// Terminate moves an active record to terminated (or error when reason

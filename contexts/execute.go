@@ -10,7 +10,6 @@ import (
 
 	"github.com/sandlot/sandlot/agent"
 	"github.com/sandlot/sandlot/errdefs"
-	"github.com/sandlot/sandlot/internal/logkey"
 	"github.com/sandlot/sandlot/network/policy"
 	"github.com/sandlot/sandlot/telemetry"
 )
@@ -354,51 +353,6 @@ func outcome(r *agent.RunCodeResult) string {
 		return OutcomeError
 	}
 	return OutcomeOK
-}
-
-// recordExecution counts one execution of dur on e and extends its
-// expiry, atomically in the store; a store failure is logged and the
-// in-memory copy is updated instead. A record the store reports ended (by
-// another process) drops e, as touch does: the next call starts over.
-func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
-	now := m.now()
-	m.mu.Lock()
-	exp := now.Add(e.ttl)
-	if e.rec.FixedExpiry {
-		exp = e.rec.ExpiresAt
-	}
-	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
-	m.mu.Unlock()
-	if !unsaved {
-		r, err := m.store.RecordExecution(tctx(context.WithoutCancel(ctx), tid), id, dur, now, exp)
-		m.changed(tid, id)
-		if err == nil && !m.serves(r) {
-			// Another node took it over while this one's lease had lapsed
-			// (a shared provider's records are every node's: no takeover).
-			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
-			m.drop(e)
-			return
-		}
-		if err == nil {
-			m.mu.Lock()
-			if !e.ended {
-				e.rec = withEnv(r, e.rec)
-			}
-			m.mu.Unlock()
-			return
-		}
-		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
-			m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
-			m.drop(e)
-			return
-		}
-		m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
-	}
-	m.mu.Lock()
-	e.rec.ExecutionCount++
-	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
-	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
-	m.mu.Unlock()
 }
 
 // Use runs fn with the context's sandbox (GetOrCreate + health check + TTL

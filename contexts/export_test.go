@@ -1,6 +1,9 @@
 package contexts
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Kill stops m as a killed process stops: its loops end (no lease is
 // renewed or given up), calls are refused, and nothing is destroyed or
@@ -14,7 +17,13 @@ func Kill(m *Manager) {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
+	m.settleAll(context.Background()) // a killed process writes nothing after
 }
+
+// Settle waits until the store has every execution m answered so far
+// (they are written behind their answers), for a test that reads the
+// store itself.
+func Settle(m *Manager) { m.settleAll(context.Background()) }
 
 // LockWaiters reports how many calls hold or wait for id's identity lock,
 // for a test that must know a call is waiting on it.

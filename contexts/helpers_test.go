@@ -106,6 +106,7 @@ func (e *env) exec(id contexts.Identity, code string) *contexts.ExecuteResult {
 // record loads a record from the store, unscoped.
 func (e *env) record(id string) *contexts.Record {
 	e.t.Helper()
+	contexts.Settle(e.m)
 	r, err := e.store.Get(e.ctx, id)
 	if err != nil {
 		e.t.Fatalf("store.Get(%s): %v", id, err)
@@ -180,11 +181,11 @@ func (s *flakyStore) Update(ctx context.Context, rec *contexts.Record) error {
 	return s.Store.Update(ctx, rec)
 }
 
-func (s *flakyStore) RecordExecution(ctx context.Context, id string, dur time.Duration, now, exp time.Time) (*contexts.Record, error) {
+func (s *flakyStore) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, exp time.Time) (*contexts.Record, error) {
 	if err := s.fail(); err != nil {
 		return nil, err
 	}
-	return s.Store.RecordExecution(ctx, id, dur, now, exp)
+	return s.Store.RecordExecution(ctx, id, n, dur, now, exp)
 }
 
 func (s *flakyStore) Touch(ctx context.Context, id string, now, exp time.Time) error {

@@ -126,6 +126,9 @@ type entry struct {
 	// lets go of its channel for them, and a connection failing meanwhile
 	// is no evidence of a loss.
 	moving int
+	// tally holds the executions answered and not yet in the store
+	// (tally.go).
+	tally tally
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

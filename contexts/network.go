@@ -96,6 +96,7 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 	}
 	m.mu.Unlock()
 	if !unsaved {
+		m.settleID(ctx, contextID)
 		if err := m.store.Update(tctx(ctx, tenantID), rec); err != nil {
 			m.log.Warn("store: update network", logkey.Context, contextID, logkey.Err, err)
 		}

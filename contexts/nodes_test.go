@@ -125,6 +125,7 @@ func TestNodeTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 		n.a.exec(id, "1")
+		contexts.Settle(n.a.m) // that write is behind the answer
 		_, err := n.a.m.Execute(n.a.ctx, id, contexts.ExecuteRequest{Language: "python", Code: "print(x)"}, nil)
 		wantOwnedBy(t, err, "node-b")
 		if got := n.b.exec(id, "print(x)"); got.ContextID != first.ContextID || got.Stdout != "1\n" {

@@ -179,6 +179,7 @@ func (m *Manager) savePause(ctx context.Context, rec *Record, change func(*Recor
 		return rec, nil
 	}
 	sctx := tctx(ctx, rec.TenantID)
+	m.settle(ctx, e)
 	cur, err := m.store.Get(sctx, rec.ID)
 	if err != nil {
 		m.log.Warn("store: load context to save its pause", logkey.Context, rec.ID, logkey.Err, err)

@@ -53,6 +53,7 @@ func (m *Manager) count(tenantID, template string, f func(*TemplateStats)) {
 // Get returns a context of tenantID by id (any state). A record of another
 // tenant is ErrNotFound.
 func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	m.settleID(ctx, contextID) // the calls answered so far are in it
 	rec, err := m.store.Get(tctx(ctx, tenantID), contextID)
 	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Warn("store: get context; using the in-memory copy", logkey.Context, contextID, logkey.Err, err)
@@ -105,6 +106,10 @@ func (m *Manager) Lookup(ctx context.Context, id Identity) (*Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.mu.Lock()
+	e := m.byIdent[id]
+	m.mu.Unlock()
+	m.settle(ctx, e)
 	rec, err := m.store.GetActive(tctx(ctx, id.TenantID), id)
 	if err == nil {
 		return rec, nil
@@ -127,6 +132,7 @@ func (m *Manager) List(ctx context.Context, f Filter) ([]*Record, error) {
 	if f.TenantID != "" {
 		sctx = tctx(ctx, f.TenantID)
 	}
+	m.settleAll(ctx)
 	recs, err := m.store.List(sctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("list contexts: %w", err)

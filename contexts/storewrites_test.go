@@ -22,9 +22,9 @@ func (s *countingStore) Touch(ctx context.Context, id string, now, exp time.Time
 	return s.Store.Touch(ctx, id, now, exp)
 }
 
-func (s *countingStore) RecordExecution(ctx context.Context, id string, dur time.Duration, now, exp time.Time) (*contexts.Record, error) {
+func (s *countingStore) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, exp time.Time) (*contexts.Record, error) {
 	s.records.Add(1)
-	return s.Store.RecordExecution(ctx, id, dur, now, exp)
+	return s.Store.RecordExecution(ctx, id, n, dur, now, exp)
 }
 
 func newCountingEnv(t *testing.T, cfg contexts.Config) (*env, *countingStore) {
@@ -47,6 +47,7 @@ func TestExecuteWritesOnce(t *testing.T) {
 	if res.ContextID != first.ContextID || res.Stdout != "1\n" {
 		t.Fatalf("reuse: %+v", res)
 	}
+	contexts.Settle(e.m) // the count is written behind the answer
 	if tc, rc := cs.touches.Load(), cs.records.Load(); tc != 0 || rc != 1 {
 		t.Fatalf("Execute on reuse: %d touches, %d RecordExecution; want 0 and 1", tc, rc)
 	}
@@ -82,11 +83,13 @@ func TestExecuteEndedElsewhere(t *testing.T) {
 	e, _ := newCountingEnv(t, contexts.Config{})
 	id := ident("t1", "c1", "main")
 	first := e.exec(id, "x = 1")
+	contexts.Settle(e.m)
 	ok, err := e.store.Terminate(e.ctx, first.ContextID, contexts.ReasonManual, e.clock.Now(), "")
 	if err != nil || !ok {
 		t.Fatalf("terminate elsewhere: %v %v", ok, err)
 	}
-	e.exec(id, "1") // raced the termination: runs, and the manager notices
+	e.exec(id, "1")      // raced the termination: runs, and the manager notices
+	contexts.Settle(e.m) // when its count's write is refused
 	if st := e.m.Stats(); st.Active != 0 {
 		t.Fatalf("ended record still served: %+v", st)
 	}
@@ -106,6 +109,7 @@ func TestExecuteSandboxDestroyedElsewhere(t *testing.T) {
 	e, _ := newCountingEnv(t, contexts.Config{})
 	id := ident("t1", "c1", "main")
 	first := e.exec(id, "x = 1")
+	contexts.Settle(e.m)
 	if ok, err := e.store.Terminate(e.ctx, first.ContextID, contexts.ReasonManual, e.clock.Now(), ""); err != nil || !ok {
 		t.Fatalf("terminate elsewhere: %v %v", ok, err)
 	}

@@ -147,7 +147,7 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 }
 
 // RecordExecution implements contexts.Store.
-func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
+func (s *Store) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.lookup(ctx, id)
@@ -157,7 +157,7 @@ func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duratio
 	if !r.State.Active() {
 		return nil, rules.Ended(id, r.State)
 	}
-	r.ExecutionCount++
+	r.ExecutionCount += int64(n)
 	r.TotalExecutionTimeMs += dur.Milliseconds()
 	r.LastUsedAt, r.ExpiresAt = rules.Time(now), rules.Time(expiresAt)
 	return clone(r), nil

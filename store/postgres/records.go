@@ -278,17 +278,17 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 
 // RecordExecution implements contexts.Store: one UPDATE ... RETURNING, so
 // concurrent calls serialize on the row lock and none is lost.
-func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
+func (s *Store) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
 	if !validID(id) {
 		return nil, notFound(id)
 	}
 	var r *contexts.Record
 	err := s.run(ctx, func(q querier) error {
 		var err error
-		r, err = scanRecord(q.QueryRow(ctx, `UPDATE execution_contexts SET execution_count = execution_count + 1,
+		r, err = scanRecord(q.QueryRow(ctx, `UPDATE execution_contexts SET execution_count = execution_count + $5,
 			total_execution_time_ms = total_execution_time_ms + $2, last_used_at = $3, expires_at = $4
 			WHERE id = $1 AND state IN ('creating', 'ready') RETURNING `+recordCols,
-			id, dur.Milliseconds(), rules.Time(now), rules.Time(expiresAt)), s.box)
+			id, dur.Milliseconds(), rules.Time(now), rules.Time(expiresAt), n), s.box)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

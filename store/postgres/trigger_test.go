@@ -45,7 +45,7 @@ func TestUpdatedAtTrigger(t *testing.T) {
 		{"update", func() error { rec.State = contexts.StateReady; rec.SandboxID = "sb1"; return s.Update(ctx, rec) }},
 		{"touch", func() error { return s.Touch(ctx, rec.ID, time.Now(), time.Now().Add(time.Hour)) }},
 		{"record execution", func() error {
-			_, err := s.RecordExecution(ctx, rec.ID, time.Millisecond, time.Now(), time.Now().Add(time.Hour))
+			_, err := s.RecordExecution(ctx, rec.ID, 1, time.Millisecond, time.Now(), time.Now().Add(time.Hour))
 			return err
 		}},
 		{"terminate", func() error { _, err := s.Terminate(ctx, rec.ID, contexts.ReasonManual, time.Now(), ""); return err }},

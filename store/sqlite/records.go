@@ -218,8 +218,8 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 }
 
 // RecordExecution implements contexts.Store.
-func (s *Store) RecordExecution(ctx context.Context, id string, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
-	r, err := scanRecord(s.recordStmt.QueryRowContext(ctx, scope(ctx), id, dur.Milliseconds(), ms(now), ms(expiresAt), nowMs()), s.box)
+func (s *Store) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, expiresAt time.Time) (*contexts.Record, error) {
+	r, err := scanRecord(s.recordStmt.QueryRowContext(ctx, scope(ctx), id, dur.Milliseconds(), ms(now), ms(expiresAt), nowMs(), n), s.box)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, rules.WhyNot(ctx, s.Get, id)
 	}

@@ -197,7 +197,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	s.getStmt = prep(s.r, `SELECT `+recordCols+` FROM execution_contexts WHERE id = ?2`+scopeCond)
 	s.getActiveStmt = prep(s.r, `SELECT `+recordCols+` FROM execution_contexts
 		WHERE tenant_id = ?2 AND conversation_id = ?3 AND path_id = ?4 AND user_id = ?5 AND state IN ('creating', 'ready')`+scopeCond)
-	s.recordStmt = prep(s.w, `UPDATE execution_contexts SET execution_count = execution_count + 1,
+	s.recordStmt = prep(s.w, `UPDATE execution_contexts SET execution_count = execution_count + ?7,
 		total_execution_time_ms = total_execution_time_ms + ?3, last_used_at = ?4, expires_at = ?5, updated_at = ?6
 		WHERE id = ?2 AND state IN ('creating', 'ready')`+scopeCond+` RETURNING `+recordCols)
 	s.touchStmt = prep(s.w, `UPDATE execution_contexts SET last_used_at = ?3, expires_at = ?4, updated_at = ?5

@@ -47,7 +47,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Backend) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				now := time.Now()
-				if _, err := s.RecordExecution(ctx, rec.ID, time.Millisecond, now, now.Add(30*time.Minute)); err != nil {
+				if _, err := s.RecordExecution(ctx, rec.ID, 1, time.Millisecond, now, now.Add(30*time.Minute)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -47,7 +47,7 @@ func testContextEnv(t *testing.T, s store.Backend) {
 		t.Fatalf("ListActive: %d records, %v", len(recs), err)
 	}
 	check("ListActive", recs[0], nil)
-	got, err = s.RecordExecution(ctxA, rec.ID, time.Second, base.Add(time.Minute), base.Add(31*time.Minute))
+	got, err = s.RecordExecution(ctxA, rec.ID, 1, time.Second, base.Add(time.Minute), base.Add(31*time.Minute))
 	check("RecordExecution", got, err)
 
 	upd := mustGet(t, s, rec.ID)

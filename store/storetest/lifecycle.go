@@ -103,7 +103,7 @@ func testLifecycle(t *testing.T, s store.Backend) {
 	if err := s.Touch(ctx, rec.ID, base.Add(time.Minute), base.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.RecordExecution(ctx, rec.ID, time.Second, base.Add(time.Minute), base.Add(3*time.Minute))
+	got, err = s.RecordExecution(ctx, rec.ID, 1, time.Second, base.Add(time.Minute), base.Add(3*time.Minute))
 	want.LastUsedAt, want.ExpiresAt, want.ExecutionCount, want.TotalExecutionTimeMs = ms(base.Add(time.Minute)), ms(base.Add(3*time.Minute)), 1, 1000
 	check("RecordExecution", got, err)
 
@@ -148,7 +148,7 @@ func testSuspend(t *testing.T, s store.Backend) {
 	if err := s.Create(ctxA, rec); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RecordExecution(ctxA, rec.ID, time.Second, base.Add(time.Minute), base.Add(31*time.Minute)); err != nil {
+	if _, err := s.RecordExecution(ctxA, rec.ID, 1, time.Second, base.Add(time.Minute), base.Add(31*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	sus := mustGet(t, s, rec.ID)

@@ -33,7 +33,7 @@ func testNodeColumn(t *testing.T, s store.Backend) {
 		"ListExpired": func() ([]*contexts.Record, error) { return s.ListExpired(ctx, base.Add(time.Hour), 0) },
 		"List":        func() ([]*contexts.Record, error) { return s.List(ctx, contexts.Filter{}) },
 		"RecordExecution": func() ([]*contexts.Record, error) {
-			r, err := s.RecordExecution(ctx, rec.ID, time.Second, base, base.Add(time.Hour))
+			r, err := s.RecordExecution(ctx, rec.ID, 1, time.Second, base, base.Add(time.Hour))
 			return []*contexts.Record{r}, err
 		},
 	}

@@ -98,7 +98,7 @@ func testNotFound(t *testing.T, s store.Backend) {
 	_, err = s.GetActive(ctx, ident("t", "c", "main"))
 	wantErr(t, "GetActive", err, errdefs.ErrNotFound)
 	wantErr(t, "Update", s.Update(ctx, &contexts.Record{ID: missing, State: contexts.StateReady}), errdefs.ErrNotFound)
-	_, err = s.RecordExecution(ctx, missing, time.Second, base, base)
+	_, err = s.RecordExecution(ctx, missing, 1, time.Second, base, base)
 	wantErr(t, "RecordExecution", err, errdefs.ErrNotFound)
 	wantErr(t, "Touch", s.Touch(ctx, missing, base, base), errdefs.ErrNotFound)
 	_, err = s.Terminate(ctx, missing, contexts.ReasonManual, base, "")
@@ -244,12 +244,24 @@ func testRecordExecution(t *testing.T, s store.Backend) {
 	ctx := context.Background()
 	rec := mustCreate(t, s, newRec(ident("t", "c", "main")))
 	now, exp := base.Add(time.Minute), base.Add(31*time.Minute)
-	got, err := s.RecordExecution(ctx, rec.ID, 1500*time.Millisecond, now, exp)
+	got, err := s.RecordExecution(ctx, rec.ID, 1, 1500*time.Millisecond, now, exp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := *rec
 	want.ExecutionCount, want.TotalExecutionTimeMs = 1, 1500
+	want.LastUsedAt, want.ExpiresAt = ms(now), ms(exp)
+	if d := cmp.Diff(&want, got); d != "" {
+		t.Fatalf("RecordExecution result (-want +got):\n%s", d)
+	}
+	// Several executions at once (the manager writes its tally behind the
+	// answers, several calls in one write).
+	now, exp = now.Add(time.Second), exp.Add(time.Second)
+	got, err = s.RecordExecution(ctx, rec.ID, 3, 700*time.Millisecond, now, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.ExecutionCount, want.TotalExecutionTimeMs = 4, 2200
 	want.LastUsedAt, want.ExpiresAt = ms(now), ms(exp)
 	if d := cmp.Diff(&want, got); d != "" {
 		t.Fatalf("RecordExecution result (-want +got):\n%s", d)
@@ -260,7 +272,7 @@ func testRecordExecution(t *testing.T, s store.Backend) {
 	if _, err := s.Terminate(ctx, rec.ID, contexts.ReasonManual, now, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.RecordExecution(ctx, rec.ID, time.Second, now, exp)
+	_, err = s.RecordExecution(ctx, rec.ID, 1, time.Second, now, exp)
 	wantErr(t, "RecordExecution on a terminated record", err, errdefs.ErrFailedPrecondition)
 }
 
@@ -275,7 +287,7 @@ func testConcurrentRecordExecution(t *testing.T, s store.Backend) {
 			defer wg.Done()
 			for i := 0; i < calls; i++ {
 				d := time.Duration(g*calls+i+1) * time.Millisecond
-				if _, err := s.RecordExecution(mixedCtx(g, "t"), rec.ID, d, base, base.Add(time.Hour)); err != nil {
+				if _, err := s.RecordExecution(mixedCtx(g, "t"), rec.ID, 1, d, base, base.Add(time.Hour)); err != nil {
 					errs <- err
 					return
 				}

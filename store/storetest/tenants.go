@@ -233,7 +233,7 @@ func testTenantScope(t *testing.T, s store.Backend) {
 	upd := *b
 	upd.SandboxID = "stolen"
 	wantErr(t, "Update another tenant's record", s.Update(ctxA, &upd), errdefs.ErrNotFound)
-	_, err = s.RecordExecution(ctxA, b.ID, time.Second, base, base)
+	_, err = s.RecordExecution(ctxA, b.ID, 1, time.Second, base, base)
 	wantErr(t, "RecordExecution on another tenant's record", err, errdefs.ErrNotFound)
 	wantErr(t, "Touch another tenant's record", s.Touch(ctxA, b.ID, base, base), errdefs.ErrNotFound)
 	_, err = s.Terminate(ctxA, b.ID, contexts.ReasonManual, base, "")

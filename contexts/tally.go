@@ -1,0 +1,158 @@
+package contexts
+
+// An execution's accounting (its count, its time, its last use and the
+// expiry it extends) is written to the store behind its answer, not
+// before it: that write was most of what the manager added to a warm call
+// (a SQLite commit, a Postgres round trip). The entry's in-memory record
+// counts the call at once (rotation, the answer, the sweep); one writer
+// per entry writes what calls added, several calls in one write when they
+// come faster than the store takes them.
+//
+// What reads the record from the store for a caller (Get, Lookup, List)
+// or writes it (an end, a touch, a new TTL, a pause, a network, a usage
+// sample) first waits for the writes of the calls answered before it
+// (settle), so a caller reads its own calls and no older expiry lands
+// over a newer one. A process killed between an answer and its write
+// loses that write's count (docs/contexts.md, "Store writes per call").
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sandlot/sandlot/errdefs"
+	"github.com/sandlot/sandlot/internal/logkey"
+)
+
+// tally is what an entry's calls added and the store does not have yet.
+// Guarded by Manager.mu.
+type tally struct {
+	n        int           // executions answered and not yet written
+	ms       int64         // their time, in milliseconds
+	now, exp time.Time     // the latest one's use and the expiry it set
+	done     chan struct{} // set while a writer runs, closed when it stops
+}
+
+// recordExecution counts one execution of dur on e and extends its
+// expiry: at once in memory, and in the store by e's writer.
+func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	exp := now.Add(e.ttl)
+	if e.rec.FixedExpiry {
+		exp = e.rec.ExpiresAt
+	}
+	e.rec.ExecutionCount++
+	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
+	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+	if e.unsaved || e.ended {
+		return // the record lives only here, or is over
+	}
+	t := &e.tally
+	t.n++
+	t.ms += dur.Milliseconds()
+	t.now, t.exp = now, exp
+	if t.done == nil {
+		t.done = make(chan struct{})
+		go m.writeTally(context.WithoutCancel(ctx), e, t.done)
+	}
+}
+
+// writeTally writes e's tally to the store until nothing is left, then
+// closes done. A write the store refuses because the record ended or
+// moved to another node drops e, as a synchronous write did; any other
+// failure is logged and the calls stay counted in memory only.
+func (m *Manager) writeTally(ctx context.Context, e *entry, done chan struct{}) {
+	defer close(done)
+	for {
+		m.mu.Lock()
+		t := e.tally
+		if t.n == 0 || e.ended {
+			e.tally = tally{}
+			m.mu.Unlock()
+			return
+		}
+		e.tally.n, e.tally.ms = 0, 0
+		id, tid := e.rec.ID, e.rec.TenantID
+		m.mu.Unlock()
+		r, err := m.store.RecordExecution(tctx(ctx, tid), id, t.n, time.Duration(t.ms)*time.Millisecond, t.now, t.exp)
+		m.changed(tid, id)
+		switch {
+		case err == nil && !m.serves(r):
+			// Another node took it over while this one's lease had lapsed
+			// (a shared provider's records are every node's: no takeover).
+			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
+			m.drop(e)
+		case err == nil:
+			// The in-memory record counted these calls already; it stays
+			// the newer copy (a pause or a new TTL may have changed it
+			// since, and be on its way to the store).
+		case errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition):
+			m.mu.Lock()
+			ended := e.ended
+			m.mu.Unlock()
+			if !ended {
+				m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
+				m.drop(e)
+			}
+		default:
+			m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
+		}
+	}
+}
+
+// withTally adds to r, a record of e read from the store, what e's calls
+// added that the store does not have yet. Precondition: mu held.
+func (m *Manager) withTally(e *entry, r *Record) *Record {
+	if p := e.tally; p.n > 0 {
+		r.ExecutionCount += int64(p.n)
+		r.TotalExecutionTimeMs += p.ms
+		r.LastUsedAt, r.ExpiresAt = p.now, p.exp
+	}
+	return r
+}
+
+// settle waits until the store has the executions e answered so far, or
+// ctx ends.
+func (m *Manager) settle(ctx context.Context, e *entry) {
+	if e == nil {
+		return
+	}
+	m.mu.Lock()
+	done := e.tally.done
+	m.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// settleID is settle for the entry of context id, if this manager has one.
+func (m *Manager) settleID(ctx context.Context, id string) {
+	m.mu.Lock()
+	e := m.byID[id]
+	m.mu.Unlock()
+	m.settle(ctx, e)
+}
+
+// settleAll is settle for every entry.
+func (m *Manager) settleAll(ctx context.Context) {
+	m.mu.Lock()
+	var dones []chan struct{}
+	for _, e := range m.byID {
+		if e.tally.done != nil {
+			dones = append(dones, e.tally.done)
+		}
+	}
+	m.mu.Unlock()
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

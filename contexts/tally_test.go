@@ -1,0 +1,156 @@
+package contexts_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sandlot/sandlot/contexts"
+	"github.com/sandlot/sandlot/contexts/contextstest"
+	"github.com/sandlot/sandlot/store/memory"
+)
+
+// gatedStore holds every RecordExecution until its gate opens, and
+// counts them: a store slow to write an execution's accounting.
+type gatedStore struct {
+	contexts.Store
+	gate    chan struct{}
+	writes  atomic.Int64
+	entered chan struct{} // one value per write that reached the gate
+}
+
+func (s *gatedStore) RecordExecution(ctx context.Context, id string, n int, dur time.Duration, now, exp time.Time) (*contexts.Record, error) {
+	s.writes.Add(1)
+	s.entered <- struct{}{}
+	<-s.gate
+	return s.Store.RecordExecution(ctx, id, n, dur, now, exp)
+}
+
+func newGatedEnv(t *testing.T, cfg contexts.Config) (*env, *gatedStore) {
+	gs := &gatedStore{Store: memory.New(), gate: make(chan struct{}), entered: make(chan struct{}, 64)}
+	e := (&env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: gs, clock: newClock()}).start(cfg)
+	t.Cleanup(func() { // before the manager's Close, which waits for the writes
+		select {
+		case <-gs.gate:
+		default:
+			close(gs.gate)
+		}
+	})
+	return e, gs
+}
+
+// within runs f and fails the test when it has not returned in 30 s.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return in 30 s", what)
+	}
+}
+
+// TestExecutionWrittenBehindItsAnswer: a call is answered without waiting
+// for the store to take its accounting; calls answered while a write is
+// under way go to the store together in the next write; a read through
+// the manager waits for them and sees every call.
+func TestExecutionWrittenBehindItsAnswer(t *testing.T) {
+	e, gs := newGatedEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	var first *contexts.ExecuteResult
+	within(t, "an Execute whose store write is held", func() { first = e.exec(id, "x = 1") })
+	within(t, "the store write", func() { <-gs.entered }) // under way, held at the gate
+	for i := range 5 {
+		var res *contexts.ExecuteResult
+		within(t, "an Execute while a write is held", func() { res = e.exec(id, "x = 1") })
+		if res.ContextID != first.ContextID || res.ExecutionCount != i+2 {
+			t.Fatalf("call %d while the write is held: %+v", i+2, res)
+		}
+	}
+	got := make(chan *contexts.Record, 1)
+	go func() {
+		rec, err := e.m.Get(e.ctx, "t1", first.ContextID)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rec
+	}()
+	close(gs.gate)
+	var rec *contexts.Record
+	within(t, "Get", func() { rec = <-got })
+	if rec == nil || rec.ExecutionCount != 6 {
+		t.Fatalf("record read after six calls: %+v", rec)
+	}
+	if n := gs.writes.Load(); n != 2 {
+		t.Fatalf("%d store writes for six calls, want 2 (one held, then the five answered meanwhile)", n)
+	}
+}
+
+// settling runs f, which must wait for the held write, and opens the
+// gate after a while: f returning before that is a failure only when f
+// then misses the write (each test checks what f left in the store).
+func settling(t *testing.T, gs *gatedStore, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gs.gate)
+	within(t, what, func() { <-done })
+}
+
+// TestTallyLandsBeforeALaterUse: a use that extends the expiry while a
+// call's write (with the older expiry) is held leaves its own expiry in
+// the store: the held write lands first.
+func TestTallyLandsBeforeALaterUse(t *testing.T) {
+	e, gs := newGatedEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "x = 1")
+	within(t, "the store write", func() { <-gs.entered })
+	e.clock.Advance(time.Minute)
+	settling(t, gs, "GetOrCreate", func() { e.getOrCreate(id) })
+	want := e.clock.Now().Add(contexts.DefaultTTL)
+	if stored := e.record(res.ContextID); !stored.ExpiresAt.Equal(want) || stored.ExecutionCount != 1 {
+		t.Fatalf("stored expiresAt %v, count %d; want the later use's %v and 1", stored.ExpiresAt, stored.ExecutionCount, want)
+	}
+}
+
+// TestTallyLandsBeforeTheEnd: a context rotated (ended by the manager)
+// while its calls' write is held ends with every call counted.
+func TestTallyLandsBeforeTheEnd(t *testing.T) {
+	e, gs := newGatedEnv(t, contexts.Config{MaxExecutionsPerContext: 2})
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "x = 1")
+	within(t, "the store write", func() { <-gs.entered })
+	var last *contexts.ExecuteResult
+	settling(t, gs, "the rotating call", func() { last = e.exec(id, "x = 2") })
+	if !last.Rotated {
+		t.Fatalf("second call of two: %+v, want rotated", last)
+	}
+	if rec := e.record(res.ContextID); rec.State != contexts.StateTerminated || rec.ExecutionCount != 2 {
+		t.Fatalf("rotated record: state %s, count %d; want terminated and 2", rec.State, rec.ExecutionCount)
+	}
+}
+
+// TestCloseWritesTheTally: a manager closed while a write is held
+// finishes it and the calls answered after it: the store has them all.
+func TestCloseWritesTheTally(t *testing.T) {
+	e, gs := newGatedEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "x = 1")
+	within(t, "the store write", func() { <-gs.entered })
+	e.exec(id, "x = 2")
+	settling(t, gs, "Close", func() {
+		if err := e.m.Close(e.ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	rec, err := e.store.Get(e.ctx, res.ContextID)
+	if err != nil || rec.ExecutionCount != 2 {
+		t.Fatalf("record after Close: %+v, %v; want 2 executions", rec, err)
+	}
+}
