@@ -501,7 +501,6 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.endMakes()
 	m.releaseLease(ctx) // the loops have stopped: no cluster work runs here now
-	m.settleAll(ctx)    // the calls answered are in the store
 
 	m.mu.Lock()
 	var warm, attached []Sandbox
@@ -523,6 +522,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	for _, sb := range attached {
 		sb.Close()
+	}
+	if err := m.waitWriters(ctx); err != nil { // the calls answered are in the store
+		return err
 	}
 	return m.waitDiscards(ctx) // warm sandboxes creates discarded
 }

@@ -71,7 +71,7 @@ func (m *Manager) end(ctx context.Context, e *entry, reason Reason, lastErr stri
 // endErr is end, also returning the store failure it logged (the record
 // may still say active; the cleanup pass counts it as an error).
 func (m *Manager) endErr(ctx context.Context, e *entry, reason Reason, lastErr string) (bool, error) {
-	m.settle(ctx, e) // the record ends with every call answered counted
+	m.settle(context.WithoutCancel(ctx), e) // the record ends with every call answered counted
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
 	unsaved := e.unsaved

@@ -325,6 +325,11 @@ func (m *Manager) run(ctx context.Context, e *entry, sb Sandbox, req ExecuteRequ
 		dur = time.Duration(res.DurationMs) * time.Millisecond
 	}
 	m.recordExecution(ctx, e, dur)
+	if m.shared {
+		// Every node serves the context and reads its record before a
+		// call: the next call, on any node, sees this one counted.
+		m.settle(context.WithoutCancel(ctx), e)
+	}
 	m.countExecution(req.Language, outcome(res), dur)
 
 	m.mu.Lock()

@@ -17,7 +17,7 @@ func Kill(m *Manager) {
 	}
 	m.mu.Unlock()
 	m.wg.Wait()
-	m.settleAll(context.Background()) // a killed process writes nothing after
+	m.waitWriters(context.Background()) // a killed process writes nothing after
 }
 
 // Settle waits until the store has every execution m answered so far

@@ -76,6 +76,10 @@ type Manager struct {
 	// drained, when set, is closed once it drops to zero (Close waits).
 	discarding int
 	drained    chan struct{}
+	// writers counts the entries' tally writers running (tally.go);
+	// writersIdle, when set, is closed once it drops to zero (Close waits).
+	writers     int
+	writersIdle chan struct{}
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 

@@ -18,6 +18,7 @@ package contexts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -27,10 +28,15 @@ import (
 // tally is what an entry's calls added and the store does not have yet.
 // Guarded by Manager.mu.
 type tally struct {
-	n        int           // executions answered and not yet written
-	ms       int64         // their time, in milliseconds
-	now, exp time.Time     // the latest one's use and the expiry it set
-	done     chan struct{} // set while a writer runs, closed when it stops
+	n        int       // executions answered and not yet taken by the writer
+	ms       int64     // their time, in milliseconds
+	now, exp time.Time // the latest one's use and the expiry it set
+	// answered counts the calls handed to the store, written those whose
+	// write is over (landed or failed); wrote is closed and replaced at
+	// each write's end, for settle.
+	answered, written uint64
+	wrote             chan struct{}
+	writing           bool // a writer runs
 }
 
 // recordExecution counts one execution of dur on e and extends its
@@ -53,23 +59,35 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 	t.n++
 	t.ms += dur.Milliseconds()
 	t.now, t.exp = now, exp
-	if t.done == nil {
-		t.done = make(chan struct{})
-		go m.writeTally(context.WithoutCancel(ctx), e, t.done)
+	t.answered++
+	if !t.writing {
+		t.writing = true
+		if t.wrote == nil {
+			t.wrote = make(chan struct{})
+		}
+		m.writers++
+		go m.writeTally(context.WithoutCancel(ctx), e)
 	}
 }
 
-// writeTally writes e's tally to the store until nothing is left, then
-// closes done. A write the store refuses because the record ended or
-// moved to another node drops e, as a synchronous write did; any other
-// failure is logged and the calls stay counted in memory only.
-func (m *Manager) writeTally(ctx context.Context, e *entry, done chan struct{}) {
-	defer close(done)
+// writeTally writes e's tally to the store until nothing is left. A write
+// the store refuses because the record ended or moved to another node
+// drops e, as a synchronous write did, and what is left is not written;
+// any other failure is logged and the calls stay counted in memory only.
+// An entry Close ended still gets its calls written.
+func (m *Manager) writeTally(ctx context.Context, e *entry) {
+	dropped := false
 	for {
 		m.mu.Lock()
 		t := e.tally
-		if t.n == 0 || e.ended {
-			e.tally = tally{}
+		if t.n == 0 || dropped {
+			e.tally.written += uint64(t.n)
+			e.tally.n, e.tally.ms, e.tally.writing = 0, 0, false
+			m.wroteLocked(e)
+			if m.writers--; m.writers == 0 && m.writersIdle != nil {
+				close(m.writersIdle)
+				m.writersIdle = nil
+			}
 			m.mu.Unlock()
 			return
 		}
@@ -84,6 +102,7 @@ func (m *Manager) writeTally(ctx context.Context, e *entry, done chan struct{}) 
 			// (a shared provider's records are every node's: no takeover).
 			m.log.Warn("context taken over by another node; dropping it", logkey.Context, id, logkey.Node, r.Node)
 			m.drop(e)
+			dropped = true
 		case err == nil:
 			// The in-memory record counted these calls already; it stays
 			// the newer copy (a pause or a new TTL may have changed it
@@ -96,14 +115,26 @@ func (m *Manager) writeTally(ctx context.Context, e *entry, done chan struct{}) 
 				m.log.Info("context ended elsewhere; dropping it", logkey.Context, id, logkey.Err, err)
 				m.drop(e)
 			}
+			dropped = true
 		default:
 			m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
 		}
+		m.mu.Lock()
+		e.tally.written += uint64(t.n)
+		m.wroteLocked(e)
+		m.mu.Unlock()
 	}
 }
 
+// wroteLocked wakes the settles waiting on e's writes. Precondition: mu
+// held.
+func (m *Manager) wroteLocked(e *entry) {
+	close(e.tally.wrote)
+	e.tally.wrote = make(chan struct{})
+}
+
 // withTally adds to r, a record of e read from the store, what e's calls
-// added that the store does not have yet. Precondition: mu held.
+// added that no write has taken yet. Precondition: mu held.
 func (m *Manager) withTally(e *entry, r *Record) *Record {
 	if p := e.tally; p.n > 0 {
 		r.ExecutionCount += int64(p.n)
@@ -113,21 +144,25 @@ func (m *Manager) withTally(e *entry, r *Record) *Record {
 	return r
 }
 
-// settle waits until the store has the executions e answered so far, or
-// ctx ends.
+// settle waits until the writes of the calls e answered before it are
+// over, or ctx ends. Calls answered meanwhile do not hold it up.
 func (m *Manager) settle(ctx context.Context, e *entry) {
 	if e == nil {
 		return
 	}
 	m.mu.Lock()
-	done := e.tally.done
-	m.mu.Unlock()
-	if done != nil {
+	target := e.tally.answered
+	for e.tally.written < target {
+		wrote := e.tally.wrote
+		m.mu.Unlock()
 		select {
-		case <-done:
+		case <-wrote:
 		case <-ctx.Done():
+			return
 		}
+		m.mu.Lock()
 	}
+	m.mu.Unlock()
 }
 
 // settleID is settle for the entry of context id, if this manager has one.
@@ -141,18 +176,35 @@ func (m *Manager) settleID(ctx context.Context, id string) {
 // settleAll is settle for every entry.
 func (m *Manager) settleAll(ctx context.Context) {
 	m.mu.Lock()
-	var dones []chan struct{}
+	es := make([]*entry, 0, len(m.byID))
 	for _, e := range m.byID {
-		if e.tally.done != nil {
-			dones = append(dones, e.tally.done)
+		if e.tally.writing {
+			es = append(es, e)
 		}
 	}
 	m.mu.Unlock()
-	for _, d := range dones {
-		select {
-		case <-d:
-		case <-ctx.Done():
-			return
-		}
+	for _, e := range es {
+		m.settle(ctx, e)
+	}
+}
+
+// waitWriters waits until no writer runs (Close, after it ended every
+// entry: their last calls' writes land before the store closes).
+func (m *Manager) waitWriters(ctx context.Context) error {
+	m.mu.Lock()
+	if m.writers == 0 {
+		m.mu.Unlock()
+		return nil
+	}
+	if m.writersIdle == nil {
+		m.writersIdle = make(chan struct{})
+	}
+	idle := m.writersIdle
+	m.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close context manager: executions being written: %w", ctx.Err())
 	}
 }

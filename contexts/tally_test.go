@@ -28,8 +28,12 @@ func (s *gatedStore) RecordExecution(ctx context.Context, id string, n int, dur 
 }
 
 func newGatedEnv(t *testing.T, cfg contexts.Config) (*env, *gatedStore) {
+	return newGatedEnvOn(t, contextstest.NewProvider(), cfg)
+}
+
+func newGatedEnvOn(t *testing.T, p *contextstest.Provider, cfg contexts.Config) (*env, *gatedStore) {
 	gs := &gatedStore{Store: memory.New(), gate: make(chan struct{}), entered: make(chan struct{}, 64)}
-	e := (&env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: gs, clock: newClock()}).start(cfg)
+	e := (&env{t: t, ctx: context.Background(), p: p, store: gs, clock: newClock()}).start(cfg)
 	t.Cleanup(func() { // before the manager's Close, which waits for the writes
 		select {
 		case <-gs.gate:
@@ -152,5 +156,31 @@ func TestCloseWritesTheTally(t *testing.T) {
 	rec, err := e.store.Get(e.ctx, res.ContextID)
 	if err != nil || rec.ExecutionCount != 2 {
 		t.Fatalf("record after Close: %+v, %v; want 2 executions", rec, err)
+	}
+}
+
+// TestSharedNodesWriteBeforeAnswering: with a shared provider every node
+// serves the context and reads its record before a call, so a call is
+// answered only once the store has it: the next call, on any node, sees
+// it counted.
+func TestSharedNodesWriteBeforeAnswering(t *testing.T) {
+	p := contextstest.NewProvider()
+	p.Shared = true
+	e, gs := newGatedEnvOn(t, p, contexts.Config{Node: "node-a"})
+	id := ident("t1", "c1", "main")
+	done := make(chan *contexts.ExecuteResult, 1)
+	go func() { done <- e.exec(id, "x = 1") }()
+	within(t, "the store write", func() { <-gs.entered }) // held at the gate
+	select {
+	case res := <-done: // answered while the store cannot have the call
+		rec, err := e.store.Get(e.ctx, res.ContextID)
+		t.Fatalf("answered before the store took the call: %+v (stored %+v, %v)", res, rec, err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gs.gate)
+	var res *contexts.ExecuteResult
+	within(t, "the shared call", func() { res = <-done })
+	if rec, err := e.store.Get(e.ctx, res.ContextID); err != nil || rec.ExecutionCount != 1 {
+		t.Fatalf("record right after the answer: %+v, %v; want 1 execution", rec, err)
 	}
 }
