@@ -242,38 +242,20 @@ func (m *Manager) destroy(ctx context.Context, sb Sandbox, id string) {
 // one under way, so none outlives the manager.
 func (m *Manager) destroyLater(sb Sandbox) {
 	m.mu.Lock()
-	m.discarding++
+	m.discarding.n++
 	m.mu.Unlock()
 	go func() {
 		m.destroy(context.Background(), sb, sb.ID())
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if m.discarding--; m.discarding == 0 && m.drained != nil {
-			close(m.drained)
-			m.drained = nil
-		}
+		m.discarding.done()
 	}()
 }
 
 // waitDiscards waits, as long as ctx allows, for the destroys
 // destroyLater started.
 func (m *Manager) waitDiscards(ctx context.Context) error {
-	m.mu.Lock()
-	if m.discarding == 0 {
-		m.mu.Unlock()
-		return nil
-	}
-	if m.drained == nil {
-		m.drained = make(chan struct{})
-	}
-	drained := m.drained
-	m.mu.Unlock()
-	select {
-	case <-drained:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close context manager: sandboxes being destroyed: %w", ctx.Err())
-	}
+	return m.discarding.wait(ctx, &m.mu, "sandboxes being destroyed")
 }
 
 // sanitize shapes an error message for Record.LastError: one line, at

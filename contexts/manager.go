@@ -72,14 +72,10 @@ type Manager struct {
 	// context ends first.
 	makes    context.Context
 	endMakes context.CancelFunc
-	// discarding counts the background destroys under way (destroyLater);
-	// drained, when set, is closed once it drops to zero (Close waits).
-	discarding int
-	drained    chan struct{}
-	// writers counts the entries' tally writers running (tally.go);
-	// writersIdle, when set, is closed once it drops to zero (Close waits).
-	writers     int
-	writersIdle chan struct{}
+	// discarding counts the background destroys under way (destroyLater),
+	// writers the entries' tally writers running (tally.go); Close waits
+	// for both.
+	discarding, writers busy
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 

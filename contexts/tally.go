@@ -18,7 +18,6 @@ package contexts
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
@@ -65,7 +64,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 		if t.wrote == nil {
 			t.wrote = make(chan struct{})
 		}
-		m.writers++
+		m.writers.n++
 		go m.writeTally(context.WithoutCancel(ctx), e)
 	}
 }
@@ -84,10 +83,7 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 			e.tally.written += uint64(t.n)
 			e.tally.n, e.tally.ms, e.tally.writing = 0, 0, false
 			m.wroteLocked(e)
-			if m.writers--; m.writers == 0 && m.writersIdle != nil {
-				close(m.writersIdle)
-				m.writersIdle = nil
-			}
+			m.writers.done()
 			m.mu.Unlock()
 			return
 		}
@@ -191,20 +187,5 @@ func (m *Manager) settleAll(ctx context.Context) {
 // waitWriters waits until no writer runs (Close, after it ended every
 // entry: their last calls' writes land before the store closes).
 func (m *Manager) waitWriters(ctx context.Context) error {
-	m.mu.Lock()
-	if m.writers == 0 {
-		m.mu.Unlock()
-		return nil
-	}
-	if m.writersIdle == nil {
-		m.writersIdle = make(chan struct{})
-	}
-	idle := m.writersIdle
-	m.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close context manager: executions being written: %w", ctx.Err())
-	}
+	return m.writers.wait(ctx, &m.mu, "executions being written")
 }
