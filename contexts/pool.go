@@ -166,6 +166,11 @@ type pool struct {
 	waiting  int
 	made     chan struct{}
 	fillTime time.Duration
+	// gaveUp counts creates that stopped waiting with nothing and made
+	// their own sandbox: the one made for each (poolLaunch) is surplus
+	// when it lands on a pool at its target (at most filling; guarded by
+	// Manager.mu).
+	gaveUp int
 }
 
 // RefreshPool replaces template's warm sandboxes: the ready ones are
@@ -380,6 +385,9 @@ func (m *Manager) poolWait(ctx context.Context, p *pool, deadline time.Time) boo
 	}
 	m.mu.Lock()
 	p.waiting--
+	if !ended {
+		p.gaveUp = min(p.gaveUp+1, p.filling)
+	}
 	m.mu.Unlock()
 	return ended
 }
@@ -529,7 +537,15 @@ func (m *Manager) poolMake(ctx context.Context, p *pool, gen int) {
 	p.filling--
 	closed := m.closed
 	stale := gen != p.gen // made before RefreshPool: maybe of the image before
-	keep := err == nil && !closed && !stale
+	// One made for a create that gave up waiting, landing on a pool at
+	// its target, would hold the pool over its size (and the memory
+	// budget) until the idle trim: it is destroyed.
+	surplus := p.gaveUp > 0 && len(p.ready) >= m.poolTargetLocked(p, m.now())+p.waiting
+	if surplus {
+		p.gaveUp--
+	}
+	p.gaveUp = min(p.gaveUp, p.filling)
+	keep := err == nil && !closed && !stale && !surplus
 	if keep {
 		p.ready = append(p.ready, sb)
 	}

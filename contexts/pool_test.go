@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,6 +65,28 @@ func TestPoolHitMissRefill(t *testing.T) {
 	if st := e.m.Stats(); st.PoolHits != 1 || st.PoolSize != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
+}
+
+// TestPoolWaiterGivesUpNoSurplus: a create that waits for the refill
+// under way and gives up makes its own sandbox; the one the pool started
+// for it is surplus and does not hold the pool over its size.
+func TestPoolWaiterGivesUpNoSurplus(t *testing.T) {
+	e := &env{t: t, ctx: context.Background(), p: contextstest.NewProvider(), store: memory.New(), clock: newClock()}
+	var begun atomic.Int64
+	started := make(chan struct{}, 16)
+	e.p.OnCreate = func(contexts.Spec) { begun.Add(1); started <- struct{}{} }
+	e.p.CreateDelay = 300 * time.Millisecond // before Start: the pool worker reads it
+	e.start(contexts.Config{PoolSize: 1})
+	waitFor(t, "pool to fill", func() bool { return e.m.Stats().PoolSize == 1 })
+	<-started
+	contexts.SetPoolWait(e.m, 100*time.Millisecond) // past the worker's answer, short of a fill
+	e.getOrCreate(ident("t1", "c1", "main"))        // a hit
+	<-started                                       // the refill is under way: the next create waits
+	e.getOrCreate(ident("t1", "c2", "main"))        // waits, gives up, makes its own
+	waitFor(t, "every creation to end", func() bool { return int64(e.p.Created()) == begun.Load() })
+	waitFor(t, "two contexts and a pool of one", func() bool {
+		return len(e.p.Running()) == 3 && e.m.Stats().PoolSize == 1
+	})
 }
 
 func TestPoolDiscardsDeadSandbox(t *testing.T) {
