@@ -96,8 +96,17 @@ func (m *Manager) UpdateNetwork(ctx context.Context, tenantID, contextID string,
 	}
 	m.mu.Unlock()
 	if !unsaved {
+		// The record read before the network changed is stale by the
+		// calls answered meanwhile: the network goes on the stored one.
 		m.settleID(ctx, contextID)
-		if err := m.store.Update(tctx(ctx, tenantID), rec); err != nil {
+		sctx := tctx(ctx, tenantID)
+		cur, err := m.store.Get(sctx, contextID)
+		if err == nil {
+			cur.Network = clonePolicy(&p)
+			rec = cur
+			err = m.store.Update(sctx, cur)
+		}
+		if err != nil {
 			m.log.Warn("store: update network", logkey.Context, contextID, logkey.Err, err)
 		}
 	}
