@@ -84,6 +84,9 @@ func TestPoolWaiterGivesUpNoSurplus(t *testing.T) {
 	<-started                                       // the refill is under way: the next create waits
 	e.getOrCreate(ident("t1", "c2", "main"))        // waits, gives up, makes its own
 	waitFor(t, "every creation to end", func() bool { return int64(e.p.Created()) == begun.Load() })
+	if st := e.m.Stats(); st.PoolHits != 1 || st.PoolMisses != 1 {
+		t.Fatalf("stats = %+v, want one hit and one miss (the create that gave up)", st)
+	}
 	waitFor(t, "two contexts and a pool of one", func() bool {
 		return len(e.p.Running()) == 3 && e.m.Stats().PoolSize == 1
 	})
