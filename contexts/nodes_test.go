@@ -111,6 +111,10 @@ func TestNodeTakeover(t *testing.T) {
 		n := newNodePair(t, true)
 		id := ident("t1", "c1", "main")
 		first := n.a.exec(id, "x = 1")
+		// A's write of that call lands before B takes over: one landing
+		// after it would show A the new owner, and A would drop the
+		// context before its call below.
+		contexts.Settle(n.a.m)
 		n.lapse(t, n.b)
 		res := n.b.exec(id, "print(x)")
 		if res.ContextID != first.ContextID || res.SandboxID != first.SandboxID || res.Stdout != "1\n" {
