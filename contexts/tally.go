@@ -29,6 +29,7 @@ import (
 type tally struct {
 	n        int       // executions answered and not yet taken by the writer
 	ms       int64     // their time, in milliseconds
+	used     bool      // a use that ran no execution (touchBehind) is not taken yet
 	now, exp time.Time // the latest one's use and the expiry it set
 	// answered counts the calls handed to the store, written those whose
 	// write is over (landed or failed); wrote is closed and replaced at
@@ -41,22 +42,47 @@ type tally struct {
 // recordExecution counts one execution of dur on e and extends its
 // expiry: at once in memory, and in the store by e's writer.
 func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
-	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	e.rec.ExecutionCount++
+	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
+	if m.useLocked(ctx, e, m.now()) {
+		e.tally.n++
+		e.tally.ms += dur.Milliseconds()
+	}
+}
+
+// touchBehind is touch for a use whose record stays unexpired until its
+// write lands (revive): e's last use and its expiry move at once in
+// memory, and in the store by e's writer, which writes it with the calls
+// answered beside it. A store that says the record ended elsewhere drops e
+// then, one call later than a touch before the call did.
+func (m *Manager) touchBehind(ctx context.Context, e *entry, now time.Time) {
+	m.mu.Lock()
+	behind := m.useLocked(ctx, e, now)
+	if behind {
+		e.tally.used = true
+	}
+	id, tid := e.rec.ID, e.rec.TenantID
+	m.mu.Unlock()
+	if !behind {
+		m.changed(tid, id) // the writer tells of the others once they land
+	}
+}
+
+// useLocked moves e's last use to now and its expiry with it (unless
+// fixed), and hands the use to e's writer; false when the record lives
+// only here or is over (nothing to write). Precondition: mu held.
+func (m *Manager) useLocked(ctx context.Context, e *entry, now time.Time) bool {
 	exp := now.Add(e.ttl)
 	if e.rec.FixedExpiry {
 		exp = e.rec.ExpiresAt
 	}
-	e.rec.ExecutionCount++
-	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
 	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
 	if e.unsaved || e.ended {
-		return // the record lives only here, or is over
+		return false
 	}
 	t := &e.tally
-	t.n++
-	t.ms += dur.Milliseconds()
 	t.now, t.exp = now, exp
 	t.answered++
 	if !t.writing {
@@ -67,6 +93,7 @@ func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Durati
 		m.writers.n++
 		go m.writeTally(context.WithoutCancel(ctx), e)
 	}
+	return true
 }
 
 // writeTally writes e's tally to the store until nothing is left. A write
@@ -79,15 +106,16 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 	for {
 		m.mu.Lock()
 		t := e.tally
-		if t.n == 0 || dropped {
-			e.tally.written += uint64(t.n)
-			e.tally.n, e.tally.ms, e.tally.writing = 0, 0, false
+		upto := t.answered // the calls this write takes
+		if (t.n == 0 && !t.used) || dropped {
+			e.tally.written = upto
+			e.tally.n, e.tally.ms, e.tally.used, e.tally.writing = 0, 0, false, false
 			m.wroteLocked(e)
 			m.writers.done()
 			m.mu.Unlock()
 			return
 		}
-		e.tally.n, e.tally.ms = 0, 0
+		e.tally.n, e.tally.ms, e.tally.used = 0, 0, false
 		id, tid := e.rec.ID, e.rec.TenantID
 		m.mu.Unlock()
 		r, err := m.store.RecordExecution(tctx(ctx, tid), id, t.n, time.Duration(t.ms)*time.Millisecond, t.now, t.exp)
@@ -112,11 +140,13 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 				m.drop(e)
 			}
 			dropped = true
+		case t.n == 0: // uses only (touchBehind)
+			m.log.Warn("store: touch context", logkey.Context, id, logkey.Err, err)
 		default:
 			m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
 		}
 		m.mu.Lock()
-		e.tally.written += uint64(t.n)
+		e.tally.written = upto
 		m.wroteLocked(e)
 		m.mu.Unlock()
 	}
@@ -132,7 +162,7 @@ func (m *Manager) wroteLocked(e *entry) {
 // withTally adds to r, a record of e read from the store, what e's calls
 // added that no write has taken yet. Precondition: mu held.
 func (m *Manager) withTally(e *entry, r *Record) *Record {
-	if p := e.tally; p.n > 0 {
+	if p := e.tally; p.n > 0 || p.used {
 		r.ExecutionCount += int64(p.n)
 		r.TotalExecutionTimeMs += p.ms
 		r.LastUsedAt, r.ExpiresAt = p.now, p.exp
