@@ -75,6 +75,29 @@ func (m *Manager) Get(ctx context.Context, tenantID, contextID string) (*Record,
 	return rec, nil
 }
 
+// Served is Get answered from this manager's copy of the context when
+// this manager alone serves it (a provider whose sandboxes one node
+// serves) and holds it live: that copy counts every call answered here,
+// and the store's differs from it only by the writes on their way. A call
+// on the context's sandbox reads it so (the E2B API's every call), saving
+// a store read per call. An end another process wrote is seen at this
+// manager's next write for the context, which drops it, and not at once.
+// Otherwise, and for a context this manager does not hold, Get.
+func (m *Manager) Served(ctx context.Context, tenantID, contextID string) (*Record, error) {
+	if !m.shared {
+		m.mu.Lock()
+		var rec *Record
+		if e := m.byID[contextID]; e != nil && !e.ended && !e.unsaved && e.rec.TenantID == tenantID && e.rec.State.Active() {
+			rec = cloneRecord(e.rec)
+		}
+		m.mu.Unlock()
+		if rec != nil {
+			return rec, nil
+		}
+	}
+	return m.Get(ctx, tenantID, contextID)
+}
+
 // Usage samples the resource usage of a context this manager serves, live
 // from its provider (Provider.Usage, by sandbox id, attached or not); a
 // context it does not serve, or a provider that cannot sample, gives the

@@ -213,6 +213,11 @@ func (c *tenantCheck) Get(ctx context.Context, tenantID, id string) (*contexts.R
 	return c.Manager.Get(ctx, tenantID, id)
 }
 
+func (c *tenantCheck) Served(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	c.check(ctx, "Served")
+	return c.Manager.Served(ctx, tenantID, id)
+}
+
 func (c *tenantCheck) List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error) {
 	c.check(ctx, "List")
 	return c.Manager.List(ctx, f)

@@ -149,8 +149,13 @@ func NotFound(id string) error {
 // have ended it yet, as on E2B; one that pauses at its end is paused
 // then.
 func (e *Edge) Active(ctx context.Context, tenantID, id string) (*contexts.Record, error) {
+	return e.active(ctx, tenantID, id, e.cfg.Manager.Get)
+}
+
+// active is Active with the record read by get.
+func (e *Edge) active(ctx context.Context, tenantID, id string, get func(context.Context, string, string) (*contexts.Record, error)) (*contexts.Record, error) {
 	m := e.cfg.Manager
-	rec, err := m.Get(ctx, tenantID, id)
+	rec, err := get(ctx, tenantID, id)
 	if err == nil && e.AutoPausing(rec) {
 		rec, err = m.AutoPause(ctx, tenantID, id)
 	}

@@ -16,6 +16,9 @@ type Manager interface {
 	Execute(ctx context.Context, id contexts.Identity, req ExecuteRequest, out contexts.OutputFunc) (*ExecuteResult, error)
 	Use(ctx context.Context, id contexts.Identity, opts CreateOptions, fn func(ctx context.Context, rec *contexts.Record, sb contexts.Sandbox) error) error
 	Get(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
+	// Served is Get from the manager's own copy of a context it alone
+	// serves (a call on its sandbox reads it so, without a store read).
+	Served(ctx context.Context, tenantID, contextID string) (*contexts.Record, error)
 	List(ctx context.Context, f contexts.Filter) ([]*contexts.Record, error)
 	Terminate(ctx context.Context, tenantID, contextID string, reason contexts.Reason) error
 	SetTTL(ctx context.Context, tenantID, contextID string, ttl time.Duration) (*contexts.Record, error)
