@@ -93,7 +93,7 @@ func Aggregate(reps []*Report) *Report {
 func aggregate(reps []*Report) *Report {
 	first, last := reps[0], reps[len(reps)-1]
 	out := &Report{Started: first.Started, Host: first.Host, Machine: first.Machine, LoadStart: first.LoadStart,
-		LoadEnd: last.LoadEnd, Runtime: first.Runtime}
+		LoadEnd: last.LoadEnd, Runtime: first.Runtime, Store: first.Store}
 	for _, rep := range reps {
 		out.RunFloorsP50 = append(out.RunFloorsP50, rep.FloorP50)
 	}

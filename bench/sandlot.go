@@ -18,8 +18,8 @@ import (
 )
 
 // Env is what the sandlot cases run on. Provider is a real provider
-// (provider/local); every case builds its own Manager over it and a memory
-// store, and tears down what it created.
+// (provider/local); every case builds its own Manager over it and a store
+// (Store's, or a memory store), and tears down what it created.
 type Env struct {
 	Provider contexts.Provider
 	// Usage samples a sandbox's cgroup (provider/local implements it); nil
@@ -62,6 +62,9 @@ type Env struct {
 	// NAME:at, when each sample started, in Unix milliseconds), to match
 	// slow samples with what else ran then.
 	E2BSamples string
+	// Store, when set, opens the store of each manager a case builds
+	// (name tells them apart; close releases it); nil: a memory store.
+	Store func(ctx context.Context, name string) (st contexts.Store, close func(), err error)
 }
 
 // Sizes are the sample counts. The defaults (DefaultSizes) keep a full
@@ -162,14 +165,24 @@ func manager(ctx context.Context, env Env, cfg contexts.Config) (*contexts.Manag
 	if env.Guard != nil {
 		cfg.Guard = env.Guard
 	}
-	m := contexts.NewManager(memory.New(), env.Provider, cfg)
+	var st contexts.Store = memory.New()
+	closeStore := func() {}
+	if env.Store != nil {
+		var err error
+		if st, closeStore, err = env.Store(ctx, "manager"); err != nil {
+			return nil, nil, err
+		}
+	}
+	m := contexts.NewManager(st, env.Provider, cfg)
 	if err := m.Start(ctx); err != nil {
+		closeStore()
 		return nil, nil, err
 	}
 	stop := func() {
 		c := context.WithoutCancel(ctx)
 		terminateAll(c, m)
 		m.Close(c)
+		closeStore()
 	}
 	return m, stop, nil
 }

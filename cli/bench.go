@@ -60,6 +60,7 @@ func newBenchCmd() *cobra.Command {
 		cpuProfile    string
 		logLevel      string
 		httpStore     string
+		storeKind     string
 		imagesDir     string
 		only          string
 		suspendMemory bool
@@ -93,7 +94,8 @@ func newBenchCmd() *cobra.Command {
 	fs.Int64Var(&e2bBudget, "e2b-pool-budget", 0, "memory budget in MiB of the pooled E2B daemon's warm pool growth (0: the manager's default; negative: the pool stays at its size)")
 	fs.StringVar(&e2bSamples, "e2b-samples", "", "write the pooled E2B SDK run's samples to FILE (JSON: milliseconds by series, and NAME:at, each sample's start in Unix milliseconds; with --repeat, the last run's)")
 	fs.StringVar(&e2bSDK, "e2b-sdk", "", "directory whose node_modules holds the E2B JavaScript SDK (default: e2e/e2b under the working directory or a parent, after `npm ci` there)")
-	fs.StringVar(&httpStore, "http-store", "memory:", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...)")
+	fs.StringVar(&storeKind, "store", "memory", "store of the managers and daemons the bench starts: memory, or sqlite (a fresh SQLite file each, serve's default store)")
+	fs.StringVar(&httpStore, "http-store", "", "store of the HTTP daemon (memory:, sqlite:///path, postgres://...; default: --store's)")
 	fs.StringVar(&imagesDir, "images-dir", filepath.Join(defaultDataDir(), "images"), "image store whose \"default\" image (the Debian base serve builds) the image-template figures run on; without it they are skipped")
 	fs.BoolVar(&suspendMemory, "suspend-memory", true, "the image provider keeps memory on a suspend where its runtime can (runsc with the state dir on a disk; serve's --suspend-memory); false: files only. The suspend figures say which they measured")
 	fs.IntVar(&repeat, "repeat", 1, "run the floor and the cases N times (odd), whole runs one after another, and report each case's rows from its median run by its main figure (the notes say which run; the main figure's note gives every run's)")
@@ -126,12 +128,19 @@ func newBenchCmd() *cobra.Command {
 			return err
 		}
 		defer os.RemoveAll(dir)
+		stores, err := newBenchStores(storeKind, dir)
+		if err != nil {
+			return err
+		}
+		if httpStore == "" {
+			httpStore = stores.url("http")
+		}
 		log := export.NewLogger(std.Err, logLevel)
 		if rt == "auto" {
 			rt = "" // local.Config's name of auto
 		}
 		limits := contexts.Limits{MemoryBytes: memMiB << 20}
-		env := bench.Env{Limits: limits}
+		env := bench.Env{Limits: limits, Store: stores.open()}
 		rtName := ""
 		prov, perr := local.New(local.Config{Runtime: rt, StateDir: filepath.Join(dir, "api"), Limits: limits, Logger: log})
 		if perr == nil {
@@ -165,7 +174,7 @@ func newBenchCmd() *cobra.Command {
 				env.HTTPURL, env.APIKey = d.url, d.key
 			}
 			env.E2BSDKDir, env.E2BSamples = e2bSDK, e2bSamples
-			env.E2B = e2bServers(dir, rt, limits, e2bBudget<<20)
+			env.E2B = e2bServers(dir, rt, limits, e2bBudget<<20, stores)
 		}
 
 		if cpuProfile != "" {
@@ -199,7 +208,7 @@ func newBenchCmd() *cobra.Command {
 		if rep == nil {
 			return err
 		}
-		rep.Runtime = rtName
+		rep.Runtime, rep.Store = rtName, storeKind
 		if o.structured() {
 			if jerr := o.print(std.Out, rep); jerr != nil {
 				return jerr
@@ -302,7 +311,7 @@ func startDaemon(ctx context.Context, storeURL string, cfg daemon.Config) (*loca
 // manager's default warm pool (budget: its growth's, 0 the default), or
 // with none. Its tenant has no limit on
 // contexts (a burst keeps a hundred).
-func e2bServers(dir, rt string, limits contexts.Limits, budget int64) bench.E2BServers {
+func e2bServers(dir, rt string, limits contexts.Limits, budget int64, stores *benchStores) bench.E2BServers {
 	n := 0
 	return func(ctx context.Context, pool bool) (*bench.E2BServer, error) {
 		n++
@@ -311,7 +320,7 @@ func e2bServers(dir, rt string, limits contexts.Limits, budget int64) bench.E2BS
 		if pool {
 			size = -1 // the manager's default
 		}
-		d, err := startDaemon(ctx, "memory:", daemon.Config{DataDir: filepath.Join(sub, "data"), Runtime: rt,
+		d, err := startDaemon(ctx, stores.url("e2b"), daemon.Config{DataDir: filepath.Join(sub, "data"), Runtime: rt,
 			StateDir: filepath.Join(sub, "state"), Limits: limits, MaxExecutions: -1, PoolSize: size, PoolMemoryBudget: budget,
 			MaxPerTenant: -1, MaxPerConversation: -1,
 			ShutdownTimeout: 5 * time.Second, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
