@@ -209,6 +209,10 @@ func newBenchCmd() *cobra.Command {
 			return err
 		}
 		rep.Runtime, rep.Store = rtName, storeKind
+		if cmd.Flags().Changed("http-store") { // its scheme only: a URL may hold a password
+			scheme, _, _ := strings.Cut(httpStore, ":")
+			rep.Store += ", the HTTP daemon's " + scheme
+		}
 		if o.structured() {
 			if jerr := o.print(std.Out, rep); jerr != nil {
 				return jerr

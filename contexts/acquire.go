@@ -94,6 +94,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, id Identity, opts CreateOptio
 	if err != nil {
 		return nil, err
 	}
+	m.writeUse(ctx, e)
 	return m.snapshot(e), nil
 }
 
@@ -409,21 +410,16 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		// check (its connection is closed).
 		return true, nil
 	}
-	if recordWithin == 0 && !m.shared && rec.ExpiresAt.After(now.Add(touchBehindMargin)) {
-		// A use that runs no execution (Use: the E2B API's every call)
-		// writes its touch behind its answer, as an execution does: the
-		// record stays unexpired, for every process, until the write
-		// lands. A shared provider's call writes first: every node reads
-		// the record before a call (refresh).
-		m.touchBehind(ctx, e, now)
-		return true, nil
+	if recordWithin == 0 && !m.shared && rec.FixedExpiry {
+		// A fixed expiry (E2B's) makes the touch a lastUsedAt only: it is
+		// kept in memory now and written after the call (Use), at once
+		// when there is no call (GetOrCreate), or by the call's own
+		// RecordExecution (Execute). A shared provider's call writes
+		// first: every node reads the record before a call (refresh).
+		return m.useInMemory(e, now), nil
 	}
 	return m.touch(ctx, e, now, ttl), nil
 }
-
-// touchBehindMargin is how far off a record's expiry must be for a use to
-// write its touch behind its answer (revive): more than the write takes.
-const touchBehindMargin = 2 * time.Second
 
 // unreachable is the error of a call whose shared provider's sandbox
 // could not be attached for a reason other than its loss (the cluster's

@@ -389,6 +389,7 @@ func (m *Manager) Use(ctx context.Context, id Identity, opts CreateOptions, fn f
 		m.mu.Lock()
 		e.users--
 		m.mu.Unlock()
+		m.writeUse(ctx, e) // its touch, kept in memory for the call
 	}()
 	if sb == nil {
 		return fmt.Errorf("context %s ended while starting: %w", rec.ID, errdefs.ErrUnavailable)

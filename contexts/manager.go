@@ -127,8 +127,10 @@ type entry struct {
 	// is no evidence of a loss.
 	moving int
 	// tally holds the executions answered and not yet in the store
-	// (tally.go).
-	tally tally
+	// (tally.go); useDue, a use of a fixed-expiry record kept in memory
+	// for its call and not yet handed to the writer (writeUse).
+	tally  tally
+	useDue bool
 }
 
 // NewManager returns a Manager; call Start to reconcile and run the pool

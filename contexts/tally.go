@@ -6,7 +6,8 @@ package contexts
 // (a SQLite commit, a Postgres round trip). The entry's in-memory record
 // counts the call at once (rotation, the answer, the sweep); one writer
 // per entry writes what calls added, several calls in one write when they
-// come faster than the store takes them.
+// come faster than the store takes them. The same writer takes the touch
+// of a record whose expiry is fixed (E2B's) after its call (writeUse).
 //
 // What reads the record from the store for a caller (Get, Lookup, List)
 // or writes it (an end, a touch, a new TTL, a pause, a network, a usage
@@ -29,7 +30,7 @@ import (
 type tally struct {
 	n        int       // executions answered and not yet taken by the writer
 	ms       int64     // their time, in milliseconds
-	used     bool      // a use that ran no execution (touchBehind) is not taken yet
+	used     bool      // a use that ran no execution (writeUse) is not taken yet
 	now, exp time.Time // the latest one's use and the expiry it set
 	// answered counts the calls handed to the store, written those whose
 	// write is over (landed or failed); wrote is closed and replaced at
@@ -40,50 +41,76 @@ type tally struct {
 }
 
 // recordExecution counts one execution of dur on e and extends its
-// expiry: at once in memory, and in the store by e's writer.
+// expiry: at once in memory, and in the store by e's writer (which also
+// writes a use revive kept in memory for it: useDue).
 func (m *Manager) recordExecution(ctx context.Context, e *entry, dur time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e.rec.ExecutionCount++
 	e.rec.TotalExecutionTimeMs += dur.Milliseconds()
-	if m.useLocked(ctx, e, m.now()) {
+	now := m.now()
+	exp := usedLocked(e, now)
+	e.useDue = false
+	if m.queueLocked(ctx, e, now, exp) {
 		e.tally.n++
 		e.tally.ms += dur.Milliseconds()
 	}
 }
 
-// touchBehind is touch for a use whose record stays unexpired until its
-// write lands (revive): e's last use and its expiry move at once in
-// memory, and in the store by e's writer, which writes it with the calls
-// answered beside it. A store that says the record ended elsewhere drops e
-// then, one call later than a touch before the call did.
-func (m *Manager) touchBehind(ctx context.Context, e *entry, now time.Time) {
+// useInMemory is revive's touch of a record whose expiry is fixed (E2B's):
+// the touch moves lastUsedAt only, so the store may take it after the
+// call. It moves it in memory now and marks it due (writeUse, or the
+// call's own recordExecution, hands it to e's writer). False when e ended
+// meanwhile: the caller starts over, as after a refused touch.
+func (m *Manager) useInMemory(e *entry, now time.Time) bool {
 	m.mu.Lock()
-	behind := m.useLocked(ctx, e, now)
-	if behind {
-		e.tally.used = true
+	defer m.mu.Unlock()
+	if e.ended {
+		return false
 	}
-	id, tid := e.rec.ID, e.rec.TenantID
-	m.mu.Unlock()
-	if !behind {
-		m.changed(tid, id) // the writer tells of the others once they land
+	usedLocked(e, now)
+	e.useDue = true
+	return true
+}
+
+// writeUse hands e's writer the use useInMemory kept, if it is still
+// due: after the call that used e (Use), or at once when there is none
+// (GetOrCreate). The write lands after the call, so a store that says the
+// record ended elsewhere drops e after that call, not under it.
+func (m *Manager) writeUse(ctx context.Context, e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !e.useDue {
+		return
+	}
+	e.useDue = false
+	if m.queueLocked(ctx, e, e.rec.LastUsedAt, e.rec.ExpiresAt) {
+		e.tally.used = true
 	}
 }
 
-// useLocked moves e's last use to now and its expiry with it (unless
-// fixed), and hands the use to e's writer; false when the record lives
-// only here or is over (nothing to write). Precondition: mu held.
-func (m *Manager) useLocked(ctx context.Context, e *entry, now time.Time) bool {
+// usedLocked moves e's last use to now and its expiry with it (unless
+// fixed), and returns the expiry. Precondition: mu held.
+func usedLocked(e *entry, now time.Time) time.Time {
 	exp := now.Add(e.ttl)
 	if e.rec.FixedExpiry {
 		exp = e.rec.ExpiresAt
 	}
 	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+	return exp
+}
+
+// queueLocked hands e's writer a use at now that set exp, starting the
+// writer if none runs; false when the record lives only here or is over
+// (nothing to write). Precondition: mu held.
+func (m *Manager) queueLocked(ctx context.Context, e *entry, now, exp time.Time) bool {
 	if e.unsaved || e.ended {
 		return false
 	}
 	t := &e.tally
-	t.now, t.exp = now, exp
+	if !now.Before(t.now) { // a later use's write may be taken already
+		t.now, t.exp = now, exp
+	}
 	t.answered++
 	if !t.writing {
 		t.writing = true
@@ -140,7 +167,7 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 				m.drop(e)
 			}
 			dropped = true
-		case t.n == 0: // uses only (touchBehind)
+		case t.n == 0: // uses only (writeUse)
 			m.log.Warn("store: touch context", logkey.Context, id, logkey.Err, err)
 		default:
 			m.log.Warn("store: record execution", logkey.Context, id, logkey.Err, err)
