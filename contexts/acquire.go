@@ -317,7 +317,7 @@ func (m *Manager) adopt(rec *Record) *entry {
 func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Duration) (bool, error) {
 	m.mu.Lock()
 	rec := cloneRecord(e.rec)
-	sb, ttl, ended := e.sb, e.ttl, e.ended
+	sb, ended := e.sb, e.ended
 	m.mu.Unlock()
 	if ended {
 		return false, nil
@@ -418,7 +418,7 @@ func (m *Manager) revive(ctx context.Context, e *entry, recordWithin time.Durati
 		// first: every node reads the record before a call (refresh).
 		return m.useInMemory(e, now), nil
 	}
-	return m.touch(ctx, e, now, ttl), nil
+	return m.touch(ctx, e, now), nil
 }
 
 // unreachable is the error of a call whose shared provider's sandbox
@@ -451,13 +451,9 @@ func (m *Manager) detach(e *entry, sb Sandbox) {
 
 // touch extends e's expiry and reports false when the store says another
 // process ended it (e is dropped).
-func (m *Manager) touch(ctx context.Context, e *entry, now time.Time, ttl time.Duration) bool {
-	exp := now.Add(ttl)
+func (m *Manager) touch(ctx context.Context, e *entry, now time.Time) bool {
 	m.mu.Lock()
-	if e.rec.FixedExpiry {
-		exp = e.rec.ExpiresAt
-	}
-	e.rec.LastUsedAt, e.rec.ExpiresAt = now, exp
+	exp := usedLocked(e, now)
 	id, tid, unsaved := e.rec.ID, e.rec.TenantID, e.unsaved
 	m.mu.Unlock()
 	defer m.changed(tid, id)

@@ -30,14 +30,14 @@ import (
 type tally struct {
 	n        int       // executions answered and not yet taken by the writer
 	ms       int64     // their time, in milliseconds
-	used     bool      // a use that ran no execution (writeUse) is not taken yet
 	now, exp time.Time // the latest one's use and the expiry it set
-	// answered counts the calls handed to the store, written those whose
-	// write is over (landed or failed); wrote is closed and replaced at
-	// each write's end, for settle.
-	answered, written uint64
-	wrote             chan struct{}
-	writing           bool // a writer runs
+	// answered counts the calls and uses handed to the writer, taken
+	// those a write took (answered > taken: some wait for a write),
+	// written those whose write is over (landed or failed); wrote is
+	// closed and replaced at each write's end, for settle.
+	answered, taken, written uint64
+	wrote                    chan struct{}
+	writing                  bool // a writer runs
 }
 
 // recordExecution counts one execution of dur on e and extends its
@@ -84,9 +84,7 @@ func (m *Manager) writeUse(ctx context.Context, e *entry) {
 		return
 	}
 	e.useDue = false
-	if m.queueLocked(ctx, e, e.rec.LastUsedAt, e.rec.ExpiresAt) {
-		e.tally.used = true
-	}
+	m.queueLocked(ctx, e, e.rec.LastUsedAt, e.rec.ExpiresAt)
 }
 
 // usedLocked moves e's last use to now and its expiry with it (unless
@@ -134,15 +132,15 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 		m.mu.Lock()
 		t := e.tally
 		upto := t.answered // the calls this write takes
-		if (t.n == 0 && !t.used) || dropped {
-			e.tally.written = upto
-			e.tally.n, e.tally.ms, e.tally.used, e.tally.writing = 0, 0, false, false
+		if upto == t.taken || dropped {
+			e.tally.taken, e.tally.written = upto, upto
+			e.tally.n, e.tally.ms, e.tally.writing = 0, 0, false
 			m.wroteLocked(e)
 			m.writers.done()
 			m.mu.Unlock()
 			return
 		}
-		e.tally.n, e.tally.ms, e.tally.used = 0, 0, false
+		e.tally.n, e.tally.ms, e.tally.taken = 0, 0, upto
 		id, tid := e.rec.ID, e.rec.TenantID
 		m.mu.Unlock()
 		r, err := m.store.RecordExecution(tctx(ctx, tid), id, t.n, time.Duration(t.ms)*time.Millisecond, t.now, t.exp)
@@ -189,7 +187,7 @@ func (m *Manager) wroteLocked(e *entry) {
 // withTally adds to r, a record of e read from the store, what e's calls
 // added that no write has taken yet. Precondition: mu held.
 func (m *Manager) withTally(e *entry, r *Record) *Record {
-	if p := e.tally; p.n > 0 || p.used {
+	if p := e.tally; p.answered > p.taken {
 		r.ExecutionCount += int64(p.n)
 		r.TotalExecutionTimeMs += p.ms
 		r.LastUsedAt, r.ExpiresAt = p.now, p.exp
