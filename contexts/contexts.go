@@ -252,7 +252,11 @@ type Store interface {
 	GetActive(ctx context.Context, id Identity) (*Record, error)
 	// Update saves the mutable fields of rec (state, sandbox, times,
 	// counters, error, usage, metadata). It never moves a record out of a
-	// final state (ErrFailedPrecondition).
+	// final state (ErrFailedPrecondition). The execution counters and
+	// lastUsedAt only grow: Update keeps the stored ones where they are
+	// greater, so a record read before a concurrent RecordExecution or
+	// Touch (a pause, a network change or a usage sample saved while the
+	// tally is written behind the answers) does not take back its count.
 	Update(ctx context.Context, rec *Record) error
 	// RecordExecution atomically adds n executions that took dur in all,
 	// sets lastUsedAt=now and expiresAt, and returns the new record.

@@ -139,6 +139,12 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	// Identity, creation and the create's env are written once, by Create.
 	n.Identity, n.CreatedAt, n.Node, n.Env = r.Identity, r.CreatedAt, r.Node, maps.Clone(r.Env)
 	rules.Normalize(n)
+	// The counters and the last use only grow (contexts.Store.Update).
+	n.ExecutionCount = max(n.ExecutionCount, r.ExecutionCount)
+	n.TotalExecutionTimeMs = max(n.TotalExecutionTimeMs, r.TotalExecutionTimeMs)
+	if r.LastUsedAt.After(n.LastUsedAt) {
+		n.LastUsedAt = r.LastUsedAt
+	}
 	if !n.State.Active() {
 		delete(s.active, r.Identity)
 	}

@@ -256,8 +256,8 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 	var n int64
 	err := s.run(ctx, func(q querier) error {
 		tag, err := q.Exec(ctx, `UPDATE execution_contexts SET state = $2, reason = $3, sandbox_id = $4,
-			provider = $5, template = $6, last_used_at = $7, expires_at = $8, terminated_at = $9,
-			execution_count = $10, total_execution_time_ms = $11, last_error = $12, resource_usage = $13::jsonb,
+			provider = $5, template = $6, last_used_at = GREATEST(last_used_at, $7), expires_at = $8, terminated_at = $9,
+			execution_count = GREATEST(execution_count, $10), total_execution_time_ms = GREATEST(total_execution_time_ms, $11), last_error = $12, resource_usage = $13::jsonb,
 			metadata = $14::jsonb, `+lifecycleSet(15)+`, suspend_image = $22, suspend_held = $23, auto_pause_disk = $24
 			WHERE id = $1 AND (state IN ('creating', 'ready') OR state = $2)`, args...)
 		n = tag.RowsAffected()

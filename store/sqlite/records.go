@@ -199,8 +199,8 @@ func (s *Store) Update(ctx context.Context, rec *contexts.Record) error {
 		rec.ExecutionCount, rec.TotalExecutionTimeMs, rec.LastError, jsonText(rec.ResourceUsage),
 		metaText(rec.Metadata), nowMs()}, append(lifecycleArgs(&rec.Lifecycle), rec.SuspendImage, rec.SuspendHeld, rec.AutoPauseToDisk)...)
 	res, err := s.w.ExecContext(ctx, `UPDATE execution_contexts SET state = ?3, reason = ?4, sandbox_id = ?5,
-		provider = ?6, template = ?7, last_used_at = ?8, expires_at = ?9, terminated_at = ?10,
-		execution_count = ?11, total_execution_time_ms = ?12, last_error = ?13, resource_usage = ?14,
+		provider = ?6, template = ?7, last_used_at = MAX(last_used_at, ?8), expires_at = ?9, terminated_at = ?10,
+		execution_count = MAX(execution_count, ?11), total_execution_time_ms = MAX(total_execution_time_ms, ?12), last_error = ?13, resource_usage = ?14,
 		metadata = ?15, updated_at = ?16, paused_at = ?17, auto_pause_ms = ?18, auto_resume_ms = ?19,
 		fixed_expiry = ?20, max_executions = ?21, network = ?22, template_name = ?23, suspend_image = ?24, suspend_held = ?25, auto_pause_disk = ?26
 		WHERE id = ?2 AND (state IN ('creating', 'ready') OR state = ?3)`+scopeCond, args...)

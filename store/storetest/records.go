@@ -240,6 +240,42 @@ func testUpdate(t *testing.T, s store.Backend) {
 	}
 }
 
+// testUpdateKeepsCounts is an Update written from a record read before
+// executions were recorded (a pause, a network change or a usage sample
+// saved while calls are answered and their tally written behind): the
+// counters and the last use only grow, so the stale copy lowers none.
+func testUpdateKeepsCounts(t *testing.T, s store.Backend) {
+	ctx := context.Background()
+	rec := mustCreate(t, s, newRec(ident("t", "c", "main")))
+	stale := mustGet(t, s, rec.ID)
+	now, exp := base.Add(time.Minute), base.Add(31*time.Minute)
+	if _, err := s.RecordExecution(ctx, rec.ID, 3, 900*time.Millisecond, now, exp); err != nil {
+		t.Fatal(err)
+	}
+	stale.State = contexts.StateReady
+	stale.ResourceUsage = contexts.ResourceUsage{MemoryBytes: 7}
+	stale.ExpiresAt = base.Add(5 * time.Minute) // an expiry may move back (a shorter TTL)
+	if err := s.Update(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, s, rec.ID)
+	if got.ExecutionCount != 3 || got.TotalExecutionTimeMs != 900 || !got.LastUsedAt.Equal(ms(now)) {
+		t.Fatalf("after a stale Update: count %d, time %d ms, last used %v; want 3, 900 ms, %v (the executions recorded meanwhile)",
+			got.ExecutionCount, got.TotalExecutionTimeMs, got.LastUsedAt, ms(now))
+	}
+	if got.State != contexts.StateReady || got.ResourceUsage.MemoryBytes != 7 || !got.ExpiresAt.Equal(ms(stale.ExpiresAt)) {
+		t.Fatalf("after a stale Update: %s, usage %+v, expiry %v; want the Update's own fields", got.State, got.ResourceUsage, got.ExpiresAt)
+	}
+	// A greater count is written as given.
+	got.ExecutionCount, got.TotalExecutionTimeMs = 10, 1000
+	if err := s.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if g := mustGet(t, s, rec.ID); g.ExecutionCount != 10 || g.TotalExecutionTimeMs != 1000 {
+		t.Fatalf("Update to a greater count: %d, %d ms; want 10, 1000 ms", g.ExecutionCount, g.TotalExecutionTimeMs)
+	}
+}
+
 func testRecordExecution(t *testing.T, s store.Backend) {
 	ctx := context.Background()
 	rec := mustCreate(t, s, newRec(ident("t", "c", "main")))

@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"ConcurrentCreate", testConcurrentCreate},
 		{"RecreateAfterTerminate", testRecreateAfterTerminate},
 		{"Update", testUpdate},
+		{"UpdateKeepsCounts", testUpdateKeepsCounts},
 		{"RecordExecution", testRecordExecution},
 		{"ConcurrentRecordExecution", testConcurrentRecordExecution},
 		{"Touch", testTouch},
