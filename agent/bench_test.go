@@ -67,10 +67,13 @@ func (f *floorREPL) trip(tb testing.TB) {
 // BenchmarkFloorPythonPipe is the floor on its own line of the report.
 func BenchmarkFloorPythonPipe(b *testing.B) {
 	f := startFloor(b)
+	sw0 := ctxSwitches(os.Getpid())
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.trip(b)
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(ctxSwitches(os.Getpid())-sw0)/float64(b.N), "host-sw/op")
 }
 
 // hot times n back-to-back floor round trips (ns per trip).
@@ -145,6 +148,8 @@ func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
 			warm(b, c, p)
 			var kernelT, floorT time.Duration
 			agentCPU0, selfCPU0 := cpuNs(a.Cmd.Process.Pid), cpuNs(os.Getpid())
+			kpid := childPid(a.Cmd.Process.Pid)
+			sw0 := [3]int64{ctxSwitches(os.Getpid()), ctxSwitches(a.Cmd.Process.Pid), ctxSwitches(kpid)}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
@@ -163,6 +168,9 @@ func BenchmarkKernelRoundTripInterleaved(b *testing.B) {
 			// a loaded machine. The host side includes the floor's client.
 			b.ReportMetric(float64(cpuNs(a.Cmd.Process.Pid)-agentCPU0)/float64(b.N)/1e3, "agent-cpu-us/op")
 			b.ReportMetric(float64(cpuNs(os.Getpid())-selfCPU0)/float64(b.N)/1e3, "host-cpu-us/op")
+			b.ReportMetric(float64(ctxSwitches(os.Getpid())-sw0[0])/float64(b.N), "host-sw/op")
+			b.ReportMetric(float64(ctxSwitches(a.Cmd.Process.Pid)-sw0[1])/float64(b.N), "agent-sw/op")
+			b.ReportMetric(float64(ctxSwitches(kpid)-sw0[2])/float64(b.N), "kernel-sw/op")
 		})
 	}
 }
@@ -173,6 +181,7 @@ func BenchmarkPing(b *testing.B) {
 	c, a := agenttest.StartClient(b)
 	ctx := context.Background()
 	cpu0 := cpuNs(a.Cmd.Process.Pid)
+	sw0 := [2]int64{ctxSwitches(os.Getpid()), ctxSwitches(a.Cmd.Process.Pid)}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := c.Ping(ctx); err != nil {
@@ -180,6 +189,8 @@ func BenchmarkPing(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(ctxSwitches(os.Getpid())-sw0[0])/float64(b.N), "host-sw/op")
+	b.ReportMetric(float64(ctxSwitches(a.Cmd.Process.Pid)-sw0[1])/float64(b.N), "agent-sw/op")
 	b.ReportMetric(float64(cpuNs(a.Cmd.Process.Pid)-cpu0)/float64(b.N)/1e3, "agent-cpu-us/op")
 }
 
@@ -226,4 +237,38 @@ func BenchmarkKernelRoundTripProbed(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(probedT.Nanoseconds())/float64(b.N), "probe-ns/op")
 	b.ReportMetric(float64(plainT.Nanoseconds())/float64(b.N), "plain-ns/op")
+}
+
+// ctxSwitches is the context switches so far of every thread of pid.
+func ctxSwitches(pid int) int64 {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "status"))
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "voluntary_ctxt_switches:") || strings.HasPrefix(l, "nonvoluntary_ctxt_switches:") {
+				n, _ := strconv.ParseInt(strings.TrimSpace(l[strings.Index(l, ":")+1:]), 10, 64)
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+// childPid is pid's newest child (the kernel the agent started last).
+func childPid(pid int) int {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "children"))
+	last := 0
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if n, _ := strconv.Atoi(f); n > last {
+				last = n
+			}
+		}
+	}
+	return last
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,13 @@ type Client struct {
 
 	wmu       sync.Mutex // serializes frame writes on conn
 	wdeadline time.Time  // write deadline set on conn; under wmu
+
+	// The read side (clientread.go, clientwait.go). fr is read by one
+	// goroutine at a time: the read loop, or, where the calls read the
+	// connection themselves, the holder of rd.
+	fr  *frameReader
+	rd  chan struct{} // buffered 1; nil: a read loop reads
+	hup *os.File      // the hang-up watch's epoll (clientwait.go); closed by shutdown
 
 	mu        sync.Mutex
 	pending   map[uint64]*call    // calls waiting for their response
@@ -156,7 +164,8 @@ func NewClient(conn net.Conn, cfg ClientConfig) *Client {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	go c.readLoop()
+	c.fr = newFrameReader(c.rw, MaxFrame)
+	c.startReading()
 	return c
 }
 
@@ -196,6 +205,9 @@ func (c *Client) shutdown(err error) {
 	c.abandoned = nil
 	c.mu.Unlock()
 	_ = c.conn.Close()
+	if c.hup != nil {
+		_ = c.hup.Close()
+	}
 	close(c.done)
 	for _, cl := range pending {
 		cl.resp <- nil // buffered; nil means "connection gone"
@@ -273,14 +285,8 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		return fmt.Errorf("%s: %w", method, err)
 	}
 
-	done := ctx.Done()
-	if done == nil { // context.Background and friends: one plain receive
-		return c.finish(method, c.probeVerdict(<-cl.resp, &probe), result)
-	}
-	select {
-	case f := <-cl.resp:
-		return c.finish(method, c.probeVerdict(f, &probe), result)
-	case <-done:
+	if r, ok := c.await(ctx, cl); ok {
+		return c.finish(method, c.probeVerdict(r, &probe), result)
 	}
 	// The caller gave up. Stop waiting; a response that still arrives is
 	// dropped. Work that keeps running in the sandbox is told to stop.

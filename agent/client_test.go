@@ -176,10 +176,19 @@ func TestClientDuplicateResponse(t *testing.T) {
 	if err := c.Ping(context.Background()); err != nil {
 		t.Fatalf("first ping: %v", err)
 	}
+	// The calls read the connection themselves (clientwait.go): the
+	// duplicate, written after the first reply, is read by the next call,
+	// which it fails.
+	if err := c.Ping(context.Background()); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Fatalf("the call after a duplicate response = %v, want unavailable", err)
+	}
 	select {
 	case <-c.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("a response to a finished call did not close the client")
+	}
+	if !errors.Is(c.Err(), ErrProtocol) {
+		t.Fatalf("Err() = %v, want a protocol violation", c.Err())
 	}
 }
 
@@ -462,7 +471,9 @@ func TestClientProbeAnswerChecked(t *testing.T) {
 			}
 			// The fake answers each frame on its own goroutine, so the
 			// request's answer may come first: the connection must end
-			// either way.
+			// either way, at the latest when the next call reads the
+			// ping's answer (the calls read the connection themselves).
+			_ = c.Ping(ctx)
 			select {
 			case <-c.Done():
 			case <-ctx.Done():

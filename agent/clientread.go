@@ -1,13 +1,15 @@
 package agent
 
-// The Client's read side: one loop reads the agent's frames and hands each
-// result and output event to the call it belongs to.
+// The Client's read side: whoever reads the connection (the calls
+// themselves or a read loop, clientwait.go) routes each result and output
+// event to the call it belongs to.
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -20,52 +22,59 @@ func (c *Client) violation(format string, args ...any) {
 	c.shutdown(fmt.Errorf("sandbox %s: %w: %s: %w", c.id, ErrProtocol, msg, errdefs.ErrUnavailable))
 }
 
+// readLoop reads and routes frames until the connection ends: the
+// reader of a connection whose callers do not read it themselves
+// (clientwait.go).
 func (c *Client) readLoop() {
-	fr := newFrameReader(c.rw, MaxFrame)
 	for {
-		line, err := fr.next()
-		if err != nil {
-			switch {
-			case errors.Is(err, errFrameTooLarge):
-				c.violation("frame larger than %d bytes", MaxFrame)
-			case errors.Is(err, errSealed):
-				// Not the agent's bytes (sealed.go): a violation, not a
-				// loss, so no call counts as not sent.
-				c.violation("%v", err)
-			default:
-				c.mu.Lock()
-				c.lost = !c.closed
-				c.mu.Unlock()
-				c.shutdown(fmt.Errorf("sandbox %s: agent connection lost: %v: %w", c.id, err, errdefs.ErrUnavailable))
-			}
-			return
-		}
-		if len(line) == 0 {
-			continue
-		}
-		// The agent's own layouts are parsed once, straight into the
-		// caller's type; anything else takes the general path.
-		if id, ok := resultHead(line); ok {
-			if !c.dispatchResult(id, line) {
-				return
-			}
-			continue
-		}
-		if bytes.HasPrefix(line, outputHead) {
-			if !c.dispatchOutput(line) {
-				return
-			}
-			continue
-		}
-		f, err := DecodeFrame(line)
-		if err != nil {
-			c.violation("%v", err)
-			return
-		}
-		if !c.dispatch(f) {
+		if more, _ := c.readOne(); !more {
 			return
 		}
 	}
+}
+
+// readOne reads one frame and routes it to its call. more is false once
+// the connection has ended (it is shut down). interrupted: a read
+// deadline passed before a whole frame came; nothing was lost, and the
+// next readOne goes on where this one stopped. Callers hold the reading
+// (c.rd) or are the read loop.
+func (c *Client) readOne() (more, interrupted bool) {
+	line, err := c.fr.next()
+	if err != nil {
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return true, true
+		case errors.Is(err, errFrameTooLarge):
+			c.violation("frame larger than %d bytes", MaxFrame)
+		case errors.Is(err, errSealed):
+			// Not the agent's bytes (sealed.go): a violation, not a
+			// loss, so no call counts as not sent.
+			c.violation("%v", err)
+		default:
+			c.mu.Lock()
+			c.lost = !c.closed
+			c.mu.Unlock()
+			c.shutdown(fmt.Errorf("sandbox %s: agent connection lost: %v: %w", c.id, err, errdefs.ErrUnavailable))
+		}
+		return false, false
+	}
+	if len(line) == 0 {
+		return true, false
+	}
+	// The agent's own layouts are parsed once, straight into the
+	// caller's type; anything else takes the general path.
+	if id, ok := resultHead(line); ok {
+		return c.dispatchResult(id, line), false
+	}
+	if bytes.HasPrefix(line, outputHead) {
+		return c.dispatchOutput(line), false
+	}
+	f, err := DecodeFrame(line)
+	if err != nil {
+		c.violation("%v", err)
+		return false, false
+	}
+	return c.dispatch(f), false
 }
 
 // The agent writes its successful responses and its output notifications

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 )
 
 var errFrameTooLarge = errors.New("frame too large")
@@ -17,6 +18,10 @@ type frameReader struct {
 	r   *bufio.Reader
 	max int
 	buf []byte
+	// partial: buf holds the start of a frame whose read a deadline
+	// interrupted (the Client's callers read with one: clientwait.go);
+	// the next call goes on with it.
+	partial bool
 }
 
 func newFrameReader(r io.Reader, max int) *frameReader {
@@ -25,25 +30,24 @@ func newFrameReader(r io.Reader, max int) *frameReader {
 
 // next returns the next frame without its newline. The slice is valid until
 // the following call. A frame longer than max fails with errFrameTooLarge.
+// A read deadline that passes mid-frame (os.ErrDeadlineExceeded) loses
+// nothing: the bytes read so far are kept for the next call.
 func (fr *frameReader) next() ([]byte, error) {
 	line, err := fr.r.ReadSlice('\n')
-	if err == nil {
+	if err == nil && !fr.partial {
 		if len(line)-1 > fr.max {
 			return nil, errFrameTooLarge
 		}
 		return line[:len(line)-1], nil
 	}
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return nil, err
+	if !fr.partial {
+		fr.buf = fr.buf[:0]
 	}
-	fr.buf = append(fr.buf[:0], line...)
 	for {
-		if len(fr.buf) > fr.max {
-			return nil, errFrameTooLarge
-		}
-		line, err = fr.r.ReadSlice('\n')
 		fr.buf = append(fr.buf, line...)
-		if err == nil {
+		switch {
+		case err == nil:
+			fr.partial = false
 			if len(fr.buf)-1 > fr.max {
 				return nil, errFrameTooLarge
 			}
@@ -52,10 +56,16 @@ func (fr *frameReader) next() ([]byte, error) {
 				fr.buf = nil // don't pin a huge buffer after one big frame
 			}
 			return out, nil
-		}
-		if !errors.Is(err, bufio.ErrBufferFull) {
+		case !errors.Is(err, bufio.ErrBufferFull) && !errors.Is(err, os.ErrDeadlineExceeded):
+			fr.partial = false
+			return nil, err
+		case len(fr.buf) > fr.max:
+			return nil, errFrameTooLarge
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			fr.partial = len(fr.buf) > 0
 			return nil, err
 		}
+		line, err = fr.r.ReadSlice('\n')
 	}
 }
 
