@@ -79,6 +79,14 @@ type Client struct {
 	fr  *frameReader
 	rd  chan struct{} // buffered 1; nil: a read loop reads
 	hup *os.File      // the hang-up watch's epoll (clientwait.go); closed by shutdown
+	// Where the calls read: a background reader reads instead while a
+	// call that streams output is pending, a call was abandoned, or the
+	// hang-up watch failed (needReaderLocked). Under mu.
+	streaming   int           // pending calls with an output callback
+	watchFailed bool          // the hang-up watch stopped: a reader stays
+	bgOn        bool          // a background reader runs
+	bgHeld      chan struct{} // closed once it holds rd
+	bgGone      chan struct{} // closed when it stops
 
 	mu        sync.Mutex
 	pending   map[uint64]*call    // calls waiting for their response
@@ -203,6 +211,7 @@ func (c *Client) shutdown(err error) {
 	pending := c.pending
 	c.pending = nil
 	c.abandoned = nil
+	c.streaming = 0
 	c.mu.Unlock()
 	_ = c.conn.Close()
 	if c.hup != nil {
@@ -256,10 +265,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		defer func() {
 			if probe != nil { // not waited for: drop it when it comes
 				c.mu.Lock()
-				if _, ok := c.pending[pid]; ok {
-					delete(c.pending, pid)
-					c.abandoned[pid] = struct{}{}
-				}
+				c.abandonLocked(pid)
 				c.mu.Unlock()
 			}
 		}()
@@ -276,7 +282,21 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 		return fmt.Errorf("%s: %w: %w", method, ErrNotSent, err)
 	}
 	c.pending[id] = cl
+	var held, gone chan struct{}
+	if out != nil && c.rd != nil {
+		// Its output is read by a background reader, which holds the
+		// reading before the request goes: a call reading for itself
+		// never runs another call's callback (clientwait.go).
+		c.streaming++
+		held, gone = c.needReaderLocked()
+	}
 	c.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-gone: // it stopped (the connection is gone): the write fails
+		}
+	}
 
 	if n, err := c.write(frame); err != nil {
 		if n <= head {
@@ -291,9 +311,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, ou
 	// The caller gave up. Stop waiting; a response that still arrives is
 	// dropped. Work that keeps running in the sandbox is told to stop.
 	c.mu.Lock()
-	if _, ok := c.pending[id]; ok {
-		delete(c.pending, id)
-		c.abandoned[id] = struct{}{}
+	if c.abandonLocked(id) {
 		c.mu.Unlock()
 		if method == MethodExec || method == MethodRunCode || method == MethodAttach {
 			c.notify(MethodCancel, CancelParams{Ref: id})

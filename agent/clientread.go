@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/logkey"
@@ -27,8 +28,12 @@ func (c *Client) violation(format string, args ...any) {
 // (clientwait.go).
 func (c *Client) readLoop() {
 	for {
-		if more, _ := c.readOne(); !more {
+		more, interrupted := c.readOne()
+		if !more {
 			return
+		}
+		if interrupted { // a stale deadline (the handshake's): cleared, not a loss
+			_ = c.conn.SetReadDeadline(time.Time{})
 		}
 	}
 }
@@ -52,7 +57,9 @@ func (c *Client) readOne() (more, interrupted bool) {
 			c.violation("%v", err)
 		default:
 			c.mu.Lock()
-			c.lost = !c.closed
+			if !c.closed { // not a read of a connection already shut down
+				c.lost = true
+			}
 			c.mu.Unlock()
 			c.shutdown(fmt.Errorf("sandbox %s: agent connection lost: %v: %w", c.id, err, errdefs.ErrUnavailable))
 		}
@@ -143,11 +150,12 @@ type resultFrame struct {
 // connection was closed because of it.
 func (c *Client) dispatchResult(id uint64, line []byte) bool {
 	c.mu.Lock()
-	cl, ok := c.pending[id]
+	cl, ok := c.takePendingLocked(id)
 	dropped := false
-	if ok {
-		delete(c.pending, id)
-	} else if _, dropped = c.abandoned[id]; dropped {
+	if !ok {
+		_, dropped = c.abandoned[id]
+	}
+	if dropped {
 		delete(c.abandoned, id)
 	}
 	c.mu.Unlock()
@@ -256,10 +264,8 @@ func (c *Client) dispatch(f *Frame) bool {
 	}
 	id := *f.ID
 	c.mu.Lock()
-	cl, ok := c.pending[id]
-	if ok {
-		delete(c.pending, id)
-	} else if _, dropped := c.abandoned[id]; dropped {
+	cl, ok := c.takePendingLocked(id)
+	if _, dropped := c.abandoned[id]; !ok && dropped {
 		delete(c.abandoned, id)
 		c.mu.Unlock()
 		return true

@@ -47,9 +47,106 @@ func (c *Client) startReading() {
 	go c.readLoop()
 }
 
+// takePendingLocked removes call id from the pending calls.
+func (c *Client) takePendingLocked(id uint64) (*call, bool) {
+	cl, ok := c.pending[id]
+	if ok {
+		delete(c.pending, id)
+		if cl.out != nil && c.rd != nil {
+			c.streaming--
+		}
+	}
+	return cl, ok
+}
+
+// abandonLocked moves pending call id to the abandoned ones, whose frames
+// are dropped when they come; false when it was no longer pending. A
+// background reader reads them (needReaderLocked): the agent may still
+// write a reply and the last output, which nobody would read before the
+// next call, and the agent counts a host that stops reading for a minute
+// as gone.
+func (c *Client) abandonLocked(id uint64) bool {
+	if _, ok := c.takePendingLocked(id); !ok {
+		return false
+	}
+	c.abandoned[id] = struct{}{}
+	c.needReaderLocked()
+	return true
+}
+
+// readerWantedLocked reports whether a background reader is to read: a
+// call that streams output is pending (its callback runs in the reader,
+// as it did in the read loop, and never in another call's goroutine), a
+// call was abandoned, or the hang-up watch failed.
+func (c *Client) readerWantedLocked() bool {
+	return !c.closed && (c.streaming > 0 || len(c.abandoned) > 0 || c.watchFailed)
+}
+
+// needReaderLocked starts a background reader when one is wanted and none
+// runs, and cuts short the read of the call that reads now, which then
+// hands the reading over. It returns the running reader's signals (nil
+// when none runs).
+func (c *Client) needReaderLocked() (held, gone chan struct{}) {
+	if c.rd == nil || !c.readerWantedLocked() {
+		return nil, nil
+	}
+	if !c.bgOn {
+		c.bgOn = true
+		c.bgHeld, c.bgGone = make(chan struct{}), make(chan struct{})
+		go c.readBehind(c.bgHeld, c.bgGone)
+		_ = c.conn.SetReadDeadline(time.Unix(1, 0))
+	}
+	return c.bgHeld, c.bgGone
+}
+
+// readBehind is the background reader: it takes the reading and reads
+// while readerWantedLocked holds, which only a frame it reads (the reply
+// of the last streaming or abandoned call) or the connection's end can
+// change.
+func (c *Client) readBehind(held, gone chan struct{}) {
+	// stopLocked ends this reader; the check that it is no longer
+	// wanted and the end are one step under mu, so a call that wants a
+	// reader after it starts another.
+	stopLocked := func() {
+		c.bgOn = false
+		close(gone)
+	}
+	select {
+	case c.rd <- struct{}{}:
+	case <-c.done:
+		c.mu.Lock()
+		stopLocked()
+		c.mu.Unlock()
+		return
+	}
+	close(held)
+	_ = c.conn.SetReadDeadline(time.Time{}) // the cut meant for the call that read
+	for {
+		c.mu.Lock()
+		if !c.readerWantedLocked() {
+			stopLocked()
+			c.mu.Unlock()
+			<-c.rd
+			return
+		}
+		c.mu.Unlock()
+		more, interrupted := c.readOne()
+		switch {
+		case !more:
+			c.mu.Lock()
+			stopLocked()
+			c.mu.Unlock()
+			<-c.rd
+			return
+		case interrupted: // a deadline set for a call that read before
+			_ = c.conn.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
 // await waits for cl's reply; got is false when ctx ended first. Where
 // the calls read the connection, a call that finds no one reading reads
-// until its own reply has come.
+// until its own reply has come, unless a background reader reads.
 func (c *Client) await(ctx context.Context, cl *call) (r *reply, got bool) {
 	done := ctx.Done()
 	if c.rd == nil {
@@ -63,21 +160,40 @@ func (c *Client) await(ctx context.Context, cl *call) (r *reply, got bool) {
 			return nil, false
 		}
 	}
-	select {
-	case r = <-cl.resp:
-		return r, true
-	case c.rd <- struct{}{}:
-		r, got = c.readFor(ctx, cl)
-		<-c.rd // the next waiting call, or the watch, reads on
-		return r, got
-	case <-done:
-		return nil, false
+	for {
+		c.mu.Lock()
+		on, gone := c.bgOn, c.bgGone
+		c.mu.Unlock()
+		if on {
+			select {
+			case r = <-cl.resp:
+				return r, true
+			case <-gone:
+				continue
+			case <-done:
+				return nil, false
+			}
+		}
+		select {
+		case r = <-cl.resp:
+			return r, true
+		case c.rd <- struct{}{}:
+			r, got, yielded := c.readFor(ctx, cl)
+			if yielded {
+				continue
+			}
+			return r, got
+		case <-done:
+			return nil, false
+		}
 	}
 }
 
-// readFor reads and routes frames until cl's reply has come or ctx ends.
-// Precondition: rd is held.
-func (c *Client) readFor(ctx context.Context, cl *call) (*reply, bool) {
+// readFor reads and routes frames until cl's reply has come or ctx ends,
+// or yields the reading to a background reader that started. It is
+// called holding rd, and releases it.
+func (c *Client) readFor(ctx context.Context, cl *call) (r *reply, got, yielded bool) {
+	defer func() { <-c.rd }() // the next waiting call, or a background reader, reads on
 	if ctx.Done() != nil {
 		// A read waits in the netpoller; the end of ctx cuts it short
 		// with a deadline in the past.
@@ -87,22 +203,29 @@ func (c *Client) readFor(ctx context.Context, cl *call) (*reply, bool) {
 	for {
 		select {
 		case r := <-cl.resp:
-			return r, true
+			return r, true, false
 		default:
 		}
 		if ctx.Err() != nil {
-			return nil, false
+			return nil, false, false
+		}
+		c.mu.Lock()
+		on := c.bgOn
+		c.mu.Unlock()
+		if on {
+			return nil, false, true
 		}
 		more, interrupted := c.readOne()
 		switch {
 		case interrupted:
-			// ctx's deadline, or that of a call that read before this
-			// one and gave up: cleared, and ctx checked again.
+			// ctx's deadline, a background reader's start, or the
+			// deadline of a call that read before this one and gave
+			// up: cleared, and all three checked again.
 			_ = c.conn.SetReadDeadline(time.Time{})
 		case !more:
 			// The connection is shut down: every pending call, cl
 			// among them, has its nil reply (or its answer, read first).
-			return <-cl.resp, true
+			return <-cl.resp, true, false
 		}
 	}
 }
@@ -140,19 +263,28 @@ func hangupWatch(conn net.Conn) (*os.File, error) {
 // watchHangup waits for the agent to hang up, then reads what it wrote
 // before that (routing it to the calls still waiting) and the end, which
 // shuts the connection down. It returns at once when the Client is
-// closed (shutdown closes ep).
+// closed (shutdown closes ep). Should the watch itself fail, a
+// background reader reads from then on, as the read loop did.
 func (c *Client) watchHangup(ep *os.File) {
-	rc, err := ep.SyscallConn()
-	if err != nil {
-		return
-	}
 	var evs [1]unix.EpollEvent
-	err = rc.Read(func(fd uintptr) bool {
-		n, err := unix.EpollWait(int(fd), evs[:], 0)
-		return n > 0 || (err != nil && err != unix.EINTR)
-	})
+	rc, err := ep.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			n, err := unix.EpollWait(int(fd), evs[:], 0)
+			return n > 0 || (err != nil && err != unix.EINTR)
+		})
+	}
+	select {
+	case <-c.done:
+		return // closed: shutdown closed ep
+	default:
+	}
 	if err != nil {
-		return // closed: the Client is shut down
+		c.mu.Lock()
+		c.watchFailed = true
+		c.needReaderLocked()
+		c.mu.Unlock()
+		return
 	}
 	select {
 	case c.rd <- struct{}{}:
@@ -161,6 +293,11 @@ func (c *Client) watchHangup(ep *os.File) {
 	}
 	defer func() { <-c.rd }()
 	for {
+		select {
+		case <-c.done:
+			return
+		default:
+		}
 		more, interrupted := c.readOne()
 		if !more {
 			return

@@ -327,3 +327,159 @@ func (s *stutter) Read(p []byte) (int, error) {
 	}
 	return copy(p, part), nil
 }
+
+func outputLine(ref string, data string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","method":"output","params":{"ref":%s,"stream":"stdout","data":%q}}`+"\n", ref, data)
+}
+
+// TestSlowCallbackHoldsNoOtherCall: a ping reads the connection, then a
+// call that streams output starts, and its callback blocks; the ping
+// still returns at its deadline. Read by the ping's own goroutine, the
+// output would run the callback there, past the ping's deadline.
+func TestSlowCallbackHoldsNoOtherCall(t *testing.T) {
+	c := scriptedAgent(t, func(conn net.Conn, next func() Request) {
+		next() // the ping, never answered
+		x := next()
+		io.WriteString(conn, outputLine(jsonID(x), "a"))
+		next()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	perr := make(chan error, 1)
+	go func() { perr <- c.Ping(ctx) }()
+	testWaitPending(t, c, 1)
+	time.Sleep(20 * time.Millisecond) // the ping waits in its read
+	unblock := make(chan struct{})
+	defer close(unblock)
+	got := make(chan struct{}, 1)
+	go c.Exec(context.Background(), ExecParams{Argv: []string{"x"}}, func(OutputEvent) {
+		got <- struct{}{}
+		<-unblock
+	})
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the streaming call's output never reached its callback")
+	}
+	select {
+	case err := <-perr:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Ping = %v, want deadline exceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a ping made beside a blocked output callback did not return at its deadline")
+	}
+}
+
+// TestLateOutputOfAnAbandonedCallIsRead: the caller of a streaming call
+// gives up and no other call comes; the agent still writes the call's
+// output, more than a socket holds, and its reply. The client reads it
+// all: the agent counts a host that stops reading as gone.
+func TestLateOutputOfAnAbandonedCallIsRead(t *testing.T) {
+	wrote := make(chan error, 1)
+	gaveUp := make(chan struct{})
+	c := scriptedAgent(t, func(conn net.Conn, next func() Request) {
+		x := next()
+		<-gaveUp
+		_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		chunk := strings.Repeat("y", 32<<10)
+		var err error
+		for i := 0; i < 64 && err == nil; i++ { // 2 MiB
+			_, err = io.WriteString(conn, outputLine(jsonID(x), chunk))
+		}
+		if err == nil {
+			_, err = fmt.Fprintf(conn, `{"jsonrpc":"2.0","id":%s,"result":{"exitCode":0}}`+"\n", jsonID(x))
+		}
+		wrote <- err
+		next()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	xerr := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, ExecParams{Argv: []string{"x"}}, func(OutputEvent) {})
+		xerr <- err
+	}()
+	testWaitPending(t, c, 1)
+	cancel()
+	if err := <-xerr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Exec = %v, want canceled", err)
+	}
+	close(gaveUp)
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("the agent's late writes: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agent's late writes never ended")
+	}
+	if c.Err() != nil {
+		t.Fatalf("the client closed: %v", c.Err())
+	}
+}
+
+// TestReadLoopOutlivesAStaleDeadline: on a connection a read loop reads
+// (here an in-memory pipe), a read deadline left in the past (the
+// handshake's, set as it ended) is cleared, not taken for a loss.
+func TestReadLoopOutlivesAStaleDeadline(t *testing.T) {
+	host, agentEnd := net.Pipe()
+	go func() {
+		sc := bufio.NewScanner(agentEnd)
+		for sc.Scan() {
+			var req Request
+			_ = json.Unmarshal(sc.Bytes(), &req)
+			io.WriteString(agentEnd, pingReply(req))
+		}
+	}()
+	t.Cleanup(func() { agentEnd.Close() })
+	_ = host.SetReadDeadline(time.Unix(1, 0))
+	c := NewClient(host, ClientConfig{SandboxID: "sb1", Logger: discardLogger()})
+	t.Cleanup(func() { c.Close() })
+	if c.rd != nil {
+		t.Fatal("an in-memory pipe's calls read it themselves")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("Ping after a stale deadline = %v", err)
+	}
+}
+
+// TestHangupWatchFailure: should the hang-up watch fail, a background
+// reader reads from then on, and a hang-up between calls still closes
+// the client.
+func TestHangupWatchFailure(t *testing.T) {
+	hangup := make(chan struct{})
+	c := scriptedAgent(t, func(conn net.Conn, next func() Request) {
+		io.WriteString(conn, pingReply(next()))
+		io.WriteString(conn, pingReply(next()))
+		<-hangup
+		conn.Close()
+	})
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c.hup.Close() // the watch's wait fails
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.mu.Lock()
+		on := c.bgOn
+		c.mu.Unlock()
+		if on {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no reader took over from the failed watch")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(hangup)
+	select {
+	case <-c.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent hung up and Done did not close")
+	}
+}
