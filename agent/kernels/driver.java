@@ -16,6 +16,7 @@ import java.io.OutputStream;
 import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -42,8 +43,17 @@ public class SandlotJavaKernel {
         "java.util.regex.*", "java.util.stream.*",
     };
 
+    // running is the id of the cell the agent may interrupt, null between
+    // cells. The command pipe is read by the main thread only while it is
+    // null and by the interrupt handler only while it is not, both under
+    // LOCK, so the two never read it at once.
+    static final Object LOCK = new Object();
+    static String running;
+    static InputStream ctlIn;
+
     public static void main(String[] args) throws Exception {
         InputStream ctl = new BufferedInputStream(new FileInputStream("/dev/fd/3"));
+        ctlIn = ctl;
         OutputStream res = new FileOutputStream("/dev/fd/4");
         JShell sh = JShell.builder().executionEngine("local").build();
         onInterrupt(sh);
@@ -62,6 +72,9 @@ public class SandlotJavaKernel {
             if (head == null) {
                 return;
             }
+            if (head.startsWith("{\"interrupt\":")) {
+                continue; // the tag of an interrupt whose cell ended first
+            }
             String[] parts = head.split(" ");
             String id = parts[0];
             int nenv = Integer.parseInt(parts[2]);
@@ -79,11 +92,17 @@ public class SandlotJavaKernel {
                 System.setProperty(e.getKey(), e.getValue());
             }
             StringBuilder out = new StringBuilder();
+            synchronized (LOCK) {
+                running = id;
+            }
             try {
                 runCell(sh, code, out);
             } catch (Throwable t) {
                 out.setLength(0);
                 out.append("\"results\":[],\"error\":").append(error(t.getClass().getName(), String.valueOf(t.getMessage()), t.toString()));
+            }
+            synchronized (LOCK) {
+                running = null;
             }
             for (Map.Entry<String, String> e : old.entrySet()) {
                 if (e.getValue() == null) {
@@ -101,14 +120,24 @@ public class SandlotJavaKernel {
 
     // onInterrupt makes SIGINT stop the running snippet (the agent's
     // interrupt) instead of ending the JVM. sun.misc.Signal is reached by
-    // reflection so that compiling this file prints no warning.
+    // reflection so that compiling this file prints no warning. The JVM
+    // runs the handler on a thread of its own, some time after the signal:
+    // a SIGINT the agent did not send, or one meant for a cell that ended,
+    // can be handled while a later cell runs, which JShell would stop
+    // without a word (no value, no error). So a SIGINT stops the cell only
+    // when the agent's tag for that cell is next in the command pipe
+    // (written before its signal); any other is dropped.
     static void onInterrupt(JShell sh) {
         try {
             Class<?> sig = Class.forName("sun.misc.Signal");
             Class<?> handler = Class.forName("sun.misc.SignalHandler");
             Object h = Proxy.newProxyInstance(handler.getClassLoader(), new Class<?>[] {handler}, (p, m, a) -> {
                 if (m.getName().equals("handle")) {
-                    sh.stop();
+                    synchronized (LOCK) {
+                        if (running != null && takeTag(running)) {
+                            sh.stop();
+                        }
+                    }
                 }
                 return null;
             });
@@ -296,6 +325,26 @@ public class SandlotJavaKernel {
     }
 
     // line reads up to a newline; null at end of input.
+    // takeTag reads the interrupt tag of cell id from the command pipe when
+    // it is next there, without waiting. Precondition: LOCK is held and a
+    // cell runs.
+    static boolean takeTag(String id) {
+        byte[] want = ("{\"interrupt\":" + id + "}\n").getBytes(StandardCharsets.UTF_8);
+        try {
+            if (ctlIn.available() < want.length) {
+                return false;
+            }
+            ctlIn.mark(want.length);
+            if (Arrays.equals(ctlIn.readNBytes(want.length), want)) {
+                return true;
+            }
+            ctlIn.reset();
+        } catch (IOException e) {
+            // no tag
+        }
+        return false;
+    }
+
     static String line(InputStream in) throws IOException {
         ByteArrayOutputStream b = new ByteArrayOutputStream();
         int c;

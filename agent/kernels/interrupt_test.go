@@ -159,3 +159,25 @@ func TestRInterruptAnywhereInTheLoop(t *testing.T) {
 		t.Fatalf("after the sweep: %q, restarted %v, error %+v", texts(r), r.KernelRestarted, r.Error)
 	}
 }
+
+// TestJavaSIGINTInACellNotTheAgents: the JVM handles a signal late, on a
+// thread of its own, so a SIGINT sent before a cell (a stray one, or the
+// agent's for a cell that ended first) can be handled while the cell
+// runs. Here the cell sends one to its own JVM and runs on; the driver
+// stops a cell only for the agent's tagged interrupt, so the cell gives
+// its value. JShell stopped it before, without a word: no value, no error.
+func TestJavaSIGINTInACellNotTheAgents(t *testing.T) {
+	m := needs(t, agent.Java)
+	def := `int seven() throws Exception {
+    new ProcessBuilder("sh", "-c", "kill -INT " + ProcessHandle.current().pid()).start().waitFor();
+    Thread.sleep(1000);
+    return 7;
+}`
+	if r := runIn(t, m, agent.RunCodeParams{Language: agent.Java, Code: def}); r.Error != nil {
+		t.Fatalf("define: %+v", r.Error)
+	}
+	r := runIn(t, m, agent.RunCodeParams{Language: agent.Java, Code: "seven()"})
+	if got := texts(r); !r.Success || r.KernelRestarted || len(got) != 1 || got[0] != "7" {
+		t.Fatalf("a cell that got a SIGINT the agent did not send: %q, restarted %v, error %+v, stderr %q", got, r.KernelRestarted, r.Error, r.Stderr)
+	}
+}

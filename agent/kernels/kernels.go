@@ -311,8 +311,11 @@ func (m *Manager) runLocked(ctx context.Context, kn *kernel, p agent.RunCodePara
 		spec.interrupt = syscall.SIGINT
 		spec.started = true
 	case agent.Java:
-		// The java driver stops the running snippet (JShell.stop).
+		// The java driver stops the running snippet (JShell.stop), when
+		// the cell's tag is in the command pipe: the JVM handles a signal
+		// late, on a thread of its own, and may do so in a later cell.
 		spec.interrupt = syscall.SIGINT
+		spec.tag = true
 	case agent.JavaScript:
 		// Only an await answers SIGINT; a busy loop is killed soon after.
 		spec.interrupt = syscall.SIGINT
