@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/provider/local"
 )
@@ -82,13 +83,24 @@ func newPSCmd() *cobra.Command {
 
 func newPruneCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "prune [ID...]", Short: "destroy sandboxes `sandlot run --keep` left running (all, or the ids given)",
-		Long: "Destroys the given kept sandboxes, or all of them.",
+		Long: "Destroys the given kept sandboxes, or all of them. With a daemon's --state-dir it destroys the sandboxes a\n" +
+			"daemon stopped for good left (they are kept for its restart); it refuses while a daemon holds the dir.",
 		Example: `  sandlot prune
-  sandlot prune sb-0ad2b03389fd`}
+  sandlot prune sb-0ad2b03389fd
+  sandlot prune --state-dir /run/sandlot     # what a stopped daemon left`}
 	var k keptFlags
 	k.register(cmd)
 	cmd.RunE = func(cmd *cobra.Command, ids []string) error {
 		ctx, std := cmd.Context(), ioOf(cmd)
+		// A daemon's state dir is prune's too once the daemon has stopped
+		// for good (its sandboxes stay for its restart); while a daemon
+		// holds it, its sandboxes are its contexts' and end through it.
+		release, err := daemon.LockStateDirFor(k.stateDir,
+			"its sandboxes end through it (sandlot ctx rm); stop it first to prune what it left")
+		if err != nil {
+			return err
+		}
+		defer release()
 		p, err := k.provider()
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandlot/sandlot/daemon"
 	"github.com/sandlot/sandlot/errdefs"
 	"github.com/sandlot/sandlot/internal/testenv"
 )
@@ -100,6 +101,19 @@ func TestKeptSandboxes(t *testing.T) {
 	out.Reset()
 	if err := Run(context.Background(), []string{"run", "--state-dir", state, "--sandbox", id, "x"}, strings.NewReader(""), &out, &errb); err != nil || out.String() != "7\n" {
 		t.Fatalf("run --sandbox: %q %v", out.String(), err)
+	}
+	// While a daemon holds the state dir, prune refuses and destroys nothing.
+	release, err := daemon.LockStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Run(context.Background(), []string{"prune", "--state-dir", state}, nil, &out, &errb)
+	release()
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "in use by another sandlot daemon") {
+		t.Fatalf("prune of a state dir a daemon holds: %v", err)
+	}
+	if got := ps(); !strings.Contains(got, id) {
+		t.Fatalf("prune destroyed %s in a state dir a daemon holds:\n%s", id, got)
 	}
 	if err := Run(context.Background(), []string{"prune", "--state-dir", state, "nope"}, nil, &out, &errb); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Fatalf("prune of an unknown id: %v", err)

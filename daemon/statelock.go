@@ -23,6 +23,13 @@ const stateLockFile = "daemon.lock"
 // second daemon there would destroy the first one's sandboxes. With the
 // lock it fails at start instead, saying which process holds the dir.
 func LockStateDir(dir string) (release func(), err error) {
+	return LockStateDirFor(dir, "stop that daemon or give this one its own --state-dir")
+}
+
+// LockStateDirFor is LockStateDir for a command other than a daemon (the
+// CLI's prune, which destroys what the dir holds): advice ends the error
+// it returns when a daemon holds the dir.
+func LockStateDirFor(dir, advice string) (release func(), err error) {
 	if dir == "" {
 		dir = oci.DefaultStateDir
 	}
@@ -43,8 +50,8 @@ func LockStateDir(dir string) (release func(), err error) {
 		}
 		f.Close()
 		return nil, fmt.Errorf("state dir %s is in use by another sandlot daemon (%s): one state dir belongs to one daemon "+
-			"(each destroys the sandboxes it does not know); stop that daemon or give this one its own --state-dir: %w",
-			dir, holder, errdefs.ErrFailedPrecondition)
+			"(each destroys the sandboxes it does not know); %s: %w",
+			dir, holder, advice, errdefs.ErrFailedPrecondition)
 	}
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
