@@ -81,12 +81,12 @@ type Client struct {
 	hup *os.File      // the hang-up watch's epoll (clientwait.go); closed by shutdown
 	// Where the calls read: a background reader reads instead while a
 	// call that streams output is pending, a call was abandoned, or the
-	// hang-up watch failed (needReaderLocked). Under mu.
-	streaming   int           // pending calls with an output callback
-	watchFailed bool          // the hang-up watch stopped: a reader stays
-	bgOn        bool          // a background reader runs
-	bgHeld      chan struct{} // closed once it holds rd
-	bgGone      chan struct{} // closed when it stops
+	// hang-up watch ended (needReaderLocked). Under mu.
+	streaming int           // pending calls with an output callback
+	unwatched bool          // the hang-up watch ended (a hang-up, or its failure): a reader stays
+	bgOn      bool          // a background reader runs
+	bgHeld    chan struct{} // closed once it holds rd
+	bgGone    chan struct{} // closed when it stops
 
 	mu        sync.Mutex
 	pending   map[uint64]*call    // calls waiting for their response

@@ -77,9 +77,10 @@ func (c *Client) abandonLocked(id uint64) bool {
 // readerWantedLocked reports whether a background reader is to read: a
 // call that streams output is pending (its callback runs in the reader,
 // as it did in the read loop, and never in another call's goroutine), a
-// call was abandoned, or the hang-up watch failed.
+// call was abandoned, or the hang-up watch has ended (the agent hung up:
+// the reader reads to the end; or the watch failed).
 func (c *Client) readerWantedLocked() bool {
-	return !c.closed && (c.streaming > 0 || len(c.abandoned) > 0 || c.watchFailed)
+	return !c.closed && (c.streaming > 0 || len(c.abandoned) > 0 || c.unwatched)
 }
 
 // needReaderLocked starts a background reader when one is wanted and none
@@ -260,11 +261,11 @@ func hangupWatch(conn net.Conn) (*os.File, error) {
 	return os.NewFile(uintptr(epfd), "agent-hangup"), nil
 }
 
-// watchHangup waits for the agent to hang up, then reads what it wrote
-// before that (routing it to the calls still waiting) and the end, which
-// shuts the connection down. It returns at once when the Client is
-// closed (shutdown closes ep). Should the watch itself fail, a
-// background reader reads from then on, as the read loop did.
+// watchHangup waits for the agent to hang up; then the background reader
+// reads what the agent wrote before that (routing it to the calls still
+// waiting) and the end, which shuts the connection down. Should the
+// watch itself fail, that reader reads from then on, as the read loop
+// did. It returns at once when the Client is closed (shutdown closes ep).
 func (c *Client) watchHangup(ep *os.File) {
 	var evs [1]unix.EpollEvent
 	rc, err := ep.SyscallConn()
@@ -274,36 +275,8 @@ func (c *Client) watchHangup(ep *os.File) {
 			return n > 0 || (err != nil && err != unix.EINTR)
 		})
 	}
-	select {
-	case <-c.done:
-		return // closed: shutdown closed ep
-	default:
-	}
-	if err != nil {
-		c.mu.Lock()
-		c.watchFailed = true
-		c.needReaderLocked()
-		c.mu.Unlock()
-		return
-	}
-	select {
-	case c.rd <- struct{}{}:
-	case <-c.done:
-		return
-	}
-	defer func() { <-c.rd }()
-	for {
-		select {
-		case <-c.done:
-			return
-		default:
-		}
-		more, interrupted := c.readOne()
-		if !more {
-			return
-		}
-		if interrupted { // a call's deadline, set before it gave up
-			_ = c.conn.SetReadDeadline(time.Time{})
-		}
-	}
+	c.mu.Lock()
+	c.unwatched = true
+	c.needReaderLocked()
+	c.mu.Unlock()
 }
