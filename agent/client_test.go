@@ -22,7 +22,8 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 // fakeAgent listens on a unix socket and hands each request to reply,
 // which writes whatever raw bytes it likes back.
-func fakeAgent(t *testing.T, reply func(w io.Writer, req Request)) string {
+// listenUnix listens on a fresh unix socket, closed at the end of the test.
+func listenUnix(t *testing.T) (string, net.Listener) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "a.sock")
 	ln, err := net.Listen("unix", sock)
@@ -30,6 +31,12 @@ func fakeAgent(t *testing.T, reply func(w io.Writer, req Request)) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+	return sock, ln
+}
+
+func fakeAgent(t *testing.T, reply func(w io.Writer, req Request)) string {
+	t.Helper()
+	sock, ln := listenUnix(t)
 	go func() {
 		for {
 			conn, err := ln.Accept()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,12 +21,7 @@ import (
 // serve, which reads requests (next) and writes what it likes.
 func scriptedAgent(t *testing.T, serve func(conn net.Conn, next func() Request)) *Client {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	sock, ln := listenUnix(t)
 	go func() {
 		conn, err := ln.Accept()
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -84,12 +83,7 @@ func TestClientNotSent(t *testing.T) {
 // handle reports false to hang up.
 func seqAgent(t *testing.T, handle func(w io.Writer, req Request) bool) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "a.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	sock, ln := listenUnix(t)
 	go func() {
 		for {
 			conn, err := ln.Accept()
