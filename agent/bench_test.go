@@ -197,16 +197,23 @@ func BenchmarkPing(b *testing.B) {
 // cpuNs is the CPU time so far of every thread of process pid, from
 // /proc/<pid>/task/*/schedstat (ns on CPU is the first field).
 func cpuNs(pid int) int64 {
-	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "schedstat"))
-	var total int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
+	return sumTasks(pid, "schedstat", func(b []byte) int64 {
 		if f := strings.Fields(string(b)); len(f) > 0 {
 			n, _ := strconv.ParseInt(f[0], 10, 64)
-			total += n
+			return n
+		}
+		return 0
+	})
+}
+
+// sumTasks adds up what field reads from /proc/<pid>/task/*/<file>, the
+// file of each thread of process pid.
+func sumTasks(pid int, file string, field func([]byte) int64) int64 {
+	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", file))
+	var total int64
+	for _, t := range tasks {
+		if b, err := os.ReadFile(t); err == nil {
+			total += field(b)
 		}
 	}
 	return total
@@ -241,21 +248,16 @@ func BenchmarkKernelRoundTripProbed(b *testing.B) {
 
 // ctxSwitches is the context switches so far of every thread of pid.
 func ctxSwitches(pid int) int64 {
-	tasks, _ := filepath.Glob(filepath.Join("/proc", strconv.Itoa(pid), "task", "*", "status"))
-	var total int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
+	return sumTasks(pid, "status", func(b []byte) int64 {
+		var n int64
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "voluntary_ctxt_switches:") || strings.HasPrefix(l, "nonvoluntary_ctxt_switches:") {
-				n, _ := strconv.ParseInt(strings.TrimSpace(l[strings.Index(l, ":")+1:]), 10, 64)
-				total += n
+			if k, v, ok := strings.Cut(l, ":"); ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
+				x, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += x
 			}
 		}
-	}
-	return total
+		return n
+	})
 }
 
 // childPid is pid's newest child (the kernel the agent started last).
