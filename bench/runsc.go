@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"time"
 
@@ -108,17 +107,17 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	}
 	defer stop()
 	k := max(5, min(sz.Cold, 20))
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc
-	}
 	waitPool := func() error { return WaitPool(ctx, m, int64(size), 2*time.Minute) }
 	if err := waitPool(); err != nil {
 		return nil, err
 	}
-	before := heap()
+	// Read as the suspend rows read it (suspendedHeld): the live heap a
+	// forced GC finds, after a first GC that settles what the cases
+	// before left. HeapAlloc after a GC also counted what other
+	// goroutines (the cleanup loop, the pool's worker) allocated since,
+	// and once read less after the five suspends than before them.
+	liveHeap()
+	before := liveHeap()
 	hits := m.Stats().PoolHits
 	var recs []*contexts.Record
 	for i := range k {
@@ -170,7 +169,8 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	if err := waitPool(); err != nil {
 		return nil, err
 	}
-	after := heap()
+	liveHeap()
+	after := liveHeap()
 	listed, err := env.ImageProvider.List(ctx)
 	if err != nil {
 		return nil, err

@@ -66,7 +66,14 @@ func TestRunscCases(t *testing.T) {
 	}
 	held := byName["runsc: host memory an idle-suspended context holds, python kernel up (memory kept, mean of 5)"]
 	fits := byName["runsc: idle contexts per 2 GiB with idle suspend (memory kept)"]
-	if held.Unit != "KiB" || held.Value <= 0 || fits.Met == nil || fits.Target != ">= 150" || fits.Value <= 0 {
+	// Five suspended contexts hold a few KiB of the daemon's heap in all,
+	// which the heap's own noise can hide: the rows then say "not
+	// measured", with no goal met or missed (suspendedRows), as the
+	// suspend rows do (TestSuspendCases). Either is a consistent reading.
+	measured := held.Unit == "KiB" && held.Value > 0 && fits.Met != nil && fits.Target == ">= 150" && fits.Value > 0
+	unmeasured := held.Value == 0 && fits.Value == 0 && held.Met == nil && fits.Met == nil &&
+		strings.HasPrefix(held.Note, "not measured") && strings.HasPrefix(fits.Note, "not measured")
+	if !measured && !unmeasured {
 		t.Errorf("held %+v, per 2 GiB %+v", held, fits)
 	}
 	if ids, _ := p.List(context.Background()); len(ids) != 0 {
