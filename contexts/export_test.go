@@ -25,6 +25,15 @@ func Kill(m *Manager) {
 // store itself.
 func Settle(m *Manager) { m.settleAll(context.Background()) }
 
+// SetTallyDelay sets how long after a call its store write waits
+// (tallyDelay), for a test that must see the calls of a while share one
+// write. Call it before the manager's first call.
+func SetTallyDelay(m *Manager, d time.Duration) {
+	m.mu.Lock()
+	m.tallyDelay = d
+	m.mu.Unlock()
+}
+
 // LockWaiters reports how many calls hold or wait for id's identity lock,
 // for a test that must know a call is waiting on it.
 func LockWaiters(m *Manager, id Identity) int {

@@ -73,9 +73,12 @@ type Manager struct {
 	makes    context.Context
 	endMakes context.CancelFunc
 	// discarding counts the background destroys under way (destroyLater),
-	// writers the entries' tally writers running (tally.go); Close waits
-	// for both.
+	// writers the entries' tally writers running or due (tally.go); Close
+	// waits for both. armed holds the entries whose writer waits for its
+	// timer: Close starts them.
 	discarding, writers busy
+	armed               map[*entry]struct{}
+	tallyDelay          time.Duration // tally.go's tallyDelay; tests lengthen it
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -160,6 +163,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		makes:    makes,
 		endMakes: endMakes,
 	}
+	m.armed, m.tallyDelay = map[*entry]struct{}{}, tallyDelay
 	sizes := maps.Clone(cfg.PoolSizes)
 	m.poolSizes.Store(&sizes)
 	return m

@@ -9,6 +9,12 @@ package contexts
 // come faster than the store takes them. The same writer takes the touch
 // of a record whose expiry is fixed (E2B's) after its call (writeUse).
 //
+// The writer starts tallyDelay after the first call it is to write, from
+// a timer, not from the call: a goroutine started during a call woke an
+// idle thread (the scheduler's wakep), about a third of what the manager
+// added to a warm call, and the calls of that delay share one write. A
+// read or write that must see the calls (settle) starts it at once.
+//
 // What reads the record from the store for a caller (Get, Lookup, List)
 // or writes it (an end, a touch, a new TTL, a pause, a network, a usage
 // sample) first waits for the writes of the calls answered before it
@@ -37,8 +43,17 @@ type tally struct {
 	// closed and replaced at each write's end, for settle.
 	answered, taken, written uint64
 	wrote                    chan struct{}
-	writing                  bool // a writer runs
+	writing                  bool // a writer runs, or is due (armed)
+	// armed: the writer waits for its timer (tallyDelay), with ctx.
+	armed bool
+	timer *time.Timer
+	ctx   context.Context
 }
+
+// tallyDelay is how long after a call its writer starts (see above): the
+// calls answered in it share its write. A daemon killed in it loses their
+// count, as one killed before a write lands (docs/contexts.md).
+const tallyDelay = 5 * time.Millisecond
 
 // recordExecution counts one execution of dur on e and extends its
 // expiry: at once in memory, and in the store by e's writer (which also
@@ -111,14 +126,48 @@ func (m *Manager) queueLocked(ctx context.Context, e *entry, now, exp time.Time)
 	}
 	t.answered++
 	if !t.writing {
-		t.writing = true
+		t.writing, t.armed, t.ctx = true, true, context.WithoutCancel(ctx)
 		if t.wrote == nil {
 			t.wrote = make(chan struct{})
 		}
 		m.writers.n++
-		go m.writeTally(context.WithoutCancel(ctx), e)
+		m.armed[e] = struct{}{}
+		if t.timer == nil {
+			t.timer = time.AfterFunc(m.tallyDelay, func() { m.tallyDue(e) })
+		} else {
+			t.timer.Reset(m.tallyDelay)
+		}
 	}
 	return true
+}
+
+// tallyDue starts e's writer when its timer fires, unless settle started
+// it first.
+func (m *Manager) tallyDue(e *entry) {
+	m.mu.Lock()
+	t := &e.tally
+	if !t.armed {
+		m.mu.Unlock()
+		return
+	}
+	t.armed = false
+	delete(m.armed, e)
+	ctx := t.ctx
+	m.mu.Unlock()
+	m.writeTally(ctx, e)
+}
+
+// startTallyLocked starts e's writer now if it waits for its timer.
+// Precondition: mu held.
+func (m *Manager) startTallyLocked(e *entry) {
+	t := &e.tally
+	if !t.armed {
+		return
+	}
+	t.armed = false
+	delete(m.armed, e)
+	t.timer.Stop() // if it fired meanwhile, tallyDue finds it started
+	go m.writeTally(t.ctx, e)
 }
 
 // writeTally writes e's tally to the store until nothing is left. A write
@@ -135,6 +184,7 @@ func (m *Manager) writeTally(ctx context.Context, e *entry) {
 		if upto == t.taken || dropped {
 			e.tally.taken, e.tally.written = upto, upto
 			e.tally.n, e.tally.ms, e.tally.writing = 0, 0, false
+			e.tally.ctx = nil
 			m.wroteLocked(e)
 			m.writers.done()
 			m.mu.Unlock()
@@ -204,6 +254,7 @@ func (m *Manager) settle(ctx context.Context, e *entry) {
 	m.mu.Lock()
 	target := e.tally.answered
 	for e.tally.written < target {
+		m.startTallyLocked(e)
 		wrote := e.tally.wrote
 		m.mu.Unlock()
 		select {
@@ -240,7 +291,13 @@ func (m *Manager) settleAll(ctx context.Context) {
 }
 
 // waitWriters waits until no writer runs (Close, after it ended every
-// entry: their last calls' writes land before the store closes).
+// entry: their last calls' writes land before the store closes). The
+// writers still waiting for their timers start now.
 func (m *Manager) waitWriters(ctx context.Context) error {
+	m.mu.Lock()
+	for e := range m.armed {
+		m.startTallyLocked(e)
+	}
+	m.mu.Unlock()
 	return m.writers.wait(ctx, &m.mu, "executions being written")
 }

@@ -184,3 +184,66 @@ func TestSharedNodesWriteBeforeAnswering(t *testing.T) {
 		t.Fatalf("record right after the answer: %+v, %v; want 1 execution", rec, err)
 	}
 }
+
+// TestCallsOfAWhileShareAWrite: a call's store write waits tallyDelay, and
+// the calls answered in it go to the store in that one write; Settle
+// starts a waiting write at once. Before the delay every call started a
+// writer of its own (a goroutine, which woke an idle thread during the
+// call) and a fast store took one write per call.
+func TestCallsOfAWhileShareAWrite(t *testing.T) {
+	e, cs := newCountingEnv(t, contexts.Config{})
+	contexts.SetTallyDelay(e.m, time.Hour) // only Settle writes
+	id := ident("t1", "c1", "main")
+	var res *contexts.ExecuteResult
+	for range 10 {
+		res = e.exec(id, "x = 1")
+		// Time for a writer started by the call to write: the calls
+		// share a write only by the delay.
+		time.Sleep(5 * time.Millisecond)
+	}
+	within(t, "Settle", func() { contexts.Settle(e.m) })
+	if n := cs.records.Load(); n != 1 {
+		t.Fatalf("%d store writes for ten calls within the delay, want 1", n)
+	}
+	if rec := e.record(res.ContextID); rec.ExecutionCount != 10 {
+		t.Fatalf("record after Settle: %d executions, want 10", rec.ExecutionCount)
+	}
+}
+
+// TestDueWriteLandsUnasked: with nothing reading the record, a call's
+// write lands once its delay is over.
+func TestDueWriteLandsUnasked(t *testing.T) {
+	e, cs := newCountingEnv(t, contexts.Config{})
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "x = 1")
+	deadline := time.Now().Add(30 * time.Second)
+	for cs.records.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call's write did not land in 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rec, err := e.store.Get(e.ctx, res.ContextID)
+	if err != nil || rec.ExecutionCount != 1 {
+		t.Fatalf("record: %+v, %v; want 1 execution", rec, err)
+	}
+}
+
+// TestCloseStartsADueWrite: Close does not wait out a write's delay: it
+// starts the waiting writes, and the store has every call.
+func TestCloseStartsADueWrite(t *testing.T) {
+	e, _ := newCountingEnv(t, contexts.Config{})
+	contexts.SetTallyDelay(e.m, time.Hour)
+	id := ident("t1", "c1", "main")
+	res := e.exec(id, "x = 1")
+	e.exec(id, "x = 2")
+	within(t, "Close", func() {
+		if err := e.m.Close(e.ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	rec, err := e.store.Get(e.ctx, res.ContextID)
+	if err != nil || rec.ExecutionCount != 2 {
+		t.Fatalf("record after Close: %+v, %v; want 2 executions", rec, err)
+	}
+}
