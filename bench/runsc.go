@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sandlot/sandlot/contexts"
@@ -99,9 +100,10 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 	img.Provider = env.ImageProvider
 	// The idle suspend runs in the cleanup pass (serve's default: every
 	// 60 s; here a second, so it comes soon after the idle time).
+	warns := newWarnLog() // what the failure below says the manager met
 	m, stop, err := manager(ctx, img, contexts.Config{PoolSize: size, Catalog: env.ImageCatalog,
-		CleanupInterval: time.Second,
-		IdleSuspendOf:   func(context.Context, string, string) time.Duration { return idleFor }})
+		CleanupInterval: time.Second, Logger: warns.Logger(),
+		IdleSuspendOf: func(context.Context, string, string) time.Duration { return idleFor }})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +163,8 @@ func runscIdle(ctx context.Context, env Env, sz Sizes) ([]Figure, error) {
 			progress, lastN = time.Now(), len(suspended)
 		}
 		if time.Since(progress) > 90*time.Second || time.Since(t0) > time.Duration(k)*time.Minute+2*time.Minute {
-			return nil, fmt.Errorf("the idle suspend suspended %d of %d contexts idle %v in %v", len(suspended), k, idleFor, time.Since(t0).Round(time.Second))
+			return nil, fmt.Errorf("the idle suspend suspended %d of %d contexts idle %v in %v; not suspended: %s; the manager's last warnings: %q",
+				len(suspended), k, idleFor, time.Since(t0).Round(time.Second), unsuspended(ctx, m, recs), warns)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -248,4 +251,22 @@ func suspendedRows(k int, before, after uint64, sandbox, tmpfs int64, note strin
 			fmt.Sprintf(">= %g", targetRunscDensity), fit >= targetRunscDensity)
 	}
 	return held, fits
+}
+
+// unsuspended describes the contexts of recs that are not suspended (their
+// state, sandbox, last use and whether a call or callback holds them), for
+// the failure of a wait for the idle suspend.
+func unsuspended(ctx context.Context, m *contexts.Manager, recs []*contexts.Record) string {
+	var out []string
+	for _, r := range recs {
+		got, err := m.Get(ctx, benchTenant, r.ID)
+		switch {
+		case err != nil:
+			out = append(out, fmt.Sprintf("%s: %v", r.ID, err))
+		case !got.Suspended():
+			out = append(out, fmt.Sprintf("%s: state %s, sandbox %s, paused %v, last used %v ago, expires in %v",
+				got.ID, got.State, got.SandboxID, got.Paused(), time.Since(got.LastUsedAt).Round(time.Millisecond), time.Until(got.ExpiresAt).Round(time.Second)))
+		}
+	}
+	return strings.Join(out, "; ")
 }
