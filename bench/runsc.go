@@ -264,8 +264,14 @@ func unsuspended(ctx context.Context, m *contexts.Manager, recs []*contexts.Reco
 		case err != nil:
 			out = append(out, fmt.Sprintf("%s: %v", r.ID, err))
 		case !got.Suspended():
-			out = append(out, fmt.Sprintf("%s: state %s, sandbox %s, paused %v, last used %v ago, expires in %v",
-				got.ID, got.State, got.SandboxID, got.Paused(), time.Since(got.LastUsedAt).Round(time.Millisecond), time.Until(got.ExpiresAt).Round(time.Second)))
+			line := fmt.Sprintf("%s: state %s, sandbox %s, paused %v, last used %v ago, expires in %v",
+				got.ID, got.State, got.SandboxID, got.Paused(), time.Since(got.LastUsedAt).Round(time.Millisecond), time.Until(got.ExpiresAt).Round(time.Second))
+			// The manager's own copy, where it differs from the store's:
+			// a suspend saved in memory whose store write failed.
+			if mine, err := m.Served(ctx, benchTenant, r.ID); err == nil && (mine.Suspended() || mine.Paused() || mine.State != got.State) {
+				line += fmt.Sprintf(" (the manager's copy: state %s, sandbox %s, paused %v, suspended %v)", mine.State, mine.SandboxID, mine.Paused(), mine.Suspended())
+			}
+			out = append(out, line)
 		}
 	}
 	return strings.Join(out, "; ")
