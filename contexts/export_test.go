@@ -25,6 +25,14 @@ func Kill(m *Manager) {
 // store itself.
 func Settle(m *Manager) { m.settleAll(context.Background()) }
 
+// SetProviderBound sets the bound on a suspend's capture and checkpoint
+// (providerBound), for a test of a provider that never answers.
+func SetProviderBound(m *Manager, d time.Duration) {
+	m.mu.Lock()
+	m.providerBound = d
+	m.mu.Unlock()
+}
+
 // SetTallyDelay sets how long after a call its store write waits
 // (tallyDelay), for a test that must see the calls of a while share one
 // write. Call it before the manager's first call.

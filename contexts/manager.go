@@ -79,6 +79,7 @@ type Manager struct {
 	discarding, writers busy
 	armed               map[*entry]struct{}
 	tallyDelay          time.Duration // tally.go's tallyDelay; tests lengthen it
+	providerBound       time.Duration // suspend.go's bound on a capture or checkpoint; tests shorten it
 	// unobserve unregisters the gauges Start registered (metrics.go).
 	unobserve func()
 
@@ -163,7 +164,7 @@ func NewManager(store Store, provider Provider, cfg Config) *Manager {
 		makes:    makes,
 		endMakes: endMakes,
 	}
-	m.armed, m.tallyDelay = map[*entry]struct{}{}, tallyDelay
+	m.armed, m.tallyDelay, m.providerBound = map[*entry]struct{}{}, tallyDelay, providerBound
 	sizes := maps.Clone(cfg.PoolSizes)
 	m.poolSizes.Store(&sizes)
 	return m

@@ -83,6 +83,11 @@ func (m *Manager) suspend(ctx context.Context, tenantID, contextID string, keep 
 	return m.suspendLocked(ctx, rec, images, keep, memory)
 }
 
+// providerBound bounds a suspend's capture and its checkpoint each: a
+// checkpoint of a sandbox's whole memory (2 GiB by default) and a capture
+// of its writable layer take seconds to tens of seconds on a slow disk.
+const providerBound = 5 * time.Minute
+
 // suspendLocked suspends rec, with its memory when withMemory and the
 // provider can. Precondition: its identity lock is held.
 func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images SuspendImages, keep time.Duration, withMemory bool) (*Record, error) {
@@ -90,9 +95,19 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		return nil, fmt.Errorf("context %s: %w", rec.ID, ErrSuspended)
 	}
 	sandboxID := rec.SandboxID
-	img, bytes, err := images.KeepSuspended(ctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
+	// The capture and the checkpoint are bounded (providerBound): a
+	// runtime that never answers (a hung runsc subprocess) must not hold
+	// the caller for good, least of all the cleanup loop, whose expiries,
+	// suspends and sweep wait behind it. What follows them (the record's
+	// save) runs on ctx.
+	m.mu.Lock()
+	bound := m.providerBound
+	m.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, bound)
+	img, bytes, err := images.KeepSuspended(cctx, rec.TenantID, rec.ID, rec.Template, func(ctx context.Context, w io.Writer, max int64) error {
 		return m.provider.Capture(ctx, sandboxID, w, max)
 	})
+	cancel()
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) && m.notListed(ctx, sandboxID) {
 			if m.terminateRecord(ctx, rec, ReasonError, "sandbox lost") {
@@ -115,7 +130,10 @@ func (m *Manager) suspendLocked(ctx context.Context, rec *Record, images Suspend
 		e := m.byID[rec.ID]
 		m.mu.Unlock()
 		defer m.beginCheckpoint(e)()
-		if err := m.provider.Checkpoint(ctx, sandboxID); err != nil {
+		kctx, cancel := context.WithTimeout(ctx, bound)
+		err := m.provider.Checkpoint(kctx, sandboxID)
+		cancel()
+		if err != nil {
 			m.log.Warn("suspend without memory: checkpoint failed", logkey.Context, rec.ID, logkey.Sandbox, sandboxID, logkey.Err, err)
 		} else {
 			memory = true
