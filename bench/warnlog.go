@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 )
 
-// warnLog keeps the last few warnings and errors a manager logs, for a
+// warnLog keeps the last few warnings and errors a manager logs, and the
+// info lines that say a sandbox went (destroyed, dropped, lost), for a
 // case whose failure should say what the manager met (the cases'
 // managers log nowhere otherwise).
 type warnLog struct {
@@ -37,9 +39,16 @@ type warnHandler struct {
 	attrs []slog.Attr
 }
 
-func (h warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h warnHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+
+// sandboxGone are words of the info lines a warnLog keeps: the manager
+// saying it destroyed or dropped a sandbox or a context.
+var sandboxGone = []string{"destroy", "dropping", "lost", "ended elsewhere"}
 
 func (h warnHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn && !slices.ContainsFunc(sandboxGone, func(w string) bool { return strings.Contains(r.Message, w) }) {
+		return nil
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s", r.Level, r.Message)
 	add := func(a slog.Attr) bool {
