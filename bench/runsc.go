@@ -254,8 +254,8 @@ func suspendedRows(k int, before, after uint64, sandbox, tmpfs int64, note strin
 }
 
 // unsuspended describes the contexts of recs that are not suspended (their
-// state, sandbox, last use and whether a call or callback holds them), for
-// the failure of a wait for the idle suspend.
+// state, sandbox, last use and expiry, and the manager's own copy where it
+// differs), for the failure of a wait for the idle suspend.
 func unsuspended(ctx context.Context, m *contexts.Manager, recs []*contexts.Record) string {
 	var out []string
 	for _, r := range recs {

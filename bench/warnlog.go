@@ -16,7 +16,6 @@ import (
 type warnLog struct {
 	mu    sync.Mutex
 	lines []string
-	attrs []slog.Attr
 }
 
 // warnLogKeep bounds what a warnLog keeps: its newest lines.
