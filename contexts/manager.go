@@ -75,7 +75,7 @@ type Manager struct {
 	// discarding counts the background destroys under way (destroyLater),
 	// writers the entries' tally writers running or due (tally.go); Close
 	// waits for both. armed holds the entries whose writer waits for its
-	// timer: Close starts them.
+	// timer (tally.go): settle and Close start them.
 	discarding, writers busy
 	armed               map[*entry]struct{}
 	tallyDelay          time.Duration // tally.go's tallyDelay; tests lengthen it

@@ -43,11 +43,9 @@ type tally struct {
 	// closed and replaced at each write's end, for settle.
 	answered, taken, written uint64
 	wrote                    chan struct{}
-	writing                  bool // a writer runs, or is due (armed)
-	// armed: the writer waits for its timer (tallyDelay), with ctx.
-	armed bool
-	timer *time.Timer
-	ctx   context.Context
+	writing                  bool // a writer runs, or waits for its timer (Manager.armed)
+	timer                    *time.Timer
+	ctx                      context.Context // the waiting writer's
 }
 
 // tallyDelay is how long after a call its writer starts (see above): the
@@ -126,7 +124,7 @@ func (m *Manager) queueLocked(ctx context.Context, e *entry, now, exp time.Time)
 	}
 	t.answered++
 	if !t.writing {
-		t.writing, t.armed, t.ctx = true, true, context.WithoutCancel(ctx)
+		t.writing, t.ctx = true, context.WithoutCancel(ctx)
 		if t.wrote == nil {
 			t.wrote = make(chan struct{})
 		}
@@ -145,14 +143,12 @@ func (m *Manager) queueLocked(ctx context.Context, e *entry, now, exp time.Time)
 // it first.
 func (m *Manager) tallyDue(e *entry) {
 	m.mu.Lock()
-	t := &e.tally
-	if !t.armed {
+	if _, ok := m.armed[e]; !ok {
 		m.mu.Unlock()
 		return
 	}
-	t.armed = false
 	delete(m.armed, e)
-	ctx := t.ctx
+	ctx := e.tally.ctx
 	m.mu.Unlock()
 	m.writeTally(ctx, e)
 }
@@ -160,14 +156,12 @@ func (m *Manager) tallyDue(e *entry) {
 // startTallyLocked starts e's writer now if it waits for its timer.
 // Precondition: mu held.
 func (m *Manager) startTallyLocked(e *entry) {
-	t := &e.tally
-	if !t.armed {
+	if _, ok := m.armed[e]; !ok {
 		return
 	}
-	t.armed = false
 	delete(m.armed, e)
-	t.timer.Stop() // if it fired meanwhile, tallyDue finds it started
-	go m.writeTally(t.ctx, e)
+	e.tally.timer.Stop() // if it fired meanwhile, tallyDue finds it started
+	go m.writeTally(e.tally.ctx, e)
 }
 
 // writeTally writes e's tally to the store until nothing is left. A write
